@@ -1,0 +1,51 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "GroupDefaults",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "GroupDefaults", targets: ["GroupDefaults"]),
+        .executable(name: "groupdefaults-bench", targets: ["groupdefaults-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
+        ),
+        .target(
+            name: "GroupDefaults",
+            dependencies: [
+                "CLMDB",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // Benchmark: the store beside raw LMDB (C) and Foundation's UserDefaults, in one run.
+        .target(name: "CLMDBReference", dependencies: ["CLMDB"]),
+        .executableTarget(
+            name: "groupdefaults-bench",
+            dependencies: ["GroupDefaults", "CLMDBReference"]
+        ),
+
+        // A small executable the tests spawn as separate processes.
+        .executableTarget(
+            name: "GroupDefaultsTestHelper",
+            dependencies: ["GroupDefaults"],
+            path: "Tests/GroupDefaultsTestHelper"
+        ),
+        .testTarget(
+            name: "GroupDefaultsTests",
+            dependencies: [
+                "GroupDefaults",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
