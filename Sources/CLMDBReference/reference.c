@@ -1,0 +1,391 @@
+#define _POSIX_C_SOURCE 200809L
+
+#include "CLMDBReference.h"
+
+#include <lmdb.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Largest value a get copies out; the benchmark's values are about 60 bytes. */
+#define GDREF_COPY_MAX 4096
+#define GDREF_MAX_DBS 8
+#define GDREF_DB_NAME "values"
+
+struct gdref_dataset {
+    MDB_val *keys;
+    MDB_val *values;
+    size_t count;
+    size_t capacity;
+};
+
+struct gdref_env {
+    MDB_env *env;
+    MDB_dbi dbi;
+    char error[256];
+};
+
+/* Keeps the compiler from dropping a copy nobody reads. */
+static void escape(const void *p) {
+    __asm__ volatile("" : : "r"(p) : "memory");
+}
+
+static long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void set_error(char *buf, size_t len, const char *what, int rc) {
+    if (buf != NULL && len > 0) {
+        snprintf(buf, len, "%s: %s", what, mdb_strerror(rc));
+    }
+}
+
+/* Records a failed LMDB call on `env`. Returns nonzero when rc is an error. */
+static int failed(gdref_env *env, int rc, const char *what) {
+    if (rc == MDB_SUCCESS) {
+        return 0;
+    }
+    set_error(env->error, sizeof env->error, what, rc);
+    return 1;
+}
+
+/* ---- dataset ---- */
+
+static void *copy_bytes(const void *src, size_t len) {
+    void *dst = malloc(len > 0 ? len : 1);
+    if (dst != NULL && len > 0) {
+        memcpy(dst, src, len);
+    }
+    return dst;
+}
+
+gdref_dataset *gdref_dataset_create(size_t capacity) {
+    gdref_dataset *ds = calloc(1, sizeof *ds);
+    if (ds == NULL) {
+        return NULL;
+    }
+    ds->keys = calloc(capacity > 0 ? capacity : 1, sizeof *ds->keys);
+    ds->values = calloc(capacity > 0 ? capacity : 1, sizeof *ds->values);
+    if (ds->keys == NULL || ds->values == NULL) {
+        gdref_dataset_free(ds);
+        return NULL;
+    }
+    ds->capacity = capacity;
+    return ds;
+}
+
+int gdref_dataset_add(gdref_dataset *ds, const void *key, size_t key_len,
+                      const void *value, size_t value_len) {
+    if (ds->count == ds->capacity) {
+        return -1;
+    }
+    void *k = copy_bytes(key, key_len);
+    void *v = copy_bytes(value, value_len);
+    if (k == NULL || v == NULL) {
+        free(k);
+        free(v);
+        return -1;
+    }
+    ds->keys[ds->count] = (MDB_val){ .mv_size = key_len, .mv_data = k };
+    ds->values[ds->count] = (MDB_val){ .mv_size = value_len, .mv_data = v };
+    ds->count += 1;
+    return 0;
+}
+
+size_t gdref_dataset_count(const gdref_dataset *ds) {
+    return ds->count;
+}
+
+void gdref_dataset_free(gdref_dataset *ds) {
+    if (ds == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < ds->count; i++) {
+        free(ds->keys[i].mv_data);
+        free(ds->values[i].mv_data);
+    }
+    free(ds->keys);
+    free(ds->values);
+    free(ds);
+}
+
+/* ---- environment ---- */
+
+/* Opens `path` into a created MDB_env and its "values" database; on failure closes the env. */
+static int open_env(MDB_env **out_env, MDB_dbi *out_dbi, const char *path, unsigned int env_flags,
+                    size_t map_size, unsigned int dbi_flags, char *err, size_t errlen) {
+    MDB_env *env = NULL;
+    MDB_txn *txn = NULL;
+    int rc = mdb_env_create(&env);
+    if (rc != MDB_SUCCESS) {
+        set_error(err, errlen, "mdb_env_create", rc);
+        return -1;
+    }
+    const char *what = "mdb_env_set_mapsize";
+    if ((rc = mdb_env_set_mapsize(env, map_size)) != MDB_SUCCESS) goto fail;
+    what = "mdb_env_set_maxdbs";
+    if ((rc = mdb_env_set_maxdbs(env, GDREF_MAX_DBS)) != MDB_SUCCESS) goto fail;
+    what = "mdb_env_open";
+    if ((rc = mdb_env_open(env, path, env_flags | MDB_NOSUBDIR, 0600)) != MDB_SUCCESS) goto fail;
+    what = "mdb_txn_begin";
+    unsigned int txn_flags = (dbi_flags & MDB_CREATE) ? 0 : MDB_RDONLY;
+    if ((rc = mdb_txn_begin(env, NULL, txn_flags, &txn)) != MDB_SUCCESS) goto fail;
+    what = "mdb_dbi_open";
+    if ((rc = mdb_dbi_open(txn, GDREF_DB_NAME, dbi_flags, out_dbi)) != MDB_SUCCESS) goto fail;
+    what = "mdb_txn_commit";
+    rc = mdb_txn_commit(txn);
+    txn = NULL;
+    if (rc != MDB_SUCCESS) goto fail;
+    *out_env = env;
+    return 0;
+
+fail:
+    set_error(err, errlen, what, rc);
+    if (txn != NULL) {
+        mdb_txn_abort(txn);
+    }
+    mdb_env_close(env);
+    return -1;
+}
+
+gdref_env *gdref_open(const char *path, unsigned int env_flags, size_t map_size,
+                      char *err, size_t errlen) {
+    gdref_env *e = calloc(1, sizeof *e);
+    if (e == NULL) {
+        if (err != NULL && errlen > 0) {
+            snprintf(err, errlen, "out of memory");
+        }
+        return NULL;
+    }
+    if (open_env(&e->env, &e->dbi, path, env_flags, map_size, MDB_CREATE, err, errlen) != 0) {
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void gdref_close(gdref_env *env) {
+    if (env == NULL) {
+        return;
+    }
+    mdb_env_close(env->env);
+    free(env);
+}
+
+const char *gdref_env_error(const gdref_env *env) {
+    return env->error;
+}
+
+/* ---- workloads ---- */
+
+int gdref_put_all(gdref_env *env, const gdref_dataset *ds) {
+    MDB_txn *txn;
+    if (failed(env, mdb_txn_begin(env->env, NULL, 0, &txn), "mdb_txn_begin")) {
+        return -1;
+    }
+    for (size_t i = 0; i < ds->count; i++) {
+        if (failed(env, mdb_put(txn, env->dbi, &ds->keys[i], &ds->values[i], 0), "mdb_put")) {
+            mdb_txn_abort(txn);
+            return -1;
+        }
+    }
+    return failed(env, mdb_txn_commit(txn), "mdb_txn_commit") ? -1 : 0;
+}
+
+long gdref_get(gdref_env *env, const void *key, size_t key_len, void *buf, size_t buflen) {
+    MDB_txn *txn;
+    MDB_val k = { .mv_size = key_len, .mv_data = (void *)key };
+    MDB_val value;
+    if (failed(env, mdb_txn_begin(env->env, NULL, MDB_RDONLY, &txn), "mdb_txn_begin")) {
+        return -1;
+    }
+    if (failed(env, mdb_get(txn, env->dbi, &k, &value), "mdb_get")) {
+        mdb_txn_abort(txn);
+        return -1;
+    }
+    long length = (long)value.mv_size;
+    if (value.mv_size > buflen) {
+        snprintf(env->error, sizeof env->error, "value of %zu bytes is larger than %zu", value.mv_size, buflen);
+        length = -1;
+    } else {
+        memcpy(buf, value.mv_data, value.mv_size);
+    }
+    mdb_txn_abort(txn);
+    return length;
+}
+
+double gdref_bench_get(gdref_env *env, const gdref_dataset *ds, size_t first, size_t ops) {
+    unsigned char buffer[GDREF_COPY_MAX];
+    size_t i = first % ds->count;
+    long long start = now_ns();
+    for (size_t n = 0; n < ops; n++) {
+        MDB_txn *txn;
+        MDB_val value;
+        if (failed(env, mdb_txn_begin(env->env, NULL, MDB_RDONLY, &txn), "mdb_txn_begin")) {
+            return -1;
+        }
+        if (failed(env, mdb_get(txn, env->dbi, &ds->keys[i], &value), "mdb_get")) {
+            mdb_txn_abort(txn);
+            return -1;
+        }
+        if (value.mv_size > sizeof buffer) {
+            snprintf(env->error, sizeof env->error, "value of %zu bytes is larger than %d",
+                     value.mv_size, GDREF_COPY_MAX);
+            mdb_txn_abort(txn);
+            return -1;
+        }
+        memcpy(buffer, value.mv_data, value.mv_size);
+        escape(buffer);
+        mdb_txn_abort(txn);
+        if (++i == ds->count) i = 0;
+    }
+    return (double)(now_ns() - start) / (double)ops;
+}
+
+double gdref_bench_put(gdref_env *env, const gdref_dataset *ds, size_t first, size_t ops) {
+    size_t i = first % ds->count;
+    long long start = now_ns();
+    for (size_t n = 0; n < ops; n++) {
+        MDB_txn *txn;
+        if (failed(env, mdb_txn_begin(env->env, NULL, 0, &txn), "mdb_txn_begin")) {
+            return -1;
+        }
+        if (failed(env, mdb_put(txn, env->dbi, &ds->keys[i], &ds->values[i], 0), "mdb_put")) {
+            mdb_txn_abort(txn);
+            return -1;
+        }
+        if (failed(env, mdb_txn_commit(txn), "mdb_txn_commit")) {
+            return -1;
+        }
+        if (++i == ds->count) i = 0;
+    }
+    return (double)(now_ns() - start) / (double)ops;
+}
+
+double gdref_bench_increment(gdref_env *env, const gdref_dataset *ds, size_t first, size_t ops) {
+    size_t i = first % ds->count;
+    long long start = now_ns();
+    for (size_t n = 0; n < ops; n++) {
+        MDB_txn *txn;
+        MDB_val value;
+        int64_t counter = 0;
+        if (failed(env, mdb_txn_begin(env->env, NULL, 0, &txn), "mdb_txn_begin")) {
+            return -1;
+        }
+        int rc = mdb_get(txn, env->dbi, &ds->keys[i], &value);
+        if (rc == MDB_SUCCESS && value.mv_size == sizeof counter) {
+            memcpy(&counter, value.mv_data, sizeof counter);
+        } else if (rc == MDB_SUCCESS) {
+            snprintf(env->error, sizeof env->error, "value of %zu bytes is not an 8-byte integer",
+                     value.mv_size);
+            mdb_txn_abort(txn);
+            return -1;
+        } else if (rc != MDB_NOTFOUND) {
+            failed(env, rc, "mdb_get");
+            mdb_txn_abort(txn);
+            return -1;
+        }
+        counter += 1;
+        value = (MDB_val){ .mv_size = sizeof counter, .mv_data = &counter };
+        if (failed(env, mdb_put(txn, env->dbi, &ds->keys[i], &value, 0), "mdb_put")) {
+            mdb_txn_abort(txn);
+            return -1;
+        }
+        if (failed(env, mdb_txn_commit(txn), "mdb_txn_commit")) {
+            return -1;
+        }
+        if (++i == ds->count) i = 0;
+    }
+    return (double)(now_ns() - start) / (double)ops;
+}
+
+double gdref_bench_write_many(gdref_env *env, const gdref_dataset *ds, size_t first,
+                              size_t per_txn, size_t txns) {
+    size_t i = first % ds->count;
+    long long start = now_ns();
+    for (size_t t = 0; t < txns; t++) {
+        MDB_txn *txn;
+        if (failed(env, mdb_txn_begin(env->env, NULL, 0, &txn), "mdb_txn_begin")) {
+            return -1;
+        }
+        for (size_t n = 0; n < per_txn; n++) {
+            if (failed(env, mdb_put(txn, env->dbi, &ds->keys[i], &ds->values[i], 0), "mdb_put")) {
+                mdb_txn_abort(txn);
+                return -1;
+            }
+            if (++i == ds->count) i = 0;
+        }
+        if (failed(env, mdb_txn_commit(txn), "mdb_txn_commit")) {
+            return -1;
+        }
+    }
+    return (double)(now_ns() - start) / (double)txns;
+}
+
+long long gdref_cold_open_first_read(const char *path, unsigned int env_flags, size_t map_size,
+                                     const void *key, size_t key_len, char *err, size_t errlen) {
+    unsigned char buffer[GDREF_COPY_MAX];
+    MDB_env *env;
+    MDB_dbi dbi;
+    MDB_txn *txn;
+    MDB_val k = { .mv_size = key_len, .mv_data = (void *)key };
+    MDB_val value;
+
+    long long start = now_ns();
+    if (open_env(&env, &dbi, path, env_flags, map_size, 0, err, errlen) != 0) {
+        return -1;
+    }
+    int rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+    if (rc != MDB_SUCCESS) {
+        set_error(err, errlen, "mdb_txn_begin", rc);
+        return -1;
+    }
+    rc = mdb_get(txn, dbi, &k, &value);
+    if (rc != MDB_SUCCESS) {
+        set_error(err, errlen, "mdb_get", rc);
+        mdb_txn_abort(txn);
+        return -1;
+    }
+    if (value.mv_size > sizeof buffer) {
+        snprintf(err, errlen, "value of %zu bytes is larger than %d", value.mv_size, GDREF_COPY_MAX);
+        mdb_txn_abort(txn);
+        return -1;
+    }
+    memcpy(buffer, value.mv_data, value.mv_size);
+    escape(buffer);
+    mdb_txn_abort(txn);
+    return now_ns() - start;
+}
+
+void gdref_describe_flags(unsigned int env_flags, char *buf, size_t len) {
+    static const struct { unsigned int flag; const char *name; } names[] = {
+        { MDB_FIXEDMAP, "MDB_FIXEDMAP" },   { MDB_NOSUBDIR, "MDB_NOSUBDIR" },
+        { MDB_NOSYNC, "MDB_NOSYNC" },       { MDB_RDONLY, "MDB_RDONLY" },
+        { MDB_NOMETASYNC, "MDB_NOMETASYNC" }, { MDB_WRITEMAP, "MDB_WRITEMAP" },
+        { MDB_MAPASYNC, "MDB_MAPASYNC" },   { MDB_NOTLS, "MDB_NOTLS" },
+        { MDB_NOLOCK, "MDB_NOLOCK" },       { MDB_NORDAHEAD, "MDB_NORDAHEAD" },
+        { MDB_NOMEMINIT, "MDB_NOMEMINIT" },
+    };
+    if (len == 0) {
+        return;
+    }
+    buf[0] = '\0';
+    size_t used = 0;
+    unsigned int rest = env_flags;
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
+        if ((env_flags & names[n].flag) == 0) continue;
+        rest &= ~names[n].flag;
+        int w = snprintf(buf + used, len - used, "%s%s", used > 0 ? "|" : "", names[n].name);
+        if (w < 0 || (size_t)w >= len - used) return;
+        used += (size_t)w;
+    }
+    if (rest != 0) {
+        snprintf(buf + used, len - used, "%s0x%x", used > 0 ? "|" : "", rest);
+    } else if (used == 0) {
+        snprintf(buf, len, "0");
+    }
+}

@@ -1,0 +1,62 @@
+import Logging
+
+extension SharedDefaults {
+    /// How a suite is opened and written. Every process that shares a suite should use the same
+    /// file sharing and map limits; durability may differ per handle.
+    public struct Configuration: Sendable {
+        /// When a committed write is safe.
+        public enum Durability: Sendable, Hashable {
+            /// Every committed write is in the operating system's page cache, shared by all processes,
+            /// the moment `set` (or `write`) returns: it survives the crash or `kill -9` of any process,
+            /// the writer included. It does not survive an operating-system crash or power loss
+            /// unless `synchronize()` ran after it (the kernel also writes pages back by itself,
+            /// typically within 30 seconds); after such a crash the file may have to be restored from
+            /// a backup, because pages can reach the disk out of order.
+            case processCrashSafe
+            /// Each commit is flushed to disk (data pages, then the meta page) before `set` or `write`
+            /// returns: committed writes survive power loss and operating-system crashes, on disks that
+            /// honour flushes. Costs a flush per commit (hundreds of microseconds or more).
+            case fsyncEveryCommit
+        }
+
+        /// Who may open the suite's files.
+        public enum FileSharing: Sendable, Hashable {
+            /// Files 0600, new directories 0700: only the owning user.
+            case owner
+            /// Files 0660, new directories 0770: the owning user and group, for processes of one app
+            /// that run as different users of one group.
+            case group
+
+            var fileMode: UInt32 { self == .owner ? 0o600 : 0o660 }
+            var directoryMode: UInt32 { self == .owner ? 0o700 : 0o770 }
+        }
+
+        public var durability: Durability = .processCrashSafe
+        public var fileSharing: FileSharing = .owner
+        /// The map size a new suite starts with (the file is sparse up to it).
+        public var initialMapSize: Int = 1 << 20
+        /// The map grows on demand, doubling, up to this size; beyond it writes fail with `storeFull`.
+        public var maximumMapSize: Int = 1 << 30
+        /// The largest encoded value a key may hold; larger ones fail with `valueTooLarge`.
+        public var maximumValueSize: Int = 4 << 20
+        /// Reader slots in a new suite's lock file, shared by all processes (one per reading thread).
+        public var maximumReaders: Int = 510
+        /// How many changes the change log keeps for observers that resume from a sequence number.
+        public var logRetention: Int = 10_000
+        /// Where failures of the non-throwing UserDefaults-style calls are logged.
+        public var logger = Logger(label: "GroupDefaults")
+        /// Called with every failure of a non-throwing call (`set`, `removeObject`, the getters),
+        /// after it is logged and stored in `lastError`.
+        public var onError: (@Sendable (SharedDefaultsError) -> Void)?
+
+        public init() {}
+
+        var environmentOptions: EnvironmentOptions {
+            EnvironmentOptions(
+                initialMapSize: initialMapSize,
+                maximumMapSize: maximumMapSize,
+                fileMode: fileSharing.fileMode,
+                maximumReaders: UInt32(clamping: maximumReaders))
+        }
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+
+extension SharedDefaults {
+    /// The namespace for typed keys: extend it with static constants.
+    ///
+    /// ```swift
+    /// extension SharedDefaults.Keys {
+    ///     static let sound = Key<String>("sound", default: "default")
+    ///     static let volume = Key<Double>("volume", default: 0.8)
+    /// }
+    /// defaults[.sound] = "bell.aiff"
+    /// let sound = defaults[.sound]
+    /// ```
+    public class Keys: @unchecked Sendable {  // no state of its own
+        init() {}
+    }
+
+    /// A key with a value type and a default, read and written with `defaults[key]`.
+    ///
+    /// Property-list types (`String`, `Int`, `Double`, `Float`, `Bool`, `Date`, `Data`, `URL`, and
+    /// arrays, `[String: …]` dictionaries and optionals of them) are stored as themselves, so
+    /// `string(forKey:)`, other processes and the `groupdefaults` tool read them as usual. Any other
+    /// `Codable` type is stored as a JSON string. An optional key whose value is set to nil is removed.
+    public final class Key<Value: Codable & Sendable>: Keys, @unchecked Sendable {  // immutable, Value is Sendable
+        public let name: String
+        public let defaultValue: Value
+
+        public init(_ name: String, default defaultValue: Value) {
+            self.name = name
+            self.defaultValue = defaultValue
+        }
+    }
+
+    /// The value under `key`, converted to its type; the key's default when nothing is stored or
+    /// the stored value does not convert (that case is also reported in `lastError`).
+    public subscript<Value>(key: Key<Value>) -> Value {
+        get {
+            guard let stored = value(forKey: key.name) else { return key.defaultValue }
+            do {
+                return try TypedValue.decode(Value.self, from: stored)
+            } catch {
+                report(store.error(.corruptValue, key: key.name,
+                    "the stored \(stored.typeName) does not convert to \(Value.self): \(error); using the key's default"))
+                return key.defaultValue
+            }
+        }
+        set {
+            do {
+                if let encoded = try TypedValue.encode(newValue) {
+                    try write { try $0.set(encoded, forKey: key.name) }
+                } else {
+                    try write { try $0.removeValue(forKey: key.name) }
+                }
+            } catch {
+                report(error)
+            }
+        }
+    }
+
+    /// Removes the value of a typed key, so that it reads as its default again.
+    public func reset<Value>(_ key: Key<Value>) {
+        removeObject(forKey: key.name)
+    }
+}
+
+/// Types stored as property-list values rather than as JSON.
+protocol PropertyListConvertible {
+    init?(propertyListValue: PropertyListValue)
+    /// nil for an optional that holds nothing: the key is removed.
+    var propertyListValue: PropertyListValue? { get }
+}
+
+/// Conversion of typed-key values to and from what a suite stores.
+enum TypedValue {
+    struct Mismatch: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    static func encode<Value: Encodable>(_ value: Value) throws -> PropertyListValue? {
+        if let convertible = value as? any PropertyListConvertible { return convertible.propertyListValue }
+        let json = try JSONEncoder().encode(value)
+        return .string(String(decoding: json, as: UTF8.self))
+    }
+
+    static func decode<Value: Decodable>(_ type: Value.Type, from stored: PropertyListValue) throws -> Value {
+        if let convertible = Value.self as? any PropertyListConvertible.Type {
+            guard let value = convertible.init(propertyListValue: stored) else {
+                throw Mismatch(description: "not convertible")
+            }
+            return value as! Value
+        }
+        guard case .string(let json) = stored else { throw Mismatch(description: "expected a JSON string") }
+        return try JSONDecoder().decode(Value.self, from: Data(json.utf8))
+    }
+}
+
+extension PropertyListValue: PropertyListConvertible {
+    init?(propertyListValue: PropertyListValue) { self = propertyListValue }
+    var propertyListValue: PropertyListValue? { self }
+}
+
+extension String: PropertyListConvertible {
+    init?(propertyListValue: PropertyListValue) {
+        guard let v = propertyListValue.coercedString else { return nil }
+        self = v
+    }
+    var propertyListValue: PropertyListValue? { .string(self) }
+}
+
+extension Int: PropertyListConvertible {
+    init?(propertyListValue: PropertyListValue) {
+        guard let v = propertyListValue.coercedInteger else { return nil }
+        self = v
+    }
+    var propertyListValue: PropertyListValue? { .integer(self) }
+}
+
+extension Double: PropertyListConvertible {
+    init?(propertyListValue: PropertyListValue) {
+        guard let v = propertyListValue.coercedDouble else { return nil }
+        self = v
+    }
+    var propertyListValue: PropertyListValue? { .double(self) }
+}
+
+extension Float: PropertyListConvertible {
+    init?(propertyListValue: PropertyListValue) {
+        guard let v = propertyListValue.coercedDouble else { return nil }
+        self = Float(v)
+    }
+    var propertyListValue: PropertyListValue? { .double(Double(self)) }
+}
+
+extension Bool: PropertyListConvertible {
+    init?(propertyListValue: PropertyListValue) {
+        guard let v = propertyListValue.coercedBool else { return nil }
+        self = v
+    }
+    var propertyListValue: PropertyListValue? { .bool(self) }
+}
+
+extension Date: PropertyListConvertible {
+    init?(propertyListValue: PropertyListValue) {
+        guard let v = propertyListValue.dateValue else { return nil }
+        self = v
+    }
+    var propertyListValue: PropertyListValue? { .date(self) }
+}
+
+extension Data: PropertyListConvertible {
+    init?(propertyListValue: PropertyListValue) {
+        guard let v = propertyListValue.dataValue else { return nil }
+        self = v
+    }
+    var propertyListValue: PropertyListValue? { .data(self) }
+}
+
+extension URL: PropertyListConvertible {
+    init?(propertyListValue: PropertyListValue) {
+        guard let v = propertyListValue.coercedURL else { return nil }
+        self = v
+    }
+    var propertyListValue: PropertyListValue? { .string(absoluteString) }
+}
+
+extension Array: PropertyListConvertible where Element: PropertyListConvertible {
+    init?(propertyListValue: PropertyListValue) {
+        guard let array = propertyListValue.arrayValue else { return nil }
+        var result: [Element] = []
+        result.reserveCapacity(array.count)
+        for element in array {
+            guard let converted = Element(propertyListValue: element) else { return nil }
+            result.append(converted)
+        }
+        self = result
+    }
+    var propertyListValue: PropertyListValue? { .array(compactMap(\.propertyListValue)) }
+}
+
+extension Dictionary: PropertyListConvertible where Key == String, Value: PropertyListConvertible {
+    init?(propertyListValue: PropertyListValue) {
+        guard let dictionary = propertyListValue.dictionaryValue else { return nil }
+        var result: [String: Value] = [:]
+        for (key, element) in dictionary {
+            guard let converted = Value(propertyListValue: element) else { return nil }
+            result[key] = converted
+        }
+        self = result
+    }
+    var propertyListValue: PropertyListValue? { .dictionary(compactMapValues(\.propertyListValue)) }
+}
+
+extension Optional: PropertyListConvertible where Wrapped: PropertyListConvertible {
+    init?(propertyListValue: PropertyListValue) {
+        guard let wrapped = Wrapped(propertyListValue: propertyListValue) else { return nil }
+        self = .some(wrapped)
+    }
+    var propertyListValue: PropertyListValue? { self?.propertyListValue }
+}

@@ -1,0 +1,292 @@
+internal import CLMDB
+import Glibc
+import Synchronization
+
+/// The named databases inside a suite's environment (see DESIGN.md, "Storage").
+enum NamedDatabase: Int, CaseIterable {
+    case values, tombstones, log, meta
+
+    var name: String {
+        switch self {
+        case .values: "values"
+        case .tombstones: "tombstones"
+        case .log: "log"
+        case .meta: "meta"
+        }
+    }
+}
+
+/// What an environment is opened with; derived from `SharedDefaults.Configuration`.
+struct EnvironmentOptions: Sendable {
+    var initialMapSize: Int
+    var maximumMapSize: Int
+    var fileMode: mode_t
+    var maximumReaders: UInt32
+}
+
+/// The map is at its configured maximum and the write does not fit.
+struct MapAtMaximum: Error {
+    let mapSize: Int
+}
+
+/// One LMDB environment: one suite file, opened once per process.
+///
+/// Flags: `MDB_NOSUBDIR` (one file plus `-lock`), `MDB_WRITEMAP` (commits write straight into the
+/// shared map: cheap, and visible to every process at once) and `MDB_NOSYNC` (no flush at commit;
+/// the page cache keeps every commit through any process crash). A commit that must reach the disk
+/// turns `MDB_NOSYNC` off for itself while it holds LMDB's writer lock (see `write(sync:_:)`).
+///
+/// Map growth. `mdb_env_set_mapsize` unmaps the file, so it runs under `resizeLock` held exclusively
+/// while every transaction of this process holds it shared. With `MDB_WRITEMAP` LMDB also truncates
+/// the file to the map size it maps; a process that mapped less than another must never shrink the
+/// file under it. So every open and every resize happens under an advisory `flock` on the sidecar
+/// file and never asks for less than the file's current size.
+final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; our mutable state is guarded as noted
+    static let flags = UInt32(MDB_NOSUBDIR | MDB_WRITEMAP | MDB_NOSYNC)
+    static let noSyncFlag = UInt32(MDB_NOSYNC)
+
+    let path: String
+    let maximumMapSize: Int
+    let maximumKeySize: Int
+    private let env: OpaquePointer
+    private let sidecar: Int32
+    private let databases: [MDB_dbi]
+    private let resizeLock = ReadWriteLock()
+
+    /// Bounds of the current map, for checking that LMDB hands back pointers inside it.
+    /// Written only under `resizeLock` held exclusively, read under it held shared.
+    private nonisolated(unsafe) var mapStart: UInt = 0
+    private nonisolated(unsafe) var mapEnd: UInt = 0
+
+    /// The thread running this process's write transaction (LMDB's writer lock makes it at most one),
+    /// and whether a write in it hit `MDB_MAP_FULL`; the latter is touched only by that thread.
+    private let writerThread = Atomic<UInt>(0)
+    private nonisolated(unsafe) var activeWriteHitMapFull = false
+
+    init(path: String, sidecarPath: String, options: EnvironmentOptions) throws {
+        self.path = path
+        self.maximumMapSize = max(options.maximumMapSize, options.initialMapSize)
+
+        var sidecar = open(sidecarPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, options.fileMode)
+        if sidecar >= 0 {
+            fchmod(sidecar, options.fileMode)  // exactly the configured mode, whatever the umask
+        } else if errno == EEXIST {
+            sidecar = open(sidecarPath, O_RDWR | O_CLOEXEC)
+        }
+        guard sidecar >= 0 else { throw LMDBError(errno) }
+        flock(sidecar, LOCK_EX)
+        defer { flock(sidecar, LOCK_UN) }
+
+        var env: OpaquePointer?
+        do {
+            var existingSize = 0
+            let existing = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+            if existing >= 0 {
+                // Closing this descriptor is harmless: LMDB's locks live on the `-lock` file.
+                defer { Glibc.close(existing) }
+                var st = stat()
+                if fstat(existing, &st) == 0 { existingSize = Int(st.st_size) }
+                if existingSize > 0 { try FileHeader.checkNotTruncated(fd: existing, fileSize: existingSize) }
+            }
+            try check(mdb_env_create(&env))
+            try check(mdb_env_set_maxdbs(env, MDB_dbi(NamedDatabase.allCases.count)))
+            try check(mdb_env_set_maxreaders(env, options.maximumReaders))
+            try check(mdb_env_set_mapsize(env, max(existingSize, options.initialMapSize)))
+            let lockPath = path + "-lock"
+            let lockExisted = access(lockPath, F_OK) == 0
+            try check(mdb_env_open(env, path, Self.flags, options.fileMode))
+            // Files this open created get exactly the configured mode, whatever the umask.
+            if existing < 0 { chmod(path, options.fileMode) }
+            if !lockExisted { chmod(lockPath, options.fileMode) }
+            var dead: Int32 = 0
+            _ = mdb_reader_check(env, &dead)  // clear reader slots left by crashed processes
+            self.databases = try Self.openDatabases(env!)
+        } catch {
+            if let env { mdb_env_close(env) }
+            flock(sidecar, LOCK_UN)
+            Glibc.close(sidecar)
+            throw error
+        }
+        self.env = env!
+        self.sidecar = sidecar
+        self.maximumKeySize = Int(mdb_env_get_maxkeysize(env))
+        refreshMapBounds()
+    }
+
+    /// Closes the environment. Called once, by the registry, when no handle of this process uses
+    /// the suite any more (so no transaction can be running).
+    func close() {
+        mdb_env_close(env)
+        Glibc.close(sidecar)
+    }
+
+    /// Opens the named databases, read-only if they exist (an existing suite opens without taking
+    /// LMDB's writer lock), else creating them in one write transaction.
+    private static func openDatabases(_ env: OpaquePointer) throws -> [MDB_dbi] {
+        for create in [false, true] {
+            var txn: OpaquePointer?
+            try check(mdb_txn_begin(env, nil, create ? 0 : UInt32(MDB_RDONLY), &txn))
+            var handles: [MDB_dbi] = []
+            for database in NamedDatabase.allCases {
+                var dbi: MDB_dbi = 0
+                let rc = mdb_dbi_open(txn, database.name, create ? UInt32(MDB_CREATE) : 0, &dbi)
+                if rc == MDB_NOTFOUND && !create { break }
+                if rc != 0 { mdb_txn_abort(txn); throw LMDBError(rc) }
+                handles.append(dbi)
+            }
+            if handles.count == NamedDatabase.allCases.count {
+                try check(mdb_txn_commit(txn))
+                return handles
+            }
+            mdb_txn_abort(txn)
+        }
+        throw LMDBError.notFound  // unreachable: the creating pass returns or throws
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` in a read-only snapshot.
+    func read<T>(_ body: (LMDBTransaction) throws -> T) throws -> T {
+        while true {
+            let result: T? = try resizeLock.withReadLock { () throws -> T? in
+                var txn: OpaquePointer?
+                let rc = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn)
+                if rc == MDB_MAP_RESIZED { return nil }
+                try check(rc)
+                defer { mdb_txn_abort(txn) }
+                return try body(LMDBTransaction(txn: txn!, environment: self))
+            }
+            if let result { return result }
+            try resizeMap(grow: false)
+        }
+    }
+
+    /// Runs `body` in a write transaction and commits it; `body` runs again if the map had to grow.
+    /// With `sync`, the commit is flushed to disk before this returns. Must not be called on a thread
+    /// that is already writing (`isWritingOnCurrentThread`): LMDB's writer lock is not reentrant.
+    func write<T>(sync: Bool, _ body: (LMDBTransaction) throws -> T) throws -> T {
+        precondition(!isWritingOnCurrentThread, "nested LMDB write transaction on one thread")
+        while true {
+            var mustGrow = false
+            let result: T? = try resizeLock.withReadLock { () throws -> T? in
+                var txn: OpaquePointer?
+                let rc = mdb_txn_begin(env, nil, 0, &txn)
+                if rc == MDB_MAP_RESIZED { return nil }
+                try check(rc)
+                writerThread.store(UInt(pthread_self()), ordering: .relaxed)
+                activeWriteHitMapFull = false
+                var finished = false
+                defer {
+                    if !finished {
+                        mustGrow = activeWriteHitMapFull
+                        endWrite()
+                        mdb_txn_abort(txn)
+                    }
+                }
+                let value: T
+                do {
+                    value = try body(LMDBTransaction(txn: txn!, environment: self))
+                } catch where activeWriteHitMapFull {
+                    return nil
+                }
+                if activeWriteHitMapFull { return nil }  // body swallowed MDB_MAP_FULL; the txn is unusable
+                finished = true
+                endWrite()
+                if sync { mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 0) }
+                let commit = mdb_txn_commit(txn)
+                if sync { mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 1) }
+                if commit == MDB_MAP_FULL { mustGrow = true; return nil }
+                try check(commit)
+                return value
+            }
+            if let result { return result }
+            try resizeMap(grow: mustGrow)
+        }
+    }
+
+    /// Whether this thread is inside `write`'s body.
+    var isWritingOnCurrentThread: Bool {
+        writerThread.load(ordering: .relaxed) == UInt(pthread_self())
+    }
+
+    private func endWrite() {
+        writerThread.store(0, ordering: .relaxed)
+    }
+
+    /// Called by `LMDBTransaction` when a write fails with `MDB_MAP_FULL`.
+    func noteMapFull() { activeWriteHitMapFull = true }
+
+    /// Whether `pointer ..< pointer + count` lies inside the current map.
+    @inline(__always)
+    func contains(_ pointer: UnsafeRawPointer, count: Int) -> Bool {
+        let start = UInt(bitPattern: pointer)
+        return start >= mapStart && count >= 0 && UInt(count) <= mapEnd &- start && start <= mapEnd
+    }
+
+    // MARK: Map size
+
+    /// Adopts the size another process grew the file to, or (with `grow`) doubles the map up to the
+    /// maximum. Never asks for less than the file's current size.
+    private func resizeMap(grow: Bool) throws {
+        try resizeLock.withWriteLock { () throws in
+            flock(sidecar, LOCK_EX)
+            defer { flock(sidecar, LOCK_UN) }
+            var info = MDB_envinfo()
+            try check(mdb_env_info(env, &info))
+            let current = info.me_mapsize
+            let fileSize = currentFileSize()
+            var target = max(current, fileSize)
+            if grow && fileSize <= current {
+                guard current < maximumMapSize else { throw MapAtMaximum(mapSize: current) }
+                target = min(max(current * 2, current + 1 << 20), maximumMapSize)
+            }
+            try check(mdb_env_set_mapsize(env, target))
+            refreshMapBounds()
+        }
+    }
+
+    private func currentFileSize() -> Int {
+        var fd: Int32 = -1
+        var st = stat()
+        guard mdb_env_get_fd(env, &fd) == 0, fstat(fd, &st) == 0 else { return 0 }
+        return Int(st.st_size)
+    }
+
+    private func refreshMapBounds() {
+        var info = MDB_envinfo()
+        guard mdb_env_info(env, &info) == 0, let address = info.me_mapaddr else { return }
+        mapStart = UInt(bitPattern: address)
+        mapEnd = mapStart + UInt(info.me_mapsize)
+    }
+
+    // MARK: Whole environment
+
+    /// Flushes every committed transaction to disk (`mdb_env_sync` with force).
+    func sync() throws {
+        try check(mdb_env_sync(env, 1))
+    }
+
+    struct Info: Sendable {
+        var mapSize: Int
+        var usedBytes: Int
+        var pageSize: Int
+        var readers: Int
+        var maximumReaders: Int
+    }
+
+    func info() throws -> Info {
+        var info = MDB_envinfo()
+        var stat = MDB_stat()
+        try check(mdb_env_info(env, &info))
+        try check(mdb_env_stat(env, &stat))
+        return Info(
+            mapSize: info.me_mapsize,
+            usedBytes: (info.me_last_pgno + 1) * Int(stat.ms_psize),
+            pageSize: Int(stat.ms_psize),
+            readers: Int(info.me_numreaders),
+            maximumReaders: Int(info.me_maxreaders)
+        )
+    }
+
+    func handle(_ database: NamedDatabase) -> MDB_dbi { databases[database.rawValue] }
+}

@@ -1,0 +1,234 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// A suite of settings shared by every process of one app, with the vocabulary of `UserDefaults`.
+///
+/// ```swift
+/// // Host app, settings screen
+/// let defaults = try SharedDefaults(suiteName: "group.com.example.chat")
+/// defaults.set("ring.caf", forKey: "sound")
+///
+/// // Notification-service extension: another process, a moment later
+/// let shared = try SharedDefaults(suiteName: "group.com.example.chat")
+/// shared.string(forKey: "sound")      // "ring.caf": no restart, no synchronize()
+/// ```
+/// Each suite is one LMDB file. A write is visible to every process the moment the call returns;
+/// writes from many processes and threads are serialised by LMDB's writer lock, and readers never
+/// wait. The UserDefaults-style setters do not throw: a failure is logged, stored in `lastError` and
+/// passed to `Configuration.onError`. `write`, `update` and `Transaction` throw, for code that must
+/// know.
+public final class SharedDefaults: Sendable {
+    /// The suite's name.
+    public let suiteName: String
+    /// The suite's data file.
+    public let fileURL: URL
+    public let configuration: Configuration
+
+    let store: SuiteStore
+    private let recentError = Mutex<SharedDefaultsError?>(nil)
+
+    /// Opens (creating if needed) the suite `suiteName` in `directory`.
+    ///
+    /// - Parameters:
+    ///   - suiteName: A file name without extension, e.g. `group.com.example.chat`.
+    ///   - directory: Where the suite's files live; by default `$GROUPDEFAULTS_DIR`, else
+    ///     `$XDG_DATA_HOME/groupdefaults`, else `~/.local/share/groupdefaults`.
+    /// - Throws: `SharedDefaultsError` with code `invalidSuiteName`, `notWritable`, `corruptFile`,
+    ///   `unsupportedFormat` or `storageFailure`. A damaged file is reported, never rewritten.
+    public init(suiteName: String, directory: URL? = nil, configuration: Configuration = .init()) throws {
+        let location = try SuiteLocation(suiteName: suiteName, directory: directory)
+        self.suiteName = suiteName
+        self.configuration = configuration
+        self.store = try SuiteStore.acquire(location, configuration: configuration)
+        self.fileURL = URL(fileURLWithPath: store.path)
+    }
+
+    deinit {
+        store.release()
+    }
+
+    /// The most recent failure of a non-throwing call on this handle, if any.
+    public var lastError: SharedDefaultsError? {
+        recentError.withLock { $0 }
+    }
+
+    private var syncsEveryCommit: Bool { configuration.durability == .fsyncEveryCommit }
+
+    // MARK: Throwing API
+
+    /// Runs `body` in one write transaction: all of its changes commit together when it returns,
+    /// none if it throws. Other processes see all of them at once, or none.
+    ///
+    /// LMDB allows one writer at a time across all processes, so keep `body` short. It may run more
+    /// than once if the file has to grow, so it should not have side effects other than through the
+    /// transaction. Setters and getters of this suite called inside `body` on the same thread join
+    /// the transaction.
+    public func write<T>(_ body: (Transaction) throws -> T) throws -> T {
+        try store.write(sync: syncsEveryCommit, body)
+    }
+
+    /// Runs `body` on a consistent snapshot of the suite; the transaction is read-only.
+    public func read<T>(_ body: (Transaction) throws -> T) throws -> T {
+        try store.readTransaction(body)
+    }
+
+    /// Atomically replaces the value under `key` with `transform(current)`, under LMDB's writer lock:
+    /// processes incrementing one counter together never lose an increment. Returning nil removes
+    /// the key. Returns the new value.
+    ///
+    /// ```swift
+    /// try defaults.update("unread") { old in .integer((old?.intValue ?? 0) + 1) }
+    /// ```
+    @discardableResult
+    public func update(_ key: String, _ transform: (PropertyListValue?) throws -> PropertyListValue?) throws -> PropertyListValue? {
+        try write { tx in
+            let new = try transform(tx.value(forKey: key))
+            if let new { try tx.set(new, forKey: key) } else { try tx.removeValue(forKey: key) }
+            return new
+        }
+    }
+
+    /// The value stored under `key`, else the registered default, else nil. A value that fails to
+    /// decode reads as nil and is reported (`lastError`).
+    public func value(forKey key: String) -> PropertyListValue? {
+        do {
+            if let value = try storedValue(forKey: key) { return value }
+        } catch {
+            report(error)
+        }
+        return store.registeredValue(forKey: key)
+    }
+
+    func storedValue(forKey key: String) throws -> PropertyListValue? {
+        try store.validate(key: key)
+        return try withKeyBytes(key) { k in
+            do {
+                return try store.read { txn in
+                    guard let raw = try txn.get(.values, k) else { return nil }
+                    return try StoredRecord.decode(raw).value
+                }
+            } catch {
+                throw store.translate(error, key: key)
+            }
+        }
+    }
+
+    // MARK: UserDefaults vocabulary: writing
+
+    /// Stores `value` (a property-list value, or nil to remove the key). Does not throw: a failure
+    /// is logged and kept in `lastError`.
+    public func set(_ value: Any?, forKey key: String) {
+        guard let value else { return removeObject(forKey: key) }
+        guard let converted = PropertyListValue(any: value) else {
+            return report(store.error(.unsupportedValue, key: key,
+                "a value of type \(type(of: value)) cannot be stored; use String, Int, Double, Bool, Date, Data, URL, "
+                + "or arrays and [String: Any] dictionaries of them; nothing was changed"))
+        }
+        setValue(converted, forKey: key)
+    }
+
+    public func set(_ value: Int, forKey key: String) { setValue(.integer(value), forKey: key) }
+    public func set(_ value: Double, forKey key: String) { setValue(.double(value), forKey: key) }
+    public func set(_ value: Float, forKey key: String) { setValue(.double(Double(value)), forKey: key) }
+    public func set(_ value: Bool, forKey key: String) { setValue(.bool(value), forKey: key) }
+
+    /// Stores the whole URL (as its absolute string); nil removes the key.
+    public func set(_ url: URL?, forKey key: String) {
+        guard let url else { return removeObject(forKey: key) }
+        setValue(.string(url.absoluteString), forKey: key)
+    }
+
+    public func removeObject(forKey key: String) {
+        attempt { try write { try $0.removeValue(forKey: key) } }
+    }
+
+    private func setValue(_ value: PropertyListValue, forKey key: String) {
+        attempt { try write { try $0.set(value, forKey: key) } }
+    }
+
+    // MARK: UserDefaults vocabulary: reading
+
+    public func object(forKey key: String) -> Any? { value(forKey: key)?.anyValue }
+    public func string(forKey key: String) -> String? { value(forKey: key)?.coercedString }
+    public func integer(forKey key: String) -> Int { value(forKey: key)?.coercedInteger ?? 0 }
+    public func double(forKey key: String) -> Double { value(forKey: key)?.coercedDouble ?? 0 }
+    public func float(forKey key: String) -> Float { Float(double(forKey: key)) }
+    public func bool(forKey key: String) -> Bool { value(forKey: key)?.coercedBool ?? false }
+    public func data(forKey key: String) -> Data? { value(forKey: key)?.dataValue }
+    public func url(forKey key: String) -> URL? { value(forKey: key)?.coercedURL }
+    public func array(forKey key: String) -> [Any]? { value(forKey: key)?.arrayValue?.map(\.anyValue) }
+
+    public func dictionary(forKey key: String) -> [String: Any]? {
+        value(forKey: key)?.dictionaryValue?.mapValues(\.anyValue)
+    }
+
+    /// The array under `key` if every element is a string, else nil (as `UserDefaults`).
+    public func stringArray(forKey key: String) -> [String]? {
+        guard let array = value(forKey: key)?.arrayValue else { return nil }
+        var strings: [String] = []
+        strings.reserveCapacity(array.count)
+        for element in array {
+            guard let string = element.stringValue else { return nil }
+            strings.append(string)
+        }
+        return strings
+    }
+
+    /// Values to fall back on for keys that are not stored. Never written to the file; shared by
+    /// this process's handles on the suite, as UserDefaults' registration domain is.
+    public func register(defaults: [String: Any]) {
+        var converted: [String: PropertyListValue] = [:]
+        for (key, value) in defaults {
+            guard let v = PropertyListValue(any: value) else {
+                report(store.error(.unsupportedValue, key: key, "cannot register a default of type \(type(of: value))"))
+                continue
+            }
+            converted[key] = v
+        }
+        store.registered.withLock { $0.merge(converted) { _, new in new } }
+    }
+
+    /// The registered defaults overlaid by every stored value.
+    public func dictionaryRepresentation() -> [String: Any] {
+        var result = store.registered.withLock { $0 }.mapValues(\.anyValue)
+        attempt {
+            try read { tx in
+                try tx.forEachRecord { key, record in
+                    switch record {
+                    case .success(let record): result[key] = record.value.anyValue
+                    case .failure(let error): report(error)
+                    }
+                }
+            }
+        }
+        return result
+    }
+
+    /// Forces every committed write of this suite, from any process, to disk. Not needed for other
+    /// processes to see a write (they see it when `set` returns); only for surviving power loss.
+    @discardableResult
+    public func synchronize() -> Bool {
+        do {
+            try store.environment.sync()
+            return true
+        } catch {
+            report(store.translate(error, key: nil))
+            return false
+        }
+    }
+
+    // MARK: Errors
+
+    private func attempt(_ body: () throws -> Void) {
+        do { try body() } catch { report(error) }
+    }
+
+    func report(_ error: any Error) {
+        let error = (error as? SharedDefaultsError)
+            ?? store.error(.storageFailure, key: nil, "\(error)")
+        recentError.withLock { $0 = error }
+        configuration.logger.error("\(error)")
+        configuration.onError?(error)
+    }
+}

@@ -1,0 +1,69 @@
+/// Why a suite could not be opened, read or written, naming the suite and its file.
+///
+/// Match on the code:
+/// ```swift
+/// do { try defaults.write { try $0.set(.string(long), forKey: key) } }
+/// catch SharedDefaultsError.Code.valueTooLarge { … }
+/// ```
+public struct SharedDefaultsError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is; stable, for code to match on.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        init(_ rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The suite name is empty, `.` or `..`, contains `/` or NUL, or is too long for a file name.
+        public static let invalidSuiteName = Code("invalidSuiteName")
+        /// The key is empty or longer than LMDB's key limit (511 bytes of UTF-8).
+        public static let invalidKey = Code("invalidKey")
+        /// The value is of a type a suite cannot store (not a property-list type).
+        public static let unsupportedValue = Code("unsupportedValue")
+        /// The encoded value is larger than `Configuration.maximumValueSize`.
+        public static let valueTooLarge = Code("valueTooLarge")
+        /// The suite file is not an LMDB file, is truncated, or its structure is damaged.
+        public static let corruptFile = Code("corruptFile")
+        /// A stored value does not decode (damaged bytes); the other keys are unaffected.
+        public static let corruptValue = Code("corruptValue")
+        /// The suite was written by a newer version of GroupDefaults.
+        public static let unsupportedFormat = Code("unsupportedFormat")
+        /// The directory cannot be created, or the suite's files cannot be created or written
+        /// (permissions, a read-only file system).
+        public static let notWritable = Code("notWritable")
+        /// The suite reached `Configuration.maximumMapSize`; nothing already stored was lost.
+        public static let storeFull = Code("storeFull")
+        /// A read-only transaction (`read`) was asked to write.
+        public static let readOnlyTransaction = Code("readOnlyTransaction")
+        /// Any other failure of the file system or of LMDB.
+        public static let storageFailure = Code("storageFailure")
+    }
+
+    public let code: Code
+    public let suiteName: String
+    /// The suite's file (or, for a directory problem, the directory).
+    public let path: String
+    /// The key concerned, if any.
+    public let key: String?
+    /// What went wrong, in words.
+    public let reason: String
+
+    init(_ code: Code, suite: String, path: String, key: String? = nil, _ reason: String) {
+        self.code = code
+        self.suiteName = suite
+        self.path = path
+        self.key = key
+        self.reason = reason
+    }
+
+    public var description: String {
+        var text = "suite '\(suiteName)' (\(path))"
+        if let key { text += ", key '\(key.count > 80 ? key.prefix(77) + "..." : key)'" }
+        return text + ": " + reason
+    }
+}
+
+extension SharedDefaultsError.Code {
+    /// Lets `catch SharedDefaultsError.Code.invalidKey` match.
+    public static func ~= (code: Self, error: any Error) -> Bool {
+        (error as? SharedDefaultsError)?.code == code
+    }
+}

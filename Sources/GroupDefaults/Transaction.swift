@@ -1,0 +1,215 @@
+import Foundation
+
+extension SharedDefaults {
+    /// A view of the suite inside `write` (or `read`): every change made through it commits
+    /// together when the closure returns, or none does if it throws.
+    ///
+    /// ```swift
+    /// try defaults.write { tx in
+    ///     try tx.set(.integer(3), forKey: "badge")
+    ///     try tx.removeValue(forKey: "draft")
+    /// }
+    /// ```
+    /// A transaction belongs to the thread that runs the closure; do not keep it or pass it on.
+    public final class Transaction {
+        let store: SuiteStore
+        let txn: LMDBTransaction
+        let isReadOnly: Bool
+        /// The stamp of this transaction's changes and the last log sequence number, loaded at the
+        /// first change and saved by `finish()`.
+        private var clock: (stamp: Stamp, sequence: UInt64)?
+
+        init(store: SuiteStore, txn: LMDBTransaction, isReadOnly: Bool) {
+            self.store = store
+            self.txn = txn
+            self.isReadOnly = isReadOnly
+        }
+
+        /// The value stored under `key` (registered defaults are not consulted).
+        public func value(forKey key: String) throws -> PropertyListValue? {
+            try record(forKey: key)?.value
+        }
+
+        /// The value stored under `key` with the stamp (HLC, origin) of the write that stored it.
+        public func record(forKey key: String) throws -> (value: PropertyListValue, stamp: Stamp)? {
+            try store.validate(key: key)
+            return try withKeyBytes(key) { k in
+                do {
+                    guard let raw = try txn.get(.values, k) else { return nil }
+                    return try StoredRecord.decode(raw)
+                } catch {
+                    throw store.translate(error, key: key)
+                }
+            }
+        }
+
+        /// Stores `value` under `key`.
+        public func set(_ value: PropertyListValue, forKey key: String) throws {
+            try store.validate(key: key)
+            let stamp = try beginChange()
+            let record = StoredRecord.encode(value, stamp: stamp)
+            guard record.count - StoredRecord.headerSize <= store.maximumValueSize else {
+                throw store.error(.valueTooLarge, key: key,
+                    "the value takes \(record.count - StoredRecord.headerSize) bytes encoded; the limit is "
+                    + "\(store.maximumValueSize) (Configuration.maximumValueSize); nothing was changed")
+            }
+            try perform(key: key) {
+                try withKeyBytes(key) { k in
+                    try record.withUnsafeBytes { try txn.put(.values, k, $0) }
+                    if try txn.count(.tombstones) > 0 { try txn.delete(.tombstones, k) }
+                }
+                try appendLog(.set, key: key)
+            }
+        }
+
+        /// Removes the value stored under `key`, leaving a tombstone for sync. Removing a key that is
+        /// not stored does nothing.
+        public func removeValue(forKey key: String) throws {
+            try store.validate(key: key)
+            try guardWritable()
+            try perform(key: key) {
+                try withKeyBytes(key) { k in
+                    guard try txn.get(.values, k) != nil else { return }
+                    let stamp = try beginChange()
+                    try txn.delete(.values, k)
+                    try StoredRecord.encodeTombstone(stamp).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
+                    try appendLog(.removed, key: key)
+                }
+            }
+        }
+
+        /// Removes every stored value (each leaves a tombstone).
+        public func removeAll() throws {
+            try guardWritable()
+            try perform(key: nil) {
+                guard try txn.count(.values) > 0 else { return }
+                let stamp = try beginChange()
+                let tombstone = StoredRecord.encodeTombstone(stamp)
+                var removed: [[UInt8]] = []
+                try txn.forEach(.values) { key, _ in
+                    removed.append(Array(key))
+                    return true
+                }
+                for key in removed {
+                    try key.withUnsafeBytes { k in try tombstone.withUnsafeBytes { try txn.put(.tombstones, k, $0) } }
+                }
+                try txn.empty(.values)
+                try appendLog(.cleared, key: "")
+            }
+        }
+
+        /// The stored keys, in byte order.
+        public var keys: [String] {
+            get throws {
+                var keys: [String] = []
+                try perform(key: nil) {
+                    try txn.forEach(.values) { key, _ in
+                        keys.append(String(decoding: key, as: UTF8.self))
+                        return true
+                    }
+                }
+                return keys
+            }
+        }
+
+        /// Every stored key and value; a value that fails to decode is passed to `damaged` and
+        /// skipped.
+        func forEachRecord(_ body: (String, Result<(value: PropertyListValue, stamp: Stamp), SharedDefaultsError>) throws -> Void) throws {
+            try perform(key: nil) {
+                try txn.forEach(.values) { rawKey, raw in
+                    let key = String(decoding: rawKey, as: UTF8.self)
+                    do {
+                        try body(key, .success(StoredRecord.decode(raw)))
+                    } catch let error as CorruptBytes {
+                        try body(key, .failure(store.translate(error, key: key) as! SharedDefaultsError))
+                    }
+                    return true
+                }
+            }
+        }
+
+        // MARK: Change bookkeeping
+
+        /// Kinds of change records in the `log` database.
+        enum ChangeKind: UInt8 {
+            case set = 1, removed, cleared
+        }
+
+        private func guardWritable() throws {
+            if isReadOnly {
+                throw store.error(.readOnlyTransaction, key: nil, "this transaction is read-only; use write { } to change the suite")
+            }
+        }
+
+        /// The stamp for this transaction's changes: one HLC, after every HLC this store has used.
+        private func beginChange() throws -> Stamp {
+            try guardWritable()
+            if let clock { return clock.stamp }
+            var last = HLC.zero
+            var sequence: UInt64 = 0
+            try perform(key: nil) {
+                if let raw = try txn.get(.meta, MetaKey.clock) {
+                    guard raw.count == 16 else { throw CorruptBytes("the clock record is damaged") }
+                    last = HLC(rawValue: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)))
+                    sequence = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+                }
+            }
+            let stamp = Stamp(hlc: last.advanced(), origin: store.origin)
+            clock = (stamp, sequence)
+            return stamp
+        }
+
+        /// Appends a change record (kind, HLC, origin, key) under the next sequence number and drops
+        /// the record that falls out of retention.
+        private func appendLog(_ kind: ChangeKind, key: String) throws {
+            guard var clock else { preconditionFailure("appendLog before beginChange") }
+            clock.sequence += 1
+            self.clock = clock
+            var record: [UInt8] = [kind.rawValue]
+            record.reserveCapacity(17 + key.utf8.count)
+            BinaryCodec.appendFixed(clock.stamp.hlc.rawValue, into: &record)
+            BinaryCodec.appendFixed(clock.stamp.origin, into: &record)
+            record.append(contentsOf: key.utf8)
+            try withUnsafeBytes(of: clock.sequence.bigEndian) { seq in
+                try record.withUnsafeBytes { try txn.put(.log, seq, $0) }
+            }
+            if clock.sequence > store.logRetention {
+                _ = try withUnsafeBytes(of: (clock.sequence - store.logRetention).bigEndian) { try txn.delete(.log, $0) }
+            }
+        }
+
+        /// Saves the clock if this transaction changed anything. Called just before commit.
+        func finish() throws {
+            guard let clock else { return }
+            var raw = (clock.stamp.hlc.rawValue.littleEndian, clock.sequence.littleEndian)
+            try perform(key: nil) {
+                try withUnsafeBytes(of: &raw) { try txn.put(.meta, MetaKey.clock, $0) }
+            }
+        }
+
+        private func perform<T>(key: String?, _ body: () throws -> T) throws -> T {
+            do {
+                return try body()
+            } catch {
+                throw store.translate(error, key: key)
+            }
+        }
+    }
+}
+
+@available(*, unavailable)
+extension SharedDefaults.Transaction: Sendable {}
+
+extension SuiteStore {
+    /// Refuses keys LMDB cannot store: empty, or longer than its key limit.
+    func validate(key: String) throws {
+        let count = key.utf8.count
+        if count == 0 {
+            throw error(.invalidKey, key: key, "a key must not be empty")
+        }
+        if count > environment.maximumKeySize {
+            throw error(.invalidKey, key: key,
+                "the key is \(count) bytes of UTF-8; LMDB's limit is \(environment.maximumKeySize) bytes")
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+
+/// Conversions between `PropertyListValue` and the untyped values of the UserDefaults vocabulary.
+extension PropertyListValue {
+    /// The value for an `Any` handed to `set(_:forKey:)`: the property-list types, their Foundation
+    /// counterparts (`NSNumber`, `NSString`, `NSArray`, `NSDictionary`, …), other integer and
+    /// floating-point types, and `URL` (stored as its absolute string). Returns nil for anything
+    /// else, an `NSObject` or a closure say.
+    init?(any value: Any) {
+        switch value {
+        case let v as PropertyListValue: self = v
+        case let v as String: self = .string(v)
+        case let v as Bool where !(value is NSNumber): self = .bool(v)
+        case let v as NSNumber: self = PropertyListValue(number: v)
+        case let v as Int: self = .integer(v)
+        case let v as Double: self = .double(v)
+        case let v as Float: self = .double(Double(v))
+        case let v as any BinaryInteger:
+            guard let int = Int(exactly: v) else { return nil }
+            self = .integer(int)
+        case let v as any BinaryFloatingPoint: self = .double(Double(v))
+        case let v as Date: self = .date(v)
+        case let v as Data: self = .data(v)
+        case let v as URL: self = .string(v.absoluteString)
+        case let v as [Any]:
+            var array: [PropertyListValue] = []
+            array.reserveCapacity(v.count)
+            for element in v {
+                guard let converted = PropertyListValue(any: element) else { return nil }
+                array.append(converted)
+            }
+            self = .array(array)
+        case let v as [String: Any]:
+            var dictionary: [String: PropertyListValue] = [:]
+            for (key, element) in v {
+                guard let converted = PropertyListValue(any: element) else { return nil }
+                dictionary[key] = converted
+            }
+            self = .dictionary(dictionary)
+        case let v as NSString: self = .string(v as String)
+        case let v as NSDate: self = .date(v as Date)
+        case let v as NSData: self = .data(v as Data)
+        case let v as NSArray:
+            guard let c = PropertyListValue(any: Array(v)) else { return nil }
+            self = c
+        case let v as NSDictionary:
+            var dictionary: [String: Any] = [:]
+            for (key, element) in v {
+                guard let key = key as? String else { return nil }
+                dictionary[key] = element
+            }
+            guard let c = PropertyListValue(any: dictionary) else { return nil }
+            self = c
+        default:
+            return nil
+        }
+    }
+
+    private init(number: NSNumber) {
+        switch String(cString: number.objCType) {
+        case "c", "B":
+            // `NSNumber(value: true)` reports "c" on Linux; only 0 and 1 are booleans.
+            let int = number.intValue
+            self = int == 0 || int == 1 ? .bool(int == 1) : .integer(int)
+        case "f", "d": self = .double(number.doubleValue)
+        case "Q", "L", "I", "S":
+            self = number.uint64Value > UInt64(Int.max) ? .double(number.doubleValue) : .integer(number.intValue)
+        default: self = .integer(number.intValue)
+        }
+    }
+
+    /// The value as `object(forKey:)` returns it: `String`, `Int`, `Double`, `Bool`, `Date`, `Data`,
+    /// `[Any]` or `[String: Any]`.
+    var anyValue: Any {
+        switch self {
+        case .string(let v): v
+        case .integer(let v): v
+        case .double(let v): v
+        case .bool(let v): v
+        case .date(let v): v
+        case .data(let v): v
+        case .array(let v): v.map(\.anyValue)
+        case .dictionary(let v): v.mapValues(\.anyValue)
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import CLMDBReference
+import Foundation
+@_spi(Benchmarking) import GroupDefaults
+
+/// One run: the three stores, each in a fresh location of the sandbox, through every operation.
+struct Benchmark {
+    let options: Options
+    let sandbox: Sandbox
+
+    func run() throws -> Report {
+        let workload = Workload()
+        let configuration = SharedDefaults.Configuration()
+        let flags = SharedDefaults.lmdbEnvironmentFlags(for: configuration)
+        let mapSize = configuration.initialMapSize
+
+        let storeDirectory = try sandbox.makeDirectory("groupdefaults")
+        let rawPath = try sandbox.makeDirectory("raw-lmdb") + "/raw.lmdb"
+        let suiteName = "groupdefaults-bench-\(getpid())"
+        let store = try StoreSubject(directory: storeDirectory, workload: workload)
+        let raw = try RawSubject(path: rawPath, flags: flags, mapSize: mapSize, workload: workload)
+        let foundation = try FoundationSubject(suiteName: suiteName, workload: workload)
+        defer { foundation.defaults.removePersistentDomain(forName: suiteName) }
+
+        let operations = Operation.allCases.filter { options.only?.contains($0) ?? true }
+        var rows: [Report.Row] = []
+        for operation in operations where operation != .coldStart {
+            progress(operation.label)
+            let groupDefaults = try measure(operation, on: store)
+            let rawLMDB = try measure(operation, on: raw)
+            let userDefaults = try measure(operation, on: foundation)
+            rows.append(Report.Row(operation, groupDefaults: groupDefaults, rawLMDB: rawLMDB, userDefaults: userDefaults))
+        }
+        if operations.contains(.coldStart) {
+            progress(Operation.coldStart.label)
+            for subject in [store, raw, foundation] as [any Subject] {
+                try subject.populate(.strings)
+            }
+            let locations = ColdStart.Locations(storeDirectory: storeDirectory, rawPath: rawPath, userDefaultsSuite: suiteName)
+            let medians = try ColdStart.measure(locations, runs: options.quick ? 5 : 21)
+            rows.append(Report.Row(.coldStart, groupDefaults: medians.inProcess[.store]!,
+                                   rawLMDB: medians.inProcess[.raw]!, userDefaults: medians.inProcess[.userdefaults]!))
+            rows.append(Report.Row(wholeProcess: "cold start, whole process", groupDefaults: medians.wholeProcess[.store]!,
+                                   rawLMDB: medians.wholeProcess[.raw]!, userDefaults: medians.wholeProcess[.userdefaults]!))
+        }
+        return Report(
+            lmdbFlags: describe(flags), mapSize: mapSize, keys: Workload.keyCount,
+            batches: options.quick ? Self.quickBatches : Self.batches, coldStartRuns: options.quick ? 5 : 21,
+            rows: rows)
+    }
+
+    static let batches = 41
+    static let quickBatches = 5
+
+    /// Batches of 1,000 operations (100 writes of 100 keys), fewer for UserDefaults' writes,
+    /// each of which rewrites its whole property list.
+    private func plan(_ operation: Operation, for subject: any Subject) -> Plan {
+        let isFoundation = subject is FoundationSubject
+        let batches = options.quick ? Self.quickBatches : Self.batches
+        switch operation {
+        case .getInteger, .getString:
+            return Plan(batches: batches, opsPerBatch: Workload.keyCount)
+        case .setInteger, .setString, .update:
+            return isFoundation
+                ? Plan(batches: options.quick ? 5 : 21, opsPerBatch: 20)
+                : Plan(batches: batches, opsPerBatch: Workload.keyCount)
+        case .write100:
+            return isFoundation
+                ? Plan(batches: options.quick ? 5 : 21, opsPerBatch: 2)
+                : Plan(batches: batches, opsPerBatch: Workload.keyCount / Workload.keysPerWrite)
+        case .coldStart:
+            return Plan(batches: 0, opsPerBatch: 0)
+        }
+    }
+
+    private func measure(_ operation: Operation, on subject: any Subject) throws -> Double {
+        let plan = plan(operation, for: subject)
+        try subject.populate(operation.valueKind)
+        let nanoseconds = try subject.measure(operation, plan)
+        try subject.verify(operation, totalOps: plan.totalOps)
+        return nanoseconds
+    }
+
+    private func describe(_ flags: UInt32) -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        gdref_describe_flags(flags, &buffer, buffer.count)
+        return String(cBuffer: buffer)
+    }
+
+    private func progress(_ message: String) {
+        FileHandle.standardError.write(Data("groupdefaults-bench: \(message)…\n".utf8))
+    }
+}

@@ -1,0 +1,96 @@
+import CLMDBReference
+import Foundation
+@_spi(Benchmarking) import GroupDefaults
+
+/// Open + first read in a fresh process, as a notification-service extension has it.
+///
+/// The benchmark runs itself as `groupdefaults-bench cold-child KIND LOCATION`; the child times
+/// from just before it opens the store to just after the first read returns, prints the
+/// nanoseconds and exits. The parent also times each child from spawn to exit.
+enum ColdStart {
+    static let childCommand = "cold-child"
+
+    enum Kind: String, CaseIterable {
+        case store, raw, userdefaults
+    }
+
+    /// Where each kind's populated store is: a directory, a file, a suite name.
+    struct Locations {
+        var storeDirectory: String
+        var rawPath: String
+        var userDefaultsSuite: String
+
+        func argument(for kind: Kind) -> String {
+            switch kind {
+            case .store: storeDirectory
+            case .raw: rawPath
+            case .userdefaults: userDefaultsSuite
+            }
+        }
+    }
+
+    struct Medians {
+        var inProcess: [Kind: Double] = [:]
+        var wholeProcess: [Kind: Double] = [:]
+    }
+
+    /// Runs one warm-up child of each kind, then `runs` rounds of one child per kind, and
+    /// returns the medians.
+    static func measure(_ locations: Locations, runs: Int) throws -> Medians {
+        let executable = Spawn.executablePath()
+        var inProcess: [Kind: [Double]] = [:]
+        var wholeProcess: [Kind: [Double]] = [:]
+        for round in 0 ... runs {
+            for kind in Kind.allCases {
+                let result = try Spawn.run(executable, [childCommand, kind.rawValue, locations.argument(for: kind)],
+                                           captureOutput: true)
+                let output = result.output.trimmingCharacters(in: .whitespacesAndNewlines)
+                guard result.status == 0, let nanoseconds = Double(output) else {
+                    throw BenchError("cold start child '\(kind.rawValue)' exited with \(result.status): \(output)")
+                }
+                guard round > 0 else { continue }
+                inProcess[kind, default: []].append(nanoseconds)
+                wholeProcess[kind, default: []].append(Double(result.wallNanoseconds))
+            }
+        }
+        return Medians(inProcess: inProcess.mapValues(median), wholeProcess: wholeProcess.mapValues(median))
+    }
+
+    /// The child: `KIND LOCATION`. Prints the ns from before the open to after the first read.
+    static func runChild(arguments: [String]) throws {
+        guard arguments.count == 2, let kind = Kind(rawValue: arguments[0]) else {
+            throw BenchError("usage: groupdefaults-bench \(childCommand) store|raw|userdefaults LOCATION")
+        }
+        let location = arguments[1]
+        let key = Workload.key(0)
+        let nanoseconds: Int64
+        let value: String?
+        switch kind {
+        case .store:
+            let start = Clock.nanoseconds()
+            let defaults = try StoreSubject.open(directory: location)
+            value = defaults.string(forKey: key)
+            nanoseconds = Clock.nanoseconds() - start
+        case .raw:
+            let configuration = SharedDefaults.Configuration()
+            let flags = SharedDefaults.lmdbEnvironmentFlags(for: configuration)
+            var error = [CChar](repeating: 0, count: 256)
+            let keyBytes = Array(key.utf8)
+            nanoseconds = keyBytes.withUnsafeBytes { keyBytes in
+                Int64(gdref_cold_open_first_read(location, flags, configuration.initialMapSize,
+                                                 keyBytes.baseAddress, keyBytes.count, &error, error.count))
+            }
+            guard nanoseconds >= 0 else { throw BenchError("raw LMDB at \(location): \(String(cBuffer: error))") }
+            value = nil   // the C side failed above unless it found the key
+        case .userdefaults:
+            let start = Clock.nanoseconds()
+            let defaults = try FoundationSubject.open(suiteName: location)
+            value = defaults.string(forKey: key)
+            nanoseconds = Clock.nanoseconds() - start
+        }
+        if kind != .raw, value != Workload().initialString(0) {
+            throw BenchError("cold start child '\(kind.rawValue)' read \(value ?? "nil") for \(key)")
+        }
+        print(nanoseconds)
+    }
+}

@@ -1,0 +1,64 @@
+/// The measured operations, in the order of the table.
+enum Operation: String, CaseIterable, Sendable {
+    case getInteger = "get-integer"
+    case getString = "get-string"
+    case setInteger = "set-integer"
+    case setString = "set-string"
+    case update = "update"
+    case write100 = "write-100"
+    case coldStart = "cold-start"
+
+    var label: String {
+        switch self {
+        case .getInteger: "get integer"
+        case .getString: "get string"
+        case .setInteger: "set integer"
+        case .setString: "set string"
+        case .update: "update increment"
+        case .write100: "write 100 keys"
+        case .coldStart: "cold open + first read"
+        }
+    }
+
+    /// What Foundation's `UserDefaults` does for this operation.
+    var userDefaultsCall: String {
+        switch self {
+        case .getInteger: "integer(forKey:)"
+        case .getString: "string(forKey:)"
+        case .setInteger, .setString: "set+synchronize"
+        case .update: "read+set+synchronize"
+        case .write100: "100 sets+synchronize"
+        case .coldStart: "init(suiteName:)+read"
+        }
+    }
+
+    /// The target for GroupDefaults.
+    var target: Target {
+        switch self {
+        case .getInteger, .getString: .timesRaw(2)
+        case .setInteger, .setString: .atMost(nanoseconds: 1_500)
+        case .update: .atMost(nanoseconds: 2_000)
+        case .write100: .timesRaw(1.5)
+        case .coldStart: .atMost(nanoseconds: 200_000)
+        }
+    }
+}
+
+enum Target: Sendable {
+    case timesRaw(Double)
+    case atMost(nanoseconds: Double)
+
+    var text: String {
+        switch self {
+        case .timesRaw(let factor): "≤ \(Format.number(factor))× raw"
+        case .atMost(let ns): ns < 10_000 ? "≤ \(Int(ns)) ns" : "≤ \(Format.duration(ns))"
+        }
+    }
+
+    func isMet(groupDefaults: Double, raw: Double) -> Bool {
+        switch self {
+        case .timesRaw(let factor): groupDefaults <= factor * raw
+        case .atMost(let ns): groupDefaults <= ns
+        }
+    }
+}

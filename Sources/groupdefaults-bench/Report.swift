@@ -1,0 +1,117 @@
+import Foundation
+
+/// The results of one run, printed as a table or as JSON.
+struct Report: Encodable {
+    let lmdbFlags: String
+    let mapSize: Int
+    let keys: Int
+    let batches: Int
+    let coldStartRuns: Int
+    let rows: [Row]
+
+    struct Row: Encodable {
+        let operation: String
+        let label: String
+        let groupDefaultsNs: Double
+        let rawLMDBNs: Double
+        let groupDefaultsToRaw: Double
+        let userDefaultsNs: Double
+        let groupDefaultsToUserDefaults: Double
+        let userDefaultsOperation: String
+        let target: String?
+        let targetMet: Bool?
+
+        init(_ operation: Operation, groupDefaults: Double, rawLMDB: Double, userDefaults: Double) {
+            self.init(operation: operation.rawValue, label: operation.label, groupDefaults: groupDefaults, rawLMDB: rawLMDB,
+                      userDefaults: userDefaults, userDefaultsOperation: operation.userDefaultsCall,
+                      target: operation.target.text,
+                      targetMet: operation.target.isMet(groupDefaults: groupDefaults, raw: rawLMDB))
+        }
+
+        /// An extra line with no target: a whole child process, spawn to exit.
+        init(wholeProcess label: String, groupDefaults: Double, rawLMDB: Double, userDefaults: Double) {
+            self.init(operation: "cold-start-process", label: label, groupDefaults: groupDefaults, rawLMDB: rawLMDB,
+                      userDefaults: userDefaults, userDefaultsOperation: "spawn → exit", target: nil, targetMet: nil)
+        }
+
+        private init(operation: String, label: String, groupDefaults: Double, rawLMDB: Double, userDefaults: Double,
+                     userDefaultsOperation: String, target: String?, targetMet: Bool?) {
+            self.operation = operation
+            self.label = label
+            groupDefaultsNs = Format.rounded(groupDefaults)
+            rawLMDBNs = Format.rounded(rawLMDB)
+            groupDefaultsToRaw = Format.rounded(groupDefaults / rawLMDB, places: 3)
+            userDefaultsNs = Format.rounded(userDefaults)
+            groupDefaultsToUserDefaults = Format.rounded(groupDefaults / userDefaults, places: 6)
+            self.userDefaultsOperation = userDefaultsOperation
+            self.target = target
+            self.targetMet = targetMet
+        }
+    }
+
+    func json() throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(self), as: UTF8.self)
+    }
+
+    func table() -> String {
+        let header = ["operation", "GroupDefaults", "raw LMDB", "GD/raw", "UserDefaults", "GD/UD", "target", "met"]
+        let body = rows.map { row in
+            [row.label, Format.duration(row.groupDefaultsNs), Format.duration(row.rawLMDBNs),
+             Format.ratio(row.groupDefaultsToRaw), Format.duration(row.userDefaultsNs),
+             Format.ratio(row.groupDefaultsToUserDefaults), row.target ?? "(spawn → exit)",
+             row.targetMet.map { $0 ? "yes" : "NO" } ?? ""]
+        }
+        let leftAligned: Set = [0, 6, 7]
+        let widths = header.indices.map { column in ([header] + body).map { $0[column].count }.max()! }
+        let lines = ([header] + body).map { cells in
+            cells.indices.map { column in
+                let padding = String(repeating: " ", count: widths[column] - cells[column].count)
+                return leftAligned.contains(column) ? cells[column] + padding : padding + cells[column]
+            }.joined(separator: "  ").replacingOccurrences(of: " +$", with: "", options: .regularExpression)
+        }
+        return """
+            GroupDefaults vs raw LMDB (C, same flags: \(lmdbFlags), map \(mapSize / 1_048_576) MiB) \
+            vs Foundation UserDefaults(suiteName:)
+            \(keys) keys, string values ~60 bytes; medians of \(batches) batches, cold start of \(coldStartRuns) processes each
+
+            \(lines.joined(separator: "\n"))
+
+            UserDefaults: a set is set(_:forKey:) + synchronize() (only then does another process see it);
+            update = integer(forKey:) + set + synchronize(); write 100 keys = 100 sets + one synchronize().
+            """
+    }
+}
+
+enum Format {
+    static func duration(_ nanoseconds: Double) -> String {
+        switch nanoseconds {
+        case ..<1_000: String(format: "%.0f ns", nanoseconds)
+        case ..<1_000_000: significant(nanoseconds / 1_000) + " µs"
+        case ..<1_000_000_000: significant(nanoseconds / 1_000_000) + " ms"
+        default: significant(nanoseconds / 1_000_000_000) + " s"
+        }
+    }
+
+    /// Two decimals, more below 0.1 so that two significant digits show: "1.07×", "0.00023×".
+    static func ratio(_ value: Double) -> String {
+        let decimals = value > 0 && value < 0.1 ? Int((-log10(value)).rounded(.down)) + 2 : 2
+        return String(format: "%.\(decimals)f×", value)
+    }
+
+    /// "2", "1.5": no trailing zeros.
+    static func number(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
+    }
+
+    static func rounded(_ value: Double, places: Int = 1) -> Double {
+        let scale = pow(10, Double(places))
+        return (value * scale).rounded() / scale
+    }
+
+    /// Three significant digits for values from 1 to 999.
+    private static func significant(_ value: Double) -> String {
+        String(format: value < 10 ? "%.2f" : value < 100 ? "%.1f" : "%.0f", value)
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import Glibc
+
+/// Runs a child process with posix_spawn and waits for it: the sandbox re-exec and the
+/// cold-start children.
+enum Spawn {
+    struct Result {
+        /// The exit code, or 128 + the signal that ended the child.
+        var status: Int32
+        var output: String
+        /// From just before posix_spawn to just after waitpid returned.
+        var wallNanoseconds: Int64
+    }
+
+    /// This executable, so that the benchmark can re-run itself.
+    static func executablePath() -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard length > 0 else { return CommandLine.arguments[0] }
+        return String(cBuffer: buffer)
+    }
+
+    /// Runs `path` with `arguments` and this process's environment plus `environment`. With
+    /// `captureOutput` the child's stdout is collected; otherwise it shares ours. SIGINT and
+    /// SIGTERM are unblocked in the child whatever this process blocks.
+    static func run(_ path: String, _ arguments: [String], environment: [String: String] = [:],
+                    captureOutput: Bool) throws -> Result {
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            .map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+
+        var pipeEnds: [Int32] = [-1, -1]
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if captureOutput {
+            guard pipe(&pipeEnds) == 0 else { throw BenchError("pipe: \(String(cString: strerror(errno)))") }
+            posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], STDOUT_FILENO)
+            posix_spawn_file_actions_addclose(&actions, pipeEnds[0])
+            posix_spawn_file_actions_addclose(&actions, pipeEnds[1])
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+
+        var pid = pid_t()
+        let start = Clock.nanoseconds()
+        let spawned = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
+        if captureOutput { close(pipeEnds[1]) }
+        guard spawned == 0 else {
+            if captureOutput { close(pipeEnds[0]) }
+            throw BenchError("cannot run \(path): \(String(cString: strerror(spawned)))")
+        }
+        var output: [UInt8] = []
+        if captureOutput {
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = read(pipeEnds[0], &chunk, chunk.count)
+                if count > 0 { output += chunk.prefix(count) } else if count == 0 || errno != EINTR { break }
+            }
+            close(pipeEnds[0])
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { throw BenchError("waitpid: \(String(cString: strerror(errno)))") }
+        }
+        let end = Clock.nanoseconds()
+        let signal = status & 0x7f
+        return Result(status: signal == 0 ? (status >> 8) & 0xff : 128 + signal,
+                      output: String(decoding: output, as: UTF8.self),
+                      wallNanoseconds: end - start)
+    }
+}
