@@ -41,6 +41,10 @@ extension SharedDefaults {
         public var maximumValueSize: Int = 4 << 20
         /// Reader slots in a new suite's lock file, shared by all processes (one per reading thread).
         public var maximumReaders: Int = 510
+        /// Opening a suite checks the structure of every page in use (so that a damaged file is an
+        /// error, not a crash inside LMDB) when those pages take at most this many bytes; larger
+        /// suites open without the check. About 1 µs per 4 KiB page.
+        public var structureCheckLimit: Int = 16 << 20
         /// How many changes the change log keeps for observers that resume from a sequence number.
         public var logRetention: Int = 10_000
         /// Where failures of the non-throwing UserDefaults-style calls are logged.
@@ -56,7 +60,8 @@ extension SharedDefaults {
                 initialMapSize: initialMapSize,
                 maximumMapSize: maximumMapSize,
                 fileMode: fileSharing.fileMode,
-                maximumReaders: UInt32(clamping: maximumReaders))
+                maximumReaders: UInt32(clamping: maximumReaders),
+                structureCheckLimit: structureCheckLimit)
         }
     }
 }

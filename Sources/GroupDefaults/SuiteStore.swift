@@ -163,6 +163,8 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             return key == nil
                 ? make(.corruptFile, "the store's metadata is damaged: \(error)")
                 : make(.corruptValue, "the stored value is damaged (\(error)); other keys are unaffected")
+        case let error as StructureDamage:
+            return make(.corruptFile, "the file's structure is damaged: \(error); it was left unchanged, restore it from a backup")
         case let error as FileHeader.Truncated:
             return make(.corruptFile, "\(error); nothing was changed, restore the file from a backup")
         case let error as MapAtMaximum:

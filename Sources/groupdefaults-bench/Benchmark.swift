@@ -36,36 +36,45 @@ struct Benchmark {
                 try subject.populate(.strings)
             }
             let locations = ColdStart.Locations(storeDirectory: storeDirectory, rawPath: rawPath, userDefaultsSuite: suiteName)
-            let medians = try ColdStart.measure(locations, runs: options.quick ? 5 : 21)
+            let medians = try ColdStart.measure(locations, runs: coldStartRuns)
             rows.append(Report.Row(.coldStart, groupDefaults: medians.inProcess[.store]!,
                                    rawLMDB: medians.inProcess[.raw]!, userDefaults: medians.inProcess[.userdefaults]!))
             rows.append(Report.Row(wholeProcess: "cold start, whole process", groupDefaults: medians.wholeProcess[.store]!,
                                    rawLMDB: medians.wholeProcess[.raw]!, userDefaults: medians.wholeProcess[.userdefaults]!))
         }
-        return Report(
-            lmdbFlags: describe(flags), mapSize: mapSize, keys: Workload.keyCount,
-            batches: options.quick ? Self.quickBatches : Self.batches, coldStartRuns: options.quick ? 5 : 21,
-            rows: rows)
+        return Report(lmdbFlags: describe(flags), mapSize: mapSize, keys: Workload.keyCount, method: method, rows: rows)
     }
 
-    static let batches = 41
-    static let quickBatches = 5
+    private var batches: Int { options.quick ? 5 : 41 }
+    private var foundationWriteBatches: Int { options.quick ? 5 : 21 }
+    private var coldStartRuns: Int { options.quick ? 5 : 21 }
+    /// Each UserDefaults write rewrites the whole property list: milliseconds with 1,000 keys.
+    private let foundationSetsPerBatch = 20
+    private let foundationWritesOf100PerBatch = 2
+
+    private var method: String {
+        """
+        medians of \(batches) batches × \(Workload.keyCount) ops (write 100 keys: × \(Workload.keyCount / Workload.keysPerWrite)) \
+        after a warm-up batch; UserDefaults' writes \(foundationWriteBatches) batches \
+        × \(foundationSetsPerBatch) ops (write 100 keys: × \(foundationWritesOf100PerBatch)); \
+        cold start: \(coldStartRuns) processes per store after a warm-up one
+        """
+    }
 
     /// Batches of 1,000 operations (100 writes of 100 keys), fewer for UserDefaults' writes,
     /// each of which rewrites its whole property list.
     private func plan(_ operation: Operation, for subject: any Subject) -> Plan {
         let isFoundation = subject is FoundationSubject
-        let batches = options.quick ? Self.quickBatches : Self.batches
         switch operation {
         case .getInteger, .getString:
             return Plan(batches: batches, opsPerBatch: Workload.keyCount)
         case .setInteger, .setString, .update:
             return isFoundation
-                ? Plan(batches: options.quick ? 5 : 21, opsPerBatch: 20)
+                ? Plan(batches: foundationWriteBatches, opsPerBatch: foundationSetsPerBatch)
                 : Plan(batches: batches, opsPerBatch: Workload.keyCount)
         case .write100:
             return isFoundation
-                ? Plan(batches: options.quick ? 5 : 21, opsPerBatch: 2)
+                ? Plan(batches: foundationWriteBatches, opsPerBatch: foundationWritesOf100PerBatch)
                 : Plan(batches: batches, opsPerBatch: Workload.keyCount / Workload.keysPerWrite)
         case .coldStart:
             return Plan(batches: 0, opsPerBatch: 0)

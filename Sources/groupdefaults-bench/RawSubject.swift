@@ -18,10 +18,10 @@ final class RawSubject: Subject {
         self.workload = workload
         let keys = workload.keys
         integers = try [0, 1].map { variant in
-            try Dataset(keys.indices.map { (keys[$0], Dataset.bytes(of: workload.integer($0, variant: variant))) })
+            try Dataset(keys.indices.map { (keys[$0], Dataset.bytes(of: Workload.integer($0, variant: variant))) })
         }
         strings = try [0, 1].map { variant in
-            try Dataset(keys.indices.map { (keys[$0], Array(workload.string($0, variant: variant).utf8)) })
+            try Dataset(keys.indices.map { (keys[$0], Array(Workload.string($0, variant: variant).utf8)) })
         }
     }
 

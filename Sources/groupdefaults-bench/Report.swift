@@ -5,8 +5,7 @@ struct Report: Encodable {
     let lmdbFlags: String
     let mapSize: Int
     let keys: Int
-    let batches: Int
-    let coldStartRuns: Int
+    let method: String
     let rows: [Row]
 
     struct Row: Encodable {
@@ -74,7 +73,7 @@ struct Report: Encodable {
         return """
             GroupDefaults vs raw LMDB (C, same flags: \(lmdbFlags), map \(mapSize / 1_048_576) MiB) \
             vs Foundation UserDefaults(suiteName:)
-            \(keys) keys, string values ~60 bytes; medians of \(batches) batches, cold start of \(coldStartRuns) processes each
+            \(keys) keys, string values ~60 bytes; \(method)
 
             \(lines.joined(separator: "\n"))
 

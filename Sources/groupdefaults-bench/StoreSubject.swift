@@ -10,12 +10,12 @@ final class StoreSubject: Subject {
     let workload: Workload
 
     init(directory: String, workload: Workload) throws {
-        defaults = try Self.open(directory: directory)
+        defaults = try Self.open(directory: URL(fileURLWithPath: directory))
         self.workload = workload
     }
 
-    static func open(directory: String) throws -> SharedDefaults {
-        try SharedDefaults(suiteName: suiteName, directory: URL(fileURLWithPath: directory), configuration: .init())
+    static func open(directory: URL) throws -> SharedDefaults {
+        try SharedDefaults(suiteName: suiteName, directory: directory, configuration: .init())
     }
 
     func populate(_ kind: Workload.Kind) throws {

@@ -10,19 +10,25 @@ struct Workload: Sendable {
 
     let keys: [String]
     private let strings: [[String]]
-    private let integers: [[Int]]
 
     init() {
         let indices = 0 ..< Self.keyCount
         keys = indices.map(Self.key)
-        strings = ["A", "B"].map { variant in
-            indices.map { "sound://group.com.example.chat/Library/Sounds/ring-\(Self.sixDigits($0))-\(variant).caf" }
-        }
-        integers = [0, 1_000_000].map { offset in indices.map { $0 + offset } }
+        strings = [0, 1].map { variant in indices.map { Self.string($0, variant: variant) } }
     }
 
     static func key(_ index: Int) -> String {
         "setting.notification.sound.\(sixDigits(index))"
+    }
+
+    /// The string value of key `index` in `variant` (0 or 1): 63 bytes.
+    static func string(_ index: Int, variant: Int) -> String {
+        "sound://group.com.example.chat/Library/Sounds/ring-\(sixDigits(index))-\(variant == 0 ? "A" : "B").caf"
+    }
+
+    /// The integer value of key `index` in `variant` (0 or 1).
+    static func integer(_ index: Int, variant: Int) -> Int {
+        index + variant * 1_000_000
     }
 
     private static func sixDigits(_ n: Int) -> String {
@@ -35,12 +41,10 @@ struct Workload: Sendable {
 
     @inline(__always) func key(forOp op: Int) -> String { keys[op % Self.keyCount] }
     @inline(__always) func string(forOp op: Int) -> String { strings[Self.variant(forOp: op)][op % Self.keyCount] }
-    @inline(__always) func integer(forOp op: Int) -> Int { integers[Self.variant(forOp: op)][op % Self.keyCount] }
+    @inline(__always) func integer(forOp op: Int) -> Int { Self.integer(op % Self.keyCount, variant: Self.variant(forOp: op)) }
 
-    func string(_ index: Int, variant: Int) -> String { strings[variant][index] }
-    func integer(_ index: Int, variant: Int) -> Int { integers[variant][index] }
     func initialString(_ index: Int) -> String { strings[0][index] }
-    func initialInteger(_ index: Int) -> Int { integers[0][index] }
+    func initialInteger(_ index: Int) -> Int { Self.integer(index, variant: 0) }
 
     /// What key `index` holds after `ops` increments that started from the initial integers.
     func integerAfterIncrements(index: Int, ops: Int) -> Int {

@@ -22,6 +22,8 @@ struct EnvironmentOptions: Sendable {
     var maximumMapSize: Int
     var fileMode: mode_t
     var maximumReaders: UInt32
+    /// Opening checks every page's structure when the pages in use take at most this many bytes.
+    var structureCheckLimit: Int
 }
 
 /// The map is at its configured maximum and the write does not fit.
@@ -53,10 +55,9 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
     private let databases: [MDB_dbi]
     private let resizeLock = ReadWriteLock()
 
-    /// Bounds of the current map, for checking that LMDB hands back pointers inside it.
-    /// Written only under `resizeLock` held exclusively, read under it held shared.
-    private nonisolated(unsafe) var mapStart: UInt = 0
-    private nonisolated(unsafe) var mapEnd: UInt = 0
+    /// The current map size, for checking the sizes LMDB hands back (a damaged node can claim any
+    /// size). Written only under `resizeLock` held exclusively, read under it held shared.
+    private nonisolated(unsafe) var mapSize = 0
 
     /// The thread running this process's write transaction (LMDB's writer lock makes it at most one),
     /// and whether a write in it hit `MDB_MAP_FULL`; the latter is touched only by that thread.
@@ -100,7 +101,7 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
             if !lockExisted { chmod(lockPath, options.fileMode) }
             var dead: Int32 = 0
             _ = mdb_reader_check(env, &dead)  // clear reader slots left by crashed processes
-            self.databases = try Self.openDatabases(env!)
+            self.databases = try Self.openDatabases(env!, structureCheckLimit: options.structureCheckLimit)
         } catch {
             if let env { mdb_env_close(env) }
             flock(sidecar, LOCK_UN)
@@ -110,7 +111,7 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
         self.env = env!
         self.sidecar = sidecar
         self.maximumKeySize = Int(mdb_env_get_maxkeysize(env))
-        refreshMapBounds()
+        refreshMapSize()
     }
 
     /// Closes the environment. Called once, by the registry, when no handle of this process uses
@@ -121,16 +122,47 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
     }
 
     /// Opens the named databases, read-only if they exist (an existing suite opens without taking
-    /// LMDB's writer lock), else creating them in one write transaction.
-    private static func openDatabases(_ env: OpaquePointer) throws -> [MDB_dbi] {
-        for create in [false, true] {
+    /// LMDB's writer lock), else creating them in one write transaction. The structure of an existing
+    /// file is checked before LMDB follows any of its pages.
+    private static func openDatabases(_ env: OpaquePointer, structureCheckLimit: Int) throws -> [MDB_dbi] {
+        if let handles = try openExistingDatabases(env, structureCheckLimit: structureCheckLimit) {
+            return handles
+        }
+        var txn: OpaquePointer?
+        try check(mdb_txn_begin(env, nil, 0, &txn))
+        var handles: [MDB_dbi] = []
+        for database in NamedDatabase.allCases {
+            var dbi: MDB_dbi = 0
+            let rc = mdb_dbi_open(txn, database.name, UInt32(MDB_CREATE), &dbi)
+            if rc != 0 { mdb_txn_abort(txn); throw LMDBError(rc) }
+            handles.append(dbi)
+        }
+        try check(mdb_txn_commit(txn))
+        return handles
+    }
+
+    /// The named databases of an existing suite, or nil for a new (empty) file. Throws
+    /// `LMDBError.invalid` for an LMDB file that holds other data.
+    private static func openExistingDatabases(_ env: OpaquePointer, structureCheckLimit: Int) throws -> [MDB_dbi]? {
+        var attempts = 0
+        while true {
             var txn: OpaquePointer?
-            try check(mdb_txn_begin(env, nil, create ? 0 : UInt32(MDB_RDONLY), &txn))
+            try check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn))
+            do {
+                try StructureCheck.verify(env: env, txn: txn!, limit: structureCheckLimit)
+            } catch is StructureCheck.Retry where attempts < 100 {
+                mdb_txn_abort(txn)
+                attempts += 1
+                continue
+            } catch {
+                mdb_txn_abort(txn)
+                throw error
+            }
             var handles: [MDB_dbi] = []
             for database in NamedDatabase.allCases {
                 var dbi: MDB_dbi = 0
-                let rc = mdb_dbi_open(txn, database.name, create ? UInt32(MDB_CREATE) : 0, &dbi)
-                if rc == MDB_NOTFOUND && !create { break }
+                let rc = mdb_dbi_open(txn, database.name, 0, &dbi)
+                if rc == MDB_NOTFOUND { break }
                 if rc != 0 { mdb_txn_abort(txn); throw LMDBError(rc) }
                 handles.append(dbi)
             }
@@ -138,9 +170,13 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
                 try check(mdb_txn_commit(txn))
                 return handles
             }
+            var main = MDB_stat()
+            let rc = mdb_stat(txn, 1 /* MAIN_DBI */, &main)
             mdb_txn_abort(txn)
+            try check(rc)
+            if main.ms_entries > 0 { throw LMDBError.invalid }  // someone else's LMDB file: leave it alone
+            return nil
         }
-        throw LMDBError.notFound  // unreachable: the creating pass returns or throws
     }
 
     // MARK: Transactions
@@ -216,11 +252,11 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
     /// Called by `LMDBTransaction` when a write fails with `MDB_MAP_FULL`.
     func noteMapFull() { activeWriteHitMapFull = true }
 
-    /// Whether `pointer ..< pointer + count` lies inside the current map.
+    /// Whether a buffer of `count` bytes can lie inside the map. (LMDB does not tell where the map
+    /// starts, so only the size is checked.)
     @inline(__always)
-    func contains(_ pointer: UnsafeRawPointer, count: Int) -> Bool {
-        let start = UInt(bitPattern: pointer)
-        return start >= mapStart && count >= 0 && UInt(count) <= mapEnd &- start && start <= mapEnd
+    func fitsInMap(_ count: Int) -> Bool {
+        count >= 0 && count <= mapSize
     }
 
     // MARK: Map size
@@ -241,7 +277,7 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
                 target = min(max(current * 2, current + 1 << 20), maximumMapSize)
             }
             try check(mdb_env_set_mapsize(env, target))
-            refreshMapBounds()
+            refreshMapSize()
         }
     }
 
@@ -252,11 +288,9 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
         return Int(st.st_size)
     }
 
-    private func refreshMapBounds() {
+    private func refreshMapSize() {
         var info = MDB_envinfo()
-        guard mdb_env_info(env, &info) == 0, let address = info.me_mapaddr else { return }
-        mapStart = UInt(bitPattern: address)
-        mapEnd = mapStart + UInt(info.me_mapsize)
+        if mdb_env_info(env, &info) == 0 { mapSize = info.me_mapsize }
     }
 
     // MARK: Whole environment

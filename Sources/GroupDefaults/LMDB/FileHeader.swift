@@ -1,14 +1,15 @@
 import Glibc
 
-/// Reads LMDB's two meta pages straight from the data file, before LMDB maps it.
+/// Reads LMDB's meta pages straight from the data file, without LMDB.
 ///
 /// With `MDB_WRITEMAP` LMDB extends the file to the map size when it opens it, which would quietly
 /// paper over a truncated file (the missing pages become zeros). Reading the header first lets the
-/// store refuse such a file instead. The layout is LMDB 0.9's on-disk format:
-/// page header (16 bytes), then `MDB_meta`: magic, version, address, map size, two `MDB_db`
-/// records of 48 bytes (the first one's `md_pad` holds the page size), last page number, txn id.
+/// store refuse such a file instead. The layout is LMDB 0.9's on-disk format: a 16-byte page header,
+/// then `MDB_meta`: magic, version, address, map size, two `MDB_db` records of 48 bytes (free pages,
+/// then the main database; the first one's `md_pad` holds the page size), last page number, txn id.
 enum FileHeader {
     static let magic: UInt32 = 0xBEEF_C0DE
+    static let invalidPage = UInt64.max
 
     struct Truncated: Error, CustomStringConvertible {
         let actualSize: Int
@@ -18,27 +19,52 @@ enum FileHeader {
         }
     }
 
+    /// An `MDB_db` record: one B-tree's root and shape.
+    struct TreeRecord {
+        var flags: UInt16
+        var depth: UInt16
+        var entries: UInt64
+        var root: UInt64
+
+        init(_ raw: UnsafeRawBufferPointer, at offset: Int) {
+            flags = raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt16.self)
+            depth = raw.loadUnaligned(fromByteOffset: offset + 6, as: UInt16.self)
+            entries = raw.loadUnaligned(fromByteOffset: offset + 32, as: UInt64.self)
+            root = raw.loadUnaligned(fromByteOffset: offset + 40, as: UInt64.self)
+        }
+
+        static let size = 48
+    }
+
+    struct Meta {
+        var pageSize: Int
+        var lastPage: UInt64
+        var txnID: UInt64
+        var freeTree: TreeRecord
+        var mainTree: TreeRecord
+
+        /// Bytes the pages in use span, or nil if the header's numbers overflow.
+        var usedSize: Int? {
+            let (pages, o1) = lastPage.addingReportingOverflow(1)
+            let (bytes, o2) = pages.multipliedReportingOverflow(by: UInt64(pageSize))
+            return o1 || o2 || bytes > UInt64(Int.max) ? nil : Int(bytes)
+        }
+    }
+
     /// Throws `Truncated` when the file at `fd` is shorter than the pages its newest valid meta page
     /// says are in use. Files whose header LMDB would not recognise are left for LMDB to reject.
     static func checkNotTruncated(fd: Int32, fileSize: Int) throws {
         guard let first = readMeta(fd: fd, offset: 0) else { return }
         let second = readMeta(fd: fd, offset: first.pageSize)
         let newest = [first, second].compactMap { $0 }.max { $0.txnID < $1.txnID }!
-        let (pages, overflow) = newest.lastPage.addingReportingOverflow(1)
-        let (required, overflow2) = pages.multipliedReportingOverflow(by: UInt64(newest.pageSize))
-        guard !overflow, !overflow2, required <= UInt64(Int.max) else { return }  // garbage: LMDB rejects it
-        if UInt64(fileSize) < required {
-            throw Truncated(actualSize: fileSize, requiredSize: Int(required))
+        guard let required = newest.usedSize else { return }  // garbage: LMDB rejects it
+        if fileSize < required {
+            throw Truncated(actualSize: fileSize, requiredSize: required)
         }
     }
 
-    private struct Meta {
-        var pageSize: Int
-        var lastPage: UInt64
-        var txnID: UInt64
-    }
-
-    private static func readMeta(fd: Int32, offset: Int) -> Meta? {
+    /// The meta page at `offset`, or nil if it does not carry LMDB's magic and a sane page size.
+    static func readMeta(fd: Int32, offset: Int) -> Meta? {
         var buffer = [UInt8](repeating: 0, count: 152)
         let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(offset)) }
         guard count == buffer.count else { return nil }
@@ -49,8 +75,9 @@ enum FileHeader {
             return Meta(
                 pageSize: pageSize,
                 lastPage: raw.loadUnaligned(fromByteOffset: 136, as: UInt64.self),
-                txnID: raw.loadUnaligned(fromByteOffset: 144, as: UInt64.self)
-            )
+                txnID: raw.loadUnaligned(fromByteOffset: 144, as: UInt64.self),
+                freeTree: TreeRecord(raw, at: 40),
+                mainTree: TreeRecord(raw, at: 88))
         }
     }
 }

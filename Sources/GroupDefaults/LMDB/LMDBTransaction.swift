@@ -2,8 +2,8 @@ internal import CLMDB
 
 /// A borrowed LMDB transaction, valid only inside the closure that received it.
 ///
-/// Buffers it returns point into the map and are valid until the transaction ends; each is checked
-/// to lie inside the map, so a damaged page yields `LMDBError.corrupted`, not a wild read.
+/// Buffers it returns point into the map and are valid until the transaction ends; a size larger
+/// than the map (a damaged node) yields `LMDBError.corrupted`, not a wild read.
 struct LMDBTransaction {
     let txn: OpaquePointer
     let environment: Environment
@@ -87,7 +87,7 @@ struct LMDBTransaction {
     @inline(__always)
     private func checked(_ value: MDB_val) throws -> UnsafeRawBufferPointer {
         guard value.mv_size > 0 else { return UnsafeRawBufferPointer(start: nil, count: 0) }
-        guard let data = value.mv_data, environment.contains(data, count: value.mv_size) else {
+        guard let data = value.mv_data, environment.fitsInMap(value.mv_size) else {
             throw LMDBError.corrupted
         }
         return UnsafeRawBufferPointer(start: data, count: value.mv_size)

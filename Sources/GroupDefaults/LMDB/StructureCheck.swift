@@ -1,0 +1,175 @@
+internal import CLMDB
+import Glibc
+
+/// The file's B-tree structure is damaged.
+struct StructureDamage: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Walks every page reachable from a snapshot's meta page and checks it against LMDB's page format,
+/// before LMDB itself follows any of it.
+///
+/// LMDB trusts its pages: a damaged node offset, size, flag or page number makes it read outside
+/// the map and crash the process. This walk finds such damage first, so that opening a damaged file
+/// is an error, not a crash. It checks, for the free-page tree, the main tree and each named tree:
+/// page numbers in range and visited once, page headers (number, kind, bounds), every node inside
+/// its page, branch depth equal to the tree's depth, overflow pages in range, entry counts, and
+/// free-list page numbers. It reads the pages through a private read-only mapping, under a read
+/// transaction that keeps the snapshot's pages from being reused while it runs.
+enum StructureCheck {
+    private static let pageHeaderSize = 16
+    private static let nodeHeaderSize = 8
+    private static let maximumDepth = 32  // LMDB's cursor stack
+    private static let branchFlag: UInt16 = 0x01, leafFlag: UInt16 = 0x02, overflowFlag: UInt16 = 0x04
+    private static let dirtyFlag: UInt16 = 0x10
+    private static let bigDataFlag: UInt16 = 0x01, subDataFlag: UInt16 = 0x02
+    private static let duplicateSortFlags: UInt16 = 0x04 | 0x10 | 0x20 | 0x40  // DUPSORT, DUPFIXED, INTEGERDUP, REVERSEDUP
+
+    /// Checks the snapshot of `txn`. Returns without checking when the pages in use exceed
+    /// `limit` bytes (the walk touches every page).
+    static func verify(env: OpaquePointer, txn: OpaquePointer, limit: Int) throws {
+        var fd: Int32 = -1
+        try check(mdb_env_get_fd(env, &fd))
+        let txnID = UInt64(mdb_txn_id(txn))
+        guard let first = FileHeader.readMeta(fd: fd, offset: 0) else { throw StructureDamage("meta page 0 is damaged") }
+        guard let meta = FileHeader.readMeta(fd: fd, offset: Int(txnID & 1) * first.pageSize), meta.txnID == txnID else {
+            throw Retry()
+        }
+        guard let used = meta.usedSize else { throw StructureDamage("the last page number \(meta.lastPage) is impossible") }
+        guard used <= limit else { return }
+        var st = stat()
+        guard fstat(fd, &st) == 0, Int(st.st_size) >= used else {
+            throw FileHeader.Truncated(actualSize: Int(st.st_size), requiredSize: used)
+        }
+        guard let map = mmap(nil, used, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else {
+            throw LMDBError(errno)
+        }
+        defer { munmap(map, used) }
+        var walker = Walker(base: UnsafeRawPointer(map), pageSize: meta.pageSize, lastPage: meta.lastPage)
+        try walker.tree(meta.freeTree, kind: .free, name: "free-page tree")
+        try walker.tree(meta.mainTree, kind: .main, name: "main tree")
+    }
+
+    /// A writer committed twice while the meta page was being read; read it again.
+    struct Retry: Error {}
+
+    private enum TreeKind { case free, main, named }
+
+    private struct Walker {
+        let base: UnsafeRawPointer
+        let pageSize: Int
+        let lastPage: UInt64
+        var visited: [UInt64]
+
+        init(base: UnsafeRawPointer, pageSize: Int, lastPage: UInt64) {
+            self.base = base
+            self.pageSize = pageSize
+            self.lastPage = lastPage
+            visited = Array(repeating: 0, count: Int(lastPage / 64) + 1)
+        }
+
+        mutating func tree(_ record: FileHeader.TreeRecord, kind: TreeKind, name: String) throws {
+            if record.root == FileHeader.invalidPage {
+                guard record.entries == 0, record.depth == 0 else { throw StructureDamage("the empty \(name) claims entries") }
+                return
+            }
+            guard record.depth >= 1, record.depth <= maximumDepth else {
+                throw StructureDamage("the \(name) has an impossible depth \(record.depth)")
+            }
+            guard record.flags & duplicateSortFlags == 0 else {
+                throw StructureDamage("the \(name) has flags this store never sets")
+            }
+            var entries: UInt64 = 0
+            try page(record.root, level: 1, depth: Int(record.depth), kind: kind, name: name, entries: &entries)
+            guard entries == record.entries else {
+                throw StructureDamage("the \(name) counts \(record.entries) entries but holds \(entries)")
+            }
+        }
+
+        private mutating func claim(_ pgno: UInt64, _ name: String) throws {
+            guard pgno >= 2, pgno <= lastPage else { throw StructureDamage("the \(name) points to page \(pgno), outside the file") }
+            let (word, bit) = (Int(pgno / 64), pgno % 64)
+            guard visited[word] & (1 << bit) == 0 else { throw StructureDamage("page \(pgno) is reached twice in the \(name)") }
+            visited[word] |= 1 << bit
+        }
+
+        private func u16(_ p: UnsafeRawPointer, _ offset: Int) -> Int { Int(p.loadUnaligned(fromByteOffset: offset, as: UInt16.self)) }
+        private func u64(_ p: UnsafeRawPointer, _ offset: Int) -> UInt64 { p.loadUnaligned(fromByteOffset: offset, as: UInt64.self) }
+
+        private mutating func page(_ pgno: UInt64, level: Int, depth: Int, kind: TreeKind, name: String, entries: inout UInt64) throws {
+            try claim(pgno, name)
+            let p = base + Int(pgno) * pageSize
+            guard u64(p, 0) == pgno else { throw StructureDamage("page \(pgno) of the \(name) carries the number \(u64(p, 0))") }
+            let flags = UInt16(u16(p, 10)) & ~dirtyFlag
+            let isBranch = level < depth
+            guard flags == (isBranch ? branchFlag : leafFlag) else {
+                throw StructureDamage("page \(pgno) of the \(name) should be a \(isBranch ? "branch" : "leaf") page (flags \(flags))")
+            }
+            let lower = u16(p, 12), upper = u16(p, 14)
+            guard lower >= pageHeaderSize, lower <= upper, upper <= pageSize, (lower - pageHeaderSize) % 2 == 0 else {
+                throw StructureDamage("page \(pgno) of the \(name) has impossible bounds \(lower)…\(upper)")
+            }
+            let count = (lower - pageHeaderSize) / 2
+            if isBranch && count == 0 { throw StructureDamage("branch page \(pgno) of the \(name) is empty") }
+            for i in 0..<count {
+                let offset = u16(p, pageHeaderSize + 2 * i)
+                guard offset >= upper, offset + nodeHeaderSize <= pageSize else {
+                    throw StructureDamage("a node of page \(pgno) in the \(name) lies outside the page")
+                }
+                let lo = UInt64(u16(p, offset)), hi = UInt64(u16(p, offset + 2))
+                let nodeFlags = UInt16(u16(p, offset + 4)), keySize = u16(p, offset + 6)
+                let dataOffset = offset + nodeHeaderSize + keySize
+                guard dataOffset <= pageSize else { throw StructureDamage("a key of page \(pgno) in the \(name) runs past the page") }
+                if isBranch {
+                    let child = lo | hi << 16 | UInt64(nodeFlags) << 32
+                    try page(child, level: level + 1, depth: depth, kind: kind, name: name, entries: &entries)
+                    continue
+                }
+                entries += 1
+                let dataSize = Int(lo | hi << 16)
+                switch nodeFlags {
+                case 0:
+                    guard dataOffset + dataSize <= pageSize else { throw StructureDamage("a value on page \(pgno) of the \(name) runs past the page") }
+                case bigDataFlag:
+                    guard dataOffset + 8 <= pageSize else { throw StructureDamage("a node on page \(pgno) of the \(name) runs past the page") }
+                    let first = u64(p, dataOffset)
+                    try overflow(first, dataSize: dataSize, name: name)
+                    if kind == .free { try freeList(base + Int(first) * pageSize + pageHeaderSize, size: dataSize, name: name) }
+                case subDataFlag where kind == .main:
+                    guard dataSize == FileHeader.TreeRecord.size, dataOffset + dataSize <= pageSize else {
+                        throw StructureDamage("a database record on page \(pgno) is damaged")
+                    }
+                    let record = FileHeader.TreeRecord(UnsafeRawBufferPointer(start: p, count: pageSize), at: dataOffset)
+                    let treeName = "tree '" + String(decoding: UnsafeRawBufferPointer(start: p + offset + nodeHeaderSize, count: keySize), as: UTF8.self) + "'"
+                    try tree(record, kind: .named, name: treeName)
+                default:
+                    throw StructureDamage("a node on page \(pgno) of the \(name) has flags \(nodeFlags) this store never sets")
+                }
+                if kind == .free && nodeFlags == 0 {
+                    try freeList(p + dataOffset, size: dataSize, name: name)
+                }
+            }
+        }
+
+        private mutating func overflow(_ pgno: UInt64, dataSize: Int, name: String) throws {
+            try claim(pgno, name)
+            let p = base + Int(pgno) * pageSize
+            let pages = UInt64(p.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
+            guard u64(p, 0) == pgno, UInt16(u16(p, 10)) & ~dirtyFlag == overflowFlag, pages >= 1,
+                  pgno + pages - 1 <= lastPage, UInt64(dataSize) <= pages * UInt64(pageSize) - UInt64(pageHeaderSize)
+            else { throw StructureDamage("overflow page \(pgno) of the \(name) is damaged") }
+            for extra in 1..<pages { try claim(pgno + extra, name) }
+        }
+
+        /// A free-list record: a count, then that many page numbers.
+        private func freeList(_ p: UnsafeRawPointer, size: Int, name: String) throws {
+            guard size >= 8, size % 8 == 0, u64(p, 0) == UInt64(size / 8 - 1) else {
+                throw StructureDamage("a free-list record of the \(name) is damaged")
+            }
+            for i in 1..<(size / 8) where u64(p, 8 * i) > lastPage {
+                throw StructureDamage("the free list names page \(u64(p, 8 * i)), outside the file")
+            }
+        }
+    }
+}
