@@ -52,13 +52,15 @@ struct Benchmark {
     private let foundationSetsPerBatch = 20
     private let foundationWritesOf100PerBatch = 2
 
-    private var method: String {
-        """
-        medians of \(batches) batches × \(Workload.keyCount) ops (write 100 keys: × \(Workload.keyCount / Workload.keysPerWrite)) \
-        after a warm-up batch; UserDefaults' writes \(foundationWriteBatches) batches \
-        × \(foundationSetsPerBatch) ops (write 100 keys: × \(foundationWritesOf100PerBatch)); \
-        cold start: \(coldStartRuns) processes per store after a warm-up one
-        """
+    private var method: [String] {
+        [
+            "medians of \(batches) batches of \(Workload.keyCount) ops (write 100 keys: "
+                + "\(Workload.keyCount / Workload.keysPerWrite)) after a warm-up batch",
+            "UserDefaults' writes: \(foundationWriteBatches) batches of \(foundationSetsPerBatch) ops "
+                + "(write 100 keys: \(foundationWritesOf100PerBatch))",
+            "cold start: \(coldStartRuns) fresh processes per store after a warm-up one; "
+                + "the benchmark keeps the stores open meanwhile",
+        ]
     }
 
     /// Batches of 1,000 operations (100 writes of 100 keys), fewer for UserDefaults' writes,

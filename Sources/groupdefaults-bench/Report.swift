@@ -5,7 +5,7 @@ struct Report: Encodable {
     let lmdbFlags: String
     let mapSize: Int
     let keys: Int
-    let method: String
+    let method: [String]
     let rows: [Row]
 
     struct Row: Encodable {
@@ -73,7 +73,7 @@ struct Report: Encodable {
         return """
             GroupDefaults vs raw LMDB (C, same flags: \(lmdbFlags), map \(mapSize / 1_048_576) MiB) \
             vs Foundation UserDefaults(suiteName:)
-            \(keys) keys, string values ~60 bytes; \(method)
+            \(keys) keys, string values ~60 bytes; \(method.joined(separator: ";\n"))
 
             \(lines.joined(separator: "\n"))
 

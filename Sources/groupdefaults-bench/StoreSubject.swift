@@ -1,5 +1,5 @@
 import Foundation
-@_spi(Benchmarking) import GroupDefaults
+import GroupDefaults
 
 /// GroupDefaults' `SharedDefaults`, used as an app would.
 final class StoreSubject: Subject {

@@ -56,6 +56,7 @@ do {
     case "stream":  // stream: commits forever; each commit sets a, b, c to the same new counter value
         let defaults = try SharedDefaults(suiteName: suite, directory: directory)
         var n = try defaults.read { try $0.value(forKey: "a")?.intValue ?? 0 }
+        let start = n
         while true {
             n += 1
             let value = n
@@ -65,7 +66,7 @@ do {
                 try tx.set(.integer(value), forKey: "b")
                 try tx.set(.integer(value), forKey: "c")
             }
-            if value == 100 { say("streaming") }
+            if value == start + 100 { say("streaming") }
         }
 
     case "check-consistent":  // after a crash: a, b, c equal; a new write works
