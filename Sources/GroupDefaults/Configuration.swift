@@ -35,7 +35,9 @@ extension SharedDefaults {
         public var fileSharing: FileSharing = .owner
         /// The map size a new suite starts with (the file is sparse up to it).
         public var initialMapSize: Int = 1 << 20
-        /// The map grows on demand, doubling, up to this size; beyond it writes fail with `storeFull`.
+        /// The map grows on demand, doubling, up to this size; beyond it writes that store values fail
+        /// with `storeFull`. Writes that only remove values may use a reserve beyond it (a sixteenth of
+        /// it, between 256 KiB and 16 MiB), so that a full suite can always be emptied.
         public var maximumMapSize: Int = 1 << 30
         /// The largest encoded value a key may hold; larger ones fail with `valueTooLarge`.
         public var maximumValueSize: Int = 4 << 20

@@ -54,6 +54,10 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         if let origin = try environment.read(read) { return origin }
         return try environment.write(sync: false) { txn in
             if let origin = try read(txn) { return origin }  // another process created it first
+            // Only a new, empty store gets an identity; one whose identity is gone is damaged.
+            guard try txn.count(.meta) == 0, try txn.count(.values) == 0 else {
+                throw CorruptBytes("the store's format record is missing")
+            }
             var origin: UInt64 = 0
             while origin == 0 { origin = UInt64.random(in: .min ... .max) }
             try withUnsafeBytes(of: layoutVersion.littleEndian) { try txn.put(.meta, MetaKey.format, $0) }
@@ -114,11 +118,15 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// `write` of this store joins that transaction.
     func write<T>(sync: Bool, _ body: (SharedDefaults.Transaction) throws -> T) throws -> T {
         if environment.isWritingOnCurrentThread, let active = activeTransaction { return try body(active) }
+        var addsData = false
         do {
-            return try environment.write(sync: sync) { txn in
+            return try environment.write(sync: sync, mayUseReserve: { !addsData }) { txn in
                 let transaction = SharedDefaults.Transaction(store: self, txn: txn, isReadOnly: false)
                 activeTransaction = transaction
-                defer { activeTransaction = nil }
+                defer {
+                    activeTransaction = nil
+                    addsData = transaction.addsData
+                }
                 let result = try body(transaction)
                 try transaction.finish()
                 return result

@@ -18,6 +18,9 @@ extension SharedDefaults {
         /// The stamp of this transaction's changes and the last log sequence number, loaded at the
         /// first change and saved by `finish()`.
         private var clock: (stamp: Stamp, sequence: UInt64)?
+        /// Whether this transaction stores values (not only removes them): a full store lets
+        /// transactions that only remove use its reserve.
+        private(set) var addsData = false
 
         init(store: SuiteStore, txn: LMDBTransaction, isReadOnly: Bool) {
             self.store = store
@@ -46,7 +49,12 @@ extension SharedDefaults {
         /// Stores `value` under `key`.
         public func set(_ value: PropertyListValue, forKey key: String) throws {
             try store.validate(key: key)
+            guard BinaryCodec.fitsNestingLimit(value) else {
+                throw store.error(.unsupportedValue, key: key,
+                    "the value nests arrays and dictionaries more than \(BinaryCodec.maximumDepth) levels deep; nothing was changed")
+            }
             let stamp = try beginChange()
+            addsData = true
             let record = StoredRecord.encode(value, stamp: stamp)
             guard record.count - StoredRecord.headerSize <= store.maximumValueSize else {
                 throw store.error(.valueTooLarge, key: key,

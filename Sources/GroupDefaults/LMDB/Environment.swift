@@ -66,7 +66,7 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
 
     init(path: String, sidecarPath: String, options: EnvironmentOptions) throws {
         self.path = path
-        self.maximumMapSize = max(options.maximumMapSize, options.initialMapSize)
+        self.maximumMapSize = options.maximumMapSize
 
         var sidecar = open(sidecarPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, options.fileMode)
         if sidecar >= 0 {
@@ -92,7 +92,7 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
             try check(mdb_env_create(&env))
             try check(mdb_env_set_maxdbs(env, MDB_dbi(NamedDatabase.allCases.count)))
             try check(mdb_env_set_maxreaders(env, options.maximumReaders))
-            try check(mdb_env_set_mapsize(env, max(existingSize, options.initialMapSize)))
+            try check(mdb_env_set_mapsize(env, max(existingSize, min(options.initialMapSize, options.maximumMapSize))))
             let lockPath = path + "-lock"
             let lockExisted = access(lockPath, F_OK) == 0
             try check(mdb_env_open(env, path, Self.flags, options.fileMode))
@@ -198,9 +198,11 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
     }
 
     /// Runs `body` in a write transaction and commits it; `body` runs again if the map had to grow.
-    /// With `sync`, the commit is flushed to disk before this returns. Must not be called on a thread
+    /// With `sync`, the commit is flushed to disk before this returns. When the map is at its maximum,
+    /// a transaction for which `mayUseReserve()` is true (one that only removes data) may grow it by
+    /// a reserve beyond, so that a full store can still be emptied. Must not be called on a thread
     /// that is already writing (`isWritingOnCurrentThread`): LMDB's writer lock is not reentrant.
-    func write<T>(sync: Bool, _ body: (LMDBTransaction) throws -> T) throws -> T {
+    func write<T>(sync: Bool, mayUseReserve: () -> Bool = { false }, _ body: (LMDBTransaction) throws -> T) throws -> T {
         precondition(!isWritingOnCurrentThread, "nested LMDB write transaction on one thread")
         while true {
             var mustGrow = false
@@ -236,7 +238,7 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
                 return value
             }
             if let result { return result }
-            try resizeMap(grow: mustGrow)
+            try resizeMap(grow: mustGrow, useReserve: mustGrow && mayUseReserve())
         }
     }
 
@@ -263,7 +265,7 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
 
     /// Adopts the size another process grew the file to, or (with `grow`) doubles the map up to the
     /// maximum. Never asks for less than the file's current size.
-    private func resizeMap(grow: Bool) throws {
+    private func resizeMap(grow: Bool, useReserve: Bool = false) throws {
         try resizeLock.withWriteLock { () throws in
             flock(sidecar, LOCK_EX)
             defer { flock(sidecar, LOCK_UN) }
@@ -273,13 +275,17 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
             let fileSize = currentFileSize()
             var target = max(current, fileSize)
             if grow && fileSize <= current {
-                guard current < maximumMapSize else { throw MapAtMaximum(mapSize: current) }
-                target = min(max(current * 2, current + 1 << 20), maximumMapSize)
+                let limit = useReserve ? maximumMapSize + reserve : maximumMapSize
+                guard current < limit else { throw MapAtMaximum(mapSize: maximumMapSize) }
+                target = min(max(current * 2, current + 1 << 20), limit)
             }
             try check(mdb_env_set_mapsize(env, target))
             refreshMapSize()
         }
     }
+
+    /// Room beyond the maximum for transactions that only remove data.
+    private var reserve: Int { min(max(maximumMapSize / 16, 256 << 10), 16 << 20) }
 
     private func currentFileSize() -> Int {
         var fd: Int32 = -1

@@ -15,6 +15,16 @@ enum BinaryCodec {
     /// and recursion that deep would exhaust the stack).
     static let maximumDepth = 512
 
+    /// Whether `value` (found at `depth`) nests shallowly enough to decode again.
+    static func fitsNestingLimit(_ value: PropertyListValue, depth: Int = 0) -> Bool {
+        guard depth < maximumDepth else { return false }
+        switch value {
+        case .array(let elements): return elements.allSatisfy { fitsNestingLimit($0, depth: depth + 1) }
+        case .dictionary(let elements): return elements.values.allSatisfy { fitsNestingLimit($0, depth: depth + 1) }
+        default: return true
+        }
+    }
+
     static func encode(_ value: PropertyListValue, into bytes: inout [UInt8]) {
         switch value {
         case .string(let string):

@@ -11,7 +11,9 @@ extension PropertyListValue {
         case let v as PropertyListValue: self = v
         case let v as String: self = .string(v)
         case let v as Bool where !(value is NSNumber): self = .bool(v)
-        case let v as NSNumber: self = PropertyListValue(number: v)
+        case let v as NSNumber:
+            guard let converted = PropertyListValue(number: v) else { return nil }
+            self = converted
         case let v as Int: self = .integer(v)
         case let v as Double: self = .double(v)
         case let v as Float: self = .double(Double(v))
@@ -56,7 +58,8 @@ extension PropertyListValue {
         }
     }
 
-    private init(number: NSNumber) {
+    /// nil for an unsigned number above `Int.max`, which no property-list integer can hold.
+    private init?(number: NSNumber) {
         switch String(cString: number.objCType) {
         case "c", "B":
             // `NSNumber(value: true)` reports "c" on Linux; only 0 and 1 are booleans.
@@ -64,7 +67,8 @@ extension PropertyListValue {
             self = int == 0 || int == 1 ? .bool(int == 1) : .integer(int)
         case "f", "d": self = .double(number.doubleValue)
         case "Q", "L", "I", "S":
-            self = number.uint64Value > UInt64(Int.max) ? .double(number.doubleValue) : .integer(number.intValue)
+            guard number.uint64Value <= UInt64(Int.max) else { return nil }
+            self = .integer(number.intValue)
         default: self = .integer(number.intValue)
         }
     }

@@ -65,7 +65,13 @@ extension PropertyListValue: Codable {
                 try container.encode(v, forKey: .double)
             }
         case .bool(let v): try container.encode(v, forKey: .bool)
-        case .date(let v): try container.encode(TypedJSONDate.format(v), forKey: .date)
+        case .date(let v):
+            guard let text = TypedJSONDate.format(v) else {
+                throw EncodingError.invalidValue(v, .init(
+                    codingPath: container.codingPath + [Tag.date],
+                    debugDescription: "typed JSON carries dates from year 0 to 9999; this one is \(v.timeIntervalSince1970) s from 1970"))
+            }
+            try container.encode(text, forKey: .date)
         case .data(let v): try container.encode(v.base64EncodedString(), forKey: .data)
         case .array(let v): try container.encode(v, forKey: .array)
         case .dictionary(let v): try container.encode(v, forKey: .dictionary)
@@ -73,17 +79,117 @@ extension PropertyListValue: Codable {
     }
 }
 
+/// Dates in typed JSON: ISO 8601 in UTC with milliseconds, `2026-11-21T10:00:00.000Z`, for years
+/// 0 to 9999 (`Date.distantPast` is year 0 in the proleptic Gregorian calendar). Written by hand
+/// (civil-from-days arithmetic) so that a whole millisecond survives the trip exactly, which
+/// Foundation's formatters do not promise.
 enum TypedJSONDate {
-    static func format(_ date: Date) -> String {
-        date.formatted(.iso8601.year().month().day().dateSeparator(.dash)
-            .time(includingFractionalSeconds: true).timeSeparator(.colon).timeZone(separator: .omitted))
+    private static let firstMillisecond: Int64 = -62_167_219_200_000  // 0000-01-01T00:00:00.000Z
+    private static let lastMillisecond: Int64 = 253_402_300_799_999  // 9999-12-31T23:59:59.999Z
+
+    /// The text for `date` rounded to the millisecond, or nil outside years 0…9999 (or not finite).
+    static func format(_ date: Date) -> String? {
+        let seconds = date.timeIntervalSince1970
+        guard seconds.isFinite else { return nil }
+        let ms = (seconds * 1000).rounded()
+        guard ms >= Double(firstMillisecond), ms <= Double(lastMillisecond) else { return nil }
+        let total = Int64(ms)
+        let days = total.floorDivided(by: 86_400_000)
+        let inDay = total - days * 86_400_000
+        let (year, month, day) = civil(fromDays: days)
+        let fields: [(Int64, Int)] = [
+            (year, 4), (month, 2), (day, 2), (inDay / 3_600_000, 2), (inDay / 60_000 % 60, 2),
+            (inDay / 1000 % 60, 2), (inDay % 1000, 3),
+        ]
+        let text = fields.map { value, width in
+            let digits = String(value)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        return "\(text[0])-\(text[1])-\(text[2])T\(text[3]):\(text[4]):\(text[5]).\(text[6])Z"
     }
 
+    /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`.
     static func parse(_ text: String) -> Date? {
-        if let date = try? Date(text, strategy: .iso8601.year().month().day().dateSeparator(.dash)
-            .time(includingFractionalSeconds: true).timeSeparator(.colon).timeZone(separator: .omitted)) {
-            return date
+        let b = Array(text.utf8)
+        func number(_ range: Range<Int>) -> Int64? {
+            guard range.upperBound <= b.count else { return nil }
+            var value: Int64 = 0
+            for i in range {
+                guard b[i] >= 48, b[i] <= 57 else { return nil }
+                value = value * 10 + Int64(b[i] - 48)
+            }
+            return value
         }
-        return try? Date(text, strategy: .iso8601)
+        guard b.count >= 20, b[4] == 45, b[7] == 45, b[10] == 84 || b[10] == 116, b[13] == 58, b[16] == 58,
+              let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+              (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
+              hour < 24, minute < 60, second < 60
+        else { return nil }
+        var i = 19
+        var fraction = 0.0
+        if b[i] == 46 {  // '.'
+            var scale = 0.1
+            i += 1
+            let start = i
+            while i < b.count, b[i] >= 48, b[i] <= 57 {
+                fraction += Double(b[i] - 48) * scale
+                scale /= 10
+                i += 1
+            }
+            guard i > start else { return nil }
+        }
+        guard i < b.count else { return nil }
+        var offsetSeconds: Int64 = 0
+        if b[i] == 90 || b[i] == 122 {  // 'Z'
+            i += 1
+        } else if b[i] == 43 || b[i] == 45, b.count == i + 6, b[i + 3] == 58,
+                  let h = number(i + 1..<i + 3), let m = number(i + 4..<i + 6), h < 24, m < 60 {
+            offsetSeconds = (b[i] == 43 ? 1 : -1) * (h * 3600 + m * 60)
+            i += 6
+        } else {
+            return nil
+        }
+        guard i == b.count else { return nil }
+        let seconds = days(fromCivil: year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
+        let ms = (Double(seconds) * 1000 + (fraction * 1000).rounded()) / 1000
+        return Date(timeIntervalSince1970: ms)
+    }
+
+    private static func daysIn(month: Int64, year: Int64) -> Int64 {
+        switch month {
+        case 2: return year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+    private static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = y.floorDivided(by: 400)
+        let yoe = y - era * 400
+        let doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    private static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let z = days + 719_468
+        let era = z.floorDivided(by: 146_097)
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}
+
+extension Int64 {
+    fileprivate func floorDivided(by divisor: Int64) -> Int64 {
+        let q = self / divisor
+        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? q - 1 : q
     }
 }
