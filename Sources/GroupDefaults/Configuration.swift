@@ -49,8 +49,9 @@ extension SharedDefaults {
         public var structureCheckLimit: Int = 16 << 20
         /// How many changes the change log keeps for observers that resume from a sequence number.
         public var logRetention: Int = 10_000
-        /// Where failures of the non-throwing UserDefaults-style calls are logged.
-        public var logger = Logger(label: "GroupDefaults")
+        /// Where failures of the non-throwing UserDefaults-style calls are logged; nil for a logger
+        /// labelled "GroupDefaults" (made when first needed, off the cold-start path).
+        public var logger: Logger?
         /// Called with every failure of a non-throwing call (`set`, `removeObject`, the getters),
         /// after it is logged and stored in `lastError`.
         public var onError: (@Sendable (SharedDefaultsError) -> Void)?

@@ -22,11 +22,12 @@ public final class SharedDefaults: Sendable {
     /// The suite's name.
     public let suiteName: String
     /// The suite's data file.
-    public let fileURL: URL
+    public var fileURL: URL { URL(fileURLWithPath: store.path) }
     public let configuration: Configuration
 
     let store: SuiteStore
     private let recentError = Mutex<SharedDefaultsError?>(nil)
+    private static let defaultLogger = Logger(label: "GroupDefaults")
 
     /// Opens (creating if needed) the suite `suiteName` in `directory`.
     ///
@@ -41,7 +42,6 @@ public final class SharedDefaults: Sendable {
         self.suiteName = suiteName
         self.configuration = configuration
         self.store = try SuiteStore.acquire(location, configuration: configuration)
-        self.fileURL = URL(fileURLWithPath: store.path)
     }
 
     deinit {
@@ -228,7 +228,7 @@ public final class SharedDefaults: Sendable {
         let error = (error as? SharedDefaultsError)
             ?? store.error(.storageFailure, key: nil, "\(error)")
         recentError.withLock { $0 = error }
-        configuration.logger.error("\(error)")
+        (configuration.logger ?? Self.defaultLogger).error("\(error)")
         configuration.onError?(error)
     }
 }

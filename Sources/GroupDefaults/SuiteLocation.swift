@@ -2,9 +2,13 @@ import Foundation
 
 /// Where a suite's files are: `<directory>/<suiteName>.lmdb`, its `-lock` file and the
 /// `.lmdb-notify` sidecar.
+///
+/// Paths are plain strings, handled with POSIX calls: opening a suite is on the cold-start path of
+/// short-lived processes, and Foundation's URL machinery costs hundreds of microseconds there.
 struct SuiteLocation: Sendable {
     let suiteName: String
-    let directory: URL
+    /// The directory, absolute.
+    let directory: String
 
     /// The file extension of a suite's data file.
     static let fileExtension = "lmdb"
@@ -12,31 +16,37 @@ struct SuiteLocation: Sendable {
     private static let maximumFileNameBytes = 255
 
     init(suiteName: String, directory: URL?) throws {
-        let directory = directory ?? Self.defaultDirectory()
+        var directory = directory?.path ?? Self.defaultDirectory()
+        if !directory.hasPrefix("/") {
+            directory = FileManager.default.currentDirectoryPath + "/" + directory
+        }
+        while directory.count > 1 && directory.hasSuffix("/") { directory.removeLast() }
         try Self.validate(suiteName: suiteName, directory: directory)
         self.suiteName = suiteName
-        self.directory = directory.standardizedFileURL
+        self.directory = directory
     }
 
-    var path: String { directory.appendingPathComponent(suiteName + "." + Self.fileExtension).path }
-    var sidecarPath: String { path + "-notify" }
+    var path: String { directory + "/" + suiteName + "." + Self.fileExtension }
 
     /// `$GROUPDEFAULTS_DIR`, else `$XDG_DATA_HOME/groupdefaults`, else `~/.local/share/groupdefaults`.
-    static func defaultDirectory() -> URL {
-        let environment = ProcessInfo.processInfo.environment
-        if let dir = environment["GROUPDEFAULTS_DIR"], !dir.isEmpty {
-            return URL(fileURLWithPath: dir, isDirectory: true)
+    static func defaultDirectory() -> String {
+        if let dir = environment("GROUPDEFAULTS_DIR"), !dir.isEmpty {
+            return dir
         }
-        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
-            return URL(fileURLWithPath: xdg, isDirectory: true).appendingPathComponent("groupdefaults", isDirectory: true)
+        if let xdg = environment("XDG_DATA_HOME"), xdg.hasPrefix("/") {
+            return xdg + "/groupdefaults"
         }
-        return FileManager.default.homeDirectoryForCurrentUser
-            .appendingPathComponent(".local/share/groupdefaults", isDirectory: true)
+        let home = environment("HOME") ?? FileManager.default.homeDirectoryForCurrentUser.path
+        return home + "/.local/share/groupdefaults"
     }
 
-    private static func validate(suiteName: String, directory: URL) throws {
+    private static func environment(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }
+    }
+
+    private static func validate(suiteName: String, directory: String) throws {
         func invalid(_ reason: String) -> SharedDefaultsError {
-            SharedDefaultsError(.invalidSuiteName, suite: suiteName, path: directory.path, reason)
+            SharedDefaultsError(.invalidSuiteName, suite: suiteName, path: directory, reason)
         }
         if suiteName.isEmpty { throw invalid("a suite name must not be empty") }
         if suiteName == "." || suiteName == ".." { throw invalid("a suite name must not be '.' or '..'") }
@@ -48,24 +58,30 @@ struct SuiteLocation: Sendable {
         }
     }
 
-    /// Creates the directory (and its parents) if missing, with `mode` for the ones created.
-    func createDirectory(mode: UInt32) throws {
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory) {
-            if !isDirectory.boolValue {
-                throw SharedDefaultsError(.notWritable, suite: suiteName, path: directory.path,
-                                          "the suite directory is a file, not a directory")
+    /// Creates the directory (and its parents) if missing, with `mode` for the ones created, and
+    /// returns its canonical path (symbolic links resolved), so that one file has one name.
+    func createDirectory(mode: UInt32) throws -> String {
+        var st = stat()
+        if stat(directory, &st) != 0 {
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: directory, withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: NSNumber(value: mode)])
+            } catch {
+                // Another process may have created it at the same moment.
+                if stat(directory, &st) != 0 {
+                    throw SharedDefaultsError(.notWritable, suite: suiteName, path: directory,
+                        "cannot create the suite directory: \(Self.describe(error))")
+                }
             }
-            return
         }
-        do {
-            try FileManager.default.createDirectory(
-                at: directory, withIntermediateDirectories: true,
-                attributes: [.posixPermissions: NSNumber(value: mode)])
-        } catch {
-            throw SharedDefaultsError(.notWritable, suite: suiteName, path: directory.path,
-                                      "cannot create the suite directory: \(Self.describe(error))")
+        guard stat(directory, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
+            throw SharedDefaultsError(.notWritable, suite: suiteName, path: directory,
+                "the suite directory is not a directory")
         }
+        guard let resolved = realpath(directory, nil) else { return directory }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     private static func describe(_ error: any Error) -> String {

@@ -77,9 +77,8 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
 
     /// The store for `location`, opening it if no handle of this process has it open.
     static func acquire(_ location: SuiteLocation, configuration: SharedDefaults.Configuration) throws -> SuiteStore {
-        try location.createDirectory(mode: configuration.fileSharing.directoryMode)
-        let directory = location.directory.resolvingSymlinksInPath()
-        let path = directory.appendingPathComponent(location.suiteName + "." + SuiteLocation.fileExtension).path
+        let directory = try location.createDirectory(mode: configuration.fileSharing.directoryMode)
+        let path = directory + "/" + location.suiteName + "." + SuiteLocation.fileExtension
         return try registry.withLock { entries in
             if var entry = entries[path] {
                 entry.handles += 1
@@ -127,9 +126,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
                     activeTransaction = nil
                     addsData = transaction.addsData
                 }
-                let result = try body(transaction)
-                try transaction.finish()
-                return result
+                return try body(transaction)
             }
         } catch {
             throw translate(error, key: nil)
@@ -216,7 +213,6 @@ struct UnsupportedLayout: Error {
 enum MetaKey {
     nonisolated(unsafe) static let format = UnsafeRawBufferPointer(staticString: "format")
     nonisolated(unsafe) static let origin = UnsafeRawBufferPointer(staticString: "origin")
-    nonisolated(unsafe) static let clock = UnsafeRawBufferPointer(staticString: "clock")
 }
 
 extension UnsafeRawBufferPointer {

@@ -15,9 +15,13 @@ extension SharedDefaults {
         let store: SuiteStore
         let txn: LMDBTransaction
         let isReadOnly: Bool
-        /// The stamp of this transaction's changes and the last log sequence number, loaded at the
-        /// first change and saved by `finish()`.
+        /// The stamp of this transaction's changes and the last log sequence number, read from the
+        /// log's tail at the first change.
         private var clock: (stamp: Stamp, sequence: UInt64)?
+        /// Whether a removed key may have a tombstone that a `set` must delete (checked once).
+        private var tombstonesMayExist: Bool?
+        /// Reused for encoding records, so that a transaction of many changes allocates once.
+        private var scratch: [UInt8] = []
         /// Whether this transaction stores values (not only removes them): a full store lets
         /// transactions that only remove use its reserve.
         private(set) var addsData = false
@@ -55,16 +59,16 @@ extension SharedDefaults {
             }
             let stamp = try beginChange()
             addsData = true
-            let record = StoredRecord.encode(value, stamp: stamp)
-            guard record.count - StoredRecord.headerSize <= store.maximumValueSize else {
+            StoredRecord.encode(value, stamp: stamp, into: &scratch)
+            guard scratch.count - StoredRecord.headerSize <= store.maximumValueSize else {
                 throw store.error(.valueTooLarge, key: key,
-                    "the value takes \(record.count - StoredRecord.headerSize) bytes encoded; the limit is "
+                    "the value takes \(scratch.count - StoredRecord.headerSize) bytes encoded; the limit is "
                     + "\(store.maximumValueSize) (Configuration.maximumValueSize); nothing was changed")
             }
             try perform(key: key) {
                 try withKeyBytes(key) { k in
-                    try record.withUnsafeBytes { try txn.put(.values, k, $0) }
-                    if try txn.count(.tombstones) > 0 { try txn.delete(.tombstones, k) }
+                    try scratch.withUnsafeBytes { try txn.put(.values, k, $0) }
+                    if try mayHaveTombstones() { try txn.delete(.tombstones, k) }
                 }
                 try appendLog(.set, key: key)
             }
@@ -81,6 +85,7 @@ extension SharedDefaults {
                     let stamp = try beginChange()
                     try txn.delete(.values, k)
                     try StoredRecord.encodeTombstone(stamp).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
+                    tombstonesMayExist = true
                     try appendLog(.removed, key: key)
                 }
             }
@@ -102,6 +107,7 @@ extension SharedDefaults {
                     try key.withUnsafeBytes { k in try tombstone.withUnsafeBytes { try txn.put(.tombstones, k, $0) } }
                 }
                 try txn.empty(.values)
+                tombstonesMayExist = true
                 try appendLog(.cleared, key: "")
             }
         }
@@ -138,61 +144,36 @@ extension SharedDefaults {
 
         // MARK: Change bookkeeping
 
-        /// Kinds of change records in the `log` database.
-        enum ChangeKind: UInt8 {
-            case set = 1, removed, cleared
-        }
-
         private func guardWritable() throws {
             if isReadOnly {
                 throw store.error(.readOnlyTransaction, key: nil, "this transaction is read-only; use write { } to change the suite")
             }
         }
 
+        private func mayHaveTombstones() throws -> Bool {
+            if let tombstonesMayExist { return tombstonesMayExist }
+            let exist = try txn.count(.tombstones) > 0
+            tombstonesMayExist = exist
+            return exist
+        }
+
         /// The stamp for this transaction's changes: one HLC, after every HLC this store has used.
         private func beginChange() throws -> Stamp {
             try guardWritable()
             if let clock { return clock.stamp }
-            var last = HLC.zero
-            var sequence: UInt64 = 0
-            try perform(key: nil) {
-                if let raw = try txn.get(.meta, MetaKey.clock) {
-                    guard raw.count == 16 else { throw CorruptBytes("the clock record is damaged") }
-                    last = HLC(rawValue: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)))
-                    sequence = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
-                }
-            }
-            let stamp = Stamp(hlc: last.advanced(), origin: store.origin)
-            clock = (stamp, sequence)
+            let tail = try perform(key: nil) { try ChangeLog.tail(txn) }
+            let stamp = Stamp(hlc: tail.hlc.advanced(), origin: store.origin)
+            clock = (stamp, tail.sequence)
             return stamp
         }
 
-        /// Appends a change record (kind, HLC, origin, key) under the next sequence number and drops
-        /// the record that falls out of retention.
-        private func appendLog(_ kind: ChangeKind, key: String) throws {
+        /// Logs a change under the next sequence number.
+        private func appendLog(_ kind: ChangeLog.Kind, key: String) throws {
             guard var clock else { preconditionFailure("appendLog before beginChange") }
             clock.sequence += 1
             self.clock = clock
-            var record: [UInt8] = [kind.rawValue]
-            record.reserveCapacity(17 + key.utf8.count)
-            BinaryCodec.appendFixed(clock.stamp.hlc.rawValue, into: &record)
-            BinaryCodec.appendFixed(clock.stamp.origin, into: &record)
-            record.append(contentsOf: key.utf8)
-            try withUnsafeBytes(of: clock.sequence.bigEndian) { seq in
-                try record.withUnsafeBytes { try txn.put(.log, seq, $0) }
-            }
-            if clock.sequence > store.logRetention {
-                _ = try withUnsafeBytes(of: (clock.sequence - store.logRetention).bigEndian) { try txn.delete(.log, $0) }
-            }
-        }
-
-        /// Saves the clock if this transaction changed anything. Called just before commit.
-        func finish() throws {
-            guard let clock else { return }
-            var raw = (clock.stamp.hlc.rawValue.littleEndian, clock.sequence.littleEndian)
-            try perform(key: nil) {
-                try withUnsafeBytes(of: &raw) { try txn.put(.meta, MetaKey.clock, $0) }
-            }
+            try ChangeLog.append(txn, sequence: clock.sequence, kind: kind, stamp: clock.stamp, key: key, scratch: &scratch)
+            try ChangeLog.trim(txn, last: clock.sequence, retention: store.logRetention)
         }
 
         private func perform<T>(key: String?, _ body: () throws -> T) throws -> T {

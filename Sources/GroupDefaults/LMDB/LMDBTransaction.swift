@@ -17,10 +17,28 @@ struct LMDBTransaction {
         return try checked(v)
     }
 
-    func put(_ database: NamedDatabase, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
+    /// Stores `value` under `key`. With `append`, `key` must sort after every key in the database
+    /// (LMDB then skips the search: `MDB_APPEND`).
+    func put(_ database: NamedDatabase, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, append: Bool = false) throws {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
-        try noteMapFull(mdb_put(txn, environment.handle(database), &k, &v, 0))
+        try noteMapFull(mdb_put(txn, environment.handle(database), &k, &v, append ? UInt32(MDB_APPEND) : 0))
+    }
+
+    /// Deletes entries from the front of `database` while `shouldDelete(key)` holds.
+    func deleteLeading(_ database: NamedDatabase, while shouldDelete: (UnsafeRawBufferPointer) throws -> Bool) throws {
+        var cursor: OpaquePointer?
+        try check(mdb_cursor_open(txn, environment.handle(database), &cursor))
+        defer { mdb_cursor_close(cursor) }
+        var k = MDB_val()
+        var v = MDB_val()
+        while true {
+            let rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
+            if rc == MDB_NOTFOUND { return }
+            try check(rc)
+            guard try shouldDelete(checked(k)) else { return }
+            try noteMapFull(mdb_cursor_del(cursor, 0))
+        }
     }
 
     /// Deletes `key`; returns whether it was there.

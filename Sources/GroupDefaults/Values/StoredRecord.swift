@@ -19,6 +19,13 @@ enum StoredRecord {
 
     static func encode(_ value: PropertyListValue, stamp: Stamp) -> [UInt8] {
         var bytes: [UInt8] = []
+        encode(value, stamp: stamp, into: &bytes)
+        return bytes
+    }
+
+    /// Encodes into `bytes`, replacing what it held (a reused buffer allocates once).
+    static func encode(_ value: PropertyListValue, stamp: Stamp, into bytes: inout [UInt8]) {
+        bytes.removeAll(keepingCapacity: true)
         bytes.reserveCapacity(headerSize + 64)
         appendStamp(stamp, into: &bytes)
         bytes.append(0)  // flags
@@ -28,7 +35,6 @@ enum StoredRecord {
         withUnsafeBytes(of: sum.littleEndian) { sumBytes in
             for i in 0..<4 { bytes[18 + i] = sumBytes[i] }
         }
-        return bytes
     }
 
     static func decode(_ buffer: UnsafeRawBufferPointer) throws(CorruptBytes) -> (value: PropertyListValue, stamp: Stamp) {
