@@ -68,9 +68,10 @@ enum ColdStart {
         let value: String?
         switch kind {
         case .store:
-            let directory = URL(fileURLWithPath: location)
+            // An extension opens its group's suite by name, from the default directory.
+            setenv("GROUPDEFAULTS_DIR", location, 1)
             let start = Clock.nanoseconds()
-            let defaults = try StoreSubject.open(directory: directory)
+            let defaults = try SharedDefaults(suiteName: StoreSubject.suiteName)
             value = defaults.string(forKey: key)
             nanoseconds = Clock.nanoseconds() - start
         case .raw:

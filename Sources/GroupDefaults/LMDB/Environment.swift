@@ -3,8 +3,10 @@ import Glibc
 import Synchronization
 
 /// The named databases inside a suite's environment (see DESIGN.md, "Storage").
-enum NamedDatabase: Int, CaseIterable {
+enum NamedDatabase: Int {
     case values, tombstones, log, meta
+
+    static let count = 4
 
     var name: String {
         switch self {
@@ -52,7 +54,7 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
     let maximumKeySize: Int
     private let env: OpaquePointer
     private let sidecar: Int32
-    private let databases: [MDB_dbi]
+    private let databases: DatabaseHandles
     private let resizeLock = ReadWriteLock()
 
     /// The current map size, for checking the sizes LMDB hands back (a damaged node can claim any
@@ -63,10 +65,15 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
     /// and whether a write in it hit `MDB_MAP_FULL`; the latter is touched only by that thread.
     private let writerThread = Atomic<UInt>(0)
     private nonisolated(unsafe) var activeWriteHitMapFull = false
+    /// Whether the trees only writers follow have been checked (see `StructureCheck`). Touched only
+    /// under LMDB's writer lock.
+    private nonisolated(unsafe) var writerTreesChecked = false
+    private let structureCheckLimit: Int
 
     init(path: String, sidecarPath: String, options: EnvironmentOptions) throws {
         self.path = path
         self.maximumMapSize = options.maximumMapSize
+        self.structureCheckLimit = options.structureCheckLimit
 
         var sidecar = open(sidecarPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, options.fileMode)
         if sidecar >= 0 {
@@ -90,7 +97,7 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
                 if existingSize > 0 { try FileHeader.checkNotTruncated(fd: existing, fileSize: existingSize) }
             }
             try check(mdb_env_create(&env))
-            try check(mdb_env_set_maxdbs(env, MDB_dbi(NamedDatabase.allCases.count)))
+            try check(mdb_env_set_maxdbs(env, MDB_dbi(NamedDatabase.count)))
             try check(mdb_env_set_maxreaders(env, options.maximumReaders))
             try check(mdb_env_set_mapsize(env, max(existingSize, min(options.initialMapSize, options.maximumMapSize))))
             let lockPath = path + "-lock"
@@ -124,32 +131,35 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
     /// Opens the named databases, read-only if they exist (an existing suite opens without taking
     /// LMDB's writer lock), else creating them in one write transaction. The structure of an existing
     /// file is checked before LMDB follows any of its pages.
-    private static func openDatabases(_ env: OpaquePointer, structureCheckLimit: Int) throws -> [MDB_dbi] {
+    private static func openDatabases(_ env: OpaquePointer, structureCheckLimit: Int) throws -> DatabaseHandles {
         if let handles = try openExistingDatabases(env, structureCheckLimit: structureCheckLimit) {
             return handles
         }
         var txn: OpaquePointer?
         try check(mdb_txn_begin(env, nil, 0, &txn))
-        var handles: [MDB_dbi] = []
-        for database in NamedDatabase.allCases {
-            var dbi: MDB_dbi = 0
-            let rc = mdb_dbi_open(txn, database.name, UInt32(MDB_CREATE), &dbi)
-            if rc != 0 { mdb_txn_abort(txn); throw LMDBError(rc) }
-            handles.append(dbi)
+        do {
+            guard let handles = try DatabaseHandles(txn!, create: true) else { throw LMDBError.notFound }
+            try check(mdb_txn_commit(txn))
+            return handles
+        } catch {
+            mdb_txn_abort(txn)
+            throw error
         }
-        try check(mdb_txn_commit(txn))
-        return handles
     }
 
     /// The named databases of an existing suite, or nil for a new (empty) file. Throws
     /// `LMDBError.invalid` for an LMDB file that holds other data.
-    private static func openExistingDatabases(_ env: OpaquePointer, structureCheckLimit: Int) throws -> [MDB_dbi]? {
+    private static func openExistingDatabases(_ env: OpaquePointer, structureCheckLimit: Int) throws -> DatabaseHandles? {
         var attempts = 0
         while true {
             var txn: OpaquePointer?
             try check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn))
             do {
-                try StructureCheck.verify(env: env, txn: txn!, limit: structureCheckLimit)
+                try StructureCheck.verify(env: env, snapshot: UInt64(mdb_txn_id(txn)), limit: structureCheckLimit, scope: .readerTrees)
+                if let handles = try DatabaseHandles(txn!, create: false) {
+                    try check(mdb_txn_commit(txn))
+                    return handles
+                }
             } catch is StructureCheck.Retry where attempts < 100 {
                 mdb_txn_abort(txn)
                 attempts += 1
@@ -157,18 +167,6 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
             } catch {
                 mdb_txn_abort(txn)
                 throw error
-            }
-            var handles: [MDB_dbi] = []
-            for database in NamedDatabase.allCases {
-                var dbi: MDB_dbi = 0
-                let rc = mdb_dbi_open(txn, database.name, 0, &dbi)
-                if rc == MDB_NOTFOUND { break }
-                if rc != 0 { mdb_txn_abort(txn); throw LMDBError(rc) }
-                handles.append(dbi)
-            }
-            if handles.count == NamedDatabase.allCases.count {
-                try check(mdb_txn_commit(txn))
-                return handles
             }
             var main = MDB_stat()
             let rc = mdb_stat(txn, 1 /* MAIN_DBI */, &main)
@@ -211,6 +209,17 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
                 let rc = mdb_txn_begin(env, nil, 0, &txn)
                 if rc == MDB_MAP_RESIZED { return nil }
                 try check(rc)
+                if !writerTreesChecked {
+                    do {
+                        // Under the writer lock nothing can commit: the snapshot is the last commit.
+                        try StructureCheck.verify(
+                            env: env, snapshot: UInt64(mdb_txn_id(txn)) - 1, limit: structureCheckLimit, scope: .everything)
+                    } catch {
+                        mdb_txn_abort(txn)
+                        throw error
+                    }
+                    writerTreesChecked = true
+                }
                 writerThread.store(UInt(pthread_self()), ordering: .relaxed)
                 activeWriteHitMapFull = false
                 var finished = false
@@ -328,5 +337,36 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
         )
     }
 
-    func handle(_ database: NamedDatabase) -> MDB_dbi { databases[database.rawValue] }
+    @inline(__always)
+    func handle(_ database: NamedDatabase) -> MDB_dbi { databases[database] }
+}
+
+/// The handles of the four named databases. (Plain fields, not an array: nothing generic on the
+/// cold-start path.)
+struct DatabaseHandles {
+    let values, tombstones, log, meta: MDB_dbi
+
+    /// Opens the four databases in `txn`; nil if they do not exist and `create` is false.
+    init?(_ txn: OpaquePointer, create: Bool) throws {
+        func open(_ database: NamedDatabase) throws -> MDB_dbi? {
+            var dbi: MDB_dbi = 0
+            let rc = mdb_dbi_open(txn, database.name, create ? UInt32(MDB_CREATE) : 0, &dbi)
+            if rc == MDB_NOTFOUND && !create { return nil }
+            try check(rc)
+            return dbi
+        }
+        guard let values = try open(.values), let tombstones = try open(.tombstones),
+              let log = try open(.log), let meta = try open(.meta) else { return nil }
+        (self.values, self.tombstones, self.log, self.meta) = (values, tombstones, log, meta)
+    }
+
+    @inline(__always)
+    subscript(database: NamedDatabase) -> MDB_dbi {
+        switch database {
+        case .values: values
+        case .tombstones: tombstones
+        case .log: log
+        case .meta: meta
+        }
+    }
 }

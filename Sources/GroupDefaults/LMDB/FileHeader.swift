@@ -55,8 +55,8 @@ enum FileHeader {
     /// says are in use. Files whose header LMDB would not recognise are left for LMDB to reject.
     static func checkNotTruncated(fd: Int32, fileSize: Int) throws {
         guard let first = readMeta(fd: fd, offset: 0) else { return }
-        let second = readMeta(fd: fd, offset: first.pageSize)
-        let newest = [first, second].compactMap { $0 }.max { $0.txnID < $1.txnID }!
+        var newest = first
+        if let second = readMeta(fd: fd, offset: first.pageSize), second.txnID > first.txnID { newest = second }
         guard let required = newest.usedSize else { return }  // garbage: LMDB rejects it
         if fileSize < required {
             throw Truncated(actualSize: fileSize, requiredSize: required)
@@ -65,10 +65,10 @@ enum FileHeader {
 
     /// The meta page at `offset`, or nil if it does not carry LMDB's magic and a sane page size.
     static func readMeta(fd: Int32, offset: Int) -> Meta? {
-        var buffer = [UInt8](repeating: 0, count: 152)
-        let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(offset)) }
-        guard count == buffer.count else { return nil }
-        return buffer.withUnsafeBytes { raw -> Meta? in
+        let size = 152
+        return withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer -> Meta? in
+            guard pread(fd, buffer.baseAddress, size, off_t(offset)) == size else { return nil }
+            let raw = UnsafeRawBufferPointer(buffer)
             guard raw.loadUnaligned(fromByteOffset: 16, as: UInt32.self) == magic else { return nil }
             let pageSize = Int(raw.loadUnaligned(fromByteOffset: 40, as: UInt32.self))
             guard pageSize >= 512, pageSize <= 65536, pageSize & (pageSize - 1) == 0 else { return nil }

@@ -15,8 +15,13 @@ struct StructureDamage: Error, CustomStringConvertible {
 /// is an error, not a crash. It checks, for the free-page tree, the main tree and each named tree:
 /// page numbers in range and visited once, page headers (number, kind, bounds), every node inside
 /// its page, branch depth equal to the tree's depth, overflow pages in range, entry counts, and
-/// free-list page numbers. It reads the pages through a private read-only mapping, under a read
+/// free-list page numbers. It reads the pages through a private read-only mapping, under a
 /// transaction that keeps the snapshot's pages from being reused while it runs.
+///
+/// Opening a suite checks what readers follow (the main tree and the `values` and `meta` trees);
+/// the first write of a process checks the rest (free pages, `tombstones`, `log`) before LMDB
+/// touches them. A short-lived reader, such as a notification-service extension, pays only for
+/// the former.
 enum StructureCheck {
     private static let pageHeaderSize = 16
     private static let nodeHeaderSize = 8
@@ -26,12 +31,20 @@ enum StructureCheck {
     private static let bigDataFlag: UInt16 = 0x01, subDataFlag: UInt16 = 0x02
     private static let duplicateSortFlags: UInt16 = 0x04 | 0x10 | 0x20 | 0x40  // DUPSORT, DUPFIXED, INTEGERDUP, REVERSEDUP
 
-    /// Checks the snapshot of `txn`. Returns without checking when the pages in use exceed
-    /// `limit` bytes (the walk touches every page).
-    static func verify(env: OpaquePointer, txn: OpaquePointer, limit: Int) throws {
+    /// What to walk.
+    enum Scope {
+        /// The main tree and the `values` and `meta` trees: what a reader follows.
+        case readerTrees
+        /// Every tree, free pages included.
+        case everything
+    }
+
+    /// Checks the snapshot `txnID` (the transaction id of a read transaction, or the last committed
+    /// one under a write transaction). Returns without checking when the pages in use exceed `limit`
+    /// bytes (the walk touches every page).
+    static func verify(env: OpaquePointer, snapshot txnID: UInt64, limit: Int, scope: Scope) throws {
         var fd: Int32 = -1
         try check(mdb_env_get_fd(env, &fd))
-        let txnID = UInt64(mdb_txn_id(txn))
         guard let first = FileHeader.readMeta(fd: fd, offset: 0) else { throw StructureDamage("meta page 0 is damaged") }
         guard let meta = FileHeader.readMeta(fd: fd, offset: Int(txnID & 1) * first.pageSize), meta.txnID == txnID else {
             throw Retry()
@@ -46,8 +59,8 @@ enum StructureCheck {
             throw LMDBError(errno)
         }
         defer { munmap(map, used) }
-        var walker = Walker(base: UnsafeRawPointer(map), pageSize: meta.pageSize, lastPage: meta.lastPage)
-        try walker.tree(meta.freeTree, kind: .free, name: "free-page tree")
+        var walker = Walker(base: UnsafeRawPointer(map), pageSize: meta.pageSize, lastPage: meta.lastPage, scope: scope)
+        if scope == .everything { try walker.tree(meta.freeTree, kind: .free, name: "free-page tree") }
         try walker.tree(meta.mainTree, kind: .main, name: "main tree")
     }
 
@@ -60,12 +73,14 @@ enum StructureCheck {
         let base: UnsafeRawPointer
         let pageSize: Int
         let lastPage: UInt64
+        let scope: Scope
         var visited: [UInt64]
 
-        init(base: UnsafeRawPointer, pageSize: Int, lastPage: UInt64) {
+        init(base: UnsafeRawPointer, pageSize: Int, lastPage: UInt64, scope: Scope) {
             self.base = base
             self.pageSize = pageSize
             self.lastPage = lastPage
+            self.scope = scope
             visited = Array(repeating: 0, count: Int(lastPage / 64) + 1)
         }
 
@@ -141,8 +156,10 @@ enum StructureCheck {
                         throw StructureDamage("a database record on page \(pgno) is damaged")
                     }
                     let record = FileHeader.TreeRecord(UnsafeRawBufferPointer(start: p, count: pageSize), at: dataOffset)
-                    let treeName = "tree '" + String(decoding: UnsafeRawBufferPointer(start: p + offset + nodeHeaderSize, count: keySize), as: UTF8.self) + "'"
-                    try tree(record, kind: .named, name: treeName)
+                    let treeName = String(decoding: UnsafeRawBufferPointer(start: p + offset + nodeHeaderSize, count: keySize), as: UTF8.self)
+                    if scope == .everything || treeName == NamedDatabase.values.name || treeName == NamedDatabase.meta.name {
+                        try tree(record, kind: .named, name: "tree '\(treeName)'")
+                    }
                 default:
                     throw StructureDamage("a node on page \(pgno) of the \(name) has flags \(nodeFlags) this store never sets")
                 }
