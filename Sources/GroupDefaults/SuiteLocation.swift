@@ -50,7 +50,7 @@ struct SuiteLocation: Sendable {
         }
         if suiteName.isEmpty { throw invalid("a suite name must not be empty") }
         if suiteName == "." || suiteName == ".." { throw invalid("a suite name must not be '.' or '..'") }
-        if suiteName.contains("/") { throw invalid("a suite name must not contain '/'; pass the folder as `directory`") }
+        if suiteName.utf8.contains(UInt8(ascii: "/")) { throw invalid("a suite name must not contain '/'; pass the folder as `directory`") }
         if suiteName.utf8.contains(0) { throw invalid("a suite name must not contain a NUL character") }
         let limit = maximumFileNameBytes - longestSuffix.utf8.count
         if suiteName.utf8.count > limit {

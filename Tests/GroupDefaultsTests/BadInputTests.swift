@@ -384,6 +384,11 @@ struct DamagedFileTests {
                     #expect(error.code == .corruptFile, "seed \(seed): \(error)")
                 }
                 #expect(try contents(file) == damaged, "seed \(seed): the damaged file was rewritten")
+
+                // Writing to it (which follows the free-page tree and the log) is an error or works.
+                let write = try runHelper(["write-keys", copy.path, "suite", "after-damage", "3"])
+                #expect(write.reason == .exit, "seed \(seed): a writer crashed (signal \(write.status))")
+                #expect(write.status == 0 || write.status == 3, "seed \(seed): status \(write.status), \(write.stderr)")
             }
             #expect(opened + refused == 100)
             // Not an assertion on the split (it depends on the layout), but worth seeing in the log.

@@ -15,8 +15,9 @@ struct StructureDamage: Error, CustomStringConvertible {
 /// is an error, not a crash. It checks, for the free-page tree, the main tree and each named tree:
 /// page numbers in range and visited once, page headers (number, kind, bounds), every node inside
 /// its page, branch depth equal to the tree's depth, overflow pages in range, entry counts, and
-/// free-list page numbers. It reads the pages through a private read-only mapping, under a
-/// transaction that keeps the snapshot's pages from being reused while it runs.
+/// free-list page numbers. It reads the pages it visits with `pread` (cheaper than mapping the file
+/// for the few dozen pages of a typical suite), under a transaction that keeps the snapshot's pages
+/// from being reused while it runs.
 ///
 /// Opening a suite checks what readers follow (the main tree and the `values` and `meta` trees);
 /// the first write of a process checks the rest (free pages, `tombstones`, `log`) before LMDB
@@ -55,11 +56,9 @@ enum StructureCheck {
         guard fstat(fd, &st) == 0, Int(st.st_size) >= used else {
             throw FileHeader.Truncated(actualSize: Int(st.st_size), requiredSize: used)
         }
-        guard let map = mmap(nil, used, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else {
-            throw LMDBError(errno)
-        }
-        defer { munmap(map, used) }
-        var walker = Walker(base: UnsafeRawPointer(map), pageSize: meta.pageSize, lastPage: meta.lastPage, scope: scope)
+        let buffers = UnsafeMutableRawPointer.allocate(byteCount: (Walker.slots + 1) * meta.pageSize, alignment: 16)
+        defer { buffers.deallocate() }
+        var walker = Walker(fd: fd, buffers: buffers, pageSize: meta.pageSize, lastPage: meta.lastPage, scope: scope)
         if scope == .everything { try walker.tree(meta.freeTree, kind: .free, name: "free-page tree") }
         try walker.tree(meta.mainTree, kind: .main, name: "main tree")
     }
@@ -70,21 +69,28 @@ enum StructureCheck {
     private enum TreeKind { case free, main, named }
 
     private struct Walker {
-        let base: UnsafeRawPointer
+        let fd: Int32
+        /// One page-sized buffer per page on the path being walked (the main tree's, then a named
+        /// tree's), and one for overflow pages.
+        let buffers: UnsafeMutableRawPointer
+        static let slots = 2 * maximumDepth
+        private var overflowSlot: Int { Self.slots }
         let pageSize: Int
         let lastPage: UInt64
         let scope: Scope
         var visited: [UInt64]
 
-        init(base: UnsafeRawPointer, pageSize: Int, lastPage: UInt64, scope: Scope) {
-            self.base = base
+        init(fd: Int32, buffers: UnsafeMutableRawPointer, pageSize: Int, lastPage: UInt64, scope: Scope) {
+            self.fd = fd
+            self.buffers = buffers
             self.pageSize = pageSize
             self.lastPage = lastPage
             self.scope = scope
             visited = Array(repeating: 0, count: Int(lastPage / 64) + 1)
         }
 
-        mutating func tree(_ record: FileHeader.TreeRecord, kind: TreeKind, name: String) throws {
+        /// Walks one tree; its root's page is read into buffer `slot`, its children's into the next.
+        mutating func tree(_ record: FileHeader.TreeRecord, kind: TreeKind, name: String, slot: Int = 0) throws {
             if record.root == FileHeader.invalidPage {
                 guard record.entries == 0, record.depth == 0 else { throw StructureDamage("the empty \(name) claims entries") }
                 return
@@ -96,7 +102,7 @@ enum StructureCheck {
                 throw StructureDamage("the \(name) has flags this store never sets")
             }
             var entries: UInt64 = 0
-            try page(record.root, level: 1, depth: Int(record.depth), kind: kind, name: name, entries: &entries)
+            try page(record.root, level: 1, depth: Int(record.depth), kind: kind, name: name, slot: slot, entries: &entries)
             guard entries == record.entries else {
                 throw StructureDamage("the \(name) counts \(record.entries) entries but holds \(entries)")
             }
@@ -109,12 +115,26 @@ enum StructureCheck {
             visited[word] |= 1 << bit
         }
 
+        /// Reads the first `count` bytes of page `pgno` into buffer `slot`.
+        private func read(_ pgno: UInt64, slot: Int, count: Int? = nil) throws -> UnsafeRawPointer {
+            guard slot <= Self.slots else { throw StructureDamage("trees nest deeper than LMDB allows") }
+            let destination = buffers + slot * pageSize
+            let count = count ?? pageSize
+            guard pread(fd, destination, count, off_t(Int(pgno) * pageSize)) == count else {
+                throw StructureDamage("page \(pgno) cannot be read")
+            }
+            return UnsafeRawPointer(destination)
+        }
+
         private func u16(_ p: UnsafeRawPointer, _ offset: Int) -> Int { Int(p.loadUnaligned(fromByteOffset: offset, as: UInt16.self)) }
         private func u64(_ p: UnsafeRawPointer, _ offset: Int) -> UInt64 { p.loadUnaligned(fromByteOffset: offset, as: UInt64.self) }
 
-        private mutating func page(_ pgno: UInt64, level: Int, depth: Int, kind: TreeKind, name: String, entries: inout UInt64) throws {
+        private mutating func page(
+            _ pgno: UInt64, level: Int, depth: Int, kind: TreeKind, name: String, slot: Int, entries: inout UInt64
+        ) throws {
             try claim(pgno, name)
-            let p = base + Int(pgno) * pageSize
+            guard slot < Self.slots else { throw StructureDamage("trees nest deeper than LMDB allows") }
+            let p = try read(pgno, slot: slot)
             guard u64(p, 0) == pgno else { throw StructureDamage("page \(pgno) of the \(name) carries the number \(u64(p, 0))") }
             let flags = UInt16(u16(p, 10)) & ~dirtyFlag
             let isBranch = level < depth
@@ -138,7 +158,7 @@ enum StructureCheck {
                 guard dataOffset <= pageSize else { throw StructureDamage("a key of page \(pgno) in the \(name) runs past the page") }
                 if isBranch {
                     let child = lo | hi << 16 | UInt64(nodeFlags) << 32
-                    try page(child, level: level + 1, depth: depth, kind: kind, name: name, entries: &entries)
+                    try page(child, level: level + 1, depth: depth, kind: kind, name: name, slot: slot + 1, entries: &entries)
                     continue
                 }
                 entries += 1
@@ -150,7 +170,14 @@ enum StructureCheck {
                     guard dataOffset + 8 <= pageSize else { throw StructureDamage("a node on page \(pgno) of the \(name) runs past the page") }
                     let first = u64(p, dataOffset)
                     try overflow(first, dataSize: dataSize, name: name)
-                    if kind == .free { try freeList(base + Int(first) * pageSize + pageHeaderSize, size: dataSize, name: name) }
+                    if kind == .free {
+                        let data = UnsafeMutableRawPointer.allocate(byteCount: dataSize, alignment: 8)
+                        defer { data.deallocate() }
+                        guard pread(fd, data, dataSize, off_t(Int(first) * pageSize + pageHeaderSize)) == dataSize else {
+                            throw StructureDamage("overflow page \(first) of the \(name) cannot be read")
+                        }
+                        try freeList(UnsafeRawPointer(data), size: dataSize, name: name)
+                    }
                 case subDataFlag where kind == .main:
                     guard dataSize == FileHeader.TreeRecord.size, dataOffset + dataSize <= pageSize else {
                         throw StructureDamage("a database record on page \(pgno) is damaged")
@@ -158,7 +185,7 @@ enum StructureCheck {
                     let record = FileHeader.TreeRecord(UnsafeRawBufferPointer(start: p, count: pageSize), at: dataOffset)
                     let treeName = String(decoding: UnsafeRawBufferPointer(start: p + offset + nodeHeaderSize, count: keySize), as: UTF8.self)
                     if scope == .everything || treeName == NamedDatabase.values.name || treeName == NamedDatabase.meta.name {
-                        try tree(record, kind: .named, name: "tree '\(treeName)'")
+                        try tree(record, kind: .named, name: "tree '\(treeName)'", slot: slot + 1)
                     }
                 default:
                     throw StructureDamage("a node on page \(pgno) of the \(name) has flags \(nodeFlags) this store never sets")
@@ -171,7 +198,7 @@ enum StructureCheck {
 
         private mutating func overflow(_ pgno: UInt64, dataSize: Int, name: String) throws {
             try claim(pgno, name)
-            let p = base + Int(pgno) * pageSize
+            let p = try read(pgno, slot: overflowSlot, count: pageHeaderSize)
             let pages = UInt64(p.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
             guard u64(p, 0) == pgno, UInt16(u16(p, 10)) & ~dirtyFlag == overflowFlag, pages >= 1,
                   pgno + pages - 1 <= lastPage, UInt64(dataSize) <= pages * UInt64(pageSize) - UInt64(pageHeaderSize)
