@@ -16,11 +16,12 @@ struct SuiteLocation: Sendable {
     private static let maximumFileNameBytes = 255
 
     init(suiteName: String, directory: URL?) throws {
+        let slash = UInt8(ascii: "/")
         var directory = directory?.path ?? Self.defaultDirectory()
-        if !directory.hasPrefix("/") {
+        if directory.utf8.first != slash {
             directory = FileManager.default.currentDirectoryPath + "/" + directory
         }
-        while directory.count > 1 && directory.hasSuffix("/") { directory.removeLast() }
+        while directory.utf8.count > 1 && directory.utf8.last == slash { directory.removeLast() }
         try Self.validate(suiteName: suiteName, directory: directory)
         self.suiteName = suiteName
         self.directory = directory
@@ -33,7 +34,7 @@ struct SuiteLocation: Sendable {
         if let dir = environment("GROUPDEFAULTS_DIR"), !dir.isEmpty {
             return dir
         }
-        if let xdg = environment("XDG_DATA_HOME"), xdg.hasPrefix("/") {
+        if let xdg = environment("XDG_DATA_HOME"), xdg.utf8.first == UInt8(ascii: "/") {
             return xdg + "/groupdefaults"
         }
         let home = environment("HOME") ?? FileManager.default.homeDirectoryForCurrentUser.path
