@@ -17,7 +17,7 @@ extension PropertyListValue {
             return Int(v)
         case .bool(let v): return v ? 1 : 0
         case .string(let v):
-            let text = v.trimmingCharacters(in: .whitespaces)
+            let text = Self.trimmed(v)
             if let int = Int(text) { return int }
             if let double = Double(text), double.isFinite { return PropertyListValue.double(double).coercedInteger }
             return Self.booleanWord(text).map { $0 ? 1 : 0 }
@@ -31,7 +31,7 @@ extension PropertyListValue {
         case .double(let v): return v
         case .bool(let v): return v ? 1 : 0
         case .string(let v):
-            let text = v.trimmingCharacters(in: .whitespaces)
+            let text = Self.trimmed(v)
             return Double(text) ?? Self.booleanWord(text).map { $0 ? 1 : 0 }
         default: return nil
         }
@@ -43,7 +43,7 @@ extension PropertyListValue {
         case .integer(let v): return v != 0
         case .double(let v): return v != 0
         case .string(let v):
-            let text = v.trimmingCharacters(in: .whitespaces)
+            let text = Self.trimmed(v)
             if let word = Self.booleanWord(text) { return word }
             if let double = Double(text) { return double != 0 }
             return nil
@@ -76,11 +76,21 @@ extension PropertyListValue {
         }
     }
 
-    private static func booleanWord(_ text: String) -> Bool? {
+    /// `text` without leading and trailing spaces and tabs (a cheap check first: most strings have none).
+    private static func trimmed(_ text: String) -> Substring {
+        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = text.first, let last = text.last, blank(first) || blank(last) else { return text[...] }
+        let start = text.firstIndex { !blank($0) } ?? text.endIndex
+        let end = text.lastIndex { !blank($0) }.map { text.index(after: $0) } ?? start
+        return text[start..<max(start, end)]
+    }
+
+    private static func booleanWord(_ text: Substring) -> Bool? {
+        guard text.utf8.count <= 5 else { return nil }
         switch text.lowercased() {
-        case "yes", "true", "y": true
-        case "no", "false", "n": false
-        default: nil
+        case "yes", "true", "y": return true
+        case "no", "false", "n": return false
+        default: return nil
         }
     }
 }
