@@ -152,7 +152,13 @@ struct ByteReader {
 
     mutating func string() throws(CorruptBytes) -> String {
         let raw = bytes(try count())
-        guard let string = String(validating: raw, as: UTF8.self) else { throw CorruptBytes("a string is not valid UTF-8") }
+        // Decoding repairs invalid UTF-8; a repaired string differs from its bytes. (Cheaper than
+        // `String(validating:as:)`, whose generic path costs a third of a read.)
+        var string = String(decoding: raw, as: UTF8.self)
+        let intact = string.withUTF8 { decoded in
+            decoded.count == raw.count && (raw.isEmpty || memcmp(decoded.baseAddress!, raw.baseAddress!, raw.count) == 0)
+        }
+        guard intact else { throw CorruptBytes("a string is not valid UTF-8") }
         return string
     }
 
