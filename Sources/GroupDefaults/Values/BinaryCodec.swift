@@ -94,7 +94,7 @@ enum BinaryCodec {
     }
 
     static func appendFixed(_ value: UInt64, into bytes: inout [UInt8]) {
-        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+        for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
     }
 }
 

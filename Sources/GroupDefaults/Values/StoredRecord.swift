@@ -28,8 +28,7 @@ enum StoredRecord {
         bytes.removeAll(keepingCapacity: true)
         bytes.reserveCapacity(headerSize + 64)
         appendStamp(stamp, into: &bytes)
-        bytes.append(0)  // flags
-        bytes.append(contentsOf: [0, 0, 0, 0])  // checksum, filled in below
+        for _ in 0..<5 { bytes.append(0) }  // flags, then the checksum, filled in below
         BinaryCodec.encode(value, into: &bytes)
         let sum = bytes.withUnsafeBytes(checksum)
         withUnsafeBytes(of: sum.littleEndian) { sumBytes in
