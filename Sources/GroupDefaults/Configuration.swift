@@ -31,6 +31,15 @@ extension SharedDefaults {
             var directoryMode: UInt32 { self == .owner ? 0o700 : 0o770 }
         }
 
+        /// How this process learns that another process changed the suite.
+        public enum ChangeDetection: Sendable, Hashable {
+            /// inotify on the suite's sidecar file (Linux); polling where inotify is not available.
+            case automatic
+            /// Look at the suite's change log every `interval` (for file systems that do not
+            /// report changes, such as some network file systems).
+            case polling(interval: Duration)
+        }
+
         public var durability: Durability = .processCrashSafe
         public var fileSharing: FileSharing = .owner
         /// The map size a new suite starts with (the file is sparse up to it).
@@ -47,6 +56,9 @@ extension SharedDefaults {
         /// error, not a crash inside LMDB) when those pages take at most this many bytes; larger
         /// suites open without the check. About 1 µs per 4 KiB page.
         public var structureCheckLimit: Int = 16 << 20
+        /// How observers in this process are woken by other processes' commits. The first handle
+        /// that opens a suite in a process decides for the process.
+        public var changeDetection: ChangeDetection = .automatic
         /// How many changes the change log keeps for observers that resume from a sequence number.
         public var logRetention: Int = 10_000
         /// Where failures of the non-throwing UserDefaults-style calls are logged; nil for a logger

@@ -11,7 +11,24 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     let origin: UInt64
     let maximumValueSize: Int
     let logRetention: UInt64
+    let changeDetection: SharedDefaults.Configuration.ChangeDetection
     let registered = Mutex<[String: PropertyListValue]>([:])
+    private let hub = Mutex<ChangeHub?>(nil)
+
+    /// This process's change notifications for the suite, made on first use.
+    var changeHub: ChangeHub {
+        hub.withLock { hub in
+            if let hub { return hub }
+            let made = ChangeHub(store: self)
+            hub = made
+            return made
+        }
+    }
+
+    /// The hub if any observer of this process is subscribed.
+    private var activeHub: ChangeHub? {
+        hub.withLock { $0 }.flatMap { $0.isActive ? $0 : nil }
+    }
 
     /// The transaction this process's writer thread is running, so that calls made inside a `write`
     /// body on that thread join it. Only that thread reads or writes it.
@@ -25,6 +42,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         self.path = path
         self.maximumValueSize = configuration.maximumValueSize
         self.logRetention = UInt64(max(1, configuration.logRetention))
+        self.changeDetection = configuration.changeDetection
         do {
             environment = try Environment(
                 path: path, sidecarPath: path + "-notify", options: configuration.environmentOptions)
@@ -129,15 +147,21 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         if environment.isWritingOnCurrentThread, let active = activeTransaction { return try body(active) }
         var addsData = false
         do {
-            return try environment.write(sync: sync, mayUseReserve: { !addsData }) { txn in
+            let (result, watched) = try environment.write(sync: sync, mayUseReserve: { !addsData }) { txn in
                 let transaction = SharedDefaults.Transaction(store: self, txn: txn, isReadOnly: false)
                 activeTransaction = transaction
                 defer {
                     activeTransaction = nil
                     addsData = transaction.addsData
                 }
-                return try body(transaction)
+                let result = try body(transaction)
+                // Read in the transaction: a watcher that registers later reads this commit itself.
+                let watched = try transaction.changed && !Self.watchers(txn).isEmpty
+                return (result, watched)
             }
+            if watched { environment.signalWatchers() }
+            activeHub?.bump()  // this process's observers are told at once
+            return result
         } catch {
             throw translate(error, key: nil)
         }
@@ -223,6 +247,7 @@ struct UnsupportedLayout: Error {
 enum MetaKey {
     nonisolated(unsafe) static let format = UnsafeRawBufferPointer(staticString: "format")
     nonisolated(unsafe) static let origin = UnsafeRawBufferPointer(staticString: "origin")
+    nonisolated(unsafe) static let watchers = UnsafeRawBufferPointer(staticString: "watchers")
 }
 
 extension UnsafeRawBufferPointer {

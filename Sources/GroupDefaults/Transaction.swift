@@ -22,6 +22,9 @@ extension SharedDefaults {
         private var tombstonesMayExist: Bool?
         /// Reused for encoding records, so that a transaction of many changes allocates once.
         private var scratch: [UInt8] = []
+        /// Whether this transaction changed anything (and logged it).
+        var changed: Bool { clock != nil }
+
         /// Whether this transaction stores values (not only removes them): a full store lets
         /// transactions that only remove use its reserve.
         private(set) var addsData = false

@@ -91,6 +91,18 @@ do {
         }
         say("ok \(total) \(damaged)")
 
+    case "observe":  // observe COUNT [SINCE]: prints "ready", then COUNT changes, one per line, then exits
+        let defaults = try SharedDefaults(suiteName: suite, directory: directory)
+        let feed = try defaults.changeFeed(since: rest.count > 1 ? UInt64(rest[1])! : nil)
+        say("ready")
+        var lines: [String] = []
+        for _ in 0..<Int(rest[0])! {
+            guard let change = try feed.next(timeout: .seconds(60)) else { fail("timed out after \(lines.count) changes") }
+            let value = change.value.map { "\($0.intValue ?? -1)" } ?? "-"
+            lines.append("\(change.sequence) \(change.kind.rawValue) \(change.key) \(value)")
+        }
+        say(lines.joined(separator: "\n"))
+
     default:
         FileHandle.standardError.write(Data("unknown command \(command)\n".utf8))
         exit(2)

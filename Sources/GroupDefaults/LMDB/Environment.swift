@@ -82,6 +82,12 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
             sidecar = open(sidecarPath, O_RDWR | O_CLOEXEC)
         }
         guard sidecar >= 0 else { throw LMDBError(errno) }
+        // Watchers wait for reads of the sidecar's byte (`signalWatchers`); an empty file has none.
+        var sidecarStat = stat()
+        if fstat(sidecar, &sidecarStat) == 0, sidecarStat.st_size == 0 {
+            var byte: UInt8 = 0
+            _ = pwrite(sidecar, &byte, 1, 0)
+        }
         flock(sidecar, LOCK_EX)
         defer { flock(sidecar, LOCK_UN) }
 
@@ -309,6 +315,13 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
     }
 
     // MARK: Whole environment
+
+    /// Wakes the processes watching this suite: reading the sidecar's byte raises inotify's
+    /// `IN_ACCESS` for them (cheaper than a write, and it changes nothing on disk).
+    func signalWatchers() {
+        var byte: UInt8 = 0
+        _ = pread(sidecar, &byte, 1, 0)
+    }
 
     /// Flushes every committed transaction to disk (`mdb_env_sync` with force).
     func sync() throws {

@@ -52,3 +52,53 @@ enum ChangeLog {
         }
     }
 }
+
+// MARK: Reading
+
+extension ChangeLog {
+    /// One decoded record of the log.
+    struct Record {
+        var sequence: UInt64
+        var kind: Kind
+        var stamp: Stamp
+        var key: String
+    }
+
+    /// The first retained sequence number, or nil when the log is empty.
+    static func head(_ txn: LMDBTransaction) throws -> UInt64? {
+        var first: UInt64?
+        try txn.forEach(.log) { key, _ in
+            guard key.count == 8 else { throw CorruptBytes("a change log key of \(key.count) bytes") }
+            first = UInt64(bigEndian: key.loadUnaligned(as: UInt64.self))
+            return false
+        }
+        return first
+    }
+
+    /// Up to `limit` records after sequence number `cursor`, in order.
+    static func records(_ txn: LMDBTransaction, after cursor: UInt64, limit: Int) throws -> [Record] {
+        var records: [Record] = []
+        guard cursor < UInt64.max else { return records }
+        try withUnsafeBytes(of: (cursor + 1).bigEndian) { start in
+            try txn.forEach(.log, from: start) { key, value in
+                records.append(try decode(key: key, value: value))
+                return records.count < limit
+            }
+        }
+        return records
+    }
+
+    static func decode(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws -> Record {
+        guard key.count == 8, value.count >= headerSize, let kind = Kind(rawValue: value[0]) else {
+            throw CorruptBytes("a change log record is damaged")
+        }
+        let keyBytes = UnsafeRawBufferPointer(rebasing: value[headerSize...])
+        return Record(
+            sequence: UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)),
+            kind: kind,
+            stamp: Stamp(
+                hlc: HLC(rawValue: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 1, as: UInt64.self))),
+                origin: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 9, as: UInt64.self))),
+            key: String(decoding: keyBytes, as: UTF8.self))
+    }
+}

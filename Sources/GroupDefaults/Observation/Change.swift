@@ -1,0 +1,40 @@
+extension SharedDefaults {
+    /// One committed change of a suite, from any process, as an observer receives it.
+    public struct Change: Sendable, Hashable, CustomStringConvertible {
+        public enum Kind: String, Sendable, Hashable {
+            /// `key` was set; `value` is what it holds now.
+            case set
+            /// `key` was removed.
+            case removed
+            /// Every key was removed (`removeAll`).
+            case cleared
+            /// The observer fell behind the changes the suite retains (`Configuration.logRetention`)
+            /// and missed some: re-read whatever it cares about. The feed continues from the current
+            /// end of the log. `sequence` is that end; `key` is empty.
+            case reset
+        }
+
+        /// The change's position in the suite's log: strictly increasing, in commit order.
+        public let sequence: UInt64
+        public let kind: Kind
+        /// The key changed (empty for `cleared` and `reset`).
+        public let key: String
+        /// The value stored under `key` when the observer read the change: the change's own value,
+        /// or a later one if the key changed again since (nil if it is not stored now).
+        public let value: PropertyListValue?
+        /// The store (origin id) that made the change.
+        public let origin: UInt64
+        /// The change's HLC timestamp.
+        public let hlc: HLC
+
+        public var description: String {
+            let shown = value.map { "\($0)" } ?? "nil"
+            switch kind {
+            case .set: return "\(sequence) set \(key) = \(shown)"
+            case .removed: return "\(sequence) removed \(key)"
+            case .cleared: return "\(sequence) cleared"
+            case .reset: return "\(sequence) reset"
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+
+extension SharedDefaults {
+    /// A suite's change feed for code that is not async: a cursor into the log, read in order.
+    ///
+    /// ```swift
+    /// let feed = try defaults.changeFeed(forKeys: ["sound"])
+    /// while let change = try feed.next() { print(change) }     // blocks between changes
+    /// ```
+    /// It belongs to one thread at a time. While it exists, this process watches the suite (the
+    /// async `changes`, `updates` and `observe` are built on it).
+    public final class ChangeFeed {
+        let store: SuiteStore
+        private let keys: Set<String>?
+        private let subscribed: Bool
+        /// The last sequence number delivered (or skipped by the key filter).
+        public private(set) var cursor: UInt64
+        private var pending: [SharedDefaults.Change] = []
+        private var pendingIndex = 0
+
+        /// A feed after `since` (or after the current end of the log).
+        init(store: SuiteStore, keys: Set<String>?, since: UInt64?, subscribe: Bool) throws {
+            self.store = store
+            self.keys = keys
+            if let since {
+                cursor = since
+            } else {
+                cursor = try store.read { try ChangeLog.tail($0).sequence }
+            }
+            if subscribe { try store.changeHub.subscribe() }
+            subscribed = subscribe
+        }
+
+        deinit {
+            if subscribed { store.changeHub.unsubscribe() }
+        }
+
+        /// The next change, waiting for one; nil if `timeout` passes first.
+        public func next(timeout: Duration? = nil) throws -> SharedDefaults.Change? {
+            let deadline = timeout.map { Date(timeIntervalSinceNow: Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18) }
+            while true {
+                let seen = store.changeHub.currentGeneration
+                if let change = try nextAvailable() { return change }
+                if !store.changeHub.wait(after: seen, until: deadline) { return try nextAvailable() }
+            }
+        }
+
+        /// The next change already committed, without waiting.
+        public func nextAvailable() throws -> SharedDefaults.Change? {
+            if pendingIndex == pending.count {
+                pending = try available(limit: 256, withValues: true)
+                pendingIndex = 0
+                if pending.isEmpty { return nil }
+            }
+            defer { pendingIndex += 1 }
+            return pending[pendingIndex]
+        }
+
+        /// Up to `limit` changes after the cursor, advancing it. A gap (the log was trimmed past the
+        /// cursor) yields one `reset` and moves the cursor to the end of the log.
+        func available(limit: Int, withValues: Bool) throws -> [SharedDefaults.Change] {
+            do {
+                return try store.read { txn in
+                    let records = try ChangeLog.records(txn, after: cursor, limit: limit)
+                    guard let first = records.first else { return [] }
+                    if first.sequence > cursor + 1 {
+                        let tail = try ChangeLog.tail(txn)
+                        cursor = tail.sequence
+                        return [SharedDefaults.Change(
+                            sequence: tail.sequence, kind: .reset, key: "", value: nil, origin: store.origin, hlc: tail.hlc)]
+                    }
+                    var changes: [SharedDefaults.Change] = []
+                    for record in records {
+                        cursor = record.sequence
+                        if record.kind != .cleared, let keys, !keys.contains(record.key) { continue }
+                        var value: PropertyListValue?
+                        if withValues && record.kind == .set {
+                            value = try withKeyBytes(record.key) { k in
+                                try txn.get(.values, k).map { try StoredRecord.decode($0).value }
+                            }
+                        }
+                        changes.append(SharedDefaults.Change(
+                            sequence: record.sequence, kind: SharedDefaults.Change.Kind(record.kind),
+                            key: record.key, value: value, origin: record.stamp.origin, hlc: record.stamp.hlc))
+                    }
+                    return changes
+                }
+            } catch {
+                throw store.translate(error, key: nil)
+            }
+        }
+    }
+}
+
+@available(*, unavailable)
+extension SharedDefaults.ChangeFeed: Sendable {}
+
+extension SharedDefaults.Change.Kind {
+    init(_ kind: ChangeLog.Kind) {
+        switch kind {
+        case .set: self = .set
+        case .removed: self = .removed
+        case .cleared: self = .cleared
+        }
+    }
+}

@@ -1,0 +1,226 @@
+import Foundation
+
+/// The change notifications of one suite in this process: one signal (one inotify watch and its
+/// thread) shared by every observer, started by the first and stopped with the last.
+///
+/// Observers never receive changes from here: they read them from the log, from their own cursor.
+/// The hub only counts wake-ups (`generation`) and wakes the observers waiting for the next one,
+/// so a burst of commits costs a sleeping observer one wake-up, and nothing can be lost between a
+/// signal and a read: an observer notes the generation, reads the log, and sleeps only if the
+/// generation has not moved since.
+final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` and `lifecycle`, as marked
+    private unowned let store: SuiteStore
+
+    // Guarded by `condition`.
+    private let condition = NSCondition()
+    private var generation: UInt64 = 0
+    private var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+    private var nextWaiterID: UInt64 = 0
+
+    // Guarded by `lifecycle`.
+    private let lifecycle = NSLock()
+    private var subscribers = 0
+    private var signal: (any ChangeSignal)?
+    private var registered = false
+    private var poster: Task<Void, Never>?
+
+    /// How often a suite on a file system without inotify is polled (unless configured).
+    static let pollingInterval: Duration = .milliseconds(10)
+
+    init(store: SuiteStore) {
+        self.store = store
+    }
+
+    var currentGeneration: UInt64 {
+        condition.lock()
+        defer { condition.unlock() }
+        return generation
+    }
+
+    /// Whether any observer of this process is subscribed (writers then wake it directly).
+    var isActive: Bool {
+        lifecycle.lock()
+        defer { lifecycle.unlock() }
+        return subscribers > 0
+    }
+
+    // MARK: Subscribers
+
+    func subscribe() throws {
+        lifecycle.lock()
+        defer { lifecycle.unlock() }
+        if subscribers == 0 { try start() }
+        subscribers += 1
+    }
+
+    func unsubscribe() {
+        lifecycle.lock()
+        defer { lifecycle.unlock() }
+        subscribers -= 1
+        if subscribers == 0 { stop() }
+    }
+
+    private func start() throws {
+        let bump: @Sendable () -> Void = { [weak self] in self?.bump() }
+        var interval = Self.pollingInterval
+        if case .polling(let requested) = store.changeDetection {
+            interval = requested
+        } else if (try? store.registerWatcher()) != nil {
+            // Writers signal only when a watcher is registered in the suite; it registers before
+            // the first read of the log, so no commit after that read goes unsignalled.
+            if let inotify = InotifySignal(sidecarPath: store.path + "-notify", onSignal: bump) {
+                signal = inotify
+                registered = true
+            } else {
+                store.unregisterWatcher()
+            }
+        }
+        if signal == nil {
+            let store = self.store
+            signal = try PollingSignal(
+                interval: interval, probe: { try? store.read { try ChangeLog.tail($0).sequence } }, onSignal: bump)
+        }
+        poster = startPostingNotifications()
+    }
+
+    private func stop() {
+        if registered { store.unregisterWatcher() }
+        registered = false
+        signal?.stop()
+        signal = nil
+        poster?.cancel()
+        poster = nil
+    }
+
+    // MARK: Wake-ups
+
+    /// Something may have been committed: wake every waiting observer.
+    func bump() {
+        condition.lock()
+        generation += 1
+        let ready = waiters
+        waiters.removeAll()
+        condition.broadcast()
+        condition.unlock()
+        for continuation in ready.values { continuation.resume() }
+    }
+
+    /// Returns once the generation is past `seen`, or the task is cancelled.
+    func wait(after seen: UInt64) async {
+        let id = makeWaiterID()
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                if !enqueue(id, continuation, unlessPast: seen) { continuation.resume() }
+            }
+        } onCancel: {
+            dequeue(id)?.resume()
+        }
+    }
+
+    private func makeWaiterID() -> UInt64 {
+        condition.lock()
+        defer { condition.unlock() }
+        nextWaiterID += 1
+        return nextWaiterID
+    }
+
+    /// Queues `continuation` unless the generation is already past `seen` or the task is cancelled
+    /// (then returns false, and the caller resumes it).
+    private func enqueue(_ id: UInt64, _ continuation: CheckedContinuation<Void, Never>, unlessPast seen: UInt64) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        if generation > seen || Task.isCancelled { return false }
+        waiters[id] = continuation
+        return true
+    }
+
+    private func dequeue(_ id: UInt64) -> CheckedContinuation<Void, Never>? {
+        condition.lock()
+        defer { condition.unlock() }
+        return waiters.removeValue(forKey: id)
+    }
+
+    /// Blocks until the generation is past `seen`; false if `deadline` passed first.
+    func wait(after seen: UInt64, until deadline: Date?) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while generation <= seen {
+            if let deadline {
+                if !condition.wait(until: deadline) { return generation > seen }
+            } else {
+                condition.wait()
+            }
+        }
+        return true
+    }
+
+    // MARK: UserDefaults compatibility
+
+    /// Posts `SharedDefaults.didChangeNotification` for every change while the hub runs.
+    private func startPostingNotifications() -> Task<Void, Never>? {
+        guard let feed = try? SharedDefaults.ChangeFeed(store: store, keys: nil, since: nil, subscribe: false) else { return nil }
+        let suiteName = store.location.suiteName
+        return Task.detached { [weak self] in
+            while !Task.isCancelled, let hub = self {
+                let seen = hub.currentGeneration
+                let changes = (try? feed.available(limit: 512, withValues: false)) ?? []
+                for change in changes {
+                    NotificationCenter.default.post(
+                        name: SharedDefaults.didChangeNotification, object: nil,
+                        userInfo: [
+                            SharedDefaults.ChangeNotificationKey.suiteName: suiteName,
+                            SharedDefaults.ChangeNotificationKey.key: change.key,
+                            SharedDefaults.ChangeNotificationKey.kind: change.kind.rawValue,
+                            SharedDefaults.ChangeNotificationKey.sequence: change.sequence,
+                        ])
+                }
+                if changes.isEmpty { await hub.wait(after: seen) }
+            }
+        }
+    }
+}
+
+// MARK: Watchers registered in the suite
+
+extension SuiteStore {
+    // The processes watching this suite are process ids under `watchers` in `meta`. Writers signal
+    // (one `pread` of the sidecar) only when this list is not empty.
+
+    /// Adds this process to the suite's watchers, dropping processes that no longer exist
+    /// (watchers that crashed without unregistering).
+    func registerWatcher() throws {
+        try updateWatchers { pids in
+            pids = pids.filter { $0 != getpid() && (kill($0, 0) == 0 || errno != ESRCH) }
+            pids.append(getpid())
+        }
+    }
+
+    /// Removes this process from the suite's watchers (best effort: a failure only leaves writers
+    /// signalling a little longer than needed).
+    func unregisterWatcher() {
+        try? updateWatchers { pids in pids.removeAll { $0 == getpid() } }
+    }
+
+    private func updateWatchers(_ change: (inout [Int32]) -> Void) throws {
+        func body(_ txn: LMDBTransaction) throws {
+            var pids = try Self.watchers(txn)
+            change(&pids)
+            if pids.isEmpty {
+                try txn.delete(.meta, MetaKey.watchers)
+            } else {
+                try pids.withUnsafeBytes { try txn.put(.meta, MetaKey.watchers, $0) }
+            }
+        }
+        if environment.isWritingOnCurrentThread, let active = activeTransaction {
+            try body(active.txn)
+        } else {
+            try environment.write(sync: false, body)
+        }
+    }
+
+    static func watchers(_ txn: LMDBTransaction) throws -> [Int32] {
+        guard let raw = try txn.get(.meta, MetaKey.watchers) else { return [] }
+        guard raw.count % 4 == 0 else { throw CorruptBytes("the watchers record is damaged") }
+        return (0..<raw.count / 4).map { raw.loadUnaligned(fromByteOffset: $0 * 4, as: Int32.self) }
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+
+/// Tells this process that another process may have committed to a suite. Each call of `onSignal`
+/// only means "look at the log": observers read what changed from there, so a spurious or merged
+/// signal loses nothing.
+///
+/// On Linux the signal is inotify on the suite's sidecar file, which writers read one byte of after
+/// a commit (`IN_ACCESS`), when any process watches. A Darwin implementation would watch the same
+/// file with kqueue (`DispatchSource.makeFileSystemObjectSource`); file systems without inotify get
+/// `PollingSignal`.
+protocol ChangeSignal: AnyObject, Sendable {
+    /// Stops the signal and waits until its thread has ended and its descriptors are closed.
+    func stop()
+}
+
+/// A thread that waits on a file descriptor (or a timeout) and on a pipe that stops it.
+private final class SignalThread: @unchecked Sendable {  // the fds are set once; the thread owns its loop
+    private let stopPipe: (read: Int32, write: Int32)
+    private let ended = DispatchSemaphore(value: 0)
+
+    /// Starts the thread. `wait(stopFD)` blocks until there is something to do; it returns false
+    /// once `stopFD` is readable.
+    init(name: String, _ loop: @escaping @Sendable (_ stopFD: Int32) -> Void) throws {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw LMDBError(errno) }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        stopPipe = (fds[0], fds[1])
+        let thread = Thread { [stopPipe, ended] in
+            loop(stopPipe.read)
+            ended.signal()
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    func stop() {
+        var byte: UInt8 = 1
+        _ = write(stopPipe.write, &byte, 1)
+        ended.wait()
+        close(stopPipe.read)
+        close(stopPipe.write)
+    }
+}
+
+/// inotify on the sidecar file.
+final class InotifySignal: ChangeSignal {
+    private let inotify: Int32
+    private let thread: SignalThread
+
+    /// nil when inotify cannot watch the file (a file system without it, or no descriptors left).
+    init?(sidecarPath: String, onSignal: @escaping @Sendable () -> Void) {
+        let inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard inotify >= 0 else { return nil }
+        guard inotify_add_watch(inotify, sidecarPath, UInt32(IN_ACCESS | IN_MODIFY)) >= 0 else {
+            close(inotify)
+            return nil
+        }
+        self.inotify = inotify
+        do {
+            thread = try SignalThread(name: "GroupDefaults inotify") { stopFD in
+                var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)]
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while true {
+                    guard poll(&fds, 2, -1) >= 0 || errno == EINTR else { return }
+                    if fds[1].revents != 0 { return }
+                    if fds[0].revents != 0 {
+                        // Drain every queued event: one look at the log covers them all.
+                        while buffer.withUnsafeMutableBytes({ read(inotify, $0.baseAddress, $0.count) }) > 0 {}
+                        onSignal()
+                    }
+                }
+            }
+        } catch {
+            close(inotify)
+            return nil
+        }
+    }
+
+    func stop() {
+        thread.stop()
+        close(inotify)
+    }
+}
+
+/// Polls for file systems without inotify: calls `probe` every `interval` and signals when the
+/// value it returns (the log's last sequence number) changes.
+final class PollingSignal: ChangeSignal {
+    private let thread: SignalThread
+
+    init(interval: Duration, probe: @escaping @Sendable () -> UInt64?, onSignal: @escaping @Sendable () -> Void) throws {
+        let milliseconds = Int32(max(1, interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000))
+        thread = try SignalThread(name: "GroupDefaults polling") { stopFD in
+            var last = probe()
+            var fd = pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)
+            while true {
+                let ready = poll(&fd, 1, milliseconds)
+                if ready > 0 { return }
+                let now = probe()
+                if now != last {
+                    last = now
+                    onSignal()
+                }
+            }
+        }
+    }
+
+    func stop() {
+        thread.stop()
+    }
+}
