@@ -67,8 +67,12 @@ extension SharedDefaults {
         keys: Set<String>? = nil, since: UInt64? = nil, handler: @escaping @Sendable (Change) -> Void
     ) -> ObservationToken {
         let changes = changes(forKeys: keys, since: since)
+        // Watch from now, not from when the task first runs: notifications are posted for every
+        // change after this call.
+        let watching = HubSubscription(store.changeHub)
         return ObservationToken(Task.detached {
             for await change in changes { handler(change) }
+            watching.end()
         })
     }
 
@@ -154,6 +158,19 @@ extension SharedDefaults {
                 guard await changes.next() != nil else { return nil }
                 return defaults[key]
             }
+        }
+    }
+
+    /// A subscription to a suite's hub, ended once.
+    final class HubSubscription: Sendable {
+        private let hub: ChangeHub?
+
+        init(_ hub: ChangeHub) {
+            self.hub = (try? hub.subscribe()) != nil ? hub : nil
+        }
+
+        func end() {
+            hub?.unsubscribe()
         }
     }
 

@@ -8,6 +8,13 @@ func withTemporaryDirectory<T>(_ body: (URL) throws -> T) rethrows -> T {
     return try body(directory)
 }
 
+/// The async twin of `withTemporaryDirectory`.
+func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async rethrows -> T {
+    let directory = makeTemporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    return try await body(directory)
+}
+
 private func makeTemporaryDirectory() -> URL {
     let directory = FileManager.default.temporaryDirectory
         .appendingPathComponent("GroupDefaultsTests-\(UUID().uuidString)", isDirectory: true)
