@@ -11,6 +11,8 @@ extension SharedDefaults {
     /// async `changes`, `updates` and `observe` are built on it).
     public final class ChangeFeed {
         let store: SuiteStore
+        /// The handle this feed came from: it keeps the suite open while the feed lives.
+        private let owner: SharedDefaults?
         private let keys: Set<String>?
         private let subscribed: Bool
         /// The last sequence number delivered (or skipped by the key filter).
@@ -19,8 +21,9 @@ extension SharedDefaults {
         private var pendingIndex = 0
 
         /// A feed after `since` (or after the current end of the log).
-        init(store: SuiteStore, keys: Set<String>?, since: UInt64?, subscribe: Bool) throws {
+        init(store: SuiteStore, owner: SharedDefaults?, keys: Set<String>?, since: UInt64?, subscribe: Bool) throws {
             self.store = store
+            self.owner = owner
             self.keys = keys
             if let since {
                 cursor = since

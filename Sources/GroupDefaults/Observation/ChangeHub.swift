@@ -22,7 +22,6 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
     private var subscribers = 0
     private var signal: (any ChangeSignal)?
     private var registered = false
-    private var poster: Task<Void, Never>?
 
     /// How often a suite on a file system without inotify is polled (unless configured).
     static let pollingInterval: Duration = .milliseconds(10)
@@ -61,7 +60,12 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
     }
 
     private func start() throws {
-        let bump: @Sendable () -> Void = { [weak self] in self?.bump() }
+        // The signal's thread posts `didChangeNotification` for what changed, then wakes observers.
+        let poster = try NotificationPoster(store: store)
+        let bump: @Sendable () -> Void = { [weak self] in
+            poster.postPendingChanges()
+            self?.bump()
+        }
         var interval = Self.pollingInterval
         if case .polling(let requested) = store.changeDetection {
             interval = requested
@@ -80,16 +84,13 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
             signal = try PollingSignal(
                 interval: interval, probe: { try? store.read { try ChangeLog.tail($0).sequence } }, onSignal: bump)
         }
-        poster = startPostingNotifications()
     }
 
     private func stop() {
         if registered { store.unregisterWatcher() }
         registered = false
-        signal?.stop()
+        signal?.stop()  // joins its thread: nothing reads the suite for this hub after this
         signal = nil
-        poster?.cancel()
-        poster = nil
     }
 
     // MARK: Wake-ups
@@ -153,28 +154,30 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
         }
         return true
     }
+}
 
-    // MARK: UserDefaults compatibility
+/// Posts `SharedDefaults.didChangeNotification` for every change, from the hub's signal thread
+/// (the only thread that uses it), from a cursor of its own.
+private final class NotificationPoster: @unchecked Sendable {  // used by one thread only
+    private let feed: SharedDefaults.ChangeFeed
+    private let suiteName: String
 
-    /// Posts `SharedDefaults.didChangeNotification` for every change while the hub runs.
-    private func startPostingNotifications() -> Task<Void, Never>? {
-        guard let feed = try? SharedDefaults.ChangeFeed(store: store, keys: nil, since: nil, subscribe: false) else { return nil }
-        let suiteName = store.location.suiteName
-        return Task.detached { [weak self] in
-            while !Task.isCancelled, let hub = self {
-                let seen = hub.currentGeneration
-                let changes = (try? feed.available(limit: 512, withValues: false)) ?? []
-                for change in changes {
-                    NotificationCenter.default.post(
-                        name: SharedDefaults.didChangeNotification, object: nil,
-                        userInfo: [
-                            SharedDefaults.ChangeNotificationKey.suiteName: suiteName,
-                            SharedDefaults.ChangeNotificationKey.key: change.key,
-                            SharedDefaults.ChangeNotificationKey.kind: change.kind.rawValue,
-                            SharedDefaults.ChangeNotificationKey.sequence: change.sequence,
-                        ])
-                }
-                if changes.isEmpty { await hub.wait(after: seen) }
+    init(store: SuiteStore) throws {
+        feed = try SharedDefaults.ChangeFeed(store: store, owner: nil, keys: nil, since: nil, subscribe: false)
+        suiteName = store.location.suiteName
+    }
+
+    func postPendingChanges() {
+        while let changes = try? feed.available(limit: 512, withValues: false), !changes.isEmpty {
+            for change in changes {
+                NotificationCenter.default.post(
+                    name: SharedDefaults.didChangeNotification, object: nil,
+                    userInfo: [
+                        SharedDefaults.ChangeNotificationKey.suiteName: suiteName,
+                        SharedDefaults.ChangeNotificationKey.key: change.key,
+                        SharedDefaults.ChangeNotificationKey.kind: change.kind.rawValue,
+                        SharedDefaults.ChangeNotificationKey.sequence: change.sequence,
+                    ])
             }
         }
     }

@@ -49,7 +49,7 @@ extension SharedDefaults {
 
     /// A feed of the suite's changes for synchronous code (see `ChangeFeed`).
     public func changeFeed(forKeys keys: Set<String>? = nil, since: UInt64? = nil) throws -> ChangeFeed {
-        try ChangeFeed(store: store, keys: keys, since: since, subscribe: true)
+        try ChangeFeed(store: store, owner: self, keys: keys, since: since, subscribe: true)
     }
 
     /// The value of a typed key each time it changes (first its current value, with `initial`).
@@ -112,7 +112,7 @@ extension SharedDefaults {
                 guard !finished else { return nil }
                 do {
                     if feed == nil {
-                        feed = try ChangeFeed(store: defaults.store, keys: keys, since: start, subscribe: true)
+                        feed = try ChangeFeed(store: defaults.store, owner: defaults, keys: keys, since: start, subscribe: true)
                     }
                     let hub = defaults.store.changeHub
                     while !Task.isCancelled {
