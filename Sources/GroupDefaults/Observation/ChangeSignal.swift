@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Tells this process that another process may have committed to a suite. Each call of `onSignal`
 /// only means "look at the log": observers read what changed from there, so a spurious or merged
@@ -13,20 +14,35 @@ protocol ChangeSignal: AnyObject, Sendable {
     func stop()
 }
 
-/// A thread that waits on a file descriptor (or a timeout) and on a pipe that stops it.
-private final class SignalThread: @unchecked Sendable {  // the fds are set once; the thread owns its loop
-    private let stopPipe: (read: Int32, write: Int32)
+/// A thread that waits for something to do, and a pipe that stops it.
+///
+/// The thread closes its descriptors itself when its loop ends, so that `stop()` may be called
+/// from the thread (a notification handler that ends the last observation): it then returns at
+/// once instead of waiting for itself.
+private final class SignalThread: @unchecked Sendable {  // set once in init, then read only
+    private let stopWriteFD: Int32
     private let ended = DispatchSemaphore(value: 0)
+    private let thread = RunningThread()
 
-    /// Starts the thread. `wait(stopFD)` blocks until there is something to do; it returns false
-    /// once `stopFD` is readable.
-    init(name: String, _ loop: @escaping @Sendable (_ stopFD: Int32) -> Void) throws {
+    /// The thread's id, set by the thread when it starts.
+    private final class RunningThread: Sendable {
+        let id = Mutex<pthread_t?>(nil)
+    }
+
+    /// Starts `loop(stopFD)`, which must return once `stopFD` is readable; `cleanup` closes the
+    /// caller's descriptors after it.
+    init(name: String, _ loop: @escaping @Sendable (_ stopFD: Int32) -> Void, cleanup: @escaping @Sendable () -> Void) throws {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw LMDBError(errno) }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        stopPipe = (fds[0], fds[1])
-        let thread = Thread { [stopPipe, ended] in
-            loop(stopPipe.read)
+        let (readFD, writeFD) = (fds[0], fds[1])
+        stopWriteFD = writeFD
+        let thread = Thread { [ended, running = self.thread] in
+            running.id.withLock { $0 = pthread_self() }
+            loop(readFD)
+            cleanup()
+            close(readFD)
+            close(writeFD)
             ended.signal()
         }
         thread.name = name
@@ -35,16 +51,14 @@ private final class SignalThread: @unchecked Sendable {  // the fds are set once
 
     func stop() {
         var byte: UInt8 = 1
-        _ = write(stopPipe.write, &byte, 1)
-        ended.wait()
-        close(stopPipe.read)
-        close(stopPipe.write)
+        _ = write(stopWriteFD, &byte, 1)
+        let onThread = thread.id.withLock { $0.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+        if !onThread { ended.wait() }
     }
 }
 
 /// inotify on the sidecar file.
 final class InotifySignal: ChangeSignal {
-    private let inotify: Int32
     private let thread: SignalThread
 
     /// nil when inotify cannot watch the file (a file system without it, or no descriptors left).
@@ -55,9 +69,8 @@ final class InotifySignal: ChangeSignal {
             close(inotify)
             return nil
         }
-        self.inotify = inotify
         do {
-            thread = try SignalThread(name: "GroupDefaults inotify") { stopFD in
+            thread = try SignalThread(name: "GroupDefaults inotify", { stopFD in
                 var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)]
                 var buffer = [UInt8](repeating: 0, count: 4096)
@@ -70,7 +83,7 @@ final class InotifySignal: ChangeSignal {
                         onSignal()
                     }
                 }
-            }
+            }, cleanup: { close(inotify) })
         } catch {
             close(inotify)
             return nil
@@ -79,7 +92,6 @@ final class InotifySignal: ChangeSignal {
 
     func stop() {
         thread.stop()
-        close(inotify)
     }
 }
 
@@ -90,7 +102,7 @@ final class PollingSignal: ChangeSignal {
 
     init(interval: Duration, probe: @escaping @Sendable () -> UInt64?, onSignal: @escaping @Sendable () -> Void) throws {
         let milliseconds = Int32(max(1, interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000))
-        thread = try SignalThread(name: "GroupDefaults polling") { stopFD in
+        thread = try SignalThread(name: "GroupDefaults polling", { stopFD in
             var last = probe()
             var fd = pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)
             while true {
@@ -102,7 +114,7 @@ final class PollingSignal: ChangeSignal {
                     onSignal()
                 }
             }
-        }
+        }, cleanup: {})
     }
 
     func stop() {
