@@ -15,6 +15,10 @@ struct Bench {
                 try ColdStart.runChild(arguments: Array(arguments.dropFirst()))
                 return
             }
+            if arguments.first == NotifyChild.command {
+                try NotifyChild.run(arguments: Array(arguments.dropFirst()))
+                return
+            }
             let options = try Options(parsing: arguments)
             if options.showHelp {
                 print(Options.usage)

@@ -23,7 +23,7 @@ struct Benchmark {
 
         let operations = Operation.allCases.filter { options.only?.contains($0) ?? true }
         var rows: [Report.Row] = []
-        for operation in operations where operation != .coldStart {
+        for operation in operations where operation != .coldStart && operation != .notify {
             progress(operation.label)
             let groupDefaults = try measure(operation, on: store)
             let rawLMDB = try measure(operation, on: raw)
@@ -42,7 +42,15 @@ struct Benchmark {
             rows.append(Report.Row(wholeProcess: "cold start, whole process", groupDefaults: medians.wholeProcess[.store]!,
                                    rawLMDB: medians.wholeProcess[.raw]!, userDefaults: medians.wholeProcess[.userdefaults]!))
         }
-        return Report(lmdbFlags: describe(flags), mapSize: mapSize, keys: Workload.keyCount, method: method, rows: rows)
+        var notifications: Notifications.Summary?
+        if operations.contains(.notify) {
+            let summary = try Notifications.measure(sandbox: sandbox, workload: workload, quick: options.quick,
+                                                    progress: progress)
+            rows += Notifications.rows(summary)
+            notifications = summary
+        }
+        return Report(lmdbFlags: describe(flags), mapSize: mapSize, keys: Workload.keyCount, method: method, rows: rows,
+                      notifications: notifications)
     }
 
     private var batches: Int { options.quick ? 5 : 41 }
@@ -78,7 +86,7 @@ struct Benchmark {
             return isFoundation
                 ? Plan(batches: foundationWriteBatches, opsPerBatch: foundationWritesOf100PerBatch)
                 : Plan(batches: batches, opsPerBatch: Workload.keyCount / Workload.keysPerWrite)
-        case .coldStart:
+        case .coldStart, .notify:
             return Plan(batches: 0, opsPerBatch: 0)
         }
     }

@@ -65,8 +65,8 @@ final class FoundationSubject: Subject {
                     }
                     return defaults.synchronize() ? 1 : 0
                 }
-            case .coldStart:
-                throw BenchError("cold start is measured in child processes")
+            case .coldStart, .notify:
+                throw BenchError("\(operation.label) is measured in child processes")
             }
         }
     }

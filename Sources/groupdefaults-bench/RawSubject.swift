@@ -48,8 +48,8 @@ final class RawSubject: Subject {
                 let firstKeyOp = first * Workload.keysPerWrite
                 let dataset = datasets[Workload.variant(forOp: firstKeyOp)]
                 return try check(gdref_bench_write_many(env, dataset.pointer, firstKeyOp, Workload.keysPerWrite, ops))
-            case .coldStart:
-                throw BenchError("cold start is measured in child processes")
+            case .coldStart, .notify:
+                throw BenchError("\(operation.label) is measured in child processes")
             }
         }
     }

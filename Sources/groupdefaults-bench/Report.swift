@@ -7,15 +7,21 @@ struct Report: Encodable {
     let keys: Int
     let method: [String]
     let rows: [Row]
+    /// The change-notification measurements (`--only notify`), when they ran.
+    var notifications: Notifications.Summary? = nil
 
     struct Row: Encodable {
         let operation: String
         let label: String
         let groupDefaultsNs: Double
-        let rawLMDBNs: Double
-        let groupDefaultsToRaw: Double
-        let userDefaultsNs: Double
-        let groupDefaultsToUserDefaults: Double
+        /// Nil where raw LMDB or UserDefaults has nothing to measure (the notification rows); their
+        /// cells then show `rawLMDBReference` / `userDefaultsReference` instead.
+        let rawLMDBNs: Double?
+        let groupDefaultsToRaw: Double?
+        let userDefaultsNs: Double?
+        let groupDefaultsToUserDefaults: Double?
+        let rawLMDBReference: String?
+        let userDefaultsReference: String?
         let userDefaultsOperation: String
         let target: String?
         let targetMet: Bool?
@@ -33,15 +39,28 @@ struct Report: Encodable {
                       userDefaults: userDefaults, userDefaultsOperation: "spawn → exit", target: nil, targetMet: nil)
         }
 
-        private init(operation: String, label: String, groupDefaults: Double, rawLMDB: Double, userDefaults: Double,
+        /// A change-notification line: GroupDefaults only, with reference text (or "—") in the
+        /// other columns.
+        init(notify operation: String, label: String, groupDefaults: Double, rawLMDB: String?, userDefaults: String?,
+             target: Target?) {
+            self.init(operation: operation, label: label, groupDefaults: groupDefaults, rawLMDB: nil, userDefaults: nil,
+                      rawLMDBReference: rawLMDB, userDefaultsReference: userDefaults,
+                      userDefaultsOperation: Operation.notify.userDefaultsCall, target: target?.text,
+                      targetMet: target?.isMet(groupDefaults: groupDefaults, raw: .nan))
+        }
+
+        private init(operation: String, label: String, groupDefaults: Double, rawLMDB: Double?, userDefaults: Double?,
+                     rawLMDBReference: String? = nil, userDefaultsReference: String? = nil,
                      userDefaultsOperation: String, target: String?, targetMet: Bool?) {
             self.operation = operation
             self.label = label
             groupDefaultsNs = Format.rounded(groupDefaults)
-            rawLMDBNs = Format.rounded(rawLMDB)
-            groupDefaultsToRaw = Format.rounded(groupDefaults / rawLMDB, places: 3)
-            userDefaultsNs = Format.rounded(userDefaults)
-            groupDefaultsToUserDefaults = Format.rounded(groupDefaults / userDefaults, places: 6)
+            rawLMDBNs = rawLMDB.map { Format.rounded($0) }
+            groupDefaultsToRaw = rawLMDB.map { Format.rounded(groupDefaults / $0, places: 3) }
+            userDefaultsNs = userDefaults.map { Format.rounded($0) }
+            groupDefaultsToUserDefaults = userDefaults.map { Format.rounded(groupDefaults / $0, places: 6) }
+            self.rawLMDBReference = rawLMDBReference
+            self.userDefaultsReference = userDefaultsReference
             self.userDefaultsOperation = userDefaultsOperation
             self.target = target
             self.targetMet = targetMet
@@ -57,9 +76,12 @@ struct Report: Encodable {
     func table() -> String {
         let header = ["operation", "GroupDefaults", "raw LMDB", "GD/raw", "UserDefaults", "GD/UD", "target", "met"]
         let body = rows.map { row in
-            [row.label, Format.duration(row.groupDefaultsNs), Format.duration(row.rawLMDBNs),
-             Format.ratio(row.groupDefaultsToRaw), Format.duration(row.userDefaultsNs),
-             Format.ratio(row.groupDefaultsToUserDefaults), row.target ?? "(spawn → exit)",
+            [row.label, Format.duration(row.groupDefaultsNs),
+             row.rawLMDBNs.map(Format.duration) ?? row.rawLMDBReference ?? "—",
+             row.groupDefaultsToRaw.map(Format.ratio) ?? "—",
+             row.userDefaultsNs.map(Format.duration) ?? row.userDefaultsReference ?? "—",
+             row.groupDefaultsToUserDefaults.map(Format.ratio) ?? "—",
+             row.target ?? (row.operation == "cold-start-process" ? "(spawn → exit)" : ""),
              row.targetMet.map { $0 ? "yes" : "NO" } ?? ""]
         }
         let leftAligned: Set = [0, 6, 7]
@@ -79,7 +101,7 @@ struct Report: Encodable {
 
             UserDefaults: a set is set(_:forKey:) + synchronize() (only then does another process see it);
             update = integer(forKey:) + set + synchronize(); write 100 keys = 100 sets + one synchronize().
-            """
+            """ + (notifications.map { "\n" + Notifications.notes($0) } ?? "")
     }
 }
 

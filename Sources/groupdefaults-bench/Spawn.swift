@@ -1,8 +1,8 @@
 import Foundation
 import Glibc
 
-/// Runs a child process with posix_spawn and waits for it: the sandbox re-exec and the
-/// cold-start children.
+/// Runs a child process with posix_spawn and waits for it: the sandbox re-exec, the cold-start
+/// children and the change-notification children.
 enum Spawn {
     struct Result {
         /// The exit code, or 128 + the signal that ended the child.
@@ -25,6 +25,13 @@ enum Spawn {
     /// SIGTERM are unblocked in the child whatever this process blocks.
     static func run(_ path: String, _ arguments: [String], environment: [String: String] = [:],
                     captureOutput: Bool) throws -> Result {
+        try start(path, arguments, environment: environment, captureOutput: captureOutput).wait()
+    }
+
+    /// Starts `path` as `run` does, without waiting for it: read its lines as it prints them
+    /// (`readLine`), then `wait`.
+    static func start(_ path: String, _ arguments: [String], environment: [String: String] = [:],
+                      captureOutput: Bool) throws -> Child {
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         let envp = ProcessInfo.processInfo.environment.merging(environment) { $1 }
             .map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -56,23 +63,83 @@ enum Spawn {
             if captureOutput { close(pipeEnds[0]) }
             throw BenchError("cannot run \(path): \(String(cString: strerror(spawned)))")
         }
-        var output: [UInt8] = []
-        if captureOutput {
+        return Child(pid: pid, output: captureOutput ? pipeEnds[0] : -1, start: start)
+    }
+
+    /// A running child. One that is released without `wait` is killed (SIGKILL, by its pid) and
+    /// reaped, so that a failed run leaves no child behind.
+    final class Child {
+        let pid: pid_t
+        private var outputFD: Int32
+        private let start: Int64
+        private var buffered: [UInt8] = []
+        private var reaped = false
+
+        fileprivate init(pid: pid_t, output: Int32, start: Int64) {
+            self.pid = pid
+            outputFD = output
+            self.start = start
+        }
+
+        deinit {
+            if !reaped {
+                kill(pid, SIGKILL)
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            }
+            if outputFD >= 0 { close(outputFD) }
+        }
+
+        /// The next line the child prints (without its newline); nil once it closed its stdout.
+        func readLine() -> String? {
+            while true {
+                if let newline = buffered.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = String(decoding: buffered[..<newline], as: UTF8.self)
+                    buffered.removeSubrange(...newline)
+                    return line
+                }
+                guard fill() else {
+                    guard !buffered.isEmpty else { return nil }
+                    defer { buffered.removeAll() }
+                    return String(decoding: buffered, as: UTF8.self)
+                }
+            }
+        }
+
+        /// Reads the rest of the child's output and waits for it to exit. `output` is what
+        /// `readLine` did not return.
+        func wait() throws -> Result {
+            while fill() {}
+            if outputFD >= 0 {
+                close(outputFD)
+                outputFD = -1
+            }
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 {
+                guard errno == EINTR else { throw BenchError("waitpid: \(String(cString: strerror(errno)))") }
+            }
+            reaped = true
+            let end = Clock.nanoseconds()
+            let signal = status & 0x7f
+            defer { buffered.removeAll() }
+            return Result(status: signal == 0 ? (status >> 8) & 0xff : 128 + signal,
+                          output: String(decoding: buffered, as: UTF8.self),
+                          wallNanoseconds: end - start)
+        }
+
+        /// Appends what the child printed next; false at the end of its output.
+        private func fill() -> Bool {
+            guard outputFD >= 0 else { return false }
             var chunk = [UInt8](repeating: 0, count: 4096)
             while true {
-                let count = read(pipeEnds[0], &chunk, chunk.count)
-                if count > 0 { output += chunk.prefix(count) } else if count == 0 || errno != EINTR { break }
+                let count = read(outputFD, &chunk, chunk.count)
+                if count > 0 {
+                    buffered += chunk.prefix(count)
+                    return true
+                }
+                if count < 0 && errno == EINTR { continue }
+                return false
             }
-            close(pipeEnds[0])
         }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 {
-            guard errno == EINTR else { throw BenchError("waitpid: \(String(cString: strerror(errno)))") }
-        }
-        let end = Clock.nanoseconds()
-        let signal = status & 0x7f
-        return Result(status: signal == 0 ? (status >> 8) & 0xff : 128 + signal,
-                      output: String(decoding: output, as: UTF8.self),
-                      wallNanoseconds: end - start)
     }
 }

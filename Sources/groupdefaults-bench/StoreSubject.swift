@@ -78,8 +78,8 @@ final class StoreSubject: Subject {
                     }
                     return 0
                 }
-            case .coldStart:
-                throw BenchError("cold start is measured in child processes")
+            case .coldStart, .notify:
+                throw BenchError("\(operation.label) is measured in child processes")
             }
         }
     }
