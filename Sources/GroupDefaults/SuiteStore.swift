@@ -147,20 +147,19 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         if environment.isWritingOnCurrentThread, let active = activeTransaction { return try body(active) }
         var addsData = false
         do {
-            let (result, watched) = try environment.write(sync: sync, mayUseReserve: { !addsData }) { txn in
+            let (result, changed) = try environment.write(sync: sync, mayUseReserve: { !addsData }) { txn in
                 let transaction = SharedDefaults.Transaction(store: self, txn: txn, isReadOnly: false)
                 activeTransaction = transaction
                 defer {
                     activeTransaction = nil
                     addsData = transaction.addsData
                 }
-                let result = try body(transaction)
-                // Read in the transaction: a watcher that registers later reads this commit itself.
-                let watched = try transaction.changed && !Self.watchers(txn).isEmpty
-                return (result, watched)
+                return (try body(transaction), transaction.changed)
             }
-            if watched { environment.signalWatchers() }
-            activeHub?.bump()  // this process's observers are told at once
+            if changed {
+                environment.sidecar.signalWatchers()  // other processes' observers
+                activeHub?.bump()  // this process's observers, at once
+            }
             return result
         } catch {
             throw translate(error, key: nil)
@@ -247,7 +246,6 @@ struct UnsupportedLayout: Error {
 enum MetaKey {
     nonisolated(unsafe) static let format = UnsafeRawBufferPointer(staticString: "format")
     nonisolated(unsafe) static let origin = UnsafeRawBufferPointer(staticString: "origin")
-    nonisolated(unsafe) static let watchers = UnsafeRawBufferPointer(staticString: "watchers")
 }
 
 extension UnsafeRawBufferPointer {

@@ -53,7 +53,8 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
     let maximumMapSize: Int
     let maximumKeySize: Int
     private let env: OpaquePointer
-    private let sidecar: Int32
+    /// The suite's sidecar file: the lock for opening and resizing, and observers' wake-ups.
+    let sidecar: Sidecar
     private let databases: DatabaseHandles
     private let resizeLock = ReadWriteLock()
 
@@ -75,21 +76,9 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
         self.maximumMapSize = options.maximumMapSize
         self.structureCheckLimit = options.structureCheckLimit
 
-        var sidecar = open(sidecarPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, options.fileMode)
-        if sidecar >= 0 {
-            fchmod(sidecar, options.fileMode)  // exactly the configured mode, whatever the umask
-        } else if errno == EEXIST {
-            sidecar = open(sidecarPath, O_RDWR | O_CLOEXEC)
-        }
-        guard sidecar >= 0 else { throw LMDBError(errno) }
-        // Watchers wait for reads of the sidecar's byte (`signalWatchers`); an empty file has none.
-        var sidecarStat = stat()
-        if fstat(sidecar, &sidecarStat) == 0, sidecarStat.st_size == 0 {
-            var byte: UInt8 = 0
-            _ = pwrite(sidecar, &byte, 1, 0)
-        }
-        flock(sidecar, LOCK_EX)
-        defer { flock(sidecar, LOCK_UN) }
+        let sidecar = try Sidecar(path: sidecarPath, mode: options.fileMode)
+        sidecar.lock()
+        defer { sidecar.unlock() }
 
         var env: OpaquePointer?
         do {
@@ -117,8 +106,8 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
             self.databases = try Self.openDatabases(env!, structureCheckLimit: options.structureCheckLimit)
         } catch {
             if let env { mdb_env_close(env) }
-            flock(sidecar, LOCK_UN)
-            Glibc.close(sidecar)
+            sidecar.unlock()
+            sidecar.close()
             throw error
         }
         self.env = env!
@@ -131,7 +120,7 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
     /// the suite any more (so no transaction can be running).
     func close() {
         mdb_env_close(env)
-        Glibc.close(sidecar)
+        sidecar.close()
     }
 
     /// Opens the named databases, read-only if they exist (an existing suite opens without taking
@@ -282,8 +271,8 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
     /// maximum. Never asks for less than the file's current size.
     private func resizeMap(grow: Bool, useReserve: Bool = false) throws {
         try resizeLock.withWriteLock { () throws in
-            flock(sidecar, LOCK_EX)
-            defer { flock(sidecar, LOCK_UN) }
+            sidecar.lock()
+            defer { sidecar.unlock() }
             var info = MDB_envinfo()
             try check(mdb_env_info(env, &info))
             let current = info.me_mapsize
@@ -315,13 +304,6 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
     }
 
     // MARK: Whole environment
-
-    /// Wakes the processes watching this suite: reading the sidecar's byte raises inotify's
-    /// `IN_ACCESS` for them (cheaper than a write, and it changes nothing on disk).
-    func signalWatchers() {
-        var byte: UInt8 = 0
-        _ = pread(sidecar, &byte, 1, 0)
-    }
 
     /// Flushes every committed transaction to disk (`mdb_env_sync` with force).
     func sync() throws {

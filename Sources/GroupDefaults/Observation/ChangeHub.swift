@@ -21,7 +21,8 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
     private let lifecycle = NSLock()
     private var subscribers = 0
     private var signal: (any ChangeSignal)?
-    private var registered = false
+    /// This process's watcher slot in the sidecar, while inotify serves the hub.
+    private var slot: Int?
 
     /// How often a suite on a file system without inotify is polled (unless configured).
     static let pollingInterval: Duration = .milliseconds(10)
@@ -60,35 +61,40 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
     }
 
     private func start() throws {
-        // The signal's thread posts `didChangeNotification` for what changed, then wakes observers.
         let poster = try NotificationPoster(store: store)
-        let bump: @Sendable () -> Void = { [weak self] in
-            poster.postPendingChanges()
-            self?.bump()
-        }
         var interval = Self.pollingInterval
         if case .polling(let requested) = store.changeDetection {
             interval = requested
-        } else if (try? store.registerWatcher()) != nil {
-            // Writers signal only when a watcher is registered in the suite; it registers before
-            // the first read of the log, so no commit after that read goes unsignalled.
-            if let inotify = InotifySignal(sidecarPath: store.path + "-notify", onSignal: bump) {
+        } else if let slot = store.environment.sidecar.register() {
+            // Listening starts before the first read of the log: no commit after it goes unsignalled.
+            let sidecar = store.environment.sidecar
+            let wake: @Sendable () -> Void = { [weak self] in
+                sidecar.acknowledge(slot)  // before reading the log: later commits signal again
+                poster.postPendingChanges()
+                self?.bump()
+            }
+            if let inotify = InotifySignal(sidecarPath: store.path + "-notify", onSignal: wake) {
                 signal = inotify
-                registered = true
+                self.slot = slot
+                sidecar.acknowledge(slot)  // the watch exists: from now on, commits signal it
             } else {
-                store.unregisterWatcher()
+                sidecar.unregister(slot)
             }
         }
         if signal == nil {
             let store = self.store
             signal = try PollingSignal(
-                interval: interval, probe: { try? store.read { try ChangeLog.tail($0).sequence } }, onSignal: bump)
+                interval: interval, probe: { try? store.read { try ChangeLog.tail($0).sequence } },
+                onSignal: { [weak self] in
+                    poster.postPendingChanges()
+                    self?.bump()
+                })
         }
     }
 
     private func stop() {
-        if registered { store.unregisterWatcher() }
-        registered = false
+        if let slot { store.environment.sidecar.unregister(slot) }
+        slot = nil
         signal?.stop()  // joins its thread: nothing reads the suite for this hub after this
         signal = nil
     }
@@ -180,50 +186,5 @@ private final class NotificationPoster: @unchecked Sendable {  // used by one th
                     ])
             }
         }
-    }
-}
-
-// MARK: Watchers registered in the suite
-
-extension SuiteStore {
-    // The processes watching this suite are process ids under `watchers` in `meta`. Writers signal
-    // (one `pread` of the sidecar) only when this list is not empty.
-
-    /// Adds this process to the suite's watchers, dropping processes that no longer exist
-    /// (watchers that crashed without unregistering).
-    func registerWatcher() throws {
-        try updateWatchers { pids in
-            pids = pids.filter { $0 != getpid() && (kill($0, 0) == 0 || errno != ESRCH) }
-            pids.append(getpid())
-        }
-    }
-
-    /// Removes this process from the suite's watchers (best effort: a failure only leaves writers
-    /// signalling a little longer than needed).
-    func unregisterWatcher() {
-        try? updateWatchers { pids in pids.removeAll { $0 == getpid() } }
-    }
-
-    private func updateWatchers(_ change: (inout [Int32]) -> Void) throws {
-        func body(_ txn: LMDBTransaction) throws {
-            var pids = try Self.watchers(txn)
-            change(&pids)
-            if pids.isEmpty {
-                try txn.delete(.meta, MetaKey.watchers)
-            } else {
-                try pids.withUnsafeBytes { try txn.put(.meta, MetaKey.watchers, $0) }
-            }
-        }
-        if environment.isWritingOnCurrentThread, let active = activeTransaction {
-            try body(active.txn)
-        } else {
-            try environment.write(sync: false, body)
-        }
-    }
-
-    static func watchers(_ txn: LMDBTransaction) throws -> [Int32] {
-        guard let raw = try txn.get(.meta, MetaKey.watchers) else { return [] }
-        guard raw.count % 4 == 0 else { throw CorruptBytes("the watchers record is damaged") }
-        return (0..<raw.count / 4).map { raw.loadUnaligned(fromByteOffset: $0 * 4, as: Int32.self) }
     }
 }
