@@ -47,47 +47,6 @@ private func expectWitnessIntact(_ defaults: SharedDefaults, sourceLocation: Sou
 }
 
 /// The `GroupDefaultsTestHelper` executable, built next to the test runner (`.build/debug/`).
-private let helperExecutable: URL? = {
-    var candidates: [URL] = []
-    if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-        candidates.append(URL(fileURLWithPath: exe).deletingLastPathComponent())
-    }
-    candidates.append(URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent())
-    candidates.append(Bundle.main.bundleURL)
-    candidates.append(Bundle.main.bundleURL.deletingLastPathComponent())
-    return candidates.map { $0.appendingPathComponent("GroupDefaultsTestHelper") }
-        .first { FileManager.default.isExecutableFile(atPath: $0.path) }
-}()
-
-private struct HelperOutcome {
-    var status: Int32
-    var reason: Process.TerminationReason
-    var stdout: String
-    var stderr: String
-}
-
-/// Runs `GroupDefaultsTestHelper ARGUMENTS…` to completion in its own process.
-private func runHelper(_ arguments: [String]) throws -> HelperOutcome {
-    let executable = try #require(helperExecutable, "GroupDefaultsTestHelper is not next to the test runner; build with --build-tests")
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardInput = FileHandle.nullDevice
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    // Its output is a line or two: reading stdout to the end cannot block on a full stderr pipe.
-    let out = output.fileHandleForReading.readDataToEndOfFile()
-    let err = errors.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return HelperOutcome(
-        status: process.terminationStatus, reason: process.terminationReason,
-        stdout: String(decoding: out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines),
-        stderr: String(decoding: err, as: UTF8.self))
-}
-
 /// The directory of a mount point that is mounted read-only, among the system ones that are
 /// read-only in many containers.
 private let readOnlyMount: String? = {
@@ -357,7 +316,7 @@ struct DamagedFileTests {
                 try damaged.write(to: file)
 
                 // In another process first: a crash must not take the test runner with it.
-                let outcome = try runHelper(["read-all", copy.path, "suite"])
+                let outcome = try HelperProcess.run("read-all", directory: copy, suite: "suite")
                 #expect(outcome.reason == .exit, "seed \(seed): the helper crashed (signal \(outcome.status))")
                 #expect(outcome.status == 0 || outcome.status == 3, "seed \(seed): status \(outcome.status), \(outcome.stderr)")
                 guard outcome.reason == .exit, outcome.status == 0 || outcome.status == 3 else { continue }
@@ -386,7 +345,7 @@ struct DamagedFileTests {
                 #expect(try contents(file) == damaged, "seed \(seed): the damaged file was rewritten")
 
                 // Writing to it (which follows the free-page tree and the log) is an error or works.
-                let write = try runHelper(["write-keys", copy.path, "suite", "after-damage", "3"])
+                let write = try HelperProcess.run("write-keys", directory: copy, suite: "suite", ["after-damage", "3"])
                 #expect(write.reason == .exit, "seed \(seed): a writer crashed (signal \(write.status))")
                 #expect(write.status == 0 || write.status == 3, "seed \(seed): status \(write.status), \(write.stderr)")
             }
