@@ -6,9 +6,11 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "GroupDefaults", targets: ["GroupDefaults"]),
+        .executable(name: "groupdefaults", targets: ["groupdefaults"]),
         .executable(name: "groupdefaults-bench", targets: ["groupdefaults-bench"]),
     ],
     dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
@@ -24,6 +26,19 @@ let package = Package(
                 "CLMDB",
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+
+        // The command-line tool for suites: the verbs of macOS `defaults`, plus watch, JSON, backup, verify.
+        .executableTarget(
+            name: "groupdefaults",
+            dependencies: [
+                "GroupDefaults",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "groupdefaultsTests",
+            dependencies: ["GroupDefaults", "groupdefaults"]
         ),
 
         // Benchmark: the store beside raw LMDB (C) and Foundation's UserDefaults, in one run.
