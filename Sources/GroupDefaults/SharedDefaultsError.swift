@@ -14,6 +14,11 @@ public struct SharedDefaultsError: Error, Sendable, CustomStringConvertible {
 
         /// The suite name is empty, `.` or `..`, contains `/` or NUL, or is too long for a file name.
         public static let invalidSuiteName = Code("invalidSuiteName")
+        /// The suite's file does not exist, and the call opens only existing suites
+        /// (`init(existingSuiteName:)`, `init(fileURL:)`); nothing was created.
+        public static let suiteNotFound = Code("suiteNotFound")
+        /// No value is stored under the key, and the call needs one (`rename`).
+        public static let keyNotFound = Code("keyNotFound")
         /// The key is empty or longer than LMDB's key limit (511 bytes of UTF-8).
         public static let invalidKey = Code("invalidKey")
         /// The value is of a type a suite cannot store (not a property-list type).
@@ -33,6 +38,9 @@ public struct SharedDefaultsError: Error, Sendable, CustomStringConvertible {
         public static let storeFull = Code("storeFull")
         /// A read-only transaction (`read`) was asked to write.
         public static let readOnlyTransaction = Code("readOnlyTransaction")
+        /// A transaction was used outside its closure or on another thread, or a write was started
+        /// inside a `read` on the same thread (LMDB allows one transaction per thread).
+        public static let transactionMisuse = Code("transactionMisuse")
         /// Any other failure of the file system or of LMDB.
         public static let storageFailure = Code("storageFailure")
     }

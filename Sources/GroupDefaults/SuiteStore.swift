@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Synchronization
 
 /// One suite file as this process sees it: its LMDB environment, this store's origin id and the
@@ -12,8 +13,11 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     let maximumValueSize: Int
     let logRetention: UInt64
     let changeDetection: SharedDefaults.Configuration.ChangeDetection
+    /// Where failures nobody can be told of directly are logged (the first handle's logger).
+    let logger: Logger
     let registered = Mutex<[String: PropertyListValue]>([:])
     private let hub = Mutex<ChangeHub?>(nil)
+    private let logChecked = Atomic<Bool>(false)
 
     /// This process's change notifications for the suite, made on first use.
     var changeHub: ChangeHub {
@@ -43,6 +47,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         self.maximumValueSize = configuration.maximumValueSize
         self.logRetention = UInt64(max(1, configuration.logRetention))
         self.changeDetection = configuration.changeDetection
+        self.logger = configuration.logger ?? Logger(label: "GroupDefaults")
         do {
             environment = try Environment(
                 path: path, sidecarPath: path + "-notify", options: configuration.environmentOptions)
@@ -116,6 +121,11 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         }
     }
 
+    /// Takes one more handle on this store (for a reader that may outlive the caller's handles).
+    func retain() {
+        Self.registry.withLock { _ in handles += 1 }
+    }
+
     /// Called once by each handle that `acquire` returned this store to; the last one closes it.
     func release() {
         Self.registry.withLock { first in
@@ -153,6 +163,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
                 defer {
                     activeTransaction = nil
                     addsData = transaction.addsData
+                    transaction.end()
                 }
                 return (try body(transaction), transaction.changed)
             }
@@ -166,9 +177,23 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         }
     }
 
+    /// Runs `body` in a read of the change log. The first in this process checks the log's pages
+    /// before LMDB follows them (opening checks only what plain readers use).
+    func readLog<T>(_ body: (LMDBTransaction) throws -> T) throws -> T {
+        if !logChecked.load(ordering: .acquiring) {
+            try environment.checkLogTree()
+            logChecked.store(true, ordering: .releasing)
+        }
+        return try read(body)
+    }
+
     func readTransaction<T>(_ body: (SharedDefaults.Transaction) throws -> T) throws -> T {
         do {
-            return try read { txn in try body(SharedDefaults.Transaction(store: self, txn: txn, isReadOnly: true)) }
+            return try read { txn in
+                let transaction = SharedDefaults.Transaction(store: self, txn: txn, isReadOnly: true)
+                defer { transaction.end() }
+                return try body(transaction)
+            }
         } catch {
             throw translate(error, key: nil)
         }
@@ -208,6 +233,10 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         case let error as MapAtMaximum:
             return make(.storeFull, "the store reached its maximum size of \(error.mapSize) bytes "
                 + "(Configuration.maximumMapSize); nothing stored was lost, remove keys or raise the limit")
+        case is WriteInsideRead:
+            return make(.transactionMisuse, "a write cannot start inside read { } on the same thread; use write { } for both")
+        case is StructureCheck.Retry:
+            return make(.storageFailure, "the suite changed too often while its structure was being checked; try again")
         case let error as UnsupportedLayout:
             return make(.unsupportedFormat, "the store was written in format \(error.version) by a newer "
                 + "GroupDefaults; this version reads format \(layoutVersion) and left the file unchanged")

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 extension SharedDefaults {
     /// A view of the suite inside `write` (or `read`): every change made through it commits
@@ -29,10 +30,27 @@ extension SharedDefaults {
         /// transactions that only remove use its reserve.
         private(set) var addsData = false
 
+        /// The thread running the closure, and whether the closure has returned: LMDB reuses a
+        /// finished transaction's memory, so a kept `Transaction` must refuse to be used.
+        private let thread = pthread_self()
+        private var ended = false
+
         init(store: SuiteStore, txn: LMDBTransaction, isReadOnly: Bool) {
             self.store = store
             self.txn = txn
             self.isReadOnly = isReadOnly
+        }
+
+        /// Called when the closure that received this transaction returns.
+        func end() { ended = true }
+
+        private func checkUsable() throws {
+            guard !ended else {
+                throw store.error(.transactionMisuse, key: nil, "this transaction ended with its closure; do not keep it")
+            }
+            guard pthread_equal(thread, pthread_self()) != 0 else {
+                throw store.error(.transactionMisuse, key: nil, "a transaction must be used on the thread that runs its closure")
+            }
         }
 
         /// The value stored under `key` (registered defaults are not consulted).
@@ -42,6 +60,7 @@ extension SharedDefaults {
 
         /// The value stored under `key` with the stamp (HLC, origin) of the write that stored it.
         public func record(forKey key: String) throws -> (value: PropertyListValue, stamp: Stamp)? {
+            try checkUsable()
             try store.validate(key: key)
             return try withKeyBytes(key) { k in
                 do {
@@ -55,6 +74,7 @@ extension SharedDefaults {
 
         /// Stores `value` under `key`.
         public func set(_ value: PropertyListValue, forKey key: String) throws {
+            try checkUsable()
             try store.validate(key: key)
             guard BinaryCodec.fitsNestingLimit(value) else {
                 throw store.error(.unsupportedValue, key: key,
@@ -80,6 +100,7 @@ extension SharedDefaults {
         /// Removes the value stored under `key`, leaving a tombstone for sync. Removing a key that is
         /// not stored does nothing.
         public func removeValue(forKey key: String) throws {
+            try checkUsable()
             try store.validate(key: key)
             try guardWritable()
             try perform(key: key) {
@@ -96,6 +117,7 @@ extension SharedDefaults {
 
         /// Removes every stored value (each leaves a tombstone).
         public func removeAll() throws {
+            try checkUsable()
             try guardWritable()
             try perform(key: nil) {
                 guard try txn.count(.values) > 0 else { return }
@@ -118,6 +140,7 @@ extension SharedDefaults {
         /// The stored keys, in byte order.
         public var keys: [String] {
             get throws {
+                try checkUsable()
                 var keys: [String] = []
                 try perform(key: nil) {
                     try txn.forEach(.values) { key, _ in
@@ -132,6 +155,7 @@ extension SharedDefaults {
         /// Every stored key and value; a value that fails to decode is passed to `damaged` and
         /// skipped.
         func forEachRecord(_ body: (String, Result<(value: PropertyListValue, stamp: Stamp), SharedDefaultsError>) throws -> Void) throws {
+            try checkUsable()
             try perform(key: nil) {
                 try txn.forEach(.values) { rawKey, raw in
                     let key = String(decoding: rawKey, as: UTF8.self)

@@ -28,6 +28,44 @@ struct EnvironmentOptions: Sendable {
     var structureCheckLimit: Int
 }
 
+/// A write was started inside a read of the same suite on the same thread.
+struct WriteInsideRead: Error {}
+
+/// The read transactions running on this thread, innermost first, in thread-local storage: a
+/// linked list of scopes that live on the stack of `Environment.read`.
+private enum ReadScope {
+    struct Node {
+        let environment: UnsafeRawPointer
+        let txn: OpaquePointer
+        let outer: UnsafeMutableRawPointer?
+    }
+
+    static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// The read transaction this thread runs on `environment`, if any.
+    static func find(_ environment: UnsafeRawPointer) -> OpaquePointer? {
+        var scope = pthread_getspecific(key)
+        while let node = scope?.assumingMemoryBound(to: Node.self).pointee {
+            if node.environment == environment { return node.txn }
+            scope = node.outer
+        }
+        return nil
+    }
+
+    static func with<T>(_ environment: UnsafeRawPointer, _ txn: OpaquePointer, _ body: () throws -> T) rethrows -> T {
+        var node = Node(environment: environment, txn: txn, outer: pthread_getspecific(key))
+        return try withUnsafeMutablePointer(to: &node) { pointer in
+            pthread_setspecific(key, pointer)
+            defer { pthread_setspecific(key, pointer.pointee.outer) }
+            return try body()
+        }
+    }
+}
+
 /// The map is at its configured maximum and the write does not fit.
 struct MapAtMaximum: Error {
     let mapSize: Int
@@ -78,7 +116,6 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
 
         let sidecar = try Sidecar(path: sidecarPath, mode: options.fileMode)
         sidecar.lock()
-        defer { sidecar.unlock() }
 
         var env: OpaquePointer?
         do {
@@ -110,6 +147,7 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
             sidecar.close()
             throw error
         }
+        sidecar.unlock()
         self.env = env!
         self.sidecar = sidecar
         self.maximumKeySize = Int(mdb_env_get_maxkeysize(env))
@@ -174,8 +212,11 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
 
     // MARK: Transactions
 
-    /// Runs `body` in a read-only snapshot.
+    /// Runs `body` in a read-only snapshot. A read inside a read of this environment on the same
+    /// thread joins the outer one (LMDB allows one read transaction per thread and environment).
     func read<T>(_ body: (LMDBTransaction) throws -> T) throws -> T {
+        let me = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
+        if let outer = ReadScope.find(me) { return try body(LMDBTransaction(txn: outer, environment: self)) }
         while true {
             let result: T? = try resizeLock.withReadLock { () throws -> T? in
                 var txn: OpaquePointer?
@@ -183,7 +224,7 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
                 if rc == MDB_MAP_RESIZED { return nil }
                 try check(rc)
                 defer { mdb_txn_abort(txn) }
-                return try body(LMDBTransaction(txn: txn!, environment: self))
+                return try ReadScope.with(me, txn!) { try body(LMDBTransaction(txn: txn!, environment: self)) }
             }
             if let result { return result }
             try resizeMap(grow: false)
@@ -197,6 +238,11 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
     /// that is already writing (`isWritingOnCurrentThread`): LMDB's writer lock is not reentrant.
     func write<T>(sync: Bool, mayUseReserve: () -> Bool = { false }, _ body: (LMDBTransaction) throws -> T) throws -> T {
         precondition(!isWritingOnCurrentThread, "nested LMDB write transaction on one thread")
+        // A write cannot start inside a read on this thread: it could deadlock growing the map
+        // (the read holds `resizeLock`), and LMDB allows one transaction per thread.
+        if ReadScope.find(UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())) != nil {
+            throw WriteInsideRead()
+        }
         while true {
             var mustGrow = false
             let result: T? = try resizeLock.withReadLock { () throws -> T? in
@@ -234,15 +280,27 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
                 if activeWriteHitMapFull { return nil }  // body swallowed MDB_MAP_FULL; the txn is unusable
                 finished = true
                 endWrite()
-                if sync { mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 0) }
+                // Durability is per handle: a syncing commit turns MDB_NOSYNC off for itself, under
+                // the writer lock (no other commit of this process can run meanwhile).
+                let syncedByLMDB = sync && mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 0) == 0
                 let commit = mdb_txn_commit(txn)
-                if sync { mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 1) }
+                if syncedByLMDB { mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 1) }
                 if commit == MDB_MAP_FULL { mustGrow = true; return nil }
                 try check(commit)
+                if sync && !syncedByLMDB { try check(mdb_env_sync(env, 1)) }
                 return value
             }
             if let result { return result }
             try resizeMap(grow: mustGrow, useReserve: mustGrow && mayUseReserve())
+        }
+    }
+
+    /// Checks the pages of the change log's tree (see `StructureCheck`), unless a write of this
+    /// process already checked everything.
+    func checkLogTree() throws {
+        guard !writerTreesChecked else { return }
+        try read { txn in
+            try StructureCheck.verify(env: env, snapshot: UInt64(mdb_txn_id(txn.txn)), limit: structureCheckLimit, scope: .logTree)
         }
     }
 
@@ -279,9 +337,14 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
             let fileSize = currentFileSize()
             var target = max(current, fileSize)
             if grow && fileSize <= current {
-                let limit = useReserve ? maximumMapSize + reserve : maximumMapSize
+                var limit = maximumMapSize
+                if useReserve {
+                    let (sum, overflow) = maximumMapSize.addingReportingOverflow(reserve)
+                    limit = overflow ? Int.max : sum
+                }
                 guard current < limit else { throw MapAtMaximum(mapSize: maximumMapSize) }
-                target = min(max(current * 2, current + 1 << 20), limit)
+                let doubled = current.multipliedReportingOverflow(by: 2)
+                target = min(doubled.overflow ? limit : max(doubled.partialValue, current + 1 << 20), limit)
             }
             try check(mdb_env_set_mapsize(env, target))
             refreshMapSize()
@@ -308,6 +371,25 @@ final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; ou
     /// Flushes every committed transaction to disk (`mdb_env_sync` with force).
     func sync() throws {
         try check(mdb_env_sync(env, 1))
+    }
+
+    /// Writes a copy of the last committed snapshot to `fd`, an empty file open for writing, while
+    /// writers in every process go on. The copy is compacted (`mdb_env_copyfd2` with `MDB_CP_COMPACT`:
+    /// free pages left out, pages renumbered), which reads under its own read transaction and never
+    /// takes LMDB's writer lock. LMDB refuses to compact a file that has leaked pages
+    /// (`MDB_INCOMPATIBLE`); such a file gets a plain copy, which holds the writer lock for a moment
+    /// to copy the meta pages.
+    func copy(to fd: Int32) throws {
+        var flags = UInt32(MDB_CP_COMPACT)
+        while true {
+            let rc = resizeLock.withReadLock { mdb_env_copyfd2(env, fd, flags) }
+            if rc == MDB_SUCCESS { return }
+            guard rc == MDB_MAP_RESIZED || (rc == MDB_INCOMPATIBLE && flags != 0) else { throw LMDBError(rc) }
+            // Start the file over: another process grew the map before the copy began (adopt its
+            // size), or compaction gave up part way.
+            guard ftruncate(fd, 0) == 0, lseek(fd, 0, SEEK_SET) == 0 else { throw LMDBError(errno) }
+            if rc == MDB_MAP_RESIZED { try resizeMap(grow: false) } else { flags = 0 }
+        }
     }
 
     struct Info: Sendable {

@@ -36,6 +36,8 @@ enum StructureCheck {
     enum Scope {
         /// The main tree and the `values` and `meta` trees: what a reader follows.
         case readerTrees
+        /// The main tree and the `log` tree: what an observer follows.
+        case logTree
         /// Every tree, free pages included.
         case everything
     }
@@ -184,7 +186,12 @@ enum StructureCheck {
                     }
                     let record = FileHeader.TreeRecord(UnsafeRawBufferPointer(start: p, count: pageSize), at: dataOffset)
                     let treeName = String(decoding: UnsafeRawBufferPointer(start: p + offset + nodeHeaderSize, count: keySize), as: UTF8.self)
-                    if scope == .everything || treeName == NamedDatabase.values.name || treeName == NamedDatabase.meta.name {
+                    let follows = switch scope {
+                    case .everything: true
+                    case .readerTrees: treeName == NamedDatabase.values.name || treeName == NamedDatabase.meta.name
+                    case .logTree: treeName == NamedDatabase.log.name
+                    }
+                    if follows {
                         try tree(record, kind: .named, name: "tree '\(treeName)'", slot: slot + 1)
                     }
                 default:

@@ -28,7 +28,7 @@ extension SharedDefaults {
             if let since {
                 cursor = since
             } else {
-                cursor = try store.read { try ChangeLog.tail($0).sequence }
+                cursor = try store.readLog { try ChangeLog.tail($0).sequence }
             }
             if subscribe { try store.changeHub.subscribe() }
             subscribed = subscribe
@@ -59,37 +59,53 @@ extension SharedDefaults {
             return pending[pendingIndex]
         }
 
-        /// Up to `limit` changes after the cursor, advancing it. A gap (the log was trimmed past the
-        /// cursor) yields one `reset` and moves the cursor to the end of the log.
+        /// Up to `limit` changes after the cursor, advancing it only when they are returned. A gap
+        /// (the log was trimmed past the cursor), or a cursor past the end of the log (the suite was
+        /// recreated), yields one `reset` and moves the cursor to the end of the log. A value that
+        /// does not decode comes as nil, and is reported in the store's log.
         func available(limit: Int, withValues: Bool) throws -> [SharedDefaults.Change] {
-            do {
-                return try store.read { txn in
-                    let records = try ChangeLog.records(txn, after: cursor, limit: limit)
-                    guard let first = records.first else { return [] }
-                    if first.sequence > cursor + 1 {
-                        let tail = try ChangeLog.tail(txn)
-                        cursor = tail.sequence
-                        return [SharedDefaults.Change(
-                            sequence: tail.sequence, kind: .reset, key: "", value: nil, origin: store.origin, hlc: tail.hlc)]
-                    }
-                    var changes: [SharedDefaults.Change] = []
-                    for record in records {
-                        cursor = record.sequence
-                        if record.kind != .cleared, let keys, !keys.contains(record.key) { continue }
-                        var value: PropertyListValue?
-                        if withValues && record.kind == .set {
-                            value = try withKeyBytes(record.key) { k in
-                                try txn.get(.values, k).map { try StoredRecord.decode($0).value }
-                            }
-                        }
-                        changes.append(SharedDefaults.Change(
-                            sequence: record.sequence, kind: SharedDefaults.Change.Kind(record.kind),
-                            key: record.key, value: value, origin: record.stamp.origin, hlc: record.stamp.hlc))
-                    }
-                    return changes
+            let read = { [self] (txn: LMDBTransaction) throws -> ([SharedDefaults.Change], UInt64) in
+                let records = try ChangeLog.records(txn, after: self.cursor, limit: limit)
+                let cursor = self.cursor
+                let fellBehind = records.first.map { $0.sequence > cursor + 1 } ?? false
+                let pastTheEnd = try records.isEmpty && ChangeLog.tail(txn).sequence < cursor
+                if fellBehind || pastTheEnd {
+                    let tail = try ChangeLog.tail(txn)
+                    let reset = SharedDefaults.Change(
+                        sequence: tail.sequence, kind: .reset, key: "", value: nil, origin: store.origin, hlc: tail.hlc)
+                    return ([reset], tail.sequence)
                 }
+                var changes: [SharedDefaults.Change] = []
+                for record in records {
+                    if record.kind != .cleared, let keys, !keys.contains(record.key) { continue }
+                    var value: PropertyListValue?
+                    if withValues && record.kind == .set {
+                        value = storedValue(record.key, in: txn)
+                    }
+                    changes.append(SharedDefaults.Change(
+                        sequence: record.sequence, kind: SharedDefaults.Change.Kind(record.kind),
+                        key: record.key, value: value, origin: record.stamp.origin, hlc: record.stamp.hlc))
+                }
+                return (changes, records.last?.sequence ?? cursor)
+            }
+            do {
+                let (changes, newCursor) = try store.readLog(read)
+                cursor = newCursor
+                return changes
             } catch {
                 throw store.translate(error, key: nil)
+            }
+        }
+
+        /// The value stored under `key` now; nil if it is not stored, or does not decode (reported).
+        private func storedValue(_ key: String, in txn: LMDBTransaction) -> PropertyListValue? {
+            do {
+                return try withKeyBytes(key) { k in
+                    try txn.get(.values, k).map { try StoredRecord.decode($0).value }
+                }
+            } catch {
+                store.logger.error("\(store.translate(error, key: key))")
+                return nil
             }
         }
     }

@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import Synchronization
 
 /// The change notifications of one suite in this process: one signal (one inotify watch and its
 /// thread) shared by every observer, started by the first and stopped with the last.
@@ -17,12 +19,14 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
     private var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
     private var nextWaiterID: UInt64 = 0
 
-    // Guarded by `lifecycle`.
+    // Guarded by `lifecycle`, which is never held while waiting for the signal's thread.
     private let lifecycle = NSLock()
     private var subscribers = 0
     private var signal: (any ChangeSignal)?
     /// This process's watcher slot in the sidecar, while inotify serves the hub.
     private var slot: Int?
+    /// `subscribers`, readable without the lock (writers check it after every commit).
+    private let activeSubscribers = Atomic<Int>(0)
 
     /// How often a suite on a file system without inotify is polled (unless configured).
     static let pollingInterval: Duration = .milliseconds(10)
@@ -38,11 +42,7 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
     }
 
     /// Whether any observer of this process is subscribed (writers then wake it directly).
-    var isActive: Bool {
-        lifecycle.lock()
-        defer { lifecycle.unlock() }
-        return subscribers > 0
-    }
+    var isActive: Bool { activeSubscribers.load(ordering: .relaxed) > 0 }
 
     // MARK: Subscribers
 
@@ -51,32 +51,52 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
         defer { lifecycle.unlock() }
         if subscribers == 0 { try start() }
         subscribers += 1
+        activeSubscribers.store(subscribers, ordering: .relaxed)
     }
 
     func unsubscribe() {
         lifecycle.lock()
-        defer { lifecycle.unlock() }
         subscribers -= 1
-        if subscribers == 0 { stop() }
+        activeSubscribers.store(subscribers, ordering: .relaxed)
+        var ending: (signal: (any ChangeSignal)?, slot: Int?)?
+        if subscribers == 0 {
+            ending = (signal, slot)
+            (signal, slot) = (nil, nil)
+        }
+        lifecycle.unlock()
+        // Outside the lock: a handler on the signal's thread may subscribe, or write, meanwhile.
+        if let ending {
+            if let slot = ending.slot { store.environment.sidecar.unregister(slot) }
+            ending.signal?.stop()
+        }
     }
 
     private func start() throws {
+        // The signal's thread reads the suite until it ends, perhaps after every handle of this
+        // process is gone (a handler dropped the last one): it holds a handle of its own.
+        store.retain()
+        var started = false
+        defer { if !started { store.release() } }
+        let release: @Sendable () -> Void = { [store] in store.release() }
         let poster = try NotificationPoster(store: store)
+        let wakeObservers: @Sendable () -> Void = { [weak self] in
+            poster.postPendingChanges()
+            self?.bump()
+        }
         var interval = Self.pollingInterval
         if case .polling(let requested) = store.changeDetection {
             interval = requested
         } else if let slot = store.environment.sidecar.register() {
-            // Listening starts before the first read of the log: no commit after it goes unsignalled.
             let sidecar = store.environment.sidecar
-            let wake: @Sendable () -> Void = { [weak self] in
+            let wake: @Sendable () -> Void = {
                 sidecar.acknowledge(slot)  // before reading the log: later commits signal again
-                poster.postPendingChanges()
-                self?.bump()
+                wakeObservers()
             }
-            if let inotify = InotifySignal(sidecarPath: store.path + "-notify", onSignal: wake) {
+            if let inotify = InotifySignal(sidecarPath: store.path + "-notify", onSignal: wake, cleanup: release) {
                 signal = inotify
                 self.slot = slot
-                sidecar.acknowledge(slot)  // the watch exists: from now on, commits signal it
+                // Listening starts before the first read of the log: no commit after it goes unseen.
+                sidecar.acknowledge(slot)
             } else {
                 sidecar.unregister(slot)
             }
@@ -84,19 +104,12 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
         if signal == nil {
             let store = self.store
             signal = try PollingSignal(
-                interval: interval, probe: { try? store.read { try ChangeLog.tail($0).sequence } },
-                onSignal: { [weak self] in
-                    poster.postPendingChanges()
-                    self?.bump()
-                })
+                interval: interval, probe: { try? store.readLog { try ChangeLog.tail($0).sequence } },
+                onSignal: wakeObservers, cleanup: release)
         }
-    }
-
-    private func stop() {
-        if let slot { store.environment.sidecar.unregister(slot) }
-        slot = nil
-        signal?.stop()  // joins its thread: nothing reads the suite for this hub after this
-        signal = nil
+        started = true
+        // Commits made while the slot was being set up signalled no one: post what they changed.
+        poster.postPendingChanges()
     }
 
     // MARK: Wake-ups
@@ -162,11 +175,11 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
     }
 }
 
-/// Posts `SharedDefaults.didChangeNotification` for every change, from the hub's signal thread
-/// (the only thread that uses it), from a cursor of its own.
-private final class NotificationPoster: @unchecked Sendable {  // used by one thread only
+/// Posts `SharedDefaults.didChangeNotification` for every change, from a cursor of its own.
+private final class NotificationPoster: @unchecked Sendable {  // `feed` is used under `lock` only
     private let feed: SharedDefaults.ChangeFeed
     private let suiteName: String
+    private let lock = NSLock()
 
     init(store: SuiteStore) throws {
         feed = try SharedDefaults.ChangeFeed(store: store, owner: nil, keys: nil, since: nil, subscribe: false)
@@ -174,7 +187,17 @@ private final class NotificationPoster: @unchecked Sendable {  // used by one th
     }
 
     func postPendingChanges() {
-        while let changes = try? feed.available(limit: 512, withValues: false), !changes.isEmpty {
+        lock.lock()
+        defer { lock.unlock() }
+        while true {
+            let changes: [SharedDefaults.Change]
+            do {
+                changes = try feed.available(limit: 512, withValues: false)
+            } catch {
+                feed.store.logger.error("GroupDefaults: cannot post change notifications: \(error)")
+                return
+            }
+            if changes.isEmpty { return }
             for change in changes {
                 NotificationCenter.default.post(
                     name: SharedDefaults.didChangeNotification, object: nil,

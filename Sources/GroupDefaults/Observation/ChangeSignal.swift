@@ -16,33 +16,36 @@ protocol ChangeSignal: AnyObject, Sendable {
 
 /// A thread that waits for something to do, and a pipe that stops it.
 ///
-/// The thread closes its descriptors itself when its loop ends, so that `stop()` may be called
-/// from the thread (a notification handler that ends the last observation): it then returns at
-/// once instead of waiting for itself.
-private final class SignalThread: @unchecked Sendable {  // set once in init, then read only
-    private let stopWriteFD: Int32
+/// `stop()` may be called from the thread itself (a notification handler that ends the last
+/// observation): it then returns at once, and the thread closes the pipe when its loop ends;
+/// otherwise `stop()` waits for the thread to end and closes it. Either way the pipe's read end
+/// is open whenever the stop byte is written (no SIGPIPE, no write to a reused descriptor).
+/// `cleanup` runs on the thread, last.
+private final class SignalThread: @unchecked Sendable {  // the descriptors are set once; `state` is locked
+    private let stopPipe: (read: Int32, write: Int32)
     private let ended = DispatchSemaphore(value: 0)
-    private let thread = RunningThread()
+    private let state = State()
 
-    /// The thread's id, set by the thread when it starts.
-    private final class RunningThread: Sendable {
-        let id = Mutex<pthread_t?>(nil)
+    private final class State: Sendable {
+        /// The thread's id, and whether it must close the pipe itself.
+        let value = Mutex<(thread: pthread_t?, closesOnExit: Bool)>((nil, false))
     }
 
-    /// Starts `loop(stopFD)`, which must return once `stopFD` is readable; `cleanup` closes the
-    /// caller's descriptors after it.
+    /// Starts `loop(stopFD)`, which must return once `stopFD` is readable.
     init(name: String, _ loop: @escaping @Sendable (_ stopFD: Int32) -> Void, cleanup: @escaping @Sendable () -> Void) throws {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw LMDBError(errno) }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        let (readFD, writeFD) = (fds[0], fds[1])
-        stopWriteFD = writeFD
-        let thread = Thread { [ended, running = self.thread] in
-            running.id.withLock { $0 = pthread_self() }
-            loop(readFD)
+        let stopPipe = (read: fds[0], write: fds[1])
+        self.stopPipe = stopPipe
+        let thread = Thread { [ended, state] in
+            state.value.withLock { $0.thread = pthread_self() }
+            loop(stopPipe.read)
             cleanup()
-            close(readFD)
-            close(writeFD)
+            if state.value.withLock({ $0.closesOnExit }) {
+                close(stopPipe.read)
+                close(stopPipe.write)
+            }
             ended.signal()
         }
         thread.name = name
@@ -51,9 +54,17 @@ private final class SignalThread: @unchecked Sendable {  // set once in init, th
 
     func stop() {
         var byte: UInt8 = 1
-        _ = write(stopWriteFD, &byte, 1)
-        let onThread = thread.id.withLock { $0.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
-        if !onThread { ended.wait() }
+        _ = write(stopPipe.write, &byte, 1)
+        let onThread = state.value.withLock { state in
+            let here = state.thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
+            if here { state.closesOnExit = true }
+            return here
+        }
+        if !onThread {
+            ended.wait()
+            close(stopPipe.read)
+            close(stopPipe.write)
+        }
     }
 }
 
@@ -62,7 +73,7 @@ final class InotifySignal: ChangeSignal {
     private let thread: SignalThread
 
     /// nil when inotify cannot watch the file (a file system without it, or no descriptors left).
-    init?(sidecarPath: String, onSignal: @escaping @Sendable () -> Void) {
+    init?(sidecarPath: String, onSignal: @escaping @Sendable () -> Void, cleanup: @escaping @Sendable () -> Void) {
         let inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard inotify >= 0 else { return nil }
         guard inotify_add_watch(inotify, sidecarPath, UInt32(IN_ACCESS | IN_MODIFY)) >= 0 else {
@@ -83,7 +94,10 @@ final class InotifySignal: ChangeSignal {
                         onSignal()
                     }
                 }
-            }, cleanup: { close(inotify) })
+            }, cleanup: {
+                close(inotify)
+                cleanup()
+            })
         } catch {
             close(inotify)
             return nil
@@ -100,21 +114,27 @@ final class InotifySignal: ChangeSignal {
 final class PollingSignal: ChangeSignal {
     private let thread: SignalThread
 
-    init(interval: Duration, probe: @escaping @Sendable () -> UInt64?, onSignal: @escaping @Sendable () -> Void) throws {
-        let milliseconds = Int32(max(1, interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000))
+    init(
+        interval: Duration, probe: @escaping @Sendable () -> UInt64?, onSignal: @escaping @Sendable () -> Void,
+        cleanup: @escaping @Sendable () -> Void
+    ) throws {
+        let milliseconds = Int32(clamping: max(1, interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000))
+        // The first look happens now, before the caller reads the log: a commit after it is seen.
+        let first = probe()
         thread = try SignalThread(name: "GroupDefaults polling", { stopFD in
-            var last = probe()
+            var last = first
             var fd = pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)
             while true {
                 let ready = poll(&fd, 1, milliseconds)
                 if ready > 0 { return }
                 let now = probe()
-                if now != last {
+                // A probe that fails wakes the observers too: they read the log and meet the error.
+                if now != last || now == nil {
                     last = now
                     onSignal()
                 }
             }
-        }, cleanup: {})
+        }, cleanup: cleanup)
     }
 
     func stop() {

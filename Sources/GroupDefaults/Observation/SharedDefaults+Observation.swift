@@ -20,7 +20,7 @@ extension SharedDefaults {
     public var lastSequence: UInt64 {
         get throws {
             do {
-                return try store.read { try ChangeLog.tail($0).sequence }
+                return try store.readLog { try ChangeLog.tail($0).sequence }
             } catch {
                 throw store.translate(error, key: nil)
             }
