@@ -16,18 +16,24 @@ struct SuiteLocation: Sendable {
     private static let maximumFileNameBytes = 255
 
     init(suiteName: String, directory: URL?) throws {
-        let slash = UInt8(ascii: "/")
-        var directory = directory?.path ?? Self.defaultDirectory()
-        if directory.utf8.first != slash {
-            directory = FileManager.default.currentDirectoryPath + "/" + directory
-        }
-        while directory.utf8.count > 1 && directory.utf8.last == slash { directory.removeLast() }
+        let directory = Self.absoluteDirectory(directory)
         try Self.validate(suiteName: suiteName, directory: directory)
         self.suiteName = suiteName
         self.directory = directory
     }
 
     var path: String { directory + "/" + suiteName + "." + Self.fileExtension }
+
+    /// `directory` (or the default directory) as an absolute path without a trailing slash.
+    static func absoluteDirectory(_ directory: URL?) -> String {
+        let slash = UInt8(ascii: "/")
+        var directory = directory?.path ?? defaultDirectory()
+        if directory.utf8.first != slash {
+            directory = FileManager.default.currentDirectoryPath + "/" + directory
+        }
+        while directory.utf8.count > 1 && directory.utf8.last == slash { directory.removeLast() }
+        return directory
+    }
 
     /// `$GROUPDEFAULTS_DIR`, else `$XDG_DATA_HOME/groupdefaults`, else `~/.local/share/groupdefaults`.
     static func defaultDirectory() -> String {
