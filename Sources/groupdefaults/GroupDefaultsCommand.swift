@@ -4,6 +4,16 @@ import ArgumentParser
 struct GroupDefaultsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "groupdefaults",
-        abstract: "Inspect and edit GroupDefaults suites: the verbs of macOS `defaults`, and more."
+        abstract: "Inspect and edit GroupDefaults suites: the verbs of macOS `defaults`, and more.",
+        discussion: """
+            A SUITE is a suite name, found in --directory, else $GROUPDEFAULTS_DIR, else \
+            $XDG_DATA_HOME/groupdefaults, else ~/.local/share/groupdefaults; or the path of a .lmdb file. \
+            Reading never creates a suite.
+            """,
+        subcommands: [
+            Domains.self, Read.self, ReadType.self, Write.self, Rename.self, Delete.self, Find.self,
+            Export.self, Import.self, Watch.self, Increment.self, Info.self, Verify.self, Backup.self,
+            Restore.self,
+        ]
     )
 }

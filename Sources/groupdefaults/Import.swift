@@ -1,0 +1,45 @@
+import ArgumentParser
+import Foundation
+import GroupDefaults
+
+extension GroupDefaultsCommand {
+    struct Import: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Replace a suite with the contents of a file, or of stdin.",
+            discussion: """
+                Reads a property list (XML, binary or old-style) or typed JSON whose top level is a \
+                dictionary, and replaces the suite with it in one transaction: all or nothing.
+
+                Example: groupdefaults import group.com.example.chat backup.plist
+                """)
+
+        @OptionGroup var options: SuiteOptions
+        @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String
+        @Argument(help: "The file to read, or - for stdin.") var path: String
+
+        func run() throws {
+            try perform {
+                let data: Data
+                if path == "-" {
+                    data = FileHandle.standardInput.readDataToEndOfFile()
+                } else {
+                    do {
+                        data = try Data(contentsOf: URL(fileURLWithPath: path))
+                    } catch {
+                        throw Failure("cannot read \(path): \((error as NSError).localizedDescription)")
+                    }
+                }
+                let value: PropertyListValue
+                do {
+                    value = try PropertyListValue.decode(propertyListData: data)
+                } catch {
+                    throw Failure("\(path == "-" ? "stdin" : path) is not a property list or typed JSON: \(error)")
+                }
+                guard case .dictionary(let values) = value else {
+                    throw Failure("the top level of \(path == "-" ? "stdin" : path) is a \(value.typeName), not a dictionary")
+                }
+                try options.openOrCreate(suite).replaceAll(with: values)
+            }
+        }
+    }
+}

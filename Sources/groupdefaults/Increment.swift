@@ -1,0 +1,30 @@
+import ArgumentParser
+import GroupDefaults
+
+extension GroupDefaultsCommand {
+    struct Increment: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add to an integer, atomically across processes, and print the result.",
+            discussion: "A missing key counts as 0. Example: groupdefaults increment group.com.example.chat unread 2")
+
+        @OptionGroup var options: SuiteOptions
+        @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String
+        @Argument(help: "The key.") var key: String
+        @Argument(help: "How much to add (default 1; may be negative).") var by: Int = 1
+
+        func run() throws {
+            try perform {
+                let new = try options.openOrCreate(suite).update(key) { old in
+                    guard let old else { return .integer(by) }
+                    guard case .integer(let value) = old else {
+                        throw Failure("the value of \(key) is a \(old.typeName), not an integer")
+                    }
+                    let (sum, overflow) = value.addingReportingOverflow(by)
+                    guard !overflow else { throw Failure("\(value) + \(by) does not fit in a 64-bit integer") }
+                    return .integer(sum)
+                }
+                output(new.map(ValueText.single) ?? "")
+            }
+        }
+    }
+}

@@ -1,0 +1,30 @@
+import ArgumentParser
+import GroupDefaults
+
+extension GroupDefaultsCommand {
+    struct Verify: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check every page and record of a suite; exit 0 only when all are good.",
+            discussion: "Example: groupdefaults verify group.com.example.chat")
+
+        @OptionGroup var options: SuiteOptions
+        @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String
+
+        func run() throws {
+            try perform {
+                let report: SharedDefaults.VerifyReport
+                if let file = SuiteOptions.fileURL(suite) {
+                    report = SharedDefaults.verify(fileAt: file)
+                } else {
+                    report = try options.open(suite).verify()
+                }
+                if let problem = report.structureProblem { output("damaged structure: \(problem)") }
+                for damaged in report.damagedKeys { output("damaged key \(damaged.key): \(damaged.reason)") }
+                guard report.isHealthy else {
+                    throw Failure("\(suite) is damaged (\(report.damagedKeys.count) of \(report.checkedKeys) keys)")
+                }
+                output("\(suite): \(report.checkedKeys) keys, all good")
+            }
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import ArgumentParser
+import Foundation
+import GroupDefaults
+
+extension GroupDefaultsCommand {
+    struct Watch: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Follow a suite's changes, from every process, as they happen.",
+            discussion: """
+                Prints one line per change: sequence number, kind (set, removed, cleared, reset), key and \
+                value; with --json, one JSON object per line. Ends on SIGINT or SIGTERM.
+
+                Example: groupdefaults watch group.com.example.chat sound --json
+                """)
+
+        @OptionGroup var options: SuiteOptions
+        @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String
+        @Argument(help: "Only these keys.") var keys: [String] = []
+        @Option(name: .long, help: "Start after this sequence number, replaying what the suite retains.") var since: UInt64?
+        @Flag(name: .long, help: "Print JSON lines.") var json = false
+
+        func run() throws {
+            try perform {
+                let defaults = try options.open(suite)
+                let feed = try defaults.changeFeed(forKeys: keys.isEmpty ? nil : Set(keys), since: since)
+                // Output is written line by line, unbuffered: ending at a signal loses nothing.
+                signal(SIGINT) { _ in _exit(0) }
+                signal(SIGTERM) { _ in _exit(0) }
+                while let change = try feed.next() {
+                    output(json ? Self.json(change) : Self.text(change))
+                }
+            }
+        }
+
+        static func text(_ change: SharedDefaults.Change) -> String {
+            switch change.kind {
+            case .set: "\(change.sequence) set \(change.key) \(change.value.map(ValueText.oneLine) ?? "(removed since)")"
+            case .removed: "\(change.sequence) removed \(change.key)"
+            case .cleared: "\(change.sequence) cleared"
+            case .reset: "\(change.sequence) reset"
+            }
+        }
+
+        static func json(_ change: SharedDefaults.Change) -> String {
+            var object: [String: PropertyListValue] = [
+                "sequence": .integer(Int(change.sequence)), "kind": .string(change.kind.rawValue),
+                "origin": .string(String(change.origin)),
+            ]
+            if !change.key.isEmpty { object["key"] = .string(change.key) }
+            if let value = change.value { object["value"] = value }
+            return PropertyListValue.dictionary(object).plainJSON()
+                .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+        }
+    }
+}

@@ -1,0 +1,190 @@
+import ArgumentParser
+import Foundation
+import GroupDefaults
+
+extension GroupDefaultsCommand {
+    struct Write: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write a value, or replace a whole suite.",
+            discussion: """
+                groupdefaults write SUITE KEY VALUE             a string
+                groupdefaults write SUITE KEY -TYPE VALUE        -string, -data HEX, -int[eger], -float, -bool[ean] \
+                (true/false/yes/no/1/0), -date (2026-11-21 10:00:00 +0000, or ISO 8601)
+                groupdefaults write SUITE KEY -array V…         also -array-add, -dict K V…, -dict-add K V…; \
+                elements are strings unless a type flag precedes them
+                groupdefaults write SUITE KEY --json VALUE      typed JSON ({"integer":3}) or plain JSON
+                groupdefaults write SUITE 'PLIST'                replaces the whole suite, in one transaction
+
+                Options go before SUITE. Example: groupdefaults write group.com.example.chat volume -float 0.8
+                """)
+
+        @OptionGroup var options: SuiteOptions
+        @Argument(parsing: .captureForPassthrough, help: "SUITE KEY [-TYPE] VALUE…, or SUITE PLIST.")
+        var arguments: [String] = []
+
+        func run() throws {
+            try perform {
+                guard arguments.count >= 2 else {
+                    throw Failure("write needs a suite and a key and value, or a suite and a property list; see groupdefaults write --help", status: 64)
+                }
+                let suite = arguments[0]
+                if arguments.count == 2 {
+                    let plist = try PropertyListValue.decode(propertyListData: Data(arguments[1].utf8))
+                    guard case .dictionary(let values) = plist else {
+                        throw Failure("a property list that replaces a suite must be a dictionary: { key = value; }")
+                    }
+                    try options.openOrCreate(suite).replaceAll(with: values)
+                    return
+                }
+                let key = arguments[1]
+                let defaults = try options.openOrCreate(suite)
+                var words = Array(arguments.dropFirst(2))[...]
+                let flag = words.first
+                switch flag {
+                case "-array-add":
+                    words.removeFirst()
+                    let added = try TypeFlags.values(&words)
+                    try defaults.update(key) { old in
+                        guard let old else { return .array(added) }
+                        guard case .array(let existing) = old else {
+                            throw Failure("-array-add: the value of \(key) is a \(old.typeName), not an array")
+                        }
+                        return .array(existing + added)
+                    }
+                case "-dict-add":
+                    words.removeFirst()
+                    let added = try TypeFlags.pairs(&words)
+                    try defaults.update(key) { old in
+                        guard let old else { return .dictionary(added) }
+                        guard case .dictionary(let existing) = old else {
+                            throw Failure("-dict-add: the value of \(key) is a \(old.typeName), not a dictionary")
+                        }
+                        return .dictionary(existing.merging(added) { _, new in new })
+                    }
+                default:
+                    let value = try TypeFlags.value(&words, allowContainers: true)
+                    guard words.isEmpty else {
+                        throw Failure("unexpected '\(words.first!)' after the value; quote a value that has spaces")
+                    }
+                    try defaults.write { try $0.set(value, forKey: key) }
+                }
+            }
+        }
+    }
+}
+
+/// The type flags of `defaults write`, parsed from the words after the key.
+enum TypeFlags {
+    /// One value: a type flag and its argument(s), or a bare string.
+    static func value(_ words: inout ArraySlice<String>, allowContainers: Bool) throws -> PropertyListValue {
+        guard let word = words.popFirst() else { throw Failure("a value is missing") }
+        func argument() throws -> String {
+            guard let next = words.popFirst() else { throw Failure("\(word) needs a value") }
+            return next
+        }
+        switch word {
+        case "-string": return .string(try argument())
+        case "-int", "-integer":
+            let text = try argument()
+            guard let int = Int(text) else { throw Failure("\(word) needs a whole number, not '\(text)'") }
+            return .integer(int)
+        case "-float", "-double":
+            let text = try argument()
+            guard let double = Double(text) else { throw Failure("\(word) needs a number, not '\(text)'") }
+            return .double(double)
+        case "-bool", "-boolean":
+            let text = try argument()
+            switch text.lowercased() {
+            case "true", "yes", "1": return .bool(true)
+            case "false", "no", "0": return .bool(false)
+            default: throw Failure("\(word) needs true, false, yes, no, 1 or 0, not '\(text)'")
+            }
+        case "-date":
+            let text = try argument()
+            guard let date = DateText.parse(text) else {
+                throw Failure("-date needs a date like '2026-11-21 10:00:00 +0000' or '2026-11-21T10:00:00Z', not '\(text)'")
+            }
+            return .date(date)
+        case "-data":
+            let text = try argument()
+            guard let data = hexData(text) else {
+                throw Failure("-data needs hexadecimal digits in pairs, like 0a1b2c, not '\(text)'")
+            }
+            return .data(data)
+        case "--json", "-json":
+            let text = try argument()
+            do {
+                return try PropertyListValue.parseJSON(text)
+            } catch {
+                throw Failure("--json: \(error)")
+            }
+        case "-array" where allowContainers:
+            return .array(try values(&words))
+        case "-dict" where allowContainers:
+            return .dictionary(try pairs(&words))
+        case "-array", "-dict", "-array-add", "-dict-add":
+            throw Failure("\(word) cannot be nested here")
+        default:
+            if word.hasPrefix("-") && word.count > 1 && Double(word) == nil {
+                throw Failure("unknown type flag '\(word)'; see groupdefaults write --help (use -string to store a string that starts with '-')")
+            }
+            return .string(word)
+        }
+    }
+
+    /// Values up to the end of the words.
+    static func values(_ words: inout ArraySlice<String>) throws -> [PropertyListValue] {
+        var values: [PropertyListValue] = []
+        while !words.isEmpty { values.append(try value(&words, allowContainers: false)) }
+        return values
+    }
+
+    /// Key-value pairs up to the end of the words.
+    static func pairs(_ words: inout ArraySlice<String>) throws -> [String: PropertyListValue] {
+        var pairs: [String: PropertyListValue] = [:]
+        while let key = words.popFirst() {
+            guard !words.isEmpty else { throw Failure("-dict: the key '\(key)' has no value") }
+            pairs[key] = try value(&words, allowContainers: false)
+        }
+        return pairs
+    }
+
+    static func hexData(_ text: String) -> Data? {
+        let digits = Array(text.utf8.filter { $0 != UInt8(ascii: " ") })
+        guard digits.count % 2 == 0 else { return nil }
+        var data = Data(capacity: digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let high = hexDigit(digits[index]), let low = hexDigit(digits[index + 1]) else { return nil }
+            data.append(high << 4 | low)
+            index += 2
+        }
+        return data
+    }
+
+    private static func hexDigit(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
+
+/// Dates as `defaults` prints and reads them.
+enum DateText {
+    static func parse(_ text: String) -> Date? {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        for format in ["yyyy-MM-dd HH:mm:ss Z", "yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd"] {
+            formatter.dateFormat = format
+            formatter.timeZone = TimeZone(identifier: "UTC")
+            if let date = formatter.date(from: text) { return date }
+        }
+        let iso = ISO8601DateFormatter()
+        if let date = iso.date(from: text) { return date }
+        iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return iso.date(from: text)
+    }
+}
