@@ -7,15 +7,19 @@ extension GroupDefaultsCommand {
         static let configuration = CommandConfiguration(
             abstract: "Write a value, or replace a whole suite.",
             discussion: """
-                groupdefaults write SUITE KEY VALUE             a string
-                groupdefaults write SUITE KEY -TYPE VALUE        -string, -data HEX, -int[eger], -float, -bool[ean] \
-                (true/false/yes/no/1/0), -date (2026-11-21 10:00:00 +0000, or ISO 8601)
-                groupdefaults write SUITE KEY -array V…         also -array-add, -dict K V…, -dict-add K V…; \
-                elements are strings unless a type flag precedes them
-                groupdefaults write SUITE KEY --json VALUE      typed JSON ({"integer":3}) or plain JSON
-                groupdefaults write SUITE 'PLIST'                replaces the whole suite, in one transaction
+                  write SUITE KEY VALUE          a string
+                  write SUITE KEY -TYPE VALUE    -string, -int[eger], -float, -bool[ean],
+                                                 -date, -data HEX
+                  write SUITE KEY -array V...    also -array-add V..., -dict K V...,
+                                                 -dict-add K V...; elements are strings
+                                                 unless a type flag precedes them
+                  write SUITE KEY --json VALUE   typed JSON ({"integer":3}) or plain JSON
+                  write SUITE 'PLIST'            replace the whole suite, all or nothing
 
-                Options go before SUITE. Example: groupdefaults write group.com.example.chat volume -float 0.8
+                Booleans: true, false, yes, no, 1, 0. Dates: 2026-11-21 10:00:00 +0000,
+                or ISO 8601. Options go before SUITE.
+
+                Example: groupdefaults write group.com.example.chat volume -float 0.8
                 """)
 
         @OptionGroup var options: SuiteOptions
@@ -23,6 +27,10 @@ extension GroupDefaultsCommand {
         var arguments: [String] = []
 
         func run() throws {
+            // The arguments are captured raw (for the single-dash type flags), help included.
+            if let first = arguments.first, first == "--help" || first == "-h" || first == "help" {
+                throw CleanExit.helpRequest(self)
+            }
             try perform {
                 guard arguments.count >= 2 else {
                     throw Failure("write needs a suite and a key and value, or a suite and a property list; see groupdefaults write --help", status: 64)
