@@ -4,19 +4,6 @@ import Testing
 
 // MARK: Helpers
 
-/// A small deterministic random number generator (SplitMix64), so that a failing seed reproduces.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 private func randomBytes(_ count: Int, seed: UInt64) -> Data {
     var rng = SeededGenerator(seed: seed)
     return Data((0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) })

@@ -97,18 +97,6 @@ private func decodeText(_ text: String) throws -> PropertyListValue {
     try PropertyListValue.decode(propertyListData: Data(text.utf8))
 }
 
-/// A tiny deterministic random number generator (SplitMix64), so that fuzz cases repeat.
-private struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 // MARK: Python's plistlib, a reader and writer no one here wrote
 
 /// Runs `python3 -c script arguments…` and returns its standard output.
@@ -706,7 +694,7 @@ struct PropertyListFormatsTests {
     @Test("random damage to every format is refused or read, never a crash", arguments: PropertyListFormat.allCases)
     func fuzz(format: PropertyListFormat) throws {
         let original = [UInt8](try nested(depth: 4).propertyListData(format: format))
-        var rng = SplitMix(state: 0x5EED + UInt64(PropertyListFormat.allCases.firstIndex(of: format)!))
+        var rng = SeededGenerator(seed: 0x5EED + UInt64(PropertyListFormat.allCases.firstIndex(of: format)!))
         for round in 0..<3000 {
             var bytes = original
             for _ in 0...Int.random(in: 0...3, using: &rng) {
