@@ -15,8 +15,9 @@ import Glibc
 ///   after clearing their flag, so after the commit. A watcher that died keeps its flag set, so it
 ///   costs writers nothing; its slot is reused by the next watcher to register.
 ///
-/// Layout (little-endian 32-bit words): magic, version, then `slotCount` slots of (pid, pending)
-/// from byte 64.
+/// Layout (little-endian 32-bit words): magic, version, the number of slots taken (so that a
+/// writer with no watcher anywhere reads one word), then `slotCount` slots of (pid, pending) from
+/// byte 64.
 final class Sidecar: @unchecked Sendable {  // the mapping's words are only touched atomically
     static let magic: UInt32 = 0x4744_534E  // "GDSN"
     static let version: UInt32 = 1
@@ -59,6 +60,7 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
                 gd_atomic_store(pidWord(slot), 0)
                 gd_atomic_store(pendingWord(slot), 0)
             }
+            gd_atomic_store(takenWord, 0)
             gd_atomic_store(word(4), Self.version)
             gd_atomic_store(word(0), Self.magic)
         }
@@ -72,6 +74,7 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
     private func word(_ offset: Int) -> UnsafeMutablePointer<UInt32> {
         (base + offset).assumingMemoryBound(to: UInt32.self)
     }
+    private var takenWord: UnsafeMutablePointer<UInt32> { word(8) }
     private func pidWord(_ slot: Int) -> UnsafeMutablePointer<UInt32> { word(Self.slotsOffset + slot * 8) }
     private func pendingWord(_ slot: Int) -> UnsafeMutablePointer<UInt32> { word(Self.slotsOffset + slot * 8 + 4) }
 
@@ -92,6 +95,7 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
                 let holder = gd_atomic_load(pidWord(slot))
                 let free = holder == 0 || (pass == 1 && kill(pid_t(bitPattern: holder), 0) != 0 && errno == ESRCH)
                 guard free, gd_atomic_compare_exchange(pidWord(slot), holder, me) != 0 else { continue }
+                if holder == 0 { addTaken(1) }
                 // Not listening yet: writers skip the slot until `acknowledge`, which the watcher
                 // calls once its inotify watch exists (commits before that are in the log it reads).
                 gd_atomic_store(pendingWord(slot), 1)
@@ -103,7 +107,15 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
 
     func unregister(_ slot: Int) {
         gd_atomic_store(pendingWord(slot), 1)
-        _ = gd_atomic_compare_exchange(pidWord(slot), UInt32(bitPattern: getpid()), 0)
+        if gd_atomic_compare_exchange(pidWord(slot), UInt32(bitPattern: getpid()), 0) != 0 { addTaken(-1) }
+    }
+
+    private func addTaken(_ delta: Int32) {
+        while true {
+            let taken = gd_atomic_load(takenWord)
+            let new = UInt32(clamping: max(0, Int64(taken) + Int64(delta)))
+            if gd_atomic_compare_exchange(takenWord, taken, new) != 0 { return }
+        }
     }
 
     /// The watcher in `slot` woke: later commits must signal it again.
@@ -113,6 +125,7 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
 
     /// After a commit: marks every watcher's wake-up pending, and raises the signal if any was not.
     func signalWatchers() {
+        guard gd_atomic_load(takenWord) > 0 else { return }
         var signal = false
         for slot in 0..<Self.slotCount where gd_atomic_load(pidWord(slot)) != 0 {
             if gd_atomic_exchange(pendingWord(slot), 1) == 0 { signal = true }
