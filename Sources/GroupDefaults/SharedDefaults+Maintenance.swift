@@ -456,5 +456,9 @@ extension SuiteLocation {
         guard st.st_mode & S_IFMT == S_IFREG else {
             throw SharedDefaultsError(.corruptFile, suite: suiteName, path: path, "not a suite file: it is not a regular file")
         }
+        guard st.st_size > 0 else {
+            // LMDB would make an empty file a new suite; opening an existing suite creates nothing.
+            throw SharedDefaultsError(.corruptFile, suite: suiteName, path: path, "not a suite file: the file is empty; it was left unchanged")
+        }
     }
 }
