@@ -30,7 +30,18 @@ extension GroupDefaultsCommand {
 
         func run() throws {
             try perform {
-                try options.openOrCreate(suite).restore(from: URL(fileURLWithPath: source))
+                // Check the source before the target exists: a refused restore creates nothing.
+                let sourceURL = URL(fileURLWithPath: source)
+                guard FileManager.default.fileExists(atPath: sourceURL.path) else {
+                    throw Failure("cannot restore from \(source): no such file")
+                }
+                let report = SharedDefaults.verify(fileAt: sourceURL)
+                guard report.isHealthy else {
+                    let problem = report.structureProblem
+                        ?? "damaged keys: " + report.damagedKeys.map(\.key).joined(separator: ", ")
+                    throw Failure("cannot restore from \(source): it does not verify (\(problem)); nothing was changed")
+                }
+                try options.openOrCreate(suite).restore(from: sourceURL)
             }
         }
     }

@@ -10,10 +10,15 @@ extension GroupDefaultsCommand {
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String
         @Argument(help: "The key.") var key: String
-        @Argument(help: "How much to add (default 1; may be negative).") var by: Int = 1
+        // Captured raw, so that a negative amount is not taken for an option.
+        @Argument(parsing: .allUnrecognized, help: ArgumentHelp("How much to add (default 1; may be negative).", valueName: "by"))
+        var amount: [String] = []
 
         func run() throws {
             try perform {
+                guard amount.count <= 1, let by = amount.isEmpty ? 1 : Int(amount[0]) else {
+                    throw Failure("increment takes one whole number to add, not '\(amount.joined(separator: " "))'", status: 64)
+                }
                 let new = try options.openOrCreate(suite).update(key) { old in
                     guard let old else { return .integer(by) }
                     guard case .integer(let value) = old else {

@@ -1,0 +1,215 @@
+import Foundation
+import Glibc
+import Testing
+
+/// `watch`, and the tool's processes running side by side.
+@Suite struct ConcurrencyTests {
+    /// Starts `watch SUITE ARGUMENTS… --since LAST` where LAST is the suite's last change now, so
+    /// that it misses nothing written after this call, however long it takes to start.
+    static func startWatch(_ sandbox: Sandbox, _ suite: String, _ arguments: [String] = []) throws -> (RunningProcess, UInt64) {
+        let last = try sandbox.lastChange(suite)
+        return (try sandbox.start(["watch", suite] + arguments + ["--since", String(last)]), last)
+    }
+
+    @Test func watchPrintsOneLinePerChangeAndEndsOnSIGTERM() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "before", "x")
+            let (watch, last) = try Self.startWatch(sandbox, "s")
+            defer { watch.stop() }
+            try sandbox.ok("write", "s", "sound", "-string", "ring tone.caf")
+            try sandbox.ok("write", "s", "n", "-int", "3")
+            try sandbox.ok("write", "s", "prefs", "-dict", "k", "v")
+            try sandbox.ok("delete", "s", "sound")
+            try sandbox.ok("delete", "s")
+            var lines: [String] = []
+            for _ in 0..<5 {
+                guard let line = watch.nextLine() else { break }
+                lines.append(line)
+            }
+            #expect(lines == [
+                "\(last + 1) set sound ring tone.caf",
+                "\(last + 2) set n 3",
+                "\(last + 3) set prefs { k = v; }",
+                "\(last + 4) removed sound",
+                "\(last + 5) cleared",
+            ])
+            if let result = watch.end(with: SIGTERM) {
+                #expect(result.reason == .exit && result.status == 0, "\(result)")
+                #expect(result.stdout.isEmpty && result.stderr.isEmpty, "\(result)")
+            }
+        }
+    }
+
+    @Test func watchOfSomeKeysShowsOnlyThem() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "other", "x")
+            let (watch, last) = try Self.startWatch(sandbox, "s", ["sound", "--json"])
+            defer { watch.stop() }
+            try sandbox.ok("write", "s", "other", "y")
+            try sandbox.ok("write", "s", "sound", "bell.aiff")
+            try sandbox.ok("write", "s", "other", "z")
+            try sandbox.ok("delete", "s")
+            let first = try JSONValue.parse(try #require(watch.nextLine()))
+            #expect(first == .object([
+                "sequence": .integer(Int64(last + 2)), "kind": .string("set"), "key": .string("sound"),
+                "value": .string("bell.aiff"), "origin": try #require(first["origin"]),
+            ]))
+            if case .string(let origin) = first["origin"] {
+                #expect(UInt64(origin) != nil, "\(first)")
+            } else {
+                Issue.record("origin is not a string: \(first)")
+            }
+            let second = try JSONValue.parse(try #require(watch.nextLine()))
+            #expect(second["kind"] == .string("cleared") && second["sequence"] == .integer(Int64(last + 4)), "\(second)")
+            if let result = watch.end(with: SIGINT) {
+                #expect(result.reason == .exit && result.status == 0, "\(result)")
+                #expect(result.stdout.isEmpty, "printed more than the changes of sound: \(result)")
+            }
+        }
+    }
+
+    /// `watch` ends on SIGINT and SIGTERM even when started with them blocked, as it is when
+    /// started from a thread that blocks them (a thread pool's worker, like this test runner's):
+    /// a child inherits its parent thread's signal mask.
+    @Test(arguments: [SIGINT, SIGTERM])
+    func watchEndsOnASignalItInheritedBlocked(_ signal: Int32) throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "a", "1")
+            let last = try sandbox.lastChange("s")
+            let watch = try sandbox.start(["watch", "s", "--since", String(last)], blockingTermination: true)
+            defer { watch.stop() }
+            try sandbox.ok("write", "s", "b", "2")
+            #expect(watch.nextLine() == "\(last + 1) set b 2")  // it is watching
+            if let result = watch.end(with: signal, timeout: .seconds(5)) {
+                #expect(result.reason == .exit && result.status == 0, "\(result)")
+            }
+        }
+    }
+
+    /// Eight `write` processes released together, and a `watch --json` that sees each change once,
+    /// in commit order.
+    @Test func eightParallelWritersAndAWatcherThatSeesEveryChange() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "setup", "x")
+            let (watch, last) = try Self.startWatch(sandbox, "s", ["--json"])
+            defer { watch.stop() }
+            // The watcher is live: it prints a marker written after it started.
+            try sandbox.ok("write", "s", "marker", "ready")
+            let marker = try JSONValue.parse(try #require(watch.nextLine(), "watch printed nothing"))
+            #expect(marker["key"] == .string("marker") && marker["sequence"] == .integer(Int64(last + 1)), "\(marker)")
+
+            // Each writer waits for a line on stdin, so that all start writing together.
+            var writers: [RunningProcess] = []
+            defer { for writer in writers { writer.stop() } }
+            for i in 0..<8 {
+                writers.append(try sandbox.startShell(#"read go && exec "$GD" write s "$1" -int "$2""#, ["w\(i)", String(i * 11)]))
+            }
+            for writer in writers { writer.send("go\n") }
+            for (i, writer) in writers.enumerated() {
+                let result = writer.finish()
+                #expect(result.succeeded && result.stderr.isEmpty, "writer \(i): \(result)")
+            }
+
+            var seen: [String: (sequence: Int64, value: JSONValue?)] = [:]
+            var sequences: [Int64] = []
+            let deadline = ContinuousClock.now + .seconds(60)
+            while seen.count < 8, let line = watch.nextLine(timeout: deadline - ContinuousClock.now) {
+                let change = try JSONValue.parse(line)
+                guard case .integer(let sequence) = change["sequence"], case .string(let key) = change["key"] else {
+                    Issue.record("unexpected line \(line)")
+                    continue
+                }
+                #expect(change["kind"] == .string("set"), "\(line)")
+                #expect(seen[key] == nil, "\(key) seen twice")
+                seen[key] = (sequence, change["value"])
+                sequences.append(sequence)
+            }
+            #expect(Set(seen.keys) == Set((0..<8).map { "w\($0)" }), "saw \(seen.keys.sorted())")
+            for i in 0..<8 {
+                #expect(seen["w\(i)"]?.value == .integer(Int64(i * 11)), "w\(i)")
+            }
+            #expect(sequences == Array(Int64(last + 2)...Int64(last + 9)), "in commit order, none missing: \(sequences)")
+
+            if let result = watch.end(with: SIGINT) {
+                #expect(result.reason == .exit && result.status == 0, "\(result)")
+                #expect(result.stdout.isEmpty, "more changes than written: \(result)")
+            }
+
+            let contents = try JSONValue.parse(sandbox.ok("read", "s", "--json"))
+            for i in 0..<8 { #expect(contents["w\(i)"] == .integer(Int64(i * 11))) }
+        }
+    }
+
+    /// Increments from several processes add up: none lost.
+    @Test func concurrentIncrementsLoseNothing() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "count", "-int", "0")
+            var loops: [RunningProcess] = []
+            defer { for loop in loops { loop.stop() } }
+            for _ in 0..<4 {
+                loops.append(try sandbox.startShell("""
+                    read go || exit 1
+                    i=0
+                    while [ $i -lt 25 ]; do "$GD" increment s count > /dev/null || exit 1; i=$((i+1)); done
+                    """))
+            }
+            for loop in loops { loop.send("go\n") }
+            for loop in loops {
+                let result = loop.finish()
+                #expect(result.succeeded, "\(result)")
+            }
+            #expect(try sandbox.ok("read", "s", "count") == "100\n")
+        }
+    }
+
+    /// A backup taken while other processes increment opens, verifies, and holds a consistent
+    /// snapshot.
+    @Test func backupWhileWritersRunOpensAndVerifies() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "fixed", "kept")
+            let stop = sandbox.path("stop")
+            var loops: [RunningProcess] = []
+            defer {
+                _ = FileManager.default.createFile(atPath: stop, contents: nil)
+                for loop in loops { loop.stop() }
+            }
+            for key in ["c1", "c2"] {
+                // Prints each new value; stops when the stop file appears (or after 20,000 rounds).
+                loops.append(try sandbox.startShell("""
+                    i=0
+                    while [ ! -e "$1" ] && [ $i -lt 20000 ]; do "$GD" increment s "$2" || exit 1; i=$((i+1)); done
+                    """, [stop, key]))
+            }
+            // Wait until both writers are well under way.
+            for loop in loops {
+                #expect(loop.waitForLine { Int($0).map { $0 >= 10 } ?? false }, "a writer made no progress")
+            }
+            let backup = sandbox.path("during.lmdb")
+            let result = try sandbox.run("backup", "s", backup)
+            // The writers were still running when the backup ended.
+            let stillRunning = loops.allSatisfy { $0.process.isRunning }
+            _ = FileManager.default.createFile(atPath: stop, contents: nil)
+            for loop in loops {
+                let end = loop.finish()
+                #expect(end.succeeded && end.stderr.isEmpty, "\(end)")
+            }
+            let finals = try ["c1", "c2"].map { key in
+                try #require(Int64(sandbox.ok("read", "s", key).trimmingCharacters(in: .newlines)))
+            }
+            #expect(result.succeeded && result.stderr.isEmpty, "\(result)")
+            #expect(stillRunning, "a writer ended before the backup did; the test proves nothing")
+
+            #expect(try sandbox.ok("verify", backup) == "\(backup): 3 keys, all good\n")
+            let copy = try JSONValue.parse(sandbox.ok("read", backup, "--json"))
+            #expect(copy["fixed"] == .string("kept"))
+            for (index, key) in ["c1", "c2"].enumerated() {
+                guard case .integer(let value) = copy[key] else {
+                    Issue.record("\(key) is not an integer in the backup: \(copy)")
+                    continue
+                }
+                #expect(value >= 10 && value <= finals[index], "\(key) = \(value), final \(finals[index])")
+            }
+            #expect(try sandbox.ok("verify", "s") == "s: 3 keys, all good\n")
+        }
+    }
+}

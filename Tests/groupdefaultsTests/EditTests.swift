@@ -1,0 +1,161 @@
+import Foundation
+import Testing
+
+/// `rename`, `delete`, `find`, `increment`.
+@Suite struct EditTests {
+    @Test func renameMovesTheValueWithItsType() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "old", "-int", "7")
+            try sandbox.ok("write", "s", "taken", "x")
+            try sandbox.ok("rename", "s", "old", "new")
+            #expect(try JSONValue.parse(sandbox.ok("read", "s", "--json")) == .object(["new": .integer(7), "taken": .string("x")]))
+            #expect(try sandbox.ok("read-type", "s", "new") == "Type is integer\n")
+
+            // Onto an existing key: replaces it.
+            try sandbox.ok("rename", "s", "new", "taken")
+            #expect(try JSONValue.parse(sandbox.ok("read", "s", "--json")) == .object(["taken": .integer(7)]))
+        }
+    }
+
+    @Test func renameOfAMissingKeyChangesNothing() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "a", "1")
+            let before = try sandbox.contents("s")
+            let last = try sandbox.lastChange("s")
+            let result = try sandbox.run("rename", "s", "nope", "a")
+            #expect(result.reason == .exit && result.status == 1, "\(result)")
+            #expect(result.stderr == "The domain/default pair of (s, nope) does not exist\n")
+            #expect(try sandbox.contents("s") == before)
+            #expect(try sandbox.lastChange("s") == last)
+        }
+    }
+
+    /// Readers in other processes never see both names, or neither, while another process renames
+    /// back and forth.
+    @Test func renameIsAtomicForOtherProcesses() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "a", "-int", "7")
+            try sandbox.ok("write", "s", "other", "x")
+            let renamer = try sandbox.startShell("""
+                i=0
+                while [ $i -lt 60 ]; do
+                    "$GD" rename s a b || exit 1
+                    "$GD" rename s b a || exit 1
+                    i=$((i+1))
+                done
+                """)
+            defer { renamer.stop() }
+            var reads = 0
+            repeat {
+                let snapshot = try JSONValue.parse(sandbox.ok("read", "s", "--json"))
+                let present = (snapshot["a"] != nil ? 1 : 0) + (snapshot["b"] != nil ? 1 : 0)
+                #expect(present == 1, "read \(reads): \(snapshot)")
+                #expect((snapshot["a"] ?? snapshot["b"]) == .integer(7))
+                #expect(snapshot["other"] == .string("x"))
+                reads += 1
+            } while renamer.process.isRunning && reads < 2000
+            let result = renamer.finish()
+            #expect(result.succeeded, "\(result)")
+            #expect(try JSONValue.parse(sandbox.ok("read", "s", "--json")) == .object(["a": .integer(7), "other": .string("x")]))
+        }
+    }
+
+    @Test func deleteAKey() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "a", "1")
+            try sandbox.ok("write", "s", "b", "2")
+            #expect(try sandbox.ok("delete", "s", "a").isEmpty)
+            #expect(try JSONValue.parse(sandbox.ok("read", "s", "--json")) == .object(["b": .string("2")]))
+
+            let last = try sandbox.lastChange("s")
+            let missing = try sandbox.run("delete", "s", "a")
+            #expect(missing.reason == .exit && missing.status == 1, "\(missing)")
+            #expect(missing.stderr == "The domain/default pair of (s, a) does not exist\n")
+            #expect(try sandbox.lastChange("s") == last)
+        }
+    }
+
+    @Test func deleteTheWholeSuite() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "a", "1")
+            try sandbox.ok("write", "s", "b", "-int", "2")
+            try sandbox.ok("write", "t", "keep", "me")
+            #expect(try sandbox.ok("delete", "s").isEmpty)
+            #expect(try sandbox.ok("read", "s", "--json") == "{}\n")
+            #expect(try sandbox.ok("read", "s") == "{\n}\n")
+            #expect(try sandbox.ok("read", "t", "keep") == "me\n")
+            // The file stays (other processes may have it open), and the suite can be written again.
+            #expect(try sandbox.ok("domains") == "s, t\n")
+            try sandbox.ok("write", "s", "c", "3")
+            #expect(try sandbox.ok("read", "s", "c") == "3\n")
+
+            let missing = try sandbox.run("delete", "nosuch")
+            #expect(missing.reason == .exit && missing.status == 1, "\(missing)")
+            #expect(missing.stderr == "Domain nosuch does not exist\n")
+        }
+    }
+
+    @Test func findPrintsEachSuiteWithMatches() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s1", "sound", "ring.caf")
+            try sandbox.ok("write", "s1", "other", "x")
+            try sandbox.ok("write", "s2", "list", "-array", "Ring tone")
+            try sandbox.ok("write", "s2", "k", "v")
+            try sandbox.ok("write", "s3", "RINGER", "1")
+            try sandbox.ok("write", "s4", "nothing", "here")
+            let expected = """
+                Found 1 keys in domain 's1': {
+                    sound = "ring.caf";
+                }
+                Found 1 keys in domain 's2': {
+                    list =     (
+                        "Ring tone"
+                    );
+                }
+                Found 1 keys in domain 's3': {
+                    RINGER = 1;
+                }
+
+                """
+            #expect(try sandbox.ok("find", "ring") == expected)
+
+            try sandbox.ok("write", "s4", "alsoring", "-int", "5")
+            try sandbox.ok("write", "s4", "n", "-int", "1234")
+            #expect(try sandbox.ok("find", "23") == "Found 1 keys in domain 's4': {\n    n = 1234;\n}\n")
+            #expect(try sandbox.ok("find", "zebra") == "No domain, key, nor value containing 'zebra'\n")
+        }
+    }
+
+    @Test func incrementAddsAndPrintsTheResult() throws {
+        try withSandbox { (sandbox) throws in
+            #expect(try sandbox.ok("increment", "s", "count") == "1\n")
+            #expect(try sandbox.ok("increment", "s", "count") == "2\n")
+            #expect(try sandbox.ok("increment", "s", "count", "5") == "7\n")
+            #expect(try sandbox.ok("read-type", "s", "count") == "Type is integer\n")
+            #expect(try sandbox.ok("read", "s", "count") == "7\n")
+        }
+    }
+
+    /// The help says BY "may be negative"; `increment SUITE KEY -2` must work as written.
+    @Test func incrementByANegativeNumber() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "count", "-int", "10")
+            let result = try sandbox.run("increment", "s", "count", "-2")
+            #expect(result.succeeded && result.stdout == "8\n", "\(result)")
+            #expect(try sandbox.ok("read", "s", "count") == (result.succeeded ? "8\n" : "10\n"))
+        }
+    }
+
+    @Test func incrementRefusesWhatIsNotAnInteger() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "text", "hello")
+            try sandbox.ok("write", "s", "ratio", "-float", "1.5")
+            try sandbox.ok("write", "s", "max", "-int", "9223372036854775807")
+            let before = try sandbox.contents("s")
+            expectOneLineFailure(try sandbox.run("increment", "s", "text"), mentioning: ["text", "string"], "string")
+            expectOneLineFailure(try sandbox.run("increment", "s", "ratio"), mentioning: ["ratio", "float"], "float")
+            expectOneLineFailure(try sandbox.run("increment", "s", "max"), mentioning: ["9223372036854775807"], "overflow")
+            #expect(try sandbox.contents("s") == before)
+        }
+    }
+}

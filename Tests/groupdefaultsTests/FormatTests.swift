@@ -1,0 +1,179 @@
+import Foundation
+import Testing
+
+/// Export → import round trips through every format, and Python's `plistlib` (a reader and writer
+/// no one here wrote) reading our XML and binary output and writing what `import` reads.
+@Suite struct FormatTests {
+    /// Writes one value of every type, with the edge cases a format could lose: non-ASCII and XML
+    /// specials, an integer beyond 2⁵³, empty containers and strings.
+    static func seed(_ sandbox: Sandbox, suite: String = "s") throws {
+        try sandbox.ok("write", suite, "sound", "ring.caf")
+        try sandbox.ok("write", suite, "text", "-string", "héllo “quoted” <&> \\ 🔔 end")
+        try sandbox.ok("write", suite, "count", "-int", "42")
+        try sandbox.ok("write", suite, "big", "-integer", "-9007199254740993")
+        try sandbox.ok("write", suite, "volume", "-float", "0.8")
+        try sandbox.ok("write", suite, "on", "-bool", "true")
+        try sandbox.ok("write", suite, "off", "-boolean", "no")
+        try sandbox.ok("write", suite, "when", "-date", "2026-11-21 10:00:00 +0000")
+        try sandbox.ok("write", suite, "blob", "-data", "00ff10")
+        try sandbox.ok("write", suite, "list", "--json", #"["a", 2, [true]]"#)
+        try sandbox.ok("write", suite, "nested", "--json", #"{"k": {"deep": 1.5}}"#)
+        try sandbox.ok("write", suite, "empty", "-string", "")
+        try sandbox.ok("write", suite, "nothing", "-array")
+        try sandbox.ok("write", suite, "none", "-dict")
+    }
+
+    /// The seed in the design's typed JSON, written out by hand.
+    static let expected = """
+        {"dictionary": {
+          "sound": {"string": "ring.caf"},
+          "text": {"string": "héllo “quoted” <&> \\\\ 🔔 end"},
+          "count": {"integer": 42},
+          "big": {"integer": -9007199254740993},
+          "volume": {"double": 0.8},
+          "on": {"bool": true},
+          "off": {"bool": false},
+          "when": {"date": "2026-11-21T10:00:00.000Z"},
+          "blob": {"data": "AP8Q"},
+          "list": {"array": [{"string": "a"}, {"integer": 2}, {"array": [{"bool": true}]}]},
+          "nested": {"dictionary": {"k": {"dictionary": {"deep": {"double": 1.5}}}}},
+          "empty": {"string": ""},
+          "nothing": {"array": []},
+          "none": {"dictionary": {}}
+        }}
+        """
+
+    /// Loads a property list with plistlib and prints it as the design's typed JSON.
+    static let plistlibToTypedJSON = #"""
+        import base64, datetime, json, plistlib, sys
+        def typed(v):
+            if isinstance(v, bool): return {"bool": v}
+            if isinstance(v, int): return {"integer": v}
+            if isinstance(v, float): return {"double": v}
+            if isinstance(v, str): return {"string": v}
+            if isinstance(v, bytes): return {"data": base64.b64encode(v).decode("ascii")}
+            if isinstance(v, datetime.datetime):
+                if v.tzinfo is not None: v = v.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+                return {"date": v.strftime("%Y-%m-%dT%H:%M:%S") + ".%03dZ" % (v.microsecond // 1000)}
+            if isinstance(v, list): return {"array": [typed(x) for x in v]}
+            if isinstance(v, dict): return {"dictionary": {k: typed(x) for k, x in v.items()}}
+            raise TypeError(type(v))
+        fmt = {"xml": plistlib.FMT_XML, "binary": plistlib.FMT_BINARY}[sys.argv[2]]
+        with open(sys.argv[1], "rb") as f:
+            print(json.dumps(typed(plistlib.load(f, fmt=fmt))))
+        """#
+
+    @Test(arguments: ["xml", "binary", "json"])
+    func roundTripThroughAFile(format: String) throws {
+        try withSandbox { (sandbox) throws in
+            try Self.seed(sandbox)
+            #expect(try sandbox.typedContents("s") == JSONValue.parse(Self.expected))
+            let file = sandbox.path("export.\(format)")
+            try sandbox.ok("export", "s", file, "--format", format)
+            try sandbox.ok("write", "t", "stray", "gone after the import")
+            try sandbox.ok("import", "t", file)
+            #expect(try sandbox.typedContents("t") == JSONValue.parse(Self.expected))
+        }
+    }
+
+    @Test(arguments: ["xml", "binary", "json"])
+    func roundTripThroughStdout(format: String) throws {
+        try withSandbox { (sandbox) throws in
+            try Self.seed(sandbox)
+            let exported = try sandbox.run("export", "s", "-", "--format", format)
+            #expect(exported.succeeded, "\(exported)")
+            try sandbox.ok("import", "t", "-", stdin: exported.stdoutData)
+            #expect(try sandbox.typedContents("t") == JSONValue.parse(Self.expected))
+        }
+    }
+
+    /// Binary and typed JSON keep milliseconds; XML's `<date>` holds whole seconds.
+    @Test func fractionalDates() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "when", "--json", #"{"date":"2026-11-21T10:00:00.250Z"}"#)
+            for (format, date) in [("binary", "2026-11-21T10:00:00.250Z"), ("json", "2026-11-21T10:00:00.250Z"), ("xml", "2026-11-21T10:00:00.000Z")] {
+                let file = sandbox.path("d.\(format)")
+                try sandbox.ok("export", "s", file, "--format", format)
+                try sandbox.ok("import", "t-\(format)", file)
+                #expect(try sandbox.typedContents("t-\(format)")
+                    == .object(["dictionary": .object(["when": .object(["date": .string(date)])])]), "\(format)")
+            }
+        }
+    }
+
+    /// Old-style text has no numbers, booleans or dates: strings, data, arrays and dictionaries
+    /// survive; the rest come back as strings, as with `defaults`.
+    @Test func roundTripThroughOpenStep() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "sound", "ring.caf")
+            try sandbox.ok("write", "s", "text", "-string", "héllo \"quoted\" \\ (x) {y}; 🔔")
+            try sandbox.ok("write", "s", "blob", "-data", "00ff1020304050")
+            try sandbox.ok("write", "s", "list", "-array", "a", "b c", "")
+            try sandbox.ok("write", "s", "nested", "--json", #"{"k": {"deep": ["x"]}, "e": {}}"#)
+            let file = sandbox.path("s.txt")
+            try sandbox.ok("export", "s", file, "--format", "openStep")
+            try sandbox.ok("import", "t", file)
+            #expect(try sandbox.contents("t") == sandbox.contents("s"))
+
+            try sandbox.ok("write", "s", "n", "-int", "3")
+            try sandbox.ok("write", "s", "on", "-bool", "yes")
+            let exported = try sandbox.run("export", "s", "-", "--format", "openStep")
+            try sandbox.ok("import", "u", "-", stdin: exported.stdoutData)
+            #expect(try sandbox.ok("read-type", "u", "n") == "Type is string\n")
+            #expect(try sandbox.ok("read", "u", "n") == "3\n")
+            #expect(try sandbox.ok("read", "u", "on") == "1\n")
+            #expect(try sandbox.ok("read", "u", "blob") == "{length = 7, bytes = 0x00ff1020304050}\n")
+        }
+    }
+
+    /// plistlib loads what `export` writes: to a path binary, to - XML, and each with --format.
+    @Test func plistlibReadsOurOutput() throws {
+        try withSandbox { (sandbox) throws in
+            try Self.seed(sandbox)
+            let expected = try JSONValue.parse(Self.expected)
+
+            let binaryPath = sandbox.path("default.plist")
+            try sandbox.ok("export", "s", binaryPath)
+            #expect(try JSONValue.parse(sandbox.python(Self.plistlibToTypedJSON, [binaryPath, "binary"])) == expected)
+
+            let xmlPath = sandbox.path("stdout.plist")
+            let xml = try sandbox.run("export", "s", "-")
+            #expect(xml.succeeded, "\(xml)")
+            try xml.stdoutData.write(to: URL(fileURLWithPath: xmlPath))
+            #expect(try JSONValue.parse(sandbox.python(Self.plistlibToTypedJSON, [xmlPath, "xml"])) == expected)
+
+            for format in ["xml", "binary"] {
+                let path = sandbox.path("explicit.\(format)")
+                try sandbox.ok("export", "s", path, "--format", format)
+                #expect(try JSONValue.parse(sandbox.python(Self.plistlibToTypedJSON, [path, format])) == expected, "\(format)")
+            }
+        }
+    }
+
+    /// `import` reads what plistlib writes, XML and binary, from a path and from stdin.
+    @Test(arguments: ["xml", "binary"])
+    func importReadsPlistlibOutput(format: String) throws {
+        try withSandbox { (sandbox) throws in
+            let path = sandbox.path("python.plist")
+            _ = try sandbox.python(#"""
+                import datetime, plistlib, sys
+                value = {
+                    "sound": "ring.caf", "text": "h\u00e9llo \u201cquoted\u201d <&> \\ \U0001F514 end", "count": 42,
+                    "big": -9007199254740993, "volume": 0.8, "on": True, "off": False,
+                    "when": datetime.datetime(2026, 11, 21, 10, 0, 0), "blob": bytes([0, 255, 16]),
+                    "list": ["a", 2, [True]], "nested": {"k": {"deep": 1.5}}, "empty": "", "nothing": [], "none": {},
+                }
+                fmt = {"xml": plistlib.FMT_XML, "binary": plistlib.FMT_BINARY}[sys.argv[2]]
+                with open(sys.argv[1], "wb") as f:
+                    plistlib.dump(value, f, fmt=fmt)
+                """#, [path, format])
+            let expected = try JSONValue.parse(Self.expected)
+            try sandbox.ok("import", "fromfile", path)
+            #expect(try sandbox.typedContents("fromfile") == expected)
+            try sandbox.ok("import", "fromstdin", "-", stdin: try Data(contentsOf: URL(fileURLWithPath: path)))
+            #expect(try sandbox.typedContents("fromstdin") == expected)
+            #expect(try sandbox.ok("read-type", "fromfile", "when") == "Type is date\n")
+            #expect(try sandbox.ok("read", "fromfile", "when") == "2026-11-21 10:00:00 +0000\n")
+        }
+    }
+}
