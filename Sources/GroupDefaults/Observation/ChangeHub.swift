@@ -80,8 +80,8 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
         let release: @Sendable () -> Void = { [store] in store.release() }
         let poster = try NotificationPoster(store: store)
         let wakeObservers: @Sendable () -> Void = { [weak self] in
+            self?.bump()  // observers first: posting notifications must not delay them
             poster.postPendingChanges()
-            self?.bump()
         }
         var interval = Self.pollingInterval
         if case .polling(let requested) = store.changeDetection {
