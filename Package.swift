@@ -8,6 +8,8 @@ let package = Package(
         .library(name: "GroupDefaults", targets: ["GroupDefaults"]),
         .executable(name: "groupdefaults", targets: ["groupdefaults"]),
         .executable(name: "groupdefaults-bench", targets: ["groupdefaults-bench"]),
+        .executable(name: "demo-host-app", targets: ["demo-host-app"]),
+        .executable(name: "demo-notification-service", targets: ["demo-notification-service"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -46,6 +48,28 @@ let package = Package(
         .executableTarget(
             name: "groupdefaults-bench",
             dependencies: ["GroupDefaults", "CLMDBReference"]
+        ),
+
+        // The seed scenario as two real processes: the host app chooses a sound, the notification
+        // service puts it in a push payload. `DemoSupport` holds the sound checks both make.
+        .target(name: "DemoSupport"),
+        .executableTarget(
+            name: "demo-host-app",
+            dependencies: [
+                "GroupDefaults", "DemoSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "demo-notification-service",
+            dependencies: [
+                "GroupDefaults", "DemoSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "DemoTests",
+            dependencies: ["GroupDefaults", "demo-host-app", "demo-notification-service"]
         ),
 
         // A small executable the tests spawn as separate processes.

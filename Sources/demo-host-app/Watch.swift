@@ -1,0 +1,39 @@
+import ArgumentParser
+import Foundation
+import GroupDefaults
+
+extension HostApp {
+    struct Watch: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print the changes other processes make to the group's settings, as they happen.",
+            discussion: """
+                First prints `watching GROUP`, then one line per change (`sound = bell.aiff`, \
+                `removed sound`, `cleared`); ends on SIGINT or SIGTERM.
+                """)
+
+        @ParentCommand var app: HostApp
+
+        func run() throws {
+            let defaults = try SharedDefaults(appGroup: app.group.container())
+            let feed = try defaults.changeFeed()
+            // Output is written line by line, unbuffered: ending at a signal loses nothing. The
+            // signals may arrive blocked from whatever started this process: unblock them.
+            signal(SIGINT) { _ in _exit(0) }
+            signal(SIGTERM) { _ in _exit(0) }
+            var signals = sigset_t()
+            sigemptyset(&signals)
+            sigaddset(&signals, SIGINT)
+            sigaddset(&signals, SIGTERM)
+            pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+            output("watching \(app.group.group)")
+            while let change = try feed.next() {
+                switch change.kind {
+                case .set: output("\(change.key) = \(change.value.map(oneLine) ?? "(removed since)")")
+                case .removed: output("removed \(change.key)")
+                case .cleared: output("cleared")
+                case .reset: output("reset (this watcher fell behind the change log)")
+                }
+            }
+        }
+    }
+}
