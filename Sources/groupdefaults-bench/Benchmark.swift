@@ -41,6 +41,11 @@ struct Benchmark {
                                    rawLMDB: medians.inProcess[.raw]!, userDefaults: medians.inProcess[.userdefaults]!))
             rows.append(Report.Row(wholeProcess: "cold start, whole process", groupDefaults: medians.wholeProcess[.store]!,
                                    rawLMDB: medians.wholeProcess[.raw]!, userDefaults: medians.wholeProcess[.userdefaults]!))
+            let serviceDirectory = try sandbox.makeDirectory("notification-service")
+            if let service = try NotificationServiceRun.measure(in: serviceDirectory, runs: coldStartRuns) {
+                rows.append(Report.Row(only: "notification-service-process", label: "notification service, whole process",
+                                       groupDefaults: service, note: "spawn → exit: read the sound, rewrite a payload"))
+            }
         }
         var notifications: Notifications.Summary?
         if operations.contains(.notify) {

@@ -39,6 +39,13 @@ struct Report: Encodable {
                       userDefaults: userDefaults, userDefaultsOperation: "spawn → exit", target: nil, targetMet: nil)
         }
 
+        /// An extra line measured for GroupDefaults only, with no reference and no target.
+        init(only operation: String, label: String, groupDefaults: Double, note: String) {
+            self.init(operation: operation, label: label, groupDefaults: groupDefaults, rawLMDB: nil, userDefaults: nil,
+                      rawLMDBReference: "—", userDefaultsReference: "—", userDefaultsOperation: note,
+                      target: nil, targetMet: nil)
+        }
+
         /// A change-notification line: GroupDefaults only, with reference text (or "—") in the
         /// other columns.
         init(notify operation: String, label: String, groupDefaults: Double, rawLMDB: String?, userDefaults: String?,

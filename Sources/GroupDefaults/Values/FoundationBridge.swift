@@ -6,7 +6,7 @@ extension PropertyListValue {
     /// counterparts (`NSNumber`, `NSString`, `NSArray`, `NSDictionary`, …), other integer and
     /// floating-point types, and `URL` (stored as its absolute string). Returns nil for anything
     /// else, an `NSObject` or a closure say.
-    init?(any value: Any) {
+    public init?(any value: Any) {
         switch value {
         case let v as PropertyListValue: self = v
         case let v as String: self = .string(v)
