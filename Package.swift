@@ -52,7 +52,10 @@ let package = Package(
 
         // The seed scenario as two real processes: the host app chooses a sound, the notification
         // service puts it in a push payload. `DemoSupport` holds the sound checks both make.
-        .target(name: "DemoSupport"),
+        .target(
+            name: "DemoSupport",
+            dependencies: ["GroupDefaults", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .executableTarget(
             name: "demo-host-app",
             dependencies: [

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import DemoSupport
 import GroupDefaults
 
 /// The host app of the seed scenario: its settings screen, as a command line. The user chooses a
@@ -23,21 +24,7 @@ struct HostApp: ParsableCommand {
 
     /// Parses and runs a subcommand; any failure is one line on stderr and a non-zero exit status.
     static func main() {
-        do {
-            var command = try parseAsRoot()
-            try command.run()
-        } catch let failure as Failure {
-            printError(failure.message)
-            exit(withError: ExitCode(1))
-        } catch let error as SharedDefaultsError {
-            printError(error.description)
-            exit(withError: ExitCode(1))
-        } catch {
-            if error is CleanExit || exitCode(for: error) == .success { exit(withError: error) }
-            let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid command line"
-            printError(message + "; see demo-host-app help")
-            exit(withError: ExitCode(exitCode(for: error).rawValue == 0 ? 1 : exitCode(for: error).rawValue))
-        }
+        mainReportingOneLineErrors(tool: "demo-host-app", helpHint: "see demo-host-app help")
     }
 }
 
@@ -52,14 +39,8 @@ struct GroupOptions: ParsableArguments {
     }
 }
 
-/// A failure told in one line.
-struct Failure: Error {
-    var message: String
-    init(_ message: String) { self.message = message }
-}
-
 func printError(_ message: String) {
-    FileHandle.standardError.write(Data(("demo-host-app: " + message + "\n").utf8))
+    printError(message, tool: "demo-host-app")
 }
 
 /// Writes a line to stdout at once (so that `watch` reaches a pipe line by line).

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import DemoSupport
 import GroupDefaults
 import Synchronization
 
@@ -26,18 +27,7 @@ struct NotificationService: ParsableCommand {
     @Argument(help: "The payload file (default: stdin).") var payloadFile: String?
 
     static func main() {
-        do {
-            var command = try parseAsRoot()
-            try command.run()
-        } catch let failure as Failure {
-            printError(failure.message)
-            exit(withError: ExitCode(1))
-        } catch {
-            if error is CleanExit || exitCode(for: error) == .success { exit(withError: error) }
-            let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid command line"
-            printError(message + "; see demo-notification-service --help")
-            exit(withError: ExitCode(exitCode(for: error).rawValue == 0 ? 1 : exitCode(for: error).rawValue))
-        }
+        mainReportingOneLineErrors(tool: "demo-notification-service", helpHint: "see demo-notification-service --help")
     }
 
     func validate() throws {
@@ -105,27 +95,6 @@ struct NotificationService: ParsableCommand {
     }
 }
 
-/// A failure that leaves nothing to deliver.
-struct Failure: Error {
-    var message: String
-    init(_ message: String) { self.message = message }
-}
-
 func printError(_ message: String) {
-    writeAll(Data(("demo-notification-service: " + message + "\n").utf8), to: STDERR_FILENO)
-}
-
-/// Writes every byte (the process ends with `_exit`, which flushes no buffer).
-func writeAll(_ data: Data, to fd: Int32) {
-    data.withUnsafeBytes { raw in
-        var offset = 0
-        while offset < raw.count {
-            let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            offset += written
-        }
-    }
+    printError(message, tool: "demo-notification-service")
 }
