@@ -1,12 +1,19 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+// The settings loop of swift-log's and Hummingbird's manifests: upcoming language features, on for
+// every target.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
 let package = Package(
     name: "GroupDefaults",
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "GroupDefaults", targets: ["GroupDefaults"]),
-        .executable(name: "groupdefaults", targets: ["groupdefaults"]),
+        .executable(name: "groupdefaults", targets: ["GroupDefaultsCLI"]),
         .executable(name: "groupdefaults-bench", targets: ["groupdefaults-bench"]),
         .executable(name: "demo-host-app", targets: ["demo-host-app"]),
         .executable(name: "demo-notification-service", targets: ["demo-notification-service"]),
@@ -14,6 +21,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
@@ -22,71 +30,90 @@ let package = Package(
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
         ),
+        // The LMDB layer: the only code that imports CLMDB. `package` API, used by the core and by
+        // the server's embedded storage.
+        .target(name: "GroupDefaultsLMDB", dependencies: ["CLMDB"], swiftSettings: swiftSettings),
         .target(
             name: "GroupDefaults",
             dependencies: [
-                "CLMDB",
+                "GroupDefaultsLMDB",
                 .product(name: "Logging", package: "swift-log"),
-            ]
+                .product(name: "Atomics", package: "swift-atomics"),
+            ],
+            swiftSettings: swiftSettings
         ),
+        // Property-list file formats (XML, binary, old-style text, JSON text), used by the tools.
+        .target(name: "PropertyListFormats", dependencies: ["GroupDefaults"], swiftSettings: swiftSettings),
 
         // The command-line tool for suites: the verbs of macOS `defaults`, plus watch, JSON, backup, verify.
         .executableTarget(
-            name: "groupdefaults",
+            name: "GroupDefaultsCLI",
             dependencies: [
-                "GroupDefaults",
+                "GroupDefaults", "PropertyListFormats",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "groupdefaultsTests",
-            dependencies: ["GroupDefaults", "groupdefaults"]
+            name: "GroupDefaultsCLITests",
+            dependencies: ["GroupDefaults", "PropertyListFormats", "GroupDefaultsCLI"],
+            swiftSettings: swiftSettings
         ),
 
         // Benchmark: the store beside raw LMDB (C) and Foundation's UserDefaults, in one run.
         .target(name: "CLMDBReference", dependencies: ["CLMDB"]),
         .executableTarget(
             name: "groupdefaults-bench",
-            dependencies: ["GroupDefaults", "CLMDBReference"]
+            dependencies: ["GroupDefaults", "CLMDBReference"],
+            swiftSettings: swiftSettings
         ),
 
         // The seed scenario as two real processes: the host app chooses a sound, the notification
         // service puts it in a push payload. `DemoSupport` holds the sound checks both make.
         .target(
             name: "DemoSupport",
-            dependencies: ["GroupDefaults", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "GroupDefaults", "PropertyListFormats",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "demo-host-app",
             dependencies: [
-                "GroupDefaults", "DemoSupport",
+                "GroupDefaults", "DemoSupport", "PropertyListFormats",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "demo-notification-service",
             dependencies: [
-                "GroupDefaults", "DemoSupport",
+                "GroupDefaults", "DemoSupport", "PropertyListFormats",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "DemoTests",
-            dependencies: ["GroupDefaults", "demo-host-app", "demo-notification-service"]
+            dependencies: ["GroupDefaults", "demo-host-app", "demo-notification-service"],
+            swiftSettings: swiftSettings
         ),
 
         // A small executable the tests spawn as separate processes.
         .executableTarget(
             name: "GroupDefaultsTestHelper",
             dependencies: ["GroupDefaults"],
-            path: "Tests/GroupDefaultsTestHelper"
+            path: "Tests/GroupDefaultsTestHelper",
+            swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "GroupDefaultsTests",
             dependencies: [
-                "GroupDefaults",
+                "GroupDefaults", "GroupDefaultsLMDB", "PropertyListFormats",
                 .product(name: "PropertyBased", package: "swift-property-based"),
-            ]
+            ],
+            swiftSettings: swiftSettings
         ),
     ],
     swiftLanguageModes: [.v6]

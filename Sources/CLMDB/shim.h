@@ -2,22 +2,18 @@
 #define GROUPDEFAULTS_CLMDB_SHIM_H
 
 #include <lmdb.h>
-#include <stdint.h>
+#include <errno.h>
 
-/* Atomic operations on 32-bit words in memory shared between processes (the suite's sidecar
-   file, mapped by every process that opens the suite). Swift's own atomics cannot be placed at an
-   address in such a mapping. */
-static inline uint32_t gd_atomic_load(const uint32_t *word) {
-    return __atomic_load_n(word, __ATOMIC_SEQ_CST);
-}
-static inline void gd_atomic_store(uint32_t *word, uint32_t value) {
-    __atomic_store_n(word, value, __ATOMIC_SEQ_CST);
-}
-static inline uint32_t gd_atomic_exchange(uint32_t *word, uint32_t value) {
-    return __atomic_exchange_n(word, value, __ATOMIC_SEQ_CST);
-}
-static inline int gd_atomic_compare_exchange(uint32_t *word, uint32_t expected, uint32_t desired) {
-    return __atomic_compare_exchange_n(word, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+/* Linux's fallocate(2), which Swift's Glibc module does not export (it needs _GNU_SOURCE).
+   glibc's posix_fallocate is no substitute: where the file system cannot reserve space it falls
+   back to writing a byte into each block, which races with writers of a shared mapping. */
+extern int fallocate(int fd, int mode, long offset, long len);
+
+/* Reserves disk space for the first `length` bytes of `fd` without changing its size
+   (FALLOC_FL_KEEP_SIZE): a later extension by LMDB's ftruncate uses the reserved blocks, so writes
+   through a shared mapping cannot fault on a full disk. Returns 0 or an errno value. */
+static inline int gd_reserve_space(int fd, long length) {
+    return fallocate(fd, 1 /* FALLOC_FL_KEEP_SIZE */, 0, length) == 0 ? 0 : errno;
 }
 
 #endif

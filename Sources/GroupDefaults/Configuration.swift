@@ -1,8 +1,16 @@
+internal import GroupDefaultsLMDB
 import Logging
 
 extension SharedDefaults {
-    /// How a suite is opened and written. Every process that shares a suite should use the same
-    /// file sharing and map limits; durability may differ per handle.
+    /// How a suite is opened and written.
+    ///
+    /// Per handle: `durability`, `logger` and `onError`. Per file, within one process: every other
+    /// setting but `structureCheckLimit` (which only governs the check made when the file is first
+    /// opened). A second handle on a suite that this process already has open must agree with it on
+    /// those, or it fails with `conflictingConfiguration`, naming the setting. Across processes each
+    /// applies to what that process does: `maximumMapSize` caps the growth this process makes (it
+    /// adopts a larger map another process made), `maximumValueSize` the values it writes, and
+    /// `logRetention` the trimming its writes do.
     public struct Configuration: Sendable {
         /// When a committed write is safe.
         public enum Durability: Sendable, Hashable {
@@ -56,8 +64,7 @@ extension SharedDefaults {
         /// error, not a crash inside LMDB) when those pages take at most this many bytes; larger
         /// suites open without the check. About 1 µs per 4 KiB page.
         public var structureCheckLimit: Int = 16 << 20
-        /// How observers in this process are woken by other processes' commits. The first handle
-        /// that opens a suite in a process decides for the process.
+        /// How observers in this process are woken by other processes' commits.
         public var changeDetection: ChangeDetection = .automatic
         /// How many changes the change log keeps for observers that resume from a sequence number.
         public var logRetention: Int = 10_000
@@ -70,13 +77,30 @@ extension SharedDefaults {
 
         public init() {}
 
-        var environmentOptions: EnvironmentOptions {
+        func environmentOptions(lockFilePath: String) -> EnvironmentOptions {
             EnvironmentOptions(
+                databases: SuiteDatabase.names,
+                readerTrees: SuiteDatabase.readerTrees,
+                lockFilePath: lockFilePath,
                 initialMapSize: initialMapSize,
                 maximumMapSize: maximumMapSize,
                 fileMode: fileSharing.fileMode,
                 maximumReaders: UInt32(clamping: maximumReaders),
                 structureCheckLimit: structureCheckLimit)
+        }
+
+        /// The settings that hold for the suite's file in a whole process, with their values, in the
+        /// order they are reported. Two handles on one suite in one process must agree on them.
+        var fileSettings: [(name: String, value: String)] {
+            [
+                ("maximumValueSize", "\(maximumValueSize)"),
+                ("logRetention", "\(logRetention)"),
+                ("changeDetection", "\(changeDetection)"),
+                ("maximumMapSize", "\(maximumMapSize)"),
+                ("initialMapSize", "\(initialMapSize)"),
+                ("maximumReaders", "\(maximumReaders)"),
+                ("fileSharing", "\(fileSharing)"),
+            ]
         }
     }
 }

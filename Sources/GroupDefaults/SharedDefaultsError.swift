@@ -41,6 +41,20 @@ public struct SharedDefaultsError: Error, Sendable, CustomStringConvertible {
         /// A transaction was used outside its closure or on another thread, or a write was started
         /// inside a `read` on the same thread (LMDB allows one transaction per thread).
         public static let transactionMisuse = Code("transactionMisuse")
+        /// The file system has no room for the suite to grow; nothing stored was lost, and the write
+        /// that needed the room changed nothing.
+        public static let diskFull = Code("diskFull")
+        /// Every reader slot of the suite's lock file is taken (`Configuration.maximumReaders`, one per
+        /// thread of every process that reads the suite).
+        public static let tooManyReaders = Code("tooManyReaders")
+        /// This handle was opened before the process forked; a child must open the suite again.
+        public static let usedAfterFork = Code("usedAfterFork")
+        /// The handle asks for file settings that differ from those the suite is already open with in
+        /// this process (`maximumValueSize`, `logRetention`, `changeDetection`, map limits, file
+        /// sharing, reader slots).
+        public static let conflictingConfiguration = Code("conflictingConfiguration")
+        /// A remote change carries a timestamp too far ahead of this machine's clock (sync).
+        public static let clockSkew = Code("clockSkew")
         /// Any other failure of the file system or of LMDB.
         public static let storageFailure = Code("storageFailure")
     }

@@ -1,3 +1,4 @@
+internal import GroupDefaultsLMDB
 import Foundation
 import Logging
 import Synchronization
@@ -9,7 +10,15 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     let location: SuiteLocation
     let path: String
     let environment: Environment
-    let origin: UInt64
+    /// The wake-up slots of observers in every process (see `Sidecar`).
+    let sidecar: Sidecar
+    /// This store's origin id, which stamps its writes (see `readOrCreateIdentity`).
+    var origin: UInt64 { originValue.load(ordering: .acquiring) }
+    private let originValue: Atomic<UInt64>
+    private let originConfirmed: Atomic<Bool>
+    /// The configuration the store was opened with, whose per-file settings every handle of this
+    /// process must share.
+    let configuration: SharedDefaults.Configuration
     let maximumValueSize: Int
     let logRetention: UInt64
     let changeDetection: SharedDefaults.Configuration.ChangeDetection
@@ -38,55 +47,100 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// body on that thread join it. Only that thread reads or writes it.
     nonisolated(unsafe) var activeTransaction: SharedDefaults.Transaction?
 
-    /// The layout version of the named databases, stored under `format` in `meta`.
+    /// The layout version of the named databases, stored under `format` in `meta`. Version 1 had
+    /// no `pending` database; opening such a file adds it (`Environment` creates missing databases).
     static let layoutVersion: UInt32 = 1
 
     private init(location: SuiteLocation, path: String, configuration: SharedDefaults.Configuration) throws {
         self.location = location
         self.path = path
+        self.configuration = configuration
         self.maximumValueSize = configuration.maximumValueSize
         self.logRetention = UInt64(max(1, configuration.logRetention))
         self.changeDetection = configuration.changeDetection
         self.logger = configuration.logger ?? Logger(label: "GroupDefaults")
+        let sidecarPath = path + "-notify"
         do {
-            environment = try Environment(
-                path: path, sidecarPath: path + "-notify", options: configuration.environmentOptions)
+            environment = try Environment(path: path, options: configuration.environmentOptions(lockFilePath: sidecarPath))
         } catch {
             throw Self.translate(error, suite: location.suiteName, path: path, key: nil, opening: true)
         }
         do {
-            origin = try Self.readOrCreateIdentity(environment)
+            sidecar = try Sidecar(path: sidecarPath, mode: configuration.fileSharing.fileMode)
         } catch {
+            environment.close()
+            throw Self.translate(error, suite: location.suiteName, path: path, key: nil, opening: true)
+        }
+        do {
+            let identity = try Self.readOrCreateIdentity(environment)
+            originValue = Atomic(identity.origin)
+            originConfirmed = Atomic(identity.ownFile)
+        } catch {
+            sidecar.close()
             environment.close()
             throw Self.translate(error, suite: location.suiteName, path: path, key: nil, opening: true)
         }
     }
 
-    /// Checks the layout version and returns the store's origin id, creating both for a new store.
-    private static func readOrCreateIdentity(_ environment: Environment) throws -> UInt64 {
-        func read(_ txn: LMDBTransaction) throws -> UInt64? {
-            guard let format = try txn.get(.meta, MetaKey.format) else { return nil }
-            guard format.count == 4 else { throw CorruptBytes("the store's format record is damaged") }
-            let version = UInt32(littleEndian: format.loadUnaligned(as: UInt32.self))
-            guard version <= layoutVersion else { throw UnsupportedLayout(version: version) }
-            guard let origin = try txn.get(.meta, MetaKey.origin), origin.count == 8 else {
-                throw CorruptBytes("the store's origin record is missing or damaged")
-            }
-            return UInt64(littleEndian: origin.loadUnaligned(as: UInt64.self))
-        }
-        if let origin = try environment.read(read) { return origin }
+    /// Checks the layout version and reads the store's origin id, creating both for a new store.
+    /// Returns whether the origin belongs to this file.
+    ///
+    /// The origin belongs to one file: `meta` also records the file's device and inode numbers, and
+    /// a store found in another file (copied with `cp`, restored from a file system backup) takes a
+    /// new origin, so that two devices never share one. (Moving the file keeps it.) Opening never
+    /// writes an existing file (a damaged one must stay as it is): the first write of this process
+    /// settles the origin (`confirmOrigin`).
+    private static func readOrCreateIdentity(_ environment: Environment) throws -> (origin: UInt64, ownFile: Bool) {
+        if let found = try environment.read({ try readIdentity($0, file: environment.fileID) }) { return found }
         return try environment.write(sync: false) { txn in
-            if let origin = try read(txn) { return origin }  // another process created it first
+            if let found = try readIdentity(txn, file: environment.fileID) { return found }  // another process created it first
             // Only a new, empty store gets an identity; one whose identity is gone is damaged.
             guard try txn.count(.meta) == 0, try txn.count(.values) == 0 else {
                 throw CorruptBytes("the store's format record is missing")
             }
-            var origin: UInt64 = 0
-            while origin == 0 { origin = UInt64.random(in: .min ... .max) }
             try withUnsafeBytes(of: layoutVersion.littleEndian) { try txn.put(.meta, MetaKey.format, $0) }
-            try withUnsafeBytes(of: origin.littleEndian) { try txn.put(.meta, MetaKey.origin, $0) }
-            return origin
+            return (try newOrigin(txn, file: environment.fileID), true)
         }
+    }
+
+    /// The origin, and whether it belongs to the file `file`; nil for a new file.
+    private static func readIdentity(_ txn: LMDBTransaction, file: FileID) throws -> (origin: UInt64, ownFile: Bool)? {
+        guard let format = try txn.get(.meta, MetaKey.format) else { return nil }
+        guard format.count == 4 else { throw CorruptBytes("the store's format record is damaged") }
+        let version = UInt32(littleEndian: format.loadUnaligned(as: UInt32.self))
+        guard version <= layoutVersion else { throw UnsupportedLayout(version: version) }
+        guard let origin = try txn.get(.meta, MetaKey.origin), origin.count == 8 else {
+            throw CorruptBytes("the store's origin record is missing or damaged")
+        }
+        let recorded = try txn.get(.meta, MetaKey.originFile)
+        let ownFile = recorded.map { Array($0) == file.bytes } ?? false
+        return (UInt64(littleEndian: origin.loadUnaligned(as: UInt64.self)), ownFile)
+    }
+
+    private static func newOrigin(_ txn: LMDBTransaction, file: FileID) throws -> UInt64 {
+        var origin: UInt64 = 0
+        while origin == 0 { origin = UInt64.random(in: .min ... .max) }
+        try withUnsafeBytes(of: origin.littleEndian) { try txn.put(.meta, MetaKey.origin, $0) }
+        try file.bytes.withUnsafeBytes { try txn.put(.meta, MetaKey.originFile, $0) }
+        return origin
+    }
+
+    /// Settles the origin before this process's first write: a store found in another file than
+    /// its origin's takes a new one; a store from before origins were tied to files records its file
+    /// and keeps its origin (it has been the only one with it so far).
+    private func confirmOrigin() throws {
+        let file = environment.fileID
+        let origin = try environment.write(sync: false) { txn -> UInt64 in
+            guard let found = try Self.readIdentity(txn, file: file) else {
+                throw CorruptBytes("the store's format record is missing")
+            }
+            if found.ownFile { return found.origin }
+            if try txn.get(.meta, MetaKey.originFile) != nil { return try Self.newOrigin(txn, file: file) }
+            try file.bytes.withUnsafeBytes { try txn.put(.meta, MetaKey.originFile, $0) }
+            return found.origin
+        }
+        originValue.store(origin, ordering: .releasing)
+        originConfirmed.store(true, ordering: .releasing)
     }
 
     // MARK: Registry: one store per file per process
@@ -100,17 +154,30 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     private nonisolated(unsafe) var nextInRegistry: SuiteStore?
     private nonisolated(unsafe) var handles = 0
 
-    /// The store for `location`, opening it if no handle of this process has it open.
+    /// The store for `location`, opening it if no handle of this process has it open. A handle whose
+    /// per-file settings differ from those the store is open with fails (`conflictingConfiguration`).
+    /// In a child process after `fork()` the parent's stores are left alone (never used, never
+    /// closed) and the file is opened anew.
     static func acquire(_ location: SuiteLocation, configuration: SharedDefaults.Configuration) throws -> SuiteStore {
         let directory = try location.createDirectory(mode: configuration.fileSharing.directoryMode)
         let path = directory + "/" + location.suiteName + "." + SuiteLocation.fileExtension
         return try registry.withLock { first in
             var candidate = first
+            var previous: SuiteStore?
             while let store = candidate {
+                if store.environment.isInherited {
+                    // The parent's: unlink it from this process's list, and never touch it again.
+                    let next = store.nextInRegistry
+                    if let previous { previous.nextInRegistry = next } else { first = next }
+                    candidate = next
+                    continue
+                }
                 if store.path == path {
+                    try store.checkSameFileSettings(configuration)
                     store.handles += 1
                     return store
                 }
+                previous = store
                 candidate = store.nextInRegistry
             }
             let store = try SuiteStore(location: location, path: path, configuration: configuration)
@@ -126,11 +193,21 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         Self.registry.withLock { _ in handles += 1 }
     }
 
+    /// Refuses a configuration whose per-file settings differ from this store's.
+    private func checkSameFileSettings(_ requested: SharedDefaults.Configuration) throws {
+        for (mine, theirs) in zip(configuration.fileSettings, requested.fileSettings) where mine.value != theirs.value {
+            throw error(.conflictingConfiguration, key: nil,
+                "this process already has the suite open with \(mine.name) = \(mine.value); a second handle "
+                + "cannot use \(theirs.value), because the setting holds for the file in the whole process: "
+                + "open it with the same value (or reuse the first handle)")
+        }
+    }
+
     /// Called once by each handle that `acquire` returned this store to; the last one closes it.
     func release() {
         Self.registry.withLock { first in
             handles -= 1
-            guard handles == 0 else { return }
+            guard handles == 0, !environment.isInherited else { return }
             if first === self {
                 first = nextInRegistry
             } else {
@@ -139,6 +216,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
                 previous?.nextInRegistry = nextInRegistry
             }
             nextInRegistry = nil
+            sidecar.close()
             environment.close()  // under the registry lock: a new open of the file waits for this
         }
     }
@@ -153,11 +231,29 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
 
     /// Runs `body` in one write transaction, all or nothing. A call on a thread already inside a
     /// `write` of this store joins that transaction.
-    func write<T>(sync: Bool, _ body: (SharedDefaults.Transaction) throws -> T) throws -> T {
+    /// With `sync` the commit is flushed to disk; if only that flush fails, the write stands (every
+    /// process sees it, observers are woken) and `flushFailed` is told, with a `storageFailure`.
+    func write<T>(
+        sync: Bool, flushFailed: (SharedDefaultsError) -> Void = { _ in },
+        _ body: (SharedDefaults.Transaction) throws -> T
+    ) throws -> T {
         if environment.isWritingOnCurrentThread, let active = activeTransaction { return try body(active) }
+        if !originConfirmed.load(ordering: .acquiring) {
+            do { try confirmOrigin() } catch { throw translate(error, key: nil) }
+        }
         var addsData = false
+        var flushError: LMDBError?
+        defer {
+            if let flushError {
+                flushFailed(self.error(.storageFailure, key: nil,
+                    "the write was committed and every process sees it, but flushing it to disk failed (\(flushError)): "
+                    + "it may not survive a power loss or an operating-system crash"))
+            }
+        }
         do {
-            let (result, changed) = try environment.write(sync: sync, mayUseReserve: { !addsData }) { txn in
+            let (result, changed) = try environment.write(
+                sync: sync, mayUseReserve: { !addsData }, flushFailed: { flushError = $0 }
+            ) { txn in
                 let transaction = SharedDefaults.Transaction(store: self, txn: txn, isReadOnly: false)
                 activeTransaction = transaction
                 defer {
@@ -168,7 +264,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
                 return (try body(transaction), transaction.changed)
             }
             if changed {
-                environment.sidecar.signalWatchers()  // other processes' observers
+                sidecar.signalWatchers()  // other processes' observers
                 activeHub?.bump()  // this process's observers, at once
             }
             return result
@@ -181,7 +277,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// before LMDB follows them (opening checks only what plain readers use).
     func readLog<T>(_ body: (LMDBTransaction) throws -> T) throws -> T {
         if !logChecked.load(ordering: .acquiring) {
-            try environment.checkLogTree()
+            try environment.checkTrees([SuiteDatabase.name(of: .log)])
             logChecked.store(true, ordering: .releasing)
         }
         return try read(body)
@@ -233,6 +329,12 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         case let error as MapAtMaximum:
             return make(.storeFull, "the store reached its maximum size of \(error.mapSize) bytes "
                 + "(Configuration.maximumMapSize); nothing stored was lost, remove keys or raise the limit")
+        case let error as DiskFull:
+            return make(.diskFull, "the disk is full: \(error.path) needs room for \(error.bytes) bytes; "
+                + "nothing stored was lost and the write that needed the room changed nothing; free some space")
+        case is UsedAfterFork:
+            return make(.usedAfterFork, "this handle was opened before the process forked, and LMDB forbids using it "
+                + "in the child: open the suite again in the child")
         case is WriteInsideRead:
             return make(.transactionMisuse, "a write cannot start inside read { } on the same thread; use write { } for both")
         case is StructureCheck.Retry:
@@ -247,15 +349,20 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             if error.meansCorruption {
                 return make(.corruptFile, "the file's structure is damaged (\(error)); it was left unchanged, restore it from a backup")
             }
+            if error == .readersFull {
+                return make(.tooManyReaders, "every reader slot of the suite's lock file is taken (one per thread of "
+                    + "every process reading it; Configuration.maximumReaders when the suite was created); try again "
+                    + "when fewer threads read it")
+            }
             switch error.code {
+            case ENOSPC, EDQUOT:
+                return make(.diskFull, "the disk is full; nothing stored was lost")
             case EACCES, EPERM:
                 return make(.notWritable, opening
                     ? "permission denied: the suite's files or directory are not readable and writable by this user"
                     : "permission denied (\(error))")
             case EROFS:
                 return make(.notWritable, "the file system is read-only")
-            case ENOSPC:
-                return make(.storageFailure, "the disk is full; nothing stored was lost")
             case ENOENT, ENOTDIR:
                 return make(.notWritable, "the suite directory does not exist or is not a directory")
             default:
@@ -271,10 +378,36 @@ struct UnsupportedLayout: Error {
     let version: UInt32
 }
 
+/// The named databases of a suite file (see DESIGN.md, "Storage"); `pending` holds sync's pending
+/// marks (see `SharedDefaults+Sync.swift`).
+enum SuiteDatabase {
+    static let names = ["values", "tombstones", "log", "meta", "pending"]
+    /// What a plain reader follows, checked when a file is opened.
+    static let readerTrees = ["values", "meta"]
+
+    static func name(of database: Database) -> String { names[database.index] }
+}
+
+extension Database {
+    static let values = Database(0)
+    static let tombstones = Database(1)
+    static let log = Database(2)
+    static let meta = Database(3)
+    static let pending = Database(4)
+}
+
 /// Keys of the `meta` database. (The buffers point at immutable static string data.)
 enum MetaKey {
     nonisolated(unsafe) static let format = UnsafeRawBufferPointer(staticString: "format")
     nonisolated(unsafe) static let origin = UnsafeRawBufferPointer(staticString: "origin")
+    /// The device and inode numbers of the file the origin belongs to.
+    nonisolated(unsafe) static let originFile = UnsafeRawBufferPointer(staticString: "origin.file")
+    /// Present when the suite is synced (its value: the server's URL, UTF-8).
+    nonisolated(unsafe) static let syncServer = UnsafeRawBufferPointer(staticString: "sync.server")
+    /// The server cursor: the last server revision applied, u64 little-endian.
+    nonisolated(unsafe) static let syncCursor = UnsafeRawBufferPointer(staticString: "sync.cursor")
+    /// The batch being pushed: its id and exact body.
+    nonisolated(unsafe) static let syncInFlight = UnsafeRawBufferPointer(staticString: "sync.inflight")
 }
 
 extension UnsafeRawBufferPointer {

@@ -1,3 +1,4 @@
+internal import GroupDefaultsLMDB
 import Foundation
 import Glibc
 

@@ -1,6 +1,7 @@
 import DemoSupport
 import Foundation
 import GroupDefaults
+import PropertyListFormats
 
 /// What to deliver.
 enum Outcome: Sendable {

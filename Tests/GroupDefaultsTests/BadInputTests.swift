@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import GroupDefaults
+@testable import GroupDefaultsLMDB
 
 // MARK: Helpers
 

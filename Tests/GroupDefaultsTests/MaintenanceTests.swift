@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Testing
 @testable import GroupDefaults
+@testable import GroupDefaultsLMDB
 
 // MARK: Helpers
 

@@ -1,5 +1,6 @@
 import Foundation
 @testable import GroupDefaults
+@testable import GroupDefaultsLMDB
 import Testing
 
 /// Change notifications: the log, the feeds, and real processes writing and watching.
@@ -268,16 +269,16 @@ struct ObservationTests {
             let observer = try HelperProcess("observe", directory: dir, suite: "dead", ["1000000"])
             #expect(observer.waitForLine("ready"))
             let pid = observer.process.processIdentifier
-            #expect(defaults.store.environment.sidecar.watcherProcesses.contains(pid))
+            #expect(defaults.store.sidecar.watcherProcesses.contains(pid))
             observer.send(SIGKILL)
             _ = observer.finish()
             for i in 0..<1000 { defaults.set(i, forKey: "k") }
             #expect(defaults.lastError == nil)
             #expect(defaults.integer(forKey: "k") == 999)
             // The dead watcher's slot is taken over once the free ones run out.
-            #expect(defaults.store.environment.sidecar.watcherProcesses.contains(pid))
+            #expect(defaults.store.sidecar.watcherProcesses.contains(pid))
             let feed = try defaults.changeFeed()
-            #expect(defaults.store.environment.sidecar.watcherProcesses.contains(getpid()))
+            #expect(defaults.store.sidecar.watcherProcesses.contains(getpid()))
             _ = feed
         }
     }

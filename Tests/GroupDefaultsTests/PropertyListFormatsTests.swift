@@ -2,6 +2,7 @@ import Foundation
 import PropertyBased
 import Testing
 @testable import GroupDefaults
+@testable import PropertyListFormats
 
 // MARK: Samples
 

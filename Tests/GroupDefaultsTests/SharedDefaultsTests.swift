@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import GroupDefaults
+@testable import GroupDefaultsLMDB
 
 // MARK: Typed keys used by these tests
 

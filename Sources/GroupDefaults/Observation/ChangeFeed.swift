@@ -1,4 +1,6 @@
+internal import GroupDefaultsLMDB
 import Foundation
+import Logging
 
 extension SharedDefaults {
     /// A suite's change feed for code that is not async: a cursor into the log, read in order.

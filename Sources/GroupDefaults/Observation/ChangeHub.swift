@@ -66,7 +66,7 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
         lifecycle.unlock()
         // Outside the lock: a handler on the signal's thread may subscribe, or write, meanwhile.
         if let ending {
-            if let slot = ending.slot { store.environment.sidecar.unregister(slot) }
+            if let slot = ending.slot { store.sidecar.unregister(slot) }
             ending.signal?.stop()
         }
     }
@@ -86,8 +86,8 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
         var interval = Self.pollingInterval
         if case .polling(let requested) = store.changeDetection {
             interval = requested
-        } else if let slot = store.environment.sidecar.register() {
-            let sidecar = store.environment.sidecar
+        } else if let slot = store.sidecar.register() {
+            let sidecar = store.sidecar
             let wake: @Sendable () -> Void = {
                 sidecar.acknowledge(slot)  // before reading the log: later commits signal again
                 wakeObservers()

@@ -1,3 +1,4 @@
+internal import GroupDefaultsLMDB
 /// The `log` database: one record per committed change, written in the change's own transaction.
 ///
 /// Key: the sequence number, 8 bytes big-endian, so that key order is commit order. Value:

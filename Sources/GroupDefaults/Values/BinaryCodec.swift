@@ -6,17 +6,17 @@ import Foundation
 /// zig-zagged), doubles and dates as 8 little-endian bytes, dictionaries with their keys sorted so
 /// that equal values encode to equal bytes. The format's version lives in the record header
 /// (`StoredRecord.format`), not here.
-enum BinaryCodec {
+package enum BinaryCodec {
     enum Tag: UInt8 {
         case string = 1, integer, double, boolFalse, boolTrue, date, data, array, dictionary
     }
 
     /// Nesting deeper than this is refused when decoding (it could only come from damaged bytes,
     /// and recursion that deep would exhaust the stack).
-    static let maximumDepth = 512
+    package static let maximumDepth = 512
 
     /// Whether `value` (found at `depth`) nests shallowly enough to decode again.
-    static func fitsNestingLimit(_ value: PropertyListValue, depth: Int = 0) -> Bool {
+    package static func fitsNestingLimit(_ value: PropertyListValue, depth: Int = 0) -> Bool {
         guard depth < maximumDepth else { return false }
         switch value {
         case .array(let elements): return elements.allSatisfy { fitsNestingLimit($0, depth: depth + 1) }

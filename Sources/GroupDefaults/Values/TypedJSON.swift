@@ -83,12 +83,12 @@ extension PropertyListValue: Codable {
 /// 0 to 9999 (`Date.distantPast` is year 0 in the proleptic Gregorian calendar). Written by hand
 /// (civil-from-days arithmetic) so that a whole millisecond survives the trip exactly, which
 /// Foundation's formatters do not promise.
-enum TypedJSONDate {
+package enum TypedJSONDate {
     private static let firstMillisecond: Int64 = -62_167_219_200_000  // 0000-01-01T00:00:00.000Z
     private static let lastMillisecond: Int64 = 253_402_300_799_999  // 9999-12-31T23:59:59.999Z
 
     /// The text for `date` rounded to the millisecond, or nil outside years 0…9999 (or not finite).
-    static func format(_ date: Date) -> String? {
+    package static func format(_ date: Date) -> String? {
         let seconds = date.timeIntervalSince1970
         guard seconds.isFinite else { return nil }
         let ms = (seconds * 1000).rounded()
@@ -109,7 +109,7 @@ enum TypedJSONDate {
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`.
-    static func parse(_ text: String) -> Date? {
+    package static func parse(_ text: String) -> Date? {
         let b = Array(text.utf8)
         func number(_ range: Range<Int>) -> Int64? {
             guard range.upperBound <= b.count else { return nil }

@@ -1,5 +1,7 @@
+import Foundation
 import ArgumentParser
 import GroupDefaults
+import PropertyListFormats
 
 extension GroupDefaultsCommand {
     struct Find: ParsableCommand {

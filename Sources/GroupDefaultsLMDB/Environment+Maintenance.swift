@@ -9,7 +9,7 @@ extension Environment {
     /// `structureCheckLimit`: the free-page tree, the main tree and every named tree (see
     /// `StructureCheck`). Runs under a read transaction, so the pages it walks stay as they are while
     /// other processes write. Throws `StructureDamage` or `FileHeader.Truncated` for a damaged file.
-    func verifyStructure() throws {
+    package func verifyStructure() throws {
         var attempts = 0
         while true {
             do {
@@ -25,7 +25,7 @@ extension Environment {
 
     /// The reader slots held by live processes (one per thread that has read the suite, this
     /// process's included), after clearing the slots of processes that died.
-    func liveReaderCount() throws -> Int {
+    package func liveReaderCount() throws -> Int {
         try read { txn in
             let env = mdb_txn_env(txn.txn)
             var dead: Int32 = 0

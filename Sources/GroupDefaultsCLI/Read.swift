@@ -1,5 +1,6 @@
 import ArgumentParser
 import GroupDefaults
+import PropertyListFormats
 
 extension GroupDefaultsCommand {
     struct Read: ParsableCommand {

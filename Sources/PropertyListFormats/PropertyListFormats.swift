@@ -1,3 +1,4 @@
+import GroupDefaults
 import Foundation
 
 /// The on-disk forms a whole suite or a value can take.

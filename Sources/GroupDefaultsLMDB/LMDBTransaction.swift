@@ -4,11 +4,11 @@ internal import CLMDB
 ///
 /// Buffers it returns point into the map and are valid until the transaction ends; a size larger
 /// than the map (a damaged node) yields `LMDBError.corrupted`, not a wild read.
-struct LMDBTransaction {
-    let txn: OpaquePointer
-    let environment: Environment
+package struct LMDBTransaction {
+    package let txn: OpaquePointer
+    package let environment: Environment
 
-    func get(_ database: NamedDatabase, _ key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
+    package func get(_ database: Database, _ key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val()
         let rc = mdb_get(txn, environment.handle(database), &k, &v)
@@ -19,14 +19,14 @@ struct LMDBTransaction {
 
     /// Stores `value` under `key`. With `append`, `key` must sort after every key in the database
     /// (LMDB then skips the search: `MDB_APPEND`).
-    func put(_ database: NamedDatabase, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, append: Bool = false) throws {
+    package func put(_ database: Database, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, append: Bool = false) throws {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
         try noteMapFull(mdb_put(txn, environment.handle(database), &k, &v, append ? UInt32(MDB_APPEND) : 0))
     }
 
     /// Deletes entries from the front of `database` while `shouldDelete(key)` holds.
-    func deleteLeading(_ database: NamedDatabase, while shouldDelete: (UnsafeRawBufferPointer) throws -> Bool) throws {
+    package func deleteLeading(_ database: Database, while shouldDelete: (UnsafeRawBufferPointer) throws -> Bool) throws {
         var cursor: OpaquePointer?
         try check(mdb_cursor_open(txn, environment.handle(database), &cursor))
         defer { mdb_cursor_close(cursor) }
@@ -43,7 +43,7 @@ struct LMDBTransaction {
 
     /// Deletes `key`; returns whether it was there.
     @discardableResult
-    func delete(_ database: NamedDatabase, _ key: UnsafeRawBufferPointer) throws -> Bool {
+    package func delete(_ database: Database, _ key: UnsafeRawBufferPointer) throws -> Bool {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         let rc = mdb_del(txn, environment.handle(database), &k, nil)
         if rc == MDB_NOTFOUND { return false }
@@ -52,12 +52,12 @@ struct LMDBTransaction {
     }
 
     /// Removes every entry of `database`, keeping the database itself.
-    func empty(_ database: NamedDatabase) throws {
+    package func empty(_ database: Database) throws {
         try noteMapFull(mdb_drop(txn, environment.handle(database), 0))
     }
 
     /// The number of entries, read from the database record (no scan).
-    func count(_ database: NamedDatabase) throws -> Int {
+    package func count(_ database: Database) throws -> Int {
         var stat = MDB_stat()
         try check(mdb_stat(txn, environment.handle(database), &stat))
         return stat.ms_entries
@@ -65,8 +65,8 @@ struct LMDBTransaction {
 
     /// Calls `body` for each entry in key order, starting at `start` (or the first key), until it
     /// returns false.
-    func forEach(
-        _ database: NamedDatabase,
+    package func forEach(
+        _ database: Database,
         from start: UnsafeRawBufferPointer? = nil,
         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
     ) throws {
@@ -90,7 +90,7 @@ struct LMDBTransaction {
     }
 
     /// The last entry in key order.
-    func last(_ database: NamedDatabase) throws -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)? {
+    package func last(_ database: Database) throws -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)? {
         var cursor: OpaquePointer?
         try check(mdb_cursor_open(txn, environment.handle(database), &cursor))
         defer { mdb_cursor_close(cursor) }

@@ -1,5 +1,6 @@
 import Foundation
 import GroupDefaults
+import PropertyListFormats
 
 /// How the tool prints values, as `defaults` does.
 enum ValueText {

@@ -1,3 +1,4 @@
+import GroupDefaults
 import Foundation
 
 /// Old-style (OpenStep) property-list text: written as macOS `defaults read` prints a domain, and

@@ -7,14 +7,16 @@ import Glibc
 /// store refuse such a file instead. The layout is LMDB 0.9's on-disk format: a 16-byte page header,
 /// then `MDB_meta`: magic, version, address, map size, two `MDB_db` records of 48 bytes (free pages,
 /// then the main database; the first one's `md_pad` holds the page size), last page number, txn id.
-enum FileHeader {
+package enum FileHeader {
     static let magic: UInt32 = 0xBEEF_C0DE
+    /// `MDB_DATA_VERSION` of the LMDB 0.9 format this reader knows.
+    static let dataVersion: UInt32 = 1
     static let invalidPage = UInt64.max
 
-    struct Truncated: Error, CustomStringConvertible {
-        let actualSize: Int
-        let requiredSize: Int
-        var description: String {
+    package struct Truncated: Error, CustomStringConvertible {
+        package let actualSize: Int
+        package let requiredSize: Int
+        package var description: String {
             "the file is truncated: it has \(actualSize) bytes but its header says \(requiredSize) are in use"
         }
     }
@@ -38,6 +40,8 @@ enum FileHeader {
 
     struct Meta {
         var pageSize: Int
+        /// The format's data version (`mm_version`).
+        var version: UInt32
         var lastPage: UInt64
         var txnID: UInt64
         var freeTree: TreeRecord
@@ -54,7 +58,7 @@ enum FileHeader {
     /// Throws `Truncated` when the file at `fd` is shorter than the pages its newest valid meta page
     /// says are in use. Files whose header LMDB would not recognise are left for LMDB to reject.
     static func checkNotTruncated(fd: Int32, fileSize: Int) throws {
-        guard let first = readMeta(fd: fd, offset: 0) else { return }
+        guard let first = readMeta(fd: fd, offset: 0), StructureCheck.understands(fileVersion: first.version) else { return }
         var newest = first
         if let second = readMeta(fd: fd, offset: first.pageSize), second.txnID > first.txnID { newest = second }
         guard let required = newest.usedSize else { return }  // garbage: LMDB rejects it
@@ -74,6 +78,7 @@ enum FileHeader {
             guard pageSize >= 512, pageSize <= 65536, pageSize & (pageSize - 1) == 0 else { return nil }
             return Meta(
                 pageSize: pageSize,
+                version: raw.loadUnaligned(fromByteOffset: 20, as: UInt32.self),
                 lastPage: raw.loadUnaligned(fromByteOffset: 136, as: UInt64.self),
                 txnID: raw.loadUnaligned(fromByteOffset: 144, as: UInt64.self),
                 freeTree: TreeRecord(raw, at: 40),

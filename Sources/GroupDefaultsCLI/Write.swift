@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GroupDefaults
+import PropertyListFormats
 
 extension GroupDefaultsCommand {
     struct Write: ParsableCommand {

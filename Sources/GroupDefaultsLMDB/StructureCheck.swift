@@ -2,8 +2,8 @@ internal import CLMDB
 import Glibc
 
 /// The file's B-tree structure is damaged.
-struct StructureDamage: Error, CustomStringConvertible {
-    let description: String
+package struct StructureDamage: Error, CustomStringConvertible {
+    package let description: String
     init(_ description: String) { self.description = description }
 }
 
@@ -23,7 +23,7 @@ struct StructureDamage: Error, CustomStringConvertible {
 /// the first write of a process checks the rest (free pages, `tombstones`, `log`) before LMDB
 /// touches them. A short-lived reader, such as a notification-service extension, pays only for
 /// the former.
-enum StructureCheck {
+package enum StructureCheck {
     private static let pageHeaderSize = 16
     private static let nodeHeaderSize = 8
     private static let maximumDepth = 32  // LMDB's cursor stack
@@ -33,13 +33,20 @@ enum StructureCheck {
     private static let duplicateSortFlags: UInt16 = 0x04 | 0x10 | 0x20 | 0x40  // DUPSORT, DUPFIXED, INTEGERDUP, REVERSEDUP
 
     /// What to walk.
-    enum Scope {
-        /// The main tree and the `values` and `meta` trees: what a reader follows.
-        case readerTrees
-        /// The main tree and the `log` tree: what an observer follows.
-        case logTree
+    package enum Scope: Sendable, Equatable {
+        /// The main tree and the named trees listed (for example what a plain reader follows).
+        case trees([String])
         /// Every tree, free pages included.
         case everything
+    }
+
+    /// Whether the walk understands the file: it knows LMDB 0.9's page format (data version 1), and
+    /// the library must be an LMDB 0.9. Anything else is left to LMDB, unchecked, rather than being
+    /// called damaged.
+    static func understands(fileVersion: UInt32) -> Bool {
+        var major: Int32 = 0, minor: Int32 = 0, patch: Int32 = 0
+        _ = mdb_version(&major, &minor, &patch)
+        return major == 0 && minor == 9 && fileVersion == FileHeader.dataVersion
     }
 
     /// Checks the snapshot `txnID` (the transaction id of a read transaction, or the last committed
@@ -49,6 +56,7 @@ enum StructureCheck {
         var fd: Int32 = -1
         try check(mdb_env_get_fd(env, &fd))
         guard let first = FileHeader.readMeta(fd: fd, offset: 0) else { throw StructureDamage("meta page 0 is damaged") }
+        guard understands(fileVersion: first.version) else { return }
         guard let meta = FileHeader.readMeta(fd: fd, offset: Int(txnID & 1) * first.pageSize), meta.txnID == txnID else {
             throw Retry()
         }
@@ -66,7 +74,7 @@ enum StructureCheck {
     }
 
     /// A writer committed twice while the meta page was being read; read it again.
-    struct Retry: Error {}
+    package struct Retry: Error {}
 
     private enum TreeKind { case free, main, named }
 
@@ -188,8 +196,7 @@ enum StructureCheck {
                     let treeName = String(decoding: UnsafeRawBufferPointer(start: p + offset + nodeHeaderSize, count: keySize), as: UTF8.self)
                     let follows = switch scope {
                     case .everything: true
-                    case .readerTrees: treeName == NamedDatabase.values.name || treeName == NamedDatabase.meta.name
-                    case .logTree: treeName == NamedDatabase.log.name
+                    case .trees(let names): names.contains(treeName)
                     }
                     if follows {
                         try tree(record, kind: .named, name: "tree '\(treeName)'", slot: slot + 1)

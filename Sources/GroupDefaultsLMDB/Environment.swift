@@ -1,0 +1,598 @@
+internal import CLMDB
+import Glibc
+import Synchronization
+
+/// A named database of an environment: the index of its name in `EnvironmentOptions.databases`.
+package struct Database: Hashable, Sendable {
+    package let index: Int
+    package init(_ index: Int) { self.index = index }
+}
+
+/// How many times this process's ancestors forked since it loaded the library, counted in the child
+/// of each `fork()`; environments opened before a fork refuse to be used in the child.
+private enum ForkCount {
+    static let value = Atomic<UInt32>(0)
+    static let handlerInstalled: Bool = {
+        pthread_atfork(nil, nil) { ForkCount.value.add(1, ordering: .sequentiallyConsistent) }
+        return true
+    }()
+    static var current: UInt32 { value.load(ordering: .relaxed) }
+}
+
+/// A file's identity: its device and inode numbers.
+package struct FileID: Hashable, Sendable {
+    package var device: UInt64
+    package var inode: UInt64
+
+    /// 16 bytes, little-endian.
+    package var bytes: [UInt8] {
+        withUnsafeBytes(of: (device.littleEndian, inode.littleEndian)) { Array($0) }
+    }
+}
+
+/// What an environment is opened with.
+package struct EnvironmentOptions: Sendable {
+    /// The named databases, created if missing; `Database(i)` is `databases[i]`.
+    package var databases: [String]
+    /// The named databases a plain reader follows: their pages are checked when the file is opened
+    /// (the rest when this process first writes, or through `checkTrees`).
+    package var readerTrees: [String]
+    /// A file beside the environment whose `flock` serialises opening and growing the map across
+    /// processes (the core's sidecar file).
+    package var lockFilePath: String
+    package var initialMapSize: Int
+    package var maximumMapSize: Int
+    /// Permission bits of the files made (a `mode_t`).
+    package var fileMode: UInt32
+    package var maximumReaders: UInt32
+    /// Opening checks every page's structure when the pages in use take at most this many bytes.
+    package var structureCheckLimit: Int
+
+    package init(
+        databases: [String], readerTrees: [String], lockFilePath: String, initialMapSize: Int, maximumMapSize: Int,
+        fileMode: UInt32, maximumReaders: UInt32, structureCheckLimit: Int
+    ) {
+        self.databases = databases
+        self.readerTrees = readerTrees
+        self.lockFilePath = lockFilePath
+        self.initialMapSize = initialMapSize
+        self.maximumMapSize = maximumMapSize
+        self.fileMode = fileMode
+        self.maximumReaders = maximumReaders
+        self.structureCheckLimit = structureCheckLimit
+    }
+}
+
+/// A write was started inside a read of the same suite on the same thread.
+package struct WriteInsideRead: Error {}
+
+/// The file system has no room for the space the map needs; nothing was written.
+package struct DiskFull: Error {
+    package let path: String
+    package let bytes: Int
+}
+
+/// An environment opened before `fork()` was used in the child, which LMDB forbids.
+package struct UsedAfterFork: Error {}
+
+/// The read transactions running on this thread, innermost first, in thread-local storage: a
+/// linked list of scopes that live on the stack of `Environment.read`.
+private enum ReadScope {
+    struct Node {
+        let environment: UnsafeRawPointer
+        let txn: OpaquePointer
+        let outer: UnsafeMutableRawPointer?
+    }
+
+    static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// The read transaction this thread runs on `environment`, if any.
+    static func find(_ environment: UnsafeRawPointer) -> OpaquePointer? {
+        var scope = pthread_getspecific(key)
+        while let node = scope?.assumingMemoryBound(to: Node.self).pointee {
+            if node.environment == environment { return node.txn }
+            scope = node.outer
+        }
+        return nil
+    }
+
+    static func with<T>(_ environment: UnsafeRawPointer, _ txn: OpaquePointer, _ body: () throws -> T) rethrows -> T {
+        var node = Node(environment: environment, txn: txn, outer: pthread_getspecific(key))
+        return try withUnsafeMutablePointer(to: &node) { pointer in
+            pthread_setspecific(key, pointer)
+            defer { pthread_setspecific(key, pointer.pointee.outer) }
+            return try body()
+        }
+    }
+}
+
+/// The map is at its configured maximum and the write does not fit.
+package struct MapAtMaximum: Error {
+    package let mapSize: Int
+}
+
+/// One LMDB environment: one suite file, opened once per process.
+///
+/// Flags: `MDB_NOSUBDIR` (one file plus `-lock`), `MDB_WRITEMAP` (commits write straight into the
+/// shared map: cheap, and visible to every process at once) and `MDB_NOSYNC` (no flush at commit;
+/// the page cache keeps every commit through any process crash). A commit that must reach the disk
+/// turns `MDB_NOSYNC` off for itself while it holds LMDB's writer lock (see `write`); with
+/// `MDB_NOMETASYNC` LMDB then flushes the data pages before it writes the meta page, and this class
+/// flushes the meta page itself, so that a failed final flush is told apart from a failed commit.
+///
+/// Map growth. `mdb_env_set_mapsize` unmaps the file, so it runs under `resizeLock` held exclusively
+/// while every transaction of this process holds it shared. With `MDB_WRITEMAP` LMDB also truncates
+/// the file to the map size it maps; a process that mapped less than another must never shrink the
+/// file under it. So every open and every resize happens under an advisory `flock` on the lock file
+/// and never asks for less than the file's current size.
+///
+/// Disk space. With `MDB_WRITEMAP` LMDB extends the file with `ftruncate`, leaving it sparse, and a
+/// page written into space the file system cannot back kills the process with `SIGBUS`. So the map's
+/// whole size (and the reader table of the `-lock` file) is reserved with `fallocate` before LMDB
+/// maps it; a reservation refused for lack of space is `DiskFull`, and the map does not grow. File
+/// systems without `fallocate` are used as before.
+///
+/// `fork()`. An environment belongs to the process that opened it: in a child every call throws
+/// `UsedAfterFork`, and `close()` leaves LMDB's state alone.
+package final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; our mutable state is guarded as noted
+    package static let flags = UInt32(MDB_NOSUBDIR | MDB_WRITEMAP | MDB_NOSYNC | MDB_NOMETASYNC)
+    package static let noSyncFlag = UInt32(MDB_NOSYNC)
+
+    package let path: String
+    package let maximumMapSize: Int
+    package let maximumKeySize: Int
+    private let env: OpaquePointer
+    /// The file whose `flock` serialises opening and resizing across processes.
+    private let lockFile: Int32
+    private let databases: [MDB_dbi]
+    private let resizeLock = ReadWriteLock()
+    /// The fork generation this process had when it opened the environment.
+    private let forkGeneration: UInt32
+    /// The data file's identity when it was opened.
+    package let fileID: FileID
+
+    /// The current map size, for checking the sizes LMDB hands back (a damaged node can claim any
+    /// size). Written only under `resizeLock` held exclusively, read under it held shared.
+    private nonisolated(unsafe) var mapSize = 0
+    /// Whether the disk space of the whole map is reserved (see "Disk space"). Written under
+    /// `resizeLock` held exclusively, or by the writer thread under LMDB's writer lock.
+    private let spaceReserved = Atomic<Bool>(false)
+
+    /// The thread running this process's write transaction (LMDB's writer lock makes it at most one),
+    /// and whether a write in it hit `MDB_MAP_FULL`; the latter is touched only by that thread.
+    private let writerThread = Atomic<UInt>(0)
+    private nonisolated(unsafe) var activeWriteHitMapFull = false
+    /// Whether the trees only writers follow have been checked (see `StructureCheck`). Touched only
+    /// under LMDB's writer lock.
+    private nonisolated(unsafe) var writerTreesChecked = false
+    private let structureCheckLimit: Int
+    private let readerTrees: [String]
+
+    /// How many flushes to disk this environment made (`write(sync: true)`, `sync()`).
+    package let flushCount = Atomic<Int>(0)
+    /// An `errno` value the next flush fails with, for tests of a failing disk (EIO cannot be caused
+    /// on purpose here); 0 for none.
+    package let failNextFlush = Atomic<Int32>(0)
+
+    package init(path: String, options: EnvironmentOptions) throws {
+        _ = ForkCount.handlerInstalled
+        self.path = path
+        self.maximumMapSize = options.maximumMapSize
+        self.structureCheckLimit = options.structureCheckLimit
+        self.readerTrees = options.readerTrees
+        self.forkGeneration = ForkCount.current
+
+        var lockFile = open(options.lockFilePath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(options.fileMode))
+        if lockFile >= 0 {
+            fchmod(lockFile, mode_t(options.fileMode))  // exactly the configured mode, whatever the umask
+        } else if errno == EEXIST {
+            lockFile = open(options.lockFilePath, O_RDWR | O_CLOEXEC)
+        }
+        guard lockFile >= 0 else { throw LMDBError(errno) }
+        flock(lockFile, LOCK_EX)
+
+        var env: OpaquePointer?
+        var reserved = false
+        var fileID = FileID(device: 0, inode: 0)
+        do {
+            // Create the data and lock files ourselves, with their space reserved, so that LMDB's
+            // first writes into its mappings cannot fault on a full disk.
+            let lockPath = path + "-lock"
+            let existed = access(path, F_OK) == 0
+            let lockExisted = access(lockPath, F_OK) == 0
+            let data = open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(options.fileMode))
+            guard data >= 0 else { throw LMDBError(errno) }
+            defer { Glibc.close(data) }  // harmless: LMDB's locks live on the `-lock` file
+            if !existed { fchmod(data, mode_t(options.fileMode)) }  // exactly the configured mode, whatever the umask
+            var st = stat()
+            guard fstat(data, &st) == 0 else { throw LMDBError(errno) }
+            fileID = FileID(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+            let existingSize = Int(st.st_size)
+            if existingSize > 0 { try FileHeader.checkNotTruncated(fd: data, fileSize: existingSize) }
+            let initialSize = max(existingSize, min(options.initialMapSize, options.maximumMapSize))
+            if !lockExisted {
+                let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(options.fileMode))
+                guard lock >= 0 else { throw LMDBError(errno) }
+                fchmod(lock, mode_t(options.fileMode))
+                let readerTable = (Int(options.maximumReaders) + 2) * 64 + 4096
+                let rc = gd_reserve_space(lock, readerTable)
+                Glibc.close(lock)
+                if rc == ENOSPC { throw DiskFull(path: lockPath, bytes: readerTable) }
+            }
+            switch gd_reserve_space(data, initialSize) {
+            case 0: reserved = true
+            case ENOSPC where !existed: throw DiskFull(path: path, bytes: initialSize)
+            default: break  // no fallocate here, or no room: writes try again (see `reserveIfNeeded`)
+            }
+
+            try check(mdb_env_create(&env))
+            try check(mdb_env_set_maxdbs(env, MDB_dbi(options.databases.count)))
+            try check(mdb_env_set_maxreaders(env, options.maximumReaders))
+            try check(mdb_env_set_mapsize(env, initialSize))
+            try check(mdb_env_open(env, path, Self.flags, mode_t(options.fileMode)))
+            var dead: Int32 = 0
+            _ = mdb_reader_check(env, &dead)  // clear reader slots left by crashed processes
+            self.databases = try Self.openDatabases(
+                env!, names: options.databases, readerTrees: options.readerTrees,
+                structureCheckLimit: options.structureCheckLimit)
+        } catch {
+            if let env { mdb_env_close(env) }
+            flock(lockFile, LOCK_UN)
+            Glibc.close(lockFile)
+            throw error
+        }
+        flock(lockFile, LOCK_UN)
+        self.env = env!
+        self.lockFile = lockFile
+        self.fileID = fileID
+        self.maximumKeySize = Int(mdb_env_get_maxkeysize(env))
+        refreshMapSize()
+        spaceReserved.store(reserved && currentFileSize() <= mapSize, ordering: .relaxed)
+    }
+
+    /// Closes the environment. Called once, when nothing of this process uses it any more (so no
+    /// transaction can be running). In a child process after `fork()` it leaves LMDB's state alone.
+    package func close() {
+        guard !isInherited else { return }
+        mdb_env_close(env)
+        Glibc.close(lockFile)
+    }
+
+    /// Whether this process is a child forked after the environment was opened.
+    package var isInherited: Bool { ForkCount.current != forkGeneration }
+
+    @inline(__always)
+    private func checkProcess() throws {
+        if ForkCount.current != forkGeneration { throw UsedAfterFork() }
+    }
+
+    /// Opens the named databases, read-only if they exist (an existing suite opens without taking
+    /// LMDB's writer lock), else creating them in one write transaction. The structure of an existing
+    /// file is checked before LMDB follows any of its pages.
+    private static func openDatabases(
+        _ env: OpaquePointer, names: [String], readerTrees: [String], structureCheckLimit: Int
+    ) throws -> [MDB_dbi] {
+        if let handles = try openExistingDatabases(env, names: names, readerTrees: readerTrees, structureCheckLimit: structureCheckLimit) {
+            return handles
+        }
+        var txn: OpaquePointer?
+        try check(mdb_txn_begin(env, nil, 0, &txn))
+        do {
+            guard let handles = try openHandles(txn!, names: names, create: true) else { throw LMDBError.notFound }
+            try check(mdb_txn_commit(txn))
+            return handles
+        } catch {
+            mdb_txn_abort(txn)
+            throw error
+        }
+    }
+
+    /// The named databases of an existing file, or nil for a new (empty) file or one that lacks
+    /// some of them. Throws `LMDBError.invalid` for an LMDB file that holds other data.
+    private static func openExistingDatabases(
+        _ env: OpaquePointer, names: [String], readerTrees: [String], structureCheckLimit: Int
+    ) throws -> [MDB_dbi]? {
+        var attempts = 0
+        while true {
+            var txn: OpaquePointer?
+            try check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn))
+            do {
+                try StructureCheck.verify(
+                    env: env, snapshot: UInt64(mdb_txn_id(txn)), limit: structureCheckLimit, scope: .trees(readerTrees))
+                if let handles = try openHandles(txn!, names: names, create: false) {
+                    try check(mdb_txn_commit(txn))
+                    return handles
+                }
+            } catch is StructureCheck.Retry where attempts < 100 {
+                mdb_txn_abort(txn)
+                attempts += 1
+                continue
+            } catch {
+                mdb_txn_abort(txn)
+                throw error
+            }
+            var main = MDB_stat()
+            let rc = mdb_stat(txn, 1 /* MAIN_DBI */, &main)
+            var known = 0
+            if rc == 0 {
+                // Named databases this file already has (an older layout with fewer of them) are fine.
+                for name in names {
+                    var dbi: MDB_dbi = 0
+                    if mdb_dbi_open(txn, name, 0, &dbi) == 0 { known += 1 }
+                }
+            }
+            mdb_txn_abort(txn)
+            try check(rc)
+            if main.ms_entries > known { throw LMDBError.invalid }  // someone else's LMDB file: leave it alone
+            return nil
+        }
+    }
+
+    /// Opens the databases `names` in `txn`; nil if one does not exist and `create` is false.
+    private static func openHandles(_ txn: OpaquePointer, names: [String], create: Bool) throws -> [MDB_dbi]? {
+        var handles: [MDB_dbi] = []
+        handles.reserveCapacity(names.count)
+        for name in names {
+            var dbi: MDB_dbi = 0
+            let rc = mdb_dbi_open(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi)
+            if rc == MDB_NOTFOUND && !create { return nil }
+            try check(rc)
+            handles.append(dbi)
+        }
+        return handles
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` in a read-only snapshot. A read inside a read of this environment on the same
+    /// thread joins the outer one (LMDB allows one read transaction per thread and environment).
+    package func read<T>(_ body: (LMDBTransaction) throws -> T) throws -> T {
+        try checkProcess()
+        let me = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
+        if let outer = ReadScope.find(me) { return try body(LMDBTransaction(txn: outer, environment: self)) }
+        while true {
+            let result: T? = try resizeLock.withReadLock { () throws -> T? in
+                var txn: OpaquePointer?
+                let rc = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn)
+                if rc == MDB_MAP_RESIZED { return nil }
+                try check(rc)
+                defer { mdb_txn_abort(txn) }
+                return try ReadScope.with(me, txn!) { try body(LMDBTransaction(txn: txn!, environment: self)) }
+            }
+            if let result { return result }
+            try resizeMap(grow: false)
+        }
+    }
+
+    /// Runs `body` in a write transaction and commits it; `body` runs again if the map had to grow.
+    /// With `sync`, the commit is flushed to disk before this returns; if only that final flush fails,
+    /// the commit stands (every process already sees it) and `flushFailed` is told why, instead of an
+    /// error being thrown. When the map is at its maximum, a transaction for which `mayUseReserve()`
+    /// is true (one that only removes data) may grow it by a reserve beyond, so that a full store can
+    /// still be emptied. Must not be called on a thread that is already writing
+    /// (`isWritingOnCurrentThread`): LMDB's writer lock is not reentrant.
+    package func write<T>(
+        sync: Bool, mayUseReserve: () -> Bool = { false }, flushFailed: (LMDBError) -> Void = { _ in },
+        _ body: (LMDBTransaction) throws -> T
+    ) throws -> T {
+        try checkProcess()
+        precondition(!isWritingOnCurrentThread, "nested LMDB write transaction on one thread")
+        // A write cannot start inside a read on this thread: it could deadlock growing the map
+        // (the read holds `resizeLock`), and LMDB allows one transaction per thread.
+        if ReadScope.find(UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())) != nil {
+            throw WriteInsideRead()
+        }
+        while true {
+            var mustGrow = false
+            if !spaceReserved.load(ordering: .relaxed) { try resizeMap(grow: false) }
+            let result: T? = try resizeLock.withReadLock { () throws -> T? in
+                var txn: OpaquePointer?
+                let rc = mdb_txn_begin(env, nil, 0, &txn)
+                if rc == MDB_MAP_RESIZED { return nil }
+                try check(rc)
+                if !writerTreesChecked {
+                    do {
+                        // Under the writer lock nothing can commit: the snapshot is the last commit.
+                        try StructureCheck.verify(
+                            env: env, snapshot: UInt64(mdb_txn_id(txn)) - 1, limit: structureCheckLimit, scope: .everything)
+                    } catch {
+                        mdb_txn_abort(txn)
+                        throw error
+                    }
+                    writerTreesChecked = true
+                }
+                writerThread.store(UInt(pthread_self()), ordering: .relaxed)
+                activeWriteHitMapFull = false
+                var finished = false
+                defer {
+                    if !finished {
+                        mustGrow = activeWriteHitMapFull
+                        endWrite()
+                        mdb_txn_abort(txn)
+                    }
+                }
+                let value: T
+                do {
+                    value = try body(LMDBTransaction(txn: txn!, environment: self))
+                } catch where activeWriteHitMapFull {
+                    return nil
+                }
+                if activeWriteHitMapFull { return nil }  // body swallowed MDB_MAP_FULL; the txn is unusable
+                finished = true
+                endWrite()
+                // Durability is per handle: a syncing commit turns MDB_NOSYNC off for itself, under
+                // the writer lock (no other commit of this process can run meanwhile). LMDB then
+                // flushes the data pages before writing the meta page; a failure there fails the commit.
+                let flushesData = sync && mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 0) == 0
+                let commit = mdb_txn_commit(txn)
+                if flushesData { mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 1) }
+                if commit == MDB_MAP_FULL { mustGrow = true; return nil }
+                try check(commit)
+                // Committed: every process sees it. Flushing the meta page can only fail the
+                // durability the caller asked for, not the commit.
+                if sync {
+                    do throws(LMDBError) { try flush() } catch { flushFailed(error) }
+                }
+                return value
+            }
+            if let result { return result }
+            try resizeMap(grow: mustGrow, useReserve: mustGrow && mayUseReserve())
+        }
+    }
+
+    /// Flushes every committed transaction to disk (`mdb_env_sync` with force).
+    private func flush() throws(LMDBError) {
+        flushCount.add(1, ordering: .relaxed)
+        let injected = failNextFlush.exchange(0, ordering: .relaxed)
+        if injected != 0 { throw LMDBError(injected) }
+        try check(mdb_env_sync(env, 1))
+    }
+
+    /// Checks the pages of the named trees `names` (see `StructureCheck`), unless a write of this
+    /// process already checked everything.
+    package func checkTrees(_ names: [String]) throws {
+        guard !writerTreesChecked else { return }
+        try read { txn in
+            try StructureCheck.verify(env: env, snapshot: UInt64(mdb_txn_id(txn.txn)), limit: structureCheckLimit, scope: .trees(names))
+        }
+    }
+
+    /// Whether this thread is inside `write`'s body.
+    package var isWritingOnCurrentThread: Bool {
+        writerThread.load(ordering: .relaxed) == UInt(pthread_self())
+    }
+
+    private func endWrite() {
+        writerThread.store(0, ordering: .relaxed)
+    }
+
+    /// Called by `LMDBTransaction` when a write fails with `MDB_MAP_FULL`.
+    func noteMapFull() { activeWriteHitMapFull = true }
+
+    /// Whether a buffer of `count` bytes can lie inside the map. (LMDB does not tell where the map
+    /// starts, so only the size is checked.)
+    @inline(__always)
+    func fitsInMap(_ count: Int) -> Bool {
+        count >= 0 && count <= mapSize
+    }
+
+    // MARK: Map size
+
+    /// Adopts the size another process grew the file to, or (with `grow`) doubles the map up to the
+    /// maximum. Never asks for less than the file's current size. The disk space of the new size is
+    /// reserved first; without room the map stays as it is and `DiskFull` is thrown.
+    private func resizeMap(grow: Bool, useReserve: Bool = false) throws {
+        try checkProcess()
+        try resizeLock.withWriteLock { () throws in
+            flock(lockFile, LOCK_EX)
+            defer { flock(lockFile, LOCK_UN) }
+            var info = MDB_envinfo()
+            try check(mdb_env_info(env, &info))
+            let current = info.me_mapsize
+            let fileSize = currentFileSize()
+            var target = max(current, fileSize)
+            if grow && fileSize <= current {
+                var limit = maximumMapSize
+                if useReserve {
+                    let (sum, overflow) = maximumMapSize.addingReportingOverflow(reserve)
+                    limit = overflow ? Int.max : sum
+                }
+                guard current < limit else { throw MapAtMaximum(mapSize: maximumMapSize) }
+                let doubled = current.multipliedReportingOverflow(by: 2)
+                target = min(doubled.overflow ? limit : max(doubled.partialValue, current + 1 << 20), limit)
+            }
+            try reserveSpace(target)
+            try check(mdb_env_set_mapsize(env, target))
+            refreshMapSize()
+        }
+    }
+
+    /// Reserves the disk space of the first `size` bytes of the file (see "Disk space").
+    private func reserveSpace(_ size: Int) throws {
+        var fd: Int32 = -1
+        try check(mdb_env_get_fd(env, &fd))
+        switch gd_reserve_space(fd, size) {
+        case 0:
+            spaceReserved.store(true, ordering: .relaxed)
+        case ENOSPC, EDQUOT:
+            spaceReserved.store(false, ordering: .relaxed)
+            throw DiskFull(path: path, bytes: size)
+        default:
+            // No fallocate on this file system: nothing can be reserved, so nothing is checked.
+            spaceReserved.store(true, ordering: .relaxed)
+        }
+    }
+
+    /// Room beyond the maximum for transactions that only remove data.
+    private var reserve: Int { min(max(maximumMapSize / 16, 256 << 10), 16 << 20) }
+
+    private func currentFileSize() -> Int {
+        var fd: Int32 = -1
+        var st = stat()
+        guard mdb_env_get_fd(env, &fd) == 0, fstat(fd, &st) == 0 else { return 0 }
+        return Int(st.st_size)
+    }
+
+    private func refreshMapSize() {
+        var info = MDB_envinfo()
+        if mdb_env_info(env, &info) == 0 { mapSize = info.me_mapsize }
+    }
+
+    // MARK: Whole environment
+
+    /// Flushes every committed transaction to disk (`mdb_env_sync` with force).
+    package func sync() throws {
+        try checkProcess()
+        try flush()
+    }
+
+    /// Writes a copy of the last committed snapshot to `fd`, an empty file open for writing, while
+    /// writers in every process go on. The copy is compacted (`mdb_env_copyfd2` with `MDB_CP_COMPACT`:
+    /// free pages left out, pages renumbered), which reads under its own read transaction and never
+    /// takes LMDB's writer lock. LMDB refuses to compact a file that has leaked pages
+    /// (`MDB_INCOMPATIBLE`); such a file gets a plain copy, which holds the writer lock for a moment
+    /// to copy the meta pages.
+    package func copy(to fd: Int32) throws {
+        try checkProcess()
+        var flags = UInt32(MDB_CP_COMPACT)
+        while true {
+            let rc = resizeLock.withReadLock { mdb_env_copyfd2(env, fd, flags) }
+            if rc == MDB_SUCCESS { return }
+            guard rc == MDB_MAP_RESIZED || (rc == MDB_INCOMPATIBLE && flags != 0) else { throw LMDBError(rc) }
+            // Start the file over: another process grew the map before the copy began (adopt its
+            // size), or compaction gave up part way.
+            guard ftruncate(fd, 0) == 0, lseek(fd, 0, SEEK_SET) == 0 else { throw LMDBError(errno) }
+            if rc == MDB_MAP_RESIZED { try resizeMap(grow: false) } else { flags = 0 }
+        }
+    }
+
+    package struct Info: Sendable {
+        package var mapSize: Int
+        package var usedBytes: Int
+        package var pageSize: Int
+        package var readers: Int
+        package var maximumReaders: Int
+    }
+
+    package func info() throws -> Info {
+        try checkProcess()
+        var info = MDB_envinfo()
+        var stat = MDB_stat()
+        try check(mdb_env_info(env, &info))
+        try check(mdb_env_stat(env, &stat))
+        return Info(
+            mapSize: info.me_mapsize,
+            usedBytes: (info.me_last_pgno + 1) * Int(stat.ms_psize),
+            pageSize: Int(stat.ms_psize),
+            readers: Int(info.me_numreaders),
+            maximumReaders: Int(info.me_maxreaders)
+        )
+    }
+
+    @inline(__always)
+    func handle(_ database: Database) -> MDB_dbi { databases[database.index] }
+}
