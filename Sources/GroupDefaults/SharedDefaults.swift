@@ -66,7 +66,7 @@ public final class SharedDefaults: Sendable {
     /// transaction. Setters and getters of this suite called inside `body` on the same thread join
     /// the transaction.
     public func write<T>(_ body: (Transaction) throws -> T) throws -> T {
-        try store.write(sync: syncsEveryCommit, body)
+        try store.write(sync: syncsEveryCommit, flushFailed: { report($0) }, body)
     }
 
     /// Runs `body` on a consistent snapshot of the suite; the transaction is read-only.
@@ -113,6 +113,31 @@ public final class SharedDefaults: Sendable {
                 throw store.translate(error, key: key)
             }
         }
+    }
+
+    // MARK: Async API
+
+    /// `write`, for Swift concurrency: the transaction runs on a thread of its own, never on the
+    /// cooperative pool, because it may wait for LMDB's writer lock (held by another process).
+    ///
+    /// ```swift
+    /// try await defaults.write { tx in try tx.set(.integer(3), forKey: "badge") }
+    /// ```
+    public func write<T: Sendable>(_ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
+        try await BlockingWork.run { try self.write(body) }
+    }
+
+    /// `read`, for Swift concurrency, off the cooperative pool.
+    public func read<T: Sendable>(_ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
+        try await BlockingWork.run { try self.read(body) }
+    }
+
+    /// `update`, for Swift concurrency, off the cooperative pool.
+    @discardableResult
+    public func update(
+        _ key: String, _ transform: @escaping @Sendable (PropertyListValue?) throws -> PropertyListValue?
+    ) async throws -> PropertyListValue? {
+        try await BlockingWork.run { try self.update(key, transform) }
     }
 
     // MARK: UserDefaults vocabulary: writing

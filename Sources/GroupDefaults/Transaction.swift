@@ -22,6 +22,9 @@ extension SharedDefaults {
         private var clock: (stamp: Stamp, sequence: UInt64)?
         /// Whether a removed key may have a tombstone that a `set` must delete (checked once).
         private var tombstonesMayExist: Bool?
+        /// Whether the suite is synced, so that each local change is marked pending (read from `meta`
+        /// at the first change: another process may have configured sync since the last commit).
+        private var isSynced = false
         /// Reused for encoding records, so that a transaction of many changes allocates once.
         private var scratch: [UInt8] = []
         /// Whether this transaction changed anything (and logged it).
@@ -93,6 +96,7 @@ extension SharedDefaults {
                 try withKeyBytes(key) { k in
                     try scratch.withUnsafeBytes { try txn.put(.values, k, $0) }
                     if try mayHaveTombstones() { try txn.delete(.tombstones, k) }
+                    if isSynced { try PendingMark.put(txn, key: k, stamp: stamp) }
                 }
                 try appendLog(.set, key: key)
             }
@@ -111,6 +115,7 @@ extension SharedDefaults {
                     try txn.delete(.values, k)
                     try StoredRecord.encodeTombstone(stamp).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
                     tombstonesMayExist = true
+                    if isSynced { try PendingMark.put(txn, key: k, stamp: stamp) }
                     try appendLog(.removed, key: key)
                 }
             }
@@ -130,7 +135,10 @@ extension SharedDefaults {
                     return true
                 }
                 for key in removed {
-                    try key.withUnsafeBytes { k in try tombstone.withUnsafeBytes { try txn.put(.tombstones, k, $0) } }
+                    try key.withUnsafeBytes { k in
+                        try tombstone.withUnsafeBytes { try txn.put(.tombstones, k, $0) }
+                        if isSynced { try PendingMark.put(txn, key: k, stamp: stamp) }
+                    }
                 }
                 try txn.empty(.values)
                 tombstonesMayExist = true
@@ -186,22 +194,117 @@ extension SharedDefaults {
         }
 
         /// The stamp for this transaction's changes: one HLC, after every HLC this store has used.
-        private func beginChange() throws -> Stamp {
+        /// With `receiving`, the HLC is also past that remote one (HLC's receive rule).
+        private func beginChange(receiving remote: HLC? = nil) throws -> Stamp {
             try guardWritable()
             if let clock { return clock.stamp }
-            let tail = try perform(key: nil) { try ChangeLog.tail(txn) }
-            let stamp = Stamp(hlc: tail.hlc.advanced(), origin: store.origin)
+            let (tail, synced) = try perform(key: nil) {
+                (try ChangeLog.tail(txn), try txn.get(.meta, MetaKey.syncServer) != nil)
+            }
+            let hlc = try remote.map { remote in
+                do { return try tail.hlc.received(remote) } catch { throw store.error(.clockSkew, key: nil, "\(error); nothing was applied") }
+            } ?? tail.hlc.advanced()
+            let stamp = Stamp(hlc: hlc, origin: store.origin)
             clock = (stamp, tail.sequence)
+            isSynced = synced
             return stamp
         }
 
-        /// Logs a change under the next sequence number.
-        private func appendLog(_ kind: ChangeLog.Kind, key: String) throws {
+        /// Logs a change under the next sequence number; a remote change with its own origin.
+        private func appendLog(_ kind: ChangeLog.Kind, key: String, remoteOrigin: UInt64? = nil) throws {
             guard var clock else { preconditionFailure("appendLog before beginChange") }
             clock.sequence += 1
             self.clock = clock
-            try ChangeLog.append(txn, sequence: clock.sequence, kind: kind, stamp: clock.stamp, key: key, scratch: &scratch)
+            var stamp = clock.stamp
+            if let remoteOrigin { stamp.origin = remoteOrigin }
+            try ChangeLog.append(
+                txn, sequence: clock.sequence, kind: kind, isRemote: remoteOrigin != nil, stamp: stamp, key: key,
+                scratch: &scratch)
             try ChangeLog.trim(txn, last: clock.sequence, retention: store.logRetention)
+        }
+
+        // MARK: Sync
+
+        /// The stamp of the value or tombstone stored under `key`, if any.
+        func storedStamp(_ key: UnsafeRawBufferPointer) throws -> Stamp? {
+            if let raw = try txn.get(.values, key) { return try StoredRecord.decode(raw).stamp }
+            if let raw = try txn.get(.tombstones, key) { return try StoredRecord.decodeTombstone(raw) }
+            return nil
+        }
+
+        /// Applies one entry pulled from the server, if it wins: its value (or removal) is stored with
+        /// its own stamp, logged as a remote change, never marked pending (a pending local change it
+        /// beats is dropped: there is nothing left to push). `remoteWins` skips the comparison (a
+        /// joining device keeps the server's value). Returns whether the entry was applied. The whole
+        /// batch's latest HLC must have been received first (`receive`).
+        func applyRemote(key: String, value: PropertyListValue?, stamp remote: Stamp, remoteWins: Bool) throws -> Bool {
+            try checkUsable()
+            try store.validate(key: key)
+            precondition(clock != nil, "applyRemote before receive")
+            return try perform(key: key) {
+                try withKeyBytes(key) { k in
+                    let current = try storedStamp(k)
+                    if let current, current == remote || (!remoteWins && current > remote) { return false }
+                    if let value {
+                        addsData = true
+                        StoredRecord.encode(value, stamp: remote, into: &scratch)
+                        try scratch.withUnsafeBytes { try txn.put(.values, k, $0) }
+                        try txn.delete(.tombstones, k)
+                    } else {
+                        let hadValue = try txn.delete(.values, k)
+                        try StoredRecord.encodeTombstone(remote).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
+                        tombstonesMayExist = true
+                        if !hadValue {
+                            // Only a tombstone changed (a key removed here too, or never stored here):
+                            // observers have nothing to see, and nothing is left to push.
+                            try txn.delete(.pending, k)
+                            return true
+                        }
+                    }
+                    try txn.delete(.pending, k)
+                    try appendLog(value == nil ? .removed : .set, key: key, remoteOrigin: remote.origin)
+                    return true
+                }
+            }
+        }
+
+        /// Moves this transaction's clock past `latest`, the latest HLC of a batch of remote entries,
+        /// before any of them is applied; throws `clockSkew` if it is too far ahead of the wall clock.
+        func receive(_ latest: HLC) throws {
+            try checkUsable()
+            _ = try beginChange(receiving: latest)
+        }
+
+        /// Removes a key that the server no longer has and this store did not change since it last
+        /// synced (after an expired cursor): kept as a tombstone with the value's own stamp, so that
+        /// it wins against nothing newer, logged as a remote removal, never pending.
+        func removeAsRemote(key: String) throws {
+            try checkUsable()
+            _ = try beginChange()
+            try perform(key: key) {
+                try withKeyBytes(key) { k in
+                    guard let raw = try txn.get(.values, k) else { return }
+                    let stamp = try StoredRecord.decode(raw).stamp
+                    try txn.delete(.values, k)
+                    try StoredRecord.encodeTombstone(stamp).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
+                    tombstonesMayExist = true
+                    try appendLog(.removed, key: key, remoteOrigin: stamp.origin)
+                }
+            }
+        }
+
+        /// Marks `key` pending with the stamp of what it holds now (value or tombstone); false if it
+        /// holds nothing.
+        func markPending(key: String) throws -> Bool {
+            try checkUsable()
+            try guardWritable()
+            return try perform(key: key) {
+                try withKeyBytes(key) { k in
+                    guard let stamp = try storedStamp(k) else { return false }
+                    try PendingMark.put(txn, key: k, stamp: stamp)
+                    return true
+                }
+            }
         }
 
         private func perform<T>(key: String?, _ body: () throws -> T) throws -> T {

@@ -30,7 +30,7 @@ struct ObservationTests {
             defaults.set("ring.caf", forKey: "sound")
             defaults.set(3, forKey: "badge")
             defaults.removeObject(forKey: "sound")
-            try defaults.write { try $0.removeAll() }
+            try await defaults.write { try $0.removeAll() }  // the async overload, off the cooperative pool
 
             let changes = [await iterator.next(), await iterator.next(), await iterator.next(), await iterator.next()]
             #expect(changes.map { $0?.kind } == [.set, .set, .removed, .cleared])

@@ -22,10 +22,15 @@ extension SharedDefaults {
         /// The value stored under `key` when the observer read the change: the change's own value,
         /// or a later one if the key changed again since (nil if it is not stored now).
         public let value: PropertyListValue?
-        /// The store (origin id) that made the change.
+        /// The store (origin id) that made the change: this one, another process's handle on this
+        /// one, or, for a change applied by sync, the device that wrote it.
         public let origin: UInt64
-        /// The change's HLC timestamp.
+        /// The change's HLC timestamp on this store's clock (for a change applied by sync, the time it
+        /// was applied, after the remote write's own HLC).
         public let hlc: HLC
+        /// Whether sync applied the change from the server (another device's write), rather than a
+        /// process on this machine making it.
+        public let isRemote: Bool
 
         public var description: String {
             let shown = value.map { "\($0)" } ?? "nil"

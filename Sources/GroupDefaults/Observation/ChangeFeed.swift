@@ -74,7 +74,8 @@ extension SharedDefaults {
                 if fellBehind || pastTheEnd {
                     let tail = try ChangeLog.tail(txn)
                     let reset = SharedDefaults.Change(
-                        sequence: tail.sequence, kind: .reset, key: "", value: nil, origin: store.origin, hlc: tail.hlc)
+                        sequence: tail.sequence, kind: .reset, key: "", value: nil, origin: store.origin, hlc: tail.hlc,
+                        isRemote: false)
                     return ([reset], tail.sequence)
                 }
                 var changes: [SharedDefaults.Change] = []
@@ -86,7 +87,8 @@ extension SharedDefaults {
                     }
                     changes.append(SharedDefaults.Change(
                         sequence: record.sequence, kind: SharedDefaults.Change.Kind(record.kind),
-                        key: record.key, value: value, origin: record.stamp.origin, hlc: record.stamp.hlc))
+                        key: record.key, value: value, origin: record.stamp.origin, hlc: record.stamp.hlc,
+                        isRemote: record.isRemote))
                 }
                 return (changes, records.last?.sequence ?? cursor)
             }

@@ -3,7 +3,8 @@ internal import GroupDefaultsLMDB
 ///
 /// Key: the sequence number, 8 bytes big-endian, so that key order is commit order. Value:
 /// ```
-/// 0      kind (1 set, 2 removed, 3 cleared)
+/// 0      kind (1 set, 2 removed, 3 cleared), plus 0x80 for a change applied from the server
+///        (its origin is then the remote writer's)
 /// 1..8   HLC of the change (little-endian)
 /// 9..16  origin of the change
 /// 17...  the key, UTF-8 (empty for `cleared`)
@@ -18,6 +19,8 @@ enum ChangeLog {
     }
 
     static let headerSize = 17
+    /// Set in the kind byte of a change applied from the server.
+    static let remoteFlag: UInt8 = 0x80
     /// Trimming waits until this many records are beyond retention, then drops them together.
     static let trimBatch: UInt64 = 64
 
@@ -32,10 +35,11 @@ enum ChangeLog {
     /// Appends the record for sequence number `sequence` (which must follow the tail), using
     /// `scratch` as its buffer.
     static func append(
-        _ txn: LMDBTransaction, sequence: UInt64, kind: Kind, stamp: Stamp, key: String, scratch: inout [UInt8]
+        _ txn: LMDBTransaction, sequence: UInt64, kind: Kind, isRemote: Bool = false, stamp: Stamp, key: String,
+        scratch: inout [UInt8]
     ) throws {
         scratch.removeAll(keepingCapacity: true)
-        scratch.append(kind.rawValue)
+        scratch.append(kind.rawValue | (isRemote ? remoteFlag : 0))
         BinaryCodec.appendFixed(stamp.hlc.rawValue, into: &scratch)
         BinaryCodec.appendFixed(stamp.origin, into: &scratch)
         scratch.append(contentsOf: key.utf8)
@@ -61,6 +65,7 @@ extension ChangeLog {
     struct Record {
         var sequence: UInt64
         var kind: Kind
+        var isRemote: Bool
         var stamp: Stamp
         var key: String
     }
@@ -90,13 +95,14 @@ extension ChangeLog {
     }
 
     static func decode(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws -> Record {
-        guard key.count == 8, value.count >= headerSize, let kind = Kind(rawValue: value[0]) else {
+        guard key.count == 8, value.count >= headerSize, let kind = Kind(rawValue: value[0] & ~remoteFlag) else {
             throw CorruptBytes("a change log record is damaged")
         }
         let keyBytes = UnsafeRawBufferPointer(rebasing: value[headerSize...])
         return Record(
             sequence: UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)),
             kind: kind,
+            isRemote: value[0] & remoteFlag != 0,
             stamp: Stamp(
                 hlc: HLC(rawValue: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 1, as: UInt64.self))),
                 origin: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 9, as: UInt64.self))),

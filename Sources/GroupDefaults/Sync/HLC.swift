@@ -27,6 +27,28 @@ public struct HLC: RawRepresentable, Hashable, Comparable, Sendable, CustomStrin
         return wall > self ? wall : HLC(rawValue: rawValue &+ 1)
     }
 
+    /// How far ahead of the wall clock a remote HLC may be: 5 minutes.
+    public static let maximumDrift: UInt64 = 5 * 60 * 1000
+
+    /// The timestamp for receiving a remote event stamped `remote` (HLC's receive rule): after both
+    /// `self` and `remote`, and at least the wall clock. When the wall clock is behind (it went
+    /// backwards, or `remote` came from a clock ahead of ours) the later of the two HLCs ticks on by
+    /// one; a counter overflow carries into the milliseconds.
+    ///
+    /// - Throws: `ClockSkew` if `remote` is more than `maximumDrift` ahead of the wall clock: taking
+    ///   it would drag this clock (and every later local write) into the future.
+    public func received(
+        _ remote: HLC, wallClock milliseconds: UInt64 = HLC.wallClockMilliseconds(), maximumDrift: UInt64 = HLC.maximumDrift
+    ) throws(ClockSkew) -> HLC {
+        guard remote.milliseconds <= milliseconds &+ maximumDrift else {
+            throw ClockSkew(remote: remote, wallClockMilliseconds: milliseconds, maximumDrift: maximumDrift)
+        }
+        let wall = HLC(milliseconds: milliseconds, counter: 0)
+        let later = Swift.max(self, remote)
+        if wall > later { return wall }
+        return later.rawValue == .max ? later : HLC(rawValue: later.rawValue + 1)
+    }
+
     /// The wall clock, in milliseconds since 1970.
     public static func wallClockMilliseconds() -> UInt64 {
         var ts = timespec()
@@ -52,6 +74,19 @@ extension HLC: Codable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(String(rawValue))
+    }
+}
+
+/// A remote HLC too far ahead of this machine's wall clock.
+public struct ClockSkew: Error, Sendable, CustomStringConvertible {
+    public let remote: HLC
+    public let wallClockMilliseconds: UInt64
+    public let maximumDrift: UInt64
+
+    public var description: String {
+        let ahead = Double(remote.milliseconds &- wallClockMilliseconds) / 1000
+        return "a remote timestamp is \(ahead) s ahead of this machine's clock (at most \(maximumDrift / 1000) s are accepted): "
+            + "one of the two clocks is wrong"
     }
 }
 

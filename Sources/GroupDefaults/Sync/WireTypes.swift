@@ -1,0 +1,322 @@
+import Foundation
+
+// The sync protocol's JSON bodies (DESIGN.md, "Sync"), shared by the sync client and the server.
+// Values are the core's typed JSON; HLCs and origins are decimal strings, because 64-bit integers do
+// not survive every JSON parser; revisions are plain numbers (a server counter, far below 2^53).
+// Keys are snake_case on the wire. Decoding checks shape (an entry is a value or a deletion, never
+// both); limits are the server's business.
+
+/// One key's state on the server: a value or a deletion, with the stamp of the write that made it
+/// and, where the server says, its revision.
+///
+/// ```json
+/// {"key": "sound", "value": {"string": "ring.caf"}, "hlc": "121…", "origin": "998…", "rev": 42}
+/// {"key": "draft", "deleted": true, "hlc": "121…", "origin": "998…", "rev": 43}
+/// ```
+public struct SyncEntry: Codable, Sendable, Hashable {
+    public var key: String
+    /// The value, or nil for a deletion.
+    public var value: PropertyListValue?
+    public var hlc: HLC
+    public var origin: UInt64
+    /// The server revision that wrote this entry (absent where no revision applies).
+    public var rev: UInt64?
+
+    public init(key: String, value: PropertyListValue?, hlc: HLC, origin: UInt64, rev: UInt64? = nil) {
+        self.key = key
+        self.value = value
+        self.hlc = hlc
+        self.origin = origin
+        self.rev = rev
+    }
+
+    public var isDeleted: Bool { value == nil }
+    public var stamp: Stamp { Stamp(hlc: hlc, origin: origin) }
+
+    enum CodingKeys: String, CodingKey { case key, value, deleted, hlc, origin, rev }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        key = try container.decode(String.self, forKey: .key)
+        value = try container.decodeValueOrDeletion()
+        hlc = try container.decode(HLC.self, forKey: .hlc)
+        origin = try container.decodeDecimal(forKey: .origin)
+        rev = try container.decodeIfPresent(UInt64.self, forKey: .rev)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(key, forKey: .key)
+        try container.encodeValueOrDeletion(value)
+        try container.encode(hlc, forKey: .hlc)
+        try container.encode(String(origin), forKey: .origin)
+        try container.encodeIfPresent(rev, forKey: .rev)
+    }
+}
+
+/// One change in a push: a value or a deletion, stamped by the device (whose id is the batch's
+/// `device_id`, the origin of every op).
+public struct PushOp: Codable, Sendable, Hashable {
+    public var key: String
+    public var value: PropertyListValue?
+    public var hlc: HLC
+
+    public init(key: String, value: PropertyListValue?, hlc: HLC) {
+        self.key = key
+        self.value = value
+        self.hlc = hlc
+    }
+
+    enum CodingKeys: String, CodingKey { case key, value, deleted, hlc }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        key = try container.decode(String.self, forKey: .key)
+        value = try container.decodeValueOrDeletion()
+        hlc = try container.decode(HLC.self, forKey: .hlc)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(key, forKey: .key)
+        try container.encodeValueOrDeletion(value)
+        try container.encode(hlc, forKey: .hlc)
+    }
+}
+
+/// `POST /v1/suites/{suite}/push`: a batch of ops, all or nothing, idempotent by `batchID`.
+public struct PushRequest: Codable, Sendable, Hashable {
+    /// The pushing store's origin id.
+    public var deviceID: UInt64
+    public var batchID: String
+    public var ops: [PushOp]
+
+    public init(deviceID: UInt64, batchID: String, ops: [PushOp]) {
+        self.deviceID = deviceID
+        self.batchID = batchID
+        self.ops = ops
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case deviceID = "device_id", batchID = "batch_id", ops
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        deviceID = try container.decodeDecimal(forKey: .deviceID)
+        batchID = try container.decode(String.self, forKey: .batchID)
+        ops = try container.decode([PushOp].self, forKey: .ops)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(String(deviceID), forKey: .deviceID)
+        try container.encode(batchID, forKey: .batchID)
+        try container.encode(ops, forKey: .ops)
+    }
+}
+
+/// What the server did with one op of a push.
+public struct PushResult: Codable, Sendable, Hashable {
+    public enum Status: String, Codable, Sendable {
+        /// The op won and was stored.
+        case applied
+        /// The server already held a later write (or deletion) of the key: `winner`.
+        case superseded
+    }
+
+    public var key: String
+    public var status: Status
+    /// The entry the server holds for the key after the push.
+    public var winner: SyncEntry
+
+    public init(key: String, status: Status, winner: SyncEntry) {
+        self.key = key
+        self.status = status
+        self.winner = winner
+    }
+}
+
+/// The answer to a push.
+public struct PushResponse: Codable, Sendable, Hashable {
+    public var headRev: UInt64
+    public var results: [PushResult]
+    /// The server's clock, as typed JSON dates are written (`2026-11-21T10:00:00.000Z`).
+    public var serverTime: String
+
+    public init(headRev: UInt64, results: [PushResult], serverTime: String) {
+        self.headRev = headRev
+        self.results = results
+        self.serverTime = serverTime
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case headRev = "head_rev", results, serverTime = "server_time"
+    }
+}
+
+/// `GET /v1/suites/{suite}/changes`: the latest entry of each key changed after `since`, in
+/// revision order.
+public struct ChangesPage: Codable, Sendable, Hashable {
+    public var entries: [SyncEntry]
+    /// The `since` to pass next: the last entry's revision, or the suite's head when none.
+    public var lastRev: UInt64
+    public var hasMore: Bool
+
+    public init(entries: [SyncEntry], lastRev: UInt64, hasMore: Bool) {
+        self.entries = entries
+        self.lastRev = lastRev
+        self.hasMore = hasMore
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case entries, lastRev = "last_rev", hasMore = "has_more"
+    }
+}
+
+/// `GET /v1/suites/{suite}/snapshot`: every entry (unexpired tombstones included) in key order.
+public struct SnapshotPage: Codable, Sendable, Hashable {
+    public var entries: [SyncEntry]
+    public var headRev: UInt64
+    /// The key to continue after, or nil on the last page (encoded as `null`).
+    public var next: String?
+
+    public init(entries: [SyncEntry], headRev: UInt64, next: String?) {
+        self.entries = entries
+        self.headRev = headRev
+        self.next = next
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case entries, headRev = "head_rev", next
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(entries, forKey: .entries)
+        try container.encode(headRev, forKey: .headRev)
+        try container.encode(next, forKey: .next)  // explicit null on the last page
+    }
+}
+
+/// `GET /v1/limits`: what the server accepts.
+public struct SyncLimits: Codable, Sendable, Hashable {
+    public var maxKeyBytes: Int
+    /// Measured as the value's typed JSON.
+    public var maxValueBytes: Int
+    public var maxKeysPerSuite: Int
+    public var maxBytesPerSuite: Int
+    public var maxOpsPerBatch: Int
+    public var maxBodyBytes: Int
+    /// How far ahead of the server's clock an HLC may be.
+    public var maxClockSkewMilliseconds: UInt64
+
+    public init(
+        maxKeyBytes: Int = 511, maxValueBytes: Int = 1 << 20, maxKeysPerSuite: Int = 10_000,
+        maxBytesPerSuite: Int = 16 << 20, maxOpsPerBatch: Int = 500, maxBodyBytes: Int = 2 << 20,
+        maxClockSkewMilliseconds: UInt64 = HLC.maximumDrift
+    ) {
+        self.maxKeyBytes = maxKeyBytes
+        self.maxValueBytes = maxValueBytes
+        self.maxKeysPerSuite = maxKeysPerSuite
+        self.maxBytesPerSuite = maxBytesPerSuite
+        self.maxOpsPerBatch = maxOpsPerBatch
+        self.maxBodyBytes = maxBodyBytes
+        self.maxClockSkewMilliseconds = maxClockSkewMilliseconds
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case maxKeyBytes = "max_key_bytes", maxValueBytes = "max_value_bytes", maxKeysPerSuite = "max_keys_per_suite"
+        case maxBytesPerSuite = "max_bytes_per_suite", maxOpsPerBatch = "max_ops_per_batch"
+        case maxBodyBytes = "max_body_bytes", maxClockSkewMilliseconds = "max_clock_skew_ms"
+    }
+}
+
+/// `GET /v1/suites`: the account's suites.
+public struct SuiteList: Codable, Sendable, Hashable {
+    public struct Suite: Codable, Sendable, Hashable {
+        public var name: String
+        public var headRev: UInt64
+        public var keys: Int
+
+        public init(name: String, headRev: UInt64, keys: Int) {
+            self.name = name
+            self.headRev = headRev
+            self.keys = keys
+        }
+
+        enum CodingKeys: String, CodingKey { case name, headRev = "head_rev", keys }
+    }
+
+    public var suites: [Suite]
+
+    public init(suites: [Suite]) { self.suites = suites }
+}
+
+/// Every error answer of the server: a machine-readable code, words for a person, and what helps.
+///
+/// ```json
+/// {"error": "value_too_large", "detail": "the value of 'wallpaper' takes 2097152 bytes …", "key": "wallpaper", "limit": 1048576}
+/// ```
+public struct SyncErrorBody: Codable, Sendable, Hashable, Error, CustomStringConvertible {
+    public var error: String
+    public var detail: String
+    public var key: String?
+    public var limit: Int?
+    public var serverTime: String?
+
+    public init(error: String, detail: String, key: String? = nil, limit: Int? = nil, serverTime: String? = nil) {
+        self.error = error
+        self.detail = detail
+        self.key = key
+        self.limit = limit
+        self.serverTime = serverTime
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case error, detail, key, limit, serverTime = "server_time"
+    }
+
+    public var description: String { "\(error): \(detail)" }
+}
+
+// MARK: Shared coding
+
+extension KeyedDecodingContainer {
+    /// A `UInt64` carried as a decimal string.
+    func decodeDecimal(forKey key: Key) throws -> UInt64 {
+        let text = try decode(String.self, forKey: key)
+        guard let number = UInt64(text) else {
+            throw DecodingError.dataCorruptedError(
+                forKey: key, in: self, debugDescription: "expected a decimal string of an unsigned 64-bit number, got \(text)")
+        }
+        return number
+    }
+}
+
+extension KeyedDecodingContainer where Key: CodingKey {
+    /// `"value": {…}` or `"deleted": true`, exactly one of them; nil for a deletion.
+    func decodeValueOrDeletion() throws -> PropertyListValue? {
+        let valueKey = Key(stringValue: "value")!, deletedKey = Key(stringValue: "deleted")!
+        let value = try decodeIfPresent(PropertyListValue.self, forKey: valueKey)
+        let deleted = try decodeIfPresent(Bool.self, forKey: deletedKey) ?? false
+        switch (value, deleted) {
+        case (let value?, false): return value
+        case (nil, true): return nil
+        case (.some, true):
+            throw DecodingError.dataCorruptedError(forKey: deletedKey, in: self, debugDescription: "an entry has a value or \"deleted\": true, not both")
+        case (nil, false):
+            throw DecodingError.keyNotFound(valueKey, .init(codingPath: codingPath, debugDescription: "an entry needs a \"value\" or \"deleted\": true"))
+        }
+    }
+}
+
+extension KeyedEncodingContainer where Key: CodingKey {
+    mutating func encodeValueOrDeletion(_ value: PropertyListValue?) throws {
+        if let value {
+            try encode(value, forKey: Key(stringValue: "value")!)
+        } else {
+            try encode(true, forKey: Key(stringValue: "deleted")!)
+        }
+    }
+}
