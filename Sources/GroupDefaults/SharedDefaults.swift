@@ -28,7 +28,7 @@ public final class SharedDefaults: Sendable {
 
     let store: SuiteStore
     private let recentError = Mutex<SharedDefaultsError?>(nil)
-    private static let defaultLogger = Logger(label: "GroupDefaults")
+    static let defaultLogger = Logger(label: "GroupDefaults")
 
     /// Opens (creating if needed) the suite `suiteName` in `directory`.
     ///

@@ -22,8 +22,10 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     let maximumValueSize: Int
     let logRetention: UInt64
     let changeDetection: SharedDefaults.Configuration.ChangeDetection
-    /// Where failures nobody can be told of directly are logged (the first handle's logger).
-    let logger: Logger
+    /// Where failures nobody can be told of directly are logged (the first handle's logger, else
+    /// one labelled "GroupDefaults", made when first needed: creating a logger costs a cold-starting
+    /// process tens of microseconds).
+    var logger: Logger { configuration.logger ?? SharedDefaults.defaultLogger }
     let registered = Mutex<[String: PropertyListValue]>([:])
     private let hub = Mutex<ChangeHub?>(nil)
     private let logChecked = Atomic<Bool>(false)
@@ -58,7 +60,6 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         self.maximumValueSize = configuration.maximumValueSize
         self.logRetention = UInt64(max(1, configuration.logRetention))
         self.changeDetection = configuration.changeDetection
-        self.logger = configuration.logger ?? Logger(label: "GroupDefaults")
         let sidecarPath = path + "-notify"
         do {
             environment = try Environment(path: path, options: configuration.environmentOptions(lockFilePath: sidecarPath))

@@ -19,6 +19,12 @@ private enum ForkCount {
     static var current: UInt32 { value.load(ordering: .relaxed) }
 }
 
+/// A reset read transaction, kept for reuse. It may move between threads: once reset it holds no
+/// reader slot (without `MDB_NOTLS` the slot belongs to the thread that renews it).
+private struct IdleReader: @unchecked Sendable {
+    let txn: OpaquePointer
+}
+
 /// A file's identity: its device and inode numbers.
 package struct FileID: Hashable, Sendable {
     package var device: UInt64
@@ -150,6 +156,8 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     private let lockFile: Int32
     private let databases: [MDB_dbi]
     private let resizeLock = ReadWriteLock()
+    /// Read transactions reset after use, for `read` to renew.
+    private let idleReaders = Mutex<[IdleReader]>([])
     /// The fork generation this process had when it opened the environment.
     private let forkGeneration: UInt32
     /// The data file's identity when it was opened.
@@ -258,6 +266,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// transaction can be running). In a child process after `fork()` it leaves LMDB's state alone.
     package func close() {
         guard !isInherited else { return }
+        for idle in idleReaders.withLock({ $0 }) { mdb_txn_abort(idle.txn) }
         mdb_env_close(env)
         Glibc.close(lockFile)
     }
@@ -356,17 +365,43 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         if let outer = ReadScope.find(me) { return try body(LMDBTransaction(txn: outer, environment: self)) }
         while true {
             let result: T? = try resizeLock.withReadLock { () throws -> T? in
-                var txn: OpaquePointer?
-                let rc = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn)
-                if rc == MDB_MAP_RESIZED { return nil }
-                try check(rc)
-                defer { mdb_txn_abort(txn) }
+                var txn = idleReaders.withLock { $0.popLast()?.txn }
+                let rc: Int32
+                if let idle = txn {
+                    rc = mdb_txn_renew(idle)
+                } else {
+                    rc = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn)
+                }
+                if rc == MDB_MAP_RESIZED {
+                    if let txn { mdb_txn_abort(txn) }
+                    return nil
+                }
+                if rc != 0 {
+                    if let txn { mdb_txn_abort(txn) }
+                    throw LMDBError(rc)
+                }
+                defer { recycle(txn!) }
                 return try ReadScope.with(me, txn!) { try body(LMDBTransaction(txn: txn!, environment: self)) }
             }
             if let result { return result }
             try resizeMap(grow: false)
         }
     }
+
+    /// Ends a read transaction and keeps it for the next read (`mdb_txn_reset`, then `mdb_txn_renew`:
+    /// no allocation per read). Without `MDB_NOTLS` a reset transaction owns no reader slot (each
+    /// thread has its own), so any thread may renew it.
+    private func recycle(_ txn: OpaquePointer) {
+        mdb_txn_reset(txn)
+        let kept = idleReaders.withLock { idle in
+            guard idle.count < Self.idleReaderLimit else { return false }
+            idle.append(IdleReader(txn: txn))
+            return true
+        }
+        if !kept { mdb_txn_abort(txn) }
+    }
+
+    private static let idleReaderLimit = 8
 
     /// Runs `body` in a write transaction and commits it; `body` runs again if the map had to grow.
     /// With `sync`, the commit is flushed to disk before this returns; if only that final flush fails,

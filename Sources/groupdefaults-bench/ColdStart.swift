@@ -74,6 +74,9 @@ enum ColdStart {
             let defaults = try SharedDefaults(suiteName: StoreSubject.suiteName)
             value = defaults.string(forKey: key)
             nanoseconds = Clock.nanoseconds() - start
+            // Closed after the clock stops, as the C reference leaves its environment open: without
+            // this Swift may release the handle right after its last use, inside the timed span.
+            withExtendedLifetime(defaults) {}
         case .raw:
             let configuration = SharedDefaults.Configuration()
             let flags = SharedDefaults.lmdbEnvironmentFlags(for: configuration)
@@ -90,6 +93,7 @@ enum ColdStart {
             let defaults = try FoundationSubject.open(suiteName: location)
             value = defaults.string(forKey: key)
             nanoseconds = Clock.nanoseconds() - start
+            withExtendedLifetime(defaults) {}
         }
         if kind != .raw, value != Workload.string(0, variant: 0) {
             throw BenchError("cold start child '\(kind.rawValue)' read \(value ?? "nil") for \(key)")
