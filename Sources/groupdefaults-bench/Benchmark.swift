@@ -23,7 +23,7 @@ struct Benchmark {
 
         let operations = Operation.allCases.filter { options.only?.contains($0) ?? true }
         var rows: [Report.Row] = []
-        for operation in operations where operation != .coldStart && operation != .notify {
+        for operation in operations where ![.coldStart, .notify, .sync].contains(operation) {
             progress(operation.label)
             let groupDefaults = try measure(operation, on: store)
             let rawLMDB = try measure(operation, on: raw)
@@ -46,6 +46,10 @@ struct Benchmark {
                 rows.append(Report.Row(only: "notification-service-process", label: "notification service, whole process",
                                        groupDefaults: service, note: "spawn → exit: read the sound, rewrite a payload"))
             }
+        }
+        if operations.contains(.sync) {
+            rows += SyncHooks.rows(try SyncHooks.measure(sandbox: sandbox, workload: workload, raw: raw,
+                                                         quick: options.quick, progress: progress))
         }
         var notifications: Notifications.Summary?
         if operations.contains(.notify) {
@@ -91,7 +95,7 @@ struct Benchmark {
             return isFoundation
                 ? Plan(batches: foundationWriteBatches, opsPerBatch: foundationWritesOf100PerBatch)
                 : Plan(batches: batches, opsPerBatch: Workload.keyCount / Workload.keysPerWrite)
-        case .coldStart, .notify:
+        case .coldStart, .notify, .sync:
             return Plan(batches: 0, opsPerBatch: 0)
         }
     }

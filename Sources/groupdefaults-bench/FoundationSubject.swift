@@ -65,7 +65,7 @@ final class FoundationSubject: Subject {
                     }
                     return defaults.synchronize() ? 1 : 0
                 }
-            case .coldStart, .notify:
+            case .coldStart, .notify, .sync:
                 throw BenchError("\(operation.label) is measured in child processes")
             }
         }

@@ -48,7 +48,7 @@ final class RawSubject: Subject {
                 let firstKeyOp = first * Workload.keysPerWrite
                 let dataset = datasets[Workload.variant(forOp: firstKeyOp)]
                 return try check(gdref_bench_write_many(env, dataset.pointer, firstKeyOp, Workload.keysPerWrite, ops))
-            case .coldStart, .notify:
+            case .coldStart, .notify, .sync:
                 throw BenchError("\(operation.label) is measured in child processes")
             }
         }
@@ -71,6 +71,17 @@ final class RawSubject: Subject {
         }
         try check(Double(length))
         return Array(buffer.prefix(length))
+    }
+
+    /// The median ns of one transaction putting `keys` string values, over `runs` runs after a
+    /// warm-up one.
+    func medianTransaction(writing keys: Int, runs: Int) throws -> Double {
+        var samples: [Double] = []
+        for run in 0...runs {
+            let perTransaction = try check(gdref_bench_write_many(env, strings[run % 2].pointer, 0, keys, 1))
+            if run > 0 { samples.append(perTransaction) }
+        }
+        return median(samples)
     }
 
     private func datasets(_ kind: Workload.Kind) -> [Dataset] {

@@ -78,7 +78,7 @@ final class StoreSubject: Subject {
                     }
                     return 0
                 }
-            case .coldStart, .notify:
+            case .coldStart, .notify, .sync:
                 throw BenchError("\(operation.label) is measured in child processes")
             }
         }

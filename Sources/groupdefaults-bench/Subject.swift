@@ -21,7 +21,7 @@ extension Subject {
         switch operation {
         case .getInteger:
             try expect(integer(forKey: key), workload.initialInteger(index), operation)
-        case .getString, .coldStart, .notify:
+        case .getString, .coldStart, .notify, .sync:
             try expect(string(forKey: key), workload.initialString(index), operation)
         case .setInteger:
             try expect(integer(forKey: key), workload.integer(forOp: op), operation)

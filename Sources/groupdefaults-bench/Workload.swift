@@ -59,7 +59,7 @@ extension Operation {
     var valueKind: Workload.Kind {
         switch self {
         case .getInteger, .setInteger, .update: .integers
-        case .getString, .setString, .write100, .coldStart, .notify: .strings
+        case .getString, .setString, .write100, .coldStart, .notify, .sync: .strings
         }
     }
 }
