@@ -16,4 +16,14 @@ static inline int gd_reserve_space(int fd, long length) {
     return fallocate(fd, 1 /* FALLOC_FL_KEEP_SIZE */, 0, length) == 0 ? 0 : errno;
 }
 
+/* Atomic operations on a machine word (a kept LMDB read transaction), without Swift's generic
+   atomics, whose metadata a cold-starting process would have to instantiate. */
+static inline unsigned long gd_atomic_exchange_word(unsigned long *word, unsigned long value) {
+    return __atomic_exchange_n(word, value, __ATOMIC_ACQ_REL);
+}
+/* Returns 1 if `*word` held `expected` and now holds `desired`. */
+static inline int gd_atomic_compare_exchange_word(unsigned long *word, unsigned long expected, unsigned long desired) {
+    return __atomic_compare_exchange_n(word, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
 #endif

@@ -379,6 +379,25 @@ struct UnsupportedLayout: Error {
     let version: UInt32
 }
 
+/// Generic forms of the LMDB layer's transactions, specialised here, in the module that calls them
+/// (see `Environment.readTransaction` for why the layer's own are not generic).
+extension Environment {
+    func read<T>(_ body: (LMDBTransaction) throws -> T) throws -> T {
+        var result: T?
+        try readTransaction { result = try body($0) }
+        return result!
+    }
+
+    func write<T>(
+        sync: Bool, mayUseReserve: () -> Bool = { false }, flushFailed: (LMDBError) -> Void = { _ in },
+        _ body: (LMDBTransaction) throws -> T
+    ) throws -> T {
+        var result: T?
+        try writeTransaction(sync: sync, mayUseReserve: mayUseReserve, flushFailed: flushFailed) { result = try body($0) }
+        return result!
+    }
+}
+
 /// The named databases of a suite file (see DESIGN.md, "Storage"); `pending` holds sync's pending
 /// marks (see `SharedDefaults+Sync.swift`).
 enum SuiteDatabase {

@@ -13,7 +13,7 @@ extension Environment {
         var attempts = 0
         while true {
             do {
-                return try read { txn in
+                return try readTransaction { txn in
                     try StructureCheck.verify(
                         env: mdb_txn_env(txn.txn), snapshot: UInt64(mdb_txn_id(txn.txn)), limit: .max, scope: .everything)
                 }
@@ -26,13 +26,13 @@ extension Environment {
     /// The reader slots held by live processes (one per thread that has read the suite, this
     /// process's included), after clearing the slots of processes that died.
     package func liveReaderCount() throws -> Int {
-        try read { txn in
+        var count = 0
+        try readTransaction { txn in
             let env = mdb_txn_env(txn.txn)
             var dead: Int32 = 0
             _ = mdb_reader_check(env, &dead)
             // `mdb_reader_list` reports one line per held slot ("pid thread txnid"), after a header
             // line, or a single parenthesised line when there is none.
-            var count = 0
             try check(mdb_reader_list(env, { line, context in
                 guard let line, let context else { return 0 }
                 var first = line
@@ -42,7 +42,7 @@ extension Environment {
                 }
                 return 0
             }, &count))
-            return count
         }
+        return count
     }
 }

@@ -19,12 +19,6 @@ private enum ForkCount {
     static var current: UInt32 { value.load(ordering: .relaxed) }
 }
 
-/// A reset read transaction, kept for reuse. It may move between threads: once reset it holds no
-/// reader slot (without `MDB_NOTLS` the slot belongs to the thread that renews it).
-private struct IdleReader: @unchecked Sendable {
-    let txn: OpaquePointer
-}
-
 /// A file's identity: its device and inode numbers.
 package struct FileID: Hashable, Sendable {
     package var device: UInt64
@@ -156,8 +150,9 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     private let lockFile: Int32
     private let databases: [MDB_dbi]
     private let resizeLock = ReadWriteLock()
-    /// Read transactions reset after use, for `read` to renew.
-    private let idleReaders = Mutex<[IdleReader]>([])
+    /// A read transaction reset after use, for `readTransaction` to renew (0: none). A word of its
+    /// own, allocated once, swapped with C atomics.
+    private let idleReader = UnsafeMutablePointer<UInt>.allocate(capacity: 1)
     /// The fork generation this process had when it opened the environment.
     private let forkGeneration: UInt32
     /// The data file's identity when it was opened.
@@ -193,6 +188,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         self.structureCheckLimit = options.structureCheckLimit
         self.readerTrees = options.readerTrees
         self.forkGeneration = ForkCount.current
+        idleReader.initialize(to: 0)
 
         var lockFile = open(options.lockFilePath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(options.fileMode))
         if lockFile >= 0 {
@@ -231,7 +227,8 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                 Glibc.close(lock)
                 if rc == ENOSPC { throw DiskFull(path: lockPath, bytes: readerTable) }
             }
-            switch gd_reserve_space(data, initialSize) {
+            let allocated = Int(st.st_blocks) * 512 >= initialSize && existingSize >= initialSize
+            switch allocated ? 0 : gd_reserve_space(data, initialSize) {  // fallocate costs ~30 µs even when nothing is missing
             case 0: reserved = true
             case ENOSPC where !existed: throw DiskFull(path: path, bytes: initialSize)
             default: break  // no fallocate here, or no room: writes try again (see `reserveIfNeeded`)
@@ -266,7 +263,8 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// transaction can be running). In a child process after `fork()` it leaves LMDB's state alone.
     package func close() {
         guard !isInherited else { return }
-        for idle in idleReaders.withLock({ $0 }) { mdb_txn_abort(idle.txn) }
+        if let idle = takeIdleReader() { mdb_txn_abort(idle) }
+        idleReader.deallocate()
         mdb_env_close(env)
         Glibc.close(lockFile)
     }
@@ -359,13 +357,18 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
 
     /// Runs `body` in a read-only snapshot. A read inside a read of this environment on the same
     /// thread joins the outer one (LMDB allows one read transaction per thread and environment).
-    package func read<T>(_ body: (LMDBTransaction) throws -> T) throws -> T {
+    ///
+    /// Not generic, on purpose: a generic function called from another module runs unspecialised,
+    /// and instantiating its type arguments' metadata (with their protocol conformances, looked up
+    /// by scanning every loaded image) costs a cold-starting process tens of microseconds. Callers
+    /// keep their result in a local variable (the core's generic `read` does).
+    package func readTransaction(_ body: (LMDBTransaction) throws -> Void) throws {
         try checkProcess()
         let me = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
         if let outer = ReadScope.find(me) { return try body(LMDBTransaction(txn: outer, environment: self)) }
         while true {
-            let result: T? = try resizeLock.withReadLock { () throws -> T? in
-                var txn = idleReaders.withLock { $0.popLast()?.txn }
+            let done = try resizeLock.withReadLock { () throws -> Bool in
+                var txn = takeIdleReader()
                 let rc: Int32
                 if let idle = txn {
                     rc = mdb_txn_renew(idle)
@@ -374,34 +377,37 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                 }
                 if rc == MDB_MAP_RESIZED {
                     if let txn { mdb_txn_abort(txn) }
-                    return nil
+                    return false
                 }
                 if rc != 0 {
                     if let txn { mdb_txn_abort(txn) }
                     throw LMDBError(rc)
                 }
                 defer { recycle(txn!) }
-                return try ReadScope.with(me, txn!) { try body(LMDBTransaction(txn: txn!, environment: self)) }
+                try ReadScope.with(me, txn!) { try body(LMDBTransaction(txn: txn!, environment: self)) }
+                return true
             }
-            if let result { return result }
+            if done { return }
             try resizeMap(grow: false)
         }
+    }
+
+    /// The kept read transaction, if there is one.
+    private func takeIdleReader() -> OpaquePointer? {
+        OpaquePointer(bitPattern: gd_atomic_exchange_word(idleReader, 0))
     }
 
     /// Ends a read transaction and keeps it for the next read (`mdb_txn_reset`, then `mdb_txn_renew`:
     /// no allocation per read). Without `MDB_NOTLS` a reset transaction owns no reader slot (each
     /// thread has its own), so any thread may renew it.
+    /// One is kept (a word swapped atomically, no lock): readers on other threads at the same moment
+    /// begin their own.
     private func recycle(_ txn: OpaquePointer) {
         mdb_txn_reset(txn)
-        let kept = idleReaders.withLock { idle in
-            guard idle.count < Self.idleReaderLimit else { return false }
-            idle.append(IdleReader(txn: txn))
-            return true
+        if gd_atomic_compare_exchange_word(idleReader, 0, UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(txn)))) == 0 {
+            mdb_txn_abort(txn)
         }
-        if !kept { mdb_txn_abort(txn) }
     }
-
-    private static let idleReaderLimit = 8
 
     /// Runs `body` in a write transaction and commits it; `body` runs again if the map had to grow.
     /// With `sync`, the commit is flushed to disk before this returns; if only that final flush fails,
@@ -410,10 +416,10 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// is true (one that only removes data) may grow it by a reserve beyond, so that a full store can
     /// still be emptied. Must not be called on a thread that is already writing
     /// (`isWritingOnCurrentThread`): LMDB's writer lock is not reentrant.
-    package func write<T>(
+    package func writeTransaction(
         sync: Bool, mayUseReserve: () -> Bool = { false }, flushFailed: (LMDBError) -> Void = { _ in },
-        _ body: (LMDBTransaction) throws -> T
-    ) throws -> T {
+        _ body: (LMDBTransaction) throws -> Void
+    ) throws {
         try checkProcess()
         precondition(!isWritingOnCurrentThread, "nested LMDB write transaction on one thread")
         // A write cannot start inside a read on this thread: it could deadlock growing the map
@@ -424,10 +430,10 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         while true {
             var mustGrow = false
             if !spaceReserved.load(ordering: .relaxed) { try resizeMap(grow: false) }
-            let result: T? = try resizeLock.withReadLock { () throws -> T? in
+            let done = try resizeLock.withReadLock { () throws -> Bool in
                 var txn: OpaquePointer?
                 let rc = mdb_txn_begin(env, nil, 0, &txn)
-                if rc == MDB_MAP_RESIZED { return nil }
+                if rc == MDB_MAP_RESIZED { return false }
                 try check(rc)
                 if !writerTreesChecked {
                     do {
@@ -450,13 +456,12 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                         mdb_txn_abort(txn)
                     }
                 }
-                let value: T
                 do {
-                    value = try body(LMDBTransaction(txn: txn!, environment: self))
+                    try body(LMDBTransaction(txn: txn!, environment: self))
                 } catch where activeWriteHitMapFull {
-                    return nil
+                    return false
                 }
-                if activeWriteHitMapFull { return nil }  // body swallowed MDB_MAP_FULL; the txn is unusable
+                if activeWriteHitMapFull { return false }  // body swallowed MDB_MAP_FULL; the txn is unusable
                 finished = true
                 endWrite()
                 // Durability is per handle: a syncing commit turns MDB_NOSYNC off for itself, under
@@ -465,16 +470,16 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                 let flushesData = sync && mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 0) == 0
                 let commit = mdb_txn_commit(txn)
                 if flushesData { mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 1) }
-                if commit == MDB_MAP_FULL { mustGrow = true; return nil }
+                if commit == MDB_MAP_FULL { mustGrow = true; return false }
                 try check(commit)
                 // Committed: every process sees it. Flushing the meta page can only fail the
                 // durability the caller asked for, not the commit.
                 if sync {
                     do throws(LMDBError) { try flush() } catch { flushFailed(error) }
                 }
-                return value
+                return true
             }
-            if let result { return result }
+            if done { return }
             try resizeMap(grow: mustGrow, useReserve: mustGrow && mayUseReserve())
         }
     }
@@ -491,7 +496,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// process already checked everything.
     package func checkTrees(_ names: [String]) throws {
         guard !writerTreesChecked else { return }
-        try read { txn in
+        try readTransaction { txn in
             try StructureCheck.verify(env: env, snapshot: UInt64(mdb_txn_id(txn.txn)), limit: structureCheckLimit, scope: .trees(names))
         }
     }

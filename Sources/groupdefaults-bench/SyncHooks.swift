@@ -54,9 +54,11 @@ enum SyncHooks {
         let runs = quick ? 5 : 21
         var applySamples: [Double] = []
         let origin: UInt64 = 0xC0FFEE
+        var base: UInt64 = 0
         for run in 0...runs {
-            // Each run's entries are newer than the last run's, so every one of them is applied.
-            let base = HLC.wallClockMilliseconds()
+            // Each run's entries are newer than the last run's (a run may take less than a
+            // millisecond), so every one of them is applied.
+            base = max(HLC.wallClockMilliseconds(), base + 1)
             let entries = (0..<entryCount).map { index in
                 SyncEntry(key: workload.key(forOp: index), value: .string(workload.string(forOp: index + run * entryCount)),
                           hlc: HLC(milliseconds: base, counter: UInt16(index)), origin: origin)
