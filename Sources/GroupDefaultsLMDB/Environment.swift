@@ -133,8 +133,9 @@ package struct MapAtMaximum: Error {
 /// Disk space. With `MDB_WRITEMAP` LMDB extends the file with `ftruncate`, leaving it sparse, and a
 /// page written into space the file system cannot back kills the process with `SIGBUS`. So the map's
 /// whole size (and the reader table of the `-lock` file) is reserved with `fallocate` before LMDB
-/// maps it; a reservation refused for lack of space is `DiskFull`, and the map does not grow. File
-/// systems without `fallocate` are used as before.
+/// maps it; a reservation refused for lack of space is `DiskFull`, and the map does not grow (but a
+/// transaction that only removes data grows it by the room left). File systems without `fallocate`
+/// are used as before.
 ///
 /// `fork()`. An environment belongs to the process that opened it: in a child every call throws
 /// `UsedAfterFork`, and `close()` leaves LMDB's state alone.
@@ -207,7 +208,10 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
             // first writes into its mappings cannot fault on a full disk.
             let lockPath = path + "-lock"
             let existed = access(path, F_OK) == 0
-            let lockExisted = access(lockPath, F_OK) == 0
+            // An empty `-lock` file is one whose creation failed (say for lack of space) before LMDB
+            // used it: it is reserved like a new one, or LMDB would map it unbacked (SIGBUS).
+            var lockStat = stat()
+            let lockExisted = stat(lockPath, &lockStat) == 0 && lockStat.st_size > 0
             let data = open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(options.fileMode))
             guard data >= 0 else { throw LMDBError(errno) }
             defer { Glibc.close(data) }  // harmless: LMDB's locks live on the `-lock` file
@@ -225,12 +229,15 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                 let readerTable = (Int(options.maximumReaders) + 2) * 64 + 4096
                 let rc = gd_reserve_space(lock, readerTable)
                 Glibc.close(lock)
-                if rc == ENOSPC { throw DiskFull(path: lockPath, bytes: readerTable) }
+                if rc == ENOSPC || rc == EDQUOT { throw DiskFull(path: lockPath, bytes: readerTable) }
             }
             let allocated = Int(st.st_blocks) * 512 >= initialSize && existingSize >= initialSize
             switch allocated ? 0 : gd_reserve_space(data, initialSize) {  // fallocate costs ~30 µs even when nothing is missing
             case 0: reserved = true
-            case ENOSPC where !existed: throw DiskFull(path: path, bytes: initialSize)
+            // An empty file is new too (an earlier creation failed here): LMDB would write its first
+            // pages through the map, unbacked.
+            case ENOSPC where existingSize == 0, EDQUOT where existingSize == 0:
+                throw DiskFull(path: path, bytes: initialSize)
             default: break  // no fallocate here, or no room: writes try again (see `reserveIfNeeded`)
             }
 
@@ -545,7 +552,18 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                 let doubled = current.multipliedReportingOverflow(by: 2)
                 target = min(doubled.overflow ? limit : max(doubled.partialValue, current + 1 << 20), limit)
             }
-            try reserveSpace(target)
+            do {
+                try reserveSpace(target)
+            } catch let full as DiskFull where useReserve && target > max(current, fileSize) {
+                // A transaction that only removes data may go beyond the disk's room for doubling the
+                // map, as it may beyond the maximum map size: it grows the map by the room left, so
+                // that a suite on a full disk can still be emptied.
+                let base = max(current, fileSize)
+                let room = freeDiskBytes() / Int(getpagesize()) * Int(getpagesize())
+                guard room > 0 else { throw full }
+                target = min(target, base + room)
+                try reserveSpace(target)
+            }
             try check(mdb_env_set_mapsize(env, target))
             refreshMapSize()
         }
@@ -565,6 +583,14 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
             // No fallocate on this file system: nothing can be reserved, so nothing is checked.
             spaceReserved.store(true, ordering: .relaxed)
         }
+    }
+
+    /// The bytes of disk space an unprivileged writer may still take on the file's file system.
+    private func freeDiskBytes() -> Int {
+        var fd: Int32 = -1
+        var fs = statvfs()
+        guard mdb_env_get_fd(env, &fd) == 0, fstatvfs(fd, &fs) == 0 else { return 0 }
+        return Int(fs.f_bavail) * Int(fs.f_frsize)
     }
 
     /// Room beyond the maximum for transactions that only remove data.
