@@ -65,6 +65,11 @@ public final class SharedDefaults: Sendable {
     /// than once if the file has to grow, so it should not have side effects other than through the
     /// transaction. Setters and getters of this suite called inside `body` on the same thread join
     /// the transaction.
+    ///
+    /// With `Configuration.durability` `.fsyncEveryCommit`, a commit whose flush to disk fails still
+    /// stands (every process already sees it): the write does not throw, and the failed flush is
+    /// reported like a failure of a non-throwing call (`lastError`, `Configuration.onError`), with code
+    /// `storageFailure`.
     public func write<T>(_ body: (Transaction) throws -> T) throws -> T {
         try store.write(sync: syncsEveryCommit, flushFailed: { report($0) }, body)
     }
