@@ -1,9 +1,13 @@
 // A small executable the tests run as separate processes, to check multi-process claims with real
 // processes. Usage: GroupDefaultsTestHelper COMMAND DIRECTORY SUITE [ARGS…]
-// Exit status: 0 done, 2 usage, 3 the store reported an error (printed on stderr).
+// Exit status: 0 done, 2 usage, 3 the store reported an error (printed on stderr), 4 the store
+// reported an error that the command expects and prints as "error CODE" on stdout (see `stop`).
+//
+// Options any command accepts after its arguments: --initial-map-size N, --maximum-map-size N,
+// --maximum-readers N, --fsync (durability .fsyncEveryCommit).
 import Foundation
+import Glibc
 import GroupDefaults
-
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard arguments.count >= 3 else {
@@ -23,6 +27,53 @@ func fail(_ message: String) -> Never {
     exit(3)
 }
 
+/// Reports a store error the command expects: "error CODE" on stdout, the message on stderr, exit 4.
+func stop(_ error: any Error) -> Never {
+    guard let error = error as? SharedDefaultsError else { fail("\(error)") }
+    say("error \(error.code)")
+    FileHandle.standardError.write(Data((error.description + "\n").utf8))
+    exit(4)
+}
+
+/// The value of option `name` (`--name VALUE`) as an integer, if given.
+func option(_ name: String) -> Int? {
+    guard let index = rest.firstIndex(of: name), index + 1 < rest.count else { return nil }
+    return Int(rest[index + 1])
+}
+
+/// The configuration the options ask for.
+var configuration: SharedDefaults.Configuration {
+    var configuration = SharedDefaults.Configuration()
+    if let size = option("--initial-map-size") { configuration.initialMapSize = size }
+    if let size = option("--maximum-map-size") { configuration.maximumMapSize = size }
+    if let readers = option("--maximum-readers") { configuration.maximumReaders = readers }
+    if rest.contains("--fsync") { configuration.durability = .fsyncEveryCommit }
+    return configuration
+}
+
+/// The value `fill` and `churn` store under `key`: the key, a colon, and padding up to `size` bytes.
+func filler(_ key: String, size: Int) -> String {
+    key + ":" + String(repeating: "x", count: max(0, size - key.utf8.count - 1))
+}
+
+/// Reads every key whose name starts with one of `prefixes` and checks it holds `filler(key, size)`;
+/// returns how many were read, or fails naming a wrong one.
+func checkFilled(_ defaults: SharedDefaults, prefixes: [String], size: Int) throws -> Int {
+    try defaults.read { tx in
+        var count = 0
+        for key in try tx.keys where prefixes.contains(where: { key.hasPrefix($0 + "-") }) {
+            guard try tx.value(forKey: key) == .string(filler(key, size: size)) else { fail("wrong value under \(key)") }
+            count += 1
+        }
+        return count
+    }
+}
+
+/// The exit status or signal in a `waitpid` status, in words.
+func describe(waitStatus status: Int32) -> String {
+    status & 0x7f == 0 ? "exit \((status >> 8) & 0xff)" : "signal \(status & 0x7f)"
+}
+
 /// Blocks until a line arrives on stdin, so that several processes can be released at one moment.
 func waitForGo() {
     if rest.contains("--wait-for-go") { _ = readLine() }
@@ -34,6 +85,10 @@ do {
         waitForGo()
         let defaults = try SharedDefaults(suiteName: suite, directory: directory)
         try defaults.write { try $0.set(.string(rest[1]), forKey: rest[0]) }
+
+    case "remove":  // remove KEY
+        let defaults = try SharedDefaults(suiteName: suite, directory: directory)
+        try defaults.write { try $0.removeValue(forKey: rest[0]) }
 
     case "get":  // get KEY → prints the string value or "(nil)"
         let defaults = try SharedDefaults(suiteName: suite, directory: directory)
@@ -102,6 +157,140 @@ do {
             lines.append("\(change.sequence) \(change.kind.rawValue) \(change.key) \(value)")
         }
         say(lines.joined(separator: "\n"))
+
+    case "open":  // open: opens (creating) the suite and prints "opened"; a store error is "error CODE" (exit 4)
+        do {
+            _ = try SharedDefaults(suiteName: suite, directory: directory, configuration: configuration)
+        } catch {
+            stop(error)
+        }
+        say("opened")
+
+    case "fill":  // fill PREFIX COUNT SIZE [--hold]: writes PREFIX-i = filler (SIZE bytes), one commit each,
+        // until COUNT are written or the store fails; prints "written N" (PREFIX-0 ..< PREFIX-N are stored),
+        // then on failure "error CODE" (exit 4). With --hold it then prints "holding", waits for a line on
+        // stdin, and prints "read N" after checking every key of every prefix in --check P1,P2,… (default PREFIX).
+        let (prefix, count, size) = (rest[0], Int(rest[1])!, Int(rest[2])!)
+        let defaults = try SharedDefaults(suiteName: suite, directory: directory, configuration: configuration)
+        var written = 0
+        var failure: (any Error)?
+        while written < count {
+            let key = "\(prefix)-\(written)"
+            do {
+                try defaults.write { try $0.set(.string(filler(key, size: size)), forKey: key) }
+            } catch {
+                failure = error
+                break
+            }
+            written += 1
+        }
+        say("written \(written)")
+        if rest.contains("--hold") {
+            if let failure { say("failed \((failure as? SharedDefaultsError)?.code.rawValue ?? "\(failure)")") }
+            say("holding")
+            _ = readLine()
+            let checkIndex = rest.firstIndex(of: "--check")
+            let prefixes = checkIndex.map { rest[$0 + 1].split(separator: ",").map(String.init) } ?? [prefix]
+            say("read \(try checkFilled(defaults, prefixes: prefixes, size: size))")
+        } else if let failure {
+            stop(failure)
+        }
+
+    case "churn":  // churn PREFIX COUNT SIZE OTHER: writes PREFIX-i (filler of SIZE bytes), one commit each;
+        // after each write reads its own key back, and every 10 writes checks every OTHER-j stored so far;
+        // prints "ok N" with the number of OTHER keys seen last
+        waitForGo()
+        let (prefix, count, size, other) = (rest[0], Int(rest[1])!, Int(rest[2])!, rest[3])
+        let defaults = try SharedDefaults(suiteName: suite, directory: directory, configuration: configuration)
+        var seen = 0
+        for i in 0..<count {
+            let key = "\(prefix)-\(i)"
+            try defaults.write { try $0.set(.string(filler(key, size: size)), forKey: key) }
+            guard try defaults.read({ try $0.value(forKey: key) }) == .string(filler(key, size: size)) else {
+                fail("\(key) reads back wrong")
+            }
+            if i % 10 == 9 || i == count - 1 {
+                let now = try checkFilled(defaults, prefixes: [other], size: size)
+                guard now >= seen else { fail("\(other) keys went from \(seen) to \(now)") }
+                seen = now
+            }
+        }
+        say("ok \(seen)")
+
+    case "watch":  // watch [--expect-no-inotify]: prints "ready", then "change KEY VALUE" for each change as it
+        // arrives, woken only by the store's signal (no timeout, no polling here); when stdin closes it stops
+        // observing (giving up its watcher slot), prints "stopped" and exits
+        if rest.contains("--expect-no-inotify") {
+            let probe = inotify_init1(Int32(IN_CLOEXEC))
+            guard probe < 0 else { fail("inotify works in this process") }
+            say("inotify fails: errno \(errno)")
+        }
+        let defaults = try SharedDefaults(suiteName: suite, directory: directory)
+        var subscription: SharedDefaults.ChangeFeed? = try defaults.changeFeed()  // watching from now on
+        let changes = defaults.changes()
+        let ended = DispatchSemaphore(value: 0)
+        let task = Task.detached {
+            for await change in changes {
+                say("change \(change.key) \(change.value?.stringValue ?? "-")")
+            }
+            ended.signal()
+        }
+        say("ready")
+        while readLine() != nil {}
+        task.cancel()
+        ended.wait()
+        subscription = nil
+        _ = subscription
+        say("stopped")
+
+    case "fork":  // fork: writes, forks; the child checks that the inherited handle refuses (usedAfterFork)
+        // and that a new handle works, and exits 0 or a status naming the failed check; the parent prints
+        // "child exit N" (or "child signal N"), then writes and reads again and prints "parent ok"
+        let defaults = try SharedDefaults(suiteName: suite, directory: directory)
+        try defaults.write { try $0.set(.string("parent"), forKey: "before-fork") }
+        let pid = fork()
+        if pid == 0 {
+            func check(_ ok: Bool, _ status: Int32, _ what: String) {
+                guard !ok else { return }
+                let line = "child: \(what)\n"
+                _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
+                _exit(status)
+            }
+            do {
+                try defaults.write { try $0.set(.string("child"), forKey: "inherited") }
+                check(false, 10, "write on the inherited handle did not throw")
+            } catch {
+                check((error as? SharedDefaultsError)?.code == .usedAfterFork, 11, "write threw \(error)")
+            }
+            do {
+                _ = try defaults.read { try $0.value(forKey: "before-fork") }
+                check(false, 12, "read on the inherited handle did not throw")
+            } catch {
+                check((error as? SharedDefaultsError)?.code == .usedAfterFork, 13, "read threw \(error)")
+            }
+            defaults.set("child", forKey: "inherited-set")
+            check(defaults.lastError?.code == .usedAfterFork, 14, "set reported \(String(describing: defaults.lastError))")
+            do {
+                let fresh = try SharedDefaults(suiteName: suite, directory: directory)
+                check(fresh.string(forKey: "before-fork") == "parent", 15, "the new handle does not read the parent's write")
+                try fresh.write { try $0.set(.string("written by the child"), forKey: "child") }
+                check(fresh.string(forKey: "child") == "written by the child", 16, "the new handle does not read its write")
+            } catch {
+                check(false, 17, "the new handle failed: \(error)")
+            }
+            _exit(0)
+        }
+        guard pid > 0 else { fail("fork failed: errno \(errno)") }
+        var status: Int32 = 0
+        guard waitpid(pid, &status, 0) == pid else { fail("waitpid failed: errno \(errno)") }
+        say("child \(describe(waitStatus: status))")
+        try defaults.write { try $0.set(.string("after"), forKey: "parent-after-fork") }
+        guard defaults.string(forKey: "child") == "written by the child" else { fail("the parent does not see the child's write") }
+        guard defaults.string(forKey: "parent-after-fork") == "after" else { fail("the parent does not read its write") }
+        guard defaults.string(forKey: "inherited") == nil, defaults.string(forKey: "inherited-set") == nil else {
+            fail("a write through the inherited handle reached the file")
+        }
+        say("parent ok")
 
     default:
         FileHandle.standardError.write(Data("unknown command \(command)\n".utf8))

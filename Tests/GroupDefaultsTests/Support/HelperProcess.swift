@@ -23,11 +23,24 @@ struct HelperProcess {
     private let input = Pipe()
     private let output = Pipe()
     private let errors = Pipe()
+    /// What the helper printed that `waitForLine` read past its line, for the next call and `finish`.
+    private let unread = UnreadBytes()
 
-    /// Starts `GroupDefaultsTestHelper COMMAND DIRECTORY SUITE ARGS…`.
-    init(_ command: String, directory: URL, suite: String, _ arguments: [String] = []) throws {
-        process.executableURL = Self.executable
-        process.arguments = [command, directory.path, suite] + arguments
+    private final class UnreadBytes {
+        var bytes: [UInt8] = []
+    }
+
+    /// Starts `GroupDefaultsTestHelper COMMAND DIRECTORY SUITE ARGS…`, or with `launcher`
+    /// (`["unshare", "--pid", …]`) `LAUNCHER… GroupDefaultsTestHelper COMMAND …`.
+    init(_ command: String, directory: URL, suite: String, _ arguments: [String] = [], launcher: [String] = []) throws {
+        let helper = [command, directory.path, suite] + arguments
+        if let program = launcher.first {
+            process.executableURL = URL(fileURLWithPath: program)
+            process.arguments = launcher.dropFirst() + [Self.executable.path] + helper
+        } else {
+            process.executableURL = Self.executable
+            process.arguments = helper
+        }
         process.standardInput = input
         process.standardOutput = output
         process.standardError = errors
@@ -40,19 +53,28 @@ struct HelperProcess {
     }
 
     /// Blocks until the helper prints a line equal to `expected`; false if it ends first or prints
-    /// nothing for `timeout` seconds.
+    /// nothing for `timeout` seconds. Lines before it are consumed; lines after it are kept for the
+    /// next call and for `finish`.
     func waitForLine(_ expected: String, timeout: Int32 = 60) -> Bool {
+        waitForLine(timeout: timeout) { $0 == expected } != nil
+    }
+
+    /// Blocks until the helper prints a line for which `matches` is true, and returns it; nil if it
+    /// ends first or prints nothing for `timeout` seconds. Consumes lines as `waitForLine(_:)`.
+    func waitForLine(timeout: Int32 = 60, where matches: (String) -> Bool) -> String? {
         let fd = output.fileHandleForReading.fileDescriptor
-        var buffer: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
+            while let newline = unread.bytes.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: unread.bytes[..<newline], as: UTF8.self)
+                unread.bytes.removeSubrange(...newline)
+                if matches(line) { return line }
+            }
             var pending = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&pending, 1, timeout * 1000) == 1 else { return false }
+            guard poll(&pending, 1, timeout * 1000) == 1 else { return nil }
             let count = chunk.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
-            if count <= 0 { return false }
-            buffer += chunk[..<count]
-            let lines = String(decoding: buffer, as: UTF8.self).split(separator: "\n")
-            if lines.contains(where: { $0 == expected }) { return true }
+            if count <= 0 { return nil }
+            unread.bytes += chunk[..<count]
         }
     }
 
@@ -64,7 +86,7 @@ struct HelperProcess {
     /// Waits for the helper to end and collects what it printed.
     func finish() -> Result {
         input.fileHandleForWriting.closeFile()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
+        let out = Data(unread.bytes) + output.fileHandleForReading.readDataToEndOfFile()
         let err = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return Result(
