@@ -111,6 +111,7 @@ let package = Package(
             name: "GroupDefaultsTests",
             dependencies: [
                 "GroupDefaults", "GroupDefaultsLMDB", "PropertyListFormats",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: swiftSettings
