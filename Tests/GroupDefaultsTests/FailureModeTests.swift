@@ -76,7 +76,7 @@ struct FailureModeTests {
 
     // MARK: Flushes
 
-    @Test("with fsyncEveryCommit, a flush failing after the commit does not fail the write: other processes read it, a watcher in another process is woken, and lastError and onError say it was committed")
+    @Test("with fsyncEveryCommit, a flush failing after the commit does not fail the write: other processes read it, a watcher in another process is woken, and lastError and onError say it was committed; a failing synchronize() returns false")
     func flushFailureAfterCommit() throws {
         try withTemporaryDirectory { dir in
             let errors = ErrorLog()
@@ -114,6 +114,12 @@ struct FailureModeTests {
             // A flush that works reports nothing.
             defaults.set("chime.caf", forKey: "sound")
             #expect(errors.all.count == 2)
+
+            // synchronize() says false, and why.
+            environment.failNextFlush.store(EIO, ordering: .relaxed)
+            #expect(!defaults.synchronize())
+            #expect(errors.all.count == 3 && errors.all.last?.code == .storageFailure)
+            #expect(defaults.synchronize())
         }
     }
 
