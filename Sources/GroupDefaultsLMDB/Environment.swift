@@ -222,11 +222,15 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
             let existingSize = Int(st.st_size)
             if existingSize > 0 { try FileHeader.checkNotTruncated(fd: data, fileSize: existingSize) }
             let initialSize = max(existingSize, min(options.initialMapSize, options.maximumMapSize))
-            if !lockExisted {
+            // The reader table this process may size the lock file to (the first process to open a
+            // suite that nobody has open sets it up with its own `maximumReaders`), unless the file's
+            // blocks already cover it.
+            // LMDB 0.9: (readers - 1) slots of 64 bytes after a 192-byte header, rounded to pages.
+            let readerTable = ((max(Int(options.maximumReaders), 1) - 1) * 64 + 192 + 4095) / 4096 * 4096
+            if !lockExisted || Int(lockStat.st_blocks) * 512 < readerTable {
                 let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(options.fileMode))
                 guard lock >= 0 else { throw LMDBError(errno) }
-                fchmod(lock, mode_t(options.fileMode))
-                let readerTable = (Int(options.maximumReaders) + 2) * 64 + 4096
+                if !lockExisted { fchmod(lock, mode_t(options.fileMode)) }
                 let rc = gd_reserve_space(lock, readerTable)
                 Glibc.close(lock)
                 if rc == ENOSPC || rc == EDQUOT { throw DiskFull(path: lockPath, bytes: readerTable) }
