@@ -49,8 +49,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// body on that thread join it. Only that thread reads or writes it.
     nonisolated(unsafe) var activeTransaction: SharedDefaults.Transaction?
 
-    /// The layout version of the named databases, stored under `format` in `meta`. Version 1 had
-    /// no `pending` database; opening such a file adds it (`Environment` creates missing databases).
+    /// The layout version of the named databases, stored under `format` in `meta`.
     static let layoutVersion: UInt32 = 1
 
     private init(location: SuiteLocation, path: String, configuration: SharedDefaults.Configuration) throws {
@@ -398,10 +397,9 @@ extension Environment {
     }
 }
 
-/// The named databases of a suite file (see DESIGN.md, "Storage"); `pending` holds sync's pending
-/// marks (see `SharedDefaults+Sync.swift`).
+/// The named databases of a suite file (see DESIGN.md, "Storage").
 enum SuiteDatabase {
-    static let names = ["values", "tombstones", "log", "meta", "pending"]
+    static let names = ["values", "tombstones", "log", "meta"]
     /// What a plain reader follows, checked when a file is opened.
     static let readerTrees = ["values", "meta"]
 
@@ -413,7 +411,6 @@ extension Database {
     static let tombstones = Database(1)
     static let log = Database(2)
     static let meta = Database(3)
-    static let pending = Database(4)
 }
 
 /// Keys of the `meta` database. (The buffers point at immutable static string data.)

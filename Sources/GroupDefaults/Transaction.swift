@@ -86,7 +86,7 @@ extension SharedDefaults {
             }
             let stamp = try beginChange()
             addsData = true
-            StoredRecord.encode(value, stamp: stamp, into: &scratch)
+            StoredRecord.encode(value, stamp: stamp, pending: isSynced, into: &scratch)
             guard scratch.count - StoredRecord.headerSize <= store.maximumValueSize else {
                 throw store.error(.valueTooLarge, key: key,
                     "the value takes \(scratch.count - StoredRecord.headerSize) bytes encoded; the limit is "
@@ -96,7 +96,6 @@ extension SharedDefaults {
                 try withKeyBytes(key) { k in
                     try scratch.withUnsafeBytes { try txn.put(.values, k, $0) }
                     if try mayHaveTombstones() { try txn.delete(.tombstones, k) }
-                    if isSynced { try PendingMark.put(txn, key: k, stamp: stamp) }
                 }
                 try appendLog(.set, key: key)
             }
@@ -113,9 +112,8 @@ extension SharedDefaults {
                     guard try txn.get(.values, k) != nil else { return }
                     let stamp = try beginChange()
                     try txn.delete(.values, k)
-                    try StoredRecord.encodeTombstone(stamp).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
+                    try StoredRecord.encodeTombstone(stamp, pending: isSynced).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
                     tombstonesMayExist = true
-                    if isSynced { try PendingMark.put(txn, key: k, stamp: stamp) }
                     try appendLog(.removed, key: key)
                 }
             }
@@ -128,17 +126,14 @@ extension SharedDefaults {
             try perform(key: nil) {
                 guard try txn.count(.values) > 0 else { return }
                 let stamp = try beginChange()
-                let tombstone = StoredRecord.encodeTombstone(stamp)
+                let tombstone = StoredRecord.encodeTombstone(stamp, pending: isSynced)
                 var removed: [[UInt8]] = []
                 try txn.forEach(.values) { key, _ in
                     removed.append(Array(key))
                     return true
                 }
                 for key in removed {
-                    try key.withUnsafeBytes { k in
-                        try tombstone.withUnsafeBytes { try txn.put(.tombstones, k, $0) }
-                        if isSynced { try PendingMark.put(txn, key: k, stamp: stamp) }
-                    }
+                    try key.withUnsafeBytes { k in try tombstone.withUnsafeBytes { try txn.put(.tombstones, k, $0) } }
                 }
                 try txn.empty(.values)
                 tombstonesMayExist = true
@@ -234,7 +229,7 @@ extension SharedDefaults {
 
         /// Applies one entry pulled from the server, if it wins: its value (or removal) is stored with
         /// its own stamp, logged as a remote change, never marked pending (a pending local change it
-        /// beats is dropped: there is nothing left to push). `remoteWins` skips the comparison (a
+        /// beats is replaced with it: there is nothing left to push). `remoteWins` skips the comparison (a
         /// joining device keeps the server's value). Returns whether the entry was applied. The whole
         /// batch's latest HLC must have been received first (`receive`).
         func applyRemote(key: String, value: PropertyListValue?, stamp remote: Stamp, remoteWins: Bool) throws -> Bool {
@@ -254,14 +249,10 @@ extension SharedDefaults {
                         let hadValue = try txn.delete(.values, k)
                         try StoredRecord.encodeTombstone(remote).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
                         tombstonesMayExist = true
-                        if !hadValue {
-                            // Only a tombstone changed (a key removed here too, or never stored here):
-                            // observers have nothing to see, and nothing is left to push.
-                            try txn.delete(.pending, k)
-                            return true
-                        }
+                        // Only a tombstone changed (a key removed here too, or never stored here):
+                        // observers have nothing to see.
+                        if !hadValue { return true }
                     }
-                    try txn.delete(.pending, k)
                     try appendLog(value == nil ? .removed : .set, key: key, remoteOrigin: remote.origin)
                     return true
                 }
@@ -293,6 +284,22 @@ extension SharedDefaults {
             }
         }
 
+        /// Sets or clears the pending flag of what `key` holds (value or tombstone), keeping its stamp;
+        /// false if it holds nothing.
+        func setPending(_ pending: Bool, key k: UnsafeRawBufferPointer, ifStamp expected: Stamp? = nil) throws -> Bool {
+            for database in [Database.values, .tombstones] {
+                guard let raw = try txn.get(database, k) else { continue }
+                if let expected {
+                    let stamp = database == .values ? try StoredRecord.decode(raw).stamp : try StoredRecord.decodeTombstone(raw)
+                    guard stamp == expected else { return false }
+                }
+                guard StoredRecord.isPending(raw) != pending else { return true }
+                try StoredRecord.settingPending(pending, in: raw).withUnsafeBytes { try txn.put(database, k, $0) }
+                return true
+            }
+            return false
+        }
+
         /// Marks `key` pending with the stamp of what it holds now (value or tombstone); false if it
         /// holds nothing.
         func markPending(key: String) throws -> Bool {
@@ -300,9 +307,7 @@ extension SharedDefaults {
             try guardWritable()
             return try perform(key: key) {
                 try withKeyBytes(key) { k in
-                    guard let stamp = try storedStamp(k) else { return false }
-                    try PendingMark.put(txn, key: k, stamp: stamp)
-                    return true
+                    try setPending(true, key: k)
                 }
             }
         }

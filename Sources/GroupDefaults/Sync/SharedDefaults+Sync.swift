@@ -4,8 +4,9 @@ internal import GroupDefaultsLMDB
 // from a suite, each in one LMDB transaction with the changes it concerns.
 //
 // - A suite is synced when `meta` holds `sync.server`. Then every local change, by any process,
-//   records its key in the `pending` database with the change's stamp, in the change's own
-//   transaction (see `Transaction`). Unsynced suites pay one lookup in `meta` per write transaction.
+//   is stored with the pending flag in its own record (value or tombstone), whose stamp is the
+//   change's: the mark is written in the change's own transaction, at no extra cost (see
+//   `StoredRecord`). Every write transaction pays one lookup in `meta` to know.
 // - `applyRemote` stores entries pulled from the server with their own stamps, last writer wins
 //   against the stored value and tombstone, logs them as remote changes, never marks them pending,
 //   and saves the server cursor in the same transaction.
@@ -64,22 +65,6 @@ package struct RemoteApplyResult: Sendable, Equatable {
     package var pruned: [String] = []
 }
 
-/// A pending mark in the `pending` database: key → stamp (HLC, origin), 16 bytes little-endian.
-enum PendingMark {
-    static func put(_ txn: LMDBTransaction, key: UnsafeRawBufferPointer, stamp: Stamp) throws {
-        try withUnsafeBytes(of: (stamp.hlc.rawValue.littleEndian, stamp.origin.littleEndian)) {
-            try txn.put(.pending, key, $0)
-        }
-    }
-
-    static func decode(_ raw: UnsafeRawBufferPointer) throws -> Stamp {
-        guard raw.count == 16 else { throw CorruptBytes("a pending mark of \(raw.count) bytes") }
-        return Stamp(
-            hlc: HLC(rawValue: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self))),
-            origin: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
-    }
-}
-
 extension SharedDefaults {
     // MARK: Configuration
 
@@ -96,7 +81,9 @@ extension SharedDefaults {
     package func disableSync() throws {
         try write { tx in
             for key in [MetaKey.syncServer, MetaKey.syncCursor, MetaKey.syncInFlight] { try tx.txn.delete(.meta, key) }
-            try tx.txn.empty(.pending)
+            for key in try Self.pendingKeys(tx) {
+                _ = try key.withUnsafeBytes { try tx.setPending(false, key: $0) }
+            }
         }
     }
 
@@ -104,7 +91,7 @@ extension SharedDefaults {
     package func syncState() throws -> SyncState {
         try read { tx in
             let txn = tx.txn
-            var state = SyncState(server: nil, cursor: nil, inFlight: nil, pendingCount: try txn.count(.pending))
+            var state = SyncState(server: nil, cursor: nil, inFlight: nil, pendingCount: try Self.pendingKeys(tx).count)
             if let raw = try txn.get(.meta, MetaKey.syncServer) { state.server = String(decoding: raw, as: UTF8.self) }
             if let raw = try txn.get(.meta, MetaKey.syncCursor) {
                 guard raw.count == 8 else { throw store.error(.corruptFile, key: nil, "the sync cursor record is damaged") }
@@ -128,19 +115,23 @@ extension SharedDefaults {
     /// key holds now.
     package func pendingChanges(limit: Int = .max) throws -> [PendingChange] {
         try read { tx in
-            var marks: [(key: [UInt8], stamp: Stamp)] = []
-            try tx.txn.forEach(.pending) { key, raw in
-                marks.append((Array(key), try PendingMark.decode(raw)))
+            var changes: [PendingChange] = []
+            try tx.txn.forEach(.values) { key, raw in
+                if StoredRecord.isPending(raw) {
+                    let record = try StoredRecord.decode(raw)
+                    changes.append(PendingChange(key: String(decoding: key, as: UTF8.self), stamp: record.stamp, value: record.value))
+                }
                 return true
             }
-            marks.sort { $0.stamp < $1.stamp }
-            return try marks.prefix(limit).map { mark in
-                let key = String(decoding: mark.key, as: UTF8.self)
-                let value = try mark.key.withUnsafeBytes { k in
-                    try tx.txn.get(.values, k).map { try StoredRecord.decode($0).value }
+            try tx.txn.forEach(.tombstones) { key, raw in
+                if StoredRecord.isPending(raw) {
+                    let stamp = try StoredRecord.decodeTombstone(raw)
+                    changes.append(PendingChange(key: String(decoding: key, as: UTF8.self), stamp: stamp, value: nil))
                 }
-                return PendingChange(key: key, stamp: mark.stamp, value: value)
+                return true
             }
+            changes.sort { $0.stamp < $1.stamp }
+            return Array(changes.prefix(limit))
         }
     }
 
@@ -153,9 +144,7 @@ extension SharedDefaults {
             var cleared = 0
             for (key, stamp) in pushed {
                 try withKeyBytes(key) { k in
-                    guard let raw = try tx.txn.get(.pending, k), try PendingMark.decode(raw) == stamp else { return }
-                    try tx.txn.delete(.pending, k)
-                    cleared += 1
+                    if try tx.setPending(false, key: k, ifStamp: stamp) { cleared += 1 }
                 }
             }
             try tx.txn.delete(.meta, MetaKey.syncInFlight)
@@ -229,9 +218,9 @@ extension SharedDefaults {
             if pruning {
                 let present = Set(entries.map(\.key))
                 var stale: [String] = []
-                try tx.txn.forEach(.values) { key, _ in
+                try tx.txn.forEach(.values) { key, raw in
                     let name = String(decoding: key, as: UTF8.self)
-                    if !present.contains(name), try tx.txn.get(.pending, key) == nil { stale.append(name) }
+                    if !present.contains(name), !StoredRecord.isPending(raw) { stale.append(name) }
                     return true
                 }
                 for key in stale { try tx.removeAsRemote(key: key) }
@@ -257,6 +246,18 @@ extension SharedDefaults {
                 return nil
             }
         }
+    }
+
+    /// The keys whose value or tombstone carries the pending flag.
+    private static func pendingKeys(_ tx: Transaction) throws -> [[UInt8]] {
+        var keys: [[UInt8]] = []
+        for database in [Database.values, .tombstones] {
+            try tx.txn.forEach(database) { key, raw in
+                if StoredRecord.isPending(raw) { keys.append(Array(key)) }
+                return true
+            }
+        }
+        return keys
     }
 
     /// This store's origin id: the `device_id` of its pushes.

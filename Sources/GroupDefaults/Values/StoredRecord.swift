@@ -5,55 +5,88 @@
 /// 0      format (1)
 /// 1..8   HLC timestamp of the write
 /// 9..16  origin: the store that made the write
-/// 17     flags (none defined yet; must be 0)
+/// 17     flags: bit 0 = pending (a synced suite's local change not yet acknowledged by the
+///        server; the record's stamp is the change's), other bits must be 0
 /// 18..21 checksum of bytes 0..17 and 22..
 /// 22...  the value, in `BinaryCodec`'s form
 /// ```
-/// Tombstone record: format, HLC, origin (17 bytes).
+/// Tombstone record: format, HLC, origin (17 bytes), then, if the removal is pending, a flags byte
+/// (18 bytes).
+///
+/// Keeping the pending mark in the record itself, rather than in a database of its own, costs a
+/// synced suite's write nothing: a second tree would add a page copy to every commit.
 /// A reader refuses a format it does not know rather than guess, and a checksum that does not
 /// match: damaged bytes become an error on that key, never a wrong value.
 enum StoredRecord {
     static let format: UInt8 = 1
     static let headerSize = 22
     static let tombstoneSize = 17
+    static let pendingFlag: UInt8 = 1
 
-    static func encode(_ value: PropertyListValue, stamp: Stamp) -> [UInt8] {
+    static func encode(_ value: PropertyListValue, stamp: Stamp, pending: Bool = false) -> [UInt8] {
         var bytes: [UInt8] = []
-        encode(value, stamp: stamp, into: &bytes)
+        encode(value, stamp: stamp, pending: pending, into: &bytes)
         return bytes
     }
 
     /// Encodes into `bytes`, replacing what it held (a reused buffer allocates once).
-    static func encode(_ value: PropertyListValue, stamp: Stamp, into bytes: inout [UInt8]) {
+    static func encode(_ value: PropertyListValue, stamp: Stamp, pending: Bool = false, into bytes: inout [UInt8]) {
         bytes.removeAll(keepingCapacity: true)
         bytes.reserveCapacity(headerSize + 64)
         appendStamp(stamp, into: &bytes)
-        for _ in 0..<5 { bytes.append(0) }  // flags, then the checksum, filled in below
+        bytes.append(pending ? pendingFlag : 0)
+        for _ in 0..<4 { bytes.append(0) }  // the checksum, filled in below
         BinaryCodec.encode(value, into: &bytes)
+        sealChecksum(&bytes)
+    }
+
+    private static func sealChecksum(_ bytes: inout [UInt8]) {
         let sum = bytes.withUnsafeBytes(checksum)
         withUnsafeBytes(of: sum.littleEndian) { sumBytes in
             for i in 0..<4 { bytes[18 + i] = sumBytes[i] }
         }
     }
 
+    /// Whether a value record or tombstone carries the pending flag (its bytes unchecked: the
+    /// caller decodes it too).
+    static func isPending(_ buffer: UnsafeRawBufferPointer) -> Bool {
+        buffer.count > 17 && buffer[17] & pendingFlag != 0
+    }
+
+    /// A copy of a value record or tombstone with its pending flag set or cleared.
+    static func settingPending(_ pending: Bool, in buffer: UnsafeRawBufferPointer) -> [UInt8] {
+        if buffer.count <= tombstoneSize + 1 {  // a tombstone
+            var bytes = Array(buffer.prefix(tombstoneSize))
+            if pending { bytes.append(pendingFlag) }
+            return bytes
+        }
+        var bytes = Array(buffer)
+        bytes[17] = pending ? bytes[17] | pendingFlag : bytes[17] & ~pendingFlag
+        sealChecksum(&bytes)
+        return bytes
+    }
+
     static func decode(_ buffer: UnsafeRawBufferPointer) throws(CorruptBytes) -> (value: PropertyListValue, stamp: Stamp) {
         let stamp = try decodeStamp(buffer, minimumSize: headerSize)
-        guard buffer[17] == 0 else { throw CorruptBytes("unknown record flags \(buffer[17])") }
+        guard buffer[17] & ~pendingFlag == 0 else { throw CorruptBytes("unknown record flags \(buffer[17])") }
         let stored = UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: 18, as: UInt32.self))
         guard stored == checksum(buffer) else { throw CorruptBytes("the record's checksum does not match its bytes") }
         let value = try BinaryCodec.decode(UnsafeRawBufferPointer(rebasing: buffer[headerSize...]))
         return (value, stamp)
     }
 
-    static func encodeTombstone(_ stamp: Stamp) -> [UInt8] {
+    static func encodeTombstone(_ stamp: Stamp, pending: Bool = false) -> [UInt8] {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(tombstoneSize)
+        bytes.reserveCapacity(tombstoneSize + 1)
         appendStamp(stamp, into: &bytes)
+        if pending { bytes.append(pendingFlag) }
         return bytes
     }
 
     static func decodeTombstone(_ buffer: UnsafeRawBufferPointer) throws(CorruptBytes) -> Stamp {
-        guard buffer.count == tombstoneSize else { throw CorruptBytes("a tombstone of \(buffer.count) bytes") }
+        guard buffer.count == tombstoneSize || (buffer.count == tombstoneSize + 1 && buffer[17] == pendingFlag) else {
+            throw CorruptBytes("a tombstone of \(buffer.count) bytes")
+        }
         return try decodeStamp(buffer, minimumSize: tombstoneSize)
     }
 
