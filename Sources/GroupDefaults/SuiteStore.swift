@@ -113,7 +113,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             throw CorruptBytes("the store's origin record is missing or damaged")
         }
         let recorded = try txn.get(.meta, MetaKey.originFile)
-        let ownFile = recorded.map { Array($0) == file.bytes } ?? false
+        let ownFile = recorded.map(file.matches) ?? false
         return (UInt64(littleEndian: origin.loadUnaligned(as: UInt64.self)), ownFile)
     }
 

@@ -15,7 +15,7 @@ extension Environment {
             do {
                 return try readTransaction { txn in
                     try StructureCheck.verify(
-                        env: mdb_txn_env(txn.txn), snapshot: UInt64(mdb_txn_id(txn.txn)), limit: .max, scope: .everything)
+                        env: mdb_txn_env(txn.txn), txn: txn.txn, snapshot: UInt64(mdb_txn_id(txn.txn)), limit: .max, scope: .everything)
                 }
             } catch is StructureCheck.Retry where attempts < 100 {
                 attempts += 1  // a writer committed twice while the meta page was read

@@ -28,6 +28,13 @@ package struct FileID: Hashable, Sendable {
     package var bytes: [UInt8] {
         withUnsafeBytes(of: (device.littleEndian, inode.littleEndian)) { Array($0) }
     }
+
+    /// Whether `raw` holds this identity's 16 bytes (compared without making an array).
+    package func matches(_ raw: UnsafeRawBufferPointer) -> Bool {
+        raw.count == 16
+            && UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)) == device
+            && UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) == inode
+    }
 }
 
 /// What an environment is opened with.
@@ -149,7 +156,9 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     private let env: OpaquePointer
     /// The file whose `flock` serialises opening and resizing across processes.
     private let lockFile: Int32
-    private let databases: [MDB_dbi]
+    /// The named databases' handles, `Database(i)` at index i (a plain buffer: see `StructureCheck`'s
+    /// `visited` for why no array on the path of opening).
+    private let databases: UnsafeMutablePointer<MDB_dbi>
     private let resizeLock = ReadWriteLock()
     /// A read transaction reset after use, for `readTransaction` to renew (0: none). A word of its
     /// own, allocated once, swapped with C atomics.
@@ -277,6 +286,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         if let idle = takeIdleReader() { mdb_txn_abort(idle) }
         idleReader.deallocate()
         mdb_env_close(env)
+        databases.deallocate()
         Glibc.close(lockFile)
     }
 
@@ -293,7 +303,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// file is checked before LMDB follows any of its pages.
     private static func openDatabases(
         _ env: OpaquePointer, names: [String], readerTrees: [String], structureCheckLimit: Int
-    ) throws -> [MDB_dbi] {
+    ) throws -> UnsafeMutablePointer<MDB_dbi> {
         if let handles = try openExistingDatabases(env, names: names, readerTrees: readerTrees, structureCheckLimit: structureCheckLimit) {
             return handles
         }
@@ -313,14 +323,14 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// some of them. Throws `LMDBError.invalid` for an LMDB file that holds other data.
     private static func openExistingDatabases(
         _ env: OpaquePointer, names: [String], readerTrees: [String], structureCheckLimit: Int
-    ) throws -> [MDB_dbi]? {
+    ) throws -> UnsafeMutablePointer<MDB_dbi>? {
         var attempts = 0
         while true {
             var txn: OpaquePointer?
             try check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn))
             do {
                 try StructureCheck.verify(
-                    env: env, snapshot: UInt64(mdb_txn_id(txn)), limit: structureCheckLimit, scope: .trees(readerTrees))
+                    env: env, txn: txn!, snapshot: UInt64(mdb_txn_id(txn)), limit: structureCheckLimit, scope: .trees(readerTrees))
                 if let handles = try openHandles(txn!, names: names, create: false) {
                     try check(mdb_txn_commit(txn))
                     return handles
@@ -351,16 +361,18 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     }
 
     /// Opens the databases `names` in `txn`; nil if one does not exist and `create` is false.
-    private static func openHandles(_ txn: OpaquePointer, names: [String], create: Bool) throws -> [MDB_dbi]? {
-        var handles: [MDB_dbi] = []
-        handles.reserveCapacity(names.count)
-        for name in names {
+    private static func openHandles(_ txn: OpaquePointer, names: [String], create: Bool) throws -> UnsafeMutablePointer<MDB_dbi>? {
+        let handles = UnsafeMutablePointer<MDB_dbi>.allocate(capacity: names.count)
+        var complete = false
+        defer { if !complete { handles.deallocate() } }
+        for (index, name) in names.enumerated() {
             var dbi: MDB_dbi = 0
             let rc = mdb_dbi_open(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi)
             if rc == MDB_NOTFOUND && !create { return nil }
             try check(rc)
-            handles.append(dbi)
+            (handles + index).initialize(to: dbi)
         }
+        complete = true
         return handles
     }
 
@@ -450,7 +462,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                     do {
                         // Under the writer lock nothing can commit: the snapshot is the last commit.
                         try StructureCheck.verify(
-                            env: env, snapshot: UInt64(mdb_txn_id(txn)) - 1, limit: structureCheckLimit, scope: .everything)
+                            env: env, txn: txn!, snapshot: UInt64(mdb_txn_id(txn)) - 1, limit: structureCheckLimit, scope: .everything)
                     } catch {
                         mdb_txn_abort(txn)
                         throw error
@@ -508,7 +520,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     package func checkTrees(_ names: [String]) throws {
         guard !writerTreesChecked else { return }
         try readTransaction { txn in
-            try StructureCheck.verify(env: env, snapshot: UInt64(mdb_txn_id(txn.txn)), limit: structureCheckLimit, scope: .trees(names))
+            try StructureCheck.verify(env: env, txn: txn.txn, snapshot: UInt64(mdb_txn_id(txn.txn)), limit: structureCheckLimit, scope: .trees(names))
         }
     }
 

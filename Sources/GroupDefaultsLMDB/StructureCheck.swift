@@ -15,9 +15,12 @@ package struct StructureDamage: Error, CustomStringConvertible {
 /// is an error, not a crash. It checks, for the free-page tree, the main tree and each named tree:
 /// page numbers in range and visited once, page headers (number, kind, bounds), every node inside
 /// its page, branch depth equal to the tree's depth, overflow pages in range, entry counts, and
-/// free-list page numbers. It reads the pages it visits with `pread` (cheaper than mapping the file
-/// for the few dozen pages of a typical suite), under a transaction that keeps the snapshot's pages
-/// from being reused while it runs.
+/// free-list page numbers. It reads the main tree's pages with `pread`; once those are checked, it
+/// asks LMDB for one of the main tree's records, whose address tells where LMDB maps the file, and
+/// reads every other page in place from that map (no system call per page: on the path of opening a
+/// suite, a `pread` per page cost more than LMDB's whole open). All under a transaction that keeps
+/// the snapshot's pages from being reused while it runs; the file's size is checked against the pages
+/// in use first, so no read can fault past its end.
 ///
 /// Opening a suite checks what readers follow (the main tree and the `values` and `meta` trees);
 /// the first write of a process checks the rest (free pages, `tombstones`, `log`) before LMDB
@@ -52,7 +55,7 @@ package enum StructureCheck {
     /// Checks the snapshot `txnID` (the transaction id of a read transaction, or the last committed
     /// one under a write transaction). Returns without checking when the pages in use exceed `limit`
     /// bytes (the walk touches every page).
-    static func verify(env: OpaquePointer, snapshot txnID: UInt64, limit: Int, scope: Scope) throws {
+    static func verify(env: OpaquePointer, txn: OpaquePointer, snapshot txnID: UInt64, limit: Int, scope: Scope) throws {
         var fd: Int32 = -1
         try check(mdb_env_get_fd(env, &fd))
         guard let first = FileHeader.readMeta(fd: fd, offset: 0) else { throw StructureDamage("meta page 0 is damaged") }
@@ -67,8 +70,15 @@ package enum StructureCheck {
             throw FileHeader.Truncated(actualSize: Int(st.st_size), requiredSize: used)
         }
         let buffers = UnsafeMutableRawPointer.allocate(byteCount: (Walker.slots + 1) * meta.pageSize, alignment: 16)
-        defer { buffers.deallocate() }
-        var walker = Walker(fd: fd, buffers: buffers, pageSize: meta.pageSize, lastPage: meta.lastPage, scope: scope)
+        let visited = UnsafeMutablePointer<UInt64>.allocate(capacity: Walker.visitedWords(lastPage: meta.lastPage))
+        defer {
+            buffers.deallocate()
+            visited.deallocate()
+        }
+        var info = MDB_envinfo()
+        try check(mdb_env_info(env, &info))
+        var walker = Walker(fd: fd, buffers: buffers, visited: visited, pageSize: meta.pageSize, lastPage: meta.lastPage, scope: scope)
+        walker.txn = info.me_mapsize >= used ? txn : nil  // LMDB's map covers every page in use
         if scope == .everything { try walker.tree(meta.freeTree, kind: .free, name: "free-page tree") }
         try walker.tree(meta.mainTree, kind: .main, name: "main tree")
     }
@@ -88,15 +98,26 @@ package enum StructureCheck {
         let pageSize: Int
         let lastPage: UInt64
         let scope: Scope
-        var visited: [UInt64]
+        /// One bit per page, in words the caller allocates and frees. (A plain buffer, not an
+        /// array: the first array of a new element type costs a cold-starting process ~20 µs of
+        /// metadata set-up, and this walk is on the path of opening a suite.)
+        let visited: UnsafeMutablePointer<UInt64>
+        /// The transaction the walk runs under, for locating LMDB's map (nil: read every page).
+        var txn: OpaquePointer?
+        /// Where LMDB maps page 0, once located: pages are then read in place.
+        var map: UnsafeRawPointer?
 
-        init(fd: Int32, buffers: UnsafeMutableRawPointer, pageSize: Int, lastPage: UInt64, scope: Scope) {
+        static func visitedWords(lastPage: UInt64) -> Int { Int(lastPage / 64) + 1 }
+
+        init(fd: Int32, buffers: UnsafeMutableRawPointer, visited: UnsafeMutablePointer<UInt64>, pageSize: Int,
+             lastPage: UInt64, scope: Scope) {
             self.fd = fd
             self.buffers = buffers
             self.pageSize = pageSize
             self.lastPage = lastPage
             self.scope = scope
-            visited = Array(repeating: 0, count: Int(lastPage / 64) + 1)
+            self.visited = visited
+            visited.initialize(repeating: 0, count: Self.visitedWords(lastPage: lastPage))
         }
 
         /// Walks one tree; its root's page is read into buffer `slot`, its children's into the next.
@@ -128,6 +149,7 @@ package enum StructureCheck {
         /// Reads the first `count` bytes of page `pgno` into buffer `slot`.
         private func read(_ pgno: UInt64, slot: Int, count: Int? = nil) throws -> UnsafeRawPointer {
             guard slot <= Self.slots else { throw StructureDamage("trees nest deeper than LMDB allows") }
+            if let map, pgno <= lastPage { return map + Int(pgno) * pageSize }
             let destination = buffers + slot * pageSize
             let count = count ?? pageSize
             guard pread(fd, destination, count, off_t(Int(pgno) * pageSize)) == count else {
@@ -180,7 +202,9 @@ package enum StructureCheck {
                     guard dataOffset + 8 <= pageSize else { throw StructureDamage("a node on page \(pgno) of the \(name) runs past the page") }
                     let first = u64(p, dataOffset)
                     try overflow(first, dataSize: dataSize, name: name)
-                    if kind == .free {
+                    if kind == .free, let map {
+                        try freeList(map + Int(first) * pageSize + pageHeaderSize, size: dataSize, name: name)
+                    } else if kind == .free {
                         let data = UnsafeMutableRawPointer.allocate(byteCount: dataSize, alignment: 8)
                         defer { data.deallocate() }
                         guard pread(fd, data, dataSize, off_t(Int(first) * pageSize + pageHeaderSize)) == dataSize else {
@@ -199,6 +223,7 @@ package enum StructureCheck {
                     case .trees(let names): names.contains(treeName)
                     }
                     if follows {
+                        if map == nil { locateMap(key: p + offset + nodeHeaderSize, keySize: keySize, page: pgno) }
                         try tree(record, kind: .named, name: "tree '\(treeName)'", slot: slot + 1)
                     }
                 default:
@@ -208,6 +233,25 @@ package enum StructureCheck {
                     try freeList(p + dataOffset, size: dataSize, name: name)
                 }
             }
+        }
+
+        /// Finds where LMDB maps the file from the record `key` of the main tree's page `page`, which
+        /// this walk has checked: LMDB returns its data as a pointer into that page in its map. Leaves
+        /// `map` nil (pages are then read with `pread`) if anything does not add up.
+        private mutating func locateMap(key: UnsafeRawPointer, keySize: Int, page: UInt64) {
+            guard let txn else { return }
+            // Opening the main database (no name, no page read) sets its key comparison, which LMDB
+            // leaves unset until a database is first opened.
+            var main: MDB_dbi = 0
+            guard mdb_dbi_open(txn, nil, 0, &main) == 0 else { return }
+            var k = MDB_val(mv_size: keySize, mv_data: UnsafeMutableRawPointer(mutating: key))
+            var v = MDB_val()
+            guard mdb_get(txn, main, &k, &v) == 0, let data = v.mv_data else { return }
+            let pageStart = UInt(bitPattern: data) & ~UInt(pageSize - 1)
+            guard let start = UnsafeRawPointer(bitPattern: pageStart),
+                  start.loadUnaligned(as: UInt64.self) == page,  // that page's own number, in its header
+                  pageStart >= UInt(page) * UInt(pageSize) else { return }
+            map = UnsafeRawPointer(bitPattern: pageStart - UInt(page) * UInt(pageSize))
         }
 
         private mutating func overflow(_ pgno: UInt64, dataSize: Int, name: String) throws {
