@@ -2,11 +2,14 @@
 import PackageDescription
 
 // The settings loop of swift-log's and Hummingbird's manifests: upcoming language features, on for
-// every target.
-let swiftSettings: [SwiftSetting] = [
+// every target. `InternalImportsByDefault` everywhere but the core library, whose public API is made
+// of Foundation's types (URL, Data, Date, Notification) and swift-log's Logger: there it would only
+// turn every `import` into `public import`.
+let coreSwiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
+let swiftSettings = coreSwiftSettings + [.enableUpcomingFeature("InternalImportsByDefault")]
 
 let package = Package(
     name: "GroupDefaults",
@@ -40,7 +43,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Atomics", package: "swift-atomics"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: coreSwiftSettings
         ),
         // Property-list file formats (XML, binary, old-style text, JSON text), used by the tools.
         .target(name: "PropertyListFormats", dependencies: ["GroupDefaults"], swiftSettings: swiftSettings),

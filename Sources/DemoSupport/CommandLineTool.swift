@@ -1,5 +1,5 @@
-import ArgumentParser
-import Foundation
+public import ArgumentParser
+public import Foundation
 import GroupDefaults
 
 /// A failure a demo process reports in one line.

@@ -1,6 +1,6 @@
 internal import CLMDB
 import Glibc
-import Synchronization
+package import Synchronization
 
 /// A named database of an environment: the index of its name in `EnvironmentOptions.databases`.
 package struct Database: Hashable, Sendable {

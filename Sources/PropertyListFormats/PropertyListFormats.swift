@@ -1,5 +1,5 @@
-import GroupDefaults
-import Foundation
+public import GroupDefaults
+public import Foundation
 
 /// The on-disk forms a whole suite or a value can take.
 ///
