@@ -36,7 +36,8 @@ enum PostgresFixture {
         let url = try await serverURL()
         let name = "gd_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         try await psql(url, "CREATE DATABASE \(name)")
-        return url.replacingOccurrences(of: "/postgres", with: "/\(name)", options: .backwards)
+        guard let slash = url.lastIndex(of: "/") else { throw FixtureError("no database in \(url)") }
+        return url[...slash] + name
     }
 
     /// A storage instance (a server instance, as far as the database is concerned) on `url`.
@@ -64,6 +65,7 @@ struct FixtureError: Error, CustomStringConvertible {
 
 /// A child process, awaited without blocking a thread.
 enum Command {
+    @discardableResult
     static func run(_ executable: String, _ arguments: [String]) async throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")

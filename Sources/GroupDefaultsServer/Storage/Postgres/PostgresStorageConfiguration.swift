@@ -1,5 +1,5 @@
 import Foundation
-public import PostgresNIO
+import PostgresNIO
 
 /// Where the PostgreSQL backend connects and how long it waits before answering `unavailable`.
 public struct PostgresStorageConfiguration: Sendable {

@@ -14,7 +14,7 @@ public final class PostgresSyncStorage: SyncStorage {
     let client: PostgresClient
     let logger: Logger
     let configuration: PostgresStorageConfiguration
-    let signals = ChangeSignals()
+    let signals: ChangeSignals
     let listener: ChangeListener
     /// The listening connection's `application_name`, unique per instance (operators and tests find
     /// its backend in `pg_stat_activity` by it).
@@ -23,14 +23,18 @@ public final class PostgresSyncStorage: SyncStorage {
     private let listenerTask: Task<Void, Never>
 
     private init(configuration: PostgresStorageConfiguration, logger: Logger) {
+        let client = PostgresClient(configuration: configuration.clientConfiguration, backgroundLogger: logger)
+        let signals = ChangeSignals()
+        let applicationName = "groupdefaults-listener-\(UUID().uuidString.prefix(8).lowercased())"
+        let listener = ChangeListener(
+            configuration: configuration.connectionConfiguration(applicationName: applicationName),
+            signals: signals, logger: logger)
         self.configuration = configuration
         self.logger = logger
-        client = PostgresClient(configuration: configuration.clientConfiguration, backgroundLogger: logger)
-        listenerApplicationName = "groupdefaults-listener-\(UUID().uuidString.prefix(8).lowercased())"
-        listener = ChangeListener(
-            configuration: configuration.connectionConfiguration(applicationName: listenerApplicationName),
-            signals: signals, logger: logger)
-        let client = client, listener = listener
+        self.client = client
+        self.signals = signals
+        self.listener = listener
+        listenerApplicationName = applicationName
         clientTask = Task { await client.run() }
         listenerTask = Task { await listener.run() }
     }
@@ -63,6 +67,7 @@ public final class PostgresSyncStorage: SyncStorage {
 
     /// Runs `body` with the operation timeout; anything but our own errors and cancellation becomes
     /// `unavailable` (the database is unreachable, restarting or overloaded).
+    @discardableResult
     func bounded<T: Sendable>(_ what: String, _ body: @escaping @Sendable (PostgresSyncStorage) async throws -> T) async throws -> T {
         let timeout = configuration.operationTimeout
         do {
@@ -80,8 +85,11 @@ public final class PostgresSyncStorage: SyncStorage {
             }
         } catch let error as SyncStorageError {
             throw error
-        } catch is CancellationError where Task.isCancelled {
-            throw CancellationError()
+        } catch let error as PostgresTransactionError {
+            // A refusal inside a transaction (rolled back): ours to pass on as it is.
+            if let refusal = error.closureError as? SyncStorageError { throw refusal }
+            if Task.isCancelled { throw CancellationError() }
+            throw SyncStorageError(.unavailable, "\(what): \(String(reflecting: error))")
         } catch {
             if Task.isCancelled { throw CancellationError() }
             throw SyncStorageError(.unavailable, "\(what): \(String(reflecting: error))")
