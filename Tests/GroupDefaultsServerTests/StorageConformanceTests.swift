@@ -189,6 +189,32 @@ struct StorageConformanceTests {
         }
     }
 
+    @Test("concurrent pushes to one suite get distinct, gapless revisions and lose nothing", arguments: Backend.allCases)
+    func concurrentPushes(backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let clients = 8, opsEach = 5
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for client in 0..<clients {
+                    group.addTask {
+                        try await push(storage, device: UInt64(client + 1),
+                                       (0..<opsEach).map { op("c\(client)-\($0)", .integer($0), hlc: 10) })
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let total = clients * opsEach
+            #expect(try await storage.headRevision(account: "alice", suite: "s") == UInt64(total))
+            let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 1000)
+            #expect(changes.entries.map(\.rev) == (1...total).map { UInt64($0) })
+            // Each push's ops are contiguous: one push commits at a time.
+            for client in 0..<clients {
+                let revs = changes.entries.filter { $0.key.hasPrefix("c\(client)-") }.compactMap(\.rev)
+                #expect(revs == Array(revs.first!..<(revs.first! + UInt64(opsEach))))
+            }
+            #expect(try await storage.suites(account: "alice").suites.first?.keys == total)
+        }
+    }
+
     @Test("a retried batch returns the stored response and changes nothing; other ops under its id are refused",
           arguments: Backend.allCases)
     func idempotency(backend: Backend) async throws {
