@@ -85,6 +85,7 @@ struct PostgresInstancesTests {
         let tool = PostgresFixture.packageRoot.appendingPathComponent("Tools/postgres").path
         let url = try await Command.run(tool, ["start"])
         try await Command.run(tool, ["stop", url])
+        try await Command.run(tool, ["stop", url])  // stopping a stopped server succeeds quietly
         var configuration = try PostgresStorageConfiguration(url: url)
         configuration.connectTimeout = .milliseconds(500)
         configuration.operationTimeout = .seconds(2)
