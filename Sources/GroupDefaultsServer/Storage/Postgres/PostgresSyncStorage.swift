@@ -108,7 +108,8 @@ public final class PostgresSyncStorage: SyncStorage {
     }
 
     public func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage {
-        try await bounded("reading changes") { storage in
+        let limit = max(1, limit)  // a page of nothing would report the head as the next cursor
+        return try await bounded("reading changes") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
                 try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: storage.logger)
                 var head: UInt64 = 0, oldestValid: UInt64 = 0
@@ -126,7 +127,7 @@ public final class PostgresSyncStorage: SyncStorage {
                 let rows = try await connection.query("""
                     SELECT key, value::text, hlc::text, origin::text, rev FROM entries
                     WHERE account = \(account) AND suite = \(suite) AND rev > \(Int64(clamping: since))
-                    ORDER BY rev LIMIT \(Int64(max(limit, 0)) + 1)
+                    ORDER BY rev LIMIT \(Int64(limit) + 1)
                     """, logger: storage.logger)
                 var entries = try await EntryRow.entries(rows)
                 let hasMore = entries.count > limit
@@ -137,7 +138,8 @@ public final class PostgresSyncStorage: SyncStorage {
     }
 
     public func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> SnapshotPage {
-        try await bounded("reading a snapshot") { storage in
+        let limit = max(1, limit)
+        return try await bounded("reading a snapshot") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
                 try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: storage.logger)
                 var head: UInt64 = 0
@@ -147,7 +149,7 @@ public final class PostgresSyncStorage: SyncStorage {
                 let rows = try await connection.query("""
                     SELECT key, value::text, hlc::text, origin::text, rev FROM entries
                     WHERE account = \(account) AND suite = \(suite) AND (\(after)::text IS NULL OR key > \(after))
-                    ORDER BY key LIMIT \(Int64(max(limit, 0)) + 1)
+                    ORDER BY key LIMIT \(Int64(limit) + 1)
                     """, logger: storage.logger)
                 var entries = try await EntryRow.entries(rows)
                 let hasMore = entries.count > limit
