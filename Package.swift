@@ -17,6 +17,7 @@ let package = Package(
     products: [
         .library(name: "GroupDefaults", targets: ["GroupDefaults"]),
         .executable(name: "groupdefaults", targets: ["GroupDefaultsCLI"]),
+        .executable(name: "groupdefaults-server", targets: ["groupdefaults-server"]),
         .executable(name: "groupdefaults-bench", targets: ["groupdefaults-bench"]),
         .executable(name: "demo-host-app", targets: ["demo-host-app"]),
         .executable(name: "demo-notification-service", targets: ["demo-notification-service"]),
@@ -25,6 +26,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
+        // The sync server (GroupDefaultsServer, groupdefaults-server).
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
@@ -60,6 +68,40 @@ let package = Package(
         .testTarget(
             name: "GroupDefaultsCLITests",
             dependencies: ["GroupDefaults", "PropertyListFormats", "GroupDefaultsCLI"],
+            swiftSettings: swiftSettings
+        ),
+
+        // The sync server: Hummingbird routes, auth, limits, the storage seam and its two backends
+        // (embedded LMDB through the LMDB layer; PostgreSQL), and its thin executable.
+        .target(
+            name: "GroupDefaultsServer",
+            dependencies: [
+                "GroupDefaults", "GroupDefaultsLMDB",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "groupdefaults-server",
+            dependencies: [
+                "GroupDefaultsServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GroupDefaultsServerTests",
+            dependencies: [
+                "GroupDefaultsServer", "groupdefaults-server",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
             swiftSettings: swiftSettings
         ),
 

@@ -1,0 +1,108 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// What a push announces on the `groupdefaults` channel, as JSON (account and suite names may hold
+/// any character, so no separators).
+struct ChangeNotice: Codable, Sendable {
+    var account: String
+    var suite: String
+    var head: UInt64
+
+    static let channel = "groupdefaults"
+}
+
+/// One dedicated connection per storage instance that LISTENs on the channel and wakes the
+/// instance's waiters. When the connection is lost it reconnects by itself (at once, then with
+/// backoff) and, once listening again, wakes every waiter: notifications sent meanwhile are lost,
+/// and the table is the truth.
+final class ChangeListener: Sendable {
+    private let configuration: PostgresConnection.Configuration
+    private let signals: ChangeSignals
+    private let logger: Logger
+    /// How many times LISTEN has succeeded, and who waits for the next time.
+    private let listening = Mutex<(count: Int, waiters: [CheckedContinuation<Void, Never>])>((0, []))
+
+    init(configuration: PostgresConnection.Configuration, signals: ChangeSignals, logger: Logger) {
+        self.configuration = configuration
+        self.signals = signals
+        self.logger = logger
+    }
+
+    /// Listens until the task is cancelled.
+    func run() async {
+        var failures = 0
+        var connectionID = 0
+        while !Task.isCancelled {
+            connectionID += 1
+            do {
+                let connection = try await PostgresConnection.connect(
+                    configuration: configuration, id: connectionID, logger: logger)
+                do {
+                    try await connection.listen(on: ChangeNotice.channel) { notifications in
+                        failures = 0
+                        didStartListening()
+                        for try await notification in notifications {
+                            deliver(notification.payload)
+                        }
+                    }
+                } catch {
+                    if !Task.isCancelled {
+                        logger.warning("the change listener lost its connection", metadata: ["error": "\(String(reflecting: error))"])
+                    }
+                }
+                try? await connection.close()
+            } catch {
+                if !Task.isCancelled {
+                    logger.warning("the change listener cannot connect", metadata: ["error": "\(String(reflecting: error))"])
+                }
+            }
+            guard !Task.isCancelled else { break }
+            // The first retry at once (a killed backend), then 50 ms doubling up to 2 s.
+            if failures > 0 {
+                let delay = Duration.milliseconds(min(2000, 50 << min(failures - 1, 6)))
+                try? await Task.sleep(for: delay)
+            }
+            failures += 1
+        }
+        // Stopped: nobody waits for a LISTEN that will not come.
+        let waiters = listening.withLock { state in
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Suspends until LISTEN has succeeded more than `count` times in total.
+    func waitUntilListening(moreThan count: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready = listening.withLock { state in
+                if state.count > count { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    var listenCount: Int { listening.withLock { $0.count } }
+
+    private func didStartListening() {
+        let waiters = listening.withLock { state in
+            state.count += 1
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        signals.signalAll()
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private func deliver(_ payload: String) {
+        guard let notice = try? JSONDecoder().decode(ChangeNotice.self, from: Data(payload.utf8)) else {
+            logger.warning("ignoring a malformed change notification", metadata: ["payload": "\(payload)"])
+            return
+        }
+        signals.signal(SuiteID(account: notice.account, suite: notice.suite), head: notice.head)
+    }
+}

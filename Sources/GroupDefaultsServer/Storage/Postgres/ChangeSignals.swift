@@ -1,0 +1,137 @@
+import Synchronization
+
+/// The account and suite a change belongs to.
+struct SuiteID: Hashable, Sendable {
+    var account: String
+    var suite: String
+}
+
+/// Why a waiter was woken.
+enum ChangeWake: Sendable {
+    /// The suite's head moved to this revision.
+    case head(UInt64)
+    /// Something may have changed (the listener reconnected and may have missed notifications):
+    /// read the table.
+    case recheck
+}
+
+/// The waiters of `waitForChange` on one storage instance, woken per suite. A waiter registers
+/// before it reads the head, so a wake between the read and the wait is not lost.
+final class ChangeSignals: Sendable {
+    private struct Waiter {
+        var suite: SuiteID
+        var wake: ChangeWake?
+        var continuation: CheckedContinuation<ChangeWake?, Never>?
+    }
+
+    private struct State {
+        var nextID = 0
+        var waiters: [Int: Waiter] = [:]
+        /// Who awaits `count` suspended waiters (tests: "the waiter is waiting now").
+        var observers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+
+        var suspendedCount: Int { waiters.values.count { $0.continuation != nil } }
+
+        mutating func readyObservers() -> [CheckedContinuation<Void, Never>] {
+            let suspended = suspendedCount
+            let ready = observers.filter { $0.count <= suspended }.map(\.continuation)
+            observers.removeAll { $0.count <= suspended }
+            return ready
+        }
+    }
+
+    private let state = Mutex(State())
+
+    func register(_ suite: SuiteID) -> Int {
+        state.withLock { state in
+            state.nextID += 1
+            state.waiters[state.nextID] = Waiter(suite: suite)
+            return state.nextID
+        }
+    }
+
+    func unregister(_ id: Int) {
+        let continuation = state.withLock { $0.waiters.removeValue(forKey: id)?.continuation }
+        continuation?.resume(returning: nil)
+    }
+
+    /// Suspends until the registration is woken (at once if it already was); nil when cancelled.
+    func wait(_ id: Int) async -> ChangeWake? {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<ChangeWake?, Never>) in
+                var observers: [CheckedContinuation<Void, Never>] = []
+                let resumeNow: ChangeWake?? = state.withLock { state in
+                    guard var waiter = state.waiters[id] else { return .some(nil) }
+                    if let wake = waiter.wake {
+                        waiter.wake = nil
+                        state.waiters[id] = waiter
+                        return .some(wake)
+                    }
+                    if Task.isCancelled { return .some(nil) }
+                    waiter.continuation = continuation
+                    state.waiters[id] = waiter
+                    observers = state.readyObservers()
+                    return .none
+                }
+                if let resumeNow { continuation.resume(returning: resumeNow) }
+                for observer in observers { observer.resume() }
+            }
+        } onCancel: {
+            let continuation = state.withLock { state -> CheckedContinuation<ChangeWake?, Never>? in
+                let continuation = state.waiters[id]?.continuation
+                state.waiters[id]?.continuation = nil
+                return continuation
+            }
+            continuation?.resume(returning: nil)
+        }
+    }
+
+    /// Returns once at least `count` waiters are suspended, waiting for a wake.
+    func waitUntilSuspended(count: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready = state.withLock { state in
+                if state.suspendedCount >= count { return true }
+                state.observers.append((count, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    /// Wakes every waiter of `suite`.
+    func signal(_ suite: SuiteID, head: UInt64) {
+        wake(where: { $0 == suite }, with: .head(head))
+    }
+
+    /// Wakes every waiter, of every suite.
+    func signalAll() {
+        wake(where: { _ in true }, with: .recheck)
+    }
+
+    private func wake(where matches: (SuiteID) -> Bool, with wake: ChangeWake) {
+        let continuations = state.withLock { state in
+            var continuations: [(CheckedContinuation<ChangeWake?, Never>, ChangeWake)] = []
+            for (id, var waiter) in state.waiters where matches(waiter.suite) {
+                let combined = Self.combine(waiter.wake, wake)
+                if let continuation = waiter.continuation {
+                    waiter.continuation = nil
+                    waiter.wake = nil
+                    continuations.append((continuation, combined))
+                } else {
+                    waiter.wake = combined
+                }
+                state.waiters[id] = waiter
+            }
+            return continuations
+        }
+        for (continuation, wake) in continuations { continuation.resume(returning: wake) }
+    }
+
+    private static func combine(_ pending: ChangeWake?, _ new: ChangeWake) -> ChangeWake {
+        switch (pending, new) {
+        case (nil, _): new
+        case (.head(let a)?, .head(let b)): .head(max(a, b))
+        default: .recheck
+        }
+    }
+}

@@ -1,0 +1,105 @@
+import Logging
+import PostgresNIO
+
+/// The schema, as numbered migrations. Each is applied in its own transaction together with its row
+/// in `schema_migrations`, under a transaction-scoped advisory lock, so that several server
+/// instances starting at once apply each migration exactly once. Append; never edit a released one.
+///
+/// HLCs and origins are unsigned 64-bit numbers: stored as `numeric(20, 0)`, whose order is the
+/// unsigned order over the full range. Keys use the "C" collation: UTF-8 byte order.
+enum PostgresMigrations {
+    struct Migration {
+        var version: Int
+        var name: String
+        /// One statement each (the extended query protocol runs one statement per query).
+        var statements: [String]
+    }
+
+    static let all: [Migration] = [
+        Migration(version: 1, name: "suites, entries, batches, tokens", statements: [
+            """
+            CREATE TABLE suites (
+                account text NOT NULL,
+                suite text COLLATE "C" NOT NULL,
+                head_rev bigint NOT NULL DEFAULT 0,
+                oldest_valid_rev bigint NOT NULL DEFAULT 0,
+                key_count bigint NOT NULL DEFAULT 0,
+                byte_count bigint NOT NULL DEFAULT 0,
+                PRIMARY KEY (account, suite)
+            )
+            """,
+            """
+            CREATE TABLE entries (
+                account text NOT NULL,
+                suite text NOT NULL,
+                key text COLLATE "C" NOT NULL,
+                value json,
+                hlc numeric(20, 0) NOT NULL,
+                origin numeric(20, 0) NOT NULL,
+                rev bigint NOT NULL,
+                PRIMARY KEY (account, suite, key)
+            )
+            """,
+            "CREATE INDEX entries_by_rev ON entries (account, suite, rev)",
+            "CREATE INDEX tombstones_by_hlc ON entries (hlc) WHERE value IS NULL",
+            """
+            CREATE TABLE batches (
+                account text NOT NULL,
+                suite text NOT NULL,
+                device numeric(20, 0) NOT NULL,
+                batch_id text NOT NULL,
+                ops_digest text NOT NULL,
+                response json NOT NULL,
+                created timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (account, suite, device, batch_id)
+            )
+            """,
+            """
+            CREATE TABLE tokens (
+                id text PRIMARY KEY,
+                account text NOT NULL,
+                patterns text[] NOT NULL,
+                read_only boolean NOT NULL,
+                created timestamptz NOT NULL,
+                expires timestamptz,
+                revoked timestamptz,
+                hash text NOT NULL UNIQUE
+            )
+            """,
+        ]),
+    ]
+
+    /// The advisory lock key every instance takes while migrating ("gdsync" as a number).
+    static let lockKey: Int64 = 0x6764_7379_6E63
+
+    /// Applies the pending migrations; returns the versions it applied.
+    @discardableResult
+    static func migrate(_ client: PostgresClient, logger: Logger) async throws -> [Int] {
+        var applied: [Int] = []
+        for migration in all {
+            let didApply = try await client.withTransaction(logger: logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
+                try await connection.query("""
+                    CREATE TABLE IF NOT EXISTS schema_migrations (
+                        version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())
+                    """, logger: logger)
+                let rows = try await connection.query(
+                    "SELECT version FROM schema_migrations WHERE version = \(migration.version)", logger: logger)
+                for try await _ in rows { return false }
+                for statement in migration.statements {
+                    // Static schema text: no values, nothing from outside.
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                try await connection.query(
+                    "INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
+                    logger: logger)
+                return true
+            }
+            if didApply {
+                logger.info("applied schema migration", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
+                applied.append(migration.version)
+            }
+        }
+        return applied
+    }
+}

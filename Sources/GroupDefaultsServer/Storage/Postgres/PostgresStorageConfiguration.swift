@@ -1,0 +1,60 @@
+import Foundation
+import PostgresNIO
+
+/// Where the PostgreSQL backend connects and how long it waits before answering `unavailable`.
+public struct PostgresStorageConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    public var username: String
+    public var password: String?
+    public var database: String
+    /// The longest a connection attempt may take.
+    public var connectTimeout: Duration = .seconds(3)
+    /// The longest one storage call may take before it fails with `unavailable` (the database is
+    /// unreachable or overloaded): the HTTP layer answers 503 instead of hanging.
+    public var operationTimeout: Duration = .seconds(10)
+    /// Connections in the pool (the listening connection comes on top).
+    public var maximumConnections: Int = 20
+
+    public init(host: String, port: Int = 5432, username: String, password: String? = nil, database: String) {
+        self.host = host
+        self.port = port
+        self.username = username
+        self.password = password
+        self.database = database
+    }
+
+    /// Parses `postgres://user[:password]@host[:port]/database`. TLS to the database is not
+    /// supported yet: `?sslmode=` other than `disable` is refused.
+    public init(url text: String) throws {
+        guard let components = URLComponents(string: text),
+              components.scheme == "postgres" || components.scheme == "postgresql",
+              let host = components.host, !host.isEmpty,
+              let user = components.user, !user.isEmpty
+        else {
+            throw SyncStorageError(.unavailable, "not a PostgreSQL URL (postgres://user@host:port/database): \(text)")
+        }
+        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        self.init(host: host, port: components.port ?? 5432, username: user, password: components.password,
+                  database: path.isEmpty ? user : path)
+        if let mode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value, mode != "disable" {
+            throw SyncStorageError(.unavailable, "sslmode=\(mode): TLS to PostgreSQL is not supported yet (\(text))")
+        }
+    }
+
+    var clientConfiguration: PostgresClient.Configuration {
+        var configuration = PostgresClient.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: .disable)
+        configuration.options.connectTimeout = connectTimeout
+        configuration.options.maximumConnections = maximumConnections
+        return configuration
+    }
+
+    func connectionConfiguration(applicationName: String) -> PostgresConnection.Configuration {
+        var configuration = PostgresConnection.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: .disable)
+        configuration.options.connectTimeout = .init(connectTimeout)
+        configuration.options.additionalStartupParameters = [("application_name", applicationName)]
+        return configuration
+    }
+}

@@ -1,0 +1,238 @@
+import Foundation
+public import GroupDefaults
+public import Logging
+import PostgresNIO
+
+/// `SyncStorage` on PostgreSQL, for several stateless server instances sharing one database.
+///
+/// Queries run on postgres-nio's `PostgresClient` (a pool, run by a task of this instance); one
+/// more, dedicated connection LISTENs for the `pg_notify` every push sends, so a push on any
+/// instance wakes `waitForChange` on every instance. Every call is bounded by the configuration's
+/// operation timeout and fails with `SyncStorageError(.unavailable, …)` when the database cannot be
+/// reached. The schema is created and migrated by `start`.
+public final class PostgresSyncStorage: SyncStorage {
+    let client: PostgresClient
+    let logger: Logger
+    let configuration: PostgresStorageConfiguration
+    let signals: ChangeSignals
+    let listener: ChangeListener
+    /// The listening connection's `application_name`, unique per instance (operators and tests find
+    /// its backend in `pg_stat_activity` by it).
+    public let listenerApplicationName: String
+    private let clientTask: Task<Void, Never>
+    private let listenerTask: Task<Void, Never>
+
+    private init(configuration: PostgresStorageConfiguration, logger: Logger) {
+        let client = PostgresClient(configuration: configuration.clientConfiguration, backgroundLogger: logger)
+        let signals = ChangeSignals()
+        let applicationName = "groupdefaults-listener-\(UUID().uuidString.prefix(8).lowercased())"
+        let listener = ChangeListener(
+            configuration: configuration.connectionConfiguration(applicationName: applicationName),
+            signals: signals, logger: logger)
+        self.configuration = configuration
+        self.logger = logger
+        self.client = client
+        self.signals = signals
+        self.listener = listener
+        listenerApplicationName = applicationName
+        clientTask = Task { await client.run() }
+        listenerTask = Task { await listener.run() }
+    }
+
+    /// Connects, creates or migrates the schema, and starts listening for changes.
+    ///
+    /// - Throws: `SyncStorageError(.unavailable, …)` when the database cannot be reached within the
+    ///   operation timeout.
+    public static func start(_ configuration: PostgresStorageConfiguration, logger: Logger) async throws -> PostgresSyncStorage {
+        let storage = PostgresSyncStorage(configuration: configuration, logger: logger)
+        do {
+            try await storage.bounded("migrating the schema") { storage in
+                try await PostgresMigrations.migrate(storage.client, logger: logger)
+            }
+        } catch {
+            try? await storage.shutdown()
+            throw error
+        }
+        return storage
+    }
+
+    public func shutdown() async throws {
+        listenerTask.cancel()
+        await listenerTask.value
+        clientTask.cancel()
+        await clientTask.value
+    }
+
+    // MARK: Bounded calls
+
+    /// Runs `body` with the operation timeout; anything but our own errors and cancellation becomes
+    /// `unavailable` (the database is unreachable, restarting or overloaded).
+    @discardableResult
+    func bounded<T: Sendable>(_ what: String, _ body: @escaping @Sendable (PostgresSyncStorage) async throws -> T) async throws -> T {
+        let timeout = configuration.operationTimeout
+        do {
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask { try await body(self) }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let result = first else {
+                    throw SyncStorageError(.unavailable, "\(what): PostgreSQL did not answer within \(timeout)")
+                }
+                return result
+            }
+        } catch let error as SyncStorageError {
+            throw error
+        } catch let error as PostgresTransactionError {
+            // A refusal inside a transaction (rolled back): ours to pass on as it is.
+            if let refusal = error.closureError as? SyncStorageError { throw refusal }
+            if Task.isCancelled { throw CancellationError() }
+            throw SyncStorageError(.unavailable, "\(what): \(String(reflecting: error))")
+        } catch {
+            if Task.isCancelled { throw CancellationError() }
+            throw SyncStorageError(.unavailable, "\(what): \(String(reflecting: error))")
+        }
+    }
+
+    // MARK: Reads
+
+    public func headRevision(account: String, suite: String) async throws -> UInt64 {
+        try await bounded("reading the head revision") { storage in
+            let rows = try await storage.client.query(
+                "SELECT head_rev FROM suites WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
+            for try await head in rows.decode(Int64.self) { return UInt64(head) }
+            return 0
+        }
+    }
+
+    public func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage {
+        let limit = max(1, limit)  // a page of nothing would report the head as the next cursor
+        return try await bounded("reading changes") { storage in
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: storage.logger)
+                var head: UInt64 = 0, oldestValid: UInt64 = 0
+                let suiteRows = try await connection.query(
+                    "SELECT head_rev, oldest_valid_rev FROM suites WHERE account = \(account) AND suite = \(suite)",
+                    logger: storage.logger)
+                for try await (h, o) in suiteRows.decode((Int64, Int64).self) {
+                    head = UInt64(h)
+                    oldestValid = UInt64(o)
+                }
+                if since < oldestValid {
+                    throw SyncStorageError(.cursorExpired,
+                        "revision \(since) is older than \(oldestValid), the oldest this suite can answer from (tombstones were purged): re-read the snapshot")
+                }
+                let rows = try await connection.query("""
+                    SELECT key, value::text, hlc::text, origin::text, rev FROM entries
+                    WHERE account = \(account) AND suite = \(suite) AND rev > \(Int64(clamping: since))
+                    ORDER BY rev LIMIT \(Int64(limit) + 1)
+                    """, logger: storage.logger)
+                var entries = try await EntryRow.entries(rows)
+                let hasMore = entries.count > limit
+                if hasMore { entries.removeLast(entries.count - limit) }
+                return ChangesPage(entries: entries, lastRev: entries.last?.rev ?? head, hasMore: hasMore)
+            }
+        }
+    }
+
+    public func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> SnapshotPage {
+        let limit = max(1, limit)
+        return try await bounded("reading a snapshot") { storage in
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: storage.logger)
+                var head: UInt64 = 0
+                let suiteRows = try await connection.query(
+                    "SELECT head_rev FROM suites WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
+                for try await h in suiteRows.decode(Int64.self) { head = UInt64(h) }
+                let rows = try await connection.query("""
+                    SELECT key, value::text, hlc::text, origin::text, rev FROM entries
+                    WHERE account = \(account) AND suite = \(suite) AND (\(after)::text IS NULL OR key > \(after))
+                    ORDER BY key LIMIT \(Int64(limit) + 1)
+                    """, logger: storage.logger)
+                var entries = try await EntryRow.entries(rows)
+                let hasMore = entries.count > limit
+                if hasMore { entries.removeLast(entries.count - limit) }
+                return SnapshotPage(entries: entries, headRev: head, next: hasMore ? entries.last?.key : nil)
+            }
+        }
+    }
+
+    public func suites(account: String) async throws -> SuiteList {
+        try await bounded("listing suites") { storage in
+            let rows = try await storage.client.query("""
+                SELECT suite, head_rev, key_count FROM suites
+                WHERE account = \(account) AND head_rev > 0 ORDER BY suite
+                """, logger: storage.logger)
+            var suites: [SuiteList.Suite] = []
+            for try await (name, head, keys) in rows.decode((String, Int64, Int64).self) {
+                suites.append(SuiteList.Suite(name: name, headRev: UInt64(head), keys: Int(keys)))
+            }
+            return SuiteList(suites: suites)
+        }
+    }
+
+    // MARK: Waiting
+
+    public func waitForChange(account: String, suite: String, after revision: UInt64, timeout: Duration) async {
+        let id = SuiteID(account: account, suite: suite)
+        let deadline = ContinuousClock.now + timeout
+        while !Task.isCancelled, ContinuousClock.now < deadline {
+            let registration = signals.register(id)
+            defer { signals.unregister(registration) }
+            // Registered first, then read: a push between the two still wakes this waiter.
+            if let head = try? await headRevision(account: account, suite: suite), head > revision { return }
+            let wake = await withTaskGroup(of: ChangeWake?.self) { group in
+                group.addTask { await self.signals.wait(registration) }
+                group.addTask {
+                    try? await Task.sleep(until: deadline, clock: .continuous)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                return await group.next() ?? nil
+            }
+            switch wake {
+            case nil: return  // timeout or cancellation
+            case .head(let head) where head > revision: return
+            case .head, .recheck: continue  // read the table again
+            }
+        }
+    }
+
+    /// Suspends until this instance's listening connection has LISTENed more than `count` times in
+    /// total (`listenCount` before a disruption); for tests and readiness checks.
+    public func waitUntilListening(moreThan count: Int = 0) async {
+        await listener.waitUntilListening(moreThan: count)
+    }
+
+    /// Returns once at least `count` calls of `waitForChange` are suspended waiting for a change
+    /// (tests use it to push only once a waiter waits).
+    public func waitUntilWaiting(count: Int = 1) async {
+        await signals.waitUntilSuspended(count: count)
+    }
+
+    /// How many times the listening connection has started listening (1 + reconnects).
+    public var listenCount: Int { listener.listenCount }
+}
+
+/// One row of `entries` as the queries above select it: key, value text (nil: tombstone), HLC and
+/// origin as decimal text, revision.
+enum EntryRow {
+    static func entries(_ rows: PostgresRowSequence) async throws -> [SyncEntry] {
+        var entries: [SyncEntry] = []
+        for try await (key, value, hlc, origin, rev) in rows.decode((String, String?, String, String, Int64).self) {
+            entries.append(try entry(key: key, value: value, hlc: hlc, origin: origin, rev: rev))
+        }
+        return entries
+    }
+
+    static func entry(key: String, value: String?, hlc: String, origin: String, rev: Int64) throws -> SyncEntry {
+        guard let hlcValue = UInt64(hlc), let originValue = UInt64(origin) else {
+            throw SyncStorageError(.unavailable, "a stored entry of \(key) has an unreadable stamp (\(hlc), \(origin))")
+        }
+        return SyncEntry(
+            key: key, value: try value.map { try JSONDecoder().decode(PropertyListValue.self, from: Data($0.utf8)) },
+            hlc: HLC(rawValue: hlcValue), origin: originValue, rev: UInt64(rev))
+    }
+}

@@ -1,0 +1,10 @@
+import ArgumentParser
+import GroupDefaultsServer
+
+/// `groupdefaults-server`: serve the sync API, or manage its tokens.
+@main
+struct ServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "groupdefaults-server",
+        abstract: "The GroupDefaults sync server.")
+}

@@ -1,0 +1,124 @@
+import Foundation
+import GroupDefaults
+import GroupDefaultsServer
+import Testing
+
+/// What only the PostgreSQL backend does: several instances on one database, migrations racing,
+/// an unreachable database.
+@Suite("PostgreSQL instances", .timeLimit(.minutes(1)))
+struct PostgresInstancesTests {
+    let clock = ContinuousClock()
+
+    func push(_ storage: PostgresSyncStorage, key: String, hlc: UInt64) async throws -> PushResponse {
+        try await storage.push(
+            account: "alice", suite: "s",
+            request: PushRequest(deviceID: 1, batchID: UUID().uuidString, ops: [PushOp(key: key, value: .integer(1), hlc: HLC(rawValue: hlc))]),
+            quota: SuiteQuota(maxKeys: 100, maxBytes: 1 << 20), serverTime: "2026-11-22T10:00:00.000Z")
+    }
+
+    /// Starts a wait on `waiter` after `head`, pushes through `pusher` once it waits, and returns the
+    /// time from the push's commit (its return to the pusher) to the wait's end, zero if the wait
+    /// ended first. (Under the parallel test load the push itself can take tens of milliseconds.)
+    func wakeLatency(pusher: PostgresSyncStorage, waiter: PostgresSyncStorage, head: UInt64) async throws -> Duration {
+        let wait = Task {
+            await waiter.waitForChange(account: "alice", suite: "s", after: head, timeout: .seconds(10))
+            return clock.now
+        }
+        await waiter.waitUntilWaiting()
+        let start = clock.now
+        let response = try await push(pusher, key: "k\(head)", hlc: 100 + head)
+        let committed = clock.now
+        #expect(response.headRev == head + 1)
+        let woken = await wait.value
+        #expect(woken - start < .seconds(2), "woken \(woken - start) after the push started")
+        return max(.zero, woken - committed)
+    }
+
+    @Test("a push through one instance wakes a wait on another within 100 ms, also after its listener was killed")
+    func crossInstanceWakeUp() async throws {
+        let url = try await PostgresFixture.freshDatabase()
+        let a = try await PostgresFixture.storage(url: url)
+        let b = try await PostgresFixture.storage(url: url)
+        await b.waitUntilListening()
+
+        let first = try await wakeLatency(pusher: a, waiter: b, head: 0)
+        #expect(first < .milliseconds(100), "woken after \(first)")
+
+        // Kill b's listening connection: it reconnects by itself and wakes its waiters.
+        let listensBefore = b.listenCount
+        let killed = try await PostgresFixture.psql(url, """
+            SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '\(b.listenerApplicationName)'
+            """)
+        #expect(killed == "1")
+        let afterKill = try await wakeLatency(pusher: a, waiter: b, head: 1)
+        #expect(afterKill < .milliseconds(100), "woken after \(afterKill)")
+        await b.waitUntilListening(moreThan: listensBefore)
+        let listeners = try await PostgresFixture.psql(url, """
+            SELECT count(*) FROM pg_stat_activity WHERE application_name = '\(b.listenerApplicationName)'
+            """)
+        #expect(listeners == "1")
+
+        // And the new connection delivers notifications.
+        let afterReconnect = try await wakeLatency(pusher: a, waiter: b, head: 2)
+        #expect(afterReconnect < .milliseconds(100), "woken after \(afterReconnect)")
+
+        try await a.shutdown()
+        try await b.shutdown()
+    }
+
+    @Test("instances starting at once on a new database apply each migration once")
+    func concurrentMigrations() async throws {
+        let url = try await PostgresFixture.freshDatabase()
+        let instances = try await withThrowingTaskGroup(of: PostgresSyncStorage.self) { group in
+            for _ in 0..<4 { group.addTask { try await PostgresFixture.storage(url: url) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(instances.count == 4)
+        let versions = try await PostgresFixture.psql(url, "SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_migrations")
+        #expect(versions == "1")
+        for instance in instances { try await instance.shutdown() }
+    }
+
+    @Test("an unreachable database is `unavailable` within the bounded time, not a hang")
+    func unreachableDatabase() async throws {
+        // A port nothing listens on: the fixture server's, after stopping a throwaway one.
+        let tool = PostgresFixture.packageRoot.appendingPathComponent("Tools/postgres").path
+        let url = try await Command.run(tool, ["start"])
+        try await Command.run(tool, ["stop", url])
+        try await Command.run(tool, ["stop", url])  // stopping a stopped server succeeds quietly
+        var configuration = try PostgresStorageConfiguration(url: url)
+        configuration.connectTimeout = .milliseconds(500)
+        configuration.operationTimeout = .seconds(2)
+        let start = clock.now
+        do {
+            _ = try await PostgresSyncStorage.start(configuration, logger: PostgresFixture.logger)
+            Issue.record("started on a stopped database")
+        } catch let error as SyncStorageError {
+            #expect(error.code == .unavailable)
+        }
+        #expect(clock.now - start < .seconds(5))
+    }
+
+    @Test("a running instance answers `unavailable` once its database is gone, and waits still end")
+    func databaseGoesAway() async throws {
+        let tool = PostgresFixture.packageRoot.appendingPathComponent("Tools/postgres").path
+        let url = try await Command.run(tool, ["start", "--until-exit", String(getpid())])
+        var configuration = try PostgresStorageConfiguration(url: url)
+        configuration.connectTimeout = .milliseconds(500)
+        configuration.operationTimeout = .seconds(2)
+        let storage = try await PostgresSyncStorage.start(configuration, logger: PostgresFixture.logger)
+        _ = try await push(storage, key: "a", hlc: 1)
+        try await Command.run(tool, ["stop", url])
+
+        let start = clock.now
+        do {
+            _ = try await push(storage, key: "b", hlc: 2)
+            Issue.record("a push succeeded without a database")
+        } catch let error as SyncStorageError {
+            #expect(error.code == .unavailable)
+        }
+        await storage.waitForChange(account: "alice", suite: "s", after: 1, timeout: .milliseconds(200))
+        #expect(clock.now - start < .seconds(8))
+        try await storage.shutdown()
+    }
+}

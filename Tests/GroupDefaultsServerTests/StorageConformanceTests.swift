@@ -1,0 +1,431 @@
+import Foundation
+import GroupDefaults
+import GroupDefaultsServer
+import Testing
+
+/// The storage backends the conformance suite runs against. Adding one is one case and one line in
+/// `makeStorage`.
+enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case postgres
+    // case lmdb  // the embedded backend: uncomment and add its factory below
+
+    var testDescription: String { rawValue }
+
+    /// A new, empty storage of this backend.
+    func makeStorage() async throws -> any SyncStorage {
+        switch self {
+        case .postgres: try await PostgresFixture.storage(url: try await PostgresFixture.freshDatabase())
+        // case .lmdb: try await LMDBSyncStorage(directory: temporaryDirectory())
+        }
+    }
+
+    /// Runs `body` with a new storage and shuts it down afterwards, also when `body` throws.
+    func withStorage(_ body: (any SyncStorage) async throws -> Void) async throws {
+        let storage = try await makeStorage()
+        do {
+            try await body(storage)
+        } catch {
+            try? await storage.shutdown()
+            throw error
+        }
+        try await storage.shutdown()
+    }
+}
+
+/// One test body per behaviour of `SyncStorage` (SyncStorage.swift), run against every backend.
+@Suite("Storage conformance", .timeLimit(.minutes(1)))
+struct StorageConformanceTests {
+    static let roomy = SuiteQuota(maxKeys: 10_000, maxBytes: 16 << 20)
+    static let now = "2026-11-22T10:00:00.000Z"
+
+    func op(_ key: String, _ value: PropertyListValue?, hlc: UInt64) -> PushOp {
+        PushOp(key: key, value: value, hlc: HLC(rawValue: hlc))
+    }
+
+    @discardableResult
+    func push(_ storage: any SyncStorage, account: String = "alice", suite: String = "s", device: UInt64 = 1,
+              batch: String = UUID().uuidString, quota: SuiteQuota = roomy, _ ops: [PushOp]) async throws -> PushResponse {
+        try await storage.push(account: account, suite: suite, request: PushRequest(deviceID: device, batchID: batch, ops: ops),
+                               quota: quota, serverTime: Self.now)
+    }
+
+    func expectStorageError(_ code: SyncStorageError.Code, _ body: () async throws -> Void,
+                            sourceLocation: SourceLocation = #_sourceLocation) async {
+        do {
+            try await body()
+            Issue.record("expected \(code.rawValue), got success", sourceLocation: sourceLocation)
+        } catch let error as SyncStorageError {
+            #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+        } catch {
+            Issue.record("expected \(code.rawValue), got \(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("push, changes, snapshot and suites round-trip every kind of value", arguments: Backend.allCases)
+    func roundTrip(backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let values: [(String, PropertyListValue)] = [
+                ("sound", .string("ring.caf")), ("volume", .double(0.5)), ("count", .integer(-3)), ("on", .bool(true)),
+                ("when", .date(Date(timeIntervalSince1970: 1_700_000_000.25))), ("blob", .data(Data([0, 1, 255]))),
+                ("list", .array([.string("a"), .integer(1)])), ("map", .dictionary(["k": .string("v"), "n": .integer(2)])),
+            ]
+            let response = try await push(storage, device: 7, values.enumerated().map { op($1.0, $1.1, hlc: 100 + UInt64($0)) })
+            #expect(response.headRev == UInt64(values.count))
+            #expect(response.serverTime == Self.now)
+            #expect(response.results.map(\.status) == Array(repeating: .applied, count: values.count))
+            #expect(response.results.map(\.winner.rev) == (1...values.count).map { UInt64($0) })
+            #expect(response.results.allSatisfy { $0.winner.origin == 7 })
+
+            let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 100)
+            #expect(changes.entries.map(\.key) == values.map(\.0))
+            #expect(changes.entries.map(\.value) == values.map(\.1))
+            #expect(changes.entries.map(\.rev) == (1...values.count).map { UInt64($0) })
+            #expect(changes.entries.map(\.hlc.rawValue) == (0..<values.count).map { 100 + UInt64($0) })
+            #expect(changes.lastRev == UInt64(values.count))
+            #expect(!changes.hasMore)
+
+            let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 100)
+            #expect(snapshot.entries.map(\.key) == values.map(\.0).sorted())
+            #expect(Dictionary(uniqueKeysWithValues: snapshot.entries.map { ($0.key, $0.value) })
+                    == Dictionary(uniqueKeysWithValues: values.map { ($0.0, Optional($0.1)) }))
+            #expect(snapshot.headRev == UInt64(values.count))
+            #expect(snapshot.next == nil)
+
+            #expect(try await storage.headRevision(account: "alice", suite: "s") == UInt64(values.count))
+            #expect(try await storage.suites(account: "alice").suites
+                    == [SuiteList.Suite(name: "s", headRev: UInt64(values.count), keys: values.count)])
+        }
+    }
+
+    @Test("last writer wins by (HLC, origin), over the full unsigned range", arguments: Backend.allCases)
+    func lastWriterWins(backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            try await push(storage, device: 5, [op("k", .string("five"), hlc: 100)])
+            let lowerOrigin = try await push(storage, device: 4, [op("k", .string("four"), hlc: 100)])
+            #expect(lowerOrigin.results.first?.status == .superseded)
+            #expect(lowerOrigin.results.first?.winner.value == .string("five"))
+            #expect(lowerOrigin.results.first?.winner.origin == 5)
+            #expect(lowerOrigin.headRev == 1)
+            let olderClock = try await push(storage, device: .max, [op("k", .string("old"), hlc: 99)])
+            #expect(olderClock.results.first?.status == .superseded)
+            let higherOrigin = try await push(storage, device: 6, [op("k", .string("six"), hlc: 100)])
+            #expect(higherOrigin.results.first?.status == .applied)
+            #expect(higherOrigin.headRev == 2)
+
+            // Stamps above 2^63 order as unsigned numbers, and survive storage exactly.
+            let high: UInt64 = (1 << 63) + 5
+            try await push(storage, device: .max, [op("big", .integer(1), hlc: high)])
+            let below = try await push(storage, device: .max, [op("big", .integer(2), hlc: (1 << 63) - 1)])
+            #expect(below.results.first?.status == .superseded)
+            let above = try await push(storage, device: 1, [op("big", .integer(3), hlc: .max)])
+            #expect(above.results.first?.status == .applied)
+            let entries = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10).entries
+            #expect(entries.first { $0.key == "big" }?.hlc == HLC(rawValue: .max))
+            #expect(entries.first { $0.key == "k" }?.value == .string("six"))
+            #expect(entries.first { $0.key == "k" }?.origin == 6)
+        }
+    }
+
+    @Test("deletions are tombstones that take part in the same order", arguments: Backend.allCases)
+    func deletions(backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            try await push(storage, [op("k", .string("v"), hlc: 10), op("other", .integer(1), hlc: 10)])
+            let deletion = try await push(storage, [op("k", nil, hlc: 20)])
+            #expect(deletion.results.first?.status == .applied)
+            #expect(deletion.results.first?.winner.isDeleted == true)
+            #expect(deletion.headRev == 3)
+
+            let late = try await push(storage, device: 9, [op("k", .string("late"), hlc: 15)])
+            #expect(late.results.first?.status == .superseded)
+            #expect(late.results.first?.winner.isDeleted == true)
+
+            let changes = try await storage.changes(account: "alice", suite: "s", since: 1, limit: 10)
+            #expect(changes.entries.map(\.key) == ["other", "k"])
+            #expect(changes.entries.last?.isDeleted == true)
+            #expect(changes.entries.last?.rev == 3)
+            let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10)
+            #expect(snapshot.entries.map(\.key) == ["k", "other"])
+            #expect(snapshot.entries.first?.isDeleted == true)
+            #expect(try await storage.suites(account: "alice").suites.first?.keys == 1)
+
+            let rewrite = try await push(storage, [op("k", .string("again"), hlc: 30)])
+            #expect(rewrite.results.first?.status == .applied)
+            #expect(try await storage.suites(account: "alice").suites.first?.keys == 2)
+        }
+    }
+
+    @Test("each applied op gets one revision, in order; superseded ops get none; changes shows each key's latest",
+          arguments: Backend.allCases)
+    func revisions(backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let first = try await push(storage, [
+                op("a", .integer(1), hlc: 10), op("b", .integer(1), hlc: 10), op("a", .integer(2), hlc: 11),
+                op("b", .integer(0), hlc: 9),
+            ])
+            #expect(first.results.map(\.status) == [.applied, .applied, .applied, .superseded])
+            #expect(first.headRev == 3)
+            #expect(first.results.first?.winner.value == .integer(2))
+            #expect(first.results.first?.winner.rev == 3)
+
+            let second = try await push(storage, [op("c", .integer(1), hlc: 12), op("a", .integer(0), hlc: 1)])
+            #expect(second.results.map(\.status) == [.applied, .superseded])
+            #expect(second.headRev == 4)
+
+            let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 10)
+            #expect(changes.entries.map(\.key) == ["b", "a", "c"])
+            #expect(changes.entries.map(\.rev) == [2, 3, 4])
+            #expect(changes.lastRev == 4)
+
+            let page = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 2)
+            #expect(page.entries.map(\.key) == ["b", "a"])
+            #expect(page.hasMore)
+            #expect(page.lastRev == 3)
+            let rest = try await storage.changes(account: "alice", suite: "s", since: page.lastRev, limit: 2)
+            #expect(rest.entries.map(\.key) == ["c"])
+            #expect(!rest.hasMore)
+            let none = try await storage.changes(account: "alice", suite: "s", since: 4, limit: 2)
+            #expect(none.entries.isEmpty)
+            #expect(none.lastRev == 4)
+        }
+    }
+
+    @Test("concurrent pushes to one suite get distinct, gapless revisions and lose nothing", arguments: Backend.allCases)
+    func concurrentPushes(backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let clients = 8, opsEach = 5
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for client in 0..<clients {
+                    group.addTask {
+                        try await push(storage, device: UInt64(client + 1),
+                                       (0..<opsEach).map { op("c\(client)-\($0)", .integer($0), hlc: 10) })
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let total = clients * opsEach
+            #expect(try await storage.headRevision(account: "alice", suite: "s") == UInt64(total))
+            let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 1000)
+            #expect(changes.entries.map(\.rev) == (1...total).map { UInt64($0) })
+            // Each push's ops are contiguous: one push commits at a time.
+            for client in 0..<clients {
+                let revs = changes.entries.filter { $0.key.hasPrefix("c\(client)-") }.compactMap(\.rev)
+                #expect(revs == Array(revs.first!..<(revs.first! + UInt64(opsEach))))
+            }
+            #expect(try await storage.suites(account: "alice").suites.first?.keys == total)
+        }
+    }
+
+    @Test("a retried batch returns the stored response and changes nothing; other ops under its id are refused",
+          arguments: Backend.allCases)
+    func idempotency(backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let ops = [op("a", .integer(1), hlc: 10)]
+            let first = try await push(storage, device: 3, batch: "batch-1", ops)
+            try await push(storage, device: 4, [op("b", .integer(1), hlc: 11)])
+            let retry = try await storage.push(account: "alice", suite: "s",
+                request: PushRequest(deviceID: 3, batchID: "batch-1", ops: ops), quota: Self.roomy, serverTime: "later")
+            #expect(retry == first)
+            #expect(try await storage.headRevision(account: "alice", suite: "s") == 2)
+
+            await expectStorageError(.idempotencyMismatch) {
+                try await push(storage, device: 3, batch: "batch-1", [op("a", .integer(2), hlc: 12)])
+            }
+            #expect(try await storage.headRevision(account: "alice", suite: "s") == 2)
+
+            // The id is scoped to the device (and the suite, and the account).
+            let otherDevice = try await push(storage, device: 5, batch: "batch-1", [op("c", .integer(1), hlc: 13)])
+            #expect(otherDevice.headRev == 3)
+            let otherSuite = try await push(storage, suite: "t", device: 3, batch: "batch-1", [op("a", .integer(9), hlc: 10)])
+            #expect(otherSuite.headRev == 1)
+        }
+    }
+
+    @Test("a push over a quota throws quotaExceeded and changes nothing", arguments: Backend.allCases)
+    func quotas(backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let twoKeys = SuiteQuota(maxKeys: 2, maxBytes: 1 << 20)
+            try await push(storage, quota: twoKeys, [op("a", .integer(1), hlc: 10)])
+            do {
+                try await push(storage, quota: twoKeys, [op("b", .integer(1), hlc: 11), op("c", .integer(1), hlc: 12)])
+                Issue.record("a third key was accepted")
+            } catch let error as SyncStorageError {
+                #expect(error.code == .quotaExceeded)
+                #expect(error.limit == 2)
+            }
+            #expect(try await storage.headRevision(account: "alice", suite: "s") == 1)
+            #expect(try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10).entries.map(\.key) == ["a"])
+
+            // Deleting one makes room: tombstones do not count.
+            try await push(storage, quota: twoKeys, [op("a", nil, hlc: 20), op("b", .integer(1), hlc: 21), op("c", .integer(1), hlc: 22)])
+            #expect(try await storage.suites(account: "alice").suites.first?.keys == 2)
+
+            // Bytes: key UTF-8 plus the value's typed JSON.
+            let bytes = try SyncMerge.quotaBytes(key: "x", value: .string("0123456789"))
+            let tight = SuiteQuota(maxKeys: 100, maxBytes: bytes)
+            try await push(storage, suite: "bytes", quota: tight, [op("x", .string("0123456789"), hlc: 10)])
+            do {
+                try await push(storage, suite: "bytes", quota: tight, [op("x", .string("01234567890"), hlc: 11)])
+                Issue.record("a value over the byte quota was accepted")
+            } catch let error as SyncStorageError {
+                #expect(error.code == .quotaExceeded)
+                #expect(error.limit == bytes)
+            }
+            let kept = try await storage.snapshot(account: "alice", suite: "bytes", after: nil, limit: 10)
+            #expect(kept.entries.map(\.value) == [.string("0123456789")])
+            #expect(kept.headRev == 1)
+            // Replacing with a value of the same size fits.
+            try await push(storage, suite: "bytes", quota: tight, [op("x", .string("abcdefghij"), hlc: 12)])
+        }
+    }
+
+    @Test("after tombstones are purged, an older cursor throws cursorExpired", arguments: Backend.allCases)
+    func cursorExpiry(backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            try await push(storage, [op("gone", .integer(1), hlc: HLC(milliseconds: 1000, counter: 0).rawValue)])
+            try await push(storage, [op("gone", nil, hlc: HLC(milliseconds: 2000, counter: 0).rawValue)])       // rev 2
+            try await push(storage, [op("kept", nil, hlc: HLC(milliseconds: 9000, counter: 0).rawValue)])       // rev 3
+            try await push(storage, account: "bob", [op("old", nil, hlc: HLC(milliseconds: 1000, counter: 0).rawValue)])
+
+            let removed = try await storage.purgeTombstones(olderThan: HLC(milliseconds: 5000, counter: 0))
+            #expect(removed == 2)
+            await expectStorageError(.cursorExpired) {
+                _ = try await storage.changes(account: "alice", suite: "s", since: 1, limit: 10)
+            }
+            let fromPurged = try await storage.changes(account: "alice", suite: "s", since: 2, limit: 10)
+            #expect(fromPurged.entries.map(\.key) == ["kept"])
+            let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10)
+            #expect(snapshot.entries.map(\.key) == ["kept"])
+            #expect(snapshot.headRev == 3)
+            await expectStorageError(.cursorExpired) {
+                _ = try await storage.changes(account: "bob", suite: "s", since: 0, limit: 10)
+            }
+            #expect(try await storage.purgeTombstones(olderThan: HLC(milliseconds: 5000, counter: 0)) == 0)
+        }
+    }
+
+    @Test("snapshot pages through every entry in UTF-8 byte order", arguments: Backend.allCases)
+    func snapshotPaging(backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let keys = ["b", "B", "a", "é", "z", "ä", "a.b", "a-b", "Z", "日本", "10", "9", "~"]
+            try await push(storage, keys.enumerated().map { op($1, .integer($0), hlc: 10) })
+            try await push(storage, [op("z", nil, hlc: 11)])
+            var collected: [String] = []
+            var after: String? = nil
+            var pages = 0
+            repeat {
+                let page = try await storage.snapshot(account: "alice", suite: "s", after: after, limit: 3)
+                #expect(page.entries.count <= 3)
+                #expect(page.headRev == UInt64(keys.count + 1))
+                collected += page.entries.map(\.key)
+                after = page.next
+                pages += 1
+            } while after != nil && pages < 20
+            #expect(collected == keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) })
+            #expect(pages == 5)
+            let last = try await storage.snapshot(account: "alice", suite: "s", after: "é", limit: 3)
+            #expect(last.entries.map(\.key) == ["日本"])
+            #expect(last.next == nil)
+        }
+    }
+
+    @Test("a suite nobody has written is empty and not listed", arguments: Backend.allCases)
+    func emptySuite(backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            #expect(try await storage.headRevision(account: "alice", suite: "never") == 0)
+            let changes = try await storage.changes(account: "alice", suite: "never", since: 0, limit: 10)
+            #expect(changes == ChangesPage(entries: [], lastRev: 0, hasMore: false))
+            let snapshot = try await storage.snapshot(account: "alice", suite: "never", after: nil, limit: 10)
+            #expect(snapshot == SnapshotPage(entries: [], headRev: 0, next: nil))
+            #expect(try await storage.suites(account: "alice").suites.isEmpty)
+            // A refused push (here: over the quota) does not make the suite appear.
+            _ = try? await push(storage, suite: "refused", quota: SuiteQuota(maxKeys: 0, maxBytes: 0), [op("a", .integer(1), hlc: 1)])
+            #expect(try await storage.suites(account: "alice").suites.isEmpty)
+        }
+    }
+
+    @Test("accounts are isolated, even under the same suite name and batch id", arguments: Backend.allCases)
+    func accountIsolation(backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            try await push(storage, account: "alice", batch: "same", [op("secret", .string("alice's"), hlc: 10)])
+            #expect(try await storage.headRevision(account: "bob", suite: "s") == 0)
+            #expect(try await storage.changes(account: "bob", suite: "s", since: 0, limit: 10).entries.isEmpty)
+            #expect(try await storage.snapshot(account: "bob", suite: "s", after: nil, limit: 10).entries.isEmpty)
+            #expect(try await storage.suites(account: "bob").suites.isEmpty)
+            let bobs = try await push(storage, account: "bob", batch: "same", [op("secret", .string("bob's"), hlc: 5)])
+            #expect(bobs.results.first?.status == .applied)
+            #expect(bobs.headRev == 1)
+            let alices = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10)
+            #expect(alices.entries.map(\.value) == [.string("alice's")])
+        }
+    }
+
+    @Test("waitForChange returns on a push, at once when the head already passed, on timeout and on cancellation",
+          arguments: Backend.allCases)
+    func waitForChange(backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let clock = ContinuousClock()
+            // Woken by a push.
+            let waiter = Task {
+                let start = clock.now
+                await storage.waitForChange(account: "alice", suite: "s", after: 0, timeout: .seconds(30))
+                return clock.now - start
+            }
+            if let postgres = storage as? PostgresSyncStorage { await postgres.waitUntilWaiting() }
+            try await push(storage, [op("a", .integer(1), hlc: 10)])
+            #expect(await waiter.value < .seconds(5))
+
+            // Already past: at once.
+            let past = await clock.measure {
+                await storage.waitForChange(account: "alice", suite: "s", after: 0, timeout: .seconds(30))
+            }
+            #expect(past < .seconds(5))
+
+            // A push to another suite or account does not end the wait; the timeout does.
+            let timedOut = Task {
+                await clock.measure {
+                    await storage.waitForChange(account: "alice", suite: "s", after: 1, timeout: .milliseconds(300))
+                }
+            }
+            try await push(storage, suite: "other", [op("a", .integer(1), hlc: 10)])
+            try await push(storage, account: "bob", [op("a", .integer(1), hlc: 10)])
+            let waited = await timedOut.value
+            #expect(waited >= .milliseconds(300))
+            #expect(waited < .seconds(5))
+            #expect(try await storage.headRevision(account: "alice", suite: "s") == 1)
+
+            // Cancellation.
+            let cancelled = Task {
+                await clock.measure {
+                    await storage.waitForChange(account: "alice", suite: "s", after: 1, timeout: .seconds(30))
+                }
+            }
+            if let postgres = storage as? PostgresSyncStorage { await postgres.waitUntilWaiting() }
+            cancelled.cancel()
+            #expect(await cancelled.value < .seconds(5))
+        }
+    }
+
+    @Test("tokens: create, find by hash, list, revoke", arguments: Backend.allCases)
+    func tokens(backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let created = Date(timeIntervalSince1970: 1_800_000_000)
+            let first = StoredToken(id: "t1", account: "alice", suitePatterns: ["com.example.*", "group.x"], readOnly: false,
+                                    created: created, expires: nil, revoked: nil, hash: String(repeating: "a", count: 64))
+            let second = StoredToken(id: "t2", account: "bob", suitePatterns: ["*"], readOnly: true,
+                                     created: created.addingTimeInterval(60), expires: created.addingTimeInterval(3600),
+                                     revoked: nil, hash: String(repeating: "b", count: 64))
+            try await storage.createToken(first)
+            try await storage.createToken(second)
+            #expect(try await storage.token(hash: first.hash) == first)
+            #expect(try await storage.token(hash: second.hash) == second)
+            #expect(try await storage.token(hash: String(repeating: "c", count: 64)) == nil)
+            #expect(try await storage.tokens() == [first, second])
+
+            let revokedAt = created.addingTimeInterval(120)
+            try await storage.revokeToken(id: "t1", at: revokedAt)
+            #expect(try await storage.token(hash: first.hash)?.revoked == revokedAt)
+            #expect(try await storage.token(hash: second.hash)?.revoked == nil)
+            await expectStorageError(.notFound) { try await storage.revokeToken(id: "nope", at: revokedAt) }
+        }
+    }
+}

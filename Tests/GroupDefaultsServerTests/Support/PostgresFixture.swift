@@ -1,0 +1,88 @@
+import Foundation
+import GroupDefaultsServer
+import Logging
+import Testing
+
+/// The PostgreSQL server of this test process: `Tools/postgres start`, once, on first use (it stops
+/// by itself when this process exits), or the one `GROUPDEFAULTS_POSTGRES_URL` names. Each test
+/// gets its own database, so tests run in parallel.
+enum PostgresFixture {
+    private static let server = Task<String, any Error> {
+        if let url = ProcessInfo.processInfo.environment["GROUPDEFAULTS_POSTGRES_URL"], !url.isEmpty { return url }
+        let tool = packageRoot.appendingPathComponent("Tools/postgres").path
+        let output = try await Command.run(tool, ["start", "--until-exit", String(getpid())])
+        guard let url = output.split(separator: "\n").last.map(String.init), url.hasPrefix("postgres://") else {
+            throw FixtureError("Tools/postgres start printed no URL: \(output)")
+        }
+        return url
+    }
+
+    static var packageRoot: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+    }
+
+    /// The server's URL (its `postgres` database).
+    static func serverURL() async throws -> String {
+        do {
+            return try await server.value
+        } catch {
+            throw FixtureError("PostgreSQL could not be started for the tests: \(error)")
+        }
+    }
+
+    /// A new, empty database; returns its URL.
+    static func freshDatabase() async throws -> String {
+        let url = try await serverURL()
+        let name = "gd_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        try await psql(url, "CREATE DATABASE \(name)")
+        guard let slash = url.lastIndex(of: "/") else { throw FixtureError("no database in \(url)") }
+        return url[...slash] + name
+    }
+
+    /// A storage instance (a server instance, as far as the database is concerned) on `url`.
+    static func storage(url: String) async throws -> PostgresSyncStorage {
+        try await PostgresSyncStorage.start(try PostgresStorageConfiguration(url: url), logger: logger)
+    }
+
+    static let logger: Logger = {
+        var logger = Logger(label: "groupdefaults-server-tests")
+        logger.logLevel = .error
+        return logger
+    }()
+
+    /// Runs SQL with psql (administration the storage does not offer: databases, backends).
+    @discardableResult
+    static func psql(_ url: String, _ sql: String) async throws -> String {
+        try await Command.run("psql", ["-X", "-q", "-tA", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
+    }
+}
+
+struct FixtureError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A child process, awaited without blocking a thread.
+enum Command {
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String]) async throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [executable] + arguments
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = FileHandle.nullDevice
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do { try process.run() } catch { continuation.resume(throwing: error) }
+        }
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        guard status == 0 else {
+            throw FixtureError("\(executable) \(arguments.joined(separator: " ")) failed (\(status)): \(errorText)")
+        }
+        return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
