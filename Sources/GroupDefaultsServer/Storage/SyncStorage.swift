@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import GroupDefaults
 
 // The seam between the server's HTTP layer and its two storage backends (embedded LMDB, the

@@ -1,0 +1,35 @@
+import Foundation
+public import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// The server: the embedded store in `configuration.dataDirectory` behind the `/v1` router.
+/// `onListening` is told the bound address once connections are accepted (the executable prints it).
+public func buildApplication(
+    configuration: ServerConfiguration, onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void = { _, _ in }
+) throws -> some ApplicationProtocol {
+    var logger = Logger(label: "groupdefaults-server")
+    logger.logLevel = configuration.logLevel
+    let storage = try LMDBSyncStorage(directory: configuration.dataDirectory)
+    let router = buildRouter(storage: storage, configuration: configuration)
+    let host = configuration.host
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "groupdefaults-server"),
+        services: [StorageService(storage: storage)],
+        onServerRunning: { channel in
+            onListening(host, channel.localAddress?.port ?? configuration.port)
+        },
+        logger: logger)
+}
+
+/// Closes storage once the server has stopped (services shut down after the server).
+struct StorageService: Service {
+    let storage: any SyncStorage
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        try await storage.shutdown()
+    }
+}

@@ -1,0 +1,126 @@
+import Crypto
+import Foundation
+import GroupDefaults
+
+/// Byte layouts of the embedded store's LMDB keys and records.
+///
+/// Every suite gets a numeric id (the `suites` database maps account + NUL + suite to it; neither
+/// name may contain NUL, so the separator is unambiguous). Keys of the other databases start with
+/// that id, big-endian, so one suite's rows are one contiguous range.
+enum LMDBKeys {
+    /// LMDB's key limit (511 bytes) minus the suite id: an entry key this long or shorter is stored
+    /// as is; a longer one as its first bytes plus its SHA-256, so it still fits.
+    static let directKeyBytes = 511 - 8
+    static let prefixBytesOfLongKey = directKeyBytes - 32
+
+    static func bigEndian(_ value: UInt64) -> [UInt8] {
+        withUnsafeBytes(of: value.bigEndian) { Array($0) }
+    }
+
+    static func readBigEndian(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) -> UInt64 {
+        UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+    }
+
+    static func suiteName(account: String, suite: String) -> [UInt8] {
+        Array(account.utf8) + [0] + Array(suite.utf8)
+    }
+
+    static func accountPrefix(_ account: String) -> [UInt8] {
+        Array(account.utf8) + [0]
+    }
+
+    /// `entries`: suite id + the key (or its prefix and SHA-256 when too long).
+    static func entry(suiteID: UInt64, key: String) -> [UInt8] {
+        let utf8 = Array(key.utf8)
+        if utf8.count <= directKeyBytes { return bigEndian(suiteID) + utf8 }
+        return bigEndian(suiteID) + utf8.prefix(prefixBytesOfLongKey) + Array(SHA256.hash(data: utf8))
+    }
+
+    /// `revisions`: suite id + revision → the entry's key in `entries`.
+    static func revision(suiteID: UInt64, rev: UInt64) -> [UInt8] {
+        bigEndian(suiteID) + bigEndian(rev)
+    }
+
+    /// `batches`: suite id + device id + SHA-256 of the batch id.
+    static func batch(suiteID: UInt64, device: UInt64, batchID: String) -> [UInt8] {
+        bigEndian(suiteID) + bigEndian(device) + Array(SHA256.hash(data: Array(batchID.utf8)))
+    }
+}
+
+/// A suite's row in `suites`: its id, head revision, oldest valid revision, live keys and bytes.
+struct SuiteRecord: Equatable {
+    var id: UInt64
+    var head: UInt64 = 0
+    var oldestValid: UInt64 = 0
+    var liveKeys: UInt64 = 0
+    var liveBytes: UInt64 = 0
+
+    var bytes: [UInt8] {
+        [id, head, oldestValid, liveKeys, liveBytes].flatMap(LMDBKeys.bigEndian)
+    }
+
+    init(id: UInt64) { self.id = id }
+
+    init?(_ raw: UnsafeRawBufferPointer) {
+        guard raw.count == 40 else { return nil }
+        id = LMDBKeys.readBigEndian(raw, at: 0)
+        head = LMDBKeys.readBigEndian(raw, at: 8)
+        oldestValid = LMDBKeys.readBigEndian(raw, at: 16)
+        liveKeys = LMDBKeys.readBigEndian(raw, at: 24)
+        liveBytes = LMDBKeys.readBigEndian(raw, at: 32)
+    }
+}
+
+/// An entry's row in `entries`: revision, HLC, origin, whether deleted, the full key, the value's
+/// typed JSON (empty for a deletion).
+struct EntryRecord {
+    var rev: UInt64
+    var hlc: UInt64
+    var origin: UInt64
+    var key: String
+    /// Typed JSON; nil for a tombstone.
+    var valueJSON: [UInt8]?
+
+    var stamp: Stamp { Stamp(hlc: HLC(rawValue: hlc), origin: origin) }
+
+    var bytes: [UInt8] {
+        let keyBytes = Array(key.utf8)
+        var out = LMDBKeys.bigEndian(rev) + LMDBKeys.bigEndian(hlc) + LMDBKeys.bigEndian(origin)
+        out.append(valueJSON == nil ? 0 : 1)
+        out += withUnsafeBytes(of: UInt16(keyBytes.count).bigEndian) { Array($0) }
+        out += keyBytes
+        out += valueJSON ?? []
+        return out
+    }
+
+    init(rev: UInt64, hlc: UInt64, origin: UInt64, key: String, valueJSON: [UInt8]?) {
+        self.rev = rev
+        self.hlc = hlc
+        self.origin = origin
+        self.key = key
+        self.valueJSON = valueJSON
+    }
+
+    init(_ raw: UnsafeRawBufferPointer) throws {
+        guard raw.count >= 27 else { throw SyncStorageError(.unavailable, "a damaged entry record") }
+        rev = LMDBKeys.readBigEndian(raw, at: 0)
+        hlc = LMDBKeys.readBigEndian(raw, at: 8)
+        origin = LMDBKeys.readBigEndian(raw, at: 16)
+        let live = raw[24] == 1
+        let keyCount = Int(UInt16(bigEndian: raw.loadUnaligned(fromByteOffset: 25, as: UInt16.self)))
+        guard raw.count >= 27 + keyCount else { throw SyncStorageError(.unavailable, "a damaged entry record") }
+        key = String(decoding: raw[27 ..< 27 + keyCount], as: UTF8.self)
+        valueJSON = live ? Array(raw[(27 + keyCount)...]) : nil
+    }
+
+    /// The quota bytes of a live entry (key bytes plus typed JSON), 0 for a tombstone.
+    var quotaBytes: UInt64 {
+        guard let valueJSON else { return 0 }
+        return UInt64(key.utf8.count + valueJSON.count)
+    }
+
+    func syncEntry() throws -> SyncEntry {
+        let value = try valueJSON.map { try JSONDecoder().decode(PropertyListValue.self, from: Data($0)) }
+        return SyncEntry(key: key, value: value, hlc: HLC(rawValue: hlc), origin: origin, rev: rev)
+    }
+}
