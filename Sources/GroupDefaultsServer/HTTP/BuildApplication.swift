@@ -9,9 +9,17 @@ import ServiceLifecycle
 public func buildApplication(
     configuration: ServerConfiguration, onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void = { _, _ in }
 ) throws -> some ApplicationProtocol {
+    buildApplication(
+        configuration: configuration, storage: try LMDBSyncStorage(directory: configuration.dataDirectory), onListening: onListening)
+}
+
+/// The server over `storage` (which it shuts down when it stops).
+public func buildApplication(
+    configuration: ServerConfiguration, storage: any SyncStorage,
+    onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void = { _, _ in }
+) -> some ApplicationProtocol {
     var logger = Logger(label: "groupdefaults-server")
     logger.logLevel = configuration.logLevel
-    let storage = try LMDBSyncStorage(directory: configuration.dataDirectory)
     let router = buildRouter(storage: storage, configuration: configuration)
     let host = configuration.host
     return Application(

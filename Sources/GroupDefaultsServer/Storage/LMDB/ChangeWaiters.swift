@@ -35,6 +35,9 @@ final class ChangeWaiters: Sendable {
         }
     }
 
+    /// How many are waiting (tests wait for a long-poll to park).
+    var count: Int { state.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+
     /// Wakes one waiter (cancellation, or the head was already past when it registered).
     func resume(_ key: SuiteKey, id: UInt64) {
         let waiter = state.withLock { waiters -> Waiter? in

@@ -282,6 +282,9 @@ public final class LMDBSyncStorage: SyncStorage {
         }
     }
 
+    /// How many long-polls wait on this instance.
+    var waitingCount: Int { waiters.count }
+
     // MARK: Tombstones
 
     public func purgeTombstones(olderThan horizon: HLC) async throws -> Int {
