@@ -101,7 +101,7 @@ struct ErrorTests {
                 #expect(try API.error(response).error == "malformed", "\(uri)")
             }
             let longName = String(repeating: "n", count: 256)
-            for suite in [longName, "a%00b", "a%2Fb"] {
+            for suite in [longName, "a%00b", "a%2Fb", "a%zz"] {
                 let response = try await client.get("/v1/suites/\(suite)/changes", token: token)
                 #expect(response.status == .unprocessableContent, "\(suite)")
                 #expect(try API.error(response).error == "invalid_suite", "\(suite)")

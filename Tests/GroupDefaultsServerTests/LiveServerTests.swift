@@ -100,6 +100,26 @@ struct LiveServerTests {
         #expect(await restarted.waitForExit().status == 0)
     }
 
+    @Test("SIGTERM ends a parked long-poll and exits 0 promptly")
+    func terminateDuringLongPoll() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let token = try await createToken(directory)
+        let server = try await ServerProcess(dataDirectory: directory, extraArguments: ["--max-wait", "60"])
+        let started = ContinuousClock.now
+        try await TestClient.withClient(host: "127.0.0.1", port: server.port) { client in
+            // Once this answers, the server is up and the next request parks.
+            #expect(try await client.get("/v1/suites", headers: API.auth(token)).status == .ok)
+            async let poll = try? client.get("/v1/suites/s/changes?since=0&wait=60", headers: API.auth(token))
+            try await Task.sleep(for: .milliseconds(300))  // let the poll reach the server; the outcome does not depend on it
+            server.signal(SIGTERM)
+            _ = await poll
+        }
+        let exit = await server.waitForExit()
+        #expect(!exit.bySignal && exit.status == 0)
+        #expect(ContinuousClock.now - started < .seconds(20))
+    }
+
     @Test("--postgres-url fails with one clear line, exit 1")
     func postgresNotBuilt() async throws {
         let result = try await ServerTool.run(["serve", "--postgres-url", "postgres://u@localhost/db", "--port", "0"])

@@ -30,6 +30,8 @@ struct RoundTripTests {
 
             let none = try API.decode(ChangesPage.self, try await client.get("/v1/suites/group.a/changes?since=3", token: token))
             #expect(none.entries.isEmpty && none.lastRev == 3)
+            let largest = try API.decode(ChangesPage.self, try await client.get("/v1/suites/group.a/changes?since=\(UInt64.max)", token: token))
+            #expect(largest.entries.isEmpty && largest.lastRev == 3)
 
             let first = try API.decode(SnapshotPage.self, try await client.get("/v1/suites/group.a/snapshot?limit=2", token: token))
             #expect(first.entries.map(\.key) == ["a", "b"] && first.next == "b" && first.headRev == 3)

@@ -1,4 +1,5 @@
 import Foundation
+import GroupDefaults
 public import Hummingbird
 import Logging
 import NIOCore
@@ -25,7 +26,7 @@ public func buildApplication(
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "groupdefaults-server"),
-        services: [StorageService(storage: storage)],
+        services: [StorageService(storage: storage), TombstonePurge(storage: storage, configuration: configuration, logger: logger)],
         onServerRunning: { channel in
             onListening(host, channel.localAddress?.port ?? configuration.port)
         },
@@ -39,5 +40,26 @@ struct StorageService: Service {
     func run() async throws {
         try? await gracefulShutdown()
         try await storage.shutdown()
+    }
+}
+
+/// Purges tombstones older than the configured lifetime, every `purgeInterval`, until shutdown.
+struct TombstonePurge: Service {
+    let storage: any SyncStorage
+    let configuration: ServerConfiguration
+    let logger: Logger
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            let lifetime = configuration.tombstoneLifetime.components.seconds * 1000
+            let horizon = HLC(milliseconds: HLC.wallClockMilliseconds() &- UInt64(max(lifetime, 0)), counter: 0)
+            do {
+                let removed = try await storage.purgeTombstones(olderThan: horizon)
+                if removed > 0 { logger.info("purged \(removed) tombstones") }
+            } catch {
+                logger.error("purging tombstones failed: \(error)")
+            }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: configuration.purgeInterval) }
+        }
     }
 }

@@ -26,7 +26,7 @@ struct SyncRoutes: Sendable {
     private func authorized(_ request: Request, _ context: BasicRequestContext, write: Bool) async throws -> (StoredToken, String) {
         let token = try await authenticator.token(for: request)
         let raw = context.parameters.get("suite") ?? ""
-        let suite = raw.removingPercentEncoding ?? raw
+        guard let suite = raw.removingPercentEncoding else { throw APIError.invalidSuite("the suite name is not valid percent-encoding") }
         if let problem = Names.problem(with: suite, kind: "suite") { throw APIError.invalidSuite(problem) }
         try authenticator.authorize(token, suite: suite, write: write)
         return (token, suite)

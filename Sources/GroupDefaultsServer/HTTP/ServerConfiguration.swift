@@ -13,9 +13,14 @@ public struct ServerConfiguration: Sendable {
     /// The most entries one `changes` or `snapshot` page returns.
     public var maxPageSize: Int
     public var logLevel: Logger.Level
+    /// How long tombstones are kept; older ones are purged (a cursor from before then gets 410).
+    public var tombstoneLifetime: Duration
+    /// How often the purge runs.
+    public var purgeInterval: Duration
 
     public init(host: String = "127.0.0.1", port: Int = 8080, dataDirectory: String, limits: SyncLimits = SyncLimits(),
-                maxWait: Duration = .seconds(60), maxPageSize: Int = 1000, logLevel: Logger.Level = .info) {
+                maxWait: Duration = .seconds(60), maxPageSize: Int = 1000, logLevel: Logger.Level = .info,
+                tombstoneLifetime: Duration = .seconds(30 * 86_400), purgeInterval: Duration = .seconds(3_600)) {
         self.host = host
         self.port = port
         self.dataDirectory = dataDirectory
@@ -23,6 +28,8 @@ public struct ServerConfiguration: Sendable {
         self.maxWait = maxWait
         self.maxPageSize = maxPageSize
         self.logLevel = logLevel
+        self.tombstoneLifetime = tombstoneLifetime
+        self.purgeInterval = purgeInterval
     }
 
     public var quota: SuiteQuota { SuiteQuota(maxKeys: limits.maxKeysPerSuite, maxBytes: limits.maxBytesPerSuite) }

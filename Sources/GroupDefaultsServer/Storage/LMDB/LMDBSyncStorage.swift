@@ -176,7 +176,9 @@ public final class LMDBSyncStorage: SyncStorage {
                 if since < record.oldestValid {
                     throw SyncStorageError(.cursorExpired, "revision \(since) is older than the oldest valid revision \(record.oldestValid): re-read the snapshot")
                 }
-                let start = LMDBKeys.revision(suiteID: record.id, rev: since &+ 1)
+                page.lastRev = record.head
+                guard since < record.head else { return }  // nothing after it (also keeps since + 1 from overflowing)
+                let start = LMDBKeys.revision(suiteID: record.id, rev: since + 1)
                 let limit = max(limit, 1)
                 var failure: (any Error)?
                 try start.withUnsafeBytes { start in
