@@ -23,7 +23,10 @@ struct AuthTests {
                 #expect(response.status == .unauthorized)
                 #expect(response.headers[.wwwAuthenticate] == "Bearer")
                 #expect(try API.error(response).error == "unauthorized")
-                #expect(try await client.execute(uri: "/v1/suites", method: .get, headers: headers).status == .unauthorized)
+                for (uri, method) in [("/v1/suites", HTTPRequest.Method.get), ("/v1/suites/s/unknown", .get), ("/v1/suites/s/push", .delete),
+                                      ("/v1/suites/s/changes?since=-1", .get)] {
+                    #expect(try await client.execute(uri: uri, method: method, headers: headers).status == .unauthorized, "\(uri)")
+                }
             }
         }
     }

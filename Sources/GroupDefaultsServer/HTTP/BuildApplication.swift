@@ -28,7 +28,7 @@ public func buildApplication(
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "groupdefaults-server"),
         services: [StorageService(storage: storage), TombstonePurge(storage: storage, configuration: configuration, logger: logger)],
         onServerRunning: { channel in
-            onListening(host, channel.localAddress?.port ?? configuration.port)
+            onListening(host.contains(":") ? "[\(host)]" : host, channel.localAddress?.port ?? configuration.port)
         },
         logger: logger)
 }

@@ -4,13 +4,14 @@ public import Hummingbird
 import ServiceLifecycle
 
 /// The `/v1` API: handlers decode, check, call storage, encode.
-public func buildRouter(storage: any SyncStorage, configuration: ServerConfiguration) -> Router<BasicRequestContext> {
-    let router = Router(context: BasicRequestContext.self)
+public func buildRouter(storage: any SyncStorage, configuration: ServerConfiguration) -> Router<ServerRequestContext> {
+    let router = Router(context: ServerRequestContext.self)
     router.add(middleware: ErrorMiddleware())
+    router.add(middleware: TokenMiddleware(authenticator: Authenticator(storage: storage)))
     let routes = SyncRoutes(storage: storage, configuration: configuration)
     router.get("/v1/health") { _, _ in try JSONBody.response(["status": "ok"]) }
     router.get("/v1/limits") { _, _ in try JSONBody.response(configuration.limits) }
-    router.get("/v1/suites") { request, _ in try await routes.listSuites(request) }
+    router.get("/v1/suites") { request, context in try await routes.listSuites(request, context) }
     router.post("/v1/suites/{suite}/push") { request, context in try await routes.push(request, context) }
     router.get("/v1/suites/{suite}/changes") { request, context in try await routes.changes(request, context) }
     router.get("/v1/suites/{suite}/snapshot") { request, context in try await routes.snapshot(request, context) }
@@ -22,9 +23,9 @@ struct SyncRoutes: Sendable {
     let configuration: ServerConfiguration
     var authenticator: Authenticator { Authenticator(storage: storage) }
 
-    /// The token first (401 before anything else), then the suite's name (422), then the scope (403).
-    private func authorized(_ request: Request, _ context: BasicRequestContext, write: Bool) async throws -> (StoredToken, String) {
-        let token = try await authenticator.token(for: request)
+    /// The token `TokenMiddleware` checked first (401), then the suite's name (422), then the scope (403).
+    private func authorized(_ request: Request, _ context: ServerRequestContext, write: Bool) async throws -> (StoredToken, String) {
+        let token = try requireToken(context)
         let raw = context.parameters.get("suite") ?? ""
         guard let suite = raw.removingPercentEncoding else { throw APIError.invalidSuite("the suite name is not valid percent-encoding") }
         if let problem = Names.problem(with: suite, kind: "suite") { throw APIError.invalidSuite(problem) }
@@ -32,14 +33,19 @@ struct SyncRoutes: Sendable {
         return (token, suite)
     }
 
-    func listSuites(_ request: Request) async throws -> Response {
-        let token = try await authenticator.token(for: request)
+    private func requireToken(_ context: ServerRequestContext) throws -> StoredToken {
+        guard let token = context.token else { throw APIError.unauthorized("a valid bearer token is needed") }
+        return token
+    }
+
+    func listSuites(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let token = try requireToken(context)
         let list = try await storage.suites(account: token.account)
         let visible = list.suites.filter { suite in token.suitePatterns.contains { SuitePattern.matches($0, suite.name) } }
         return try JSONBody.response(SuiteList(suites: visible))
     }
 
-    func push(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func push(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: true)
         let push = try await JSONBody.decode(PushRequest.self, from: request, limit: configuration.limits.maxBodyBytes)
         try PushValidation.validate(push, limits: configuration.limits)
@@ -48,7 +54,7 @@ struct SyncRoutes: Sendable {
         return try JSONBody.response(response)
     }
 
-    func changes(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func changes(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: false)
         let query = request.uri.queryParameters
         let since = try Query.unsigned(query, "since") ?? 0
@@ -66,7 +72,7 @@ struct SyncRoutes: Sendable {
         return try JSONBody.response(page)
     }
 
-    func snapshot(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func snapshot(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: false)
         let query = request.uri.queryParameters
         let after = query["after"].map(String.init)
