@@ -29,6 +29,7 @@ public final class LMDBSyncStorage: SyncStorage {
     private let writeQueue = DispatchQueue(label: "groupdefaults-server.lmdb.write")
     private let readQueue = DispatchQueue(label: "groupdefaults-server.lmdb.read", attributes: .concurrent)
     private let waiters = ChangeWaiters()
+    private let pending = Mutex<[PendingPush]>([])
     private let closed = Atomic<Bool>(false)
 
     /// Opens (creating if needed, mode 0700) `directory` and its `sync.lmdb` (mode 0600).
@@ -81,19 +82,72 @@ public final class LMDBSyncStorage: SyncStorage {
 
     public func push(account: String, suite: String, request: PushRequest, quota: SuiteQuota, serverTime: String) async throws -> PushResponse {
         let opsHash = Array(SHA256.hash(data: try Self.canonicalOps(request)))
-        let environment = self.environment
-        let response = try await onWriteQueue { () throws -> PushResponse in
-            var response: PushResponse?
-            var flushError: (any Error)?
-            try environment.writeTransaction(sync: true, flushFailed: { flushError = $0 }) { txn in
-                response = try Self.applyPush(
-                    txn, account: account, suite: suite, request: request, opsHash: opsHash, quota: quota, serverTime: serverTime)
+        let response = try await withCheckedThrowingContinuation { continuation in
+            let push = PendingPush(
+                account: account, suite: suite, request: request, opsHash: opsHash, quota: quota, serverTime: serverTime,
+                continuation: continuation)
+            let first = pending.withLock { queue in
+                queue.append(push)
+                return queue.count == 1
             }
-            if let flushError { throw SyncStorageError(.unavailable, "the push committed but could not be flushed to disk: \(flushError)") }
-            return response!
+            if first { writeQueue.async { self.commitPending() } }
         }
         waiters.notify(.init(account: account, suite: suite), head: response.headRev)
         return response
+    }
+
+    /// A push waiting for the next commit.
+    private struct PendingPush: Sendable {
+        var account: String
+        var suite: String
+        var request: PushRequest
+        var opsHash: [UInt8]
+        var quota: SuiteQuota
+        var serverTime: String
+        var continuation: CheckedContinuation<PushResponse, any Error>
+    }
+
+    /// Group commit, on the write queue: every push that arrived while the previous commit was being
+    /// flushed is applied in one write transaction, in arrival order, and flushed once. Pushes stay
+    /// all or nothing: if any of them fails, the shared transaction is abandoned and each runs in
+    /// a transaction of its own (the same outcome as had they come one by one).
+    private func commitPending() {
+        let batch = pending.withLock { queue in
+            defer { queue.removeAll() }
+            return queue
+        }
+        guard !batch.isEmpty else { return }
+        if batch.count > 1, let result = try? commit(batch) {
+            switch result {
+            case .success(let responses):
+                for (push, response) in zip(batch, responses) { push.continuation.resume(returning: response) }
+            case .failure(let error):
+                for push in batch { push.continuation.resume(throwing: error) }
+            }
+            return
+        }
+        for push in batch { push.continuation.resume(with: Result { try commit([push]).get()[0] }) }
+    }
+
+    /// Applies `pushes` in one flushed write transaction. Throws when a push fails (nothing is
+    /// committed); a failed final flush makes every response `unavailable` (committed, not acknowledged).
+    private func commit(_ pushes: [PendingPush]) throws -> Result<[PushResponse], any Error> {
+        var responses: [PushResponse] = []
+        var flushError: (any Error)?
+        try Self.mapped {
+            try environment.writeTransaction(sync: true, flushFailed: { flushError = $0 }) { txn in
+                responses = []
+                for push in pushes {
+                    responses.append(try Self.applyPush(
+                        txn, account: push.account, suite: push.suite, request: push.request, opsHash: push.opsHash,
+                        quota: push.quota, serverTime: push.serverTime))
+                }
+            }
+        }
+        if let flushError {
+            return .failure(SyncStorageError(.unavailable, "the push committed but could not be flushed to disk: \(flushError)"))
+        }
+        return .success(responses)
     }
 
     /// The ops as sorted-key JSON: what a retried batch must repeat exactly.

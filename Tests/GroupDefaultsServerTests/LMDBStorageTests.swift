@@ -1,0 +1,62 @@
+import Foundation
+import GroupDefaults
+import GroupDefaultsServer
+import Testing
+
+@Suite("Embedded LMDB storage")
+struct LMDBStorageTests {
+    @Test("concurrent pushes share commits yet stay all or nothing: exactly the quota's worth succeed, revisions 1…n")
+    func groupCommitKeepsEachPushAtomic() async throws {
+        let fixture = try Fixture()
+        defer { try? FileManager.default.removeItem(at: fixture.directory) }
+        let storage = fixture.storage
+        let quota = SuiteQuota(maxKeys: 10, maxBytes: 1 << 20)
+        let outcomes = await withTaskGroup(of: UInt64?.self) { group in
+            for i in 0 ..< 40 {
+                group.addTask {
+                    let request = PushRequest(deviceID: UInt64(i + 1), batchID: "b", ops: [API.set("k\(i)", "v"), API.set("k\(i)-2", "w")])
+                    return try? await storage.push(account: "a", suite: "s", request: request, quota: quota, serverTime: "t").headRev
+                }
+            }
+            return await group.reduce(into: [UInt64?]()) { $0.append($1) }
+        }
+        let heads = outcomes.compactMap { $0 }.sorted()
+        #expect(heads == [2, 4, 6, 8, 10])
+        let snapshot = try await storage.snapshot(account: "a", suite: "s", after: nil, limit: 100)
+        #expect(snapshot.entries.count == 10 && snapshot.headRev == 10)
+        // Each successful push kept both its ops.
+        for entry in snapshot.entries where !entry.key.hasSuffix("-2") {
+            #expect(snapshot.entries.contains { $0.key == entry.key + "-2" })
+        }
+        try await storage.shutdown()
+    }
+
+    @Test("the data directory is 0700 and its files 0600")
+    func modes() async throws {
+        let fixture = try Fixture()
+        defer { try? FileManager.default.removeItem(at: fixture.directory) }
+        try await fixture.storage.shutdown()
+        let directoryMode = try FileManager.default.attributesOfItem(atPath: fixture.directory.path)[.posixPermissions] as? Int
+        #expect(directoryMode == 0o700)
+        for file in try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path) {
+            let mode = try FileManager.default.attributesOfItem(atPath: fixture.directory.appendingPathComponent(file).path)[.posixPermissions] as? Int
+            #expect(mode == 0o600, "\(file)")
+        }
+    }
+
+    @Test("tokens: stored by hash only, found by hash, listed, revoked; revoking an unknown id is not_found")
+    func tokens() async throws {
+        let fixture = try Fixture()
+        defer { try? FileManager.default.removeItem(at: fixture.directory) }
+        let made = Tokens.make(account: "a", suitePatterns: ["*"], readOnly: true, expires: nil)
+        try await fixture.storage.createToken(made.stored)
+        #expect(try await fixture.storage.token(hash: Tokens.hash(made.token)) == made.stored)
+        #expect(try await fixture.storage.token(hash: Tokens.hash(made.token + "x")) == nil)
+        try await fixture.storage.revokeToken(id: made.stored.id, at: Date())
+        #expect(try await fixture.storage.tokens().first?.revoked != nil)
+        await #expect(throws: SyncStorageError.self) { try await fixture.storage.revokeToken(id: "tok_nope", at: Date()) }
+        try await fixture.storage.shutdown()
+        let bytes = try Data(contentsOf: fixture.directory.appendingPathComponent("sync.lmdb"))
+        #expect(bytes.range(of: Data(made.token.utf8)) == nil)
+    }
+}
