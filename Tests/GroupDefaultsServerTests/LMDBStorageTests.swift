@@ -1,6 +1,7 @@
 import Foundation
 import GroupDefaults
-import GroupDefaultsServer
+@testable import GroupDefaultsServer
+import Logging
 import Testing
 
 @Suite("Embedded LMDB storage")
@@ -58,5 +59,36 @@ struct LMDBStorageTests {
         try await fixture.storage.shutdown()
         let bytes = try Data(contentsOf: fixture.directory.appendingPathComponent("sync.lmdb"))
         #expect(bytes.range(of: Data(made.token.utf8)) == nil)
+    }
+}
+
+@Suite("Tombstone purge service")
+struct TombstonePurgeTests {
+    @Test("the server's purge removes tombstones past their lifetime; older cursors then get cursor_expired")
+    func purges() async throws {
+        let fixture = try Fixture()
+        defer { try? FileManager.default.removeItem(at: fixture.directory) }
+        let storage = fixture.storage
+        let old = API.hlc(offsetMilliseconds: -2 * 86_400_000)
+        _ = try await storage.push(account: "a", suite: "s", request: PushRequest(deviceID: 1, batchID: "b", ops: [API.delete("gone", hlc: old), API.set("kept", "v")]),
+                                   quota: SuiteQuota(maxKeys: 10, maxBytes: 1000), serverTime: "")
+        var configuration = fixture.configuration
+        configuration.tombstoneLifetime = .seconds(86_400)
+        let purge = Task { try await TombstonePurge(storage: storage, configuration: configuration, logger: Logger(label: "test")).run() }
+        var expired = false
+        for _ in 0 ..< 500 where !expired {
+            do {
+                _ = try await storage.changes(account: "a", suite: "s", since: 0, limit: 10)
+                try await Task.sleep(for: .milliseconds(10))
+            } catch let error as SyncStorageError where error.code == .cursorExpired {
+                expired = true
+            }
+        }
+        purge.cancel()
+        _ = await purge.result
+        #expect(expired)
+        let snapshot = try await storage.snapshot(account: "a", suite: "s", after: nil, limit: 10)
+        #expect(snapshot.entries.map(\.key) == ["kept"])
+        try await storage.shutdown()
     }
 }
