@@ -136,3 +136,21 @@ struct ErrorTests {
         }
     }
 }
+
+@Suite("Storage unavailable")
+struct UnavailableTests {
+    @Test("a store that cannot answer is 503 unavailable with Retry-After, never a crash")
+    func unavailable() async throws {
+        let fixture = try Fixture()
+        let token = try await fixture.token()
+        try await fixture.storage.shutdown()
+        try await fixture.test { client in
+            let response = try await client.get("/v1/suites", token: token)
+            #expect(response.status == .serviceUnavailable)
+            #expect(response.headers[.retryAfter] != nil)
+            #expect(try API.error(response).error == "unavailable")
+            let push = try await client.push("s", token: token, API.push([API.set("k", "v")]))
+            #expect(push.status == .serviceUnavailable)
+        }
+    }
+}

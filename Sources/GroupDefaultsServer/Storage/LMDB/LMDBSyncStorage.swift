@@ -57,14 +57,20 @@ public final class LMDBSyncStorage: SyncStorage {
 
     private func onWriteQueue<T: Sendable>(_ body: @Sendable @escaping () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            writeQueue.async { continuation.resume(with: Result { try Self.mapped(body) }) }
+            writeQueue.async { continuation.resume(with: Result { try self.whileOpen(body) }) }
         }
     }
 
     private func onReadQueue<T: Sendable>(_ body: @Sendable @escaping () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            readQueue.async { continuation.resume(with: Result { try Self.mapped(body) }) }
+            readQueue.async { continuation.resume(with: Result { try self.whileOpen(body) }) }
         }
+    }
+
+    /// Runs `body` unless the store was shut down (then `unavailable`, not a use of a closed environment).
+    private func whileOpen<T>(_ body: () throws -> T) throws -> T {
+        guard !closed.load(ordering: .acquiring) else { throw SyncStorageError(.unavailable, "the store is shut down") }
+        return try Self.mapped(body)
     }
 
     /// LMDB's own failures (disk full, I/O) are the server's trouble, not the client's: `unavailable`.
@@ -117,6 +123,10 @@ public final class LMDBSyncStorage: SyncStorage {
             return queue
         }
         guard !batch.isEmpty else { return }
+        if closed.load(ordering: .acquiring) {
+            for push in batch { push.continuation.resume(throwing: SyncStorageError(.unavailable, "the store is shut down")) }
+            return
+        }
         if batch.count > 1, let result = try? commit(batch) {
             switch result {
             case .success(let responses):
@@ -433,10 +443,16 @@ public final class LMDBSyncStorage: SyncStorage {
         }
     }
 
+    /// Refuses new work, waits for running reads and writes, then closes the environment.
     public func shutdown() async throws {
-        guard !closed.exchange(true, ordering: .relaxed) else { return }
-        let environment = self.environment
-        try await onWriteQueue { environment.close() }
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let environment = self.environment, readQueue = self.readQueue
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            writeQueue.async {
+                readQueue.sync(flags: .barrier) { environment.close() }
+                continuation.resume()
+            }
+        }
     }
 
     // MARK: Small helpers
