@@ -32,6 +32,23 @@ struct LMDBStorageTests {
         try await storage.shutdown()
     }
 
+    @Test("batch records are kept until the purge horizon passes them, then dropped")
+    func batchRetention() async throws {
+        let fixture = try Fixture()
+        defer { try? FileManager.default.removeItem(at: fixture.directory) }
+        let storage = fixture.storage
+        let quota = SuiteQuota(maxKeys: 10, maxBytes: 1000)
+        let first = PushRequest(deviceID: 1, batchID: "b", ops: [API.set("k", "v")])
+        let other = PushRequest(deviceID: 1, batchID: "b", ops: [API.set("k", "w", hlc: API.hlc(offsetMilliseconds: 5))])
+        _ = try await storage.push(account: "a", suite: "s", request: first, quota: quota, serverTime: "")
+        _ = try await storage.purgeTombstones(olderThan: API.hlc(offsetMilliseconds: -60_000))
+        await #expect(throws: SyncStorageError.self) { try await storage.push(account: "a", suite: "s", request: other, quota: quota, serverTime: "") }
+        _ = try await storage.purgeTombstones(olderThan: API.hlc(offsetMilliseconds: 60_000))
+        let response = try await storage.push(account: "a", suite: "s", request: other, quota: quota, serverTime: "")
+        #expect(response.results.first?.status == .applied)
+        try await storage.shutdown()
+    }
+
     @Test("the data directory is 0700 and its files 0600")
     func modes() async throws {
         let fixture = try Fixture()

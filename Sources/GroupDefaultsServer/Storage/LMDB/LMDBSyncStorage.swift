@@ -11,7 +11,8 @@ import Synchronization
 /// - `suites`: account + NUL + suite → `SuiteRecord` (id, head, oldest valid revision, live keys and bytes)
 /// - `entries`: suite id + key → `EntryRecord` (value or tombstone, stamp, revision)
 /// - `revisions`: suite id + revision → entries key (one row per key: its latest revision)
-/// - `batches`: suite id + device + SHA-256(batch id) → SHA-256 of the canonical ops + the response JSON
+/// - `batches`: suite id + device + SHA-256(batch id) → SHA-256 of the canonical ops, when it was
+///   stored (ms, big-endian), the response JSON; kept as long as tombstones
 /// - `tokens`: token id → `StoredToken` JSON; `token-hashes`: hash → id
 /// - `meta`: `next-suite-id`
 ///
@@ -176,10 +177,10 @@ public final class LMDBSyncStorage: SyncStorage {
 
         let batchKey = LMDBKeys.batch(suiteID: record.id, device: request.deviceID, batchID: request.batchID)
         if let stored = try get(txn, DB.batches, batchKey) {
-            guard stored.count > 32, Array(stored.prefix(32)) == opsHash else {
+            guard stored.count > 40, Array(stored.prefix(32)) == opsHash else {
                 throw SyncStorageError(.idempotencyMismatch, "batch \(request.batchID) was already pushed with other ops")
             }
-            return try JSONDecoder().decode(PushResponse.self, from: Data(stored.dropFirst(32)))
+            return try JSONDecoder().decode(PushResponse.self, from: Data(stored.dropFirst(40)))
         }
 
         var results: [PushResult] = []
@@ -218,7 +219,8 @@ public final class LMDBSyncStorage: SyncStorage {
         }
         try put(txn, DB.suites, suiteKey, record.bytes)
         let response = PushResponse(headRev: record.head, results: results, serverTime: serverTime)
-        try put(txn, DB.batches, batchKey, opsHash + Array(try JSONEncoder().encode(response)))
+        let storedAt = LMDBKeys.bigEndian(HLC.wallClockMilliseconds())
+        try put(txn, DB.batches, batchKey, opsHash + storedAt + Array(try JSONEncoder().encode(response)))
         return response
     }
 
@@ -384,6 +386,14 @@ public final class LMDBSyncStorage: SyncStorage {
                     removed += doomed.count
                     try Self.put(txn, DB.suites, suiteKey, record.bytes)
                 }
+                // Batch records as old as the horizon: a retry that late re-applies its ops, which LWW
+                // then finds already stored (superseded), so nothing changes.
+                var expiredBatches: [[UInt8]] = []
+                try txn.forEach(DB.batches) { key, value in
+                    if value.count > 40, LMDBKeys.readBigEndian(value, at: 32) < horizon.milliseconds { expiredBatches.append(Array(key)) }
+                    return true
+                }
+                for key in expiredBatches { try Self.delete(txn, DB.batches, key) }
             }
             return removed
         }
