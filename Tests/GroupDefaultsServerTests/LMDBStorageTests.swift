@@ -32,6 +32,35 @@ struct LMDBStorageTests {
         try await storage.shutdown()
     }
 
+    @Test("snapshot pages follow exact UTF-8 key order, long keys sharing their first 503 bytes included")
+    func longKeyOrder() async throws {
+        let fixture = try Fixture()
+        defer { try? FileManager.default.removeItem(at: fixture.directory) }
+        let storage = fixture.storage
+        let prefix = String(repeating: "a", count: 503)
+        let keys = [prefix + "b", prefix + "a" + "z", prefix, prefix + "a", String(repeating: "a", count: 502) + "b", "é", "z", "Z", "ab"]
+        let old = API.hlc(offsetMilliseconds: -86_400_000)
+        let ops = keys.map { API.set($0, "v") } + [API.delete(prefix + "c", hlc: old)]
+        _ = try await storage.push(account: "a", suite: "s", request: PushRequest(deviceID: 1, batchID: "b", ops: ops),
+                                   quota: SuiteQuota(maxKeys: 100, maxBytes: 1 << 20), serverTime: "")
+        let expected = (keys + [prefix + "c"]).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        var seen: [String] = []
+        var after: String?
+        repeat {
+            let page = try await storage.snapshot(account: "a", suite: "s", after: after, limit: 3)
+            seen += page.entries.map(\.key)
+            after = page.next
+        } while after != nil
+        #expect(seen == expected)
+        let changes = try await storage.changes(account: "a", suite: "s", since: 0, limit: 100)
+        #expect(changes.entries.map(\.key) == keys + [prefix + "c"])
+        // Purging the tombstone in a shared bucket keeps its neighbours.
+        #expect(try await storage.purgeTombstones(olderThan: API.hlc(offsetMilliseconds: -3_600_000)) == 1)
+        let after2 = try await storage.snapshot(account: "a", suite: "s", after: nil, limit: 100)
+        #expect(after2.entries.map(\.key) == expected.filter { $0 != prefix + "c" })
+        try await storage.shutdown()
+    }
+
     @Test("batch records are kept until the purge horizon passes them, then dropped")
     func batchRetention() async throws {
         let fixture = try Fixture()

@@ -8,10 +8,11 @@ import GroupDefaults
 /// name may contain NUL, so the separator is unambiguous). Keys of the other databases start with
 /// that id, big-endian, so one suite's rows are one contiguous range.
 enum LMDBKeys {
-    /// LMDB's key limit (511 bytes) minus the suite id: an entry key this long or shorter is stored
-    /// as is; a longer one as its first bytes plus its SHA-256, so it still fits.
-    static let directKeyBytes = 511 - 8
-    static let prefixBytesOfLongKey = directKeyBytes - 32
+    /// LMDB's key limit (511 bytes) minus the suite id: how much of an entry's key its LMDB key holds.
+    /// Keys sharing these first bytes (only keys longer than this can) share one LMDB record, a
+    /// bucket kept in key order, so that the LMDB order of buckets and the order inside each give
+    /// the exact UTF-8 byte order of keys.
+    static let keyPrefixBytes = 511 - 8
 
     static func bigEndian(_ value: UInt64) -> [UInt8] {
         withUnsafeBytes(of: value.bigEndian) { Array($0) }
@@ -29,11 +30,15 @@ enum LMDBKeys {
         Array(account.utf8) + [0]
     }
 
-    /// `entries`: suite id + the key (or its prefix and SHA-256 when too long).
+    /// `entries`: suite id + the key's first `keyPrefixBytes` bytes → an `EntryBucket`.
     static func entry(suiteID: UInt64, key: String) -> [UInt8] {
-        let utf8 = Array(key.utf8)
-        if utf8.count <= directKeyBytes { return bigEndian(suiteID) + utf8 }
-        return bigEndian(suiteID) + utf8.prefix(prefixBytesOfLongKey) + Array(SHA256.hash(data: utf8))
+        bigEndian(suiteID) + Array(key.utf8.prefix(keyPrefixBytes))
+    }
+
+    /// Whether `a` sorts before `b` in UTF-8 byte order (the snapshot's order; Swift's `<` on
+    /// strings is not it).
+    static func utf8Less(_ a: String, _ b: String) -> Bool {
+        a.utf8.lexicographicallyPrecedes(b.utf8)
     }
 
     /// `revisions`: suite id + revision → the entry's key in `entries`.
@@ -122,5 +127,47 @@ struct EntryRecord {
     func syncEntry() throws -> SyncEntry {
         let value = try valueJSON.map { try JSONDecoder().decode(PropertyListValue.self, from: Data($0)) }
         return SyncEntry(key: key, value: value, hlc: HLC(rawValue: hlc), origin: origin, rev: rev)
+    }
+}
+
+/// The entries whose keys share an LMDB key (see `LMDBKeys.keyPrefixBytes`), in UTF-8 key order;
+/// almost always exactly one. Encoded as, per entry, its length (u32, big-endian) and its bytes.
+struct EntryBucket {
+    var entries: [EntryRecord] = []
+
+    init() {}
+
+    init(_ raw: UnsafeRawBufferPointer) throws {
+        var offset = 0
+        while offset < raw.count {
+            guard raw.count - offset >= 4 else { throw SyncStorageError(.unavailable, "a damaged entry bucket") }
+            let length = Int(UInt32(bigEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+            offset += 4
+            guard raw.count - offset >= length else { throw SyncStorageError(.unavailable, "a damaged entry bucket") }
+            entries.append(try EntryRecord(UnsafeRawBufferPointer(rebasing: raw[offset ..< offset + length])))
+            offset += length
+        }
+    }
+
+    var bytes: [UInt8] {
+        var out: [UInt8] = []
+        for entry in entries {
+            let bytes = entry.bytes
+            out += withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { Array($0) }
+            out += bytes
+        }
+        return out
+    }
+
+    func entry(for key: String) -> EntryRecord? { entries.first { $0.key == key } }
+
+    /// Replaces the entry of `entry.key`, or inserts it in key order.
+    mutating func store(_ entry: EntryRecord) {
+        if let index = entries.firstIndex(where: { $0.key == entry.key }) {
+            entries[index] = entry
+        } else {
+            let index = entries.firstIndex { LMDBKeys.utf8Less(entry.key, $0.key) } ?? entries.endIndex
+            entries.insert(entry, at: index)
+        }
     }
 }

@@ -9,8 +9,9 @@ import Synchronization
 ///
 /// Named databases (key layouts in `LMDBKeys`):
 /// - `suites`: account + NUL + suite → `SuiteRecord` (id, head, oldest valid revision, live keys and bytes)
-/// - `entries`: suite id + key → `EntryRecord` (value or tombstone, stamp, revision)
-/// - `revisions`: suite id + revision → entries key (one row per key: its latest revision)
+/// - `entries`: suite id + key (its first 503 bytes) → `EntryBucket` of `EntryRecord`s (value or
+///   tombstone, stamp, revision)
+/// - `revisions`: suite id + revision → the entries key (one row per key: its latest revision)
 /// - `batches`: suite id + device + SHA-256(batch id) → SHA-256 of the canonical ops, when it was
 ///   stored (ms, big-endian), the response JSON; kept as long as tombstones
 /// - `tokens`: token id → `StoredToken` JSON; `token-hashes`: hash → id
@@ -187,7 +188,8 @@ public final class LMDBSyncStorage: SyncStorage {
         results.reserveCapacity(request.ops.count)
         for op in request.ops {
             let entryKey = LMDBKeys.entry(suiteID: record.id, key: op.key)
-            let current = try get(txn, DB.entries, entryKey).map { bytes in try bytes.withUnsafeBytes { try EntryRecord($0) } }
+            var bucket = try bucket(txn, entryKey)
+            let current = bucket.entry(for: op.key)
             let incoming = Stamp(hlc: op.hlc, origin: request.deviceID)
             guard SyncMerge.wins(incoming, over: current?.stamp) else {
                 results.append(PushResult(key: op.key, status: .superseded, winner: try current!.syncEntry()))
@@ -207,7 +209,8 @@ public final class LMDBSyncStorage: SyncStorage {
                 record.liveKeys += 1
                 record.liveBytes += entry.quotaBytes
             }
-            try put(txn, DB.entries, entryKey, entry.bytes)
+            bucket.store(entry)
+            try put(txn, DB.entries, entryKey, bucket.bytes)
             try put(txn, DB.revisions, LMDBKeys.revision(suiteID: record.id, rev: record.head), entryKey)
             results.append(PushResult(key: op.key, status: .applied, winner: try entry.syncEntry()))
         }
@@ -255,8 +258,10 @@ public final class LMDBSyncStorage: SyncStorage {
                             return false
                         }
                         do {
-                            guard let raw = try txn.get(DB.entries, entryKey) else { return true }
-                            page.entries.append(try EntryRecord(raw).syncEntry())
+                            let rev = LMDBKeys.readBigEndian(key, at: 8)
+                            guard let raw = try txn.get(DB.entries, entryKey),
+                                  let entry = try EntryBucket(raw).entries.first(where: { $0.rev == rev }) else { return true }
+                            page.entries.append(try entry.syncEntry())
                         } catch {
                             failure = error
                             return false
@@ -284,13 +289,14 @@ public final class LMDBSyncStorage: SyncStorage {
                 try start.withUnsafeBytes { start in
                     try txn.forEach(DB.entries, from: start) { key, value in
                         guard key.count >= 8, LMDBKeys.readBigEndian(key) == record.id else { return false }
-                        let entry = try EntryRecord(value)
-                        if let after, entry.key == after { return true }  // continue after it
-                        if page.entries.count == limit {
-                            more = true
-                            return false
+                        for entry in try EntryBucket(value).entries {
+                            if let after, !LMDBKeys.utf8Less(after, entry.key) { continue }  // continue after it
+                            if page.entries.count == limit {
+                                more = true
+                                return false
+                            }
+                            page.entries.append(try entry.syncEntry())
                         }
-                        page.entries.append(try entry.syncEntry())
                         return true
                     }
                 }
@@ -367,19 +373,30 @@ public final class LMDBSyncStorage: SyncStorage {
                     return true
                 }
                 for (suiteKey, var record) in suites {
-                    var doomed: [([UInt8], EntryRecord)] = []
+                    var changed: [([UInt8], EntryBucket)] = []
+                    var doomed: [EntryRecord] = []
                     let start = LMDBKeys.bigEndian(record.id)
                     try start.withUnsafeBytes { start in
                         try txn.forEach(DB.entries, from: start) { key, value in
                             guard key.count >= 8, LMDBKeys.readBigEndian(key) == record.id else { return false }
-                            let entry = try EntryRecord(value)
-                            if entry.valueJSON == nil, entry.hlc < horizon.rawValue { doomed.append((Array(key), entry)) }
+                            var bucket = try EntryBucket(value)
+                            let expired = bucket.entries.filter { $0.valueJSON == nil && $0.hlc < horizon.rawValue }
+                            guard !expired.isEmpty else { return true }
+                            bucket.entries.removeAll { $0.valueJSON == nil && $0.hlc < horizon.rawValue }
+                            doomed += expired
+                            changed.append((Array(key), bucket))
                             return true
                         }
                     }
                     guard !doomed.isEmpty else { continue }
-                    for (key, entry) in doomed {
-                        try Self.delete(txn, DB.entries, key)
+                    for (key, bucket) in changed {
+                        if bucket.entries.isEmpty {
+                            try Self.delete(txn, DB.entries, key)
+                        } else {
+                            try Self.put(txn, DB.entries, key, bucket.bytes)
+                        }
+                    }
+                    for entry in doomed {
                         try Self.delete(txn, DB.revisions, LMDBKeys.revision(suiteID: record.id, rev: entry.rev))
                         record.oldestValid = max(record.oldestValid, entry.rev)
                     }
@@ -473,6 +490,10 @@ public final class LMDBSyncStorage: SyncStorage {
             guard let record = SuiteRecord(raw) else { throw SyncStorageError(.unavailable, "a damaged suite record") }
             return record
         }
+    }
+
+    private static func bucket(_ txn: LMDBTransaction, _ key: [UInt8]) throws -> EntryBucket {
+        try key.withUnsafeBytes { key in try txn.get(DB.entries, key).map { try EntryBucket($0) } ?? EntryBucket() }
     }
 
     private static func get(_ txn: LMDBTransaction, _ database: Database, _ key: [UInt8]) throws -> [UInt8]? {
