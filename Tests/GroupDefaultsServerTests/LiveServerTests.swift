@@ -40,7 +40,9 @@ struct LiveServerTests {
         let list = try await ServerTool.run(["token", "list", "--data-dir", directory])
         #expect(list.status == 0)
         #expect(!list.stdout.contains(token))
-        let id = String(list.stdout.split(separator: "\t").first ?? "")
+        let fields = list.stdout.split(separator: "\n").first?.split(separator: "\t").map(String.init) ?? []
+        #expect(fields.count == 6 && fields[1] == "alice" && fields[2] == "group.* read-write" && fields[5] == "active", "\(fields)")
+        let id = fields.first ?? ""
         #expect(id.hasPrefix("tok_"))
         #expect(try await ServerTool.run(["token", "revoke", "--data-dir", directory, id]).status == 0)
         #expect(try await ServerTool.run(["token", "revoke", "--data-dir", directory, "tok_unknown"]).status == 1)
@@ -53,6 +55,7 @@ struct LiveServerTests {
         server.signal(SIGTERM)
         let exit = await server.waitForExit()
         #expect(!exit.bySignal && exit.status == 0)
+        #expect(server.remainingOutput().isEmpty, "the listening line is the only line on stdout")
     }
 
     @Test("kill -9 during a stream of pushes, restart: every push answered 2xx is there")

@@ -1,11 +1,13 @@
 import Foundation
 import GroupDefaults
+import Logging
 public import Hummingbird
 import ServiceLifecycle
 
 /// The `/v1` API: handlers decode, check, call storage, encode.
 public func buildRouter(storage: any SyncStorage, configuration: ServerConfiguration) -> Router<ServerRequestContext> {
     let router = Router(context: ServerRequestContext.self)
+    router.add(middleware: LogRequestsMiddleware(.debug))
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: TokenMiddleware(authenticator: Authenticator(storage: storage)))
     let routes = SyncRoutes(storage: storage, configuration: configuration)

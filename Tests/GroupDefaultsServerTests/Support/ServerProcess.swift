@@ -69,6 +69,11 @@ final class ServerProcess: @unchecked Sendable {  // the process is only touched
         }
     }
 
+    /// What the server wrote to stdout after its first line, read to the end (call once it exited).
+    func remainingOutput() -> String {
+        String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
+
     func signal(_ number: Int32) { kill(process.processIdentifier, number) }
 
     /// Waits for the process to end (off the cooperative pool); its exit status, or nil if a signal killed it.
