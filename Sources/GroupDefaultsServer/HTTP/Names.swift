@@ -6,10 +6,10 @@ public enum Names {
     /// Why `name` is refused, or nil.
     public static func problem(with name: String, kind: String) -> String? {
         let bytes = name.utf8.count
-        if bytes == 0 { return "a \(kind) name must not be empty" }
-        if bytes > maximumBytes { return "a \(kind) name takes at most \(maximumBytes) bytes, this one \(bytes)" }
-        if name.utf8.contains(0) { return "a \(kind) name must not contain NUL" }
-        if name.contains("/") { return "a \(kind) name must not contain '/'" }
+        if bytes == 0 { return "the \(kind) name must not be empty" }
+        if bytes > maximumBytes { return "the \(kind) name may take at most \(maximumBytes) bytes, this one \(bytes)" }
+        if name.utf8.contains(0) { return "the \(kind) name must not contain NUL" }
+        if name.contains("/") { return "the \(kind) name must not contain '/'" }
         return nil
     }
 }
