@@ -82,6 +82,18 @@ struct AuthTests {
         }
     }
 
+    @Test("a token whose account name could be confused with another's (NUL, '/', empty) is refused")
+    func invalidAccount() async throws {
+        let fixture = try Fixture()
+        let tokens = [try await fixture.token(account: "a\u{0}b"), try await fixture.token(account: ""), try await fixture.token(account: "a/b")]
+        try await fixture.test { client in
+            for token in tokens {
+                let response = try await client.get("/v1/suites", token: token)
+                #expect(response.status == .unauthorized)
+            }
+        }
+    }
+
     @Test("suite patterns: '*' matches any run, dots included")
     func patterns() {
         #expect(SuitePattern.matches("*", "anything.at.all"))

@@ -20,6 +20,9 @@ struct Authenticator: Sendable {
             throw APIError.unauthorized("the token is not known")
         }
         if token.revoked != nil { throw APIError.unauthorized("the token was revoked") }
+        // The store keys suites by account + NUL + suite: a token for an account name it could not
+        // keep apart from another's is refused.
+        if Names.problem(with: token.account, kind: "account") != nil { throw APIError.unauthorized("the token's account name is not valid") }
         if let expires = token.expires, expires <= now { throw APIError.unauthorized("the token expired") }
         return token
     }
