@@ -1,0 +1,37 @@
+import Foundation
+import Hummingbird
+
+/// Checks a request's bearer token against storage, on every request (no cache: a revocation takes
+/// effect on the next request, also from another process).
+struct Authenticator: Sendable {
+    let storage: any SyncStorage
+
+    /// The token of a request: 401 if missing, unknown, expired or revoked.
+    func token(for request: Request, now: Date = Date()) async throws -> StoredToken {
+        guard let header = request.headers[.authorization] else {
+            throw APIError.unauthorized("an Authorization: Bearer token is needed")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw APIError.unauthorized("the Authorization header must be 'Bearer TOKEN'")
+        }
+        let secret = parts[1].trimmingCharacters(in: .whitespaces)
+        guard let token = try await storage.token(hash: Tokens.hash(secret)) else {
+            throw APIError.unauthorized("the token is not known")
+        }
+        if token.revoked != nil { throw APIError.unauthorized("the token was revoked") }
+        // The store keys suites by account + NUL + suite: a token for an account name it could not
+        // keep apart from another's is refused.
+        if Names.problem(with: token.account, kind: "account") != nil { throw APIError.unauthorized("the token's account name is not valid") }
+        if let expires = token.expires, expires <= now { throw APIError.unauthorized("the token expired") }
+        return token
+    }
+
+    /// 403 unless `token` may use `suite` (and write it, for a write).
+    func authorize(_ token: StoredToken, suite: String, write: Bool) throws {
+        guard token.suitePatterns.contains(where: { SuitePattern.matches($0, suite) }) else {
+            throw APIError.forbidden("the token does not cover the suite '\(suite)'")
+        }
+        if write, token.readOnly { throw APIError.forbidden("the token is read-only") }
+    }
+}

@@ -1,0 +1,28 @@
+public import Hummingbird
+
+/// The request context of the API: Hummingbird's, plus the bearer token `TokenMiddleware` checked.
+public struct ServerRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The request's valid token (set for every `/v1/suites…` request).
+    public var token: StoredToken?
+
+    public init(source: Source) {
+        self.coreContext = .init(source: source)
+        self.token = nil
+    }
+}
+
+/// Every `/v1/suites…` request, whatever its route or method, needs a valid bearer token, checked
+/// before anything else about the request (so a bad request without one is 401).
+struct TokenMiddleware: RouterMiddleware {
+    let authenticator: Authenticator
+
+    func handle(_ request: Request, context: ServerRequestContext,
+                next: (Request, ServerRequestContext) async throws -> Response) async throws -> Response {
+        let path = request.uri.path
+        guard path == "/v1/suites" || path.hasPrefix("/v1/suites/") else { return try await next(request, context) }
+        var context = context
+        context.token = try await authenticator.token(for: request)
+        return try await next(request, context)
+    }
+}

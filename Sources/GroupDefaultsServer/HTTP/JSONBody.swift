@@ -1,0 +1,27 @@
+import Foundation
+import Hummingbird
+
+/// JSON in and out of the routes.
+enum JSONBody {
+    static func response(status: HTTPResponse.Status = .ok, _ value: some Encodable) throws -> Response {
+        let data = try JSONEncoder().encode(value)
+        return Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// Reads the body (at most `limit` bytes, else 413 `body_too_large`) and decodes it (else 400).
+    static func decode<T: Decodable>(_ type: T.Type, from request: Request, limit: Int) async throws -> T {
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: limit)
+        } catch {
+            throw APIError(.contentTooLarge, "body_too_large", "the request body is larger than \(limit) bytes", limit: limit)
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+        } catch {
+            throw APIError.from(error is DecodingError ? error : APIError.malformed("the body is not valid JSON"))
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import GroupDefaults
+import Hummingbird
+
+/// Every limit a push must meet before storage sees it, checked in this one place (storage checks
+/// the quotas, which depend on what it holds). Throws the `APIError` the client gets.
+enum PushValidation {
+    static let maximumBatchIDBytes = 255
+
+    static func validate(_ request: PushRequest, limits: SyncLimits, now milliseconds: UInt64 = HLC.wallClockMilliseconds()) throws {
+        if request.ops.count > limits.maxOpsPerBatch {
+            throw APIError(.contentTooLarge, "batch_too_large",
+                           "a batch holds at most \(limits.maxOpsPerBatch) ops, this one \(request.ops.count)", limit: limits.maxOpsPerBatch)
+        }
+        let batchBytes = request.batchID.utf8.count
+        if batchBytes == 0 || batchBytes > maximumBatchIDBytes {
+            throw APIError.malformed("batch_id must take 1 to \(maximumBatchIDBytes) bytes")
+        }
+        for op in request.ops {
+            let keyBytes = op.key.utf8.count
+            if keyBytes == 0 { throw APIError.malformed("a key must not be empty") }
+            if keyBytes > limits.maxKeyBytes {
+                throw APIError(.unprocessableContent, "key_too_long",
+                               "a key takes at most \(limits.maxKeyBytes) bytes, this one \(keyBytes)",
+                               key: String(op.key.prefix(64)), limit: limits.maxKeyBytes)
+            }
+            if let value = op.value {
+                let valueBytes = try JSONEncoder().encode(value).count
+                if valueBytes > limits.maxValueBytes {
+                    throw APIError(.unprocessableContent, "value_too_large",
+                                   "the value of '\(op.key)' takes \(valueBytes) bytes as typed JSON, more than \(limits.maxValueBytes)",
+                                   key: op.key, limit: limits.maxValueBytes)
+                }
+            }
+            if op.hlc.milliseconds > milliseconds &+ limits.maxClockSkewMilliseconds {
+                throw APIError(.unprocessableContent, "clock_skew",
+                               "the HLC of '\(op.key)' is more than \(limits.maxClockSkewMilliseconds) ms ahead of the server's clock",
+                               key: op.key, serverTime: ServerTime.string(milliseconds: milliseconds))
+            }
+        }
+    }
+}
+
+/// The server's clock as typed JSON writes dates: `2026-11-21T10:00:00.000Z`.
+enum ServerTime {
+    static func string(milliseconds: UInt64 = HLC.wallClockMilliseconds()) -> String {
+        let seconds = time_t(milliseconds / 1000)
+        var parts = tm()
+        var copy = seconds
+        gmtime_r(&copy, &parts)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+                      Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
+                      Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), Int(milliseconds % 1000))
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import GroupDefaults
+import Logging
+public import Hummingbird
+import ServiceLifecycle
+
+/// The `/v1` API: handlers decode, check, call storage, encode.
+public func buildRouter(storage: any SyncStorage, configuration: ServerConfiguration) -> Router<ServerRequestContext> {
+    let router = Router(context: ServerRequestContext.self)
+    router.add(middleware: LogRequestsMiddleware(.debug))
+    router.add(middleware: ErrorMiddleware())
+    router.add(middleware: TokenMiddleware(authenticator: Authenticator(storage: storage)))
+    let routes = SyncRoutes(storage: storage, configuration: configuration)
+    router.get("/v1/health") { _, _ in try JSONBody.response(["status": "ok"]) }
+    router.get("/v1/limits") { _, _ in try JSONBody.response(configuration.limits) }
+    router.get("/v1/suites") { request, context in try await routes.listSuites(request, context) }
+    router.post("/v1/suites/{suite}/push") { request, context in try await routes.push(request, context) }
+    router.get("/v1/suites/{suite}/changes") { request, context in try await routes.changes(request, context) }
+    router.get("/v1/suites/{suite}/snapshot") { request, context in try await routes.snapshot(request, context) }
+    return router
+}
+
+struct SyncRoutes: Sendable {
+    let storage: any SyncStorage
+    let configuration: ServerConfiguration
+    var authenticator: Authenticator { Authenticator(storage: storage) }
+
+    /// The token `TokenMiddleware` checked first (401), then the suite's name (422), then the scope (403).
+    private func authorized(_ request: Request, _ context: ServerRequestContext, write: Bool) async throws -> (StoredToken, String) {
+        let token = try requireToken(context)
+        let raw = context.parameters.get("suite") ?? ""
+        guard let suite = raw.removingPercentEncoding else { throw APIError.invalidSuite("the suite name is not valid percent-encoding") }
+        if let problem = Names.problem(with: suite, kind: "suite") { throw APIError.invalidSuite(problem) }
+        try authenticator.authorize(token, suite: suite, write: write)
+        return (token, suite)
+    }
+
+    private func requireToken(_ context: ServerRequestContext) throws -> StoredToken {
+        guard let token = context.token else { throw APIError.unauthorized("a valid bearer token is needed") }
+        return token
+    }
+
+    func listSuites(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let token = try requireToken(context)
+        let list = try await storage.suites(account: token.account)
+        let visible = list.suites.filter { suite in token.suitePatterns.contains { SuitePattern.matches($0, suite.name) } }
+        return try JSONBody.response(SuiteList(suites: visible))
+    }
+
+    func push(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let (token, suite) = try await authorized(request, context, write: true)
+        let push = try await JSONBody.decode(PushRequest.self, from: request, limit: configuration.limits.maxBodyBytes)
+        try PushValidation.validate(push, limits: configuration.limits)
+        let response = try await storage.push(
+            account: token.account, suite: suite, request: push, quota: configuration.quota, serverTime: ServerTime.string())
+        return try JSONBody.response(response)
+    }
+
+    func changes(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let (token, suite) = try await authorized(request, context, write: false)
+        let query = request.uri.queryParameters
+        let since = try Query.unsigned(query, "since") ?? 0
+        let limit = try pageSize(query)
+        let waitSeconds = try Query.unsigned(query, "wait") ?? 0
+        var page = try await storage.changes(account: token.account, suite: suite, since: since, limit: limit)
+        if page.entries.isEmpty, waitSeconds > 0 {
+            let wait = min(Duration.seconds(Int64(clamping: waitSeconds)), configuration.maxWait)
+            let storage = self.storage, head = page.lastRev
+            _ = await cancelWhenGracefulShutdown {
+                await storage.waitForChange(account: token.account, suite: suite, after: head, timeout: wait)
+            }
+            page = try await storage.changes(account: token.account, suite: suite, since: since, limit: limit)
+        }
+        return try JSONBody.response(page)
+    }
+
+    func snapshot(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let (token, suite) = try await authorized(request, context, write: false)
+        let query = request.uri.queryParameters
+        let after = query["after"].map(String.init)
+        let limit = try pageSize(query)
+        let page = try await storage.snapshot(account: token.account, suite: suite, after: after, limit: limit)
+        return try JSONBody.response(page)
+    }
+
+    private func pageSize(_ query: Parameters) throws -> Int {
+        guard let limit = try Query.unsigned(query, "limit") else { return configuration.maxPageSize }
+        guard limit >= 1 else { throw APIError.malformed("limit must be at least 1") }
+        return Int(min(limit, UInt64(configuration.maxPageSize)))
+    }
+}
+
+/// Query parameters, strictly: a number is decimal digits only, or the request is 400.
+enum Query {
+    static func unsigned(_ query: Parameters, _ name: String) throws -> UInt64? {
+        guard let text = query[name[...]] else { return nil }
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = UInt64(text) else {
+            throw APIError.malformed("\(name) must be a non-negative decimal integer, not '\(text)'")
+        }
+        return value
+    }
+}

@@ -1,0 +1,36 @@
+public import GroupDefaults
+public import Logging
+
+/// What the server runs with; the executable fills it from its options.
+public struct ServerConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    /// The embedded store's directory.
+    public var dataDirectory: String
+    public var limits: SyncLimits
+    /// The longest long-poll a client may ask for.
+    public var maxWait: Duration
+    /// The most entries one `changes` or `snapshot` page returns.
+    public var maxPageSize: Int
+    public var logLevel: Logger.Level
+    /// How long tombstones are kept; older ones are purged (a cursor from before then gets 410).
+    public var tombstoneLifetime: Duration
+    /// How often the purge runs.
+    public var purgeInterval: Duration
+
+    public init(host: String = "127.0.0.1", port: Int = 8080, dataDirectory: String, limits: SyncLimits = SyncLimits(),
+                maxWait: Duration = .seconds(60), maxPageSize: Int = 1000, logLevel: Logger.Level = .info,
+                tombstoneLifetime: Duration = .seconds(30 * 86_400), purgeInterval: Duration = .seconds(3_600)) {
+        self.host = host
+        self.port = port
+        self.dataDirectory = dataDirectory
+        self.limits = limits
+        self.maxWait = maxWait
+        self.maxPageSize = maxPageSize
+        self.logLevel = logLevel
+        self.tombstoneLifetime = tombstoneLifetime
+        self.purgeInterval = purgeInterval
+    }
+
+    public var quota: SuiteQuota { SuiteQuota(maxKeys: limits.maxKeysPerSuite, maxBytes: limits.maxBytesPerSuite) }
+}

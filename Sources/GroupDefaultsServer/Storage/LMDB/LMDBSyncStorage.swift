@@ -1,0 +1,250 @@
+import Crypto
+import Dispatch
+import Foundation
+public import GroupDefaults
+import GroupDefaultsLMDB
+import Synchronization
+
+/// The embedded backend: one LMDB environment, `sync.lmdb`, in the data directory.
+///
+/// Named databases (key layouts in `LMDBKeys`):
+/// - `suites`: account + NUL + suite → `SuiteRecord` (id, head, oldest valid revision, live keys and bytes)
+/// - `entries`: suite id + key (its first 503 bytes) → `EntryBucket` of `EntryRecord`s (value or
+///   tombstone, stamp, revision)
+/// - `revisions`: suite id + revision → the entries key (one row per key: its latest revision)
+/// - `batches`: suite id + device + SHA-256(batch id) → SHA-256 of the canonical ops, when it was
+///   stored (ms, big-endian), the response JSON; kept as long as tombstones
+/// - `tokens`: token id → `StoredToken` JSON; `token-hashes`: hash → id
+/// - `meta`: `next-suite-id`
+///
+/// Every push is one write transaction flushed to disk before it returns. LMDB blocks, so all of it
+/// runs on dispatch queues, never on the cooperative pool: writes on one serial queue (LMDB has one
+/// writer anyway), reads on a concurrent one.
+public final class LMDBSyncStorage: SyncStorage {
+    enum DB {
+        static let suites = Database(0), entries = Database(1), revisions = Database(2), batches = Database(3)
+        static let tokens = Database(4), tokenHashes = Database(5), meta = Database(6)
+        static let names = ["suites", "entries", "revisions", "batches", "tokens", "token-hashes", "meta"]
+    }
+
+    let environment: Environment
+    let writeQueue = DispatchQueue(label: "groupdefaults-server.lmdb.write")
+    let readQueue = DispatchQueue(label: "groupdefaults-server.lmdb.read", attributes: .concurrent)
+    let waiters = ChangeWaiters()
+    let pending = Mutex<[PendingPush]>([])
+    let closed = Atomic<Bool>(false)
+
+    /// Opens (creating if needed, mode 0700) `directory` and its `sync.lmdb` (mode 0600).
+    public init(directory: String, maximumMapSize: Int = 64 << 30) throws {
+        try Self.makeDirectory(directory)
+        environment = try Environment(
+            path: directory + "/sync.lmdb",
+            options: EnvironmentOptions(
+                databases: DB.names, readerTrees: DB.names, lockFilePath: directory + "/sync.lmdb-open",
+                initialMapSize: 8 << 20, maximumMapSize: maximumMapSize, fileMode: 0o600, maximumReaders: 126,
+                structureCheckLimit: 64 << 20))
+    }
+
+    static func makeDirectory(_ directory: String) throws {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else { throw SyncStorageError(.unavailable, "\(directory) is not a directory") }
+            return
+        }
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    }
+
+    // MARK: Running LMDB off the cooperative pool
+
+    func onWriteQueue<T: Sendable>(_ body: @Sendable @escaping () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            writeQueue.async { continuation.resume(with: Result { try self.whileOpen(body) }) }
+        }
+    }
+
+    func onReadQueue<T: Sendable>(_ body: @Sendable @escaping () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            readQueue.async { continuation.resume(with: Result { try self.whileOpen(body) }) }
+        }
+    }
+
+    /// Runs `body` unless the store was shut down (then `unavailable`, not a use of a closed environment).
+    func whileOpen<T>(_ body: () throws -> T) throws -> T {
+        guard !closed.load(ordering: .acquiring) else { throw SyncStorageError(.unavailable, "the store is shut down") }
+        return try Self.mapped(body)
+    }
+
+    /// LMDB's own failures (disk full, I/O) are the server's trouble, not the client's: `unavailable`.
+    static func mapped<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as SyncStorageError {
+            throw error
+        } catch {
+            throw SyncStorageError(.unavailable, "storage failed: \(error)")
+        }
+    }
+
+    // MARK: Reads
+
+    public func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage {
+        let environment = self.environment
+        return try await onReadQueue {
+            var page = ChangesPage(entries: [], lastRev: 0, hasMore: false)
+            try environment.readTransaction { txn in
+                guard let record = try Self.suiteRecord(txn, LMDBKeys.suiteName(account: account, suite: suite)) else { return }
+                if since < record.oldestValid {
+                    throw SyncStorageError(.cursorExpired, "revision \(since) is older than the oldest valid revision \(record.oldestValid): re-read the snapshot")
+                }
+                page.lastRev = record.head
+                guard since < record.head else { return }  // nothing after it (also keeps since + 1 from overflowing)
+                let start = LMDBKeys.revision(suiteID: record.id, rev: since + 1)
+                let limit = max(limit, 1)
+                var failure: (any Error)?
+                try start.withUnsafeBytes { start in
+                    try txn.forEach(DB.revisions, from: start) { key, entryKey in
+                        guard key.count == 16, LMDBKeys.readBigEndian(key) == record.id else { return false }
+                        if page.entries.count == limit {
+                            page.hasMore = true
+                            return false
+                        }
+                        do {
+                            let rev = LMDBKeys.readBigEndian(key, at: 8)
+                            guard let raw = try txn.get(DB.entries, entryKey),
+                                  let entry = try EntryBucket(raw).entries.first(where: { $0.rev == rev }) else { return true }
+                            page.entries.append(try entry.syncEntry())
+                        } catch {
+                            failure = error
+                            return false
+                        }
+                        return true
+                    }
+                }
+                if let failure { throw failure }
+                page.lastRev = page.entries.last?.rev ?? record.head
+            }
+            return page
+        }
+    }
+
+    public func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> SnapshotPage {
+        let environment = self.environment
+        return try await onReadQueue {
+            var page = SnapshotPage(entries: [], headRev: 0, next: nil)
+            try environment.readTransaction { txn in
+                guard let record = try Self.suiteRecord(txn, LMDBKeys.suiteName(account: account, suite: suite)) else { return }
+                page.headRev = record.head
+                let start = after.map { LMDBKeys.entry(suiteID: record.id, key: $0) } ?? LMDBKeys.bigEndian(record.id)
+                let limit = max(limit, 1)
+                var more = false
+                try start.withUnsafeBytes { start in
+                    try txn.forEach(DB.entries, from: start) { key, value in
+                        guard key.count >= 8, LMDBKeys.readBigEndian(key) == record.id else { return false }
+                        for entry in try EntryBucket(value).entries {
+                            if let after, !LMDBKeys.utf8Less(after, entry.key) { continue }  // continue after it
+                            if page.entries.count == limit {
+                                more = true
+                                return false
+                            }
+                            page.entries.append(try entry.syncEntry())
+                        }
+                        return true
+                    }
+                }
+                page.next = more ? page.entries.last?.key : nil
+            }
+            return page
+        }
+    }
+
+    public func suites(account: String) async throws -> SuiteList {
+        let environment = self.environment
+        return try await onReadQueue {
+            var list = SuiteList(suites: [])
+            let prefix = LMDBKeys.accountPrefix(account)
+            try environment.readTransaction { txn in
+                try prefix.withUnsafeBytes { start in
+                    try txn.forEach(DB.suites, from: start) { key, value in
+                        guard key.starts(with: prefix) else { return false }
+                        guard let record = SuiteRecord(value) else { throw SyncStorageError(.unavailable, "a damaged suite record") }
+                        let name = String(decoding: key.dropFirst(prefix.count), as: UTF8.self)
+                        list.suites.append(.init(name: name, headRev: record.head, keys: Int(record.liveKeys)))
+                        return true
+                    }
+                }
+            }
+            return list
+        }
+    }
+
+    public func headRevision(account: String, suite: String) async throws -> UInt64 {
+        let environment = self.environment
+        return try await onReadQueue {
+            var head: UInt64 = 0
+            try environment.readTransaction { txn in
+                head = try Self.suiteRecord(txn, LMDBKeys.suiteName(account: account, suite: suite))?.head ?? 0
+            }
+            return head
+        }
+    }
+
+    public func waitForChange(account: String, suite: String, after revision: UInt64, timeout: Duration) async {
+        let key = ChangeWaiters.SuiteKey(account: account, suite: suite)
+        let waiters = self.waiters
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await waiters.wait(key, after: revision) { id in
+                    Task {
+                        if let head = try? await self.headRevision(account: account, suite: suite), head > revision {
+                            waiters.resume(key, id: id)
+                        }
+                    }
+                }
+            }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// How many long-polls wait on this instance.
+    var waitingCount: Int { waiters.count }
+
+    public func shutdown() async throws {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let environment = self.environment, readQueue = self.readQueue
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            writeQueue.async {
+                readQueue.sync(flags: .barrier) { environment.close() }
+                continuation.resume()
+            }
+        }
+    }
+
+    // MARK: Small helpers
+
+    static func suiteRecord(_ txn: LMDBTransaction, _ key: [UInt8]) throws -> SuiteRecord? {
+        try key.withUnsafeBytes { key in
+            guard let raw = try txn.get(DB.suites, key) else { return nil }
+            guard let record = SuiteRecord(raw) else { throw SyncStorageError(.unavailable, "a damaged suite record") }
+            return record
+        }
+    }
+
+    static func bucket(_ txn: LMDBTransaction, _ key: [UInt8]) throws -> EntryBucket {
+        try key.withUnsafeBytes { key in try txn.get(DB.entries, key).map { try EntryBucket($0) } ?? EntryBucket() }
+    }
+
+    static func get(_ txn: LMDBTransaction, _ database: Database, _ key: [UInt8]) throws -> [UInt8]? {
+        try key.withUnsafeBytes { key in try txn.get(database, key).map { Array($0) } }
+    }
+
+    static func put(_ txn: LMDBTransaction, _ database: Database, _ key: [UInt8], _ value: [UInt8]) throws {
+        try key.withUnsafeBytes { key in try value.withUnsafeBytes { value in try txn.put(database, key, value) } }
+    }
+
+    static func delete(_ txn: LMDBTransaction, _ database: Database, _ key: [UInt8]) throws {
+        try key.withUnsafeBytes { key in _ = try txn.delete(database, key) }
+    }
+}

@@ -1,0 +1,43 @@
+import ArgumentParser
+import Foundation
+import GroupDefaultsServer
+import Hummingbird
+import Logging
+
+/// `groupdefaults-server serve`: run the API until SIGTERM or SIGINT.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Serve the sync API (the default).")
+
+    @Option(help: "The address to listen on.") var host = "127.0.0.1"
+    @Option(help: "The port to listen on; 0 picks a free one.") var port = 8080
+    @OptionGroup var storage: StorageOptions
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
+    @Option(name: .customLong("max-wait"), help: "The longest long-poll, in seconds.") var maxWait = 60
+    @Option(name: .customLong("tombstone-days"), help: "How many days deletions are kept for devices to catch up; older cursors get 410.")
+    var tombstoneDays = 30
+
+    func run() async throws {
+        do {
+            try storage.refusePostgres()
+            guard let level = Logger.Level(rawValue: logLevel) else { throw CommandFailure("unknown log level \(logLevel)") }
+            guard maxWait >= 0 else { throw CommandFailure("--max-wait must not be negative") }
+            guard tombstoneDays >= 1 else { throw CommandFailure("--tombstone-days must be at least 1") }
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+            let configuration = ServerConfiguration(
+                host: host, port: port, dataDirectory: storage.resolvedDataDirectory, maxWait: .seconds(maxWait), logLevel: level,
+                tombstoneLifetime: .seconds(Int64(tombstoneDays) * 86_400))
+            let app = try buildApplication(configuration: configuration) { host, port in
+                // Written straight to the file descriptor: nothing buffered for a script to wait on.
+                FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
+            }
+            try await app.runService()
+        } catch let failure as CommandFailure {
+            FileHandle.standardError.write(Data("groupdefaults-server: \(failure)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}

@@ -1,0 +1,105 @@
+import ArgumentParser
+import Foundation
+import GroupDefaultsServer
+
+/// `groupdefaults-server token create|list|revoke`, on the same storage a running server uses.
+struct TokenCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token", abstract: "Create, list and revoke bearer tokens.",
+        subcommands: [Create.self, List.self, Revoke.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a token and print it (the only time it is shown).")
+
+        @OptionGroup var storage: StorageOptions
+        @Option(help: "The account whose suites the token reaches.") var account: String
+        @Option(help: "Suite patterns, comma-separated; '*' matches any run of characters.") var suites = "*"
+        @Flag(name: .customLong("read-only"), help: "Refuse pushes.") var readOnly = false
+        @Option(help: "How long the token lasts: 30d, 12h, 15m or 45s.") var expires: String?
+
+        func run() async throws {
+            try await reportingFailure {
+                if let problem = Names.problem(with: account, kind: "account") { throw CommandFailure(problem) }
+                let patterns = suites.split(separator: ",").map { String($0.trimmingCharacters(in: .whitespaces)) }.filter { !$0.isEmpty }
+                guard !patterns.isEmpty else { throw CommandFailure("--suites needs at least one pattern") }
+                let now = Date()
+                let expiry = try expires.map { now.addingTimeInterval(try TokenDuration.seconds($0)) }
+                let made = Tokens.make(account: account, suitePatterns: patterns, readOnly: readOnly, expires: expiry, now: now)
+                let store = try storage.openStorage()
+                try await store.createToken(made.stored)
+                try await store.shutdown()
+                print(made.token)
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List tokens: id, account, scopes, created, expires, revoked.")
+
+        @OptionGroup var storage: StorageOptions
+
+        func run() async throws {
+            try await reportingFailure {
+                let store = try storage.openStorage()
+                let tokens = try await store.tokens()
+                try await store.shutdown()
+                let dates = ISO8601DateFormatter()
+                for token in tokens {
+                    let scopes = token.suitePatterns.joined(separator: ",") + (token.readOnly ? " read-only" : " read-write")
+                    print([token.id, token.account, scopes, dates.string(from: token.created),
+                           token.expires.map { "expires " + dates.string(from: $0) } ?? "never-expires",
+                           token.revoked.map { "revoked " + dates.string(from: $0) } ?? "active"].joined(separator: "\t"))
+                }
+            }
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a token by its id; it stops working on its next request.")
+
+        @OptionGroup var storage: StorageOptions
+        @Argument(help: "The token's id (from `token list`).") var id: String
+
+        func run() async throws {
+            try await reportingFailure {
+                let store = try storage.openStorage()
+                do {
+                    try await store.revokeToken(id: id, at: Date())
+                } catch let error as SyncStorageError where error.code == .notFound {
+                    try? await store.shutdown()
+                    throw CommandFailure(error.detail)
+                }
+                try await store.shutdown()
+            }
+        }
+    }
+}
+
+/// Runs `body`; a `CommandFailure` or storage error becomes one line on stderr and exit status 1.
+func reportingFailure(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let failure as CommandFailure {
+        FileHandle.standardError.write(Data("groupdefaults-server: \(failure)\n".utf8))
+        throw ExitCode(1)
+    } catch let failure as SyncStorageError {
+        FileHandle.standardError.write(Data("groupdefaults-server: \(failure.detail)\n".utf8))
+        throw ExitCode(1)
+    }
+}
+
+/// `30d`, `12h`, `15m`, `45s`.
+enum TokenDuration {
+    static func seconds(_ text: String) throws -> TimeInterval {
+        guard let unit = text.last, let count = Double(text.dropLast()), count > 0, count.isFinite else {
+            throw CommandFailure("a duration is a positive number and a unit: 30d, 12h, 15m or 45s")
+        }
+        switch unit {
+        case "d": return count * 86_400
+        case "h": return count * 3_600
+        case "m": return count * 60
+        case "s": return count
+        default: throw CommandFailure("a duration's unit is d, h, m or s, not \(unit)")
+        }
+    }
+}

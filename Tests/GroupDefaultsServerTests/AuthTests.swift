@@ -1,0 +1,106 @@
+import Foundation
+import GroupDefaults
+import GroupDefaultsServer
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@Suite("Auth and isolation")
+struct AuthTests {
+    @Test("missing, malformed, unknown, expired and revoked tokens are 401 with WWW-Authenticate, before anything else")
+    func unauthorized() async throws {
+        let fixture = try Fixture()
+        let expired = try await fixture.token(expires: Date().addingTimeInterval(-1))
+        let revoked = try await fixture.token()
+        let id = try #require(try await fixture.storage.tokens().first { $0.hash == Tokens.hash(revoked) }?.id)
+        try await fixture.storage.revokeToken(id: id, at: Date())
+        try await fixture.test { client in
+            let cases: [HTTPFields] = [[:], [.authorization: "Basic abc"], [.authorization: "Bearer gdt_unknown"],
+                                       API.auth(expired), API.auth(revoked)]
+            for headers in cases {
+                // A bad request too: 401 wins.
+                let response = try await client.execute(uri: "/v1/suites/a%00b/push", method: .post, headers: headers, body: ByteBuffer(string: "{bad"))
+                #expect(response.status == .unauthorized)
+                #expect(response.headers[.wwwAuthenticate] == "Bearer")
+                #expect(try API.error(response).error == "unauthorized")
+                for (uri, method) in [("/v1/suites", HTTPRequest.Method.get), ("/v1/suites/s/unknown", .get), ("/v1/suites/s/push", .delete),
+                                      ("/v1/suites/s/changes?since=-1", .get)] {
+                    #expect(try await client.execute(uri: uri, method: method, headers: headers).status == .unauthorized, "\(uri)")
+                }
+            }
+        }
+    }
+
+    @Test("a suite outside the token's patterns or a write with a read-only token is 403")
+    func forbidden() async throws {
+        let fixture = try Fixture()
+        let scoped = try await fixture.token(suites: ["group.*.shared", "exact"])
+        let readOnly = try await fixture.token(readOnly: true)
+        try await fixture.test { client in
+            #expect(try await client.push("group.com.example.shared", token: scoped, API.push([API.set("k", "v")])).status == .ok)
+            #expect(try await client.push("exact", token: scoped, API.push([API.set("k", "v")])).status == .ok)
+            for suite in ["other", "group.x.private", "exactly"] {
+                let response = try await client.get("/v1/suites/\(suite)/changes", token: scoped)
+                #expect(response.status == .forbidden, "\(suite)")
+                #expect(try API.error(response).error == "forbidden")
+            }
+            let write = try await client.push("exact", token: readOnly, API.push([API.set("k", "w")]))
+            #expect(write.status == .forbidden)
+            #expect(try await client.get("/v1/suites/exact/snapshot", token: readOnly).status == .ok)
+            // Listing shows only suites in scope.
+            _ = try await client.push("exact", token: scoped, API.push([API.set("j", "v")]))
+            let list = try API.decode(SuiteList.self, try await client.get("/v1/suites", token: scoped))
+            #expect(list.suites.map(\.name) == ["exact", "group.com.example.shared"])
+        }
+    }
+
+    @Test("revocation takes effect on the next request")
+    func revocation() async throws {
+        let fixture = try Fixture()
+        let token = try await fixture.token()
+        try await fixture.test { client in
+            #expect(try await client.get("/v1/suites", token: token).status == .ok)
+            let id = try #require(try await fixture.storage.tokens().first?.id)
+            try await fixture.storage.revokeToken(id: id, at: Date())
+            #expect(try await client.get("/v1/suites", token: token).status == .unauthorized)
+        }
+    }
+
+    @Test("accounts are namespaces: the same suite name in two accounts is two suites")
+    func isolation() async throws {
+        let fixture = try Fixture()
+        let alice = try await fixture.token(account: "alice")
+        let bob = try await fixture.token(account: "bob")
+        try await fixture.test { client in
+            _ = try await client.push("shared", token: alice, API.push([API.set("secret", "alice's")]))
+            let bobs = try API.decode(SnapshotPage.self, try await client.get("/v1/suites/shared/snapshot", token: bob))
+            #expect(bobs.entries.isEmpty && bobs.headRev == 0)
+            #expect(try API.decode(SuiteList.self, try await client.get("/v1/suites", token: bob)).suites.isEmpty)
+            _ = try await client.push("shared", token: bob, API.push([API.set("secret", "bob's")]))
+            let alices = try API.decode(ChangesPage.self, try await client.get("/v1/suites/shared/changes", token: alice))
+            #expect(alices.entries.map(\.value) == [.string("alice's")])
+        }
+    }
+
+    @Test("a token whose account name could be confused with another's (NUL, '/', empty) is refused")
+    func invalidAccount() async throws {
+        let fixture = try Fixture()
+        let tokens = [try await fixture.token(account: "a\u{0}b"), try await fixture.token(account: ""), try await fixture.token(account: "a/b")]
+        try await fixture.test { client in
+            for token in tokens {
+                let response = try await client.get("/v1/suites", token: token)
+                #expect(response.status == .unauthorized)
+            }
+        }
+    }
+
+    @Test("suite patterns: '*' matches any run, dots included")
+    func patterns() {
+        #expect(SuitePattern.matches("*", "anything.at.all"))
+        #expect(SuitePattern.matches("group.*", "group.com.example"))
+        #expect(SuitePattern.matches("a*b*c", "a.x.b.y.c"))
+        #expect(!SuitePattern.matches("group.*", "groups"))
+        #expect(!SuitePattern.matches("a*c", "abcd"))
+        #expect(SuitePattern.matches("exact", "exact"))
+    }
+}

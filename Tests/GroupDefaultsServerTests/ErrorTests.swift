@@ -1,0 +1,156 @@
+import Foundation
+import GroupDefaults
+import GroupDefaultsServer
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@Suite("Limits and errors: bad input is a 4xx with a code and changes nothing")
+struct ErrorTests {
+    /// Sends `body` raw to the push route and expects `status` and `code`; the suite stays unwritten.
+    private func expectRefused(
+        _ body: String, status: HTTPResponse.Status, code: String, limits: SyncLimits = SyncLimits(),
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let fixture = try Fixture(limits: limits)
+        let token = try await fixture.token()
+        try await fixture.test { client in
+            let response = try await client.push("s", token: token, ByteBuffer(string: body))
+            #expect(response.status == status, sourceLocation: sourceLocation)
+            #expect(try API.error(response).error == code, sourceLocation: sourceLocation)
+            let snapshot = try API.decode(SnapshotPage.self, try await client.get("/v1/suites/s/snapshot", token: token))
+            #expect(snapshot.headRev == 0, sourceLocation: sourceLocation)
+        }
+    }
+
+    private func pushJSON(_ ops: [PushOp], device: String = "\"1\"") throws -> String {
+        let encoded = String(decoding: try JSONEncoder().encode(ops), as: UTF8.self)
+        return "{\"device_id\": \(device), \"batch_id\": \"b\", \"ops\": \(encoded)}"
+    }
+
+    @Test("malformed bodies are 400 malformed", arguments: [
+        "{bad", "", "[]", "null", "{\"device_id\": 1, \"batch_id\": \"b\", \"ops\": []}",
+        "{\"device_id\": \"99999999999999999999999\", \"batch_id\": \"b\", \"ops\": []}",
+        "{\"device_id\": \"1\", \"batch_id\": \"b\", \"ops\": [{\"key\": \"k\", \"hlc\": \"1\"}]}",
+        "{\"device_id\": \"1\", \"batch_id\": \"b\", \"ops\": [{\"key\": \"k\", \"value\": {\"string\": \"v\"}, \"deleted\": true, \"hlc\": \"1\"}]}",
+        "{\"device_id\": \"1\", \"batch_id\": \"b\", \"ops\": [{\"key\": \"k\", \"value\": {\"integer\": 1e400}, \"hlc\": \"1\"}]}",
+        "{\"device_id\": \"1\", \"batch_id\": \"b\", \"ops\": [{\"key\": 5, \"value\": {\"string\": \"v\"}, \"hlc\": \"1\"}]}",
+        "{\"device_id\": \"1\", \"batch_id\": \"\", \"ops\": []}",
+    ])
+    func malformed(body: String) async throws {
+        try await expectRefused(body, status: .badRequest, code: "malformed")
+    }
+
+    @Test("too many ops is 413 batch_too_large")
+    func batchTooLarge() async throws {
+        let ops = (0 ..< 4).map { API.set("k\($0)", "v") }
+        try await expectRefused(try pushJSON(ops), status: .contentTooLarge, code: "batch_too_large", limits: SyncLimits(maxOpsPerBatch: 3))
+    }
+
+    @Test("a body over the limit is 413 body_too_large")
+    func bodyTooLarge() async throws {
+        let ops = [API.set("k", String(repeating: "x", count: 3000))]
+        try await expectRefused(try pushJSON(ops), status: .contentTooLarge, code: "body_too_large", limits: SyncLimits(maxBodyBytes: 1000))
+    }
+
+    @Test("a key over 511 bytes is 422 key_too_long; 511 is fine")
+    func keyTooLong() async throws {
+        try await expectRefused(try pushJSON([API.set(String(repeating: "k", count: 512), "v")]), status: .unprocessableContent, code: "key_too_long")
+        let fixture = try Fixture()
+        let token = try await fixture.token()
+        let longest = String(repeating: "é", count: 255) + "k"  // 511 bytes
+        try await fixture.test { client in
+            #expect(try await client.push("s", token: token, API.push([API.set(longest, "v", hlc: API.hlc()), API.set(longest, "w", hlc: API.hlc(offsetMilliseconds: 1))])).status == .ok)
+            // A second long key sharing 510 bytes with the first is its own entry.
+            let sibling = String(repeating: "é", count: 255) + "j"
+            #expect(try await client.push("s", token: token, API.push([API.set(sibling, "x")])).status == .ok)
+            let snapshot = try API.decode(SnapshotPage.self, try await client.get("/v1/suites/s/snapshot", token: token))
+            #expect(Set(snapshot.entries.map(\.key)) == [longest, sibling])
+            #expect(snapshot.entries.first { $0.key == longest }?.value == .string("w"))
+        }
+    }
+
+    @Test("a value over the limit (as typed JSON) is 422 value_too_large")
+    func valueTooLarge() async throws {
+        try await expectRefused(try pushJSON([API.set("k", String(repeating: "x", count: 100))]), status: .unprocessableContent,
+                                code: "value_too_large", limits: SyncLimits(maxValueBytes: 50))
+    }
+
+    @Test("an HLC more than 5 minutes ahead is 422 clock_skew with server_time")
+    func clockSkew() async throws {
+        let fixture = try Fixture()
+        let token = try await fixture.token()
+        try await fixture.test { client in
+            let response = try await client.push("s", token: token, API.push([API.set("k", "v", hlc: API.hlc(offsetMilliseconds: 6 * 60_000))]))
+            #expect(response.status == .unprocessableContent)
+            let body = try API.error(response)
+            #expect(body.error == "clock_skew" && body.serverTime != nil)
+            #expect(try await client.push("s", token: token, API.push([API.set("k", "v", hlc: API.hlc(offsetMilliseconds: 4 * 60_000))])).status == .ok)
+        }
+    }
+
+    @Test("bad query parameters are 400; a bad suite name is 422 invalid_suite")
+    func queries() async throws {
+        let fixture = try Fixture()
+        let token = try await fixture.token()
+        try await fixture.test { client in
+            for uri in ["changes?since=-1", "changes?since=abc", "changes?since=99999999999999999999999", "changes?limit=x",
+                        "changes?limit=0", "changes?wait=-3", "snapshot?limit=-1"] {
+                let response = try await client.get("/v1/suites/s/\(uri)", token: token)
+                #expect(response.status == .badRequest, "\(uri)")
+                #expect(try API.error(response).error == "malformed", "\(uri)")
+            }
+            let longName = String(repeating: "n", count: 256)
+            for suite in [longName, "a%00b", "a%2Fb", "a%zz"] {
+                let response = try await client.get("/v1/suites/\(suite)/changes", token: token)
+                #expect(response.status == .unprocessableContent, "\(suite)")
+                #expect(try API.error(response).error == "invalid_suite", "\(suite)")
+            }
+        }
+    }
+
+    @Test("unknown routes are 404 not_found and wrong methods a 4xx, as JSON")
+    func routes() async throws {
+        let fixture = try Fixture()
+        let token = try await fixture.token()
+        try await fixture.test { client in
+            let unknown = try await client.get("/v2/nothing", token: token)
+            #expect(unknown.status == .notFound)
+            #expect(try API.error(unknown).error == "not_found")
+            let wrongMethod = try await client.execute(uri: "/v1/suites/s/push", method: .get, headers: API.auth(token))
+            #expect((400 ..< 500).contains(wrongMethod.status.code))
+            #expect(try !API.error(wrongMethod).error.isEmpty)
+            let deleteLimits = try await client.execute(uri: "/v1/limits", method: .delete)
+            #expect((400 ..< 500).contains(deleteLimits.status.code))
+        }
+    }
+
+    @Test("health and limits need no token; limits are the configured ones")
+    func openRoutes() async throws {
+        let limits = SyncLimits(maxKeyBytes: 100, maxOpsPerBatch: 7)
+        let fixture = try Fixture(limits: limits)
+        try await fixture.test { client in
+            #expect(try await client.execute(uri: "/v1/health", method: .get).status == .ok)
+            let published = try API.decode(SyncLimits.self, try await client.execute(uri: "/v1/limits", method: .get))
+            #expect(published == limits)
+        }
+    }
+}
+
+@Suite("Storage unavailable")
+struct UnavailableTests {
+    @Test("a store that cannot answer is 503 unavailable with Retry-After, never a crash")
+    func unavailable() async throws {
+        let fixture = try Fixture()
+        let token = try await fixture.token()
+        try await fixture.storage.shutdown()
+        try await fixture.test { client in
+            let response = try await client.get("/v1/suites", token: token)
+            #expect(response.status == .serviceUnavailable)
+            #expect(response.headers[.retryAfter] != nil)
+            #expect(try API.error(response).error == "unavailable")
+            let push = try await client.push("s", token: token, API.push([API.set("k", "v")]))
+            #expect(push.status == .serviceUnavailable)
+        }
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import Glibc
+import GroupDefaults
+import Hummingbird
+import HummingbirdTesting
+import Synchronization
+import Testing
+
+/// The real executable on loopback, with token commands run as separate processes beside it.
+@Suite("Live server process")
+struct LiveServerTests {
+    private func temporaryDirectory() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("gds-live-\(UUID().uuidString)").path
+    }
+
+    private func createToken(_ dataDirectory: String, _ extra: [String] = []) async throws -> String {
+        let result = try await ServerTool.run(["token", "create", "--data-dir", dataDirectory, "--account", "alice"] + extra)
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == 1)
+        return String(lines.first ?? "")
+    }
+
+    @Test("push and read over a socket; tokens made and revoked by other processes while it runs; SIGTERM exits 0")
+    func roundTripRevokeAndTerminate() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try await ServerProcess(dataDirectory: directory)
+        let token = try await createToken(directory, ["--suites", "group.*"])
+        #expect(token.hasPrefix("gdt_") && token.count > 40)
+
+        try await TestClient.withClient(host: "127.0.0.1", port: server.port) { client in
+            let pushed = try await client.post("/v1/suites/group.live/push", headers: API.auth(token), body: API.push([API.set("sound", "ring.caf")]))
+            #expect(pushed.status == .ok)
+            let changes = try await client.get("/v1/suites/group.live/changes?since=0", headers: API.auth(token))
+            let page = try JSONDecoder().decode(ChangesPage.self, from: Data((changes.body ?? ByteBuffer()).readableBytesView))
+            #expect(page.entries.map(\.value) == [.string("ring.caf")])
+        }
+
+        let list = try await ServerTool.run(["token", "list", "--data-dir", directory])
+        #expect(list.status == 0)
+        #expect(!list.stdout.contains(token))
+        let fields = list.stdout.split(separator: "\n").first?.split(separator: "\t").map(String.init) ?? []
+        #expect(fields.count == 6 && fields[1] == "alice" && fields[2] == "group.* read-write" && fields[5] == "active", "\(fields)")
+        let id = fields.first ?? ""
+        #expect(id.hasPrefix("tok_"))
+        #expect(try await ServerTool.run(["token", "revoke", "--data-dir", directory, id]).status == 0)
+        #expect(try await ServerTool.run(["token", "revoke", "--data-dir", directory, "tok_unknown"]).status == 1)
+
+        try await TestClient.withClient(host: "127.0.0.1", port: server.port) { client in
+            let refused = try await client.get("/v1/suites", headers: API.auth(token))
+            #expect(refused.status == .unauthorized)
+        }
+
+        server.signal(SIGTERM)
+        let exit = await server.waitForExit()
+        #expect(!exit.bySignal && exit.status == 0)
+        #expect(server.remainingOutput().isEmpty, "the listening line is the only line on stdout")
+    }
+
+    @Test("kill -9 during a stream of pushes, restart: every push answered 2xx is there")
+    func killNineKeepsAcknowledgedPushes() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let token = try await createToken(directory)
+        let server = try await ServerProcess(dataDirectory: directory)
+        let acknowledged = Acknowledged()
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0 ..< 3 {
+                group.addTask {
+                    try await TestClient.withClient(host: "127.0.0.1", port: server.port) { client in
+                        for i in 0... {
+                            let key = "w\(writer)-\(i)"
+                            guard let response = try? await client.post(
+                                "/v1/suites/s/push", headers: API.auth(token), body: API.push(device: UInt64(writer + 1), [API.set(key, "v")]))
+                            else { return }  // the server is gone
+                            guard response.status == .ok else { return }
+                            acknowledged.keys.withLock { $0.append(key) }
+                        }
+                    }
+                }
+            }
+            // Kill once pushes are flowing (bounded polling for that condition).
+            for _ in 0 ..< 3000 where acknowledged.keys.withLock({ $0.count }) < 60 { try await Task.sleep(for: .milliseconds(10)) }
+            server.signal(SIGKILL)
+            while let result = await group.nextResult() { _ = result }  // writers end when the connection drops
+        }
+        let exit = await server.waitForExit()
+        #expect(exit.bySignal)
+        let keys = acknowledged.keys.withLock { $0 }
+        #expect(keys.count >= 60)
+
+        let restarted = try await ServerProcess(dataDirectory: directory)
+        try await TestClient.withClient(host: "127.0.0.1", port: restarted.port) { client in
+            let response = try await client.get("/v1/suites/s/snapshot?limit=1000", headers: API.auth(token))
+            let page = try JSONDecoder().decode(SnapshotPage.self, from: Data((response.body ?? ByteBuffer()).readableBytesView))
+            let stored = Set(page.entries.map(\.key))
+            let missing = keys.filter { !stored.contains($0) }
+            #expect(missing.isEmpty, "acknowledged but lost: \(missing)")
+        }
+        restarted.signal(SIGTERM)
+        #expect(await restarted.waitForExit().status == 0)
+    }
+
+    @Test("SIGTERM ends a parked long-poll and exits 0 promptly")
+    func terminateDuringLongPoll() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let token = try await createToken(directory)
+        let server = try await ServerProcess(dataDirectory: directory, extraArguments: ["--max-wait", "60"])
+        let started = ContinuousClock.now
+        try await TestClient.withClient(host: "127.0.0.1", port: server.port) { client in
+            // Once this answers, the server is up and the next request parks.
+            #expect(try await client.get("/v1/suites", headers: API.auth(token)).status == .ok)
+            async let poll = try? client.get("/v1/suites/s/changes?since=0&wait=60", headers: API.auth(token))
+            try await Task.sleep(for: .milliseconds(300))  // let the poll reach the server; the outcome does not depend on it
+            server.signal(SIGTERM)
+            _ = await poll
+        }
+        let exit = await server.waitForExit()
+        #expect(!exit.bySignal && exit.status == 0)
+        #expect(ContinuousClock.now - started < .seconds(20))
+    }
+
+    @Test("--postgres-url fails with one clear line, exit 1")
+    func postgresNotBuilt() async throws {
+        let result = try await ServerTool.run(["serve", "--postgres-url", "postgres://u@localhost/db", "--port", "0"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("PostgreSQL storage is not built in this version"))
+        #expect(result.stdout.isEmpty)
+    }
+}
+
+/// The keys whose push the server answered 200, shared by the writer tasks.
+final class Acknowledged: Sendable {
+    let keys = Mutex<[String]>([])
+}
