@@ -3,35 +3,6 @@ import GroupDefaults
 import GroupDefaultsServer
 import Testing
 
-/// The storage backends the conformance suite runs against. Adding one is one case and one line in
-/// `makeStorage`.
-enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case postgres
-    // case lmdb  // the embedded backend: uncomment and add its factory below
-
-    var testDescription: String { rawValue }
-
-    /// A new, empty storage of this backend.
-    func makeStorage() async throws -> any SyncStorage {
-        switch self {
-        case .postgres: try await PostgresFixture.storage(url: try await PostgresFixture.freshDatabase())
-        // case .lmdb: try await LMDBSyncStorage(directory: temporaryDirectory())
-        }
-    }
-
-    /// Runs `body` with a new storage and shuts it down afterwards, also when `body` throws.
-    func withStorage(_ body: (any SyncStorage) async throws -> Void) async throws {
-        let storage = try await makeStorage()
-        do {
-            try await body(storage)
-        } catch {
-            try? await storage.shutdown()
-            throw error
-        }
-        try await storage.shutdown()
-    }
-}
-
 /// One test body per behaviour of `SyncStorage` (SyncStorage.swift), run against every backend.
 @Suite("Storage conformance", .timeLimit(.minutes(1)))
 struct StorageConformanceTests {
@@ -61,8 +32,8 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("push, changes, snapshot and suites round-trip every kind of value", arguments: Backend.allCases)
-    func roundTrip(backend: Backend) async throws {
+    @Test("push, changes, snapshot and suites round-trip every kind of value", arguments: StorageBackend.allCases)
+    func roundTrip(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             let values: [(String, PropertyListValue)] = [
                 ("sound", .string("ring.caf")), ("volume", .double(0.5)), ("count", .integer(-3)), ("on", .bool(true)),
@@ -97,8 +68,8 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("last writer wins by (HLC, origin), over the full unsigned range", arguments: Backend.allCases)
-    func lastWriterWins(backend: Backend) async throws {
+    @Test("last writer wins by (HLC, origin), over the full unsigned range", arguments: StorageBackend.allCases)
+    func lastWriterWins(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             try await push(storage, device: 5, [op("k", .string("five"), hlc: 100)])
             let lowerOrigin = try await push(storage, device: 4, [op("k", .string("four"), hlc: 100)])
@@ -126,8 +97,8 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("deletions are tombstones that take part in the same order", arguments: Backend.allCases)
-    func deletions(backend: Backend) async throws {
+    @Test("deletions are tombstones that take part in the same order", arguments: StorageBackend.allCases)
+    func deletions(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             try await push(storage, [op("k", .string("v"), hlc: 10), op("other", .integer(1), hlc: 10)])
             let deletion = try await push(storage, [op("k", nil, hlc: 20)])
@@ -155,8 +126,8 @@ struct StorageConformanceTests {
     }
 
     @Test("each applied op gets one revision, in order; superseded ops get none; changes shows each key's latest",
-          arguments: Backend.allCases)
-    func revisions(backend: Backend) async throws {
+          arguments: StorageBackend.allCases)
+    func revisions(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             let first = try await push(storage, [
                 op("a", .integer(1), hlc: 10), op("b", .integer(1), hlc: 10), op("a", .integer(2), hlc: 11),
@@ -189,8 +160,8 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("concurrent pushes to one suite get distinct, gapless revisions and lose nothing", arguments: Backend.allCases)
-    func concurrentPushes(backend: Backend) async throws {
+    @Test("concurrent pushes to one suite get distinct, gapless revisions and lose nothing", arguments: StorageBackend.allCases)
+    func concurrentPushes(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             let clients = 8, opsEach = 5
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -216,8 +187,8 @@ struct StorageConformanceTests {
     }
 
     @Test("a retried batch returns the stored response and changes nothing; other ops under its id are refused",
-          arguments: Backend.allCases)
-    func idempotency(backend: Backend) async throws {
+          arguments: StorageBackend.allCases)
+    func idempotency(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             let ops = [op("a", .integer(1), hlc: 10)]
             let first = try await push(storage, device: 3, batch: "batch-1", ops)
@@ -240,8 +211,8 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("a push over a quota throws quotaExceeded and changes nothing", arguments: Backend.allCases)
-    func quotas(backend: Backend) async throws {
+    @Test("a push over a quota throws quotaExceeded and changes nothing", arguments: StorageBackend.allCases)
+    func quotas(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             let twoKeys = SuiteQuota(maxKeys: 2, maxBytes: 1 << 20)
             try await push(storage, quota: twoKeys, [op("a", .integer(1), hlc: 10)])
@@ -278,8 +249,8 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("after tombstones are purged, an older cursor throws cursorExpired", arguments: Backend.allCases)
-    func cursorExpiry(backend: Backend) async throws {
+    @Test("after tombstones are purged, an older cursor throws cursorExpired", arguments: StorageBackend.allCases)
+    func cursorExpiry(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             try await push(storage, [op("gone", .integer(1), hlc: HLC(milliseconds: 1000, counter: 0).rawValue)])
             try await push(storage, [op("gone", nil, hlc: HLC(milliseconds: 2000, counter: 0).rawValue)])       // rev 2
@@ -303,8 +274,8 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("snapshot pages through every entry in UTF-8 byte order", arguments: Backend.allCases)
-    func snapshotPaging(backend: Backend) async throws {
+    @Test("snapshot pages through every entry in UTF-8 byte order", arguments: StorageBackend.allCases)
+    func snapshotPaging(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             let keys = ["b", "B", "a", "é", "z", "ä", "a.b", "a-b", "Z", "日本", "10", "9", "~"]
             try await push(storage, keys.enumerated().map { op($1, .integer($0), hlc: 10) })
@@ -328,8 +299,8 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("a suite nobody has written is empty and not listed", arguments: Backend.allCases)
-    func emptySuite(backend: Backend) async throws {
+    @Test("a suite nobody has written is empty and not listed", arguments: StorageBackend.allCases)
+    func emptySuite(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             #expect(try await storage.headRevision(account: "alice", suite: "never") == 0)
             let changes = try await storage.changes(account: "alice", suite: "never", since: 0, limit: 10)
@@ -343,8 +314,8 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("accounts are isolated, even under the same suite name and batch id", arguments: Backend.allCases)
-    func accountIsolation(backend: Backend) async throws {
+    @Test("accounts are isolated, even under the same suite name and batch id", arguments: StorageBackend.allCases)
+    func accountIsolation(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             try await push(storage, account: "alice", batch: "same", [op("secret", .string("alice's"), hlc: 10)])
             #expect(try await storage.headRevision(account: "bob", suite: "s") == 0)
@@ -360,8 +331,8 @@ struct StorageConformanceTests {
     }
 
     @Test("waitForChange returns on a push, at once when the head already passed, on timeout and on cancellation",
-          arguments: Backend.allCases)
-    func waitForChange(backend: Backend) async throws {
+          arguments: StorageBackend.allCases)
+    func waitForChange(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             let clock = ContinuousClock()
             // Woken by a push.
@@ -405,8 +376,8 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("tokens: create, find by hash, list, revoke", arguments: Backend.allCases)
-    func tokens(backend: Backend) async throws {
+    @Test("tokens: create, find by hash, list, revoke", arguments: StorageBackend.allCases)
+    func tokens(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             let created = Date(timeIntervalSince1970: 1_800_000_000)
             let first = StoredToken(id: "t1", account: "alice", suitePatterns: ["com.example.*", "group.x"], readOnly: false,

@@ -3,20 +3,38 @@ import GroupDefaults
 import GroupDefaultsServer
 import Testing
 
-/// The backends the storage conformance tests run against; PostgreSQL joins when it is built.
+/// The backends the storage conformance tests (this file and StorageConformanceTests.swift) run
+/// against: the embedded LMDB store and PostgreSQL (a throwaway server, a fresh database per test).
 enum StorageBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case lmdb
+    case postgres
 
     var testDescription: String { rawValue }
 
     /// A fresh, empty store, and how to remove it afterwards.
-    func make() throws -> (storage: any SyncStorage, cleanup: @Sendable () -> Void) {
+    func make() async throws -> (storage: any SyncStorage, cleanup: @Sendable () -> Void) {
         switch self {
         case .lmdb:
             let fixture = try Fixture()
             let directory = fixture.directory
             return (fixture.storage, { try? FileManager.default.removeItem(at: directory) })
+        case .postgres:
+            // The database is dropped with the throwaway server.
+            return (try await PostgresFixture.storage(url: try await PostgresFixture.freshDatabase()), {})
         }
+    }
+
+    /// Runs `body` with a new storage and shuts it down afterwards, also when `body` throws.
+    func withStorage(_ body: (any SyncStorage) async throws -> Void) async throws {
+        let (storage, cleanup) = try await make()
+        defer { cleanup() }
+        do {
+            try await body(storage)
+        } catch {
+            try? await storage.shutdown()
+            throw error
+        }
+        try await storage.shutdown()
     }
 }
 
@@ -25,7 +43,7 @@ enum StorageBackend: String, CaseIterable, Sendable, CustomTestStringConvertible
 struct SyncStorageConformanceTests {
     @Test("concurrent pushes share commits yet stay all or nothing: exactly the quota's worth succeed, revisions 1…n", arguments: StorageBackend.allCases)
     func groupCommitKeepsEachPushAtomic(backend: StorageBackend) async throws {
-        let (storage, cleanup) = try backend.make()
+        let (storage, cleanup) = try await backend.make()
         defer { cleanup() }
         let quota = SuiteQuota(maxKeys: 10, maxBytes: 1 << 20)
         let outcomes = await withTaskGroup(of: UInt64?.self) { group in
@@ -50,7 +68,7 @@ struct SyncStorageConformanceTests {
 
     @Test("snapshot pages follow exact UTF-8 key order, long keys sharing their first 503 bytes included", arguments: StorageBackend.allCases)
     func longKeyOrder(backend: StorageBackend) async throws {
-        let (storage, cleanup) = try backend.make()
+        let (storage, cleanup) = try await backend.make()
         defer { cleanup() }
         let prefix = String(repeating: "a", count: 503)
         let keys = [prefix + "b", prefix + "a" + "z", prefix, prefix + "a", String(repeating: "a", count: 502) + "b", "é", "z", "Z", "ab"]
@@ -78,7 +96,7 @@ struct SyncStorageConformanceTests {
 
     @Test("batch records are kept until the purge horizon passes them, then dropped", arguments: StorageBackend.allCases)
     func batchRetention(backend: StorageBackend) async throws {
-        let (storage, cleanup) = try backend.make()
+        let (storage, cleanup) = try await backend.make()
         defer { cleanup() }
         let quota = SuiteQuota(maxKeys: 10, maxBytes: 1000)
         let first = PushRequest(deviceID: 1, batchID: "b", ops: [API.set("k", "v")])
@@ -94,7 +112,7 @@ struct SyncStorageConformanceTests {
 
     @Test("changes: the latest entry per key in revision order; last_rev; accounts apart; unwritten suites empty", arguments: StorageBackend.allCases)
     func changesSemantics(backend: StorageBackend) async throws {
-        let (storage, cleanup) = try backend.make()
+        let (storage, cleanup) = try await backend.make()
         defer { cleanup() }
         let quota = SuiteQuota(maxKeys: 100, maxBytes: 1 << 20)
         let t = API.hlc()
@@ -115,7 +133,7 @@ struct SyncStorageConformanceTests {
 
     @Test("waitForChange: woken by a push, ends at its timeout", arguments: StorageBackend.allCases)
     func waitForChange(backend: StorageBackend) async throws {
-        let (storage, cleanup) = try backend.make()
+        let (storage, cleanup) = try await backend.make()
         defer { cleanup() }
         let started = ContinuousClock.now
         await storage.waitForChange(account: "a", suite: "s", after: 0, timeout: .milliseconds(200))
