@@ -13,6 +13,9 @@ public import GroupDefaults
 //   updated in the push transaction, never a sequence). Superseded ops get none.
 // - A batch is idempotent by (account, suite, device, batch id): the same ops again return the
 //   stored response and change nothing; other ops under the same id throw `idempotencyMismatch`.
+//   Batch records are kept until `purgeTombstones`' horizon passes the time they were pushed.
+// - A push's results come in the order of its ops; each result's `winner` is what the server holds
+//   for the key after the whole push (with several ops on one key, every result shows the last).
 // - Quotas (keys per suite, bytes per suite: the sum over live keys of key bytes plus the value's
 //   typed JSON bytes) are checked inside the push transaction, after the merge: a push that would
 //   exceed one throws `quotaExceeded` and changes nothing. Key and value sizes, batch size and clock

@@ -105,13 +105,17 @@ extension LMDBSyncStorage {
 
         var results: [PushResult] = []
         results.reserveCapacity(request.ops.count)
+        /// Each key's entry after the push, for every result's `winner`.
+        var finalEntries: [String: SyncEntry] = [:]
         for op in request.ops {
             let entryKey = LMDBKeys.entry(suiteID: record.id, key: op.key)
             var bucket = try bucket(txn, entryKey)
             let current = bucket.entry(for: op.key)
             let incoming = Stamp(hlc: op.hlc, origin: request.deviceID)
             guard SyncMerge.wins(incoming, over: current?.stamp) else {
-                results.append(PushResult(key: op.key, status: .superseded, winner: try current!.syncEntry()))
+                let winner = try current!.syncEntry()
+                results.append(PushResult(key: op.key, status: .superseded, winner: winner))
+                finalEntries[op.key] = winner
                 continue
             }
             if let current {
@@ -131,8 +135,11 @@ extension LMDBSyncStorage {
             bucket.store(entry)
             try put(txn, DB.entries, entryKey, bucket.bytes)
             try put(txn, DB.revisions, LMDBKeys.revision(suiteID: record.id, rev: record.head), entryKey)
-            results.append(PushResult(key: op.key, status: .applied, winner: try entry.syncEntry()))
+            let winner = try entry.syncEntry()
+            results.append(PushResult(key: op.key, status: .applied, winner: winner))
+            finalEntries[op.key] = winner
         }
+        for index in results.indices { results[index].winner = finalEntries[results[index].key] ?? results[index].winner }
         if record.liveKeys > UInt64(max(quota.maxKeys, 0)) {
             throw SyncStorageError(.quotaExceeded, "the suite would hold \(record.liveKeys) keys, more than \(quota.maxKeys)", limit: quota.maxKeys)
         }

@@ -67,6 +67,13 @@ extension PostgresSyncStorage {
                 }
             }
         }
+        // Batch records as old as the horizon: a retry that late re-applies its ops, which LWW then
+        // finds already stored (superseded), so nothing changes.
+        let horizonSeconds = Double(horizon.milliseconds) / 1000
+        try await bounded("purging batch records") { storage in
+            try await storage.client.query(
+                "DELETE FROM batches WHERE created < to_timestamp(\(horizonSeconds))", logger: storage.logger)
+        }
         return removed
     }
 }
