@@ -18,7 +18,6 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            try storage.refusePostgres()
             guard let level = Logger.Level(rawValue: logLevel) else { throw CommandFailure("unknown log level \(logLevel)") }
             guard maxWait >= 0 else { throw CommandFailure("--max-wait must not be negative") }
             guard tombstoneDays >= 1 else { throw CommandFailure("--tombstone-days must be at least 1") }
@@ -30,7 +29,8 @@ struct Serve: AsyncParsableCommand {
             let configuration = ServerConfiguration(
                 host: host, port: port, dataDirectory: storage.resolvedDataDirectory, maxWait: .seconds(maxWait), logLevel: level,
                 tombstoneLifetime: .seconds(Int64(tombstoneDays) * 86_400))
-            let app = try buildApplication(configuration: configuration) { host, port in
+            let store = try await storage.openStorage(logger: Logger(label: "groupdefaults-server"))
+            let app = buildApplication(configuration: configuration, storage: store) { host, port in
                 // Written straight to the file descriptor: nothing buffered for a script to wait on.
                 FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
             }

@@ -1,13 +1,14 @@
 import ArgumentParser
 import Foundation
 import GroupDefaultsServer
+import Logging
 
-/// Where the server keeps its data: the embedded store's directory (or, later, PostgreSQL).
+/// Where the server keeps its data: the embedded store's directory, or PostgreSQL.
 struct StorageOptions: ParsableArguments {
     @Option(name: .customLong("data-dir"), help: "The embedded store's directory (default: $XDG_DATA_HOME/groupdefaults-server or ~/.local/share/groupdefaults-server).")
     var dataDirectory: String?
 
-    @Option(name: .customLong("postgres-url"), help: "A PostgreSQL URL, postgres://user@host:port/db (not built in this version).")
+    @Option(name: .customLong("postgres-url"), help: "Keep the data in PostgreSQL instead, postgres://user[:password]@host:port/db; several servers may share it.")
     var postgresURL: String?
 
     var resolvedDataDirectory: String {
@@ -18,14 +19,22 @@ struct StorageOptions: ParsableArguments {
         return home + "/.local/share/groupdefaults-server"
     }
 
-    /// The store, or a one-line error when PostgreSQL is asked for.
-    func openStorage() throws -> LMDBSyncStorage {
-        try refusePostgres()
-        return try LMDBSyncStorage(directory: resolvedDataDirectory)
-    }
-
-    func refusePostgres() throws {
-        if postgresURL != nil { throw CommandFailure("PostgreSQL storage is not built in this version") }
+    /// The store: PostgreSQL when a URL is given (its schema created or migrated), else the embedded
+    /// store in the data directory. Connection failures are one line (`CommandFailure`).
+    func openStorage(logger: Logger = Logger(label: "groupdefaults-server")) async throws -> any SyncStorage {
+        guard let postgresURL else { return try LMDBSyncStorage(directory: resolvedDataDirectory) }
+        if dataDirectory != nil { throw CommandFailure("--data-dir and --postgres-url exclude each other") }
+        let configuration: PostgresStorageConfiguration
+        do {
+            configuration = try PostgresStorageConfiguration(url: postgresURL)
+        } catch {
+            throw CommandFailure("\(error)")
+        }
+        do {
+            return try await PostgresSyncStorage.start(configuration, logger: logger)
+        } catch let error as SyncStorageError {
+            throw CommandFailure("cannot use PostgreSQL at \(configuration.host):\(configuration.port): \(error.detail)")
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GroupDefaultsServer
+import Logging
 
 /// `groupdefaults-server token create|list|revoke`, on the same storage a running server uses.
 struct TokenCommand: AsyncParsableCommand {
@@ -25,7 +26,7 @@ struct TokenCommand: AsyncParsableCommand {
                 let now = Date()
                 let expiry = try expires.map { now.addingTimeInterval(try TokenDuration.seconds($0)) }
                 let made = Tokens.make(account: account, suitePatterns: patterns, readOnly: readOnly, expires: expiry, now: now)
-                let store = try storage.openStorage()
+                let store = try await storage.openStorage()
                 try await store.createToken(made.stored)
                 try await store.shutdown()
                 print(made.token)
@@ -40,7 +41,7 @@ struct TokenCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailure {
-                let store = try storage.openStorage()
+                let store = try await storage.openStorage()
                 let tokens = try await store.tokens()
                 try await store.shutdown()
                 let dates = ISO8601DateFormatter()
@@ -62,7 +63,7 @@ struct TokenCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailure {
-                let store = try storage.openStorage()
+                let store = try await storage.openStorage()
                 do {
                     try await store.revokeToken(id: id, at: Date())
                 } catch let error as SyncStorageError where error.code == .notFound {
@@ -76,7 +77,13 @@ struct TokenCommand: AsyncParsableCommand {
 }
 
 /// Runs `body`; a `CommandFailure` or storage error becomes one line on stderr and exit status 1.
+/// Logs go to stderr, warnings and worse only: a token command's stdout is its answer.
 func reportingFailure(_ body: () async throws -> Void) async throws {
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = .warning
+        return handler
+    }
     do {
         try await body()
     } catch let failure as CommandFailure {

@@ -41,9 +41,12 @@ final class ServerProcess: @unchecked Sendable {  // the process is only touched
     let port: Int
     private let stdout = Pipe()
 
-    init(dataDirectory: String, extraArguments: [String] = []) async throws {
+    /// Serves the embedded store in `dataDirectory`, or, with nil, what `extraArguments` say
+    /// (`--postgres-url`).
+    init(dataDirectory: String?, extraArguments: [String] = []) async throws {
         process.executableURL = ServerTool.executable
-        process.arguments = ["serve", "--port", "0", "--data-dir", dataDirectory, "--log-level", "warning"] + extraArguments
+        process.arguments = ["serve", "--port", "0", "--log-level", "warning"]
+            + (dataDirectory.map { ["--data-dir", $0] } ?? []) + extraArguments
         process.standardOutput = stdout
         process.standardError = FileHandle.nullDevice
         try process.run()
