@@ -15,12 +15,22 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("max-wait"), help: "The longest long-poll, in seconds.") var maxWait = 60
     @Option(name: .customLong("tombstone-days"), help: "How many days deletions are kept for devices to catch up; older cursors get 410.")
     var tombstoneDays = 30
+    @Option(name: .customLong("tls-cert"), help: "Serve HTTPS with this PEM certificate (chain); needs --tls-key.") var tlsCertificate: String?
+    @Option(name: .customLong("tls-key"), help: "The PEM private key of --tls-cert.") var tlsKey: String?
+    @Option(help: "The longest an event stream stays silent, in seconds (a heartbeat comment then; 1…15).") var heartbeat = 15
 
     func run() async throws {
         do {
             guard let level = Logger.Level(rawValue: logLevel) else { throw CommandFailure("unknown log level \(logLevel)") }
             guard maxWait >= 0 else { throw CommandFailure("--max-wait must not be negative") }
             guard tombstoneDays >= 1 else { throw CommandFailure("--tombstone-days must be at least 1") }
+            guard (1...15).contains(heartbeat) else { throw CommandFailure("--heartbeat must be 1 to 15 seconds") }
+            let tls: TLSFiles?
+            switch (tlsCertificate, tlsKey) {
+            case (nil, nil): tls = nil
+            case let (certificate?, key?): tls = TLSFiles(certificatePath: certificate, keyPath: key)
+            default: throw CommandFailure("--tls-cert and --tls-key go together")
+            }
             LoggingSystem.bootstrap { label in
                 var handler = StreamLogHandler.standardError(label: label)
                 handler.logLevel = level
@@ -28,16 +38,29 @@ struct Serve: AsyncParsableCommand {
             }
             let configuration = ServerConfiguration(
                 host: host, port: port, dataDirectory: storage.resolvedDataDirectory, maxWait: .seconds(maxWait), logLevel: level,
-                tombstoneLifetime: .seconds(Int64(tombstoneDays) * 86_400))
+                tombstoneLifetime: .seconds(Int64(tombstoneDays) * 86_400), eventHeartbeat: .seconds(heartbeat), tls: tls)
             let store = try await storage.openStorage(logger: Logger(label: "groupdefaults-server"))
-            let app = buildApplication(configuration: configuration, storage: store) { host, port in
-                // Written straight to the file descriptor: nothing buffered for a script to wait on.
-                FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
+            let scheme = tls == nil ? "http" : "https"
+            let app = try await withTLSFailure(closing: store) {
+                try buildApplication(configuration: configuration, storage: store) { host, port in
+                    // Written straight to the file descriptor: nothing buffered for a script to wait on.
+                    FileHandle.standardOutput.write(Data("listening on \(scheme)://\(host):\(port)\n".utf8))
+                }
             }
             try await app.runService()
         } catch let failure as CommandFailure {
             FileHandle.standardError.write(Data("groupdefaults-server: \(failure)\n".utf8))
             throw ExitCode(1)
         }
+    }
+}
+
+/// Runs `build`; a certificate or key that cannot be loaded becomes one line (the store closed).
+private func withTLSFailure<App>(closing store: any SyncStorage, _ build: () throws -> App) async throws -> App {
+    do {
+        return try build()
+    } catch let error as TLSFilesError {
+        try? await store.shutdown()
+        throw CommandFailure("\(error)")
     }
 }

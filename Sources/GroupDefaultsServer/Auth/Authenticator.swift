@@ -27,6 +27,14 @@ struct Authenticator: Sendable {
         return token
     }
 
+    /// Whether `token` still works now: not revoked (possibly by another process) and not expired.
+    /// An event stream asks before each wait, so that a revocation ends open streams too.
+    func isStillValid(_ token: StoredToken, now: Date = Date()) async -> Bool {
+        guard let current = try? await storage.token(hash: token.hash), current.revoked == nil else { return false }
+        if let expires = current.expires, expires <= now { return false }
+        return true
+    }
+
     /// 403 unless `token` may use `suite` (and write it, for a write).
     func authorize(_ token: StoredToken, suite: String, write: Bool) throws {
         guard token.suitePatterns.contains(where: { SuitePattern.matches($0, suite) }) else {

@@ -1,6 +1,9 @@
 import Foundation
 import GroupDefaults
 public import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import NIOSSL
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -10,21 +13,38 @@ import ServiceLifecycle
 public func buildApplication(
     configuration: ServerConfiguration, onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void = { _, _ in }
 ) throws -> some ApplicationProtocol {
-    buildApplication(
+    try buildApplication(
         configuration: configuration, storage: try LMDBSyncStorage(directory: configuration.dataDirectory), onListening: onListening)
 }
 
 /// The server over `storage` (which it shuts down when it stops).
+/// With `configuration.tls` it serves HTTPS (HummingbirdTLS, NIOSSL); a certificate or key that
+/// cannot be read is an error here, before anything listens.
 public func buildApplication(
     configuration: ServerConfiguration, storage: any SyncStorage,
     onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void = { _, _ in }
-) -> some ApplicationProtocol {
+) throws -> some ApplicationProtocol {
     var logger = Logger(label: "groupdefaults-server")
     logger.logLevel = configuration.logLevel
     let router = buildRouter(storage: storage, configuration: configuration)
     let host = configuration.host
+    var server = HTTPServerBuilder.http1()
+    if let tls = configuration.tls {
+        let certificates: [NIOSSLCertificate]
+        let key: NIOSSLPrivateKey
+        do {
+            certificates = try NIOSSLCertificate.fromPEMFile(tls.certificatePath)
+            key = try NIOSSLPrivateKey(file: tls.keyPath, format: .pem)
+        } catch {
+            throw TLSFilesError(files: tls, underlying: "\(error)")
+        }
+        let tlsConfiguration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: certificates.map { .certificate($0) }, privateKey: .privateKey(key))
+        server = try .tls(.http1(), tlsConfiguration: tlsConfiguration)
+    }
     return Application(
         router: router,
+        server: server,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "groupdefaults-server"),
         services: [StorageService(storage: storage), TombstonePurge(storage: storage, configuration: configuration, logger: logger)],
         onServerRunning: { channel in
@@ -61,5 +81,14 @@ struct TombstonePurge: Service {
             }
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: configuration.purgeInterval) }
         }
+    }
+}
+
+/// The certificate or key for HTTPS could not be loaded.
+public struct TLSFilesError: Error, CustomStringConvertible {
+    public let files: TLSFiles
+    public let underlying: String
+    public var description: String {
+        "cannot load the TLS certificate \(files.certificatePath) or key \(files.keyPath) (PEM): \(underlying)"
     }
 }

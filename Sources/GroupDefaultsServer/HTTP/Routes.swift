@@ -2,11 +2,14 @@ import Foundation
 import GroupDefaults
 import Logging
 public import Hummingbird
+import NIOCore
 import ServiceLifecycle
 
 /// The `/v1` API: handlers decode, check, call storage, encode.
 public func buildRouter(storage: any SyncStorage, configuration: ServerConfiguration) -> Router<ServerRequestContext> {
+    ServerMetrics.bootstrap()
     let router = Router(context: ServerRequestContext.self)
+    router.add(middleware: MetricsMiddleware())  // outermost: it sees every answer, errors included
     router.add(middleware: LogRequestsMiddleware(.debug))
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: TokenMiddleware(authenticator: Authenticator(storage: storage)))
@@ -17,6 +20,11 @@ public func buildRouter(storage: any SyncStorage, configuration: ServerConfigura
     router.post("/v1/suites/{suite}/push") { request, context in try await routes.push(request, context) }
     router.get("/v1/suites/{suite}/changes") { request, context in try await routes.changes(request, context) }
     router.get("/v1/suites/{suite}/snapshot") { request, context in try await routes.snapshot(request, context) }
+    router.get("/v1/suites/{suite}/events") { request, context in try await routes.events(request, context) }
+    router.get("/metrics") { _, _ in
+        Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: ServerMetrics.text())))
+    }
     return router
 }
 
@@ -53,6 +61,8 @@ struct SyncRoutes: Sendable {
         try PushValidation.validate(push, limits: configuration.limits)
         let response = try await storage.push(
             account: token.account, suite: suite, request: push, quota: configuration.quota, serverTime: ServerTime.string())
+        let applied = response.results.count { $0.status == .applied }
+        ServerMetrics.pushed(applied: applied, superseded: response.results.count - applied)
         return try JSONBody.response(response)
     }
 
@@ -72,6 +82,12 @@ struct SyncRoutes: Sendable {
             page = try await storage.changes(account: token.account, suite: suite, since: since, limit: limit)
         }
         return try JSONBody.response(page)
+    }
+
+    func events(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let (token, suite) = try await authorized(request, context, write: false)
+        return try await EventStream(storage: storage, authenticator: authenticator, configuration: configuration)
+            .response(token: token, suite: suite, request: request)
     }
 
     func snapshot(_ request: Request, _ context: ServerRequestContext) async throws -> Response {

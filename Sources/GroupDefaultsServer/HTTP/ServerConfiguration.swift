@@ -20,7 +20,10 @@ public struct ServerConfiguration: Sendable {
 
     public init(host: String = "127.0.0.1", port: Int = 8080, dataDirectory: String, limits: SyncLimits = SyncLimits(),
                 maxWait: Duration = .seconds(60), maxPageSize: Int = 1000, logLevel: Logger.Level = .info,
-                tombstoneLifetime: Duration = .seconds(30 * 86_400), purgeInterval: Duration = .seconds(3_600)) {
+                tombstoneLifetime: Duration = .seconds(30 * 86_400), purgeInterval: Duration = .seconds(3_600),
+                eventHeartbeat: Duration = .seconds(15), tls: TLSFiles? = nil) {
+        self.eventHeartbeat = eventHeartbeat
+        self.tls = tls
         self.host = host
         self.port = port
         self.dataDirectory = dataDirectory
@@ -32,5 +35,22 @@ public struct ServerConfiguration: Sendable {
         self.purgeInterval = purgeInterval
     }
 
+    /// The longest an event stream stays silent: a heartbeat comment after this much quiet (at most
+    /// 15 s by default; the stream also re-checks its token then).
+    public var eventHeartbeat: Duration
+    /// Serve HTTPS with this certificate and key, instead of HTTP.
+    public var tls: TLSFiles?
+
     public var quota: SuiteQuota { SuiteQuota(maxKeys: limits.maxKeysPerSuite, maxBytes: limits.maxBytesPerSuite) }
+}
+
+/// A PEM certificate (chain) and its PEM private key, for HTTPS.
+public struct TLSFiles: Sendable, Hashable {
+    public var certificatePath: String
+    public var keyPath: String
+
+    public init(certificatePath: String, keyPath: String) {
+        self.certificatePath = certificatePath
+        self.keyPath = keyPath
+    }
 }

@@ -26,7 +26,7 @@ struct Fixture {
     /// Runs `body` against the router in-process; the store is closed and removed afterwards.
     func test(_ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
-        let app = buildApplication(configuration: configuration, storage: storage)
+        let app = try buildApplication(configuration: configuration, storage: storage)
         try await app.test(.router, body)
     }
 }

@@ -51,7 +51,7 @@ final class ServerProcess: @unchecked Sendable {  // the process is only touched
         process.standardError = FileHandle.nullDevice
         try process.run()
         let line = try await Self.firstLine(of: stdout.fileHandleForReading)
-        let prefix = "listening on http://127.0.0.1:"
+        let prefix = extraArguments.contains("--tls-cert") ? "listening on https://127.0.0.1:" : "listening on http://127.0.0.1:"
         guard line.hasPrefix(prefix), let port = Int(line.dropFirst(prefix.count)) else {
             process.terminate()
             throw ServerStartFailure(line: line)

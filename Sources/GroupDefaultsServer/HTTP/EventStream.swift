@@ -1,0 +1,82 @@
+import Foundation
+import GroupDefaults
+import Hummingbird
+import Metrics
+import NIOCore
+import ServiceLifecycle
+
+/// `GET /v1/suites/{suite}/events`: the suite's changes as Server-Sent Events, `id:` = revision.
+///
+/// The stream starts after `Last-Event-ID` (or `?since=`, else the head: only what comes next),
+/// sends every change as one event per entry (data: the entry's JSON), waits for the next push
+/// with `waitForChange`, and writes a heartbeat comment after `eventHeartbeat` of quiet (15 s by
+/// default). It re-checks the
+/// token before each wait, so a revoked or expired token ends the stream (an `unauthorized` event,
+/// then the end); graceful shutdown ends it cleanly too.
+struct EventStream: Sendable {
+    let storage: any SyncStorage
+    let authenticator: Authenticator
+    let configuration: ServerConfiguration
+
+    func response(token: StoredToken, suite: String, request: Request) async throws -> Response {
+        let start: UInt64
+        if let lastID = request.headers[.init("Last-Event-ID")!] ?? request.uri.queryParameters["since"].map(String.init) {
+            guard !lastID.isEmpty, lastID.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = UInt64(lastID) else {
+                throw APIError.malformed("Last-Event-ID (or since) must be a revision, a non-negative decimal integer")
+            }
+            start = value
+        } else {
+            start = try await storage.headRevision(account: token.account, suite: suite)
+        }
+        // An expired cursor is an error before the stream starts, as for `changes`.
+        _ = try await storage.changes(account: token.account, suite: suite, since: start, limit: 1)
+
+        let storage = self.storage, authenticator = self.authenticator, pageSize = configuration.maxPageSize
+        let heartbeat = configuration.eventHeartbeat
+        let encoder = JSONEncoder()
+        var headers = HTTPFields()
+        headers[.contentType] = "text/event-stream"
+        headers[.cacheControl] = "no-cache"
+        let body = ResponseBody { writer in
+            ServerMetrics.openEventStreams.increment()
+            defer { ServerMetrics.openEventStreams.decrement() }
+            var cursor = start
+            try await writer.write(ByteBuffer(string: "retry: 2000\n\n"))  // how long a client waits to reconnect
+            while !Task.isCancelled {
+                guard await authenticator.isStillValid(token) else {
+                    try await writer.write(ByteBuffer(string: ServerSentEvent(event: "unauthorized", data: "the token was revoked or expired").encoded))
+                    break
+                }
+                let page: ChangesPage
+                do {
+                    page = try await storage.changes(account: token.account, suite: suite, since: cursor, limit: pageSize)
+                } catch let error as SyncStorageError where error.code == .cursorExpired {
+                    try await writer.write(ByteBuffer(string: ServerSentEvent(event: "cursor_expired", data: error.detail).encoded))
+                    break
+                }
+                if !page.entries.isEmpty {
+                    var text = ""
+                    for entry in page.entries {
+                        let json = String(decoding: try encoder.encode(entry), as: UTF8.self)
+                        text += ServerSentEvent(id: entry.rev.map(String.init), data: json).encoded
+                    }
+                    try await writer.write(ByteBuffer(string: text))
+                    cursor = page.lastRev
+                    if page.hasMore { continue }
+                }
+                let head = page.lastRev
+                // Ends early on graceful shutdown (the wait is cancelled, and says so).
+                let ended = await cancelWhenGracefulShutdown {
+                    await storage.waitForChange(account: token.account, suite: suite, after: head, timeout: heartbeat)
+                    return Task.isCancelled
+                }
+                if ended || Task.isCancelled { break }
+                if try await storage.headRevision(account: token.account, suite: suite) <= head {
+                    try await writer.write(ByteBuffer(string: ServerSentEvent.comment("heartbeat")))
+                }
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: headers, body: body)
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import Glibc
+import GroupDefaults
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// `GET /v1/suites/{suite}/events` against the real executable, read by curl as it arrives.
+@Suite("Event stream (live)", .timeLimit(.minutes(2)))
+struct EventStreamTests {
+    private func temporaryDirectory() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("gds-events-\(UUID().uuidString)").path
+    }
+
+    private func createToken(_ directory: String) async throws -> String {
+        let result = try await ServerTool.run(["token", "create", "--data-dir", directory, "--account", "alice"])
+        #expect(result.status == 0, "\(result.stderr)")
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    private func push(_ port: Int, _ token: String, _ ops: [PushOp]) async throws {
+        try await TestClient.withClient(host: "127.0.0.1", port: port) { client in
+            let response = try await client.post("/v1/suites/group.s/push", headers: API.auth(token), body: API.push(ops))
+            #expect(response.status == .ok)
+        }
+    }
+
+    @Test("changes arrive as events with their revisions as ids; Last-Event-ID resumes; heartbeats; revoking the token ends the stream; SIGTERM ends it cleanly")
+    func stream() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try await ServerProcess(dataDirectory: directory, extraArguments: ["--heartbeat", "1"])
+        let token = try await createToken(directory)
+        let url = "http://127.0.0.1:\(server.port)/v1/suites/group.s/events"
+
+        let live = try Curl(["-H", "Authorization: Bearer \(token)", "-H", "Last-Event-ID: 0", url])
+        try await push(server.port, token, [API.set("sound", "ring.caf"), API.delete("draft")])
+        let first = await live.events(2)
+        #expect(first.map(\.id) == ["1", "2"])
+        let entries = try first.map { try JSONDecoder().decode(SyncEntry.self, from: Data($0.data.utf8)) }
+        #expect(entries.map(\.key) == ["sound", "draft"])
+        #expect(entries.first?.value == .string("ring.caf") && entries.last?.isDeleted == true)
+
+        // Quiet for more than the heartbeat: a comment keeps the connection alive.
+        _ = await live.events(1, timeout: .milliseconds(2500))
+        #expect(live.comments >= 1)
+
+        // A second client resumes after revision 1: it gets 2 and what follows, nothing before.
+        let resumed = try Curl(["-H", "Authorization: Bearer \(token)", "-H", "Last-Event-ID: 1", url])
+        try await push(server.port, token, [API.set("volume", "0.8")])
+        #expect(await resumed.events(2).map(\.id) == ["2", "3"])
+        #expect(await live.events(1).map(\.id) == ["3"])
+
+        // Revoked from another process: the open streams end, saying why.
+        let list = try await ServerTool.run(["token", "list", "--data-dir", directory])
+        let id = String(list.stdout.split(separator: "\t").first ?? "")
+        #expect(try await ServerTool.run(["token", "revoke", "--data-dir", directory, id]).status == 0)
+        #expect(await live.events(1, timeout: .seconds(5)).map(\.event) == ["unauthorized"])
+        #expect(await live.waitForExit() == 0, "the server ends the response cleanly")
+        _ = await resumed.waitForExit()
+
+        // A new stream with a fresh token, then SIGTERM: it ends cleanly and the server exits 0.
+        let fresh = try await createToken(directory)
+        let last = try Curl(["-H", "Authorization: Bearer \(fresh)", "-H", "Last-Event-ID: 3", url])
+        try await push(server.port, fresh, [API.set("x", "y")])
+        #expect(await last.events(1).map(\.id) == ["4"])
+        server.signal(SIGTERM)
+        #expect(await last.waitForExit() == 0)
+        let exit = await server.waitForExit()
+        #expect(!exit.bySignal && exit.status == 0)
+    }
+
+    @Test("bad requests get their JSON error before any stream starts: no token, a bad Last-Event-ID")
+    func refusals() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try await ServerProcess(dataDirectory: directory)
+        let token = try await createToken(directory)
+        let url = "http://127.0.0.1:\(server.port)/v1/suites/group.s/events"
+        let anonymous = try await Curl.run(["-w", "\n%{http_code}", url])
+        #expect(anonymous.stdout.hasSuffix("\n401") && anonymous.stdout.contains(#""error":"unauthorized""#))
+        let bad = try await Curl.run(["-w", "\n%{http_code}", "-H", "Authorization: Bearer \(token)", "-H", "Last-Event-ID: x", url])
+        #expect(bad.stdout.hasSuffix("\n400") && bad.stdout.contains(#""error":"malformed""#), "\(bad.stdout)")
+        server.signal(SIGTERM)
+        _ = await server.waitForExit()
+    }
+}
+
+/// HTTPS with a certificate made by openssl in the test.
+@Suite("HTTPS (live)", .timeLimit(.minutes(1)))
+struct TLSTests {
+    @Test("--tls-cert/--tls-key serve HTTPS: a client trusting the certificate talks to it, one that does not refuses it; a bad key file is one clear line")
+    func https() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gds-tls-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let certificate = directory + "/cert.pem", key = directory + "/key.pem"
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1",
+                             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+        #expect(openssl.terminationStatus == 0)
+
+        let server = try await ServerProcess(dataDirectory: directory + "/data", extraArguments: ["--tls-cert", certificate, "--tls-key", key])
+        let trusted = try await Curl.run(["--cacert", certificate, "https://127.0.0.1:\(server.port)/v1/health"])
+        #expect(trusted.status == 0 && trusted.stdout.contains(#""status":"ok""#), "\(trusted)")
+        let untrusted = try await Curl.run(["https://127.0.0.1:\(server.port)/v1/health"])
+        #expect(untrusted.status == 60, "curl refuses a certificate it cannot verify: \(untrusted)")
+        let plain = try await Curl.run(["http://127.0.0.1:\(server.port)/v1/health"])
+        #expect(plain.status != 0 || !plain.stdout.contains("ok"), "no plain HTTP on the TLS port")
+        server.signal(SIGTERM)
+        #expect(await server.waitForExit().status == 0)
+
+        let broken = try await ServerTool.run(["serve", "--port", "0", "--data-dir", directory + "/data", "--tls-cert", certificate, "--tls-key", certificate])
+        #expect(broken.status == 1)
+        #expect(broken.stderr.split(separator: "\n").last?.hasPrefix("groupdefaults-server: cannot load the TLS certificate") == true, "\(broken.stderr)")
+    }
+}
+
+/// `GET /metrics`: Prometheus text, no token.
+@Suite("Metrics")
+struct MetricsTests {
+    @Test("requests by route and status, push ops by outcome, open event streams, latency histogram")
+    func exposition() async throws {
+        let fixture = try Fixture()
+        defer { try? FileManager.default.removeItem(at: fixture.directory) }
+        let token = try await fixture.token()
+        try await fixture.test { client in
+            _ = try await client.push("group.m", token: token, API.push([API.set("a", "1"), API.set("a", "0", hlc: HLC(rawValue: 1))]))
+            _ = try await client.get("/v1/suites/group.m/changes?since=0", token: token)
+            let response = try await client.execute(uri: "/metrics", method: .get)
+            #expect(response.status == .ok)
+            #expect(response.headers[.contentType]?.hasPrefix("text/plain") == true)
+            let text = String(buffer: response.body)
+            #expect(text.contains(#"groupdefaults_push_ops_total{status="applied"}"#), "\(text.prefix(2000))")
+            #expect(text.contains(#"groupdefaults_push_ops_total{status="superseded"}"#))
+            #expect(text.contains(#"hb_requests{http_route="/v1/suites/{suite}/push",http_request_method="POST",http_response_status_code="200"} "#),
+                    "requests by route and status")
+            #expect(text.contains(#"http_server_request_duration_bucket{http_route="/v1/suites/{suite}/changes""#), "a latency histogram")
+            #expect(text.contains("groupdefaults_event_streams_open"))
+        }
+    }
+}
