@@ -8,15 +8,9 @@ import Testing
 /// `GET /v1/suites/{suite}/events` against the real executable, read by curl as it arrives.
 @Suite("Event stream (live)", .timeLimit(.minutes(2)))
 struct EventStreamTests {
-    private func temporaryDirectory() -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("gds-events-\(UUID().uuidString)").path
-    }
+    private func temporaryDirectory() -> String { ServerTool.temporaryDirectory("gds-events") }
 
-    private func createToken(_ directory: String) async throws -> String {
-        let result = try await ServerTool.run(["token", "create", "--data-dir", directory, "--account", "alice"])
-        #expect(result.status == 0, "\(result.stderr)")
-        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
+    private func createToken(_ directory: String) async throws -> String { try await ServerTool.createToken(directory) }
 
     private func push(_ port: Int, _ token: String, _ ops: [PushOp]) async throws {
         try await TestClient.withClient(host: "127.0.0.1", port: port) { client in

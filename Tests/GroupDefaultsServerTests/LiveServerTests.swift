@@ -9,16 +9,10 @@ import Testing
 /// The real executable on loopback, with token commands run as separate processes beside it.
 @Suite("Live server process")
 struct LiveServerTests {
-    private func temporaryDirectory() -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("gds-live-\(UUID().uuidString)").path
-    }
+    private func temporaryDirectory() -> String { ServerTool.temporaryDirectory("gds-live") }
 
     private func createToken(_ dataDirectory: String, _ extra: [String] = []) async throws -> String {
-        let result = try await ServerTool.run(["token", "create", "--data-dir", dataDirectory, "--account", "alice"] + extra)
-        #expect(result.status == 0, "\(result.stderr)")
-        let lines = result.stdout.split(separator: "\n")
-        #expect(lines.count == 1)
-        return String(lines.first ?? "")
+        try await ServerTool.createToken(dataDirectory, extra)
     }
 
     @Test("push and read over a socket; tokens made and revoked by other processes while it runs; SIGTERM exits 0")

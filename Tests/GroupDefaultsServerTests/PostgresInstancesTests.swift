@@ -96,7 +96,7 @@ struct PostgresInstancesTests {
         } catch let error as SyncStorageError {
             #expect(error.code == .unavailable)
         }
-        #expect(clock.now - start < .seconds(5))
+        #expect(clock.now - start < .seconds(30))
     }
 
     @Test("a running instance answers `unavailable` once its database is gone, and waits still end")
@@ -105,7 +105,8 @@ struct PostgresInstancesTests {
         let url = try await Command.run(tool, ["start", "--until-exit", String(getpid())])
         var configuration = try PostgresStorageConfiguration(url: url)
         configuration.connectTimeout = .milliseconds(500)
-        configuration.operationTimeout = .seconds(2)
+        // Room for the migration while every test runs at once on two cores; still far below a hang.
+        configuration.operationTimeout = .seconds(8)
         let storage = try await PostgresSyncStorage.start(configuration, logger: PostgresFixture.logger)
         _ = try await push(storage, key: "a", hlc: 1)
         try await Command.run(tool, ["stop", url])
@@ -118,7 +119,7 @@ struct PostgresInstancesTests {
             #expect(error.code == .unavailable)
         }
         await storage.waitForChange(account: "alice", suite: "s", after: 1, timeout: .milliseconds(200))
-        #expect(clock.now - start < .seconds(8))
+        #expect(clock.now - start < .seconds(30))
         try await storage.shutdown()
     }
 }

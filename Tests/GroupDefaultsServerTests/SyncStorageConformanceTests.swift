@@ -138,12 +138,12 @@ struct SyncStorageConformanceTests {
         let started = ContinuousClock.now
         await storage.waitForChange(account: "a", suite: "s", after: 0, timeout: .milliseconds(200))
         #expect(ContinuousClock.now - started >= .milliseconds(150))
-        let waiter = Task { await storage.waitForChange(account: "a", suite: "s", after: 0, timeout: .seconds(30)) }
+        let waiter = Task { await storage.waitForChange(account: "a", suite: "s", after: 0, timeout: .seconds(120)) }
         let pushed = ContinuousClock.now
         _ = try await storage.push(account: "a", suite: "s", request: PushRequest(deviceID: 1, batchID: "b", ops: [API.set("k", "v")]),
                                    quota: SuiteQuota(maxKeys: 10, maxBytes: 1000), serverTime: "")
         await waiter.value
-        #expect(ContinuousClock.now - pushed < .seconds(10))
+        #expect(ContinuousClock.now - pushed < .seconds(60), "woken by the push, not by the 120 s timeout")
         try await storage.shutdown()
     }
 }

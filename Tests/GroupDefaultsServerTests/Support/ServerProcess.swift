@@ -35,6 +35,23 @@ enum ServerTool {
     }
 }
 
+extension ServerTool {
+    /// A fresh path for a data directory (not created: the server makes it, 0700).
+    static func temporaryDirectory(_ prefix: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)").path
+    }
+
+    /// `token create --data-dir DIRECTORY --account alice EXTRA…`, as a separate process: the token,
+    /// which must be the only line it prints.
+    static func createToken(_ dataDirectory: String, _ extra: [String] = []) async throws -> String {
+        let result = try await run(["token", "create", "--data-dir", dataDirectory, "--account", "alice"] + extra)
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == 1)
+        return String(lines.first ?? "")
+    }
+}
+
 /// A running `groupdefaults-server serve --port 0` on a data directory.
 final class ServerProcess: @unchecked Sendable {  // the process is only touched from the test's task
     let process = Process()
