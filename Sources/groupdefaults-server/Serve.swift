@@ -17,6 +17,8 @@ struct Serve: AsyncParsableCommand {
     var tombstoneDays = 30
     @Option(name: .customLong("tls-cert"), help: "Serve HTTPS with this PEM certificate (chain); needs --tls-key.") var tlsCertificate: String?
     @Option(name: .customLong("tls-key"), help: "The PEM private key of --tls-cert.") var tlsKey: String?
+    @Option(name: .customLong("rate-limit"), help: "Requests per second one token may make (twice that in a burst); 429 beyond.")
+    var rateLimit = 200.0
     @Option(help: "The longest an event stream stays silent, in seconds (a heartbeat comment then; 1…15).") var heartbeat = 15
 
     func run() async throws {
@@ -25,6 +27,7 @@ struct Serve: AsyncParsableCommand {
             guard maxWait >= 0 else { throw CommandFailure("--max-wait must not be negative") }
             guard tombstoneDays >= 1 else { throw CommandFailure("--tombstone-days must be at least 1") }
             guard (1...15).contains(heartbeat) else { throw CommandFailure("--heartbeat must be 1 to 15 seconds") }
+            guard rateLimit > 0, rateLimit.isFinite else { throw CommandFailure("--rate-limit must be a positive number") }
             let tls: TLSFiles?
             switch (tlsCertificate, tlsKey) {
             case (nil, nil): tls = nil
@@ -38,7 +41,8 @@ struct Serve: AsyncParsableCommand {
             }
             let configuration = ServerConfiguration(
                 host: host, port: port, dataDirectory: storage.resolvedDataDirectory, maxWait: .seconds(maxWait), logLevel: level,
-                tombstoneLifetime: .seconds(Int64(tombstoneDays) * 86_400), eventHeartbeat: .seconds(heartbeat), tls: tls)
+                tombstoneLifetime: .seconds(Int64(tombstoneDays) * 86_400), eventHeartbeat: .seconds(heartbeat), tls: tls,
+                rateLimit: RateLimit(requestsPerSecond: rateLimit, burst: 2 * rateLimit))
             let store = try await storage.openStorage(logger: Logger(label: "groupdefaults-server"))
             let scheme = tls == nil ? "http" : "https"
             let app = try await withTLSFailure(closing: store) {

@@ -104,3 +104,28 @@ struct AuthTests {
         #expect(SuitePattern.matches("exact", "exact"))
     }
 }
+
+@Suite("Rate limit")
+struct RateLimitTests {
+    @Test("a token past its allowance gets 429 rate_limited with Retry-After; another token is unaffected; the allowance refills")
+    func tooManyRequests() async throws {
+        var fixture = try Fixture()
+        fixture.configuration.rateLimit = RateLimit(requestsPerSecond: 1, burst: 2)
+        let busy = try await fixture.token()
+        let other = try await fixture.token(account: "bob")
+        try await fixture.test { client in
+            #expect(try await client.get("/v1/suites", token: busy).status == .ok)
+            #expect(try await client.get("/v1/suites", token: busy).status == .ok)
+            let refused = try await client.get("/v1/suites", token: busy)
+            #expect(refused.status == .tooManyRequests)
+            #expect(try API.error(refused).error == "rate_limited")
+            let retryAfter = Int(refused.headers[.retryAfter] ?? "") ?? 0
+            #expect(retryAfter >= 1)
+            #expect(try await client.get("/v1/suites", token: other).status == .ok)
+            // Unauthenticated requests are 401 before any allowance is counted.
+            #expect(try await client.get("/v1/suites", token: "gdt_unknown").status == .unauthorized)
+            try await Task.sleep(for: .seconds(retryAfter))
+            #expect(try await client.get("/v1/suites", token: busy).status == .ok)
+        }
+    }
+}

@@ -13,6 +13,7 @@ public func buildRouter(storage: any SyncStorage, configuration: ServerConfigura
     router.add(middleware: LogRequestsMiddleware(.debug))
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: TokenMiddleware(authenticator: Authenticator(storage: storage)))
+    router.add(middleware: RateLimitMiddleware(limiter: RateLimiter(configuration.rateLimit)))
     let routes = SyncRoutes(storage: storage, configuration: configuration)
     router.get("/v1/health") { _, _ in try JSONBody.response(["status": "ok"]) }
     router.get("/v1/limits") { _, _ in try JSONBody.response(configuration.limits) }

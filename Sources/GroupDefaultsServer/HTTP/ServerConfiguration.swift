@@ -21,7 +21,9 @@ public struct ServerConfiguration: Sendable {
     public init(host: String = "127.0.0.1", port: Int = 8080, dataDirectory: String, limits: SyncLimits = SyncLimits(),
                 maxWait: Duration = .seconds(60), maxPageSize: Int = 1000, logLevel: Logger.Level = .info,
                 tombstoneLifetime: Duration = .seconds(30 * 86_400), purgeInterval: Duration = .seconds(3_600),
-                eventHeartbeat: Duration = .seconds(15), tls: TLSFiles? = nil) {
+                eventHeartbeat: Duration = .seconds(15), tls: TLSFiles? = nil,
+                rateLimit: RateLimit = RateLimit(requestsPerSecond: 200, burst: 400)) {
+        self.rateLimit = rateLimit
         self.eventHeartbeat = eventHeartbeat
         self.tls = tls
         self.host = host
@@ -38,6 +40,8 @@ public struct ServerConfiguration: Sendable {
     /// The longest an event stream stays silent: a heartbeat comment after this much quiet (at most
     /// 15 s by default; the stream also re-checks its token then).
     public var eventHeartbeat: Duration
+    /// How many requests one token may make (429 with `Retry-After` beyond); per server instance.
+    public var rateLimit: RateLimit
     /// Serve HTTPS with this certificate and key, instead of HTTP.
     public var tls: TLSFiles?
 

@@ -1,0 +1,64 @@
+import Foundation
+import Hummingbird
+import Synchronization
+
+/// How many requests a token may make: a token bucket per token, refilled at `requestsPerSecond`,
+/// holding at most `burst`. In memory, per server instance.
+public struct RateLimit: Sendable, Hashable {
+    public var requestsPerSecond: Double
+    public var burst: Double
+
+    public init(requestsPerSecond: Double, burst: Double) {
+        self.requestsPerSecond = requestsPerSecond
+        self.burst = burst
+    }
+}
+
+/// The buckets, by token id.
+final class RateLimiter: Sendable {
+    private struct Bucket {
+        var tokens: Double
+        var updated: ContinuousClock.Instant
+    }
+
+    let limit: RateLimit
+    private let buckets = Mutex<[String: Bucket]>([:])
+
+    init(_ limit: RateLimit) {
+        self.limit = limit
+    }
+
+    /// Takes one request from `key`'s bucket: nil if admitted, else how long until one is available.
+    func admit(_ key: String, now: ContinuousClock.Instant = .now) -> Duration? {
+        buckets.withLock { buckets in
+            var bucket = buckets[key] ?? Bucket(tokens: limit.burst, updated: now)
+            let elapsed = now - bucket.updated
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            bucket.tokens = min(limit.burst, bucket.tokens + seconds * limit.requestsPerSecond)
+            bucket.updated = now
+            defer { buckets[key] = bucket }
+            if bucket.tokens >= 1 {
+                bucket.tokens -= 1
+                return nil
+            }
+            return .seconds((1 - bucket.tokens) / limit.requestsPerSecond)
+        }
+    }
+}
+
+/// After `TokenMiddleware`: 429 `rate_limited` with `Retry-After` (whole seconds, at least 1) when
+/// the request's token has used its allowance.
+struct RateLimitMiddleware: RouterMiddleware {
+    let limiter: RateLimiter
+
+    func handle(_ request: Request, context: ServerRequestContext,
+                next: (Request, ServerRequestContext) async throws -> Response) async throws -> Response {
+        if let token = context.token, let wait = limiter.admit(token.id) {
+            let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
+            throw APIError(.tooManyRequests, "rate_limited",
+                "this token made more than \(Int(limiter.limit.requestsPerSecond)) requests per second; retry after \(seconds) s",
+                headers: [.retryAfter: String(seconds)])
+        }
+        return try await next(request, context)
+    }
+}
