@@ -66,7 +66,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             throw Self.translate(error, suite: location.suiteName, path: path, key: nil, opening: true)
         }
         do {
-            sidecar = try Sidecar(path: sidecarPath, mode: configuration.fileSharing.fileMode)
+            sidecar = try Sidecar(duplicating: environment.lockFileDescriptor)
         } catch {
             environment.close()
             throw Self.translate(error, suite: location.suiteName, path: path, key: nil, opening: true)

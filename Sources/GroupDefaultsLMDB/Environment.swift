@@ -156,6 +156,9 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     private let env: OpaquePointer
     /// The file whose `flock` serialises opening and resizing across processes.
     private let lockFile: Int32
+    /// The lock file's descriptor, for a caller that maps the same file (the core's sidecar); it
+    /// stays open until `close()`.
+    package var lockFileDescriptor: Int32 { lockFile }
     /// The named databases' handles, `Database(i)` at index i (a plain buffer: see `StructureCheck`'s
     /// `visited` for why no array on the path of opening).
     private let databases: UnsafeMutablePointer<MDB_dbi>

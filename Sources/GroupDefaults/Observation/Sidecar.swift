@@ -36,8 +36,8 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
     let fd: Int32
     private let base: UnsafeMutableRawPointer
 
-    /// Opens (creating, with `mode`), sizes and maps the sidecar.
-    init(path: String, mode: mode_t) throws {
+    /// Opens (creating, with `mode`), sizes and maps the sidecar: an open file description of its own.
+    convenience init(path: String, mode: mode_t) throws {
         var fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         if fd >= 0 {
             fchmod(fd, mode)  // exactly the configured mode, whatever the umask
@@ -45,6 +45,19 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
             fd = open(path, O_RDWR | O_CLOEXEC)
         }
         guard fd >= 0 else { throw LMDBError(errno) }
+        try self.init(owning: fd)
+    }
+
+    /// Sizes and maps the sidecar through a duplicate of `descriptor`, the one the environment keeps
+    /// open on the same file for its lock (no second open on the way to a suite's first read).
+    convenience init(duplicating descriptor: Int32) throws {
+        let fd = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
+        guard fd >= 0 else { throw LMDBError(errno) }
+        try self.init(owning: fd)
+    }
+
+    /// Takes `fd` over (closing it on failure).
+    private init(owning fd: Int32) throws {
         flock(fd, LOCK_EX)
         defer { flock(fd, LOCK_UN) }
         var st = stat()
