@@ -17,7 +17,9 @@ let package = Package(
     products: [
         .library(name: "GroupDefaults", targets: ["GroupDefaults"]),
         .executable(name: "groupdefaults", targets: ["GroupDefaultsCLI"]),
+        .library(name: "GroupDefaultsSync", targets: ["GroupDefaultsSync"]),
         .executable(name: "groupdefaults-server", targets: ["groupdefaults-server"]),
+        .executable(name: "groupdefaults-sync", targets: ["groupdefaults-sync"]),
         .executable(name: "groupdefaults-bench", targets: ["groupdefaults-bench"]),
         .executable(name: "demo-host-app", targets: ["demo-host-app"]),
         .executable(name: "demo-notification-service", targets: ["demo-notification-service"]),
@@ -34,6 +36,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+        // The sync client (GroupDefaultsSync, groupdefaults-sync).
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         .systemLibrary(
@@ -105,11 +109,42 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The sync client: the engine that mirrors a suite to the server (AsyncHTTPClient), and the
+        // tool that configures and runs it.
+        .target(
+            name: "GroupDefaultsSync",
+            dependencies: [
+                "GroupDefaults",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "groupdefaults-sync",
+            dependencies: [
+                "GroupDefaults", "GroupDefaultsSync",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GroupDefaultsSyncTests",
+            dependencies: [
+                "GroupDefaults", "GroupDefaultsSync", "groupdefaults-sync", "groupdefaults-server", "GroupDefaultsCLI",
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // Benchmark: the store beside raw LMDB (C) and Foundation's UserDefaults, in one run.
         .target(name: "CLMDBReference", dependencies: ["CLMDB"]),
         .executableTarget(
             name: "groupdefaults-bench",
-            dependencies: ["GroupDefaults", "CLMDBReference"],
+            dependencies: [
+                "GroupDefaults", "GroupDefaultsSync", "CLMDBReference",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
             swiftSettings: swiftSettings
         ),
 

@@ -1,0 +1,6 @@
+import ArgumentParser
+
+@main
+struct SyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "groupdefaults-sync")
+}
