@@ -74,6 +74,9 @@ extension SharedDefaults {
         /// Called with every failure of a non-throwing call (`set`, `removeObject`, the getters),
         /// after it is logged and stored in `lastError`.
         public var onError: (@Sendable (SharedDefaultsError) -> Void)?
+        /// Milliseconds added to this machine's clock when the suite stamps a change (per file, the
+        /// first handle's): lets tests run devices whose clocks disagree.
+        package var clockOffsetMilliseconds: Int64 = 0
 
         public init() {}
 

@@ -26,6 +26,13 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// one labelled "GroupDefaults", made when first needed: creating a logger costs a cold-starting
     /// process tens of microseconds).
     var logger: Logger { configuration.logger ?? SharedDefaults.defaultLogger }
+
+    /// This machine's clock for stamping changes (moved by `clockOffsetMilliseconds` in tests).
+    func wallClockMilliseconds() -> UInt64 {
+        let offset = configuration.clockOffsetMilliseconds
+        let now = HLC.wallClockMilliseconds()
+        return offset >= 0 ? now &+ UInt64(offset) : now &- min(now, offset.magnitude)
+    }
     let registered = Mutex<[String: PropertyListValue]>([:])
     private let hub = Mutex<ChangeHub?>(nil)
     private let logChecked = Atomic<Bool>(false)
@@ -425,6 +432,10 @@ enum MetaKey {
     nonisolated(unsafe) static let syncCursor = UnsafeRawBufferPointer(staticString: "sync.cursor")
     /// The batch being pushed: its id and exact body.
     nonisolated(unsafe) static let syncInFlight = UnsafeRawBufferPointer(staticString: "sync.inflight")
+    /// The path of the file holding the sync token (never the token), UTF-8.
+    nonisolated(unsafe) static let syncTokenFile = UnsafeRawBufferPointer(staticString: "sync.tokenfile")
+    /// The path of the PEM file of the private certificate authority to trust, UTF-8.
+    nonisolated(unsafe) static let syncCAFile = UnsafeRawBufferPointer(staticString: "sync.cafile")
 }
 
 extension UnsafeRawBufferPointer {

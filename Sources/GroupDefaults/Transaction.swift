@@ -196,9 +196,12 @@ extension SharedDefaults {
             let (tail, synced) = try perform(key: nil) {
                 (try ChangeLog.tail(txn), try txn.get(.meta, MetaKey.syncServer) != nil)
             }
+            let wallClock = store.wallClockMilliseconds()
             let hlc = try remote.map { remote in
-                do { return try tail.hlc.received(remote) } catch { throw store.error(.clockSkew, key: nil, "\(error); nothing was applied") }
-            } ?? tail.hlc.advanced()
+                do { return try tail.hlc.received(remote, wallClock: wallClock) } catch {
+                    throw store.error(.clockSkew, key: nil, "\(error); nothing was applied")
+                }
+            } ?? tail.hlc.advanced(toWallClock: wallClock)
             let stamp = Stamp(hlc: hlc, origin: store.origin)
             clock = (stamp, tail.sequence)
             isSynced = synced

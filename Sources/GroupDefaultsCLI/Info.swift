@@ -12,7 +12,9 @@ extension GroupDefaultsCommand {
 
         func run() throws {
             try perform {
-                let info = try options.open(suite).info()
+                let defaults = try options.open(suite)
+                let info = try defaults.info()
+                let sync = try defaults.syncState()
                 output("""
                     path: \(info.path)
                     file size: \(info.fileSize) bytes
@@ -23,6 +25,15 @@ extension GroupDefaultsCommand {
                     durability: \(info.durability == .fsyncEveryCommit ? "fsync every commit" : "process-crash safe")
                     origin: \(info.origin)
                     """)
+                if let server = sync.server {
+                    output("""
+                        sync server: \(server)
+                        sync cursor: \(sync.cursor.map(String.init) ?? "none (the next sync reads the server's snapshot)")
+                        sync pending: \(sync.pendingCount) change\(sync.pendingCount == 1 ? "" : "s")
+                        """)
+                } else {
+                    output("sync: off")
+                }
             }
         }
     }

@@ -1,4 +1,397 @@
+import Foundation
 public import GroupDefaults
+public import Logging
 
-/// Mirrors one suite to a `groupdefaults-server` (placeholder while the engine is written).
-public final class SyncEngine: Sendable {}
+/// Mirrors one suite to a `groupdefaults-server`: offline first, last writer wins by HLC, no echo,
+/// nothing lost (DESIGN.md, "Sync").
+///
+/// Local changes are found through the suite's pending marks, written by whichever process made
+/// the change in the change's own transaction; pulled entries are applied with `applyRemote`
+/// (their own stamps, never marked pending, the cursor saved with them). The batch being pushed
+/// is stored before it is sent, so that a retry after a crash sends the same body under the same
+/// id, and an acknowledgement clears a mark only if the key did not change meanwhile.
+///
+/// ```swift
+/// let engine = try SyncEngine(defaults: defaults, http: http)   // the suite's own settings
+/// let report = try await engine.syncOnce()
+/// try await engine.run()                                        // until the task is cancelled
+/// ```
+public actor SyncEngine {
+    /// How the engine paces itself.
+    public struct Options: Sendable {
+        /// How remote changes arrive in `run()`.
+        public enum Transport: String, Sendable {
+            /// Server-Sent Events (`/events`): one open request, woken at once.
+            case eventStream = "events"
+            /// Long-polls of `/changes?wait=`, for networks that break streams.
+            case longPoll = "long-poll"
+        }
+
+        public var transport: Transport = .eventStream
+        /// How long `run()` waits after a local change before pushing, to coalesce a burst.
+        public var debounce: Duration = .milliseconds(2)
+        /// Entries per page of `changes` and `snapshot`.
+        public var pageSize = 1000
+        /// The `wait` of a long-poll, in seconds.
+        public var longPollWait = 30
+        /// The first and the longest wait between retries of transient failures.
+        public var initialBackoff: Duration = .milliseconds(200)
+        public var maximumBackoff: Duration = .seconds(30)
+        /// How many times a one-shot step (`syncOnce`, `pull`, `push`) tries through transient
+        /// failures before it reports one.
+        public var oneShotAttempts = 4
+        /// How often a paused engine looks (locally) for a new token.
+        public var tokenCheckInterval: Duration = .seconds(1)
+        /// Called with the progress of long steps (snapshot reads, large pushes).
+        public var progress: (@Sendable (SyncProgress) -> Void)?
+
+        public init() {}
+    }
+
+    public nonisolated let defaults: SharedDefaults
+    public nonisolated let client: SyncClient
+    let options: Options
+    let logger: Logger
+    /// The status, as of the last step.
+    public private(set) var status = SyncStatus()
+
+    /// Keys the server refused, with the stamp refused: skipped until they change again.
+    private var rejections: [String: (stamp: Stamp, error: SyncError)] = [:]
+    private var limits: SyncLimits?
+    /// Lowered when the server says a batch is too large or over quota without naming a key.
+    private var batchCap: Int?
+    /// Pushes run one at a time (one in-flight batch), and so do pulls (the cursor only advances).
+    private var busy: Set<Step> = []
+    private var waiting: [Step: [CheckedContinuation<Void, Never>]] = [:]
+    private var statusObservers: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
+
+    public init(defaults: SharedDefaults, client: SyncClient, options: Options = Options(), logger: Logger? = nil) {
+        self.defaults = defaults
+        self.client = client
+        self.options = options
+        self.logger = logger ?? Logger(label: "GroupDefaultsSync")
+    }
+
+    /// The status each time it changes, starting with the current one.
+    public func statusUpdates() -> AsyncStream<SyncStatus> {
+        let (stream, continuation) = AsyncStream.makeStream(of: SyncStatus.self, bufferingPolicy: .bufferingNewest(1))
+        let id = UUID()
+        statusObservers[id] = continuation
+        continuation.yield(status)
+        continuation.onTermination = { _ in Task { await self.removeObserver(id) } }
+        return stream
+    }
+
+    private func removeObserver(_ id: UUID) { statusObservers[id] = nil }
+
+    private func updateStatus(_ change: (inout SyncStatus) -> Void) {
+        var next = status
+        change(&next)
+        guard next != status else { return }
+        status = next
+        for observer in statusObservers.values { observer.yield(next) }
+    }
+
+    // MARK: One-shot steps
+
+    /// Pulls, pushes what is pending, and pulls again: afterwards the suite and the server agree
+    /// unless the report says otherwise (`isInAgreement`).
+    ///
+    /// - Throws: `SyncError`: `authenticationNeeded` (nothing pending is lost), `unavailable` after
+    ///   `oneShotAttempts` tries, `local`, `protocolError`. Refused keys are in the report, not thrown.
+    @discardableResult
+    public func syncOnce() async throws(SyncError) -> SyncReport {
+        var report = try await pull()
+        report.add(try await push())
+        report.add(try await pull())
+        return finish(report)
+    }
+
+    /// Pulls what the server has beyond the cursor (the snapshot for a device that never synced,
+    /// or after the cursor expired) and applies it.
+    @discardableResult
+    public func pull() async throws(SyncError) -> SyncReport {
+        finish(try await retryingTransientFailures { () async throws(SyncError) in try await self.pullOnce() })
+    }
+
+    /// Pushes every pending change (in batches), then clears what the server acknowledged.
+    @discardableResult
+    public func push() async throws(SyncError) -> SyncReport {
+        finish(try await retryingTransientFailures { () async throws(SyncError) in try await self.pushPending() })
+    }
+
+    private func finish(_ report: SyncReport) -> SyncReport {
+        var report = report
+        report.rejected = rejections.values.map(\.error).sorted { ($0.key ?? "") < ($1.key ?? "") }
+        if let state = try? defaults.syncState() {
+            report.pendingCount = state.pendingCount
+            updateStatus {
+                $0.pendingCount = state.pendingCount
+                $0.cursor = state.cursor
+                $0.rejected = report.rejected
+            }
+        }
+        return report
+    }
+
+    private func retryingTransientFailures(_ step: () async throws(SyncError) -> SyncReport) async throws(SyncError) -> SyncReport {
+        var backoff = Backoff(initial: options.initialBackoff, maximum: options.maximumBackoff)
+        var attempt = 1
+        while true {
+            do {
+                let report = try await step()
+                succeeded()
+                return report
+            } catch {
+                failed(error)
+                guard error.isTransient, attempt < options.oneShotAttempts else { throw error }
+                attempt += 1
+                do { try await Task.sleep(for: backoff.next(retryAfter: error.retryAfter)) } catch { throw SyncError.cancelled }
+            }
+        }
+    }
+
+    private func succeeded() {
+        updateStatus {
+            $0.lastSuccess = Date()
+            $0.lastError = nil
+            $0.isPausedForAuthentication = false
+        }
+    }
+
+    private func failed(_ error: SyncError) {
+        updateStatus {
+            $0.lastError = error
+            if error.kind == .authenticationNeeded { $0.isPausedForAuthentication = true }
+        }
+    }
+
+    // MARK: Pulling
+
+    private func pullOnce() async throws(SyncError) -> SyncReport {
+        await enter(.pull)
+        defer { leave(.pull) }
+        let state = try local { try defaults.syncState() }
+        guard let cursor = state.cursor else { return try await join() }
+        // Cursor 0 (after `reset`, or a suite the server had not written yet): the whole suite again.
+        guard cursor > 0 else { return try await readSnapshotAgain() }
+        var since = cursor
+        var report = SyncReport()
+        while true {
+            let page: ChangesPage
+            do {
+                page = try await client.changes(since: since, limit: options.pageSize)
+            } catch where error.isCursorExpired {
+                logger.info("the cursor expired: reading the server's suite again", metadata: ["suite": "\(client.suite)"])
+                return try await readSnapshotAgain()
+            }
+            if !page.entries.isEmpty || page.lastRev != since {
+                report.applied += try apply(page.entries, cursor: page.lastRev).applied.count
+                options.progress?(SyncProgress(phase: .pulling, done: report.applied, total: nil))
+            }
+            since = page.lastRev
+            if !page.hasMore { return report }
+        }
+    }
+
+    /// A device's first sync of a suite: the server's value wins for every key the server has
+    /// (however recent the local copy), and the keys it lacks are uploaded. Registered defaults are
+    /// not stored values, so they are never pushed.
+    private func join() async throws(SyncError) -> SyncReport {
+        let snapshot = try await readSnapshot()
+        let serverKeys = Set(snapshot.entries.map(\.key))
+        try local {
+            // Marks first: a crash before the snapshot is applied leaves the cursor unset, and the
+            // join is made again.
+            let localKeys = try defaults.read { try $0.keys }
+            try defaults.markPending(localKeys.filter { !serverKeys.contains($0) })
+        }
+        var report = SyncReport()
+        report.applied = try apply(snapshot.entries, cursor: snapshot.head, policy: .remoteWins).applied.count
+        logger.debug("joined the server's suite", metadata: ["suite": "\(client.suite)", "entries": "\(snapshot.entries.count)"])
+        return report
+    }
+
+    /// After `cursor_expired` (the server purged tombstones this device had not seen) or `reset`:
+    /// the whole suite merged by last writer wins, and clean local keys the server no longer has
+    /// removed; pending local changes stay, to be pushed.
+    private func readSnapshotAgain() async throws(SyncError) -> SyncReport {
+        let snapshot = try await readSnapshot()
+        let result = try apply(snapshot.entries, cursor: snapshot.head, policy: .lastWriterWins, pruning: true)
+        var report = SyncReport()
+        report.applied = result.applied.count
+        report.pruned = result.pruned.count
+        return report
+    }
+
+    /// Every page of the snapshot; the head is the first page's (later pages may include newer
+    /// writes, which the next pull delivers again, harmlessly).
+    private func readSnapshot() async throws(SyncError) -> (entries: [SyncEntry], head: UInt64) {
+        var entries: [SyncEntry] = []
+        var after: String? = nil
+        var head: UInt64? = nil
+        repeat {
+            let page = try await client.snapshot(after: after, limit: options.pageSize)
+            head = head ?? page.headRev
+            entries += page.entries
+            after = page.next
+            options.progress?(SyncProgress(phase: .readingSnapshot, done: entries.count, total: nil))
+        } while after != nil
+        return (entries, head ?? 0)
+    }
+
+    private func apply(
+        _ entries: [SyncEntry], cursor: UInt64?, policy: RemotePolicy = .lastWriterWins, pruning: Bool = false
+    ) throws(SyncError) -> RemoteApplyResult {
+        try local { try defaults.applyRemote(entries, cursor: cursor, policy: policy, pruning: pruning) }
+    }
+
+    // MARK: Pushing
+
+    private func pushPending() async throws(SyncError) -> SyncReport {
+        await enter(.push)
+        defer { leave(.push) }
+        var report = SyncReport()
+        // A device that never synced reads the snapshot before its first push (the joining rule).
+        if try local({ try defaults.syncState() }).cursor == nil { report = try await pullOnce() }
+        while let batch = try await nextBatch() {
+            report.pushed += try await send(batch)
+        }
+        return report
+    }
+
+    /// The batch to send: the stored in-flight one (a retry sends the same body under the same id),
+    /// else the oldest pending changes, stored before they are sent; nil when nothing is pending.
+    private func nextBatch() async throws(SyncError) -> InFlightBatch? {
+        let state = try local { try defaults.syncState() }
+        if let inFlight = state.inFlight { return inFlight }
+        let limits = try await serverLimits()
+        let cap = min(limits.maxOpsPerBatch, batchCap ?? .max)
+        var ops: [PushOp] = []
+        var bodyBytes = 128
+        let encoder = JSONEncoder()
+        for change in try local({ try defaults.pendingChanges() }) {
+            if let rejection = rejections[change.key], rejection.stamp == change.stamp { continue }
+            let op = PushOp(key: change.key, value: change.value, hlc: change.stamp.hlc)
+            if let refusal = Self.refusal(of: op, limits: limits) {
+                reject(change.key, stamp: change.stamp, refusal)
+                continue
+            }
+            let opBytes = (try? encoder.encode(op).count) ?? limits.maxBodyBytes
+            guard ops.count < cap, bodyBytes + opBytes + 1 <= limits.maxBodyBytes else { break }
+            ops.append(op)
+            bodyBytes += opBytes + 1
+        }
+        guard !ops.isEmpty else { return nil }
+        let request = PushRequest(deviceID: defaults.origin, batchID: UUID().uuidString.lowercased(), ops: ops)
+        let body: [UInt8]
+        do { body = Array(try encoder.encode(request)) } catch { throw SyncError(.local, "cannot encode a push: \(error)") }
+        let batch = InFlightBatch(id: request.batchID, body: body)
+        try local { try defaults.setInFlightBatch(batch) }
+        return batch
+    }
+
+    /// Sends one batch and settles it; returns how many of its changes were acknowledged.
+    private func send(_ batch: InFlightBatch) async throws(SyncError) -> Int {
+        let request: PushRequest
+        do { request = try JSONDecoder().decode(PushRequest.self, from: Data(batch.body)) } catch {
+            // Not what this engine writes: drop it; the marks are still there.
+            try local { try defaults.setInFlightBatch(nil) }
+            throw SyncError(.local, "the stored in-flight batch was damaged and was dropped: \(error)")
+        }
+        let response: PushResponse
+        do {
+            response = try await client.push(body: batch.body)
+        } catch where error.kind == .rejected {
+            try local { try defaults.setInFlightBatch(nil) }
+            settleRefusal(error, of: request)
+            return 0
+        }
+        // A change written elsewhere won: take it now rather than at the next pull.
+        let winners = response.results.filter { $0.status == .superseded }.map(\.winner)
+        if !winners.isEmpty {
+            do { _ = try defaults.applyRemote(winners, cursor: nil) } catch {
+                logger.warning("could not apply the winners of a push", metadata: ["error": "\(error)"])
+            }
+        }
+        let pushed = request.ops.map { (key: $0.key, stamp: Stamp(hlc: $0.hlc, origin: request.deviceID)) }
+        try local { _ = try defaults.clearPending(pushed) }
+        for op in request.ops { rejections[op.key] = nil }
+        options.progress?(SyncProgress(phase: .pushing, done: request.ops.count, total: nil))
+        return request.ops.count
+    }
+
+    /// A refused batch: the key named is set aside (kept locally, reported) and the others go on;
+    /// a batch refused as a whole is made smaller until the culprit is alone.
+    private func settleRefusal(_ error: SyncError, of request: PushRequest) {
+        logger.warning("the server refused a push", metadata: ["error": "\(error)"])
+        switch error.code {
+        case "idempotency_mismatch":
+            return  // the next batch gets a new id
+        case _ where request.ops.count > 1 && (error.key == nil || !request.ops.contains { $0.key == error.key }):
+            batchCap = max(1, request.ops.count / 2)
+        default:
+            let op = request.ops.first { $0.key == error.key } ?? request.ops[0]
+            reject(op.key, stamp: Stamp(hlc: op.hlc, origin: request.deviceID), error)
+        }
+    }
+
+    private func reject(_ key: String, stamp: Stamp, _ error: SyncError) {
+        var error = error
+        error.key = key
+        rejections[key] = (stamp, error)
+    }
+
+    /// What the server would refuse in `op`, checked here so that one large value does not cost a
+    /// round trip.
+    private static func refusal(of op: PushOp, limits: SyncLimits) -> SyncError? {
+        let keyBytes = op.key.utf8.count
+        if keyBytes > limits.maxKeyBytes {
+            return SyncError(.rejected, code: "key_too_long", "the key takes \(keyBytes) bytes", key: op.key, limit: limits.maxKeyBytes)
+        }
+        if let value = op.value, let bytes = try? JSONEncoder().encode(value).count, bytes > limits.maxValueBytes {
+            return SyncError(.rejected, code: "value_too_large", "the value takes \(bytes) bytes as typed JSON",
+                             key: op.key, limit: limits.maxValueBytes)
+        }
+        return nil
+    }
+
+    private func serverLimits() async throws(SyncError) -> SyncLimits {
+        if let limits { return limits }
+        let fetched = try await client.limits()
+        limits = fetched
+        return fetched
+    }
+
+    /// Applies entries that arrived by the event stream or a long-poll, with their cursor.
+    func applyPulled(_ entries: [SyncEntry], cursor: UInt64?) async throws(SyncError) {
+        await enter(.pull)
+        defer { leave(.pull) }
+        _ = try apply(entries, cursor: cursor)
+        succeeded()
+        updateStatus { $0.cursor = cursor ?? $0.cursor }
+    }
+
+    func updateStatusListening(_ listening: Bool) { updateStatus { $0.isListening = listening } }
+
+    func resumeAfterAuthentication() { updateStatus { $0.isPausedForAuthentication = false } }
+
+    // MARK: Local work
+
+    /// Runs a store operation, its failure as a `SyncError` of kind `local`.
+    private func local<T>(_ body: () throws -> T) throws(SyncError) -> T {
+        do { return try body() } catch { throw SyncError.local(error) }
+    }
+
+    enum Step { case push, pull }
+
+    /// Waits until no other `step` runs; then this one does, until `leave`.
+    private func enter(_ step: Step) async {
+        guard busy.contains(step) else { return _ = busy.insert(step) }
+        await withCheckedContinuation { waiting[step, default: []].append($0) }
+    }
+
+    private func leave(_ step: Step) {
+        if waiting[step, default: []].isEmpty { busy.remove(step) } else { waiting[step]!.removeFirst().resume() }
+    }
+}

@@ -1,6 +1,82 @@
 import ArgumentParser
+import Foundation
+import GroupDefaults
+import GroupDefaultsSync
 
+/// `groupdefaults-sync`: mirrors suites to a `groupdefaults-server`.
 @main
 struct SyncCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "groupdefaults-sync")
+    static let configuration = CommandConfiguration(
+        commandName: "groupdefaults-sync",
+        abstract: "Mirror suites to a groupdefaults-server: offline first, last writer wins.",
+        discussion: """
+            A SUITE is a suite name, found in --directory, else $GROUPDEFAULTS_DIR, else \
+            $XDG_DATA_HOME/groupdefaults or ~/.local/share/groupdefaults. Exit status: 0 on success, \
+            1 on errors, 3 when authentication is needed (a new token).
+            """,
+        subcommands: [Configure.self, Sync.self, Push.self, Pull.self, Run.self, Status.self, Reset.self, Unconfigure.self]
+    )
+}
+
+/// The suite options every verb shares.
+struct SuiteOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("The folder of the suites.", valueName: "DIR"))
+    var directory: String?
+
+    var directoryURL: URL? { directory.map { URL(fileURLWithPath: $0, isDirectory: true) } }
+
+    func open(_ suite: String) throws -> SharedDefaults {
+        try SharedDefaults(existingSuiteName: suite, directory: directoryURL)
+    }
+
+    func openOrCreate(_ suite: String) throws -> SharedDefaults {
+        try SharedDefaults(suiteName: suite, directory: directoryURL)
+    }
+}
+
+/// Runs a verb: a failure becomes one line on stderr saying what to do, and exit status 1, or 3
+/// when authentication is needed.
+func perform(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as SyncError {
+        printError(describe(error))
+        throw ExitCode(error.kind == .authenticationNeeded ? 3 : 1)
+    } catch let error as SharedDefaultsError where error.code == .suiteNotFound {
+        printError("the suite \(error.suiteName) does not exist")
+        throw ExitCode(1)
+    } catch let error as ExitCode {
+        throw error
+    } catch let error as CommandFailure {
+        printError(error.message)
+        throw ExitCode(1)
+    } catch {
+        printError("\(error)")
+        throw ExitCode(1)
+    }
+}
+
+/// What a person should read for a failed sync: what happened and what to do.
+func describe(_ error: SyncError) -> String {
+    switch error.kind {
+    case .authenticationNeeded:
+        return "\(error); nothing pending was lost: give it a new token with `groupdefaults-sync configure SUITE --server URL --token-file PATH`"
+    case .unavailable:
+        return "\(error); nothing pending was lost: try again later"
+    default:
+        return error.description
+    }
+}
+
+struct CommandFailure: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}
+
+func printError(_ message: String) {
+    FileHandle.standardError.write(Data("groupdefaults-sync: \(message)\n".utf8))
+}
+
+func output(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
 }

@@ -17,6 +17,10 @@ internal import GroupDefaultsLMDB
 package struct SyncState: Sendable, Equatable {
     /// The server the suite mirrors to; nil when the suite is not synced.
     package var server: String?
+    /// The file the sync token is read from (the token itself is never stored in the suite).
+    package var tokenFile: String?
+    /// A PEM file of a private certificate authority to trust, besides the system's.
+    package var caFile: String?
     /// The last server revision applied; nil before the first pull (a new device reads the snapshot).
     package var cursor: UInt64?
     /// The batch being pushed, kept so that a retry sends the same body under the same id.
@@ -69,18 +73,28 @@ extension SharedDefaults {
     // MARK: Configuration
 
     /// Marks the suite as synced with `server`, so that every process's changes are recorded as
-    /// pending from this commit on. Values already stored are not marked (the engine's joining rule
-    /// decides what to upload); a suite already synced keeps its cursor and marks.
-    package func enableSync(server: String) throws {
+    /// pending from this commit on, and records where the token is read from (`tokenFile`, never the
+    /// token) and a private certificate authority (`caFile`). Values already stored are not marked
+    /// (the engine's joining rule decides what to upload); a suite already synced keeps its cursor
+    /// and marks.
+    package func enableSync(server: String, tokenFile: String? = nil, caFile: String? = nil) throws {
         try write { tx in
-            try withKeyBytes(server) { url in try tx.txn.put(.meta, MetaKey.syncServer, url) }
+            for (key, text) in [(MetaKey.syncServer, server as String?), (MetaKey.syncTokenFile, tokenFile), (MetaKey.syncCAFile, caFile)] {
+                guard let text else {
+                    try tx.txn.delete(.meta, key)
+                    continue
+                }
+                try withKeyBytes(text) { try tx.txn.put(.meta, key, $0) }
+            }
         }
     }
 
     /// Stops syncing: forgets the server, the cursor, the in-flight batch and every pending mark.
     package func disableSync() throws {
         try write { tx in
-            for key in [MetaKey.syncServer, MetaKey.syncCursor, MetaKey.syncInFlight] { try tx.txn.delete(.meta, key) }
+            for key in [MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncCursor, MetaKey.syncInFlight] {
+                try tx.txn.delete(.meta, key)
+            }
             for key in try Self.pendingKeys(tx) {
                 _ = try key.withUnsafeBytes { try tx.setPending(false, key: $0) }
             }
@@ -93,6 +107,8 @@ extension SharedDefaults {
             let txn = tx.txn
             var state = SyncState(server: nil, cursor: nil, inFlight: nil, pendingCount: try Self.pendingKeys(tx).count)
             if let raw = try txn.get(.meta, MetaKey.syncServer) { state.server = String(decoding: raw, as: UTF8.self) }
+            if let raw = try txn.get(.meta, MetaKey.syncTokenFile) { state.tokenFile = String(decoding: raw, as: UTF8.self) }
+            if let raw = try txn.get(.meta, MetaKey.syncCAFile) { state.caFile = String(decoding: raw, as: UTF8.self) }
             if let raw = try txn.get(.meta, MetaKey.syncCursor) {
                 guard raw.count == 8 else { throw store.error(.corruptFile, key: nil, "the sync cursor record is damaged") }
                 state.cursor = UInt64(littleEndian: raw.loadUnaligned(as: UInt64.self))

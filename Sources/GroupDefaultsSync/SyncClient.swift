@@ -1,0 +1,198 @@
+public import AsyncHTTPClient
+public import Foundation
+public import GroupDefaults
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import Synchronization
+
+/// The server's `/v1` API for one suite, over AsyncHTTPClient: typed requests and answers, every
+/// failure a `SyncError`.
+public struct SyncClient: Sendable {
+    /// The server's base URL (`https://sync.example.com`); `/v1/…` is appended.
+    public let server: URL
+    /// The suite's name on the server (namespaced by the token's account).
+    public let suite: String
+    /// Called before each request: the bearer token, read afresh so that a new token takes effect.
+    public let token: @Sendable () throws -> String
+    let http: HTTPClient
+    /// How long a request may take to get its answer's head (long-polls add their wait).
+    public var timeout: Duration = .seconds(30)
+
+    /// A client on `http` (the caller owns and shuts it down; see `makeHTTPClient(caFile:)`).
+    public init(server: URL, suite: String, http: HTTPClient, token: @escaping @Sendable () throws -> String) {
+        self.server = server
+        self.suite = suite
+        self.http = http
+        self.token = token
+    }
+
+    /// An HTTP client that verifies certificates against the system's authorities and, with
+    /// `caFile`, also a private one (PEM).
+    public static func makeHTTPClient(caFile: String? = nil) throws -> HTTPClient {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let caFile {
+            do {
+                let certificates = try NIOSSLCertificate.fromPEMFile(caFile)
+                tls.additionalTrustRoots = [.certificates(certificates)]
+            } catch {
+                throw SyncError(.local, "cannot read the certificate authority file \(caFile): \(error)")
+            }
+        }
+        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+        configuration.timeout = .init(connect: .seconds(10))
+        configuration.connectionPool = .init(idleTimeout: .seconds(90))
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    // MARK: Endpoints
+
+    public func push(body: [UInt8]) async throws(SyncError) -> PushResponse {
+        try await send(.POST, path: "push", query: [], body: body, as: PushResponse.self)
+    }
+
+    /// `changes?since=&limit=&wait=`: a long-poll when `wait` is given.
+    public func changes(since: UInt64, limit: Int? = nil, wait: Int? = nil) async throws(SyncError) -> ChangesPage {
+        var query = [URLQueryItem(name: "since", value: String(since))]
+        if let limit { query.append(URLQueryItem(name: "limit", value: String(limit))) }
+        if let wait { query.append(URLQueryItem(name: "wait", value: String(wait))) }
+        return try await send(.GET, path: "changes", query: query, extraTime: .seconds(wait ?? 0), as: ChangesPage.self)
+    }
+
+    public func snapshot(after: String?, limit: Int? = nil) async throws(SyncError) -> SnapshotPage {
+        var query: [URLQueryItem] = []
+        if let after { query.append(URLQueryItem(name: "after", value: after)) }
+        if let limit { query.append(URLQueryItem(name: "limit", value: String(limit))) }
+        return try await send(.GET, path: "snapshot", query: query, as: SnapshotPage.self)
+    }
+
+    public func limits() async throws(SyncError) -> SyncLimits {
+        try await send(.GET, url: "v1/limits", query: [], authorized: false, as: SyncLimits.self)
+    }
+
+    /// Opens `events` after `lastEventID` and calls `onEvents` with the events of each chunk that
+    /// arrives (in order, at least one per call), until the stream ends (returns) or fails (throws).
+    /// A stream silent for longer than `idleTimeout` (the server sends a heartbeat every 15 s) is
+    /// taken as broken.
+    public func events(
+        after lastEventID: UInt64, idleTimeout: Duration = .seconds(45),
+        onOpen: @Sendable () async -> Void = {},
+        onEvents: @escaping @Sendable ([ServerSentEvent]) async throws -> Void
+    ) async throws {
+        var request = try makeRequest(.GET, url: "v1/suites/\(encodedSuite)/events", query: [], authorized: true)
+        request.headers.add(name: "Accept", value: "text/event-stream")
+        request.headers.add(name: "Last-Event-ID", value: String(lastEventID))
+        let response = try await execute(request, extraTime: .zero)
+        guard response.status == .ok else { throw await Self.failure(response) }
+        await onOpen()
+        let activity = ActivityClock()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var parser = ServerSentEventParser()
+                do {
+                    for try await chunk in response.body {
+                        activity.touch()
+                        let events = parser.feed(Array(chunk.readableBytesView))
+                        if !events.isEmpty { try await onEvents(events) }
+                    }
+                } catch let error as SyncError {
+                    throw error
+                } catch {
+                    throw SyncError(.unavailable, "the event stream broke: \(error)")
+                }
+            }
+            group.addTask {
+                while true {
+                    try await Task.sleep(for: idleTimeout / 3)
+                    if activity.idle > idleTimeout { throw SyncError(.unavailable, "the event stream went silent") }
+                }
+            }
+            _ = try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    // MARK: Requests
+
+    private var encodedSuite: String {
+        suite.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? suite
+    }
+
+    private func send<Answer: Decodable>(
+        _ method: HTTPMethod, path: String, query: [URLQueryItem], body: [UInt8]? = nil, extraTime: Duration = .zero,
+        as: Answer.Type
+    ) async throws(SyncError) -> Answer {
+        try await send(method, url: "v1/suites/\(encodedSuite)/\(path)", query: query, body: body, extraTime: extraTime, as: Answer.self)
+    }
+
+    private func send<Answer: Decodable>(
+        _ method: HTTPMethod, url: String, query: [URLQueryItem], authorized: Bool = true, body: [UInt8]? = nil,
+        extraTime: Duration = .zero, as: Answer.Type
+    ) async throws(SyncError) -> Answer {
+        do {
+            var request = try makeRequest(method, url: url, query: query, authorized: authorized)
+            if let body {
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.body = .bytes(ByteBuffer(bytes: body))
+            }
+            let response = try await execute(request, extraTime: extraTime)
+            guard response.status == .ok else { throw await Self.failure(response) }
+            let bytes = try await response.body.collect(upTo: 64 << 20)
+            do {
+                return try JSONDecoder().decode(Answer.self, from: Data(bytes.readableBytesView))
+            } catch {
+                throw SyncError(.protocolError, "the answer to \(method) /\(url) is not what the API describes: \(error)")
+            }
+        } catch let error as SyncError {
+            throw error
+        } catch {
+            throw SyncError(.unavailable, "\(method) /\(url) failed: \(error)")
+        }
+    }
+
+    private func makeRequest(_ method: HTTPMethod, url path: String, query: [URLQueryItem], authorized: Bool) throws -> HTTPClientRequest {
+        var components = URLComponents(url: server.appendingPathComponent(path), resolvingAgainstBaseURL: false)
+        if !query.isEmpty { components?.queryItems = query }
+        guard let url = components?.url?.absoluteString else { throw SyncError(.local, "cannot make a URL from \(server) and \(path)") }
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        if authorized {
+            let token: String
+            do { token = try self.token() } catch let error as SyncError { throw error } catch {
+                throw SyncError(.authenticationNeeded, "cannot read the token: \(error)")
+            }
+            request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        }
+        return request
+    }
+
+    private func execute(_ request: HTTPClientRequest, extraTime: Duration) async throws -> HTTPClientResponse {
+        do {
+            let seconds = (timeout + extraTime).components.seconds
+            return try await http.execute(request, timeout: .seconds(seconds))
+        } catch {
+            throw SyncError(.unavailable, "cannot reach \(server.absoluteString): \(Self.describe(error))")
+        }
+    }
+
+    /// An error answer as a `SyncError`, from its status, `Retry-After` and JSON body.
+    private static func failure(_ response: HTTPClientResponse) async -> SyncError {
+        let body = try? await response.body.collect(upTo: 1 << 20)
+        let decoded = body.flatMap { try? JSONDecoder().decode(SyncErrorBody.self, from: Data($0.readableBytesView)) }
+        let retryAfter = response.headers.first(name: "Retry-After").flatMap(Int.init).map { Duration.seconds($0) }
+        return SyncError.answer(status: Int(response.status.code), body: decoded, retryAfter: retryAfter)
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError { return "\(error)" }
+        return String(describing: error)
+    }
+}
+
+/// When a stream last received something.
+private final class ActivityClock: Sendable {
+    private let last = Mutex(ContinuousClock.now)
+
+    func touch() { last.withLock { $0 = .now } }
+    var idle: Duration { ContinuousClock.now - last.withLock { $0 } }
+}

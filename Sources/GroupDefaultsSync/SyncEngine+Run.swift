@@ -1,0 +1,148 @@
+import Foundation
+import GroupDefaults
+import Logging
+
+extension SyncEngine {
+    /// Keeps the suite and the server in agreement until the task is cancelled: local changes (from
+    /// any process, through the change feed) are pushed after `debounce`, coalesced per key; remote
+    /// changes arrive through the event stream (or long-polls) and are applied as they come. With
+    /// nothing changing, the one open stream is the only request. Transient failures are retried
+    /// with backoff; a refused token pauses both directions, sending nothing, until the token
+    /// changes.
+    public func run() async {
+        // Watch from now, so that nothing committed during the first sync is missed.
+        let localChanges = defaults.changes()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.pushLoop(localChanges) }
+            group.addTask { await self.listenLoop() }
+            await group.waitForAll()
+        }
+        updateStatusListening(false)
+    }
+
+    // MARK: Local → server
+
+    private func pushLoop(_ localChanges: SharedDefaults.Changes) async {
+        await pushUntilDone()
+        for await change in localChanges {
+            if change.isRemote { continue }  // applied from the server: never pushed back
+            do { try await Task.sleep(for: options.debounce) } catch { break }
+            await pushUntilDone()
+        }
+    }
+
+    /// Pushes what is pending, retrying transient failures with backoff and waiting out a refused
+    /// token; returns once nothing pushable is pending, or when the task is cancelled.
+    private func pushUntilDone() async {
+        var backoff = Backoff(initial: options.initialBackoff, maximum: options.maximumBackoff)
+        while !Task.isCancelled {
+            do {
+                _ = try await push()
+                return
+            } catch where error.kind == .authenticationNeeded {
+                await waitForNewToken()
+            } catch {
+                logger.warning("push failed, will retry", metadata: ["error": "\(error)"])
+                do { try await Task.sleep(for: backoff.next(retryAfter: error.retryAfter)) } catch { return }
+            }
+        }
+    }
+
+    // MARK: Server → local
+
+    private func listenLoop() async {
+        var backoff = Backoff(initial: options.initialBackoff, maximum: options.maximumBackoff)
+        var transport = options.transport
+        while !Task.isCancelled {
+            do {
+                _ = try await pull()
+                switch transport {
+                case .eventStream:
+                    try await listenToEvents()
+                    backoff.reset()  // the server ended the stream (a restart): catch up and reconnect
+                case .longPoll:
+                    try await longPoll()
+                    backoff.reset()
+                }
+            } catch where error.kind == .authenticationNeeded {
+                updateStatusListening(false)
+                await waitForNewToken()
+            } catch where error.kind == .protocolError && transport == .eventStream && [404, 405, 406].contains(error.status) {
+                logger.warning("the server has no event stream: falling back to long-polls", metadata: ["error": "\(error)"])
+                transport = .longPoll
+            } catch where error == SyncError.cancelled {
+                break
+            } catch {
+                updateStatusListening(false)
+                if Task.isCancelled { break }
+                logger.warning("listening failed, will retry", metadata: ["error": "\(error)"])
+                do { try await Task.sleep(for: backoff.next(retryAfter: error.retryAfter)) } catch { break }
+            }
+        }
+    }
+
+    private func listenToEvents() async throws(SyncError) {
+        guard let cursor = try? defaults.syncState().cursor else { return }
+        do {
+            try await client.events(after: cursor, onOpen: { await self.updateStatusListening(true) }) { events in
+                try await self.applyEvents(events)
+            }
+        } catch let error as SyncError {
+            throw error
+        } catch is CancellationError {
+            throw SyncError.cancelled
+        } catch {
+            throw SyncError(.unavailable, "the event stream failed: \(error)")
+        }
+        updateStatusListening(false)
+    }
+
+    private func longPoll() async throws(SyncError) {
+        updateStatusListening(true)
+        guard let cursor = try? defaults.syncState().cursor else { return }
+        let page = try await client.changes(since: cursor, limit: options.pageSize, wait: options.longPollWait)
+        if !page.entries.isEmpty {
+            try await applyPulled(page.entries, cursor: page.lastRev)
+        }
+    }
+
+    /// Events of the stream: entries (`id:` = revision), or the server saying the token stopped
+    /// working or the cursor expired.
+    private func applyEvents(_ events: [ServerSentEvent]) async throws(SyncError) {
+        var entries: [SyncEntry] = []
+        var cursor: UInt64?
+        for event in events {
+            switch event.event {
+            case "unauthorized":
+                throw SyncError(.authenticationNeeded, code: "unauthorized", event.data)
+            case "cursor_expired":
+                throw SyncError(.unavailable, code: "cursor_expired", event.data)  // the next pull re-reads the snapshot
+            case nil, "message":
+                guard !event.data.isEmpty else { continue }
+                do { entries.append(try JSONDecoder().decode(SyncEntry.self, from: Data(event.data.utf8))) } catch {
+                    throw SyncError(.protocolError, "an event is not an entry: \(error)")
+                }
+                if let id = event.id.flatMap(UInt64.init) { cursor = id }
+            default:
+                continue
+            }
+        }
+        if !entries.isEmpty { try await applyPulled(entries, cursor: cursor) }
+    }
+
+    // MARK: Authentication
+
+    /// Sends nothing until the token differs from the one refused (checked locally every
+    /// `tokenCheckInterval`), or the task is cancelled.
+    func waitForNewToken() async {
+        let refused = try? client.token()
+        logger.error("authentication needed: sync is paused until the token is replaced", metadata: ["suite": "\(client.suite)"])
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: options.tokenCheckInterval) } catch { return }
+            if let current = try? client.token(), current != refused {
+                resumeAfterAuthentication()
+                return
+            }
+        }
+    }
+}

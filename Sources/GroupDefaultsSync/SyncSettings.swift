@@ -1,0 +1,77 @@
+public import AsyncHTTPClient
+public import Foundation
+public import GroupDefaults
+import Glibc
+
+/// A suite's sync settings as `groupdefaults-sync configure` stores them in the suite: the server,
+/// the file the token is read from (never the token), and a private certificate authority.
+public struct SyncSettings: Sendable, Equatable {
+    public var server: URL
+    public var tokenFile: String
+    public var caFile: String?
+
+    public init(server: URL, tokenFile: String, caFile: String? = nil) {
+        self.server = server
+        self.tokenFile = tokenFile
+        self.caFile = caFile
+    }
+
+    /// The settings stored in `defaults`; nil when the suite is not synced.
+    public static func stored(in defaults: SharedDefaults) throws(SyncError) -> SyncSettings? {
+        let state: SyncState
+        do { state = try defaults.syncState() } catch { throw SyncError.local(error) }
+        guard let server = state.server else { return nil }
+        guard let url = URL(string: server), let tokenFile = state.tokenFile else {
+            throw SyncError(.local, "the suite's sync settings are incomplete: configure it again")
+        }
+        return SyncSettings(server: url, tokenFile: tokenFile, caFile: state.caFile)
+    }
+
+    /// Stores these settings in `defaults` and marks it synced (see `enableSync`). The token file
+    /// is checked first: it must exist, hold a token, and not be readable by group or others.
+    public func store(in defaults: SharedDefaults) throws(SyncError) {
+        _ = try TokenFile.read(tokenFile)
+        do { try defaults.enableSync(server: server.absoluteString, tokenFile: tokenFile, caFile: caFile) } catch {
+            throw SyncError.local(error)
+        }
+    }
+}
+
+/// A file holding a bearer token: its only line.
+public enum TokenFile {
+    /// The token in `path`, refusing a file its group or others can read.
+    public static func read(_ path: String) throws(SyncError) -> String {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw SyncError(.authenticationNeeded, "cannot read the token file \(path): \(String(cString: strerror(errno)))")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            let mode = String(info.st_mode & 0o777, radix: 8)
+            throw SyncError(.local, "the token file \(path) can be read by its group or others (mode \(mode)); run chmod 600 \(path)")
+        }
+        let text: String
+        do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+            throw SyncError(.authenticationNeeded, "cannot read the token file \(path): \(error.localizedDescription)")
+        }
+        let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !token.isEmpty, !token.contains(where: \.isWhitespace) else {
+            throw SyncError(.authenticationNeeded, "the token file \(path) does not hold one token")
+        }
+        return token
+    }
+}
+
+extension SyncEngine {
+    /// An engine for a suite configured with `groupdefaults-sync configure` (or `SyncSettings.store`):
+    /// the server, token file and certificate authority come from the suite; the token is read
+    /// from its file before each request, so a new token takes effect without a restart.
+    /// `http` must verify certificates with the suite's authority (`SyncClient.makeHTTPClient(caFile:)`).
+    public init(configured defaults: SharedDefaults, http: HTTPClient, options: Options = Options()) throws(SyncError) {
+        guard let settings = try SyncSettings.stored(in: defaults) else {
+            throw SyncError(.local, "the suite \(defaults.suiteName) is not configured for sync")
+        }
+        let tokenFile = settings.tokenFile
+        let client = SyncClient(server: settings.server, suite: defaults.suiteName, http: http) { try TokenFile.read(tokenFile) }
+        self.init(defaults: defaults, client: client, options: options)
+    }
+}

@@ -1,0 +1,63 @@
+public import Foundation
+
+/// What a sync engine is doing and how it last went: what an app shows in its settings screen
+/// and `groupdefaults-sync status` prints.
+public struct SyncStatus: Sendable, Equatable {
+    /// Local changes not yet acknowledged by the server (every process's).
+    public var pendingCount = 0
+    /// The last server revision applied; nil before the first pull.
+    public var cursor: UInt64?
+    /// When a pull or push last succeeded.
+    public var lastSuccess: Date?
+    /// The last failure, until a later success.
+    public var lastError: SyncError?
+    /// The token was refused: sync waits for a new one and sends nothing meanwhile.
+    public var isPausedForAuthentication = false
+    /// Keys the server refused (too large, over quota), each with why; their local values are kept
+    /// and they stay pending.
+    public var rejected: [SyncError] = []
+    /// Whether the event stream (or long-poll) is connected, in `run()`.
+    public var isListening = false
+
+    public init() {}
+}
+
+/// What one `syncOnce()` (or `pull`/`push`) did.
+public struct SyncReport: Sendable, Equatable {
+    /// Entries pulled from the server and applied (stored because they were newer).
+    public var applied = 0
+    /// Local changes the server acknowledged.
+    public var pushed = 0
+    /// Keys removed because the server no longer has them (after an expired cursor).
+    public var pruned = 0
+    /// Keys the server refused, with why.
+    public var rejected: [SyncError] = []
+    /// Local changes still pending afterwards.
+    public var pendingCount = 0
+
+    public init() {}
+
+    /// Whether the suite and the server agreed when the report was made.
+    public var isInAgreement: Bool { pendingCount == 0 && rejected.isEmpty }
+
+    mutating func add(_ other: SyncReport) {
+        applied += other.applied
+        pushed += other.pushed
+        pruned += other.pruned
+    }
+}
+
+/// Progress of a long step, for a terminal or a progress bar.
+public struct SyncProgress: Sendable, Equatable {
+    public enum Phase: String, Sendable {
+        case readingSnapshot = "reading the server's snapshot"
+        case pulling = "pulling changes"
+        case pushing = "pushing changes"
+    }
+
+    public var phase: Phase
+    /// Entries received or changes sent so far in this step.
+    public var done: Int
+    /// How many there are in all, when known.
+    public var total: Int?
+}

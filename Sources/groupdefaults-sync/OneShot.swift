@@ -1,0 +1,96 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import GroupDefaults
+import GroupDefaultsSync
+import Logging
+
+extension SyncCommand {
+    struct Sync: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Pull, push what is pending, pull again; exit 0 when the suite and the server agree.")
+
+        @OptionGroup var options: SuiteOptions
+        @Argument(help: "The suite name.") var suite: String
+
+        func run() async throws {
+            try await withEngine(options, suite) { engine in try await engine.syncOnce() }
+        }
+    }
+
+    struct Push: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Push the suite's pending changes.")
+
+        @OptionGroup var options: SuiteOptions
+        @Argument(help: "The suite name.") var suite: String
+
+        func run() async throws {
+            try await withEngine(options, suite) { engine in try await engine.push() }
+        }
+    }
+
+    struct Pull: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Pull and apply what changed on the server.")
+
+        @OptionGroup var options: SuiteOptions
+        @Argument(help: "The suite name.") var suite: String
+
+        func run() async throws {
+            try await withEngine(options, suite, pushes: false) { engine in try await engine.pull() }
+        }
+    }
+}
+
+/// Runs one step on the suite's engine and prints what it did; exits 1 if the server refused a key
+/// (or, with `pushes`, changes are still pending), 3 if authentication is needed.
+func withEngine(
+    _ options: SuiteOptions, _ suite: String, pushes: Bool = true,
+    _ step: @Sendable (SyncEngine) async throws -> SyncReport
+) async throws {
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = .warning  // the outcome is printed; details only when something is wrong
+        return handler
+    }
+    try await perform {
+        let defaults = try options.open(suite)
+        guard let settings = try SyncSettings.stored(in: defaults) else {
+            throw CommandFailure("\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`")
+        }
+        let http = try SyncClient.makeHTTPClient(caFile: settings.caFile)
+        let progress = TerminalProgress()
+        var engineOptions = SyncEngine.Options()
+        engineOptions.progress = progress.show
+        let engine = try SyncEngine(configured: defaults, http: http, options: engineOptions)
+        let result: Result<SyncReport, any Error>
+        do { result = .success(try await step(engine)) } catch { result = .failure(error) }
+        progress.clear()
+        try await http.shutdown()
+        let report = try result.get()
+        var line = "\(suite): applied \(report.applied), pushed \(report.pushed)"
+        if report.pruned > 0 { line += ", removed \(report.pruned)" }
+        line += ", \(report.pendingCount) pending"
+        output(line)
+        for refusal in report.rejected { printError(refusal.description) }
+        if !report.rejected.isEmpty { throw ExitCode(1) }
+        if pushes && report.pendingCount > 0 {
+            throw CommandFailure("\(report.pendingCount) change(s) are still pending: run it again")
+        }
+    }
+}
+
+/// Progress of long steps on stderr, when stderr is a terminal.
+final class TerminalProgress: Sendable {
+    let isTerminal = isatty(STDERR_FILENO) == 1
+
+    var show: @Sendable (SyncProgress) -> Void {
+        { [isTerminal] progress in
+            guard isTerminal else { return }
+            FileHandle.standardError.write(Data("\r\u{1B}[K\(progress.phase.rawValue): \(progress.done)".utf8))
+        }
+    }
+
+    func clear() {
+        if isTerminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+    }
+}

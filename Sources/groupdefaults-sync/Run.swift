@@ -1,0 +1,89 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Dispatch
+import Foundation
+import GroupDefaults
+import GroupDefaultsSync
+import Logging
+
+extension SyncCommand {
+    struct Run: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Keep suites in sync continuously (for a service manager); stops cleanly on SIGTERM or SIGINT.",
+            discussion: """
+                Local changes, by any process, are pushed a moment after they are made; remote changes \
+                arrive through the server's event stream. Logs go to stderr. A refused token pauses the \
+                suite (nothing is sent, nothing pending is lost) until its token file holds a new token.
+                """)
+
+        @OptionGroup var options: SuiteOptions
+        @Argument(help: "The suite names.") var suites: [String]
+        @Option(help: "How remote changes arrive: events or long-poll.") var transport: String = "events"
+        @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.") var logLevel: String = "info"
+
+        func validate() throws {
+            guard !suites.isEmpty else { throw ValidationError("name at least one suite") }
+            guard SyncEngine.Options.Transport(rawValue: transport) != nil else { throw ValidationError("--transport is events or long-poll") }
+            guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
+        }
+
+        func run() async throws {
+            let level = Logger.Level(rawValue: logLevel) ?? .info
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+            try await perform {
+                var engines: [SyncEngine] = []
+                var clients: [HTTPClientHandle] = []
+                var engineOptions = SyncEngine.Options()
+                engineOptions.transport = SyncEngine.Options.Transport(rawValue: transport) ?? .eventStream
+                for suite in suites {
+                    let defaults = try options.open(suite)
+                    guard let settings = try SyncSettings.stored(in: defaults) else {
+                        throw CommandFailure("\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`")
+                    }
+                    let http = try SyncClient.makeHTTPClient(caFile: settings.caFile)
+                    clients.append(HTTPClientHandle(http))
+                    engines.append(try SyncEngine(configured: defaults, http: http, options: engineOptions))
+                }
+                let logger = Logger(label: "groupdefaults-sync")
+                logger.info("running", metadata: ["suites": "\(suites.joined(separator: ","))"])
+                let frozenEngines = engines
+                let work = Task {
+                    await withTaskGroup(of: Void.self) { group in
+                        for engine in frozenEngines { group.addTask { await engine.run() } }
+                    }
+                }
+                let signals = StopSignals { work.cancel() }
+                await work.value
+                signals.cancel()
+                for client in clients { try? await client.http.shutdown() }
+                logger.info("stopped")
+            }
+        }
+    }
+}
+
+struct HTTPClientHandle: Sendable {
+    let http: HTTPClient
+    init(_ http: HTTPClient) { self.http = http }
+}
+
+/// Calls `stop` once on SIGTERM or SIGINT.
+final class StopSignals {
+    private let sources: [any DispatchSourceSignal]
+
+    init(_ stop: @escaping @Sendable () -> Void) {
+        sources = [SIGTERM, SIGINT].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler(handler: stop)
+            source.resume()
+            return source
+        }
+    }
+
+    func cancel() { for source in sources { source.cancel() } }
+}
