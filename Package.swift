@@ -97,7 +97,7 @@ let package = Package(
         .executableTarget(
             name: "groupdefaults-server",
             dependencies: [
-                "GroupDefaultsServer",
+                "GroupDefaults", "GroupDefaultsServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
