@@ -252,6 +252,7 @@ public actor SyncEngine {
         await enter(.push)
         defer { leave(.push) }
         var report = SyncReport()
+        batchCap = nil
         // A device that never synced reads the snapshot before its first push (the joining rule).
         if try local({ try defaults.syncState() }).cursor == nil { report = try await pullOnce() }
         while let batch = try await nextBatch() {
@@ -303,9 +304,20 @@ public actor SyncEngine {
         do {
             response = try await client.push(body: batch.body)
         } catch where error.kind == .rejected {
-            try local { try defaults.setInFlightBatch(nil) }
-            settleRefusal(error, of: request)
-            return 0
+            switch error.code {
+            case "value_too_large", "key_too_long", "quota_exceeded", "batch_too_large", "body_too_large", "idempotency_mismatch":
+                try local { try defaults.setInFlightBatch(nil) }
+                settleRefusal(error, of: request)
+                return 0
+            case "clock_skew":
+                // Not one key's fault: this device's clock is ahead of the server's. The changes stay
+                // pending and are tried again later (the server's clock catches up with their HLCs).
+                try local { try defaults.setInFlightBatch(nil) }
+                throw SyncError(.unavailable, code: "clock_skew", "\(error.detail) (this device's clock is ahead of the server's)",
+                                retryAfter: .seconds(30), status: error.status)
+            default:
+                throw error
+            }
         }
         // A change written elsewhere won: take it now rather than at the next pull.
         let winners = response.results.filter { $0.status == .superseded }.map(\.winner)
@@ -328,6 +340,8 @@ public actor SyncEngine {
         switch error.code {
         case "idempotency_mismatch":
             return  // the next batch gets a new id
+        case "batch_too_large", "body_too_large":
+            batchCap = max(1, request.ops.count / 2)
         case _ where request.ops.count > 1 && (error.key == nil || !request.ops.contains { $0.key == error.key }):
             batchCap = max(1, request.ops.count / 2)
         default:
