@@ -60,8 +60,9 @@ enum ConvergenceSettings {
     static let firstSeed = environment["GROUPDEFAULTS_SYNC_FIRST_SEED"].flatMap(UInt64.init) ?? 1
     /// Seeds in flight at once on one server.
     static let parallelSeeds = 4
-    /// Generous: 200 seeds take seconds; a stress run gets a minute per 1,000 seeds more.
-    static let minutes = 3 + seedCount / 1000
+    /// Generous: 200 seeds per backend take well under a minute; a stress run gets a minute per
+    /// 100 seeds more.
+    static let minutes = 3 + seedCount / 100
 }
 
 /// The reference: per key, the write with the largest (HLC, origin).

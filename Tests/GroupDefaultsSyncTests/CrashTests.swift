@@ -28,7 +28,7 @@ struct CrashTests {
 
     /// When kills land: the ceiling of the random delay adapts, so that most kills hit a running
     /// process whatever this machine's speed.
-    struct KillTiming {
+    struct KillTiming: CustomStringConvertible {
         var ceiling = 300.0
         var early = 0, midway = 0, late = 0
 
@@ -99,9 +99,12 @@ struct CrashTests {
         }
     }
 
-    @Test("SIGKILL of `groupdefaults-sync pull` mid-way, 20 times, then a pull: the device holds exactly the server's entries, nothing pending, nothing pushed back")
+    @Test("SIGKILL of `groupdefaults-sync pull` mid-way, 20 times, then a pull: the device holds exactly the server's entries, each applied once, nothing pending, nothing pushed back")
     func killDuringPull() async throws {
-        try await SyncServer.with(.lmdb, Self.serverArguments) { server in
+        // Each round's changes take two pages of the feed (1,000 entries a page), so that a kill
+        // between the two leaves the first applied with its cursor and the second to come.
+        let keysPerRound = 1_900
+        try await SyncServer.with(.lmdb, ["--max-keys-per-suite", "100000", "--max-bytes-per-suite", String(256 << 20)]) { server in
             let suite = "group.kill.pull"
             let writer = try Device(suite, server: server)
             defer { writer.remove() }
@@ -109,34 +112,58 @@ struct CrashTests {
             defer { device.remove() }
             try await device.configure(server)
             let defaults = try device.open()
+            // Joined first (a join reads the whole snapshot, then applies it at once).
+            try writer.set("sound", .string("ring.caf"))
+            try await writer.engine.push()
+            #expect(try await device.sync("pull").status == 0)
             var timing = KillTiming()
 
             for round in 0 ..< Self.kills {
-                for (key, value) in Self.roundValues(round) { try writer.write(key, value) }
+                for index in 0 ..< keysPerRound {
+                    let text = index % 50 == 0 ? String(repeating: "\(round % 10)", count: 20_000) : "value \(round).\(index)"
+                    try writer.set("round\(round).key\(index)", .string(text))
+                }
                 #expect(try await writer.engine.push().pendingCount == 0)
+                let head = try await server.client(suite).snapshot(after: nil, limit: 1).headRev
                 let before = try defaults.syncState().cursor
                 let pull = try device.start("pull")
                 try await Task.sleep(for: timing.delay())
                 pull.signal(SIGKILL)
                 let exit = await pull.waitForExit()
+                let cursor = try defaults.syncState().cursor
                 if !exit.bySignal {
                     #expect(exit.status == 0, "pull: \(pull.stderr)")
                     timing.tooLate()
-                } else if try defaults.syncState().cursor == before {
+                } else if cursor == before {
                     timing.tooEarly()
+                } else if cursor == head {
+                    timing.tooLate()
                 } else {
                     timing.midway += 1
                 }
             }
+            #expect(timing.midway >= 1, "no kill landed in the middle of a pull: \(timing.description)")
 
             let pull = try await device.sync("pull")
             #expect(pull.status == 0, "pull after the kills: \(pull.stderr) (\(timing.description))")
             let onServer = try await server.snapshot(suite)
-            #expect(onServer.entries.count == Self.kills * Self.keysPerRound)
+            #expect(onServer.entries.count == 1 + Self.kills * keysPerRound)
             let local = try defaults.syncState()
             #expect(local.cursor == onServer.head)
             #expect(local.pendingCount == 0, "pulled entries are never pending")
             #expect(differences(try storedEntries(defaults), onServer.entries).isEmpty)
+
+            // Each entry applied once: no key twice in the device's change log (its latest 9,000
+            // changes: the log retains 10,000), and every change there a remote one.
+            let last = try defaults.info().lastSequence
+            let feed = try defaults.changeFeed(since: last - 9_000)
+            var applied: [String: Int] = [:]
+            while let change = try feed.nextAvailable() {
+                #expect(change.isRemote && change.kind == .set, "\(change)")
+                applied[change.key, default: 0] += 1
+            }
+            #expect(applied.values.reduce(0, +) == 9_000)
+            #expect(applied.values.allSatisfy { $0 == 1 }, "applied more than once: \(applied.filter { $0.value > 1 }.keys.sorted().prefix(10))")
 
             // Nothing goes back: a sync pushes nothing and the server's head stays.
             let sync = try await device.sync("sync")
