@@ -102,10 +102,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // What the server's and the sync client's tests share: the real server executable started
+        // on loopback, token commands, a throwaway PostgreSQL, the storage backends.
+        .target(name: "ServerTestSupport", path: "Tests/ServerTestSupport", swiftSettings: swiftSettings),
         .testTarget(
             name: "GroupDefaultsServerTests",
             dependencies: [
-                "GroupDefaultsServer", "groupdefaults-server",
+                "GroupDefaultsServer", "groupdefaults-server", "ServerTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings
@@ -138,6 +141,8 @@ let package = Package(
             name: "GroupDefaultsSyncTests",
             dependencies: [
                 "GroupDefaults", "GroupDefaultsSync", "groupdefaults-sync", "groupdefaults-server", "GroupDefaultsCLI",
+                "ServerTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: swiftSettings
         ),

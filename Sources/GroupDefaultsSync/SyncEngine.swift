@@ -215,7 +215,14 @@ public actor SyncEngine {
     /// After `cursor_expired` (the server purged tombstones this device had not seen) or `reset`:
     /// the whole suite merged by last writer wins, and clean local keys the server no longer has
     /// removed; pending local changes stay, to be pushed.
+    ///
+    /// No push runs meanwhile: a push that settled while the snapshot was read (clearing the marks
+    /// of keys the snapshot predates, applying winners it does not have) would have those keys
+    /// taken for ones the server dropped, and removed for good. Called holding `.pull`; pushes
+    /// take `.pull` only before `.push` (`pushPending`), never while holding it.
     private func readSnapshotAgain() async throws(SyncError) -> SyncReport {
+        await enter(.push)
+        defer { leave(.push) }
         let snapshot = try await readSnapshot()
         let result = try apply(snapshot.entries, cursor: snapshot.head, policy: .lastWriterWins, pruning: true)
         var report = SyncReport()
@@ -249,12 +256,13 @@ public actor SyncEngine {
     // MARK: Pushing
 
     private func pushPending() async throws(SyncError) -> SyncReport {
+        var report = SyncReport()
+        // A device that never synced reads the snapshot before its first push (the joining rule);
+        // before taking `.push`, which a pull may need (`readSnapshotAgain`).
+        if try local({ try defaults.syncState() }).cursor == nil { report = try await pullOnce() }
         await enter(.push)
         defer { leave(.push) }
-        var report = SyncReport()
         batchCap = nil
-        // A device that never synced reads the snapshot before its first push (the joining rule).
-        if try local({ try defaults.syncState() }).cursor == nil { report = try await pullOnce() }
         while let batch = try await nextBatch() {
             report.pushed += try await send(batch)
         }

@@ -64,14 +64,17 @@ public enum TokenFile {
 extension SyncEngine {
     /// An engine for a suite configured with `groupdefaults-sync configure` (or `SyncSettings.store`):
     /// the server, token file and certificate authority come from the suite; the token is read
-    /// from its file before each request, so a new token takes effect without a restart.
+    /// before each request from the file the suite names then, so a new token, in the same file or
+    /// configured in another one, takes effect without a restart.
     /// `http` must verify certificates with the suite's authority (`SyncClient.makeHTTPClient(caFile:)`).
     public init(configured defaults: SharedDefaults, http: HTTPClient, options: Options = Options()) throws(SyncError) {
         guard let settings = try SyncSettings.stored(in: defaults) else {
             throw SyncError(.local, "the suite \(defaults.suiteName) is not configured for sync")
         }
-        let tokenFile = settings.tokenFile
-        let client = SyncClient(server: settings.server, suite: defaults.suiteName, http: http) { try TokenFile.read(tokenFile) }
+        let configuredFile = settings.tokenFile
+        let client = SyncClient(server: settings.server, suite: defaults.suiteName, http: http) {
+            try TokenFile.read((try? defaults.syncState().tokenFile) ?? configuredFile)
+        }
         self.init(defaults: defaults, client: client, options: options)
     }
 }

@@ -3,6 +3,7 @@ import Glibc
 import GroupDefaults
 import Hummingbird
 import HummingbirdTesting
+import ServerTestSupport
 import Synchronization
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsServer
+import ServerTestSupport
 import Testing
 
 /// What only the PostgreSQL backend does: several instances on one database, migrations racing,

@@ -1,16 +1,13 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsServer
+import ServerTestSupport
 import Testing
 
 /// The backends the storage conformance tests (this file and StorageConformanceTests.swift) run
-/// against: the embedded LMDB store and PostgreSQL (a throwaway server, a fresh database per test).
-enum StorageBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case lmdb
-    case postgres
-
-    var testDescription: String { rawValue }
-
+/// against, in process: the embedded LMDB store and PostgreSQL (a throwaway server, a fresh
+/// database per test).
+extension StorageBackend {
     /// A fresh, empty store, and how to remove it afterwards.
     func make() async throws -> (storage: any SyncStorage, cleanup: @Sendable () -> Void) {
         switch self {

@@ -1,12 +1,11 @@
-import Foundation
-import GroupDefaultsServer
-import Logging
+package import Foundation
+import Glibc
 import Testing
 
 /// The PostgreSQL server of this test process: `Tools/postgres start`, once, on first use (it stops
 /// by itself when this process exits), or the one `GROUPDEFAULTS_POSTGRES_URL` names. Each test
 /// gets its own database, so tests run in parallel.
-enum PostgresFixture {
+package enum PostgresFixture {
     private static let server = Task<String, any Error> {
         if let url = ProcessInfo.processInfo.environment["GROUPDEFAULTS_POSTGRES_URL"], !url.isEmpty { return url }
         let tool = packageRoot.appendingPathComponent("Tools/postgres").path
@@ -17,13 +16,13 @@ enum PostgresFixture {
         return url
     }
 
-    static var packageRoot: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
+    /// The package's root directory (this file is Tests/ServerTestSupport/PostgresFixture.swift).
+    package static var packageRoot: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     }
 
     /// The server's URL (its `postgres` database).
-    static func serverURL() async throws -> String {
+    package static func serverURL() async throws -> String {
         do {
             return try await server.value
         } catch {
@@ -32,7 +31,7 @@ enum PostgresFixture {
     }
 
     /// A new, empty database; returns its URL.
-    static func freshDatabase() async throws -> String {
+    package static func freshDatabase() async throws -> String {
         let url = try await serverURL()
         let name = "gd_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         try await psql(url, "CREATE DATABASE \(name)")
@@ -40,33 +39,44 @@ enum PostgresFixture {
         return url[...slash] + name
     }
 
-    /// A storage instance (a server instance, as far as the database is concerned) on `url`.
-    static func storage(url: String) async throws -> PostgresSyncStorage {
-        try await PostgresSyncStorage.start(try PostgresStorageConfiguration(url: url), logger: logger)
-    }
-
-    static let logger: Logger = {
-        var logger = Logger(label: "groupdefaults-server-tests")
-        logger.logLevel = .error
-        return logger
-    }()
-
     /// Runs SQL with psql (administration the storage does not offer: databases, backends).
     @discardableResult
-    static func psql(_ url: String, _ sql: String) async throws -> String {
+    package static func psql(_ url: String, _ sql: String) async throws -> String {
         try await Command.run("psql", ["-X", "-q", "-tA", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
     }
 }
 
-struct FixtureError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+/// Where a server keeps its data in a test: the embedded LMDB store or PostgreSQL. Tests that must
+/// hold for both take it as their argument (`@Test(arguments: StorageBackend.allCases)`).
+package enum StorageBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case lmdb
+    case postgres
+
+    package var testDescription: String { rawValue }
+
+    /// The storage options of `groupdefaults-server serve` and its token commands for a fresh,
+    /// empty store (`--data-dir DIR` or `--postgres-url URL`), and how to remove it afterwards.
+    package func serverStorage(_ prefix: String = "gds") async throws -> (arguments: [String], cleanup: @Sendable () -> Void) {
+        switch self {
+        case .lmdb:
+            let directory = ServerTool.temporaryDirectory(prefix)
+            return (["--data-dir", directory], { try? FileManager.default.removeItem(atPath: directory) })
+        case .postgres:
+            // The database is dropped with the throwaway server.
+            return (["--postgres-url", try await PostgresFixture.freshDatabase()], {})
+        }
+    }
+}
+
+package struct FixtureError: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// A child process, awaited without blocking a thread.
-enum Command {
+package enum Command {
     @discardableResult
-    static func run(_ executable: String, _ arguments: [String]) async throws -> String {
+    package static func run(_ executable: String, _ arguments: [String]) async throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [executable] + arguments

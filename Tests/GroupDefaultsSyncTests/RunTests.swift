@@ -1,0 +1,147 @@
+import Foundation
+import Glibc
+import GroupDefaults
+import GroupDefaultsSync
+import ServerTestSupport
+import Testing
+
+/// `groupdefaults-sync run` on two devices (real processes): writes by any process reach the other
+/// device, an idle pair sends nothing, a revoked token pauses sync until a new one is configured.
+@Suite("Continuous sync", .timeLimit(.minutes(2)))
+struct RunTests {
+    /// Two devices configured on `server`, each with a `run` process; `body` gets them and their
+    /// suites opened in this process. The processes are killed afterwards whatever happens.
+    private func withRunningPair(
+        _ server: SyncServer, _ suite: String,
+        _ body: (_ phone: ToolDevice, _ tablet: ToolDevice, _ phoneRun: ChildProcess, _ tabletRun: ChildProcess) async throws -> Void
+    ) async throws {
+        let phone = ToolDevice(suite), tablet = ToolDevice(suite)
+        defer {
+            phone.remove()
+            tablet.remove()
+        }
+        try await phone.configure(server)
+        try await tablet.configure(server)
+        let phoneRun = try phone.start("run", ["--log-level", "warning"])
+        let tabletRun = try tablet.start("run", ["--log-level", "warning"])
+        defer {
+            phoneRun.signal(SIGKILL)
+            tabletRun.signal(SIGKILL)
+        }
+        try await body(phone, tablet, phoneRun, tabletRun)
+        #expect(await phoneRun.terminate().status == 0, "run stops cleanly on SIGTERM: \(phoneRun.stderr)")
+        #expect(await tabletRun.terminate().status == 0, "\(tabletRun.stderr)")
+    }
+
+    @Test("writes by the `groupdefaults` tool (another process) while `run` runs reach the other device")
+    func writesByAnotherProcess() async throws {
+        try await SyncServer.with { server in
+            try await withRunningPair(server, "group.other.process") { phone, tablet, _, _ in
+                let tabletDefaults = try tablet.open()
+                let written = try await phone.defaultsTool(["write", phone.suite, "sound", "bell.aiff"])
+                #expect(written.status == 0, "\(written.stderr)")
+                #expect(await eventually { tabletDefaults.string(forKey: "sound") == "bell.aiff" })
+
+                let typed = try await phone.defaultsTool(["write", phone.suite, "volume", "-float", "0.8"])
+                #expect(typed.status == 0, "\(typed.stderr)")
+                #expect(await eventually { tabletDefaults.double(forKey: "volume") == 0.8 })
+
+                let deleted = try await phone.defaultsTool(["delete", phone.suite, "sound"])
+                #expect(deleted.status == 0, "\(deleted.stderr)")
+                #expect(await eventually { tabletDefaults.value(forKey: "sound") == nil })
+
+                // And from the tablet's side, with --directory instead of the environment.
+                let back = try await BuiltExecutable.run(
+                    ToolDevice.defaultsExecutable, ["write", "--directory", tablet.directory.path, tablet.suite, "theme", "dark"])
+                #expect(back.status == 0, "\(back.stderr)")
+                let phoneDefaults = try phone.open()
+                #expect(await eventually { phoneDefaults.string(forKey: "theme") == "dark" })
+            }
+        }
+    }
+
+    @Test("idle for 10 seconds after convergence: no push, changes or snapshot request, no new stream (counted at the server)")
+    func idleSendsNothing() async throws {
+        try await SyncServer.with { server in
+            try await withRunningPair(server, "group.idle") { phone, tablet, _, _ in
+                let phoneDefaults = try phone.open(), tabletDefaults = try tablet.open()
+                phoneDefaults.set("ring.caf", forKey: "sound")
+                tabletDefaults.set(0.5, forKey: "volume")
+                #expect(await eventually { tabletDefaults.string(forKey: "sound") == "ring.caf" && phoneDefaults.double(forKey: "volume") == 0.5 })
+                #expect(await eventually {
+                    (try? phoneDefaults.syncState().pendingCount) == 0 && (try? tabletDefaults.syncState().pendingCount) == 0
+                })
+                // Both event streams open.
+                #expect(try await eventually { Metrics.value(try await server.metricsText(), "groupdefaults_event_streams_open") == 2 })
+
+                let before = try await server.requestCounts()
+                try await Task.sleep(for: .seconds(10))  // the quiet period is what is measured
+                let after = try await server.requestCounts()
+                for route in [Metrics.pushRoute, Metrics.changesRoute, Metrics.snapshotRoute, Metrics.eventsRoute] {
+                    #expect(after[route, default: 0] == before[route, default: 0], "\(route): \(before[route, default: 0]) → \(after[route, default: 0])")
+                }
+                #expect(before[Metrics.pushRoute, default: 0] >= 2, "the counts are read from the right routes: \(before)")
+                #expect(Metrics.value(try await server.metricsText(), "groupdefaults_event_streams_open") == 2)
+            }
+        }
+    }
+
+    @Test("a revoked token: one-shot commands exit 3 with one line and keep what is pending; run pauses; configure with a new token resumes it")
+    func revokedToken() async throws {
+        try await SyncServer.with { server in
+            let suite = "group.revoked"
+            let phone = ToolDevice(suite)
+            defer { phone.remove() }
+            let othersTokens = try await ServerTool.tokenIDs(storage: server.storage)
+            let phoneToken = try await ServerTool.createToken(storage: server.storage)
+            let phoneTokenID = try #require(Set(try await ServerTool.tokenIDs(storage: server.storage)).subtracting(othersTokens).first)
+            try await phone.configure(server, token: phoneToken)
+            let tablet = try Device(suite, server: server)
+            defer { tablet.remove() }
+            let phoneDefaults = try phone.open()
+            phoneDefaults.set("ring.caf", forKey: "sound")
+            #expect(try await phone.sync("sync").status == 0)
+
+            // Revoked by another process while nothing runs.
+            let revoke = try await server.tokenCommand(["revoke", phoneTokenID])
+            #expect(revoke.status == 0, "\(revoke.stderr)")
+
+            phoneDefaults.set("bell.aiff", forKey: "sound")
+            phoneDefaults.set(0.25, forKey: "volume")
+            for verb in ["sync", "push", "pull"] {
+                let result = try await phone.sync(verb)
+                #expect(result.status == 3, "\(verb): \(result)")
+                let lines = result.stderr.split(separator: "\n")
+                #expect(lines.count == 1 && lines[0].contains("authentication needed") && lines[0].contains("configure"), "\(verb): \(result.stderr)")
+            }
+            #expect(try phoneDefaults.syncState().pendingCount == 2, "pending changes are kept")
+            #expect(phoneDefaults.string(forKey: "sound") == "bell.aiff")
+
+            // `run` pauses: it says so once and stops sending.
+            let run = try phone.start("run", ["--log-level", "info"])
+            defer { run.signal(SIGKILL) }
+            #expect(await eventually { run.stderr.contains("authentication needed") }, "\(run.stderr)")
+            let refusedBefore = Metrics.requestCounts(try await server.metricsText(), status: "401")
+            try await Task.sleep(for: .seconds(2))  // measuring that nothing is retried meanwhile
+            let refusedAfter = Metrics.requestCounts(try await server.metricsText(), status: "401")
+            #expect(refusedAfter == refusedBefore, "no retry loop: \(refusedBefore) → \(refusedAfter)")
+            #expect(run.isRunning)
+            let status = try await phone.sync("status", ["--json"])
+            let json = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+            #expect(json?["pending"] as? Int == 2)
+
+            // A new token in a new file: configure, and the paused run resumes by itself.
+            let fresh = try await ServerTool.createToken(storage: server.storage)
+            try await phone.configure(server, token: fresh, tokenName: "new-token")
+            #expect(await eventually { (try? phoneDefaults.syncState().pendingCount) == 0 }, "run resumed: \(run.stderr)")
+            try await tablet.engine.syncOnce()
+            #expect(tablet.defaults.string(forKey: "sound") == "bell.aiff" && tablet.defaults.double(forKey: "volume") == 0.25)
+
+            // And the other way: the running engine pulls again too.
+            let themed = try tablet.set("theme", .string("dark"))
+            try await tablet.engine.syncOnce()
+            #expect(await eventually { sameEntry(try? phoneDefaults.syncEntry(forKey: "theme"), themed) }, "\(run.stderr)")
+            #expect(await run.terminate().status == 0)
+        }
+    }
+}

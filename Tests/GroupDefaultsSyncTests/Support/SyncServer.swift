@@ -1,0 +1,212 @@
+import AsyncHTTPClient
+import Foundation
+import Glibc
+import GroupDefaults
+import GroupDefaultsSync
+import NIOCore
+import ServerTestSupport
+import Testing
+
+/// A real `groupdefaults-server` on loopback for sync tests: its store (a fresh data directory or
+/// PostgreSQL database), one token for the account, and an HTTP client to reach it in-process.
+final class SyncServer: Sendable {
+    let backend: StorageBackend
+    /// `--data-dir DIR` or `--postgres-url URL`.
+    let storage: [String]
+    let token: String
+    let http: HTTPClient
+    /// Arguments of `serve` besides the storage and the port (limits, hidden test options).
+    let serveArguments: [String]
+    private let cleanup: @Sendable () -> Void
+    private let current: ProcessBox
+
+    /// The rate limit is out of reach: the tests send many requests on one token, and 429s would
+    /// only slow them down (backoff) without testing anything.
+    static let baseArguments = ["--rate-limit", "1000000"]
+
+    private init(backend: StorageBackend, storage: [String], token: String, serveArguments: [String],
+                 process: ServerProcess, cleanup: @escaping @Sendable () -> Void) throws {
+        self.backend = backend
+        self.storage = storage
+        self.token = token
+        self.serveArguments = serveArguments
+        self.cleanup = cleanup
+        current = ProcessBox(process)
+        http = try SyncClient.makeHTTPClient()
+    }
+
+    /// Starts a server on a fresh store of `backend` with `arguments`, and makes a token.
+    static func start(_ backend: StorageBackend = .lmdb, _ arguments: [String] = []) async throws -> SyncServer {
+        let (storage, cleanup) = try await backend.serverStorage("gds-sync")
+        let serveArguments = baseArguments + arguments
+        do {
+            let process = try await ServerProcess(dataDirectory: nil, extraArguments: storage + serveArguments)
+            let token = try await ServerTool.createToken(storage: storage)
+            return try SyncServer(backend: backend, storage: storage, token: token, serveArguments: serveArguments,
+                                  process: process, cleanup: cleanup)
+        } catch {
+            cleanup()
+            throw error
+        }
+    }
+
+    /// Runs `body` with a server started as `start` does; stops it and removes its store afterwards,
+    /// also when `body` throws.
+    static func with<T>(
+        _ backend: StorageBackend = .lmdb, _ arguments: [String] = [], _ body: (SyncServer) async throws -> T
+    ) async throws -> T {
+        let server = try await start(backend, arguments)
+        do {
+            let result = try await body(server)
+            await server.stop()
+            return result
+        } catch {
+            await server.stop()
+            throw error
+        }
+    }
+
+    var process: ServerProcess { current.process }
+    var port: Int { process.port }
+    var url: URL { process.url }
+
+    /// A client of the server's API for `suite`, with this server's token.
+    func client(_ suite: String, token: String? = nil) -> SyncClient {
+        let token = token ?? self.token
+        return SyncClient(server: url, suite: suite, http: http) { token }
+    }
+
+    /// What the server holds for `suite`, read page by page through the snapshot endpoint: live
+    /// entries by key (tombstones left out), and the head revision of the first page.
+    func snapshot(_ suite: String) async throws -> (entries: [String: SyncEntry], head: UInt64) {
+        let client = client(suite)
+        var entries: [String: SyncEntry] = [:]
+        var after: String?
+        var head: UInt64?
+        repeat {
+            let page = try await client.snapshot(after: after, limit: 1000)
+            head = head ?? page.headRev
+            for entry in page.entries where !entry.isDeleted { entries[entry.key] = entry }
+            after = page.next
+        } while after != nil
+        return (entries, head ?? 0)
+    }
+
+    /// Every entry of the changes feed after `since` (latest per key, in revision order).
+    func changes(_ suite: String, since: UInt64 = 0) async throws -> (entries: [SyncEntry], lastRev: UInt64) {
+        let client = client(suite)
+        var entries: [SyncEntry] = []
+        var since = since
+        while true {
+            let page = try await client.changes(since: since, limit: 1000)
+            entries += page.entries
+            since = page.lastRev
+            if !page.hasMore { return (entries, since) }
+        }
+    }
+
+    /// SIGKILL, `whileDown`, then a new server process on the same store and the same port (devices
+    /// keep their configured URL). Binding may fail for a moment after the kill: it is tried for 10 s.
+    func killAndRestart(whileDown: () async throws -> Void = {}) async throws {
+        let old = process
+        old.signal(SIGKILL)
+        _ = await old.waitForExit()
+        try await whileDown()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            do {
+                current.process = try await ServerProcess(dataDirectory: nil, port: old.port, extraArguments: storage + serveArguments)
+                return
+            } catch where ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+
+    /// `groupdefaults-server token …` on this server's store.
+    func tokenCommand(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await ServerTool.run(["token"] + arguments + storage)
+    }
+
+    /// `GET /metrics`: Prometheus' text.
+    func metricsText() async throws -> String {
+        let request = HTTPClientRequest(url: url.appendingPathComponent("metrics").absoluteString)  // GET
+        let response = try await http.execute(request, timeout: .seconds(10))
+        return String(buffer: try await response.body.collect(upTo: 16 << 20))
+    }
+
+    /// The request counts of `GET /metrics` (`hb_requests`), summed over statuses, by route.
+    func requestCounts() async throws -> [String: Int] {
+        Metrics.requestCounts(try await metricsText())
+    }
+
+    /// SIGTERM (SIGKILL after a grace period), then the store is removed and the client shut down.
+    func stop() async {
+        await process.stop()
+        try? await http.shutdown()
+        cleanup()
+    }
+}
+
+/// The current server process (replaced by `killAndRestart`).
+private final class ProcessBox: @unchecked Sendable {  // replaced only by the test's own task
+    var process: ServerProcess
+    init(_ process: ServerProcess) { self.process = process }
+}
+
+/// Reading the Prometheus text of `/metrics`.
+enum Metrics {
+    /// `hb_requests{…,http_route="ROUTE",…} N` summed by route (over methods and statuses).
+    static func requestCounts(_ text: String) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("hb_requests{") {
+            guard let route = label("http_route", in: line), let count = line.split(separator: " ").last.flatMap({ Double($0) }) else {
+                continue
+            }
+            counts[route, default: 0] += Int(count)
+        }
+        return counts
+    }
+
+    /// The counts for a status (`http_status_code`) only.
+    static func requestCounts(_ text: String, status: String) -> [String: Int] {
+        requestCounts(text.split(separator: "\n").filter { label("http_status_code", in: $0) == status }.joined(separator: "\n"))
+    }
+
+    /// A counter without labels, or with the given labels (`name{a="b"} N`).
+    static func value(_ text: String, _ name: String, labels: [String: String] = [:]) -> Double {
+        var total = 0.0
+        for line in text.split(separator: "\n") where line.hasPrefix(name + "{") || line.hasPrefix(name + " ") {
+            guard labels.allSatisfy({ label($0.key, in: line) == $0.value }),
+                  let value = line.split(separator: " ").last.flatMap({ Double($0) }) else { continue }
+            total += value
+        }
+        return total
+    }
+
+    static func label(_ name: String, in line: Substring) -> String? {
+        guard let start = line.range(of: name + "=\"") else { return nil }
+        let rest = line[start.upperBound...]
+        guard let end = rest.firstIndex(of: "\"") else { return nil }
+        return String(rest[..<end])
+    }
+
+    static let pushRoute = "/v1/suites/{suite}/push"
+    static let changesRoute = "/v1/suites/{suite}/changes"
+    static let snapshotRoute = "/v1/suites/{suite}/snapshot"
+    static let eventsRoute = "/v1/suites/{suite}/events"
+}
+
+/// Polls `condition` until it holds or `timeout` passes (for effects in other processes); whether
+/// it held.
+func eventually(
+    within timeout: Duration = .seconds(10), every interval: Duration = .milliseconds(25),
+    _ condition: () async throws -> Bool
+) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while true {
+        if try await condition() { return true }
+        if ContinuousClock.now >= deadline { return false }
+        try? await Task.sleep(for: interval)
+    }
+}

@@ -1,0 +1,121 @@
+import Dispatch
+import Foundation
+import Glibc
+import GroupDefaults
+import ServerTestSupport
+import Testing
+
+/// A device as the tools see it: a directory of suites, driven by the real `groupdefaults-sync`
+/// and `groupdefaults` executables (and, for reads and writes, by this process too: a suite may be
+/// open in several processes at once).
+struct ToolDevice {
+    static let syncExecutable = BuiltExecutable.url("groupdefaults-sync")
+    static let defaultsExecutable = BuiltExecutable.url("groupdefaults")
+
+    let directory: URL
+    let suite: String
+
+    init(_ suite: String) {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("gds-tool-\(UUID().uuidString)", isDirectory: true)
+        self.suite = suite
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    /// A token file (mode 0600 unless told otherwise) in the device's directory.
+    func tokenFile(_ token: String, name: String = "token", mode: mode_t = 0o600) throws -> String {
+        let path = directory.appendingPathComponent(name).path
+        try Data((token + "\n").utf8).write(to: URL(fileURLWithPath: path))
+        guard chmod(path, mode) == 0 else { throw FixtureError("chmod \(path) failed") }
+        return path
+    }
+
+    /// `groupdefaults-sync VERB SUITE --directory DIR ARGUMENTS…`, to completion.
+    func sync(_ verb: String, _ arguments: [String] = []) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await BuiltExecutable.run(Self.syncExecutable, [verb, suite, "--directory", directory.path] + arguments)
+    }
+
+    /// `configure` with `token` written to a 0600 file named `tokenName`; expects success.
+    func configure(_ server: SyncServer, token: String? = nil, tokenName: String = "token",
+                   sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let file = try tokenFile(token ?? server.token, name: tokenName)
+        let result = try await sync("configure", ["--server", server.url.absoluteString, "--token-file", file])
+        #expect(result.status == 0, "configure: \(result.stderr)", sourceLocation: sourceLocation)
+    }
+
+    /// `groupdefaults ARGUMENTS…` with `$GROUPDEFAULTS_DIR` set to the device's directory.
+    func defaultsTool(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+        var environment = ProcessInfo.processInfo.environment
+        environment["GROUPDEFAULTS_DIR"] = directory.path
+        return try await BuiltExecutable.run(Self.defaultsExecutable, arguments, environment: environment)
+    }
+
+    /// Opens the device's suite in this process.
+    func open() throws -> SharedDefaults {
+        try SharedDefaults(suiteName: suite, directory: directory)
+    }
+
+    /// Starts `groupdefaults-sync VERB SUITE --directory DIR ARGUMENTS…` in the background.
+    func start(_ verb: String, _ arguments: [String] = []) throws -> ChildProcess {
+        try ChildProcess(Self.syncExecutable, [verb, suite, "--directory", directory.path] + arguments)
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// A child process running in the background; its stderr goes to a file (read it at any time),
+/// stdout is dropped. Killed with SIGKILL if still running when released.
+final class ChildProcess: @unchecked Sendable {  // the process is only touched from the test's task
+    let process = Process()
+    private let errorFile: URL
+
+    init(_ executable: URL, _ arguments: [String]) throws {
+        errorFile = FileManager.default.temporaryDirectory.appendingPathComponent("gds-stderr-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: errorFile.path, contents: nil)
+        process.executableURL = executable
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = try FileHandle(forWritingTo: errorFile)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var isRunning: Bool { process.isRunning }
+
+    /// What it wrote to stderr so far.
+    var stderr: String { (try? String(contentsOf: errorFile, encoding: .utf8)) ?? "" }
+
+    func signal(_ number: Int32) { kill(pid, number) }
+
+    /// Waits for the process to end (off the cooperative pool): its status and whether a signal ended it.
+    func waitForExit() async -> (status: Int32, bySignal: Bool) {
+        let process = self.process
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                process.waitUntilExit()
+                continuation.resume(returning: (process.terminationStatus, process.terminationReason == .uncaughtSignal))
+            }
+        }
+    }
+
+    /// SIGTERM and the exit status (SIGKILL if it has not stopped within `grace`).
+    @discardableResult
+    func terminate(grace: Duration = .seconds(10)) async -> (status: Int32, bySignal: Bool) {
+        guard process.isRunning else { return await waitForExit() }
+        signal(SIGTERM)
+        let killer = Task {
+            try await Task.sleep(for: grace)
+            self.signal(SIGKILL)
+        }
+        let exit = await waitForExit()
+        killer.cancel()
+        return exit
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(at: errorFile)
+    }
+}

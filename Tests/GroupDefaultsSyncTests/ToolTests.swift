@@ -1,0 +1,103 @@
+import Foundation
+import Glibc
+import GroupDefaults
+import GroupDefaultsSync
+import ServerTestSupport
+import Testing
+
+/// The `groupdefaults-sync` tool's own promises: a private token file, `status --json`, the sync
+/// state in `groupdefaults info`, and a value over the server's limit reported, kept, and not
+/// holding back the other keys.
+@Suite("groupdefaults-sync", .timeLimit(.minutes(2)))
+struct ToolTests {
+    @Test("configure refuses a token file that its group or others can read, and says why")
+    func tokenFileMustBePrivate() async throws {
+        try await SyncServer.with { server in
+            let device = ToolDevice("group.private.token")
+            defer { device.remove() }
+            for mode: mode_t in [0o644, 0o640, 0o604] {
+                let file = try device.tokenFile(server.token, name: "token-\(String(mode, radix: 8))", mode: mode)
+                let result = try await device.sync("configure", ["--server", server.url.absoluteString, "--token-file", file])
+                #expect(result.status == 1, "mode \(String(mode, radix: 8)): \(result)")
+                #expect(result.stderr.contains("can be read by its group or others") && result.stderr.contains("chmod 600"), "\(result.stderr)")
+                #expect(result.stderr.split(separator: "\n").count == 1)
+            }
+            let status = try await device.sync("status")
+            #expect(status.stdout.contains("not synced"), "a refused configure leaves the suite unsynced: \(status)")
+
+            let file = try device.tokenFile(server.token, name: "token", mode: 0o600)
+            let configured = try await device.sync("configure", ["--server", server.url.absoluteString, "--token-file", file])
+            #expect(configured.status == 0, "\(configured.stderr)")
+            let contents = try Data(contentsOf: device.directory.appendingPathComponent("\(device.suite).lmdb"))
+            #expect(contents.range(of: Data(server.token.utf8)) == nil, "the token is never copied into the suite")
+        }
+    }
+
+    @Test("status --json and `groupdefaults info` show the sync state: server, token file, cursor, pending")
+    func statusAndInfo() async throws {
+        try await SyncServer.with { server in
+            let device = ToolDevice("group.status")
+            defer { device.remove() }
+            try await device.configure(server)
+            let defaults = try device.open()
+            defaults.set("ring.caf", forKey: "sound")
+            defaults.set(3, forKey: "badge")
+
+            let before = try await device.sync("status", ["--json"])
+            #expect(before.status == 0, "\(before.stderr)")
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(before.stdout.utf8)) as? [String: Any])
+            #expect(json["suite"] as? String == device.suite)
+            #expect(json["synced"] as? Bool == true)
+            #expect(json["server"] as? String == server.url.absoluteString)
+            #expect((json["token_file"] as? String)?.hasSuffix("/token") == true)
+            #expect(json["pending"] as? Int == 2)
+            #expect(Set(json["pending_keys"] as? [String] ?? []) == ["sound", "badge"])
+            #expect(json["cursor"] == nil || json["cursor"] is NSNull, "no cursor before the first sync")
+
+            let info = try await device.defaultsTool(["info", device.suite])
+            #expect(info.status == 0, "\(info.stderr)")
+            #expect(info.stdout.contains("sync server: \(server.url.absoluteString)"))
+            #expect(info.stdout.contains("sync pending: 2 changes"))
+            #expect(info.stdout.contains("sync cursor: none"))
+
+            let sync = try await device.sync("sync")
+            #expect(sync.status == 0, "\(sync.stderr)")
+            let after = try #require(try JSONSerialization.jsonObject(with: Data(try await device.sync("status", ["--json"]).stdout.utf8)) as? [String: Any])
+            #expect(after["pending"] as? Int == 0)
+            #expect(after["cursor"] as? Int == 2)
+            let infoAfter = try await device.defaultsTool(["info", device.suite])
+            #expect(infoAfter.stdout.contains("sync cursor: 2") && infoAfter.stdout.contains("sync pending: 0 changes"), "\(infoAfter.stdout)")
+
+            #expect(try await device.sync("unconfigure").status == 0)
+            #expect(try await device.defaultsTool(["info", device.suite]).stdout.contains("sync: off"))
+        }
+    }
+
+    @Test("a value over the server's --max-value-bytes is reported with its key and the limit, kept locally, and the other keys still sync (exit 1)")
+    func valueTooLarge() async throws {
+        try await SyncServer.with(.lmdb, ["--max-value-bytes", "1000"]) { server in
+            let device = ToolDevice("group.too.large")
+            defer { device.remove() }
+            try await device.configure(server)
+            let defaults = try device.open()
+            let large = String(repeating: "x", count: 2000)
+            defaults.set(large, forKey: "wallpaper")
+            defaults.set("ring.caf", forKey: "sound")
+            defaults.set(0.5, forKey: "volume")
+
+            let sync = try await device.sync("sync")
+            #expect(sync.status == 1, "\(sync)")
+            #expect(sync.stderr.contains("'wallpaper'") && sync.stderr.contains("1000"), "the key and the limit: \(sync.stderr)")
+            #expect(defaults.string(forKey: "wallpaper") == large, "kept locally")
+            let onServer = try await server.snapshot(device.suite).entries
+            #expect(Set(onServer.keys) == ["sound", "volume"])
+            #expect(try defaults.pendingChanges().map(\.key) == ["wallpaper"], "still pending, to go once it fits")
+
+            // Made smaller, it goes.
+            defaults.set("small", forKey: "wallpaper")
+            let again = try await device.sync("sync")
+            #expect(again.status == 0, "\(again)")
+            #expect(try await server.snapshot(device.suite).entries["wallpaper"]?.value == .string("small"))
+        }
+    }
+}
