@@ -87,7 +87,11 @@ final class ChildProcess: @unchecked Sendable {  // the process is only touched 
     /// What it wrote to stderr so far.
     var stderr: String { (try? String(contentsOf: errorFile, encoding: .utf8)) ?? "" }
 
-    func signal(_ number: Int32) { kill(pid, number) }
+    /// Sends `number` to the process, if it still runs (never to a process id that may have been
+    /// reused since it exited).
+    func signal(_ number: Int32) {
+        if process.isRunning { kill(pid, number) }
+    }
 
     /// Waits for the process to end (off the cooperative pool): its status and whether a signal ended it.
     func waitForExit() async -> (status: Int32, bySignal: Bool) {
