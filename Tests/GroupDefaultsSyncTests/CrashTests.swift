@@ -47,6 +47,20 @@ struct CrashTests {
         }
 
         var description: String { "\(early) before any effect, \(midway) mid-way, \(late) after the end" }
+
+        /// Kills `process` after a random delay; whether it was still running then (if not, it
+        /// must have succeeded, and the next delay is shorter).
+        mutating func kill(_ process: ChildProcess, sourceLocation: SourceLocation = #_sourceLocation) async throws -> Bool {
+            try await Task.sleep(for: delay())
+            process.signal(SIGKILL)
+            let exit = await process.waitForExit()
+            guard exit.bySignal else {
+                #expect(exit.status == 0, "\(process.stderr)", sourceLocation: sourceLocation)
+                tooLate()
+                return false
+            }
+            return true
+        }
     }
 
     @Test("SIGKILL of `groupdefaults-sync push` mid-way, 20 times, then a sync: every change on the server once, with its own stamp")
@@ -65,15 +79,8 @@ struct CrashTests {
                     written[key] = try writeEntry(defaults, key, value)
                 }
                 let headBefore = try await client.snapshot(after: nil, limit: 1).headRev
-                let push = try device.start("push")
-                try await Task.sleep(for: timing.delay())
-                push.signal(SIGKILL)
-                let exit = await push.waitForExit()
-                let head = try await client.snapshot(after: nil, limit: 1).headRev
-                if !exit.bySignal {
-                    #expect(exit.status == 0, "push: \(push.stderr)")
-                    timing.tooLate()
-                } else if head == headBefore {
+                guard try await timing.kill(try device.start("push")) else { continue }
+                if try await client.snapshot(after: nil, limit: 1).headRev == headBefore {
                     timing.tooEarly()
                 } else {
                     timing.midway += 1
@@ -126,15 +133,9 @@ struct CrashTests {
                 #expect(try await writer.engine.push().pendingCount == 0)
                 let head = try await server.client(suite).snapshot(after: nil, limit: 1).headRev
                 let before = try defaults.syncState().cursor
-                let pull = try device.start("pull")
-                try await Task.sleep(for: timing.delay())
-                pull.signal(SIGKILL)
-                let exit = await pull.waitForExit()
+                guard try await timing.kill(try device.start("pull")) else { continue }
                 let cursor = try defaults.syncState().cursor
-                if !exit.bySignal {
-                    #expect(exit.status == 0, "pull: \(pull.stderr)")
-                    timing.tooLate()
-                } else if cursor == before {
+                if cursor == before {
                     timing.tooEarly()
                 } else if cursor == head {
                     timing.tooLate()
@@ -177,40 +178,26 @@ struct CrashTests {
     @Test("SIGKILL and restart of the server during `run`: both devices resume by themselves")
     func serverRestartDuringRun() async throws {
         try await SyncServer.with(.lmdb) { server in
-            let suite = "group.server.restart"
-            let phone = ToolDevice(suite), tablet = ToolDevice(suite)
-            defer {
-                phone.remove()
-                tablet.remove()
-            }
-            try await phone.configure(server)
-            try await tablet.configure(server)
-            let phoneRun = try phone.start("run", ["--log-level", "error"])
-            let tabletRun = try tablet.start("run", ["--log-level", "error"])
-            defer {
-                phoneRun.signal(SIGKILL)
-                tabletRun.signal(SIGKILL)
-            }
-            let phoneDefaults = try phone.open(), tabletDefaults = try tablet.open()
+            try await withRunningPair(server, "group.server.restart", logLevel: "error") { phone, tablet, phoneRun, tabletRun in
+                let phoneDefaults = try phone.open(), tabletDefaults = try tablet.open()
 
-            phoneDefaults.set("ring.caf", forKey: "sound")
-            #expect(await eventually { tabletDefaults.string(forKey: "sound") == "ring.caf" })
+                phoneDefaults.set("ring.caf", forKey: "sound")
+                #expect(await eventually { tabletDefaults.string(forKey: "sound") == "ring.caf" })
 
-            try await server.killAndRestart {
-                // Written while the server is down: pushed once it is back.
-                phoneDefaults.set("bell.aiff", forKey: "sound")
+                try await server.killAndRestart {
+                    // Written while the server is down: pushed once it is back.
+                    phoneDefaults.set("bell.aiff", forKey: "sound")
+                }
+                #expect(await eventually(within: .seconds(30)) { tabletDefaults.string(forKey: "sound") == "bell.aiff" },
+                        "a change made while the server was down")
+                phoneDefaults.set(0.5, forKey: "volume")
+                #expect(await eventually(within: .seconds(30)) { tabletDefaults.double(forKey: "volume") == 0.5 },
+                        "a change made after the restart")
+                tabletDefaults.set("dark", forKey: "theme")
+                #expect(await eventually(within: .seconds(30)) { phoneDefaults.string(forKey: "theme") == "dark" },
+                        "and the other way")
+                #expect(phoneRun.isRunning && tabletRun.isRunning)
             }
-            #expect(await eventually(within: .seconds(30)) { tabletDefaults.string(forKey: "sound") == "bell.aiff" },
-                    "a change made while the server was down")
-            phoneDefaults.set(0.5, forKey: "volume")
-            #expect(await eventually(within: .seconds(30)) { tabletDefaults.double(forKey: "volume") == 0.5 },
-                    "a change made after the restart")
-            tabletDefaults.set("dark", forKey: "theme")
-            #expect(await eventually(within: .seconds(30)) { phoneDefaults.string(forKey: "theme") == "dark" },
-                    "and the other way")
-            #expect(phoneRun.isRunning && tabletRun.isRunning)
-            #expect(await phoneRun.terminate().status == 0, "run stops cleanly on SIGTERM: \(phoneRun.stderr)")
-            #expect(await tabletRun.terminate().status == 0, "\(tabletRun.stderr)")
         }
     }
 }

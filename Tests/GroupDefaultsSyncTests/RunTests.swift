@@ -9,30 +9,6 @@ import Testing
 /// device, an idle pair sends nothing, a revoked token pauses sync until a new one is configured.
 @Suite("Continuous sync", .timeLimit(.minutes(2)))
 struct RunTests {
-    /// Two devices configured on `server`, each with a `run` process; `body` gets them and their
-    /// suites opened in this process. The processes are killed afterwards whatever happens.
-    private func withRunningPair(
-        _ server: SyncServer, _ suite: String,
-        _ body: (_ phone: ToolDevice, _ tablet: ToolDevice, _ phoneRun: ChildProcess, _ tabletRun: ChildProcess) async throws -> Void
-    ) async throws {
-        let phone = ToolDevice(suite), tablet = ToolDevice(suite)
-        defer {
-            phone.remove()
-            tablet.remove()
-        }
-        try await phone.configure(server)
-        try await tablet.configure(server)
-        let phoneRun = try phone.start("run", ["--log-level", "warning"])
-        let tabletRun = try tablet.start("run", ["--log-level", "warning"])
-        defer {
-            phoneRun.signal(SIGKILL)
-            tabletRun.signal(SIGKILL)
-        }
-        try await body(phone, tablet, phoneRun, tabletRun)
-        #expect(await phoneRun.terminate().status == 0, "run stops cleanly on SIGTERM: \(phoneRun.stderr)")
-        #expect(await tabletRun.terminate().status == 0, "\(tabletRun.stderr)")
-    }
-
     @Test("writes by the `groupdefaults` tool (another process) while `run` runs reach the other device")
     func writesByAnotherProcess() async throws {
         try await SyncServer.with { server in

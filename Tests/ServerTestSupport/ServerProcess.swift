@@ -133,7 +133,11 @@ package final class ServerProcess: @unchecked Sendable {  // the process is only
         String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     }
 
-    package func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+    /// Sends `number` to the server, if it still runs (never to a process id that may have been
+    /// reused since it exited).
+    package func signal(_ number: Int32) {
+        if process.isRunning { kill(process.processIdentifier, number) }
+    }
 
     /// Waits for the process to end (off the cooperative pool); its exit status, or nil if a signal killed it.
     package func waitForExit() async -> (status: Int32, bySignal: Bool) {

@@ -64,6 +64,31 @@ struct ToolDevice {
     }
 }
 
+/// Two devices configured on `server`, each with a `groupdefaults-sync run` process (logging at
+/// `logLevel`); `body` gets them. Afterwards both must stop cleanly on SIGTERM; they are killed
+/// whatever happens.
+func withRunningPair(
+    _ server: SyncServer, _ suite: String, logLevel: String = "warning",
+    _ body: (_ phone: ToolDevice, _ tablet: ToolDevice, _ phoneRun: ChildProcess, _ tabletRun: ChildProcess) async throws -> Void
+) async throws {
+    let phone = ToolDevice(suite), tablet = ToolDevice(suite)
+    defer {
+        phone.remove()
+        tablet.remove()
+    }
+    try await phone.configure(server)
+    try await tablet.configure(server)
+    let phoneRun = try phone.start("run", ["--log-level", logLevel])
+    let tabletRun = try tablet.start("run", ["--log-level", logLevel])
+    defer {
+        phoneRun.signal(SIGKILL)
+        tabletRun.signal(SIGKILL)
+    }
+    try await body(phone, tablet, phoneRun, tabletRun)
+    #expect(await phoneRun.terminate().status == 0, "run stops cleanly on SIGTERM: \(phoneRun.stderr)")
+    #expect(await tabletRun.terminate().status == 0, "\(tabletRun.stderr)")
+}
+
 /// A child process running in the background; its stderr goes to a file (read it at any time),
 /// stdout is dropped. Killed with SIGKILL if still running when released.
 final class ChildProcess: @unchecked Sendable {  // the process is only touched from the test's task
@@ -87,7 +112,11 @@ final class ChildProcess: @unchecked Sendable {  // the process is only touched 
     /// What it wrote to stderr so far.
     var stderr: String { (try? String(contentsOf: errorFile, encoding: .utf8)) ?? "" }
 
-    func signal(_ number: Int32) { kill(pid, number) }
+    /// Sends `number` to the process, if it still runs (never to a process id that may have been
+    /// reused since it exited).
+    func signal(_ number: Int32) {
+        if process.isRunning { kill(pid, number) }
+    }
 
     /// Waits for the process to end (off the cooperative pool): its status and whether a signal ended it.
     func waitForExit() async -> (status: Int32, bySignal: Bool) {
