@@ -235,14 +235,18 @@ extension SharedDefaults {
         /// beats is replaced with it: there is nothing left to push). `remoteWins` skips the comparison (a
         /// joining device keeps the server's value). Returns whether the entry was applied. The whole
         /// batch's latest HLC must have been received first (`receive`).
-        func applyRemote(key: String, value: PropertyListValue?, stamp remote: Stamp, remoteWins: Bool) throws -> Bool {
+        func applyRemote(key: String, value: PropertyListValue?, stamp remote: Stamp, remoteWinsBefore joinStarted: HLC?) throws -> Bool {
             try checkUsable()
             try store.validate(key: key)
             precondition(clock != nil, "applyRemote before receive")
             return try perform(key: key) {
                 try withKeyBytes(key) { k in
                     let current = try storedStamp(k)
-                    if let current, current == remote || (!remoteWins && current > remote) { return false }
+                    if let current, current != remote, let joinStarted, current.hlc <= joinStarted {
+                        // Joining: the server's entry wins over the copy held before the join.
+                    } else if let current, current >= remote {
+                        return false
+                    }
                     if let value {
                         addsData = true
                         StoredRecord.encode(value, stamp: remote, into: &scratch)
@@ -270,8 +274,9 @@ extension SharedDefaults {
         }
 
         /// Removes a key that the server no longer has and this store did not change since it last
-        /// synced (after an expired cursor): kept as a tombstone with the value's own stamp, so that
-        /// it wins against nothing newer, logged as a remote removal, never pending.
+        /// synced (after an expired cursor): no tombstone is left (the server has none, so a later
+        /// entry for the key is whatever the server took since), logged as a remote removal, never
+        /// pending.
         func removeAsRemote(key: String) throws {
             try checkUsable()
             _ = try beginChange()
@@ -280,8 +285,6 @@ extension SharedDefaults {
                     guard let raw = try txn.get(.values, k) else { return }
                     let stamp = try StoredRecord.decode(raw).stamp
                     try txn.delete(.values, k)
-                    try StoredRecord.encodeTombstone(stamp).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
-                    tombstonesMayExist = true
                     try appendLog(.removed, key: key, remoteOrigin: stamp.origin)
                 }
             }

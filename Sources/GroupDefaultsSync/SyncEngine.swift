@@ -198,6 +198,9 @@ public actor SyncEngine {
     /// (however recent the local copy), and the keys it lacks are uploaded. Registered defaults are
     /// not stored values, so they are never pushed.
     private func join() async throws(SyncError) -> SyncReport {
+        // What the store holds up to now is the joining device's old copy; a change made while the
+        // join runs is judged by last writer wins.
+        let joinStarted = try local { try defaults.clockReading() }
         let snapshot = try await readSnapshot()
         let serverKeys = Set(snapshot.entries.map(\.key))
         try local {
@@ -207,7 +210,7 @@ public actor SyncEngine {
             try defaults.markPending(localKeys.filter { !serverKeys.contains($0) })
         }
         var report = SyncReport()
-        report.applied = try apply(snapshot.entries, cursor: snapshot.head, policy: .remoteWins).applied.count
+        report.applied = try apply(snapshot.entries, cursor: snapshot.head, policy: .remoteWins(over: joinStarted)).applied.count
         logger.debug("joined the server's suite", metadata: ["suite": "\(client.suite)", "entries": "\(snapshot.entries.count)"])
         return report
     }

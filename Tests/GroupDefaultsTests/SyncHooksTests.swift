@@ -216,15 +216,20 @@ struct SyncHooksTests {
         }
     }
 
-    @Test("remoteWins keeps the server's value whatever its stamp (a device joining an existing suite)")
+    @Test("remoteWins keeps the server's value over what the store held before the join, whatever the stamps; not over a change made during the join")
     func remoteWinsPolicy() throws {
         try withTemporaryDirectory { dir in
             let defaults = try openSuite(dir)
             try defaults.enableSync(server: serverURL)
             defaults.set("joining device's", forKey: "sound")
-            try defaults.applyRemote([entry("sound", .string("server's"), offset: -3_600_000)], cursor: 5, policy: .remoteWins)
+            let joinStarted = try defaults.clockReading()
+            defaults.set("changed while joining", forKey: "volume")
+            try defaults.applyRemote(
+                [entry("sound", .string("server's"), offset: -3_600_000), entry("volume", .string("server's"), offset: -3_600_000)],
+                cursor: 5, policy: .remoteWins(over: joinStarted))
             #expect(defaults.string(forKey: "sound") == "server's")
-            #expect(try defaults.pendingChanges().isEmpty)
+            #expect(defaults.string(forKey: "volume") == "changed while joining")
+            #expect(try defaults.pendingChanges().map(\.key) == ["volume"])
         }
     }
 
@@ -238,6 +243,7 @@ struct SyncHooksTests {
             let result = try defaults.applyRemote([entry("kept", .integer(1), counter: 1)], cursor: 40, pruning: true)
             #expect(result.pruned == ["gone-on-server"])
             #expect(defaults.object(forKey: "gone-on-server") == nil)
+            #expect(try defaults.syncEntry(forKey: "gone-on-server") == nil, "no tombstone: the server has none")
             #expect(defaults.string(forKey: "local-edit") == "unpushed")
             #expect(try defaults.pendingChanges().map(\.key) == ["local-edit"])
             #expect(try defaults.syncState().cursor == 40)

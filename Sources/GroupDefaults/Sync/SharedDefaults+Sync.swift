@@ -51,12 +51,21 @@ package struct PendingChange: Sendable, Equatable {
 }
 
 /// How `applyRemote` decides between a remote entry and what the store holds.
-package enum RemotePolicy: Sendable {
+package enum RemotePolicy: Sendable, Equatable {
     /// The larger (HLC, origin) wins, as always.
     case lastWriterWins
-    /// The remote entry wins whatever its stamp: for a device joining a suite that already exists
-    /// on the server, whose settings must not be overwritten by the joining device's older copy.
-    case remoteWins
+    /// The remote entry wins over whatever this store held before `joinStarted` (an HLC read with
+    /// `clockReading()` when the join began), whatever the stamps: a device joining a suite that
+    /// already exists on the server must not overwrite its settings with the copy it held. A local
+    /// change made after that, while the join ran, is judged by last writer wins.
+    case remoteWins(over: HLC)
+}
+
+extension RemotePolicy {
+    var remoteWinsBefore: HLC? {
+        if case .remoteWins(let joinStarted) = self { return joinStarted }
+        return nil
+    }
 }
 
 /// What `applyRemote` did.
@@ -208,14 +217,16 @@ extension SharedDefaults {
     /// Applies entries pulled from the server and saves `cursor` (if given), in one transaction.
     ///
     /// Per key the larger (HLC, origin) wins against the stored value *and* tombstone (or, with
-    /// `remoteWins`, the remote entry wins); a winner is stored with its own stamp, logged as a
+    /// `remoteWins(over:)`, the remote entry wins over what predates the join); a winner is stored with its own stamp, logged as a
     /// remote change (observers in every process see it, `Change.isRemote`), and never marked
     /// pending; a pending local change it beats is dropped. A remote deletion of a key this store
     /// never had still leaves a tombstone. This store's clock moves past the latest remote HLC, so
     /// later local writes win over what was pulled.
     ///
     /// With `pruning`, the entries are the server's whole suite (a snapshot read after an expired
-    /// cursor): stored keys that are absent from it and have no pending change are removed.
+    /// cursor): stored keys that are absent from it and have no pending change are removed, leaving
+    /// no tombstone (the server holds none: a later entry for the key, even one pushed by another
+    /// process of this device while the snapshot was read, is taken as it comes).
     ///
     /// - Throws: `SharedDefaultsError` with code `clockSkew` if an entry's HLC is more than 5
     ///   minutes ahead of this machine's clock (nothing is applied), `invalidKey`, or what a write
@@ -228,7 +239,7 @@ extension SharedDefaults {
             var result = RemoteApplyResult()
             if let latest = entries.map(\.hlc).max() { try tx.receive(latest) }
             for entry in entries {
-                let applied = try tx.applyRemote(key: entry.key, value: entry.value, stamp: entry.stamp, remoteWins: policy == .remoteWins)
+                let applied = try tx.applyRemote(key: entry.key, value: entry.value, stamp: entry.stamp, remoteWinsBefore: policy.remoteWinsBefore)
                 if applied { result.applied.append(entry.key) } else { result.superseded.append(entry.key) }
             }
             if pruning {
@@ -274,6 +285,16 @@ extension SharedDefaults {
             }
         }
         return keys
+    }
+
+    /// The HLC of the last change committed to the store (any process's): every later change is
+    /// stamped after it.
+    package func clockReading() throws -> HLC {
+        do {
+            return try store.readLog { try ChangeLog.tail($0).hlc }
+        } catch {
+            throw store.translate(error, key: nil)
+        }
     }
 
     /// This store's origin id: the `device_id` of its pushes.
