@@ -436,6 +436,8 @@ enum MetaKey {
     nonisolated(unsafe) static let syncTokenFile = UnsafeRawBufferPointer(staticString: "sync.tokenfile")
     /// The path of the PEM file of the private certificate authority to trust, UTF-8.
     nonisolated(unsafe) static let syncCAFile = UnsafeRawBufferPointer(staticString: "sync.cafile")
+    /// What the sync engine last reported that needs attention (paused, failing), UTF-8.
+    nonisolated(unsafe) static let syncNote = UnsafeRawBufferPointer(staticString: "sync.note")
 }
 
 extension UnsafeRawBufferPointer {

@@ -64,6 +64,9 @@ public actor SyncEngine {
     private var busy: Set<Step> = []
     private var waiting: [Step: [CheckedContinuation<Void, Never>]] = [:]
     private var statusObservers: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
+    /// The note last written to the suite (`recordNote`); nil until the status first needs one.
+    private var recordedNote: String?
+    private var noteRecorded = false
 
     public init(defaults: SharedDefaults, client: SyncClient, options: Options = Options(), logger: Logger? = nil) {
         self.defaults = defaults
@@ -90,6 +93,29 @@ public actor SyncEngine {
         guard next != status else { return }
         status = next
         for observer in statusObservers.values { observer.yield(next) }
+        recordNote()
+    }
+
+    /// Keeps the suite's sync note (what `groupdefaults-sync status` shows other processes) in step
+    /// with the status: written only when what needs attention changes, not at every success.
+    private func recordNote() {
+        let summary: String?
+        if status.isPausedForAuthentication {
+            summary = "paused: authentication needed (\(status.lastError?.detail ?? "the token was refused"))"
+        } else if let error = status.lastError {
+            summary = "failing: \(error)"
+        } else {
+            summary = nil
+        }
+        guard !noteRecorded || summary != recordedNote else { return }
+        defer { noteRecorded = true }
+        // A note a previous engine left is cleared (or replaced) the first time; none left, none written.
+        if !noteRecorded, summary == nil, (try? defaults.syncState().note) == nil { return }
+        recordedNote = summary
+        let stamped = summary.map { "\($0) since \(Date().formatted(.iso8601))" }
+        do { try defaults.setSyncNote(stamped) } catch {
+            logger.warning("could not record the sync status in the suite", metadata: ["error": "\(error)"])
+        }
     }
 
     // MARK: One-shot steps

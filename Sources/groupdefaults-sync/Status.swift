@@ -20,7 +20,7 @@ extension SyncCommand {
                 let report = StatusReport(
                     suite: suite, synced: state.isSynced, server: state.server, tokenFile: state.tokenFile, caFile: state.caFile,
                     cursor: state.cursor, pending: state.pendingCount, pendingKeys: Array(pending.prefix(20)),
-                    inFlightBatch: state.inFlight?.id)
+                    inFlightBatch: state.inFlight?.id, note: state.note)
                 if json {
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -34,6 +34,7 @@ extension SyncCommand {
                     ?? "none (the next sync joins the server's suite)"))
                 lines.append("pending: \(state.pendingCount)" + (pending.isEmpty ? "" : " (\(report.pendingKeys.joined(separator: ", "))\(pending.count > 20 ? ", …" : ""))"))
                 if let batch = state.inFlight { lines.append("in flight: batch \(batch.id) (sent again at the next push)") }
+                lines.append("state: " + (state.note ?? "ok"))
                 output(lines.joined(separator: "\n"))
             }
         }
@@ -50,9 +51,10 @@ struct StatusReport: Encodable {
     var pending: Int
     var pendingKeys: [String]
     var inFlightBatch: String?
+    var note: String?
 
     enum CodingKeys: String, CodingKey {
         case suite, synced, server, tokenFile = "token_file", caFile = "ca_file", cursor, pending, pendingKeys = "pending_keys"
-        case inFlightBatch = "in_flight_batch"
+        case inFlightBatch = "in_flight_batch", note
     }
 }

@@ -27,6 +27,9 @@ package struct SyncState: Sendable, Equatable {
     package var inFlight: InFlightBatch?
     /// Local changes not yet acknowledged by the server.
     package var pendingCount: Int
+    /// What the sync engine last reported that needs attention (paused for authentication, failing);
+    /// nil when all is well. Written by the engine, read by `groupdefaults-sync status`.
+    package var note: String?
 
     package var isSynced: Bool { server != nil }
 }
@@ -101,7 +104,7 @@ extension SharedDefaults {
     /// Stops syncing: forgets the server, the cursor, the in-flight batch and every pending mark.
     package func disableSync() throws {
         try write { tx in
-            for key in [MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncCursor, MetaKey.syncInFlight] {
+            for key in [MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncCursor, MetaKey.syncInFlight, MetaKey.syncNote] {
                 try tx.txn.delete(.meta, key)
             }
             for key in try Self.pendingKeys(tx) {
@@ -118,6 +121,7 @@ extension SharedDefaults {
             if let raw = try txn.get(.meta, MetaKey.syncServer) { state.server = String(decoding: raw, as: UTF8.self) }
             if let raw = try txn.get(.meta, MetaKey.syncTokenFile) { state.tokenFile = String(decoding: raw, as: UTF8.self) }
             if let raw = try txn.get(.meta, MetaKey.syncCAFile) { state.caFile = String(decoding: raw, as: UTF8.self) }
+            if let raw = try txn.get(.meta, MetaKey.syncNote) { state.note = String(decoding: raw, as: UTF8.self) }
             if let raw = try txn.get(.meta, MetaKey.syncCursor) {
                 guard raw.count == 8 else { throw store.error(.corruptFile, key: nil, "the sync cursor record is damaged") }
                 state.cursor = UInt64(littleEndian: raw.loadUnaligned(as: UInt64.self))
@@ -198,6 +202,15 @@ extension SharedDefaults {
             bytes.append(contentsOf: batch.id.utf8)
             bytes.append(contentsOf: batch.body)
             try bytes.withUnsafeBytes { try tx.txn.put(.meta, MetaKey.syncInFlight, $0) }
+        }
+    }
+
+    /// Stores (or, with nil, clears) what the sync engine reports that needs attention, so that
+    /// other processes (`groupdefaults-sync status`) can show it.
+    package func setSyncNote(_ note: String?) throws {
+        try write { tx in
+            guard let note else { return _ = try tx.txn.delete(.meta, MetaKey.syncNote) }
+            try withKeyBytes(note) { try tx.txn.put(.meta, MetaKey.syncNote, $0) }
         }
     }
 
