@@ -105,11 +105,13 @@ struct RunTests {
             let status = try await phone.sync("status", ["--json"])
             let json = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
             #expect(json?["pending"] as? Int == 2)
+            #expect((json?["note"] as? String)?.hasPrefix("paused: authentication needed") == true, "\(status.stdout)")
 
             // A new token in a new file: configure, and the paused run resumes by itself.
             let fresh = try await ServerTool.createToken(storage: server.storage)
             try await phone.configure(server, token: fresh, tokenName: "new-token")
             #expect(await eventually { (try? phoneDefaults.syncState().pendingCount) == 0 }, "run resumed: \(run.stderr)")
+            #expect(await eventually { (try? phoneDefaults.syncState().note) == nil }, "the pause is no longer shown")
             try await tablet.engine.syncOnce()
             #expect(tablet.defaults.string(forKey: "sound") == "bell.aiff" && tablet.defaults.double(forKey: "volume") == 0.25)
 
