@@ -19,6 +19,10 @@ struct Bench {
                 try NotifyChild.run(arguments: Array(arguments.dropFirst()))
                 return
             }
+            if arguments.first == ServerBench.command {
+                try runServerBench(arguments: arguments)
+                return
+            }
             let options = try Options(parsing: arguments)
             if options.showHelp {
                 print(Options.usage)
@@ -36,6 +40,21 @@ struct Bench {
     }
 }
 
+/// `groupdefaults-bench server …`: the sync server, in the same sandbox (its data directory and
+/// the durable LMDB reference live there).
+private func runServerBench(arguments: [String]) throws {
+    let options = try ServerBench.Options(parsing: Array(arguments.dropFirst()))
+    if options.showHelp {
+        print(ServerBench.Options.usage)
+        return
+    }
+    guard let sandbox = Sandbox.current else {
+        exit(try Sandbox.runInside(arguments: arguments))
+    }
+    let report = try runBlocking { try await ServerBench(options: options, sandbox: sandbox).run() }
+    print(options.json ? try report.json() : report.table())
+}
+
 /// The command line, parsed by hand: `[--json] [--quick] [--only NAME[,NAME…]]`.
 struct Options {
     var json = false
@@ -45,6 +64,7 @@ struct Options {
 
     static let usage = """
         usage: groupdefaults-bench [--json] [--quick] [--only NAME[,NAME...]]
+               groupdefaults-bench server [--json] [--quick]   (the sync server: server --help)
           --json    print the results as JSON instead of a table
           --quick   few batches and cold starts (a smoke test; figures are rough)
           --only    run only these operations: \(Operation.allCases.map(\.rawValue).joined(separator: ", "))

@@ -1,0 +1,232 @@
+import AsyncHTTPClient
+import CLMDBReference
+import Dispatch
+import Foundation
+import Glibc
+import Synchronization
+
+/// `groupdefaults-bench server`: the sync server's real executable on loopback, on both storage
+/// backends, beside same-run references (durable LMDB commits from C; pgbench's inserts into the
+/// same throwaway PostgreSQL).
+struct ServerBench {
+    static let command = "server"
+
+    struct Options {
+        var quick = false
+        var json = false
+        var showHelp = false
+
+        static let usage = """
+            usage: groupdefaults-bench server [--json] [--quick]
+              Starts groupdefaults-server (found next to this executable) on loopback, with embedded
+              storage and with a throwaway PostgreSQL (Tools/postgres, from the package's directory).
+              --json    print the results as JSON instead of a table
+              --quick   short runs and few samples (a smoke test; figures are rough)
+            """
+
+        init(parsing arguments: [String]) throws {
+            for argument in arguments {
+                switch argument {
+                case "--json": json = true
+                case "--quick": quick = true
+                case "-h", "--help": showHelp = true
+                default: throw BenchError("unknown argument '\(argument)'\n\(Self.usage)")
+                }
+            }
+        }
+    }
+
+    /// How long and how often.
+    struct Plan {
+        var pushWarmup: Duration
+        var pushDuration: Duration
+        var wakeSamples: Int
+        var streams: Int
+        var durableReferenceSeconds: Double
+        var pgbenchSeconds: Int
+
+        static let full = Plan(pushWarmup: .milliseconds(500), pushDuration: .seconds(3), wakeSamples: 200, streams: 1_000,
+                               durableReferenceSeconds: 3, pgbenchSeconds: 5)
+        static let quick = Plan(pushWarmup: .milliseconds(200), pushDuration: .milliseconds(500), wakeSamples: 20, streams: 1_000,
+                                durableReferenceSeconds: 0.5, pgbenchSeconds: 1)
+    }
+
+    static let batchSizes = [1, 100]
+    static let clientCounts = [1, 10, 100]
+    /// pgbench's connections: the middle of the client counts, where the embedded target is set.
+    static let pgbenchClients = 10
+
+    let options: Options
+    let sandbox: Sandbox
+    var plan: Plan { options.quick ? .quick : .full }
+
+    var serverExecutable: String {
+        URL(fileURLWithPath: Spawn.executablePath()).deletingLastPathComponent().appendingPathComponent("groupdefaults-server").path
+    }
+
+    func run() async throws -> ServerReport {
+        guard FileManager.default.isExecutableFile(atPath: serverExecutable) else {
+            throw BenchError("no \(serverExecutable): build it (Tools/bench server does)")
+        }
+        let postgresTool = FileManager.default.currentDirectoryPath + "/Tools/postgres"
+        guard FileManager.default.isExecutableFile(atPath: postgresTool) else {
+            throw BenchError("no Tools/postgres in the current directory: run from the package's directory (Tools/bench server does)")
+        }
+        try ProcessStats.raiseOpenFileLimit(atLeast: 2 * plan.streams + 500)
+
+        var report = ServerReport(method: [
+            "groupdefaults-server on loopback, release build, \(ProcessInfo.processInfo.activeProcessorCount) cores shared by the server, "
+                + "this client (AsyncHTTPClient) and PostgreSQL",
+            "push: each client its own device, one request after another, batches of 1 or 100 ops into one suite; "
+                + "\(plan.pushDuration) counted after \(plan.pushWarmup) of warm-up; p50/p99 per request",
+            "wake-up: \(plan.wakeSamples) samples, each from just before a push is sent to the long-poll's answer "
+                + "(changes?since=HEAD&wait=30) or the event parsed (SSE), the waiter parked 10 ms before",
+            "memory: the server's VmRSS with \(plan.streams) open event streams minus before, per stream",
+            "references: durable LMDB = raw C, one put per commit, fsync per commit (no NOSYNC/NOMETASYNC), same disk; "
+                + "pgbench = one INSERT per transaction, -c \(Self.pgbenchClients) -j 2, same PostgreSQL (Tools/postgres: fsync=off)",
+        ])
+        let http = SyncAPI.makeHTTPClient(connections: Self.clientCounts.max()! + 28)
+        do {
+            report.rows += try await embedded(http)
+            report.rows += try await postgres(http)
+            try await http.shutdown()
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+        return report
+    }
+
+    // MARK: Backends
+
+    private func embedded(_ http: HTTPClient) async throws -> [ServerReport.Row] {
+        let reference = ServerReport.Reference(label: "durable LMDB", perSecond: try durableLMDBCommitsPerSecond())
+        let storage = ["--data-dir", try sandbox.makeDirectory("server-data")]
+        let token = try ServerProcess.createToken(executable: serverExecutable, storage: storage)
+        let server = try ServerProcess(executable: serverExecutable, storage: storage)
+        let api = SyncAPI(http: http, baseURL: server.baseURL, token: token)
+        let rows = try await singleInstance("embedded", server: server, api: api, reference: reference,
+                                            cpu: CPUMeter(serverPIDs: [server.pid], includesPostgres: false))
+        try server.stop()
+        return rows
+    }
+
+    private func postgres(_ http: HTTPClient) async throws -> [ServerReport.Row] {
+        let database = try ThrowawayPostgres(tool: FileManager.default.currentDirectoryPath + "/Tools/postgres")
+        defer { try? database.stop() }
+        let reference = ServerReport.Reference(
+            label: "pgbench INSERT",
+            perSecond: try database.pgbenchInsertsPerSecond(clients: Self.pgbenchClients, seconds: plan.pgbenchSeconds, scratch: sandbox.root))
+        let storage = ["--postgres-url", database.url]
+        let token = try ServerProcess.createToken(executable: serverExecutable, storage: storage)
+        let first = try ServerProcess(executable: serverExecutable, storage: storage)
+        let api = SyncAPI(http: http, baseURL: first.baseURL, token: token)
+        var rows = try await singleInstance("PostgreSQL", server: first, api: api, reference: reference,
+                                            cpu: CPUMeter(serverPIDs: [first.pid], includesPostgres: true))
+
+        // A second instance on the same database: waiters on it, pushes to the first.
+        let second = try ServerProcess(executable: serverExecutable, storage: storage)
+        try await waitForListeners(database, 2)
+        let other = SyncAPI(http: http, baseURL: second.baseURL, token: token)
+        let cpu = CPUMeter(serverPIDs: [first.pid, second.pid], includesPostgres: true)
+        rows.append(try await wakeRow("PostgreSQL", "long-poll wake-up, across 2 instances", cross: true, cpu: cpu) {
+            try await WakeUpLatency(waiter: other, pusher: api, suite: "bench.wake-cross-poll", samples: plan.wakeSamples).longPoll()
+        })
+        rows.append(try await wakeRow("PostgreSQL", "event-stream wake-up, across 2 instances", cross: true, cpu: cpu) {
+            try await WakeUpLatency(waiter: other, pusher: api, suite: "bench.wake-cross-events", samples: plan.wakeSamples).eventStream()
+        })
+        try second.stop()
+        try first.stop()
+        try database.stop()
+        return rows
+    }
+
+    /// Memory per stream on the fresh server, then push throughput, then wake-ups on one instance.
+    private func singleInstance(_ backend: String, server: ServerProcess, api: SyncAPI, reference: ServerReport.Reference,
+                                cpu: CPUMeter) async throws -> [ServerReport.Row] {
+        var rows: [ServerReport.Row] = []
+        let memory = try await StreamMemory(server: server, token: api.token, suite: "bench.memory", count: plan.streams).run()
+        rows.append(ServerReport.Row(
+            backend: backend, measurement: "memory per open event stream", value: memory.kibPerStream, unit: "KiB",
+            samples: memory.streams, target: "≤ 50 KiB", met: memory.kibPerStream <= 50,
+            detail: String(format: "VmRSS %.1f MiB before, %.1f MiB with %d streams open", memory.beforeKiB / 1024,
+                           memory.afterKiB / 1024, memory.streams)))
+
+        for batch in Self.batchSizes {
+            for clients in Self.clientCounts {
+                let result = try await PushThroughput(batch: batch, clients: clients).run(
+                    api, suite: "bench.push-b\(batch)-c\(clients)", warmup: plan.pushWarmup, duration: plan.pushDuration, cpu: cpu)
+                var row = ServerReport.Row(
+                    backend: backend, measurement: "push, batch \(batch), \(clients) client\(clients == 1 ? "" : "s")",
+                    value: result.opsPerSecond, unit: "ops/s", samples: result.latencies.count,
+                    p50Ms: result.latencies.p50 / 1e6, p99Ms: result.latencies.p99 / 1e6,
+                    reference: reference.text, ratio: result.opsPerSecond / reference.perSecond, cpu: result.cpu)
+                if backend == "embedded" && batch == 1 && clients == 10 {
+                    row.target = "≥ 5,000 ops/s"
+                    row.met = result.opsPerSecond >= 5_000
+                } else if backend == "embedded" && batch == 1 && clients == 100 {
+                    row.target = "p99 ≤ 50 ms"
+                    row.met = result.latencies.p99 <= 50e6
+                }
+                rows.append(row)
+            }
+        }
+
+        rows.append(try await wakeRow(backend, "long-poll wake-up, one instance", cross: false, cpu: cpu) {
+            try await WakeUpLatency(waiter: api, pusher: api, suite: "bench.wake-poll", samples: plan.wakeSamples).longPoll()
+        })
+        rows.append(try await wakeRow(backend, "event-stream wake-up, one instance", cross: false, cpu: cpu) {
+            try await WakeUpLatency(waiter: api, pusher: api, suite: "bench.wake-events", samples: plan.wakeSamples).eventStream()
+        })
+        return rows
+    }
+
+    private func wakeRow(_ backend: String, _ measurement: String, cross: Bool, cpu: CPUMeter,
+                         _ measure: () async throws -> Latencies) async throws -> ServerReport.Row {
+        let usage = cpu.start()
+        let latencies = try await measure()
+        let p50 = latencies.p50 / 1e6, p99 = latencies.p99 / 1e6
+        return ServerReport.Row(
+            backend: backend, measurement: measurement, samples: latencies.count, p50Ms: p50, p99Ms: p99,
+            target: cross ? "p99 ≤ 100 ms" : "p50 ≤ 5 ms", met: cross ? p99 <= 100 : p50 <= 5, cpu: usage.stop())
+    }
+
+    // MARK: References and waits
+
+    /// Raw LMDB from C, one put per commit, flushed per commit, in the sandbox (the disk the
+    /// embedded server writes to).
+    private func durableLMDBCommitsPerSecond() throws -> Double {
+        var error = [CChar](repeating: 0, count: 256)
+        let rate = gdref_durable_commits_per_second(sandbox.root + "/durable-reference.lmdb", plan.durableReferenceSeconds,
+                                                    &error, error.count)
+        guard rate > 0 else { throw BenchError("durable LMDB reference: \(String(cBuffer: error))") }
+        return rate
+    }
+
+    /// Until `count` servers' listening connections have said LISTEN (bounded: 30 s).
+    private func waitForListeners(_ database: ThrowawayPostgres, _ count: Int) async throws {
+        for _ in 0 ..< 300 {
+            if try database.listenerCount() >= count { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw BenchError("the servers' listening connections did not show up in pg_stat_activity")
+    }
+}
+
+/// Runs `body` to completion from synchronous code (the benchmark's `main` is synchronous: the
+/// store's benchmarks time tight loops on the main thread).
+func runBlocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let outcome = Mutex<Result<T, any Error>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        do {
+            let value = try await body()
+            outcome.withLock { $0 = .success(value) }
+        } catch {
+            outcome.withLock { $0 = .failure(error) }
+        }
+        done.signal()
+    }
+    done.wait()
+    return try outcome.withLock { $0! }.get()
+}

@@ -1,0 +1,87 @@
+import Foundation
+
+/// The results of `groupdefaults-bench server`, printed as a table or as JSON.
+struct ServerReport: Encodable {
+    var method: [String]
+    var rows: [Row] = []
+
+    struct Row: Encodable {
+        var backend: String
+        var measurement: String
+        /// Ops per second, or KiB per stream; nil for the latency rows (see p50/p99).
+        var value: Double?
+        var unit: String?
+        var samples: Int?
+        var p50Ms: Double?
+        var p99Ms: Double?
+        var reference: String?
+        /// value / the reference's rate.
+        var ratio: Double?
+        var target: String?
+        var met: Bool?
+        /// Cores busy on average while this was measured.
+        var cpu: CPUUse?
+        /// What the figure is made of, where the columns cannot say (RSS before and after).
+        var detail: String?
+    }
+
+    /// A rate that a figure is set beside.
+    struct Reference {
+        var label: String
+        var perSecond: Double
+
+        var text: String { "\(label) \(ServerFormat.count(perSecond))/s" }
+    }
+
+    func json() throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(self), as: UTF8.self)
+    }
+
+    func table() -> String {
+        let header = ["backend", "measurement", "figure", "p50", "p99", "same-run reference", "ratio", "target", "met",
+                      "CPU (server/bench/pg)"]
+        let body = rows.map { row -> [String] in
+            let figure = row.value.map { value in row.unit == "ops/s" ? "\(ServerFormat.count(value)) ops/s" : String(format: "%.1f KiB", value) }
+                ?? row.samples.map { "\($0) samples" } ?? ""
+            return [row.backend, row.measurement, figure,
+                    row.p50Ms.map(ServerFormat.milliseconds) ?? "", row.p99Ms.map(ServerFormat.milliseconds) ?? "",
+                    row.reference ?? "", row.ratio.map(Format.ratio) ?? "", row.target ?? "",
+                    row.met.map { $0 ? "yes" : "NO" } ?? "", row.cpu.map(ServerFormat.cpu) ?? ""]
+        }
+        let rightAligned: Set = [2, 3, 4, 6]
+        let widths = header.indices.map { column in ([header] + body).map { $0[column].count }.max()! }
+        let lines = ([header] + body).map { cells in
+            cells.indices.map { column in
+                let padding = String(repeating: " ", count: widths[column] - cells[column].count)
+                return rightAligned.contains(column) ? padding + cells[column] : cells[column] + padding
+            }.joined(separator: "  ").replacingOccurrences(of: " +$", with: "", options: .regularExpression)
+        }
+        let details = rows.compactMap { row in row.detail.map { "\(row.backend), \(row.measurement): \($0)" } }
+        return (method + [""] + lines + (details.isEmpty ? [] : [""] + details)).joined(separator: "\n")
+    }
+}
+
+enum ServerFormat {
+    /// "5,210", "412", "0.93".
+    static func count(_ value: Double) -> String {
+        guard value >= 100 else { return String(format: value >= 10 ? "%.1f" : "%.2f", value) }
+        let digits = String(Int(value.rounded()))
+        var grouped = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0 && (digits.count - index) % 3 == 0 { grouped += "," }
+            grouped.append(digit)
+        }
+        return grouped
+    }
+
+    static func milliseconds(_ value: Double) -> String {
+        String(format: value < 10 ? "%.2f ms" : value < 100 ? "%.1f ms" : "%.0f ms", value)
+    }
+
+    static func cpu(_ use: CPUUse) -> String {
+        [use.server, use.bench].map { String(format: "%.2f", $0) }.joined(separator: "/")
+            + (use.postgres.map { String(format: "/%.2f", $0) } ?? "")
+    }
+}
