@@ -15,16 +15,16 @@ struct PushThroughput {
     struct Result {
         var opsPerSecond: Double
         var latencies: Latencies
-        var cpu: CPUUse
+        var usage: Usage
     }
 
     /// Keys each client cycles through: 1,000 alone, fewer with more clients, at least one batch.
     var keysPerClient: Int { max(batch, min(1_000, 5_000 / clients)) }
 
-    func run(_ api: SyncAPI, suite: String, warmup: Duration, duration: Duration, cpu: CPUMeter) async throws -> Result {
+    func run(_ api: SyncAPI, suite: String, warmup: Duration, duration: Duration, usage meter: UsageMeter) async throws -> Result {
         let measureStart = Clock.nanoseconds() + warmup.nanoseconds
         let measureEnd = measureStart + duration.nanoseconds
-        let usage = cpu.start()
+        let usage = meter.start()
         let perClient = try await withThrowingTaskGroup(of: (ops: Int, latencies: [Int64]).self) { group in
             for client in 0 ..< clients {
                 group.addTask {
@@ -36,7 +36,7 @@ struct PushThroughput {
         let ops = perClient.reduce(0) { $0 + $1.ops }
         return Result(opsPerSecond: Double(ops) / duration.seconds,
                       latencies: Latencies(perClient.flatMap(\.latencies)),
-                      cpu: usage.stop())
+                      usage: usage.stop())
     }
 
     private func runClient(_ client: Int, api: SyncAPI, suite: String, measureStart: Int64, measureEnd: Int64) async throws
@@ -88,37 +88,6 @@ struct Latencies {
 
     var p50: Double { percentile(50) }
     var p99: Double { percentile(99) }
-}
-
-/// CPU used by the server processes, the benchmark itself and PostgreSQL over a stretch of time.
-struct CPUMeter {
-    var serverPIDs: [pid_t]
-    var includesPostgres: Bool
-
-    func start() -> Running {
-        Running(meter: self, wall: Clock.nanoseconds(), servers: serverSeconds(), bench: ProcessStats.ownCPUSeconds(),
-                postgres: includesPostgres ? ProcessStats.postgresCPUSeconds() : 0)
-    }
-
-    fileprivate func serverSeconds() -> Double { serverPIDs.reduce(0) { $0 + ProcessStats.cpuSeconds(of: $1) } }
-
-    struct Running {
-        let meter: CPUMeter
-        let wall: Int64, servers: Double, bench: Double, postgres: Double
-
-        func stop() -> CPUUse {
-            let elapsed = Double(Clock.nanoseconds() - wall) / 1e9
-            return CPUUse(server: (meter.serverSeconds() - servers) / elapsed, bench: (ProcessStats.ownCPUSeconds() - bench) / elapsed,
-                          postgres: meter.includesPostgres ? (ProcessStats.postgresCPUSeconds() - postgres) / elapsed : nil)
-        }
-    }
-}
-
-/// Cores busy on average: 1.0 is one core all the time.
-struct CPUUse: Encodable {
-    var server: Double
-    var bench: Double
-    var postgres: Double?
 }
 
 extension Duration {

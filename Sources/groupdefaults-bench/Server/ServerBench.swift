@@ -59,6 +59,9 @@ struct ServerBench {
     let options: Options
     let sandbox: Sandbox
     var plan: Plan { options.quick ? .quick : .full }
+    /// The disk that holds the sandbox: the embedded store, the durable reference and PostgreSQL's
+    /// temporary directory are all on it.
+    var disk: DiskStats.Device? { DiskStats.device(holding: sandbox.root) }
 
     var serverExecutable: String {
         URL(fileURLWithPath: Spawn.executablePath()).deletingLastPathComponent().appendingPathComponent("groupdefaults-server").path
@@ -106,7 +109,7 @@ struct ServerBench {
         let server = try ServerProcess(executable: serverExecutable, storage: storage)
         let api = SyncAPI(http: http, baseURL: server.baseURL, token: token)
         let rows = try await singleInstance("embedded", server: server, api: api, reference: reference,
-                                            cpu: CPUMeter(serverPIDs: [server.pid], includesPostgres: false))
+                                            meter: UsageMeter(serverPIDs: [server.pid], includesPostgres: false, disk: disk))
         try server.stop()
         return rows
     }
@@ -122,17 +125,17 @@ struct ServerBench {
         let first = try ServerProcess(executable: serverExecutable, storage: storage)
         let api = SyncAPI(http: http, baseURL: first.baseURL, token: token)
         var rows = try await singleInstance("PostgreSQL", server: first, api: api, reference: reference,
-                                            cpu: CPUMeter(serverPIDs: [first.pid], includesPostgres: true))
+                                            meter: UsageMeter(serverPIDs: [first.pid], includesPostgres: true, disk: disk))
 
         // A second instance on the same database: waiters on it, pushes to the first.
         let second = try ServerProcess(executable: serverExecutable, storage: storage)
         try await waitForListeners(database, 2)
         let other = SyncAPI(http: http, baseURL: second.baseURL, token: token)
-        let cpu = CPUMeter(serverPIDs: [first.pid, second.pid], includesPostgres: true)
-        rows.append(try await wakeRow("PostgreSQL", "long-poll wake-up, across 2 instances", cross: true, cpu: cpu) {
+        let meter = UsageMeter(serverPIDs: [first.pid, second.pid], includesPostgres: true, disk: disk)
+        rows.append(try await wakeRow("PostgreSQL", "long-poll wake-up, across 2 instances", cross: true, meter: meter) {
             try await WakeUpLatency(waiter: other, pusher: api, suite: "bench.wake-cross-poll", samples: plan.wakeSamples).longPoll()
         })
-        rows.append(try await wakeRow("PostgreSQL", "event-stream wake-up, across 2 instances", cross: true, cpu: cpu) {
+        rows.append(try await wakeRow("PostgreSQL", "event-stream wake-up, across 2 instances", cross: true, meter: meter) {
             try await WakeUpLatency(waiter: other, pusher: api, suite: "bench.wake-cross-events", samples: plan.wakeSamples).eventStream()
         })
         try second.stop()
@@ -143,7 +146,7 @@ struct ServerBench {
 
     /// Memory per stream on the fresh server, then push throughput, then wake-ups on one instance.
     private func singleInstance(_ backend: String, server: ServerProcess, api: SyncAPI, reference: ServerReport.Reference,
-                                cpu: CPUMeter) async throws -> [ServerReport.Row] {
+                                meter: UsageMeter) async throws -> [ServerReport.Row] {
         var rows: [ServerReport.Row] = []
         let memory = try await StreamMemory(server: server, token: api.token, suite: "bench.memory", count: plan.streams).run()
         rows.append(ServerReport.Row(
@@ -155,12 +158,12 @@ struct ServerBench {
         for batch in Self.batchSizes {
             for clients in Self.clientCounts {
                 let result = try await PushThroughput(batch: batch, clients: clients).run(
-                    api, suite: "bench.push-b\(batch)-c\(clients)", warmup: plan.pushWarmup, duration: plan.pushDuration, cpu: cpu)
+                    api, suite: "bench.push-b\(batch)-c\(clients)", warmup: plan.pushWarmup, duration: plan.pushDuration, usage: meter)
                 var row = ServerReport.Row(
                     backend: backend, measurement: "push, batch \(batch), \(clients) client\(clients == 1 ? "" : "s")",
                     value: result.opsPerSecond, unit: "ops/s", samples: result.latencies.count,
                     p50Ms: result.latencies.p50 / 1e6, p99Ms: result.latencies.p99 / 1e6,
-                    reference: reference.text, ratio: result.opsPerSecond / reference.perSecond, cpu: result.cpu)
+                    reference: reference.text, ratio: result.opsPerSecond / reference.perSecond, usage: result.usage)
                 if backend == "embedded" && batch == 1 && clients == 10 {
                     row.target = "≥ 5,000 ops/s"
                     row.met = result.opsPerSecond >= 5_000
@@ -172,23 +175,25 @@ struct ServerBench {
             }
         }
 
-        rows.append(try await wakeRow(backend, "long-poll wake-up, one instance", cross: false, cpu: cpu) {
+        rows.append(try await wakeRow(backend, "long-poll wake-up, one instance", cross: false, meter: meter) {
             try await WakeUpLatency(waiter: api, pusher: api, suite: "bench.wake-poll", samples: plan.wakeSamples).longPoll()
         })
-        rows.append(try await wakeRow(backend, "event-stream wake-up, one instance", cross: false, cpu: cpu) {
+        rows.append(try await wakeRow(backend, "event-stream wake-up, one instance", cross: false, meter: meter) {
             try await WakeUpLatency(waiter: api, pusher: api, suite: "bench.wake-events", samples: plan.wakeSamples).eventStream()
         })
         return rows
     }
 
-    private func wakeRow(_ backend: String, _ measurement: String, cross: Bool, cpu: CPUMeter,
-                         _ measure: () async throws -> Latencies) async throws -> ServerReport.Row {
-        let usage = cpu.start()
-        let latencies = try await measure()
-        let p50 = latencies.p50 / 1e6, p99 = latencies.p99 / 1e6
+    private func wakeRow(_ backend: String, _ measurement: String, cross: Bool, meter: UsageMeter,
+                         _ measure: () async throws -> WakeUpLatency.Result) async throws -> ServerReport.Row {
+        let usage = meter.start()
+        let result = try await measure()
+        let p50 = result.woken.p50 / 1e6, p99 = result.woken.p99 / 1e6
         return ServerReport.Row(
-            backend: backend, measurement: measurement, samples: latencies.count, p50Ms: p50, p99Ms: p99,
-            target: cross ? "p99 ≤ 100 ms" : "p50 ≤ 5 ms", met: cross ? p99 <= 100 : p50 <= 5, cpu: usage.stop())
+            backend: backend, measurement: measurement, samples: result.woken.count, p50Ms: p50, p99Ms: p99,
+            target: cross ? "p99 ≤ 100 ms" : "p50 ≤ 5 ms", met: cross ? p99 <= 100 : p50 <= 5, usage: usage.stop(),
+            detail: "the push itself was answered after " + ServerFormat.milliseconds(result.pushAnswered.p50 / 1e6) + " (p50), "
+                + ServerFormat.milliseconds(result.pushAnswered.p99 / 1e6) + " (p99)")
     }
 
     // MARK: References and waits

@@ -19,8 +19,8 @@ struct ServerReport: Encodable {
         var ratio: Double?
         var target: String?
         var met: Bool?
-        /// Cores busy on average while this was measured.
-        var cpu: CPUUse?
+        /// Cores busy on average, and the disk's work, while this was measured.
+        var usage: Usage?
         /// What the figure is made of, where the columns cannot say (RSS before and after).
         var detail: String?
     }
@@ -41,14 +41,15 @@ struct ServerReport: Encodable {
 
     func table() -> String {
         let header = ["backend", "measurement", "figure", "p50", "p99", "same-run reference", "ratio", "target", "met",
-                      "CPU (server/bench/pg)"]
+                      "cores: server/bench/pg", "disk: writes/s, flushes/s, ms per write"]
         let body = rows.map { row -> [String] in
             let figure = row.value.map { value in row.unit == "ops/s" ? "\(ServerFormat.count(value)) ops/s" : String(format: "%.1f KiB", value) }
                 ?? row.samples.map { "\($0) samples" } ?? ""
             return [row.backend, row.measurement, figure,
                     row.p50Ms.map(ServerFormat.milliseconds) ?? "", row.p99Ms.map(ServerFormat.milliseconds) ?? "",
                     row.reference ?? "", row.ratio.map(Format.ratio) ?? "", row.target ?? "",
-                    row.met.map { $0 ? "yes" : "NO" } ?? "", row.cpu.map(ServerFormat.cpu) ?? ""]
+                    row.met.map { $0 ? "yes" : "NO" } ?? "", row.usage.map(ServerFormat.cores) ?? "",
+                    row.usage?.disk.map(ServerFormat.disk) ?? ""]
         }
         let rightAligned: Set = [2, 3, 4, 6]
         let widths = header.indices.map { column in ([header] + body).map { $0[column].count }.max()! }
@@ -80,8 +81,12 @@ enum ServerFormat {
         String(format: value < 10 ? "%.2f ms" : value < 100 ? "%.1f ms" : "%.0f ms", value)
     }
 
-    static func cpu(_ use: CPUUse) -> String {
+    static func cores(_ use: Usage) -> String {
         [use.server, use.bench].map { String(format: "%.2f", $0) }.joined(separator: "/")
             + (use.postgres.map { String(format: "/%.2f", $0) } ?? "")
+    }
+
+    static func disk(_ disk: Usage.Disk) -> String {
+        String(format: "%.0f, %.0f, %.2f", disk.writesPerSecond, disk.flushesPerSecond, disk.millisecondsPerWrite)
     }
 }

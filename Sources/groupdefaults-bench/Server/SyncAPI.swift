@@ -6,8 +6,9 @@ import NIOHTTP1
 
 /// The sync API of one server instance, through a shared AsyncHTTPClient.
 ///
-/// AsyncHTTPClient costs the benchmark process about as much CPU per request as the server spends
-/// (both share the machine's two cores); the report prints each side's CPU so that this shows.
+/// The client shares the machine's two cores with the server; the report prints the cores each
+/// side keeps busy, so that a client-bound figure would show (none was: the benchmark process
+/// stays well under one core).
 struct SyncAPI: Sendable {
     let http: HTTPClient
     let baseURL: String

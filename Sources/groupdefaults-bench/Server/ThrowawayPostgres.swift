@@ -38,7 +38,7 @@ final class ThrowawayPostgres {
     /// pgbench inserting one row of a ~60-byte value per transaction into a small table, `clients`
     /// connections on 2 threads for `seconds`: its transactions per second.
     func pgbenchInsertsPerSecond(clients: Int, seconds: Int, scratch: String) throws -> Double {
-        try psql("DROP TABLE IF EXISTS bench_reference; CREATE TABLE bench_reference (id bigserial PRIMARY KEY, k bigint NOT NULL, v text NOT NULL)")
+        try psql("CREATE TABLE bench_reference (id bigserial PRIMARY KEY, k bigint NOT NULL, v text NOT NULL)")
         let script = scratch + "/pgbench-insert.sql"
         try """
             \\set k random(1, 1000000)

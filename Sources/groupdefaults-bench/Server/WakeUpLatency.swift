@@ -7,7 +7,9 @@ import NIOCore
 /// from just before the push is sent to the moment the waiter has the change.
 ///
 /// Before each push the benchmark pauses `settle` so that the waiter is parked in the server: a
-/// push that overtook it would be read without any wake-up at all.
+/// push that overtook it would be read without any wake-up at all. The push's own answer is timed
+/// too: a waiter is woken once the push has committed (flushed, on the embedded store), so the
+/// commit is part of every wake-up.
 struct WakeUpLatency {
     let waiter: SyncAPI
     let pusher: SyncAPI
@@ -15,10 +17,17 @@ struct WakeUpLatency {
     let samples: Int
     var settle: Duration = .milliseconds(10)
 
+    struct Result {
+        /// Push sent → the waiter has the change.
+        var woken: Latencies
+        /// Push sent → the push answered.
+        var pushAnswered: Latencies
+    }
+
     /// `GET …/changes?since=HEAD&wait=30` outstanding, then a push: push sent → long-poll answered.
-    func longPoll() async throws -> Latencies {
+    func longPoll() async throws -> Result {
         var head = try await pusher.changes(suite, since: 0).lastRev
-        var latencies: [Int64] = []
+        var latencies: [Int64] = [], pushes: [Int64] = []
         for index in 0 ..< samples {
             let since = head
             let waiter = self.waiter, suite = self.suite
@@ -29,15 +38,16 @@ struct WakeUpLatency {
             try await Task.sleep(for: settle)
             let sent = Clock.nanoseconds()
             head = try await pusher.push(suite, onePush(index)).headRev
+            pushes.append(Clock.nanoseconds() - sent)
             let (page, answered) = try await poll.value
             guard page.lastRev > since else { throw BenchError("a long-poll ended without the push (since \(since))") }
             latencies.append(answered - sent)
         }
-        return Latencies(latencies)
+        return Result(woken: Latencies(latencies), pushAnswered: Latencies(pushes))
     }
 
     /// `GET …/events` open, then a push: push sent → its event (`id:` = the push's revision) parsed.
-    func eventStream() async throws -> Latencies {
+    func eventStream() async throws -> Result {
         var head = try await pusher.changes(suite, since: 0).lastRev
         let body = try await waiter.events(suite)
         let (arrivals, continuation) = AsyncThrowingStream<Arrival, any Error>.makeStream()
@@ -65,12 +75,13 @@ struct WakeUpLatency {
 
         var iterator = arrivals.makeAsyncIterator()
         guard try await iterator.next() != nil else { throw BenchError("the event stream ended at once") }
-        var latencies: [Int64] = []
+        var latencies: [Int64] = [], pushes: [Int64] = []
         for index in 0 ..< samples {
             try await Task.sleep(for: settle)
             let expected = head + 1
             let sent = Clock.nanoseconds()
             head = try await pusher.push(suite, onePush(index)).headRev
+            pushes.append(Clock.nanoseconds() - sent)
             guard head == expected else { throw BenchError("another writer pushed to \(suite)") }
             while true {
                 guard let arrival = try await iterator.next() else { throw BenchError("the event stream ended") }
@@ -80,7 +91,7 @@ struct WakeUpLatency {
                 }
             }
         }
-        return Latencies(latencies)
+        return Result(woken: Latencies(latencies), pushAnswered: Latencies(pushes))
     }
 
     private struct Arrival: Sendable {
