@@ -25,12 +25,15 @@ struct ServerReport: Encodable {
         var detail: String?
     }
 
-    /// A rate that a figure is set beside.
+    /// A rate that a figure is set beside: measured before and after the figures it serves (the
+    /// disk's speed drifts on this virtual machine), the mean of the two.
     struct Reference {
         var label: String
-        var perSecond: Double
+        var before: Double
+        var after: Double
 
-        var text: String { "\(label) \(ServerFormat.count(perSecond))/s" }
+        var perSecond: Double { (before + after) / 2 }
+        var text: String { "\(label) \(ServerFormat.count(perSecond))/s (\(ServerFormat.count(before)) → \(ServerFormat.count(after)))" }
     }
 
     func json() throws -> String {

@@ -6,12 +6,15 @@ import Glibc
 final class ThrowawayPostgres {
     let url: String
     private let tool: String
+    /// Where the pgbench script is written.
+    private let directory: String
     private var stopped = false
 
     static let binDirectory = "/usr/lib/postgresql/15/bin"
 
-    init(tool: String) throws {
+    init(tool: String, scratch directory: String) throws {
         self.tool = tool
+        self.directory = directory
         let started = try Spawn.run(tool, ["start", "--until-exit", String(getpid())], captureOutput: true)
         guard started.status == 0, let url = started.output.split(separator: "\n").last.map(String.init), url.hasPrefix("postgres://")
         else { throw BenchError("\(tool) start failed (exit \(started.status))") }
@@ -37,9 +40,9 @@ final class ThrowawayPostgres {
 
     /// pgbench inserting one row of a ~60-byte value per transaction into a small table, `clients`
     /// connections on 2 threads for `seconds`: its transactions per second.
-    func pgbenchInsertsPerSecond(clients: Int, seconds: Int, scratch: String) throws -> Double {
-        try psql("CREATE TABLE bench_reference (id bigserial PRIMARY KEY, k bigint NOT NULL, v text NOT NULL)")
-        let script = scratch + "/pgbench-insert.sql"
+    func pgbenchInsertsPerSecond(clients: Int, seconds: Int) throws -> Double {
+        try psql("CREATE TABLE IF NOT EXISTS bench_reference (id bigserial PRIMARY KEY, k bigint NOT NULL, v text NOT NULL)")
+        let script = directory + "/pgbench-insert.sql"
         try """
             \\set k random(1, 1000000)
             INSERT INTO bench_reference (k, v) VALUES (:k, '\(String(repeating: "v", count: 60))');
