@@ -104,13 +104,16 @@ struct ServerBench {
 
     private func embedded(_ http: HTTPClient) async throws -> [ServerReport.Row] {
         let referenceBefore = try durableLMDBCommitsPerSecond()
+        let writesPerCommit = referenceBefore.writesPerCommit
         let storage = ["--data-dir", try sandbox.makeDirectory("server-data")]
         let token = try ServerProcess.createToken(executable: serverExecutable, storage: storage)
         let server = try ServerProcess(executable: serverExecutable, storage: storage)
         let api = SyncAPI(http: http, baseURL: server.baseURL, token: token)
         let rows = try await singleInstance("embedded", server: server, api: api,
                                             meter: UsageMeter(serverPIDs: [server.pid], includesPostgres: false, disk: disk)) {
-            ServerReport.Reference(label: "durable LMDB", before: referenceBefore, after: try durableLMDBCommitsPerSecond())
+            let after = try durableLMDBCommitsPerSecond()
+            return ServerReport.Reference(label: "durable LMDB", before: referenceBefore.rate, after: after.rate,
+                                          diskWritesPerOp: writesPerCommit.flatMap { before in after.writesPerCommit.map { (before + $0) / 2 } })
         }
         try server.stop()
         return rows
@@ -174,11 +177,9 @@ struct ServerBench {
                 value: result.opsPerSecond, unit: "ops/s", samples: result.latencies.count,
                 p50Ms: result.latencies.p50 / 1e6, p99Ms: result.latencies.p99 / 1e6,
                 reference: reference.text, ratio: result.opsPerSecond / reference.perSecond, usage: result.usage)
-            if backend == "embedded" && batch == 1 {
-                // Each client has one push outstanding: a commit serves at most `clients` of them.
-                row.detail = "at most \(clients) push\(clients == 1 ? "" : "es") (one per client) can share a flushed commit: "
-                    + "\(clients) × \(ServerFormat.count(reference.perSecond)) durable commits/s = "
-                    + "\(ServerFormat.count(Double(clients) * reference.perSecond)) ops/s if a commit cost what the reference's does"
+            if let disk = result.usage.disk, let referenceWrites = reference.diskWritesPerOp, backend == "embedded" {
+                row.detail = String(format: "%.2f disk writes per op, the disk completing %.0f writes/s (the durable reference: %.1f per commit)",
+                                    disk.writesPerSecond / result.opsPerSecond, disk.writesPerSecond, referenceWrites)
             }
             if backend == "embedded" && batch == 1 && clients == 10 {
                 row.target = "≥ 5,000 ops/s"
@@ -214,13 +215,14 @@ struct ServerBench {
     // MARK: References and waits
 
     /// Raw LMDB from C, one put per commit, flushed per commit, in the sandbox (the disk the
-    /// embedded server writes to).
-    private func durableLMDBCommitsPerSecond() throws -> Double {
+    /// embedded server writes to): commits per second, and the disk's writes per commit.
+    private func durableLMDBCommitsPerSecond() throws -> (rate: Double, writesPerCommit: Double?) {
         var error = [CChar](repeating: 0, count: 256)
+        let usage = UsageMeter(serverPIDs: [], includesPostgres: false, disk: disk).start()
         let rate = gdref_durable_commits_per_second(sandbox.root + "/durable-reference.lmdb", plan.durableReferenceSeconds,
                                                     &error, error.count)
         guard rate > 0 else { throw BenchError("durable LMDB reference: \(String(cBuffer: error))") }
-        return rate
+        return (rate, usage.stop().disk.map { $0.writesPerSecond / rate })
     }
 
     /// Until `count` servers' listening connections have said LISTEN (bounded: 30 s).

@@ -31,6 +31,8 @@ struct ServerReport: Encodable {
         var label: String
         var before: Double
         var after: Double
+        /// Writes the data disk completed per operation of the reference, where that tells something.
+        var diskWritesPerOp: Double? = nil
 
         var perSecond: Double { (before + after) / 2 }
         var text: String { "\(label) \(ServerFormat.count(perSecond))/s (\(ServerFormat.count(before)) → \(ServerFormat.count(after)))" }

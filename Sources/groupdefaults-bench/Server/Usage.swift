@@ -10,14 +10,14 @@ struct UsageMeter {
 
     func start() -> Running {
         Running(meter: self, wall: Clock.nanoseconds(), servers: serverSeconds(), bench: ProcessStats.ownCPUSeconds(),
-                postgres: includesPostgres ? ProcessStats.postgresCPUSeconds() : 0, disk: disk.flatMap(DiskStats.read))
+                postgres: includesPostgres ? ProcessStats.postgresCPUSeconds() : [:], disk: disk.flatMap(DiskStats.read))
     }
 
     fileprivate func serverSeconds() -> Double { serverPIDs.reduce(0) { $0 + ProcessStats.cpuSeconds(of: $1) } }
 
     struct Running {
         let meter: UsageMeter
-        let wall: Int64, servers: Double, bench: Double, postgres: Double
+        let wall: Int64, servers: Double, bench: Double, postgres: [pid_t: Double]
         let disk: DiskStats?
 
         func stop() -> Usage {
@@ -30,7 +30,7 @@ struct UsageMeter {
                     millisecondsPerWrite: writes > 0 ? Double(after.writeMilliseconds - before.writeMilliseconds) / writes : 0)
             }
             return Usage(server: (meter.serverSeconds() - servers) / elapsed, bench: (ProcessStats.ownCPUSeconds() - bench) / elapsed,
-                         postgres: meter.includesPostgres ? (ProcessStats.postgresCPUSeconds() - postgres) / elapsed : nil,
+                         postgres: meter.includesPostgres ? ProcessStats.cpuSeconds(since: postgres, now: ProcessStats.postgresCPUSeconds()) / elapsed : nil,
                          disk: diskUse)
         }
     }
@@ -122,15 +122,21 @@ enum ProcessStats {
         return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
-    /// CPU seconds of every process named `postgres` (the throwaway server and its backends).
-    static func postgresCPUSeconds() -> Double {
+    /// CPU seconds of every process named `postgres` (the throwaway server and its backends), by pid.
+    static func postgresCPUSeconds() -> [pid_t: Double] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-        return entries.compactMap { pid_t($0) }.reduce(0) { total, pid in
-            guard let comm = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8),
-                  comm.hasPrefix("postgres")
-            else { return total }
-            return total + cpuSeconds(of: pid)
+        var seconds: [pid_t: Double] = [:]
+        for pid in entries.compactMap({ pid_t($0) }) {
+            guard let comm = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8), comm.hasPrefix("postgres") else { continue }
+            seconds[pid] = cpuSeconds(of: pid)
         }
+        return seconds
+    }
+
+    /// The CPU seconds processes used between two readings: those of processes that ended
+    /// meanwhile are lost (a backend that exited), those of new ones count from zero.
+    static func cpuSeconds(since before: [pid_t: Double], now: [pid_t: Double]) -> Double {
+        now.reduce(0) { total, process in total + max(0, process.value - (before[process.key] ?? 0)) }
     }
 
     /// Raises this process's soft limit on open files to its hard limit (servers started after it
