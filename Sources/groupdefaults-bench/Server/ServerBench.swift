@@ -110,7 +110,7 @@ struct ServerBench {
         let server = try ServerProcess(executable: serverExecutable, storage: storage)
         let api = SyncAPI(http: http, baseURL: server.baseURL, token: token)
         let rows = try await singleInstance("embedded", server: server, api: api,
-                                            meter: UsageMeter(serverPIDs: [server.pid], includesPostgres: false, disk: disk)) {
+                                            meter: UsageMeter(serverPIDs: [server.pid], disk: disk)) {
             let after = try durableLMDBCommitsPerSecond()
             return ServerReport.Reference(label: "durable LMDB", before: referenceBefore.rate, after: after.rate,
                                           diskWritesPerOp: writesPerCommit.flatMap { before in after.writesPerCommit.map { (before + $0) / 2 } })
@@ -129,7 +129,7 @@ struct ServerBench {
         let first = try ServerProcess(executable: serverExecutable, storage: storage)
         let api = SyncAPI(http: http, baseURL: first.baseURL, token: token)
         var rows = try await singleInstance("PostgreSQL", server: first, api: api,
-                                            meter: UsageMeter(serverPIDs: [first.pid], includesPostgres: true, disk: disk)) {
+                                            meter: UsageMeter(serverPIDs: [first.pid], postmaster: database.postmaster, disk: disk)) {
             ServerReport.Reference(label: "pgbench INSERT", before: referenceBefore, after: try pgbench())
         }
 
@@ -137,7 +137,7 @@ struct ServerBench {
         let second = try ServerProcess(executable: serverExecutable, storage: storage)
         try await waitForListeners(database, 2)
         let other = SyncAPI(http: http, baseURL: second.baseURL, token: token)
-        let meter = UsageMeter(serverPIDs: [first.pid, second.pid], includesPostgres: true, disk: disk)
+        let meter = UsageMeter(serverPIDs: [first.pid, second.pid], postmaster: database.postmaster, disk: disk)
         rows.append(try await wakeRow("PostgreSQL", "long-poll wake-up, across 2 instances", cross: true, meter: meter) {
             try await WakeUpLatency(waiter: other, pusher: api, suite: "bench.wake-cross-poll", samples: plan.wakeSamples).longPoll()
         })
@@ -218,7 +218,7 @@ struct ServerBench {
     /// embedded server writes to): commits per second, and the disk's writes per commit.
     private func durableLMDBCommitsPerSecond() throws -> (rate: Double, writesPerCommit: Double?) {
         var error = [CChar](repeating: 0, count: 256)
-        let usage = UsageMeter(serverPIDs: [], includesPostgres: false, disk: disk).start()
+        let usage = UsageMeter(serverPIDs: [], disk: disk).start()
         let rate = gdref_durable_commits_per_second(sandbox.root + "/durable-reference.lmdb", plan.durableReferenceSeconds,
                                                     &error, error.count)
         guard rate > 0 else { throw BenchError("durable LMDB reference: \(String(cBuffer: error))") }

@@ -46,7 +46,7 @@ struct ServerReport: Encodable {
 
     func table() -> String {
         let header = ["backend", "measurement", "figure", "p50", "p99", "same-run reference", "ratio", "target", "met",
-                      "cores: server/bench/pg", "disk: writes/s, flushes/s, ms per write"]
+                      "cores: server/bench/pg/other", "disk: writes/s, flushes/s, ms per write"]
         let body = rows.map { row -> [String] in
             let figure = row.value.map { value in row.unit == "ops/s" ? "\(ServerFormat.count(value)) ops/s" : String(format: "%.1f KiB", value) }
                 ?? row.samples.map { "\($0) samples" } ?? ""
@@ -87,8 +87,8 @@ enum ServerFormat {
     }
 
     static func cores(_ use: Usage) -> String {
-        [use.server, use.bench].map { String(format: "%.2f", $0) }.joined(separator: "/")
-            + (use.postgres.map { String(format: "/%.2f", $0) } ?? "")
+        ([use.server, use.bench] + (use.postgres.map { [$0] } ?? []) + [use.other]).map { String(format: "%.2f", $0) }
+            .joined(separator: "/")
     }
 
     static func disk(_ disk: Usage.Disk) -> String {

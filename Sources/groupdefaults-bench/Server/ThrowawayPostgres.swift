@@ -23,6 +23,18 @@ final class ThrowawayPostgres {
 
     deinit { try? stop() }
 
+    /// The server's postmaster (the first line of postmaster.pid in the directory `Tools/postgres`
+    /// registered for its port), whose children are the backends.
+    var postmaster: pid_t? {
+        guard let port = url.split(separator: ":").last?.split(separator: "/").first else { return nil }
+        let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
+        guard let directory = try? String(contentsOfFile: "\(base)/groupdefaults-postgres.\(port)", encoding: .utf8),
+              let pidFile = try? String(contentsOfFile: directory.trimmingCharacters(in: .whitespacesAndNewlines) + "/data/postmaster.pid",
+                                        encoding: .utf8)
+        else { return nil }
+        return pidFile.split(separator: "\n").first.flatMap { pid_t($0) }
+    }
+
     func stop() throws {
         guard !stopped else { return }
         stopped = true

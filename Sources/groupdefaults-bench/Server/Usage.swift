@@ -1,37 +1,49 @@
 import Foundation
 import Glibc
 
-/// What a stretch of the benchmark used: CPU of the server processes, of the benchmark itself and
-/// of PostgreSQL, and the data disk's writes and cache flushes.
+/// What a stretch of the benchmark used: CPU of the server processes, of the benchmark itself, of
+/// our PostgreSQL and of everything else on the machine, and the data disk's writes and flushes.
 struct UsageMeter {
     var serverPIDs: [pid_t]
-    var includesPostgres: Bool
+    /// The throwaway PostgreSQL's postmaster: it and its children count as PostgreSQL.
+    var postmaster: pid_t? = nil
     var disk: DiskStats.Device?
 
-    func start() -> Running {
-        Running(meter: self, wall: Clock.nanoseconds(), servers: serverSeconds(), bench: ProcessStats.ownCPUSeconds(),
-                postgres: includesPostgres ? ProcessStats.postgresCPUSeconds() : [:], disk: disk.flatMap(DiskStats.read))
+    fileprivate struct Reading {
+        var wall = Clock.nanoseconds()
+        var servers: Double
+        var bench = ProcessStats.ownCPUSeconds()
+        var postgres: [pid_t: Double]
+        var machine = ProcessStats.machineBusySeconds()
+        var disk: DiskStats?
     }
 
-    fileprivate func serverSeconds() -> Double { serverPIDs.reduce(0) { $0 + ProcessStats.cpuSeconds(of: $1) } }
+    fileprivate func read() -> Reading {
+        Reading(servers: serverPIDs.reduce(0) { $0 + ProcessStats.cpuSeconds(of: $1) },
+                postgres: postmaster.map(ProcessStats.cpuSecondsOfFamily) ?? [:], disk: disk.flatMap(DiskStats.read))
+    }
+
+    func start() -> Running { Running(meter: self, before: read()) }
 
     struct Running {
-        let meter: UsageMeter
-        let wall: Int64, servers: Double, bench: Double, postgres: [pid_t: Double]
-        let disk: DiskStats?
+        fileprivate let meter: UsageMeter
+        fileprivate let before: Reading
 
         func stop() -> Usage {
-            let elapsed = Double(Clock.nanoseconds() - wall) / 1e9
+            let after = meter.read()
+            let elapsed = Double(after.wall - before.wall) / 1e9
             var diskUse: Usage.Disk?
-            if let before = disk, let device = meter.disk, let after = DiskStats.read(device) {
-                let writes = Double(after.writes - before.writes)
+            if let start = before.disk, let end = after.disk {
+                let writes = Double(end.writes - start.writes)
                 diskUse = Usage.Disk(
-                    writesPerSecond: writes / elapsed, flushesPerSecond: Double(after.flushes - before.flushes) / elapsed,
-                    millisecondsPerWrite: writes > 0 ? Double(after.writeMilliseconds - before.writeMilliseconds) / writes : 0)
+                    writesPerSecond: writes / elapsed, flushesPerSecond: Double(end.flushes - start.flushes) / elapsed,
+                    millisecondsPerWrite: writes > 0 ? Double(end.writeMilliseconds - start.writeMilliseconds) / writes : 0)
             }
-            return Usage(server: (meter.serverSeconds() - servers) / elapsed, bench: (ProcessStats.ownCPUSeconds() - bench) / elapsed,
-                         postgres: meter.includesPostgres ? ProcessStats.cpuSeconds(since: postgres, now: ProcessStats.postgresCPUSeconds()) / elapsed : nil,
-                         disk: diskUse)
+            let server = (after.servers - before.servers) / elapsed, bench = (after.bench - before.bench) / elapsed
+            let postgres = ProcessStats.cpuSeconds(since: before.postgres, now: after.postgres) / elapsed
+            let machine = (after.machine - before.machine) / elapsed
+            return Usage(server: server, bench: bench, postgres: meter.postmaster == nil ? nil : postgres,
+                         other: max(0, machine - server - bench - postgres), disk: diskUse)
         }
     }
 }
@@ -41,6 +53,8 @@ struct Usage: Encodable {
     var server: Double
     var bench: Double
     var postgres: Double?
+    /// Every other process on the machine (another user's build or tests would show here).
+    var other: Double
     var disk: Disk?
 
     struct Disk: Encodable {
@@ -122,15 +136,33 @@ enum ProcessStats {
         return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
-    /// CPU seconds of every process named `postgres` (the throwaway server and its backends), by pid.
-    static func postgresCPUSeconds() -> [pid_t: Double] {
+    /// CPU seconds of a process and its children, by pid (a PostgreSQL postmaster and its backends).
+    static func cpuSecondsOfFamily(_ parent: pid_t) -> [pid_t: Double] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         var seconds: [pid_t: Double] = [:]
-        for pid in entries.compactMap({ pid_t($0) }) {
-            guard let comm = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8), comm.hasPrefix("postgres") else { continue }
+        for pid in entries.compactMap({ pid_t($0) }) where pid == parent || parentPID(of: pid) == parent {
             seconds[pid] = cpuSeconds(of: pid)
         }
         return seconds
+    }
+
+    private static func parentPID(of pid: pid_t) -> pid_t? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")")
+        else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 1 ? pid_t(fields[1]) : nil
+    }
+
+    /// CPU seconds the whole machine spent busy (all cores; from /proc/stat, idle and iowait excluded).
+    static func machineBusySeconds() -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+              let line = text.split(separator: "\n").first, line.hasPrefix("cpu ")
+        else { return 0 }
+        // user nice system idle iowait irq softirq steal …
+        let ticks = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+        guard ticks.count >= 8 else { return 0 }
+        let busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7]
+        return busy / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// The CPU seconds processes used between two readings: those of processes that ended
