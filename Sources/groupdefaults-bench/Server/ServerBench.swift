@@ -15,21 +15,30 @@ struct ServerBench {
         var quick = false
         var json = false
         var showHelp = false
+        /// The storage backends to measure.
+        var backends: Set<String> = ["embedded", "postgres"]
 
         static let usage = """
-            usage: groupdefaults-bench server [--json] [--quick]
+            usage: groupdefaults-bench server [--json] [--quick] [--only embedded|postgres]
               Starts groupdefaults-server (found next to this executable) on loopback, with embedded
               storage and with a throwaway PostgreSQL (Tools/postgres, from the package's directory).
               --json    print the results as JSON instead of a table
               --quick   short runs and few samples (a smoke test; figures are rough)
+              --only    one backend only
             """
 
         init(parsing arguments: [String]) throws {
-            for argument in arguments {
+            var rest = arguments[...]
+            while let argument = rest.popFirst() {
                 switch argument {
                 case "--json": json = true
                 case "--quick": quick = true
                 case "-h", "--help": showHelp = true
+                case "--only":
+                    guard let backend = rest.popFirst(), ["embedded", "postgres"].contains(backend) else {
+                        throw BenchError("--only takes embedded or postgres\n\(Self.usage)")
+                    }
+                    backends = [backend]
                 default: throw BenchError("unknown argument '\(argument)'\n\(Self.usage)")
                 }
             }
@@ -90,8 +99,8 @@ struct ServerBench {
         ])
         let http = SyncAPI.makeHTTPClient(connections: Self.clientCounts.max()! + 28)
         do {
-            report.rows += try await embedded(http)
-            report.rows += try await postgres(http)
+            if options.backends.contains("embedded") { report.rows += try await embedded(http) }
+            if options.backends.contains("postgres") { report.rows += try await postgres(http) }
             try await http.shutdown()
         } catch {
             try? await http.shutdown()

@@ -65,7 +65,12 @@ struct ServerReport: Encodable {
             }.joined(separator: "  ").replacingOccurrences(of: " +$", with: "", options: .regularExpression)
         }
         let details = rows.compactMap { row in row.detail.map { "\(row.backend), \(row.measurement): \($0)" } }
-        return (method + [""] + lines + (details.isEmpty ? [] : [""] + details)).joined(separator: "\n")
+        let busiest = rows.compactMap { $0.usage?.other }.max() ?? 0
+        let disturbed = busiest > 0.2
+            ? ["", String(format: "NOTE: other processes kept up to %.2f cores busy during these measurements (column 'other'): "
+                   + "figures taken then are disturbed; run again on a quiet machine.", busiest)]
+            : []
+        return (method + [""] + lines + (details.isEmpty ? [] : [""] + details) + disturbed).joined(separator: "\n")
     }
 }
 
