@@ -55,11 +55,14 @@ struct StreamMemory {
                 for _ in 0 ..< size { group.addTask { try await Self.hold(api, suite, ready: ready) } }
                 for _ in 0 ..< size { _ = await iterator.next() }
             }
-            try await waitForOpenStreams(api, count)
+            try await waitForOpenStreams(api, atLeast: count)
             try await Task.sleep(for: .seconds(1))  // every stream parked in its wait
             let after = try server.residentKiB()
             group.cancelAll()
             try? await group.waitForAll()
+            // The server finds a closed stream at its next write (a heartbeat, within 15 s): until
+            // then the streams would still be there for the measurements that follow.
+            try await waitForOpenStreams(api, atMost: 0)
             return Result(streams: count, beforeKiB: before, afterKiB: after)
         }
     }
@@ -74,13 +77,15 @@ struct StreamMemory {
         }
     }
 
-    /// Until the server's gauge of open streams says at least `expected` (bounded: 30 s). The
-    /// warm-up's stream may still count: the server notices a closed stream at its next write.
-    private func waitForOpenStreams(_ api: SyncAPI, _ expected: Int) async throws {
+    /// Until the server's gauge of open streams reaches `atLeast` (or falls to `atMost`); bounded:
+    /// 30 s. The warm-up's stream may still count: the server notices a closed stream at its next write.
+    private func waitForOpenStreams(_ api: SyncAPI, atLeast: Int = 0, atMost: Int = .max) async throws {
         for _ in 0 ..< 300 {
-            if let open = try await api.metric("groupdefaults_event_streams_open"), Int(open) >= expected { return }
+            if let open = try await api.metric("groupdefaults_event_streams_open").map({ Int($0) }), open >= atLeast, open <= atMost {
+                return
+            }
             try await Task.sleep(for: .milliseconds(100))
         }
-        throw BenchError("the server did not report \(expected) open event streams")
+        throw BenchError("the server's open event streams did not reach \(atLeast)…\(atMost)")
     }
 }
