@@ -1,7 +1,8 @@
 import Foundation
 
 /// `groupdefaults-bench`: GroupDefaults beside raw LMDB (C, same flags) and Foundation's
-/// `UserDefaults(suiteName:)`, all measured in one run.
+/// `UserDefaults(suiteName:)`, all measured in one run; `groupdefaults-bench server`: the sync
+/// server's real executable on loopback (`Server/`).
 ///
 /// The benchmark runs in a child of itself whose HOME and XDG directories point into a
 /// temporary sandbox (Foundation reads them only at start-up), so that nothing of the user's
@@ -52,7 +53,7 @@ private func runServerBench(arguments: [String]) throws {
         exit(try Sandbox.runInside(arguments: arguments))
     }
     let report = try runBlocking { try await ServerBench(options: options, sandbox: sandbox).run() }
-    print(options.json ? try report.json() : report.table())
+    print(options.json ? try report.json() : options.markdown ? report.markdown() + "\n\n" + report.table() : report.table())
 }
 
 /// The command line, parsed by hand: `[--json] [--quick] [--only NAME[,NAME…]]`.

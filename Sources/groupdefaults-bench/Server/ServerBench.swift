@@ -14,15 +14,17 @@ struct ServerBench {
     struct Options {
         var quick = false
         var json = false
+        var markdown = false
         var showHelp = false
         /// The storage backends to measure.
         var backends: Set<String> = ["embedded", "postgres"]
 
         static let usage = """
-            usage: groupdefaults-bench server [--json] [--quick] [--only embedded|postgres]
+            usage: groupdefaults-bench server [--json | --markdown] [--quick] [--only embedded|postgres]
               Starts groupdefaults-server (found next to this executable) on loopback, with embedded
               storage and with a throwaway PostgreSQL (Tools/postgres, from the package's directory).
               --json    print the results as JSON instead of a table
+              --markdown  print the table as Markdown (for the README), then its notes
               --quick   short runs and few samples (a smoke test; figures are rough)
               --only    one backend only
             """
@@ -32,6 +34,7 @@ struct ServerBench {
             while let argument = rest.popFirst() {
                 switch argument {
                 case "--json": json = true
+                case "--markdown": markdown = true
                 case "--quick": quick = true
                 case "-h", "--help": showHelp = true
                 case "--only":

@@ -44,10 +44,11 @@ struct ServerReport: Encodable {
         return String(decoding: try encoder.encode(self), as: UTF8.self)
     }
 
-    func table() -> String {
+    /// The header and one line of cells per row.
+    private func cells() -> [[String]] {
         let header = ["backend", "measurement", "figure", "p50", "p99", "same-run reference", "ratio", "target", "met",
                       "cores: server/bench/pg/other", "disk: writes/s, flushes/s, ms per write"]
-        let body = rows.map { row -> [String] in
+        return [header] + rows.map { row -> [String] in
             let figure = row.value.map { value in row.unit == "ops/s" ? "\(ServerFormat.count(value)) ops/s" : String(format: "%.1f KiB", value) }
                 ?? row.samples.map { "\($0) samples" } ?? ""
             return [row.backend, row.measurement, figure,
@@ -56,14 +57,17 @@ struct ServerReport: Encodable {
                     row.met.map { $0 ? "yes" : "NO" } ?? "", row.usage.map(ServerFormat.cores) ?? "",
                     row.usage?.disk.map(ServerFormat.disk) ?? ""]
         }
-        let rightAligned: Set = [2, 3, 4, 6]
-        let widths = header.indices.map { column in ([header] + body).map { $0[column].count }.max()! }
-        let lines = ([header] + body).map { cells in
-            cells.indices.map { column in
-                let padding = String(repeating: " ", count: widths[column] - cells[column].count)
-                return rightAligned.contains(column) ? padding + cells[column] : cells[column] + padding
-            }.joined(separator: "  ").replacingOccurrences(of: " +$", with: "", options: .regularExpression)
-        }
+    }
+
+    /// The table as Markdown, for the README.
+    func markdown() -> String {
+        let all = cells()
+        let alignments = all[0].indices.map { [2, 3, 4, 6].contains($0) ? "---:" : "---" }
+        return ([all[0], alignments] + all.dropFirst()).map { "| " + $0.joined(separator: " | ") + " |" }.joined(separator: "\n")
+    }
+
+    func table() -> String {
+        let lines = Format.columns(cells(), leftAligned: [0, 1, 5, 7, 8, 9, 10])
         let details = rows.compactMap { row in row.detail.map { "\(row.backend), \(row.measurement): \($0)" } }
         let busiest = rows.compactMap { $0.usage?.other }.max() ?? 0
         let disturbed = busiest > 0.2
