@@ -75,6 +75,8 @@ struct ServerBench {
     /// temporary directory are all on it.
     var disk: DiskStats.Device? { DiskStats.device(holding: sandbox.root) }
 
+    var postgresTool: String { FileManager.default.currentDirectoryPath + "/Tools/postgres" }
+
     var serverExecutable: String {
         URL(fileURLWithPath: Spawn.executablePath()).deletingLastPathComponent().appendingPathComponent("groupdefaults-server").path
     }
@@ -83,7 +85,6 @@ struct ServerBench {
         guard FileManager.default.isExecutableFile(atPath: serverExecutable) else {
             throw BenchError("no \(serverExecutable): build it (Tools/bench server does)")
         }
-        let postgresTool = FileManager.default.currentDirectoryPath + "/Tools/postgres"
         guard FileManager.default.isExecutableFile(atPath: postgresTool) else {
             throw BenchError("no Tools/postgres in the current directory: run from the package's directory (Tools/bench server does)")
         }
@@ -100,7 +101,8 @@ struct ServerBench {
             "references: durable LMDB = raw C, one put per commit, fsync per commit (no NOSYNC/NOMETASYNC), same disk; "
                 + "pgbench = one INSERT per transaction, -c \(Self.pgbenchClients) -j 2, same PostgreSQL (Tools/postgres: fsync=off)",
         ])
-        let http = SyncAPI.makeHTTPClient(connections: Self.clientCounts.max()! + 28)
+        // A connection per concurrent client, and a few for the wake-ups' waiter and pusher and /metrics.
+        let http = SyncAPI.makeHTTPClient(connections: Self.clientCounts.max()! + 8)
         do {
             if options.backends.contains("embedded") { report.rows += try await embedded(http) }
             if options.backends.contains("postgres") { report.rows += try await postgres(http) }
@@ -132,7 +134,7 @@ struct ServerBench {
     }
 
     private func postgres(_ http: HTTPClient) async throws -> [ServerReport.Row] {
-        let database = try ThrowawayPostgres(tool: FileManager.default.currentDirectoryPath + "/Tools/postgres", scratch: sandbox.root)
+        let database = try ThrowawayPostgres(tool: postgresTool, scratch: sandbox.root)
         defer { try? database.stop() }
         let pgbench = { try database.pgbenchInsertsPerSecond(clients: Self.pgbenchClients, seconds: plan.pgbenchSeconds) }
         let referenceBefore = try pgbench()

@@ -96,10 +96,11 @@ struct DiskStats {
         guard let text = try? String(contentsOfFile: "/proc/diskstats", encoding: .utf8) else { return nil }
         for line in text.split(separator: "\n") {
             let fields = line.split(separator: " ")
-            // major minor name, then: reads, merged, sectors, ms; writes (7th field), merged, sectors, ms writing (10th);
-            // …; flushes completed (20th, since Linux 5.5).
+            // major, minor, name; then reads, merged, sectors, ms reading; writes completed (index 7),
+            // merged, sectors, ms writing (index 10); in flight, ms busy, weighted ms; four discard
+            // counters; flushes completed (index 18, since Linux 5.5), ms flushing.
             guard fields.count >= 20, UInt32(fields[0]) == device.major, UInt32(fields[1]) == device.minor,
-                  let writes = Int(fields[7]), let milliseconds = Int(fields[10]), let flushes = Int(fields[19])
+                  let writes = Int(fields[7]), let milliseconds = Int(fields[10]), let flushes = Int(fields[18])
             else { continue }
             return DiskStats(writes: writes, writeMilliseconds: milliseconds, flushes: flushes)
         }
