@@ -65,7 +65,7 @@ struct Options {
 
     static let usage = """
         usage: groupdefaults-bench [--json] [--quick] [--only NAME[,NAME...]]
-               groupdefaults-bench server [--json] [--quick]   (the sync server: server --help)
+               groupdefaults-bench server [--json | --markdown] [--quick] [--only embedded|postgres]   (server --help)
           --json    print the results as JSON instead of a table
           --quick   few batches and cold starts (a smoke test; figures are rough)
           --only    run only these operations: \(Operation.allCases.map(\.rawValue).joined(separator: ", "))
