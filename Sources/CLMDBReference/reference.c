@@ -361,6 +361,47 @@ long long gdref_cold_open_first_read(const char *path, unsigned int env_flags, s
     return now_ns() - start;
 }
 
+double gdref_durable_commits_per_second(const char *path, double seconds, char *err, size_t errlen) {
+    MDB_env *env;
+    MDB_dbi dbi;
+    if (open_env(&env, &dbi, path, 0, (size_t)64 << 20, MDB_CREATE, err, errlen) != 0) {
+        return -1;
+    }
+    char value[60];
+    memset(value, 'v', sizeof value);
+    long long start = now_ns();
+    long long end = start + (long long)(seconds * 1e9);
+    long long commits = 0;
+    long long now = start;
+    while (now < end) {
+        uint64_t key = (uint64_t)commits % 1000;
+        MDB_val k = { .mv_size = sizeof key, .mv_data = &key };
+        MDB_val v = { .mv_size = sizeof value, .mv_data = value };
+        MDB_txn *txn;
+        int rc = mdb_txn_begin(env, NULL, 0, &txn);
+        if (rc != MDB_SUCCESS) {
+            set_error(err, errlen, "mdb_txn_begin", rc);
+            mdb_env_close(env);
+            return -1;
+        }
+        if ((rc = mdb_put(txn, dbi, &k, &v, 0)) != MDB_SUCCESS) {
+            set_error(err, errlen, "mdb_put", rc);
+            mdb_txn_abort(txn);
+            mdb_env_close(env);
+            return -1;
+        }
+        if ((rc = mdb_txn_commit(txn)) != MDB_SUCCESS) {
+            set_error(err, errlen, "mdb_txn_commit", rc);
+            mdb_env_close(env);
+            return -1;
+        }
+        commits += 1;
+        now = now_ns();
+    }
+    mdb_env_close(env);
+    return (double)commits * 1e9 / (double)(now - start);
+}
+
 void gdref_describe_flags(unsigned int env_flags, char *buf, size_t len) {
     static const struct { unsigned int flag; const char *name; } names[] = {
         { MDB_FIXEDMAP, "MDB_FIXEDMAP" },   { MDB_NOSUBDIR, "MDB_NOSUBDIR" },

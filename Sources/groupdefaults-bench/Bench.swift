@@ -1,7 +1,8 @@
 import Foundation
 
 /// `groupdefaults-bench`: GroupDefaults beside raw LMDB (C, same flags) and Foundation's
-/// `UserDefaults(suiteName:)`, all measured in one run.
+/// `UserDefaults(suiteName:)`, all measured in one run; `groupdefaults-bench server`: the sync
+/// server's real executable on loopback (`Server/`).
 ///
 /// The benchmark runs in a child of itself whose HOME and XDG directories point into a
 /// temporary sandbox (Foundation reads them only at start-up), so that nothing of the user's
@@ -17,6 +18,10 @@ struct Bench {
             }
             if arguments.first == NotifyChild.command {
                 try NotifyChild.run(arguments: Array(arguments.dropFirst()))
+                return
+            }
+            if arguments.first == ServerBench.command {
+                try runServerBench(arguments: arguments)
                 return
             }
             let options = try Options(parsing: arguments)
@@ -36,6 +41,21 @@ struct Bench {
     }
 }
 
+/// `groupdefaults-bench server …`: the sync server, in the same sandbox (its data directory and
+/// the durable LMDB reference live there).
+private func runServerBench(arguments: [String]) throws {
+    let options = try ServerBench.Options(parsing: Array(arguments.dropFirst()))
+    if options.showHelp {
+        print(ServerBench.Options.usage)
+        return
+    }
+    guard let sandbox = Sandbox.current else {
+        exit(try Sandbox.runInside(arguments: arguments))
+    }
+    let report = try runBlocking { try await ServerBench(options: options, sandbox: sandbox).run() }
+    print(options.json ? try report.json() : options.markdown ? report.markdown() + "\n\n" + report.table() : report.table())
+}
+
 /// The command line, parsed by hand: `[--json] [--quick] [--only NAME[,NAME…]]`.
 struct Options {
     var json = false
@@ -45,6 +65,7 @@ struct Options {
 
     static let usage = """
         usage: groupdefaults-bench [--json] [--quick] [--only NAME[,NAME...]]
+               groupdefaults-bench server [--json | --markdown] [--quick] [--only embedded|postgres]   (server --help)
           --json    print the results as JSON instead of a table
           --quick   few batches and cold starts (a smoke test; figures are rough)
           --only    run only these operations: \(Operation.allCases.map(\.rawValue).joined(separator: ", "))

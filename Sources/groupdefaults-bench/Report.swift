@@ -98,14 +98,7 @@ struct Report: Encodable {
              row.target ?? (row.operation == "cold-start-process" ? "(spawn → exit)" : ""),
              row.targetMet.map { $0 ? "yes" : "NO" } ?? ""]
         }
-        let leftAligned: Set = [0, 6, 7]
-        let widths = header.indices.map { column in ([header] + body).map { $0[column].count }.max()! }
-        let lines = ([header] + body).map { cells in
-            cells.indices.map { column in
-                let padding = String(repeating: " ", count: widths[column] - cells[column].count)
-                return leftAligned.contains(column) ? cells[column] + padding : padding + cells[column]
-            }.joined(separator: "  ").replacingOccurrences(of: " +$", with: "", options: .regularExpression)
-        }
+        let lines = Format.columns([header] + body, leftAligned: [0, 6, 7])
         return """
             GroupDefaults vs raw LMDB (C, same flags: \(lmdbFlags), map \(mapSize / 1_048_576) MiB) \
             vs Foundation UserDefaults(suiteName:)
@@ -120,6 +113,19 @@ struct Report: Encodable {
 }
 
 enum Format {
+    /// The rows as lines of padded columns, two spaces apart: numbers right-aligned, the columns
+    /// in `leftAligned` left-aligned.
+    static func columns(_ rows: [[String]], leftAligned: Set<Int>) -> [String] {
+        guard let first = rows.first else { return [] }
+        let widths = first.indices.map { column in rows.map { $0[column].count }.max()! }
+        return rows.map { cells in
+            cells.indices.map { column in
+                let padding = String(repeating: " ", count: widths[column] - cells[column].count)
+                return leftAligned.contains(column) ? cells[column] + padding : padding + cells[column]
+            }.joined(separator: "  ").replacingOccurrences(of: " +$", with: "", options: .regularExpression)
+        }
+    }
+
     static func duration(_ nanoseconds: Double) -> String {
         switch nanoseconds {
         case ..<1_000: String(format: "%.0f ns", nanoseconds)

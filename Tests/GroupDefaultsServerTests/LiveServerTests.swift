@@ -160,6 +160,62 @@ struct LiveServerTests {
         }
     }
 
+    @Test("two server processes on one PostgreSQL: an event stream on one is woken by a push to the other within 100 ms, also after its listening connection was killed",
+          .timeLimit(.minutes(2)))
+    func eventStreamAcrossInstances() async throws {
+        let url = try await PostgresFixture.freshDatabase()
+        let first = try await ServerProcess(dataDirectory: nil, extraArguments: ["--postgres-url", url])
+        let firstListener = try await Listeners.waitFor(url) { $0.count == 1 }
+        // A heartbeat every second on the stream's instance: a comment shows the stream has waited.
+        let second = try await ServerProcess(dataDirectory: nil, extraArguments: ["--postgres-url", url, "--heartbeat", "1"])
+        let listeners = try await Listeners.waitFor(url) { $0.count == 2 }
+        let secondListener = try #require(listeners.first { $0.name != firstListener.first?.name })
+        let made = try await ServerTool.run(["token", "create", "--postgres-url", url, "--account", "alice"])
+        #expect(made.status == 0, "\(made.stderr)")
+        let token = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+
+        let stream = try Curl(["-H", "Authorization: Bearer \(token)", "http://127.0.0.1:\(second.port)/v1/suites/group.shared/events"])
+        #expect(await stream.nextComment(), "the stream on the second instance is open and waiting")
+
+        /// Pushes `key` through the first instance while the stream on the second is read: the time
+        /// from the push's answer to the event parsed, zero if the event came first. (Under the
+        /// parallel test load the push itself can take tens of milliseconds.)
+        func wakeUp(_ key: String, revision: Int) async throws -> Duration {
+            async let arrival = stream.timedEvents(1)
+            let response = try await TestClient.withClient(host: "127.0.0.1", port: first.port) { client in
+                try await client.post("/v1/suites/group.shared/push", headers: API.auth(token), body: API.push([API.set(key, "v")]))
+            }
+            let answered = ContinuousClock.now
+            #expect(response.status == .ok)
+            let (events, parsed) = await arrival
+            #expect(events.map(\.id) == ["\(revision)"])
+            let woken = try #require(parsed, "no event within 10 s")
+            return max(.zero, woken - answered)
+        }
+
+        let before = try await wakeUp("sound", revision: 1)
+        #expect(before < .milliseconds(100), "woken \(before) after the push was answered")
+
+        // Kill the second instance's listening connection: it reconnects by itself, re-reads, and the
+        // stream still gets the push made meanwhile.
+        let killed = try await PostgresFixture.psql(url, "SELECT pg_terminate_backend(\(secondListener.pid))")
+        #expect(killed == "t")
+        let afterKill = try await wakeUp("volume", revision: 2)
+        #expect(afterKill < .milliseconds(100), "woken \(afterKill) after the push was answered")
+
+        // Listening again on a new connection, which delivers the notifications.
+        _ = try await Listeners.waitFor(url) { $0.contains { $0.name == secondListener.name && $0.pid != secondListener.pid } }
+        let afterReconnect = try await wakeUp("badge", revision: 3)
+        #expect(afterReconnect < .milliseconds(100), "woken \(afterReconnect) after the push was answered")
+
+        for server in [first, second] {
+            server.signal(SIGTERM)
+            let exit = await server.waitForExit()
+            #expect(!exit.bySignal && exit.status == 0)
+        }
+        #expect(await stream.waitForExit() == 0, "the stream ends cleanly with its server")
+    }
+
     @Test("an unreachable --postgres-url fails with one clear line, exit 1")
     func postgresUnreachable() async throws {
         let result = try await ServerTool.run(["serve", "--postgres-url", "postgres://postgres@127.0.0.1:1/none", "--port", "0"])
@@ -179,4 +235,36 @@ final class Moment: Sendable {
 /// The keys whose push the server answered 200, shared by the writer tasks.
 final class Acknowledged: Sendable {
     let keys = Mutex<[String]>([])
+}
+
+/// The servers' listening connections to one database, as pg_stat_activity shows them once LISTEN
+/// has run on them (`application_name` is per server instance).
+enum Listeners {
+    struct Listener: Equatable {
+        var name: String
+        var pid: Int
+    }
+
+    static func current(_ url: String) async throws -> [Listener] {
+        let rows = try await PostgresFixture.psql(url, """
+            SELECT application_name || ' ' || pid FROM pg_stat_activity
+            WHERE datname = current_database() AND application_name LIKE 'groupdefaults-listener-%' AND query LIKE 'LISTEN%'
+            """)
+        return rows.split(separator: "\n").compactMap { row in
+            let fields = row.split(separator: " ")
+            guard fields.count == 2, let pid = Int(fields[1]) else { return nil }
+            return Listener(name: String(fields[0]), pid: pid)
+        }
+    }
+
+    /// Polls (a state of other processes, with no event to wait on; bounded: 20 s) until
+    /// `condition` holds; the listeners then.
+    static func waitFor(_ url: String, until condition: ([Listener]) -> Bool) async throws -> [Listener] {
+        for _ in 0 ..< 400 {
+            let listeners = try await current(url)
+            if condition(listeners) { return listeners }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw FixtureError("the servers' listening connections did not reach the expected state: \(try await current(url))")
+    }
 }

@@ -66,6 +66,15 @@ double gdref_bench_write_many(gdref_env *env, const gdref_dataset *ds, size_t fi
 long long gdref_cold_open_first_read(const char *path, unsigned int env_flags, size_t map_size,
                                      const void *key, size_t key_len, char *err, size_t errlen);
 
+/*
+ * Durable commits, the ceiling of a store that flushes every commit: for about `seconds`, one
+ * write transaction per op (one mdb_put of an 8-byte key and a 60-byte value, then commit) in a
+ * new environment at `path` opened with LMDB's default durability (no MDB_NOSYNC, MDB_NOMETASYNC
+ * or MDB_WRITEMAP: each commit writes its pages and fdatasyncs, then writes the meta page and
+ * fdatasyncs again). Returns commits per second, or -1 and fills `err`. The file is left in place.
+ */
+double gdref_durable_commits_per_second(const char *path, double seconds, char *err, size_t errlen);
+
 /* Writes the names of the MDB_* flags set in `env_flags` ("MDB_NOSUBDIR|MDB_NOSYNC"), or "0". */
 void gdref_describe_flags(unsigned int env_flags, char *buf, size_t len);
 

@@ -4,11 +4,13 @@ import GroupDefaults
 
 /// curl as a real, separate HTTP client (for what the in-process test client cannot do: read an
 /// endless event stream as it arrives, speak TLS with a CA file).
-final class Curl: @unchecked Sendable {  // the process and pipe are touched from one task at a time
+final class Curl: @unchecked Sendable {  // one reader at a time: a task, or the dispatch thread it waits on
     let process = Process()
     private let output = Pipe()
     private let errors = Pipe()
     private var parser = ServerSentEventParser()
+    /// Events parsed and not yet returned.
+    private var pending: [ServerSentEvent] = []
 
     init(_ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
@@ -35,23 +37,52 @@ final class Curl: @unchecked Sendable {  // the process and pipe are touched fro
     /// The next Server-Sent Events of the stream curl prints, at least `count` of them, or fewer if
     /// the stream ends or `timeout` passes first. Comments are counted in `comments`.
     func events(_ count: Int, timeout: Duration = .seconds(10)) async -> [ServerSentEvent] {
+        await timedEvents(count, timeout: timeout).events
+    }
+
+    /// As `events`, with the moment the `count`-th event was parsed (nil if it did not arrive).
+    func timedEvents(_ count: Int, timeout: Duration = .seconds(10)) async -> (events: [ServerSentEvent], parsed: ContinuousClock.Instant?) {
+        let parsed = await read(timeout: timeout) { $0.pending.count >= count }
+        defer { pending.removeAll() }
+        return (pending, parsed)
+    }
+
+    /// Reads until the next comment (a heartbeat) arrives; false if the stream ends or `timeout`
+    /// passes first. Events read meanwhile are kept for `events`.
+    func nextComment(timeout: Duration = .seconds(10)) async -> Bool {
+        let seen = parser.comments
+        return await read(timeout: timeout) { $0.parser.comments > seen } != nil
+    }
+
+    /// Reads curl's output until `done` holds, on a dispatch thread (blocking in poll, off the
+    /// cooperative pool, so that the moment of arrival is taken as it happens): that moment, or
+    /// nil if the stream ended or `timeout` passed first.
+    private func read(timeout: Duration, until done: @escaping @Sendable (Curl) -> Bool) async -> ContinuousClock.Instant? {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(returning: self.readBlocking(timeout: timeout, until: done))
+            }
+        }
+    }
+
+    private func readBlocking(timeout: Duration, until done: (Curl) -> Bool) -> ContinuousClock.Instant? {
         let fd = output.fileHandleForReading.fileDescriptor
         let deadline = ContinuousClock.now + timeout
-        var events: [ServerSentEvent] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
-        while events.count < count {
+        while true {
+            if done(self) { return ContinuousClock.now }
             let remaining = deadline - ContinuousClock.now
-            guard remaining > .zero else { break }
-            var pending = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard remaining > .zero else { return nil }
+            var readable = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000)
-            // A short poll on this task's thread: bounded by the deadline, no busy loop.
-            guard poll(&pending, 1, max(1, min(milliseconds, 100))) >= 0 else { break }
-            if pending.revents == 0 { await Task.yield(); continue }
+            let ready = poll(&readable, 1, max(1, milliseconds))
+            if ready < 0 && errno == EINTR { continue }
+            guard ready >= 0 else { return nil }
+            if readable.revents == 0 { continue }
             let read = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if read <= 0 { break }
-            events += parser.feed(buffer[..<read])
+            if read <= 0 { return nil }
+            pending += parser.feed(buffer[..<read])
         }
-        return events
     }
 
     var comments: Int { parser.comments }
