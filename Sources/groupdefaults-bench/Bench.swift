@@ -2,7 +2,8 @@ import Foundation
 
 /// `groupdefaults-bench`: GroupDefaults beside raw LMDB (C, same flags) and Foundation's
 /// `UserDefaults(suiteName:)`, all measured in one run; `groupdefaults-bench server`: the sync
-/// server's real executable on loopback (`Server/`).
+/// server's real executable on loopback (`Server/`); `groupdefaults-bench sync`: two devices
+/// syncing through it (`Sync/`).
 ///
 /// The benchmark runs in a child of itself whose HOME and XDG directories point into a
 /// temporary sandbox (Foundation reads them only at start-up), so that nothing of the user's
@@ -22,6 +23,10 @@ struct Bench {
             }
             if arguments.first == ServerBench.command {
                 try runServerBench(arguments: arguments)
+                return
+            }
+            if arguments.first == SyncBench.command {
+                try runSyncBench(arguments: arguments)
                 return
             }
             let options = try Options(parsing: arguments)
@@ -56,6 +61,20 @@ private func runServerBench(arguments: [String]) throws {
     print(options.json ? try report.json() : options.markdown ? report.markdown() + "\n\n" + report.table() : report.table())
 }
 
+/// `groupdefaults-bench sync …`: two devices syncing through the server, in the sandbox.
+private func runSyncBench(arguments: [String]) throws {
+    let options = try SyncBench.Options(parsing: Array(arguments.dropFirst()))
+    if options.showHelp {
+        print(SyncBench.Options.usage)
+        return
+    }
+    guard let sandbox = Sandbox.current else {
+        exit(try Sandbox.runInside(arguments: arguments))
+    }
+    let report = try runBlocking { try await SyncBench(options: options, sandbox: sandbox).run() }
+    print(options.json ? try report.json() : report.table())
+}
+
 /// The command line, parsed by hand: `[--json] [--quick] [--only NAME[,NAME…]]`.
 struct Options {
     var json = false
@@ -66,6 +85,7 @@ struct Options {
     static let usage = """
         usage: groupdefaults-bench [--json] [--quick] [--only NAME[,NAME...]]
                groupdefaults-bench server [--json | --markdown] [--quick] [--only embedded|postgres]   (server --help)
+               groupdefaults-bench sync [--json] [--quick]   (two devices syncing through the server)
           --json    print the results as JSON instead of a table
           --quick   few batches and cold starts (a smoke test; figures are rough)
           --only    run only these operations: \(Operation.allCases.map(\.rawValue).joined(separator: ", "))

@@ -49,8 +49,14 @@ struct ServerReport: Encodable {
         let header = ["backend", "measurement", "figure", "p50", "p99", "same-run reference", "ratio", "target", "met",
                       "cores: server/bench/pg/other", "disk: writes/s, flushes/s, ms per write"]
         return [header] + rows.map { row -> [String] in
-            let figure = row.value.map { value in row.unit == "ops/s" ? "\(ServerFormat.count(value)) ops/s" : String(format: "%.1f KiB", value) }
-                ?? row.samples.map { "\($0) samples" } ?? ""
+            let figure = row.value.map { value in
+                switch row.unit {
+                case "ops/s": "\(ServerFormat.count(value)) ops/s"
+                case "ms": ServerFormat.milliseconds(value)
+                case "KiB", nil: String(format: "%.1f KiB", value)
+                case let unit?: "\(ServerFormat.count(value)) \(unit)"
+                }
+            } ?? row.samples.map { "\($0) samples" } ?? ""
             return [row.backend, row.measurement, figure,
                     row.p50Ms.map(ServerFormat.milliseconds) ?? "", row.p99Ms.map(ServerFormat.milliseconds) ?? "",
                     row.reference ?? "", row.ratio.map(Format.ratio) ?? "", row.target ?? "",

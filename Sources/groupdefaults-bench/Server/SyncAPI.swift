@@ -54,10 +54,14 @@ struct SyncAPI: Sendable {
 
     /// A sample's value from `GET /metrics` (no token), e.g. `groupdefaults_event_streams_open`.
     func metric(_ name: String) async throws -> Double? {
-        let response = try await http.execute(HTTPClientRequest(url: baseURL + "/metrics"), timeout: .seconds(30))
-        let text = String(buffer: try await response.body.collect(upTo: 16 << 20))
-        return text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+        try await metricsText().split(separator: "\n").first { $0.hasPrefix(name + " ") }
             .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+    }
+
+    /// `GET /metrics` (no token): the Prometheus text.
+    func metricsText() async throws -> String {
+        let response = try await http.execute(HTTPClientRequest(url: baseURL + "/metrics"), timeout: .seconds(30))
+        return String(buffer: try await response.body.collect(upTo: 16 << 20))
     }
 
     private func authorized(_ method: HTTPMethod, _ path: String) -> HTTPClientRequest {

@@ -1,0 +1,195 @@
+import AsyncHTTPClient
+import Foundation
+import GroupDefaults
+import GroupDefaultsSync
+
+/// `groupdefaults-bench sync`: two devices (two suites in two directories, each with its own
+/// `SyncEngine`, in this process) and the real `groupdefaults-server` on loopback, embedded storage.
+///
+/// - Initial sync: a fresh device's first `syncOnce()` of a suite of 10,000 keys (the join: the
+///   snapshot's pages, applied in one transaction), beside the same pages fetched and decoded alone.
+/// - End to end: `set` on device A → the value readable on device B (B's change feed), both engines
+///   in `run()`, one change at a time; beside the server's own push → event-stream wake-up.
+/// - Idle: requests the server counts (`/metrics`) while both engines run and nothing changes.
+struct SyncBench {
+    static let command = "sync"
+
+    struct Options {
+        var quick = false
+        var json = false
+        var showHelp = false
+
+        static let usage = """
+            usage: groupdefaults-bench sync [--json] [--quick]
+              Starts groupdefaults-server (found next to this executable) on loopback, embedded storage,
+              and syncs two devices through it.
+              --json    print the results as JSON instead of a table
+              --quick   few samples (a smoke test; figures are rough)
+            """
+
+        init(parsing arguments: [String]) throws {
+            for argument in arguments {
+                switch argument {
+                case "--json": json = true
+                case "--quick": quick = true
+                case "-h", "--help": showHelp = true
+                default: throw BenchError("unknown argument '\(argument)'\n\(Self.usage)")
+                }
+            }
+        }
+    }
+
+    static let keys = 10_000
+    let options: Options
+    let sandbox: Sandbox
+    var joins: Int { options.quick ? 2 : 5 }
+    var changes: Int { options.quick ? 100 : 1_000 }
+    var idleSeconds: Int { options.quick ? 2 : 10 }
+
+    var serverExecutable: String {
+        URL(fileURLWithPath: Spawn.executablePath()).deletingLastPathComponent().appendingPathComponent("groupdefaults-server").path
+    }
+
+    func run() async throws -> ServerReport {
+        let dataDirectory = sandbox.root + "/sync-server"
+        let storage = ["--data-dir", dataDirectory]
+        let token = try ServerProcess.createToken(executable: serverExecutable, storage: storage)
+        let server = try ServerProcess(executable: serverExecutable, storage: storage)
+        let tokenFile = sandbox.root + "/sync.token"
+        _ = FileManager.default.createFile(atPath: tokenFile, contents: Data(token.utf8), attributes: [.posixPermissions: 0o600])
+        let http = try SyncClient.makeHTTPClient()
+        let api = SyncAPI(http: SyncAPI.makeHTTPClient(connections: 4), baseURL: server.baseURL, token: token)
+        var report = ServerReport(method: [
+            "groupdefaults-bench sync: two devices (two suites in two directories, a SyncEngine each, in this process) and the",
+            "real groupdefaults-server on loopback (embedded storage: every acknowledged push flushed). Release build.",
+        ])
+        let devices = Devices(root: sandbox.root, server: URL(string: server.baseURL)!, tokenFile: tokenFile, http: http)
+
+        // Initial sync of 10,000 keys to a fresh device.
+        let source = try devices.make("source", suite: "group.bench.initial")
+        try await source.defaults.write { tx in
+            for index in 0 ..< Self.keys { try tx.set(SyncBench.value(index), forKey: String(format: "setting.%05d", index)) }
+        }
+        let uploaded = try await source.engine.syncOnce()
+        guard uploaded.pushed == Self.keys, uploaded.isInAgreement else { throw BenchError("the upload of \(Self.keys) keys: \(uploaded)") }
+        var joinTimes: [Double] = [], fetchTimes: [Double] = []
+        for attempt in 0 ..< joins {
+            let fresh = try devices.make("fresh-\(attempt)", suite: "group.bench.initial")
+            let start = Clock.nanoseconds()
+            let joined = try await fresh.engine.syncOnce()
+            joinTimes.append(Double(Clock.nanoseconds() - start) / 1e6)
+            let held = try await fresh.defaults.read { try $0.keys.count }
+            guard joined.applied == Self.keys, held == Self.keys else {
+                throw BenchError("a fresh device got \(joined.applied) of \(Self.keys) keys")
+            }
+            fetchTimes.append(try await Self.fetchSnapshot(fresh.engine.client) / 1e6)
+        }
+        let joinMedian = median(joinTimes), fetchMedian = median(fetchTimes)
+        report.rows.append(ServerReport.Row(
+            backend: "embedded", measurement: "initial sync, \(ServerFormat.count(Double(Self.keys))) keys to a fresh device",
+            value: joinMedian, unit: "ms", samples: joins,
+            reference: "the snapshot's pages fetched and decoded alone: " + ServerFormat.milliseconds(fetchMedian),
+            ratio: joinMedian / fetchMedian, target: "≤ 1 s", met: joinMedian <= 1000))
+
+        // End to end: set on A → readable on B, both running.
+        let phone = try devices.make("phone", suite: "group.bench.live")
+        let tablet = try devices.make("tablet", suite: "group.bench.live")
+        _ = try await phone.engine.syncOnce()
+        _ = try await tablet.engine.syncOnce()
+        let running = [Task { await phone.engine.run() }, Task { await tablet.engine.run() }]
+        defer { for task in running { task.cancel() } }
+        try await Self.waitUntilListening(phone.engine, tablet.engine)
+        var seen = tablet.defaults.changes(forKeys: ["sound"]).makeAsyncIterator()
+        var latencies: [Int64] = []
+        for index in 0 ..< changes {
+            let start = Clock.nanoseconds()
+            phone.defaults.set("sound-\(index).caf", forKey: "sound")
+            while let change = await seen.next() {
+                if change.isRemote, change.value == .string("sound-\(index).caf") { break }
+            }
+            latencies.append(Clock.nanoseconds() - start)
+        }
+        let endToEnd = Latencies(latencies)
+        let wake = try await WakeUpLatency(waiter: api, pusher: api, suite: "group.bench.reference", samples: min(200, changes)).eventStream()
+        report.rows.append(ServerReport.Row(
+            backend: "embedded", measurement: "set on A → readable on B, both in run()", samples: changes,
+            p50Ms: endToEnd.p50 / 1e6, p99Ms: endToEnd.p99 / 1e6,
+            reference: "server alone, push → event p50 \(ServerFormat.milliseconds(wake.woken.p50 / 1e6)), p99 "
+                + "\(ServerFormat.milliseconds(wake.woken.p99 / 1e6)); etcd publishes ≈ 10 ms",
+            ratio: endToEnd.p50 / wake.woken.p50, target: "p50 ≤ 20 ms, p99 ≤ 100 ms",
+            met: endToEnd.p50 <= 20e6 && endToEnd.p99 <= 100e6))
+
+        // Idle: both engines running, nothing changing.
+        try await Self.waitUntilAgreed(phone.defaults, tablet.defaults)
+        let before = try await Self.syncRequests(api)
+        try await Task.sleep(for: .seconds(idleSeconds))
+        let idle = try await Self.syncRequests(api) - before
+        report.rows.append(ServerReport.Row(
+            backend: "embedded", measurement: "requests while idle for \(idleSeconds) s (push, changes, snapshot)",
+            value: idle, unit: "requests", reference: "—", target: "0", met: idle == 0,
+            detail: "counted by the server (GET /metrics, hb_requests by route), both engines holding their event stream open"))
+        for task in running { task.cancel() }
+        for task in running { await task.value }
+        try await http.shutdown()
+        try await api.http.shutdown()
+        try server.stop()
+        return report
+    }
+
+    /// A typical settings value: strings, numbers and flags.
+    static func value(_ index: Int) -> PropertyListValue {
+        switch index % 3 {
+        case 0: .string("value-\(index)")
+        case 1: .integer(index)
+        default: .bool(index % 2 == 0)
+        }
+    }
+
+    /// The snapshot's pages through the same client, nothing stored: nanoseconds.
+    static func fetchSnapshot(_ client: SyncClient) async throws -> Double {
+        let start = Clock.nanoseconds()
+        var after: String? = nil
+        repeat { after = try await client.snapshot(after: after, limit: 1000).next } while after != nil
+        return Double(Clock.nanoseconds() - start)
+    }
+
+    static func waitUntilListening(_ engines: SyncEngine...) async throws {
+        for engine in engines {
+            for await status in await engine.statusUpdates() where status.isListening { break }
+        }
+    }
+
+    /// Until neither device has pending changes and both hold the same value (at most 10 s).
+    static func waitUntilAgreed(_ a: SharedDefaults, _ b: SharedDefaults) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if try a.syncState().pendingCount == 0, try b.syncState().pendingCount == 0, a.value(forKey: "sound") == b.value(forKey: "sound") {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw BenchError("the two devices did not agree within 10 s")
+    }
+
+    /// The server's count of push, changes and snapshot requests so far.
+    static func syncRequests(_ api: SyncAPI) async throws -> Double {
+        let text = try await api.metricsText()
+        return text.split(separator: "\n").filter { line in
+            line.hasPrefix("hb_requests{") && ["/push\"", "/changes\"", "/snapshot\""].contains { line.contains($0) }
+        }.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
+    }
+}
+
+/// The devices of the benchmark: a suite each, in its own directory, configured for the server.
+struct Devices {
+    let root: String
+    let server: URL
+    let tokenFile: String
+    let http: HTTPClient
+
+    func make(_ name: String, suite: String) throws -> (defaults: SharedDefaults, engine: SyncEngine) {
+        let defaults = try SharedDefaults(suiteName: suite, directory: URL(fileURLWithPath: "\(root)/devices/\(name)"))
+        try SyncSettings(server: server, tokenFile: tokenFile).store(in: defaults)
+        return (defaults, try SyncEngine(configured: defaults, http: http))
+    }
+}
