@@ -53,6 +53,7 @@ struct ServerReport: Encodable {
                 switch row.unit {
                 case "ops/s": "\(ServerFormat.count(value)) ops/s"
                 case "ms": ServerFormat.milliseconds(value)
+                case "requests": "\(Int(value)) requests"
                 case "KiB", nil: String(format: "%.1f KiB", value)
                 case let unit?: "\(ServerFormat.count(value)) \(unit)"
                 }
