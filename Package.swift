@@ -102,13 +102,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // What the server's and the sync client's tests share: the real server executable started
-        // on loopback, token commands, a throwaway PostgreSQL, the storage backends.
-        .target(name: "ServerTestSupport", path: "Tests/ServerTestSupport", swiftSettings: swiftSettings),
+        // What the test targets share: the real server executable started on loopback, token
+        // commands, a throwaway PostgreSQL, the storage backends, a seeded random generator.
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
         .testTarget(
             name: "GroupDefaultsServerTests",
             dependencies: [
-                "GroupDefaultsServer", "groupdefaults-server", "ServerTestSupport",
+                "GroupDefaultsServer", "groupdefaults-server", "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings
@@ -141,7 +141,7 @@ let package = Package(
             name: "GroupDefaultsSyncTests",
             dependencies: [
                 "GroupDefaults", "GroupDefaultsSync", "groupdefaults-sync", "groupdefaults-server", "GroupDefaultsCLI",
-                "ServerTestSupport",
+                "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: swiftSettings
@@ -200,7 +200,7 @@ let package = Package(
         .testTarget(
             name: "GroupDefaultsTests",
             dependencies: [
-                "GroupDefaults", "GroupDefaultsLMDB", "PropertyListFormats",
+                "GroupDefaults", "GroupDefaultsLMDB", "PropertyListFormats", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],

@@ -3,7 +3,7 @@ import Glibc
 import GroupDefaults
 import Hummingbird
 import HummingbirdTesting
-import ServerTestSupport
+import TestSupport
 import Testing
 
 /// `GET /v1/suites/{suite}/events` against the real executable, read by curl as it arrives.

@@ -3,7 +3,7 @@ import Glibc
 import GroupDefaults
 import Hummingbird
 import HummingbirdTesting
-import ServerTestSupport
+import TestSupport
 import Synchronization
 import Testing
 

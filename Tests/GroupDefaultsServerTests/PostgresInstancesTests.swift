@@ -1,7 +1,7 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsServer
-import ServerTestSupport
+import TestSupport
 import Testing
 
 /// What only the PostgreSQL backend does: several instances on one database, migrations racing,

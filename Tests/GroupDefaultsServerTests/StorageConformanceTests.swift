@@ -1,7 +1,7 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsServer
-import ServerTestSupport
+import TestSupport
 import Testing
 
 /// One test body per behaviour of `SyncStorage` (SyncStorage.swift), run against every backend.

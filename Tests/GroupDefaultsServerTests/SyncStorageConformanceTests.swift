@@ -1,7 +1,7 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsServer
-import ServerTestSupport
+import TestSupport
 import Testing
 
 /// The backends the storage conformance tests (this file and StorageConformanceTests.swift) run

@@ -1,7 +1,7 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
-import ServerTestSupport
+import TestSupport
 import Testing
 
 /// Model-based: two devices make random sets and deletes offline, then sync in random order and
@@ -215,20 +215,5 @@ struct Scenario {
             for index in 0 ..< Int.random(in: 0 ... 3, using: &random) { dictionary["d\(index)"] = randomValue(depth: depth + 1) }
             return .dictionary(dictionary)
         }
-    }
-}
-
-/// A small deterministic random number generator (SplitMix64), so that a seed's writes reproduce.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import GroupDefaults
 import GroupDefaultsSync
-import ServerTestSupport
+import TestSupport
 import Testing
 
 /// `kill -9` of the real `groupdefaults-sync` in the middle of a push or a pull, and of the server

@@ -1,7 +1,7 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
-import ServerTestSupport
+import TestSupport
 import Testing
 
 /// A key deleted on one device while the other is offline stays deleted when the other comes back:

@@ -1,7 +1,7 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
-import ServerTestSupport
+import TestSupport
 import Testing
 
 /// A device that joins a suite the server already has (sync configured on a suite that has been in

@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import GroupDefaults
 import GroupDefaultsSync
-import ServerTestSupport
+import TestSupport
 import Testing
 
 /// `groupdefaults-sync run` on two devices (real processes): writes by any process reach the other

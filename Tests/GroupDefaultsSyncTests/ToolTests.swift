@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import GroupDefaults
 import GroupDefaultsSync
-import ServerTestSupport
+import TestSupport
 import Testing
 
 /// The `groupdefaults-sync` tool's own promises: a private token file, `status --json`, the sync

@@ -1,5 +1,6 @@
 import Foundation
 import PropertyBased
+import TestSupport
 import Testing
 @testable import GroupDefaults
 @testable import PropertyListFormats

@@ -1,6 +1,6 @@
 import GroupDefaultsServer
 import Logging
-import ServerTestSupport
+import TestSupport
 
 extension PostgresFixture {
     /// A storage instance (a server instance, as far as the database is concerned) on `url`.

@@ -2,7 +2,7 @@ import Foundation
 import GroupDefaults
 import GroupDefaultsSync
 import Logging
-import ServerTestSupport
+import TestSupport
 
 /// One device in process: its own directory holding its copy of the suite, and a sync engine on it
 /// that talks to the test's server with the test's token.

@@ -4,7 +4,7 @@ import Glibc
 import GroupDefaults
 import GroupDefaultsSync
 import NIOCore
-import ServerTestSupport
+import TestSupport
 import Testing
 
 /// A real `groupdefaults-server` on loopback for sync tests: its store (a fresh data directory or

@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import Glibc
 import GroupDefaults
-import ServerTestSupport
+import TestSupport
 import Testing
 
 /// A device as the tools see it: a directory of suites, driven by the real `groupdefaults-sync`

@@ -16,7 +16,7 @@ package enum PostgresFixture {
         return url
     }
 
-    /// The package's root directory (this file is Tests/ServerTestSupport/PostgresFixture.swift).
+    /// The package's root directory (this file is Tests/TestSupport/PostgresFixture.swift).
     package static var packageRoot: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     }
