@@ -138,6 +138,14 @@ extension SharedDefaults {
         }
     }
 
+    /// The token file the suite names (`syncState().tokenFile`), read alone: the sync client asks
+    /// before each request, and counting pending changes there would scan the suite each time.
+    package func syncTokenFile() throws -> String? {
+        try read { tx in
+            try tx.txn.get(.meta, MetaKey.syncTokenFile).map { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+
     // MARK: Pushing
 
     /// The pending local changes in stamp order (oldest first), at most `limit`, each with what its
