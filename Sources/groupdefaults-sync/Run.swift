@@ -36,7 +36,7 @@ extension SyncCommand {
             }
             try await perform {
                 var engines: [SyncEngine] = []
-                var clients: [HTTPClientHandle] = []
+                var clients: [HTTPClient] = []
                 var engineOptions = SyncEngine.Options()
                 engineOptions.transport = SyncEngine.Options.Transport(rawValue: transport) ?? .eventStream
                 for suite in suites {
@@ -45,7 +45,7 @@ extension SyncCommand {
                         throw CommandFailure("\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`")
                     }
                     let http = try SyncClient.makeHTTPClient(caFile: settings.caFile)
-                    clients.append(HTTPClientHandle(http))
+                    clients.append(http)
                     engines.append(try SyncEngine(configured: defaults, http: http, options: engineOptions))
                 }
                 let logger = Logger(label: "groupdefaults-sync")
@@ -59,16 +59,11 @@ extension SyncCommand {
                 let signals = StopSignals { work.cancel() }
                 await work.value
                 signals.cancel()
-                for client in clients { try? await client.http.shutdown() }
+                for client in clients { try? await client.shutdown() }
                 logger.info("stopped")
             }
         }
     }
-}
-
-struct HTTPClientHandle: Sendable {
-    let http: HTTPClient
-    init(_ http: HTTPClient) { self.http = http }
 }
 
 /// Calls `stop` once on SIGTERM or SIGINT.
