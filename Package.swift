@@ -16,6 +16,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "GroupDefaults", targets: ["GroupDefaults"]),
+        .library(name: "GroupDefaultsWire", targets: ["GroupDefaultsWire"]),
         .executable(name: "groupdefaults", targets: ["GroupDefaultsCLI"]),
         .library(name: "GroupDefaultsSync", targets: ["GroupDefaultsSync"]),
         .executable(name: "groupdefaults-server", targets: ["groupdefaults-server"]),
@@ -50,10 +51,14 @@ let package = Package(
         // The LMDB layer: the only code that imports CLMDB. `package` API, used by the core and by
         // the server's embedded storage.
         .target(name: "GroupDefaultsLMDB", dependencies: ["CLMDB"], swiftSettings: swiftSettings),
+        // The sync protocol as it travels: values and their typed JSON, HLCs and stamps, the JSON
+        // bodies, the event-stream codec, the error codes. Foundation only; the core re-exports it,
+        // the server uses it without the core.
+        .target(name: "GroupDefaultsWire", swiftSettings: swiftSettings),
         .target(
             name: "GroupDefaults",
             dependencies: [
-                "GroupDefaultsLMDB",
+                "GroupDefaultsWire", "GroupDefaultsLMDB",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Atomics", package: "swift-atomics"),
             ],
@@ -82,9 +87,12 @@ let package = Package(
         .target(
             name: "GroupDefaultsServer",
             dependencies: [
-                "GroupDefaults", "GroupDefaultsLMDB",
+                "GroupDefaultsWire", "GroupDefaultsLMDB",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -97,8 +105,10 @@ let package = Package(
         .executableTarget(
             name: "groupdefaults-server",
             dependencies: [
-                "GroupDefaults", "GroupDefaultsServer",
+                "GroupDefaultsWire", "GroupDefaultsServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -108,7 +118,7 @@ let package = Package(
         .testTarget(
             name: "GroupDefaultsServerTests",
             dependencies: [
-                "GroupDefaultsServer", "groupdefaults-server", "TestSupport",
+                "GroupDefaultsServer", "GroupDefaultsWire", "groupdefaults-server", "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings
@@ -133,6 +143,7 @@ let package = Package(
             dependencies: [
                 "GroupDefaults", "GroupDefaultsSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -154,6 +165,8 @@ let package = Package(
             dependencies: [
                 "GroupDefaults", "GroupDefaultsSync", "CLMDBReference",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -112,18 +112,19 @@ extension SyncEngine {
         var entries: [SyncEntry] = []
         var cursor: UInt64?
         for event in events {
-            switch event.event {
-            case "unauthorized":
-                throw SyncError(.authenticationNeeded, code: "unauthorized", event.data)
-            case "cursor_expired":
-                throw SyncError(.unavailable, code: "cursor_expired", event.data)  // the next pull re-reads the snapshot
-            case nil, "message":
-                guard !event.data.isEmpty else { continue }
-                do { entries.append(try JSONDecoder().decode(SyncEntry.self, from: Data(event.data.utf8))) } catch {
-                    throw SyncError(.protocolError, "an event is not an entry: \(error)")
-                }
-                if let id = event.id.flatMap(UInt64.init) { cursor = id }
-            default:
+            let decoded: SyncStreamEvent?
+            do { decoded = try SyncStreamEvent(event) } catch {
+                throw SyncError(.protocolError, "an event is not an entry: \(error)")
+            }
+            switch decoded {
+            case .entry(let entry, let revision)?:
+                entries.append(entry)
+                if let revision { cursor = revision }
+            case .refusal(let code, let detail)?:
+                // The same meaning as the answer to a request (a cursor that expired makes the next
+                // pull re-read the snapshot).
+                throw SyncError(refusal: code, status: nil, detail)
+            case nil:
                 continue
             }
         }

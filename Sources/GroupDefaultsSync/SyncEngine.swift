@@ -3,7 +3,7 @@ public import GroupDefaults
 public import Logging
 
 /// Mirrors one suite to a `groupdefaults-server`: offline first, last writer wins by HLC, no echo,
-/// nothing lost (DESIGN.md, "Sync").
+/// nothing lost (ARCHITECTURE.md tells how a change travels).
 ///
 /// Local changes are found through the suite's pending marks, written by whichever process made
 /// the change in the change's own transaction; pulled entries are applied with `applyRemote`
@@ -342,15 +342,15 @@ public actor SyncEngine {
             response = try await client.push(body: batch.body)
         } catch where error.kind == .rejected {
             switch error.code {
-            case "value_too_large", "key_too_long", "quota_exceeded", "batch_too_large", "body_too_large", "idempotency_mismatch":
+            case let code? where code.refusesChange:
                 try local { try defaults.setInFlightBatch(nil) }
                 settleRefusal(error, of: request)
                 return 0
-            case "clock_skew":
+            case .clockSkew?:
                 // Not one key's fault: this device's clock is ahead of the server's. The changes stay
                 // pending and are tried again later (the server's clock catches up with their HLCs).
                 try local { try defaults.setInFlightBatch(nil) }
-                throw SyncError(.unavailable, code: "clock_skew", "\(error.detail) (this device's clock is ahead of the server's)",
+                throw SyncError(.unavailable, code: .clockSkew, "\(error.detail) (this device's clock is ahead of the server's)",
                                 retryAfter: .seconds(30), status: error.status)
             default:
                 throw error
@@ -375,9 +375,9 @@ public actor SyncEngine {
     private func settleRefusal(_ error: SyncError, of request: PushRequest) {
         logger.warning("the server refused a push", metadata: ["error": "\(error)"])
         switch error.code {
-        case "idempotency_mismatch":
+        case .idempotencyMismatch?:
             return  // the next batch gets a new id
-        case "batch_too_large", "body_too_large":
+        case .batchTooLarge?, .bodyTooLarge?:
             batchCap = max(1, request.ops.count / 2)
         case _ where request.ops.count > 1 && (error.key == nil || !request.ops.contains { $0.key == error.key }):
             batchCap = max(1, request.ops.count / 2)
@@ -398,10 +398,10 @@ public actor SyncEngine {
     private static func refusal(of op: PushOp, limits: SyncLimits) -> SyncError? {
         let keyBytes = op.key.utf8.count
         if keyBytes > limits.maxKeyBytes {
-            return SyncError(.rejected, code: "key_too_long", "the key takes \(keyBytes) bytes", key: op.key, limit: limits.maxKeyBytes)
+            return SyncError(.rejected, code: .keyTooLong, "the key takes \(keyBytes) bytes", key: op.key, limit: limits.maxKeyBytes)
         }
         if let value = op.value, let bytes = try? JSONEncoder().encode(value).count, bytes > limits.maxValueBytes {
-            return SyncError(.rejected, code: "value_too_large", "the value takes \(bytes) bytes as typed JSON",
+            return SyncError(.rejected, code: .valueTooLarge, "the value takes \(bytes) bytes as typed JSON",
                              key: op.key, limit: limits.maxValueBytes)
         }
         return nil

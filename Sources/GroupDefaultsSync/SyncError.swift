@@ -1,7 +1,7 @@
-import GroupDefaults
+public import GroupDefaults
 
 /// Why a sync step failed, in words a person can act on.
-public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, SyncErrorCoded {
     public enum Kind: String, Sendable, Hashable {
         /// The token is missing, unknown, expired or revoked (401), or does not cover the suite or
         /// writing (403): sync pauses until it is given a working token; nothing pending is lost.
@@ -17,9 +17,11 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         case local
     }
 
+    /// What kind of failure this is, which says what the engine does about it.
     public var kind: Kind
-    /// The server's error code (`value_too_large`, `quota_exceeded`, …) when it gave one.
-    public var code: String?
+    /// The server's error code (`valueTooLarge`, `quotaExceeded`, …) when it gave one.
+    public var code: SyncErrorCode?
+    /// What went wrong, for a person.
     public var detail: String
     /// The key concerned, when there is one.
     public var key: String?
@@ -30,8 +32,9 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The HTTP status, when the server answered.
     public var status: Int?
 
+    /// A failure of the given kind.
     public init(
-        _ kind: Kind, code: String? = nil, _ detail: String, key: String? = nil, limit: Int? = nil,
+        _ kind: Kind, code: SyncErrorCode? = nil, _ detail: String, key: String? = nil, limit: Int? = nil,
         retryAfter: Duration? = nil, status: Int? = nil
     ) {
         self.kind = kind
@@ -41,6 +44,30 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         self.limit = limit
         self.retryAfter = retryAfter
         self.status = status
+    }
+
+    /// A refusal by the server, classified by its code (or, for a code this client does not know,
+    /// by its HTTP status): the one place that decides what each code means to the engine.
+    init(refusal code: SyncErrorCode?, status: Int?, _ detail: String, key: String? = nil, limit: Int? = nil,
+         retryAfter: Duration? = nil) {
+        self.init(Self.kind(of: code, status: status), code: code, detail, key: key, limit: limit, retryAfter: retryAfter,
+                  status: status)
+    }
+
+    static func kind(of code: SyncErrorCode?, status: Int?) -> Kind {
+        if let status, status == 408 || status == 429 || status >= 500 { return .unavailable }
+        switch code {
+        case .unauthorized?, .forbidden?: return .authenticationNeeded
+        case .rateLimited?, .unavailable?: return .unavailable
+        case .malformed?, .notFound?, .methodNotAllowed?: return .protocolError
+        case let code? where code.isKnown: return .rejected
+        default: break
+        }
+        switch status {
+        case 401, 403: return .authenticationNeeded
+        case 410, 413, 422: return .rejected
+        default: return .protocolError
+        }
     }
 
     /// Whether trying again later can succeed without anyone doing anything.
@@ -53,7 +80,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         case .rejected:
             var text = "the server refused "
             text += key.map { "'\($0)'" } ?? "the change"
-            text += " (\(code ?? "rejected")): \(detail)"
+            text += " (\(code?.rawValue ?? "rejected")): \(detail)"
             if let limit { text += " (limit \(limit))" }
             return text
         case .unavailable:
@@ -67,26 +94,19 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// A 4xx/5xx answer, by its status and JSON error body.
     static func answer(status: Int, body: SyncErrorBody?, retryAfter: Duration?) -> SyncError {
-        let code = body?.error
-        let detail = body?.detail ?? "HTTP status \(status)"
-        switch status {
-        case 401, 403:
-            return SyncError(.authenticationNeeded, code: code, detail, status: status)
-        case 408, 429, 500...:
-            return SyncError(.unavailable, code: code, detail, retryAfter: retryAfter, status: status)
-        case 410:
-            return SyncError(.rejected, code: code ?? "cursor_expired", detail, status: status)
-        case 413, 422:
-            return SyncError(.rejected, code: code, detail, key: body?.key, limit: body?.limit, status: status)
-        default:
-            return SyncError(.protocolError, code: code, "\(detail) (HTTP \(status))", status: status)
-        }
+        let code = body?.error ?? (status == 410 ? .cursorExpired : nil)
+        var error = SyncError(refusal: code, status: status, body?.detail ?? "HTTP status \(status)", key: body?.key,
+                              limit: body?.limit, retryAfter: retryAfter)
+        if error.kind == .protocolError { error.detail += " (HTTP \(status))" }
+        return error
     }
+
+    public var syncErrorCode: SyncErrorCode? { code }
 
     /// The task was cancelled while waiting.
     static let cancelled = SyncError(.local, "cancelled")
 
-    var isCursorExpired: Bool { status == 410 || code == "cursor_expired" }
+    var isCursorExpired: Bool { code == .cursorExpired }
 
     static func local(_ error: any Error) -> SyncError {
         if let error = error as? SyncError { return error }

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import GroupDefaults
+import GroupDefaultsWire
 import GroupDefaultsServer
 import Hummingbird
 import Logging

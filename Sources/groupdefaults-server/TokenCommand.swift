@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GroupDefaultsServer
+import GroupDefaultsWire
 import Logging
 
 /// `groupdefaults-server token create|list|revoke`, on the same storage a running server uses.

@@ -1,5 +1,5 @@
 import Foundation
-import GroupDefaults
+import GroupDefaultsWire
 import GroupDefaultsServer
 import Hummingbird
 import HummingbirdTesting
@@ -22,7 +22,7 @@ struct AuthTests {
                 let response = try await client.execute(uri: "/v1/suites/a%00b/push", method: .post, headers: headers, body: ByteBuffer(string: "{bad"))
                 #expect(response.status == .unauthorized)
                 #expect(response.headers[.wwwAuthenticate] == "Bearer")
-                #expect(try API.error(response).error == "unauthorized")
+                #expect(try API.error(response).error == .unauthorized)
                 for (uri, method) in [("/v1/suites", HTTPRequest.Method.get), ("/v1/suites/s/unknown", .get), ("/v1/suites/s/push", .delete),
                                       ("/v1/suites/s/changes?since=-1", .get)] {
                     #expect(try await client.execute(uri: uri, method: method, headers: headers).status == .unauthorized, "\(uri)")
@@ -42,7 +42,7 @@ struct AuthTests {
             for suite in ["other", "group.x.private", "exactly"] {
                 let response = try await client.get("/v1/suites/\(suite)/changes", token: scoped)
                 #expect(response.status == .forbidden, "\(suite)")
-                #expect(try API.error(response).error == "forbidden")
+                #expect(try API.error(response).error == .forbidden)
             }
             let write = try await client.push("exact", token: readOnly, API.push([API.set("k", "w")]))
             #expect(write.status == .forbidden)
@@ -120,7 +120,7 @@ struct RateLimitTests {
             #expect(try await client.get("/v1/suites", token: busy).status == .ok)
             let refused = try await client.get("/v1/suites", token: busy)
             #expect(refused.status == .tooManyRequests)
-            #expect(try API.error(refused).error == "rate_limited")
+            #expect(try API.error(refused).error == .rateLimited)
             let retryAfter = Int(refused.headers[.retryAfter] ?? "") ?? 0
             #expect(retryAfter >= 1)
             #expect(try await client.get("/v1/suites", token: other).status == .ok)

@@ -1,5 +1,5 @@
 import Foundation
-import GroupDefaults
+import GroupDefaultsWire
 import GroupDefaultsServer
 import Hummingbird
 import HummingbirdTesting
@@ -9,7 +9,7 @@ import Testing
 struct ErrorTests {
     /// Sends `body` raw to the push route and expects `status` and `code`; the suite stays unwritten.
     private func expectRefused(
-        _ body: String, status: HTTPResponse.Status, code: String, limits: SyncLimits = SyncLimits(),
+        _ body: String, status: HTTPResponse.Status, code: SyncErrorCode, limits: SyncLimits = SyncLimits(),
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let fixture = try Fixture(limits: limits)
@@ -38,24 +38,24 @@ struct ErrorTests {
         "{\"device_id\": \"1\", \"batch_id\": \"\", \"ops\": []}",
     ])
     func malformed(body: String) async throws {
-        try await expectRefused(body, status: .badRequest, code: "malformed")
+        try await expectRefused(body, status: .badRequest, code: .malformed)
     }
 
     @Test("too many ops is 413 batch_too_large")
     func batchTooLarge() async throws {
         let ops = (0 ..< 4).map { API.set("k\($0)", "v") }
-        try await expectRefused(try pushJSON(ops), status: .contentTooLarge, code: "batch_too_large", limits: SyncLimits(maxOpsPerBatch: 3))
+        try await expectRefused(try pushJSON(ops), status: .contentTooLarge, code: .batchTooLarge, limits: SyncLimits(maxOpsPerBatch: 3))
     }
 
     @Test("a body over the limit is 413 body_too_large")
     func bodyTooLarge() async throws {
         let ops = [API.set("k", String(repeating: "x", count: 3000))]
-        try await expectRefused(try pushJSON(ops), status: .contentTooLarge, code: "body_too_large", limits: SyncLimits(maxBodyBytes: 1000))
+        try await expectRefused(try pushJSON(ops), status: .contentTooLarge, code: .bodyTooLarge, limits: SyncLimits(maxBodyBytes: 1000))
     }
 
     @Test("a key over 511 bytes is 422 key_too_long; 511 is fine")
     func keyTooLong() async throws {
-        try await expectRefused(try pushJSON([API.set(String(repeating: "k", count: 512), "v")]), status: .unprocessableContent, code: "key_too_long")
+        try await expectRefused(try pushJSON([API.set(String(repeating: "k", count: 512), "v")]), status: .unprocessableContent, code: .keyTooLong)
         let fixture = try Fixture()
         let token = try await fixture.token()
         let longest = String(repeating: "é", count: 255) + "k"  // 511 bytes
@@ -73,7 +73,7 @@ struct ErrorTests {
     @Test("a value over the limit (as typed JSON) is 422 value_too_large")
     func valueTooLarge() async throws {
         try await expectRefused(try pushJSON([API.set("k", String(repeating: "x", count: 100))]), status: .unprocessableContent,
-                                code: "value_too_large", limits: SyncLimits(maxValueBytes: 50))
+                                code: .valueTooLarge, limits: SyncLimits(maxValueBytes: 50))
     }
 
     @Test("an HLC more than 5 minutes ahead is 422 clock_skew with server_time")
@@ -84,7 +84,7 @@ struct ErrorTests {
             let response = try await client.push("s", token: token, API.push([API.set("k", "v", hlc: API.hlc(offsetMilliseconds: 6 * 60_000))]))
             #expect(response.status == .unprocessableContent)
             let body = try API.error(response)
-            #expect(body.error == "clock_skew" && body.serverTime != nil)
+            #expect(body.error == .clockSkew && body.serverTime != nil)
             #expect(try await client.push("s", token: token, API.push([API.set("k", "v", hlc: API.hlc(offsetMilliseconds: 4 * 60_000))])).status == .ok)
         }
     }
@@ -98,13 +98,13 @@ struct ErrorTests {
                         "changes?limit=0", "changes?wait=-3", "snapshot?limit=-1"] {
                 let response = try await client.get("/v1/suites/s/\(uri)", token: token)
                 #expect(response.status == .badRequest, "\(uri)")
-                #expect(try API.error(response).error == "malformed", "\(uri)")
+                #expect(try API.error(response).error == .malformed, "\(uri)")
             }
             let longName = String(repeating: "n", count: 256)
             for suite in [longName, "a%00b", "a%2Fb", "a%zz"] {
                 let response = try await client.get("/v1/suites/\(suite)/changes", token: token)
                 #expect(response.status == .unprocessableContent, "\(suite)")
-                #expect(try API.error(response).error == "invalid_suite", "\(suite)")
+                #expect(try API.error(response).error == .invalidSuite, "\(suite)")
             }
         }
     }
@@ -116,10 +116,10 @@ struct ErrorTests {
         try await fixture.test { client in
             let unknown = try await client.get("/v2/nothing", token: token)
             #expect(unknown.status == .notFound)
-            #expect(try API.error(unknown).error == "not_found")
+            #expect(try API.error(unknown).error == .notFound)
             let wrongMethod = try await client.execute(uri: "/v1/suites/s/push", method: .get, headers: API.auth(token))
             #expect((400 ..< 500).contains(wrongMethod.status.code))
-            #expect(try !API.error(wrongMethod).error.isEmpty)
+            #expect(try !API.error(wrongMethod).error.rawValue.isEmpty)
             let deleteLimits = try await client.execute(uri: "/v1/limits", method: .delete)
             #expect((400 ..< 500).contains(deleteLimits.status.code))
         }
@@ -148,7 +148,7 @@ struct UnavailableTests {
             let response = try await client.get("/v1/suites", token: token)
             #expect(response.status == .serviceUnavailable)
             #expect(response.headers[.retryAfter] != nil)
-            #expect(try API.error(response).error == "unavailable")
+            #expect(try API.error(response).error == .unavailable)
             let push = try await client.push("s", token: token, API.push([API.set("k", "v")]))
             #expect(push.status == .serviceUnavailable)
         }

@@ -1,5 +1,5 @@
 import Foundation
-import GroupDefaults
+import GroupDefaultsWire
 @testable import GroupDefaultsServer
 import Logging
 import Testing

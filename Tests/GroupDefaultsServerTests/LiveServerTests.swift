@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import GroupDefaults
+import GroupDefaultsWire
 import Hummingbird
 import HummingbirdTesting
 import TestSupport

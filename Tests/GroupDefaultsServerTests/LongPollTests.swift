@@ -1,5 +1,5 @@
 import Foundation
-import GroupDefaults
+import GroupDefaultsWire
 @testable import GroupDefaultsServer
 import Hummingbird
 import HummingbirdTesting

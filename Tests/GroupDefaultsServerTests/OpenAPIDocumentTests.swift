@@ -1,5 +1,6 @@
 import Foundation
 import GroupDefaultsServer
+import GroupDefaultsWire
 import Hummingbird
 import Testing
 
@@ -45,5 +46,26 @@ struct OpenAPIDocumentTests {
         #expect(routed.subtracting(documented).isEmpty, "routes missing from openapi.yaml: \(routed.subtracting(documented).sorted())")
         #expect(documented.subtracting(routed).isEmpty, "documented but not routed: \(documented.subtracting(routed).sorted())")
         try await storage.shutdown()
+    }
+}
+
+@Suite("openapi.yaml lists the error codes")
+struct OpenAPIErrorCodeTests {
+    /// The `enum:` items of `ErrorBody.error` in the document.
+    static func documentedCodes() throws -> [String] {
+        let text = try String(contentsOf: OpenAPIDocumentTests.root.appendingPathComponent("openapi.yaml"), encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        guard let body = lines.firstIndex(where: { $0 == "    ErrorBody:" }),
+              let error = lines[body...].firstIndex(where: { $0 == "        error:" }),
+              let list = lines[error...].firstIndex(where: { $0 == "          enum:" })
+        else { return [] }
+        return lines[(list + 1)...].prefix { $0.hasPrefix("            - ") }.map { String($0.dropFirst(14)) }
+    }
+
+    @Test("SyncErrorCode.allKnown is exactly the codes the document lists, in its order")
+    func sameCodes() throws {
+        let documented = try Self.documentedCodes()
+        #expect(!documented.isEmpty, "no error codes read from openapi.yaml")
+        #expect(SyncErrorCode.allKnown.map(\.rawValue) == documented)
     }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import GroupDefaults
+import GroupDefaultsWire
 import GroupDefaultsServer
 import Hummingbird
 import HummingbirdTesting
@@ -92,7 +92,7 @@ struct RoundTripTests {
 
             let other = try await client.push("s", token: token, API.push(device: 1, batch: "b1", [API.set("k", "x")]))
             #expect(other.status == .unprocessableContent)
-            #expect(try API.error(other).error == "idempotency_mismatch")
+            #expect(try API.error(other).error == .idempotencyMismatch)
             // Another device may use the same batch id.
             let otherDevice = try await client.push("s", token: token, API.push(device: 2, batch: "b1", [API.set("k", "x")]))
             #expect(otherDevice.status == .ok)
@@ -127,12 +127,12 @@ struct RoundTripTests {
             #expect(try await client.push("s", token: token, API.push([API.set("a", "1"), API.set("b", "2")])).status == .ok)
             let tooMany = try await client.push("s", token: token, API.push([API.delete("a"), API.set("c", "3"), API.set("d", "4")]))
             #expect(tooMany.status == .unprocessableContent)
-            #expect(try API.error(tooMany).error == "quota_exceeded")
+            #expect(try API.error(tooMany).error == .quotaExceeded)
             #expect(try API.error(tooMany).limit == 2)
             // Replacing a key keeps the count.
             #expect(try await client.push("s", token: token, API.push([API.delete("a"), API.set("c", "3")])).status == .ok)
             let tooBig = try await client.push("s", token: token, API.push([API.set("b", String(repeating: "x", count: 100))]))
-            #expect(try API.error(tooBig).error == "quota_exceeded")
+            #expect(try API.error(tooBig).error == .quotaExceeded)
             let snapshot = try API.decode(SnapshotPage.self, try await client.get("/v1/suites/s/snapshot", token: token))
             #expect(snapshot.entries.map(\.key) == ["a", "b", "c"] && snapshot.headRev == 4)
             #expect(snapshot.entries[1].value == .string("2"))
@@ -149,7 +149,7 @@ struct RoundTripTests {
             #expect(try await fixture.storage.purgeTombstones(olderThan: API.hlc(offsetMilliseconds: -3_600_000)) == 1)
             let expired = try await client.get("/v1/suites/s/changes?since=1", token: token)
             #expect(expired.status == .gone)
-            #expect(try API.error(expired).error == "cursor_expired")
+            #expect(try API.error(expired).error == .cursorExpired)
             let fine = try API.decode(ChangesPage.self, try await client.get("/v1/suites/s/changes?since=2", token: token))
             #expect(fine.entries.map(\.key) == ["c"])
             let snapshot = try API.decode(SnapshotPage.self, try await client.get("/v1/suites/s/snapshot", token: token))

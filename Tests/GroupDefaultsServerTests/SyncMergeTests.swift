@@ -1,4 +1,4 @@
-import GroupDefaults
+import GroupDefaultsWire
 import GroupDefaultsServer
 import Testing
 

@@ -89,7 +89,7 @@ struct DeletionTests {
                     _ = try await client.changes(since: cursor)
                     return false
                 } catch let error as SyncError {
-                    return error.status == 410 && error.code == "cursor_expired"
+                    return error.status == 410 && error.code == .cursorExpired
                 } catch {
                     return false
                 }

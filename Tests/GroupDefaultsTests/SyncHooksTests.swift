@@ -411,7 +411,7 @@ struct WireTypesTests {
         #expect(try roundTrip(ChangesPage(entries: [], lastRev: 9, hasMore: false)) == #"{"entries":[],"has_more":false,"last_rev":9}"#)
         #expect(try roundTrip(SnapshotPage(entries: [], headRev: 0, next: nil)) == #"{"entries":[],"head_rev":0,"next":null}"#)
         #expect(try roundTrip(SyncLimits()).contains(#""max_key_bytes":511"#))
-        #expect(try roundTrip(SyncErrorBody(error: "key_too_long", detail: "…", key: "k", limit: 511)).contains(#""error":"key_too_long""#))
+        #expect(try roundTrip(SyncErrorBody(error: .keyTooLong, detail: "…", key: "k", limit: 511)).contains(#""error":"key_too_long""#))
         #expect(try roundTrip(SuiteList(suites: [.init(name: "group.a", headRev: 2, keys: 1)])) == #"{"suites":[{"head_rev":2,"keys":1,"name":"group.a"}]}"#)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import GroupDefaultsWire
 import Hummingbird
 import Synchronization
 
@@ -55,7 +56,7 @@ struct RateLimitMiddleware: RouterMiddleware {
                 next: (Request, ServerRequestContext) async throws -> Response) async throws -> Response {
         if let token = context.token, let wait = limiter.admit(token.id) {
             let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
-            throw APIError(.tooManyRequests, "rate_limited",
+            throw APIError(.rateLimited,
                 "this token made more than \(Int(limiter.limit.requestsPerSecond)) requests per second; retry after \(seconds) s",
                 headers: [.retryAfter: String(seconds)])
         }

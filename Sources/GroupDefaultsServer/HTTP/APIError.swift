@@ -1,4 +1,4 @@
-public import GroupDefaults
+public import GroupDefaultsWire
 public import Hummingbird
 
 /// Every error answer of the API: a status, the JSON body (`SyncErrorBody`) and, where the code
@@ -8,11 +8,22 @@ public struct APIError: HTTPResponseError, CustomStringConvertible {
     public var body: SyncErrorBody
     public var headers: HTTPFields
 
-    public init(_ status: HTTPResponse.Status, _ code: String, _ detail: String, key: String? = nil, limit: Int? = nil,
-                serverTime: String? = nil, headers: HTTPFields = [:]) {
-        self.status = status
+    /// An error answer with the code's own status (`SyncErrorCode.status`) unless `status` says
+    /// otherwise, and the headers the code asks for: `WWW-Authenticate` for `unauthorized`,
+    /// `Retry-After` (one second unless given) for `unavailable` and `rate_limited`.
+    public init(_ code: SyncErrorCode, _ detail: String, key: String? = nil, limit: Int? = nil,
+                serverTime: String? = nil, status: HTTPResponse.Status? = nil, headers: HTTPFields = [:]) {
+        self.status = status ?? HTTPResponse.Status(code: code.status)
         self.body = SyncErrorBody(error: code, detail: detail, key: key, limit: limit, serverTime: serverTime)
         self.headers = headers
+        switch code {
+        case .unauthorized where self.headers[.wwwAuthenticate] == nil:
+            self.headers[.wwwAuthenticate] = "Bearer"
+        case .unavailable, .rateLimited:
+            if self.headers[.retryAfter] == nil { self.headers[.retryAfter] = "1" }
+        default:
+            break
+        }
     }
 
     public var description: String { "\(status.code) \(body)" }
@@ -23,16 +34,12 @@ public struct APIError: HTTPResponseError, CustomStringConvertible {
         return response
     }
 
-    static func malformed(_ detail: String) -> APIError { APIError(.badRequest, "malformed", detail) }
-    static func unauthorized(_ detail: String) -> APIError {
-        APIError(.unauthorized, "unauthorized", detail, headers: [.wwwAuthenticate: "Bearer"])
-    }
-    static func forbidden(_ detail: String) -> APIError { APIError(.forbidden, "forbidden", detail) }
-    static func notFound(_ detail: String) -> APIError { APIError(.notFound, "not_found", detail) }
-    static func invalidSuite(_ detail: String) -> APIError { APIError(.unprocessableContent, "invalid_suite", detail) }
-    static func unavailable(_ detail: String) -> APIError {
-        APIError(.serviceUnavailable, "unavailable", detail, headers: [.retryAfter: "1"])
-    }
+    static func malformed(_ detail: String) -> APIError { APIError(.malformed, detail) }
+    static func unauthorized(_ detail: String) -> APIError { APIError(.unauthorized, detail) }
+    static func forbidden(_ detail: String) -> APIError { APIError(.forbidden, detail) }
+    static func notFound(_ detail: String) -> APIError { APIError(.notFound, detail) }
+    static func invalidSuite(_ detail: String) -> APIError { APIError(.invalidSuite, detail) }
+    static func unavailable(_ detail: String) -> APIError { APIError(.unavailable, detail) }
 
     /// The API's answer for any error: ours as is, storage's by code, Hummingbird's and the
     /// decoder's as the matching 4xx; anything else is `unavailable` (a 503, the server's trouble).
@@ -41,23 +48,17 @@ public struct APIError: HTTPResponseError, CustomStringConvertible {
         case let error as APIError:
             return error
         case let error as SyncStorageError:
-            switch error.code {
-            case .idempotencyMismatch: return APIError(.unprocessableContent, error.code.rawValue, error.detail)
-            case .quotaExceeded: return APIError(.unprocessableContent, error.code.rawValue, error.detail, limit: error.limit)
-            case .cursorExpired: return APIError(.gone, error.code.rawValue, error.detail)
-            case .notFound: return .notFound(error.detail)
-            case .unavailable: return .unavailable(error.detail)
-            }
+            return APIError(error.code, error.detail, limit: error.limit)
         case is DecodingError:
             return .malformed("the body is not the JSON this route takes: \(describe(error as! DecodingError))")
         case let error as any HTTPResponseError:
             switch error.status {
-            case .contentTooLarge: return APIError(.contentTooLarge, "body_too_large", "the request body is too large")
+            case .contentTooLarge: return APIError(.bodyTooLarge, "the request body is too large")
             case .notFound: return .notFound("no such route")
-            case .methodNotAllowed: return APIError(.methodNotAllowed, "method_not_allowed", "this route does not take that method")
+            case .methodNotAllowed: return APIError(.methodNotAllowed, "this route does not take that method")
             case .unauthorized: return .unauthorized("a valid bearer token is needed")
             case let other where (400 ..< 500).contains(other.code):
-                return APIError(other, "malformed", other.reasonPhrase)
+                return APIError(.malformed, other.reasonPhrase, status: other)
             case let other:
                 return .unavailable("the server could not answer: \(other.reasonPhrase)")
             }

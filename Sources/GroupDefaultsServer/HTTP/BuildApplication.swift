@@ -1,5 +1,5 @@
 import Foundation
-import GroupDefaults
+import GroupDefaultsWire
 public import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS

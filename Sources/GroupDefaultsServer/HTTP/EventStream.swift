@@ -1,5 +1,5 @@
 import Foundation
-import GroupDefaults
+import GroupDefaultsWire
 import Hummingbird
 import Metrics
 import NIOCore
@@ -33,7 +33,6 @@ struct EventStream: Sendable {
 
         let storage = self.storage, authenticator = self.authenticator, pageSize = configuration.maxPageSize
         let heartbeat = configuration.eventHeartbeat
-        let encoder = JSONEncoder()
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
@@ -44,21 +43,20 @@ struct EventStream: Sendable {
             try await writer.write(ByteBuffer(string: "retry: 2000\n\n"))  // how long a client waits to reconnect
             while !Task.isCancelled {
                 guard await authenticator.isStillValid(token) else {
-                    try await writer.write(ByteBuffer(string: ServerSentEvent(event: "unauthorized", data: "the token was revoked or expired").encoded))
+                    try await writer.write(ByteBuffer(string: SyncStreamEvent.refusal(.unauthorized, detail: "the token was revoked or expired").serverSentEvent().encoded))
                     break
                 }
                 let page: ChangesPage
                 do {
                     page = try await storage.changes(account: token.account, suite: suite, since: cursor, limit: pageSize)
                 } catch let error as SyncStorageError where error.code == .cursorExpired {
-                    try await writer.write(ByteBuffer(string: ServerSentEvent(event: "cursor_expired", data: error.detail).encoded))
+                    try await writer.write(ByteBuffer(string: SyncStreamEvent.refusal(.cursorExpired, detail: error.detail).serverSentEvent().encoded))
                     break
                 }
                 if !page.entries.isEmpty {
                     var text = ""
                     for entry in page.entries {
-                        let json = String(decoding: try encoder.encode(entry), as: UTF8.self)
-                        text += ServerSentEvent(id: entry.rev.map(String.init), data: json).encoded
+                        text += try SyncStreamEvent.entry(entry, revision: entry.rev).serverSentEvent().encoded
                     }
                     try await writer.write(ByteBuffer(string: text))
                     cursor = page.lastRev

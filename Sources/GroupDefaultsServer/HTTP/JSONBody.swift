@@ -1,4 +1,5 @@
 import Foundation
+import GroupDefaultsWire
 import Hummingbird
 
 /// JSON in and out of the routes.
@@ -16,7 +17,7 @@ enum JSONBody {
         do {
             buffer = try await request.body.collect(upTo: limit)
         } catch {
-            throw APIError(.contentTooLarge, "body_too_large", "the request body is larger than \(limit) bytes", limit: limit)
+            throw APIError(.bodyTooLarge, "the request body is larger than \(limit) bytes", limit: limit)
         }
         do {
             return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))

@@ -1,5 +1,5 @@
 import Foundation
-import GroupDefaults
+import GroupDefaultsWire
 import Hummingbird
 
 /// Every limit a push must meet before storage sees it, checked in this one place (storage checks
@@ -9,7 +9,7 @@ enum PushValidation {
 
     static func validate(_ request: PushRequest, limits: SyncLimits, now milliseconds: UInt64 = HLC.wallClockMilliseconds()) throws {
         if request.ops.count > limits.maxOpsPerBatch {
-            throw APIError(.contentTooLarge, "batch_too_large",
+            throw APIError(.batchTooLarge,
                            "a batch holds at most \(limits.maxOpsPerBatch) ops, this one \(request.ops.count)", limit: limits.maxOpsPerBatch)
         }
         let batchBytes = request.batchID.utf8.count
@@ -20,36 +20,23 @@ enum PushValidation {
             let keyBytes = op.key.utf8.count
             if keyBytes == 0 { throw APIError.malformed("a key must not be empty") }
             if keyBytes > limits.maxKeyBytes {
-                throw APIError(.unprocessableContent, "key_too_long",
+                throw APIError(.keyTooLong,
                                "a key takes at most \(limits.maxKeyBytes) bytes, this one \(keyBytes)",
                                key: String(op.key.prefix(64)), limit: limits.maxKeyBytes)
             }
             if let value = op.value {
                 let valueBytes = try JSONEncoder().encode(value).count
                 if valueBytes > limits.maxValueBytes {
-                    throw APIError(.unprocessableContent, "value_too_large",
+                    throw APIError(.valueTooLarge,
                                    "the value of '\(op.key)' takes \(valueBytes) bytes as typed JSON, more than \(limits.maxValueBytes)",
                                    key: op.key, limit: limits.maxValueBytes)
                 }
             }
             if op.hlc.milliseconds > milliseconds &+ limits.maxClockSkewMilliseconds {
-                throw APIError(.unprocessableContent, "clock_skew",
+                throw APIError(.clockSkew,
                                "the HLC of '\(op.key)' is more than \(limits.maxClockSkewMilliseconds) ms ahead of the server's clock",
-                               key: op.key, serverTime: ServerTime.string(milliseconds: milliseconds))
+                               key: op.key, serverTime: TypedJSONDate.format(milliseconds: milliseconds))
             }
         }
-    }
-}
-
-/// The server's clock as typed JSON writes dates: `2026-11-21T10:00:00.000Z`.
-enum ServerTime {
-    static func string(milliseconds: UInt64 = HLC.wallClockMilliseconds()) -> String {
-        let seconds = time_t(milliseconds / 1000)
-        var parts = tm()
-        var copy = seconds
-        gmtime_r(&copy, &parts)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-                      Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
-                      Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), Int(milliseconds % 1000))
     }
 }

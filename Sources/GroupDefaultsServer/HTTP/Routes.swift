@@ -1,5 +1,5 @@
 import Foundation
-import GroupDefaults
+import GroupDefaultsWire
 import Logging
 public import Hummingbird
 import NIOCore
@@ -61,7 +61,7 @@ struct SyncRoutes: Sendable {
         let push = try await JSONBody.decode(PushRequest.self, from: request, limit: configuration.limits.maxBodyBytes)
         try PushValidation.validate(push, limits: configuration.limits)
         let response = try await storage.push(
-            account: token.account, suite: suite, request: push, quota: configuration.quota, serverTime: ServerTime.string())
+            account: token.account, suite: suite, request: push, quota: configuration.quota, serverTime: TypedJSONDate.format(milliseconds: HLC.wallClockMilliseconds()))
         let applied = response.results.count { $0.status == .applied }
         ServerMetrics.pushed(applied: applied, superseded: response.results.count - applied)
         return try JSONBody.response(response)

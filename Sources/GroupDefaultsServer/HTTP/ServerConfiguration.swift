@@ -1,4 +1,4 @@
-public import GroupDefaults
+public import GroupDefaultsWire
 public import Logging
 
 /// What the server runs with; the executable fills it from its options.

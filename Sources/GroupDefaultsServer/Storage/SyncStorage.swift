@@ -1,5 +1,5 @@
 public import Foundation
-public import GroupDefaults
+public import GroupDefaultsWire
 
 // The seam between the server's HTTP layer and its two storage backends (embedded LMDB, the
 // default, and PostgreSQL for several stateless instances). Both implement `SyncStorage` with the
@@ -61,14 +61,10 @@ public struct StoredToken: Sendable, Hashable, Codable {
 
 /// What storage refuses, with what the HTTP layer needs to answer (the error middleware maps each
 /// code to its status and JSON `error` code).
-public struct SyncStorageError: Error, Sendable, CustomStringConvertible {
-    public enum Code: String, Sendable {
-        case idempotencyMismatch = "idempotency_mismatch"  // 422
-        case quotaExceeded = "quota_exceeded"              // 422
-        case cursorExpired = "cursor_expired"              // 410
-        case unavailable                                   // 503 with Retry-After
-        case notFound = "not_found"                        // 404 (token id unknown, for revoke)
-    }
+public struct SyncStorageError: Error, Sendable, CustomStringConvertible, SyncErrorCoded {
+    /// Storage uses the wire's codes: `idempotencyMismatch`, `quotaExceeded`, `cursorExpired`,
+    /// `unavailable` (503 with Retry-After) and `notFound` (an unknown token id, for revoke).
+    public typealias Code = SyncErrorCode
 
     public var code: Code
     public var detail: String
@@ -82,6 +78,8 @@ public struct SyncStorageError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(code.rawValue): \(detail)" }
+
+    public var syncErrorCode: SyncErrorCode? { code }
 }
 
 /// The quotas storage enforces inside a push.

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import GroupDefaults
+import GroupDefaultsWire
 
 /// curl as a real, separate HTTP client (for what the in-process test client cannot do: read an
 /// endless event stream as it arrives, speak TLS with a CA file).

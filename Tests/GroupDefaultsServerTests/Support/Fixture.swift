@@ -1,5 +1,5 @@
 import Foundation
-import GroupDefaults
+import GroupDefaultsWire
 import GroupDefaultsServer
 import Hummingbird
 import HummingbirdTesting

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import GroupDefaults
+import GroupDefaultsWire
 
 /// Byte layouts of the embedded store's LMDB keys and records.
 ///

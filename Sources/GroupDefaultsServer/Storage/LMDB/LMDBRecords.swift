@@ -1,5 +1,5 @@
 import Foundation
-import GroupDefaults
+import GroupDefaultsWire
 
 /// A suite's row in `suites`: its id, head revision, oldest valid revision, live keys and bytes.
 struct SuiteRecord: Equatable {

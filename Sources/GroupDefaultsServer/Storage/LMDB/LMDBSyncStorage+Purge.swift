@@ -1,5 +1,5 @@
 import Foundation
-public import GroupDefaults
+public import GroupDefaultsWire
 import GroupDefaultsLMDB
 
 // Tombstone (and batch record) purge.

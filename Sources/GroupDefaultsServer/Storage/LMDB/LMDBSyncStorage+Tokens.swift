@@ -1,3 +1,4 @@
+import GroupDefaultsWire
 public import Foundation
 import GroupDefaultsLMDB
 

@@ -1,7 +1,7 @@
 import Crypto
 import Dispatch
 import Foundation
-public import GroupDefaults
+public import GroupDefaultsWire
 import GroupDefaultsLMDB
 import Synchronization
 

@@ -1,4 +1,5 @@
 import Foundation
+import GroupDefaultsWire
 import PostgresNIO
 
 /// Where the PostgreSQL backend connects and how long it waits before answering `unavailable`.

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-public import GroupDefaults
+public import GroupDefaultsWire
 import Logging
 import PostgresNIO
 

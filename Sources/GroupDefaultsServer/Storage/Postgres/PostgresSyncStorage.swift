@@ -1,5 +1,5 @@
 import Foundation
-public import GroupDefaults
+public import GroupDefaultsWire
 public import Logging
 import PostgresNIO
 

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// `PropertyListValue`'s `Codable` form: the design's lossless typed JSON, one single-key object
 /// per value. Doubles that JSON cannot carry (NaN, ±infinity) travel as the strings "nan",
@@ -106,6 +106,11 @@ package enum TypedJSONDate {
             return String(repeating: "0", count: max(0, width - digits.count)) + digits
         }
         return "\(text[0])-\(text[1])-\(text[2])T\(text[3]):\(text[4]):\(text[5]).\(text[6])Z"
+    }
+
+    /// The text for a moment given in milliseconds since 1970 (a server's clock, an HLC's time).
+    package static func format(milliseconds: UInt64) -> String {
+        format(Date(timeIntervalSince1970: Double(milliseconds) / 1000)) ?? String(milliseconds)
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`.

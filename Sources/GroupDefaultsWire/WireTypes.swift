@@ -1,6 +1,6 @@
 import Foundation
 
-// The sync protocol's JSON bodies (DESIGN.md, "Sync"), shared by the sync client and the server.
+// The sync protocol's JSON bodies, shared by the sync client and the server (ARCHITECTURE.md).
 // Values are the core's typed JSON; HLCs and origins are decimal strings, because 64-bit integers do
 // not survive every JSON parser; revisions are plain numbers (a server counter, far below 2^53).
 // Keys are snake_case on the wire. Decoding checks shape (an entry is a value or a deletion, never
@@ -258,14 +258,20 @@ public struct SuiteList: Codable, Sendable, Hashable {
 /// ```json
 /// {"error": "value_too_large", "detail": "the value of 'wallpaper' takes 2097152 bytes …", "key": "wallpaper", "limit": 1048576}
 /// ```
-public struct SyncErrorBody: Codable, Sendable, Hashable, Error, CustomStringConvertible {
-    public var error: String
+public struct SyncErrorBody: Codable, Sendable, Hashable, Error, CustomStringConvertible, SyncErrorCoded {
+    /// What went wrong, for code to match on.
+    public var error: SyncErrorCode
+    /// What went wrong, for a person.
     public var detail: String
+    /// The key concerned, if one is.
     public var key: String?
+    /// The limit concerned, if one is.
     public var limit: Int?
+    /// The server's clock (`clock_skew`), as typed JSON writes dates.
     public var serverTime: String?
 
-    public init(error: String, detail: String, key: String? = nil, limit: Int? = nil, serverTime: String? = nil) {
+    /// An error answer.
+    public init(error: SyncErrorCode, detail: String, key: String? = nil, limit: Int? = nil, serverTime: String? = nil) {
         self.error = error
         self.detail = detail
         self.key = key
@@ -278,6 +284,8 @@ public struct SyncErrorBody: Codable, Sendable, Hashable, Error, CustomStringCon
     }
 
     public var description: String { "\(error): \(detail)" }
+
+    public var syncErrorCode: SyncErrorCode? { error }
 }
 
 // MARK: Shared coding

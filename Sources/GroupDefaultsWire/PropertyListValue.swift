@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// A value a suite can store: the property-list types, as in `UserDefaults`.
 ///

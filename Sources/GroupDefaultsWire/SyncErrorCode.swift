@@ -1,0 +1,107 @@
+/// The machine-readable `error` of a sync server's error answer (`SyncErrorBody.error`): the one
+/// list of codes the server sends and the client reads, each with the HTTP status it comes with.
+///
+/// Match a client error on its code:
+/// ```swift
+/// do { try await engine.push() }
+/// catch SyncErrorCode.quotaExceeded { … }
+/// ```
+/// Codes this client does not know (from a newer server) are kept as they came; `isKnown` tells.
+public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible, Codable {
+    /// The code as it travels: lowercase words joined by `_`.
+    public let rawValue: String
+
+    /// A code, known or not; compare with the static members.
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public var description: String { rawValue }
+
+    /// The request cannot be read: not JSON, the wrong shape, a query parameter out of range (400).
+    public static let malformed = SyncErrorCode(rawValue: "malformed")
+    /// No token, or one that is unknown, expired or revoked (401).
+    public static let unauthorized = SyncErrorCode(rawValue: "unauthorized")
+    /// The suite is outside the token's patterns, or a read-only token tried to write (403).
+    public static let forbidden = SyncErrorCode(rawValue: "forbidden")
+    /// No such route, or (token commands) no such token (404).
+    public static let notFound = SyncErrorCode(rawValue: "not_found")
+    /// The route does not take that method (405).
+    public static let methodNotAllowed = SyncErrorCode(rawValue: "method_not_allowed")
+    /// The revision asked for is older than the suite's oldest valid one: read the snapshot again
+    /// (410; also the event stream's `cursor_expired` event).
+    public static let cursorExpired = SyncErrorCode(rawValue: "cursor_expired")
+    /// The request body is larger than the server takes (413).
+    public static let bodyTooLarge = SyncErrorCode(rawValue: "body_too_large")
+    /// The batch has more ops than the server takes (413).
+    public static let batchTooLarge = SyncErrorCode(rawValue: "batch_too_large")
+    /// The server cannot store a suite of this name (422).
+    public static let invalidSuite = SyncErrorCode(rawValue: "invalid_suite")
+    /// A key is longer than the server takes (422).
+    public static let keyTooLong = SyncErrorCode(rawValue: "key_too_long")
+    /// A value's typed JSON is larger than the server takes (422).
+    public static let valueTooLarge = SyncErrorCode(rawValue: "value_too_large")
+    /// The push would take the suite over its key or byte quota (422).
+    public static let quotaExceeded = SyncErrorCode(rawValue: "quota_exceeded")
+    /// An HLC is too far ahead of the server's clock (422).
+    public static let clockSkew = SyncErrorCode(rawValue: "clock_skew")
+    /// The batch id was already used for other ops (422).
+    public static let idempotencyMismatch = SyncErrorCode(rawValue: "idempotency_mismatch")
+    /// The token made more requests than the server allows; retry after `Retry-After` (429).
+    public static let rateLimited = SyncErrorCode(rawValue: "rate_limited")
+    /// The server's storage cannot be reached; retry after `Retry-After` (503).
+    public static let unavailable = SyncErrorCode(rawValue: "unavailable")
+
+    /// Every code the server sends, in the order `openapi.yaml` lists them.
+    public static let allKnown: [SyncErrorCode] = [
+        .malformed, .unauthorized, .forbidden, .notFound, .methodNotAllowed, .cursorExpired, .bodyTooLarge,
+        .batchTooLarge, .invalidSuite, .keyTooLong, .valueTooLarge, .quotaExceeded, .clockSkew,
+        .idempotencyMismatch, .rateLimited, .unavailable,
+    ]
+
+    /// Whether this is one of `allKnown`.
+    public var isKnown: Bool { Self.allKnown.contains(self) }
+
+    /// The HTTP status this code is answered with.
+    public var status: Int {
+        switch self {
+        case .malformed: 400
+        case .unauthorized: 401
+        case .forbidden: 403
+        case .notFound: 404
+        case .methodNotAllowed: 405
+        case .cursorExpired: 410
+        case .bodyTooLarge, .batchTooLarge: 413
+        case .rateLimited: 429
+        case .unavailable: 503
+        default: 422
+        }
+    }
+
+    /// Whether a push refused with this code names one key or the batch as the cause, so that the
+    /// client sets the key aside (a limit broken by the value itself) rather than retrying.
+    public var refusesChange: Bool {
+        [.valueTooLarge, .keyTooLong, .quotaExceeded, .batchTooLarge, .bodyTooLarge, .idempotencyMismatch].contains(self)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        self.init(rawValue: try decoder.singleValueContainer().decode(String.self))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
+extension SyncErrorCode {
+    /// Lets `catch SyncErrorCode.quotaExceeded` match any error that carries this code
+    /// (`SyncErrorBody` on the wire, and the errors of the client and the server built on it).
+    public static func ~= (code: Self, error: any Error) -> Bool {
+        (error as? any SyncErrorCoded)?.syncErrorCode == code
+    }
+}
+
+/// An error that carries a sync error code, so that `catch SyncErrorCode.x` matches it.
+public protocol SyncErrorCoded: Error {
+    /// The code, if the error has one.
+    var syncErrorCode: SyncErrorCode? { get }
+}

@@ -1,0 +1,48 @@
+import Foundation
+
+/// An event of a suite's change stream (`GET /v1/suites/{suite}/events`), as the server writes it
+/// and the client reads it.
+///
+/// ```text
+/// id: 42
+/// data: {"key":"sound","value":{"string":"ring.caf"},"hlc":"…","origin":"…","rev":42}
+///
+/// event: cursor_expired
+/// data: revision 3 is older than the suite's oldest valid revision
+/// ```
+/// An entry is a default-type event whose `id` is its revision; the server ends the stream with a
+/// refusal event, named by its error code, when the token stops working (`unauthorized`) or the
+/// cursor expired (`cursor_expired`).
+public enum SyncStreamEvent: Sendable, Hashable {
+    /// One key's new state, and the revision to resume after.
+    case entry(SyncEntry, revision: UInt64?)
+    /// The server refused to go on, and why.
+    case refusal(SyncErrorCode, detail: String)
+
+    /// The event as a server-sent event.
+    public func serverSentEvent() throws -> ServerSentEvent {
+        switch self {
+        case .entry(let entry, let revision):
+            let json = String(decoding: try JSONEncoder().encode(entry), as: UTF8.self)
+            return ServerSentEvent(id: revision.map(String.init), data: json)
+        case .refusal(let code, let detail):
+            return ServerSentEvent(event: code.rawValue, data: detail)
+        }
+    }
+
+    /// Reads a server-sent event: nil for one to ignore (an empty or unknown kind of event).
+    ///
+    /// - Throws: `DecodingError` if an entry event's data is not an entry.
+    public init?(_ event: ServerSentEvent) throws {
+        switch event.event {
+        case nil, "message":
+            guard !event.data.isEmpty else { return nil }
+            self = .entry(try JSONDecoder().decode(SyncEntry.self, from: Data(event.data.utf8)),
+                          revision: event.id.flatMap(UInt64.init))
+        case let name?:
+            let code = SyncErrorCode(rawValue: name)
+            guard code == .unauthorized || code == .cursorExpired else { return nil }
+            self = .refusal(code, detail: event.data)
+        }
+    }
+}
