@@ -198,3 +198,16 @@ extension Int64 {
         return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? q - 1 : q
     }
 }
+
+extension PropertyListValue {
+    /// The value's typed JSON as sync carries, measures and stores it: UTF-8, dictionary keys
+    /// sorted, so that one value always has the same bytes. Its length is what the server's
+    /// `max_value_bytes` and byte quota count (`SyncLimits`).
+    ///
+    /// - Throws: `EncodingError` for a date outside years 0 to 9999.
+    public func typedJSON() throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return Array(try encoder.encode(self))
+    }
+}

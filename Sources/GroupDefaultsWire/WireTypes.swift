@@ -225,6 +225,12 @@ public struct SyncLimits: Codable, Sendable, Hashable {
         self.maxClockSkewMilliseconds = maxClockSkewMilliseconds
     }
 
+    /// What a live entry counts against `maxBytesPerSuite`: its key's UTF-8 bytes and its value's
+    /// typed JSON bytes (`PropertyListValue.typedJSON()`).
+    public static func quotaBytes(key: String, valueJSONByteCount: Int) -> Int {
+        key.utf8.count + valueJSONByteCount
+    }
+
     enum CodingKeys: String, CodingKey {
         case maxKeyBytes = "max_key_bytes", maxValueBytes = "max_value_bytes", maxKeysPerSuite = "max_keys_per_suite"
         case maxBytesPerSuite = "max_bytes_per_suite", maxOpsPerBatch = "max_ops_per_batch"

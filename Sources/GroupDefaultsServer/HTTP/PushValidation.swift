@@ -7,7 +7,9 @@ import Hummingbird
 enum PushValidation {
     static let maximumBatchIDBytes = 255
 
-    static func validate(_ request: PushRequest, limits: SyncLimits, now milliseconds: UInt64 = HLC.wallClockMilliseconds()) throws {
+    /// Checks `request` and prepares it for storage (each value encoded once, as typed JSON: the
+    /// bytes measured here are the bytes stored).
+    static func prepare(_ request: PushRequest, limits: SyncLimits, now milliseconds: UInt64 = HLC.wallClockMilliseconds()) throws -> PreparedPush {
         if request.ops.count > limits.maxOpsPerBatch {
             throw APIError(.batchTooLarge,
                            "a batch holds at most \(limits.maxOpsPerBatch) ops, this one \(request.ops.count)", limit: limits.maxOpsPerBatch)
@@ -24,13 +26,13 @@ enum PushValidation {
                                "a key takes at most \(limits.maxKeyBytes) bytes, this one \(keyBytes)",
                                key: String(op.key.prefix(64)), limit: limits.maxKeyBytes)
             }
-            if let value = op.value {
-                let valueBytes = try JSONEncoder().encode(value).count
-                if valueBytes > limits.maxValueBytes {
-                    throw APIError(.valueTooLarge,
-                                   "the value of '\(op.key)' takes \(valueBytes) bytes as typed JSON, more than \(limits.maxValueBytes)",
-                                   key: op.key, limit: limits.maxValueBytes)
-                }
+        }
+        let prepared = try PreparedPush(request)
+        for (op, json) in zip(request.ops, prepared.valueJSON) {
+            if let json, json.count > limits.maxValueBytes {
+                throw APIError(.valueTooLarge,
+                               "the value of '\(op.key)' takes \(json.count) bytes as typed JSON, more than \(limits.maxValueBytes)",
+                               key: op.key, limit: limits.maxValueBytes)
             }
             if op.hlc.milliseconds > milliseconds &+ limits.maxClockSkewMilliseconds {
                 throw APIError(.clockSkew,
@@ -38,5 +40,6 @@ enum PushValidation {
                                key: op.key, serverTime: TypedJSONDate.format(milliseconds: milliseconds))
             }
         }
+        return prepared
     }
 }

@@ -58,10 +58,11 @@ struct SyncRoutes: Sendable {
 
     func push(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: true)
-        let push = try await JSONBody.decode(PushRequest.self, from: request, limit: configuration.limits.maxBodyBytes)
-        try PushValidation.validate(push, limits: configuration.limits)
+        let body = try await JSONBody.decode(PushRequest.self, from: request, limit: configuration.limits.maxBodyBytes)
+        let push = try PushValidation.prepare(body, limits: configuration.limits)
         let response = try await storage.push(
-            account: token.account, suite: suite, request: push, quota: configuration.quota, serverTime: TypedJSONDate.format(milliseconds: HLC.wallClockMilliseconds()))
+            account: token.account, suite: suite, push: push, quota: configuration.quota,
+            serverTime: TypedJSONDate.format(milliseconds: HLC.wallClockMilliseconds()))
         let applied = response.results.count { $0.status == .applied }
         ServerMetrics.pushed(applied: applied, superseded: response.results.count - applied)
         return try JSONBody.response(response)

@@ -3,23 +3,16 @@ public import GroupDefaultsWire
 
 // The seam between the server's HTTP layer and its two storage backends (embedded LMDB, the
 // default, and PostgreSQL for several stateless instances). Both implement `SyncStorage` with the
-// same semantics, checked by one conformance test suite run against each (DESIGN.md, "Sync").
+// same semantics, checked by one conformance test suite run against each.
 //
 // Semantics every backend keeps:
 // - Suites are namespaced per account: (account, suite) is the key of everything below.
-// - `push` is one transaction, all or nothing. Per key the larger (HLC, origin) wins against the
-//   stored entry, value or tombstone (`SyncMerge.wins`); the device id is the origin of every op.
-//   Each applied op gets its own revision from the suite's counter, in commit order (a counter
-//   updated in the push transaction, never a sequence). Superseded ops get none.
-// - A batch is idempotent by (account, suite, device, batch id): the same ops again return the
-//   stored response and change nothing; other ops under the same id throw `idempotencyMismatch`.
-//   Batch records are kept until `purgeTombstones`' horizon passes the time they were pushed.
-// - A push's results come in the order of its ops; each result's `winner` is what the server holds
-//   for the key after the whole push (with several ops on one key, every result shows the last).
-// - Quotas (keys per suite, bytes per suite: the sum over live keys of key bytes plus the value's
-//   typed JSON bytes) are checked inside the push transaction, after the merge: a push that would
-//   exceed one throws `quotaExceeded` and changes nothing. Key and value sizes, batch size and clock
-//   skew are checked by the HTTP layer before storage is called (`PushValidation`).
+// - `push` is one transaction, all or nothing, in which the backend loads what the push step
+//   needs (the suite's counters, the batch record, the held entries of the push's keys), runs
+//   `PushStep` (last writer wins, revisions, results, idempotency, quotas: the rule lives there,
+//   once), and persists its output. Batch records are kept until `purgeTombstones`' horizon
+//   passes the time they were pushed. Key and value sizes, batch size and clock skew are checked
+//   by the HTTP layer before storage is called (`PushValidation`).
 // - `changes(since:)`: the latest entry of each key whose revision is > since, in revision order,
 //   at most `limit`; `lastRev` is the last entry's revision, or the head when none; a `since` older
 //   than the suite's oldest valid revision (tombstones were purged after it) throws `cursorExpired`.
@@ -94,8 +87,9 @@ public struct SuiteQuota: Sendable, Hashable {
 }
 
 public protocol SyncStorage: Sendable {
-    /// Applies a push (see the semantics above). `serverTime` is written into the response.
-    func push(account: String, suite: String, request: PushRequest, quota: SuiteQuota, serverTime: String) async throws -> PushResponse
+    /// Applies a push (see the semantics above): loads what `PushStep` needs, runs it, and persists
+    /// its output in one transaction. `serverTime` is written into the response.
+    func push(account: String, suite: String, push: PreparedPush, quota: SuiteQuota, serverTime: String) async throws -> PushResponse
 
     func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage
 
@@ -124,17 +118,9 @@ public protocol SyncStorage: Sendable {
     func shutdown() async throws
 }
 
-/// Last writer wins, shared by every backend.
-public enum SyncMerge {
-    /// Whether an op stamped `incoming` replaces what is stored (stamped `stored`, nil if nothing).
-    public static func wins(_ incoming: Stamp, over stored: Stamp?) -> Bool {
-        guard let stored else { return true }
-        return incoming > stored
-    }
-
-    /// The bytes a live entry counts against a suite's byte quota: its key's UTF-8 and its value's
-    /// typed JSON.
-    public static func quotaBytes(key: String, value: PropertyListValue) throws -> Int {
-        key.utf8.count + (try JSONEncoder().encode(value).count)
+extension SyncStorage {
+    /// Applies a push given as a plain request (its values encoded here).
+    public func push(account: String, suite: String, request: PushRequest, quota: SuiteQuota, serverTime: String) async throws -> PushResponse {
+        try await push(account: account, suite: suite, push: PreparedPush(request), quota: quota, serverTime: serverTime)
     }
 }

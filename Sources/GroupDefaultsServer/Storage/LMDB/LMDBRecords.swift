@@ -27,19 +27,10 @@ struct SuiteRecord: Equatable {
 
 /// An entry's row in `entries`: revision, HLC, origin, whether deleted, the full key, the value's
 /// typed JSON (empty for a deletion).
-struct EntryRecord {
-    var rev: UInt64
-    var hlc: UInt64
-    var origin: UInt64
-    var key: String
-    /// Typed JSON; nil for a tombstone.
-    var valueJSON: [UInt8]?
-
-    var stamp: Stamp { Stamp(hlc: HLC(rawValue: hlc), origin: origin) }
-
+extension StoredEntry {
     var bytes: [UInt8] {
         let keyBytes = Array(key.utf8)
-        var out = LMDBKeys.bigEndian(rev) + LMDBKeys.bigEndian(hlc) + LMDBKeys.bigEndian(origin)
+        var out = LMDBKeys.bigEndian(rev) + LMDBKeys.bigEndian(stamp.hlc.rawValue) + LMDBKeys.bigEndian(stamp.origin)
         out.append(valueJSON == nil ? 0 : 1)
         out += withUnsafeBytes(of: UInt16(keyBytes.count).bigEndian) { Array($0) }
         out += keyBytes
@@ -47,42 +38,22 @@ struct EntryRecord {
         return out
     }
 
-    init(rev: UInt64, hlc: UInt64, origin: UInt64, key: String, valueJSON: [UInt8]?) {
-        self.rev = rev
-        self.hlc = hlc
-        self.origin = origin
-        self.key = key
-        self.valueJSON = valueJSON
-    }
-
     init(_ raw: UnsafeRawBufferPointer) throws {
         guard raw.count >= 27 else { throw SyncStorageError(.unavailable, "a damaged entry record") }
-        rev = LMDBKeys.readBigEndian(raw, at: 0)
-        hlc = LMDBKeys.readBigEndian(raw, at: 8)
-        origin = LMDBKeys.readBigEndian(raw, at: 16)
+        let rev = LMDBKeys.readBigEndian(raw, at: 0)
+        let stamp = Stamp(hlc: HLC(rawValue: LMDBKeys.readBigEndian(raw, at: 8)), origin: LMDBKeys.readBigEndian(raw, at: 16))
         let live = raw[24] == 1
         let keyCount = Int(UInt16(bigEndian: raw.loadUnaligned(fromByteOffset: 25, as: UInt16.self)))
         guard raw.count >= 27 + keyCount else { throw SyncStorageError(.unavailable, "a damaged entry record") }
-        key = String(decoding: raw[27 ..< 27 + keyCount], as: UTF8.self)
-        valueJSON = live ? Array(raw[(27 + keyCount)...]) : nil
-    }
-
-    /// The quota bytes of a live entry (key bytes plus typed JSON), 0 for a tombstone.
-    var quotaBytes: UInt64 {
-        guard let valueJSON else { return 0 }
-        return UInt64(key.utf8.count + valueJSON.count)
-    }
-
-    func syncEntry() throws -> SyncEntry {
-        let value = try valueJSON.map { try JSONDecoder().decode(PropertyListValue.self, from: Data($0)) }
-        return SyncEntry(key: key, value: value, hlc: HLC(rawValue: hlc), origin: origin, rev: rev)
+        self.init(key: String(decoding: raw[27 ..< 27 + keyCount], as: UTF8.self),
+                  valueJSON: live ? Array(raw[(27 + keyCount)...]) : nil, stamp: stamp, rev: rev)
     }
 }
 
 /// The entries whose keys share an LMDB key (see `LMDBKeys.keyPrefixBytes`), in UTF-8 key order;
 /// almost always exactly one. Encoded as, per entry, its length (u32, big-endian) and its bytes.
 struct EntryBucket {
-    var entries: [EntryRecord] = []
+    var entries: [StoredEntry] = []
 
     init() {}
 
@@ -93,7 +64,7 @@ struct EntryBucket {
             let length = Int(UInt32(bigEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
             offset += 4
             guard raw.count - offset >= length else { throw SyncStorageError(.unavailable, "a damaged entry bucket") }
-            entries.append(try EntryRecord(UnsafeRawBufferPointer(rebasing: raw[offset ..< offset + length])))
+            entries.append(try StoredEntry(UnsafeRawBufferPointer(rebasing: raw[offset ..< offset + length])))
             offset += length
         }
     }
@@ -108,10 +79,10 @@ struct EntryBucket {
         return out
     }
 
-    func entry(for key: String) -> EntryRecord? { entries.first { $0.key == key } }
+    func entry(for key: String) -> StoredEntry? { entries.first { $0.key == key } }
 
     /// Replaces the entry of `entry.key`, or inserts it in key order.
-    mutating func store(_ entry: EntryRecord) {
+    mutating func store(_ entry: StoredEntry) {
         if let index = entries.firstIndex(where: { $0.key == entry.key }) {
             entries[index] = entry
         } else {

@@ -17,15 +17,15 @@ extension LMDBSyncStorage {
                 }
                 for (suiteKey, var record) in suites {
                     var changed: [([UInt8], EntryBucket)] = []
-                    var doomed: [EntryRecord] = []
+                    var doomed: [StoredEntry] = []
                     let start = LMDBKeys.bigEndian(record.id)
                     try start.withUnsafeBytes { start in
                         try txn.forEach(DB.entries, from: start) { key, value in
                             guard key.count >= 8, LMDBKeys.readBigEndian(key) == record.id else { return false }
                             var bucket = try EntryBucket(value)
-                            let expired = bucket.entries.filter { $0.valueJSON == nil && $0.hlc < horizon.rawValue }
+                            let expired = bucket.entries.filter { $0.valueJSON == nil && $0.stamp.hlc < horizon }
                             guard !expired.isEmpty else { return true }
-                            bucket.entries.removeAll { $0.valueJSON == nil && $0.hlc < horizon.rawValue }
+                            bucket.entries.removeAll { $0.valueJSON == nil && $0.stamp.hlc < horizon }
                             doomed += expired
                             changed.append((Array(key), bucket))
                             return true

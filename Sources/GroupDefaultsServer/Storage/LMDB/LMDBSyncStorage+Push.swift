@@ -1,4 +1,3 @@
-import Crypto
 import Dispatch
 import Foundation
 public import GroupDefaultsWire
@@ -7,12 +6,10 @@ import Synchronization
 
 // Pushes: group commit, LWW, revisions, idempotency and quotas in one flushed write transaction.
 extension LMDBSyncStorage {
-    public func push(account: String, suite: String, request: PushRequest, quota: SuiteQuota, serverTime: String) async throws -> PushResponse {
-        let opsHash = Array(SHA256.hash(data: try Self.canonicalOps(request)))
+    public func push(account: String, suite: String, push: PreparedPush, quota: SuiteQuota, serverTime: String) async throws -> PushResponse {
         let response = try await withCheckedThrowingContinuation { continuation in
             let push = PendingPush(
-                account: account, suite: suite, request: request, opsHash: opsHash, quota: quota, serverTime: serverTime,
-                continuation: continuation)
+                account: account, suite: suite, push: push, quota: quota, serverTime: serverTime, continuation: continuation)
             let first = pending.withLock { queue in
                 queue.append(push)
                 return queue.count == 1
@@ -27,8 +24,7 @@ extension LMDBSyncStorage {
     struct PendingPush: Sendable {
         var account: String
         var suite: String
-        var request: PushRequest
-        var opsHash: [UInt8]
+        var push: PreparedPush
         var quota: SuiteQuota
         var serverTime: String
         var continuation: CheckedContinuation<PushResponse, any Error>
@@ -70,8 +66,8 @@ extension LMDBSyncStorage {
                 responses = []
                 for push in pushes {
                     responses.append(try Self.applyPush(
-                        txn, account: push.account, suite: push.suite, request: push.request, opsHash: push.opsHash,
-                        quota: push.quota, serverTime: push.serverTime))
+                        txn, account: push.account, suite: push.suite, push: push.push, quota: push.quota,
+                        serverTime: push.serverTime))
                 }
             }
         }
@@ -81,76 +77,56 @@ extension LMDBSyncStorage {
         return .success(responses)
     }
 
-    /// The ops as sorted-key JSON: what a retried batch must repeat exactly.
-    static func canonicalOps(_ request: PushRequest) throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return try encoder.encode(request.ops)
-    }
-
+    /// Loads what the push step needs, runs it, and writes its output: the entries (in their
+    /// buckets), their revisions in `revisions` (the replaced ones removed), the suite's counters,
+    /// and the batch record (digest, time, response).
     static func applyPush(
-        _ txn: LMDBTransaction, account: String, suite: String, request: PushRequest, opsHash: [UInt8], quota: SuiteQuota,
-        serverTime: String
+        _ txn: LMDBTransaction, account: String, suite: String, push: PreparedPush, quota: SuiteQuota, serverTime: String
     ) throws -> PushResponse {
+        let request = push.request
         let suiteKey = LMDBKeys.suiteName(account: account, suite: suite)
         var record = try suiteRecord(txn, suiteKey) ?? SuiteRecord(id: try allocateSuiteID(txn))
 
         let batchKey = LMDBKeys.batch(suiteID: record.id, device: request.deviceID, batchID: request.batchID)
-        if let stored = try get(txn, DB.batches, batchKey) {
-            guard stored.count > 40, Array(stored.prefix(32)) == opsHash else {
-                throw SyncStorageError(.idempotencyMismatch, "batch \(request.batchID) was already pushed with other ops")
+        let recorded = try get(txn, DB.batches, batchKey).map { stored in
+            PushStep.RecordedBatch(digest: stored.count > 40 ? Array(stored.prefix(32)) : []) {
+                try JSONDecoder().decode(PushResponse.self, from: Data(stored.dropFirst(40)))
             }
-            return try JSONDecoder().decode(PushResponse.self, from: Data(stored.dropFirst(40)))
+        }
+        var buckets: [[UInt8]: EntryBucket] = [:]
+        var held: [String: StoredEntry] = [:]
+        for key in Set(request.ops.map(\.key)) {
+            let entryKey = LMDBKeys.entry(suiteID: record.id, key: key)
+            let bucket = try buckets[entryKey] ?? bucket(txn, entryKey)
+            buckets[entryKey] = bucket
+            held[key] = bucket.entry(for: key)
+        }
+        let counters = PushStep.Counters(head: record.head, keys: Int(record.liveKeys), bytes: Int(record.liveBytes))
+        let applied: PushStep.Applied
+        switch try PushStep.run(push, suite: suite, held: held, counters: counters, recorded: recorded, quota: quota,
+                                serverTime: serverTime) {
+        case .replayed(let response): return response
+        case .applied(let outcome): applied = outcome
         }
 
-        var results: [PushResult] = []
-        results.reserveCapacity(request.ops.count)
-        /// Each key's entry after the push, for every result's `winner`.
-        var finalEntries: [String: SyncEntry] = [:]
-        for op in request.ops {
-            let entryKey = LMDBKeys.entry(suiteID: record.id, key: op.key)
-            var bucket = try bucket(txn, entryKey)
-            let current = bucket.entry(for: op.key)
-            let incoming = Stamp(hlc: op.hlc, origin: request.deviceID)
-            guard SyncMerge.wins(incoming, over: current?.stamp) else {
-                let winner = try current!.syncEntry()
-                results.append(PushResult(key: op.key, status: .superseded, winner: winner))
-                finalEntries[op.key] = winner
-                continue
+        var changedBuckets: [[UInt8]] = []
+        for entry in applied.writes {
+            let entryKey = LMDBKeys.entry(suiteID: record.id, key: entry.key)
+            if let old = applied.replaced[entry.key] {
+                try delete(txn, DB.revisions, LMDBKeys.revision(suiteID: record.id, rev: old.rev))
             }
-            if let current {
-                try delete(txn, DB.revisions, LMDBKeys.revision(suiteID: record.id, rev: current.rev))
-                if current.valueJSON != nil {
-                    record.liveKeys -= 1
-                    record.liveBytes -= current.quotaBytes
-                }
-            }
-            record.head += 1
-            let valueJSON = try op.value.map { Array(try JSONEncoder().encode($0)) }
-            let entry = EntryRecord(rev: record.head, hlc: op.hlc.rawValue, origin: request.deviceID, key: op.key, valueJSON: valueJSON)
-            if valueJSON != nil {
-                record.liveKeys += 1
-                record.liveBytes += entry.quotaBytes
-            }
-            bucket.store(entry)
-            try put(txn, DB.entries, entryKey, bucket.bytes)
-            try put(txn, DB.revisions, LMDBKeys.revision(suiteID: record.id, rev: record.head), entryKey)
-            let winner = try entry.syncEntry()
-            results.append(PushResult(key: op.key, status: .applied, winner: winner))
-            finalEntries[op.key] = winner
+            buckets[entryKey]!.store(entry)
+            if !changedBuckets.contains(entryKey) { changedBuckets.append(entryKey) }
+            try put(txn, DB.revisions, LMDBKeys.revision(suiteID: record.id, rev: entry.rev), entryKey)
         }
-        for index in results.indices { results[index].winner = finalEntries[results[index].key] ?? results[index].winner }
-        if record.liveKeys > UInt64(max(quota.maxKeys, 0)) {
-            throw SyncStorageError(.quotaExceeded, "the suite would hold \(record.liveKeys) keys, more than \(quota.maxKeys)", limit: quota.maxKeys)
-        }
-        if record.liveBytes > UInt64(max(quota.maxBytes, 0)) {
-            throw SyncStorageError(.quotaExceeded, "the suite would hold \(record.liveBytes) bytes, more than \(quota.maxBytes)", limit: quota.maxBytes)
-        }
+        for entryKey in changedBuckets { try put(txn, DB.entries, entryKey, buckets[entryKey]!.bytes) }
+        record.head = applied.counters.head
+        record.liveKeys = UInt64(applied.counters.keys)
+        record.liveBytes = UInt64(applied.counters.bytes)
         try put(txn, DB.suites, suiteKey, record.bytes)
-        let response = PushResponse(headRev: record.head, results: results, serverTime: serverTime)
         let storedAt = LMDBKeys.bigEndian(HLC.wallClockMilliseconds())
-        try put(txn, DB.batches, batchKey, opsHash + storedAt + Array(try JSONEncoder().encode(response)))
-        return response
+        try put(txn, DB.batches, batchKey, push.digest + storedAt + Array(try JSONEncoder().encode(applied.response)))
+        return applied.response
     }
 
     static func allocateSuiteID(_ txn: LMDBTransaction) throws -> UInt64 {

@@ -9,7 +9,7 @@ import Synchronization
 ///
 /// Named databases (key layouts in `LMDBKeys`):
 /// - `suites`: account + NUL + suite → `SuiteRecord` (id, head, oldest valid revision, live keys and bytes)
-/// - `entries`: suite id + key (its first 503 bytes) → `EntryBucket` of `EntryRecord`s (value or
+/// - `entries`: suite id + key (its first 503 bytes) → `EntryBucket` of `StoredEntry`s (value or
 ///   tombstone, stamp, revision)
 /// - `revisions`: suite id + revision → the entries key (one row per key: its latest revision)
 /// - `batches`: suite id + device + SHA-256(batch id) → SHA-256 of the canonical ops, when it was

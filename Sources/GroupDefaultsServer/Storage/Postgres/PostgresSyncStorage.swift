@@ -222,17 +222,17 @@ enum EntryRow {
     static func entries(_ rows: PostgresRowSequence) async throws -> [SyncEntry] {
         var entries: [SyncEntry] = []
         for try await (key, value, hlc, origin, rev) in rows.decode((String, String?, String, String, Int64).self) {
-            entries.append(try entry(key: key, value: value, hlc: hlc, origin: origin, rev: rev))
+            entries.append(try stored(key: key, value: value, hlc: hlc, origin: origin, rev: rev).syncEntry())
         }
         return entries
     }
 
-    static func entry(key: String, value: String?, hlc: String, origin: String, rev: Int64) throws -> SyncEntry {
+    /// A row of `entries` (value as JSON text, stamp as decimal text) as the push step takes it.
+    static func stored(key: String, value: String?, hlc: String, origin: String, rev: Int64) throws(SyncStorageError) -> StoredEntry {
         guard let hlcValue = UInt64(hlc), let originValue = UInt64(origin) else {
             throw SyncStorageError(.unavailable, "a stored entry of \(key) has an unreadable stamp (\(hlc), \(origin))")
         }
-        return SyncEntry(
-            key: key, value: try value.map { try JSONDecoder().decode(PropertyListValue.self, from: Data($0.utf8)) },
-            hlc: HLC(rawValue: hlcValue), origin: originValue, rev: UInt64(rev))
+        return StoredEntry(key: key, valueJSON: value.map { Array($0.utf8) }, stamp: Stamp(hlc: HLC(rawValue: hlcValue), origin: originValue),
+                           rev: UInt64(rev))
     }
 }

@@ -1,0 +1,131 @@
+public import GroupDefaultsWire
+
+/// The push rule, once, for every backend: a pure function of what a suite holds and what arrives.
+///
+/// A backend loads the suite's counters, the batch record of the push's id (if any) and the entries
+/// held for the push's keys, calls `run`, and persists what it returns in the same transaction:
+///
+/// - **Idempotency.** A batch id already recorded for this device answers with the recorded
+///   response if the ops are the same (same digest), and changes nothing; other ops under the same
+///   id are refused (`idempotencyMismatch`).
+/// - **Last writer wins.** Per key, an op replaces the held entry (value or tombstone) only if its
+///   stamp, (HLC, device id), is larger. Ops apply in order, so a later op of the batch on the same
+///   key competes with the earlier one.
+/// - **Revisions.** Each applied op takes the suite's next revision; superseded ops take none.
+/// - **Results.** One per op, in order; each result's `winner` is the key's entry after the whole
+///   push.
+/// - **Quotas.** Live keys and their bytes (`SyncLimits.quotaBytes`) after the push. A push that
+///   leaves the suite over a quota is refused if it made the suite larger on that count; one that
+///   makes an over-quota suite smaller (or no larger) is accepted, so that lowering a quota never
+///   stops a device from cleaning up.
+enum PushStep {
+    /// A suite's counters: its head revision, live keys and their bytes.
+    struct Counters: Sendable, Hashable {
+        var head: UInt64
+        var keys: Int
+        var bytes: Int
+
+        static let empty = Counters(head: 0, keys: 0, bytes: 0)
+    }
+
+    /// A batch already applied: the digest of its ops and the response it got.
+    struct RecordedBatch {
+        var digest: [UInt8]
+        /// Decoded only when the digests match.
+        var response: () throws -> PushResponse
+    }
+
+    /// What a backend persists for an applied push.
+    struct Applied: Sendable {
+        var response: PushResponse
+        /// The final entry of each key the push changed, in the order the keys were first changed.
+        var writes: [StoredEntry]
+        /// The entries `writes` replace, by key (what was held before the push).
+        var replaced: [String: StoredEntry]
+        var counters: Counters
+        /// Whether the head moved (who to wake).
+        var advanced: Bool { !writes.isEmpty }
+    }
+
+    enum Outcome: Sendable {
+        /// The batch was applied before with the same ops: answer this, persist nothing.
+        case replayed(PushResponse)
+        case applied(Applied)
+    }
+
+    /// Applies `push` to a suite holding `held` (the entries of the push's keys; absent keys hold
+    /// nothing) with `counters`.
+    ///
+    /// - Throws: `SyncStorageError` `idempotencyMismatch` or `quotaExceeded`; then nothing is to be
+    ///   persisted.
+    static func run(
+        _ push: PreparedPush, suite: String, held: [String: StoredEntry], counters: Counters, recorded: RecordedBatch?,
+        quota: SuiteQuota, serverTime: String
+    ) throws -> Outcome {
+        let request = push.request
+        if let recorded {
+            guard recorded.digest == push.digest else {
+                throw SyncStorageError(.idempotencyMismatch,
+                    "batch \(request.batchID) of device \(request.deviceID) was already pushed with other ops")
+            }
+            return .replayed(try recorded.response())
+        }
+        var current = held
+        var after = counters
+        var changed: [String] = []
+        /// The wire form of each entry the push wrote, so that its winner needs no decoding.
+        var written: [String: SyncEntry] = [:]
+        var statuses: [PushResult.Status] = []
+        statuses.reserveCapacity(request.ops.count)
+        for (op, json) in zip(request.ops, push.valueJSON) {
+            let stamp = Stamp(hlc: op.hlc, origin: request.deviceID)
+            let old = current[op.key]
+            guard SyncMerge.wins(stamp, over: old?.stamp) else {
+                statuses.append(.superseded)
+                continue
+            }
+            after.head += 1
+            let new = StoredEntry(key: op.key, valueJSON: json, stamp: stamp, rev: after.head)
+            after.keys += (new.isLive ? 1 : 0) - (old?.isLive == true ? 1 : 0)
+            after.bytes += new.quotaBytes - (old?.quotaBytes ?? 0)
+            current[op.key] = new
+            written[op.key] = SyncEntry(key: op.key, value: op.value, hlc: op.hlc, origin: request.deviceID, rev: after.head)
+            if !changed.contains(op.key) { changed.append(op.key) }
+            statuses.append(.applied)
+        }
+        try checkQuota(quota, suite: suite, before: counters, after: after)
+
+        var winners = written
+        var results: [PushResult] = []
+        results.reserveCapacity(request.ops.count)
+        for (op, status) in zip(request.ops, statuses) {
+            if winners[op.key] == nil { winners[op.key] = try held[op.key]!.syncEntry() }  // superseded by what was held
+            results.append(PushResult(key: op.key, status: status, winner: winners[op.key]!))
+        }
+        return .applied(Applied(
+            response: PushResponse(headRev: after.head, results: results, serverTime: serverTime),
+            writes: changed.map { current[$0]! },
+            replaced: held.filter { written[$0.key] != nil },
+            counters: after))
+    }
+
+    private static func checkQuota(_ quota: SuiteQuota, suite: String, before: Counters, after: Counters) throws(SyncStorageError) {
+        if after.keys > quota.maxKeys && after.keys > before.keys {
+            throw SyncStorageError(.quotaExceeded,
+                "suite \(suite) would hold \(after.keys) keys, more than the \(quota.maxKeys) allowed", limit: quota.maxKeys)
+        }
+        if after.bytes > quota.maxBytes && after.bytes > before.bytes {
+            throw SyncStorageError(.quotaExceeded,
+                "suite \(suite) would hold \(after.bytes) bytes, more than the \(quota.maxBytes) allowed", limit: quota.maxBytes)
+        }
+    }
+}
+
+/// Last writer wins, shared by every backend and by the push step.
+public enum SyncMerge {
+    /// Whether an op stamped `incoming` replaces what is stored (stamped `stored`, nil if nothing).
+    public static func wins(_ incoming: Stamp, over stored: Stamp?) -> Bool {
+        guard let stored else { return true }
+        return incoming > stored
+    }
+}
