@@ -119,6 +119,7 @@ let package = Package(
             name: "GroupDefaultsServerTests",
             dependencies: [
                 "GroupDefaultsServer", "GroupDefaultsWire", "groupdefaults-server", "TestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings

@@ -250,6 +250,34 @@ struct StorageConformanceTests {
         }
     }
 
+    @Test("a suite over a lowered quota may shrink (or stay) but not grow, on each count", arguments: StorageBackend.allCases)
+    func loweredQuota(backend: StorageBackend) async throws {
+        try await backend.withStorage { storage in
+            try await push(storage, [op("a", .string("12345"), hlc: 10), op("b", .string("12345"), hlc: 11),
+                                     op("c", .string("12345"), hlc: 12)])
+            let held = try await storage.suites(account: "alice").suites[0]
+            #expect(held.keys == 3)
+            // Two keys allowed now: a new key is refused, replacing a value keeps the count and is accepted,
+            // a deletion shrinks the suite and is accepted.
+            let twoKeys = SuiteQuota(maxKeys: 2, maxBytes: 1 << 20)
+            await expectStorageError(.quotaExceeded) { try await push(storage, quota: twoKeys, [op("d", .integer(1), hlc: 13)]) }
+            try await push(storage, quota: twoKeys, [op("a", .string("67890"), hlc: 14)])
+            try await push(storage, quota: twoKeys, [op("b", nil, hlc: 15)])
+            await expectStorageError(.quotaExceeded) { try await push(storage, quota: twoKeys, [op("b", .integer(1), hlc: 16)]) }
+
+            // Bytes: a suite of two keys, each "x" + 17 bytes of typed JSON, under a quota of 30 bytes.
+            let bytes = SyncLimits.quotaBytes(key: "a", valueJSONByteCount: try PropertyListValue.string("12345").typedJSON().count)
+            let tight = SuiteQuota(maxKeys: 100, maxBytes: bytes + 1)
+            await expectStorageError(.quotaExceeded) { try await push(storage, quota: tight, [op("a", .string("123456"), hlc: 17)]) }
+            try await push(storage, quota: tight, [op("a", .string("1234"), hlc: 18)])          // smaller: accepted
+            try await push(storage, quota: tight, [op("c", .string("abcd"), hlc: 19)])          // smaller again
+            await expectStorageError(.quotaExceeded) { try await push(storage, quota: tight, [op("c", .string("abcdef"), hlc: 20)]) }
+            let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10)
+            #expect(snapshot.entries.map(\.value) == [.string("1234"), nil, .string("abcd")])
+            #expect(snapshot.headRev == 7)
+        }
+    }
+
     @Test("after tombstones are purged, an older cursor throws cursorExpired", arguments: StorageBackend.allCases)
     func cursorExpiry(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in

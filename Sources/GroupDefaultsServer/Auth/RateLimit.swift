@@ -5,11 +5,11 @@ import Synchronization
 
 /// How many requests a token may make: a token bucket per token, refilled at `requestsPerSecond`,
 /// holding at most `burst`. In memory, per server instance.
-public struct RateLimit: Sendable, Hashable {
-    public var requestsPerSecond: Double
-    public var burst: Double
+package struct RateLimit: Sendable, Hashable {
+    package var requestsPerSecond: Double
+    package var burst: Double
 
-    public init(requestsPerSecond: Double, burst: Double) {
+    package init(requestsPerSecond: Double, burst: Double) {
         self.requestsPerSecond = requestsPerSecond
         self.burst = burst
     }

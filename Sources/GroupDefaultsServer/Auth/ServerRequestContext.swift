@@ -1,12 +1,12 @@
-public import Hummingbird
+package import Hummingbird
 
 /// The request context of the API: Hummingbird's, plus the bearer token `TokenMiddleware` checked.
-public struct ServerRequestContext: RequestContext {
-    public var coreContext: CoreRequestContextStorage
+package struct ServerRequestContext: RequestContext {
+    package var coreContext: CoreRequestContextStorage
     /// The request's valid token (set for every `/v1/suites…` request).
-    public var token: StoredToken?
+    package var token: StoredToken?
 
-    public init(source: Source) {
+    package init(source: Source) {
         self.coreContext = .init(source: source)
         self.token = nil
     }

@@ -1,12 +1,12 @@
-public import Foundation
+package import Foundation
 import Crypto
 
 /// Bearer tokens: `gdt_` + 32 random bytes in base64url; only their SHA-256 is stored.
-public enum Tokens {
-    public static let prefix = "gdt_"
+package enum Tokens {
+    package static let prefix = "gdt_"
 
     /// A new token and what storage keeps of it.
-    public static func make(account: String, suitePatterns: [String], readOnly: Bool, expires: Date?, now: Date = Date()) -> (token: String, stored: StoredToken) {
+    package static func make(account: String, suitePatterns: [String], readOnly: Bool, expires: Date?, now: Date = Date()) -> (token: String, stored: StoredToken) {
         var generator = SystemRandomNumberGenerator()
         let secret = (0 ..< 32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
         let idBytes = (0 ..< 6).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
@@ -18,7 +18,7 @@ public enum Tokens {
     }
 
     /// The SHA-256 of a token, lowercase hex.
-    public static func hash(_ token: String) -> String {
+    package static func hash(_ token: String) -> String {
         SHA256.hash(data: Array(token.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 
@@ -30,8 +30,8 @@ public enum Tokens {
 }
 
 /// Suite patterns: `*` matches any run of characters (dots included); everything else itself.
-public enum SuitePattern {
-    public static func matches(_ pattern: String, _ name: String) -> Bool {
+package enum SuitePattern {
+    package static func matches(_ pattern: String, _ name: String) -> Bool {
         let p = Array(pattern.unicodeScalars), s = Array(name.unicodeScalars)
         // Greedy wildcard matching with backtracking to the last '*'.
         var pi = 0, si = 0, star = -1, mark = 0

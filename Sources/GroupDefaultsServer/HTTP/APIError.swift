@@ -1,17 +1,17 @@
-public import GroupDefaultsWire
-public import Hummingbird
+package import GroupDefaultsWire
+package import Hummingbird
 
 /// Every error answer of the API: a status, the JSON body (`SyncErrorBody`) and, where the code
 /// asks for one, a header (`WWW-Authenticate`, `Retry-After`).
-public struct APIError: HTTPResponseError, CustomStringConvertible {
-    public var status: HTTPResponse.Status
-    public var body: SyncErrorBody
-    public var headers: HTTPFields
+package struct APIError: HTTPResponseError, CustomStringConvertible {
+    package var status: HTTPResponse.Status
+    package var body: SyncErrorBody
+    package var headers: HTTPFields
 
     /// An error answer with the code's own status (`SyncErrorCode.status`) unless `status` says
     /// otherwise, and the headers the code asks for: `WWW-Authenticate` for `unauthorized`,
     /// `Retry-After` (one second unless given) for `unavailable` and `rate_limited`.
-    public init(_ code: SyncErrorCode, _ detail: String, key: String? = nil, limit: Int? = nil,
+    package init(_ code: SyncErrorCode, _ detail: String, key: String? = nil, limit: Int? = nil,
                 serverTime: String? = nil, status: HTTPResponse.Status? = nil, headers: HTTPFields = [:]) {
         self.status = status ?? HTTPResponse.Status(code: code.status)
         self.body = SyncErrorBody(error: code, detail: detail, key: key, limit: limit, serverTime: serverTime)
@@ -26,9 +26,9 @@ public struct APIError: HTTPResponseError, CustomStringConvertible {
         }
     }
 
-    public var description: String { "\(status.code) \(body)" }
+    package var description: String { "\(status.code) \(body)" }
 
-    public func response(from request: Request, context: some RequestContext) throws -> Response {
+    package func response(from request: Request, context: some RequestContext) throws -> Response {
         var response = try JSONBody.response(status: status, body)
         for field in headers { response.headers.append(field) }
         return response

@@ -1,6 +1,6 @@
 import Foundation
 import GroupDefaultsWire
-public import Hummingbird
+package import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
 import NIOSSL
@@ -10,7 +10,7 @@ import ServiceLifecycle
 
 /// The server: the embedded store in `configuration.dataDirectory` behind the `/v1` router.
 /// `onListening` is told the bound address once connections are accepted (the executable prints it).
-public func buildApplication(
+package func buildApplication(
     configuration: ServerConfiguration, onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void = { _, _ in }
 ) throws -> some ApplicationProtocol {
     try buildApplication(
@@ -20,7 +20,7 @@ public func buildApplication(
 /// The server over `storage` (which it shuts down when it stops).
 /// With `configuration.tls` it serves HTTPS (HummingbirdTLS, NIOSSL); a certificate or key that
 /// cannot be read is an error here, before anything listens.
-public func buildApplication(
+package func buildApplication(
     configuration: ServerConfiguration, storage: any SyncStorage,
     onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void = { _, _ in }
 ) throws -> some ApplicationProtocol {
@@ -85,10 +85,10 @@ struct TombstonePurge: Service {
 }
 
 /// The certificate or key for HTTPS could not be loaded.
-public struct TLSFilesError: Error, CustomStringConvertible {
-    public let files: TLSFiles
-    public let underlying: String
-    public var description: String {
+package struct TLSFilesError: Error, CustomStringConvertible {
+    package let files: TLSFiles
+    package let underlying: String
+    package var description: String {
         "cannot load the TLS certificate \(files.certificatePath) or key \(files.keyPath) (PEM): \(underlying)"
     }
 }

@@ -1,10 +1,10 @@
 /// What suite and account names may be: 1–255 UTF-8 bytes, no NUL, no '/' (the store keys both
 /// with NUL as a separator; '/' would make paths ambiguous).
-public enum Names {
-    public static let maximumBytes = 255
+package enum Names {
+    package static let maximumBytes = 255
 
     /// Why `name` is refused, or nil.
-    public static func problem(with name: String, kind: String) -> String? {
+    package static func problem(with name: String, kind: String) -> String? {
         let bytes = name.utf8.count
         if bytes == 0 { return "the \(kind) name must not be empty" }
         if bytes > maximumBytes { return "the \(kind) name may take at most \(maximumBytes) bytes, this one \(bytes)" }

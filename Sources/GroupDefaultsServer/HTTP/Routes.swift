@@ -1,12 +1,12 @@
 import Foundation
 import GroupDefaultsWire
 import Logging
-public import Hummingbird
+package import Hummingbird
 import NIOCore
 import ServiceLifecycle
 
 /// The `/v1` API: handlers decode, check, call storage, encode.
-public func buildRouter(storage: any SyncStorage, configuration: ServerConfiguration) -> Router<ServerRequestContext> {
+package func buildRouter(storage: any SyncStorage, configuration: ServerConfiguration) -> Router<ServerRequestContext> {
     ServerMetrics.bootstrap()
     let router = Router(context: ServerRequestContext.self)
     router.add(middleware: MetricsMiddleware())  // outermost: it sees every answer, errors included

@@ -1,24 +1,24 @@
-public import GroupDefaultsWire
-public import Logging
+package import GroupDefaultsWire
+package import Logging
 
 /// What the server runs with; the executable fills it from its options.
-public struct ServerConfiguration: Sendable {
-    public var host: String
-    public var port: Int
+package struct ServerConfiguration: Sendable {
+    package var host: String
+    package var port: Int
     /// The embedded store's directory.
-    public var dataDirectory: String
-    public var limits: SyncLimits
+    package var dataDirectory: String
+    package var limits: SyncLimits
     /// The longest long-poll a client may ask for.
-    public var maxWait: Duration
+    package var maxWait: Duration
     /// The most entries one `changes` or `snapshot` page returns.
-    public var maxPageSize: Int
-    public var logLevel: Logger.Level
+    package var maxPageSize: Int
+    package var logLevel: Logger.Level
     /// How long tombstones are kept; older ones are purged (a cursor from before then gets 410).
-    public var tombstoneLifetime: Duration
+    package var tombstoneLifetime: Duration
     /// How often the purge runs.
-    public var purgeInterval: Duration
+    package var purgeInterval: Duration
 
-    public init(host: String = "127.0.0.1", port: Int = 8080, dataDirectory: String, limits: SyncLimits = SyncLimits(),
+    package init(host: String = "127.0.0.1", port: Int = 8080, dataDirectory: String, limits: SyncLimits = SyncLimits(),
                 maxWait: Duration = .seconds(60), maxPageSize: Int = 1000, logLevel: Logger.Level = .info,
                 tombstoneLifetime: Duration = .seconds(30 * 86_400), purgeInterval: Duration = .seconds(3_600),
                 eventHeartbeat: Duration = .seconds(15), tls: TLSFiles? = nil,
@@ -39,21 +39,21 @@ public struct ServerConfiguration: Sendable {
 
     /// The longest an event stream stays silent: a heartbeat comment after this much quiet (at most
     /// 15 s by default; the stream also re-checks its token then).
-    public var eventHeartbeat: Duration
+    package var eventHeartbeat: Duration
     /// How many requests one token may make (429 with `Retry-After` beyond); per server instance.
-    public var rateLimit: RateLimit
+    package var rateLimit: RateLimit
     /// Serve HTTPS with this certificate and key, instead of HTTP.
-    public var tls: TLSFiles?
+    package var tls: TLSFiles?
 
-    public var quota: SuiteQuota { SuiteQuota(maxKeys: limits.maxKeysPerSuite, maxBytes: limits.maxBytesPerSuite) }
+    package var quota: SuiteQuota { SuiteQuota(maxKeys: limits.maxKeysPerSuite, maxBytes: limits.maxBytesPerSuite) }
 }
 
 /// A PEM certificate (chain) and its PEM private key, for HTTPS.
-public struct TLSFiles: Sendable, Hashable {
-    public var certificatePath: String
-    public var keyPath: String
+package struct TLSFiles: Sendable, Hashable {
+    package var certificatePath: String
+    package var keyPath: String
 
-    public init(certificatePath: String, keyPath: String) {
+    package init(certificatePath: String, keyPath: String) {
         self.certificatePath = certificatePath
         self.keyPath = keyPath
     }

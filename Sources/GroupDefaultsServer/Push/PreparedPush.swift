@@ -1,23 +1,23 @@
 import Crypto
 import Foundation
-public import GroupDefaultsWire
+package import GroupDefaultsWire
 
 /// A push as storage takes it: the request, each op's value encoded once as typed JSON (the bytes
 /// that are measured against the limits, stored and counted against the quota), and the digest
 /// that makes a retried batch "the same ops".
-public struct PreparedPush: Sendable {
+package struct PreparedPush: Sendable {
     /// The request as it arrived.
-    public let request: PushRequest
+    package let request: PushRequest
     /// Per op, in order: the value's typed JSON, or nil for a deletion.
-    let valueJSON: [[UInt8]?]
+    package let valueJSON: [[UInt8]?]
     /// SHA-256 over every op's key, HLC, deletion flag and typed JSON, length-prefixed.
-    let digest: [UInt8]
+    package let digest: [UInt8]
 
     /// Encodes each value once and computes the digest.
     ///
     /// - Throws: `SyncStorageError` `malformed` if a value cannot be written as typed JSON (a date
     ///   outside years 0 to 9999).
-    public init(_ request: PushRequest) throws(SyncStorageError) {
+    package init(_ request: PushRequest) throws(SyncStorageError) {
         self.request = request
         var values: [[UInt8]?] = []
         values.reserveCapacity(request.ops.count)

@@ -1,4 +1,4 @@
-public import GroupDefaultsWire
+package import GroupDefaultsWire
 
 /// The push rule, once, for every backend: a pure function of what a suite holds and what arrives.
 ///
@@ -18,36 +18,45 @@ public import GroupDefaultsWire
 ///   leaves the suite over a quota is refused if it made the suite larger on that count; one that
 ///   makes an over-quota suite smaller (or no larger) is accepted, so that lowering a quota never
 ///   stops a device from cleaning up.
-enum PushStep {
+package enum PushStep {
     /// A suite's counters: its head revision, live keys and their bytes.
-    struct Counters: Sendable, Hashable {
-        var head: UInt64
-        var keys: Int
-        var bytes: Int
+    package struct Counters: Sendable, Hashable {
+        package var head: UInt64
+        package var keys: Int
+        package var bytes: Int
 
-        static let empty = Counters(head: 0, keys: 0, bytes: 0)
+        package init(head: UInt64, keys: Int, bytes: Int) {
+            self.head = head
+            self.keys = keys
+            self.bytes = bytes
+        }
     }
 
     /// A batch already applied: the digest of its ops and the response it got.
-    struct RecordedBatch {
-        var digest: [UInt8]
+    package struct RecordedBatch {
+        package var digest: [UInt8]
         /// Decoded only when the digests match.
-        var response: () throws -> PushResponse
+        package var response: () throws -> PushResponse
+
+        package init(digest: [UInt8], response: @escaping () throws -> PushResponse) {
+            self.digest = digest
+            self.response = response
+        }
     }
 
     /// What a backend persists for an applied push.
-    struct Applied: Sendable {
-        var response: PushResponse
+    package struct Applied: Sendable {
+        package var response: PushResponse
         /// The final entry of each key the push changed, in the order the keys were first changed.
-        var writes: [StoredEntry]
+        package var writes: [StoredEntry]
         /// The entries `writes` replace, by key (what was held before the push).
-        var replaced: [String: StoredEntry]
-        var counters: Counters
+        package var replaced: [String: StoredEntry]
+        package var counters: Counters
         /// Whether the head moved (who to wake).
-        var advanced: Bool { !writes.isEmpty }
+        package var advanced: Bool { !writes.isEmpty }
     }
 
-    enum Outcome: Sendable {
+    package enum Outcome: Sendable {
         /// The batch was applied before with the same ops: answer this, persist nothing.
         case replayed(PushResponse)
         case applied(Applied)
@@ -58,7 +67,7 @@ enum PushStep {
     ///
     /// - Throws: `SyncStorageError` `idempotencyMismatch` or `quotaExceeded`; then nothing is to be
     ///   persisted.
-    static func run(
+    package static func run(
         _ push: PreparedPush, suite: String, held: [String: StoredEntry], counters: Counters, recorded: RecordedBatch?,
         quota: SuiteQuota, serverTime: String
     ) throws -> Outcome {
@@ -122,9 +131,9 @@ enum PushStep {
 }
 
 /// Last writer wins, shared by every backend and by the push step.
-public enum SyncMerge {
+package enum SyncMerge {
     /// Whether an op stamped `incoming` replaces what is stored (stamped `stored`, nil if nothing).
-    public static func wins(_ incoming: Stamp, over stored: Stamp?) -> Bool {
+    package static func wins(_ incoming: Stamp, over stored: Stamp?) -> Bool {
         guard let stored else { return true }
         return incoming > stored
     }

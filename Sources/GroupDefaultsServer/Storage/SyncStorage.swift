@@ -1,5 +1,5 @@
-public import Foundation
-public import GroupDefaultsWire
+package import Foundation
+package import GroupDefaultsWire
 
 // The seam between the server's HTTP layer and its two storage backends (embedded LMDB, the
 // default, and PostgreSQL for several stateless instances). Both implement `SyncStorage` with the
@@ -26,20 +26,20 @@ public import GroupDefaultsWire
 // - Tokens: only the SHA-256 of a token is stored; `token(hash:)` finds one by it.
 
 /// A bearer token as stored: never the token itself, only its SHA-256.
-public struct StoredToken: Sendable, Hashable, Codable {
+package struct StoredToken: Sendable, Hashable, Codable {
     /// A short public id (for `token list` and `token revoke`).
-    public var id: String
-    public var account: String
+    package var id: String
+    package var account: String
     /// Suite patterns: globs in which `*` matches any run of characters, dots included.
-    public var suitePatterns: [String]
-    public var readOnly: Bool
-    public var created: Date
-    public var expires: Date?
-    public var revoked: Date?
+    package var suitePatterns: [String]
+    package var readOnly: Bool
+    package var created: Date
+    package var expires: Date?
+    package var revoked: Date?
     /// The token's SHA-256, lowercase hex.
-    public var hash: String
+    package var hash: String
 
-    public init(id: String, account: String, suitePatterns: [String], readOnly: Bool, created: Date,
+    package init(id: String, account: String, suitePatterns: [String], readOnly: Bool, created: Date,
                 expires: Date?, revoked: Date?, hash: String) {
         self.id = id
         self.account = account
@@ -54,39 +54,39 @@ public struct StoredToken: Sendable, Hashable, Codable {
 
 /// What storage refuses, with what the HTTP layer needs to answer (the error middleware maps each
 /// code to its status and JSON `error` code).
-public struct SyncStorageError: Error, Sendable, CustomStringConvertible, SyncErrorCoded {
+package struct SyncStorageError: Error, Sendable, CustomStringConvertible, SyncErrorCoded {
     /// Storage uses the wire's codes: `idempotencyMismatch`, `quotaExceeded`, `cursorExpired`,
     /// `unavailable` (503 with Retry-After) and `notFound` (an unknown token id, for revoke).
-    public typealias Code = SyncErrorCode
+    package typealias Code = SyncErrorCode
 
-    public var code: Code
-    public var detail: String
+    package var code: Code
+    package var detail: String
     /// The limit concerned (quotas).
-    public var limit: Int?
+    package var limit: Int?
 
-    public init(_ code: Code, _ detail: String, limit: Int? = nil) {
+    package init(_ code: Code, _ detail: String, limit: Int? = nil) {
         self.code = code
         self.detail = detail
         self.limit = limit
     }
 
-    public var description: String { "\(code.rawValue): \(detail)" }
+    package var description: String { "\(code.rawValue): \(detail)" }
 
-    public var syncErrorCode: SyncErrorCode? { code }
+    package var syncErrorCode: SyncErrorCode? { code }
 }
 
 /// The quotas storage enforces inside a push.
-public struct SuiteQuota: Sendable, Hashable {
-    public var maxKeys: Int
-    public var maxBytes: Int
+package struct SuiteQuota: Sendable, Hashable {
+    package var maxKeys: Int
+    package var maxBytes: Int
 
-    public init(maxKeys: Int, maxBytes: Int) {
+    package init(maxKeys: Int, maxBytes: Int) {
         self.maxKeys = maxKeys
         self.maxBytes = maxBytes
     }
 }
 
-public protocol SyncStorage: Sendable {
+package protocol SyncStorage: Sendable {
     /// Applies a push (see the semantics above): loads what `PushStep` needs, runs it, and persists
     /// its output in one transaction. `serverTime` is written into the response.
     func push(account: String, suite: String, push: PreparedPush, quota: SuiteQuota, serverTime: String) async throws -> PushResponse
@@ -120,7 +120,7 @@ public protocol SyncStorage: Sendable {
 
 extension SyncStorage {
     /// Applies a push given as a plain request (its values encoded here).
-    public func push(account: String, suite: String, request: PushRequest, quota: SuiteQuota, serverTime: String) async throws -> PushResponse {
+    package func push(account: String, suite: String, request: PushRequest, quota: SuiteQuota, serverTime: String) async throws -> PushResponse {
         try await push(account: account, suite: suite, push: PreparedPush(request), quota: quota, serverTime: serverTime)
     }
 }

@@ -1,10 +1,10 @@
 import Foundation
-public import GroupDefaultsWire
+package import GroupDefaultsWire
 import GroupDefaultsLMDB
 
 // Tombstone (and batch record) purge.
 extension LMDBSyncStorage {
-    public func purgeTombstones(olderThan horizon: HLC) async throws -> Int {
+    package func purgeTombstones(olderThan horizon: HLC) async throws -> Int {
         let environment = self.environment
         return try await onWriteQueue {
             var removed = 0

@@ -1,12 +1,12 @@
 import Dispatch
 import Foundation
-public import GroupDefaultsWire
+package import GroupDefaultsWire
 import GroupDefaultsLMDB
 import Synchronization
 
 // Pushes: group commit, LWW, revisions, idempotency and quotas in one flushed write transaction.
 extension LMDBSyncStorage {
-    public func push(account: String, suite: String, push: PreparedPush, quota: SuiteQuota, serverTime: String) async throws -> PushResponse {
+    package func push(account: String, suite: String, push: PreparedPush, quota: SuiteQuota, serverTime: String) async throws -> PushResponse {
         let response = try await withCheckedThrowingContinuation { continuation in
             let push = PendingPush(
                 account: account, suite: suite, push: push, quota: quota, serverTime: serverTime, continuation: continuation)

@@ -1,10 +1,10 @@
 import GroupDefaultsWire
-public import Foundation
+package import Foundation
 import GroupDefaultsLMDB
 
 // Tokens: by id, and a hash → id index.
 extension LMDBSyncStorage {
-    public func createToken(_ token: StoredToken) async throws {
+    package func createToken(_ token: StoredToken) async throws {
         let environment = self.environment
         let json = Array(try JSONEncoder().encode(token))
         try await onWriteQueue {
@@ -15,7 +15,7 @@ extension LMDBSyncStorage {
         }
     }
 
-    public func token(hash: String) async throws -> StoredToken? {
+    package func token(hash: String) async throws -> StoredToken? {
         let environment = self.environment
         return try await onReadQueue {
             var token: StoredToken?
@@ -28,7 +28,7 @@ extension LMDBSyncStorage {
         }
     }
 
-    public func tokens() async throws -> [StoredToken] {
+    package func tokens() async throws -> [StoredToken] {
         let environment = self.environment
         return try await onReadQueue {
             var tokens: [StoredToken] = []
@@ -42,7 +42,7 @@ extension LMDBSyncStorage {
         }
     }
 
-    public func revokeToken(id: String, at date: Date) async throws {
+    package func revokeToken(id: String, at date: Date) async throws {
         let environment = self.environment
         try await onWriteQueue {
             try environment.writeTransaction(sync: true) { txn in

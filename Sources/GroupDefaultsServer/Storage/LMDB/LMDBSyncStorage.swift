@@ -1,7 +1,7 @@
 import Crypto
 import Dispatch
 import Foundation
-public import GroupDefaultsWire
+package import GroupDefaultsWire
 import GroupDefaultsLMDB
 import Synchronization
 
@@ -20,7 +20,7 @@ import Synchronization
 /// Every push is one write transaction flushed to disk before it returns. LMDB blocks, so all of it
 /// runs on dispatch queues, never on the cooperative pool: writes on one serial queue (LMDB has one
 /// writer anyway), reads on a concurrent one.
-public final class LMDBSyncStorage: SyncStorage {
+package final class LMDBSyncStorage: SyncStorage {
     enum DB {
         static let suites = Database(0), entries = Database(1), revisions = Database(2), batches = Database(3)
         static let tokens = Database(4), tokenHashes = Database(5), meta = Database(6)
@@ -35,7 +35,7 @@ public final class LMDBSyncStorage: SyncStorage {
     let closed = Atomic<Bool>(false)
 
     /// Opens (creating if needed, mode 0700) `directory` and its `sync.lmdb` (mode 0600).
-    public init(directory: String, maximumMapSize: Int = 64 << 30) throws {
+    package init(directory: String, maximumMapSize: Int = 64 << 30) throws {
         try Self.makeDirectory(directory)
         environment = try Environment(
             path: directory + "/sync.lmdb",
@@ -88,7 +88,7 @@ public final class LMDBSyncStorage: SyncStorage {
 
     // MARK: Reads
 
-    public func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage {
+    package func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage {
         let environment = self.environment
         return try await onReadQueue {
             var page = ChangesPage(entries: [], lastRev: 0, hasMore: false)
@@ -128,7 +128,7 @@ public final class LMDBSyncStorage: SyncStorage {
         }
     }
 
-    public func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> SnapshotPage {
+    package func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> SnapshotPage {
         let environment = self.environment
         return try await onReadQueue {
             var page = SnapshotPage(entries: [], headRev: 0, next: nil)
@@ -158,7 +158,7 @@ public final class LMDBSyncStorage: SyncStorage {
         }
     }
 
-    public func suites(account: String) async throws -> SuiteList {
+    package func suites(account: String) async throws -> SuiteList {
         let environment = self.environment
         return try await onReadQueue {
             var list = SuiteList(suites: [])
@@ -178,7 +178,7 @@ public final class LMDBSyncStorage: SyncStorage {
         }
     }
 
-    public func headRevision(account: String, suite: String) async throws -> UInt64 {
+    package func headRevision(account: String, suite: String) async throws -> UInt64 {
         let environment = self.environment
         return try await onReadQueue {
             var head: UInt64 = 0
@@ -189,7 +189,7 @@ public final class LMDBSyncStorage: SyncStorage {
         }
     }
 
-    public func waitForChange(account: String, suite: String, after revision: UInt64, timeout: Duration) async {
+    package func waitForChange(account: String, suite: String, after revision: UInt64, timeout: Duration) async {
         let key = ChangeWaiters.SuiteKey(account: account, suite: suite)
         let waiters = self.waiters
         await withTaskGroup(of: Void.self) { group in
@@ -211,7 +211,7 @@ public final class LMDBSyncStorage: SyncStorage {
     /// How many long-polls wait on this instance.
     var waitingCount: Int { waiters.count }
 
-    public func shutdown() async throws {
+    package func shutdown() async throws {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let environment = self.environment, readQueue = self.readQueue
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

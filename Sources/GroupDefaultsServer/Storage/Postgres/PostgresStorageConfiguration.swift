@@ -3,21 +3,21 @@ import GroupDefaultsWire
 import PostgresNIO
 
 /// Where the PostgreSQL backend connects and how long it waits before answering `unavailable`.
-public struct PostgresStorageConfiguration: Sendable {
-    public var host: String
-    public var port: Int
-    public var username: String
-    public var password: String?
-    public var database: String
+package struct PostgresStorageConfiguration: Sendable {
+    package var host: String
+    package var port: Int
+    package var username: String
+    package var password: String?
+    package var database: String
     /// The longest a connection attempt may take.
-    public var connectTimeout: Duration = .seconds(3)
+    package var connectTimeout: Duration = .seconds(3)
     /// The longest one storage call may take before it fails with `unavailable` (the database is
     /// unreachable or overloaded): the HTTP layer answers 503 instead of hanging.
-    public var operationTimeout: Duration = .seconds(10)
+    package var operationTimeout: Duration = .seconds(10)
     /// Connections in the pool (the listening connection comes on top).
-    public var maximumConnections: Int = 20
+    package var maximumConnections: Int = 20
 
-    public init(host: String, port: Int = 5432, username: String, password: String? = nil, database: String) {
+    package init(host: String, port: Int = 5432, username: String, password: String? = nil, database: String) {
         self.host = host
         self.port = port
         self.username = username
@@ -27,7 +27,7 @@ public struct PostgresStorageConfiguration: Sendable {
 
     /// Parses `postgres://user[:password]@host[:port]/database`. TLS to the database is not
     /// supported yet: `?sslmode=` other than `disable` is refused.
-    public init(url text: String) throws {
+    package init(url text: String) throws {
         guard let components = URLComponents(string: text),
               components.scheme == "postgres" || components.scheme == "postgresql",
               let host = components.host, !host.isEmpty,

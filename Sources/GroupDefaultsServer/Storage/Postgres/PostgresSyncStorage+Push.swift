@@ -1,5 +1,5 @@
 import Foundation
-public import GroupDefaultsWire
+package import GroupDefaultsWire
 import Logging
 import PostgresNIO
 
@@ -7,7 +7,7 @@ extension PostgresSyncStorage {
     /// One transaction: lock the suite row, load the batch record and the held entries of the
     /// push's keys, run the push step, write its entries, counters and batch record, and notify
     /// every instance.
-    public func push(account: String, suite: String, push: PreparedPush, quota: SuiteQuota, serverTime: String) async throws -> PushResponse {
+    package func push(account: String, suite: String, push: PreparedPush, quota: SuiteQuota, serverTime: String) async throws -> PushResponse {
         let outcome = try await bounded("pushing") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
                 try await PushTransaction(
@@ -22,7 +22,7 @@ extension PostgresSyncStorage {
         return outcome.response
     }
 
-    public func purgeTombstones(olderThan horizon: HLC) async throws -> Int {
+    package func purgeTombstones(olderThan horizon: HLC) async throws -> Int {
         let horizonText = String(horizon.rawValue)
         let affected = try await bounded("finding old tombstones") { storage in
             let rows = try await storage.client.query("""

@@ -1,10 +1,10 @@
 import GroupDefaultsWire
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
 
 extension PostgresSyncStorage {
-    public func createToken(_ token: StoredToken) async throws {
+    package func createToken(_ token: StoredToken) async throws {
         try await bounded("creating a token") { storage in
             try await storage.client.query("""
                 INSERT INTO tokens (id, account, patterns, read_only, created, expires, revoked, hash)
@@ -14,7 +14,7 @@ extension PostgresSyncStorage {
         }
     }
 
-    public func token(hash: String) async throws -> StoredToken? {
+    package func token(hash: String) async throws -> StoredToken? {
         try await bounded("finding a token") { storage in
             try await storage.readTokens(
                 "SELECT id, account, patterns, read_only, created, expires, revoked, hash FROM tokens WHERE hash = \(hash)"
@@ -22,14 +22,14 @@ extension PostgresSyncStorage {
         }
     }
 
-    public func tokens() async throws -> [StoredToken] {
+    package func tokens() async throws -> [StoredToken] {
         try await bounded("listing tokens") { storage in
             try await storage.readTokens(
                 "SELECT id, account, patterns, read_only, created, expires, revoked, hash FROM tokens ORDER BY created, id")
         }
     }
 
-    public func revokeToken(id: String, at date: Date) async throws {
+    package func revokeToken(id: String, at date: Date) async throws {
         let found = try await bounded("revoking a token") { storage in
             let rows = try await storage.client.query(
                 "UPDATE tokens SET revoked = \(date) WHERE id = \(id) RETURNING id", logger: storage.logger)

@@ -1,6 +1,6 @@
 import Foundation
-public import GroupDefaultsWire
-public import Logging
+package import GroupDefaultsWire
+package import Logging
 import PostgresNIO
 
 /// `SyncStorage` on PostgreSQL, for several stateless server instances sharing one database.
@@ -10,7 +10,7 @@ import PostgresNIO
 /// instance wakes `waitForChange` on every instance. Every call is bounded by the configuration's
 /// operation timeout and fails with `SyncStorageError(.unavailable, …)` when the database cannot be
 /// reached. The schema is created and migrated by `start`.
-public final class PostgresSyncStorage: SyncStorage {
+package final class PostgresSyncStorage: SyncStorage {
     let client: PostgresClient
     let logger: Logger
     let configuration: PostgresStorageConfiguration
@@ -18,7 +18,7 @@ public final class PostgresSyncStorage: SyncStorage {
     let listener: ChangeListener
     /// The listening connection's `application_name`, unique per instance (operators and tests find
     /// its backend in `pg_stat_activity` by it).
-    public let listenerApplicationName: String
+    package let listenerApplicationName: String
     private let clientTask: Task<Void, Never>
     private let listenerTask: Task<Void, Never>
 
@@ -43,7 +43,7 @@ public final class PostgresSyncStorage: SyncStorage {
     ///
     /// - Throws: `SyncStorageError(.unavailable, …)` when the database cannot be reached within the
     ///   operation timeout.
-    public static func start(_ configuration: PostgresStorageConfiguration, logger: Logger) async throws -> PostgresSyncStorage {
+    package static func start(_ configuration: PostgresStorageConfiguration, logger: Logger) async throws -> PostgresSyncStorage {
         let storage = PostgresSyncStorage(configuration: configuration, logger: logger)
         do {
             try await storage.bounded("migrating the schema") { storage in
@@ -56,7 +56,7 @@ public final class PostgresSyncStorage: SyncStorage {
         return storage
     }
 
-    public func shutdown() async throws {
+    package func shutdown() async throws {
         listenerTask.cancel()
         await listenerTask.value
         clientTask.cancel()
@@ -98,7 +98,7 @@ public final class PostgresSyncStorage: SyncStorage {
 
     // MARK: Reads
 
-    public func headRevision(account: String, suite: String) async throws -> UInt64 {
+    package func headRevision(account: String, suite: String) async throws -> UInt64 {
         try await bounded("reading the head revision") { storage in
             let rows = try await storage.client.query(
                 "SELECT head_rev FROM suites WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
@@ -107,7 +107,7 @@ public final class PostgresSyncStorage: SyncStorage {
         }
     }
 
-    public func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage {
+    package func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage {
         let limit = max(1, limit)  // a page of nothing would report the head as the next cursor
         return try await bounded("reading changes") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
@@ -137,7 +137,7 @@ public final class PostgresSyncStorage: SyncStorage {
         }
     }
 
-    public func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> SnapshotPage {
+    package func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> SnapshotPage {
         let limit = max(1, limit)
         return try await bounded("reading a snapshot") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
@@ -159,7 +159,7 @@ public final class PostgresSyncStorage: SyncStorage {
         }
     }
 
-    public func suites(account: String) async throws -> SuiteList {
+    package func suites(account: String) async throws -> SuiteList {
         try await bounded("listing suites") { storage in
             let rows = try await storage.client.query("""
                 SELECT suite, head_rev, key_count FROM suites
@@ -175,7 +175,7 @@ public final class PostgresSyncStorage: SyncStorage {
 
     // MARK: Waiting
 
-    public func waitForChange(account: String, suite: String, after revision: UInt64, timeout: Duration) async {
+    package func waitForChange(account: String, suite: String, after revision: UInt64, timeout: Duration) async {
         let id = SuiteID(account: account, suite: suite)
         let deadline = ContinuousClock.now + timeout
         while !Task.isCancelled, ContinuousClock.now < deadline {
@@ -202,18 +202,18 @@ public final class PostgresSyncStorage: SyncStorage {
 
     /// Suspends until this instance's listening connection has LISTENed more than `count` times in
     /// total (`listenCount` before a disruption); for tests and readiness checks.
-    public func waitUntilListening(moreThan count: Int = 0) async {
+    package func waitUntilListening(moreThan count: Int = 0) async {
         await listener.waitUntilListening(moreThan: count)
     }
 
     /// Returns once at least `count` calls of `waitForChange` are suspended waiting for a change
     /// (tests use it to push only once a waiter waits).
-    public func waitUntilWaiting(count: Int = 1) async {
+    package func waitUntilWaiting(count: Int = 1) async {
         await signals.waitUntilSuspended(count: count)
     }
 
     /// How many times the listening connection has started listening (1 + reconnects).
-    public var listenCount: Int { listener.listenCount }
+    package var listenCount: Int { listener.listenCount }
 }
 
 /// One row of `entries` as the queries above select it: key, value text (nil: tombstone), HLC and
