@@ -46,15 +46,15 @@ struct PushModel {
 }
 
 /// A random run of pushes to one suite: few keys, devices, batch ids and HLCs, so that conflicts,
-/// ties broken by origin, replays, reused batch ids and quota refusals all happen.
+/// ties broken by origin, replays, reused batch ids and quota refusals all happen; the quotas change
+/// between pushes (an operator lowering a limit), so that suites end up over them.
 struct PushScript: Sendable, CustomStringConvertible {
-    var pushes: [PushRequest]
-    var quota: SuiteQuota
+    var pushes: [(request: PushRequest, quota: SuiteQuota)]
 
     static let keys = ["a", "b", "c", "é", "a.b"]
 
     static let generator = Generator<PushScript, Shrink.None<PushScript>> { rng in
-        var pushes: [PushRequest] = []
+        var pushes: [(request: PushRequest, quota: SuiteQuota)] = []
         for _ in 0 ..< Int.random(in: 1 ... 12, using: &rng) {
             if !pushes.isEmpty, Int.random(in: 0 ..< 8, using: &rng) == 0 {
                 pushes.append(pushes.randomElement(using: &rng)!)  // a retry of an earlier batch
@@ -69,16 +69,17 @@ struct PushScript: Sendable, CustomStringConvertible {
                 return PushOp(key: keys.randomElement(using: &rng)!, value: value,
                               hlc: HLC(rawValue: UInt64.random(in: 1 ... 8, using: &rng)))
             }
-            pushes.append(PushRequest(deviceID: UInt64.random(in: 1 ... 3, using: &rng),
-                                      batchID: "b\(Int.random(in: 0 ..< 4, using: &rng))", ops: ops))
+            let request = PushRequest(deviceID: UInt64.random(in: 1 ... 3, using: &rng),
+                                      batchID: "b\(Int.random(in: 0 ..< 4, using: &rng))", ops: ops)
+            let quota = SuiteQuota(maxKeys: Int.random(in: 1 ... 5, using: &rng), maxBytes: Int.random(in: 10 ... 80, using: &rng))
+            pushes.append((request, quota))
         }
-        let quota = SuiteQuota(maxKeys: Int.random(in: 1 ... 5, using: &rng), maxBytes: Int.random(in: 10 ... 80, using: &rng))
-        return PushScript(pushes: pushes, quota: quota)
+        return PushScript(pushes: pushes)
     }
 
     var description: String {
-        "quota \(quota.maxKeys) keys / \(quota.maxBytes) bytes; " + pushes.map { push in
-            "device \(push.deviceID) \(push.batchID): " + push.ops.map { "\($0.key)@\($0.hlc)=\($0.value.map { "\($0)" } ?? "deleted")" }
+        pushes.map { push, quota in
+            "[\(quota.maxKeys) keys, \(quota.maxBytes) bytes] device \(push.deviceID) \(push.batchID): " + push.ops.map { "\($0.key)@\($0.hlc)=\($0.value.map { "\($0)" } ?? "deleted")" }
                 .joined(separator: ", ")
         }.joined(separator: " | ")
     }
@@ -96,11 +97,11 @@ struct PushStepTests {
                 // One account per run: accounts are apart, so runs do not see each other.
                 let account = "run\(run.next())"
                 var model = PushModel()
-                for request in script.pushes {
-                    let expected = try model.push(request, quota: script.quota)
+                for (request, quota) in script.pushes {
+                    let expected = try model.push(request, quota: quota)
                     let actual: PushModel.Answer
                     do {
-                        actual = .response(try await storage.push(account: account, suite: "s", request: request, quota: script.quota,
+                        actual = .response(try await storage.push(account: account, suite: "s", request: request, quota: quota,
                                                                   serverTime: Self.serverTime))
                     } catch let error as SyncStorageError {
                         actual = .refused(error.code)
@@ -133,8 +134,8 @@ struct PushStepTests {
                 let live = state.filter { $0.value.value != nil }
                 return (live.count, try live.reduce(0) { $0 + $1.key.utf8.count + (try $1.value.value!.typedJSON().count) })
             }
-            for request in script.pushes {
-                let answer = try model.push(request, quota: script.quota)
+            for (request, quota) in script.pushes {
+                let answer = try model.push(request, quota: quota)
                 let batchKey = "\(request.deviceID)/\(request.batchID)"
                 if let earlier = answered[batchKey] {
                     #expect(answer == (earlier.ops == request.ops ? earlier.answer : .refused(.idempotencyMismatch)), "\(script)")
@@ -150,8 +151,8 @@ struct PushStepTests {
                     }
                 }
                 let (before, after) = (try size(promised), try size(next))
-                let overKeys = after.keys > script.quota.maxKeys && after.keys > before.keys
-                let overBytes = after.bytes > script.quota.maxBytes && after.bytes > before.bytes
+                let overKeys = after.keys > quota.maxKeys && after.keys > before.keys
+                let overBytes = after.bytes > quota.maxBytes && after.bytes > before.bytes
                 if overKeys || overBytes {
                     #expect(answer == .refused(.quotaExceeded), "\(script)")
                     continue
