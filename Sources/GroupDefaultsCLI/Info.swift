@@ -15,6 +15,7 @@ extension GroupDefaultsCommand {
                 let defaults = try options.open(suite)
                 let info = try defaults.info()
                 let sync = try defaults.syncState()
+                let pending = try defaults.pendingCount()
                 output("""
                     path: \(info.path)
                     file size: \(info.fileSize) bytes
@@ -29,7 +30,7 @@ extension GroupDefaultsCommand {
                     output("""
                         sync server: \(server)
                         sync cursor: \(sync.cursor.map(String.init) ?? "none (the next sync reads the server's snapshot)")
-                        sync pending: \(sync.pendingCount) change\(sync.pendingCount == 1 ? "" : "s")
+                        sync pending: \(pending) change\(pending == 1 ? "" : "s")
                         """)
                 } else {
                     output("sync: off")

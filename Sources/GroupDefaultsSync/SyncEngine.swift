@@ -60,6 +60,9 @@ public actor SyncEngine {
     private var limits: SyncLimits?
     /// Lowered when the server says a batch is too large or over quota without naming a key.
     private var batchCap: Int?
+    /// How many changes were pending at the last push's last look at them (what remains after a
+    /// push: the refused ones); nil before the first push.
+    private var knownPendingCount: Int?
     /// Pushes run one at a time (one in-flight batch), and so do pulls (the cursor only advances).
     private var busy: Set<Step> = []
     private var waiting: [Step: [CheckedContinuation<Void, Never>]] = [:]
@@ -149,13 +152,13 @@ public actor SyncEngine {
     private func finish(_ report: SyncReport) -> SyncReport {
         var report = report
         report.rejected = rejections.values.map(\.error).sorted { ($0.key ?? "") < ($1.key ?? "") }
-        if let state = try? defaults.syncState() {
-            report.pendingCount = state.pendingCount
-            updateStatus {
-                $0.pendingCount = state.pendingCount
-                $0.cursor = state.cursor
-                $0.rejected = report.rejected
-            }
+        // The pending count as the last push's own scan found it; counted here only before any push.
+        if let pending = knownPendingCount ?? (try? defaults.pendingCount()) { report.pendingCount = pending }
+        let cursor = (try? defaults.syncState())?.cursor
+        updateStatus {
+            $0.pendingCount = report.pendingCount
+            $0.cursor = cursor ?? $0.cursor
+            $0.rejected = report.rejected
         }
         return report
     }
@@ -308,7 +311,9 @@ public actor SyncEngine {
         var ops: [PushOp] = []
         var bodyBytes = 128
         let encoder = JSONEncoder()
-        for change in try local({ try defaults.pendingChanges() }) {
+        let pending = try local { try defaults.pendingChanges() }
+        knownPendingCount = pending.count
+        for change in pending {
             if let rejection = rejections[change.key], rejection.stamp == change.stamp { continue }
             let op = PushOp(key: change.key, value: change.value, hlc: change.stamp.hlc)
             if let refusal = Self.refusal(of: op, limits: limits) {

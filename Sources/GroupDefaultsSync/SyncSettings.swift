@@ -73,7 +73,7 @@ extension SyncEngine {
         }
         let configuredFile = settings.tokenFile
         let client = SyncClient(server: settings.server, suite: defaults.suiteName, http: http) {
-            try TokenFile.read((try? defaults.syncTokenFile()) ?? configuredFile)
+            try TokenFile.read((try? defaults.syncState().tokenFile) ?? configuredFile)
         }
         self.init(defaults: defaults, client: client, options: options)
     }

@@ -46,7 +46,7 @@ enum SyncHooks {
         for defaults in [off, on] {
             if let error = defaults.lastError { throw BenchError("sync hooks, set: \(error)") }
         }
-        guard try on.syncState().pendingCount == Workload.keyCount, try off.syncState().pendingCount == 0 else {
+        guard try on.pendingCount() == Workload.keyCount, try off.pendingCount() == 0 else {
             throw BenchError("sync hooks: the synced suite should have every key pending, the other none")
         }
 

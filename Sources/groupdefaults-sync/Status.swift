@@ -19,7 +19,7 @@ extension SyncCommand {
                 let pending = try defaults.pendingChanges().map(\.key)
                 let report = StatusReport(
                     suite: suite, synced: state.isSynced, server: state.server, tokenFile: state.tokenFile, caFile: state.caFile,
-                    cursor: state.cursor, pending: state.pendingCount, pendingKeys: Array(pending.prefix(20)),
+                    cursor: state.cursor, pending: pending.count, pendingKeys: Array(pending.prefix(20)),
                     inFlightBatch: state.inFlight?.id, note: state.note)
                 if json {
                     let encoder = JSONEncoder()
@@ -32,7 +32,7 @@ extension SyncCommand {
                 if let caFile = state.caFile { lines.append("certificate authority: \(caFile)") }
                 lines.append("cursor: " + (state.cursor.map { $0 == 0 ? "0 (the next sync reads the snapshot)" : String($0) }
                     ?? "none (the next sync joins the server's suite)"))
-                lines.append("pending: \(state.pendingCount)" + (pending.isEmpty ? "" : " (\(report.pendingKeys.joined(separator: ", "))\(pending.count > 20 ? ", …" : ""))"))
+                lines.append("pending: \(pending.count)" + (pending.isEmpty ? "" : " (\(report.pendingKeys.joined(separator: ", "))\(pending.count > 20 ? ", …" : ""))"))
                 if let batch = state.inFlight { lines.append("in flight: batch \(batch.id) (sent again at the next push)") }
                 lines.append("state: " + (state.note ?? "ok"))
                 output(lines.joined(separator: "\n"))

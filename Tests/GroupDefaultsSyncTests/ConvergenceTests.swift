@@ -181,7 +181,7 @@ struct Scenario {
                 problems.append("device \(name) (origin \(device.defaults.origin), cursor \(try device.defaults.syncState().cursor.map(String.init) ?? "none")) differs from the model: "
                     + "\(diff.joined(separator: ", ")); it holds \(held.joined(separator: ", "))")
             }
-            let pending = try device.defaults.syncState().pendingCount
+            let pending = try device.defaults.pendingCount()
             if pending != 0 { problems.append("device \(name) still has \(pending) pending") }
         }
         let onServer = try await server.snapshot(suite).entries

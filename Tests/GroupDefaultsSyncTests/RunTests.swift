@@ -45,7 +45,7 @@ struct RunTests {
                 tabletDefaults.set(0.5, forKey: "volume")
                 #expect(await eventually { tabletDefaults.string(forKey: "sound") == "ring.caf" && phoneDefaults.double(forKey: "volume") == 0.5 })
                 #expect(await eventually {
-                    (try? phoneDefaults.syncState().pendingCount) == 0 && (try? tabletDefaults.syncState().pendingCount) == 0
+                    (try? phoneDefaults.pendingCount()) == 0 && (try? tabletDefaults.pendingCount()) == 0
                 })
                 // Both event streams open.
                 #expect(try await eventually { Metrics.value(try await server.metricsText(), "groupdefaults_event_streams_open") == 2 })
@@ -90,7 +90,7 @@ struct RunTests {
                 let lines = result.stderr.split(separator: "\n")
                 #expect(lines.count == 1 && lines[0].contains("authentication needed") && lines[0].contains("configure"), "\(verb): \(result.stderr)")
             }
-            #expect(try phoneDefaults.syncState().pendingCount == 2, "pending changes are kept")
+            #expect(try phoneDefaults.pendingCount() == 2, "pending changes are kept")
             #expect(phoneDefaults.string(forKey: "sound") == "bell.aiff")
 
             // `run` pauses: it says so once and stops sending.
@@ -110,7 +110,7 @@ struct RunTests {
             // A new token in a new file: configure, and the paused run resumes by itself.
             let fresh = try await ServerTool.createToken(storage: server.storage)
             try await phone.configure(server, token: fresh, tokenName: "new-token")
-            #expect(await eventually { (try? phoneDefaults.syncState().pendingCount) == 0 }, "run resumed: \(run.stderr)")
+            #expect(await eventually { (try? phoneDefaults.pendingCount()) == 0 }, "run resumed: \(run.stderr)")
             #expect(await eventually { (try? phoneDefaults.syncState().note) == nil }, "the pause is no longer shown")
             try await tablet.engine.syncOnce()
             #expect(tablet.defaults.string(forKey: "sound") == "bell.aiff" && tablet.defaults.double(forKey: "volume") == 0.25)

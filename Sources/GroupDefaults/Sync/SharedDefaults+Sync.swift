@@ -1,6 +1,6 @@
 internal import GroupDefaultsLMDB
 
-// The core's hooks for sync (DESIGN.md, "Sync"): what the sync engine (GroupDefaultsSync) needs
+// The core's hooks for sync (ARCHITECTURE.md): what the sync engine (GroupDefaultsSync) needs
 // from a suite, each in one LMDB transaction with the changes it concerns.
 //
 // - A suite is synced when `meta` holds `sync.server`. Then every local change, by any process,
@@ -25,8 +25,6 @@ package struct SyncState: Sendable, Equatable {
     package var cursor: UInt64?
     /// The batch being pushed, kept so that a retry sends the same body under the same id.
     package var inFlight: InFlightBatch?
-    /// Local changes not yet acknowledged by the server.
-    package var pendingCount: Int
     /// What the sync engine last reported that needs attention (paused for authentication, failing);
     /// nil when all is well. Written by the engine, read by `groupdefaults-sync status`.
     package var note: String?
@@ -113,11 +111,12 @@ extension SharedDefaults {
         }
     }
 
-    /// The sync bookkeeping, from one snapshot.
+    /// The sync bookkeeping, from one snapshot: lookups in `meta`, whatever the suite's size (the
+    /// pending count, which takes a scan, is `pendingCount()`).
     package func syncState() throws -> SyncState {
         try read { tx in
             let txn = tx.txn
-            var state = SyncState(server: nil, cursor: nil, inFlight: nil, pendingCount: try Self.pendingKeys(tx).count)
+            var state = SyncState(server: nil, cursor: nil, inFlight: nil)
             if let raw = try txn.get(.meta, MetaKey.syncServer) { state.server = String(decoding: raw, as: UTF8.self) }
             if let raw = try txn.get(.meta, MetaKey.syncTokenFile) { state.tokenFile = String(decoding: raw, as: UTF8.self) }
             if let raw = try txn.get(.meta, MetaKey.syncCAFile) { state.caFile = String(decoding: raw, as: UTF8.self) }
@@ -138,12 +137,11 @@ extension SharedDefaults {
         }
     }
 
-    /// The token file the suite names (`syncState().tokenFile`), read alone: the sync client asks
-    /// before each request, and counting pending changes there would scan the suite each time.
-    package func syncTokenFile() throws -> String? {
-        try read { tx in
-            try tx.txn.get(.meta, MetaKey.syncTokenFile).map { String(decoding: $0, as: UTF8.self) }
-        }
+    /// How many local changes wait to be acknowledged by the server. The marks live in the records
+    /// themselves (no cost to a write), so this reads every record: for `status` and reports, not
+    /// for every step.
+    package func pendingCount() throws -> Int {
+        try read { tx in try Self.pendingKeys(tx).count }
     }
 
     // MARK: Pushing

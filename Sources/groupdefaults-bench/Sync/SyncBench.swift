@@ -163,7 +163,7 @@ struct SyncBench {
     static func waitUntilAgreed(_ a: SharedDefaults, _ b: SharedDefaults) async throws {
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
-            if try a.syncState().pendingCount == 0, try b.syncState().pendingCount == 0, a.value(forKey: "sound") == b.value(forKey: "sound") {
+            if try a.pendingCount() == 0, try b.pendingCount() == 0, a.value(forKey: "sound") == b.value(forKey: "sound") {
                 return
             }
             try await Task.sleep(for: .milliseconds(20))
