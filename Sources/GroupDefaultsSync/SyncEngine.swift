@@ -3,7 +3,7 @@ public import GroupDefaults
 public import Logging
 
 /// Mirrors one suite to a `groupdefaults-server`: offline first, last writer wins by HLC, no echo,
-/// nothing lost (DESIGN.md, "Sync").
+/// nothing lost (ARCHITECTURE.md tells how a change travels).
 ///
 /// Local changes are found through the suite's pending marks, written by whichever process made
 /// the change in the change's own transaction; pulled entries are applied with `applyRemote`

@@ -1,6 +1,6 @@
 internal import GroupDefaultsLMDB
 
-// The core's hooks for sync (DESIGN.md, "Sync"): what the sync engine (GroupDefaultsSync) needs
+// The core's hooks for sync (ARCHITECTURE.md): what the sync engine (GroupDefaultsSync) needs
 // from a suite, each in one LMDB transaction with the changes it concerns.
 //
 // - A suite is synced when `meta` holds `sync.server`. Then every local change, by any process,
