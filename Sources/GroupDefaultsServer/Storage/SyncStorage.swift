@@ -3,7 +3,7 @@ public import GroupDefaults
 
 // The seam between the server's HTTP layer and its two storage backends (embedded LMDB, the
 // default, and PostgreSQL for several stateless instances). Both implement `SyncStorage` with the
-// same semantics, checked by one conformance test suite run against each (ARCHITECTURE.md).
+// same semantics, checked by one conformance test suite run against each.
 //
 // Semantics every backend keeps:
 // - Suites are namespaced per account: (account, suite) is the key of everything below.
