@@ -14,7 +14,7 @@ public struct SyncSettings: Sendable, Equatable {
     /// the system's; nil for the system's alone.
     public var caFile: String?
 
-    /// Settings to `store(in:)` a suite.
+    /// Settings for a suite; nothing is stored or checked until `store(in:)`.
     public init(server: URL, tokenFile: String, caFile: String? = nil) {
         self.server = server
         self.tokenFile = tokenFile
