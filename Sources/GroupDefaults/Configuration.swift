@@ -48,7 +48,11 @@ extension SharedDefaults {
             case polling(interval: Duration)
         }
 
+        /// When a committed write is safe: `.processCrashSafe` (the default) or `.fsyncEveryCommit`.
+        /// Per handle: two handles on one suite may choose differently.
         public var durability: Durability = .processCrashSafe
+        /// The modes of the suite's files and directory when this process creates them: `.owner`
+        /// (0600 and 0700, the default) or `.group` (0660 and 0770). Existing files keep their mode.
         public var fileSharing: FileSharing = .owner
         /// The map size a new suite starts with (the file is sparse up to it).
         public var initialMapSize: Int = 1 << 20
@@ -78,6 +82,14 @@ extension SharedDefaults {
         /// first handle's): lets tests run devices whose clocks disagree.
         package var clockOffsetMilliseconds: Int64 = 0
 
+        /// A configuration with every setting at its default.
+        ///
+        /// ```swift
+        /// var configuration = SharedDefaults.Configuration()
+        /// configuration.durability = .fsyncEveryCommit
+        /// configuration.fileSharing = .group
+        /// let defaults = try SharedDefaults(suiteName: "group.com.example.chat", configuration: configuration)
+        /// ```
         public init() {}
 
         func environmentOptions(lockFilePath: String) -> EnvironmentOptions {

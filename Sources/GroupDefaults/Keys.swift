@@ -22,9 +22,18 @@ extension SharedDefaults {
     /// `string(forKey:)`, other processes and the `groupdefaults` tool read them as usual. Any other
     /// `Codable` type is stored as a JSON string. An optional key whose value is set to nil is removed.
     public final class Key<Value: Codable & Sendable>: Keys, @unchecked Sendable {  // immutable, Value is Sendable
+        /// The key under which the value is stored in the suite, as `string(forKey:)` and the
+        /// `groupdefaults` tool name it.
         public let name: String
+        /// What `defaults[key]` returns when neither the suite nor the registered defaults hold a
+        /// value under `name`, or when the value held does not convert to `Value`.
         public let defaultValue: Value
 
+        /// Creates a typed key; declare it as a static constant in an extension of ``SharedDefaults/Keys``.
+        ///
+        /// - Parameters:
+        ///   - name: The key in the suite.
+        ///   - defaultValue: The value read while nothing convertible is stored or registered.
         public init(_ name: String, default defaultValue: Value) {
             self.name = name
             self.defaultValue = defaultValue

@@ -146,6 +146,7 @@ extension SharedDefaults {
     public struct VerifyReport: Sendable {
         /// A stored key whose record is damaged.
         public struct DamagedKey: Sendable, Hashable {
+            /// The key whose value cannot be read.
             public var key: String
             /// What is wrong with the record, in words.
             public var reason: String

@@ -24,6 +24,7 @@ public final class SharedDefaults: Sendable {
     public let suiteName: String
     /// The suite's data file.
     public var fileURL: URL { URL(fileURLWithPath: store.path) }
+    /// The settings this handle was opened with.
     public let configuration: Configuration
 
     let store: SuiteStore
@@ -159,9 +160,14 @@ public final class SharedDefaults: Sendable {
         setValue(converted, forKey: key)
     }
 
+    /// Stores `value` as an integer. Does not throw: a failure is logged and kept in `lastError`.
     public func set(_ value: Int, forKey key: String) { setValue(.integer(value), forKey: key) }
+    /// Stores `value` as a double. Does not throw: a failure is logged and kept in `lastError`.
     public func set(_ value: Double, forKey key: String) { setValue(.double(value), forKey: key) }
+    /// Stores `value` as a double (property lists have one floating-point type). Does not throw: a
+    /// failure is logged and kept in `lastError`.
     public func set(_ value: Float, forKey key: String) { setValue(.double(Double(value)), forKey: key) }
+    /// Stores `value` as a boolean. Does not throw: a failure is logged and kept in `lastError`.
     public func set(_ value: Bool, forKey key: String) { setValue(.bool(value), forKey: key) }
 
     /// Stores the whole URL (as its absolute string); nil removes the key.
@@ -170,6 +176,8 @@ public final class SharedDefaults: Sendable {
         setValue(.string(url.absoluteString), forKey: key)
     }
 
+    /// Removes the value stored under `key`, so that it reads as its registered default, if any.
+    /// Does not throw: a failure is logged and kept in `lastError`.
     public func removeObject(forKey key: String) {
         attempt { try write { try $0.removeValue(forKey: key) } }
     }
@@ -180,16 +188,34 @@ public final class SharedDefaults: Sendable {
 
     // MARK: UserDefaults vocabulary: reading
 
+    /// The value under `key` (stored, else registered) as a Foundation value: `String`, `Int`,
+    /// `Double`, `Bool`, `Date`, `Data`, `[Any]` or `[String: Any]`; nil if there is none.
     public func object(forKey key: String) -> Any? { value(forKey: key)?.anyValue }
+    /// The value under `key` as a string: a string as is, a number in decimal, a boolean as "1" or
+    /// "0"; nil for other types or no value.
     public func string(forKey key: String) -> String? { value(forKey: key)?.coercedString }
+    /// The value under `key` as an integer: a number (a double truncated, clamped to `Int`'s range),
+    /// a boolean as 1 or 0, a string that spells a number or a boolean ("42", "YES"); 0 otherwise.
     public func integer(forKey key: String) -> Int { value(forKey: key)?.coercedInteger ?? 0 }
+    /// The value under `key` as a double: a number, a boolean as 1 or 0, a string that spells a
+    /// number or a boolean; 0 otherwise.
     public func double(forKey key: String) -> Double { value(forKey: key)?.coercedDouble ?? 0 }
+    /// `double(forKey:)` as a `Float`.
     public func float(forKey key: String) -> Float { Float(double(forKey: key)) }
+    /// The value under `key` as a boolean: true for `true`, a non-zero number, or a string that is
+    /// "YES", "true" or "y" (any case) or spells a non-zero number; false otherwise.
     public func bool(forKey key: String) -> Bool { value(forKey: key)?.coercedBool ?? false }
+    /// The data stored under `key`; nil if there is none or it is another type.
     public func data(forKey key: String) -> Data? { value(forKey: key)?.dataValue }
+    /// The value under `key` as a URL: a string with a scheme as that whole URL, any other string
+    /// (or UTF-8 data) as a file path with `~` expanded; nil otherwise.
     public func url(forKey key: String) -> URL? { value(forKey: key)?.coercedURL }
+    /// The array under `key`, its elements as Foundation values (see `object(forKey:)`); nil if
+    /// there is none or it is another type.
     public func array(forKey key: String) -> [Any]? { value(forKey: key)?.arrayValue?.map(\.anyValue) }
 
+    /// The dictionary under `key`, its values as Foundation values (see `object(forKey:)`); nil if
+    /// there is none or it is another type.
     public func dictionary(forKey key: String) -> [String: Any]? {
         value(forKey: key)?.dictionaryValue?.mapValues(\.anyValue)
     }

@@ -8,6 +8,7 @@
 public struct SharedDefaultsError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is; stable, for code to match on.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The code's name, the same as its constant's (`"valueTooLarge"`).
         public let rawValue: String
         init(_ rawValue: String) { self.rawValue = rawValue }
         public var description: String { rawValue }
@@ -59,7 +60,9 @@ public struct SharedDefaultsError: Error, Sendable, CustomStringConvertible {
         public static let storageFailure = Code("storageFailure")
     }
 
+    /// What kind of failure this is: match on it rather than on the message.
     public let code: Code
+    /// The name of the suite concerned.
     public let suiteName: String
     /// The suite's file (or, for a directory problem, the directory).
     public let path: String

@@ -404,7 +404,7 @@ extension Environment {
     }
 }
 
-/// The named databases of a suite file (see DESIGN.md, "Storage").
+/// The named databases of a suite file (see ARCHITECTURE.md).
 enum SuiteDatabase {
     static let names = ["values", "tombstones", "log", "meta"]
     /// What a plain reader follows, checked when a file is opened.

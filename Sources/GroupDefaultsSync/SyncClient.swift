@@ -47,6 +47,13 @@ public struct SyncClient: Sendable {
 
     // MARK: Endpoints
 
+    /// `POST push`: sends a batch as the exact bytes of a `PushRequest`'s JSON, so that a retry
+    /// after a crash can send the stored body again byte for byte.
+    ///
+    /// - Returns: Per op, whether it was applied or superseded by a later write the server already
+    ///   held, with the entry the server holds for the key now; and the suite's head revision.
+    /// - Throws: `SyncError`, from the server's error answer (a refused key, quota or batch size
+    ///   names the key or limit) or from the network.
     public func push(body: [UInt8]) async throws(SyncError) -> PushResponse {
         try await send(.POST, path: "push", query: [], body: body, as: PushResponse.self)
     }
@@ -59,6 +66,14 @@ public struct SyncClient: Sendable {
         return try await send(.GET, path: "changes", query: query, extraTime: .seconds(wait ?? 0), as: ChangesPage.self)
     }
 
+    /// `GET snapshot`: one page of every entry the server holds for the suite, unexpired tombstones
+    /// included, in key order.
+    ///
+    /// - Parameters:
+    ///   - after: The previous page's `next`; nil for the first page.
+    ///   - limit: Entries per page; nil for the server's default.
+    /// - Returns: The page, with the head revision it was read at and the key to continue after
+    ///   (nil on the last page).
     public func snapshot(after: String?, limit: Int? = nil) async throws(SyncError) -> SnapshotPage {
         var query: [URLQueryItem] = []
         if let after { query.append(URLQueryItem(name: "after", value: after)) }
@@ -66,6 +81,8 @@ public struct SyncClient: Sendable {
         return try await send(.GET, path: "snapshot", query: query, as: SnapshotPage.self)
     }
 
+    /// `GET /v1/limits`, sent without the token: the key, value, suite and batch sizes the server
+    /// accepts, and the clock skew it allows.
     public func limits() async throws(SyncError) -> SyncLimits {
         try await send(.GET, url: "v1/limits", query: [], authorized: false, as: SyncLimits.self)
     }

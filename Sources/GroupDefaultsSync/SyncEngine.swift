@@ -12,7 +12,7 @@ public import Logging
 /// id, and an acknowledgement clears a mark only if the key did not change meanwhile.
 ///
 /// ```swift
-/// let engine = try SyncEngine(defaults: defaults, http: http)   // the suite's own settings
+/// let engine = try SyncEngine(configured: defaults, http: http)   // the suite's own settings
 /// let report = try await engine.syncOnce()
 /// try await engine.run()                                        // until the task is cancelled
 /// ```
@@ -27,6 +27,7 @@ public actor SyncEngine {
             case longPoll = "long-poll"
         }
 
+        /// How remote changes arrive in `run()`: the event stream (the default) or long-polls.
         public var transport: Transport = .eventStream
         /// How long `run()` waits after a local change before pushing, to coalesce a burst.
         public var debounce: Duration = .milliseconds(2)
@@ -34,8 +35,10 @@ public actor SyncEngine {
         public var pageSize = 1000
         /// The `wait` of a long-poll, in seconds.
         public var longPollWait = 30
-        /// The first and the longest wait between retries of transient failures.
+        /// The ceiling of the first wait between retries of transient failures. Each wait is random
+        /// between half its ceiling and the ceiling, which doubles after each retry.
         public var initialBackoff: Duration = .milliseconds(200)
+        /// The highest ceiling of a wait between retries; a server's longer `Retry-After` is cut to it.
         public var maximumBackoff: Duration = .seconds(30)
         /// How many times a one-shot step (`syncOnce`, `pull`, `push`) tries through transient
         /// failures before it reports one.
@@ -45,10 +48,13 @@ public actor SyncEngine {
         /// Called with the progress of long steps (snapshot reads, large pushes).
         public var progress: (@Sendable (SyncProgress) -> Void)?
 
+        /// Options with every setting at its default.
         public init() {}
     }
 
+    /// The suite this engine mirrors.
     public nonisolated let defaults: SharedDefaults
+    /// The server API the engine talks to, for this suite.
     public nonisolated let client: SyncClient
     let options: Options
     let logger: Logger
@@ -71,6 +77,17 @@ public actor SyncEngine {
     private var recordedNote: String?
     private var noteRecorded = false
 
+    /// An engine for `defaults` through `client`, whatever the suite's stored settings say (see
+    /// `init(configured:http:options:)` for a suite set up with `groupdefaults-sync configure`).
+    ///
+    /// The suite must be marked synced (`SyncSettings.store(in:)`) for the changes its processes
+    /// make to be recorded as pending.
+    ///
+    /// - Parameters:
+    ///   - defaults: The suite to mirror.
+    ///   - client: The server and token for the suite.
+    ///   - options: Pacing: transport, debounce, page size, backoff.
+    ///   - logger: Where the engine logs; nil for one labelled "GroupDefaultsSync".
     public init(defaults: SharedDefaults, client: SyncClient, options: Options = Options(), logger: Logger? = nil) {
         self.defaults = defaults
         self.client = client

@@ -6,10 +6,15 @@ import Glibc
 /// A suite's sync settings as `groupdefaults-sync configure` stores them in the suite: the server,
 /// the file the token is read from (never the token), and a private certificate authority.
 public struct SyncSettings: Sendable, Equatable {
+    /// The server's base URL (`https://sync.example.com`).
     public var server: URL
+    /// The path of the file the bearer token is read from before each request (mode 0600).
     public var tokenFile: String
+    /// A PEM file of a private certificate authority the server's certificate may chain to, beside
+    /// the system's; nil for the system's alone.
     public var caFile: String?
 
+    /// Settings for a suite; nothing is stored or checked until `store(in:)`.
     public init(server: URL, tokenFile: String, caFile: String? = nil) {
         self.server = server
         self.tokenFile = tokenFile

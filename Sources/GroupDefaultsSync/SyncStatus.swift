@@ -19,6 +19,7 @@ public struct SyncStatus: Sendable, Equatable {
     /// Whether the event stream (or long-poll) is connected, in `run()`.
     public var isListening = false
 
+    /// The status of an engine that has not run yet: nothing pending, no cursor, no error.
     public init() {}
 }
 
@@ -35,6 +36,7 @@ public struct SyncReport: Sendable, Equatable {
     /// Local changes still pending afterwards.
     public var pendingCount = 0
 
+    /// A report of a step that did nothing.
     public init() {}
 
     /// Whether the suite and the server agreed when the report was made.
@@ -49,12 +51,18 @@ public struct SyncReport: Sendable, Equatable {
 
 /// Progress of a long step, for a terminal or a progress bar.
 public struct SyncProgress: Sendable, Equatable {
+    /// Which step is under way; the raw value says it in words, for a terminal.
     public enum Phase: String, Sendable {
+        /// Reading every entry of the server's suite: a device's first sync, or after an expired
+        /// cursor.
         case readingSnapshot = "reading the server's snapshot"
+        /// Reading the server's changes after the cursor.
         case pulling = "pulling changes"
+        /// Sending pending local changes, batch by batch.
         case pushing = "pushing changes"
     }
 
+    /// Which step is under way.
     public var phase: Phase
     /// Entries received or changes sent so far in this step.
     public var done: Int

@@ -1,6 +1,7 @@
 extension SharedDefaults {
     /// One committed change of a suite, from any process, as an observer receives it.
     public struct Change: Sendable, Hashable, CustomStringConvertible {
+        /// What happened: a key set or removed, the suite cleared, or a gap in what the observer saw.
         public enum Kind: String, Sendable, Hashable {
             /// `key` was set; `value` is what it holds now.
             case set
@@ -16,6 +17,7 @@ extension SharedDefaults {
 
         /// The change's position in the suite's log: strictly increasing, in commit order.
         public let sequence: UInt64
+        /// What happened; `key` and `value` are read according to it.
         public let kind: Kind
         /// The key changed (empty for `cleared` and `reset`).
         public let key: String

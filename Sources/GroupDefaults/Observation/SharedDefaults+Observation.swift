@@ -9,9 +9,13 @@ extension SharedDefaults {
 
     /// The `userInfo` keys of `didChangeNotification`.
     public enum ChangeNotificationKey {
+        /// The suite's name, a `String`.
         public static let suiteName = "suiteName"
+        /// The key changed, a `String` (empty for `cleared` and `reset`).
         public static let key = "key"
+        /// The change's kind as its raw value, a `String`: "set", "removed", "cleared" or "reset".
         public static let kind = "kind"
+        /// The change's position in the suite's log, a `UInt64`.
         public static let sequence = "sequence"
     }
 
@@ -84,7 +88,9 @@ extension SharedDefaults {
 
     /// The changes of a suite as an `AsyncSequence`; see `SharedDefaults.changes(forKeys:since:)`.
     public struct Changes: AsyncSequence, Sendable {
+        /// Each element is one committed change.
         public typealias Element = Change
+        /// The sequence never throws: a storage error ends it and is reported in `lastError`.
         public typealias Failure = Never
 
         let defaults: SharedDefaults
@@ -95,6 +101,8 @@ extension SharedDefaults {
             Iterator(defaults: defaults, keys: keys, start: start)
         }
 
+        /// Reads the suite's change log from its position, waiting for the next commit when it
+        /// has caught up; the first call to `next()` starts watching the suite.
         public struct Iterator: AsyncIteratorProtocol {
             let defaults: SharedDefaults
             let keys: Set<String>?
@@ -132,7 +140,10 @@ extension SharedDefaults {
 
     /// The values of a typed key as it changes; see `SharedDefaults.updates(for:initial:)`.
     public struct Updates<Value: Codable & Sendable>: AsyncSequence, Sendable {
+        /// Each element is the key's value as `defaults[key]` reads it (its default when nothing is
+        /// stored).
         public typealias Element = Value
+        /// The sequence never throws: a storage error ends it and is reported in `lastError`.
         public typealias Failure = Never
 
         let defaults: SharedDefaults
@@ -144,6 +155,8 @@ extension SharedDefaults {
             Iterator(defaults: defaults, key: key, pendingInitial: initial, changes: changes.makeAsyncIterator())
         }
 
+        /// Yields the current value first (with `initial`), then reads the key again after each of
+        /// its changes, and after a `cleared` or `reset` of the suite.
         public struct Iterator: AsyncIteratorProtocol {
             let defaults: SharedDefaults
             let key: Key<Value>
