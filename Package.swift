@@ -109,6 +109,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -120,6 +121,7 @@ let package = Package(
             dependencies: [
                 "GroupDefaultsServer", "GroupDefaultsWire", "groupdefaults-server", "TestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings

@@ -11,6 +11,23 @@ struct StorageOptions: ParsableArguments {
     @Option(name: .customLong("postgres-url"), help: "Keep the data in PostgreSQL instead, postgres://user[:password]@host:port/db; several servers may share it.")
     var postgresURL: String?
 
+    func validate() throws {
+        if postgresURL != nil && dataDirectory != nil { throw ValidationError("--data-dir and --postgres-url exclude each other") }
+        _ = try configuration
+    }
+
+    /// The storage the options name.
+    var configuration: StorageConfiguration {
+        get throws {
+            guard let postgresURL else { return .embedded(directory: resolvedDataDirectory) }
+            do {
+                return .postgres(try PostgresStorageConfiguration(url: postgresURL))
+            } catch {
+                throw ValidationError(error.description)
+            }
+        }
+    }
+
     var resolvedDataDirectory: String {
         if let dataDirectory { return dataDirectory }
         let environment = ProcessInfo.processInfo.environment
@@ -19,21 +36,18 @@ struct StorageOptions: ParsableArguments {
         return home + "/.local/share/groupdefaults-server"
     }
 
-    /// The store: PostgreSQL when a URL is given (its schema created or migrated), else the embedded
-    /// store in the data directory. Connection failures are one line (`CommandFailure`).
+    /// The store, opened for a token command: PostgreSQL (its schema created or migrated), or the
+    /// embedded store. Connection failures are one line (`CommandFailure`).
     func openStorage(logger: Logger = Logger(label: "groupdefaults-server")) async throws -> any SyncStorage {
-        guard let postgresURL else { return try LMDBSyncStorage(directory: resolvedDataDirectory) }
-        if dataDirectory != nil { throw CommandFailure("--data-dir and --postgres-url exclude each other") }
-        let configuration: PostgresStorageConfiguration
-        do {
-            configuration = try PostgresStorageConfiguration(url: postgresURL)
-        } catch {
-            throw CommandFailure("\(error)")
-        }
-        do {
-            return try await PostgresSyncStorage.start(configuration, logger: logger)
-        } catch let error as SyncStorageError {
-            throw CommandFailure("cannot use PostgreSQL at \(configuration.host):\(configuration.port): \(error.detail)")
+        switch try configuration {
+        case .embedded(let directory):
+            return try LMDBSyncStorage(directory: directory)
+        case .postgres(let database):
+            do {
+                return try await PostgresSyncStorage.start(database, logger: logger)
+            } catch let error as SyncStorageError {
+                throw CommandFailure("cannot use PostgreSQL at \(database.host):\(database.port): \(error.detail)")
+            }
         }
     }
 }

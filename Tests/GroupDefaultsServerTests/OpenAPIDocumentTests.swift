@@ -38,7 +38,7 @@ struct OpenAPIDocumentTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("openapi-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let storage = try LMDBSyncStorage(directory: directory.path)
-        let router = buildRouter(storage: storage, configuration: ServerConfiguration(dataDirectory: directory.path))
+        let router = buildRouter(storage: storage, configuration: ServerConfiguration(storage: .embedded(directory: directory.path)))
         // Hummingbird writes parameters as {name}, as OpenAPI does.
         let routed = Set(router.routes.map { "\($0.method.rawValue) \($0.path.description)" })
         let documented = try Self.documentedOperations()

@@ -3,29 +3,69 @@ import GroupDefaultsWire
 package import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
-import NIOSSL
-import Logging
+package import Logging
 import NIOCore
+import NIOSSL
 import ServiceLifecycle
 
-/// The server: the embedded store in `configuration.dataDirectory` behind the `/v1` router.
-/// `onListening` is told the bound address once connections are accepted (the executable prints it).
+/// The server as `configuration` says: it opens the storage (the embedded store, or PostgreSQL,
+/// whose connection pool and listening connection run as services of the application and whose
+/// schema is migrated before the server accepts requests), runs the tombstone purge as a service,
+/// and closes the storage after the server stops. `onListening` is told the bound address once
+/// connections are accepted (the executable prints it).
+///
+/// - Throws: an LMDB error if the embedded store cannot be opened, `TLSFilesError` if the
+///   certificate or key cannot be loaded. When the application runs, an unreachable database
+///   makes it throw `StorageStartError` before it listens.
 package func buildApplication(
-    configuration: ServerConfiguration, onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void = { _, _ in }
-) throws -> some ApplicationProtocol {
-    try buildApplication(
-        configuration: configuration, storage: try LMDBSyncStorage(directory: configuration.dataDirectory), onListening: onListening)
+    configuration: ServerConfiguration, logger: Logger? = nil,
+    onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void = { _, _ in }
+) async throws -> some ApplicationProtocol {
+    let logger = logger ?? serverLogger(configuration)
+    switch configuration.storage {
+    case .embedded(let directory):
+        let storage = try LMDBSyncStorage(directory: directory)
+        return try makeApplication(configuration: configuration, storage: storage, services: [], logger: logger,
+                                   onListening: onListening)
+    case .postgres(let database):
+        let storage = PostgresSyncStorage(configuration: database, logger: logger)
+        var app = try makeApplication(configuration: configuration, storage: storage, services: storage.services, logger: logger,
+                                      onListening: onListening)
+        app.beforeServerStarts {
+            do {
+                try await storage.migrate()
+            } catch let error as SyncStorageError {
+                throw StorageStartError("cannot use PostgreSQL at \(database.host):\(database.port): \(error.detail)")
+            }
+        }
+        return app
+    }
 }
 
-/// The server over `storage` (which it shuts down when it stops).
+/// The server over `storage`, which it closes when it stops (tests give it a store they made).
 /// With `configuration.tls` it serves HTTPS (HummingbirdTLS, NIOSSL); a certificate or key that
 /// cannot be read is an error here, before anything listens.
 package func buildApplication(
     configuration: ServerConfiguration, storage: any SyncStorage,
     onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void = { _, _ in }
 ) throws -> some ApplicationProtocol {
+    try makeApplication(configuration: configuration, storage: storage, services: [], logger: serverLogger(configuration),
+                        onListening: onListening)
+}
+
+private func serverLogger(_ configuration: ServerConfiguration) -> Logger {
     var logger = Logger(label: "groupdefaults-server")
     logger.logLevel = configuration.logLevel
+    return logger
+}
+
+/// The application: `storageServices` first (they must run while storage is used), then the
+/// service that closes storage once the server has stopped, then the tombstone purge (services
+/// stop in reverse order: the server, the purge, storage, its connections).
+private func makeApplication(
+    configuration: ServerConfiguration, storage: any SyncStorage, services storageServices: [any Service], logger: Logger,
+    onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void
+) throws -> Application<RouterResponder<ServerRequestContext>> {
     let router = buildRouter(storage: storage, configuration: configuration)
     let host = configuration.host
     var server = HTTPServerBuilder.http1()
@@ -46,7 +86,9 @@ package func buildApplication(
         router: router,
         server: server,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "groupdefaults-server"),
-        services: [StorageService(storage: storage), TombstonePurge(storage: storage, configuration: configuration, logger: logger)],
+        services: storageServices + [
+            StorageService(storage: storage), TombstonePurge(storage: storage, configuration: configuration, logger: logger),
+        ],
         onServerRunning: { channel in
             onListening(host.contains(":") ? "[\(host)]" : host, channel.localAddress?.port ?? configuration.port)
         },

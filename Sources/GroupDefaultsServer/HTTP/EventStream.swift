@@ -37,8 +37,9 @@ struct EventStream: Sendable {
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
         let body = ResponseBody { writer in
-            ServerMetrics.openEventStreams.increment()
-            defer { ServerMetrics.openEventStreams.decrement() }
+            let openStreams = ServerMetrics.openEventStreams
+            openStreams.increment()
+            defer { openStreams.decrement() }
             var cursor = start
             try await writer.write(ByteBuffer(string: "retry: 2000\n\n"))  // how long a client waits to reconnect
             while !Task.isCancelled {

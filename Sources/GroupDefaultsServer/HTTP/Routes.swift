@@ -7,7 +7,7 @@ import ServiceLifecycle
 
 /// The `/v1` API: handlers decode, check, call storage, encode.
 package func buildRouter(storage: any SyncStorage, configuration: ServerConfiguration) -> Router<ServerRequestContext> {
-    ServerMetrics.bootstrap()
+    _ = ServerMetrics.openEventStreams  // shown from the start, at 0
     let router = Router(context: ServerRequestContext.self)
     router.add(middleware: MetricsMiddleware())  // outermost: it sees every answer, errors included
     router.add(middleware: LogRequestsMiddleware(.debug))

@@ -5,8 +5,8 @@ package import Logging
 package struct ServerConfiguration: Sendable {
     package var host: String
     package var port: Int
-    /// The embedded store's directory.
-    package var dataDirectory: String
+    /// Where the data is kept: the embedded store's directory, or PostgreSQL.
+    package var storage: StorageConfiguration
     package var limits: SyncLimits
     /// The longest long-poll a client may ask for.
     package var maxWait: Duration
@@ -18,7 +18,7 @@ package struct ServerConfiguration: Sendable {
     /// How often the purge runs.
     package var purgeInterval: Duration
 
-    package init(host: String = "127.0.0.1", port: Int = 8080, dataDirectory: String, limits: SyncLimits = SyncLimits(),
+    package init(host: String = "127.0.0.1", port: Int = 8080, storage: StorageConfiguration, limits: SyncLimits = SyncLimits(),
                 maxWait: Duration = .seconds(60), maxPageSize: Int = 1000, logLevel: Logger.Level = .info,
                 tombstoneLifetime: Duration = .seconds(30 * 86_400), purgeInterval: Duration = .seconds(3_600),
                 eventHeartbeat: Duration = .seconds(15), tls: TLSFiles? = nil,
@@ -28,7 +28,7 @@ package struct ServerConfiguration: Sendable {
         self.tls = tls
         self.host = host
         self.port = port
-        self.dataDirectory = dataDirectory
+        self.storage = storage
         self.limits = limits
         self.maxWait = maxWait
         self.maxPageSize = maxPageSize

@@ -1,30 +1,26 @@
 import Foundation
 import Metrics
-import Prometheus
+package import Prometheus
 
 /// The server's metrics, in Prometheus' text format at `GET /metrics`: requests by route and status
 /// with their latency histogram (Hummingbird's `MetricsMiddleware`), push ops by outcome, and the
-/// open event streams. swift-metrics' process-wide system is bootstrapped once with swift-prometheus'
-/// factory; every server of the process (tests run several) reports into its registry.
-enum ServerMetrics {
+/// open event streams. They are reported through swift-metrics; the program bootstraps its
+/// process-wide system once with `makeFactory()`, whose metrics `/metrics` emits (every server of
+/// the process reports into the one registry).
+package enum ServerMetrics {
     /// The registry `/metrics` emits.
-    static let registry: PrometheusCollectorRegistry = {
-        let registry = PrometheusCollectorRegistry()
+    static let registry = PrometheusCollectorRegistry()
+
+    /// swift-prometheus' factory over the registry `/metrics` emits, with latency buckets from
+    /// 0.5 ms to 60 s: what the program bootstraps `MetricsSystem` with.
+    package static func makeFactory() -> PrometheusMetricsFactory {
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.defaultDurationHistogramBuckets = [
             .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
             .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
             .seconds(1), .seconds(5), .seconds(30), .seconds(60),
         ]
-        MetricsSystem.bootstrap(factory)
-        return registry
-    }()
-
-    /// Makes sure the system is bootstrapped before the first metric is made, and the gauge of open
-    /// streams is exposed from the start.
-    static func bootstrap() {
-        _ = registry
-        _ = openEventStreams
+        return factory
     }
 
     static func pushed(applied: Int, superseded: Int) {
@@ -34,11 +30,9 @@ enum ServerMetrics {
         }
     }
 
-    static let openEventStreams = Meter(label: "groupdefaults_event_streams_open")
+    /// The gauge of open event streams (made at each use: it reports to the system bootstrapped by then).
+    static var openEventStreams: Meter { Meter(label: "groupdefaults_event_streams_open") }
 
     /// The exposition text.
-    static func text() -> [UInt8] {
-        bootstrap()
-        return registry.emitToBuffer()
-    }
+    static func text() -> [UInt8] { registry.emitToBuffer() }
 }

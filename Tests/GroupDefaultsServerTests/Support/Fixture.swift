@@ -3,6 +3,7 @@ import GroupDefaultsWire
 import GroupDefaultsServer
 import Hummingbird
 import HummingbirdTesting
+import Metrics
 import Testing
 
 /// A temporary data directory with its own store, tokens made in it, and an app over it.
@@ -14,8 +15,13 @@ struct Fixture {
     init(limits: SyncLimits = SyncLimits(), maxWait: Duration = .seconds(10)) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("gds-test-\(UUID().uuidString)")
         storage = try LMDBSyncStorage(directory: directory.path)
-        configuration = ServerConfiguration(port: 0, dataDirectory: directory.path, limits: limits, maxWait: maxWait)
+        configuration = ServerConfiguration(port: 0, storage: .embedded(directory: directory.path), limits: limits, maxWait: maxWait)
+        _ = Self.metrics
     }
+
+    /// What the server executable does at start, once for the test process: metrics reported to the
+    /// registry `/metrics` emits.
+    static let metrics: Void = MetricsSystem.bootstrap(ServerMetrics.makeFactory())
 
     func token(account: String = "alice", suites: [String] = ["*"], readOnly: Bool = false, expires: Date? = nil) async throws -> String {
         let made = Tokens.make(account: account, suitePatterns: suites, readOnly: readOnly, expires: expires)

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import ServiceLifecycle
 import Synchronization
 
 /// What a push announces on the `groupdefaults` channel, as JSON (account and suite names may hold
@@ -17,7 +18,7 @@ struct ChangeNotice: Codable, Sendable {
 /// instance's waiters. When the connection is lost it reconnects by itself (at once, then with
 /// backoff) and, once listening again, wakes every waiter: notifications sent meanwhile are lost,
 /// and the table is the truth.
-final class ChangeListener: Sendable {
+final class ChangeListener: Service {
     private let configuration: PostgresConnection.Configuration
     private let signals: ChangeSignals
     private let logger: Logger
@@ -30,8 +31,13 @@ final class ChangeListener: Sendable {
         self.logger = logger
     }
 
-    /// Listens until the task is cancelled.
+    /// Listens until graceful shutdown or cancellation.
     func run() async {
+        await cancelWhenGracefulShutdown { await self.listen() }
+    }
+
+    /// Listens until the task is cancelled.
+    private func listen() async {
         var failures = 0
         var connectionID = 0
         while !Task.isCancelled {

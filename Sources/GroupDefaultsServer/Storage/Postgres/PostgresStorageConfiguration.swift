@@ -27,19 +27,21 @@ package struct PostgresStorageConfiguration: Sendable {
 
     /// Parses `postgres://user[:password]@host[:port]/database`. TLS to the database is not
     /// supported yet: `?sslmode=` other than `disable` is refused.
-    package init(url text: String) throws {
+    ///
+    /// - Throws: `StorageConfigurationError`, saying what is wrong with the URL.
+    package init(url text: String) throws(StorageConfigurationError) {
         guard let components = URLComponents(string: text),
               components.scheme == "postgres" || components.scheme == "postgresql",
               let host = components.host, !host.isEmpty,
               let user = components.user, !user.isEmpty
         else {
-            throw SyncStorageError(.unavailable, "not a PostgreSQL URL (postgres://user@host:port/database): \(text)")
+            throw StorageConfigurationError("not a PostgreSQL URL (postgres://user@host:port/database): \(text)")
         }
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         self.init(host: host, port: components.port ?? 5432, username: user, password: components.password,
                   database: path.isEmpty ? user : path)
         if let mode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value, mode != "disable" {
-            throw SyncStorageError(.unavailable, "sslmode=\(mode): TLS to PostgreSQL is not supported yet (\(text))")
+            throw StorageConfigurationError("sslmode=\(mode): TLS to PostgreSQL is not supported yet (\(text))")
         }
     }
 

@@ -2,14 +2,18 @@ import Foundation
 package import GroupDefaultsWire
 package import Logging
 import PostgresNIO
+package import ServiceLifecycle
+import Synchronization
 
 /// `SyncStorage` on PostgreSQL, for several stateless server instances sharing one database.
 ///
-/// Queries run on postgres-nio's `PostgresClient` (a pool, run by a task of this instance); one
-/// more, dedicated connection LISTENs for the `pg_notify` every push sends, so a push on any
-/// instance wakes `waitForChange` on every instance. Every call is bounded by the configuration's
-/// operation timeout and fails with `SyncStorageError(.unavailable, …)` when the database cannot be
-/// reached. The schema is created and migrated by `start`.
+/// Queries run on postgres-nio's `PostgresClient` (a pool); one more, dedicated connection LISTENs
+/// for the `pg_notify` every push sends, so a push on any instance wakes `waitForChange` on every
+/// instance. Both are swift-service-lifecycle services (`services`): the server runs them in its
+/// service group and migrates the schema (`migrate()`) before it accepts requests; programs without
+/// a service group (the token commands, tests) use `start`. Every call is bounded by the
+/// configuration's operation timeout and fails with `SyncStorageError(.unavailable, …)` when the
+/// database cannot be reached.
 package final class PostgresSyncStorage: SyncStorage {
     let client: PostgresClient
     let logger: Logger
@@ -19,10 +23,11 @@ package final class PostgresSyncStorage: SyncStorage {
     /// The listening connection's `application_name`, unique per instance (operators and tests find
     /// its backend in `pg_stat_activity` by it).
     package let listenerApplicationName: String
-    private let clientTask: Task<Void, Never>
-    private let listenerTask: Task<Void, Never>
+    /// The task running `services`, for storage made by `start`.
+    private let ownTask = Mutex<Task<Void, Never>?>(nil)
 
-    private init(configuration: PostgresStorageConfiguration, logger: Logger) {
+    /// A storage whose `services` must run (in the caller's service group) before it can answer.
+    package init(configuration: PostgresStorageConfiguration, logger: Logger) {
         let client = PostgresClient(configuration: configuration.clientConfiguration, backgroundLogger: logger)
         let signals = ChangeSignals()
         let applicationName = "groupdefaults-listener-\(UUID().uuidString.prefix(8).lowercased())"
@@ -35,20 +40,39 @@ package final class PostgresSyncStorage: SyncStorage {
         self.signals = signals
         self.listener = listener
         listenerApplicationName = applicationName
-        clientTask = Task { await client.run() }
-        listenerTask = Task { await listener.run() }
     }
 
-    /// Connects, creates or migrates the schema, and starts listening for changes.
+    /// What must run while the storage is used: the connection pool and the listening connection.
+    /// Both end at graceful shutdown or cancellation.
+    package var services: [any Service] { [client, listener] }
+
+    /// Creates or migrates the schema (the services must be running).
+    ///
+    /// - Throws: `SyncStorageError(.unavailable, …)` when the database cannot be reached within the
+    ///   operation timeout.
+    package func migrate() async throws {
+        try await bounded("migrating the schema") { storage in
+            try await PostgresMigrations.migrate(storage.client, logger: storage.logger)
+        }
+    }
+
+    /// For programs without a service group: runs the services in a task of the storage's own
+    /// (until `shutdown`), and migrates.
     ///
     /// - Throws: `SyncStorageError(.unavailable, …)` when the database cannot be reached within the
     ///   operation timeout.
     package static func start(_ configuration: PostgresStorageConfiguration, logger: Logger) async throws -> PostgresSyncStorage {
         let storage = PostgresSyncStorage(configuration: configuration, logger: logger)
-        do {
-            try await storage.bounded("migrating the schema") { storage in
-                try await PostgresMigrations.migrate(storage.client, logger: logger)
+        let services = storage.services
+        storage.ownTask.withLock { task in
+            task = Task {
+                await withDiscardingTaskGroup { group in
+                    for service in services { group.addTask { try? await service.run() } }
+                }
             }
+        }
+        do {
+            try await storage.migrate()
         } catch {
             try? await storage.shutdown()
             throw error
@@ -56,11 +80,11 @@ package final class PostgresSyncStorage: SyncStorage {
         return storage
     }
 
+    /// Ends what `start` runs; storage run by a service group ends with the group.
     package func shutdown() async throws {
-        listenerTask.cancel()
-        await listenerTask.value
-        clientTask.cancel()
-        await clientTask.value
+        guard let task = ownTask.withLock({ $0 }) else { return }
+        task.cancel()
+        await task.value
     }
 
     // MARK: Bounded calls
