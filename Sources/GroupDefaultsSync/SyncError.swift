@@ -2,6 +2,8 @@ public import GroupDefaults
 
 /// Why a sync step failed, in words a person can act on.
 public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, SyncErrorCoded {
+    /// What kind of failure an error is, which decides what the sync engine does: wait for a token,
+    /// skip the key, retry with backoff, or report it.
     public enum Kind: String, Sendable, Hashable {
         /// The token is missing, unknown, expired or revoked (401), or does not cover the suite or
         /// writing (403): sync pauses until it is given a working token; nothing pending is lost.
@@ -101,6 +103,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
         return error
     }
 
+    /// The server's error code (`code`), so that `catch SyncErrorCode.x` matches this error.
     public var syncErrorCode: SyncErrorCode? { code }
 
     /// The task was cancelled while waiting.

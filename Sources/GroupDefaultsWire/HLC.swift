@@ -7,17 +7,28 @@ import Foundation
 /// writes to one key on different devices by (HLC, origin), last writer wins. In JSON an HLC is a
 /// decimal string, because 64-bit integers do not survive every JSON parser.
 public struct HLC: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The packed timestamp: the milliseconds in the high 48 bits, the counter in the low 16. Its
+    /// decimal form is the HLC on the wire, and it orders HLCs.
     public var rawValue: UInt64
 
     public init(rawValue: UInt64) { self.rawValue = rawValue }
 
+    /// A timestamp from its two parts.
+    ///
+    /// - Parameters:
+    ///   - milliseconds: Milliseconds since 1970; only the low 48 bits are kept.
+    ///   - counter: The logical part, which orders events within one millisecond.
     public init(milliseconds: UInt64, counter: UInt16) {
         rawValue = (milliseconds << 16) | UInt64(counter)
     }
 
+    /// The smallest timestamp (millisecond 0, counter 0), earlier than any write.
     public static let zero = HLC(rawValue: 0)
 
+    /// The wall-clock part (the high 48 bits): milliseconds since 1970.
     public var milliseconds: UInt64 { rawValue >> 16 }
+    /// The logical part (the low 16 bits), which orders events stamped within one millisecond or
+    /// while the wall clock lags behind.
     public var counter: UInt16 { UInt16(truncatingIfNeeded: rawValue) }
 
     /// The timestamp for a new local event: the wall clock if it is ahead of `self`, else one tick
@@ -79,8 +90,11 @@ extension HLC: Codable {
 
 /// A remote HLC too far ahead of this machine's wall clock.
 public struct ClockSkew: Error, Sendable, CustomStringConvertible {
+    /// The remote timestamp that was refused.
     public let remote: HLC
+    /// This machine's wall clock when it was refused, in milliseconds since 1970.
     public let wallClockMilliseconds: UInt64
+    /// How far ahead of that wall clock a remote HLC was allowed to be, in milliseconds.
     public let maximumDrift: UInt64
 
     public var description: String {
@@ -93,9 +107,13 @@ public struct ClockSkew: Error, Sendable, CustomStringConvertible {
 /// When and where a value or a removal was written: its HLC and the origin (store) id.
 /// Sync compares stamps to decide which of two writes to one key wins.
 public struct Stamp: Hashable, Comparable, Sendable {
+    /// The HLC of the writing store's clock when it made the write; compared first.
     public var hlc: HLC
+    /// The origin id of the store that made the write (an entry's `origin`, the `device_id` of a
+    /// push); it breaks ties between equal HLCs.
     public var origin: UInt64
 
+    /// The stamp of a write made at `hlc` by the store whose origin id is `origin`.
     public init(hlc: HLC, origin: UInt64) {
         self.hlc = hlc
         self.origin = origin

@@ -13,6 +13,7 @@ public struct ServerSentEvent: Sendable, Hashable {
     /// The `retry:` field: how long a client waits before reconnecting, in milliseconds.
     public var retry: Int?
 
+    /// An event with the given fields; those left nil are not written by `encoded`.
     public init(id: String? = nil, event: String? = nil, data: String, retry: Int? = nil) {
         self.id = id
         self.event = event
@@ -70,6 +71,7 @@ public struct ServerSentEventParser: Sendable {
     private var discardingLine = false
     private static let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
 
+    /// A parser at the start of a stream: no bytes, id or retry seen yet.
     public init() {}
 
     /// Feeds the next chunk of the stream; returns the events it completed.

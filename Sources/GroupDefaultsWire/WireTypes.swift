@@ -14,14 +14,21 @@ import Foundation
 /// {"key": "draft", "deleted": true, "hlc": "121…", "origin": "998…", "rev": 43}
 /// ```
 public struct SyncEntry: Codable, Sendable, Hashable {
+    /// The key the entry is for.
     public var key: String
     /// The value, or nil for a deletion.
     public var value: PropertyListValue?
+    /// The hybrid logical clock stamp of the write that made the entry, from the writing store's
+    /// clock (`hlc`, a decimal string on the wire).
     public var hlc: HLC
+    /// The origin id of the store that made the write: the `device_id` of its push (`origin`, a
+    /// decimal string on the wire).
     public var origin: UInt64
     /// The server revision that wrote this entry (absent where no revision applies).
     public var rev: UInt64?
 
+    /// An entry; a nil `value` makes it a deletion (a tombstone), and `rev` is the server revision
+    /// that stored it, or nil where no revision applies.
     public init(key: String, value: PropertyListValue?, hlc: HLC, origin: UInt64, rev: UInt64? = nil) {
         self.key = key
         self.value = value
@@ -30,7 +37,9 @@ public struct SyncEntry: Codable, Sendable, Hashable {
         self.rev = rev
     }
 
+    /// Whether the entry is a deletion (a tombstone): `"deleted": true` on the wire, no `value`.
     public var isDeleted: Bool { value == nil }
+    /// The write's stamp, (HLC, origin): of two entries for one key, the larger stamp wins.
     public var stamp: Stamp { Stamp(hlc: hlc, origin: origin) }
 
     enum CodingKeys: String, CodingKey { case key, value, deleted, hlc, origin, rev }
@@ -57,10 +66,15 @@ public struct SyncEntry: Codable, Sendable, Hashable {
 /// One change in a push: a value or a deletion, stamped by the device (whose id is the batch's
 /// `device_id`, the origin of every op).
 public struct PushOp: Codable, Sendable, Hashable {
+    /// The key, at most `max_key_bytes` bytes of UTF-8 (`SyncLimits.maxKeyBytes`).
     public var key: String
+    /// The new value, or nil for a deletion (`"deleted": true` on the wire).
     public var value: PropertyListValue?
+    /// The HLC the device's store stamped the write with (a decimal string on the wire); at most
+    /// `max_clock_skew_ms` ahead of the server's clock.
     public var hlc: HLC
 
+    /// An op that sets `key` to `value`, or deletes it when `value` is nil, stamped `hlc`.
     public init(key: String, value: PropertyListValue?, hlc: HLC) {
         self.key = key
         self.value = value
@@ -88,9 +102,13 @@ public struct PushOp: Codable, Sendable, Hashable {
 public struct PushRequest: Codable, Sendable, Hashable {
     /// The pushing store's origin id.
     public var deviceID: UInt64
+    /// The batch's id (`batch_id`), chosen by the device: a retry sends the same id with the same
+    /// ops, and the server applies the batch once (other ops under a used id are refused).
     public var batchID: String
+    /// The changes, at most `max_ops_per_batch` of them, written all or nothing.
     public var ops: [PushOp]
 
+    /// A push of `ops` by the store whose origin id is `deviceID`, identified by `batchID`.
     public init(deviceID: UInt64, batchID: String, ops: [PushOp]) {
         self.deviceID = deviceID
         self.batchID = batchID
@@ -118,6 +136,7 @@ public struct PushRequest: Codable, Sendable, Hashable {
 
 /// What the server did with one op of a push.
 public struct PushResult: Codable, Sendable, Hashable {
+    /// Whether the op was stored (`status` on the wire).
     public enum Status: String, Codable, Sendable {
         /// The op won and was stored.
         case applied
@@ -125,11 +144,14 @@ public struct PushResult: Codable, Sendable, Hashable {
         case superseded
     }
 
+    /// The key of the op.
     public var key: String
+    /// Whether the op was stored or lost to a later write of the key.
     public var status: Status
     /// The entry the server holds for the key after the push.
     public var winner: SyncEntry
 
+    /// The result of the op on `key`, with the entry the server holds for it after the push.
     public init(key: String, status: Status, winner: SyncEntry) {
         self.key = key
         self.status = status
@@ -139,11 +161,14 @@ public struct PushResult: Codable, Sendable, Hashable {
 
 /// The answer to a push.
 public struct PushResponse: Codable, Sendable, Hashable {
+    /// The suite's head revision after the push (`head_rev`).
     public var headRev: UInt64
+    /// One result per op, in the order of the ops.
     public var results: [PushResult]
     /// The server's clock, as typed JSON dates are written (`2026-11-21T10:00:00.000Z`).
     public var serverTime: String
 
+    /// An answer: the suite's head revision, each op's result in order, and the server's clock.
     public init(headRev: UInt64, results: [PushResult], serverTime: String) {
         self.headRev = headRev
         self.results = results
@@ -158,11 +183,17 @@ public struct PushResponse: Codable, Sendable, Hashable {
 /// `GET /v1/suites/{suite}/changes`: the latest entry of each key changed after `since`, in
 /// revision order.
 public struct ChangesPage: Codable, Sendable, Hashable {
+    /// The latest entry of each key changed after `since`, at most `limit` of them, in revision
+    /// order.
     public var entries: [SyncEntry]
     /// The `since` to pass next: the last entry's revision, or the suite's head when none.
     public var lastRev: UInt64
+    /// Whether more changes follow at once (`has_more`): the page was cut at `limit`, so ask again
+    /// with `lastRev` as `since`.
     public var hasMore: Bool
 
+    /// A page of changes; `lastRev` is the last entry's revision, or the suite's head revision when
+    /// `entries` is empty.
     public init(entries: [SyncEntry], lastRev: UInt64, hasMore: Bool) {
         self.entries = entries
         self.lastRev = lastRev
@@ -176,11 +207,15 @@ public struct ChangesPage: Codable, Sendable, Hashable {
 
 /// `GET /v1/suites/{suite}/snapshot`: every entry (unexpired tombstones included) in key order.
 public struct SnapshotPage: Codable, Sendable, Hashable {
+    /// Entries in key order (by UTF-8 bytes), unexpired tombstones included.
     public var entries: [SyncEntry]
+    /// The suite's head revision when the page was read (`head_rev`): after the last page, pass it
+    /// as `since` to `changes`.
     public var headRev: UInt64
     /// The key to continue after, or nil on the last page (encoded as `null`).
     public var next: String?
 
+    /// A page of the snapshot; `next` is nil on the last page.
     public init(entries: [SyncEntry], headRev: UInt64, next: String?) {
         self.entries = entries
         self.headRev = headRev
@@ -201,16 +236,27 @@ public struct SnapshotPage: Codable, Sendable, Hashable {
 
 /// `GET /v1/limits`: what the server accepts.
 public struct SyncLimits: Codable, Sendable, Hashable {
+    /// The most UTF-8 bytes in a key (`max_key_bytes`; 511 by default, LMDB's key limit in the
+    /// core).
     public var maxKeyBytes: Int
     /// Measured as the value's typed JSON.
     public var maxValueBytes: Int
+    /// The most live keys in a suite, tombstones not counted (`max_keys_per_suite`; 10,000 by
+    /// default).
     public var maxKeysPerSuite: Int
+    /// The most bytes in a suite, summed over its live keys by `quotaBytes(key:valueJSONByteCount:)`
+    /// (`max_bytes_per_suite`; 16 MiB by default).
     public var maxBytesPerSuite: Int
+    /// The most ops in one push (`max_ops_per_batch`; 500 by default).
     public var maxOpsPerBatch: Int
+    /// The most bytes in a request body (`max_body_bytes`; 2 MiB by default).
     public var maxBodyBytes: Int
     /// How far ahead of the server's clock an HLC may be.
     public var maxClockSkewMilliseconds: UInt64
 
+    /// Limits; each one left out takes the server's default: 511-byte keys, 1 MiB values, 10,000
+    /// keys and 16 MiB per suite, 500 ops per push, 2 MiB bodies, and 5 minutes of clock skew
+    /// (`HLC.maximumDrift`).
     public init(
         maxKeyBytes: Int = 511, maxValueBytes: Int = 1 << 20, maxKeysPerSuite: Int = 10_000,
         maxBytesPerSuite: Int = 16 << 20, maxOpsPerBatch: Int = 500, maxBodyBytes: Int = 2 << 20,
@@ -240,11 +286,16 @@ public struct SyncLimits: Codable, Sendable, Hashable {
 
 /// `GET /v1/suites`: the account's suites.
 public struct SuiteList: Codable, Sendable, Hashable {
+    /// One suite of the account, as the list gives it.
     public struct Suite: Codable, Sendable, Hashable {
+        /// The suite's name, as in `/v1/suites/{suite}`.
         public var name: String
+        /// The suite's head revision, the revision of its latest write (`head_rev`).
         public var headRev: UInt64
+        /// How many live keys the suite holds (tombstones not counted).
         public var keys: Int
 
+        /// A suite named `name` at head revision `headRev`, holding `keys` live keys.
         public init(name: String, headRev: UInt64, keys: Int) {
             self.name = name
             self.headRev = headRev
@@ -254,8 +305,10 @@ public struct SuiteList: Codable, Sendable, Hashable {
         enum CodingKeys: String, CodingKey { case name, headRev = "head_rev", keys }
     }
 
+    /// The suites of the token's account that have been written, by name.
     public var suites: [Suite]
 
+    /// A list of `suites`.
     public init(suites: [Suite]) { self.suites = suites }
 }
 
@@ -291,6 +344,7 @@ public struct SyncErrorBody: Codable, Sendable, Hashable, Error, CustomStringCon
 
     public var description: String { "\(error): \(detail)" }
 
+    /// The code (`error`), so that `catch SyncErrorCode.x` matches this answer.
     public var syncErrorCode: SyncErrorCode? { error }
 }
 
