@@ -422,7 +422,7 @@ public actor SyncEngine {
         if keyBytes > limits.maxKeyBytes {
             return SyncError(.rejected, code: .keyTooLong, "the key takes \(keyBytes) bytes", key: op.key, limit: limits.maxKeyBytes)
         }
-        if let value = op.value, let bytes = try? JSONEncoder().encode(value).count, bytes > limits.maxValueBytes {
+        if let value = op.value, let bytes = try? value.typedJSON().count, bytes > limits.maxValueBytes {
             return SyncError(.rejected, code: .valueTooLarge, "the value takes \(bytes) bytes as typed JSON",
                              key: op.key, limit: limits.maxValueBytes)
         }

@@ -8,7 +8,7 @@ public import Foundation
 ///     try tx.set(["volume": 0.8, "muted": false], forKey: "audio")
 /// }
 /// ```
-/// Its `Codable` form is the lossless *typed JSON* of the design: `{"string":"ring.caf"}`,
+/// Its `Codable` form is the lossless *typed JSON* that sync carries and `groupdefaults export --format json` writes: `{"string":"ring.caf"}`,
 /// `{"integer":3}`, `{"date":"2026-11-21T10:00:00.000Z"}`, `{"data":"<base64>"}`, and so on.
 public enum PropertyListValue: Sendable, Hashable {
     /// A string: `{"string": "ring.caf"}` in typed JSON.
