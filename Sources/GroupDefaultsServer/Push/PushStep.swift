@@ -98,8 +98,8 @@ package enum PushStep {
             after.keys += (new.isLive ? 1 : 0) - (old?.isLive == true ? 1 : 0)
             after.bytes += new.quotaBytes - (old?.quotaBytes ?? 0)
             current[op.key] = new
+            if written[op.key] == nil { changed.append(op.key) }
             written[op.key] = SyncEntry(key: op.key, value: op.value, hlc: op.hlc, origin: request.deviceID, rev: after.head)
-            if !changed.contains(op.key) { changed.append(op.key) }
             statuses.append(.applied)
         }
         try checkQuota(quota, suite: suite, before: counters, after: after)
