@@ -50,7 +50,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
 
     /// A refusal by the server, classified by its code (or, for a code this client does not know,
     /// by its HTTP status): the one place that decides what each code means to the engine.
-    init(refusal code: SyncErrorCode?, status: Int?, _ detail: String, key: String? = nil, limit: Int? = nil,
+    package init(refusal code: SyncErrorCode?, status: Int?, _ detail: String, key: String? = nil, limit: Int? = nil,
          retryAfter: Duration? = nil) {
         self.init(Self.kind(of: code, status: status), code: code, detail, key: key, limit: limit, retryAfter: retryAfter,
                   status: status)
@@ -95,7 +95,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
     }
 
     /// A 4xx/5xx answer, by its status and JSON error body.
-    static func answer(status: Int, body: SyncErrorBody?, retryAfter: Duration?) -> SyncError {
+    package static func answer(status: Int, body: SyncErrorBody?, retryAfter: Duration?) -> SyncError {
         let code = body?.error ?? (status == 410 ? .cursorExpired : nil)
         var error = SyncError(refusal: code, status: status, body?.detail ?? "HTTP status \(status)", key: body?.key,
                               limit: body?.limit, retryAfter: retryAfter)
