@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import GroupDefaultsServer
 import Logging
@@ -76,23 +77,25 @@ struct TokenCommand: AsyncParsableCommand {
     }
 }
 
-/// Runs `body`; a `CommandFailure` or storage error becomes one line on stderr and exit status 1.
-/// Logs go to stderr, warnings and worse only: a token command's stdout is its answer.
+/// How the token commands report a failure: a `CommandFailure` or storage error is one line on
+/// stderr and exit status 1; anything else is left to ArgumentParser.
+let tokenCommands = CommandLineTool(name: "groupdefaults-server") { error in
+    switch error {
+    case let failure as CommandFailure: CommandLineSupport.CommandFailure("\(failure)")
+    case let failure as SyncStorageError: CommandLineSupport.CommandFailure(failure.detail)
+    default: nil
+    }
+}
+
+/// Runs `body` as `tokenCommands` reports failures. Logs go to stderr, warnings and worse only: a
+/// token command's stdout is its answer.
 func reportingFailure(_ body: () async throws -> Void) async throws {
     LoggingSystem.bootstrap { label in
         var handler = StreamLogHandler.standardError(label: label)
         handler.logLevel = .warning
         return handler
     }
-    do {
-        try await body()
-    } catch let failure as CommandFailure {
-        FileHandle.standardError.write(Data("groupdefaults-server: \(failure)\n".utf8))
-        throw ExitCode(1)
-    } catch let failure as SyncStorageError {
-        FileHandle.standardError.write(Data("groupdefaults-server: \(failure.detail)\n".utf8))
-        throw ExitCode(1)
-    }
+    try await tokenCommands.perform(body)
 }
 
 /// `30d`, `12h`, `15m`, `45s`.

@@ -3,53 +3,6 @@ package import Foundation
 import Glibc
 import Testing
 
-/// An executable of this package, built next to the test runner (`swift build --build-tests`
-/// builds the executables the test target depends on).
-package enum BuiltExecutable {
-    package static func url(_ name: String) -> URL {
-        let testBinary = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        return URL(fileURLWithPath: testBinary).deletingLastPathComponent().appendingPathComponent(name)
-    }
-
-    /// Runs `executable ARGUMENTS…` to completion (off the cooperative pool): its exit status and
-    /// output. `environment` replaces this process's when given.
-    package static func run(
-        _ executable: URL, _ arguments: [String], environment: [String: String]? = nil
-    ) async throws -> (status: Int32, stdout: String, stderr: String) {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                do {
-                    let process = Process()
-                    process.executableURL = executable
-                    process.arguments = arguments
-                    if let environment { process.environment = environment }
-                    let out = Pipe(), err = Pipe()
-                    process.standardOutput = out
-                    process.standardError = err
-                    process.standardInput = FileHandle.nullDevice
-                    try process.run()
-                    // stderr on another thread, so that neither pipe can fill up and stall the child.
-                    let errors = DispatchGroup()
-                    let stderr = DataBox()
-                    DispatchQueue.global().async(group: errors) { stderr.data = err.fileHandleForReading.readDataToEndOfFile() }
-                    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-                    errors.wait()
-                    process.waitUntilExit()
-                    continuation.resume(returning: (process.terminationStatus, String(decoding: stdout, as: UTF8.self),
-                                                    String(decoding: stderr.data, as: UTF8.self)))
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
-        }
-    }
-}
-
-/// Bytes handed from one thread to another that waits for it (a `DispatchGroup` orders the two).
-private final class DataBox: @unchecked Sendable {
-    var data = Data()
-}
-
 /// The real `groupdefaults-server` executable, built next to the test runner.
 package enum ServerTool {
     package static let executable = BuiltExecutable.url("groupdefaults-server")
