@@ -109,10 +109,15 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The real server and a throwaway PostgreSQL, started for the tests and for the benchmark.
+        .target(name: "ServerLaunching", swiftSettings: swiftSettings),
         // What the test targets share: built executables run to completion or line by line, a
         // temporary directory per test, the real server executable started on loopback, token
         // commands, a throwaway PostgreSQL, the storage backends, a seeded random generator.
-        .target(name: "TestSupport", dependencies: ["CommandLineSupport"], path: "Tests/TestSupport", swiftSettings: swiftSettings),
+        .target(
+            name: "TestSupport", dependencies: ["CommandLineSupport", "ServerLaunching"], path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "GroupDefaultsServerTests",
             dependencies: [
@@ -160,7 +165,7 @@ let package = Package(
         .executableTarget(
             name: "groupdefaults-bench",
             dependencies: [
-                "GroupDefaults", "GroupDefaultsSync", "CLMDBReference", "CommandLineSupport",
+                "GroupDefaults", "GroupDefaultsSync", "CLMDBReference", "CommandLineSupport", "ServerLaunching",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: swiftSettings
