@@ -3,12 +3,19 @@ import Foundation
 /// Any JSON value; integers kept apart from other numbers, so that a document survives the round
 /// trip (`"badge": 3` stays `3`) and two texts compare by meaning.
 package enum JSONValue: Equatable, Codable, Sendable, CustomStringConvertible {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number that decodes as a 64-bit integer.
     case integer(Int64)
+    /// Any other number.
     case double(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([JSONValue])
+    /// An object.
     case object([String: JSONValue])
 
     /// Decodes any JSON value.

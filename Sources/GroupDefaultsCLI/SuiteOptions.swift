@@ -57,8 +57,7 @@ extension CommandFailure {
 let groupdefaults = CommandLineTool(name: "groupdefaults") { error in
     switch error {
     case let error as SharedDefaultsError where error.code == .suiteNotFound: .missingSuite(error.suiteName)
-    case let error as SharedDefaultsError: CommandFailure(error.description)
-    default: CommandFailure("\(error)")
+    default: CommandFailure("\(error)")  // a SharedDefaultsError's description included
     }
 }
 
