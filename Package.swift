@@ -66,19 +66,26 @@ let package = Package(
         ),
         // Property-list file formats (XML, binary, old-style text, JSON text), used by the tools.
         .target(name: "PropertyListFormats", dependencies: ["GroupDefaults"], swiftSettings: swiftSettings),
+        // What the executables share: one-line failures and exit statuses, unbuffered output, the
+        // signals a tool that follows changes ends at, and a JSON value. `package` API.
+        .target(
+            name: "CommandLineSupport",
+            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings
+        ),
 
         // The command-line tool for suites: the verbs of macOS `defaults`, plus watch, JSON, backup, verify.
         .executableTarget(
             name: "GroupDefaultsCLI",
             dependencies: [
-                "GroupDefaults", "PropertyListFormats",
+                "GroupDefaults", "PropertyListFormats", "CommandLineSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "GroupDefaultsCLITests",
-            dependencies: ["GroupDefaults", "PropertyListFormats", "GroupDefaultsCLI"],
+            dependencies: ["GroupDefaultsCLI", "CommandLineSupport", "TestSupport"],
             swiftSettings: swiftSettings
         ),
 
@@ -105,7 +112,7 @@ let package = Package(
         .executableTarget(
             name: "groupdefaults-server",
             dependencies: [
-                "GroupDefaultsWire", "GroupDefaultsServer",
+                "GroupDefaultsWire", "GroupDefaultsServer", "CommandLineSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -113,9 +120,15 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // What the test targets share: the real server executable started on loopback, token
+        // The real server and a throwaway PostgreSQL, started for the tests and for the benchmark.
+        .target(name: "ServerLaunching", swiftSettings: swiftSettings),
+        // What the test targets share: built executables run to completion or line by line, a
+        // temporary directory per test, the real server executable started on loopback, token
         // commands, a throwaway PostgreSQL, the storage backends, a seeded random generator.
-        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
+        .target(
+            name: "TestSupport", dependencies: ["CommandLineSupport", "ServerLaunching"], path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "GroupDefaultsServerTests",
             dependencies: [
@@ -144,7 +157,7 @@ let package = Package(
         .executableTarget(
             name: "groupdefaults-sync",
             dependencies: [
-                "GroupDefaults", "GroupDefaultsSync",
+                "GroupDefaults", "GroupDefaultsSync", "CommandLineSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -166,7 +179,7 @@ let package = Package(
         .executableTarget(
             name: "groupdefaults-bench",
             dependencies: [
-                "GroupDefaults", "GroupDefaultsSync", "CLMDBReference",
+                "GroupDefaults", "GroupDefaultsSync", "CLMDBReference", "CommandLineSupport", "ServerLaunching",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -176,18 +189,11 @@ let package = Package(
 
         // The seed scenario as two real processes: the host app chooses a sound, the notification
         // service puts it in a push payload. `DemoSupport` holds the sound checks both make.
-        .target(
-            name: "DemoSupport",
-            dependencies: [
-                "GroupDefaults", "PropertyListFormats",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            swiftSettings: swiftSettings
-        ),
+        .target(name: "DemoSupport", swiftSettings: swiftSettings),
         .executableTarget(
             name: "demo-host-app",
             dependencies: [
-                "GroupDefaults", "DemoSupport", "PropertyListFormats",
+                "GroupDefaults", "DemoSupport", "PropertyListFormats", "CommandLineSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -195,14 +201,14 @@ let package = Package(
         .executableTarget(
             name: "demo-notification-service",
             dependencies: [
-                "GroupDefaults", "DemoSupport", "PropertyListFormats",
+                "GroupDefaults", "DemoSupport", "PropertyListFormats", "CommandLineSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "DemoTests",
-            dependencies: ["GroupDefaults", "demo-host-app", "demo-notification-service"],
+            dependencies: ["GroupDefaults", "demo-host-app", "demo-notification-service", "TestSupport"],
             swiftSettings: swiftSettings
         ),
 

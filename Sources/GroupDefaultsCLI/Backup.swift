@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import GroupDefaults
 
@@ -33,13 +34,13 @@ extension GroupDefaultsCommand {
                 // Check the source before the target exists: a refused restore creates nothing.
                 let sourceURL = URL(fileURLWithPath: source)
                 guard FileManager.default.fileExists(atPath: sourceURL.path) else {
-                    throw Failure("cannot restore from \(source): no such file")
+                    throw CommandFailure("cannot restore from \(source): no such file")
                 }
                 let report = SharedDefaults.verify(fileAt: sourceURL)
                 guard report.isHealthy else {
                     let problem = report.structureProblem
                         ?? "damaged keys: " + report.damagedKeys.map(\.key).joined(separator: ", ")
-                    throw Failure("cannot restore from \(source): it does not verify (\(problem)); nothing was changed")
+                    throw CommandFailure("cannot restore from \(source): it does not verify (\(problem)); nothing was changed")
                 }
                 try options.openOrCreate(suite).restore(from: sourceURL)
             }

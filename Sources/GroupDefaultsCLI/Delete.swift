@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import GroupDefaults
 
 extension GroupDefaultsCommand {
@@ -22,7 +23,7 @@ extension GroupDefaultsCommand {
                 try defaults.write { tx in
                     guard let key else { return try tx.removeAll() }
                     guard try tx.value(forKey: key) != nil else {
-                        throw Failure.missingKey(suite, key)
+                        throw CommandFailure.missingKey(suite, key)
                     }
                     try tx.removeValue(forKey: key)
                 }

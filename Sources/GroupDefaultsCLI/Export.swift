@@ -1,4 +1,5 @@
 public import ArgumentParser
+import CommandLineSupport
 import Foundation
 import GroupDefaults
 import PropertyListFormats
@@ -31,7 +32,7 @@ extension GroupDefaultsCommand {
                     do {
                         try data.write(to: URL(fileURLWithPath: path), options: .atomic)
                     } catch {
-                        throw Failure("cannot write \(path): \((error as NSError).localizedDescription)")
+                        throw CommandFailure("cannot write \(path): \((error as NSError).localizedDescription)")
                     }
                 }
             }

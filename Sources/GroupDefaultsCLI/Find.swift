@@ -1,5 +1,6 @@
 import Foundation
 import ArgumentParser
+import CommandLineSupport
 import GroupDefaults
 import PropertyListFormats
 

@@ -1,23 +1,12 @@
 import ArgumentParser
+import CommandLineSupport
 
 @main
 struct GroupDefaultsCommand: ParsableCommand {
     /// Parses and runs a verb; a command line that does not parse is one line on stderr (help and
     /// completion scripts print as usual).
     static func main() {
-        do {
-            var command = try parseAsRoot()
-            try command.run()
-        } catch {
-            let code = exitCode(for: error)
-            if code == .success || error is CleanExit {
-                exit(withError: error)
-            }
-            if error is ExitCode { exit(withError: error) }  // the verb has printed its failure
-            let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid command line"
-            printError(message + "; see groupdefaults help")
-            exit(withError: ExitCode(code.rawValue))
-        }
+        main(reportingAs: groupdefaults, helpHint: "see groupdefaults help")
     }
 
     static let configuration = CommandConfiguration(

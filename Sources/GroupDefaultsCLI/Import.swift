@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import GroupDefaults
 import PropertyListFormats
@@ -27,17 +28,17 @@ extension GroupDefaultsCommand {
                     do {
                         data = try Data(contentsOf: URL(fileURLWithPath: path))
                     } catch {
-                        throw Failure("cannot read \(path): \((error as NSError).localizedDescription)")
+                        throw CommandFailure("cannot read \(path): \((error as NSError).localizedDescription)")
                     }
                 }
                 let value: PropertyListValue
                 do {
                     value = try PropertyListValue.decode(propertyListData: data)
                 } catch {
-                    throw Failure("\(path == "-" ? "stdin" : path) is not a property list or typed JSON: \(error)")
+                    throw CommandFailure("\(path == "-" ? "stdin" : path) is not a property list or typed JSON: \(error)")
                 }
                 guard case .dictionary(let values) = value else {
-                    throw Failure("the top level of \(path == "-" ? "stdin" : path) is a \(value.typeName), not a dictionary")
+                    throw CommandFailure("the top level of \(path == "-" ? "stdin" : path) is a \(value.typeName), not a dictionary")
                 }
                 try options.openOrCreate(suite).replaceAll(with: values)
             }

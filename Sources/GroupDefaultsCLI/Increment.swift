@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import GroupDefaults
 
 extension GroupDefaultsCommand {
@@ -17,15 +18,15 @@ extension GroupDefaultsCommand {
         func run() throws {
             try perform {
                 guard amount.count <= 1, let by = amount.isEmpty ? 1 : Int(amount[0]) else {
-                    throw Failure("increment takes one whole number to add, not '\(amount.joined(separator: " "))'", status: 64)
+                    throw CommandFailure("increment takes one whole number to add, not '\(amount.joined(separator: " "))'", status: 64)
                 }
                 let new = try options.openOrCreate(suite).update(key) { old in
                     guard let old else { return .integer(by) }
                     guard case .integer(let value) = old else {
-                        throw Failure("the value of \(key) is a \(old.typeName), not an integer")
+                        throw CommandFailure("the value of \(key) is a \(old.typeName), not an integer")
                     }
                     let (sum, overflow) = value.addingReportingOverflow(by)
-                    guard !overflow else { throw Failure("\(value) + \(by) does not fit in a 64-bit integer") }
+                    guard !overflow else { throw CommandFailure("\(value) + \(by) does not fit in a 64-bit integer") }
                     return .integer(sum)
                 }
                 output(new.map(ValueText.single) ?? "")

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import GroupDefaults
 import PropertyListFormats
 
@@ -31,7 +32,7 @@ extension GroupDefaultsCommand {
                 let defaults = try options.open(suite)
                 if let key {
                     guard let value = try defaults.read({ try $0.value(forKey: key) }) else {
-                        throw Failure.missingKey(suite, key)
+                        throw CommandFailure.missingKey(suite, key)
                     }
                     output(json ? value.plainJSON() : ValueText.single(value))
                 } else {

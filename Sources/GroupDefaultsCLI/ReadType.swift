@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import GroupDefaults
 
 extension GroupDefaultsCommand {
@@ -16,7 +17,7 @@ extension GroupDefaultsCommand {
             try perform {
                 let defaults = try options.open(suite)
                 guard let value = try defaults.read({ try $0.value(forKey: key) }) else {
-                    throw Failure.missingKey(suite, key)
+                    throw CommandFailure.missingKey(suite, key)
                 }
                 output("Type is \(value.typeName)")
             }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import GroupDefaults
 
 extension GroupDefaultsCommand {
@@ -17,7 +18,7 @@ extension GroupDefaultsCommand {
                 do {
                     try options.open(suite).rename(old, to: new)
                 } catch let error as SharedDefaultsError where error.code == .keyNotFound {
-                    throw Failure.missingKey(suite, old)
+                    throw CommandFailure.missingKey(suite, old)
                 }
             }
         }

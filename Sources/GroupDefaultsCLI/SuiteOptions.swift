@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import GroupDefaults
 
@@ -34,60 +35,33 @@ struct SuiteOptions: ParsableArguments {
     }
 }
 
-/// A failure the tool reports in one line on stderr, exiting with `status`.
-struct Failure: Error {
-    let message: String
-    var status: Int32 = 1
-    /// Printed without the tool's name, as `defaults` prints it (scripts match these lines).
-    var asDefaultsPrintsIt = false
-
-    init(_ message: String, status: Int32 = 1) {
-        self.message = message
-        self.status = status
-    }
-
-    /// `The domain/default pair of (SUITE, KEY) does not exist`.
-    static func missingKey(_ suite: String, _ key: String) -> Failure {
-        var failure = Failure("The domain/default pair of (\(suite), \(key)) does not exist")
-        failure.asDefaultsPrintsIt = true
+extension CommandFailure {
+    /// `The domain/default pair of (SUITE, KEY) does not exist`, without the tool's name, as
+    /// `defaults` prints it (scripts match these lines).
+    static func missingKey(_ suite: String, _ key: String) -> CommandFailure {
+        var failure = CommandFailure("The domain/default pair of (\(suite), \(key)) does not exist")
+        failure.showsToolName = false
         return failure
     }
 
-    /// `Domain SUITE does not exist`.
-    static func missingSuite(_ suite: String) -> Failure {
-        var failure = Failure("Domain \(suite) does not exist")
-        failure.asDefaultsPrintsIt = true
+    /// `Domain SUITE does not exist`, without the tool's name, as `defaults` prints it.
+    static func missingSuite(_ suite: String) -> CommandFailure {
+        var failure = CommandFailure("Domain \(suite) does not exist")
+        failure.showsToolName = false
         return failure
     }
 }
 
-/// Runs a verb's body: any failure becomes one line on stderr and a non-zero exit status, never a
-/// stack trace.
+/// How `groupdefaults` reports a failure: one line on stderr and exit status 1 (or the status a
+/// `CommandFailure` carries), never a stack trace.
+let groupdefaults = CommandLineTool(name: "groupdefaults") { error in
+    switch error {
+    case let error as SharedDefaultsError where error.code == .suiteNotFound: .missingSuite(error.suiteName)
+    default: CommandFailure("\(error)")  // a SharedDefaultsError's description included
+    }
+}
+
+/// Runs a verb's body as `groupdefaults` reports failures.
 func perform(_ body: () throws -> Void) throws {
-    do {
-        try body()
-    } catch let failure as Failure {
-        printError(failure.message, prefixed: !failure.asDefaultsPrintsIt)
-        throw ExitCode(failure.status)
-    } catch let error as SharedDefaultsError where error.code == .suiteNotFound {
-        printError(Failure.missingSuite(error.suiteName).message, prefixed: false)
-        throw ExitCode(1)
-    } catch let error as SharedDefaultsError {
-        printError(error.description)
-        throw ExitCode(1)
-    } catch let error as ExitCode {
-        throw error
-    } catch {
-        printError("\(error)")
-        throw ExitCode(1)
-    }
-}
-
-func printError(_ message: String, prefixed: Bool = true) {
-    FileHandle.standardError.write(Data(((prefixed ? "groupdefaults: " : "") + message + "\n").utf8))
-}
-
-/// Writes text to stdout at once (so that `watch` output reaches a pipe line by line).
-func output(_ text: String) {
-    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    try groupdefaults.perform(body)
 }

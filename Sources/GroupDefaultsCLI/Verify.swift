@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import GroupDefaults
 
 extension GroupDefaultsCommand {
@@ -21,7 +22,7 @@ extension GroupDefaultsCommand {
                 if let problem = report.structureProblem { output("damaged structure: \(problem)") }
                 for damaged in report.damagedKeys { output("damaged key \(damaged.key): \(damaged.reason)") }
                 guard report.isHealthy else {
-                    throw Failure("\(suite) is damaged (\(report.damagedKeys.count) of \(report.checkedKeys) keys)")
+                    throw CommandFailure("\(suite) is damaged (\(report.damagedKeys.count) of \(report.checkedKeys) keys)")
                 }
                 output("\(suite): \(report.checkedKeys) keys, all good")
             }

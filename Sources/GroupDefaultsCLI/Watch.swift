@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import GroupDefaults
 import PropertyListFormats
@@ -24,15 +25,8 @@ extension GroupDefaultsCommand {
             try perform {
                 let defaults = try options.open(suite)
                 let feed = try defaults.changeFeed(forKeys: keys.isEmpty ? nil : Set(keys), since: since)
-                // Output is written line by line, unbuffered: ending at a signal loses nothing. The
-                // signals may arrive blocked from whatever started this process: unblock them.
-                signal(SIGINT) { _ in _exit(0) }
-                signal(SIGTERM) { _ in _exit(0) }
-                var signals = sigset_t()
-                sigemptyset(&signals)
-                sigaddset(&signals, SIGINT)
-                sigaddset(&signals, SIGTERM)
-                pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+                // Output is written line by line, unbuffered: ending at a signal loses nothing.
+                exitOnInterruptOrTermination()
                 while let change = try feed.next() {
                     output(json ? Self.json(change) : Self.text(change))
                 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import GroupDefaults
 import PropertyListFormats
@@ -34,13 +35,13 @@ extension GroupDefaultsCommand {
             }
             try perform {
                 guard arguments.count >= 2 else {
-                    throw Failure("write needs a suite and a key and value, or a suite and a property list; see groupdefaults write --help", status: 64)
+                    throw CommandFailure("write needs a suite and a key and value, or a suite and a property list; see groupdefaults write --help", status: 64)
                 }
                 let suite = arguments[0]
                 if arguments.count == 2 {
                     let plist = try PropertyListValue.decode(propertyListData: Data(arguments[1].utf8))
                     guard case .dictionary(let values) = plist else {
-                        throw Failure("a property list that replaces a suite must be a dictionary: { key = value; }")
+                        throw CommandFailure("a property list that replaces a suite must be a dictionary: { key = value; }")
                     }
                     try options.openOrCreate(suite).replaceAll(with: values)
                     return
@@ -56,7 +57,7 @@ extension GroupDefaultsCommand {
                     try defaults.update(key) { old in
                         guard let old else { return .array(added) }
                         guard case .array(let existing) = old else {
-                            throw Failure("-array-add: the value of \(key) is a \(old.typeName), not an array")
+                            throw CommandFailure("-array-add: the value of \(key) is a \(old.typeName), not an array")
                         }
                         return .array(existing + added)
                     }
@@ -66,14 +67,14 @@ extension GroupDefaultsCommand {
                     try defaults.update(key) { old in
                         guard let old else { return .dictionary(added) }
                         guard case .dictionary(let existing) = old else {
-                            throw Failure("-dict-add: the value of \(key) is a \(old.typeName), not a dictionary")
+                            throw CommandFailure("-dict-add: the value of \(key) is a \(old.typeName), not a dictionary")
                         }
                         return .dictionary(existing.merging(added) { _, new in new })
                     }
                 default:
                     let value = try TypeFlags.value(&words, allowContainers: true)
                     guard words.isEmpty else {
-                        throw Failure("unexpected '\(words.first!)' after the value; quote a value that has spaces")
+                        throw CommandFailure("unexpected '\(words.first!)' after the value; quote a value that has spaces")
                     }
                     try defaults.write { try $0.set(value, forKey: key) }
                 }
@@ -86,38 +87,38 @@ extension GroupDefaultsCommand {
 enum TypeFlags {
     /// One value: a type flag and its argument(s), or a bare string.
     static func value(_ words: inout ArraySlice<String>, allowContainers: Bool) throws -> PropertyListValue {
-        guard let word = words.popFirst() else { throw Failure("a value is missing") }
+        guard let word = words.popFirst() else { throw CommandFailure("a value is missing") }
         func argument() throws -> String {
-            guard let next = words.popFirst() else { throw Failure("\(word) needs a value") }
+            guard let next = words.popFirst() else { throw CommandFailure("\(word) needs a value") }
             return next
         }
         switch word {
         case "-string": return .string(try argument())
         case "-int", "-integer":
             let text = try argument()
-            guard let int = Int(text) else { throw Failure("\(word) needs a whole number, not '\(text)'") }
+            guard let int = Int(text) else { throw CommandFailure("\(word) needs a whole number, not '\(text)'") }
             return .integer(int)
         case "-float", "-double":
             let text = try argument()
-            guard let double = Double(text) else { throw Failure("\(word) needs a number, not '\(text)'") }
+            guard let double = Double(text) else { throw CommandFailure("\(word) needs a number, not '\(text)'") }
             return .double(double)
         case "-bool", "-boolean":
             let text = try argument()
             switch text.lowercased() {
             case "true", "yes", "1": return .bool(true)
             case "false", "no", "0": return .bool(false)
-            default: throw Failure("\(word) needs true, false, yes, no, 1 or 0, not '\(text)'")
+            default: throw CommandFailure("\(word) needs true, false, yes, no, 1 or 0, not '\(text)'")
             }
         case "-date":
             let text = try argument()
             guard let date = DateText.parse(text) else {
-                throw Failure("-date needs a date like '2026-11-21 10:00:00 +0000' or '2026-11-21T10:00:00Z', not '\(text)'")
+                throw CommandFailure("-date needs a date like '2026-11-21 10:00:00 +0000' or '2026-11-21T10:00:00Z', not '\(text)'")
             }
             return .date(date)
         case "-data":
             let text = try argument()
             guard let data = hexData(text) else {
-                throw Failure("-data needs hexadecimal digits in pairs, like 0a1b2c, not '\(text)'")
+                throw CommandFailure("-data needs hexadecimal digits in pairs, like 0a1b2c, not '\(text)'")
             }
             return .data(data)
         case "--json", "-json":
@@ -125,17 +126,17 @@ enum TypeFlags {
             do {
                 return try PropertyListValue.parseJSON(text)
             } catch {
-                throw Failure("--json: \(error)")
+                throw CommandFailure("--json: \(error)")
             }
         case "-array" where allowContainers:
             return .array(try values(&words))
         case "-dict" where allowContainers:
             return .dictionary(try pairs(&words))
         case "-array", "-dict", "-array-add", "-dict-add":
-            throw Failure("\(word) cannot be nested here")
+            throw CommandFailure("\(word) cannot be nested here")
         default:
             if word.hasPrefix("-") && word.count > 1 && Double(word) == nil {
-                throw Failure("unknown type flag '\(word)'; see groupdefaults write --help (use -string to store a string that starts with '-')")
+                throw CommandFailure("unknown type flag '\(word)'; see groupdefaults write --help (use -string to store a string that starts with '-')")
             }
             return .string(word)
         }
@@ -152,7 +153,7 @@ enum TypeFlags {
     static func pairs(_ words: inout ArraySlice<String>) throws -> [String: PropertyListValue] {
         var pairs: [String: PropertyListValue] = [:]
         while let key = words.popFirst() {
-            guard !words.isEmpty else { throw Failure("-dict: the key '\(key)' has no value") }
+            guard !words.isEmpty else { throw CommandFailure("-dict: the key '\(key)' has no value") }
             pairs[key] = try value(&words, allowContainers: false)
         }
         return pairs

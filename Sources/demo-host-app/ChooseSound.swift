@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import DemoSupport
 import Foundation
 import GroupDefaults
@@ -23,7 +24,7 @@ extension HostApp {
             do {
                 sound = try SoundFile(name: name, path: file)
             } catch {
-                throw Failure("cannot choose '\(name)': \(error)")
+                throw CommandFailure("cannot choose '\(name)': \(error)")
             }
             let container = try app.group.container()
             let defaults = try SharedDefaults(appGroup: container)
@@ -41,14 +42,14 @@ extension HostApp {
             do {
                 try manager.copyItem(atPath: source, toPath: temporary)
                 guard rename(temporary, destination) == 0 else {
-                    throw Failure("cannot move the sound into place at \(destination): \(String(cString: strerror(errno)))")
+                    throw CommandFailure("cannot move the sound into place at \(destination): \(String(cString: strerror(errno)))")
                 }
-            } catch let failure as Failure {
+            } catch let failure as CommandFailure {
                 try? manager.removeItem(atPath: temporary)
                 throw failure
             } catch {
                 try? manager.removeItem(atPath: temporary)
-                throw Failure("cannot copy \(source) to \(destination): \((error as NSError).localizedDescription)")
+                throw CommandFailure("cannot copy \(source) to \(destination): \((error as NSError).localizedDescription)")
             }
         }
     }

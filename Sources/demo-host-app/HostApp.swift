@@ -1,6 +1,6 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
-import DemoSupport
 import GroupDefaults
 
 /// The host app of the seed scenario: its settings screen, as a command line. The user chooses a
@@ -24,7 +24,12 @@ struct HostApp: ParsableCommand {
 
     /// Parses and runs a subcommand; any failure is one line on stderr and a non-zero exit status.
     static func main() {
-        mainReportingOneLineErrors(tool: "demo-host-app", helpHint: "see demo-host-app help")
+        main(reportingAs: tool, helpHint: "see demo-host-app help")
+    }
+
+    /// How the app reports a failure: one line on stderr, exit status 1.
+    static let tool = CommandLineTool(name: "demo-host-app") { error in
+        (error as? SharedDefaultsError).map { CommandFailure($0.description) }
     }
 }
 
@@ -37,13 +42,4 @@ struct GroupOptions: ParsableArguments {
     func container() throws -> AppGroupContainer {
         try AppGroupContainer(groupIdentifier: group, root: root.map { URL(fileURLWithPath: $0, isDirectory: true) })
     }
-}
-
-func printError(_ message: String) {
-    printError(message, tool: "demo-host-app")
-}
-
-/// Writes a line to stdout at once (so that `watch` reaches a pipe line by line).
-func output(_ text: String) {
-    FileHandle.standardOutput.write(Data((text + "\n").utf8))
 }

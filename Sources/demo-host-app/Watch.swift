@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import GroupDefaults
 
@@ -16,15 +17,8 @@ extension HostApp {
         func run() throws {
             let defaults = try SharedDefaults(appGroup: app.group.container())
             let feed = try defaults.changeFeed()
-            // Output is written line by line, unbuffered: ending at a signal loses nothing. The
-            // signals may arrive blocked from whatever started this process: unblock them.
-            signal(SIGINT) { _ in _exit(0) }
-            signal(SIGTERM) { _ in _exit(0) }
-            var signals = sigset_t()
-            sigemptyset(&signals)
-            sigaddset(&signals, SIGINT)
-            sigaddset(&signals, SIGTERM)
-            pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+            // Output is written line by line, unbuffered: ending at a signal loses nothing.
+            exitOnInterruptOrTermination()
             output("watching \(app.group.group)")
             while let change = try feed.next() {
                 switch change.kind {

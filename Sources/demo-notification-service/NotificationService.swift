@@ -1,6 +1,6 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
-import DemoSupport
 import GroupDefaults
 import Synchronization
 
@@ -27,7 +27,12 @@ struct NotificationService: ParsableCommand {
     @Argument(help: "The payload file (default: stdin).") var payloadFile: String?
 
     static func main() {
-        mainReportingOneLineErrors(tool: "demo-notification-service", helpHint: "see demo-notification-service --help")
+        main(reportingAs: tool, helpHint: "see demo-notification-service --help")
+    }
+
+    /// How the service reports a failure: one line on stderr, exit status 1.
+    static let tool = CommandLineTool(name: "demo-notification-service") { error in
+        (error as? SharedDefaultsError).map { CommandFailure($0.description) }
     }
 
     func validate() throws {
@@ -72,14 +77,14 @@ struct NotificationService: ParsableCommand {
         let data: Data
         if let payloadFile {
             guard let contents = FileManager.default.contents(atPath: payloadFile) else {
-                throw Failure("cannot read the payload file \(payloadFile)")
+                throw CommandFailure("cannot read the payload file \(payloadFile)")
             }
             data = contents
         } else {
             data = FileHandle.standardInput.readDataToEndOfFile()
         }
         guard data.contains(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) else {
-            throw Failure("the payload is empty: there is no notification to deliver")
+            throw CommandFailure("the payload is empty: there is no notification to deliver")
         }
         return data
     }
@@ -90,11 +95,7 @@ struct NotificationService: ParsableCommand {
             writeAll(payload + Data("\n".utf8), to: STDOUT_FILENO)
         case .unchanged(let reason):
             writeAll(original, to: STDOUT_FILENO)
-            printError("delivered unchanged: \(reason)")
+            Self.tool.printError("delivered unchanged: \(reason)")
         }
     }
-}
-
-func printError(_ message: String) {
-    printError(message, tool: "demo-notification-service")
 }

@@ -1,3 +1,4 @@
+import CommandLineSupport
 import DemoSupport
 import Foundation
 import GroupDefaults

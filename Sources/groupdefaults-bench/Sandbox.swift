@@ -1,3 +1,4 @@
+import CommandLineSupport
 import Foundation
 import Glibc
 
@@ -25,11 +26,7 @@ struct Sandbox {
         defer { try? FileManager.default.removeItem(atPath: root) }
 
         // Ctrl-C ends the child; this process waits for it and removes the sandbox.
-        var interrupts = sigset_t()
-        sigemptyset(&interrupts)
-        sigaddset(&interrupts, SIGINT)
-        sigaddset(&interrupts, SIGTERM)
-        sigprocmask(SIG_BLOCK, &interrupts, nil)
+        setSignals([SIGINT, SIGTERM], blocked: true)
 
         let home = "\(root)/home"
         let result = try Spawn.run(Spawn.executablePath(), arguments, environment: [

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import GroupDefaultsServer
 import GroupDefaultsWire
@@ -62,17 +63,10 @@ struct Serve: AsyncParsableCommand {
             eventHeartbeat: .seconds(heartbeat), tls: tls,
             rateLimit: RateLimit(requestsPerSecond: rateLimit, burst: 2 * rateLimit))
         let scheme = tls == nil ? "http" : "https"
-        do {
-            let app = try await buildApplication(configuration: configuration) { host, port in
-                // Written straight to the file descriptor: nothing buffered for a script to wait on.
-                FileHandle.standardOutput.write(Data("listening on \(scheme)://\(host):\(port)\n".utf8))
-            }
-            try await app.runService()
-        } catch let error as TLSFilesError {
-            throw CommandFailure("\(error)")
-        } catch let error as StorageStartError {
-            throw CommandFailure("\(error)")
+        let app = try await buildApplication(configuration: configuration) { host, port in
+            output("listening on \(scheme)://\(host):\(port)")  // unbuffered: a script waits for this line
         }
+        try await app.runService()
     }
 }
 

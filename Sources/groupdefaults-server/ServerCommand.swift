@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import CommandLineSupport
+import GroupDefaultsServer
 
 /// `groupdefaults-server`: serve the sync API, or manage its tokens.
 @main
@@ -10,26 +11,21 @@ struct ServerCommand: AsyncParsableCommand {
         subcommands: [Serve.self, TokenCommand.self],
         defaultSubcommand: Serve.self)
 
-    /// Parses and runs the command: a failure, bad options included, is one line on stderr and exit
-    /// status 1; help prints as usual.
+    /// Parses and runs the command: a failure is one line on stderr and exit status 1 (a command
+    /// line that does not parse: one line and status 64); help prints as usual.
     static func main() async {
-        do {
-            var command = try parseAsRoot()
-            if var command = command as? any AsyncParsableCommand {
-                try await command.run()
-            } else {
-                try command.run()
-            }
-        } catch let failure as CommandFailure {
-            FileHandle.standardError.write(Data("groupdefaults-server: \(failure)\n".utf8))
-            exit(withError: ExitCode(1))
-        } catch {
-            // Help, and failures already reported (`ExitCode`), end as ArgumentParser ends them.
-            if error is CleanExit || error is ExitCode || exitCode(for: error) == .success { exit(withError: error) }
-            let lines = message(for: error).split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-            let message = lines.isEmpty ? "invalid command line" : lines.joined(separator: " ")
-            FileHandle.standardError.write(Data("groupdefaults-server: \(message); see 'groupdefaults-server help'\n".utf8))
-            exit(withError: ExitCode(1))
-        }
+        await main(reportingAs: groupdefaultsServer, helpHint: "see 'groupdefaults-server help'")
+    }
+}
+
+/// How the server's commands report a failure: a `CommandFailure`, a storage error, a certificate
+/// that cannot be loaded or a database that cannot be reached at start is one line on stderr and
+/// exit status 1.
+let groupdefaultsServer = CommandLineTool(name: "groupdefaults-server") { error in
+    switch error {
+    case let failure as SyncStorageError: CommandFailure(failure.detail)
+    case let failure as TLSFilesError: CommandFailure("\(failure)")
+    case let failure as StorageStartError: CommandFailure("\(failure)")
+    default: nil
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import GroupDefaultsServer
 import Logging
@@ -23,7 +24,7 @@ struct StorageOptions: ParsableArguments {
             do {
                 return .postgres(try PostgresStorageConfiguration(url: postgresURL))
             } catch {
-                throw ValidationError(error.description)
+                throw CommandFailure(error.description)  // a setting that cannot work: status 1, not a usage error
             }
         }
     }
@@ -50,10 +51,4 @@ struct StorageOptions: ParsableArguments {
             }
         }
     }
-}
-
-/// A failure the command reports as one line on stderr, exit status 1.
-struct CommandFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import GroupDefaultsServer
 import GroupDefaultsWire
@@ -77,23 +78,15 @@ struct TokenCommand: AsyncParsableCommand {
     }
 }
 
-/// Runs `body`; a `CommandFailure` or storage error becomes one line on stderr and exit status 1.
-/// Logs go to stderr, warnings and worse only: a token command's stdout is its answer.
+/// Runs `body` as the server's commands report failures. Logs go to stderr, warnings and worse
+/// only: a token command's stdout is its answer.
 func reportingFailure(_ body: () async throws -> Void) async throws {
     LoggingSystem.bootstrap { label in
         var handler = StreamLogHandler.standardError(label: label)
         handler.logLevel = .warning
         return handler
     }
-    do {
-        try await body()
-    } catch let failure as CommandFailure {
-        FileHandle.standardError.write(Data("groupdefaults-server: \(failure)\n".utf8))
-        throw ExitCode(1)
-    } catch let failure as SyncStorageError {
-        FileHandle.standardError.write(Data("groupdefaults-server: \(failure.detail)\n".utf8))
-        throw ExitCode(1)
-    }
+    try await groupdefaultsServer.perform(body)
 }
 
 /// `30d`, `12h`, `15m`, `45s`.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandLineSupport
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
@@ -34,26 +35,22 @@ struct SuiteOptions: ParsableArguments {
     }
 }
 
-/// Runs a verb: a failure becomes one line on stderr saying what to do, and exit status 1, or 3
+/// How the tool reports a failure: one line on stderr saying what to do, and exit status 1, or 3
 /// when authentication is needed.
-func perform(_ body: () async throws -> Void) async throws {
-    do {
-        try await body()
-    } catch let error as SyncError {
-        printError(describe(error))
-        throw ExitCode(error.kind == .authenticationNeeded ? 3 : 1)
-    } catch let error as SharedDefaultsError where error.code == .suiteNotFound {
-        printError("the suite \(error.suiteName) does not exist")
-        throw ExitCode(1)
-    } catch let error as ExitCode {
-        throw error
-    } catch let error as CommandFailure {
-        printError(error.message)
-        throw ExitCode(1)
-    } catch {
-        printError("\(error)")
-        throw ExitCode(1)
+let groupdefaultsSync = CommandLineTool(name: "groupdefaults-sync") { error in
+    switch error {
+    case let error as SyncError:
+        CommandFailure(describe(error), status: error.kind == .authenticationNeeded ? 3 : 1)
+    case let error as SharedDefaultsError where error.code == .suiteNotFound:
+        CommandFailure("the suite \(error.suiteName) does not exist")
+    default:
+        CommandFailure("\(error)")
     }
+}
+
+/// Runs a verb as `groupdefaultsSync` reports failures.
+func perform(_ body: () async throws -> Void) async throws {
+    try await groupdefaultsSync.perform(body)
 }
 
 /// What a person should read for a failed sync: what happened and what to do.
@@ -68,15 +65,12 @@ func describe(_ error: SyncError) -> String {
     }
 }
 
-struct CommandFailure: Error {
-    let message: String
-    init(_ message: String) { self.message = message }
-}
-
+/// Writes `groupdefaults-sync: MESSAGE` to stderr.
 func printError(_ message: String) {
-    FileHandle.standardError.write(Data("groupdefaults-sync: \(message)\n".utf8))
+    groupdefaultsSync.printError(message)
 }
 
+/// Writes a line to stdout at once.
 func output(_ text: String) {
-    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    CommandLineSupport.output(text)
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import GroupDefaults
+import TestSupport
 import Testing
 
 @Suite("demo-host-app")
@@ -115,27 +116,17 @@ struct HostAppTests {
     @Test("watch prints each change another process makes, and ends on SIGTERM", .timeLimit(.minutes(1)))
     func watch() throws {
         try withSandbox { sandbox in
-            let out = sandbox.files.appendingPathComponent("watch.out")
-            _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-            let process = Process()
-            process.executableURL = Binary.hostApp
-            process.arguments = ["--group", Sandbox.group, "--root", sandbox.root.path, "watch"]
-            process.standardOutput = try FileHandle(forWritingTo: out)
-            process.standardError = FileHandle.nullDevice
             // Started with SIGTERM blocked: the watcher must unblock it itself.
-            var termination = sigset_t(), saved = sigset_t()
-            sigemptyset(&termination)
-            sigaddset(&termination, SIGTERM)
-            pthread_sigmask(SIG_BLOCK, &termination, &saved)
-            try process.run()
-            pthread_sigmask(SIG_SETMASK, &saved, nil)
-            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() } }
+            let watcher = try RunningProcess(
+                Binary.hostApp, ["--group", Sandbox.group, "--root", sandbox.root.path, "watch"], terminationSignals: .blocked)
+            defer { watcher.stop() }
 
+            var lines: [String] = []
             func waitFor(_ line: String) -> Bool {
-                for _ in 0..<600 {
-                    let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
-                    if text.split(separator: "\n").contains(Substring(line)) { return true }
-                    usleep(50_000)
+                let deadline = ContinuousClock.now + .seconds(30)
+                while let next = watcher.nextLine(timeout: deadline - ContinuousClock.now) {
+                    lines.append(next)
+                    if next == line { return true }
                 }
                 return false
             }
@@ -148,10 +139,10 @@ struct HostAppTests {
             defaults.removeObject(forKey: "sound")
             #expect(waitFor("removed sound"))
 
-            kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
-            #expect(process.terminationReason == .exit && process.terminationStatus == 0)
-            let lines = try String(contentsOf: out, encoding: .utf8).split(separator: "\n")
+            watcher.signal(SIGTERM)
+            let result = watcher.finish()
+            #expect(result.reason == .exit && result.status == 0)
+            lines += result.stdout.split(separator: "\n").map(String.init)
             #expect(lines == ["watching \(Sandbox.group)", "sound = ring.wav", "sound = bell.aiff", "removed sound"])
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import GroupDefaults
+import TestSupport
 import Testing
 
 @Suite("demo-notification-service")

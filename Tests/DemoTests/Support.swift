@@ -1,31 +1,11 @@
 import Foundation
-import Glibc
+import TestSupport
 import Testing
 
 /// The demo executables, built next to the test runner.
 enum Binary {
-    static let directory: URL = {
-        let testBinary = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-            ?? CommandLine.arguments[0]
-        return URL(fileURLWithPath: testBinary).deletingLastPathComponent()
-    }()
-    static let hostApp = directory.appendingPathComponent("demo-host-app")
-    static let notificationService = directory.appendingPathComponent("demo-notification-service")
-}
-
-/// What a finished process did.
-struct ProcessResult: CustomStringConvertible {
-    var status: Int32
-    var reason: Process.TerminationReason
-    var stdoutData: Data
-    var stderr: String
-
-    var stdout: String { String(decoding: stdoutData, as: UTF8.self) }
-    var succeeded: Bool { reason == .exit && status == 0 }
-
-    var description: String {
-        "status \(status)\(reason == .uncaughtSignal ? " (signal)" : ""), stdout: \(stdout.debugDescription), stderr: \(stderr.debugDescription)"
-    }
+    static let hostApp = BuiltExecutable.url("demo-host-app")
+    static let notificationService = BuiltExecutable.url("demo-notification-service")
 }
 
 /// A temporary directory for one test: `root/` holds the group containers, `files/` the rest.
@@ -67,44 +47,17 @@ struct Sandbox {
     }
 
     func run(_ executable: URL, _ arguments: [String], stdin: Data? = nil) throws -> ProcessResult {
-        // Output goes to files, not pipes: no pipe can fill up while we wait.
-        let id = UUID().uuidString
-        let outFile = files.appendingPathComponent("stdout-\(id)"), errFile = files.appendingPathComponent("stderr-\(id)")
-        _ = FileManager.default.createFile(atPath: outFile.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errFile.path, contents: nil)
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        let out = try FileHandle(forWritingTo: outFile), err = try FileHandle(forWritingTo: errFile)
-        defer {
-            try? out.close()
-            try? err.close()
-        }
-        process.standardOutput = out
-        process.standardError = err
-        if let stdin {
-            let inFile = files.appendingPathComponent("stdin-\(id)")
-            try stdin.write(to: inFile)
-            process.standardInput = try FileHandle(forReadingFrom: inFile)
-        } else {
-            process.standardInput = FileHandle.nullDevice
-        }
-        try process.run()
-        process.waitUntilExit()
-        return ProcessResult(
-            status: process.terminationStatus, reason: process.terminationReason,
-            stdoutData: try Data(contentsOf: outFile), stderr: String(decoding: try Data(contentsOf: errFile), as: UTF8.self))
+        try runProcess(executable, arguments, stdin: stdin)
     }
 }
 
 /// Runs `body` with a fresh sandbox, removed afterwards.
 func withSandbox<T>(_ body: (Sandbox) throws -> T) throws -> T {
-    let directory = FileManager.default.temporaryDirectory
-        .appendingPathComponent("DemoTests-\(UUID().uuidString)", isDirectory: true)
-    let sandbox = Sandbox(directory: directory)
-    try FileManager.default.createDirectory(at: sandbox.files, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: directory) }
-    return try body(sandbox)
+    try withTemporaryDirectory(prefix: "DemoTests") { directory in
+        let sandbox = Sandbox(directory: directory)
+        try FileManager.default.createDirectory(at: sandbox.files, withIntermediateDirectories: true)
+        return try body(sandbox)
+    }
 }
 
 /// Expects exactly one non-empty line on stderr, with no crash report, mentioning each fragment.

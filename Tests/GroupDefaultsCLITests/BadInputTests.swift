@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// A command that must fail: `$FILES` in an argument stands for the sandbox's `files/` folder.

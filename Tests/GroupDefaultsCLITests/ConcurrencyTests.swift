@@ -1,5 +1,7 @@
+import CommandLineSupport
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 /// `watch`, and the tool's processes running side by side.

@@ -1,4 +1,6 @@
+import CommandLineSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// `rename`, `delete`, `find`, `increment`.

@@ -1,4 +1,6 @@
+import CommandLineSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// Export → import round trips through every format, and Python's `plistlib` (a reader and writer

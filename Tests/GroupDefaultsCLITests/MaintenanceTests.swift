@@ -1,4 +1,6 @@
+import CommandLineSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// Flips one bit in the middle of every occurrence of `marker` in the file at `path`; returns how

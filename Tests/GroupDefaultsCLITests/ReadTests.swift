@@ -1,4 +1,6 @@
+import CommandLineSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// `domains`, `read`, `read-type`: what they print and how they exit.

@@ -1,4 +1,6 @@
+import CommandLineSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// One `write SUITE KEY WORDS…` and what `read-type` and `read` then print.

@@ -90,14 +90,11 @@ struct TLSTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let certificate = directory + "/cert.pem", key = directory + "/key.pem"
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.arguments = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1",
-                             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
-        openssl.standardError = FileHandle.nullDevice
-        try openssl.run()
-        openssl.waitUntilExit()
-        #expect(openssl.terminationStatus == 0)
+        let openssl = try await BuiltExecutable.run(
+            URL(fileURLWithPath: "/usr/bin/openssl"),
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1",
+             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        #expect(openssl.status == 0)
 
         let server = try await ServerProcess(dataDirectory: directory + "/data", extraArguments: ["--tls-cert", certificate, "--tls-key", key])
         let trusted = try await Curl.run(["--cacert", certificate, "https://127.0.0.1:\(server.port)/v1/health"])

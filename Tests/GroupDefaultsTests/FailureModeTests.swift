@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Logging
 import Synchronization
+import TestSupport
 import Testing
 @testable import GroupDefaults
 @testable import GroupDefaultsLMDB

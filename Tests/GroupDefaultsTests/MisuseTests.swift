@@ -1,5 +1,6 @@
 import Foundation
 @testable import GroupDefaults
+import TestSupport
 import Testing
 
 /// Calls in places LMDB does not allow them: each is a clear error or works, never a hang or a crash.

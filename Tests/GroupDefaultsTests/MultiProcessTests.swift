@@ -1,5 +1,6 @@
 import Foundation
 import GroupDefaults
+import TestSupport
 import Testing
 
 /// Claims about several processes, checked with several real processes.

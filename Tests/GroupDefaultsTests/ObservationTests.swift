@@ -1,6 +1,7 @@
 import Foundation
 @testable import GroupDefaults
 @testable import GroupDefaultsLMDB
+import TestSupport
 import Testing
 
 /// Change notifications: the log, the feeds, and real processes writing and watching.

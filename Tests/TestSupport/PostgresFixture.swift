@@ -1,5 +1,6 @@
 package import Foundation
 import Glibc
+import ServerLaunching
 import Testing
 
 /// The PostgreSQL server of this test process: `Tools/postgres start`, once, on first use (it stops
@@ -9,11 +10,7 @@ package enum PostgresFixture {
     private static let server = Task<String, any Error> {
         if let url = ProcessInfo.processInfo.environment["GROUPDEFAULTS_POSTGRES_URL"], !url.isEmpty { return url }
         let tool = packageRoot.appendingPathComponent("Tools/postgres").path
-        let output = try await Command.run(tool, ["start", "--until-exit", String(getpid())])
-        guard let url = output.split(separator: "\n").last.map(String.init), url.hasPrefix("postgres://") else {
-            throw FixtureError("Tools/postgres start printed no URL: \(output)")
-        }
-        return url
+        return try await offThePool { try ThrowawayPostgres(tool: tool).url }
     }
 
     /// The package's root directory (this file is Tests/TestSupport/PostgresFixture.swift).
@@ -42,7 +39,7 @@ package enum PostgresFixture {
     /// Runs SQL with psql (administration the storage does not offer: databases, backends).
     @discardableResult
     package static func psql(_ url: String, _ sql: String) async throws -> String {
-        try await Command.run("psql", ["-X", "-q", "-tA", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
+        try await offThePool { try ThrowawayPostgres.psql(url, sql) }.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }
 
@@ -75,24 +72,14 @@ package struct FixtureError: Error, CustomStringConvertible {
 
 /// A child process, awaited without blocking a thread.
 package enum Command {
+    /// Runs `EXECUTABLE ARGUMENTS…` (found in the PATH) to completion: its stdout, trimmed; throws if
+    /// it fails, with what it wrote to stderr.
     @discardableResult
     package static func run(_ executable: String, _ arguments: [String]) async throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [executable] + arguments
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
+        let result = try await BuiltExecutable.run(URL(fileURLWithPath: "/usr/bin/env"), [executable] + arguments)
+        guard result.status == 0 else {
+            throw FixtureError("\(executable) \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.stderr)")
         }
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        guard status == 0 else {
-            throw FixtureError("\(executable) \(arguments.joined(separator: " ")) failed (\(status)): \(errorText)")
-        }
-        return text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }

@@ -1,54 +1,8 @@
 import Dispatch
 package import Foundation
 import Glibc
+import ServerLaunching
 import Testing
-
-/// An executable of this package, built next to the test runner (`swift build --build-tests`
-/// builds the executables the test target depends on).
-package enum BuiltExecutable {
-    package static func url(_ name: String) -> URL {
-        let testBinary = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        return URL(fileURLWithPath: testBinary).deletingLastPathComponent().appendingPathComponent(name)
-    }
-
-    /// Runs `executable ARGUMENTS…` to completion (off the cooperative pool): its exit status and
-    /// output. `environment` replaces this process's when given.
-    package static func run(
-        _ executable: URL, _ arguments: [String], environment: [String: String]? = nil
-    ) async throws -> (status: Int32, stdout: String, stderr: String) {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                do {
-                    let process = Process()
-                    process.executableURL = executable
-                    process.arguments = arguments
-                    if let environment { process.environment = environment }
-                    let out = Pipe(), err = Pipe()
-                    process.standardOutput = out
-                    process.standardError = err
-                    process.standardInput = FileHandle.nullDevice
-                    try process.run()
-                    // stderr on another thread, so that neither pipe can fill up and stall the child.
-                    let errors = DispatchGroup()
-                    let stderr = DataBox()
-                    DispatchQueue.global().async(group: errors) { stderr.data = err.fileHandleForReading.readDataToEndOfFile() }
-                    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-                    errors.wait()
-                    process.waitUntilExit()
-                    continuation.resume(returning: (process.terminationStatus, String(decoding: stdout, as: UTF8.self),
-                                                    String(decoding: stderr.data, as: UTF8.self)))
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
-        }
-    }
-}
-
-/// Bytes handed from one thread to another that waits for it (a `DispatchGroup` orders the two).
-private final class DataBox: @unchecked Sendable {
-    var data = Data()
-}
 
 /// The real `groupdefaults-server` executable, built next to the test runner.
 package enum ServerTool {
@@ -88,65 +42,45 @@ package enum ServerTool {
     }
 }
 
-/// A running `groupdefaults-server serve` on a data directory or a PostgreSQL database.
-package final class ServerProcess: @unchecked Sendable {  // the process is only touched from the test's task
-    package let process = Process()
-    package let port: Int
-    private let stdout = Pipe()
+/// A running `groupdefaults-server serve` on a data directory or a PostgreSQL database (the launcher
+/// the benchmark uses too), awaited off the cooperative pool.
+package final class ServerProcess: Sendable {
+    private let server: LaunchedServer
 
     /// Serves the embedded store in `dataDirectory`, or, with nil, what `extraArguments` say
     /// (`--postgres-url`), on `port` (0: a free one, announced on the first line).
     package init(dataDirectory: String?, port: Int = 0, extraArguments: [String] = []) async throws {
-        process.executableURL = ServerTool.executable
-        process.arguments = ["serve", "--port", String(port), "--log-level", "warning"]
-            + (dataDirectory.map { ["--data-dir", $0] } ?? []) + extraArguments
-        process.standardOutput = stdout
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let line = try await Self.firstLine(of: stdout.fileHandleForReading)
-        let prefix = extraArguments.contains("--tls-cert") ? "listening on https://127.0.0.1:" : "listening on http://127.0.0.1:"
-        guard line.hasPrefix(prefix), let port = Int(line.dropFirst(prefix.count)) else {
-            process.terminate()
-            throw ServerStartFailure(line: line)
+        let arguments = (dataDirectory.map { ["--data-dir", $0] } ?? []) + extraArguments
+        server = try await offThePool {
+            try LaunchedServer(executable: ServerTool.executable, port: port, arguments: arguments)
         }
-        self.port = port
     }
+
+    /// The server's process.
+    package var process: Process { server.process }
+
+    /// The port it announced.
+    package var port: Int { server.port }
 
     /// `http://127.0.0.1:PORT`.
     package var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
-    /// The first line the server writes (its `listening on` line); the read blocks, so it runs on a
-    /// dispatch queue.
-    private static func firstLine(of handle: FileHandle) async throws -> String {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                var bytes: [UInt8] = []
-                var byte: UInt8 = 0
-                while read(handle.fileDescriptor, &byte, 1) == 1, byte != 10 { bytes.append(byte) }
-                continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
-            }
-        }
-    }
-
     /// What the server wrote to stdout after its first line, read to the end (call once it exited).
     package func remainingOutput() -> String {
-        String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        server.remainingOutput()
     }
 
     /// Sends `number` to the server, if it still runs (never to a process id that may have been
     /// reused since it exited).
     package func signal(_ number: Int32) {
-        if process.isRunning { kill(process.processIdentifier, number) }
+        server.signal(number)
     }
 
-    /// Waits for the process to end (off the cooperative pool); its exit status, or nil if a signal killed it.
+    /// Waits for the process to end (off the cooperative pool): its exit status, and whether a signal ended it.
     package func waitForExit() async -> (status: Int32, bySignal: Bool) {
-        let process = self.process
+        let server = self.server
         return await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                process.waitUntilExit()
-                continuation.resume(returning: (process.terminationStatus, process.terminationReason == .uncaughtSignal))
-            }
+            DispatchQueue.global().async { continuation.resume(returning: server.waitForExit()) }
         }
     }
 
@@ -162,13 +96,11 @@ package final class ServerProcess: @unchecked Sendable {  // the process is only
         _ = await exited.value
         killer.cancel()
     }
-
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    }
 }
 
-package struct ServerStartFailure: Error, CustomStringConvertible {
-    package let line: String
-    package var description: String { "the server did not announce its port; its first line: \(line.debugDescription)" }
+/// Runs `work`, which blocks its thread, on a dispatch queue rather than the cooperative pool.
+func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+    }
 }

@@ -3,6 +3,7 @@ import CLMDBReference
 import Dispatch
 import Foundation
 import Glibc
+import ServerLaunching
 import Synchronization
 
 /// `groupdefaults-bench server`: the sync server's real executable on loopback, on both storage
@@ -134,9 +135,9 @@ struct ServerBench {
     }
 
     private func postgres(_ http: HTTPClient) async throws -> [ServerReport.Row] {
-        let database = try ThrowawayPostgres(tool: postgresTool, scratch: sandbox.root)
+        let database = try ThrowawayPostgres(tool: postgresTool)
         defer { try? database.stop() }
-        let pgbench = { try database.pgbenchInsertsPerSecond(clients: Self.pgbenchClients, seconds: plan.pgbenchSeconds) }
+        let pgbench = { try database.pgbenchInsertsPerSecond(clients: Self.pgbenchClients, seconds: plan.pgbenchSeconds, scratch: sandbox.root) }
         let referenceBefore = try pgbench()
         let storage = ["--postgres-url", database.url]
         let token = try ServerProcess.createToken(executable: serverExecutable, storage: storage)

@@ -1,25 +1,26 @@
 import Foundation
 import Glibc
+import ServerLaunching
 
-/// The real `groupdefaults-server` executable, started on loopback for the benchmark.
+/// The real `groupdefaults-server` executable, started on loopback for the benchmark (the launcher
+/// the tests use too), its stderr shared with the benchmark's.
 final class ServerProcess {
-    let port: Int
-    private let child: Spawn.Child
+    private let server: LaunchedServer
 
-    var pid: pid_t { child.pid }
+    var port: Int { server.port }
+    var pid: pid_t { server.pid }
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
     /// `serve --port 0 --log-level warning --rate-limit …` with `storage` (`--data-dir DIR` or
     /// `--postgres-url URL`); returns once it printed its `listening on` line. The rate limit is out
     /// of reach: a 429 would only hide what is measured.
     init(executable: String, storage: [String]) throws {
-        child = try Spawn.start(executable, ["serve", "--port", "0", "--log-level", "warning", "--rate-limit", "10000000"] + storage,
-                                captureOutput: true)
-        let prefix = "listening on http://127.0.0.1:"
-        guard let line = child.readLine(), line.hasPrefix(prefix), let port = Int(line.dropFirst(prefix.count)) else {
+        do {
+            server = try LaunchedServer(executable: URL(fileURLWithPath: executable), arguments: ["--rate-limit", "10000000"] + storage,
+                                        keepsStderr: true)
+        } catch is ServerStartFailure {
             throw BenchError("\(executable) did not announce its port")
         }
-        self.port = port
     }
 
     /// `token create … --account bench`: a token for every suite.
@@ -32,15 +33,19 @@ final class ServerProcess {
 
     /// SIGTERM, then waits for the exit (which ends every stream and long-poll first).
     func stop() throws {
-        kill(child.pid, SIGTERM)
-        let result = try child.wait()
-        guard result.status == 0 else { throw BenchError("the server exited with status \(result.status)") }
+        server.signal(SIGTERM)
+        let exit = server.waitForExit()
+        guard exit.status == 0, !exit.bySignal else {
+            throw BenchError("the server exited with status \(exit.bySignal ? 128 + exit.status : exit.status)")
+        }
     }
 
     /// The server's resident memory, VmRSS of /proc/PID/status, in KiB.
     func residentKiB() throws -> Double {
-        var status: Int32 = 0
-        if waitpid(pid, &status, WNOHANG) == pid { throw BenchError("the server exited (wait status \(status))") }
+        if !server.process.isRunning {
+            let exit = server.waitForExit()
+            throw BenchError("the server exited (wait status \(exit.bySignal ? exit.status : exit.status << 8))")
+        }
         return try ProcessStats.residentKiB(of: pid)
     }
 }

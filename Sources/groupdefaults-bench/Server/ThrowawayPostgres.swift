@@ -1,58 +1,13 @@
 import Foundation
-import Glibc
+import ServerLaunching
 
-/// A throwaway PostgreSQL 15 from `Tools/postgres start` (stopped by `stop`, or by the tool itself
-/// once this process has exited), and PostgreSQL's own `pgbench` against it as the reference.
-final class ThrowawayPostgres {
-    let url: String
-    private let tool: String
-    /// Where the pgbench script is written.
-    private let directory: String
-    private var stopped = false
-
-    static let binDirectory = "/usr/lib/postgresql/15/bin"
-
-    init(tool: String, scratch directory: String) throws {
-        self.tool = tool
-        self.directory = directory
-        let started = try Spawn.run(tool, ["start", "--until-exit", String(getpid())], captureOutput: true)
-        guard started.status == 0, let url = started.output.split(separator: "\n").last.map(String.init), url.hasPrefix("postgres://")
-        else { throw BenchError("\(tool) start failed (exit \(started.status))") }
-        self.url = url
-    }
-
-    deinit { try? stop() }
-
-    /// The server's postmaster (the first line of postmaster.pid in the directory `Tools/postgres`
-    /// registered for its port), whose children are the backends.
-    var postmaster: pid_t? {
-        guard let port = url.split(separator: ":").last?.split(separator: "/").first else { return nil }
-        let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
-        guard let directory = try? String(contentsOfFile: "\(base)/groupdefaults-postgres.\(port)", encoding: .utf8),
-              let pidFile = try? String(contentsOfFile: directory.trimmingCharacters(in: .whitespacesAndNewlines) + "/data/postmaster.pid",
-                                        encoding: .utf8)
-        else { return nil }
-        return pidFile.split(separator: "\n").first.flatMap { pid_t($0) }
-    }
-
-    func stop() throws {
-        guard !stopped else { return }
-        stopped = true
-        _ = try Spawn.run(tool, ["stop", url], captureOutput: true)
-    }
-
-    /// Runs SQL with psql; its output.
-    @discardableResult
-    func psql(_ sql: String) throws -> String {
-        let result = try Spawn.run(Self.executable("psql"), ["-X", "-q", "-tA", "-v", "ON_ERROR_STOP=1", url, "-c", sql],
-                                   captureOutput: true)
-        guard result.status == 0 else { throw BenchError("psql failed (exit \(result.status)): \(sql)") }
-        return result.output
-    }
-
+/// The benchmark's uses of the throwaway PostgreSQL (the one the tests use too): PostgreSQL's own
+/// `pgbench` against it as the reference, and its servers' listening connections.
+extension ThrowawayPostgres {
     /// pgbench inserting one row of a ~60-byte value per transaction into a small table, `clients`
-    /// connections on 2 threads for `seconds`: its transactions per second.
-    func pgbenchInsertsPerSecond(clients: Int, seconds: Int) throws -> Double {
+    /// connections on 2 threads for `seconds` (its script written in `directory`): its transactions per
+    /// second.
+    func pgbenchInsertsPerSecond(clients: Int, seconds: Int, scratch directory: String) throws -> Double {
         try psql("CREATE TABLE IF NOT EXISTS bench_reference (id bigserial PRIMARY KEY, k bigint NOT NULL, v text NOT NULL)")
         let script = directory + "/pgbench-insert.sql"
         try """
@@ -75,10 +30,5 @@ final class ThrowawayPostgres {
     func listenerCount() throws -> Int {
         let count = try psql("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'groupdefaults-listener-%' AND query LIKE 'LISTEN%'")
         return Int(count.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
-    }
-
-    private static func executable(_ name: String) -> String {
-        let path = binDirectory + "/" + name
-        return FileManager.default.isExecutableFile(atPath: path) ? path : "/usr/bin/" + name
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import GroupDefaultsWire
+import TestSupport
 
 /// curl as a real, separate HTTP client (for what the in-process test client cannot do: read an
 /// endless event stream as it arrives, speak TLS with a CA file).
@@ -22,16 +23,7 @@ final class Curl: @unchecked Sendable {  // one reader at a time: a task, or the
 
     /// Runs curl to completion: its exit status and output.
     static func run(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
-        let curl = try Curl(arguments)
-        return await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                let out = curl.output.fileHandleForReading.readDataToEndOfFile()
-                let err = curl.errors.fileHandleForReading.readDataToEndOfFile()
-                curl.process.waitUntilExit()
-                continuation.resume(returning: (curl.process.terminationStatus, String(decoding: out, as: UTF8.self),
-                                                String(decoding: err, as: UTF8.self)))
-            }
-        }
+        try await BuiltExecutable.run(URL(fileURLWithPath: "/usr/bin/curl"), ["--silent", "--show-error", "--no-buffer"] + arguments)
     }
 
     /// The next Server-Sent Events of the stream curl prints, at least `count` of them, or fewer if

@@ -1,0 +1,144 @@
+package import ArgumentParser
+package import Foundation
+
+/// A failure a tool reports as one line on stderr, exiting with `status`.
+package struct CommandFailure: Error, Sendable, CustomStringConvertible {
+    /// The line, without the tool's name.
+    package var message: String
+    /// The exit status (1 unless the tool promises another).
+    package var status: Int32
+    /// False for lines printed without the tool's name (as macOS `defaults` prints its own).
+    package var showsToolName = true
+
+    /// A failure reported as `TOOL: MESSAGE`, exiting with `status`.
+    package init(_ message: String, status: Int32 = 1) {
+        self.message = message
+        self.status = status
+    }
+
+    /// The message.
+    package var description: String { message }
+}
+
+/// How an executable reports failures: one line on stderr after its name, and an exit status; never
+/// a stack trace. Each executable maps its own domain errors (a suite that does not exist, a sync
+/// that needs a new token, a storage error) to the failure it reports.
+package struct CommandLineTool: Sendable {
+    /// The name each line on stderr starts with, e.g. `groupdefaults`.
+    package let name: String
+    private let failure: @Sendable (any Error) -> CommandFailure?
+
+    /// - Parameters:
+    ///   - name: The executable's name, printed before each line.
+    ///   - failure: The failure to report for an error that is not a `CommandFailure`; nil leaves the
+    ///     error to whoever runs the command (ArgumentParser, or `main(reportingAs:helpHint:)`).
+    package init(name: String, failure: @escaping @Sendable (any Error) -> CommandFailure? = { _ in nil }) {
+        self.name = name
+        self.failure = failure
+    }
+
+    /// Writes `NAME: MESSAGE` to stderr as one line, unbuffered.
+    package func printError(_ message: String) {
+        CommandLineSupport.printError(message, tool: name)
+    }
+
+    /// Runs a verb's body: a failure becomes one line on stderr and `ExitCode(status)`.
+    /// ArgumentParser's `ExitCode` and `CleanExit` pass through, as do errors `failure` leaves alone.
+    package func perform(_ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch {
+            throw reported(error)
+        }
+    }
+
+    /// The async twin of `perform(_:)`.
+    package func perform(_ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch {
+            throw reported(error)
+        }
+    }
+
+    /// Reports `error` if it is a failure of this tool, returning the `ExitCode` to throw instead;
+    /// otherwise returns `error` itself.
+    private func reported(_ error: any Error) -> any Error {
+        if error is ExitCode || error is CleanExit { return error }
+        guard let failure = error as? CommandFailure ?? failure(error) else { return error }
+        if failure.showsToolName {
+            printError(failure.message)
+        } else {
+            writeAll(Data((failure.message + "\n").utf8), to: STDERR_FILENO)
+        }
+        return ExitCode(failure.status)
+    }
+}
+
+extension ParsableCommand {
+    /// Parses and runs the command as `tool`: a failure is one line on stderr and its exit status, and
+    /// a command line that does not parse is one line ending in `; HELPHINT` (help and completion
+    /// scripts print as usual). A `CommandFailure` thrown by `validate()` is reported as it is.
+    package static func main(reportingAs tool: CommandLineTool, helpHint: String) {
+        do {
+            var command = try parseAsRoot()
+            try tool.perform { try command.run() }
+        } catch {
+            exit(reporting: error, as: tool, helpHint: helpHint)
+        }
+    }
+
+    /// The async twin of `main(reportingAs:helpHint:)`, for commands with async verbs.
+    package static func main(reportingAs tool: CommandLineTool, helpHint: String) async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await tool.perform { try await command.run() }
+            } else {
+                try tool.perform { try command.run() }
+            }
+        } catch {
+            exit(reporting: error, as: tool, helpHint: helpHint)
+        }
+    }
+
+    private static func exit(reporting error: any Error, as tool: CommandLineTool, helpHint: String) -> Never {
+        if let failure = error as? CommandFailure {
+            tool.printError(failure.message)
+            exit(withError: ExitCode(failure.status))
+        }
+        let code = exitCode(for: error)
+        if code == .success || error is CleanExit || error is ExitCode {
+            exit(withError: error)  // help, or a failure already reported
+        }
+        let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid command line"
+        tool.printError(message + "; " + helpHint)
+        exit(withError: ExitCode(code.rawValue))
+    }
+}
+
+/// Writes `TOOL: MESSAGE` to stderr as one line, unbuffered.
+package func printError(_ message: String, tool: String) {
+    writeAll(Data((tool + ": " + message + "\n").utf8), to: STDERR_FILENO)
+}
+
+/// Writes a line to stdout at once (so that a pipe receives output line by line, and a process that
+/// ends with `_exit` loses nothing).
+package func output(_ text: String) {
+    writeAll(Data((text + "\n").utf8), to: STDOUT_FILENO)
+}
+
+/// Writes every byte, unbuffered (a process that ends with `_exit` flushes no buffer).
+package func writeAll(_ data: Data, to fd: Int32) {
+    data.withUnsafeBytes { raw in
+        var offset = 0
+        while offset < raw.count {
+            let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            offset += written
+        }
+    }
+}
