@@ -95,13 +95,17 @@ struct AuthTests {
     }
 
     @Test("suite patterns: '*' matches any run, dots included")
-    func patterns() {
-        #expect(SuitePattern.matches("*", "anything.at.all"))
-        #expect(SuitePattern.matches("group.*", "group.com.example"))
-        #expect(SuitePattern.matches("a*b*c", "a.x.b.y.c"))
-        #expect(!SuitePattern.matches("group.*", "groups"))
-        #expect(!SuitePattern.matches("a*c", "abcd"))
-        #expect(SuitePattern.matches("exact", "exact"))
+    func patterns() throws {
+        #expect(GlobPattern.matches("*", "anything.at.all"))
+        #expect(GlobPattern.matches("group.*", "group.com.example"))
+        #expect(GlobPattern.matches("a*b*c", "a.x.b.y.c"))
+        #expect(!GlobPattern.matches("group.*", "groups"))
+        #expect(!GlobPattern.matches("a*c", "abcd"))
+        #expect(GlobPattern.matches("exact", "exact"))
+        #expect(try GlobPattern("draft.*").matches("draft.message"))
+        for refused in ["", "a\nb", String(repeating: "k", count: GlobPattern.maximumLength + 1)] {
+            #expect(throws: GlobPattern.Invalid.self) { try GlobPattern(refused) }
+        }
     }
 }
 

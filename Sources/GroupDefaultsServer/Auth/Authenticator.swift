@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import GroupDefaultsWire
 
 /// Checks a request's bearer token against storage, on every request (no cache: a revocation takes
 /// effect on the next request, also from another process).
@@ -37,7 +38,7 @@ struct Authenticator: Sendable {
 
     /// 403 unless `token` may use `suite` (and write it, for a write).
     func authorize(_ token: StoredToken, suite: String, write: Bool) throws {
-        guard token.suitePatterns.contains(where: { SuitePattern.matches($0, suite) }) else {
+        guard token.suitePatterns.contains(where: { GlobPattern.matches($0, suite) }) else {
             throw APIError.forbidden("the token does not cover the suite '\(suite)'")
         }
         if write, token.readOnly { throw APIError.forbidden("the token is read-only") }

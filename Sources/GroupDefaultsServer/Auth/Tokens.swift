@@ -28,25 +28,3 @@ package enum Tokens {
             .replacingOccurrences(of: "=", with: "")
     }
 }
-
-/// Suite patterns: `*` matches any run of characters (dots included); everything else itself.
-package enum SuitePattern {
-    package static func matches(_ pattern: String, _ name: String) -> Bool {
-        let p = Array(pattern.unicodeScalars), s = Array(name.unicodeScalars)
-        // Greedy wildcard matching with backtracking to the last '*'.
-        var pi = 0, si = 0, star = -1, mark = 0
-        while si < s.count {
-            if pi < p.count, p[pi] != "*", p[pi] == s[si] {
-                pi += 1; si += 1
-            } else if pi < p.count, p[pi] == "*" {
-                star = pi; mark = si; pi += 1
-            } else if star >= 0 {
-                pi = star + 1; mark += 1; si = mark
-            } else {
-                return false
-            }
-        }
-        while pi < p.count, p[pi] == "*" { pi += 1 }
-        return pi == p.count
-    }
-}

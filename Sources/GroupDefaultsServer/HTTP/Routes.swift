@@ -52,7 +52,7 @@ struct SyncRoutes: Sendable {
     func listSuites(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let token = try requireToken(context)
         let list = try await storage.suites(account: token.account)
-        let visible = list.suites.filter { suite in token.suitePatterns.contains { SuitePattern.matches($0, suite.name) } }
+        let visible = list.suites.filter { suite in token.suitePatterns.contains { GlobPattern.matches($0, suite.name) } }
         return try JSONBody.response(SuiteList(suites: visible))
     }
 
