@@ -56,6 +56,8 @@ public struct SharedDefaultsError: Error, Sendable, CustomStringConvertible {
         public static let conflictingConfiguration = Code("conflictingConfiguration")
         /// A remote change carries a timestamp too far ahead of this machine's clock (sync).
         public static let clockSkew = Code("clockSkew")
+        /// The conflict journal holds no replaced value of the key (or no entry of that id) to restore.
+        public static let conflictNotFound = Code("conflictNotFound")
         /// Any other failure of the file system or of LMDB.
         public static let storageFailure = Code("storageFailure")
     }

@@ -406,7 +406,7 @@ extension Environment {
 
 /// The named databases of a suite file (see ARCHITECTURE.md).
 enum SuiteDatabase {
-    static let names = ["values", "tombstones", "log", "meta"]
+    static let names = ["values", "tombstones", "log", "meta", "journal"]
     /// What a plain reader follows, checked when a file is opened.
     static let readerTrees = ["values", "meta"]
 
@@ -418,6 +418,8 @@ extension Database {
     static let tombstones = Database(1)
     static let log = Database(2)
     static let meta = Database(3)
+    /// The conflict journal: local values sync replaced (`ConflictJournal`). Never synced.
+    static let journal = Database(4)
 }
 
 /// Keys of the `meta` database. (The buffers point at immutable static string data.)
@@ -438,6 +440,15 @@ enum MetaKey {
     nonisolated(unsafe) static let syncCAFile = UnsafeRawBufferPointer(staticString: "sync.cafile")
     /// What the sync engine last reported that needs attention (paused, failing), UTF-8.
     nonisolated(unsafe) static let syncNote = UnsafeRawBufferPointer(staticString: "sync.note")
+    /// The HLC at which sync was turned on (`configure`), u64 little-endian: the joining rule lets
+    /// the server win only over what is stamped up to it.
+    nonisolated(unsafe) static let syncConfiguredAt = UnsafeRawBufferPointer(staticString: "sync.configured")
+    /// The local-only key patterns of a synced suite, UTF-8, one per line.
+    nonisolated(unsafe) static let syncExclude = UnsafeRawBufferPointer(staticString: "sync.exclude")
+    /// How many pulled entries were not applied because their key is local-only, u64 little-endian.
+    nonisolated(unsafe) static let syncIgnored = UnsafeRawBufferPointer(staticString: "sync.ignored")
+    /// The conflict journal's bounds: how many entries, how many days (two u32, little-endian).
+    nonisolated(unsafe) static let journalBounds = UnsafeRawBufferPointer(staticString: "journal.bounds")
 }
 
 extension UnsafeRawBufferPointer {

@@ -25,6 +25,9 @@ extension SharedDefaults {
         /// Whether the suite is synced, so that each local change is marked pending (read from `meta`
         /// at the first change: another process may have configured sync since the last commit).
         private var isSynced = false
+        /// A synced suite's local-only key patterns (read with `isSynced`): their keys are never
+        /// marked pending, and pulled entries for them are not applied.
+        private var localOnly: [GlobPattern] = []
         /// Reused for encoding records, so that a transaction of many changes allocates once.
         private var scratch: [UInt8] = []
         /// Whether this transaction changed anything (and logged it).
@@ -86,7 +89,7 @@ extension SharedDefaults {
             }
             let stamp = try beginChange()
             addsData = true
-            StoredRecord.encode(value, stamp: stamp, pending: isSynced, into: &scratch)
+            StoredRecord.encode(value, stamp: stamp, pending: marksPending(key), into: &scratch)
             guard scratch.count - StoredRecord.headerSize <= store.maximumValueSize else {
                 throw store.error(.valueTooLarge, key: key,
                     "the value takes \(scratch.count - StoredRecord.headerSize) bytes encoded; the limit is "
@@ -112,7 +115,7 @@ extension SharedDefaults {
                     guard try txn.get(.values, k) != nil else { return }
                     let stamp = try beginChange()
                     try txn.delete(.values, k)
-                    try StoredRecord.encodeTombstone(stamp, pending: isSynced).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
+                    try StoredRecord.encodeTombstone(stamp, pending: marksPending(key)).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
                     tombstonesMayExist = true
                     try appendLog(.removed, key: key)
                 }
@@ -127,13 +130,15 @@ extension SharedDefaults {
                 guard try txn.count(.values) > 0 else { return }
                 let stamp = try beginChange()
                 let tombstone = StoredRecord.encodeTombstone(stamp, pending: isSynced)
+                let localTombstone = StoredRecord.encodeTombstone(stamp, pending: false)
                 var removed: [[UInt8]] = []
                 try txn.forEach(.values) { key, _ in
                     removed.append(Array(key))
                     return true
                 }
                 for key in removed {
-                    try key.withUnsafeBytes { k in try tombstone.withUnsafeBytes { try txn.put(.tombstones, k, $0) } }
+                    let record = localOnly.isEmpty || marksPending(String(decoding: key, as: UTF8.self)) ? tombstone : localTombstone
+                    try key.withUnsafeBytes { k in try record.withUnsafeBytes { try txn.put(.tombstones, k, $0) } }
                 }
                 try txn.empty(.values)
                 tombstonesMayExist = true
@@ -196,6 +201,7 @@ extension SharedDefaults {
             let (tail, synced) = try perform(key: nil) {
                 (try ChangeLog.tail(txn), try txn.get(.meta, MetaKey.syncServer) != nil)
             }
+            if synced { localOnly = try perform(key: nil) { try SharedDefaults.localOnlyPatterns(txn) } }
             let wallClock = store.wallClockMilliseconds()
             let hlc = try remote.map { remote in
                 do { return try tail.hlc.received(remote, wallClock: wallClock) } catch {
@@ -208,44 +214,72 @@ extension SharedDefaults {
             return stamp
         }
 
+        /// Whether a local change of `key` is marked pending: the suite is synced and the key is not
+        /// local-only. (Valid after `beginChange`.)
+        private func marksPending(_ key: String) -> Bool {
+            isSynced && !isLocalOnly(key)
+        }
+
+        /// Whether `key` matches one of the synced suite's local-only patterns. (Valid after
+        /// `beginChange`.)
+        func isLocalOnly(_ key: String) -> Bool {
+            !localOnly.isEmpty && localOnly.contains { $0.matches(key) }
+        }
+
         /// Logs a change under the next sequence number; a remote change with its own origin.
-        private func appendLog(_ kind: ChangeLog.Kind, key: String, remoteOrigin: UInt64? = nil) throws {
+        private func appendLog(_ kind: ChangeLog.Kind, key: String, remoteOrigin: UInt64? = nil, isConflict: Bool = false) throws {
             guard var clock else { preconditionFailure("appendLog before beginChange") }
             clock.sequence += 1
             self.clock = clock
             var stamp = clock.stamp
             if let remoteOrigin { stamp.origin = remoteOrigin }
             try ChangeLog.append(
-                txn, sequence: clock.sequence, kind: kind, isRemote: remoteOrigin != nil, stamp: stamp, key: key,
+                txn, sequence: clock.sequence, kind: kind, isRemote: remoteOrigin != nil, isConflict: isConflict, stamp: stamp, key: key,
                 scratch: &scratch)
             try ChangeLog.trim(txn, last: clock.sequence, retention: store.logRetention)
         }
 
         // MARK: Sync
 
-        /// The stamp of the value or tombstone stored under `key`, if any.
-        func storedStamp(_ key: UnsafeRawBufferPointer) throws -> Stamp? {
-            if let raw = try txn.get(.values, key) { return try StoredRecord.decode(raw).stamp }
-            if let raw = try txn.get(.tombstones, key) { return try StoredRecord.decodeTombstone(raw) }
-            return nil
+        /// What `applyRemote` did with one entry.
+        enum RemoteOutcome: Equatable {
+            /// Stored; with `replaced`, the local value it replaced was kept in the conflict journal.
+            case applied(replaced: Bool)
+            /// Not stored: what the store holds is newer (or the same write).
+            case superseded
+            /// Not stored: the key is local-only in this suite.
+            case ignored
         }
 
         /// Applies one entry pulled from the server, if it wins: its value (or removal) is stored with
-        /// its own stamp, logged as a remote change, never marked pending (a pending local change it
-        /// beats is replaced with it: there is nothing left to push). `remoteWins` skips the comparison (a
-        /// joining device keeps the server's value). Returns whether the entry was applied. The whole
-        /// batch's latest HLC must have been received first (`receive`).
-        func applyRemote(key: String, value: PropertyListValue?, stamp remote: Stamp, remoteWinsBefore joinStarted: HLC?) throws -> Bool {
+        /// its own stamp, logged as a remote change, never marked pending. `joinedBefore` (a joining
+        /// device) makes the server's entry win over what is stamped up to that HLC, whatever the
+        /// stamps.
+        ///
+        /// A local value or deletion the entry replaces is kept in the conflict journal when it was
+        /// pending (a change that had not reached the server, whose winner came from elsewhere) or
+        /// when only the joining rule made it lose; unless it said the same as the winner. The
+        /// whole batch's latest HLC must have been received first (`receive`).
+        func applyRemote(key: String, value: PropertyListValue?, stamp remote: Stamp, joinedBefore: HLC?) throws -> RemoteOutcome {
             try checkUsable()
             try store.validate(key: key)
             precondition(clock != nil, "applyRemote before receive")
+            if isLocalOnly(key) { return .ignored }
             return try perform(key: key) {
                 try withKeyBytes(key) { k in
-                    let current = try storedStamp(k)
-                    if let current, current != remote, let joinStarted, current.hlc <= joinStarted {
-                        // Joining: the server's entry wins over the copy held before the join.
-                    } else if let current, current >= remote {
-                        return false
+                    let held = try heldRecord(k)
+                    var joinOverrides = false
+                    if let held, held.stamp != remote, let joinedBefore, held.stamp.hlc <= joinedBefore {
+                        joinOverrides = true  // joining: the server's entry wins over the copy held before sync began
+                    } else if let held, held.stamp >= remote {
+                        return .superseded
+                    }
+                    var replaced = false
+                    if let held, held.pending || joinOverrides, held.value != value {
+                        _ = try ConflictJournal.append(
+                            txn, key: key, replaced: held.value, stamp: held.stamp, winner: remote,
+                            now: store.wallClockMilliseconds(), bounds: try SharedDefaults.journalBounds(txn))
+                        replaced = true
                     }
                     if let value {
                         addsData = true
@@ -258,12 +292,24 @@ extension SharedDefaults {
                         tombstonesMayExist = true
                         // Only a tombstone changed (a key removed here too, or never stored here):
                         // observers have nothing to see.
-                        if !hadValue { return true }
+                        if !hadValue { return .applied(replaced: replaced) }
                     }
-                    try appendLog(value == nil ? .removed : .set, key: key, remoteOrigin: remote.origin)
-                    return true
+                    try appendLog(value == nil ? .removed : .set, key: key, remoteOrigin: remote.origin, isConflict: replaced)
+                    return .applied(replaced: replaced)
                 }
             }
+        }
+
+        /// What `key` holds, value or tombstone (a nil value), with its stamp and pending mark.
+        private func heldRecord(_ k: UnsafeRawBufferPointer) throws -> (value: PropertyListValue?, stamp: Stamp, pending: Bool)? {
+            if let raw = try txn.get(.values, k) {
+                let record = try StoredRecord.decode(raw)
+                return (record.value, record.stamp, StoredRecord.isPending(raw))
+            }
+            if let raw = try txn.get(.tombstones, k) {
+                return (nil, try StoredRecord.decodeTombstone(raw), StoredRecord.isPending(raw))
+            }
+            return nil
         }
 
         /// Moves this transaction's clock past `latest`, the latest HLC of a batch of remote entries,
@@ -318,7 +364,8 @@ extension SharedDefaults {
             }
         }
 
-        private func perform<T>(key: String?, _ body: () throws -> T) throws -> T {
+        /// Runs `body`, its LMDB and format errors translated into `SharedDefaultsError`s about `key`.
+        func perform<T>(key: String?, _ body: () throws -> T) throws -> T {
             do {
                 return try body()
             } catch {

@@ -32,6 +32,8 @@ extension GroupDefaultsCommand {
                         sync server: \(server)
                         sync cursor: \(sync.cursor.map(String.init) ?? "none (the next sync reads the server's snapshot)")
                         sync pending: \(pending) change\(pending == 1 ? "" : "s")
+                        sync local-only keys: \(sync.localOnlyKeys.isEmpty ? "none" : sync.localOnlyKeys.joined(separator: " "))
+                        sync conflicts kept: \(try defaults.conflicts().count)
                         """)
                 } else {
                     output("sync: off")

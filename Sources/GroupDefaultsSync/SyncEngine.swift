@@ -232,7 +232,7 @@ public actor SyncEngine {
                 return try await readSnapshotAgain()
             }
             if !page.entries.isEmpty || page.lastRev != since {
-                report.applied += try apply(page.entries, cursor: page.lastRev).applied.count
+                report.add(try apply(page.entries, cursor: page.lastRev))
                 options.progress?(SyncProgress(phase: .pulling, done: report.applied, total: nil))
             }
             since = page.lastRev
@@ -240,13 +240,16 @@ public actor SyncEngine {
         }
     }
 
-    /// A device's first sync of a suite: the server's value wins for every key the server has
-    /// (however recent the local copy), and the keys it lacks are uploaded. Registered defaults are
-    /// not stored values, so they are never pushed.
+    /// A device's first sync of a suite (the joining rule): the server's entry wins over every local
+    /// value and deletion stamped before sync was turned on (`configure`), however recent; what any
+    /// process wrote after that is pending and competes by last writer wins, deletions included.
+    /// Stored keys the server lacks are uploaded. What the join replaced is kept in the conflict
+    /// journal. Registered defaults are not stored values, so they are never pushed.
     private func join() async throws(SyncError) -> SyncReport {
-        // What the store holds up to now is the joining device's old copy; a change made while the
-        // join runs is judged by last writer wins.
-        let joinStarted = try local { try defaults.clockReading() }
+        // A suite configured before the moment was recorded: what it holds when the join begins.
+        let state = try local { try defaults.syncState() }
+        var configuredAt = state.configuredAt ?? .zero
+        if state.configuredAt == nil { configuredAt = try local { try defaults.clockReading() } }
         let snapshot = try await readSnapshot()
         let serverKeys = Set(snapshot.entries.map(\.key))
         try local {
@@ -256,7 +259,7 @@ public actor SyncEngine {
             try defaults.markPending(localKeys.filter { !serverKeys.contains($0) })
         }
         var report = SyncReport()
-        report.applied = try apply(snapshot.entries, cursor: snapshot.head, policy: .remoteWins(over: joinStarted)).applied.count
+        report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .remoteWins(over: configuredAt)))
         logger.debug("joined the server's suite", metadata: ["suite": "\(client.suite)", "entries": "\(snapshot.entries.count)"])
         return report
     }
@@ -273,10 +276,8 @@ public actor SyncEngine {
         await enter(.push)
         defer { leave(.push) }
         let snapshot = try await readSnapshot()
-        let result = try apply(snapshot.entries, cursor: snapshot.head, policy: .lastWriterWins, pruning: true)
         var report = SyncReport()
-        report.applied = result.applied.count
-        report.pruned = result.pruned.count
+        report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .lastWriterWins, pruning: true))
         return report
     }
 
@@ -299,7 +300,17 @@ public actor SyncEngine {
     private func apply(
         _ entries: [SyncEntry], cursor: UInt64?, policy: RemotePolicy = .lastWriterWins, pruning: Bool = false
     ) throws(SyncError) -> RemoteApplyResult {
-        try local { try defaults.applyRemote(entries, cursor: cursor, policy: policy, pruning: pruning) }
+        let result = try local { try defaults.applyRemote(entries, cursor: cursor, policy: policy, pruning: pruning) }
+        noteReplacements(result)
+        return result
+    }
+
+    /// Tells the log when local values were replaced (each is in the conflict journal).
+    private func noteReplacements(_ result: RemoteApplyResult) {
+        var report = SyncReport()
+        report.add(result)
+        guard let summary = report.replacementSummary(suite: client.suite) else { return }
+        logger.notice("\(summary)", metadata: ["suite": "\(client.suite)", "keys": "\(result.replaced.joined(separator: ","))"])
     }
 
     // MARK: Pushing
@@ -313,7 +324,7 @@ public actor SyncEngine {
         defer { leave(.push) }
         batchCap = nil
         while let batch = try await nextBatch() {
-            report.pushed += try await send(batch)
+            report.add(try await send(batch))
         }
         return report
     }
@@ -351,8 +362,9 @@ public actor SyncEngine {
         return batch
     }
 
-    /// Sends one batch and settles it; returns how many of its changes were acknowledged.
-    private func send(_ batch: InFlightBatch) async throws(SyncError) -> Int {
+    /// Sends one batch and settles it; reports how many of its changes were acknowledged, and the
+    /// local values that other devices' newer writes replaced.
+    private func send(_ batch: InFlightBatch) async throws(SyncError) -> SyncReport {
         let request: PushRequest
         do { request = try JSONDecoder().decode(PushRequest.self, from: Data(batch.body)) } catch {
             // Not what this engine writes: drop it; the marks are still there.
@@ -367,7 +379,7 @@ public actor SyncEngine {
             case let code? where code.refusesChange:
                 try local { try defaults.setInFlightBatch(nil) }
                 settleRefusal(error, of: request)
-                return 0
+                return SyncReport()
             case .clockSkew?:
                 // Not one key's fault: this device's clock is ahead of the server's. The changes stay
                 // pending and are tried again later (the server's clock catches up with their HLCs).
@@ -378,18 +390,26 @@ public actor SyncEngine {
                 throw error
             }
         }
-        // A change written elsewhere won: take it now rather than at the next pull.
+        // A change written elsewhere won: take it now rather than at the next pull (the local
+        // change it replaces, still pending, goes to the conflict journal).
+        var report = SyncReport()
         let winners = response.results.filter { $0.status == .superseded }.map(\.winner)
         if !winners.isEmpty {
-            do { _ = try defaults.applyRemote(winners, cursor: nil) } catch {
+            do {
+                let result = try defaults.applyRemote(winners, cursor: nil)
+                noteReplacements(result)
+                report.add(result)
+            } catch {
                 logger.warning("could not apply the winners of a push", metadata: ["error": "\(error)"])
             }
+            report.applied = 0  // counted when the pull brings them
         }
         let pushed = request.ops.map { (key: $0.key, stamp: Stamp(hlc: $0.hlc, origin: request.deviceID)) }
         try local { _ = try defaults.clearPending(pushed) }
         for op in request.ops { rejections[op.key] = nil }
         options.progress?(SyncProgress(phase: .pushing, done: request.ops.count, total: nil))
-        return request.ops.count
+        report.pushed = request.ops.count
+        return report
     }
 
     /// A refused batch: the key named is set aside (kept locally, reported) and the others go on;

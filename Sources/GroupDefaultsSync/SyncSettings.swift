@@ -13,12 +13,17 @@ public struct SyncSettings: Sendable, Equatable {
     /// A PEM file of a private certificate authority the server's certificate may chain to, beside
     /// the system's; nil for the system's alone.
     public var caFile: String?
+    /// Patterns (`GlobPattern`: `*` matches any run of characters) of keys that never leave this
+    /// device: drafts, window sizes, per-device caches. Their changes are never pushed and pulled
+    /// entries for them are not applied.
+    public var localOnlyKeys: [String]
 
     /// Settings for a suite; nothing is stored or checked until `store(in:)`.
-    public init(server: URL, tokenFile: String, caFile: String? = nil) {
+    public init(server: URL, tokenFile: String, caFile: String? = nil, localOnlyKeys: [String] = []) {
         self.server = server
         self.tokenFile = tokenFile
         self.caFile = caFile
+        self.localOnlyKeys = localOnlyKeys
     }
 
     /// The settings stored in `defaults`; nil when the suite is not synced.
@@ -29,14 +34,22 @@ public struct SyncSettings: Sendable, Equatable {
         guard let url = URL(string: server), let tokenFile = state.tokenFile else {
             throw SyncError(.local, "the suite's sync settings are incomplete: configure it again")
         }
-        return SyncSettings(server: url, tokenFile: tokenFile, caFile: state.caFile)
+        return SyncSettings(server: url, tokenFile: tokenFile, caFile: state.caFile, localOnlyKeys: state.localOnlyKeys)
     }
 
-    /// Stores these settings in `defaults` and marks it synced (see `enableSync`). The token file
-    /// is checked first: it must exist, hold a token, and not be readable by group or others.
+    /// Stores these settings in `defaults` and marks it synced (see `enableSync`), recording the
+    /// moment sync was turned on the first time. The token file is checked first: it must exist,
+    /// hold a token, and not be readable by group or others; and every local-only pattern must be
+    /// valid. A key that becomes local-only is no longer pushed; one that stops being local-only is
+    /// pushed at the next sync.
     public func store(in defaults: SharedDefaults) throws(SyncError) {
         _ = try TokenFile.read(tokenFile)
-        do { try defaults.enableSync(server: server.absoluteString, tokenFile: tokenFile, caFile: caFile) } catch {
+        for pattern in localOnlyKeys {
+            do { _ = try GlobPattern(pattern) } catch { throw SyncError(.local, "local-only keys: \(error)") }
+        }
+        do {
+            try defaults.enableSync(server: server.absoluteString, tokenFile: tokenFile, caFile: caFile, localOnly: localOnlyKeys)
+        } catch {
             throw SyncError.local(error)
         }
     }

@@ -1,4 +1,5 @@
 public import Foundation
+import GroupDefaults
 
 /// What a sync engine is doing and how it last went: what an app shows in its settings screen
 /// and `groupdefaults-sync status` prints.
@@ -35,9 +36,25 @@ public struct SyncReport: Sendable, Equatable {
     public var rejected: [SyncError] = []
     /// Local changes still pending afterwards.
     public var pendingCount = 0
+    /// Local values (or deletions) replaced by another device's newer write, or by the server's on
+    /// joining: each is kept in the conflict journal (`SharedDefaults.conflicts()`).
+    public var replaced = 0
+    /// The devices (origin ids) whose writes replaced them.
+    public var replacedBy: Set<UInt64> = []
+    /// Pulled entries not applied because their key is local-only here.
+    public var ignored = 0
 
     /// A report of a step that did nothing.
     public init() {}
+
+    /// What to tell a person when local values were replaced, nil when none was: "1 local value
+    /// replaced by a newer one from device 42; see groupdefaults-sync conflicts group.t".
+    public func replacementSummary(suite: String) -> String? {
+        guard replaced > 0 else { return nil }
+        let devices = replacedBy.sorted().map(String.init).joined(separator: ", ")
+        let what = replaced == 1 ? "1 local value replaced by a newer one" : "\(replaced) local values replaced by newer ones"
+        return "\(what) from device\(replacedBy.count == 1 ? "" : "s") \(devices); see groupdefaults-sync conflicts \(suite)"
+    }
 
     /// Whether the suite and the server agreed when the report was made.
     public var isInAgreement: Bool { pendingCount == 0 && rejected.isEmpty }
@@ -46,6 +63,18 @@ public struct SyncReport: Sendable, Equatable {
         applied += other.applied
         pushed += other.pushed
         pruned += other.pruned
+        replaced += other.replaced
+        replacedBy.formUnion(other.replacedBy)
+        ignored += other.ignored
+    }
+
+    /// Counts what `applyRemote` did.
+    mutating func add(_ result: RemoteApplyResult) {
+        applied += result.applied.count
+        pruned += result.pruned.count
+        replaced += result.replaced.count
+        replacedBy.formUnion(result.replacedBy)
+        ignored += result.ignored.count
     }
 }
 

@@ -70,8 +70,10 @@ func withEngine(
         let report = try result.get()
         var line = "\(suite): applied \(report.applied), pushed \(report.pushed)"
         if report.pruned > 0 { line += ", removed \(report.pruned)" }
+        if report.ignored > 0 { line += ", ignored \(report.ignored) (local-only)" }
         line += ", \(report.pendingCount) pending"
         output(line)
+        if let summary = report.replacementSummary(suite: suite) { output(summary) }
         for refusal in report.rejected { printError(refusal.description) }
         if !report.rejected.isEmpty { throw ExitCode(1) }
         if pushes && report.pendingCount > 0 {

@@ -33,6 +33,10 @@ extension SharedDefaults {
         /// Whether sync applied the change from the server (another device's write), rather than a
         /// process on this machine making it.
         public let isRemote: Bool
+        /// Whether this remote change replaced a local value (or deletion) that had not reached the
+        /// server, or that predated sync on a joining device: the replaced one is kept in the
+        /// suite's conflict journal (`SharedDefaults.conflicts()`).
+        public let isConflict: Bool
 
         public var description: String {
             let shown = value.map { "\($0)" } ?? "nil"

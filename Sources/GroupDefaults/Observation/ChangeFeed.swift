@@ -75,7 +75,7 @@ extension SharedDefaults {
                     let tail = try ChangeLog.tail(txn)
                     let reset = SharedDefaults.Change(
                         sequence: tail.sequence, kind: .reset, key: "", value: nil, origin: store.origin, hlc: tail.hlc,
-                        isRemote: false)
+                        isRemote: false, isConflict: false)
                     return ([reset], tail.sequence)
                 }
                 var changes: [SharedDefaults.Change] = []
@@ -88,7 +88,7 @@ extension SharedDefaults {
                     changes.append(SharedDefaults.Change(
                         sequence: record.sequence, kind: SharedDefaults.Change.Kind(record.kind),
                         key: record.key, value: value, origin: record.stamp.origin, hlc: record.stamp.hlc,
-                        isRemote: record.isRemote))
+                        isRemote: record.isRemote, isConflict: record.isConflict))
                 }
                 return (changes, records.last?.sequence ?? cursor)
             }

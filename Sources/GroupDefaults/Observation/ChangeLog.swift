@@ -4,7 +4,8 @@ internal import GroupDefaultsLMDB
 /// Key: the sequence number, 8 bytes big-endian, so that key order is commit order. Value:
 /// ```
 /// 0      kind (1 set, 2 removed, 3 cleared), plus 0x80 for a change applied from the server
-///        (its origin is then the remote writer's)
+///        (its origin is then the remote writer's), plus 0x40 when that change replaced a local
+///        value now kept in the conflict journal
 /// 1..8   HLC of the change (little-endian)
 /// 9..16  origin of the change
 /// 17...  the key, UTF-8 (empty for `cleared`)
@@ -21,6 +22,8 @@ enum ChangeLog {
     static let headerSize = 17
     /// Set in the kind byte of a change applied from the server.
     static let remoteFlag: UInt8 = 0x80
+    /// Set in the kind byte of a remote change that replaced a local value kept in the journal.
+    static let conflictFlag: UInt8 = 0x40
     /// Trimming waits until this many records are beyond retention, then drops them together.
     static let trimBatch: UInt64 = 64
 
@@ -35,11 +38,11 @@ enum ChangeLog {
     /// Appends the record for sequence number `sequence` (which must follow the tail), using
     /// `scratch` as its buffer.
     static func append(
-        _ txn: LMDBTransaction, sequence: UInt64, kind: Kind, isRemote: Bool = false, stamp: Stamp, key: String,
-        scratch: inout [UInt8]
+        _ txn: LMDBTransaction, sequence: UInt64, kind: Kind, isRemote: Bool = false, isConflict: Bool = false, stamp: Stamp,
+        key: String, scratch: inout [UInt8]
     ) throws {
         scratch.removeAll(keepingCapacity: true)
-        scratch.append(kind.rawValue | (isRemote ? remoteFlag : 0))
+        scratch.append(kind.rawValue | (isRemote ? remoteFlag : 0) | (isConflict ? conflictFlag : 0))
         BinaryCodec.appendFixed(stamp.hlc.rawValue, into: &scratch)
         BinaryCodec.appendFixed(stamp.origin, into: &scratch)
         scratch.append(contentsOf: key.utf8)
@@ -66,6 +69,7 @@ extension ChangeLog {
         var sequence: UInt64
         var kind: Kind
         var isRemote: Bool
+        var isConflict: Bool
         var stamp: Stamp
         var key: String
     }
@@ -95,7 +99,7 @@ extension ChangeLog {
     }
 
     static func decode(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws -> Record {
-        guard key.count == 8, value.count >= headerSize, let kind = Kind(rawValue: value[0] & ~remoteFlag) else {
+        guard key.count == 8, value.count >= headerSize, let kind = Kind(rawValue: value[0] & ~(remoteFlag | conflictFlag)) else {
             throw CorruptBytes("a change log record is damaged")
         }
         let keyBytes = UnsafeRawBufferPointer(rebasing: value[headerSize...])
@@ -103,6 +107,7 @@ extension ChangeLog {
             sequence: UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)),
             kind: kind,
             isRemote: value[0] & remoteFlag != 0,
+            isConflict: value[0] & conflictFlag != 0,
             stamp: Stamp(
                 hlc: HLC(rawValue: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 1, as: UInt64.self))),
                 origin: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 9, as: UInt64.self))),

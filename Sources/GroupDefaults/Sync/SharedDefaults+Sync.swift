@@ -12,6 +12,12 @@ internal import GroupDefaultsLMDB
 //   and saves the server cursor in the same transaction.
 // - A push acknowledgement clears a mark only if the key still has the stamp that was pushed
 //   (`clearPending`): a change made while the push was in flight stays pending.
+// - `enableSync` records the HLC at which sync was turned on: the joining rule lets the server win
+//   only over what is stamped up to it. Everything written later competes by last writer wins.
+// - A local value that `applyRemote` replaces while it was pending, or that only the joining rule
+//   made lose, is kept in the conflict journal in the same transaction (`ConflictJournal`).
+// - Local-only keys (patterns in `meta`) are never marked pending and pulled entries for them are
+//   not applied (counted in `SyncState.ignoredCount`).
 
 /// The sync bookkeeping stored in a suite.
 package struct SyncState: Sendable, Equatable {
@@ -28,6 +34,13 @@ package struct SyncState: Sendable, Equatable {
     /// What the sync engine last reported that needs attention (paused for authentication, failing);
     /// nil when all is well. Written by the engine, read by `groupdefaults-sync status`.
     package var note: String?
+    /// The HLC at which sync was turned on; nil for a suite configured before it was recorded
+    /// (the engine then takes the moment its join begins).
+    package var configuredAt: HLC?
+    /// The patterns of keys that never leave this device.
+    package var localOnlyKeys: [String] = []
+    /// How many pulled entries were not applied because their key is local-only.
+    package var ignoredCount: UInt64 = 0
 
     package var isSynced: Bool { server != nil }
 }
@@ -55,10 +68,10 @@ package struct PendingChange: Sendable, Equatable {
 package enum RemotePolicy: Sendable, Equatable {
     /// The larger (HLC, origin) wins, as always.
     case lastWriterWins
-    /// The remote entry wins over whatever this store held before `joinStarted` (an HLC read with
-    /// `clockReading()` when the join began), whatever the stamps: a device joining a suite that
-    /// already exists on the server must not overwrite its settings with the copy it held. A local
-    /// change made after that, while the join ran, is judged by last writer wins.
+    /// The remote entry wins over whatever this store holds stamped up to `configuredAt` (the
+    /// moment sync was turned on, `SyncState.configuredAt`), whatever the stamps: a device joining
+    /// a suite that already exists on the server must not overwrite its settings with the copy it
+    /// held. A change made after that, by any process, is judged by last writer wins.
     case remoteWins(over: HLC)
 }
 
@@ -77,6 +90,12 @@ package struct RemoteApplyResult: Sendable, Equatable {
     package var superseded: [String] = []
     /// Keys removed because the server no longer has them (`pruning`).
     package var pruned: [String] = []
+    /// Keys whose local value or deletion was replaced and kept in the conflict journal.
+    package var replaced: [String] = []
+    /// The origins of the writes that replaced them.
+    package var replacedBy: Set<UInt64> = []
+    /// Keys not applied because they are local-only.
+    package var ignored: [String] = []
 }
 
 extension SharedDefaults {
@@ -85,10 +104,28 @@ extension SharedDefaults {
     /// Marks the suite as synced with `server`, so that every process's changes are recorded as
     /// pending from this commit on, and records where the token is read from (`tokenFile`, never the
     /// token) and a private certificate authority (`caFile`). Values already stored are not marked
-    /// (the engine's joining rule decides what to upload); a suite already synced keeps its cursor
-    /// and marks.
-    package func enableSync(server: String, tokenFile: String? = nil, caFile: String? = nil) throws {
+    /// (the engine's joining rule decides what to upload); a suite already synced keeps its cursor,
+    /// its marks and the moment sync was turned on.
+    ///
+    /// `localOnly` (nil: unchanged) replaces the local-only key patterns: a key that becomes
+    /// local-only loses its pending mark; one that stops being local-only, in a suite that has
+    /// joined the server's, is marked pending (it was never pushed).
+    ///
+    /// - Throws: `SharedDefaultsError` with code `unsupportedValue` for a malformed pattern
+    ///   (`GlobPattern`); nothing changes then.
+    package func enableSync(server: String, tokenFile: String? = nil, caFile: String? = nil, localOnly: [String]? = nil) throws {
+        let patterns = try localOnly.map { texts in
+            try texts.map { text in
+                do { return try GlobPattern(text) } catch {
+                    throw store.error(.unsupportedValue, key: nil, "\(error); nothing was changed")
+                }
+            }
+        }
         try write { tx in
+            if try tx.txn.get(.meta, MetaKey.syncServer) == nil || tx.txn.get(.meta, MetaKey.syncConfiguredAt) == nil {
+                let now = try ChangeLog.tail(tx.txn).hlc
+                try withUnsafeBytes(of: now.rawValue.littleEndian) { try tx.txn.put(.meta, MetaKey.syncConfiguredAt, $0) }
+            }
             for (key, text) in [(MetaKey.syncServer, server as String?), (MetaKey.syncTokenFile, tokenFile), (MetaKey.syncCAFile, caFile)] {
                 guard let text else {
                     try tx.txn.delete(.meta, key)
@@ -96,13 +133,46 @@ extension SharedDefaults {
                 }
                 try withKeyBytes(text) { try tx.txn.put(.meta, key, $0) }
             }
+            if let patterns { try Self.replaceLocalOnly(with: patterns, in: tx) }
         }
+    }
+
+    private static func replaceLocalOnly(with patterns: [GlobPattern], in tx: Transaction) throws {
+        let old = try localOnlyPatterns(tx.txn)
+        guard old != patterns else { return }
+        if patterns.isEmpty {
+            try tx.txn.delete(.meta, MetaKey.syncExclude)
+        } else {
+            try withKeyBytes(patterns.map(\.text).joined(separator: "\n")) { try tx.txn.put(.meta, MetaKey.syncExclude, $0) }
+        }
+        let joined = try tx.txn.get(.meta, MetaKey.syncCursor) != nil
+        func matches(_ list: [GlobPattern], _ key: String) -> Bool { list.contains { $0.matches(key) } }
+        for database in [Database.values, .tombstones] {
+            var changed: [(key: [UInt8], pending: Bool)] = []
+            try tx.txn.forEach(database) { rawKey, raw in
+                let key = String(decoding: rawKey, as: UTF8.self)
+                let wasLocal = matches(old, key), isLocal = matches(patterns, key)
+                if isLocal, !wasLocal, StoredRecord.isPending(raw) { changed.append((Array(rawKey), false)) }
+                // A deletion never pushed has nothing to tell the server; a value has.
+                if wasLocal, !isLocal, joined, database == .values { changed.append((Array(rawKey), true)) }
+                return true
+            }
+            for change in changed { _ = try change.key.withUnsafeBytes { try tx.setPending(change.pending, key: $0) } }
+        }
+    }
+
+    /// The local-only key patterns stored in the suite.
+    static func localOnlyPatterns(_ txn: LMDBTransaction) throws -> [GlobPattern] {
+        guard let raw = try txn.get(.meta, MetaKey.syncExclude) else { return [] }
+        // Stored only after validation; one that no longer parses is left out rather than trusted.
+        return String(decoding: raw, as: UTF8.self).split(separator: "\n").compactMap { try? GlobPattern(String($0)) }
     }
 
     /// Stops syncing: forgets the server, the cursor, the in-flight batch and every pending mark.
     package func disableSync() throws {
         try write { tx in
-            for key in [MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncCursor, MetaKey.syncInFlight, MetaKey.syncNote] {
+            for key in [MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncCursor, MetaKey.syncInFlight,
+                        MetaKey.syncNote, MetaKey.syncConfiguredAt, MetaKey.syncExclude, MetaKey.syncIgnored] {
                 try tx.txn.delete(.meta, key)
             }
             for key in try Self.pendingKeys(tx) {
@@ -114,17 +184,17 @@ extension SharedDefaults {
     /// The sync bookkeeping, from one snapshot: lookups in `meta`, whatever the suite's size (the
     /// pending count, which takes a scan, is `pendingCount()`).
     package func syncState() throws -> SyncState {
-        try read { tx in
+        try read { tx in try tx.perform(key: nil) {
             let txn = tx.txn
             var state = SyncState(server: nil, cursor: nil, inFlight: nil)
             if let raw = try txn.get(.meta, MetaKey.syncServer) { state.server = String(decoding: raw, as: UTF8.self) }
             if let raw = try txn.get(.meta, MetaKey.syncTokenFile) { state.tokenFile = String(decoding: raw, as: UTF8.self) }
             if let raw = try txn.get(.meta, MetaKey.syncCAFile) { state.caFile = String(decoding: raw, as: UTF8.self) }
             if let raw = try txn.get(.meta, MetaKey.syncNote) { state.note = String(decoding: raw, as: UTF8.self) }
-            if let raw = try txn.get(.meta, MetaKey.syncCursor) {
-                guard raw.count == 8 else { throw store.error(.corruptFile, key: nil, "the sync cursor record is damaged") }
-                state.cursor = UInt64(littleEndian: raw.loadUnaligned(as: UInt64.self))
-            }
+            state.configuredAt = try Self.loadUInt64(txn, MetaKey.syncConfiguredAt, "the sync start record").map(HLC.init(rawValue:))
+            state.ignoredCount = try Self.loadUInt64(txn, MetaKey.syncIgnored, "the ignored-entries counter") ?? 0
+            state.localOnlyKeys = try Self.localOnlyPatterns(txn).map(\.text)
+            state.cursor = try Self.loadUInt64(txn, MetaKey.syncCursor, "the sync cursor record")
             if let raw = try txn.get(.meta, MetaKey.syncInFlight) {
                 guard raw.count >= 4 else { throw store.error(.corruptFile, key: nil, "the in-flight batch record is damaged") }
                 let idLength = Int(UInt32(littleEndian: raw.loadUnaligned(as: UInt32.self)))
@@ -134,7 +204,13 @@ extension SharedDefaults {
                     body: Array(raw[(4 + idLength)...]))
             }
             return state
-        }
+        } }
+    }
+
+    private static func loadUInt64(_ txn: LMDBTransaction, _ key: UnsafeRawBufferPointer, _ what: String) throws -> UInt64? {
+        guard let raw = try txn.get(.meta, key) else { return nil }
+        guard raw.count == 8 else { throw CorruptBytes("\(what) is damaged") }
+        return UInt64(littleEndian: raw.loadUnaligned(as: UInt64.self))
     }
 
     /// How many local changes wait to be acknowledged by the server. The marks live in the records
@@ -192,8 +268,11 @@ extension SharedDefaults {
     @discardableResult
     package func markPending(_ keys: [String]) throws -> Int {
         try write { tx in
+            let localOnly = try tx.perform(key: nil) { try Self.localOnlyPatterns(tx.txn) }
             var marked = 0
-            for key in keys where try tx.markPending(key: key) { marked += 1 }
+            for key in keys where !localOnly.contains(where: { $0.matches(key) }) {
+                if try tx.markPending(key: key) { marked += 1 }
+            }
             return marked
         }
     }
@@ -258,15 +337,32 @@ extension SharedDefaults {
             var result = RemoteApplyResult()
             if let latest = entries.map(\.hlc).max() { try tx.receive(latest) }
             for entry in entries {
-                let applied = try tx.applyRemote(key: entry.key, value: entry.value, stamp: entry.stamp, remoteWinsBefore: policy.remoteWinsBefore)
-                if applied { result.applied.append(entry.key) } else { result.superseded.append(entry.key) }
+                switch try tx.applyRemote(key: entry.key, value: entry.value, stamp: entry.stamp, joinedBefore: policy.remoteWinsBefore) {
+                case .applied(let replaced):
+                    result.applied.append(entry.key)
+                    if replaced {
+                        result.replaced.append(entry.key)
+                        result.replacedBy.insert(entry.origin)
+                    }
+                case .superseded: result.superseded.append(entry.key)
+                case .ignored: result.ignored.append(entry.key)
+                }
+            }
+            if !result.ignored.isEmpty {
+                try tx.perform(key: nil) {
+                    let count = try Self.loadUInt64(tx.txn, MetaKey.syncIgnored, "the ignored-entries counter") ?? 0
+                    try withUnsafeBytes(of: (count + UInt64(result.ignored.count)).littleEndian) { try tx.txn.put(.meta, MetaKey.syncIgnored, $0) }
+                }
             }
             if pruning {
                 let present = Set(entries.map(\.key))
+                let localOnly = try tx.perform(key: nil) { try Self.localOnlyPatterns(tx.txn) }
                 var stale: [String] = []
                 try tx.txn.forEach(.values) { key, raw in
                     let name = String(decoding: key, as: UTF8.self)
-                    if !present.contains(name), !StoredRecord.isPending(raw) { stale.append(name) }
+                    if !present.contains(name), !StoredRecord.isPending(raw), !localOnly.contains(where: { $0.matches(name) }) {
+                        stale.append(name)
+                    }
                     return true
                 }
                 for key in stale { try tx.removeAsRemote(key: key) }

@@ -1,0 +1,103 @@
+import ArgumentParser
+import CommandLineSupport
+import Foundation
+import GroupDefaults
+
+extension SyncCommand {
+    struct Conflicts: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the local values sync replaced, newest first (the suite's conflict journal).",
+            discussion: """
+                A local change that another device's newer write replaced before it reached the \
+                server, or a value the suite held before sync was turned on that the server's \
+                replaced at the first sync, is kept here with its stamp and what replaced it. Bring \
+                one back with `restore`. The journal stays on this device; see `configure \
+                --journal-entries/--journal-days` for how much it keeps.
+                """)
+
+        @OptionGroup var options: SuiteOptions
+        @Argument(help: "The suite name.") var suite: String
+        @Argument(help: "Only this key's.") var key: String?
+        @Flag(help: "Print one JSON array.") var json = false
+
+        func run() async throws {
+            try await perform {
+                let conflicts = try options.open(suite).conflicts(forKey: key)
+                if json { return output(try jsonText(conflicts.map(ConflictJSON.init))) }
+                guard !conflicts.isEmpty else { return output("\(suite): no replaced values kept") }
+                output(conflicts.map(Self.line).joined(separator: "\n"))
+            }
+        }
+
+        static func line(_ conflict: SharedDefaults.Conflict) -> String {
+            let what = conflict.value.map(typedJSONText) ?? "(deleted)"
+            return "\(conflict.id)  \(conflict.key) = \(what)  written \(time(conflict.stamp.hlc)) by device \(conflict.stamp.origin); "
+                + "replaced \(TypedJSONDate.format(conflict.replacedAt) ?? "?") by device \(conflict.replacedBy.origin)'s write of \(time(conflict.replacedBy.hlc))"
+        }
+
+        static func time(_ hlc: HLC) -> String { TypedJSONDate.format(milliseconds: hlc.milliseconds) }
+    }
+
+    struct Restore: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write a value sync replaced back, as a new local change that syncs as the newest write.",
+            discussion: """
+                Without --conflict, the newest value kept for KEY in the conflict journal; restoring \
+                a kept deletion removes the key. Nothing changes if there is nothing to restore.
+                """)
+
+        @OptionGroup var options: SuiteOptions
+        @Argument(help: "The suite name.") var suite: String
+        @Argument(help: "The key to restore.") var key: String
+        @Option(help: ArgumentHelp("The conflict journal entry (an id `conflicts` lists).", valueName: "ID")) var conflict: UInt64?
+
+        func run() async throws {
+            try await perform {
+                let restored = try options.open(suite).restore(key, conflict: conflict)
+                output("\(suite): \(key) " + (restored.value.map { "= \(typedJSONText($0))" } ?? "removed")
+                    + " (restored from conflict \(restored.id))")
+            }
+        }
+    }
+}
+
+/// A value as compact typed JSON, `{"string":"bell.caf"}`: exact, and one line.
+func typedJSONText(_ value: PropertyListValue) -> String {
+    (try? value.typedJSON()).map { String(decoding: $0, as: UTF8.self) } ?? "\(value)"
+}
+
+/// Pretty, sorted JSON of `value`.
+func jsonText(_ value: some Encodable) throws -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    return String(decoding: try encoder.encode(value), as: UTF8.self)
+}
+
+/// One conflict journal entry in `conflicts --json`.
+struct ConflictJSON: Encodable {
+    var id: UInt64
+    var key: String
+    var value: PropertyListValue?
+    var deleted: Bool?
+    var hlc: HLC
+    var origin: String
+    var replacedByHLC: HLC
+    var replacedByOrigin: String
+    var at: String
+
+    init(_ conflict: SharedDefaults.Conflict) {
+        id = conflict.id
+        key = conflict.key
+        value = conflict.value
+        deleted = conflict.value == nil ? true : nil
+        hlc = conflict.stamp.hlc
+        origin = String(conflict.stamp.origin)
+        replacedByHLC = conflict.replacedBy.hlc
+        replacedByOrigin = String(conflict.replacedBy.origin)
+        at = TypedJSONDate.format(conflict.replacedAt) ?? ""
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, key, value, deleted, hlc, origin, replacedByHLC = "replaced_by_hlc", replacedByOrigin = "replaced_by_origin", at
+    }
+}
