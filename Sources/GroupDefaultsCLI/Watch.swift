@@ -10,7 +10,9 @@ extension GroupDefaultsCommand {
             abstract: "Follow a suite's changes, from every process, as they happen.",
             discussion: """
                 Prints one line per change: sequence number, kind (set, removed, cleared, reset), key and \
-                value; with --json, one JSON object per line. Ends on SIGINT or SIGTERM.
+                value; with --json, one JSON object per line. A change sync applied from another \
+                device says so ("remote"), and so does one that replaced a local value kept in the \
+                conflict journal ("conflict"). Ends on SIGINT or SIGTERM.
 
                 Example: groupdefaults watch group.com.example.chat sound --json
                 """)
@@ -34,12 +36,15 @@ extension GroupDefaultsCommand {
         }
 
         static func text(_ change: SharedDefaults.Change) -> String {
-            switch change.kind {
+            let line = switch change.kind {
             case .set: "\(change.sequence) set \(change.key) \(change.value.map(ValueText.oneLine) ?? "(removed since)")"
             case .removed: "\(change.sequence) removed \(change.key)"
             case .cleared: "\(change.sequence) cleared"
             case .reset: "\(change.sequence) reset"
             }
+            guard change.isRemote else { return line }
+            return line + " (remote, from device \(change.origin)"
+                + (change.isConflict ? "; it replaced a local value kept in the conflict journal)" : ")")
         }
 
         static func json(_ change: SharedDefaults.Change) -> String {
@@ -49,6 +54,8 @@ extension GroupDefaultsCommand {
             ]
             if !change.key.isEmpty { object["key"] = .string(change.key) }
             if let value = change.value { object["value"] = value }
+            if change.isRemote { object["remote"] = .bool(true) }
+            if change.isConflict { object["conflict"] = .bool(true) }
             return PropertyListValue.dictionary(object).plainJSON()
                 .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
         }

@@ -43,6 +43,12 @@ struct JoiningTests {
             #expect(tablet.defaults.value(forKey: "draft") == nil, "the server's deletion wins over the tablet's newer value")
             #expect(sameEntry(try tablet.defaults.syncEntry(forKey: "layout"), layout))
             #expect(tablet.defaults.string(forKey: "theme") == "light", "registered defaults still read locally")
+            // What the join replaced is kept: the tablet's own values, not the registered defaults.
+            let kept = try tablet.defaults.conflicts()
+            #expect(Set(kept.map(\.key)) == ["volume", "draft"], "\(kept)")
+            #expect(kept.first { $0.key == "volume" }?.value == .double(0.2))
+            #expect(kept.first { $0.key == "draft" }.map { $0.value == .string("written on the tablet") && $0.replacedBy == deleted.stamp } == true)
+            #expect(report.replaced == 2)
 
             // The server: its values untouched (not even a new revision for them), the tablet's
             // own key added, no registered default uploaded.
