@@ -30,6 +30,9 @@ extension SharedDefaults {
         private var localOnly: [GlobPattern] = []
         /// Reused for encoding records, so that a transaction of many changes allocates once.
         private var scratch: [UInt8] = []
+        /// The conflict journal as this transaction appends to it (loaded at the first entry; trimmed
+        /// once, by `finishJournal`).
+        private var journal: (nextID: UInt64, bounds: SharedDefaults.ConflictJournalBounds, now: UInt64)?
         /// Whether this transaction changed anything (and logged it).
         var changed: Bool { clock != nil }
 
@@ -276,9 +279,7 @@ extension SharedDefaults {
                     }
                     var replaced = false
                     if let held, held.pending || joinOverrides, held.value != value {
-                        _ = try ConflictJournal.append(
-                            txn, key: key, replaced: held.value, stamp: held.stamp, winner: remote,
-                            now: store.wallClockMilliseconds(), bounds: try SharedDefaults.journalBounds(txn))
+                        try keep(key: key, encodedValue: held.encodedValue, stamp: held.stamp, winner: remote)
                         replaced = true
                     }
                     if let value {
@@ -300,16 +301,45 @@ extension SharedDefaults {
             }
         }
 
-        /// What `key` holds, value or tombstone (a nil value), with its stamp and pending mark.
-        private func heldRecord(_ k: UnsafeRawBufferPointer) throws -> (value: PropertyListValue?, stamp: Stamp, pending: Bool)? {
+        /// What `key` holds, value or tombstone (a nil value), with its stamp, pending mark, and a
+        /// lazy copy of the value's encoded bytes (for the journal).
+        private func heldRecord(_ k: UnsafeRawBufferPointer) throws -> HeldRecord? {
             if let raw = try txn.get(.values, k) {
                 let record = try StoredRecord.decode(raw)
-                return (record.value, record.stamp, StoredRecord.isPending(raw))
+                return HeldRecord(value: record.value, stamp: record.stamp, pending: StoredRecord.isPending(raw), raw: raw)
             }
             if let raw = try txn.get(.tombstones, k) {
-                return (nil, try StoredRecord.decodeTombstone(raw), StoredRecord.isPending(raw))
+                return HeldRecord(value: nil, stamp: try StoredRecord.decodeTombstone(raw), pending: StoredRecord.isPending(raw), raw: nil)
             }
             return nil
+        }
+
+        private struct HeldRecord {
+            var value: PropertyListValue?
+            var stamp: Stamp
+            var pending: Bool
+            /// The record's bytes in LMDB's memory: valid until this transaction's next write.
+            var raw: UnsafeRawBufferPointer?
+
+            /// The value in `BinaryCodec`'s form, copied out of the record (nil for a tombstone).
+            var encodedValue: [UInt8]? { raw.map { Array($0[StoredRecord.headerSize...]) } }
+        }
+
+        /// Keeps a replaced value in the conflict journal (`trimJournal` bounds it afterwards).
+        private func keep(key: String, encodedValue: [UInt8]?, stamp: Stamp, winner: Stamp) throws {
+            if journal == nil {
+                journal = (try ConflictJournal.nextID(txn), try SharedDefaults.journalBounds(txn), store.wallClockMilliseconds())
+            }
+            try ConflictJournal.put(
+                txn, id: journal!.nextID, key: key, encodedValue: encodedValue, stamp: stamp, winner: winner, now: journal!.now,
+                scratch: &scratch)
+            journal!.nextID += 1
+        }
+
+        /// Drops what this transaction's journal entries pushed beyond the journal's bounds.
+        func trimJournal() throws {
+            guard let journal else { return }
+            try perform(key: nil) { try ConflictJournal.trim(txn, bounds: journal.bounds, now: journal.now) }
         }
 
         /// Moves this transaction's clock past `latest`, the latest HLC of a batch of remote entries,

@@ -21,42 +21,49 @@ enum ConflictJournal {
     private static let headerSize = 46
     private static let deletedFlag: UInt8 = 1
 
-    /// Keeps `replaced` (what `key` held, nil for a deletion, and its stamp) as replaced by `winner`
-    /// at `now`, then drops what falls outside `bounds`. Returns the new entry's id.
-    static func append(
-        _ txn: LMDBTransaction, key: String, replaced value: PropertyListValue?, stamp: Stamp, winner: Stamp,
-        now: UInt64, bounds: SharedDefaults.ConflictJournalBounds
-    ) throws -> UInt64 {
-        let id = (try lastID(txn) ?? 0) + 1
-        var bytes: [UInt8] = [format]
-        bytes.reserveCapacity(headerSize + key.utf8.count + 32)
+    /// Keeps entry `id`: what `key` held (its value in `BinaryCodec`'s form, nil for a deletion)
+    /// and its stamp, replaced by `winner` at `now`. Ids must grow; `trim` afterwards.
+    static func put(
+        _ txn: LMDBTransaction, id: UInt64, key: String, encodedValue: [UInt8]?, stamp: Stamp, winner: Stamp, now: UInt64,
+        scratch bytes: inout [UInt8]
+    ) throws {
+        bytes.removeAll(keepingCapacity: true)
+        bytes.append(format)
         for field in [now, stamp.hlc.rawValue, stamp.origin, winner.hlc.rawValue, winner.origin] {
             BinaryCodec.appendFixed(field, into: &bytes)
         }
-        bytes.append(value == nil ? deletedFlag : 0)
+        bytes.append(encodedValue == nil ? deletedFlag : 0)
         withUnsafeBytes(of: UInt32(key.utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
         bytes.append(contentsOf: key.utf8)
-        if let value { BinaryCodec.encode(value, into: &bytes) }
+        if let encodedValue { bytes.append(contentsOf: encodedValue) }
         try withUnsafeBytes(of: id.bigEndian) { k in try bytes.withUnsafeBytes { try txn.put(.journal, k, $0, append: true) } }
-        try trim(txn, bounds: bounds, now: now)
-        return id
+    }
+
+    /// The id the next entry takes.
+    static func nextID(_ txn: LMDBTransaction) throws -> UInt64 {
+        (try lastID(txn) ?? 0) + 1
     }
 
     /// Drops the oldest entries beyond `bounds.maximumCount` and those older than `maximumAge`
-    /// (entries come oldest first, so both are at the front).
+    /// (entries come oldest first, so both are at the front), with one cursor from the front.
     static func trim(_ txn: LMDBTransaction, bounds: SharedDefaults.ConflictJournalBounds, now: UInt64) throws {
         var excess = max(0, try txn.count(.journal) - bounds.maximumCount)
+        if excess > 0 {
+            try txn.deleteLeading(.journal) { _ in
+                excess -= 1
+                return excess >= 0
+            }
+        }
         let age = UInt64(max(0, bounds.maximumAge.components.seconds)) * 1000
         let horizon = now > age ? now - age : 0
-        var dropped: [[UInt8]] = []
+        var stale: [[UInt8]] = []
         try txn.forEach(.journal) { key, value in
             let keptAt = value.count >= headerSize ? UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 1, as: UInt64.self)) : 0
-            guard excess > 0 || keptAt < horizon else { return false }
-            excess -= 1
-            dropped.append(Array(key))
+            guard keptAt < horizon else { return false }
+            stale.append(Array(key))
             return true
         }
-        for key in dropped { _ = try key.withUnsafeBytes { try txn.delete(.journal, $0) } }
+        for key in stale { _ = try key.withUnsafeBytes { try txn.delete(.journal, $0) } }
     }
 
     /// Every kept entry, newest first; with `key`, only that key's.

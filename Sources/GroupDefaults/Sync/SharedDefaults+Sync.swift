@@ -348,6 +348,7 @@ extension SharedDefaults {
                 case .ignored: result.ignored.append(entry.key)
                 }
             }
+            try tx.trimJournal()
             if !result.ignored.isEmpty {
                 try tx.perform(key: nil) {
                     let count = try Self.loadUInt64(tx.txn, MetaKey.syncIgnored, "the ignored-entries counter") ?? 0
