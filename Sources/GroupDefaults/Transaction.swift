@@ -321,12 +321,13 @@ extension SharedDefaults {
             /// The record's bytes in LMDB's memory: valid until this transaction's next write.
             var raw: UnsafeRawBufferPointer?
 
-            /// The value in `BinaryCodec`'s form, copied out of the record (nil for a tombstone).
-            var encodedValue: [UInt8]? { raw.map { Array($0[StoredRecord.headerSize...]) } }
+            /// The value in `BinaryCodec`'s form, in the record (nil for a tombstone): valid until
+            /// this transaction's next write.
+            var encodedValue: UnsafeRawBufferPointer? { raw.map { UnsafeRawBufferPointer(rebasing: $0[StoredRecord.headerSize...]) } }
         }
 
         /// Keeps a replaced value in the conflict journal (`trimJournal` bounds it afterwards).
-        private func keep(key: String, encodedValue: [UInt8]?, stamp: Stamp, winner: Stamp) throws {
+        private func keep(key: String, encodedValue: UnsafeRawBufferPointer?, stamp: Stamp, winner: Stamp) throws {
             if journal == nil {
                 journal = (try ConflictJournal.nextID(txn), try SharedDefaults.journalBounds(txn), store.wallClockMilliseconds())
             }

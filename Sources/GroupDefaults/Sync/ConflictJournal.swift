@@ -21,17 +21,20 @@ enum ConflictJournal {
     private static let headerSize = 46
     private static let deletedFlag: UInt8 = 1
 
-    /// Keeps entry `id`: what `key` held (its value in `BinaryCodec`'s form, nil for a deletion)
+    /// Keeps entry `id`: what `key` held (its value in `BinaryCodec`'s form, nil for a deletion;
+    /// copied before anything is written)
     /// and its stamp, replaced by `winner` at `now`. Ids must grow; `trim` afterwards.
     static func put(
-        _ txn: LMDBTransaction, id: UInt64, key: String, encodedValue: [UInt8]?, stamp: Stamp, winner: Stamp, now: UInt64,
-        scratch bytes: inout [UInt8]
+        _ txn: LMDBTransaction, id: UInt64, key: String, encodedValue: UnsafeRawBufferPointer?, stamp: Stamp, winner: Stamp,
+        now: UInt64, scratch bytes: inout [UInt8]
     ) throws {
         bytes.removeAll(keepingCapacity: true)
         bytes.append(format)
-        for field in [now, stamp.hlc.rawValue, stamp.origin, winner.hlc.rawValue, winner.origin] {
-            BinaryCodec.appendFixed(field, into: &bytes)
-        }
+        BinaryCodec.appendFixed(now, into: &bytes)
+        BinaryCodec.appendFixed(stamp.hlc.rawValue, into: &bytes)
+        BinaryCodec.appendFixed(stamp.origin, into: &bytes)
+        BinaryCodec.appendFixed(winner.hlc.rawValue, into: &bytes)
+        BinaryCodec.appendFixed(winner.origin, into: &bytes)
         bytes.append(encodedValue == nil ? deletedFlag : 0)
         withUnsafeBytes(of: UInt32(key.utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
         bytes.append(contentsOf: key.utf8)

@@ -10,7 +10,7 @@ import GroupDefaultsSync
 ///   snapshot's pages, applied in one transaction), beside the same pages fetched and decoded alone.
 /// - End to end: `set` on device A → the value readable on device B (B's change feed), both engines
 ///   in `run()`, one change at a time; beside the server's own push → event-stream wake-up.
-/// - The conflict journal: a pull replacing 1,000 pending values, beside one replacing pushed ones.
+/// - The conflict journal: a pull replacing 1,000 pending values, beside one replacing synced ones.
 /// - Idle: requests the server counts (`/metrics`) while both engines run and nothing changes.
 struct SyncBench {
     static let command = "sync"
@@ -92,7 +92,7 @@ struct SyncBench {
             reference: "the snapshot's pages fetched and decoded alone: " + ServerFormat.milliseconds(fetchMedian),
             ratio: joinMedian / fetchMedian, target: "≤ 1 s", met: joinMedian <= 1000))
 
-        report.rows.append(try JournalCost.measure(root: sandbox.root + "/journal", quick: options.quick))
+        report.rows += try await JournalCost.measure(devices: devices, quick: options.quick)
 
         // End to end: set on A → readable on B, both running.
         let phone = try devices.make("phone", suite: "group.bench.live")
