@@ -74,6 +74,7 @@ struct ConflictTests {
             // The phone changes two keys offline; the tablet changes them later and syncs first.
             let lost = try #require(try writeEntry(phoneDefaults, "sound", .string("ring.caf")))
             let lostDeletion = try #require(try writeEntry(phoneDefaults, "volume-to-delete", nil))
+            waitUntilClockPasses(lostDeletion.hlc)
             let winner = try #require(try writeEntry(tabletDefaults, "sound", .string("bell.caf")))
             try writeEntry(tabletDefaults, "volume-to-delete", .string("kept.caf"))
             try await expectSuccess(tablet.sync("sync"))
@@ -187,6 +188,7 @@ extension ConflictTests {
             let keys = (0 ..< 8).map { "k\($0)" }
             var lost: [String: SyncEntry] = [:]
             for (index, key) in keys.enumerated() { lost[key] = try a.set(key, .integer(index)) }
+            waitUntilClockPasses(lost["k7"]!.hlc)
             for (index, key) in keys.enumerated() { try b.set(key, .integer(100 + index)) }
             try await b.engine.syncOnce()
             let report = try await a.engine.syncOnce()
@@ -200,6 +202,13 @@ extension ConflictTests {
             #expect(try a.defaults.conflicts().map(\.key) == ["k7", "k6"], "a lower bound applies at once")
         }
     }
+}
+
+/// Returns once this machine's clock is past `hlc`'s millisecond, so that a write another store
+/// makes next is later in real time, as a person's next action on another device is (two stores
+/// writing within the same millisecond are ordered by their origin ids instead).
+func waitUntilClockPasses(_ hlc: HLC) {
+    while HLC.wallClockMilliseconds() <= hlc.milliseconds { usleep(100) }
 }
 
 /// Expects a tool run to succeed, showing its stderr otherwise.
