@@ -87,6 +87,16 @@ struct ConflictTests {
             #expect(phoneDefaults.string(forKey: "sound") == "bell.caf")
             let change = try #require(try feed.next(timeout: .seconds(5)))
             #expect(change.isRemote && change.isConflict && change.origin == tabletDefaults.origin, "\(change)")
+            // `groupdefaults watch` says so too.
+            var environment = ProcessInfo.processInfo.environment
+            environment["GROUPDEFAULTS_DIR"] = phone.directory.path
+            let watch = try RunningProcess(ToolDevice.defaultsExecutable, ["watch", suite, "sound", "--since", String(change.sequence - 1)],
+                                           environment: environment)
+            defer { watch.stop() }
+            let line = watch.firstLine(timeout: .seconds(30)) { $0.contains(" set sound ") }
+            #expect(line?.hasSuffix("(remote, from device \(tabletDefaults.origin); it replaced a local value kept in the conflict journal)") == true,
+                    "\(line ?? "no line")")
+            #expect(watch.end(with: SIGTERM)?.status == 0)
 
             // Listed, newest first, with the replaced write's stamp and its winner's.
             let listed = try await phone.sync("conflicts", ["--json"])
