@@ -70,20 +70,27 @@ func withRunningPair(
     _ server: SyncServer, _ suite: String, logLevel: String = "warning",
     _ body: (_ phone: ToolDevice, _ tablet: ToolDevice, _ phoneRun: ChildProcess, _ tabletRun: ChildProcess) async throws -> Void
 ) async throws {
+    try await withToolPair(suite) { phone, tablet in
+        try await phone.configure(server)
+        try await tablet.configure(server)
+        let phoneRun = try phone.start("run", ["--log-level", logLevel])
+        let tabletRun = try tablet.start("run", ["--log-level", logLevel])
+        defer {
+            phoneRun.signal(SIGKILL)
+            tabletRun.signal(SIGKILL)
+        }
+        try await body(phone, tablet, phoneRun, tabletRun)
+        #expect(await phoneRun.terminate().status == 0, "run stops cleanly on SIGTERM: \(phoneRun.stderr)")
+        #expect(await tabletRun.terminate().status == 0, "\(tabletRun.stderr)")
+    }
+}
+
+/// Two devices (phone and tablet) of `suite`, each its own directory, removed afterwards.
+func withToolPair(_ suite: String, _ body: (_ phone: ToolDevice, _ tablet: ToolDevice) async throws -> Void) async throws {
     let phone = ToolDevice(suite), tablet = ToolDevice(suite)
     defer {
         phone.remove()
         tablet.remove()
     }
-    try await phone.configure(server)
-    try await tablet.configure(server)
-    let phoneRun = try phone.start("run", ["--log-level", logLevel])
-    let tabletRun = try tablet.start("run", ["--log-level", logLevel])
-    defer {
-        phoneRun.signal(SIGKILL)
-        tabletRun.signal(SIGKILL)
-    }
-    try await body(phone, tablet, phoneRun, tabletRun)
-    #expect(await phoneRun.terminate().status == 0, "run stops cleanly on SIGTERM: \(phoneRun.stderr)")
-    #expect(await tabletRun.terminate().status == 0, "\(tabletRun.stderr)")
+    try await body(phone, tablet)
 }
