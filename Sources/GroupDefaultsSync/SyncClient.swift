@@ -18,6 +18,10 @@ public struct SyncClient: Sendable {
     let http: HTTPClient
     /// How long a request may take to get its answer's head (long-polls add their wait).
     public var timeout: Duration = .seconds(30)
+    /// The device this client speaks for (its suite's origin), sent as the `Device-ID` header of
+    /// every request so that the server can list the devices that pull as well as push; nil sends
+    /// none (`SyncEngine` fills it in).
+    public var deviceID: UInt64?
 
     /// A client on `http` (the caller owns and shuts it down; see `makeHTTPClient(caFile:)`).
     public init(server: URL, suite: String, http: HTTPClient, token: @escaping @Sendable () throws -> String) {
@@ -81,6 +85,20 @@ public struct SyncClient: Sendable {
         return try await send(.GET, path: "snapshot", query: query, as: SnapshotPage.self)
     }
 
+    /// `GET keys/{key}/history`: the versions of `key` the server keeps, newest first.
+    ///
+    /// - Throws: `SyncError` with kind `.rejected` and code `not_found` when the server keeps no
+    ///   version of the key (never written, purged, or history is off); otherwise as every request.
+    public func history(key: String) async throws(SyncError) -> KeyHistory {
+        try await send(.GET, path: "keys/\(Self.pathSegment(key))/history", query: [], as: KeyHistory.self)
+    }
+
+    /// `GET /v1/devices`: the devices of the token's account; the one this client speaks for (same
+    /// token, `deviceID`) is marked `current`.
+    public func devices() async throws(SyncError) -> DeviceList {
+        try await send(.GET, url: "v1/devices", query: [], as: DeviceList.self)
+    }
+
     /// `GET /v1/limits`, sent without the token: the key, value, suite and batch sizes the server
     /// accepts, and the clock skew it allows.
     public func limits() async throws(SyncError) -> SyncLimits {
@@ -131,8 +149,11 @@ public struct SyncClient: Sendable {
 
     // MARK: Requests
 
-    private var encodedSuite: String {
-        suite.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? suite
+    private var encodedSuite: String { Self.pathSegment(suite) }
+
+    /// `text` percent-encoded as one path segment ('/' included).
+    private static func pathSegment(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/%"))) ?? text
     }
 
     private func send<Answer: Decodable>(
@@ -168,11 +189,15 @@ public struct SyncClient: Sendable {
     }
 
     private func makeRequest(_ method: HTTPMethod, url path: String, query: [URLQueryItem], authorized: Bool) throws -> HTTPClientRequest {
-        var components = URLComponents(url: server.appendingPathComponent(path), resolvingAgainstBaseURL: false)
+        // `path` is already percent-encoded (`pathSegment`): joined as text, not encoded again.
+        var base = server.absoluteString
+        while base.hasSuffix("/") { base.removeLast() }
+        var components = URLComponents(string: base + "/" + path)
         if !query.isEmpty { components?.queryItems = query }
         guard let url = components?.url?.absoluteString else { throw SyncError(.local, "cannot make a URL from \(server) and \(path)") }
         var request = HTTPClientRequest(url: url)
         request.method = method
+        if let deviceID { request.headers.add(name: DeviceHeader.name, value: String(deviceID)) }
         if authorized {
             let token: String
             do { token = try self.token() } catch let error as SyncError { throw error } catch {

@@ -88,8 +88,13 @@ public actor SyncEngine {
     ///   - client: The server and token for the suite.
     ///   - options: Pacing: transport, debounce, page size, backoff.
     ///   - logger: Where the engine logs; nil for one labelled "GroupDefaultsSync".
+    ///
+    /// A client that names no device (`SyncClient.deviceID`) is given the suite's origin, so that
+    /// the server lists this device as one.
     public init(defaults: SharedDefaults, client: SyncClient, options: Options = Options(), logger: Logger? = nil) {
         self.defaults = defaults
+        var client = client
+        if client.deviceID == nil { client.deviceID = defaults.origin }
         self.client = client
         self.options = options
         self.logger = logger ?? Logger(label: "GroupDefaultsSync")

@@ -388,3 +388,140 @@ extension KeyedEncodingContainer where Key: CodingKey {
         }
     }
 }
+
+/// One version of a key in the server's history: the entry as it was written (value or deletion,
+/// stamp, revision) and when the server received it.
+///
+/// ```json
+/// {"key": "sound", "value": {"string": "ring.caf"}, "hlc": "121…", "origin": "998…", "rev": 42,
+///  "received": "2026-11-25T09:00:00.000Z"}
+/// ```
+public struct KeyVersion: Codable, Sendable, Hashable {
+    /// The entry as this version wrote it; its `rev` is always present.
+    public var entry: SyncEntry
+    /// When the server received the write, as a typed-JSON date (`2026-11-25T09:00:00.000Z`).
+    public var received: String
+
+    /// A version: `entry` (with its revision) received at `received`.
+    public init(entry: SyncEntry, received: String) {
+        self.entry = entry
+        self.received = received
+    }
+
+    enum CodingKeys: String, CodingKey { case received }
+
+    public init(from decoder: any Decoder) throws {
+        entry = try SyncEntry(from: decoder)
+        received = try decoder.container(keyedBy: CodingKeys.self).decode(String.self, forKey: .received)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try entry.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(received, forKey: .received)
+    }
+}
+
+/// `GET /v1/suites/{suite}/keys/{key}/history`: the versions of one key the server keeps (the last
+/// `--history` of them, the current one included), newest first.
+public struct KeyHistory: Codable, Sendable, Hashable {
+    /// The key.
+    public var key: String
+    /// Its versions, newest (highest revision) first.
+    public var versions: [KeyVersion]
+
+    /// The history of `key`.
+    public init(key: String, versions: [KeyVersion]) {
+        self.key = key
+        self.versions = versions
+    }
+}
+
+/// One device of an account, as the server saw it: a (token, `device_id`) pair that pushed or pulled.
+///
+/// ```json
+/// {"id": "dev_3f2a…", "name": "tablet", "device_id": "998…", "token_id": "tok_1a2b…",
+///  "first_seen": "…", "last_seen": "…", "last_push": "…", "suites": ["group.com.example.chat"],
+///  "current": true}
+/// ```
+public struct DeviceInfo: Codable, Sendable, Hashable {
+    /// The device's public id (for `groupdefaults-server devices revoke`).
+    public var id: String
+    /// The name its token is bound to (`token create --device NAME`); nil for an unbound token.
+    public var name: String?
+    /// The device's store origin, the `device_id` of its pushes (`device_id`, a decimal string).
+    public var deviceID: UInt64
+    /// The id of the token it uses (`token_id`).
+    public var tokenID: String
+    /// When the server first and last saw it, as typed-JSON dates (`first_seen`, `last_seen`).
+    public var firstSeen: String
+    /// See `firstSeen`.
+    public var lastSeen: String
+    /// When it last pushed, if ever (`last_push`).
+    public var lastPush: String?
+    /// The suites it pushed or pulled, by name (only those the asking token covers).
+    public var suites: [String]
+    /// Whether this is the device that asked (same token and `Device-ID`).
+    public var current: Bool
+
+    /// A device as `GET /v1/devices` lists it.
+    public init(id: String, name: String?, deviceID: UInt64, tokenID: String, firstSeen: String, lastSeen: String,
+                lastPush: String?, suites: [String], current: Bool) {
+        self.id = id
+        self.name = name
+        self.deviceID = deviceID
+        self.tokenID = tokenID
+        self.firstSeen = firstSeen
+        self.lastSeen = lastSeen
+        self.lastPush = lastPush
+        self.suites = suites
+        self.current = current
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, name, deviceID = "device_id", tokenID = "token_id", firstSeen = "first_seen", lastSeen = "last_seen"
+        case lastPush = "last_push", suites, current
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(String.self, forKey: .id)
+        name = try container.decodeIfPresent(String.self, forKey: .name)
+        deviceID = try container.decodeDecimal(forKey: .deviceID)
+        tokenID = try container.decode(String.self, forKey: .tokenID)
+        firstSeen = try container.decode(String.self, forKey: .firstSeen)
+        lastSeen = try container.decode(String.self, forKey: .lastSeen)
+        lastPush = try container.decodeIfPresent(String.self, forKey: .lastPush)
+        suites = try container.decode([String].self, forKey: .suites)
+        current = try container.decode(Bool.self, forKey: .current)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encodeIfPresent(name, forKey: .name)
+        try container.encode(String(deviceID), forKey: .deviceID)
+        try container.encode(tokenID, forKey: .tokenID)
+        try container.encode(firstSeen, forKey: .firstSeen)
+        try container.encode(lastSeen, forKey: .lastSeen)
+        try container.encodeIfPresent(lastPush, forKey: .lastPush)
+        try container.encode(suites, forKey: .suites)
+        try container.encode(current, forKey: .current)
+    }
+}
+
+/// `GET /v1/devices`: the devices of the token's account, most recently seen first.
+public struct DeviceList: Codable, Sendable, Hashable {
+    /// The devices.
+    public var devices: [DeviceInfo]
+
+    /// A list of `devices`.
+    public init(devices: [DeviceInfo]) { self.devices = devices }
+}
+
+/// The request header in which a client names its device (its store origin, decimal) on every
+/// request, so that the server can record the devices that pull as well as push.
+public enum DeviceHeader {
+    /// `Device-ID`.
+    public static let name = "Device-ID"
+}

@@ -31,6 +31,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The most bytes (keys and values) a suite may hold.") var maxBytesPerSuite = 16 << 20
     @Option(help: "The most ops in one push.") var maxOpsPerBatch = 500
     @Option(help: "The longest an event stream stays silent, in seconds (a heartbeat comment then; 1…15).") var heartbeat = 15
+    @Option(help: "How many versions of each key the history keeps (GET …/keys/{key}/history); 0 keeps none.") var history = 10
 
     func validate() throws {
         guard maxWait >= 0 else { throw ValidationError("--max-wait must not be negative") }
@@ -42,6 +43,7 @@ struct Serve: AsyncParsableCommand {
         guard [maxValueBytes, maxKeysPerSuite, maxBytesPerSuite, maxOpsPerBatch].allSatisfy({ $0 >= 1 }) else {
             throw ValidationError("the --max-… limits must be at least 1")
         }
+        guard history >= 0 else { throw ValidationError("--history must not be negative") }
         guard rateLimit > 0, rateLimit.isFinite else { throw ValidationError("--rate-limit must be a positive number") }
         guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
     }
@@ -61,7 +63,7 @@ struct Serve: AsyncParsableCommand {
             maxWait: .seconds(maxWait), logLevel: logLevel.level,
             tombstoneLifetime: .seconds(Int64(tombstoneSeconds ?? tombstoneDays * 86_400)), purgeInterval: .seconds(purgeInterval),
             eventHeartbeat: .seconds(heartbeat), tls: tls,
-            rateLimit: RateLimit(requestsPerSecond: rateLimit, burst: 2 * rateLimit))
+            rateLimit: RateLimit(requestsPerSecond: rateLimit, burst: 2 * rateLimit), historyDepth: history)
         let scheme = tls == nil ? "http" : "https"
         let app = try await buildApplication(configuration: configuration) { host, port in
             output("listening on \(scheme)://\(host):\(port)")  // unbuffered: a script waits for this line

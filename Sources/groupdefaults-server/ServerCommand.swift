@@ -8,7 +8,7 @@ struct ServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "groupdefaults-server",
         abstract: "The GroupDefaults sync server.",
-        subcommands: [Serve.self, TokenCommand.self],
+        subcommands: [Serve.self, TokenCommand.self, DevicesCommand.self],
         defaultSubcommand: Serve.self)
 
     /// Parses and runs the command: a failure is one line on stderr and exit status 1 (a command

@@ -19,15 +19,18 @@ struct TokenCommand: AsyncParsableCommand {
         @Option(help: "Suite patterns, comma-separated; '*' matches any run of characters.") var suites = "*"
         @Flag(name: .customLong("read-only"), help: "Refuse pushes.") var readOnly = false
         @Option(help: "How long the token lasts: 30d, 12h, 15m or 45s.") var expires: String?
+        @Option(help: "Bind the token to one device, named so in `devices list`.") var device: String?
 
         func run() async throws {
             try await reportingFailure {
                 if let problem = Names.problem(with: account, kind: "account") { throw CommandFailure(problem) }
+                if let device, let problem = Names.problem(with: device, kind: "device") { throw CommandFailure(problem) }
                 let patterns = suites.split(separator: ",").map { String($0.trimmingCharacters(in: .whitespaces)) }.filter { !$0.isEmpty }
                 guard !patterns.isEmpty else { throw CommandFailure("--suites needs at least one pattern") }
                 let now = Date()
                 let expiry = try expires.map { now.addingTimeInterval(try TokenDuration.seconds($0)) }
-                let made = Tokens.make(account: account, suitePatterns: patterns, readOnly: readOnly, expires: expiry, now: now)
+                let made = Tokens.make(account: account, suitePatterns: patterns, readOnly: readOnly, device: device, expires: expiry,
+                                       now: now)
                 let store = try await storage.openStorage()
                 try await store.createToken(made.stored)
                 try await store.shutdown()
@@ -37,7 +40,7 @@ struct TokenCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List tokens: id, account, scopes, created, expires, revoked.")
+        static let configuration = CommandConfiguration(abstract: "List tokens: id, account, scopes, created, expires, revoked, device.")
 
         @OptionGroup var storage: StorageOptions
 
@@ -51,7 +54,8 @@ struct TokenCommand: AsyncParsableCommand {
                     let scopes = token.suitePatterns.joined(separator: ",") + (token.readOnly ? " read-only" : " read-write")
                     print([token.id, token.account, scopes, dates.string(from: token.created),
                            token.expires.map { "expires " + dates.string(from: $0) } ?? "never-expires",
-                           token.revoked.map { "revoked " + dates.string(from: $0) } ?? "active"].joined(separator: "\t"))
+                           token.revoked.map { "revoked " + dates.string(from: $0) } ?? "active",
+                           token.device.map { "device " + $0 } ?? "any-device"].joined(separator: "\t"))
                 }
             }
         }

@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandLineSupport
 import Foundation
 import GroupDefaults
+import GroupDefaultsSync
 
 extension SyncCommand {
     struct Conflicts: AsyncParsableCommand {
@@ -40,22 +41,67 @@ extension SyncCommand {
 
     struct Restore: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Write a value sync replaced back, as a new local change that syncs as the newest write.",
+            abstract: "Write a value sync replaced, or a version the server keeps, back as a new local change that syncs as the newest write.",
             discussion: """
-                Without --conflict, the newest value kept for KEY in the conflict journal; restoring \
-                a kept deletion removes the key. Nothing changes if there is nothing to restore.
+                Without --conflict or --rev, the newest value kept for KEY in the conflict journal; \
+                with --rev, the server's version of that revision (see `history`). Restoring a \
+                deletion removes the key. Nothing changes if there is nothing to restore.
                 """)
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name.") var suite: String
         @Argument(help: "The key to restore.") var key: String
         @Option(help: ArgumentHelp("The conflict journal entry (an id `conflicts` lists).", valueName: "ID")) var conflict: UInt64?
+        @Option(help: ArgumentHelp("The server's revision of the key (a `rev` that `history` lists).", valueName: "R")) var rev: UInt64?
+
+        func validate() throws {
+            if conflict != nil && rev != nil { throw ValidationError("--conflict and --rev exclude each other") }
+        }
 
         func run() async throws {
+            if let rev {
+                return try await withConfiguredEngine(options, suite) { _, engine in
+                    let version = try await engine.restore(key, revision: rev)
+                    output("\(suite): \(key) " + (version.entry.value.map { "= \(typedJSONText($0))" } ?? "removed")
+                        + " (restored from server revision \(rev))")
+                }
+            }
             try await perform {
                 let restored = try options.open(suite).restore(key, conflict: conflict)
                 output("\(suite): \(key) " + (restored.value.map { "= \(typedJSONText($0))" } ?? "removed")
                     + " (restored from conflict \(restored.id))")
+            }
+        }
+    }
+}
+
+extension SyncCommand {
+    struct History: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the versions of a key the server keeps, newest first.",
+            discussion: """
+                The server keeps each key's last versions (`groupdefaults-server serve --history N`, \
+                10 by default), deletions included, from every device. Bring one back with \
+                `restore SUITE KEY --rev R`.
+                """)
+
+        @OptionGroup var options: SuiteOptions
+        @Argument(help: "The suite name.") var suite: String
+        @Argument(help: "The key.") var key: String
+        @Flag(help: "Print the server's JSON.") var json = false
+
+        func run() async throws {
+            try await withConfiguredEngine(options, suite) { defaults, engine in
+                let history = try await engine.history(forKey: key)
+                if json { return output(try jsonText(history)) }
+                let lines = history.versions.map { version in
+                    let entry = version.entry
+                    let what = entry.value.map(typedJSONText) ?? "(deleted)"
+                    let mine = entry.origin == defaults.origin ? " (this device)" : ""
+                    return "rev \(entry.rev.map(String.init) ?? "?")  \(key) = \(what)  written \(Conflicts.time(entry.hlc)) "
+                        + "by device \(entry.origin)\(mine); received \(version.received)"
+                }
+                output(lines.joined(separator: "\n"))
             }
         }
     }

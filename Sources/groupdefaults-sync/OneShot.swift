@@ -82,6 +82,28 @@ func withEngine(
     }
 }
 
+/// Runs `body` with an engine for the suite (one-line failures, exit status 3 when authentication is
+/// needed), for the verbs that ask the server something: `history`, `restore --rev`.
+func withConfiguredEngine(_ options: SuiteOptions, _ suite: String, _ body: (SharedDefaults, SyncEngine) async throws -> Void) async throws {
+    try await perform {
+        let defaults = try options.open(suite)
+        guard let settings = try SyncSettings.stored(in: defaults) else {
+            throw CommandFailure("\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`")
+        }
+        let http = try SyncClient.makeHTTPClient(caFile: settings.caFile)
+        let result: Result<Void, any Error>
+        do {
+            let engine = try SyncEngine(configured: defaults, http: http)
+            try await body(defaults, engine)
+            result = .success(())
+        } catch {
+            result = .failure(error)
+        }
+        try await http.shutdown()
+        try result.get()
+    }
+}
+
 /// Progress of long steps on stderr, when stderr is a terminal.
 final class TerminalProgress: Sendable {
     let isTerminal = isatty(STDERR_FILENO) == 1

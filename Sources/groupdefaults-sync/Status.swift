@@ -1,4 +1,5 @@
 import ArgumentParser
+import AsyncHTTPClient
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
@@ -6,7 +7,12 @@ import GroupDefaultsSync
 extension SyncCommand {
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Print a suite's sync state: server, token file, cursor, pending changes.")
+            abstract: "Print a suite's sync state: server, this device's name and id, token file, cursor, pending changes.",
+            discussion: """
+                The device's name is the one its token is bound to (`groupdefaults-server token \
+                create --device NAME`), asked of the server (for at most 3 seconds); everything \
+                else is read from the suite, offline.
+                """)
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name.") var suite: String
@@ -16,11 +22,12 @@ extension SyncCommand {
             try await perform {
                 let defaults = try options.open(suite)
                 let state = try defaults.syncState()
+                let name = state.isSynced ? await DeviceName.ask(defaults) : .notSynced
                 let pending = try defaults.pendingChanges().map(\.key)
                 let report = StatusReport(
                     suite: suite, synced: state.isSynced, server: state.server, tokenFile: state.tokenFile, caFile: state.caFile,
                     cursor: state.cursor, pending: pending.count, pendingKeys: Array(pending.prefix(20)),
-                    inFlightBatch: state.inFlight?.id, note: state.note, deviceID: String(defaults.origin),
+                    inFlightBatch: state.inFlight?.id, note: state.note, deviceID: String(defaults.origin), deviceName: name.name,
                     localOnlyKeys: state.localOnlyKeys, ignored: state.ignoredCount, conflicts: try defaults.conflicts().count)
                 if json {
                     let encoder = JSONEncoder()
@@ -29,7 +36,8 @@ extension SyncCommand {
                     return
                 }
                 guard let server = state.server else { return output("\(suite): not synced") }
-                var lines = ["\(suite): syncs with \(server)", "device: \(defaults.origin)", "token file: \(state.tokenFile ?? "none")"]
+                var lines = ["\(suite): syncs with \(server)", "device: \(name.describe(origin: defaults.origin))",
+                             "token file: \(state.tokenFile ?? "none")"]
                 if let caFile = state.caFile { lines.append("certificate authority: \(caFile)") }
                 lines.append("cursor: " + (state.cursor.map { $0 == 0 ? "0 (the next sync reads the snapshot)" : String($0) }
                     ?? "none (the next sync joins the server's suite)"))
@@ -58,12 +66,63 @@ struct StatusReport: Encodable {
     var inFlightBatch: String?
     var note: String?
     var deviceID: String
+    var deviceName: String?
     var localOnlyKeys: [String]
     var ignored: UInt64
     var conflicts: Int
 
     enum CodingKeys: String, CodingKey {
         case suite, synced, server, tokenFile = "token_file", caFile = "ca_file", cursor, pending, pendingKeys = "pending_keys"
-        case inFlightBatch = "in_flight_batch", note, deviceID = "device_id", localOnlyKeys = "local_only_keys", ignored, conflicts
+        case inFlightBatch = "in_flight_batch", note, deviceID = "device_id", deviceName = "device_name", localOnlyKeys = "local_only_keys", ignored, conflicts
+    }
+}
+
+/// This device's name as the server knows it: the name its token is bound to.
+enum DeviceName: Sendable {
+    case named(String)
+    case unnamed
+    case unknown(String)
+    case notSynced
+
+    var name: String? {
+        if case .named(let name) = self { return name }
+        return nil
+    }
+
+    /// "tablet (id 123…)", or the id and why there is no name.
+    func describe(origin: UInt64) -> String {
+        switch self {
+        case .named(let name): "\(name) (id \(origin))"
+        case .unnamed: "\(origin) (its token is not bound to a device name)"
+        case .unknown(let why): "\(origin) (name unknown: \(why))"
+        case .notSynced: "\(origin)"
+        }
+    }
+
+    /// Asks the server (`GET /v1/devices`) for at most 3 seconds.
+    static func ask(_ defaults: SharedDefaults) async -> DeviceName {
+        guard let settings = try? SyncSettings.stored(in: defaults), let http = try? SyncClient.makeHTTPClient(caFile: settings.caFile)
+        else { return .unknown("the sync settings cannot be read") }
+        let answer = await withTaskGroup(of: DeviceName?.self) { group in
+            group.addTask {
+                do {
+                    let engine = try SyncEngine(configured: defaults, http: http)
+                    guard let me = try await engine.devices().first(where: \.current) else {
+                        return .unknown("the server has not seen this device yet")
+                    }
+                    return me.name.map(DeviceName.named) ?? .unnamed
+                } catch {
+                    return .unknown("\(error)")
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(3))
+                return nil
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? nil
+        }
+        try? await http.shutdown()
+        return answer ?? .unknown("the server did not answer within 3 seconds")
     }
 }

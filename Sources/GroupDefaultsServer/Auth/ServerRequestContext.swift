@@ -3,7 +3,7 @@ package import Hummingbird
 /// The request context of the API: Hummingbird's, plus the bearer token `TokenMiddleware` checked.
 package struct ServerRequestContext: RequestContext {
     package var coreContext: CoreRequestContextStorage
-    /// The request's valid token (set for every `/v1/suites…` request).
+    /// The request's valid token (set for every `/v1/suites…` and `/v1/devices` request).
     package var token: StoredToken?
 
     package init(source: Source) {
@@ -12,15 +12,16 @@ package struct ServerRequestContext: RequestContext {
     }
 }
 
-/// Every `/v1/suites…` request, whatever its route or method, needs a valid bearer token, checked
-/// before anything else about the request (so a bad request without one is 401).
+/// Every `/v1/suites…` and `/v1/devices` request, whatever its route or method, needs a valid bearer
+/// token, checked before anything else about the request (so a bad request without one is 401).
 struct TokenMiddleware: RouterMiddleware {
     let authenticator: Authenticator
 
     func handle(_ request: Request, context: ServerRequestContext,
                 next: (Request, ServerRequestContext) async throws -> Response) async throws -> Response {
         let path = request.uri.path
-        guard path == "/v1/suites" || path.hasPrefix("/v1/suites/") else { return try await next(request, context) }
+        guard path == "/v1/suites" || path.hasPrefix("/v1/suites/") || path == "/v1/devices" || path.hasPrefix("/v1/devices/")
+        else { return try await next(request, context) }
         var context = context
         context.token = try await authenticator.token(for: request)
         return try await next(request, context)

@@ -22,6 +22,8 @@ package func buildRouter(storage: any SyncStorage, configuration: ServerConfigur
     router.get("/v1/suites/{suite}/changes") { request, context in try await routes.changes(request, context) }
     router.get("/v1/suites/{suite}/snapshot") { request, context in try await routes.snapshot(request, context) }
     router.get("/v1/suites/{suite}/events") { request, context in try await routes.events(request, context) }
+    router.get("/v1/suites/{suite}/keys/{key}/history") { request, context in try await routes.history(request, context) }
+    router.get("/v1/devices") { request, context in try await routes.devices(request, context) }
     router.get("/metrics") { _, _ in
         Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                  body: ResponseBody(byteBuffer: ByteBuffer(bytes: ServerMetrics.text())))
@@ -32,7 +34,14 @@ package func buildRouter(storage: any SyncStorage, configuration: ServerConfigur
 struct SyncRoutes: Sendable {
     let storage: any SyncStorage
     let configuration: ServerConfiguration
+    let tracker: DeviceTracker
     var authenticator: Authenticator { Authenticator(storage: storage) }
+
+    init(storage: any SyncStorage, configuration: ServerConfiguration) {
+        self.storage = storage
+        self.configuration = configuration
+        self.tracker = DeviceTracker(storage: storage)
+    }
 
     /// The token `TokenMiddleware` checked first (401), then the suite's name (422), then the scope (403).
     private func authorized(_ request: Request, _ context: ServerRequestContext, write: Bool) async throws -> (StoredToken, String) {
@@ -42,6 +51,20 @@ struct SyncRoutes: Sendable {
         if let problem = Names.problem(with: suite, kind: "suite") { throw APIError.invalidSuite(problem) }
         try authenticator.authorize(token, suite: suite, write: write)
         return (token, suite)
+    }
+
+    /// The device a request names in its `Device-ID` header (a decimal store origin), if any.
+    private func deviceID(_ request: Request) throws -> UInt64? {
+        guard let text = request.headers[.init(DeviceHeader.name)!] else { return nil }
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = UInt64(text) else {
+            throw APIError.malformed("the \(DeviceHeader.name) header must be a device id, a non-negative decimal integer")
+        }
+        return value
+    }
+
+    /// Notes the device of a pull (`changes`, `snapshot`, `events`).
+    private func pulled(_ request: Request, token: StoredToken, suite: String) async throws {
+        try await tracker.seen(token: token, deviceID: try deviceID(request), suite: suite, push: false)
     }
 
     private func requireToken(_ context: ServerRequestContext) throws -> StoredToken {
@@ -60,6 +83,7 @@ struct SyncRoutes: Sendable {
         let (token, suite) = try await authorized(request, context, write: true)
         let body = try await JSONBody.decode(PushRequest.self, from: request, limit: configuration.limits.maxBodyBytes)
         let push = try PushValidation.prepare(body, limits: configuration.limits)
+        try await tracker.seen(token: token, deviceID: body.deviceID, suite: suite, push: true)
         let response = try await storage.push(
             account: token.account, suite: suite, push: push, quota: configuration.quota,
             serverTime: TypedJSONDate.format(milliseconds: HLC.wallClockMilliseconds()))
@@ -74,6 +98,7 @@ struct SyncRoutes: Sendable {
         let since = try Query.unsigned(query, "since") ?? 0
         let limit = try pageSize(query)
         let waitSeconds = try Query.unsigned(query, "wait") ?? 0
+        try await pulled(request, token: token, suite: suite)
         var page = try await storage.changes(account: token.account, suite: suite, since: since, limit: limit)
         if page.entries.isEmpty, waitSeconds > 0 {
             let wait = min(Duration.seconds(Int64(clamping: waitSeconds)), configuration.maxWait)
@@ -88,6 +113,7 @@ struct SyncRoutes: Sendable {
 
     func events(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: false)
+        try await pulled(request, token: token, suite: suite)
         return try await EventStream(storage: storage, authenticator: authenticator, configuration: configuration)
             .response(token: token, suite: suite, request: request)
     }
@@ -97,8 +123,44 @@ struct SyncRoutes: Sendable {
         let query = request.uri.queryParameters
         let after = query["after"].map(String.init)
         let limit = try pageSize(query)
+        try await pulled(request, token: token, suite: suite)
         let page = try await storage.snapshot(account: token.account, suite: suite, after: after, limit: limit)
         return try JSONBody.response(page)
+    }
+
+    /// `GET …/keys/{key}/history`: the versions the server keeps of one key, newest first; 404
+    /// `not_found` when it keeps none.
+    func history(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let (token, suite) = try await authorized(request, context, write: false)
+        guard let key = (context.parameters.get("key") ?? "").removingPercentEncoding else {
+            throw APIError.malformed("the key is not valid percent-encoding")
+        }
+        let keyBytes = key.utf8.count
+        if keyBytes == 0 { throw APIError.malformed("a key must not be empty") }
+        if keyBytes > configuration.limits.maxKeyBytes {
+            throw APIError(.keyTooLong, "a key takes at most \(configuration.limits.maxKeyBytes) bytes, this one \(keyBytes)",
+                           key: String(key.prefix(64)), limit: configuration.limits.maxKeyBytes)
+        }
+        let versions = try await storage.history(account: token.account, suite: suite, key: key)
+        guard !versions.isEmpty else {
+            throw APIError.notFound(configuration.quota.historyDepth == 0
+                ? "this server keeps no key history (--history 0)"
+                : "the server keeps no version of '\(key)' in \(suite): never written, or purged")
+        }
+        return try JSONBody.response(KeyHistory(key: key, versions: try versions.map { try $0.keyVersion() }))
+    }
+
+    /// `GET /v1/devices`: the account's devices, each showing only the suites the token covers; the
+    /// asking device (same token and `Device-ID`) is marked `current`.
+    func devices(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let token = try requireToken(context)
+        let asking = try deviceID(request)
+        let list = try await storage.devices(account: token.account).map { device in
+            device.info(current: device.tokenID == token.id && device.deviceID == asking) { suite in
+                token.suitePatterns.contains { GlobPattern.matches($0, suite) }
+            }
+        }
+        return try JSONBody.response(DeviceList(devices: list))
     }
 
     private func pageSize(_ query: Parameters) throws -> Int {

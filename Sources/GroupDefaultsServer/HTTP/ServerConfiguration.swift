@@ -22,7 +22,8 @@ package struct ServerConfiguration: Sendable {
                 maxWait: Duration = .seconds(60), maxPageSize: Int = 1000, logLevel: Logger.Level = .info,
                 tombstoneLifetime: Duration = .seconds(30 * 86_400), purgeInterval: Duration = .seconds(3_600),
                 eventHeartbeat: Duration = .seconds(15), tls: TLSFiles? = nil,
-                rateLimit: RateLimit = RateLimit(requestsPerSecond: 200, burst: 400)) {
+                rateLimit: RateLimit = RateLimit(requestsPerSecond: 200, burst: 400), historyDepth: Int = 10) {
+        self.historyDepth = historyDepth
         self.rateLimit = rateLimit
         self.eventHeartbeat = eventHeartbeat
         self.tls = tls
@@ -45,7 +46,12 @@ package struct ServerConfiguration: Sendable {
     /// Serve HTTPS with this certificate and key, instead of HTTP.
     package var tls: TLSFiles?
 
-    package var quota: SuiteQuota { SuiteQuota(maxKeys: limits.maxKeysPerSuite, maxBytes: limits.maxBytesPerSuite) }
+    /// How many versions of each key the history keeps (the current one included); 0 keeps none.
+    package var historyDepth: Int
+
+    package var quota: SuiteQuota {
+        SuiteQuota(maxKeys: limits.maxKeysPerSuite, maxBytes: limits.maxBytesPerSuite, historyDepth: historyDepth)
+    }
 }
 
 /// A PEM certificate (chain) and its PEM private key, for HTTPS.

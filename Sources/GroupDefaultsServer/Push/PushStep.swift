@@ -51,6 +51,9 @@ package enum PushStep {
         package var writes: [StoredEntry]
         /// The entries `writes` replace, by key (what was held before the push).
         package var replaced: [String: StoredEntry]
+        /// Every version the push made, in revision order: each applied op's entry, including one
+        /// that a later op of the same batch replaced (the key history keeps them all).
+        package var versions: [StoredEntry]
         package var counters: Counters
         /// Whether the head moved (who to wake).
         package var advanced: Bool { !writes.isEmpty }
@@ -86,6 +89,7 @@ package enum PushStep {
         var written: [String: SyncEntry] = [:]
         var statuses: [PushResult.Status] = []
         statuses.reserveCapacity(request.ops.count)
+        var versions: [StoredEntry] = []
         for (op, json) in zip(request.ops, push.valueJSON) {
             let stamp = Stamp(hlc: op.hlc, origin: request.deviceID)
             let old = current[op.key]
@@ -98,6 +102,7 @@ package enum PushStep {
             after.keys += (new.isLive ? 1 : 0) - (old?.isLive == true ? 1 : 0)
             after.bytes += new.quotaBytes - (old?.quotaBytes ?? 0)
             current[op.key] = new
+            versions.append(new)
             if written[op.key] == nil { changed.append(op.key) }
             written[op.key] = SyncEntry(key: op.key, value: op.value, hlc: op.hlc, origin: request.deviceID, rev: after.head)
             statuses.append(.applied)
@@ -115,6 +120,7 @@ package enum PushStep {
             response: PushResponse(headRev: after.head, results: results, serverTime: serverTime),
             writes: changed.map { current[$0]! },
             replaced: held.filter { written[$0.key] != nil },
+            versions: versions,
             counters: after))
     }
 

@@ -24,6 +24,11 @@ package import GroupDefaultsWire
 //   or, for PostgreSQL, on any instance), or when `timeout` ends, or when the task is cancelled;
 //   it is a hint: callers re-read the table afterwards.
 // - Tokens: only the SHA-256 of a token is stored; `token(hash:)` finds one by it.
+// - History: each push stores every version it makes (value or tombstone, stamp, revision, time
+//   received) beside the entries, in the same transaction, and keeps the last `historyDepth` per
+//   key. The purge removes versions older than the tombstone horizon unless they are their key's
+//   current entry (so a purged tombstone takes its key's history with it).
+// - Devices: a (token, device id) pair is one device; sightings merge into its record.
 
 /// A bearer token as stored: never the token itself, only its SHA-256.
 package struct StoredToken: Sendable, Hashable, Codable {
@@ -33,15 +38,18 @@ package struct StoredToken: Sendable, Hashable, Codable {
     /// Suite patterns: globs in which `*` matches any run of characters, dots included.
     package var suitePatterns: [String]
     package var readOnly: Bool
+    /// The device the token is bound to (`token create --device NAME`): its name in device lists.
+    package var device: String?
     package var created: Date
     package var expires: Date?
     package var revoked: Date?
     /// The token's SHA-256, lowercase hex.
     package var hash: String
 
-    package init(id: String, account: String, suitePatterns: [String], readOnly: Bool, created: Date,
+    package init(id: String, account: String, suitePatterns: [String], readOnly: Bool, device: String? = nil, created: Date,
                 expires: Date?, revoked: Date?, hash: String) {
         self.id = id
+        self.device = device
         self.account = account
         self.suitePatterns = suitePatterns
         self.readOnly = readOnly
@@ -75,14 +83,19 @@ package struct SyncStorageError: Error, Sendable, CustomStringConvertible, SyncE
     package var syncErrorCode: SyncErrorCode? { code }
 }
 
-/// The quotas storage enforces inside a push.
+/// The bounds storage enforces inside a push: the quotas, and how many versions of each key the
+/// history keeps.
 package struct SuiteQuota: Sendable, Hashable {
     package var maxKeys: Int
     package var maxBytes: Int
+    /// How many versions of each key the history keeps (the current one included); 0 keeps none.
+    /// History does not count against `maxKeys` or `maxBytes`.
+    package var historyDepth: Int
 
-    package init(maxKeys: Int, maxBytes: Int) {
+    package init(maxKeys: Int, maxBytes: Int, historyDepth: Int = 10) {
         self.maxKeys = maxKeys
         self.maxBytes = maxBytes
+        self.historyDepth = historyDepth
     }
 }
 
@@ -104,8 +117,21 @@ package protocol SyncStorage: Sendable {
     func waitForChange(account: String, suite: String, after revision: UInt64, timeout: Duration) async
 
     /// Removes tombstones whose HLC is older than `horizon`, raising each affected suite's oldest
-    /// valid revision to the highest purged revision. Returns how many were removed.
+    /// valid revision to the highest purged revision, and the history versions older than it that
+    /// are not their key's current entry. Returns how many tombstones were removed.
     func purgeTombstones(olderThan horizon: HLC) async throws -> Int
+
+    // History
+    /// The versions of `key` the history keeps, newest first; empty for a key never written, purged,
+    /// or written while history was off.
+    func history(account: String, suite: String, key: String) async throws -> [StoredVersion]
+
+    // Devices
+    /// Records that a device was seen: creates its record, or merges this sighting into it (first
+    /// seen: the earlier; last seen and last push: the later; suites: the union).
+    func recordDevice(_ sighting: StoredDevice) async throws
+    /// The devices of `account` (every account's, for nil), most recently seen first.
+    func devices(account: String?) async throws -> [StoredDevice]
 
     // Tokens
     func createToken(_ token: StoredToken) async throws

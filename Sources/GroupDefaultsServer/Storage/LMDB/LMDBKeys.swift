@@ -50,4 +50,14 @@ enum LMDBKeys {
     static func batch(suiteID: UInt64, device: UInt64, batchID: String) -> [UInt8] {
         bigEndian(suiteID) + bigEndian(device) + Array(SHA256.hash(data: Array(batchID.utf8)))
     }
+
+    /// `history`: suite id + SHA-256 of the key: the prefix of one key's versions.
+    static func historyPrefix(suiteID: UInt64, key: String) -> [UInt8] {
+        bigEndian(suiteID) + Array(SHA256.hash(data: Array(key.utf8)))
+    }
+
+    /// `history`: one version, `historyPrefix` + revision.
+    static func history(prefix: [UInt8], rev: UInt64) -> [UInt8] {
+        prefix + bigEndian(rev)
+    }
 }

@@ -2,7 +2,7 @@ import Foundation
 package import GroupDefaultsWire
 import GroupDefaultsLMDB
 
-// Tombstone (and batch record) purge.
+// Tombstone (and batch record, and history) purge.
 extension LMDBSyncStorage {
     package func purgeTombstones(olderThan horizon: HLC) async throws -> Int {
         let environment = self.environment
@@ -54,6 +54,7 @@ extension LMDBSyncStorage {
                     return true
                 }
                 for key in expiredBatches { try Self.delete(txn, DB.batches, key) }
+                try Self.purgeHistory(txn, olderThan: horizon)
             }
             return removed
         }

@@ -125,8 +125,31 @@ extension LMDBSyncStorage {
         record.liveBytes = UInt64(applied.counters.bytes)
         try put(txn, DB.suites, suiteKey, record.bytes)
         let storedAt = LMDBKeys.bigEndian(HLC.wallClockMilliseconds())
+        try writeHistory(txn, suiteID: record.id, versions: applied.historyVersions(depth: quota.historyDepth),
+                         depth: quota.historyDepth, receivedAt: storedAt)
         try put(txn, DB.batches, batchKey, push.digest + storedAt + Array(try JSONEncoder().encode(applied.response)))
         return applied.response
+    }
+
+    /// Adds `versions` to their keys' history and trims each key's to the last `depth`.
+    static func writeHistory(_ txn: LMDBTransaction, suiteID: UInt64, versions: [StoredEntry], depth: Int, receivedAt: [UInt8]) throws {
+        var prefixes: [String: [UInt8]] = [:]
+        for version in versions {
+            let prefix = prefixes[version.key] ?? LMDBKeys.historyPrefix(suiteID: suiteID, key: version.key)
+            prefixes[version.key] = prefix
+            try put(txn, DB.history, LMDBKeys.history(prefix: prefix, rev: version.rev), receivedAt + version.bytes)
+        }
+        for prefix in prefixes.values {
+            var keys: [[UInt8]] = []
+            try prefix.withUnsafeBytes { start in
+                try txn.forEach(DB.history, from: start) { key, _ in
+                    guard key.starts(with: prefix) else { return false }
+                    keys.append(Array(key))
+                    return true
+                }
+            }
+            for key in keys.dropLast(depth) { try delete(txn, DB.history, key) }
+        }
     }
 
     static func allocateSuiteID(_ txn: LMDBTransaction) throws -> UInt64 {

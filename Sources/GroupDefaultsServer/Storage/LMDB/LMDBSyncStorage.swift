@@ -16,6 +16,9 @@ import Synchronization
 ///   stored (ms, big-endian), the response JSON; kept as long as tombstones
 /// - `tokens`: token id → `StoredToken` JSON; `token-hashes`: hash → id
 /// - `meta`: `next-suite-id`
+/// - `history`: suite id + SHA-256(key) + revision → when received (ms, big-endian) + the version's
+///   entry record; one key's versions are one contiguous range, oldest first
+/// - `devices`: device id → `StoredDevice` JSON
 ///
 /// Every push is one write transaction flushed to disk before it returns. LMDB blocks, so all of it
 /// runs on dispatch queues, never on the cooperative pool: writes on one serial queue (LMDB has one
@@ -24,7 +27,8 @@ package final class LMDBSyncStorage: SyncStorage {
     enum DB {
         static let suites = Database(0), entries = Database(1), revisions = Database(2), batches = Database(3)
         static let tokens = Database(4), tokenHashes = Database(5), meta = Database(6)
-        static let names = ["suites", "entries", "revisions", "batches", "tokens", "token-hashes", "meta"]
+        static let history = Database(7), devices = Database(8)
+        static let names = ["suites", "entries", "revisions", "batches", "tokens", "token-hashes", "meta", "history", "devices"]
     }
 
     let environment: Environment

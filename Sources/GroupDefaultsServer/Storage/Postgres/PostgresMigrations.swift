@@ -67,6 +67,37 @@ enum PostgresMigrations {
             )
             """,
         ]),
+        Migration(version: 2, name: "key history, devices, tokens bound to a device", statements: [
+            """
+            CREATE TABLE history (
+                account text NOT NULL,
+                suite text NOT NULL,
+                key text COLLATE "C" NOT NULL,
+                rev bigint NOT NULL,
+                value json,
+                hlc numeric(20, 0) NOT NULL,
+                origin numeric(20, 0) NOT NULL,
+                received timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (account, suite, key, rev)
+            )
+            """,
+            "CREATE INDEX history_by_hlc ON history (hlc)",
+            "ALTER TABLE tokens ADD COLUMN device text",
+            """
+            CREATE TABLE devices (
+                id text PRIMARY KEY,
+                account text NOT NULL,
+                token_id text NOT NULL,
+                name text,
+                device_id numeric(20, 0) NOT NULL,
+                first_seen timestamptz NOT NULL,
+                last_seen timestamptz NOT NULL,
+                last_push timestamptz,
+                suites text[] NOT NULL
+            )
+            """,
+            "CREATE INDEX devices_by_account ON devices (account)",
+        ]),
     ]
 
     /// The advisory lock key every instance takes while migrating ("gdsync" as a number).

@@ -65,6 +65,14 @@ extension PostgresSyncStorage {
             try await storage.client.query(
                 "DELETE FROM batches WHERE created < to_timestamp(\(horizonSeconds))", logger: storage.logger)
         }
+        // History versions as old as the horizon, unless they are their key's current entry.
+        try await bounded("purging history") { storage in
+            try await storage.client.query("""
+                DELETE FROM history h WHERE h.hlc < \(horizonText)::numeric AND NOT EXISTS (
+                    SELECT 1 FROM entries e
+                    WHERE e.account = h.account AND e.suite = h.suite AND e.key = h.key AND e.rev = h.rev)
+                """, logger: storage.logger)
+        }
         return removed
     }
 }
@@ -98,7 +106,10 @@ private struct PushTransaction {
         case .replayed(let response):
             return PushOutcome(response: response, advanced: false)
         case .applied(let applied):
-            if applied.advanced { try await write(applied.writes, counters: applied.counters) }
+            if applied.advanced {
+                try await write(applied.writes, counters: applied.counters)
+                try await writeHistory(applied.historyVersions(depth: quota.historyDepth))
+            }
             try await record(applied.response)
             return PushOutcome(response: applied.response, advanced: applied.advanced)
         }
@@ -170,6 +181,38 @@ private struct PushTransaction {
                             as: UTF8.self)
         // Delivered by PostgreSQL at commit, to the listening connection of every instance.
         try await connection.query("SELECT pg_notify(\(ChangeNotice.channel), \(notice))", logger: logger)
+    }
+
+    /// Adds the push's versions to their keys' history and trims each of those keys' history to the
+    /// last `historyDepth`, in one statement (its parts see the table as it was before it, so the
+    /// rows to delete are those beyond the depth less the new versions of their key).
+    private func writeHistory(_ versions: [StoredEntry]) async throws {
+        guard !versions.isEmpty else { return }
+        let keys = versions.map(\.key)
+        let values = versions.map { $0.valueJSON.map { String(decoding: $0, as: UTF8.self) } ?? "" }
+        let deleted = versions.map { !$0.isLive }
+        let hlcs = versions.map { String($0.stamp.hlc.rawValue) }
+        let origins = versions.map { String($0.stamp.origin) }
+        let revs = versions.map { Int64($0.rev) }
+        let depth = Int64(quota.historyDepth)
+        try await connection.query("""
+            WITH new AS (
+                SELECT * FROM unnest(\(keys)::text[], \(values)::text[], \(deleted)::boolean[], \(hlcs)::text[],
+                                     \(origins)::text[], \(revs)::bigint[]) AS t(k, v, d, h, o, r)
+            ), inserted AS (
+                INSERT INTO history (account, suite, key, rev, value, hlc, origin)
+                SELECT \(account), \(suite), k, r, CASE WHEN d THEN NULL ELSE v::json END, h::numeric, o::numeric FROM new
+            ), added AS (
+                SELECT k, count(*) AS n FROM new GROUP BY k
+            ), ranked AS (
+                SELECT h.key, h.rev, row_number() OVER (PARTITION BY h.key ORDER BY h.rev DESC) AS position
+                FROM history h JOIN added ON h.key = added.k
+                WHERE h.account = \(account) AND h.suite = \(suite)
+            )
+            DELETE FROM history USING ranked JOIN added ON ranked.key = added.k
+            WHERE history.account = \(account) AND history.suite = \(suite) AND history.key = ranked.key
+                AND history.rev = ranked.rev AND ranked.position > \(depth) - added.n
+            """, logger: logger)
     }
 
     private func record(_ response: PushResponse) async throws {

@@ -7,9 +7,9 @@ extension PostgresSyncStorage {
     package func createToken(_ token: StoredToken) async throws {
         try await bounded("creating a token") { storage in
             try await storage.client.query("""
-                INSERT INTO tokens (id, account, patterns, read_only, created, expires, revoked, hash)
-                VALUES (\(token.id), \(token.account), \(token.suitePatterns)::text[], \(token.readOnly), \(token.created),
-                        \(token.expires), \(token.revoked), \(token.hash))
+                INSERT INTO tokens (id, account, patterns, read_only, device, created, expires, revoked, hash)
+                VALUES (\(token.id), \(token.account), \(token.suitePatterns)::text[], \(token.readOnly), \(token.device),
+                        \(token.created), \(token.expires), \(token.revoked), \(token.hash))
                 """, logger: storage.logger)
         }
     }
@@ -17,7 +17,7 @@ extension PostgresSyncStorage {
     package func token(hash: String) async throws -> StoredToken? {
         try await bounded("finding a token") { storage in
             try await storage.readTokens(
-                "SELECT id, account, patterns, read_only, created, expires, revoked, hash FROM tokens WHERE hash = \(hash)"
+                "SELECT id, account, patterns, read_only, device, created, expires, revoked, hash FROM tokens WHERE hash = \(hash)"
             ).first
         }
     }
@@ -25,14 +25,14 @@ extension PostgresSyncStorage {
     package func tokens() async throws -> [StoredToken] {
         try await bounded("listing tokens") { storage in
             try await storage.readTokens(
-                "SELECT id, account, patterns, read_only, created, expires, revoked, hash FROM tokens ORDER BY created, id")
+                "SELECT id, account, patterns, read_only, device, created, expires, revoked, hash FROM tokens ORDER BY created, id")
         }
     }
 
     package func revokeToken(id: String, at date: Date) async throws {
         let found = try await bounded("revoking a token") { storage in
             let rows = try await storage.client.query(
-                "UPDATE tokens SET revoked = \(date) WHERE id = \(id) RETURNING id", logger: storage.logger)
+                "UPDATE tokens SET revoked = COALESCE(revoked, \(date)) WHERE id = \(id) RETURNING id", logger: storage.logger)
             for try await _ in rows.decode(String.self) { return true }
             return false
         }
@@ -42,9 +42,9 @@ extension PostgresSyncStorage {
     private func readTokens(_ query: PostgresQuery) async throws -> [StoredToken] {
         let rows = try await client.query(query, logger: logger)
         var tokens: [StoredToken] = []
-        for try await (id, account, patterns, readOnly, created, expires, revoked, hash)
-            in rows.decode((String, String, [String], Bool, Date, Date?, Date?, String).self) {
-            tokens.append(StoredToken(id: id, account: account, suitePatterns: patterns, readOnly: readOnly,
+        for try await (id, account, patterns, readOnly, device, created, expires, revoked, hash)
+            in rows.decode((String, String, [String], Bool, String?, Date, Date?, Date?, String).self) {
+            tokens.append(StoredToken(id: id, account: account, suitePatterns: patterns, readOnly: readOnly, device: device,
                                       created: created, expires: expires, revoked: revoked, hash: hash))
         }
         return tokens

@@ -1,0 +1,93 @@
+import Crypto
+import Foundation
+package import GroupDefaultsWire
+
+/// One version of a key as storage keeps it in the history: the entry the write made and when the
+/// server received it (milliseconds since 1970).
+package struct StoredVersion: Sendable, Hashable {
+    package var entry: StoredEntry
+    package var receivedMilliseconds: UInt64
+
+    package init(entry: StoredEntry, receivedMilliseconds: UInt64) {
+        self.entry = entry
+        self.receivedMilliseconds = receivedMilliseconds
+    }
+
+    /// The version as the wire carries it.
+    ///
+    /// - Throws: `SyncStorageError.unavailable` if the stored JSON does not decode.
+    package func keyVersion() throws(SyncStorageError) -> KeyVersion {
+        KeyVersion(entry: try entry.syncEntry(), received: TypedJSONDate.format(milliseconds: receivedMilliseconds))
+    }
+}
+
+extension PushStep.Applied {
+    /// The versions the history keeps of this push: per key, the last `depth` it made (older ones
+    /// would be trimmed at once), in revision order.
+    package func historyVersions(depth: Int) -> [StoredEntry] {
+        guard depth > 0 else { return [] }
+        var perKey: [String: Int] = [:]
+        var kept: [StoredEntry] = []
+        for version in versions.reversed() {
+            let count = perKey[version.key, default: 0]
+            guard count < depth else { continue }
+            perKey[version.key] = count + 1
+            kept.append(version)
+        }
+        return kept.reversed()
+    }
+}
+
+/// A device of an account as storage keeps it: one (token, device id) pair that pushed or pulled.
+/// Times are milliseconds since 1970.
+package struct StoredDevice: Sendable, Hashable, Codable {
+    package var account: String
+    package var tokenID: String
+    /// The name the token is bound to, if any.
+    package var name: String?
+    package var deviceID: UInt64
+    package var firstSeen: UInt64
+    package var lastSeen: UInt64
+    package var lastPush: UInt64?
+    /// Sorted, without repeats.
+    package var suites: [String]
+
+    package init(account: String, tokenID: String, name: String?, deviceID: UInt64, firstSeen: UInt64, lastSeen: UInt64,
+                lastPush: UInt64?, suites: [String]) {
+        self.account = account
+        self.tokenID = tokenID
+        self.name = name
+        self.deviceID = deviceID
+        self.firstSeen = firstSeen
+        self.lastSeen = lastSeen
+        self.lastPush = lastPush
+        self.suites = Array(Set(suites)).sorted()
+    }
+
+    /// The device's public id: derived from account, token and device id, so that every server
+    /// instance names a device alike.
+    package var id: String { Self.id(account: account, tokenID: tokenID, deviceID: deviceID) }
+
+    package static func id(account: String, tokenID: String, deviceID: UInt64) -> String {
+        let digest = SHA256.hash(data: Array("\(account)\u{0}\(tokenID)\u{0}\(deviceID)".utf8))
+        return "dev_" + digest.prefix(6).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// This record with `sighting` merged in (the rule every backend applies).
+    package func merged(with sighting: StoredDevice) -> StoredDevice {
+        var merged = self
+        merged.name = sighting.name ?? name
+        merged.firstSeen = min(firstSeen, sighting.firstSeen)
+        merged.lastSeen = max(lastSeen, sighting.lastSeen)
+        merged.lastPush = [lastPush, sighting.lastPush].compactMap { $0 }.max()
+        merged.suites = Array(Set(suites).union(sighting.suites)).sorted()
+        return merged
+    }
+
+    /// The device as `GET /v1/devices` lists it, showing only `visibleSuites`.
+    package func info(current: Bool, visibleSuites: (String) -> Bool) -> DeviceInfo {
+        DeviceInfo(id: id, name: name, deviceID: deviceID, tokenID: tokenID,
+                   firstSeen: TypedJSONDate.format(milliseconds: firstSeen), lastSeen: TypedJSONDate.format(milliseconds: lastSeen),
+                   lastPush: lastPush.map(TypedJSONDate.format(milliseconds:)), suites: suites.filter(visibleSuites), current: current)
+    }
+}

@@ -1,0 +1,83 @@
+import ArgumentParser
+import CommandLineSupport
+import Foundation
+import GroupDefaultsServer
+import GroupDefaultsWire
+
+/// `groupdefaults-server devices list|revoke`, on the same storage a running server uses.
+struct DevicesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "devices", abstract: "List an account's devices, or revoke one.",
+        discussion: """
+            A device is a token and a device id (the store's origin) that pushed or pulled; a token \
+            made with `token create --device NAME` gives its devices that name. Servers record a \
+            device when they first see it on a suite, and its last-seen and last-push times at most \
+            every 10 seconds after that.
+            """,
+        subcommands: [List.self, Revoke.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List an account's devices, most recently seen first: id, name, device id, token, first and last seen, last push, suites.")
+
+        @OptionGroup var storage: StorageOptions
+        @Option(help: "The account whose devices to list.") var account: String
+        @Flag(help: "Print one JSON array.") var json = false
+
+        func run() async throws {
+            try await reportingFailure {
+                let store = try await storage.openStorage()
+                let devices = try await store.devices(account: account)
+                try await store.shutdown()
+                let infos = devices.map { $0.info(current: false) { _ in true } }
+                if json {
+                    let encoder = JSONEncoder()
+                    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                    return output(String(decoding: try encoder.encode(infos), as: UTF8.self))
+                }
+                if infos.isEmpty { return output("account \(account): no devices seen") }
+                for device in infos {
+                    output([device.id, device.name ?? "(unnamed)", "device \(device.deviceID)", device.tokenID,
+                            "first seen \(device.firstSeen)", "last seen \(device.lastSeen)",
+                            device.lastPush.map { "last push \($0)" } ?? "never pushed",
+                            device.suites.joined(separator: ",")].joined(separator: "\t"))
+                }
+            }
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Revoke a device by its id: its token stops working at its next request, and its event streams end.",
+            discussion: """
+                This revokes the device's token: every device that shares that token loses access \
+                too (they are named). Give each device a token of its own with `token create --device NAME`.
+                """)
+
+        @OptionGroup var storage: StorageOptions
+        @Argument(help: "The device's id (from `devices list`).") var id: String
+
+        func run() async throws {
+            try await reportingFailure {
+                let store = try await storage.openStorage()
+                do {
+                    let devices = try await store.devices(account: nil)
+                    guard let device = devices.first(where: { $0.id == id }) else {
+                        throw CommandFailure("no device has the id \(id) (see `groupdefaults-server devices list --account ACCOUNT`)")
+                    }
+                    try await store.revokeToken(id: device.tokenID, at: Date())
+                    try await store.shutdown()
+                    var line = "revoked \(id)" + (device.name.map { " (\($0))" } ?? "") + ": its token \(device.tokenID) no longer works"
+                    let sharing = devices.filter { $0.tokenID == device.tokenID && $0.id != id }
+                    if !sharing.isEmpty {
+                        line += "; devices sharing that token lose access too: " + sharing.map(\.id).joined(separator: ", ")
+                    }
+                    output(line)
+                } catch {
+                    try? await store.shutdown()
+                    throw error
+                }
+            }
+        }
+    }
+}
