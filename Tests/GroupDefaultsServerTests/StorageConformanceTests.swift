@@ -412,7 +412,7 @@ struct StorageConformanceTests {
             let created = Date(timeIntervalSince1970: 1_800_000_000)
             let first = StoredToken(id: "t1", account: "alice", suitePatterns: ["com.example.*", "group.x"], readOnly: false,
                                     created: created, expires: nil, revoked: nil, hash: String(repeating: "a", count: 64))
-            let second = StoredToken(id: "t2", account: "bob", suitePatterns: ["*"], readOnly: true,
+            let second = StoredToken(id: "t2", account: "bob", suitePatterns: ["*"], readOnly: true, device: "tablet",
                                      created: created.addingTimeInterval(60), expires: created.addingTimeInterval(3600),
                                      revoked: nil, hash: String(repeating: "b", count: 64))
             try await storage.createToken(first)
@@ -520,5 +520,97 @@ struct StorageConformanceTests {
         #expect(try await storage.suites(account: "a").suites == [.init(name: "s", headRev: 3, keys: 2)])
         #expect(try await storage.suites(account: "b").suites.isEmpty)
         try await storage.shutdown()
+    }
+
+    // MARK: Key history and devices
+
+    @Test("history keeps each key's last N versions (intermediate ones of a batch too), newest first, apart from quotas and accounts",
+          arguments: StorageBackend.allCases)
+    func historyKeepsTheLastVersions(backend: StorageBackend) async throws {
+        try await backend.withStorage { storage in
+            let depth = 3
+            let quota = SuiteQuota(maxKeys: 1, maxBytes: 16 << 20, historyDepth: depth)
+            var hlc: UInt64 = 1000
+            // depth + 5 writes of one key: one by one, then a batch of three, then a deletion.
+            for n in 1...4 {
+                hlc += 1
+                try await push(storage, quota: quota, [op("sound", .string("v\(n)"), hlc: hlc)])
+            }
+            try await push(storage, quota: quota, (5...7).map { n in
+                hlc += 1
+                return op("sound", .string("v\(n)"), hlc: hlc)
+            })
+            hlc += 1
+            try await push(storage, device: 9, quota: quota, [op("sound", nil, hlc: hlc)])
+            try await push(storage, quota: quota, [op("other", .string("x"), hlc: 1)])  // history is not a live key
+
+            let history = try await storage.history(account: "alice", suite: "s", key: "sound")
+            #expect(history.map(\.entry.rev) == [8, 7, 6], "the last \(depth), newest first")
+            #expect(history.map(\.entry.valueJSON) == [nil, Array(#"{"string":"v7"}"#.utf8), Array(#"{"string":"v6"}"#.utf8)])
+            #expect(history.map(\.entry.stamp.origin) == [9, 1, 1])
+            #expect(history.first?.entry.stamp.hlc.rawValue == hlc)
+            let now = HLC.wallClockMilliseconds()
+            #expect(history.allSatisfy { $0.receivedMilliseconds <= now && $0.receivedMilliseconds > now - 60_000 })
+
+            // A version superseded by what is held is not one; other keys, suites and accounts are apart.
+            try await push(storage, quota: quota, [op("sound", .string("late"), hlc: 2)])
+            #expect(try await storage.history(account: "alice", suite: "s", key: "sound").map(\.entry.rev) == [8, 7, 6])
+            #expect(try await storage.history(account: "alice", suite: "s", key: "other").map(\.entry.rev) == [9])
+            #expect(try await storage.history(account: "bob", suite: "s", key: "sound").isEmpty)
+            #expect(try await storage.history(account: "alice", suite: "other", key: "sound").isEmpty)
+            #expect(try await storage.history(account: "alice", suite: "s", key: "never").isEmpty)
+
+            // Depth 0 keeps nothing new.
+            try await push(storage, quota: SuiteQuota(maxKeys: 10, maxBytes: 16 << 20, historyDepth: 0), [op("off", .integer(1), hlc: 5000)])
+            #expect(try await storage.history(account: "alice", suite: "s", key: "off").isEmpty)
+        }
+    }
+
+    @Test("the purge drops history versions older than its horizon unless current: a purged tombstone takes its key's history",
+          arguments: StorageBackend.allCases)
+    func historyAfterPurge(backend: StorageBackend) async throws {
+        try await backend.withStorage { storage in
+            func at(_ seconds: UInt64) -> UInt64 { HLC(milliseconds: seconds * 1000, counter: 0).rawValue }
+            try await push(storage, [op("kept", .string("a"), hlc: at(1))])
+            try await push(storage, [op("kept", .string("b"), hlc: at(2))])
+            try await push(storage, [op("kept", .string("c"), hlc: at(9))])    // newer than the horizon
+            try await push(storage, [op("old", .string("only"), hlc: at(1))])  // current, however old
+            try await push(storage, [op("gone", .string("x"), hlc: at(1))])
+            try await push(storage, [op("gone", nil, hlc: at(2))])
+
+            #expect(try await storage.purgeTombstones(olderThan: HLC(milliseconds: 5000, counter: 0)) == 1)
+            #expect(try await storage.history(account: "alice", suite: "s", key: "kept").map(\.entry.stamp.hlc.rawValue) == [at(9)])
+            #expect(try await storage.history(account: "alice", suite: "s", key: "old").map(\.entry.stamp.hlc.rawValue) == [at(1)])
+            #expect(try await storage.history(account: "alice", suite: "s", key: "gone").isEmpty)
+        }
+    }
+
+    @Test("devices: sightings merge (first seen, last seen, last push, suites, name); listed per account, most recent first",
+          arguments: StorageBackend.allCases)
+    func devices(backend: StorageBackend) async throws {
+        try await backend.withStorage { storage in
+            func sighting(account: String = "alice", token: String = "t1", name: String? = "phone", device: UInt64 = 1,
+                          at time: UInt64, push: Bool = false, suite: String = "a") -> StoredDevice {
+                StoredDevice(account: account, tokenID: token, name: name, deviceID: device, firstSeen: time, lastSeen: time,
+                             lastPush: push ? time : nil, suites: [suite])
+            }
+            try await storage.recordDevice(sighting(at: 2000, suite: "b"))
+            try await storage.recordDevice(sighting(at: 1000, push: true, suite: "a"))  // arrives late: merged, not replacing
+            try await storage.recordDevice(sighting(at: 3000))
+            try await storage.recordDevice(sighting(name: nil, device: UInt64.max, at: 4000))  // another device, same token
+            try await storage.recordDevice(sighting(account: "bob", token: "t2", name: "tablet", at: 5000, push: true))
+
+            let alice = try await storage.devices(account: "alice")
+            #expect(alice.map(\.deviceID) == [UInt64.max, 1], "most recently seen first")
+            let phone = try #require(alice.last)
+            #expect(phone == StoredDevice(account: "alice", tokenID: "t1", name: "phone", deviceID: 1, firstSeen: 1000, lastSeen: 3000,
+                                          lastPush: 1000, suites: ["a", "b"]))
+            #expect(phone.id == StoredDevice.id(account: "alice", tokenID: "t1", deviceID: 1))
+            #expect(alice.first?.name == nil)
+            #expect(alice.first?.id != phone.id)
+            #expect(try await storage.devices(account: "bob").map(\.name) == ["tablet"])
+            #expect(try await storage.devices(account: "carol").isEmpty)
+            #expect(try await storage.devices(account: nil).count == 3)
+        }
     }
 }
