@@ -6,6 +6,12 @@ import Logging
 
 /// Where the server keeps its data: the embedded store's directory, or PostgreSQL.
 struct StorageOptions: ParsableArguments {
+    static let commandLogger: Logger = {
+        var logger = Logger(label: "groupdefaults-server")
+        logger.logLevel = .error
+        return logger
+    }()
+
     @Option(name: .customLong("data-dir"), help: "The embedded store's directory (default: $XDG_DATA_HOME/groupdefaults-server or ~/.local/share/groupdefaults-server).")
     var dataDirectory: String?
 
@@ -37,9 +43,11 @@ struct StorageOptions: ParsableArguments {
         return home + "/.local/share/groupdefaults-server"
     }
 
-    /// The store, opened for a token command: PostgreSQL (its schema created or migrated), or the
-    /// embedded store. Connection failures are one line (`CommandFailure`).
-    func openStorage(logger: Logger = Logger(label: "groupdefaults-server")) async throws -> any SyncStorage {
+    /// The store, opened for a token or devices command: PostgreSQL (its schema created or
+    /// migrated), or the embedded store. Connection failures are one line (`CommandFailure`).
+    /// PostgresNIO logs errors only: its warning that a query waits for the pool to start (the
+    /// commands query at once) is no news to a person, whose answer is the command's one line.
+    func openStorage(logger: Logger = Self.commandLogger) async throws -> any SyncStorage {
         switch try configuration {
         case .embedded(let directory):
             return try LMDBSyncStorage(directory: directory)
