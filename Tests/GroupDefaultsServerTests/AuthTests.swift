@@ -54,6 +54,50 @@ struct AuthTests {
         }
     }
 
+    @Test("history and devices obey the token: 401 without one, 403 outside its suites, never another account's")
+    func historyAndDevicesAreScoped() async throws {
+        let fixture = try Fixture()
+        let alice = try await fixture.token(device: "phone")
+        let aliceScoped = try await fixture.token(suites: ["group.a"])
+        let bob = try await fixture.token(account: "bob")
+        try await fixture.test { client in
+            var headers = API.auth(alice)
+            headers[.init(DeviceHeader.name)!] = "42"
+            let pushed = try await client.execute(uri: "/v1/suites/group.a/push", method: .post, headers: headers,
+                                                  body: try API.push(device: 42, [API.set("k", "v")]))
+            #expect(pushed.status == .ok)
+            _ = try await client.execute(uri: "/v1/suites/group.b/changes", method: .get, headers: headers)
+
+            for uri in ["/v1/suites/group.a/keys/k/history", "/v1/devices"] {
+                #expect(try await client.execute(uri: uri, method: .get).status == .unauthorized, "\(uri)")
+                #expect(try await client.get(uri, token: "gdt_unknown").status == .unauthorized, "\(uri)")
+            }
+            let history = try API.decode(KeyHistory.self, try await client.get("/v1/suites/group.a/keys/k/history", token: alice))
+            #expect(history.versions.map(\.entry.value) == [.string("v")])
+            #expect(history.versions.first?.entry.origin == 42)
+            #expect(try await client.get("/v1/suites/group.b/keys/k/history", token: aliceScoped).status == .forbidden)
+            let unknown = try await client.get("/v1/suites/group.a/keys/never/history", token: alice)
+            #expect(unknown.status == .notFound)
+            #expect(try API.error(unknown).error == .notFound)
+            // Bob's suite of the same name is another suite.
+            #expect(try await client.get("/v1/suites/group.a/keys/k/history", token: bob).status == .notFound)
+
+            let devices = try API.decode(DeviceList.self, try await client.execute(uri: "/v1/devices", method: .get, headers: headers))
+            #expect(devices.devices.map(\.name) == ["phone"])
+            #expect(devices.devices.first?.deviceID == 42)
+            #expect(devices.devices.first?.current == true)
+            #expect(devices.devices.first?.suites == ["group.a", "group.b"])
+            #expect(devices.devices.first?.lastPush != nil)
+            let scoped = try API.decode(DeviceList.self, try await client.get("/v1/devices", token: aliceScoped))
+            #expect(scoped.devices.first?.suites == ["group.a"], "only the suites the token covers")
+            #expect(scoped.devices.first?.current == false)
+            #expect(try API.decode(DeviceList.self, try await client.get("/v1/devices", token: bob)).devices.isEmpty)
+            var badDevice = API.auth(alice)
+            badDevice[.init(DeviceHeader.name)!] = "-1"
+            #expect(try await client.execute(uri: "/v1/suites/group.a/changes", method: .get, headers: badDevice).status == .badRequest)
+        }
+    }
+
     @Test("revocation takes effect on the next request")
     func revocation() async throws {
         let fixture = try Fixture()
