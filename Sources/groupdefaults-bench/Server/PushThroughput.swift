@@ -11,6 +11,8 @@ import GroupDefaults
 struct PushThroughput {
     let batch: Int
     let clients: Int
+    /// Keys each client cycles through, where the default below is not wanted.
+    var keySpace: Int? = nil
 
     struct Result {
         var opsPerSecond: Double
@@ -19,16 +21,17 @@ struct PushThroughput {
     }
 
     /// Keys each client cycles through: 1,000 alone, fewer with more clients, at least one batch.
-    var keysPerClient: Int { max(batch, min(1_000, 5_000 / clients)) }
+    var keysPerClient: Int { keySpace ?? max(batch, min(1_000, 5_000 / clients)) }
 
     func run(_ api: SyncAPI, suite: String, warmup: Duration, duration: Duration, usage meter: UsageMeter) async throws -> Result {
         let measureStart = Clock.nanoseconds() + warmup.nanoseconds
         let measureEnd = measureStart + duration.nanoseconds
         let usage = meter.start()
+        let runID = String(UInt32.random(in: .min ... .max), radix: 36)  // batch ids unique across runs on one suite
         let perClient = try await withThrowingTaskGroup(of: (ops: Int, latencies: [Int64]).self) { group in
             for client in 0 ..< clients {
                 group.addTask {
-                    try await runClient(client, api: api, suite: suite, measureStart: measureStart, measureEnd: measureEnd)
+                    try await runClient(client, runID: runID, api: api, suite: suite, measureStart: measureStart, measureEnd: measureEnd)
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }
@@ -39,7 +42,7 @@ struct PushThroughput {
                       usage: usage.stop())
     }
 
-    private func runClient(_ client: Int, api: SyncAPI, suite: String, measureStart: Int64, measureEnd: Int64) async throws
+    private func runClient(_ client: Int, runID: String, api: SyncAPI, suite: String, measureStart: Int64, measureEnd: Int64) async throws
         -> (ops: Int, latencies: [Int64])
     {
         let device = UInt64(client + 1)
@@ -53,7 +56,7 @@ struct PushThroughput {
             guard sent < measureEnd else { break }
             let now = HLC.wallClockMilliseconds()
             let request = PushRequest(
-                deviceID: device, batchID: "b\(client)-\(sequence)",
+                deviceID: device, batchID: "b\(runID)-\(client)-\(sequence)",
                 ops: (0 ..< batch).map { index in
                     let n = sequence * batch + index
                     return PushOp(key: "c\(client)-\(n % keys)", value: value,

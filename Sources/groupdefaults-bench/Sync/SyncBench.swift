@@ -11,6 +11,8 @@ import GroupDefaultsSync
 /// - End to end: `set` on device A → the value readable on device B (B's change feed), both engines
 ///   in `run()`, one change at a time; beside the server's own push → event-stream wake-up.
 /// - The conflict journal: a pull replacing 1,000 pending values, beside one replacing synced ones.
+/// - The key history: pushes to a server keeping it, beside one with `--history 0`, both backends
+///   (PostgreSQL: a throwaway `Tools/postgres` server).
 /// - Idle: requests the server counts (`/metrics`) while both engines run and nothing changes.
 struct SyncBench {
     static let command = "sync"
@@ -23,7 +25,8 @@ struct SyncBench {
         static let usage = """
             usage: groupdefaults-bench sync [--json] [--quick]
               Starts groupdefaults-server (found next to this executable) on loopback, embedded storage,
-              and syncs two devices through it.
+              and syncs two devices through it; then measures the key history's cost per push on
+              both backends (Tools/postgres, from the package's directory, for PostgreSQL).
               --json    print the results as JSON instead of a table
               --quick   few samples (a smoke test; figures are rough)
             """
@@ -60,6 +63,22 @@ struct SyncBench {
         _ = FileManager.default.createFile(atPath: tokenFile, contents: Data(token.utf8), attributes: [.posixPermissions: 0o600])
         let http = try SyncClient.makeHTTPClient()
         let api = SyncAPI(http: SyncAPI.makeHTTPClient(connections: 4), baseURL: server.baseURL, token: token)
+        do {
+            let report = try await measure(server: server, http: http, api: api, tokenFile: tokenFile)
+            try await http.shutdown()
+            try await api.http.shutdown()
+            try server.stop()
+            return report
+        } catch {
+            // The clients must be shut down before they go, whatever failed; the failure is what is told.
+            try? await http.shutdown()
+            try? await api.http.shutdown()
+            try? server.stop()
+            throw error
+        }
+    }
+
+    private func measure(server: ServerProcess, http: HTTPClient, api: SyncAPI, tokenFile: String) async throws -> ServerReport {
         var report = ServerReport(method: [
             "groupdefaults-bench sync: two devices (two suites in two directories, a SyncEngine each, in this process) and the",
             "real groupdefaults-server on loopback (embedded storage: every acknowledged push flushed). Release build.",
@@ -93,6 +112,9 @@ struct SyncBench {
             ratio: joinMedian / fetchMedian, target: "≤ 1 s", met: joinMedian <= 1000))
 
         report.rows += try await JournalCost.measure(devices: devices, quick: options.quick)
+        report.rows += try await HistoryCost.measure(
+            serverExecutable: serverExecutable, sandbox: sandbox,
+            postgresTool: FileManager.default.currentDirectoryPath + "/Tools/postgres", quick: options.quick)
 
         // End to end: set on A → readable on B, both running.
         let phone = try devices.make("phone", suite: "group.bench.live")
@@ -133,9 +155,6 @@ struct SyncBench {
             detail: "counted by the server (GET /metrics, hb_requests by route), both engines holding their event stream open"))
         for task in running { task.cancel() }
         for task in running { await task.value }
-        try await http.shutdown()
-        try await api.http.shutdown()
-        try server.stop()
         return report
     }
 
