@@ -151,9 +151,11 @@ public struct SyncClient: Sendable {
 
     private var encodedSuite: String { Self.pathSegment(suite) }
 
-    /// `text` percent-encoded as one path segment ('/' included).
-    private static func pathSegment(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/%"))) ?? text
+    /// `text` percent-encoded as one path segment: '/' included, and a segment of dots only ('.',
+    /// '..') written as `%2E`s, which no URL resolution takes for a step in the path.
+    static func pathSegment(_ text: String) -> String {
+        if !text.isEmpty, text.allSatisfy({ $0 == "." }) { return String(repeating: "%2E", count: text.count) }
+        return text.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? text
     }
 
     private func send<Answer: Decodable>(

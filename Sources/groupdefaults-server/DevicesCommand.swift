@@ -11,8 +11,8 @@ struct DevicesCommand: AsyncParsableCommand {
         discussion: """
             A device is a token and a device id (the store's origin) that pushed or pulled; a token \
             made with `token create --device NAME` gives its devices that name. Servers record a \
-            device when they first see it on a suite, and its last-seen and last-push times at most \
-            every 10 seconds after that.
+            device when they first see it on a suite, and its last-seen and last-push times once a \
+            second after that (a device holding an event stream open is seen at each heartbeat).
             """,
         subcommands: [List.self, Revoke.self])
 
@@ -62,8 +62,14 @@ struct DevicesCommand: AsyncParsableCommand {
                 let store = try await storage.openStorage()
                 do {
                     let devices = try await store.devices(account: nil)
-                    guard let device = devices.first(where: { $0.id == id }) else {
+                    let matching = devices.filter { $0.id == id }
+                    guard let device = matching.first else {
                         throw CommandFailure("no device has the id \(id) (see `groupdefaults-server devices list --account ACCOUNT`)")
+                    }
+                    // Ids are 48 bits of a digest: two devices could share one, and neither is revoked then.
+                    guard matching.count == 1 else {
+                        throw CommandFailure("\(matching.count) devices have the id \(id): revoke the token instead "
+                            + "(`groupdefaults-server token revoke` with one of \(matching.map(\.tokenID).joined(separator: ", ")))")
                     }
                     try await store.revokeToken(id: device.tokenID, at: Date())
                     try await store.shutdown()

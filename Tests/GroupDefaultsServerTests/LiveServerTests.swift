@@ -36,7 +36,8 @@ struct LiveServerTests {
         #expect(list.status == 0)
         #expect(!list.stdout.contains(token))
         let fields = list.stdout.split(separator: "\n").first?.split(separator: "\t").map(String.init) ?? []
-        #expect(fields.count == 6 && fields[1] == "alice" && fields[2] == "group.* read-write" && fields[5] == "active", "\(fields)")
+        #expect(fields.count == 7 && fields[1] == "alice" && fields[2] == "group.* read-write" && fields[5] == "active"
+                && fields[6] == "any-device", "\(fields)")
         let id = fields.first ?? ""
         #expect(id.hasPrefix("tok_"))
         #expect(try await ServerTool.run(["token", "revoke", "--data-dir", directory, id]).status == 0)

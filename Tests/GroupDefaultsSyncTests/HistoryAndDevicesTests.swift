@@ -62,6 +62,52 @@ struct HistoryAndDevicesTests {
                 #expect(after.versions.first?.entry.origin == tabletDefaults.origin)
                 #expect(after.versions.first?.entry.value == .string("sound-6.caf"))
                 #expect(after.versions.count == depth)
+
+                // Keys that are awkward in a URL path reach the right history.
+                let awkward = ["a/b", ".", "..", "50%", "über uns?#", "%2F"]
+                for key in awkward { phoneDefaults.set("v-\(key)", forKey: key) }
+                try await expectSuccess(phone.sync("sync"))
+                for key in awkward {
+                    let history = try await tablet.engine(server).history(forKey: key)
+                    #expect(history.key == key && history.versions.map(\.entry.value) == [.string("v-\(key)")], "\(key)")
+                }
+            }
+        }
+    }
+
+    @Test("history after the purge: a purged deletion takes its key's history; a live key keeps only what is newer than the horizon, and its current version",
+          arguments: StorageBackend.allCases)
+    func historyAfterPurge(backend: StorageBackend) async throws {
+        // Deletions kept 5 s (time for the writes and the first look), purged every second.
+        try await SyncServer.with(backend, ["--tombstone-seconds", "5", "--purge-interval", "1"]) { server in
+            let suite = "group.history.purge"
+            try await withToolPair(suite) { phone, _ in
+                try await phone.configure(server)
+                let defaults = try phone.open()
+                for value in ["a", "b"] {
+                    defaults.set(value, forKey: "gone")
+                    try await expectSuccess(phone.sync("sync"))
+                    defaults.set(value, forKey: "kept")
+                    try await expectSuccess(phone.sync("sync"))
+                }
+                defaults.removeObject(forKey: "gone")
+                try await expectSuccess(phone.sync("sync"))
+                let engine = try phone.engine(server)
+                #expect(try await engine.history(forKey: "gone").versions.count == 3)
+                #expect(try await engine.history(forKey: "kept").versions.count == 2)
+
+                // The purge runs by itself: wait until it has passed these writes.
+                #expect(await eventually(within: .seconds(20)) {
+                    let gone = try? await phone.sync("history", ["gone"])
+                    return gone?.status == 1
+                }, "the deleted key's history is purged with its tombstone")
+                let refused = try await phone.sync("history", ["gone"])
+                #expect(refused.stderr.contains("never written, or purged"), "\(refused.stderr)")
+                #expect(await eventually(within: .seconds(20)) {
+                    (try? await engine.history(forKey: "kept").versions.count) == 1
+                })
+                let kept = try await engine.history(forKey: "kept")
+                #expect(kept.versions.map(\.entry.value) == [.string("b")], "the current version stays, however old")
             }
         }
     }

@@ -1,19 +1,24 @@
 package import Hummingbird
+import GroupDefaultsWire
 
 /// The request context of the API: Hummingbird's, plus the bearer token `TokenMiddleware` checked.
 package struct ServerRequestContext: RequestContext {
     package var coreContext: CoreRequestContextStorage
     /// The request's valid token (set for every `/v1/suites…` and `/v1/devices` request).
     package var token: StoredToken?
+    /// The device the request names in its `Device-ID` header (checked with the token).
+    package var deviceID: UInt64?
 
     package init(source: Source) {
         self.coreContext = .init(source: source)
         self.token = nil
+        self.deviceID = nil
     }
 }
 
 /// Every `/v1/suites…` and `/v1/devices` request, whatever its route or method, needs a valid bearer
-/// token, checked before anything else about the request (so a bad request without one is 401).
+/// token, checked before anything else about the request (so a bad request without one is 401);
+/// then its `Device-ID` header, if any (400 unless a decimal device id).
 struct TokenMiddleware: RouterMiddleware {
     let authenticator: Authenticator
 
@@ -24,6 +29,9 @@ struct TokenMiddleware: RouterMiddleware {
         else { return try await next(request, context) }
         var context = context
         context.token = try await authenticator.token(for: request)
+        if let text = request.headers[.init(DeviceHeader.name)!] {
+            context.deviceID = try Query.decimal(text, name: "the \(DeviceHeader.name) header")
+        }
         return try await next(request, context)
     }
 }

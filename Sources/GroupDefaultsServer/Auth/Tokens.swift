@@ -12,7 +12,7 @@ package enum Tokens {
         let secret = (0 ..< 32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
         let idBytes = (0 ..< 6).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
         let token = prefix + base64URL(secret)
-        let id = "tok_" + idBytes.map { String(format: "%02x", $0) }.joined()
+        let id = "tok_" + Hex.string(idBytes)
         let stored = StoredToken(id: id, account: account, suitePatterns: suitePatterns, readOnly: readOnly, device: device, created: now,
                                  expires: expires, revoked: nil, hash: hash(token))
         return (token, stored)
@@ -20,12 +20,19 @@ package enum Tokens {
 
     /// The SHA-256 of a token, lowercase hex.
     package static func hash(_ token: String) -> String {
-        SHA256.hash(data: Array(token.utf8)).map { String(format: "%02x", $0) }.joined()
+        Hex.string(SHA256.hash(data: Array(token.utf8)))
     }
 
     static func base64URL(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
+    }
+}
+
+/// Lowercase hexadecimal, as ids, digests and token hashes are written.
+package enum Hex {
+    package static func string(_ bytes: some Sequence<UInt8>) -> String {
+        bytes.map { String(format: "%02x", $0) }.joined()
     }
 }

@@ -1,50 +1,64 @@
 import Foundation
 import GroupDefaultsWire
+import Logging
 import Synchronization
 
 /// Records the devices that push and pull. A request whose token and device id (the push's
 /// `device_id`, else the `Device-ID` header) this instance has not yet recorded for its suite is
-/// written to storage before it is answered; later sightings of the device are merged in memory
-/// and written together at most once per `interval` (last seen, last push), so that a device's
-/// requests cost storage one small write a second at most, and a device list is at most
-/// `interval` behind. Requests that name no device are not recorded.
+/// written to storage before it is answered; later sightings of the device (each request, and
+/// each turn of an open event stream, at least every heartbeat) are merged in memory and written
+/// together at most once per `interval`, so that a device's requests cost storage one small write
+/// a second at most and a device list is at most `interval` behind. Requests that name no device
+/// are not recorded, nor new devices of a token that already has `maximumDevicesPerToken` (a
+/// client chooses its device id: this bounds what one token can make the server keep).
+///
+/// Recording is bookkeeping: a failure to write is logged and never fails the request. Sightings
+/// merged but not yet written when the server stops are lost (at most `interval` of last-seen times).
 final class DeviceTracker: Sendable {
     private struct State {
-        /// The suites recorded per device id.
-        var recorded: [String: Set<String>] = [:]
-        /// Sightings not written yet, per device id.
-        var pending: [String: StoredDevice] = [:]
+        /// The suites recorded per device.
+        var recorded: [StoredDevice.Identity: Set<String>] = [:]
+        /// How many devices each token has (by token id).
+        var devicesPerToken: [String: Int] = [:]
+        /// Sightings not written yet.
+        var pending: [StoredDevice.Identity: StoredDevice] = [:]
         var flushScheduled = false
     }
 
+    static let maximumDevicesPerToken = 1_000
+
     let storage: any SyncStorage
     let interval: Duration
+    let logger: Logger
     private let state = Mutex(State())
 
-    init(storage: any SyncStorage, interval: Duration = .seconds(1)) {
+    init(storage: any SyncStorage, interval: Duration = .seconds(1), logger: Logger = Logger(label: "groupdefaults-server")) {
         self.storage = storage
         self.interval = interval
+        self.logger = logger
     }
 
     /// Notes that `deviceID`, with `token`, used `suite` (pushing, if `push`), and records it when due.
-    ///
-    /// - Throws: storage's error when a first sighting cannot be recorded.
-    func seen(token: StoredToken, deviceID: UInt64?, suite: String, push: Bool) async throws {
+    func seen(token: StoredToken, deviceID: UInt64?, suite: String, push: Bool) async {
         guard let deviceID else { return }
         let milliseconds = HLC.wallClockMilliseconds()
         let sighting = StoredDevice(
             account: token.account, tokenID: token.id, name: token.device, deviceID: deviceID, firstSeen: milliseconds,
             lastSeen: milliseconds, lastPush: push ? milliseconds : nil, suites: [suite])
-        let id = sighting.id
+        let identity = sighting.identity
         enum Next { case write, scheduleFlush, nothing }
         let next = state.withLock { state -> Next in
-            if state.recorded[id]?.contains(suite) == true {
-                state.pending[id] = state.pending[id].map { $0.merged(with: sighting) } ?? sighting
+            if let suites = state.recorded[identity], suites.contains(suite) {
+                state.pending[identity] = state.pending[identity].map { $0.merged(with: sighting) } ?? sighting
                 if state.flushScheduled { return .nothing }
                 state.flushScheduled = true
                 return .scheduleFlush
             }
-            state.recorded[id, default: []].insert(suite)
+            if state.recorded[identity] == nil {
+                guard state.devicesPerToken[token.id, default: 0] < Self.maximumDevicesPerToken else { return .nothing }
+                state.devicesPerToken[token.id, default: 0] += 1
+            }
+            state.recorded[identity, default: []].insert(suite)
             return .write
         }
         switch next {
@@ -52,8 +66,8 @@ final class DeviceTracker: Sendable {
             do {
                 try await storage.recordDevice(sighting)
             } catch {
-                state.withLock { _ = $0.recorded[id]?.remove(suite) }  // written by the next request instead
-                throw error
+                state.withLock { _ = $0.recorded[identity]?.remove(suite) }  // written by the next request instead
+                logger.warning("recording device \(sighting.id) failed: \(error)")
             }
         case .scheduleFlush:
             let interval = self.interval
@@ -75,7 +89,13 @@ final class DeviceTracker: Sendable {
             }
             return Array(state.pending.values)
         }
-        // Bookkeeping: a sighting that cannot be written now is superseded by the device's next one.
-        for sighting in pending { try? await storage.recordDevice(sighting) }
+        for sighting in pending {
+            do {
+                try await storage.recordDevice(sighting)
+            } catch {
+                // Superseded by the device's next sighting.
+                logger.warning("recording device \(sighting.id) failed: \(error)")
+            }
+        }
     }
 }

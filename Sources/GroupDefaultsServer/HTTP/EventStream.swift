@@ -17,6 +17,8 @@ struct EventStream: Sendable {
     let storage: any SyncStorage
     let authenticator: Authenticator
     let configuration: ServerConfiguration
+    /// Called at each turn of the stream (each change, each heartbeat): the device is still there.
+    var onTurn: @Sendable () async -> Void = {}
 
     func response(token: StoredToken, suite: String, request: Request) async throws -> Response {
         let start: UInt64
@@ -31,7 +33,7 @@ struct EventStream: Sendable {
         // An expired cursor is an error before the stream starts, as for `changes`.
         _ = try await storage.changes(account: token.account, suite: suite, since: start, limit: 1)
 
-        let storage = self.storage, authenticator = self.authenticator, pageSize = configuration.maxPageSize
+        let storage = self.storage, authenticator = self.authenticator, pageSize = configuration.maxPageSize, onTurn = self.onTurn
         let heartbeat = configuration.eventHeartbeat
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
@@ -43,6 +45,7 @@ struct EventStream: Sendable {
             var cursor = start
             try await writer.write(ByteBuffer(string: "retry: 2000\n\n"))  // how long a client waits to reconnect
             while !Task.isCancelled {
+                await onTurn()
                 guard await authenticator.isStillValid(token) else {
                     try await writer.write(ByteBuffer(string: SyncStreamEvent.refusal(.unauthorized, detail: "the token was revoked or expired").serverSentEvent().encoded))
                     break

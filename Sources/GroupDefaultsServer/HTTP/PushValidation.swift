@@ -7,6 +7,16 @@ import Hummingbird
 enum PushValidation {
     static let maximumBatchIDBytes = 255
 
+    /// A key of a push or of a history request: 1 to `maxKeyBytes` bytes of UTF-8.
+    static func checkKey(_ key: String, limits: SyncLimits) throws {
+        let keyBytes = key.utf8.count
+        if keyBytes == 0 { throw APIError.malformed("a key must not be empty") }
+        if keyBytes > limits.maxKeyBytes {
+            throw APIError(.keyTooLong, "a key takes at most \(limits.maxKeyBytes) bytes, this one \(keyBytes)",
+                           key: String(key.prefix(64)), limit: limits.maxKeyBytes)
+        }
+    }
+
     /// Checks `request` and prepares it for storage (each value encoded once, as typed JSON: the
     /// bytes measured here are the bytes stored).
     static func prepare(_ request: PushRequest, limits: SyncLimits, now milliseconds: UInt64 = HLC.wallClockMilliseconds()) throws -> PreparedPush {
@@ -18,15 +28,7 @@ enum PushValidation {
         if batchBytes == 0 || batchBytes > maximumBatchIDBytes {
             throw APIError.malformed("batch_id must take 1 to \(maximumBatchIDBytes) bytes")
         }
-        for op in request.ops {
-            let keyBytes = op.key.utf8.count
-            if keyBytes == 0 { throw APIError.malformed("a key must not be empty") }
-            if keyBytes > limits.maxKeyBytes {
-                throw APIError(.keyTooLong,
-                               "a key takes at most \(limits.maxKeyBytes) bytes, this one \(keyBytes)",
-                               key: String(op.key.prefix(64)), limit: limits.maxKeyBytes)
-            }
-        }
+        for op in request.ops { try checkKey(op.key, limits: limits) }
         let prepared = try PreparedPush(request)
         for (op, json) in zip(request.ops, prepared.valueJSON) {
             if let json, json.count > limits.maxValueBytes {

@@ -53,18 +53,9 @@ struct SyncRoutes: Sendable {
         return (token, suite)
     }
 
-    /// The device a request names in its `Device-ID` header (a decimal store origin), if any.
-    private func deviceID(_ request: Request) throws -> UInt64? {
-        guard let text = request.headers[.init(DeviceHeader.name)!] else { return nil }
-        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = UInt64(text) else {
-            throw APIError.malformed("the \(DeviceHeader.name) header must be a device id, a non-negative decimal integer")
-        }
-        return value
-    }
-
     /// Notes the device of a pull (`changes`, `snapshot`, `events`).
-    private func pulled(_ request: Request, token: StoredToken, suite: String) async throws {
-        try await tracker.seen(token: token, deviceID: try deviceID(request), suite: suite, push: false)
+    private func pulled(_ context: ServerRequestContext, token: StoredToken, suite: String) async {
+        await tracker.seen(token: token, deviceID: context.deviceID, suite: suite, push: false)
     }
 
     private func requireToken(_ context: ServerRequestContext) throws -> StoredToken {
@@ -83,10 +74,17 @@ struct SyncRoutes: Sendable {
         let (token, suite) = try await authorized(request, context, write: true)
         let body = try await JSONBody.decode(PushRequest.self, from: request, limit: configuration.limits.maxBodyBytes)
         let push = try PushValidation.prepare(body, limits: configuration.limits)
-        try await tracker.seen(token: token, deviceID: body.deviceID, suite: suite, push: true)
-        let response = try await storage.push(
-            account: token.account, suite: suite, push: push, quota: configuration.quota,
-            serverTime: TypedJSONDate.format(milliseconds: HLC.wallClockMilliseconds()))
+        // The device is the body's `device_id`; its last push is one the server answered.
+        let response: PushResponse
+        do {
+            response = try await storage.push(
+                account: token.account, suite: suite, push: push, quota: configuration.quota,
+                serverTime: TypedJSONDate.format(milliseconds: HLC.wallClockMilliseconds()))
+        } catch {
+            await tracker.seen(token: token, deviceID: body.deviceID, suite: suite, push: false)
+            throw error
+        }
+        await tracker.seen(token: token, deviceID: body.deviceID, suite: suite, push: true)
         let applied = response.results.count { $0.status == .applied }
         ServerMetrics.pushed(applied: applied, superseded: response.results.count - applied)
         return try JSONBody.response(response)
@@ -98,7 +96,7 @@ struct SyncRoutes: Sendable {
         let since = try Query.unsigned(query, "since") ?? 0
         let limit = try pageSize(query)
         let waitSeconds = try Query.unsigned(query, "wait") ?? 0
-        try await pulled(request, token: token, suite: suite)
+        await pulled(context, token: token, suite: suite)
         var page = try await storage.changes(account: token.account, suite: suite, since: since, limit: limit)
         if page.entries.isEmpty, waitSeconds > 0 {
             let wait = min(Duration.seconds(Int64(clamping: waitSeconds)), configuration.maxWait)
@@ -113,9 +111,12 @@ struct SyncRoutes: Sendable {
 
     func events(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: false)
-        try await pulled(request, token: token, suite: suite)
-        return try await EventStream(storage: storage, authenticator: authenticator, configuration: configuration)
-            .response(token: token, suite: suite, request: request)
+        await pulled(context, token: token, suite: suite)
+        let tracker = self.tracker, deviceID = context.deviceID
+        // An open stream keeps its device seen: at each change and heartbeat.
+        return try await EventStream(storage: storage, authenticator: authenticator, configuration: configuration) {
+            await tracker.seen(token: token, deviceID: deviceID, suite: suite, push: false)
+        }.response(token: token, suite: suite, request: request)
     }
 
     func snapshot(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
@@ -123,7 +124,7 @@ struct SyncRoutes: Sendable {
         let query = request.uri.queryParameters
         let after = query["after"].map(String.init)
         let limit = try pageSize(query)
-        try await pulled(request, token: token, suite: suite)
+        await pulled(context, token: token, suite: suite)
         let page = try await storage.snapshot(account: token.account, suite: suite, after: after, limit: limit)
         return try JSONBody.response(page)
     }
@@ -135,12 +136,7 @@ struct SyncRoutes: Sendable {
         guard let key = (context.parameters.get("key") ?? "").removingPercentEncoding else {
             throw APIError.malformed("the key is not valid percent-encoding")
         }
-        let keyBytes = key.utf8.count
-        if keyBytes == 0 { throw APIError.malformed("a key must not be empty") }
-        if keyBytes > configuration.limits.maxKeyBytes {
-            throw APIError(.keyTooLong, "a key takes at most \(configuration.limits.maxKeyBytes) bytes, this one \(keyBytes)",
-                           key: String(key.prefix(64)), limit: configuration.limits.maxKeyBytes)
-        }
+        try PushValidation.checkKey(key, limits: configuration.limits)
         let versions = try await storage.history(account: token.account, suite: suite, key: key)
         guard !versions.isEmpty else {
             throw APIError.notFound(configuration.quota.historyDepth == 0
@@ -154,7 +150,7 @@ struct SyncRoutes: Sendable {
     /// asking device (same token and `Device-ID`) is marked `current`.
     func devices(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let token = try requireToken(context)
-        let asking = try deviceID(request)
+        let asking = context.deviceID
         let list = try await storage.devices(account: token.account).map { device in
             device.info(current: device.tokenID == token.id && device.deviceID == asking) { suite in
                 token.suitePatterns.contains { GlobPattern.matches($0, suite) }
@@ -174,8 +170,13 @@ struct SyncRoutes: Sendable {
 enum Query {
     static func unsigned(_ query: Parameters, _ name: String) throws -> UInt64? {
         guard let text = query[name[...]] else { return nil }
+        return try decimal(String(text), name: name)
+    }
+
+    /// `text` as an unsigned 64-bit number written in decimal digits only; 400 `malformed` otherwise.
+    static func decimal(_ text: String, name: String) throws -> UInt64 {
         guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = UInt64(text) else {
-            throw APIError.malformed("\(name) must be a non-negative decimal integer, not '\(text)'")
+            throw APIError.malformed("\(name) must be a non-negative decimal integer, not '\(text.prefix(64))'")
         }
         return value
     }

@@ -64,17 +64,27 @@ package struct StoredDevice: Sendable, Hashable, Codable {
         self.suites = Array(Set(suites)).sorted()
     }
 
-    /// The device's public id: derived from account, token and device id, so that every server
-    /// instance names a device alike.
+    /// What makes a device one: its account, token and device id. Storage keys records by it.
+    package struct Identity: Sendable, Hashable {
+        package var account: String
+        package var tokenID: String
+        package var deviceID: UInt64
+    }
+
+    package var identity: Identity { Identity(account: account, tokenID: tokenID, deviceID: deviceID) }
+
+    /// The device's public id, for people and `devices revoke`: derived from its identity (48 bits
+    /// of a SHA-256), so that every server instance names a device alike.
     package var id: String { Self.id(account: account, tokenID: tokenID, deviceID: deviceID) }
 
     package static func id(account: String, tokenID: String, deviceID: UInt64) -> String {
-        let digest = SHA256.hash(data: Array("\(account)\u{0}\(tokenID)\u{0}\(deviceID)".utf8))
-        return "dev_" + digest.prefix(6).map { String(format: "%02x", $0) }.joined()
+        "dev_" + Hex.string(SHA256.hash(data: Array("\(account)\u{0}\(tokenID)\u{0}\(deviceID)".utf8)).prefix(6))
     }
 
-    /// This record with `sighting` merged in (the rule every backend applies).
+    /// This record with `sighting` of the same device (`identity`) merged in (the rule every
+    /// backend applies).
     package func merged(with sighting: StoredDevice) -> StoredDevice {
+        precondition(sighting.identity == identity, "a sighting merged into another device's record")
         var merged = self
         merged.name = sighting.name ?? name
         merged.firstSeen = min(firstSeen, sighting.firstSeen)

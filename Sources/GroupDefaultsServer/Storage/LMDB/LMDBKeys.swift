@@ -60,4 +60,10 @@ enum LMDBKeys {
     static func history(prefix: [UInt8], rev: UInt64) -> [UInt8] {
         prefix + bigEndian(rev)
     }
+
+    /// `devices`: account + NUL + token id + NUL + device id (big-endian): a device's identity
+    /// exactly (neither name may contain NUL).
+    static func device(_ identity: StoredDevice.Identity) -> [UInt8] {
+        Array(identity.account.utf8) + [0] + Array(identity.tokenID.utf8) + [0] + bigEndian(identity.deviceID)
+    }
 }

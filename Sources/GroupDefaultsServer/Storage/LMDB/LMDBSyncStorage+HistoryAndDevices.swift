@@ -52,7 +52,7 @@ extension LMDBSyncStorage {
             // Not flushed by itself: a device record is bookkeeping, made durable by the next
             // flushed commit (a push), and a crash loses at most a last-seen time.
             try environment.writeTransaction(sync: false) { txn in
-                let key = Array(sighting.id.utf8)
+                let key = LMDBKeys.device(sighting.identity)
                 var device = sighting
                 if let stored = try Self.get(txn, DB.devices, key) {
                     device = try JSONDecoder().decode(StoredDevice.self, from: Data(stored)).merged(with: sighting)

@@ -140,15 +140,15 @@ extension LMDBSyncStorage {
             try put(txn, DB.history, LMDBKeys.history(prefix: prefix, rev: version.rev), receivedAt + version.bytes)
         }
         for prefix in prefixes.values {
-            var keys: [[UInt8]] = []
+            var revisions: [UInt64] = []  // oldest first
             try prefix.withUnsafeBytes { start in
                 try txn.forEach(DB.history, from: start) { key, _ in
-                    guard key.starts(with: prefix) else { return false }
-                    keys.append(Array(key))
+                    guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
+                    revisions.append(LMDBKeys.readBigEndian(key, at: prefix.count))
                     return true
                 }
             }
-            for key in keys.dropLast(depth) { try delete(txn, DB.history, key) }
+            for rev in revisions.dropLast(depth) { try delete(txn, DB.history, LMDBKeys.history(prefix: prefix, rev: rev)) }
         }
     }
 

@@ -18,7 +18,7 @@ import Synchronization
 /// - `meta`: `next-suite-id`
 /// - `history`: suite id + SHA-256(key) + revision → when received (ms, big-endian) + the version's
 ///   entry record; one key's versions are one contiguous range, oldest first
-/// - `devices`: device id → `StoredDevice` JSON
+/// - `devices`: account + NUL + token id + NUL + device id → `StoredDevice` JSON
 ///
 /// Every push is one write transaction flushed to disk before it returns. LMDB blocks, so all of it
 /// runs on dispatch queues, never on the cooperative pool: writes on one serial queue (LMDB has one

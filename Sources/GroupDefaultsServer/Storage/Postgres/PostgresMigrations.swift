@@ -85,18 +85,19 @@ enum PostgresMigrations {
             "ALTER TABLE tokens ADD COLUMN device text",
             """
             CREATE TABLE devices (
-                id text PRIMARY KEY,
                 account text NOT NULL,
                 token_id text NOT NULL,
-                name text,
                 device_id numeric(20, 0) NOT NULL,
+                id text NOT NULL,
+                name text,
                 first_seen timestamptz NOT NULL,
                 last_seen timestamptz NOT NULL,
                 last_push timestamptz,
-                suites text[] NOT NULL
+                suites text[] NOT NULL,
+                PRIMARY KEY (account, token_id, device_id)
             )
             """,
-            "CREATE INDEX devices_by_account ON devices (account)",
+            "CREATE INDEX devices_by_id ON devices (id)",
         ]),
     ]
 

@@ -30,7 +30,7 @@ extension PostgresSyncStorage {
                 VALUES (\(sighting.id), \(sighting.account), \(sighting.tokenID), \(sighting.name),
                         \(String(sighting.deviceID))::numeric, \(Self.date(sighting.firstSeen)), \(Self.date(sighting.lastSeen)),
                         \(lastPush), \(sighting.suites)::text[])
-                ON CONFLICT (id) DO UPDATE SET
+                ON CONFLICT (account, token_id, device_id) DO UPDATE SET
                     name = COALESCE(excluded.name, devices.name),
                     first_seen = LEAST(devices.first_seen, excluded.first_seen),
                     last_seen = GREATEST(devices.last_seen, excluded.last_seen),

@@ -95,7 +95,7 @@ private struct PushTransaction {
 
     var request: PushRequest { push.request }
     /// The digest as the `batches` table keeps it: lowercase hex.
-    var digest: String { push.digest.map { String(format: "%02x", $0) }.joined() }
+    var digest: String { Hex.string(push.digest) }
 
     func run() async throws -> PushOutcome {
         let counters = try await lockSuite()
@@ -158,17 +158,12 @@ private struct PushTransaction {
     }
 
     private func write(_ changed: [StoredEntry], counters: PushStep.Counters) async throws {
-        let keys = changed.map(\.key)
-        let values = changed.map { $0.valueJSON.map { String(decoding: $0, as: UTF8.self) } ?? "" }
-        let deleted = changed.map { !$0.isLive }
-        let hlcs = changed.map { String($0.stamp.hlc.rawValue) }
-        let origins = changed.map { String($0.stamp.origin) }
-        let revs = changed.map { Int64($0.rev) }
+        let columns = EntryColumns(changed)
         try await connection.query("""
             INSERT INTO entries (account, suite, key, value, hlc, origin, rev)
             SELECT \(account), \(suite), k, CASE WHEN d THEN NULL ELSE v::json END, h::numeric, o::numeric, r
-            FROM unnest(\(keys)::text[], \(values)::text[], \(deleted)::boolean[], \(hlcs)::text[], \(origins)::text[],
-                        \(revs)::bigint[]) AS t(k, v, d, h, o, r)
+            FROM unnest(\(columns.keys)::text[], \(columns.values)::text[], \(columns.deleted)::boolean[], \(columns.hlcs)::text[],
+                        \(columns.origins)::text[], \(columns.revs)::bigint[]) AS t(k, v, d, h, o, r)
             ON CONFLICT (account, suite, key) DO UPDATE
                 SET value = excluded.value, hlc = excluded.hlc, origin = excluded.origin, rev = excluded.rev
             """, logger: logger)
@@ -188,17 +183,12 @@ private struct PushTransaction {
     /// rows to delete are those beyond the depth less the new versions of their key).
     private func writeHistory(_ versions: [StoredEntry]) async throws {
         guard !versions.isEmpty else { return }
-        let keys = versions.map(\.key)
-        let values = versions.map { $0.valueJSON.map { String(decoding: $0, as: UTF8.self) } ?? "" }
-        let deleted = versions.map { !$0.isLive }
-        let hlcs = versions.map { String($0.stamp.hlc.rawValue) }
-        let origins = versions.map { String($0.stamp.origin) }
-        let revs = versions.map { Int64($0.rev) }
+        let columns = EntryColumns(versions)
         let depth = Int64(quota.historyDepth)
         try await connection.query("""
             WITH new AS (
-                SELECT * FROM unnest(\(keys)::text[], \(values)::text[], \(deleted)::boolean[], \(hlcs)::text[],
-                                     \(origins)::text[], \(revs)::bigint[]) AS t(k, v, d, h, o, r)
+                SELECT * FROM unnest(\(columns.keys)::text[], \(columns.values)::text[], \(columns.deleted)::boolean[],
+                                     \(columns.hlcs)::text[], \(columns.origins)::text[], \(columns.revs)::bigint[]) AS t(k, v, d, h, o, r)
             ), inserted AS (
                 INSERT INTO history (account, suite, key, rev, value, hlc, origin)
                 SELECT \(account), \(suite), k, r, CASE WHEN d THEN NULL ELSE v::json END, h::numeric, o::numeric FROM new
@@ -221,5 +211,25 @@ private struct PushTransaction {
             INSERT INTO batches (account, suite, device, batch_id, ops_digest, response)
             VALUES (\(account), \(suite), \(String(request.deviceID))::numeric, \(request.batchID), \(digest), \(json)::json)
             """, logger: logger)
+    }
+}
+
+/// Entries as the columns of an `unnest(…)` (value JSON as text, empty for a deletion, which
+/// `deleted` marks; HLCs and origins as decimal text for `numeric`).
+private struct EntryColumns {
+    let keys: [String]
+    let values: [String]
+    let deleted: [Bool]
+    let hlcs: [String]
+    let origins: [String]
+    let revs: [Int64]
+
+    init(_ entries: [StoredEntry]) {
+        keys = entries.map(\.key)
+        values = entries.map { $0.valueJSON.map { String(decoding: $0, as: UTF8.self) } ?? "" }
+        deleted = entries.map { !$0.isLive }
+        hlcs = entries.map { String($0.stamp.hlc.rawValue) }
+        origins = entries.map { String($0.stamp.origin) }
+        revs = entries.map { Int64($0.rev) }
     }
 }
