@@ -315,7 +315,9 @@ public actor SyncEngine {
         var report = SyncReport()
         report.add(result)
         guard let summary = report.replacementSummary(suite: client.suite) else { return }
-        logger.notice("\(summary)", metadata: ["suite": "\(client.suite)", "keys": "\(result.replaced.joined(separator: ","))"])
+        // The first keys only: a pull may replace thousands, and a log line is for a person.
+        let keys = result.replaced.prefix(20).joined(separator: ",") + (result.replaced.count > 20 ? ",…" : "")
+        logger.notice("\(summary)", metadata: ["suite": "\(client.suite)", "keys": "\(keys)"])
     }
 
     // MARK: Pushing

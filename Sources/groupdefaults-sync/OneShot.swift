@@ -53,20 +53,13 @@ func withEngine(
         handler.logLevel = .warning  // the outcome is printed; details only when something is wrong
         return handler
     }
-    try await perform {
-        let defaults = try options.open(suite)
-        guard let settings = try SyncSettings.stored(in: defaults) else {
-            throw CommandFailure("\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`")
-        }
-        let http = try SyncClient.makeHTTPClient(caFile: settings.caFile)
-        let progress = TerminalProgress()
-        var engineOptions = SyncEngine.Options()
-        engineOptions.progress = progress.show
-        let engine = try SyncEngine(configured: defaults, http: http, options: engineOptions)
+    let progress = TerminalProgress()
+    var engineOptions = SyncEngine.Options()
+    engineOptions.progress = progress.show
+    try await withConfiguredEngine(options, suite, engineOptions: engineOptions) { _, engine in
         let result: Result<SyncReport, any Error>
         do { result = .success(try await step(engine)) } catch { result = .failure(error) }
         progress.clear()
-        try await http.shutdown()
         let report = try result.get()
         var line = "\(suite): applied \(report.applied), pushed \(report.pushed)"
         if report.pruned > 0 { line += ", removed \(report.pruned)" }
@@ -82,9 +75,13 @@ func withEngine(
     }
 }
 
-/// Runs `body` with an engine for the suite (one-line failures, exit status 3 when authentication is
-/// needed), for the verbs that ask the server something: `history`, `restore --rev`.
-func withConfiguredEngine(_ options: SuiteOptions, _ suite: String, _ body: (SharedDefaults, SyncEngine) async throws -> Void) async throws {
+/// Runs `body` with an engine for the configured suite, and its HTTP client shut down afterwards
+/// (one-line failures, exit status 3 when authentication is needed): for every verb that talks to
+/// the server.
+func withConfiguredEngine(
+    _ options: SuiteOptions, _ suite: String, engineOptions: SyncEngine.Options = SyncEngine.Options(),
+    _ body: (SharedDefaults, SyncEngine) async throws -> Void
+) async throws {
     try await perform {
         let defaults = try options.open(suite)
         guard let settings = try SyncSettings.stored(in: defaults) else {
@@ -93,7 +90,7 @@ func withConfiguredEngine(_ options: SuiteOptions, _ suite: String, _ body: (Sha
         let http = try SyncClient.makeHTTPClient(caFile: settings.caFile)
         let result: Result<Void, any Error>
         do {
-            let engine = try SyncEngine(configured: defaults, http: http)
+            let engine = try SyncEngine(configured: defaults, http: http, options: engineOptions)
             try await body(defaults, engine)
             result = .success(())
         } catch {

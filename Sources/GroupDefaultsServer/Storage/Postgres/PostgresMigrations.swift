@@ -7,7 +7,7 @@ import PostgresNIO
 ///
 /// HLCs and origins are unsigned 64-bit numbers: stored as `numeric(20, 0)`, whose order is the
 /// unsigned order over the full range. Keys use the "C" collation: UTF-8 byte order.
-enum PostgresMigrations {
+package enum PostgresMigrations {
     struct Migration {
         var version: Int
         var name: String
@@ -100,6 +100,9 @@ enum PostgresMigrations {
             "CREATE INDEX devices_by_id ON devices (id)",
         ]),
     ]
+
+    /// The versions of every migration, in order (what a migrated database's `schema_migrations` lists).
+    package static var versions: [Int] { all.map(\.version) }
 
     /// The advisory lock key every instance takes while migrating ("gdsync" as a number).
     static let lockKey: Int64 = 0x6764_7379_6E63

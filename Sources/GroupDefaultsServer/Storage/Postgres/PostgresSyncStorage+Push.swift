@@ -107,8 +107,7 @@ private struct PushTransaction {
             return PushOutcome(response: response, advanced: false)
         case .applied(let applied):
             if applied.advanced {
-                try await write(applied.writes, counters: applied.counters)
-                try await writeHistory(applied.historyVersions(depth: quota.historyDepth))
+                try await write(applied.writes, versions: applied.historyVersions(depth: quota.historyDepth), counters: applied.counters)
             }
             try await record(applied.response)
             return PushOutcome(response: applied.response, advanced: applied.advanced)
@@ -157,38 +156,30 @@ private struct PushTransaction {
         return held
     }
 
-    private func write(_ changed: [StoredEntry], counters: PushStep.Counters) async throws {
-        let columns = EntryColumns(changed)
-        try await connection.query("""
-            INSERT INTO entries (account, suite, key, value, hlc, origin, rev)
-            SELECT \(account), \(suite), k, CASE WHEN d THEN NULL ELSE v::json END, h::numeric, o::numeric, r
-            FROM unnest(\(columns.keys)::text[], \(columns.values)::text[], \(columns.deleted)::boolean[], \(columns.hlcs)::text[],
-                        \(columns.origins)::text[], \(columns.revs)::bigint[]) AS t(k, v, d, h, o, r)
-            ON CONFLICT (account, suite, key) DO UPDATE
-                SET value = excluded.value, hlc = excluded.hlc, origin = excluded.origin, rev = excluded.rev
-            """, logger: logger)
-        try await connection.query("""
-            UPDATE suites SET head_rev = \(Int64(counters.head)), key_count = \(Int64(counters.keys)),
-                byte_count = \(Int64(counters.bytes))
-            WHERE account = \(account) AND suite = \(suite)
-            """, logger: logger)
-        let notice = String(decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: counters.head)),
-                            as: UTF8.self)
-        // Delivered by PostgreSQL at commit, to the listening connection of every instance.
-        try await connection.query("SELECT pg_notify(\(ChangeNotice.channel), \(notice))", logger: logger)
-    }
-
-    /// Adds the push's versions to their keys' history and trims each of those keys' history to the
-    /// last `historyDepth`, in one statement (its parts see the table as it was before it, so the
-    /// rows to delete are those beyond the depth less the new versions of their key).
-    private func writeHistory(_ versions: [StoredEntry]) async throws {
-        guard !versions.isEmpty else { return }
-        let columns = EntryColumns(versions)
+    /// The push's output in one statement (one round trip): the changed entries, the suite's
+    /// counters, and the history (the push's versions added, each of their keys trimmed to the last
+    /// `historyDepth`); then `pg_notify`. The statement's parts all see the tables as they were
+    /// before it, so the history rows to delete are those beyond the depth less the new versions of
+    /// their key.
+    private func write(_ changed: [StoredEntry], versions: [StoredEntry], counters: PushStep.Counters) async throws {
+        let entries = EntryColumns(changed), history = EntryColumns(versions)
         let depth = Int64(quota.historyDepth)
         try await connection.query("""
-            WITH new AS (
-                SELECT * FROM unnest(\(columns.keys)::text[], \(columns.values)::text[], \(columns.deleted)::boolean[],
-                                     \(columns.hlcs)::text[], \(columns.origins)::text[], \(columns.revs)::bigint[]) AS t(k, v, d, h, o, r)
+            WITH changed AS (
+                SELECT * FROM unnest(\(entries.keys)::text[], \(entries.values)::text[], \(entries.deleted)::boolean[],
+                                     \(entries.hlcs)::text[], \(entries.origins)::text[], \(entries.revs)::bigint[]) AS t(k, v, d, h, o, r)
+            ), upserted AS (
+                INSERT INTO entries (account, suite, key, value, hlc, origin, rev)
+                SELECT \(account), \(suite), k, CASE WHEN d THEN NULL ELSE v::json END, h::numeric, o::numeric, r FROM changed
+                ON CONFLICT (account, suite, key) DO UPDATE
+                    SET value = excluded.value, hlc = excluded.hlc, origin = excluded.origin, rev = excluded.rev
+            ), counted AS (
+                UPDATE suites SET head_rev = \(Int64(counters.head)), key_count = \(Int64(counters.keys)),
+                    byte_count = \(Int64(counters.bytes))
+                WHERE account = \(account) AND suite = \(suite)
+            ), new AS (
+                SELECT * FROM unnest(\(history.keys)::text[], \(history.values)::text[], \(history.deleted)::boolean[],
+                                     \(history.hlcs)::text[], \(history.origins)::text[], \(history.revs)::bigint[]) AS t(k, v, d, h, o, r)
             ), inserted AS (
                 INSERT INTO history (account, suite, key, rev, value, hlc, origin)
                 SELECT \(account), \(suite), k, r, CASE WHEN d THEN NULL ELSE v::json END, h::numeric, o::numeric FROM new
@@ -203,6 +194,10 @@ private struct PushTransaction {
             WHERE history.account = \(account) AND history.suite = \(suite) AND history.key = ranked.key
                 AND history.rev = ranked.rev AND ranked.position > \(depth) - added.n
             """, logger: logger)
+        let notice = String(decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: counters.head)),
+                            as: UTF8.self)
+        // Delivered by PostgreSQL at commit, to the listening connection of every instance.
+        try await connection.query("SELECT pg_notify(\(ChangeNotice.channel), \(notice))", logger: logger)
     }
 
     private func record(_ response: PushResponse) async throws {
