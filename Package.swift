@@ -181,6 +181,7 @@ let package = Package(
             dependencies: [
                 "GroupDefaults", "GroupDefaultsSync", "CLMDBReference", "CommandLineSupport", "ServerLaunching",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],

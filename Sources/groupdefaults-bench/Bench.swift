@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// `groupdefaults-bench`: GroupDefaults beside raw LMDB (C, same flags) and Foundation's
 /// `UserDefaults(suiteName:)`, all measured in one run; `groupdefaults-bench server`: the sync
@@ -70,6 +71,12 @@ private func runSyncBench(arguments: [String]) throws {
     }
     guard let sandbox = Sandbox.current else {
         exit(try Sandbox.runInside(arguments: arguments))
+    }
+    // The engines' logs go to stderr, warnings only: stdout is the report.
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = .warning
+        return handler
     }
     let report = try runBlocking { try await SyncBench(options: options, sandbox: sandbox).run() }
     print(options.json ? try report.json() : report.table())
