@@ -88,10 +88,14 @@ extension ParsableCommand {
         }
     }
 
-    /// The async twin of `main(reportingAs:helpHint:)`, for commands with async verbs.
-    package static func main(reportingAs tool: CommandLineTool, helpHint: String) async {
+    /// The async twin of `main(reportingAs:helpHint:)`, for commands with async verbs. `arguments`
+    /// (nil: the process's) may rewrite the command line first; what it throws is reported as any
+    /// failure.
+    package static func main(
+        reportingAs tool: CommandLineTool, helpHint: String, arguments: @Sendable () throws -> [String]? = { nil }
+    ) async {
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(try arguments())
             if var command = command as? any AsyncParsableCommand {
                 try await tool.perform { try await command.run() }
             } else {

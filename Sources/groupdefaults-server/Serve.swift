@@ -9,8 +9,37 @@ import Metrics
 
 /// `groupdefaults-server serve`: run the API until SIGTERM or SIGINT.
 struct Serve: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Serve the sync API (the default).")
+    static let configuration = CommandConfiguration(
+        abstract: "Serve the sync API (the default).",
+        discussion: """
+            Every option can also be set in a settings file (--config PATH) or the environment, as \
+            GROUPDEFAULTS_SERVER_ and the option's name in capitals (GROUPDEFAULTS_SERVER_MAX_WAIT=30); \
+            flags win over the environment, which wins over the file. `check-config` shows what \
+            would be used.
+            """)
 
+    @OptionGroup var options: ServeOptions
+
+    func run() async throws {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = options.logLevel.level
+            return handler
+        }
+        MetricsSystem.bootstrap(ServerMetrics.makeFactory())
+        let configuration = try options.serverConfiguration()
+        let scheme = configuration.tls == nil ? "http" : "https"
+        let app = try await buildApplication(configuration: configuration) { host, port in
+            output("listening on \(scheme)://\(host):\(port)")  // unbuffered: a script waits for this line
+        }
+        try await app.runService()
+    }
+}
+
+/// The options of `serve` (and of `check-config`, which shows what they come to).
+struct ServeOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("A settings file: one GROUPDEFAULTS_SERVER_NAME=value a line (see above).", valueName: "PATH"))
+    var config: String?
     @Option(help: "The address to listen on.") var host = "127.0.0.1"
     @Option(help: "The port to listen on; 0 picks a free one.") var port = 8080
     @OptionGroup var storage: StorageOptions
@@ -48,15 +77,23 @@ struct Serve: AsyncParsableCommand {
         guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
     }
 
-    func run() async throws {
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = logLevel.level
-            return handler
-        }
-        MetricsSystem.bootstrap(ServerMetrics.makeFactory())
+    /// Each setting's value as an option takes it, in `SettingsSources.names`' order.
+    var settingValues: [(name: String, value: String)] {
+        let storage: [(String, String)] = self.storage.postgresURL.map { [("postgres-url", $0)] }
+            ?? [("data-dir", self.storage.resolvedDataDirectory)]
+        return [("host", host), ("port", String(port))] + storage + [
+            ("log-level", logLevel.level.rawValue), ("max-wait", String(maxWait)), ("tombstone-days", String(tombstoneDays)),
+            ("tls-cert", tlsCertificate ?? ""), ("tls-key", tlsKey ?? ""), ("rate-limit", String(rateLimit)),
+            ("max-value-bytes", String(maxValueBytes)), ("max-keys-per-suite", String(maxKeysPerSuite)),
+            ("max-bytes-per-suite", String(maxBytesPerSuite)), ("max-ops-per-batch", String(maxOpsPerBatch)),
+            ("heartbeat", String(heartbeat)), ("history", String(history)),
+        ].filter { !$0.1.isEmpty }
+    }
+
+    /// The server's configuration from the options.
+    func serverConfiguration() throws -> ServerConfiguration {
         let tls = zip(tlsCertificate, tlsKey).map { TLSFiles(certificatePath: $0, keyPath: $1) }
-        let configuration = ServerConfiguration(
+        return ServerConfiguration(
             host: host, port: port, storage: try storage.configuration,
             limits: SyncLimits(maxValueBytes: maxValueBytes, maxKeysPerSuite: maxKeysPerSuite, maxBytesPerSuite: maxBytesPerSuite,
                                maxOpsPerBatch: maxOpsPerBatch, maxBodyBytes: max(2 << 20, maxValueBytes + (64 << 10))),
@@ -64,11 +101,6 @@ struct Serve: AsyncParsableCommand {
             tombstoneLifetime: .seconds(Int64(tombstoneSeconds ?? tombstoneDays * 86_400)), purgeInterval: .seconds(purgeInterval),
             eventHeartbeat: .seconds(heartbeat), tls: tls,
             rateLimit: RateLimit(requestsPerSecond: rateLimit, burst: 2 * rateLimit), historyDepth: history)
-        let scheme = tls == nil ? "http" : "https"
-        let app = try await buildApplication(configuration: configuration) { host, port in
-            output("listening on \(scheme)://\(host):\(port)")  // unbuffered: a script waits for this line
-        }
-        try await app.runService()
     }
 }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import CommandLineSupport
 import GroupDefaultsServer
 
@@ -8,13 +9,16 @@ struct ServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "groupdefaults-server",
         abstract: "The GroupDefaults sync server.",
-        subcommands: [Serve.self, TokenCommand.self, DevicesCommand.self],
+        subcommands: [Serve.self, CheckConfig.self, TokenCommand.self, DevicesCommand.self],
         defaultSubcommand: Serve.self)
 
     /// Parses and runs the command: a failure is one line on stderr and exit status 1 (a command
     /// line that does not parse: one line and status 64); help prints as usual.
     static func main() async {
-        await main(reportingAs: groupdefaultsServer, helpHint: "see 'groupdefaults-server help'")
+        await main(reportingAs: groupdefaultsServer, helpHint: "see 'groupdefaults-server help'") {
+            // `serve` and `check-config` take settings from a file and the environment too.
+            try SettingsSources.commandLine(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
+        }
     }
 }
 

@@ -1,0 +1,141 @@
+import ArgumentParser
+import CommandLineSupport
+import Foundation
+
+/// Where `serve` and `check-config` take their settings from besides flags: a settings file
+/// (`--config PATH`) and the environment. Both use the same names, `GROUPDEFAULTS_SERVER_` and a
+/// `serve` option's long name in capitals with underscores (`--max-wait` → `GROUPDEFAULTS_SERVER_MAX_WAIT`);
+/// the file holds one `NAME=value` a line (`#` comments, blank lines, optional quotes), the syntax
+/// of a systemd `EnvironmentFile=`. Flags win over the environment, which wins over the file.
+///
+/// They become options placed before the command line's own, so that ArgumentParser checks them
+/// as it checks flags and a flag given again wins (the last value of an option is the one used).
+enum SettingsSources {
+    static let prefix = "GROUPDEFAULTS_SERVER_"
+
+    /// The `serve` options a file or the environment may set, by long name.
+    static let names = [
+        "host", "port", "data-dir", "postgres-url", "log-level", "max-wait", "tombstone-days", "tls-cert", "tls-key",
+        "rate-limit", "max-value-bytes", "max-keys-per-suite", "max-bytes-per-suite", "max-ops-per-batch", "heartbeat",
+        "history",
+    ]
+    /// Options of which one replaces the other: a flag for one drops a file's or environment's other.
+    static let storageNames: Set = ["data-dir", "postgres-url"]
+    /// The subcommands that take settings; `serve` is also the default one.
+    static let commands: Set = ["serve", "check-config"]
+    static let otherCommands: Set = ["token", "devices", "help"]
+
+    /// One setting and where it came from (for `check-config`).
+    struct Setting: Equatable {
+        var name: String
+        var value: String
+        var source: String
+    }
+
+    /// The command line with the file's and the environment's settings before its own options,
+    /// for `serve` (explicit or default) and `check-config`; other commands' lines as they are.
+    ///
+    /// - Throws: `CommandFailure` naming the file and the problem (unreadable, a line that is not
+    ///   `NAME=value`, a name that is not a setting), or the variable.
+    static func commandLine(_ arguments: [String], environment: [String: String]) throws -> [String] {
+        guard let first = arguments.first else { return try ["serve"] + settingArguments([], environment: environment) }
+        if commands.contains(first) {
+            let own = Array(arguments.dropFirst())
+            return [first] + (try settingArguments(own, environment: environment)) + own
+        }
+        if otherCommands.contains(first) || !first.hasPrefix("-") || ["-h", "--help", "--version"].contains(first)
+            || first.hasPrefix("--generate-completion-script") || first.hasPrefix("--experimental") {
+            return arguments
+        }
+        return ["serve"] + (try settingArguments(arguments, environment: environment)) + arguments
+    }
+
+    /// The options the file (named by `--config` in `own`) and the environment add before `own`.
+    static func settingArguments(_ own: [String], environment: [String: String]) throws -> [String] {
+        try settings(own, environment: environment).flatMap { ["--\($0.name)", $0.value] }
+    }
+
+    /// The settings the file and the environment give, in the order of `names`, less those that a
+    /// flag in `own` sets (a storage flag drops both storage settings).
+    static func settings(_ own: [String], environment: [String: String]) throws -> [Setting] {
+        var found: [String: Setting] = [:]
+        if let path = configPath(own) {
+            for setting in try read(file: path) { found[setting.name] = setting }
+        }
+        for (key, value) in environment where key.hasPrefix(prefix) {
+            let name = try settingName(String(key.dropFirst(prefix.count)), where: "the environment variable \(key)")
+            found[name] = Setting(name: name, value: value, source: "environment")
+        }
+        let flags = Set(own.compactMap { argument -> String? in
+            guard argument.hasPrefix("--") else { return nil }
+            return String(argument.dropFirst(2).prefix { $0 != "=" })
+        })
+        let flagged = flags.contains { storageNames.contains($0) } ? flags.union(storageNames) : flags
+        let settings = names.compactMap { found[$0] }.filter { !flagged.contains($0.name) }
+        // Each value checked alone, so that a bad one is blamed on its line or variable.
+        for setting in settings {
+            do {
+                _ = try ServeOptions.parse(["--\(setting.name)", setting.value])
+            } catch {
+                let problem = ServeOptions.message(for: error).split(separator: "\n").first.map(String.init) ?? "not a valid value"
+                throw CommandFailure("\(setting.source): \(prefix)\(setting.name.uppercased().replacingOccurrences(of: "-", with: "_")): \(problem)")
+            }
+        }
+        return settings
+    }
+
+    /// The `--config` path of a command line, if any.
+    static func configPath(_ own: [String]) -> String? {
+        for (index, argument) in own.enumerated() {
+            if argument == "--config", index + 1 < own.count { return own[index + 1] }
+            if argument.hasPrefix("--config=") { return String(argument.dropFirst("--config=".count)) }
+        }
+        return nil
+    }
+
+    /// The settings of a file.
+    static func read(file path: String) throws -> [Setting] {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            let why = !FileManager.default.fileExists(atPath: path) ? "no such file"
+                : !FileManager.default.isReadableFile(atPath: path) ? "permission denied" : "it is not UTF-8 text"
+            throw CommandFailure("cannot read the settings file \(path): \(why)")
+        }
+        var settings: [Setting] = []
+        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            let place = "\(path):\(index + 1)"
+            guard let equals = line.firstIndex(of: "=") else {
+                throw CommandFailure("\(place): expected NAME=value, got '\(line.prefix(60))'")
+            }
+            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
+            guard key.hasPrefix(prefix) else {
+                throw CommandFailure("\(place): '\(key)' is not a setting; names start with \(prefix) (\(prefix)PORT=8080)")
+            }
+            let name = try settingName(String(key.dropFirst(prefix.count)), where: place)
+            settings.append(Setting(name: name, value: unquoted(line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)),
+                                    source: place))
+        }
+        return settings
+    }
+
+    /// `MAX_WAIT` → `max-wait`, if that is a setting.
+    static func settingName(_ suffix: String, where place: String) throws -> String {
+        let name = suffix.lowercased().replacingOccurrences(of: "_", with: "-")
+        guard names.contains(name) else {
+            throw CommandFailure("\(place): \(prefix)\(suffix) is not a setting; the settings are "
+                + names.map { prefix + $0.uppercased().replacingOccurrences(of: "-", with: "_") }.joined(separator: ", "))
+        }
+        return name
+    }
+
+    private static func unquoted(_ value: String) -> String {
+        for quote in ["\"", "'"] where value.count >= 2 && value.hasPrefix(quote) && value.hasSuffix(quote) {
+            return String(value.dropFirst().dropLast())
+        }
+        return value
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// `serve` and `check-config` take settings from a file (`--config`) and the environment as well
+/// as flags: flags win over the environment, which wins over the file; a bad file or value is one
+/// line naming where it is, exit status 1. Through the real executable.
+@Suite("Settings file and environment")
+struct SettingsTests {
+    func settingsFile(_ text: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("gds-settings-\(UUID().uuidString).conf").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    func checkConfig(_ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, stdout: String, stderr: String) {
+        var base = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GROUPDEFAULTS_SERVER_") }
+        base.merge(environment) { $1 }
+        return try await BuiltExecutable.run(ServerTool.executable, ["check-config"] + arguments, environment: base)
+    }
+
+    /// `name = value  (source)` lines, by name.
+    func settings(_ output: String) -> [String: (value: String, source: String)] {
+        var settings: [String: (String, String)] = [:]
+        for line in output.split(separator: "\n") {
+            let parts = line.split(separator: " = ", maxSplits: 1)
+            guard parts.count == 2, let open = parts[1].range(of: "  (", options: .backwards) else { continue }
+            settings[String(parts[0])] = (String(parts[1][..<open.lowerBound]), String(parts[1][open.upperBound...].dropLast()))
+        }
+        return settings
+    }
+
+    @Test("flags win over the environment, which wins over the file; the rest are defaults; check-config says which")
+    func precedence() async throws {
+        let path = try settingsFile("""
+            # the packaged settings
+            GROUPDEFAULTS_SERVER_PORT=9000
+            GROUPDEFAULTS_SERVER_HISTORY = "3"
+
+            GROUPDEFAULTS_SERVER_MAX_WAIT='20'
+            GROUPDEFAULTS_SERVER_DATA_DIR=/srv/from-file
+            """)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let result = try await checkConfig(["--config", path, "--port", "1234", "--postgres-url", "postgres://u:secret@db:5432/gd"],
+                                           environment: ["GROUPDEFAULTS_SERVER_HISTORY": "5"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let shown = settings(result.stdout)
+        #expect(shown["port"]?.value == "1234" && shown["port"]?.source == "flag")
+        #expect(shown["history"]?.value == "5" && shown["history"]?.source == "environment")
+        #expect(shown["max-wait"]?.value == "20" && shown["max-wait"]?.source == "\(path):5")
+        #expect(shown["host"]?.source == "default")
+        #expect(shown["data-dir"] == nil, "a storage flag replaces the file's storage")
+        #expect(shown["postgres-url"]?.value == "postgres://u:redacted@db:5432/gd", "no password shown")
+        #expect(!result.stdout.contains("secret"))
+        #expect(result.stdout.contains("ok: serve would listen on http://127.0.0.1:1234"))
+    }
+
+    @Test("a file that cannot be read, a line that is not a setting, an unknown name or a bad value: one line naming it, exit 1")
+    func badInput() async throws {
+        let cases: [(text: String?, environment: [String: String], expected: String)] = [
+            (nil, [:], "no such file"),
+            ("GROUPDEFAULTS_SERVER_PORT=80\nport 9000\n", [:], ":2: expected NAME=value"),
+            ("PORT=9000\n", [:], ":1: 'PORT' is not a setting"),
+            ("GROUPDEFAULTS_SERVER_PROT=9000\n", [:], ":1: GROUPDEFAULTS_SERVER_PROT is not a setting"),
+            ("GROUPDEFAULTS_SERVER_HISTORY=abc\n", [:], ":1: GROUPDEFAULTS_SERVER_HISTORY: "),
+            ("GROUPDEFAULTS_SERVER_POSTGRES_URL=mysql://x\n", [:], ":1: GROUPDEFAULTS_SERVER_POSTGRES_URL: "),
+            ("", ["GROUPDEFAULTS_SERVER_HEARTBEAT": "99"], "environment: GROUPDEFAULTS_SERVER_HEARTBEAT: "),
+        ]
+        for (text, environment, expected) in cases {
+            let path = try text.map(settingsFile) ?? "/nonexistent/groupdefaults-server.conf"
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            for verb in [["check-config"], ["serve"], []] {
+                var base = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GROUPDEFAULTS_SERVER_") }
+                base.merge(environment) { $1 }
+                let result = try await BuiltExecutable.run(ServerTool.executable, verb + ["--config", path, "--port", "0"], environment: base)
+                #expect(result.status == 1, "\(verb) \(text ?? "none"): \(result)")
+                let lines = result.stderr.split(separator: "\n")
+                #expect(lines.count == 1 && lines[0].contains(expected), "\(verb) \(text ?? "none"): \(result.stderr)")
+                if text != nil && environment.isEmpty { #expect(lines.first?.contains(path) == true, "the file is named") }
+            }
+        }
+    }
+
+    @Test("serve with a settings file alone stores where the file says, and listens")
+    func serveFromFile() async throws {
+        let dataDirectory = ServerTool.temporaryDirectory("gds-settings-data")
+        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+        let path = try settingsFile("GROUPDEFAULTS_SERVER_DATA_DIR=\(dataDirectory)\nGROUPDEFAULTS_SERVER_HISTORY=0\n")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let server = try await ServerProcess(dataDirectory: nil, extraArguments: ["--config", path])
+        #expect(FileManager.default.fileExists(atPath: dataDirectory + "/sync.lmdb"))
+        server.signal(SIGTERM)
+        _ = await server.waitForExit()
+    }
+}
