@@ -64,7 +64,9 @@ package struct CommandLineTool: Sendable {
     /// Reports `error` if it is a failure of this tool, returning the `ExitCode` to throw instead;
     /// otherwise returns `error` itself.
     private func reported(_ error: any Error) -> any Error {
-        if error is ExitCode || error is CleanExit { return error }
+        // ArgumentParser's own answers pass through: exit codes, and help (`help VERB` runs a
+        // command that throws a request for help, which is no failure).
+        if error is ExitCode || error is CleanExit || ArgumentParserAnswer.exitCode(for: error) == .success { return error }
         guard let failure = error as? CommandFailure ?? failure(error) else { return error }
         if failure.showsToolName {
             printError(failure.message)
@@ -146,3 +148,7 @@ package func writeAll(_ data: Data, to fd: Int32) {
         }
     }
 }
+
+/// A command type to ask ArgumentParser what it makes of an error (its `exitCode(for:)` is a
+/// static requirement of `ParsableCommand`).
+private struct ArgumentParserAnswer: ParsableCommand {}

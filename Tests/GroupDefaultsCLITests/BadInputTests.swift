@@ -116,6 +116,18 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         }
     }
 
+    /// Asking for help is not an error: `groupdefaults`, `--help`, `-h` and `help` print the usage
+    /// and the verbs, exit status 0.
+    @Test(arguments: [[], ["--help"], ["-h"], ["help"]])
+    func helpWithoutAVerb(_ arguments: [String]) throws {
+        try withSandbox { sandbox in
+            let result = try sandbox.run(arguments)
+            #expect(result.status == 0, "\(result)")
+            #expect(result.stdout.contains("USAGE: groupdefaults") && result.stdout.contains("increment"), "\(result)")
+            #expect(result.stderr.isEmpty, "\(result)")
+        }
+    }
+
     /// Errors found by the argument parser (unknown verb or flag, a BY that is not a number) follow
     /// the same rule: one line that says what was wrong and what to do.
     @Test(arguments: [

@@ -92,4 +92,25 @@ struct SettingsTests {
         server.signal(SIGTERM)
         _ = await server.waitForExit()
     }
+
+    @Test("every option of serve can be set in the file and the environment (the settings listed are the parser's options)")
+    func everyOptionIsASetting() async throws {
+        let dump = try await ServerTool.run(["--experimental-dump-help"])
+        let root = try #require(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])
+        let command = try #require(root["command"] as? [String: Any])
+        let serve = try #require((command["subcommands"] as? [[String: Any]])?.first { $0["commandName"] as? String == "serve" })
+        let options = Set((serve["arguments"] as? [[String: Any]] ?? []).compactMap { argument -> String? in
+            guard argument["shouldDisplay"] as? Bool != false, argument["kind"] as? String == "option",
+                  let name = (argument["preferredName"] as? [String: Any])?["name"] as? String else { return nil }
+            return name == "config" ? nil : name
+        })
+        let refused = try await checkConfig([], environment: ["GROUPDEFAULTS_SERVER_NOPE": "1"])
+        #expect(refused.status == 1)
+        let listed = try #require(refused.stderr.components(separatedBy: "the settings are ").last)
+        let settings = Set(listed.trimmingCharacters(in: .whitespacesAndNewlines).components(separatedBy: ", ").map {
+            $0.dropFirst("GROUPDEFAULTS_SERVER_".count).lowercased().replacingOccurrences(of: "_", with: "-")
+        })
+        #expect(!options.isEmpty)
+        #expect(settings == options, "options without a setting: \(options.subtracting(settings)); settings without an option: \(settings.subtracting(options))")
+    }
 }
