@@ -106,8 +106,9 @@ struct PostgresInstancesTests {
         let url = try await Command.run(tool, ["start", "--until-exit", String(getpid())])
         var configuration = try PostgresStorageConfiguration(url: url)
         configuration.connectTimeout = .milliseconds(500)
-        // Room for the migration while every test runs at once on two cores; still far below a hang.
-        configuration.operationTimeout = .seconds(8)
+        // Room for the migrations (two, a dozen statements) while every test runs at once on two
+        // cores (8 s was once not enough); still below the 30 s that would be a hang.
+        configuration.operationTimeout = .seconds(20)
         let storage = try await PostgresSyncStorage.start(configuration, logger: PostgresFixture.logger)
         _ = try await push(storage, key: "a", hlc: 1)
         try await Command.run(tool, ["stop", url])
