@@ -3,7 +3,8 @@ import Foundation
 import CommandLineSupport
 import GroupDefaultsServer
 
-/// `groupdefaults-server`: serve the sync API, or manage its tokens.
+/// `groupdefaults-server`: serve the sync API (`serve`, the default; `check-config` shows its
+/// settings), or manage its tokens and the devices it has seen.
 @main
 struct ServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

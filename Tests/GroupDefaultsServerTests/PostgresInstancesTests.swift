@@ -105,10 +105,13 @@ struct PostgresInstancesTests {
         let tool = PostgresFixture.packageRoot.appendingPathComponent("Tools/postgres").path
         let url = try await Command.run(tool, ["start", "--until-exit", String(getpid())])
         var configuration = try PostgresStorageConfiguration(url: url)
+        // The schema first, with room for its statements while every test runs at once on two
+        // cores (8 s was once too little); the instance under test then finds it migrated.
+        var migrating = configuration
+        migrating.operationTimeout = .seconds(30)
+        try await PostgresSyncStorage.start(migrating, logger: PostgresFixture.logger).shutdown()
         configuration.connectTimeout = .milliseconds(500)
-        // Room for the migrations (two, a dozen statements) while every test runs at once on two
-        // cores (8 s was once not enough); still below the 30 s that would be a hang.
-        configuration.operationTimeout = .seconds(20)
+        configuration.operationTimeout = .seconds(8)
         let storage = try await PostgresSyncStorage.start(configuration, logger: PostgresFixture.logger)
         _ = try await push(storage, key: "a", hlc: 1)
         try await Command.run(tool, ["stop", url])
