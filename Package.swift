@@ -145,7 +145,8 @@ let package = Package(
         .target(
             name: "GroupDefaultsSync",
             dependencies: [
-                "GroupDefaults",
+                "GroupDefaults", "GroupDefaultsWire",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -438,6 +438,8 @@ enum MetaKey {
     nonisolated(unsafe) static let syncTokenFile = UnsafeRawBufferPointer(staticString: "sync.tokenfile")
     /// The path of the PEM file of the private certificate authority to trust, UTF-8.
     nonisolated(unsafe) static let syncCAFile = UnsafeRawBufferPointer(staticString: "sync.cafile")
+    /// The file of the suite's end-to-end encryption keys (its path; never the keys).
+    nonisolated(unsafe) static let syncKeyFile = UnsafeRawBufferPointer(staticString: "sync.keyfile")
     /// What the sync engine last reported that needs attention (paused, failing), UTF-8.
     nonisolated(unsafe) static let syncNote = UnsafeRawBufferPointer(staticString: "sync.note")
     /// The HLC at which sync was turned on (`configure`), u64 little-endian: the joining rule lets

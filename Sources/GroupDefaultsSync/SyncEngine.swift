@@ -56,6 +56,8 @@ public actor SyncEngine {
     public nonisolated let defaults: SharedDefaults
     /// The server API the engine talks to, for this suite.
     public nonisolated let client: SyncClient
+    /// Seals and opens entries in an end-to-end encrypted suite; nil for a plain suite.
+    nonisolated let sealer: EntrySealer?
     let options: Options
     let logger: Logger
     /// The status, as of the last step.
@@ -88,11 +90,15 @@ public actor SyncEngine {
     ///   - client: The server and token for the suite.
     ///   - options: Pacing: transport, debounce, page size, backoff.
     ///   - logger: Where the engine logs; nil for one labelled "GroupDefaultsSync".
+    ///   - keys: The suite's end-to-end encryption keys, for an encrypted suite; nil for a plain one.
     ///
     /// A client that names no device (`SyncClient.deviceID`) is given the suite's origin, so that
     /// the server lists this device as one.
-    public init(defaults: SharedDefaults, client: SyncClient, options: Options = Options(), logger: Logger? = nil) {
+    public init(
+        defaults: SharedDefaults, client: SyncClient, options: Options = Options(), logger: Logger? = nil, keys: SuiteKeys? = nil
+    ) {
         self.defaults = defaults
+        self.sealer = keys.map(EntrySealer.init(keys:))
         var client = client
         if client.deviceID == nil { client.deviceID = defaults.origin }
         self.client = client
@@ -129,6 +135,10 @@ public actor SyncEngine {
             summary = "paused: authentication needed (\(status.lastError?.detail ?? "the token was refused"))"
         } else if let error = status.lastError {
             summary = "failing: \(error)"
+        } else if let first = status.refused.first {
+            summary = "tampered: refused \(status.refused.count) entr\(status.refused.count == 1 ? "y" : "ies") from the server (\(first))"
+        } else if !status.omitted.isEmpty {
+            summary = "the server's snapshot left out \(status.omitted.count) acknowledged key(s), kept here"
         } else {
             summary = nil
         }
@@ -181,6 +191,8 @@ public actor SyncEngine {
             $0.pendingCount = report.pendingCount
             $0.cursor = cursor ?? $0.cursor
             $0.rejected = report.rejected
+            $0.refused += report.refused
+            $0.omitted = report.omitted.isEmpty ? $0.omitted : report.omitted
         }
         return report
     }
@@ -282,7 +294,10 @@ public actor SyncEngine {
         defer { leave(.push) }
         let snapshot = try await readSnapshot()
         var report = SyncReport()
-        report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .lastWriterWins, pruning: true))
+        // An encrypted suite's server is not trusted to say what it no longer has: what it leaves
+        // out is kept and reported rather than removed.
+        report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .lastWriterWins, pruning: sealer == nil))
+        if sealer != nil { report.omitted = try omitted(from: snapshot.entries) }
         return report
     }
 
@@ -302,12 +317,19 @@ public actor SyncEngine {
         return (entries, head ?? 0)
     }
 
+    /// Opens `entries` (in an encrypted suite), applies those that check out with `cursor`, and
+    /// reports the others. Refused entries do not hold the cursor back: they are not applied, and
+    /// the server's next write of their key comes as a new entry.
     private func apply(
         _ entries: [SyncEntry], cursor: UInt64?, policy: RemotePolicy = .lastWriterWins, pruning: Bool = false
-    ) throws(SyncError) -> RemoteApplyResult {
-        let result = try local { try defaults.applyRemote(entries, cursor: cursor, policy: policy, pruning: pruning) }
+    ) throws(SyncError) -> SyncReport {
+        let (opened, refused) = try opened(entries)
+        let result = try local { try defaults.applyRemote(opened, cursor: cursor, policy: policy, pruning: pruning) }
         noteReplacements(result)
-        return result
+        var report = SyncReport()
+        report.add(result)
+        report.refused = refused
+        return report
     }
 
     /// Tells the log when local values were replaced (each is in the conflict journal).
@@ -350,8 +372,8 @@ public actor SyncEngine {
         knownPendingCount = pending.count
         for change in pending {
             if let rejection = rejections[change.key], rejection.stamp == change.stamp { continue }
-            let op = PushOp(key: change.key, value: change.value, hlc: change.stamp.hlc)
-            if let refusal = Self.refusal(of: op, limits: limits) {
+            let op = try self.op(for: change)
+            if let refusal = Self.refusal(of: op, limits: limits, key: change.key) {
                 reject(change.key, stamp: change.stamp, refusal)
                 continue
             }
@@ -378,6 +400,11 @@ public actor SyncEngine {
             try local { try defaults.setInFlightBatch(nil) }
             throw SyncError(.local, "the stored in-flight batch was damaged and was dropped: \(error)")
         }
+        let pushed: [(key: String, stamp: Stamp)]
+        do { pushed = try pushedKeys(of: request) } catch {
+            try local { try defaults.setInFlightBatch(nil) }
+            throw error
+        }
         let response: PushResponse
         do {
             response = try await client.push(body: batch.body)
@@ -385,7 +412,7 @@ public actor SyncEngine {
             switch error.code {
             case let code? where code.refusesChange:
                 try local { try defaults.setInFlightBatch(nil) }
-                settleRefusal(error, of: request)
+                settleRefusal(error, of: pushed, keyIDs: request.ops.map(\.key))
                 return SyncReport()
             case .clockSkew?:
                 // Not one key's fault: this device's clock is ahead of the server's. The changes stay
@@ -403,17 +430,14 @@ public actor SyncEngine {
         let winners = response.results.filter { $0.status == .superseded }.map(\.winner)
         if !winners.isEmpty {
             do {
-                let result = try defaults.applyRemote(winners, cursor: nil)
-                noteReplacements(result)
-                report.add(result)
+                report.add(try apply(winners, cursor: nil))
             } catch {
                 logger.warning("could not apply the winners of a push", metadata: ["error": "\(error)"])
             }
             report.applied = 0  // counted when the pull brings them
         }
-        let pushed = request.ops.map { (key: $0.key, stamp: Stamp(hlc: $0.hlc, origin: request.deviceID)) }
         try local { _ = try defaults.clearPending(pushed) }
-        for op in request.ops { rejections[op.key] = nil }
+        for (key, _) in pushed { rejections[key] = nil }
         options.progress?(SyncProgress(phase: .pushing, done: request.ops.count, total: nil))
         report.pushed = request.ops.count
         return report
@@ -421,18 +445,21 @@ public actor SyncEngine {
 
     /// A refused batch: the key named is set aside (kept locally, reported) and the others go on;
     /// a batch refused as a whole is made smaller until the culprit is alone.
-    private func settleRefusal(_ error: SyncError, of request: PushRequest) {
+    /// `pushed` are the batch's keys (names) and stamps, `keyIDs` the keys as the server saw them
+    /// (the same, or opaque ids in an encrypted suite), in the same order.
+    private func settleRefusal(_ error: SyncError, of pushed: [(key: String, stamp: Stamp)], keyIDs: [String]) {
         logger.warning("the server refused a push", metadata: ["error": "\(error)"])
+        let named = error.key.flatMap { keyIDs.firstIndex(of: $0) }
         switch error.code {
         case .idempotencyMismatch?:
             return  // the next batch gets a new id
         case .batchTooLarge?, .bodyTooLarge?:
-            batchCap = max(1, request.ops.count / 2)
-        case _ where request.ops.count > 1 && (error.key == nil || !request.ops.contains { $0.key == error.key }):
-            batchCap = max(1, request.ops.count / 2)
+            batchCap = max(1, pushed.count / 2)
+        case _ where pushed.count > 1 && named == nil:
+            batchCap = max(1, pushed.count / 2)
         default:
-            let op = request.ops.first { $0.key == error.key } ?? request.ops[0]
-            reject(op.key, stamp: Stamp(hlc: op.hlc, origin: request.deviceID), error)
+            let (key, stamp) = pushed[named ?? 0]
+            reject(key, stamp: stamp, error)
         }
     }
 
@@ -444,14 +471,18 @@ public actor SyncEngine {
 
     /// What the server would refuse in `op`, checked here so that one large value does not cost a
     /// round trip.
-    private static func refusal(of op: PushOp, limits: SyncLimits) -> SyncError? {
+    private static func refusal(of op: PushOp, limits: SyncLimits, key: String) -> SyncError? {
         let keyBytes = op.key.utf8.count
         if keyBytes > limits.maxKeyBytes {
-            return SyncError(.rejected, code: .keyTooLong, "the key takes \(keyBytes) bytes", key: op.key, limit: limits.maxKeyBytes)
+            return SyncError(.rejected, code: .keyTooLong, "the key takes \(keyBytes) bytes", key: key, limit: limits.maxKeyBytes)
+        }
+        if let sealed = op.sealed, sealed.box.count > limits.maxValueBytes {
+            return SyncError(.rejected, code: .valueTooLarge, "the value takes \(sealed.box.count) bytes sealed",
+                             key: key, limit: limits.maxValueBytes)
         }
         if let value = op.value, let bytes = try? value.typedJSON().count, bytes > limits.maxValueBytes {
             return SyncError(.rejected, code: .valueTooLarge, "the value takes \(bytes) bytes as typed JSON",
-                             key: op.key, limit: limits.maxValueBytes)
+                             key: key, limit: limits.maxValueBytes)
         }
         return nil
     }
@@ -467,7 +498,8 @@ public actor SyncEngine {
     func applyPulled(_ entries: [SyncEntry], cursor: UInt64?) async throws(SyncError) {
         await enter(.pull)
         defer { leave(.pull) }
-        _ = try apply(entries, cursor: cursor)
+        let report = try apply(entries, cursor: cursor)
+        if !report.refused.isEmpty { updateStatus { $0.refused += report.refused } }
         succeeded()
         updateStatus { $0.cursor = cursor ?? $0.cursor }
     }

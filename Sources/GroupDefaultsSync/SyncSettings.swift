@@ -17,13 +17,17 @@ public struct SyncSettings: Sendable, Equatable {
     /// device: drafts, window sizes, per-device caches. Their changes are never pushed and pulled
     /// entries for them are not applied.
     public var localOnlyKeys: [String]
+    /// The file of the suite's end-to-end encryption keys (`SuiteKeys`, mode 0600) for an encrypted
+    /// suite; nil for a plain one.
+    public var keyFile: String?
 
     /// Settings for a suite; nothing is stored or checked until `store(in:)`.
-    public init(server: URL, tokenFile: String, caFile: String? = nil, localOnlyKeys: [String] = []) {
+    public init(server: URL, tokenFile: String, caFile: String? = nil, localOnlyKeys: [String] = [], keyFile: String? = nil) {
         self.server = server
         self.tokenFile = tokenFile
         self.caFile = caFile
         self.localOnlyKeys = localOnlyKeys
+        self.keyFile = keyFile
     }
 
     /// The settings stored in `defaults`; nil when the suite is not synced.
@@ -34,21 +38,25 @@ public struct SyncSettings: Sendable, Equatable {
         guard let url = URL(string: server), let tokenFile = state.tokenFile else {
             throw SyncError(.local, "the suite's sync settings are incomplete: configure it again")
         }
-        return SyncSettings(server: url, tokenFile: tokenFile, caFile: state.caFile, localOnlyKeys: state.localOnlyKeys)
+        return SyncSettings(server: url, tokenFile: tokenFile, caFile: state.caFile, localOnlyKeys: state.localOnlyKeys,
+                            keyFile: state.keyFile)
     }
 
     /// Stores these settings in `defaults` and marks it synced (see `enableSync`), recording the
     /// moment sync was turned on the first time. The token file is checked first: it must exist,
     /// hold a token, and not be readable by group or others; and every local-only pattern must be
-    /// valid. A key that becomes local-only is no longer pushed; one that stops being local-only is
-    /// pushed at the next sync.
+    /// valid; and the key file, if any, must hold the suite's keys and be private too. A key that
+    /// becomes local-only is no longer pushed; one that stops being local-only is pushed at the next
+    /// sync.
     public func store(in defaults: SharedDefaults) throws(SyncError) {
         _ = try TokenFile.read(tokenFile)
+        if let keyFile { _ = try SuiteKeys.read(from: keyFile, suite: defaults.suiteName) }
         for pattern in localOnlyKeys {
             do { _ = try GlobPattern(pattern) } catch { throw SyncError(.local, "local-only keys: \(error)") }
         }
         do {
-            try defaults.enableSync(server: server.absoluteString, tokenFile: tokenFile, caFile: caFile, localOnly: localOnlyKeys)
+            try defaults.enableSync(
+                server: server.absoluteString, tokenFile: tokenFile, caFile: caFile, keyFile: keyFile, localOnly: localOnlyKeys)
         } catch {
             throw SyncError.local(error)
         }
@@ -85,6 +93,7 @@ extension SyncEngine {
     /// before each request from the file the suite names then, so a new token, in the same file or
     /// configured in another one, takes effect without a restart.
     /// `http` must verify certificates with the suite's authority (`SyncClient.makeHTTPClient(caFile:)`).
+    /// An encrypted suite's keys are read from its key file here, once.
     public init(configured defaults: SharedDefaults, http: HTTPClient, options: Options = Options()) throws(SyncError) {
         guard let settings = try SyncSettings.stored(in: defaults) else {
             throw SyncError(.local, "the suite \(defaults.suiteName) is not configured for sync")
@@ -93,6 +102,7 @@ extension SyncEngine {
         let client = SyncClient(server: settings.server, suite: defaults.suiteName, http: http) {
             try TokenFile.read((try? defaults.syncState().tokenFile) ?? configuredFile)
         }
-        self.init(defaults: defaults, client: client, options: options)
+        let keys = try settings.keyFile.map { path throws(SyncError) in try SuiteKeys.read(from: path, suite: defaults.suiteName) }
+        self.init(defaults: defaults, client: client, options: options, keys: keys)
     }
 }

@@ -19,6 +19,12 @@ public struct SyncStatus: Sendable, Equatable {
     public var rejected: [SyncError] = []
     /// Whether the event stream (or long-poll) is connected, in `run()`.
     public var isListening = false
+    /// Entries of an encrypted suite that the server sent and this device refused (tampered), since
+    /// the engine started.
+    public var refused: [RefusedEntry] = []
+    /// Keys of an encrypted suite that the server's last snapshot left out although it had
+    /// acknowledged them: kept here, reported.
+    public var omitted: [String] = []
 
     /// The status of an engine that has not run yet: nothing pending, no cursor, no error.
     public init() {}
@@ -43,6 +49,13 @@ public struct SyncReport: Sendable, Equatable {
     public var replacedBy: Set<UInt64> = []
     /// Pulled entries not applied because their key is local-only here.
     public var ignored = 0
+    /// Entries of an encrypted suite that the server sent and this device refused: they did not
+    /// open, or opened to another key, HLC or deletion than their envelope said (tampered). Not
+    /// applied, not pushed back.
+    public var refused: [RefusedEntry] = []
+    /// Keys of an encrypted suite that a snapshot left out although this device holds them and the
+    /// server had acknowledged them: kept, not removed.
+    public var omitted: [String] = []
 
     /// A report of a step that did nothing.
     public init() {}
@@ -57,7 +70,7 @@ public struct SyncReport: Sendable, Equatable {
     }
 
     /// Whether the suite and the server agreed when the report was made.
-    public var isInAgreement: Bool { pendingCount == 0 && rejected.isEmpty }
+    public var isInAgreement: Bool { pendingCount == 0 && rejected.isEmpty && refused.isEmpty && omitted.isEmpty }
 
     mutating func add(_ other: SyncReport) {
         applied += other.applied
@@ -66,6 +79,8 @@ public struct SyncReport: Sendable, Equatable {
         replaced += other.replaced
         replacedBy.formUnion(other.replacedBy)
         ignored += other.ignored
+        refused += other.refused
+        omitted += other.omitted
     }
 
     /// Counts what `applyRemote` did.

@@ -45,6 +45,15 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let clockSkew = SyncErrorCode(rawValue: "clock_skew")
     /// The batch id was already used for other ops (422).
     public static let idempotencyMismatch = SyncErrorCode(rawValue: "idempotency_mismatch")
+    /// A plain push to a suite whose entries are end-to-end encrypted: configure this device with
+    /// the suite's key (`--pairing-code` or `--recovery-key`) (409).
+    public static let suiteEncrypted = SyncErrorCode(rawValue: "suite_encrypted")
+    /// A sealed push to a suite whose entries are plain: a suite is encrypted for every device or
+    /// for none (409).
+    public static let suiteNotEncrypted = SyncErrorCode(rawValue: "suite_not_encrypted")
+    /// A sealed push under a key epoch older than the suite's newest: the suite's key was rotated,
+    /// pair this device again (409).
+    public static let staleKeyEpoch = SyncErrorCode(rawValue: "stale_key_epoch")
     /// The token made more requests than the server allows; retry after `Retry-After` (429).
     public static let rateLimited = SyncErrorCode(rawValue: "rate_limited")
     /// The server's storage cannot be reached; retry after `Retry-After` (503).
@@ -54,7 +63,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let allKnown: [SyncErrorCode] = [
         .malformed, .unauthorized, .forbidden, .notFound, .methodNotAllowed, .cursorExpired, .bodyTooLarge,
         .batchTooLarge, .invalidSuite, .keyTooLong, .valueTooLarge, .quotaExceeded, .clockSkew,
-        .idempotencyMismatch, .rateLimited, .unavailable,
+        .idempotencyMismatch, .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .rateLimited, .unavailable,
     ]
 
     /// Whether this is one of `allKnown`.
@@ -68,6 +77,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         case .forbidden: 403
         case .notFound: 404
         case .methodNotAllowed: 405
+        case .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch: 409
         case .cursorExpired: 410
         case .bodyTooLarge, .batchTooLarge: 413
         case .rateLimited: 429

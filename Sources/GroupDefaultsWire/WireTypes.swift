@@ -7,17 +7,24 @@ import Foundation
 // both); limits are the server's business.
 
 /// One key's state on the server: a value or a deletion, with the stamp of the write that made it
-/// and, where the server says, its revision.
+/// and, where the server says, its revision. In an end-to-end encrypted suite the key is an opaque
+/// key id and the entry carries a sealed payload (`SealedPayload`) instead of a value, a deletion
+/// included.
 ///
 /// ```json
 /// {"key": "sound", "value": {"string": "ring.caf"}, "hlc": "121…", "origin": "998…", "rev": 42}
 /// {"key": "draft", "deleted": true, "hlc": "121…", "origin": "998…", "rev": 43}
+/// {"key": "3f9c…", "sealed": {"epoch": 1, "box": "<base64>"}, "hlc": "121…", "origin": "998…", "rev": 44}
 /// ```
 public struct SyncEntry: Codable, Sendable, Hashable {
-    /// The key the entry is for.
+    /// The key the entry is for (an opaque key id in an encrypted suite).
     public var key: String
-    /// The value, or nil for a deletion.
+    /// The value, or nil for a deletion or a sealed entry.
     public var value: PropertyListValue?
+    /// The sealed payload of an entry of an end-to-end encrypted suite; nil in a plain suite.
+    public var sealed: SealedPayload?
+    /// Whether the entry is a deletion (a tombstone): `"deleted": true` on the wire.
+    public var isDeleted: Bool
     /// The hybrid logical clock stamp of the write that made the entry, from the writing store's
     /// clock (`hlc`, a decimal string on the wire).
     public var hlc: HLC
@@ -32,22 +39,34 @@ public struct SyncEntry: Codable, Sendable, Hashable {
     public init(key: String, value: PropertyListValue?, hlc: HLC, origin: UInt64, rev: UInt64? = nil) {
         self.key = key
         self.value = value
+        self.sealed = nil
+        self.isDeleted = value == nil
         self.hlc = hlc
         self.origin = origin
         self.rev = rev
     }
 
-    /// Whether the entry is a deletion (a tombstone): `"deleted": true` on the wire, no `value`.
-    public var isDeleted: Bool { value == nil }
+    /// A sealed entry of an encrypted suite: `keyID` is the key's opaque id, `deleted` says whether
+    /// the write was a deletion (the payload is sealed either way).
+    public init(keyID: String, sealed: SealedPayload, deleted: Bool, hlc: HLC, origin: UInt64, rev: UInt64? = nil) {
+        self.key = keyID
+        self.value = nil
+        self.sealed = sealed
+        self.isDeleted = deleted
+        self.hlc = hlc
+        self.origin = origin
+        self.rev = rev
+    }
+
     /// The write's stamp, (HLC, origin): of two entries for one key, the larger stamp wins.
     public var stamp: Stamp { Stamp(hlc: hlc, origin: origin) }
 
-    enum CodingKeys: String, CodingKey { case key, value, deleted, hlc, origin, rev }
+    enum CodingKeys: String, CodingKey { case key, value, sealed, deleted, hlc, origin, rev }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         key = try container.decode(String.self, forKey: .key)
-        value = try container.decodeValueOrDeletion()
+        (value, sealed, isDeleted) = try container.decodeContent()
         hlc = try container.decode(HLC.self, forKey: .hlc)
         origin = try container.decodeDecimal(forKey: .origin)
         rev = try container.decodeIfPresent(UInt64.self, forKey: .rev)
@@ -56,20 +75,69 @@ public struct SyncEntry: Codable, Sendable, Hashable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(key, forKey: .key)
-        try container.encodeValueOrDeletion(value)
+        try container.encodeContent(value, sealed: sealed, deleted: isDeleted)
         try container.encode(hlc, forKey: .hlc)
         try container.encode(String(origin), forKey: .origin)
         try container.encodeIfPresent(rev, forKey: .rev)
     }
 }
 
+/// What the server stores of an entry of an end-to-end encrypted suite: the key epoch it was sealed
+/// under and the sealed bytes (nonce, ciphertext and tag), which only the suite's devices can open.
+///
+/// ```json
+/// {"epoch": 1, "box": "<base64>"}
+/// ```
+public struct SealedPayload: Codable, Sendable, Hashable {
+    /// The key epoch the payload was sealed under (1 for a suite's first key; `rotate-key` adds one).
+    public var epoch: UInt32
+    /// The sealed bytes: a 12-byte nonce, the ciphertext, a 16-byte tag (base64 on the wire).
+    public var box: [UInt8]
+
+    /// The bytes sealing adds to a value, besides the key name and padding: a 12-byte nonce, a
+    /// 16-byte tag, the format version and length (5), the key name's length (2), the HLC (8) and
+    /// the flags (1).
+    public static let fixedOverhead = 12 + 16 + 5 + 2 + 8 + 1
+    /// The most the padding adds, in percent of the unpadded plaintext (PADMÉ).
+    public static let maximumPaddingPercent = 12
+
+    /// A payload sealed under `epoch`.
+    public init(epoch: UInt32, box: [UInt8]) {
+        self.epoch = epoch
+        self.box = box
+    }
+
+    enum CodingKeys: String, CodingKey { case epoch, box }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        epoch = try container.decode(UInt32.self, forKey: .epoch)
+        let text = try container.decode(String.self, forKey: .box)
+        guard let bytes = Data(base64Encoded: text), !bytes.isEmpty else {
+            throw DecodingError.dataCorruptedError(forKey: .box, in: container, debugDescription: "box must be non-empty base64")
+        }
+        box = Array(bytes)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(epoch, forKey: .epoch)
+        try container.encode(Data(box).base64EncodedString(), forKey: .box)
+    }
+}
+
 /// One change in a push: a value or a deletion, stamped by the device (whose id is the batch's
-/// `device_id`, the origin of every op).
+/// `device_id`, the origin of every op). In an encrypted suite the key is an opaque key id and the
+/// op carries a sealed payload instead of a value.
 public struct PushOp: Codable, Sendable, Hashable {
     /// The key, at most `max_key_bytes` bytes of UTF-8 (`SyncLimits.maxKeyBytes`).
     public var key: String
-    /// The new value, or nil for a deletion (`"deleted": true` on the wire).
+    /// The new value, or nil for a deletion or a sealed op (`"deleted": true` on the wire).
     public var value: PropertyListValue?
+    /// The sealed payload of an op of an encrypted suite; nil in a plain suite.
+    public var sealed: SealedPayload?
+    /// Whether the op is a deletion.
+    public var isDeleted: Bool
     /// The HLC the device's store stamped the write with (a decimal string on the wire); at most
     /// `max_clock_skew_ms` ahead of the server's clock.
     public var hlc: HLC
@@ -78,22 +146,33 @@ public struct PushOp: Codable, Sendable, Hashable {
     public init(key: String, value: PropertyListValue?, hlc: HLC) {
         self.key = key
         self.value = value
+        self.sealed = nil
+        self.isDeleted = value == nil
         self.hlc = hlc
     }
 
-    enum CodingKeys: String, CodingKey { case key, value, deleted, hlc }
+    /// A sealed op of an encrypted suite: the key's opaque id, the payload, whether it deletes.
+    public init(keyID: String, sealed: SealedPayload, deleted: Bool, hlc: HLC) {
+        self.key = keyID
+        self.value = nil
+        self.sealed = sealed
+        self.isDeleted = deleted
+        self.hlc = hlc
+    }
+
+    enum CodingKeys: String, CodingKey { case key, value, sealed, deleted, hlc }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         key = try container.decode(String.self, forKey: .key)
-        value = try container.decodeValueOrDeletion()
+        (value, sealed, isDeleted) = try container.decodeContent()
         hlc = try container.decode(HLC.self, forKey: .hlc)
     }
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(key, forKey: .key)
-        try container.encodeValueOrDeletion(value)
+        try container.encodeContent(value, sealed: sealed, deleted: isDeleted)
         try container.encode(hlc, forKey: .hlc)
     }
 }
@@ -253,6 +332,12 @@ public struct SyncLimits: Codable, Sendable, Hashable {
     public var maxBodyBytes: Int
     /// How far ahead of the server's clock an HLC may be.
     public var maxClockSkewMilliseconds: UInt64
+    /// What sealing adds to a value in an end-to-end encrypted suite, before padding
+    /// (`sealed_fixed_bytes`): nonce, tag, format header, HLC and flags (`SealedPayload.fixedOverhead`),
+    /// to which the key name's bytes are added. The limits apply to the sealed bytes.
+    public var sealedFixedBytes: Int = SealedPayload.fixedOverhead
+    /// The most padding adds to a sealed value, in percent (`sealed_padding_max_percent`).
+    public var sealedPaddingMaxPercent: Int = SealedPayload.maximumPaddingPercent
 
     /// Limits; each one left out takes the server's default: 511-byte keys, 1 MiB values, 10,000
     /// keys and 16 MiB per suite, 500 ops per push, 2 MiB bodies, and 5 minutes of clock skew
@@ -281,6 +366,7 @@ public struct SyncLimits: Codable, Sendable, Hashable {
         case maxKeyBytes = "max_key_bytes", maxValueBytes = "max_value_bytes", maxKeysPerSuite = "max_keys_per_suite"
         case maxBytesPerSuite = "max_bytes_per_suite", maxOpsPerBatch = "max_ops_per_batch"
         case maxBodyBytes = "max_body_bytes", maxClockSkewMilliseconds = "max_clock_skew_ms"
+        case sealedFixedBytes = "sealed_fixed_bytes", sealedPaddingMaxPercent = "sealed_padding_max_percent"
     }
 }
 
@@ -363,25 +449,36 @@ extension KeyedDecodingContainer {
 }
 
 extension KeyedDecodingContainer where Key: CodingKey {
-    /// `"value": {…}` or `"deleted": true`, exactly one of them; nil for a deletion.
-    func decodeValueOrDeletion() throws -> PropertyListValue? {
+    /// `"value": {…}` or `"deleted": true`, exactly one of them; or `"sealed": {…}` with an optional
+    /// `"deleted"` (a sealed deletion), never with a value.
+    func decodeContent() throws -> (value: PropertyListValue?, sealed: SealedPayload?, deleted: Bool) {
         let valueKey = Key(stringValue: "value")!, deletedKey = Key(stringValue: "deleted")!
+        let sealedKey = Key(stringValue: "sealed")!
         let value = try decodeIfPresent(PropertyListValue.self, forKey: valueKey)
         let deleted = try decodeIfPresent(Bool.self, forKey: deletedKey) ?? false
+        if let sealed = try decodeIfPresent(SealedPayload.self, forKey: sealedKey) {
+            guard value == nil else {
+                throw DecodingError.dataCorruptedError(forKey: valueKey, in: self, debugDescription: "a sealed entry has no \"value\"")
+            }
+            return (nil, sealed, deleted)
+        }
         switch (value, deleted) {
-        case (let value?, false): return value
-        case (nil, true): return nil
+        case (let value?, false): return (value, nil, false)
+        case (nil, true): return (nil, nil, true)
         case (.some, true):
             throw DecodingError.dataCorruptedError(forKey: deletedKey, in: self, debugDescription: "an entry has a value or \"deleted\": true, not both")
         case (nil, false):
-            throw DecodingError.keyNotFound(valueKey, .init(codingPath: codingPath, debugDescription: "an entry needs a \"value\" or \"deleted\": true"))
+            throw DecodingError.keyNotFound(valueKey, .init(codingPath: codingPath, debugDescription: "an entry needs a \"value\", \"deleted\": true or \"sealed\""))
         }
     }
 }
 
 extension KeyedEncodingContainer where Key: CodingKey {
-    mutating func encodeValueOrDeletion(_ value: PropertyListValue?) throws {
-        if let value {
+    mutating func encodeContent(_ value: PropertyListValue?, sealed: SealedPayload?, deleted: Bool) throws {
+        if let sealed {
+            try encode(sealed, forKey: Key(stringValue: "sealed")!)
+            if deleted { try encode(true, forKey: Key(stringValue: "deleted")!) }
+        } else if let value {
             try encode(value, forKey: Key(stringValue: "value")!)
         } else {
             try encode(true, forKey: Key(stringValue: "deleted")!)

@@ -21,6 +21,13 @@ extension SyncCommand {
                 Keys matching an --exclude pattern ('*' matches any run of characters) never leave \
                 the device: they are not pushed, and pulled values for them are not applied. \
                 Configuring again with --exclude replaces the patterns; --no-exclude removes them.
+
+                --encrypt makes the suite end-to-end encrypted (on the first device, before its first \
+                sync): the server stores and orders its entries but cannot read key names or values. \
+                The suite's keys are written to the key file (--key-file; by default beside the token \
+                file, mode 0600) and a recovery key is printed once: keep it safe, it is the way to set \
+                up a device when no other one is at hand (--recovery-key KEY). A suite is encrypted for \
+                every device or for none.
                 """)
 
         @OptionGroup var options: SuiteOptions
@@ -32,6 +39,11 @@ extension SyncCommand {
                 help: ArgumentHelp("Keys that never leave this device (repeatable; '*' matches any run of characters).", valueName: "PATTERN"))
         var exclude: [String] = []
         @Flag(help: "Remove every --exclude pattern set before.") var noExclude = false
+        @Flag(help: "Encrypt the suite end to end: create its keys and print its recovery key once.") var encrypt = false
+        @Option(help: ArgumentHelp("The file of the suite's keys (mode 0600; default: <suite>.keys beside the token file).",
+                                   valueName: "PATH"))
+        var keyFile: String?
+        @Option(help: ArgumentHelp("Join an encrypted suite with its recovery key.", valueName: "KEY")) var recoveryKey: String?
         @Option(help: ArgumentHelp("How many replaced values the conflict journal keeps (default 1000).", valueName: "N"))
         var journalEntries: Int?
         @Option(help: ArgumentHelp("How many days the conflict journal keeps a replaced value (default 30).", valueName: "DAYS"))
@@ -44,6 +56,9 @@ extension SyncCommand {
             }
             if let journalEntries, journalEntries < 0 { throw ValidationError("--journal-entries must not be negative") }
             if let journalDays, journalDays < 0 { throw ValidationError("--journal-days must not be negative") }
+            if encrypt && recoveryKey != nil {
+                throw ValidationError("--encrypt creates new keys and --recovery-key uses existing ones: give one of them")
+            }
         }
 
         func run() async throws {
@@ -63,7 +78,9 @@ extension SyncCommand {
                     try defaults.disableSync()
                 }
                 let localOnly = noExclude ? [] : !exclude.isEmpty ? exclude : previous?.localOnlyKeys ?? []
-                try SyncSettings(server: url, tokenFile: tokenPath, caFile: caPath, localOnlyKeys: localOnly).store(in: defaults)
+                let encryption = try prepareKeys(suite: suite, tokenFile: tokenPath, previous: previous)
+                try SyncSettings(server: url, tokenFile: tokenPath, caFile: caPath, localOnlyKeys: localOnly, keyFile: encryption?.path)
+                    .store(in: defaults)
                 if journalEntries != nil || journalDays != nil {
                     var bounds = try defaults.conflictJournalBounds()
                     if let journalEntries { bounds.maximumCount = journalEntries }
@@ -72,8 +89,40 @@ extension SyncCommand {
                 }
                 var line = "\(suite) syncs with \(url.absoluteString) (token from \(tokenPath))"
                 if !localOnly.isEmpty { line += "; local-only keys: \(localOnly.joined(separator: " "))" }
+                if let encryption { line += "; end-to-end encrypted (keys in \(encryption.path))" }
                 output(line)
+                if let recovery = encryption?.newRecoveryKey {
+                    output("recovery key: \(recovery)")
+                    output("Write the recovery key down and keep it safe: it is shown only this once, and it is the way to set up a device when none of yours is at hand.")
+                }
             }
+        }
+
+        /// The key file this configuration uses, nil for a plain suite, and the recovery key to show
+        /// when new keys were made. The keys are written before the suite records the file, so a
+        /// failure leaves the suite as it was.
+        private func prepareKeys(suite: String, tokenFile: String, previous: SyncSettings?) throws -> (path: String, newRecoveryKey: RecoveryKey?)? {
+            let path = keyFile.map(Self.absolute) ?? previous?.keyFile
+                ?? URL(fileURLWithPath: tokenFile).deletingLastPathComponent().appendingPathComponent("\(suite).keys").path
+            if let text = recoveryKey {
+                let recovery = try RecoveryKey(parsing: text)
+                try SuiteKeys(recoveryKey: recovery, suite: suite).write(to: path)
+                return (path, nil)
+            }
+            if encrypt {
+                if FileManager.default.fileExists(atPath: path) {
+                    _ = try SuiteKeys.read(from: path, suite: suite)  // configured before: keep its keys
+                    return (path, nil)
+                }
+                let recovery = RecoveryKey()
+                try SuiteKeys(recoveryKey: recovery, suite: suite).write(to: path)
+                return (path, recovery)
+            }
+            if keyFile != nil {
+                _ = try SuiteKeys.read(from: path, suite: suite)
+                return (path, nil)
+            }
+            return previous?.keyFile.map { ($0, nil) }
         }
 
         static func absolute(_ path: String) -> String {

@@ -68,7 +68,11 @@ func withEngine(
         output(line)
         if let summary = report.replacementSummary(suite: suite) { output(summary) }
         for refusal in report.rejected { printError(refusal.description) }
-        if !report.rejected.isEmpty { throw ExitCode(1) }
+        for entry in report.refused { printError("tampered: \(entry) (not applied)") }
+        if !report.omitted.isEmpty {
+            printError("the server's snapshot left out \(report.omitted.count) key(s) it had acknowledged, kept here: \(report.omitted.prefix(20).joined(separator: ", "))")
+        }
+        if !report.rejected.isEmpty || !report.refused.isEmpty || !report.omitted.isEmpty { throw ExitCode(1) }
         if pushes && report.pendingCount > 0 {
             throw CommandFailure("\(report.pendingCount) change(s) are still pending: run it again")
         }

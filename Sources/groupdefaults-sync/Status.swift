@@ -28,7 +28,8 @@ extension SyncCommand {
                     suite: suite, synced: state.isSynced, server: state.server, tokenFile: state.tokenFile, caFile: state.caFile,
                     cursor: state.cursor, pending: pending.count, pendingKeys: Array(pending.prefix(20)),
                     inFlightBatch: state.inFlight?.id, note: state.note, deviceID: String(defaults.origin), deviceName: name.name,
-                    localOnlyKeys: state.localOnlyKeys, ignored: state.ignoredCount, conflicts: try defaults.conflicts().count)
+                    localOnlyKeys: state.localOnlyKeys, ignored: state.ignoredCount, conflicts: try defaults.conflicts().count,
+                    keyFile: state.keyFile)
                 if json {
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -39,6 +40,7 @@ extension SyncCommand {
                 var lines = ["\(suite): syncs with \(server)", "device: \(name.describe(origin: defaults.origin))",
                              "token file: \(state.tokenFile ?? "none")"]
                 if let caFile = state.caFile { lines.append("certificate authority: \(caFile)") }
+                lines.append("encryption: " + (state.keyFile.map { "end to end (keys in \($0))" } ?? "none (the server can read keys and values)"))
                 lines.append("cursor: " + (state.cursor.map { $0 == 0 ? "0 (the next sync reads the snapshot)" : String($0) }
                     ?? "none (the next sync joins the server's suite)"))
                 lines.append("pending: \(pending.count)" + (pending.isEmpty ? "" : " (\(report.pendingKeys.joined(separator: ", "))\(pending.count > 20 ? ", …" : ""))"))
@@ -70,8 +72,10 @@ struct StatusReport: Encodable {
     var localOnlyKeys: [String]
     var ignored: UInt64
     var conflicts: Int
+    var keyFile: String?
 
     enum CodingKeys: String, CodingKey {
+        case keyFile = "key_file"
         case suite, synced, server, tokenFile = "token_file", caFile = "ca_file", cursor, pending, pendingKeys = "pending_keys"
         case inFlightBatch = "in_flight_batch", note, deviceID = "device_id", deviceName = "device_name", localOnlyKeys = "local_only_keys", ignored, conflicts
     }

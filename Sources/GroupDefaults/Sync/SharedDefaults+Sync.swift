@@ -27,6 +27,8 @@ package struct SyncState: Sendable, Equatable {
     package var tokenFile: String?
     /// A PEM file of a private certificate authority to trust, besides the system's.
     package var caFile: String?
+    /// The file of the suite's end-to-end encryption keys; nil for a plain suite.
+    package var keyFile: String?
     /// The last server revision applied; nil before the first pull (a new device reads the snapshot).
     package var cursor: UInt64?
     /// The batch being pushed, kept so that a retry sends the same body under the same id.
@@ -113,7 +115,9 @@ extension SharedDefaults {
     ///
     /// - Throws: `SharedDefaultsError` with code `unsupportedValue` for a malformed pattern
     ///   (`GlobPattern`); nothing changes then.
-    package func enableSync(server: String, tokenFile: String? = nil, caFile: String? = nil, localOnly: [String]? = nil) throws {
+    package func enableSync(
+        server: String, tokenFile: String? = nil, caFile: String? = nil, keyFile: String? = nil, localOnly: [String]? = nil
+    ) throws {
         let patterns = try localOnly.map { texts in
             try texts.map { text in
                 do { return try GlobPattern(text) } catch {
@@ -126,7 +130,10 @@ extension SharedDefaults {
                 let now = try ChangeLog.tail(tx.txn).hlc
                 try withUnsafeBytes(of: now.rawValue.littleEndian) { try tx.txn.put(.meta, MetaKey.syncConfiguredAt, $0) }
             }
-            for (key, text) in [(MetaKey.syncServer, server as String?), (MetaKey.syncTokenFile, tokenFile), (MetaKey.syncCAFile, caFile)] {
+            for (key, text) in [
+                (MetaKey.syncServer, server as String?), (MetaKey.syncTokenFile, tokenFile), (MetaKey.syncCAFile, caFile),
+                (MetaKey.syncKeyFile, keyFile),
+            ] {
                 guard let text else {
                     try tx.txn.delete(.meta, key)
                     continue
@@ -171,7 +178,7 @@ extension SharedDefaults {
     /// Stops syncing: forgets the server, the cursor, the in-flight batch and every pending mark.
     package func disableSync() throws {
         try write { tx in
-            for key in [MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncCursor, MetaKey.syncInFlight,
+            for key in [MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncKeyFile, MetaKey.syncCursor, MetaKey.syncInFlight,
                         MetaKey.syncNote, MetaKey.syncConfiguredAt, MetaKey.syncExclude, MetaKey.syncIgnored] {
                 try tx.txn.delete(.meta, key)
             }
@@ -190,6 +197,7 @@ extension SharedDefaults {
             if let raw = try txn.get(.meta, MetaKey.syncServer) { state.server = String(decoding: raw, as: UTF8.self) }
             if let raw = try txn.get(.meta, MetaKey.syncTokenFile) { state.tokenFile = String(decoding: raw, as: UTF8.self) }
             if let raw = try txn.get(.meta, MetaKey.syncCAFile) { state.caFile = String(decoding: raw, as: UTF8.self) }
+            if let raw = try txn.get(.meta, MetaKey.syncKeyFile) { state.keyFile = String(decoding: raw, as: UTF8.self) }
             if let raw = try txn.get(.meta, MetaKey.syncNote) { state.note = String(decoding: raw, as: UTF8.self) }
             state.configuredAt = try Self.loadUInt64(txn, MetaKey.syncConfiguredAt, "the sync start record").map(HLC.init(rawValue:))
             state.ignoredCount = try Self.loadUInt64(txn, MetaKey.syncIgnored, "the ignored-entries counter") ?? 0

@@ -58,14 +58,14 @@ package enum BinaryCodec {
         }
     }
 
-    static func encode(_ value: PropertyListValue) -> [UInt8] {
+    package static func encode(_ value: PropertyListValue) -> [UInt8] {
         var bytes: [UInt8] = []
         encode(value, into: &bytes)
         return bytes
     }
 
     /// Decodes exactly one value that fills `buffer`.
-    static func decode(_ buffer: UnsafeRawBufferPointer) throws(CorruptBytes) -> PropertyListValue {
+    package static func decode(_ buffer: UnsafeRawBufferPointer) throws(CorruptBytes) -> PropertyListValue {
         var reader = ByteReader(buffer)
         let value = try reader.value(depth: 0)
         guard reader.isAtEnd else { throw CorruptBytes("\(reader.remaining) unexpected bytes after the value") }
@@ -99,8 +99,8 @@ package enum BinaryCodec {
 }
 
 /// Bytes that do not decode: damaged on disk, or not written by this codec.
-struct CorruptBytes: Error, CustomStringConvertible {
-    let description: String
+package struct CorruptBytes: Error, CustomStringConvertible {
+    package let description: String
     init(_ description: String) { self.description = description }
 }
 

@@ -1,5 +1,6 @@
 package import Foundation
 import Crypto
+import GroupDefaultsWire
 
 /// Bearer tokens: `gdt_` + 32 random bytes in base64url; only their SHA-256 is stored.
 package enum Tokens {
@@ -27,12 +28,5 @@ package enum Tokens {
         Data(bytes).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
-    }
-}
-
-/// Lowercase hexadecimal, as ids, digests and token hashes are written.
-package enum Hex {
-    package static func string(_ bytes: some Sequence<UInt8>) -> String {
-        bytes.map { String(format: "%02x", $0) }.joined()
     }
 }

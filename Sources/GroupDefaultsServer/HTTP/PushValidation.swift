@@ -31,6 +31,11 @@ enum PushValidation {
         for op in request.ops { try checkKey(op.key, limits: limits) }
         let prepared = try PreparedPush(request)
         for (op, json) in zip(request.ops, prepared.valueJSON) {
+            if let sealed = op.sealed, sealed.box.count > limits.maxValueBytes {
+                throw APIError(.valueTooLarge,
+                               "the sealed value of '\(op.key)' takes \(sealed.box.count) bytes, more than \(limits.maxValueBytes)",
+                               key: op.key, limit: limits.maxValueBytes)
+            }
             if let json, json.count > limits.maxValueBytes {
                 throw APIError(.valueTooLarge,
                                "the value of '\(op.key)' takes \(json.count) bytes as typed JSON, more than \(limits.maxValueBytes)",

@@ -10,13 +10,16 @@ package struct PreparedPush: Sendable {
     package let request: PushRequest
     /// Per op, in order: the value's typed JSON, or nil for a deletion.
     package let valueJSON: [[UInt8]?]
-    /// SHA-256 over every op's key, HLC, deletion flag and typed JSON, length-prefixed.
+    /// SHA-256 over every op's key, HLC, deletion flag and typed JSON (or epoch and sealed bytes),
+    /// length-prefixed.
     package let digest: [UInt8]
+    /// The key epochs of a sealed push (every op sealed), lowest and highest; nil for a plain push.
+    package let epochs: ClosedRange<UInt32>?
 
     /// Encodes each value once and computes the digest.
     ///
     /// - Throws: `SyncStorageError` `malformed` if a value cannot be written as typed JSON (a date
-    ///   outside years 0 to 9999).
+    ///   outside years 0 to 9999), or if the batch mixes sealed and plain ops.
     package init(_ request: PushRequest) throws(SyncStorageError) {
         self.request = request
         var values: [[UInt8]?] = []
@@ -26,17 +29,29 @@ package struct PreparedPush: Sendable {
             hash.update(data: withUnsafeBytes(of: UInt64(bytes.count).bigEndian) { Data($0) })
             hash.update(data: Data(bytes))
         }
+        var epochs: ClosedRange<UInt32>?
+        let sealedCount = request.ops.count { $0.sealed != nil }
+        guard sealedCount == 0 || sealedCount == request.ops.count else {
+            throw SyncStorageError(.malformed, "a batch is all sealed ops or all plain ops")
+        }
         for op in request.ops {
+            add(op.key.utf8)
+            add(withUnsafeBytes(of: op.hlc.rawValue.bigEndian) { Array($0) })
+            if let sealed = op.sealed {
+                values.append(nil)
+                epochs = min(epochs?.lowerBound ?? sealed.epoch, sealed.epoch) ... max(epochs?.upperBound ?? sealed.epoch, sealed.epoch)
+                add([op.isDeleted ? 3 : 2] + withUnsafeBytes(of: sealed.epoch.bigEndian) { Array($0) } + sealed.box)
+                continue
+            }
             let json: [UInt8]?
             do { json = try op.value?.typedJSON() } catch {
                 throw SyncStorageError(.malformed, "the value of '\(op.key)' cannot be written as typed JSON: \(error)")
             }
             values.append(json)
-            add(op.key.utf8)
-            add(withUnsafeBytes(of: op.hlc.rawValue.bigEndian) { Array($0) })
             add(json.map { [1] + $0 } ?? [0])
         }
         valueJSON = values
+        self.epochs = epochs
         digest = Array(hash.finalize())
     }
 }

@@ -14,22 +14,32 @@ package import GroupDefaultsWire
 /// - **Revisions.** Each applied op takes the suite's next revision; superseded ops take none.
 /// - **Results.** One per op, in order; each result's `winner` is the key's entry after the whole
 ///   push.
+/// - **Encryption.** A suite's first push decides whether it is end-to-end encrypted (sealed ops)
+///   or plain, for good: a plain push to an encrypted suite is refused (`suiteEncrypted`), and so is
+///   a sealed one to a plain suite (`suiteNotEncrypted`), or one sealed under a key epoch older
+///   than the newest the suite has seen (`staleKeyEpoch`, after a key rotation).
 /// - **Quotas.** Live keys and their bytes (`SyncLimits.quotaBytes`) after the push. A push that
 ///   leaves the suite over a quota is refused if it made the suite larger on that count; one that
 ///   makes an over-quota suite smaller (or no larger) is accepted, so that lowering a quota never
 ///   stops a device from cleaning up.
 package enum PushStep {
-    /// A suite's counters: its head revision, live keys and their bytes.
+    /// A suite's counters: its head revision, live keys and their bytes, and the newest key epoch
+    /// of an encrypted suite (0 for a plain one; a suite whose head is 0 is not decided yet).
     package struct Counters: Sendable, Hashable {
         package var head: UInt64
         package var keys: Int
         package var bytes: Int
+        package var epoch: UInt32
 
-        package init(head: UInt64, keys: Int, bytes: Int) {
+        package init(head: UInt64, keys: Int, bytes: Int, epoch: UInt32 = 0) {
             self.head = head
             self.keys = keys
             self.bytes = bytes
+            self.epoch = epoch
         }
+
+        /// Whether the suite holds sealed entries (its first push was sealed).
+        package var isEncrypted: Bool { epoch > 0 }
     }
 
     /// A batch already applied: the digest of its ops and the response it got.
@@ -82,8 +92,10 @@ package enum PushStep {
             }
             return .replayed(try recorded.response())
         }
+        try checkEncryption(push, suite: suite, counters: counters)
         var current = held
         var after = counters
+        if let epochs = push.epochs { after.epoch = max(after.epoch, epochs.upperBound) }
         var changed: [String] = []
         /// The wire form of each entry the push wrote, so that its winner needs no decoding.
         var written: [String: SyncEntry] = [:]
@@ -98,13 +110,16 @@ package enum PushStep {
                 continue
             }
             after.head += 1
-            let new = StoredEntry(key: op.key, valueJSON: json, stamp: stamp, rev: after.head)
+            let new = op.sealed.map { StoredEntry(key: op.key, sealed: $0, deleted: op.isDeleted, stamp: stamp, rev: after.head) }
+                ?? StoredEntry(key: op.key, valueJSON: json, stamp: stamp, rev: after.head)
             after.keys += (new.isLive ? 1 : 0) - (old?.isLive == true ? 1 : 0)
             after.bytes += new.quotaBytes - (old?.quotaBytes ?? 0)
             current[op.key] = new
             versions.append(new)
             if written[op.key] == nil { changed.append(op.key) }
-            written[op.key] = SyncEntry(key: op.key, value: op.value, hlc: op.hlc, origin: request.deviceID, rev: after.head)
+            written[op.key] = op.sealed.map {
+                SyncEntry(keyID: op.key, sealed: $0, deleted: op.isDeleted, hlc: op.hlc, origin: request.deviceID, rev: after.head)
+            } ?? SyncEntry(key: op.key, value: op.value, hlc: op.hlc, origin: request.deviceID, rev: after.head)
             statuses.append(.applied)
         }
         try checkQuota(quota, suite: suite, before: counters, after: after)
@@ -122,6 +137,24 @@ package enum PushStep {
             replaced: held.filter { written[$0.key] != nil },
             versions: versions,
             counters: after))
+    }
+
+    private static func checkEncryption(_ push: PreparedPush, suite: String, counters: Counters) throws(SyncStorageError) {
+        guard !push.request.ops.isEmpty else { return }
+        let written = counters.head > 0
+        switch (push.epochs, counters.isEncrypted) {
+        case (nil, true):
+            throw SyncStorageError(.suiteEncrypted,
+                "suite \(suite) is end-to-end encrypted: this device needs the suite's key (configure it with a pairing code or the recovery key)")
+        case (.some, false) where written:
+            throw SyncStorageError(.suiteNotEncrypted,
+                "suite \(suite) is not encrypted: a suite is encrypted for every device or for none")
+        case (let epochs?, true) where epochs.lowerBound < counters.epoch:
+            throw SyncStorageError(.staleKeyEpoch,
+                "suite \(suite)'s key was rotated to epoch \(counters.epoch); this push was sealed under epoch \(epochs.lowerBound): pair this device again")
+        default:
+            return
+        }
     }
 
     private static func checkQuota(_ quota: SuiteQuota, suite: String, before: Counters, after: Counters) throws(SyncStorageError) {

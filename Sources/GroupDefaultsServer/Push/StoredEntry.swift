@@ -1,34 +1,57 @@
 import Foundation
 package import GroupDefaultsWire
 
-/// One key's state as a backend stores it: the value's typed JSON (nil for a tombstone), the stamp
-/// of the write that made it, and its revision. Both backends load and persist these; the push step
-/// (`PushStep`) decides what they become.
+/// One key's state as a backend stores it: the value's typed JSON (nil for a tombstone) or, in an
+/// end-to-end encrypted suite, the sealed payload (a deletion's too); the stamp of the write that
+/// made it, and its revision. Both backends load and persist these; the push step (`PushStep`)
+/// decides what they become.
 package struct StoredEntry: Sendable, Hashable {
     package var key: String
-    /// Typed JSON (`PropertyListValue.typedJSON()`); nil for a tombstone.
+    /// Typed JSON (`PropertyListValue.typedJSON()`); nil for a tombstone or a sealed entry.
     package var valueJSON: [UInt8]?
+    /// The sealed payload of an encrypted suite's entry; nil in a plain suite.
+    package var sealed: SealedPayload?
+    /// Whether the entry is a deletion.
+    package var isDeleted: Bool
     package var stamp: Stamp
     package var rev: UInt64
 
+    /// A plain entry: a value's typed JSON, or nil for a tombstone.
     package init(key: String, valueJSON: [UInt8]?, stamp: Stamp, rev: UInt64) {
         self.key = key
         self.valueJSON = valueJSON
+        self.sealed = nil
+        self.isDeleted = valueJSON == nil
         self.stamp = stamp
         self.rev = rev
     }
 
-    /// What the entry counts against the suite's byte quota (`SyncLimits.quotaBytes`); 0 for a tombstone.
-    package var quotaBytes: Int {
-        valueJSON.map { SyncLimits.quotaBytes(key: key, valueJSONByteCount: $0.count) } ?? 0
+    /// A sealed entry: the key's opaque id, its payload, and whether it is a deletion.
+    package init(key: String, sealed: SealedPayload, deleted: Bool, stamp: Stamp, rev: UInt64) {
+        self.key = key
+        self.valueJSON = nil
+        self.sealed = sealed
+        self.isDeleted = deleted
+        self.stamp = stamp
+        self.rev = rev
     }
 
-    package var isLive: Bool { valueJSON != nil }
+    /// What the entry counts against the suite's byte quota (`SyncLimits.quotaBytes`): its key and
+    /// what the server stores of its value (the typed JSON, or the sealed bytes); 0 for a deletion.
+    package var quotaBytes: Int {
+        guard isLive else { return 0 }
+        return SyncLimits.quotaBytes(key: key, valueJSONByteCount: sealed?.box.count ?? valueJSON?.count ?? 0)
+    }
+
+    package var isLive: Bool { !isDeleted }
 
     /// The entry as the wire carries it (its value decoded).
     ///
     /// - Throws: `SyncStorageError.unavailable` if the stored JSON does not decode (damaged storage).
     package func syncEntry() throws(SyncStorageError) -> SyncEntry {
+        if let sealed {
+            return SyncEntry(keyID: key, sealed: sealed, deleted: isDeleted, hlc: stamp.hlc, origin: stamp.origin, rev: rev)
+        }
         let value: PropertyListValue?
         do {
             value = try valueJSON.map { try JSONDecoder().decode(PropertyListValue.self, from: Data($0)) }

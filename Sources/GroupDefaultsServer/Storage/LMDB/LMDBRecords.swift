@@ -1,40 +1,53 @@
 import Foundation
 import GroupDefaultsWire
 
-/// A suite's row in `suites`: its id, head revision, oldest valid revision, live keys and bytes.
+/// A suite's row in `suites`: its id, head revision, oldest valid revision, live keys and bytes,
+/// and the newest key epoch of an encrypted suite (0: plain; a record written before encryption
+/// existed has no epoch and is plain).
 struct SuiteRecord: Equatable {
     var id: UInt64
     var head: UInt64 = 0
     var oldestValid: UInt64 = 0
     var liveKeys: UInt64 = 0
     var liveBytes: UInt64 = 0
+    var epoch: UInt32 = 0
 
     var bytes: [UInt8] {
         [id, head, oldestValid, liveKeys, liveBytes].flatMap(LMDBKeys.bigEndian)
+            + withUnsafeBytes(of: epoch.bigEndian) { Array($0) }
     }
 
     init(id: UInt64) { self.id = id }
 
     init?(_ raw: UnsafeRawBufferPointer) {
-        guard raw.count == 40 else { return nil }
+        guard raw.count == 40 || raw.count == 44 else { return nil }
         id = LMDBKeys.readBigEndian(raw, at: 0)
         head = LMDBKeys.readBigEndian(raw, at: 8)
         oldestValid = LMDBKeys.readBigEndian(raw, at: 16)
         liveKeys = LMDBKeys.readBigEndian(raw, at: 24)
         liveBytes = LMDBKeys.readBigEndian(raw, at: 32)
+        if raw.count == 44 { epoch = UInt32(bigEndian: raw.loadUnaligned(fromByteOffset: 40, as: UInt32.self)) }
     }
 }
 
-/// An entry's row in `entries`: revision, HLC, origin, whether deleted, the full key, the value's
-/// typed JSON (empty for a deletion).
+/// An entry's row in `entries`: revision, HLC, origin, flags (bit 0: live, bit 1: sealed), the full
+/// key, then the value's typed JSON (nothing for a plain deletion) or, for a sealed entry, the key
+/// epoch (u32, big-endian) and the sealed bytes.
 extension StoredEntry {
+    private static let liveFlag: UInt8 = 1, sealedFlag: UInt8 = 2
+
     var bytes: [UInt8] {
         let keyBytes = Array(key.utf8)
         var out = LMDBKeys.bigEndian(rev) + LMDBKeys.bigEndian(stamp.hlc.rawValue) + LMDBKeys.bigEndian(stamp.origin)
-        out.append(valueJSON == nil ? 0 : 1)
+        out.append((isLive ? Self.liveFlag : 0) | (sealed == nil ? 0 : Self.sealedFlag))
         out += withUnsafeBytes(of: UInt16(keyBytes.count).bigEndian) { Array($0) }
         out += keyBytes
-        out += valueJSON ?? []
+        if let sealed {
+            out += withUnsafeBytes(of: sealed.epoch.bigEndian) { Array($0) }
+            out += sealed.box
+        } else {
+            out += valueJSON ?? []
+        }
         return out
     }
 
@@ -42,11 +55,19 @@ extension StoredEntry {
         guard raw.count >= 27 else { throw SyncStorageError(.unavailable, "a damaged entry record") }
         let rev = LMDBKeys.readBigEndian(raw, at: 0)
         let stamp = Stamp(hlc: HLC(rawValue: LMDBKeys.readBigEndian(raw, at: 8)), origin: LMDBKeys.readBigEndian(raw, at: 16))
-        let live = raw[24] == 1
+        let flags = raw[24]
         let keyCount = Int(UInt16(bigEndian: raw.loadUnaligned(fromByteOffset: 25, as: UInt16.self)))
         guard raw.count >= 27 + keyCount else { throw SyncStorageError(.unavailable, "a damaged entry record") }
-        self.init(key: String(decoding: raw[27 ..< 27 + keyCount], as: UTF8.self),
-                  valueJSON: live ? Array(raw[(27 + keyCount)...]) : nil, stamp: stamp, rev: rev)
+        let key = String(decoding: raw[27 ..< 27 + keyCount], as: UTF8.self)
+        let rest = UnsafeRawBufferPointer(rebasing: raw[(27 + keyCount)...])
+        if flags & Self.sealedFlag != 0 {
+            guard rest.count > 4 else { throw SyncStorageError(.unavailable, "a damaged sealed entry record") }
+            let epoch = UInt32(bigEndian: rest.loadUnaligned(as: UInt32.self))
+            self.init(key: key, sealed: SealedPayload(epoch: epoch, box: Array(rest[4...])), deleted: flags & Self.liveFlag == 0,
+                      stamp: stamp, rev: rev)
+        } else {
+            self.init(key: key, valueJSON: flags & Self.liveFlag != 0 ? Array(rest) : nil, stamp: stamp, rev: rev)
+        }
     }
 }
 

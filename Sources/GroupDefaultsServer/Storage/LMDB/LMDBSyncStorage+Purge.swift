@@ -23,9 +23,9 @@ extension LMDBSyncStorage {
                         try txn.forEach(DB.entries, from: start) { key, value in
                             guard key.count >= 8, LMDBKeys.readBigEndian(key) == record.id else { return false }
                             var bucket = try EntryBucket(value)
-                            let expired = bucket.entries.filter { $0.valueJSON == nil && $0.stamp.hlc < horizon }
+                            let expired = bucket.entries.filter { $0.isDeleted && $0.stamp.hlc < horizon }
                             guard !expired.isEmpty else { return true }
-                            bucket.entries.removeAll { $0.valueJSON == nil && $0.stamp.hlc < horizon }
+                            bucket.entries.removeAll { $0.isDeleted && $0.stamp.hlc < horizon }
                             doomed += expired
                             changed.append((Array(key), bucket))
                             return true

@@ -101,7 +101,8 @@ extension LMDBSyncStorage {
             buckets[entryKey] = bucket
             held[key] = bucket.entry(for: key)
         }
-        let counters = PushStep.Counters(head: record.head, keys: Int(record.liveKeys), bytes: Int(record.liveBytes))
+        let counters = PushStep.Counters(
+            head: record.head, keys: Int(record.liveKeys), bytes: Int(record.liveBytes), epoch: record.epoch)
         let applied: PushStep.Applied
         switch try PushStep.run(push, suite: suite, held: held, counters: counters, recorded: recorded, quota: quota,
                                 serverTime: serverTime) {
@@ -123,6 +124,7 @@ extension LMDBSyncStorage {
         record.head = applied.counters.head
         record.liveKeys = UInt64(applied.counters.keys)
         record.liveBytes = UInt64(applied.counters.bytes)
+        record.epoch = applied.counters.epoch
         try put(txn, DB.suites, suiteKey, record.bytes)
         let storedAt = LMDBKeys.bigEndian(HLC.wallClockMilliseconds())
         try writeHistory(txn, suiteID: record.id, versions: applied.historyVersions(depth: quota.historyDepth),

@@ -99,6 +99,18 @@ package enum PostgresMigrations {
             """,
             "CREATE INDEX devices_by_id ON devices (id)",
         ]),
+        // A sealed entry has no value, so a deletion is a flag of its own from now on.
+        Migration(version: 3, name: "end-to-end encrypted suites: sealed entries and key epochs", statements: [
+            "ALTER TABLE entries ADD COLUMN sealed bytea, ADD COLUMN epoch integer, ADD COLUMN deleted boolean",
+            "UPDATE entries SET deleted = (value IS NULL)",
+            "ALTER TABLE entries ALTER COLUMN deleted SET NOT NULL",
+            "DROP INDEX tombstones_by_hlc",
+            "CREATE INDEX tombstones_by_hlc ON entries (hlc) WHERE deleted",
+            "ALTER TABLE history ADD COLUMN sealed bytea, ADD COLUMN epoch integer, ADD COLUMN deleted boolean",
+            "UPDATE history SET deleted = (value IS NULL)",
+            "ALTER TABLE history ALTER COLUMN deleted SET NOT NULL",
+            "ALTER TABLE suites ADD COLUMN epoch integer NOT NULL DEFAULT 0",
+        ]),
     ]
 
     /// The versions of every migration, in order (what a migrated database's `schema_migrations` lists).

@@ -8,14 +8,14 @@ extension PostgresSyncStorage {
     package func history(account: String, suite: String, key: String) async throws -> [StoredVersion] {
         try await bounded("reading a key's history") { storage in
             let rows = try await storage.client.query("""
-                SELECT value::text, hlc::text, origin::text, rev, (extract(epoch FROM received) * 1000)::bigint FROM history
+                SELECT \(unescaped: EntryRow.columns), (extract(epoch FROM received) * 1000)::bigint FROM history
                 WHERE account = \(account) AND suite = \(suite) AND key = \(key) ORDER BY rev DESC
                 """, logger: storage.logger)
             var versions: [StoredVersion] = []
-            for try await (value, hlc, origin, rev, received) in rows.decode((String?, String, String, Int64, Int64).self) {
+            for try await row in rows.decode((String?, Data?, Int32?, Bool, String, String, Int64, Int64).self) {
                 versions.append(StoredVersion(
-                    entry: try EntryRow.stored(key: key, value: value, hlc: hlc, origin: origin, rev: rev),
-                    receivedMilliseconds: UInt64(max(0, received))))
+                    entry: try EntryRow.stored(key: key, (row.0, row.1, row.2, row.3, row.4, row.5, row.6)),
+                    receivedMilliseconds: UInt64(max(0, row.7))))
             }
             return versions
         }

@@ -26,7 +26,7 @@ extension PostgresSyncStorage {
         let horizonText = String(horizon.rawValue)
         let affected = try await bounded("finding old tombstones") { storage in
             let rows = try await storage.client.query("""
-                SELECT DISTINCT account, suite FROM entries WHERE value IS NULL AND hlc < \(horizonText)::numeric
+                SELECT DISTINCT account, suite FROM entries WHERE deleted AND hlc < \(horizonText)::numeric
                 """, logger: storage.logger)
             var suites: [SuiteID] = []
             for try await (account, suite) in rows.decode((String, String).self) {
@@ -45,7 +45,7 @@ extension PostgresSyncStorage {
                     let rows = try await connection.query("""
                         WITH purged AS (
                             DELETE FROM entries WHERE account = \(id.account) AND suite = \(id.suite)
-                                AND value IS NULL AND hlc < \(horizonText)::numeric
+                                AND deleted AND hlc < \(horizonText)::numeric
                             RETURNING rev
                         ), counted AS (SELECT count(*) AS n, max(rev) AS max_rev FROM purged)
                         UPDATE suites SET oldest_valid_rev = GREATEST(oldest_valid_rev, counted.max_rev)
@@ -119,11 +119,11 @@ private struct PushTransaction {
         try await connection.query(
             "INSERT INTO suites (account, suite) VALUES (\(account), \(suite)) ON CONFLICT DO NOTHING", logger: logger)
         let rows = try await connection.query("""
-            SELECT head_rev, key_count, byte_count FROM suites
+            SELECT head_rev, key_count, byte_count, epoch FROM suites
             WHERE account = \(account) AND suite = \(suite) FOR UPDATE
             """, logger: logger)
-        for try await (head, keys, bytes) in rows.decode((Int64, Int64, Int64).self) {
-            return PushStep.Counters(head: UInt64(head), keys: Int(keys), bytes: Int(bytes))
+        for try await (head, keys, bytes, epoch) in rows.decode((Int64, Int64, Int64, Int32).self) {
+            return PushStep.Counters(head: UInt64(head), keys: Int(keys), bytes: Int(bytes), epoch: UInt32(clamping: epoch))
         }
         throw SyncStorageError(.unavailable, "the row of suite \(suite) vanished while it was being locked")
     }
@@ -146,12 +146,12 @@ private struct PushTransaction {
     private func heldEntries() async throws -> [String: StoredEntry] {
         let keys = Array(Set(request.ops.map(\.key)))
         let rows = try await connection.query("""
-            SELECT key, value::text, hlc::text, origin::text, rev FROM entries
+            SELECT key, \(unescaped: EntryRow.columns) FROM entries
             WHERE account = \(account) AND suite = \(suite) AND key = ANY(\(keys)::text[])
             """, logger: logger)
         var held: [String: StoredEntry] = [:]
-        for try await (key, value, hlc, origin, rev) in rows.decode((String, String?, String, String, Int64).self) {
-            held[key] = try EntryRow.stored(key: key, value: value, hlc: hlc, origin: origin, rev: rev)
+        for try await row in rows.decode((String, String?, Data?, Int32?, Bool, String, String, Int64).self) {
+            held[row.0] = try EntryRow.stored(key: row.0, (row.1, row.2, row.3, row.4, row.5, row.6, row.7))
         }
         return held
     }
@@ -167,22 +167,27 @@ private struct PushTransaction {
         try await connection.query("""
             WITH changed AS (
                 SELECT * FROM unnest(\(entries.keys)::text[], \(entries.values)::text[], \(entries.deleted)::boolean[],
-                                     \(entries.hlcs)::text[], \(entries.origins)::text[], \(entries.revs)::bigint[]) AS t(k, v, d, h, o, r)
+                                     \(entries.hlcs)::text[], \(entries.origins)::text[], \(entries.revs)::bigint[],
+                                     \(entries.sealed)::text[], \(entries.epochs)::integer[]) AS t(k, v, d, h, o, r, s, e)
             ), upserted AS (
-                INSERT INTO entries (account, suite, key, value, hlc, origin, rev)
-                SELECT \(account), \(suite), k, CASE WHEN d THEN NULL ELSE v::json END, h::numeric, o::numeric, r FROM changed
+                INSERT INTO entries (account, suite, key, value, sealed, epoch, deleted, hlc, origin, rev)
+                SELECT \(account), \(suite), k, CASE WHEN d OR s <> '' THEN NULL ELSE v::json END,
+                    CASE WHEN s = '' THEN NULL ELSE decode(s, 'base64') END, NULLIF(e, 0), d, h::numeric, o::numeric, r FROM changed
                 ON CONFLICT (account, suite, key) DO UPDATE
-                    SET value = excluded.value, hlc = excluded.hlc, origin = excluded.origin, rev = excluded.rev
+                    SET value = excluded.value, sealed = excluded.sealed, epoch = excluded.epoch, deleted = excluded.deleted,
+                        hlc = excluded.hlc, origin = excluded.origin, rev = excluded.rev
             ), counted AS (
                 UPDATE suites SET head_rev = \(Int64(counters.head)), key_count = \(Int64(counters.keys)),
-                    byte_count = \(Int64(counters.bytes))
+                    byte_count = \(Int64(counters.bytes)), epoch = \(Int32(clamping: counters.epoch))
                 WHERE account = \(account) AND suite = \(suite)
             ), new AS (
                 SELECT * FROM unnest(\(history.keys)::text[], \(history.values)::text[], \(history.deleted)::boolean[],
-                                     \(history.hlcs)::text[], \(history.origins)::text[], \(history.revs)::bigint[]) AS t(k, v, d, h, o, r)
+                                     \(history.hlcs)::text[], \(history.origins)::text[], \(history.revs)::bigint[],
+                                     \(history.sealed)::text[], \(history.epochs)::integer[]) AS t(k, v, d, h, o, r, s, e)
             ), inserted AS (
-                INSERT INTO history (account, suite, key, rev, value, hlc, origin)
-                SELECT \(account), \(suite), k, r, CASE WHEN d THEN NULL ELSE v::json END, h::numeric, o::numeric FROM new
+                INSERT INTO history (account, suite, key, rev, value, sealed, epoch, deleted, hlc, origin)
+                SELECT \(account), \(suite), k, r, CASE WHEN d OR s <> '' THEN NULL ELSE v::json END,
+                    CASE WHEN s = '' THEN NULL ELSE decode(s, 'base64') END, NULLIF(e, 0), d, h::numeric, o::numeric FROM new
             ), added AS (
                 SELECT k, count(*) AS n FROM new GROUP BY k
             ), ranked AS (
@@ -210,7 +215,8 @@ private struct PushTransaction {
 }
 
 /// Entries as the columns of an `unnest(…)` (value JSON as text, empty for a deletion, which
-/// `deleted` marks; HLCs and origins as decimal text for `numeric`).
+/// `deleted` marks, or for a sealed entry; sealed bytes as base64, empty for a plain entry, and the
+/// key epoch, 0 for a plain entry; HLCs and origins as decimal text for `numeric`).
 private struct EntryColumns {
     let keys: [String]
     let values: [String]
@@ -218,11 +224,15 @@ private struct EntryColumns {
     let hlcs: [String]
     let origins: [String]
     let revs: [Int64]
+    let sealed: [String]
+    let epochs: [Int32]
 
     init(_ entries: [StoredEntry]) {
         keys = entries.map(\.key)
         values = entries.map { $0.valueJSON.map { String(decoding: $0, as: UTF8.self) } ?? "" }
-        deleted = entries.map { !$0.isLive }
+        deleted = entries.map(\.isDeleted)
+        sealed = entries.map { $0.sealed.map { Data($0.box).base64EncodedString() } ?? "" }
+        epochs = entries.map { Int32(clamping: $0.sealed?.epoch ?? 0) }
         hlcs = entries.map { String($0.stamp.hlc.rawValue) }
         origins = entries.map { String($0.stamp.origin) }
         revs = entries.map { Int64($0.rev) }

@@ -149,7 +149,7 @@ package final class PostgresSyncStorage: SyncStorage {
                         "revision \(since) is older than \(oldestValid), the oldest this suite can answer from (tombstones were purged): re-read the snapshot")
                 }
                 let rows = try await connection.query("""
-                    SELECT key, value::text, hlc::text, origin::text, rev FROM entries
+                    SELECT key, \(unescaped: EntryRow.columns) FROM entries
                     WHERE account = \(account) AND suite = \(suite) AND rev > \(Int64(clamping: since))
                     ORDER BY rev LIMIT \(Int64(limit) + 1)
                     """, logger: storage.logger)
@@ -171,7 +171,7 @@ package final class PostgresSyncStorage: SyncStorage {
                     "SELECT head_rev FROM suites WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
                 for try await h in suiteRows.decode(Int64.self) { head = UInt64(h) }
                 let rows = try await connection.query("""
-                    SELECT key, value::text, hlc::text, origin::text, rev FROM entries
+                    SELECT key, \(unescaped: EntryRow.columns) FROM entries
                     WHERE account = \(account) AND suite = \(suite) AND (\(after)::text IS NULL OR key > \(after))
                     ORDER BY key LIMIT \(Int64(limit) + 1)
                     """, logger: storage.logger)
@@ -240,23 +240,34 @@ package final class PostgresSyncStorage: SyncStorage {
     package var listenCount: Int { listener.listenCount }
 }
 
-/// One row of `entries` as the queries above select it: key, value text (nil: tombstone), HLC and
-/// origin as decimal text, revision.
+/// One row of `entries` (or `history`) as the queries select it: key, then `EntryRow.columns`:
+/// value text (nil: a tombstone or a sealed entry), sealed bytes and key epoch (nil: plain), the
+/// deletion flag, HLC and origin as decimal text, revision.
 enum EntryRow {
+    /// The columns after the key, in the order `Columns` decodes them.
+    static let columns = "value::text, sealed, epoch, deleted, hlc::text, origin::text, rev"
+    typealias Columns = (String?, Data?, Int32?, Bool, String, String, Int64)
+
     static func entries(_ rows: PostgresRowSequence) async throws -> [SyncEntry] {
         var entries: [SyncEntry] = []
-        for try await (key, value, hlc, origin, rev) in rows.decode((String, String?, String, String, Int64).self) {
-            entries.append(try stored(key: key, value: value, hlc: hlc, origin: origin, rev: rev).syncEntry())
+        for try await row in rows.decode((String, String?, Data?, Int32?, Bool, String, String, Int64).self) {
+            entries.append(try stored(key: row.0, (row.1, row.2, row.3, row.4, row.5, row.6, row.7)).syncEntry())
         }
         return entries
     }
 
-    /// A row of `entries` (value as JSON text, stamp as decimal text) as the push step takes it.
-    static func stored(key: String, value: String?, hlc: String, origin: String, rev: Int64) throws(SyncStorageError) -> StoredEntry {
+    /// A row (value as JSON text, sealed bytes, stamp as decimal text) as the push step takes it.
+    static func stored(key: String, _ row: Columns) throws(SyncStorageError) -> StoredEntry {
+        let (value, sealed, epoch, deleted, hlc, origin, rev) = row
         guard let hlcValue = UInt64(hlc), let originValue = UInt64(origin) else {
             throw SyncStorageError(.unavailable, "a stored entry of \(key) has an unreadable stamp (\(hlc), \(origin))")
         }
-        return StoredEntry(key: key, valueJSON: value.map { Array($0.utf8) }, stamp: Stamp(hlc: HLC(rawValue: hlcValue), origin: originValue),
-                           rev: UInt64(rev))
+        let stamp = Stamp(hlc: HLC(rawValue: hlcValue), origin: originValue)
+        if let sealed {
+            guard let epoch, epoch > 0 else { throw SyncStorageError(.unavailable, "a sealed entry of \(key) has no key epoch") }
+            return StoredEntry(key: key, sealed: SealedPayload(epoch: UInt32(epoch), box: Array(sealed)), deleted: deleted,
+                               stamp: stamp, rev: UInt64(rev))
+        }
+        return StoredEntry(key: key, valueJSON: deleted ? nil : value.map { Array($0.utf8) }, stamp: stamp, rev: UInt64(rev))
     }
 }

@@ -1,0 +1,152 @@
+import Crypto
+import Foundation
+import Glibc
+import GroupDefaultsWire
+
+/// The keys of one end-to-end encrypted suite, as a device holds them: the key that turns key names
+/// into opaque key ids (the same for the suite's whole life, so that each key keeps one id on the
+/// server), and one sealing key per key epoch (the newest seals; older ones open history).
+///
+/// Keys never appear in `description`, logs or errors. They are kept in a key file of their own
+/// (`SuiteKeys.read(from:)`, `write(to:)`), mode 0600, refused when its group or others can read it.
+///
+/// ```swift
+/// let recovery = RecoveryKey()                      // shown to the person once
+/// let keys = SuiteKeys(recoveryKey: recovery, suite: "group.com.example.chat")
+/// try keys.write(to: "/home/ana/.config/groupdefaults/group.com.example.chat.keys")
+/// ```
+// @unchecked: SymmetricKey is an immutable value (copy-on-write bytes) that swift-crypto does not
+// mark Sendable; these keys are never mutated after init.
+public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
+    /// The suite the keys belong to (bound into every key id and every sealed entry).
+    public let suite: String
+    /// The key of key ids (HMAC-SHA256).
+    let names: SymmetricKey
+    /// The sealing key of each epoch.
+    let epochs: [UInt32: SymmetricKey]
+    /// The epoch new entries are sealed under: the newest.
+    public var currentEpoch: UInt32 { epochs.keys.max() ?? 1 }
+
+    /// A key file's `format`.
+    static let fileFormat = 1
+    /// The salt of every key derivation: the envelope format's name and version.
+    private static let salt = Data("GroupDefaults sealed entries v1".utf8)
+
+    /// The keys of `suite` derived from its recovery key (epoch 1): the same recovery key gives the
+    /// same keys on every device.
+    public init(recoveryKey: RecoveryKey, suite: String) {
+        let root = SymmetricKey(data: recoveryKey.secret)
+        func derive(_ purpose: String) -> SymmetricKey {
+            HKDF<SHA256>.deriveKey(inputKeyMaterial: root, salt: Self.salt, info: Data("\(purpose)\0\(suite)".utf8), outputByteCount: 32)
+        }
+        self.init(suite: suite, names: derive("key ids"), epochs: [1: derive("sealing, epoch 1")])
+    }
+
+    init(suite: String, names: SymmetricKey, epochs: [UInt32: SymmetricKey]) {
+        self.suite = suite
+        self.names = names
+        self.epochs = epochs
+    }
+
+    /// Says which suite and epoch, never a key.
+    public var description: String { "keys of \(suite) (epoch \(currentEpoch))" }
+
+    /// The opaque id of `key` on the server: the first 16 bytes of HMAC-SHA256(key-id key, key
+    /// name), in lowercase hex. The server cannot read or guess key names from it.
+    public func keyID(for key: String) -> String {
+        let code = HMAC<SHA256>.authenticationCode(for: Data(key.utf8), using: names)
+        return Hex.string(Array(code).prefix(16))
+    }
+
+    // MARK: The key file
+
+    /// The key file as JSON: `{"format": 1, "suite": …, "key_ids": base64, "epochs": {"1": base64}}`.
+    private struct File: Codable {
+        var format: Int
+        var suite: String
+        var keyIDs: String
+        var epochs: [String: String]
+
+        enum CodingKeys: String, CodingKey { case format, suite, keyIDs = "key_ids", epochs }
+    }
+
+    /// The keys in the key file at `path`, which must belong to `suite`.
+    ///
+    /// - Throws: `SyncError` (`local`): a missing or unreadable file, one that its group or others can
+    ///   read (with the `chmod` that fixes it), one that is damaged or belongs to another suite.
+    public static func read(from path: String, suite: String) throws(SyncError) -> SuiteKeys {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw SyncError(.local, "cannot read the key file \(path): \(String(cString: strerror(errno)))")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            let mode = String(info.st_mode & 0o777, radix: 8)
+            throw SyncError(.local, "the key file \(path) can be read by its group or others (mode \(mode)); run chmod 600 \(path)")
+        }
+        let file: File
+        do {
+            file = try JSONDecoder().decode(File.self, from: try Data(contentsOf: URL(fileURLWithPath: path)))
+        } catch {
+            throw SyncError(.local, "the key file \(path) is damaged: \(error.localizedDescription)")
+        }
+        guard file.format == fileFormat else {
+            throw SyncError(.local, "the key file \(path) has format \(file.format), which this version does not read")
+        }
+        guard file.suite == suite else {
+            throw SyncError(.local, "the key file \(path) holds the keys of \(file.suite), not of \(suite)")
+        }
+        var epochs: [UInt32: SymmetricKey] = [:]
+        for (epoch, text) in file.epochs {
+            guard let number = UInt32(epoch), number > 0, let bytes = Data(base64Encoded: text), bytes.count == 32 else {
+                throw SyncError(.local, "the key file \(path) is damaged: epoch \(epoch) has no valid key")
+            }
+            epochs[number] = SymmetricKey(data: bytes)
+        }
+        guard let names = Data(base64Encoded: file.keyIDs), names.count == 32, !epochs.isEmpty else {
+            throw SyncError(.local, "the key file \(path) is damaged: a key is missing")
+        }
+        return SuiteKeys(suite: suite, names: SymmetricKey(data: names), epochs: epochs)
+    }
+
+    /// Writes the keys to `path` atomically (a new file renamed over the old one) with mode 0600.
+    ///
+    /// - Throws: `SyncError` (`local`) if the file cannot be written.
+    public func write(to path: String) throws(SyncError) {
+        func base64(_ key: SymmetricKey) -> String { key.withUnsafeBytes { Data($0).base64EncodedString() } }
+        let file = File(format: Self.fileFormat, suite: suite, keyIDs: base64(names),
+                        epochs: Dictionary(uniqueKeysWithValues: epochs.map { (String($0.key), base64($0.value)) }))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        let bytes: Data
+        do { bytes = try encoder.encode(file) } catch { throw SyncError(.local, "cannot encode the key file: \(error)") }
+        try PrivateFile.write(bytes, to: path, what: "key file")
+    }
+}
+
+/// A file only its owner can read, written atomically: a new file (mode 0600) in the same folder,
+/// flushed, then renamed over the old one.
+enum PrivateFile {
+    static func write(_ bytes: Data, to path: String, what: String) throws(SyncError) {
+        let temporary = path + ".new-\(getpid())"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw SyncError(.local, "cannot write the \(what) \(path): \(String(cString: strerror(errno)))")
+        }
+        var failure: Int32 = 0
+        if fchmod(fd, 0o600) != 0 { failure = errno }
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while failure == 0, offset < buffer.count {
+                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 { if errno != EINTR { failure = errno } } else { offset += written }
+            }
+        }
+        if failure == 0, fsync(fd) != 0 { failure = errno }
+        close(fd)
+        if failure == 0, rename(temporary, path) != 0 { failure = errno }
+        if failure != 0 {
+            unlink(temporary)
+            throw SyncError(.local, "cannot write the \(what) \(path): \(String(cString: strerror(failure)))")
+        }
+    }
+}

@@ -1,0 +1,102 @@
+public import GroupDefaults
+import GroupDefaultsWire
+import Logging
+
+// An end-to-end encrypted suite, seen from the engine: local changes are sealed before they are
+// pushed (`EntrySealer`), and every entry the server sends is opened and checked against its
+// envelope before anything is applied. An entry that does not check out is refused (not applied,
+// not pushed back) and reported; the others go on.
+extension SyncEngine {
+    /// The op that carries `change` to the server: plain, or sealed in an encrypted suite.
+    func op(for change: PendingChange) throws(SyncError) -> PushOp {
+        guard let sealer else { return PushOp(key: change.key, value: change.value, hlc: change.stamp.hlc) }
+        do {
+            return try sealer.seal(key: change.key, value: change.value, hlc: change.stamp.hlc, origin: defaults.origin)
+        } catch {
+            throw SyncError(.local, "cannot seal the change of '\(change.key)': \(error)")
+        }
+    }
+
+    /// A push request as this device wrote it, with each op's key name and stamp (a sealed op's
+    /// key is only an id). An op of a stored batch that no longer opens is a damaged batch.
+    func pushedKeys(of request: PushRequest) throws(SyncError) -> [(key: String, stamp: Stamp)] {
+        var keys: [(key: String, stamp: Stamp)] = []
+        for op in request.ops {
+            let stamp = Stamp(hlc: op.hlc, origin: request.deviceID)
+            guard let sealed = op.sealed else {
+                keys.append((op.key, stamp))
+                continue
+            }
+            guard let sealer else { throw SyncError(.local, "a sealed batch is stored in a suite that is not encrypted") }
+            let entry = SyncEntry(keyID: op.key, sealed: sealed, deleted: op.isDeleted, hlc: op.hlc, origin: request.deviceID)
+            do throws(EntrySealer.Refusal) {
+                keys.append((try sealer.open(entry).key, stamp))
+            } catch {
+                throw SyncError(.local, "the stored in-flight batch does not open (\(error))")
+            }
+        }
+        return keys
+    }
+
+    /// The entries to apply, opened, and those refused. In a plain suite, entries pass as they
+    /// are, unless the server's suite is encrypted: then this device needs the suite's key.
+    func opened(_ entries: [SyncEntry]) throws(SyncError) -> (entries: [SyncEntry], refused: [RefusedEntry]) {
+        guard let sealer else {
+            if entries.contains(where: { $0.sealed != nil }) {
+                throw SyncError(.local, code: .suiteEncrypted, """
+                    the server's copy of \(client.suite) is end-to-end encrypted and this device has not its key: \
+                    configure it with --pairing-code (from groupdefaults-sync pair on a device that has it) or --recovery-key
+                    """)
+            }
+            return (entries, [])
+        }
+        var opened: [SyncEntry] = []
+        var refused: [RefusedEntry] = []
+        opened.reserveCapacity(entries.count)
+        for entry in entries {
+            do throws(EntrySealer.Refusal) {
+                opened.append(try sealer.open(entry))
+            } catch {
+                refused.append(RefusedEntry(keyID: entry.key, stamp: entry.stamp, reason: "\(error)"))
+            }
+        }
+        if !refused.isEmpty {
+            logger.error("refused entries the server sent that do not check out", metadata: [
+                "suite": "\(client.suite)", "count": "\(refused.count)",
+                "first": "\(refused[0].keyID): \(refused[0].reason)",
+            ])
+        }
+        return (opened, refused)
+    }
+
+    /// In an encrypted suite, the keys a snapshot should have had: every key this device holds
+    /// that is not waiting to be pushed (the server acknowledged it) and is not local-only, but
+    /// which the snapshot lacks. The server may be hiding them; they are kept and reported, not
+    /// removed.
+    func omitted(from snapshot: [SyncEntry]) throws(SyncError) -> [String] {
+        guard let sealer else { return [] }
+        let present = Set(snapshot.map(\.key))  // key ids
+        do {
+            let pending = Set(try defaults.pendingChanges().map(\.key))
+            let localOnly = try defaults.syncState().localOnlyKeys.compactMap { try? GlobPattern($0) }
+            return try defaults.read { try $0.keys }.filter { key in
+                !present.contains(sealer.keys.keyID(for: key)) && !pending.contains(key) && !localOnly.contains { $0.matches(key) }
+            }.sorted()
+        } catch {
+            throw SyncError.local(error)
+        }
+    }
+}
+
+/// An entry the server sent that this device refused: it did not open, or it opened to something
+/// other than its envelope said (`tampered` in `groupdefaults-sync` output).
+public struct RefusedEntry: Sendable, Hashable, CustomStringConvertible {
+    /// The entry's key id, as the server named it (the key name cannot be trusted from it).
+    public var keyID: String
+    /// The stamp the entry claimed.
+    public var stamp: Stamp
+    /// Why it was refused.
+    public var reason: String
+
+    public var description: String { "key id \(keyID): \(reason)" }
+}
