@@ -250,6 +250,10 @@ extension SharedDefaults {
             case applied(replaced: Bool)
             /// Not stored: what the store holds is newer (or the same write).
             case superseded
+            /// Not stored: the store holds a strictly newer write that is not pending, so it was
+            /// accepted from the server or acknowledged by it: the entry is older than what the
+            /// server already gave (a rollback, unless a push settled meanwhile).
+            case stale
             /// Not stored: the key is local-only in this suite.
             case ignored
         }
@@ -275,7 +279,7 @@ extension SharedDefaults {
                     if let held, held.stamp != remote, let joinedBefore, held.stamp.hlc <= joinedBefore {
                         joinOverrides = true  // joining: the server's entry wins over the copy held before sync began
                     } else if let held, held.stamp >= remote {
-                        return .superseded
+                        return held.stamp > remote && !held.pending ? .stale : .superseded
                     }
                     var replaced = false
                     if let held, held.pending || joinOverrides, held.value != value {

@@ -57,7 +57,7 @@ extension SyncEngine {
             do throws(EntrySealer.Refusal) {
                 opened.append(try sealer.open(entry))
             } catch {
-                refused.append(RefusedEntry(keyID: entry.key, stamp: entry.stamp, reason: "\(error)"))
+                refused.append(RefusedEntry(keyID: entry.key, key: nil, stamp: entry.stamp, reason: "\(error)"))
             }
         }
         if !refused.isEmpty {
@@ -67,6 +67,19 @@ extension SyncEngine {
             ])
         }
         return (opened, refused)
+    }
+
+    /// The entries of `keys` (stale: older than what this device accepted) reported as rolled back.
+    func rolledBack(_ keys: [String], among entries: [SyncEntry], sealer: EntrySealer) -> [RefusedEntry] {
+        let stale = Set(keys)
+        let refused = entries.filter { stale.contains($0.key) }.map {
+            RefusedEntry(keyID: sealer.keys.keyID(for: $0.key), key: $0.key, stamp: $0.stamp,
+                         reason: "older than the version this device already accepted (rolled back)")
+        }
+        logger.error("refused entries older than those already accepted", metadata: [
+            "suite": "\(client.suite)", "keys": "\(keys.prefix(20).joined(separator: ","))",
+        ])
+        return refused
     }
 
     /// In an encrypted suite, the keys a snapshot should have had: every key this device holds
@@ -91,12 +104,14 @@ extension SyncEngine {
 /// An entry the server sent that this device refused: it did not open, or it opened to something
 /// other than its envelope said (`tampered` in `groupdefaults-sync` output).
 public struct RefusedEntry: Sendable, Hashable, CustomStringConvertible {
-    /// The entry's key id, as the server named it (the key name cannot be trusted from it).
+    /// The entry's key id, as the server named it.
     public var keyID: String
+    /// The key's name, when the entry opened (a rolled-back one); nil when it could not be trusted.
+    public var key: String?
     /// The stamp the entry claimed.
     public var stamp: Stamp
     /// Why it was refused.
     public var reason: String
 
-    public var description: String { "key id \(keyID): \(reason)" }
+    public var description: String { "\(key.map { "'\($0)'" } ?? "key id \(keyID)"): \(reason)" }
 }

@@ -68,6 +68,8 @@ public actor SyncEngine {
     private var limits: SyncLimits?
     /// Lowered when the server says a batch is too large or over quota without naming a key.
     private var batchCap: Int?
+    /// How many pushes got an answer: a pull during which none did can tell a rollback from a race.
+    private var pushesAnswered = 0
     /// How many changes were pending at the last push's last look at them (what remains after a
     /// push: the refused ones); nil before the first push.
     private var knownPendingCount: Int?
@@ -242,6 +244,7 @@ public actor SyncEngine {
         var report = SyncReport()
         while true {
             let page: ChangesPage
+            let answeredBefore = pushesAnswered
             do {
                 page = try await client.changes(since: since, limit: options.pageSize)
             } catch where error.isCursorExpired {
@@ -249,7 +252,7 @@ public actor SyncEngine {
                 return try await readSnapshotAgain()
             }
             if !page.entries.isEmpty || page.lastRev != since {
-                report.add(try apply(page.entries, cursor: page.lastRev))
+                report.add(try apply(page.entries, cursor: page.lastRev, detectingRollback: pushesAnswered == answeredBefore))
                 options.progress?(SyncProgress(phase: .pulling, done: report.applied, total: nil))
             }
             since = page.lastRev
@@ -296,7 +299,8 @@ public actor SyncEngine {
         var report = SyncReport()
         // An encrypted suite's server is not trusted to say what it no longer has: what it leaves
         // out is kept and reported rather than removed.
-        report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .lastWriterWins, pruning: sealer == nil))
+        report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .lastWriterWins, pruning: sealer == nil,
+                             detectingRollback: true))
         if sealer != nil { report.omitted = try omitted(from: snapshot.entries) }
         return report
     }
@@ -320,8 +324,13 @@ public actor SyncEngine {
     /// Opens `entries` (in an encrypted suite), applies those that check out with `cursor`, and
     /// reports the others. Refused entries do not hold the cursor back: they are not applied, and
     /// the server's next write of their key comes as a new entry.
+    ///
+    /// With `detectingRollback` (no push was answered since the entries were read), an encrypted
+    /// suite's entry older than what this device already accepted from the server is reported as
+    /// rolled back (last writer wins has already kept it out).
     private func apply(
-        _ entries: [SyncEntry], cursor: UInt64?, policy: RemotePolicy = .lastWriterWins, pruning: Bool = false
+        _ entries: [SyncEntry], cursor: UInt64?, policy: RemotePolicy = .lastWriterWins, pruning: Bool = false,
+        detectingRollback: Bool = false
     ) throws(SyncError) -> SyncReport {
         let (opened, refused) = try opened(entries)
         let result = try local { try defaults.applyRemote(opened, cursor: cursor, policy: policy, pruning: pruning) }
@@ -329,6 +338,9 @@ public actor SyncEngine {
         var report = SyncReport()
         report.add(result)
         report.refused = refused
+        if let sealer, detectingRollback, !result.stale.isEmpty {
+            report.refused += rolledBack(result.stale, among: opened, sealer: sealer)
+        }
         return report
     }
 
@@ -424,6 +436,7 @@ public actor SyncEngine {
                 throw error
             }
         }
+        pushesAnswered += 1
         // A change written elsewhere won: take it now rather than at the next pull (the local
         // change it replaces, still pending, goes to the conflict journal).
         var report = SyncReport()

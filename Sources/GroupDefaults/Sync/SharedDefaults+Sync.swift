@@ -98,6 +98,9 @@ package struct RemoteApplyResult: Sendable, Equatable {
     package var replacedBy: Set<UInt64> = []
     /// Keys not applied because they are local-only.
     package var ignored: [String] = []
+    /// Of `superseded`, the keys whose stored write is strictly newer and not pending: accepted from
+    /// the server, or acknowledged by it, before.
+    package var stale: [String] = []
 }
 
 extension SharedDefaults {
@@ -353,6 +356,9 @@ extension SharedDefaults {
                         result.replacedBy.insert(entry.origin)
                     }
                 case .superseded: result.superseded.append(entry.key)
+                case .stale:
+                    result.superseded.append(entry.key)
+                    result.stale.append(entry.key)
                 case .ignored: result.ignored.append(entry.key)
                 }
             }

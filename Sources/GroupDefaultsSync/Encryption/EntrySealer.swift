@@ -1,4 +1,4 @@
-import Crypto
+package import Crypto
 import Foundation
 package import GroupDefaults
 import GroupDefaultsWire
@@ -60,13 +60,15 @@ package struct EntrySealer: Sendable {
 
     // MARK: Sealing
 
-    /// The op that carries a local change to the server: sealed under the current epoch.
-    package func seal(key: String, value: PropertyListValue?, hlc: HLC, origin: UInt64) throws -> PushOp {
+    /// The op that carries a local change to the server: sealed under the current epoch, with a
+    /// random nonce (tests give one, for fixed vectors).
+    package func seal(key: String, value: PropertyListValue?, hlc: HLC, origin: UInt64, nonce: ChaChaPoly.Nonce = ChaChaPoly.Nonce()) throws -> PushOp {
         let epoch = keys.currentEpoch
         let keyID = keys.keyID(for: key)
         let deleted = value == nil
         let ad = associatedData(keyID: keyID, hlc: hlc, origin: origin, deleted: deleted, epoch: epoch)
-        let box = try ChaChaPoly.seal(Self.plaintext(key: key, value: value, hlc: hlc), using: keys.epochs[epoch]!, authenticating: ad)
+        let box = try ChaChaPoly.seal(Self.plaintext(key: key, value: value, hlc: hlc), using: keys.epochs[epoch]!, nonce: nonce,
+                                     authenticating: ad)
         return PushOp(keyID: keyID, sealed: SealedPayload(epoch: epoch, box: Array(box.combined)), deleted: deleted, hlc: hlc)
     }
 

@@ -13,15 +13,16 @@ final class Device: Sendable {
 
     /// Opens (creating) `suite` in a fresh directory, its clock moved by `clockOffset`. With
     /// `synced`, the suite is marked synced at once (every write from then on is pending);
-    /// otherwise call `enableSync()` when the device joins.
+    /// otherwise call `enableSync()` when the device joins. With `keys`, the suite is end-to-end
+    /// encrypted with them.
     init(_ suite: String, server: SyncServer, clockOffset: Duration = .zero, synced: Bool = true,
-         options: SyncEngine.Options = Device.quickOptions) throws {
+         options: SyncEngine.Options = Device.quickOptions, keys: SuiteKeys? = nil) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("gds-device-\(UUID().uuidString)", isDirectory: true)
         var configuration = SharedDefaults.Configuration()
         configuration.clockOffsetMilliseconds = clockOffset.components.seconds * 1000
             + clockOffset.components.attoseconds / 1_000_000_000_000_000
         defaults = try SharedDefaults(suiteName: suite, directory: directory, configuration: configuration)
-        engine = SyncEngine(defaults: defaults, client: server.client(suite), options: options, logger: Device.logger)
+        engine = SyncEngine(defaults: defaults, client: server.client(suite), options: options, logger: Device.logger, keys: keys)
         if synced { try enableSync(server) }
     }
 
