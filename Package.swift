@@ -169,7 +169,8 @@ let package = Package(
             name: "GroupDefaultsSyncTests",
             dependencies: [
                 "GroupDefaults", "GroupDefaultsSync", "groupdefaults-sync", "groupdefaults-server", "GroupDefaultsCLI",
-                "TestSupport",
+                "TestSupport", "GroupDefaultsServer", "GroupDefaultsLMDB",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: swiftSettings

@@ -1,0 +1,70 @@
+import Foundation
+import GroupDefaults
+import GroupDefaultsLMDB
+@testable import GroupDefaultsServer
+import TestSupport
+
+/// The stopped server's store, written directly: what a malicious operator, a damaged backup or a
+/// compromised database could do behind the server's back. Account `alice` (the tests' token).
+enum ServerStore {
+    /// Replaces the stored entries of `suite` whose keys `changed` names with those entries (stamp,
+    /// sealed payload, deletion flag and revision as given), and removes those of `removed`.
+    static func rewrite(_ server: SyncServer, suite: String, changed: [SyncEntry], removed: [String] = []) async throws {
+        switch server.backend {
+        case .lmdb:
+            let storage = try LMDBSyncStorage(directory: server.storage[1])
+            try storage.environment.writeTransaction(sync: true) { txn in
+                guard let record = try LMDBSyncStorage.suiteRecord(txn, LMDBKeys.suiteName(account: "alice", suite: suite)) else {
+                    throw FixtureError("no suite \(suite) in the store")
+                }
+                for entry in changed {
+                    let key = LMDBKeys.entry(suiteID: record.id, key: entry.key)
+                    var bucket = try LMDBSyncStorage.bucket(txn, key)
+                    bucket.store(StoredEntry(key: entry.key, sealed: entry.sealed!, deleted: entry.isDeleted, stamp: entry.stamp,
+                                             rev: entry.rev!))
+                    try LMDBSyncStorage.put(txn, LMDBSyncStorage.DB.entries, key, bucket.bytes)
+                }
+                for name in removed {
+                    let key = LMDBKeys.entry(suiteID: record.id, key: name)
+                    var bucket = try LMDBSyncStorage.bucket(txn, key)
+                    bucket.entries.removeAll { $0.key == name }
+                    if bucket.entries.isEmpty {
+                        try LMDBSyncStorage.delete(txn, LMDBSyncStorage.DB.entries, key)
+                    } else {
+                        try LMDBSyncStorage.put(txn, LMDBSyncStorage.DB.entries, key, bucket.bytes)
+                    }
+                }
+            }
+            try await storage.shutdown()
+        case .postgres:
+            let url = server.storage[1]
+            for entry in changed {
+                _ = try await PostgresFixture.psql(url, """
+                    UPDATE entries SET sealed = decode('\(Data(entry.sealed!.box).base64EncodedString())', 'base64'),
+                        epoch = \(entry.sealed!.epoch), deleted = \(entry.isDeleted), hlc = \(entry.hlc.rawValue),
+                        origin = \(entry.origin), rev = \(entry.rev!)
+                    WHERE account = 'alice' AND suite = '\(suite)' AND key = '\(entry.key)'
+                    """)
+            }
+            for name in removed {
+                _ = try await PostgresFixture.psql(url, "DELETE FROM entries WHERE account = 'alice' AND suite = '\(suite)' AND key = '\(name)'")
+            }
+        }
+    }
+
+    /// Every byte the server stores: the embedded store's files, or a dump of the PostgreSQL
+    /// database (`pg_dump`), as text (bytes that are not UTF-8 replaced).
+    static func dump(_ server: SyncServer) async throws -> String {
+        switch server.backend {
+        case .lmdb:
+            let directory = URL(fileURLWithPath: server.storage[1])
+            var bytes = Data()
+            for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) {
+                bytes += try Data(contentsOf: directory.appendingPathComponent(name))
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        case .postgres:
+            return try await Command.run("/usr/lib/postgresql/15/bin/pg_dump", ["--data-only", server.storage[1]])
+        }
+    }
+}
