@@ -15,9 +15,9 @@ import Testing
 /// of a seed are reproducible, the timing of the concurrent steps is not.
 @Suite("Convergence of two devices", .timeLimit(.minutes(ConvergenceSettings.minutes)))
 struct ConvergenceTests {
-    @Test("both devices and the server equal the last-writer-wins model, for every seed (clocks up to 5 minutes apart)",
-          arguments: StorageBackend.allCases)
-    func convergence(backend: StorageBackend) async throws {
+    @Test("both devices and the server equal the last-writer-wins model, for every seed (clocks up to 5 minutes apart), plain and end-to-end encrypted",
+          arguments: StorageBackend.allCases, [false, true])
+    func convergence(backend: StorageBackend, encrypted: Bool) async throws {
         try await SyncServer.with(backend) { server in
             let seeds = Array(ConvergenceSettings.firstSeed ..< ConvergenceSettings.firstSeed + UInt64(ConvergenceSettings.seedCount))
             let failures = await withTaskGroup(of: String?.self) { group in
@@ -25,25 +25,25 @@ struct ConvergenceTests {
                 var next = seeds.makeIterator()
                 for _ in 0 ..< ConvergenceSettings.parallelSeeds {
                     guard let seed = next.next() else { break }
-                    group.addTask { await Self.failure(seed: seed, server: server) }
+                    group.addTask { await Self.failure(seed: seed, server: server, encrypted: encrypted) }
                 }
                 for await failure in group {
                     if let failure { failures.append(failure) }
                     // Stop early once a few seeds failed: their messages say enough.
                     guard failures.count < 5, let seed = next.next() else { continue }
-                    group.addTask { await Self.failure(seed: seed, server: server) }
+                    group.addTask { await Self.failure(seed: seed, server: server, encrypted: encrypted) }
                 }
                 return failures
             }
             for failure in failures { Issue.record(Comment(rawValue: failure)) }
-            #expect(failures.isEmpty, "\(failures.count) seed(s) failed on \(backend.rawValue)")
+            #expect(failures.isEmpty, "\(failures.count) seed(s) failed on \(backend.rawValue)\(encrypted ? ", encrypted" : "")")
         }
     }
 
     /// Runs one seed; nil if it converged to the model, else what went wrong.
-    static func failure(seed: UInt64, server: SyncServer) async -> String? {
+    static func failure(seed: UInt64, server: SyncServer, encrypted: Bool) async -> String? {
         do {
-            var scenario = Scenario(seed: seed, server: server)
+            var scenario = Scenario(seed: seed, server: server, encrypted: encrypted)
             let problems = try await scenario.run()
             guard !problems.isEmpty else { return nil }
             return "seed \(seed) (\(server.backend.rawValue); rerun with GROUPDEFAULTS_SYNC_FIRST_SEED=\(seed) GROUPDEFAULTS_SYNC_SEEDS=1): "
@@ -80,20 +80,24 @@ struct LastWriterWinsModel {
     var live: [String: SyncEntry] { latest.filter { !$0.value.isDeleted } }
 }
 
-/// One seed: two devices on a fresh suite of the shared server.
+/// One seed: two devices on a fresh suite of the shared server; with `encrypted`, both hold the
+/// suite's keys and the server holds only sealed entries (opened here to compare with the model).
 struct Scenario {
     let seed: UInt64
     let server: SyncServer
+    let encrypted: Bool
     var random: SeededGenerator
 
-    init(seed: UInt64, server: SyncServer) {
+    init(seed: UInt64, server: SyncServer, encrypted: Bool = false) {
         self.seed = seed
         self.server = server
+        self.encrypted = encrypted
         random = SeededGenerator(seed: seed)
     }
 
     mutating func run() async throws -> [String] {
-        let suite = "group.convergence.\(seed)"
+        let suite = "group.convergence\(encrypted ? ".sealed" : "").\(seed)"
+        let suiteKeys = encrypted ? SuiteKeys(recoveryKey: RecoveryKey(), suite: suite) : nil
         // Device clocks: the same, one 5 minutes behind, or somewhere in between (a clock ahead of
         // the server's by more than 5 minutes is refused by design, so behind it is).
         let behind = Duration.seconds(-300)
@@ -103,8 +107,8 @@ struct Scenario {
         case 2: (behind, .zero)
         default: (.zero, .milliseconds(-Int64(random.next() % 300_000)))
         }
-        let a = try Device(suite, server: server, clockOffset: offsets.0)
-        let b = try Device(suite, server: server, clockOffset: offsets.1)
+        let a = try Device(suite, server: server, clockOffset: offsets.0, keys: suiteKeys)
+        let b = try Device(suite, server: server, clockOffset: offsets.1, keys: suiteKeys)
         defer {
             a.remove()
             b.remove()
@@ -189,7 +193,11 @@ struct Scenario {
             let pending = try device.defaults.pendingCount()
             if pending != 0 { problems.append("device \(name) still has \(pending) pending") }
         }
-        let onServer = try await server.snapshot(suite).entries
+        var onServer = try await server.snapshot(suite).entries
+        if let suiteKeys {
+            let sealer = EntrySealer(keys: suiteKeys)
+            onServer = Dictionary(uniqueKeysWithValues: try onServer.values.map { let entry = try sealer.open($0); return (entry.key, entry) })
+        }
         let diff = differences(onServer, expected)
         if !diff.isEmpty { problems.append("the server differs from the model: \(diff.joined(separator: ", "))") }
         return problems
