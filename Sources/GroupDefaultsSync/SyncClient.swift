@@ -105,6 +105,35 @@ public struct SyncClient: Sendable {
         try await send(.GET, url: "v1/limits", query: [], authorized: false, as: SyncLimits.self)
     }
 
+    // MARK: Pairings
+
+    /// `POST /v1/pairings`: registers a pairing of this suite under `pairingID`.
+    public func createPairing(pairingID: String) async throws(SyncError) -> PairingState {
+        let body = try Self.encode(PairingRequest(suite: suite, pairingID: pairingID))
+        return try await send(.POST, url: "v1/pairings", query: [], body: body, as: PairingState.self)
+    }
+
+    /// `POST /v1/pairings/{pairing_id}/claim`, sent without a token: the claiming device's token.
+    public func claimPairing(pairingID: String, _ claim: PairingClaim) async throws(SyncError) -> PairingClaimed {
+        try await send(.POST, url: "v1/pairings/\(pairingID)/claim", query: [], authorized: false, body: try Self.encode(claim),
+                       as: PairingClaimed.self)
+    }
+
+    /// `GET /v1/pairings/{pairing_id}`: where the pairing stands.
+    public func pairing(pairingID: String) async throws(SyncError) -> PairingState {
+        try await send(.GET, url: "v1/pairings/\(pairingID)", query: [], as: PairingState.self)
+    }
+
+    /// `PUT /v1/pairings/{pairing_id}/keys`: the sealed keys for the device that claimed it.
+    public func completePairing(pairingID: String, bundle: String) async throws(SyncError) -> PairingState {
+        try await send(.PUT, url: "v1/pairings/\(pairingID)/keys", query: [], body: try Self.encode(PairingKeys(bundle: bundle)),
+                       as: PairingState.self)
+    }
+
+    private static func encode(_ value: some Encodable) throws(SyncError) -> [UInt8] {
+        do { return Array(try JSONEncoder().encode(value)) } catch { throw SyncError(.local, "cannot encode a request: \(error)") }
+    }
+
     /// Opens `events` after `lastEventID` and calls `onEvents` with the events of each chunk that
     /// arrives (in order, at least one per call), until the stream ends (returns) or fails (throws).
     /// A stream silent for longer than `idleTimeout` (the server sends a heartbeat every 15 s) is

@@ -65,6 +65,15 @@ public struct SyncSettings: Sendable, Equatable {
 
 /// A file holding a bearer token: its only line.
 public enum TokenFile {
+    /// Writes `token` to a new file at `path` (mode 0600, atomically), refusing to replace a file
+    /// that exists there (another suite's token may be in it).
+    public static func create(_ token: String, at path: String) throws(SyncError) {
+        guard !FileManager.default.fileExists(atPath: path) else {
+            throw SyncError(.local, "the token file \(path) exists already: give another --token-file")
+        }
+        try PrivateFile.write(Data((token + "\n").utf8), to: path, what: "token file")
+    }
+
     /// The token in `path`, refusing a file its group or others can read.
     public static func read(_ path: String) throws(SyncError) -> String {
         var info = stat()

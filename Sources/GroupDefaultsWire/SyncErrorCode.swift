@@ -54,6 +54,12 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     /// A sealed push under a key epoch older than the suite's newest: the suite's key was rotated,
     /// pair this device again (409).
     public static let staleKeyEpoch = SyncErrorCode(rawValue: "stale_key_epoch")
+    /// No pairing has this code: mistyped, or never made (404).
+    public static let pairingNotFound = SyncErrorCode(rawValue: "pairing_not_found")
+    /// The pairing code was already used: each code pairs one device (409).
+    public static let pairingUsed = SyncErrorCode(rawValue: "pairing_used")
+    /// The pairing code expired (10 minutes after it was made): make a new one (410).
+    public static let pairingExpired = SyncErrorCode(rawValue: "pairing_expired")
     /// The token made more requests than the server allows; retry after `Retry-After` (429).
     public static let rateLimited = SyncErrorCode(rawValue: "rate_limited")
     /// The server's storage cannot be reached; retry after `Retry-After` (503).
@@ -63,7 +69,8 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let allKnown: [SyncErrorCode] = [
         .malformed, .unauthorized, .forbidden, .notFound, .methodNotAllowed, .cursorExpired, .bodyTooLarge,
         .batchTooLarge, .invalidSuite, .keyTooLong, .valueTooLarge, .quotaExceeded, .clockSkew,
-        .idempotencyMismatch, .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .rateLimited, .unavailable,
+        .idempotencyMismatch, .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .pairingNotFound, .pairingUsed,
+        .pairingExpired, .rateLimited, .unavailable,
     ]
 
     /// Whether this is one of `allKnown`.
@@ -77,8 +84,9 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         case .forbidden: 403
         case .notFound: 404
         case .methodNotAllowed: 405
-        case .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch: 409
-        case .cursorExpired: 410
+        case .pairingNotFound: 404
+        case .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .pairingUsed: 409
+        case .cursorExpired, .pairingExpired: 410
         case .bodyTooLarge, .batchTooLarge: 413
         case .rateLimited: 429
         case .unavailable: 503

@@ -33,7 +33,9 @@ extension SyncCommand {
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name.") var suite: String
         @Option(help: ArgumentHelp("The server's base URL, http:// or https://.", valueName: "URL")) var server: String
-        @Option(help: ArgumentHelp("A file holding the token (mode 0600).", valueName: "PATH")) var tokenFile: String
+        @Option(help: ArgumentHelp("A file holding the token (mode 0600); with --pairing-code, where to write the new one (default: <suite>.token in ~/.config/groupdefaults).",
+                                   valueName: "PATH"))
+        var tokenFile: String?
         @Option(help: ArgumentHelp("A PEM file of a private certificate authority to trust.", valueName: "PATH")) var caFile: String?
         @Option(name: .customLong("exclude"),
                 help: ArgumentHelp("Keys that never leave this device (repeatable; '*' matches any run of characters).", valueName: "PATTERN"))
@@ -44,6 +46,9 @@ extension SyncCommand {
                                    valueName: "PATH"))
         var keyFile: String?
         @Option(help: ArgumentHelp("Join an encrypted suite with its recovery key.", valueName: "KEY")) var recoveryKey: String?
+        @Option(help: ArgumentHelp("Join an encrypted suite with a code from `groupdefaults-sync pair` on a device that has it: this device gets its own token and the suite's keys.",
+                                   valueName: "CODE"))
+        var pairingCode: String?
         @Option(help: ArgumentHelp("How many replaced values the conflict journal keeps (default 1000).", valueName: "N"))
         var journalEntries: Int?
         @Option(help: ArgumentHelp("How many days the conflict journal keeps a replaced value (default 30).", valueName: "DAYS"))
@@ -56,9 +61,10 @@ extension SyncCommand {
             }
             if let journalEntries, journalEntries < 0 { throw ValidationError("--journal-entries must not be negative") }
             if let journalDays, journalDays < 0 { throw ValidationError("--journal-days must not be negative") }
-            if encrypt && recoveryKey != nil {
-                throw ValidationError("--encrypt creates new keys and --recovery-key uses existing ones: give one of them")
+            if [encrypt, recoveryKey != nil, pairingCode != nil].filter({ $0 }).count > 1 {
+                throw ValidationError("--encrypt, --recovery-key and --pairing-code each say where the keys come from: give one of them")
             }
+            if tokenFile == nil && pairingCode == nil { throw ValidationError("--token-file is needed (or --pairing-code, which makes a token)") }
         }
 
         func run() async throws {
@@ -66,7 +72,7 @@ extension SyncCommand {
                 guard let url = URL(string: server), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
                       url.host?.isEmpty == false
                 else { throw CommandFailure("--server must be an http:// or https:// URL, got \(server)") }
-                let tokenPath = Self.absolute(tokenFile)
+                let tokenPath = Self.absolute(tokenFile ?? Self.defaultTokenFile(suite: suite))
                 let caPath = caFile.map(Self.absolute)
                 if let caPath {
                     try await SyncClient.makeHTTPClient(caFile: caPath).shutdown()  // checks that it reads
@@ -78,7 +84,7 @@ extension SyncCommand {
                     try defaults.disableSync()
                 }
                 let localOnly = noExclude ? [] : !exclude.isEmpty ? exclude : previous?.localOnlyKeys ?? []
-                let encryption = try prepareKeys(suite: suite, tokenFile: tokenPath, previous: previous)
+                let encryption = try await prepareKeys(suite: suite, server: url, tokenFile: tokenPath, caFile: caPath, previous: previous)
                 try SyncSettings(server: url, tokenFile: tokenPath, caFile: caPath, localOnlyKeys: localOnly, keyFile: encryption?.path)
                     .store(in: defaults)
                 if journalEntries != nil || journalDays != nil {
@@ -101,9 +107,33 @@ extension SyncCommand {
         /// The key file this configuration uses, nil for a plain suite, and the recovery key to show
         /// when new keys were made. The keys are written before the suite records the file, so a
         /// failure leaves the suite as it was.
-        private func prepareKeys(suite: String, tokenFile: String, previous: SyncSettings?) throws -> (path: String, newRecoveryKey: RecoveryKey?)? {
+        private func prepareKeys(
+            suite: String, server: URL, tokenFile: String, caFile: String?, previous: SyncSettings?
+        ) async throws -> (path: String, newRecoveryKey: RecoveryKey?)? {
             let path = keyFile.map(Self.absolute) ?? previous?.keyFile
                 ?? URL(fileURLWithPath: tokenFile).deletingLastPathComponent().appendingPathComponent("\(suite).keys").path
+            if let text = pairingCode {
+                let code = try PairingCode(parsing: text)
+                if FileManager.default.fileExists(atPath: path) { _ = try SuiteKeys.read(from: path, suite: suite) }  // this suite's only
+                try FileManager.default.createDirectory(
+                    at: URL(fileURLWithPath: tokenFile).deletingLastPathComponent(), withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700])
+                let http = try SyncClient.makeHTTPClient(caFile: caFile)
+                do {
+                    let client = SyncClient(server: server, suite: suite, http: http) {
+                        throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one")
+                    }
+                    let keys = try await DevicePairing.accept(
+                        code: code, client: client, saveToken: { token in try TokenFile.create(token, at: tokenFile) },
+                        tokenClient: { token in SyncClient(server: server, suite: suite, http: http) { token } })
+                    try keys.write(to: path)
+                } catch {
+                    try? await http.shutdown()
+                    throw error
+                }
+                try await http.shutdown()
+                return (path, nil)
+            }
             if let text = recoveryKey {
                 let recovery = try RecoveryKey(parsing: text)
                 try SuiteKeys(recoveryKey: recovery, suite: suite).write(to: path)
@@ -127,6 +157,14 @@ extension SyncCommand {
 
         static func absolute(_ path: String) -> String {
             URL(fileURLWithPath: path).standardizedFileURL.path
+        }
+
+        /// Where a paired device's token goes when no --token-file is given.
+        static func defaultTokenFile(suite: String) -> String {
+            let environment = ProcessInfo.processInfo.environment
+            let config = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+                ?? (environment["HOME"] ?? NSHomeDirectory()) + "/.config"
+            return config + "/groupdefaults/\(suite).token"
         }
     }
 

@@ -613,4 +613,70 @@ struct StorageConformanceTests {
             #expect(try await storage.devices(account: nil).count == 3)
         }
     }
+
+    @Test("sealed entries: stored and returned as pushed, tombstones included; a suite is sealed or plain for good; an older key epoch is refused",
+          arguments: StorageBackend.allCases)
+    func sealedEntries(backend: StorageBackend) async throws {
+        try await backend.withStorage { storage in
+            func sealed(_ id: String, epoch: UInt32, deleted: Bool = false, hlc: UInt64) -> PushOp {
+                PushOp(keyID: id, sealed: SealedPayload(epoch: epoch, box: Array(repeating: UInt8(hlc & 0xff), count: 40)), deleted: deleted,
+                       hlc: HLC(rawValue: hlc))
+            }
+            try await push(storage, suite: "e", [sealed("k1", epoch: 1, hlc: 10), sealed("k2", epoch: 1, deleted: true, hlc: 11)])
+            let snapshot = try await storage.snapshot(account: "alice", suite: "e", after: nil, limit: 10)
+            #expect(snapshot.entries.map(\.key) == ["k1", "k2"])
+            #expect(snapshot.entries.map(\.isDeleted) == [false, true])
+            #expect(snapshot.entries.map { $0.sealed?.box.count } == [40, 40])
+            #expect(snapshot.entries.allSatisfy { $0.value == nil && $0.sealed?.epoch == 1 })
+            #expect(try await storage.suites(account: "alice").suites.first?.keys == 1)
+            let history = try await storage.history(account: "alice", suite: "e", key: "k2")
+            #expect(history.first?.entry.sealed?.box == Array(repeating: 11, count: 40))
+            await expectStorageError(.suiteEncrypted) { try await push(storage, suite: "e", [op("k3", .string("plain"), hlc: 12)]) }
+            try await push(storage, suite: "e", [sealed("k1", epoch: 2, hlc: 13)])
+            await expectStorageError(.staleKeyEpoch) { try await push(storage, suite: "e", [sealed("k2", epoch: 1, hlc: 14)]) }
+            try await push(storage, suite: "p", [op("k", .string("plain"), hlc: 10)])
+            await expectStorageError(.suiteNotEncrypted) { try await push(storage, suite: "p", [sealed("k", epoch: 1, hlc: 11)]) }
+            await expectStorageError(.malformed) {
+                try await push(storage, suite: "q", [sealed("a", epoch: 1, hlc: 1), op("b", .string("plain"), hlc: 2)])
+            }
+        }
+    }
+
+    @Test("pairings: claimed once, before they expire, with the claiming device's token stored in the same step; keys only after a claim, once",
+          arguments: StorageBackend.allCases)
+    func pairings(backend: StorageBackend) async throws {
+        try await backend.withStorage { storage in
+            let created = Date()
+            let pairing = StoredPairing(lookup: StoredPairing.lookup(id: "p1"), account: "alice", suite: "s", creatorTokenID: "tok_1",
+                                        readOnly: false, created: created)
+            try await storage.createPairing(pairing)
+            await expectStorageError(.pairingUsed) { try await storage.createPairing(pairing) }
+            await expectStorageError(.malformed) { _ = try await storage.completePairing(lookup: pairing.lookup, bundle: "b", now: created) }
+            let claim = PairingClaim(publicKey: "pk", proof: "proof")
+            func token(_ id: String) -> StoredToken {
+                StoredToken(id: id, account: "alice", suitePatterns: ["s"], readOnly: false, created: created, expires: nil, revoked: nil,
+                            hash: "hash-\(id)")
+            }
+            // Expired: refused, and no token made.
+            await expectStorageError(.pairingExpired) {
+                _ = try await storage.claimPairing(lookup: pairing.lookup, claim: claim, token: token("tok_late"),
+                                                   now: created.addingTimeInterval(StoredPairing.lifetime + 1))
+            }
+            #expect(try await storage.token(hash: "hash-tok_late") == nil)
+            let claimed = try await storage.claimPairing(lookup: pairing.lookup, claim: claim, token: token("tok_2"), now: created)
+            #expect(claimed.state.state == .claimed && claimed.tokenID == "tok_2")
+            #expect(try await storage.token(hash: "hash-tok_2")?.id == "tok_2")
+            await expectStorageError(.pairingUsed) {
+                _ = try await storage.claimPairing(lookup: pairing.lookup, claim: claim, token: token("tok_3"), now: created)
+            }
+            #expect(try await storage.token(hash: "hash-tok_3") == nil)
+            let completed = try await storage.completePairing(lookup: pairing.lookup, bundle: "sealed", now: created)
+            #expect(completed.state.state == .completed && completed.state.bundle == "sealed")
+            await expectStorageError(.pairingUsed) { _ = try await storage.completePairing(lookup: pairing.lookup, bundle: "x", now: created) }
+            #expect(try await storage.pairing(lookup: pairing.lookup)?.bundle == "sealed")
+            await expectStorageError(.pairingNotFound) {
+                _ = try await storage.claimPairing(lookup: StoredPairing.lookup(id: "nope"), claim: claim, token: token("tok_4"), now: created)
+            }
+        }
+    }
 }

@@ -25,7 +25,10 @@ struct TokenMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: ServerRequestContext,
                 next: (Request, ServerRequestContext) async throws -> Response) async throws -> Response {
         let path = request.uri.path
-        guard path == "/v1/suites" || path.hasPrefix("/v1/suites/") || path == "/v1/devices" || path.hasPrefix("/v1/devices/")
+        // Every route but health, limits, metrics and a pairing's claim (whose pairing id is its
+        // credential) takes a token.
+        let pairing = path == "/v1/pairings" || (path.hasPrefix("/v1/pairings/") && !path.hasSuffix("/claim"))
+        guard path == "/v1/suites" || path.hasPrefix("/v1/suites/") || path == "/v1/devices" || path.hasPrefix("/v1/devices/") || pairing
         else { return try await next(request, context) }
         var context = context
         context.token = try await authenticator.token(for: request)

@@ -24,6 +24,11 @@ package func buildRouter(storage: any SyncStorage, configuration: ServerConfigur
     router.get("/v1/suites/{suite}/events") { request, context in try await routes.events(request, context) }
     router.get("/v1/suites/{suite}/keys/{key}/history") { request, context in try await routes.history(request, context) }
     router.get("/v1/devices") { request, context in try await routes.devices(request, context) }
+    let pairings = PairingRoutes(storage: storage, authenticator: routes.authenticator)
+    router.post("/v1/pairings") { request, context in try await pairings.create(request, context) }
+    router.post("/v1/pairings/{pairing}/claim") { request, context in try await pairings.claim(request, context) }
+    router.get("/v1/pairings/{pairing}") { request, context in try await pairings.state(request, context) }
+    router.put("/v1/pairings/{pairing}/keys") { request, context in try await pairings.complete(request, context) }
     router.get("/metrics") { _, _ in
         Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                  body: ResponseBody(byteBuffer: ByteBuffer(bytes: ServerMetrics.text())))

@@ -29,6 +29,7 @@ package import GroupDefaultsWire
 //   key. The purge removes versions older than the tombstone horizon unless they are their key's
 //   current entry (so a purged tombstone takes its key's history with it).
 // - Devices: a (token, device id) pair is one device; sightings merge into its record.
+// - Pairings: keyed by the SHA-256 of their id; a claim and the token it makes are one transaction.
 
 /// A bearer token as stored: never the token itself, only its SHA-256.
 package struct StoredToken: Sendable, Hashable, Codable {
@@ -139,6 +140,18 @@ package protocol SyncStorage: Sendable {
     func tokens() async throws -> [StoredToken]
     /// Marks a token revoked at `date`; throws `notFound` for an unknown id.
     func revokeToken(id: String, at date: Date) async throws
+
+    // Pairings (`StoredPairing`: its rules are its own; backends apply them in a transaction)
+    /// Stores a new pairing, and drops those that expired; `pairingUsed` if its lookup exists.
+    func createPairing(_ pairing: StoredPairing) async throws
+    /// The pairing under `lookup`, expired or not; nil if there is none.
+    func pairing(lookup: String) async throws -> StoredPairing?
+    /// Claims the pairing (`StoredPairing.claim`) and stores `token`, the claiming device's, in one
+    /// transaction; `pairingNotFound`, `pairingExpired`, `pairingUsed`.
+    func claimPairing(lookup: String, claim: PairingClaim, token: StoredToken, now: Date) async throws -> StoredPairing
+    /// Stores the sealed keys (`StoredPairing.complete`); `pairingNotFound`, `pairingExpired`,
+    /// `pairingUsed`.
+    func completePairing(lookup: String, bundle: String, now: Date) async throws -> StoredPairing
 
     /// Closes connections and files.
     func shutdown() async throws

@@ -10,44 +10,59 @@ import Foundation
 /// `7ZQ3-M1XA-…`. The check characters are the first 10 bits of the secret's SHA-256, so a typo is
 /// caught (all but one in a thousand) before any key is derived from a wrong secret.
 public struct RecoveryKey: Sendable, Equatable, CustomStringConvertible {
+    let readable: ReadableSecret
     /// The secret's bytes (16).
-    let secret: [UInt8]
+    var secret: [UInt8] { readable.bytes }
 
     /// A new random recovery key.
-    public init() {
-        secret = SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) }
-    }
+    public init() { readable = ReadableSecret() }
 
-    init(secret: [UInt8]) {
-        precondition(secret.count == 16)
-        self.secret = secret
-    }
+    init(secret: [UInt8]) { readable = ReadableSecret(bytes: secret) }
 
     /// Reads a recovery key as a person typed it: spaces and hyphens ignored, any case.
     ///
     /// - Throws: `SyncError` (`local`) that says whether the text has the wrong length, a character
     ///   that is not Crockford base32, or a check that fails (a typo).
-    public init(parsing text: String) throws(SyncError) {
+    public init(parsing text: String) throws(SyncError) { readable = try ReadableSecret(parsing: text, what: "recovery key") }
+
+    /// The key as it is shown: seven groups of four characters joined by hyphens.
+    public var description: String { readable.description }
+}
+
+/// 128 random bits written for a person: Crockford's base32 (digits and capitals without I, L, O,
+/// U; read case-insensitively, I and L taken for 1 and O for 0), 26 characters of secret and 2 of
+/// check (the first 10 bits of the secret's SHA-256), in seven groups of four. Recovery keys and
+/// pairing codes are written so.
+struct ReadableSecret: Sendable, Equatable, CustomStringConvertible {
+    let bytes: [UInt8]
+
+    init() { bytes = SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) } }
+
+    init(bytes: [UInt8]) {
+        precondition(bytes.count == 16)
+        self.bytes = bytes
+    }
+
+    init(parsing text: String, what: String) throws(SyncError) {
         var digits: [UInt8] = []
         for character in text.uppercased() where character != "-" && !character.isWhitespace {
             guard let digit = Self.value(of: character) else {
-                throw SyncError(.local, "the recovery key has a character that cannot be in one: '\(character)'")
+                throw SyncError(.local, "the \(what) has a character that cannot be in one: '\(character)'")
             }
             digits.append(digit)
         }
         guard digits.count == 28 else {
-            throw SyncError(.local, "a recovery key has 28 characters (7 groups of 4); this one has \(digits.count)")
+            throw SyncError(.local, "a \(what) has 28 characters (7 groups of 4); this one has \(digits.count)")
         }
         let bytes = Self.unpack(Array(digits.prefix(26)), byteCount: 16)
         guard Self.check(bytes) == Array(digits.suffix(2)) else {
-            throw SyncError(.local, "the recovery key does not check out: a character is mistyped")
+            throw SyncError(.local, "the \(what) does not check out: a character is mistyped")
         }
-        secret = bytes
+        self.bytes = bytes
     }
 
-    /// The key as it is shown: seven groups of four characters joined by hyphens.
-    public var description: String {
-        let digits = Self.pack(secret, digitCount: 26) + Self.check(secret)
+    var description: String {
+        let digits = Self.pack(bytes, digitCount: 26) + Self.check(bytes)
         let characters = digits.map { Self.alphabet[Int($0)] }
         return stride(from: 0, to: characters.count, by: 4).map { String(characters[$0 ..< min($0 + 4, characters.count)]) }
             .joined(separator: "-")

@@ -83,43 +83,54 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             let mode = String(info.st_mode & 0o777, radix: 8)
             throw SyncError(.local, "the key file \(path) can be read by its group or others (mode \(mode)); run chmod 600 \(path)")
         }
-        let file: File
-        do {
-            file = try JSONDecoder().decode(File.self, from: try Data(contentsOf: URL(fileURLWithPath: path)))
-        } catch {
-            throw SyncError(.local, "the key file \(path) is damaged: \(error.localizedDescription)")
+        let bytes: Data
+        do { bytes = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
+            throw SyncError(.local, "cannot read the key file \(path): \(error.localizedDescription)")
         }
-        guard file.format == fileFormat else {
-            throw SyncError(.local, "the key file \(path) has format \(file.format), which this version does not read")
+        return try SuiteKeys(fileBytes: bytes, suite: suite, source: "the key file \(path)")
+    }
+
+    /// The keys in a key file's bytes (`fileBytes`), which must be `suite`'s; `source` names where
+    /// they come from in errors.
+    init(fileBytes: Data, suite: String, source: String) throws(SyncError) {
+        let file: File
+        do { file = try JSONDecoder().decode(File.self, from: fileBytes) } catch {
+            throw SyncError(.local, "\(source) is damaged: \(error.localizedDescription)")
+        }
+        guard file.format == Self.fileFormat else {
+            throw SyncError(.local, "\(source) has format \(file.format), which this version does not read")
         }
         guard file.suite == suite else {
-            throw SyncError(.local, "the key file \(path) holds the keys of \(file.suite), not of \(suite)")
+            throw SyncError(.local, "\(source) holds the keys of \(file.suite), not of \(suite)")
         }
         var epochs: [UInt32: SymmetricKey] = [:]
         for (epoch, text) in file.epochs {
             guard let number = UInt32(epoch), number > 0, let bytes = Data(base64Encoded: text), bytes.count == 32 else {
-                throw SyncError(.local, "the key file \(path) is damaged: epoch \(epoch) has no valid key")
+                throw SyncError(.local, "\(source) is damaged: epoch \(epoch) has no valid key")
             }
             epochs[number] = SymmetricKey(data: bytes)
         }
         guard let names = Data(base64Encoded: file.keyIDs), names.count == 32, !epochs.isEmpty else {
-            throw SyncError(.local, "the key file \(path) is damaged: a key is missing")
+            throw SyncError(.local, "\(source) is damaged: a key is missing")
         }
-        return SuiteKeys(suite: suite, names: SymmetricKey(data: names), epochs: epochs)
+        self.init(suite: suite, names: SymmetricKey(data: names), epochs: epochs)
+    }
+
+    /// The key file's bytes: JSON, keys in base64.
+    func fileBytes() throws(SyncError) -> Data {
+        func base64(_ key: SymmetricKey) -> String { key.withUnsafeBytes { Data($0).base64EncodedString() } }
+        let file = File(format: Self.fileFormat, suite: suite, keyIDs: base64(names),
+                        epochs: Dictionary(uniqueKeysWithValues: epochs.map { (String($0.key), base64($0.value)) }))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        do { return try encoder.encode(file) } catch { throw SyncError(.local, "cannot encode the keys: \(error)") }
     }
 
     /// Writes the keys to `path` atomically (a new file renamed over the old one) with mode 0600.
     ///
     /// - Throws: `SyncError` (`local`) if the file cannot be written.
     public func write(to path: String) throws(SyncError) {
-        func base64(_ key: SymmetricKey) -> String { key.withUnsafeBytes { Data($0).base64EncodedString() } }
-        let file = File(format: Self.fileFormat, suite: suite, keyIDs: base64(names),
-                        epochs: Dictionary(uniqueKeysWithValues: epochs.map { (String($0.key), base64($0.value)) }))
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-        let bytes: Data
-        do { bytes = try encoder.encode(file) } catch { throw SyncError(.local, "cannot encode the key file: \(error)") }
-        try PrivateFile.write(bytes, to: path, what: "key file")
+        try PrivateFile.write(try fileBytes(), to: path, what: "key file")
     }
 }
 

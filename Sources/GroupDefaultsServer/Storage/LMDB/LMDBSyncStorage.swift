@@ -19,6 +19,8 @@ import Synchronization
 /// - `history`: suite id + SHA-256(key) + revision → when received (ms, big-endian) + the version's
 ///   entry record; one key's versions are one contiguous range, oldest first
 /// - `devices`: account + NUL + token id + NUL + device id → `StoredDevice` JSON
+/// - `pairings`: SHA-256 of a pairing id → `StoredPairing` JSON (expired ones dropped when a new
+///   pairing is made)
 ///
 /// Every push is one write transaction flushed to disk before it returns. LMDB blocks, so all of it
 /// runs on dispatch queues, never on the cooperative pool: writes on one serial queue (LMDB has one
@@ -27,8 +29,8 @@ package final class LMDBSyncStorage: SyncStorage {
     enum DB {
         static let suites = Database(0), entries = Database(1), revisions = Database(2), batches = Database(3)
         static let tokens = Database(4), tokenHashes = Database(5), meta = Database(6)
-        static let history = Database(7), devices = Database(8)
-        static let names = ["suites", "entries", "revisions", "batches", "tokens", "token-hashes", "meta", "history", "devices"]
+        static let history = Database(7), devices = Database(8), pairings = Database(9)
+        static let names = ["suites", "entries", "revisions", "batches", "tokens", "token-hashes", "meta", "history", "devices", "pairings"]
     }
 
     let environment: Environment

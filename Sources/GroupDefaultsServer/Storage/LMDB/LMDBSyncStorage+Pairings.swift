@@ -1,0 +1,72 @@
+package import Foundation
+import GroupDefaultsLMDB
+package import GroupDefaultsWire
+
+// Pairings: lookup → `StoredPairing` JSON, in `pairings`.
+extension LMDBSyncStorage {
+    package func createPairing(_ pairing: StoredPairing) async throws {
+        let environment = self.environment
+        let json = Array(try JSONEncoder().encode(pairing))
+        try await onWriteQueue {
+            try environment.writeTransaction(sync: true) { txn in
+                var expired: [[UInt8]] = []
+                try txn.forEach(DB.pairings) { key, value in
+                    if let old = try? JSONDecoder().decode(StoredPairing.self, from: Data(value)), old.expires < pairing.created {
+                        expired.append(Array(key))
+                    }
+                    return true
+                }
+                for key in expired { try Self.delete(txn, DB.pairings, key) }
+                guard try Self.get(txn, DB.pairings, Array(pairing.lookup.utf8)) == nil else {
+                    throw SyncStorageError(.pairingUsed, "a pairing with this id exists: make a new code")
+                }
+                try Self.put(txn, DB.pairings, Array(pairing.lookup.utf8), json)
+            }
+        }
+    }
+
+    package func pairing(lookup: String) async throws -> StoredPairing? {
+        let environment = self.environment
+        return try await onReadQueue {
+            var pairing: StoredPairing?
+            try environment.readTransaction { txn in
+                guard let json = try Self.get(txn, DB.pairings, Array(lookup.utf8)) else { return }
+                pairing = try JSONDecoder().decode(StoredPairing.self, from: Data(json))
+            }
+            return pairing
+        }
+    }
+
+    package func claimPairing(lookup: String, claim: PairingClaim, token: StoredToken, now: Date) async throws -> StoredPairing {
+        let tokenJSON = Array(try JSONEncoder().encode(token))
+        return try await updatePairing(lookup) { pairing, txn in
+            try pairing.claim(claim, tokenID: token.id, now: now)
+            try Self.put(txn, DB.tokens, Array(token.id.utf8), tokenJSON)
+            try Self.put(txn, DB.tokenHashes, Array(token.hash.utf8), Array(token.id.utf8))
+        }
+    }
+
+    package func completePairing(lookup: String, bundle: String, now: Date) async throws -> StoredPairing {
+        try await updatePairing(lookup) { pairing, _ in try pairing.complete(bundle: bundle, now: now) }
+    }
+
+    /// Reads, changes and writes one pairing in one write transaction.
+    private func updatePairing(
+        _ lookup: String, _ change: @escaping @Sendable (inout StoredPairing, LMDBTransaction) throws -> Void
+    ) async throws -> StoredPairing {
+        let environment = self.environment
+        return try await onWriteQueue {
+            var result: StoredPairing?
+            try environment.writeTransaction(sync: true) { txn in
+                guard let json = try Self.get(txn, DB.pairings, Array(lookup.utf8)) else {
+                    throw SyncStorageError(.pairingNotFound, "no pairing has this code: check it, or make a new one")
+                }
+                var pairing = try JSONDecoder().decode(StoredPairing.self, from: Data(json))
+                try change(&pairing, txn)
+                try Self.put(txn, DB.pairings, Array(lookup.utf8), Array(try JSONEncoder().encode(pairing)))
+                result = pairing
+            }
+            return result!
+        }
+    }
+}

@@ -1,0 +1,143 @@
+import Crypto
+import Foundation
+import GroupDefaultsWire
+
+/// A one-time pairing code: 128 random bits, written as a recovery key is (`ReadableSecret`), valid
+/// 10 minutes for one device. Everything a pairing needs derives from it (HKDF-SHA256): the pairing
+/// id the server files it under, the key of the new device's proof, and the pre-shared key of the
+/// HPKE seal; so the server, which never sees the code, can neither claim the pairing nor put its
+/// own key in place of the new device's.
+public struct PairingCode: Sendable, Equatable, CustomStringConvertible {
+    let readable: ReadableSecret
+
+    /// A new random code.
+    public init() { readable = ReadableSecret() }
+
+    /// Reads a code as a person typed it: spaces and hyphens ignored, any case.
+    ///
+    /// - Throws: `SyncError` (`local`): the wrong length, a foreign character, or a typo.
+    public init(parsing text: String) throws(SyncError) { readable = try ReadableSecret(parsing: text, what: "pairing code") }
+
+    /// The code as it is shown: seven groups of four characters.
+    public var description: String { readable.description }
+
+    private func derive(_ purpose: String, bytes: Int = 32) -> SymmetricKey {
+        HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: readable.bytes), salt: Data("GroupDefaults pairing v1".utf8),
+                               info: Data(purpose.utf8), outputByteCount: bytes)
+    }
+
+    /// The id the server files the pairing under (32 hex digits).
+    public var pairingID: String { derive("pairing id", bytes: 16).withUnsafeBytes { Hex.string($0) } }
+
+    /// The new device's proof that it knows the code: HMAC-SHA256 of its public key.
+    func proof(of publicKey: Data) -> Data {
+        Data(HMAC<SHA256>.authenticationCode(for: publicKey, using: derive("claim proof")))
+    }
+
+    /// The pre-shared key of the HPKE seal (mode psk): only a holder of the code can seal what the
+    /// new device opens.
+    var presharedKey: SymmetricKey { derive("hpke psk") }
+}
+
+/// Hands an encrypted suite's keys to a new device through the server (`/v1/pairings`), which
+/// relays what it cannot read: `offer` on a device that has the keys, `accept` on the new one.
+///
+/// The keys travel sealed with HPKE (RFC 9180: X25519, HKDF-SHA256, ChaCha20-Poly1305; mode psk,
+/// the pre-shared key derived from the code) to a key pair the new device makes for this pairing
+/// alone; the device that offers checks, before sealing, that the public key comes with a proof
+/// made from the code.
+public enum DevicePairing {
+    /// How often each side looks whether the other has done its part.
+    public static let pollInterval: Duration = .milliseconds(250)
+    static var ciphersuite: HPKE.Ciphersuite { .Curve25519_SHA256_ChachaPoly }
+    static let presharedKeyID = Data("GroupDefaults pairing".utf8)
+
+    static func info(suite: String, pairingID: String) -> Data { Data("GroupDefaults pairing v1\0\(suite)\0\(pairingID)".utf8) }
+
+    /// Offers `keys` under a new code: registers the pairing, calls `announce` with the code and when
+    /// it expires, waits until a device claims it, checks its proof, and hands it the keys sealed.
+    ///
+    /// - Throws: `SyncError`: the code expired unclaimed (`pairingExpired`), a claim without a valid
+    ///   proof (the keys are not handed over), or what a request can throw.
+    public static func offer(
+        keys: SuiteKeys, client: SyncClient, code: PairingCode = PairingCode(), announce: (PairingCode, String) -> Void
+    ) async throws(SyncError) {
+        let id = code.pairingID
+        let created = try await client.createPairing(pairingID: id)
+        announce(code, created.expires)
+        var state = created
+        while state.state == .waiting {
+            do { try await Task.sleep(for: pollInterval) } catch { throw SyncError(.local, "cancelled") }
+            do {
+                state = try await client.pairing(pairingID: id)
+            } catch where error.code == .pairingNotFound {
+                throw SyncError(.rejected, code: .pairingExpired, "the pairing code expired unclaimed: make a new one")
+            }
+            if state.state == .waiting, let expires = TypedJSONDate.parse(state.expires), expires <= Date() {
+                throw SyncError(.rejected, code: .pairingExpired, "the pairing code expired unclaimed: make a new one")
+            }
+        }
+        guard let claim = state.claim, let publicKey = Data(base64Encoded: claim.publicKey), let proof = Data(base64Encoded: claim.proof)
+        else { throw SyncError(.protocolError, "the pairing was claimed without a public key") }
+        guard proof == code.proof(of: publicKey) else {
+            throw SyncError(.local, "the pairing was claimed by someone who does not know the code (the server may be tampering): the keys were not handed over")
+        }
+        let bundle: Data
+        do {
+            let recipient = try Curve25519.KeyAgreement.PublicKey(rawRepresentation: publicKey)
+            var sender = try HPKE.Sender(recipientKey: recipient, ciphersuite: ciphersuite, info: info(suite: keys.suite, pairingID: id),
+                                         presharedKey: code.presharedKey, presharedKeyIdentifier: presharedKeyID)
+            bundle = sender.encapsulatedKey + (try sender.seal(try keys.fileBytes()))
+        } catch let error as SyncError {
+            throw error
+        } catch {
+            throw SyncError(.local, "cannot seal the keys for the new device: \(error)")
+        }
+        _ = try await client.completePairing(pairingID: id, bundle: bundle.base64EncodedString())
+    }
+
+    /// Claims the pairing of `code` with a key pair made for it, gives the token the server makes
+    /// for this device to `saveToken` at once, then waits for the keys and opens them.
+    ///
+    /// - Parameters:
+    ///   - client: A client of the suite's server; its token is not used for the claim.
+    ///   - tokenClient: Makes a client that uses the new token.
+    /// - Throws: `SyncError`: `pairingNotFound` (a wrong code: it reveals nothing), `pairingUsed`,
+    ///   `pairingExpired`, keys that do not open (not sealed by a holder of the code).
+    public static func accept(
+        code: PairingCode, client: SyncClient, saveToken: (String) throws -> Void,
+        tokenClient: @Sendable (String) -> SyncClient
+    ) async throws -> SuiteKeys {
+        let id = code.pairingID
+        let privateKey = Curve25519.KeyAgreement.PrivateKey()
+        let publicKey = privateKey.publicKey.rawRepresentation
+        let claim = PairingClaim(publicKey: publicKey.base64EncodedString(), proof: code.proof(of: publicKey).base64EncodedString())
+        let claimed = try await client.claimPairing(pairingID: id, claim)
+        guard claimed.suite == client.suite else {
+            throw SyncError(.local, "this pairing code is for the suite \(claimed.suite), not \(client.suite)")
+        }
+        try saveToken(claimed.token)
+        let withToken = tokenClient(claimed.token)
+        var state = try await withToken.pairing(pairingID: id)
+        while state.bundle == nil {
+            if let expires = TypedJSONDate.parse(state.expires), expires <= Date() {
+                throw SyncError(.rejected, code: .pairingExpired, "the pairing expired before the other device handed over the keys")
+            }
+            try await Task.sleep(for: pollInterval)
+            state = try await withToken.pairing(pairingID: id)
+        }
+        guard let bundle = state.bundle.flatMap({ Data(base64Encoded: $0) }), bundle.count > 32 else {
+            throw SyncError(.protocolError, "the pairing's keys are not what the API describes")
+        }
+        let opened: Data
+        do {
+            var recipient = try HPKE.Recipient(
+                privateKey: privateKey, ciphersuite: ciphersuite, info: info(suite: client.suite, pairingID: id),
+                encapsulatedKey: bundle.prefix(32), presharedKey: code.presharedKey, presharedKeyIdentifier: presharedKeyID)
+            opened = try recipient.open(bundle.dropFirst(32))
+        } catch {
+            throw SyncError(.local, "the keys the server relayed do not open: they were not sealed by the device that made the code")
+        }
+        return try SuiteKeys(fileBytes: opened, suite: client.suite, source: "the keys the other device sent")
+    }
+}

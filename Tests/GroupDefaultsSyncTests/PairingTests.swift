@@ -1,0 +1,82 @@
+import Foundation
+import Glibc
+import GroupDefaults
+import GroupDefaultsSync
+import TestSupport
+import Testing
+
+/// Pairing through the tools, real processes and the real server: `pair` on a device that has the
+/// keys prints a code; `configure --pairing-code` on another makes its token and gets the keys,
+/// relayed by a server that can read neither.
+@Suite("Pairing devices of an encrypted suite", .timeLimit(.minutes(3)))
+struct PairingTests {
+    /// Starts `pair` on `device` and returns it with the code it printed.
+    func startPairing(_ device: ToolDevice) throws -> (RunningProcess, String) {
+        let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", device.suite, "--directory", device.directory.path])
+        let line = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") }, "pair printed no code")
+        return (pair, String(line.dropFirst("pairing code: ".count)))
+    }
+
+    func join(_ device: ToolDevice, _ server: SyncServer, code: String) async throws -> (status: Int32, stdout: String, stderr: String) {
+        let token = device.directory.appendingPathComponent("paired.token").path
+        return try await device.sync("configure", ["--server", server.url.absoluteString, "--pairing-code", code, "--token-file", token])
+    }
+
+    @Test("a second and a third device join by code and sync; a reused code and a wrong one are refused and write nothing",
+          arguments: StorageBackend.allCases)
+    func pairing(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let suite = "group.e2e.pairing"
+            let phone = ToolDevice(suite), tablet = ToolDevice(suite), laptop = ToolDevice(suite), stranger = ToolDevice(suite)
+            defer { for device in [phone, tablet, laptop, stranger] { try? FileManager.default.removeItem(at: device.directory) } }
+            let phoneToken = try phone.tokenFile(server.token)
+            let configured = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file", phoneToken, "--encrypt"])
+            #expect(configured.status == 0, "\(configured.stderr)")
+            #expect(try await phone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
+            #expect(try await phone.sync("sync").status == 0)
+
+            // The tablet joins with a code; `pair` ends once the keys are handed over.
+            let (pair, code) = try startPairing(phone)
+            #expect((try? PairingCode(parsing: code)) != nil, "\(code)")
+            let joined = try await join(tablet, server, code: code)
+            #expect(joined.status == 0, "\(joined.stderr)")
+            #expect(pair.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("paired: ") })
+            #expect(pair.finish().status == 0)
+            let tabletToken = tablet.directory.appendingPathComponent("paired.token").path
+            var info = stat()
+            #expect(stat(tabletToken, &info) == 0 && info.st_mode & 0o777 == 0o600)
+            #expect(try String(contentsOfFile: tabletToken, encoding: .utf8) != server.token + "\n", "the tablet has a token of its own")
+            #expect(stat(tablet.directory.appendingPathComponent("\(suite).keys").path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+            let synced = try await tablet.sync("sync")
+            #expect(synced.status == 0, "\(synced.stderr)")
+            #expect(try await tablet.defaultsTool(["read", suite, "sound"]).stdout.trimmingCharacters(in: .newlines) == "ring.caf")
+
+            // The same code again: refused, nothing written.
+            let reused = try await join(stranger, server, code: code)
+            #expect(reused.status == 1 && reused.stderr.contains("already used"), "\(reused.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: stranger.directory.appendingPathComponent("paired.token").path))
+            #expect(!FileManager.default.fileExists(atPath: stranger.directory.appendingPathComponent("\(suite).keys").path))
+
+            // A wrong code (well formed): not found, and nothing said about any pairing.
+            let wrong = try await join(stranger, server, code: PairingCode().description)
+            #expect(wrong.status == 1 && wrong.stderr.contains("no pairing has this code"), "\(wrong.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: stranger.directory.appendingPathComponent("paired.token").path))
+            // A typo is caught before anything is sent.
+            var typo = Array(code)
+            typo[1] = typo[1] == "A" ? "B" : "A"
+            let mistyped = try await join(stranger, server, code: String(typo))
+            #expect(mistyped.status == 1 && mistyped.stderr.contains("mistyped"), "\(mistyped.stderr)")
+
+            // A third device, with a new code; a write on it reaches the phone.
+            let (second, secondCode) = try startPairing(phone)
+            #expect(secondCode != code)
+            let third = try await join(laptop, server, code: secondCode)
+            #expect(third.status == 0, "\(third.stderr)")
+            #expect(second.finish().status == 0)
+            #expect(try await laptop.defaultsTool(["write", suite, "volume", "-float", "0.5"]).status == 0)
+            #expect(try await laptop.sync("sync").status == 0)
+            #expect(try await phone.sync("sync").status == 0)
+            #expect(try await phone.defaultsTool(["read", suite, "volume"]).stdout.trimmingCharacters(in: .newlines) == "0.5")
+        }
+    }
+}
