@@ -105,7 +105,17 @@ public struct SyncClient: Sendable {
         try await send(.GET, url: "v1/limits", query: [], authorized: false, as: SyncLimits.self)
     }
 
-    // MARK: Pairings
+    // MARK: Key bags and pairings
+
+    /// `GET key-bags`: each key epoch's key sealed to the suite's recovery key, by epoch.
+    public func keyBags() async throws(SyncError) -> KeyBags {
+        try await send(.GET, path: "key-bags", query: [], as: KeyBags.self)
+    }
+
+    /// `PUT key-bags/{epoch}`: stores an epoch's key sealed to the suite's recovery key.
+    public func putKeyBag(epoch: UInt32, bundle: String) async throws(SyncError) {
+        _ = try await send(.PUT, path: "key-bags/\(epoch)", query: [], body: try Self.encode(PairingKeys(bundle: bundle)), as: KeyBags.self)
+    }
 
     /// `POST /v1/pairings`: registers a pairing of this suite under `pairingID`.
     public func createPairing(pairingID: String) async throws(SyncError) -> PairingState {

@@ -1,4 +1,5 @@
 public import GroupDefaults
+import Logging
 
 // The server's key history and device list, seen from a device.
 extension SyncEngine {
@@ -8,13 +9,29 @@ extension SyncEngine {
     /// - Throws: `SyncError` with kind `.rejected` and code `not_found` when the server keeps no
     ///   version of the key (never written, purged, or the server keeps no history); otherwise as
     ///   every request (`.authenticationNeeded`, `.unavailable`, …).
+    ///
+    /// In an encrypted suite the server keeps sealed versions under the key's id: each is opened
+    /// here (older key epochs too); one that does not open is left out and logged.
     public func history(forKey key: String) async throws(SyncError) -> KeyHistory {
+        let history: KeyHistory
         do throws(SyncError) {
-            return try await client.history(key: key)
+            history = try await client.history(key: sealer?.keys.keyID(for: key) ?? key)
         } catch {
             guard error.code == .notFound else { throw error }
             throw SyncError(.rejected, code: .notFound, error.detail, key: key, status: error.status)
         }
+        guard let sealer else { return history }
+        var versions: [KeyVersion] = []
+        for version in history.versions {
+            do throws(EntrySealer.Refusal) {
+                versions.append(KeyVersion(entry: try sealer.open(version.entry), received: version.received))
+            } catch {
+                logger.error("left out a version of the key's history that does not check out", metadata: [
+                    "suite": "\(client.suite)", "key": "\(key)", "rev": "\(version.entry.rev ?? 0)", "reason": "\(error)",
+                ])
+            }
+        }
+        return KeyHistory(key: key, versions: versions)
     }
 
     /// Writes the server's version `revision` of `key` back as a new local change (a deletion

@@ -50,12 +50,22 @@ extension SyncEngine {
             }
             return (entries, [])
         }
+        if let newest = entries.compactMap(\.sealed?.epoch).max(), sealer.keys.epochs[newest] == nil, reloadKeys() {
+            return try opened(entries)  // rotated on this device since the engine started
+        }
         var opened: [SyncEntry] = []
         var refused: [RefusedEntry] = []
         opened.reserveCapacity(entries.count)
         for entry in entries {
             do throws(EntrySealer.Refusal) {
                 opened.append(try sealer.open(entry))
+            } catch .unknownEpoch(let epoch) {
+                // Not tampering: the suite's key was rotated since this device got its keys. Nothing
+                // is applied until it has the new key.
+                throw SyncError(.local, code: .staleKeyEpoch, """
+                    the key of \(client.suite) was rotated (epoch \(epoch); this device has up to \(sealer.keys.currentEpoch)): \
+                    pair this device again (groupdefaults-sync pair on a device that has the new key, then configure --pairing-code here)
+                    """)
             } catch {
                 refused.append(RefusedEntry(keyID: entry.key, key: nil, stamp: entry.stamp, reason: "\(error)"))
             }
@@ -67,6 +77,17 @@ extension SyncEngine {
             ])
         }
         return (opened, refused)
+    }
+
+    /// Reads the key file again; true if it now has a newer epoch than the keys in use (the suite
+    /// was rotated, or this device paired again, since the engine started).
+    func reloadKeys() -> Bool {
+        guard let keyFile, let current = sealer?.keys, let keys = try? SuiteKeys.read(from: keyFile, suite: current.suite),
+              keys.currentEpoch > current.currentEpoch
+        else { return false }
+        sealer = EntrySealer(keys: keys)
+        logger.notice("read the suite's keys again: epoch \(keys.currentEpoch)", metadata: ["suite": "\(client.suite)"])
+        return true
     }
 
     /// The entries of `keys` (stale: older than what this device accepted) reported as rolled back.

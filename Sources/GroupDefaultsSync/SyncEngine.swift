@@ -57,7 +57,9 @@ public actor SyncEngine {
     /// The server API the engine talks to, for this suite.
     public nonisolated let client: SyncClient
     /// Seals and opens entries in an end-to-end encrypted suite; nil for a plain suite.
-    nonisolated let sealer: EntrySealer?
+    var sealer: EntrySealer?
+    /// Where the keys were read from, to read them again after a rotation (`reloadKeys`).
+    var keyFile: String?
     let options: Options
     let logger: Logger
     /// The status, as of the last step.
@@ -99,8 +101,14 @@ public actor SyncEngine {
     public init(
         defaults: SharedDefaults, client: SyncClient, options: Options = Options(), logger: Logger? = nil, keys: SuiteKeys? = nil
     ) {
+        self.init(defaults: defaults, client: client, options: options, logger: logger, keys: keys, keyFile: nil)
+    }
+
+    /// An engine whose keys came from `keyFile`, read again when the suite is rotated.
+    init(defaults: SharedDefaults, client: SyncClient, options: Options, logger: Logger?, keys: SuiteKeys?, keyFile: String?) {
         self.defaults = defaults
         self.sealer = keys.map(EntrySealer.init(keys:))
+        self.keyFile = keyFile
         var client = client
         if client.deviceID == nil { client.deviceID = defaults.origin }
         self.client = client
@@ -426,6 +434,16 @@ public actor SyncEngine {
                 try local { try defaults.setInFlightBatch(nil) }
                 settleRefusal(error, of: pushed, keyIDs: request.ops.map(\.key))
                 return SyncReport()
+            case .staleKeyEpoch?:
+                // Sealed under a key the suite no longer takes: sealed again (marks kept) once this
+                // device has the new key; at once if the key file has it already (rotated here).
+                try local { try defaults.setInFlightBatch(nil) }
+                if reloadKeys() {
+                    throw SyncError(.unavailable, code: .staleKeyEpoch, "the suite's keys were rotated: sealing the changes again")
+                }
+                throw SyncError(.local, code: .staleKeyEpoch,
+                                "\(error.detail) (groupdefaults-sync pair on a device that has the new key, then configure --pairing-code here)",
+                                status: error.status)
             case .clockSkew?:
                 // Not one key's fault: this device's clock is ahead of the server's. The changes stay
                 // pending and are tried again later (the server's clock catches up with their HLCs).

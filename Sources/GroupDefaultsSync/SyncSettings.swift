@@ -112,6 +112,6 @@ extension SyncEngine {
             try TokenFile.read((try? defaults.syncState().tokenFile) ?? configuredFile)
         }
         let keys = try settings.keyFile.map { path throws(SyncError) in try SuiteKeys.read(from: path, suite: defaults.suiteName) }
-        self.init(defaults: defaults, client: client, options: options, keys: keys)
+        self.init(defaults: defaults, client: client, options: options, logger: nil, keys: keys, keyFile: settings.keyFile)
     }
 }

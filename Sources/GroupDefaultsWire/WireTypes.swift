@@ -141,6 +141,10 @@ public struct PushOp: Codable, Sendable, Hashable {
     /// The HLC the device's store stamped the write with (a decimal string on the wire); at most
     /// `max_clock_skew_ms` ahead of the server's clock.
     public var hlc: HLC
+    /// Only in a re-seal (after a key rotation): the origin of the write the op seals again, whose
+    /// stamp (`hlc`, `origin`) it keeps. It replaces the held entry only if that entry has this very
+    /// stamp and an older key epoch. Nil for every other op, whose origin is the push's `device_id`.
+    public var origin: UInt64?
 
     /// An op that sets `key` to `value`, or deletes it when `value` is nil, stamped `hlc`.
     public init(key: String, value: PropertyListValue?, hlc: HLC) {
@@ -151,22 +155,30 @@ public struct PushOp: Codable, Sendable, Hashable {
         self.hlc = hlc
     }
 
-    /// A sealed op of an encrypted suite: the key's opaque id, the payload, whether it deletes.
-    public init(keyID: String, sealed: SealedPayload, deleted: Bool, hlc: HLC) {
+    /// A sealed op of an encrypted suite: the key's opaque id, the payload, whether it deletes; with
+    /// `origin`, a re-seal of the write stamped (`hlc`, `origin`).
+    public init(keyID: String, sealed: SealedPayload, deleted: Bool, hlc: HLC, resealing origin: UInt64? = nil) {
         self.key = keyID
         self.value = nil
         self.sealed = sealed
         self.isDeleted = deleted
         self.hlc = hlc
+        self.origin = origin
     }
 
-    enum CodingKeys: String, CodingKey { case key, value, sealed, deleted, hlc }
+    enum CodingKeys: String, CodingKey { case key, value, sealed, deleted, hlc, origin }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         key = try container.decode(String.self, forKey: .key)
         (value, sealed, isDeleted) = try container.decodeContent()
         hlc = try container.decode(HLC.self, forKey: .hlc)
+        if container.contains(.origin) {
+            guard sealed != nil else {
+                throw DecodingError.dataCorruptedError(forKey: .origin, in: container, debugDescription: "only a sealed op re-seals a write (origin)")
+            }
+            origin = try container.decodeDecimal(forKey: .origin)
+        }
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -174,6 +186,7 @@ public struct PushOp: Codable, Sendable, Hashable {
         try container.encode(key, forKey: .key)
         try container.encodeContent(value, sealed: sealed, deleted: isDeleted)
         try container.encode(hlc, forKey: .hlc)
+        if let origin { try container.encode(String(origin), forKey: .origin) }
     }
 }
 

@@ -136,7 +136,26 @@ extension SyncCommand {
             }
             if let text = recoveryKey {
                 let recovery = try RecoveryKey(parsing: text)
-                try SuiteKeys(recoveryKey: recovery, suite: suite).write(to: path)
+                // Epoch 1 comes from the recovery key itself; the later ones from the key bags the
+                // server keeps, sealed to it.
+                let http = try SyncClient.makeHTTPClient(caFile: caFile)
+                let keys: SuiteKeys
+                do {
+                    let client = SyncClient(server: server, suite: suite, http: http) { try TokenFile.read(tokenFile) }
+                    keys = try SuiteKeys(recoveryKey: recovery, suite: suite, keyBags: try await client.keyBags().epochs)
+                    // Another suite's recovery key passes the check characters but opens nothing here.
+                    let sample = try await client.snapshot(after: nil, limit: 3).entries
+                    let sealer = EntrySealer(keys: keys)
+                    if !sample.isEmpty, !sample.contains(where: { (try? sealer.open($0)) != nil }) {
+                        throw CommandFailure("this recovery key does not open the entries of \(suite) on the server: is it this suite's?")
+                    }
+                } catch {
+                    try? await http.shutdown()
+                    throw error
+                }
+                try await http.shutdown()
+                if FileManager.default.fileExists(atPath: path) { _ = try SuiteKeys.read(from: path, suite: suite) }  // this suite's only
+                try keys.write(to: path)
                 return (path, nil)
             }
             if encrypt {

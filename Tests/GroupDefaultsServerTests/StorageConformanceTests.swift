@@ -632,6 +632,16 @@ struct StorageConformanceTests {
             let history = try await storage.history(account: "alice", suite: "e", key: "k2")
             #expect(history.first?.entry.sealed?.box == Array(repeating: 11, count: 40))
             await expectStorageError(.suiteEncrypted) { try await push(storage, suite: "e", [op("k3", .string("plain"), hlc: 12)]) }
+            // A re-seal keeps the stamp and replaces only the same write under an older epoch.
+            var reseal = sealed("k2", epoch: 2, deleted: true, hlc: 11)
+            reseal.origin = 1
+            var stale = sealed("k1", epoch: 2, hlc: 9)
+            stale.origin = 1
+            let resealed = try await push(storage, suite: "e", device: 5, [reseal, stale])
+            #expect(resealed.results.map(\.status) == [.applied, .superseded])
+            #expect(resealed.results[0].winner.origin == 1 && resealed.results[0].winner.hlc.rawValue == 11)
+            #expect(resealed.results[0].winner.sealed?.epoch == 2)
+            #expect(try await push(storage, suite: "e", device: 5, [reseal]).results.map(\.status) == [.superseded], "done once")
             try await push(storage, suite: "e", [sealed("k1", epoch: 2, hlc: 13)])
             await expectStorageError(.staleKeyEpoch) { try await push(storage, suite: "e", [sealed("k2", epoch: 1, hlc: 14)]) }
             try await push(storage, suite: "p", [op("k", .string("plain"), hlc: 10)])

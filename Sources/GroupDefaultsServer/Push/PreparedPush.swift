@@ -41,6 +41,7 @@ package struct PreparedPush: Sendable {
                 values.append(nil)
                 epochs = min(epochs?.lowerBound ?? sealed.epoch, sealed.epoch) ... max(epochs?.upperBound ?? sealed.epoch, sealed.epoch)
                 add([op.isDeleted ? 3 : 2] + withUnsafeBytes(of: sealed.epoch.bigEndian) { Array($0) } + sealed.box)
+                if let origin = op.origin { add(withUnsafeBytes(of: origin.bigEndian) { Array($0) }) }
                 continue
             }
             let json: [UInt8]?

@@ -11,6 +11,10 @@ package import GroupDefaultsWire
 /// - **Last writer wins.** Per key, an op replaces the held entry (value or tombstone) only if its
 ///   stamp, (HLC, device id), is larger. Ops apply in order, so a later op of the batch on the same
 ///   key competes with the earlier one.
+/// - **Re-seals.** After a key rotation, a device seals the suite's entries again under the new
+///   epoch, keeping their stamps: an op that names the `origin` of the write it re-seals replaces
+///   the held entry only if that entry has the very same stamp and an older epoch (a newer write
+///   meanwhile needs no re-seal); it takes a revision, so that devices receive it.
 /// - **Revisions.** Each applied op takes the suite's next revision; superseded ops take none.
 /// - **Results.** One per op, in order; each result's `winner` is the key's entry after the whole
 ///   push.
@@ -103,9 +107,10 @@ package enum PushStep {
         statuses.reserveCapacity(request.ops.count)
         var versions: [StoredEntry] = []
         for (op, json) in zip(request.ops, push.valueJSON) {
-            let stamp = Stamp(hlc: op.hlc, origin: request.deviceID)
+            let stamp = Stamp(hlc: op.hlc, origin: op.origin ?? request.deviceID)
             let old = current[op.key]
-            guard SyncMerge.wins(stamp, over: old?.stamp) else {
+            let wins = op.origin == nil ? SyncMerge.wins(stamp, over: old?.stamp) : SyncMerge.reseals(op, stamp: stamp, over: old)
+            guard wins else {
                 statuses.append(.superseded)
                 continue
             }
@@ -118,7 +123,7 @@ package enum PushStep {
             versions.append(new)
             if written[op.key] == nil { changed.append(op.key) }
             written[op.key] = op.sealed.map {
-                SyncEntry(keyID: op.key, sealed: $0, deleted: op.isDeleted, hlc: op.hlc, origin: request.deviceID, rev: after.head)
+                SyncEntry(keyID: op.key, sealed: $0, deleted: op.isDeleted, hlc: op.hlc, origin: stamp.origin, rev: after.head)
             } ?? SyncEntry(key: op.key, value: op.value, hlc: op.hlc, origin: request.deviceID, rev: after.head)
             statuses.append(.applied)
         }
@@ -175,5 +180,12 @@ package enum SyncMerge {
     package static func wins(_ incoming: Stamp, over stored: Stamp?) -> Bool {
         guard let stored else { return true }
         return incoming > stored
+    }
+
+    /// Whether a re-seal (`PushOp.origin`) replaces what is stored: the same write, sealed under
+    /// a newer epoch.
+    package static func reseals(_ op: PushOp, stamp: Stamp, over stored: StoredEntry?) -> Bool {
+        guard let stored, let new = op.sealed?.epoch, let old = stored.sealed?.epoch else { return false }
+        return stored.stamp == stamp && stored.isDeleted == op.isDeleted && new > old
     }
 }

@@ -153,6 +153,12 @@ package protocol SyncStorage: Sendable {
     /// `pairingUsed`.
     func completePairing(lookup: String, bundle: String, now: Date) async throws -> StoredPairing
 
+    // Key bags: each key epoch's key sealed to the suite's recovery key (opaque here)
+    /// Stores (or replaces) the key bag of `epoch`.
+    func putKeyBag(account: String, suite: String, epoch: UInt32, bundle: String) async throws
+    /// The key bags of the suite, by epoch.
+    func keyBags(account: String, suite: String) async throws -> [UInt32: String]
+
     /// Closes connections and files.
     func shutdown() async throws
 }

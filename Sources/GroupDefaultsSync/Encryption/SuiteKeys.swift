@@ -24,6 +24,10 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     let names: SymmetricKey
     /// The sealing key of each epoch.
     let epochs: [UInt32: SymmetricKey]
+    /// The public half of the key pair derived from the recovery key: each epoch's key is sealed to
+    /// it (a key bag on the server), so the recovery key opens every epoch. A device never holds
+    /// the private half.
+    let recoveryPublicKey: Curve25519.KeyAgreement.PublicKey
     /// The epoch new entries are sealed under: the newest.
     public var currentEpoch: UInt32 { epochs.keys.max() ?? 1 }
 
@@ -35,17 +39,75 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// The keys of `suite` derived from its recovery key (epoch 1): the same recovery key gives the
     /// same keys on every device.
     public init(recoveryKey: RecoveryKey, suite: String) {
-        let root = SymmetricKey(data: recoveryKey.secret)
-        func derive(_ purpose: String) -> SymmetricKey {
-            HKDF<SHA256>.deriveKey(inputKeyMaterial: root, salt: Self.salt, info: Data("\(purpose)\0\(suite)".utf8), outputByteCount: 32)
-        }
-        self.init(suite: suite, names: derive("key ids"), epochs: [1: derive("sealing, epoch 1")])
+        self.init(suite: suite, names: Self.derive("key ids", recoveryKey, suite), epochs: [1: Self.derive("sealing, epoch 1", recoveryKey, suite)],
+                  recoveryPublicKey: Self.recoveryPrivateKey(recoveryKey, suite).publicKey)
     }
 
-    init(suite: String, names: SymmetricKey, epochs: [UInt32: SymmetricKey]) {
+    init(suite: String, names: SymmetricKey, epochs: [UInt32: SymmetricKey], recoveryPublicKey: Curve25519.KeyAgreement.PublicKey) {
         self.suite = suite
         self.names = names
         self.epochs = epochs
+        self.recoveryPublicKey = recoveryPublicKey
+    }
+
+    private static func derive(_ purpose: String, _ recoveryKey: RecoveryKey, _ suite: String) -> SymmetricKey {
+        HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: recoveryKey.secret), salt: salt,
+                               info: Data("\(purpose)\0\(suite)".utf8), outputByteCount: 32)
+    }
+
+    private static func recoveryPrivateKey(_ recoveryKey: RecoveryKey, _ suite: String) -> Curve25519.KeyAgreement.PrivateKey {
+        // Any 32 bytes are an X25519 private key (clamped when used).
+        try! Curve25519.KeyAgreement.PrivateKey(rawRepresentation: derive("recovery key agreement", recoveryKey, suite).withUnsafeBytes { Data($0) })
+    }
+
+    // MARK: Rotation and recovery
+
+    /// These keys and a new, random key for the next epoch, which seals from now on.
+    public func rotated() -> SuiteKeys {
+        var epochs = self.epochs
+        epochs[currentEpoch + 1] = SymmetricKey(size: .bits256)
+        return SuiteKeys(suite: suite, names: names, epochs: epochs, recoveryPublicKey: recoveryPublicKey)
+    }
+
+    private static var bagSuite: HPKE.Ciphersuite { .Curve25519_SHA256_ChachaPoly }
+    private func bagInfo(_ epoch: UInt32) -> Data { Data("GroupDefaults key bag v1\0\(suite)\0\(epoch)".utf8) }
+
+    /// The key of `epoch` sealed to the recovery key (HPKE, base mode), in base64: the encapsulated
+    /// key, then the sealed key.
+    public func keyBag(epoch: UInt32) throws(SyncError) -> String {
+        guard let key = epochs[epoch] else { throw SyncError(.local, "these keys have no epoch \(epoch)") }
+        do {
+            var sender = try HPKE.Sender(recipientKey: recoveryPublicKey, ciphersuite: Self.bagSuite, info: bagInfo(epoch))
+            let sealed = try key.withUnsafeBytes { try sender.seal(Data($0)) }
+            return (sender.encapsulatedKey + sealed).base64EncodedString()
+        } catch {
+            throw SyncError(.local, "cannot seal the key of epoch \(epoch) to the recovery key: \(error)")
+        }
+    }
+
+    /// The keys of `suite` from its recovery key and the key bags the server keeps: epoch 1 from the
+    /// recovery key itself, each later one from its bag.
+    ///
+    /// - Throws: `SyncError` (`local`) if a bag does not open with this recovery key.
+    public init(recoveryKey: RecoveryKey, suite: String, keyBags: [String: String]) throws(SyncError) {
+        var keys = SuiteKeys(recoveryKey: recoveryKey, suite: suite)
+        let privateKey = Self.recoveryPrivateKey(recoveryKey, suite)
+        var epochs = keys.epochs
+        for (text, bag) in keyBags {
+            guard let epoch = UInt32(text), epoch > 1 else { continue }
+            do {
+                guard let bytes = Data(base64Encoded: bag), bytes.count > 32 else { throw SyncError(.protocolError, "damaged") }
+                var recipient = try HPKE.Recipient(privateKey: privateKey, ciphersuite: Self.bagSuite, info: keys.bagInfo(epoch),
+                                                   encapsulatedKey: bytes.prefix(32))
+                let key = try recipient.open(bytes.dropFirst(32))
+                guard key.count == 32 else { throw SyncError(.protocolError, "damaged") }
+                epochs[epoch] = SymmetricKey(data: key)
+            } catch {
+                throw SyncError(.local, "the key of epoch \(epoch) the server keeps does not open with this recovery key")
+            }
+        }
+        keys = SuiteKeys(suite: suite, names: keys.names, epochs: epochs, recoveryPublicKey: keys.recoveryPublicKey)
+        self = keys
     }
 
     /// Says which suite and epoch, never a key.
@@ -60,14 +122,16 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
 
     // MARK: The key file
 
-    /// The key file as JSON: `{"format": 1, "suite": …, "key_ids": base64, "epochs": {"1": base64}}`.
+    /// The key file as JSON: `{"format": 1, "suite": …, "key_ids": base64, "epochs": {"1": base64},
+    /// "recovery_public_key": base64}`.
     private struct File: Codable {
         var format: Int
         var suite: String
         var keyIDs: String
         var epochs: [String: String]
+        var recoveryPublicKey: String
 
-        enum CodingKeys: String, CodingKey { case format, suite, keyIDs = "key_ids", epochs }
+        enum CodingKeys: String, CodingKey { case format, suite, keyIDs = "key_ids", epochs, recoveryPublicKey = "recovery_public_key" }
     }
 
     /// The keys in the key file at `path`, which must belong to `suite`.
@@ -110,17 +174,21 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             }
             epochs[number] = SymmetricKey(data: bytes)
         }
-        guard let names = Data(base64Encoded: file.keyIDs), names.count == 32, !epochs.isEmpty else {
+        guard let names = Data(base64Encoded: file.keyIDs), names.count == 32, !epochs.isEmpty,
+              let recovery = Data(base64Encoded: file.recoveryPublicKey),
+              let recoveryPublicKey = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: recovery)
+        else {
             throw SyncError(.local, "\(source) is damaged: a key is missing")
         }
-        self.init(suite: suite, names: SymmetricKey(data: names), epochs: epochs)
+        self.init(suite: suite, names: SymmetricKey(data: names), epochs: epochs, recoveryPublicKey: recoveryPublicKey)
     }
 
     /// The key file's bytes: JSON, keys in base64.
     func fileBytes() throws(SyncError) -> Data {
         func base64(_ key: SymmetricKey) -> String { key.withUnsafeBytes { Data($0).base64EncodedString() } }
         let file = File(format: Self.fileFormat, suite: suite, keyIDs: base64(names),
-                        epochs: Dictionary(uniqueKeysWithValues: epochs.map { (String($0.key), base64($0.value)) }))
+                        epochs: Dictionary(uniqueKeysWithValues: epochs.map { (String($0.key), base64($0.value)) }),
+                        recoveryPublicKey: recoveryPublicKey.rawRepresentation.base64EncodedString())
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         do { return try encoder.encode(file) } catch { throw SyncError(.local, "cannot encode the keys: \(error)") }

@@ -100,7 +100,7 @@ package enum PostgresMigrations {
             "CREATE INDEX devices_by_id ON devices (id)",
         ]),
         // A sealed entry has no value, so a deletion is a flag of its own from now on.
-        Migration(version: 3, name: "end-to-end encrypted suites: sealed entries, key epochs, pairings", statements: [
+        Migration(version: 3, name: "end-to-end encrypted suites: sealed entries, key epochs, pairings, key bags", statements: [
             "ALTER TABLE entries ADD COLUMN sealed bytea, ADD COLUMN epoch integer, ADD COLUMN deleted boolean",
             "UPDATE entries SET deleted = (value IS NULL)",
             "ALTER TABLE entries ALTER COLUMN deleted SET NOT NULL",
@@ -111,6 +111,12 @@ package enum PostgresMigrations {
             "ALTER TABLE history ALTER COLUMN deleted SET NOT NULL",
             "ALTER TABLE suites ADD COLUMN epoch integer NOT NULL DEFAULT 0",
             "CREATE TABLE pairings (lookup text PRIMARY KEY, expires timestamptz NOT NULL, record json NOT NULL)",
+            """
+            CREATE TABLE key_bags (
+                account text NOT NULL, suite text NOT NULL, epoch bigint NOT NULL, bundle text NOT NULL,
+                PRIMARY KEY (account, suite, epoch)
+            )
+            """,
         ]),
     ]
 

@@ -1,0 +1,74 @@
+import Foundation
+import GroupDefaults
+import GroupDefaultsWire
+
+/// A new key epoch for an encrypted suite (`groupdefaults-sync rotate-key`): after a device is
+/// revoked, what is written from then on is sealed under a key it never had.
+///
+/// In order, so that a failure at any step loses nothing and running it again finishes the work:
+/// 1. the new keys (every old epoch kept, for history) are written to the key file;
+/// 2. the new epoch's key, sealed to the recovery key, is stored on the server (a key bag), so the
+///    recovery key still opens everything;
+/// 3. every entry of the server's suite sealed under an older epoch is sealed again under the new
+///    one, keeping its stamp (a re-seal: `PushOp.origin`), so no write changes and none is lost.
+///
+/// The server refuses pushes under an older epoch from then on (`stale_key_epoch`): every other
+/// device that should keep the suite pairs again (`groupdefaults-sync pair` here, `configure
+/// --pairing-code` there) and gets every epoch's key.
+public enum KeyRotation {
+    /// What a rotation did.
+    public struct Outcome: Sendable {
+        /// The keys now in the key file.
+        public var keys: SuiteKeys
+        /// Entries sealed again under the new epoch.
+        public var resealed: Int
+        /// Entries that did not open with this device's keys, left as they were.
+        public var refused: [RefusedEntry]
+    }
+
+    /// Rotates the keys of the suite `engine` mirrors; `keyFile` is where they are kept.
+    ///
+    /// - Throws: `SyncError`, as a sync does; the key file is written first, so running it again
+    ///   after a failure starts from the keys the failed run made.
+    public static func rotate(_ engine: SyncEngine, keys: SuiteKeys, keyFile: String) async throws(SyncError) -> Outcome {
+        // Up to date first: pending changes pushed under the old epoch while the server still takes it.
+        try await engine.syncOnce()
+        let new = keys.rotated()
+        let epoch = new.currentEpoch
+        try new.write(to: keyFile)
+        try await engine.client.putKeyBag(epoch: epoch, bundle: try new.keyBag(epoch: epoch))
+
+        let old = EntrySealer(keys: keys), sealer = EntrySealer(keys: new)
+        let limits = try await engine.client.limits()
+        var after: String?
+        var resealed = 0
+        var refused: [RefusedEntry] = []
+        repeat {
+            let page = try await engine.client.snapshot(after: after, limit: limits.maxOpsPerBatch)
+            after = page.next
+            var ops: [PushOp] = []
+            for entry in page.entries where (entry.sealed?.epoch ?? epoch) < epoch {
+                let opened: SyncEntry
+                do throws(EntrySealer.Refusal) { opened = try old.open(entry) } catch {
+                    refused.append(RefusedEntry(keyID: entry.key, key: nil, stamp: entry.stamp, reason: "\(error)"))
+                    continue
+                }
+                var op: PushOp
+                do {
+                    op = try sealer.seal(key: opened.key, value: opened.value, hlc: opened.hlc, origin: opened.origin)
+                } catch {
+                    throw SyncError(.local, "cannot seal '\(opened.key)' again: \(error)")
+                }
+                op.origin = opened.origin
+                ops.append(op)
+            }
+            guard !ops.isEmpty else { continue }
+            let request = PushRequest(deviceID: engine.defaults.origin, batchID: "reseal-\(epoch)-\(UUID().uuidString.lowercased())", ops: ops)
+            let body: [UInt8]
+            do { body = Array(try JSONEncoder().encode(request)) } catch { throw SyncError(.local, "cannot encode a push: \(error)") }
+            let response = try await engine.client.push(body: body)
+            resealed += response.results.count { $0.status == .applied }
+        } while after != nil
+        return Outcome(keys: new, resealed: resealed, refused: refused)
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import GroupDefaults
+import GroupDefaultsSync
+import TestSupport
+import Testing
+
+/// `rotate-key` after a device is revoked, through the tools: the revoked device cannot open what
+/// is written after the rotation, even given the server's whole store; the devices that pair again
+/// and the recovery key open everything, history included.
+@Suite("Key rotation", .timeLimit(.minutes(3)))
+struct RotationTests {
+    @Test("after revoke and rotate-key, the revoked device's keys open nothing written since; a paired device and the recovery key read it all",
+          arguments: StorageBackend.allCases)
+    func rotation(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let suite = "group.e2e.rotation"
+            let phone = ToolDevice(suite), tablet = ToolDevice(suite), laptop = ToolDevice(suite)
+            defer { for device in [phone, tablet, laptop] { try? FileManager.default.removeItem(at: device.directory) } }
+            let phoneToken = try phone.tokenFile(server.token)
+            let configured = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file", phoneToken, "--encrypt"])
+            #expect(configured.status == 0, "\(configured.stderr)")
+            let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") })
+                .dropFirst("recovery key: ".count)
+            #expect(try await phone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
+            #expect(try await phone.sync("sync").status == 0)
+
+            // The tablet pairs, syncs, and is then lost: revoked on the server.
+            let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", suite, "--directory", phone.directory.path])
+            let code = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") }).dropFirst("pairing code: ".count)
+            let tabletToken = tablet.directory.appendingPathComponent("token").path
+            let joined = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--pairing-code", String(code),
+                                                             "--token-file", tabletToken])
+            #expect(joined.status == 0, "\(joined.stderr)")
+            #expect(pair.finish().status == 0)
+            #expect(try await tablet.sync("sync").status == 0)
+            let tabletKeys = try SuiteKeys.read(from: tablet.directory.appendingPathComponent("\(suite).keys").path, suite: suite)
+            let tabletOrigin = try tablet.open().origin
+            let lost = try #require(try await HistoryAndDevicesTests.listDevices(server).first { $0.deviceID == tabletOrigin })
+            #expect(try await ServerTool.run(["devices", "revoke", lost.id] + server.storage).status == 0)
+
+            // The phone rotates, then writes.
+            let rotated = try await phone.sync("rotate-key")
+            #expect(rotated.status == 0, "\(rotated.stderr)")
+            #expect(rotated.stdout.contains("keys rotated to epoch 2; 1 entries sealed again"), "\(rotated.stdout)")
+            #expect(try await phone.defaultsTool(["write", suite, "sound", "bell.aiff"]).status == 0)
+            #expect(try await phone.defaultsTool(["write", suite, "pin", "secret-after-rotation"]).status == 0)
+            let synced = try await phone.sync("sync")
+            #expect(synced.status == 0, "\(synced.stderr)")
+
+            // The revoked tablet: its token no longer works, and even the server's whole store opens
+            // nothing for its keys.
+            #expect(try await tablet.sync("sync").status == 3)
+            let stored = try await server.snapshot(suite).entries.values
+            #expect(stored.count == 2 && stored.allSatisfy { $0.sealed?.epoch == 2 })
+            let old = EntrySealer(keys: tabletKeys)
+            for entry in stored {
+                #expect(throws: EntrySealer.Refusal.unknownEpoch(2)) { try old.open(entry) }
+            }
+            // An entry sealed under epoch 1 is refused by the server from now on.
+            let stale = try old.seal(key: "sound", value: .string("evil"), hlc: try phone.open().clockReading(), origin: tabletOrigin)
+            let body = try JSONEncoder().encode(PushRequest(deviceID: tabletOrigin, batchID: "stale", ops: [stale]))
+            await #expect { try await server.client(suite).push(body: Array(body)) } throws: { ($0 as? SyncError)?.code == .staleKeyEpoch }
+
+            // The history keeps the epoch-1 version, which the phone still opens.
+            let history = try await phone.sync("history", ["sound"])
+            #expect(history.status == 0 && history.stdout.contains("ring.caf") && history.stdout.contains("bell.aiff"), "\(history)")
+
+            // The recovery key opens every epoch (epoch 2 through its key bag).
+            let laptopToken = try laptop.tokenFile(server.token)
+            let recovered = try await laptop.sync("configure", ["--server", server.url.absoluteString, "--token-file", laptopToken,
+                                                                "--recovery-key", String(recovery)])
+            #expect(recovered.status == 0, "\(recovered.stderr)")
+            #expect(try await laptop.sync("sync").status == 0)
+            #expect(try await laptop.defaultsTool(["read", suite, "pin"]).stdout.trimmingCharacters(in: .newlines) == "secret-after-rotation")
+            // Another suite's recovery key passes its check but is refused.
+            let wrong = try await laptop.sync("configure", ["--server", server.url.absoluteString, "--token-file", laptopToken,
+                                                            "--recovery-key", RecoveryKey().description])
+            #expect(wrong.status == 1 && wrong.stderr.contains("does not open"), "\(wrong.stderr)")
+        }
+    }
+}
