@@ -341,6 +341,21 @@ extension SharedDefaults {
             journal!.nextID += 1
         }
 
+        /// Keeps, in the conflict journal, an entry sync refused from the server: `key` (a name, or a
+        /// key id when it did not open), the stamp it claimed, and why.
+        func keepRefused(key: String, stamp: Stamp, reason: String) throws {
+            try checkUsable()
+            try perform(key: nil) {
+                if journal == nil {
+                    journal = (try ConflictJournal.nextID(txn), try SharedDefaults.journalBounds(txn), store.wallClockMilliseconds())
+                }
+                try ConflictJournal.put(
+                    txn, id: journal!.nextID, key: key, encodedValue: nil, stamp: stamp, winner: Stamp(hlc: HLC(rawValue: 0), origin: 0),
+                    now: journal!.now, refusal: reason, scratch: &scratch)
+                journal!.nextID += 1
+            }
+        }
+
         /// Drops what this transaction's journal entries pushed beyond the journal's bounds.
         func trimJournal() throws {
             guard let journal else { return }

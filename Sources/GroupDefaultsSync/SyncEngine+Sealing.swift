@@ -95,7 +95,7 @@ extension SyncEngine {
         let stale = Set(keys)
         let refused = entries.filter { stale.contains($0.key) }.map {
             RefusedEntry(keyID: sealer.keys.keyID(for: $0.key), key: $0.key, stamp: $0.stamp,
-                         reason: "older than the version this device already accepted (rolled back)")
+                         reason: RefusedRecord.rolledBack)
         }
         logger.error("refused entries older than those already accepted", metadata: [
             "suite": "\(client.suite)", "keys": "\(keys.prefix(20).joined(separator: ","))",

@@ -341,12 +341,16 @@ public actor SyncEngine {
         detectingRollback: Bool = false
     ) throws(SyncError) -> SyncReport {
         let (opened, refused) = try opened(entries)
-        let result = try local { try defaults.applyRemote(opened, cursor: cursor, policy: policy, pruning: pruning) }
+        let keepingStale = sealer != nil && detectingRollback
+        let records = refused.map { RefusedRecord(key: $0.keyID, stamp: $0.stamp, reason: $0.reason) }
+        let result = try local {
+            try defaults.applyRemote(opened, cursor: cursor, policy: policy, pruning: pruning, refused: records, keepingStale: keepingStale)
+        }
         noteReplacements(result)
         var report = SyncReport()
         report.add(result)
         report.refused = refused
-        if let sealer, detectingRollback, !result.stale.isEmpty {
+        if let sealer, keepingStale, !result.stale.isEmpty {
             report.refused += rolledBack(result.stale, among: opened, sealer: sealer)
         }
         return report

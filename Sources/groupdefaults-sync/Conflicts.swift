@@ -12,7 +12,8 @@ extension SyncCommand {
                 A local change that another device's newer write replaced before it reached the \
                 server, or a value the suite held before sync was turned on that the server's \
                 replaced at the first sync, is kept here with its stamp and what replaced it. Bring \
-                one back with `restore`. The journal stays on this device; see `configure \
+                one back with `restore`. In an end-to-end encrypted suite, entries the server sent \
+                that did not check out are listed here too, as tampered (nothing to restore). The journal stays on this device; see `configure \
                 --journal-entries/--journal-days` for how much it keeps.
                 """)
 
@@ -31,6 +32,10 @@ extension SyncCommand {
         }
 
         static func line(_ conflict: SharedDefaults.Conflict) -> String {
+            if let refusal = conflict.refusal {
+                return "\(conflict.id)  \(conflict.key)  tampered: refused from the server \(TypedJSONDate.format(conflict.replacedAt) ?? "?"), "
+                    + "claiming a write of \(time(conflict.stamp.hlc)) by device \(conflict.stamp.origin): \(refusal)"
+            }
             let what = conflict.value.map(typedJSONText) ?? "(deleted)"
             return "\(conflict.id)  \(conflict.key) = \(what)  written \(time(conflict.stamp.hlc)) by device \(conflict.stamp.origin); "
                 + "replaced \(TypedJSONDate.format(conflict.replacedAt) ?? "?") by device \(conflict.replacedBy.origin)'s write of \(time(conflict.replacedBy.hlc))"
@@ -130,12 +135,14 @@ struct ConflictJSON: Encodable {
     var replacedByHLC: HLC
     var replacedByOrigin: String
     var at: String
+    var tampered: String?
 
     init(_ conflict: SharedDefaults.Conflict) {
+        tampered = conflict.refusal
         id = conflict.id
         key = conflict.key
         value = conflict.value
-        deleted = conflict.value == nil ? true : nil
+        deleted = conflict.isDeletion ? true : nil
         hlc = conflict.stamp.hlc
         origin = String(conflict.stamp.origin)
         replacedByHLC = conflict.replacedBy.hlc
@@ -144,6 +151,6 @@ struct ConflictJSON: Encodable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, key, value, deleted, hlc, origin, replacedByHLC = "replaced_by_hlc", replacedByOrigin = "replaced_by_origin", at
+        case id, key, value, deleted, hlc, origin, replacedByHLC = "replaced_by_hlc", replacedByOrigin = "replaced_by_origin", at, tampered
     }
 }

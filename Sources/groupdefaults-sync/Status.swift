@@ -24,12 +24,14 @@ extension SyncCommand {
                 let state = try defaults.syncState()
                 let name = state.isSynced ? await DeviceName.ask(defaults) : .notSynced
                 let pending = try defaults.pendingChanges().map(\.key)
+                let journal = try defaults.conflicts()
+                let tampered = journal.filter(\.isRefused)
                 let report = StatusReport(
                     suite: suite, synced: state.isSynced, server: state.server, tokenFile: state.tokenFile, caFile: state.caFile,
                     cursor: state.cursor, pending: pending.count, pendingKeys: Array(pending.prefix(20)),
                     inFlightBatch: state.inFlight?.id, note: state.note, deviceID: String(defaults.origin), deviceName: name.name,
-                    localOnlyKeys: state.localOnlyKeys, ignored: state.ignoredCount, conflicts: try defaults.conflicts().count,
-                    keyFile: state.keyFile)
+                    localOnlyKeys: state.localOnlyKeys, ignored: state.ignoredCount, conflicts: journal.count - tampered.count,
+                    keyFile: state.keyFile, tampered: tampered.count)
                 if json {
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -49,6 +51,9 @@ extension SyncCommand {
                     lines.append("local-only keys: \(state.localOnlyKeys.joined(separator: " ")) (\(state.ignoredCount) pulled value\(state.ignoredCount == 1 ? "" : "s") not applied)")
                 }
                 if report.conflicts > 0 { lines.append("conflicts kept: \(report.conflicts) (see groupdefaults-sync conflicts \(suite))") }
+                if !tampered.isEmpty {
+                    lines.append("tampered: \(tampered.count) entr\(tampered.count == 1 ? "y" : "ies") from the server refused, not applied (see groupdefaults-sync conflicts \(suite))")
+                }
                 lines.append("state: " + (state.note ?? "ok"))
                 output(lines.joined(separator: "\n"))
             }
@@ -73,9 +78,10 @@ struct StatusReport: Encodable {
     var ignored: UInt64
     var conflicts: Int
     var keyFile: String?
+    var tampered: Int
 
     enum CodingKeys: String, CodingKey {
-        case keyFile = "key_file"
+        case keyFile = "key_file", tampered
         case suite, synced, server, tokenFile = "token_file", caFile = "ca_file", cursor, pending, pendingKeys = "pending_keys"
         case inFlightBatch = "in_flight_batch", note, deviceID = "device_id", deviceName = "device_name", localOnlyKeys = "local_only_keys", ignored, conflicts
     }

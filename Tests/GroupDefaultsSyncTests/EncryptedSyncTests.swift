@@ -76,6 +76,12 @@ struct EncryptedSyncTests {
             #expect(try a.defaults.pendingCount() == 0)
             let status = await a.engine.status
             #expect(status.refused.count >= tampered.count + 1)
+            // Each refusal is kept in the conflict journal, with nothing to restore.
+            let journal = try a.defaults.conflicts().filter(\.isRefused)
+            #expect(Set(journal.map(\.key)) == tampered.union(["sound"]), "\(journal)")
+            #expect(journal.first { $0.key == "sound" }?.refusal?.contains("rolled back") == true)
+            #expect(throws: SharedDefaultsError.self) { try a.defaults.restore("sound", conflict: journal.first { $0.key == "sound" }!.id) }
+            #expect(try b.defaults.conflicts().filter(\.isRefused).count == 4)
         }
     }
 

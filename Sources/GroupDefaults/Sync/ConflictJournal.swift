@@ -13,20 +13,23 @@ import Foundation
 /// 1..8    when it was replaced, milliseconds since 1970 on this machine's clock
 /// 9..16   the replaced write's HLC     17..24  its origin
 /// 25..32  the winner's HLC             33..40  its origin
-/// 41      flags: bit 0 = the replaced write was a deletion (no value follows)
+/// 41      flags: bit 0 = the replaced write was a deletion (no value follows); bit 1 = an entry
+///         sync refused from the server (tampered or rolled back): the winner is zero, and the
+///         reason (UTF-8) follows the key instead of a value
 /// 42..45  the key's length in bytes, then the key (UTF-8), then the value in `BinaryCodec`'s form
 /// ```
 enum ConflictJournal {
     static let format: UInt8 = 1
     private static let headerSize = 46
     private static let deletedFlag: UInt8 = 1
+    private static let refusedFlag: UInt8 = 2
 
     /// Keeps entry `id`: what `key` held (its value in `BinaryCodec`'s form, nil for a deletion;
     /// copied before anything is written)
     /// and its stamp, replaced by `winner` at `now`. Ids must grow; `trim` afterwards.
     static func put(
         _ txn: LMDBTransaction, id: UInt64, key: String, encodedValue: UnsafeRawBufferPointer?, stamp: Stamp, winner: Stamp,
-        now: UInt64, scratch bytes: inout [UInt8]
+        now: UInt64, refusal: String? = nil, scratch bytes: inout [UInt8]
     ) throws {
         bytes.removeAll(keepingCapacity: true)
         bytes.append(format)
@@ -35,10 +38,10 @@ enum ConflictJournal {
         BinaryCodec.appendFixed(stamp.origin, into: &bytes)
         BinaryCodec.appendFixed(winner.hlc.rawValue, into: &bytes)
         BinaryCodec.appendFixed(winner.origin, into: &bytes)
-        bytes.append(encodedValue == nil ? deletedFlag : 0)
+        bytes.append((encodedValue == nil ? deletedFlag : 0) | (refusal == nil ? 0 : refusedFlag))
         withUnsafeBytes(of: UInt32(key.utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
         bytes.append(contentsOf: key.utf8)
-        if let encodedValue { bytes.append(contentsOf: encodedValue) }
+        if let refusal { bytes.append(contentsOf: refusal.utf8) } else if let encodedValue { bytes.append(contentsOf: encodedValue) }
         try withUnsafeBytes(of: id.bigEndian) { k in try bytes.withUnsafeBytes { try txn.put(.journal, k, $0, append: true) } }
     }
 
@@ -94,20 +97,22 @@ enum ConflictJournal {
     }
 
     private static func decode(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws -> SharedDefaults.Conflict {
-        guard key.count == 8, value.count >= headerSize, value[0] == format, value[41] & ~deletedFlag == 0 else {
+        guard key.count == 8, value.count >= headerSize, value[0] == format, value[41] & ~(deletedFlag | refusedFlag) == 0 else {
             throw CorruptBytes("a conflict journal entry is damaged")
         }
         func field(_ offset: Int) -> UInt64 { UInt64(littleEndian: value.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
         let keyLength = Int(UInt32(littleEndian: value.loadUnaligned(fromByteOffset: 42, as: UInt32.self)))
         guard value.count >= headerSize + keyLength else { throw CorruptBytes("a conflict journal entry is damaged") }
         let name = String(decoding: UnsafeRawBufferPointer(rebasing: value[headerSize ..< headerSize + keyLength]), as: UTF8.self)
-        let deleted = value[41] & deletedFlag != 0
-        let replaced = deleted ? nil : try BinaryCodec.decode(UnsafeRawBufferPointer(rebasing: value[(headerSize + keyLength)...]))
+        let deleted = value[41] & deletedFlag != 0, refused = value[41] & refusedFlag != 0
+        let rest = UnsafeRawBufferPointer(rebasing: value[(headerSize + keyLength)...])
+        let replaced = deleted || refused ? nil : try BinaryCodec.decode(rest)
         return SharedDefaults.Conflict(
             id: UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)),
             key: name, value: replaced,
             stamp: Stamp(hlc: HLC(rawValue: field(9)), origin: field(17)),
             replacedBy: Stamp(hlc: HLC(rawValue: field(25)), origin: field(33)),
-            replacedAt: Date(timeIntervalSince1970: Double(field(1)) / 1000))
+            replacedAt: Date(timeIntervalSince1970: Double(field(1)) / 1000),
+            refusal: refused ? String(decoding: rest, as: UTF8.self) : nil)
     }
 }

@@ -2,7 +2,8 @@ internal import GroupDefaultsLMDB
 import Foundation
 
 extension SharedDefaults {
-    /// A local value (or deletion) that sync replaced, kept in the suite's conflict journal.
+    /// A local value (or deletion) that sync replaced, kept in the suite's conflict journal; or, in
+    /// an end-to-end encrypted suite, an entry sync refused from the server (`refusal`).
     ///
     /// Sync decides each key by last writer wins, and a device joining a suite takes the server's
     /// values over what it held before sync was turned on. Whenever that replaces a local change
@@ -22,9 +23,16 @@ extension SharedDefaults {
         public let replacedBy: Stamp
         /// When sync replaced it, on this machine's clock.
         public let replacedAt: Date
+        /// For an entry sync refused from the server (it did not open, opened to something other
+        /// than its envelope said, or was older than what this device had): why. Its `key` is the
+        /// key's name, or its key id when it did not open; `stamp` is what it claimed; `value` is
+        /// nil and `replacedBy` zero. Nil for a replaced local value.
+        public let refusal: String?
 
         /// Whether what was replaced was a deletion.
-        public var isDeletion: Bool { value == nil }
+        public var isDeletion: Bool { value == nil && refusal == nil }
+        /// Whether this records an entry sync refused (tampered), not a replaced local value.
+        public var isRefused: Bool { refusal != nil }
     }
 
     /// How much of the conflict journal a suite keeps: an entry goes when it is older than
@@ -65,13 +73,17 @@ extension SharedDefaults {
     ///   - id: The journal entry to restore; nil for the newest one kept for `key`.
     /// - Returns: The entry restored.
     /// - Throws: `SharedDefaultsError` with code `conflictNotFound` if the journal holds nothing for
-    ///   `key` (or no entry `id` for it); nothing changes then.
+    ///   `key` (or no entry `id` for it, or `id` records a refused entry); nothing changes then.
     @discardableResult
     public func restore(_ key: String, conflict id: UInt64? = nil) throws -> Conflict {
         try write { tx in
             let entry = try tx.perform(key: key) { () throws -> Conflict? in
-                guard let id else { return try ConflictJournal.entries(tx.txn, key: key).first }
+                guard let id else { return try ConflictJournal.entries(tx.txn, key: key).first { !$0.isRefused } }
                 return try ConflictJournal.entry(tx.txn, id: id)
+            }
+            if let entry, entry.isRefused {
+                throw store.error(.conflictNotFound, key: key,
+                                  "conflict \(entry.id) is an entry sync refused from the server, not a value this suite held; nothing was changed")
             }
             guard let entry, entry.key == key else {
                 let what = id.map { "conflict \($0) of key '\(key)'" } ?? "a replaced value of key '\(key)'"

@@ -84,6 +84,25 @@ extension RemotePolicy {
     }
 }
 
+/// An entry sync refused from the server, to keep in the conflict journal (`Conflict.refusal`).
+package struct RefusedRecord: Sendable, Equatable {
+    /// The key's name, or its key id when the entry did not open.
+    package var key: String
+    /// The stamp the entry claimed.
+    package var stamp: Stamp
+    /// Why it was refused.
+    package var reason: String
+
+    package init(key: String, stamp: Stamp, reason: String) {
+        self.key = key
+        self.stamp = stamp
+        self.reason = reason
+    }
+
+    /// The reason of an entry older than what the store accepted before.
+    package static let rolledBack = "older than the version this device already accepted (rolled back)"
+}
+
 /// What `applyRemote` did.
 package struct RemoteApplyResult: Sendable, Equatable {
     /// Keys whose remote entry was stored.
@@ -340,12 +359,17 @@ extension SharedDefaults {
     /// - Throws: `SharedDefaultsError` with code `clockSkew` if an entry's HLC is more than 5
     ///   minutes ahead of this machine's clock (nothing is applied), `invalidKey`, or what a write
     ///   can throw. On any error nothing is applied and the cursor is unchanged.
+    /// `refused` are entries sync refused from this pull (an encrypted suite's tampered ones): kept
+    /// in the conflict journal in the same transaction. With `keepingStale`, an entry older than a
+    /// write accepted before (`RemoteApplyResult.stale`, a rollback) is kept there too.
     @discardableResult
     package func applyRemote(
-        _ entries: [SyncEntry], cursor: UInt64?, policy: RemotePolicy = .lastWriterWins, pruning: Bool = false
+        _ entries: [SyncEntry], cursor: UInt64?, policy: RemotePolicy = .lastWriterWins, pruning: Bool = false,
+        refused: [RefusedRecord] = [], keepingStale: Bool = false
     ) throws -> RemoteApplyResult {
         try write { tx in
             var result = RemoteApplyResult()
+            for record in refused { try tx.keepRefused(key: record.key, stamp: record.stamp, reason: record.reason) }
             if let latest = entries.map(\.hlc).max() { try tx.receive(latest) }
             for entry in entries {
                 switch try tx.applyRemote(key: entry.key, value: entry.value, stamp: entry.stamp, joinedBefore: policy.remoteWinsBefore) {
@@ -359,6 +383,7 @@ extension SharedDefaults {
                 case .stale:
                     result.superseded.append(entry.key)
                     result.stale.append(entry.key)
+                    if keepingStale { try tx.keepRefused(key: entry.key, stamp: entry.stamp, reason: RefusedRecord.rolledBack) }
                 case .ignored: result.ignored.append(entry.key)
                 }
             }
