@@ -54,10 +54,12 @@ struct RateLimitMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: ServerRequestContext,
                 next: (Request, ServerRequestContext) async throws -> Response) async throws -> Response {
-        if let token = context.token, let wait = limiter.admit(token.id) {
+        // Claims of pairings come without a token: they share one budget, as a token's.
+        let bucket = context.token?.id ?? (request.uri.path.hasPrefix("/v1/pairings/") ? "pairing claims" : nil)
+        if let bucket, let wait = limiter.admit(bucket) {
             let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
             throw APIError(.rateLimited,
-                "this token made more than \(Int(limiter.limit.requestsPerSecond)) requests per second; retry after \(seconds) s",
+                "\(context.token == nil ? "pairing claims" : "this token") made more than \(Int(limiter.limit.requestsPerSecond)) requests per second; retry after \(seconds) s",
                 headers: [.retryAfter: String(seconds)])
         }
         return try await next(request, context)

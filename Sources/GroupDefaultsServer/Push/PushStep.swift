@@ -14,7 +14,8 @@ package import GroupDefaultsWire
 /// - **Re-seals.** After a key rotation, a device seals the suite's entries again under the new
 ///   epoch, keeping their stamps: an op that names the `origin` of the write it re-seals replaces
 ///   the held entry only if that entry has the very same stamp and an older epoch (a newer write
-///   meanwhile needs no re-seal); it takes a revision, so that devices receive it.
+///   meanwhile needs no re-seal), or if nothing is held; it takes a revision, so that devices
+///   receive it.
 /// - **Revisions.** Each applied op takes the suite's next revision; superseded ops take none.
 /// - **Results.** One per op, in order; each result's `winner` is the key's entry after the whole
 ///   push.
@@ -183,9 +184,11 @@ package enum SyncMerge {
     }
 
     /// Whether a re-seal (`PushOp.origin`) replaces what is stored: the same write, sealed under
-    /// a newer epoch.
+    /// a newer epoch; or nothing, if the server no longer holds the key (its tombstone was purged
+    /// while the suite was being sealed again).
     package static func reseals(_ op: PushOp, stamp: Stamp, over stored: StoredEntry?) -> Bool {
-        guard let stored, let new = op.sealed?.epoch, let old = stored.sealed?.epoch else { return false }
+        guard let stored else { return true }
+        guard let new = op.sealed?.epoch, let old = stored.sealed?.epoch else { return false }
         return stored.stamp == stamp && stored.isDeleted == op.isDeleted && new > old
     }
 }
