@@ -279,12 +279,12 @@ public actor SyncEngine {
         var configuredAt = state.configuredAt ?? .zero
         if state.configuredAt == nil { configuredAt = try local { try defaults.clockReading() } }
         let snapshot = try await readSnapshot()
-        let serverKeys = Set(snapshot.entries.map(\.key))
+        let serverKeys = Set(snapshot.entries.map(\.key))  // key ids, in an encrypted suite
         try local {
             // Marks first: a crash before the snapshot is applied leaves the cursor unset, and the
             // join is made again.
             let localKeys = try defaults.read { try $0.keys }
-            try defaults.markPending(localKeys.filter { !serverKeys.contains($0) })
+            try defaults.markPending(localKeys.filter { !serverKeys.contains(sealer?.keys.keyID(for: $0) ?? $0) })
         }
         var report = SyncReport()
         report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .remoteWins(over: configuredAt)))

@@ -9,12 +9,13 @@ import Testing
 /// uploads the keys the server lacks; registered defaults are never uploaded.
 @Suite("Joining a suite", .timeLimit(.minutes(2)))
 struct JoiningTests {
-    @Test("a new device never overwrites the server's values, neither with registered defaults nor with values it stored before joining; its other keys are uploaded",
-          arguments: StorageBackend.allCases)
-    func joiningKeepsTheServersValues(backend: StorageBackend) async throws {
+    @Test("a new device never overwrites the server's values, neither with registered defaults nor with values it stored before joining; its other keys are uploaded (plain and end-to-end encrypted)",
+          arguments: StorageBackend.allCases, [false, true])
+    func joiningKeepsTheServersValues(backend: StorageBackend, encrypted: Bool) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.joining"
-            let phone = try Device(suite, server: server)
+            let keys = encrypted ? SuiteKeys(recoveryKey: RecoveryKey(), suite: suite) : nil
+            let phone = try Device(suite, server: server, keys: keys)
             defer { phone.remove() }
             let sound = try phone.set("sound", .string("ring.caf"))
             let volume = try phone.set("volume", .double(0.8))
@@ -22,11 +23,11 @@ struct JoiningTests {
             try await phone.engine.syncOnce()
             let deleted = try #require(try phone.write("draft", nil))
             try await phone.engine.syncOnce()
-            let before = try await server.snapshot(suite)
+            let before = try await server.snapshot(suite, keys: keys)
 
             // The tablet has been used without sync for a while: registered defaults, and values
             // stored after the phone's (newer stamps), some for keys the server has.
-            let tablet = try Device(suite, server: server, synced: false)
+            let tablet = try Device(suite, server: server, synced: false, keys: keys)
             defer { tablet.remove() }
             tablet.defaults.register(defaults: ["sound": "default.caf", "badge": true, "theme": "light"])
             let newerVolume = try tablet.set("volume", .double(0.2))
@@ -52,7 +53,7 @@ struct JoiningTests {
 
             // The server: its values untouched (not even a new revision for them), the tablet's
             // own key added, no registered default uploaded.
-            let after = try await server.snapshot(suite)
+            let after = try await server.snapshot(suite, keys: keys)
             for key in ["sound", "volume"] {
                 #expect(sameEntry(after.entries[key], before.entries[key]) && after.entries[key]?.rev == before.entries[key]?.rev, "\(key)")
             }

@@ -3,6 +3,9 @@ import Foundation
 import Glibc
 import GroupDefaultsWire
 
+// @unchecked Sendable below: SymmetricKey is an immutable value (copy-on-write bytes) that
+// swift-crypto does not mark Sendable; these keys are never mutated after init.
+
 /// The keys of one end-to-end encrypted suite, as a device holds them: the key that turns key names
 /// into opaque key ids (the same for the suite's whole life, so that each key keeps one id on the
 /// server), and one sealing key per key epoch (the newest seals; older ones open history).
@@ -15,8 +18,6 @@ import GroupDefaultsWire
 /// let keys = SuiteKeys(recoveryKey: recovery, suite: "group.com.example.chat")
 /// try keys.write(to: "/home/ana/.config/groupdefaults/group.com.example.chat.keys")
 /// ```
-// @unchecked: SymmetricKey is an immutable value (copy-on-write bytes) that swift-crypto does not
-// mark Sendable; these keys are never mutated after init.
 public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// The suite the keys belong to (bound into every key id and every sealed entry).
     public let suite: String

@@ -20,15 +20,18 @@ struct SyncBench {
     struct Options {
         var quick = false
         var json = false
+        var encrypt = false
         var showHelp = false
 
         static let usage = """
-            usage: groupdefaults-bench sync [--json] [--quick]
+            usage: groupdefaults-bench sync [--json] [--quick] [--encrypt]
               Starts groupdefaults-server (found next to this executable) on loopback, embedded storage,
               and syncs two devices through it; then measures the key history's cost per push on
               both backends (Tools/postgres, from the package's directory, for PostgreSQL).
-              --json    print the results as JSON instead of a table
-              --quick   few samples (a smoke test; figures are rough)
+              --json     print the results as JSON instead of a table
+              --quick    few samples (a smoke test; figures are rough)
+              --encrypt  only end-to-end encryption's cost: initial sync, set → readable and bytes per
+                         entry of an encrypted suite beside a plain one in the same run, and seal + open
             """
 
         init(parsing arguments: [String]) throws {
@@ -36,6 +39,7 @@ struct SyncBench {
                 switch argument {
                 case "--json": json = true
                 case "--quick": quick = true
+                case "--encrypt": encrypt = true
                 case "-h", "--help": showHelp = true
                 default: throw BenchError("unknown argument '\(argument)'\n\(Self.usage)")
                 }
@@ -84,27 +88,14 @@ struct SyncBench {
             "real groupdefaults-server on loopback (embedded storage: every acknowledged push flushed). Release build.",
         ])
         let devices = Devices(root: sandbox.root, server: URL(string: server.baseURL)!, tokenFile: tokenFile, http: http)
+        if options.encrypt {
+            report.rows += try await EncryptionCost.measure(devices: devices, sandbox: sandbox, joins: joins, changes: changes)
+            return report
+        }
 
         // Initial sync of 10,000 keys to a fresh device.
-        let source = try devices.make("source", suite: "group.bench.initial")
-        try await source.defaults.write { tx in
-            for index in 0 ..< Self.keys { try tx.set(SyncBench.value(index), forKey: String(format: "setting.%05d", index)) }
-        }
-        let uploaded = try await source.engine.syncOnce()
-        guard uploaded.pushed == Self.keys, uploaded.isInAgreement else { throw BenchError("the upload of \(Self.keys) keys: \(uploaded)") }
-        var joinTimes: [Double] = [], fetchTimes: [Double] = []
-        for attempt in 0 ..< joins {
-            let fresh = try devices.make("fresh-\(attempt)", suite: "group.bench.initial")
-            let start = Clock.nanoseconds()
-            let joined = try await fresh.engine.syncOnce()
-            joinTimes.append(Double(Clock.nanoseconds() - start) / 1e6)
-            let held = try await fresh.defaults.read { try $0.keys.count }
-            guard joined.applied == Self.keys, held == Self.keys else {
-                throw BenchError("a fresh device got \(joined.applied) of \(Self.keys) keys")
-            }
-            fetchTimes.append(try await Self.fetchSnapshot(fresh.engine.client) / 1e6)
-        }
-        let joinMedian = median(joinTimes), fetchMedian = median(fetchTimes)
+        let initial = try await Self.initialSync(devices: devices, suite: "group.bench.initial", keyFile: nil, joins: joins)
+        let joinMedian = initial.milliseconds, fetchMedian = initial.fetchMilliseconds
         report.rows.append(ServerReport.Row(
             backend: "embedded", measurement: "initial sync, \(ServerFormat.count(Double(Self.keys))) keys to a fresh device",
             value: joinMedian, unit: "ms", samples: joins,
@@ -116,9 +107,76 @@ struct SyncBench {
             serverExecutable: serverExecutable, sandbox: sandbox,
             postgresTool: FileManager.default.currentDirectoryPath + "/Tools/postgres", quick: options.quick)
 
-        // End to end: set on A → readable on B, both running.
-        let phone = try devices.make("phone", suite: "group.bench.live")
-        let tablet = try devices.make("tablet", suite: "group.bench.live")
+        // End to end: set on A → readable on B, both running; then idle.
+        let endToEnd = try await Self.endToEnd(devices: devices, suite: "group.bench.live", keyFile: nil, changes: changes) { phone, tablet in
+            try await Self.waitUntilAgreed(phone.defaults, tablet.defaults)
+            let before = try await Self.syncRequests(api)
+            try await Task.sleep(for: .seconds(idleSeconds))
+            let idle = try await Self.syncRequests(api) - before
+            report.rows.append(ServerReport.Row(
+                backend: "embedded", measurement: "requests while idle for \(idleSeconds) s (push, changes, snapshot)",
+                value: idle, unit: "requests", reference: "—", target: "0", met: idle == 0,
+                detail: "counted by the server (GET /metrics, hb_requests by route), both engines holding their event stream open"))
+        }
+        let wake = try await WakeUpLatency(waiter: api, pusher: api, suite: "group.bench.reference", samples: min(200, changes)).eventStream()
+        report.rows.append(ServerReport.Row(
+            backend: "embedded", measurement: "set on A → readable on B, both in run()", samples: changes,
+            p50Ms: endToEnd.p50 / 1e6, p99Ms: endToEnd.p99 / 1e6,
+            reference: "server alone, push → event p50 \(ServerFormat.milliseconds(wake.woken.p50 / 1e6)), p99 "
+                + "\(ServerFormat.milliseconds(wake.woken.p99 / 1e6)); etcd publishes ≈ 10 ms",
+            ratio: endToEnd.p50 / wake.woken.p50, target: "p50 ≤ 20 ms, p99 ≤ 100 ms",
+            met: endToEnd.p50 <= 20e6 && endToEnd.p99 <= 100e6))
+        // The idle row, measured after the latencies, comes last.
+        report.rows.append(report.rows.remove(at: report.rows.count - 2))
+        return report
+    }
+
+    /// A fresh device's first `syncOnce()` of a suite of `keys` keys (uploaded first by another
+    /// device), the median of `joins`; beside the snapshot's pages fetched alone, and the bytes the
+    /// server stores per entry (key and value as the quota counts them).
+    static func initialSync(devices: Devices, suite: String, keyFile: String?, joins: Int) async throws
+        -> (milliseconds: Double, fetchMilliseconds: Double, bytesPerEntry: Double)
+    {
+        let source = try devices.make("source-\(suite)", suite: suite, keyFile: keyFile)
+        try await source.defaults.write { tx in
+            for index in 0 ..< Self.keys { try tx.set(SyncBench.value(index), forKey: String(format: "setting.%05d", index)) }
+        }
+        let uploaded = try await source.engine.syncOnce()
+        guard uploaded.pushed == Self.keys, uploaded.isInAgreement else { throw BenchError("the upload of \(Self.keys) keys: \(uploaded)") }
+        var joinTimes: [Double] = [], fetchTimes: [Double] = []
+        for attempt in 0 ..< joins {
+            let fresh = try devices.make("fresh-\(attempt)-\(suite)", suite: suite, keyFile: keyFile)
+            let start = Clock.nanoseconds()
+            let joined = try await fresh.engine.syncOnce()
+            joinTimes.append(Double(Clock.nanoseconds() - start) / 1e6)
+            let held = try await fresh.defaults.read { try $0.keys.count }
+            guard joined.applied == Self.keys, held == Self.keys else {
+                throw BenchError("a fresh device got \(joined.applied) of \(Self.keys) keys")
+            }
+            fetchTimes.append(try await Self.fetchSnapshot(fresh.engine.client) / 1e6)
+        }
+        var bytes = 0, entries = 0
+        var after: String? = nil
+        repeat {
+            let page = try await source.engine.client.snapshot(after: after, limit: 1000)
+            for entry in page.entries {
+                let stored = try entry.sealed?.box.count ?? entry.value.map { try $0.typedJSON().count } ?? 0
+                bytes += entry.key.utf8.count + stored
+                entries += 1
+            }
+            after = page.next
+        } while after != nil
+        return (median(joinTimes), median(fetchTimes), Double(bytes) / Double(max(1, entries)))
+    }
+
+    /// Set on A → readable on B, both engines in `run()`, one change at a time, `changes` times;
+    /// then `whileRunning` with both still running.
+    static func endToEnd(
+        devices: Devices, suite: String, keyFile: String?, changes: Int,
+        whileRunning: (_ phone: (defaults: SharedDefaults, engine: SyncEngine), _ tablet: (defaults: SharedDefaults, engine: SyncEngine)) async throws -> Void = { _, _ in }
+    ) async throws -> Latencies {
+        let phone = try devices.make("phone-\(suite)", suite: suite, keyFile: keyFile)
+        let tablet = try devices.make("tablet-\(suite)", suite: suite, keyFile: keyFile)
         _ = try await phone.engine.syncOnce()
         _ = try await tablet.engine.syncOnce()
         let running = [Task { await phone.engine.run() }, Task { await tablet.engine.run() }]
@@ -134,28 +192,10 @@ struct SyncBench {
             }
             latencies.append(Clock.nanoseconds() - start)
         }
-        let endToEnd = Latencies(latencies)
-        let wake = try await WakeUpLatency(waiter: api, pusher: api, suite: "group.bench.reference", samples: min(200, changes)).eventStream()
-        report.rows.append(ServerReport.Row(
-            backend: "embedded", measurement: "set on A → readable on B, both in run()", samples: changes,
-            p50Ms: endToEnd.p50 / 1e6, p99Ms: endToEnd.p99 / 1e6,
-            reference: "server alone, push → event p50 \(ServerFormat.milliseconds(wake.woken.p50 / 1e6)), p99 "
-                + "\(ServerFormat.milliseconds(wake.woken.p99 / 1e6)); etcd publishes ≈ 10 ms",
-            ratio: endToEnd.p50 / wake.woken.p50, target: "p50 ≤ 20 ms, p99 ≤ 100 ms",
-            met: endToEnd.p50 <= 20e6 && endToEnd.p99 <= 100e6))
-
-        // Idle: both engines running, nothing changing.
-        try await Self.waitUntilAgreed(phone.defaults, tablet.defaults)
-        let before = try await Self.syncRequests(api)
-        try await Task.sleep(for: .seconds(idleSeconds))
-        let idle = try await Self.syncRequests(api) - before
-        report.rows.append(ServerReport.Row(
-            backend: "embedded", measurement: "requests while idle for \(idleSeconds) s (push, changes, snapshot)",
-            value: idle, unit: "requests", reference: "—", target: "0", met: idle == 0,
-            detail: "counted by the server (GET /metrics, hb_requests by route), both engines holding their event stream open"))
+        try await whileRunning(phone, tablet)
         for task in running { task.cancel() }
         for task in running { await task.value }
-        return report
+        return Latencies(latencies)
     }
 
     /// A typical settings value: strings, numbers and flags.
@@ -209,9 +249,9 @@ struct Devices {
     let tokenFile: String
     let http: HTTPClient
 
-    func make(_ name: String, suite: String) throws -> (defaults: SharedDefaults, engine: SyncEngine) {
+    func make(_ name: String, suite: String, keyFile: String? = nil) throws -> (defaults: SharedDefaults, engine: SyncEngine) {
         let defaults = try SharedDefaults(suiteName: suite, directory: URL(fileURLWithPath: "\(root)/devices/\(name)"))
-        try SyncSettings(server: server, tokenFile: tokenFile).store(in: defaults)
+        try SyncSettings(server: server, tokenFile: tokenFile, keyFile: keyFile).store(in: defaults)
         return (defaults, try SyncEngine(configured: defaults, http: http))
     }
 }

@@ -92,6 +92,14 @@ final class SyncServer: Sendable {
         return (entries, head ?? 0)
     }
 
+    /// `snapshot(_:)`, with an encrypted suite's entries opened with `keys` (by key name).
+    func snapshot(_ suite: String, keys: SuiteKeys?) async throws -> (entries: [String: SyncEntry], head: UInt64) {
+        let (entries, head) = try await snapshot(suite)
+        guard let keys else { return (entries, head) }
+        let sealer = EntrySealer(keys: keys)
+        return (Dictionary(uniqueKeysWithValues: try entries.values.map { let entry = try sealer.open($0); return (entry.key, entry) }), head)
+    }
+
     /// Every entry of the changes feed after `since` (latest per key, in revision order).
     func changes(_ suite: String, since: UInt64 = 0) async throws -> (entries: [SyncEntry], lastRev: UInt64) {
         let client = client(suite)
