@@ -32,14 +32,18 @@ public struct PairingClaim: Codable, Sendable, Hashable {
     public var publicKey: String
     /// HMAC-SHA256 of the raw public key under a key derived from the code, in base64.
     public var proof: String
+    /// The name the new device's token is bound to, as `token create --device NAME` binds one
+    /// (`device_name`); nil for an unbound token.
+    public var deviceName: String?
 
-    /// A claim with `publicKey` and its `proof`.
-    public init(publicKey: String, proof: String) {
+    /// A claim with `publicKey` and its `proof`, for a device called `deviceName`.
+    public init(publicKey: String, proof: String, deviceName: String? = nil) {
         self.publicKey = publicKey
         self.proof = proof
+        self.deviceName = deviceName
     }
 
-    enum CodingKeys: String, CodingKey { case publicKey = "public_key", proof }
+    enum CodingKeys: String, CodingKey { case publicKey = "public_key", proof, deviceName = "device_name" }
 }
 
 /// The answer to a claim: the new device's own token, shown this once, and the suite.

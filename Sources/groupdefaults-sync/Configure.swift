@@ -49,6 +49,9 @@ extension SyncCommand {
         @Option(help: ArgumentHelp("Join an encrypted suite with a code from `groupdefaults-sync pair` on a device that has it: this device gets its own token and the suite's keys.",
                                    valueName: "CODE"))
         var pairingCode: String?
+        @Option(name: .customLong("device"),
+                help: ArgumentHelp("With --pairing-code, the name the new token is bound to (shown in device lists).", valueName: "NAME"))
+        var deviceName: String?
         @Option(help: ArgumentHelp("How many replaced values the conflict journal keeps (default 1000).", valueName: "N"))
         var journalEntries: Int?
         @Option(help: ArgumentHelp("How many days the conflict journal keeps a replaced value (default 30).", valueName: "DAYS"))
@@ -65,6 +68,7 @@ extension SyncCommand {
                 throw ValidationError("--encrypt, --recovery-key and --pairing-code each say where the keys come from: give one of them")
             }
             if tokenFile == nil && pairingCode == nil { throw ValidationError("--token-file is needed (or --pairing-code, which makes a token)") }
+            if deviceName != nil && pairingCode == nil { throw ValidationError("--device names the token a pairing makes: it goes with --pairing-code") }
         }
 
         func run() async throws {
@@ -124,7 +128,7 @@ extension SyncCommand {
                         throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one")
                     }
                     let keys = try await DevicePairing.accept(
-                        code: code, client: client, saveToken: { token in try TokenFile.create(token, at: tokenFile) },
+                        code: code, client: client, deviceName: deviceName, saveToken: { token in try TokenFile.create(token, at: tokenFile) },
                         tokenClient: { token in SyncClient(server: server, suite: suite, http: http) { token } })
                     try keys.write(to: path)
                 } catch {

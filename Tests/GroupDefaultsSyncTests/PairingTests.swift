@@ -17,9 +17,12 @@ struct PairingTests {
         return (pair, String(line.dropFirst("pairing code: ".count)))
     }
 
-    func join(_ device: ToolDevice, _ server: SyncServer, code: String) async throws -> (status: Int32, stdout: String, stderr: String) {
+    func join(_ device: ToolDevice, _ server: SyncServer, code: String, name: String? = nil) async throws
+        -> (status: Int32, stdout: String, stderr: String)
+    {
         let token = device.directory.appendingPathComponent("paired.token").path
-        return try await device.sync("configure", ["--server", server.url.absoluteString, "--pairing-code", code, "--token-file", token])
+        return try await device.sync("configure", ["--server", server.url.absoluteString, "--pairing-code", code, "--token-file", token]
+            + (name.map { ["--device", $0] } ?? []))
     }
 
     @Test("a second and a third device join by code and sync; a reused code and a wrong one are refused and write nothing",
@@ -53,7 +56,8 @@ struct PairingTests {
 
             // The same code again: refused, nothing written.
             let reused = try await join(stranger, server, code: code)
-            #expect(reused.status == 1 && reused.stderr.contains("already used"), "\(reused.stderr)")
+            #expect(reused.status == 1 && reused.stderr == "groupdefaults-sync: the pairing code was already used: each code pairs one device\n",
+                    "\(reused.stderr)")
             #expect(!FileManager.default.fileExists(atPath: stranger.directory.appendingPathComponent("paired.token").path))
             #expect(!FileManager.default.fileExists(atPath: stranger.directory.appendingPathComponent("\(suite).keys").path))
 
@@ -70,13 +74,16 @@ struct PairingTests {
             // A third device, with a new code; a write on it reaches the phone.
             let (second, secondCode) = try startPairing(phone)
             #expect(secondCode != code)
-            let third = try await join(laptop, server, code: secondCode)
+            let third = try await join(laptop, server, code: secondCode, name: "laptop")
             #expect(third.status == 0, "\(third.stderr)")
             #expect(second.finish().status == 0)
             #expect(try await laptop.defaultsTool(["write", suite, "volume", "-float", "0.5"]).status == 0)
             #expect(try await laptop.sync("sync").status == 0)
             #expect(try await phone.sync("sync").status == 0)
             #expect(try await phone.defaultsTool(["read", suite, "volume"]).stdout.trimmingCharacters(in: .newlines) == "0.5")
+            // The laptop's token is its own, bound to the name it gave.
+            let laptopOrigin = try laptop.open().origin
+            #expect(try await HistoryAndDevicesTests.listDevices(server).first { $0.deviceID == laptopOrigin }?.name == "laptop")
         }
     }
 }

@@ -33,10 +33,11 @@ struct PairingRoutes: Sendable {
         let claim = try await JSONBody.decode(PairingClaim.self, from: request, limit: Self.bodyLimit)
         guard let key = Data(base64Encoded: claim.publicKey), key.count == 32, let proof = Data(base64Encoded: claim.proof), proof.count == 32
         else { throw APIError.malformed("public_key and proof are 32 bytes each, in base64") }
+        if let name = claim.deviceName, let problem = Names.problem(with: name, kind: "device") { throw APIError.malformed(problem) }
         let lookup = StoredPairing.lookup(id: id)
         guard let pairing = try await storage.pairing(lookup: lookup) else { throw Self.notFound }
         let (secret, token) = Tokens.make(account: pairing.account, suitePatterns: [pairing.suite], readOnly: pairing.readOnly,
-                                          expires: nil)
+                                          device: claim.deviceName, expires: nil)
         let claimed = try await storage.claimPairing(lookup: lookup, claim: claim, token: token, now: Date())
         return try JSONBody.response(PairingClaimed(token: secret, suite: claimed.suite, expires: claimed.state.expires))
     }

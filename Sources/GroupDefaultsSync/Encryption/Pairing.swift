@@ -96,23 +96,35 @@ public enum DevicePairing {
         _ = try await client.completePairing(pairingID: id, bundle: bundle.base64EncodedString())
     }
 
+    /// The claim; a refusal of the code in the server's words alone (it says what to do).
+    private static func claim(id: String, _ claim: PairingClaim, client: SyncClient) async throws(SyncError) -> PairingClaimed {
+        do {
+            return try await client.claimPairing(pairingID: id, claim)
+        } catch {
+            guard let code = error.code, [SyncErrorCode.pairingNotFound, .pairingUsed, .pairingExpired].contains(code) else { throw error }
+            throw SyncError(.local, code: code, error.detail, status: error.status)
+        }
+    }
+
     /// Claims the pairing of `code` with a key pair made for it, gives the token the server makes
     /// for this device to `saveToken` at once, then waits for the keys and opens them.
     ///
     /// - Parameters:
     ///   - client: A client of the suite's server; its token is not used for the claim.
+    ///   - deviceName: The name the new token is bound to (as `token create --device`); nil for none.
     ///   - tokenClient: Makes a client that uses the new token.
     /// - Throws: `SyncError`: `pairingNotFound` (a wrong code: it reveals nothing), `pairingUsed`,
     ///   `pairingExpired`, keys that do not open (not sealed by a holder of the code).
     public static func accept(
-        code: PairingCode, client: SyncClient, saveToken: (String) throws -> Void,
+        code: PairingCode, client: SyncClient, deviceName: String? = nil, saveToken: (String) throws -> Void,
         tokenClient: @Sendable (String) -> SyncClient
     ) async throws -> SuiteKeys {
         let id = code.pairingID
         let privateKey = Curve25519.KeyAgreement.PrivateKey()
         let publicKey = privateKey.publicKey.rawRepresentation
-        let claim = PairingClaim(publicKey: publicKey.base64EncodedString(), proof: code.proof(of: publicKey).base64EncodedString())
-        let claimed = try await client.claimPairing(pairingID: id, claim)
+        let claim = PairingClaim(publicKey: publicKey.base64EncodedString(), proof: code.proof(of: publicKey).base64EncodedString(),
+                                 deviceName: deviceName)
+        let claimed = try await Self.claim(id: id, claim, client: client)
         guard claimed.suite == client.suite else {
             throw SyncError(.local, "this pairing code is for the suite \(claimed.suite), not \(client.suite)")
         }
