@@ -201,7 +201,7 @@ public actor SyncEngine {
             $0.pendingCount = report.pendingCount
             $0.cursor = cursor ?? $0.cursor
             $0.rejected = report.rejected
-            $0.refused += report.refused
+            $0.refused = SyncStatus.lastRefused($0.refused + report.refused)
             $0.omitted = report.omitted.isEmpty ? $0.omitted : report.omitted
         }
         return report
@@ -534,7 +534,7 @@ public actor SyncEngine {
         await enter(.pull)
         defer { leave(.pull) }
         let report = try apply(entries, cursor: cursor)
-        if !report.refused.isEmpty { updateStatus { $0.refused += report.refused } }
+        if !report.refused.isEmpty { updateStatus { $0.refused = SyncStatus.lastRefused($0.refused + report.refused) } }
         succeeded()
         updateStatus { $0.cursor = cursor ?? $0.cursor }
     }

@@ -76,14 +76,7 @@ public enum TokenFile {
 
     /// The token in `path`, refusing a file its group or others can read.
     public static func read(_ path: String) throws(SyncError) -> String {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw SyncError(.authenticationNeeded, "cannot read the token file \(path): \(String(cString: strerror(errno)))")
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            let mode = String(info.st_mode & 0o777, radix: 8)
-            throw SyncError(.local, "the token file \(path) can be read by its group or others (mode \(mode)); run chmod 600 \(path)")
-        }
+        try PrivateFile.check(path, what: "token file", missing: .authenticationNeeded)
         let text: String
         do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
             throw SyncError(.authenticationNeeded, "cannot read the token file \(path): \(error.localizedDescription)")

@@ -20,7 +20,7 @@ public struct SyncStatus: Sendable, Equatable {
     /// Whether the event stream (or long-poll) is connected, in `run()`.
     public var isListening = false
     /// Entries of an encrypted suite that the server sent and this device refused (tampered), since
-    /// the engine started.
+    /// the engine started: the last 100 (the conflict journal keeps them all, within its bounds).
     public var refused: [RefusedEntry] = []
     /// Keys of an encrypted suite that the server's last snapshot left out although it had
     /// acknowledged them: kept here, reported.
@@ -28,6 +28,9 @@ public struct SyncStatus: Sendable, Equatable {
 
     /// The status of an engine that has not run yet: nothing pending, no cursor, no error.
     public init() {}
+
+    /// The newest 100 of `refused`.
+    static func lastRefused(_ refused: [RefusedEntry]) -> [RefusedEntry] { Array(refused.suffix(100)) }
 }
 
 /// What one `syncOnce()` (or `pull`/`push`) did.

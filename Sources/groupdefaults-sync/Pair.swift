@@ -1,5 +1,4 @@
 import ArgumentParser
-import AsyncHTTPClient
 import CommandLineSupport
 import Foundation
 import GroupDefaults
@@ -22,30 +21,24 @@ extension SyncCommand {
         @Argument(help: "The suite name.") var suite: String
 
         func run() async throws {
-            try await perform {
-                let defaults = try options.open(suite)
-                guard let settings = try SyncSettings.stored(in: defaults) else {
-                    throw CommandFailure("\(suite) is not configured for sync")
+            try await withConfiguredEngine(options, suite) { defaults, engine in
+                let (settings, _, keys) = try encryption(of: defaults, or: "a device joins it with a token alone")
+                try await DevicePairing.offer(keys: keys, client: engine.client) { code, expires in
+                    output("pairing code: \(code)")
+                    output("valid until \(expires), for one device: on it, run")
+                    output("  groupdefaults-sync configure \(suite) --server \(settings.server.absoluteString) --pairing-code \(code)")
                 }
-                guard let keyFile = settings.keyFile else {
-                    throw CommandFailure("\(suite) is not end-to-end encrypted: a device joins it with a token alone")
-                }
-                let keys = try SuiteKeys.read(from: keyFile, suite: suite)
-                let http = try SyncClient.makeHTTPClient(caFile: settings.caFile)
-                do {
-                    let engine = try SyncEngine(configured: defaults, http: http)
-                    try await DevicePairing.offer(keys: keys, client: engine.client) { code, expires in
-                        output("pairing code: \(code)")
-                        output("valid until \(expires), for one device: on it, run")
-                        output("  groupdefaults-sync configure \(suite) --server \(settings.server.absoluteString) --pairing-code \(code)")
-                    }
-                } catch {
-                    try? await http.shutdown()
-                    throw error
-                }
-                try await http.shutdown()
                 output("paired: the new device has the keys of \(suite)")
             }
         }
     }
+}
+
+/// The sync settings, key file and keys of an end-to-end encrypted suite; a one-line failure, ending
+/// with `plainSuite`, for a plain one.
+func encryption(of defaults: SharedDefaults, or plainSuite: String) throws -> (settings: SyncSettings, keyFile: String, keys: SuiteKeys) {
+    guard let settings = try SyncSettings.stored(in: defaults), let keyFile = settings.keyFile else {
+        throw CommandFailure("\(defaults.suiteName) is not end-to-end encrypted: \(plainSuite)")
+    }
+    return (settings, keyFile, try SuiteKeys.read(from: keyFile, suite: defaults.suiteName))
 }

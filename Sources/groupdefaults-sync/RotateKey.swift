@@ -1,5 +1,4 @@
 import ArgumentParser
-import AsyncHTTPClient
 import CommandLineSupport
 import Foundation
 import GroupDefaults
@@ -25,23 +24,9 @@ extension SyncCommand {
         @Argument(help: "The suite name.") var suite: String
 
         func run() async throws {
-            try await perform {
-                let defaults = try options.open(suite)
-                guard let settings = try SyncSettings.stored(in: defaults) else {
-                    throw CommandFailure("\(suite) is not configured for sync")
-                }
-                guard let keyFile = settings.keyFile else { throw CommandFailure("\(suite) is not end-to-end encrypted: it has no key to rotate") }
-                let keys = try SuiteKeys.read(from: keyFile, suite: suite)
-                let http = try SyncClient.makeHTTPClient(caFile: settings.caFile)
-                let outcome: KeyRotation.Outcome
-                do {
-                    let engine = try SyncEngine(configured: defaults, http: http)
-                    outcome = try await KeyRotation.rotate(engine, keys: keys, keyFile: keyFile)
-                } catch {
-                    try? await http.shutdown()
-                    throw error
-                }
-                try await http.shutdown()
+            try await withConfiguredEngine(options, suite) { defaults, engine in
+                let (_, keyFile, keys) = try encryption(of: defaults, or: "it has no key to rotate")
+                let outcome = try await KeyRotation.rotate(engine, keys: keys, keyFile: keyFile)
                 output("\(suite): keys rotated to epoch \(outcome.keys.currentEpoch); \(outcome.resealed) entries sealed again")
                 for entry in outcome.refused { printError("tampered: \(entry) (left as it was)") }
                 output("Each device that keeps the suite pairs again: groupdefaults-sync pair \(suite) here, configure --pairing-code there.")

@@ -23,6 +23,9 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     public let suite: String
     /// The key of key ids (HMAC-SHA256).
     let names: SymmetricKey
+    /// HMAC-SHA256 keyed with `names` once: a key id copies it (keying it costs two SHA-256
+    /// blocks, as much as the rest of the id; measured with `Tools/bench sync --encrypt`).
+    private let namesMAC: HMAC<SHA256>
     /// The sealing key of each epoch.
     let epochs: [UInt32: SymmetricKey]
     /// The public half of the key pair derived from the recovery key: each epoch's key is sealed to
@@ -47,6 +50,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     init(suite: String, names: SymmetricKey, epochs: [UInt32: SymmetricKey], recoveryPublicKey: Curve25519.KeyAgreement.PublicKey) {
         self.suite = suite
         self.names = names
+        self.namesMAC = HMAC<SHA256>(key: names)
         self.epochs = epochs
         self.recoveryPublicKey = recoveryPublicKey
     }
@@ -117,8 +121,10 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// The opaque id of `key` on the server: the first 16 bytes of HMAC-SHA256(key-id key, key
     /// name), in lowercase hex. The server cannot read or guess key names from it.
     public func keyID(for key: String) -> String {
-        let code = HMAC<SHA256>.authenticationCode(for: Data(key.utf8), using: names)
-        return Hex.string(Array(code).prefix(16))
+        var mac = namesMAC
+        var name = key
+        name.withUTF8 { mac.update(data: $0) }
+        return mac.finalize().withUnsafeBytes { Hex.string(UnsafeRawBufferPointer(rebasing: $0.prefix(16))) }
     }
 
     // MARK: The key file
@@ -140,14 +146,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// - Throws: `SyncError` (`local`): a missing or unreadable file, one that its group or others can
     ///   read (with the `chmod` that fixes it), one that is damaged or belongs to another suite.
     public static func read(from path: String, suite: String) throws(SyncError) -> SuiteKeys {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw SyncError(.local, "cannot read the key file \(path): \(String(cString: strerror(errno)))")
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            let mode = String(info.st_mode & 0o777, radix: 8)
-            throw SyncError(.local, "the key file \(path) can be read by its group or others (mode \(mode)); run chmod 600 \(path)")
-        }
+        try PrivateFile.check(path, what: "key file", missing: .local)
         let bytes: Data
         do { bytes = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
             throw SyncError(.local, "cannot read the key file \(path): \(error.localizedDescription)")
@@ -203,9 +202,23 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     }
 }
 
-/// A file only its owner can read, written atomically: a new file (mode 0600) in the same folder,
-/// flushed, then renamed over the old one.
+/// A file only its owner can read (a token file, a key file): refused when its group or others can
+/// read it; written atomically: a new file (mode 0600) in the same folder, flushed, then renamed
+/// over the old one.
 enum PrivateFile {
+    /// Throws unless `path` exists and neither its group nor others can read it (the message says
+    /// the `chmod` that fixes it); a missing or unreadable file is an error of kind `missing`.
+    static func check(_ path: String, what: String, missing: SyncError.Kind) throws(SyncError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw SyncError(missing, "cannot read the \(what) \(path): \(String(cString: strerror(errno)))")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            let mode = String(info.st_mode & 0o777, radix: 8)
+            throw SyncError(.local, "the \(what) \(path) can be read by its group or others (mode \(mode)); run chmod 600 \(path)")
+        }
+    }
+
     static func write(_ bytes: Data, to path: String, what: String) throws(SyncError) {
         let temporary = path + ".new-\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
