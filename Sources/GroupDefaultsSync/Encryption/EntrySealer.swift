@@ -62,7 +62,8 @@ package struct EntrySealer: Sendable {
 
     /// The op that carries a local change to the server: sealed under the current epoch, with a
     /// random nonce (tests give one, for fixed vectors).
-    package func seal(key: String, value: PropertyListValue?, hlc: HLC, origin: UInt64, nonce: ChaChaPoly.Nonce = ChaChaPoly.Nonce()) throws -> PushOp {
+    package func seal(key: String, value: PropertyListValue?, hlc: HLC, origin: UInt64, nonce: ChaChaPoly.Nonce? = nil) throws -> PushOp {
+        let nonce = try nonce ?? RandomBytes.take(12).map(ChaChaPoly.Nonce.init(data:)) ?? ChaChaPoly.Nonce()
         let epoch = keys.currentEpoch
         let keyID = keys.keyID(for: key)
         let deleted = value == nil
@@ -74,16 +75,18 @@ package struct EntrySealer: Sendable {
 
     /// The padded plaintext of an entry.
     static func plaintext(key: String, value: PropertyListValue?, hlc: HLC) -> [UInt8] {
-        var body: [UInt8] = []
-        let keyBytes = Array(key.utf8)
-        append(UInt16(keyBytes.count), to: &body)
-        body += keyBytes
-        append(hlc.rawValue, to: &body)
-        body.append(value == nil ? deletedFlag : 0)
-        if let value { body += BinaryCodec.encode(value) }
-        var out: [UInt8] = [version]
-        append(UInt32(body.count), to: &out)
-        out += body
+        let encoded = value.map(BinaryCodec.encode)
+        let keyCount = key.utf8.count
+        let length = 2 + keyCount + 8 + 1 + (encoded?.count ?? 0)
+        var out: [UInt8] = []
+        out.reserveCapacity(padme(5 + length))
+        out.append(version)
+        append(UInt32(length), to: &out)
+        append(UInt16(keyCount), to: &out)
+        out += key.utf8
+        append(hlc.rawValue, to: &out)
+        out.append(value == nil ? deletedFlag : 0)
+        if let encoded { out += encoded }
         out += repeatElement(0, count: padme(out.count) - out.count)
         return out
     }

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Glibc
 import GroupDefaultsWire
+import Synchronization
 
 // @unchecked Sendable below: SymmetricKey is an immutable value (copy-on-write bytes) that
 // swift-crypto does not mark Sendable; these keys are never mutated after init.
@@ -26,6 +27,8 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// HMAC-SHA256 keyed with `names` once: a key id copies it (keying it costs two SHA-256
     /// blocks, as much as the rest of the id; measured with `Tools/bench sync --encrypt`).
     private let namesMAC: HMAC<SHA256>
+    /// Key ids already made: a suite's keys are written and read again and again.
+    private let knownIDs: KeyIDCache
     /// The sealing key of each epoch.
     let epochs: [UInt32: SymmetricKey]
     /// The public half of the key pair derived from the recovery key: each epoch's key is sealed to
@@ -51,6 +54,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         self.suite = suite
         self.names = names
         self.namesMAC = HMAC<SHA256>(key: names)
+        self.knownIDs = KeyIDCache()
         self.epochs = epochs
         self.recoveryPublicKey = recoveryPublicKey
     }
@@ -121,10 +125,13 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// The opaque id of `key` on the server: the first 16 bytes of HMAC-SHA256(key-id key, key
     /// name), in lowercase hex. The server cannot read or guess key names from it.
     public func keyID(for key: String) -> String {
+        if let id = knownIDs[key] { return id }
         var mac = namesMAC
         var name = key
         name.withUTF8 { mac.update(data: $0) }
-        return mac.finalize().withUnsafeBytes { Hex.string(UnsafeRawBufferPointer(rebasing: $0.prefix(16))) }
+        let id = mac.finalize().withUnsafeBytes { Hex.string(UnsafeRawBufferPointer(rebasing: $0.prefix(16))) }
+        knownIDs[key] = id
+        return id
     }
 
     // MARK: The key file
@@ -199,6 +206,23 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// - Throws: `SyncError` (`local`) if the file cannot be written.
     public func write(to path: String) throws(SyncError) {
         try PrivateFile.write(try fileBytes(), to: path, what: "key file")
+    }
+}
+
+/// Key ids by key name, for one suite's keys: at most 16,384 (then it starts again), so a
+/// suite's steady state pays a lookup, not an HMAC, per entry sealed or opened.
+final class KeyIDCache: Sendable {
+    private let ids = Mutex<[String: String]>([:])
+    private static let capacity = 16_384
+
+    subscript(key: String) -> String? {
+        get { ids.withLock { $0[key] } }
+        set {
+            ids.withLock { ids in
+                if ids.count >= Self.capacity { ids.removeAll(keepingCapacity: true) }
+                ids[key] = newValue
+            }
+        }
     }
 }
 

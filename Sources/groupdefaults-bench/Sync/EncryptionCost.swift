@@ -41,24 +41,27 @@ enum EncryptionCost {
             ratio: sealed.p50 / plain.p50, target: "p50 and p99 ≤ 1.3× plain",
             met: sealed.p50 <= 1.3 * plain.p50 && sealed.p99 <= 1.3 * plain.p99))
 
-        let sealOpen = try sealAndOpen()
+        let steady = try sealAndOpen(newKeys: false), firstSight = try sealAndOpen(newKeys: true)
         rows.append(ServerReport.Row(
-            backend: "in process", measurement: "seal + open of one entry (100-byte string)", value: sealOpen, unit: "µs",
-            reference: "—", target: "≤ 5 µs", met: sealOpen <= 5,
-            detail: "ChaCha20-Poly1305 (swift-crypto), key id HMAC-SHA256, PADMÉ, checks against the envelope; median of 20 rounds of 10,000"))
+            backend: "in process", measurement: "seal + open of one entry (100-byte string)", value: steady, unit: "µs",
+            reference: "a key sealed for the first time: " + String(format: "%.2f µs", firstSight), target: "≤ 5 µs", met: steady <= 5,
+            detail: "ChaCha20-Poly1305 (swift-crypto), key id HMAC-SHA256 (remembered per key name after its first use), PADMÉ, "
+                + "checks against the envelope; median of 20 rounds of 10,000"))
         return rows
     }
 
-    /// Microseconds for one seal and one open, the median of 20 rounds.
-    static func sealAndOpen() throws -> Double {
-        let sealer = EntrySealer(keys: SuiteKeys(recoveryKey: RecoveryKey(), suite: "group.bench.seal"))
+    /// Microseconds for one seal and one open, the median of 20 rounds: of one key again and again
+    /// (a suite's steady state), or of 10,000 keys each seen for the first time (`newKeys`).
+    static func sealAndOpen(newKeys: Bool) throws -> Double {
         let value = PropertyListValue.string(String(repeating: "x", count: 100))
         let hlc = HLC(rawValue: HLC.wallClockMilliseconds() << 16)
+        let names = (0 ..< 10_000).map { newKeys ? "notification.sound.\($0)" : "notification.sound" }
         var rounds: [Double] = []
         for _ in 0 ..< 20 {
+            let sealer = EntrySealer(keys: SuiteKeys(recoveryKey: RecoveryKey(), suite: "group.bench.seal"))
             let start = Clock.nanoseconds()
-            for _ in 0 ..< 10_000 {
-                let op = try sealer.seal(key: "notification.sound", value: value, hlc: hlc, origin: 42)
+            for name in names {
+                let op = try sealer.seal(key: name, value: value, hlc: hlc, origin: 42)
                 let entry = SyncEntry(keyID: op.key, sealed: op.sealed!, deleted: false, hlc: hlc, origin: 42)
                 guard try sealer.open(entry).value == value else { throw BenchError("an entry did not open to its value") }
             }
