@@ -99,23 +99,25 @@ package enum PostgresMigrations {
             """,
             "CREATE INDEX devices_by_id ON devices (id)",
         ]),
-        // A sealed entry has no value, so a deletion is a flag of its own from now on.
+        // A sealed entry has no value, so a deletion is a flag of its own from now on (a tombstone:
+        // `value IS NULL AND deleted`, which the partial index `tombstones_by_hlc` still serves).
+        // One statement (a DO block): one round trip, however many servers migrate at once.
         Migration(version: 3, name: "end-to-end encrypted suites: sealed entries, key epochs, pairings, key bags", statements: [
-            "ALTER TABLE entries ADD COLUMN sealed bytea, ADD COLUMN epoch integer, ADD COLUMN deleted boolean",
-            "UPDATE entries SET deleted = (value IS NULL)",
-            "ALTER TABLE entries ALTER COLUMN deleted SET NOT NULL",
-            "DROP INDEX tombstones_by_hlc",
-            "CREATE INDEX tombstones_by_hlc ON entries (hlc) WHERE deleted",
-            "ALTER TABLE history ADD COLUMN sealed bytea, ADD COLUMN epoch integer, ADD COLUMN deleted boolean",
-            "UPDATE history SET deleted = (value IS NULL)",
-            "ALTER TABLE history ALTER COLUMN deleted SET NOT NULL",
-            "ALTER TABLE suites ADD COLUMN epoch integer NOT NULL DEFAULT 0",
-            "CREATE TABLE pairings (lookup text PRIMARY KEY, expires timestamptz NOT NULL, record json NOT NULL)",
             """
-            CREATE TABLE key_bags (
-                account text NOT NULL, suite text NOT NULL, epoch bigint NOT NULL, bundle text NOT NULL,
-                PRIMARY KEY (account, suite, epoch)
-            )
+            DO $$ BEGIN
+                ALTER TABLE entries ADD COLUMN sealed bytea, ADD COLUMN epoch integer,
+                    ADD COLUMN deleted boolean NOT NULL DEFAULT false;
+                UPDATE entries SET deleted = true WHERE value IS NULL;
+                ALTER TABLE history ADD COLUMN sealed bytea, ADD COLUMN epoch integer,
+                    ADD COLUMN deleted boolean NOT NULL DEFAULT false;
+                UPDATE history SET deleted = true WHERE value IS NULL;
+                ALTER TABLE suites ADD COLUMN epoch integer NOT NULL DEFAULT 0;
+                CREATE TABLE pairings (lookup text PRIMARY KEY, expires timestamptz NOT NULL, record json NOT NULL);
+                CREATE TABLE key_bags (
+                    account text NOT NULL, suite text NOT NULL, epoch bigint NOT NULL, bundle text NOT NULL,
+                    PRIMARY KEY (account, suite, epoch)
+                );
+            END $$
             """,
         ]),
     ]

@@ -14,6 +14,10 @@ package struct PostgresStorageConfiguration: Sendable {
     /// The longest one storage call may take before it fails with `unavailable` (the database is
     /// unreachable or overloaded): the HTTP layer answers 503 instead of hanging.
     package var operationTimeout: Duration = .seconds(10)
+    /// The longest the schema's migrations may take at start, once the database answered within
+    /// `operationTimeout`: a migration may rewrite a large table, and many instances (or every test
+    /// at once) may migrate together.
+    package var migrationTimeout: Duration = .seconds(300)
     /// Connections in the pool (the listening connection comes on top).
     package var maximumConnections: Int = 20
 

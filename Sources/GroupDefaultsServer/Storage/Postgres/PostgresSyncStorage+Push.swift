@@ -26,7 +26,7 @@ extension PostgresSyncStorage {
         let horizonText = String(horizon.rawValue)
         let affected = try await bounded("finding old tombstones") { storage in
             let rows = try await storage.client.query("""
-                SELECT DISTINCT account, suite FROM entries WHERE deleted AND hlc < \(horizonText)::numeric
+                SELECT DISTINCT account, suite FROM entries WHERE value IS NULL AND deleted AND hlc < \(horizonText)::numeric
                 """, logger: storage.logger)
             var suites: [SuiteID] = []
             for try await (account, suite) in rows.decode((String, String).self) {
@@ -45,7 +45,7 @@ extension PostgresSyncStorage {
                     let rows = try await connection.query("""
                         WITH purged AS (
                             DELETE FROM entries WHERE account = \(id.account) AND suite = \(id.suite)
-                                AND deleted AND hlc < \(horizonText)::numeric
+                                AND value IS NULL AND deleted AND hlc < \(horizonText)::numeric
                             RETURNING rev
                         ), counted AS (SELECT count(*) AS n, max(rev) AS max_rev FROM purged)
                         UPDATE suites SET oldest_valid_rev = GREATEST(oldest_valid_rev, counted.max_rev)

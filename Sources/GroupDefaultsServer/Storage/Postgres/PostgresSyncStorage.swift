@@ -49,9 +49,12 @@ package final class PostgresSyncStorage: SyncStorage {
     /// Creates or migrates the schema (the services must be running).
     ///
     /// - Throws: `SyncStorageError(.unavailable, …)` when the database cannot be reached within the
-    ///   operation timeout.
+    ///   operation timeout, or the migrations do not end within the migration timeout.
     package func migrate() async throws {
-        try await bounded("migrating the schema") { storage in
+        try await bounded("reaching the database") { storage in
+            try await storage.client.query("SELECT 1", logger: storage.logger)
+        }
+        try await bounded("migrating the schema", timeout: configuration.migrationTimeout) { storage in
             try await PostgresMigrations.migrate(storage.client, logger: storage.logger)
         }
     }
@@ -89,11 +92,13 @@ package final class PostgresSyncStorage: SyncStorage {
 
     // MARK: Bounded calls
 
-    /// Runs `body` with the operation timeout; anything but our own errors and cancellation becomes
+    /// Runs `body` within `timeout` (the operation timeout unless given); anything but our own errors and cancellation becomes
     /// `unavailable` (the database is unreachable, restarting or overloaded).
     @discardableResult
-    func bounded<T: Sendable>(_ what: String, _ body: @escaping @Sendable (PostgresSyncStorage) async throws -> T) async throws -> T {
-        let timeout = configuration.operationTimeout
+    func bounded<T: Sendable>(
+        _ what: String, timeout: Duration? = nil, _ body: @escaping @Sendable (PostgresSyncStorage) async throws -> T
+    ) async throws -> T {
+        let timeout = timeout ?? configuration.operationTimeout
         do {
             return try await withThrowingTaskGroup(of: T?.self) { group in
                 group.addTask { try await body(self) }
