@@ -44,7 +44,7 @@ extension SyncEngine {
         guard let sealer else {
             if entries.contains(where: { $0.sealed != nil }) {
                 throw SyncError(.local, code: .suiteEncrypted, """
-                    the server's copy of \(client.suite) is end-to-end encrypted and this device has not its key: \
+                    the server's copy of \(client.suite) is end-to-end encrypted and this device does not have its key: \
                     configure it with --pairing-code (from groupdefaults-sync pair on a device that has it) or --recovery-key
                     """)
             }

@@ -122,14 +122,20 @@ extension SyncCommand {
                 try FileManager.default.createDirectory(
                     at: URL(fileURLWithPath: tokenFile).deletingLastPathComponent(), withIntermediateDirectories: true,
                     attributes: [.posixPermissions: 0o700])
+                guard !FileManager.default.fileExists(atPath: tokenFile) else {
+                    throw CommandFailure("the token file \(tokenFile) exists already: give another --token-file")
+                }
                 let http = try SyncClient.makeHTTPClient(caFile: caFile)
                 do {
                     let client = SyncClient(server: server, suite: suite, http: http) {
                         throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one")
                     }
-                    let keys = try await DevicePairing.accept(
-                        code: code, client: client, deviceName: deviceName, saveToken: { token in try TokenFile.create(token, at: tokenFile) },
+                    // The token and the keys are written together, once both are here: a pairing
+                    // that fails, or is interrupted, leaves nothing behind.
+                    let (token, keys) = try await DevicePairing.accept(
+                        code: code, client: client, deviceName: deviceName,
                         tokenClient: { token in SyncClient(server: server, suite: suite, http: http) { token } })
+                    try TokenFile.create(token, at: tokenFile)
                     try keys.write(to: path)
                 } catch {
                     try? await http.shutdown()

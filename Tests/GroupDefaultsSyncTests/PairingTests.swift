@@ -74,6 +74,12 @@ struct PairingTests {
             // A third device, with a new code; a write on it reaches the phone.
             let (second, secondCode) = try startPairing(phone)
             #expect(secondCode != code)
+            // A token file in the way is refused before the code is used; the code still works.
+            let taken = try laptop.tokenFile("another suite's token", name: "paired.token")
+            let refusedFile = try await join(laptop, server, code: secondCode)
+            #expect(refusedFile.status == 1 && refusedFile.stderr.contains("exists already"), "\(refusedFile.stderr)")
+            #expect(try String(contentsOfFile: taken, encoding: .utf8) == "another suite's token\n")
+            try FileManager.default.removeItem(atPath: taken)
             let third = try await join(laptop, server, code: secondCode, name: "laptop")
             #expect(third.status == 0, "\(third.stderr)")
             #expect(second.finish().status == 0)

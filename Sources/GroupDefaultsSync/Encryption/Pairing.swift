@@ -106,8 +106,9 @@ public enum DevicePairing {
         }
     }
 
-    /// Claims the pairing of `code` with a key pair made for it, gives the token the server makes
-    /// for this device to `saveToken` at once, then waits for the keys and opens them.
+    /// Claims the pairing of `code` with a key pair made for it, waits for the keys and opens them;
+    /// returns them with the token the server made for this device (to be written by the caller,
+    /// with the keys: nothing is written before both are here).
     ///
     /// - Parameters:
     ///   - client: A client of the suite's server; its token is not used for the claim.
@@ -116,9 +117,8 @@ public enum DevicePairing {
     /// - Throws: `SyncError`: `pairingNotFound` (a wrong code: it reveals nothing), `pairingUsed`,
     ///   `pairingExpired`, keys that do not open (not sealed by a holder of the code).
     public static func accept(
-        code: PairingCode, client: SyncClient, deviceName: String? = nil, saveToken: (String) throws -> Void,
-        tokenClient: @Sendable (String) -> SyncClient
-    ) async throws -> SuiteKeys {
+        code: PairingCode, client: SyncClient, deviceName: String? = nil, tokenClient: @Sendable (String) -> SyncClient
+    ) async throws -> (token: String, keys: SuiteKeys) {
         let id = code.pairingID
         let privateKey = Curve25519.KeyAgreement.PrivateKey()
         let publicKey = privateKey.publicKey.rawRepresentation
@@ -128,7 +128,6 @@ public enum DevicePairing {
         guard claimed.suite == client.suite else {
             throw SyncError(.local, "this pairing code is for the suite \(claimed.suite), not \(client.suite)")
         }
-        try saveToken(claimed.token)
         let withToken = tokenClient(claimed.token)
         var state = try await withToken.pairing(pairingID: id)
         while state.bundle == nil {
@@ -150,6 +149,6 @@ public enum DevicePairing {
         } catch {
             throw SyncError(.local, "the keys the server relayed do not open: they were not sealed by the device that made the code")
         }
-        return try SuiteKeys(fileBytes: opened, suite: client.suite, source: "the keys the other device sent")
+        return (claimed.token, try SuiteKeys(fileBytes: opened, suite: client.suite, source: "the keys the other device sent"))
     }
 }
