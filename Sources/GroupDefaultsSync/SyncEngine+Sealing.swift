@@ -56,7 +56,16 @@ extension SyncEngine {
         var opened: [SyncEntry] = []
         var refused: [RefusedEntry] = []
         opened.reserveCapacity(entries.count)
+        let current = sealer.keys.currentEpoch
         for entry in entries {
+            // Once rotated, an older epoch's key may be a revoked device's: what it seals is history
+            // (shown by `history`), never applied. Every entry sealed under it before the rotation
+            // comes again sealed under the new epoch, with its own stamp (`KeyRotation`).
+            if let epoch = entry.sealed?.epoch, epoch < current {
+                refused.append(RefusedEntry(keyID: entry.key, key: nil, stamp: entry.stamp,
+                                            reason: "sealed under key epoch \(epoch), retired since epoch \(current) began"))
+                continue
+            }
             do throws(EntrySealer.Refusal) {
                 opened.append(try sealer.open(entry))
             } catch .unknownEpoch(let epoch) {

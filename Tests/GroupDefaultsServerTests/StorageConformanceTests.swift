@@ -632,6 +632,14 @@ struct StorageConformanceTests {
             let history = try await storage.history(account: "alice", suite: "e", key: "k2")
             #expect(history.first?.entry.sealed?.box == Array(repeating: 11, count: 40))
             await expectStorageError(.suiteEncrypted) { try await push(storage, suite: "e", [op("k3", .string("plain"), hlc: 12)]) }
+            // A newer epoch exists once its key bag is stored, each epoch once; then older ones are refused.
+            await expectStorageError(.staleKeyEpoch) { try await push(storage, suite: "e", [sealed("k1", epoch: 2, hlc: 12)]) }
+            await expectStorageError(.suiteNotEncrypted) { try await storage.putKeyBag(account: "alice", suite: "none", epoch: 2, bundle: "b") }
+            await expectStorageError(.staleKeyEpoch) { try await storage.putKeyBag(account: "alice", suite: "e", epoch: 1, bundle: "b") }
+            try await storage.putKeyBag(account: "alice", suite: "e", epoch: 2, bundle: "bag-2")
+            await expectStorageError(.staleKeyEpoch) { try await storage.putKeyBag(account: "alice", suite: "e", epoch: 2, bundle: "other") }
+            #expect(try await storage.keyBags(account: "alice", suite: "e") == [2: "bag-2"])
+            await expectStorageError(.staleKeyEpoch) { try await push(storage, suite: "e", [sealed("k2", epoch: 1, hlc: 12)]) }
             // A re-seal keeps the stamp and replaces only the same write under an older epoch.
             var reseal = sealed("k2", epoch: 2, deleted: true, hlc: 11)
             reseal.origin = 1

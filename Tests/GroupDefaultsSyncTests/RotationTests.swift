@@ -61,6 +61,22 @@ struct RotationTests {
             let body = try JSONEncoder().encode(PushRequest(deviceID: tabletOrigin, batchID: "stale", ops: [stale]))
             await #expect { try await server.client(suite).push(body: Array(body)) } throws: { ($0 as? SyncError)?.code == .staleKeyEpoch }
 
+            // An entry forged with the old key and put into the store behind the server's back (a
+            // revoked device with the server's help) is applied nowhere: epoch 1 is history now.
+            let forged = try old.seal(key: "sound", value: .string("forged.caf"), hlc: HLC(rawValue: stale.hlc.rawValue + 1 << 16),
+                                      origin: tabletOrigin)
+            let soundID = tabletKeys.keyID(for: "sound")
+            let current = try #require(try await server.snapshot(suite).entries[soundID])
+            try await server.killAndRestart {
+                try await ServerStore.rewrite(server, suite: suite, changed: [
+                    SyncEntry(keyID: soundID, sealed: forged.sealed!, deleted: false, hlc: forged.hlc, origin: tabletOrigin, rev: current.rev),
+                ])
+            }
+            #expect(try await phone.sync("reset").status == 0)
+            let refusedForgery = try await phone.sync("sync")
+            #expect(refusedForgery.status == 1 && refusedForgery.stderr.contains("retired"), "\(refusedForgery.stderr)")
+            #expect(try await phone.defaultsTool(["read", suite, "sound"]).stdout.trimmingCharacters(in: .newlines) == "bell.aiff")
+
             // The history keeps the epoch-1 version, which the phone still opens.
             let history = try await phone.sync("history", ["sound"])
             #expect(history.status == 0 && history.stdout.contains("ring.caf") && history.stdout.contains("bell.aiff"), "\(history)")
@@ -70,7 +86,8 @@ struct RotationTests {
             let recovered = try await laptop.sync("configure", ["--server", server.url.absoluteString, "--token-file", laptopToken,
                                                                 "--recovery-key", String(recovery)])
             #expect(recovered.status == 0, "\(recovered.stderr)")
-            #expect(try await laptop.sync("sync").status == 0)
+            let laptopSync = try await laptop.sync("sync")
+            #expect(laptopSync.status == 1 && laptopSync.stderr.contains("retired"), "the forged entry, refused: \(laptopSync.stderr)")
             #expect(try await laptop.defaultsTool(["read", suite, "pin"]).stdout.trimmingCharacters(in: .newlines) == "secret-after-rotation")
             // Another suite's recovery key passes its check but is refused.
             let wrong = try await laptop.sync("configure", ["--server", server.url.absoluteString, "--token-file", laptopToken,

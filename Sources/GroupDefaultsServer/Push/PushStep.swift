@@ -155,12 +155,34 @@ package enum PushStep {
         case (.some, false) where written:
             throw SyncStorageError(.suiteNotEncrypted,
                 "suite \(suite) is not encrypted: a suite is encrypted for every device or for none")
-        case (let epochs?, true) where epochs.lowerBound < counters.epoch:
-            throw SyncStorageError(.staleKeyEpoch,
-                "suite \(suite)'s key was rotated to epoch \(counters.epoch); this push was sealed under epoch \(epochs.lowerBound): pair this device again")
+        case (let epochs?, _):
+            // Every op under the suite's epoch: a new suite's is 1; a later one exists only once its
+            // key bag is stored (`checkKeyBag`), which is what moves the suite to it.
+            let current = max(counters.epoch, 1)
+            if epochs.lowerBound < current {
+                throw SyncStorageError(.staleKeyEpoch,
+                    "suite \(suite)'s key was rotated to epoch \(current); this push was sealed under epoch \(epochs.lowerBound): pair this device again")
+            }
+            if epochs.upperBound > current {
+                throw SyncStorageError(.staleKeyEpoch,
+                    "suite \(suite) is at key epoch \(current); epoch \(epochs.upperBound) has no key bag on the server (rotate-key stores it first)")
+            }
         default:
             return
         }
+    }
+
+    /// The rule of key bags (`…/key-bags/{epoch}`): only for an encrypted suite, each epoch once and
+    /// newer than the suite's; storing one moves the suite to that epoch, after which pushes under an
+    /// older one are refused. Returns the suite's new epoch.
+    package static func checkKeyBag(suite: String, suiteEpoch: UInt32?, epoch: UInt32) throws(SyncStorageError) -> UInt32 {
+        guard let suiteEpoch, suiteEpoch > 0 else {
+            throw SyncStorageError(.suiteNotEncrypted, "suite \(suite) holds no sealed entries: there is no key to rotate")
+        }
+        guard epoch > suiteEpoch else {
+            throw SyncStorageError(.staleKeyEpoch, "suite \(suite) is at key epoch \(suiteEpoch) already: a key bag is stored once, for a newer epoch")
+        }
+        return epoch
     }
 
     private static func checkQuota(_ quota: SuiteQuota, suite: String, before: Counters, after: Counters) throws(SyncStorageError) {

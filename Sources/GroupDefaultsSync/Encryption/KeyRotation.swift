@@ -53,6 +53,15 @@ public enum KeyRotation {
                     refused.append(RefusedEntry(keyID: entry.key, key: nil, stamp: entry.stamp, reason: "\(error)"))
                     continue
                 }
+                // Only what this device holds (it synced just before) is sealed again: an entry the
+                // server has and this device does not (one it refused, or one planted with an old
+                // key) does not become a new epoch's.
+                let held = try? engine.defaults.syncEntry(forKey: opened.key)
+                guard let held, held.stamp == opened.stamp, held.isDeleted == opened.isDeleted else {
+                    refused.append(RefusedEntry(keyID: entry.key, key: opened.key, stamp: entry.stamp,
+                                                reason: "differs from this device's copy: not sealed again"))
+                    continue
+                }
                 var op: PushOp
                 do {
                     op = try sealer.seal(key: opened.key, value: opened.value, hlc: opened.hlc, origin: opened.origin)
@@ -62,13 +71,28 @@ public enum KeyRotation {
                 op.origin = opened.origin
                 ops.append(op)
             }
-            guard !ops.isEmpty else { continue }
-            let request = PushRequest(deviceID: engine.defaults.origin, batchID: "reseal-\(epoch)-\(UUID().uuidString.lowercased())", ops: ops)
-            let body: [UInt8]
-            do { body = Array(try JSONEncoder().encode(request)) } catch { throw SyncError(.local, "cannot encode a push: \(error)") }
-            let response = try await engine.client.push(body: body)
-            resealed += response.results.count { $0.status == .applied }
+            // In batches within the server's body limit (each op about its JSON's size).
+            var batch: [PushOp] = [], bytes = 128
+            for op in ops {
+                let size = ((try? JSONEncoder().encode(op).count) ?? limits.maxBodyBytes) + 1
+                if !batch.isEmpty, bytes + size > limits.maxBodyBytes {
+                    resealed += try await push(batch, engine: engine, epoch: epoch)
+                    batch = []
+                    bytes = 128
+                }
+                batch.append(op)
+                bytes += size
+            }
+            if !batch.isEmpty { resealed += try await push(batch, engine: engine, epoch: epoch) }
         } while after != nil
         return Outcome(keys: new, resealed: resealed, refused: refused)
+    }
+
+    /// One batch of re-seals; how many the server applied.
+    private static func push(_ ops: [PushOp], engine: SyncEngine, epoch: UInt32) async throws(SyncError) -> Int {
+        let request = PushRequest(deviceID: engine.defaults.origin, batchID: "reseal-\(epoch)-\(UUID().uuidString.lowercased())", ops: ops)
+        let body: [UInt8]
+        do { body = Array(try JSONEncoder().encode(request)) } catch { throw SyncError(.local, "cannot encode a push: \(error)") }
+        return try await engine.client.push(body: body).results.count { $0.status == .applied }
     }
 }

@@ -75,9 +75,17 @@ extension LMDBSyncStorage {
 extension LMDBSyncStorage {
     package func putKeyBag(account: String, suite: String, epoch: UInt32, bundle: String) async throws {
         let environment = self.environment
-        let key = LMDBKeys.suiteName(account: account, suite: suite) + [0] + withUnsafeBytes(of: epoch.bigEndian) { Array($0) }
+        let suiteKey = LMDBKeys.suiteName(account: account, suite: suite)
+        let key = suiteKey + [0] + withUnsafeBytes(of: epoch.bigEndian) { Array($0) }
         try await onWriteQueue {
-            try environment.writeTransaction(sync: true) { txn in try Self.put(txn, DB.keyBags, key, Array(bundle.utf8)) }
+            try environment.writeTransaction(sync: true) { txn in
+                let found = try Self.suiteRecord(txn, suiteKey)
+                let newEpoch = try PushStep.checkKeyBag(suite: suite, suiteEpoch: found?.epoch, epoch: epoch)
+                guard var record = found else { return }  // checkKeyBag refused a missing suite already
+                record.epoch = newEpoch
+                try Self.put(txn, DB.suites, suiteKey, record.bytes)
+                try Self.put(txn, DB.keyBags, key, Array(bundle.utf8))
+            }
         }
     }
 

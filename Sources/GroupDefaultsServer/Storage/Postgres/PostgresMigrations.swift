@@ -105,13 +105,13 @@ package enum PostgresMigrations {
         Migration(version: 3, name: "end-to-end encrypted suites: sealed entries, key epochs, pairings, key bags", statements: [
             """
             DO $$ BEGIN
-                ALTER TABLE entries ADD COLUMN sealed bytea, ADD COLUMN epoch integer,
+                ALTER TABLE entries ADD COLUMN sealed bytea, ADD COLUMN epoch bigint,
                     ADD COLUMN deleted boolean NOT NULL DEFAULT false;
                 UPDATE entries SET deleted = true WHERE value IS NULL;
-                ALTER TABLE history ADD COLUMN sealed bytea, ADD COLUMN epoch integer,
+                ALTER TABLE history ADD COLUMN sealed bytea, ADD COLUMN epoch bigint,
                     ADD COLUMN deleted boolean NOT NULL DEFAULT false;
                 UPDATE history SET deleted = true WHERE value IS NULL;
-                ALTER TABLE suites ADD COLUMN epoch integer NOT NULL DEFAULT 0;
+                ALTER TABLE suites ADD COLUMN epoch bigint NOT NULL DEFAULT 0;
                 CREATE TABLE pairings (lookup text PRIMARY KEY, expires timestamptz NOT NULL, record json NOT NULL);
                 CREATE TABLE key_bags (
                     account text NOT NULL, suite text NOT NULL, epoch bigint NOT NULL, bundle text NOT NULL,

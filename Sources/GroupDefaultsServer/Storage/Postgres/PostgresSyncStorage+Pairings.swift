@@ -74,10 +74,18 @@ extension PostgresSyncStorage {
 extension PostgresSyncStorage {
     package func putKeyBag(account: String, suite: String, epoch: UInt32, bundle: String) async throws {
         try await bounded("storing a key bag") { storage in
-            try await storage.client.query("""
-                INSERT INTO key_bags (account, suite, epoch, bundle) VALUES (\(account), \(suite), \(Int64(epoch)), \(bundle))
-                ON CONFLICT (account, suite, epoch) DO UPDATE SET bundle = excluded.bundle
-                """, logger: storage.logger)
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                let rows = try await connection.query(
+                    "SELECT epoch FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE", logger: storage.logger)
+                var current: UInt32?
+                for try await epoch in rows.decode(Int64.self) { current = UInt32(clamping: epoch) }
+                let new = try PushStep.checkKeyBag(suite: suite, suiteEpoch: current, epoch: epoch)
+                try await connection.query(
+                    "UPDATE suites SET epoch = \(Int64(new)) WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
+                try await connection.query("""
+                    INSERT INTO key_bags (account, suite, epoch, bundle) VALUES (\(account), \(suite), \(Int64(epoch)), \(bundle))
+                    """, logger: storage.logger)
+            }
         }
     }
 

@@ -122,7 +122,7 @@ private struct PushTransaction {
             SELECT head_rev, key_count, byte_count, epoch FROM suites
             WHERE account = \(account) AND suite = \(suite) FOR UPDATE
             """, logger: logger)
-        for try await (head, keys, bytes, epoch) in rows.decode((Int64, Int64, Int64, Int32).self) {
+        for try await (head, keys, bytes, epoch) in rows.decode((Int64, Int64, Int64, Int64).self) {
             return PushStep.Counters(head: UInt64(head), keys: Int(keys), bytes: Int(bytes), epoch: UInt32(clamping: epoch))
         }
         throw SyncStorageError(.unavailable, "the row of suite \(suite) vanished while it was being locked")
@@ -150,7 +150,7 @@ private struct PushTransaction {
             WHERE account = \(account) AND suite = \(suite) AND key = ANY(\(keys)::text[])
             """, logger: logger)
         var held: [String: StoredEntry] = [:]
-        for try await row in rows.decode((String, String?, Data?, Int32?, Bool, String, String, Int64).self) {
+        for try await row in rows.decode((String, String?, Data?, Int64?, Bool, String, String, Int64).self) {
             held[row.0] = try EntryRow.stored(key: row.0, (row.1, row.2, row.3, row.4, row.5, row.6, row.7))
         }
         return held
@@ -168,7 +168,7 @@ private struct PushTransaction {
             WITH changed AS (
                 SELECT * FROM unnest(\(entries.keys)::text[], \(entries.values)::text[], \(entries.deleted)::boolean[],
                                      \(entries.hlcs)::text[], \(entries.origins)::text[], \(entries.revs)::bigint[],
-                                     \(entries.sealed)::text[], \(entries.epochs)::integer[]) AS t(k, v, d, h, o, r, s, e)
+                                     \(entries.sealed)::text[], \(entries.epochs)::bigint[]) AS t(k, v, d, h, o, r, s, e)
             ), upserted AS (
                 INSERT INTO entries (account, suite, key, value, sealed, epoch, deleted, hlc, origin, rev)
                 SELECT \(account), \(suite), k, CASE WHEN d OR s <> '' THEN NULL ELSE v::json END,
@@ -178,12 +178,12 @@ private struct PushTransaction {
                         hlc = excluded.hlc, origin = excluded.origin, rev = excluded.rev
             ), counted AS (
                 UPDATE suites SET head_rev = \(Int64(counters.head)), key_count = \(Int64(counters.keys)),
-                    byte_count = \(Int64(counters.bytes)), epoch = \(Int32(clamping: counters.epoch))
+                    byte_count = \(Int64(counters.bytes)), epoch = \(Int64(counters.epoch))
                 WHERE account = \(account) AND suite = \(suite)
             ), new AS (
                 SELECT * FROM unnest(\(history.keys)::text[], \(history.values)::text[], \(history.deleted)::boolean[],
                                      \(history.hlcs)::text[], \(history.origins)::text[], \(history.revs)::bigint[],
-                                     \(history.sealed)::text[], \(history.epochs)::integer[]) AS t(k, v, d, h, o, r, s, e)
+                                     \(history.sealed)::text[], \(history.epochs)::bigint[]) AS t(k, v, d, h, o, r, s, e)
             ), inserted AS (
                 INSERT INTO history (account, suite, key, rev, value, sealed, epoch, deleted, hlc, origin)
                 SELECT \(account), \(suite), k, r, CASE WHEN d OR s <> '' THEN NULL ELSE v::json END,
@@ -225,14 +225,14 @@ private struct EntryColumns {
     let origins: [String]
     let revs: [Int64]
     let sealed: [String]
-    let epochs: [Int32]
+    let epochs: [Int64]
 
     init(_ entries: [StoredEntry]) {
         keys = entries.map(\.key)
         values = entries.map { $0.valueJSON.map { String(decoding: $0, as: UTF8.self) } ?? "" }
         deleted = entries.map(\.isDeleted)
         sealed = entries.map { $0.sealed.map { Data($0.box).base64EncodedString() } ?? "" }
-        epochs = entries.map { Int32(clamping: $0.sealed?.epoch ?? 0) }
+        epochs = entries.map { Int64($0.sealed?.epoch ?? 0) }
         hlcs = entries.map { String($0.stamp.hlc.rawValue) }
         origins = entries.map { String($0.stamp.origin) }
         revs = entries.map { Int64($0.rev) }

@@ -251,11 +251,11 @@ package final class PostgresSyncStorage: SyncStorage {
 enum EntryRow {
     /// The columns after the key, in the order `Columns` decodes them.
     static let columns = "value::text, sealed, epoch, deleted, hlc::text, origin::text, rev"
-    typealias Columns = (String?, Data?, Int32?, Bool, String, String, Int64)
+    typealias Columns = (String?, Data?, Int64?, Bool, String, String, Int64)
 
     static func entries(_ rows: PostgresRowSequence) async throws -> [SyncEntry] {
         var entries: [SyncEntry] = []
-        for try await row in rows.decode((String, String?, Data?, Int32?, Bool, String, String, Int64).self) {
+        for try await row in rows.decode((String, String?, Data?, Int64?, Bool, String, String, Int64).self) {
             entries.append(try stored(key: row.0, (row.1, row.2, row.3, row.4, row.5, row.6, row.7)).syncEntry())
         }
         return entries
@@ -269,7 +269,7 @@ enum EntryRow {
         }
         let stamp = Stamp(hlc: HLC(rawValue: hlcValue), origin: originValue)
         if let sealed {
-            guard let epoch, epoch > 0 else { throw SyncStorageError(.unavailable, "a sealed entry of \(key) has no key epoch") }
+            guard let epoch, epoch > 0, epoch <= Int64(UInt32.max) else { throw SyncStorageError(.unavailable, "a sealed entry of \(key) has no key epoch") }
             return StoredEntry(key: key, sealed: SealedPayload(epoch: UInt32(epoch), box: Array(sealed)), deleted: deleted,
                                stamp: stamp, rev: UInt64(rev))
         }
