@@ -386,7 +386,16 @@ public actor SyncEngine {
     /// else the oldest pending changes, stored before they are sent; nil when nothing is pending.
     private func nextBatch() async throws(SyncError) -> InFlightBatch? {
         let state = try local { try defaults.syncState() }
-        if let inFlight = state.inFlight { return inFlight }
+        if let inFlight = state.inFlight {
+            // A batch stored before the suite's encryption changed (plain, and now sealed, or the
+            // reverse) is never sent: the server refuses it, and a plain one would show the values.
+            let sealed = (try? JSONDecoder().decode(PushRequest.self, from: Data(inFlight.body)))?.ops.first?.sealed != nil
+            guard sealed != (sealer == nil) else {
+                try local { try defaults.setInFlightBatch(nil) }
+                return try await nextBatch()
+            }
+            return inFlight
+        }
         let limits = try await serverLimits()
         let cap = min(limits.maxOpsPerBatch, batchCap ?? .max)
         var ops: [PushOp] = []
@@ -434,6 +443,10 @@ public actor SyncEngine {
             response = try await client.push(body: batch.body)
         } catch where error.kind == .rejected {
             switch error.code {
+            case .suiteEncrypted?, .suiteNotEncrypted?:
+                // Not this batch's fault but this device's settings: the marks stay, the batch goes.
+                try local { try defaults.setInFlightBatch(nil) }
+                throw error
             case let code? where code.refusesChange:
                 try local { try defaults.setInFlightBatch(nil) }
                 settleRefusal(error, of: pushed, keyIDs: request.ops.map(\.key))

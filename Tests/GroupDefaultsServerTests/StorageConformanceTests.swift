@@ -669,11 +669,13 @@ struct StorageConformanceTests {
                                         readOnly: false, created: created)
             try await storage.createPairing(pairing)
             await expectStorageError(.pairingUsed) { try await storage.createPairing(pairing) }
-            await expectStorageError(.malformed) { _ = try await storage.completePairing(lookup: pairing.lookup, bundle: "b", now: created) }
+            await expectStorageError(.malformed) {
+                _ = try await storage.completePairing(lookup: pairing.lookup, bundle: "b", now: created, tokenExpires: nil)
+            }
             let claim = PairingClaim(publicKey: "pk", proof: "proof")
             func token(_ id: String) -> StoredToken {
-                StoredToken(id: id, account: "alice", suitePatterns: ["s"], readOnly: false, created: created, expires: nil, revoked: nil,
-                            hash: "hash-\(id)")
+                StoredToken(id: id, account: "alice", suitePatterns: ["s"], readOnly: false, created: created, expires: pairing.expires,
+                            revoked: nil, hash: "hash-\(id)")
             }
             // Expired: refused, and no token made.
             await expectStorageError(.pairingExpired) {
@@ -688,9 +690,14 @@ struct StorageConformanceTests {
                 _ = try await storage.claimPairing(lookup: pairing.lookup, claim: claim, token: token("tok_3"), now: created)
             }
             #expect(try await storage.token(hash: "hash-tok_3") == nil)
-            let completed = try await storage.completePairing(lookup: pairing.lookup, bundle: "sealed", now: created)
+            let interim = try await storage.token(hash: "hash-tok_2")?.expires
+            #expect(interim.map { abs($0.timeIntervalSince(pairing.expires)) < 0.001 } == true, "until the keys are handed over")
+            let completed = try await storage.completePairing(lookup: pairing.lookup, bundle: "sealed", now: created, tokenExpires: nil)
             #expect(completed.state.state == .completed && completed.state.bundle == "sealed")
-            await expectStorageError(.pairingUsed) { _ = try await storage.completePairing(lookup: pairing.lookup, bundle: "x", now: created) }
+            #expect(try await storage.token(hash: "hash-tok_2")?.expires == nil, "then as long as the creator's")
+            await expectStorageError(.pairingUsed) {
+                _ = try await storage.completePairing(lookup: pairing.lookup, bundle: "x", now: created, tokenExpires: nil)
+            }
             #expect(try await storage.pairing(lookup: pairing.lookup)?.bundle == "sealed")
             await expectStorageError(.pairingNotFound) {
                 _ = try await storage.claimPairing(lookup: StoredPairing.lookup(id: "nope"), claim: claim, token: token("tok_4"), now: created)

@@ -170,4 +170,26 @@ struct EncryptedSyncTests {
             #expect(loose.status == 1 && loose.stderr.contains("chmod 600"), "\(loose.stderr)")
         }
     }
+
+    @Test("a plain batch stored before the suite was encrypted is dropped, never sent: its changes go sealed")
+    func plainBatchStoredBeforeEncryption() async throws {
+        try await SyncServer.with(.lmdb) { server in
+            let suite = "group.e2e.switch"
+            let plain = try Device(suite, server: server)
+            defer { plain.remove() }
+            let change = try plain.set("pin", .string("plain-secret-Z8Q"))
+            // The batch a plain engine stored and did not get to send.
+            let body = try JSONEncoder().encode(PushRequest(deviceID: plain.defaults.origin, batchID: "plain-batch", ops: [
+                PushOp(key: "pin", value: change.value, hlc: change.hlc),
+            ]))
+            try plain.defaults.setInFlightBatch(InFlightBatch(id: "plain-batch", body: Array(body)))
+            let keys = SuiteKeys(recoveryKey: RecoveryKey(), suite: suite)
+            let sealed = SyncEngine(defaults: plain.defaults, client: server.client(suite), logger: Device.logger, keys: keys)
+            let report = try await sealed.syncOnce()
+            #expect(report.isInAgreement && report.pushed == 1)
+            #expect(try plain.defaults.syncState().inFlight == nil)
+            #expect(!(try await ServerStore.dump(server)).contains("plain-secret-Z8Q"))
+            #expect(try await server.snapshot(suite, keys: keys).entries["pin"]?.value == .string("plain-secret-Z8Q"))
+        }
+    }
 }

@@ -27,7 +27,9 @@ struct PairingRoutes: Sendable {
     }
 
     /// `POST /v1/pairings/{pairing_id}/claim`: the new device's public key and proof; answers its
-    /// token, made in the same transaction as the claim.
+    /// token, made in the same transaction as the claim. The token expires with the pairing unless
+    /// the device that made the code, having checked the proof, hands over the keys (`complete`):
+    /// a claim by someone who saw the pairing id but not the code gets nothing that lasts.
     func claim(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let id = try pairingID(context)
         let claim = try await JSONBody.decode(PairingClaim.self, from: request, limit: Self.bodyLimit)
@@ -37,7 +39,7 @@ struct PairingRoutes: Sendable {
         let lookup = StoredPairing.lookup(id: id)
         guard let pairing = try await storage.pairing(lookup: lookup) else { throw Self.notFound }
         let (secret, token) = Tokens.make(account: pairing.account, suitePatterns: [pairing.suite], readOnly: pairing.readOnly,
-                                          device: claim.deviceName, expires: nil)
+                                          device: claim.deviceName, expires: pairing.expires)
         let claimed = try await storage.claimPairing(lookup: lookup, claim: claim, token: token, now: Date())
         return try JSONBody.response(PairingClaimed(token: secret, suite: claimed.suite, expires: claimed.state.expires))
     }
@@ -48,7 +50,8 @@ struct PairingRoutes: Sendable {
         return try JSONBody.response(pairing.state)
     }
 
-    /// `PUT /v1/pairings/{pairing_id}/keys`: the sealed keys, from the token that made the pairing.
+    /// `PUT /v1/pairings/{pairing_id}/keys`: the sealed keys, from the token that made the pairing;
+    /// the claiming device's token then lasts as long as this one.
     func complete(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let pairing = try await own(context)
         guard pairing.creatorTokenID == context.token?.id else {
@@ -58,7 +61,8 @@ struct PairingRoutes: Sendable {
         guard let bundle = Data(base64Encoded: body.bundle), bundle.count > 32 else {
             throw APIError.malformed("bundle must be base64 of the encapsulated key and the sealed keys")
         }
-        let completed = try await storage.completePairing(lookup: pairing.lookup, bundle: body.bundle, now: Date())
+        let completed = try await storage.completePairing(lookup: pairing.lookup, bundle: body.bundle, now: Date(),
+                                                          tokenExpires: context.token?.expires)
         return try JSONBody.response(completed.state)
     }
 

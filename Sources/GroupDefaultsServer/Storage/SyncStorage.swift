@@ -149,9 +149,10 @@ package protocol SyncStorage: Sendable {
     /// Claims the pairing (`StoredPairing.claim`) and stores `token`, the claiming device's, in one
     /// transaction; `pairingNotFound`, `pairingExpired`, `pairingUsed`.
     func claimPairing(lookup: String, claim: PairingClaim, token: StoredToken, now: Date) async throws -> StoredPairing
-    /// Stores the sealed keys (`StoredPairing.complete`); `pairingNotFound`, `pairingExpired`,
-    /// `pairingUsed`.
-    func completePairing(lookup: String, bundle: String, now: Date) async throws -> StoredPairing
+    /// Stores the sealed keys (`StoredPairing.complete`) and gives the claiming device's token its
+    /// lasting expiry, `tokenExpires` (nil: none), in one transaction; until then it expires with
+    /// the pairing. `pairingNotFound`, `pairingExpired`, `pairingUsed`.
+    func completePairing(lookup: String, bundle: String, now: Date, tokenExpires: Date?) async throws -> StoredPairing
 
     // Key bags: each key epoch's key sealed to the suite's recovery key (opaque here)
     /// Stores (or replaces) the key bag of `epoch`.

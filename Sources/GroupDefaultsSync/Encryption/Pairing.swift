@@ -34,6 +34,11 @@ public struct PairingCode: Sendable, Equatable, CustomStringConvertible {
         Data(HMAC<SHA256>.authenticationCode(for: publicKey, using: derive("claim proof")))
     }
 
+    /// Whether `proof` is the proof of `publicKey`, compared in constant time.
+    func verifies(_ proof: Data, of publicKey: Data) -> Bool {
+        HMAC<SHA256>.isValidAuthenticationCode(proof, authenticating: publicKey, using: derive("claim proof"))
+    }
+
     /// The pre-shared key of the HPKE seal (mode psk): only a holder of the code can seal what the
     /// new device opens.
     var presharedKey: SymmetricKey { derive("hpke psk") }
@@ -79,7 +84,7 @@ public enum DevicePairing {
         }
         guard let claim = state.claim, let publicKey = Data(base64Encoded: claim.publicKey), let proof = Data(base64Encoded: claim.proof)
         else { throw SyncError(.protocolError, "the pairing was claimed without a public key") }
-        guard proof == code.proof(of: publicKey) else {
+        guard code.verifies(proof, of: publicKey) else {
             throw SyncError(.local, "the pairing was claimed by someone who does not know the code (the server may be tampering): the keys were not handed over")
         }
         let bundle: Data

@@ -46,8 +46,14 @@ extension LMDBSyncStorage {
         }
     }
 
-    package func completePairing(lookup: String, bundle: String, now: Date) async throws -> StoredPairing {
-        try await updatePairing(lookup) { pairing, _ in try pairing.complete(bundle: bundle, now: now) }
+    package func completePairing(lookup: String, bundle: String, now: Date, tokenExpires: Date?) async throws -> StoredPairing {
+        try await updatePairing(lookup) { pairing, txn in
+            try pairing.complete(bundle: bundle, now: now)
+            guard let id = pairing.tokenID, let json = try Self.get(txn, DB.tokens, Array(id.utf8)) else { return }
+            var token = try JSONDecoder().decode(StoredToken.self, from: Data(json))
+            token.expires = tokenExpires
+            try Self.put(txn, DB.tokens, Array(id.utf8), Array(try JSONEncoder().encode(token)))
+        }
     }
 
     /// Reads, changes and writes one pairing in one write transaction.

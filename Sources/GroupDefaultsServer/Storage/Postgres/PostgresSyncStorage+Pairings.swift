@@ -41,8 +41,12 @@ extension PostgresSyncStorage {
         }
     }
 
-    package func completePairing(lookup: String, bundle: String, now: Date) async throws -> StoredPairing {
-        try await updatePairing(lookup) { pairing, _, _ in try pairing.complete(bundle: bundle, now: now) }
+    package func completePairing(lookup: String, bundle: String, now: Date, tokenExpires: Date?) async throws -> StoredPairing {
+        try await updatePairing(lookup) { pairing, connection, logger in
+            try pairing.complete(bundle: bundle, now: now)
+            guard let id = pairing.tokenID else { return }
+            try await connection.query("UPDATE tokens SET expires = \(tokenExpires) WHERE id = \(id)", logger: logger)
+        }
     }
 
     /// Locks, changes and writes one pairing in one transaction.
