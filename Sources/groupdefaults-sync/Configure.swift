@@ -152,7 +152,7 @@ extension SyncCommand {
                 let keys: SuiteKeys
                 do {
                     let client = SyncClient(server: server, suite: suite, http: http) { try TokenFile.read(tokenFile) }
-                    keys = try SuiteKeys(recoveryKey: recovery, suite: suite, keyBags: try await client.keyBags().epochs)
+                    keys = SuiteKeys(recoveryKey: recovery, suite: suite, keyBags: try await client.keyBags().epochs)
                     // Another suite's recovery key passes the check characters but opens nothing here.
                     let sample = try await client.snapshot(after: nil, limit: 3).entries
                     let sealer = EntrySealer(keys: keys)

@@ -33,7 +33,7 @@ public enum KeyRotation {
     public static func rotate(_ engine: SyncEngine, keys: SuiteKeys, keyFile: String) async throws(SyncError) -> Outcome {
         // Up to date first: pending changes pushed under the old epoch while the server still takes it.
         try await engine.syncOnce()
-        let new = keys.rotated()
+        let new = try keys.rotated()
         let epoch = new.currentEpoch
         try new.write(to: keyFile)
         try await engine.client.putKeyBag(epoch: epoch, bundle: try new.keyBag(epoch: epoch))

@@ -72,7 +72,10 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     // MARK: Rotation and recovery
 
     /// These keys and a new, random key for the next epoch, which seals from now on.
-    public func rotated() -> SuiteKeys {
+    ///
+    /// - Throws: `SyncError` (`local`) when no epoch is left (after 4,294,967,295 rotations).
+    public func rotated() throws(SyncError) -> SuiteKeys {
+        guard currentEpoch < UInt32.max else { throw SyncError(.local, "\(suite) has used every key epoch") }
         var epochs = self.epochs
         epochs[currentEpoch + 1] = SymmetricKey(size: .bits256)
         return SuiteKeys(suite: suite, names: names, epochs: epochs, recoveryPublicKey: recoveryPublicKey)
@@ -95,28 +98,29 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// The keys of `suite` from its recovery key and the key bags the server keeps: epoch 1 from the
-    /// recovery key itself, each later one from its bag.
-    ///
-    /// - Throws: `SyncError` (`local`) if a bag does not open with this recovery key.
-    public init(recoveryKey: RecoveryKey, suite: String, keyBags: [String: String]) throws(SyncError) {
-        var keys = SuiteKeys(recoveryKey: recoveryKey, suite: suite)
+    /// recovery key itself, each later one from its bag, in order, as far as they open. A bag
+    /// missing, or one that does not open with this recovery key, ends the chain there; such a
+    /// device then seals under an epoch the server no longer takes, and is told to pair instead.
+    public init(recoveryKey: RecoveryKey, suite: String, keyBags: [String: String]) {
+        let keys = SuiteKeys(recoveryKey: recoveryKey, suite: suite)
         let privateKey = Self.recoveryPrivateKey(recoveryKey, suite)
         var epochs = keys.epochs
-        for (text, bag) in keyBags {
-            guard let epoch = UInt32(text), epoch > 1 else { continue }
-            do {
-                guard let bytes = Data(base64Encoded: bag), bytes.count > 32 else { throw SyncError(.protocolError, "damaged") }
-                var recipient = try HPKE.Recipient(privateKey: privateKey, ciphersuite: Self.bagSuite, info: keys.bagInfo(epoch),
-                                                   encapsulatedKey: bytes.prefix(32))
-                let key = try recipient.open(bytes.dropFirst(32))
-                guard key.count == 32 else { throw SyncError(.protocolError, "damaged") }
-                epochs[epoch] = SymmetricKey(data: key)
-            } catch {
-                throw SyncError(.local, "the key of epoch \(epoch) the server keeps does not open with this recovery key")
-            }
+        var epoch: UInt32 = 2
+        while let bag = keyBags[String(epoch)], let key = keys.openBag(bag, epoch: epoch, privateKey: privateKey) {
+            epochs[epoch] = key
+            guard epoch < UInt32.max else { break }
+            epoch += 1
         }
-        keys = SuiteKeys(suite: suite, names: keys.names, epochs: epochs, recoveryPublicKey: keys.recoveryPublicKey)
-        self = keys
+        self.init(suite: suite, names: keys.names, epochs: epochs, recoveryPublicKey: keys.recoveryPublicKey)
+    }
+
+    private func openBag(_ bag: String, epoch: UInt32, privateKey: Curve25519.KeyAgreement.PrivateKey) -> SymmetricKey? {
+        guard let bytes = Data(base64Encoded: bag), bytes.count > 32,
+              var recipient = try? HPKE.Recipient(privateKey: privateKey, ciphersuite: Self.bagSuite, info: bagInfo(epoch),
+                                                  encapsulatedKey: bytes.prefix(32)),
+              let key = try? recipient.open(bytes.dropFirst(32)), key.count == 32
+        else { return nil }
+        return SymmetricKey(data: key)
     }
 
     /// Says which suite and epoch, never a key.
