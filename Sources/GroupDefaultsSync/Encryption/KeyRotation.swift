@@ -8,13 +8,16 @@ import GroupDefaultsWire
 /// In order, so that a failure at any step loses nothing and running it again finishes the work:
 /// 1. the new keys (every old epoch kept, for history) are written to the key file;
 /// 2. the new epoch's key, sealed to the recovery key, is stored on the server (a key bag), so the
-///    recovery key still opens everything;
-/// 3. every entry of the server's suite sealed under an older epoch is sealed again under the new
-///    one, keeping its stamp (a re-seal: `PushOp.origin`), so no write changes and none is lost.
+///    recovery key still opens everything; storing it moves the suite to the new epoch, and the
+///    server refuses pushes under an older one from then on (`stale_key_epoch`);
+/// 3. every entry of the server's suite sealed under an older epoch that this device holds (the
+///    same write: it synced just before) is sealed again under the new one, keeping its stamp (a
+///    re-seal: `PushOp.origin`), so no write changes and none is lost; one it does not hold is left
+///    as it was and reported, never laundered into the new epoch.
 ///
-/// The server refuses pushes under an older epoch from then on (`stale_key_epoch`): every other
-/// device that should keep the suite pairs again (`groupdefaults-sync pair` here, `configure
-/// --pairing-code` there) and gets every epoch's key.
+/// Every other device that should keep the suite pairs again (`groupdefaults-sync pair` here,
+/// `configure --pairing-code` there) and gets every epoch's key; devices with the new key refuse
+/// entries under a retired epoch.
 public enum KeyRotation {
     /// What a rotation did.
     public struct Outcome: Sendable {
