@@ -117,55 +117,13 @@ extension SyncCommand {
             let path = keyFile.map(Self.absolute) ?? previous?.keyFile
                 ?? URL(fileURLWithPath: tokenFile).deletingLastPathComponent().appendingPathComponent("\(suite).keys").path
             if let text = pairingCode {
-                let code = try PairingCode(parsing: text)
-                if FileManager.default.fileExists(atPath: path) { _ = try SuiteKeys.read(from: path, suite: suite) }  // this suite's only
-                try FileManager.default.createDirectory(
-                    at: URL(fileURLWithPath: tokenFile).deletingLastPathComponent(), withIntermediateDirectories: true,
-                    attributes: [.posixPermissions: 0o700])
-                guard !FileManager.default.fileExists(atPath: tokenFile) else {
-                    throw CommandFailure("the token file \(tokenFile) exists already: give another --token-file")
-                }
-                let http = try SyncClient.makeHTTPClient(caFile: caFile)
-                do {
-                    let client = SyncClient(server: server, suite: suite, http: http) {
-                        throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one")
-                    }
-                    // The token and the keys are written together, once both are here: a pairing
-                    // that fails, or is interrupted, leaves nothing behind.
-                    let (token, keys) = try await DevicePairing.accept(
-                        code: code, client: client, deviceName: deviceName,
-                        tokenClient: { token in SyncClient(server: server, suite: suite, http: http) { token } })
-                    try TokenFile.create(token, at: tokenFile)
-                    try keys.write(to: path)
-                } catch {
-                    try? await http.shutdown()
-                    throw error
-                }
-                try await http.shutdown()
+                try await pairedKeys(code: try PairingCode(parsing: text), suite: suite, server: server, tokenFile: tokenFile,
+                                     keyFile: path, caFile: caFile)
                 return (path, nil)
             }
             if let text = recoveryKey {
-                let recovery = try RecoveryKey(parsing: text)
-                // Epoch 1 comes from the recovery key itself; the later ones from the key bags the
-                // server keeps, sealed to it.
-                let http = try SyncClient.makeHTTPClient(caFile: caFile)
-                let keys: SuiteKeys
-                do {
-                    let client = SyncClient(server: server, suite: suite, http: http) { try TokenFile.read(tokenFile) }
-                    keys = SuiteKeys(recoveryKey: recovery, suite: suite, keyBags: try await client.keyBags().epochs)
-                    // Another suite's recovery key passes the check characters but opens nothing here.
-                    let sample = try await client.snapshot(after: nil, limit: 3).entries
-                    let sealer = EntrySealer(keys: keys)
-                    if !sample.isEmpty, !sample.contains(where: { (try? sealer.open($0)) != nil }) {
-                        throw CommandFailure("this recovery key does not open the entries of \(suite) on the server: is it this suite's?")
-                    }
-                } catch {
-                    try? await http.shutdown()
-                    throw error
-                }
-                try await http.shutdown()
-                if FileManager.default.fileExists(atPath: path) { _ = try SuiteKeys.read(from: path, suite: suite) }  // this suite's only
-                try keys.write(to: path)
+                try await recoveredKeys(try RecoveryKey(parsing: text), suite: suite, server: server, tokenFile: tokenFile,
+                                        keyFile: path, caFile: caFile)
                 return (path, nil)
             }
             if encrypt {
@@ -186,6 +144,50 @@ extension SyncCommand {
 
         static func absolute(_ path: String) -> String {
             URL(fileURLWithPath: path).standardizedFileURL.path
+        }
+
+        /// Claims the pairing of `code` and writes the token and the keys it brings, together, once
+        /// both are here: a pairing that fails, or is interrupted, leaves nothing behind.
+        private func pairedKeys(
+            code: PairingCode, suite: String, server: URL, tokenFile: String, keyFile: String, caFile: String?
+        ) async throws {
+            if FileManager.default.fileExists(atPath: keyFile) { _ = try SuiteKeys.read(from: keyFile, suite: suite) }  // this suite's only
+            guard !FileManager.default.fileExists(atPath: tokenFile) else {
+                throw CommandFailure("the token file \(tokenFile) exists already: give another --token-file")
+            }
+            let (token, keys) = try await withHTTPClient(caFile: caFile) { http in
+                let client = SyncClient(server: server, suite: suite, http: http) {
+                    throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one")
+                }
+                return try await DevicePairing.accept(
+                    code: code, client: client, deviceName: deviceName,
+                    tokenClient: { token in SyncClient(server: server, suite: suite, http: http) { token } })
+            }
+            try FileManager.default.createDirectory(
+                at: URL(fileURLWithPath: tokenFile).deletingLastPathComponent(), withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
+            try TokenFile.create(token, at: tokenFile)
+            try keys.write(to: keyFile)
+        }
+
+        /// The keys of every epoch from `recovery` (epoch 1 from the key itself, the later ones from
+        /// the key bags the server keeps, sealed to it), written once they are known to open the
+        /// suite's entries: another suite's recovery key passes the check characters but opens nothing.
+        private func recoveredKeys(
+            _ recovery: RecoveryKey, suite: String, server: URL, tokenFile: String, keyFile: String, caFile: String?
+        ) async throws {
+            let keys = try await withHTTPClient(caFile: caFile) { http in
+                let client = SyncClient(server: server, suite: suite, http: http) { try TokenFile.read(tokenFile) }
+                let keys = SuiteKeys(recoveryKey: recovery, suite: suite, keyBags: try await client.keyBags().epochs)
+                let sample = try await client.snapshot(after: nil, limit: 3).entries
+                let sealer = EntrySealer(keys: keys)
+                if !sample.isEmpty, !sample.contains(where: { (try? sealer.open($0)) != nil }) {
+                    throw CommandFailure("this recovery key does not open the entries of \(suite) on the server: is it this suite's?")
+                }
+                return keys
+            }
+            if FileManager.default.fileExists(atPath: keyFile) { _ = try SuiteKeys.read(from: keyFile, suite: suite) }  // this suite's only
+            try keys.write(to: keyFile)
         }
 
         /// Where a paired device's token goes when no --token-file is given.

@@ -91,18 +91,20 @@ func withConfiguredEngine(
         guard let settings = try SyncSettings.stored(in: defaults) else {
             throw CommandFailure("\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`")
         }
-        let http = try SyncClient.makeHTTPClient(caFile: settings.caFile)
-        let result: Result<Void, any Error>
-        do {
-            let engine = try SyncEngine(configured: defaults, http: http, options: engineOptions)
-            try await body(defaults, engine)
-            result = .success(())
-        } catch {
-            result = .failure(error)
+        try await withHTTPClient(caFile: settings.caFile) { http in
+            try await body(defaults, try SyncEngine(configured: defaults, http: http, options: engineOptions))
         }
-        try await http.shutdown()
-        try result.get()
     }
+}
+
+/// Runs `body` with an HTTP client that trusts `caFile` too, shut down afterwards, whether `body`
+/// returns or throws.
+func withHTTPClient<T>(caFile: String?, _ body: (HTTPClient) async throws -> T) async throws -> T {
+    let http = try SyncClient.makeHTTPClient(caFile: caFile)
+    let result: Result<T, any Error>
+    do { result = .success(try await body(http)) } catch { result = .failure(error) }
+    try await http.shutdown()
+    return try result.get()
 }
 
 /// Progress of long steps on stderr, when stderr is a terminal.

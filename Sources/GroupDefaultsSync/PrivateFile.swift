@@ -1,0 +1,44 @@
+import Foundation
+import Glibc
+
+/// A file only its owner can read (a token file, a key file): refused when its group or others can
+/// read it; written atomically: a new file (mode 0600) in the same folder, flushed, then renamed
+/// over the old one.
+enum PrivateFile {
+    /// Throws unless `path` exists and neither its group nor others can read it (the message says
+    /// the `chmod` that fixes it); a missing or unreadable file is an error of kind `missing`.
+    static func check(_ path: String, what: String, missing: SyncError.Kind) throws(SyncError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw SyncError(missing, "cannot read the \(what) \(path): \(String(cString: strerror(errno)))")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            let mode = String(info.st_mode & 0o777, radix: 8)
+            throw SyncError(.local, "the \(what) \(path) can be read by its group or others (mode \(mode)); run chmod 600 \(path)")
+        }
+    }
+
+    static func write(_ bytes: Data, to path: String, what: String) throws(SyncError) {
+        let temporary = path + ".new-\(getpid())"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw SyncError(.local, "cannot write the \(what) \(path): \(String(cString: strerror(errno)))")
+        }
+        var failure: Int32 = 0
+        if fchmod(fd, 0o600) != 0 { failure = errno }
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while failure == 0, offset < buffer.count {
+                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 { if errno != EINTR { failure = errno } } else { offset += written }
+            }
+        }
+        if failure == 0, fsync(fd) != 0 { failure = errno }
+        close(fd)
+        if failure == 0, rename(temporary, path) != 0 { failure = errno }
+        if failure != 0 {
+            unlink(temporary)
+            throw SyncError(.local, "cannot write the \(what) \(path): \(String(cString: strerror(failure)))")
+        }
+    }
+}
