@@ -57,14 +57,17 @@ struct ServerBench {
         var streams: Int
         var durableReferenceSeconds: Double
         var pgbenchSeconds: Int
+        /// Each wrk run (ours and etcd's), after a one-second warm-up.
+        var wrkSeconds: Int
 
         static let full = Plan(pushWarmup: .milliseconds(500), pushDuration: .seconds(3), wakeSamples: 200, streams: 1_000,
-                               durableReferenceSeconds: 3, pgbenchSeconds: 5)
+                               durableReferenceSeconds: 3, pgbenchSeconds: 5, wrkSeconds: 5)
         static let quick = Plan(pushWarmup: .milliseconds(200), pushDuration: .milliseconds(500), wakeSamples: 20, streams: 1_000,
-                                durableReferenceSeconds: 0.5, pgbenchSeconds: 1)
+                                durableReferenceSeconds: 0.5, pgbenchSeconds: 1, wrkSeconds: 1)
     }
 
-    static let batchSizes = [1, 100]
+    /// Single-op pushes run with wrk (beside etcd's puts); batches of this size with our client.
+    static let batchSize = 100
     static let clientCounts = [1, 10, 100]
     /// pgbench's connections: the middle of the client counts, where the embedded target is set.
     static let pgbenchClients = 10
@@ -91,16 +94,25 @@ struct ServerBench {
         }
         try ProcessStats.raiseOpenFileLimit(atLeast: 2 * plan.streams + 500)
 
+        guard FileManager.default.isExecutableFile(atPath: WrkLoad.executable) else {
+            throw BenchError("no \(WrkLoad.executable): install Debian's wrk (Tools/install-deps bench does)")
+        }
         var report = ServerReport(method: [
             "groupdefaults-server on loopback, release build, \(ProcessInfo.processInfo.activeProcessorCount) cores shared by the server, "
-                + "this client (AsyncHTTPClient) and PostgreSQL",
-            "push: each client its own device, one request after another, batches of 1 or 100 ops into one suite; "
+                + "the load generator and PostgreSQL",
+            "single-op pushes: wrk (LuaJIT script: each thread a device of its own, each request one op with the current HLC), "
+                + "1, 10 or 100 connections, \(plan.wrkSeconds) s counted after 1 s of warm-up, into one suite; "
+                + "etcd's puts with the same wrk, the same connection counts and the same value size",
+            "batches of \(Self.batchSize): each client (AsyncHTTPClient) its own device, one request after another, into one suite; "
                 + "\(plan.pushDuration) counted after \(plan.pushWarmup) of warm-up; p50/p99 per request",
             "wake-up: \(plan.wakeSamples) samples, each from just before a push is sent to the long-poll's answer "
-                + "(changes?since=HEAD&wait=30) or the event parsed (SSE), the waiter parked 10 ms before",
+                + "(changes?since=HEAD&wait=30) or the event parsed (SSE), the waiter parked 10 ms before; "
+                + "etcd: from just before a put to its watch event parsed (POST /v3/watch)",
             "memory: the server's VmRSS with \(plan.streams) open event streams minus before, per stream",
-            "references: durable LMDB = raw C, one put per commit, fsync per commit (no NOSYNC/NOMETASYNC), same disk; "
-                + "pgbench = one INSERT per transaction, -c \(Self.pgbenchClients) -j 2, same PostgreSQL (Tools/postgres: fsync=off)",
+            "references, each measured just before and just after a backend's figures: etcd 3.4 (Debian's etcd-server, one member on "
+                + "loopback, its data on the same disk, default durability); durable LMDB = raw C, one put per commit, fsync per commit "
+                + "(no NOSYNC/NOMETASYNC), same disk; pgbench = one INSERT per transaction, -c \(Self.pgbenchClients) -j 2, "
+                + "same PostgreSQL (Tools/postgres: fsync=off)",
         ])
         // A connection per concurrent client, and a few for the wake-ups' waiter and pusher and /metrics.
         let http = SyncAPI.makeHTTPClient(connections: Self.clientCounts.max()! + 8)
@@ -118,23 +130,25 @@ struct ServerBench {
     // MARK: Backends
 
     private func embedded(_ http: HTTPClient) async throws -> [ServerReport.Row] {
+        let etcdBefore = try await etcd(http)
         let referenceBefore = try durableLMDBCommitsPerSecond()
         let writesPerCommit = referenceBefore.writesPerCommit
         let storage = ["--data-dir", try sandbox.makeDirectory("server-data")]
         let token = try ServerProcess.createToken(executable: serverExecutable, storage: storage)
         let server = try ServerProcess(executable: serverExecutable, storage: storage)
         let api = SyncAPI(http: http, baseURL: server.baseURL, token: token)
-        let rows = try await singleInstance("embedded", server: server, api: api,
-                                            meter: UsageMeter(serverPIDs: [server.pid], disk: disk)) {
-            let after = try durableLMDBCommitsPerSecond()
-            return ServerReport.Reference(label: "durable LMDB", before: referenceBefore.rate, after: after.rate,
-                                          diskWritesPerOp: writesPerCommit.flatMap { before in after.writesPerCommit.map { (before + $0) / 2 } })
-        }
+        let measured = try await singleInstance(server: server, api: api, meter: UsageMeter(serverPIDs: [server.pid], disk: disk))
         try server.stop()
-        return rows
+        let after = try durableLMDBCommitsPerSecond()
+        let reference = ServerReport.Reference(
+            label: "durable LMDB", before: referenceBefore.rate, after: after.rate,
+            diskWritesPerOp: writesPerCommit.flatMap { before in after.writesPerCommit.map { (before + $0) / 2 } })
+        let etcd = EtcdReference(before: etcdBefore, after: try await self.etcd(http))
+        return measured.rows("embedded", etcd: etcd, batchReference: reference)
     }
 
     private func postgres(_ http: HTTPClient) async throws -> [ServerReport.Row] {
+        let etcdBefore = try await etcd(http)
         let database = try ThrowawayPostgres(tool: postgresTool)
         defer { try? database.stop() }
         let pgbench = { try database.pgbenchInsertsPerSecond(clients: Self.pgbenchClients, seconds: plan.pgbenchSeconds, scratch: sandbox.root) }
@@ -143,88 +157,62 @@ struct ServerBench {
         let token = try ServerProcess.createToken(executable: serverExecutable, storage: storage)
         let first = try ServerProcess(executable: serverExecutable, storage: storage)
         let api = SyncAPI(http: http, baseURL: first.baseURL, token: token)
-        var rows = try await singleInstance("PostgreSQL", server: first, api: api,
-                                            meter: UsageMeter(serverPIDs: [first.pid], postmaster: database.postmaster, disk: disk)) {
-            ServerReport.Reference(label: "pgbench INSERT", before: referenceBefore, after: try pgbench())
-        }
+        let measured = try await singleInstance(
+            server: first, api: api, meter: UsageMeter(serverPIDs: [first.pid], postmaster: database.postmaster, disk: disk))
 
         // A second instance on the same database: waiters on it, pushes to the first.
         let second = try ServerProcess(executable: serverExecutable, storage: storage)
         try await waitForListeners(database, 2)
         let other = SyncAPI(http: http, baseURL: second.baseURL, token: token)
         let meter = UsageMeter(serverPIDs: [first.pid, second.pid], postmaster: database.postmaster, disk: disk)
-        rows.append(try await wakeRow("PostgreSQL", "long-poll wake-up, across 2 instances", cross: true, meter: meter) {
-            try await WakeUpLatency(waiter: other, pusher: api, suite: "bench.wake-cross-poll", samples: plan.wakeSamples).longPoll()
-        })
-        rows.append(try await wakeRow("PostgreSQL", "event-stream wake-up, across 2 instances", cross: true, meter: meter) {
-            try await WakeUpLatency(waiter: other, pusher: api, suite: "bench.wake-cross-events", samples: plan.wakeSamples).eventStream()
-        })
+        let crossPoll = try await WakeUpLatency(waiter: other, pusher: api, suite: "bench.wake-cross-poll", samples: plan.wakeSamples)
+            .metered(meter) { try await $0.longPoll() }
+        let crossEvents = try await WakeUpLatency(waiter: other, pusher: api, suite: "bench.wake-cross-events", samples: plan.wakeSamples)
+            .metered(meter) { try await $0.eventStream() }
         try second.stop()
         try first.stop()
+        let reference = ServerReport.Reference(label: "pgbench INSERT", before: referenceBefore, after: try pgbench())
         try database.stop()
-        return rows
+        let etcd = EtcdReference(before: etcdBefore, after: try await self.etcd(http))
+        return measured.rows("PostgreSQL", etcd: etcd, batchReference: reference)
+            + [etcd.wakeRow("PostgreSQL", "long-poll wake-up, across 2 instances", crossPoll, targetMs: 5),
+               etcd.wakeRow("PostgreSQL", "event-stream wake-up, across 2 instances", crossEvents, targetMs: 5)]
     }
 
-    /// Memory per stream on the fresh server, then push throughput, then wake-ups on one instance.
-    /// The reference is measured again by `referenceAfter` once the push figures are in.
-    private func singleInstance(_ backend: String, server: ServerProcess, api: SyncAPI, meter: UsageMeter,
-                                referenceAfter: () throws -> ServerReport.Reference) async throws -> [ServerReport.Row] {
-        var rows: [ServerReport.Row] = []
-        let memory = try await StreamMemory(server: server, token: api.token, suite: "bench.memory", count: plan.streams).run()
-        rows.append(ServerReport.Row(
-            backend: backend, measurement: "memory per open event stream", value: memory.kibPerStream, unit: "KiB",
-            samples: memory.streams, target: "≤ 50 KiB", met: memory.kibPerStream <= 50,
-            detail: String(format: "VmRSS %.1f MiB before, %.1f MiB with %d streams open", memory.beforeKiB / 1024,
-                           memory.afterKiB / 1024, memory.streams)))
-
-        var pushes: [(batch: Int, clients: Int, result: PushThroughput.Result)] = []
-        for batch in Self.batchSizes {
-            for clients in Self.clientCounts {
-                let result = try await PushThroughput(batch: batch, clients: clients).run(
-                    api, suite: "bench.push-b\(batch)-c\(clients)", warmup: plan.pushWarmup, duration: plan.pushDuration, usage: meter)
-                pushes.append((batch, clients, result))
-            }
+    /// Memory per stream on the fresh server, then single-op pushes (wrk), batches of 100 (our
+    /// client), then wake-ups on one instance.
+    private func singleInstance(server: ServerProcess, api: SyncAPI, meter: UsageMeter) async throws -> SingleInstance {
+        var measured = SingleInstance()
+        measured.memory = try await StreamMemory(server: server, token: api.token, suite: "bench.memory", count: plan.streams).run()
+        for clients in Self.clientCounts {
+            measured.singleOp[clients] = try WrkLoad(target: .push(suite: "bench.wrk-c\(clients)", token: api.token), connections: clients)
+                .run(baseURL: server.baseURL, seconds: plan.wrkSeconds, scratch: sandbox.root, meter: meter)
         }
-        let reference = try referenceAfter()
-        for (batch, clients, result) in pushes {
-            var row = ServerReport.Row(
-                backend: backend, measurement: "push, batch \(batch), \(clients) client\(clients == 1 ? "" : "s")",
-                value: result.opsPerSecond, unit: "ops/s", samples: result.latencies.count,
-                p50Ms: result.latencies.p50 / 1e6, p99Ms: result.latencies.p99 / 1e6,
-                reference: reference.text, ratio: result.opsPerSecond / reference.perSecond, usage: result.usage)
-            if let disk = result.usage.disk, let referenceWrites = reference.diskWritesPerOp, backend == "embedded" {
-                row.detail = String(format: "%.2f disk writes per op, the disk completing %.0f writes/s (the durable reference: %.1f per commit)",
-                                    disk.writesPerSecond / result.opsPerSecond, disk.writesPerSecond, referenceWrites)
-            }
-            if backend == "embedded" && batch == 1 && clients == 10 {
-                row.target = "≥ 5,000 ops/s"
-                row.met = result.opsPerSecond >= 5_000
-            } else if backend == "embedded" && batch == 1 && clients == 100 {
-                row.target = "p99 ≤ 50 ms"
-                row.met = result.latencies.p99 <= 50e6
-            }
-            rows.append(row)
+        for clients in Self.clientCounts {
+            measured.batches.append((clients, try await PushThroughput(batch: Self.batchSize, clients: clients).run(
+                api, suite: "bench.push-b\(Self.batchSize)-c\(clients)", warmup: plan.pushWarmup, duration: plan.pushDuration, usage: meter)))
         }
-
-        rows.append(try await wakeRow(backend, "long-poll wake-up, one instance", cross: false, meter: meter) {
-            try await WakeUpLatency(waiter: api, pusher: api, suite: "bench.wake-poll", samples: plan.wakeSamples).longPoll()
-        })
-        rows.append(try await wakeRow(backend, "event-stream wake-up, one instance", cross: false, meter: meter) {
-            try await WakeUpLatency(waiter: api, pusher: api, suite: "bench.wake-events", samples: plan.wakeSamples).eventStream()
-        })
-        return rows
+        measured.longPoll = try await WakeUpLatency(waiter: api, pusher: api, suite: "bench.wake-poll", samples: plan.wakeSamples)
+            .metered(meter) { try await $0.longPoll() }
+        measured.eventStream = try await WakeUpLatency(waiter: api, pusher: api, suite: "bench.wake-events", samples: plan.wakeSamples)
+            .metered(meter) { try await $0.eventStream() }
+        return measured
     }
 
-    private func wakeRow(_ backend: String, _ measurement: String, cross: Bool, meter: UsageMeter,
-                         _ measure: () async throws -> WakeUpLatency.Result) async throws -> ServerReport.Row {
-        let usage = meter.start()
-        let result = try await measure()
-        let p50 = result.woken.p50 / 1e6, p99 = result.woken.p99 / 1e6
-        return ServerReport.Row(
-            backend: backend, measurement: measurement, samples: result.woken.count, p50Ms: p50, p99Ms: p99,
-            target: cross ? "p99 ≤ 100 ms" : "p50 ≤ 5 ms", met: cross ? p99 <= 100 : p50 <= 5, usage: usage.stop(),
-            detail: "the push itself was answered after " + ServerFormat.milliseconds(result.pushAnswered.p50 / 1e6) + " (p50), "
-                + ServerFormat.milliseconds(result.pushAnswered.p99 / 1e6) + " (p99)")
+    /// etcd's figures on a fresh member: single-key puts with wrk at each connection count, then
+    /// watch latency. The member is stopped afterwards, so that it takes nothing from our figures.
+    private func etcd(_ http: HTTPClient) async throws -> EtcdFigures {
+        let directory = try sandbox.makeDirectory("etcd-" + String(UInt32.random(in: .min ... .max), radix: 36))
+        let etcd = try await ThrowawayEtcd(directory: directory, http: http)
+        defer { etcd.stop() }
+        let meter = UsageMeter(serverPIDs: [etcd.pid], disk: disk)
+        var puts: [Int: WrkLoad.Result] = [:]
+        for clients in Self.clientCounts {
+            puts[clients] = try WrkLoad(target: .etcdPut, connections: clients)
+                .run(baseURL: etcd.baseURL, seconds: plan.wrkSeconds, scratch: sandbox.root, meter: meter)
+        }
+        let watch = try await EtcdWatchLatency(http: http, baseURL: etcd.baseURL, samples: plan.wakeSamples).metered(meter) { try await $0.run() }
+        return EtcdFigures(puts: puts, watch: watch)
     }
 
     // MARK: References and waits
