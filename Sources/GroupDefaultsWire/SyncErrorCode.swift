@@ -62,6 +62,9 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let pairingExpired = SyncErrorCode(rawValue: "pairing_expired")
     /// The token made more requests than the server allows; retry after `Retry-After` (429).
     public static let rateLimited = SyncErrorCode(rawValue: "rate_limited")
+    /// The token already holds as many open event streams and waiting long-polls as the server
+    /// allows one token (`max_streams_per_token`); retry after `Retry-After`, once one has ended (429).
+    public static let tooManyStreams = SyncErrorCode(rawValue: "too_many_streams")
     /// The server's storage cannot be reached; retry after `Retry-After` (503).
     public static let unavailable = SyncErrorCode(rawValue: "unavailable")
 
@@ -70,7 +73,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         .malformed, .unauthorized, .forbidden, .notFound, .methodNotAllowed, .cursorExpired, .bodyTooLarge,
         .batchTooLarge, .invalidSuite, .keyTooLong, .valueTooLarge, .quotaExceeded, .clockSkew,
         .idempotencyMismatch, .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .pairingNotFound, .pairingUsed,
-        .pairingExpired, .rateLimited, .unavailable,
+        .pairingExpired, .rateLimited, .tooManyStreams, .unavailable,
     ]
 
     /// Whether this is one of `allKnown`.
@@ -88,7 +91,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         case .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .pairingUsed: 409
         case .cursorExpired, .pairingExpired: 410
         case .bodyTooLarge, .batchTooLarge: 413
-        case .rateLimited: 429
+        case .rateLimited, .tooManyStreams: 429
         case .unavailable: 503
         default: 422
         }

@@ -351,15 +351,19 @@ public struct SyncLimits: Codable, Sendable, Hashable {
     public var sealedFixedBytes: Int = SealedPayload.fixedOverhead
     /// The most padding adds to a sealed value, in percent (`sealed_padding_max_percent`).
     public var sealedPaddingMaxPercent: Int = SealedPayload.maximumPaddingPercent
+    /// How many event streams and waiting long-polls one token may hold open at once, per server
+    /// instance (`max_streams_per_token`; 100 by default); 429 `too_many_streams` beyond.
+    public var maxStreamsPerToken: Int
 
     /// Limits; each one left out takes the server's default: 511-byte keys, 1 MiB values, 10,000
-    /// keys and 16 MiB per suite, 500 ops per push, 2 MiB bodies, and 5 minutes of clock skew
-    /// (`HLC.maximumDrift`).
+    /// keys and 16 MiB per suite, 500 ops per push, 2 MiB bodies, 5 minutes of clock skew
+    /// (`HLC.maximumDrift`) and 100 open streams per token.
     public init(
         maxKeyBytes: Int = 511, maxValueBytes: Int = 1 << 20, maxKeysPerSuite: Int = 10_000,
         maxBytesPerSuite: Int = 16 << 20, maxOpsPerBatch: Int = 500, maxBodyBytes: Int = 2 << 20,
-        maxClockSkewMilliseconds: UInt64 = HLC.maximumDrift
+        maxClockSkewMilliseconds: UInt64 = HLC.maximumDrift, maxStreamsPerToken: Int = 100
     ) {
+        self.maxStreamsPerToken = maxStreamsPerToken
         self.maxKeyBytes = maxKeyBytes
         self.maxValueBytes = maxValueBytes
         self.maxKeysPerSuite = maxKeysPerSuite
@@ -380,6 +384,7 @@ public struct SyncLimits: Codable, Sendable, Hashable {
         case maxBytesPerSuite = "max_bytes_per_suite", maxOpsPerBatch = "max_ops_per_batch"
         case maxBodyBytes = "max_body_bytes", maxClockSkewMilliseconds = "max_clock_skew_ms"
         case sealedFixedBytes = "sealed_fixed_bytes", sealedPaddingMaxPercent = "sealed_padding_max_percent"
+        case maxStreamsPerToken = "max_streams_per_token"
     }
 }
 

@@ -61,6 +61,14 @@ struct ServeOptions: ParsableArguments {
     @Option(help: "The most ops in one push.") var maxOpsPerBatch = 500
     @Option(help: "The longest an event stream stays silent, in seconds (a heartbeat comment then; 1…15).") var heartbeat = 15
     @Option(help: "How many versions of each key the history keeps (GET …/keys/{key}/history); 0 keeps none.") var history = 10
+    @Option(help: "How many event streams and waiting long-polls one token may hold open at once; 429 beyond.")
+    var maxStreamsPerToken = 100
+    @Option(help: "The most connections open at once (lowered to what the open-file limit allows); more wait to be accepted.")
+    var maxConnections = 10_000
+    @Option(help: "Seconds a request's head may take to arrive in full; the connection is closed after that.")
+    var requestHeadTimeout = 10
+    @Option(help: "Seconds a kept-alive connection may stay quiet between requests before it is closed.")
+    var idleTimeout = 120
 
     func validate() throws {
         guard maxWait >= 0 else { throw ValidationError("--max-wait must not be negative") }
@@ -73,6 +81,9 @@ struct ServeOptions: ParsableArguments {
             throw ValidationError("the --max-… limits must be at least 1")
         }
         guard history >= 0 else { throw ValidationError("--history must not be negative") }
+        guard [maxStreamsPerToken, maxConnections, requestHeadTimeout, idleTimeout].allSatisfy({ $0 >= 1 }) else {
+            throw ValidationError("--max-streams-per-token, --max-connections, --request-head-timeout and --idle-timeout must be at least 1")
+        }
         guard rateLimit > 0, rateLimit.isFinite else { throw ValidationError("--rate-limit must be a positive number") }
         guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
     }
@@ -86,7 +97,9 @@ struct ServeOptions: ParsableArguments {
             ("tls-cert", tlsCertificate ?? ""), ("tls-key", tlsKey ?? ""), ("rate-limit", String(rateLimit)),
             ("max-value-bytes", String(maxValueBytes)), ("max-keys-per-suite", String(maxKeysPerSuite)),
             ("max-bytes-per-suite", String(maxBytesPerSuite)), ("max-ops-per-batch", String(maxOpsPerBatch)),
-            ("heartbeat", String(heartbeat)), ("history", String(history)),
+            ("heartbeat", String(heartbeat)), ("history", String(history)), ("max-streams-per-token", String(maxStreamsPerToken)),
+            ("max-connections", String(maxConnections)), ("request-head-timeout", String(requestHeadTimeout)),
+            ("idle-timeout", String(idleTimeout)),
         ].filter { !$0.1.isEmpty }
     }
 
@@ -96,11 +109,14 @@ struct ServeOptions: ParsableArguments {
         return ServerConfiguration(
             host: host, port: port, storage: try storage.configuration,
             limits: SyncLimits(maxValueBytes: maxValueBytes, maxKeysPerSuite: maxKeysPerSuite, maxBytesPerSuite: maxBytesPerSuite,
-                               maxOpsPerBatch: maxOpsPerBatch, maxBodyBytes: max(2 << 20, maxValueBytes + (64 << 10))),
+                               maxOpsPerBatch: maxOpsPerBatch, maxBodyBytes: max(2 << 20, maxValueBytes + (64 << 10)),
+                               maxStreamsPerToken: maxStreamsPerToken),
             maxWait: .seconds(maxWait), logLevel: logLevel.level,
             tombstoneLifetime: .seconds(Int64(tombstoneSeconds ?? tombstoneDays * 86_400)), purgeInterval: .seconds(purgeInterval),
             eventHeartbeat: .seconds(heartbeat), tls: tls,
-            rateLimit: RateLimit(requestsPerSecond: rateLimit, burst: 2 * rateLimit), historyDepth: history)
+            rateLimit: RateLimit(requestsPerSecond: rateLimit, burst: 2 * rateLimit), historyDepth: history,
+            connections: ConnectionLimits(maxConnections: maxConnections, requestHeadTimeout: .seconds(requestHeadTimeout),
+                                          idleTimeout: .seconds(idleTimeout)))
     }
 }
 

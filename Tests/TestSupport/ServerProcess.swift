@@ -99,7 +99,7 @@ package final class ServerProcess: Sendable {
 }
 
 /// Runs `work`, which blocks its thread, on a dispatch queue rather than the cooperative pool.
-func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+package func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
     }

@@ -10,7 +10,8 @@ package struct APIError: HTTPResponseError, CustomStringConvertible {
 
     /// An error answer with the code's own status (`SyncErrorCode.status`) unless `status` says
     /// otherwise, and the headers the code asks for: `WWW-Authenticate` for `unauthorized`,
-    /// `Retry-After` (one second unless given) for `unavailable` and `rate_limited`.
+    /// `Retry-After` (one second unless given) for `unavailable` and `rate_limited`, ten for
+    /// `too_many_streams` (a stream ends later than a rate limit refills).
     package init(_ code: SyncErrorCode, _ detail: String, key: String? = nil, limit: Int? = nil,
                 serverTime: String? = nil, status: HTTPResponse.Status? = nil, headers: HTTPFields = [:]) {
         self.status = status ?? HTTPResponse.Status(code: code.status)
@@ -21,6 +22,8 @@ package struct APIError: HTTPResponseError, CustomStringConvertible {
             self.headers[.wwwAuthenticate] = "Bearer"
         case .unavailable, .rateLimited:
             if self.headers[.retryAfter] == nil { self.headers[.retryAfter] = "1" }
+        case .tooManyStreams:
+            if self.headers[.retryAfter] == nil { self.headers[.retryAfter] = "10" }
         default:
             break
         }

@@ -68,7 +68,12 @@ private func makeApplication(
 ) throws -> Application<RouterResponder<ServerRequestContext>> {
     let router = buildRouter(storage: storage, configuration: configuration)
     let host = configuration.host
-    var server = HTTPServerBuilder.http1()
+    let limits = configuration.connections
+    let http1 = HTTP1Channel.Configuration(
+        additionalChannelHandlers: [RequestHeadDeadline(timeout: limits.requestHeadTimeout)],
+        idleTimeout: TimeAmount(limits.idleTimeout))
+    let maxConnections = OpenFileLimit.connectionsAllowed(wanted: limits.maxConnections, logger: logger)
+    var server = HTTPServerBuilder.http1(configuration: http1)
     if let tls = configuration.tls {
         let certificates: [NIOSSLCertificate]
         let key: NIOSSLPrivateKey
@@ -80,12 +85,13 @@ private func makeApplication(
         }
         let tlsConfiguration = TLSConfiguration.makeServerConfiguration(
             certificateChain: certificates.map { .certificate($0) }, privateKey: .privateKey(key))
-        server = try .tls(.http1(), tlsConfiguration: tlsConfiguration)
+        server = try .tls(.http1(configuration: http1), tlsConfiguration: tlsConfiguration)
     }
     return Application(
         router: router,
         server: server,
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "groupdefaults-server"),
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "groupdefaults-server",
+                             availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: logger)),
         services: storageServices + [
             StorageService(storage: storage), TombstonePurge(storage: storage, configuration: configuration, logger: logger),
         ],

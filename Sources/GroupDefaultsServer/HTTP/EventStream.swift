@@ -20,7 +20,8 @@ struct EventStream: Sendable {
     /// Called at each turn of the stream (each change, each heartbeat): the device is still there.
     var onTurn: @Sendable () async -> Void = {}
 
-    func response(token: StoredToken, suite: String, request: Request) async throws -> Response {
+    /// The stream for `token` on `suite`; it holds `slot` until it ends.
+    func response(token: StoredToken, suite: String, request: Request, slot: StreamSlots.Slot) async throws -> Response {
         let start: UInt64
         if let lastID = request.headers[.init("Last-Event-ID")!] ?? request.uri.queryParameters["since"].map(String.init) {
             guard !lastID.isEmpty, lastID.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = UInt64(lastID) else {
@@ -39,6 +40,7 @@ struct EventStream: Sendable {
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
         let body = ResponseBody { writer in
+            defer { withExtendedLifetime(slot) {} }
             let openStreams = ServerMetrics.openEventStreams
             openStreams.increment()
             defer { openStreams.decrement() }

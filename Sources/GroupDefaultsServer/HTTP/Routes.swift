@@ -42,12 +42,15 @@ struct SyncRoutes: Sendable {
     let storage: any SyncStorage
     let configuration: ServerConfiguration
     let tracker: DeviceTracker
+    /// The event streams and waiting long-polls each token holds open.
+    let streams: StreamSlots
     var authenticator: Authenticator { Authenticator(storage: storage) }
 
     init(storage: any SyncStorage, configuration: ServerConfiguration) {
         self.storage = storage
         self.configuration = configuration
         self.tracker = DeviceTracker(storage: storage)
+        self.streams = StreamSlots(limit: configuration.limits.maxStreamsPerToken)
     }
 
     /// The token `TokenMiddleware` checked first (401), then the suite's name (422), then the scope (403).
@@ -106,6 +109,8 @@ struct SyncRoutes: Sendable {
         await pulled(context, token: token, suite: suite)
         var page = try await storage.changes(account: token.account, suite: suite, since: since, limit: limit)
         if page.entries.isEmpty, waitSeconds > 0 {
+            let slot = try streams.take(for: token)
+            defer { withExtendedLifetime(slot) {} }
             let wait = min(Duration.seconds(Int64(clamping: waitSeconds)), configuration.maxWait)
             let storage = self.storage, head = page.lastRev
             _ = await cancelWhenGracefulShutdown {
@@ -118,12 +123,13 @@ struct SyncRoutes: Sendable {
 
     func events(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: false)
+        let slot = try streams.take(for: token)
         await pulled(context, token: token, suite: suite)
         let tracker = self.tracker, deviceID = context.deviceID
         // An open stream keeps its device seen: at each change and heartbeat.
         return try await EventStream(storage: storage, authenticator: authenticator, configuration: configuration) {
             await tracker.seen(token: token, deviceID: deviceID, suite: suite, push: false)
-        }.response(token: token, suite: suite, request: request)
+        }.response(token: token, suite: suite, request: request, slot: slot)
     }
 
     func snapshot(_ request: Request, _ context: ServerRequestContext) async throws -> Response {

@@ -22,7 +22,9 @@ package struct ServerConfiguration: Sendable {
                 maxWait: Duration = .seconds(60), maxPageSize: Int = 1000, logLevel: Logger.Level = .info,
                 tombstoneLifetime: Duration = .seconds(30 * 86_400), purgeInterval: Duration = .seconds(3_600),
                 eventHeartbeat: Duration = .seconds(15), tls: TLSFiles? = nil,
-                rateLimit: RateLimit = RateLimit(requestsPerSecond: 200, burst: 400), historyDepth: Int = 10) {
+                rateLimit: RateLimit = RateLimit(requestsPerSecond: 200, burst: 400), historyDepth: Int = 10,
+                connections: ConnectionLimits = ConnectionLimits()) {
+        self.connections = connections
         self.historyDepth = historyDepth
         self.rateLimit = rateLimit
         self.eventHeartbeat = eventHeartbeat
@@ -49,6 +51,9 @@ package struct ServerConfiguration: Sendable {
     /// How many versions of each key the history keeps (the current one included); 0 keeps none.
     package var historyDepth: Int
 
+    /// How many connections, and how long a request's head and a quiet connection may take.
+    package var connections: ConnectionLimits
+
     package var quota: SuiteQuota {
         SuiteQuota(maxKeys: limits.maxKeysPerSuite, maxBytes: limits.maxBytesPerSuite, historyDepth: historyDepth)
     }
@@ -62,5 +67,27 @@ package struct TLSFiles: Sendable, Hashable {
     package init(certificatePath: String, keyPath: String) {
         self.certificatePath = certificatePath
         self.keyPath = keyPath
+    }
+}
+
+/// What keeps slow or greedy clients from holding the server's connections and file descriptors.
+/// (Open event streams and waiting long-polls are limited per token by
+/// `SyncLimits.maxStreamsPerToken`.)
+package struct ConnectionLimits: Sendable, Hashable {
+    /// The most connections open at once on this instance; beyond it, new connections wait in the
+    /// listening socket's queue until one closes. Lowered at start to what the process's open-file
+    /// limit allows.
+    package var maxConnections: Int
+    /// How long a request's head may take to arrive in full, from the connection's opening or from
+    /// the first byte of a later request on it; the connection is closed after that.
+    package var requestHeadTimeout: Duration
+    /// How long a kept-alive connection may stay quiet between requests before it is closed (longer
+    /// than the sync client keeps its idle connections, 90 s, so that the client closes first).
+    package var idleTimeout: Duration
+
+    package init(maxConnections: Int = 10_000, requestHeadTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(120)) {
+        self.maxConnections = maxConnections
+        self.requestHeadTimeout = requestHeadTimeout
+        self.idleTimeout = idleTimeout
     }
 }

@@ -1,0 +1,221 @@
+import Foundation
+import Glibc
+import TestSupport
+import Testing
+
+/// The real executable on loopback, driven through plain sockets the way a leaked token or a slow
+/// client would: a token's streams are limited while other tokens are served, half-sent requests
+/// and quiet connections are closed, the connection cap holds, and `/v1/health` keeps answering.
+@Suite("Slow and greedy clients")
+struct SlowAndGreedyClientsTests {
+    @Test("the 101st stream of one token is 429 too_many_streams while another token's first is served; streams outlive the idle timeout; half-sent requests are closed after the head timeout; health answers throughout")
+    func streamsAndHalfSentRequests() async throws {
+        let directory = ServerTool.temporaryDirectory("gds-abuse")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let greedy = try await ServerTool.createToken(directory)
+        let other = try await ServerTool.createToken(directory)
+        let server = try await ServerProcess(dataDirectory: directory, extraArguments: [
+            "--request-head-timeout", "1", "--idle-timeout", "2", "--rate-limit", "100000",
+        ])
+        defer { server.signal(SIGTERM) }
+        let port = server.port
+
+        let health = try await offThePool { () throws -> [Double] in
+            var health: [Double] = [try RawConnection.healthMilliseconds(port)]
+            var streams: [RawConnection] = []
+            for _ in 0 ..< 100 {
+                let stream = try RawConnection(port: port)
+                try stream.send(RawConnection.get("/v1/suites/s/events", token: greedy))
+                #expect(try stream.readHead().status == 200)
+                streams.append(stream)
+            }
+            health.append(try RawConnection.healthMilliseconds(port))
+
+            let refused = try RawConnection(port: port)
+            try refused.send(RawConnection.get("/v1/suites/s/events", token: greedy))
+            let answer = try refused.readHead()
+            #expect(answer.status == 429 && answer.text.contains("Retry-After"), "\(answer.text)")
+            #expect(try refused.read(until: #""error":"too_many_streams""#, timeout: 10))
+            let poll = try RawConnection(port: port)
+            try poll.send(RawConnection.get("/v1/suites/s/changes?since=0&wait=30", token: greedy))
+            #expect(try poll.readHead().status == 429, "a long-poll that would wait takes a slot too")
+            let served = try RawConnection(port: port)
+            try served.send(RawConnection.get("/v1/suites/s/events", token: other))
+            #expect(try served.readHead().status == 200, "another token's first stream is served")
+            health.append(try RawConnection.healthMilliseconds(port))
+
+            // Half a request head: closed once the head timeout (1 s) passes, not before.
+            let halfSent = try (0 ..< 20).map { _ in try RawConnection(port: port) }
+            let sent = Date()
+            for connection in halfSent { try connection.send("GET /v1/health HTTP/1.1\r\nHost: loopback\r\n") }
+            health.append(try RawConnection.healthMilliseconds(port))
+            for connection in halfSent {
+                #expect(try connection.readToEnd(timeout: 10).isEmpty, "closed without an answer")
+            }
+            let closedAfter = Date().timeIntervalSince(sent)
+            #expect(closedAfter >= 0.9 && closedAfter < 8, "closed after \(closedAfter) s")
+
+            // A kept-alive connection quiet for longer than the idle timeout (2 s) is closed; the
+            // streams, open for longer than that, still deliver.
+            let keptAlive = try RawConnection(port: port)
+            try keptAlive.send(RawConnection.get("/v1/health", token: nil))
+            #expect(try keptAlive.readHead().status == 200)
+            #expect(try keptAlive.read(until: "ok", timeout: 10))
+            #expect(try keptAlive.readToEnd(timeout: 10).isEmpty, "closed after the idle timeout")
+            let pusher = try RawConnection(port: port)
+            try pusher.send(RawConnection.post("/v1/suites/s/push", token: greedy, body: #"""
+                {"device_id":"7","batch_id":"b1","ops":[{"key":"sound","value":{"string":"ring.caf"},"hlc":"117653844787200000"}]}
+                """#))
+            #expect(try pusher.readHead().status == 200)
+            #expect(try streams[99].read(until: "ring.caf", timeout: 10), "the last stream opened still delivers")
+            health.append(try RawConnection.healthMilliseconds(port))
+            return health
+        }
+        // Each check is one request on a fresh connection while the streams and half-sent requests
+        // are held; the bound on the median tolerates a scheduling hiccup of the test machine.
+        let sorted = health.sorted()
+        #expect(sorted[sorted.count / 2] < 50 && sorted.last! < 1_000, "health answered in \(health) ms")
+    }
+
+    @Test("beyond --max-connections a connection waits until one closes; the open-file limit is raised at start")
+    func connectionCap() async throws {
+        let directory = ServerTool.temporaryDirectory("gds-cap")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try await ServerProcess(dataDirectory: directory, extraArguments: ["--max-connections", "20"])
+        defer { server.signal(SIGTERM) }
+        let port = server.port
+        let limits = try String(contentsOfFile: "/proc/\(server.process.processIdentifier)/limits", encoding: .utf8)
+        let openFiles = limits.split(separator: "\n").first { $0.hasPrefix("Max open files") }?.split(separator: " ", omittingEmptySubsequences: true)
+        #expect(openFiles.map { $0.count >= 5 && $0[3] == $0[4] } == true, "soft limit raised to the hard one: \(openFiles ?? [])")
+
+        try await offThePool {
+            let held = try (0 ..< 20).map { _ in
+                let connection = try RawConnection(port: port)
+                try connection.send(RawConnection.get("/v1/health", token: nil))
+                #expect(try connection.readHead().status == 200)
+                return connection
+            }
+            let waiting = try RawConnection(port: port)
+            try waiting.send(RawConnection.get("/v1/health", token: nil))
+            #expect(try waiting.readToEnd(timeout: 0.5, stopAtFirstByte: true).isEmpty, "not served while 20 connections are open")
+            held[0].close()
+            #expect(try waiting.readHead().status == 200, "served once one closed")
+        }
+    }
+}
+
+/// A blocking TCP connection to the server on loopback, for requests written by hand.
+private final class RawConnection: @unchecked Sendable {  // used by one thread at a time
+    private var descriptor: Int32
+    private var buffered: [UInt8] = []
+
+    init(port: Int) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw RawConnectionError("connect: \(String(cString: strerror(errno)))") }
+    }
+
+    deinit { close() }
+
+    func close() {
+        if descriptor >= 0 { Glibc.close(descriptor) }
+        descriptor = -1
+    }
+
+    static func get(_ path: String, token: String?) -> String {
+        "GET \(path) HTTP/1.1\r\nHost: loopback\r\n" + (token.map { "Authorization: Bearer \($0)\r\n" } ?? "") + "\r\n"
+    }
+
+    static func post(_ path: String, token: String, body: String) -> String {
+        "POST \(path) HTTP/1.1\r\nHost: loopback\r\nAuthorization: Bearer \(token)\r\nContent-Type: application/json\r\n"
+            + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+    }
+
+    /// `GET /v1/health` on a fresh connection: the milliseconds to its answer's head.
+    static func healthMilliseconds(_ port: Int) throws -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        let connection = try RawConnection(port: port)
+        try connection.send(get("/v1/health", token: nil))
+        guard try connection.readHead().status == 200 else { throw RawConnectionError("health was not 200") }
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
+    }
+
+    func send(_ text: String) throws {
+        let bytes = Array(text.utf8)
+        guard write(descriptor, bytes, bytes.count) == bytes.count else { throw RawConnectionError("write: \(String(cString: strerror(errno)))") }
+    }
+
+    /// The answer's status and its head, within 10 s; what follows the head stays to be read.
+    func readHead() throws -> (status: Int, text: String) {
+        let deadline = Date().addingTimeInterval(10)
+        let end: [UInt8] = Array("\r\n\r\n".utf8)
+        while true {
+            if let start = buffered.indices.dropLast(3).first(where: { buffered[$0 ..< $0 + 4].elementsEqual(end) }) {
+                let text = String(decoding: buffered[..<(start + 4)], as: UTF8.self)
+                let status = text.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) } ?? 0
+                buffered.removeSubrange(..<(start + 4))
+                return (status, text)
+            }
+            guard try fill(until: deadline) else {
+                throw RawConnectionError("the connection closed before an answer: \(String(decoding: buffered, as: UTF8.self))")
+            }
+        }
+    }
+
+    /// Whether `marker` arrives before `timeout` seconds pass.
+    func read(until marker: String, timeout: Double) throws -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !String(decoding: buffered, as: UTF8.self).contains(marker) {
+            guard try fill(until: deadline) else { return false }
+        }
+        return true
+    }
+
+    /// What arrives until the server closes the connection (throws if it is still open after
+    /// `timeout` seconds), or, with `stopAtFirstByte`, nothing if nothing arrived by then.
+    func readToEnd(timeout: Double, stopAtFirstByte: Bool = false) throws -> [UInt8] {
+        let deadline = Date().addingTimeInterval(timeout)
+        let before = buffered.count
+        do {
+            while try fill(until: deadline) {
+                if stopAtFirstByte { break }
+            }
+        } catch is TimedOut where stopAtFirstByte {
+            return []
+        }
+        return Array(buffered[before...])
+    }
+
+    private struct TimedOut: Error {}
+
+    /// Reads what is there by `deadline`: false at the end of the stream.
+    private func fill(until deadline: Date) throws -> Bool {
+        let remaining = deadline.timeIntervalSinceNow
+        guard remaining > 0 else { throw TimedOut() }
+        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&poller, 1, Int32(remaining * 1000) + 1)
+        guard ready > 0 else {
+            if ready < 0 && errno == EINTR { return true }
+            throw TimedOut()
+        }
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        let count = Glibc.read(descriptor, &chunk, chunk.count)
+        if count > 0 {
+            buffered += chunk.prefix(count)
+            return true
+        }
+        if count < 0 && errno == ECONNRESET { return false }
+        return count != 0 ? true : false
+    }
+}
+
+private struct RawConnectionError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
