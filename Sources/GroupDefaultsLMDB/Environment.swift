@@ -54,11 +54,18 @@ package struct EnvironmentOptions: Sendable {
     package var maximumReaders: UInt32
     /// Opening checks every page's structure when the pages in use take at most this many bytes.
     package var structureCheckLimit: Int
+    /// `MDB_WRITEMAP`: commits write into the shared map (the core: cheapest for small commits that
+    /// are not flushed). Without it LMDB writes dirty pages with `pwritev`, which makes a flushed
+    /// commit cheaper: flushing a writable shared map (`msync`) write-protects each dirty page
+    /// again, a TLB shoot-down across every core per flush (the sync server, whose every commit is
+    /// flushed, measured it at a quarter of its CPU). Every process that opens one file must agree.
+    package var writesThroughMap: Bool
 
     package init(
         databases: [String], readerTrees: [String], lockFilePath: String, initialMapSize: Int, maximumMapSize: Int,
-        fileMode: UInt32, maximumReaders: UInt32, structureCheckLimit: Int
+        fileMode: UInt32, maximumReaders: UInt32, structureCheckLimit: Int, writesThroughMap: Bool = true
     ) {
+        self.writesThroughMap = writesThroughMap
         self.databases = databases
         self.readerTrees = readerTrees
         self.lockFilePath = lockFilePath
@@ -261,7 +268,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
             try check(mdb_env_set_maxdbs(env, MDB_dbi(options.databases.count)))
             try check(mdb_env_set_maxreaders(env, options.maximumReaders))
             try check(mdb_env_set_mapsize(env, initialSize))
-            try check(mdb_env_open(env, path, Self.flags, mode_t(options.fileMode)))
+            try check(mdb_env_open(env, path, options.writesThroughMap ? Self.flags : Self.flags & ~UInt32(MDB_WRITEMAP), mode_t(options.fileMode)))
             var dead: Int32 = 0
             _ = mdb_reader_check(env, &dead)  // clear reader slots left by crashed processes
             self.databases = try Self.openDatabases(

@@ -386,6 +386,22 @@ public struct SyncLimits: Codable, Sendable, Hashable {
         case sealedFixedBytes = "sealed_fixed_bytes", sealedPaddingMaxPercent = "sealed_padding_max_percent"
         case maxStreamsPerToken = "max_streams_per_token"
     }
+
+    /// Decodes the limits; `max_streams_per_token`, which servers before it did not publish, is
+    /// taken as its default when absent.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        maxKeyBytes = try container.decode(Int.self, forKey: .maxKeyBytes)
+        maxValueBytes = try container.decode(Int.self, forKey: .maxValueBytes)
+        maxKeysPerSuite = try container.decode(Int.self, forKey: .maxKeysPerSuite)
+        maxBytesPerSuite = try container.decode(Int.self, forKey: .maxBytesPerSuite)
+        maxOpsPerBatch = try container.decode(Int.self, forKey: .maxOpsPerBatch)
+        maxBodyBytes = try container.decode(Int.self, forKey: .maxBodyBytes)
+        maxClockSkewMilliseconds = try container.decode(UInt64.self, forKey: .maxClockSkewMilliseconds)
+        sealedFixedBytes = try container.decode(Int.self, forKey: .sealedFixedBytes)
+        sealedPaddingMaxPercent = try container.decode(Int.self, forKey: .sealedPaddingMaxPercent)
+        maxStreamsPerToken = try container.decodeIfPresent(Int.self, forKey: .maxStreamsPerToken) ?? Self().maxStreamsPerToken
+    }
 }
 
 /// `GET /v1/suites`: the account's suites.

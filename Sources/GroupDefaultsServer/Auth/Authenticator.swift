@@ -2,10 +2,22 @@ import Foundation
 import Hummingbird
 import GroupDefaultsWire
 
-/// Checks a request's bearer token against storage, on every request (no cache: a revocation takes
-/// effect on the next request, also from another process).
+/// Checks a request's bearer token on every request: against storage, or against what an earlier
+/// request read if no token was written since (`TokenCache`; a revocation takes effect on the next
+/// request, also from another process).
 struct Authenticator: Sendable {
     let storage: any SyncStorage
+    let cache = TokenCache()
+
+    /// The stored token whose hash is `hash`: from the cache while no token was written since it
+    /// was read, else from storage.
+    private func lookUp(hash: String) async throws -> StoredToken? {
+        let generation = try storage.tokenGeneration()
+        if let generation, let cached = cache.token(hash: hash, generation: generation) { return cached }
+        let token = try await storage.token(hash: hash)
+        if let generation, let token { cache.store(token, generation: generation) }
+        return token
+    }
 
     /// The token of a request: 401 if missing, unknown, expired or revoked.
     func token(for request: Request, now: Date = Date()) async throws -> StoredToken {
@@ -17,7 +29,7 @@ struct Authenticator: Sendable {
             throw APIError.unauthorized("the Authorization header must be 'Bearer TOKEN'")
         }
         let secret = parts[1].trimmingCharacters(in: .whitespaces)
-        guard let token = try await storage.token(hash: Tokens.hash(secret)) else {
+        guard let token = try await lookUp(hash: Tokens.hash(secret)) else {
             throw APIError.unauthorized("the token is not known")
         }
         if token.revoked != nil { throw APIError.unauthorized("the token was revoked") }
@@ -31,7 +43,7 @@ struct Authenticator: Sendable {
     /// Whether `token` still works now: not revoked (possibly by another process) and not expired.
     /// An event stream asks before each wait, so that a revocation ends open streams too.
     func isStillValid(_ token: StoredToken, now: Date = Date()) async -> Bool {
-        guard let current = try? await storage.token(hash: token.hash), current.revoked == nil else { return false }
+        guard let current = try? await lookUp(hash: token.hash), current.revoked == nil else { return false }
         if let expires = current.expires, expires <= now { return false }
         return true
     }

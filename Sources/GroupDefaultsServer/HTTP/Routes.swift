@@ -12,9 +12,10 @@ package func buildRouter(storage: any SyncStorage, configuration: ServerConfigur
     router.add(middleware: MetricsMiddleware())  // outermost: it sees every answer, errors included
     router.add(middleware: LogRequestsMiddleware(.debug))
     router.add(middleware: ErrorMiddleware())
-    router.add(middleware: TokenMiddleware(authenticator: Authenticator(storage: storage)))
+    let authenticator = Authenticator(storage: storage)  // one token cache for every route
+    router.add(middleware: TokenMiddleware(authenticator: authenticator))
     router.add(middleware: RateLimitMiddleware(limiter: RateLimiter(configuration.rateLimit)))
-    let routes = SyncRoutes(storage: storage, configuration: configuration)
+    let routes = SyncRoutes(storage: storage, configuration: configuration, authenticator: authenticator)
     router.get("/v1/health") { _, _ in try JSONBody.response(["status": "ok"]) }
     router.get("/v1/limits") { _, _ in try JSONBody.response(configuration.limits) }
     router.get("/v1/suites") { request, context in try await routes.listSuites(request, context) }
@@ -44,10 +45,11 @@ struct SyncRoutes: Sendable {
     let tracker: DeviceTracker
     /// The event streams and waiting long-polls each token holds open.
     let streams: StreamSlots
-    var authenticator: Authenticator { Authenticator(storage: storage) }
+    let authenticator: Authenticator
 
-    init(storage: any SyncStorage, configuration: ServerConfiguration) {
+    init(storage: any SyncStorage, configuration: ServerConfiguration, authenticator: Authenticator) {
         self.storage = storage
+        self.authenticator = authenticator
         self.configuration = configuration
         self.tracker = DeviceTracker(storage: storage)
         self.streams = StreamSlots(limit: configuration.limits.maxStreamsPerToken)

@@ -136,6 +136,10 @@ package protocol SyncStorage: Sendable {
 
     // Tokens
     func createToken(_ token: StoredToken) async throws
+    /// A number that changes whenever any process writes a token (creates, revokes, pairs), read
+    /// without blocking: a verification cached under one generation holds while it lasts. Nil when
+    /// the backend cannot tell cheaply (then nothing is cached).
+    func tokenGeneration() throws -> UInt64?
     func token(hash: String) async throws -> StoredToken?
     func tokens() async throws -> [StoredToken]
     /// Marks a token revoked at `date`; throws `notFound` for an unknown id.
@@ -165,6 +169,9 @@ package protocol SyncStorage: Sendable {
 }
 
 extension SyncStorage {
+    /// Nothing is cached unless a backend says when tokens change.
+    package func tokenGeneration() throws -> UInt64? { nil }
+
     /// Applies a push given as a plain request (its values encoded here).
     package func push(account: String, suite: String, request: PushRequest, quota: SuiteQuota, serverTime: String) async throws -> PushResponse {
         try await push(account: account, suite: suite, push: PreparedPush(request), quota: quota, serverTime: serverTime)

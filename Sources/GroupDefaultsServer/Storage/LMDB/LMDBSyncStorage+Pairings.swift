@@ -41,8 +41,7 @@ extension LMDBSyncStorage {
         let tokenJSON = Array(try JSONEncoder().encode(token))
         return try await updatePairing(lookup) { pairing, txn in
             try pairing.claim(claim, tokenID: token.id, now: now)
-            try Self.put(txn, DB.tokens, Array(token.id.utf8), tokenJSON)
-            try Self.put(txn, DB.tokenHashes, Array(token.hash.utf8), Array(token.id.utf8))
+            try Self.putToken(txn, token, json: tokenJSON, indexHash: true)
         }
     }
 
@@ -52,7 +51,7 @@ extension LMDBSyncStorage {
             guard let id = pairing.tokenID, let json = try Self.get(txn, DB.tokens, Array(id.utf8)) else { return }
             var token = try JSONDecoder().decode(StoredToken.self, from: Data(json))
             token.expires = tokenExpires
-            try Self.put(txn, DB.tokens, Array(id.utf8), Array(try JSONEncoder().encode(token)))
+            try Self.putToken(txn, token, indexHash: false)
         }
     }
 

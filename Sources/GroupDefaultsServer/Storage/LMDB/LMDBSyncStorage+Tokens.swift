@@ -9,10 +9,38 @@ extension LMDBSyncStorage {
         let json = Array(try JSONEncoder().encode(token))
         try await onWriteQueue {
             try environment.writeTransaction(sync: true) { txn in
-                try Self.put(txn, DB.tokens, Array(token.id.utf8), json)
-                try Self.put(txn, DB.tokenHashes, Array(token.hash.utf8), Array(token.id.utf8))
+                try Self.putToken(txn, token, json: json, indexHash: true)
             }
         }
+    }
+
+    /// Writes a token's record (and, for a new token, its hash's index entry) and moves the token
+    /// generation on: every write of a token goes through here, so that no process keeps using a
+    /// verification it cached from before (`tokenGeneration`).
+    static func putToken(_ txn: LMDBTransaction, _ token: StoredToken, json: [UInt8]? = nil, indexHash: Bool) throws {
+        try put(txn, DB.tokens, Array(token.id.utf8), try json ?? Array(JSONEncoder().encode(token)))
+        if indexHash { try put(txn, DB.tokenHashes, Array(token.hash.utf8), Array(token.id.utf8)) }
+        let generation = try get(txn, DB.meta, tokenGenerationKey).flatMap { bytes in
+            bytes.count == 8 ? bytes.withUnsafeBytes { LMDBKeys.readBigEndian($0) } : nil
+        } ?? 0
+        try put(txn, DB.meta, tokenGenerationKey, LMDBKeys.bigEndian(generation &+ 1))
+    }
+
+    static let tokenGenerationKey = Array("token-generation".utf8)
+
+    /// The count of token writes so far, read in place, on the calling thread: one short read
+    /// transaction, cheaper than a hop to the read queue (it reads one key of a page that every
+    /// request keeps in memory).
+    package func tokenGeneration() throws -> UInt64? {
+        var generation: UInt64 = 0
+        try whileOpen {
+            try environment.readTransaction { txn in
+                if let bytes = try Self.get(txn, DB.meta, Self.tokenGenerationKey), bytes.count == 8 {
+                    generation = bytes.withUnsafeBytes { LMDBKeys.readBigEndian($0) }
+                }
+            }
+        }
+        return generation
     }
 
     package func token(hash: String) async throws -> StoredToken? {
@@ -51,7 +79,7 @@ extension LMDBSyncStorage {
                 }
                 var token = try JSONDecoder().decode(StoredToken.self, from: Data(json))
                 if token.revoked == nil { token.revoked = date }
-                try Self.put(txn, DB.tokens, Array(id.utf8), Array(try JSONEncoder().encode(token)))
+                try Self.putToken(txn, token, indexHash: false)
             }
         }
     }

@@ -15,7 +15,7 @@ import Synchronization
 /// - `batches`: suite id + device + SHA-256(batch id) → SHA-256 of the canonical ops, when it was
 ///   stored (ms, big-endian), the response JSON; kept as long as tombstones
 /// - `tokens`: token id → `StoredToken` JSON; `token-hashes`: hash → id
-/// - `meta`: `next-suite-id`
+/// - `meta`: `next-suite-id`; `token-generation`, the count of token writes (big-endian)
 /// - `history`: suite id + SHA-256(key) + revision → when received (ms, big-endian) + the version's
 ///   entry record; one key's versions are one contiguous range, oldest first
 /// - `devices`: account + NUL + token id + NUL + device id → `StoredDevice` JSON
@@ -53,7 +53,7 @@ package final class LMDBSyncStorage: SyncStorage {
             options: EnvironmentOptions(
                 databases: DB.names, readerTrees: DB.names, lockFilePath: directory + "/sync.lmdb-open",
                 initialMapSize: 8 << 20, maximumMapSize: maximumMapSize, fileMode: 0o600, maximumReaders: 126,
-                structureCheckLimit: 64 << 20))
+                structureCheckLimit: 64 << 20, writesThroughMap: false))
     }
 
     static func makeDirectory(_ directory: String) throws {
