@@ -70,7 +70,7 @@ private func makeApplication(
     let host = configuration.host
     let limits = configuration.connections
     let http1 = HTTP1Channel.Configuration(
-        additionalChannelHandlers: [RequestHeadDeadline(timeout: limits.requestHeadTimeout)],
+        additionalChannelHandlers: [SmallReceiveBuffers(), RequestHeadDeadline(timeout: limits.requestHeadTimeout)],
         idleTimeout: TimeAmount(limits.idleTimeout))
     let maxConnections = OpenFileLimit.connectionsAllowed(wanted: limits.maxConnections, logger: logger)
     var server = HTTPServerBuilder.http1(configuration: http1)

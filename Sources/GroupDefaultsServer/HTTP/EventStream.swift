@@ -47,35 +47,36 @@ struct EventStream: Sendable {
             var cursor = start
             try await writer.write(ByteBuffer(string: "retry: 2000\n\n"))  // how long a client waits to reconnect
             while !Task.isCancelled {
-                await onTurn()
-                guard await authenticator.isStillValid(token) else {
-                    try await writer.write(ByteBuffer(string: SyncStreamEvent.refusal(.unauthorized, detail: "the token was revoked or expired").serverSentEvent().encoded))
-                    break
-                }
-                let page: ChangesPage
-                do {
-                    page = try await storage.changes(account: token.account, suite: suite, since: cursor, limit: pageSize)
-                } catch let error as SyncStorageError where error.code == .cursorExpired {
-                    try await writer.write(ByteBuffer(string: SyncStreamEvent.refusal(.cursorExpired, detail: error.detail).serverSentEvent().encoded))
-                    break
-                }
-                if !page.entries.isEmpty {
+                // Each turn's work (token check, page read, encoding) runs in a child task, so that
+                // the connection's task, which lives as long as the stream, keeps only the memory
+                // of the writes and the wait (see `RequestTaskMiddleware`).
+                let since = cursor
+                let turn = try await inChildTask { () async throws -> Turn in
+                    await onTurn()
+                    guard await authenticator.isStillValid(token) else {
+                        return Turn(text: try SyncStreamEvent.refusal(.unauthorized, detail: "the token was revoked or expired").serverSentEvent().encoded,
+                                    ends: true)
+                    }
+                    let page: ChangesPage
+                    do {
+                        page = try await storage.changes(account: token.account, suite: suite, since: since, limit: pageSize)
+                    } catch let error as SyncStorageError where error.code == .cursorExpired {
+                        return Turn(text: try SyncStreamEvent.refusal(.cursorExpired, detail: error.detail).serverSentEvent().encoded, ends: true)
+                    }
                     var text = ""
                     for entry in page.entries {
                         text += try SyncStreamEvent.entry(entry, revision: entry.rev).serverSentEvent().encoded
                     }
-                    try await writer.write(ByteBuffer(string: text))
-                    cursor = page.lastRev
-                    if page.hasMore { continue }
+                    return Turn(text: text, ends: false, head: page.lastRev, hasMore: page.hasMore)
                 }
-                let head = page.lastRev
-                // Ends early on graceful shutdown (the wait is cancelled, and says so).
-                let ended = await cancelWhenGracefulShutdown {
-                    await storage.waitForChange(account: token.account, suite: suite, after: head, timeout: heartbeat)
-                    return Task.isCancelled
-                }
+                if !turn.text.isEmpty { try await writer.write(ByteBuffer(string: turn.text)) }
+                if turn.ends { break }
+                cursor = turn.head
+                if turn.hasMore { continue }
+                let head = turn.head
+                let ended = await storage.waitForChangeUntilShutdown(account: token.account, suite: suite, after: head, timeout: heartbeat)
                 if ended || Task.isCancelled { break }
-                if try await storage.headRevision(account: token.account, suite: suite) <= head {
+                if try await inChildTask({ try await storage.headRevision(account: token.account, suite: suite) <= head }) {
                     try await writer.write(ByteBuffer(string: ServerSentEvent.comment("heartbeat")))
                 }
             }
@@ -83,4 +84,16 @@ struct EventStream: Sendable {
         }
         return Response(status: .ok, headers: headers, body: body)
     }
+}
+
+/// What one turn of a stream writes, and where it leaves the stream.
+private struct Turn: Sendable {
+    /// The events (or the refusal) to write; empty when there is nothing new.
+    var text: String
+    /// The stream ends after `text` (a refusal).
+    var ends: Bool
+    /// The revision the stream has reached.
+    var head: UInt64 = 0
+    /// More changes follow at once.
+    var hasMore = false
 }

@@ -9,7 +9,8 @@ import ServiceLifecycle
 package func buildRouter(storage: any SyncStorage, configuration: ServerConfiguration) -> Router<ServerRequestContext> {
     _ = ServerMetrics.openEventStreams  // shown from the start, at 0
     let router = Router(context: ServerRequestContext.self)
-    router.add(middleware: MetricsMiddleware())  // outermost: it sees every answer, errors included
+    router.add(middleware: RequestTaskMiddleware())  // outermost: the request's memory goes when it is answered
+    router.add(middleware: MetricsMiddleware())  // it sees every answer, errors included
     router.add(middleware: LogRequestsMiddleware(.debug))
     router.add(middleware: ErrorMiddleware())
     let authenticator = Authenticator(storage: storage)  // one token cache for every route
@@ -115,9 +116,7 @@ struct SyncRoutes: Sendable {
             defer { withExtendedLifetime(slot) {} }
             let wait = min(Duration.seconds(Int64(clamping: waitSeconds)), configuration.maxWait)
             let storage = self.storage, head = page.lastRev
-            _ = await cancelWhenGracefulShutdown {
-                await storage.waitForChange(account: token.account, suite: suite, after: head, timeout: wait)
-            }
+            _ = await storage.waitForChangeUntilShutdown(account: token.account, suite: suite, after: head, timeout: wait)
             page = try await storage.changes(account: token.account, suite: suite, since: since, limit: limit)
         }
         return try JSONBody.response(page)

@@ -1,5 +1,6 @@
 package import Foundation
 package import GroupDefaultsWire
+import ServiceLifecycle
 
 // The seam between the server's HTTP layer and its two storage backends (embedded LMDB, the
 // default, and PostgreSQL for several stateless instances). Both implement `SyncStorage` with the
@@ -164,11 +165,26 @@ package protocol SyncStorage: Sendable {
     /// The key bags of the suite, by epoch.
     func keyBags(account: String, suite: String) async throws -> [UInt32: String]
 
+    /// Wakes every `waitForChange` now, and makes later ones return at once (graceful shutdown:
+    /// event streams and long-polls end instead of waiting out their time).
+    func endWaits()
+
     /// Closes connections and files.
     func shutdown() async throws
 }
 
 extension SyncStorage {
+    /// `waitForChange`, ended early by graceful shutdown (which ends every wait: `endWaits`).
+    /// Returns whether the server is shutting down.
+    func waitForChangeUntilShutdown(account: String, suite: String, after revision: UInt64, timeout: Duration) async -> Bool {
+        await withGracefulShutdownHandler {
+            await waitForChange(account: account, suite: suite, after: revision, timeout: timeout)
+        } onGracefulShutdown: {
+            endWaits()
+        }
+        return Task.isShuttingDownGracefully
+    }
+
     /// Nothing is cached unless a backend says when tokens change.
     package func tokenGeneration() throws -> UInt64? { nil }
 

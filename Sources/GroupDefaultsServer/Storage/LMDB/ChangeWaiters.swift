@@ -1,7 +1,12 @@
+import Dispatch
 import Foundation
 import Synchronization
 
-/// Long-polls waiting on a suite's head revision, woken in-process after each committed push.
+/// Long-polls and event streams waiting on a suite's head revision, woken in-process after each
+/// committed push, at their deadline, or when waits are ended (graceful shutdown).
+///
+/// A wait is a continuation in a table and a timer on a dispatch queue: no child tasks, so that a
+/// thousand parked streams cost a thousand small records rather than a thousand task groups.
 final class ChangeWaiters: Sendable {
     struct SuiteKey: Hashable, Sendable {
         var account: String
@@ -13,22 +18,34 @@ final class ChangeWaiters: Sendable {
         var continuation: CheckedContinuation<Void, Never>
     }
 
-    private let state = Mutex<[SuiteKey: [UInt64: Waiter]]>([:])
+    private struct State {
+        var waiters: [SuiteKey: [UInt64: Waiter]] = [:]
+        /// After `endAll`, waits return at once.
+        var ended = false
+    }
+
+    private let state = Mutex(State())
     private let nextID = Atomic<UInt64>(0)
 
-    /// Suspends until `notify` reports a head past `after` for `key`, `resumeIfHeadPassed` says so,
-    /// or the task is cancelled. `registered(id)` runs once the waiter is registered (to re-check
-    /// the stored head, closing the race with a push that committed just before).
-    func wait(_ key: SuiteKey, after: UInt64, registered: @Sendable @escaping (UInt64) -> Void) async {
+    /// Suspends until `notify` reports a head past `after` for `key`, `resume` is called with its id
+    /// (`registered` receives it once the waiter is in the table, to re-check the stored head and so
+    /// close the race with a push that committed just before), `timeout` passes, the task is
+    /// cancelled, or waits are ended.
+    func wait(_ key: SuiteKey, after: UInt64, timeout: Duration, registered: @Sendable @escaping (UInt64) -> Void) async {
         let id = nextID.add(1, ordering: .relaxed).newValue
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let cancelled = state.withLock { waiters -> Bool in
-                    if Task.isCancelled { return true }
-                    waiters[key, default: [:]][id] = Waiter(after: after, continuation: continuation)
-                    return false
+                let parked = state.withLock { state -> Bool in
+                    if Task.isCancelled || state.ended { return false }
+                    state.waiters[key, default: [:]][id] = Waiter(after: after, continuation: continuation)
+                    return true
                 }
-                if cancelled { continuation.resume() } else { registered(id) }
+                guard parked else { return continuation.resume() }
+                let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
+                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: nanoseconds))) { [weak self] in
+                    self?.resume(key, id: id)
+                }
+                registered(id)
             }
         } onCancel: {
             resume(key, id: id)
@@ -36,13 +53,14 @@ final class ChangeWaiters: Sendable {
     }
 
     /// How many are waiting (tests wait for a long-poll to park).
-    var count: Int { state.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+    var count: Int { state.withLock { $0.waiters.values.reduce(0) { $0 + $1.count } } }
 
-    /// Wakes one waiter (cancellation, or the head was already past when it registered).
+    /// Wakes one waiter (its deadline, cancellation, or the head was already past when it
+    /// registered); nothing if it was woken already.
     func resume(_ key: SuiteKey, id: UInt64) {
-        let waiter = state.withLock { waiters -> Waiter? in
-            let waiter = waiters[key]?.removeValue(forKey: id)
-            if waiters[key]?.isEmpty == true { waiters[key] = nil }
+        let waiter = state.withLock { state -> Waiter? in
+            let waiter = state.waiters[key]?.removeValue(forKey: id)
+            if state.waiters[key]?.isEmpty == true { state.waiters[key] = nil }
             return waiter
         }
         waiter?.continuation.resume()
@@ -50,12 +68,22 @@ final class ChangeWaiters: Sendable {
 
     /// Wakes every waiter of `key` whose revision `head` has passed.
     func notify(_ key: SuiteKey, head: UInt64) {
-        let woken = state.withLock { waiters -> [Waiter] in
-            guard let suiteWaiters = waiters[key] else { return [] }
+        let woken = state.withLock { state -> [Waiter] in
+            guard let suiteWaiters = state.waiters[key] else { return [] }
             let passed = suiteWaiters.filter { $0.value.after < head }
-            for id in passed.keys { waiters[key]?.removeValue(forKey: id) }
-            if waiters[key]?.isEmpty == true { waiters[key] = nil }
+            for id in passed.keys { state.waiters[key]?.removeValue(forKey: id) }
+            if state.waiters[key]?.isEmpty == true { state.waiters[key] = nil }
             return Array(passed.values)
+        }
+        for waiter in woken { waiter.continuation.resume() }
+    }
+
+    /// Wakes every waiter, and makes every later wait return at once.
+    func endAll() {
+        let woken = state.withLock { state -> [Waiter] in
+            state.ended = true
+            defer { state.waiters = [:] }
+            return state.waiters.values.flatMap(\.values)
         }
         for waiter in woken { waiter.continuation.resume() }
     }

@@ -203,20 +203,17 @@ package final class LMDBSyncStorage: SyncStorage {
     package func waitForChange(account: String, suite: String, after revision: UInt64, timeout: Duration) async {
         let key = ChangeWaiters.SuiteKey(account: account, suite: suite)
         let waiters = self.waiters
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                await waiters.wait(key, after: revision) { id in
-                    Task {
-                        if let head = try? await self.headRevision(account: account, suite: suite), head > revision {
-                            waiters.resume(key, id: id)
-                        }
-                    }
+        await waiters.wait(key, after: revision, timeout: timeout) { id in
+            Task {
+                if let head = try? await self.headRevision(account: account, suite: suite), head > revision {
+                    waiters.resume(key, id: id)
                 }
             }
-            group.addTask { try? await Task.sleep(for: timeout) }
-            await group.next()
-            group.cancelAll()
         }
+    }
+
+    package func endWaits() {
+        waiters.endAll()
     }
 
     /// How many long-polls wait on this instance.

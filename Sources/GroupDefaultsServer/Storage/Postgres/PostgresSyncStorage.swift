@@ -19,6 +19,8 @@ package final class PostgresSyncStorage: SyncStorage {
     let logger: Logger
     let configuration: PostgresStorageConfiguration
     let signals: ChangeSignals
+    /// Set by `endWaits`: every wait returns at once.
+    let waitsEnded = Atomic<Bool>(false)
     let listener: ChangeListener
     /// The listening connection's `application_name`, unique per instance (operators and tests find
     /// its backend in `pg_stat_activity` by it).
@@ -210,6 +212,7 @@ package final class PostgresSyncStorage: SyncStorage {
         while !Task.isCancelled, ContinuousClock.now < deadline {
             let registration = signals.register(id)
             defer { signals.unregister(registration) }
+            if waitsEnded.load(ordering: .acquiring) { return }  // after registering: `endWaits` wakes it, or it is seen here
             // Registered first, then read: a push between the two still wakes this waiter.
             if let head = try? await headRevision(account: account, suite: suite), head > revision { return }
             let wake = await withTaskGroup(of: ChangeWake?.self) { group in
@@ -227,6 +230,11 @@ package final class PostgresSyncStorage: SyncStorage {
             case .head, .recheck: continue  // read the table again
             }
         }
+    }
+
+    package func endWaits() {
+        waitsEnded.store(true, ordering: .releasing)
+        signals.signalAll()
     }
 
     /// Suspends until this instance's listening connection has LISTENed more than `count` times in
