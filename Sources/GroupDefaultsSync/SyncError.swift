@@ -60,7 +60,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
         if let status, status == 408 || status == 429 || status >= 500 { return .unavailable }
         switch code {
         case .unauthorized?, .forbidden?: return .authenticationNeeded
-        case .rateLimited?, .unavailable?: return .unavailable
+        case .rateLimited?, .tooManyStreams?, .unavailable?: return .unavailable
         case .malformed?, .notFound?, .methodNotAllowed?: return .protocolError
         case let code? where code.isKnown: return .rejected
         default: break

@@ -20,7 +20,7 @@ struct ErrorCodeTests {
     func kinds() {
         func kind(_ code: SyncErrorCode) -> SyncError.Kind { SyncError(refusal: code, status: nil, "d").kind }
         #expect(kind(.unauthorized) == .authenticationNeeded && kind(.forbidden) == .authenticationNeeded)
-        #expect(kind(.unavailable) == .unavailable && kind(.rateLimited) == .unavailable)
+        #expect(kind(.unavailable) == .unavailable && kind(.rateLimited) == .unavailable && kind(.tooManyStreams) == .unavailable)
         #expect([SyncErrorCode.cursorExpired, .valueTooLarge, .keyTooLong, .quotaExceeded, .batchTooLarge, .bodyTooLarge,
                  .idempotencyMismatch, .clockSkew, .invalidSuite].allSatisfy { kind($0) == .rejected })
         #expect(kind(.malformed) == .protocolError && kind(.notFound) == .protocolError)

@@ -100,7 +100,8 @@ struct SyncRoutes: Sendable {
         await tracker.seen(token: token, deviceID: body.deviceID, suite: suite, push: true)
         let applied = response.results.count { $0.status == .applied }
         ServerMetrics.pushed(applied: applied, superseded: response.results.count - applied)
-        return try JSONBody.response(response)
+        return Response(status: .ok, headers: [.contentType: "application/json"],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: try WireJSON.encode(response))))
     }
 
     func changes(_ request: Request, _ context: ServerRequestContext) async throws -> Response {

@@ -129,7 +129,7 @@ extension LMDBSyncStorage {
         let storedAt = LMDBKeys.bigEndian(HLC.wallClockMilliseconds())
         try writeHistory(txn, suiteID: record.id, versions: applied.historyVersions(depth: quota.historyDepth),
                          depth: quota.historyDepth, receivedAt: storedAt)
-        try put(txn, DB.batches, batchKey, push.digest + storedAt + Array(try JSONEncoder().encode(applied.response)))
+        try put(txn, DB.batches, batchKey, push.digest + storedAt + (try WireJSON.encode(applied.response)))
         return applied.response
     }
 

@@ -1,0 +1,129 @@
+import Foundation
+
+/// JSON for the shapes the server writes on every push (its answer, `PushResponse`, and the batch
+/// record that keeps it), written straight into bytes.
+///
+/// Foundation's `JSONEncoder` builds a tree of boxed values first and took a tenth of the embedded
+/// server's CPU per single-op push; this writer appends in one pass (measured about ten times
+/// faster for a one-op answer). The output parses to the same JSON as `JSONEncoder`'s (the tests
+/// check it); values other than strings, integers and booleans are written by `typedJSON()`.
+package struct WireJSON {
+    /// The JSON written so far.
+    package private(set) var bytes: [UInt8] = []
+
+    package init(capacity: Int = 256) {
+        bytes.reserveCapacity(capacity)
+    }
+
+    /// `response` as JSON.
+    ///
+    /// - Throws: `EncodingError` for a date value outside years 0 to 9999 (as `typedJSON()`).
+    package static func encode(_ response: PushResponse) throws -> [UInt8] {
+        var json = WireJSON(capacity: 96 + response.results.count * 160)
+        json.raw("{\"head_rev\":")
+        json.integer(response.headRev)
+        json.raw(",\"results\":[")
+        for (index, result) in response.results.enumerated() {
+            if index > 0 { json.raw(",") }
+            json.raw("{\"key\":")
+            json.string(result.key)
+            json.raw(result.status == .applied ? ",\"status\":\"applied\",\"winner\":" : ",\"status\":\"superseded\",\"winner\":")
+            try json.entry(result.winner)
+            json.raw("}")
+        }
+        json.raw("],\"server_time\":")
+        json.string(response.serverTime)
+        json.raw("}")
+        return json.bytes
+    }
+
+    /// An entry as `SyncEntry.encode(to:)` writes it.
+    package mutating func entry(_ entry: SyncEntry) throws {
+        raw("{\"key\":")
+        string(entry.key)
+        if let sealed = entry.sealed {
+            raw(",\"sealed\":{\"epoch\":")
+            integer(UInt64(sealed.epoch))
+            raw(",\"box\":")
+            string(Data(sealed.box).base64EncodedString())
+            raw("}")
+            if entry.isDeleted { raw(",\"deleted\":true") }
+        } else if let value = entry.value {
+            raw(",\"value\":")
+            try self.value(value)
+        } else {
+            raw(",\"deleted\":true")
+        }
+        raw(",\"hlc\":\"")
+        integer(entry.hlc.rawValue)
+        raw("\",\"origin\":\"")
+        integer(entry.origin)
+        raw("\"")
+        if let rev = entry.rev {
+            raw(",\"rev\":")
+            integer(rev)
+        }
+        raw("}")
+    }
+
+    /// A value as typed JSON.
+    package mutating func value(_ value: PropertyListValue) throws {
+        switch value {
+        case .string(let text):
+            raw("{\"string\":")
+            string(text)
+            raw("}")
+        case .integer(let number):
+            raw("{\"integer\":")
+            if number < 0 { raw("-") }
+            integer(UInt64(number.magnitude))
+            raw("}")
+        case .bool(let flag):
+            raw(flag ? "{\"bool\":true}" : "{\"bool\":false}")
+        default:
+            bytes += try value.typedJSON()
+        }
+    }
+
+    /// A string, quoted and escaped (quotation mark, reverse solidus and control characters).
+    package mutating func string(_ text: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): raw("\\\"")
+            case UInt8(ascii: "\\"): raw("\\\\")
+            case 0x0A: raw("\\n")
+            case 0x0D: raw("\\r")
+            case 0x09: raw("\\t")
+            case 0x08: raw("\\b")
+            case 0x0C: raw("\\f")
+            case 0 ..< 0x20:
+                raw("\\u00")
+                bytes.append(Self.hexDigits[Int(byte >> 4)])
+                bytes.append(Self.hexDigits[Int(byte & 0xF)])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// A non-negative integer in decimal.
+    package mutating func integer(_ number: UInt64) {
+        guard number >= 10 else { return bytes.append(UInt8(ascii: "0") + UInt8(number)) }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var rest = number, start = 20
+            while rest > 0 {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            }
+            bytes += digits[start...]
+        }
+    }
+
+    private mutating func raw(_ text: StaticString) {
+        text.withUTF8Buffer { bytes += $0 }
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+}
