@@ -28,7 +28,11 @@ struct Authenticator: Sendable {
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
             throw APIError.unauthorized("the Authorization header must be 'Bearer TOKEN'")
         }
-        let secret = parts[1].trimmingCharacters(in: .whitespaces)
+        // Spaces and tabs around the token (HTTP's optional whitespace) are not part of it.
+        var bytes = parts[1].utf8[...]
+        while let first = bytes.first, first == 0x20 || first == 0x09 { bytes = bytes.dropFirst() }
+        while let last = bytes.last, last == 0x20 || last == 0x09 { bytes = bytes.dropLast() }
+        let secret = String(Substring(bytes))
         guard let token = try await lookUp(hash: Tokens.hash(secret)) else {
             throw APIError.unauthorized("the token is not known")
         }

@@ -21,7 +21,9 @@ package enum Tokens {
 
     /// The SHA-256 of a token, lowercase hex.
     package static func hash(_ token: String) -> String {
-        Hex.string(SHA256.hash(data: Array(token.utf8)))
+        var token = token
+        let digest = token.withUTF8 { SHA256.hash(data: $0) }
+        return digest.withUnsafeBytes { Hex.string($0) }
     }
 
     static func base64URL(_ bytes: [UInt8]) -> String {
