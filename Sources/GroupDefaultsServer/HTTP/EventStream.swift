@@ -71,7 +71,7 @@ struct EventStream: Sendable {
                 }
                 if !turn.text.isEmpty { try await writer.write(ByteBuffer(string: turn.text)) }
                 if turn.ends { break }
-                cursor = turn.head
+                if !turn.text.isEmpty { cursor = turn.head }  // the last event's revision
                 if turn.hasMore { continue }
                 let head = turn.head
                 let ended = await storage.waitForChangeUntilShutdown(account: token.account, suite: suite, after: head, timeout: heartbeat)
@@ -92,7 +92,7 @@ private struct Turn: Sendable {
     var text: String
     /// The stream ends after `text` (a refusal).
     var ends: Bool
-    /// The revision the stream has reached.
+    /// The page's last revision: its last event's, or the suite's head when it had none.
     var head: UInt64 = 0
     /// More changes follow at once.
     var hasMore = false
