@@ -73,7 +73,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             throw Self.translate(error, suite: location.suiteName, path: path, key: nil, opening: true)
         }
         do {
-            sidecar = try Sidecar(duplicating: environment.lockFileDescriptor)
+            sidecar = try Sidecar(duplicating: environment.lockFileDescriptor, mapping: environment.lockFileMapping)
         } catch {
             environment.close()
             throw Self.translate(error, suite: location.suiteName, path: path, key: nil, opening: true)

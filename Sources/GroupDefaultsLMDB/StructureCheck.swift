@@ -26,6 +26,12 @@ package struct StructureDamage: Error, CustomStringConvertible {
 /// the first write of a process checks the rest (free pages, `tombstones`, `log`) before LMDB
 /// touches them. A short-lived reader, such as a notification-service extension, pays only for
 /// the former.
+///
+/// Once per file state, not once per open: a walk records the state it verified in the sidecar
+/// (`VerifiedState`), the library's commits keep that record true, and an open of a state the
+/// record vouches for checks only the meta page, the main tree and the root page of each tree in
+/// scope, a cost that does not grow with the suite. A file committed to by anything else, replaced,
+/// restored or changed in place is walked again; `VerifiedState` says exactly what it cannot see.
 package enum StructureCheck {
     private static let pageHeaderSize = 16
     private static let nodeHeaderSize = 8
@@ -52,23 +58,53 @@ package enum StructureCheck {
         return major == 0 && minor == 9 && fileVersion == FileHeader.dataVersion
     }
 
+    /// What `verify` did.
+    package enum Outcome: Sendable, Equatable {
+        /// Every page of the scope was walked.
+        case walked
+        /// The verified-state record vouched for the snapshot (see `VerifiedState`): only the meta
+        /// page, the main tree and the root page of each tree in scope were checked.
+        case trusted
+        /// Not checked: the pages in use exceed the limit, or the file's format is not one the walk
+        /// knows.
+        case unchecked
+    }
+
+    /// What `verify` needs to consult and keep the verified-state record.
+    struct StateCheck {
+        let record: VerifiedState
+        /// The library's commit count read before the transaction began.
+        let commitsBefore: UInt32
+        /// The file's change time before this process's LMDB opened it (which changes it), when the
+        /// check is made while opening.
+        let changeTimeBeforeOpen: UInt64?
+    }
+
     /// Checks the snapshot `txnID` (the transaction id of a read transaction, or the last committed
     /// one under a write transaction). Returns without checking when the pages in use exceed `limit`
-    /// bytes (the walk touches every page).
-    static func verify(env: OpaquePointer, txn: OpaquePointer, snapshot txnID: UInt64, limit: Int, scope: Scope) throws {
+    /// bytes (the walk touches every page). With `state`, a snapshot the verified-state record vouches
+    /// for is only checked near its roots, and a walked one is recorded.
+    @discardableResult
+    static func verify(
+        env: OpaquePointer, txn: OpaquePointer, snapshot txnID: UInt64, limit: Int, scope: Scope, state: StateCheck? = nil
+    ) throws -> Outcome {
         var fd: Int32 = -1
         try check(mdb_env_get_fd(env, &fd))
         guard let first = FileHeader.readMeta(fd: fd, offset: 0) else { throw StructureDamage("meta page 0 is damaged") }
-        guard understands(fileVersion: first.version) else { return }
+        guard understands(fileVersion: first.version) else { return .unchecked }
         guard let meta = FileHeader.readMeta(fd: fd, offset: Int(txnID & 1) * first.pageSize), meta.txnID == txnID else {
             throw Retry()
         }
         guard let used = meta.usedSize else { throw StructureDamage("the last page number \(meta.lastPage) is impossible") }
-        guard used <= limit else { return }
+        guard used <= limit else { return .unchecked }
         var st = stat()
         guard fstat(fd, &st) == 0, Int(st.st_size) >= used else {
             throw FileHeader.Truncated(actualSize: Int(st.st_size), requiredSize: used)
         }
+        let everything = scope == .everything
+        let changeTime = VerifiedState.changeTime(st)
+        let file = VerifiedState.file(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), everything: everything)
+        let trusted = state.flatMap { vouched($0, snapshot: txnID, file: file, everything: everything, changeTime: changeTime) }
         let buffers = UnsafeMutableRawPointer.allocate(byteCount: (Walker.slots + 1) * meta.pageSize, alignment: 16)
         let visited = UnsafeMutablePointer<UInt64>.allocate(capacity: Walker.visitedWords(lastPage: meta.lastPage))
         defer {
@@ -79,8 +115,39 @@ package enum StructureCheck {
         try check(mdb_env_info(env, &info))
         var walker = Walker(fd: fd, buffers: buffers, visited: visited, pageSize: meta.pageSize, lastPage: meta.lastPage, scope: scope)
         walker.txn = info.me_mapsize >= used ? txn : nil  // LMDB's map covers every page in use
-        if scope == .everything { try walker.tree(meta.freeTree, kind: .free, name: "free-page tree") }
+        walker.rootsOnly = trusted != nil
+        if scope == .everything && trusted == nil { try walker.tree(meta.freeTree, kind: .free, name: "free-page tree") }
         try walker.tree(meta.mainTree, kind: .main, name: "main tree")
+        guard let state else { return .walked }
+        if let trusted {
+            // Pin the change time this open explains (its own truncation to the map size), so that
+            // the next open compares against it.
+            if trusted.changeTime != changeTime || trusted.txnID != txnID {
+                state.record.store(.init(file: trusted.file, txnID: txnID, changeTime: changeTime, commits: state.commitsBefore))
+            }
+            return .trusted
+        }
+        // Recorded only if no commit of the library ended meanwhile (it may be in this snapshot,
+        // uncounted, which would only make the next open walk again).
+        if state.record.commitCount == state.commitsBefore {
+            state.record.store(.init(file: file, txnID: txnID, changeTime: changeTime, commits: state.commitsBefore))
+        }
+        return .walked
+    }
+
+    /// The record, if it vouches for snapshot `txnID` of `file` (see `VerifiedState`).
+    private static func vouched(
+        _ state: StateCheck, snapshot txnID: UInt64, file: UInt64, everything: Bool, changeTime: UInt64
+    ) -> VerifiedState.Record? {
+        guard let recorded = state.record.load(), recorded.file | 1 == file | 1, recorded.coversEverything || !everything,
+              txnID >= recorded.txnID else { return nil }
+        let commits = state.record.commitCount
+        guard commits == state.commitsBefore else { return nil }  // a commit of the library ended meanwhile
+        let commitsSince = commits &- recorded.commits
+        guard txnID - recorded.txnID == UInt64(commitsSince) else { return nil }  // something else committed
+        let seen = state.changeTimeBeforeOpen ?? changeTime
+        let unchanged = commitsSince == 0 ? seen == recorded.changeTime : seen <= state.record.lastCommitTime
+        return unchanged ? recorded : nil
     }
 
     /// A writer committed twice while the meta page was being read; read it again.
@@ -106,6 +173,9 @@ package enum StructureCheck {
         var txn: OpaquePointer?
         /// Where LMDB maps page 0, once located: pages are then read in place.
         var map: UnsafeRawPointer?
+        /// Check only the root page of each named tree (its children's numbers are checked to be in
+        /// range, not followed), for a snapshot the verified-state record vouches for.
+        var rootsOnly = false
 
         static func visitedWords(lastPage: UInt64) -> Int { Int(lastPage / 64) + 1 }
 
@@ -134,7 +204,7 @@ package enum StructureCheck {
             }
             var entries: UInt64 = 0
             try page(record.root, level: 1, depth: Int(record.depth), kind: kind, name: name, slot: slot, entries: &entries)
-            guard entries == record.entries else {
+            guard entries == record.entries || (rootsOnly && kind == .named && record.depth > 1) else {
                 throw StructureDamage("the \(name) counts \(record.entries) entries but holds \(entries)")
             }
         }
@@ -190,6 +260,12 @@ package enum StructureCheck {
                 guard dataOffset <= pageSize else { throw StructureDamage("a key of page \(pgno) in the \(name) runs past the page") }
                 if isBranch {
                     let child = lo | hi << 16 | UInt64(nodeFlags) << 32
+                    if rootsOnly && kind == .named {
+                        guard child >= 2, child <= lastPage else {
+                            throw StructureDamage("the \(name) points to page \(child), outside the file")
+                        }
+                        continue
+                    }
                     try page(child, level: level + 1, depth: depth, kind: kind, name: name, slot: slot + 1, entries: &entries)
                     continue
                 }

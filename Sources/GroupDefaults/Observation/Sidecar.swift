@@ -25,7 +25,9 @@ import Glibc
 ///
 /// Layout (little-endian 32-bit words): magic, version, the number of slots taken (so that a
 /// writer with no watcher anywhere reads one word), then `slotCount` slots of (pid, pending) from
-/// byte 64.
+/// byte 64. Bytes 16..<64 belong to the LMDB layer: its verified-state record (`VerifiedState`),
+/// which lets an open skip the walk of every page for a file state already checked. A new or reset
+/// sidecar holds no valid record there, so the next open walks the file.
 final class Sidecar: @unchecked Sendable {  // the mapping's words are only touched atomically
     static let magic: UInt32 = 0x4744_534E  // "GDSN"
     static let version: UInt32 = 2  // 2: liveness by OFD locks
@@ -33,8 +35,13 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
     static let slotsOffset = 64
     static let slotCount = (size - slotsOffset) / 8
 
+    /// Where in the file the LMDB layer keeps its verified-state record (48 bytes).
+    static let verifiedStateOffset = 16
+
     let fd: Int32
     private let base: UnsafeMutableRawPointer
+    /// Whether `base` is the environment's mapping (which the environment unmaps), not this one's.
+    private let borrowsMapping: Bool
 
     /// Opens (creating, with `mode`), sizes and maps the sidecar: an open file description of its own.
     convenience init(path: String, mode: mode_t) throws {
@@ -49,17 +56,26 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
     }
 
     /// Sizes and maps the sidecar through a duplicate of `descriptor`, the one the environment keeps
-    /// open on the same file for its lock (no second open on the way to a suite's first read).
-    convenience init(duplicating descriptor: Int32) throws {
+    /// open on the same file for its lock (no second open on the way to a suite's first read). With
+    /// `mapping`, the environment's mapping of the file's first `size` bytes (already sized), no
+    /// mapping of its own either.
+    convenience init(duplicating descriptor: Int32, mapping: UnsafeMutableRawPointer? = nil) throws {
         let fd = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
         guard fd >= 0 else { throw LMDBError(errno) }
-        try self.init(owning: fd)
+        try self.init(owning: fd, mapping: mapping)
     }
 
     /// Takes `fd` over (closing it on failure).
-    private init(owning fd: Int32) throws {
+    private init(owning fd: Int32, mapping: UnsafeMutableRawPointer? = nil) throws {
         flock(fd, LOCK_EX)
         defer { flock(fd, LOCK_UN) }
+        if let mapping {
+            self.fd = fd
+            self.base = mapping
+            self.borrowsMapping = true
+            initializeHeader()
+            return
+        }
         var st = stat()
         if fstat(fd, &st) != 0 || st.st_size < Self.size || st.st_blocks * 512 < Self.size {
             // Backed by disk blocks, so that a full disk cannot fault a write into the mapping.
@@ -81,6 +97,13 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
         }
         self.fd = fd
         self.base = map
+        self.borrowsMapping = false
+        initializeHeader()
+    }
+
+    /// Starts the header of a new sidecar (zeros) or of one from an older version: no watchers.
+    /// Called under the file's `flock`.
+    private func initializeHeader() {
         if word(0).load(ordering: .sequentiallyConsistent) != Self.magic
             || word(4).load(ordering: .sequentiallyConsistent) != Self.version {
             // A new sidecar (zeros), or one from an older version: start with no watchers.
@@ -95,7 +118,7 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
     }
 
     func close() {
-        munmap(base, Self.size)
+        if !borrowsMapping { munmap(base, Self.size) }
         Glibc.close(fd)
     }
 
