@@ -168,6 +168,10 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// name a place for the verified-state record (the caller may use the rest of those bytes, as the
     /// core's sidecar does); valid until `close()`.
     package let lockFileMapping: UnsafeMutableRawPointer?
+    /// The lock file's path and LMDB's `-lock` file's, kept (see `init`).
+    private let paths: (String, String)
+    /// `O_NOATIME`, which Swift's Glibc module does not export (it needs _GNU_SOURCE).
+    private static let noAccessTime: Int32 = 0o1000000
     /// How many bytes of the lock file `lockFileMapping` maps.
     package static let lockFileMappedSize = 4096
     /// The verified-state record, when the options give it a place.
@@ -222,11 +226,14 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         self.forkGeneration = ForkCount.current
         idleReader.initialize(to: 0)
 
-        var lockFile = open(options.lockFilePath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(options.fileMode))
+        // Without access-time updates where the file is ours (`O_NOATIME`, else EPERM): mapping it
+        // would otherwise journal a new access time whenever it changed since the last one.
+        var lockFile = open(options.lockFilePath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | Self.noAccessTime, mode_t(options.fileMode))
         if lockFile >= 0 {
             fchmod(lockFile, mode_t(options.fileMode))  // exactly the configured mode, whatever the umask
         } else if errno == EEXIST {
-            lockFile = open(options.lockFilePath, O_RDWR | O_CLOEXEC)
+            lockFile = open(options.lockFilePath, O_RDWR | O_CLOEXEC | Self.noAccessTime)
+            if lockFile < 0 && errno == EPERM { lockFile = open(options.lockFilePath, O_RDWR | O_CLOEXEC) }
         }
         guard lockFile >= 0 else { throw LMDBError(errno) }
         flock(lockFile, LOCK_EX)
@@ -236,6 +243,9 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         var fileID = FileID(device: 0, inode: 0)
         var mapping: UnsafeMutableRawPointer?
         var openCheck = StructureCheck.Outcome.unchecked
+        // Kept for the environment's life: the first release of a heap-allocated string in a process
+        // instantiates type metadata (tens of microseconds), and this is on the path of opening.
+        let lockPath = path + "-lock"
         do {
             if let offset = options.verifiedStateOffset {
                 precondition(offset % 8 == 0 && offset + VerifiedState.size <= Self.lockFileMappedSize)
@@ -243,7 +253,6 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
             }
             // Create the data and lock files ourselves, with their space reserved, so that LMDB's
             // first writes into its mappings cannot fault on a full disk.
-            let lockPath = path + "-lock"
             let existed = access(path, F_OK) == 0
             // An empty `-lock` file is one whose creation failed (say for lack of space) before LMDB
             // used it: it is reserved like a new one, or LMDB would map it unbacked (SIGBUS).
@@ -307,6 +316,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         self.env = env!
         self.lockFile = lockFile
         self.lockFileMapping = mapping
+        self.paths = (options.lockFilePath, lockPath)
         self.verifiedState = Self.verifiedState(mapping, options.verifiedStateOffset)
         self.openCheck = openCheck
         self.fileID = fileID

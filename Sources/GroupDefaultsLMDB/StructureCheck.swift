@@ -105,9 +105,13 @@ package enum StructureCheck {
         let changeTime = VerifiedState.changeTime(st)
         let file = VerifiedState.file(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), everything: everything)
         let trusted = state.flatMap { vouched($0, snapshot: txnID, file: file, everything: everything, changeTime: changeTime) }
-        let buffers = UnsafeMutableRawPointer.allocate(byteCount: (Walker.slots + 1) * meta.pageSize, alignment: 16)
+        // One buffer per slot, allocated when first used: once LMDB's map is located pages are read
+        // in place, so most walks use one or two (a block for all of them is a `mmap` and page faults).
+        let buffers = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: Walker.slots + 1)
+        buffers.initialize(repeating: nil, count: Walker.slots + 1)
         let visited = UnsafeMutablePointer<UInt64>.allocate(capacity: Walker.visitedWords(lastPage: meta.lastPage))
         defer {
+            for slot in 0...Walker.slots { buffers[slot]?.deallocate() }
             buffers.deallocate()
             visited.deallocate()
         }
@@ -158,8 +162,8 @@ package enum StructureCheck {
     private struct Walker {
         let fd: Int32
         /// One page-sized buffer per page on the path being walked (the main tree's, then a named
-        /// tree's), and one for overflow pages.
-        let buffers: UnsafeMutableRawPointer
+        /// tree's), and one for overflow pages; each allocated when first used, freed by the caller.
+        let buffers: UnsafeMutablePointer<UnsafeMutableRawPointer?>
         static let slots = 2 * maximumDepth
         private var overflowSlot: Int { Self.slots }
         let pageSize: Int
@@ -179,7 +183,7 @@ package enum StructureCheck {
 
         static func visitedWords(lastPage: UInt64) -> Int { Int(lastPage / 64) + 1 }
 
-        init(fd: Int32, buffers: UnsafeMutableRawPointer, visited: UnsafeMutablePointer<UInt64>, pageSize: Int,
+        init(fd: Int32, buffers: UnsafeMutablePointer<UnsafeMutableRawPointer?>, visited: UnsafeMutablePointer<UInt64>, pageSize: Int,
              lastPage: UInt64, scope: Scope) {
             self.fd = fd
             self.buffers = buffers
@@ -220,7 +224,13 @@ package enum StructureCheck {
         private func read(_ pgno: UInt64, slot: Int, count: Int? = nil) throws -> UnsafeRawPointer {
             guard slot <= Self.slots else { throw StructureDamage("trees nest deeper than LMDB allows") }
             if let map, pgno <= lastPage { return map + Int(pgno) * pageSize }
-            let destination = buffers + slot * pageSize
+            let destination: UnsafeMutableRawPointer
+            if let buffer = buffers[slot] {
+                destination = buffer
+            } else {
+                destination = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 16)
+                buffers[slot] = destination
+            }
             let count = count ?? pageSize
             guard pread(fd, destination, count, off_t(Int(pgno) * pageSize)) == count else {
                 throw StructureDamage("page \(pgno) cannot be read")
