@@ -267,7 +267,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
             fileID = FileID(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
             let changeTimeBeforeOpen = VerifiedState.changeTime(st)  // LMDB's open truncates the file, which changes it
             let existingSize = Int(st.st_size)
-            if existingSize > 0 { try FileHeader.checkNotTruncated(fd: data, fileSize: existingSize) }
+            let metas = existingSize > 0 ? try FileHeader.checkNotTruncated(fd: data, fileSize: existingSize) : nil
             let initialSize = max(existingSize, min(options.initialMapSize, options.maximumMapSize))
             // The reader table this process may size the lock file to (the first process to open a
             // suite that nobody has open sets it up with its own `maximumReaders`), unless the file's
@@ -302,7 +302,8 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
             let state = Self.verifiedState(mapping, options.verifiedStateOffset)
             let opened = try Self.openDatabases(
                 env!, names: options.databases, readerTrees: options.readerTrees,
-                structureCheckLimit: options.structureCheckLimit, state: state, changeTimeBeforeOpen: changeTimeBeforeOpen)
+                structureCheckLimit: options.structureCheckLimit, state: state, changeTimeBeforeOpen: changeTimeBeforeOpen,
+                metas: metas)
             self.databases = opened.0
             openCheck = opened.1
         } catch {
@@ -322,7 +323,8 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         self.fileID = fileID
         self.maximumKeySize = Int(mdb_env_get_maxkeysize(env))
         refreshMapSize()
-        spaceReserved.store(reserved && currentFileSize() <= mapSize, ordering: .relaxed)
+        // With MDB_WRITEMAP LMDB's open truncated the file to the map size: no larger than the map.
+        spaceReserved.store(reserved, ordering: .relaxed)
     }
 
     /// Closes the environment. Called once, when nothing of this process uses it any more (so no
@@ -371,11 +373,11 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// file is checked before LMDB follows any of its pages.
     private static func openDatabases(
         _ env: OpaquePointer, names: [String], readerTrees: [String], structureCheckLimit: Int, state: VerifiedState?,
-        changeTimeBeforeOpen: UInt64
+        changeTimeBeforeOpen: UInt64, metas: (FileHeader.Meta, FileHeader.Meta?)?
     ) throws -> (UnsafeMutablePointer<MDB_dbi>, StructureCheck.Outcome) {
         if let opened = try openExistingDatabases(
             env, names: names, readerTrees: readerTrees, structureCheckLimit: structureCheckLimit, state: state,
-            changeTimeBeforeOpen: changeTimeBeforeOpen) {
+            changeTimeBeforeOpen: changeTimeBeforeOpen, metas: metas) {
             return opened
         }
         var txn: OpaquePointer?
@@ -394,7 +396,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// some of them. Throws `LMDBError.invalid` for an LMDB file that holds other data.
     private static func openExistingDatabases(
         _ env: OpaquePointer, names: [String], readerTrees: [String], structureCheckLimit: Int, state: VerifiedState?,
-        changeTimeBeforeOpen: UInt64
+        changeTimeBeforeOpen: UInt64, metas: (FileHeader.Meta, FileHeader.Meta?)?
     ) throws -> (UnsafeMutablePointer<MDB_dbi>, StructureCheck.Outcome)? {
         var attempts = 0
         while true {
@@ -404,7 +406,10 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
             do {
                 let outcome = try StructureCheck.verify(
                     env: env, txn: txn!, snapshot: UInt64(mdb_txn_id(txn)), limit: structureCheckLimit, scope: .trees(readerTrees),
-                    state: state.map { .init(record: $0, commitsBefore: commitsBefore, changeTimeBeforeOpen: changeTimeBeforeOpen) })
+                    state: state.map {
+                        .init(record: $0, commitsBefore: commitsBefore, changeTimeBeforeOpen: changeTimeBeforeOpen,
+                              metas: attempts == 0 ? metas : nil)
+                    })
                 if let handles = try openHandles(txn!, names: names, create: false) {
                     try check(mdb_txn_commit(txn))
                     return (handles, outcome)

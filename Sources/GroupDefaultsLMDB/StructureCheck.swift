@@ -78,6 +78,8 @@ package enum StructureCheck {
         /// The file's change time before this process's LMDB opened it (which changes it), when the
         /// check is made while opening.
         let changeTimeBeforeOpen: UInt64?
+        /// The meta pages read before LMDB opened the file, if any: used if still current.
+        var metas: (FileHeader.Meta, FileHeader.Meta?)? = nil
     }
 
     /// Checks the snapshot `txnID` (the transaction id of a read transaction, or the last committed
@@ -90,9 +92,11 @@ package enum StructureCheck {
     ) throws -> Outcome {
         var fd: Int32 = -1
         try check(mdb_env_get_fd(env, &fd))
-        guard let first = FileHeader.readMeta(fd: fd, offset: 0) else { throw StructureDamage("meta page 0 is damaged") }
+        guard let first = state?.metas?.0 ?? FileHeader.readMeta(fd: fd, offset: 0) else { throw StructureDamage("meta page 0 is damaged") }
         guard understands(fileVersion: first.version) else { return .unchecked }
-        guard let meta = FileHeader.readMeta(fd: fd, offset: Int(txnID & 1) * first.pageSize), meta.txnID == txnID else {
+        let known = txnID & 1 == 0 ? state?.metas?.0 : state?.metas?.1
+        guard let meta = known?.txnID == txnID ? known : FileHeader.readMeta(fd: fd, offset: Int(txnID & 1) * first.pageSize),
+              meta.txnID == txnID else {
             throw Retry()
         }
         guard let used = meta.usedSize else { throw StructureDamage("the last page number \(meta.lastPage) is impossible") }

@@ -56,26 +56,30 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
     }
 
     /// Sizes and maps the sidecar through a duplicate of `descriptor`, the one the environment keeps
-    /// open on the same file for its lock (no second open on the way to a suite's first read). With
-    /// `mapping`, the environment's mapping of the file's first `size` bytes (already sized), no
-    /// mapping of its own either.
-    convenience init(duplicating descriptor: Int32, mapping: UnsafeMutableRawPointer? = nil) throws {
+    /// open on the same file for its lock (no second open on the way to a suite's first read).
+    convenience init(duplicating descriptor: Int32) throws {
         let fd = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
         guard fd >= 0 else { throw LMDBError(errno) }
-        try self.init(owning: fd, mapping: mapping)
+        try self.init(owning: fd)
+    }
+
+    /// The sidecar through the environment's own descriptor and mapping of the file's first `size`
+    /// bytes (already sized), both of which outlive it: no system call when the header is set up.
+    init(borrowing descriptor: Int32, mapping: UnsafeMutableRawPointer) {
+        self.fd = descriptor
+        self.base = mapping
+        self.borrowsMapping = true
+        if !hasCurrentHeader {
+            flock(descriptor, LOCK_EX)
+            initializeHeader()
+            flock(descriptor, LOCK_UN)
+        }
     }
 
     /// Takes `fd` over (closing it on failure).
-    private init(owning fd: Int32, mapping: UnsafeMutableRawPointer? = nil) throws {
+    private init(owning fd: Int32) throws {
         flock(fd, LOCK_EX)
         defer { flock(fd, LOCK_UN) }
-        if let mapping {
-            self.fd = fd
-            self.base = mapping
-            self.borrowsMapping = true
-            initializeHeader()
-            return
-        }
         var st = stat()
         if fstat(fd, &st) != 0 || st.st_size < Self.size || st.st_blocks * 512 < Self.size {
             // Backed by disk blocks, so that a full disk cannot fault a write into the mapping.
@@ -104,8 +108,7 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
     /// Starts the header of a new sidecar (zeros) or of one from an older version: no watchers.
     /// Called under the file's `flock`.
     private func initializeHeader() {
-        if word(0).load(ordering: .sequentiallyConsistent) != Self.magic
-            || word(4).load(ordering: .sequentiallyConsistent) != Self.version {
+        if !hasCurrentHeader {
             // A new sidecar (zeros), or one from an older version: start with no watchers.
             for slot in 0..<Self.slotCount {
                 pidWord(slot).store(0, ordering: .sequentiallyConsistent)
@@ -117,8 +120,14 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
         }
     }
 
+    /// Whether the header carries this version's magic and version.
+    private var hasCurrentHeader: Bool {
+        word(0).load(ordering: .sequentiallyConsistent) == Self.magic && word(4).load(ordering: .sequentiallyConsistent) == Self.version
+    }
+
     func close() {
-        if !borrowsMapping { munmap(base, Self.size) }
+        if borrowsMapping { return }  // the environment's descriptor and mapping
+        munmap(base, Self.size)
         Glibc.close(fd)
     }
 
