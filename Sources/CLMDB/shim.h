@@ -26,4 +26,26 @@ static inline int gd_atomic_compare_exchange_word(unsigned long *word, unsigned 
     return __atomic_compare_exchange_n(word, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
+/* Atomic operations on words of a file mapping shared by processes (the verified-state record in
+   the suite's sidecar): the library's commit count, the time of its last commit, the record. */
+static inline unsigned int gd_atomic_load_u32(const unsigned int *word) {
+    return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+}
+static inline void gd_atomic_add_u32(unsigned int *word, unsigned int value) {
+    __atomic_fetch_add(word, value, __ATOMIC_ACQ_REL);
+}
+static inline unsigned long gd_atomic_load_u64(const unsigned long *word) {
+    return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+}
+static inline void gd_atomic_store_u64(unsigned long *word, unsigned long value) {
+    __atomic_store_n(word, value, __ATOMIC_RELEASE);
+}
+/* Raises `*word` to `value` if it is lower. */
+static inline void gd_atomic_max_u64(unsigned long *word, unsigned long value) {
+    unsigned long current = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    while (current < value &&
+           !__atomic_compare_exchange_n(word, &current, value, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    }
+}
+
 #endif

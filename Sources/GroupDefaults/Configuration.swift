@@ -81,6 +81,10 @@ extension SharedDefaults {
         /// Milliseconds added to this machine's clock when the suite stamps a change (per file, the
         /// first handle's): lets tests run devices whose clocks disagree.
         package var clockOffsetMilliseconds: Int64 = 0
+        /// Whether opening may skip the walk of every page for a file state the verified-state record
+        /// in the sidecar vouches for (see `VerifiedState` in GroupDefaultsLMDB); off for files opened
+        /// to be verified or restored from, which are always walked.
+        var trustsVerifiedState = true
 
         /// A configuration with every setting at its default.
         ///
@@ -101,7 +105,8 @@ extension SharedDefaults {
                 maximumMapSize: maximumMapSize,
                 fileMode: fileSharing.fileMode,
                 maximumReaders: UInt32(clamping: maximumReaders),
-                structureCheckLimit: structureCheckLimit)
+                structureCheckLimit: structureCheckLimit,
+                verifiedStateOffset: trustsVerifiedState ? Sidecar.verifiedStateOffset : nil)
         }
 
         /// The settings that hold for the suite's file in a whole process, with their values, in the

@@ -410,10 +410,12 @@ extension SharedDefaults {
 
 extension SharedDefaults.Configuration {
     /// The default configuration, except that opening checks the structure of every page: for files
-    /// opened to be verified or restored from, which LMDB must not follow before they are checked.
+    /// opened to be verified or restored from, which LMDB must not follow before they are checked
+    /// (whatever the sidecar's verified-state record says).
     fileprivate static var checkingEveryPage: Self {
         var configuration = Self()
         configuration.structureCheckLimit = .max
+        configuration.trustsVerifiedState = false
         return configuration
     }
 }

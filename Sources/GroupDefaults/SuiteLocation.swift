@@ -69,7 +69,8 @@ struct SuiteLocation: Sendable {
     /// returns its canonical path (symbolic links resolved), so that one file has one name.
     func createDirectory(mode: UInt32) throws -> String {
         var st = stat()
-        if stat(directory, &st) != 0 {
+        var found = stat(directory, &st) == 0
+        if !found {
             do {
                 try FileManager.default.createDirectory(
                     atPath: directory, withIntermediateDirectories: true,
@@ -81,8 +82,9 @@ struct SuiteLocation: Sendable {
                         "cannot create the suite directory: \(Self.describe(error))")
                 }
             }
+            found = stat(directory, &st) == 0
         }
-        guard stat(directory, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
+        guard found, st.st_mode & S_IFMT == S_IFDIR else {
             throw SharedDefaultsError(.notWritable, suite: suiteName, path: directory,
                 "the suite directory is not a directory")
         }

@@ -73,7 +73,11 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             throw Self.translate(error, suite: location.suiteName, path: path, key: nil, opening: true)
         }
         do {
-            sidecar = try Sidecar(duplicating: environment.lockFileDescriptor)
+            if let mapping = environment.lockFileMapping {
+                sidecar = Sidecar(borrowing: environment.lockFileDescriptor, mapping: mapping)
+            } else {
+                sidecar = try Sidecar(duplicating: environment.lockFileDescriptor)
+            }
         } catch {
             environment.close()
             throw Self.translate(error, suite: location.suiteName, path: path, key: nil, opening: true)

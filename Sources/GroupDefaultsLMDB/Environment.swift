@@ -60,10 +60,15 @@ package struct EnvironmentOptions: Sendable {
     /// again, a TLB shoot-down across every core per flush (the sync server, whose every commit is
     /// flushed, measured it at a quarter of its CPU). Every process that opens one file must agree.
     package var writesThroughMap: Bool
+    /// Where in the lock file (an 8-byte-aligned offset in its first 4,096 bytes, which the
+    /// environment then sizes and maps) the verified-state record may live: 48 bytes the caller
+    /// leaves to this layer (see `VerifiedState`). Nil: no record, every open walks the pages.
+    package var verifiedStateOffset: Int?
 
     package init(
         databases: [String], readerTrees: [String], lockFilePath: String, initialMapSize: Int, maximumMapSize: Int,
-        fileMode: UInt32, maximumReaders: UInt32, structureCheckLimit: Int, writesThroughMap: Bool = true
+        fileMode: UInt32, maximumReaders: UInt32, structureCheckLimit: Int, writesThroughMap: Bool = true,
+        verifiedStateOffset: Int? = nil
     ) {
         self.writesThroughMap = writesThroughMap
         self.databases = databases
@@ -74,6 +79,7 @@ package struct EnvironmentOptions: Sendable {
         self.fileMode = fileMode
         self.maximumReaders = maximumReaders
         self.structureCheckLimit = structureCheckLimit
+        self.verifiedStateOffset = verifiedStateOffset
     }
 }
 
@@ -166,6 +172,21 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// The lock file's descriptor, for a caller that maps the same file (the core's sidecar); it
     /// stays open until `close()`.
     package var lockFileDescriptor: Int32 { lockFile }
+    /// The lock file's first `lockFileMappedSize` bytes, shared with every process, when the options
+    /// name a place for the verified-state record (the caller may use the rest of those bytes, as the
+    /// core's sidecar does); valid until `close()`.
+    package let lockFileMapping: UnsafeMutableRawPointer?
+    /// The lock file's path and LMDB's `-lock` file's, kept (see `init`).
+    private let paths: (String, String)
+    /// `O_NOATIME`, which Swift's Glibc module does not export (it needs _GNU_SOURCE).
+    private static let noAccessTime: Int32 = 0o1000000
+    /// How many bytes of the lock file `lockFileMapping` maps.
+    package static let lockFileMappedSize = 4096
+    /// The verified-state record, when the options give it a place.
+    private let verifiedState: VerifiedState?
+    /// What opening did to check the structure of the file: walked its pages, trusted the
+    /// verified-state record, or neither (a new file, one over the limit).
+    package let openCheck: StructureCheck.Outcome
     /// The named databases' handles, `Database(i)` at index i (a plain buffer: see `StructureCheck`'s
     /// `visited` for why no array on the path of opening).
     private let databases: UnsafeMutablePointer<MDB_dbi>
@@ -189,6 +210,9 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// and whether a write in it hit `MDB_MAP_FULL`; the latter is touched only by that thread.
     private let writerThread = Atomic<UInt>(0)
     private nonisolated(unsafe) var activeWriteHitMapFull = false
+    /// Whether the running write transaction changed anything (so that its commit writes a new
+    /// transaction): touched only by the writer thread.
+    private nonisolated(unsafe) var activeWriteChanged = false
     /// Whether the trees only writers follow have been checked (see `StructureCheck`). Touched only
     /// under LMDB's writer lock.
     private nonisolated(unsafe) var writerTreesChecked = false
@@ -210,11 +234,14 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         self.forkGeneration = ForkCount.current
         idleReader.initialize(to: 0)
 
-        var lockFile = open(options.lockFilePath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(options.fileMode))
+        // Without access-time updates where the file is ours (`O_NOATIME`, else EPERM): mapping it
+        // would otherwise journal a new access time whenever it changed since the last one.
+        var lockFile = open(options.lockFilePath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | Self.noAccessTime, mode_t(options.fileMode))
         if lockFile >= 0 {
             fchmod(lockFile, mode_t(options.fileMode))  // exactly the configured mode, whatever the umask
         } else if errno == EEXIST {
-            lockFile = open(options.lockFilePath, O_RDWR | O_CLOEXEC)
+            lockFile = open(options.lockFilePath, O_RDWR | O_CLOEXEC | Self.noAccessTime)
+            if lockFile < 0 && errno == EPERM { lockFile = open(options.lockFilePath, O_RDWR | O_CLOEXEC) }
         }
         guard lockFile >= 0 else { throw LMDBError(errno) }
         flock(lockFile, LOCK_EX)
@@ -222,10 +249,18 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         var env: OpaquePointer?
         var reserved = false
         var fileID = FileID(device: 0, inode: 0)
+        var mapping: UnsafeMutableRawPointer?
+        var openCheck = StructureCheck.Outcome.unchecked
+        // Kept for the environment's life: the first release of a heap-allocated string in a process
+        // instantiates type metadata (tens of microseconds), and this is on the path of opening.
+        let lockPath = path + "-lock"
         do {
+            if let offset = options.verifiedStateOffset {
+                precondition(offset % 8 == 0 && offset + VerifiedState.size <= Self.lockFileMappedSize)
+                mapping = try Self.mapLockFile(lockFile, path: options.lockFilePath)
+            }
             // Create the data and lock files ourselves, with their space reserved, so that LMDB's
             // first writes into its mappings cannot fault on a full disk.
-            let lockPath = path + "-lock"
             let existed = access(path, F_OK) == 0
             // An empty `-lock` file is one whose creation failed (say for lack of space) before LMDB
             // used it: it is reserved like a new one, or LMDB would map it unbacked (SIGBUS).
@@ -238,8 +273,9 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
             var st = stat()
             guard fstat(data, &st) == 0 else { throw LMDBError(errno) }
             fileID = FileID(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+            let changeTimeBeforeOpen = VerifiedState.changeTime(st)  // LMDB's open truncates the file, which changes it
             let existingSize = Int(st.st_size)
-            if existingSize > 0 { try FileHeader.checkNotTruncated(fd: data, fileSize: existingSize) }
+            let metas = existingSize > 0 ? try FileHeader.checkNotTruncated(fd: data, fileSize: existingSize) : nil
             let initialSize = max(existingSize, min(options.initialMapSize, options.maximumMapSize))
             // The reader table this process may size the lock file to (the first process to open a
             // suite that nobody has open sets it up with its own `maximumReaders`), unless the file's
@@ -271,11 +307,16 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
             try check(mdb_env_open(env, path, options.writesThroughMap ? Self.flags : Self.flags & ~UInt32(MDB_WRITEMAP), mode_t(options.fileMode)))
             var dead: Int32 = 0
             _ = mdb_reader_check(env, &dead)  // clear reader slots left by crashed processes
-            self.databases = try Self.openDatabases(
+            let state = Self.verifiedState(mapping, options.verifiedStateOffset)
+            let opened = try Self.openDatabases(
                 env!, names: options.databases, readerTrees: options.readerTrees,
-                structureCheckLimit: options.structureCheckLimit)
+                structureCheckLimit: options.structureCheckLimit, state: state, changeTimeBeforeOpen: changeTimeBeforeOpen,
+                metas: metas)
+            self.databases = opened.0
+            openCheck = opened.1
         } catch {
             if let env { mdb_env_close(env) }
+            if let mapping { munmap(mapping, Self.lockFileMappedSize) }
             flock(lockFile, LOCK_UN)
             Glibc.close(lockFile)
             throw error
@@ -283,10 +324,15 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         flock(lockFile, LOCK_UN)
         self.env = env!
         self.lockFile = lockFile
+        self.lockFileMapping = mapping
+        self.paths = (options.lockFilePath, lockPath)
+        self.verifiedState = Self.verifiedState(mapping, options.verifiedStateOffset)
+        self.openCheck = openCheck
         self.fileID = fileID
         self.maximumKeySize = Int(mdb_env_get_maxkeysize(env))
         refreshMapSize()
-        spaceReserved.store(reserved && currentFileSize() <= mapSize, ordering: .relaxed)
+        // With MDB_WRITEMAP LMDB's open truncated the file to the map size: no larger than the map.
+        spaceReserved.store(reserved, ordering: .relaxed)
     }
 
     /// Closes the environment. Called once, when nothing of this process uses it any more (so no
@@ -297,7 +343,29 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         idleReader.deallocate()
         mdb_env_close(env)
         databases.deallocate()
+        if let lockFileMapping { munmap(lockFileMapping, Self.lockFileMappedSize) }
         Glibc.close(lockFile)
+    }
+
+    private static func verifiedState(_ mapping: UnsafeMutableRawPointer?, _ offset: Int?) -> VerifiedState? {
+        guard let mapping, let offset else { return nil }
+        return VerifiedState(base: mapping + offset)
+    }
+
+    /// Sizes the lock file to at least `lockFileMappedSize` bytes backed by disk blocks (so that a
+    /// full disk cannot fault a write into the mapping) and maps them. Called under its `flock`.
+    private static func mapLockFile(_ fd: Int32, path: String) throws -> UnsafeMutableRawPointer {
+        var st = stat()
+        if fstat(fd, &st) != 0 || st.st_size < lockFileMappedSize || st.st_blocks * 512 < lockFileMappedSize {
+            let reserved = posix_fallocate(fd, 0, off_t(lockFileMappedSize))
+            if reserved == ENOSPC || reserved == EDQUOT { throw DiskFull(path: path, bytes: lockFileMappedSize) }
+            guard reserved == 0 || reserved == EOPNOTSUPP || reserved == EINVAL else { throw LMDBError(reserved) }
+            guard ftruncate(fd, off_t(max(Int(st.st_size), lockFileMappedSize))) == 0 else { throw LMDBError(errno) }
+        }
+        guard let map = mmap(nil, lockFileMappedSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), map != MAP_FAILED else {
+            throw LMDBError(errno)
+        }
+        return map
     }
 
     /// Whether this process is a child forked after the environment was opened.
@@ -312,17 +380,20 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// LMDB's writer lock), else creating them in one write transaction. The structure of an existing
     /// file is checked before LMDB follows any of its pages.
     private static func openDatabases(
-        _ env: OpaquePointer, names: [String], readerTrees: [String], structureCheckLimit: Int
-    ) throws -> UnsafeMutablePointer<MDB_dbi> {
-        if let handles = try openExistingDatabases(env, names: names, readerTrees: readerTrees, structureCheckLimit: structureCheckLimit) {
-            return handles
+        _ env: OpaquePointer, names: [String], readerTrees: [String], structureCheckLimit: Int, state: VerifiedState?,
+        changeTimeBeforeOpen: UInt64, metas: (FileHeader.Meta, FileHeader.Meta?)?
+    ) throws -> (UnsafeMutablePointer<MDB_dbi>, StructureCheck.Outcome) {
+        if let opened = try openExistingDatabases(
+            env, names: names, readerTrees: readerTrees, structureCheckLimit: structureCheckLimit, state: state,
+            changeTimeBeforeOpen: changeTimeBeforeOpen, metas: metas) {
+            return opened
         }
         var txn: OpaquePointer?
         try check(mdb_txn_begin(env, nil, 0, &txn))
         do {
             guard let handles = try openHandles(txn!, names: names, create: true) else { throw LMDBError.notFound }
             try check(mdb_txn_commit(txn))
-            return handles
+            return (handles, .unchecked)
         } catch {
             mdb_txn_abort(txn)
             throw error
@@ -332,18 +403,24 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// The named databases of an existing file, or nil for a new (empty) file or one that lacks
     /// some of them. Throws `LMDBError.invalid` for an LMDB file that holds other data.
     private static func openExistingDatabases(
-        _ env: OpaquePointer, names: [String], readerTrees: [String], structureCheckLimit: Int
-    ) throws -> UnsafeMutablePointer<MDB_dbi>? {
+        _ env: OpaquePointer, names: [String], readerTrees: [String], structureCheckLimit: Int, state: VerifiedState?,
+        changeTimeBeforeOpen: UInt64, metas: (FileHeader.Meta, FileHeader.Meta?)?
+    ) throws -> (UnsafeMutablePointer<MDB_dbi>, StructureCheck.Outcome)? {
         var attempts = 0
         while true {
+            let commitsBefore = state?.commitCount ?? 0
             var txn: OpaquePointer?
             try check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn))
             do {
-                try StructureCheck.verify(
-                    env: env, txn: txn!, snapshot: UInt64(mdb_txn_id(txn)), limit: structureCheckLimit, scope: .trees(readerTrees))
+                let outcome = try StructureCheck.verify(
+                    env: env, txn: txn!, snapshot: UInt64(mdb_txn_id(txn)), limit: structureCheckLimit, scope: .trees(readerTrees),
+                    state: state.map {
+                        .init(record: $0, commitsBefore: commitsBefore, changeTimeBeforeOpen: changeTimeBeforeOpen,
+                              metas: attempts == 0 ? metas : nil)
+                    })
                 if let handles = try openHandles(txn!, names: names, create: false) {
                     try check(mdb_txn_commit(txn))
-                    return handles
+                    return (handles, outcome)
                 }
             } catch is StructureCheck.Retry where attempts < 100 {
                 mdb_txn_abort(txn)
@@ -464,6 +541,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
             var mustGrow = false
             if !spaceReserved.load(ordering: .relaxed) { try resizeMap(grow: false) }
             let done = try resizeLock.withReadLock { () throws -> Bool in
+                let commitsBefore = verifiedState?.commitCount ?? 0
                 var txn: OpaquePointer?
                 let rc = mdb_txn_begin(env, nil, 0, &txn)
                 if rc == MDB_MAP_RESIZED { return false }
@@ -472,7 +550,8 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                     do {
                         // Under the writer lock nothing can commit: the snapshot is the last commit.
                         try StructureCheck.verify(
-                            env: env, txn: txn!, snapshot: UInt64(mdb_txn_id(txn)) - 1, limit: structureCheckLimit, scope: .everything)
+                            env: env, txn: txn!, snapshot: UInt64(mdb_txn_id(txn)) - 1, limit: structureCheckLimit, scope: .everything,
+                            state: verifiedState.map { .init(record: $0, commitsBefore: commitsBefore, changeTimeBeforeOpen: nil) })
                     } catch {
                         mdb_txn_abort(txn)
                         throw error
@@ -481,6 +560,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                 }
                 writerThread.store(UInt(pthread_self()), ordering: .relaxed)
                 activeWriteHitMapFull = false
+                activeWriteChanged = false
                 var finished = false
                 defer {
                     if !finished {
@@ -505,6 +585,9 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                 if flushesData { mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 1) }
                 if commit == MDB_MAP_FULL { mustGrow = true; return false }
                 try check(commit)
+                // A commit of this library from a checked state: counted, so that the next open can
+                // trust the record (see `VerifiedState`). Counted only if it wrote a transaction.
+                if activeWriteChanged { verifiedState?.noteCommit() }
                 // Committed: every process sees it. Flushing the meta page can only fail the
                 // durability the caller asked for, not the commit.
                 if sync {
@@ -545,6 +628,9 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
 
     /// Called by `LMDBTransaction` when a write fails with `MDB_MAP_FULL`.
     func noteMapFull() { activeWriteHitMapFull = true }
+
+    /// Called by `LMDBTransaction` when a put or delete succeeded in the running write transaction.
+    func noteChange() { activeWriteChanged = true }
 
     /// Whether a buffer of `count` bytes can lie inside the map. (LMDB does not tell where the map
     /// starts, so only the size is checked.)

@@ -57,14 +57,19 @@ package enum FileHeader {
 
     /// Throws `Truncated` when the file at `fd` is shorter than the pages its newest valid meta page
     /// says are in use. Files whose header LMDB would not recognise are left for LMDB to reject.
-    static func checkNotTruncated(fd: Int32, fileSize: Int) throws {
-        guard let first = readMeta(fd: fd, offset: 0), StructureCheck.understands(fileVersion: first.version) else { return }
+    /// Returns the two meta pages read (for `StructureCheck.verify`, which then need not read them
+    /// again if nothing committed meanwhile).
+    @discardableResult
+    static func checkNotTruncated(fd: Int32, fileSize: Int) throws -> (Meta, Meta?)? {
+        guard let first = readMeta(fd: fd, offset: 0), StructureCheck.understands(fileVersion: first.version) else { return nil }
         var newest = first
-        if let second = readMeta(fd: fd, offset: first.pageSize), second.txnID > first.txnID { newest = second }
-        guard let required = newest.usedSize else { return }  // garbage: LMDB rejects it
+        let second = readMeta(fd: fd, offset: first.pageSize)
+        if let second, second.txnID > first.txnID { newest = second }
+        guard let required = newest.usedSize else { return nil }  // garbage: LMDB rejects it
         if fileSize < required {
             throw Truncated(actualSize: fileSize, requiredSize: required)
         }
+        return (first, second)
     }
 
     /// The meta page at `offset`, or nil if it does not carry LMDB's magic and a sane page size.

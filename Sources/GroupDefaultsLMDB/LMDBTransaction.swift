@@ -23,6 +23,7 @@ package struct LMDBTransaction {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
         try noteMapFull(mdb_put(txn, environment.handle(database), &k, &v, append ? UInt32(MDB_APPEND) : 0))
+        environment.noteChange()
     }
 
     /// Deletes entries from the front of `database` while `shouldDelete(key)` holds.
@@ -38,6 +39,7 @@ package struct LMDBTransaction {
             try check(rc)
             guard try shouldDelete(checked(k)) else { return }
             try noteMapFull(mdb_cursor_del(cursor, 0))
+            environment.noteChange()
         }
     }
 
@@ -48,12 +50,14 @@ package struct LMDBTransaction {
         let rc = mdb_del(txn, environment.handle(database), &k, nil)
         if rc == MDB_NOTFOUND { return false }
         try noteMapFull(rc)
+        environment.noteChange()
         return true
     }
 
     /// Removes every entry of `database`, keeping the database itself.
     package func empty(_ database: Database) throws {
         try noteMapFull(mdb_drop(txn, environment.handle(database), 0))
+        environment.noteChange()
     }
 
     /// The number of entries, read from the database record (no scan).

@@ -26,6 +26,12 @@ package struct StructureDamage: Error, CustomStringConvertible {
 /// the first write of a process checks the rest (free pages, `tombstones`, `log`) before LMDB
 /// touches them. A short-lived reader, such as a notification-service extension, pays only for
 /// the former.
+///
+/// Once per file state, not once per open: a walk records the state it verified in the sidecar
+/// (`VerifiedState`), the library's commits keep that record true, and an open of a state the
+/// record vouches for checks only the meta page, the main tree and the root page of each tree in
+/// scope, a cost that does not grow with the suite. A file committed to by anything else, replaced,
+/// restored or changed in place is walked again; `VerifiedState` says exactly what it cannot see.
 package enum StructureCheck {
     private static let pageHeaderSize = 16
     private static let nodeHeaderSize = 8
@@ -52,26 +58,64 @@ package enum StructureCheck {
         return major == 0 && minor == 9 && fileVersion == FileHeader.dataVersion
     }
 
+    /// What `verify` did.
+    package enum Outcome: Sendable, Equatable {
+        /// Every page of the scope was walked.
+        case walked
+        /// The verified-state record vouched for the snapshot (see `VerifiedState`): only the meta
+        /// page, the main tree and the root page of each tree in scope were checked.
+        case trusted
+        /// Not checked: the pages in use exceed the limit, or the file's format is not one the walk
+        /// knows.
+        case unchecked
+    }
+
+    /// What `verify` needs to consult and keep the verified-state record.
+    struct StateCheck {
+        let record: VerifiedState
+        /// The library's commit count read before the transaction began.
+        let commitsBefore: UInt32
+        /// The file's change time before this process's LMDB opened it (which changes it), when the
+        /// check is made while opening.
+        let changeTimeBeforeOpen: UInt64?
+        /// The meta pages read before LMDB opened the file, if any: used if still current.
+        var metas: (FileHeader.Meta, FileHeader.Meta?)? = nil
+    }
+
     /// Checks the snapshot `txnID` (the transaction id of a read transaction, or the last committed
     /// one under a write transaction). Returns without checking when the pages in use exceed `limit`
-    /// bytes (the walk touches every page).
-    static func verify(env: OpaquePointer, txn: OpaquePointer, snapshot txnID: UInt64, limit: Int, scope: Scope) throws {
+    /// bytes (the walk touches every page). With `state`, a snapshot the verified-state record vouches
+    /// for is only checked near its roots, and a walked one is recorded.
+    @discardableResult
+    static func verify(
+        env: OpaquePointer, txn: OpaquePointer, snapshot txnID: UInt64, limit: Int, scope: Scope, state: StateCheck? = nil
+    ) throws -> Outcome {
         var fd: Int32 = -1
         try check(mdb_env_get_fd(env, &fd))
-        guard let first = FileHeader.readMeta(fd: fd, offset: 0) else { throw StructureDamage("meta page 0 is damaged") }
-        guard understands(fileVersion: first.version) else { return }
-        guard let meta = FileHeader.readMeta(fd: fd, offset: Int(txnID & 1) * first.pageSize), meta.txnID == txnID else {
+        guard let first = state?.metas?.0 ?? FileHeader.readMeta(fd: fd, offset: 0) else { throw StructureDamage("meta page 0 is damaged") }
+        guard understands(fileVersion: first.version) else { return .unchecked }
+        let known = txnID & 1 == 0 ? state?.metas?.0 : state?.metas?.1
+        guard let meta = known?.txnID == txnID ? known : FileHeader.readMeta(fd: fd, offset: Int(txnID & 1) * first.pageSize),
+              meta.txnID == txnID else {
             throw Retry()
         }
         guard let used = meta.usedSize else { throw StructureDamage("the last page number \(meta.lastPage) is impossible") }
-        guard used <= limit else { return }
+        guard used <= limit else { return .unchecked }
         var st = stat()
         guard fstat(fd, &st) == 0, Int(st.st_size) >= used else {
             throw FileHeader.Truncated(actualSize: Int(st.st_size), requiredSize: used)
         }
-        let buffers = UnsafeMutableRawPointer.allocate(byteCount: (Walker.slots + 1) * meta.pageSize, alignment: 16)
+        let everything = scope == .everything
+        let changeTime = VerifiedState.changeTime(st)
+        let file = VerifiedState.file(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), everything: everything)
+        let trusted = state.flatMap { vouched($0, snapshot: txnID, file: file, everything: everything, changeTime: changeTime) }
+        // One buffer per slot, allocated when first used: once LMDB's map is located pages are read
+        // in place, so most walks use one or two (a block for all of them is a `mmap` and page faults).
+        let buffers = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: Walker.slots + 1)
+        buffers.initialize(repeating: nil, count: Walker.slots + 1)
         let visited = UnsafeMutablePointer<UInt64>.allocate(capacity: Walker.visitedWords(lastPage: meta.lastPage))
         defer {
+            for slot in 0...Walker.slots { buffers[slot]?.deallocate() }
             buffers.deallocate()
             visited.deallocate()
         }
@@ -79,8 +123,39 @@ package enum StructureCheck {
         try check(mdb_env_info(env, &info))
         var walker = Walker(fd: fd, buffers: buffers, visited: visited, pageSize: meta.pageSize, lastPage: meta.lastPage, scope: scope)
         walker.txn = info.me_mapsize >= used ? txn : nil  // LMDB's map covers every page in use
-        if scope == .everything { try walker.tree(meta.freeTree, kind: .free, name: "free-page tree") }
+        walker.rootsOnly = trusted != nil
+        if scope == .everything && trusted == nil { try walker.tree(meta.freeTree, kind: .free, name: "free-page tree") }
         try walker.tree(meta.mainTree, kind: .main, name: "main tree")
+        guard let state else { return .walked }
+        if let trusted {
+            // Pin the change time this open explains (its own truncation to the map size), so that
+            // the next open compares against it.
+            if trusted.changeTime != changeTime || trusted.txnID != txnID {
+                state.record.store(.init(file: trusted.file, txnID: txnID, changeTime: changeTime, commits: state.commitsBefore))
+            }
+            return .trusted
+        }
+        // Recorded only if no commit of the library ended meanwhile (it may be in this snapshot,
+        // uncounted, which would only make the next open walk again).
+        if state.record.commitCount == state.commitsBefore {
+            state.record.store(.init(file: file, txnID: txnID, changeTime: changeTime, commits: state.commitsBefore))
+        }
+        return .walked
+    }
+
+    /// The record, if it vouches for snapshot `txnID` of `file` (see `VerifiedState`).
+    private static func vouched(
+        _ state: StateCheck, snapshot txnID: UInt64, file: UInt64, everything: Bool, changeTime: UInt64
+    ) -> VerifiedState.Record? {
+        guard let recorded = state.record.load(), recorded.file | 1 == file | 1, recorded.coversEverything || !everything,
+              txnID >= recorded.txnID else { return nil }
+        let commits = state.record.commitCount
+        guard commits == state.commitsBefore else { return nil }  // a commit of the library ended meanwhile
+        let commitsSince = commits &- recorded.commits
+        guard txnID - recorded.txnID == UInt64(commitsSince) else { return nil }  // something else committed
+        let seen = state.changeTimeBeforeOpen ?? changeTime
+        let unchanged = commitsSince == 0 ? seen == recorded.changeTime : seen <= state.record.lastCommitTime
+        return unchanged ? recorded : nil
     }
 
     /// A writer committed twice while the meta page was being read; read it again.
@@ -91,8 +166,8 @@ package enum StructureCheck {
     private struct Walker {
         let fd: Int32
         /// One page-sized buffer per page on the path being walked (the main tree's, then a named
-        /// tree's), and one for overflow pages.
-        let buffers: UnsafeMutableRawPointer
+        /// tree's), and one for overflow pages; each allocated when first used, freed by the caller.
+        let buffers: UnsafeMutablePointer<UnsafeMutableRawPointer?>
         static let slots = 2 * maximumDepth
         private var overflowSlot: Int { Self.slots }
         let pageSize: Int
@@ -106,10 +181,13 @@ package enum StructureCheck {
         var txn: OpaquePointer?
         /// Where LMDB maps page 0, once located: pages are then read in place.
         var map: UnsafeRawPointer?
+        /// Check only the root page of each named tree (its children's numbers are checked to be in
+        /// range, not followed), for a snapshot the verified-state record vouches for.
+        var rootsOnly = false
 
         static func visitedWords(lastPage: UInt64) -> Int { Int(lastPage / 64) + 1 }
 
-        init(fd: Int32, buffers: UnsafeMutableRawPointer, visited: UnsafeMutablePointer<UInt64>, pageSize: Int,
+        init(fd: Int32, buffers: UnsafeMutablePointer<UnsafeMutableRawPointer?>, visited: UnsafeMutablePointer<UInt64>, pageSize: Int,
              lastPage: UInt64, scope: Scope) {
             self.fd = fd
             self.buffers = buffers
@@ -134,7 +212,7 @@ package enum StructureCheck {
             }
             var entries: UInt64 = 0
             try page(record.root, level: 1, depth: Int(record.depth), kind: kind, name: name, slot: slot, entries: &entries)
-            guard entries == record.entries else {
+            guard entries == record.entries || (rootsOnly && kind == .named && record.depth > 1) else {
                 throw StructureDamage("the \(name) counts \(record.entries) entries but holds \(entries)")
             }
         }
@@ -150,7 +228,13 @@ package enum StructureCheck {
         private func read(_ pgno: UInt64, slot: Int, count: Int? = nil) throws -> UnsafeRawPointer {
             guard slot <= Self.slots else { throw StructureDamage("trees nest deeper than LMDB allows") }
             if let map, pgno <= lastPage { return map + Int(pgno) * pageSize }
-            let destination = buffers + slot * pageSize
+            let destination: UnsafeMutableRawPointer
+            if let buffer = buffers[slot] {
+                destination = buffer
+            } else {
+                destination = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 16)
+                buffers[slot] = destination
+            }
             let count = count ?? pageSize
             guard pread(fd, destination, count, off_t(Int(pgno) * pageSize)) == count else {
                 throw StructureDamage("page \(pgno) cannot be read")
@@ -190,6 +274,12 @@ package enum StructureCheck {
                 guard dataOffset <= pageSize else { throw StructureDamage("a key of page \(pgno) in the \(name) runs past the page") }
                 if isBranch {
                     let child = lo | hi << 16 | UInt64(nodeFlags) << 32
+                    if rootsOnly && kind == .named {
+                        guard child >= 2, child <= lastPage else {
+                            throw StructureDamage("the \(name) points to page \(child), outside the file")
+                        }
+                        continue
+                    }
                     try page(child, level: level + 1, depth: depth, kind: kind, name: name, slot: slot + 1, entries: &entries)
                     continue
                 }

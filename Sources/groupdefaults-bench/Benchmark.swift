@@ -41,6 +41,14 @@ struct Benchmark {
                                    rawLMDB: medians.inProcess[.raw]!, userDefaults: medians.inProcess[.userdefaults]!))
             rows.append(Report.Row(wholeProcess: "cold start, whole process", groupDefaults: medians.wholeProcess[.store]!,
                                    rawLMDB: medians.wholeProcess[.raw]!, userDefaults: medians.wholeProcess[.userdefaults]!))
+            for sized in try ColdStart.measureSizes(sandbox: sandbox, runs: coldStartRuns) {
+                let keys = sized.keys.formatted(.number.grouping(.automatic).locale(Locale(identifier: "en_US")))
+                rows.append(Report.Row(
+                    measured: "cold-start-\(sized.keys)-keys", label: "cold open + first read, \(keys) keys",
+                    groupDefaults: sized.store, rawLMDB: sized.raw,
+                    note: "suite of \(keys) keys (\(sized.usedBytes >> 10) KiB in use), raw LMDB at the same size",
+                    target: Operation.coldStart.target))
+            }
             let serviceDirectory = try sandbox.makeDirectory("notification-service")
             if let service = try NotificationServiceRun.measure(in: serviceDirectory, runs: coldStartRuns) {
                 rows.append(Report.Row(only: "notification-service-process", label: "notification service, whole process",

@@ -25,7 +25,9 @@ import Glibc
 ///
 /// Layout (little-endian 32-bit words): magic, version, the number of slots taken (so that a
 /// writer with no watcher anywhere reads one word), then `slotCount` slots of (pid, pending) from
-/// byte 64.
+/// byte 64. Bytes 16..<64 belong to the LMDB layer: its verified-state record (`VerifiedState`),
+/// which lets an open skip the walk of every page for a file state already checked. A new or reset
+/// sidecar holds no valid record there, so the next open walks the file.
 final class Sidecar: @unchecked Sendable {  // the mapping's words are only touched atomically
     static let magic: UInt32 = 0x4744_534E  // "GDSN"
     static let version: UInt32 = 2  // 2: liveness by OFD locks
@@ -33,8 +35,13 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
     static let slotsOffset = 64
     static let slotCount = (size - slotsOffset) / 8
 
+    /// Where in the file the LMDB layer keeps its verified-state record (48 bytes).
+    static let verifiedStateOffset = 16
+
     let fd: Int32
     private let base: UnsafeMutableRawPointer
+    /// Whether `base` is the environment's mapping (which the environment unmaps), not this one's.
+    private let borrowsMapping: Bool
 
     /// Opens (creating, with `mode`), sizes and maps the sidecar: an open file description of its own.
     convenience init(path: String, mode: mode_t) throws {
@@ -54,6 +61,19 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
         let fd = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
         guard fd >= 0 else { throw LMDBError(errno) }
         try self.init(owning: fd)
+    }
+
+    /// The sidecar through the environment's own descriptor and mapping of the file's first `size`
+    /// bytes (already sized), both of which outlive it: no system call when the header is set up.
+    init(borrowing descriptor: Int32, mapping: UnsafeMutableRawPointer) {
+        self.fd = descriptor
+        self.base = mapping
+        self.borrowsMapping = true
+        if !hasCurrentHeader {
+            flock(descriptor, LOCK_EX)
+            initializeHeader()
+            flock(descriptor, LOCK_UN)
+        }
     }
 
     /// Takes `fd` over (closing it on failure).
@@ -81,8 +101,14 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
         }
         self.fd = fd
         self.base = map
-        if word(0).load(ordering: .sequentiallyConsistent) != Self.magic
-            || word(4).load(ordering: .sequentiallyConsistent) != Self.version {
+        self.borrowsMapping = false
+        initializeHeader()
+    }
+
+    /// Starts the header of a new sidecar (zeros) or of one from an older version: no watchers.
+    /// Called under the file's `flock`.
+    private func initializeHeader() {
+        if !hasCurrentHeader {
             // A new sidecar (zeros), or one from an older version: start with no watchers.
             for slot in 0..<Self.slotCount {
                 pidWord(slot).store(0, ordering: .sequentiallyConsistent)
@@ -94,7 +120,13 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
         }
     }
 
+    /// Whether the header carries this version's magic and version.
+    private var hasCurrentHeader: Bool {
+        word(0).load(ordering: .sequentiallyConsistent) == Self.magic && word(4).load(ordering: .sequentiallyConsistent) == Self.version
+    }
+
     func close() {
+        if borrowsMapping { return }  // the environment's descriptor and mapping
         munmap(base, Self.size)
         Glibc.close(fd)
     }

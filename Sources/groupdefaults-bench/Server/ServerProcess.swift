@@ -11,12 +11,14 @@ final class ServerProcess {
     var pid: pid_t { server.pid }
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
-    /// `serve --port 0 --log-level warning --rate-limit …` with `storage` (`--data-dir DIR` or
-    /// `--postgres-url URL`); returns once it printed its `listening on` line. The rate limit is out
-    /// of reach: a 429 would only hide what is measured.
+    /// `serve --port 0 --log-level warning --rate-limit … --max-streams-per-token …` with `storage`
+    /// (`--data-dir DIR` or `--postgres-url URL`); returns once it printed its `listening on` line.
+    /// The rate limit and the stream limit are out of reach (the memory row opens 1,000 streams with
+    /// one token): a 429 would only hide what is measured.
     init(executable: String, storage: [String]) throws {
         do {
-            server = try LaunchedServer(executable: URL(fileURLWithPath: executable), arguments: ["--rate-limit", "10000000"] + storage,
+            server = try LaunchedServer(executable: URL(fileURLWithPath: executable),
+                                        arguments: ["--rate-limit", "10000000", "--max-streams-per-token", "100000"] + storage,
                                         keepsStderr: true)
         } catch is ServerStartFailure {
             throw BenchError("\(executable) did not announce its port")
