@@ -171,29 +171,16 @@ private struct GroupWrite: Sendable {
         return GroupPlan(results: output.results, advancedTo: output.advanced ? output.counters.head : nil)
     }
 
-    /// One statement (one snapshot): the suite's counters (kind 0), the held entries of the group's
-    /// keys (kind 1, in `EntryRow`'s columns), and the recorded batches of its ids (kind 2: batch id,
-    /// response, digest, device).
+    /// `SuiteReadStatement`: the suite's counters, the held entries of the group's keys, the recorded
+    /// batches of its ids.
     private func read(_ connection: PostgresConnection) async throws -> Found {
         var keys = Set<String>()
         for pushed in group { for op in pushed.push.request.ops { keys.insert(op.key) } }
-        let devices = group.map { String($0.push.request.deviceID) }
-        let batchIDs = group.map(\.push.request.batchID)
-        let rows = try await connection.query("""
-            SELECT 0, NULL::text, NULL::text, NULL::bytea, epoch, false, NULL::text, NULL::text, head_rev, key_count, byte_count
-            FROM suites WHERE account = \(account) AND suite = \(suite)
-            UNION ALL
-            SELECT 1, key, \(unescaped: EntryRow.columns), NULL::bigint, NULL::bigint
-            FROM entries WHERE account = \(account) AND suite = \(suite) AND key = ANY(\(Array(keys))::text[])
-            UNION ALL
-            SELECT 2, batch_id, response::text, NULL::bytea, NULL::bigint, false, ops_digest, device::text, NULL::bigint,
-                NULL::bigint, NULL::bigint
-            FROM batches WHERE account = \(account) AND suite = \(suite)
-                AND (device, batch_id) IN (SELECT d::numeric, b FROM unnest(\(devices)::text[], \(batchIDs)::text[]) AS t(d, b))
-            """, logger: logger)
+        let rows = try await connection.execute(SuiteReadStatement(
+            account: account, suite: suite, keys: Array(keys), devices: group.map { String($0.push.request.deviceID) },
+            batchIDs: group.map(\.push.request.batchID)), logger: logger)
         var found = Found()
-        typealias Row = (Int32, String?, String?, Data?, Int64?, Bool, String?, String?, Int64?, Int64?, Int64?)
-        for try await row in rows.decode(Row.self) {
+        for try await row in rows {
             switch row.0 {
             case 0:
                 found.counters = PushStep.Counters(
@@ -267,96 +254,17 @@ private struct GroupWrite: Sendable {
         return output
     }
 
-    /// The group's output in one statement, on condition that the suite's head and epoch are still
-    /// `expected` (the `guarded` row: every other part joins it, so none writes when it is empty):
-    /// the suite's counters (its row created if new), the changed entries, the history (the group's
-    /// versions added, each of their keys trimmed to the last `historyDepth`), a batch record per
-    /// applied push, and `pg_notify` (delivered at commit to every instance's listening connection).
-    /// The statement's parts all see the tables as they were before it, so the history rows to
-    /// delete are those beyond the depth less the new versions of their key. Returns false if the
-    /// suite moved.
+    /// `GroupWriteStatement`; false if the suite moved since `expected` was read.
     private func write(_ output: Output, expected: PushStep.Counters, _ connection: PostgresConnection) async throws -> Bool {
-        let changed = EntryColumns(output.order.map { output.entries[$0]! }), history = EntryColumns(output.versions)
-        let counters = output.counters
-        let depth = Int64(group[0].quota.historyDepth)
-        let notice = String(decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: counters.head)),
+        let notice = String(decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: output.counters.head)),
                             as: UTF8.self)
-        let rows = try await connection.query("""
-            WITH guarded AS (
-                INSERT INTO suites AS s (account, suite, head_rev, key_count, byte_count, epoch)
-                VALUES (\(account), \(suite), \(Int64(counters.head)), \(Int64(counters.keys)), \(Int64(counters.bytes)),
-                        \(Int64(counters.epoch)))
-                ON CONFLICT (account, suite) DO UPDATE SET head_rev = excluded.head_rev, key_count = excluded.key_count,
-                    byte_count = excluded.byte_count, epoch = excluded.epoch
-                WHERE s.head_rev = \(Int64(expected.head)) AND s.epoch = \(Int64(expected.epoch))
-                RETURNING 1 AS ok
-            ), changed AS (
-                SELECT * FROM unnest(\(changed.keys)::text[], \(changed.values)::text[], \(changed.deleted)::boolean[],
-                                     \(changed.hlcs)::text[], \(changed.origins)::text[], \(changed.revs)::bigint[],
-                                     \(changed.sealed)::text[], \(changed.epochs)::bigint[]) AS t(k, v, d, h, o, r, s, e)
-            ), upserted AS (
-                INSERT INTO entries (account, suite, key, value, sealed, epoch, deleted, hlc, origin, rev)
-                SELECT \(account), \(suite), k, CASE WHEN d OR s <> '' THEN NULL ELSE v::json END,
-                    CASE WHEN s = '' THEN NULL ELSE decode(s, 'base64') END, NULLIF(e, 0), d, h::numeric, o::numeric, r
-                FROM changed, guarded
-                ON CONFLICT (account, suite, key) DO UPDATE
-                    SET value = excluded.value, sealed = excluded.sealed, epoch = excluded.epoch, deleted = excluded.deleted,
-                        hlc = excluded.hlc, origin = excluded.origin, rev = excluded.rev
-            ), new AS (
-                SELECT * FROM unnest(\(history.keys)::text[], \(history.values)::text[], \(history.deleted)::boolean[],
-                                     \(history.hlcs)::text[], \(history.origins)::text[], \(history.revs)::bigint[],
-                                     \(history.sealed)::text[], \(history.epochs)::bigint[]) AS t(k, v, d, h, o, r, s, e)
-            ), inserted AS (
-                INSERT INTO history (account, suite, key, rev, value, sealed, epoch, deleted, hlc, origin)
-                SELECT \(account), \(suite), k, r, CASE WHEN d OR s <> '' THEN NULL ELSE v::json END,
-                    CASE WHEN s = '' THEN NULL ELSE decode(s, 'base64') END, NULLIF(e, 0), d, h::numeric, o::numeric
-                FROM new, guarded
-            ), added AS (
-                SELECT k, count(*) AS n FROM new GROUP BY k
-            ), ranked AS (
-                SELECT h.key, h.rev, row_number() OVER (PARTITION BY h.key ORDER BY h.rev DESC) AS position
-                FROM history h JOIN added ON h.key = added.k
-                WHERE h.account = \(account) AND h.suite = \(suite)
-            ), trimmed AS (
-                DELETE FROM history USING ranked JOIN added ON ranked.key = added.k CROSS JOIN guarded
-                WHERE history.account = \(account) AND history.suite = \(suite) AND history.key = ranked.key
-                    AND history.rev = ranked.rev AND ranked.position > \(depth) - added.n
-            ), recorded AS (
-                INSERT INTO batches (account, suite, device, batch_id, ops_digest, response)
-                SELECT \(account), \(suite), d::numeric, b, g, r::json
-                FROM unnest(\(output.batchDevices)::text[], \(output.batchIDs)::text[], \(output.batchDigests)::text[],
-                            \(output.batchResponses)::text[]) AS t(d, b, g, r), guarded
-            ), notified AS (
-                SELECT pg_notify(\(ChangeNotice.channel), \(notice)) FROM guarded WHERE \(output.advanced)
-            )
-            SELECT (SELECT count(*) FROM guarded), (SELECT count(*) FROM notified)
-            """, logger: logger)
-        for try await (guarded, _) in rows.decode((Int64, Int64).self) { return guarded > 0 }
+        let rows = try await connection.execute(GroupWriteStatement(
+            account: account, suite: suite, counters: output.counters, expected: expected,
+            entries: EntryColumns(output.order.map { output.entries[$0]! }), history: EntryColumns(output.versions),
+            depth: group[0].quota.historyDepth, batchDevices: output.batchDevices, batchIDs: output.batchIDs,
+            batchDigests: output.batchDigests, batchResponses: output.batchResponses, notice: notice, notify: output.advanced),
+            logger: logger)
+        for try await (guarded, _) in rows { return guarded > 0 }
         return false
-    }
-}
-
-/// Entries as the columns of an `unnest(…)` (value JSON as text, empty for a deletion, which
-/// `deleted` marks, or for a sealed entry; sealed bytes as base64, empty for a plain entry, and the
-/// key epoch, 0 for a plain entry; HLCs and origins as decimal text for `numeric`).
-private struct EntryColumns {
-    let keys: [String]
-    let values: [String]
-    let deleted: [Bool]
-    let hlcs: [String]
-    let origins: [String]
-    let revs: [Int64]
-    let sealed: [String]
-    let epochs: [Int64]
-
-    init(_ entries: [StoredEntry]) {
-        keys = entries.map(\.key)
-        values = entries.map { $0.valueJSON.map { String(decoding: $0, as: UTF8.self) } ?? "" }
-        deleted = entries.map(\.isDeleted)
-        sealed = entries.map { $0.sealed.map { Data($0.box).base64EncodedString() } ?? "" }
-        epochs = entries.map { Int64($0.sealed?.epoch ?? 0) }
-        hlcs = entries.map { String($0.stamp.hlc.rawValue) }
-        origins = entries.map { String($0.stamp.origin) }
-        revs = entries.map { Int64($0.rev) }
     }
 }

@@ -138,26 +138,16 @@ package final class PostgresSyncStorage: SyncStorage {
         }
     }
 
-    /// One statement (one snapshot, one round trip): the suite's row beside the page of entries, a
-    /// row of nulls when there are none.
+    /// One prepared statement (one snapshot, one round trip): `ChangesStatement`.
     package func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage {
         let limit = max(1, limit)  // a page of nothing would report the head as the next cursor
         return try await bounded("reading changes") { storage in
-            let rows = try await storage.client.query("""
-                SELECT s.head_rev, s.oldest_valid_rev, e.key, \(unescaped: EntryRow.qualifiedColumns("e"))
-                FROM (SELECT 1) AS one
-                LEFT JOIN suites s ON s.account = \(account) AND s.suite = \(suite)
-                LEFT JOIN LATERAL (
-                    SELECT * FROM entries
-                    WHERE account = \(account) AND suite = \(suite) AND rev > \(Int64(clamping: since))
-                        AND \(Int64(clamping: since)) >= COALESCE(s.oldest_valid_rev, 0)
-                    ORDER BY rev LIMIT \(Int64(limit) + 1)
-                ) e ON true
-                ORDER BY e.rev
-                """, logger: storage.logger)
+            let rows = try await storage.client.execute(
+                ChangesStatement(account: account, suite: suite, since: Int64(clamping: since), limit: Int64(limit) + 1),
+                logger: storage.logger)
             var head: UInt64 = 0, oldestValid: UInt64 = 0
             var entries: [SyncEntry] = []
-            for try await row in rows.decode(SuiteAndEntryRow.self) {
+            for try await row in rows {
                 head = UInt64(row.0 ?? 0)
                 oldestValid = UInt64(row.1 ?? 0)
                 if let entry = try EntryRow.optional(key: row.2, (row.3, row.4, row.5, row.6, row.7, row.8, row.9)) {
@@ -272,6 +262,43 @@ package final class PostgresSyncStorage: SyncStorage {
 /// A row of `changes` and `snapshot`: the suite's head and oldest valid revision (nil: no such
 /// suite), then the key and `EntryRow.columns` of an entry, all nil when there is none.
 typealias SuiteAndEntryRow = (Int64?, Int64?, String?, String?, Data?, Int64?, Bool?, String?, String?, Int64?)
+
+/// `changes` in one statement: the suite's head and oldest valid revision (nulls: no such suite)
+/// beside each entry of the page (`SuiteAndEntryRow`; one row of nulls after the suite's when there
+/// is none, and none when the cursor is older than the oldest valid revision).
+struct ChangesStatement: PostgresPreparedStatement {
+    static let name = "groupdefaults_changes_v1"
+    static let sql = """
+        SELECT s.head_rev, s.oldest_valid_rev, e.key, \(EntryRow.qualifiedColumns("e"))
+        FROM (SELECT 1) AS one
+        LEFT JOIN suites s ON s.account = $1 AND s.suite = $2
+        LEFT JOIN LATERAL (
+            SELECT * FROM entries
+            WHERE account = $1 AND suite = $2 AND rev > $3 AND $3 >= COALESCE(s.oldest_valid_rev, 0)
+            ORDER BY rev LIMIT $4
+        ) e ON true
+        ORDER BY e.rev
+        """
+    typealias Row = SuiteAndEntryRow
+
+    var account: String
+    var suite: String
+    var since: Int64
+    var limit: Int64
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 4)
+        bindings.append(account)
+        bindings.append(suite)
+        bindings.append(since)
+        bindings.append(limit)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        try row.decode(Row.self)
+    }
+}
 
 /// One row of `entries` (or `history`) as the queries select it: key, then `EntryRow.columns`:
 /// value text (nil: a tombstone or a sealed entry), sealed bytes and key epoch (nil: plain), the
