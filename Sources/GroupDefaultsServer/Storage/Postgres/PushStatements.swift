@@ -3,10 +3,13 @@ import GroupDefaultsWire
 import PostgresNIO
 
 // The statements of a group of pushes, prepared once per connection (postgres-nio's prepared
-// statements): each execution is a Bind and an Execute, with no parsing and, after a few runs,
-// PostgreSQL's generic plan. Every table is reached through its primary key, one lookup per key
-// (a lateral subquery per key, `LIMIT 1` so that it stays one): the plans do not depend on the
-// tables' statistics, and a push costs the same in a suite of ten rows as in one of a million.
+// statements: each execution is a Bind and an Execute, no parsing), planned at each execution with
+// the tables' current sizes (`PostgresStorageConfiguration`). Every table is reached through its
+// primary key, one lookup per key, from a lateral subquery that cannot be flattened into a join
+// (`LIMIT 1`, a window function), and the history rows to trim are deleted by their `ctid`s, found
+// that way: as joins, the planner may scan the whole suite's history (or batches, or entries) for
+// each key when its statistics say the table is small, and so it did in this server's earlier
+// statements, a push costing more the more the suite held.
 
 /// The suite as a group of pushes finds it, in one statement (one snapshot): its counters (kind 0),
 /// the held entries of the group's keys (kind 1: the key, then `EntryRow.columns`), and the recorded
@@ -57,8 +60,8 @@ struct SuiteReadStatement: PostgresPreparedStatement {
 /// the suite's counters (its row created if new), the changed entries, the history (the group's
 /// versions added, each of their keys trimmed to the last `depth`), a batch record per applied push,
 /// and `pg_notify` (delivered at commit to every instance's listening connection). The statement's
-/// parts all see the tables as they were before it, so the history rows to delete are those beyond
-/// the depth less the new versions of their key. Answers the guarded row count (0: the suite moved).
+/// parts all see the tables as they were before it, so the history rows to delete (`doomed`) are
+/// those beyond the depth less the new versions of their key. Answers the guarded row count (0: the suite moved).
 struct GroupWriteStatement: PostgresPreparedStatement {
     static let name = "groupdefaults_push_write_v1"
     static let sql = """
@@ -90,14 +93,14 @@ struct GroupWriteStatement: PostgresPreparedStatement {
             FROM new, guarded
         ), added AS (
             SELECT k, count(*) AS n FROM new GROUP BY k
-        ), trimmed AS (
-            DELETE FROM history h
-            USING added CROSS JOIN guarded CROSS JOIN LATERAL (
-                SELECT x.rev, row_number() OVER (ORDER BY x.rev DESC) AS position FROM history x
+        ), doomed AS MATERIALIZED (
+            SELECT old.ctid FROM added CROSS JOIN LATERAL (
+                SELECT x.ctid, row_number() OVER (ORDER BY x.rev DESC) AS position FROM history x
                 WHERE x.account = $1 AND x.suite = $2 AND x.key = added.k COLLATE "C"
             ) old
-            WHERE h.account = $1 AND h.suite = $2 AND h.key = added.k COLLATE "C" AND h.rev = old.rev
-                AND old.position > $25 - added.n
+            WHERE old.position > $25 - added.n
+        ), trimmed AS (
+            DELETE FROM history WHERE ctid = ANY(ARRAY(SELECT ctid FROM doomed)) AND EXISTS (SELECT 1 FROM guarded)
         ), recorded AS (
             INSERT INTO batches (account, suite, device, batch_id, ops_digest, response)
             SELECT $1, $2, d::numeric, b, g, r::json
