@@ -6,10 +6,10 @@ import PostgresNIO
 // statements: each execution is a Bind and an Execute, no parsing), planned at each execution with
 // the tables' current sizes (`PostgresStorageConfiguration`). Every table is reached through its
 // primary key, one lookup per key, from a lateral subquery that cannot be flattened into a join
-// (`LIMIT 1`, a window function), and the history rows to trim are deleted by their `ctid`s, found
-// that way: as joins, the planner may scan the whole suite's history (or batches, or entries) for
-// each key when its statistics say the table is small, and so it did in this server's earlier
-// statements, a push costing more the more the suite held.
+// (`LIMIT 1`, a window function), and the history rows to trim are found that way before they are
+// deleted (`doomed`): written as plain joins, the planner may scan the whole suite's history (or
+// batches, or entries) for each key when its statistics say the table is small, and so it did in
+// this server's earlier statements, a push costing more the more the suite held.
 
 /// The suite as a group of pushes finds it, in one statement (one snapshot): its counters (kind 0),
 /// the held entries of the group's keys (kind 1: the key, then `EntryRow.columns`), and the recorded
@@ -94,13 +94,14 @@ struct GroupWriteStatement: PostgresPreparedStatement {
         ), added AS (
             SELECT k, count(*) AS n FROM new GROUP BY k
         ), doomed AS MATERIALIZED (
-            SELECT old.ctid FROM added CROSS JOIN LATERAL (
-                SELECT x.ctid, row_number() OVER (ORDER BY x.rev DESC) AS position FROM history x
+            SELECT added.k, old.rev FROM added CROSS JOIN LATERAL (
+                SELECT x.rev, row_number() OVER (ORDER BY x.rev DESC) AS position FROM history x
                 WHERE x.account = $1 AND x.suite = $2 AND x.key = added.k COLLATE "C"
             ) old
             WHERE old.position > $25 - added.n
         ), trimmed AS (
-            DELETE FROM history WHERE ctid = ANY(ARRAY(SELECT ctid FROM doomed)) AND EXISTS (SELECT 1 FROM guarded)
+            DELETE FROM history h USING doomed, guarded
+            WHERE h.account = $1 AND h.suite = $2 AND h.key = doomed.k COLLATE "C" AND h.rev = doomed.rev
         ), recorded AS (
             INSERT INTO batches (account, suite, device, batch_id, ops_digest, response)
             SELECT $1, $2, d::numeric, b, g, r::json
