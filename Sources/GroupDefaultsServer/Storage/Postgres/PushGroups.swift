@@ -55,7 +55,7 @@ final class PushGroups: Sendable {
     /// The most ops a group takes (beyond the leader's own push).
     let maxOps: Int
 
-    init(maxOps: Int = 10_000) {
+    init(maxOps: Int = 2_000) {
         self.maxOps = maxOps
     }
 
