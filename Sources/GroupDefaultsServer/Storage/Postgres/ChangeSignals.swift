@@ -21,6 +21,8 @@ final class ChangeSignals: Sendable {
     private struct Waiter {
         var suite: SuiteID
         var wake: ChangeWake?
+        /// The deadline of `wait(_:until:)` passed.
+        var expired = false
         var continuation: CheckedContinuation<ChangeWake?, Never>?
     }
 
@@ -61,7 +63,7 @@ final class ChangeSignals: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<ChangeWake?, Never>) in
                 var observers: [CheckedContinuation<Void, Never>] = []
                 let resumeNow: ChangeWake?? = state.withLock { state in
-                    guard var waiter = state.waiters[id] else { return .some(nil) }
+                    guard var waiter = state.waiters[id], !waiter.expired else { return .some(nil) }
                     if let wake = waiter.wake {
                         waiter.wake = nil
                         state.waiters[id] = waiter
@@ -84,6 +86,30 @@ final class ChangeSignals: Sendable {
             }
             continuation?.resume(returning: nil)
         }
+    }
+
+    /// `wait`, ending with nil at `deadline` at the latest: a timer task ends it then, unless it was
+    /// woken before.
+    func wait(_ id: Int, until deadline: ContinuousClock.Instant) async -> ChangeWake? {
+        let timer = Task { [self] in
+            do {
+                try await Task.sleep(until: deadline, clock: .continuous)
+                expire(id)
+            } catch {}  // cancelled: the wait ended first
+        }
+        defer { timer.cancel() }
+        return await wait(id)
+    }
+
+    /// Ends the wait of `id` with nil (now, or at once when it starts waiting).
+    private func expire(_ id: Int) {
+        let continuation = state.withLock { state -> CheckedContinuation<ChangeWake?, Never>? in
+            guard state.waiters[id] != nil else { return nil }
+            state.waiters[id]!.expired = true
+            defer { state.waiters[id]!.continuation = nil }
+            return state.waiters[id]!.continuation
+        }
+        continuation?.resume(returning: nil)
     }
 
     /// Returns once at least `count` waiters are suspended, waiting for a wake.

@@ -4,22 +4,37 @@ import Logging
 import PostgresNIO
 
 extension PostgresSyncStorage {
-    /// One transaction: lock the suite row, load the batch record and the held entries of the
-    /// push's keys, run the push step, write its entries, counters and batch record, and notify
-    /// every instance.
+    /// Group commit (`PushGroups`): the push goes with the other pushes to its suite that wait on
+    /// this instance, and `writeGroup` applies them, each with its own outcome.
     package func push(account: String, suite: String, push: PreparedPush, quota: SuiteQuota, serverTime: String) async throws -> PushResponse {
-        let outcome = try await bounded("pushing") { storage in
-            try await storage.client.withTransaction(logger: storage.logger) { connection in
-                try await PushTransaction(
-                    connection: connection, logger: storage.logger, account: account, suite: suite,
-                    push: push, quota: quota, serverTime: serverTime
-                ).run()
+        let pushed = GroupedPush(account: account, suite: suite, push: push, quota: quota, serverTime: serverTime)
+        return try await pushGroups.push(pushed) { group in await self.writeGroup(group) }
+    }
+
+    /// Applies a group of pushes to one suite, in order, as if each came alone: one statement reads
+    /// the suite (counters, the batch records of the group's ids, the held entries of its keys), the
+    /// push step runs for each push in Swift, and one statement writes what they did and notifies
+    /// every instance, on condition that the suite did not move since the read (it holds no lock in
+    /// between). If it moved (another instance pushed, or a key bag changed its epoch), the group runs
+    /// again in a transaction that locks the suite's row first. Returns one result per push.
+    func writeGroup(_ group: [GroupedPush]) async -> [Result<PushResponse, any Error>] {
+        let write = GroupWrite(group: group, logger: logger)
+        do {
+            let plan = try await bounded("pushing") { storage in
+                try await storage.client.withConnection { connection in
+                    if let plan = try await write.runOptimistically(connection) { return plan }
+                    return try await connection.withTransaction(logger: storage.logger) { connection in
+                        try await write.runLocked(connection)
+                    }
+                }
             }
+            if let head = plan.advancedTo {
+                signals.signal(SuiteID(account: write.account, suite: write.suite), head: head)
+            }
+            return plan.results
+        } catch {
+            return group.map { _ in .failure(error) }
         }
-        if outcome.advanced {
-            signals.signal(SuiteID(account: account, suite: suite), head: outcome.response.headRev)
-        }
-        return outcome.response
     }
 
     package func purgeTombstones(olderThan horizon: HLC) async throws -> Int {
@@ -77,164 +92,179 @@ extension PostgresSyncStorage {
     }
 }
 
-/// What a push transaction did: the response, and whether the head moved (who to wake).
-struct PushOutcome: Sendable {
-    var response: PushResponse
-    var advanced: Bool
+/// What a group's write did: one result per push, and the head it moved the suite to (nil if it
+/// did not move: who to wake).
+struct GroupPlan: Sendable {
+    var results: [Result<PushResponse, any Error>]
+    var advancedTo: UInt64?
 }
 
-/// The statements of one push, on a connection inside a transaction.
-private struct PushTransaction {
-    let connection: PostgresConnection
+/// The statements of one group of pushes to one suite (`PostgresSyncStorage.writeGroup`).
+private struct GroupWrite: Sendable {
+    let group: [GroupedPush]
     let logger: Logger
-    let account: String
-    let suite: String
-    let push: PreparedPush
-    let quota: SuiteQuota
-    let serverTime: String
 
-    var request: PushRequest { push.request }
-    /// The digest as the `batches` table keeps it: lowercase hex.
-    var digest: String { Hex.string(push.digest) }
+    var account: String { group[0].account }
+    var suite: String { group[0].suite }
 
-    func run() async throws -> PushOutcome {
-        let counters = try await lockSuite()
-        let outcome = try PushStep.run(
-            push, suite: suite, held: try await heldEntries(), counters: counters, recorded: try await recordedBatch(),
-            quota: quota, serverTime: serverTime)
-        switch outcome {
-        case .replayed(let response):
-            return PushOutcome(response: response, advanced: false)
-        case .applied(let applied):
-            if applied.advanced {
-                try await write(applied.writes, versions: applied.historyVersions(depth: quota.historyDepth), counters: applied.counters)
-            }
-            try await record(applied.response)
-            return PushOutcome(response: applied.response, advanced: applied.advanced)
-        }
+    /// A batch record's key: the device and its batch id.
+    struct BatchKey: Hashable {
+        var device: UInt64
+        var batchID: String
     }
 
-    /// Creates the suite row if needed and locks it: pushes to one suite run one after another.
-    private func lockSuite() async throws -> PushStep.Counters {
+    /// The suite as the read found it.
+    struct Found {
+        var counters = PushStep.Counters(head: 0, keys: 0, bytes: 0)
+        var held: [String: StoredEntry] = [:]
+        /// The recorded batches of the group's ids: digest (hex) and response (JSON).
+        var batches: [BatchKey: (digest: String, response: String)] = [:]
+    }
+
+    /// What the group writes: the final entry of each key it changed, every version it made (each
+    /// key's last `historyDepth`), the suite's counters after it, and a batch record per applied push.
+    struct Output {
+        var results: [Result<PushResponse, any Error>] = []
+        var order: [String] = []
+        var entries: [String: StoredEntry] = [:]
+        var versions: [StoredEntry] = []
+        var counters: PushStep.Counters
+        var advanced = false
+        var batchDevices: [String] = []
+        var batchIDs: [String] = []
+        var batchDigests: [String] = []
+        var batchResponses: [String] = []
+
+        /// Whether anything is to be written: a push was applied (a replayed or refused one writes nothing).
+        var writes: Bool { !batchIDs.isEmpty }
+    }
+
+    /// Read, decide, write on condition; nil when the suite moved between the read and the write
+    /// (the group is then to run locked), also when another instance recorded one of the group's
+    /// batch ids meanwhile.
+    func runOptimistically(_ connection: PostgresConnection) async throws -> GroupPlan? {
+        let found = try await read(connection)
+        let output = decide(found)
+        guard output.writes else { return GroupPlan(results: output.results, advancedTo: nil) }
+        do {
+            guard try await write(output, expected: found.counters, connection) else { return nil }
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == PostgresError.Code.uniqueViolation.raw {
+            return nil
+        }
+        return GroupPlan(results: output.results, advancedTo: output.advanced ? output.counters.head : nil)
+    }
+
+    /// The same inside a transaction that first creates and locks the suite's row: the pushes of
+    /// other instances wait for it, so the write's condition holds.
+    func runLocked(_ connection: PostgresConnection) async throws -> GroupPlan {
         try await connection.query(
             "INSERT INTO suites (account, suite) VALUES (\(account), \(suite)) ON CONFLICT DO NOTHING", logger: logger)
-        let rows = try await connection.query("""
-            SELECT head_rev, key_count, byte_count, epoch FROM suites
-            WHERE account = \(account) AND suite = \(suite) FOR UPDATE
-            """, logger: logger)
-        for try await (head, keys, bytes, epoch) in rows.decode((Int64, Int64, Int64, Int64).self) {
-            return PushStep.Counters(head: UInt64(head), keys: Int(keys), bytes: Int(bytes), epoch: UInt32(clamping: epoch))
-        }
-        throw SyncStorageError(.unavailable, "the row of suite \(suite) vanished while it was being locked")
-    }
-
-    /// The record of this batch id, if it was pushed before.
-    private func recordedBatch() async throws -> PushStep.RecordedBatch? {
-        let rows = try await connection.query("""
-            SELECT ops_digest, response::text FROM batches
-            WHERE account = \(account) AND suite = \(suite) AND device = \(String(request.deviceID))::numeric
-                AND batch_id = \(request.batchID)
-            """, logger: logger)
-        for try await (storedDigest, response) in rows.decode((String, String).self) {
-            return PushStep.RecordedBatch(digest: storedDigest == digest ? push.digest : []) {
-                try JSONDecoder().decode(PushResponse.self, from: Data(response.utf8))
+        try await connection.query(
+            "SELECT 1 FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE", logger: logger)
+        let found = try await read(connection)
+        let output = decide(found)
+        if output.writes {
+            guard try await write(output, expected: found.counters, connection) else {
+                throw SyncStorageError(.unavailable, "suite \(suite) changed while its row was locked")
             }
         }
-        return nil
+        return GroupPlan(results: output.results, advancedTo: output.advanced ? output.counters.head : nil)
     }
 
-    private func heldEntries() async throws -> [String: StoredEntry] {
-        let keys = Array(Set(request.ops.map(\.key)))
-        let rows = try await connection.query("""
-            SELECT key, \(unescaped: EntryRow.columns) FROM entries
-            WHERE account = \(account) AND suite = \(suite) AND key = ANY(\(keys)::text[])
-            """, logger: logger)
-        var held: [String: StoredEntry] = [:]
-        for try await row in rows.decode((String, String?, Data?, Int64?, Bool, String, String, Int64).self) {
-            held[row.0] = try EntryRow.stored(key: row.0, (row.1, row.2, row.3, row.4, row.5, row.6, row.7))
+    /// `SuiteReadStatement`: the suite's counters, the held entries of the group's keys, the recorded
+    /// batches of its ids.
+    private func read(_ connection: PostgresConnection) async throws -> Found {
+        var keys = Set<String>()
+        for pushed in group { for op in pushed.push.request.ops { keys.insert(op.key) } }
+        let rows = try await connection.execute(SuiteReadStatement(
+            account: account, suite: suite, keys: Array(keys), devices: group.map { String($0.push.request.deviceID) },
+            batchIDs: group.map(\.push.request.batchID)), logger: logger)
+        var found = Found()
+        for try await row in rows {
+            switch row.0 {
+            case 0:
+                found.counters = PushStep.Counters(
+                    head: UInt64(row.8 ?? 0), keys: Int(row.9 ?? 0), bytes: Int(row.10 ?? 0), epoch: UInt32(clamping: row.4 ?? 0))
+            case 1:
+                guard let key = row.1, let hlc = row.6, let origin = row.7, let rev = row.8 else { continue }
+                found.held[key] = try EntryRow.stored(key: key, (row.2, row.3, row.4, row.5, hlc, origin, rev))
+            default:
+                guard let batchID = row.1, let response = row.2, let digest = row.6, let device = row.7.flatMap(UInt64.init)
+                else { continue }
+                found.batches[BatchKey(device: device, batchID: batchID)] = (digest, response)
+            }
         }
-        return held
+        return found
     }
 
-    /// The push's output in one statement (one round trip): the changed entries, the suite's
-    /// counters, and the history (the push's versions added, each of their keys trimmed to the last
-    /// `historyDepth`); then `pg_notify`. The statement's parts all see the tables as they were
-    /// before it, so the history rows to delete are those beyond the depth less the new versions of
-    /// their key.
-    private func write(_ changed: [StoredEntry], versions: [StoredEntry], counters: PushStep.Counters) async throws {
-        let entries = EntryColumns(changed), history = EntryColumns(versions)
-        let depth = Int64(quota.historyDepth)
-        try await connection.query("""
-            WITH changed AS (
-                SELECT * FROM unnest(\(entries.keys)::text[], \(entries.values)::text[], \(entries.deleted)::boolean[],
-                                     \(entries.hlcs)::text[], \(entries.origins)::text[], \(entries.revs)::bigint[],
-                                     \(entries.sealed)::text[], \(entries.epochs)::bigint[]) AS t(k, v, d, h, o, r, s, e)
-            ), upserted AS (
-                INSERT INTO entries (account, suite, key, value, sealed, epoch, deleted, hlc, origin, rev)
-                SELECT \(account), \(suite), k, CASE WHEN d OR s <> '' THEN NULL ELSE v::json END,
-                    CASE WHEN s = '' THEN NULL ELSE decode(s, 'base64') END, NULLIF(e, 0), d, h::numeric, o::numeric, r FROM changed
-                ON CONFLICT (account, suite, key) DO UPDATE
-                    SET value = excluded.value, sealed = excluded.sealed, epoch = excluded.epoch, deleted = excluded.deleted,
-                        hlc = excluded.hlc, origin = excluded.origin, rev = excluded.rev
-            ), counted AS (
-                UPDATE suites SET head_rev = \(Int64(counters.head)), key_count = \(Int64(counters.keys)),
-                    byte_count = \(Int64(counters.bytes)), epoch = \(Int64(counters.epoch))
-                WHERE account = \(account) AND suite = \(suite)
-            ), new AS (
-                SELECT * FROM unnest(\(history.keys)::text[], \(history.values)::text[], \(history.deleted)::boolean[],
-                                     \(history.hlcs)::text[], \(history.origins)::text[], \(history.revs)::bigint[],
-                                     \(history.sealed)::text[], \(history.epochs)::bigint[]) AS t(k, v, d, h, o, r, s, e)
-            ), inserted AS (
-                INSERT INTO history (account, suite, key, rev, value, sealed, epoch, deleted, hlc, origin)
-                SELECT \(account), \(suite), k, r, CASE WHEN d OR s <> '' THEN NULL ELSE v::json END,
-                    CASE WHEN s = '' THEN NULL ELSE decode(s, 'base64') END, NULLIF(e, 0), d, h::numeric, o::numeric FROM new
-            ), added AS (
-                SELECT k, count(*) AS n FROM new GROUP BY k
-            ), ranked AS (
-                SELECT h.key, h.rev, row_number() OVER (PARTITION BY h.key ORDER BY h.rev DESC) AS position
-                FROM history h JOIN added ON h.key = added.k
-                WHERE h.account = \(account) AND h.suite = \(suite)
-            )
-            DELETE FROM history USING ranked JOIN added ON ranked.key = added.k
-            WHERE history.account = \(account) AND history.suite = \(suite) AND history.key = ranked.key
-                AND history.rev = ranked.rev AND ranked.position > \(depth) - added.n
-            """, logger: logger)
-        let notice = String(decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: counters.head)),
+    /// The push step for each push in turn, each seeing what the earlier ones did; a push it refuses
+    /// gets its error and changes nothing for the others.
+    private func decide(_ found: Found) -> Output {
+        var output = Output(counters: found.counters)
+        var held = found.held
+        /// The batches this group applied, for a repeat of the same id within the group.
+        var applied: [BatchKey: (digest: [UInt8], response: PushResponse)] = [:]
+        var versions: [StoredEntry] = []
+        for pushed in group {
+            let push = pushed.push, request = push.request
+            let batchKey = BatchKey(device: request.deviceID, batchID: request.batchID)
+            let recorded: PushStep.RecordedBatch?
+            if let earlier = applied[batchKey] {
+                recorded = PushStep.RecordedBatch(digest: earlier.digest) { earlier.response }
+            } else if let stored = found.batches[batchKey] {
+                recorded = PushStep.RecordedBatch(digest: stored.digest == Hex.string(push.digest) ? push.digest : []) {
+                    try JSONDecoder().decode(PushResponse.self, from: Data(stored.response.utf8))
+                }
+            } else {
+                recorded = nil
+            }
+            var pushHeld: [String: StoredEntry] = [:]
+            for op in request.ops { if let entry = held[op.key] { pushHeld[op.key] = entry } }
+            do {
+                switch try PushStep.run(push, suite: suite, held: pushHeld, counters: output.counters, recorded: recorded,
+                                        quota: pushed.quota, serverTime: pushed.serverTime) {
+                case .replayed(let response):
+                    output.results.append(.success(response))
+                case .applied(let step):
+                    let json = String(decoding: try JSONEncoder().encode(step.response), as: UTF8.self)
+                    for entry in step.writes {
+                        if output.entries[entry.key] == nil { output.order.append(entry.key) }
+                        output.entries[entry.key] = entry
+                        held[entry.key] = entry
+                    }
+                    versions += step.versions
+                    output.counters = step.counters
+                    output.advanced = output.advanced || step.advanced
+                    output.batchDevices.append(String(request.deviceID))
+                    output.batchIDs.append(request.batchID)
+                    output.batchDigests.append(Hex.string(push.digest))
+                    output.batchResponses.append(json)
+                    applied[batchKey] = (push.digest, step.response)
+                    output.results.append(.success(step.response))
+                }
+            } catch {
+                output.results.append(.failure(error))
+            }
+        }
+        // The history rule of one push, over the group's versions: each key's last `historyDepth`.
+        let merged = PushStep.Applied(
+            response: PushResponse(headRev: output.counters.head, results: [], serverTime: ""), writes: [], replaced: [:],
+            versions: versions, counters: output.counters)
+        output.versions = merged.historyVersions(depth: group[0].quota.historyDepth)
+        return output
+    }
+
+    /// `GroupWriteStatement`; false if the suite moved since `expected` was read.
+    private func write(_ output: Output, expected: PushStep.Counters, _ connection: PostgresConnection) async throws -> Bool {
+        let notice = String(decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: output.counters.head)),
                             as: UTF8.self)
-        // Delivered by PostgreSQL at commit, to the listening connection of every instance.
-        try await connection.query("SELECT pg_notify(\(ChangeNotice.channel), \(notice))", logger: logger)
-    }
-
-    private func record(_ response: PushResponse) async throws {
-        let json = String(decoding: try JSONEncoder().encode(response), as: UTF8.self)
-        try await connection.query("""
-            INSERT INTO batches (account, suite, device, batch_id, ops_digest, response)
-            VALUES (\(account), \(suite), \(String(request.deviceID))::numeric, \(request.batchID), \(digest), \(json)::json)
-            """, logger: logger)
-    }
-}
-
-/// Entries as the columns of an `unnest(…)` (value JSON as text, empty for a deletion, which
-/// `deleted` marks, or for a sealed entry; sealed bytes as base64, empty for a plain entry, and the
-/// key epoch, 0 for a plain entry; HLCs and origins as decimal text for `numeric`).
-private struct EntryColumns {
-    let keys: [String]
-    let values: [String]
-    let deleted: [Bool]
-    let hlcs: [String]
-    let origins: [String]
-    let revs: [Int64]
-    let sealed: [String]
-    let epochs: [Int64]
-
-    init(_ entries: [StoredEntry]) {
-        keys = entries.map(\.key)
-        values = entries.map { $0.valueJSON.map { String(decoding: $0, as: UTF8.self) } ?? "" }
-        deleted = entries.map(\.isDeleted)
-        sealed = entries.map { $0.sealed.map { Data($0.box).base64EncodedString() } ?? "" }
-        epochs = entries.map { Int64($0.sealed?.epoch ?? 0) }
-        hlcs = entries.map { String($0.stamp.hlc.rawValue) }
-        origins = entries.map { String($0.stamp.origin) }
-        revs = entries.map { Int64($0.rev) }
+        let rows = try await connection.execute(GroupWriteStatement(
+            account: account, suite: suite, counters: output.counters, expected: expected,
+            entries: EntryColumns(output.order.map { output.entries[$0]! }), history: EntryColumns(output.versions),
+            depth: group[0].quota.historyDepth, batchDevices: output.batchDevices, batchIDs: output.batchIDs,
+            batchDigests: output.batchDigests, batchResponses: output.batchResponses, notice: notice, notify: output.advanced),
+            logger: logger)
+        for try await (guarded, _) in rows { return guarded > 0 }
+        return false
     }
 }

@@ -22,6 +22,8 @@ package final class PostgresSyncStorage: SyncStorage {
     /// Set by `endWaits`: every wait returns at once.
     let waitsEnded = Atomic<Bool>(false)
     let listener: ChangeListener
+    /// Group commit per suite (`push`).
+    let pushGroups = PushGroups()
     /// The listening connection's `application_name`, unique per instance (operators and tests find
     /// its backend in `pg_stat_activity` by it).
     package let listenerApplicationName: String
@@ -138,55 +140,58 @@ package final class PostgresSyncStorage: SyncStorage {
         }
     }
 
+    /// One prepared statement (one snapshot, one round trip): `ChangesStatement`.
     package func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage {
         let limit = max(1, limit)  // a page of nothing would report the head as the next cursor
         return try await bounded("reading changes") { storage in
-            try await storage.client.withTransaction(logger: storage.logger) { connection in
-                try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: storage.logger)
-                var head: UInt64 = 0, oldestValid: UInt64 = 0
-                let suiteRows = try await connection.query(
-                    "SELECT head_rev, oldest_valid_rev FROM suites WHERE account = \(account) AND suite = \(suite)",
-                    logger: storage.logger)
-                for try await (h, o) in suiteRows.decode((Int64, Int64).self) {
-                    head = UInt64(h)
-                    oldestValid = UInt64(o)
+            let rows = try await storage.client.execute(
+                ChangesStatement(account: account, suite: suite, since: Int64(clamping: since), limit: Int64(limit) + 1),
+                logger: storage.logger)
+            var head: UInt64 = 0, oldestValid: UInt64 = 0
+            var entries: [SyncEntry] = []
+            for try await row in rows {
+                head = UInt64(row.0 ?? 0)
+                oldestValid = UInt64(row.1 ?? 0)
+                if let entry = try EntryRow.optional(key: row.2, (row.3, row.4, row.5, row.6, row.7, row.8, row.9)) {
+                    entries.append(try entry.syncEntry())
                 }
-                if since < oldestValid {
-                    throw SyncStorageError(.cursorExpired,
-                        "revision \(since) is older than \(oldestValid), the oldest this suite can answer from (tombstones were purged): re-read the snapshot")
-                }
-                let rows = try await connection.query("""
-                    SELECT key, \(unescaped: EntryRow.columns) FROM entries
-                    WHERE account = \(account) AND suite = \(suite) AND rev > \(Int64(clamping: since))
-                    ORDER BY rev LIMIT \(Int64(limit) + 1)
-                    """, logger: storage.logger)
-                var entries = try await EntryRow.entries(rows)
-                let hasMore = entries.count > limit
-                if hasMore { entries.removeLast(entries.count - limit) }
-                return ChangesPage(entries: entries, lastRev: entries.last?.rev ?? head, hasMore: hasMore)
             }
+            if since < oldestValid {
+                throw SyncStorageError(.cursorExpired,
+                    "revision \(since) is older than \(oldestValid), the oldest this suite can answer from (tombstones were purged): re-read the snapshot")
+            }
+            let hasMore = entries.count > limit
+            if hasMore { entries.removeLast(entries.count - limit) }
+            return ChangesPage(entries: entries, lastRev: entries.last?.rev ?? head, hasMore: hasMore)
         }
     }
 
+    /// One statement, as `changes`.
     package func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> SnapshotPage {
         let limit = max(1, limit)
         return try await bounded("reading a snapshot") { storage in
-            try await storage.client.withTransaction(logger: storage.logger) { connection in
-                try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: storage.logger)
-                var head: UInt64 = 0
-                let suiteRows = try await connection.query(
-                    "SELECT head_rev FROM suites WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
-                for try await h in suiteRows.decode(Int64.self) { head = UInt64(h) }
-                let rows = try await connection.query("""
-                    SELECT key, \(unescaped: EntryRow.columns) FROM entries
+            let rows = try await storage.client.query("""
+                SELECT s.head_rev, s.oldest_valid_rev, e.key, \(unescaped: EntryRow.qualifiedColumns("e"))
+                FROM (SELECT 1) AS one
+                LEFT JOIN suites s ON s.account = \(account) AND s.suite = \(suite)
+                LEFT JOIN LATERAL (
+                    SELECT * FROM entries
                     WHERE account = \(account) AND suite = \(suite) AND (\(after)::text IS NULL OR key > \(after))
                     ORDER BY key LIMIT \(Int64(limit) + 1)
-                    """, logger: storage.logger)
-                var entries = try await EntryRow.entries(rows)
-                let hasMore = entries.count > limit
-                if hasMore { entries.removeLast(entries.count - limit) }
-                return SnapshotPage(entries: entries, headRev: head, next: hasMore ? entries.last?.key : nil)
+                ) e ON true
+                ORDER BY e.key
+                """, logger: storage.logger)
+            var head: UInt64 = 0
+            var entries: [SyncEntry] = []
+            for try await row in rows.decode(SuiteAndEntryRow.self) {
+                head = UInt64(row.0 ?? 0)
+                if let entry = try EntryRow.optional(key: row.2, (row.3, row.4, row.5, row.6, row.7, row.8, row.9)) {
+                    entries.append(try entry.syncEntry())
+                }
             }
+            let hasMore = entries.count > limit
+            if hasMore { entries.removeLast(entries.count - limit) }
+            return SnapshotPage(entries: entries, headRev: head, next: hasMore ? entries.last?.key : nil)
         }
     }
 
@@ -215,15 +220,9 @@ package final class PostgresSyncStorage: SyncStorage {
             if waitsEnded.load(ordering: .acquiring) { return }  // after registering: `endWaits` wakes it, or it is seen here
             // Registered first, then read: a push between the two still wakes this waiter.
             if let head = try? await headRevision(account: account, suite: suite), head > revision { return }
-            let wake = await withTaskGroup(of: ChangeWake?.self) { group in
-                group.addTask { await self.signals.wait(registration) }
-                group.addTask {
-                    try? await Task.sleep(until: deadline, clock: .continuous)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                return await group.next() ?? nil
-            }
+            // Resumed directly by whoever signals (the listening connection, or a push on this
+            // instance); the deadline's timer runs beside it, not in between.
+            let wake = await signals.wait(registration, until: deadline)
             switch wake {
             case nil: return  // timeout or cancellation
             case .head(let head) where head > revision: return
@@ -249,8 +248,64 @@ package final class PostgresSyncStorage: SyncStorage {
         await signals.waitUntilSuspended(count: count)
     }
 
+    /// For tests of group commit: holds the suite as if a group of pushes were being written while
+    /// `body` runs, so that the pushes made meanwhile wait (`waitUntilPushesWait` tells when they
+    /// do); they then go as one group.
+    package func holdingPushes<T>(account: String, suite: String, _ body: () async throws -> T) async rethrows -> T {
+        try await pushGroups.holding(SuiteID(account: account, suite: suite), body)
+    }
+
+    /// Returns once at least `count` pushes to the suite wait for its next group.
+    package func waitUntilPushesWait(account: String, suite: String, count: Int) async {
+        await pushGroups.waitUntilWaiting(SuiteID(account: account, suite: suite), count: count)
+    }
+
+    /// How many groups of pushes this instance has written (each one statement, or a locked retry).
+    package var pushGroupsWritten: Int { pushGroups.groupsWritten }
+
     /// How many times the listening connection has started listening (1 + reconnects).
     package var listenCount: Int { listener.listenCount }
+}
+
+/// A row of `changes` and `snapshot`: the suite's head and oldest valid revision (nil: no such
+/// suite), then the key and `EntryRow.columns` of an entry, all nil when there is none.
+typealias SuiteAndEntryRow = (Int64?, Int64?, String?, String?, Data?, Int64?, Bool?, String?, String?, Int64?)
+
+/// `changes` in one statement: the suite's head and oldest valid revision (nulls: no such suite)
+/// beside each entry of the page (`SuiteAndEntryRow`; one row of nulls after the suite's when there
+/// is none, and none when the cursor is older than the oldest valid revision).
+struct ChangesStatement: PostgresPreparedStatement {
+    static let name = "groupdefaults_changes_v1"
+    static let sql = """
+        SELECT s.head_rev, s.oldest_valid_rev, e.key, \(EntryRow.qualifiedColumns("e"))
+        FROM (SELECT 1) AS one
+        LEFT JOIN suites s ON s.account = $1 AND s.suite = $2
+        LEFT JOIN LATERAL (
+            SELECT * FROM entries
+            WHERE account = $1 AND suite = $2 AND rev > $3 AND $3 >= COALESCE(s.oldest_valid_rev, 0)
+            ORDER BY rev LIMIT $4
+        ) e ON true
+        ORDER BY e.rev
+        """
+    typealias Row = SuiteAndEntryRow
+
+    var account: String
+    var suite: String
+    var since: Int64
+    var limit: Int64
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 4)
+        bindings.append(account)
+        bindings.append(suite)
+        bindings.append(since)
+        bindings.append(limit)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        try row.decode(Row.self)
+    }
 }
 
 /// One row of `entries` (or `history`) as the queries select it: key, then `EntryRow.columns`:
@@ -261,12 +316,20 @@ enum EntryRow {
     static let columns = "value::text, sealed, epoch, deleted, hlc::text, origin::text, rev"
     typealias Columns = (String?, Data?, Int64?, Bool, String, String, Int64)
 
-    static func entries(_ rows: PostgresRowSequence) async throws -> [SyncEntry] {
-        var entries: [SyncEntry] = []
-        for try await row in rows.decode((String, String?, Data?, Int64?, Bool, String, String, Int64).self) {
-            entries.append(try stored(key: row.0, (row.1, row.2, row.3, row.4, row.5, row.6, row.7)).syncEntry())
+    /// `columns`, of the table or subquery `alias`.
+    static func qualifiedColumns(_ alias: String) -> String {
+        "\(alias).value::text, \(alias).sealed, \(alias).epoch, \(alias).deleted, \(alias).hlc::text, \(alias).origin::text, \(alias).rev"
+    }
+
+    /// The entry of a row of an outer join, nil when the row has none (no key).
+    static func optional(
+        key: String?, _ row: (String?, Data?, Int64?, Bool?, String?, String?, Int64?)
+    ) throws(SyncStorageError) -> StoredEntry? {
+        guard let key else { return nil }
+        guard let deleted = row.3, let hlc = row.4, let origin = row.5, let rev = row.6 else {
+            throw SyncStorageError(.unavailable, "a stored entry of \(key) has null columns")
         }
-        return entries
+        return try stored(key: key, (row.0, row.1, row.2, deleted, hlc, origin, rev))
     }
 
     /// A row (value as JSON text, sealed bytes, stamp as decimal text) as the push step takes it.

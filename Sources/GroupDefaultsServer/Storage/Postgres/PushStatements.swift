@@ -1,0 +1,189 @@
+import Foundation
+import GroupDefaultsWire
+import PostgresNIO
+
+// The statements of a group of pushes, prepared once per connection (postgres-nio's prepared
+// statements: each execution is a Bind and an Execute, no parsing), planned at each execution with
+// the tables' current sizes (`PostgresStorageConfiguration`). Every table is reached through its
+// primary key, one lookup per key, from a lateral subquery that cannot be flattened into a join
+// (`LIMIT 1`, a window function), and the history rows to trim are found that way before they are
+// deleted (`doomed`): written as plain joins, the planner may scan the whole suite's history (or
+// batches, or entries) for each key when its statistics say the table is small, and so it did in
+// this server's earlier statements, a push costing more the more the suite held.
+
+/// The suite as a group of pushes finds it, in one statement (one snapshot): its counters (kind 0),
+/// the held entries of the group's keys (kind 1: the key, then `EntryRow.columns`), and the recorded
+/// batches of the group's (device, batch id) pairs (kind 2: batch id, response, digest, device).
+struct SuiteReadStatement: PostgresPreparedStatement {
+    static let name = "groupdefaults_push_read_v1"
+    static let sql = """
+        SELECT 0, NULL::text, NULL::text, NULL::bytea, epoch, false, NULL::text, NULL::text, head_rev, key_count, byte_count
+        FROM suites WHERE account = $1 AND suite = $2
+        UNION ALL
+        SELECT 1, e.key, e.value::text, e.sealed, e.epoch, e.deleted, e.hlc::text, e.origin::text, e.rev, NULL::bigint, NULL::bigint
+        FROM unnest($3::text[]) AS k(key) CROSS JOIN LATERAL (
+            SELECT * FROM entries WHERE account = $1 AND suite = $2 AND key = k.key COLLATE "C" LIMIT 1
+        ) e
+        UNION ALL
+        SELECT 2, b.batch_id, b.response::text, NULL::bytea, NULL::bigint, false, b.ops_digest, b.device::text, NULL::bigint,
+            NULL::bigint, NULL::bigint
+        FROM unnest($4::text[], $5::text[]) AS t(device, id) CROSS JOIN LATERAL (
+            SELECT * FROM batches WHERE account = $1 AND suite = $2 AND device = t.device::numeric AND batch_id = t.id LIMIT 1
+        ) b
+        """
+    typealias Row = (Int32, String?, String?, Data?, Int64?, Bool, String?, String?, Int64?, Int64?, Int64?)
+
+    var account: String
+    var suite: String
+    var keys: [String]
+    /// Device ids as decimal text, beside `batchIDs`.
+    var devices: [String]
+    var batchIDs: [String]
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 5)
+        bindings.append(account)
+        bindings.append(suite)
+        bindings.append(keys)
+        bindings.append(devices)
+        bindings.append(batchIDs)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        try row.decode(Row.self)
+    }
+}
+
+/// A group's output in one statement, on condition that the suite's head and epoch are still what
+/// the read found (the `guarded` row: every other part joins it, so none writes when it is empty):
+/// the suite's counters (its row created if new), the changed entries, the history (the group's
+/// versions added, each of their keys trimmed to the last `depth`), a batch record per applied push,
+/// and `pg_notify` (delivered at commit to every instance's listening connection). The statement's
+/// parts all see the tables as they were before it, so the history rows to delete (`doomed`) are
+/// those beyond the depth less the new versions of their key. Answers the guarded row count (0: the suite moved).
+struct GroupWriteStatement: PostgresPreparedStatement {
+    static let name = "groupdefaults_push_write_v1"
+    static let sql = """
+        WITH guarded AS (
+            INSERT INTO suites AS s (account, suite, head_rev, key_count, byte_count, epoch)
+            VALUES ($1, $2, $3, $4, $5, $6)
+            ON CONFLICT (account, suite) DO UPDATE SET head_rev = excluded.head_rev, key_count = excluded.key_count,
+                byte_count = excluded.byte_count, epoch = excluded.epoch
+            WHERE s.head_rev = $7 AND s.epoch = $8
+            RETURNING 1 AS ok
+        ), changed AS (
+            SELECT * FROM unnest($9::text[], $10::text[], $11::boolean[], $12::text[], $13::text[], $14::bigint[], $15::text[],
+                                 $16::bigint[]) AS t(k, v, d, h, o, r, s, e)
+        ), upserted AS (
+            INSERT INTO entries (account, suite, key, value, sealed, epoch, deleted, hlc, origin, rev)
+            SELECT $1, $2, k, CASE WHEN d OR s <> '' THEN NULL ELSE v::json END,
+                CASE WHEN s = '' THEN NULL ELSE decode(s, 'base64') END, NULLIF(e, 0), d, h::numeric, o::numeric, r
+            FROM changed, guarded
+            ON CONFLICT (account, suite, key) DO UPDATE
+                SET value = excluded.value, sealed = excluded.sealed, epoch = excluded.epoch, deleted = excluded.deleted,
+                    hlc = excluded.hlc, origin = excluded.origin, rev = excluded.rev
+        ), new AS (
+            SELECT * FROM unnest($17::text[], $18::text[], $19::boolean[], $20::text[], $21::text[], $22::bigint[],
+                                 $23::text[], $24::bigint[]) AS t(k, v, d, h, o, r, s, e)
+        ), inserted AS (
+            INSERT INTO history (account, suite, key, rev, value, sealed, epoch, deleted, hlc, origin)
+            SELECT $1, $2, k, r, CASE WHEN d OR s <> '' THEN NULL ELSE v::json END,
+                CASE WHEN s = '' THEN NULL ELSE decode(s, 'base64') END, NULLIF(e, 0), d, h::numeric, o::numeric
+            FROM new, guarded
+        ), added AS (
+            SELECT k, count(*) AS n FROM new GROUP BY k
+        ), doomed AS MATERIALIZED (
+            SELECT added.k, old.rev FROM added CROSS JOIN LATERAL (
+                SELECT x.rev, row_number() OVER (ORDER BY x.rev DESC) AS position FROM history x
+                WHERE x.account = $1 AND x.suite = $2 AND x.key = added.k COLLATE "C"
+            ) old
+            WHERE old.position > $25 - added.n
+        ), trimmed AS (
+            DELETE FROM history h USING doomed, guarded
+            WHERE h.account = $1 AND h.suite = $2 AND h.key = doomed.k COLLATE "C" AND h.rev = doomed.rev
+        ), recorded AS (
+            INSERT INTO batches (account, suite, device, batch_id, ops_digest, response)
+            SELECT $1, $2, d::numeric, b, g, r::json
+            FROM unnest($26::text[], $27::text[], $28::text[], $29::text[]) AS t(d, b, g, r), guarded
+        ), notified AS (
+            SELECT pg_notify($30, $31) FROM guarded WHERE $32
+        )
+        SELECT (SELECT count(*) FROM guarded), (SELECT count(*) FROM notified)
+        """
+    typealias Row = (Int64, Int64)
+
+    var account: String
+    var suite: String
+    var counters: PushStep.Counters
+    var expected: PushStep.Counters
+    var entries: EntryColumns
+    var history: EntryColumns
+    var depth: Int
+    var batchDevices: [String]
+    var batchIDs: [String]
+    var batchDigests: [String]
+    var batchResponses: [String]
+    var notice: String
+    var notify: Bool
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 32)
+        bindings.append(account)
+        bindings.append(suite)
+        bindings.append(Int64(counters.head))
+        bindings.append(Int64(counters.keys))
+        bindings.append(Int64(counters.bytes))
+        bindings.append(Int64(counters.epoch))
+        bindings.append(Int64(expected.head))
+        bindings.append(Int64(expected.epoch))
+        for columns in [entries, history] {
+            bindings.append(columns.keys)
+            bindings.append(columns.values)
+            bindings.append(columns.deleted)
+            bindings.append(columns.hlcs)
+            bindings.append(columns.origins)
+            bindings.append(columns.revs)
+            bindings.append(columns.sealed)
+            bindings.append(columns.epochs)
+        }
+        bindings.append(Int64(depth))
+        bindings.append(batchDevices)
+        bindings.append(batchIDs)
+        bindings.append(batchDigests)
+        bindings.append(batchResponses)
+        bindings.append(ChangeNotice.channel)
+        bindings.append(notice)
+        bindings.append(notify)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        try row.decode(Row.self)
+    }
+}
+
+/// Entries as the columns of an `unnest(…)` (value JSON as text, empty for a deletion, which
+/// `deleted` marks, or for a sealed entry; sealed bytes as base64, empty for a plain entry, and the
+/// key epoch, 0 for a plain entry; HLCs and origins as decimal text for `numeric`).
+struct EntryColumns: Sendable {
+    let keys: [String]
+    let values: [String]
+    let deleted: [Bool]
+    let hlcs: [String]
+    let origins: [String]
+    let revs: [Int64]
+    let sealed: [String]
+    let epochs: [Int64]
+
+    init(_ entries: [StoredEntry]) {
+        keys = entries.map(\.key)
+        values = entries.map { $0.valueJSON.map { String(decoding: $0, as: UTF8.self) } ?? "" }
+        deleted = entries.map(\.isDeleted)
+        sealed = entries.map { $0.sealed.map { Data($0.box).base64EncodedString() } ?? "" }
+        epochs = entries.map { Int64($0.sealed?.epoch ?? 0) }
+        hlcs = entries.map { String($0.stamp.hlc.rawValue) }
+        origins = entries.map { String($0.stamp.origin) }
+        revs = entries.map { Int64($0.rev) }
+    }
+}
