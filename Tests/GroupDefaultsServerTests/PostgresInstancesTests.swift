@@ -67,6 +67,48 @@ struct PostgresInstancesTests {
         try await b.shutdown()
     }
 
+    /// Until `condition` holds of `storage`'s token generation (bounded: 5 s), then that generation.
+    func tokenGeneration(of storage: PostgresSyncStorage, where condition: (UInt64?) -> Bool) async throws -> UInt64? {
+        let deadline = clock.now + .seconds(5)
+        while clock.now < deadline {
+            let generation = try storage.tokenGeneration()
+            if condition(generation) { return generation }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        Issue.record("the token generation did not change as expected")
+        return nil
+    }
+
+    @Test("a token written by another instance, or by hand in SQL, moves this instance's token generation; none while it does not listen")
+    func tokenGenerationAcrossInstances() async throws {
+        let url = try await PostgresFixture.freshDatabase()
+        let a = try await PostgresFixture.storage(url: url)
+        let b = try await PostgresFixture.storage(url: url)
+        await b.waitUntilListening()
+        let start = try #require(try b.tokenGeneration(), "listening: verifications may be cached")
+
+        let made = Tokens.make(account: "alice", suitePatterns: ["*"], readOnly: false, expires: nil)
+        try await a.createToken(made.stored)
+        let created = try await tokenGeneration(of: b) { $0 != nil && $0 != start }
+        try await a.revokeToken(id: made.stored.id, at: Date())
+        let revoked = try await tokenGeneration(of: b) { $0 != nil && $0 != created }
+        _ = try await PostgresFixture.psql(url, "UPDATE tokens SET expires = now() WHERE id = '\(made.stored.id)'")
+        _ = try await tokenGeneration(of: b) { $0 != nil && $0 != revoked }
+
+        // Without its listening connection an instance caches nothing, and a generation read
+        // before the loss never comes back.
+        let before = try b.tokenGeneration()
+        let listens = b.listenCount
+        _ = try await PostgresFixture.psql(url, """
+            SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '\(b.listenerApplicationName)'
+            """)
+        await b.waitUntilListening(moreThan: listens)
+        let after = try #require(try b.tokenGeneration())
+        #expect(after != before)
+        try await a.shutdown()
+        try await b.shutdown()
+    }
+
     @Test("instances starting at once on a new database apply each migration once")
     func concurrentMigrations() async throws {
         let url = try await PostgresFixture.freshDatabase()

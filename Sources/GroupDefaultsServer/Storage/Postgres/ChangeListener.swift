@@ -12,6 +12,8 @@ struct ChangeNotice: Codable, Sendable {
     var head: UInt64
 
     static let channel = "groupdefaults"
+    /// The payload of a write to the tokens table (migration 4's trigger).
+    static let tokensWritten = "tokens"
 }
 
 /// One dedicated connection per storage instance that LISTENs on the channel and wakes the
@@ -24,6 +26,16 @@ final class ChangeListener: Service {
     private let logger: Logger
     /// How many times LISTEN has succeeded, and who waits for the next time.
     private let listening = Mutex<(count: Int, waiters: [CheckedContinuation<Void, Never>])>((0, []))
+    /// Moved on by every token write announced, and by every (re)start of listening (writes made
+    /// while nobody listened were not announced); odd while listening, even while not.
+    private let tokenWrites = Atomic<UInt64>(0)
+
+    /// The token generation (`SyncStorage.tokenGeneration`): nil while the connection is not
+    /// listening, when a token write could go unseen.
+    var tokenGeneration: UInt64? {
+        let generation = tokenWrites.load(ordering: .acquiring)
+        return generation % 2 == 1 ? generation : nil
+    }
 
     init(configuration: PostgresConnection.Configuration, signals: ChangeSignals, logger: Logger) {
         self.configuration = configuration
@@ -58,6 +70,7 @@ final class ChangeListener: Service {
                         logger.warning("the change listener lost its connection", metadata: ["error": "\(String(reflecting: error))"])
                     }
                 }
+                stoppedListening()
                 try? await connection.close()
             } catch {
                 if !Task.isCancelled {
@@ -94,7 +107,13 @@ final class ChangeListener: Service {
 
     var listenCount: Int { listening.withLock { $0.count } }
 
+    private func stoppedListening() {
+        if tokenWrites.load(ordering: .acquiring) % 2 == 1 { tokenWrites.add(1, ordering: .releasing) }
+    }
+
     private func didStartListening() {
+        // Even (not listening) → odd, a generation no cached verification was read under.
+        tokenWrites.add(tokenWrites.load(ordering: .acquiring) % 2 == 0 ? 1 : 2, ordering: .releasing)
         let waiters = listening.withLock { state in
             state.count += 1
             defer { state.waiters = [] }
@@ -105,6 +124,10 @@ final class ChangeListener: Service {
     }
 
     private func deliver(_ payload: String) {
+        if payload == ChangeNotice.tokensWritten {
+            tokenWrites.add(2, ordering: .releasing)  // stays odd: still listening
+            return
+        }
         guard let notice = try? JSONDecoder().decode(ChangeNotice.self, from: Data(payload.utf8)) else {
             logger.warning("ignoring a malformed change notification", metadata: ["payload": "\(payload)"])
             return

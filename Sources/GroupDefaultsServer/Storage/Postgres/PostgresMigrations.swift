@@ -120,6 +120,20 @@ package enum PostgresMigrations {
             END $$
             """,
         ]),
+        // Every write of the tokens table, by any instance, the token commands or an operator's own
+        // SQL, announces itself on the change channel (payload `tokens`): an instance's cache of
+        // token verifications (`TokenCache`) holds only until then.
+        Migration(version: 4, name: "token writes announced, for the instances' token caches", statements: [
+            """
+            DO $$ BEGIN
+                CREATE FUNCTION groupdefaults_tokens_written() RETURNS trigger LANGUAGE plpgsql AS $f$
+                    BEGIN PERFORM pg_notify('groupdefaults', 'tokens'); RETURN NULL; END
+                $f$;
+                CREATE TRIGGER tokens_written AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON tokens
+                    FOR EACH STATEMENT EXECUTE FUNCTION groupdefaults_tokens_written();
+            END $$
+            """,
+        ]),
     ]
 
     /// The versions of every migration, in order (what a migrated database's `schema_migrations` lists).

@@ -22,6 +22,14 @@ extension PostgresSyncStorage {
         }
     }
 
+    /// The count of token writes announced to this instance's listening connection (migration 4's
+    /// trigger), nil while it is not listening: a verification cached under one generation is used
+    /// only while no write was announced since, on any instance. (A write is seen once its
+    /// notification arrives, a few milliseconds after its commit.)
+    package func tokenGeneration() throws -> UInt64? {
+        listener.tokenGeneration
+    }
+
     package func tokens() async throws -> [StoredToken] {
         try await bounded("listing tokens") { storage in
             try await storage.readTokens(
