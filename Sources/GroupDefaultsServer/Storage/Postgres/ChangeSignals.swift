@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 
 /// The account and suite a change belongs to.
@@ -88,16 +89,14 @@ final class ChangeSignals: Sendable {
         }
     }
 
-    /// `wait`, ending with nil at `deadline` at the latest: a timer task ends it then, unless it was
+    /// `wait`, ending with nil at `deadline` at the latest: a timer ends it then, unless it was
     /// woken before.
     func wait(_ id: Int, until deadline: ContinuousClock.Instant) async -> ChangeWake? {
-        let timer = Task { [self] in
-            do {
-                try await Task.sleep(until: deadline, clock: .continuous)
-                expire(id)
-            } catch {}  // cancelled: the wait ended first
-        }
-        defer { timer.cancel() }
+        // A dispatch timer rather than a task: a parked stream keeps a small block, not a task and
+        // its memory. Ids are never reused, so a timer that fires after the wait ended does nothing.
+        let remaining = max(.zero, deadline - ContinuousClock.now).components
+        let nanoseconds = Int(clamping: remaining.seconds * 1_000_000_000 + remaining.attoseconds / 1_000_000_000)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in self?.expire(id) }
         return await wait(id)
     }
 
