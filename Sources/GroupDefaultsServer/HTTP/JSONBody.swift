@@ -5,10 +5,12 @@ import Hummingbird
 /// JSON in and out of the routes.
 enum JSONBody {
     static func response(status: HTTPResponse.Status = .ok, _ value: some Encodable) throws -> Response {
-        let data = try JSONEncoder().encode(value)
-        return Response(
-            status: status, headers: [.contentType: "application/json"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+        response(status: status, json: try JSONEncoder().encode(value))
+    }
+
+    /// An answer whose body is `json`, already encoded.
+    static func response(status: HTTPResponse.Status = .ok, json: some Sequence<UInt8>) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: json)))
     }
 
     /// Reads the body (at most `limit` bytes, else 413 `body_too_large`) and decodes it (else 400).

@@ -100,8 +100,7 @@ struct SyncRoutes: Sendable {
         await tracker.seen(token: token, deviceID: body.deviceID, suite: suite, push: true)
         let applied = response.results.count { $0.status == .applied }
         ServerMetrics.pushed(applied: applied, superseded: response.results.count - applied)
-        return Response(status: .ok, headers: [.contentType: "application/json"],
-                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: try WireJSON.encode(response))))
+        return JSONBody.response(json: try WireJSON.encode(response))
     }
 
     func changes(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
