@@ -14,6 +14,12 @@ import PostgresNIO
 /// The suite as a group of pushes finds it, in one statement (one snapshot): its counters (kind 0),
 /// the held entries of the group's keys (kind 1: the key, then `EntryRow.columns`), and the recorded
 /// batches of the group's (device, batch id) pairs (kind 2: batch id, response, digest, device).
+///
+/// The held entries are one `key = ANY (keys)` condition, not a lookup per key: on a suite the
+/// statistics do not know yet (one row, they guess), the planner took `entries_by_rev` (account,
+/// suite, rev) as cheap for the per-key lookup and filtered the suite's entries by key once per key
+/// of the group (`auto_explain`: 1–2 s for a group of 2,000 ops in a suite of 10,000 keys). As one
+/// condition, the worst plan reads the suite's entries once.
 struct SuiteReadStatement: PostgresPreparedStatement {
     static let name = "groupdefaults_push_read_v1"
     static let sql = """
@@ -21,9 +27,7 @@ struct SuiteReadStatement: PostgresPreparedStatement {
         FROM suites WHERE account = $1 AND suite = $2
         UNION ALL
         SELECT 1, e.key, e.value::text, e.sealed, e.epoch, e.deleted, e.hlc::text, e.origin::text, e.rev, NULL::bigint, NULL::bigint
-        FROM unnest($3::text[]) AS k(key) CROSS JOIN LATERAL (
-            SELECT * FROM entries WHERE account = $1 AND suite = $2 AND key = k.key COLLATE "C" LIMIT 1
-        ) e
+        FROM entries e WHERE e.account = $1 AND e.suite = $2 AND e.key = ANY ($3::text[])
         UNION ALL
         SELECT 2, b.batch_id, b.response::text, NULL::bytea, NULL::bigint, false, b.ops_digest, b.device::text, NULL::bigint,
             NULL::bigint, NULL::bigint
