@@ -4,9 +4,10 @@ import PostgresNIO
 
 // The statements of a group of pushes, prepared once per connection (postgres-nio's prepared
 // statements: each execution is a Bind and an Execute, no parsing), planned at each execution with
-// the tables' current sizes (`PostgresStorageConfiguration`). Every table is reached through its
-// primary key, one lookup per key, from a lateral subquery that cannot be flattened into a join
-// (`LIMIT 1`, a window function), and the history rows to trim are found that way before they are
+// the tables' current sizes (`PostgresStorageConfiguration`). The held entries are read with one
+// `key = ANY` condition (see `SuiteReadStatement`); the batches and the history are reached through
+// their primary keys, one lookup per key, from a lateral subquery that cannot be flattened into a
+// join (`LIMIT 1`, a window function), and the history rows to trim are found that way before they are
 // deleted (`doomed`): written as plain joins, the planner may scan the whole suite's history (or
 // batches, or entries) for each key when its statistics say the table is small, and so it did in
 // this server's earlier statements, a push costing more the more the suite held.
