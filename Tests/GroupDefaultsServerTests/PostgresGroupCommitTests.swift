@@ -23,14 +23,7 @@ struct PostgresGroupCommitTests {
 
     /// Runs `body` with a storage instance on a fresh database, and shuts it down afterwards.
     func withPostgres(_ body: (PostgresSyncStorage) async throws -> Void) async throws {
-        let storage = try await PostgresFixture.storage(url: try await PostgresFixture.freshDatabase())
-        do {
-            try await body(storage)
-        } catch {
-            try? await storage.shutdown()
-            throw error
-        }
-        try await storage.shutdown()
+        try await StorageBackend.postgres.withStorage { storage in try await body(storage as! PostgresSyncStorage) }
     }
 
     func sealed(_ id: String, epoch: UInt32, hlc: UInt64) -> PushOp {
