@@ -4,13 +4,13 @@ import CommandLineSupport
 import GroupDefaultsServer
 
 /// `groupdefaults-server`: serve the sync API (`serve`, the default; `check-config` shows its
-/// settings), or manage its tokens and the devices it has seen.
+/// settings), or manage its tokens, the devices it has seen and the console's operators.
 @main
 struct ServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "groupdefaults-server",
         abstract: "The GroupDefaults sync server.",
-        subcommands: [Serve.self, CheckConfig.self, TokenCommand.self, DevicesCommand.self],
+        subcommands: [Serve.self, CheckConfig.self, TokenCommand.self, DevicesCommand.self, AdminCommand.self],
         defaultSubcommand: Serve.self)
 
     /// Parses and runs the command: a failure is one line on stderr and exit status 1 (a command

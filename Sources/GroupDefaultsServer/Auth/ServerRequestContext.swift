@@ -8,11 +8,14 @@ package struct ServerRequestContext: RequestContext {
     package var token: StoredToken?
     /// The device the request names in its `Device-ID` header (checked with the token).
     package var deviceID: UInt64?
+    /// The client's IP address, if the connection has one (the console's sign-in throttle keys on it).
+    package var clientAddress: String?
 
     package init(source: Source) {
         self.coreContext = .init(source: source)
         self.token = nil
         self.deviceID = nil
+        self.clientAddress = source.channel.remoteAddress?.ipAddress
     }
 }
 

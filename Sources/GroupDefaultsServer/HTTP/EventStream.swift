@@ -17,6 +17,7 @@ struct EventStream: Sendable {
     let storage: any SyncStorage
     let authenticator: Authenticator
     let configuration: ServerConfiguration
+    let activity: ConsoleActivity
     /// Called at each turn of the stream (each change, each heartbeat): the device is still there.
     var onTurn: @Sendable () async -> Void = {}
 
@@ -35,7 +36,7 @@ struct EventStream: Sendable {
         _ = try await storage.changes(account: token.account, suite: suite, since: start, limit: 1)
 
         let storage = self.storage, authenticator = self.authenticator, pageSize = configuration.maxPageSize, onTurn = self.onTurn
-        let heartbeat = configuration.eventHeartbeat
+        let heartbeat = configuration.eventHeartbeat, activity = self.activity
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
@@ -43,7 +44,11 @@ struct EventStream: Sendable {
             defer { withExtendedLifetime(slot) {} }
             let openStreams = ServerMetrics.openEventStreams
             openStreams.increment()
-            defer { openStreams.decrement() }
+            activity.streams(+1)
+            defer {
+                openStreams.decrement()
+                activity.streams(-1)
+            }
             var cursor = start
             try await writer.write(ByteBuffer(string: "retry: 2000\n\n"))  // how long a client waits to reconnect
             while !Task.isCancelled {

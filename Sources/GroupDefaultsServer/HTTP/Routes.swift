@@ -16,7 +16,8 @@ package func buildRouter(storage: any SyncStorage, configuration: ServerConfigur
     let authenticator = Authenticator(storage: storage)  // one token cache for every route
     router.add(middleware: TokenMiddleware(authenticator: authenticator))
     router.add(middleware: RateLimitMiddleware(limiter: RateLimiter(configuration.rateLimit)))
-    let routes = SyncRoutes(storage: storage, configuration: configuration, authenticator: authenticator)
+    let activity = ConsoleActivity()  // what the console's charts show, fed by pushes and event streams
+    let routes = SyncRoutes(storage: storage, configuration: configuration, authenticator: authenticator, activity: activity)
     router.get("/v1/health") { _, _ in try JSONBody.response(["status": "ok"]) }
     router.get("/v1/limits") { _, _ in try JSONBody.response(configuration.limits) }
     router.get("/v1/suites") { request, context in try await routes.listSuites(request, context) }
@@ -37,6 +38,9 @@ package func buildRouter(storage: any SyncStorage, configuration: ServerConfigur
         Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                  body: ResponseBody(byteBuffer: ByteBuffer(bytes: ServerMetrics.text())))
     }
+    if configuration.console.enabled {
+        ConsoleRoutes(storage: storage, configuration: configuration, activity: activity).register(on: router)
+    }
     return router
 }
 
@@ -47,9 +51,11 @@ struct SyncRoutes: Sendable {
     /// The event streams and waiting long-polls each token holds open.
     let streams: StreamSlots
     let authenticator: Authenticator
+    let activity: ConsoleActivity
 
-    init(storage: any SyncStorage, configuration: ServerConfiguration, authenticator: Authenticator) {
+    init(storage: any SyncStorage, configuration: ServerConfiguration, authenticator: Authenticator, activity: ConsoleActivity) {
         self.storage = storage
+        self.activity = activity
         self.authenticator = authenticator
         self.configuration = configuration
         self.tracker = DeviceTracker(storage: storage)
@@ -100,6 +106,7 @@ struct SyncRoutes: Sendable {
         await tracker.seen(token: token, deviceID: body.deviceID, suite: suite, push: true)
         let applied = response.results.count { $0.status == .applied }
         ServerMetrics.pushed(applied: applied, superseded: response.results.count - applied)
+        activity.pushed()
         return JSONBody.response(json: try WireJSON.encode(response))
     }
 
@@ -128,7 +135,7 @@ struct SyncRoutes: Sendable {
         await pulled(context, token: token, suite: suite)
         let tracker = self.tracker, deviceID = context.deviceID
         // An open stream keeps its device seen: at each change and heartbeat.
-        return try await EventStream(storage: storage, authenticator: authenticator, configuration: configuration) {
+        return try await EventStream(storage: storage, authenticator: authenticator, configuration: configuration, activity: activity) {
             await tracker.seen(token: token, deviceID: deviceID, suite: suite, push: false)
         }.response(token: token, suite: suite, request: request, slot: slot)
     }

@@ -23,7 +23,8 @@ package struct ServerConfiguration: Sendable {
                 tombstoneLifetime: Duration = .seconds(30 * 86_400), purgeInterval: Duration = .seconds(3_600),
                 eventHeartbeat: Duration = .seconds(15), tls: TLSFiles? = nil,
                 rateLimit: RateLimit = RateLimit(requestsPerSecond: 200, burst: 400), historyDepth: Int = 10,
-                connections: ConnectionLimits = ConnectionLimits()) {
+                connections: ConnectionLimits = ConnectionLimits(), console: ConsoleConfiguration = ConsoleConfiguration()) {
+        self.console = console
         self.connections = connections
         self.historyDepth = historyDepth
         self.rateLimit = rateLimit
@@ -53,6 +54,9 @@ package struct ServerConfiguration: Sendable {
 
     /// How many connections, and how long a request's head and a quiet connection may take.
     package var connections: ConnectionLimits
+
+    /// The operator console.
+    package var console: ConsoleConfiguration
 
     package var quota: SuiteQuota {
         SuiteQuota(maxKeys: limits.maxKeysPerSuite, maxBytes: limits.maxBytesPerSuite, historyDepth: historyDepth)
@@ -89,5 +93,24 @@ package struct ConnectionLimits: Sendable, Hashable {
         self.maxConnections = maxConnections
         self.requestHeadTimeout = requestHeadTimeout
         self.idleTimeout = idleTimeout
+    }
+}
+
+/// The operator console at `/console`: whether it is served, and how its sign-ins behave.
+package struct ConsoleConfiguration: Sendable, Hashable {
+    /// Serve `/console` (its pages need an operator: `groupdefaults-server admin create`).
+    package var enabled: Bool
+    /// How long a sign-in lasts.
+    package var sessionLifetime: Duration
+    /// Failed sign-ins allowed per `signInWindow`, per client address and per operator name.
+    package var signInFailures: Int
+    package var signInWindow: Duration
+
+    package init(enabled: Bool = true, sessionLifetime: Duration = .seconds(12 * 3600), signInFailures: Int = 10,
+                 signInWindow: Duration = .seconds(600)) {
+        self.enabled = enabled
+        self.sessionLifetime = sessionLifetime
+        self.signInFailures = signInFailures
+        self.signInWindow = signInWindow
     }
 }

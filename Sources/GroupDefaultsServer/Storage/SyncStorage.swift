@@ -62,6 +62,54 @@ package struct StoredToken: Sendable, Hashable, Codable {
     }
 }
 
+/// A written suite and its counters, as the console shows it.
+package struct SuiteSummary: Sendable, Hashable {
+    package var account: String
+    package var name: String
+    package var headRev: UInt64
+    /// Live keys (tombstones not counted) and the bytes they hold, as the quotas count them.
+    package var keys: Int
+    package var bytes: Int
+
+    package init(account: String, name: String, headRev: UInt64, keys: Int, bytes: Int) {
+        self.account = account
+        self.name = name
+        self.headRev = headRev
+        self.keys = keys
+        self.bytes = bytes
+    }
+}
+
+/// The storage backend's health as the console shows it: which backend, and each check.
+package struct StorageHealth: Sendable, Hashable {
+    /// One thing checked: what, whether it is well, and what was seen.
+    package struct Check: Sendable, Hashable {
+        package var name: String
+        package var ok: Bool
+        package var detail: String
+
+        package init(name: String, ok: Bool, detail: String) {
+            self.name = name
+            self.ok = ok
+            self.detail = detail
+        }
+    }
+
+    /// "embedded LMDB" or "PostgreSQL".
+    package var backend: String
+    package var checks: [Check]
+
+    package init(backend: String, checks: [Check]) {
+        self.backend = backend
+        self.checks = checks
+    }
+}
+
+/// The kinds of record the console keeps in storage: operators and their sign-in sessions.
+package enum ConsoleRecordKind: String, Sendable, CaseIterable {
+    case `operator`, session
+}
+
 /// What storage refuses, with what the HTTP layer needs to answer (the error middleware maps each
 /// code to its status and JSON `error` code).
 package struct SyncStorageError: Error, Sendable, CustomStringConvertible, SyncErrorCoded {
@@ -164,6 +212,22 @@ package protocol SyncStorage: Sendable {
     func putKeyBag(account: String, suite: String, epoch: UInt32, bundle: String) async throws
     /// The key bags of the suite, by epoch.
     func keyBags(account: String, suite: String) async throws -> [UInt32: String]
+
+    // The console's view and state
+    /// The written suites of `account` (of every account, for nil) with their counters, by account
+    /// then name.
+    func suiteSummaries(account: String?) async throws -> [SuiteSummary]
+    /// What the backend can tell of its health now (the console's overview); never throws.
+    func health() async -> StorageHealth
+    /// The console's record of `kind` named `name`, if any (opaque bytes: `ConsoleRecords` gives them meaning).
+    func consoleRecord(_ kind: ConsoleRecordKind, name: String) async throws -> [UInt8]?
+    /// Every console record of `kind`, by name.
+    func consoleRecords(_ kind: ConsoleRecordKind) async throws -> [(name: String, value: [UInt8])]
+    /// Stores a console record; with `onlyIfNew`, a record that exists is left as it is and the
+    /// answer is false.
+    func putConsoleRecord(_ kind: ConsoleRecordKind, name: String, value: [UInt8], onlyIfNew: Bool) async throws -> Bool
+    /// Removes a console record; false if there was none.
+    func deleteConsoleRecord(_ kind: ConsoleRecordKind, name: String) async throws -> Bool
 
     /// Wakes every `waitForChange` now, and makes later ones return at once (graceful shutdown:
     /// event streams and long-polls end instead of waiting out their time).

@@ -134,6 +134,10 @@ package enum PostgresMigrations {
             END $$
             """,
         ]),
+        // The console's operators and sign-in sessions (`ConsoleRecords`), opaque to the schema.
+        Migration(version: 5, name: "console records: operators and sessions", statements: [
+            "CREATE TABLE console_records (kind text NOT NULL, name text NOT NULL, value bytea NOT NULL, PRIMARY KEY (kind, name))",
+        ]),
     ]
 
     /// The versions of every migration, in order (what a migrated database's `schema_migrations` lists).

@@ -1,0 +1,483 @@
+import Foundation
+import GroupDefaultsWire
+import Hummingbird
+import Logging
+import NIOCore
+import Synchronization
+
+/// The operator console at `/console`: server-rendered pages (`ConsoleTemplates`), plain forms
+/// that POST then redirect, and a live tail of a suite's changes as Server-Sent Events.
+///
+/// Who may see it: an operator (`groupdefaults-server admin create`) signed in with a session
+/// cookie (HttpOnly, SameSite=Strict, Secure under TLS, `ConsoleSessions`' lifetime). Sync tokens
+/// never sign in here, and the session cookie is scoped to `/console`, so it never reaches `/v1`.
+/// Every form carries the session's token (`csrf`); the sign-in form carries one paired with a
+/// cookie of its own.
+struct ConsoleRoutes: Sendable {
+    let storage: any SyncStorage
+    let configuration: ServerConfiguration
+    let activity: ConsoleActivity
+    let operators: Operators
+    let sessions: ConsoleSessions
+    let throttle: SignInThrottle
+    let newTokens = NewTokenNotes()
+
+    static let sessionCookie = "gd_console"
+    static let signInCookie = "gd_console_signin"
+    /// The most keys a suite page lists (a filter narrows them).
+    static let keysShown = 500
+
+    init(storage: any SyncStorage, configuration: ServerConfiguration, activity: ConsoleActivity) {
+        self.storage = storage
+        self.configuration = configuration
+        self.activity = activity
+        operators = Operators(storage: storage)
+        sessions = ConsoleSessions(storage: storage, lifetime: configuration.console.sessionLifetime)
+        throttle = SignInThrottle(failures: configuration.console.signInFailures, window: configuration.console.signInWindow)
+    }
+
+    func register(on router: Router<ServerRequestContext>) {
+        let console = router.group("console").add(middleware: ConsoleMiddleware())
+        console.get { request, context in try await overview(request, context) }
+        console.get("sign-in") { request, context in try await signInPage(request, context) }
+        console.post("sign-in") { request, context in try await signIn(request, context) }
+        console.post("sign-out") { request, context in try await signOut(request, context) }
+        console.get("assets/console.css") { _, _ in Self.asset(ConsoleAssets.stylesheet, type: "text/css; charset=utf-8") }
+        console.get("assets/console.js") { _, _ in Self.asset(ConsoleAssets.script, type: "text/javascript; charset=utf-8") }
+        console.get("accounts") { request, _ -> Response in
+            let name = request.uri.queryParameters["name"].map(String.init) ?? ""
+            throw ConsoleRedirect(location: name.isEmpty ? ConsolePaths.root : ConsolePaths.account(name))
+        }
+        console.get("accounts/{account}") { request, context in try await accountPage(request, context) }
+        console.post("accounts/{account}/tokens") { request, context in try await createToken(request, context) }
+        console.post("accounts/{account}/tokens/{token}/revoke") { request, context in try await revokeToken(request, context) }
+        console.post("accounts/{account}/devices/{device}/revoke") { request, context in try await revokeDevice(request, context) }
+        console.get("accounts/{account}/suites/{suite}") { request, context in try await suitePage(request, context) }
+        console.get("accounts/{account}/suites/{suite}/history") { request, context in try await historyPage(request, context) }
+        console.get("accounts/{account}/suites/{suite}/tail") { request, context in try await tail(request, context) }
+    }
+
+    // MARK: Signing in and out
+
+    /// The signed-in operator's session, or a redirect to the sign-in page.
+    private func signedIn(_ request: Request) async throws -> SignedIn {
+        guard let cookie = request.cookies[Self.sessionCookie]?.value, !cookie.isEmpty,
+              let session = try await sessions.session(cookie: cookie)
+        else { throw ConsoleRedirect(location: ConsolePaths.signIn) }
+        return SignedIn(cookie: cookie, session: session)
+    }
+
+    private func signInPage(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        if let cookie = request.cookies[Self.sessionCookie]?.value, try await sessions.session(cookie: cookie) != nil {
+            throw ConsoleRedirect(location: ConsolePaths.root)
+        }
+        return signInForm(error: nil, name: "", status: .ok)
+    }
+
+    /// The sign-in form with a fresh form token, set beside it as a cookie the POST must match.
+    private func signInForm(error: String?, name: String, status: HTTPResponse.Status) -> Response {
+        let token = ConsoleSessions.randomToken()
+        let page = SignInPage(page: PageChrome(title: "Sign in", operatorName: nil, csrf: token), name: name, error: error)
+        var response = ConsolePage.html(ConsoleTemplates.render(page, "sign-in"), status: status)
+        response.setCookie(cookie(Self.signInCookie, token, path: ConsolePaths.signIn, maxAge: 3600))
+        return response
+    }
+
+    private func signIn(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let expected = request.cookies[Self.signInCookie]?.value ?? ""
+        let form = try await Self.form(request, as: SignInForm.self)
+        guard !expected.isEmpty, ConsoleSessions.same(form.csrf ?? "", expected) else { throw ConsoleError.crossSite }
+        let name = form.name ?? "", address = context.clientAddress ?? "unknown"
+        if let wait = throttle.refusal(address: address, name: name) {
+            let minutes = max(1, Int((Double(wait.components.seconds) / 60).rounded(.up)))
+            var response = signInForm(
+                error: "Too many failed sign-ins: try again in \(minutes) minute\(minutes == 1 ? "" : "s").", name: name, status: .tooManyRequests)
+            response.headers[.retryAfter] = "\(max(1, wait.components.seconds))"
+            return response
+        }
+        guard let found = try await operators.verify(name: name, password: form.password ?? "") else {
+            throttle.failed(address: address, name: name)
+            context.logger.notice("console sign-in refused", metadata: ["operator": "\(name)", "address": "\(address)"])
+            return signInForm(error: "Wrong name or password.", name: name, status: .unauthorized)
+        }
+        let started = try await sessions.start(operatorName: found.name)
+        context.logger.info("console sign-in", metadata: ["operator": "\(found.name)", "address": "\(address)"])
+        var response = ConsoleRedirect(location: ConsolePaths.root).response
+        response.setCookie(cookie(Self.sessionCookie, started.cookie, path: ConsolePaths.root,
+                                  maxAge: Int(sessions.lifetime.components.seconds)))
+        response.setCookie(cookie(Self.signInCookie, "", path: ConsolePaths.signIn, maxAge: 0))
+        return response
+    }
+
+    private func signOut(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let signed = try await signedIn(request)
+        try await checkForm(request, signed, as: CSRFForm.self)
+        try await sessions.end(cookie: signed.cookie)
+        var response = ConsoleRedirect(location: ConsolePaths.signIn).response
+        response.setCookie(cookie(Self.sessionCookie, "", path: ConsolePaths.root, maxAge: 0))
+        return response
+    }
+
+    /// A cookie of the console: HttpOnly, SameSite=Strict, Secure when served over TLS.
+    private func cookie(_ name: String, _ value: String, path: String, maxAge: Int) -> Cookie {
+        Cookie(name: name, value: value, maxAge: maxAge, path: path, secure: configuration.tls != nil, httpOnly: true, sameSite: .strict)
+    }
+
+    // MARK: Pages
+
+    private func chrome(_ title: String, _ signed: SignedIn, trail: [Link] = []) -> PageChrome {
+        PageChrome(title: title, operatorName: signed.session.operatorName, csrf: signed.session.csrf, trail: trail)
+    }
+
+    private func overview(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let signed = try await signedIn(request)
+        async let summaries = storage.suiteSummaries(account: nil)
+        async let tokens = storage.tokens()
+        async let devices = storage.devices(account: nil)
+        async let health = storage.health()
+        let (allSuites, allTokens, allDevices) = try await (summaries, tokens, devices)
+        let now = Date(), dayAgo = UInt64(max(0, now.timeIntervalSince1970 - 86_400) * 1000)
+        let names = Set(allSuites.map(\.account)).union(allTokens.map(\.account)).union(allDevices.map(\.account))
+        let accounts = names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }.map { name in
+            let suites = allSuites.filter { $0.account == name }
+            return OverviewPage.Account(
+                name: name, href: ConsolePaths.account(name), suites: suites.count, keys: suites.map(\.keys).reduce(0, +),
+                bytes: ConsoleFormat.bytes(suites.map(\.bytes).reduce(0, +)),
+                devicesToday: allDevices.filter { $0.account == name && $0.lastSeen >= dayAgo }.count,
+                activeTokens: allTokens.filter { $0.account == name && Self.isActive($0, now: now) }.count)
+        }
+        let storageHealth = await health
+        let minutes = activity.lastHour(now: now)
+        let page = OverviewPage(
+            page: chrome("Overview", signed), accounts: accounts, accountCount: accounts.count, suites: allSuites.count,
+            keys: allSuites.map(\.keys).reduce(0, +), bytes: ConsoleFormat.bytes(allSuites.map(\.bytes).reduce(0, +)),
+            devicesToday: allDevices.filter { $0.lastSeen >= dayAgo }.count, openStreams: activity.openStreams,
+            health: .init(backend: storageHealth.backend, checks: storageHealth.checks, ok: storageHealth.checks.allSatisfy(\.ok)),
+            pushesChart: Chart(id: "chart-pushes", label: "Pushes per minute, last hour", values: minutes.map(\.pushes)),
+            streamsChart: Chart(id: "chart-streams", label: "Open event streams, last hour", values: minutes.map(\.peakStreams)))
+        return ConsolePage.html(ConsoleTemplates.render(page, "overview"))
+    }
+
+    private func accountPage(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let signed = try await signedIn(request)
+        let account = try Self.name(context, "account")
+        async let summaries = storage.suiteSummaries(account: account)
+        async let tokens = storage.tokens()
+        async let devices = storage.devices(account: account)
+        let (suites, allTokens, accountDevices) = try await (summaries, tokens, devices)
+        let now = Date()
+        let limits = configuration.limits
+        let accountTokens = allTokens.filter { $0.account == account }
+        let revokedTokens = Set(accountTokens.filter { !Self.isActive($0, now: now) }.map(\.id))
+        let message: String? = switch request.uri.queryParameters["done"] {
+        case "token-revoked": "The token was revoked: its next request is refused, and its event streams end."
+        case "device-revoked": "The device's token was revoked: its next sync is refused."
+        default: nil
+        }
+        let page = AccountPage(
+            page: chrome(account, signed, trail: [Link(text: "Overview", href: ConsolePaths.root)]),
+            account: account,
+            suites: suites.map { suite in
+                AccountPage.Suite(
+                    name: suite.name, href: ConsolePaths.suite(account, suite.name), keys: suite.keys, maxKeys: limits.maxKeysPerSuite,
+                    bytes: ConsoleFormat.bytes(suite.bytes), byteCount: suite.bytes, maxBytes: limits.maxBytesPerSuite,
+                    maxBytesText: ConsoleFormat.bytes(limits.maxBytesPerSuite), headRev: suite.headRev)
+            },
+            tokens: accountTokens.map { token in
+                AccountPage.Token(
+                    id: token.id, device: token.device, patterns: token.suitePatterns.joined(separator: ", "), readOnly: token.readOnly,
+                    created: TimeText(token.created), expires: token.expires.map(TimeText.init),
+                    revoked: token.revoked.map(TimeText.init) ?? (Self.isActive(token, now: now) ? nil : token.expires.map(TimeText.init)),
+                    revokeHref: ConsolePaths.account(account) + "/tokens/\(ConsolePaths.segment(token.id))/revoke")
+            },
+            devices: accountDevices.map { device in
+                AccountPage.Device(
+                    id: device.id, name: device.name ?? "unnamed", deviceID: "\(device.deviceID)", tokenID: device.tokenID,
+                    firstSeen: TimeText(milliseconds: device.firstSeen), lastSeen: TimeText(milliseconds: device.lastSeen),
+                    lastPush: device.lastPush.map { TimeText(milliseconds: $0) }, suites: device.suites.joined(separator: ", "),
+                    revoked: revokedTokens.contains(device.tokenID),
+                    revokeHref: ConsolePaths.account(account) + "/devices/\(ConsolePaths.segment(device.id))/revoke")
+            },
+            newToken: newTokens.take(session: signed.cookie, account: account), message: message,
+            createHref: ConsolePaths.account(account) + "/tokens")
+        return ConsolePage.html(ConsoleTemplates.render(page, "account"))
+    }
+
+    private func suitePage(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let signed = try await signedIn(request)
+        let account = try Self.name(context, "account"), suite = try Self.name(context, "suite")
+        let filter = request.uri.queryParameters["key"].map(String.init) ?? ""
+        let devices = try await storage.devices(account: account)
+        var keys: [SuitePage.Key] = [], total = 0, truncated = false, head: UInt64 = 0
+        var after: String?
+        repeat {
+            let page = try await storage.snapshot(account: account, suite: suite, after: after, limit: configuration.maxPageSize)
+            head = max(head, page.headRev)
+            for entry in page.entries {
+                total += 1
+                guard filter.isEmpty || entry.key.localizedCaseInsensitiveContains(filter) else { continue }
+                guard keys.count < Self.keysShown else {
+                    truncated = true
+                    continue
+                }
+                keys.append(SuitePage.Key(
+                    key: entry.key, historyHref: ConsolePaths.history(account, suite, key: entry.key), value: ConsoleFormat.value(of: entry),
+                    deleted: entry.isDeleted, writer: ConsoleFormat.writer(origin: entry.origin, devices: devices),
+                    written: TimeText(milliseconds: entry.hlc.milliseconds), rev: entry.rev ?? 0))
+            }
+            after = page.next
+        } while after != nil
+        let accountLink = Link(text: account, href: ConsolePaths.account(account))
+        let page = SuitePage(
+            page: chrome(suite, signed, trail: [Link(text: "Overview", href: ConsolePaths.root), accountLink]),
+            account: account, suite: suite, href: ConsolePaths.suite(account, suite), filter: filter, keys: keys, shown: keys.count,
+            total: total, truncated: truncated, tailHref: ConsolePaths.tail(account, suite), headRev: head)
+        return ConsolePage.html(ConsoleTemplates.render(page, "suite"))
+    }
+
+    private func historyPage(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let signed = try await signedIn(request)
+        let account = try Self.name(context, "account"), suite = try Self.name(context, "suite")
+        guard let key = request.uri.queryParameters["key"].map(String.init), !key.isEmpty else {
+            throw ConsoleError(.badRequest, "Which key? The history page needs ?key=.")
+        }
+        async let versions = storage.history(account: account, suite: suite, key: key)
+        async let devices = storage.devices(account: account)
+        let (kept, known) = try await (versions, devices)
+        let page = HistoryPage(
+            page: chrome(key, signed, trail: [
+                Link(text: "Overview", href: ConsolePaths.root), Link(text: account, href: ConsolePaths.account(account)),
+                Link(text: suite, href: ConsolePaths.suite(account, suite)),
+            ]),
+            account: account, suite: suite, key: key,
+            versions: try kept.map { version in
+                let entry = try version.entry.syncEntry()
+                return HistoryPage.Version(
+                    value: ConsoleFormat.value(of: entry), deleted: entry.isDeleted, writer: ConsoleFormat.writer(origin: entry.origin, devices: known),
+                    written: TimeText(milliseconds: entry.hlc.milliseconds), received: TimeText(milliseconds: version.receivedMilliseconds),
+                    rev: entry.rev ?? 0)
+            },
+            suiteHref: ConsolePaths.suite(account, suite))
+        return ConsolePage.html(ConsoleTemplates.render(page, "history"))
+    }
+
+    // MARK: Forms
+
+    private func createToken(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let signed = try await signedIn(request)
+        let account = try Self.name(context, "account")
+        let form = try await checkForm(request, signed, as: CreateTokenForm.self)
+        let device = (form.device ?? "").trimmingCharacters(in: .whitespaces)
+        if !device.isEmpty, let problem = Names.problem(with: device, kind: "device") { throw ConsoleError(.unprocessableContent, problem) }
+        let patterns = (form.suites ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !patterns.isEmpty else { throw ConsoleError(.unprocessableContent, "A token needs at least one suite pattern ('*' for every suite).") }
+        let made = Tokens.make(account: account, suitePatterns: patterns, readOnly: form.readOnly == "on",
+                               device: device.isEmpty ? nil : device, expires: nil)
+        try await storage.createToken(made.stored)
+        context.logger.info("console created a token", metadata: [
+            "operator": "\(signed.session.operatorName)", "account": "\(account)", "token": "\(made.stored.id)",
+        ])
+        newTokens.put(made.token, session: signed.cookie, account: account)
+        throw ConsoleRedirect(location: ConsolePaths.account(account))
+    }
+
+    private func revokeToken(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let signed = try await signedIn(request)
+        let account = try Self.name(context, "account"), id = try Self.name(context, "token")
+        try await checkForm(request, signed, as: CSRFForm.self)
+        guard try await storage.tokens().contains(where: { $0.id == id && $0.account == account }) else {
+            throw ConsoleError(.notFound, "The account \(account) has no token \(id).")
+        }
+        try await storage.revokeToken(id: id, at: Date())
+        context.logger.info("console revoked a token", metadata: ["operator": "\(signed.session.operatorName)", "token": "\(id)"])
+        throw ConsoleRedirect(location: ConsolePaths.account(account) + "?done=token-revoked")
+    }
+
+    private func revokeDevice(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let signed = try await signedIn(request)
+        let account = try Self.name(context, "account"), id = try Self.name(context, "device")
+        try await checkForm(request, signed, as: CSRFForm.self)
+        let matching = try await storage.devices(account: account).filter { $0.id == id }
+        guard let device = matching.first else { throw ConsoleError(.notFound, "The account \(account) has no device \(id).") }
+        // Ids are 48 bits of a digest: two devices could share one; then neither is revoked here.
+        guard matching.count == 1 else {
+            throw ConsoleError(.conflict, "\(matching.count) devices have the id \(id): revoke one of their tokens instead.")
+        }
+        try await storage.revokeToken(id: device.tokenID, at: Date())
+        context.logger.info("console revoked a device", metadata: [
+            "operator": "\(signed.session.operatorName)", "device": "\(id)", "token": "\(device.tokenID)",
+        ])
+        throw ConsoleRedirect(location: ConsolePaths.account(account) + "?done=device-revoked")
+    }
+
+    /// The form, if it carries the session's form token; `ConsoleError.crossSite` otherwise.
+    @discardableResult
+    private func checkForm<Form: Decodable & CSRFCarrying>(_ request: Request, _ signed: SignedIn, as type: Form.Type) async throws -> Form {
+        let form = try await Self.form(request, as: type)
+        guard let token = form.csrf, ConsoleSessions.same(token, signed.session.csrf) else { throw ConsoleError.crossSite }
+        return form
+    }
+
+    private static func form<Form: Decodable>(_ request: Request, as type: Form.Type) async throws -> Form {
+        var request = request
+        let body = try await request.collectBody(upTo: 64 * 1024)
+        do {
+            return try URLEncodedFormDecoder().decode(type, from: String(buffer: body))
+        } catch {
+            throw ConsoleError(.badRequest, "The form could not be read: send it from the console's page.")
+        }
+    }
+
+    // MARK: Live tail
+
+    /// `…/suites/{suite}/tail`: the suite's changes from now on as Server-Sent Events (`change`,
+    /// data: the row as JSON), a heartbeat comment after each quiet `eventHeartbeat`, and `end`
+    /// when the session ends. Graceful shutdown ends it too.
+    private func tail(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let signed = try await signedIn(request)
+        let account = try Self.name(context, "account"), suite = try Self.name(context, "suite")
+        let start = try await storage.headRevision(account: account, suite: suite)
+        let storage = self.storage, sessions = self.sessions, heartbeat = configuration.eventHeartbeat
+        let pageSize = configuration.maxPageSize
+        let body = ResponseBody { writer in
+            var cursor = start
+            try await writer.write(ByteBuffer(string: "retry: 3000\n\n"))
+            while !Task.isCancelled {
+                let since = cursor
+                let turn = try await inChildTask { () async throws -> TailTurn in
+                    guard try await sessions.session(cookie: signed.cookie) != nil else {
+                        return TailTurn(text: ServerSentEvent(event: "end", data: "signed out").encoded, head: since, ends: true)
+                    }
+                    let page = try await storage.changes(account: account, suite: suite, since: since, limit: pageSize)
+                    guard !page.entries.isEmpty else { return TailTurn(text: "", head: page.lastRev, ends: false) }
+                    let devices = try await storage.devices(account: account)
+                    let encoder = JSONEncoder()
+                    var text = ""
+                    for entry in page.entries {
+                        let change = TailChange(
+                            key: entry.key, value: ConsoleFormat.value(of: entry), deleted: entry.isDeleted,
+                            writer: ConsoleFormat.writer(origin: entry.origin, devices: devices),
+                            written: TimeText(milliseconds: entry.hlc.milliseconds).text, rev: entry.rev ?? 0)
+                        text += ServerSentEvent(id: "\(entry.rev ?? 0)", event: "change",
+                                                data: String(decoding: try encoder.encode(change), as: UTF8.self)).encoded
+                    }
+                    return TailTurn(text: text, head: page.lastRev, ends: false, hasMore: page.hasMore)
+                }
+                if !turn.text.isEmpty { try await writer.write(ByteBuffer(string: turn.text)) }
+                if turn.ends { break }
+                cursor = turn.head
+                if turn.hasMore { continue }
+                let ended = await storage.waitForChangeUntilShutdown(account: account, suite: suite, after: cursor, timeout: heartbeat)
+                if ended || Task.isCancelled { break }
+                if try await storage.headRevision(account: account, suite: suite) <= cursor {
+                    try await writer.write(ByteBuffer(string: ServerSentEvent.comment("heartbeat")))
+                }
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-store"], body: body)
+    }
+
+    // MARK: Helpers
+
+    /// A path parameter, percent-decoded and checked as `Names` checks accounts, suites and devices.
+    private static func name(_ context: ServerRequestContext, _ parameter: String) throws -> String {
+        guard let name = (context.parameters.get(parameter) ?? "").removingPercentEncoding, !name.isEmpty else {
+            throw ConsoleError(.notFound, "That \(parameter) name is not valid percent-encoding.")
+        }
+        if parameter == "account" || parameter == "suite", let problem = Names.problem(with: name, kind: parameter) {
+            throw ConsoleError(.notFound, problem)
+        }
+        return name
+    }
+
+    private static func isActive(_ token: StoredToken, now: Date) -> Bool {
+        token.revoked == nil && (token.expires.map { $0 > now } ?? true)
+    }
+
+    private static func asset(_ text: String, type: String) -> Response {
+        Response(status: .ok, headers: [.contentType: type, .cacheControl: "no-cache"],
+                 body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// A request's signed-in session and the cookie that named it.
+struct SignedIn: Sendable {
+    var cookie: String
+    var session: StoredConsoleSession
+}
+
+/// A form that carries the console's form token.
+protocol CSRFCarrying {
+    var csrf: String? { get }
+}
+
+struct CSRFForm: Decodable, CSRFCarrying {
+    var csrf: String?
+}
+
+struct SignInForm: Decodable, CSRFCarrying {
+    var csrf: String?
+    var name: String?
+    var password: String?
+}
+
+struct CreateTokenForm: Decodable, CSRFCarrying {
+    var csrf: String?
+    var device: String?
+    var suites: String?
+    var readOnly: String?
+
+    enum CodingKeys: String, CodingKey {
+        case csrf, device, suites, readOnly = "read_only"
+    }
+}
+
+/// One row of the live tail, as its event's data.
+private struct TailChange: Encodable {
+    var key: String
+    var value: String
+    var deleted: Bool
+    var writer: String
+    var written: String
+    var rev: UInt64
+}
+
+/// What one turn of the tail writes, and where it leaves it.
+private struct TailTurn: Sendable {
+    var text: String
+    var head: UInt64
+    var ends: Bool
+    var hasMore = false
+}
+
+/// A token made in the console, held until its account page shows it once to the session that
+/// made it (at most 10 minutes; in this instance's memory only, never stored or logged).
+final class NewTokenNotes: Sendable {
+    private struct Note {
+        var token: String
+        var account: String
+        var until: ContinuousClock.Instant
+    }
+
+    private let notes = Mutex<[String: Note]>([:])
+
+    func put(_ token: String, session: String, account: String) {
+        let key = ConsoleSessions.hash(session)
+        notes.withLock { notes in
+            let now = ContinuousClock.now
+            notes = notes.filter { $0.value.until > now }
+            notes[key] = Note(token: token, account: account, until: now + .seconds(600))
+        }
+    }
+
+    /// The token made by `session` for `account`, once.
+    func take(session: String, account: String) -> String? {
+        let key = ConsoleSessions.hash(session)
+        return notes.withLock { notes in
+            guard let note = notes[key], note.account == account, note.until > .now else { return nil }
+            notes[key] = nil
+            return note.token
+        }
+    }
+}

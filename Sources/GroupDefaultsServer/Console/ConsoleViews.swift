@@ -1,0 +1,248 @@
+import Foundation
+import GroupDefaultsWire
+
+// What the console's templates show, as plain values: every string here is text, escaped by the
+// templates (`{{…}}`, never `{{{…}}}`), so a key or value holding markup is shown as markup.
+
+/// What every page's header and footer need.
+struct PageChrome {
+    var title: String
+    /// The signed-in operator, or nil on the sign-in page.
+    var operatorName: String?
+    /// The session's form token, or the sign-in form's.
+    var csrf: String
+    /// Breadcrumbs before the title: (text, href).
+    var trail: [Link] = []
+}
+
+/// A link: text and an href built by `ConsolePaths`.
+struct Link {
+    var text: String
+    var href: String
+}
+
+/// A time as `<time datetime="…">…</time>` shows it.
+struct TimeText {
+    /// ISO 8601 with milliseconds, UTC.
+    var iso: String
+    /// For people: "2026-11-25 17:40:12 UTC".
+    var text: String
+
+    init(milliseconds: UInt64) {
+        iso = TypedJSONDate.format(milliseconds: milliseconds)
+        let date = Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000)
+        text = Self.formatter.string(from: date) + " UTC"
+    }
+
+    init(_ date: Date) { self.init(milliseconds: UInt64(max(0, date.timeIntervalSince1970 * 1000))) }
+
+    private static var formatter: DateFormatter {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        return formatter
+    }
+}
+
+/// Paths of the console's pages, each name percent-encoded as one path segment.
+enum ConsolePaths {
+    static let root = "/console"
+    static let signIn = "/console/sign-in"
+    static let signOut = "/console/sign-out"
+
+    static func account(_ account: String) -> String { "/console/accounts/\(segment(account))" }
+    static func suite(_ account: String, _ suite: String) -> String { self.account(account) + "/suites/\(segment(suite))" }
+    static func history(_ account: String, _ suite: String, key: String) -> String {
+        self.suite(account, suite) + "/history?key=" + query(key)
+    }
+    static func tail(_ account: String, _ suite: String) -> String { self.suite(account, suite) + "/tail" }
+
+    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+    static func segment(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "" }
+    static func query(_ text: String) -> String { segment(text) }
+}
+
+/// How values and writers are shown.
+enum ConsoleFormat {
+    /// A value as pretty typed JSON (`{"string": "ring.caf"}`), "sealed, N bytes" for an
+    /// end-to-end encrypted entry, "deleted" for a tombstone.
+    static func value(of entry: SyncEntry) -> String {
+        if let sealed = entry.sealed { return "sealed, \(sealed.box.count) bytes" + (entry.isDeleted ? " (deleted)" : "") }
+        guard let value = entry.value else { return "deleted" }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "(a value that does not encode)"
+    }
+
+    /// The name of the device whose store has `origin`: its bound name, else "device <origin>".
+    static func writer(origin: UInt64, devices: [StoredDevice]) -> String {
+        let named = devices.filter { $0.deviceID == origin }.max { $0.lastSeen < $1.lastSeen }
+        return named?.name.map { "\($0) (\(origin))" } ?? "device \(origin)"
+    }
+
+    /// "1.2 KiB", "3 B".
+    static func bytes(_ count: Int) -> String {
+        if count < 1024 { return "\(count) B" }
+        if count < 1024 * 1024 { return String(format: "%.1f KiB", Double(count) / 1024) }
+        return String(format: "%.1f MiB", Double(count) / 1024 / 1024)
+    }
+}
+
+/// A small line chart drawn by the server as inline SVG (numbers only: nothing to escape).
+struct Chart {
+    var id: String
+    var label: String
+    /// The polyline's points in a 300 × 60 box.
+    var points: String
+    var maximum: Int
+    var latest: Int
+
+    init(id: String, label: String, values: [Int]) {
+        self.id = id
+        self.label = label
+        maximum = values.max() ?? 0
+        latest = values.last ?? 0
+        let scale = Double(max(maximum, 1))
+        let step = values.count > 1 ? 300.0 / Double(values.count - 1) : 0
+        points = values.enumerated().map { index, value in
+            let x = (Double(index) * step * 10).rounded() / 10
+            let y = (58 - Double(value) / scale * 54).rounded()
+            return "\(x),\(Int(y))"
+        }.joined(separator: " ")
+    }
+}
+
+// MARK: Pages
+
+struct SignInPage {
+    var page: PageChrome
+    var name: String
+    var error: String?
+}
+
+struct ErrorPage {
+    var page: PageChrome
+    var status: Int
+    var message: String
+}
+
+struct OverviewPage {
+    struct Account {
+        var name: String
+        var href: String
+        var suites: Int
+        var keys: Int
+        var bytes: String
+        var devicesToday: Int
+        var activeTokens: Int
+    }
+
+    struct Health {
+        var backend: String
+        var checks: [StorageHealth.Check]
+        var ok: Bool
+    }
+
+    var page: PageChrome
+    var accounts: [Account]
+    var accountCount: Int
+    var suites: Int
+    var keys: Int
+    var bytes: String
+    var devicesToday: Int
+    var openStreams: Int
+    var health: Health
+    var pushesChart: Chart
+    var streamsChart: Chart
+}
+
+struct AccountPage {
+    struct Suite {
+        var name: String
+        var href: String
+        var keys: Int
+        var maxKeys: Int
+        var bytes: String
+        var byteCount: Int
+        var maxBytes: Int
+        var maxBytesText: String
+        var headRev: UInt64
+    }
+
+    struct Token {
+        var id: String
+        var device: String?
+        var patterns: String
+        var readOnly: Bool
+        var created: TimeText
+        var expires: TimeText?
+        var revoked: TimeText?
+        var revokeHref: String
+    }
+
+    struct Device {
+        var id: String
+        var name: String
+        var deviceID: String
+        var tokenID: String
+        var firstSeen: TimeText
+        var lastSeen: TimeText
+        var lastPush: TimeText?
+        var suites: String
+        var revoked: Bool
+        var revokeHref: String
+    }
+
+    var page: PageChrome
+    var account: String
+    var suites: [Suite]
+    var tokens: [Token]
+    var devices: [Device]
+    var newToken: String?
+    var message: String?
+    var createHref: String
+}
+
+struct SuitePage {
+    struct Key {
+        var key: String
+        var historyHref: String
+        var value: String
+        var deleted: Bool
+        var writer: String
+        var written: TimeText
+        var rev: UInt64
+    }
+
+    var page: PageChrome
+    var account: String
+    var suite: String
+    var href: String
+    var filter: String
+    var keys: [Key]
+    var shown: Int
+    var total: Int
+    var truncated: Bool
+    var tailHref: String
+    var headRev: UInt64
+}
+
+struct HistoryPage {
+    struct Version {
+        var value: String
+        var deleted: Bool
+        var writer: String
+        var written: TimeText
+        var received: TimeText
+        var rev: UInt64
+    }
+
+    var page: PageChrome
+    var account: String
+    var suite: String
+    var key: String
+    var versions: [Version]
+    var suiteHref: String
+}

@@ -1,0 +1,90 @@
+import Logging
+import PostgresNIO
+
+// The console's view (suites of every account, health) and its records (operators, sessions).
+extension PostgresSyncStorage {
+    package func suiteSummaries(account: String?) async throws -> [SuiteSummary] {
+        try await bounded("listing suites") { storage in
+            let rows = try await storage.client.query("""
+                SELECT account, suite, head_rev, key_count, byte_count FROM suites
+                WHERE head_rev > 0 AND (\(account)::text IS NULL OR account = \(account))
+                ORDER BY account COLLATE "C", suite
+                """, logger: storage.logger)
+            var summaries: [SuiteSummary] = []
+            for try await (account, name, head, keys, bytes) in rows.decode((String, String, Int64, Int64, Int64).self) {
+                summaries.append(SuiteSummary(account: account, name: name, headRev: UInt64(head), keys: Int(keys), bytes: Int(bytes)))
+            }
+            return summaries
+        }
+    }
+
+    package func health() async -> StorageHealth {
+        let database = "\(configuration.host):\(configuration.port)"
+        var checks: [StorageHealth.Check] = []
+        do {
+            try await bounded("reaching the database") { storage in
+                try await storage.client.query("SELECT 1", logger: storage.logger)
+            }
+            checks.append(.init(name: "database", ok: true, detail: "PostgreSQL at \(database) answers"))
+        } catch {
+            checks.append(.init(name: "database", ok: false, detail: "PostgreSQL at \(database): \(error)"))
+        }
+        let listening = listener.tokenGeneration != nil
+        checks.append(.init(name: "listening connection", ok: listening,
+                            detail: listening ? "up: changes pushed on other instances wake this one"
+                                : "down: reconnecting; other instances' changes are seen when it is back"))
+        return StorageHealth(backend: "PostgreSQL", checks: checks)
+    }
+
+    package func consoleRecord(_ kind: ConsoleRecordKind, name: String) async throws -> [UInt8]? {
+        try await bounded("reading a console record") { storage in
+            let rows = try await storage.client.query(
+                "SELECT value FROM console_records WHERE kind = \(kind.rawValue) AND name = \(name)", logger: storage.logger)
+            for try await value in rows.decode([UInt8].self) { return value }
+            return nil
+        }
+    }
+
+    package func consoleRecords(_ kind: ConsoleRecordKind) async throws -> [(name: String, value: [UInt8])] {
+        let rows = try await bounded("listing console records") { storage in
+            let rows = try await storage.client.query(
+                "SELECT name, value FROM console_records WHERE kind = \(kind.rawValue) ORDER BY name COLLATE \"C\"",
+                logger: storage.logger)
+            var records: [ConsoleRecordRow] = []
+            for try await (name, value) in rows.decode((String, [UInt8]).self) { records.append(ConsoleRecordRow(name: name, value: value)) }
+            return records
+        }
+        return rows.map { ($0.name, $0.value) }
+    }
+
+    package func putConsoleRecord(_ kind: ConsoleRecordKind, name: String, value: [UInt8], onlyIfNew: Bool) async throws -> Bool {
+        try await bounded("storing a console record") { storage in
+            let rows = try await storage.client.query(onlyIfNew
+                ? """
+                    INSERT INTO console_records (kind, name, value) VALUES (\(kind.rawValue), \(name), \(value))
+                    ON CONFLICT (kind, name) DO NOTHING RETURNING 1
+                    """
+                : """
+                    INSERT INTO console_records (kind, name, value) VALUES (\(kind.rawValue), \(name), \(value))
+                    ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value RETURNING 1
+                    """, logger: storage.logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
+    package func deleteConsoleRecord(_ kind: ConsoleRecordKind, name: String) async throws -> Bool {
+        try await bounded("removing a console record") { storage in
+            let rows = try await storage.client.query(
+                "DELETE FROM console_records WHERE kind = \(kind.rawValue) AND name = \(name) RETURNING 1", logger: storage.logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+}
+
+/// A console record as read (a tuple is not `Sendable`).
+private struct ConsoleRecordRow: Sendable {
+    var name: String
+    var value: [UInt8]
+}

@@ -1,0 +1,119 @@
+import ArgumentParser
+import CommandLineSupport
+import Foundation
+import GroupDefaultsServer
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `groupdefaults-server admin create|list|remove`: the operators who sign in to the console at
+/// `/console`, on the same storage a running server uses. Operators are not accounts: their
+/// passwords (kept as bcrypt hashes) open the console only, and sync tokens never open it.
+struct AdminCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "admin", abstract: "Manage the operators who sign in to the console (/console).",
+        subcommands: [Create.self, List.self, Remove.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add an operator; the password is read from the terminal (twice, not shown) or from the first line of stdin.",
+            discussion: "The password needs at least 8 characters; only its bcrypt hash is stored.")
+
+        @OptionGroup var storage: StorageOptions
+        @Option(help: "The operator's name: letters, digits, '.', '_', '-' and '@'.") var name: String
+
+        func run() async throws {
+            try await reportingFailure {
+                if let problem = Operators.problem(withName: name) { throw CommandFailure(problem) }
+                let password = try PasswordInput.read()
+                let store = try await storage.openStorage()
+                do {
+                    try await Operators(storage: store).create(name: name, password: password)
+                    try await store.shutdown()
+                } catch let error as ConsoleRecordError {
+                    try? await store.shutdown()
+                    throw CommandFailure(error.description)
+                } catch {
+                    try? await store.shutdown()
+                    throw error
+                }
+                print("created operator \(name): sign in at /console")
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the operators: name and when each was created.")
+
+        @OptionGroup var storage: StorageOptions
+
+        func run() async throws {
+            try await reportingFailure {
+                let store = try await storage.openStorage()
+                let operators = try await Operators(storage: store).list()
+                try await store.shutdown()
+                let dates = ISO8601DateFormatter()
+                for found in operators { print("\(found.name)\tcreated \(dates.string(from: found.created))") }
+            }
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove an operator and end their console sessions.")
+
+        @OptionGroup var storage: StorageOptions
+        @Argument(help: "The operator's name (from `admin list`).") var name: String
+
+        func run() async throws {
+            try await reportingFailure {
+                let store = try await storage.openStorage()
+                do {
+                    try await Operators(storage: store).remove(name: name)
+                    try await store.shutdown()
+                } catch let error as ConsoleRecordError {
+                    try? await store.shutdown()
+                    throw CommandFailure(error.description)
+                } catch {
+                    try? await store.shutdown()
+                    throw error
+                }
+                print("removed operator \(name)")
+            }
+        }
+    }
+}
+
+/// A password from the terminal (asked twice, echo off) or from stdin's first line.
+enum PasswordInput {
+    static func read() throws -> String {
+        guard isatty(STDIN_FILENO) == 1 else {
+            guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+                throw CommandFailure("no password on stdin (give it as the first line)")
+            }
+            return line
+        }
+        let first = try ask("Password: ")
+        let second = try ask("Again: ")
+        guard first == second else { throw CommandFailure("the two passwords differ") }
+        return first
+    }
+
+    /// Prompts on stderr and reads a line from the terminal with echo off (restored after, even on failure).
+    private static func ask(_ prompt: String) throws -> String {
+        FileHandle.standardError.write(Data(prompt.utf8))
+        var saved = termios()
+        guard tcgetattr(STDIN_FILENO, &saved) == 0 else { throw CommandFailure("cannot read the terminal's settings") }
+        var quiet = saved
+        quiet.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
+        defer {
+            tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved)
+            FileHandle.standardError.write(Data("\n".utf8))
+        }
+        guard let line = readLine(strippingNewline: true), !line.isEmpty else { throw CommandFailure("no password given") }
+        return line
+    }
+}
