@@ -123,7 +123,7 @@ package struct ConsoleSessions: Sendable {
     }
 
     /// Starts a session for `operatorName`; returns the cookie's value. Expired sessions are dropped.
-    func start(operatorName: String, now: Date = Date()) async throws -> (cookie: String, session: StoredConsoleSession) {
+    package func start(operatorName: String, now: Date = Date()) async throws -> (cookie: String, session: StoredConsoleSession) {
         let cookie = Self.randomToken()
         let session = StoredConsoleSession(
             operatorName: operatorName, created: now, expires: now.addingTimeInterval(TimeInterval(lifetime.components.seconds)),
@@ -138,7 +138,7 @@ package struct ConsoleSessions: Sendable {
     }
 
     /// The session of `cookie`, if it exists, has not expired and its operator still exists.
-    func session(cookie: String, now: Date = Date()) async throws -> StoredConsoleSession? {
+    package func session(cookie: String, now: Date = Date()) async throws -> StoredConsoleSession? {
         guard let bytes = try await storage.consoleRecord(.session, name: Self.hash(cookie)),
               let session = try? JSONDecoder().decode(StoredConsoleSession.self, from: Data(bytes)),
               session.expires > now,
@@ -148,7 +148,7 @@ package struct ConsoleSessions: Sendable {
     }
 
     /// Ends the session of `cookie` (sign-out).
-    func end(cookie: String) async throws {
+    package func end(cookie: String) async throws {
         _ = try await storage.deleteConsoleRecord(.session, name: Self.hash(cookie))
     }
 

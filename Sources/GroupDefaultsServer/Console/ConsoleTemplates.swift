@@ -4,7 +4,7 @@ import Mustache
 /// nothing is read from disk at run time. Every value is written with `{{…}}`, which escapes it
 /// for HTML (`<`, `>`, `&`, `"`, `'`); no template uses `{{{…}}}` or `{{&…}}`, so no key, value or
 /// name can add markup (a test reads the templates to keep it so).
-enum ConsoleTemplates {
+package enum ConsoleTemplates {
     static let library: MustacheLibrary = {
         var library = MustacheLibrary()
         for (name, text) in sources {
@@ -20,7 +20,8 @@ enum ConsoleTemplates {
         return html
     }
 
-    static let sources: [String: String] = [
+    /// Every template's text, by name (the tests read them).
+    package static let sources: [String: String] = [
         "header": header, "footer": footer, "sign-in": signIn, "error": error, "overview": overview, "account": account,
         "suite": suite, "history": history,
     ]

@@ -1,4 +1,5 @@
 import Logging
+import NIOCore
 import PostgresNIO
 
 // The console's view (suites of every account, health) and its records (operators, sessions).
@@ -40,7 +41,7 @@ extension PostgresSyncStorage {
         try await bounded("reading a console record") { storage in
             let rows = try await storage.client.query(
                 "SELECT value FROM console_records WHERE kind = \(kind.rawValue) AND name = \(name)", logger: storage.logger)
-            for try await value in rows.decode([UInt8].self) { return value }
+            for try await value in rows.decode(ByteBuffer.self) { return Array(buffer: value) }
             return nil
         }
     }
@@ -51,7 +52,9 @@ extension PostgresSyncStorage {
                 "SELECT name, value FROM console_records WHERE kind = \(kind.rawValue) ORDER BY name COLLATE \"C\"",
                 logger: storage.logger)
             var records: [ConsoleRecordRow] = []
-            for try await (name, value) in rows.decode((String, [UInt8]).self) { records.append(ConsoleRecordRow(name: name, value: value)) }
+            for try await (name, value) in rows.decode((String, ByteBuffer).self) {
+                records.append(ConsoleRecordRow(name: name, value: Array(buffer: value)))
+            }
             return records
         }
         return rows.map { ($0.name, $0.value) }
@@ -61,11 +64,11 @@ extension PostgresSyncStorage {
         try await bounded("storing a console record") { storage in
             let rows = try await storage.client.query(onlyIfNew
                 ? """
-                    INSERT INTO console_records (kind, name, value) VALUES (\(kind.rawValue), \(name), \(value))
+                    INSERT INTO console_records (kind, name, value) VALUES (\(kind.rawValue), \(name), \(ByteBuffer(bytes: value)))
                     ON CONFLICT (kind, name) DO NOTHING RETURNING 1
                     """
                 : """
-                    INSERT INTO console_records (kind, name, value) VALUES (\(kind.rawValue), \(name), \(value))
+                    INSERT INTO console_records (kind, name, value) VALUES (\(kind.rawValue), \(name), \(ByteBuffer(bytes: value)))
                     ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value RETURNING 1
                     """, logger: storage.logger)
             for try await _ in rows { return true }

@@ -1,0 +1,366 @@
+import Foundation
+import GroupDefaultsServer
+import GroupDefaultsWire
+import Hummingbird
+import HummingbirdTesting
+import TestSupport
+import Testing
+
+/// The console in-process: what its answers are (statuses, redirects, cookies, headers), what it
+/// refuses (no session, no form token, another origin, too many failed sign-ins, a sync token),
+/// and that whatever a key or value holds is shown as text. Its behaviour in a real browser is
+/// `Tools/console-test`'s.
+@Suite("Console")
+struct ConsoleTests {
+    /// bcrypt's lowest cost: these tests check the console, not bcrypt's work factor.
+    static let password = "correct horse battery"
+
+    /// A fixture with operator `ops`, and a client signed in as them when `signIn` is called.
+    static func withConsole(
+        _ configure: (inout ServerConfiguration) -> Void = { _ in },
+        _ body: @escaping @Sendable (Fixture, any TestClientProtocol) async throws -> Void
+    ) async throws {
+        var fixture = try Fixture()
+        configure(&fixture.configuration)
+        try await Operators(storage: fixture.storage, cost: 4).create(name: "ops", password: password)
+        let captured = fixture
+        try await fixture.test { client in try await body(captured, client) }
+    }
+
+    @Test("every page but sign-in redirects to it without a session; every answer has the security headers")
+    func pagesNeedASession() async throws {
+        try await Self.withConsole { fixture, client in
+            let token = try await fixture.token()
+            for path in ["/console", "/console/accounts/alice", "/console/accounts/alice/suites/s",
+                         "/console/accounts/alice/suites/s/history?key=k", "/console/accounts/alice/suites/s/tail"] {
+                // A sync token is not a sign-in.
+                let response = try await client.execute(uri: path, method: .get, headers: API.auth(token))
+                #expect(response.status == .seeOther, "\(path)")
+                #expect(response.headers[.location] == "/console/sign-in", "\(path)")
+                Self.expectSecurityHeaders(response)
+            }
+            let signIn = try await client.execute(uri: "/console/sign-in", method: .get)
+            #expect(signIn.status == .ok)
+            Self.expectSecurityHeaders(signIn)
+            for asset in ["/console/assets/console.css", "/console/assets/console.js"] {
+                let response = try await client.execute(uri: asset, method: .get)
+                #expect(response.status == .ok)
+                Self.expectSecurityHeaders(response)
+            }
+        }
+    }
+
+    @Test("sign-in: a wrong password is 401, a form without its cookie's token 403, the right one a session cookie")
+    func signIn() async throws {
+        try await Self.withConsole { _, client in
+            var session = ConsoleSession(client: client)
+            let wrong = try await session.signIn(password: "not the password")
+            #expect(wrong.status == .unauthorized)
+            #expect(String(buffer: wrong.body).contains("Wrong name or password."))
+            let unknown = try await session.signIn(name: "nobody")
+            #expect(unknown.status == .unauthorized)
+
+            // The sign-in form's token must match the cookie set with the form.
+            let form = try await client.execute(uri: "/console/sign-in", method: .get)
+            let forged = try await client.execute(
+                uri: "/console/sign-in", method: .post, headers: [.contentType: "application/x-www-form-urlencoded"],
+                body: ConsoleSession.form(["csrf": "forged", "name": "ops", "password": Self.password]))
+            #expect(forged.status == .forbidden)
+            #expect(Self.cookies(form)["gd_console_signin"] != nil)
+
+            let right = try await session.signIn()
+            #expect(right.status == .seeOther)
+            #expect(right.headers[.location] == "/console")
+            let cookie = try #require(right.headers[values: .setCookie].first { $0.hasPrefix("gd_console=") })
+            for attribute in ["HttpOnly", "SameSite=Strict", "Path=/console", "Max-Age=43200"] {
+                #expect(cookie.contains(attribute), "\(cookie)")
+            }
+            #expect(!cookie.contains("Secure"))  // plain HTTP here; under TLS it is Secure
+            let overview = try await session.get("/console")
+            #expect(overview.status == .ok)
+            #expect(String(buffer: overview.body).contains("signed in as <strong>ops</strong>"))
+        }
+    }
+
+    @Test("a session cookie does not reach the sync API, and sign-out ends the session")
+    func sessionsStayInTheConsole() async throws {
+        try await Self.withConsole { _, client in
+            var session = ConsoleSession(client: client)
+            _ = try await session.signIn()
+            let api = try await client.execute(uri: "/v1/suites", method: .get, headers: [.cookie: session.cookieHeader])
+            #expect(api.status == .unauthorized)
+            let out = try await session.post("/console/sign-out", [:])
+            #expect(out.status == .seeOther)
+            #expect(out.headers[.location] == "/console/sign-in")
+            #expect(try await session.get("/console").status == .seeOther)
+        }
+    }
+
+    @Test("a session ends when its lifetime does")
+    func sessionExpiry() async throws {
+        try await Self.withConsole({ $0.console.sessionLifetime = .zero }) { _, client in
+            var session = ConsoleSession(client: client)
+            #expect(try await session.signIn().status == .seeOther)
+            let page = try await session.get("/console")
+            #expect(page.status == .seeOther)
+            #expect(page.headers[.location] == "/console/sign-in")
+        }
+    }
+
+    @Test("failed sign-ins are limited: beyond the limit even the right password is 429 with Retry-After")
+    func signInThrottle() async throws {
+        try await Self.withConsole({ $0.console.signInFailures = 3 }) { _, client in
+            var session = ConsoleSession(client: client)
+            for _ in 0..<3 { #expect(try await session.signIn(password: "wrong password").status == .unauthorized) }
+            let refused = try await session.signIn()
+            #expect(refused.status == .tooManyRequests)
+            #expect(Int(refused.headers[.retryAfter] ?? "") ?? 0 > 0)
+            #expect(String(buffer: refused.body).contains("Too many failed sign-ins"))
+        }
+    }
+
+    @Test("a form without the session's token, or from another origin, is refused and changes nothing")
+    func csrf() async throws {
+        try await Self.withConsole { fixture, client in
+            var session = ConsoleSession(client: client)
+            _ = try await session.signIn()
+            let before = try await fixture.storage.tokens().count
+            let path = "/console/accounts/alice/tokens"
+            let missing = try await session.post(path, ["suites": "*"], csrf: .none)
+            #expect(missing.status == .forbidden)
+            #expect(String(buffer: missing.body).contains("did not come from this console"))
+            #expect(try await session.post(path, ["suites": "*"], csrf: .value("forged")).status == .forbidden)
+            let crossSite = try await session.post(path, ["suites": "*"], headers: [.origin: "http://evil.example"])
+            #expect(crossSite.status == .forbidden)
+            let fetchSite = try await session.post(path, ["suites": "*"], headers: [.init("Sec-Fetch-Site")!: "cross-site"])
+            #expect(fetchSite.status == .forbidden)
+            #expect(try await fixture.storage.tokens().count == before)
+
+            // The same form with its token makes the token, shown once on the account page.
+            let made = try await session.post(path, ["suites": "group.*", "device": "ana-phone"])
+            #expect(made.status == .seeOther)
+            #expect(made.headers[.location] == "/console/accounts/alice")
+            let stored = try #require(try await fixture.storage.tokens().last)
+            #expect(stored.account == "alice" && stored.device == "ana-phone" && stored.suitePatterns == ["group.*"])
+            let shown = String(buffer: try await session.get("/console/accounts/alice").body)
+            let token = try #require(shown.firstMatch(of: #/<code id="new-token">(gdt_[A-Za-z0-9_-]+)</code>/#)?.output.1)
+            #expect(Tokens.hash(String(token)) == stored.hash)
+            #expect(!String(buffer: try await session.get("/console/accounts/alice").body).contains("new-token"))
+        }
+    }
+
+    @Test("keys, values, account and device names holding markup are shown as text on every page")
+    func escaping() async throws {
+        try await Self.withConsole { fixture, client in
+            let key = "<img src=x onerror=alert(1)>", value = "<script>alert(2)</script>"
+            let account = "ana<b>\"x\"'"
+            let token = try await fixture.token(account: account, device: "<i>phone</i>")
+            let push = try await client.execute(
+                uri: "/v1/suites/s/push", method: .post, headers: Self.device(9, token),
+                body: try API.push(device: 9, [API.set(key, value)]))
+            #expect(push.status == .ok)
+            var session = ConsoleSession(client: client)
+            _ = try await session.signIn()
+            let accountPath = "/console/accounts/" + Self.segment(account)
+            let suitePath = accountPath + "/suites/s"
+            for path in ["/console", accountPath, suitePath, suitePath + "/history?key=" + Self.segment(key)] {
+                let response = try await session.get(path)
+                #expect(response.status == .ok, "\(path)")
+                let html = String(buffer: response.body)
+                for raw in [key, value, "<b>", "<i>"] { #expect(!html.contains(raw), "\(path) shows \(raw) as markup") }
+                #expect(!html.contains("\"x\"'"), "\(path)")
+            }
+            let suite = String(buffer: try await session.get(suitePath).body)
+            #expect(suite.contains("&lt;img src=x onerror=alert(1)&gt;"))
+            #expect(suite.contains("&lt;script&gt;alert(2)&lt;/script&gt;"))
+        }
+    }
+
+    @Test("no template writes a value unescaped")
+    func templatesEscape() {
+        for (name, text) in ConsoleTemplates.sources {
+            #expect(!text.contains("{{{") && !text.contains("{{&"), "template \(name)")
+        }
+    }
+
+    @Test("revoking a device or a token in the console revokes its token in storage")
+    func revoking() async throws {
+        try await Self.withConsole { fixture, client in
+            let token = try await fixture.token(device: "tablet")
+            let pulled = try await client.execute(
+                uri: "/v1/suites/s/snapshot", method: .get, headers: Self.device(5, token))
+            #expect(pulled.status == .ok)
+            let device = try await Self.eventually { try await fixture.storage.devices(account: "alice").first }
+            var session = ConsoleSession(client: client)
+            _ = try await session.signIn()
+            let revoked = try await session.post("/console/accounts/alice/devices/\(device.id)/revoke", [:])
+            #expect(revoked.status == .seeOther)
+            #expect(revoked.headers[.location] == "/console/accounts/alice?done=device-revoked")
+            #expect(try await fixture.storage.tokens().first { $0.id == device.tokenID }?.revoked != nil)
+            #expect(try await client.execute(uri: "/v1/suites", method: .get, headers: API.auth(token)).status == .unauthorized)
+            // Another account's device or token is not found under this one.
+            #expect(try await session.post("/console/accounts/bob/devices/\(device.id)/revoke", [:]).status == .notFound)
+            #expect(try await session.post("/console/accounts/bob/tokens/\(device.tokenID)/revoke", [:]).status == .notFound)
+        }
+    }
+
+    @Test("console records keep operators and sessions alike on both backends", arguments: StorageBackend.allCases)
+    func consoleRecords(backend: StorageBackend) async throws {
+        try await backend.withStorage { storage in
+            let operators = Operators(storage: storage, cost: 4)
+            try await operators.create(name: "ops", password: Self.password)
+            await #expect(throws: ConsoleRecordError.self) { try await operators.create(name: "ops", password: "another password") }
+            await #expect(throws: ConsoleRecordError.self) { try await operators.create(name: "short", password: "1234567") }
+            await #expect(throws: ConsoleRecordError.self) { try await operators.create(name: "bad name", password: Self.password) }
+            #expect(try await operators.list().map(\.name) == ["ops"])
+            #expect(try await operators.verify(name: "ops", password: Self.password)?.name == "ops")
+            #expect(try await operators.verify(name: "ops", password: "wrong password") == nil)
+            #expect(try await operators.verify(name: "nobody", password: Self.password) == nil)
+            // The stored record holds a bcrypt hash, not the password.
+            let record = try #require(try await storage.consoleRecord(.operator, name: "ops"))
+            #expect(!String(decoding: record, as: UTF8.self).contains(Self.password))
+
+            let sessions = ConsoleSessions(storage: storage, lifetime: .seconds(60))
+            let now = Date()
+            let started = try await sessions.start(operatorName: "ops", now: now)
+            #expect(try await sessions.session(cookie: started.cookie, now: now)?.operatorName == "ops")
+            #expect(try await sessions.session(cookie: started.cookie, now: now.addingTimeInterval(61)) == nil)
+            #expect(try await sessions.session(cookie: "another", now: now) == nil)
+            // Only the cookie's hash is stored.
+            #expect(try await storage.consoleRecords(.session).allSatisfy { $0.name != started.cookie })
+            // Removing the operator ends their sessions.
+            try await operators.remove(name: "ops")
+            #expect(try await sessions.session(cookie: started.cookie, now: now) == nil)
+            #expect(try await storage.consoleRecords(.session).isEmpty)
+            await #expect(throws: ConsoleRecordError.self) { try await operators.remove(name: "ops") }
+
+            // The console's view of suites: every account's, with bytes.
+            _ = try await storage.push(account: "a", suite: "s", request: PushRequest(deviceID: 1, batchID: "b", ops: [
+                PushOp(key: "k", value: .string("v"), hlc: API.hlc()),
+            ]), quota: SuiteQuota(maxKeys: 10, maxBytes: 1000), serverTime: "0")
+            let summaries = try await storage.suiteSummaries(account: nil)
+            #expect(summaries.map(\.account) == ["a"] && summaries.first?.keys == 1 && (summaries.first?.bytes ?? 0) > 0)
+            #expect(try await storage.suiteSummaries(account: "b").isEmpty)
+            #expect(await storage.health().checks.allSatisfy(\.ok))
+        }
+    }
+
+    @Test("admin create reads the password from stdin; list, remove, and their refusals exit 1 with one line")
+    func adminCommand() async throws {
+        let directory = ServerTool.temporaryDirectory("gds-admin")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func admin(_ arguments: [String], stdin: String = "") throws -> ProcessResult {
+            try runProcess(ServerTool.executable, ["admin"] + arguments + ["--data-dir", directory], stdin: Data(stdin.utf8))
+        }
+        let created = try admin(["create", "--name", "ops"], stdin: Self.password + "\n")
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(try admin(["list"]).stdout.hasPrefix("ops\tcreated "))
+        let again = try admin(["create", "--name", "ops"], stdin: "another password\n")
+        #expect(again.status == 1 && again.stderr.contains("exists already"))
+        let short = try admin(["create", "--name", "new"], stdin: "short\n")
+        #expect(short.status == 1 && short.stderr.contains("at least 8"))
+        let empty = try admin(["create", "--name", "new"])
+        #expect(empty.status == 1 && empty.stderr.contains("no password"))
+        #expect(try admin(["remove", "ops"]).status == 0)
+        let gone = try admin(["remove", "ops"])
+        #expect(gone.status == 1 && gone.stderr.contains("no operator named ops"))
+        #expect(try admin(["list"]).stdout.isEmpty)
+    }
+
+    // MARK: Helpers
+
+    static func expectSecurityHeaders(_ response: TestResponse, sourceLocation: SourceLocation = #_sourceLocation) {
+        let policy = response.headers[.contentSecurityPolicy] ?? ""
+        #expect(policy.contains("default-src 'none'") && policy.contains("script-src 'self'") && policy.contains("frame-ancestors 'none'"),
+                sourceLocation: sourceLocation)
+        #expect(response.headers[.xContentTypeOptions] == "nosniff", sourceLocation: sourceLocation)
+    }
+
+    /// A sync request's headers: the token, and the device it names.
+    static func device(_ id: UInt64, _ token: String) -> HTTPFields {
+        var headers = API.auth(token)
+        headers[.init(DeviceHeader.name)!] = "\(id)"
+        return headers
+    }
+
+    static func cookies(_ response: TestResponse) -> [String: String] {
+        var cookies: [String: String] = [:]
+        for header in response.headers[values: .setCookie] {
+            let pair = header.split(separator: ";")[0].split(separator: "=", maxSplits: 1)
+            cookies[String(pair[0])] = pair.count > 1 ? String(pair[1]) : ""
+        }
+        return cookies
+    }
+
+    static func segment(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyz0123456789")) ?? ""
+    }
+
+    /// `read()`'s value once it is not nil (a device is recorded just after the request that saw it).
+    static func eventually<T: Sendable>(_ read: @escaping @Sendable () async throws -> T?) async throws -> T {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if let value = try await read() { return value }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw FixtureError("nothing came within 10 s")
+    }
+}
+
+/// A browser's part, by hand: the cookies the console set, and each form's token.
+struct ConsoleSession {
+    let client: any TestClientProtocol
+    var cookies: [String: String] = [:]
+    var csrf: String?
+
+    var cookieHeader: String { cookies.filter { !$0.value.isEmpty }.map { "\($0.key)=\($0.value)" }.joined(separator: "; ") }
+
+    /// Fetches the sign-in form (its token and cookie), then posts it.
+    mutating func signIn(name: String = "ops", password: String = ConsoleTests.password) async throws -> TestResponse {
+        let form = try await get("/console/sign-in")
+        let token = String(buffer: form.body).firstMatch(of: #/name="csrf" value="([^"]+)"/#).map { String($0.output.1) } ?? ""
+        let response = try await post("/console/sign-in", ["name": name, "password": password], csrf: .value(token))
+        if response.status == .seeOther {
+            let overview = try await get("/console")
+            csrf = String(buffer: overview.body).firstMatch(of: #/name="csrf" value="([^"]+)"/#).map { String($0.output.1) }
+        }
+        return response
+    }
+
+    mutating func get(_ path: String) async throws -> TestResponse {
+        let response = try await client.execute(uri: path, method: .get, headers: cookies.isEmpty ? [:] : [.cookie: cookieHeader])
+        keep(response)
+        return response
+    }
+
+    /// The form token a post carries.
+    enum FormToken {
+        case session, none, value(String)
+    }
+
+    /// Posts `fields` with the session's form token (or another, or none), as a same-origin form.
+    mutating func post(_ path: String, _ fields: [String: String], csrf: FormToken = .session, headers: HTTPFields = [:]) async throws -> TestResponse {
+        var fields = fields
+        switch csrf {
+        case .session: if let token = self.csrf { fields["csrf"] = token }
+        case .none: break
+        case .value(let token): fields["csrf"] = token
+        }
+        var all: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+        if !cookies.isEmpty { all[.cookie] = cookieHeader }
+        for field in headers { all.append(field) }
+        let response = try await client.execute(uri: path, method: .post, headers: all, body: Self.form(fields))
+        keep(response)
+        return response
+    }
+
+    private mutating func keep(_ response: TestResponse) {
+        for (name, value) in ConsoleTests.cookies(response) { cookies[name] = value }
+    }
+
+    static func form(_ fields: [String: String]) -> ByteBuffer {
+        let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
+        return ByteBuffer(string: fields.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }
+            .joined(separator: "&"))
+    }
+}
