@@ -69,6 +69,8 @@ struct ServeOptions: ParsableArguments {
     var requestHeadTimeout = 10
     @Option(help: "Seconds a kept-alive connection may stay quiet between requests before it is closed.")
     var idleTimeout = 120
+    @Option(help: "Serve the operator console at /console (operators: `admin create`): on or off.") var console = "on"
+    @Option(help: "How many hours a console sign-in lasts.") var consoleSessionHours = 12
 
     func validate() throws {
         guard maxWait >= 0 else { throw ValidationError("--max-wait must not be negative") }
@@ -84,6 +86,8 @@ struct ServeOptions: ParsableArguments {
         guard [maxStreamsPerToken, maxConnections, requestHeadTimeout, idleTimeout].allSatisfy({ $0 >= 1 }) else {
             throw ValidationError("--max-streams-per-token, --max-connections, --request-head-timeout and --idle-timeout must be at least 1")
         }
+        guard ["on", "off"].contains(console) else { throw ValidationError("--console must be on or off") }
+        guard (1...720).contains(consoleSessionHours) else { throw ValidationError("--console-session-hours must be 1 to 720") }
         guard rateLimit > 0, rateLimit.isFinite else { throw ValidationError("--rate-limit must be a positive number") }
         guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
     }
@@ -99,7 +103,7 @@ struct ServeOptions: ParsableArguments {
             ("max-bytes-per-suite", String(maxBytesPerSuite)), ("max-ops-per-batch", String(maxOpsPerBatch)),
             ("heartbeat", String(heartbeat)), ("history", String(history)), ("max-streams-per-token", String(maxStreamsPerToken)),
             ("max-connections", String(maxConnections)), ("request-head-timeout", String(requestHeadTimeout)),
-            ("idle-timeout", String(idleTimeout)),
+            ("idle-timeout", String(idleTimeout)), ("console", console), ("console-session-hours", String(consoleSessionHours)),
         ].filter { !$0.1.isEmpty }
     }
 
@@ -116,7 +120,8 @@ struct ServeOptions: ParsableArguments {
             eventHeartbeat: .seconds(heartbeat), tls: tls,
             rateLimit: RateLimit(requestsPerSecond: rateLimit, burst: 2 * rateLimit), historyDepth: history,
             connections: ConnectionLimits(maxConnections: maxConnections, requestHeadTimeout: .seconds(requestHeadTimeout),
-                                          idleTimeout: .seconds(idleTimeout)))
+                                          idleTimeout: .seconds(idleTimeout)),
+            console: ConsoleConfiguration(enabled: console == "on", sessionLifetime: .seconds(consoleSessionHours * 3600)))
     }
 }
 

@@ -18,12 +18,13 @@ enum SettingsSources {
         "host", "port", "data-dir", "postgres-url", "log-level", "max-wait", "tombstone-days", "tls-cert", "tls-key",
         "rate-limit", "max-value-bytes", "max-keys-per-suite", "max-bytes-per-suite", "max-ops-per-batch", "heartbeat",
         "history", "max-streams-per-token", "max-connections", "request-head-timeout", "idle-timeout",
+        "console", "console-session-hours",
     ]
     /// Options of which one replaces the other: a flag for one drops a file's or environment's other.
     static let storageNames: Set = ["data-dir", "postgres-url"]
     /// The subcommands that take settings; `serve` is also the default one.
     static let commands: Set = ["serve", "check-config"]
-    static let otherCommands: Set = ["token", "devices", "help"]
+    static let otherCommands: Set = ["token", "devices", "admin", "help"]
 
     /// One setting and where it came from (for `check-config`).
     struct Setting: Equatable {
