@@ -84,8 +84,8 @@ package struct Operators: Sendable {
         let stored = try await storage.consoleRecord(.operator, name: name).map {
             try JSONDecoder().decode(StoredOperator.self, from: Data($0))
         }
-        let hash = stored?.passwordHash ?? Self.unmatchableHash
-        let matches = await Self.offThePool { Bcrypt.verify(password, hash: hash) }
+        let hash = stored?.passwordHash
+        let matches = await Self.offThePool { Bcrypt.verify(password, hash: hash ?? Self.unmatchableHash) }
         return matches ? stored : nil
     }
 
