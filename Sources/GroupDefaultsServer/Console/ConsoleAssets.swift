@@ -54,6 +54,8 @@ enum ConsoleAssets {
         meter { width: 8rem; }
         @media (max-width: 40rem) {
           main { padding: .75rem; } .card { padding: .75rem; } th, td { padding: .35rem .4rem; }
+          table { width: max-content; min-width: 100%; } th { white-space: nowrap; }
+          td { max-width: 15rem; overflow-wrap: break-word; } td pre { white-space: pre; }
           .bar { padding: .5rem .75rem; } .who { display: none; }
         }
         """

@@ -33,7 +33,7 @@ struct ConsoleRedirect: Error {
 ///   503; our own failures: logged, 500);
 /// - every answer carries the security headers: a Content-Security-Policy allowing only this
 ///   origin's scripts, styles and connections and no framing, `X-Content-Type-Options: nosniff`,
-///   no referrer, and no caching (except the assets).
+///   referrers for this origin only, and no caching (except the assets).
 struct ConsoleMiddleware: RouterMiddleware {
     typealias Context = ServerRequestContext
 
@@ -69,7 +69,7 @@ struct ConsoleMiddleware: RouterMiddleware {
         response.headers[.contentSecurityPolicy] = Self.contentSecurityPolicy
         response.headers[.xContentTypeOptions] = "nosniff"
         response.headers[.init("X-Frame-Options")!] = "DENY"
-        response.headers[.init("Referrer-Policy")!] = "no-referrer"
+        response.headers[.init("Referrer-Policy")!] = "same-origin"  // not no-referrer: with it, Chromium posts forms with `Origin: null`
         if response.headers[.cacheControl] == nil { response.headers[.cacheControl] = "no-store" }
         return response
     }
