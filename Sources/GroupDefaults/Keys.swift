@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 extension SharedDefaults {
     /// The namespace for typed keys: extend it with static constants.
@@ -28,22 +29,46 @@ extension SharedDefaults {
         /// What `defaults[key]` returns when neither the suite nor the registered defaults hold a
         /// value under `name`, or when the value held does not convert to `Value`.
         public let defaultValue: Value
+        /// Whether the key follows the suite to other devices (the default) or stays on this one.
+        public let sync: SyncScope
 
         /// Creates a typed key; declare it as a static constant in an extension of ``SharedDefaults/Keys``.
         ///
         /// - Parameters:
         ///   - name: The key in the suite.
         ///   - defaultValue: The value read while nothing convertible is stored or registered.
-        public init(_ name: String, default defaultValue: Value) {
+        ///   - sync: `.local` keeps the key on this device when the suite is synced (see ``SyncScope``).
+        public init(_ name: String, default defaultValue: Value, sync: SyncScope = .synced) {
             self.name = name
             self.defaultValue = defaultValue
+            self.sync = sync
         }
+    }
+
+    /// Whether a typed key's value follows the suite to the user's other devices.
+    ///
+    /// ```swift
+    /// extension SharedDefaults.Keys {
+    ///     static let windowFrame = Key<[Double]>("windowFrame", default: [0, 0, 800, 600], sync: .local)
+    /// }
+    /// ```
+    /// The first time a process reads or writes a `.local` key, its name joins the suite's
+    /// local-only keys (those of `groupdefaults-sync configure --exclude`, which `groupdefaults-sync
+    /// status` lists): it gets no pending marks, is never pushed, and pulled values for it are not
+    /// applied, in every process of the device. (`configure --exclude` replaces the list: the next
+    /// process to use the key adds it again.)
+    public enum SyncScope: Sendable, Hashable {
+        /// The key is synced with the suite (the default).
+        case synced
+        /// The key stays on this device.
+        case local
     }
 
     /// The value under `key`, converted to its type; the key's default when nothing is stored or
     /// the stored value does not convert (that case is also reported in `lastError`).
     public subscript<Value>(key: Key<Value>) -> Value {
         get {
+            declareScope(of: key)
             guard let stored = value(forKey: key.name) else { return key.defaultValue }
             do {
                 return try TypedValue.decode(Value.self, from: stored)
@@ -54,6 +79,7 @@ extension SharedDefaults {
             }
         }
         set {
+            declareScope(of: key)
             do {
                 if let encoded = try TypedValue.encode(newValue) {
                     try write { try $0.set(encoded, forKey: key.name) }
@@ -68,7 +94,20 @@ extension SharedDefaults {
 
     /// Removes the value of a typed key, so that it reads as its default again.
     public func reset<Value>(_ key: Key<Value>) {
+        declareScope(of: key)
         removeObject(forKey: key.name)
+    }
+
+    /// Records a `.local` key among the suite's local-only keys, once per process (a failure is
+    /// reported in `lastError`, and tried again at the next use).
+    func declareScope<Value>(of key: Key<Value>) {
+        guard key.sync == .local, !store.declaredLocal.withLock({ $0.contains(key.name) }) else { return }
+        do {
+            try declareLocalOnly(key.name)
+            _ = store.declaredLocal.withLock { $0.insert(key.name) }
+        } catch {
+            report(error)
+        }
     }
 }
 

@@ -34,6 +34,10 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         return offset >= 0 ? now &+ UInt64(offset) : now &- min(now, offset.magnitude)
     }
     let registered = Mutex<[String: PropertyListValue]>([:])
+    /// The changes this process committed (an observer's `Change.source`).
+    let ownCommits = OwnCommits()
+    /// The `.local` typed keys this process has recorded among the suite's local-only keys.
+    let declaredLocal = Mutex<Set<String>>([])
     private let hub = Mutex<ChangeHub?>(nil)
     private let logChecked = Atomic<Bool>(false)
 
@@ -254,6 +258,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         }
         var addsData = false
         var flushError: LMDBError?
+        var logged: ClosedRange<UInt64>?
         defer {
             if let flushError {
                 flushFailed(self.error(.storageFailure, key: nil,
@@ -272,7 +277,11 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
                     addsData = transaction.addsData
                     transaction.end()
                 }
-                return (try body(transaction), transaction.changed)
+                let result = try body(transaction)
+                // Before the commit: no reader sees these changes before they are known as ours.
+                logged = transaction.loggedSequences
+                if let logged { ownCommits.add(logged) }
+                return (result, transaction.changed)
             }
             if changed {
                 sidecar.signalWatchers()  // other processes' observers
@@ -280,6 +289,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             }
             return result
         } catch {
+            if let logged { ownCommits.remove(logged) }  // not committed: the numbers go to the next writer
             throw translate(error, key: nil)
         }
     }
@@ -455,6 +465,8 @@ enum MetaKey {
     nonisolated(unsafe) static let syncIgnored = UnsafeRawBufferPointer(staticString: "sync.ignored")
     /// The conflict journal's bounds: how many entries, how many days (two u32, little-endian).
     nonisolated(unsafe) static let journalBounds = UnsafeRawBufferPointer(staticString: "journal.bounds")
+    /// The version of the last migration applied to the suite (`SharedDefaults.migrate`), u64 little-endian.
+    nonisolated(unsafe) static let migrationVersion = UnsafeRawBufferPointer(staticString: "migration.version")
 }
 
 extension UnsafeRawBufferPointer {

@@ -35,6 +35,12 @@ extension SharedDefaults {
         private var journal: (nextID: UInt64, bounds: SharedDefaults.ConflictJournalBounds, now: UInt64)?
         /// Whether this transaction changed anything (and logged it).
         var changed: Bool { clock != nil }
+        /// The sequence numbers this transaction logged, if it logged any.
+        var loggedSequences: ClosedRange<UInt64>? {
+            guard let clock, clock.sequence >= firstSequence else { return nil }
+            return firstSequence...clock.sequence
+        }
+        private var firstSequence: UInt64 = 0
 
         /// Whether this transaction stores values (not only removes them): a full store lets
         /// transactions that only remove use its reserve.
@@ -213,6 +219,7 @@ extension SharedDefaults {
             } ?? tail.hlc.advanced(toWallClock: wallClock)
             let stamp = Stamp(hlc: hlc, origin: store.origin)
             clock = (stamp, tail.sequence)
+            firstSequence = tail.sequence + 1
             isSynced = synced
             return stamp
         }

@@ -37,6 +37,28 @@ extension SharedDefaults {
         /// server, or that predated sync on a joining device: the replaced one is kept in the
         /// suite's conflict journal (`SharedDefaults.conflicts()`).
         public let isConflict: Bool
+        /// Where the change came from: this process, another process on this device, or another
+        /// device through sync.
+        public let source: Source
+
+        /// Where a change came from.
+        public enum Source: Sendable, Hashable, CustomStringConvertible {
+            /// A write of this process (through any handle on the suite).
+            case thisProcess
+            /// A write of another process on this device (an extension, the CLI, a daemon).
+            case anotherProcess
+            /// A write of another device, applied by sync; `deviceID` is that device's store origin
+            /// (its `device_id` on the server, and `Change.origin`).
+            case anotherDevice(deviceID: UInt64)
+
+            public var description: String {
+                switch self {
+                case .thisProcess: "this process"
+                case .anotherProcess: "another process"
+                case .anotherDevice(let deviceID): "device \(deviceID)"
+                }
+            }
+        }
 
         public var description: String {
             let shown = value.map { "\($0)" } ?? "nil"

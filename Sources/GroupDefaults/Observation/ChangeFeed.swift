@@ -75,7 +75,7 @@ extension SharedDefaults {
                     let tail = try ChangeLog.tail(txn)
                     let reset = SharedDefaults.Change(
                         sequence: tail.sequence, kind: .reset, key: "", value: nil, origin: store.origin, hlc: tail.hlc,
-                        isRemote: false, isConflict: false)
+                        isRemote: false, isConflict: false, source: .anotherProcess)
                     return ([reset], tail.sequence)
                 }
                 var changes: [SharedDefaults.Change] = []
@@ -88,7 +88,9 @@ extension SharedDefaults {
                     changes.append(SharedDefaults.Change(
                         sequence: record.sequence, kind: SharedDefaults.Change.Kind(record.kind),
                         key: record.key, value: value, origin: record.stamp.origin, hlc: record.stamp.hlc,
-                        isRemote: record.isRemote, isConflict: record.isConflict))
+                        isRemote: record.isRemote, isConflict: record.isConflict,
+                        source: record.isRemote ? .anotherDevice(deviceID: record.stamp.origin)
+                            : store.ownCommits.contains(record.sequence) ? .thisProcess : .anotherProcess))
                 }
                 return (changes, records.last?.sequence ?? cursor)
             }

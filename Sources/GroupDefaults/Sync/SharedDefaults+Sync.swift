@@ -166,6 +166,21 @@ extension SharedDefaults {
         }
     }
 
+    /// Adds `name`, exactly, to the suite's local-only keys, unless a pattern already covers it
+    /// (`SharedDefaults.SyncScope.local`).
+    func declareLocalOnly(_ name: String) throws {
+        guard !name.contains("*") else {
+            throw store.error(.invalidKey, key: name, "a key declared `sync: .local` cannot hold '*' (it would be a pattern)")
+        }
+        let pattern: GlobPattern
+        do { pattern = try GlobPattern(name) } catch { throw store.error(.invalidKey, key: name, "\(error)") }
+        try write { tx in
+            let patterns = try tx.perform(key: nil) { try Self.localOnlyPatterns(tx.txn) }
+            guard !patterns.contains(where: { $0.matches(name) }) else { return }
+            try tx.perform(key: nil) { try Self.replaceLocalOnly(with: patterns + [pattern], in: tx) }
+        }
+    }
+
     private static func replaceLocalOnly(with patterns: [GlobPattern], in tx: Transaction) throws {
         let old = try localOnlyPatterns(tx.txn)
         guard old != patterns else { return }
