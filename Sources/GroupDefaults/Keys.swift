@@ -14,6 +14,10 @@ extension SharedDefaults {
     /// ```
     public class Keys: @unchecked Sendable {  // no state of its own
         init() {}
+
+        /// ``SharedDefaults/Key``, by its short name inside `extension SharedDefaults.Keys { … }`
+        /// (whose scope does not include `SharedDefaults`' own members).
+        public typealias Key<Value: Codable & Sendable> = SharedDefaults.Key<Value>
     }
 
     /// A key with a value type and a default, read and written with `defaults[key]`.

@@ -86,6 +86,12 @@ do {
         let defaults = try SharedDefaults(suiteName: suite, directory: directory)
         try defaults.write { try $0.set(.string(rest[1]), forKey: rest[0]) }
 
+    case "migrate":  // migrate: runs `tutorialMigrations` (below) and prints "applied V,V…" (empty when none ran)
+        waitForGo()
+        let defaults = try SharedDefaults(suiteName: suite, directory: directory)
+        let applied = try defaults.migrate(tutorialMigrations)
+        say("applied " + applied.map(String.init).joined(separator: ","))
+
     case "remove":  // remove KEY
         let defaults = try SharedDefaults(suiteName: suite, directory: directory)
         try defaults.write { try $0.removeValue(forKey: rest[0]) }
@@ -298,4 +304,24 @@ do {
     }
 } catch {
     fail("\(error)")
+}
+
+/// The migrations `migrate` runs: a rename, a step that counts how often it ran (it must run once
+/// however many processes migrate at once; it lingers in its transaction to make overlap likely),
+/// and a change of a value's type.
+var tutorialMigrations: [SharedDefaults.Migration] {
+    [
+        SharedDefaults.Migration(1, "sound moves under notification.") { tx in try tx.renameKey("sound", to: "notification.sound") },
+        SharedDefaults.Migration(2, "count the runs") { tx in
+            var runs = 0
+            if case .integer(let count)? = try tx.value(forKey: "migration.runs") { runs = count }
+            usleep(20_000)
+            try tx.set(.integer(runs + 1), forKey: "migration.runs")
+        },
+        SharedDefaults.Migration(3, "volume becomes a percentage") { tx in
+            if case .double(let volume)? = try tx.value(forKey: "volume") {
+                try tx.set(.integer(Int((volume * 100).rounded())), forKey: "volume")
+            }
+        },
+    ]
 }
