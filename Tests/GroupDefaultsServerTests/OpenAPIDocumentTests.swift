@@ -33,14 +33,16 @@ struct OpenAPIDocumentTests {
         return operations
     }
 
-    @Test("every route of the router is in the document, and every operation of the document is a route")
+    @Test("every API route of the router is in the document, and every operation of the document is a route")
     func sameOperations() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("openapi-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let storage = try LMDBSyncStorage(directory: directory.path)
         let router = buildRouter(storage: storage, configuration: ServerConfiguration(storage: .embedded(directory: directory.path)))
-        // Hummingbird writes parameters as {name}, as OpenAPI does.
-        let routed = Set(router.routes.map { "\($0.method.rawValue) \($0.path.description)" })
+        // Hummingbird writes parameters as {name}, as OpenAPI does. The console's pages (`/console`)
+        // are not part of the API.
+        let routed = Set(router.routes.filter { !$0.path.description.hasPrefix("/console") }
+            .map { "\($0.method.rawValue) \($0.path.description)" })
         let documented = try Self.documentedOperations()
         #expect(!documented.isEmpty, "no operations read from openapi.yaml")
         #expect(routed.subtracting(documented).isEmpty, "routes missing from openapi.yaml: \(routed.subtracting(documented).sorted())")
