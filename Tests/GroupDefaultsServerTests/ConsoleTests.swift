@@ -176,6 +176,22 @@ struct ConsoleTests {
         }
     }
 
+    @Test("an end-to-end encrypted suite's values are shown as sealed, with their size, on the suite and history pages")
+    func sealedValues() async throws {
+        try await Self.withConsole { fixture, client in
+            let op = PushOp(keyID: "kid_sound", sealed: SealedPayload(epoch: 1, box: Array(repeating: 7, count: 48)), deleted: false,
+                            hlc: API.hlc())
+            _ = try await fixture.storage.push(account: "alice", suite: "enc", request: PushRequest(deviceID: 3, batchID: "b", ops: [op]),
+                                               quota: fixture.configuration.quota, serverTime: "0")
+            var session = ConsoleSession(client: client)
+            _ = try await session.signIn()
+            for path in ["/console/accounts/alice/suites/enc", "/console/accounts/alice/suites/enc/history?key=kid_sound"] {
+                let html = String(buffer: try await session.get(path).body)
+                #expect(html.contains("sealed, 48 bytes"), "\(path)")
+            }
+        }
+    }
+
     @Test("no template writes a value unescaped")
     func templatesEscape() {
         for (name, text) in ConsoleTemplates.sources {

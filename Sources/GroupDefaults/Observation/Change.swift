@@ -38,7 +38,8 @@ extension SharedDefaults {
         /// suite's conflict journal (`SharedDefaults.conflicts()`).
         public let isConflict: Bool
         /// Where the change came from: this process, another process on this device, or another
-        /// device through sync.
+        /// device through sync. (A process remembers its last 4,096 commits to a suite: one of its
+        /// own changes replayed from further back, with `since`, is reported as another process's.)
         public let source: Source
 
         /// Where a change came from.
