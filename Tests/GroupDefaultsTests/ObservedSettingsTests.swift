@@ -44,6 +44,21 @@ struct ObservedSettingsTests {
         }
     }
 
+    @Test("a process knows its own changes after thousands of commits (its memory of them wraps around)")
+    func sourcesAfterManyCommits() async throws {
+        try await withTemporaryDirectory { dir in
+            let defaults = try SharedDefaults(suiteName: "app", directory: dir)
+            for index in 0..<4_200 { defaults.set(index, forKey: "n") }
+            var updates = defaults.changes(forKeys: ["n", "sound"]).makeAsyncIterator()
+            defaults.set(-1, forKey: "n")
+            #expect(await updates.next()?.source == .thisProcess)
+            #expect(try HelperProcess.run("set", directory: dir, suite: "app", ["sound", "horn.mp3"]).status == 0)
+            #expect(await updates.next()?.source == .anotherProcess)
+            defaults.set(-2, forKey: "n")
+            #expect(await updates.next()?.source == .thisProcess)
+        }
+    }
+
     @Test("changes(for:_:) yields both keys' values together after a change of either")
     func severalKeys() async throws {
         try await withTemporaryDirectory { dir in
