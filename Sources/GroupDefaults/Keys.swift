@@ -59,8 +59,10 @@ extension SharedDefaults {
     /// The first time a process reads or writes a `.local` key, its name joins the suite's
     /// local-only keys (those of `groupdefaults-sync configure --exclude`, which `groupdefaults-sync
     /// status` lists): it gets no pending marks, is never pushed, and pulled values for it are not
-    /// applied, in every process of the device. (`configure --exclude` replaces the list: the next
-    /// process to use the key adds it again.)
+    /// applied, in every process of the device. The declaration is kept in the suite apart from
+    /// `configure --exclude`'s patterns, which a later `configure` replaces without touching it: a
+    /// key once declared local stays local in that suite. (The first use of such a key in a process
+    /// is a small write, even when it is a read.)
     public enum SyncScope: Sendable, Hashable {
         /// The key is synced with the suite (the default).
         case synced
@@ -107,8 +109,10 @@ extension SharedDefaults {
     func declareScope<Value>(of key: Key<Value>) {
         guard key.sync == .local, !store.declaredLocal.withLock({ $0.contains(key.name) }) else { return }
         do {
+            // Inside another write, the declaration is that write's: remembered only once it stands.
+            let joinsAnotherWrite = store.isWritingOnCurrentThread
             try declareLocalOnly(key.name)
-            _ = store.declaredLocal.withLock { $0.insert(key.name) }
+            if !joinsAnotherWrite { _ = store.declaredLocal.withLock { $0.insert(key.name) } }
         } catch {
             report(error)
         }

@@ -25,7 +25,9 @@ extension SharedDefaults {
         public let name: String
         let body: @Sendable (Transaction) throws -> Void
 
-        /// A step to `version`; `body` runs in the write transaction that records the version.
+        /// A step to `version`; `body` runs in the write transaction that records the version. Keep
+        /// its effects inside that transaction (`tx`): a transaction can be run again before it
+        /// commits (when the file grows), and only what it wrote is all or nothing.
         public init(_ version: Int, _ name: String, _ body: @escaping @Sendable (Transaction) throws -> Void) {
             self.version = version
             self.name = name

@@ -244,6 +244,9 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         return try environment.read(body)
     }
 
+    /// Whether this thread is inside a write of this store (a `write` now would join it).
+    var isWritingOnCurrentThread: Bool { environment.isWritingOnCurrentThread && activeTransaction != nil }
+
     /// Runs `body` in one write transaction, all or nothing. A call on a thread already inside a
     /// `write` of this store joins that transaction.
     /// With `sync` the commit is flushed to disk; if only that flush fails, the write stands (every
@@ -270,6 +273,11 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             let (result, changed) = try environment.write(
                 sync: sync, mayUseReserve: { !addsData }, flushFailed: { flushError = $0 }
             ) { txn in
+                // A retried attempt (the map grew) logs its changes anew: forget the first attempt's.
+                if let earlier = logged {
+                    ownCommits.remove(earlier)
+                    logged = nil
+                }
                 let transaction = SharedDefaults.Transaction(store: self, txn: txn, isReadOnly: false)
                 activeTransaction = transaction
                 defer {
@@ -461,6 +469,9 @@ enum MetaKey {
     nonisolated(unsafe) static let syncConfiguredAt = UnsafeRawBufferPointer(staticString: "sync.configured")
     /// The local-only key patterns of a synced suite, UTF-8, one per line.
     nonisolated(unsafe) static let syncExclude = UnsafeRawBufferPointer(staticString: "sync.exclude")
+    /// The keys declared `sync: .local` (`SharedDefaults.SyncScope`), UTF-8, one per line: local-only
+    /// like `syncExclude`'s patterns, which `configure --exclude` replaces without touching these.
+    nonisolated(unsafe) static let syncDeclaredLocal = UnsafeRawBufferPointer(staticString: "sync.local-keys")
     /// How many pulled entries were not applied because their key is local-only, u64 little-endian.
     nonisolated(unsafe) static let syncIgnored = UnsafeRawBufferPointer(staticString: "sync.ignored")
     /// The conflict journal's bounds: how many entries, how many days (two u32, little-endian).

@@ -119,6 +119,50 @@ struct ConsoleTests {
         }
     }
 
+    @Test("sign-ins sent all at once cannot outrun the limit of failures")
+    func parallelSignIns() async throws {
+        try await Self.withConsole({ $0.console.signInFailures = 3 }) { _, client in
+            var session = ConsoleSession(client: client)
+            let form = try await session.get("/console/sign-in")
+            let token = try #require(String(buffer: form.body).firstMatch(of: #/name="csrf" value="([^"]+)"/#)?.output.1)
+            let cookie = session.cookieHeader
+            let statuses = await withTaskGroup(of: HTTPResponse.Status.self) { group in
+                for _ in 0..<12 {
+                    group.addTask {
+                        (try? await client.execute(
+                            uri: "/console/sign-in", method: .post,
+                            headers: [.contentType: "application/x-www-form-urlencoded", .cookie: cookie],
+                            body: ConsoleSession.form(["csrf": String(token), "name": "ops", "password": "wrong password"])).status) ?? .internalServerError
+                    }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == .unauthorized }.count <= 3, "\(statuses)")
+            #expect(statuses.allSatisfy { $0 == .unauthorized || $0 == .tooManyRequests }, "\(statuses)")
+        }
+    }
+
+    @Test("bad input is a 4xx page: a huge form, a name no operator can have, a key with a control character; + is a space")
+    func badInput() async throws {
+        try await Self.withConsole { fixture, client in
+            var session = ConsoleSession(client: client)
+            #expect(try await session.signIn(name: "a\u{0}b").status == .unauthorized)
+            #expect(try await session.signIn(name: "x\n2026-11-25 operator=root").status == .unauthorized)
+            _ = try await session.signIn()
+            let huge = try await session.post("/console/accounts/alice/tokens", ["suites": String(repeating: "x", count: 70_000)])
+            #expect(huge.status == .contentTooLarge)
+            let control = try await session.get("/console/accounts/alice/suites/s/history?key=a%00b")
+            #expect(control.status == .badRequest)
+            let pattern = try await session.post("/console/accounts/alice/tokens", ["suites": "a\u{1}b"])
+            #expect(pattern.status == .unprocessableContent)
+
+            let token = try await fixture.token()
+            #expect(try await client.push("s", token: token, API.push([API.set("b c", "v"), API.set("bc", "w")])).status == .ok)
+            let filtered = String(buffer: try await session.get("/console/accounts/alice/suites/s?key=b+c").body)
+            #expect(filtered.contains("data-key=\"b c\"") && !filtered.contains("data-key=\"bc\""))
+        }
+    }
+
     @Test("a form without the session's token, or from another origin, is refused and changes nothing")
     func csrf() async throws {
         try await Self.withConsole { fixture, client in

@@ -180,7 +180,12 @@ struct TutorialTests {
                 let tokenFile = root.appendingPathComponent("token").path
                 try Data(server.token.utf8).write(to: URL(fileURLWithPath: tokenFile))
                 try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: tokenFile)
+                phoneSettings[.settingsFrame] = [20, 20, 480, 640]  // this machine's only
                 _ = try await syncChatSettings(try openChatSettings(in: phone), server: server.url, tokenFile: tokenFile)
+                // Configured again at each sync (`SyncSettings.store`), the frame still stays home.
+                phoneSettings[.settingsFrame] = [30, 30, 480, 640]
+                _ = try await syncChatSettings(try openChatSettings(in: phone), server: server.url, tokenFile: tokenFile)
+                #expect(try await server.snapshot("group.com.example.chat").entries["settings.frame"] == nil)
                 try tablet.createDirectories()
                 try FileManager.default.copyItem(at: file, to: tablet.soundsDirectory.appendingPathComponent("bell.caf"))
                 let tabletSettings = try openChatSettings(in: tablet)

@@ -115,6 +115,13 @@ struct ObservedSettingsTests {
             let other = try SharedDefaults(suiteName: "app", directory: dir)
             #expect(other[.windowFrame] == [10, 10, 640, 480])
             #expect(try other.syncState().localOnlyKeys == ["windowFrame"])
+            // Configuring sync replaces `--exclude`'s patterns, not the declared keys: the key stays
+            // local, and is not marked for pushing.
+            try defaults.enableSync(server: "http://127.0.0.1:9", localOnly: ["draft.*"])
+            try defaults.enableSync(server: "http://127.0.0.1:9", localOnly: [])
+            #expect(try defaults.syncState().localOnlyKeys == ["windowFrame"])
+            defaults[.windowFrame] = [0, 0, 1, 1]
+            #expect(try defaults.pendingChanges().map(\.key) == [])
         }
     }
 

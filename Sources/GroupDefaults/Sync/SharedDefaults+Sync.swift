@@ -166,36 +166,49 @@ extension SharedDefaults {
         }
     }
 
-    /// Adds `name`, exactly, to the suite's local-only keys, unless a pattern already covers it
-    /// (`SharedDefaults.SyncScope.local`).
+    /// Records `name` among the keys declared `sync: .local` (`SharedDefaults.SyncScope`), kept in
+    /// the suite apart from `configure --exclude`'s patterns, which replace only their own list: a
+    /// declared key stays local whatever a later `configure` says.
     func declareLocalOnly(_ name: String) throws {
         guard !name.contains("*") else {
             throw store.error(.invalidKey, key: name, "a key declared `sync: .local` cannot hold '*' (it would be a pattern)")
         }
-        let pattern: GlobPattern
-        do { pattern = try GlobPattern(name) } catch { throw store.error(.invalidKey, key: name, "\(error)") }
+        do { _ = try GlobPattern(name) } catch { throw store.error(.invalidKey, key: name, "\(error)") }
         try write { tx in
-            let patterns = try tx.perform(key: nil) { try Self.localOnlyPatterns(tx.txn) }
-            guard !patterns.contains(where: { $0.matches(name) }) else { return }
-            try tx.perform(key: nil) { try Self.replaceLocalOnly(with: patterns + [pattern], in: tx) }
+            try tx.perform(key: nil) {
+                let declared = try Self.declaredLocalKeys(tx.txn)
+                guard !declared.contains(name) else { return }
+                let old = try Self.localOnlyPatterns(tx.txn)
+                try withKeyBytes((declared + [name]).joined(separator: "\n")) { try tx.txn.put(.meta, MetaKey.syncDeclaredLocal, $0) }
+                try Self.markLocalOnlyChanges(from: old, to: try Self.localOnlyPatterns(tx.txn), in: tx)
+            }
         }
     }
 
+    /// Replaces `configure --exclude`'s patterns (the keys declared `.local` stay local).
     private static func replaceLocalOnly(with patterns: [GlobPattern], in tx: Transaction) throws {
         let old = try localOnlyPatterns(tx.txn)
-        guard old != patterns else { return }
+        guard try configuredLocalOnlyPatterns(tx.txn) != patterns else { return }
         if patterns.isEmpty {
             try tx.txn.delete(.meta, MetaKey.syncExclude)
         } else {
             try withKeyBytes(patterns.map(\.text).joined(separator: "\n")) { try tx.txn.put(.meta, MetaKey.syncExclude, $0) }
         }
+        try markLocalOnlyChanges(from: old, to: try localOnlyPatterns(tx.txn), in: tx)
+    }
+
+    /// After the local-only keys changed from `old` to `new`: a key that became local-only loses
+    /// its pending mark; one that stopped being local-only, in a suite that has joined the
+    /// server's, is marked pending (it was never pushed).
+    private static func markLocalOnlyChanges(from old: [GlobPattern], to new: [GlobPattern], in tx: Transaction) throws {
+        guard old != new else { return }
         let joined = try tx.txn.get(.meta, MetaKey.syncCursor) != nil
         func matches(_ list: [GlobPattern], _ key: String) -> Bool { list.contains { $0.matches(key) } }
         for database in [Database.values, .tombstones] {
             var changed: [(key: [UInt8], pending: Bool)] = []
             try tx.txn.forEach(database) { rawKey, raw in
                 let key = String(decoding: rawKey, as: UTF8.self)
-                let wasLocal = matches(old, key), isLocal = matches(patterns, key)
+                let wasLocal = matches(old, key), isLocal = matches(new, key)
                 if isLocal, !wasLocal, StoredRecord.isPending(raw) { changed.append((Array(rawKey), false)) }
                 // A deletion never pushed has nothing to tell the server; a value has.
                 if wasLocal, !isLocal, joined, database == .values { changed.append((Array(rawKey), true)) }
@@ -205,11 +218,23 @@ extension SharedDefaults {
         }
     }
 
-    /// The local-only key patterns stored in the suite.
+    /// The suite's local-only keys: `configure --exclude`'s patterns, then the keys declared
+    /// `sync: .local`.
     static func localOnlyPatterns(_ txn: LMDBTransaction) throws -> [GlobPattern] {
+        try configuredLocalOnlyPatterns(txn) + declaredLocalKeys(txn).compactMap { try? GlobPattern($0) }
+    }
+
+    /// `configure --exclude`'s patterns.
+    static func configuredLocalOnlyPatterns(_ txn: LMDBTransaction) throws -> [GlobPattern] {
         guard let raw = try txn.get(.meta, MetaKey.syncExclude) else { return [] }
         // Stored only after validation; one that no longer parses is left out rather than trusted.
         return String(decoding: raw, as: UTF8.self).split(separator: "\n").compactMap { try? GlobPattern(String($0)) }
+    }
+
+    /// The keys declared `sync: .local` by the processes that used them.
+    static func declaredLocalKeys(_ txn: LMDBTransaction) throws -> [String] {
+        guard let raw = try txn.get(.meta, MetaKey.syncDeclaredLocal) else { return [] }
+        return String(decoding: raw, as: UTF8.self).split(separator: "\n").map(String.init)
     }
 
     /// Stops syncing: forgets the server, the cursor, the in-flight batch and every pending mark.

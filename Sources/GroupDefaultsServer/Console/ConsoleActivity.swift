@@ -53,11 +53,14 @@ package final class ConsoleActivity: Sendable {
     func lastHour(now: Date = Date()) -> [Minute] {
         state.withLock { state in
             let last = Self.minute(of: now)
+            let first = last - Int64(Self.window) + 1
             var recorded: [Int64: Minute] = [:]
-            for minute in state.minutes { recorded[minute.minute] = minute }
             var open = state.openBefore
+            for minute in state.minutes {
+                if minute.minute < first { open = minute.endStreams } else { recorded[minute.minute] = minute }
+            }
             var result: [Minute] = []
-            for minute in (last - Int64(Self.window) + 1)...last {
+            for minute in first...last {
                 if let figures = recorded[minute] {
                     result.append(figures)
                     open = figures.endStreams

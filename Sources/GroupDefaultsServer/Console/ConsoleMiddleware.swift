@@ -54,8 +54,9 @@ struct ConsoleMiddleware: RouterMiddleware {
             } catch let error as ConsoleError {
                 response = Self.errorPage(error)
             } catch let error as SyncStorageError where error.code == .unavailable {
+                // The detail (a database's own message) goes to the log, not to the page.
                 context.logger.error("console \(request.method) \(request.uri.path): \(error)")
-                response = Self.errorPage(ConsoleError(.serviceUnavailable, "The storage is unavailable: \(error.detail). Try again shortly."))
+                response = Self.errorPage(ConsoleError(.serviceUnavailable, "The storage is unavailable. Try again shortly."))
                 response.headers[.retryAfter] = "5"
             } catch let error as SyncStorageError {
                 response = Self.errorPage(ConsoleError(.badRequest, error.detail))

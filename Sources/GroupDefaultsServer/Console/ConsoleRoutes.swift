@@ -45,7 +45,7 @@ struct ConsoleRoutes: Sendable {
         console.get("assets/console.css") { _, _ in Self.asset(ConsoleAssets.stylesheet, type: "text/css; charset=utf-8") }
         console.get("assets/console.js") { _, _ in Self.asset(ConsoleAssets.script, type: "text/javascript; charset=utf-8") }
         console.get("accounts") { request, _ -> Response in
-            let name = request.uri.queryParameters["name"].map(String.init) ?? ""
+            let name = ConsoleQuery.value("name", in: request) ?? ""
             throw ConsoleRedirect(location: name.isEmpty ? ConsolePaths.root : ConsolePaths.account(name))
         }
         console.get("accounts/{account}") { request, context in try await accountPage(request, context) }
@@ -87,17 +87,36 @@ struct ConsoleRoutes: Sendable {
         let expected = request.cookies[Self.signInCookie]?.value ?? ""
         let form = try await Self.form(request, as: SignInForm.self)
         guard !expected.isEmpty, ConsoleSessions.same(form.csrf ?? "", expected) else { throw ConsoleError.crossSite }
-        let name = form.name ?? "", address = context.clientAddress ?? "unknown"
-        if let wait = throttle.refusal(address: address, name: name) {
+        let address = context.clientAddress ?? "unknown"
+        // A name no operator can have is a failed sign-in that reaches neither storage nor the log.
+        let typed = form.name ?? ""
+        let valid = Operators.problem(withName: typed) == nil
+        let name = valid ? typed : "", throttled = valid ? typed : "(not a name)"
+        switch throttle.admit(address: address, name: throttled) {
+        case .admitted: break
+        case .refused(let wait):
             let minutes = max(1, Int((Double(wait.components.seconds) / 60).rounded(.up)))
             var response = signInForm(
-                error: "Too many failed sign-ins: try again in \(minutes) minute\(minutes == 1 ? "" : "s").", name: name, status: .tooManyRequests)
+                error: "Too many failed sign-ins: try again in \(minutes) minute\(minutes == 1 ? "" : "s").", name: name,
+                status: .tooManyRequests)
             response.headers[.retryAfter] = "\(max(1, wait.components.seconds))"
             return response
+        case .busy:
+            var response = signInForm(error: "Too many sign-ins at once: try again in a moment.", name: name, status: .tooManyRequests)
+            response.headers[.retryAfter] = "1"
+            return response
         }
-        guard let found = try await operators.verify(name: name, password: form.password ?? "") else {
-            throttle.failed(address: address, name: name)
-            context.logger.notice("console sign-in refused", metadata: ["operator": "\(name)", "address": "\(address)"])
+        let found: StoredOperator?
+        do {
+            found = valid ? try await operators.verify(name: name, password: form.password ?? "") : nil
+        } catch {
+            throttle.finished(address: address, name: throttled, succeeded: false)
+            throw error
+        }
+        throttle.finished(address: address, name: throttled, succeeded: found != nil)
+        guard let found else {
+            // Not the name: a password typed into the name field must not reach the log.
+            context.logger.notice("console sign-in refused", metadata: ["address": "\(address)"])
             return signInForm(error: "Wrong name or password.", name: name, status: .unauthorized)
         }
         let started = try await sessions.start(operatorName: found.name)
@@ -169,7 +188,7 @@ struct ConsoleRoutes: Sendable {
         let limits = configuration.limits
         let accountTokens = allTokens.filter { $0.account == account }
         let revokedTokens = Set(accountTokens.filter { !Self.isActive($0, now: now) }.map(\.id))
-        let message: String? = switch request.uri.queryParameters["done"] {
+        let message: String? = switch ConsoleQuery.value("done", in: request) {
         case "token-revoked": "The token was revoked: its next request is refused, and its event streams end."
         case "device-revoked": "The device's token was revoked: its next sync is refused."
         default: nil
@@ -206,7 +225,7 @@ struct ConsoleRoutes: Sendable {
     private func suitePage(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let signed = try await signedIn(request)
         let account = try Self.name(context, "account"), suite = try Self.name(context, "suite")
-        let filter = request.uri.queryParameters["key"].map(String.init) ?? ""
+        let filter = ConsoleQuery.value("key", in: request) ?? ""
         let devices = try await storage.devices(account: account)
         var keys: [SuitePage.Key] = [], total = 0, truncated = false, head: UInt64 = 0
         var after: String?
@@ -238,8 +257,12 @@ struct ConsoleRoutes: Sendable {
     private func historyPage(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let signed = try await signedIn(request)
         let account = try Self.name(context, "account"), suite = try Self.name(context, "suite")
-        guard let key = request.uri.queryParameters["key"].map(String.init), !key.isEmpty else {
+        guard let key = ConsoleQuery.value("key", in: request), !key.isEmpty else {
             throw ConsoleError(.badRequest, "Which key? The history page needs ?key=.")
+        }
+        guard key.utf8.count <= configuration.limits.maxKeyBytes,
+              !key.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw ConsoleError(.badRequest, "That is not a key a suite can hold (too long, or with a control character).")
         }
         async let versions = storage.history(account: account, suite: suite, key: key)
         async let devices = storage.devices(account: account)
@@ -271,6 +294,9 @@ struct ConsoleRoutes: Sendable {
         if !device.isEmpty, let problem = Names.problem(with: device, kind: "device") { throw ConsoleError(.unprocessableContent, problem) }
         let patterns = (form.suites ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         guard !patterns.isEmpty else { throw ConsoleError(.unprocessableContent, "A token needs at least one suite pattern ('*' for every suite).") }
+        for pattern in patterns {
+            do { _ = try GlobPattern(pattern) } catch { throw ConsoleError(.unprocessableContent, "\(error)") }
+        }
         let made = Tokens.make(account: account, suitePatterns: patterns, readOnly: form.readOnly == "on",
                                device: device.isEmpty ? nil : device, expires: nil)
         try await storage.createToken(made.stored)
@@ -320,7 +346,12 @@ struct ConsoleRoutes: Sendable {
 
     private static func form<Form: Decodable>(_ request: Request, as type: Form.Type) async throws -> Form {
         var request = request
-        let body = try await request.collectBody(upTo: 64 * 1024)
+        let body: ByteBuffer
+        do {
+            body = try await request.collectBody(upTo: 64 * 1024)
+        } catch is NIOTooManyBytesError {
+            throw ConsoleError(.contentTooLarge, "The form is larger than 64 KiB.")
+        }
         do {
             return try URLEncodedFormDecoder().decode(type, from: String(buffer: body))
         } catch {
@@ -479,5 +510,22 @@ final class NewTokenNotes: Sendable {
             notes[key] = nil
             return note.token
         }
+    }
+}
+
+/// A query parameter as a browser sends it from a GET form: `+` is a space, `%XX` a byte.
+enum ConsoleQuery {
+    static func value(_ name: String, in request: Request) -> String? {
+        guard let query = request.uri.query else { return nil }
+        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard decode(parts[0]) == name else { continue }
+            return parts.count > 1 ? decode(parts[1]) ?? "" : ""
+        }
+        return nil
+    }
+
+    private static func decode(_ text: Substring) -> String? {
+        text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
     }
 }
