@@ -104,8 +104,11 @@ package struct ConsoleConfiguration: Sendable, Hashable {
     package var sessionLifetime: Duration
     /// Failed sign-ins allowed per `signInWindow`, per client address and per operator name.
     package var signInFailures: Int
+    /// The window in which `signInFailures` are counted.
     package var signInWindow: Duration
 
+    /// The console as `serve` runs it unless told otherwise: on, 12-hour sessions, 10 failed
+    /// sign-ins per 10 minutes.
     package init(enabled: Bool = true, sessionLifetime: Duration = .seconds(12 * 3600), signInFailures: Int = 10,
                  signInWindow: Duration = .seconds(600)) {
         self.enabled = enabled
