@@ -29,17 +29,7 @@ struct AdminCommand: AsyncParsableCommand {
             try await reportingFailure {
                 if let problem = Operators.problem(withName: name) { throw CommandFailure(problem) }
                 let password = try PasswordInput.read()
-                let store = try await storage.openStorage()
-                do {
-                    try await Operators(storage: store).create(name: name, password: password)
-                    try await store.shutdown()
-                } catch let error as ConsoleRecordError {
-                    try? await store.shutdown()
-                    throw CommandFailure(error.description)
-                } catch {
-                    try? await store.shutdown()
-                    throw error
-                }
+                try await storage.withStorage { try await Operators(storage: $0).create(name: name, password: password) }
                 print("created operator \(name): sign in at /console")
             }
         }
@@ -52,9 +42,7 @@ struct AdminCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailure {
-                let store = try await storage.openStorage()
-                let operators = try await Operators(storage: store).list()
-                try await store.shutdown()
+                let operators = try await storage.withStorage { try await Operators(storage: $0).list() }
                 let dates = ISO8601DateFormatter()
                 for found in operators { print("\(found.name)\tcreated \(dates.string(from: found.created))") }
             }
@@ -69,17 +57,7 @@ struct AdminCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailure {
-                let store = try await storage.openStorage()
-                do {
-                    try await Operators(storage: store).remove(name: name)
-                    try await store.shutdown()
-                } catch let error as ConsoleRecordError {
-                    try? await store.shutdown()
-                    throw CommandFailure(error.description)
-                } catch {
-                    try? await store.shutdown()
-                    throw error
-                }
+                try await storage.withStorage { try await Operators(storage: $0).remove(name: name) }
                 print("removed operator \(name)")
             }
         }

@@ -59,29 +59,18 @@ struct DevicesCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailure {
-                let store = try await storage.openStorage()
-                do {
-                    let devices = try await store.devices(account: nil)
-                    let matching = devices.filter { $0.id == id }
-                    guard let device = matching.first else {
-                        throw CommandFailure("no device has the id \(id) (see `groupdefaults-server devices list --account ACCOUNT`)")
-                    }
-                    // Ids are 48 bits of a digest: two devices could share one, and neither is revoked then.
-                    guard matching.count == 1 else {
-                        throw CommandFailure("\(matching.count) devices have the id \(id): revoke the token instead "
-                            + "(`groupdefaults-server token revoke` with one of \(matching.map(\.tokenID).joined(separator: ", ")))")
-                    }
-                    try await store.revokeToken(id: device.tokenID, at: Date())
-                    try await store.shutdown()
+                switch try await storage.withStorage({ try await $0.revokeDevice(id: id, account: nil, at: Date()) }) {
+                case .notFound:
+                    throw CommandFailure("no device has the id \(id) (see `groupdefaults-server devices list --account ACCOUNT`)")
+                case .ambiguous(let matching):
+                    throw CommandFailure("\(matching.count) devices have the id \(id): revoke the token instead "
+                        + "(`groupdefaults-server token revoke` with one of \(matching.map(\.tokenID).joined(separator: ", ")))")
+                case .revoked(let device, let sharing):
                     var line = "revoked \(id)" + (device.name.map { " (\($0))" } ?? "") + ": its token \(device.tokenID) no longer works"
-                    let sharing = devices.filter { $0.tokenID == device.tokenID && $0.id != id }
                     if !sharing.isEmpty {
                         line += "; devices sharing that token lose access too: " + sharing.map(\.id).joined(separator: ", ")
                     }
                     output(line)
-                } catch {
-                    try? await store.shutdown()
-                    throw error
                 }
             }
         }

@@ -24,13 +24,14 @@ struct ServerCommand: AsyncParsableCommand {
 }
 
 /// How the server's commands report a failure: a `CommandFailure`, a storage error, a certificate
-/// that cannot be loaded or a database that cannot be reached at start is one line on stderr and
-/// exit status 1.
+/// that cannot be loaded, a database that cannot be reached at start or an operator that cannot be
+/// made or removed is one line on stderr and exit status 1.
 let groupdefaultsServer = CommandLineTool(name: "groupdefaults-server") { error in
     switch error {
     case let failure as SyncStorageError: CommandFailure(failure.detail)
     case let failure as TLSFilesError: CommandFailure("\(failure)")
     case let failure as StorageStartError: CommandFailure("\(failure)")
+    case let failure as ConsoleRecordError: CommandFailure(failure.description)
     default: nil
     }
 }

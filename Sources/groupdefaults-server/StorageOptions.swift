@@ -59,4 +59,17 @@ struct StorageOptions: ParsableArguments {
             }
         }
     }
+
+    /// Runs `body` on the store the options name, and closes it afterwards, whatever happens.
+    func withStorage<T>(_ body: (any SyncStorage) async throws -> T) async throws -> T {
+        let store = try await openStorage()
+        do {
+            let result = try await body(store)
+            try await store.shutdown()
+            return result
+        } catch {
+            try? await store.shutdown()
+            throw error
+        }
+    }
 }

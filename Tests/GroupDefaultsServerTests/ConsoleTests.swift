@@ -250,7 +250,9 @@ struct ConsoleTests {
             let pulled = try await client.execute(
                 uri: "/v1/suites/s/snapshot", method: .get, headers: Self.device(5, token))
             #expect(pulled.status == .ok)
-            let device = try await Self.eventually { try await fixture.storage.devices(account: "alice").first }
+            // The server records a device just after the request that saw it.
+            #expect(try await eventually { try await !fixture.storage.devices(account: "alice").isEmpty })
+            let device = try #require(try await fixture.storage.devices(account: "alice").first)
             var session = ConsoleSession(client: client)
             _ = try await session.signIn()
             let revoked = try await session.post("/console/accounts/alice/devices/\(device.id)/revoke", [:])
@@ -354,16 +356,6 @@ struct ConsoleTests {
 
     static func segment(_ text: String) -> String {
         text.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyz0123456789")) ?? ""
-    }
-
-    /// `read()`'s value once it is not nil (a device is recorded just after the request that saw it).
-    static func eventually<T: Sendable>(_ read: @escaping @Sendable () async throws -> T?) async throws -> T {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            if let value = try await read() { return value }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw FixtureError("nothing came within 10 s")
     }
 }
 

@@ -156,9 +156,7 @@ package struct ConsoleSessions: Sendable {
 
     /// 32 random bytes, base64url without padding (a cookie value and a form field as they are).
     static func randomToken() -> String {
-        let bytes = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }
-        return bytes.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        Tokens.base64URL(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })
     }
 
     /// Whether two secrets are equal, in time that does not depend on where they differ.

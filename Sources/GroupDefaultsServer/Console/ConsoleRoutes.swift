@@ -323,13 +323,13 @@ struct ConsoleRoutes: Sendable {
         let signed = try await signedIn(request)
         let account = try Self.name(context, "account"), id = try Self.name(context, "device")
         try await checkForm(request, signed, as: CSRFForm.self)
-        let matching = try await storage.devices(account: account).filter { $0.id == id }
-        guard let device = matching.first else { throw ConsoleError(.notFound, "The account \(account) has no device \(id).") }
-        // Ids are 48 bits of a digest: two devices could share one; then neither is revoked here.
-        guard matching.count == 1 else {
+        let device: StoredDevice
+        switch try await storage.revokeDevice(id: id, account: account, at: Date()) {
+        case .notFound: throw ConsoleError(.notFound, "The account \(account) has no device \(id).")
+        case .ambiguous(let matching):
             throw ConsoleError(.conflict, "\(matching.count) devices have the id \(id): revoke one of their tokens instead.")
+        case .revoked(let revoked, _): device = revoked
         }
-        try await storage.revokeToken(id: device.tokenID, at: Date())
         context.logger.info("console revoked a device", metadata: [
             "operator": "\(signed.session.operatorName)", "device": "\(id)", "token": "\(device.tokenID)",
         ])

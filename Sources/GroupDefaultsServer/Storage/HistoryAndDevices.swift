@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+package import Foundation
 package import GroupDefaultsWire
 
 /// One version of a key as storage keeps it in the history: the entry the write made and when the
@@ -99,5 +99,30 @@ package struct StoredDevice: Sendable, Hashable, Codable {
         DeviceInfo(id: id, name: name, deviceID: deviceID, tokenID: tokenID,
                    firstSeen: TypedJSONDate.format(milliseconds: firstSeen), lastSeen: TypedJSONDate.format(milliseconds: lastSeen),
                    lastPush: lastPush.map(TypedJSONDate.format(milliseconds:)), suites: suites.filter(visibleSuites), current: current)
+    }
+}
+
+/// What revoking a device by its public id found (`SyncStorage.revokeDevice`).
+package enum DeviceRevocation: Sendable {
+    /// The device's token was revoked; `sharing` are the other devices on that token, which lose
+    /// access too.
+    case revoked(StoredDevice, sharing: [StoredDevice])
+    /// No device has the id.
+    case notFound
+    /// Several devices have the id (48 bits of a digest): none was revoked.
+    case ambiguous([StoredDevice])
+}
+
+extension SyncStorage {
+    /// Revokes the token of the device `id`, looked for among `account`'s devices (every
+    /// account's, for nil): the rule `devices revoke` and the console share. A device is revoked
+    /// through its token, so every device sharing the token loses access with it.
+    package func revokeDevice(id: String, account: String?, at date: Date) async throws -> DeviceRevocation {
+        let devices = try await devices(account: account)
+        let matching = devices.filter { $0.id == id }
+        guard let device = matching.first else { return .notFound }
+        guard matching.count == 1 else { return .ambiguous(matching) }
+        try await revokeToken(id: device.tokenID, at: date)
+        return .revoked(device, sharing: devices.filter { $0.tokenID == device.tokenID && $0.id != id })
     }
 }

@@ -204,17 +204,3 @@ enum Metrics {
     static let snapshotRoute = "/v1/suites/{suite}/snapshot"
     static let eventsRoute = "/v1/suites/{suite}/events"
 }
-
-/// Polls `condition` until it holds or `timeout` passes (for effects in other processes); whether
-/// it held.
-func eventually(
-    within timeout: Duration = .seconds(10), every interval: Duration = .milliseconds(25),
-    _ condition: () async throws -> Bool
-) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while true {
-        if try await condition() { return true }
-        if ContinuousClock.now >= deadline { return false }
-        try? await Task.sleep(for: interval)
-    }
-}

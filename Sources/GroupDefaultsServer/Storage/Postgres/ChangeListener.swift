@@ -37,6 +37,9 @@ final class ChangeListener: Service {
         return generation % 2 == 1 ? generation : nil
     }
 
+    /// Whether the connection is listening now (the console's health).
+    var isListening: Bool { tokenGeneration != nil }
+
     init(configuration: PostgresConnection.Configuration, signals: ChangeSignals, logger: Logger) {
         self.configuration = configuration
         self.signals = signals

@@ -30,7 +30,7 @@ extension PostgresSyncStorage {
         } catch {
             checks.append(.init(name: "database", ok: false, detail: "PostgreSQL at \(database): \(error)"))
         }
-        let listening = listener.tokenGeneration != nil
+        let listening = listener.isListening
         checks.append(.init(name: "listening connection", ok: listening,
                             detail: listening ? "up: changes pushed on other instances wake this one"
                                 : "down: reconnecting; other instances' changes are seen when it is back"))
