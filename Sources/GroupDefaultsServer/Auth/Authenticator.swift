@@ -47,9 +47,7 @@ struct Authenticator: Sendable {
     /// Whether `token` still works now: not revoked (possibly by another process) and not expired.
     /// An event stream asks before each wait, so that a revocation ends open streams too.
     func isStillValid(_ token: StoredToken, now: Date = Date()) async -> Bool {
-        guard let current = try? await lookUp(hash: token.hash), current.revoked == nil else { return false }
-        if let expires = current.expires, expires <= now { return false }
-        return true
+        (try? await lookUp(hash: token.hash))?.isActive(at: now) ?? false
     }
 
     /// 403 unless `token` may use `suite` (and write it, for a write).

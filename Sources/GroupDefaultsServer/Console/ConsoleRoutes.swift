@@ -163,7 +163,7 @@ struct ConsoleRoutes: Sendable {
                 name: name, href: ConsolePaths.account(name), suites: suites.count, keys: suites.map(\.keys).reduce(0, +),
                 bytes: ConsoleFormat.bytes(suites.map(\.bytes).reduce(0, +)),
                 devicesToday: allDevices.filter { $0.account == name && $0.lastSeen >= dayAgo }.count,
-                activeTokens: allTokens.filter { $0.account == name && Self.isActive($0, now: now) }.count)
+                activeTokens: allTokens.filter { $0.account == name && $0.isActive(at: now) }.count)
         }
         let storageHealth = await health
         let minutes = activity.lastHour(now: now)
@@ -187,7 +187,7 @@ struct ConsoleRoutes: Sendable {
         let now = Date()
         let limits = configuration.limits
         let accountTokens = allTokens.filter { $0.account == account }
-        let revokedTokens = Set(accountTokens.filter { !Self.isActive($0, now: now) }.map(\.id))
+        let revokedTokens = Set(accountTokens.filter { !$0.isActive(at: now) }.map(\.id))
         let message: String? = switch ConsoleQuery.value("done", in: request) {
         case "token-revoked": "The token was revoked: its next request is refused, and its event streams end."
         case "device-revoked": "The device's token was revoked: its next sync is refused."
@@ -206,7 +206,7 @@ struct ConsoleRoutes: Sendable {
                 AccountPage.Token(
                     id: token.id, device: token.device, patterns: token.suitePatterns.joined(separator: ", "), readOnly: token.readOnly,
                     created: TimeText(token.created), expires: token.expires.map(TimeText.init),
-                    revoked: token.revoked.map(TimeText.init) ?? (Self.isActive(token, now: now) ? nil : token.expires.map(TimeText.init)),
+                    revoked: token.revoked.map(TimeText.init) ?? (token.isActive(at: now) ? nil : token.expires.map(TimeText.init)),
                     revokeHref: ConsolePaths.account(account) + "/tokens/\(ConsolePaths.segment(token.id))/revoke")
             },
             devices: accountDevices.map { device in
@@ -411,7 +411,7 @@ struct ConsoleRoutes: Sendable {
 
     // MARK: Helpers
 
-    /// A path parameter, percent-decoded and checked as `Names` checks accounts, suites and devices.
+    /// A path parameter, percent-decoded; an account or suite name checked as `Names` checks them.
     private static func name(_ context: ServerRequestContext, _ parameter: String) throws -> String {
         guard let name = (context.parameters.get(parameter) ?? "").removingPercentEncoding, !name.isEmpty else {
             throw ConsoleError(.notFound, "That \(parameter) name is not valid percent-encoding.")
@@ -420,10 +420,6 @@ struct ConsoleRoutes: Sendable {
             throw ConsoleError(.notFound, problem)
         }
         return name
-    }
-
-    private static func isActive(_ token: StoredToken, now: Date) -> Bool {
-        token.revoked == nil && (token.expires.map { $0 > now } ?? true)
     }
 
     private static func asset(_ text: String, type: String) -> Response {

@@ -48,6 +48,11 @@ package struct StoredToken: Sendable, Hashable, Codable {
     /// The token's SHA-256, lowercase hex.
     package var hash: String
 
+    /// Whether the token works at `date`: not revoked, not expired.
+    package func isActive(at date: Date) -> Bool {
+        revoked == nil && (expires.map { $0 > date } ?? true)
+    }
+
     package init(id: String, account: String, suitePatterns: [String], readOnly: Bool, device: String? = nil, created: Date,
                 expires: Date?, revoked: Date?, hash: String) {
         self.id = id
