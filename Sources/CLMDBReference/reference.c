@@ -24,6 +24,10 @@ struct gdref_dataset {
 struct gdref_env {
     MDB_env *env;
     MDB_dbi dbi;
+    /* The other databases of a suite, for gdref_bench_set_calls (opened at its first call). */
+    int suite_dbs_open;
+    MDB_dbi log_dbi, meta_dbi, tombstones_dbi;
+    uint64_t log_sequence;
     char error[256];
 };
 
@@ -262,6 +266,82 @@ double gdref_bench_put(gdref_env *env, const gdref_dataset *ds, size_t first, si
             return -1;
         }
         if (++i == ds->count) i = 0;
+    }
+    return (double)(now_ns() - start) / (double)ops;
+}
+
+static int open_suite_dbs(gdref_env *env) {
+    if (env->suite_dbs_open) return 0;
+    MDB_txn *txn;
+    if (failed(env, mdb_txn_begin(env->env, NULL, 0, &txn), "mdb_txn_begin")) return -1;
+    if (failed(env, mdb_dbi_open(txn, "log", MDB_CREATE, &env->log_dbi), "mdb_dbi_open log")
+        || failed(env, mdb_dbi_open(txn, "meta", MDB_CREATE, &env->meta_dbi), "mdb_dbi_open meta")
+        || failed(env, mdb_dbi_open(txn, "tombstones", MDB_CREATE, &env->tombstones_dbi), "mdb_dbi_open tombstones")) {
+        mdb_txn_abort(txn);
+        return -1;
+    }
+    if (failed(env, mdb_txn_commit(txn), "mdb_txn_commit")) return -1;
+    env->suite_dbs_open = 1;
+    return 0;
+}
+
+double gdref_bench_set_calls(gdref_env *env, const gdref_dataset *ds, size_t first, size_t ops) {
+    if (open_suite_dbs(env) != 0) return -1;
+    enum { header = 22, log_header = 17, retention = 10000 };
+    unsigned char record[GDREF_COPY_MAX + header];
+    unsigned char log_record[log_header + 512];
+    size_t i = first % ds->count;
+    long long start = now_ns();
+    for (size_t n = 0; n < ops; n++) {
+        const MDB_val *key = &ds->keys[i], *value = &ds->values[i];
+        if (value->mv_size > GDREF_COPY_MAX || key->mv_size > 512) {
+            snprintf(env->error, sizeof env->error, "an entry too large for the set's buffers");
+            return -1;
+        }
+        MDB_txn *txn;
+        MDB_cursor *cursor;
+        MDB_val last_key, last_value, found, meta_key = { .mv_size = 11, .mv_data = "sync.server" };
+        MDB_stat stat;
+        if (failed(env, mdb_txn_begin(env->env, NULL, 0, &txn), "mdb_txn_begin")) return -1;
+        if (failed(env, mdb_cursor_open(txn, env->log_dbi, &cursor), "mdb_cursor_open")) goto fail;
+        int rc = mdb_cursor_get(cursor, &last_key, &last_value, MDB_LAST);
+        mdb_cursor_close(cursor);
+        if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND) { failed(env, rc, "mdb_cursor_get"); goto fail; }
+        rc = mdb_get(txn, env->meta_dbi, &meta_key, &found);
+        if (rc != MDB_NOTFOUND) { failed(env, rc == MDB_SUCCESS ? MDB_KEYEXIST : rc, "mdb_get meta"); goto fail; }
+        if (failed(env, mdb_stat(txn, env->tombstones_dbi, &stat), "mdb_stat")) goto fail;
+        memset(record, (int)n, header);
+        memcpy(record + header, value->mv_data, value->mv_size);
+        MDB_val record_val = { .mv_size = header + value->mv_size, .mv_data = record };
+        if (failed(env, mdb_put(txn, env->dbi, (MDB_val *)key, &record_val, 0), "mdb_put values")) goto fail;
+        env->log_sequence += 1;
+        unsigned char sequence[8];
+        for (int b = 0; b < 8; b++) sequence[b] = (unsigned char)(env->log_sequence >> (56 - 8 * b));
+        memset(log_record, 1, log_header);
+        memcpy(log_record + log_header, key->mv_data, key->mv_size);
+        MDB_val log_key = { .mv_size = 8, .mv_data = sequence };
+        MDB_val log_val = { .mv_size = log_header + key->mv_size, .mv_data = log_record };
+        if (failed(env, mdb_put(txn, env->log_dbi, &log_key, &log_val, MDB_APPEND), "mdb_put log")) goto fail;
+        /* The store's trim: every 64th record past retention + 64 drops the records before the last
+         * `retention`. */
+        if (env->log_sequence > retention + 64 && env->log_sequence % 64 == 0) {
+            if (failed(env, mdb_cursor_open(txn, env->log_dbi, &cursor), "mdb_cursor_open")) goto fail;
+            uint64_t keep_from = env->log_sequence - retention + 1;
+            while ((rc = mdb_cursor_get(cursor, &last_key, &last_value, MDB_FIRST)) == MDB_SUCCESS) {
+                uint64_t first_sequence = 0;
+                for (int b = 0; b < 8; b++) first_sequence = first_sequence << 8 | ((unsigned char *)last_key.mv_data)[b];
+                if (first_sequence >= keep_from) break;
+                if ((rc = mdb_cursor_del(cursor, 0)) != MDB_SUCCESS) break;
+            }
+            mdb_cursor_close(cursor);
+            if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND) { failed(env, rc, "trimming the log"); goto fail; }
+        }
+        if (failed(env, mdb_txn_commit(txn), "mdb_txn_commit")) return -1;
+        if (++i == ds->count) i = 0;
+        continue;
+    fail:
+        mdb_txn_abort(txn);
+        return -1;
     }
     return (double)(now_ns() - start) / (double)ops;
 }

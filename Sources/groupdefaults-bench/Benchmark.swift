@@ -29,6 +29,17 @@ struct Benchmark {
             let rawLMDB = try measure(operation, on: raw)
             let userDefaults = try measure(operation, on: foundation)
             rows.append(Report.Row(operation, groupDefaults: groupDefaults, rawLMDB: rawLMDB, userDefaults: userDefaults))
+            if operation == .setString {
+                // The floor under a set: its LMDB calls with no Swift, beside the one put of raw LMDB.
+                // An environment of its own, with room for the log's 10,000 records (the store grows its map).
+                let setCalls = try RawSubject(path: try sandbox.makeDirectory("raw-lmdb-set-calls") + "/raw.lmdb", flags: flags,
+                                              mapSize: 64 << 20, workload: workload)
+                try setCalls.populate(.strings)
+                let calls = try setCalls.measureSetCalls(plan(operation, for: setCalls))
+                rows.append(Report.Row(
+                    measured: "set-string-lmdb-calls", label: "set string's LMDB calls alone, in C", groupDefaults: calls,
+                    rawLMDB: rawLMDB, note: "log tail, meta get, tombstone count, value and log puts, commit", target: nil))
+            }
         }
         if operations.contains(.coldStart) {
             progress(Operation.coldStart.label)

@@ -54,6 +54,13 @@ final class RawSubject: Subject {
         }
     }
 
+    /// The LMDB calls of a GroupDefaults string `set`, made from C: the floor under the store's set.
+    func measureSetCalls(_ plan: Plan) throws -> Double {
+        try medianNanosecondsPerOp(plan) { first, ops in
+            try check(gdref_bench_set_calls(env, strings[Workload.variant(forOp: first)].pointer, first, ops))
+        }
+    }
+
     func integer(forKey key: String) throws -> Int? {
         let bytes = try value(forKey: key)
         guard bytes.count == MemoryLayout<Int64>.size else { throw BenchError("raw LMDB: \(key) is not an integer") }

@@ -47,10 +47,10 @@ struct Report: Encodable {
         }
 
         /// A line beside a raw LMDB figure, with no UserDefaults counterpart.
-        init(measured operation: String, label: String, groupDefaults: Double, rawLMDB: Double, note: String, target: Target) {
+        init(measured operation: String, label: String, groupDefaults: Double, rawLMDB: Double, note: String, target: Target?) {
             self.init(operation: operation, label: label, groupDefaults: groupDefaults, rawLMDB: rawLMDB, userDefaults: nil,
-                      userDefaultsReference: "—", userDefaultsOperation: note, target: target.text,
-                      targetMet: target.isMet(groupDefaults: groupDefaults, raw: rawLMDB))
+                      userDefaultsReference: "—", userDefaultsOperation: note, target: target?.text,
+                      targetMet: target?.isMet(groupDefaults: groupDefaults, raw: rawLMDB))
         }
 
         /// A change-notification line: GroupDefaults only, with reference text (or "—") in the

@@ -8,8 +8,10 @@ extension PropertyListValue {
     /// else, an `NSObject` or a closure say.
     public init?(any value: Any) {
         switch value {
-        case let v as PropertyListValue: self = v
+        // String first: the commonest value, and a cast to the enum below costs a conformance
+        // lookup that a string never passes (a tenth of a string `set` in a profile).
         case let v as String: self = .string(v)
+        case let v as PropertyListValue: self = v
         case let v as Bool where !(value is NSNumber): self = .bool(v)
         case let v as NSNumber:
             guard let converted = PropertyListValue(number: v) else { return nil }
