@@ -38,7 +38,7 @@ struct Benchmark {
                 let calls = try setCalls.measureSetCalls(plan(operation, for: setCalls))
                 rows.append(Report.Row(
                     measured: "set-string-lmdb-calls", label: "set string's LMDB calls alone, in C", groupDefaults: calls,
-                    rawLMDB: rawLMDB, note: "log tail, meta get, tombstone count, value and log puts, commit", target: nil))
+                    rawLMDB: rawLMDB, note: "log tail, meta get, tombstone count, value and log puts, log trim, commit", target: nil))
             }
         }
         if operations.contains(.coldStart) {
