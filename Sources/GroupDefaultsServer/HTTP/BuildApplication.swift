@@ -65,7 +65,7 @@ private func serverLogger(_ configuration: ServerConfiguration) -> Logger {
 private func makeApplication(
     configuration: ServerConfiguration, storage: any SyncStorage, services storageServices: [any Service], logger: Logger,
     onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void
-) throws -> Application<RouterResponder<ServerRequestContext>> {
+) throws -> Application<ChildTaskResponder<RouterResponder<ServerRequestContext>>> {
     let router = buildRouter(storage: storage, configuration: configuration)
     let host = configuration.host
     let limits = configuration.connections
@@ -88,7 +88,7 @@ private func makeApplication(
         server = try .tls(.http1(configuration: http1), tlsConfiguration: tlsConfiguration)
     }
     return Application(
-        router: router,
+        responder: ChildTaskResponder(inner: router.buildResponder()),  // each request's memory goes when it is answered
         server: server,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "groupdefaults-server",
                              availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: logger)),

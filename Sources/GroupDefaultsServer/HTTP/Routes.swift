@@ -9,8 +9,7 @@ import ServiceLifecycle
 package func buildRouter(storage: any SyncStorage, configuration: ServerConfiguration) -> Router<ServerRequestContext> {
     _ = ServerMetrics.openEventStreams  // shown from the start, at 0
     let router = Router(context: ServerRequestContext.self)
-    router.add(middleware: RequestTaskMiddleware())  // outermost: the request's memory goes when it is answered
-    router.add(middleware: MetricsMiddleware())  // it sees every answer, errors included
+    router.add(middleware: MetricsMiddleware())  // outermost: it sees every answer, errors included
     router.add(middleware: LogRequestsMiddleware(.debug))
     router.add(middleware: ErrorMiddleware())
     let authenticator = Authenticator(storage: storage)  // one token cache for every route
