@@ -368,44 +368,29 @@ struct ConsoleRoutes: Sendable {
         let signed = try await signedIn(request)
         let account = try Self.name(context, "account"), suite = try Self.name(context, "suite")
         let start = try await storage.headRevision(account: account, suite: suite)
-        let storage = self.storage, sessions = self.sessions, heartbeat = configuration.eventHeartbeat
-        let pageSize = configuration.maxPageSize
-        let body = ResponseBody { writer in
-            var cursor = start
-            try await writer.write(ByteBuffer(string: "retry: 3000\n\n"))
-            while !Task.isCancelled {
-                let since = cursor
-                let turn = try await inChildTask { () async throws -> TailTurn in
-                    guard try await sessions.session(cookie: signed.cookie) != nil else {
-                        return TailTurn(text: ServerSentEvent(event: "end", data: "signed out").encoded, head: since, ends: true)
-                    }
-                    let page = try await storage.changes(account: account, suite: suite, since: since, limit: pageSize)
-                    guard !page.entries.isEmpty else { return TailTurn(text: "", head: page.lastRev, ends: false) }
-                    let devices = try await storage.devices(account: account)
-                    let encoder = JSONEncoder()
-                    var text = ""
-                    for entry in page.entries {
-                        let change = TailChange(
-                            key: entry.key, value: ConsoleFormat.value(of: entry), deleted: entry.isDeleted,
-                            writer: ConsoleFormat.writer(origin: entry.origin, devices: devices),
-                            written: TimeText(milliseconds: entry.hlc.milliseconds).text, rev: entry.rev ?? 0)
-                        text += ServerSentEvent(id: "\(entry.rev ?? 0)", event: "change",
-                                                data: String(decoding: try encoder.encode(change), as: UTF8.self)).encoded
-                    }
-                    return TailTurn(text: text, head: page.lastRev, ends: false, hasMore: page.hasMore)
-                }
-                if !turn.text.isEmpty { try await writer.write(ByteBuffer(string: turn.text)) }
-                if turn.ends { break }
-                cursor = turn.head
-                if turn.hasMore { continue }
-                let ended = await storage.waitForChangeUntilShutdown(account: account, suite: suite, after: cursor, timeout: heartbeat)
-                if ended || Task.isCancelled { break }
-                if try await storage.headRevision(account: account, suite: suite) <= cursor {
-                    try await writer.write(ByteBuffer(string: ServerSentEvent.comment("heartbeat")))
-                }
+        let storage = self.storage, sessions = self.sessions, pageSize = configuration.maxPageSize
+        let loop = ChangeStreamLoop(
+            storage: storage, account: account, suite: suite, heartbeat: configuration.eventHeartbeat, retryMilliseconds: 3000
+        ) { since in
+            guard try await sessions.session(cookie: signed.cookie) != nil else {
+                return StreamTurn(text: ServerSentEvent(event: "end", data: "signed out").encoded, ends: true)
             }
-            try await writer.finish(nil)
+            let page = try await storage.changes(account: account, suite: suite, since: since, limit: pageSize)
+            guard !page.entries.isEmpty else { return StreamTurn(text: "", ends: false, head: page.lastRev) }
+            let devices = try await storage.devices(account: account)
+            let encoder = JSONEncoder()
+            var text = ""
+            for entry in page.entries {
+                let change = TailChange(
+                    key: entry.key, value: ConsoleFormat.value(of: entry), deleted: entry.isDeleted,
+                    writer: ConsoleFormat.writer(origin: entry.origin, devices: devices),
+                    written: TimeText(milliseconds: entry.hlc.milliseconds).text, rev: entry.rev ?? 0)
+                text += ServerSentEvent(id: "\(entry.rev ?? 0)", event: "change",
+                                        data: String(decoding: try encoder.encode(change), as: UTF8.self)).encoded
+            }
+            return StreamTurn(text: text, ends: false, head: page.lastRev, hasMore: page.hasMore)
         }
+        let body = ResponseBody { writer in try await loop.run(from: start, writer: &writer) }
         return Response(status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-store"], body: body)
     }
 
@@ -468,14 +453,6 @@ private struct TailChange: Encodable {
     var writer: String
     var written: String
     var rev: UInt64
-}
-
-/// What one turn of the tail writes, and where it leaves it.
-private struct TailTurn: Sendable {
-    var text: String
-    var head: UInt64
-    var ends: Bool
-    var hasMore = false
 }
 
 /// A token made in the console, held until its account page shows it once to the session that
