@@ -1,6 +1,7 @@
 internal import GroupDefaultsLMDB
 import Foundation
 import Glibc
+import Logging
 
 extension SharedDefaults {
     /// A view of the suite inside `write` (or `read`): every change made through it commits
@@ -92,9 +93,9 @@ extension SharedDefaults {
         public func set(_ value: PropertyListValue, forKey key: String) throws {
             try checkUsable()
             try store.validate(key: key)
-            guard BinaryCodec.fitsNestingLimit(value) else {
+            guard value.fitsNestingLimit else {
                 throw store.error(.unsupportedValue, key: key,
-                    "the value nests arrays and dictionaries more than \(BinaryCodec.maximumDepth) levels deep; nothing was changed")
+                    "the value nests arrays and dictionaries more than \(PropertyListValue.maximumNestingDepth) levels deep; nothing was changed")
             }
             let stamp = try beginChange()
             addsData = true
@@ -212,16 +213,62 @@ extension SharedDefaults {
             }
             if synced { localOnly = try perform(key: nil) { try SharedDefaults.localOnlyPatterns(txn) } }
             let wallClock = store.wallClockMilliseconds()
+            var last = tail.hlc
+            if last.milliseconds > wallClock &+ HLC.maximumDrift {
+                last = try perform(key: nil) { try recoverClock(from: last, wallClock: wallClock) }
+            }
             let hlc = try remote.map { remote in
-                do { return try tail.hlc.received(remote, wallClock: wallClock) } catch {
+                do { return try last.received(remote, wallClock: wallClock) } catch {
                     throw store.error(.clockSkew, key: nil, "\(error); nothing was applied")
                 }
-            } ?? tail.hlc.advanced(toWallClock: wallClock)
+            } ?? last.advanced(toWallClock: wallClock)
             let stamp = Stamp(hlc: hlc, origin: store.origin)
             clock = (stamp, tail.sequence)
             firstSequence = tail.sequence + 1
             isSynced = synced
             return stamp
+        }
+
+        /// Brings the store's clock back from `last`, an HLC more than `HLC.maximumDrift` ahead of
+        /// the wall clock: this machine's clock was wrong when it stamped something (or an entry
+        /// from such a clock was taken), and every later write would carry that future stamp, which
+        /// servers and other devices refuse. Each record stamped that far ahead is stamped again:
+        /// a pending one (a local change not yet pushed, made while the clock was wrong) with a
+        /// fresh tick of the corrected clock, so that it is pushed and competes as the latest write
+        /// it is; one that is not pending (already on the server, or taken from it) with HLC zero,
+        /// so that any later write of its key wins over it. Values are kept as they are. Said once,
+        /// in the log. Returns the clock's new reading, the last stamp it gave.
+        private func recoverClock(from last: HLC, wallClock: UInt64) throws -> HLC {
+            var clock = HLC(milliseconds: wallClock, counter: 0)
+            let limit = wallClock &+ HLC.maximumDrift
+            var rewritten: [(database: Database, key: [UInt8], record: [UInt8])] = []
+            try txn.forEach(.values) { key, raw in
+                let record = try StoredRecord.decode(raw)
+                guard record.stamp.hlc.milliseconds > limit else { return true }
+                let pending = StoredRecord.isPending(raw)
+                clock = pending ? clock.advanced(toWallClock: wallClock) : clock
+                let stamp = Stamp(hlc: pending ? clock : .zero, origin: record.stamp.origin)
+                rewritten.append((.values, Array(key), StoredRecord.encode(record.value, stamp: stamp, pending: pending)))
+                return true
+            }
+            try txn.forEach(.tombstones) { key, raw in
+                let old = try StoredRecord.decodeTombstone(raw)
+                guard old.hlc.milliseconds > limit else { return true }
+                let pending = StoredRecord.isPending(raw)
+                clock = pending ? clock.advanced(toWallClock: wallClock) : clock
+                let stamp = Stamp(hlc: pending ? clock : .zero, origin: old.origin)
+                rewritten.append((.tombstones, Array(key), StoredRecord.encodeTombstone(stamp, pending: pending)))
+                return true
+            }
+            for (database, key, record) in rewritten {
+                try key.withUnsafeBytes { k in try record.withUnsafeBytes { try txn.put(database, k, $0) } }
+            }
+            let ahead = (last.milliseconds - wallClock) / 1000
+            store.logger.warning("""
+                the suite's clock was \(ahead) s ahead of this machine's (a clock that was wrong when it stamped a write): \
+                it starts again from the machine's clock; \(rewritten.count) record(s) stamped in the future were stamped again
+                """, metadata: ["suite": "\(store.location.suiteName)"])
+            return clock
         }
 
         /// Whether a local change of `key` is marked pending: the suite is synced and the key is not
@@ -361,6 +408,16 @@ extension SharedDefaults {
                     now: journal!.now, refusal: reason, scratch: &scratch)
                 journal!.nextID += 1
             }
+        }
+
+        /// Keeps `record` in the conflict journal unless the journal already holds a refusal of the
+        /// same key and stamp (the same entry, pulled again); returns whether it kept it.
+        func keepRefusedOnce(_ record: RefusedRecord) throws -> Bool {
+            try checkUsable()
+            let kept = try perform(key: nil) { try ConflictJournal.entries(txn, key: record.key) }
+            guard !kept.contains(where: { $0.isRefused && $0.stamp == record.stamp }) else { return false }
+            try keepRefused(key: record.key, stamp: record.stamp, reason: record.reason)
+            return true
         }
 
         /// Drops what this transaction's journal entries pushed beyond the journal's bounds.

@@ -145,8 +145,11 @@ public actor SyncEngine {
             summary = "paused: authentication needed (\(status.lastError?.detail ?? "the token was refused"))"
         } else if let error = status.lastError {
             summary = "failing: \(error)"
+        } else if let first = status.rejected.first {
+            let count = status.rejected.count
+            summary = "not pushed: \(count) local change\(count == 1 ? "" : "s") set aside (\(first.key.map { "'\($0)': " } ?? "")\(first.detail))"
         } else if let first = status.refused.first {
-            summary = "tampered: refused \(status.refused.count) entr\(status.refused.count == 1 ? "y" : "ies") from the server (\(first))"
+            summary = "refused \(status.refused.count) entr\(status.refused.count == 1 ? "y" : "ies") from the server (\(first))"
         } else if !status.omitted.isEmpty {
             summary = "the server's snapshot left out \(status.omitted.count) acknowledged key(s), kept here"
         } else {
@@ -349,7 +352,14 @@ public actor SyncEngine {
         noteReplacements(result)
         var report = SyncReport()
         report.add(result)
-        report.refused = refused
+        report.refused = refused + result.refused.map {
+            RefusedEntry(keyID: sealer?.keys.keyID(for: $0.key) ?? $0.key, key: $0.key, stamp: $0.stamp, reason: $0.reason)
+        }
+        if !result.refused.isEmpty {
+            logger.error("refused entries stamped far ahead of this machine's clock", metadata: [
+                "suite": "\(client.suite)", "count": "\(result.refused.count)", "first": "\(result.refused[0].key)",
+            ])
+        }
         if let sealer, keepingStale, !result.stale.isEmpty {
             report.refused += rolledBack(result.stale, among: opened, sealer: sealer)
         }
@@ -403,14 +413,34 @@ public actor SyncEngine {
         let encoder = JSONEncoder()
         let pending = try local { try defaults.pendingChanges() }
         knownPendingCount = pending.count
+        // One change this device cannot send (a value nested too deeply, one too large, one that
+        // cannot be sealed or encoded) is set aside and reported; the others go on.
         for change in pending {
             if let rejection = rejections[change.key], rejection.stamp == change.stamp { continue }
-            let op = try self.op(for: change)
-            if let refusal = Self.refusal(of: op, limits: limits, key: change.key) {
-                reject(change.key, stamp: change.stamp, refusal)
+            let op: PushOp
+            let opBytes: Int
+            do throws(SyncError) {
+                // Checked on the value itself: a sealed op carries it opaque, and every device must
+                // be able to read it.
+                if let value = change.value, !value.fitsNestingLimit {
+                    throw SyncError(.rejected, code: .valueTooDeep,
+                                    "the value nests arrays and dictionaries more than \(PropertyListValue.maximumNestingDepth) levels deep",
+                                    key: change.key, limit: PropertyListValue.maximumNestingDepth)
+                }
+                op = try self.op(for: change)
+                if let refusal = Self.refusal(of: op, limits: limits, key: change.key) { throw refusal }
+                do { opBytes = try encoder.encode(op).count } catch {
+                    throw SyncError(.rejected, code: .malformed, "the change cannot be written as JSON: \(error)", key: change.key)
+                }
+                if bodyBytes + opBytes + 1 > limits.maxBodyBytes, ops.isEmpty {
+                    throw SyncError(.rejected, code: .bodyTooLarge, "the change alone takes \(opBytes) bytes, more than a push may",
+                                    key: change.key, limit: limits.maxBodyBytes)
+                }
+            } catch {
+                reject(change.key, stamp: change.stamp, error)
                 continue
             }
-            let opBytes = (try? encoder.encode(op).count) ?? limits.maxBodyBytes
+            // The batch is full: the rest go in the next one.
             guard ops.count < cap, bodyBytes + opBytes + 1 <= limits.maxBodyBytes else { break }
             ops.append(op)
             bodyBytes += opBytes + 1
@@ -472,10 +502,21 @@ public actor SyncEngine {
             }
         }
         pushesAnswered += 1
+        // An op the server refused on its own (its value too large, its HLC from a wrong clock)
+        // stays pending, set aside until the key changes again; the others were applied.
+        var settled: [(key: String, stamp: Stamp)] = []
+        for (result, change) in zip(response.results, pushed) {
+            guard result.status == .refused else {
+                settled.append(change)
+                continue
+            }
+            let code = result.error ?? .malformed
+            reject(change.key, stamp: change.stamp, SyncError(.rejected, code: code, result.detail ?? "refused by the server", key: change.key))
+        }
         // A change written elsewhere won: take it now rather than at the next pull (the local
         // change it replaces, still pending, goes to the conflict journal).
         var report = SyncReport()
-        let winners = response.results.filter { $0.status == .superseded }.map(\.winner)
+        let winners = response.results.filter { $0.status == .superseded }.compactMap(\.winner)
         if !winners.isEmpty {
             do {
                 report.add(try apply(winners, cursor: nil))
@@ -484,10 +525,10 @@ public actor SyncEngine {
             }
             report.applied = 0  // counted when the pull brings them
         }
-        try local { _ = try defaults.clearPending(pushed) }
-        for (key, _) in pushed { rejections[key] = nil }
+        try local { _ = try defaults.clearPending(settled) }
+        for (key, _) in settled { rejections[key] = nil }
         options.progress?(SyncProgress(phase: .pushing, done: request.ops.count, total: nil))
-        report.pushed = request.ops.count
+        report.pushed = settled.count
         return report
     }
 
@@ -511,10 +552,20 @@ public actor SyncEngine {
         }
     }
 
+    /// Sets `key`'s change (stamped `stamp`) aside until the key changes again: it stays pending
+    /// and local, is reported (`SyncStatus.rejected`), and is kept in the conflict journal with
+    /// why, once.
     private func reject(_ key: String, stamp: Stamp, _ error: SyncError) {
         var error = error
         error.key = key
+        if rejections[key]?.stamp == stamp { return }
         rejections[key] = (stamp, error)
+        logger.warning("a change was not pushed", metadata: ["suite": "\(client.suite)", "key": "\(key)", "error": "\(error.detail)"])
+        do {
+            try defaults.journalUnpushed(RefusedRecord(key: key, stamp: stamp, reason: "not pushed: \(error.detail)"))
+        } catch {
+            logger.warning("could not keep the refused change in the conflict journal", metadata: ["error": "\(error)"])
+        }
     }
 
     /// What the server would refuse in `op`, checked here so that one large value does not cost a

@@ -14,12 +14,14 @@ public struct SyncStatus: Sendable, Equatable {
     public var lastError: SyncError?
     /// The token was refused: sync waits for a new one and sends nothing meanwhile.
     public var isPausedForAuthentication = false
-    /// Keys the server refused (too large, over quota), each with why; their local values are kept
-    /// and they stay pending.
+    /// Local changes that were not pushed, each with why: refused by the server (too large, over
+    /// quota, stamped by a wrong clock) or unsendable (nested too deeply). Their local values are
+    /// kept, they stay pending until they change again, and each is in the conflict journal.
     public var rejected: [SyncError] = []
     /// Whether the event stream (or long-poll) is connected, in `run()`.
     public var isListening = false
-    /// Entries of an encrypted suite that the server sent and this device refused (tampered), since
+    /// Entries the server sent that this device refused (an encrypted suite's tampered ones, and
+    /// any stamped far ahead of this machine's clock), since
     /// the engine started: the last 100 (the conflict journal keeps them all, within its bounds).
     public var refused: [RefusedEntry] = []
     /// Keys of an encrypted suite that the server's last snapshot left out although it had
@@ -41,7 +43,7 @@ public struct SyncReport: Sendable, Equatable {
     public var pushed = 0
     /// Keys removed because the server no longer has them (after an expired cursor).
     public var pruned = 0
-    /// Keys the server refused, with why.
+    /// Local changes that were not pushed, with why (see `SyncStatus.rejected`).
     public var rejected: [SyncError] = []
     /// Local changes still pending afterwards.
     public var pendingCount = 0
@@ -52,7 +54,8 @@ public struct SyncReport: Sendable, Equatable {
     public var replacedBy: Set<UInt64> = []
     /// Pulled entries not applied because their key is local-only here.
     public var ignored = 0
-    /// Entries of an encrypted suite that the server sent and this device refused: they did not
+    /// Entries the server sent that this device refused: stamped far ahead of this machine's
+    /// clock, or, in an encrypted suite, they did not
     /// open, or opened to another key, HLC or deletion than their envelope said (tampered). Not
     /// applied, not pushed back.
     public var refused: [RefusedEntry] = []

@@ -39,6 +39,9 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let keyTooLong = SyncErrorCode(rawValue: "key_too_long")
     /// A value's typed JSON is larger than the server takes (422).
     public static let valueTooLarge = SyncErrorCode(rawValue: "value_too_large")
+    /// A value nests arrays and dictionaries more than `PropertyListValue.maximumNestingDepth`
+    /// levels deep (422).
+    public static let valueTooDeep = SyncErrorCode(rawValue: "value_too_deep")
     /// The push would take the suite over its key or byte quota (422).
     public static let quotaExceeded = SyncErrorCode(rawValue: "quota_exceeded")
     /// An HLC is too far ahead of the server's clock (422).
@@ -71,7 +74,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     /// Every code the server sends, in the order `openapi.yaml` lists them.
     public static let allKnown: [SyncErrorCode] = [
         .malformed, .unauthorized, .forbidden, .notFound, .methodNotAllowed, .cursorExpired, .bodyTooLarge,
-        .batchTooLarge, .invalidSuite, .keyTooLong, .valueTooLarge, .quotaExceeded, .clockSkew,
+        .batchTooLarge, .invalidSuite, .keyTooLong, .valueTooLarge, .valueTooDeep, .quotaExceeded, .clockSkew,
         .idempotencyMismatch, .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .pairingNotFound, .pairingUsed,
         .pairingExpired, .rateLimited, .tooManyStreams, .unavailable,
     ]
@@ -100,7 +103,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     /// Whether a push refused with this code names one key or the batch as the cause, so that the
     /// client sets the key aside (a limit broken by the value itself) rather than retrying.
     public var refusesChange: Bool {
-        [.valueTooLarge, .keyTooLong, .quotaExceeded, .batchTooLarge, .bodyTooLarge, .idempotencyMismatch].contains(self)
+        [.valueTooLarge, .valueTooDeep, .keyTooLong, .quotaExceeded, .batchTooLarge, .bodyTooLarge, .idempotencyMismatch].contains(self)
     }
 
     public init(from decoder: any Decoder) throws {

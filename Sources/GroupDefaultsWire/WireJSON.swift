@@ -27,8 +27,23 @@ package struct WireJSON {
             if index > 0 { json.raw(",") }
             json.raw("{\"key\":")
             json.string(result.key)
-            json.raw(result.status == .applied ? ",\"status\":\"applied\",\"winner\":" : ",\"status\":\"superseded\",\"winner\":")
-            try json.entry(result.winner)
+            switch result.status {
+            case .applied: json.raw(",\"status\":\"applied\"")
+            case .superseded: json.raw(",\"status\":\"superseded\"")
+            case .refused: json.raw(",\"status\":\"refused\"")
+            }
+            if let winner = result.winner {
+                json.raw(",\"winner\":")
+                try json.entry(winner)
+            }
+            if let error = result.error {
+                json.raw(",\"error\":")
+                json.string(error.rawValue)
+            }
+            if let detail = result.detail {
+                json.raw(",\"detail\":")
+                json.string(detail)
+            }
             json.raw("}")
         }
         json.raw("],\"server_time\":")

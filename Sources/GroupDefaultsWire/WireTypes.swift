@@ -234,20 +234,31 @@ public struct PushResult: Codable, Sendable, Hashable {
         case applied
         /// The server already held a later write (or deletion) of the key: `winner`.
         case superseded
+        /// The op breaks a rule of its own (`error` says which: `clock_skew`, `value_too_large`)
+        /// and was not stored; the batch's other ops were judged as if it were not there.
+        case refused
     }
 
     /// The key of the op.
     public var key: String
-    /// Whether the op was stored or lost to a later write of the key.
+    /// Whether the op was stored, lost to a later write of the key, or refused.
     public var status: Status
-    /// The entry the server holds for the key after the push.
-    public var winner: SyncEntry
+    /// The entry the server holds for the key after the push; nil only for a refused op of a key
+    /// the server holds nothing for.
+    public var winner: SyncEntry?
+    /// Why a refused op was refused (nil for the others).
+    public var error: SyncErrorCode?
+    /// The refusal in words, for a person (nil unless refused).
+    public var detail: String?
 
-    /// The result of the op on `key`, with the entry the server holds for it after the push.
-    public init(key: String, status: Status, winner: SyncEntry) {
+    /// The result of the op on `key`, with the entry the server holds for it after the push, and
+    /// for a refused op its error code and detail.
+    public init(key: String, status: Status, winner: SyncEntry?, error: SyncErrorCode? = nil, detail: String? = nil) {
         self.key = key
         self.status = status
         self.winner = winner
+        self.error = error
+        self.detail = detail
     }
 }
 

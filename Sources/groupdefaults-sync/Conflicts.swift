@@ -12,8 +12,9 @@ extension SyncCommand {
                 A local change that another device's newer write replaced before it reached the \
                 server, or a value the suite held before sync was turned on that the server's \
                 replaced at the first sync, is kept here with its stamp and what replaced it. Bring \
-                one back with `restore`. In an end-to-end encrypted suite, entries the server sent \
-                that did not check out are listed here too, as tampered (nothing to restore). The journal stays on this device; see `configure \
+                one back with `restore`. Entries the server sent that this device refused (tampered, \
+                rolled back, or stamped far ahead of this machine's clock) and local changes sync \
+                could not push are listed here too, with why (nothing to restore). The journal stays on this device; see `configure \
                 --journal-entries/--journal-days` for how much it keeps.
                 """)
 
@@ -33,8 +34,8 @@ extension SyncCommand {
 
         static func line(_ conflict: SharedDefaults.Conflict) -> String {
             if let refusal = conflict.refusal {
-                return "\(conflict.id)  \(conflict.key)  tampered: refused from the server \(TypedJSONDate.format(conflict.replacedAt) ?? "?"), "
-                    + "claiming a write of \(time(conflict.stamp.hlc)) by device \(conflict.stamp.origin): \(refusal)"
+                return "\(conflict.id)  \(conflict.key)  refused \(TypedJSONDate.format(conflict.replacedAt) ?? "?"): "
+                    + "a write of \(time(conflict.stamp.hlc)) by device \(conflict.stamp.origin): \(refusal)"
             }
             let what = conflict.value.map(typedJSONText) ?? "(deleted)"
             return "\(conflict.id)  \(conflict.key) = \(what)  written \(time(conflict.stamp.hlc)) by device \(conflict.stamp.origin); "

@@ -53,7 +53,7 @@ extension SyncCommand {
                 if report.conflicts > 0 { lines.append("conflicts kept: \(report.conflicts) (see groupdefaults-sync conflicts \(suite))") }
                 if !tampered.isEmpty {
                     let keys = tampered.prefix(20).map(\.key).joined(separator: ", ") + (tampered.count > 20 ? ", …" : "")
-                    lines.append("tampered: \(tampered.count) entr\(tampered.count == 1 ? "y" : "ies") from the server refused, not applied (\(keys); see groupdefaults-sync conflicts \(suite))")
+                    lines.append("refused: \(tampered.count) entr\(tampered.count == 1 ? "y" : "ies") kept out of sync (\(keys); see groupdefaults-sync conflicts \(suite))")
                 }
                 lines.append("state: " + (state.note ?? "ok"))
                 output(lines.joined(separator: "\n"))

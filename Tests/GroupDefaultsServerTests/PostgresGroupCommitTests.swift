@@ -80,11 +80,11 @@ struct PostgresGroupCommitTests {
                 #expect(response.results.allSatisfy { $0.status == .applied })
                 expectedHead += UInt64(ops.count)
                 #expect(response.headRev == expectedHead, "push \(index): each push sees the ones before it in the group")
-                let own = response.results[0].winner
+                let own = try #require(response.results[0].winner)
                 #expect(own.key == "k\(index)" && own.origin == UInt64(index + 1) && own.value == .integer(index))
                 #expect(own.rev == expectedHead - UInt64(ops.count) + 1)
             }
-            let revisions = responses.flatMap { $0.results.compactMap(\.winner.rev) }
+            let revisions = responses.flatMap { $0.results.compactMap(\.winner?.rev) }
             #expect(Set(revisions).count == revisions.count, "distinct revisions")
             #expect(revisions.sorted() == Array(2...expectedHead))
 
@@ -93,14 +93,14 @@ struct PostgresGroupCommitTests {
             #expect(changes.entries.count == count + 2)
             let byKey = Dictionary(uniqueKeysWithValues: changes.entries.map { ($0.key, $0) })
             for (index, response) in responses.enumerated() {
-                #expect(byKey["k\(index)"]?.rev == response.results[0].winner.rev)
+                #expect(byKey["k\(index)"]?.rev == response.results[0].winner?.rev)
             }
             let lastShared = (0..<count).last { $0 % 3 == 0 }!
             #expect(byKey["shared"]?.value == .integer(lastShared))
-            #expect(byKey["shared"]?.rev == responses[lastShared].results[1].winner.rev)
+            #expect(byKey["shared"]?.rev == responses[lastShared].results[1].winner?.rev)
             #expect(try await storage.headRevision(account: "alice", suite: "s") == expectedHead)
             let history = try await storage.history(account: "alice", suite: "s", key: "shared")
-            #expect(history.map(\.entry.rev) == responses.enumerated().filter { $0.offset % 3 == 0 }.map { $0.element.results[1].winner.rev }
+            #expect(history.map(\.entry.rev) == responses.enumerated().filter { $0.offset % 3 == 0 }.map { $0.element.results[1].winner?.rev }
                 .reversed().prefix(10).map { $0 }, "the key history keeps each version of the group, the last 10")
             let suites = try await storage.suites(account: "alice")
             #expect(suites.suites.first?.keys == count + 2)
@@ -123,14 +123,14 @@ struct PostgresGroupCommitTests {
             let outcomes = await pushAsOneGroup(storage, quota: quota, requests)
 
             let applied = try outcomes[0].get()
-            #expect(applied.headRev == 1 && applied.results.map(\.winner.rev) == [1])
+            #expect(applied.headRev == 1 && applied.results.map(\.winner?.rev) == [1])
             #expect(outcomes[1].failure?.code == .quotaExceeded, "\(outcomes[1])")
             #expect(outcomes[2].failure?.code == .suiteNotEncrypted, "\(outcomes[2])")
             #expect(outcomes[3].failure?.code == .idempotencyMismatch, "\(outcomes[3])")
             let fourth = try outcomes[4].get()
             #expect(fourth.headRev == 2)
             #expect(fourth.results.map(\.status) == [.applied, .superseded])
-            #expect(fourth.results.map(\.winner.rev) == [2, 1], "the superseded op's winner is the group's earlier write")
+            #expect(fourth.results.map(\.winner?.rev) == [2, 1], "the superseded op's winner is the group's earlier write")
             #expect(try outcomes[5].get() == applied, "the same batch again in the group: the same answer")
 
             // After the group: retries answer the same, refusals are still refused, nothing else was written.
@@ -161,9 +161,9 @@ struct PostgresGroupCommitTests {
                 request(device: 3, [sealed("k2", epoch: 1, hlc: 21)]),
                 request(device: 4, [sealed("k3", epoch: 2, hlc: 22)]),
             ])
-            #expect(try outcomes[0].get().results.map(\.winner.rev) == [2])
+            #expect(try outcomes[0].get().results.map(\.winner?.rev) == [2])
             #expect(outcomes[1].failure?.code == .staleKeyEpoch, "\(outcomes[1])")
-            #expect(try outcomes[2].get().results.map(\.winner.rev) == [3])
+            #expect(try outcomes[2].get().results.map(\.winner?.rev) == [3])
             let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 100)
             #expect(changes.entries.map(\.key) == ["k0", "k1", "k3"])
         }
@@ -191,12 +191,12 @@ struct PostgresGroupCommitTests {
             for try await (key, response) in group { responses[key] = response }
             return responses
         }
-        let revisions = responses.values.compactMap { $0.results[0].winner.rev }
+        let revisions = responses.values.compactMap { $0.results[0].winner?.rev }
         #expect(revisions.sorted() == Array(1...UInt64(2 * perInstance)))
         #expect(responses.allSatisfy { $0.value.results.map(\.key) == [$0.key] && $0.value.results[0].status == .applied })
         let changes = try await first.changes(account: "alice", suite: "s", since: 0, limit: 1000)
         #expect(changes.entries.count == 2 * perInstance && changes.lastRev == UInt64(2 * perInstance))
-        for entry in changes.entries { #expect(responses[entry.key]?.results[0].winner.rev == entry.rev) }
+        for entry in changes.entries { #expect(responses[entry.key]?.results[0].winner?.rev == entry.rev) }
         try await first.shutdown()
         try await second.shutdown()
     }
@@ -243,7 +243,7 @@ struct PostgresGroupCommitTests {
                 #expect(response.status == .ok)
                 let pushed = try Self.decode(PushResponse.self, response)
                 #expect(pushed.results.count == 1 && pushed.results[0].status == .applied)
-                let winner = pushed.results[0].winner
+                let winner = try #require(pushed.results[0].winner)
                 #expect(winner.key == "k\(index)" && winner.origin == UInt64(index + 1) && winner.value == .integer(index))
                 #expect(pushed.headRev >= winner.rev ?? .max)
                 revisions[winner.key] = winner.rev ?? 0

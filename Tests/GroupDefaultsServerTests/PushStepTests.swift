@@ -167,8 +167,8 @@ struct PushStepTests {
                 #expect(response.headRev == head)
                 #expect(response.results.map(\.status).filter { $0 == .applied }.count == Int(applied))
                 for result in response.results {
-                    #expect(result.winner.stamp == promised[result.key]?.stamp, "\(script)")
-                    #expect(result.winner.value == promised[result.key]?.value, "\(script)")
+                    #expect(result.winner?.stamp == promised[result.key]?.stamp, "\(script)")
+                    #expect(result.winner?.value == promised[result.key]?.value, "\(script)")
                 }
             }
             let (keys, bytes) = try size(promised)

@@ -17,8 +17,8 @@ struct RoundTripTests {
             let response = try API.decode(PushResponse.self, pushed)
             #expect(response.headRev == 3)
             #expect(response.results.map(\.status) == [.applied, .applied, .applied])
-            #expect(response.results.map { $0.winner.rev } == [1, 2, 3])
-            #expect(response.results[0].winner.origin == 9)
+            #expect(response.results.map { $0.winner?.rev } == [1, 2, 3])
+            #expect(response.results[0].winner?.origin == 9)
 
             let changes = try API.decode(ChangesPage.self, try await client.get("/v1/suites/group.a/changes?since=0", token: token))
             #expect(changes.entries.map(\.key) == ["b", "a", "c"])
@@ -64,7 +64,7 @@ struct RoundTripTests {
             _ = try await client.push("s", token: token, API.push(device: 5, [API.set("k", "five", hlc: stamp)]))
             let lower = try API.decode(PushResponse.self, try await client.push("s", token: token, API.push(device: 4, [API.set("k", "four", hlc: stamp)])))
             #expect(lower.results[0].status == .superseded)
-            #expect(lower.results[0].winner.value == .string("five"))
+            #expect(lower.results[0].winner?.value == .string("five"))
             #expect(lower.headRev == 1)
             let older = try API.decode(PushResponse.self, try await client.push("s", token: token, API.push(device: 99, [API.set("k", "old", hlc: HLC(rawValue: stamp.rawValue - 1))])))
             #expect(older.results[0].status == .superseded)
@@ -72,7 +72,7 @@ struct RoundTripTests {
             #expect(higher.results[0].status == .applied && higher.headRev == 2)
             // The tombstone orders against later writes too.
             let stale = try API.decode(PushResponse.self, try await client.push("s", token: token, API.push(device: 5, [API.set("k", "again", hlc: stamp)])))
-            #expect(stale.results[0].status == .superseded && stale.results[0].winner.isDeleted)
+            #expect(stale.results[0].status == .superseded && stale.results[0].winner?.isDeleted == true)
             let changes = try API.decode(ChangesPage.self, try await client.get("/v1/suites/s/changes?since=0", token: token))
             #expect(changes.entries.count == 1 && changes.entries[0].rev == 2 && changes.entries[0].origin == 6)
         }

@@ -45,8 +45,8 @@ struct StorageConformanceTests {
             #expect(response.headRev == UInt64(values.count))
             #expect(response.serverTime == Self.now)
             #expect(response.results.map(\.status) == Array(repeating: .applied, count: values.count))
-            #expect(response.results.map(\.winner.rev) == (1...values.count).map { UInt64($0) })
-            #expect(response.results.allSatisfy { $0.winner.origin == 7 })
+            #expect(response.results.map(\.winner?.rev) == (1...values.count).map { UInt64($0) })
+            #expect(response.results.allSatisfy { $0.winner?.origin == 7 })
 
             let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 100)
             #expect(changes.entries.map(\.key) == values.map(\.0))
@@ -75,8 +75,8 @@ struct StorageConformanceTests {
             try await push(storage, device: 5, [op("k", .string("five"), hlc: 100)])
             let lowerOrigin = try await push(storage, device: 4, [op("k", .string("four"), hlc: 100)])
             #expect(lowerOrigin.results.first?.status == .superseded)
-            #expect(lowerOrigin.results.first?.winner.value == .string("five"))
-            #expect(lowerOrigin.results.first?.winner.origin == 5)
+            #expect(lowerOrigin.results.first?.winner?.value == .string("five"))
+            #expect(lowerOrigin.results.first?.winner?.origin == 5)
             #expect(lowerOrigin.headRev == 1)
             let olderClock = try await push(storage, device: .max, [op("k", .string("old"), hlc: 99)])
             #expect(olderClock.results.first?.status == .superseded)
@@ -104,12 +104,12 @@ struct StorageConformanceTests {
             try await push(storage, [op("k", .string("v"), hlc: 10), op("other", .integer(1), hlc: 10)])
             let deletion = try await push(storage, [op("k", nil, hlc: 20)])
             #expect(deletion.results.first?.status == .applied)
-            #expect(deletion.results.first?.winner.isDeleted == true)
+            #expect(deletion.results.first?.winner?.isDeleted == true)
             #expect(deletion.headRev == 3)
 
             let late = try await push(storage, device: 9, [op("k", .string("late"), hlc: 15)])
             #expect(late.results.first?.status == .superseded)
-            #expect(late.results.first?.winner.isDeleted == true)
+            #expect(late.results.first?.winner?.isDeleted == true)
 
             let changes = try await storage.changes(account: "alice", suite: "s", since: 1, limit: 10)
             #expect(changes.entries.map(\.key) == ["other", "k"])
@@ -136,8 +136,8 @@ struct StorageConformanceTests {
             ])
             #expect(first.results.map(\.status) == [.applied, .applied, .applied, .superseded])
             #expect(first.headRev == 3)
-            #expect(first.results.first?.winner.value == .integer(2))
-            #expect(first.results.first?.winner.rev == 3)
+            #expect(first.results.first?.winner?.value == .integer(2))
+            #expect(first.results.first?.winner?.rev == 3)
 
             let second = try await push(storage, [op("c", .integer(1), hlc: 12), op("a", .integer(0), hlc: 1)])
             #expect(second.results.map(\.status) == [.applied, .superseded])
@@ -647,8 +647,8 @@ struct StorageConformanceTests {
             stale.origin = 1
             let resealed = try await push(storage, suite: "e", device: 5, [reseal, stale])
             #expect(resealed.results.map(\.status) == [.applied, .superseded])
-            #expect(resealed.results[0].winner.origin == 1 && resealed.results[0].winner.hlc.rawValue == 11)
-            #expect(resealed.results[0].winner.sealed?.epoch == 2)
+            #expect(resealed.results[0].winner?.origin == 1 && resealed.results[0].winner?.hlc.rawValue == 11)
+            #expect(resealed.results[0].winner?.sealed?.epoch == 2)
             #expect(try await push(storage, suite: "e", device: 5, [reseal]).results.map(\.status) == [.superseded], "done once")
             try await push(storage, suite: "e", [sealed("k1", epoch: 2, hlc: 13)])
             await expectStorageError(.staleKeyEpoch) { try await push(storage, suite: "e", [sealed("k2", epoch: 1, hlc: 14)]) }

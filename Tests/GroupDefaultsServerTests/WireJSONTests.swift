@@ -55,7 +55,12 @@ struct WireJSONTests {
                                                                  box: (0 ..< 40).map { _ in UInt8.random(in: 0 ... 255, using: &rng) }),
                                deleted: Bool.random(using: &rng), hlc: hlc, origin: origin, rev: rev)
             }
-            return PushResult(key: key, status: Bool.random(using: &rng) ? .applied : .superseded, winner: winner)
+            switch Int.random(in: 0 ..< 4, using: &rng) {
+            case 0: return PushResult(key: key, status: .applied, winner: winner)
+            case 1: return PushResult(key: key, status: .superseded, winner: winner)
+            case 2: return PushResult(key: key, status: .refused, winner: winner, error: .clockSkew, detail: "ahead \"\(key)\"")
+            default: return PushResult(key: key, status: .refused, winner: nil, error: .valueTooLarge, detail: "too large\n")
+            }
         }
         return PushResponse(headRev: UInt64.random(in: 0 ... .max, using: &rng), results: results,
                             serverTime: "2026-11-25T10:00:00.000Z")

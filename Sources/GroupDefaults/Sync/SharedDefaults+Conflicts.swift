@@ -24,9 +24,11 @@ extension SharedDefaults {
         /// When sync replaced it, on this machine's clock.
         public let replacedAt: Date
         /// For an entry sync refused from the server (it did not open, opened to something other
-        /// than its envelope said, or was older than what this device had): why. Its `key` is the
-        /// key's name, or its key id when it did not open; `stamp` is what it claimed; `value` is
-        /// nil and `replacedBy` zero. Nil for a replaced local value.
+        /// than its envelope said, was older than what this device had, or was stamped far ahead
+        /// of this machine's clock), or a local change sync could not push (refused by the server,
+        /// or one this device cannot send, such as a value nested too deeply): why. Its `key` is
+        /// the key's name, or its key id when it did not open; `stamp` is what it claimed; `value`
+        /// is nil and `replacedBy` zero. Nil for a replaced local value.
         public let refusal: String?
 
         /// Whether what was replaced was a deletion.

@@ -120,6 +120,9 @@ package struct RemoteApplyResult: Sendable, Equatable {
     /// Of `superseded`, the keys whose stored write is strictly newer and not pending: accepted from
     /// the server, or acknowledged by it, before.
     package var stale: [String] = []
+    /// Entries refused on their own (stamped too far ahead of this machine's clock), newly kept in
+    /// the conflict journal; the others were applied as if they were not there.
+    package var refused: [RefusedRecord] = []
 }
 
 extension SharedDefaults {
@@ -347,6 +350,21 @@ extension SharedDefaults {
         }
     }
 
+    /// Keeps in the conflict journal a local change that sync could not push (the server or the
+    /// engine refused it: a value too deep or too large, a stamp from a wrong clock), once per key
+    /// and stamp, so that `conflicts` lists it with its reason. The change itself stays in the
+    /// suite, pending: it goes out when it is written again.
+    ///
+    /// - Returns: Whether it was new to the journal.
+    @discardableResult
+    package func journalUnpushed(_ record: RefusedRecord) throws -> Bool {
+        try write { tx in
+            let kept = try tx.keepRefusedOnce(record)
+            try tx.trimJournal()
+            return kept
+        }
+    }
+
     /// Stores (or, with nil, drops) the batch about to be sent, before it is sent.
     package func setInFlightBatch(_ batch: InFlightBatch?) throws {
         try write { tx in
@@ -396,9 +414,12 @@ extension SharedDefaults {
     /// no tombstone (the server holds none: a later entry for the key, even one pushed by another
     /// process of this device while the snapshot was read, is taken as it comes).
     ///
-    /// - Throws: `SharedDefaultsError` with code `clockSkew` if an entry's HLC is more than 5
-    ///   minutes ahead of this machine's clock (nothing is applied), `invalidKey`, or what a write
-    ///   can throw. On any error nothing is applied and the cursor is unchanged.
+    /// An entry whose HLC is more than 5 minutes (`HLC.maximumDrift`) ahead of this machine's clock
+    /// is refused on its own: kept in the conflict journal (once) and in `RemoteApplyResult.refused`,
+    /// while the others are applied and the cursor moves past it.
+    ///
+    /// - Throws: `SharedDefaultsError` with code `invalidKey`, or what a write can throw. On any
+    ///   error nothing is applied and the cursor is unchanged.
     /// `refused` are entries sync refused from this pull (an encrypted suite's tampered ones): kept
     /// in the conflict journal in the same transaction. With `keepingStale`, an entry older than a
     /// write accepted before (`RemoteApplyResult.stale`, a rollback) is kept there too.
@@ -410,8 +431,25 @@ extension SharedDefaults {
         try write { tx in
             var result = RemoteApplyResult()
             for record in refused { try tx.keepRefused(key: record.key, stamp: record.stamp, reason: record.reason) }
-            if let latest = entries.map(\.hlc).max() { try tx.receive(latest) }
+            // An entry stamped too far ahead of this machine's clock is refused on its own: taking
+            // it would drag this store's clock, and every later write, into the future.
+            let wallClock = store.wallClockMilliseconds()
+            var accepted: [SyncEntry] = []
+            accepted.reserveCapacity(entries.count)
             for entry in entries {
+                guard entry.hlc.milliseconds > wallClock &+ HLC.maximumDrift else {
+                    accepted.append(entry)
+                    continue
+                }
+                let ahead = (entry.hlc.milliseconds - wallClock) / 1000
+                let record = RefusedRecord(key: entry.key, stamp: entry.stamp, reason: """
+                    stamped \(ahead) s ahead of this machine's clock (at most \(HLC.maximumDrift / 1000) s are accepted): \
+                    the clock of the device that wrote it, or of the server, was wrong
+                    """)
+                if try tx.keepRefusedOnce(record) { result.refused.append(record) }
+            }
+            if let latest = accepted.map(\.hlc).max() { try tx.receive(latest) }
+            for entry in accepted {
                 switch try tx.applyRemote(key: entry.key, value: entry.value, stamp: entry.stamp, joinedBefore: policy.remoteWinsBefore) {
                 case .applied(let replaced):
                     result.applied.append(entry.key)

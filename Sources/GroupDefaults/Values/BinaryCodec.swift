@@ -11,8 +11,10 @@ package enum BinaryCodec {
         case string = 1, integer, double, boolFalse, boolTrue, date, data, array, dictionary
     }
 
-    /// Nesting deeper than this is refused when decoding (it could only come from damaged bytes,
-    /// and recursion that deep would exhaust the stack).
+    /// Nesting deeper than this is refused when decoding: recursion that deep would exhaust the
+    /// stack. It is a guard against damaged bytes, not the limit of a value: a value deeper than
+    /// `PropertyListValue.maximumNestingDepth` is refused when it is set, but one that an older
+    /// version stored still reads back.
     package static let maximumDepth = 512
 
     /// Whether `value` (found at `depth`) nests shallowly enough to decode again.

@@ -50,8 +50,12 @@ package struct APIError: HTTPResponseError, CustomStringConvertible {
         switch error {
         case let error as APIError:
             return error
+        case let error as SyncStorageError where error.code == .unavailable:
+            return .unavailable(unavailableDetail)
         case let error as SyncStorageError:
             return APIError(error.code, error.detail, limit: error.limit)
+        case let error as NestingTooDeep:
+            return APIError(.valueTooDeep, error.description, limit: PropertyListValue.maximumNestingDepth)
         case is DecodingError:
             return .malformed("the body is not the JSON this route takes: \(describe(error as! DecodingError))")
         case let error as any HTTPResponseError:
@@ -66,8 +70,21 @@ package struct APIError: HTTPResponseError, CustomStringConvertible {
                 return .unavailable("the server could not answer: \(other.reasonPhrase)")
             }
         default:
-            return .unavailable("the server could not answer: \(error)")
+            return .unavailable(unavailableDetail)
         }
+    }
+
+    /// The detail of every 503 that storage or an unexpected error caused: the same words whatever
+    /// went wrong, because what went wrong (a database's message, a stored value that does not
+    /// decode) is the server's business and may quote stored data. `ErrorMiddleware` logs it.
+    static let unavailableDetail = "the server could not answer; try again later"
+
+    /// What the server's log says of an error behind a 5xx: its type and the start of its
+    /// description, bounded so that one failure cannot flood the log.
+    static func logDescription(of error: any Error) -> String {
+        let text = String(describing: error)
+        let bounded = text.count > 300 ? text.prefix(300) + "…" : Substring(text)
+        return "\(type(of: error)): \(bounded)"
     }
 
     private static func describe(_ error: DecodingError) -> String {

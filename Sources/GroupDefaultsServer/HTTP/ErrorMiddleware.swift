@@ -11,7 +11,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch {
             let apiError = APIError.from(error)
             if apiError.status.code >= 500 {
-                context.logger.error("\(request.method) \(request.uri.path): \(error)")
+                context.logger.error("\(request.method) \(request.uri.path): \(APIError.logDescription(of: error))")
             }
             return try apiError.response(from: request, context: context)
         }

@@ -19,6 +19,10 @@ enum PushValidation {
 
     /// Checks `request` and prepares it for storage (each value encoded once, as typed JSON: the
     /// bytes measured here are the bytes stored).
+    ///
+    /// What breaks a rule of the batch (its size, its id, a key that cannot be stored) refuses the
+    /// whole push. What breaks a rule of one op's own value or stamp (`value_too_large`,
+    /// `clock_skew`) refuses that op alone (`PreparedPush.refusals`): the others are applied.
     static func prepare(_ request: PushRequest, limits: SyncLimits, now milliseconds: UInt64 = HLC.wallClockMilliseconds()) throws -> PreparedPush {
         if request.ops.count > limits.maxOpsPerBatch {
             throw APIError(.batchTooLarge,
@@ -29,24 +33,28 @@ enum PushValidation {
             throw APIError.malformed("batch_id must take 1 to \(maximumBatchIDBytes) bytes")
         }
         for op in request.ops { try checkKey(op.key, limits: limits) }
-        let prepared = try PreparedPush(request)
-        for (op, json) in zip(request.ops, prepared.valueJSON) {
-            if let sealed = op.sealed, sealed.box.count > limits.maxValueBytes {
-                throw APIError(.valueTooLarge,
-                               "the sealed value of '\(op.key)' takes \(sealed.box.count) bytes, more than \(limits.maxValueBytes)",
-                               key: op.key, limit: limits.maxValueBytes)
-            }
-            if let json, json.count > limits.maxValueBytes {
-                throw APIError(.valueTooLarge,
-                               "the value of '\(op.key)' takes \(json.count) bytes as typed JSON, more than \(limits.maxValueBytes)",
-                               key: op.key, limit: limits.maxValueBytes)
-            }
-            if op.hlc.milliseconds > milliseconds &+ limits.maxClockSkewMilliseconds {
-                throw APIError(.clockSkew,
-                               "the HLC of '\(op.key)' is more than \(limits.maxClockSkewMilliseconds) ms ahead of the server's clock",
-                               key: op.key, serverTime: TypedJSONDate.format(milliseconds: milliseconds))
-            }
+        var prepared = try PreparedPush(request)
+        for (index, (op, json)) in zip(request.ops, prepared.valueJSON).enumerated() {
+            prepared.refusals[index] = refusal(of: op, json: json, limits: limits, now: milliseconds)
         }
         return prepared
+    }
+
+    /// Why `op` is refused on its own, if it is.
+    private static func refusal(of op: PushOp, json: [UInt8]?, limits: SyncLimits, now milliseconds: UInt64) -> OpRefusal? {
+        if let sealed = op.sealed, sealed.box.count > limits.maxValueBytes {
+            return OpRefusal(.valueTooLarge, "the sealed value takes \(sealed.box.count) bytes, more than \(limits.maxValueBytes)")
+        }
+        if let json, json.count > limits.maxValueBytes {
+            return OpRefusal(.valueTooLarge, "the value takes \(json.count) bytes as typed JSON, more than \(limits.maxValueBytes)")
+        }
+        if op.hlc.milliseconds > milliseconds &+ limits.maxClockSkewMilliseconds {
+            let ahead = (op.hlc.milliseconds - milliseconds) / 1000
+            return OpRefusal(.clockSkew, """
+                the HLC is \(ahead) s ahead of the server's clock (\(TypedJSONDate.format(milliseconds: milliseconds))); \
+                at most \(limits.maxClockSkewMilliseconds / 1000) s are accepted: the writing device's clock is wrong
+                """)
+        }
+        return nil
     }
 }

@@ -15,6 +15,10 @@ package struct PreparedPush: Sendable {
     package let digest: [UInt8]
     /// The key epochs of a sealed push (every op sealed), lowest and highest; nil for a plain push.
     package let epochs: ClosedRange<UInt32>?
+    /// Per op, in order: why it is refused on its own (`PushValidation`), or nil. A refused op is
+    /// answered `refused` and the others are applied as if it were not there: one bad op never
+    /// stops a batch.
+    package var refusals: [OpRefusal?]
 
     /// Encodes each value once and computes the digest.
     ///
@@ -52,7 +56,20 @@ package struct PreparedPush: Sendable {
             add(json.map { [1] + $0 } ?? [0])
         }
         valueJSON = values
+        refusals = Array(repeating: nil, count: request.ops.count)
         self.epochs = epochs
         digest = Array(hash.finalize())
+    }
+}
+
+/// Why the server refuses one op of a push while it applies the others: the op's own value or
+/// stamp breaks a limit (`value_too_large`, `clock_skew`).
+package struct OpRefusal: Sendable, Hashable {
+    package var code: SyncErrorCode
+    package var detail: String
+
+    package init(_ code: SyncErrorCode, _ detail: String) {
+        self.code = code
+        self.detail = detail
     }
 }

@@ -16,6 +16,12 @@ package import GroupDefaultsWire
 ///   the held entry only if that entry has the very same stamp and an older epoch (a newer write
 ///   meanwhile needs no re-seal), or if nothing is held; it takes a revision, so that devices
 ///   receive it.
+/// - **One op refused, not the batch.** An op that `PushValidation` refused on its own (its value
+///   too large, its HLC too far ahead of the server's clock) is answered `refused` and takes no
+///   revision; the others are judged as if it were not there.
+/// - **Stamps from a wrong clock.** A held entry stamped more than the allowed skew ahead of the
+///   server's clock (stored while the server's clock was wrong, or restored from such a backup)
+///   cannot be compared with honest stamps: any op replaces it.
 /// - **Revisions.** Each applied op takes the suite's next revision; superseded ops take none.
 /// - **Results.** One per op, in order; each result's `winner` is the key's entry after the whole
 ///   push.
@@ -87,7 +93,7 @@ package enum PushStep {
     ///   persisted.
     package static func run(
         _ push: PreparedPush, suite: String, held: [String: StoredEntry], counters: Counters, recorded: RecordedBatch?,
-        quota: SuiteQuota, serverTime: String
+        quota: SuiteQuota, serverTime: String, now: UInt64 = HLC.wallClockMilliseconds(), maximumSkew: UInt64 = HLC.maximumDrift
     ) throws -> Outcome {
         let request = push.request
         if let recorded {
@@ -107,10 +113,18 @@ package enum PushStep {
         var statuses: [PushResult.Status] = []
         statuses.reserveCapacity(request.ops.count)
         var versions: [StoredEntry] = []
-        for (op, json) in zip(request.ops, push.valueJSON) {
+        for (index, (op, json)) in zip(request.ops, push.valueJSON).enumerated() {
+            if push.refusals[index] != nil {
+                statuses.append(.refused)
+                continue
+            }
             let stamp = Stamp(hlc: op.hlc, origin: op.origin ?? request.deviceID)
             let old = current[op.key]
-            let wins = op.origin == nil ? SyncMerge.wins(stamp, over: old?.stamp) : SyncMerge.reseals(op, stamp: stamp, over: old)
+            let wins = if let old, SyncMerge.isAhead(old.stamp, of: now, by: maximumSkew) {
+                true
+            } else {
+                op.origin == nil ? SyncMerge.wins(stamp, over: old?.stamp) : SyncMerge.reseals(op, stamp: stamp, over: old)
+            }
             guard wins else {
                 statuses.append(.superseded)
                 continue
@@ -133,9 +147,10 @@ package enum PushStep {
         var winners = written
         var results: [PushResult] = []
         results.reserveCapacity(request.ops.count)
-        for (op, status) in zip(request.ops, statuses) {
-            if winners[op.key] == nil { winners[op.key] = try held[op.key]!.syncEntry() }  // superseded by what was held
-            results.append(PushResult(key: op.key, status: status, winner: winners[op.key]!))
+        for (index, (op, status)) in zip(request.ops, statuses).enumerated() {
+            if winners[op.key] == nil { winners[op.key] = try held[op.key]?.syncEntry() }  // superseded by what was held
+            let refusal = push.refusals[index]
+            results.append(PushResult(key: op.key, status: status, winner: winners[op.key], error: refusal?.code, detail: refusal?.detail))
         }
         return .applied(Applied(
             response: PushResponse(headRev: after.head, results: results, serverTime: serverTime),
@@ -199,6 +214,12 @@ package enum PushStep {
 
 /// Last writer wins, shared by every backend and by the push step.
 package enum SyncMerge {
+    /// Whether `stamp` is more than `skew` milliseconds ahead of the clock reading `now`: written
+    /// under a wrong clock, so that it cannot be compared with honest stamps.
+    package static func isAhead(_ stamp: Stamp, of now: UInt64, by skew: UInt64) -> Bool {
+        stamp.hlc.milliseconds > now &+ skew
+    }
+
     /// Whether an op stamped `incoming` replaces what is stored (stamped `stored`, nil if nothing).
     package static func wins(_ incoming: Stamp, over stored: Stamp?) -> Bool {
         guard let stored else { return true }

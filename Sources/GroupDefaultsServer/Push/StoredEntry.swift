@@ -56,7 +56,8 @@ package struct StoredEntry: Sendable, Hashable {
         do {
             value = try valueJSON.map { try JSONDecoder().decode(PropertyListValue.self, from: Data($0)) }
         } catch {
-            throw SyncStorageError(.unavailable, "the stored value of '\(key)' does not decode: \(error)")
+            // Not the decoder's words: they may quote the stored value.
+            throw SyncStorageError(.unavailable, "the stored value of a key does not decode as typed JSON (\(type(of: error)))")
         }
         return SyncEntry(key: key, value: value, hlc: stamp.hlc, origin: stamp.origin, rev: rev)
     }

@@ -1,0 +1,54 @@
+/// How deeply a value may nest arrays and dictionaries: one limit for the store, the wire and the
+/// server.
+///
+/// Typed JSON spends two JSON levels on each array or dictionary (`{"array":[…]}`), and the answers
+/// that carry a value wrap it in a few more (a page, its entries, an entry, an event). JSON readers
+/// stop at 512 levels (Foundation's `JSONDecoder` among them), so a value much deeper than 250 would
+/// be stored once and then fail every read of its suite. 100 leaves that path a wide margin, and no
+/// setting needs more.
+extension PropertyListValue {
+    /// The deepest nesting a value may have: an array or dictionary of plain values is 1 deep, one
+    /// holding such an array 2, and so on. Deeper values are refused where they enter: `set`
+    /// (`unsupportedValue`), the typed JSON decoder (`NestingTooDeep`) and a server's push
+    /// (`value_too_deep`, 422).
+    public static let maximumNestingDepth = 100
+
+    /// How deeply the value nests arrays and dictionaries: 0 for a plain value, 1 for an array or
+    /// dictionary of plain values, and so on. Stops counting past `maximumNestingDepth + 1`, so a
+    /// hostile value costs no more than a legal one.
+    public var nestingDepth: Int { depth(limit: Self.maximumNestingDepth + 1) }
+
+    /// Whether the value nests no deeper than `maximumNestingDepth`.
+    public var fitsNestingLimit: Bool { nestingDepth <= Self.maximumNestingDepth }
+
+    private func depth(limit: Int) -> Int {
+        guard limit > 0 else { return 0 }
+        switch self {
+        case .array(let elements):
+            var deepest = 0
+            for element in elements where deepest < limit - 1 { deepest = max(deepest, element.depth(limit: limit - 1)) }
+            return deepest + 1
+        case .dictionary(let elements):
+            var deepest = 0
+            for element in elements.values where deepest < limit - 1 { deepest = max(deepest, element.depth(limit: limit - 1)) }
+            return deepest + 1
+        default:
+            return 0
+        }
+    }
+}
+
+/// A typed JSON value that nests deeper than `PropertyListValue.maximumNestingDepth`: thrown by the
+/// decoder, and answered by a server as `value_too_deep` (422).
+public struct NestingTooDeep: Error, Sendable, CustomStringConvertible {
+    /// Where the value was, in the decoded document (such as `ops.3.value`).
+    public var path: String
+
+    /// A refusal of the value at `path`.
+    public init(path: String) { self.path = path }
+
+    public var description: String {
+        let place = path.isEmpty ? "a value" : "the value at \(path)"
+        return "\(place) nests arrays and dictionaries more than \(PropertyListValue.maximumNestingDepth) levels deep"
+    }
+}
