@@ -407,6 +407,11 @@ public actor SyncEngine {
             return inFlight
         }
         let limits = try await serverLimits()
+        // A device whose clock was wrong when it wrote stamps again what it wrote then, before
+        // pushing it (the server would refuse those stamps).
+        if try local({ try defaults.recoverClockIfAhead() }) {
+            logger.warning("this device's clock had run ahead: its changes were stamped again", metadata: ["suite": "\(client.suite)"])
+        }
         let cap = min(limits.maxOpsPerBatch, batchCap ?? .max)
         var ops: [PushOp] = []
         var bodyBytes = 128

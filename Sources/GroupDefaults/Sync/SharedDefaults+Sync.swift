@@ -530,6 +530,18 @@ extension SharedDefaults {
         }
     }
 
+    /// Brings the store's clock back if it is more than `HLC.maximumDrift` ahead of this machine's
+    /// (see `Transaction`'s clock recovery: far-future stamps are stamped again, pending changes
+    /// with fresh ticks). Every write does this on its own; the sync engine calls it before a push,
+    /// so that a device whose clock was wrong pushes honest stamps even before its next write.
+    /// One read when the clock is fine. Returns whether it recovered the clock.
+    @discardableResult
+    package func recoverClockIfAhead() throws -> Bool {
+        guard try clockReading().milliseconds > store.wallClockMilliseconds() &+ HLC.maximumDrift else { return false }
+        try write { tx in try tx.settleClock() }
+        return true
+    }
+
     /// This store's origin id: the `device_id` of its pushes.
     package var origin: UInt64 { store.origin }
 }

@@ -52,6 +52,33 @@ enum ServerStore {
         }
     }
 
+    /// Stamps the stored entries of `keys` in `suite` with `hlc`, values unchanged: what a server
+    /// whose clock was wrong would have stored (or a backup taken from one).
+    static func restamp(_ server: SyncServer, suite: String, keys: [String], hlc: HLC) async throws {
+        switch server.backend {
+        case .lmdb:
+            let storage = try LMDBSyncStorage(directory: server.storage[1])
+            try storage.environment.writeTransaction(sync: true) { txn in
+                guard let record = try LMDBSyncStorage.suiteRecord(txn, LMDBKeys.suiteName(account: "alice", suite: suite)) else {
+                    throw FixtureError("no suite \(suite) in the store")
+                }
+                for name in keys {
+                    let key = LMDBKeys.entry(suiteID: record.id, key: name)
+                    var bucket = try LMDBSyncStorage.bucket(txn, key)
+                    for index in bucket.entries.indices where bucket.entries[index].key == name { bucket.entries[index].stamp.hlc = hlc }
+                    try LMDBSyncStorage.put(txn, LMDBSyncStorage.DB.entries, key, bucket.bytes)
+                }
+            }
+            try await storage.shutdown()
+        case .postgres:
+            for name in keys {
+                _ = try await PostgresFixture.psql(server.storage[1], """
+                    UPDATE entries SET hlc = \(Int64(bitPattern: hlc.rawValue)) WHERE account = 'alice' AND suite = '\(suite)' AND key = '\(name)'
+                    """)
+            }
+        }
+    }
+
     /// Every byte the server stores: the embedded store's files, or a dump of the PostgreSQL
     /// database (`pg_dump`), as text (bytes that are not UTF-8 replaced).
     static func dump(_ server: SyncServer) async throws -> String {

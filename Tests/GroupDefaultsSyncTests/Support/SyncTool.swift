@@ -28,9 +28,21 @@ struct ToolDevice {
         return path
     }
 
-    /// `groupdefaults-sync VERB SUITE --directory DIR ARGUMENTS…`, to completion.
-    func sync(_ verb: String, _ arguments: [String] = []) async throws -> (status: Int32, stdout: String, stderr: String) {
-        try await BuiltExecutable.run(Self.syncExecutable, [verb, suite, "--directory", directory.path] + arguments)
+    /// `groupdefaults-sync VERB SUITE --directory DIR ARGUMENTS…`, to completion; under `launcher`
+    /// if given (`ToolDevice.clockAhead`: a machine whose clock is wrong).
+    func sync(_ verb: String, _ arguments: [String] = [], launcher: [String] = []) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await Self.run(Self.syncExecutable, [verb, suite, "--directory", directory.path] + arguments, launcher: launcher)
+    }
+
+    /// Debian's `faketime`, 100 years ahead: the launcher of a process whose clock is wrong.
+    static let clockAhead = ["/usr/bin/faketime", "-f", "+100y"]
+
+    private static func run(
+        _ executable: URL, _ arguments: [String], environment: [String: String]? = nil, launcher: [String]
+    ) async throws -> (status: Int32, stdout: String, stderr: String) {
+        guard let command = launcher.first else { return try await BuiltExecutable.run(executable, arguments, environment: environment) }
+        return try await BuiltExecutable.run(URL(fileURLWithPath: command), launcher.dropFirst() + [executable.path] + arguments,
+                                             environment: environment)
     }
 
     /// `configure` with `token` written to a 0600 file named `tokenName`; expects success.
@@ -41,11 +53,12 @@ struct ToolDevice {
         #expect(result.status == 0, "configure: \(result.stderr)", sourceLocation: sourceLocation)
     }
 
-    /// `groupdefaults ARGUMENTS…` with `$GROUPDEFAULTS_DIR` set to the device's directory.
-    func defaultsTool(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+    /// `groupdefaults ARGUMENTS…` with `$GROUPDEFAULTS_DIR` set to the device's directory; under
+    /// `launcher` if given.
+    func defaultsTool(_ arguments: [String], launcher: [String] = []) async throws -> (status: Int32, stdout: String, stderr: String) {
         var environment = ProcessInfo.processInfo.environment
         environment["GROUPDEFAULTS_DIR"] = directory.path
-        return try await BuiltExecutable.run(Self.defaultsExecutable, arguments, environment: environment)
+        return try await Self.run(Self.defaultsExecutable, arguments, environment: environment, launcher: launcher)
     }
 
     /// Opens the device's suite in this process.

@@ -1,0 +1,156 @@
+import Foundation
+import GroupDefaults
+import GroupDefaultsSync
+import TestSupport
+import Testing
+
+/// One bad value or clock never stops a device or a suite: what cannot be pushed or applied is
+/// refused on its own, kept in the conflict journal with why, reported, and everything else goes on.
+@Suite("Refuse one thing, never everything", .timeLimit(.minutes(3)))
+struct RefusalTests {
+    /// A value nested `depth` arrays deep around an integer.
+    static func nested(_ depth: Int) -> PropertyListValue {
+        var value = PropertyListValue.integer(1)
+        for _ in 0 ..< depth { value = .array([value]) }
+        return value
+    }
+
+    @Test("a change this device cannot send is set aside, journaled once and reported; the changes before and after it are pushed",
+          arguments: StorageBackend.allCases)
+    func unsendableChange(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let suite = "group.refusals"
+            let a = try Device(suite, server: server)
+            let b = try Device(suite, server: server)
+            defer {
+                a.remove()
+                b.remove()
+            }
+            try a.set("z_ok", .integer(1))
+            // Typed JSON carries years 0 to 9999; the store takes any date.
+            try a.set("far", .date(Date(timeIntervalSince1970: 1e12)))
+            // Nested deeper than the limit, as an older version could store it (`set` refuses it now).
+            let hlc = HLC(milliseconds: HLC.wallClockMilliseconds(), counter: 0)
+            try a.defaults.applyRemote([SyncEntry(key: "deep", value: Self.nested(150), hlc: hlc, origin: 77)], cursor: nil)
+            try a.defaults.markPending(["deep"])
+            try a.set("b_later", .string("after"))
+
+            let report = try await a.engine.syncOnce()
+            #expect(report.rejected.compactMap(\.key) == ["deep", "far"])
+            #expect(report.rejected.first?.code == .valueTooDeep)
+            #expect(Set(try await server.snapshot(suite).entries.keys) == ["z_ok", "b_later"])
+            #expect(try a.defaults.syncState().note?.hasPrefix("not pushed: 2 local changes set aside") == true)
+
+            // Another sync reports them again but journals nothing twice.
+            let again = try await a.engine.syncOnce()
+            #expect(again.rejected.compactMap(\.key) == ["deep", "far"])
+            let refusals = try a.defaults.conflicts().filter(\.isRefused)
+            #expect(refusals.map(\.key).sorted() == ["deep", "far"], "\(refusals)")
+            #expect(refusals.allSatisfy { $0.refusal?.hasPrefix("not pushed: ") == true })
+
+            // Written again with a value that can travel, it goes.
+            try a.set("far", .date(Date(timeIntervalSince1970: 1_800_000_000)))
+            let fixed = try await a.engine.syncOnce()
+            #expect(fixed.rejected.compactMap(\.key) == ["deep"])
+            try await b.engine.syncOnce()
+            #expect(try b.defaults.syncEntry(forKey: "far")?.value == .date(Date(timeIntervalSince1970: 1_800_000_000)))
+            #expect(try b.defaults.syncEntry(forKey: "b_later")?.value == .string("after"))
+        }
+    }
+
+    @Test("a value at the nesting limit travels from one device to another; the store refuses one deeper")
+    func nestingLimitRoundTrip() async throws {
+        try await SyncServer.with(.lmdb) { server in
+            let suite = "group.nesting"
+            let a = try Device(suite, server: server)
+            let b = try Device(suite, server: server)
+            defer {
+                a.remove()
+                b.remove()
+            }
+            let deepest = Self.nested(PropertyListValue.maximumNestingDepth)
+            try a.set("deep", deepest)
+            #expect(throws: SharedDefaultsError.self) { try a.set("deeper", Self.nested(PropertyListValue.maximumNestingDepth + 1)) }
+            let pushed = try await a.engine.syncOnce()
+            #expect(pushed.isInAgreement)
+            try await b.engine.syncOnce()
+            #expect(try b.defaults.syncEntry(forKey: "deep")?.value == deepest)
+        }
+    }
+
+    @Test("a device whose clock ran 100 years ahead recovers when it is right again: what it wrote meanwhile is pushed, later writes win",
+          arguments: StorageBackend.allCases)
+    func deviceClockAhead(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let suite = "group.clock.device"
+            try await withToolPair(suite) { phone, tablet in
+                try await phone.configure(server)
+                try await tablet.configure(server)
+                #expect(try await phone.defaultsTool(["write", suite, "badge", "-int", "1"]).status == 0)
+                #expect(try await phone.defaultsTool(["write", suite, "volume", "-int", "7"], launcher: ToolDevice.clockAhead).status == 0)
+
+                // Under the wrong clock: the server refuses that change alone; the honest one goes.
+                let refused = try await phone.sync("sync", launcher: ToolDevice.clockAhead)
+                #expect(refused.status == 1)
+                #expect(refused.stderr.contains("volume") && refused.stderr.contains("ahead of the server's clock"), "\(refused.stderr)")
+                let status = try await phone.sync("status")
+                #expect(status.stdout.contains("state: not pushed: 1 local change set aside"), "\(status.stdout)")
+                #expect(try await server.snapshot(suite).entries.keys.sorted() == ["badge"])
+
+                // The clock is right again: the change made meanwhile is stamped again and pushed.
+                let synced = try await phone.sync("sync")
+                #expect(synced.status == 0, "\(synced.stdout) \(synced.stderr)")
+                #expect(try await tablet.sync("sync").status == 0)
+                #expect(try tablet.open().integer(forKey: "volume") == 7)
+                #expect(try await phone.sync("status").stdout.contains("state: ok"))
+
+                // Its stamp is honest now: a later write elsewhere wins over it.
+                #expect(try await tablet.defaultsTool(["write", suite, "volume", "-int", "9"]).status == 0)
+                #expect(try await tablet.sync("sync").status == 0)
+                #expect(try await phone.sync("sync").status == 0)
+                #expect(try phone.open().integer(forKey: "volume") == 9)
+                let stamp = try #require(try phone.open().syncEntry(forKey: "volume"))
+                #expect(stamp.hlc.milliseconds < HLC.wallClockMilliseconds() + HLC.maximumDrift)
+            }
+        }
+    }
+
+    @Test("a server that stored entries from a wrong clock: a new device joins past them, and honest writes win over them",
+          arguments: StorageBackend.allCases)
+    func serverClockAhead(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let suite = "group.clock.server"
+            try await withToolPair(suite) { phone, tablet in
+                try await phone.configure(server)
+                #expect(try await phone.defaultsTool(["write", suite, "volume", "-int", "7"]).status == 0)
+                #expect(try await phone.defaultsTool(["write", suite, "sound", "chime.caf"]).status == 0)
+                #expect(try await phone.sync("sync").status == 0)
+                // As a server whose clock ran 100 years ahead would have stored them (or a backup of one).
+                let future = HLC(milliseconds: HLC.wallClockMilliseconds() + 100 * 365 * 86_400_000, counter: 0)
+                try await server.killAndRestart {
+                    try await ServerStore.restamp(server, suite: suite, keys: ["volume", "sound"], hlc: future)
+                }
+
+                // A tablet with an honest clock joins: the far-future entries are refused one by one,
+                // journaled and reported; the rest goes on.
+                try await tablet.configure(server)
+                #expect(try await tablet.defaultsTool(["write", suite, "theme", "dark"]).status == 0)
+                let joined = try await tablet.sync("sync")
+                #expect(joined.status == 1)
+                #expect(joined.stderr.contains("ahead of this machine's clock"), "\(joined.stderr)")
+                let refusals = try tablet.open().conflicts().filter(\.isRefused)
+                #expect(Set(refusals.map(\.key)) == ["volume", "sound"])
+                #expect(try await server.snapshot(suite).entries["theme"] != nil)
+                #expect(try await tablet.sync("status").stdout.contains("refused: 2 entries kept out of sync"))
+
+                // An honest write of the key wins over the far-future entry, and reaches the phone.
+                #expect(try await tablet.defaultsTool(["write", suite, "volume", "-int", "3"]).status == 0)
+                #expect(try await tablet.sync("sync").status == 0)
+                #expect(try await server.snapshot(suite).entries["volume"]?.value == .integer(3))
+                #expect(try await phone.sync("sync").status == 0)
+                #expect(try phone.open().integer(forKey: "volume") == 3)
+                #expect(try phone.open().string(forKey: "theme") == "dark")
+            }
+        }
+    }
+}
