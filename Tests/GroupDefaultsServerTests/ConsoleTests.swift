@@ -119,6 +119,30 @@ struct ConsoleTests {
         }
     }
 
+    @Test("failed sign-ins from elsewhere never lock an operator out; one address is limited across names too")
+    func signInThrottleByAddress() {
+        let throttle = SignInThrottle(failures: 3, window: .seconds(600))
+        func fail(_ address: String, _ name: String) {
+            #expect(throttle.admit(address: address, name: name) == .admitted, "\(address) \(name)")
+            throttle.finished(address: address, name: name, succeeded: false)
+        }
+        func isRefused(_ admission: SignInThrottle.Admission) -> Bool {
+            if case .refused = admission { true } else { false }
+        }
+        // An attacker's failures for the operator's name refuse the attacker only.
+        for _ in 0 ..< 3 { fail("203.0.113.9", "ops") }
+        #expect(isRefused(throttle.admit(address: "203.0.113.9", name: "ops")))
+        #expect(throttle.admit(address: "192.0.2.1", name: "ops") == .admitted, "the operator's own address is not locked out")
+        throttle.finished(address: "192.0.2.1", name: "ops", succeeded: true)
+        // Guessing across names from one address stops at three names' worth.
+        for name in ["a", "b", "c"] { for _ in 0 ..< 3 { fail("198.51.100.7", name) } }
+        #expect(isRefused(throttle.admit(address: "198.51.100.7", name: "d")))
+        #expect(throttle.admit(address: "192.0.2.1", name: "d") == .admitted)
+        throttle.finished(address: "192.0.2.1", name: "d", succeeded: false)
+        // The window passes: the attacker may try again.
+        #expect(throttle.admit(address: "203.0.113.9", name: "ops", now: .now + .seconds(601)) == .admitted)
+    }
+
     @Test("sign-ins sent all at once cannot outrun the limit of failures")
     func parallelSignIns() async throws {
         try await Self.withConsole({ $0.console.signInFailures = 3 }) { _, client in

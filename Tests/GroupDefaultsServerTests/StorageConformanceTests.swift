@@ -69,7 +69,7 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("last writer wins by (HLC, origin), over the full unsigned range", arguments: StorageBackend.allCases)
+    @Test("last writer wins by (HLC, origin); stamps over the full unsigned range survive storage", arguments: StorageBackend.allCases)
     func lastWriterWins(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             try await push(storage, device: 5, [op("k", .string("five"), hlc: 100)])
@@ -84,11 +84,13 @@ struct StorageConformanceTests {
             #expect(higherOrigin.results.first?.status == .applied)
             #expect(higherOrigin.headRev == 2)
 
-            // Stamps above 2^63 order as unsigned numbers, and survive storage exactly.
+            // Stamps above 2^63 survive storage exactly. Held, a stamp millennia ahead of the
+            // server's clock is one from a wrong clock: any op replaces it (`PushStep`); their
+            // unsigned order is `SyncMerge`'s, tested on its own.
             let high: UInt64 = (1 << 63) + 5
             try await push(storage, device: .max, [op("big", .integer(1), hlc: high)])
             let below = try await push(storage, device: .max, [op("big", .integer(2), hlc: (1 << 63) - 1)])
-            #expect(below.results.first?.status == .superseded)
+            #expect(below.results.first?.status == .applied)
             let above = try await push(storage, device: 1, [op("big", .integer(3), hlc: .max)])
             #expect(above.results.first?.status == .applied)
             let entries = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10).entries

@@ -201,19 +201,23 @@ struct SyncHooksTests {
         }
     }
 
-    @Test("a remote HLC more than 5 minutes ahead is refused with clockSkew, and nothing is applied")
+    @Test("a remote HLC more than 5 minutes ahead is refused on its own and journaled once; the rest is applied and the cursor moves")
     func clockSkewRefused() throws {
         try withTemporaryDirectory { dir in
             let defaults = try openSuite(dir)
-            do {
-                try defaults.applyRemote([entry("fine", .integer(1)), entry("future", .integer(2), offset: 6 * 60_000)], cursor: 9)
-                Issue.record("applied an entry 6 minutes in the future")
-            } catch let error as SharedDefaultsError {
-                #expect(error.code == .clockSkew)
-                #expect(error.reason.contains("ahead"))
-            }
-            #expect(defaults.object(forKey: "fine") == nil)
-            #expect(try defaults.syncState().cursor == nil)
+            let future = entry("future", .integer(2), offset: 6 * 60_000)
+            let result = try defaults.applyRemote([entry("fine", .integer(1)), future], cursor: 9)
+            #expect(result.applied == ["fine"])
+            #expect(result.refused.map(\.key) == ["future"])
+            #expect(result.refused.first?.reason.contains("ahead of this machine's clock") == true)
+            #expect(defaults.integer(forKey: "fine") == 1)
+            #expect(defaults.object(forKey: "future") == nil)
+            #expect(try defaults.syncState().cursor == 9)
+            #expect(try defaults.clockReading().milliseconds < HLC.wallClockMilliseconds() + 60_000, "the store's clock did not follow it")
+            // The same entry again (a snapshot read twice) is not journaled twice.
+            let again = try defaults.applyRemote([future], cursor: 10)
+            #expect(again.refused.isEmpty)
+            #expect(try defaults.conflicts().filter(\.isRefused).map(\.key) == ["future"])
         }
     }
 

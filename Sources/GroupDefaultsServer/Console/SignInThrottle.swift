@@ -1,18 +1,22 @@
 import Foundation
 import Synchronization
 
-/// Limits sign-ins: at most `failures` failed ones per `window` from one client address, and as
-/// many for one operator name from anywhere; beyond that, every sign-in from that address or for
-/// that name is refused (429) until the window that counted them has passed, right password or
-/// not. An attempt is counted as failed when it is admitted, and given back if its password was
+/// Limits sign-ins: at most `failures` failed ones per `window` for one operator name from one
+/// client address, and at most `addressFailures` from one address whatever the names; beyond that,
+/// sign-ins for that name from that address (or every sign-in from that address) are refused (429)
+/// until the window that counted them has passed, right password or not. Nobody can lock an
+/// operator out from elsewhere: failures from other addresses never count against the operator's
+/// own. An attempt is counted as failed when it is admitted, and given back if its password was
 /// right, so that attempts sent in parallel cannot outrun the count. At most `concurrentChecks`
 /// passwords are checked at once (bcrypt is a quarter of a second of CPU each).
 ///
 /// In memory, per instance; at most `maxTracked` keys are kept (the oldest windows go first), and
 /// names are operator names (at most 64 characters) by the time they get here. Behind a reverse
-/// proxy every client has the proxy's address: the per-address limit is then the proxy's.
+/// proxy every client has the proxy's address: the limits are then the proxy's.
 package final class SignInThrottle: Sendable {
     let failures: Int
+    /// Failed sign-ins allowed from one address for all names together: three names' worth.
+    var addressFailures: Int { failures * 3 }
     let window: Duration
     let maxTracked = 10_000
     let concurrentChecks = 4
@@ -29,14 +33,15 @@ package final class SignInThrottle: Sendable {
 
     private let state = Mutex(State())
 
-    /// At most `failures` failed sign-ins per `window`, per address and per name.
+    /// At most `failures` failed sign-ins per `window` per name and address, three times as many
+    /// per address.
     package init(failures: Int = 10, window: Duration = .seconds(600)) {
         self.failures = failures
         self.window = window
     }
 
     /// What an attempt is told.
-    enum Admission: Equatable {
+    package enum Admission: Equatable {
         /// Check the password, then call `finished`.
         case admitted
         /// Refused for this long (too many failures).
@@ -47,14 +52,15 @@ package final class SignInThrottle: Sendable {
 
     /// Admits an attempt from `address` as `name` (counting it as failed until `finished` says
     /// otherwise), or refuses it.
-    func admit(address: String, name: String, now: ContinuousClock.Instant = .now) -> Admission {
+    package func admit(address: String, name: String, now: ContinuousClock.Instant = .now) -> Admission {
         state.withLock { state in
-            let keys = [Self.addressKey(address), Self.nameKey(name)]
+            let limits = [(Self.pairKey(address, name), failures), (Self.addressKey(address), addressFailures)]
+            let keys = limits.map(\.0)
             for key in keys {
                 if let count = state.counts[key], now - count.since >= window { state.counts[key] = nil }
             }
-            let waits = keys.compactMap { key -> Duration? in
-                guard let count = state.counts[key], count.failures >= failures else { return nil }
+            let waits = limits.compactMap { key, limit -> Duration? in
+                guard let count = state.counts[key], count.failures >= limit else { return nil }
                 return window - (now - count.since)
             }
             if let wait = waits.max() { return .refused(retryAfter: wait) }
@@ -74,11 +80,11 @@ package final class SignInThrottle: Sendable {
     }
 
     /// Ends an admitted attempt: a right password gives its count back.
-    func finished(address: String, name: String, succeeded: Bool) {
+    package func finished(address: String, name: String, succeeded: Bool) {
         state.withLock { state in
             state.checking -= 1
             guard succeeded else { return }
-            for key in [Self.addressKey(address), Self.nameKey(name)] {
+            for key in [Self.pairKey(address, name), Self.addressKey(address)] {
                 guard var count = state.counts[key] else { continue }
                 count.failures = max(0, count.failures - 1)
                 state.counts[key] = count
@@ -87,5 +93,5 @@ package final class SignInThrottle: Sendable {
     }
 
     private static func addressKey(_ address: String) -> String { "a:" + address }
-    private static func nameKey(_ name: String) -> String { "n:" + name }
+    private static func pairKey(_ address: String, _ name: String) -> String { "p:" + address + "\n" + name }
 }

@@ -102,7 +102,8 @@ package struct ConsoleConfiguration: Sendable, Hashable {
     package var enabled: Bool
     /// How long a sign-in lasts.
     package var sessionLifetime: Duration
-    /// Failed sign-ins allowed per `signInWindow`, per client address and per operator name.
+    /// Failed sign-ins allowed per `signInWindow` for one operator name from one client address (three
+    /// times as many from one address across names: `SignInThrottle`).
     package var signInFailures: Int
     /// The window in which `signInFailures` are counted.
     package var signInWindow: Duration
