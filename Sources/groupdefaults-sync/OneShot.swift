@@ -68,7 +68,7 @@ func withEngine(
         output(line)
         if let summary = report.replacementSummary(suite: suite) { output(summary) }
         for refusal in report.rejected { printError(refusal.description) }
-        for entry in report.refused { printError("tampered: \(entry) (not applied)") }
+        for entry in report.refused { printError("refused from the server: \(entry) (not applied)") }
         if !report.omitted.isEmpty {
             printError("the server's snapshot left out \(report.omitted.count) key(s) it had acknowledged, kept here: \(report.omitted.prefix(20).joined(separator: ", "))")
         }

@@ -59,6 +59,7 @@ struct AuthTests {
         let fixture = try Fixture()
         let alice = try await fixture.token(device: "phone")
         let aliceScoped = try await fixture.token(suites: ["group.a"])
+        let aliceElsewhere = try await fixture.token(suites: ["group.other.*"])
         let bob = try await fixture.token(account: "bob")
         try await fixture.test { client in
             var headers = API.auth(alice)
@@ -92,6 +93,8 @@ struct AuthTests {
             #expect(scoped.devices.first?.suites == ["group.a"], "only the suites the token covers")
             #expect(scoped.devices.first?.current == false)
             #expect(try API.decode(DeviceList.self, try await client.get("/v1/devices", token: bob)).devices.isEmpty)
+            #expect(try API.decode(DeviceList.self, try await client.get("/v1/devices", token: aliceElsewhere)).devices.isEmpty,
+                    "a device that used none of the token's suites is not shown")
             var badDevice = API.auth(alice)
             badDevice[.init(DeviceHeader.name)!] = "-1"
             #expect(try await client.execute(uri: "/v1/suites/group.a/changes", method: .get, headers: badDevice).status == .badRequest)

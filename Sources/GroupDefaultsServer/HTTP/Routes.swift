@@ -166,16 +166,18 @@ struct SyncRoutes: Sendable {
         return try JSONBody.response(KeyHistory(key: key, versions: try versions.map { try $0.keyVersion() }))
     }
 
-    /// `GET /v1/devices`: the account's devices, each showing only the suites the token covers; the
+    /// `GET /v1/devices`: the account's devices that used a suite the token covers (and the token's
+    /// own), each showing only the suites the token covers; the
     /// asking device (same token and `Device-ID`) is marked `current`.
     func devices(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let token = try requireToken(context)
         let asking = context.deviceID
-        let list = try await storage.devices(account: token.account).map { device in
-            device.info(current: device.tokenID == token.id && device.deviceID == asking) { suite in
-                token.suitePatterns.contains { GlobPattern.matches($0, suite) }
-            }
-        }
+        let covers = { (suite: String) in token.suitePatterns.contains { GlobPattern.matches($0, suite) } }
+        // A device that used none of the token's suites is none of its business (a token for one
+        // app's suites does not learn the names of the account's other devices).
+        let list = try await storage.devices(account: token.account)
+            .filter { $0.tokenID == token.id || $0.suites.contains(where: covers) }
+            .map { device in device.info(current: device.tokenID == token.id && device.deviceID == asking, visibleSuites: covers) }
         return try JSONBody.response(DeviceList(devices: list))
     }
 
