@@ -638,6 +638,9 @@ struct StorageConformanceTests {
             await expectStorageError(.staleKeyEpoch) { try await push(storage, suite: "e", [sealed("k1", epoch: 2, hlc: 12)]) }
             await expectStorageError(.suiteNotEncrypted) { try await storage.putKeyBag(account: "alice", suite: "none", epoch: 2, bundle: "b") }
             await expectStorageError(.staleKeyEpoch) { try await storage.putKeyBag(account: "alice", suite: "e", epoch: 1, bundle: "b") }
+            // Only the next epoch: a bag for a later one would let any token spend the epochs.
+            await expectStorageError(.staleKeyEpoch) { try await storage.putKeyBag(account: "alice", suite: "e", epoch: 3, bundle: "b") }
+            await expectStorageError(.staleKeyEpoch) { try await storage.putKeyBag(account: "alice", suite: "e", epoch: .max, bundle: "b") }
             try await storage.putKeyBag(account: "alice", suite: "e", epoch: 2, bundle: "bag-2")
             await expectStorageError(.staleKeyEpoch) { try await storage.putKeyBag(account: "alice", suite: "e", epoch: 2, bundle: "other") }
             #expect(try await storage.keyBags(account: "alice", suite: "e") == [2: "bag-2"])

@@ -9,6 +9,38 @@ import Testing
 /// and the recovery key open everything, history included.
 @Suite("Key rotation", .timeLimit(.minutes(3)))
 struct RotationTests {
+    @Test("a write token cannot spend a suite's epochs: a key bag is taken for the next epoch only, and rotate-key still works",
+          arguments: StorageBackend.allCases)
+    func epochAttack(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let suite = "group.e2e.epochs"
+            let phone = ToolDevice(suite)
+            defer { phone.remove() }
+            let configured = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token),
+                                                                "--encrypt"])
+            #expect(configured.status == 0, "\(configured.stderr)")
+            #expect(try await phone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
+            #expect(try await phone.sync("sync").status == 0)
+
+            // Any write token of the account, with random bytes, for the last epoch and for one ahead.
+            let random = Data((0 ..< 64).map { _ in UInt8.random(in: 0 ... 255) }).base64EncodedString()
+            for epoch: UInt32 in [.max, 3] {
+                do {
+                    try await server.client(suite).putKeyBag(epoch: epoch, bundle: random)
+                    Issue.record("a key bag for epoch \(epoch) was taken")
+                } catch {
+                    #expect((error as? SyncError)?.code == .staleKeyEpoch, "\(error)")
+                }
+            }
+            let rotated = try await phone.sync("rotate-key")
+            #expect(rotated.status == 0, "\(rotated.stderr)")
+            #expect(rotated.stdout.contains("keys rotated to epoch 2"), "\(rotated.stdout)")
+            #expect(try await phone.defaultsTool(["write", suite, "sound", "bell.aiff"]).status == 0)
+            #expect(try await phone.sync("sync").status == 0)
+            #expect(try await server.snapshot(suite).entries.values.allSatisfy { $0.sealed?.epoch == 2 })
+        }
+    }
+
     @Test("after revoke and rotate-key, the revoked device's keys open nothing written since; a paired device and the recovery key read it all",
           arguments: StorageBackend.allCases)
     func rotation(backend: StorageBackend) async throws {

@@ -36,7 +36,9 @@ public enum KeyRotation {
     public static func rotate(_ engine: SyncEngine, keys: SuiteKeys, keyFile: String) async throws(SyncError) -> Outcome {
         // Up to date first: pending changes pushed under the old epoch while the server still takes it.
         try await engine.syncOnce()
-        let new = try keys.rotated()
+        // After the server's newest epoch: a key bag is taken for the next epoch only.
+        let serverEpoch = try await engine.client.keyBags().epochs.keys.compactMap { UInt32($0) }.max() ?? 0
+        let new = try keys.rotated(after: serverEpoch)
         let epoch = new.currentEpoch
         try new.write(to: keyFile)
         try await engine.client.putKeyBag(epoch: epoch, bundle: try new.keyBag(epoch: epoch))

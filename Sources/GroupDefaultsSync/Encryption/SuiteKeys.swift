@@ -70,13 +70,16 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
 
     // MARK: Rotation and recovery
 
-    /// These keys and a new, random key for the next epoch, which seals from now on.
+    /// These keys and a new, random key for the next epoch, which seals from now on: the one after
+    /// both these keys' and `serverEpoch` (the newest epoch the server has a key bag for, when
+    /// another device rotated since this one got its keys).
     ///
     /// - Throws: `SyncError` (`local`) when no epoch is left (after 4,294,967,295 rotations).
-    public func rotated() throws(SyncError) -> SuiteKeys {
-        guard currentEpoch < UInt32.max else { throw SyncError(.local, "\(suite) has used every key epoch") }
+    public func rotated(after serverEpoch: UInt32 = 0) throws(SyncError) -> SuiteKeys {
+        let last = max(currentEpoch, serverEpoch)
+        guard last < UInt32.max else { throw SyncError(.local, "\(suite) has used every key epoch") }
         var epochs = self.epochs
-        epochs[currentEpoch + 1] = SymmetricKey(size: .bits256)
+        epochs[last + 1] = SymmetricKey(size: .bits256)
         return SuiteKeys(suite: suite, names: names, epochs: epochs, recoveryPublicKey: recoveryPublicKey)
     }
 
