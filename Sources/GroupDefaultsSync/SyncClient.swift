@@ -129,9 +129,16 @@ public struct SyncClient: Sendable {
                        as: PairingClaimed.self)
     }
 
-    /// `GET /v1/pairings/{pairing_id}`: where the pairing stands.
-    public func pairing(pairingID: String) async throws(SyncError) -> PairingState {
-        try await send(.GET, url: "v1/pairings/\(pairingID)", query: [], as: PairingState.self)
+    /// `GET /v1/pairings/{pairing_id}`: where the pairing stands; with `authorized` false, sent
+    /// without a token, as the claiming device reads it (the pairing id is its credential).
+    public func pairing(pairingID: String, authorized: Bool = true) async throws(SyncError) -> PairingState {
+        try await send(.GET, url: "v1/pairings/\(pairingID)", query: [], authorized: authorized, as: PairingState.self)
+    }
+
+    /// `DELETE /v1/pairings/{pairing_id}`: cancels a pairing this token made; the claiming
+    /// device's token, if any, is revoked.
+    public func cancelPairing(pairingID: String) async throws(SyncError) -> PairingState {
+        try await send(.DELETE, url: "v1/pairings/\(pairingID)", query: [], as: PairingState.self)
     }
 
     /// `PUT /v1/pairings/{pairing_id}/keys`: the sealed keys for the device that claimed it.

@@ -159,9 +159,7 @@ extension SyncCommand {
                 let client = SyncClient(server: server, suite: suite, http: http) {
                     throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one")
                 }
-                return try await DevicePairing.accept(
-                    code: code, client: client, deviceName: deviceName,
-                    tokenClient: { token in SyncClient(server: server, suite: suite, http: http) { token } })
+                return try await DevicePairing.accept(code: code, client: client, deviceName: deviceName)
             }
             try FileManager.default.createDirectory(
                 at: URL(fileURLWithPath: tokenFile).deletingLastPathComponent(), withIntermediateDirectories: true,

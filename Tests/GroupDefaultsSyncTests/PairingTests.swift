@@ -25,6 +25,55 @@ struct PairingTests {
             + (name.map { ["--device", $0] } ?? []))
     }
 
+    @Test("a claim without the code's proof gets a token that never works: the offering device cancels the pairing and it is revoked",
+          arguments: StorageBackend.allCases)
+    func claimWithoutProof(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let suite = "group.e2e.claim"
+            let phone = ToolDevice(suite), tablet = ToolDevice(suite)
+            defer {
+                phone.remove()
+                tablet.remove()
+            }
+            let configured = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token),
+                                                                "--encrypt"])
+            #expect(configured.status == 0, "\(configured.stderr)")
+            let (pair, code) = try startPairing(phone)
+
+            // Someone who learned the pairing id (the server, or whoever saw it) but not the code.
+            let id = try PairingCode(parsing: code).pairingID
+            let random = { Data((0 ..< 32).map { _ in UInt8.random(in: 0 ... 255) }).base64EncodedString() }
+            let anonymous = SyncClient(server: server.url, suite: suite, http: server.http) { throw SyncError(.authenticationNeeded, "none") }
+            let claimed = try await anonymous.claimPairing(pairingID: id, PairingClaim(publicKey: random(), proof: random()))
+            let stolen = server.client(suite, token: claimed.token)
+            do {
+                _ = try await stolen.snapshot(after: nil)
+                Issue.record("the claim's token worked before the keys were handed over")
+            } catch {
+                #expect((error as? SyncError)?.kind == .authenticationNeeded, "\(error)")
+            }
+
+            // The phone checks the proof, refuses it and cancels: `pair` fails, the token is revoked.
+            let refused = pair.finish()
+            #expect(refused.status != 0)
+            #expect(refused.stderr.contains("does not know the code") && refused.stderr.contains("cancelled"), "\(refused.stderr)")
+            do {
+                _ = try await stolen.snapshot(after: nil)
+                Issue.record("the refused claim's token works")
+            } catch {
+                #expect((error as? SyncError)?.detail.contains("revoked") == true, "\(error)")
+            }
+            #expect(try await join(tablet, server, code: code).status != 0, "a cancelled pairing cannot be used")
+
+            // A new code, used by the device that has it: its token works once the keys are here.
+            let (again, fresh) = try startPairing(phone)
+            let joined = try await join(tablet, server, code: fresh)
+            #expect(joined.status == 0, "\(joined.stderr)")
+            #expect(again.finish().status == 0)
+            #expect(try await tablet.sync("sync").status == 0)
+        }
+    }
+
     @Test("a second and a third device join by code and sync; a reused code and a wrong one are refused and write nothing",
           arguments: StorageBackend.allCases)
     func pairing(backend: StorageBackend) async throws {

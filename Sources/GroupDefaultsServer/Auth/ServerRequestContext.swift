@@ -29,9 +29,12 @@ struct TokenMiddleware: RouterMiddleware {
                 next: (Request, ServerRequestContext) async throws -> Response) async throws -> Response {
         let path = request.uri.path
         // Every route but health, limits, metrics and a pairing's claim (whose pairing id is its
-        // credential) takes a token.
+        // credential) takes a token; so does reading a pairing's state, except for the claiming
+        // device, which reads it without one (its token works only once the keys are handed over).
         let pairing = path == "/v1/pairings" || (path.hasPrefix("/v1/pairings/") && !path.hasSuffix("/claim"))
-        guard path == "/v1/suites" || path.hasPrefix("/v1/suites/") || path == "/v1/devices" || path.hasPrefix("/v1/devices/") || pairing
+        let pairingStateWithoutToken = pairing && request.method == .get && request.headers[.authorization] == nil
+        guard path == "/v1/suites" || path.hasPrefix("/v1/suites/") || path == "/v1/devices" || path.hasPrefix("/v1/devices/") || pairing,
+              !pairingStateWithoutToken
         else { return try await next(request, context) }
         var context = context
         context.token = try await authenticator.token(for: request)

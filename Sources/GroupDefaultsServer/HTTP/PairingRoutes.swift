@@ -27,9 +27,10 @@ struct PairingRoutes: Sendable {
     }
 
     /// `POST /v1/pairings/{pairing_id}/claim`: the new device's public key and proof; answers its
-    /// token, made in the same transaction as the claim. The token expires with the pairing unless
-    /// the device that made the code, having checked the proof, hands over the keys (`complete`):
-    /// a claim by someone who saw the pairing id but not the code gets nothing that lasts.
+    /// token, made in the same transaction as the claim. The token works for nothing until the
+    /// device that made the code, having checked the proof, hands over the keys (`complete`); a
+    /// proof it refuses cancels the pairing and revokes the token (`cancel`): a claim by someone
+    /// who saw the pairing id but not the code gets nothing that ever works.
     func claim(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let id = try pairingID(context)
         let claim = try await JSONBody.decode(PairingClaim.self, from: request, limit: Self.bodyLimit)
@@ -38,16 +39,32 @@ struct PairingRoutes: Sendable {
         if let name = claim.deviceName, let problem = Names.problem(with: name, kind: "device") { throw APIError.malformed(problem) }
         let lookup = StoredPairing.lookup(id: id)
         guard let pairing = try await storage.pairing(lookup: lookup) else { throw Self.notFound }
+        // Made expired: `completePairing` gives it its lasting expiry once the keys are handed over.
         let (secret, token) = Tokens.make(account: pairing.account, suitePatterns: [pairing.suite], readOnly: pairing.readOnly,
-                                          device: claim.deviceName, expires: pairing.expires)
+                                          device: claim.deviceName, expires: pairing.created)
         let claimed = try await storage.claimPairing(lookup: lookup, claim: claim, token: token, now: Date())
         return try JSONBody.response(PairingClaimed(token: secret, suite: claimed.suite, expires: claimed.state.expires))
     }
 
-    /// `GET /v1/pairings/{pairing_id}`: where the pairing stands, for a token of its account.
+    /// `GET /v1/pairings/{pairing_id}`: where the pairing stands, for a token of its account, or,
+    /// without a token, for whoever knows the pairing id (the claiming device, whose token works
+    /// only once the keys are here; the id is already the credential of the claim, and the keys
+    /// are sealed to the claim's public key under the code).
     func state(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
-        let pairing = try await own(context)
+        guard context.token == nil else { return try JSONBody.response(try await own(context).state) }
+        guard let pairing = try await storage.pairing(lookup: StoredPairing.lookup(id: try pairingID(context))) else { throw Self.notFound }
         return try JSONBody.response(pairing.state)
+    }
+
+    /// `DELETE /v1/pairings/{pairing_id}`: the token that made the pairing cancels it (a claim whose
+    /// proof does not check out, or a change of mind): nothing can claim or complete it afterwards,
+    /// and the claiming device's token, if any, is revoked at once.
+    func cancel(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let pairing = try await own(context)
+        guard pairing.creatorTokenID == context.token?.id else {
+            throw APIError.forbidden("only the token that made the pairing cancels it")
+        }
+        return try JSONBody.response(try await storage.cancelPairing(lookup: pairing.lookup, now: Date()).state)
     }
 
     /// `PUT /v1/pairings/{pairing_id}/keys`: the sealed keys, from the token that made the pairing;

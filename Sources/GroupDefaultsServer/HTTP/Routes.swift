@@ -33,6 +33,7 @@ package func buildRouter(storage: any SyncStorage, configuration: ServerConfigur
     router.post("/v1/pairings/{pairing}/claim") { request, context in try await pairings.claim(request, context) }
     router.get("/v1/pairings/{pairing}") { request, context in try await pairings.state(request, context) }
     router.put("/v1/pairings/{pairing}/keys") { request, context in try await pairings.complete(request, context) }
+    router.delete("/v1/pairings/{pairing}") { request, context in try await pairings.cancel(request, context) }
     router.get("/metrics") { _, _ in
         Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                  body: ResponseBody(byteBuffer: ByteBuffer(bytes: ServerMetrics.text())))

@@ -54,6 +54,14 @@ package struct StoredPairing: Sendable, Hashable, Codable {
         self.bundle = bundle
     }
 
+    /// Cancels it (the offering device refused the claim's proof, or gave up): it expires now, so
+    /// that nothing can claim or complete it; the claim's token, if any, is for the backend to
+    /// revoke in the same transaction. Keys already handed over cannot be taken back.
+    package mutating func cancel(now: Date) throws(SyncStorageError) {
+        if bundle != nil { throw SyncStorageError(.pairingUsed, "the keys of this pairing were already handed over") }
+        expires = min(expires, now)
+    }
+
     /// Where it stands, as `GET /v1/pairings/{id}` says.
     package var state: PairingState {
         PairingState(

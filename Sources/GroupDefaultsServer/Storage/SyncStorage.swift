@@ -208,9 +208,12 @@ package protocol SyncStorage: Sendable {
     /// transaction; `pairingNotFound`, `pairingExpired`, `pairingUsed`.
     func claimPairing(lookup: String, claim: PairingClaim, token: StoredToken, now: Date) async throws -> StoredPairing
     /// Stores the sealed keys (`StoredPairing.complete`) and gives the claiming device's token its
-    /// lasting expiry, `tokenExpires` (nil: none), in one transaction; until then it expires with
-    /// the pairing. `pairingNotFound`, `pairingExpired`, `pairingUsed`.
+    /// lasting expiry, `tokenExpires` (nil: none), in one transaction; until then it works for
+    /// nothing (it is made expired). `pairingNotFound`, `pairingExpired`, `pairingUsed`.
     func completePairing(lookup: String, bundle: String, now: Date, tokenExpires: Date?) async throws -> StoredPairing
+    /// Cancels the pairing (`StoredPairing.cancel`) and revokes the claiming device's token, if
+    /// any, at `now`, in one transaction. `pairingNotFound`, `pairingUsed`.
+    func cancelPairing(lookup: String, now: Date) async throws -> StoredPairing
 
     // Key bags: each key epoch's key sealed to the suite's recovery key (opaque here)
     /// Stores (or replaces) the key bag of `epoch`.

@@ -85,7 +85,13 @@ public enum DevicePairing {
         guard let claim = state.claim, let publicKey = Data(base64Encoded: claim.publicKey), let proof = Data(base64Encoded: claim.proof)
         else { throw SyncError(.protocolError, "the pairing was claimed without a public key") }
         guard code.verifies(proof, of: publicKey) else {
-            throw SyncError(.local, "the pairing was claimed by someone who does not know the code (the server may be tampering): the keys were not handed over")
+            // Cancelled at once: the claim's token, which works for nothing until the keys are
+            // handed over, is revoked.
+            let cancelled = (try? await client.cancelPairing(pairingID: id)) != nil
+            throw SyncError(.local, """
+                the pairing was claimed by someone who does not know the code (the server may be tampering): the keys were not handed over\
+                \(cancelled ? " and the pairing was cancelled" : "")
+                """)
         }
         let bundle: Data
         do {
@@ -118,11 +124,10 @@ public enum DevicePairing {
     /// - Parameters:
     ///   - client: A client of the suite's server; its token is not used for the claim.
     ///   - deviceName: The name the new token is bound to (as `token create --device`); nil for none.
-    ///   - tokenClient: Makes a client that uses the new token.
     /// - Throws: `SyncError`: `pairingNotFound` (a wrong code: it reveals nothing), `pairingUsed`,
     ///   `pairingExpired`, keys that do not open (not sealed by a holder of the code).
     public static func accept(
-        code: PairingCode, client: SyncClient, deviceName: String? = nil, tokenClient: @Sendable (String) -> SyncClient
+        code: PairingCode, client: SyncClient, deviceName: String? = nil
     ) async throws -> (token: String, keys: SuiteKeys) {
         let id = code.pairingID
         let privateKey = Curve25519.KeyAgreement.PrivateKey()
@@ -133,14 +138,15 @@ public enum DevicePairing {
         guard claimed.suite == client.suite else {
             throw SyncError(.local, "this pairing code is for the suite \(claimed.suite), not \(client.suite)")
         }
-        let withToken = tokenClient(claimed.token)
-        var state = try await withToken.pairing(pairingID: id)
+        // Read without a token: the new token works only once the keys are handed over.
+        var state = try await client.pairing(pairingID: id, authorized: false)
         while state.bundle == nil {
             if let expires = TypedJSONDate.parse(state.expires), expires <= Date() {
-                throw SyncError(.rejected, code: .pairingExpired, "the pairing expired before the other device handed over the keys")
+                throw SyncError(.rejected, code: .pairingExpired,
+                                "the pairing expired, or the other device cancelled it, before it handed over the keys")
             }
             try await Task.sleep(for: pollInterval)
-            state = try await withToken.pairing(pairingID: id)
+            state = try await client.pairing(pairingID: id, authorized: false)
         }
         guard let bundle = state.bundle.flatMap({ Data(base64Encoded: $0) }), bundle.count > 32 else {
             throw SyncError(.protocolError, "the pairing's keys are not what the API describes")

@@ -55,6 +55,16 @@ extension LMDBSyncStorage {
         }
     }
 
+    package func cancelPairing(lookup: String, now: Date) async throws -> StoredPairing {
+        try await updatePairing(lookup) { pairing, txn in
+            try pairing.cancel(now: now)
+            guard let id = pairing.tokenID, let json = try Self.get(txn, DB.tokens, Array(id.utf8)) else { return }
+            var token = try JSONDecoder().decode(StoredToken.self, from: Data(json))
+            token.revoked = token.revoked ?? now
+            try Self.putToken(txn, token, indexHash: false)
+        }
+    }
+
     /// Reads, changes and writes one pairing in one write transaction.
     private func updatePairing(
         _ lookup: String, _ change: @escaping @Sendable (inout StoredPairing, LMDBTransaction) throws -> Void

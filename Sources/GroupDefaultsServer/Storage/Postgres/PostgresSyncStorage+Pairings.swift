@@ -49,6 +49,14 @@ extension PostgresSyncStorage {
         }
     }
 
+    package func cancelPairing(lookup: String, now: Date) async throws -> StoredPairing {
+        try await updatePairing(lookup) { pairing, connection, logger in
+            try pairing.cancel(now: now)
+            guard let id = pairing.tokenID else { return }
+            try await connection.query("UPDATE tokens SET revoked = COALESCE(revoked, \(now)) WHERE id = \(id)", logger: logger)
+        }
+    }
+
     /// Locks, changes and writes one pairing in one transaction.
     private func updatePairing(
         _ lookup: String, _ change: @escaping @Sendable (inout StoredPairing, PostgresConnection, Logger) async throws -> Void
