@@ -476,6 +476,10 @@ enum MetaKey {
     nonisolated(unsafe) static let syncIgnored = UnsafeRawBufferPointer(staticString: "sync.ignored")
     /// The conflict journal's bounds: how many entries, how many days (two u32, little-endian).
     nonisolated(unsafe) static let journalBounds = UnsafeRawBufferPointer(staticString: "journal.bounds")
+    /// The last recovery of a clock that ran ahead (`Transaction`'s `recoverClock`): the log's tail
+    /// HLC it recovered from and the clock it gave, two u64 little-endian; so that, until a change
+    /// moves the log's tail, later transactions take the recovered clock without looking again.
+    nonisolated(unsafe) static let clockRecovery = UnsafeRawBufferPointer(staticString: "clock.recovered")
     /// The version of the last migration applied to the suite (`SharedDefaults.migrate`), u64 little-endian.
     nonisolated(unsafe) static let migrationVersion = UnsafeRawBufferPointer(staticString: "migration.version")
 }

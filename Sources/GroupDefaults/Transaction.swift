@@ -236,43 +236,66 @@ extension SharedDefaults {
         /// a pending one (a local change not yet pushed, made while the clock was wrong) with a
         /// fresh tick of the corrected clock, so that it is pushed and competes as the latest write
         /// it is; one that is not pending (already on the server, or taken from it) with HLC zero,
-        /// so that any later write of its key wins over it. Values are kept as they are. Said once,
-        /// in the log. Returns the clock's new reading, the last stamp it gave.
+        /// so that any later write of its key wins over it. Values are kept as they are; a damaged
+        /// record is left as it is (reading it reports the damage). Said once, in the log, and
+        /// recorded in `meta`, so that until a change moves the log's tail the next transactions
+        /// take the recovered clock without looking again. Returns the clock's new reading, the
+        /// last stamp it gave.
         private func recoverClock(from last: HLC, wallClock: UInt64) throws -> HLC {
+            if let raw = try txn.get(.meta, MetaKey.clockRecovery), raw.count == 16,
+               UInt64(littleEndian: raw.loadUnaligned(as: UInt64.self)) == last.rawValue {
+                let recovered = HLC(rawValue: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                return max(recovered, HLC(milliseconds: wallClock, counter: 0))
+            }
             var clock = HLC(milliseconds: wallClock, counter: 0)
             let limit = wallClock &+ HLC.maximumDrift
             var rewritten: [(database: Database, key: [UInt8], record: [UInt8])] = []
-            try txn.forEach(.values) { key, raw in
-                let record = try StoredRecord.decode(raw)
-                guard record.stamp.hlc.milliseconds > limit else { return true }
-                let pending = StoredRecord.isPending(raw)
-                clock = pending ? clock.advanced(toWallClock: wallClock) : clock
-                let stamp = Stamp(hlc: pending ? clock : .zero, origin: record.stamp.origin)
-                rewritten.append((.values, Array(key), StoredRecord.encode(record.value, stamp: stamp, pending: pending)))
-                return true
-            }
-            try txn.forEach(.tombstones) { key, raw in
-                let old = try StoredRecord.decodeTombstone(raw)
-                guard old.hlc.milliseconds > limit else { return true }
-                let pending = StoredRecord.isPending(raw)
-                clock = pending ? clock.advanced(toWallClock: wallClock) : clock
-                let stamp = Stamp(hlc: pending ? clock : .zero, origin: old.origin)
-                rewritten.append((.tombstones, Array(key), StoredRecord.encodeTombstone(stamp, pending: pending)))
-                return true
+            var damaged = 0
+            for database in [Database.values, .tombstones] {
+                try txn.forEach(database) { key, raw in
+                    let stamp: Stamp
+                    var value: PropertyListValue?
+                    do {
+                        if database == .values {
+                            let record = try StoredRecord.decode(raw)
+                            (stamp, value) = (record.stamp, record.value)
+                        } else {
+                            stamp = try StoredRecord.decodeTombstone(raw)
+                        }
+                    } catch {
+                        damaged += 1
+                        return true
+                    }
+                    guard stamp.hlc.milliseconds > limit else { return true }
+                    let pending = StoredRecord.isPending(raw)
+                    if pending { clock = clock.advanced(toWallClock: wallClock) }
+                    let new = Stamp(hlc: pending ? clock : .zero, origin: stamp.origin)
+                    let record = value.map { StoredRecord.encode($0, stamp: new, pending: pending) }
+                        ?? StoredRecord.encodeTombstone(new, pending: pending)
+                    rewritten.append((database, Array(key), record))
+                    return true
+                }
             }
             for (database, key, record) in rewritten {
                 try key.withUnsafeBytes { k in try record.withUnsafeBytes { try txn.put(database, k, $0) } }
             }
-            // Said once: afterwards no record is stamped in the future. (Until a change is logged
-            // the log's tail still reads ahead, and the next transaction looks again, finding none.)
-            guard !rewritten.isEmpty else { return clock }
+            var marker: [UInt8] = []
+            withUnsafeBytes(of: last.rawValue.littleEndian) { marker += $0 }
+            withUnsafeBytes(of: clock.rawValue.littleEndian) { marker += $0 }
+            try marker.withUnsafeBytes { try txn.put(.meta, MetaKey.clockRecovery, $0) }
+            clockRecoveredRecords = rewritten.count
             let ahead = (last.milliseconds - wallClock) / 1000
             store.logger.warning("""
                 the suite's clock was \(ahead) s ahead of this machine's (a clock that was wrong when it stamped a write): \
-                it starts again from the machine's clock; \(rewritten.count) record(s) stamped in the future were stamped again
+                it starts again from the machine's clock; \(rewritten.count) record(s) stamped in the future were stamped again\
+                \(damaged > 0 ? "; \(damaged) damaged record(s) left as they are" : "")
                 """, metadata: ["suite": "\(store.location.suiteName)"])
             return clock
         }
+
+        /// How many records this transaction stamped again because the store's clock had run ahead
+        /// (`recoverClock`); 0 when it had not.
+        private(set) var clockRecoveredRecords = 0
 
         /// Whether a local change of `key` is marked pending: the suite is synced and the key is not
         /// local-only. (Valid after `beginChange`.)
@@ -430,10 +453,11 @@ extension SharedDefaults {
         }
 
         /// Takes this transaction's stamp without changing anything, so that a clock that ran
-        /// ahead is recovered (`recoverClock`).
-        func settleClock() throws {
+        /// ahead is recovered (`recoverClock`); returns how many records it stamped again.
+        func settleClock() throws -> Int {
             try checkUsable()
             _ = try beginChange()
+            return clockRecoveredRecords
         }
 
         /// Moves this transaction's clock past `latest`, the latest HLC of a batch of remote entries,

@@ -22,6 +22,8 @@ public struct SyncClient: Sendable {
     /// every request so that the server can list the devices that pull as well as push; nil sends
     /// none (`SyncEngine` fills it in).
     public var deviceID: UInt64?
+    /// The server's clock as its answers' `Date` headers give it (shared by copies of this client).
+    let serverClock = ServerClock()
 
     /// A client on `http` (the caller owns and shuts it down; see `makeHTTPClient(caFile:)`).
     public init(server: URL, suite: String, http: HTTPClient, token: @escaping @Sendable () throws -> String) {
@@ -259,7 +261,9 @@ public struct SyncClient: Sendable {
     private func execute(_ request: HTTPClientRequest, extraTime: Duration) async throws -> HTTPClientResponse {
         do {
             let seconds = (timeout + extraTime).components.seconds
-            return try await http.execute(request, timeout: .seconds(seconds))
+            let response = try await http.execute(request, timeout: .seconds(seconds))
+            if let date = response.headers.first(name: "Date") { serverClock.note(date) }
+            return response
         } catch {
             throw SyncError(.unavailable, "cannot reach \(server.absoluteString): \(Self.describe(error))")
         }
@@ -285,4 +289,38 @@ private final class ActivityClock: Sendable {
 
     func touch() { last.withLock { $0 = .now } }
     var idle: Duration { ContinuousClock.now - last.withLock { $0 } }
+}
+
+/// The server's clock, from the `Date` header of its latest answer (whole seconds), carried forward
+/// by this machine's monotonic clock: what tells a device whose own clock is behind from entries
+/// stamped by a wrong clock elsewhere.
+final class ServerClock: Sendable {
+    private let reading = Mutex<(milliseconds: UInt64, at: ContinuousClock.Instant)?>(nil)
+
+    /// Notes an HTTP date (`Thu, 26 Nov 2026 13:05:52 GMT`); one that does not parse is ignored.
+    func note(_ httpDate: String) {
+        guard let milliseconds = Self.parse(httpDate) else { return }
+        reading.withLock { $0 = (milliseconds, .now) }
+    }
+
+    /// The server's clock now, in milliseconds since 1970, as far as its answers tell; nil before
+    /// the first. Up to a second behind (the header's resolution).
+    var milliseconds: UInt64? {
+        reading.withLock { reading in
+            reading.map { $0.milliseconds + UInt64(max(0, (ContinuousClock.now - $0.at) / .milliseconds(1))) }
+        }
+    }
+
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    /// RFC 9110's IMF-fixdate, through typed JSON's ISO 8601 reader.
+    static func parse(_ text: String) -> UInt64? {
+        let parts = text.split(separator: " ")
+        guard parts.count == 6, parts[5] == "GMT", let month = months.firstIndex(of: String(parts[2])),
+              parts[1].count == 2, parts[3].count == 4, parts[4].count == 8
+        else { return nil }
+        let iso = "\(parts[3])-\(month < 9 ? "0" : "")\(month + 1)-\(parts[1])T\(parts[4]).000Z"
+        guard let date = TypedJSONDate.parse(iso), date.timeIntervalSince1970 > 0 else { return nil }
+        return UInt64(date.timeIntervalSince1970 * 1000)
+    }
 }

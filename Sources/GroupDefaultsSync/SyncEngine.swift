@@ -65,8 +65,10 @@ public actor SyncEngine {
     /// The status, as of the last step.
     public private(set) var status = SyncStatus()
 
-    /// Keys the server refused, with the stamp refused: skipped until they change again.
-    private var rejections: [String: (stamp: Stamp, error: SyncError)] = [:]
+    /// Changes set aside, with the stamp set aside: refused by the server, or ones this device
+    /// cannot send. Skipped until the key changes again, or, for a refusal that depends on the
+    /// time rather than the change (`clock_skew`), until `retryAt`.
+    private var rejections: [String: (stamp: Stamp, error: SyncError, retryAt: ContinuousClock.Instant?)] = [:]
     private var limits: SyncLimits?
     /// Lowered when the server says a batch is too large or over quota without naming a key.
     private var batchCap: Int?
@@ -343,6 +345,7 @@ public actor SyncEngine {
         _ entries: [SyncEntry], cursor: UInt64?, policy: RemotePolicy = .lastWriterWins, pruning: Bool = false,
         detectingRollback: Bool = false
     ) throws(SyncError) -> SyncReport {
+        try checkClockNotBehind(entries)
         let (opened, refused) = try opened(entries)
         let keepingStale = sealer != nil && detectingRollback
         let records = refused.map { RefusedRecord(key: $0.keyID, stamp: $0.stamp, reason: $0.reason) }
@@ -364,6 +367,22 @@ public actor SyncEngine {
             report.refused += rolledBack(result.stale, among: opened, sealer: sealer)
         }
         return report
+    }
+
+    /// Entries stamped far ahead of this machine's clock are refused one by one (`applyRemote`),
+    /// unless the server's clock says they are not ahead at all: then this device's clock is
+    /// behind, and refusing them would drop honest writes for good. Nothing is applied until the
+    /// clock is right (retried, and reported meanwhile).
+    private func checkClockNotBehind(_ entries: [SyncEntry]) throws(SyncError) {
+        let wall = defaults.wallClockMilliseconds()
+        guard let server = client.serverClock.milliseconds, server > wall &+ HLC.maximumDrift else { return }
+        // The server's clock is read to the second: a second of slack.
+        let honest = server &+ HLC.maximumDrift &+ 1000
+        guard entries.contains(where: { $0.hlc.milliseconds > wall &+ HLC.maximumDrift && $0.hlc.milliseconds <= honest }) else { return }
+        throw SyncError(.unavailable, code: .clockSkew, """
+            this device's clock is \((server - wall) / 1000) s behind the server's: nothing was applied, so that no honest change \
+            is refused as one from the future; set the clock right
+            """, retryAfter: .seconds(30))
     }
 
     /// Tells the log when local values were replaced (each is in the conflict journal).
@@ -409,8 +428,9 @@ public actor SyncEngine {
         let limits = try await serverLimits()
         // A device whose clock was wrong when it wrote stamps again what it wrote then, before
         // pushing it (the server would refuse those stamps).
-        if try local({ try defaults.recoverClockIfAhead() }) {
-            logger.warning("this device's clock had run ahead: its changes were stamped again", metadata: ["suite": "\(client.suite)"])
+        let restamped = try local { try defaults.recoverClockIfAhead() }
+        if restamped > 0 {
+            logger.warning("this device's clock had run ahead: \(restamped) change(s) were stamped again", metadata: ["suite": "\(client.suite)"])
         }
         let cap = min(limits.maxOpsPerBatch, batchCap ?? .max)
         var ops: [PushOp] = []
@@ -418,10 +438,15 @@ public actor SyncEngine {
         let encoder = JSONEncoder()
         let pending = try local { try defaults.pendingChanges() }
         knownPendingCount = pending.count
+        // A change set aside that is no longer pending (another device's write replaced it) or
+        // changed since is no longer this device's concern.
+        let pendingStamps = Dictionary(pending.map { ($0.key, $0.stamp) }, uniquingKeysWith: { $1 })
+        rejections = rejections.filter { pendingStamps[$0.key] == $0.value.stamp }
         // One change this device cannot send (a value nested too deeply, one too large, one that
-        // cannot be sealed or encoded) is set aside and reported; the others go on.
+        // cannot be encoded) is set aside and reported; the others go on.
+        let now = ContinuousClock.now
         for change in pending {
-            if let rejection = rejections[change.key], rejection.stamp == change.stamp { continue }
+            if let rejection = rejections[change.key], rejection.stamp == change.stamp, rejection.retryAt.map({ now < $0 }) ?? true { continue }
             let op: PushOp
             let opBytes: Int
             do throws(SyncError) {
@@ -441,7 +466,7 @@ public actor SyncEngine {
                     throw SyncError(.rejected, code: .bodyTooLarge, "the change alone takes \(opBytes) bytes, more than a push may",
                                     key: change.key, limit: limits.maxBodyBytes)
                 }
-            } catch {
+            } catch where error.kind == .rejected {
                 reject(change.key, stamp: change.stamp, error)
                 continue
             }
@@ -563,8 +588,12 @@ public actor SyncEngine {
     private func reject(_ key: String, stamp: Stamp, _ error: SyncError) {
         var error = error
         error.key = key
-        if rejections[key]?.stamp == stamp { return }
-        rejections[key] = (stamp, error)
+        // A stamp too far ahead of the server's clock may be fine a little later (the server's
+        // clock was behind, or this device's a few minutes ahead): tried again then.
+        let retryAt = error.code == .clockSkew ? ContinuousClock.now + .seconds(30) : nil
+        let known = rejections[key]?.stamp == stamp
+        rejections[key] = (stamp, error, retryAt)
+        if known { return }
         logger.warning("a change was not pushed", metadata: ["suite": "\(client.suite)", "key": "\(key)", "error": "\(error.detail)"])
         do {
             try defaults.journalUnpushed(RefusedRecord(key: key, stamp: stamp, reason: "not pushed: \(error.detail)"))

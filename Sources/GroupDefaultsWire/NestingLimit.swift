@@ -9,8 +9,9 @@
 extension PropertyListValue {
     /// The deepest nesting a value may have: an array or dictionary of plain values is 1 deep, one
     /// holding such an array 2, and so on. Deeper values are refused where they enter: `set`
-    /// (`unsupportedValue`), the typed JSON decoder (`NestingTooDeep`) and a server's push
-    /// (`value_too_deep`, 422).
+    /// (`unsupportedValue`), a sync engine's push (set aside) and a server's push (422
+    /// `value_too_deep`). Decoding stays lenient, so that a value an older version stored (deeper,
+    /// but within what JSON readers take) still reads back everywhere.
     public static let maximumNestingDepth = 100
 
     /// How deeply the value nests arrays and dictionaries: 0 for a plain value, 1 for an array or
@@ -35,20 +36,5 @@ extension PropertyListValue {
         default:
             return 0
         }
-    }
-}
-
-/// A typed JSON value that nests deeper than `PropertyListValue.maximumNestingDepth`: thrown by the
-/// decoder, and answered by a server as `value_too_deep` (422).
-public struct NestingTooDeep: Error, Sendable, CustomStringConvertible {
-    /// Where the value was, in the decoded document (such as `ops.3.value`).
-    public var path: String
-
-    /// A refusal of the value at `path`.
-    public init(path: String) { self.path = path }
-
-    public var description: String {
-        let place = path.isEmpty ? "a value" : "the value at \(path)"
-        return "\(place) nests arrays and dictionaries more than \(PropertyListValue.maximumNestingDepth) levels deep"
     }
 }

@@ -49,12 +49,6 @@ extension PropertyListValue: Codable {
         case .array: self = .array(try container.decode([PropertyListValue].self, forKey: tag))
         case .dictionary: self = .dictionary(try container.decode([String: PropertyListValue].self, forKey: tag))
         }
-        if tag == .array || tag == .dictionary, !fitsNestingLimit {
-            // The path up to the value itself: the first of its own tags ends it.
-            let names = decoder.codingPath.map(\.stringValue)
-            let end = names.firstIndex { Tag(stringValue: $0) != nil } ?? names.endIndex
-            throw NestingTooDeep(path: names[..<end].joined(separator: "."))
-        }
     }
 
     public func encode(to encoder: any Encoder) throws {

@@ -78,6 +78,33 @@ struct RefusalTests {
         }
     }
 
+    @Test("a device whose clock is behind applies nothing rather than refuse honest changes as ones from the future")
+    func deviceClockBehind() async throws {
+        try await SyncServer.with(.lmdb) { server in
+            let suite = "group.clock.behind"
+            var options = Device.quickOptions
+            options.oneShotAttempts = 1
+            let honest = try Device(suite, server: server)
+            let slow = try Device(suite, server: server, clockOffset: .seconds(-3600), options: options)
+            defer {
+                honest.remove()
+                slow.remove()
+            }
+            try honest.set("volume", .integer(7))
+            try await honest.engine.syncOnce()
+            do throws(SyncError) {
+                try await slow.engine.syncOnce()
+                Issue.record("a device an hour behind took or refused entries from an honest one")
+            } catch {
+                #expect(error.code == .clockSkew, "\(error)")
+                #expect(error.detail.contains("behind the server's"), "\(error.detail)")
+            }
+            #expect(slow.defaults.object(forKey: "volume") == nil)
+            #expect(try slow.defaults.conflicts().isEmpty, "nothing was refused for good")
+            #expect(try slow.defaults.syncState().cursor == nil, "it joins again once its clock is right")
+        }
+    }
+
     @Test("a device whose clock ran 100 years ahead recovers when it is right again: what it wrote meanwhile is pushed, later writes win",
           arguments: StorageBackend.allCases)
     func deviceClockAhead(backend: StorageBackend) async throws {

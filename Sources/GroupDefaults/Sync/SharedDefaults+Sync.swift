@@ -534,13 +534,17 @@ extension SharedDefaults {
     /// (see `Transaction`'s clock recovery: far-future stamps are stamped again, pending changes
     /// with fresh ticks). Every write does this on its own; the sync engine calls it before a push,
     /// so that a device whose clock was wrong pushes honest stamps even before its next write.
-    /// One read when the clock is fine. Returns whether it recovered the clock.
+    /// One read when the clock is fine. Returns how many records it stamped again (0 also when a
+    /// recovery was made before).
     @discardableResult
-    package func recoverClockIfAhead() throws -> Bool {
-        guard try clockReading().milliseconds > store.wallClockMilliseconds() &+ HLC.maximumDrift else { return false }
-        try write { tx in try tx.settleClock() }
-        return true
+    package func recoverClockIfAhead() throws -> Int {
+        guard try clockReading().milliseconds > store.wallClockMilliseconds() &+ HLC.maximumDrift else { return 0 }
+        return try write { tx in try tx.settleClock() }
     }
+
+    /// This machine's clock as the store reads it, in milliseconds since 1970 (moved by
+    /// `Configuration.clockOffsetMilliseconds` in tests).
+    package func wallClockMilliseconds() -> UInt64 { store.wallClockMilliseconds() }
 
     /// This store's origin id: the `device_id` of its pushes.
     package var origin: UInt64 { store.origin }

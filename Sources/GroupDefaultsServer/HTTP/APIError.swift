@@ -54,8 +54,6 @@ package struct APIError: HTTPResponseError, CustomStringConvertible {
             return .unavailable(unavailableDetail)
         case let error as SyncStorageError:
             return APIError(error.code, error.detail, limit: error.limit)
-        case let error as NestingTooDeep:
-            return APIError(.valueTooDeep, error.description, limit: PropertyListValue.maximumNestingDepth)
         case is DecodingError:
             return .malformed("the body is not the JSON this route takes: \(describe(error as! DecodingError))")
         case let error as any HTTPResponseError:

@@ -24,7 +24,7 @@ enum JSONBody {
         do {
             return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
         } catch {
-            throw APIError.from(error is DecodingError || error is NestingTooDeep ? error : APIError.malformed("the body is not valid JSON"))
+            throw APIError.from(error is DecodingError ? error : APIError.malformed("the body is not valid JSON"))
         }
     }
 }

@@ -20,8 +20,8 @@ enum PushValidation {
     /// Checks `request` and prepares it for storage (each value encoded once, as typed JSON: the
     /// bytes measured here are the bytes stored).
     ///
-    /// What breaks a rule of the batch (its size, its id, a key that cannot be stored) refuses the
-    /// whole push. What breaks a rule of one op's own value or stamp (`value_too_large`,
+    /// What breaks a rule of the batch (its size, its id, a key that cannot be stored, a value nested
+    /// too deeply) refuses the whole push. What breaks a rule of one op's own value or stamp (`value_too_large`,
     /// `clock_skew`) refuses that op alone (`PreparedPush.refusals`): the others are applied.
     static func prepare(_ request: PushRequest, limits: SyncLimits, now milliseconds: UInt64 = HLC.wallClockMilliseconds()) throws -> PreparedPush {
         if request.ops.count > limits.maxOpsPerBatch {
@@ -32,8 +32,16 @@ enum PushValidation {
         if batchBytes == 0 || batchBytes > maximumBatchIDBytes {
             throw APIError.malformed("batch_id must take 1 to \(maximumBatchIDBytes) bytes")
         }
-        for op in request.ops { try checkKey(op.key, limits: limits) }
+        for op in request.ops {
+            try checkKey(op.key, limits: limits)
+            if let value = op.value, !value.fitsNestingLimit {
+                throw APIError(.valueTooDeep,
+                    "the value of '\(op.key.prefix(64))' nests arrays and dictionaries more than \(PropertyListValue.maximumNestingDepth) levels deep",
+                    key: String(op.key.prefix(64)), limit: PropertyListValue.maximumNestingDepth)
+            }
+        }
         var prepared = try PreparedPush(request)
+        prepared.clock = PreparedPush.Clock(now: milliseconds, maximumSkew: limits.maxClockSkewMilliseconds)
         for (index, (op, json)) in zip(request.ops, prepared.valueJSON).enumerated() {
             prepared.refusals[index] = refusal(of: op, json: json, limits: limits, now: milliseconds)
         }

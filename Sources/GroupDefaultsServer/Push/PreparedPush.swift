@@ -19,6 +19,21 @@ package struct PreparedPush: Sendable {
     /// answered `refused` and the others are applied as if it were not there: one bad op never
     /// stops a batch.
     package var refusals: [OpRefusal?]
+    /// The server's clock when the push was checked, and how far ahead of it a stamp may be
+    /// (`SyncLimits.maxClockSkewMilliseconds`): a held entry stamped further ahead came from a
+    /// wrong clock (`PushStep`).
+    package var clock = Clock(now: HLC.wallClockMilliseconds(), maximumSkew: HLC.maximumDrift)
+
+    /// A clock reading and the skew allowed around it.
+    package struct Clock: Sendable, Hashable {
+        package var now: UInt64
+        package var maximumSkew: UInt64
+
+        package init(now: UInt64, maximumSkew: UInt64) {
+            self.now = now
+            self.maximumSkew = maximumSkew
+        }
+    }
 
     /// Encodes each value once and computes the digest.
     ///

@@ -20,8 +20,8 @@ package import GroupDefaultsWire
 ///   too large, its HLC too far ahead of the server's clock) is answered `refused` and takes no
 ///   revision; the others are judged as if it were not there.
 /// - **Stamps from a wrong clock.** A held entry stamped more than the allowed skew ahead of the
-///   server's clock (stored while the server's clock was wrong, or restored from such a backup)
-///   cannot be compared with honest stamps: any op replaces it.
+///   server's clock (`PreparedPush.clock`; stored while the server's clock was wrong, or restored
+///   from such a backup) cannot be compared with honest stamps: any op replaces it.
 /// - **Revisions.** Each applied op takes the suite's next revision; superseded ops take none.
 /// - **Results.** One per op, in order; each result's `winner` is the key's entry after the whole
 ///   push.
@@ -93,7 +93,7 @@ package enum PushStep {
     ///   persisted.
     package static func run(
         _ push: PreparedPush, suite: String, held: [String: StoredEntry], counters: Counters, recorded: RecordedBatch?,
-        quota: SuiteQuota, serverTime: String, now: UInt64 = HLC.wallClockMilliseconds(), maximumSkew: UInt64 = HLC.maximumDrift
+        quota: SuiteQuota, serverTime: String
     ) throws -> Outcome {
         let request = push.request
         if let recorded {
@@ -120,7 +120,7 @@ package enum PushStep {
             }
             let stamp = Stamp(hlc: op.hlc, origin: op.origin ?? request.deviceID)
             let old = current[op.key]
-            let wins = if let old, SyncMerge.isAhead(old.stamp, of: now, by: maximumSkew) {
+            let wins = if let old, SyncMerge.isAhead(old.stamp, of: push.clock.now, by: push.clock.maximumSkew) {
                 true
             } else {
                 op.origin == nil ? SyncMerge.wins(stamp, over: old?.stamp) : SyncMerge.reseals(op, stamp: stamp, over: old)
