@@ -54,7 +54,9 @@ public struct SharedDefaultsError: Error, Sendable, CustomStringConvertible {
         /// this process (`maximumValueSize`, `logRetention`, `changeDetection`, map limits, file
         /// sharing, reader slots).
         public static let conflictingConfiguration = Code("conflictingConfiguration")
-        /// A remote change carries a timestamp too far ahead of this machine's clock (sync).
+        /// A remote change carries a timestamp too far ahead of this machine's clock (sync). Applying
+        /// pulled entries no longer throws it: such an entry is refused on its own and kept in the
+        /// conflict journal (`Conflict.refusal`); the code stays for code that matches it.
         public static let clockSkew = Code("clockSkew")
         /// The conflict journal holds no replaced value of the key (or no entry of that id) to restore.
         public static let conflictNotFound = Code("conflictNotFound")

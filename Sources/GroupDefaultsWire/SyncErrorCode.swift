@@ -37,14 +37,17 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let invalidSuite = SyncErrorCode(rawValue: "invalid_suite")
     /// A key is longer than the server takes (422).
     public static let keyTooLong = SyncErrorCode(rawValue: "key_too_long")
-    /// A value's typed JSON is larger than the server takes (422).
+    /// A value's typed JSON is larger than the server takes: the op's result is `refused` with this
+    /// code, and the batch's other ops are applied (`PushResult`).
     public static let valueTooLarge = SyncErrorCode(rawValue: "value_too_large")
     /// A value nests arrays and dictionaries more than `PropertyListValue.maximumNestingDepth`
     /// levels deep (422).
     public static let valueTooDeep = SyncErrorCode(rawValue: "value_too_deep")
     /// The push would take the suite over its key or byte quota (422).
     public static let quotaExceeded = SyncErrorCode(rawValue: "quota_exceeded")
-    /// An HLC is too far ahead of the server's clock (422).
+    /// An HLC is too far ahead of the server's clock: the op's result is `refused` with this code,
+    /// and the batch's other ops are applied (`PushResult`). A sync engine also reports it when this
+    /// device's clock is behind the server's.
     public static let clockSkew = SyncErrorCode(rawValue: "clock_skew")
     /// The batch id was already used for other ops (422).
     public static let idempotencyMismatch = SyncErrorCode(rawValue: "idempotency_mismatch")

@@ -136,10 +136,10 @@ struct ConflictJSON: Encodable {
     var replacedByHLC: HLC
     var replacedByOrigin: String
     var at: String
-    var tampered: String?
+    var refused: String?
 
     init(_ conflict: SharedDefaults.Conflict) {
-        tampered = conflict.refusal
+        refused = conflict.refusal
         id = conflict.id
         key = conflict.key
         value = conflict.value
@@ -152,6 +152,6 @@ struct ConflictJSON: Encodable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, key, value, deleted, hlc, origin, replacedByHLC = "replaced_by_hlc", replacedByOrigin = "replaced_by_origin", at, tampered
+        case id, key, value, deleted, hlc, origin, replacedByHLC = "replaced_by_hlc", replacedByOrigin = "replaced_by_origin", at, refused
     }
 }

@@ -25,13 +25,13 @@ extension SyncCommand {
                 let name = state.isSynced ? await DeviceName.ask(defaults) : .notSynced
                 let pending = try defaults.pendingChanges().map(\.key)
                 let journal = try defaults.conflicts()
-                let tampered = journal.filter(\.isRefused)
+                let refused = journal.filter(\.isRefused)
                 let report = StatusReport(
                     suite: suite, synced: state.isSynced, server: state.server, tokenFile: state.tokenFile, caFile: state.caFile,
                     cursor: state.cursor, pending: pending.count, pendingKeys: Array(pending.prefix(20)),
                     inFlightBatch: state.inFlight?.id, note: state.note, deviceID: String(defaults.origin), deviceName: name.name,
-                    localOnlyKeys: state.localOnlyKeys, ignored: state.ignoredCount, conflicts: journal.count - tampered.count,
-                    keyFile: state.keyFile, tampered: tampered.count)
+                    localOnlyKeys: state.localOnlyKeys, ignored: state.ignoredCount, conflicts: journal.count - refused.count,
+                    keyFile: state.keyFile, refused: refused.count)
                 if json {
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -51,9 +51,9 @@ extension SyncCommand {
                     lines.append("local-only keys: \(state.localOnlyKeys.joined(separator: " ")) (\(state.ignoredCount) pulled value\(state.ignoredCount == 1 ? "" : "s") not applied)")
                 }
                 if report.conflicts > 0 { lines.append("conflicts kept: \(report.conflicts) (see groupdefaults-sync conflicts \(suite))") }
-                if !tampered.isEmpty {
-                    let keys = tampered.prefix(20).map(\.key).joined(separator: ", ") + (tampered.count > 20 ? ", …" : "")
-                    lines.append("refused: \(tampered.count) entr\(tampered.count == 1 ? "y" : "ies") kept out of sync (\(keys); see groupdefaults-sync conflicts \(suite))")
+                if !refused.isEmpty {
+                    let keys = refused.prefix(20).map(\.key).joined(separator: ", ") + (refused.count > 20 ? ", …" : "")
+                    lines.append("refused: \(refused.count) entr\(refused.count == 1 ? "y" : "ies") kept out of sync (\(keys); see groupdefaults-sync conflicts \(suite))")
                 }
                 lines.append("state: " + (state.note ?? "ok"))
                 output(lines.joined(separator: "\n"))
@@ -79,10 +79,10 @@ struct StatusReport: Encodable {
     var ignored: UInt64
     var conflicts: Int
     var keyFile: String?
-    var tampered: Int
+    var refused: Int
 
     enum CodingKeys: String, CodingKey {
-        case keyFile = "key_file", tampered
+        case keyFile = "key_file", refused
         case suite, synced, server, tokenFile = "token_file", caFile = "ca_file", cursor, pending, pendingKeys = "pending_keys"
         case inFlightBatch = "in_flight_batch", note, deviceID = "device_id", deviceName = "device_name", localOnlyKeys = "local_only_keys", ignored, conflicts
     }

@@ -14,7 +14,8 @@ import Foundation
 /// 9..16   the replaced write's HLC     17..24  its origin
 /// 25..32  the winner's HLC             33..40  its origin
 /// 41      flags: bit 0 = the replaced write was a deletion (no value follows); bit 1 = an entry
-///         sync refused from the server (tampered or rolled back): the winner is zero, and the
+///         sync refused (from the server: tampered, rolled back, from a wrong clock; or a local change
+///         it could not push): the winner is zero, and the
 ///         reason (UTF-8) follows the key instead of a value
 /// 42..45  the key's length in bytes, then the key (UTF-8), then the value in `BinaryCodec`'s form
 /// ```

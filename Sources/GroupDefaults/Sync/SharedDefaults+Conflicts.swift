@@ -33,7 +33,8 @@ extension SharedDefaults {
 
         /// Whether what was replaced was a deletion.
         public var isDeletion: Bool { value == nil && refusal == nil }
-        /// Whether this records an entry sync refused (tampered), not a replaced local value.
+        /// Whether this records something sync refused (an entry from the server, or a local change
+        /// it could not push), not a replaced local value.
         public var isRefused: Bool { refusal != nil }
     }
 
@@ -85,7 +86,7 @@ extension SharedDefaults {
             }
             if let entry, entry.isRefused {
                 throw store.error(.conflictNotFound, key: key,
-                                  "conflict \(entry.id) is an entry sync refused from the server, not a value this suite held; nothing was changed")
+                                  "conflict \(entry.id) records something sync refused (\(entry.refusal ?? "")), not a value sync replaced; nothing was changed")
             }
             guard let entry, entry.key == key else {
                 let what = id.map { "conflict \($0) of key '\(key)'" } ?? "a replaced value of key '\(key)'"

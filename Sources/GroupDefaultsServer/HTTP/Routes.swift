@@ -104,8 +104,7 @@ struct SyncRoutes: Sendable {
             throw error
         }
         await tracker.seen(token: token, deviceID: body.deviceID, suite: suite, push: true)
-        let applied = response.results.count { $0.status == .applied }
-        ServerMetrics.pushed(applied: applied, superseded: response.results.count - applied)
+        ServerMetrics.pushed(response.results)
         activity.pushed()
         return JSONBody.response(json: try WireJSON.encode(response))
     }

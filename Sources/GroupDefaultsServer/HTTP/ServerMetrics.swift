@@ -23,10 +23,10 @@ package enum ServerMetrics {
         return factory
     }
 
-    static func pushed(applied: Int, superseded: Int) {
-        if applied > 0 { Counter(label: "groupdefaults_push_ops_total", dimensions: [("status", "applied")]).increment(by: applied) }
-        if superseded > 0 {
-            Counter(label: "groupdefaults_push_ops_total", dimensions: [("status", "superseded")]).increment(by: superseded)
+    static func pushed(_ results: [PushResult]) {
+        for status in [PushResult.Status.applied, .superseded, .refused] {
+            let count = results.count { $0.status == status }
+            if count > 0 { Counter(label: "groupdefaults_push_ops_total", dimensions: [("status", status.rawValue)]).increment(by: count) }
         }
     }
 

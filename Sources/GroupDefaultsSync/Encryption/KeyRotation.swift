@@ -81,23 +81,31 @@ public enum KeyRotation {
             for op in ops {
                 let size = ((try? JSONEncoder().encode(op).count) ?? limits.maxBodyBytes) + 1
                 if !batch.isEmpty, bytes + size > limits.maxBodyBytes {
-                    resealed += try await push(batch, engine: engine, epoch: epoch)
+                    resealed += try await push(batch, engine: engine, epoch: epoch, refused: &refused)
                     batch = []
                     bytes = 128
                 }
                 batch.append(op)
                 bytes += size
             }
-            if !batch.isEmpty { resealed += try await push(batch, engine: engine, epoch: epoch) }
+            if !batch.isEmpty { resealed += try await push(batch, engine: engine, epoch: epoch, refused: &refused) }
         } while after != nil
         return Outcome(keys: new, resealed: resealed, refused: refused)
     }
 
-    /// One batch of re-seals; how many the server applied.
-    private static func push(_ ops: [PushOp], engine: SyncEngine, epoch: UInt32) async throws(SyncError) -> Int {
+    /// One batch of re-seals; how many the server applied. The ops it refused (a stamp from a
+    /// clock that was wrong) stay under the old epoch and are added to `refused`.
+    private static func push(
+        _ ops: [PushOp], engine: SyncEngine, epoch: UInt32, refused: inout [RefusedEntry]
+    ) async throws(SyncError) -> Int {
         let request = PushRequest(deviceID: engine.defaults.origin, batchID: "reseal-\(epoch)-\(UUID().uuidString.lowercased())", ops: ops)
         let body: [UInt8]
         do { body = Array(try JSONEncoder().encode(request)) } catch { throw SyncError(.local, "cannot encode a push: \(error)") }
-        return try await engine.client.push(body: body).results.count { $0.status == .applied }
+        let results = try await engine.client.push(body: body).results
+        for (op, result) in zip(ops, results) where result.status == .refused {
+            refused.append(RefusedEntry(keyID: op.key, key: nil, stamp: Stamp(hlc: op.hlc, origin: op.origin ?? engine.defaults.origin),
+                                        reason: "not sealed again: the server refused it (\(result.detail ?? result.error?.rawValue ?? "refused"))"))
+        }
+        return results.count { $0.status == .applied }
     }
 }
