@@ -1,3 +1,4 @@
+import GroupDefaultsWire
 import Foundation
 import Metrics
 package import Prometheus
