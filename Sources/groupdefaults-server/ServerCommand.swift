@@ -10,7 +10,7 @@ struct ServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "groupdefaults-server",
         abstract: "The GroupDefaults sync server.",
-        subcommands: [Serve.self, CheckConfig.self, TokenCommand.self, DevicesCommand.self, AdminCommand.self],
+        subcommands: [Serve.self, CheckConfig.self, TokenCommand.self, DevicesCommand.self, AdminCommand.self, SuitesCommand.self],
         defaultSubcommand: Serve.self)
 
     /// Parses and runs the command: a failure is one line on stderr and exit status 1 (a command

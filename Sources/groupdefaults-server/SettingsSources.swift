@@ -24,7 +24,7 @@ enum SettingsSources {
     static let storageNames: Set = ["data-dir", "postgres-url"]
     /// The subcommands that take settings; `serve` is also the default one.
     static let commands: Set = ["serve", "check-config"]
-    static let otherCommands: Set = ["token", "devices", "admin", "help"]
+    static let otherCommands: Set = ["token", "devices", "admin", "suites", "help"]
 
     /// One setting and where it came from (for `check-config`).
     struct Setting: Equatable {

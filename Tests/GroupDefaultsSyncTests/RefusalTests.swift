@@ -142,7 +142,7 @@ struct RefusalTests {
         }
     }
 
-    @Test("a server that stored entries from a wrong clock: a new device joins past them, and honest writes win over them",
+    @Test("a server that stored entries from a wrong clock: a new device joins past them, the operator repairs them, honest writes win",
           arguments: StorageBackend.allCases)
     func serverClockAhead(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
@@ -170,7 +170,19 @@ struct RefusalTests {
                 #expect(try await server.snapshot(suite).entries["theme"] != nil)
                 #expect(try await tablet.sync("status").stdout.contains("refused: 2 entries kept out of sync"))
 
-                // An honest write of the key wins over the far-future entry, and reaches the phone.
+                // The operator lists them and stamps them again with the server's clock: the tablet
+                // then takes them, values unchanged.
+                let listed = try await ServerTool.run(["suites", "repair-clock", "--account", "alice", "--suite", suite] + server.storage)
+                #expect(listed.status == 0, "\(listed.stderr)")
+                #expect(listed.stdout.contains("2 entries stamped in the future"), "\(listed.stdout)")
+                let repaired = try await ServerTool.run(["suites", "repair-clock", "--account", "alice", "--suite", suite, "--restamp"] + server.storage)
+                #expect(repaired.stdout.contains("2 entries stamped again"), "\(repaired.stdout) \(repaired.stderr)")
+                #expect(try await tablet.sync("sync").status == 0)
+                #expect(try tablet.open().string(forKey: "sound") == "chime.caf")
+                let again = try await ServerTool.run(["suites", "repair-clock", "--account", "alice", "--suite", suite] + server.storage)
+                #expect(again.stdout.contains("no entry is stamped in the future"), "\(again.stdout)")
+
+                // An honest write of the key wins, and reaches the phone.
                 #expect(try await tablet.defaultsTool(["write", suite, "volume", "-int", "3"]).status == 0)
                 #expect(try await tablet.sync("sync").status == 0)
                 #expect(try await server.snapshot(suite).entries["volume"]?.value == .integer(3))

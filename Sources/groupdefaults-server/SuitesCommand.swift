@@ -1,0 +1,60 @@
+import ArgumentParser
+import CommandLineSupport
+import Foundation
+import GroupDefaultsServer
+import GroupDefaultsWire
+
+/// `groupdefaults-server suites repair-clock`, on the same storage a running server uses.
+struct SuitesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "suites", abstract: "Repair an account's suite.", subcommands: [RepairClock.self])
+
+    struct RepairClock: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "repair-clock",
+            abstract: "List a suite's entries stamped in the future, and stamp them again or drop them.",
+            discussion: """
+                An entry stamped more than 5 minutes ahead of the server's clock was written while a \
+                clock was wrong (the server's, or a device's that the server's agreed with), or comes \
+                from a restored backup of such a server. Devices refuse it, and any honest write of its \
+                key replaces it. Without an action this lists them; --restamp stamps each again with \
+                the server's clock, keeping its value; --drop replaces each with a deletion. Devices \
+                receive the repair at their next pull. An end-to-end encrypted suite cannot be repaired \
+                here: a device with its key writes the keys again.
+                """)
+
+        @OptionGroup var storage: StorageOptions
+        @Option(help: "The suite's account.") var account: String
+        @Option(help: "The suite's name.") var suite: String
+        @Flag(help: "Stamp each entry again with the server's clock, keeping its value.") var restamp = false
+        @Flag(help: "Replace each entry with a deletion stamped with the server's clock.") var drop = false
+
+        func validate() throws {
+            if restamp && drop { throw ValidationError("--restamp and --drop cannot be used together") }
+        }
+
+        func run() async throws {
+            try await reportingFailure {
+                let action: ClockRepair.Action = restamp ? .restamp : drop ? .drop : .list
+                let outcome = try await storage.withStorage {
+                    try await ClockRepair.run($0, account: account, suite: suite, action: action)
+                }
+                let now = HLC.wallClockMilliseconds()
+                for entry in outcome.found {
+                    let ahead = (entry.hlc.milliseconds - now) / 1000
+                    output("\(entry.key)\tstamped \(TypedJSONDate.format(milliseconds: entry.hlc.milliseconds)) (\(ahead) s ahead)\tby device \(entry.origin)")
+                }
+                switch (action, outcome.found.isEmpty, outcome.sealed) {
+                case (_, true, _):
+                    output("\(account)/\(suite): no entry is stamped in the future")
+                case (.list, false, _):
+                    output("\(account)/\(suite): \(outcome.found.count) entr\(outcome.found.count == 1 ? "y" : "ies") stamped in the future; --restamp or --drop repairs them")
+                case (_, false, true):
+                    throw CommandFailure("\(account)/\(suite) is end-to-end encrypted: the server cannot stamp its entries again; write those keys again on a device that has the suite's key")
+                case (_, false, false):
+                    output("\(account)/\(suite): \(outcome.repaired) entr\(outcome.repaired == 1 ? "y" : "ies") \(action == .drop ? "dropped" : "stamped again")")
+                }
+            }
+        }
+    }
+}
