@@ -45,10 +45,15 @@ extension SyncCommand {
         @Option(help: ArgumentHelp("The file of the suite's keys (mode 0600; default: <suite>.keys beside the token file).",
                                    valueName: "PATH"))
         var keyFile: String?
-        @Option(help: ArgumentHelp("Join an encrypted suite with its recovery key.", valueName: "KEY")) var recoveryKey: String?
+        @Option(help: ArgumentHelp("Join an encrypted suite with its recovery key (--recovery-key-file keeps it out of `ps` and the shell's history).",
+                                   valueName: "KEY")) var recoveryKey: String?
+        @Option(help: ArgumentHelp("Join an encrypted suite with the recovery key read from this file's first line; - reads standard input.",
+                                   valueName: "PATH")) var recoveryKeyFile: String?
         @Option(help: ArgumentHelp("Join an encrypted suite with a code from `groupdefaults-sync pair` on a device that has it: this device gets its own token and the suite's keys.",
                                    valueName: "CODE"))
         var pairingCode: String?
+        @Option(help: ArgumentHelp("As --pairing-code, the code read from this file's first line; - reads standard input.", valueName: "PATH"))
+        var pairingCodeFile: String?
         @Option(name: .customLong("device"),
                 help: ArgumentHelp("With --pairing-code, the name the new token is bound to (shown in device lists).", valueName: "NAME"))
         var deviceName: String?
@@ -64,11 +69,33 @@ extension SyncCommand {
             }
             if let journalEntries, journalEntries < 0 { throw ValidationError("--journal-entries must not be negative") }
             if let journalDays, journalDays < 0 { throw ValidationError("--journal-days must not be negative") }
-            if [encrypt, recoveryKey != nil, pairingCode != nil].filter({ $0 }).count > 1 {
+            if recoveryKey != nil && recoveryKeyFile != nil { throw ValidationError("--recovery-key and --recovery-key-file: give one of them") }
+            if pairingCode != nil && pairingCodeFile != nil { throw ValidationError("--pairing-code and --pairing-code-file: give one of them") }
+            if [encrypt, recovers, pairs].filter({ $0 }).count > 1 {
                 throw ValidationError("--encrypt, --recovery-key and --pairing-code each say where the keys come from: give one of them")
             }
-            if tokenFile == nil && pairingCode == nil { throw ValidationError("--token-file is needed (or --pairing-code, which makes a token)") }
-            if deviceName != nil && pairingCode == nil { throw ValidationError("--device names the token a pairing makes: it goes with --pairing-code") }
+            if tokenFile == nil && !pairs { throw ValidationError("--token-file is needed (or --pairing-code, which makes a token)") }
+            if deviceName != nil && !pairs { throw ValidationError("--device names the token a pairing makes: it goes with --pairing-code") }
+        }
+
+        private var recovers: Bool { recoveryKey != nil || recoveryKeyFile != nil }
+        private var pairs: Bool { pairingCode != nil || pairingCodeFile != nil }
+
+        /// A secret given on the command line, or read from the first line of a file (`-`: standard
+        /// input), so that it need not show in `ps` or the shell's history.
+        private static func secret(_ text: String?, file: String?, what: String) throws -> String? {
+            guard let file else { return text }
+            let data: Data
+            if file == "-" {
+                data = FileHandle.standardInput.readDataToEndOfFile()
+            } else {
+                do { data = try Data(contentsOf: URL(fileURLWithPath: file)) } catch {
+                    throw CommandFailure("cannot read the \(what) from \(file): \((error as NSError).localizedDescription)")
+                }
+            }
+            let line = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+            guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { throw CommandFailure("\(file == "-" ? "standard input" : file) holds no \(what)") }
+            return line
         }
 
         func run() async throws {
@@ -116,12 +143,12 @@ extension SyncCommand {
         ) async throws -> (path: String, newRecoveryKey: RecoveryKey?)? {
             let path = keyFile.map(Self.absolute) ?? previous?.keyFile
                 ?? URL(fileURLWithPath: tokenFile).deletingLastPathComponent().appendingPathComponent("\(suite).keys").path
-            if let text = pairingCode {
+            if let text = try Self.secret(pairingCode, file: pairingCodeFile, what: "pairing code") {
                 try await pairedKeys(code: try PairingCode(parsing: text), suite: suite, server: server, tokenFile: tokenFile,
                                      keyFile: path, caFile: caFile)
                 return (path, nil)
             }
-            if let text = recoveryKey {
+            if let text = try Self.secret(recoveryKey, file: recoveryKeyFile, what: "recovery key") {
                 try await recoveredKeys(try RecoveryKey(parsing: text), suite: suite, server: server, tokenFile: tokenFile,
                                         keyFile: path, caFile: caFile)
                 return (path, nil)

@@ -154,8 +154,14 @@ struct EncryptedSyncTests {
             #expect(refused.status == 1 && refused.stderr.contains("mistyped"), "\(refused.stderr)")
             #expect(!FileManager.default.fileExists(atPath: tablet.directory.appendingPathComponent("\(suite).keys").path))
 
+            // Read from a file (mode 0600), so that it shows neither in `ps` nor in the shell's history.
+            let recoveryFile = try tablet.tokenFile(String(recovery), name: "recovery")
+            let empty = try tablet.tokenFile("", name: "empty")
+            let nothing = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", tabletToken,
+                                                              "--recovery-key-file", empty])
+            #expect(nothing.status == 1 && nothing.stderr.contains("holds no recovery key"), "\(nothing.stderr)")
             let joined = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", tabletToken,
-                                                             "--recovery-key", String(recovery)])
+                                                             "--recovery-key-file", recoveryFile])
             #expect(joined.status == 0, "\(joined.stderr)")
             let synced = try await tablet.sync("sync")
             #expect(synced.status == 0, "\(synced.stderr)")

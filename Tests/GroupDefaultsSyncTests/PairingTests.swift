@@ -67,7 +67,9 @@ struct PairingTests {
 
             // A new code, used by the device that has it: its token works once the keys are here.
             let (again, fresh) = try startPairing(phone)
-            let joined = try await join(tablet, server, code: fresh)
+            let codeFile = try tablet.tokenFile(fresh, name: "code")
+            let joined = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--pairing-code-file", codeFile,
+                                                             "--token-file", tablet.directory.appendingPathComponent("paired.token").path])
             #expect(joined.status == 0, "\(joined.stderr)")
             #expect(again.finish().status == 0)
             #expect(try await tablet.sync("sync").status == 0)
