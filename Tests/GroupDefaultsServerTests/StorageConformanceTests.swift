@@ -707,6 +707,35 @@ struct StorageConformanceTests {
             await expectStorageError(.pairingNotFound) {
                 _ = try await storage.claimPairing(lookup: StoredPairing.lookup(id: "nope"), claim: claim, token: token("tok_4"), now: created)
             }
+
+            // Cancelled: its claim's token revoked at once; nothing can complete it; keys handed over cannot be taken back.
+            let second = StoredPairing(lookup: StoredPairing.lookup(id: "p2"), account: "alice", suite: "s", creatorTokenID: "tok_1",
+                                       readOnly: false, created: created)
+            try await storage.createPairing(second)
+            _ = try await storage.claimPairing(lookup: second.lookup, claim: claim, token: token("tok_5"), now: created)
+            let cancelled = try await storage.cancelPairing(lookup: second.lookup, now: created.addingTimeInterval(1))
+            #expect(cancelled.expires <= created.addingTimeInterval(1))
+            #expect(try await storage.token(hash: "hash-tok_5")?.revoked != nil)
+            await expectStorageError(.pairingExpired) {
+                _ = try await storage.completePairing(lookup: second.lookup, bundle: "b", now: created.addingTimeInterval(2), tokenExpires: nil)
+            }
+            await expectStorageError(.pairingUsed) { _ = try await storage.cancelPairing(lookup: pairing.lookup, now: created) }
+        }
+    }
+
+    @Test("pairings are capped per token: five waiting at once, then 429 until one expires; other tokens are not affected",
+          arguments: StorageBackend.allCases)
+    func pairingCap(backend: StorageBackend) async throws {
+        try await backend.withStorage { storage in
+            let created = Date()
+            func pairing(_ id: String, by token: String, at date: Date = created) -> StoredPairing {
+                StoredPairing(lookup: StoredPairing.lookup(id: id), account: "alice", suite: "s", creatorTokenID: token, readOnly: false, created: date)
+            }
+            for index in 0 ..< StoredPairing.maximumPerToken { try await storage.createPairing(pairing("a\(index)", by: "tok_a")) }
+            await expectStorageError(.rateLimited) { try await storage.createPairing(pairing("a-more", by: "tok_a")) }
+            try await storage.createPairing(pairing("b0", by: "tok_b"))
+            // Once they expired, the token may make more.
+            try await storage.createPairing(pairing("a-later", by: "tok_a", at: created.addingTimeInterval(StoredPairing.lifetime + 1)))
         }
     }
 }

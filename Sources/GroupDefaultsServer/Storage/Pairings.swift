@@ -25,6 +25,18 @@ package struct StoredPairing: Sendable, Hashable, Codable {
     /// How long a pairing code works.
     package static let lifetime: TimeInterval = 600
 
+    /// How many unexpired pairings one token may have made: a device pairs a few devices at a
+    /// time, and a stolen token cannot fill the store with pairings.
+    package static let maximumPerToken = 5
+
+    /// The refusal of a pairing beyond `maximumPerToken`.
+    package static func checkCount(_ live: Int) throws(SyncStorageError) {
+        guard live < maximumPerToken else {
+            throw SyncStorageError(.rateLimited,
+                "this token has \(live) pairings waiting (at most \(maximumPerToken)): use one, or wait until they expire (10 minutes)")
+        }
+    }
+
     package init(lookup: String, account: String, suite: String, creatorTokenID: String, readOnly: Bool, created: Date) {
         self.lookup = lookup
         self.account = account

@@ -10,13 +10,18 @@ extension LMDBSyncStorage {
         try await onWriteQueue {
             try environment.writeTransaction(sync: true) { txn in
                 var expired: [[UInt8]] = []
+                var live = 0
                 try txn.forEach(DB.pairings) { key, value in
-                    if let old = try? JSONDecoder().decode(StoredPairing.self, from: Data(value)), old.expires < pairing.created {
+                    guard let old = try? JSONDecoder().decode(StoredPairing.self, from: Data(value)) else { return true }
+                    if old.expires < pairing.created {
                         expired.append(Array(key))
+                    } else if old.creatorTokenID == pairing.creatorTokenID {
+                        live += 1
                     }
                     return true
                 }
                 for key in expired { try Self.delete(txn, DB.pairings, key) }
+                try StoredPairing.checkCount(live)
                 guard try Self.get(txn, DB.pairings, Array(pairing.lookup.utf8)) == nil else {
                     throw SyncStorageError(.pairingUsed, "a pairing with this id exists: make a new code")
                 }

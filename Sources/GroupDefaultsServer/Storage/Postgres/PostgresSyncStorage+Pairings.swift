@@ -9,6 +9,10 @@ extension PostgresSyncStorage {
         let json = String(decoding: try JSONEncoder().encode(pairing), as: UTF8.self)
         let inserted = try await bounded("creating a pairing") { storage in
             try await storage.client.query("DELETE FROM pairings WHERE expires < now()", logger: storage.logger)
+            let counted = try await storage.client.query("""
+                SELECT count(*) FROM pairings WHERE expires >= \(pairing.created) AND record->>'creatorTokenID' = \(pairing.creatorTokenID)
+                """, logger: storage.logger)
+            for try await live in counted.decode(Int64.self) { try StoredPairing.checkCount(Int(live)) }
             let rows = try await storage.client.query("""
                 INSERT INTO pairings (lookup, expires, record) VALUES (\(pairing.lookup), \(pairing.expires), \(json)::json)
                 ON CONFLICT DO NOTHING RETURNING lookup
