@@ -71,6 +71,8 @@ struct ServeOptions: ParsableArguments {
     var idleTimeout = 120
     @Option(help: "Serve the operator console at /console (operators: `admin create`): on or off.") var console = "on"
     @Option(help: "How many hours a console sign-in lasts.") var consoleSessionHours = 12
+    @Option(help: ArgumentHelp("A file (mode 0600) whose first line is the bearer token GET /metrics then asks for; without it /metrics answers anyone who reaches the server.",
+                               valueName: "PATH")) var metricsTokenFile: String?
 
     func validate() throws {
         guard maxWait >= 0 else { throw ValidationError("--max-wait must not be negative") }
@@ -104,6 +106,7 @@ struct ServeOptions: ParsableArguments {
             ("heartbeat", String(heartbeat)), ("history", String(history)), ("max-streams-per-token", String(maxStreamsPerToken)),
             ("max-connections", String(maxConnections)), ("request-head-timeout", String(requestHeadTimeout)),
             ("idle-timeout", String(idleTimeout)), ("console", console), ("console-session-hours", String(consoleSessionHours)),
+            ("metrics-token-file", metricsTokenFile ?? ""),
         ].filter { !$0.1.isEmpty }
     }
 
@@ -121,7 +124,23 @@ struct ServeOptions: ParsableArguments {
             rateLimit: RateLimit(requestsPerSecond: rateLimit, burst: 2 * rateLimit), historyDepth: history,
             connections: ConnectionLimits(maxConnections: maxConnections, requestHeadTimeout: .seconds(requestHeadTimeout),
                                           idleTimeout: .seconds(idleTimeout)),
-            console: ConsoleConfiguration(enabled: console == "on", sessionLifetime: .seconds(consoleSessionHours * 3600)))
+            console: ConsoleConfiguration(enabled: console == "on", sessionLifetime: .seconds(consoleSessionHours * 3600)),
+            metricsToken: try metricsTokenFile.map(Self.readMetricsToken))
+    }
+
+    /// The first line of `--metrics-token-file`, which must not be readable by others.
+    private static func readMetricsToken(_ path: String) throws -> String {
+        var info = stat()
+        guard stat(path, &info) == 0, let data = FileManager.default.contents(atPath: path) else {
+            throw CommandFailure("--metrics-token-file: cannot read \(path)")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw CommandFailure("--metrics-token-file: \(path) can be read by others (mode \(String(info.st_mode & 0o777, radix: 8))): chmod 600 it")
+        }
+        let token = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init)?
+            .trimmingCharacters(in: .whitespaces) ?? ""
+        guard token.count >= 16 else { throw CommandFailure("--metrics-token-file: \(path) must hold a token of at least 16 characters on its first line") }
+        return token
     }
 }
 

@@ -18,7 +18,7 @@ enum SettingsSources {
         "host", "port", "data-dir", "postgres-url", "log-level", "max-wait", "tombstone-days", "tls-cert", "tls-key",
         "rate-limit", "max-value-bytes", "max-keys-per-suite", "max-bytes-per-suite", "max-ops-per-batch", "heartbeat",
         "history", "max-streams-per-token", "max-connections", "request-head-timeout", "idle-timeout",
-        "console", "console-session-hours",
+        "console", "console-session-hours", "metrics-token-file",
     ]
     /// Options of which one replaces the other: a flag for one drops a file's or environment's other.
     static let storageNames: Set = ["data-dir", "postgres-url"]

@@ -181,4 +181,19 @@ struct RateLimitTests {
             #expect(try await client.get("/v1/suites", token: busy).status == .ok)
         }
     }
+
+    @Test("with a metrics token, /metrics answers only that bearer token; a sync token is not it")
+    func metricsToken() async throws {
+        var fixture = try Fixture()
+        fixture.configuration.metricsToken = "metrics-secret-0123456789"
+        let sync = try await fixture.token()
+        try await fixture.test { client in
+            #expect(try await client.execute(uri: "/metrics", method: .get).status == .unauthorized)
+            #expect(try await client.get("/metrics", token: sync).status == .unauthorized)
+            #expect(try await client.get("/metrics", token: "metrics-secret-012345678").status == .unauthorized)
+            let answered = try await client.get("/metrics", token: "metrics-secret-0123456789")
+            #expect(answered.status == .ok)
+            #expect(String(buffer: answered.body).contains("groupdefaults_"))
+        }
+    }
 }

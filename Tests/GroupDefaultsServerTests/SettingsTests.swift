@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import TestSupport
 import Testing
 
@@ -53,6 +54,25 @@ struct SettingsTests {
         #expect(shown["postgres-url"]?.value == "postgres://u:redacted@db:5432/gd", "no password shown")
         #expect(!result.stdout.contains("secret"))
         #expect(result.stdout.contains("ok: serve would listen on http://127.0.0.1:1234"))
+    }
+
+    @Test("--metrics-token-file: taken from the settings too; refused when others can read it or it holds no token")
+    func metricsTokenFile() async throws {
+        let token = try settingsFile("metrics-0123456789abcdef\n")
+        defer { try? FileManager.default.removeItem(atPath: token) }
+        chmod(token, 0o644)
+        let open = try await checkConfig(["--data-dir", "/tmp/gds-unused"], environment: ["GROUPDEFAULTS_SERVER_METRICS_TOKEN_FILE": token])
+        #expect(open.status == 1 && open.stderr.contains("chmod 600"), "\(open.stderr)")
+        chmod(token, 0o600)
+        let fine = try await checkConfig(["--data-dir", "/tmp/gds-unused"], environment: ["GROUPDEFAULTS_SERVER_METRICS_TOKEN_FILE": token])
+        #expect(fine.status == 0, "\(fine.stderr)")
+        #expect(settings(fine.stdout)["metrics-token-file"]?.source == "environment")
+        #expect(!fine.stdout.contains("metrics-0123456789abcdef"), "the token itself is never shown")
+        let short = try settingsFile("short\n")
+        defer { try? FileManager.default.removeItem(atPath: short) }
+        chmod(short, 0o600)
+        let refused = try await checkConfig(["--data-dir", "/tmp/gds-unused", "--metrics-token-file", short])
+        #expect(refused.status == 1 && refused.stderr.contains("at least 16 characters"), "\(refused.stderr)")
     }
 
     @Test("a file that cannot be read, a line that is not a setting, an unknown name or a bad value: one line naming it, exit 1")

@@ -26,6 +26,13 @@ package enum Tokens {
         return digest.withUnsafeBytes { Hex.string($0) }
     }
 
+    /// Whether an `Authorization` header is `Bearer expected`, compared by SHA-256 digest so that
+    /// the time taken tells nothing of how much of it matched.
+    package static func sameBearer(_ header: String?, _ expected: String) -> Bool {
+        guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return false }
+        return hash(header.dropFirst(7).trimmingCharacters(in: .whitespaces)) == hash(expected)
+    }
+
     static func base64URL(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")

@@ -34,9 +34,12 @@ package func buildRouter(storage: any SyncStorage, configuration: ServerConfigur
     router.get("/v1/pairings/{pairing}") { request, context in try await pairings.state(request, context) }
     router.put("/v1/pairings/{pairing}/keys") { request, context in try await pairings.complete(request, context) }
     router.delete("/v1/pairings/{pairing}") { request, context in try await pairings.cancel(request, context) }
-    router.get("/metrics") { _, _ in
-        Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: ServerMetrics.text())))
+    router.get("/metrics") { request, _ in
+        if let expected = configuration.metricsToken, !Tokens.sameBearer(request.headers[.authorization], expected) {
+            throw APIError.unauthorized("/metrics needs the bearer token of --metrics-token-file")
+        }
+        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: ServerMetrics.text())))
     }
     if configuration.console.enabled {
         ConsoleRoutes(storage: storage, configuration: configuration, activity: activity).register(on: router)

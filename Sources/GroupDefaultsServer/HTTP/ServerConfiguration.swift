@@ -23,8 +23,10 @@ package struct ServerConfiguration: Sendable {
                 tombstoneLifetime: Duration = .seconds(30 * 86_400), purgeInterval: Duration = .seconds(3_600),
                 eventHeartbeat: Duration = .seconds(15), tls: TLSFiles? = nil,
                 rateLimit: RateLimit = RateLimit(requestsPerSecond: 200, burst: 400), historyDepth: Int = 10,
-                connections: ConnectionLimits = ConnectionLimits(), console: ConsoleConfiguration = ConsoleConfiguration()) {
+                connections: ConnectionLimits = ConnectionLimits(), console: ConsoleConfiguration = ConsoleConfiguration(),
+                metricsToken: String? = nil) {
         self.console = console
+        self.metricsToken = metricsToken
         self.connections = connections
         self.historyDepth = historyDepth
         self.rateLimit = rateLimit
@@ -57,6 +59,9 @@ package struct ServerConfiguration: Sendable {
 
     /// The operator console.
     package var console: ConsoleConfiguration
+
+    /// The bearer token `GET /metrics` asks for (`--metrics-token-file`); nil: it answers anyone.
+    package var metricsToken: String?
 
     package var quota: SuiteQuota {
         SuiteQuota(maxKeys: limits.maxKeysPerSuite, maxBytes: limits.maxBytesPerSuite, historyDepth: historyDepth)
