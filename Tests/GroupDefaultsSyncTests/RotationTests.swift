@@ -9,6 +9,54 @@ import Testing
 /// and the recovery key open everything, history included.
 @Suite("Key rotation", .timeLimit(.minutes(3)))
 struct RotationTests {
+    /// Rounds of the concurrent-push test (`GROUPDEFAULTS_ROTATION_ROUNDS`, 3 by default).
+    static let rounds = ProcessInfo.processInfo.environment["GROUPDEFAULTS_ROTATION_ROUNDS"].flatMap(Int.init) ?? 3
+
+    @Test("a rotation never drops a write another device pushed meanwhile: each one the server acknowledged ends under the new epoch",
+          arguments: StorageBackend.allCases)
+    func rotationWithConcurrentPush(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            for round in 1 ... Self.rounds {
+                let suite = "group.e2e.race.\(round)"
+                let keys = SuiteKeys(recoveryKey: RecoveryKey(), suite: suite)
+                let phone = try Device(suite, server: server, keys: keys)
+                let tablet = try Device(suite, server: server, keys: keys)
+                defer {
+                    phone.remove()
+                    tablet.remove()
+                }
+                try phone.set("sound", .string("ring.caf"))
+                try await phone.engine.syncOnce()
+                try await tablet.engine.syncOnce()
+                let keyFile = phone.directory.appendingPathComponent("\(suite).keys").path
+                try keys.write(to: keyFile)
+
+                // The tablet pushes one write after another while the phone rotates; each that the
+                // server acknowledges is recorded, until the server refuses the old epoch.
+                async let acknowledged: [String: PropertyListValue] = {
+                    var acknowledged: [String: PropertyListValue] = [:]
+                    for index in 0 ..< 200 {
+                        let key = "tablet-\(index % 20)", value = PropertyListValue.integer(index)
+                        try tablet.set(key, value)
+                        do throws(SyncError) { try await tablet.engine.push() } catch { break }
+                        acknowledged[key] = value
+                    }
+                    return acknowledged
+                }()
+                try await Task.sleep(for: .milliseconds(Int.random(in: 0 ... 20)))
+                let outcome = try await KeyRotation.rotate(phone.engine, keys: keys, keyFile: keyFile)
+                let written = try await acknowledged
+
+                let sealed = try await server.snapshot(suite).entries
+                let opened = try await server.snapshot(suite, keys: outcome.keys).entries
+                for (key, value) in written {
+                    #expect(opened[key]?.value == value, "round \(round): \(key) acknowledged as \(value), the server holds \(String(describing: opened[key]?.value))")
+                    #expect(sealed[keys.keyID(for: key)]?.sealed?.epoch == outcome.keys.currentEpoch, "round \(round): \(key) left under a retired epoch")
+                }
+            }
+        }
+    }
+
     @Test("a write token cannot spend a suite's epochs: a key bag is taken for the next epoch only, and rotate-key still works",
           arguments: StorageBackend.allCases)
     func epochAttack(backend: StorageBackend) async throws {

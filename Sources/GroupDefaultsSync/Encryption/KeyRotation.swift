@@ -10,7 +10,8 @@ import GroupDefaultsWire
 /// 2. the new epoch's key, sealed to the recovery key, is stored on the server (a key bag), so the
 ///    recovery key still opens everything; storing it moves the suite to the new epoch, and the
 ///    server refuses pushes under an older one from then on (`stale_key_epoch`);
-/// 3. every entry of the server's suite sealed under an older epoch that this device holds (the
+/// 3. what other devices pushed until then is pulled, and every entry of the server's suite sealed
+///    under an older epoch that this device holds (the
 ///    same write: it synced just before) is sealed again under the new one, keeping its stamp (a
 ///    re-seal: `PushOp.origin`), so no write changes and none is lost; one it does not hold is left
 ///    as it was and reported, never laundered into the new epoch.
@@ -42,6 +43,11 @@ public enum KeyRotation {
         let epoch = new.currentEpoch
         try new.write(to: keyFile)
         try await engine.client.putKeyBag(epoch: epoch, bundle: try new.keyBag(epoch: epoch))
+        // What other devices pushed under the old epoch until the bag was stored (after it, the
+        // server refuses the old epoch, and they seal again once they have the new key): taken in
+        // now, so that it is sealed again below rather than left under a retired epoch, which
+        // devices with the new key refuse.
+        try await engine.pull()
 
         let old = EntrySealer(keys: keys), sealer = EntrySealer(keys: new)
         let limits = try await engine.client.limits()
