@@ -605,10 +605,15 @@ public struct DeviceInfo: Codable, Sendable, Hashable {
     public var suites: [String]
     /// Whether this is the device that asked (same token and `Device-ID`).
     public var current: Bool
+    /// Whether another token of the account used this device id first (`unverified`): a device
+    /// names its id itself, so this one may be a device claiming another's id. Absent (false) on
+    /// the wire otherwise.
+    public var unverified: Bool
 
     /// A device as `GET /v1/devices` lists it.
     public init(id: String, name: String?, deviceID: UInt64, tokenID: String, firstSeen: String, lastSeen: String,
-                lastPush: String?, suites: [String], current: Bool) {
+                lastPush: String?, suites: [String], current: Bool, unverified: Bool = false) {
+        self.unverified = unverified
         self.id = id
         self.name = name
         self.deviceID = deviceID
@@ -622,7 +627,7 @@ public struct DeviceInfo: Codable, Sendable, Hashable {
 
     enum CodingKeys: String, CodingKey {
         case id, name, deviceID = "device_id", tokenID = "token_id", firstSeen = "first_seen", lastSeen = "last_seen"
-        case lastPush = "last_push", suites, current
+        case lastPush = "last_push", suites, current, unverified
     }
 
     public init(from decoder: any Decoder) throws {
@@ -636,6 +641,7 @@ public struct DeviceInfo: Codable, Sendable, Hashable {
         lastPush = try container.decodeIfPresent(String.self, forKey: .lastPush)
         suites = try container.decode([String].self, forKey: .suites)
         current = try container.decode(Bool.self, forKey: .current)
+        unverified = try container.decodeIfPresent(Bool.self, forKey: .unverified) ?? false
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -649,6 +655,7 @@ public struct DeviceInfo: Codable, Sendable, Hashable {
         try container.encodeIfPresent(lastPush, forKey: .lastPush)
         try container.encode(suites, forKey: .suites)
         try container.encode(current, forKey: .current)
+        if unverified { try container.encode(true, forKey: .unverified) }
     }
 }
 

@@ -29,7 +29,8 @@ struct DevicesCommand: AsyncParsableCommand {
                 let store = try await storage.openStorage()
                 let devices = try await store.devices(account: account)
                 try await store.shutdown()
-                let infos = devices.map { $0.info(current: false) { _ in true } }
+                let unverified = StoredDevice.unverified(among: devices)
+                let infos = devices.map { $0.info(current: false, unverified: unverified.contains($0.identity)) { _ in true } }
                 if json {
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
@@ -40,7 +41,9 @@ struct DevicesCommand: AsyncParsableCommand {
                     output([device.id, device.name ?? "(unnamed)", "device \(device.deviceID)", device.tokenID,
                             "first seen \(device.firstSeen)", "last seen \(device.lastSeen)",
                             device.lastPush.map { "last push \($0)" } ?? "never pushed",
-                            device.suites.joined(separator: ",")].joined(separator: "\t"))
+                            device.suites.joined(separator: ","),
+                            device.unverified ? "unverified: another token used device \(device.deviceID) first" : ""]
+                        .filter { !$0.isEmpty }.joined(separator: "\t"))
                 }
             }
         }

@@ -95,6 +95,15 @@ struct AuthTests {
             #expect(try API.decode(DeviceList.self, try await client.get("/v1/devices", token: bob)).devices.isEmpty)
             #expect(try API.decode(DeviceList.self, try await client.get("/v1/devices", token: aliceElsewhere)).devices.isEmpty,
                     "a device that used none of the token's suites is not shown")
+            #expect(devices.devices.first?.unverified == false)
+            // Another token naming the phone's device id in its push: listed, but as unverified.
+            var impostor = API.auth(aliceScoped)
+            impostor[.init(DeviceHeader.name)!] = "42"
+            #expect(try await client.execute(uri: "/v1/suites/group.a/push", method: .post, headers: impostor,
+                                             body: try API.push(device: 42, [API.set("k", "w")])).status == .ok)
+            let both = try API.decode(DeviceList.self, try await client.execute(uri: "/v1/devices", method: .get, headers: headers)).devices
+            #expect(both.filter { $0.deviceID == 42 }.map(\.unverified).sorted { !$0 && $1 } == [false, true], "\(both)")
+            #expect(both.first { $0.deviceID == 42 && $0.unverified }?.name == nil, "the impostor's record, not the phone's")
             var badDevice = API.auth(alice)
             badDevice[.init(DeviceHeader.name)!] = "-1"
             #expect(try await client.execute(uri: "/v1/suites/group.a/changes", method: .get, headers: badDevice).status == .badRequest)

@@ -178,9 +178,14 @@ struct SyncRoutes: Sendable {
         let covers = { (suite: String) in token.suitePatterns.contains { GlobPattern.matches($0, suite) } }
         // A device that used none of the token's suites is none of its business (a token for one
         // app's suites does not learn the names of the account's other devices).
-        let list = try await storage.devices(account: token.account)
+        let devices = try await storage.devices(account: token.account)
+        let unverified = StoredDevice.unverified(among: devices)
+        let list = devices
             .filter { $0.tokenID == token.id || $0.suites.contains(where: covers) }
-            .map { device in device.info(current: device.tokenID == token.id && device.deviceID == asking, visibleSuites: covers) }
+            .map { device in
+                device.info(current: device.tokenID == token.id && device.deviceID == asking,
+                            unverified: unverified.contains(device.identity), visibleSuites: covers)
+            }
         return try JSONBody.response(DeviceList(devices: list))
     }
 

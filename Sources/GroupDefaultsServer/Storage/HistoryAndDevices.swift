@@ -94,11 +94,24 @@ package struct StoredDevice: Sendable, Hashable, Codable {
         return merged
     }
 
-    /// The device as `GET /v1/devices` lists it, showing only `visibleSuites`.
-    package func info(current: Bool, visibleSuites: (String) -> Bool) -> DeviceInfo {
+    /// The device as `GET /v1/devices` lists it, showing only `visibleSuites`; `unverified` when
+    /// another token used its device id first (`unverified(among:)`).
+    package func info(current: Bool, unverified: Bool = false, visibleSuites: (String) -> Bool) -> DeviceInfo {
         DeviceInfo(id: id, name: name, deviceID: deviceID, tokenID: tokenID,
                    firstSeen: TypedJSONDate.format(milliseconds: firstSeen), lastSeen: TypedJSONDate.format(milliseconds: lastSeen),
-                   lastPush: lastPush.map(TypedJSONDate.format(milliseconds:)), suites: suites.filter(visibleSuites), current: current)
+                   lastPush: lastPush.map(TypedJSONDate.format(milliseconds:)), suites: suites.filter(visibleSuites), current: current,
+                   unverified: unverified)
+    }
+
+    /// Of `devices`, those whose device id another token of the same account used first. A device
+    /// names its id itself (the `device_id` of its pushes, its `Device-ID` header), so a token can
+    /// claim another device's id; the first token seen with an id owns it, and the others are
+    /// listed as unverified rather than trusted.
+    package static func unverified(among devices: [StoredDevice]) -> Set<Identity> {
+        let owners = Dictionary(grouping: devices) { [$0.account, String($0.deviceID)] }.compactMapValues { group in
+            group.min { ($0.firstSeen, $0.tokenID) < ($1.firstSeen, $1.tokenID) }?.tokenID
+        }
+        return Set(devices.filter { owners[[$0.account, String($0.deviceID)]] != $0.tokenID }.map(\.identity))
     }
 }
 

@@ -57,19 +57,7 @@ enum ServerStore {
     static func restamp(_ server: SyncServer, suite: String, keys: [String], hlc: HLC) async throws {
         switch server.backend {
         case .lmdb:
-            let storage = try LMDBSyncStorage(directory: server.storage[1])
-            try storage.environment.writeTransaction(sync: true) { txn in
-                guard let record = try LMDBSyncStorage.suiteRecord(txn, LMDBKeys.suiteName(account: "alice", suite: suite)) else {
-                    throw FixtureError("no suite \(suite) in the store")
-                }
-                for name in keys {
-                    let key = LMDBKeys.entry(suiteID: record.id, key: name)
-                    var bucket = try LMDBSyncStorage.bucket(txn, key)
-                    for index in bucket.entries.indices where bucket.entries[index].key == name { bucket.entries[index].stamp.hlc = hlc }
-                    try LMDBSyncStorage.put(txn, LMDBSyncStorage.DB.entries, key, bucket.bytes)
-                }
-            }
-            try await storage.shutdown()
+            try await editEntries(server, suite: suite, keys: keys) { entry in entry.stamp.hlc = hlc }
         case .postgres:
             for name in keys {
                 _ = try await PostgresFixture.psql(server.storage[1], """
@@ -77,6 +65,23 @@ enum ServerStore {
                     """)
             }
         }
+    }
+
+    /// Changes, in the stopped embedded store, the stored entries of `keys` in `suite` with `edit`.
+    private static func editEntries(_ server: SyncServer, suite: String, keys: [String], _ edit: @escaping (inout StoredEntry) -> Void) async throws {
+        let storage = try LMDBSyncStorage(directory: server.storage[1])
+        try storage.environment.writeTransaction(sync: true) { txn in
+            guard let record = try LMDBSyncStorage.suiteRecord(txn, LMDBKeys.suiteName(account: "alice", suite: suite)) else {
+                throw FixtureError("no suite \(suite) in the store")
+            }
+            for name in keys {
+                let key = LMDBKeys.entry(suiteID: record.id, key: name)
+                var bucket = try LMDBSyncStorage.bucket(txn, key)
+                for index in bucket.entries.indices where bucket.entries[index].key == name { edit(&bucket.entries[index]) }
+                try LMDBSyncStorage.put(txn, LMDBSyncStorage.DB.entries, key, bucket.bytes)
+            }
+        }
+        try await storage.shutdown()
     }
 
     /// Every byte the server stores: the embedded store's files, or a dump of the PostgreSQL
