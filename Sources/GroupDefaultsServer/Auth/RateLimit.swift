@@ -16,7 +16,7 @@ package struct RateLimit: Sendable, Hashable {
 }
 
 /// The buckets, by token id.
-final class RateLimiter: Sendable {
+package final class RateLimiter: Sendable {
     private struct Bucket {
         var tokens: Double
         var updated: ContinuousClock.Instant
@@ -25,12 +25,12 @@ final class RateLimiter: Sendable {
     let limit: RateLimit
     private let buckets = Mutex<[String: Bucket]>([:])
 
-    init(_ limit: RateLimit) {
+    package init(_ limit: RateLimit) {
         self.limit = limit
     }
 
     /// Takes one request from `key`'s bucket: nil if admitted, else how long until one is available.
-    func admit(_ key: String, now: ContinuousClock.Instant = .now) -> Duration? {
+    package func admit(_ key: String, now: ContinuousClock.Instant = .now) -> Duration? {
         buckets.withLock { buckets in
             var bucket = buckets[key] ?? Bucket(tokens: limit.burst, updated: now)
             let elapsed = now - bucket.updated
