@@ -206,7 +206,6 @@ public actor SyncEngine {
             $0.pendingCount = report.pendingCount
             $0.cursor = cursor ?? $0.cursor
             $0.rejected = report.rejected
-            $0.refused = SyncStatus.lastRefused($0.refused + report.refused)
             $0.omitted = report.omitted.isEmpty ? $0.omitted : report.omitted
         }
         return report
@@ -366,20 +365,24 @@ public actor SyncEngine {
         if let sealer, keepingStale, !result.stale.isEmpty {
             report.refused += rolledBack(result.stale, among: opened, sealer: sealer)
         }
+        // Counted here, once per pull, whatever step reports it again.
+        if !report.refused.isEmpty { updateStatus { $0.refused = SyncStatus.lastRefused($0.refused + report.refused) } }
         return report
     }
 
     /// Entries stamped far ahead of this machine's clock are refused one by one (`applyRemote`),
     /// unless the server's clock says they are not ahead at all: then this device's clock is
     /// behind, and refusing them would drop honest writes for good. Nothing is applied until the
-    /// clock is right (retried, and reported meanwhile).
+    /// clock is right (`run` tries again every 30 s and reports it meanwhile).
     private func checkClockNotBehind(_ entries: [SyncEntry]) throws(SyncError) {
         let wall = defaults.wallClockMilliseconds()
         guard let server = client.serverClock.milliseconds, server > wall &+ HLC.maximumDrift else { return }
         // The server's clock is read to the second: a second of slack.
         let honest = server &+ HLC.maximumDrift &+ 1000
         guard entries.contains(where: { $0.hlc.milliseconds > wall &+ HLC.maximumDrift && $0.hlc.milliseconds <= honest }) else { return }
-        throw SyncError(.unavailable, code: .clockSkew, """
+        // This device's fault, not the server's: a one-shot step fails at once; `run` tries again
+        // after `retryAfter`.
+        throw SyncError(.local, code: .clockSkew, """
             this device's clock is \((server - wall) / 1000) s behind the server's: nothing was applied, so that no honest change \
             is refused as one from the future; set the clock right
             """, retryAfter: .seconds(30))
@@ -460,7 +463,9 @@ public actor SyncEngine {
                 op = try self.op(for: change)
                 if let refusal = Self.refusal(of: op, limits: limits, key: change.key) { throw refusal }
                 do { opBytes = try encoder.encode(op).count } catch {
-                    throw SyncError(.rejected, code: .malformed, "the change cannot be written as JSON: \(error)", key: change.key)
+                    throw SyncError(.rejected, code: .malformed,
+                                    "the value cannot be written as typed JSON, which sync carries (dates from year 0 to 9999 only)",
+                                    key: change.key)
                 }
                 if bodyBytes + opBytes + 1 > limits.maxBodyBytes, ops.isEmpty {
                     throw SyncError(.rejected, code: .bodyTooLarge, "the change alone takes \(opBytes) bytes, more than a push may",
@@ -631,8 +636,7 @@ public actor SyncEngine {
     func applyPulled(_ entries: [SyncEntry], cursor: UInt64?) async throws(SyncError) {
         await enter(.pull)
         defer { leave(.pull) }
-        let report = try apply(entries, cursor: cursor)
-        if !report.refused.isEmpty { updateStatus { $0.refused = SyncStatus.lastRefused($0.refused + report.refused) } }
+        _ = try apply(entries, cursor: cursor)
         succeeded()
         updateStatus { $0.cursor = cursor ?? $0.cursor }
     }

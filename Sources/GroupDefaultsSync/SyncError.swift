@@ -80,7 +80,9 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
         case .authenticationNeeded:
             return "authentication needed: \(detail)"
         case .rejected:
-            var text = "the server refused "
+            // Without an HTTP status: one change of a batch, set aside by this device or refused
+            // alone in the server's answer.
+            var text = status == nil ? "not pushed: " : "the server refused "
             text += key.map { "'\($0)'" } ?? "the change"
             text += " (\(code?.rawValue ?? "rejected")): \(detail)"
             if let limit { text += " (limit \(limit))" }

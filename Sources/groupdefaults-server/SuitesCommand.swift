@@ -36,8 +36,11 @@ struct SuitesCommand: AsyncParsableCommand {
         func run() async throws {
             try await reportingFailure {
                 let action: ClockRepair.Action = restamp ? .restamp : drop ? .drop : .list
-                let outcome = try await storage.withStorage {
-                    try await ClockRepair.run($0, account: account, suite: suite, action: action)
+                let outcome = try await storage.withStorage { store in
+                    guard try await store.suites(account: account).suites.contains(where: { $0.name == suite }) else {
+                        throw CommandFailure("account \(account) has no suite \(suite) in this store (see the console, or check --account, --suite and the storage flags)")
+                    }
+                    return try await ClockRepair.run(store, account: account, suite: suite, action: action)
                 }
                 let now = HLC.wallClockMilliseconds()
                 for entry in outcome.found {
@@ -47,7 +50,9 @@ struct SuitesCommand: AsyncParsableCommand {
                 switch (action, outcome.found.isEmpty, outcome.sealed) {
                 case (_, true, _):
                     output("\(account)/\(suite): no entry is stamped in the future")
-                case (.list, false, _):
+                case (.list, false, true):
+                    output("\(account)/\(suite): \(outcome.found.count) entr\(outcome.found.count == 1 ? "y" : "ies") stamped in the future; the suite is end-to-end encrypted: write those keys again on a device that has its key")
+                case (.list, false, false):
                     output("\(account)/\(suite): \(outcome.found.count) entr\(outcome.found.count == 1 ? "y" : "ies") stamped in the future; --restamp or --drop repairs them")
                 case (_, false, true):
                     throw CommandFailure("\(account)/\(suite) is end-to-end encrypted: the server cannot stamp its entries again; write those keys again on a device that has the suite's key")

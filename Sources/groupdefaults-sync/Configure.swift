@@ -89,6 +89,10 @@ extension SyncCommand {
             if file == "-" {
                 data = FileHandle.standardInput.readDataToEndOfFile()
             } else {
+                var info = stat()
+                if stat(file, &info) == 0, info.st_mode & 0o077 != 0 {
+                    throw CommandFailure("\(file) can be read by others (mode \(String(info.st_mode & 0o777, radix: 8))): chmod 600 it, it holds the \(what)")
+                }
                 do { data = try Data(contentsOf: URL(fileURLWithPath: file)) } catch {
                     throw CommandFailure("cannot read the \(what) from \(file): \((error as NSError).localizedDescription)")
                 }
@@ -108,14 +112,20 @@ extension SyncCommand {
                 if let caPath {
                     try await SyncClient.makeHTTPClient(caFile: caPath).shutdown()  // checks that it reads
                 }
-                let defaults = try options.openOrCreate(suite)
+                // A suite that does not exist yet is created only once the keys are prepared: a failed
+                // pairing or recovery leaves nothing behind.
+                let existing: SharedDefaults?
+                do { existing = try options.open(suite) } catch let error as SharedDefaultsError where error.code == .suiteNotFound {
+                    existing = nil
+                }
+                let previous = try existing.flatMap { try SyncSettings.stored(in: $0) }
+                let encryption = try await prepareKeys(suite: suite, server: url, tokenFile: tokenPath, caFile: caPath, previous: previous)
+                let defaults = try existing ?? options.openOrCreate(suite)
                 // A different server is a different copy of the suite: forget the old cursor and marks.
-                let previous = try SyncSettings.stored(in: defaults)
                 if let previous, previous.server != url {
                     try defaults.disableSync()
                 }
                 let localOnly = noExclude ? [] : !exclude.isEmpty ? exclude : previous?.localOnlyKeys ?? []
-                let encryption = try await prepareKeys(suite: suite, server: url, tokenFile: tokenPath, caFile: caPath, previous: previous)
                 try SyncSettings(server: url, tokenFile: tokenPath, caFile: caPath, localOnlyKeys: localOnly, keyFile: encryption?.path)
                     .store(in: defaults)
                 if journalEntries != nil || journalDays != nil {

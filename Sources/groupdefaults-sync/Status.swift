@@ -53,7 +53,9 @@ extension SyncCommand {
                 if report.conflicts > 0 { lines.append("conflicts kept: \(report.conflicts) (see groupdefaults-sync conflicts \(suite))") }
                 if !refused.isEmpty {
                     let keys = refused.prefix(20).map(\.key).joined(separator: ", ") + (refused.count > 20 ? ", …" : "")
-                    lines.append("refused: \(refused.count) entr\(refused.count == 1 ? "y" : "ies") kept out of sync (\(keys); see groupdefaults-sync conflicts \(suite))")
+                    // The journal's record of what sync refused, kept for its days; whether something
+                    // still needs attention is `state`.
+                    lines.append("refused: \(refused.count) kept in the conflict journal (\(keys); see groupdefaults-sync conflicts \(suite))")
                 }
                 lines.append("state: " + (state.note ?? "ok"))
                 output(lines.joined(separator: "\n"))

@@ -168,7 +168,7 @@ struct RefusalTests {
                 let refusals = try tablet.open().conflicts().filter(\.isRefused)
                 #expect(Set(refusals.map(\.key)) == ["volume", "sound"])
                 #expect(try await server.snapshot(suite).entries["theme"] != nil)
-                #expect(try await tablet.sync("status").stdout.contains("refused: 2 entries kept out of sync"))
+                #expect(try await tablet.sync("status").stdout.contains("refused: 2 kept in the conflict journal"))
 
                 // The operator lists them and stamps them again with the server's clock: the tablet
                 // then takes them, values unchanged.

@@ -86,6 +86,27 @@ struct RotationTests {
             #expect(try await phone.defaultsTool(["write", suite, "sound", "bell.aiff"]).status == 0)
             #expect(try await phone.sync("sync").status == 0)
             #expect(try await server.snapshot(suite).entries.values.allSatisfy { $0.sealed?.epoch == 2 })
+
+            // The next epoch with bytes of the token's own choosing is still taken (key bags are not
+            // signed yet): the suite is stuck for its devices, but rotate-key, even with a change
+            // pending, moves it past that epoch, and the recovery key still opens everything.
+            try await server.client(suite).putKeyBag(epoch: 3, bundle: random)
+            #expect(try await phone.defaultsTool(["write", suite, "volume", "-int", "4"]).status == 0)
+            #expect(try await phone.sync("sync").status != 0, "the pending change is refused under the retired epoch")
+            let past = try await phone.sync("rotate-key")
+            #expect(past.status == 0, "\(past.stderr)")
+            #expect(past.stdout.contains("keys rotated to epoch 4"), "\(past.stdout)")
+            #expect(try await phone.sync("sync").status == 0)
+            let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") })
+                .dropFirst("recovery key: ".count)
+            let laptop = ToolDevice(suite)
+            defer { laptop.remove() }
+            let recovered = try await laptop.sync("configure", ["--server", server.url.absoluteString, "--token-file", try laptop.tokenFile(server.token),
+                                                                "--recovery-key-file", try laptop.tokenFile(String(recovery), name: "recovery")])
+            #expect(recovered.status == 0, "\(recovered.stderr)")
+            #expect(try await laptop.sync("sync").status == 0)
+            #expect(try laptop.open().string(forKey: "sound") == "bell.aiff")
+            #expect(try laptop.open().integer(forKey: "volume") == 4)
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsWire
+import Logging
 
 /// A new key epoch for an encrypted suite (`groupdefaults-sync rotate-key`): after a device is
 /// revoked, what is written from then on is sealed under a key it never had.
@@ -36,7 +37,15 @@ public enum KeyRotation {
     ///   after a failure starts from the keys the failed run made.
     public static func rotate(_ engine: SyncEngine, keys: SuiteKeys, keyFile: String) async throws(SyncError) -> Outcome {
         // Up to date first: pending changes pushed under the old epoch while the server still takes it.
-        try await engine.syncOnce()
+        // A server already at an epoch this device has no key for (a key bag stored by someone
+        // else) refuses them: rotating past that epoch is what brings the suite back, and they are
+        // sealed again under the new key afterwards.
+        do {
+            try await engine.syncOnce()
+        } catch where error.code == .staleKeyEpoch {
+            engine.logger.warning("the server is at a key epoch this device has no key for: rotating past it",
+                                  metadata: ["suite": "\(engine.client.suite)"])
+        }
         // After the server's newest epoch: a key bag is taken for the next epoch only.
         let serverEpoch = try await engine.client.keyBags().epochs.keys.compactMap { UInt32($0) }.max() ?? 0
         let new = try keys.rotated(after: serverEpoch)

@@ -100,18 +100,19 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// The keys of `suite` from its recovery key and the key bags the server keeps: epoch 1 from the
-    /// recovery key itself, each later one from its bag, in order, as far as they open. A bag
-    /// missing, or one that does not open with this recovery key, ends the chain there; such a
-    /// device then seals under an epoch the server no longer takes, and is told to pair instead.
+    /// recovery key itself, each later one from its bag. A bag that does not open with this
+    /// recovery key (a token stored bytes of its own choosing) is passed over; if it was the
+    /// newest, such a device seals under an epoch the server no longer takes, and is told to pair
+    /// instead (or `rotate-key` moves the suite past it).
     public init(recoveryKey: RecoveryKey, suite: String, keyBags: [String: String]) {
         let keys = SuiteKeys(recoveryKey: recoveryKey, suite: suite)
         let privateKey = Self.recoveryPrivateKey(recoveryKey, suite)
         var epochs = keys.epochs
-        var epoch: UInt32 = 2
-        while let bag = keyBags[String(epoch)], let key = keys.openBag(bag, epoch: epoch, privateKey: privateKey) {
+        // Every bag that opens, whatever came before it: one a token stored with bytes of its own
+        // choosing opens to nothing and is passed over, so that it cannot hide the later epochs.
+        for (text, bag) in keyBags {
+            guard let epoch = UInt32(text), epoch >= 2, let key = keys.openBag(bag, epoch: epoch, privateKey: privateKey) else { continue }
             epochs[epoch] = key
-            guard epoch < UInt32.max else { break }
-            epoch += 1
         }
         self.init(suite: suite, names: keys.names, epochs: epochs, recoveryPublicKey: keys.recoveryPublicKey)
     }
