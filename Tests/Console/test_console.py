@@ -372,6 +372,41 @@ def test_csrf(server, page):
     expect(page.locator("table#tokens tr[data-token-id]")).to_have_count(1)
 
 
+def test_sign_in_lockout_from_elsewhere(server, anonymous_page):
+    """Failed sign-ins for the operator's name from another address (127.0.0.2) end in 429 there,
+    and never lock the operator out of their own (the browser, 127.0.0.1)."""
+    import http.client
+    import re
+
+    port = int(urllib.parse.urlsplit(server.url).port)
+
+    def attempt():
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=("127.0.0.2", 0))
+        connection.request("GET", "/console/sign-in")
+        form = connection.getresponse()
+        body = form.read().decode()
+        cookie = "; ".join(c.split(";")[0] for c in form.headers.get_all("Set-Cookie") or [])
+        csrf = re.search(r'name="csrf" value="([^"]+)"', body).group(1)
+        fields = urllib.parse.urlencode({"csrf": csrf, "name": OPERATOR, "password": "not the password"})
+        connection.request("POST", "/console/sign-in", body=fields, headers={
+            "Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie, "Origin": server.url})
+        answer = connection.getresponse()
+        answer.read()
+        connection.close()
+        return answer.status
+
+    statuses = [attempt() for _ in range(11)]
+    assert statuses[:10] == [401] * 10, f"the first ten wrong passwords from 127.0.0.2: {statuses}"
+    assert statuses[10] == 429, f"the eleventh from 127.0.0.2: {statuses}"
+
+    # The operator, from their own address, signs in as ever.
+    page = anonymous_page
+    page.goto(server.url + "/console/sign-in")
+    response = sign_in(page)
+    assert response.status in (200, 303), f"the operator's own sign-in: {response.status}"
+    expect(page.locator("form#sign-out")).to_have_count(1)
+
+
 # --- Pictures for the docs -------------------------------------------------------------------------
 
 @pytest.mark.skipif(not SCREENSHOTS, reason="pictures only with Tools/console-test --screenshots")
