@@ -593,6 +593,7 @@ public actor SyncEngine {
     private func reject(_ key: String, stamp: Stamp, _ error: SyncError) {
         var error = error
         error.key = key
+        error.isSetAside = true
         // A stamp too far ahead of the server's clock may be fine a little later (the server's
         // clock was behind, or this device's a few minutes ahead): tried again then.
         let retryAt = error.code == .clockSkew ? ContinuousClock.now + .seconds(30) : nil

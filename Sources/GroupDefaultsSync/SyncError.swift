@@ -33,6 +33,9 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
     public var retryAfter: Duration?
     /// The HTTP status, when the server answered.
     public var status: Int?
+    /// Whether this is a change the engine set aside (`SyncStatus.rejected`): refused alone by the
+    /// server, or one this device cannot send. It stays local and pending.
+    public var isSetAside = false
 
     /// A failure of the given kind.
     public init(
@@ -80,9 +83,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
         case .authenticationNeeded:
             return "authentication needed: \(detail)"
         case .rejected:
-            // Without an HTTP status: one change of a batch, set aside by this device or refused
-            // alone in the server's answer.
-            var text = status == nil ? "not pushed: " : "the server refused "
+            var text = isSetAside ? "not pushed: " : "the server refused "
             text += key.map { "'\($0)'" } ?? "the change"
             text += " (\(code?.rawValue ?? "rejected")): \(detail)"
             if let limit { text += " (limit \(limit))" }

@@ -28,8 +28,10 @@ struct DevicesCommand: AsyncParsableCommand {
             try await reportingFailure {
                 let store = try await storage.openStorage()
                 let devices = try await store.devices(account: account)
+                let now = Date()
+                let active = Set(try await store.tokens().filter { $0.account == account && $0.isActive(at: now) }.map(\.id))
                 try await store.shutdown()
-                let unverified = StoredDevice.unverified(among: devices)
+                let unverified = StoredDevice.unverified(among: devices, activeTokens: active)
                 let infos = devices.map { $0.info(current: false, unverified: unverified.contains($0.identity)) { _ in true } }
                 if json {
                     let encoder = JSONEncoder()

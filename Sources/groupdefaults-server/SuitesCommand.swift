@@ -28,6 +28,7 @@ struct SuitesCommand: AsyncParsableCommand {
         @Option(help: "The suite's name.") var suite: String
         @Flag(help: "Stamp each entry again with the server's clock, keeping its value.") var restamp = false
         @Flag(help: "Replace each entry with a deletion stamped with the server's clock.") var drop = false
+        @Option(help: "How many versions of each key the history keeps: the server's --history.") var history = 10
 
         func validate() throws {
             if restamp && drop { throw ValidationError("--restamp and --drop cannot be used together") }
@@ -40,11 +41,11 @@ struct SuitesCommand: AsyncParsableCommand {
                     guard try await store.suites(account: account).suites.contains(where: { $0.name == suite }) else {
                         throw CommandFailure("account \(account) has no suite \(suite) in this store (see the console, or check --account, --suite and the storage flags)")
                     }
-                    return try await ClockRepair.run(store, account: account, suite: suite, action: action)
+                    return try await ClockRepair.run(store, account: account, suite: suite, action: action, historyDepth: history)
                 }
                 let now = HLC.wallClockMilliseconds()
                 for entry in outcome.found {
-                    let ahead = (entry.hlc.milliseconds - now) / 1000
+                    let ahead = entry.hlc.milliseconds > now ? (entry.hlc.milliseconds - now) / 1000 : 0
                     output("\(entry.key)\tstamped \(TypedJSONDate.format(milliseconds: entry.hlc.milliseconds)) (\(ahead) s ahead)\tby device \(entry.origin)")
                 }
                 switch (action, outcome.found.isEmpty, outcome.sealed) {

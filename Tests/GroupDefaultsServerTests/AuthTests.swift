@@ -212,4 +212,17 @@ struct RateLimitTests {
             #expect(String(buffer: answered.body).contains("groupdefaults_"))
         }
     }
+
+    @Test("a device id is owned by the first active token seen with it; a device whose old token was revoked keeps its id")
+    func deviceIDOwners() {
+        func device(_ token: String, _ id: UInt64, firstSeen: UInt64) -> StoredDevice {
+            StoredDevice(account: "alice", tokenID: token, name: nil, deviceID: id, firstSeen: firstSeen, lastSeen: firstSeen, lastPush: nil, suites: [])
+        }
+        let old = device("tok_old", 7, firstSeen: 1), renewed = device("tok_new", 7, firstSeen: 5), impostor = device("tok_other", 7, firstSeen: 9)
+        let all = [old, renewed, impostor]
+        #expect(StoredDevice.unverified(among: all, activeTokens: ["tok_old", "tok_new", "tok_other"]) == [renewed.identity, impostor.identity])
+        #expect(StoredDevice.unverified(among: all, activeTokens: ["tok_new", "tok_other"]) == [old.identity, impostor.identity],
+                "the revoked token owns nothing: the renewed device is not flagged")
+        #expect(StoredDevice.unverified(among: [old], activeTokens: []).isEmpty)
+    }
 }

@@ -54,8 +54,10 @@ struct RateLimitMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: ServerRequestContext,
                 next: (Request, ServerRequestContext) async throws -> Response) async throws -> Response {
-        // Claims of pairings come without a token: they share one budget, as a token's.
-        let bucket = context.token?.id ?? (request.uri.path.hasPrefix("/v1/pairings/") ? "pairing claims" : nil)
+        // Claims of pairings, and the claiming device's reads of its state, come without a token:
+        // each client address has a budget for them, as a token has.
+        let bucket = context.token?.id
+            ?? (request.uri.path.hasPrefix("/v1/pairings/") ? "pairings from \(context.clientAddress ?? "an unknown address")" : nil)
         if let bucket, let wait = limiter.admit(bucket) {
             let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
             throw APIError(.rateLimited,

@@ -179,7 +179,9 @@ struct SyncRoutes: Sendable {
         // A device that used none of the token's suites is none of its business (a token for one
         // app's suites does not learn the names of the account's other devices).
         let devices = try await storage.devices(account: token.account)
-        let unverified = StoredDevice.unverified(among: devices)
+        let now = Date()
+        let active = Set(try await storage.tokens().filter { $0.account == token.account && $0.isActive(at: now) }.map(\.id))
+        let unverified = StoredDevice.unverified(among: devices, activeTokens: active)
         let list = devices
             .filter { $0.tokenID == token.id || $0.suites.contains(where: covers) }
             .map { device in

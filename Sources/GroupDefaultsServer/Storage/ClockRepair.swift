@@ -33,9 +33,10 @@ package enum ClockRepair {
         package var sealed = false
     }
 
-    /// Finds `account`'s `suite`'s far-future entries and applies `action` to them.
+    /// Finds `account`'s `suite`'s far-future entries and applies `action` to them; each repair is
+    /// a version in the key's history, which keeps `historyDepth` (the server's `--history`).
     package static func run(
-        _ storage: any SyncStorage, account: String, suite: String, action: Action,
+        _ storage: any SyncStorage, account: String, suite: String, action: Action, historyDepth: Int = 10,
         now: UInt64 = HLC.wallClockMilliseconds(), maximumSkew: UInt64 = HLC.maximumDrift
     ) async throws -> Outcome {
         var outcome = Outcome()
@@ -55,7 +56,8 @@ package enum ClockRepair {
             var push = try PreparedPush(PushRequest(deviceID: entry.origin, batchID: "repair-clock-\(UUID().uuidString.lowercased())", ops: [op]))
             push.clock = PreparedPush.Clock(now: now, maximumSkew: maximumSkew)
             let response = try await storage.push(account: account, suite: suite, push: push,
-                                                  quota: SuiteQuota(maxKeys: .max, maxBytes: .max), serverTime: serverTime)
+                                                  quota: SuiteQuota(maxKeys: .max, maxBytes: .max, historyDepth: historyDepth),
+                                                  serverTime: serverTime)
             outcome.repaired += response.results.count { $0.status == .applied }
         }
         return outcome

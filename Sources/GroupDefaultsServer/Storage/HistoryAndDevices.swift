@@ -106,10 +106,12 @@ package struct StoredDevice: Sendable, Hashable, Codable {
     /// Of `devices`, those whose device id another token of the same account used first. A device
     /// names its id itself (the `device_id` of its pushes, its `Device-ID` header), so a token can
     /// claim another device's id; the first token seen with an id owns it, and the others are
-    /// listed as unverified rather than trusted.
-    package static func unverified(among devices: [StoredDevice]) -> Set<Identity> {
+    /// listed as unverified rather than trusted. Only tokens in `activeTokens` own ids (a device
+    /// keeps its id when its token is replaced), unless none of an id's is.
+    package static func unverified(among devices: [StoredDevice], activeTokens: Set<String>) -> Set<Identity> {
         let owners = Dictionary(grouping: devices) { [$0.account, String($0.deviceID)] }.compactMapValues { group in
-            group.min { ($0.firstSeen, $0.tokenID) < ($1.firstSeen, $1.tokenID) }?.tokenID
+            let active = group.filter { activeTokens.contains($0.tokenID) }
+            return (active.isEmpty ? group : active).min { ($0.firstSeen, $0.tokenID) < ($1.firstSeen, $1.tokenID) }?.tokenID
         }
         return Set(devices.filter { owners[[$0.account, String($0.deviceID)]] != $0.tokenID }.map(\.identity))
     }

@@ -12,8 +12,8 @@ import Logging
 ///    recovery key still opens everything; storing it moves the suite to the new epoch, and the
 ///    server refuses pushes under an older one from then on (`stale_key_epoch`);
 /// 3. what other devices pushed until then is pulled, and every entry of the server's suite sealed
-///    under an older epoch that this device holds (the
-///    same write: it synced just before) is sealed again under the new one, keeping its stamp (a
+///    under an older epoch that this device holds (the same write: it has just synced) is sealed
+///    again under the new one, keeping its stamp (a
 ///    re-seal: `PushOp.origin`), so no write changes and none is lost; one it does not hold is left
 ///    as it was and reported, never laundered into the new epoch.
 ///

@@ -107,6 +107,17 @@ public enum DevicePairing {
         _ = try await client.completePairing(pairingID: id, bundle: bundle.base64EncodedString())
     }
 
+    /// The pairing's state as the claiming device reads it (without a token), or nil after a
+    /// transient failure, to be tried again.
+    private static func pollState(_ client: SyncClient, pairingID: String) async throws(SyncError) -> PairingState? {
+        do {
+            return try await client.pairing(pairingID: pairingID, authorized: false)
+        } catch {
+            if error.isTransient { return nil }
+            throw error
+        }
+    }
+
     /// The claim; a refusal of the code in the server's words alone (it says what to do).
     private static func claim(id: String, _ claim: PairingClaim, client: SyncClient) async throws(SyncError) -> PairingClaimed {
         do {
@@ -138,7 +149,9 @@ public enum DevicePairing {
         guard claimed.suite == client.suite else {
             throw SyncError(.local, "this pairing code is for the suite \(claimed.suite), not \(client.suite)")
         }
-        // Read without a token: the new token works only once the keys are handed over.
+        // Read without a token: the new token works only once the keys are handed over. A
+        // transient failure (a 429, the network) is tried again until the pairing expires: the
+        // claim is made, and the code cannot be used again.
         var state = try await client.pairing(pairingID: id, authorized: false)
         while state.bundle == nil {
             if let expires = TypedJSONDate.parse(state.expires), expires <= Date() {
@@ -146,7 +159,7 @@ public enum DevicePairing {
                                 "the pairing expired, or the other device cancelled it, before it handed over the keys")
             }
             try await Task.sleep(for: pollInterval)
-            state = try await client.pairing(pairingID: id, authorized: false)
+            if let next = try await pollState(client, pairingID: id) { state = next }
         }
         guard let bundle = state.bundle.flatMap({ Data(base64Encoded: $0) }), bundle.count > 32 else {
             throw SyncError(.protocolError, "the pairing's keys are not what the API describes")

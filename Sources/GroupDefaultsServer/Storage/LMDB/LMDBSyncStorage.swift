@@ -19,8 +19,9 @@ import Synchronization
 /// - `history`: suite id + SHA-256(key) + revision → when received (ms, big-endian) + the version's
 ///   entry record; one key's versions are one contiguous range, oldest first
 /// - `devices`: account + NUL + token id + NUL + device id → `StoredDevice` JSON
-/// - `pairings`: SHA-256 of a pairing id → `StoredPairing` JSON (expired ones dropped when a new
-///   pairing is made)
+/// - `pairings`: SHA-256 of a pairing id → `StoredPairing` JSON, and beside them `x/` + expiry +
+///   lookup and `t/` + token id + `/` + lookup, indexes by expiry and by token (expired ones are
+///   dropped when a new pairing is made: `LMDBSyncStorage+Pairings.swift`)
 /// - `key-bags`: account + NUL + suite + NUL + epoch → a key epoch's key sealed to the suite's
 ///   recovery key
 /// - `console`: kind + NUL + name → a console record (`ConsoleRecords`: operators, sessions)

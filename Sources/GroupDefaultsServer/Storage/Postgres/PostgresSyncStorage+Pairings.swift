@@ -9,16 +9,21 @@ extension PostgresSyncStorage {
         let json = String(decoding: try JSONEncoder().encode(pairing), as: UTF8.self)
         let inserted = try await bounded("creating a pairing") { storage in
             try await storage.client.query("DELETE FROM pairings WHERE expires < now()", logger: storage.logger)
-            let counted = try await storage.client.query("""
-                SELECT count(*) FROM pairings WHERE expires >= \(pairing.created) AND record->>'creatorTokenID' = \(pairing.creatorTokenID)
-                """, logger: storage.logger)
-            for try await live in counted.decode(Int64.self) { try StoredPairing.checkCount(Int(live)) }
-            let rows = try await storage.client.query("""
-                INSERT INTO pairings (lookup, expires, record) VALUES (\(pairing.lookup), \(pairing.expires), \(json)::json)
-                ON CONFLICT DO NOTHING RETURNING lookup
-                """, logger: storage.logger)
-            for try await _ in rows.decode(String.self) { return true }
-            return false
+            // Counted and inserted under a lock of the token's, so that pairings made at once cannot
+            // outrun the cap.
+            return try await storage.client.withTransaction(logger: storage.logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(pairing.creatorTokenID)))", logger: storage.logger)
+                let counted = try await connection.query("""
+                    SELECT count(*) FROM pairings WHERE expires >= \(pairing.created) AND record->>'creatorTokenID' = \(pairing.creatorTokenID)
+                    """, logger: storage.logger)
+                for try await live in counted.decode(Int64.self) { try StoredPairing.checkCount(Int(live)) }
+                let rows = try await connection.query("""
+                    INSERT INTO pairings (lookup, expires, record) VALUES (\(pairing.lookup), \(pairing.expires), \(json)::json)
+                    ON CONFLICT DO NOTHING RETURNING lookup
+                    """, logger: storage.logger)
+                for try await _ in rows.decode(String.self) { return true }
+                return false
+            }
         }
         if !inserted { throw SyncStorageError(.pairingUsed, "a pairing with this id exists: make a new code") }
     }
@@ -79,7 +84,7 @@ extension PostgresSyncStorage {
                 try await change(&pairing, connection, storage.logger)
                 let json = String(decoding: try JSONEncoder().encode(pairing), as: UTF8.self)
                 try await connection.query(
-                    "UPDATE pairings SET record = \(json)::json WHERE lookup = \(lookup)", logger: storage.logger)
+                    "UPDATE pairings SET record = \(json)::json, expires = \(pairing.expires) WHERE lookup = \(lookup)", logger: storage.logger)
                 return pairing
             }
         }
