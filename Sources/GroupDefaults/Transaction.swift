@@ -214,7 +214,7 @@ extension SharedDefaults {
             if synced { localOnly = try perform(key: nil) { try SharedDefaults.localOnlyPatterns(txn) } }
             let wallClock = store.wallClockMilliseconds()
             var last = tail.hlc
-            if last.milliseconds > wallClock &+ HLC.maximumDrift {
+            if last.isAhead(of: wallClock) {
                 last = try perform(key: nil) { try recoverClock(from: last, wallClock: wallClock) }
             }
             let hlc = try remote.map { remote in
@@ -248,7 +248,6 @@ extension SharedDefaults {
                 return max(recovered, HLC(milliseconds: wallClock, counter: 0))
             }
             var clock = HLC(milliseconds: wallClock, counter: 0)
-            let limit = wallClock &+ HLC.maximumDrift
             var rewritten: [(database: Database, key: [UInt8], record: [UInt8])] = []
             var damaged = 0
             for database in [Database.values, .tombstones] {
@@ -266,7 +265,7 @@ extension SharedDefaults {
                         damaged += 1
                         return true
                     }
-                    guard stamp.hlc.milliseconds > limit else { return true }
+                    guard stamp.hlc.isAhead(of: wallClock) else { return true }
                     let pending = StoredRecord.isPending(raw)
                     if pending { clock = clock.advanced(toWallClock: wallClock) }
                     let new = Stamp(hlc: pending ? clock : .zero, origin: stamp.origin)

@@ -376,10 +376,9 @@ public actor SyncEngine {
     /// clock is right (`run` tries again every 30 s and reports it meanwhile).
     private func checkClockNotBehind(_ entries: [SyncEntry]) throws(SyncError) {
         let wall = defaults.wallClockMilliseconds()
-        guard let server = client.serverClock.milliseconds, server > wall &+ HLC.maximumDrift else { return }
+        guard let server = client.serverClock.milliseconds, HLC(milliseconds: server, counter: 0).isAhead(of: wall) else { return }
         // The server's clock is read to the second: a second of slack.
-        let honest = server &+ HLC.maximumDrift &+ 1000
-        guard entries.contains(where: { $0.hlc.milliseconds > wall &+ HLC.maximumDrift && $0.hlc.milliseconds <= honest }) else { return }
+        guard entries.contains(where: { $0.hlc.isAhead(of: wall) && !$0.hlc.isAhead(of: server &+ 1000) }) else { return }
         // This device's fault, not the server's: a one-shot step fails at once; `run` tries again
         // after `retryAfter`.
         throw SyncError(.local, code: .clockSkew, """

@@ -41,6 +41,13 @@ public struct HLC: RawRepresentable, Hashable, Comparable, Sendable, CustomStrin
     /// How far ahead of the wall clock a remote HLC may be: 5 minutes.
     public static let maximumDrift: UInt64 = 5 * 60 * 1000
 
+    /// Whether this timestamp is more than `drift` milliseconds ahead of the clock reading
+    /// `milliseconds`: stamped by a clock that was wrong, so that it cannot be compared with honest
+    /// ones. The one test of a timestamp from the future, for devices, the store and the server.
+    public func isAhead(of milliseconds: UInt64, by drift: UInt64 = HLC.maximumDrift) -> Bool {
+        self.milliseconds > milliseconds &+ drift
+    }
+
     /// The timestamp for receiving a remote event stamped `remote` (HLC's receive rule): after both
     /// `self` and `remote`, and at least the wall clock. When the wall clock is behind (it went
     /// backwards, or `remote` came from a clock ahead of ours) the later of the two HLCs ticks on by
@@ -51,7 +58,7 @@ public struct HLC: RawRepresentable, Hashable, Comparable, Sendable, CustomStrin
     public func received(
         _ remote: HLC, wallClock milliseconds: UInt64 = HLC.wallClockMilliseconds(), maximumDrift: UInt64 = HLC.maximumDrift
     ) throws(ClockSkew) -> HLC {
-        guard remote.milliseconds <= milliseconds &+ maximumDrift else {
+        guard !remote.isAhead(of: milliseconds, by: maximumDrift) else {
             throw ClockSkew(remote: remote, wallClockMilliseconds: milliseconds, maximumDrift: maximumDrift)
         }
         let wall = HLC(milliseconds: milliseconds, counter: 0)

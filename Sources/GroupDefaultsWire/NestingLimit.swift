@@ -23,18 +23,16 @@ extension PropertyListValue {
     public var fitsNestingLimit: Bool { nestingDepth <= Self.maximumNestingDepth }
 
     private func depth(limit: Int) -> Int {
+        func deepest(_ children: some Sequence<PropertyListValue>) -> Int {
+            var deepest = 0
+            for child in children where deepest < limit - 1 { deepest = max(deepest, child.depth(limit: limit - 1)) }
+            return deepest + 1
+        }
         guard limit > 0 else { return 0 }
         switch self {
-        case .array(let elements):
-            var deepest = 0
-            for element in elements where deepest < limit - 1 { deepest = max(deepest, element.depth(limit: limit - 1)) }
-            return deepest + 1
-        case .dictionary(let elements):
-            var deepest = 0
-            for element in elements.values where deepest < limit - 1 { deepest = max(deepest, element.depth(limit: limit - 1)) }
-            return deepest + 1
-        default:
-            return 0
+        case .array(let elements): return deepest(elements)
+        case .dictionary(let elements): return deepest(elements.values)
+        default: return 0
         }
     }
 }

@@ -27,7 +27,7 @@ struct SyncMergeTests {
     @Test("a stamp more than the skew ahead of the clock is from a wrong clock; up to the skew it is not")
     func ahead() {
         let now: UInt64 = 1_800_000_000_000
-        #expect(SyncMerge.isAhead(Stamp(hlc: HLC(milliseconds: now + 300_001, counter: 0), origin: 1), of: now, by: 300_000))
-        #expect(!SyncMerge.isAhead(Stamp(hlc: HLC(milliseconds: now + 300_000, counter: 9), origin: 1), of: now, by: 300_000))
+        #expect(HLC(milliseconds: now + 300_001, counter: 0).isAhead(of: now, by: 300_000))
+        #expect(!HLC(milliseconds: now + 300_000, counter: 9).isAhead(of: now, by: 300_000))
     }
 }

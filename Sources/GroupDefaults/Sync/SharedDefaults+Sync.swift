@@ -437,7 +437,7 @@ extension SharedDefaults {
             var accepted: [SyncEntry] = []
             accepted.reserveCapacity(entries.count)
             for entry in entries {
-                guard entry.hlc.milliseconds > wallClock &+ HLC.maximumDrift else {
+                guard entry.hlc.isAhead(of: wallClock) else {
                     accepted.append(entry)
                     continue
                 }
@@ -538,7 +538,7 @@ extension SharedDefaults {
     /// recovery was made before).
     @discardableResult
     package func recoverClockIfAhead() throws -> Int {
-        guard try clockReading().milliseconds > store.wallClockMilliseconds() &+ HLC.maximumDrift else { return 0 }
+        guard try clockReading().isAhead(of: store.wallClockMilliseconds()) else { return 0 }
         return try write { tx in try tx.settleClock() }
     }
 

@@ -56,7 +56,7 @@ enum PushValidation {
         if let json, json.count > limits.maxValueBytes {
             return OpRefusal(.valueTooLarge, "the value takes \(json.count) bytes as typed JSON, more than \(limits.maxValueBytes)")
         }
-        if op.hlc.milliseconds > milliseconds &+ limits.maxClockSkewMilliseconds {
+        if op.hlc.isAhead(of: milliseconds, by: limits.maxClockSkewMilliseconds) {
             let ahead = (op.hlc.milliseconds - milliseconds) / 1000
             return OpRefusal(.clockSkew, """
                 the HLC is \(ahead) s ahead of the server's clock (\(TypedJSONDate.format(milliseconds: milliseconds))); \

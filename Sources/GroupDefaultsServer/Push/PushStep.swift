@@ -120,7 +120,7 @@ package enum PushStep {
             }
             let stamp = Stamp(hlc: op.hlc, origin: op.origin ?? request.deviceID)
             let old = current[op.key]
-            let wins = if let old, SyncMerge.isAhead(old.stamp, of: push.clock.now, by: push.clock.maximumSkew) {
+            let wins = if let old, old.stamp.hlc.isAhead(of: push.clock.now, by: push.clock.maximumSkew) {
                 true
             } else {
                 op.origin == nil ? SyncMerge.wins(stamp, over: old?.stamp) : SyncMerge.reseals(op, stamp: stamp, over: old)
@@ -220,12 +220,6 @@ package enum PushStep {
 
 /// Last writer wins, shared by every backend and by the push step.
 package enum SyncMerge {
-    /// Whether `stamp` is more than `skew` milliseconds ahead of the clock reading `now`: written
-    /// under a wrong clock, so that it cannot be compared with honest stamps.
-    package static func isAhead(_ stamp: Stamp, of now: UInt64, by skew: UInt64) -> Bool {
-        stamp.hlc.milliseconds > now &+ skew
-    }
-
     /// Whether an op stamped `incoming` replaces what is stored (stamped `stored`, nil if nothing).
     package static func wins(_ incoming: Stamp, over stored: Stamp?) -> Bool {
         guard let stored else { return true }

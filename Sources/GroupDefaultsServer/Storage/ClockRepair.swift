@@ -43,7 +43,7 @@ package enum ClockRepair {
         var after: String?
         repeat {
             let page = try await storage.snapshot(account: account, suite: suite, after: after, limit: 1000)
-            outcome.found += page.entries.filter { SyncMerge.isAhead($0.stamp, of: now, by: maximumSkew) }
+            outcome.found += page.entries.filter { $0.hlc.isAhead(of: now, by: maximumSkew) }
             outcome.sealed = outcome.sealed || page.entries.contains { $0.sealed != nil }
             after = page.next
         } while after != nil
