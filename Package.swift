@@ -138,6 +138,7 @@ let package = Package(
             name: "GroupDefaultsServerTests",
             dependencies: [
                 "GroupDefaultsServer", "GroupDefaultsWire", "groupdefaults-server", "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

@@ -114,9 +114,15 @@ public struct SyncClient: Sendable {
         try await send(.GET, path: "key-bags", query: [], as: KeyBags.self)
     }
 
-    /// `PUT key-bags/{epoch}`: stores an epoch's key sealed to the suite's recovery key.
-    public func putKeyBag(epoch: UInt32, bundle: String) async throws(SyncError) {
-        _ = try await send(.PUT, path: "key-bags/\(epoch)", query: [], body: try Self.encode(PairingKeys(bundle: bundle)), as: KeyBags.self)
+    /// `PUT key-bags/{epoch}`: stores an epoch's key sealed to the suite's recovery key, signed
+    /// (`SuiteKeys.signedKeyBag`), which moves the suite to that epoch.
+    public func putKeyBag(epoch: UInt32, bag: SignedKeyBag) async throws(SyncError) {
+        _ = try await send(.PUT, path: "key-bags/\(epoch)", query: [], body: try Self.encode(bag), as: KeyBags.self)
+    }
+
+    /// `PUT key-bags`: stores the suite's anchor (`SuiteKeys.anchor`); the same one again changes nothing.
+    public func anchorKeyBags(_ anchor: KeyAnchor) async throws(SyncError) -> KeyBags {
+        try await send(.PUT, path: "key-bags", query: [], body: try Self.encode(anchor), as: KeyBags.self)
     }
 
     /// `POST /v1/pairings`: registers a pairing of this suite under `pairingID`.

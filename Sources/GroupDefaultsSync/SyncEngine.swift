@@ -282,6 +282,7 @@ public actor SyncEngine {
         let state = try local { try defaults.syncState() }
         var configuredAt = state.configuredAt ?? .zero
         if state.configuredAt == nil { configuredAt = try local { try defaults.clockReading() } }
+        if let keys = sealer?.keys { try await anchor(keys) }
         let snapshot = try await readSnapshot()
         let serverKeys = Set(snapshot.entries.map(\.key))  // key ids, in an encrypted suite
         try local {
@@ -294,6 +295,19 @@ public actor SyncEngine {
         report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .remoteWins(over: configuredAt)))
         logger.debug("joined the server's suite", metadata: ["suite": "\(client.suite)", "entries": "\(snapshot.entries.count)"])
         return report
+    }
+
+    /// Anchors an encrypted suite's keys at the join (`KeyAnchoring`). Only an anchor of other keys
+    /// stops the join; a suite this device cannot anchor (one an older version rotated, whose
+    /// epochs it does not all hold) is anchored by a device that can, and is said once here.
+    private func anchor(_ keys: SuiteKeys) async throws(SyncError) {
+        do {
+            try await KeyAnchoring.ensure(keys, client: client)
+        } catch where error.code == .keyAnchorMismatch || error.kind == .unavailable || error.kind == .authenticationNeeded {
+            throw error
+        } catch {
+            logger.warning("the suite's keys are not anchored on the server yet", metadata: ["suite": "\(client.suite)", "reason": "\(error)"])
+        }
     }
 
     /// After `cursor_expired` (the server purged tombstones this device had not seen) or `reset`:

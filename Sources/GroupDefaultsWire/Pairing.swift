@@ -105,14 +105,3 @@ public struct PairingState: Codable, Sendable, Hashable {
         self.bundle = bundle
     }
 }
-
-/// `GET /v1/suites/{suite}/key-bags`: each key epoch's key, sealed to the suite's recovery key
-/// (HPKE to a key pair derived from it, base64), so that the recovery key opens every epoch a
-/// rotation made. Devices keep only the recovery key's public half.
-public struct KeyBags: Codable, Sendable, Hashable {
-    /// Sealed epoch keys by epoch (a decimal string).
-    public var epochs: [String: String]
-
-    /// Key bags of `epochs`.
-    public init(epochs: [String: String]) { self.epochs = epochs }
-}

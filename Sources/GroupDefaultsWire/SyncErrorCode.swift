@@ -60,6 +60,14 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     /// A sealed push under a key epoch older than the suite's newest: the suite's key was rotated,
     /// pair this device again (409).
     public static let staleKeyEpoch = SyncErrorCode(rawValue: "stale_key_epoch")
+    /// A key bag that is not signed by the suite's current key or its recovery key (or whose
+    /// signature does not check out): only a holder of one of them moves a suite to a new key (403).
+    public static let keyBagUnsigned = SyncErrorCode(rawValue: "key_bag_unsigned")
+    /// A key bag for a suite that has no anchor yet (`PUT …/key-bags` first) (409).
+    public static let keyAnchorMissing = SyncErrorCode(rawValue: "key_anchor_missing")
+    /// The suite's keys were anchored by a device with other keys (another recovery key), or this
+    /// anchor does not match the bags the server holds (409).
+    public static let keyAnchorMismatch = SyncErrorCode(rawValue: "key_anchor_mismatch")
     /// No pairing has this code: mistyped, or never made (404).
     public static let pairingNotFound = SyncErrorCode(rawValue: "pairing_not_found")
     /// The pairing code was already used: each code pairs one device (409).
@@ -78,7 +86,8 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let allKnown: [SyncErrorCode] = [
         .malformed, .unauthorized, .forbidden, .notFound, .methodNotAllowed, .cursorExpired, .bodyTooLarge,
         .batchTooLarge, .invalidSuite, .keyTooLong, .valueTooLarge, .valueTooDeep, .quotaExceeded, .clockSkew,
-        .idempotencyMismatch, .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .pairingNotFound, .pairingUsed,
+        .idempotencyMismatch, .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .keyBagUnsigned, .keyAnchorMissing,
+        .keyAnchorMismatch, .pairingNotFound, .pairingUsed,
         .pairingExpired, .rateLimited, .tooManyStreams, .unavailable,
     ]
 
@@ -90,11 +99,11 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         switch self {
         case .malformed: 400
         case .unauthorized: 401
-        case .forbidden: 403
+        case .forbidden, .keyBagUnsigned: 403
         case .notFound: 404
         case .methodNotAllowed: 405
         case .pairingNotFound: 404
-        case .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .pairingUsed: 409
+        case .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .keyAnchorMissing, .keyAnchorMismatch, .pairingUsed: 409
         case .cursorExpired, .pairingExpired: 410
         case .bodyTooLarge, .batchTooLarge: 413
         case .rateLimited, .tooManyStreams: 429

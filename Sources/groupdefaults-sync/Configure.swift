@@ -83,7 +83,7 @@ extension SyncCommand {
 
         /// A secret given on the command line, or read from the first line of a file (`-`: standard
         /// input), so that it need not show in `ps` or the shell's history.
-        private static func secret(_ text: String?, file: String?, what: String) throws -> String? {
+        static func secret(_ text: String?, file: String?, what: String) throws -> String? {
             guard let file else { return text }
             let data: Data
             if file == "-" {
@@ -213,7 +213,7 @@ extension SyncCommand {
         ) async throws {
             let keys = try await withHTTPClient(caFile: caFile) { http in
                 let client = SyncClient(server: server, suite: suite, http: http) { try TokenFile.read(tokenFile) }
-                let keys = SuiteKeys(recoveryKey: recovery, suite: suite, keyBags: try await client.keyBags().epochs)
+                let keys = SuiteKeys(recoveryKey: recovery, suite: suite, keyBags: try await client.keyBags())
                 let sample = try await client.snapshot(after: nil, limit: 3).entries
                 let sealer = EntrySealer(keys: keys)
                 if !sample.isEmpty, !sample.contains(where: { (try? sealer.open($0)) != nil }) {

@@ -17,16 +17,21 @@ extension SyncCommand {
                 does not get the new key cannot read what is written after the rotation: revoke the \
                 lost device first (groupdefaults-server devices revoke ID), rotate, then pair each \
                 device that keeps the suite again (groupdefaults-sync pair SUITE here, configure \
-                --pairing-code there).
+                --pairing-code there). The new key is signed with the current one (the server takes \
+                no other); a device that lacks the current key signs with --recovery-key-file.
                 """)
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name.") var suite: String
+        @Option(help: ArgumentHelp(
+            "A file holding the suite's recovery key (mode 600, or - for standard input): it signs the new key when this device lacks the suite's current one.",
+            valueName: "PATH")) var recoveryKeyFile: String?
 
         func run() async throws {
             try await withConfiguredEngine(options, suite) { defaults, engine in
                 let (_, keyFile, keys) = try encryption(of: defaults, or: "it has no key to rotate")
-                let outcome = try await KeyRotation.rotate(engine, keys: keys, keyFile: keyFile)
+                let recovery = try Configure.secret(nil, file: recoveryKeyFile, what: "recovery key").map { try RecoveryKey(parsing: $0) }
+                let outcome = try await KeyRotation.rotate(engine, keys: keys, keyFile: keyFile, recoveryKey: recovery)
                 output("\(suite): keys rotated to epoch \(outcome.keys.currentEpoch); \(outcome.resealed) entries sealed again")
                 for entry in outcome.refused { printError("not sealed again: \(entry) (left as it was)") }
                 output("Each device that keeps the suite pairs again: groupdefaults-sync pair \(suite) here, configure --pairing-code there.")

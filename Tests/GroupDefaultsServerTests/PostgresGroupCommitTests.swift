@@ -155,7 +155,9 @@ struct PostgresGroupCommitTests {
         try await withPostgres { storage in
             _ = try await storage.push(account: "alice", suite: "s", request: request(device: 1, [sealed("k0", epoch: 1, hlc: 10)]),
                                        quota: Self.roomy, serverTime: Self.now)
-            try await storage.putKeyBag(account: "alice", suite: "s", epoch: 2, bundle: "bag")
+            var chain = TestKeyChain(suite: "s")
+            try await storage.anchorKeyBags(account: "alice", suite: "s", anchor: chain.anchor())
+            try await storage.putKeyBag(account: "alice", suite: "s", epoch: 2, bag: chain.bag(2))
             let outcomes = await pushAsOneGroup(storage, [
                 request(device: 2, [sealed("k1", epoch: 2, hlc: 20)]),
                 request(device: 3, [sealed("k2", epoch: 1, hlc: 21)]),

@@ -143,4 +143,47 @@ struct EnvelopeTests {
             #expect { try SuiteKeys.read(from: path, suite: Self.suite) } throws: { "\($0)".contains("damaged") }
         }
     }
+
+    @Test("the recovery key opens a key bag only if it is signed by the key of the epoch before or the recovery key; a planted one is passed over")
+    func signedKeyBags() throws {
+        func bags(_ signed: [UInt32: SignedKeyBag]) -> KeyBags {
+            KeyBags(epochs: Dictionary(uniqueKeysWithValues: signed.map { (String($0.key), $0.value.bundle!) }),
+                    signatures: Dictionary(uniqueKeysWithValues: signed.compactMap { bag in bag.value.signature.map { (String(bag.key), $0) } }))
+        }
+        let second = try Self.keys.rotated()
+        let third = try second.rotated()
+        let chain: [UInt32: SignedKeyBag] = [2: try second.signedKeyBag(epoch: 2), 3: try third.signedKeyBag(epoch: 3)]
+        let recovered = SuiteKeys(recoveryKey: Self.recovery, suite: Self.suite, keyBags: bags(chain))
+        #expect(recovered.currentEpoch == 3)
+        let opened = try #require(recovered.epochs[3]), made = try #require(third.epochs[3])
+        #expect(opened.withUnsafeBytes { Data($0) } == made.withUnsafeBytes { Data($0) })
+
+        // Someone without the keys (a token, the server) seals a key of its own to the recovery
+        // key's public half, which every key file holds, and signs it with a key of its own.
+        let planted = SuiteKeys(suite: Self.suite, names: Self.keys.names, epochs: [1: SymmetricKey(size: .bits256), 2: SymmetricKey(size: .bits256)],
+                                recoveryPublicKey: Self.keys.recoveryPublicKey, recoveryVerifyKey: nil)
+        let forged = try planted.signedKeyBag(epoch: 2)
+        #expect(SuiteKeys(recoveryKey: Self.recovery, suite: Self.suite, keyBags: bags([UInt32(2): forged])).currentEpoch == 1)
+        var unsigned = chain[2]!
+        unsigned.signature = nil
+        #expect(SuiteKeys(recoveryKey: Self.recovery, suite: Self.suite, keyBags: bags([UInt32(2): unsigned])).currentEpoch == 1)
+        // A signature over other bytes: epoch 2's true bag, with the signature of the forged one.
+        var swapped = chain[2]!
+        swapped.signature = forged.signature
+        #expect(SuiteKeys(recoveryKey: Self.recovery, suite: Self.suite, keyBags: bags([UInt32(2): swapped])).currentEpoch == 1)
+
+        // Without epoch 2's key, only the recovery key signs epoch 3's bag; such a bag opens too.
+        let skipping = try Self.keys.rotated(after: 2)
+        #expect { try skipping.signedKeyBag(epoch: 3) } throws: { "\($0)".contains("--recovery-key-file") }
+        let byRecovery = try skipping.signedKeyBag(epoch: 3, recoveryKey: Self.recovery)
+        let past = SuiteKeys(recoveryKey: Self.recovery, suite: Self.suite, keyBags: bags([UInt32(2): forged, 3: byRecovery]))
+        #expect(past.currentEpoch == 3 && past.epochs[2] == nil)
+
+        // The anchor: epoch 1's verify key, which the recovery key derives, and the recovery key's.
+        let anchor = try third.anchor(serverBags: bags(chain))
+        #expect(anchor.bags.keys.sorted() == ["1", "2", "3"])
+        #expect(anchor.bags["2"]?.bundle == chain[2]?.bundle, "the server's own bags are signed, not new ones")
+        #expect(recovered.matches(anchor: anchor))
+        #expect(!SuiteKeys(recoveryKey: RecoveryKey(), suite: Self.suite).matches(anchor: anchor))
+    }
 }

@@ -70,33 +70,38 @@ struct RotationTests {
             #expect(try await phone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
             #expect(try await phone.sync("sync").status == 0)
 
-            // Any write token of the account, with random bytes, for the last epoch and for one ahead.
+            // Any write token of the account, with bytes of its own: for the last epoch, one ahead,
+            // and the next, unsigned and signed by a key of its own. Each is refused.
             let random = Data((0 ..< 64).map { _ in UInt8.random(in: 0 ... 255) }).base64EncodedString()
-            for epoch: UInt32 in [.max, 3] {
+            let ownKeys = try SuiteKeys(recoveryKey: RecoveryKey(), suite: suite).rotated()
+            let signed = try ownKeys.signedKeyBag(epoch: 2)
+            let attempts: [(UInt32, SignedKeyBag, SyncErrorCode)] = [
+                (.max, signed, .staleKeyEpoch), (3, signed, .staleKeyEpoch),
+                (2, SignedKeyBag(bundle: random, verifyKey: signed.verifyKey, signature: nil), .keyBagUnsigned), (2, signed, .keyBagUnsigned),
+            ]
+            for (epoch, bag, code) in attempts {
                 do {
-                    try await server.client(suite).putKeyBag(epoch: epoch, bundle: random)
+                    try await server.client(suite).putKeyBag(epoch: epoch, bag: bag)
                     Issue.record("a key bag for epoch \(epoch) was taken")
                 } catch {
-                    #expect((error as? SyncError)?.code == .staleKeyEpoch, "\(error)")
+                    #expect((error as? SyncError)?.code == code, "\(error)")
                 }
             }
+            // Nor can it anchor the suite again to its own keys.
+            do {
+                _ = try await server.client(suite).anchorKeyBags(try ownKeys.anchor(serverBags: KeyBags(epochs: [:])))
+                Issue.record("the suite was anchored again")
+            } catch {
+                #expect((error as? SyncError)?.code == .keyAnchorMismatch, "\(error)")
+            }
+            #expect(try await phone.sync("sync").status == 0, "the suite is unharmed")
             let rotated = try await phone.sync("rotate-key")
             #expect(rotated.status == 0, "\(rotated.stderr)")
             #expect(rotated.stdout.contains("keys rotated to epoch 2"), "\(rotated.stdout)")
             #expect(try await phone.defaultsTool(["write", suite, "sound", "bell.aiff"]).status == 0)
+            #expect(try await phone.defaultsTool(["write", suite, "volume", "-int", "4"]).status == 0)
             #expect(try await phone.sync("sync").status == 0)
             #expect(try await server.snapshot(suite).entries.values.allSatisfy { $0.sealed?.epoch == 2 })
-
-            // The next epoch with bytes of the token's own choosing is still taken (key bags are not
-            // signed yet): the suite is stuck for its devices, but rotate-key, even with a change
-            // pending, moves it past that epoch, and the recovery key still opens everything.
-            try await server.client(suite).putKeyBag(epoch: 3, bundle: random)
-            #expect(try await phone.defaultsTool(["write", suite, "volume", "-int", "4"]).status == 0)
-            #expect(try await phone.sync("sync").status != 0, "the pending change is refused under the retired epoch")
-            let past = try await phone.sync("rotate-key")
-            #expect(past.status == 0, "\(past.stderr)")
-            #expect(past.stdout.contains("keys rotated to epoch 4"), "\(past.stdout)")
-            #expect(try await phone.sync("sync").status == 0)
             let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") })
                 .dropFirst("recovery key: ".count)
             let laptop = ToolDevice(suite)

@@ -27,6 +27,7 @@ package func buildRouter(storage: any SyncStorage, configuration: ServerConfigur
     router.get("/v1/suites/{suite}/keys/{key}/history") { request, context in try await routes.history(request, context) }
     router.get("/v1/devices") { request, context in try await routes.devices(request, context) }
     router.get("/v1/suites/{suite}/key-bags") { request, context in try await routes.keyBags(request, context) }
+    router.put("/v1/suites/{suite}/key-bags") { request, context in try await routes.anchorKeyBags(request, context) }
     router.put("/v1/suites/{suite}/key-bags/{epoch}") { request, context in try await routes.putKeyBag(request, context) }
     let pairings = PairingRoutes(storage: storage, authenticator: routes.authenticator)
     router.post("/v1/pairings") { request, context in try await pairings.create(request, context) }
@@ -191,25 +192,30 @@ struct SyncRoutes: Sendable {
         return try JSONBody.response(DeviceList(devices: list))
     }
 
-    /// `GET …/key-bags`: the suite's key epochs' keys sealed to its recovery key (opaque here).
+    /// `GET …/key-bags`: the suite's key epochs' keys sealed to its recovery key (opaque here),
+    /// with their signatures and the suite's anchor.
     func keyBags(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: false)
-        let bags = try await storage.keyBags(account: token.account, suite: suite)
-        return try JSONBody.response(KeyBags(epochs: Dictionary(uniqueKeysWithValues: bags.map { (String($0.key), $0.value) })))
+        return try JSONBody.response(KeyBagRule.answer(try await storage.keyBags(account: token.account, suite: suite)))
     }
 
-    /// `PUT …/key-bags/{epoch}`: stores one epoch's sealed key (after a rotation).
+    /// `PUT …/key-bags`: stores the suite's anchor (`KeyBagRule.anchor`).
+    func anchorKeyBags(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let (token, suite) = try await authorized(request, context, write: true)
+        let anchor = try await JSONBody.decode(KeyAnchor.self, from: request, limit: PairingRoutes.bodyLimit)
+        try await storage.anchorKeyBags(account: token.account, suite: suite, anchor: anchor)
+        return try JSONBody.response(KeyBagRule.answer(try await storage.keyBags(account: token.account, suite: suite)))
+    }
+
+    /// `PUT …/key-bags/{epoch}`: stores one epoch's sealed key, signed (after a rotation;
+    /// `KeyBagRule.put`).
     func putKeyBag(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: true)
         let epoch = try Query.decimal(context.parameters.get("epoch") ?? "", name: "epoch")
         guard epoch >= 1, epoch <= UInt64(UInt32.max) else { throw APIError.malformed("epoch must be 1 to \(UInt32.max)") }
-        let body = try await JSONBody.decode(PairingKeys.self, from: request, limit: PairingRoutes.bodyLimit)
-        guard let bundle = Data(base64Encoded: body.bundle), bundle.count > 32 else {
-            throw APIError.malformed("bundle must be base64 of the encapsulated key and the sealed key")
-        }
-        try await storage.putKeyBag(account: token.account, suite: suite, epoch: UInt32(epoch), bundle: body.bundle)
-        let bags = try await storage.keyBags(account: token.account, suite: suite)
-        return try JSONBody.response(KeyBags(epochs: Dictionary(uniqueKeysWithValues: bags.map { (String($0.key), $0.value) })))
+        let bag = try await JSONBody.decode(SignedKeyBag.self, from: request, limit: PairingRoutes.bodyLimit)
+        try await storage.putKeyBag(account: token.account, suite: suite, epoch: UInt32(epoch), bag: bag)
+        return try JSONBody.response(KeyBagRule.answer(try await storage.keyBags(account: token.account, suite: suite)))
     }
 
     private func pageSize(_ query: Parameters) throws -> Int {

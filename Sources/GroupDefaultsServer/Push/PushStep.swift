@@ -172,7 +172,7 @@ package enum PushStep {
                 "suite \(suite) is not encrypted: a suite is encrypted for every device or for none")
         case (let epochs?, _):
             // Every op under the suite's epoch: a new suite's is 1; a later one exists only once its
-            // key bag is stored (`checkKeyBag`), which is what moves the suite to it.
+            // key bag is stored (`KeyBagRule.put`), which is what moves the suite to it.
             let current = max(counters.epoch, 1)
             if epochs.lowerBound < current {
                 throw SyncStorageError(.staleKeyEpoch,
@@ -185,25 +185,6 @@ package enum PushStep {
         default:
             return
         }
-    }
-
-    /// The rule of key bags (`…/key-bags/{epoch}`): only for an encrypted suite, each epoch once and
-    /// only the next one (the suite's epoch + 1), so that no token can spend the epochs at once
-    /// (a bag for epoch 4,294,967,295 would leave no epoch to rotate to); storing one moves the
-    /// suite to that epoch, after which pushes under an older one are refused. Returns the suite's
-    /// new epoch.
-    package static func checkKeyBag(suite: String, suiteEpoch: UInt32?, epoch: UInt32) throws(SyncStorageError) -> UInt32 {
-        guard let suiteEpoch, suiteEpoch > 0 else {
-            throw SyncStorageError(.suiteNotEncrypted, "suite \(suite) holds no sealed entries: there is no key to rotate")
-        }
-        guard epoch > suiteEpoch else {
-            throw SyncStorageError(.staleKeyEpoch, "suite \(suite) is at key epoch \(suiteEpoch) already: a key bag is stored once, for a newer epoch")
-        }
-        guard epoch == suiteEpoch + 1 else {
-            throw SyncStorageError(.staleKeyEpoch,
-                "suite \(suite) is at key epoch \(suiteEpoch): a key bag is stored for the next epoch, \(suiteEpoch + 1), not \(epoch)")
-        }
-        return epoch
     }
 
     private static func checkQuota(_ quota: SuiteQuota, suite: String, before: Counters, after: Counters) throws(SyncStorageError) {

@@ -215,11 +215,14 @@ package protocol SyncStorage: Sendable {
     /// any, at `now`, in one transaction. `pairingNotFound`, `pairingUsed`.
     func cancelPairing(lookup: String, now: Date) async throws -> StoredPairing
 
-    // Key bags: each key epoch's key sealed to the suite's recovery key (opaque here)
-    /// Stores (or replaces) the key bag of `epoch`.
-    func putKeyBag(account: String, suite: String, epoch: UInt32, bundle: String) async throws
-    /// The key bags of the suite, by epoch.
-    func keyBags(account: String, suite: String) async throws -> [UInt32: String]
+    // Key bags: each key epoch's key sealed to the suite's recovery key (opaque here), signed
+    // (`KeyBagRule`: its rules are its own; backends apply them in a transaction)
+    /// Stores the key bag of `epoch` and moves the suite to that epoch, if `KeyBagRule.put` takes it.
+    func putKeyBag(account: String, suite: String, epoch: UInt32, bag: SignedKeyBag) async throws
+    /// Stores the suite's anchor, if `KeyBagRule.anchor` takes it (the same anchor again: nothing).
+    func anchorKeyBags(account: String, suite: String, anchor: KeyAnchor) async throws
+    /// The stored key bags of the suite, by epoch (epoch 1: the anchor).
+    func keyBags(account: String, suite: String) async throws -> [UInt32: StoredKeyBag]
 
     // The console's view and state
     /// The written suites of `account` (of every account, for nil) with their counters, by account

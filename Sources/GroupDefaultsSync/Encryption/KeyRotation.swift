@@ -8,9 +8,10 @@ import Logging
 ///
 /// In order, so that a failure at any step loses nothing and running it again finishes the work:
 /// 1. the new keys (every old epoch kept, for history) are written to the key file;
-/// 2. the new epoch's key, sealed to the recovery key, is stored on the server (a key bag), so the
-///    recovery key still opens everything; storing it moves the suite to the new epoch, and the
-///    server refuses pushes under an older one from then on (`stale_key_epoch`);
+/// 2. the new epoch's key, sealed to the recovery key and signed by the current epoch's key, is
+///    stored on the server (a key bag), so the recovery key still opens everything; storing it
+///    moves the suite to the new epoch, and the server refuses pushes under an older one from then
+///    on (`stale_key_epoch`);
 /// 3. what other devices pushed until then is pulled, and every entry of the server's suite sealed
 ///    under an older epoch that this device holds (the same write: it has just synced) is sealed
 ///    again under the new one, keeping its stamp (a
@@ -35,7 +36,10 @@ public enum KeyRotation {
     ///
     /// - Throws: `SyncError`, as a sync does; the key file is written first, so running it again
     ///   after a failure starts from the keys the failed run made.
-    public static func rotate(_ engine: SyncEngine, keys: SuiteKeys, keyFile: String) async throws(SyncError) -> Outcome {
+    /// `recoveryKey`, if given, signs the new epoch's key bag when this device lacks the key of
+    /// the server's current epoch (a bag stored with a key of someone else's choosing); otherwise
+    /// the current epoch's key signs it.
+    public static func rotate(_ engine: SyncEngine, keys: SuiteKeys, keyFile: String, recoveryKey: RecoveryKey? = nil) async throws(SyncError) -> Outcome {
         // Up to date first: pending changes pushed under the old epoch while the server still takes it.
         // A server already at an epoch this device has no key for (a key bag stored by someone
         // else) refuses them: rotating past that epoch is what brings the suite back, and they are
@@ -46,12 +50,16 @@ public enum KeyRotation {
             engine.logger.warning("the server is at a key epoch this device has no key for: rotating past it",
                                   metadata: ["suite": "\(engine.client.suite)"])
         }
-        // After the server's newest epoch: a key bag is taken for the next epoch only.
-        let serverEpoch = try await engine.client.keyBags().epochs.keys.compactMap { UInt32($0) }.max() ?? 0
-        let new = try keys.rotated(after: serverEpoch)
+        // After the server's newest epoch: a key bag is taken for the next epoch only, signed, and
+        // once the suite is anchored (which this device does if nobody has).
+        let serverBags = try await KeyAnchoring.ensure(keys, client: engine.client, recoveryKey: recoveryKey)
+        let serverEpoch = max(serverBags.newestEpoch, 1)
+        // The next epoch's key made by a run that failed before its bag was stored is used again.
+        let new = keys.currentEpoch == serverEpoch + 1 ? keys : try keys.rotated(after: serverEpoch)
         let epoch = new.currentEpoch
+        let bag = try new.signedKeyBag(epoch: epoch, recoveryKey: recoveryKey)  // before the file: a device that cannot sign changes nothing
         try new.write(to: keyFile)
-        try await engine.client.putKeyBag(epoch: epoch, bundle: try new.keyBag(epoch: epoch))
+        try await engine.client.putKeyBag(epoch: epoch, bag: bag)
         // What other devices pushed under the old epoch until the bag was stored (after it, the
         // server refuses the old epoch, and they seal again once they have the new key): taken in
         // now, so that it is sealed again below rather than left under a retired epoch, which

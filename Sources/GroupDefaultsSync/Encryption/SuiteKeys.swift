@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import GroupDefaultsWire
+public import GroupDefaultsWire
 import Synchronization
 
 // @unchecked Sendable below: SymmetricKey is an immutable value (copy-on-write bytes) that
@@ -34,6 +34,9 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// it (a key bag on the server), so the recovery key opens every epoch. A device never holds
     /// the private half.
     let recoveryPublicKey: Curve25519.KeyAgreement.PublicKey
+    /// The public half of the signing key derived from the recovery key, which may sign any key
+    /// bag (`SignedKeyBag`); nil in a key file made before key bags were signed.
+    let recoveryVerifyKey: Curve25519.Signing.PublicKey?
     /// The epoch new entries are sealed under: the newest.
     public var currentEpoch: UInt32 { epochs.keys.max() ?? 1 }
 
@@ -46,16 +49,19 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// same keys on every device.
     public init(recoveryKey: RecoveryKey, suite: String) {
         self.init(suite: suite, names: Self.derive("key ids", recoveryKey, suite), epochs: [1: Self.derive("sealing, epoch 1", recoveryKey, suite)],
-                  recoveryPublicKey: Self.recoveryPrivateKey(recoveryKey, suite).publicKey)
+                  recoveryPublicKey: Self.recoveryPrivateKey(recoveryKey, suite).publicKey,
+                  recoveryVerifyKey: Self.recoverySigningKey(recoveryKey, suite).publicKey)
     }
 
-    init(suite: String, names: SymmetricKey, epochs: [UInt32: SymmetricKey], recoveryPublicKey: Curve25519.KeyAgreement.PublicKey) {
+    init(suite: String, names: SymmetricKey, epochs: [UInt32: SymmetricKey], recoveryPublicKey: Curve25519.KeyAgreement.PublicKey,
+         recoveryVerifyKey: Curve25519.Signing.PublicKey?) {
         self.suite = suite
         self.names = names
         self.namesMAC = HMAC<SHA256>(key: names)
         self.knownIDs = KeyIDCache()
         self.epochs = epochs
         self.recoveryPublicKey = recoveryPublicKey
+        self.recoveryVerifyKey = recoveryVerifyKey
     }
 
     private static func derive(_ purpose: String, _ recoveryKey: RecoveryKey, _ suite: String) -> SymmetricKey {
@@ -66,6 +72,20 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     private static func recoveryPrivateKey(_ recoveryKey: RecoveryKey, _ suite: String) -> Curve25519.KeyAgreement.PrivateKey {
         // Any 32 bytes are an X25519 private key (clamped when used).
         try! Curve25519.KeyAgreement.PrivateKey(rawRepresentation: derive("recovery key agreement", recoveryKey, suite).withUnsafeBytes { Data($0) })
+    }
+
+    /// The signing key derived from the recovery key (any 32 bytes are an Ed25519 seed).
+    static func recoverySigningKey(_ recoveryKey: RecoveryKey, _ suite: String) -> Curve25519.Signing.PrivateKey {
+        try! Curve25519.Signing.PrivateKey(rawRepresentation: derive("recovery key bag signing", recoveryKey, suite).withUnsafeBytes { Data($0) })
+    }
+
+    /// The signing key of `epoch`, derived from its key: whoever holds an epoch's key may sign the
+    /// next epoch's bag.
+    private func signingKey(_ epoch: UInt32) -> Curve25519.Signing.PrivateKey? {
+        guard let key = epochs[epoch] else { return nil }
+        let seed = HKDF<SHA256>.deriveKey(inputKeyMaterial: key, salt: Self.salt,
+                                          info: Data("key bag signing\0\(suite)\0\(epoch)".utf8), outputByteCount: 32)
+        return try! Curve25519.Signing.PrivateKey(rawRepresentation: seed.withUnsafeBytes { Data($0) })
     }
 
     // MARK: Rotation and recovery
@@ -80,7 +100,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         guard last < UInt32.max else { throw SyncError(.local, "\(suite) has used every key epoch") }
         var epochs = self.epochs
         epochs[last + 1] = SymmetricKey(size: .bits256)
-        return SuiteKeys(suite: suite, names: names, epochs: epochs, recoveryPublicKey: recoveryPublicKey)
+        return SuiteKeys(suite: suite, names: names, epochs: epochs, recoveryPublicKey: recoveryPublicKey, recoveryVerifyKey: recoveryVerifyKey)
     }
 
     private static var bagSuite: HPKE.Ciphersuite { .Curve25519_SHA256_ChachaPoly }
@@ -88,7 +108,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
 
     /// The key of `epoch` sealed to the recovery key (HPKE, base mode), in base64: the encapsulated
     /// key, then the sealed key.
-    public func keyBag(epoch: UInt32) throws(SyncError) -> String {
+    private func sealedKey(epoch: UInt32) throws(SyncError) -> String {
         guard let key = epochs[epoch] else { throw SyncError(.local, "these keys have no epoch \(epoch)") }
         do {
             var sender = try HPKE.Sender(recipientKey: recoveryPublicKey, ciphersuite: Self.bagSuite, info: bagInfo(epoch))
@@ -99,22 +119,83 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
+    /// The key bag of `epoch` (2 or later): its key sealed to the recovery key (or `bundle`, a bag
+    /// the server holds already), signed by the previous epoch's key or, if these keys lack it, by
+    /// `recoveryKey`.
+    ///
+    /// - Throws: `SyncError` (`local`) when these keys have no key of `epoch`, or neither the
+    ///   previous epoch's key nor a recovery key to sign with.
+    public func signedKeyBag(epoch: UInt32, bundle: String? = nil, recoveryKey: RecoveryKey? = nil) throws(SyncError) -> SignedKeyBag {
+        guard epoch >= 2, let verifyKey = signingKey(epoch)?.publicKey.rawRepresentation else {
+            throw SyncError(.local, "these keys have no epoch \(epoch)")
+        }
+        let bundle = if let bundle { bundle } else { try sealedKey(epoch: epoch) }
+        guard let bytes = Data(base64Encoded: bundle) else { throw SyncError(.local, "the key bag of epoch \(epoch) is not base64") }
+        let message = KeyBagSignature.message(suite: suite, epoch: epoch, verifyKey: verifyKey, bundle: bytes)
+        let signer = signingKey(epoch - 1) ?? recoveryKey.map { Self.recoverySigningKey($0, suite) }
+        guard let signer else {
+            throw SyncError(.local, """
+                this device has no key of epoch \(epoch - 1) of \(suite) to sign epoch \(epoch)'s key bag with:                 only the recovery key can (--recovery-key-file)
+                """)
+        }
+        do {
+            return SignedKeyBag(bundle: bundle, verifyKey: verifyKey.base64EncodedString(),
+                                signature: try signer.signature(for: message).base64EncodedString())
+        } catch {
+            throw SyncError(.local, "cannot sign the key bag of epoch \(epoch): \(error)")
+        }
+    }
+
+    /// The suite's anchor as these keys make it (`KeyAnchor`): epoch 1's verify key and the
+    /// recovery key's, and a signed bag for each later epoch up to the server's newest, the server's
+    /// own bag where it holds one (`serverBags`, which an older version stored unsigned).
+    public func anchor(serverBags: KeyBags, recoveryKey: RecoveryKey? = nil) throws(SyncError) -> KeyAnchor {
+        guard let first = signingKey(1) else { throw SyncError(.local, "these keys have no epoch 1") }
+        var bags = ["1": SignedKeyBag(bundle: nil, verifyKey: first.publicKey.rawRepresentation.base64EncodedString(), signature: nil)]
+        for epoch in UInt32(2) ..< max(serverBags.newestEpoch + 1, 2) {
+            bags[String(epoch)] = try signedKeyBag(epoch: epoch, bundle: serverBags.epochs[String(epoch)], recoveryKey: recoveryKey)
+        }
+        return KeyAnchor(recoveryVerifyKey: recoveryVerifyKey?.rawRepresentation.base64EncodedString(), bags: bags)
+    }
+
+    /// Whether the server's anchor (`KeyBags.anchor`) is these keys': the same epoch 1, and no
+    /// other recovery key. True when the suite has no anchor yet.
+    public func matches(anchor: KeyAnchor?) -> Bool {
+        guard let anchor else { return true }
+        guard let first = signingKey(1), anchor.bags["1"]?.verifyKey == first.publicKey.rawRepresentation.base64EncodedString() else {
+            return false
+        }
+        guard let theirs = anchor.recoveryVerifyKey, let ours = recoveryVerifyKey else { return true }
+        return theirs == ours.rawRepresentation.base64EncodedString()
+    }
+
     /// The keys of `suite` from its recovery key and the key bags the server keeps: epoch 1 from the
-    /// recovery key itself, each later one from its bag. A bag that does not open with this
-    /// recovery key (a token stored bytes of its own choosing) is passed over; if it was the
-    /// newest, such a device seals under an epoch the server no longer takes, and is told to pair
-    /// instead (or `rotate-key` moves the suite past it).
-    public init(recoveryKey: RecoveryKey, suite: String, keyBags: [String: String]) {
+    /// recovery key itself, each later one from its bag, taken only if it opens with this recovery
+    /// key and is signed by the key of the epoch before or by the recovery key, as checked here from
+    /// keys derived here: a bag a token or the server stored with a key of its own choosing is
+    /// passed over. If it was the newest, such a device seals under an epoch the server no longer
+    /// takes, and is told to pair instead (or `rotate-key --recovery-key-file` moves the suite past it).
+    public init(recoveryKey: RecoveryKey, suite: String, keyBags: KeyBags) {
         let keys = SuiteKeys(recoveryKey: recoveryKey, suite: suite)
         let privateKey = Self.recoveryPrivateKey(recoveryKey, suite)
-        var epochs = keys.epochs
-        // Every bag that opens, whatever came before it: one a token stored with bytes of its own
-        // choosing opens to nothing and is passed over, so that it cannot hide the later epochs.
-        for (text, bag) in keyBags {
-            guard let epoch = UInt32(text), epoch >= 2, let key = keys.openBag(bag, epoch: epoch, privateKey: privateKey) else { continue }
+        let recoveryVerifyKey = Self.recoverySigningKey(recoveryKey, suite).publicKey
+        var known = keys
+        for (epoch, bag) in keyBags.epochs.compactMap({ bag in UInt32(bag.key).map { ($0, bag.value) } }).sorted(by: { $0.0 < $1.0 }) {
+            guard epoch >= 2, let key = keys.openBag(bag, epoch: epoch, privateKey: privateKey),
+                  let signature = keyBags.signatures[String(epoch)].flatMap({ Data(base64Encoded: $0) }),
+                  let bytes = Data(base64Encoded: bag)
+            else { continue }
+            var epochs = known.epochs
             epochs[epoch] = key
+            let candidate = SuiteKeys(suite: suite, names: keys.names, epochs: epochs, recoveryPublicKey: keys.recoveryPublicKey,
+                                      recoveryVerifyKey: recoveryVerifyKey)
+            guard let verifyKey = candidate.signingKey(epoch)?.publicKey.rawRepresentation else { continue }
+            let message = KeyBagSignature.message(suite: suite, epoch: epoch, verifyKey: verifyKey, bundle: bytes)
+            let signers = [known.signingKey(epoch - 1)?.publicKey, recoveryVerifyKey].compactMap { $0 }
+            guard signers.contains(where: { $0.isValidSignature(signature, for: message) }) else { continue }
+            known = candidate
         }
-        self.init(suite: suite, names: keys.names, epochs: epochs, recoveryPublicKey: keys.recoveryPublicKey)
+        self = known
     }
 
     private func openBag(_ bag: String, epoch: UInt32, privateKey: Curve25519.KeyAgreement.PrivateKey) -> SymmetricKey? {
@@ -144,15 +225,19 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     // MARK: The key file
 
     /// The key file as JSON: `{"format": 1, "suite": …, "key_ids": base64, "epochs": {"1": base64},
-    /// "recovery_public_key": base64}`.
+    /// "recovery_public_key": base64, "recovery_verify_key": base64}` (the last one absent in a file
+    /// made before key bags were signed).
     private struct File: Codable {
         var format: Int
         var suite: String
         var keyIDs: String
         var epochs: [String: String]
         var recoveryPublicKey: String
+        var recoveryVerifyKey: String?
 
-        enum CodingKeys: String, CodingKey { case format, suite, keyIDs = "key_ids", epochs, recoveryPublicKey = "recovery_public_key" }
+        enum CodingKeys: String, CodingKey {
+            case format, suite, keyIDs = "key_ids", epochs, recoveryPublicKey = "recovery_public_key", recoveryVerifyKey = "recovery_verify_key"
+        }
     }
 
     /// The keys in the key file at `path`, which must belong to `suite`.
@@ -194,7 +279,15 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         else {
             throw SyncError(.local, "\(source) is damaged: a key is missing")
         }
-        self.init(suite: suite, names: SymmetricKey(data: names), epochs: epochs, recoveryPublicKey: recoveryPublicKey)
+        var recoveryVerifyKey: Curve25519.Signing.PublicKey?
+        if let text = file.recoveryVerifyKey {
+            guard let key = Data(base64Encoded: text).flatMap({ try? Curve25519.Signing.PublicKey(rawRepresentation: $0) }) else {
+                throw SyncError(.local, "\(source) is damaged: the recovery verify key is not one")
+            }
+            recoveryVerifyKey = key
+        }
+        self.init(suite: suite, names: SymmetricKey(data: names), epochs: epochs, recoveryPublicKey: recoveryPublicKey,
+                  recoveryVerifyKey: recoveryVerifyKey)
     }
 
     /// The key file's bytes: JSON, keys in base64.
@@ -202,7 +295,8 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         func base64(_ key: SymmetricKey) -> String { key.withUnsafeBytes { Data($0).base64EncodedString() } }
         let file = File(format: Self.fileFormat, suite: suite, keyIDs: base64(names),
                         epochs: Dictionary(uniqueKeysWithValues: epochs.map { (String($0.key), base64($0.value)) }),
-                        recoveryPublicKey: recoveryPublicKey.rawRepresentation.base64EncodedString())
+                        recoveryPublicKey: recoveryPublicKey.rawRepresentation.base64EncodedString(),
+                        recoveryVerifyKey: recoveryVerifyKey?.rawRepresentation.base64EncodedString())
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         do { return try encoder.encode(file) } catch { throw SyncError(.local, "cannot encode the keys: \(error)") }

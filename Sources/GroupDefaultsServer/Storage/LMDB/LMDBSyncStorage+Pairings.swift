@@ -111,44 +111,6 @@ extension LMDBSyncStorage {
     }
 }
 
-// Key bags: account + NUL + suite + NUL + epoch (u32, big-endian) → the sealed key, in `key-bags`.
-extension LMDBSyncStorage {
-    package func putKeyBag(account: String, suite: String, epoch: UInt32, bundle: String) async throws {
-        let environment = self.environment
-        let suiteKey = LMDBKeys.suiteName(account: account, suite: suite)
-        let key = suiteKey + [0] + withUnsafeBytes(of: epoch.bigEndian) { Array($0) }
-        try await onWriteQueue {
-            try environment.writeTransaction(sync: true) { txn in
-                let found = try Self.suiteRecord(txn, suiteKey)
-                let newEpoch = try PushStep.checkKeyBag(suite: suite, suiteEpoch: found?.epoch, epoch: epoch)
-                guard var record = found else { return }  // checkKeyBag refused a missing suite already
-                record.epoch = newEpoch
-                try Self.put(txn, DB.suites, suiteKey, record.bytes)
-                try Self.put(txn, DB.keyBags, key, Array(bundle.utf8))
-            }
-        }
-    }
-
-    package func keyBags(account: String, suite: String) async throws -> [UInt32: String] {
-        let environment = self.environment
-        let prefix = LMDBKeys.suiteName(account: account, suite: suite) + [0]
-        return try await onReadQueue {
-            var bags: [UInt32: String] = [:]
-            try environment.readTransaction { txn in
-                try prefix.withUnsafeBytes { start in
-                    try txn.forEach(DB.keyBags, from: start) { key, value in
-                        guard key.count == prefix.count + 4, key.starts(with: prefix) else { return false }
-                        bags[UInt32(bigEndian: key.loadUnaligned(fromByteOffset: prefix.count, as: UInt32.self))] =
-                            String(decoding: value, as: UTF8.self)
-                        return true
-                    }
-                }
-            }
-            return bags
-        }
-    }
-}
-
 /// The keys of the pairing indexes (see the top of this file).
 enum PairingIndex {
     static let expiryPrefix = Array("x/".utf8)

@@ -90,33 +90,3 @@ extension PostgresSyncStorage {
         }
     }
 }
-
-// Key bags: one row per suite and epoch.
-extension PostgresSyncStorage {
-    package func putKeyBag(account: String, suite: String, epoch: UInt32, bundle: String) async throws {
-        try await bounded("storing a key bag") { storage in
-            try await storage.client.withTransaction(logger: storage.logger) { connection in
-                let rows = try await connection.query(
-                    "SELECT epoch FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE", logger: storage.logger)
-                var current: UInt32?
-                for try await epoch in rows.decode(Int64.self) { current = UInt32(clamping: epoch) }
-                let new = try PushStep.checkKeyBag(suite: suite, suiteEpoch: current, epoch: epoch)
-                try await connection.query(
-                    "UPDATE suites SET epoch = \(Int64(new)) WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
-                try await connection.query("""
-                    INSERT INTO key_bags (account, suite, epoch, bundle) VALUES (\(account), \(suite), \(Int64(epoch)), \(bundle))
-                    """, logger: storage.logger)
-            }
-        }
-    }
-
-    package func keyBags(account: String, suite: String) async throws -> [UInt32: String] {
-        try await bounded("reading key bags") { storage in
-            let rows = try await storage.client.query(
-                "SELECT epoch, bundle FROM key_bags WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
-            var bags: [UInt32: String] = [:]
-            for try await (epoch, bundle) in rows.decode((Int64, String).self) { bags[UInt32(clamping: epoch)] = bundle }
-            return bags
-        }
-    }
-}

@@ -1,0 +1,75 @@
+package import GroupDefaultsWire
+import Logging
+import PostgresNIO
+
+// Key bags: one row per suite and epoch in `key_bags`, its `bundle` column holding the row's
+// `StoredKeyBag.storedText`. Each write holds the suite's row (or, for a suite not yet written,
+// a lock of the suite's name) while the rule reads what is stored.
+extension PostgresSyncStorage {
+    package func putKeyBag(account: String, suite: String, epoch: UInt32, bag: SignedKeyBag) async throws {
+        try await bounded("storing a key bag") { storage in
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                let (suiteEpoch, _) = try await Self.lockSuite(connection, account: account, suite: suite, logger: storage.logger)
+                let stored = try await Self.keyBags(connection, account: account, suite: suite, logger: storage.logger)
+                let (new, row) = try KeyBagRule.put(bag, epoch: epoch, suite: suite, suiteEpoch: suiteEpoch, stored: stored)
+                try await connection.query(
+                    "UPDATE suites SET epoch = \(Int64(new)) WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
+                try await Self.write([epoch: row], connection, account: account, suite: suite, logger: storage.logger)
+            }
+        }
+    }
+
+    package func anchorKeyBags(account: String, suite: String, anchor: KeyAnchor) async throws {
+        try await bounded("anchoring key bags") { storage in
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                let (suiteEpoch, head) = try await Self.lockSuite(connection, account: account, suite: suite, logger: storage.logger)
+                let stored = try await Self.keyBags(connection, account: account, suite: suite, logger: storage.logger)
+                let rows = try KeyBagRule.anchor(anchor, suite: suite, suiteEpoch: suiteEpoch,
+                                                 plainEntries: head > 0 && suiteEpoch == 0, stored: stored)
+                try await Self.write(rows, connection, account: account, suite: suite, logger: storage.logger)
+            }
+        }
+    }
+
+    package func keyBags(account: String, suite: String) async throws -> [UInt32: StoredKeyBag] {
+        try await bounded("reading key bags") { storage in
+            try await storage.client.withConnection { connection in
+                try await Self.keyBags(connection, account: account, suite: suite, logger: storage.logger)
+            }
+        }
+    }
+
+    /// The suite's epoch and head (nil and 0 for a suite not yet written), its row locked; and a
+    /// lock of its name for the transaction, so that two anchors of a new suite come one at a time.
+    private static func lockSuite(
+        _ connection: PostgresConnection, account: String, suite: String, logger: Logger
+    ) async throws -> (epoch: UInt32?, head: UInt64) {
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(account)), hashtext(\(suite)))", logger: logger)
+        let rows = try await connection.query(
+            "SELECT epoch, head_rev FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE", logger: logger)
+        var found: (epoch: UInt32?, head: UInt64) = (nil, 0)
+        for try await (epoch, head) in rows.decode((Int64, Int64).self) { found = (UInt32(clamping: epoch), UInt64(clamping: head)) }
+        return found
+    }
+
+    private static func keyBags(
+        _ connection: PostgresConnection, account: String, suite: String, logger: Logger
+    ) async throws -> [UInt32: StoredKeyBag] {
+        let rows = try await connection.query(
+            "SELECT epoch, bundle FROM key_bags WHERE account = \(account) AND suite = \(suite)", logger: logger)
+        var bags: [UInt32: StoredKeyBag] = [:]
+        for try await (epoch, text) in rows.decode((Int64, String).self) { bags[UInt32(clamping: epoch)] = StoredKeyBag(storedText: text) }
+        return bags
+    }
+
+    private static func write(
+        _ rows: [UInt32: StoredKeyBag], _ connection: PostgresConnection, account: String, suite: String, logger: Logger
+    ) async throws {
+        for (epoch, row) in rows.sorted(by: { $0.key < $1.key }) {
+            try await connection.query("""
+                INSERT INTO key_bags (account, suite, epoch, bundle) VALUES (\(account), \(suite), \(Int64(epoch)), \(row.storedText))
+                ON CONFLICT (account, suite, epoch) DO UPDATE SET bundle = EXCLUDED.bundle
+                """, logger: logger)
+        }
+    }
+}

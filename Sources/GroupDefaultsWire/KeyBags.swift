@@ -1,0 +1,89 @@
+import Foundation
+
+// Key bags (`/v1/suites/{suite}/key-bags`): each key epoch's key of an end-to-end encrypted suite,
+// sealed to the suite's recovery key, so that the recovery key opens every epoch a rotation made.
+// The server cannot open them, and it takes one only if it is signed (Ed25519) by the key of the
+// epoch before or by the recovery key: a token alone cannot move a suite to a key of its choosing.
+// What the server checks the signatures against is the suite's anchor: each epoch's verify key and
+// the recovery key's, stored by the suite's first device (`PUT …/key-bags`). Devices check every
+// signature again when they open the bags, from keys they derive themselves, so that a server
+// cannot plant a bag either.
+
+/// One epoch's key bag with what authenticates it.
+public struct SignedKeyBag: Codable, Sendable, Hashable {
+    /// The epoch's key sealed to the recovery key (HPKE, base64: the encapsulated key, then the
+    /// sealed key); nil for epoch 1, whose key the recovery key derives.
+    public var bundle: String?
+    /// The public half of the epoch's signing key, which its key derives (Ed25519, base64).
+    public var verifyKey: String
+    /// The signature of `KeyBagSignature.message` by the previous epoch's signing key or the
+    /// recovery key's (Ed25519, base64); nil for epoch 1.
+    public var signature: String?
+
+    /// A key bag: `bundle` with `verifyKey`, signed as `signature`.
+    public init(bundle: String?, verifyKey: String, signature: String?) {
+        self.bundle = bundle
+        self.verifyKey = verifyKey
+        self.signature = signature
+    }
+
+    enum CodingKeys: String, CodingKey { case bundle, verifyKey = "verify_key", signature }
+}
+
+/// `PUT /v1/suites/{suite}/key-bags`: the suite's anchor, stored once by its first device (or, for
+/// a suite whose bags an older version stored unsigned, by the first device that signs them): every
+/// epoch from 1 to the suite's current one, each later epoch signed by the one before (or by the
+/// recovery key). Storing the same anchor again changes nothing; another one is refused.
+public struct KeyAnchor: Codable, Sendable, Hashable {
+    /// The public half of the recovery key's signing key (Ed25519, base64); absent when the device
+    /// that anchored the suite did not know it (a key file made before signed key bags).
+    public var recoveryVerifyKey: String?
+    /// The key bags by epoch (a decimal string), from `"1"` (a verify key alone) up.
+    public var bags: [String: SignedKeyBag]
+
+    /// An anchor of `bags`, with the recovery key's verify key if known.
+    public init(recoveryVerifyKey: String?, bags: [String: SignedKeyBag]) {
+        self.recoveryVerifyKey = recoveryVerifyKey
+        self.bags = bags
+    }
+
+    enum CodingKeys: String, CodingKey { case recoveryVerifyKey = "recovery_verify_key", bags }
+}
+
+/// `GET /v1/suites/{suite}/key-bags`: the suite's key bags and its anchor.
+public struct KeyBags: Codable, Sendable, Hashable {
+    /// Sealed epoch keys by epoch (a decimal string), from epoch 2 up.
+    public var epochs: [String: String]
+    /// Each bag's signature by epoch, where it has one (a bag an older version stored has none until
+    /// a device anchors the suite).
+    public var signatures: [String: String]
+    /// The anchor: each epoch's verify key and the recovery key's; nil until a device stored it.
+    public var anchor: KeyAnchor?
+
+    /// Key bags of `epochs`, signed as `signatures`, under `anchor`.
+    public init(epochs: [String: String], signatures: [String: String] = [:], anchor: KeyAnchor? = nil) {
+        self.epochs = epochs
+        self.signatures = signatures
+        self.anchor = anchor
+    }
+
+    /// The newest epoch the server holds a key bag for (0 if none).
+    public var newestEpoch: UInt32 { epochs.keys.compactMap { UInt32($0) }.max() ?? 0 }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        epochs = try container.decode([String: String].self, forKey: .epochs)
+        signatures = try container.decodeIfPresent([String: String].self, forKey: .signatures) ?? [:]
+        anchor = try container.decodeIfPresent(KeyAnchor.self, forKey: .anchor)
+    }
+}
+
+/// What a key bag's signature covers: a fixed label, the suite, the epoch, the epoch's verify key
+/// and the bag's bytes, so that a signature is good for this bag of this epoch of this suite only,
+/// and a bag that opens to another key than the signer's fails (its verify key differs).
+public enum KeyBagSignature {
+    /// The bytes signed for `epoch`'s bag of `suite`.
+    public static func message(suite: String, epoch: UInt32, verifyKey: some Collection<UInt8>, bundle: some Collection<UInt8>) -> [UInt8] {
+        Array("GroupDefaults key bag v1\0\(suite)\0\(epoch)\0".utf8) + Array(verifyKey) + Array(bundle)
+    }
+}
