@@ -262,6 +262,13 @@ public actor SyncEngine {
             } catch where error.isCursorExpired {
                 logger.info("the cursor expired: reading the server's suite again", metadata: ["suite": "\(client.suite)"])
                 return try await readSnapshotAgain()
+            } catch where error.code == .suiteReset {
+                // The server's copy starts again, empty: joined again, as at the first sync, so
+                // that every value this device holds is uploaded (none is removed).
+                logger.warning("the server's copy of the suite was reset by its operator: joining it again",
+                               metadata: ["suite": "\(client.suite)"])
+                try local { try defaults.setSyncCursor(nil) }
+                return try await join()
             }
             if !page.entries.isEmpty || page.lastRev != since {
                 report.add(try apply(page.entries, cursor: page.lastRev, detectingRollback: pushesAnswered == answeredBefore))

@@ -60,6 +60,10 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     /// A sealed push under a key epoch older than the suite's newest: the suite's key was rotated,
     /// pair this device again (409).
     public static let staleKeyEpoch = SyncErrorCode(rawValue: "stale_key_epoch")
+    /// The operator reset the suite (`groupdefaults-server suites reset`) after this cursor: the
+    /// server's copy starts again, empty. A device joins it again: it reads the (new) snapshot and
+    /// uploads what it holds (410).
+    public static let suiteReset = SyncErrorCode(rawValue: "suite_reset")
     /// A key bag that is not signed by the suite's current key or its recovery key (or whose
     /// signature does not check out): only a holder of one of them moves a suite to a new key (403).
     public static let keyBagUnsigned = SyncErrorCode(rawValue: "key_bag_unsigned")
@@ -84,7 +88,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
 
     /// Every code the server sends, in the order `openapi.yaml` lists them.
     public static let allKnown: [SyncErrorCode] = [
-        .malformed, .unauthorized, .forbidden, .notFound, .methodNotAllowed, .cursorExpired, .bodyTooLarge,
+        .malformed, .unauthorized, .forbidden, .notFound, .methodNotAllowed, .cursorExpired, .suiteReset, .bodyTooLarge,
         .batchTooLarge, .invalidSuite, .keyTooLong, .valueTooLarge, .valueTooDeep, .quotaExceeded, .clockSkew,
         .idempotencyMismatch, .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .keyBagUnsigned, .keyAnchorMissing,
         .keyAnchorMismatch, .pairingNotFound, .pairingUsed,
@@ -104,7 +108,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         case .methodNotAllowed: 405
         case .pairingNotFound: 404
         case .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .keyAnchorMissing, .keyAnchorMismatch, .pairingUsed: 409
-        case .cursorExpired, .pairingExpired: 410
+        case .cursorExpired, .suiteReset, .pairingExpired: 410
         case .bodyTooLarge, .batchTooLarge: 413
         case .rateLimited, .tooManyStreams: 429
         case .unavailable: 503

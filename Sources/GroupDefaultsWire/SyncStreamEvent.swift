@@ -41,7 +41,7 @@ public enum SyncStreamEvent: Sendable, Hashable {
                           revision: event.id.flatMap(UInt64.init))
         case let name?:
             let code = SyncErrorCode(rawValue: name)
-            guard code == .unauthorized || code == .cursorExpired else { return nil }
+            guard code == .unauthorized || code == .cursorExpired || code == .suiteReset else { return nil }
             self = .refusal(code, detail: event.data)
         }
     }

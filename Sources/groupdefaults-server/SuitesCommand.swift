@@ -4,10 +4,11 @@ import Foundation
 import GroupDefaultsServer
 import GroupDefaultsWire
 
-/// `groupdefaults-server suites repair-clock`, on the same storage a running server uses.
+/// `groupdefaults-server suites repair-clock` and `suites reset`, on the same storage a running
+/// server uses.
 struct SuitesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "suites", abstract: "Repair an account's suite.", subcommands: [RepairClock.self])
+        commandName: "suites", abstract: "Repair or reset an account's suite.", subcommands: [RepairClock.self, Reset.self])
 
     struct RepairClock: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -59,6 +60,46 @@ struct SuitesCommand: AsyncParsableCommand {
                     throw CommandFailure("\(account)/\(suite) is end-to-end encrypted: the server cannot stamp its entries again; write those keys again on a device that has the suite's key")
                 case (_, false, false):
                     output("\(account)/\(suite): \(outcome.repaired) entr\(outcome.repaired == 1 ? "y" : "ies") \(action == .drop ? "dropped" : "stamped again")")
+                }
+            }
+        }
+    }
+
+    struct Reset: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "reset",
+            abstract: "Clear a suite no device can use any more: the server's copy starts again, empty, and devices join it again.",
+            discussion: """
+                For a suite that is dead: its keys lost, anchored by someone else's keys, or full of \
+                values nobody wants. Deletes the suite's entries, history and key bags (and forgets \
+                its key epoch) in one transaction; its revisions go on. Each device learns of it at \
+                its next pull (suite_reset) and joins the suite again, as at its first sync: it \
+                uploads every value it holds, so nothing a device holds is lost; what only the \
+                server held (history, values no device still has) is. Give --yes: without it this \
+                says what would be deleted and changes nothing.
+                """)
+
+        @OptionGroup var storage: StorageOptions
+        @Option(help: "The suite's account.") var account: String
+        @Option(help: "The suite's name.") var suite: String
+        @Flag(help: "Reset it: without this, only say what would be deleted.") var yes = false
+
+        func run() async throws {
+            try await reportingFailure {
+                try await storage.withStorage { store in
+                    guard let summary = try await store.suites(account: account).suites.first(where: { $0.name == suite }) else {
+                        throw CommandFailure("account \(account) has no suite \(suite) in this store (see the console, or check --account, --suite and the storage flags)")
+                    }
+                    guard yes else {
+                        throw CommandFailure("""
+                            this deletes \(account)/\(suite)'s \(summary.keys) key\(summary.keys == 1 ? "" : "s"), its history and its key bags \
+                            from the server (devices keep theirs and upload them again): add --yes to reset it
+                            """)
+                    }
+                    guard let keys = try await store.resetSuite(account: account, suite: suite) else {
+                        throw CommandFailure("account \(account) has no suite \(suite) in this store")
+                    }
+                    output("\(account)/\(suite): reset (\(keys) key\(keys == 1 ? "" : "s") deleted); each device joins it again at its next sync and uploads what it holds")
                 }
             }
         }

@@ -729,20 +729,20 @@ struct StorageConformanceTests {
         #expect(stored[2]?.verifyKey == nil && stored[2]?.bundle != nil, "an older version's row is its bundle alone")
         var chain = TestKeyChain(suite: "s")
         let texts = stored.mapValues { $0.bundle! }
-        let rows = try KeyBagRule.anchor(chain.anchor(through: 3, stored: texts), suite: "s", suiteEpoch: 3, plainEntries: false, stored: stored)
+        let rows = try KeyBagRule.anchor(chain.anchor(through: 3, stored: texts), suite: "s", suiteEpoch: 3, written: true, stored: stored).rows
         #expect(rows.keys.sorted() == [1, 2, 3])
         #expect(rows[3]?.bundle == texts[3] && rows[3]?.signature != nil)
         #expect(StoredKeyBag(storedText: rows[3]!.storedText) == rows[3])
         // Bags of other bytes than the stored ones are not an anchor of this suite.
         var other = TestKeyChain(suite: "s")
         #expect(throws: SyncStorageError.self) {
-            try KeyBagRule.anchor(other.anchor(through: 3), suite: "s", suiteEpoch: 3, plainEntries: false, stored: stored)
+            try KeyBagRule.anchor(other.anchor(through: 3), suite: "s", suiteEpoch: 3, written: true, stored: stored).rows
         }
         // A chain with a link signed by no key of it is refused.
         var broken = chain.anchor(through: 3, stored: texts)
         broken.bags["3"] = chain.bag(3, bundle: texts[3], signer: .some(TestKeyChain(suite: "s").recovery))
         #expect(throws: SyncStorageError.self) {
-            try KeyBagRule.anchor(broken, suite: "s", suiteEpoch: 3, plainEntries: false, stored: stored)
+            try KeyBagRule.anchor(broken, suite: "s", suiteEpoch: 3, written: true, stored: stored).rows
         }
     }
 

@@ -50,8 +50,8 @@ struct EventStream: Sendable {
             let page: ChangesPage
             do {
                 page = try await storage.changes(account: token.account, suite: suite, since: since, limit: pageSize)
-            } catch let error as SyncStorageError where error.code == .cursorExpired {
-                return StreamTurn(text: try SyncStreamEvent.refusal(.cursorExpired, detail: error.detail).serverSentEvent().encoded, ends: true)
+            } catch let error as SyncStorageError where error.code == .cursorExpired || error.code == .suiteReset {
+                return StreamTurn(text: try SyncStreamEvent.refusal(error.code, detail: error.detail).serverSentEvent().encoded, ends: true)
             }
             var text = ""
             for entry in page.entries {

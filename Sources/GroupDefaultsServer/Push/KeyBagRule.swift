@@ -77,12 +77,14 @@ package enum KeyBagRule {
         return (epoch, StoredKeyBag(bundle: bag.bundle, verifyKey: bag.verifyKey, signature: bag.signature))
     }
 
-    /// Takes `anchor` for `suite`, at `suiteEpoch` (nil: no suite record), written in plain
-    /// entries or not (`plainEntries`). Returns the rows to store: none when this anchor is stored
-    /// already (a device anchors on every join).
+    /// Takes `anchor` for `suite`, at `suiteEpoch` (0: not encrypted, or no suite record), `written`
+    /// or not (since it was made or last reset). Returns the rows to store (none when this anchor
+    /// is stored already: a device anchors at every join), and the suite's new epoch when the
+    /// anchor sets it: a suite nothing was written to takes the anchoring device's epoch (a suite
+    /// reset by its operator, whose devices hold later epochs), any other keeps its own.
     package static func anchor(
-        _ anchor: KeyAnchor, suite: String, suiteEpoch: UInt32?, plainEntries: Bool, stored: [UInt32: StoredKeyBag]
-    ) throws(SyncStorageError) -> [UInt32: StoredKeyBag] {
+        _ anchor: KeyAnchor, suite: String, suiteEpoch: UInt32, written: Bool, stored: [UInt32: StoredKeyBag]
+    ) throws(SyncStorageError) -> (rows: [UInt32: StoredKeyBag], epoch: UInt32?) {
         guard let first = anchor.bags["1"] else { throw SyncStorageError(.malformed, "an anchor starts at epoch 1") }
         if let existing = stored[1], existing.verifyKey != nil {
             let sameRecovery = anchor.recoveryVerifyKey == nil || anchor.recoveryVerifyKey == existing.recoveryVerifyKey
@@ -90,16 +92,16 @@ package enum KeyBagRule {
                 throw SyncStorageError(.keyAnchorMismatch,
                     "suite \(suite)'s keys were anchored by a device with other keys (another recovery key): this device's keys are not the suite's")
             }
-            return [:]
+            return ([:], nil)
         }
-        guard !plainEntries else {
+        guard !written || suiteEpoch > 0 else {
             throw SyncStorageError(.suiteNotEncrypted, "suite \(suite) holds plain entries: a suite is encrypted for every device or for none")
         }
-        let current = max(suiteEpoch ?? 0, 1)
         let epochs = anchor.bags.keys.compactMap { UInt32($0) }.sorted()
         guard epochs.count == anchor.bags.count, epochs == Array(1 ... UInt32(epochs.count)) else {
             throw SyncStorageError(.malformed, "an anchor holds the bags of epochs 1, 2, … in a row, by decimal epoch")
         }
+        let current = written ? max(suiteEpoch, 1) : UInt32(epochs.count)
         guard epochs.last == current else {
             throw SyncStorageError(.staleKeyEpoch,
                 "suite \(suite) is at key epoch \(current): an anchor holds epochs 1 to \(current), not 1 to \(epochs.last ?? 0)")
@@ -122,7 +124,7 @@ package enum KeyBagRule {
             try check(bag, epoch: epoch, suite: suite, signers: signers)
             rows[epoch] = StoredKeyBag(bundle: bag.bundle, verifyKey: bag.verifyKey, signature: bag.signature)
         }
-        return rows
+        return (rows, written || current == suiteEpoch ? nil : current)
     }
 
     /// What `GET …/key-bags` answers for the stored rows: every bag from epoch 2 with its signature,

@@ -41,13 +41,19 @@ package enum PushStep {
         package var keys: Int
         package var bytes: Int
         package var epoch: UInt32
+        /// The revision the operator's last reset of the suite took (0: never reset).
+        package var resetRev: UInt64
 
-        package init(head: UInt64, keys: Int, bytes: Int, epoch: UInt32 = 0) {
+        package init(head: UInt64, keys: Int, bytes: Int, epoch: UInt32 = 0, resetRev: UInt64 = 0) {
             self.head = head
             self.keys = keys
             self.bytes = bytes
             self.epoch = epoch
+            self.resetRev = resetRev
         }
+
+        /// Whether anything was written to the suite (since its last reset).
+        package var isWritten: Bool { head > resetRev }
 
         /// Whether the suite holds sealed entries (its first push was sealed).
         package var isEncrypted: Bool { epoch > 0 }
@@ -162,7 +168,7 @@ package enum PushStep {
 
     private static func checkEncryption(_ push: PreparedPush, suite: String, counters: Counters) throws(SyncStorageError) {
         guard !push.request.ops.isEmpty else { return }
-        let written = counters.head > 0
+        let written = counters.isWritten
         switch (push.epochs, counters.isEncrypted) {
         case (nil, true):
             throw SyncStorageError(.suiteEncrypted,

@@ -136,6 +136,12 @@ package struct SyncStorageError: Error, Sendable, CustomStringConvertible, SyncE
     package var description: String { "\(code.rawValue): \(detail)" }
 
     package var syncErrorCode: SyncErrorCode? { code }
+
+    /// `suiteReset` for a cursor from before the suite's last reset.
+    package static func suiteReset(_ suite: String, since: UInt64) -> SyncStorageError {
+        SyncStorageError(.suiteReset,
+            "suite \(suite) was reset by the server's operator after revision \(since): join it again (read the snapshot, upload what this device holds)")
+    }
 }
 
 /// The bounds storage enforces inside a push: the quotas, and how many versions of each key the
@@ -214,6 +220,13 @@ package protocol SyncStorage: Sendable {
     /// Cancels the pairing (`StoredPairing.cancel`) and revokes the claiming device's token, if
     /// any, at `now`, in one transaction. `pairingNotFound`, `pairingUsed`.
     func cancelPairing(lookup: String, now: Date) async throws -> StoredPairing
+
+    // The operator's reset (`SuiteReset`)
+    /// Clears the suite: its entries, history, batch records and key bags are deleted and its key
+    /// epoch forgotten, in one transaction; its revisions go on from one taken by the reset
+    /// (`SuiteReset.revision(after:)`), which it remembers, so that a cursor from before is answered
+    /// `suiteReset` (`changes`). Returns how many live keys it held; nil if there is no such suite.
+    func resetSuite(account: String, suite: String) async throws -> Int?
 
     // Key bags: each key epoch's key sealed to the suite's recovery key (opaque here), signed
     // (`KeyBagRule`: its rules are its own; backends apply them in a transaction)

@@ -147,12 +147,14 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// The suite's anchor as these keys make it (`KeyAnchor`): epoch 1's verify key and the
-    /// recovery key's, and a signed bag for each later epoch up to the server's newest, the server's
-    /// own bag where it holds one (`serverBags`, which an older version stored unsigned).
+    /// recovery key's, and a signed bag for each later epoch up to the server's newest (the
+    /// server's own bag where it holds one, which an older version stored unsigned), or up to these
+    /// keys' current epoch when the server holds none (a new suite, or one its operator reset).
     public func anchor(serverBags: KeyBags, recoveryKey: RecoveryKey? = nil) throws(SyncError) -> KeyAnchor {
         guard let first = signingKey(1) else { throw SyncError(.local, "these keys have no epoch 1") }
         var bags = ["1": SignedKeyBag(bundle: nil, verifyKey: first.publicKey.rawRepresentation.base64EncodedString(), signature: nil)]
-        for epoch in UInt32(2) ..< max(serverBags.newestEpoch + 1, 2) {
+        let last = serverBags.newestEpoch > 0 ? serverBags.newestEpoch : currentEpoch
+        for epoch in UInt32(2) ..< max(last + 1, 2) {
             bags[String(epoch)] = try signedKeyBag(epoch: epoch, bundle: serverBags.epochs[String(epoch)], recoveryKey: recoveryKey)
         }
         return KeyAnchor(recoveryVerifyKey: recoveryVerifyKey?.rawRepresentation.base64EncodedString(), bags: bags)

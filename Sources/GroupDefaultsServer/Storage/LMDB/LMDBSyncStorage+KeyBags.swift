@@ -26,11 +26,16 @@ extension LMDBSyncStorage {
         try await onWriteQueue {
             try environment.writeTransaction(sync: true) { txn in
                 let found = try Self.suiteRecord(txn, suiteKey)
-                let rows = try KeyBagRule.anchor(anchor, suite: suite, suiteEpoch: found?.epoch,
-                                                 plainEntries: (found?.head ?? 0) > 0 && found?.epoch == 0,
-                                                 stored: try Self.keyBags(txn, suiteKey))
+                let (rows, newEpoch) = try KeyBagRule.anchor(anchor, suite: suite, suiteEpoch: found?.epoch ?? 0,
+                                                             written: (found?.head ?? 0) > (found?.resetRev ?? 0),
+                                                             stored: try Self.keyBags(txn, suiteKey))
                 for (epoch, row) in rows {
                     try Self.put(txn, DB.keyBags, KeyBagKey.key(suiteKey, epoch), Array(row.storedText.utf8))
+                }
+                if let newEpoch {
+                    var record = try found ?? SuiteRecord(id: Self.allocateSuiteID(txn))
+                    record.epoch = newEpoch
+                    try Self.put(txn, DB.suites, suiteKey, record.bytes)
                 }
             }
         }

@@ -138,6 +138,11 @@ package enum PostgresMigrations {
         Migration(version: 5, name: "console records: operators and sessions", statements: [
             "CREATE TABLE console_records (kind text NOT NULL, name text NOT NULL, value bytea NOT NULL, PRIMARY KEY (kind, name))",
         ]),
+        // An operator's reset of a suite (`SuiteReset`): the revision it took, before which a
+        // cursor is answered `suite_reset`.
+        Migration(version: 6, name: "suite resets", statements: [
+            "ALTER TABLE suites ADD COLUMN reset_rev bigint NOT NULL DEFAULT 0",
+        ]),
     ]
 
     /// The versions of every migration, in order (what a migrated database's `schema_migrations` lists).

@@ -9,9 +9,9 @@ extension PostgresSyncStorage {
     package func putKeyBag(account: String, suite: String, epoch: UInt32, bag: SignedKeyBag) async throws {
         try await bounded("storing a key bag") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
-                let (suiteEpoch, _) = try await Self.lockSuite(connection, account: account, suite: suite, logger: storage.logger)
+                let found = try await Self.lockSuite(connection, account: account, suite: suite, logger: storage.logger)
                 let stored = try await Self.keyBags(connection, account: account, suite: suite, logger: storage.logger)
-                let (new, row) = try KeyBagRule.put(bag, epoch: epoch, suite: suite, suiteEpoch: suiteEpoch, stored: stored)
+                let (new, row) = try KeyBagRule.put(bag, epoch: epoch, suite: suite, suiteEpoch: found.epoch, stored: stored)
                 try await connection.query(
                     "UPDATE suites SET epoch = \(Int64(new)) WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
                 try await Self.write([epoch: row], connection, account: account, suite: suite, logger: storage.logger)
@@ -22,11 +22,17 @@ extension PostgresSyncStorage {
     package func anchorKeyBags(account: String, suite: String, anchor: KeyAnchor) async throws {
         try await bounded("anchoring key bags") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
-                let (suiteEpoch, head) = try await Self.lockSuite(connection, account: account, suite: suite, logger: storage.logger)
+                let found = try await Self.lockSuite(connection, account: account, suite: suite, logger: storage.logger)
                 let stored = try await Self.keyBags(connection, account: account, suite: suite, logger: storage.logger)
-                let rows = try KeyBagRule.anchor(anchor, suite: suite, suiteEpoch: suiteEpoch,
-                                                 plainEntries: head > 0 && suiteEpoch == 0, stored: stored)
+                let (rows, newEpoch) = try KeyBagRule.anchor(anchor, suite: suite, suiteEpoch: found.epoch ?? 0,
+                                                             written: found.head > found.resetRev, stored: stored)
                 try await Self.write(rows, connection, account: account, suite: suite, logger: storage.logger)
+                if let newEpoch {
+                    try await connection.query("""
+                        INSERT INTO suites (account, suite, epoch) VALUES (\(account), \(suite), \(Int64(newEpoch)))
+                        ON CONFLICT (account, suite) DO UPDATE SET epoch = EXCLUDED.epoch
+                        """, logger: storage.logger)
+                }
             }
         }
     }
@@ -39,16 +45,19 @@ extension PostgresSyncStorage {
         }
     }
 
-    /// The suite's epoch and head (nil and 0 for a suite not yet written), its row locked; and a
-    /// lock of its name for the transaction, so that two anchors of a new suite come one at a time.
+    /// The suite's epoch, head and reset revision (nil, 0 and 0 for a suite without a row), its
+    /// row locked; and a lock of its name for the transaction, so that two anchors of a new suite
+    /// come one at a time.
     private static func lockSuite(
         _ connection: PostgresConnection, account: String, suite: String, logger: Logger
-    ) async throws -> (epoch: UInt32?, head: UInt64) {
+    ) async throws -> (epoch: UInt32?, head: UInt64, resetRev: UInt64) {
         try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(account)), hashtext(\(suite)))", logger: logger)
         let rows = try await connection.query(
-            "SELECT epoch, head_rev FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE", logger: logger)
-        var found: (epoch: UInt32?, head: UInt64) = (nil, 0)
-        for try await (epoch, head) in rows.decode((Int64, Int64).self) { found = (UInt32(clamping: epoch), UInt64(clamping: head)) }
+            "SELECT epoch, head_rev, reset_rev FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE", logger: logger)
+        var found: (epoch: UInt32?, head: UInt64, resetRev: UInt64) = (nil, 0, 0)
+        for try await (epoch, head, resetRev) in rows.decode((Int64, Int64, Int64).self) {
+            found = (UInt32(clamping: epoch), UInt64(clamping: head), UInt64(clamping: resetRev))
+        }
         return found
     }
 

@@ -157,6 +157,11 @@ package final class PostgresSyncStorage: SyncStorage {
                 }
             }
             if since < oldestValid {
+                let resets = try await storage.client.query(
+                    "SELECT reset_rev FROM suites WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
+                for try await resetRev in resets.decode(Int64.self) where since < resetRev {
+                    throw SyncStorageError.suiteReset(suite, since: since)
+                }
                 throw SyncStorageError(.cursorExpired,
                     "revision \(since) is older than \(oldestValid), the oldest this suite can answer from (tombstones were purged): re-read the snapshot")
             }

@@ -22,9 +22,9 @@ import PostgresNIO
 /// of the group (`auto_explain`: 1–2 s for a group of 2,000 ops in a suite of 10,000 keys). As one
 /// condition, the worst plan reads the suite's entries once.
 struct SuiteReadStatement: PostgresPreparedStatement {
-    static let name = "groupdefaults_push_read_v1"
+    static let name = "groupdefaults_push_read_v2"
     static let sql = """
-        SELECT 0, NULL::text, NULL::text, NULL::bytea, epoch, false, NULL::text, NULL::text, head_rev, key_count, byte_count
+        SELECT 0, NULL::text, NULL::text, NULL::bytea, epoch, false, reset_rev::text, NULL::text, head_rev, key_count, byte_count
         FROM suites WHERE account = $1 AND suite = $2
         UNION ALL
         SELECT 1, e.key, e.value::text, e.sealed, e.epoch, e.deleted, e.hlc::text, e.origin::text, e.rev, NULL::bigint, NULL::bigint

@@ -1,0 +1,45 @@
+import GroupDefaultsLMDB
+
+// `resetSuite`: the suite's rows in `entries`, `revisions`, `batches` and `history` (all under its
+// suite id) and in `key-bags` (under its name) are deleted in one write transaction, and its record
+// starts again under a new suite id, remembering the reset's revision.
+extension LMDBSyncStorage {
+    package func resetSuite(account: String, suite: String) async throws -> Int? {
+        let environment = self.environment
+        let suiteKey = LMDBKeys.suiteName(account: account, suite: suite)
+        let reset: (keys: Int, head: UInt64)? = try await onWriteQueue {
+            var outcome: (keys: Int, head: UInt64)?
+            try environment.writeTransaction(sync: true) { txn in
+                guard let old = try Self.suiteRecord(txn, suiteKey) else { return }
+                let prefix = LMDBKeys.bigEndian(old.id)
+                for database in [DB.entries, DB.revisions, DB.batches, DB.history] {
+                    try Self.deleteAll(txn, database, prefix: prefix)
+                }
+                try Self.deleteAll(txn, DB.keyBags, prefix: suiteKey + [0])
+                var record = SuiteRecord(id: try Self.allocateSuiteID(txn))
+                record.head = SuiteReset.revision(after: old.head)
+                record.oldestValid = record.head
+                record.resetRev = record.head
+                try Self.put(txn, DB.suites, suiteKey, record.bytes)
+                outcome = (Int(old.liveKeys), record.head)
+            }
+            return outcome
+        }
+        guard let reset else { return nil }
+        waiters.notify(.init(account: account, suite: suite), head: reset.head)
+        return reset.keys
+    }
+
+    /// Deletes every row of `database` whose key starts with `prefix`.
+    private static func deleteAll(_ txn: LMDBTransaction, _ database: Database, prefix: [UInt8]) throws {
+        var doomed: [[UInt8]] = []
+        try prefix.withUnsafeBytes { start in
+            try txn.forEach(database, from: start) { key, _ in
+                guard key.starts(with: prefix) else { return false }
+                doomed.append(Array(key))
+                return true
+            }
+        }
+        for key in doomed { try key.withUnsafeBytes { _ = try txn.delete(database, $0) } }
+    }
+}

@@ -1,0 +1,38 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+// `resetSuite`: one transaction deletes the suite's entries, history, batch records and key bags,
+// moves its row to the reset's revision, and announces the new head to every instance.
+extension PostgresSyncStorage {
+    package func resetSuite(account: String, suite: String) async throws -> Int? {
+        try await bounded("resetting a suite") { storage in
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                let rows = try await connection.query(
+                    "SELECT head_rev, key_count FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE", logger: storage.logger)
+                var found: (head: Int64, keys: Int64)?
+                for try await row in rows.decode((Int64, Int64).self) { found = row }
+                guard let found else { return nil }
+                for table in ["entries", "history", "batches", "key_bags"] {
+                    try await connection.query(PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE account = $1 AND suite = $2",
+                                                             binds: Self.binds(account, suite)), logger: storage.logger)
+                }
+                let head = Int64(clamping: SuiteReset.revision(after: UInt64(max(0, found.head))))
+                try await connection.query("""
+                    UPDATE suites SET head_rev = \(head), oldest_valid_rev = \(head), reset_rev = \(head), key_count = 0, byte_count = 0, epoch = 0
+                    WHERE account = \(account) AND suite = \(suite)
+                    """, logger: storage.logger)
+                let notice = String(decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: UInt64(head))), as: UTF8.self)
+                try await connection.query("SELECT pg_notify(\(ChangeNotice.channel), \(notice))", logger: storage.logger)
+                return Int(found.keys)
+            }
+        }
+    }
+
+    private static func binds(_ account: String, _ suite: String) -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(account)
+        bindings.append(suite)
+        return bindings
+    }
+}
