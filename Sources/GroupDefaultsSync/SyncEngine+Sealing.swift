@@ -7,14 +7,23 @@ import Logging
 // envelope before anything is applied. An entry that does not check out is refused (not applied,
 // not pushed back) and reported; the others go on.
 extension SyncEngine {
-    /// The op that carries `change` to the server: plain, or sealed in an encrypted suite.
+    /// The op that carries `change` to the server: plain, or sealed in an encrypted suite. A
+    /// change another device made (uploaded again when the server lost it: a reset, a store synced
+    /// with another server before) names that device as its origin, so that its stamp is kept.
     func op(for change: PendingChange) throws(SyncError) -> PushOp {
-        guard let sealer else { return PushOp(key: change.key, value: change.value, hlc: change.stamp.hlc) }
-        do {
-            return try sealer.seal(key: change.key, value: change.value, hlc: change.stamp.hlc, origin: defaults.origin)
-        } catch {
-            throw SyncError(.local, "cannot seal the change of '\(change.key)': \(error)")
+        let foreign = change.stamp.origin == defaults.origin ? nil : change.stamp.origin
+        var op: PushOp
+        if let sealer {
+            do {
+                op = try sealer.seal(key: change.key, value: change.value, hlc: change.stamp.hlc, origin: change.stamp.origin)
+            } catch {
+                throw SyncError(.local, "cannot seal the change of '\(change.key)': \(error)")
+            }
+        } else {
+            op = PushOp(key: change.key, value: change.value, hlc: change.stamp.hlc)
         }
+        op.origin = foreign
+        return op
     }
 
     /// A push request as this device wrote it, with each op's key name and stamp (a sealed op's
@@ -22,13 +31,13 @@ extension SyncEngine {
     func pushedKeys(of request: PushRequest) throws(SyncError) -> [(key: String, stamp: Stamp)] {
         var keys: [(key: String, stamp: Stamp)] = []
         for op in request.ops {
-            let stamp = Stamp(hlc: op.hlc, origin: request.deviceID)
+            let stamp = Stamp(hlc: op.hlc, origin: op.origin ?? request.deviceID)
             guard let sealed = op.sealed else {
                 keys.append((op.key, stamp))
                 continue
             }
             guard let sealer else { throw SyncError(.local, "a sealed batch is stored in a suite that is not encrypted") }
-            let entry = SyncEntry(keyID: op.key, sealed: sealed, deleted: op.isDeleted, hlc: op.hlc, origin: request.deviceID)
+            let entry = SyncEntry(keyID: op.key, sealed: sealed, deleted: op.isDeleted, hlc: op.hlc, origin: stamp.origin)
             do throws(EntrySealer.Refusal) {
                 keys.append((try sealer.open(entry).key, stamp))
             } catch {

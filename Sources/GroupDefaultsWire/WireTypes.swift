@@ -141,9 +141,11 @@ public struct PushOp: Codable, Sendable, Hashable {
     /// The HLC the device's store stamped the write with (a decimal string on the wire); at most
     /// `max_clock_skew_ms` ahead of the server's clock.
     public var hlc: HLC
-    /// Only in a re-seal (after a key rotation): the origin of the write the op seals again, whose
-    /// stamp (`hlc`, `origin`) it keeps. It replaces the held entry only if that entry has this very
-    /// stamp and an older key epoch. Nil for every other op, whose origin is the push's `device_id`.
+    /// The origin of a write another device made, whose stamp (`hlc`, `origin`) the op keeps: a
+    /// re-seal after a key rotation, or an upload of what a device holds after the server lost it
+    /// (an operator's reset). It competes by last writer wins with that stamp, and replaces an entry
+    /// of the very same stamp only to seal it under a newer key epoch. Nil for a device's own
+    /// writes, whose origin is the push's `device_id`.
     public var origin: UInt64?
 
     /// An op that sets `key` to `value`, or deletes it when `value` is nil, stamped `hlc`.
@@ -173,12 +175,7 @@ public struct PushOp: Codable, Sendable, Hashable {
         key = try container.decode(String.self, forKey: .key)
         (value, sealed, isDeleted) = try container.decodeContent()
         hlc = try container.decode(HLC.self, forKey: .hlc)
-        if container.contains(.origin) {
-            guard sealed != nil else {
-                throw DecodingError.dataCorruptedError(forKey: .origin, in: container, debugDescription: "only a sealed op re-seals a write (origin)")
-            }
-            origin = try container.decodeDecimal(forKey: .origin)
-        }
+        if container.contains(.origin) { origin = try container.decodeDecimal(forKey: .origin) }
     }
 
     public func encode(to encoder: any Encoder) throws {

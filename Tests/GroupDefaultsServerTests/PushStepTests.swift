@@ -144,7 +144,7 @@ struct PushStepTests {
                 var next = promised
                 var applied: UInt64 = 0
                 for op in request.ops {
-                    let stamp = Stamp(hlc: op.hlc, origin: request.deviceID)
+                    let stamp = Stamp(hlc: op.hlc, origin: op.origin ?? request.deviceID)
                     if next[op.key].map({ stamp > $0.stamp }) ?? true {
                         next[op.key] = (stamp, op.value)
                         applied += 1

@@ -722,6 +722,57 @@ struct StorageConformanceTests {
         }
     }
 
+    @Test("a reset clears the suite (entries, history, batches, key bags, epoch); revisions go on and a cursor from before it is answered suite_reset",
+          arguments: StorageBackend.allCases)
+    func resetSuite(backend: StorageBackend) async throws {
+        try await backend.withStorage { storage in
+            func sealed(_ key: String, epoch: UInt32, hlc: UInt64) -> PushOp {
+                PushOp(keyID: key, sealed: SealedPayload(epoch: epoch, box: Array(repeating: 1, count: 40)), deleted: false, hlc: HLC(rawValue: hlc))
+            }
+            #expect(try await storage.resetSuite(account: "alice", suite: "none") == nil)
+            var chain = TestKeyChain(suite: "e")
+            try await storage.anchorKeyBags(account: "alice", suite: "e", anchor: chain.anchor())
+            try await push(storage, suite: "e", batch: "b1", [sealed("k1", epoch: 1, hlc: 10), sealed("k2", epoch: 1, hlc: 11)])
+            try await storage.putKeyBag(account: "alice", suite: "e", epoch: 2, bag: chain.bag(2))
+            let before = try await push(storage, suite: "e", [sealed("k1", epoch: 2, hlc: 12)]).headRev
+            try await push(storage, suite: "other", [op("k", .string("kept"), hlc: 10)])
+
+            #expect(try await storage.resetSuite(account: "alice", suite: "e") == 2)
+            let snapshot = try await storage.snapshot(account: "alice", suite: "e", after: nil, limit: 10)
+            #expect(snapshot.entries.isEmpty)
+            #expect(snapshot.headRev == before + 1, "the reset takes a revision; revisions never repeat")
+            #expect(try await storage.history(account: "alice", suite: "e", key: "k1").isEmpty)
+            #expect(try await storage.keyBags(account: "alice", suite: "e").isEmpty)
+            for since in [0, before - 1, before] {
+                do {
+                    _ = try await storage.changes(account: "alice", suite: "e", since: since, limit: 10)
+                    Issue.record("a cursor from before the reset was answered")
+                } catch let error as SyncStorageError {
+                    #expect(error.code == .suiteReset, "\(error)")
+                }
+            }
+            #expect(try await storage.changes(account: "alice", suite: "e", since: snapshot.headRev, limit: 10).entries.isEmpty)
+            #expect(try await storage.suites(account: "alice").suites.first { $0.name == "e" }?.keys == 0)
+            #expect(try await storage.snapshot(account: "alice", suite: "other", after: nil, limit: 10).entries.count == 1, "other suites are untouched")
+
+            // The suite starts again: a device at epoch 2 anchors it (its epoch is taken) and pushes
+            // under epoch 2; the batch id used before the reset is a new batch.
+            var again = TestKeyChain(suite: "e")
+            again.epochs = chain.epochs
+            try await storage.anchorKeyBags(account: "alice", suite: "e", anchor: again.anchor(through: 2))
+            let replayed = try await push(storage, suite: "e", batch: "b1", [sealed("k1", epoch: 2, hlc: 13)])
+            #expect(replayed.results.map(\.status) == [.applied])
+            let changes = try await storage.changes(account: "alice", suite: "e", since: snapshot.headRev, limit: 10)
+            #expect(changes.entries.map(\.key) == ["k1"])
+            await expectStorageError(.staleKeyEpoch) { try await push(storage, suite: "e", [sealed("k2", epoch: 1, hlc: 14)]) }
+
+            // A plain suite, once reset, may become an encrypted one.
+            try await push(storage, suite: "p", [op("k", .string("plain"), hlc: 10)])
+            #expect(try await storage.resetSuite(account: "alice", suite: "p") == 1)
+            try await push(storage, suite: "p", [sealed("k", epoch: 1, hlc: 11)])
+        }
+    }
+
     @Test("an anchor of a suite whose bags an older version stored signs those very bags, each by the key before it")
     func anchorOverUnsignedBags() throws {
         let stored: [UInt32: StoredKeyBag] = [2: StoredKeyBag(storedText: Data(repeating: 2, count: 48).base64EncodedString()),

@@ -11,11 +11,12 @@ package import GroupDefaultsWire
 /// - **Last writer wins.** Per key, an op replaces the held entry (value or tombstone) only if its
 ///   stamp, (HLC, device id), is larger. Ops apply in order, so a later op of the batch on the same
 ///   key competes with the earlier one.
-/// - **Re-seals.** After a key rotation, a device seals the suite's entries again under the new
-///   epoch, keeping their stamps: an op that names the `origin` of the write it re-seals replaces
-///   the held entry only if that entry has the very same stamp and an older epoch (a newer write
-///   meanwhile needs no re-seal), or if nothing is held; it takes a revision, so that devices
-///   receive it.
+/// - **Re-seals and restores.** An op may name the `origin` of the write it carries, which another
+///   device made: after a key rotation, a device seals the suite's entries again under the new
+///   epoch, keeping their stamps; after an operator's reset, a device uploads every entry it
+///   holds, other devices' included. Such an op competes by last writer wins with its own stamp,
+///   and replaces an entry of the very same stamp only to seal it under a newer epoch (a newer
+///   write meanwhile needs no re-seal); it takes a revision, so that devices receive it.
 /// - **One op refused, not the batch.** An op that `PushValidation` refused on its own (its value
 ///   too large, its HLC too far ahead of the server's clock) is answered `refused` and takes no
 ///   revision; the others are judged as if it were not there.
@@ -145,7 +146,7 @@ package enum PushStep {
             if written[op.key] == nil { changed.append(op.key) }
             written[op.key] = op.sealed.map {
                 SyncEntry(keyID: op.key, sealed: $0, deleted: op.isDeleted, hlc: op.hlc, origin: stamp.origin, rev: after.head)
-            } ?? SyncEntry(key: op.key, value: op.value, hlc: op.hlc, origin: request.deviceID, rev: after.head)
+            } ?? SyncEntry(key: op.key, value: op.value, hlc: op.hlc, origin: stamp.origin, rev: after.head)
             statuses.append(.applied)
         }
         try checkQuota(quota, suite: suite, before: counters, after: after)
@@ -213,12 +214,13 @@ package enum SyncMerge {
         return incoming > stored
     }
 
-    /// Whether a re-seal (`PushOp.origin`) replaces what is stored: the same write, sealed under
-    /// a newer epoch; or nothing, if the server no longer holds the key (its tombstone was purged
-    /// while the suite was being sealed again).
+    /// Whether an op that names its write's origin (`PushOp.origin`: a re-seal, or an upload after
+    /// a reset) replaces what is stored: a write stamped later (last writer wins), or the same
+    /// write sealed under a newer epoch; anything, if the server holds nothing for the key.
     package static func reseals(_ op: PushOp, stamp: Stamp, over stored: StoredEntry?) -> Bool {
         guard let stored else { return true }
+        guard stored.stamp == stamp else { return stamp > stored.stamp }
         guard let new = op.sealed?.epoch, let old = stored.sealed?.epoch else { return false }
-        return stored.stamp == stamp && stored.isDeleted == op.isDeleted && new > old
+        return stored.isDeleted == op.isDeleted && new > old
     }
 }

@@ -7,7 +7,7 @@ import GroupDefaultsWire
 struct TestKeyChain {
     let suite: String
     let recovery = Curve25519.Signing.PrivateKey()
-    private(set) var epochs: [UInt32: Curve25519.Signing.PrivateKey] = [1: Curve25519.Signing.PrivateKey()]
+    var epochs: [UInt32: Curve25519.Signing.PrivateKey] = [1: Curve25519.Signing.PrivateKey()]
 
     init(suite: String) { self.suite = suite }
 

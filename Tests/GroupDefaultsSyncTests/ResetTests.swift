@@ -1,0 +1,70 @@
+import Foundation
+import GroupDefaults
+import GroupDefaultsSync
+import TestSupport
+import Testing
+
+/// `groupdefaults-server suites reset`, through the tools: the operator clears a suite, and its
+/// devices, at their next sync, join it again and upload what they hold; nothing a device holds is
+/// lost, in a plain suite and in an encrypted one whose key was rotated.
+@Suite("Suite reset", .timeLimit(.minutes(3)))
+struct ResetTests {
+    @Test("after an operator's reset, each device joins again at its next sync and uploads its values; an encrypted suite keeps its epoch and its recovery key",
+          arguments: StorageBackend.allCases)
+    func devicesJoinAgain(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            // A plain suite on two devices, each with a value of its own.
+            let plain = "group.reset.plain"
+            let phone = ToolDevice(plain), tablet = ToolDevice(plain)
+            defer { phone.remove(); tablet.remove() }
+            for device in [phone, tablet] {
+                let configured = try await device.sync("configure", ["--server", server.url.absoluteString, "--token-file", try device.tokenFile(server.token)])
+                #expect(configured.status == 0, "\(configured.stderr)")
+            }
+            #expect(try await phone.defaultsTool(["write", plain, "sound", "ring.caf"]).status == 0)
+            #expect(try await tablet.defaultsTool(["write", plain, "volume", "-int", "7"]).status == 0)
+            for device in [phone, tablet, phone] { #expect(try await device.sync("sync").status == 0) }
+
+            // Without --yes, nothing changes.
+            let asked = try await ServerTool.run(["suites", "reset", "--account", "alice", "--suite", plain] + server.storage)
+            #expect(asked.status == 1 && asked.stderr.contains("add --yes"), "\(asked.stderr)")
+            #expect(try await server.snapshot(plain).entries.count == 2)
+            let reset = try await ServerTool.run(["suites", "reset", "--account", "alice", "--suite", plain, "--yes"] + server.storage)
+            #expect(reset.status == 0, "\(reset.stderr)")
+            #expect(reset.stdout.contains("reset (2 keys deleted)"), "\(reset.stdout)")
+            #expect(try await server.snapshot(plain).entries.isEmpty)
+
+            // The tablet writes meanwhile; each device's next sync joins again.
+            #expect(try await tablet.defaultsTool(["write", plain, "theme", "dark"]).status == 0)
+            for device in [phone, tablet, phone] { #expect(try await device.sync("sync").status == 0) }
+            let entries = try await server.snapshot(plain).entries
+            #expect(entries["sound"]?.value == .string("ring.caf") && entries["volume"]?.value == .integer(7) && entries["theme"]?.value == .string("dark"))
+            #expect(try phone.open().string(forKey: "theme") == "dark")
+            #expect(try tablet.open().string(forKey: "sound") == "ring.caf")
+
+            // An encrypted suite, rotated to epoch 2, reset: the phone anchors it again at epoch 2,
+            // and the recovery key opens everything on a new device.
+            let sealed = "group.reset.sealed"
+            let owner = ToolDevice(sealed), laptop = ToolDevice(sealed)
+            defer { owner.remove(); laptop.remove() }
+            let configured = try await owner.sync("configure", ["--server", server.url.absoluteString, "--token-file", try owner.tokenFile(server.token), "--encrypt"])
+            #expect(configured.status == 0, "\(configured.stderr)")
+            let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") }).dropFirst("recovery key: ".count)
+            #expect(try await owner.defaultsTool(["write", sealed, "sound", "ring.caf"]).status == 0)
+            #expect(try await owner.sync("sync").status == 0)
+            #expect(try await owner.sync("rotate-key").status == 0)
+            #expect(try await owner.defaultsTool(["write", sealed, "volume", "-int", "4"]).status == 0)
+            #expect(try await owner.sync("sync").status == 0)
+            #expect(try await ServerTool.run(["suites", "reset", "--account", "alice", "--suite", sealed, "--yes"] + server.storage).status == 0)
+            let joined = try await owner.sync("sync")
+            #expect(joined.status == 0, "\(joined.stderr)")
+            #expect(try await server.snapshot(sealed).entries.values.map { $0.sealed?.epoch } == [2, 2])
+            let recovered = try await laptop.sync("configure", ["--server", server.url.absoluteString, "--token-file", try laptop.tokenFile(server.token),
+                                                                "--recovery-key-file", try laptop.tokenFile(String(recovery), name: "recovery")])
+            #expect(recovered.status == 0, "\(recovered.stderr)")
+            #expect(try await laptop.sync("sync").status == 0)
+            #expect(try laptop.open().string(forKey: "sound") == "ring.caf")
+            #expect(try laptop.open().integer(forKey: "volume") == 4)
+        }
+    }
+}
