@@ -82,6 +82,8 @@ public actor SyncEngine {
     private var waiting: [Step: [CheckedContinuation<Void, Never>]] = [:]
     private var statusObservers: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
     /// The note last written to the suite (`recordNote`); nil until the status first needs one.
+    /// Whether a join marked keys pending that no push has sent yet (`pull` pushes them).
+    private var joinedSincePush = false
     private var recordedNote: String?
     private var noteRecorded = false
 
@@ -184,10 +186,15 @@ public actor SyncEngine {
     }
 
     /// Pulls what the server has beyond the cursor (the snapshot for a device that never synced,
-    /// or after the cursor expired) and applies it.
+    /// or after the cursor expired) and applies it. A pull that joined the suite (its first, or
+    /// after the operator reset it) pushes what the join marked pending at once.
     @discardableResult
     public func pull() async throws(SyncError) -> SyncReport {
-        finish(try await retryingTransientFailures { () async throws(SyncError) in try await self.pullOnce() })
+        var report = try await retryingTransientFailures { () async throws(SyncError) in try await self.pullOnce() }
+        if joinedSincePush {
+            report.add(try await retryingTransientFailures { () async throws(SyncError) in try await self.pushPending() })
+        }
+        return finish(report)
     }
 
     /// Pushes every pending change (in batches), then clears what the server acknowledged.
@@ -300,6 +307,7 @@ public actor SyncEngine {
         }
         var report = SyncReport()
         report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .remoteWins(over: configuredAt)))
+        joinedSincePush = true
         logger.debug("joined the server's suite", metadata: ["suite": "\(client.suite)", "entries": "\(snapshot.entries.count)"])
         return report
     }
@@ -428,6 +436,7 @@ public actor SyncEngine {
         await enter(.push)
         defer { leave(.push) }
         batchCap = nil
+        joinedSincePush = false
         while let batch = try await nextBatch() {
             report.add(try await send(batch))
         }

@@ -84,7 +84,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
             return "authentication needed: \(detail)"
         case .rejected:
             var text = isSetAside ? "not pushed: " : "the server refused "
-            text += key.map { "'\($0)'" } ?? "the change"
+            text += key.map { "'\($0)'" } ?? (Self.requestCodes.contains(code) ? "the request" : "the change")
             text += " (\(code?.rawValue ?? "rejected")): \(detail)"
             if let limit { text += " (limit \(limit))" }
             return text
@@ -108,6 +108,9 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
 
     /// The server's error code (`code`), so that `catch SyncErrorCode.x` matches this error.
     public var syncErrorCode: SyncErrorCode? { code }
+
+    /// Codes that refuse a request other than a push (a pull, a key bag), which changed nothing.
+    private static let requestCodes: Set<SyncErrorCode?> = [.suiteReset, .cursorExpired, .keyBagUnsigned, .keyAnchorMissing, .keyAnchorMismatch]
 
     /// The task was cancelled while waiting.
     static let cancelled = SyncError(.local, "cancelled")

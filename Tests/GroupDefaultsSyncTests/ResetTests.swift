@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import GroupDefaults
 import GroupDefaultsSync
 import TestSupport
@@ -41,6 +42,21 @@ struct ResetTests {
             #expect(entries["sound"]?.value == .string("ring.caf") && entries["volume"]?.value == .integer(7) && entries["theme"]?.value == .string("dark"))
             #expect(try phone.open().string(forKey: "theme") == "dark")
             #expect(try tablet.open().string(forKey: "sound") == "ring.caf")
+
+            // A running device learns of a reset from its event stream (woken by the tablet's
+            // uploads) and uploads what it holds, with no local change to prompt it: the ringtone,
+            // which only the phone has, is on the server again.
+            #expect(try await phone.defaultsTool(["write", plain, "ringtone", "harp.caf"]).status == 0)
+            let run = try phone.start("run", ["--log-level", "info"])
+            defer { run.signal(SIGKILL) }
+            #expect(await eventually { (try? await server.snapshot(plain).entries["ringtone"]) != nil }, "\(run.stderr)")
+            #expect(try await ServerTool.run(["suites", "reset", "--account", "alice", "--suite", plain, "--yes"] + server.storage).status == 0)
+            #expect(try await tablet.defaultsTool(["write", plain, "alarm", "bell"]).status == 0)
+            #expect(try await tablet.sync("sync").status == 0)
+            #expect(await eventually { (try? await server.snapshot(plain).entries["ringtone"]?.value) == .string("harp.caf") }, "\(run.stderr)")
+            #expect(await eventually { (try? phone.open().string(forKey: "alarm")) == "bell" }, "\(run.stderr)")
+            #expect(run.stderr.contains("reset by its operator: joining it again"), "\(run.stderr)")
+            #expect(await run.terminate().status == 0)
 
             // An encrypted suite, rotated to epoch 2, reset: the phone anchors it again at epoch 2,
             // and the recovery key opens everything on a new device.
