@@ -56,6 +56,9 @@ extension SyncEngine {
         while !Task.isCancelled {
             do {
                 _ = try await pull()
+                // A join (after the operator reset the suite) marks what this device holds
+                // pending: uploaded now, not at the next local change.
+                if joinedSincePush { _ = try await push() }
                 switch transport {
                 case .eventStream:
                     try await listenToEvents()
@@ -72,6 +75,11 @@ extension SyncEngine {
                 transport = .longPoll
             } catch where error == SyncError.cancelled {
                 break
+            } catch where error.code == .suiteReset || error.isCursorExpired {
+                // Said by the event stream: the next pull reads the suite again (and says so); a
+                // backoff all the same, should the server say it again at once.
+                updateStatusListening(false)
+                do { try await Task.sleep(for: backoff.next(retryAfter: nil)) } catch { break }
             } catch {
                 updateStatusListening(false)
                 if Task.isCancelled { break }

@@ -101,7 +101,7 @@ extension SyncEngine {
     /// was rotated, or this device paired again, since the engine started).
     func reloadKeys() -> Bool {
         guard let keyFile, let current = sealer?.keys, let keys = try? SuiteKeys.read(from: keyFile, suite: current.suite),
-              keys.currentEpoch > current.currentEpoch
+              Set(keys.epochs.keys) != Set(current.epochs.keys)
         else { return false }
         sealer = EntrySealer(keys: keys)
         logger.notice("read the suite's keys again: epoch \(keys.currentEpoch)", metadata: ["suite": "\(client.suite)"])

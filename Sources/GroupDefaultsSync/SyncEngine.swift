@@ -81,9 +81,9 @@ public actor SyncEngine {
     private var busy: Set<Step> = []
     private var waiting: [Step: [CheckedContinuation<Void, Never>]] = [:]
     private var statusObservers: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
+    /// Whether a join marked keys pending that no push has sent yet (`run` pushes them at once).
+    var joinedSincePush = false
     /// The note last written to the suite (`recordNote`); nil until the status first needs one.
-    /// Whether a join marked keys pending that no push has sent yet (`pull` pushes them).
-    private var joinedSincePush = false
     private var recordedNote: String?
     private var noteRecorded = false
 
@@ -186,15 +186,10 @@ public actor SyncEngine {
     }
 
     /// Pulls what the server has beyond the cursor (the snapshot for a device that never synced,
-    /// or after the cursor expired) and applies it. A pull that joined the suite (its first, or
-    /// after the operator reset it) pushes what the join marked pending at once.
+    /// or after the cursor expired or the suite was reset) and applies it.
     @discardableResult
     public func pull() async throws(SyncError) -> SyncReport {
-        var report = try await retryingTransientFailures { () async throws(SyncError) in try await self.pullOnce() }
-        if joinedSincePush {
-            report.add(try await retryingTransientFailures { () async throws(SyncError) in try await self.pushPending() })
-        }
-        return finish(report)
+        finish(try await retryingTransientFailures { () async throws(SyncError) in try await self.pullOnce() })
     }
 
     /// Pushes every pending change (in batches), then clears what the server acknowledged.
@@ -270,12 +265,7 @@ public actor SyncEngine {
                 logger.info("the cursor expired: reading the server's suite again", metadata: ["suite": "\(client.suite)"])
                 return try await readSnapshotAgain()
             } catch where error.code == .suiteReset {
-                // The server's copy starts again, empty: joined again, as at the first sync, so
-                // that every value this device holds is uploaded (none is removed).
-                logger.warning("the server's copy of the suite was reset by its operator: joining it again",
-                               metadata: ["suite": "\(client.suite)"])
-                try local { try defaults.setSyncCursor(nil) }
-                return try await join()
+                return try await joinAgainAfterReset()
             }
             if !page.entries.isEmpty || page.lastRev != since {
                 report.add(try apply(page.entries, cursor: page.lastRev, detectingRollback: pushesAnswered == answeredBefore))
@@ -309,6 +299,23 @@ public actor SyncEngine {
         report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .remoteWins(over: configuredAt)))
         joinedSincePush = true
         logger.debug("joined the server's suite", metadata: ["suite": "\(client.suite)", "entries": "\(snapshot.entries.count)"])
+        return report
+    }
+
+    /// After the operator reset the suite (`suite_reset`): the server's copy started again, empty,
+    /// and other devices may have uploaded theirs since. Every value and deletion this device holds
+    /// is marked pending with its own stamp and the server's snapshot is merged by last writer wins
+    /// (not by the joining rule: everything here was synced before), so that each key ends with its
+    /// latest write, a deletion included, on every device; `run` uploads at once.
+    private func joinAgainAfterReset() async throws(SyncError) -> SyncReport {
+        logger.warning("the server's copy of the suite was reset by its operator: uploading what this device holds",
+                       metadata: ["suite": "\(client.suite)"])
+        if let keys = sealer?.keys { try await anchor(keys) }
+        let snapshot = try await readSnapshot()
+        try local { _ = try defaults.markEverythingPending() }
+        var report = SyncReport()
+        report.add(try apply(snapshot.entries, cursor: snapshot.head))
+        joinedSincePush = true
         return report
     }
 

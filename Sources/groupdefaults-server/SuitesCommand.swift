@@ -70,18 +70,23 @@ struct SuitesCommand: AsyncParsableCommand {
             commandName: "reset",
             abstract: "Clear a suite no device can use any more: the server's copy starts again, empty, and devices join it again.",
             discussion: """
-                For a suite that is dead: its keys lost, anchored by someone else's keys, or full of \
-                values nobody wants. Deletes the suite's entries, history and key bags (and forgets \
-                its key epoch) in one transaction; its revisions go on. Each device learns of it at \
-                its next pull (suite_reset) and joins the suite again, as at its first sync: it \
-                uploads every value it holds, so nothing a device holds is lost; what only the \
-                server held (history, values no device still has) is. Give --yes: without it this \
-                says what would be deleted and changes nothing.
+                For a suite that is dead: full of values nobody wants, or (with --keys) an encrypted \
+                suite whose keys are lost or were anchored by someone else's keys. Deletes the \
+                suite's entries and history in one transaction, and with --keys its key bags and \
+                anchor, and forgets its key epoch; its revisions go on. Each device learns of it at \
+                its next sync (suite_reset; a running one within a heartbeat) and uploads every \
+                value and deletion it holds, each keeping its stamp, so the latest write of each \
+                key a device holds wins and nothing a device holds is lost; what only the server \
+                held (history, values no device still has) is. After --keys the first device back \
+                anchors the suite at its key epoch: sync the device with the newest keys first. \
+                Without --yes this says what would be deleted and changes nothing.
                 """)
 
         @OptionGroup var storage: StorageOptions
         @Option(help: "The suite's account.") var account: String
         @Option(help: "The suite's name.") var suite: String
+        @Flag(help: "Forget the suite's key bags, anchor and key epoch too (an encrypted suite whose keys are lost or anchored by someone else).")
+        var keys = false
         @Flag(help: "Reset it: without this, only say what would be deleted.") var yes = false
 
         func run() async throws {
@@ -90,16 +95,15 @@ struct SuitesCommand: AsyncParsableCommand {
                     guard let summary = try await store.suites(account: account).suites.first(where: { $0.name == suite }) else {
                         throw CommandFailure("account \(account) has no suite \(suite) in this store (see the console, or check --account, --suite and the storage flags)")
                     }
+                    let what = "\(account)/\(suite)'s \(summary.keys) key\(summary.keys == 1 ? "" : "s") and its history\(keys ? ", key bags and anchor" : "")"
                     guard yes else {
-                        throw CommandFailure("""
-                            this deletes \(account)/\(suite)'s \(summary.keys) key\(summary.keys == 1 ? "" : "s"), its history and its key bags \
-                            from the server (devices keep theirs and upload them again): add --yes to reset it
-                            """)
+                        output("would delete \(what) from the server (devices keep theirs and upload them again): add --yes to reset it")
+                        return
                     }
-                    guard let keys = try await store.resetSuite(account: account, suite: suite) else {
+                    guard let count = try await store.resetSuite(account: account, suite: suite, keys: keys) else {
                         throw CommandFailure("account \(account) has no suite \(suite) in this store")
                     }
-                    output("\(account)/\(suite): reset (\(keys) key\(keys == 1 ? "" : "s") deleted); each device joins it again at its next sync and uploads what it holds")
+                    output("\(account)/\(suite): reset (\(count) key\(count == 1 ? "" : "s") deleted\(keys ? ", and its keys" : "")); each device joins it again at its next sync and uploads what it holds")
                 }
             }
         }

@@ -722,14 +722,14 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("a reset clears the suite (entries, history, batches, key bags, epoch); revisions go on and a cursor from before it is answered suite_reset",
+    @Test("a reset clears the suite (entries, history, batches; with its keys, key bags and epoch); revisions go on and a cursor from before it is answered suite_reset",
           arguments: StorageBackend.allCases)
     func resetSuite(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             func sealed(_ key: String, epoch: UInt32, hlc: UInt64) -> PushOp {
                 PushOp(keyID: key, sealed: SealedPayload(epoch: epoch, box: Array(repeating: 1, count: 40)), deleted: false, hlc: HLC(rawValue: hlc))
             }
-            #expect(try await storage.resetSuite(account: "alice", suite: "none") == nil)
+            #expect(try await storage.resetSuite(account: "alice", suite: "none", keys: false) == nil)
             var chain = TestKeyChain(suite: "e")
             try await storage.anchorKeyBags(account: "alice", suite: "e", anchor: chain.anchor())
             try await push(storage, suite: "e", batch: "b1", [sealed("k1", epoch: 1, hlc: 10), sealed("k2", epoch: 1, hlc: 11)])
@@ -737,10 +737,20 @@ struct StorageConformanceTests {
             let before = try await push(storage, suite: "e", [sealed("k1", epoch: 2, hlc: 12)]).headRev
             try await push(storage, suite: "other", [op("k", .string("kept"), hlc: 10)])
 
-            #expect(try await storage.resetSuite(account: "alice", suite: "e") == 2)
+            // Reset keeping its keys: the epoch and the key chain stay, so a device on a retired
+            // epoch cannot take the suite back to it.
+            #expect(try await storage.resetSuite(account: "alice", suite: "e", keys: false) == 2)
+            #expect(try await storage.keyBags(account: "alice", suite: "e").keys.sorted() == [1, 2])
+            await expectStorageError(.staleKeyEpoch) { try await push(storage, suite: "e", [sealed("k2", epoch: 1, hlc: 13)]) }
+            try await storage.anchorKeyBags(account: "alice", suite: "e", anchor: chain.anchor())  // a device on epoch 1: nothing changes
+            try await push(storage, suite: "e", [sealed("k2", epoch: 2, hlc: 13)])
+            let kept = try await storage.snapshot(account: "alice", suite: "e", after: nil, limit: 10).headRev
+
+            // Reset with its keys: the first device back decides the epoch.
+            #expect(try await storage.resetSuite(account: "alice", suite: "e", keys: true) == 1)
             let snapshot = try await storage.snapshot(account: "alice", suite: "e", after: nil, limit: 10)
             #expect(snapshot.entries.isEmpty)
-            #expect(snapshot.headRev == before + 1, "the reset takes a revision; revisions never repeat")
+            #expect(snapshot.headRev == kept + 1 && kept > before, "the reset takes a revision; revisions never repeat")
             #expect(try await storage.history(account: "alice", suite: "e", key: "k1").isEmpty)
             #expect(try await storage.keyBags(account: "alice", suite: "e").isEmpty)
             for since in [0, before - 1, before] {
@@ -768,8 +778,14 @@ struct StorageConformanceTests {
 
             // A plain suite, once reset, may become an encrypted one.
             try await push(storage, suite: "p", [op("k", .string("plain"), hlc: 10)])
-            #expect(try await storage.resetSuite(account: "alice", suite: "p") == 1)
+            #expect(try await storage.resetSuite(account: "alice", suite: "p", keys: false) == 1)
             try await push(storage, suite: "p", [sealed("k", epoch: 1, hlc: 11)])
+
+            // An anchor does not decide a new suite's mode (its first push does), nor start it past epoch 1.
+            var fresh = TestKeyChain(suite: "n")
+            await expectStorageError(.staleKeyEpoch) { try await storage.anchorKeyBags(account: "alice", suite: "n", anchor: fresh.anchor(through: 2)) }
+            try await storage.anchorKeyBags(account: "alice", suite: "n", anchor: fresh.anchor())
+            try await push(storage, suite: "n", [op("k", .string("plain"), hlc: 10)])
         }
     }
 
@@ -780,20 +796,20 @@ struct StorageConformanceTests {
         #expect(stored[2]?.verifyKey == nil && stored[2]?.bundle != nil, "an older version's row is its bundle alone")
         var chain = TestKeyChain(suite: "s")
         let texts = stored.mapValues { $0.bundle! }
-        let rows = try KeyBagRule.anchor(chain.anchor(through: 3, stored: texts), suite: "s", suiteEpoch: 3, written: true, stored: stored).rows
+        let rows = try KeyBagRule.anchor(chain.anchor(through: 3, stored: texts), suite: "s", suiteEpoch: 3, written: true, reset: false, stored: stored).rows
         #expect(rows.keys.sorted() == [1, 2, 3])
         #expect(rows[3]?.bundle == texts[3] && rows[3]?.signature != nil)
         #expect(StoredKeyBag(storedText: rows[3]!.storedText) == rows[3])
         // Bags of other bytes than the stored ones are not an anchor of this suite.
         var other = TestKeyChain(suite: "s")
         #expect(throws: SyncStorageError.self) {
-            try KeyBagRule.anchor(other.anchor(through: 3), suite: "s", suiteEpoch: 3, written: true, stored: stored).rows
+            try KeyBagRule.anchor(other.anchor(through: 3), suite: "s", suiteEpoch: 3, written: true, reset: false, stored: stored).rows
         }
         // A chain with a link signed by no key of it is refused.
         var broken = chain.anchor(through: 3, stored: texts)
         broken.bags["3"] = chain.bag(3, bundle: texts[3], signer: .some(TestKeyChain(suite: "s").recovery))
         #expect(throws: SyncStorageError.self) {
-            try KeyBagRule.anchor(broken, suite: "s", suiteEpoch: 3, written: true, stored: stored).rows
+            try KeyBagRule.anchor(broken, suite: "s", suiteEpoch: 3, written: true, reset: false, stored: stored).rows
         }
     }
 

@@ -115,6 +115,41 @@ struct RotationTests {
         }
     }
 
+    @Test("a device that missed rotations rotates with the recovery key: it opens every epoch first and seals everything again",
+          arguments: StorageBackend.allCases)
+    func rotateAfterMissedRotations(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let suite = "group.e2e.missed"
+            let phone = ToolDevice(suite), tablet = ToolDevice(suite), laptop = ToolDevice(suite)
+            defer { for device in [phone, tablet, laptop] { device.remove() } }
+            let configured = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token),
+                                                                "--encrypt"])
+            #expect(configured.status == 0, "\(configured.stderr)")
+            let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") }).dropFirst("recovery key: ".count)
+            #expect(try await phone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
+            #expect(try await phone.sync("sync").status == 0)
+            let recoveryFile = try tablet.tokenFile(String(recovery), name: "recovery")
+            #expect(try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", try tablet.tokenFile(server.token),
+                                                        "--recovery-key-file", recoveryFile]).status == 0)
+            #expect(try await tablet.sync("sync").status == 0)
+            // The phone rotates twice and writes; the tablet, at epoch 1, hears nothing of it.
+            for _ in 0 ..< 2 { #expect(try await phone.sync("rotate-key").status == 0) }
+            #expect(try await phone.defaultsTool(["write", suite, "volume", "-int", "4"]).status == 0)
+            #expect(try await phone.sync("sync").status == 0)
+
+            let refused = try await tablet.sync("rotate-key")
+            #expect(refused.status != 0 && refused.stderr.contains("--recovery-key-file"), "\(refused.stderr)")
+            let rotated = try await tablet.sync("rotate-key", ["--recovery-key-file", recoveryFile])
+            #expect(rotated.status == 0, "\(rotated.stderr)")
+            #expect(rotated.stdout.contains("keys rotated to epoch 4"), "\(rotated.stdout)")
+            #expect(try await server.snapshot(suite).entries.values.allSatisfy { $0.sealed?.epoch == 4 })
+            #expect(try await laptop.sync("configure", ["--server", server.url.absoluteString, "--token-file", try laptop.tokenFile(server.token),
+                                                        "--recovery-key-file", try laptop.tokenFile(String(recovery), name: "recovery")]).status == 0)
+            #expect(try await laptop.sync("sync").status == 0)
+            #expect(try laptop.open().string(forKey: "sound") == "ring.caf" && laptop.open().integer(forKey: "volume") == 4)
+        }
+    }
+
     @Test("after revoke and rotate-key, the revoked device's keys open nothing written since; a paired device and the recovery key read it all",
           arguments: StorageBackend.allCases)
     func rotation(backend: StorageBackend) async throws {

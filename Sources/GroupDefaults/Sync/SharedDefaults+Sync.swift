@@ -350,6 +350,30 @@ extension SharedDefaults {
         }
     }
 
+    /// Marks every stored value and deletion pending (local-only keys excepted), each with its own
+    /// stamp: after the server lost the suite (its operator reset it), what this store holds is
+    /// uploaded again, and competes by last writer wins. Returns how many were marked.
+    @discardableResult
+    package func markEverythingPending() throws -> Int {
+        try write { tx in
+            try tx.perform(key: nil) {
+                let localOnly = try Self.localOnlyPatterns(tx.txn)
+                var keys: [[UInt8]] = []
+                for database in [Database.values, .tombstones] {
+                    try tx.txn.forEach(database) { key, _ in
+                        keys.append(Array(key))
+                        return true
+                    }
+                }
+                var marked = 0
+                for key in keys where !localOnly.contains(where: { $0.matches(String(decoding: key, as: UTF8.self)) }) {
+                    if try key.withUnsafeBytes({ try tx.setPending(true, key: $0) }) { marked += 1 }
+                }
+                return marked
+            }
+        }
+    }
+
     /// Keeps in the conflict journal a local change that sync could not push (the server or the
     /// engine refused it: a value too deep or too large, a stamp from a wrong clock), once per key
     /// and stamp, so that `conflicts` lists it with its reason. The change itself stays in the

@@ -78,12 +78,13 @@ package enum KeyBagRule {
     }
 
     /// Takes `anchor` for `suite`, at `suiteEpoch` (0: not encrypted, or no suite record), `written`
-    /// or not (since it was made or last reset). Returns the rows to store (none when this anchor
+    /// or not since it was made or last `reset`. Returns the rows to store (none when this anchor
     /// is stored already: a device anchors at every join), and the suite's new epoch when the
-    /// anchor sets it: a suite nothing was written to takes the anchoring device's epoch (a suite
-    /// reset by its operator, whose devices hold later epochs), any other keeps its own.
+    /// anchor sets it: a suite its operator reset with its keys (`suites reset --keys`) takes the
+    /// epoch of the first device back, whose keys may be of a later epoch than 1; any other suite
+    /// keeps its own (a new one starts at 1, decided by its first push).
     package static func anchor(
-        _ anchor: KeyAnchor, suite: String, suiteEpoch: UInt32, written: Bool, stored: [UInt32: StoredKeyBag]
+        _ anchor: KeyAnchor, suite: String, suiteEpoch: UInt32, written: Bool, reset: Bool, stored: [UInt32: StoredKeyBag]
     ) throws(SyncStorageError) -> (rows: [UInt32: StoredKeyBag], epoch: UInt32?) {
         guard let first = anchor.bags["1"] else { throw SyncStorageError(.malformed, "an anchor starts at epoch 1") }
         if let existing = stored[1], existing.verifyKey != nil {
@@ -101,7 +102,8 @@ package enum KeyBagRule {
         guard epochs.count == anchor.bags.count, epochs == Array(1 ... UInt32(epochs.count)) else {
             throw SyncStorageError(.malformed, "an anchor holds the bags of epochs 1, 2, … in a row, by decimal epoch")
         }
-        let current = written ? max(suiteEpoch, 1) : UInt32(epochs.count)
+        let takesEpoch = !written && suiteEpoch == 0 && reset
+        let current = takesEpoch ? UInt32(epochs.count) : max(suiteEpoch, 1)
         guard epochs.last == current else {
             throw SyncStorageError(.staleKeyEpoch,
                 "suite \(suite) is at key epoch \(current): an anchor holds epochs 1 to \(current), not 1 to \(epochs.last ?? 0)")
@@ -124,7 +126,7 @@ package enum KeyBagRule {
             try check(bag, epoch: epoch, suite: suite, signers: signers)
             rows[epoch] = StoredKeyBag(bundle: bag.bundle, verifyKey: bag.verifyKey, signature: bag.signature)
         }
-        return (rows, written || current == suiteEpoch ? nil : current)
+        return (rows, takesEpoch && current > 1 ? current : nil)
     }
 
     /// What `GET …/key-bags` answers for the stored rows: every bag from epoch 2 with its signature,

@@ -16,7 +16,8 @@ import ServiceLifecycle
 //   by the HTTP layer before storage is called (`PushValidation`).
 // - `changes(since:)`: the latest entry of each key whose revision is > since, in revision order,
 //   at most `limit`; `lastRev` is the last entry's revision, or the head when none; a `since` older
-//   than the suite's oldest valid revision (tombstones were purged after it) throws `cursorExpired`.
+//   than the suite's oldest valid revision (tombstones were purged after it) throws `cursorExpired`,
+//   and one older than the revision of the suite's last reset (`resetSuite`) throws `suiteReset`.
 // - `snapshot(after:)`: every live entry and unexpired tombstone in key order (UTF-8 byte order),
 //   after `after`, at most `limit`; `next` is the last key returned when more follow, else nil.
 // - A suite nobody has written is empty: head revision 0, no entries; listing suites shows only
@@ -140,7 +141,7 @@ package struct SyncStorageError: Error, Sendable, CustomStringConvertible, SyncE
     /// `suiteReset` for a cursor from before the suite's last reset.
     package static func suiteReset(_ suite: String, since: UInt64) -> SyncStorageError {
         SyncStorageError(.suiteReset,
-            "suite \(suite) was reset by the server's operator after revision \(since): join it again (read the snapshot, upload what this device holds)")
+            "suite \(suite) was reset by the server's operator since revision \(since): join it again (read the snapshot, upload what this device holds)")
     }
 }
 
@@ -222,11 +223,12 @@ package protocol SyncStorage: Sendable {
     func cancelPairing(lookup: String, now: Date) async throws -> StoredPairing
 
     // The operator's reset (`SuiteReset`)
-    /// Clears the suite: its entries, history, batch records and key bags are deleted and its key
-    /// epoch forgotten, in one transaction; its revisions go on from one taken by the reset
-    /// (`SuiteReset.revision(after:)`), which it remembers, so that a cursor from before is answered
-    /// `suiteReset` (`changes`). Returns how many live keys it held; nil if there is no such suite.
-    func resetSuite(account: String, suite: String) async throws -> Int?
+    /// Clears the suite: its entries, history and batch records are deleted (with `keys`, its key
+    /// bags and anchor too, and its key epoch forgotten), in one transaction; its revisions go on
+    /// from one taken by the reset (`SuiteReset.revision(after:)`), which it remembers, so that a
+    /// cursor from before is answered `suiteReset` (`changes`). Returns how many live keys it held;
+    /// nil if there is no such suite.
+    func resetSuite(account: String, suite: String, keys: Bool) async throws -> Int?
 
     // Key bags: each key epoch's key sealed to the suite's recovery key (opaque here), signed
     // (`KeyBagRule`: its rules are its own; backends apply them in a transaction)

@@ -40,6 +40,20 @@ public enum KeyRotation {
     /// the server's current epoch (a bag stored with a key of someone else's choosing); otherwise
     /// the current epoch's key signs it.
     public static func rotate(_ engine: SyncEngine, keys: SuiteKeys, keyFile: String, recoveryKey: RecoveryKey? = nil) async throws(SyncError) -> Outcome {
+        var keys = keys
+        if let recoveryKey {
+            // Every epoch the recovery key opens first (signed bags only), so that a device that
+            // missed rotations seals everything again rather than leaving it under a retired epoch.
+            let recovered = SuiteKeys(recoveryKey: recoveryKey, suite: keys.suite, keyBags: try await engine.client.keyBags())
+            guard let merged = keys.adding(recovered) else {
+                throw SyncError(.local, "this recovery key is not the one of \(keys.suite) (its keys differ from the key file's)")
+            }
+            if merged.epochs.count > keys.epochs.count {
+                try merged.write(to: keyFile)
+                _ = await engine.reloadKeys()
+            }
+            keys = merged
+        }
         // Up to date first: pending changes pushed under the old epoch while the server still takes it.
         // A server already at an epoch this device has no key for (a key bag stored by someone
         // else) refuses them: rotating past that epoch is what brings the suite back, and they are

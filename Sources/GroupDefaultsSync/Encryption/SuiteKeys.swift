@@ -135,7 +135,8 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         let signer = signingKey(epoch - 1) ?? recoveryKey.map { Self.recoverySigningKey($0, suite) }
         guard let signer else {
             throw SyncError(.local, """
-                this device has no key of epoch \(epoch - 1) of \(suite) to sign epoch \(epoch)'s key bag with:                 only the recovery key can (--recovery-key-file)
+                this device has no key of epoch \(epoch - 1) of \(suite) to sign epoch \(epoch)'s key bag with: \
+                only the recovery key can (--recovery-key-file)
                 """)
         }
         do {
@@ -158,6 +159,16 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             bags[String(epoch)] = try signedKeyBag(epoch: epoch, bundle: serverBags.epochs[String(epoch)], recoveryKey: recoveryKey)
         }
         return KeyAnchor(recoveryVerifyKey: recoveryVerifyKey?.rawRepresentation.base64EncodedString(), bags: bags)
+    }
+
+    /// These keys with the epochs of `other` that they lack (keys the recovery key opened), or nil
+    /// when `other` is not this suite's (another recovery key: its epoch 1 differs).
+    func adding(_ other: SuiteKeys) -> SuiteKeys? {
+        guard other.suite == suite, let mine = signingKey(1)?.publicKey.rawRepresentation,
+              other.signingKey(1)?.publicKey.rawRepresentation == mine
+        else { return nil }
+        return SuiteKeys(suite: suite, names: names, epochs: epochs.merging(other.epochs) { own, _ in own },
+                         recoveryPublicKey: recoveryPublicKey, recoveryVerifyKey: recoveryVerifyKey ?? other.recoveryVerifyKey)
     }
 
     /// Whether the server's anchor (`KeyBags.anchor`) is these keys': the same epoch 1, and no

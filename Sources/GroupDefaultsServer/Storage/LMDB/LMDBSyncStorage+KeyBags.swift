@@ -28,6 +28,7 @@ extension LMDBSyncStorage {
                 let found = try Self.suiteRecord(txn, suiteKey)
                 let (rows, newEpoch) = try KeyBagRule.anchor(anchor, suite: suite, suiteEpoch: found?.epoch ?? 0,
                                                              written: (found?.head ?? 0) > (found?.resetRev ?? 0),
+                                                             reset: (found?.resetRev ?? 0) > 0,
                                                              stored: try Self.keyBags(txn, suiteKey))
                 for (epoch, row) in rows {
                     try Self.put(txn, DB.keyBags, KeyBagKey.key(suiteKey, epoch), Array(row.storedText.utf8))

@@ -1,10 +1,10 @@
 import GroupDefaultsLMDB
 
 // `resetSuite`: the suite's rows in `entries`, `revisions`, `batches` and `history` (all under its
-// suite id) and in `key-bags` (under its name) are deleted in one write transaction, and its record
-// starts again under a new suite id, remembering the reset's revision.
+// suite id), and with `keys` in `key-bags` (under its name), are deleted in one write transaction,
+// and its record starts again under a new suite id, remembering the reset's revision.
 extension LMDBSyncStorage {
-    package func resetSuite(account: String, suite: String) async throws -> Int? {
+    package func resetSuite(account: String, suite: String, keys: Bool) async throws -> Int? {
         let environment = self.environment
         let suiteKey = LMDBKeys.suiteName(account: account, suite: suite)
         let reset: (keys: Int, head: UInt64)? = try await onWriteQueue {
@@ -15,8 +15,9 @@ extension LMDBSyncStorage {
                 for database in [DB.entries, DB.revisions, DB.batches, DB.history] {
                     try Self.deleteAll(txn, database, prefix: prefix)
                 }
-                try Self.deleteAll(txn, DB.keyBags, prefix: suiteKey + [0])
+                if keys { try Self.deleteAll(txn, DB.keyBags, prefix: suiteKey + [0]) }
                 var record = SuiteRecord(id: try Self.allocateSuiteID(txn))
+                record.epoch = keys ? 0 : old.epoch
                 record.head = SuiteReset.revision(after: old.head)
                 record.oldestValid = record.head
                 record.resetRev = record.head

@@ -25,7 +25,7 @@ extension PostgresSyncStorage {
                 let found = try await Self.lockSuite(connection, account: account, suite: suite, logger: storage.logger)
                 let stored = try await Self.keyBags(connection, account: account, suite: suite, logger: storage.logger)
                 let (rows, newEpoch) = try KeyBagRule.anchor(anchor, suite: suite, suiteEpoch: found.epoch ?? 0,
-                                                             written: found.head > found.resetRev, stored: stored)
+                                                             written: found.head > found.resetRev, reset: found.resetRev > 0, stored: stored)
                 try await Self.write(rows, connection, account: account, suite: suite, logger: storage.logger)
                 if let newEpoch {
                     try await connection.query("""

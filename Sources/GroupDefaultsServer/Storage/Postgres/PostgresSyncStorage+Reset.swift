@@ -2,10 +2,11 @@ import Foundation
 import Logging
 import PostgresNIO
 
-// `resetSuite`: one transaction deletes the suite's entries, history, batch records and key bags,
-// moves its row to the reset's revision, and announces the new head to every instance.
+// `resetSuite`: one transaction deletes the suite's entries, history and batch records (and with
+// `keys` its key bags), moves its row to the reset's revision, and announces the new head to every
+// instance.
 extension PostgresSyncStorage {
-    package func resetSuite(account: String, suite: String) async throws -> Int? {
+    package func resetSuite(account: String, suite: String, keys: Bool) async throws -> Int? {
         try await bounded("resetting a suite") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
                 let rows = try await connection.query(
@@ -13,13 +14,14 @@ extension PostgresSyncStorage {
                 var found: (head: Int64, keys: Int64)?
                 for try await row in rows.decode((Int64, Int64).self) { found = row }
                 guard let found else { return nil }
-                for table in ["entries", "history", "batches", "key_bags"] {
+                for table in ["entries", "history", "batches"] + (keys ? ["key_bags"] : []) {
                     try await connection.query(PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE account = $1 AND suite = $2",
                                                              binds: Self.binds(account, suite)), logger: storage.logger)
                 }
                 let head = Int64(clamping: SuiteReset.revision(after: UInt64(max(0, found.head))))
                 try await connection.query("""
-                    UPDATE suites SET head_rev = \(head), oldest_valid_rev = \(head), reset_rev = \(head), key_count = 0, byte_count = 0, epoch = 0
+                    UPDATE suites SET head_rev = \(head), oldest_valid_rev = \(head), reset_rev = \(head), key_count = 0, byte_count = 0,
+                        epoch = CASE WHEN \(keys) THEN 0 ELSE epoch END
                     WHERE account = \(account) AND suite = \(suite)
                     """, logger: storage.logger)
                 let notice = String(decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: UInt64(head))), as: UTF8.self)
