@@ -559,9 +559,14 @@ public actor SyncEngine {
                 if reloadKeys() {
                     throw SyncError(.unavailable, code: .staleKeyEpoch, "the suite's keys were rotated: sealing the changes again")
                 }
-                throw SyncError(.local, code: .staleKeyEpoch,
-                                "\(error.detail) (groupdefaults-sync pair on a device that has the new key, then configure --pairing-code here)",
-                                status: error.status)
+                // Ahead of the server (a rotation whose key bag was never stored) or behind it.
+                let serverEpoch = max((try? await client.keyBags().newestEpoch) ?? 0, 1)
+                let advice = if let mine = sealer?.keys.currentEpoch, mine > serverEpoch {
+                    "this device's key is of epoch \(mine), whose key bag the server does not have: run groupdefaults-sync rotate-key \(client.suite) again to store it"
+                } else {
+                    "groupdefaults-sync pair on a device that has the new key, then configure --pairing-code here"
+                }
+                throw SyncError(.local, code: .staleKeyEpoch, "\(error.detail) (\(advice))", status: error.status)
             case .clockSkew?:
                 // Not one key's fault: this device's clock is ahead of the server's. The changes stay
                 // pending and are tried again later (the server's clock catches up with their HLCs).

@@ -187,7 +187,7 @@ package enum PushStep {
             }
             if epochs.upperBound > current {
                 throw SyncStorageError(.staleKeyEpoch,
-                    "suite \(suite) is at key epoch \(current); epoch \(epochs.upperBound) has no key bag on the server (rotate-key stores it first)")
+                    "suite \(suite) is at key epoch \(current); epoch \(epochs.upperBound) has no key bag on the server")
             }
         default:
             return

@@ -73,7 +73,15 @@ public enum KeyRotation {
         let epoch = new.currentEpoch
         let bag = try new.signedKeyBag(epoch: epoch, recoveryKey: recoveryKey)  // before the file: a device that cannot sign changes nothing
         try new.write(to: keyFile)
-        try await engine.client.putKeyBag(epoch: epoch, bag: bag)
+        do {
+            try await engine.client.putKeyBag(epoch: epoch, bag: bag)
+        } catch where !error.isTransient {
+            // Refused: nothing was stored, so the key file goes back to what it was (a run that
+            // fails does not spend an epoch). After a transient failure the bag may be stored: the
+            // new key stays, and the next run uses it again.
+            try? keys.write(to: keyFile)
+            throw error
+        }
         // What other devices pushed under the old epoch until the bag was stored (after it, the
         // server refuses the old epoch, and they seal again once they have the new key): taken in
         // now, so that it is sealed again below rather than left under a retired epoch, which
