@@ -83,6 +83,8 @@ public actor SyncEngine {
     private var statusObservers: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
     /// Whether a join marked keys pending that no push has sent yet (`run` pushes them at once).
     var joinedSincePush = false
+    /// Whether this engine found the suite anchored to its keys, or anchored it (`anchorIfNeeded`).
+    private var anchored = false
     /// The note last written to the suite (`recordNote`); nil until the status first needs one.
     private var recordedNote: String?
     private var noteRecorded = false
@@ -286,7 +288,7 @@ public actor SyncEngine {
         let state = try local { try defaults.syncState() }
         var configuredAt = state.configuredAt ?? .zero
         if state.configuredAt == nil { configuredAt = try local { try defaults.clockReading() } }
-        if let keys = sealer?.keys { try await anchor(keys) }
+        try await anchorIfNeeded()
         let snapshot = try await readSnapshot()
         let serverKeys = Set(snapshot.entries.map(\.key))  // key ids, in an encrypted suite
         try local {
@@ -303,31 +305,39 @@ public actor SyncEngine {
     }
 
     /// After the operator reset the suite (`suite_reset`): the server's copy started again, empty,
-    /// and other devices may have uploaded theirs since. Every value and deletion this device holds
-    /// is marked pending with its own stamp and the server's snapshot is merged by last writer wins
-    /// (not by the joining rule: everything here was synced before), so that each key ends with its
-    /// latest write, a deletion included, on every device; `run` uploads at once.
+    /// and other devices may have uploaded theirs since. The server's snapshot is merged by last
+    /// writer wins (not by the joining rule: everything here was synced before; a value replaced
+    /// here was acknowledged, so it is not a conflict), then every value and deletion this device
+    /// holds is marked pending with its own stamp, so that each key ends with its latest write, a
+    /// deletion included, on every device; `run` uploads at once.
     private func joinAgainAfterReset() async throws(SyncError) -> SyncReport {
         logger.warning("the server's copy of the suite was reset by its operator: uploading what this device holds",
                        metadata: ["suite": "\(client.suite)"])
-        if let keys = sealer?.keys { try await anchor(keys) }
+        anchored = false
+        try await anchorIfNeeded()
         let snapshot = try await readSnapshot()
-        try local { _ = try defaults.markEverythingPending() }
         var report = SyncReport()
         report.add(try apply(snapshot.entries, cursor: snapshot.head))
+        try local { _ = try defaults.markEverythingPending() }
         joinedSincePush = true
         return report
     }
 
-    /// Anchors an encrypted suite's keys at the join (`KeyAnchoring`). Only an anchor of other keys
-    /// stops the join; a suite this device cannot anchor (one an older version rotated, whose
-    /// epochs it does not all hold) is anchored by a device that can, and is said once here.
-    private func anchor(_ keys: SuiteKeys) async throws(SyncError) {
+    /// Anchors an encrypted suite's keys (`KeyAnchoring`) once per engine: at the join, or after
+    /// the first push of a new suite (which takes no anchor before its first sealed entry). Only an
+    /// anchor of other keys is an error; a suite this device cannot anchor (one an older version
+    /// rotated, whose epochs it does not all hold) is anchored by a device that can, said once here.
+    func anchorIfNeeded() async throws(SyncError) {
+        guard let keys = sealer?.keys, !anchored else { return }
         do {
             try await KeyAnchoring.ensure(keys, client: client)
+            anchored = true
         } catch where error.code == .keyAnchorMismatch || error.kind == .unavailable || error.kind == .authenticationNeeded {
             throw error
+        } catch where error.code == .suiteNotEncrypted {
+            return  // no sealed entry yet: after the first push
         } catch {
+            anchored = true
             logger.warning("the suite's keys are not anchored on the server yet", metadata: ["suite": "\(client.suite)", "reason": "\(error)"])
         }
     }
@@ -447,6 +457,7 @@ public actor SyncEngine {
         while let batch = try await nextBatch() {
             report.add(try await send(batch))
         }
+        if report.pushed > 0 { try await anchorIfNeeded() }
         return report
     }
 

@@ -674,9 +674,11 @@ struct StorageConformanceTests {
         try await backend.withStorage { storage in
             let sealed = PushOp(keyID: "k", sealed: SealedPayload(epoch: 1, box: Array(repeating: 1, count: 40)), deleted: false, hlc: HLC(rawValue: 10))
             var chain = TestKeyChain(suite: "e")
-            // Anchored before the first push (a device anchors when it joins), then pushed to.
-            try await storage.anchorKeyBags(account: "alice", suite: "e", anchor: chain.anchor())
+            // No anchor before the first sealed push (no token can claim a name in advance); the
+            // first device anchors right after it.
+            await expectStorageError(.suiteNotEncrypted) { try await storage.anchorKeyBags(account: "alice", suite: "e", anchor: chain.anchor()) }
             try await push(storage, suite: "e", [sealed])
+            try await storage.anchorKeyBags(account: "alice", suite: "e", anchor: chain.anchor())
             try await storage.anchorKeyBags(account: "alice", suite: "e", anchor: chain.anchor())  // the same: nothing changes
             var stranger = TestKeyChain(suite: "e")
             await expectStorageError(.keyAnchorMismatch) { try await storage.anchorKeyBags(account: "alice", suite: "e", anchor: stranger.anchor()) }
@@ -731,8 +733,8 @@ struct StorageConformanceTests {
             }
             #expect(try await storage.resetSuite(account: "alice", suite: "none", keys: false) == nil)
             var chain = TestKeyChain(suite: "e")
-            try await storage.anchorKeyBags(account: "alice", suite: "e", anchor: chain.anchor())
             try await push(storage, suite: "e", batch: "b1", [sealed("k1", epoch: 1, hlc: 10), sealed("k2", epoch: 1, hlc: 11)])
+            try await storage.anchorKeyBags(account: "alice", suite: "e", anchor: chain.anchor())
             try await storage.putKeyBag(account: "alice", suite: "e", epoch: 2, bag: chain.bag(2))
             let before = try await push(storage, suite: "e", [sealed("k1", epoch: 2, hlc: 12)]).headRev
             try await push(storage, suite: "other", [op("k", .string("kept"), hlc: 10)])
@@ -776,15 +778,19 @@ struct StorageConformanceTests {
             #expect(changes.entries.map(\.key) == ["k1"])
             await expectStorageError(.staleKeyEpoch) { try await push(storage, suite: "e", [sealed("k2", epoch: 1, hlc: 14)]) }
 
-            // A plain suite, once reset, may become an encrypted one.
+            // A plain suite stays plain after a reset; reset with --keys, its mode is decided again.
             try await push(storage, suite: "p", [op("k", .string("plain"), hlc: 10)])
             #expect(try await storage.resetSuite(account: "alice", suite: "p", keys: false) == 1)
-            try await push(storage, suite: "p", [sealed("k", epoch: 1, hlc: 11)])
+            await expectStorageError(.suiteNotEncrypted) { try await push(storage, suite: "p", [sealed("k", epoch: 1, hlc: 11)]) }
+            var plainChain = TestKeyChain(suite: "p")
+            await expectStorageError(.suiteNotEncrypted) { try await storage.anchorKeyBags(account: "alice", suite: "p", anchor: plainChain.anchor()) }
+            try await push(storage, suite: "p", [op("k", .string("again"), hlc: 12)])
+            #expect(try await storage.resetSuite(account: "alice", suite: "p", keys: true) == 1)
+            try await push(storage, suite: "p", [sealed("k", epoch: 1, hlc: 13)])
 
-            // An anchor does not decide a new suite's mode (its first push does), nor start it past epoch 1.
+            // A suite nothing was written to takes no anchor: no token claims a name in advance.
             var fresh = TestKeyChain(suite: "n")
-            await expectStorageError(.staleKeyEpoch) { try await storage.anchorKeyBags(account: "alice", suite: "n", anchor: fresh.anchor(through: 2)) }
-            try await storage.anchorKeyBags(account: "alice", suite: "n", anchor: fresh.anchor())
+            await expectStorageError(.suiteNotEncrypted) { try await storage.anchorKeyBags(account: "alice", suite: "n", anchor: fresh.anchor()) }
             try await push(storage, suite: "n", [op("k", .string("plain"), hlc: 10)])
         }
     }

@@ -78,11 +78,14 @@ package enum KeyBagRule {
     }
 
     /// Takes `anchor` for `suite`, at `suiteEpoch` (0: not encrypted, or no suite record), `written`
-    /// or not since it was made or last `reset`. Returns the rows to store (none when this anchor
-    /// is stored already: a device anchors at every join), and the suite's new epoch when the
-    /// anchor sets it: a suite its operator reset with its keys (`suites reset --keys`) takes the
-    /// epoch of the first device back, whose keys may be of a later epoch than 1; any other suite
-    /// keeps its own (a new one starts at 1, decided by its first push).
+    /// or not since it was made or `reset` with its keys. Returns the rows to store (none when this
+    /// anchor is stored already: a device anchors at every join), and the suite's new epoch when
+    /// the anchor sets it.
+    ///
+    /// Only an encrypted suite is anchored: one whose first push was sealed (its first device
+    /// anchors it right after), or one its operator reset with its keys (`suites reset --keys`),
+    /// which takes the epoch of the first device back, whose keys may be of a later epoch than 1.
+    /// A suite nothing was written to takes none, so that no token can claim a name in advance.
     package static func anchor(
         _ anchor: KeyAnchor, suite: String, suiteEpoch: UInt32, written: Bool, reset: Bool, stored: [UInt32: StoredKeyBag]
     ) throws(SyncStorageError) -> (rows: [UInt32: StoredKeyBag], epoch: UInt32?) {
@@ -97,6 +100,9 @@ package enum KeyBagRule {
         }
         guard !written || suiteEpoch > 0 else {
             throw SyncStorageError(.suiteNotEncrypted, "suite \(suite) holds plain entries: a suite is encrypted for every device or for none")
+        }
+        guard written || reset else {
+            throw SyncStorageError(.suiteNotEncrypted, "suite \(suite) holds no sealed entries yet: its first device anchors it after its first push")
         }
         let epochs = anchor.bags.keys.compactMap { UInt32($0) }.sorted()
         guard epochs.count == anchor.bags.count, epochs == Array(1 ... UInt32(epochs.count)) else {
@@ -126,7 +132,7 @@ package enum KeyBagRule {
             try check(bag, epoch: epoch, suite: suite, signers: signers)
             rows[epoch] = StoredKeyBag(bundle: bag.bundle, verifyKey: bag.verifyKey, signature: bag.signature)
         }
-        return (rows, takesEpoch && current > 1 ? current : nil)
+        return (rows, takesEpoch ? current : nil)
     }
 
     /// What `GET …/key-bags` answers for the stored rows: every bag from epoch 2 with its signature,

@@ -42,19 +42,20 @@ package enum PushStep {
         package var keys: Int
         package var bytes: Int
         package var epoch: UInt32
-        /// The revision the operator's last reset of the suite took (0: never reset).
-        package var resetRev: UInt64
+        /// The revision after which the suite's mode (plain or encrypted) is decided again: 0, or
+        /// that of the operator's last reset with its keys (`suites reset --keys`).
+        package var modeRev: UInt64
 
-        package init(head: UInt64, keys: Int, bytes: Int, epoch: UInt32 = 0, resetRev: UInt64 = 0) {
+        package init(head: UInt64, keys: Int, bytes: Int, epoch: UInt32 = 0, modeRev: UInt64 = 0) {
             self.head = head
             self.keys = keys
             self.bytes = bytes
             self.epoch = epoch
-            self.resetRev = resetRev
+            self.modeRev = modeRev
         }
 
-        /// Whether anything was written to the suite (since its last reset).
-        package var isWritten: Bool { head > resetRev }
+        /// Whether anything was written to the suite (since a reset with its keys): its mode is decided.
+        package var isWritten: Bool { head > modeRev }
 
         /// Whether the suite holds sealed entries (its first push was sealed).
         package var isEncrypted: Bool { epoch > 0 }

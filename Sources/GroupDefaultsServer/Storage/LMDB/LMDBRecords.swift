@@ -13,24 +13,30 @@ struct SuiteRecord: Equatable {
     var epoch: UInt32 = 0
     /// The revision the operator's last reset took (`resetSuite`); 0: never reset.
     var resetRev: UInt64 = 0
+    /// The revision of the last reset that forgot the suite's keys, after which its mode is decided
+    /// again (`PushStep.Counters.modeRev`); 0: none.
+    var modeRev: UInt64 = 0
 
     var bytes: [UInt8] {
         [id, head, oldestValid, liveKeys, liveBytes].flatMap(LMDBKeys.bigEndian)
             + withUnsafeBytes(of: epoch.bigEndian) { Array($0) }
-            + (resetRev > 0 ? LMDBKeys.bigEndian(resetRev) : [])
+            + (resetRev > 0 || modeRev > 0 ? LMDBKeys.bigEndian(resetRev) + LMDBKeys.bigEndian(modeRev) : [])
     }
 
     init(id: UInt64) { self.id = id }
 
     init?(_ raw: UnsafeRawBufferPointer) {
-        guard raw.count == 40 || raw.count == 44 || raw.count == 52 else { return nil }
+        guard raw.count == 40 || raw.count == 44 || raw.count == 60 else { return nil }
         id = LMDBKeys.readBigEndian(raw, at: 0)
         head = LMDBKeys.readBigEndian(raw, at: 8)
         oldestValid = LMDBKeys.readBigEndian(raw, at: 16)
         liveKeys = LMDBKeys.readBigEndian(raw, at: 24)
         liveBytes = LMDBKeys.readBigEndian(raw, at: 32)
         if raw.count >= 44 { epoch = UInt32(bigEndian: raw.loadUnaligned(fromByteOffset: 40, as: UInt32.self)) }
-        if raw.count == 52 { resetRev = LMDBKeys.readBigEndian(raw, at: 44) }
+        if raw.count == 60 {
+            resetRev = LMDBKeys.readBigEndian(raw, at: 44)
+            modeRev = LMDBKeys.readBigEndian(raw, at: 52)
+        }
     }
 }
 

@@ -27,8 +27,8 @@ extension LMDBSyncStorage {
             try environment.writeTransaction(sync: true) { txn in
                 let found = try Self.suiteRecord(txn, suiteKey)
                 let (rows, newEpoch) = try KeyBagRule.anchor(anchor, suite: suite, suiteEpoch: found?.epoch ?? 0,
-                                                             written: (found?.head ?? 0) > (found?.resetRev ?? 0),
-                                                             reset: (found?.resetRev ?? 0) > 0,
+                                                             written: (found?.head ?? 0) > (found?.modeRev ?? 0),
+                                                             reset: (found?.modeRev ?? 0) > 0,
                                                              stored: try Self.keyBags(txn, suiteKey))
                 for (epoch, row) in rows {
                     try Self.put(txn, DB.keyBags, KeyBagKey.key(suiteKey, epoch), Array(row.storedText.utf8))

@@ -102,7 +102,7 @@ extension LMDBSyncStorage {
             held[key] = bucket.entry(for: key)
         }
         let counters = PushStep.Counters(
-            head: record.head, keys: Int(record.liveKeys), bytes: Int(record.liveBytes), epoch: record.epoch, resetRev: record.resetRev)
+            head: record.head, keys: Int(record.liveKeys), bytes: Int(record.liveBytes), epoch: record.epoch, modeRev: record.modeRev)
         let applied: PushStep.Applied
         switch try PushStep.run(push, suite: suite, held: held, counters: counters, recorded: recorded, quota: quota,
                                 serverTime: serverTime) {

@@ -21,6 +21,7 @@ extension LMDBSyncStorage {
                 record.head = SuiteReset.revision(after: old.head)
                 record.oldestValid = record.head
                 record.resetRev = record.head
+                record.modeRev = keys ? record.head : old.modeRev
                 try Self.put(txn, DB.suites, suiteKey, record.bytes)
                 outcome = (Int(old.liveKeys), record.head)
             }

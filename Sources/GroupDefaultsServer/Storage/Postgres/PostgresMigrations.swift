@@ -139,9 +139,10 @@ package enum PostgresMigrations {
             "CREATE TABLE console_records (kind text NOT NULL, name text NOT NULL, value bytea NOT NULL, PRIMARY KEY (kind, name))",
         ]),
         // An operator's reset of a suite (`SuiteReset`): the revision it took, before which a
-        // cursor is answered `suite_reset`.
+        // cursor is answered `suite_reset`; and that of the last reset that forgot its keys,
+        // after which its mode is decided again.
         Migration(version: 6, name: "suite resets", statements: [
-            "ALTER TABLE suites ADD COLUMN reset_rev bigint NOT NULL DEFAULT 0",
+            "ALTER TABLE suites ADD COLUMN reset_rev bigint NOT NULL DEFAULT 0, ADD COLUMN mode_rev bigint NOT NULL DEFAULT 0",
         ]),
     ]
 

@@ -25,7 +25,7 @@ extension PostgresSyncStorage {
                 let found = try await Self.lockSuite(connection, account: account, suite: suite, logger: storage.logger)
                 let stored = try await Self.keyBags(connection, account: account, suite: suite, logger: storage.logger)
                 let (rows, newEpoch) = try KeyBagRule.anchor(anchor, suite: suite, suiteEpoch: found.epoch ?? 0,
-                                                             written: found.head > found.resetRev, reset: found.resetRev > 0, stored: stored)
+                                                             written: found.head > found.modeRev, reset: found.modeRev > 0, stored: stored)
                 try await Self.write(rows, connection, account: account, suite: suite, logger: storage.logger)
                 if let newEpoch {
                     try await connection.query("""
@@ -45,18 +45,18 @@ extension PostgresSyncStorage {
         }
     }
 
-    /// The suite's epoch, head and reset revision (nil, 0 and 0 for a suite without a row), its
+    /// The suite's epoch, head and mode revision (nil, 0 and 0 for a suite without a row), its
     /// row locked; and a lock of its name for the transaction, so that two anchors of a new suite
     /// come one at a time.
     private static func lockSuite(
         _ connection: PostgresConnection, account: String, suite: String, logger: Logger
-    ) async throws -> (epoch: UInt32?, head: UInt64, resetRev: UInt64) {
+    ) async throws -> (epoch: UInt32?, head: UInt64, modeRev: UInt64) {
         try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(account)), hashtext(\(suite)))", logger: logger)
         let rows = try await connection.query(
-            "SELECT epoch, head_rev, reset_rev FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE", logger: logger)
-        var found: (epoch: UInt32?, head: UInt64, resetRev: UInt64) = (nil, 0, 0)
-        for try await (epoch, head, resetRev) in rows.decode((Int64, Int64, Int64).self) {
-            found = (UInt32(clamping: epoch), UInt64(clamping: head), UInt64(clamping: resetRev))
+            "SELECT epoch, head_rev, mode_rev FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE", logger: logger)
+        var found: (epoch: UInt32?, head: UInt64, modeRev: UInt64) = (nil, 0, 0)
+        for try await (epoch, head, modeRev) in rows.decode((Int64, Int64, Int64).self) {
+            found = (UInt32(clamping: epoch), UInt64(clamping: head), UInt64(clamping: modeRev))
         }
         return found
     }

@@ -185,7 +185,7 @@ private struct GroupWrite: Sendable {
             case 0:
                 found.counters = PushStep.Counters(
                     head: UInt64(row.8 ?? 0), keys: Int(row.9 ?? 0), bytes: Int(row.10 ?? 0), epoch: UInt32(clamping: row.4 ?? 0),
-                    resetRev: row.6.flatMap(UInt64.init) ?? 0)
+                    modeRev: row.6.flatMap(UInt64.init) ?? 0)
             case 1:
                 guard let key = row.1, let hlc = row.6, let origin = row.7, let rev = row.8 else { continue }
                 found.held[key] = try EntryRow.stored(key: key, (row.2, row.3, row.4, row.5, hlc, origin, rev))

@@ -21,7 +21,7 @@ extension PostgresSyncStorage {
                 let head = Int64(clamping: SuiteReset.revision(after: UInt64(max(0, found.head))))
                 try await connection.query("""
                     UPDATE suites SET head_rev = \(head), oldest_valid_rev = \(head), reset_rev = \(head), key_count = 0, byte_count = 0,
-                        epoch = CASE WHEN \(keys) THEN 0 ELSE epoch END
+                        epoch = CASE WHEN \(keys) THEN 0 ELSE epoch END, mode_rev = CASE WHEN \(keys) THEN \(head) ELSE mode_rev END
                     WHERE account = \(account) AND suite = \(suite)
                     """, logger: storage.logger)
                 let notice = String(decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: UInt64(head))), as: UTF8.self)

@@ -24,7 +24,7 @@ import PostgresNIO
 struct SuiteReadStatement: PostgresPreparedStatement {
     static let name = "groupdefaults_push_read_v2"
     static let sql = """
-        SELECT 0, NULL::text, NULL::text, NULL::bytea, epoch, false, reset_rev::text, NULL::text, head_rev, key_count, byte_count
+        SELECT 0, NULL::text, NULL::text, NULL::bytea, epoch, false, mode_rev::text, NULL::text, head_rev, key_count, byte_count
         FROM suites WHERE account = $1 AND suite = $2
         UNION ALL
         SELECT 1, e.key, e.value::text, e.sealed, e.epoch, e.deleted, e.hlc::text, e.origin::text, e.rev, NULL::bigint, NULL::bigint
