@@ -572,8 +572,15 @@ public actor SyncEngine {
                 }
                 // Ahead of the server (a rotation whose key bag was never stored) or behind it.
                 let serverEpoch = max((try? await client.keyBags().newestEpoch) ?? 0, 1)
-                let advice = if let mine = sealer?.keys.currentEpoch, mine > serverEpoch {
+                let mine = sealer?.keys.currentEpoch ?? 0
+                let advice = if mine == serverEpoch + 1 {
                     "this device's key is of epoch \(mine), whose key bag the server does not have: run groupdefaults-sync rotate-key \(client.suite) again to store it"
+                } else if mine > serverEpoch {
+                    """
+                    this device's keys (epoch \(mine)) are newer than the suite's on the server (epoch \(serverEpoch)), which a device with \
+                    older keys anchored after a reset: pair that device from this one, or have the operator reset the suite again \
+                    (suites reset --keys) and sync this device first
+                    """
                 } else {
                     "groupdefaults-sync pair on a device that has the new key, then configure --pairing-code here"
                 }

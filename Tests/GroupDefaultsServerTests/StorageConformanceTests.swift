@@ -755,7 +755,9 @@ struct StorageConformanceTests {
             #expect(snapshot.headRev == kept + 1 && kept > before, "the reset takes a revision; revisions never repeat")
             #expect(try await storage.history(account: "alice", suite: "e", key: "k1").isEmpty)
             #expect(try await storage.keyBags(account: "alice", suite: "e").isEmpty)
-            for since in [0, before - 1, before] {
+            // A client with no cursor reads the suite since the reset.
+            #expect(try await storage.changes(account: "alice", suite: "e", since: 0, limit: 10).lastRev == snapshot.headRev)
+            for since in [1, before - 1, before, kept] {
                 do {
                     _ = try await storage.changes(account: "alice", suite: "e", since: since, limit: 10)
                     Issue.record("a cursor from before the reset was answered")
@@ -776,6 +778,7 @@ struct StorageConformanceTests {
             #expect(replayed.results.map(\.status) == [.applied])
             let changes = try await storage.changes(account: "alice", suite: "e", since: snapshot.headRev, limit: 10)
             #expect(changes.entries.map(\.key) == ["k1"])
+            #expect(try await storage.changes(account: "alice", suite: "e", since: 0, limit: 10).entries.map(\.key) == ["k1"])
             await expectStorageError(.staleKeyEpoch) { try await push(storage, suite: "e", [sealed("k2", epoch: 1, hlc: 14)]) }
 
             // A plain suite stays plain after a reset; reset with --keys, its mode is decided again.

@@ -9,4 +9,11 @@
 package enum SuiteReset {
     /// The revision a reset of a suite whose head is `head` takes.
     package static func revision(after head: UInt64) -> UInt64 { head == .max ? head : head + 1 }
+
+    /// Whether `changes(since:)` reads from the reset's revision instead: a client with no cursor
+    /// (0) is not a device from before the reset, and reads the whole suite as it is since, unless
+    /// a tombstone was purged after the reset (then, as ever, `cursor_expired`).
+    package static func readsFromReset(since: UInt64, resetRev: UInt64, oldestValid: UInt64) -> Bool {
+        since == 0 && resetRev > 0 && oldestValid <= resetRev
+    }
 }

@@ -108,6 +108,8 @@ package final class LMDBSyncStorage: SyncStorage {
             var page = ChangesPage(entries: [], lastRev: 0, hasMore: false)
             try environment.readTransaction { txn in
                 guard let record = try Self.suiteRecord(txn, LMDBKeys.suiteName(account: account, suite: suite)) else { return }
+                var since = since
+                if SuiteReset.readsFromReset(since: since, resetRev: record.resetRev, oldestValid: record.oldestValid) { since = record.resetRev }
                 if since < record.resetRev { throw SyncStorageError.suiteReset(suite, since: since) }
                 if since < record.oldestValid {
                     throw SyncStorageError(.cursorExpired, "revision \(since) is older than the oldest valid revision \(record.oldestValid): re-read the snapshot")

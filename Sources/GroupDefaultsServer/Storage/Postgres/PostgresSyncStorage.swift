@@ -143,7 +143,7 @@ package final class PostgresSyncStorage: SyncStorage {
     /// One prepared statement (one snapshot, one round trip): `ChangesStatement`.
     package func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage {
         let limit = max(1, limit)  // a page of nothing would report the head as the next cursor
-        return try await bounded("reading changes") { storage in
+        let page: ChangesPage? = try await bounded("reading changes") { storage in
             let rows = try await storage.client.execute(
                 ChangesStatement(account: account, suite: suite, since: Int64(clamping: since), limit: Int64(limit) + 1),
                 logger: storage.logger)
@@ -160,6 +160,8 @@ package final class PostgresSyncStorage: SyncStorage {
                 let resets = try await storage.client.query(
                     "SELECT reset_rev FROM suites WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
                 for try await resetRev in resets.decode(Int64.self) where since < resetRev {
+                    // No cursor yet: everything since the reset, if no tombstone was purged since.
+                    if SuiteReset.readsFromReset(since: since, resetRev: UInt64(resetRev), oldestValid: oldestValid) { return nil }
                     throw SyncStorageError.suiteReset(suite, since: since)
                 }
                 throw SyncStorageError(.cursorExpired,
@@ -168,6 +170,19 @@ package final class PostgresSyncStorage: SyncStorage {
             let hasMore = entries.count > limit
             if hasMore { entries.removeLast(entries.count - limit) }
             return ChangesPage(entries: entries, lastRev: entries.last?.rev ?? head, hasMore: hasMore)
+        }
+        if let page { return page }
+        return try await changes(account: account, suite: suite, since: oldestValidAfterReset(account: account, suite: suite), limit: limit)
+    }
+
+    /// The revision of the suite's last reset (what `since` 0 reads after, `SuiteReset.readsFromReset`).
+    private func oldestValidAfterReset(account: String, suite: String) async throws -> UInt64 {
+        try await bounded("reading changes") { storage in
+            let rows = try await storage.client.query(
+                "SELECT reset_rev FROM suites WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
+            var found: UInt64 = 0
+            for try await resetRev in rows.decode(Int64.self) { found = UInt64(clamping: resetRev) }
+            return found
         }
     }
 
