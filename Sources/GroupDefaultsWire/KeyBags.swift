@@ -5,7 +5,7 @@ import Foundation
 // The server cannot open them, and it takes one only if it is signed (Ed25519) by the key of the
 // epoch before or by the recovery key: a token alone cannot move a suite to a key of its choosing.
 // What the server checks the signatures against is the suite's anchor: each epoch's verify key and
-// the recovery key's, stored by the suite's first device (`PUT …/key-bags`). Devices check every
+// the recovery key's, stored by the suite's first device after its first push (`PUT …/key-bags`). Devices check every
 // signature again when they open the bags, from keys they derive themselves, so that a server
 // cannot plant a bag either.
 
@@ -30,10 +30,11 @@ public struct SignedKeyBag: Codable, Sendable, Hashable {
     enum CodingKeys: String, CodingKey { case bundle, verifyKey = "verify_key", signature }
 }
 
-/// `PUT /v1/suites/{suite}/key-bags`: the suite's anchor, stored once by its first device (or, for
-/// a suite whose bags an older version stored unsigned, by the first device that signs them): every
-/// epoch from 1 to the suite's current one, each later epoch signed by the one before (or by the
-/// recovery key). Storing the same anchor again changes nothing; another one is refused.
+/// `PUT /v1/suites/{suite}/key-bags`: the suite's anchor, stored once by its first device after its
+/// first sealed push (or, for a suite whose bags an older version stored unsigned, by the first
+/// device that signs them): every epoch from 1 to the suite's current one, each later epoch signed
+/// by the one before (or by the recovery key). Storing the same anchor again changes nothing;
+/// another one is refused.
 public struct KeyAnchor: Codable, Sendable, Hashable {
     /// The public half of the recovery key's signing key (Ed25519, base64); absent when the device
     /// that anchored the suite did not know it (a key file made before signed key bags).

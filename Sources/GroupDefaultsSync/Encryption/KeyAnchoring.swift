@@ -1,8 +1,9 @@
 public import GroupDefaultsWire
 
 /// An encrypted suite's anchor on the server (`KeyAnchor`): the verify keys against which the
-/// server checks every later key bag, stored by the suite's first device when it joins. Until a
-/// suite is anchored, the server takes no key bag for it; once it is, only a holder of the
+/// server checks every later key bag, stored by the suite's first device right after its first
+/// push (a suite without sealed entries takes none), and checked by every device that joins. Until
+/// a suite is anchored, the server takes no key bag for it; once it is, only a holder of the
 /// current key or of the recovery key moves it to a new epoch.
 ///
 /// A suite whose key bags an older version stored unsigned is anchored by the first device that
