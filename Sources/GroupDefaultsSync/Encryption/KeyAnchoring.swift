@@ -7,7 +7,8 @@ public import GroupDefaultsWire
 /// current key or of the recovery key moves it to a new epoch.
 ///
 /// A suite whose key bags an older version stored unsigned is anchored by the first device that
-/// holds all its epochs' keys and joins, or rotates, after the upgrade: it signs the stored bags.
+/// holds all its epochs' keys and, after the upgrade, pushes a change, joins or rotates: it signs
+/// the stored bags.
 public enum KeyAnchoring {
     /// Anchors the server's copy of the suite to `keys` if nobody has, and checks that an existing
     /// anchor is theirs. Returns the server's key bags.
