@@ -68,7 +68,7 @@ let package = Package(
             swiftSettings: coreSwiftSettings
         ),
         // Property-list file formats (XML, binary, old-style text, JSON text), used by the tools.
-        .target(name: "PropertyListFormats", dependencies: ["GroupDefaults"], swiftSettings: swiftSettings),
+        .target(name: "PropertyListFormats", dependencies: ["GroupDefaults", "GroupDefaultsWire"], swiftSettings: swiftSettings),
         // What the executables share: one-line failures and exit statuses, unbuffered output, the
         // signals a tool that follows changes ends at, and a JSON value. `package` API.
         .target(

@@ -184,10 +184,16 @@ extension SharedDefaults {
         func problem(_ text: String) -> VerifyReport {
             VerifyReport(checkedKeys: 0, damagedKeys: [], structureProblem: text)
         }
+        let path = fileURL.absoluteURL.path
         var st = stat()
-        if stat(fileURL.absoluteURL.path, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_size == 0 {
+        if stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_size == 0 {
             return problem("the file is empty: it is not a suite")  // opening would make it one
         }
+        // Opening makes the `-lock` and `-notify` files beside the file; those this check made go
+        // again, once it has closed the file (that they were missing says no process had it open).
+        let sidecars: [String] = [path + "-lock", path + "-notify"]
+        let made = sidecars.filter { access($0, F_OK) != 0 }
+        defer { for sidecar in made { unlink(sidecar) } }
         do {
             return try SharedDefaults(fileURL: fileURL, configuration: .checkingEveryPage).verify()
         } catch let error as SharedDefaultsError {

@@ -42,7 +42,7 @@ extension GroupDefaultsCommand {
                         ?? "damaged keys: " + report.damagedKeys.map(\.key).joined(separator: ", ")
                     throw CommandFailure("cannot restore from \(source): it does not verify (\(problem)); nothing was changed")
                 }
-                try options.openOrCreate(suite).restore(from: sourceURL)
+                try options.writing(suite) { try $0.restore(from: sourceURL) }
             }
         }
     }

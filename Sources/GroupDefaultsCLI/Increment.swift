@@ -20,7 +20,8 @@ extension GroupDefaultsCommand {
                 guard amount.count <= 1, let by = amount.isEmpty ? 1 : Int(amount[0]) else {
                     throw CommandFailure("increment takes one whole number to add, not '\(amount.joined(separator: " "))'", status: 64)
                 }
-                let new = try options.openOrCreate(suite).update(key) { old in
+                var new: PropertyListValue?
+                try options.writing(suite) { defaults in new = try defaults.update(key) { old in
                     guard let old else { return .integer(by) }
                     guard case .integer(let value) = old else {
                         throw CommandFailure("the value of \(key) is a \(old.typeName), not an integer")
@@ -28,7 +29,7 @@ extension GroupDefaultsCommand {
                     let (sum, overflow) = value.addingReportingOverflow(by)
                     guard !overflow else { throw CommandFailure("\(value) + \(by) does not fit in a 64-bit integer") }
                     return .integer(sum)
-                }
+                } }
                 output(new.map(ValueText.single) ?? "")
             }
         }

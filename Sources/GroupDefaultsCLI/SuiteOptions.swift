@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandLineSupport
 import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 
 /// The options every verb that names a suite shares.
 struct SuiteOptions: ParsableArguments {
@@ -26,6 +27,39 @@ struct SuiteOptions: ParsableArguments {
                 suiteName: file.deletingPathExtension().lastPathComponent, directory: file.deletingLastPathComponent())
         }
         return try SharedDefaults(suiteName: suite, directory: directoryURL)
+    }
+
+    /// Runs `body` on `suite` opened for writing, creating it if needed; a suite created here whose
+    /// write `body` refused is removed again, files and all, so that a refused write leaves nothing
+    /// behind (no empty suite in `domains`).
+    func writing(_ suite: String, _ body: (SharedDefaults) throws -> Void) throws {
+        if let file = Self.fileURL(suite) {
+            if FileManager.default.fileExists(atPath: file.path) { return try body(SharedDefaults(fileURL: file)) }
+        } else if let existing = try? SharedDefaults(existingSuiteName: suite, directory: directoryURL) {
+            return try body(existing)
+        }
+        var created: String?
+        do {
+            try {
+                let defaults = try openOrCreate(suite)
+                created = defaults.fileURL.path
+                try body(defaults)
+            }()  // the suite is closed when this returns: its files can go
+        } catch {
+            if let created { for path in [created, created + "-lock", created + "-notify"] { unlink(path) } }
+            throw error
+        }
+    }
+
+    /// Refuses a suite argument that is an option mistyped (`--directry`) or misplaced, naming the
+    /// option meant: such a word is never taken for a suite's name.
+    static func checkNotAnOption(_ suite: String, options: [String] = ["--directory", "--help"]) throws {
+        guard suite.hasPrefix("-") else { return }
+        let name = String(suite.prefix { $0 != "=" })
+        if let meant = Spelling.nearest(to: name, among: options) {
+            throw CommandFailure("unknown option '\(name)': did you mean '\(meant)'? (options go before SUITE)", status: 64)
+        }
+        throw CommandFailure("unknown option '\(name)' where a suite name was expected (options go before SUITE)", status: 64)
     }
 
     /// The suite's file, if `suite` is a path rather than a name.

@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandLineSupport
 import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 import PropertyListFormats
 
 extension GroupDefaultsCommand {
@@ -34,6 +35,9 @@ extension GroupDefaultsCommand {
                 throw CleanExit.helpRequest(self)
             }
             try perform {
+                // `--` ends the options, as everywhere; any other word like an option is a typo.
+                let arguments = arguments.first == "--" ? Array(arguments.dropFirst()) : arguments
+                if let first = arguments.first { try SuiteOptions.checkNotAnOption(first) }
                 guard arguments.count >= 2 else {
                     throw CommandFailure("write needs a suite and a key and value, or a suite and a property list; see groupdefaults write --help", status: 64)
                 }
@@ -43,40 +47,39 @@ extension GroupDefaultsCommand {
                     guard case .dictionary(let values) = plist else {
                         throw CommandFailure("a property list that replaces a suite must be a dictionary: { key = value; }")
                     }
-                    try options.openOrCreate(suite).replaceAll(with: values)
+                    try options.writing(suite) { try $0.replaceAll(with: values) }
                     return
                 }
+                // Everything is read before the suite is opened: a value refused creates nothing.
                 let key = arguments[1]
-                let defaults = try options.openOrCreate(suite)
                 var words = Array(arguments.dropFirst(2))[...]
-                let flag = words.first
-                switch flag {
+                switch words.first {
                 case "-array-add":
                     words.removeFirst()
                     let added = try TypeFlags.values(&words)
-                    try defaults.update(key) { old in
+                    try options.writing(suite) { defaults in try defaults.update(key) { old in
                         guard let old else { return .array(added) }
                         guard case .array(let existing) = old else {
                             throw CommandFailure("-array-add: the value of \(key) is a \(old.typeName), not an array")
                         }
                         return .array(existing + added)
-                    }
+                    } }
                 case "-dict-add":
                     words.removeFirst()
                     let added = try TypeFlags.pairs(&words)
-                    try defaults.update(key) { old in
+                    try options.writing(suite) { defaults in try defaults.update(key) { old in
                         guard let old else { return .dictionary(added) }
                         guard case .dictionary(let existing) = old else {
                             throw CommandFailure("-dict-add: the value of \(key) is a \(old.typeName), not a dictionary")
                         }
                         return .dictionary(existing.merging(added) { _, new in new })
-                    }
+                    } }
                 default:
                     let value = try TypeFlags.value(&words, allowContainers: true)
                     guard words.isEmpty else {
                         throw CommandFailure("unexpected '\(words.first!)' after the value; quote a value that has spaces")
                     }
-                    try defaults.write { try $0.set(value, forKey: key) }
+                    try options.writing(suite) { defaults in try defaults.write { try $0.set(value, forKey: key) } }
                 }
             }
         }
@@ -85,6 +88,10 @@ extension GroupDefaultsCommand {
 
 /// The type flags of `defaults write`, parsed from the words after the key.
 enum TypeFlags {
+    /// Every flag `value` knows, for the suggestion after a typo.
+    static let knownFlags = ["-string", "-int", "-integer", "-float", "-double", "-bool", "-boolean", "-date", "-data", "--json",
+                             "-array", "-dict", "-array-add", "-dict-add"]
+
     /// One value: a type flag and its argument(s), or a bare string.
     static func value(_ words: inout ArraySlice<String>, allowContainers: Bool) throws -> PropertyListValue {
         guard let word = words.popFirst() else { throw CommandFailure("a value is missing") }
@@ -136,7 +143,8 @@ enum TypeFlags {
             throw CommandFailure("\(word) cannot be nested here")
         default:
             if word.hasPrefix("-") && word.count > 1 && Double(word) == nil {
-                throw CommandFailure("unknown type flag '\(word)'; see groupdefaults write --help (use -string to store a string that starts with '-')")
+                let meant = Spelling.nearest(to: word, among: knownFlags).map { ": did you mean '\($0)'?" } ?? ""
+                throw CommandFailure("unknown type flag '\(word)'\(meant) (see groupdefaults write --help; -string stores a string that starts with '-')")
             }
             return .string(word)
         }

@@ -1,5 +1,6 @@
 public import GroupDefaults
 public import Foundation
+import GroupDefaultsWire
 
 /// The on-disk forms a whole suite or a value can take.
 ///
@@ -125,7 +126,9 @@ extension PropertyListValue {
     /// A typed-JSON object (exactly one key, and that key one of `string`, `integer`, `double`,
     /// `bool`, `date`, `data`, `array`, `dictionary`) decodes as typed JSON; anything else as plain
     /// JSON: integers (no fraction, no exponent) become `.integer`, other numbers `.double`,
-    /// `true`/`false` `.bool`, strings `.string`, arrays and objects likewise.
+    /// `true`/`false` `.bool`, strings `.string`, arrays and objects likewise. An object of one key
+    /// that is a tag misspelt (`{"integr": 3}`) is refused, naming the tag meant: a dictionary of
+    /// one such key is written typed, `{"dictionary": {"integr": {"integer": 3}}}`.
     /// ```swift
     /// try PropertyListValue.parseJSON(#"{"volume": 0.8, "badge": 3}"#)   // plain
     /// try PropertyListValue.parseJSON(#"{"date": "2026-11-21T10:00:00.000Z"}"#)  // typed: a date
@@ -136,9 +139,15 @@ extension PropertyListValue {
         let bytes = Array(text.utf8)
         var parser = JSONTextParser(bytes)
         let plain = try parser.document()
-        if case .dictionary(let object) = plain, object.count == 1, let key = object.keys.first,
-           TypedJSONText.tags.contains(key) {
-            return try TypedJSONText.decode(bytes)
+        if case .dictionary(let object) = plain, object.count == 1, let key = object.keys.first {
+            if TypedJSONText.tags.contains(key) { return try TypedJSONText.decode(bytes) }
+            // A misspelt tag would store a dictionary of one key where a typed value was meant.
+            if let tag = Spelling.nearest(to: key, among: TypedJSONText.tags.sorted()) {
+                throw PropertyListFormatError("""
+                    "\(key)" is not a typed-JSON tag: did you mean "\(tag)"? (a dictionary with that one key is written \
+                    typed: {"dictionary": {"\(key)": …}})
+                    """)
+            }
         }
         return plain
     }

@@ -77,6 +77,18 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         BadInput(["restore", "s", "$FILES/missing.lmdb"], mentioning: ["$FILES/missing.lmdb"]),
         BadInput(["restore", "fresh", "$FILES/missing.lmdb"], mentioning: ["$FILES/missing.lmdb"]),
         BadInput(["restore", "fresh", "$FILES/good.plist"], mentioning: [".lmdb"]),
+        // Typos are never stored: a mistyped option is not a suite, `--` ends the options, and a
+        // refused write to a new suite leaves no suite behind.
+        BadInput(["write", "--directry", "$FILES", "k", "v"], mentioning: ["--directry", "did you mean '--directory'"]),
+        BadInput(["write", "-x", "k", "v"], mentioning: ["-x", "options go before SUITE"]),
+        BadInput(["write", "--", "fresh", "k", "v", "extra"], mentioning: ["extra"]),
+        BadInput(["write", "fresh", "badge", "-int", "abc"], mentioning: ["abc"]),
+        BadInput(["write", "fresh", "badge", "-flaot", "3"], mentioning: ["-flaot", "did you mean '-float'"]),
+        BadInput(["write", "fresh", "n", "--json", #"{"integr":3}"#], mentioning: ["integr", "did you mean \"integer\"", #"{"dictionary":"#]),
+        BadInput(["write", "fresh", "k", "--json", String(repeating: "[", count: 150) + String(repeating: "]", count: 150)],
+                 mentioning: ["100 levels"]),
+        BadInput(["write", "fresh", String(repeating: "k", count: 600), "v"], mentioning: ["600 bytes"]),
+        BadInput(["import", "fresh", "$FILES/bad-typed.json"], mentioning: ["integer"]),
     ]
 
     static func prepare(_ sandbox: Sandbox) throws {
@@ -113,6 +125,27 @@ struct BadInput: Sendable, CustomTestStringConvertible {
             #expect(try FileManager.default.contentsOfDirectory(atPath: sandbox.files.path).sorted() == files, "a file appeared")
             #expect(!FileManager.default.fileExists(atPath: sandbox.root.appendingPathComponent("s.lmdb").path))
             #expect(!FileManager.default.fileExists(atPath: sandbox.root.appendingPathComponent("..lmdb").path))
+        }
+    }
+
+    /// `verify` of a file that is not a suite leaves nothing beside it (the lock and notify files
+    /// its open makes go again), and says it is damaged.
+    @Test func verifyLeavesNoFilesBehind() throws {
+        try withSandbox { (sandbox) throws in
+            let bad = sandbox.files.appendingPathComponent("bad.lmdb").path
+            try Data("garbage, not a suite".utf8).write(to: URL(fileURLWithPath: bad))
+            let result = try sandbox.run(["verify", bad])
+            #expect(result.status == 1 && result.stderr.contains("damaged"), "\(result)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: sandbox.files.path) == ["bad.lmdb"])
+        }
+    }
+
+    /// `write -- SUITE KEY VALUE`: `--` ends the options, and is not a suite.
+    @Test func doubleDashEndsTheOptions() throws {
+        try withSandbox { (sandbox) throws in
+            #expect(try sandbox.run(["write", "--", "s2", "k", "v"]).status == 0)
+            #expect(try sandbox.run(["read", "s2", "k"]).stdout == "v\n")
+            #expect(!sandbox.suiteDirectoryListing.contains { $0.hasPrefix("--") })
         }
     }
 
