@@ -166,7 +166,7 @@ public final class SharedDefaults: Sendable {
     public func set(_ value: Double, forKey key: String) { setValue(.double(value), forKey: key) }
     /// Stores `value` as a double (property lists have one floating-point type). Does not throw: a
     /// failure is logged and kept in `lastError`.
-    public func set(_ value: Float, forKey key: String) { setValue(.double(Double(value)), forKey: key) }
+    public func set(_ value: Float, forKey key: String) { setValue(PropertyListValue(float: value), forKey: key) }
     /// Stores `value` as a boolean. Does not throw: a failure is logged and kept in `lastError`.
     public func set(_ value: Bool, forKey key: String) { setValue(.bool(value), forKey: key) }
 

@@ -18,7 +18,7 @@ extension PropertyListValue {
             self = converted
         case let v as Int: self = .integer(v)
         case let v as Double: self = .double(v)
-        case let v as Float: self = .double(Double(v))
+        case let v as Float: self.init(float: v)
         case let v as any BinaryInteger:
             guard let int = Int(exactly: v) else { return nil }
             self = .integer(int)
@@ -60,6 +60,13 @@ extension PropertyListValue {
         }
     }
 
+    /// A `Float` as the one floating-point type holds it: the double nearest the decimal the float
+    /// prints as, so that it reads back as the same text (`12.34`, not `12.34000015258789`) and the
+    /// same `Float`, as Foundation's `UserDefaults` gives it.
+    init(float v: Float) {
+        self = .double(v.isFinite ? Double("\(v)") ?? Double(v) : Double(v))
+    }
+
     /// nil for an unsigned number above `Int.max`, which no property-list integer can hold.
     private init?(number: NSNumber) {
         switch String(cString: number.objCType) {
@@ -67,7 +74,8 @@ extension PropertyListValue {
             // `NSNumber(value: true)` reports "c" on Linux; only 0 and 1 are booleans.
             let int = number.intValue
             self = int == 0 || int == 1 ? .bool(int == 1) : .integer(int)
-        case "f", "d": self = .double(number.doubleValue)
+        case "f": self.init(float: number.floatValue)
+        case "d": self = .double(number.doubleValue)
         case "Q", "L", "I", "S":
             guard number.uint64Value <= UInt64(Int.max) else { return nil }
             self = .integer(number.intValue)
