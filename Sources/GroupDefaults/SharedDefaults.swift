@@ -191,19 +191,23 @@ public final class SharedDefaults: Sendable {
     /// The value under `key` (stored, else registered) as a Foundation value: `String`, `Int`,
     /// `Double`, `Bool`, `Date`, `Data`, `[Any]` or `[String: Any]`; nil if there is none.
     public func object(forKey key: String) -> Any? { value(forKey: key)?.anyValue }
-    /// The value under `key` as a string: a string as is, a number in decimal, a boolean as "1" or
-    /// "0"; nil for other types or no value.
+    /// The value under `key` as a string, as Foundation's `UserDefaults` gives it: a string as is, a
+    /// number as Swift prints it (`42`, `42.0`, `0.1`), a boolean as "1" or "0"; nil for other
+    /// types or no value.
     public func string(forKey key: String) -> String? { value(forKey: key)?.coercedString }
-    /// The value under `key` as an integer: a number (a double truncated, clamped to `Int`'s range),
-    /// a boolean as 1 or 0, a string that spells a number or a boolean ("42", "YES"); 0 otherwise.
+    /// The value under `key` as an integer, as Foundation's `UserDefaults` gives it: a number (a
+    /// double truncated toward zero; NaN, an infinity or one beyond `Int` as `Int.min`), a boolean
+    /// as 1 or 0, a string as `NSString.integerValue` reads it (leading blanks, a sign, decimal
+    /// digits: "12abc" is 12, "YES" 0); 0 otherwise.
     public func integer(forKey key: String) -> Int { value(forKey: key)?.coercedInteger ?? 0 }
-    /// The value under `key` as a double: a number, a boolean as 1 or 0, a string that spells a
-    /// number or a boolean; 0 otherwise.
+    /// The value under `key` as a double: a number, a boolean as 1 or 0, a string as
+    /// `NSString.doubleValue` reads it ("1e3x" is 1000, "nan" 0); 0 otherwise.
     public func double(forKey key: String) -> Double { value(forKey: key)?.coercedDouble ?? 0 }
     /// `double(forKey:)` as a `Float`.
     public func float(forKey key: String) -> Float { Float(double(forKey: key)) }
-    /// The value under `key` as a boolean: true for `true`, a non-zero number, or a string that is
-    /// "YES", "true" or "y" (any case) or spells a non-zero number; false otherwise.
+    /// The value under `key` as a boolean: true for `true`, a non-zero number, or a string as
+    /// `NSString.boolValue` reads it (`Y`, `y`, `T` or `t` first, or a number whose first digit
+    /// after any sign and zeros is 1 to 9: "YES", "true", "12"; not "NO", "0.5"); false otherwise.
     public func bool(forKey key: String) -> Bool { value(forKey: key)?.coercedBool ?? false }
     /// The data stored under `key`; nil if there is none or it is another type.
     public func data(forKey key: String) -> Data? { value(forKey: key)?.dataValue }
