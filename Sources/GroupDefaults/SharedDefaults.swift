@@ -153,9 +153,7 @@ public final class SharedDefaults: Sendable {
     public func set(_ value: Any?, forKey key: String) {
         guard let value else { return removeObject(forKey: key) }
         guard let converted = PropertyListValue(any: value) else {
-            return report(store.error(.unsupportedValue, key: key,
-                "a value of type \(type(of: value)) cannot be stored; use String, Int, Double, Bool, Date, Data, URL, "
-                + "or arrays and [String: Any] dictionaries of them; nothing was changed"))
+            return report(store.error(.unsupportedValue, key: key, PropertyListValue.refusal(of: value) + "; nothing was changed"))
         }
         setValue(converted, forKey: key)
     }

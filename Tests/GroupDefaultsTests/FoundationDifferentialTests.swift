@@ -55,6 +55,46 @@ struct FoundationDifferentialTests {
         }
     }
 
+    @Test("each row of the README's differences table holds, on both sides, as it says")
+    func statedDifferences() throws {
+        let foundation = try #require(UserDefaults(suiteName: "groupdefaults.differential.stated"))
+        try withTemporaryDirectory { directory in
+            let defaults = try SharedDefaults(suiteName: "stated", directory: directory)
+            func both(_ value: Any) {
+                foundation.register(defaults: ["k": value])
+                defaults.set(value, forKey: "k")
+            }
+            both(Int.max)
+            #expect(foundation.integer(forKey: "k") == 0 && foundation.string(forKey: "k") == nil)
+            #expect(defaults.integer(forKey: "k") == .max && defaults.string(forKey: "k") == "9223372036854775807")
+            both(Float(12.34))
+            #expect(foundation.double(forKey: "k") == Double(Float(12.34)) && defaults.double(forKey: "k") == 12.34)
+            #expect(foundation.string(forKey: "k") == "12.34" && defaults.string(forKey: "k") == "12.34")
+            both(Float(1.479438e8))
+            #expect(foundation.integer(forKey: "k") == 147_943_808 && foundation.string(forKey: "k") == "1.479438e+08")
+            #expect(defaults.integer(forKey: "k") == 147_943_800 && defaults.string(forKey: "k") == "147943800.0")
+            both("https://example.com/x")
+            #expect(foundation.url(forKey: "k")?.absoluteString != "https://example.com/x")
+            #expect(defaults.url(forKey: "k")?.absoluteString == "https://example.com/x")
+            both("")
+            #expect(foundation.url(forKey: "k") != nil && defaults.url(forKey: "k") == nil)
+            both(try #require(URL(string: "https://example.com/x")))
+            #expect(foundation.string(forKey: "k") == nil && defaults.string(forKey: "k") == "https://example.com/x")
+
+            // Above Int.max: Foundation keeps it and reads 0; here it is refused, saying why and
+            // what to store instead, and the key keeps its value.
+            defaults.set("kept", forKey: "u")
+            foundation.register(defaults: ["u": NSNumber(value: UInt64.max)])
+            defaults.set(NSNumber(value: UInt64.max), forKey: "u")
+            #expect(foundation.integer(forKey: "u") == 0 && foundation.object(forKey: "u") != nil)
+            #expect(defaults.string(forKey: "u") == "kept")
+            let error = try #require(defaults.lastError)
+            #expect(error.code == .unsupportedValue && "\(error)".contains("above Int.max") && "\(error)".contains("String or a Double"), "\(error)")
+            defaults.set(UInt64.max, forKey: "u")
+            #expect(defaults.string(forKey: "u") == "kept" && "\(defaults.lastError!)".contains("above Int.max"))
+        }
+    }
+
     /// What the scalar getters answer for key `k`.
     struct Answers {
         var integer: Int, double: Double, float: Float, bool: Bool, string: String?

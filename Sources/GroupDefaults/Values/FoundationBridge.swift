@@ -60,6 +60,26 @@ extension PropertyListValue {
         }
     }
 
+    /// Why `init?(any:)` refuses `value`, for a person: an unsigned number above `Int.max` (which
+    /// Foundation's `UserDefaults` keeps, but reads back as 0 from every getter), or a type that is
+    /// not a property-list type.
+    static func refusal(of value: Any) -> String {
+        let tooLarge: Bool
+        if let number = value as? NSNumber {
+            tooLarge = ["Q", "L", "I", "S"].contains(String(cString: number.objCType)) && number.uint64Value > UInt64(Int.max)
+        } else if let integer = value as? any BinaryInteger {
+            tooLarge = Int(exactly: integer) == nil
+        } else {
+            tooLarge = false
+        }
+        if tooLarge {
+            return "\(value) is above Int.max, which no property-list integer holds (Foundation's UserDefaults keeps it but reads it "
+                + "back as 0): store it as a String or a Double"
+        }
+        return "a value of type \(type(of: value)) cannot be stored; use String, Int, Double, Bool, Date, Data, URL, "
+            + "or arrays and [String: Any] dictionaries of them"
+    }
+
     /// A `Float` as the one floating-point type holds it: the double nearest the decimal the float
     /// prints as, so that it reads back as the same text (`12.34`, not `12.34000015258789`) and the
     /// same `Float`, as Foundation's `UserDefaults` gives it.
