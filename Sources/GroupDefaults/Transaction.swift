@@ -93,10 +93,7 @@ extension SharedDefaults {
         public func set(_ value: PropertyListValue, forKey key: String) throws {
             try checkUsable()
             try store.validate(key: key)
-            guard value.fitsNestingLimit else {
-                throw store.error(.unsupportedValue, key: key,
-                    "the value nests arrays and dictionaries more than \(PropertyListValue.maximumNestingDepth) levels deep; nothing was changed")
-            }
+            guard value.fitsNestingLimit else { throw store.error(.unsupportedValue, key: key, SuiteStore.tooDeep) }
             let stamp = try beginChange()
             addsData = true
             StoredRecord.encode(value, stamp: stamp, pending: marksPending(key), into: &scratch)
@@ -528,13 +525,34 @@ extension SharedDefaults.Transaction: Sendable {}
 extension SuiteStore {
     /// Refuses keys LMDB cannot store: empty, or longer than its key limit.
     func validate(key: String) throws {
+        if let reason = Self.keyRefusal(key, limit: environment.maximumKeySize) { throw error(.invalidKey, key: key, reason) }
+    }
+
+    /// Why `key` cannot be stored under LMDB's key `limit`, or nil.
+    static func keyRefusal(_ key: String, limit: Int) -> String? {
         let count = key.utf8.count
-        if count == 0 {
-            throw error(.invalidKey, key: key, "a key must not be empty")
+        if count == 0 { return "a key must not be empty" }
+        if count > limit { return "the key is \(count) bytes of UTF-8; LMDB's limit is \(limit) bytes" }
+        return nil
+    }
+
+    /// Why a value nested too deeply is refused.
+    static let tooDeep = "the value nests arrays and dictionaries more than \(PropertyListValue.maximumNestingDepth) levels deep; nothing was changed"
+}
+
+extension SharedDefaults {
+    /// Checks, without opening or creating suite `suiteName`, that `value` can be stored under
+    /// `key` as `set` checks it: the key's length and the value's nesting (its encoded size is
+    /// checked when it is set). A tool checks its input with it before it creates a suite, so that
+    /// a refused write leaves no suite behind.
+    ///
+    /// - Throws: `SharedDefaultsError` (`invalidKey`, `unsupportedValue`), naming the suite and key.
+    public static func checkStorable(_ value: PropertyListValue?, forKey key: String, suiteName: String) throws {
+        if let reason = SuiteStore.keyRefusal(key, limit: Environment.keySizeLimit) {
+            throw SharedDefaultsError(.invalidKey, suite: suiteName, path: suiteName, key: key, reason)
         }
-        if count > environment.maximumKeySize {
-            throw error(.invalidKey, key: key,
-                "the key is \(count) bytes of UTF-8; LMDB's limit is \(environment.maximumKeySize) bytes")
+        if let value, !value.fitsNestingLimit {
+            throw SharedDefaultsError(.unsupportedValue, suite: suiteName, path: suiteName, key: key, SuiteStore.tooDeep)
         }
     }
 }

@@ -40,7 +40,7 @@ extension GroupDefaultsCommand {
                 guard case .dictionary(let values) = value else {
                     throw CommandFailure("the top level of \(path == "-" ? "stdin" : path) is a \(value.typeName), not a dictionary")
                 }
-                try options.writing(suite) { try $0.replaceAll(with: values) }
+                try options.writing(suite, checking: values) { try $0.replaceAll(with: values) }
             }
         }
     }

@@ -21,7 +21,7 @@ extension GroupDefaultsCommand {
                     throw CommandFailure("increment takes one whole number to add, not '\(amount.joined(separator: " "))'", status: 64)
                 }
                 var new: PropertyListValue?
-                try options.writing(suite) { defaults in new = try defaults.update(key) { old in
+                try options.writing(suite, checking: [key: nil]) { defaults in new = try defaults.update(key) { old in
                     guard let old else { return .integer(by) }
                     guard case .integer(let value) = old else {
                         throw CommandFailure("the value of \(key) is a \(old.typeName), not an integer")

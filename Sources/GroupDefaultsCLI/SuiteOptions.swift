@@ -29,25 +29,21 @@ struct SuiteOptions: ParsableArguments {
         return try SharedDefaults(suiteName: suite, directory: directoryURL)
     }
 
-    /// Runs `body` on `suite` opened for writing, creating it if needed; a suite created here whose
-    /// write `body` refused is removed again, files and all, so that a refused write leaves nothing
-    /// behind (no empty suite in `domains`).
-    func writing(_ suite: String, _ body: (SharedDefaults) throws -> Void) throws {
-        if let file = Self.fileURL(suite) {
-            if FileManager.default.fileExists(atPath: file.path) { return try body(SharedDefaults(fileURL: file)) }
-        } else if let existing = try? SharedDefaults(existingSuiteName: suite, directory: directoryURL) {
-            return try body(existing)
-        }
-        var created: String?
-        do {
-            try {
-                let defaults = try openOrCreate(suite)
-                created = defaults.fileURL.path
-                try body(defaults)
-            }()  // the suite is closed when this returns: its files can go
-        } catch {
-            if let created { for path in [created, created + "-lock", created + "-notify"] { unlink(path) } }
-            throw error
+    /// Runs `body` on `suite` opened for writing, creating it if needed, once `values` (what the
+    /// write stores, by key) are known to be storable (`SharedDefaults.checkStorable`): a write
+    /// refused for its input creates no suite. (A suite is never removed again after a refusal:
+    /// another process may have created it meanwhile, and be writing to it.)
+    func writing(_ suite: String, checking values: [String: PropertyListValue?] = [:], _ body: (SharedDefaults) throws -> Void) throws {
+        let name = Self.fileURL(suite)?.deletingPathExtension().lastPathComponent ?? suite
+        for (key, value) in values { try SharedDefaults.checkStorable(value, forKey: key, suiteName: name) }
+        try body(openOrCreate(suite))
+    }
+
+    /// Refuses an empty `--directory`: `''`, and `--directory=`, for which the argument parser
+    /// takes the next word (the suite) as the folder.
+    func validate() throws {
+        if directory?.isEmpty == true || CommandLine.arguments.contains("--directory=") {
+            throw ValidationError("--directory needs a folder, not an empty string")
         }
     }
 

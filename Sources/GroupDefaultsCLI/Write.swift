@@ -31,13 +31,19 @@ extension GroupDefaultsCommand {
 
         func run() throws {
             // The arguments are captured raw (for the single-dash type flags), help included.
-            if let first = arguments.first, first == "--help" || first == "-h" || first == "help" {
+            if arguments == ["help"] || arguments.first == "--help" || arguments.first == "-h" {
                 throw CleanExit.helpRequest(self)
             }
             try perform {
-                // `--` ends the options, as everywhere; any other word like an option is a typo.
-                let arguments = arguments.first == "--" ? Array(arguments.dropFirst()) : arguments
-                if let first = arguments.first { try SuiteOptions.checkNotAnOption(first) }
+                // `--` ends the options, as everywhere (a suite may then start with '-'); before it,
+                // a word like an option where the suite goes is a typo.
+                let arguments: [String]
+                if self.arguments.first == "--" {
+                    arguments = Array(self.arguments.dropFirst())
+                } else {
+                    arguments = self.arguments
+                    if let first = arguments.first { try SuiteOptions.checkNotAnOption(first) }
+                }
                 guard arguments.count >= 2 else {
                     throw CommandFailure("write needs a suite and a key and value, or a suite and a property list; see groupdefaults write --help", status: 64)
                 }
@@ -47,7 +53,7 @@ extension GroupDefaultsCommand {
                     guard case .dictionary(let values) = plist else {
                         throw CommandFailure("a property list that replaces a suite must be a dictionary: { key = value; }")
                     }
-                    try options.writing(suite) { try $0.replaceAll(with: values) }
+                    try options.writing(suite, checking: values) { try $0.replaceAll(with: values) }
                     return
                 }
                 // Everything is read before the suite is opened: a value refused creates nothing.
@@ -57,7 +63,7 @@ extension GroupDefaultsCommand {
                 case "-array-add":
                     words.removeFirst()
                     let added = try TypeFlags.values(&words)
-                    try options.writing(suite) { defaults in try defaults.update(key) { old in
+                    try options.writing(suite, checking: [key: .array(added)]) { defaults in try defaults.update(key) { old in
                         guard let old else { return .array(added) }
                         guard case .array(let existing) = old else {
                             throw CommandFailure("-array-add: the value of \(key) is a \(old.typeName), not an array")
@@ -67,7 +73,7 @@ extension GroupDefaultsCommand {
                 case "-dict-add":
                     words.removeFirst()
                     let added = try TypeFlags.pairs(&words)
-                    try options.writing(suite) { defaults in try defaults.update(key) { old in
+                    try options.writing(suite, checking: [key: .dictionary(added)]) { defaults in try defaults.update(key) { old in
                         guard let old else { return .dictionary(added) }
                         guard case .dictionary(let existing) = old else {
                             throw CommandFailure("-dict-add: the value of \(key) is a \(old.typeName), not a dictionary")
@@ -79,7 +85,7 @@ extension GroupDefaultsCommand {
                     guard words.isEmpty else {
                         throw CommandFailure("unexpected '\(words.first!)' after the value; quote a value that has spaces")
                     }
-                    try options.writing(suite) { defaults in try defaults.write { try $0.set(value, forKey: key) } }
+                    try options.writing(suite, checking: [key: value]) { defaults in try defaults.write { try $0.set(value, forKey: key) } }
                 }
             }
         }

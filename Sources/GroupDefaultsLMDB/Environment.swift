@@ -162,6 +162,10 @@ package struct MapAtMaximum: Error {
 package final class Environment: @unchecked Sendable {  // LMDB's env is thread-safe; our mutable state is guarded as noted
     package static let flags = UInt32(MDB_NOSUBDIR | MDB_WRITEMAP | MDB_NOSYNC | MDB_NOMETASYNC)
     package static let noSyncFlag = UInt32(MDB_NOSYNC)
+    /// The longest key this build of LMDB stores (a compile-time constant of LMDB's, 511 by default:
+    /// `mdb_env_get_maxkeysize` does not read its environment), for checks made before any suite
+    /// is open.
+    package static let keySizeLimit = Int(mdb_env_get_maxkeysize(nil))
 
     package let path: String
     package let maximumMapSize: Int

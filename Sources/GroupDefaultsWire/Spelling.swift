@@ -3,13 +3,14 @@
 package enum Spelling {
     /// The word of `candidates` nearest to `word` by edits (insertions, deletions, substitutions,
     /// ignoring case), if it is close enough to be what was meant: at most one edit for a word of up
-    /// to four characters, two for a longer one. Nil for an exact match or nothing close.
+    /// to four characters, two for a longer one (`Integer` is near `integer`). Nil for an exact
+    /// match or nothing close.
     package static func nearest(to word: String, among candidates: some Sequence<String>) -> String? {
         let typed = Array(word.lowercased())
         var best: (word: String, distance: Int)?
         for candidate in candidates {
             let distance = editDistance(typed, Array(candidate.lowercased()))
-            if distance > 0, distance <= (typed.count <= 4 ? 1 : 2), distance < (best?.distance ?? .max) {
+            if candidate != word, distance <= (typed.count <= 4 ? 1 : 2), distance < (best?.distance ?? .max) {
                 best = (candidate, distance)
             }
         }

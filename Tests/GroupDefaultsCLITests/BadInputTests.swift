@@ -89,6 +89,9 @@ struct BadInput: Sendable, CustomTestStringConvertible {
                  mentioning: ["100 levels"]),
         BadInput(["write", "fresh", String(repeating: "k", count: 600), "v"], mentioning: ["600 bytes"]),
         BadInput(["import", "fresh", "$FILES/bad-typed.json"], mentioning: ["integer"]),
+        BadInput(["write", "fresh", "n", "--json", #"{"Integer":3}"#], mentioning: ["did you mean \"integer\""]),
+        BadInput(["write", "--directory=", "fresh", "k", "v"], mentioning: ["--directory"]),
+        BadInput(["increment", "fresh", ""], mentioning: ["empty"]),
     ]
 
     static func prepare(_ sandbox: Sandbox) throws {
@@ -140,12 +143,30 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         }
     }
 
-    /// `write -- SUITE KEY VALUE`: `--` ends the options, and is not a suite.
+    /// `write -- SUITE KEY VALUE`: `--` ends the options, and is not a suite; after it a suite may
+    /// start with '-', as with every verb. A suite named `help` is written, not helped.
     @Test func doubleDashEndsTheOptions() throws {
         try withSandbox { (sandbox) throws in
             #expect(try sandbox.run(["write", "--", "s2", "k", "v"]).status == 0)
             #expect(try sandbox.run(["read", "s2", "k"]).stdout == "v\n")
             #expect(!sandbox.suiteDirectoryListing.contains { $0.hasPrefix("--") })
+            #expect(try sandbox.run(["write", "--", "-x", "k", "v"]).status == 0)
+            #expect(try sandbox.run(["read", "--", "-x", "k"]).stdout == "v\n")
+            #expect(try sandbox.run(["write", "help", "k", "v"]).status == 0)
+            #expect(try sandbox.run(["read", "help", "k"]).stdout == "v\n")
+        }
+    }
+
+    /// A write refused for its input never touches an existing file of the suite's name, even one
+    /// that is not a suite yet (an empty file).
+    @Test func refusedWriteKeepsAnExistingFile() throws {
+        try withSandbox { (sandbox) throws in
+            let file = sandbox.suites.appendingPathComponent("e.lmdb")
+            try FileManager.default.createDirectory(at: sandbox.suites, withIntermediateDirectories: true)
+            try Data().write(to: file)
+            let result = try sandbox.run(["write", "e", "", "v"])
+            #expect(result.status == 1 && result.stderr.contains("empty"), "\(result)")
+            #expect(FileManager.default.fileExists(atPath: file.path))
         }
     }
 

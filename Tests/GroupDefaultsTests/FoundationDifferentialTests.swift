@@ -15,7 +15,8 @@ import Testing
 /// of 2^24 or more (where Float and Double print differently).
 ///
 /// `GROUPDEFAULTS_DIFF_SEED` and `GROUPDEFAULTS_DIFF_COUNT` run other seeds and longer streams.
-@Suite("Exactly UserDefaults: typed getters against Foundation")
+// Serialized: Foundation's registration domain is one per process, shared by every instance.
+@Suite("Exactly UserDefaults: typed getters against Foundation", .serialized)
 struct FoundationDifferentialTests {
     static let environment = ProcessInfo.processInfo.environment
     static let seed = environment["GROUPDEFAULTS_DIFF_SEED"].flatMap(UInt64.init) ?? 20_261_126
