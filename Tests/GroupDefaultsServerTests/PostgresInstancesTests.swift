@@ -5,8 +5,10 @@ import TestSupport
 import Testing
 
 /// What only the PostgreSQL backend does: several instances on one database, migrations racing,
-/// an unreachable database.
-@Suite("PostgreSQL instances", .timeLimit(.minutes(1)))
+/// an unreachable database. Two minutes each: two of these tests make a PostgreSQL cluster of their
+/// own (initdb and a start), which took over a minute once while every other suite ran on the same
+/// two cores.
+@Suite("PostgreSQL instances", .timeLimit(.minutes(2)))
 struct PostgresInstancesTests {
     let clock = ContinuousClock()
 
