@@ -184,18 +184,13 @@ extension SharedDefaults {
         func problem(_ text: String) -> VerifyReport {
             VerifyReport(checkedKeys: 0, damagedKeys: [], structureProblem: text)
         }
-        let path = fileURL.absoluteURL.path
         var st = stat()
-        if stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_size == 0 {
+        guard stat(fileURL.absoluteURL.path, &st) == 0 else { return problem("there is no file \(fileURL.path)") }
+        if st.st_mode & S_IFMT == S_IFREG, st.st_size == 0 {
             return problem("the file is empty: it is not a suite")  // opening would make it one
         }
-        // Opening makes the `-lock` and `-notify` files beside the file; those this check made go
-        // again, once it has closed the file (that they were missing says no process had it open).
-        let sidecars: [String] = [path + "-lock", path + "-notify"]
-        let made = sidecars.filter { access($0, F_OK) != 0 }
-        defer { for sidecar in made { unlink(sidecar) } }
         do {
-            return try SharedDefaults(fileURL: fileURL, configuration: .checkingEveryPage).verify()
+            return try withFile(at: fileURL, configuration: .checkingEveryPage) { try $0.verify() }
         } catch let error as SharedDefaultsError {
             return problem(error.reason)
         } catch {
@@ -350,22 +345,33 @@ extension SharedDefaults {
     ///   it does not exist, or what a write can throw (`valueTooLarge`, `storeFull`, …). On any error
     ///   nothing is changed.
     public func restore(from source: URL) throws {
-        let backup: SharedDefaults
+        let (report, values): (VerifyReport, [String: PropertyListValue])
         do {
-            backup = try SharedDefaults(fileURL: source, configuration: .checkingEveryPage)
+            (report, values) = try Self.withFile(at: source, configuration: .checkingEveryPage) { try $0.inspect(keepingValues: true) }
         } catch let error as SharedDefaultsError where error.code == .corruptFile {
             throw store.error(.corruptFile, key: nil,
                 "the restore source \(error.path) cannot be opened: \(error.reason); nothing was changed")
         }
-        let (report, values) = try backup.inspect(keepingValues: true)
         guard report.isHealthy else {
             var problems = report.structureProblem.map { [$0] } ?? []
             problems += report.damagedKeys.prefix(3).map { "key '\($0.key)': \($0.reason)" }
             if report.damagedKeys.count > 3 { problems.append("\(report.damagedKeys.count - 3) more damaged keys") }
             throw store.error(.corruptFile, key: nil,
-                "the restore source \(backup.store.path) does not verify (\(problems.joined(separator: "; "))); nothing was changed")
+                "the restore source \(source.path) does not verify (\(problems.joined(separator: "; "))); nothing was changed")
         }
         try replaceAll(with: values)
+    }
+
+    /// Runs `body` on the suite in the file at `fileURL`, opened for it alone; the `-lock` and
+    /// `-notify` files its open makes beside the file go again once it is closed (that they were
+    /// missing says no process had the file open), so that checking or reading a copy leaves
+    /// nothing beside it.
+    private static func withFile<T>(at fileURL: URL, configuration: Configuration, _ body: (SharedDefaults) throws -> T) throws -> T {
+        let path = fileURL.absoluteURL.path
+        let sidecars: [String] = [path + "-lock", path + "-notify"]
+        let made = sidecars.filter { access($0, F_OK) != 0 }
+        defer { for sidecar in made { unlink(sidecar) } }
+        return try { try body(SharedDefaults(fileURL: fileURL, configuration: configuration)) }()  // closed when this returns
     }
 
     // MARK: Whole-suite edits

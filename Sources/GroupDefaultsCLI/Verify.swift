@@ -1,5 +1,6 @@
 import ArgumentParser
 import CommandLineSupport
+import Foundation
 import GroupDefaults
 
 extension GroupDefaultsCommand {
@@ -15,6 +16,7 @@ extension GroupDefaultsCommand {
             try perform {
                 let report: SharedDefaults.VerifyReport
                 if let file = SuiteOptions.fileURL(suite) {
+                    guard FileManager.default.fileExists(atPath: file.path) else { throw CommandFailure("no such file: \(suite)") }
                     report = SharedDefaults.verify(fileAt: file)
                 } else {
                     report = try options.open(suite).verify()

@@ -92,6 +92,7 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         BadInput(["write", "fresh", "n", "--json", #"{"Integer":3}"#], mentioning: ["did you mean \"integer\""]),
         BadInput(["write", "--directory=", "fresh", "k", "v"], mentioning: ["--directory"]),
         BadInput(["increment", "fresh", ""], mentioning: ["empty"]),
+        BadInput(["verify", "$FILES/missing.lmdb"], mentioning: ["no such file"]),
     ]
 
     static func prepare(_ sandbox: Sandbox) throws {
@@ -140,6 +141,22 @@ struct BadInput: Sendable, CustomTestStringConvertible {
             let result = try sandbox.run(["verify", bad])
             #expect(result.status == 1 && result.stderr.contains("damaged"), "\(result)")
             #expect(try FileManager.default.contentsOfDirectory(atPath: sandbox.files.path) == ["bad.lmdb"])
+        }
+    }
+
+    /// `restore` from a backup leaves nothing beside the backup (its open's lock and notify files
+    /// go again).
+    @Test func restoreLeavesNothingBesideTheBackup() throws {
+        try withSandbox { (sandbox) throws in
+            try Self.prepare(sandbox)
+            let folder = sandbox.files.appendingPathComponent("backups")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let copy = folder.appendingPathComponent("s.lmdb").path
+            #expect(try sandbox.run(["backup", "s", copy]).status == 0)
+            let restored = try sandbox.run(["restore", "fresh", copy])
+            #expect(restored.status == 0, "\(restored)")
+            #expect(try sandbox.contents("fresh") == sandbox.contents("s"))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["s.lmdb"])
         }
     }
 
