@@ -143,7 +143,8 @@ package final class PostgresSyncStorage: SyncStorage {
     /// One prepared statement (one snapshot, one round trip): `ChangesStatement`.
     package func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage {
         let limit = max(1, limit)  // a page of nothing would report the head as the next cursor
-        let page: ChangesPage? = try await bounded("reading changes") { storage in
+        // A page, or (since 0 on a reset suite) the reset's revision to read after instead.
+        let answer: Result<ChangesPage, ReadFromReset> = try await bounded("reading changes") { storage in
             let rows = try await storage.client.execute(
                 ChangesStatement(account: account, suite: suite, since: Int64(clamping: since), limit: Int64(limit) + 1),
                 logger: storage.logger)
@@ -161,7 +162,9 @@ package final class PostgresSyncStorage: SyncStorage {
                     "SELECT reset_rev FROM suites WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
                 for try await resetRev in resets.decode(Int64.self) where since < resetRev {
                     // No cursor yet: everything since the reset, if no tombstone was purged since.
-                    if SuiteReset.readsFromReset(since: since, resetRev: UInt64(resetRev), oldestValid: oldestValid) { return nil }
+                    if SuiteReset.readsFromReset(since: since, resetRev: UInt64(resetRev), oldestValid: oldestValid) {
+                        return .failure(ReadFromReset(revision: UInt64(resetRev)))
+                    }
                     throw SyncStorageError.suiteReset(suite, since: since)
                 }
                 throw SyncStorageError(.cursorExpired,
@@ -169,22 +172,16 @@ package final class PostgresSyncStorage: SyncStorage {
             }
             let hasMore = entries.count > limit
             if hasMore { entries.removeLast(entries.count - limit) }
-            return ChangesPage(entries: entries, lastRev: entries.last?.rev ?? head, hasMore: hasMore)
+            return .success(ChangesPage(entries: entries, lastRev: entries.last?.rev ?? head, hasMore: hasMore))
         }
-        if let page { return page }
-        return try await changes(account: account, suite: suite, since: oldestValidAfterReset(account: account, suite: suite), limit: limit)
+        switch answer {
+        case .success(let page): return page
+        case .failure(let reset): return try await changes(account: account, suite: suite, since: reset.revision, limit: limit)
+        }
     }
 
-    /// The revision of the suite's last reset (what `since` 0 reads after, `SuiteReset.readsFromReset`).
-    private func oldestValidAfterReset(account: String, suite: String) async throws -> UInt64 {
-        try await bounded("reading changes") { storage in
-            let rows = try await storage.client.query(
-                "SELECT reset_rev FROM suites WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
-            var found: UInt64 = 0
-            for try await resetRev in rows.decode(Int64.self) { found = UInt64(clamping: resetRev) }
-            return found
-        }
-    }
+    /// `since` 0 on a reset suite: read after the reset's revision (`SuiteReset.readsFromReset`).
+    private struct ReadFromReset: Error { var revision: UInt64 }
 
     /// One statement, as `changes`.
     package func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> SnapshotPage {
