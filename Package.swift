@@ -224,7 +224,7 @@ let package = Package(
         // A small executable the tests spawn as separate processes.
         .executableTarget(
             name: "GroupDefaultsTestHelper",
-            dependencies: ["GroupDefaults"],
+            dependencies: ["GroupDefaults", "TestSupport"],
             path: "Tests/GroupDefaultsTestHelper",
             swiftSettings: swiftSettings
         ),

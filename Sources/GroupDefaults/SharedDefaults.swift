@@ -168,10 +168,11 @@ public final class SharedDefaults: Sendable {
     /// Stores `value` as a boolean. Does not throw: a failure is logged and kept in `lastError`.
     public func set(_ value: Bool, forKey key: String) { setValue(.bool(value), forKey: key) }
 
-    /// Stores the whole URL (as its absolute string); nil removes the key.
+    /// Stores a file URL as its path, as Foundation's `UserDefaults` does, and any other URL whole,
+    /// as its absolute string (where Foundation on Linux keeps only its path); nil removes the key.
     public func set(_ url: URL?, forKey key: String) {
         guard let url else { return removeObject(forKey: key) }
-        setValue(.string(url.absoluteString), forKey: key)
+        setValue(.string(url.isFileURL ? url.path : url.absoluteString), forKey: key)
     }
 
     /// Removes the value stored under `key`, so that it reads as its registered default, if any.

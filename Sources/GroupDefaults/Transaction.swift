@@ -31,6 +31,8 @@ extension SharedDefaults {
         private var localOnly: [GlobPattern] = []
         /// Reused for encoding records, so that a transaction of many changes allocates once.
         private var scratch: [UInt8] = []
+        /// Reused for encoding log records (while `scratch` holds the value record a change logs).
+        private var logScratch: [UInt8] = []
         /// The conflict journal as this transaction appends to it (loaded at the first entry; trimmed
         /// once, by `finishJournal`).
         private var journal: (nextID: UInt64, bounds: SharedDefaults.ConflictJournalBounds, now: UInt64)?
@@ -103,11 +105,13 @@ extension SharedDefaults {
                     + "\(store.maximumValueSize) (Configuration.maximumValueSize); nothing was changed")
             }
             try perform(key: key) {
-                try withKeyBytes(key) { k in
-                    try scratch.withUnsafeBytes { try txn.put(.values, k, $0) }
-                    if try mayHaveTombstones() { try txn.delete(.tombstones, k) }
+                try scratch.withUnsafeBytes { record in
+                    try withKeyBytes(key) { k in
+                        try txn.put(.values, k, record)
+                        if try mayHaveTombstones() { try txn.delete(.tombstones, k) }
+                    }
+                    try appendLog(.set, key: key, storedRecord: record)
                 }
-                try appendLog(.set, key: key)
             }
         }
 
@@ -305,8 +309,12 @@ extension SharedDefaults {
             !localOnly.isEmpty && localOnly.contains { $0.matches(key) }
         }
 
-        /// Logs a change under the next sequence number; a remote change with its own origin.
-        private func appendLog(_ kind: ChangeLog.Kind, key: String, remoteOrigin: UInt64? = nil, isConflict: Bool = false) throws {
+        /// Logs a change under the next sequence number; a remote change with its own origin; a `set`
+        /// with the record it stored (`storedRecord`), which the log keeps if it is small.
+        private func appendLog(
+            _ kind: ChangeLog.Kind, key: String, storedRecord: UnsafeRawBufferPointer? = nil, remoteOrigin: UInt64? = nil,
+            isConflict: Bool = false
+        ) throws {
             guard var clock else { preconditionFailure("appendLog before beginChange") }
             clock.sequence += 1
             self.clock = clock
@@ -314,7 +322,7 @@ extension SharedDefaults {
             if let remoteOrigin { stamp.origin = remoteOrigin }
             try ChangeLog.append(
                 txn, sequence: clock.sequence, kind: kind, isRemote: remoteOrigin != nil, isConflict: isConflict, stamp: stamp, key: key,
-                scratch: &scratch)
+                storedRecord: storedRecord, scratch: &logScratch)
             try ChangeLog.trim(txn, last: clock.sequence, retention: store.logRetention)
         }
 
@@ -365,8 +373,12 @@ extension SharedDefaults {
                     if let value {
                         addsData = true
                         StoredRecord.encode(value, stamp: remote, into: &scratch)
-                        try scratch.withUnsafeBytes { try txn.put(.values, k, $0) }
-                        try txn.delete(.tombstones, k)
+                        try scratch.withUnsafeBytes { record in
+                            try txn.put(.values, k, record)
+                            try txn.delete(.tombstones, k)
+                            try appendLog(.set, key: key, storedRecord: record, remoteOrigin: remote.origin, isConflict: replaced)
+                        }
+                        return .applied(replaced: replaced)
                     } else {
                         let hadValue = try txn.delete(.values, k)
                         try StoredRecord.encodeTombstone(remote).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
@@ -375,7 +387,7 @@ extension SharedDefaults {
                         // observers have nothing to see.
                         if !hadValue { return .applied(replaced: replaced) }
                     }
-                    try appendLog(value == nil ? .removed : .set, key: key, remoteOrigin: remote.origin, isConflict: replaced)
+                    try appendLog(.removed, key: key, remoteOrigin: remote.origin, isConflict: replaced)
                     return .applied(replaced: replaced)
                 }
             }

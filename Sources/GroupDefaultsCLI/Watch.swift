@@ -10,7 +10,9 @@ extension GroupDefaultsCommand {
             abstract: "Follow a suite's changes, from every process, as they happen.",
             discussion: """
                 Prints one line per change: sequence number, kind (set, removed, cleared, reset), key and \
-                value; with --json, one JSON object per line. A change sync applied from another \
+                the value that change wrote (also when replayed with --since); with --json, one JSON \
+                object per line. A value over 4096 bytes is not kept with its change: for one, the key's \
+                value at the time of printing is shown, and said to be so ("value_not_kept" in JSON). A change sync applied from another \
                 device says so ("remote"), and so does one that replaced a local value kept in the \
                 conflict journal ("conflict"). Ends on SIGINT or SIGTERM.
 
@@ -37,7 +39,10 @@ extension GroupDefaultsCommand {
 
         static func text(_ change: SharedDefaults.Change) -> String {
             let line = switch change.kind {
-            case .set: "\(change.sequence) set \(change.key) \(change.value.map(ValueText.oneLine) ?? "(removed since)")"
+            case .set where change.isValueNotKept:
+                "\(change.sequence) set \(change.key) \(change.value.map(ValueText.oneLine) ?? "(removed since)")"
+                    + " (the value now: this change's own took over \(SharedDefaults.Change.keptValueLimit) bytes and is not kept)"
+            case .set: "\(change.sequence) set \(change.key) \(change.value.map(ValueText.oneLine) ?? "")"
             case .removed: "\(change.sequence) removed \(change.key)"
             case .cleared: "\(change.sequence) cleared"
             case .reset: "\(change.sequence) reset"
@@ -54,6 +59,7 @@ extension GroupDefaultsCommand {
             ]
             if !change.key.isEmpty { object["key"] = .string(change.key) }
             if let value = change.value { object["value"] = value }
+            if change.isValueNotKept { object["value_not_kept"] = .bool(true) }
             if change.isRemote { object["remote"] = .bool(true) }
             if change.isConflict { object["conflict"] = .bool(true) }
             return PropertyListValue.dictionary(object).plainJSON()

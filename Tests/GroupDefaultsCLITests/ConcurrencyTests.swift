@@ -142,6 +142,66 @@ import Testing
         }
     }
 
+    /// Each change is printed with the value it wrote, however many processes write the key at once
+    /// and however long after it is printed: 15 writers of 1…15 to one key, replayed with `--since`,
+    /// print 1…15, once each, in commit order.
+    @Test func watchShowsTheValueEachChangeWrote() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "k", "-int", "0")
+            let last = try sandbox.lastChange("s")
+            var writers: [RunningProcess] = []
+            defer { for writer in writers { writer.stop() } }
+            for i in 1...15 {
+                writers.append(try sandbox.startShell(#"read go && exec "$GD" write s k -int "$1""#, [String(i)]))
+            }
+            for writer in writers { writer.send("go\n") }
+            for (i, writer) in writers.enumerated() {
+                let result = writer.finish()
+                #expect(result.succeeded && result.stderr.isEmpty, "writer \(i + 1): \(result)")
+            }
+            // Started after every write: everything it prints is replayed from the log.
+            let watch = try sandbox.start(["watch", "s", "k", "--since", String(last)])
+            defer { watch.stop() }
+            var values: [Int] = []
+            for sequence in last + 1 ... last + 15 {
+                let line = try #require(watch.nextLine(), "watch printed \(values.count) lines")
+                let prefix = "\(sequence) set k "
+                #expect(line.hasPrefix(prefix), "\(line)")
+                values.append(try #require(Int(line.dropFirst(prefix.count)), "\(line)"))
+            }
+            #expect(values.sorted() == Array(1...15), "\(values)")
+            // The last of them is what the key holds.
+            #expect(try sandbox.ok("read", "s", "k") == "\(values.last!)\n")
+        }
+    }
+
+    /// A value over the 4 KiB the log keeps with its change is shown as the key's value when
+    /// printed, and said to be so; the changes around it keep their own values.
+    @Test func watchSaysWhenAChangesOwnValueWasNotKept() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "k", "a")
+            let last = try sandbox.lastChange("s")
+            let large = String(repeating: "x", count: 5000)
+            try sandbox.ok("write", "s", "k", large)
+            try sandbox.ok("write", "s", "k", "b")
+            try sandbox.ok("write", "s", "k", String(repeating: "y", count: 4000))
+            try sandbox.ok("delete", "s", "k")
+            let watch = try sandbox.start(["watch", "s", "--since", String(last - 1), "--json"])
+            defer { watch.stop() }
+            var lines: [JSONValue] = []
+            for _ in 0..<5 { lines.append(try JSONValue.parse(try #require(watch.nextLine()))) }
+            #expect(lines.map { $0["kind"] } == ["set", "set", "set", "set", "removed"].map(JSONValue.string), "\(lines)")
+            #expect(lines.map { $0["value"] } == [
+                .string("a"), nil, .string("b"), .string(String(repeating: "y", count: 4000)), nil,
+            ], "\(lines)")
+            #expect(lines.map { $0["value_not_kept"] } == [nil, .bool(true), nil, nil, nil], "\(lines)")
+            let text = try sandbox.start(["watch", "s", "--since", String(last)])
+            defer { text.stop() }
+            #expect(text.nextLine() == "\(last + 1) set k (removed since) (the value now: this change's own took over 4096 bytes and is not kept)")
+            #expect(text.nextLine() == "\(last + 2) set k b")
+        }
+    }
+
     /// Increments from several processes add up: none lost.
     @Test func concurrentIncrementsLoseNothing() throws {
         try withSandbox { (sandbox) throws in

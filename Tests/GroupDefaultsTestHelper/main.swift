@@ -298,6 +298,10 @@ do {
         }
         say("parent ok")
 
+    case "differential":  // differential SEED COUNT: Foundation's UserDefaults beside the suite (see `Differential`)
+        var differential = try Differential(directory: directory, seed: UInt64(rest[0]) ?? 1)
+        differential.run(count: Int(rest[1]) ?? 1000)
+
     default:
         FileHandle.standardError.write(Data("unknown command \(command)\n".utf8))
         exit(2)

@@ -56,6 +56,25 @@ struct FoundationDifferentialTests {
         }
     }
 
+    @Test("a seeded sequence of sets (every overload, containers, NS bridges), removals and registrations: every getter of every key, after every step, as Foundation's")
+    func operationSequences() throws {
+        try withTemporaryDirectory { directory in
+            // Foundation reads HOME and XDG_CONFIG_HOME at start-up: its files go to a private
+            // home only in a process started with it.
+            let home = directory.appendingPathComponent("home").path
+            var environment = Self.environment
+            environment["HOME"] = home
+            environment["XDG_CONFIG_HOME"] = home + "/.config"
+            let count = Self.environment["GROUPDEFAULTS_DIFF_COUNT"].flatMap(Int.init) ?? 2000
+            let helper = try HelperProcess(
+                "differential", directory: directory, suite: "unused", [String(Self.seed), String(count)], environment: environment)
+            let result = helper.finish()
+            #expect(result.status == 0 && result.stdout.hasSuffix("done \(count)"), "seed \(Self.seed): \(result.stderr)")
+            let differences = result.stdout.split(separator: "\n").filter { $0.hasPrefix("difference") }
+            #expect(differences.isEmpty, "seed \(Self.seed):\n\(differences.joined(separator: "\n"))")
+        }
+    }
+
     @Test("each row of the README's differences table holds, on both sides, as it says")
     func statedDifferences() throws {
         let foundation = try #require(UserDefaults(suiteName: "groupdefaults.differential.stated"))

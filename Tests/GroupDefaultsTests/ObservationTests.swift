@@ -96,6 +96,55 @@ struct ObservationTests {
         }
     }
 
+    @Test("each change carries the value it wrote, as long as the log retains it; the log's values are trimmed with it")
+    func changesCarryTheirOwnValues() throws {
+        try withTemporaryDirectory { dir in
+            var configuration = SharedDefaults.Configuration()
+            configuration.logRetention = 100
+            let defaults = try SharedDefaults(suiteName: "own-values", directory: dir, configuration: configuration)
+            let start = try defaults.lastSequence
+            for i in 0..<300 { defaults.set(i, forKey: "k") }
+            defaults.removeObject(forKey: "k")
+            let end = try defaults.lastSequence
+            // A feed replaying the last 50: each set with its own value, though the key is removed now.
+            let feed = try defaults.changeFeed(forKeys: ["k"], since: end - 50)
+            var changes: [SharedDefaults.Change] = []
+            while let change = try feed.nextAvailable() { changes.append(change) }
+            #expect(changes.count == 50 && changes.last?.kind == .removed)
+            for change in changes.dropLast() {
+                #expect(change.kind == .set && !change.isValueNotKept)
+                #expect(change.value == .integer(Int(change.sequence - start - 1)), "\(change)")
+            }
+            // The log and its values are trimmed together: no value outlives its change.
+            let (records, values) = try defaults.store.readLog { txn in (try txn.count(.log), try txn.count(.logValues)) }
+            #expect(records <= 100 + Int(ChangeLog.trimBatch) && values == records - 1, "\(records) records, \(values) values")
+        }
+    }
+
+    @Test("a value over keptValueLimit is not kept with its change: the change says so and gives the key's value when read")
+    func largeValuesAreNotKept() throws {
+        try withTemporaryDirectory { dir in
+            let defaults = try SharedDefaults(suiteName: "large-values", directory: dir)
+            let start = try defaults.lastSequence
+            let limit = SharedDefaults.Change.keptValueLimit
+            // Encoded, a string takes its UTF-8 bytes and a few more for its tag and length.
+            defaults.set(String(repeating: "a", count: limit - 8), forKey: "k")
+            defaults.set(String(repeating: "b", count: limit + 1), forKey: "k")
+            defaults.set(Data(count: limit * 2), forKey: "d")
+            let feed = try defaults.changeFeed(since: start)
+            let kept = try #require(try feed.nextAvailable()), large = try #require(try feed.nextAvailable())
+            let data = try #require(try feed.nextAvailable())
+            #expect(!kept.isValueNotKept && kept.value == .string(String(repeating: "a", count: limit - 8)))
+            #expect(large.isValueNotKept && large.value == .string(String(repeating: "b", count: limit + 1)))
+            #expect(data.isValueNotKept && data.value == .data(Data(count: limit * 2)))
+            defaults.set("small", forKey: "k")
+            let again = try defaults.changeFeed(since: start)
+            _ = try again.nextAvailable()
+            let replaced = try #require(try again.nextAvailable())
+            #expect(replaced.isValueNotKept && replaced.value == .string("small"), "the key's value when read")
+        }
+    }
+
     @Test("an observer that falls behind the retained log gets one reset, then continues from the end")
     func fallingBehindYieldsReset() throws {
         try withTemporaryDirectory { dir in

@@ -21,9 +21,19 @@ extension SharedDefaults {
         public let kind: Kind
         /// The key changed (empty for `cleared` and `reset`).
         public let key: String
-        /// The value stored under `key` when the observer read the change: the change's own value,
-        /// or a later one if the key changed again since (nil if it is not stored now).
+        /// For `set`, the value this change wrote, also when the key changed again since; nil for
+        /// the other kinds.
+        ///
+        /// The log keeps a change's value with it when the value takes at most `keptValueLimit`
+        /// bytes encoded, for as long as it keeps the change (`Configuration.logRetention`). For a
+        /// larger value (or a change an earlier version logged), `isValueNotKept` is true and
+        /// `value` is what the key held when the observer read the change: the change's own value
+        /// unless the key changed again, nil if it was removed since.
         public let value: PropertyListValue?
+        /// Whether this `set` change's own value was not kept in the log (it took more than
+        /// `keptValueLimit` bytes encoded), so that `value` is the key's value when the change was
+        /// read.
+        public let isValueNotKept: Bool
         /// The store (origin id) that made the change: this one, another process's handle on this
         /// one, or, for a change applied by sync, the device that wrote it.
         public let origin: UInt64
@@ -41,6 +51,11 @@ extension SharedDefaults {
         /// device through sync. (A process remembers its last 4,096 commits to a suite: one of its
         /// own changes replayed from further back, with `since`, is reported as another process's.)
         public let source: Source
+
+        /// The largest value, in bytes encoded (about its size as UTF-8 text, for a string), that the
+        /// log keeps with its change: 4 KiB, so that the log's values take at most
+        /// `logRetention` × 4 KiB (40 MB at the default) however large the values are.
+        public static let keptValueLimit = 4096
 
         /// Where a change came from.
         public enum Source: Sendable, Hashable, CustomStringConvertible {

@@ -74,20 +74,20 @@ extension SharedDefaults {
                 if fellBehind || pastTheEnd {
                     let tail = try ChangeLog.tail(txn)
                     let reset = SharedDefaults.Change(
-                        sequence: tail.sequence, kind: .reset, key: "", value: nil, origin: store.origin, hlc: tail.hlc,
+                        sequence: tail.sequence, kind: .reset, key: "", value: nil, isValueNotKept: false, origin: store.origin, hlc: tail.hlc,
                         isRemote: false, isConflict: false, source: .anotherProcess)
                     return ([reset], tail.sequence)
                 }
                 var changes: [SharedDefaults.Change] = []
                 for record in records {
                     if record.kind != .cleared, let keys, !keys.contains(record.key) { continue }
-                    var value: PropertyListValue?
+                    var value: PropertyListValue?, notKept = false
                     if withValues && record.kind == .set {
-                        value = storedValue(record.key, in: txn)
+                        (value, notKept) = changedValue(record, in: txn)
                     }
                     changes.append(SharedDefaults.Change(
                         sequence: record.sequence, kind: SharedDefaults.Change.Kind(record.kind),
-                        key: record.key, value: value, origin: record.stamp.origin, hlc: record.stamp.hlc,
+                        key: record.key, value: value, isValueNotKept: notKept, origin: record.stamp.origin, hlc: record.stamp.hlc,
                         isRemote: record.isRemote, isConflict: record.isConflict,
                         source: record.isRemote ? .anotherDevice(deviceID: record.stamp.origin)
                             : store.ownCommits.contains(record.sequence) ? .thisProcess : .anotherProcess))
@@ -103,15 +103,19 @@ extension SharedDefaults {
             }
         }
 
-        /// The value stored under `key` now; nil if it is not stored, or does not decode (reported).
-        private func storedValue(_ key: String, in txn: LMDBTransaction) -> PropertyListValue? {
+        /// The value a `set` wrote, as the log kept it; when it did not (a large value), the value
+        /// stored under the key now, and `notKept`. nil if that is not stored, or does not decode
+        /// (reported).
+        private func changedValue(_ record: ChangeLog.Record, in txn: LMDBTransaction) -> (PropertyListValue?, notKept: Bool) {
             do {
-                return try withKeyBytes(key) { k in
+                if let kept = try ChangeLog.keptValue(txn, sequence: record.sequence) { return (kept, false) }
+                let stored = try withKeyBytes(record.key) { k in
                     try txn.get(.values, k).map { try StoredRecord.decode($0).value }
                 }
+                return (stored, true)
             } catch {
-                store.logger.error("\(store.translate(error, key: key))")
-                return nil
+                store.logger.error("\(store.translate(error, key: record.key))")
+                return (nil, false)
             }
         }
     }

@@ -10,6 +10,12 @@ internal import GroupDefaultsLMDB
 /// 9..16  origin of the change
 /// 17...  the key, UTF-8 (empty for `cleared`)
 /// ```
+/// A `set` whose value takes at most `keptValueLimit` bytes encoded also has its value in the
+/// `log.values` database, under the same key: a copy of the record it stored in `values` (so that
+/// its checksum guards it too). Observers see what each change wrote, not only what the key holds
+/// when they read it. (A separate database rather than a
+/// longer record: a process of an earlier version, reading this log, still reads every record.)
+///
 /// The log's tail is also the store's clock: the next change takes the next sequence number and an
 /// HLC after the tail's. (A change applied from elsewhere, by sync, is logged with the local clock
 /// advanced past the remote stamp, so the log's HLCs only grow.) Writers trim records that fall out of
@@ -26,6 +32,8 @@ enum ChangeLog {
     static let conflictFlag: UInt8 = 0x40
     /// Trimming waits until this many records are beyond retention, then drops them together.
     static let trimBatch: UInt64 = 64
+    /// The largest encoded value the log keeps with its change (`SharedDefaults.Change.keptValueLimit`).
+    static var keptValueLimit: Int { SharedDefaults.Change.keptValueLimit }
 
     /// The last sequence number and HLC, or (0, zero) for a store that never changed.
     static func tail(_ txn: LMDBTransaction) throws -> (sequence: UInt64, hlc: HLC) {
@@ -36,10 +44,11 @@ enum ChangeLog {
     }
 
     /// Appends the record for sequence number `sequence` (which must follow the tail), using
-    /// `scratch` as its buffer.
+    /// `scratch` as its buffer, and the record a `set` stored in `values` (`storedRecord`) if its
+    /// value takes at most `keptValueLimit` bytes.
     static func append(
         _ txn: LMDBTransaction, sequence: UInt64, kind: Kind, isRemote: Bool = false, isConflict: Bool = false, stamp: Stamp,
-        key: String, scratch: inout [UInt8]
+        key: String, storedRecord: UnsafeRawBufferPointer? = nil, scratch: inout [UInt8]
     ) throws {
         scratch.removeAll(keepingCapacity: true)
         scratch.append(kind.rawValue | (isRemote ? remoteFlag : 0) | (isConflict ? conflictFlag : 0))
@@ -48,6 +57,9 @@ enum ChangeLog {
         scratch.append(contentsOf: key.utf8)
         try withUnsafeBytes(of: sequence.bigEndian) { seq in
             try scratch.withUnsafeBytes { try txn.put(.log, seq, $0, append: true) }
+            if let storedRecord, storedRecord.count - StoredRecord.headerSize <= keptValueLimit {
+                try txn.put(.logValues, seq, storedRecord, append: true)
+            }
         }
     }
 
@@ -55,8 +67,10 @@ enum ChangeLog {
     static func trim(_ txn: LMDBTransaction, last sequence: UInt64, retention: UInt64) throws {
         guard sequence > retention + trimBatch, sequence % trimBatch == 0 else { return }
         let keepFrom = sequence - retention + 1
-        try txn.deleteLeading(.log) { key in
-            key.count == 8 && UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) < keepFrom
+        for database in [Database.log, .logValues] {
+            try txn.deleteLeading(database) { key in
+                key.count == 8 && UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) < keepFrom
+            }
         }
     }
 }
@@ -96,6 +110,13 @@ extension ChangeLog {
             }
         }
         return records
+    }
+
+    /// The value the `set` logged as `sequence` stored, if the log kept it (see `keptValueLimit`).
+    static func keptValue(_ txn: LMDBTransaction, sequence: UInt64) throws -> PropertyListValue? {
+        try withUnsafeBytes(of: sequence.bigEndian) { seq in
+            try txn.get(.logValues, seq).map { try StoredRecord.decode($0).value }
+        }
     }
 
     static func decode(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws -> Record {

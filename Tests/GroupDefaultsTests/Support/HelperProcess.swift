@@ -22,13 +22,18 @@ struct HelperProcess {
     /// Starts `GroupDefaultsTestHelper COMMAND DIRECTORY SUITE ARGS…`, or with `launcher`
     /// (`["unshare", "--pid", …]`) `LAUNCHER… GroupDefaultsTestHelper COMMAND …`. The helper gets
     /// this thread's signal mask, as a child started with `Process` does.
-    init(_ command: String, directory: URL, suite: String, _ arguments: [String] = [], launcher: [String] = []) throws {
+    /// `environment` replaces this process's environment for the helper when given.
+    init(
+        _ command: String, directory: URL, suite: String, _ arguments: [String] = [], launcher: [String] = [],
+        environment: [String: String]? = nil
+    ) throws {
         let helper = [command, directory.path, suite] + arguments
         if let program = launcher.first {
             running = try RunningProcess(
-                URL(fileURLWithPath: program), launcher.dropFirst() + [Self.executable.path] + helper, terminationSignals: .inherited)
+                URL(fileURLWithPath: program), launcher.dropFirst() + [Self.executable.path] + helper, environment: environment,
+                terminationSignals: .inherited)
         } else {
-            running = try RunningProcess(Self.executable, helper, terminationSignals: .inherited)
+            running = try RunningProcess(Self.executable, helper, environment: environment, terminationSignals: .inherited)
         }
     }
 
