@@ -172,7 +172,7 @@ public final class SharedDefaults: Sendable {
     /// as its absolute string (where Foundation on Linux keeps only its path); nil removes the key.
     public func set(_ url: URL?, forKey key: String) {
         guard let url else { return removeObject(forKey: key) }
-        setValue(.string(url.isFileURL ? url.path : url.absoluteString), forKey: key)
+        setValue(PropertyListValue(url: url), forKey: key)
     }
 
     /// Removes the value stored under `key`, so that it reads as its registered default, if any.

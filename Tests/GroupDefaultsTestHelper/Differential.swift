@@ -14,8 +14,6 @@ import TestSupport
 /// crash or hang of Foundation's on Linux, said where):
 /// - the empty key, which SharedDefaults refuses (LMDB keys are not empty);
 /// - `Int.max`, `UInt64` above it, and Floats of 2^24 or more (the scalar test covers them);
-/// - the fractions of a second of a `Date` (Foundation on Linux keeps whole seconds): dates are
-///   compared to the second;
 /// - URLs other than file URLs, and `url(forKey:)` of a string that is not an absolute path.
 struct Differential {
     static let suite = "groupdefaults.differential.ops"
@@ -220,7 +218,7 @@ struct Differential {
         return found
     }
 
-    /// A value as a user's code compares it: containers element by element, dates to the second,
+    /// A value as a user's code compares it: containers element by element,
     /// numbers by kind and value. A `Float` compares as the double of the decimal it prints as, and
     /// an `NSNumber` as the Swift value it holds (a boolean, an integer or a double): SharedDefaults
     /// keeps one floating-point type and gives numbers back as `Bool`, `Int` or `Double` (README:
@@ -246,7 +244,7 @@ struct Differential {
         }
         if let url = value as? URL { return "url(\(url.absoluteString))" }
         if let string = value as? String { return "string(\(string.debugDescription))" }
-        if let date = value as? Date { return "date(\(date.timeIntervalSinceReferenceDate.rounded(.down)))" }
+        if let date = value as? Date { return "date(\(date.timeIntervalSinceReferenceDate))" }
         if let data = value as? Data { return "data(\(data.base64EncodedString()))" }
         if let array = value as? [Any] { return "[" + array.map(canonical).joined(separator: ", ") + "]" }
         if let dictionary = value as? [String: Any] {

@@ -302,6 +302,18 @@ do {
         var differential = try Differential(directory: directory, seed: UInt64(rest[0]) ?? 1)
         differential.run(count: Int(rest[1]) ?? 1000)
 
+    case "differential-stated":  // differential-stated: the README's rows that need Foundation's persistent domain
+        guard let foundation = UserDefaults(suiteName: Differential.suite) else { fail("no UserDefaults") }
+        let shared = try SharedDefaults(suiteName: "stated", directory: directory)
+        func row(_ name: String, _ set: (Any, String) -> Void, _ setURL: (URL, String) -> Void, _ string: (String) -> String?) {
+            set(1, "n")
+            set(1.0, "n")
+            setURL(URL(string: "https://example.com/x")!, "u")
+            say("\(name) set(1.0) over 1: string \(string("n") ?? "nil"), https URL: string \(string("u") ?? "nil")")
+        }
+        row("foundation", { foundation.set($0, forKey: $1) }, { foundation.set($0, forKey: $1) }, foundation.string(forKey:))
+        row("shared", { shared.set($0, forKey: $1) }, { shared.set($0, forKey: $1) }, shared.string(forKey:))
+
     default:
         FileHandle.standardError.write(Data("unknown command \(command)\n".utf8))
         exit(2)

@@ -100,6 +100,21 @@ struct FoundationDifferentialTests {
             #expect(foundation.url(forKey: "k") != nil && defaults.url(forKey: "k") == nil)
             both(try #require(URL(string: "https://example.com/x")))
             #expect(foundation.string(forKey: "k") == nil && defaults.string(forKey: "k") == "https://example.com/x")
+            both(URL(fileURLWithPath: "/tmp/x"))
+            #expect(foundation.string(forKey: "k") == nil && defaults.string(forKey: "k") == "/tmp/x")
+            #expect(foundation.url(forKey: "k") == URL(fileURLWithPath: "/tmp/x") && defaults.url(forKey: "k") == URL(fileURLWithPath: "/tmp/x"))
+            both(Data("/tmp/x".utf8))
+            #expect(defaults.url(forKey: "k") == URL(fileURLWithPath: "/tmp/x"))  // Foundation unarchives it (and may crash): not asked
+            both(NSNumber(value: UInt8(7)))
+            let number = try #require(foundation.object(forKey: "k"))
+            #expect(number is NSNumber && (number as? NSNumber)?.intValue == 7, "\(type(of: number))")
+            #expect(defaults.object(forKey: "k") as? Int == 7 && defaults.object(forKey: "k") as? Double == nil)
+            both(Float(0.5))
+            #expect(foundation.object(forKey: "k") as? Float == 0.5 && defaults.object(forKey: "k") as? Double == 0.5)
+
+            // The empty key: Foundation keeps a value under it; here it is refused.
+            defaults.set("v", forKey: "")
+            #expect(defaults.object(forKey: "") == nil && defaults.lastError?.code == .invalidKey)
 
             // Above Int.max: Foundation keeps it and reads 0; here it is refused, saying why and
             // what to store instead, and the key keeps its value.
@@ -112,6 +127,22 @@ struct FoundationDifferentialTests {
             #expect(error.code == .unsupportedValue && "\(error)".contains("above Int.max") && "\(error)".contains("String or a Double"), "\(error)")
             defaults.set(UInt64.max, forKey: "u")
             #expect(defaults.string(forKey: "u") == "kept" && "\(defaults.lastError!)".contains("above Int.max"))
+        }
+    }
+
+    @Test("the rows that need Foundation's persistent domain (set, not register) hold as the README says")
+    func statedDifferencesOfStoredValues() throws {
+        try withTemporaryDirectory { directory in
+            let home = directory.appendingPathComponent("home").path
+            var environment = Self.environment
+            environment["HOME"] = home
+            environment["XDG_CONFIG_HOME"] = home + "/.config"
+            let result = try HelperProcess("differential-stated", directory: directory, suite: "unused", environment: environment).finish()
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stdout.split(separator: "\n") == [
+                "foundation set(1.0) over 1: string 1, https URL: string /x",
+                "shared set(1.0) over 1: string 1.0, https URL: string https://example.com/x",
+            ], "\(result.stdout)")
         }
     }
 

@@ -4,8 +4,8 @@ import Foundation
 extension PropertyListValue {
     /// The value for an `Any` handed to `set(_:forKey:)`: the property-list types, their Foundation
     /// counterparts (`NSNumber`, `NSString`, `NSArray`, `NSDictionary`, …), other integer and
-    /// floating-point types, and `URL` (stored as its absolute string). Returns nil for anything
-    /// else, an `NSObject` or a closure say.
+    /// floating-point types, and `URL` (see `init(url:)`). Returns nil for anything else, an
+    /// `NSObject` or a closure say.
     public init?(any value: Any) {
         switch value {
         // String first: the commonest value, and a cast to the enum below costs a conformance
@@ -25,7 +25,7 @@ extension PropertyListValue {
         case let v as any BinaryFloatingPoint: self = .double(Double(v))
         case let v as Date: self = .date(v)
         case let v as Data: self = .data(v)
-        case let v as URL: self = .string(v.absoluteString)
+        case let v as URL: self.init(url: v)
         case let v as [Any]:
             var array: [PropertyListValue] = []
             array.reserveCapacity(v.count)
@@ -78,6 +78,13 @@ extension PropertyListValue {
         }
         return "a value of type \(type(of: value)) cannot be stored; use String, Int, Double, Bool, Date, Data, URL, "
             + "or arrays and [String: Any] dictionaries of them"
+    }
+
+    /// A URL as `set(_:forKey:)` stores it: a file URL as its path, as Foundation's `UserDefaults`
+    /// stores it (so that `url(forKey:)` reads it back as the same file URL), any other whole, as
+    /// its absolute string (where Foundation on Linux keeps only the path).
+    init(url: URL) {
+        self = .string(url.isFileURL ? url.path : url.absoluteString)
     }
 
     /// A `Float` as the one floating-point type holds it: the double nearest the decimal the float
