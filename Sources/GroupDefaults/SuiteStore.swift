@@ -306,7 +306,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// before LMDB follows them (opening checks only what plain readers use).
     func readLog<T>(_ body: (LMDBTransaction) throws -> T) throws -> T {
         if !logChecked.load(ordering: .acquiring) {
-            try environment.checkTrees([SuiteDatabase.name(of: .log), SuiteDatabase.name(of: .logValues)])
+            try environment.checkTrees([SuiteDatabase.name(of: .log)])
             logChecked.store(true, ordering: .releasing)
         }
         return try read(body)
@@ -428,7 +428,7 @@ extension Environment {
 
 /// The named databases of a suite file (see ARCHITECTURE.md).
 enum SuiteDatabase {
-    static let names = ["values", "tombstones", "log", "meta", "journal", "log.values"]
+    static let names = ["values", "tombstones", "log", "meta", "journal"]
     /// What a plain reader follows, checked when a file is opened.
     static let readerTrees = ["values", "meta"]
 
@@ -442,8 +442,6 @@ extension Database {
     static let meta = Database(3)
     /// The conflict journal: local values sync replaced (`ConflictJournal`). Never synced.
     static let journal = Database(4)
-    /// The values of the changes the log keeps them for, by sequence number (`ChangeLog`).
-    static let logValues = Database(5)
 }
 
 /// Keys of the `meta` database. (The buffers point at immutable static string data.)

@@ -11,8 +11,9 @@ extension GroupDefaultsCommand {
             discussion: """
                 Prints one line per change: sequence number, kind (set, removed, cleared, reset), key and \
                 the value that change wrote (also when replayed with --since); with --json, one JSON \
-                object per line. A value over 4096 bytes is not kept with its change: for one, the key's \
-                value at the time of printing is shown, and said to be so ("value_not_kept" in JSON). A change sync applied from another \
+                object per line. A value that takes over 4096 bytes encoded (a string of about 4090 \
+                bytes or more) is not kept with its change: for one, the key's value at the time of \
+                printing is shown, and said to be so ("value_not_kept" in JSON). A change sync applied from another \
                 device says so ("remote"), and so does one that replaced a local value kept in the \
                 conflict journal ("conflict"). Ends on SIGINT or SIGTERM.
 

@@ -127,7 +127,8 @@ extension PropertyListValue {
     /// `bool`, `date`, `data`, `array`, `dictionary`) decodes as typed JSON; anything else as plain
     /// JSON: integers (no fraction, no exponent) become `.integer`, other numbers `.double`,
     /// `true`/`false` `.bool`, strings `.string`, arrays and objects likewise. An object of one key
-    /// that is a tag misspelt (`{"integr": 3}`) is refused, naming the tag meant: a dictionary of
+    /// that is a tag misspelt (`{"integr": 3}`) or named as elsewhere (`{"int": 3}`, `{"real": 1.5}`,
+    /// `{"boolean": true}`) is refused, naming the tag meant: a dictionary of
     /// one such key is written typed, `{"dictionary": {"integr": {"integer": 3}}}`.
     /// ```swift
     /// try PropertyListValue.parseJSON(#"{"volume": 0.8, "badge": 3}"#)   // plain
@@ -142,7 +143,7 @@ extension PropertyListValue {
         if case .dictionary(let object) = plain, object.count == 1, let key = object.keys.first {
             if TypedJSONText.tags.contains(key) { return try TypedJSONText.decode(bytes) }
             // A misspelt tag would store a dictionary of one key where a typed value was meant.
-            if let tag = Spelling.nearest(to: key, among: TypedJSONText.tags.sorted()) {
+            if let tag = TypedJSONText.aliases[key.lowercased()] ?? Spelling.nearest(to: key, among: TypedJSONText.tags.sorted()) {
                 throw PropertyListFormatError("""
                     "\(key)" is not a typed-JSON tag: did you mean "\(tag)"? (a dictionary with that one key is written \
                     typed: {"dictionary": {"\(key)": …}})
@@ -1056,6 +1057,13 @@ private struct BinaryPlistReader {
 /// Typed JSON (the Codable form in TypedJSON.swift) read from text, with syntax errors located.
 enum TypedJSONText {
     static let tags: Set<String> = ["string", "integer", "double", "bool", "date", "data", "array", "dictionary"]
+    /// The names people give the same types elsewhere (`defaults`' type flags, XML property lists,
+    /// other languages), with the tag each means: an object of one such key is refused, not stored.
+    static let aliases: [String: String] = [
+        "int": "integer", "long": "integer", "uint": "integer", "number": "integer", "float": "double", "real": "double",
+        "boolean": "bool", "str": "string", "text": "string", "dict": "dictionary", "object": "dictionary", "list": "array",
+        "bytes": "data", "blob": "data",
+    ]
 
     /// Whether text starts `{"<tag>":` (white space allowed around the tokens).
     static func looksTyped(_ text: ArraySlice<UInt8>) -> Bool {

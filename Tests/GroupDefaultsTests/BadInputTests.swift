@@ -347,7 +347,7 @@ struct DamagedFileTests {
     @Test("a damaged value record reads as nil with corruptValue; other keys are fine")
     func damagedValue() throws {
         try withTemporaryDirectory { dir in
-            let marker = "MARKER-5d1c0f2e-unique-value"
+            let marker = "MARKER-5d1c0f2e-unique-value" + unlogged
             do {
                 let defaults = try openSuite(dir, "suite")
                 try defaults.write { tx in

@@ -38,6 +38,10 @@ private func occurrences(of marker: String, in bytes: Data) -> [Int] {
     return offsets
 }
 
+/// Padding that makes a marked value too large for the change log to keep a copy of
+/// (`Change.keptValueLimit`), so that the file holds it once, in the `values` tree.
+let unlogged = String(repeating: ".", count: SharedDefaults.Change.keptValueLimit)
+
 /// Flips one bit inside every copy of `marker` in `file` ("MARKER" becomes "MASKER": the value
 /// record's checksum no longer matches). The suite must not be open in this process.
 private func damageValue(marked marker: String, in file: URL) throws {
@@ -195,7 +199,7 @@ struct MaintenanceTests {
     @Test("verify reports a damaged value record by its key; storedValues throws corruptValue for it")
     func verifyDamagedValue() throws {
         try withTemporaryDirectory { dir in
-            let marker = "MARKER-2b7e41c9-maintenance"
+            let marker = "MARKER-2b7e41c9-maintenance" + unlogged
             let file = dir.appendingPathComponent("suite.lmdb")
             do {
                 let defaults = try openSuite(dir, "suite")
@@ -384,7 +388,7 @@ struct MaintenanceTests {
     @Test("restore refuses a damaged or missing source and changes nothing")
     func restoreRefusesDamagedSource() throws {
         try withTemporaryDirectory { dir in
-            let marker = "MARKER-c4d2-restore-source"
+            let marker = "MARKER-c4d2-restore-source" + unlogged
             let live = try openSuite(dir, "live")
             try live.write { tx in
                 try tx.set(.string("ring.caf"), forKey: "sound")

@@ -108,7 +108,7 @@ extension SharedDefaults {
         /// (reported).
         private func changedValue(_ record: ChangeLog.Record, in txn: LMDBTransaction) -> (PropertyListValue?, notKept: Bool) {
             do {
-                if let kept = try ChangeLog.keptValue(txn, sequence: record.sequence) { return (kept, false) }
+                if let kept = record.keptValue { return (kept, false) }
                 let stored = try withKeyBytes(record.key) { k in
                     try txn.get(.values, k).map { try StoredRecord.decode($0).value }
                 }

@@ -5,16 +5,18 @@ internal import GroupDefaultsLMDB
 /// ```
 /// 0      kind (1 set, 2 removed, 3 cleared), plus 0x80 for a change applied from the server
 ///        (its origin is then the remote writer's), plus 0x40 when that change replaced a local
-///        value now kept in the conflict journal
+///        value now kept in the conflict journal, plus 0x20 when the record keeps the value
 /// 1..8   HLC of the change (little-endian)
 /// 9..16  origin of the change
-/// 17...  the key, UTF-8 (empty for `cleared`)
+/// 17...  the key, UTF-8 (empty for `cleared`); with 0x20:
+/// 17..18 the key's length in bytes (little-endian), then the key, then a copy of the record the
+///        `set` stored in `values` (`StoredRecord`, whose checksum guards it here too)
 /// ```
-/// A `set` whose value takes at most `keptValueLimit` bytes encoded also has its value in the
-/// `log.values` database, under the same key: a copy of the record it stored in `values` (so that
-/// its checksum guards it too). Observers see what each change wrote, not only what the key holds
-/// when they read it. (A separate database rather than a
-/// longer record: a process of an earlier version, reading this log, still reads every record.)
+/// A `set` keeps its value in its record when the value takes at most `keptValueLimit` bytes
+/// encoded: observers see what each change wrote, not only what the key holds when they read it.
+/// In the record itself rather than in a database of its own: a second tree would cost each `set`
+/// another page copied (measured: a third slower), where a longer record costs a few bytes copied.
+/// (A process of a version that predates kept values reads such a record as damaged.)
 ///
 /// The log's tail is also the store's clock: the next change takes the next sequence number and an
 /// HLC after the tail's. (A change applied from elsewhere, by sync, is logged with the local clock
@@ -30,6 +32,9 @@ enum ChangeLog {
     static let remoteFlag: UInt8 = 0x80
     /// Set in the kind byte of a remote change that replaced a local value kept in the journal.
     static let conflictFlag: UInt8 = 0x40
+    /// Set in the kind byte of a `set` whose record keeps the value it stored.
+    static let valueFlag: UInt8 = 0x20
+    static let flags = remoteFlag | conflictFlag | valueFlag
     /// Trimming waits until this many records are beyond retention, then drops them together.
     static let trimBatch: UInt64 = 64
     /// The largest encoded value the log keeps with its change (`SharedDefaults.Change.keptValueLimit`).
@@ -44,22 +49,28 @@ enum ChangeLog {
     }
 
     /// Appends the record for sequence number `sequence` (which must follow the tail), using
-    /// `scratch` as its buffer, and the record a `set` stored in `values` (`storedRecord`) if its
+    /// `scratch` as its buffer; with the record a `set` stored in `values` (`storedRecord`) if its
     /// value takes at most `keptValueLimit` bytes.
     static func append(
         _ txn: LMDBTransaction, sequence: UInt64, kind: Kind, isRemote: Bool = false, isConflict: Bool = false, stamp: Stamp,
         key: String, storedRecord: UnsafeRawBufferPointer? = nil, scratch: inout [UInt8]
     ) throws {
+        let kept = storedRecord.flatMap { $0.count - StoredRecord.headerSize <= keptValueLimit ? $0 : nil }
         scratch.removeAll(keepingCapacity: true)
-        scratch.append(kind.rawValue | (isRemote ? remoteFlag : 0) | (isConflict ? conflictFlag : 0))
+        scratch.append(kind.rawValue | (isRemote ? remoteFlag : 0) | (isConflict ? conflictFlag : 0) | (kept != nil ? valueFlag : 0))
         BinaryCodec.appendFixed(stamp.hlc.rawValue, into: &scratch)
         BinaryCodec.appendFixed(stamp.origin, into: &scratch)
-        scratch.append(contentsOf: key.utf8)
+        if let kept {
+            let length = UInt16(key.utf8.count)  // keys are at most LMDB's 511 bytes
+            scratch.append(UInt8(truncatingIfNeeded: length))
+            scratch.append(UInt8(truncatingIfNeeded: length >> 8))
+            scratch.append(contentsOf: key.utf8)
+            scratch.append(contentsOf: kept)
+        } else {
+            scratch.append(contentsOf: key.utf8)
+        }
         try withUnsafeBytes(of: sequence.bigEndian) { seq in
             try scratch.withUnsafeBytes { try txn.put(.log, seq, $0, append: true) }
-            if let storedRecord, storedRecord.count - StoredRecord.headerSize <= keptValueLimit {
-                try txn.put(.logValues, seq, storedRecord, append: true)
-            }
         }
     }
 
@@ -67,10 +78,8 @@ enum ChangeLog {
     static func trim(_ txn: LMDBTransaction, last sequence: UInt64, retention: UInt64) throws {
         guard sequence > retention + trimBatch, sequence % trimBatch == 0 else { return }
         let keepFrom = sequence - retention + 1
-        for database in [Database.log, .logValues] {
-            try txn.deleteLeading(database) { key in
-                key.count == 8 && UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) < keepFrom
-            }
+        try txn.deleteLeading(.log) { key in
+            key.count == 8 && UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)) < keepFrom
         }
     }
 }
@@ -86,6 +95,8 @@ extension ChangeLog {
         var isConflict: Bool
         var stamp: Stamp
         var key: String
+        /// The value a `set` stored, if the record keeps it (see `keptValueLimit`).
+        var keptValue: PropertyListValue?
     }
 
     /// The first retained sequence number, or nil when the log is empty.
@@ -112,18 +123,19 @@ extension ChangeLog {
         return records
     }
 
-    /// The value the `set` logged as `sequence` stored, if the log kept it (see `keptValueLimit`).
-    static func keptValue(_ txn: LMDBTransaction, sequence: UInt64) throws -> PropertyListValue? {
-        try withUnsafeBytes(of: sequence.bigEndian) { seq in
-            try txn.get(.logValues, seq).map { try StoredRecord.decode($0).value }
-        }
-    }
-
     static func decode(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws -> Record {
-        guard key.count == 8, value.count >= headerSize, let kind = Kind(rawValue: value[0] & ~(remoteFlag | conflictFlag)) else {
+        guard key.count == 8, value.count >= headerSize, let kind = Kind(rawValue: value[0] & ~flags) else {
             throw CorruptBytes("a change log record is damaged")
         }
-        let keyBytes = UnsafeRawBufferPointer(rebasing: value[headerSize...])
+        var keyBytes = UnsafeRawBufferPointer(rebasing: value[headerSize...])
+        var keptValue: PropertyListValue?
+        if value[0] & valueFlag != 0 {
+            guard kind == .set, value.count >= headerSize + 2 else { throw CorruptBytes("a change log record is damaged") }
+            let length = Int(value[headerSize]) | Int(value[headerSize + 1]) << 8
+            guard value.count >= headerSize + 2 + length else { throw CorruptBytes("a change log record is damaged") }
+            keyBytes = UnsafeRawBufferPointer(rebasing: value[headerSize + 2 ..< headerSize + 2 + length])
+            keptValue = try StoredRecord.decode(UnsafeRawBufferPointer(rebasing: value[(headerSize + 2 + length)...])).value
+        }
         return Record(
             sequence: UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)),
             kind: kind,
@@ -132,6 +144,7 @@ extension ChangeLog {
             stamp: Stamp(
                 hlc: HLC(rawValue: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 1, as: UInt64.self))),
                 origin: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 9, as: UInt64.self))),
-            key: String(decoding: keyBytes, as: UTF8.self))
+            key: String(decoding: keyBytes, as: UTF8.self),
+            keptValue: keptValue)
     }
 }
