@@ -13,9 +13,11 @@ extension GroupDefaultsCommand {
                 the value that change wrote (also when replayed with --since); with --json, one JSON \
                 object per line. A value that takes over 4096 bytes encoded (a string of about 4090 \
                 bytes or more) is not kept with its change: for one, the key's value at the time of \
-                printing is shown, and said to be so ("value_not_kept" in JSON). A change sync applied from another \
-                device says so ("remote"), and so does one that replaced a local value kept in the \
-                conflict journal ("conflict"). Ends on SIGINT or SIGTERM.
+                printing is shown, and said to be so ("value_not_kept" in JSON). A change sync applied \
+                from another device says so ("remote"), and so does one that replaced a local value \
+                kept in the conflict journal ("conflict"). A "reset" line says that changes were \
+                missed (the suite keeps its last 10,000): read the suite again. Ends on SIGINT or \
+                SIGTERM.
 
                 Example: groupdefaults watch group.com.example.chat sound --json
                 """)
@@ -46,7 +48,9 @@ extension GroupDefaultsCommand {
             case .set: "\(change.sequence) set \(change.key) \(change.value.map(ValueText.oneLine) ?? "")"
             case .removed: "\(change.sequence) removed \(change.key)"
             case .cleared: "\(change.sequence) cleared"
-            case .reset: "\(change.sequence) reset"
+            case .reset:
+                "\(change.sequence) reset (changes before it are no longer kept, or the suite was recreated: read the suite again; "
+                    + "watching goes on from here)"
             }
             guard change.isRemote else { return line }
             return line + " (remote, from device \(change.origin)"

@@ -20,7 +20,8 @@ extension GroupDefaultsCommand {
                   write SUITE 'PLIST'            replace the whole suite, all or nothing
 
                 Booleans: true, false, yes, no, 1, 0. Dates: 2026-11-21 10:00:00 +0000,
-                or ISO 8601. Options go before SUITE.
+                or ISO 8601. Options go before SUITE; -- ends them (write -- SUITE KEY VALUE,
+                for a suite whose name starts with -).
 
                 Example: groupdefaults write group.com.example.chat volume -float 0.8
                 """)

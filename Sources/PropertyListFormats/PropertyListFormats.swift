@@ -1082,6 +1082,11 @@ enum TypedJSONText {
         return i < text.endIndex && text[i] == UInt8(ascii: ":")
     }
 
+    /// What each tag holds, for an error about typed JSON of the wrong shape.
+    static let shapes = #"typed JSON is {"TAG": VALUE}: {"string": "…"}, {"integer": a whole number}, {"double": a number}, "#
+        + #"{"bool": true or false}, {"date": "ISO 8601"}, {"data": "base64"}, {"array": [typed values]}, "#
+        + #"{"dictionary": {"key": typed value}}"#
+
     static func decode(_ bytes: [UInt8]) throws -> PropertyListValue {
         var parser = JSONTextParser(bytes)
         _ = try parser.document()  // syntax, with line and column
@@ -1098,7 +1103,7 @@ enum TypedJSONText {
             @unknown default: throw PropertyListFormatError("typed JSON: \(error)")
             }
             let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
-            throw PropertyListFormatError("typed JSON: \(context.debugDescription) (at $\(path))")
+            throw PropertyListFormatError("typed JSON: \(context.debugDescription) (at $\(path)); \(shapes)")
         }
     }
 }

@@ -86,6 +86,8 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         BadInput(["write", "fresh", "badge", "-flaot", "3"], mentioning: ["-flaot", "did you mean '-float'"]),
         BadInput(["write", "fresh", "n", "--json", #"{"integr":3}"#], mentioning: ["integr", "did you mean \"integer\"", #"{"dictionary":"#]),
         BadInput(["write", "fresh", "n", "--json", #"{"int":3}"#], mentioning: ["did you mean \"integer\""]),
+        BadInput(["write", "fresh", "n", "--json", #"{"integer":3.5}"#], mentioning: ["a whole number"]),
+        BadInput(["write", "fresh", "n", "--json", #"{"array":[3]}"#], mentioning: [#"{"array": [typed values]}"#]),
         BadInput(["write", "fresh", "n", "--json", #"{"real":1.5}"#], mentioning: ["did you mean \"double\""]),
         BadInput(["write", "fresh", "n", "--json", #"{"Boolean":true}"#], mentioning: ["did you mean \"bool\""]),
         BadInput(["write", "fresh", "n", "--json", #"{"dict":{}}"#], mentioning: ["did you mean \"dictionary\""]),

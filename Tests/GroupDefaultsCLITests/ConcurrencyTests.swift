@@ -202,6 +202,24 @@ import Testing
         }
     }
 
+    /// Asked to start further back than the suite keeps changes (10,000), `watch` says so in one
+    /// `reset` line, then goes on with what comes next.
+    @Test func watchSaysWhenChangesAreNoLongerKept() throws {
+        try withSandbox { (sandbox) throws in
+            // One import of 10,200 keys: its sets pass the 10,000 kept and the 64 more that trimming
+            // waits for.
+            let keys = (0..<10_200).map { "k\($0) = \($0);" }.joined(separator: " ")
+            try sandbox.ok("import", "s", "-", stdin: Data("{ \(keys) }".utf8))
+            let last = try sandbox.lastChange("s")
+            let watch = try sandbox.start(["watch", "s", "--since", "1"])
+            defer { watch.stop() }
+            #expect(watch.nextLine() == "\(last) reset (changes before it are no longer kept, or the suite was recreated: "
+                + "read the suite again; watching goes on from here)")
+            try sandbox.ok("write", "s", "after", "x")
+            #expect(watch.nextLine() == "\(last + 1) set after x")
+        }
+    }
+
     /// Increments from several processes add up: none lost.
     @Test func concurrentIncrementsLoseNothing() throws {
         try withSandbox { (sandbox) throws in
