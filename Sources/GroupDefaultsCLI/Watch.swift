@@ -16,10 +16,13 @@ extension GroupDefaultsCommand {
                 printing is shown, and said to be so ("value_not_kept" in JSON). A change sync applied \
                 from another device says so ("remote"), and so does one that replaced a local value \
                 kept in the conflict journal ("conflict"). A "reset" line says that changes were \
-                missed (the suite keeps its last 10,000): read the suite again. Ends on SIGINT or \
-                SIGTERM.
+                missed (the suite keeps its last 10,000): read the suite again. Once it follows the \
+                suite it says so on stderr ("watching SUITE after change N"), so that a script can \
+                start it and then make changes. Ends on SIGINT or SIGTERM, or after --count changes.
 
-                Example: groupdefaults watch group.com.example.chat sound --json
+                Examples:
+                  groupdefaults watch group.com.example.chat sound --json
+                  groupdefaults watch group.com.example.chat sound --count 1   # wait for the next change of sound
                 """)
 
         @OptionGroup var options: SuiteOptions
@@ -27,6 +30,11 @@ extension GroupDefaultsCommand {
         @Argument(help: "Only these keys.") var keys: [String] = []
         @Option(name: .long, help: "Start after this sequence number, replaying what the suite retains.") var since: UInt64?
         @Flag(name: .long, help: "Print JSON lines.") var json = false
+        @Option(name: .long, help: "End after printing this many changes.") var count: Int?
+
+        func validate() throws {
+            if let count, count < 1 { throw ValidationError("--count must be 1 or more, not \(count)") }
+        }
 
         func run() throws {
             try perform {
@@ -34,8 +42,11 @@ extension GroupDefaultsCommand {
                 let feed = try defaults.changeFeed(forKeys: keys.isEmpty ? nil : Set(keys), since: since)
                 // Output is written line by line, unbuffered: ending at a signal loses nothing.
                 exitOnInterruptOrTermination()
-                while let change = try feed.next() {
+                writeAll(Data("watching \(suite) after change \(feed.cursor)\n".utf8), to: STDERR_FILENO)
+                var printed = 0
+                while printed != count, let change = try feed.next() {
                     output(json ? Self.json(change) : Self.text(change))
+                    printed += 1
                 }
             }
         }

@@ -50,6 +50,13 @@ extension GroupDefaultsCommand {
                 }
                 let suite = arguments[0]
                 if arguments.count == 2 {
+                    // A whole suite is a property list, `{ … }` (an array `( … )` or XML is refused below);
+                    // a word is a key whose value was forgotten.
+                    guard let start = arguments[1].trimmingCharacters(in: .whitespacesAndNewlines).first, "{(<".contains(start) else {
+                        throw CommandFailure(
+                            "no value for the key \(arguments[1]): `write \(suite) KEY VALUE` writes a key, `write \(suite) '{ key = value; }'` replaces the whole suite",
+                            status: 64)
+                    }
                     let plist = try PropertyListValue.decode(propertyListData: Data(arguments[1].utf8))
                     guard case .dictionary(let values) = plist else {
                         throw CommandFailure("a property list that replaces a suite must be a dictionary: { key = value; }")

@@ -83,6 +83,8 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         BadInput(["write", "-x", "k", "v"], mentioning: ["-x", "options go before SUITE"]),
         BadInput(["write", "--", "fresh", "k", "v", "extra"], mentioning: ["extra"]),
         BadInput(["write", "fresh", "badge", "-int", "abc"], mentioning: ["abc"]),
+        // A key whose value was forgotten is not a property list for the whole suite.
+        BadInput(["write", "fresh", "badge"], mentioning: ["no value for the key badge", "write fresh KEY VALUE"]),
         BadInput(["write", "fresh", "badge", "-flaot", "3"], mentioning: ["-flaot", "did you mean '-float'"]),
         BadInput(["write", "fresh", "n", "--json", #"{"integr":3}"#], mentioning: ["integr", "did you mean \"integer\"", #"{"dictionary":"#]),
         BadInput(["write", "fresh", "n", "--json", #"{"int":3}"#], mentioning: ["did you mean \"integer\""]),
@@ -98,6 +100,7 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         BadInput(["write", "fresh", "n", "--json", #"{"Integer":3}"#], mentioning: ["did you mean \"integer\""]),
         BadInput(["write", "--directory=", "fresh", "k", "v"], mentioning: ["--directory"]),
         BadInput(["increment", "fresh", ""], mentioning: ["empty"]),
+        BadInput(["watch", "s", "--count", "0"], mentioning: ["--count must be 1 or more"]),
         BadInput(["verify", "$FILES/missing.lmdb"], mentioning: ["no such file"]),
     ]
 

@@ -37,8 +37,28 @@ import Testing
             ])
             if let result = watch.end(with: SIGTERM) {
                 #expect(result.reason == .exit && result.status == 0, "\(result)")
-                #expect(result.stdout.isEmpty && result.stderr.isEmpty, "\(result)")
+                #expect(result.stdout.isEmpty && result.stderr == "watching s after change \(last)\n", "\(result)")
             }
+        }
+    }
+
+    /// A script starts `watch`, waits for its word that it follows the suite, then makes changes:
+    /// none is missed, and `--count` ends it once it has printed that many.
+    @Test func watchSaysWhenItFollowsAndEndsAfterCount() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "before", "x")
+            let last = try sandbox.lastChange("s")
+            let watch = try sandbox.startShell(#"exec "$GD" watch s sound --count 2 2>&1"#)
+            defer { watch.stop() }
+            #expect(watch.nextLine() == "watching s after change \(last)")
+            try sandbox.ok("write", "s", "sound", "a")
+            try sandbox.ok("write", "s", "other", "y")
+            try sandbox.ok("write", "s", "sound", "b")
+            #expect(watch.nextLine() == "\(last + 1) set sound a")
+            #expect(watch.nextLine() == "\(last + 3) set sound b")
+            #expect(watch.waitForEnd(), "watch --count 2 went on after two changes")
+            let result = watch.finish()
+            #expect(result.succeeded && result.stdout.isEmpty, "\(result)")
         }
     }
 

@@ -5,7 +5,11 @@ import Hummingbird
 /// JSON in and out of the routes.
 enum JSONBody {
     static func response(status: HTTPResponse.Status = .ok, _ value: some Encodable) throws -> Response {
-        response(status: status, json: try JSONEncoder().encode(value))
+        // Keys in order: an answer reads the same from one request to the next (Foundation's encoder
+        // otherwise follows a dictionary's order, which changes with each process).
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return response(status: status, json: try encoder.encode(value))
     }
 
     /// An answer whose body is `json`, already encoded.
