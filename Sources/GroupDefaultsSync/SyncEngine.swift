@@ -235,8 +235,10 @@ public actor SyncEngine {
         }
     }
 
-    /// Notes a failed step: the status says what and when, and pauses for a refused token.
+    /// Notes a failed step: the status says what and when, and pauses for a refused token. A step
+    /// cut short because the task was cancelled (`run` stopping) is no failure.
     func failed(_ error: SyncError) {
+        guard !Task.isCancelled else { return }
         updateStatus {
             $0.lastError = error
             $0.lastFailure = Date()
