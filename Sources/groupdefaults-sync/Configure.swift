@@ -177,20 +177,20 @@ extension SyncCommand {
                 return (path, nil)
             }
             let joinsAnotherCopy = previous.map { $0.server != server } ?? true
-            if encrypt {
-                if previous?.keyFile == nil {
-                    switch try await serverCopy(suite: suite, server: server, tokenFile: tokenFile, caFile: caFile) {
-                    case .plain:
-                        throw CommandFailure("""
-                            the server holds \(suite) in plain, not end-to-end encrypted, and a suite is encrypted for every \
-                            device or for none: configure it without --encrypt (or encrypt a suite of another name); nothing was changed
-                            """)
-                    case .encrypted where keyFile == nil:
-                        throw CommandFailure(Self.joinEncrypted(suite))
-                    case .encrypted, .empty:
-                        break
-                    }
+            if encrypt || keyFile != nil, previous?.keyFile == nil {
+                switch try await serverCopy(suite: suite, server: server, tokenFile: tokenFile, caFile: caFile) {
+                case .plain:
+                    throw CommandFailure("""
+                        the server holds \(suite) in plain, not end-to-end encrypted, and a suite is encrypted for every device or \
+                        for none: configure it without --encrypt and --key-file (or encrypt a suite of another name); nothing was changed
+                        """)
+                case .encrypted where !(named.map(FileManager.default.fileExists) ?? false):
+                    throw CommandFailure(Self.joinEncrypted(suite))  // new keys would open none of its entries
+                case .encrypted, .empty:
+                    break
                 }
+            }
+            if encrypt {
                 if let named, FileManager.default.fileExists(atPath: named) {
                     _ = try SuiteKeys.read(from: named, suite: suite)  // named, or configured before: keep its keys
                     return (named, nil)

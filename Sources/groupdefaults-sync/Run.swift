@@ -25,7 +25,7 @@ extension SyncCommand {
                 restart it: RestartPreventExitStatus=1).
 
                 Example: groupdefaults-sync run group.com.example.chat
-                Example: groupdefaults-sync run group.com.example.chat group.com.example.notes --log-level debug
+                Example: groupdefaults-sync run group.com.example.chat --log-level debug
                 """)
 
         @OptionGroup var options: SuiteOptions
