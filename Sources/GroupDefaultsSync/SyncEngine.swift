@@ -158,7 +158,8 @@ public actor SyncEngine {
         guard recordedHealth == nil || previous?.condition != condition || previous?.detail != detail || failedAgain else { return }
         let health = SyncHealth(
             condition: condition, detail: detail,
-            since: previous.flatMap { $0.condition == condition ? $0.since : nil } ?? Date(),
+            // A failure began at the failed step; anything else now.
+            since: previous.flatMap { $0.condition == condition ? $0.since : nil } ?? (status.lastError != nil ? status.lastFailure : nil) ?? Date(),
             lastSuccess: status.lastSuccess ?? previous?.lastSuccess, lastFailure: status.lastFailure ?? previous?.lastFailure)
         recordedHealth = health
         do { try health.store(in: defaults) } catch {
