@@ -59,7 +59,7 @@ struct UnreachableServerTests {
         let port = try closedPort()
         let url = "http://127.0.0.1:\(port)"
         let (result, took) = try await syncAgainst(url, device)
-        expectOneLine(result, "cannot reach \(url): connection refused", took: took, within: .seconds(5))
+        expectOneLine(result, "cannot reach \(url): connection refused", took: took, within: .seconds(10))
         #expect(try device.open().pendingCount() == 1, "nothing pending was lost")
 
         let status = try await device.sync("status")
@@ -68,7 +68,7 @@ struct UnreachableServerTests {
         #expect(status.status == 1, "offline needs attention: \(status)")
 
         let (configured, configureTook) = try await configureAgainst(url)
-        expectOneLine(configured, "cannot reach \(url): connection refused", tail: Self.nothingChanged, took: configureTook, within: .seconds(5))
+        expectOneLine(configured, "cannot reach \(url): connection refused", tail: Self.nothingChanged, took: configureTook, within: .seconds(10))
 
         let run = try device.start("run", ["--log-level", "warning"])
         defer { run.signal(SIGKILL) }
@@ -97,10 +97,10 @@ struct UnreachableServerTests {
             let url = "https://127.0.0.1:\(server.port)"
             let (result, took) = try await syncAgainst(url, device)
             expectOneLine(result, "cannot reach \(url): the server does not speak TLS: is its URL http:// rather than https://?",
-                          took: took, within: .seconds(5))
+                          took: took, within: .seconds(10))
             let (configured, configureTook) = try await configureAgainst(url)
             expectOneLine(configured, "cannot reach \(url): the server does not speak TLS: is its URL http:// rather than https://?",
-                          tail: Self.nothingChanged, took: configureTook, within: .seconds(5))
+                          tail: Self.nothingChanged, took: configureTook, within: .seconds(10))
         }
 
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gds-tls-\(UUID().uuidString)").path
@@ -119,12 +119,12 @@ struct UnreachableServerTests {
         defer { device.remove() }
         let (result, took) = try await syncAgainst(url, device)
         expectOneLine(result, "cannot reach \(url): its TLS certificate does not verify: it is not signed by an authority this device trusts",
-                      took: took, within: .seconds(5))
+                      took: took, within: .seconds(10))
 
         let token = try await ServerTool.createToken(directory + "/data")
         let (untrusted, untrustedTook) = try await configureAgainst(url)
         expectOneLine(untrusted, "cannot reach \(url): its TLS certificate does not verify: it is not signed by an authority this device trusts",
-                      tail: Self.nothingChanged, took: untrustedTook, within: .seconds(5))
+                      tail: Self.nothingChanged, took: untrustedTook, within: .seconds(10))
         let trusted = try await device.sync("configure", ["--server", url, "--token-file", try device.tokenFile(token, name: "real"),
                                                           "--ca-file", certificate])
         #expect(trusted.status == 0, "\(trusted.stderr)")
@@ -141,17 +141,17 @@ struct UnreachableServerTests {
         let url = "http://127.0.0.1:\(listener.port)"
         let (result, took) = try await syncAgainst(url, device, ["--answer-timeout", "2"])
         expectOneLine(result, "cannot reach \(url): it accepted the connection but did not answer within 2 seconds", took: took,
-                      within: .seconds(6))
+                      within: .seconds(12))
         #expect(took >= .seconds(2))
 
         let (configured, configureTook) = try await configureAgainst(url, ["--answer-timeout", "1"])
         expectOneLine(configured, "cannot reach \(url): it accepted the connection but did not answer within 1 second", tail: Self.nothingChanged,
-                      took: configureTook, within: .seconds(5))
+                      took: configureTook, within: .seconds(10))
 
         let tlsURL = "https://127.0.0.1:\(listener.port)"
         let (overTLS, tlsTook) = try await configureAgainst(tlsURL, ["--connect-timeout", "1"])
         expectOneLine(overTLS, "cannot reach \(tlsURL): no connection within 1 second", tail: Self.nothingChanged, took: tlsTook,
-                      within: .seconds(5))
+                      within: .seconds(10))
     }
 
     @Test("--connect-timeout and --answer-timeout take a positive number of seconds")
