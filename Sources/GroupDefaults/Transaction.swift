@@ -330,8 +330,10 @@ extension SharedDefaults {
 
         /// What `applyRemote` did with one entry.
         enum RemoteOutcome: Equatable {
-            /// Stored; with `replaced`, the local value it replaced was kept in the conflict journal.
-            case applied(replaced: Bool)
+            /// Stored; with `replaced`, the local value it replaced was kept in the conflict journal;
+            /// with `byOlder`, that local value was the newer write, and the joining rule made the
+            /// server's win.
+            case applied(replaced: Bool, byOlder: Bool)
             /// Not stored: what the store holds is newer (or the same write).
             case superseded
             /// Not stored: the store holds a strictly newer write that is not pending, so it was
@@ -370,6 +372,7 @@ extension SharedDefaults {
                         try keep(key: key, encodedValue: held.encodedValue, stamp: held.stamp, winner: remote)
                         replaced = true
                     }
+                    let byOlder = replaced && joinOverrides && (held.map { $0.stamp > remote } ?? false)
                     if let value {
                         addsData = true
                         StoredRecord.encode(value, stamp: remote, into: &scratch)
@@ -378,17 +381,17 @@ extension SharedDefaults {
                             try txn.delete(.tombstones, k)
                             try appendLog(.set, key: key, storedRecord: record, remoteOrigin: remote.origin, isConflict: replaced)
                         }
-                        return .applied(replaced: replaced)
+                        return .applied(replaced: replaced, byOlder: byOlder)
                     } else {
                         let hadValue = try txn.delete(.values, k)
                         try StoredRecord.encodeTombstone(remote).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
                         tombstonesMayExist = true
                         // Only a tombstone changed (a key removed here too, or never stored here):
                         // observers have nothing to see.
-                        if !hadValue { return .applied(replaced: replaced) }
+                        if !hadValue { return .applied(replaced: replaced, byOlder: byOlder) }
                     }
                     try appendLog(.removed, key: key, remoteOrigin: remote.origin, isConflict: replaced)
-                    return .applied(replaced: replaced)
+                    return .applied(replaced: replaced, byOlder: byOlder)
                 }
             }
         }

@@ -18,6 +18,11 @@ public struct SyncClient: Sendable {
     let http: HTTPClient
     /// How long a request may take to get its answer's head (long-polls add their wait).
     public var timeout: Duration = .seconds(30)
+    /// The connect timeout the HTTP client was made with (`makeHTTPClient(caFile:connectTimeout:)`),
+    /// named in the error when no connection opens in time.
+    public var connectTimeout: Duration = SyncClient.defaultConnectTimeout
+    /// How long a connection may take to open unless told otherwise: 5 seconds.
+    public static let defaultConnectTimeout: Duration = .seconds(5)
     /// The device this client speaks for (its suite's origin), sent as the `Device-ID` header of
     /// every request so that the server can list the devices that pull as well as push; nil sends
     /// none (`SyncEngine` fills it in).
@@ -34,8 +39,10 @@ public struct SyncClient: Sendable {
     }
 
     /// An HTTP client that verifies certificates against the system's authorities and, with
-    /// `caFile`, also a private one (PEM).
-    public static func makeHTTPClient(caFile: String? = nil) throws -> HTTPClient {
+    /// `caFile`, also a private one (PEM). A connection that is refused, or does not open within
+    /// `connectTimeout` (TLS handshake included), fails the request at once: the sync engine
+    /// retries with its own backoff, and a one-shot step reports it.
+    public static func makeHTTPClient(caFile: String? = nil, connectTimeout: Duration = defaultConnectTimeout) throws -> HTTPClient {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile {
             do {
@@ -46,8 +53,10 @@ public struct SyncClient: Sendable {
             }
         }
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
-        configuration.timeout = .init(connect: .seconds(10))
+        let milliseconds = connectTimeout.components.seconds * 1000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000
+        configuration.timeout = .init(connect: .milliseconds(max(1, milliseconds)))
         configuration.connectionPool = .init(idleTimeout: .seconds(90))
+        configuration.connectionPool.retryConnectionEstablishment = false
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
@@ -187,7 +196,7 @@ public struct SyncClient: Sendable {
                 } catch let error as SyncError {
                     throw error
                 } catch {
-                    throw SyncError(.unavailable, "the event stream broke: \(error)")
+                    throw SyncError(.unavailable, "the event stream broke: \(failure.cause(of: error).words)")
                 }
             }
             group.addTask {
@@ -240,7 +249,7 @@ public struct SyncClient: Sendable {
         } catch let error as SyncError {
             throw error
         } catch {
-            throw SyncError(.unavailable, "\(method) /\(url) failed: \(error)")
+            throw SyncError(.unavailable, "\(method) /\(url) failed: \(failure.cause(of: error).words)")
         }
     }
 
@@ -271,7 +280,10 @@ public struct SyncClient: Sendable {
             if let date = response.headers.first(name: "Date") { serverClock.note(date) }
             return response
         } catch {
-            throw SyncError(.unavailable, "cannot reach \(server.absoluteString): \(Self.describe(error))")
+            let cause = failure.cause(of: error)
+            var unreached = SyncError(.unavailable, "cannot reach \(server.absoluteString): \(cause.words)")
+            unreached.isUnreached = cause.unreached
+            throw unreached
         }
     }
 
@@ -283,10 +295,8 @@ public struct SyncClient: Sendable {
         return SyncError.answer(status: Int(response.status.code), body: decoded, retryAfter: retryAfter)
     }
 
-    private static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError { return "\(error)" }
-        return String(describing: error)
-    }
+    /// Reads the errors of requests that got no answer.
+    private var failure: NetworkFailure { NetworkFailure(connectTimeout: connectTimeout, answerTimeout: timeout) }
 }
 
 /// When a stream last received something.

@@ -68,7 +68,9 @@ extension SyncEngine {
                     backoff.reset()
                 }
             } catch where error.kind == .authenticationNeeded {
+                // Also when the event stream says so: the status (and `status`) shows the pause.
                 updateStatusListening(false)
+                failed(error)
                 await waitForNewToken()
             } catch where error.kind == .protocolError && transport == .eventStream && [404, 405, 406].contains(error.status) {
                 logger.warning("the server has no event stream: falling back to long-polls", metadata: ["error": "\(error)"])
@@ -83,6 +85,7 @@ extension SyncEngine {
             } catch {
                 updateStatusListening(false)
                 if Task.isCancelled { break }
+                failed(error)
                 logger.warning("listening failed, will retry", metadata: ["error": "\(error)"])
                 do { try await Task.sleep(for: backoff.next(retryAfter: error.retryAfter)) } catch { break }
             }

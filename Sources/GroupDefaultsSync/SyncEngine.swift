@@ -47,6 +47,12 @@ public actor SyncEngine {
         public var tokenCheckInterval: Duration = .seconds(1)
         /// Called with the progress of long steps (snapshot reads, large pushes).
         public var progress: (@Sendable (SyncProgress) -> Void)?
+        /// How long a request may wait for its answer's head, for an engine made with
+        /// `init(configured:http:options:)` (long-polls add their wait).
+        public var answerTimeout: Duration = .seconds(30)
+        /// The connect timeout the HTTP client was made with (`SyncClient.makeHTTPClient(caFile:connectTimeout:)`),
+        /// for an engine made with `init(configured:http:options:)`: named when it expires.
+        public var connectTimeout: Duration = SyncClient.defaultConnectTimeout
 
         /// Options with every setting at its default.
         public init() {}
@@ -85,9 +91,8 @@ public actor SyncEngine {
     var joinedSincePush = false
     /// Whether this engine found the suite anchored to its keys, or anchored it (`anchorIfNeeded`).
     private var anchored = false
-    /// The note last written to the suite (`recordNote`); nil until the status first needs one.
-    private var recordedNote: String?
-    private var noteRecorded = false
+    /// The record this engine last wrote to the suite (`recordHealth`); nil before its first.
+    private var recordedHealth: SyncHealth?
 
     /// An engine for `defaults` through `client`, whatever the suite's stored settings say (see
     /// `init(configured:http:options:)` for a suite set up with `groupdefaults-sync configure`).
@@ -140,34 +145,24 @@ public actor SyncEngine {
         guard next != status else { return }
         status = next
         for observer in statusObservers.values { observer.yield(next) }
-        recordNote()
+        recordHealth()
     }
 
-    /// Keeps the suite's sync note (what `groupdefaults-sync status` shows other processes) in step
-    /// with the status: written only when what needs attention changes, not at every success.
-    private func recordNote() {
-        let summary: String?
-        if status.isPausedForAuthentication {
-            summary = "paused: authentication needed (\(status.lastError?.detail ?? "the token was refused"))"
-        } else if let error = status.lastError {
-            summary = "failing: \(error)"
-        } else if let first = status.rejected.first {
-            let count = status.rejected.count
-            summary = "not pushed: \(count) local change\(count == 1 ? "" : "s") set aside (\(first.key.map { "'\($0)': " } ?? "")\(first.detail))"
-        } else if let first = status.refused.first {
-            summary = "refused \(status.refused.count) entr\(status.refused.count == 1 ? "y" : "ies") from the server (\(first))"
-        } else if !status.omitted.isEmpty {
-            summary = "the server's snapshot left out \(status.omitted.count) acknowledged key(s), kept here"
-        } else {
-            summary = nil
-        }
-        guard !noteRecorded || summary != recordedNote else { return }
-        defer { noteRecorded = true }
-        // A note a previous engine left is cleared (or replaced) the first time; none left, none written.
-        if !noteRecorded, summary == nil, (try? defaults.syncState().note) == nil { return }
-        recordedNote = summary
-        let stamped = summary.map { "\($0) since \(Date().formatted(.iso8601))" }
-        do { try defaults.setSyncNote(stamped) } catch {
+    /// Keeps the suite's sync note (`SyncHealth`: what `groupdefaults-sync status` shows other
+    /// processes) in step with the status: written when the condition or its words change, at each
+    /// failure (the last failed contact), and once by each engine, not at every success.
+    private func recordHealth() {
+        let (condition, detail) = SyncHealth.assess(status)
+        let previous = recordedHealth ?? SyncHealth.stored(in: defaults)
+        let failedAgain = condition != .ok && status.lastFailure != nil && status.lastFailure != previous?.lastFailure
+        guard recordedHealth == nil || previous?.condition != condition || previous?.detail != detail || failedAgain else { return }
+        let health = SyncHealth(
+            condition: condition, detail: detail,
+            // A failure began at the failed step; anything else now.
+            since: previous.flatMap { $0.condition == condition ? $0.since : nil } ?? (status.lastError != nil ? status.lastFailure : nil) ?? Date(),
+            lastSuccess: status.lastSuccess ?? previous?.lastSuccess, lastFailure: status.lastFailure ?? previous?.lastFailure)
+        recordedHealth = health
+        do { try health.store(in: defaults) } catch {
             logger.warning("could not record the sync status in the suite", metadata: ["error": "\(error)"])
         }
     }
@@ -178,7 +173,8 @@ public actor SyncEngine {
     /// unless the report says otherwise (`isInAgreement`).
     ///
     /// - Throws: `SyncError`: `authenticationNeeded` (nothing pending is lost), `unavailable` after
-    ///   `oneShotAttempts` tries, `local`, `protocolError`. Refused keys are in the report, not thrown.
+    ///   `oneShotAttempts` tries (at once when the server cannot be reached or does not answer in
+    ///   time: `SyncError.isUnreached`), `local`, `protocolError`. Refused keys are in the report, not thrown.
     @discardableResult
     public func syncOnce() async throws(SyncError) -> SyncReport {
         var report = try await pull()
@@ -225,7 +221,7 @@ public actor SyncEngine {
                 return report
             } catch {
                 failed(error)
-                guard error.isTransient, attempt < options.oneShotAttempts else { throw error }
+                guard error.isTransient, !error.isUnreached, attempt < options.oneShotAttempts else { throw error }
                 attempt += 1
                 do { try await Task.sleep(for: backoff.next(retryAfter: error.retryAfter)) } catch { throw SyncError.cancelled }
             }
@@ -240,9 +236,13 @@ public actor SyncEngine {
         }
     }
 
-    private func failed(_ error: SyncError) {
+    /// Notes a failed step: the status says what and when, and pauses for a refused token. A step
+    /// cut short because the task was cancelled (`run` stopping) is no failure.
+    func failed(_ error: SyncError) {
+        guard !Task.isCancelled else { return }
         updateStatus {
             $0.lastError = error
+            $0.lastFailure = Date()
             if error.kind == .authenticationNeeded { $0.isPausedForAuthentication = true }
         }
     }
@@ -703,7 +703,12 @@ public actor SyncEngine {
 
     func updateStatusListening(_ listening: Bool) { updateStatus { $0.isListening = listening } }
 
-    func resumeAfterAuthentication() { updateStatus { $0.isPausedForAuthentication = false } }
+    func resumeAfterAuthentication() {
+        updateStatus {
+            $0.isPausedForAuthentication = false
+            if $0.lastError?.kind == .authenticationNeeded { $0.lastError = nil }
+        }
+    }
 
     // MARK: Local work
 

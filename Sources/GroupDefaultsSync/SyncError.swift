@@ -36,6 +36,10 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
     /// Whether this is a change the engine set aside (`SyncStatus.rejected`): refused alone by the
     /// server, or one this device cannot send. It stays local and pending.
     public var isSetAside = false
+    /// Whether the request got no answer because the server could not be reached (refused, unknown
+    /// host, TLS failure, no connection in time) or did not answer in time: a one-shot step reports
+    /// it at once rather than waiting through retries; `SyncEngine.run()` retries it with backoff.
+    public var isUnreached = false
 
     /// A failure of the given kind.
     public init(
@@ -89,7 +93,8 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
             if let limit { text += " (limit \(limit))" }
             return text
         case .unavailable:
-            return "the server is unavailable: \(detail)"
+            // No status: the detail says why no answer came ("cannot reach URL: connection refused").
+            return status == nil ? detail : "the server is unavailable: \(detail)"
         case .protocolError:
             return "unexpected answer from the server: \(detail)"
         case .local:

@@ -101,9 +101,11 @@ extension SyncEngine {
             throw SyncError(.local, "the suite \(defaults.suiteName) is not configured for sync")
         }
         let configuredFile = settings.tokenFile
-        let client = SyncClient(server: settings.server, suite: defaults.suiteName, http: http) {
+        var client = SyncClient(server: settings.server, suite: defaults.suiteName, http: http) {
             try TokenFile.read((try? defaults.syncState().tokenFile) ?? configuredFile)
         }
+        client.timeout = options.answerTimeout
+        client.connectTimeout = options.connectTimeout
         let keys = try settings.keyFile.map { path throws(SyncError) in try SuiteKeys.read(from: path, suite: defaults.suiteName) }
         self.init(defaults: defaults, client: client, options: options, logger: nil, keys: keys, keyFile: settings.keyFile)
     }

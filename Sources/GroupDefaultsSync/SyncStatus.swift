@@ -12,6 +12,8 @@ public struct SyncStatus: Sendable, Equatable {
     public var lastSuccess: Date?
     /// The last failure, until a later success.
     public var lastError: SyncError?
+    /// When a pull or push last failed (kept after a later success).
+    public var lastFailure: Date?
     /// The token was refused: sync waits for a new one and sends nothing meanwhile.
     public var isPausedForAuthentication = false
     /// Local changes that were not pushed, each with why: refused by the server (too large, over
@@ -50,7 +52,10 @@ public struct SyncReport: Sendable, Equatable {
     /// Local values (or deletions) replaced by another device's newer write, or by the server's on
     /// joining: each is kept in the conflict journal (`SharedDefaults.conflicts()`).
     public var replaced = 0
-    /// The devices (origin ids) whose writes replaced them.
+    /// Of `replaced`, those the server's value replaced on joining although the local one was
+    /// written later (it was held before sync was turned on: the joining rule).
+    public var replacedOnJoining = 0
+    /// The devices (origin ids) whose newer writes replaced the others.
     public var replacedBy: Set<UInt64> = []
     /// Pulled entries not applied because their key is local-only here.
     public var ignored = 0
@@ -67,12 +72,22 @@ public struct SyncReport: Sendable, Equatable {
     public init() {}
 
     /// What to tell a person when local values were replaced, nil when none was: "1 local value
-    /// replaced by a newer one from device 42; see groupdefaults-sync conflicts group.t".
+    /// replaced by a newer one from device 42; see groupdefaults-sync conflicts group.t", or "1 local
+    /// value replaced by the server's on joining (the suite held it before sync was turned on); …".
     public func replacementSummary(suite: String) -> String? {
         guard replaced > 0 else { return nil }
-        let devices = replacedBy.sorted().map(String.init).joined(separator: ", ")
-        let what = replaced == 1 ? "1 local value replaced by a newer one" : "\(replaced) local values replaced by newer ones"
-        return "\(what) from device\(replacedBy.count == 1 ? "" : "s") \(devices); see groupdefaults-sync conflicts \(suite)"
+        var parts: [String] = []
+        let newer = replaced - replacedOnJoining
+        if newer > 0 {
+            let devices = replacedBy.sorted().map(String.init).joined(separator: ", ")
+            let what = newer == 1 ? "1 local value replaced by a newer one" : "\(newer) local values replaced by newer ones"
+            parts.append("\(what) from device\(replacedBy.count == 1 ? "" : "s") \(devices)")
+        }
+        if replacedOnJoining > 0 {
+            let what = replacedOnJoining == 1 ? "1 local value" : "\(replacedOnJoining) local values"
+            parts.append("\(what) replaced by the server's on joining (held before sync was turned on, the server's wins)")
+        }
+        return parts.joined(separator: "; ") + "; see groupdefaults-sync conflicts \(suite)"
     }
 
     /// Whether the suite and the server agreed when the report was made.
@@ -83,6 +98,7 @@ public struct SyncReport: Sendable, Equatable {
         pushed += other.pushed
         pruned += other.pruned
         replaced += other.replaced
+        replacedOnJoining += other.replacedOnJoining
         replacedBy.formUnion(other.replacedBy)
         ignored += other.ignored
         refused += other.refused
@@ -94,6 +110,7 @@ public struct SyncReport: Sendable, Equatable {
         applied += result.applied.count
         pruned += result.pruned.count
         replaced += result.replaced.count
+        replacedOnJoining += result.replacedOnJoining.count
         replacedBy.formUnion(result.replacedBy)
         ignored += result.ignored.count
     }

@@ -25,12 +25,20 @@ extension SyncCommand {
                 --encrypt makes the suite end-to-end encrypted (on the first device, before its first \
                 sync): the server stores and orders its entries but cannot read key names or values. \
                 The suite's keys are written to the key file (--key-file; by default beside the token \
-                file, mode 0600) and a recovery key is printed once: keep it safe, it is the way to set \
-                up a device when no other one is at hand (--recovery-key KEY). A suite is encrypted for \
-                every device or for none.
+                file, named for the suite, the server's host and port and the token, \
+                SUITE.HOST-PORT.TOKENHASH.keys, mode 0600) and a recovery key is printed once: keep it \
+                safe, it is the way to set up a device when no other one is at hand (--recovery-key \
+                KEY). An existing key file is used only when --key-file names it (or the suite was \
+                configured with it). A suite is encrypted for every device or for none: configure asks \
+                the server first, and refuses --encrypt for a suite it holds in plain, and a plain \
+                configuration (or new keys) for one it holds encrypted, before anything is written.
+
+                Example: groupdefaults-sync configure group.com.example.chat --server https://sync.example.com --token-file ~/.config/groupdefaults/chat.token
+                Example: groupdefaults-sync configure group.com.example.chat --server https://sync.example.com --pairing-code CODE --device tablet
                 """)
 
         @OptionGroup var options: SuiteOptions
+        @OptionGroup var waiting: ServerOptions
         @Argument(help: "The suite name.") var suite: String
         @Option(help: ArgumentHelp("The server's base URL, http:// or https://.", valueName: "URL")) var server: String
         @Option(help: ArgumentHelp("A file holding the token (mode 0600); with --pairing-code, where to write the new one (default: <suite>.token in ~/.config/groupdefaults).",
@@ -42,7 +50,7 @@ extension SyncCommand {
         var exclude: [String] = []
         @Flag(help: "Remove every --exclude pattern set before.") var noExclude = false
         @Flag(help: "Encrypt the suite end to end: create its keys and print its recovery key once.") var encrypt = false
-        @Option(help: ArgumentHelp("The file of the suite's keys (mode 0600; default: <suite>.keys beside the token file).",
+        @Option(help: ArgumentHelp("The file of the suite's keys (mode 0600; default: SUITE.HOST-PORT.TOKENHASH.keys beside the token file).",
                                    valueName: "PATH"))
         var keyFile: String?
         @Option(help: ArgumentHelp("Join an encrypted suite with its recovery key (--recovery-key-file keeps it out of `ps` and the shell's history).",
@@ -110,7 +118,7 @@ extension SyncCommand {
                 let tokenPath = Self.absolute(tokenFile ?? Self.defaultTokenFile(suite: suite))
                 let caPath = caFile.map(Self.absolute)
                 if let caPath {
-                    try await SyncClient.makeHTTPClient(caFile: caPath).shutdown()  // checks that it reads
+                    try await waiting.makeHTTPClient(caFile: caPath).shutdown()  // checks that it reads
                 }
                 // A suite that does not exist yet is created only once the keys are prepared: a failed
                 // pairing or recovery leaves nothing behind.
@@ -146,37 +154,104 @@ extension SyncCommand {
         }
 
         /// The key file this configuration uses, nil for a plain suite, and the recovery key to show
-        /// when new keys were made. The keys are written before the suite records the file, so a
-        /// failure leaves the suite as it was.
+        /// when new keys were made. The server is asked first whether it holds the suite, plain or
+        /// encrypted, when that decides whether the configuration can work; the keys are written
+        /// before the suite records the file. A refusal or failure leaves everything as it was.
         private func prepareKeys(
             suite: String, server: URL, tokenFile: String, caFile: String?, previous: SyncSettings?
         ) async throws -> (path: String, newRecoveryKey: RecoveryKey?)? {
-            let path = keyFile.map(Self.absolute) ?? previous?.keyFile
-                ?? URL(fileURLWithPath: tokenFile).deletingLastPathComponent().appendingPathComponent("\(suite).keys").path
+            // A file the user named, or the one this suite was configured with: never another's.
+            let named = keyFile.map(Self.absolute) ?? previous?.keyFile
             if let text = try Self.secret(pairingCode, file: pairingCodeFile, what: "pairing code") {
-                try await pairedKeys(code: try PairingCode(parsing: text), suite: suite, server: server, tokenFile: tokenFile,
-                                     keyFile: path, caFile: caFile)
+                let path = try await pairedKeys(code: try PairingCode(parsing: text), suite: suite, server: server, tokenFile: tokenFile,
+                                                keyFile: named, caFile: caFile)
                 return (path, nil)
             }
+            let defaultPath = { () throws -> String in
+                KeyFileName.defaultPath(suite: suite, server: server, token: try TokenFile.read(tokenFile), beside: tokenFile)
+            }
             if let text = try Self.secret(recoveryKey, file: recoveryKeyFile, what: "recovery key") {
+                let path = try named ?? defaultPath()
                 try await recoveredKeys(try RecoveryKey(parsing: text), suite: suite, server: server, tokenFile: tokenFile,
                                         keyFile: path, caFile: caFile)
                 return (path, nil)
             }
+            let joinsAnotherCopy = previous.map { $0.server != server } ?? true
+            if encrypt || keyFile != nil, previous?.keyFile == nil {
+                switch try await serverCopy(suite: suite, server: server, tokenFile: tokenFile, caFile: caFile) {
+                case .plain:
+                    throw CommandFailure("""
+                        the server holds \(suite) in plain, not end-to-end encrypted, and a suite is encrypted for every device or \
+                        for none: configure it without --encrypt and --key-file (or encrypt a suite of another name); nothing was changed
+                        """)
+                case .encrypted where !(named.map(FileManager.default.fileExists) ?? false):
+                    throw CommandFailure(Self.joinEncrypted(suite))  // new keys would open none of its entries
+                case .encrypted, .empty:
+                    break
+                }
+            }
             if encrypt {
+                if let named, FileManager.default.fileExists(atPath: named) {
+                    _ = try SuiteKeys.read(from: named, suite: suite)  // named, or configured before: keep its keys
+                    return (named, nil)
+                }
+                let path = try named ?? defaultPath()
                 if FileManager.default.fileExists(atPath: path) {
-                    _ = try SuiteKeys.read(from: path, suite: suite)  // configured before: keep its keys
-                    return (path, nil)
+                    throw CommandFailure("""
+                        the key file \(path) exists already and \(suite) is not configured with it: to use its keys, name it with \
+                        --key-file; to make new keys, move it away first; nothing was changed
+                        """)
                 }
                 let recovery = RecoveryKey()
                 try SuiteKeys(recoveryKey: recovery, suite: suite).write(to: path)
                 return (path, recovery)
             }
-            if keyFile != nil {
+            if let keyFile {
+                let path = Self.absolute(keyFile)
                 _ = try SuiteKeys.read(from: path, suite: suite)
                 return (path, nil)
             }
-            return previous?.keyFile.map { ($0, nil) }
+            if let kept = previous?.keyFile { return (kept, nil) }
+            if joinsAnotherCopy, try await serverCopy(suite: suite, server: server, tokenFile: tokenFile, caFile: caFile) == .encrypted {
+                throw CommandFailure(Self.joinEncrypted(suite))
+            }
+            return nil
+        }
+
+        /// Why a suite the server holds encrypted cannot be configured without its keys, and how to get them.
+        private static func joinEncrypted(_ suite: String) -> String {
+            """
+            the server holds \(suite) end-to-end encrypted: join it with a pairing code (groupdefaults-sync pair \(suite) on a \
+            device that has it, then configure --pairing-code CODE here) or its recovery key (--recovery-key-file PATH); \
+            nothing was changed
+            """
+        }
+
+        /// What the server holds of a suite, which decides whether a device can join it plain or encrypted.
+        private enum ServerCopy {
+            /// Nothing yet: the first device decides.
+            case empty
+            /// Entries in plain.
+            case plain
+            /// Sealed entries, or the key bags of an encrypted suite.
+            case encrypted
+        }
+
+        /// Asks the server (with the token in `tokenFile`) what it holds of `suite`: its key bags and
+        /// the first entry of its snapshot.
+        private func serverCopy(suite: String, server: URL, tokenFile: String, caFile: String?) async throws -> ServerCopy {
+            do {
+                return try await withHTTPClient(waiting, caFile: caFile) { http in
+                    let client = waiting.applied(to: SyncClient(server: server, suite: suite, http: http) { try TokenFile.read(tokenFile) })
+                    let bags = try await client.keyBags()
+                    if bags.anchor != nil || !bags.epochs.isEmpty { return .encrypted }
+                    guard let first = try await client.snapshot(after: nil, limit: 1).entries.first else { return .empty }
+                    return first.sealed == nil ? .plain : .encrypted
+                }
+            } catch let error as SyncError where error.kind == .unavailable {
+                // Asked before anything is written: say so rather than "nothing pending was lost".
+                throw CommandFailure("\(error); configure asks the server how it holds \(suite), and nothing was changed: try again later")
+            }
         }
 
         static func absolute(_ path: String) -> String {
@@ -184,25 +259,28 @@ extension SyncCommand {
         }
 
         /// Claims the pairing of `code` and writes the token and the keys it brings, together, once
-        /// both are here: a pairing that fails, or is interrupted, leaves nothing behind.
+        /// both are here: a pairing that fails, or is interrupted, leaves nothing behind. The keys go
+        /// to `keyFile`, or by default to the file named for the suite, the server and the new token.
         private func pairedKeys(
-            code: PairingCode, suite: String, server: URL, tokenFile: String, keyFile: String, caFile: String?
-        ) async throws {
-            if FileManager.default.fileExists(atPath: keyFile) { _ = try SuiteKeys.read(from: keyFile, suite: suite) }  // this suite's only
+            code: PairingCode, suite: String, server: URL, tokenFile: String, keyFile: String?, caFile: String?
+        ) async throws -> String {
+            if let keyFile, FileManager.default.fileExists(atPath: keyFile) { _ = try SuiteKeys.read(from: keyFile, suite: suite) }  // this suite's only
             guard !FileManager.default.fileExists(atPath: tokenFile) else {
                 throw CommandFailure("the token file \(tokenFile) exists already: give another --token-file")
             }
-            let (token, keys) = try await withHTTPClient(caFile: caFile) { http in
-                let client = SyncClient(server: server, suite: suite, http: http) {
+            let (token, keys) = try await withHTTPClient(waiting, caFile: caFile) { http in
+                let client = waiting.applied(to: SyncClient(server: server, suite: suite, http: http) {
                     throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one")
-                }
+                })
                 return try await DevicePairing.accept(code: code, client: client, deviceName: deviceName)
             }
+            let path = keyFile ?? KeyFileName.defaultPath(suite: suite, server: server, token: token, beside: tokenFile)
             try FileManager.default.createDirectory(
                 at: URL(fileURLWithPath: tokenFile).deletingLastPathComponent(), withIntermediateDirectories: true,
                 attributes: [.posixPermissions: 0o700])
             try TokenFile.create(token, at: tokenFile)
-            try keys.write(to: keyFile)
+            try keys.write(to: path)
+            return path
         }
 
         /// The keys of every epoch from `recovery` (epoch 1 from the key itself, the later ones from
@@ -211,8 +289,8 @@ extension SyncCommand {
         private func recoveredKeys(
             _ recovery: RecoveryKey, suite: String, server: URL, tokenFile: String, keyFile: String, caFile: String?
         ) async throws {
-            let keys = try await withHTTPClient(caFile: caFile) { http in
-                let client = SyncClient(server: server, suite: suite, http: http) { try TokenFile.read(tokenFile) }
+            let keys = try await withHTTPClient(waiting, caFile: caFile) { http in
+                let client = waiting.applied(to: SyncClient(server: server, suite: suite, http: http) { try TokenFile.read(tokenFile) })
                 let keys = SuiteKeys(recoveryKey: recovery, suite: suite, keyBags: try await client.keyBags())
                 let sample = try await client.snapshot(after: nil, limit: 3).entries
                 let sealer = EntrySealer(keys: keys)
@@ -236,7 +314,8 @@ extension SyncCommand {
 
     struct Unconfigure: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Stop syncing a suite: forget its server, cursor and pending marks (its values stay).")
+            abstract: "Stop syncing a suite: forget its server, cursor and pending marks (its values stay).",
+            discussion: "Example: groupdefaults-sync unconfigure group.com.example.chat")
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name.") var suite: String
@@ -255,6 +334,8 @@ extension SyncCommand {
             discussion: """
                 The snapshot is merged by last writer wins; keys the server no longer has are removed \
                 unless they have changes not yet pushed, which are kept and pushed.
+
+                Example: groupdefaults-sync reset group.com.example.chat
                 """)
 
         @OptionGroup var options: SuiteOptions

@@ -16,6 +16,9 @@ extension SyncCommand {
                 rolled back, or stamped far ahead of this machine's clock) and local changes sync \
                 could not push are listed here too, with why (nothing to restore). The journal stays on this device; see `configure \
                 --journal-entries/--journal-days` for how much it keeps.
+
+                Example: groupdefaults-sync conflicts group.com.example.chat
+                Example: groupdefaults-sync conflicts group.com.example.chat sound --json
                 """)
 
         @OptionGroup var options: SuiteOptions
@@ -52,9 +55,13 @@ extension SyncCommand {
                 Without --conflict or --rev, the newest value kept for KEY in the conflict journal; \
                 with --rev, the server's version of that revision (see `history`). Restoring a \
                 deletion removes the key. Nothing changes if there is nothing to restore.
+
+                Example: groupdefaults-sync restore group.com.example.chat sound
+                Example: groupdefaults-sync restore group.com.example.chat sound --rev 1
                 """)
 
         @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
         @Argument(help: "The suite name.") var suite: String
         @Argument(help: "The key to restore.") var key: String
         @Option(help: ArgumentHelp("The conflict journal entry (an id `conflicts` lists).", valueName: "ID")) var conflict: UInt64?
@@ -66,7 +73,7 @@ extension SyncCommand {
 
         func run() async throws {
             if let rev {
-                return try await withConfiguredEngine(options, suite) { _, engine in
+                return try await withConfiguredEngine(options, server, suite) { _, engine in
                     let version = try await engine.restore(key, revision: rev)
                     output("\(suite): \(key) " + (version.entry.value.map { "= \(typedJSONText($0))" } ?? "removed")
                         + " (restored from server revision \(rev))")
@@ -89,15 +96,18 @@ extension SyncCommand {
                 The server keeps each key's last versions (`groupdefaults-server serve --history N`, \
                 10 by default), deletions included, from every device. Bring one back with \
                 `restore SUITE KEY --rev R`.
+
+                Example: groupdefaults-sync history group.com.example.chat sound
                 """)
 
         @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
         @Argument(help: "The suite name.") var suite: String
         @Argument(help: "The key.") var key: String
         @Flag(help: "Print the server's JSON.") var json = false
 
         func run() async throws {
-            try await withConfiguredEngine(options, suite) { defaults, engine in
+            try await withConfiguredEngine(options, server, suite) { defaults, engine in
                 let history = try await engine.history(forKey: key)
                 if json { return output(try jsonText(history)) }
                 let lines = history.versions.map { version in

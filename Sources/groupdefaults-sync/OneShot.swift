@@ -9,35 +9,50 @@ import Logging
 extension SyncCommand {
     struct Sync: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Pull, push what is pending, pull again; exit 0 when the suite and the server agree.")
+            abstract: "Pull, push what is pending, pull again; exit 0 when the suite and the server agree.",
+            discussion: """
+                A server that cannot be reached (connection refused, unknown host, TLS failure, no \
+                connection within --connect-timeout, no answer within --answer-timeout) is one line \
+                at once, exit status 1: nothing pending is lost. A busy server (429, 503) is tried \
+                again a few times first.
+
+                Example: groupdefaults-sync sync group.com.example.chat
+                """)
 
         @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
         @Argument(help: "The suite name.") var suite: String
 
         func run() async throws {
-            try await withEngine(options, suite) { engine in try await engine.syncOnce() }
+            try await withEngine(options, server, suite) { engine in try await engine.syncOnce() }
         }
     }
 
     struct Push: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Push the suite's pending changes.")
+        static let configuration = CommandConfiguration(
+            abstract: "Push the suite's pending changes.",
+            discussion: "Example: groupdefaults-sync push group.com.example.chat")
 
         @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
         @Argument(help: "The suite name.") var suite: String
 
         func run() async throws {
-            try await withEngine(options, suite) { engine in try await engine.push() }
+            try await withEngine(options, server, suite) { engine in try await engine.push() }
         }
     }
 
     struct Pull: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Pull and apply what changed on the server.")
+        static let configuration = CommandConfiguration(
+            abstract: "Pull and apply what changed on the server.",
+            discussion: "Example: groupdefaults-sync pull group.com.example.chat")
 
         @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
         @Argument(help: "The suite name.") var suite: String
 
         func run() async throws {
-            try await withEngine(options, suite, pushes: false) { engine in try await engine.pull() }
+            try await withEngine(options, server, suite, pushes: false) { engine in try await engine.pull() }
         }
     }
 }
@@ -45,7 +60,7 @@ extension SyncCommand {
 /// Runs one step on the suite's engine and prints what it did; exits 1 if the server refused a key
 /// (or, with `pushes`, changes are still pending), 3 if authentication is needed.
 func withEngine(
-    _ options: SuiteOptions, _ suite: String, pushes: Bool = true,
+    _ options: SuiteOptions, _ server: ServerOptions, _ suite: String, pushes: Bool = true,
     _ step: @Sendable (SyncEngine) async throws -> SyncReport
 ) async throws {
     LoggingSystem.bootstrap { label in
@@ -56,7 +71,7 @@ func withEngine(
     let progress = TerminalProgress()
     var engineOptions = SyncEngine.Options()
     engineOptions.progress = progress.show
-    try await withConfiguredEngine(options, suite, engineOptions: engineOptions) { _, engine in
+    try await withConfiguredEngine(options, server, suite, engineOptions: engineOptions) { _, engine in
         let result: Result<SyncReport, any Error>
         do { result = .success(try await step(engine)) } catch { result = .failure(error) }
         progress.clear()
@@ -83,7 +98,7 @@ func withEngine(
 /// (one-line failures, exit status 3 when authentication is needed): for every verb that talks to
 /// the server.
 func withConfiguredEngine(
-    _ options: SuiteOptions, _ suite: String, engineOptions: SyncEngine.Options = SyncEngine.Options(),
+    _ options: SuiteOptions, _ server: ServerOptions, _ suite: String, engineOptions: SyncEngine.Options = SyncEngine.Options(),
     _ body: (SharedDefaults, SyncEngine) async throws -> Void
 ) async throws {
     try await perform {
@@ -91,16 +106,16 @@ func withConfiguredEngine(
         guard let settings = try SyncSettings.stored(in: defaults) else {
             throw CommandFailure("\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`")
         }
-        try await withHTTPClient(caFile: settings.caFile) { http in
-            try await body(defaults, try SyncEngine(configured: defaults, http: http, options: engineOptions))
+        try await withHTTPClient(server, caFile: settings.caFile) { http in
+            try await body(defaults, try SyncEngine(configured: defaults, http: http, options: server.applied(to: engineOptions)))
         }
     }
 }
 
-/// Runs `body` with an HTTP client that trusts `caFile` too, shut down afterwards, whether `body`
-/// returns or throws.
-func withHTTPClient<T>(caFile: String?, _ body: (HTTPClient) async throws -> T) async throws -> T {
-    let http = try SyncClient.makeHTTPClient(caFile: caFile)
+/// Runs `body` with an HTTP client that trusts `caFile` too and waits for connections as `server`
+/// says, shut down afterwards, whether `body` returns or throws.
+func withHTTPClient<T>(_ server: ServerOptions, caFile: String?, _ body: (HTTPClient) async throws -> T) async throws -> T {
+    let http = try server.makeHTTPClient(caFile: caFile)
     let result: Result<T, any Error>
     do { result = .success(try await body(http)) } catch { result = .failure(error) }
     try await http.shutdown()

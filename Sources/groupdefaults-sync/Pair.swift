@@ -15,13 +15,16 @@ extension SyncCommand {
                 to it through the server, which can read neither. The code works once. Exit status \
                 0 once the keys are handed over, 1 if the code expired unclaimed or was claimed by \
                 someone who does not know it.
+
+                Example: groupdefaults-sync pair group.com.example.chat
                 """)
 
         @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
         @Argument(help: "The suite name.") var suite: String
 
         func run() async throws {
-            try await withConfiguredEngine(options, suite) { defaults, engine in
+            try await withConfiguredEngine(options, server, suite) { defaults, engine in
                 let (settings, _, keys) = try encryption(of: defaults, or: "a device joins it with a token alone")
                 try await DevicePairing.offer(keys: keys, client: engine.client) { code, expires in
                     output("pairing code: \(code)")

@@ -19,16 +19,20 @@ extension SyncCommand {
                 device that keeps the suite again (groupdefaults-sync pair SUITE here, configure \
                 --pairing-code there). The new key is signed with the current one (the server takes \
                 no other); a device that lacks the current key signs with --recovery-key-file.
+
+                Example: groupdefaults-sync rotate-key group.com.example.chat
+                Example: groupdefaults-sync rotate-key group.com.example.chat --recovery-key-file recovery.txt
                 """)
 
         @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
         @Argument(help: "The suite name.") var suite: String
         @Option(help: ArgumentHelp(
             "A file holding the suite's recovery key (mode 600, or - for standard input): it signs the new key when this device lacks the suite's current one.",
             valueName: "PATH")) var recoveryKeyFile: String?
 
         func run() async throws {
-            try await withConfiguredEngine(options, suite) { defaults, engine in
+            try await withConfiguredEngine(options, server, suite) { defaults, engine in
                 let (_, keyFile, keys) = try encryption(of: defaults, or: "it has no key to rotate")
                 let recovery = try Configure.secret(nil, file: recoveryKeyFile, what: "recovery key").map { try RecoveryKey(parsing: $0) }
                 let outcome = try await KeyRotation.rotate(engine, keys: keys, keyFile: keyFile, recoveryKey: recovery)

@@ -13,11 +13,23 @@ extension SyncCommand {
             abstract: "Keep suites in sync continuously (for a service manager); stops cleanly on SIGTERM or SIGINT.",
             discussion: """
                 Local changes, by any process, are pushed a moment after they are made; remote changes \
-                arrive through the server's event stream. Logs go to stderr. A refused token pauses the \
-                suite (nothing is sent, nothing pending is lost) until its token file holds a new token.
+                arrive through the server's event stream. Logs go to stderr. A server that cannot be \
+                reached is tried again with backoff (up to every 30 seconds), each failure logged in \
+                the words `sync` uses. A refused token pauses that suite (nothing is sent, nothing \
+                pending is lost; `status` says so) until its token file holds a new token, or \
+                `configure` names a new one: `run` goes on, and so do the other suites.
+
+                Exit status: 0 after SIGTERM or SIGINT; 1 at once, before syncing anything, when a \
+                suite does not exist or is not configured, or its settings or key file cannot be \
+                read: a restart cannot fix that (the user unit groupdefaults-sync@.service does not \
+                restart it: RestartPreventExitStatus=1).
+
+                Example: groupdefaults-sync run group.com.example.chat
+                Example: groupdefaults-sync run group.com.example.chat --log-level debug
                 """)
 
         @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
         @Argument(help: "The suite names.") var suites: [String]
         @Option(help: "How remote changes arrive: events or long-poll.") var transport: String = "events"
         @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.") var logLevel: String = "info"
@@ -38,16 +50,22 @@ extension SyncCommand {
             try await perform {
                 var engines: [SyncEngine] = []
                 var clients: [HTTPClient] = []
-                var engineOptions = SyncEngine.Options()
+                var engineOptions = server.applied(to: SyncEngine.Options())
                 engineOptions.transport = SyncEngine.Options.Transport(rawValue: transport) ?? .eventStream
-                for suite in suites {
-                    let defaults = try options.open(suite)
-                    guard let settings = try SyncSettings.stored(in: defaults) else {
-                        throw CommandFailure("\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`")
+                do {
+                    for suite in suites {
+                        let defaults = try options.open(suite)
+                        guard let settings = try SyncSettings.stored(in: defaults) else {
+                            throw CommandFailure("\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`")
+                        }
+                        let http = try server.makeHTTPClient(caFile: settings.caFile)
+                        clients.append(http)
+                        engines.append(try SyncEngine(configured: defaults, http: http, options: engineOptions))
                     }
-                    let http = try SyncClient.makeHTTPClient(caFile: settings.caFile)
-                    clients.append(http)
-                    engines.append(try SyncEngine(configured: defaults, http: http, options: engineOptions))
+                } catch {
+                    // Exit status 1, which the user unit does not restart: every suite starts, or none.
+                    for client in clients { try? await client.shutdown() }
+                    throw error
                 }
                 let logger = Logger(label: "groupdefaults-sync")
                 logger.info("running", metadata: ["suites": "\(suites.joined(separator: ","))"])

@@ -1,5 +1,6 @@
 import ArgumentParser
 import AsyncHTTPClient
+import CommandLineSupport
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
@@ -7,14 +8,27 @@ import GroupDefaultsSync
 extension SyncCommand {
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Print a suite's sync state: server, this device's name and id, token file, cursor, pending changes.",
+            abstract: "Print a suite's sync state: server, this device's name and id, token file, cursor, pending changes, and whether sync needs attention.",
             discussion: """
                 The device's name is the one its token is bound to (`groupdefaults-server token \
                 create --device NAME`), asked of the server (for at most 3 seconds); everything \
-                else is read from the suite, offline.
+                else is read from the suite, offline, as the last sync engine to work on it (`run` \
+                in another process, or the last `sync`) recorded it. `state` is ok, or what needs \
+                attention: paused (the token was refused: sync waits for a new one), offline (since \
+                when, the last failed contact and the last success), clock behind (this device's \
+                clock), failing, or changes set aside, entries refused (tampered, or stamped far \
+                ahead) or keys left out; --json gives the same as `state`, `state_detail`, \
+                `state_since`, `last_success` and `last_failure`.
+
+                Exit status: 0 when nothing needs attention (or the suite is not synced), 1 when \
+                something does, 3 when sync is paused until the token is replaced.
+
+                Example: groupdefaults-sync status group.com.example.chat
+                Example: groupdefaults-sync status group.com.example.chat --json
                 """)
 
         @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
         @Argument(help: "The suite name.") var suite: String
         @Flag(help: "Print JSON.") var json = false
 
@@ -22,45 +36,70 @@ extension SyncCommand {
             try await perform {
                 let defaults = try options.open(suite)
                 let state = try defaults.syncState()
-                let name = state.isSynced ? await DeviceName.ask(defaults) : .notSynced
+                let name = state.isSynced ? await DeviceName.ask(defaults, server) : .notSynced
                 let pending = try defaults.pendingChanges().map(\.key)
                 let journal = try defaults.conflicts()
                 let refused = journal.filter(\.isRefused)
+                let health = state.isSynced ? SyncHealth.stored(in: defaults) : nil
                 let report = StatusReport(
                     suite: suite, synced: state.isSynced, server: state.server, tokenFile: state.tokenFile, caFile: state.caFile,
                     cursor: state.cursor, pending: pending.count, pendingKeys: Array(pending.prefix(20)),
-                    inFlightBatch: state.inFlight?.id, note: state.note, deviceID: String(defaults.origin), deviceName: name.name,
+                    inFlightBatch: state.inFlight?.id, note: health.flatMap { $0.needsAttention ? $0.summary : nil },
+                    deviceID: String(defaults.origin), deviceName: name.name,
                     localOnlyKeys: state.localOnlyKeys, ignored: state.ignoredCount, conflicts: journal.count - refused.count,
-                    keyFile: state.keyFile, refused: refused.count)
+                    keyFile: state.keyFile, refused: refused.count,
+                    state: state.isSynced ? (health?.condition ?? .ok).rawValue : nil, stateDetail: health?.detail,
+                    stateSince: health.flatMap { $0.since.timeIntervalSince1970 > 0 ? Self.time($0.since) : nil },
+                    lastSuccess: health?.lastSuccess.map(Self.time), lastFailure: health?.lastFailure.map(Self.time))
                 if json {
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
                     output(String(decoding: try encoder.encode(report), as: UTF8.self))
-                    return
+                } else if let server = state.server {
+                    var lines = ["\(suite): syncs with \(server)", "device: \(name.describe(origin: defaults.origin))",
+                                 "token file: \(state.tokenFile ?? "none")"]
+                    if let caFile = state.caFile { lines.append("certificate authority: \(caFile)") }
+                    lines.append("encryption: " + (state.keyFile.map { "end to end (keys in \($0))" } ?? "none (the server can read keys and values)"))
+                    lines.append("cursor: " + (state.cursor.map { $0 == 0 ? "0 (the next sync reads the snapshot)" : String($0) }
+                        ?? "none (the next sync joins the server's suite)"))
+                    lines.append("pending: \(pending.count)" + (pending.isEmpty ? "" : " (\(report.pendingKeys.joined(separator: ", "))\(pending.count > 20 ? ", …" : ""))"))
+                    if let batch = state.inFlight { lines.append("in flight: batch \(batch.id) (sent again at the next push)") }
+                    if !state.localOnlyKeys.isEmpty {
+                        lines.append("local-only keys: \(state.localOnlyKeys.joined(separator: " ")) (\(state.ignoredCount) pulled value\(state.ignoredCount == 1 ? "" : "s") not applied)")
+                    }
+                    if report.conflicts > 0 { lines.append("conflicts kept: \(report.conflicts) (see groupdefaults-sync conflicts \(suite))") }
+                    if !refused.isEmpty {
+                        let keys = refused.prefix(20).map(\.key).joined(separator: ", ") + (refused.count > 20 ? ", …" : "")
+                        // The journal's record of what sync refused, kept for its days; whether something
+                        // still needs attention is `state`.
+                        lines.append("refused: \(refused.count) kept in the conflict journal (\(keys); see groupdefaults-sync conflicts \(suite))")
+                    }
+                    lines += Self.stateLines(health)
+                    output(lines.joined(separator: "\n"))
+                } else {
+                    output("\(suite): not synced")
                 }
-                guard let server = state.server else { return output("\(suite): not synced") }
-                var lines = ["\(suite): syncs with \(server)", "device: \(name.describe(origin: defaults.origin))",
-                             "token file: \(state.tokenFile ?? "none")"]
-                if let caFile = state.caFile { lines.append("certificate authority: \(caFile)") }
-                lines.append("encryption: " + (state.keyFile.map { "end to end (keys in \($0))" } ?? "none (the server can read keys and values)"))
-                lines.append("cursor: " + (state.cursor.map { $0 == 0 ? "0 (the next sync reads the snapshot)" : String($0) }
-                    ?? "none (the next sync joins the server's suite)"))
-                lines.append("pending: \(pending.count)" + (pending.isEmpty ? "" : " (\(report.pendingKeys.joined(separator: ", "))\(pending.count > 20 ? ", …" : ""))"))
-                if let batch = state.inFlight { lines.append("in flight: batch \(batch.id) (sent again at the next push)") }
-                if !state.localOnlyKeys.isEmpty {
-                    lines.append("local-only keys: \(state.localOnlyKeys.joined(separator: " ")) (\(state.ignoredCount) pulled value\(state.ignoredCount == 1 ? "" : "s") not applied)")
+                guard let health, health.needsAttention else { return }
+                if health.needsToken {
+                    throw CommandFailure("\(suite) is paused until its token is replaced: give it a new token with `groupdefaults-sync configure \(suite) --server URL --token-file PATH`", status: 3)
                 }
-                if report.conflicts > 0 { lines.append("conflicts kept: \(report.conflicts) (see groupdefaults-sync conflicts \(suite))") }
-                if !refused.isEmpty {
-                    let keys = refused.prefix(20).map(\.key).joined(separator: ", ") + (refused.count > 20 ? ", …" : "")
-                    // The journal's record of what sync refused, kept for its days; whether something
-                    // still needs attention is `state`.
-                    lines.append("refused: \(refused.count) kept in the conflict journal (\(keys); see groupdefaults-sync conflicts \(suite))")
-                }
-                lines.append("state: " + (state.note ?? "ok"))
-                output(lines.joined(separator: "\n"))
+                throw CommandFailure("\(suite) needs attention: \(health.summary)")
             }
         }
+
+        /// `state: …`, and when it needs attention, since when and the last success and failure.
+        static func stateLines(_ health: SyncHealth?) -> [String] {
+            guard let health, health.needsAttention else { return ["state: ok"] }
+            var lines = ["state: \(health.summary)"]
+            var times: [String] = []
+            if health.since.timeIntervalSince1970 > 0 { times.append("since \(time(health.since))") }
+            if let failure = health.lastFailure { times.append("last failed contact \(time(failure))") }
+            times.append("last success " + (health.lastSuccess.map(time) ?? "none recorded"))
+            lines.append("when: " + times.joined(separator: "; "))
+            return lines
+        }
+
+        static func time(_ date: Date) -> String { TypedJSONDate.format(date) ?? date.formatted(.iso8601) }
     }
 }
 
@@ -82,8 +121,14 @@ struct StatusReport: Encodable {
     var conflicts: Int
     var keyFile: String?
     var refused: Int
+    var state: String?
+    var stateDetail: String?
+    var stateSince: String?
+    var lastSuccess: String?
+    var lastFailure: String?
 
     enum CodingKeys: String, CodingKey {
+        case state, stateDetail = "state_detail", stateSince = "state_since", lastSuccess = "last_success", lastFailure = "last_failure"
         case keyFile = "key_file", refused
         case suite, synced, server, tokenFile = "token_file", caFile = "ca_file", cursor, pending, pendingKeys = "pending_keys"
         case inFlightBatch = "in_flight_batch", note, deviceID = "device_id", deviceName = "device_name", localOnlyKeys = "local_only_keys", ignored, conflicts
@@ -113,17 +158,19 @@ enum DeviceName: Sendable {
     }
 
     /// Asks the server (`GET /v1/devices`) for at most 3 seconds.
-    static func ask(_ defaults: SharedDefaults) async -> DeviceName {
-        guard let settings = try? SyncSettings.stored(in: defaults), let http = try? SyncClient.makeHTTPClient(caFile: settings.caFile)
+    static func ask(_ defaults: SharedDefaults, _ server: ServerOptions) async -> DeviceName {
+        guard let settings = try? SyncSettings.stored(in: defaults), let http = try? server.makeHTTPClient(caFile: settings.caFile)
         else { return .unknown("the sync settings cannot be read") }
         let answer = await withTaskGroup(of: DeviceName?.self) { group in
             group.addTask {
                 do {
-                    let engine = try SyncEngine(configured: defaults, http: http)
+                    let engine = try SyncEngine(configured: defaults, http: http, options: server.applied(to: SyncEngine.Options()))
                     guard let me = try await engine.devices().first(where: \.current) else {
                         return .unknown("the server has not seen this device yet")
                     }
                     return me.name.map(DeviceName.named) ?? .unnamed
+                } catch let error as SyncError {
+                    return .unknown(error.description)
                 } catch {
                     return .unknown("\(error)")
                 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CommandLineSupport
+import AsyncHTTPClient
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
@@ -12,8 +13,10 @@ struct SyncCommand: AsyncParsableCommand {
         abstract: "Mirror suites to a groupdefaults-server: offline first, last writer wins.",
         discussion: """
             A SUITE is a suite name, found in --directory, else $GROUPDEFAULTS_DIR, else \
-            $XDG_DATA_HOME/groupdefaults or ~/.local/share/groupdefaults. Exit status: 0 on success, \
-            1 on errors, 3 when authentication is needed (a new token).
+            $XDG_DATA_HOME/groupdefaults or ~/.local/share/groupdefaults. Verbs that talk to the \
+            server wait at most --connect-timeout (5 seconds) for a connection and --answer-timeout \
+            (30 seconds) for each answer; one that cannot reach it says why in one line, at once. \
+            Exit status: 0 on success, 1 on errors, 3 when authentication is needed (a new token).
             """,
         subcommands: [Configure.self, Pair.self, RotateKey.self, Sync.self, Push.self, Pull.self, Run.self, Status.self, Conflicts.self, Restore.self, History.self, Reset.self, Unconfigure.self]
     )
@@ -32,6 +35,43 @@ struct SuiteOptions: ParsableArguments {
 
     func openOrCreate(_ suite: String) throws -> SharedDefaults {
         try SharedDefaults(suiteName: suite, directory: directoryURL)
+    }
+}
+
+/// How long the tool waits for the server: the options of every verb that talks to it.
+struct ServerOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Seconds to wait for a connection to the server, TLS handshake included.", valueName: "SECONDS"))
+    var connectTimeout: Double = 5
+    @Option(help: ArgumentHelp("Seconds to wait for each answer once a request is sent.", valueName: "SECONDS"))
+    var answerTimeout: Double = 30
+
+    func validate() throws {
+        guard connectTimeout > 0, connectTimeout <= 3600 else { throw ValidationError("--connect-timeout is a number of seconds, more than 0 and at most 3600") }
+        guard answerTimeout > 0, answerTimeout <= 3600 else { throw ValidationError("--answer-timeout is a number of seconds, more than 0 and at most 3600") }
+    }
+
+    var connect: Duration { .milliseconds(Int64(connectTimeout * 1000)) }
+    var answer: Duration { .milliseconds(Int64(answerTimeout * 1000)) }
+
+    /// An HTTP client that trusts `caFile` too and gives up connecting after `connect`.
+    func makeHTTPClient(caFile: String?) throws -> HTTPClient {
+        try SyncClient.makeHTTPClient(caFile: caFile, connectTimeout: connect)
+    }
+
+    /// `client` with these timeouts (the HTTP client must come from `makeHTTPClient(caFile:)`).
+    func applied(to client: SyncClient) -> SyncClient {
+        var client = client
+        client.connectTimeout = connect
+        client.timeout = answer
+        return client
+    }
+
+    /// `options` with these timeouts, for an engine on an HTTP client from `makeHTTPClient(caFile:)`.
+    func applied(to options: SyncEngine.Options) -> SyncEngine.Options {
+        var options = options
+        options.connectTimeout = connect
+        options.answerTimeout = answer
+        return options
     }
 }
 

@@ -136,7 +136,9 @@ struct EncryptedSyncTests {
             let lines = configured.stdout.split(separator: "\n").map(String.init)
             #expect(lines.first?.contains("end-to-end encrypted") == true)
             let recovery = try #require(lines.first { $0.hasPrefix("recovery key: ") }).dropFirst("recovery key: ".count)
-            let keyFile = phone.directory.appendingPathComponent("\(suite).keys").path
+            let keyFile = try phone.keyFile()
+            #expect(keyFile == KeyFileName.defaultPath(suite: suite, server: server.url, token: server.token, beside: token))
+            #expect(URL(fileURLWithPath: keyFile).lastPathComponent.hasPrefix("\(suite).127.0.0.1-\(server.port)."), "named for the suite and the server: \(keyFile)")
             var info = stat()
             #expect(stat(keyFile, &info) == 0 && info.st_mode & 0o777 == 0o600)
             // Configuring again keeps the keys and shows no recovery key.
@@ -152,7 +154,7 @@ struct EncryptedSyncTests {
             let refused = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", tabletToken,
                                                               "--recovery-key", String(typo)])
             #expect(refused.status == 1 && refused.stderr.contains("mistyped"), "\(refused.stderr)")
-            #expect(!FileManager.default.fileExists(atPath: tablet.directory.appendingPathComponent("\(suite).keys").path))
+            #expect(tablet.keyFiles().isEmpty)
 
             // Read from a file (mode 0600), so that it shows neither in `ps` nor in the shell's history.
             let recoveryFile = try tablet.tokenFile(String(recovery), name: "recovery")
@@ -170,7 +172,7 @@ struct EncryptedSyncTests {
             let status = try await tablet.sync("status")
             #expect(status.stdout.contains("encryption: end to end"))
 
-            let tabletKeys = tablet.directory.appendingPathComponent("\(suite).keys").path
+            let tabletKeys = try tablet.keyFile()
             chmod(tabletKeys, 0o644)
             let loose = try await tablet.sync("sync")
             #expect(loose.status == 1 && loose.stderr.contains("chmod 600"), "\(loose.stderr)")

@@ -49,7 +49,7 @@ struct JoiningTests {
             #expect(Set(kept.map(\.key)) == ["volume", "draft"], "\(kept)")
             #expect(kept.first { $0.key == "volume" }?.value == .double(0.2))
             #expect(kept.first { $0.key == "draft" }.map { $0.value == .string("written on the tablet") && $0.replacedBy == deleted.stamp } == true)
-            #expect(report.replaced == 2)
+            #expect(report.replaced == 2 && report.replacedOnJoining == 2, "the server's older entries won by the joining rule")
 
             // The server: its values untouched (not even a new revision for them), the tablet's
             // own key added, no registered default uploaded.
@@ -96,6 +96,34 @@ struct JoiningTests {
             defer { other.remove() }
             try await other.engine.syncOnce()
             #expect(differences(try other.entries(), stored).isEmpty)
+        }
+    }
+
+    @Test("the tool's first sync after joining says the server's value replaced the newer local one on joining, not that a newer one did; conflicts keeps the local one")
+    func joiningSaysWhatReplacedWhat() async throws {
+        try await SyncServer.with { server in
+            try await withToolPair("group.joining.words") { phone, tablet in
+                try await phone.configure(server)
+                #expect(try await phone.defaultsTool(["write", phone.suite, "sound", "ring.caf"]).status == 0)
+                #expect(try await phone.sync("sync").status == 0)
+                // The tablet chose later, before sync was turned on.
+                #expect(try await tablet.defaultsTool(["write", tablet.suite, "sound", "chime.caf"]).status == 0)
+                try await tablet.configure(server)
+                let joined = try await tablet.sync("sync")
+                #expect(joined.status == 0, "\(joined.stderr)")
+                #expect(joined.stdout.contains("1 local value replaced by the server's on joining"), "\(joined.stdout)")
+                #expect(!joined.stdout.contains("newer"), "\(joined.stdout)")
+                #expect(try tablet.open().string(forKey: "sound") == "ring.caf")
+                let conflicts = try await tablet.sync("conflicts")
+                #expect(conflicts.stdout.contains("sound = {\"string\":\"chime.caf\"}"), "\(conflicts.stdout)")
+
+                // A newer write elsewhere is still called that.
+                #expect(try await tablet.defaultsTool(["write", tablet.suite, "sound", "horn.aiff"]).status == 0)
+                #expect(try await phone.defaultsTool(["write", phone.suite, "sound", "bell.aiff"]).status == 0)
+                #expect(try await phone.sync("sync").status == 0)
+                let replaced = try await tablet.sync("sync")
+                #expect(replaced.stdout.contains("1 local value replaced by a newer one from device"), "\(replaced.stdout)")
+            }
         }
     }
 }

@@ -100,7 +100,7 @@ struct PairingTests {
             var info = stat()
             #expect(stat(tabletToken, &info) == 0 && info.st_mode & 0o777 == 0o600)
             #expect(try String(contentsOfFile: tabletToken, encoding: .utf8) != server.token + "\n", "the tablet has a token of its own")
-            #expect(stat(tablet.directory.appendingPathComponent("\(suite).keys").path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+            #expect(stat(try tablet.keyFile(), &info) == 0 && info.st_mode & 0o777 == 0o600)
             let synced = try await tablet.sync("sync")
             #expect(synced.status == 0, "\(synced.stderr)")
             #expect(try await tablet.defaultsTool(["read", suite, "sound"]).stdout.trimmingCharacters(in: .newlines) == "ring.caf")
@@ -110,7 +110,7 @@ struct PairingTests {
             #expect(reused.status == 1 && reused.stderr == "groupdefaults-sync: the pairing code was already used: each code pairs one device\n",
                     "\(reused.stderr)")
             #expect(!FileManager.default.fileExists(atPath: stranger.directory.appendingPathComponent("paired.token").path))
-            #expect(!FileManager.default.fileExists(atPath: stranger.directory.appendingPathComponent("\(suite).keys").path))
+            #expect(stranger.keyFiles().isEmpty)
 
             // A wrong code (well formed): not found, and nothing said about any pairing.
             let wrong = try await join(stranger, server, code: PairingCode().description)

@@ -39,7 +39,7 @@ struct RefusalTests {
             #expect(report.rejected.compactMap(\.key) == ["deep", "far"])
             #expect(report.rejected.first?.code == .valueTooDeep)
             #expect(Set(try await server.snapshot(suite).entries.keys) == ["z_ok", "b_later"])
-            #expect(try a.defaults.syncState().note?.hasPrefix("not pushed: 2 local changes set aside") == true)
+            #expect(SyncHealth.stored(in: a.defaults)?.summary.hasPrefix("not pushed: 2 local changes set aside") == true)
 
             // Another sync reports them again but journals nothing twice.
             let again = try await a.engine.syncOnce()

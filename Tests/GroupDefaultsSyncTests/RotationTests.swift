@@ -174,7 +174,7 @@ struct RotationTests {
             #expect(joined.status == 0, "\(joined.stderr)")
             #expect(pair.finish().status == 0)
             #expect(try await tablet.sync("sync").status == 0)
-            let tabletKeys = try SuiteKeys.read(from: tablet.directory.appendingPathComponent("\(suite).keys").path, suite: suite)
+            let tabletKeys = try SuiteKeys.read(from: try tablet.keyFile(), suite: suite)
             let tabletOrigin = try tablet.open().origin
             let lost = try #require(try await HistoryAndDevicesTests.listDevices(server).first { $0.deviceID == tabletOrigin })
             #expect(try await ServerTool.run(["devices", "revoke", lost.id] + server.storage).status == 0)

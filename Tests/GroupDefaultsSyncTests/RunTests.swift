@@ -111,7 +111,7 @@ struct RunTests {
             let fresh = try await ServerTool.createToken(storage: server.storage)
             try await phone.configure(server, token: fresh, tokenName: "new-token")
             #expect(await eventually { (try? phoneDefaults.pendingCount()) == 0 }, "run resumed: \(run.stderr)")
-            #expect(await eventually { (try? phoneDefaults.syncState().note) == nil }, "the pause is no longer shown")
+            #expect(await eventually { SyncHealth.stored(in: phoneDefaults)?.condition == .ok }, "the pause is no longer shown")
             try await tablet.engine.syncOnce()
             #expect(tablet.defaults.string(forKey: "sound") == "bell.aiff" && tablet.defaults.double(forKey: "volume") == 0.25)
 
@@ -121,5 +121,72 @@ struct RunTests {
             #expect(await eventually { sameEntry(try? phoneDefaults.syncEntry(forKey: "theme"), themed) }, "\(run.stderr)")
             #expect(await run.terminate().status == 0)
         }
+    }
+
+    @Test("a token revoked while run runs: run stays up, paused; status says so and exits 3; a new token in the same file resumes it, and status is ok again")
+    func revokedWhileRunning() async throws {
+        try await SyncServer.with { server in
+            let suite = "group.revoked.running"
+            let phone = ToolDevice(suite)
+            defer { phone.remove() }
+            let othersTokens = try await ServerTool.tokenIDs(storage: server.storage)
+            let phoneToken = try await ServerTool.createToken(storage: server.storage)
+            let phoneTokenID = try #require(Set(try await ServerTool.tokenIDs(storage: server.storage)).subtracting(othersTokens).first)
+            try await phone.configure(server, token: phoneToken)
+            let phoneDefaults = try phone.open()
+            phoneDefaults.set("ring.caf", forKey: "sound")
+            let run = try phone.start("run", ["--log-level", "info"])
+            defer { run.signal(SIGKILL) }
+            #expect(await eventually { (try? phoneDefaults.pendingCount()) == 0 }, "\(run.stderr)")
+            let healthy = try await phone.sync("status")
+            #expect(healthy.status == 0 && healthy.stdout.hasSuffix("state: ok\n"), "\(healthy)")
+
+            let revoke = try await server.tokenCommand(["revoke", phoneTokenID])
+            #expect(revoke.status == 0, "\(revoke.stderr)")
+            // The event stream ends with `unauthorized` at its next turn: no local change needed.
+            #expect(await eventually(within: .seconds(40)) { SyncHealth.stored(in: phoneDefaults)?.condition == .paused }, "\(run.stderr)")
+            #expect(run.isRunning, "a paused suite keeps run alive, waiting for a new token")
+            let paused = try await phone.sync("status")
+            #expect(paused.status == 3, "\(paused)")
+            #expect(paused.stdout.contains("state: paused: authentication needed"), "\(paused.stdout)")
+            #expect(paused.stdout.contains("when: since "), "\(paused.stdout)")
+            #expect(paused.stderr.split(separator: "\n").count == 1 && paused.stderr.contains("token"), "\(paused.stderr)")
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(try await phone.sync("status", ["--json"]).stdout.utf8)) as? [String: Any])
+            #expect(json["state"] as? String == "paused")
+            #expect(json["state_since"] is String && json["last_success"] is String, "\(json)")
+
+            phoneDefaults.set("bell.aiff", forKey: "sound")  // kept while paused
+            let fresh = try await ServerTool.createToken(storage: server.storage)
+            let tokenFile = phone.directory.appendingPathComponent("token").path
+            try Data((fresh + "\n").utf8).write(to: URL(fileURLWithPath: tokenFile + ".new"))
+            #expect(chmod(tokenFile + ".new", 0o600) == 0 && rename(tokenFile + ".new", tokenFile) == 0)
+            #expect(await eventually(within: .seconds(20)) { (try? phoneDefaults.pendingCount()) == 0 }, "run resumed: \(run.stderr)")
+            #expect(await eventually { SyncHealth.stored(in: phoneDefaults)?.condition == .ok })
+            let resumed = try await phone.sync("status", ["--json"])
+            #expect(resumed.status == 0, "\(resumed)")
+            #expect((try JSONSerialization.jsonObject(with: Data(resumed.stdout.utf8)) as? [String: Any])?["state"] as? String == "ok")
+            #expect(try await server.snapshot(suite).entries["sound"]?.value == .string("bell.aiff"))
+            #expect(await run.terminate().status == 0)
+        }
+    }
+
+    @Test("run of a suite that is not configured, or does not exist, exits at once with one line and a status the user unit does not restart")
+    func notConfigured() async throws {
+        let device = ToolDevice("group.run.unconfigured")
+        defer { device.remove() }
+        let missing = try await device.sync("run")
+        #expect(missing.status == 1 && missing.stderr == "groupdefaults-sync: the suite group.run.unconfigured does not exist\n", "\(missing)")
+        try device.open().set("ring.caf", forKey: "sound")
+        let unconfigured = try await device.sync("run")
+        #expect(unconfigured.status == 1, "\(unconfigured)")
+        #expect(unconfigured.stderr.split(separator: "\n").count == 1 && unconfigured.stderr.contains("is not configured for sync"), "\(unconfigured.stderr)")
+
+        // The user unit (Tools/package-files) does not restart that status, and restarts crashes.
+        let unit = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Tools/package-files/groupdefaults-sync@.service"), encoding: .utf8)
+        let prevented = unit.split(separator: "\n").first { $0.hasPrefix("RestartPreventExitStatus=") }
+            .map { $0.dropFirst("RestartPreventExitStatus=".count).split(separator: " ").compactMap { Int32($0) } } ?? []
+        #expect(prevented.contains(unconfigured.status), "\(prevented)")
+        #expect(unit.contains("Restart=on-failure"))
     }
 }

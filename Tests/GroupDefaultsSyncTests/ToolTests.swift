@@ -23,7 +23,7 @@ struct ToolTests {
                 #expect(result.stderr.split(separator: "\n").count == 1)
             }
             let status = try await device.sync("status")
-            #expect(status.stdout.contains("not synced"), "a refused configure leaves the suite unsynced: \(status)")
+            #expect(status.status == 1 && status.stderr.contains("does not exist"), "a refused configure writes nothing, not even the suite: \(status)")
 
             let file = try device.tokenFile(server.token, name: "token", mode: 0o600)
             let configured = try await device.sync("configure", ["--server", server.url.absoluteString, "--token-file", file])
@@ -98,6 +98,17 @@ struct ToolTests {
             let again = try await device.sync("sync")
             #expect(again.status == 0, "\(again)")
             #expect(try await server.snapshot(device.suite).entries["wallpaper"]?.value == .string("small"))
+        }
+    }
+
+    @Test("every verb's help shows an example of it; those that talk to the server state their timeouts")
+    func helpExamples() async throws {
+        let talking: Set<String> = ["configure", "pair", "rotate-key", "sync", "push", "pull", "run", "status", "restore", "history"]
+        for verb in ["configure", "pair", "rotate-key", "sync", "push", "pull", "run", "status", "conflicts", "restore", "history", "reset", "unconfigure"] {
+            let help = try await BuiltExecutable.run(ToolDevice.syncExecutable, ["help", verb])
+            #expect(help.status == 0, "\(verb): \(help.stderr)")
+            #expect(help.stdout.contains("Example: groupdefaults-sync \(verb) group.com.example.chat"), "\(verb): \(help.stdout)")
+            #expect(help.stdout.contains("--connect-timeout") == talking.contains(verb), "\(verb): \(help.stdout)")
         }
     }
 }

@@ -113,8 +113,11 @@ package struct RemoteApplyResult: Sendable, Equatable {
     package var pruned: [String] = []
     /// Keys whose local value or deletion was replaced and kept in the conflict journal.
     package var replaced: [String] = []
-    /// The origins of the writes that replaced them.
+    /// The origins of the newer writes that replaced them (not of `replacedOnJoining`'s).
     package var replacedBy: Set<UInt64> = []
+    /// Of `replaced`, the keys whose local value was the newer write, replaced by the server's
+    /// older one because the suite was joining (held before sync was turned on).
+    package var replacedOnJoining: [String] = []
     /// Keys not applied because they are local-only.
     package var ignored: [String] = []
     /// Of `superseded`, the keys whose stored write is strictly newer and not pending: accepted from
@@ -475,11 +478,11 @@ extension SharedDefaults {
             if let latest = accepted.map(\.hlc).max() { try tx.receive(latest) }
             for entry in accepted {
                 switch try tx.applyRemote(key: entry.key, value: entry.value, stamp: entry.stamp, joinedBefore: policy.remoteWinsBefore) {
-                case .applied(let replaced):
+                case .applied(let replaced, let byOlder):
                     result.applied.append(entry.key)
                     if replaced {
                         result.replaced.append(entry.key)
-                        result.replacedBy.insert(entry.origin)
+                        if byOlder { result.replacedOnJoining.append(entry.key) } else { result.replacedBy.insert(entry.origin) }
                     }
                 case .superseded: result.superseded.append(entry.key)
                 case .stale:

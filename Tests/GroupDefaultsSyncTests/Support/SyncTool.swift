@@ -71,6 +71,20 @@ struct ToolDevice {
         try ChildProcess(Self.syncExecutable, [verb, suite, "--directory", directory.path] + arguments)
     }
 
+    /// The key files in the device's directory (`configure` writes one beside a token file there,
+    /// named for the suite, the server and the token).
+    func keyFiles() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0.hasSuffix(".keys") }.sorted()
+            .map { directory.appendingPathComponent($0).path }
+    }
+
+    /// The one key file in the device's directory.
+    func keyFile(sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        let files = keyFiles()
+        #expect(files.count == 1, "\(files)", sourceLocation: sourceLocation)
+        return try #require(files.first, sourceLocation: sourceLocation)
+    }
+
     func remove() {
         try? FileManager.default.removeItem(at: directory)
     }

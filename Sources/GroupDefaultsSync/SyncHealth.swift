@@ -1,0 +1,116 @@
+public import Foundation
+public import GroupDefaults
+
+/// How sync of a suite goes, as the last engine to work on it saw it, kept in the suite (its sync
+/// note) so that another process can tell: what `groupdefaults-sync status` prints while `run`
+/// works in another process. Written when the condition or its words change, and at each failure.
+public struct SyncHealth: Sendable, Equatable, Codable {
+    /// What needs attention, if anything: the first that applies, in this order.
+    public enum Condition: String, Sendable, Codable {
+        /// The last step succeeded and nothing is set aside or refused.
+        case ok
+        /// The token was refused: nothing is sent until it is replaced (exit status 3 territory).
+        case paused
+        /// The server could not be reached, or said it is busy or unavailable: retried with backoff.
+        case offline
+        /// This device's clock is behind the server's: nothing is applied until it is set right.
+        case clockBehind = "clock_behind"
+        /// Another failure: an answer this client does not understand, or the local suite failed.
+        case failing
+        /// Local changes the server refused (too large, over quota, stamped by a wrong clock): kept here, pending.
+        case setAside = "set_aside"
+        /// Entries from the server this device refused: tampered (an encrypted suite's), or
+        /// stamped far ahead of this machine's clock; each is in the conflict journal.
+        case refused
+        /// Keys of an encrypted suite the server's snapshot left out although it had acknowledged them.
+        case omitted
+    }
+
+    /// What needs attention, if anything.
+    public var condition: Condition
+    /// The condition in words (the error, the first refused change or entry); nil when ok.
+    public var detail: String?
+    /// When the condition began (for `offline`: when the server was first found unreachable).
+    public var since: Date
+    /// When a pull or push last succeeded, as far as any engine recorded it.
+    public var lastSuccess: Date?
+    /// When a pull or push last failed (the last failed contact, for `offline`).
+    public var lastFailure: Date?
+
+    /// A record of `condition` since `since`.
+    public init(condition: Condition, detail: String? = nil, since: Date, lastSuccess: Date? = nil, lastFailure: Date? = nil) {
+        self.condition = condition
+        self.detail = detail
+        self.since = since
+        self.lastSuccess = lastSuccess
+        self.lastFailure = lastFailure
+    }
+
+    /// Whether a person must do something or wait: every condition but `ok`.
+    public var needsAttention: Bool { condition != .ok }
+
+    /// Whether only a new token helps (`groupdefaults-sync configure` with a new token file, or a
+    /// new token in the same file).
+    public var needsToken: Bool { condition == .paused }
+
+    /// The condition in words, as `status` prints it after `state: `: "ok", "paused: authentication
+    /// needed (the token was revoked)", "offline: cannot reach https://sync.example.com: connection refused".
+    public var summary: String {
+        switch condition {
+        case .ok: "ok"
+        case .paused: "paused: authentication needed (\(detail ?? "the token was refused")); sync waits for a new token"
+        case .offline: "offline: \(detail ?? "the server cannot be reached")"
+        case .clockBehind: "clock behind: \(detail ?? "this device's clock is behind the server's")"
+        case .failing: "failing: \(detail ?? "the last step failed")"
+        case .setAside, .refused, .omitted: detail ?? condition.rawValue
+        }
+    }
+
+    /// The condition of an engine's `status`, and its words.
+    static func assess(_ status: SyncStatus) -> (condition: Condition, detail: String?) {
+        if status.isPausedForAuthentication {
+            return (.paused, status.lastError?.detail)
+        }
+        if let error = status.lastError {
+            if error.code == .clockSkew && error.kind == .local { return (.clockBehind, error.detail) }
+            return (error.kind == .unavailable ? .offline : .failing, error.description)
+        }
+        if let first = status.rejected.first {
+            let count = status.rejected.count
+            return (.setAside, "not pushed: \(count) local change\(count == 1 ? "" : "s") set aside (\(first.key.map { "'\($0)': " } ?? "")\(first.detail))")
+        }
+        if let first = status.refused.first {
+            return (.refused, "refused \(status.refused.count) entr\(status.refused.count == 1 ? "y" : "ies") from the server (\(first))")
+        }
+        if !status.omitted.isEmpty {
+            return (.omitted, "the server's snapshot left out \(status.omitted.count) acknowledged key(s), kept here")
+        }
+        return (.ok, nil)
+    }
+
+    /// The record kept in `defaults`; nil when none is (never synced, or not since sync was
+    /// configured). A note of an older version, in words only, reads as `failing` with those words.
+    public static func stored(in defaults: SharedDefaults) -> SyncHealth? {
+        guard let note = try? defaults.syncState().note else { return nil }
+        if let health = try? decoder.decode(SyncHealth.self, from: Data(note.utf8)) { return health }
+        return SyncHealth(condition: .failing, detail: note, since: Date(timeIntervalSince1970: 0))
+    }
+
+    /// Keeps this record in `defaults`.
+    func store(in defaults: SharedDefaults) throws {
+        try defaults.setSyncNote(String(decoding: try Self.encoder.encode(self), as: UTF8.self))
+    }
+
+    private static var encoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .millisecondsSince1970
+        encoder.outputFormatting = .sortedKeys
+        return encoder
+    }
+
+    private static var decoder: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .millisecondsSince1970
+        return decoder
+    }
+}
