@@ -18,7 +18,8 @@ struct DevicesCommand: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List an account's devices, most recently seen first: id, name, device id, token, first and last seen, last push, suites.")
+            abstract: "List an account's devices, most recently seen first: id, name, device id, token, first and last seen, last push, suites.",
+            discussion: "Example: groupdefaults-server devices list --account ana --data-dir /var/lib/groupdefaults-server")
 
         @OptionGroup var storage: StorageOptions
         @Option(help: "The account whose devices to list.") var account: String
@@ -57,6 +58,8 @@ struct DevicesCommand: AsyncParsableCommand {
             discussion: """
                 This revokes the device's token: every device that shares that token loses access \
                 too (they are named). Give each device a token of its own with `token create --device NAME`.
+
+                Example: groupdefaults-server devices revoke dev_3f2a9c01b7e4 --data-dir /var/lib/groupdefaults-server
                 """)
 
         @OptionGroup var storage: StorageOptions

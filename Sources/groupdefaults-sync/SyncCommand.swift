@@ -15,6 +15,7 @@ struct SyncCommand: AsyncParsableCommand {
             $XDG_DATA_HOME/groupdefaults or ~/.local/share/groupdefaults. Exit status: 0 on success, \
             1 on errors, 3 when authentication is needed (a new token).
             """,
+        version: packageVersion,
         subcommands: [Configure.self, Pair.self, RotateKey.self, Sync.self, Push.self, Pull.self, Run.self, Status.self, Conflicts.self, Restore.self, History.self, Reset.self, Unconfigure.self]
     )
 }
