@@ -261,13 +261,18 @@ struct ConsoleTests {
 
     @Test("a suite without keys says so; a filter that matches nothing names the filter")
     func emptySuite() async throws {
-        try await Self.withConsole { _, client in
+        try await Self.withConsole { fixture, client in
+            _ = try await fixture.storage.push(
+                account: "alice", suite: "s", request: PushRequest(deviceID: 3, batchID: "b", ops: [API.set("k", "v")]),
+                quota: fixture.configuration.quota, serverTime: "0")
             var session = ConsoleSession(client: client)
             _ = try await session.signIn()
-            let empty = String(buffer: try await session.get("/console/accounts/alice/suites/empty").body)
-            #expect(empty.contains("This suite holds no keys."))
-            #expect(!empty.contains("containing"))
-            let filtered = String(buffer: try await session.get("/console/accounts/alice/suites/empty?key=zz").body)
+            for path in ["/console/accounts/alice/suites/empty", "/console/accounts/alice/suites/empty?key=zz"] {
+                let empty = String(buffer: try await session.get(path).body)
+                #expect(empty.contains("This suite holds no keys."), "\(path)")
+                #expect(!empty.contains("No keys containing"), "\(path)")
+            }
+            let filtered = String(buffer: try await session.get("/console/accounts/alice/suites/s?key=zz").body)
             #expect(filtered.contains("No keys containing “zz”."))
         }
     }

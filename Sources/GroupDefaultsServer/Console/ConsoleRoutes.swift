@@ -261,7 +261,7 @@ struct ConsoleRoutes: Sendable {
         let page = SuitePage(
             page: chrome(suite, signed, trail: [Link(text: "Overview", href: ConsolePaths.root), accountLink]),
             account: account, suite: suite, href: ConsolePaths.suite(account, suite), filter: filter, keys: keys, shown: keys.count,
-            total: total, truncated: truncated, tailHref: ConsolePaths.tail(account, suite), headRev: head)
+            total: total, truncated: truncated, holdsNoKeys: total == 0, tailHref: ConsolePaths.tail(account, suite), headRev: head)
         return ConsolePage.html(ConsoleTemplates.render(page, "suite"))
     }
 

@@ -225,7 +225,7 @@ package enum ConsoleTemplates {
         <td class="value"><pre>{{value}}</pre></td><td class="writer">{{writer}}</td>
         <td class="written"><time datetime="{{written.iso}}">{{written.text}}</time></td><td class="rev">{{rev}}</td></tr>
         {{/keys}}
-        {{^keys}}<tr><td colspan="5" class="muted">{{#filtered}}No keys containing “{{filter}}”.{{/filtered}}{{^filtered}}This suite holds no keys.{{/filtered}}</td></tr>{{/keys}}
+        {{^keys}}<tr><td colspan="5" class="muted">{{#holdsNoKeys}}This suite holds no keys.{{/holdsNoKeys}}{{^holdsNoKeys}}No keys containing “{{filter}}”.{{/holdsNoKeys}}</td></tr>{{/keys}}
         </tbody>
         </table>
         </div>

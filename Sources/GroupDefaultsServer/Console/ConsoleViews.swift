@@ -227,12 +227,13 @@ struct SuitePage {
     var suite: String
     var href: String
     var filter: String
-    /// Whether a filter is given (an empty one is none).
-    var filtered: Bool { !filter.isEmpty }
     var keys: [Key]
     var shown: Int
     var total: Int
     var truncated: Bool
+    /// The suite holds nothing (no key matched is the filter's doing otherwise). Stored: templates
+    /// see stored properties only.
+    var holdsNoKeys: Bool
     var tailHref: String
     var headRev: UInt64
 }
