@@ -20,6 +20,8 @@ struct UnknownOption: Equatable {
     /// The first `--name` (before a `--` that ends the options) that the command `arguments` run
     /// does not take, in `root`'s tree of commands.
     static func first(in arguments: [String], root: any ParsableCommand.Type) -> UnknownOption? {
+        // `_dumpHelp()` is the JSON `--experimental-dump-help` prints (Tools/package makes the man
+        // pages from it): every command, and every option's names, hidden ones included.
         guard let tree = try? JSONDecoder().decode(Tree.self, from: Data(root._dumpHelp().utf8)) else { return nil }
         var command = tree.command
         var rest = arguments[...]
