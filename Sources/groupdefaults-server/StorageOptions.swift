@@ -58,8 +58,11 @@ struct StorageOptions: ParsableArguments {
         switch try configuration {
         case .embedded(let directory):
             guard creating || LMDBSyncStorage.storeExists(in: directory) else {
-                let flag = dataDirectory == nil ? "the default data directory" : "--data-dir"
-                throw CommandFailure("no server store in \(directory) (is \(flag) right?): `groupdefaults-server serve` "
+                // Named as the person gave it: a flag, a setting (file or environment), or nothing.
+                let typed = CommandLine.arguments.contains { $0 == "--data-dir" || $0.hasPrefix("--data-dir=") }
+                let which = dataDirectory == nil ? "the default; is --data-dir missing?"
+                    : typed ? "is --data-dir right?" : "is \(SettingsSources.prefix)DATA_DIR right?"
+                throw CommandFailure("no server store in \(directory) (\(which)): `groupdefaults-server serve` "
                     + "creates one there, as --create does on `token create` and `admin create`")
             }
             return try LMDBSyncStorage(directory: directory)
