@@ -15,6 +15,7 @@ import Darwin
 struct AdminCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin", abstract: "Manage the operators who sign in to the console (/console).",
+        discussion: "Example: groupdefaults-server admin create --name ops --config /etc/groupdefaults-server.conf",
         subcommands: [Create.self, List.self, Remove.self])
 
     struct Create: AsyncParsableCommand {

@@ -13,6 +13,8 @@ struct DevicesCommand: AsyncParsableCommand {
             made with `token create --device NAME` gives its devices that name. Servers record a \
             device when they first see it on a suite, and its last-seen and last-push times once a \
             second after that (a device holding an event stream open is seen at each heartbeat).
+
+            Example: groupdefaults-server devices list --account ana --config /etc/groupdefaults-server.conf
             """,
         subcommands: [List.self, Revoke.self])
 

@@ -8,7 +8,9 @@ import GroupDefaultsWire
 /// server uses.
 struct SuitesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "suites", abstract: "Repair or reset an account's suite.", subcommands: [RepairClock.self, Reset.self])
+        commandName: "suites", abstract: "Repair or reset an account's suite.",
+        discussion: "Example: groupdefaults-server suites repair-clock --account ana --suite group.com.example.chat --config /etc/groupdefaults-server.conf",
+        subcommands: [RepairClock.self, Reset.self])
 
     struct RepairClock: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

@@ -9,6 +9,7 @@ import Logging
 struct TokenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "token", abstract: "Create, list and revoke bearer tokens.",
+        discussion: "Example: groupdefaults-server token list --config /etc/groupdefaults-server.conf",
         subcommands: [Create.self, List.self, Revoke.self])
 
     struct Create: AsyncParsableCommand {

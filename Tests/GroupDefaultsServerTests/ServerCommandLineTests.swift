@@ -184,8 +184,8 @@ struct ServerCommandLineTests {
             let help = try await BuiltExecutable.run(executable, path + ["--help"])
             #expect(help.status == 0, "\(tool) \(path) --help")
             #expect(!help.stdout.contains("\\ ") && !help.stdout.contains("\\\n"), "\(tool) \(path.joined(separator: " ")) --help:\n\(help.stdout)")
-            if tool == "groupdefaults-server", path.count == 2 || path == ["serve"] || path == ["check-config"] {
-                #expect(help.stdout.contains("Example: groupdefaults-server \(path.joined(separator: " ")) "),
+            if tool == "groupdefaults-server", !path.isEmpty {
+                #expect(help.stdout.contains("Example: groupdefaults-server \(path.joined(separator: " "))"),
                         "\(tool) \(path.joined(separator: " ")) --help has no example")
             }
         }
