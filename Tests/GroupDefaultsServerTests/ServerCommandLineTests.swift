@@ -56,6 +56,14 @@ struct ServerCommandLineTests {
         #expect(result.stderr == "groupdefaults-server: cannot listen on 127.0.0.1:\(taken.port): the address is already in use\n")
         #expect(result.stdout.isEmpty)
         #expect(clock.now - start < .seconds(5))
+        // An address that is not this machine's, a host name that does not resolve.
+        let directory = ServerTool.temporaryDirectory("gds-host")
+        let foreign = try await server(["serve", "--data-dir", directory, "--host", "192.0.2.1", "--port", "0"])
+        #expect(foreign.status == 1)
+        #expect(foreign.stderr == "groupdefaults-server: cannot listen on 192.0.2.1:0: the address is not one of this machine's\n")
+        let unknown = try await server(["serve", "--data-dir", directory, "--host", "nowhere.invalid", "--port", "0"])
+        #expect(unknown.status == 1)
+        #expect(unknown.stderr == "groupdefaults-server: cannot listen on nowhere.invalid:0: the host name nowhere.invalid cannot be resolved\n")
     }
 
     // MARK: A. One settings model
