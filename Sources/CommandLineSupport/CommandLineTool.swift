@@ -79,14 +79,17 @@ package struct CommandLineTool: Sendable {
 
 extension ParsableCommand {
     /// Parses and runs the command as `tool`: a failure is one line on stderr and its exit status, and
-    /// a command line that does not parse is one line ending in `; HELPHINT` (help and completion
-    /// scripts print as usual). A `CommandFailure` thrown by `validate()` is reported as it is.
+    /// a command line that does not parse is one line ending in `; HELPHINT` and exit status 1 (help,
+    /// `--version` and completion scripts print as usual). An option the command does not have is
+    /// named, with the nearest one it has (`unknown option '--sever'; did you mean '--server'?`),
+    /// whatever else is wrong. A `CommandFailure` thrown by `validate()` is reported as it is.
     package static func main(reportingAs tool: CommandLineTool, helpHint: String) {
+        let arguments = Array(CommandLine.arguments.dropFirst())
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(arguments)
             try tool.perform { try command.run() }
         } catch {
-            exit(reporting: error, as: tool, helpHint: helpHint)
+            exit(reporting: error, as: tool, helpHint: helpHint, arguments: arguments)
         }
     }
 
@@ -96,30 +99,36 @@ extension ParsableCommand {
     package static func main(
         reportingAs tool: CommandLineTool, helpHint: String, arguments: @Sendable () throws -> [String]? = { nil }
     ) async {
+        var line = Array(CommandLine.arguments.dropFirst())
         do {
-            var command = try parseAsRoot(try arguments())
+            line = try arguments() ?? line
+            var command = try parseAsRoot(line)
             if var command = command as? any AsyncParsableCommand {
                 try await tool.perform { try await command.run() }
             } else {
                 try tool.perform { try command.run() }
             }
         } catch {
-            exit(reporting: error, as: tool, helpHint: helpHint)
+            exit(reporting: error, as: tool, helpHint: helpHint, arguments: line)
         }
     }
 
-    private static func exit(reporting error: any Error, as tool: CommandLineTool, helpHint: String) -> Never {
+    private static func exit(reporting error: any Error, as tool: CommandLineTool, helpHint: String, arguments: [String]) -> Never {
         if let failure = error as? CommandFailure {
             tool.printError(failure.message)
             exit(withError: ExitCode(failure.status))
         }
-        let code = exitCode(for: error)
-        if code == .success || error is CleanExit || error is ExitCode {
-            exit(withError: error)  // help, or a failure already reported
+        if exitCode(for: error) == .success || error is CleanExit || error is ExitCode {
+            exit(withError: error)  // help, --version, or a failure already reported
         }
-        let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid command line"
-        tool.printError(message + "; " + helpHint)
-        exit(withError: ExitCode(code.rawValue))
+        // A command line that does not parse is bad use: status 1, as every other mistake.
+        if let unknown = UnknownOption.first(in: arguments, root: self) {
+            tool.printError(unknown.suggestion == nil ? unknown.message + "; " + helpHint : unknown.message)
+        } else {
+            let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid command line"
+            tool.printError(message + "; " + helpHint)
+        }
+        exit(withError: ExitCode.failure)
     }
 }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CommandLineSupport
+import GroupDefaults
 
 @main
 struct GroupDefaultsCommand: ParsableCommand {
@@ -15,8 +16,10 @@ struct GroupDefaultsCommand: ParsableCommand {
         discussion: """
             A SUITE is a suite name, found in --directory, else $GROUPDEFAULTS_DIR, else \
             $XDG_DATA_HOME/groupdefaults, else ~/.local/share/groupdefaults; or the path of a .lmdb file. \
-            Reading never creates a suite.
+            Reading never creates a suite. Exit status: 0 on success, 1 on errors and for a command \
+            line that does not parse (one line on stderr).
             """,
+        version: packageVersion,
         subcommands: [
             Domains.self, Read.self, ReadType.self, Write.self, Rename.self, Delete.self, Find.self,
             Export.self, Import.self, Watch.self, Increment.self, Info.self, Verify.self, Backup.self,

@@ -18,7 +18,7 @@ extension GroupDefaultsCommand {
         func run() throws {
             try perform {
                 guard amount.count <= 1, let by = amount.isEmpty ? 1 : Int(amount[0]) else {
-                    throw CommandFailure("increment takes one whole number to add, not '\(amount.joined(separator: " "))'", status: 64)
+                    throw CommandFailure("increment takes one whole number to add, not '\(amount.joined(separator: " "))'")
                 }
                 var new: PropertyListValue?
                 try options.writing(suite, checking: [key: nil]) { defaults in new = try defaults.update(key) { old in

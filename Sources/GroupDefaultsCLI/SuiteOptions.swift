@@ -53,9 +53,9 @@ struct SuiteOptions: ParsableArguments {
         guard suite.hasPrefix("-") else { return }
         let name = String(suite.prefix { $0 != "=" })
         if let meant = Spelling.nearest(to: name, among: options) {
-            throw CommandFailure("unknown option '\(name)': did you mean '\(meant)'? (options go before SUITE)", status: 64)
+            throw CommandFailure("unknown option '\(name)'; did you mean '\(meant)'? (options go before SUITE)")
         }
-        throw CommandFailure("unknown option '\(name)' where a suite name was expected (options go before SUITE)", status: 64)
+        throw CommandFailure("unknown option '\(name)' where a suite name was expected (options go before SUITE)")
     }
 
     /// The suite's file, if `suite` is a path rather than a name.

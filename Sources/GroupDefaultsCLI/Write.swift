@@ -46,7 +46,7 @@ extension GroupDefaultsCommand {
                     if let first = arguments.first { try SuiteOptions.checkNotAnOption(first) }
                 }
                 guard arguments.count >= 2 else {
-                    throw CommandFailure("write needs a suite and a key and value, or a suite and a property list; see groupdefaults write --help", status: 64)
+                    throw CommandFailure("write needs a suite and a key and value, or a suite and a property list; see groupdefaults write --help")
                 }
                 let suite = arguments[0]
                 if arguments.count == 2 {

@@ -15,28 +15,38 @@ import Darwin
 struct AdminCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin", abstract: "Manage the operators who sign in to the console (/console).",
+        discussion: "Example: groupdefaults-server admin create --name ops --config /etc/groupdefaults-server.conf",
         subcommands: [Create.self, List.self, Remove.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Add an operator; the password is read from the terminal (twice, not shown) or from the first line of stdin.",
-            discussion: "The password needs at least 8 characters; only its bcrypt hash is stored.")
+            discussion: """
+                The password needs at least 8 characters; only its bcrypt hash is stored. The store \
+                must exist (`serve` makes it) unless --create is given.
+
+                Example: groupdefaults-server admin create --name ops --data-dir /var/lib/groupdefaults-server
+                """)
 
         @OptionGroup var storage: StorageOptions
         @Option(help: "The operator's name: letters, digits, '.', '_', '-' and '@'.") var name: String
+        @Flag(help: "Create the store if there is none yet (else a data directory without one is refused).") var create = false
 
         func run() async throws {
             try await reportingFailure {
                 if let problem = Operators.problem(withName: name) { throw CommandFailure(problem) }
-                let password = try PasswordInput.read()
-                try await storage.withStorage { try await Operators(storage: $0).create(name: name, password: password) }
+                try await storage.withStorage(creating: create) { store in  // a store that is not there is said before the password is asked
+                    try await Operators(storage: store).create(name: name, password: try PasswordInput.read())
+                }
                 print("created operator \(name): sign in at /console")
             }
         }
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the operators: name and when each was created.")
+        static let configuration = CommandConfiguration(
+            abstract: "List the operators: name and when each was created.",
+            discussion: "Example: groupdefaults-server admin list --data-dir /var/lib/groupdefaults-server")
 
         @OptionGroup var storage: StorageOptions
 
@@ -50,12 +60,26 @@ struct AdminCommand: AsyncParsableCommand {
     }
 
     struct Remove: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove an operator and end their console sessions.")
+        static let configuration = CommandConfiguration(
+            abstract: "Remove an operator and end their console sessions.",
+            discussion: "Example: groupdefaults-server admin remove --name ops --data-dir /var/lib/groupdefaults-server")
 
         @OptionGroup var storage: StorageOptions
-        @Argument(help: "The operator's name (from `admin list`).") var name: String
+        @Option(help: "The operator's name (from `admin list`).") var name: String?
+        // `admin remove NAME`, as it was before every admin verb took --name: still understood.
+        @Argument(help: .hidden) var positionalName: String?
+
+        func validate() throws {
+            switch (name, positionalName) {
+            case (nil, nil): throw ValidationError("Missing expected argument '--name <name>'")
+            case (let option?, let positional?) where option != positional:
+                throw ValidationError("two names given, '\(option)' and '\(positional)': give one, with --name")
+            default: break
+            }
+        }
 
         func run() async throws {
+            let name = name ?? positionalName ?? ""
             try await reportingFailure {
                 try await storage.withStorage { try await Operators(storage: $0).remove(name: name) }
                 print("removed operator \(name)")

@@ -9,9 +9,11 @@ struct CheckConfig: AsyncParsableCommand {
         commandName: "check-config",
         abstract: "Show the settings `serve` would use with the same options, settings file and environment, and check them.",
         discussion: """
-            Each setting is shown with where it comes from: a flag, the environment, a line of the \\
-            settings file, or the default. Exit status 0 when `serve` would start with them (the \\
+            Each setting is shown with where it comes from: a flag, the environment, a line of the \
+            settings file, or the default. Exit status 0 when `serve` would start with them (the \
             database is not contacted), 1 with one line saying what is wrong.
+
+            Example: groupdefaults-server check-config --config /etc/groupdefaults-server.conf
             """)
 
     @OptionGroup var options: ServeOptions

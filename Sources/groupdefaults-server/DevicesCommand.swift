@@ -13,12 +13,15 @@ struct DevicesCommand: AsyncParsableCommand {
             made with `token create --device NAME` gives its devices that name. Servers record a \
             device when they first see it on a suite, and its last-seen and last-push times once a \
             second after that (a device holding an event stream open is seen at each heartbeat).
+
+            Example: groupdefaults-server devices list --account ana --config /etc/groupdefaults-server.conf
             """,
         subcommands: [List.self, Revoke.self])
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List an account's devices, most recently seen first: id, name, device id, token, first and last seen, last push, suites.")
+            abstract: "List an account's devices, most recently seen first: id, name, device id, token, first and last seen, last push, suites.",
+            discussion: "Example: groupdefaults-server devices list --account ana --data-dir /var/lib/groupdefaults-server")
 
         @OptionGroup var storage: StorageOptions
         @Option(help: "The account whose devices to list.") var account: String
@@ -57,6 +60,8 @@ struct DevicesCommand: AsyncParsableCommand {
             discussion: """
                 This revokes the device's token: every device that shares that token loses access \
                 too (they are named). Give each device a token of its own with `token create --device NAME`.
+
+                Example: groupdefaults-server devices revoke dev_3f2a9c01b7e4 --data-dir /var/lib/groupdefaults-server
                 """)
 
         @OptionGroup var storage: StorageOptions

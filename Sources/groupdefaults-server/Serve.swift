@@ -16,6 +16,8 @@ struct Serve: AsyncParsableCommand {
             GROUPDEFAULTS_SERVER_ and the option's name in capitals (GROUPDEFAULTS_SERVER_MAX_WAIT=30); \
             flags win over the environment, which wins over the file. `check-config` shows what \
             would be used.
+
+            Example: groupdefaults-server serve --data-dir /var/lib/groupdefaults-server --port 8080
             """)
 
     @OptionGroup var options: ServeOptions
@@ -32,14 +34,18 @@ struct Serve: AsyncParsableCommand {
         let app = try await buildApplication(configuration: configuration) { host, port in
             output("listening on \(scheme)://\(host):\(port)")  // unbuffered: a script waits for this line
         }
-        try await app.runService()
+        do {
+            try await app.runService()
+        } catch {
+            // A port in use is one sentence, not NIO's `bind(…)` dump.
+            guard let sentence = ListenFailure.sentence(for: error, host: configuration.host, port: configuration.port) else { throw error }
+            throw CommandFailure(sentence)
+        }
     }
 }
 
 /// The options of `serve` (and of `check-config`, which shows what they come to).
 struct ServeOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("A settings file: one GROUPDEFAULTS_SERVER_NAME=value a line (see above).", valueName: "PATH"))
-    var config: String?
     @Option(help: "The address to listen on.") var host = "127.0.0.1"
     @Option(help: "The port to listen on; 0 picks a free one.") var port = 8080
     @OptionGroup var storage: StorageOptions

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import CommandLineSupport
 import GroupDefaultsServer
+import GroupDefaultsWire
 
 /// `groupdefaults-server`: serve the sync API (`serve`, the default; `check-config` shows its
 /// settings), or manage its tokens, the devices it has seen and the console's operators.
@@ -10,11 +11,16 @@ struct ServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "groupdefaults-server",
         abstract: "The GroupDefaults sync server.",
+        discussion: """
+            Exit status: 0 on success (and when `serve` ends at SIGTERM or SIGINT), 1 on errors and \
+            for a command line that does not parse (one line on stderr).
+            """,
+        version: packageVersion,
         subcommands: [Serve.self, CheckConfig.self, TokenCommand.self, DevicesCommand.self, AdminCommand.self, SuitesCommand.self],
         defaultSubcommand: Serve.self)
 
-    /// Parses and runs the command: a failure is one line on stderr and exit status 1 (a command
-    /// line that does not parse: one line and status 64); help prints as usual.
+    /// Parses and runs the command: a failure, or a command line that does not parse, is one line on
+    /// stderr and exit status 1; help and `--version` print as usual.
     static func main() async {
         await main(reportingAs: groupdefaultsServer, helpHint: "see 'groupdefaults-server help'") {
             // `serve` and `check-config` take settings from a file and the environment too.

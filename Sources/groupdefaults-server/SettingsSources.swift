@@ -2,7 +2,7 @@ import ArgumentParser
 import CommandLineSupport
 import Foundation
 
-/// Where `serve` and `check-config` take their settings from besides flags: a settings file
+/// Where the server's commands take their settings from besides flags: a settings file
 /// (`--config PATH`) and the environment. Both use the same names, `GROUPDEFAULTS_SERVER_` and a
 /// `serve` option's long name in capitals with underscores (`--max-wait` → `GROUPDEFAULTS_SERVER_MAX_WAIT`);
 /// the file holds one `NAME=value` a line (`#` comments, blank lines, optional quotes), the syntax
@@ -10,6 +10,9 @@ import Foundation
 ///
 /// They become options placed before the command line's own, so that ArgumentParser checks them
 /// as it checks flags and a flag given again wins (the last value of an option is the one used).
+/// `serve` and `check-config` take every setting; the commands that use storage (`token create`,
+/// `devices list`, …) take the storage settings (`data-dir`, `postgres-url`) from the same file and
+/// environment, so that each command finds the store the server uses.
 enum SettingsSources {
     static let prefix = "GROUPDEFAULTS_SERVER_"
 
@@ -24,7 +27,9 @@ enum SettingsSources {
     static let storageNames: Set = ["data-dir", "postgres-url"]
     /// The subcommands that take settings; `serve` is also the default one.
     static let commands: Set = ["serve", "check-config"]
-    static let otherCommands: Set = ["token", "devices", "admin", "suites", "help"]
+    /// The command groups whose verbs use storage: they take the storage settings.
+    static let storageCommands: Set = ["token", "devices", "admin", "suites"]
+    static let otherCommands: Set = storageCommands.union(["help"])
 
     /// One setting and where it came from (for `check-config`).
     struct Setting: Equatable {
@@ -34,7 +39,8 @@ enum SettingsSources {
     }
 
     /// The command line with the file's and the environment's settings before its own options,
-    /// for `serve` (explicit or default) and `check-config`; other commands' lines as they are.
+    /// for `serve` (explicit or default) and `check-config`, and their storage settings for a verb
+    /// of `token`, `devices`, `admin` and `suites`; other lines (help) as they are.
     ///
     /// - Throws: `CommandFailure` naming the file and the problem (unreadable, a line that is not
     ///   `NAME=value`, a name that is not a setting), or the variable.
@@ -44,11 +50,21 @@ enum SettingsSources {
             let own = Array(arguments.dropFirst())
             return [first] + (try settingArguments(own, environment: environment)) + own
         }
+        if storageCommands.contains(first), arguments.count > 1, !arguments[1].hasPrefix("-"), !isHelpRequest(arguments) {
+            let own = Array(arguments.dropFirst(2))
+            let storage = try settings(own, environment: environment).filter { storageNames.contains($0.name) }
+            return Array(arguments.prefix(2)) + storage.flatMap { ["--\($0.name)", $0.value] } + own
+        }
         if otherCommands.contains(first) || !first.hasPrefix("-") || ["-h", "--help", "--version"].contains(first)
             || first.hasPrefix("--generate-completion-script") || first.hasPrefix("--experimental") {
             return arguments
         }
         return ["serve"] + (try settingArguments(arguments, environment: environment)) + arguments
+    }
+
+    /// Whether the line asks for help (which reads no settings: a bad one must not hide it).
+    static func isHelpRequest(_ arguments: [String]) -> Bool {
+        arguments.contains { ["-h", "--help"].contains($0) }
     }
 
     /// The options the file (named by `--config` in `own`) and the environment add before `own`.

@@ -4,13 +4,18 @@ import Foundation
 import GroupDefaultsServer
 import Logging
 
-/// Where the server keeps its data: the embedded store's directory, or PostgreSQL.
+/// Where the server keeps its data: the embedded store's directory, or PostgreSQL. Every command
+/// that uses storage takes these, and reads them from `--config` and the environment as `serve`
+/// does (`SettingsSources` puts the file's and the environment's before the command line's own).
 struct StorageOptions: ParsableArguments {
     static let commandLogger: Logger = {
         var logger = Logger(label: "groupdefaults-server")
         logger.logLevel = .error
         return logger
     }()
+
+    @Option(help: ArgumentHelp("A settings file: one GROUPDEFAULTS_SERVER_NAME=value a line, as `serve --help` says.", valueName: "PATH"))
+    var config: String?
 
     @Option(name: .customLong("data-dir"), help: "The embedded store's directory (default: $XDG_DATA_HOME/groupdefaults-server or ~/.local/share/groupdefaults-server).")
     var dataDirectory: String?
@@ -43,13 +48,23 @@ struct StorageOptions: ParsableArguments {
         return home + "/.local/share/groupdefaults-server"
     }
 
-    /// The store, opened for a token or devices command: PostgreSQL (its schema created or
-    /// migrated), or the embedded store. Connection failures are one line (`CommandFailure`).
-    /// PostgresNIO logs errors only: its warning that a query waits for the pool to start (the
-    /// commands query at once) is no news to a person, whose answer is the command's one line.
-    func openStorage(logger: Logger = Self.commandLogger) async throws -> any SyncStorage {
+    /// The store, opened for a token, devices, admin or suites command: PostgreSQL (its schema
+    /// created or migrated), or the embedded store, which must exist unless `creating` (a mistyped
+    /// `--data-dir` would otherwise make a new, empty store). Failures are one line (`CommandFailure`,
+    /// `StorageStartError`). PostgresNIO logs errors only: its warning that a query waits for the
+    /// pool to start (the commands query at once) is no news to a person, whose answer is the
+    /// command's one line.
+    func openStorage(creating: Bool = false, logger: Logger = Self.commandLogger) async throws -> any SyncStorage {
         switch try configuration {
         case .embedded(let directory):
+            guard creating || LMDBSyncStorage.storeExists(in: directory) else {
+                // Named as the person gave it: a flag, a setting (file or environment), or nothing.
+                let typed = CommandLine.arguments.contains { $0 == "--data-dir" || $0.hasPrefix("--data-dir=") }
+                let which = dataDirectory == nil ? "the default; is --data-dir missing?"
+                    : typed ? "is --data-dir right?" : "is \(SettingsSources.prefix)DATA_DIR right?"
+                throw CommandFailure("no server store in \(directory) (\(which)): `groupdefaults-server serve` "
+                    + "creates one there, as --create does on `token create` and `admin create`")
+            }
             return try LMDBSyncStorage(directory: directory)
         case .postgres(let database):
             do {
@@ -61,8 +76,8 @@ struct StorageOptions: ParsableArguments {
     }
 
     /// Runs `body` on the store the options name, and closes it afterwards, whatever happens.
-    func withStorage<T>(_ body: (any SyncStorage) async throws -> T) async throws -> T {
-        let store = try await openStorage()
+    func withStorage<T>(creating: Bool = false, _ body: (any SyncStorage) async throws -> T) async throws -> T {
+        let store = try await openStorage(creating: creating)
         do {
             let result = try await body(store)
             try await store.shutdown()

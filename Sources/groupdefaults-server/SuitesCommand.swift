@@ -8,7 +8,9 @@ import GroupDefaultsWire
 /// server uses.
 struct SuitesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "suites", abstract: "Repair or reset an account's suite.", subcommands: [RepairClock.self, Reset.self])
+        commandName: "suites", abstract: "Repair or reset an account's suite.",
+        discussion: "Example: groupdefaults-server suites repair-clock --account ana --suite group.com.example.chat --config /etc/groupdefaults-server.conf",
+        subcommands: [RepairClock.self, Reset.self])
 
     struct RepairClock: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -22,6 +24,8 @@ struct SuitesCommand: AsyncParsableCommand {
                 the server's clock, keeping its value; --drop replaces each with a deletion. Devices \
                 receive the repair at their next pull. An end-to-end encrypted suite cannot be repaired \
                 here: a device with its key writes the keys again.
+
+                Example: groupdefaults-server suites repair-clock --account ana --suite group.com.example.chat --restamp --data-dir /var/lib/groupdefaults-server
                 """)
 
         @OptionGroup var storage: StorageOptions
@@ -80,6 +84,8 @@ struct SuitesCommand: AsyncParsableCommand {
                 held (history, values no device still has) is. After --keys the first device back \
                 anchors the suite at its key epoch: sync the device with the newest keys first. \
                 Without --yes this says what would be deleted and changes nothing.
+
+                Example: groupdefaults-server suites reset --account ana --suite group.com.example.chat --yes --data-dir /var/lib/groupdefaults-server
                 """)
 
         @OptionGroup var storage: StorageOptions

@@ -9,10 +9,19 @@ import Logging
 struct TokenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "token", abstract: "Create, list and revoke bearer tokens.",
+        discussion: "Example: groupdefaults-server token list --config /etc/groupdefaults-server.conf",
         subcommands: [Create.self, List.self, Revoke.self])
 
     struct Create: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create a token and print it (the only time it is shown).")
+        static let configuration = CommandConfiguration(
+            abstract: "Create a token and print it (the only time it is shown).",
+            discussion: """
+                The token is stdout's only line, for a file (`> phone.token`); its id, which \
+                `token revoke` takes, is said on stderr. The store must exist (`serve` makes it) \
+                unless --create is given.
+
+                Example: groupdefaults-server token create --config /etc/groupdefaults-server.conf --account ana --suites 'group.com.example.*' > phone.token
+                """)
 
         @OptionGroup var storage: StorageOptions
         @Option(help: "The account whose suites the token reaches.") var account: String
@@ -20,6 +29,7 @@ struct TokenCommand: AsyncParsableCommand {
         @Flag(name: .customLong("read-only"), help: "Refuse pushes.") var readOnly = false
         @Option(help: "How long the token lasts: 30d, 12h, 15m or 45s.") var expires: String?
         @Option(help: "Bind the token to one device, named so in `devices list`.") var device: String?
+        @Flag(help: "Create the store if there is none yet (else a data directory without one is refused).") var create = false
 
         func run() async throws {
             try await reportingFailure {
@@ -31,16 +41,18 @@ struct TokenCommand: AsyncParsableCommand {
                 let expiry = try expires.map { now.addingTimeInterval(try TokenDuration.seconds($0)) }
                 let made = Tokens.make(account: account, suitePatterns: patterns, readOnly: readOnly, device: device, expires: expiry,
                                        now: now)
-                let store = try await storage.openStorage()
-                try await store.createToken(made.stored)
-                try await store.shutdown()
-                print(made.token)
+                try await storage.withStorage(creating: create) { try await $0.createToken(made.stored) }
+                output(made.token)
+                writeAll(Data("token \(made.stored.id) for account \(account) (revoke it with `token revoke \(made.stored.id)`)\n".utf8),
+                         to: STDERR_FILENO)
             }
         }
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List tokens: id, account, scopes, created, expires, revoked, device.")
+        static let configuration = CommandConfiguration(
+            abstract: "List tokens: id, account, scopes, created, expires, revoked, device.",
+            discussion: "Example: groupdefaults-server token list --data-dir /var/lib/groupdefaults-server")
 
         @OptionGroup var storage: StorageOptions
 
@@ -62,7 +74,9 @@ struct TokenCommand: AsyncParsableCommand {
     }
 
     struct Revoke: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Revoke a token by its id; it stops working on its next request.")
+        static let configuration = CommandConfiguration(
+            abstract: "Revoke a token by its id; it stops working on its next request.",
+            discussion: "Example: groupdefaults-server token revoke tok_7654a67ba78a --data-dir /var/lib/groupdefaults-server")
 
         @OptionGroup var storage: StorageOptions
         @Argument(help: "The token's id (from `token list`).") var id: String

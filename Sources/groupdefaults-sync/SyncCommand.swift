@@ -18,6 +18,7 @@ struct SyncCommand: AsyncParsableCommand {
             (30 seconds) for each answer; one that cannot reach it says why in one line, at once. \
             Exit status: 0 on success, 1 on errors, 3 when authentication is needed (a new token).
             """,
+        version: packageVersion,
         subcommands: [Configure.self, Pair.self, RotateKey.self, Sync.self, Push.self, Pull.self, Run.self, Status.self, Conflicts.self, Restore.self, History.self, Reset.self, Unconfigure.self]
     )
 }

@@ -7,6 +7,7 @@ are written with the `groupdefaults` tool into a device's local suite and reach 
 
 import datetime
 import os
+import re
 import time
 import urllib.parse
 
@@ -144,7 +145,14 @@ def test_sign_in(server, anonymous_page, tmp_path):
 
 def test_create_token_and_see_the_device(server, page, tmp_path):
     account, suite = "ana", "group.com.example.chat"
-    page.goto(account_path(account))  # an account with nothing yet: the page is there all the same
+    # An account that nothing has yet is no page: 404, saying so, with no form.
+    response = page.goto(account_path(account))
+    assert response.status == 404
+    expect(page.locator("main")).to_contain_text(f"There is no account {account}")
+    expect(page.locator("form#create-token")).to_have_count(0)
+    # An account begins with its first token, made beside the server.
+    server.token(account)
+    page.goto(account_path(account))
     assert_post_forms_carry_csrf(page)
     form = page.locator("form#create-token")
     expect(form.locator("input[name=suites]")).to_have_value("*")
@@ -156,15 +164,18 @@ def test_create_token_and_see_the_device(server, page, tmp_path):
 
     token = page.locator("code#new-token").inner_text().strip()
     assert token and " " not in token, f"code#new-token holds {token!r}"
+    # The hint is a command that works: it names this server.
+    expect(page.locator("code#new-token-hint")).to_have_text(
+        f"groupdefaults-sync configure SUITE --server {server.url} --token-file PATH")
     copy = page.locator("button#copy-token")
     expect(copy).to_be_visible()
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
     copy.click()
     expect(copy).to_have_text("Copied")
     assert page.evaluate("navigator.clipboard.readText()").strip() == token
-    expect(page.locator("table#tokens tr[data-token-id]")).to_have_count(1)
+    expect(page.locator("table#tokens tr[data-token-id]")).to_have_count(2)
     expect(page.locator("table#tokens tr[data-token-id] form.revoke-token")
-           .get_by_role("button", name="Revoke")).to_be_visible()
+           .get_by_role("button", name="Revoke")).to_have_count(2)
     page.reload()
     expect(page.locator("code#new-token")).to_have_count(0)  # shown once
 
@@ -234,6 +245,9 @@ def test_browse_suite_and_history(server, page, tmp_path):
     for i in range(2):
         expect(rows.nth(i).locator(".writer")).to_contain_text("laptop")
         assert rows.nth(i).locator(".written time[datetime]").count() == 1
+        # To the millisecond, as the API has them.
+        written = rows.nth(i).locator(".written time").inner_text().strip()
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC", written), f"written {written!r}"
 
 
 # --- 4. The live tail ------------------------------------------------------------------------------
@@ -260,6 +274,33 @@ def test_live_tail(server, page, tmp_path):
     device.sync()
     expect(tail_row(page, "ping")).to_have_count(2, timeout=1_000)
     expect(page.locator("#tail-rows tr").first.locator(".value")).to_contain_text("pong-2")
+
+
+def test_open_event_streams_one_figure(server, page):
+    """The overview's tile and its chart's "now" count the same streams, also once a stream ended
+    within the minute (the chart's line is each minute's peak)."""
+    import http.client
+
+    token = server.token("dee")
+    stream = http.client.HTTPConnection("127.0.0.1", urllib.parse.urlsplit(server.url).port, timeout=30)
+    stream.request("GET", "/v1/suites/group.com.example.streams/events", headers={"Authorization": f"Bearer {token}"})
+    assert stream.getresponse().status == 200
+
+    page.goto("/console")
+    tile = page.locator(".tile", has_text="open event streams").locator(".figure")
+    caption = page.locator("figure.chart figcaption", has_text="Open event streams")
+
+    def now_in_chart():
+        found = re.search(r": (\d+) now,", caption.inner_text())
+        assert found, f"the streams chart's caption: {caption.inner_text()!r}"
+        return int(found.group(1))
+
+    reload_until(page, lambda: int(tile.inner_text()) >= 1, "the open stream in the tile")
+    assert now_in_chart() == int(tile.inner_text())
+    # The server notices a closed stream at its next write, a heartbeat (at most 15 s later).
+    stream.close()
+    reload_until(page, lambda: tile.inner_text() == "0", "no open stream in the tile", timeout=40)
+    assert now_in_chart() == 0, f"tile 0, chart {caption.inner_text()!r}"
 
 
 # --- 5. Revoking a device -------------------------------------------------------------------------
@@ -335,6 +376,7 @@ def test_markup_is_rendered_inert(server, page, tmp_path):
 
 def test_csrf(server, page):
     account = "gus"
+    server.token(account)  # the account, with one token made beside the server
     page.goto(account_path(account))
     form = page.locator("form#create-token")
     csrf = form.locator("input[name=csrf]").input_value()
@@ -364,12 +406,12 @@ def test_csrf(server, page):
 
     # None of those made a token; the right field from this site does.
     page.goto(account_path(account))
-    expect(page.locator("table#tokens tr[data-token-id]")).to_have_count(0)
+    expect(page.locator("table#tokens tr[data-token-id]")).to_have_count(1)
     csrf = form.locator("input[name=csrf]").input_value()
     answer = page.request.post(action, form={**fields, "csrf": csrf}, headers=same_site, max_redirects=0)
     assert answer.status == 303, f"a post with the right csrf field: {answer.status}: {answer.text()[:500]}"
     page.goto(account_path(account))
-    expect(page.locator("table#tokens tr[data-token-id]")).to_have_count(1)
+    expect(page.locator("table#tokens tr[data-token-id]")).to_have_count(2)
 
 
 def test_sign_in_lockout_from_elsewhere(server, anonymous_page):

@@ -244,6 +244,74 @@ struct ConsoleTests {
         }
     }
 
+    @Test("an account nothing has is a 404 page saying so, with no form")
+    func unknownAccount() async throws {
+        try await Self.withConsole { fixture, client in
+            _ = try await fixture.token(account: "alice")
+            var session = ConsoleSession(client: client)
+            _ = try await session.signIn()
+            let unknown = try await session.get("/console/accounts/nobody")
+            #expect(unknown.status == .notFound)
+            let html = String(buffer: unknown.body)
+            #expect(html.contains("There is no account nobody"))
+            #expect(!html.contains("<form id=\"create-token\""))
+            #expect(try await session.get("/console/accounts/alice").status == .ok)
+        }
+    }
+
+    @Test("a suite without keys says so; a filter that matches nothing names the filter")
+    func emptySuite() async throws {
+        try await Self.withConsole { fixture, client in
+            _ = try await fixture.storage.push(
+                account: "alice", suite: "s", request: PushRequest(deviceID: 3, batchID: "b", ops: [API.set("k", "v")]),
+                quota: fixture.configuration.quota, serverTime: "0")
+            var session = ConsoleSession(client: client)
+            _ = try await session.signIn()
+            for path in ["/console/accounts/alice/suites/empty", "/console/accounts/alice/suites/empty?key=zz"] {
+                let empty = String(buffer: try await session.get(path).body)
+                #expect(empty.contains("This suite holds no keys."), "\(path)")
+                #expect(!empty.contains("No keys containing"), "\(path)")
+            }
+            let filtered = String(buffer: try await session.get("/console/accounts/alice/suites/s?key=zz").body)
+            #expect(filtered.contains("No keys containing “zz”."))
+        }
+    }
+
+    @Test("writes are shown to the millisecond on the suite and history pages, as the API has them")
+    func millisecondTimes() async throws {
+        try await Self.withConsole { fixture, client in
+            let written = HLC(milliseconds: HLC.wallClockMilliseconds() / 1000 * 1000 - 60_000 + 123, counter: 0)
+            _ = try await fixture.storage.push(
+                account: "alice", suite: "s", request: PushRequest(deviceID: 3, batchID: "b", ops: [API.set("k", "v", hlc: written)]),
+                quota: fixture.configuration.quota, serverTime: "0")
+            var session = ConsoleSession(client: client)
+            _ = try await session.signIn()
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "UTC")
+            formatter.dateFormat = "yyyy-MM-dd HH:mm:ss.SSS"
+            let text = formatter.string(from: Date(timeIntervalSince1970: Double(written.milliseconds) / 1000)) + " UTC"
+            #expect(text.hasSuffix(".123 UTC"))
+            for path in ["/console/accounts/alice/suites/s", "/console/accounts/alice/suites/s/history?key=k"] {
+                let html = String(buffer: try await session.get(path).body)
+                #expect(html.contains(">\(text)</time>"), "\(path)")
+            }
+        }
+    }
+
+    @Test("the new token's hint is a command that works: it names this server")
+    func newTokenHint() async throws {
+        try await Self.withConsole { fixture, client in
+            _ = try await fixture.token(account: "alice")
+            var session = ConsoleSession(client: client)
+            _ = try await session.signIn()
+            #expect(try await session.post("/console/accounts/alice/tokens", ["suites": "*"]).status == .seeOther)
+            let shown = String(buffer: try await session.get("/console/accounts/alice").body)
+            let hint = try #require(shown.firstMatch(of: #/<code id="new-token-hint">([^<]*)</code>/#)?.output.1)
+            #expect(hint.wholeMatch(of: #/groupdefaults-sync configure SUITE --server https?://[^ ]+ --token-file PATH/#) != nil, "\(hint)")
+        }
+    }
+
     @Test("an end-to-end encrypted suite's values are shown as sealed, with their size, on the suite and history pages")
     func sealedValues() async throws {
         try await Self.withConsole { fixture, client in
@@ -338,7 +406,7 @@ struct ConsoleTests {
         func admin(_ arguments: [String], stdin: String = "") throws -> ProcessResult {
             try runProcess(ServerTool.executable, ["admin"] + arguments + ["--data-dir", directory], stdin: Data(stdin.utf8))
         }
-        let created = try admin(["create", "--name", "ops"], stdin: Self.password + "\n")
+        let created = try admin(["create", "--create", "--name", "ops"], stdin: Self.password + "\n")
         #expect(created.status == 0, "\(created.stderr)")
         #expect(try admin(["list"]).stdout.hasPrefix("ops\tcreated "))
         let again = try admin(["create", "--name", "ops"], stdin: "another password\n")

@@ -200,8 +200,12 @@ struct ErrorTests {
         let fixture = try Fixture(limits: limits)
         try await fixture.test { client in
             #expect(try await client.execute(uri: "/v1/health", method: .get).status == .ok)
-            let published = try API.decode(SyncLimits.self, try await client.execute(uri: "/v1/limits", method: .get))
+            let answer = try await client.execute(uri: "/v1/limits", method: .get)
+            let published = try API.decode(SyncLimits.self, answer)
             #expect(published == limits)
+            // The server's version beside them, the package's (as `--version` prints it).
+            let fields = try JSONSerialization.jsonObject(with: Data(answer.body.readableBytesView)) as? [String: Any]
+            #expect(fields?["version"] as? String == packageVersion)
         }
     }
 }

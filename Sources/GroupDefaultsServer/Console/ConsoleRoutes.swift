@@ -167,13 +167,17 @@ struct ConsoleRoutes: Sendable {
         }
         let storageHealth = await health
         let minutes = activity.lastHour(now: now)
+        // The tile and the chart's "now" are one figure: the streams open at the end of this minute
+        // (the chart's line is each minute's peak).
+        let openStreams = minutes.last?.endStreams ?? 0
         let page = OverviewPage(
             page: chrome("Overview", signed), accounts: accounts, accountCount: accounts.count, suites: allSuites.count,
             keys: allSuites.map(\.keys).reduce(0, +), bytes: ConsoleFormat.bytes(allSuites.map(\.bytes).reduce(0, +)),
-            devicesToday: allDevices.filter { $0.lastSeen >= dayAgo }.count, openStreams: activity.openStreams,
+            devicesToday: allDevices.filter { $0.lastSeen >= dayAgo }.count, openStreams: openStreams,
             health: .init(backend: storageHealth.backend, checks: storageHealth.checks, ok: storageHealth.checks.allSatisfy(\.ok)),
             pushesChart: Chart(id: "chart-pushes", label: "Pushes per minute, last hour", values: minutes.map(\.pushes)),
-            streamsChart: Chart(id: "chart-streams", label: "Open event streams, last hour", values: minutes.map(\.peakStreams)))
+            streamsChart: Chart(id: "chart-streams", label: "Open event streams, last hour", values: minutes.map(\.peakStreams),
+                                latest: openStreams))
         return ConsolePage.html(ConsoleTemplates.render(page, "overview"))
     }
 
@@ -187,6 +191,11 @@ struct ConsoleRoutes: Sendable {
         let now = Date()
         let limits = configuration.limits
         let accountTokens = allTokens.filter { $0.account == account }
+        // An account is what its tokens, suites and devices make it: with none, there is no such account.
+        guard !(suites.isEmpty && accountTokens.isEmpty && accountDevices.isEmpty) else {
+            throw ConsoleError(.notFound, "There is no account \(account): no token, suite or device has that name. "
+                + "An account begins with its first token: groupdefaults-server token create --account \(account)")
+        }
         let revokedTokens = Set(accountTokens.filter { !$0.isActive(at: now) }.map(\.id))
         let message: String? = switch ConsoleQuery.value("done", in: request) {
         case "token-revoked": "The token was revoked: its next request is refused, and its event streams end."
@@ -217,7 +226,9 @@ struct ConsoleRoutes: Sendable {
                     revoked: revokedTokens.contains(device.tokenID),
                     revokeHref: ConsolePaths.account(account) + "/devices/\(ConsolePaths.segment(device.id))/revoke")
             },
-            newToken: newTokens.take(session: signed.cookie, account: account), message: message,
+            newToken: newTokens.take(session: signed.cookie, account: account),
+            serverURL: (configuration.tls == nil ? "http://" : "https://") + (request.head.authority ?? "\(configuration.host):\(configuration.port)"),
+            message: message,
             createHref: ConsolePaths.account(account) + "/tokens")
         return ConsolePage.html(ConsoleTemplates.render(page, "account"))
     }
@@ -242,7 +253,7 @@ struct ConsoleRoutes: Sendable {
                 keys.append(SuitePage.Key(
                     key: entry.key, historyHref: ConsolePaths.history(account, suite, key: entry.key), value: ConsoleFormat.value(of: entry),
                     deleted: entry.isDeleted, writer: ConsoleFormat.writer(origin: entry.origin, devices: devices),
-                    written: TimeText(milliseconds: entry.hlc.milliseconds), rev: entry.rev ?? 0))
+                    written: TimeText(milliseconds: entry.hlc.milliseconds, showingMilliseconds: true), rev: entry.rev ?? 0))
             }
             after = page.next
         } while after != nil
@@ -250,7 +261,7 @@ struct ConsoleRoutes: Sendable {
         let page = SuitePage(
             page: chrome(suite, signed, trail: [Link(text: "Overview", href: ConsolePaths.root), accountLink]),
             account: account, suite: suite, href: ConsolePaths.suite(account, suite), filter: filter, keys: keys, shown: keys.count,
-            total: total, truncated: truncated, tailHref: ConsolePaths.tail(account, suite), headRev: head)
+            total: total, truncated: truncated, holdsNoKeys: total == 0, tailHref: ConsolePaths.tail(account, suite), headRev: head)
         return ConsolePage.html(ConsoleTemplates.render(page, "suite"))
     }
 
@@ -277,7 +288,8 @@ struct ConsoleRoutes: Sendable {
                 let entry = try version.entry.syncEntry()
                 return HistoryPage.Version(
                     value: ConsoleFormat.value(of: entry), deleted: entry.isDeleted, writer: ConsoleFormat.writer(origin: entry.origin, devices: known),
-                    written: TimeText(milliseconds: entry.hlc.milliseconds), received: TimeText(milliseconds: version.receivedMilliseconds),
+                    written: TimeText(milliseconds: entry.hlc.milliseconds, showingMilliseconds: true),
+                    received: TimeText(milliseconds: version.receivedMilliseconds, showingMilliseconds: true),
                     rev: entry.rev ?? 0)
             },
             suiteHref: ConsolePaths.suite(account, suite))
@@ -384,7 +396,7 @@ struct ConsoleRoutes: Sendable {
                 let change = TailChange(
                     key: entry.key, value: ConsoleFormat.value(of: entry), deleted: entry.isDeleted,
                     writer: ConsoleFormat.writer(origin: entry.origin, devices: devices),
-                    written: TimeText(milliseconds: entry.hlc.milliseconds).text, rev: entry.rev ?? 0)
+                    written: TimeText(milliseconds: entry.hlc.milliseconds, showingMilliseconds: true).text, rev: entry.rev ?? 0)
                 text += ServerSentEvent(id: "\(entry.rev ?? 0)", event: "change",
                                         data: String(decoding: try encoder.encode(change), as: UTF8.self)).encoded
             }

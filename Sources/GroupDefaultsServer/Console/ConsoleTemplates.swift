@@ -131,7 +131,7 @@ package enum ConsoleTemplates {
         <tbody>
         {{#accounts}}<tr data-account="{{name}}"><td><a href="{{href}}">{{name}}</a></td><td>{{suites}}</td><td>{{keys}}</td><td>{{bytes}}</td><td>{{devicesToday}}</td><td>{{activeTokens}}</td></tr>
         {{/accounts}}
-        {{^accounts}}<tr><td colspan="6" class="muted">No accounts yet: create a token with <code>groupdefaults-server token create --account NAME</code>, or open an account above.</td></tr>{{/accounts}}
+        {{^accounts}}<tr><td colspan="6" class="muted">No accounts yet: an account begins with its first token, <code>groupdefaults-server token create --account NAME</code>.</td></tr>{{/accounts}}
         </tbody>
         </table>
         </div>
@@ -143,7 +143,7 @@ package enum ConsoleTemplates {
         {{> header}}
         {{#newToken}}
         <section class="card notice" id="new-token-card">
-        <p>The new token, shown this once: store it now (<code>groupdefaults-sync configure SUITE --token-file FILE</code>).</p>
+        <p>The new token, shown this once: store it in a file now, and give the file to a device: <code id="new-token-hint">groupdefaults-sync configure SUITE --server {{serverURL}} --token-file PATH</code></p>
         <p class="secret"><code id="new-token">{{.}}</code> <button type="button" id="copy-token" data-copy="new-token">Copy</button></p>
         </section>
         {{/newToken}}
@@ -225,7 +225,7 @@ package enum ConsoleTemplates {
         <td class="value"><pre>{{value}}</pre></td><td class="writer">{{writer}}</td>
         <td class="written"><time datetime="{{written.iso}}">{{written.text}}</time></td><td class="rev">{{rev}}</td></tr>
         {{/keys}}
-        {{^keys}}<tr><td colspan="5" class="muted">No keys{{#filter}} containing “{{.}}”{{/filter}}.</td></tr>{{/keys}}
+        {{^keys}}<tr><td colspan="5" class="muted">{{#holdsNoKeys}}This suite holds no keys.{{/holdsNoKeys}}{{^holdsNoKeys}}No keys containing “{{filter}}”.{{/holdsNoKeys}}</td></tr>{{/keys}}
         </tbody>
         </table>
         </div>

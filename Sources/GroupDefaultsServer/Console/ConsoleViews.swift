@@ -28,10 +28,12 @@ struct TimeText {
     /// For people: "2026-11-25 17:40:12 UTC".
     var text: String
 
-    init(milliseconds: UInt64) {
+    /// The time to the second, or with `showingMilliseconds` to the millisecond ("2026-11-25
+    /// 17:40:12.345 UTC": writes and receipts, which the API stamps to the millisecond).
+    init(milliseconds: UInt64, showingMilliseconds: Bool = false) {
         iso = TypedJSONDate.format(milliseconds: milliseconds)
         let date = Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000)
-        text = Self.formatter.string(from: date) + " UTC"
+        text = Self.formatter.string(from: date) + (showingMilliseconds ? String(format: ".%03d", Int(milliseconds % 1000)) : "") + " UTC"
     }
 
     init(_ date: Date) { self.init(milliseconds: UInt64(max(0, date.timeIntervalSince1970 * 1000))) }
@@ -99,11 +101,13 @@ struct Chart {
     var maximum: Int
     var latest: Int
 
-    init(id: String, label: String, values: [Int]) {
+    /// A chart of `values`, oldest first; `latest` is the figure it gives for now (the last value
+    /// unless given).
+    init(id: String, label: String, values: [Int], latest: Int? = nil) {
         self.id = id
         self.label = label
         maximum = values.max() ?? 0
-        latest = values.last ?? 0
+        self.latest = latest ?? values.last ?? 0
         let scale = Double(max(maximum, 1))
         let step = values.count > 1 ? 300.0 / Double(values.count - 1) : 0
         points = values.enumerated().map { index, value in
@@ -201,6 +205,8 @@ struct AccountPage {
     var tokens: [Token]
     var devices: [Device]
     var newToken: String?
+    /// This server's URL as the browser reached it, for the new token's `configure` line.
+    var serverURL: String
     var message: String?
     var createHref: String
 }
@@ -225,6 +231,9 @@ struct SuitePage {
     var shown: Int
     var total: Int
     var truncated: Bool
+    /// The suite holds nothing (no key matched is the filter's doing otherwise). Stored: templates
+    /// see stored properties only.
+    var holdsNoKeys: Bool
     var tailHref: String
     var headRev: UInt64
 }

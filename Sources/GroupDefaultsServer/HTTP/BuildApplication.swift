@@ -15,7 +15,8 @@ import ServiceLifecycle
 /// connections are accepted (the executable prints it).
 ///
 /// - Throws: an LMDB error if the embedded store cannot be opened, `TLSFilesError` if the
-///   certificate or key cannot be loaded. When the application runs, an unreachable database
+///   certificate or key cannot be loaded, `StorageStartError` if PostgreSQL cannot be reached
+///   (`PostgresReachability`). When the application runs, a database that fails the migration
 ///   makes it throw `StorageStartError` before it listens.
 package func buildApplication(
     configuration: ServerConfiguration, logger: Logger? = nil,
@@ -28,6 +29,7 @@ package func buildApplication(
         return try makeApplication(configuration: configuration, storage: storage, services: [], logger: logger,
                                    onListening: onListening)
     case .postgres(let database):
+        try await PostgresReachability.check(database)  // one sentence at once, before any job starts
         let storage = PostgresSyncStorage(configuration: database, logger: logger)
         var app = try makeApplication(configuration: configuration, storage: storage, services: storage.services, logger: logger,
                                       onListening: onListening)

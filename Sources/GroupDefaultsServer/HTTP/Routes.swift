@@ -18,7 +18,7 @@ package func buildRouter(storage: any SyncStorage, configuration: ServerConfigur
     let activity = ConsoleActivity()  // what the console's charts show, fed by pushes and event streams
     let routes = SyncRoutes(storage: storage, configuration: configuration, authenticator: authenticator, activity: activity)
     router.get("/v1/health") { _, _ in try JSONBody.response(["status": "ok"]) }
-    router.get("/v1/limits") { _, _ in try JSONBody.response(configuration.limits) }
+    router.get("/v1/limits") { _, _ in try JSONBody.response(PublishedLimits(limits: configuration.limits)) }
     router.get("/v1/suites") { request, context in try await routes.listSuites(request, context) }
     router.post("/v1/suites/{suite}/push") { request, context in try await routes.push(request, context) }
     router.get("/v1/suites/{suite}/changes") { request, context in try await routes.changes(request, context) }
@@ -238,5 +238,19 @@ enum Query {
             throw APIError.malformed("\(name) must be a non-negative decimal integer, not '\(text.prefix(64))'")
         }
         return value
+    }
+}
+
+/// `GET /v1/limits`' body: the limits, and the server's version beside them (`version`).
+struct PublishedLimits: Encodable {
+    var limits: SyncLimits
+    var version = packageVersion
+
+    private enum CodingKeys: String, CodingKey { case version }
+
+    func encode(to encoder: any Encoder) throws {
+        try limits.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(version, forKey: .version)
     }
 }

@@ -25,9 +25,10 @@ final class ServerProcess {
         }
     }
 
-    /// `token create … --account bench`: a token for every suite.
+    /// `token create --create … --account bench`: a token for every suite (the store made if no
+    /// server made it yet).
     static func createToken(executable: String, storage: [String]) throws -> String {
-        let result = try Spawn.run(executable, ["token", "create", "--account", "bench"] + storage, captureOutput: true)
+        let result = try Spawn.run(executable, ["token", "create", "--create", "--account", "bench"] + storage, captureOutput: true)
         let token = result.output.trimmingCharacters(in: .whitespacesAndNewlines)
         guard result.status == 0, !token.isEmpty else { throw BenchError("token create failed (exit \(result.status))") }
         return token

@@ -52,11 +52,19 @@ package final class LMDBSyncStorage: SyncStorage {
     package init(directory: String, maximumMapSize: Int = 64 << 30) throws {
         try Self.makeDirectory(directory)
         environment = try Environment(
-            path: directory + "/sync.lmdb",
+            path: Self.storePath(in: directory),
             options: EnvironmentOptions(
                 databases: DB.names, readerTrees: DB.names, lockFilePath: directory + "/sync.lmdb-open",
                 initialMapSize: 8 << 20, maximumMapSize: maximumMapSize, fileMode: 0o600, maximumReaders: 126,
                 structureCheckLimit: 64 << 20, writesThroughMap: false))
+    }
+
+    /// The store's file in a data directory.
+    static func storePath(in directory: String) -> String { directory + "/sync.lmdb" }
+
+    /// Whether `directory` holds a store (a server or `--create` made it).
+    package static func storeExists(in directory: String) -> Bool {
+        FileManager.default.fileExists(atPath: storePath(in: directory))
     }
 
     static func makeDirectory(_ directory: String) throws {

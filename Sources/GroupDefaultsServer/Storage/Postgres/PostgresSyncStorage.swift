@@ -66,9 +66,11 @@ package final class PostgresSyncStorage: SyncStorage {
     /// For programs without a service group: runs the services in a task of the storage's own
     /// (until `shutdown`), and migrates.
     ///
-    /// - Throws: `SyncStorageError(.unavailable, …)` when the database cannot be reached within the
-    ///   operation timeout.
+    /// - Throws: `StorageStartError` when the database cannot be reached or refuses the connection
+    ///   (`PostgresReachability`), `SyncStorageError(.unavailable, …)` when it does not answer the
+    ///   migration within the operation timeout.
     package static func start(_ configuration: PostgresStorageConfiguration, logger: Logger) async throws -> PostgresSyncStorage {
+        try await PostgresReachability.check(configuration)
         let storage = PostgresSyncStorage(configuration: configuration, logger: logger)
         let services = storage.services
         storage.ownTask.withLock { task in

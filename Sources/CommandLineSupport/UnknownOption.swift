@@ -1,0 +1,73 @@
+import ArgumentParser
+import Foundation
+import GroupDefaultsWire
+
+/// An option the command line names that its command does not have, found from the command's own
+/// description (ArgumentParser's JSON dump of its tree), with the nearest option it has: a tool
+/// answers `unknown option '--sever'; did you mean '--server'?` instead of the first thing
+/// ArgumentParser missed (often a required option that the typo was meant to be).
+struct UnknownOption: Equatable {
+    /// The option as typed, `--sever`.
+    var typed: String
+    /// The nearest option of the command, `--server`, if one is close.
+    var suggestion: String?
+
+    /// The sentence: `unknown option '--sever'; did you mean '--server'?`.
+    var message: String {
+        "unknown option '\(typed)'" + (suggestion.map { "; did you mean '\($0)'?" } ?? "")
+    }
+
+    /// The first `--name` (before a `--` that ends the options) that the command `arguments` run
+    /// does not take, in `root`'s tree of commands.
+    static func first(in arguments: [String], root: any ParsableCommand.Type) -> UnknownOption? {
+        // `_dumpHelp()` is the JSON `--experimental-dump-help` prints (Tools/package makes the man
+        // pages from it): every command, and every option's names, hidden ones included.
+        guard let tree = try? JSONDecoder().decode(Tree.self, from: Data(root._dumpHelp().utf8)) else { return nil }
+        var command = tree.command
+        var rest = arguments[...]
+        // The subcommands named first (`token create`), else the default one.
+        while let word = rest.first, !word.hasPrefix("-"),
+              let sub = command.subcommands?.first(where: { $0.commandName == word || ($0.aliases ?? []).contains(word) }) {
+            command = sub
+            rest = rest.dropFirst()
+        }
+        if let name = command.defaultSubcommand, rest.first?.hasPrefix("-") ?? true,
+           let sub = command.subcommands?.first(where: { $0.commandName == name }) {
+            command = sub
+        }
+        let known = Set((command.arguments ?? []).flatMap { argument in
+            (argument.names ?? []).filter { $0.kind == "long" }.map { "--" + $0.name }
+        }).union(["--help", "--version"])
+        for argument in rest {
+            if argument == "--" { break }
+            guard argument.hasPrefix("--") else { continue }
+            let option = String(argument.prefix { $0 != "=" })
+            if known.contains(option) { continue }
+            let suggestion = Spelling.nearest(to: String(option.dropFirst(2)), among: known.map { String($0.dropFirst(2)) })
+            return UnknownOption(typed: option, suggestion: suggestion.map { "--" + $0 })
+        }
+        return nil
+    }
+
+    /// What this needs of ArgumentParser's description of a tool.
+    private struct Tree: Decodable {
+        var command: Command
+    }
+
+    private struct Command: Decodable {
+        var commandName: String
+        var aliases: [String]?
+        var defaultSubcommand: String?
+        var subcommands: [Command]?
+        var arguments: [Argument]?
+    }
+
+    private struct Argument: Decodable {
+        var names: [Name]?
+    }
+
+    private struct Name: Decodable {
+        var kind: String
+        var name: String
+    }
+}

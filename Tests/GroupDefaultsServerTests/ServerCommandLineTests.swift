@@ -1,0 +1,240 @@
+import Foundation
+import Glibc
+import GroupDefaultsWire
+import TestSupport
+import Testing
+
+/// The server's commands as a newcomer meets them: where they find their store, how they fail at
+/// start, and what the three tools share (`--version`, one-line errors with exit status 1, the
+/// nearest option for a mistyped one, help with examples and no stray backslashes).
+@Suite("Server commands and the tools' shared conventions")
+struct ServerCommandLineTests {
+    private let clock = ContinuousClock()
+
+    /// `groupdefaults-server ARGUMENTS…` with exactly `environment` (nothing of this process's,
+    /// but PATH and HOME, so that no GROUPDEFAULTS_SERVER_ variable leaks in).
+    private func server(_ arguments: [String], environment: [String: String] = [:]) async throws
+        -> (status: Int32, stdout: String, stderr: String) {
+        let base = ProcessInfo.processInfo.environment.filter { ["PATH", "HOME"].contains($0.key) }
+        return try await BuiltExecutable.run(ServerTool.executable, arguments, environment: base.merging(environment) { $1 })
+    }
+
+    // MARK: B. Start-up errors
+
+    @Test("a refused PostgreSQL connection is one line at once, and nothing else on stderr")
+    func postgresRefused() async throws {
+        let start = clock.now
+        let result = try await server(["serve", "--postgres-url", "postgres://u@127.0.0.1:1/db", "--port", "0"])
+        #expect(result.status == 1)
+        #expect(result.stderr == "groupdefaults-server: cannot reach PostgreSQL at 127.0.0.1:1: connection refused\n")
+        #expect(result.stdout.isEmpty)
+        #expect(clock.now - start < .milliseconds(2500), "took \(clock.now - start)")
+        // The storage commands say the same.
+        let token = try await server(["token", "list", "--postgres-url", "postgres://u@127.0.0.1:1/db"])
+        #expect(token.status == 1)
+        #expect(token.stderr == "groupdefaults-server: cannot reach PostgreSQL at 127.0.0.1:1: connection refused\n")
+    }
+
+    @Test("a database that accepts the connection and never answers is one line after the connect timeout, 3 s")
+    func postgresSilent() async throws {
+        let silent = try SilentListener()
+        let start = clock.now
+        let result = try await server(["serve", "--postgres-url", "postgres://u@127.0.0.1:\(silent.port)/db", "--port", "0"])
+        let took = clock.now - start
+        #expect(result.status == 1)
+        #expect(result.stderr
+            == "groupdefaults-server: cannot reach PostgreSQL at 127.0.0.1:\(silent.port): no answer within 3 seconds (the connect timeout)\n")
+        #expect(took >= .seconds(3) && took < .seconds(8), "took \(took)")
+    }
+
+    @Test("a port in use is one line naming the address and the cause, exit 1")
+    func portInUse() async throws {
+        let taken = try SilentListener()
+        let start = clock.now
+        let result = try await server(["serve", "--data-dir", ServerTool.temporaryDirectory("gds-port"), "--port", "\(taken.port)"])
+        #expect(result.status == 1)
+        #expect(result.stderr == "groupdefaults-server: cannot listen on 127.0.0.1:\(taken.port): the address is already in use\n")
+        #expect(result.stdout.isEmpty)
+        #expect(clock.now - start < .seconds(5))
+        // An address that is not this machine's, a host name that does not resolve.
+        let directory = ServerTool.temporaryDirectory("gds-host")
+        let foreign = try await server(["serve", "--data-dir", directory, "--host", "192.0.2.1", "--port", "0"])
+        #expect(foreign.status == 1)
+        #expect(foreign.stderr == "groupdefaults-server: cannot listen on 192.0.2.1:0: the address is not one of this machine's\n")
+        let unknown = try await server(["serve", "--data-dir", directory, "--host", "nowhere.invalid", "--port", "0"])
+        #expect(unknown.status == 1)
+        #expect(unknown.stderr == "groupdefaults-server: cannot listen on nowhere.invalid:0: the host name nowhere.invalid cannot be resolved\n")
+    }
+
+    // MARK: A. One settings model
+
+    @Test("every storage command reads --config and the environment as serve does")
+    func storageCommandsReadSettings() async throws {
+        let directory = ServerTool.temporaryDirectory("gds-settings")
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("gds-\(UUID().uuidString).conf").path
+        try "# the server's settings\nGROUPDEFAULTS_SERVER_DATA_DIR=\(directory)\nGROUPDEFAULTS_SERVER_PORT=8099\n"
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: config) }
+
+        // The file: the token goes where the file says.
+        let made = try await server(["token", "create", "--create", "--config", config, "--account", "ana"])
+        #expect(made.status == 0, "\(made.stderr)")
+        let token = made.stdout.split(separator: "\n")
+        #expect(token.count == 1 && token[0].hasPrefix("gdt_"))
+        // Its id, which `token revoke` takes, on stderr.
+        let id = try #require(made.stderr.split(separator: " ").dropFirst().first.map(String.init))
+        #expect(made.stderr == "token \(id) for account ana (revoke it with `token revoke \(id)`)\n")
+
+        // The environment: the same store, found by every command.
+        let environment = ["GROUPDEFAULTS_SERVER_DATA_DIR": directory]
+        let listed = try await server(["token", "list"], environment: environment)
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(listed.stdout.hasPrefix(id + "\tana\t"))
+        let devices = try await server(["devices", "list", "--account", "ana"], environment: environment)
+        #expect(devices.stdout == "account ana: no devices seen\n", "\(devices.stderr)")
+        let admins = try await server(["admin", "list"], environment: environment)
+        #expect(admins.status == 0 && admins.stdout.isEmpty, "\(admins.stderr)")
+        let reset = try await server(["suites", "reset", "--account", "ana", "--suite", "group.a"], environment: environment)
+        #expect(reset.stderr.contains("account ana has no suite group.a in this store"), "\(reset.stderr)")
+        #expect(try await server(["token", "revoke", id, "--config", config]).status == 0)
+
+        // A flag wins over both.
+        let elsewhere = ServerTool.temporaryDirectory("gds-settings-flag")
+        let flagged = try await server(["token", "list", "--data-dir", elsewhere], environment: environment)
+        #expect(flagged.status == 1)
+        #expect(flagged.stderr.contains(elsewhere))
+    }
+
+    @Test("a data directory without a store is refused in one line, and nothing is created")
+    func missingStoreRefused() async throws {
+        let mistyped = ServerTool.temporaryDirectory("gds-servre")
+        let expected = "groupdefaults-server: no server store in \(mistyped) (is --data-dir right?): `groupdefaults-server serve` "
+            + "creates one there, as --create does on `token create` and `admin create`\n"
+        for command in [["token", "list"], ["token", "create", "--account", "ana"], ["token", "revoke", "tok_000000000000"],
+                        ["devices", "list", "--account", "ana"], ["devices", "revoke", "dev_000000000000"], ["admin", "list"],
+                        ["admin", "remove", "--name", "ops"], ["suites", "reset", "--account", "ana", "--suite", "s"],
+                        ["suites", "repair-clock", "--account", "ana", "--suite", "s"]] {
+            let result = try await server(command + ["--data-dir", mistyped])
+            #expect(result.status == 1, "\(command)")
+            #expect(result.stderr == expected, "\(command)")
+            #expect(result.stdout.isEmpty, "\(command)")
+            #expect(!FileManager.default.fileExists(atPath: mistyped), "\(command) made \(mistyped)")
+        }
+        // The same from the environment, named as it was given.
+        let fromEnvironment = try await server(["token", "list"], environment: ["GROUPDEFAULTS_SERVER_DATA_DIR": mistyped])
+        #expect(fromEnvironment.stderr == expected.replacingOccurrences(of: "is --data-dir right?", with: "is GROUPDEFAULTS_SERVER_DATA_DIR right?"))
+    }
+
+    @Test("admin verbs name the operator with --name (remove still takes it alone)")
+    func adminName() async throws {
+        let directory = ServerTool.temporaryDirectory("gds-admin")
+        for name in ["ops", "ana"] {
+            let made = try runProcess(ServerTool.executable, ["admin", "create", "--create", "--name", name, "--data-dir", directory],
+                                            stdin: Data("correct horse\n".utf8))
+            #expect(made.status == 0, "\(made.stderr)")
+        }
+        #expect(try await server(["admin", "remove", "--name", "ops", "--data-dir", directory]).stdout == "removed operator ops\n")
+        #expect(try await server(["admin", "remove", "ana", "--data-dir", directory]).stdout == "removed operator ana\n")
+        #expect(try await server(["admin", "list", "--data-dir", directory]).stdout.isEmpty)
+        let neither = try await server(["admin", "remove", "--data-dir", directory])
+        #expect(neither.status == 1)
+        #expect(neither.stderr.hasPrefix("groupdefaults-server: Missing expected argument '--name <name>'"))
+    }
+
+    // MARK: C. Three tools that feel like one
+
+    @Test("--version prints the package's version on every tool", arguments: ["groupdefaults", "groupdefaults-server", "groupdefaults-sync"])
+    func version(tool: String) async throws {
+        let result = try await BuiltExecutable.run(BuiltExecutable.url(tool), ["--version"])
+        #expect(result.status == 0)
+        #expect(result.stdout == packageVersion + "\n")
+    }
+
+    @Test("a mistyped option is named with the nearest one, whatever else is missing; exit 1")
+    func mistypedOption() async throws {
+        let server = try await server(["token", "create", "--acount", "ana", "--data-dir", "/nonexistent"])
+        #expect(server.status == 1)
+        #expect(server.stderr == "groupdefaults-server: unknown option '--acount'; did you mean '--account'?\n")
+        let serve = try await self.server(["serve", "--prot", "0"])
+        #expect(serve.stderr == "groupdefaults-server: unknown option '--prot'; did you mean '--port'?\n")
+        let nothingNear = try await self.server(["token", "list", "--zzzzzz"])
+        #expect(nothingNear.stderr == "groupdefaults-server: unknown option '--zzzzzz'; see 'groupdefaults-server help'\n")
+        let cli = try await BuiltExecutable.run(BuiltExecutable.url("groupdefaults"), ["read", "--directry", "/tmp"])
+        #expect(cli.status == 1)
+        #expect(cli.stderr.hasPrefix("groupdefaults: unknown option '--directry'; did you mean '--directory'?"), "\(cli.stderr)")
+        #expect(cli.stderr.split(separator: "\n").count == 1)
+    }
+
+    @Test("a command line that does not parse is one line and exit status 1")
+    func usageErrorsExitOne() async throws {
+        let missing = try await server(["token", "create"])
+        #expect(missing.status == 1)
+        #expect(missing.stderr == "groupdefaults-server: Missing expected argument '--account <account>'; see 'groupdefaults-server help'\n")
+        let cli = try await BuiltExecutable.run(BuiltExecutable.url("groupdefaults"), ["rename"])
+        #expect(cli.status == 1)
+        #expect(cli.stderr.split(separator: "\n").count == 1, "\(cli.stderr)")
+        for tool in ["groupdefaults", "groupdefaults-server", "groupdefaults-sync"] {
+            let help = try await BuiltExecutable.run(BuiltExecutable.url(tool), ["--help"])
+            let words = help.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+            #expect(words.contains("Exit status: 0 on success"), "\(tool) --help says its exit statuses")
+        }
+    }
+
+    @Test("every subcommand's help: no stray backslashes; the server's each with an example",
+          arguments: ["groupdefaults", "groupdefaults-server", "groupdefaults-sync"])
+    func helpTexts(tool: String) async throws {
+        let executable = BuiltExecutable.url(tool)
+        let dump = try await BuiltExecutable.run(executable, ["--experimental-dump-help"])
+        let tree = try #require(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])
+        let paths = Self.commandPaths(try #require(tree["command"] as? [String: Any]), prefix: [])
+        #expect(paths.count > 3)
+        for path in paths {
+            let help = try await BuiltExecutable.run(executable, path + ["--help"])
+            #expect(help.status == 0, "\(tool) \(path) --help")
+            #expect(!help.stdout.contains("\\ ") && !help.stdout.contains("\\\n"), "\(tool) \(path.joined(separator: " ")) --help:\n\(help.stdout)")
+            if tool == "groupdefaults-server", !path.isEmpty {
+                #expect(help.stdout.contains("Example: groupdefaults-server \(path.joined(separator: " "))"),
+                        "\(tool) \(path.joined(separator: " ")) --help has no example")
+            }
+        }
+    }
+
+    /// The path of every command in ArgumentParser's description of a tool (the root as `[]`).
+    private static func commandPaths(_ command: [String: Any], prefix: [String]) -> [[String]] {
+        let subcommands = command["subcommands"] as? [[String: Any]] ?? []
+        return [prefix] + subcommands.flatMap { sub in
+            guard let name = sub["commandName"] as? String, name != "help" else { return [[String]]() }
+            return commandPaths(sub, prefix: prefix + [name])
+        }
+    }
+}
+
+/// A TCP socket on 127.0.0.1 that listens and never accepts: the kernel completes connections to
+/// it, nobody answers them, and nobody else can listen on its port. Closed when released.
+final class SilentListener: Sendable {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard fd >= 0, bound == 0, listen(fd, 16) == 0 else {
+            if fd >= 0 { close(fd) }
+            throw FixtureError("cannot listen on 127.0.0.1")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        descriptor = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(descriptor) }
+}
