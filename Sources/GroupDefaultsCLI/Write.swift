@@ -54,8 +54,7 @@ extension GroupDefaultsCommand {
                     // a word is a key whose value was forgotten.
                     guard let start = arguments[1].trimmingCharacters(in: .whitespacesAndNewlines).first, "{(<".contains(start) else {
                         throw CommandFailure(
-                            "no value for the key \(arguments[1]): `write \(suite) KEY VALUE` writes a key, `write \(suite) '{ key = value; }'` replaces the whole suite",
-                            status: 64)
+                            "no value for the key \(arguments[1]): `write \(suite) KEY VALUE` writes a key, `write \(suite) '{ key = value; }'` replaces the whole suite")
                     }
                     let plist = try PropertyListValue.decode(propertyListData: Data(arguments[1].utf8))
                     guard case .dictionary(let values) = plist else {
