@@ -66,6 +66,25 @@ struct ServerCommandLineTests {
         #expect(unknown.stderr == "groupdefaults-server: cannot listen on nowhere.invalid:0: the host name nowhere.invalid cannot be resolved\n")
     }
 
+    @Test("a TLS file or data directory that cannot be used is one sentence naming it")
+    func unusableFiles() async throws {
+        let root = ServerTool.temporaryDirectory("gds-files")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let junk = root + "/junk.pem", missing = root + "/missing.pem"
+        try "not a certificate\n".write(toFile: junk, atomically: true, encoding: .utf8)
+        let data = ["--data-dir", root + "/data", "--port", "0"]
+        let absent = try await server(["serve"] + data + ["--tls-cert", missing, "--tls-key", junk])
+        #expect(absent.status == 1)
+        #expect(absent.stderr == "groupdefaults-server: cannot read the TLS certificate \(missing): no such file\n")
+        let notPEM = try await server(["serve"] + data + ["--tls-cert", junk, "--tls-key", junk])
+        #expect(notPEM.stderr == "groupdefaults-server: the TLS certificate \(junk) is not a PEM certificate (chain)\n")
+        // A data directory under a file.
+        let underFile = try await server(["serve", "--data-dir", junk + "/data", "--port", "0"])
+        #expect(underFile.status == 1)
+        #expect(underFile.stderr == "groupdefaults-server: cannot create the data directory \(junk)/data: not a directory\n")
+    }
+
     // MARK: A. One settings model
 
     @Test("every storage command reads --config and the environment as serve does")
