@@ -134,6 +134,9 @@ struct TombstonePurge: Service {
                 let removed = try await storage.purgeTombstones(olderThan: horizon)
                 if removed > 0 { logger.info("purged \(removed) tombstones") }
             } catch {
+                // Stopping (the server could not start, or is shutting down) closes the storage
+                // under a purge in flight: no news for the log.
+                if Task.isCancelled || Task.isShuttingDownGracefully { return }
                 logger.error("purging tombstones failed: \(error)")
             }
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: configuration.purgeInterval) }
