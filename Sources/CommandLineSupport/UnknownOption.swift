@@ -2,23 +2,27 @@ import ArgumentParser
 import Foundation
 import GroupDefaultsWire
 
-/// An option the command line names that its command does not have, found from the command's own
-/// description (ArgumentParser's JSON dump of its tree), with the nearest option it has: a tool
-/// answers `unknown option '--sever'; did you mean '--server'?` instead of the first thing
-/// ArgumentParser missed (often a required option that the typo was meant to be).
+/// An option the command line names that its command does not have (or a subcommand its command
+/// group does not have), found from the command's own description (ArgumentParser's JSON dump of
+/// its tree), with the nearest one it has: a tool answers `unknown option '--sever'; did you mean
+/// '--server'?` instead of the first thing ArgumentParser missed (often a required option that the
+/// typo was meant to be), and `unknown command 'tokn'; did you mean 'token'?`.
 struct UnknownOption: Equatable {
-    /// The option as typed, `--sever`.
+    /// What was mistyped: `option` or `command`.
+    var kind = "option"
+    /// The word as typed, `--sever`.
     var typed: String
-    /// The nearest option of the command, `--server`, if one is close.
+    /// The nearest option (or command) there is, `--server`, if one is close.
     var suggestion: String?
 
     /// The sentence: `unknown option '--sever'; did you mean '--server'?`.
     var message: String {
-        "unknown option '\(typed)'" + (suggestion.map { "; did you mean '\($0)'?" } ?? "")
+        "unknown \(kind) '\(typed)'" + (suggestion.map { "; did you mean '\($0)'?" } ?? "")
     }
 
     /// The first `--name` (before a `--` that ends the options) that the command `arguments` run
-    /// does not take, in `root`'s tree of commands.
+    /// does not take, in `root`'s tree of commands; or, first, a word where a command group's
+    /// subcommand goes that is near one of them.
     static func first(in arguments: [String], root: any ParsableCommand.Type) -> UnknownOption? {
         // `_dumpHelp()` is the JSON `--experimental-dump-help` prints (Tools/package makes the man
         // pages from it): every command, and every option's names, hidden ones included.
@@ -30,6 +34,10 @@ struct UnknownOption: Equatable {
               let sub = command.subcommands?.first(where: { $0.commandName == word || ($0.aliases ?? []).contains(word) }) {
             command = sub
             rest = rest.dropFirst()
+        }
+        if let word = rest.first, !word.hasPrefix("-"), let subcommands = command.subcommands,
+           let meant = Spelling.nearest(to: word, among: subcommands.map(\.commandName).filter { $0 != "help" }) {
+            return UnknownOption(kind: "command", typed: word, suggestion: meant)
         }
         if let name = command.defaultSubcommand, rest.first?.hasPrefix("-") ?? true,
            let sub = command.subcommands?.first(where: { $0.commandName == name }) {

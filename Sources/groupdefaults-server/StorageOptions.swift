@@ -23,6 +23,10 @@ struct StorageOptions: ParsableArguments {
     @Option(name: .customLong("postgres-url"), help: "Keep the data in PostgreSQL instead, postgres://user[:password]@host:port/db; several servers may share it.")
     var postgresURL: String?
 
+    // For tests that tell a refused connection (at once) from one that waits for the connect
+    // timeout: the timeout in seconds (3 unless given).
+    @Option(name: .customLong("postgres-connect-timeout"), help: .hidden) var postgresConnectTimeout: Int?
+
     func validate() throws {
         if postgresURL != nil && dataDirectory != nil { throw ValidationError("--data-dir and --postgres-url exclude each other") }
         _ = try configuration
@@ -33,7 +37,9 @@ struct StorageOptions: ParsableArguments {
         get throws {
             guard let postgresURL else { return .embedded(directory: resolvedDataDirectory) }
             do {
-                return .postgres(try PostgresStorageConfiguration(url: postgresURL))
+                var database = try PostgresStorageConfiguration(url: postgresURL)
+                if let postgresConnectTimeout { database.connectTimeout = .seconds(max(1, postgresConnectTimeout)) }
+                return .postgres(database)
             } catch {
                 throw CommandFailure(error.description)  // a setting that cannot work: status 1, not a usage error
             }

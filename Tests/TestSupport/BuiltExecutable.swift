@@ -44,13 +44,16 @@ package struct ProcessResult: Sendable, CustomStringConvertible {
     package var stdoutData: Data
     /// Everything it wrote to stderr.
     package var stderr: String
+    /// From its start to its end (not counting any wait before it was started).
+    package var elapsed: Duration
 
     /// Creates a result from what a process did.
-    package init(status: Int32, reason: Process.TerminationReason, stdoutData: Data, stderr: String) {
+    package init(status: Int32, reason: Process.TerminationReason, stdoutData: Data, stderr: String, elapsed: Duration = .zero) {
         self.status = status
         self.reason = reason
         self.stdoutData = stdoutData
         self.stderr = stderr
+        self.elapsed = elapsed
     }
 
     /// stdout as text.
@@ -102,6 +105,7 @@ package func runProcess(
     }
     let ended = DispatchSemaphore(value: 0)
     process.terminationHandler = { _ in ended.signal() }
+    let started = ContinuousClock.now
     try process.run()
     let seconds = Double(timeLimit.components.seconds) + Double(timeLimit.components.attoseconds) / 1e18
     if ended.wait(timeout: .now() + seconds) == .timedOut {
@@ -109,7 +113,9 @@ package func runProcess(
         ended.wait()
     }
     process.waitUntilExit()
+    let elapsed = ContinuousClock.now - started
     return ProcessResult(
         status: process.terminationStatus, reason: process.terminationReason,
-        stdoutData: try Data(contentsOf: outFile), stderr: String(decoding: try Data(contentsOf: errFile), as: UTF8.self))
+        stdoutData: try Data(contentsOf: outFile), stderr: String(decoding: try Data(contentsOf: errFile), as: UTF8.self),
+        elapsed: elapsed)
 }

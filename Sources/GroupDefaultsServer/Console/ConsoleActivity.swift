@@ -72,9 +72,6 @@ package final class ConsoleActivity: Sendable {
         }
     }
 
-    /// The number of event streams open now.
-    var openStreams: Int { state.withLock { $0.openStreams } }
-
     private static func minute(of date: Date) -> Int64 { Int64((date.timeIntervalSince1970 / 60).rounded(.down)) }
 
     /// Applies `change` to the current minute's record, made when the minute is new (the oldest

@@ -77,13 +77,20 @@ private func makeApplication(
     let maxConnections = OpenFileLimit.connectionsAllowed(wanted: limits.maxConnections, logger: logger)
     var server = HTTPServerBuilder.http1(configuration: http1)
     if let tls = configuration.tls {
+        for (path, what) in [(tls.certificatePath, "certificate"), (tls.keyPath, "key")] {
+            try TLSFilesError.checkReadable(path, what: what)
+        }
         let certificates: [NIOSSLCertificate]
         let key: NIOSSLPrivateKey
         do {
             certificates = try NIOSSLCertificate.fromPEMFile(tls.certificatePath)
+        } catch {
+            throw TLSFilesError("the TLS certificate \(tls.certificatePath) is not a PEM certificate (chain)")
+        }
+        do {
             key = try NIOSSLPrivateKey(file: tls.keyPath, format: .pem)
         } catch {
-            throw TLSFilesError(files: tls, underlying: "\(error)")
+            throw TLSFilesError("the TLS key \(tls.keyPath) is not a PEM private key (or needs a passphrase)")
         }
         let tlsConfiguration = TLSConfiguration.makeServerConfiguration(
             certificateChain: certificates.map { .certificate($0) }, privateKey: .privateKey(key))
@@ -127,6 +134,9 @@ struct TombstonePurge: Service {
                 let removed = try await storage.purgeTombstones(olderThan: horizon)
                 if removed > 0 { logger.info("purged \(removed) tombstones") }
             } catch {
+                // Stopping (the server could not start, or is shutting down) closes the storage
+                // under a purge in flight: no news for the log.
+                if Task.isCancelled || Task.isShuttingDownGracefully { return }
                 logger.error("purging tombstones failed: \(error)")
             }
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: configuration.purgeInterval) }
@@ -134,11 +144,21 @@ struct TombstonePurge: Service {
     }
 }
 
-/// The certificate or key for HTTPS could not be loaded.
+/// The certificate or key for HTTPS could not be loaded: which file, and why, in one sentence.
 package struct TLSFilesError: Error, CustomStringConvertible {
-    package let files: TLSFiles
-    package let underlying: String
-    package var description: String {
-        "cannot load the TLS certificate \(files.certificatePath) or key \(files.keyPath) (PEM): \(underlying)"
+    /// The sentence: `the TLS key /etc/ssl/server.key is not a PEM private key`.
+    package let description: String
+
+    init(_ description: String) { self.description = description }
+
+    /// Refuses a file that cannot be read, saying why.
+    static func checkReadable(_ path: String, what: String) throws(TLSFilesError) {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw TLSFilesError("cannot read the TLS \(what) \(path): no such file")
+        }
+        guard !isDirectory.boolValue, FileManager.default.isReadableFile(atPath: path) else {
+            throw TLSFilesError("cannot read the TLS \(what) \(path): \(isDirectory.boolValue ? "it is a directory" : "permission denied")")
+        }
     }
 }

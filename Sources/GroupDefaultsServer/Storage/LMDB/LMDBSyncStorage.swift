@@ -59,6 +59,17 @@ package final class LMDBSyncStorage: SyncStorage {
                 structureCheckLimit: 64 << 20, writesThroughMap: false))
     }
 
+    /// Why `directory` could not be made, as the system says it for the first folder of its path
+    /// that cannot be (`not a directory`, `permission denied`).
+    private static func whyNotMade(_ directory: String) -> String {
+        var prefix = directory.hasPrefix("/") ? "" : "."
+        for component in directory.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, 0o700) != 0, errno != EEXIST { return String(cString: strerror(errno)).lowercased() }
+        }
+        return "the file system refused"
+    }
+
     /// The store's file in a data directory.
     static func storePath(in directory: String) -> String { directory + "/sync.lmdb" }
 
@@ -73,8 +84,13 @@ package final class LMDBSyncStorage: SyncStorage {
             guard isDirectory.boolValue else { throw SyncStorageError(.unavailable, "\(directory) is not a directory") }
             return
         }
-        try FileManager.default.createDirectory(
-            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        do {
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            // Foundation's error prints as a dictionary dump: the system's reason is the sentence.
+            throw SyncStorageError(.unavailable, "cannot create the data directory \(directory): \(whyNotMade(directory))")
+        }
     }
 
     // MARK: Running LMDB off the cooperative pool
