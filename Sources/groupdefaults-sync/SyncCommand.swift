@@ -21,6 +21,12 @@ struct SyncCommand: AsyncParsableCommand {
         version: packageVersion,
         subcommands: [Configure.self, Pair.self, RotateKey.self, Sync.self, Push.self, Pull.self, Run.self, Status.self, Conflicts.self, Restore.self, History.self, Reset.self, Unconfigure.self]
     )
+
+    /// Parses and runs as the other tools do: a command line that does not parse is one line
+    /// (naming the nearest option for a mistyped one) and exit status 1.
+    static func main() async {
+        await main(reportingAs: groupdefaultsSync, helpHint: "see 'groupdefaults-sync help'")
+    }
 }
 
 /// The suite options every verb shares.

@@ -46,10 +46,12 @@ struct ServerCommandLineTests {
         #expect(token.stderr == "groupdefaults-server: cannot reach PostgreSQL at 127.0.0.1:1: connection refused\n")
     }
 
-    @Test("a database that accepts the connection and never answers is one line after the connect timeout, 3 s")
+    @Test("a database that accepts the connection and never answers is one line after the connect timeout")
     func postgresSilent() async throws {
         let silent = try SilentListener()
-        let result = try await timedServer(["serve", "--postgres-url", "postgres://u@127.0.0.1:\(silent.port)/db", "--port", "0"])
+        // 3 s instead of the default 10 s, to keep the test short.
+        let result = try await timedServer(["serve", "--postgres-url", "postgres://u@127.0.0.1:\(silent.port)/db", "--port", "0",
+                                            "--postgres-connect-timeout", "3"])
         #expect(result.status == 1)
         #expect(result.stderr
             == "groupdefaults-server: cannot reach PostgreSQL at 127.0.0.1:\(silent.port): no answer within 3 seconds (the connect timeout)\n")
@@ -198,6 +200,14 @@ struct ServerCommandLineTests {
         #expect(cli.status == 1)
         #expect(cli.stderr.hasPrefix("groupdefaults: unknown option '--directry'; did you mean '--directory'?"), "\(cli.stderr)")
         #expect(cli.stderr.split(separator: "\n").count == 1)
+        // The sync tool: `--sever` was answered "Missing expected argument '--server <URL>'".
+        let sync = try await BuiltExecutable.run(
+            BuiltExecutable.url("groupdefaults-sync"), ["configure", "group.a", "--sever", "http://127.0.0.1:1", "--token-file", "t"])
+        #expect(sync.status == 1)
+        #expect(sync.stderr == "groupdefaults-sync: unknown option '--sever'; did you mean '--server'?\n")
+        let syncMissing = try await BuiltExecutable.run(BuiltExecutable.url("groupdefaults-sync"), ["sync"])
+        #expect(syncMissing.status == 1)
+        #expect(syncMissing.stderr.split(separator: "\n").count == 1, "\(syncMissing.stderr)")
     }
 
     @Test("a command line that does not parse is one line and exit status 1")

@@ -9,8 +9,9 @@ package struct PostgresStorageConfiguration: Sendable {
     package var username: String
     package var password: String?
     package var database: String
-    /// The longest a connection attempt may take.
-    package var connectTimeout: Duration = .seconds(3)
+    /// The longest a connection attempt may take (PostgresNIO's own default: 3 s was once too
+    /// little for a live database while every test ran at once on two cores).
+    package var connectTimeout: Duration = .seconds(10)
     /// The longest one storage call may take before it fails with `unavailable` (the database is
     /// unreachable or overloaded): the HTTP layer answers 503 instead of hanging.
     package var operationTimeout: Duration = .seconds(10)
