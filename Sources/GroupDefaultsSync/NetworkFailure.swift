@@ -15,14 +15,31 @@ struct NetworkFailure {
     var answerTimeout: Duration
 
     /// What happened: "connection refused", "unknown host sync.example", "the server does not
-    /// speak TLS…", "it did not answer within 30 seconds"; and whether the server was never
+    /// speak TLS…", "it accepted the connection but did not answer within 30 seconds"; and whether the server was never
     /// reached at all (or answered nothing in time), which a one-shot step reports at once.
     func cause(of error: any Error) -> (words: String, unreached: Bool) {
+        let (words, unreached, _) = described(error)
+        return (words, unreached)
+    }
+
+    /// Whether waiting will not help: the host name is unknown, or TLS cannot work with this URL
+    /// (a plain server, a certificate that does not verify or is not made out for the host). The
+    /// message then says to check the URL rather than to try again later.
+    func isLasting(_ error: any Error) -> Bool { described(error).lasting }
+
+    private func described(_ error: any Error) -> (words: String, unreached: Bool, lasting: Bool) {
+        let (words, unreached) = classified(error)
+        let lasting = words.hasPrefix("unknown host") || words.hasPrefix("no address found") || words.hasPrefix("the server does not speak TLS")
+            || words.hasPrefix("its TLS certificate")
+        return (words, unreached, lasting)
+    }
+
+    private func classified(_ error: any Error) -> (words: String, unreached: Bool) {
         switch error {
         case let error as HTTPClientError:
-            return cause(of: error)
+            return classified(error)
         case let error as NIOConnectionError:
-            if let first = error.connectionErrors.first { return cause(of: first.error) }
+            if let first = error.connectionErrors.first { return classified(first.error) }
             if error.dnsAError != nil || error.dnsAAAAError != nil { return ("unknown host \(error.host)", true) }
             return ("no address found for \(error.host)", true)
         case let error as SocketAddressError.UnknownHost:
@@ -44,7 +61,7 @@ struct NetworkFailure {
 
     private var noConnection: String { "no connection within \(Self.seconds(connectTimeout))" }
 
-    private func cause(of error: HTTPClientError) -> (words: String, unreached: Bool) {
+    private func classified(_ error: HTTPClientError) -> (words: String, unreached: Bool) {
         switch error {
         case .connectTimeout, .getConnectionFromPoolTimeout: (noConnection, true)
         case .tlsHandshakeTimeout: ("the TLS handshake did not finish within \(Self.seconds(connectTimeout))", true)
@@ -78,7 +95,7 @@ struct NetworkFailure {
         guard case .handshakeFailed(let inner) = error else { return "the TLS connection failed" }
         let text = "\(inner)"
         if text.contains("WRONG_VERSION_NUMBER") || text.contains("HTTP_REQUEST") || text.contains("PACKET_LENGTH") {
-            return "the server does not speak TLS: is its URL http:// rather than https://?"
+            return "the server does not speak TLS (its URL may be http://, not https://)"
         }
         if text.contains("CERTIFICATE_VERIFY_FAILED") {
             return "its TLS certificate does not verify: it is not signed by an authority this device trusts"

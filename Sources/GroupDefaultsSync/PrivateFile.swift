@@ -10,7 +10,11 @@ enum PrivateFile {
     static func check(_ path: String, what: String, missing: SyncError.Kind) throws(SyncError) {
         var info = stat()
         guard stat(path, &info) == 0 else {
-            throw SyncError(missing, "cannot read the \(what) \(path): \(String(cString: strerror(errno)))")
+            throw SyncError(missing, "cannot read the \(what) \(path): \(String(cString: strerror(errno)).lowercased())")
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            let kind = info.st_mode & S_IFMT == S_IFDIR ? "a folder" : "not a regular file"
+            throw SyncError(.local, "the \(what) \(path) is \(kind): name the file itself")
         }
         guard info.st_mode & 0o077 == 0 else {
             let mode = String(info.st_mode & 0o777, radix: 8)
@@ -22,7 +26,7 @@ enum PrivateFile {
         let temporary = path + ".new-\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            throw SyncError(.local, "cannot write the \(what) \(path): \(String(cString: strerror(errno)))")
+            throw SyncError(.local, "cannot write the \(what) \(path): \(String(cString: strerror(errno)).lowercased())")
         }
         var failure: Int32 = 0
         if fchmod(fd, 0o600) != 0 { failure = errno }
@@ -38,7 +42,7 @@ enum PrivateFile {
         if failure == 0, rename(temporary, path) != 0 { failure = errno }
         if failure != 0 {
             unlink(temporary)
-            throw SyncError(.local, "cannot write the \(what) \(path): \(String(cString: strerror(failure)))")
+            throw SyncError(.local, "cannot write the \(what) \(path): \(String(cString: strerror(failure)).lowercased())")
         }
     }
 }

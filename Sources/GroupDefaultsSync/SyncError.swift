@@ -40,6 +40,10 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
     /// host, TLS failure, no connection in time) or did not answer in time: a one-shot step reports
     /// it at once rather than waiting through retries; `SyncEngine.run()` retries it with backoff.
     public var isUnreached = false
+    /// Whether waiting will not fix it: the server's host name is unknown, or TLS cannot work with
+    /// its URL (a plain-HTTP server named https://, a certificate that does not verify). Check the
+    /// URL (or `--ca-file`) instead of trying again later.
+    public var isLasting = false
 
     /// A failure of the given kind.
     public init(

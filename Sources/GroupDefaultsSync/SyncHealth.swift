@@ -96,6 +96,21 @@ public struct SyncHealth: Sendable, Equatable, Codable {
         return SyncHealth(condition: .failing, detail: note, since: Date(timeIntervalSince1970: 0))
     }
 
+    /// Records that an engine for `defaults` could not even start (its token or key file cannot be
+    /// read, or is readable by others): `paused` when a new token is needed, else `failing`, with
+    /// the error's words, so that `status` in another process says so instead of "ok". The last
+    /// success is kept. A failure to record is ignored: the caller reports `error` itself.
+    public static func recordStartFailure(_ error: SyncError, in defaults: SharedDefaults) {
+        let previous = stored(in: defaults)
+        let condition: Condition = error.kind == .authenticationNeeded ? .paused : .failing
+        let now = Date()
+        let health = SyncHealth(
+            condition: condition, detail: error.kind == .authenticationNeeded ? error.detail : error.description,
+            since: previous?.condition == condition ? previous?.since ?? now : now,
+            lastSuccess: previous?.lastSuccess, lastFailure: now)
+        try? health.store(in: defaults)
+    }
+
     /// Keeps this record in `defaults`.
     func store(in defaults: SharedDefaults) throws {
         try defaults.setSyncNote(String(decoding: try Self.encoder.encode(self), as: UTF8.self))

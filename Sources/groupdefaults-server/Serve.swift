@@ -81,6 +81,7 @@ struct ServeOptions: ParsableArguments {
                                valueName: "PATH")) var metricsTokenFile: String?
 
     func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535 (0 picks a free one), not \(port)") }
         guard maxWait >= 0 else { throw ValidationError("--max-wait must not be negative") }
         guard tombstoneDays >= 1 else { throw ValidationError("--tombstone-days must be at least 1") }
         guard tombstoneSeconds.map({ $0 >= 1 }) ?? true, purgeInterval >= 1 else {

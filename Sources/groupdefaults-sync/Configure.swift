@@ -115,6 +115,9 @@ extension SyncCommand {
                 guard let url = URL(string: server), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
                       url.host?.isEmpty == false
                 else { throw CommandFailure("--server must be an http:// or https:// URL, got \(server)") }
+                if let port = url.port, !(1...65535).contains(port) {
+                    throw CommandFailure("--server names the port \(port): a port is 1 to 65535")
+                }
                 let tokenPath = Self.absolute(tokenFile ?? Self.defaultTokenFile(suite: suite))
                 let caPath = caFile.map(Self.absolute)
                 if let caPath {
@@ -250,7 +253,11 @@ extension SyncCommand {
                 }
             } catch let error as SyncError where error.kind == .unavailable {
                 // Asked before anything is written: say so rather than "nothing pending was lost".
-                throw CommandFailure("\(error); configure asks the server how it holds \(suite), and nothing was changed: try again later")
+                throw CommandFailure("\(error); configure asks the server how it holds \(suite), and nothing was changed: "
+                    + (error.isLasting ? "check --server" : "try again later"))
+            } catch let error as SyncError where error.kind == .authenticationNeeded {
+                // The token this very command names: no advice to run configure again.
+                throw CommandFailure("\(error.detail); nothing was changed", status: 3)
             }
         }
 

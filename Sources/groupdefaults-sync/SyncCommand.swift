@@ -105,6 +105,8 @@ func describe(_ error: SyncError) -> String {
     switch error.kind {
     case .authenticationNeeded:
         return "\(error); nothing pending was lost: give it a new token with `groupdefaults-sync configure SUITE --server URL --token-file PATH`"
+    case .unavailable where error.isLasting:
+        return "\(error); nothing pending was lost: check the server's URL (groupdefaults-sync configure SUITE --server URL)"
     case .unavailable:
         return "\(error); nothing pending was lost: try again later"
     default:

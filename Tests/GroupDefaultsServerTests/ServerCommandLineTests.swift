@@ -58,6 +58,22 @@ struct ServerCommandLineTests {
         #expect(result.elapsed >= .seconds(3) && result.elapsed < .seconds(20), "took \(result.elapsed)")
     }
 
+    @Test("a port out of range is refused in one line, by serve and check-config (99999 once listened on 34463); the sync tool's --server too")
+    func portOutOfRange() async throws {
+        let directory = ServerTool.temporaryDirectory("gds-range")
+        for verb in ["serve", "check-config"] {
+            let result = try await server([verb, "--data-dir", directory, "--port", "99999"])
+            #expect(result.status == 1, "\(verb): \(result)")
+            #expect(result.stderr.hasPrefix("groupdefaults-server: --port must be 0 to 65535 (0 picks a free one), not 99999"), "\(result.stderr)")
+            #expect(result.stderr.split(separator: "\n").count == 1 && result.stdout.isEmpty, "\(result)")
+        }
+        let sync = try await BuiltExecutable.run(
+            BuiltExecutable.url("groupdefaults-sync"),
+            ["configure", "--directory", directory, "group.range", "--server", "http://127.0.0.1:99999", "--token-file", directory + "/t"])
+        #expect(sync.status == 1)
+        #expect(sync.stderr == "groupdefaults-sync: --server names the port 99999: a port is 1 to 65535\n", "\(sync)")
+    }
+
     @Test("a port in use is one line naming the address and the cause, exit 1")
     func portInUse() async throws {
         let taken = try SilentListener()

@@ -14,6 +14,37 @@ struct EncryptionSetupTests {
         ((try? FileManager.default.contentsOfDirectory(atPath: device.directory.path)) ?? []).filter { !$0.hasSuffix("token") }.sorted()
     }
 
+    @Test("a key file others can read stops sync, and status says so (not `state: ok`); a token file that is a folder is named as one")
+    func unusableKeyFile() async throws {
+        try await SyncServer.with { server in
+            try await withToolPair("group.setup.keyfile") { phone, tablet in
+                let token = try phone.tokenFile(server.token)
+                let configured = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file", token, "--encrypt"])
+                #expect(configured.status == 0, "\(configured.stderr)")
+                #expect(try await phone.sync("sync").status == 0)
+                let keyFile = try #require(written(phone).first { $0.hasSuffix(".keys") })
+                let keyPath = phone.directory.appendingPathComponent(keyFile).path
+                #expect(chmod(keyPath, 0o644) == 0)
+
+                let failed = try await phone.sync("sync")
+                #expect(failed.status == 1 && failed.stderr.contains("can be read by its group or others"), "\(failed)")
+                let status = try await phone.sync("status")
+                #expect(status.status == 1, "the failing sync needs attention: \(status)")
+                #expect(status.stdout.contains("state: failing: the key file \(keyPath) can be read by its group or others"), "\(status.stdout)")
+                #expect(chmod(keyPath, 0o600) == 0)
+                #expect(try await phone.sync("sync").status == 0)
+                let healed = try await phone.sync("status")
+                #expect(healed.status == 0 && healed.stdout.contains("state: ok"), "\(healed)")
+
+                // A folder where the token file goes: never "run chmod 600 FOLDER".
+                let folder = tablet.directory.path
+                let refused = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", folder])
+                #expect(refused.status != 0 && refused.stderr == "groupdefaults-sync: the token file \(folder) is a folder: name the file itself\n",
+                        "\(refused)")
+            }
+        }
+    }
+
     @Test("--encrypt of a suite the server holds in plain is refused before any key or file is made")
     func encryptOnPlain() async throws {
         try await SyncServer.with { server in

@@ -11,6 +11,8 @@ import Testing
 struct UnreachableServerTests {
     /// The tail of the line of a one-shot step that got no answer.
     static let pendingKept = "; nothing pending was lost: try again later"
+    /// The tail when waiting will not help (an unknown host, TLS that cannot work with the URL).
+    static let checkTheURL = "; nothing pending was lost: check the server's URL (groupdefaults-sync configure SUITE --server URL)"
 
     /// One line `groupdefaults-sync: <expected><tail>`, with no type names, build paths, errno or
     /// unbalanced brackets, from a command that took less than `within`.
@@ -51,6 +53,8 @@ struct UnreachableServerTests {
 
     /// The tail of `configure`'s line when it cannot ask the server.
     static let nothingChanged = "; configure asks the server how it holds group.configure.unreachable, and nothing was changed: try again later"
+    /// As `nothingChanged`, when waiting will not help.
+    static let checkServer = "; configure asks the server how it holds group.configure.unreachable, and nothing was changed: check --server"
 
     @Test("a refused connection: one line saying so, at once; status names the cause too; run keeps retrying and logs it")
     func refused() async throws {
@@ -83,9 +87,10 @@ struct UnreachableServerTests {
         let device = ToolDevice("group.unknown.host")
         defer { device.remove() }
         let (result, took) = try await syncAgainst("http://no-such-host.invalid:8080", device)
-        expectOneLine(result, "cannot reach http://no-such-host.invalid:8080: unknown host no-such-host.invalid", took: took, within: .seconds(10))
+        expectOneLine(result, "cannot reach http://no-such-host.invalid:8080: unknown host no-such-host.invalid", tail: Self.checkTheURL,
+                      took: took, within: .seconds(10))
         let (configured, configureTook) = try await configureAgainst("http://no-such-host.invalid:8080")
-        expectOneLine(configured, "cannot reach http://no-such-host.invalid:8080: unknown host no-such-host.invalid", tail: Self.nothingChanged,
+        expectOneLine(configured, "cannot reach http://no-such-host.invalid:8080: unknown host no-such-host.invalid", tail: Self.checkServer,
                       took: configureTook, within: .seconds(10))
     }
 
@@ -96,11 +101,11 @@ struct UnreachableServerTests {
             defer { device.remove() }
             let url = "https://127.0.0.1:\(server.port)"
             let (result, took) = try await syncAgainst(url, device)
-            expectOneLine(result, "cannot reach \(url): the server does not speak TLS: is its URL http:// rather than https://?",
-                          took: took, within: .seconds(10))
+            expectOneLine(result, "cannot reach \(url): the server does not speak TLS (its URL may be http://, not https://)",
+                          tail: Self.checkTheURL, took: took, within: .seconds(10))
             let (configured, configureTook) = try await configureAgainst(url)
-            expectOneLine(configured, "cannot reach \(url): the server does not speak TLS: is its URL http:// rather than https://?",
-                          tail: Self.nothingChanged, took: configureTook, within: .seconds(10))
+            expectOneLine(configured, "cannot reach \(url): the server does not speak TLS (its URL may be http://, not https://)",
+                          tail: Self.checkServer, took: configureTook, within: .seconds(10))
         }
 
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gds-tls-\(UUID().uuidString)").path
@@ -119,12 +124,12 @@ struct UnreachableServerTests {
         defer { device.remove() }
         let (result, took) = try await syncAgainst(url, device)
         expectOneLine(result, "cannot reach \(url): its TLS certificate does not verify: it is not signed by an authority this device trusts",
-                      took: took, within: .seconds(10))
+                      tail: Self.checkTheURL, took: took, within: .seconds(10))
 
         let token = try await ServerTool.createToken(directory + "/data")
         let (untrusted, untrustedTook) = try await configureAgainst(url)
         expectOneLine(untrusted, "cannot reach \(url): its TLS certificate does not verify: it is not signed by an authority this device trusts",
-                      tail: Self.nothingChanged, took: untrustedTook, within: .seconds(10))
+                      tail: Self.checkServer, took: untrustedTook, within: .seconds(10))
         let trusted = try await device.sync("configure", ["--server", url, "--token-file", try device.tokenFile(token, name: "real"),
                                                           "--ca-file", certificate])
         #expect(trusted.status == 0, "\(trusted.stderr)")
