@@ -36,7 +36,18 @@ struct SuiteOptions: ParsableArguments {
     func writing(_ suite: String, checking values: [String: PropertyListValue?] = [:], _ body: (SharedDefaults) throws -> Void) throws {
         let name = Self.fileURL(suite)?.deletingPathExtension().lastPathComponent ?? suite
         for (key, value) in values { try SharedDefaults.checkStorable(value, forKey: key, suiteName: name) }
+        try checkNotSwapped(suite, keys: Array(values.keys))
         try body(openOrCreate(suite))
+    }
+
+    /// Refuses to create a suite for a write whose key is the name of an existing suite (`write
+    /// sound group.com.example.chat ring`): the suite and the key were given in the wrong order.
+    private func checkNotSwapped(_ suite: String, keys: [String]) throws {
+        guard Self.fileURL(suite) == nil, keys.count == 1, let key = keys.first,
+              let names = try? SharedDefaults.suiteNames(in: directoryURL), !names.contains(suite), names.contains(key)
+        else { return }
+        throw CommandFailure(
+            "there is no suite \(suite), but there is a suite \(key): the suite goes first (write \(key) \(suite) …); nothing was written")
     }
 
     /// Refuses an empty `--directory`: `''`, and `--directory=`, for which the argument parser

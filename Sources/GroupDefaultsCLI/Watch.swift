@@ -22,7 +22,7 @@ extension GroupDefaultsCommand {
 
                 Examples:
                   groupdefaults watch group.com.example.chat sound --json
-                  groupdefaults watch group.com.example.chat sound --count 1   # wait for the next change of sound
+                  groupdefaults watch group.com.example.chat sound --count 1   # the next change
                 """)
 
         @OptionGroup var options: SuiteOptions
@@ -39,6 +39,10 @@ extension GroupDefaultsCommand {
         func run() throws {
             try perform {
                 let defaults = try options.open(suite)
+                // Past the end, the log would answer with a reset at once: a typo, or another suite's number.
+                if let since, case let last = try defaults.lastSequence, since > last {
+                    throw CommandFailure("--since \(since) is past \(suite)'s last change, \(last)")
+                }
                 let feed = try defaults.changeFeed(forKeys: keys.isEmpty ? nil : Set(keys), since: since)
                 // Output is written line by line, unbuffered: ending at a signal loses nothing.
                 exitOnInterruptOrTermination()

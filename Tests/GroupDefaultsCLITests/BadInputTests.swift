@@ -85,6 +85,8 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         BadInput(["write", "fresh", "badge", "-int", "abc"], mentioning: ["abc"]),
         // A key whose value was forgotten is not a property list for the whole suite.
         BadInput(["write", "fresh", "badge"], mentioning: ["no value for the key badge", "write fresh KEY VALUE"]),
+        // The suite and the key in the wrong order: no suite named after the key is made.
+        BadInput(["write", "sound", "s", "ring"], mentioning: ["there is no suite sound, but there is a suite s", "the suite goes first"]),
         BadInput(["write", "fresh", "badge", "-flaot", "3"], mentioning: ["-flaot", "did you mean '-float'"]),
         BadInput(["write", "fresh", "n", "--json", #"{"integr":3}"#], mentioning: ["integr", "did you mean \"integer\"", #"{"dictionary":"#]),
         BadInput(["write", "fresh", "n", "--json", #"{"int":3}"#], mentioning: ["did you mean \"integer\""]),
@@ -101,6 +103,7 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         BadInput(["write", "--directory=", "fresh", "k", "v"], mentioning: ["--directory"]),
         BadInput(["increment", "fresh", ""], mentioning: ["empty"]),
         BadInput(["watch", "s", "--count", "0"], mentioning: ["--count must be 1 or more"]),
+        BadInput(["watch", "s", "--since", "999999"], mentioning: ["--since 999999 is past s's last change"]),
         BadInput(["verify", "$FILES/missing.lmdb"], mentioning: ["no such file"]),
     ]
 
