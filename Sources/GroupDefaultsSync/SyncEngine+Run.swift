@@ -42,6 +42,8 @@ extension SyncEngine {
             } catch where error.kind == .authenticationNeeded {
                 await waitForNewToken()
             } catch {
+                // Stopping (SIGTERM) cancels a push in flight: no failure to report.
+                if Task.isCancelled || error == SyncError.cancelled { return }
                 logger.warning("push failed, will retry", metadata: ["error": "\(error)"])
                 do { try await Task.sleep(for: backoff.next(retryAfter: error.retryAfter)) } catch { return }
             }
@@ -152,6 +154,7 @@ extension SyncEngine {
         while !Task.isCancelled {
             do { try await Task.sleep(for: options.tokenCheckInterval) } catch { return }
             if let current = try? client.token(), current != refused {
+                logger.notice("the token file holds a new token: sync resumes", metadata: ["suite": "\(client.suite)"])
                 resumeAfterAuthentication()
                 return
             }

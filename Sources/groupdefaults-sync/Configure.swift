@@ -329,7 +329,9 @@ extension SyncCommand {
 
         func run() async throws {
             try await perform {
-                try options.open(suite).disableSync()
+                let defaults = try options.open(suite)
+                guard try defaults.syncState().isSynced else { throw CommandFailure("\(suite) does not sync: there is nothing to unconfigure") }
+                try defaults.disableSync()
                 output("\(suite) no longer syncs")
             }
         }

@@ -36,7 +36,7 @@ extension SyncCommand {
                 let (_, keyFile, keys) = try encryption(of: defaults, or: "it has no key to rotate")
                 let recovery = try Configure.secret(nil, file: recoveryKeyFile, what: "recovery key").map { try RecoveryKey(parsing: $0) }
                 let outcome = try await KeyRotation.rotate(engine, keys: keys, keyFile: keyFile, recoveryKey: recovery)
-                output("\(suite): keys rotated to epoch \(outcome.keys.currentEpoch); \(outcome.resealed) entries sealed again")
+                output("\(suite): keys rotated to epoch \(outcome.keys.currentEpoch); \(outcome.resealed) \(outcome.resealed == 1 ? "entry" : "entries") sealed again")
                 for entry in outcome.refused { printError("not sealed again: \(entry) (left as it was)") }
                 output("Each device that keeps the suite pairs again: groupdefaults-sync pair \(suite) here, configure --pairing-code there.")
                 if !outcome.refused.isEmpty { throw ExitCode(1) }

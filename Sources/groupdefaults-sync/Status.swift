@@ -53,7 +53,7 @@ extension SyncCommand {
                     lastSuccess: health?.lastSuccess.map(Self.time), lastFailure: health?.lastFailure.map(Self.time))
                 if json {
                     let encoder = JSONEncoder()
-                    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                     output(String(decoding: try encoder.encode(report), as: UTF8.self))
                 } else if let server = state.server {
                     var lines = ["\(suite): syncs with \(server)", "device: \(name.describe(origin: defaults.origin))",

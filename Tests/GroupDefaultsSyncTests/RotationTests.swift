@@ -182,7 +182,7 @@ struct RotationTests {
             // The phone rotates, then writes.
             let rotated = try await phone.sync("rotate-key")
             #expect(rotated.status == 0, "\(rotated.stderr)")
-            #expect(rotated.stdout.contains("keys rotated to epoch 2; 1 entries sealed again"), "\(rotated.stdout)")
+            #expect(rotated.stdout.contains("keys rotated to epoch 2; 1 entry sealed again"), "\(rotated.stdout)")
             #expect(try await phone.defaultsTool(["write", suite, "sound", "bell.aiff"]).status == 0)
             #expect(try await phone.defaultsTool(["write", suite, "pin", "secret-after-rotation"]).status == 0)
             let synced = try await phone.sync("sync")

@@ -180,6 +180,10 @@ struct RunTests {
         let unconfigured = try await device.sync("run")
         #expect(unconfigured.status == 1, "\(unconfigured)")
         #expect(unconfigured.stderr.split(separator: "\n").count == 1 && unconfigured.stderr.contains("is not configured for sync"), "\(unconfigured.stderr)")
+        // Nor does `unconfigure` claim to have stopped a sync that never was.
+        let notSynced = try await device.sync("unconfigure")
+        #expect(notSynced.status == 1 && notSynced.stderr == "groupdefaults-sync: group.run.unconfigured does not sync: there is nothing to unconfigure\n",
+                "\(notSynced)")
 
         // The user unit (Tools/package-files) does not restart that status, and restarts crashes.
         let unit = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -89,7 +89,7 @@ extension SharedDefaults {
                                   "conflict \(entry.id) records something sync refused (\(entry.refusal ?? "")), not a value sync replaced; nothing was changed")
             }
             guard let entry, entry.key == key else {
-                let what = id.map { "conflict \($0) of key '\(key)'" } ?? "a replaced value of key '\(key)'"
+                let what = id.map { "conflict \($0) of key '\(key)'" } ?? "replaced value of key '\(key)'"
                 throw store.error(.conflictNotFound, key: key, "the conflict journal holds no \(what); nothing was changed")
             }
             if let value = entry.value { try tx.set(value, forKey: key) } else { try tx.removeValue(forKey: key) }
