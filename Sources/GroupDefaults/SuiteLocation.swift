@@ -57,7 +57,7 @@ struct SuiteLocation: Sendable {
         }
         if suiteName.isEmpty { throw invalid("a suite name must not be empty") }
         if suiteName == "." || suiteName == ".." { throw invalid("a suite name must not be '.' or '..'") }
-        if suiteName.utf8.contains(UInt8(ascii: "/")) { throw invalid("a suite name must not contain '/'; pass the folder as `directory`") }
+        if suiteName.utf8.contains(UInt8(ascii: "/")) { throw invalid("a suite name must not contain '/'; give its folder as the directory (--directory for the tools)") }
         if suiteName.utf8.contains(0) { throw invalid("a suite name must not contain a NUL character") }
         let limit = maximumFileNameBytes - longestSuffix.utf8.count
         if suiteName.utf8.count > limit {

@@ -26,9 +26,9 @@ struct CheckConfig: AsyncParsableCommand {
                 uniquingKeysWith: { $1 })
             let flags = Set(own.compactMap { $0.hasPrefix("--") ? String($0.dropFirst(2).prefix { $0 != "=" }) : nil })
             let configuration = try options.serverConfiguration()
-            for file in [configuration.tls?.certificatePath, configuration.tls?.keyPath].compactMap({ $0 })
-            where !FileManager.default.isReadableFile(atPath: file) {
-                throw CommandFailure("the TLS file \(file) cannot be read")
+            // What `serve` checks before it listens: the TLS files load, and the key belongs to the certificate.
+            if let tls = configuration.tls {
+                do { try TLSFilesError.check(tls) } catch { throw CommandFailure("\(error)") }
             }
             for (name, value) in options.settingValues {
                 let source = flags.contains(name) ? "flag" : fromSources[name] ?? "default"

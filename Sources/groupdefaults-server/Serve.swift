@@ -142,7 +142,7 @@ struct ServeOptions: ParsableArguments {
             throw CommandFailure("--metrics-token-file: cannot read \(path)")
         }
         guard info.st_mode & 0o077 == 0 else {
-            throw CommandFailure("--metrics-token-file: \(path) can be read by others (mode \(String(info.st_mode & 0o777, radix: 8))): chmod 600 it")
+            throw CommandFailure("--metrics-token-file: \(path) can be read by its group or others (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(path)")
         }
         let token = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init)?
             .trimmingCharacters(in: .whitespaces) ?? ""

@@ -25,6 +25,8 @@ enum SettingsSources {
     ]
     /// Options of which one replaces the other: a flag for one drops a file's or environment's other.
     static let storageNames: Set = ["data-dir", "postgres-url"]
+    /// Options given together or not at all.
+    static let pairs = ["tls-cert": "tls-key", "tls-key": "tls-cert"]
     /// The subcommands that take settings; `serve` is also the default one.
     static let commands: Set = ["serve", "check-config"]
     /// The command groups whose verbs use storage: they take the storage settings.
@@ -81,6 +83,10 @@ enum SettingsSources {
         }
         for (key, value) in environment where key.hasPrefix(prefix) {
             let name = try settingName(String(key.dropFirst(prefix.count)), where: "the environment variable \(key)")
+            // The environment wins over the file: for the storage, its choice replaces the file's.
+            if storageNames.contains(name) {
+                for other in storageNames where found[other]?.source != "environment" { found[other] = nil }
+            }
             found[name] = Setting(name: name, value: value, source: "environment")
         }
         let flags = Set(own.compactMap { argument -> String? in
@@ -89,10 +95,13 @@ enum SettingsSources {
         })
         let flagged = flags.contains { storageNames.contains($0) } ? flags.union(storageNames) : flags
         let settings = names.compactMap { found[$0] }.filter { !flagged.contains($0.name) }
-        // Each value checked alone, so that a bad one is blamed on its line or variable.
+        // Each value checked alone, so that a bad one is blamed on its line or variable (an option
+        // that goes with another, --tls-cert with --tls-key, given its partner so that only the
+        // value is judged; whether both are there is checked with the whole command line).
         for setting in settings {
             do {
-                _ = try ServeOptions.parse(["--\(setting.name)", setting.value])
+                let partner = pairs[setting.name].map { ["--\($0)", setting.value] } ?? []
+                _ = try ServeOptions.parse(["--\(setting.name)", setting.value] + partner)
             } catch {
                 let problem = ServeOptions.message(for: error).split(separator: "\n").first.map(String.init) ?? "not a valid value"
                 throw CommandFailure("\(setting.source): \(prefix)\(setting.name.uppercased().replacingOccurrences(of: "-", with: "_")): \(problem)")
@@ -121,9 +130,11 @@ enum SettingsSources {
             throw CommandFailure("cannot read the settings file \(path): \(why)")
         }
         var settings: [Setting] = []
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // As systemd reads an EnvironmentFile: a line may end in CRLF ("\r\n" is one Character, a
+        // newline); '#' and ';' start comments.
+        for (index, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let line = rawLine.trimmingCharacters(in: .whitespaces)
-            if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
             let place = "\(path):\(index + 1)"
             guard let equals = line.firstIndex(of: "=") else {
                 throw CommandFailure("\(place): expected NAME=value, got '\(line.prefix(60))'")

@@ -99,7 +99,7 @@ extension SyncCommand {
             } else {
                 var info = stat()
                 if stat(file, &info) == 0, info.st_mode & 0o077 != 0 {
-                    throw CommandFailure("\(file) can be read by others (mode \(String(info.st_mode & 0o777, radix: 8))): chmod 600 it, it holds the \(what)")
+                    throw CommandFailure("the \(what) file \(file) can be read by its group or others (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(file)")
                 }
                 do { data = try Data(contentsOf: URL(fileURLWithPath: file)) } catch {
                     throw CommandFailure("cannot read the \(what) from \(file): \((error as NSError).localizedDescription)")
@@ -256,8 +256,9 @@ extension SyncCommand {
                 throw CommandFailure("\(error); configure asks the server how it holds \(suite), and nothing was changed: "
                     + (error.isLasting ? "check --server" : "try again later"))
             } catch let error as SyncError where error.kind == .authenticationNeeded {
-                // The token this very command names: no advice to run configure again.
-                throw CommandFailure("\(error.detail); nothing was changed", status: 3)
+                // The token this very command names: no advice to run configure again. Status 3 when
+                // the server refused it; a token file that cannot be read is a mistake like any other.
+                throw CommandFailure("\(error.detail); nothing was changed", status: error.status == nil ? 1 : 3)
             }
         }
 

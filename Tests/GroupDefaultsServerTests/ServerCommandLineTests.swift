@@ -74,6 +74,49 @@ struct ServerCommandLineTests {
         #expect(sync.stderr == "groupdefaults-sync: --server names the port 99999: a port is 1 to 65535\n", "\(sync)")
     }
 
+    @Test("HTTPS from a settings file or the environment; files that do not load, or a key of another certificate, refused by check-config as by serve")
+    func tlsSettings() async throws {
+        let directory = ServerTool.temporaryDirectory("gds-tls-settings")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func certificate(_ name: String) async throws -> (certificate: String, key: String) {
+            let (certificate, key) = (directory + "/\(name).pem", directory + "/\(name).key")
+            let made = try await BuiltExecutable.run(
+                URL(fileURLWithPath: "/usr/bin/openssl"),
+                ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=127.0.0.1"])
+            #expect(made.status == 0, "\(made.stderr)")
+            return (certificate, key)
+        }
+        let one = try await certificate("one"), other = try await certificate("other")
+        // A file as the packaged one reads, with CRLF line ends and a ';' comment (systemd reads both).
+        let config = directory + "/tls.conf"
+        try "; HTTPS\r\nGROUPDEFAULTS_SERVER_TLS_CERT=\(one.certificate)\r\nGROUPDEFAULTS_SERVER_TLS_KEY=\(one.key)\r\nGROUPDEFAULTS_SERVER_DATA_DIR=\(directory)/data\r\n"
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let checked = try await server(["check-config", "--config", config, "--port", "0"])
+        #expect(checked.status == 0, "\(checked.stderr)")
+        #expect(checked.stdout.hasSuffix("ok: serve would listen on https://127.0.0.1:0\n"), "\(checked.stdout)")
+        let fromEnvironment = try await server(
+            ["check-config", "--data-dir", directory + "/data", "--port", "0"],
+            environment: ["GROUPDEFAULTS_SERVER_TLS_CERT": one.certificate, "GROUPDEFAULTS_SERVER_TLS_KEY": one.key])
+        #expect(fromEnvironment.status == 0 && fromEnvironment.stdout.contains("https://"), "\(fromEnvironment)")
+
+        let mismatched = try await server(["check-config", "--data-dir", directory + "/data", "--tls-cert", one.certificate, "--tls-key", other.key])
+        #expect(mismatched.status == 1)
+        #expect(mismatched.stderr == "groupdefaults-server: the TLS key \(other.key) does not belong to the certificate \(one.certificate)\n", "\(mismatched)")
+        let served = try await server(["serve", "--data-dir", directory + "/data", "--port", "0", "--tls-cert", one.certificate, "--tls-key", other.key])
+        #expect(served.status == 1 && served.stderr == mismatched.stderr, "\(served)")
+        let junk = directory + "/junk.pem"
+        try "not a certificate\n".write(toFile: junk, atomically: true, encoding: .utf8)
+        let notPEM = try await server(["check-config", "--data-dir", directory + "/data", "--tls-cert", junk, "--tls-key", one.key])
+        #expect(notPEM.status == 1 && notPEM.stderr == "groupdefaults-server: the TLS certificate \(junk) is not a PEM certificate (chain)\n", "\(notPEM)")
+
+        // The environment's storage wins over the file's other one, as any environment setting.
+        let postgresOverFile = try await server(
+            ["check-config", "--config", config, "--port", "0"], environment: ["GROUPDEFAULTS_SERVER_POSTGRES_URL": "postgres://u@127.0.0.1:1/db"])
+        #expect(postgresOverFile.status == 0, "\(postgresOverFile)")
+        #expect(postgresOverFile.stdout.contains("postgres-url = postgres://u@127.0.0.1:1/db  (environment)"), "\(postgresOverFile.stdout)")
+    }
+
     @Test("a port in use is one line naming the address and the cause, exit 1")
     func portInUse() async throws {
         let taken = try SilentListener()

@@ -41,6 +41,11 @@ struct EncryptionSetupTests {
                 let refused = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", folder])
                 #expect(refused.status != 0 && refused.stderr == "groupdefaults-sync: the token file \(folder) is a folder: name the file itself\n",
                         "\(refused)")
+                // A token file that is not there: a mistake (exit 1), not "authentication needed … run configure".
+                let missing = tablet.directory.appendingPathComponent("nope.token").path
+                let absent = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", missing])
+                #expect(absent.status == 1 && absent.stderr.hasPrefix("groupdefaults-sync: cannot read the token file \(missing): no such file or directory")
+                        && !absent.stderr.contains("give it a new token"), "\(absent)")
             }
         }
     }

@@ -77,24 +77,7 @@ private func makeApplication(
     let maxConnections = OpenFileLimit.connectionsAllowed(wanted: limits.maxConnections, logger: logger)
     var server = HTTPServerBuilder.http1(configuration: http1)
     if let tls = configuration.tls {
-        for (path, what) in [(tls.certificatePath, "certificate"), (tls.keyPath, "key")] {
-            try TLSFilesError.checkReadable(path, what: what)
-        }
-        let certificates: [NIOSSLCertificate]
-        let key: NIOSSLPrivateKey
-        do {
-            certificates = try NIOSSLCertificate.fromPEMFile(tls.certificatePath)
-        } catch {
-            throw TLSFilesError("the TLS certificate \(tls.certificatePath) is not a PEM certificate (chain)")
-        }
-        do {
-            key = try NIOSSLPrivateKey(file: tls.keyPath, format: .pem)
-        } catch {
-            throw TLSFilesError("the TLS key \(tls.keyPath) is not a PEM private key (or needs a passphrase)")
-        }
-        let tlsConfiguration = TLSConfiguration.makeServerConfiguration(
-            certificateChain: certificates.map { .certificate($0) }, privateKey: .privateKey(key))
-        server = try .tls(.http1(configuration: http1), tlsConfiguration: tlsConfiguration)
+        server = try .tls(.http1(configuration: http1), tlsConfiguration: TLSFilesError.serverConfiguration(tls))
     }
     return Application(
         responder: ChildTaskResponder(inner: router.buildResponder()),  // each request's memory goes when it is answered
@@ -150,6 +133,41 @@ package struct TLSFilesError: Error, CustomStringConvertible {
     package let description: String
 
     init(_ description: String) { self.description = description }
+
+    /// HTTPS from `tls`'s files, loaded and checked as the server loads them: each file readable, a
+    /// PEM certificate (chain) and a PEM private key that belongs to it. `check-config` and `serve`
+    /// ask this one place, so that a configuration one accepts the other starts with.
+    static func serverConfiguration(_ tls: TLSFiles) throws(TLSFilesError) -> TLSConfiguration {
+        for (path, what) in [(tls.certificatePath, "certificate"), (tls.keyPath, "key")] {
+            try checkReadable(path, what: what)
+        }
+        let certificates: [NIOSSLCertificate]
+        let key: NIOSSLPrivateKey
+        do {
+            certificates = try NIOSSLCertificate.fromPEMFile(tls.certificatePath)
+        } catch {
+            throw TLSFilesError("the TLS certificate \(tls.certificatePath) is not a PEM certificate (chain)")
+        }
+        do {
+            key = try NIOSSLPrivateKey(file: tls.keyPath, format: .pem)
+        } catch {
+            throw TLSFilesError("the TLS key \(tls.keyPath) is not a PEM private key (or needs a passphrase)")
+        }
+        let configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: certificates.map { .certificate($0) }, privateKey: .privateKey(key))
+        // A context is what checks that the key belongs to the certificate.
+        do {
+            _ = try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw TLSFilesError("the TLS key \(tls.keyPath) does not belong to the certificate \(tls.certificatePath)")
+        }
+        return configuration
+    }
+
+    /// Checks `tls`'s files as `serverConfiguration(_:)` does, for `check-config`.
+    package static func check(_ tls: TLSFiles) throws(TLSFilesError) {
+        _ = try serverConfiguration(tls)
+    }
 
     /// Refuses a file that cannot be read, saying why.
     static func checkReadable(_ path: String, what: String) throws(TLSFilesError) {
