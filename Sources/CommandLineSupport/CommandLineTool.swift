@@ -125,11 +125,21 @@ extension ParsableCommand {
         if let unknown = UnknownOption.first(in: arguments, root: self) {
             tool.printError(unknown.suggestion == nil ? unknown.message + "; " + helpHint : unknown.message)
         } else {
-            let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid command line"
+            let message = oneLine(message(for: error)) ?? "invalid command line"
             tool.printError(message + "; " + helpHint)
         }
         exit(withError: ExitCode.failure)
     }
+}
+
+/// ArgumentParser's message for a command line as one line: its first line, and a list that
+/// follows it ("Please provide one of the following:" and the values, a line each) joined on.
+package func oneLine(_ message: String) -> String? {
+    let lines = message.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    guard let first = lines.first else { return nil }
+    guard first.hasSuffix(":"), lines.count > 1 else { return first }
+    let items = lines.dropFirst().map { $0.hasPrefix("- ") ? String($0.dropFirst(2)) : $0 }
+    return first + " " + items.joined(separator: ", ")
 }
 
 /// Writes `TOOL: MESSAGE` to stderr as one line, unbuffered.

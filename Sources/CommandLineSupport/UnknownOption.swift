@@ -14,10 +14,15 @@ struct UnknownOption: Equatable {
     var typed: String
     /// The nearest option (or command) there is, `--server`, if one is close.
     var suggestion: String?
+    /// For a command none is close to: the commands there are.
+    var choices: [String] = []
 
-    /// The sentence: `unknown option '--sever'; did you mean '--server'?`.
+    /// The sentence: `unknown option '--sever'; did you mean '--server'?`, or `unknown command
+    /// 'delete' (the commands: create, list, revoke)`.
     var message: String {
-        "unknown \(kind) '\(typed)'" + (suggestion.map { "; did you mean '\($0)'?" } ?? "")
+        if let suggestion { return "unknown \(kind) '\(typed)'; did you mean '\(suggestion)'?" }
+        if !choices.isEmpty { return "unknown \(kind) '\(typed)' (the commands: \(choices.joined(separator: ", ")))" }
+        return "unknown \(kind) '\(typed)'"
     }
 
     /// The first `--name` (before a `--` that ends the options) that the command `arguments` run
@@ -35,9 +40,14 @@ struct UnknownOption: Equatable {
             command = sub
             rest = rest.dropFirst()
         }
-        if let word = rest.first, !word.hasPrefix("-"), let subcommands = command.subcommands,
-           let meant = Spelling.nearest(to: word, among: subcommands.map(\.commandName).filter { $0 != "help" }) {
-            return UnknownOption(kind: "command", typed: word, suggestion: meant)
+        if let word = rest.first, !word.hasPrefix("-"), let subcommands = command.subcommands {
+            let names = subcommands.map(\.commandName).filter { $0 != "help" }
+            if let meant = Spelling.nearest(to: word, among: names) {
+                return UnknownOption(kind: "command", typed: word, suggestion: meant)
+            }
+            // A group without a default command takes no other word: the word is a command not there
+            // (rather than whatever ArgumentParser missed next, an option of another command).
+            if command.defaultSubcommand == nil { return UnknownOption(kind: "command", typed: word, choices: names) }
         }
         if let name = command.defaultSubcommand, rest.first?.hasPrefix("-") ?? true,
            let sub = command.subcommands?.first(where: { $0.commandName == name }) {

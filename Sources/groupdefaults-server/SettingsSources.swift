@@ -103,7 +103,7 @@ enum SettingsSources {
                 let partner = pairs[setting.name].map { ["--\($0)", setting.value] } ?? []
                 _ = try ServeOptions.parse(["--\(setting.name)", setting.value] + partner)
             } catch {
-                let problem = ServeOptions.message(for: error).split(separator: "\n").first.map(String.init) ?? "not a valid value"
+                let problem = oneLine(ServeOptions.message(for: error)) ?? "not a valid value"
                 throw CommandFailure("\(setting.source): \(prefix)\(setting.name.uppercased().replacingOccurrences(of: "-", with: "_")): \(problem)")
             }
         }

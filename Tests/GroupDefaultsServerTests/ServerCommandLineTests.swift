@@ -259,6 +259,14 @@ struct ServerCommandLineTests {
         #expect(cli.status == 1)
         #expect(cli.stderr.hasPrefix("groupdefaults: unknown option '--directry'; did you mean '--directory'?"), "\(cli.stderr)")
         #expect(cli.stderr.split(separator: "\n").count == 1)
+        // A command none is close to: the commands there are (it was an option of another command).
+        let far = try await self.server(["admin", "delete", "--name", "ops"])
+        #expect(far.status == 1)
+        #expect(far.stderr == "groupdefaults-server: unknown command 'delete' (the commands: create, list, remove); see 'groupdefaults-server help'\n")
+        // A value not among the choices: the choices, on the same line.
+        let choice = try await self.server(["check-config", "--log-level", "verbose"])
+        #expect(choice.stderr.hasSuffix("one of the following: trace, debug, info, notice, warning, error, critical; see 'groupdefaults-server help'\n"),
+                "\(choice.stderr)")
         // The sync tool: `--sever` was answered "Missing expected argument '--server <URL>'".
         let sync = try await BuiltExecutable.run(
             BuiltExecutable.url("groupdefaults-sync"), ["configure", "group.a", "--sever", "http://127.0.0.1:1", "--token-file", "t"])
