@@ -259,21 +259,30 @@ struct ConsoleTests {
         }
     }
 
-    @Test("a suite without keys says so; a filter that matches nothing names the filter")
+    @Test("a suite without keys says so; a filter that matches nothing names the filter; a suite the account never had is a 404")
     func emptySuite() async throws {
         try await Self.withConsole { fixture, client in
-            _ = try await fixture.storage.push(
-                account: "alice", suite: "s", request: PushRequest(deviceID: 3, batchID: "b", ops: [API.set("k", "v")]),
-                quota: fixture.configuration.quota, serverTime: "0")
+            for suite in ["s", "emptied"] {
+                _ = try await fixture.storage.push(
+                    account: "alice", suite: suite, request: PushRequest(deviceID: 3, batchID: "b-\(suite)", ops: [API.set("k", "v")]),
+                    quota: fixture.configuration.quota, serverTime: "0")
+            }
+            // An operator's `suites reset`: the suite is there, its keys are not.
+            _ = try await fixture.storage.resetSuite(account: "alice", suite: "emptied", keys: false)
             var session = ConsoleSession(client: client)
             _ = try await session.signIn()
-            for path in ["/console/accounts/alice/suites/empty", "/console/accounts/alice/suites/empty?key=zz"] {
+            for path in ["/console/accounts/alice/suites/emptied", "/console/accounts/alice/suites/emptied?key=zz"] {
                 let empty = String(buffer: try await session.get(path).body)
                 #expect(empty.contains("This suite holds no keys."), "\(path)")
                 #expect(!empty.contains("No keys containing"), "\(path)")
             }
             let filtered = String(buffer: try await session.get("/console/accounts/alice/suites/s?key=zz").body)
             #expect(filtered.contains("No keys containing “zz”."))
+            for path in ["/console/accounts/alice/suites/never", "/console/accounts/nobody/suites/s"] {
+                let missing = try await session.get(path)
+                #expect(missing.status == .notFound, "\(path)")
+                #expect(String(buffer: missing.body).contains("has no suite"), "\(path)")
+            }
         }
     }
 

@@ -257,6 +257,10 @@ struct ConsoleRoutes: Sendable {
             }
             after = page.next
         } while after != nil
+        // A suite nothing was ever written to is no suite of the account's (a typed URL, another account's name).
+        if head == 0, total == 0, !(try await storage.suiteSummaries(account: account)).contains(where: { $0.name == suite }) {
+            throw ConsoleError(.notFound, "The account \(account) has no suite \(suite).")
+        }
         let accountLink = Link(text: account, href: ConsolePaths.account(account))
         let page = SuitePage(
             page: chrome(suite, signed, trail: [Link(text: "Overview", href: ConsolePaths.root), accountLink]),
