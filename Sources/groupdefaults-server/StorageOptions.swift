@@ -24,7 +24,7 @@ struct StorageOptions: ParsableArguments {
     var postgresURL: String?
 
     // For tests that tell a refused connection (at once) from one that waits for the connect
-    // timeout: the timeout in seconds (3 unless given).
+    // timeout: the timeout in seconds (10 unless given).
     @Option(name: .customLong("postgres-connect-timeout"), help: .hidden) var postgresConnectTimeout: Int?
 
     func validate() throws {
