@@ -132,7 +132,9 @@ let package = Package(
         // temporary directory per test, the real server executable started on loopback, token
         // commands, a throwaway PostgreSQL, the storage backends, a seeded random generator.
         .target(
-            name: "TestSupport", dependencies: ["CommandLineSupport", "ServerLaunching"], path: "Tests/TestSupport",
+            name: "TestSupport",
+            dependencies: ["CommandLineSupport", "ServerLaunching"],
+            path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),
         .testTarget(

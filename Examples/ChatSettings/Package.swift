@@ -14,19 +14,25 @@ let identity = groupDefaults.lastPathComponent.lowercased()
 let package = Package(
     name: "ChatSettings",
     dependencies: [
-        .package(path: groupDefaults.path),
+        .package(path: groupDefaults.path)
     ],
     targets: [
         .target(name: "ChatSettingsKeys", dependencies: [.product(name: "GroupDefaults", package: identity)]),
-        .executableTarget(name: "chat-settings", dependencies: [
-            "ChatSettingsKeys",
-            .product(name: "GroupDefaults", package: identity),
-            .product(name: "GroupDefaultsSync", package: identity),
-        ]),
-        .executableTarget(name: "chat-notify", dependencies: [
-            "ChatSettingsKeys",
-            .product(name: "GroupDefaults", package: identity),
-        ]),
+        .executableTarget(
+            name: "chat-settings",
+            dependencies: [
+                "ChatSettingsKeys",
+                .product(name: "GroupDefaults", package: identity),
+                .product(name: "GroupDefaultsSync", package: identity),
+            ]
+        ),
+        .executableTarget(
+            name: "chat-notify",
+            dependencies: [
+                "ChatSettingsKeys",
+                .product(name: "GroupDefaults", package: identity),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

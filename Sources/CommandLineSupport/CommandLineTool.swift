@@ -97,7 +97,9 @@ extension ParsableCommand {
     /// (nil: the process's) may rewrite the command line first; what it throws is reported as any
     /// failure.
     package static func main(
-        reportingAs tool: CommandLineTool, helpHint: String, arguments: @Sendable () throws -> [String]? = { nil }
+        reportingAs tool: CommandLineTool,
+        helpHint: String,
+        arguments: @Sendable () throws -> [String]? = { nil }
     ) async {
         var line = Array(CommandLine.arguments.dropFirst())
         do {

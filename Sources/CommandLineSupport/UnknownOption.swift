@@ -36,7 +36,8 @@ struct UnknownOption: Equatable {
         var rest = arguments[...]
         // The subcommands named first (`token create`), else the default one.
         while let word = rest.first, !word.hasPrefix("-"),
-              let sub = command.subcommands?.first(where: { $0.commandName == word || ($0.aliases ?? []).contains(word) }) {
+            let sub = command.subcommands?.first(where: { $0.commandName == word || ($0.aliases ?? []).contains(word) })
+        {
             command = sub
             rest = rest.dropFirst()
         }
@@ -50,12 +51,15 @@ struct UnknownOption: Equatable {
             if command.defaultSubcommand == nil { return UnknownOption(kind: "command", typed: word, choices: names) }
         }
         if let name = command.defaultSubcommand, rest.first?.hasPrefix("-") ?? true,
-           let sub = command.subcommands?.first(where: { $0.commandName == name }) {
+            let sub = command.subcommands?.first(where: { $0.commandName == name })
+        {
             command = sub
         }
-        let known = Set((command.arguments ?? []).flatMap { argument in
-            (argument.names ?? []).filter { $0.kind == "long" }.map { "--" + $0.name }
-        }).union(["--help", "--version"])
+        let known = Set(
+            (command.arguments ?? []).flatMap { argument in
+                (argument.names ?? []).filter { $0.kind == "long" }.map { "--" + $0.name }
+            }
+        ).union(["--help", "--version"])
         for argument in rest {
             if argument == "--" { break }
             guard argument.hasPrefix("--") else { continue }

@@ -7,7 +7,10 @@ import Foundation
 /// (before it names the sound in a payload).
 public struct SoundFile: Sendable {
     public enum Kind: String, Sendable {
-        case wav = "WAV", aiff = "AIFF", caf = "CAF", mp3 = "MP3"
+        case wav = "WAV"
+        case aiff = "AIFF"
+        case caf = "CAF"
+        case mp3 = "MP3"
     }
 
     /// The longest sound iOS plays for a notification.
@@ -76,7 +79,8 @@ public struct SoundFile: Sendable {
         }
         if let duration, duration > Self.maximumDuration {
             throw SoundError(
-                "\(path) lasts \(String(format: "%.1f", duration)) s; a notification sound may last at most 30 s")
+                "\(path) lasts \(String(format: "%.1f", duration)) s; a notification sound may last at most 30 s"
+            )
         }
         self.name = name
         self.kind = kind

@@ -50,15 +50,21 @@ public struct AppGroupContainer: Sendable, Hashable {
             }
             do {
                 try FileManager.default.createDirectory(
-                    at: directory, withIntermediateDirectories: true,
-                    attributes: [.posixPermissions: NSNumber(value: 0o700)])
+                    at: directory,
+                    withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: NSNumber(value: 0o700)]
+                )
             } catch {
                 // Another process may have created it at the same moment.
                 guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory),
-                      isDirectory.boolValue
+                    isDirectory.boolValue
                 else {
-                    throw SharedDefaultsError(.notWritable, suite: groupIdentifier, path: directory.path,
-                        "cannot create the app group container's directory: \((error as NSError).localizedDescription)")
+                    throw SharedDefaultsError(
+                        .notWritable,
+                        suite: groupIdentifier,
+                        path: directory.path,
+                        "cannot create the app group container's directory: \((error as NSError).localizedDescription)"
+                    )
                 }
             }
         }
@@ -77,7 +83,9 @@ extension SharedDefaults {
     public convenience init(appGroup container: AppGroupContainer, configuration: Configuration = .init()) throws {
         try container.createDirectories()
         try self.init(
-            suiteName: container.groupIdentifier, directory: container.preferencesDirectory,
-            configuration: configuration)
+            suiteName: container.groupIdentifier,
+            directory: container.preferencesDirectory,
+            configuration: configuration
+        )
     }
 }

@@ -1,4 +1,5 @@
 internal import GroupDefaultsLMDB
+
 /// Facts the benchmark needs to run raw LMDB exactly as the store does. Not API.
 extension SharedDefaults {
     /// The LMDB environment flags a suite's commits run with under `configuration`.

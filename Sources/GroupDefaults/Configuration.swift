@@ -106,7 +106,8 @@ extension SharedDefaults {
                 fileMode: fileSharing.fileMode,
                 maximumReaders: UInt32(clamping: maximumReaders),
                 structureCheckLimit: structureCheckLimit,
-                verifiedStateOffset: trustsVerifiedState ? Sidecar.verifiedStateOffset : nil)
+                verifiedStateOffset: trustsVerifiedState ? Sidecar.verifiedStateOffset : nil
+            )
         }
 
         /// The settings that hold for the suite's file in a whole process, with their values, in the

@@ -79,8 +79,13 @@ extension SharedDefaults {
             do {
                 return try TypedValue.decode(Value.self, from: stored)
             } catch {
-                report(store.error(.corruptValue, key: key.name,
-                    "the stored \(stored.typeName) does not convert to \(Value.self): \(error); using the key's default"))
+                report(
+                    store.error(
+                        .corruptValue,
+                        key: key.name,
+                        "the stored \(stored.typeName) does not convert to \(Value.self): \(error); using the key's default"
+                    )
+                )
                 return key.defaultValue
             }
         }

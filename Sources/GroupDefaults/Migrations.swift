@@ -58,9 +58,12 @@ extension SharedDefaults {
     @discardableResult
     public func migrate(_ migrations: [Migration]) throws -> [Int] {
         for (index, migration) in migrations.enumerated() where migration.version <= (index == 0 ? 0 : migrations[index - 1].version) {
-            throw store.error(.invalidKey, key: nil,
+            throw store.error(
+                .invalidKey,
+                key: nil,
                 "migration versions must start at 1 and increase: \(migration.version) (\(migration.name)) comes after "
-                + (index == 0 ? "nothing" : "\(migrations[index - 1].version)"))
+                    + (index == 0 ? "nothing" : "\(migrations[index - 1].version)")
+            )
         }
         var applied: [Int] = []
         for migration in migrations {

@@ -1,6 +1,6 @@
-internal import GroupDefaultsLMDB
 import Foundation
 import Glibc
+internal import GroupDefaultsLMDB
 
 // Looking after suites as files: finding and opening existing ones, inspecting and verifying them,
 // backing them up and restoring them, and whole-suite edits (rename, replace). The
@@ -26,8 +26,10 @@ extension SharedDefaults {
         let location = try SuiteLocation(suiteName: suiteName, directory: directory)
         try location.requireExistingFile()
         try self.init(
-            suiteName: suiteName, directory: URL(fileURLWithPath: location.directory, isDirectory: true),
-            configuration: configuration)
+            suiteName: suiteName,
+            directory: URL(fileURLWithPath: location.directory, isDirectory: true),
+            configuration: configuration
+        )
     }
 
     /// Opens the suite stored in the `.lmdb` file at `fileURL`: the suite named by the file's name
@@ -75,8 +77,8 @@ extension SharedDefaults {
                 String(validating: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
             guard let fileName, let file = try? SuiteFile(name: fileName, directory: directoryURL),
-                  (try? SuiteLocation(suiteName: file.suiteName, directory: directoryURL)) != nil,
-                  stat(path + "/" + fileName, &st) == 0, st.st_mode & S_IFMT == S_IFREG
+                (try? SuiteLocation(suiteName: file.suiteName, directory: directoryURL)) != nil,
+                stat(path + "/" + fileName, &st) == 0, st.st_mode & S_IFMT == S_IFREG
             else { continue }
             names.append(file.suiteName)
         }
@@ -130,11 +132,18 @@ extension SharedDefaults {
             var st = stat()
             guard stat(store.path, &st) == 0 else { throw LMDBError(errno) }
             return Info(
-                path: store.path, fileSize: Int(st.st_size), keyCount: keyCount,
-                mapSize: environment.mapSize, usedBytes: environment.usedBytes,
-                maximumMapSize: store.environment.maximumMapSize, lastSequence: lastSequence,
-                readers: readers, maximumReaders: environment.maximumReaders,
-                durability: configuration.durability, origin: store.origin)
+                path: store.path,
+                fileSize: Int(st.st_size),
+                keyCount: keyCount,
+                mapSize: environment.mapSize,
+                usedBytes: environment.usedBytes,
+                maximumMapSize: store.environment.maximumMapSize,
+                lastSequence: lastSequence,
+                readers: readers,
+                maximumReaders: environment.maximumReaders,
+                durability: configuration.durability,
+                origin: store.origin
+            )
         } catch {
             throw store.translate(error, key: nil)
         }
@@ -210,8 +219,12 @@ extension SharedDefaults {
                 try txn.forEach(.values) { rawKey, raw in
                     report.checkedKeys += 1
                     guard let key = String(validating: rawKey, as: UTF8.self) else {
-                        report.damagedKeys.append(.init(
-                            key: String(decoding: rawKey, as: UTF8.self), reason: "the key's bytes are not valid UTF-8"))
+                        report.damagedKeys.append(
+                            .init(
+                                key: String(decoding: rawKey, as: UTF8.self),
+                                reason: "the key's bytes are not valid UTF-8"
+                            )
+                        )
                         return true
                     }
                     do {
@@ -226,8 +239,12 @@ extension SharedDefaults {
                     do {
                         _ = try StoredRecord.decodeTombstone(raw)
                     } catch {
-                        report.damagedKeys.append(.init(
-                            key: String(decoding: rawKey, as: UTF8.self), reason: "its removal record (tombstone) is damaged: \(error)"))
+                        report.damagedKeys.append(
+                            .init(
+                                key: String(decoding: rawKey, as: UTF8.self),
+                                reason: "its removal record (tombstone) is damaged: \(error)"
+                            )
+                        )
                     }
                     return true
                 }
@@ -237,11 +254,12 @@ extension SharedDefaults {
                     return true
                 }
                 if damagedLogRecords > 0 {
-                    report.structureProblem = "\(damagedLogRecords) record(s) of the change log are damaged "
+                    report.structureProblem =
+                        "\(damagedLogRecords) record(s) of the change log are damaged "
                         + "(observers may miss changes); the values are not affected"
                 }
             }
-        } catch where Self.meansDamage(error) {
+        } catch  where Self.meansDamage(error) {
             report.structureProblem = (store.translate(error, key: nil) as? SharedDefaultsError)?.reason ?? "\(error)"
         } catch {
             throw store.translate(error, key: nil)
@@ -282,7 +300,7 @@ extension SharedDefaults {
         let path = location.path
         do {
             try store.environment.verifyStructure()
-        } catch where Self.meansDamage(error) {
+        } catch  where Self.meansDamage(error) {
             let reason = (store.translate(error, key: nil) as? SharedDefaultsError)?.reason ?? "\(error)"
             throw store.error(.corruptFile, key: nil, "\(reason); no backup was written")
         } catch {
@@ -318,8 +336,11 @@ extension SharedDefaults {
     private func backupFileError(_ code: Int32, path: String) -> SharedDefaultsError {
         switch code {
         case EEXIST:
-            store.error(.notWritable, key: nil,
-                "a file already exists at \(path); a backup never overwrites a file: remove it or choose another path")
+            store.error(
+                .notWritable,
+                key: nil,
+                "a file already exists at \(path); a backup never overwrites a file: remove it or choose another path"
+            )
         case ENOENT, ENOTDIR:
             store.error(.notWritable, key: nil, "cannot create the backup \(path): its directory does not exist")
         case EACCES, EPERM:
@@ -327,8 +348,11 @@ extension SharedDefaults {
         case EROFS:
             store.error(.notWritable, key: nil, "cannot create the backup \(path): the file system is read-only")
         default:
-            store.error(.storageFailure, key: nil,
-                "cannot write the backup \(path): \(String(cString: strerror(code))); no backup was written")
+            store.error(
+                .storageFailure,
+                key: nil,
+                "cannot write the backup \(path): \(String(cString: strerror(code))); no backup was written"
+            )
         }
     }
 
@@ -349,15 +373,21 @@ extension SharedDefaults {
         do {
             (report, values) = try Self.withFile(at: source, configuration: .checkingEveryPage) { try $0.inspect(keepingValues: true) }
         } catch let error as SharedDefaultsError where error.code == .corruptFile {
-            throw store.error(.corruptFile, key: nil,
-                "the restore source \(error.path) cannot be opened: \(error.reason); nothing was changed")
+            throw store.error(
+                .corruptFile,
+                key: nil,
+                "the restore source \(error.path) cannot be opened: \(error.reason); nothing was changed"
+            )
         }
         guard report.isHealthy else {
             var problems = report.structureProblem.map { [$0] } ?? []
             problems += report.damagedKeys.prefix(3).map { "key '\($0.key)': \($0.reason)" }
             if report.damagedKeys.count > 3 { problems.append("\(report.damagedKeys.count - 3) more damaged keys") }
-            throw store.error(.corruptFile, key: nil,
-                "the restore source \(source.path) does not verify (\(problems.joined(separator: "; "))); nothing was changed")
+            throw store.error(
+                .corruptFile,
+                key: nil,
+                "the restore source \(source.path) does not verify (\(problems.joined(separator: "; "))); nothing was changed"
+            )
         }
         try replaceAll(with: values)
     }
@@ -445,8 +475,12 @@ private struct SuiteFile {
     init(name: String, directory: URL) throws {
         let suffix = "." + SuiteLocation.fileExtension
         guard name.utf8.count > suffix.utf8.count, name.utf8.reversed().starts(with: suffix.utf8.reversed()) else {
-            throw SharedDefaultsError(.invalidSuiteName, suite: name, path: directory.path + "/" + name,
-                "a suite's file name ends in \(suffix); this one does not")
+            throw SharedDefaultsError(
+                .invalidSuiteName,
+                suite: name,
+                path: directory.path + "/" + name,
+                "a suite's file name ends in \(suffix); this one does not"
+            )
         }
         self.directory = directory
         self.suiteName = String(decoding: name.utf8.dropLast(suffix.utf8.count), as: UTF8.self)
@@ -462,11 +496,26 @@ extension SuiteLocation {
             let code = errno
             switch code {
             case ENOENT, ENOTDIR:
-                throw SharedDefaultsError(.suiteNotFound, suite: suiteName, path: path, "the suite does not exist (no such file); nothing was created")
+                throw SharedDefaultsError(
+                    .suiteNotFound,
+                    suite: suiteName,
+                    path: path,
+                    "the suite does not exist (no such file); nothing was created"
+                )
             case EACCES, EPERM:
-                throw SharedDefaultsError(.notWritable, suite: suiteName, path: path, "permission denied: the suite's directory cannot be searched by this user")
+                throw SharedDefaultsError(
+                    .notWritable,
+                    suite: suiteName,
+                    path: path,
+                    "permission denied: the suite's directory cannot be searched by this user"
+                )
             default:
-                throw SharedDefaultsError(.storageFailure, suite: suiteName, path: path, "cannot examine the suite's file: \(String(cString: strerror(code)))")
+                throw SharedDefaultsError(
+                    .storageFailure,
+                    suite: suiteName,
+                    path: path,
+                    "cannot examine the suite's file: \(String(cString: strerror(code)))"
+                )
             }
         }
         guard st.st_mode & S_IFMT == S_IFREG else {

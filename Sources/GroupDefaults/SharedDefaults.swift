@@ -1,5 +1,5 @@
-internal import GroupDefaultsLMDB
 import Foundation
+internal import GroupDefaultsLMDB
 import Logging
 import Synchronization
 
@@ -141,7 +141,8 @@ public final class SharedDefaults: Sendable {
     /// `update`, for Swift concurrency, off the cooperative pool.
     @discardableResult
     public func update(
-        _ key: String, _ transform: @escaping @Sendable (PropertyListValue?) throws -> PropertyListValue?
+        _ key: String,
+        _ transform: @escaping @Sendable (PropertyListValue?) throws -> PropertyListValue?
     ) async throws -> PropertyListValue? {
         try await BlockingWork.run { try self.update(key, transform) }
     }
@@ -285,7 +286,8 @@ public final class SharedDefaults: Sendable {
     }
 
     func report(_ error: any Error) {
-        let error = (error as? SharedDefaultsError)
+        let error =
+            (error as? SharedDefaultsError)
             ?? store.error(.storageFailure, key: nil, "\(error)")
         recentError.withLock { $0 = error }
         (configuration.logger ?? Self.defaultLogger).error("\(error)")

@@ -57,7 +57,9 @@ struct SuiteLocation: Sendable {
         }
         if suiteName.isEmpty { throw invalid("a suite name must not be empty") }
         if suiteName == "." || suiteName == ".." { throw invalid("a suite name must not be '.' or '..'") }
-        if suiteName.utf8.contains(UInt8(ascii: "/")) { throw invalid("a suite name must not contain '/'; give its folder as the directory (--directory for the tools)") }
+        if suiteName.utf8.contains(UInt8(ascii: "/")) {
+            throw invalid("a suite name must not contain '/'; give its folder as the directory (--directory for the tools)")
+        }
         if suiteName.utf8.contains(0) { throw invalid("a suite name must not contain a NUL character") }
         let limit = maximumFileNameBytes - longestSuffix.utf8.count
         if suiteName.utf8.count > limit {
@@ -73,20 +75,30 @@ struct SuiteLocation: Sendable {
         if !found {
             do {
                 try FileManager.default.createDirectory(
-                    atPath: directory, withIntermediateDirectories: true,
-                    attributes: [.posixPermissions: NSNumber(value: mode)])
+                    atPath: directory,
+                    withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: NSNumber(value: mode)]
+                )
             } catch {
                 // Another process may have created it at the same moment.
                 if stat(directory, &st) != 0 {
-                    throw SharedDefaultsError(.notWritable, suite: suiteName, path: directory,
-                        "cannot create the suite directory: \(Self.describe(error))")
+                    throw SharedDefaultsError(
+                        .notWritable,
+                        suite: suiteName,
+                        path: directory,
+                        "cannot create the suite directory: \(Self.describe(error))"
+                    )
                 }
             }
             found = stat(directory, &st) == 0
         }
         guard found, st.st_mode & S_IFMT == S_IFDIR else {
-            throw SharedDefaultsError(.notWritable, suite: suiteName, path: directory,
-                "the suite directory is not a directory")
+            throw SharedDefaultsError(
+                .notWritable,
+                suite: suiteName,
+                path: directory,
+                "the suite directory is not a directory"
+            )
         }
         guard let resolved = realpath(directory, nil) else { return directory }
         defer { free(resolved) }

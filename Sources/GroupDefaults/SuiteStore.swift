@@ -1,5 +1,5 @@
-internal import GroupDefaultsLMDB
 import Foundation
+internal import GroupDefaultsLMDB
 import Logging
 import Synchronization
 
@@ -211,10 +211,13 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// Refuses a configuration whose per-file settings differ from this store's.
     private func checkSameFileSettings(_ requested: SharedDefaults.Configuration) throws {
         for (mine, theirs) in zip(configuration.fileSettings, requested.fileSettings) where mine.value != theirs.value {
-            throw error(.conflictingConfiguration, key: nil,
+            throw error(
+                .conflictingConfiguration,
+                key: nil,
                 "this process already has the suite open with \(mine.name) = \(mine.value); a second handle "
-                + "cannot use \(theirs.value), because the setting holds for the file in the whole process: "
-                + "open it with the same value (or reuse the first handle)")
+                    + "cannot use \(theirs.value), because the setting holds for the file in the whole process: "
+                    + "open it with the same value (or reuse the first handle)"
+            )
         }
     }
 
@@ -252,7 +255,8 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// With `sync` the commit is flushed to disk; if only that flush fails, the write stands (every
     /// process sees it, observers are woken) and `flushFailed` is told, with a `storageFailure`.
     func write<T>(
-        sync: Bool, flushFailed: (SharedDefaultsError) -> Void = { _ in },
+        sync: Bool,
+        flushFailed: (SharedDefaultsError) -> Void = { _ in },
         _ body: (SharedDefaults.Transaction) throws -> T
     ) throws -> T {
         if environment.isWritingOnCurrentThread, let active = activeTransaction { return try body(active) }
@@ -264,14 +268,21 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         var logged: ClosedRange<UInt64>?
         defer {
             if let flushError {
-                flushFailed(self.error(.storageFailure, key: nil,
-                    "the write was committed and every process sees it, but flushing it to disk failed (\(flushError)): "
-                    + "it may not survive a power loss or an operating-system crash"))
+                flushFailed(
+                    self.error(
+                        .storageFailure,
+                        key: nil,
+                        "the write was committed and every process sees it, but flushing it to disk failed (\(flushError)): "
+                            + "it may not survive a power loss or an operating-system crash"
+                    )
+                )
             }
         }
         do {
             let (result, changed) = try environment.write(
-                sync: sync, mayUseReserve: { !addsData }, flushFailed: { flushError = $0 }
+                sync: sync,
+                mayUseReserve: { !addsData },
+                flushFailed: { flushError = $0 }
             ) { txn in
                 // A retried attempt (the map grew) logs its changes anew: forget the first attempt's.
                 if let earlier = logged {
@@ -356,21 +367,33 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         case let error as FileHeader.Truncated:
             return make(.corruptFile, "\(error); nothing was changed, restore the file from a backup")
         case let error as MapAtMaximum:
-            return make(.storeFull, "the store reached its maximum size of \(error.mapSize) bytes "
-                + "(Configuration.maximumMapSize); nothing stored was lost, remove keys or raise the limit")
+            return make(
+                .storeFull,
+                "the store reached its maximum size of \(error.mapSize) bytes "
+                    + "(Configuration.maximumMapSize); nothing stored was lost, remove keys or raise the limit"
+            )
         case let error as DiskFull:
-            return make(.diskFull, "the disk is full: \(error.path) needs room for \(error.bytes) bytes; "
-                + "nothing stored was lost and the write that needed the room changed nothing; free some space")
+            return make(
+                .diskFull,
+                "the disk is full: \(error.path) needs room for \(error.bytes) bytes; "
+                    + "nothing stored was lost and the write that needed the room changed nothing; free some space"
+            )
         case is UsedAfterFork:
-            return make(.usedAfterFork, "this handle was opened before the process forked, and LMDB forbids using it "
-                + "in the child: open the suite again in the child")
+            return make(
+                .usedAfterFork,
+                "this handle was opened before the process forked, and LMDB forbids using it "
+                    + "in the child: open the suite again in the child"
+            )
         case is WriteInsideRead:
             return make(.transactionMisuse, "a write cannot start inside read { } on the same thread; use write { } for both")
         case is StructureCheck.Retry:
             return make(.storageFailure, "the suite changed too often while its structure was being checked; try again")
         case let error as UnsupportedLayout:
-            return make(.unsupportedFormat, "the store was written in format \(error.version) by a newer "
-                + "GroupDefaults; this version reads format \(layoutVersion) and left the file unchanged")
+            return make(
+                .unsupportedFormat,
+                "the store was written in format \(error.version) by a newer "
+                    + "GroupDefaults; this version reads format \(layoutVersion) and left the file unchanged"
+            )
         case let error as LMDBError:
             if error == .invalid {
                 return make(.corruptFile, "not a GroupDefaults (LMDB) file, or its header is damaged; it was left unchanged")
@@ -379,17 +402,23 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
                 return make(.corruptFile, "the file's structure is damaged (\(error)); it was left unchanged, restore it from a backup")
             }
             if error == .readersFull {
-                return make(.tooManyReaders, "every reader slot of the suite's lock file is taken (one per thread of "
-                    + "every process reading it; Configuration.maximumReaders when the suite was created); try again "
-                    + "when fewer threads read it")
+                return make(
+                    .tooManyReaders,
+                    "every reader slot of the suite's lock file is taken (one per thread of "
+                        + "every process reading it; Configuration.maximumReaders when the suite was created); try again "
+                        + "when fewer threads read it"
+                )
             }
             switch error.code {
             case ENOSPC, EDQUOT:
                 return make(.diskFull, "the disk is full; nothing stored was lost")
             case EACCES, EPERM:
-                return make(.notWritable, opening
-                    ? "permission denied: the suite's files or directory are not readable and writable by this user"
-                    : "permission denied (\(error))")
+                return make(
+                    .notWritable,
+                    opening
+                        ? "permission denied: the suite's files or directory are not readable and writable by this user"
+                        : "permission denied (\(error))"
+                )
             case EROFS:
                 return make(.notWritable, "the file system is read-only")
             case ENOENT, ENOTDIR:
@@ -417,7 +446,9 @@ extension Environment {
     }
 
     func write<T>(
-        sync: Bool, mayUseReserve: () -> Bool = { false }, flushFailed: (LMDBError) -> Void = { _ in },
+        sync: Bool,
+        mayUseReserve: () -> Bool = { false },
+        flushFailed: (LMDBError) -> Void = { _ in },
         _ body: (LMDBTransaction) throws -> T
     ) throws -> T {
         var result: T?

@@ -1,6 +1,6 @@
-internal import GroupDefaultsLMDB
 import Foundation
 import Glibc
+internal import GroupDefaultsLMDB
 import Logging
 
 extension SharedDefaults {
@@ -100,9 +100,12 @@ extension SharedDefaults {
             addsData = true
             StoredRecord.encode(value, stamp: stamp, pending: marksPending(key), into: &scratch)
             guard scratch.count - StoredRecord.headerSize <= store.maximumValueSize else {
-                throw store.error(.valueTooLarge, key: key,
+                throw store.error(
+                    .valueTooLarge,
+                    key: key,
                     "the value takes \(scratch.count - StoredRecord.headerSize) bytes encoded; the limit is "
-                    + "\(store.maximumValueSize) (Configuration.maximumValueSize); nothing was changed")
+                        + "\(store.maximumValueSize) (Configuration.maximumValueSize); nothing was changed"
+                )
             }
             try perform(key: key) {
                 try scratch.withUnsafeBytes { record in
@@ -218,11 +221,12 @@ extension SharedDefaults {
             if last.isAhead(of: wallClock) {
                 last = try perform(key: nil) { try recoverClock(from: last, wallClock: wallClock) }
             }
-            let hlc = try remote.map { remote in
-                do { return try last.received(remote, wallClock: wallClock) } catch {
-                    throw store.error(.clockSkew, key: nil, "\(error); nothing was applied")
-                }
-            } ?? last.advanced(toWallClock: wallClock)
+            let hlc =
+                try remote.map { remote in
+                    do { return try last.received(remote, wallClock: wallClock) } catch {
+                        throw store.error(.clockSkew, key: nil, "\(error); nothing was applied")
+                    }
+                } ?? last.advanced(toWallClock: wallClock)
             let stamp = Stamp(hlc: hlc, origin: store.origin)
             clock = (stamp, tail.sequence)
             firstSequence = tail.sequence + 1
@@ -244,7 +248,8 @@ extension SharedDefaults {
         /// last stamp it gave.
         private func recoverClock(from last: HLC, wallClock: UInt64) throws -> HLC {
             if let raw = try txn.get(.meta, MetaKey.clockRecovery), raw.count == 16,
-               UInt64(littleEndian: raw.loadUnaligned(as: UInt64.self)) == last.rawValue {
+                UInt64(littleEndian: raw.loadUnaligned(as: UInt64.self)) == last.rawValue
+            {
                 let recovered = HLC(rawValue: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
                 return max(recovered, HLC(milliseconds: wallClock, counter: 0))
             }
@@ -270,7 +275,8 @@ extension SharedDefaults {
                     let pending = StoredRecord.isPending(raw)
                     if pending { clock = clock.advanced(toWallClock: wallClock) }
                     let new = Stamp(hlc: pending ? clock : .zero, origin: stamp.origin)
-                    let record = value.map { StoredRecord.encode($0, stamp: new, pending: pending) }
+                    let record =
+                        value.map { StoredRecord.encode($0, stamp: new, pending: pending) }
                         ?? StoredRecord.encodeTombstone(new, pending: pending)
                     rewritten.append((database, Array(key), record))
                     return true
@@ -285,11 +291,14 @@ extension SharedDefaults {
             try marker.withUnsafeBytes { try txn.put(.meta, MetaKey.clockRecovery, $0) }
             clockRecoveredRecords = rewritten.count
             let ahead = (last.milliseconds - wallClock) / 1000
-            store.logger.warning("""
+            store.logger.warning(
+                """
                 the suite's clock was \(ahead) s ahead of this machine's (a clock that was wrong when it stamped a write): \
                 it starts again from the machine's clock; \(rewritten.count) record(s) stamped in the future were stamped again\
                 \(damaged > 0 ? "; \(damaged) damaged record(s) left as they are" : "")
-                """, metadata: ["suite": "\(store.location.suiteName)"])
+                """,
+                metadata: ["suite": "\(store.location.suiteName)"]
+            )
             return clock
         }
 
@@ -312,7 +321,10 @@ extension SharedDefaults {
         /// Logs a change under the next sequence number; a remote change with its own origin; a `set`
         /// with the record it stored (`storedRecord`), which the log keeps if it is small.
         private func appendLog(
-            _ kind: ChangeLog.Kind, key: String, storedRecord: UnsafeRawBufferPointer? = nil, remoteOrigin: UInt64? = nil,
+            _ kind: ChangeLog.Kind,
+            key: String,
+            storedRecord: UnsafeRawBufferPointer? = nil,
+            remoteOrigin: UInt64? = nil,
             isConflict: Bool = false
         ) throws {
             guard var clock else { preconditionFailure("appendLog before beginChange") }
@@ -321,8 +333,16 @@ extension SharedDefaults {
             var stamp = clock.stamp
             if let remoteOrigin { stamp.origin = remoteOrigin }
             try ChangeLog.append(
-                txn, sequence: clock.sequence, kind: kind, isRemote: remoteOrigin != nil, isConflict: isConflict, stamp: stamp, key: key,
-                storedRecord: storedRecord, scratch: &logScratch)
+                txn,
+                sequence: clock.sequence,
+                kind: kind,
+                isRemote: remoteOrigin != nil,
+                isConflict: isConflict,
+                stamp: stamp,
+                key: key,
+                storedRecord: storedRecord,
+                scratch: &logScratch
+            )
             try ChangeLog.trim(txn, last: clock.sequence, retention: store.logRetention)
         }
 
@@ -427,8 +447,15 @@ extension SharedDefaults {
                 journal = (try ConflictJournal.nextID(txn), try SharedDefaults.journalBounds(txn), store.wallClockMilliseconds())
             }
             try ConflictJournal.put(
-                txn, id: journal!.nextID, key: key, encodedValue: encodedValue, stamp: stamp, winner: winner, now: journal!.now,
-                scratch: &scratch)
+                txn,
+                id: journal!.nextID,
+                key: key,
+                encodedValue: encodedValue,
+                stamp: stamp,
+                winner: winner,
+                now: journal!.now,
+                scratch: &scratch
+            )
             journal!.nextID += 1
         }
 
@@ -441,8 +468,16 @@ extension SharedDefaults {
                     journal = (try ConflictJournal.nextID(txn), try SharedDefaults.journalBounds(txn), store.wallClockMilliseconds())
                 }
                 try ConflictJournal.put(
-                    txn, id: journal!.nextID, key: key, encodedValue: nil, stamp: stamp, winner: Stamp(hlc: HLC(rawValue: 0), origin: 0),
-                    now: journal!.now, refusal: reason, scratch: &scratch)
+                    txn,
+                    id: journal!.nextID,
+                    key: key,
+                    encodedValue: nil,
+                    stamp: stamp,
+                    winner: Stamp(hlc: HLC(rawValue: 0), origin: 0),
+                    now: journal!.now,
+                    refusal: reason,
+                    scratch: &scratch
+                )
                 journal!.nextID += 1
             }
         }

@@ -7,7 +7,8 @@ extension GroupDefaultsCommand {
     struct Backup: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Copy a suite to a file: consistent and compacted, safe while other processes write.",
-            discussion: "Example: groupdefaults backup group.com.example.chat /var/backups/chat.lmdb")
+            discussion: "Example: groupdefaults backup group.com.example.chat /var/backups/chat.lmdb"
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String
@@ -23,7 +24,8 @@ extension GroupDefaultsCommand {
     struct Restore: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Replace a suite's contents with a backup's, atomically.",
-            discussion: "Refuses a source that does not verify. Example: groupdefaults restore group.com.example.chat /var/backups/chat.lmdb")
+            discussion: "Refuses a source that does not verify. Example: groupdefaults restore group.com.example.chat /var/backups/chat.lmdb"
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String
@@ -38,7 +40,8 @@ extension GroupDefaultsCommand {
                 }
                 let report = SharedDefaults.verify(fileAt: sourceURL)
                 guard report.isHealthy else {
-                    let problem = report.structureProblem
+                    let problem =
+                        report.structureProblem
                         ?? "damaged keys: " + report.damagedKeys.map(\.key).joined(separator: ", ")
                     throw CommandFailure("cannot restore from \(source): it does not verify (\(problem)); nothing was changed")
                 }

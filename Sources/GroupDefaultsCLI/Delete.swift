@@ -11,7 +11,8 @@ extension GroupDefaultsCommand {
                 `cleared` change); the suite's files stay, because other processes may have them open.
 
                 Example: groupdefaults delete group.com.example.chat draft
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String

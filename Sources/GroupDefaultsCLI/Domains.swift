@@ -6,7 +6,9 @@ extension GroupDefaultsCommand {
     struct Domains: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List the suites.",
-            discussion: "Prints the suite names on one line, separated by commas, as `defaults domains` does.\n\nExample: groupdefaults domains --list")
+            discussion:
+                "Prints the suite names on one line, separated by commas, as `defaults domains` does.\n\nExample: groupdefaults domains --list"
+        )
 
         @OptionGroup var options: SuiteOptions
         @Flag(name: .long, help: "One suite name per line.") var list = false
@@ -15,7 +17,7 @@ extension GroupDefaultsCommand {
             try perform {
                 let names = try SharedDefaults.suiteNames(in: options.directoryURL)
                 if list {
-                    names.forEach { output($0) }
+                    for name in names { output(name) }
                 } else {
                     output(names.joined(separator: ", "))
                 }

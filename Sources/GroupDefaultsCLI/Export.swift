@@ -15,7 +15,8 @@ extension GroupDefaultsCommand {
                 --format json writes the lossless typed JSON.
 
                 Example: groupdefaults export group.com.example.chat backup.plist
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String

@@ -1,6 +1,6 @@
-import Foundation
 import ArgumentParser
 import CommandLineSupport
+import Foundation
 import GroupDefaults
 import PropertyListFormats
 
@@ -8,7 +8,8 @@ extension GroupDefaultsCommand {
     struct Find: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Search the keys and values of every suite for a word.",
-            discussion: "Example: groupdefaults find ring")
+            discussion: "Example: groupdefaults find ring"
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The word to look for (case-insensitive).") var word: String

@@ -13,7 +13,8 @@ extension GroupDefaultsCommand {
                 dictionary, and replaces the suite with it in one transaction: all or nothing.
 
                 Example: groupdefaults import group.com.example.chat backup.plist
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String

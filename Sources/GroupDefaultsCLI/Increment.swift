@@ -6,7 +6,8 @@ extension GroupDefaultsCommand {
     struct Increment: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Add to an integer, atomically across processes, and print the result.",
-            discussion: "A missing key counts as 0. Example: groupdefaults increment group.com.example.chat unread 2")
+            discussion: "A missing key counts as 0. Example: groupdefaults increment group.com.example.chat unread 2"
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String
@@ -21,15 +22,17 @@ extension GroupDefaultsCommand {
                     throw CommandFailure("increment takes one whole number to add, not '\(amount.joined(separator: " "))'")
                 }
                 var new: PropertyListValue?
-                try options.writing(suite, checking: [key: nil]) { defaults in new = try defaults.update(key) { old in
-                    guard let old else { return .integer(by) }
-                    guard case .integer(let value) = old else {
-                        throw CommandFailure("the value of \(key) is a \(old.typeName), not an integer")
+                try options.writing(suite, checking: [key: nil]) { defaults in
+                    new = try defaults.update(key) { old in
+                        guard let old else { return .integer(by) }
+                        guard case .integer(let value) = old else {
+                            throw CommandFailure("the value of \(key) is a \(old.typeName), not an integer")
+                        }
+                        let (sum, overflow) = value.addingReportingOverflow(by)
+                        guard !overflow else { throw CommandFailure("\(value) + \(by) does not fit in a 64-bit integer") }
+                        return .integer(sum)
                     }
-                    let (sum, overflow) = value.addingReportingOverflow(by)
-                    guard !overflow else { throw CommandFailure("\(value) + \(by) does not fit in a 64-bit integer") }
-                    return .integer(sum)
-                } }
+                }
                 output(new.map(ValueText.single) ?? "")
             }
         }

@@ -6,7 +6,8 @@ extension GroupDefaultsCommand {
     struct Info: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print facts about a suite: file, size, keys, map, last change, readers.",
-            discussion: "Example: groupdefaults info group.com.example.chat")
+            discussion: "Example: groupdefaults info group.com.example.chat"
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String
@@ -17,7 +18,8 @@ extension GroupDefaultsCommand {
                 let info = try defaults.info()
                 let sync = try defaults.syncState()
                 let pending = try defaults.pendingCount()
-                output("""
+                output(
+                    """
                     path: \(info.path)
                     file size: \(info.fileSize) bytes
                     keys: \(info.keyCount)
@@ -26,15 +28,18 @@ extension GroupDefaultsCommand {
                     readers: \(info.readers) of \(info.maximumReaders) slots
                     durability: \(info.durability == .fsyncEveryCommit ? "fsync every commit" : "process-crash safe")
                     origin: \(info.origin)
-                    """)
+                    """
+                )
                 if let server = sync.server {
-                    output("""
+                    output(
+                        """
                         sync server: \(server)
                         sync cursor: \(sync.cursor.map(String.init) ?? "none (the next sync reads the server's snapshot)")
                         sync pending: \(pending) change\(pending == 1 ? "" : "s")
                         sync local-only keys: \(sync.localOnlyKeys.isEmpty ? "none" : sync.localOnlyKeys.joined(separator: " "))
                         sync conflicts kept: \(try defaults.conflicts().count)
-                        """)
+                        """
+                    )
                 } else {
                     output("sync: off")
                 }

@@ -12,7 +12,8 @@ extension GroupDefaultsCommand {
                 value alone. Without a suite, prints every suite.
 
                 Example: groupdefaults read group.com.example.chat sound
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String?

@@ -7,7 +7,8 @@ extension GroupDefaultsCommand {
         static let configuration = CommandConfiguration(
             commandName: "read-type",
             abstract: "Print the type of a value.",
-            discussion: "Example: groupdefaults read-type group.com.example.chat volume   →   Type is float")
+            discussion: "Example: groupdefaults read-type group.com.example.chat volume   →   Type is float"
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String

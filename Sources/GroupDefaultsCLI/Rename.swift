@@ -6,7 +6,8 @@ extension GroupDefaultsCommand {
     struct Rename: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Rename a key, atomically.",
-            discussion: "Example: groupdefaults rename group.com.example.chat sound ringtone")
+            discussion: "Example: groupdefaults rename group.com.example.chat sound ringtone"
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String

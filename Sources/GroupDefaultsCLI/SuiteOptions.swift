@@ -24,7 +24,9 @@ struct SuiteOptions: ParsableArguments {
         if let file = Self.fileURL(suite) {
             if FileManager.default.fileExists(atPath: file.path) { return try SharedDefaults(fileURL: file) }
             return try SharedDefaults(
-                suiteName: file.deletingPathExtension().lastPathComponent, directory: file.deletingLastPathComponent())
+                suiteName: file.deletingPathExtension().lastPathComponent,
+                directory: file.deletingLastPathComponent()
+            )
         }
         return try SharedDefaults(suiteName: suite, directory: directoryURL)
     }
@@ -44,10 +46,11 @@ struct SuiteOptions: ParsableArguments {
     /// sound group.com.example.chat ring`): the suite and the key were given in the wrong order.
     private func checkNotSwapped(_ suite: String, keys: [String]) throws {
         guard Self.fileURL(suite) == nil, keys.count == 1, let key = keys.first,
-              let names = try? SharedDefaults.suiteNames(in: directoryURL), !names.contains(suite), names.contains(key)
+            let names = try? SharedDefaults.suiteNames(in: directoryURL), !names.contains(suite), names.contains(key)
         else { return }
         throw CommandFailure(
-            "there is no suite \(suite), but there is a suite \(key): the suite goes first (write \(key) \(suite) …); nothing was written")
+            "there is no suite \(suite), but there is a suite \(key): the suite goes first (write \(key) \(suite) …); nothing was written"
+        )
     }
 
     /// Refuses an empty `--directory`: `''`, and `--directory=`, for which the argument parser

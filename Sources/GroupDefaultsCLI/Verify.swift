@@ -7,7 +7,8 @@ extension GroupDefaultsCommand {
     struct Verify: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Check every page and record of a suite; exit 0 only when all are good.",
-            discussion: "Example: groupdefaults verify group.com.example.chat")
+            discussion: "Example: groupdefaults verify group.com.example.chat"
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String

@@ -23,7 +23,8 @@ extension GroupDefaultsCommand {
                 Examples:
                   groupdefaults watch group.com.example.chat sound --json
                   groupdefaults watch group.com.example.chat sound --count 1   # the next change
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name, or the path of a .lmdb file.") var suite: String
@@ -56,17 +57,18 @@ extension GroupDefaultsCommand {
         }
 
         static func text(_ change: SharedDefaults.Change) -> String {
-            let line = switch change.kind {
-            case .set where change.isValueNotKept:
-                "\(change.sequence) set \(change.key) \(change.value.map(ValueText.oneLine) ?? "(removed since)")"
-                    + " (the value now: this change's own took over \(SharedDefaults.Change.keptValueLimit) bytes and is not kept)"
-            case .set: "\(change.sequence) set \(change.key) \(change.value.map(ValueText.oneLine) ?? "")"
-            case .removed: "\(change.sequence) removed \(change.key)"
-            case .cleared: "\(change.sequence) cleared"
-            case .reset:
-                "\(change.sequence) reset (changes before it are no longer kept, or the suite was recreated: read the suite again; "
-                    + "watching goes on from here)"
-            }
+            let line =
+                switch change.kind {
+                case .set where change.isValueNotKept:
+                    "\(change.sequence) set \(change.key) \(change.value.map(ValueText.oneLine) ?? "(removed since)")"
+                        + " (the value now: this change's own took over \(SharedDefaults.Change.keptValueLimit) bytes and is not kept)"
+                case .set: "\(change.sequence) set \(change.key) \(change.value.map(ValueText.oneLine) ?? "")"
+                case .removed: "\(change.sequence) removed \(change.key)"
+                case .cleared: "\(change.sequence) cleared"
+                case .reset:
+                    "\(change.sequence) reset (changes before it are no longer kept, or the suite was recreated: read the suite again; "
+                        + "watching goes on from here)"
+                }
             guard change.isRemote else { return line }
             return line + " (remote, from device \(change.origin)"
                 + (change.isConflict ? "; it replaced a local value kept in the conflict journal)" : ")")

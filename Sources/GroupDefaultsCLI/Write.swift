@@ -24,7 +24,8 @@ extension GroupDefaultsCommand {
                 for a suite whose name starts with -).
 
                 Example: groupdefaults write group.com.example.chat volume -float 0.8
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(parsing: .captureForPassthrough, help: "SUITE KEY [-TYPE] VALUE…, or SUITE PLIST.")
@@ -54,7 +55,8 @@ extension GroupDefaultsCommand {
                     // a word is a key whose value was forgotten.
                     guard let start = arguments[1].trimmingCharacters(in: .whitespacesAndNewlines).first, "{(<".contains(start) else {
                         throw CommandFailure(
-                            "no value for the key \(arguments[1]): `write \(suite) KEY VALUE` writes a key, `write \(suite) '{ key = value; }'` replaces the whole suite")
+                            "no value for the key \(arguments[1]): `write \(suite) KEY VALUE` writes a key, `write \(suite) '{ key = value; }'` replaces the whole suite"
+                        )
                     }
                     let plist = try PropertyListValue.decode(propertyListData: Data(arguments[1].utf8))
                     guard case .dictionary(let values) = plist else {
@@ -70,23 +72,27 @@ extension GroupDefaultsCommand {
                 case "-array-add":
                     words.removeFirst()
                     let added = try TypeFlags.values(&words)
-                    try options.writing(suite, checking: [key: .array(added)]) { defaults in try defaults.update(key) { old in
-                        guard let old else { return .array(added) }
-                        guard case .array(let existing) = old else {
-                            throw CommandFailure("-array-add: the value of \(key) is a \(old.typeName), not an array")
+                    try options.writing(suite, checking: [key: .array(added)]) { defaults in
+                        try defaults.update(key) { old in
+                            guard let old else { return .array(added) }
+                            guard case .array(let existing) = old else {
+                                throw CommandFailure("-array-add: the value of \(key) is a \(old.typeName), not an array")
+                            }
+                            return .array(existing + added)
                         }
-                        return .array(existing + added)
-                    } }
+                    }
                 case "-dict-add":
                     words.removeFirst()
                     let added = try TypeFlags.pairs(&words)
-                    try options.writing(suite, checking: [key: .dictionary(added)]) { defaults in try defaults.update(key) { old in
-                        guard let old else { return .dictionary(added) }
-                        guard case .dictionary(let existing) = old else {
-                            throw CommandFailure("-dict-add: the value of \(key) is a \(old.typeName), not a dictionary")
+                    try options.writing(suite, checking: [key: .dictionary(added)]) { defaults in
+                        try defaults.update(key) { old in
+                            guard let old else { return .dictionary(added) }
+                            guard case .dictionary(let existing) = old else {
+                                throw CommandFailure("-dict-add: the value of \(key) is a \(old.typeName), not a dictionary")
+                            }
+                            return .dictionary(existing.merging(added) { _, new in new })
                         }
-                        return .dictionary(existing.merging(added) { _, new in new })
-                    } }
+                    }
                 default:
                     let value = try TypeFlags.value(&words, allowContainers: true)
                     guard words.isEmpty else {
@@ -102,8 +108,10 @@ extension GroupDefaultsCommand {
 /// The type flags of `defaults write`, parsed from the words after the key.
 enum TypeFlags {
     /// Every flag `value` knows, for the suggestion after a typo.
-    static let knownFlags = ["-string", "-int", "-integer", "-float", "-double", "-bool", "-boolean", "-date", "-data", "--json",
-                             "-array", "-dict", "-array-add", "-dict-add"]
+    static let knownFlags = [
+        "-string", "-int", "-integer", "-float", "-double", "-bool", "-boolean", "-date", "-data", "--json",
+        "-array", "-dict", "-array-add", "-dict-add",
+    ]
 
     /// One value: a type flag and its argument(s), or a bare string.
     static func value(_ words: inout ArraySlice<String>, allowContainers: Bool) throws -> PropertyListValue {
@@ -157,7 +165,9 @@ enum TypeFlags {
         default:
             if word.hasPrefix("-") && word.count > 1 && Double(word) == nil {
                 let meant = Spelling.nearest(to: word, among: knownFlags).map { ": did you mean '\($0)'?" } ?? ""
-                throw CommandFailure("unknown type flag '\(word)'\(meant) (see groupdefaults write --help; -string stores a string that starts with '-')")
+                throw CommandFailure(
+                    "unknown type flag '\(word)'\(meant) (see groupdefaults write --help; -string stores a string that starts with '-')"
+                )
             }
             return .string(word)
         }

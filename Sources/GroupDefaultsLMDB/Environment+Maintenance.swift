@@ -15,7 +15,12 @@ extension Environment {
             do {
                 return try readTransaction { txn in
                     try StructureCheck.verify(
-                        env: mdb_txn_env(txn.txn), txn: txn.txn, snapshot: UInt64(mdb_txn_id(txn.txn)), limit: .max, scope: .everything)
+                        env: mdb_txn_env(txn.txn),
+                        txn: txn.txn,
+                        snapshot: UInt64(mdb_txn_id(txn.txn)),
+                        limit: .max,
+                        scope: .everything
+                    )
                 }
             } catch is StructureCheck.Retry where attempts < 100 {
                 attempts += 1  // a writer committed twice while the meta page was read
@@ -33,15 +38,21 @@ extension Environment {
             _ = mdb_reader_check(env, &dead)
             // `mdb_reader_list` reports one line per held slot ("pid thread txnid"), after a header
             // line, or a single parenthesised line when there is none.
-            try check(mdb_reader_list(env, { line, context in
-                guard let line, let context else { return 0 }
-                var first = line
-                while first.pointee == 0x20 { first += 1 }
-                if first.pointee >= 0x30 && first.pointee <= 0x39 {  // a line that starts with a pid
-                    context.assumingMemoryBound(to: Int.self).pointee += 1
-                }
-                return 0
-            }, &count))
+            try check(
+                mdb_reader_list(
+                    env,
+                    { line, context in
+                        guard let line, let context else { return 0 }
+                        var first = line
+                        while first.pointee == 0x20 { first += 1 }
+                        if first.pointee >= 0x30 && first.pointee <= 0x39 {  // a line that starts with a pid
+                            context.assumingMemoryBound(to: Int.self).pointee += 1
+                        }
+                        return 0
+                    },
+                    &count
+                )
+            )
         }
         return count
     }

@@ -66,8 +66,15 @@ package struct EnvironmentOptions: Sendable {
     package var verifiedStateOffset: Int?
 
     package init(
-        databases: [String], readerTrees: [String], lockFilePath: String, initialMapSize: Int, maximumMapSize: Int,
-        fileMode: UInt32, maximumReaders: UInt32, structureCheckLimit: Int, writesThroughMap: Bool = true,
+        databases: [String],
+        readerTrees: [String],
+        lockFilePath: String,
+        initialMapSize: Int,
+        maximumMapSize: Int,
+        fileMode: UInt32,
+        maximumReaders: UInt32,
+        structureCheckLimit: Int,
+        writesThroughMap: Bool = true,
         verifiedStateOffset: Int? = nil
     ) {
         self.writesThroughMap = writesThroughMap
@@ -313,9 +320,14 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
             _ = mdb_reader_check(env, &dead)  // clear reader slots left by crashed processes
             let state = Self.verifiedState(mapping, options.verifiedStateOffset)
             let opened = try Self.openDatabases(
-                env!, names: options.databases, readerTrees: options.readerTrees,
-                structureCheckLimit: options.structureCheckLimit, state: state, changeTimeBeforeOpen: changeTimeBeforeOpen,
-                metas: metas)
+                env!,
+                names: options.databases,
+                readerTrees: options.readerTrees,
+                structureCheckLimit: options.structureCheckLimit,
+                state: state,
+                changeTimeBeforeOpen: changeTimeBeforeOpen,
+                metas: metas
+            )
             self.databases = opened.0
             openCheck = opened.1
         } catch {
@@ -384,12 +396,23 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// LMDB's writer lock), else creating them in one write transaction. The structure of an existing
     /// file is checked before LMDB follows any of its pages.
     private static func openDatabases(
-        _ env: OpaquePointer, names: [String], readerTrees: [String], structureCheckLimit: Int, state: VerifiedState?,
-        changeTimeBeforeOpen: UInt64, metas: (FileHeader.Meta, FileHeader.Meta?)?
+        _ env: OpaquePointer,
+        names: [String],
+        readerTrees: [String],
+        structureCheckLimit: Int,
+        state: VerifiedState?,
+        changeTimeBeforeOpen: UInt64,
+        metas: (FileHeader.Meta, FileHeader.Meta?)?
     ) throws -> (UnsafeMutablePointer<MDB_dbi>, StructureCheck.Outcome) {
         if let opened = try openExistingDatabases(
-            env, names: names, readerTrees: readerTrees, structureCheckLimit: structureCheckLimit, state: state,
-            changeTimeBeforeOpen: changeTimeBeforeOpen, metas: metas) {
+            env,
+            names: names,
+            readerTrees: readerTrees,
+            structureCheckLimit: structureCheckLimit,
+            state: state,
+            changeTimeBeforeOpen: changeTimeBeforeOpen,
+            metas: metas
+        ) {
             return opened
         }
         var txn: OpaquePointer?
@@ -407,8 +430,13 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// The named databases of an existing file, or nil for a new (empty) file or one that lacks
     /// some of them. Throws `LMDBError.invalid` for an LMDB file that holds other data.
     private static func openExistingDatabases(
-        _ env: OpaquePointer, names: [String], readerTrees: [String], structureCheckLimit: Int, state: VerifiedState?,
-        changeTimeBeforeOpen: UInt64, metas: (FileHeader.Meta, FileHeader.Meta?)?
+        _ env: OpaquePointer,
+        names: [String],
+        readerTrees: [String],
+        structureCheckLimit: Int,
+        state: VerifiedState?,
+        changeTimeBeforeOpen: UInt64,
+        metas: (FileHeader.Meta, FileHeader.Meta?)?
     ) throws -> (UnsafeMutablePointer<MDB_dbi>, StructureCheck.Outcome)? {
         var attempts = 0
         while true {
@@ -417,11 +445,20 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
             try check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn))
             do {
                 let outcome = try StructureCheck.verify(
-                    env: env, txn: txn!, snapshot: UInt64(mdb_txn_id(txn)), limit: structureCheckLimit, scope: .trees(readerTrees),
+                    env: env,
+                    txn: txn!,
+                    snapshot: UInt64(mdb_txn_id(txn)),
+                    limit: structureCheckLimit,
+                    scope: .trees(readerTrees),
                     state: state.map {
-                        .init(record: $0, commitsBefore: commitsBefore, changeTimeBeforeOpen: changeTimeBeforeOpen,
-                              metas: attempts == 0 ? metas : nil)
-                    })
+                        .init(
+                            record: $0,
+                            commitsBefore: commitsBefore,
+                            changeTimeBeforeOpen: changeTimeBeforeOpen,
+                            metas: attempts == 0 ? metas : nil
+                        )
+                    }
+                )
                 if let handles = try openHandles(txn!, names: names, create: false) {
                     try check(mdb_txn_commit(txn))
                     return (handles, outcome)
@@ -435,7 +472,8 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                 throw error
             }
             var main = MDB_stat()
-            let rc = mdb_stat(txn, 1 /* MAIN_DBI */, &main)
+            let mainDatabase: MDB_dbi = 1  // MAIN_DBI
+            let rc = mdb_stat(txn, mainDatabase, &main)
             var known = 0
             if rc == 0 {
                 // Named databases this file already has (an older layout with fewer of them) are fine.
@@ -531,7 +569,9 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// still be emptied. Must not be called on a thread that is already writing
     /// (`isWritingOnCurrentThread`): LMDB's writer lock is not reentrant.
     package func writeTransaction(
-        sync: Bool, mayUseReserve: () -> Bool = { false }, flushFailed: (LMDBError) -> Void = { _ in },
+        sync: Bool,
+        mayUseReserve: () -> Bool = { false },
+        flushFailed: (LMDBError) -> Void = { _ in },
         _ body: (LMDBTransaction) throws -> Void
     ) throws {
         try checkProcess()
@@ -554,8 +594,13 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                     do {
                         // Under the writer lock nothing can commit: the snapshot is the last commit.
                         try StructureCheck.verify(
-                            env: env, txn: txn!, snapshot: UInt64(mdb_txn_id(txn)) - 1, limit: structureCheckLimit, scope: .everything,
-                            state: verifiedState.map { .init(record: $0, commitsBefore: commitsBefore, changeTimeBeforeOpen: nil) })
+                            env: env,
+                            txn: txn!,
+                            snapshot: UInt64(mdb_txn_id(txn)) - 1,
+                            limit: structureCheckLimit,
+                            scope: .everything,
+                            state: verifiedState.map { .init(record: $0, commitsBefore: commitsBefore, changeTimeBeforeOpen: nil) }
+                        )
                     } catch {
                         mdb_txn_abort(txn)
                         throw error
@@ -575,7 +620,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                 }
                 do {
                     try body(LMDBTransaction(txn: txn!, environment: self))
-                } catch where activeWriteHitMapFull {
+                } catch  where activeWriteHitMapFull {
                     return false
                 }
                 if activeWriteHitMapFull { return false }  // body swallowed MDB_MAP_FULL; the txn is unusable
@@ -587,7 +632,10 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                 let flushesData = sync && mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 0) == 0
                 let commit = mdb_txn_commit(txn)
                 if flushesData { mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 1) }
-                if commit == MDB_MAP_FULL { mustGrow = true; return false }
+                if commit == MDB_MAP_FULL {
+                    mustGrow = true
+                    return false
+                }
                 try check(commit)
                 // A commit of this library from a checked state: counted, so that the next open can
                 // trust the record (see `VerifiedState`). Counted only if it wrote a transaction.

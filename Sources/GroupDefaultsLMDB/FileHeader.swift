@@ -87,7 +87,8 @@ package enum FileHeader {
                 lastPage: raw.loadUnaligned(fromByteOffset: 136, as: UInt64.self),
                 txnID: raw.loadUnaligned(fromByteOffset: 144, as: UInt64.self),
                 freeTree: TreeRecord(raw, at: 40),
-                mainTree: TreeRecord(raw, at: 88))
+                mainTree: TreeRecord(raw, at: 88)
+            )
         }
     }
 }

@@ -53,7 +53,9 @@ package enum StructureCheck {
     /// the library must be an LMDB 0.9. Anything else is left to LMDB, unchecked, rather than being
     /// called damaged.
     static func understands(fileVersion: UInt32) -> Bool {
-        var major: Int32 = 0, minor: Int32 = 0, patch: Int32 = 0
+        var major: Int32 = 0
+        var minor: Int32 = 0
+        var patch: Int32 = 0
         _ = mdb_version(&major, &minor, &patch)
         return major == 0 && minor == 9 && fileVersion == FileHeader.dataVersion
     }
@@ -88,7 +90,12 @@ package enum StructureCheck {
     /// for is only checked near its roots, and a walked one is recorded.
     @discardableResult
     static func verify(
-        env: OpaquePointer, txn: OpaquePointer, snapshot txnID: UInt64, limit: Int, scope: Scope, state: StateCheck? = nil
+        env: OpaquePointer,
+        txn: OpaquePointer,
+        snapshot txnID: UInt64,
+        limit: Int,
+        scope: Scope,
+        state: StateCheck? = nil
     ) throws -> Outcome {
         var fd: Int32 = -1
         try check(mdb_env_get_fd(env, &fd))
@@ -96,7 +103,8 @@ package enum StructureCheck {
         guard understands(fileVersion: first.version) else { return .unchecked }
         let known = txnID & 1 == 0 ? state?.metas?.0 : state?.metas?.1
         guard let meta = known?.txnID == txnID ? known : FileHeader.readMeta(fd: fd, offset: Int(txnID & 1) * first.pageSize),
-              meta.txnID == txnID else {
+            meta.txnID == txnID
+        else {
             throw Retry()
         }
         guard let used = meta.usedSize else { throw StructureDamage("the last page number \(meta.lastPage) is impossible") }
@@ -145,10 +153,15 @@ package enum StructureCheck {
 
     /// The record, if it vouches for snapshot `txnID` of `file` (see `VerifiedState`).
     private static func vouched(
-        _ state: StateCheck, snapshot txnID: UInt64, file: UInt64, everything: Bool, changeTime: UInt64
+        _ state: StateCheck,
+        snapshot txnID: UInt64,
+        file: UInt64,
+        everything: Bool,
+        changeTime: UInt64
     ) -> VerifiedState.Record? {
         guard let recorded = state.record.load(), recorded.file | 1 == file | 1, recorded.coversEverything || !everything,
-              txnID >= recorded.txnID else { return nil }
+            txnID >= recorded.txnID
+        else { return nil }
         let commits = state.record.commitCount
         guard commits == state.commitsBefore else { return nil }  // a commit of the library ended meanwhile
         let commitsSince = commits &- recorded.commits
@@ -187,8 +200,14 @@ package enum StructureCheck {
 
         static func visitedWords(lastPage: UInt64) -> Int { Int(lastPage / 64) + 1 }
 
-        init(fd: Int32, buffers: UnsafeMutablePointer<UnsafeMutableRawPointer?>, visited: UnsafeMutablePointer<UInt64>, pageSize: Int,
-             lastPage: UInt64, scope: Scope) {
+        init(
+            fd: Int32,
+            buffers: UnsafeMutablePointer<UnsafeMutableRawPointer?>,
+            visited: UnsafeMutablePointer<UInt64>,
+            pageSize: Int,
+            lastPage: UInt64,
+            scope: Scope
+        ) {
             self.fd = fd
             self.buffers = buffers
             self.pageSize = pageSize
@@ -246,7 +265,13 @@ package enum StructureCheck {
         private func u64(_ p: UnsafeRawPointer, _ offset: Int) -> UInt64 { p.loadUnaligned(fromByteOffset: offset, as: UInt64.self) }
 
         private mutating func page(
-            _ pgno: UInt64, level: Int, depth: Int, kind: TreeKind, name: String, slot: Int, entries: inout UInt64
+            _ pgno: UInt64,
+            level: Int,
+            depth: Int,
+            kind: TreeKind,
+            name: String,
+            slot: Int,
+            entries: inout UInt64
         ) throws {
             try claim(pgno, name)
             guard slot < Self.slots else { throw StructureDamage("trees nest deeper than LMDB allows") }
@@ -257,7 +282,8 @@ package enum StructureCheck {
             guard flags == (isBranch ? branchFlag : leafFlag) else {
                 throw StructureDamage("page \(pgno) of the \(name) should be a \(isBranch ? "branch" : "leaf") page (flags \(flags))")
             }
-            let lower = u16(p, 12), upper = u16(p, 14)
+            let lower = u16(p, 12)
+            let upper = u16(p, 14)
             guard lower >= pageHeaderSize, lower <= upper, upper <= pageSize, (lower - pageHeaderSize) % 2 == 0 else {
                 throw StructureDamage("page \(pgno) of the \(name) has impossible bounds \(lower)…\(upper)")
             }
@@ -268,8 +294,10 @@ package enum StructureCheck {
                 guard offset >= upper, offset + nodeHeaderSize <= pageSize else {
                     throw StructureDamage("a node of page \(pgno) in the \(name) lies outside the page")
                 }
-                let lo = UInt64(u16(p, offset)), hi = UInt64(u16(p, offset + 2))
-                let nodeFlags = UInt16(u16(p, offset + 4)), keySize = u16(p, offset + 6)
+                let lo = UInt64(u16(p, offset))
+                let hi = UInt64(u16(p, offset + 2))
+                let nodeFlags = UInt16(u16(p, offset + 4))
+                let keySize = u16(p, offset + 6)
                 let dataOffset = offset + nodeHeaderSize + keySize
                 guard dataOffset <= pageSize else { throw StructureDamage("a key of page \(pgno) in the \(name) runs past the page") }
                 if isBranch {
@@ -287,7 +315,9 @@ package enum StructureCheck {
                 let dataSize = Int(lo | hi << 16)
                 switch nodeFlags {
                 case 0:
-                    guard dataOffset + dataSize <= pageSize else { throw StructureDamage("a value on page \(pgno) of the \(name) runs past the page") }
+                    guard dataOffset + dataSize <= pageSize else {
+                        throw StructureDamage("a value on page \(pgno) of the \(name) runs past the page")
+                    }
                 case bigDataFlag:
                     guard dataOffset + 8 <= pageSize else { throw StructureDamage("a node on page \(pgno) of the \(name) runs past the page") }
                     let first = u64(p, dataOffset)
@@ -308,10 +338,11 @@ package enum StructureCheck {
                     }
                     let record = FileHeader.TreeRecord(UnsafeRawBufferPointer(start: p, count: pageSize), at: dataOffset)
                     let treeName = String(decoding: UnsafeRawBufferPointer(start: p + offset + nodeHeaderSize, count: keySize), as: UTF8.self)
-                    let follows = switch scope {
-                    case .everything: true
-                    case .trees(let names): names.contains(treeName)
-                    }
+                    let follows =
+                        switch scope {
+                        case .everything: true
+                        case .trees(let names): names.contains(treeName)
+                        }
                     if follows {
                         if map == nil { locateMap(key: p + offset + nodeHeaderSize, keySize: keySize, page: pgno) }
                         try tree(record, kind: .named, name: "tree '\(treeName)'", slot: slot + 1)
@@ -339,8 +370,9 @@ package enum StructureCheck {
             guard mdb_get(txn, main, &k, &v) == 0, let data = v.mv_data else { return }
             let pageStart = UInt(bitPattern: data) & ~UInt(pageSize - 1)
             guard let start = UnsafeRawPointer(bitPattern: pageStart),
-                  start.loadUnaligned(as: UInt64.self) == page,  // that page's own number, in its header
-                  pageStart >= UInt(page) * UInt(pageSize) else { return }
+                start.loadUnaligned(as: UInt64.self) == page,  // that page's own number, in its header
+                pageStart >= UInt(page) * UInt(pageSize)
+            else { return }
             map = UnsafeRawPointer(bitPattern: pageStart - UInt(page) * UInt(pageSize))
         }
 
@@ -349,7 +381,7 @@ package enum StructureCheck {
             let p = try read(pgno, slot: overflowSlot, count: pageHeaderSize)
             let pages = UInt64(p.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
             guard u64(p, 0) == pgno, UInt16(u16(p, 10)) & ~dirtyFlag == overflowFlag, pages >= 1,
-                  pgno + pages - 1 <= lastPage, UInt64(dataSize) <= pages * UInt64(pageSize) - UInt64(pageHeaderSize)
+                pgno + pages - 1 <= lastPage, UInt64(dataSize) <= pages * UInt64(pageSize) - UInt64(pageHeaderSize)
             else { throw StructureDamage("overflow page \(pgno) of the \(name) is damaged") }
             for extra in 1..<pages { try claim(pgno + extra, name) }
         }

@@ -29,7 +29,8 @@ struct NetworkFailure {
 
     private func described(_ error: any Error) -> (words: String, unreached: Bool, lasting: Bool) {
         let (words, unreached) = classified(error)
-        let lasting = words.hasPrefix("unknown host") || words.hasPrefix("no address found") || words.hasPrefix("the server does not speak TLS")
+        let lasting =
+            words.hasPrefix("unknown host") || words.hasPrefix("no address found") || words.hasPrefix("the server does not speak TLS")
             || words.hasPrefix("its TLS certificate")
         return (words, unreached, lasting)
     }

@@ -142,8 +142,14 @@ public struct SyncClient: Sendable {
 
     /// `POST /v1/pairings/{pairing_id}/claim`, sent without a token: the claiming device's token.
     public func claimPairing(pairingID: String, _ claim: PairingClaim) async throws(SyncError) -> PairingClaimed {
-        try await send(.POST, url: "v1/pairings/\(pairingID)/claim", query: [], authorized: false, body: try Self.encode(claim),
-                       as: PairingClaimed.self)
+        try await send(
+            .POST,
+            url: "v1/pairings/\(pairingID)/claim",
+            query: [],
+            authorized: false,
+            body: try Self.encode(claim),
+            as: PairingClaimed.self
+        )
     }
 
     /// `GET /v1/pairings/{pairing_id}`: where the pairing stands; with `authorized` false, sent
@@ -160,8 +166,13 @@ public struct SyncClient: Sendable {
 
     /// `PUT /v1/pairings/{pairing_id}/keys`: the sealed keys for the device that claimed it.
     public func completePairing(pairingID: String, bundle: String) async throws(SyncError) -> PairingState {
-        try await send(.PUT, url: "v1/pairings/\(pairingID)/keys", query: [], body: try Self.encode(PairingKeys(bundle: bundle)),
-                       as: PairingState.self)
+        try await send(
+            .PUT,
+            url: "v1/pairings/\(pairingID)/keys",
+            query: [],
+            body: try Self.encode(PairingKeys(bundle: bundle)),
+            as: PairingState.self
+        )
     }
 
     private static func encode(_ value: some Encodable) throws(SyncError) -> [UInt8] {
@@ -173,7 +184,8 @@ public struct SyncClient: Sendable {
     /// A stream silent for longer than `idleTimeout` (the server sends a heartbeat every 15 s) is
     /// taken as broken.
     public func events(
-        after lastEventID: UInt64, idleTimeout: Duration = .seconds(45),
+        after lastEventID: UInt64,
+        idleTimeout: Duration = .seconds(45),
         onOpen: @Sendable () async -> Void = {},
         onEvents: @escaping @Sendable ([ServerSentEvent]) async throws -> Void
     ) async throws {
@@ -222,15 +234,24 @@ public struct SyncClient: Sendable {
     }
 
     private func send<Answer: Decodable>(
-        _ method: HTTPMethod, path: String, query: [URLQueryItem], body: [UInt8]? = nil, extraTime: Duration = .zero,
+        _ method: HTTPMethod,
+        path: String,
+        query: [URLQueryItem],
+        body: [UInt8]? = nil,
+        extraTime: Duration = .zero,
         as: Answer.Type
     ) async throws(SyncError) -> Answer {
         try await send(method, url: "v1/suites/\(encodedSuite)/\(path)", query: query, body: body, extraTime: extraTime, as: Answer.self)
     }
 
     private func send<Answer: Decodable>(
-        _ method: HTTPMethod, url: String, query: [URLQueryItem], authorized: Bool = true, body: [UInt8]? = nil,
-        extraTime: Duration = .zero, as: Answer.Type
+        _ method: HTTPMethod,
+        url: String,
+        query: [URLQueryItem],
+        authorized: Bool = true,
+        body: [UInt8]? = nil,
+        extraTime: Duration = .zero,
+        as: Answer.Type
     ) async throws(SyncError) -> Answer {
         do {
             var request = try makeRequest(method, url: url, query: query, authorized: authorized)
@@ -334,7 +355,7 @@ final class ServerClock: Sendable {
     static func parse(_ text: String) -> UInt64? {
         let parts = text.split(separator: " ")
         guard parts.count == 6, parts[5] == "GMT", let month = months.firstIndex(of: String(parts[2])),
-              parts[1].count == 2, parts[3].count == 4, parts[4].count == 8
+            parts[1].count == 2, parts[3].count == 4, parts[4].count == 8
         else { return nil }
         let iso = "\(parts[3])-\(month < 9 ? "0" : "")\(month + 1)-\(parts[1])T\(parts[4]).000Z"
         guard let date = TypedJSONDate.parse(iso), date.timeIntervalSince1970 > 0 else { return nil }

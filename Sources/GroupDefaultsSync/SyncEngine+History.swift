@@ -26,9 +26,12 @@ extension SyncEngine {
             do throws(EntrySealer.Refusal) {
                 versions.append(KeyVersion(entry: try sealer.open(version.entry), received: version.received))
             } catch {
-                logger.error("left out a version of the key's history that does not check out", metadata: [
-                    "suite": "\(client.suite)", "key": "\(key)", "rev": "\(version.entry.rev ?? 0)", "reason": "\(error)",
-                ])
+                logger.error(
+                    "left out a version of the key's history that does not check out",
+                    metadata: [
+                        "suite": "\(client.suite)", "key": "\(key)", "rev": "\(version.entry.rev ?? 0)", "reason": "\(error)",
+                    ]
+                )
             }
         }
         return KeyHistory(key: key, versions: versions)
@@ -49,8 +52,12 @@ extension SyncEngine {
         let history = try await history(forKey: key)
         guard let version = history.versions.first(where: { $0.entry.rev == revision }) else {
             let kept = history.versions.compactMap(\.entry.rev).map(String.init).joined(separator: ", ")
-            throw SyncError(.rejected, code: .notFound,
-                            "the server keeps no revision \(revision) of '\(key)' (it keeps \(kept)); nothing was changed", key: key)
+            throw SyncError(
+                .rejected,
+                code: .notFound,
+                "the server keeps no revision \(revision) of '\(key)' (it keeps \(kept)); nothing was changed",
+                key: key
+            )
         }
         try await defaults.write { tx in
             if let value = version.entry.value { try tx.set(value, forKey: key) } else { try tx.removeValue(forKey: key) }

@@ -39,7 +39,7 @@ extension SyncEngine {
             do {
                 _ = try await push()
                 return
-            } catch where error.kind == .authenticationNeeded {
+            } catch  where error.kind == .authenticationNeeded {
                 await waitForNewToken()
             } catch {
                 // Stopping (SIGTERM) cancels a push in flight: no failure to report.
@@ -69,17 +69,17 @@ extension SyncEngine {
                     try await longPoll()
                     backoff.reset()
                 }
-            } catch where error.kind == .authenticationNeeded {
+            } catch  where error.kind == .authenticationNeeded {
                 // Also when the event stream says so: the status (and `status`) shows the pause.
                 updateStatusListening(false)
                 failed(error)
                 await waitForNewToken()
-            } catch where error.kind == .protocolError && transport == .eventStream && [404, 405, 406].contains(error.status) {
+            } catch  where error.kind == .protocolError && transport == .eventStream && [404, 405, 406].contains(error.status) {
                 logger.warning("the server has no event stream: falling back to long-polls", metadata: ["error": "\(error)"])
                 transport = .longPoll
-            } catch where error == SyncError.cancelled {
+            } catch  where error == SyncError.cancelled {
                 break
-            } catch where error.code == .suiteReset || error.isCursorExpired {
+            } catch  where error.code == .suiteReset || error.isCursorExpired {
                 // Said by the event stream: the next pull reads the suite again (and says so); a
                 // backoff all the same, should the server say it again at once.
                 updateStatusListening(false)

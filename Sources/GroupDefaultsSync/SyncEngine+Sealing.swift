@@ -52,10 +52,14 @@ extension SyncEngine {
     func opened(_ entries: [SyncEntry]) throws(SyncError) -> (entries: [SyncEntry], refused: [RefusedEntry]) {
         guard let sealer else {
             if entries.contains(where: { $0.sealed != nil }) {
-                throw SyncError(.local, code: .suiteEncrypted, """
+                throw SyncError(
+                    .local,
+                    code: .suiteEncrypted,
+                    """
                     the server's copy of \(client.suite) is end-to-end encrypted and this device does not have its key: \
                     configure it with --pairing-code (from groupdefaults-sync pair on a device that has it) or --recovery-key
-                    """)
+                    """
+                )
             }
             return (entries, [])
         }
@@ -71,8 +75,14 @@ extension SyncEngine {
             // (shown by `history`), never applied. Every entry sealed under it before the rotation
             // comes again sealed under the new epoch, with its own stamp (`KeyRotation`).
             if let epoch = entry.sealed?.epoch, epoch < current {
-                refused.append(RefusedEntry(keyID: entry.key, key: nil, stamp: entry.stamp,
-                                            reason: "sealed under key epoch \(epoch), retired since epoch \(current) began"))
+                refused.append(
+                    RefusedEntry(
+                        keyID: entry.key,
+                        key: nil,
+                        stamp: entry.stamp,
+                        reason: "sealed under key epoch \(epoch), retired since epoch \(current) began"
+                    )
+                )
                 continue
             }
             do throws(EntrySealer.Refusal) {
@@ -80,19 +90,26 @@ extension SyncEngine {
             } catch .unknownEpoch(let epoch) {
                 // Not tampering: the suite's key was rotated since this device got its keys. Nothing
                 // is applied until it has the new key.
-                throw SyncError(.local, code: .staleKeyEpoch, """
+                throw SyncError(
+                    .local,
+                    code: .staleKeyEpoch,
+                    """
                     the key of \(client.suite) was rotated (epoch \(epoch); this device has up to \(sealer.keys.currentEpoch)): \
                     pair this device again (groupdefaults-sync pair on a device that has the new key, then configure --pairing-code here)
-                    """)
+                    """
+                )
             } catch {
                 refused.append(RefusedEntry(keyID: entry.key, key: nil, stamp: entry.stamp, reason: "\(error)"))
             }
         }
         if !refused.isEmpty {
-            logger.error("refused entries the server sent that do not check out", metadata: [
-                "suite": "\(client.suite)", "count": "\(refused.count)",
-                "first": "\(refused[0].keyID): \(refused[0].reason)",
-            ])
+            logger.error(
+                "refused entries the server sent that do not check out",
+                metadata: [
+                    "suite": "\(client.suite)", "count": "\(refused.count)",
+                    "first": "\(refused[0].keyID): \(refused[0].reason)",
+                ]
+            )
         }
         return (opened, refused)
     }
@@ -101,7 +118,7 @@ extension SyncEngine {
     /// was rotated, or this device paired again, since the engine started).
     func reloadKeys() -> Bool {
         guard let keyFile, let current = sealer?.keys, let keys = try? SuiteKeys.read(from: keyFile, suite: current.suite),
-              Set(keys.epochs.keys) != Set(current.epochs.keys)
+            Set(keys.epochs.keys) != Set(current.epochs.keys)
         else { return false }
         sealer = EntrySealer(keys: keys)
         logger.notice("read the suite's keys again: epoch \(keys.currentEpoch)", metadata: ["suite": "\(client.suite)"])
@@ -112,12 +129,19 @@ extension SyncEngine {
     func rolledBack(_ keys: [String], among entries: [SyncEntry], sealer: EntrySealer) -> [RefusedEntry] {
         let stale = Set(keys)
         let refused = entries.filter { stale.contains($0.key) }.map {
-            RefusedEntry(keyID: sealer.keys.keyID(for: $0.key), key: $0.key, stamp: $0.stamp,
-                         reason: RefusedRecord.rolledBack)
+            RefusedEntry(
+                keyID: sealer.keys.keyID(for: $0.key),
+                key: $0.key,
+                stamp: $0.stamp,
+                reason: RefusedRecord.rolledBack
+            )
         }
-        logger.error("refused entries older than those already accepted", metadata: [
-            "suite": "\(client.suite)", "keys": "\(keys.prefix(20).joined(separator: ","))",
-        ])
+        logger.error(
+            "refused entries older than those already accepted",
+            metadata: [
+                "suite": "\(client.suite)", "keys": "\(keys.prefix(20).joined(separator: ","))",
+            ]
+        )
         return refused
     }
 

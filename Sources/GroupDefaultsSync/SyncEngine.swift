@@ -110,7 +110,11 @@ public actor SyncEngine {
     /// A client that names no device (`SyncClient.deviceID`) is given the suite's origin, so that
     /// the server lists this device as one.
     public init(
-        defaults: SharedDefaults, client: SyncClient, options: Options = Options(), logger: Logger? = nil, keys: SuiteKeys? = nil
+        defaults: SharedDefaults,
+        client: SyncClient,
+        options: Options = Options(),
+        logger: Logger? = nil,
+        keys: SuiteKeys? = nil
     ) {
         self.init(defaults: defaults, client: client, options: options, logger: logger, keys: keys, keyFile: nil)
     }
@@ -157,10 +161,13 @@ public actor SyncEngine {
         let failedAgain = condition != .ok && status.lastFailure != nil && status.lastFailure != previous?.lastFailure
         guard recordedHealth == nil || previous?.condition != condition || previous?.detail != detail || failedAgain else { return }
         let health = SyncHealth(
-            condition: condition, detail: detail,
+            condition: condition,
+            detail: detail,
             // A failure began at the failed step; anything else now.
             since: previous.flatMap { $0.condition == condition ? $0.since : nil } ?? (status.lastError != nil ? status.lastFailure : nil) ?? Date(),
-            lastSuccess: status.lastSuccess ?? previous?.lastSuccess, lastFailure: status.lastFailure ?? previous?.lastFailure)
+            lastSuccess: status.lastSuccess ?? previous?.lastSuccess,
+            lastFailure: status.lastFailure ?? previous?.lastFailure
+        )
         recordedHealth = health
         do { try health.store(in: defaults) } catch {
             logger.warning("could not record the sync status in the suite", metadata: ["error": "\(error)"])
@@ -263,10 +270,10 @@ public actor SyncEngine {
             let answeredBefore = pushesAnswered
             do {
                 page = try await client.changes(since: since, limit: options.pageSize)
-            } catch where error.isCursorExpired {
+            } catch  where error.isCursorExpired {
                 logger.info("the cursor expired: reading the server's suite again", metadata: ["suite": "\(client.suite)"])
                 return try await readSnapshotAgain()
-            } catch where error.code == .suiteReset {
+            } catch  where error.code == .suiteReset {
                 return try await joinAgainAfterReset()
             }
             if !page.entries.isEmpty || page.lastRev != since {
@@ -311,8 +318,10 @@ public actor SyncEngine {
     /// holds is marked pending with its own stamp, so that each key ends with its latest write, a
     /// deletion included, on every device; `run` uploads at once.
     private func joinAgainAfterReset() async throws(SyncError) -> SyncReport {
-        logger.warning("the server's copy of the suite was reset by its operator: uploading what this device holds",
-                       metadata: ["suite": "\(client.suite)"])
+        logger.warning(
+            "the server's copy of the suite was reset by its operator: uploading what this device holds",
+            metadata: ["suite": "\(client.suite)"]
+        )
         anchored = false
         try await anchorIfNeeded()
         let snapshot = try await readSnapshot()
@@ -332,9 +341,9 @@ public actor SyncEngine {
         do {
             try await KeyAnchoring.ensure(keys, client: client)
             anchored = true
-        } catch where error.code == .keyAnchorMismatch || error.kind == .unavailable || error.kind == .authenticationNeeded {
+        } catch  where error.code == .keyAnchorMismatch || error.kind == .unavailable || error.kind == .authenticationNeeded {
             throw error
-        } catch where error.code == .suiteNotEncrypted {
+        } catch  where error.code == .suiteNotEncrypted {
             return  // no sealed entry yet: after the first push
         } catch {
             anchored = true
@@ -357,8 +366,15 @@ public actor SyncEngine {
         var report = SyncReport()
         // An encrypted suite's server is not trusted to say what it no longer has: what it leaves
         // out is kept and reported rather than removed.
-        report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .lastWriterWins, pruning: sealer == nil,
-                             detectingRollback: true))
+        report.add(
+            try apply(
+                snapshot.entries,
+                cursor: snapshot.head,
+                policy: .lastWriterWins,
+                pruning: sealer == nil,
+                detectingRollback: true
+            )
+        )
         if sealer != nil { report.omitted = try omitted(from: snapshot.entries) }
         return report
     }
@@ -387,7 +403,10 @@ public actor SyncEngine {
     /// suite's entry older than what this device already accepted from the server is reported as
     /// rolled back (last writer wins has already kept it out).
     private func apply(
-        _ entries: [SyncEntry], cursor: UInt64?, policy: RemotePolicy = .lastWriterWins, pruning: Bool = false,
+        _ entries: [SyncEntry],
+        cursor: UInt64?,
+        policy: RemotePolicy = .lastWriterWins,
+        pruning: Bool = false,
         detectingRollback: Bool = false
     ) throws(SyncError) -> SyncReport {
         try checkClockNotBehind(entries)
@@ -400,13 +419,18 @@ public actor SyncEngine {
         noteReplacements(result)
         var report = SyncReport()
         report.add(result)
-        report.refused = refused + result.refused.map {
-            RefusedEntry(keyID: sealer?.keys.keyID(for: $0.key) ?? $0.key, key: $0.key, stamp: $0.stamp, reason: $0.reason)
-        }
+        report.refused =
+            refused
+            + result.refused.map {
+                RefusedEntry(keyID: sealer?.keys.keyID(for: $0.key) ?? $0.key, key: $0.key, stamp: $0.stamp, reason: $0.reason)
+            }
         if !result.refused.isEmpty {
-            logger.error("refused entries stamped far ahead of this machine's clock", metadata: [
-                "suite": "\(client.suite)", "count": "\(result.refused.count)", "first": "\(result.refused[0].key)",
-            ])
+            logger.error(
+                "refused entries stamped far ahead of this machine's clock",
+                metadata: [
+                    "suite": "\(client.suite)", "count": "\(result.refused.count)", "first": "\(result.refused[0].key)",
+                ]
+            )
         }
         if let sealer, keepingStale, !result.stale.isEmpty {
             report.refused += rolledBack(result.stale, among: opened, sealer: sealer)
@@ -427,10 +451,15 @@ public actor SyncEngine {
         guard entries.contains(where: { $0.hlc.isAhead(of: wall) && !$0.hlc.isAhead(of: server &+ 1000) }) else { return }
         // This device's fault, not the server's: a one-shot step fails at once; `run` tries again
         // after `retryAfter`.
-        throw SyncError(.local, code: .clockSkew, """
+        throw SyncError(
+            .local,
+            code: .clockSkew,
+            """
             this device's clock is \((server - wall) / 1000) s behind the server's: nothing was applied, so that no honest change \
             is refused as one from the future; set the clock right
-            """, retryAfter: .seconds(30))
+            """,
+            retryAfter: .seconds(30)
+        )
     }
 
     /// Tells the log when local values were replaced (each is in the conflict journal).
@@ -503,22 +532,34 @@ public actor SyncEngine {
                 // Checked on the value itself: a sealed op carries it opaque, and every device must
                 // be able to read it.
                 if let value = change.value, !value.fitsNestingLimit {
-                    throw SyncError(.rejected, code: .valueTooDeep,
-                                    "the value nests arrays and dictionaries more than \(PropertyListValue.maximumNestingDepth) levels deep",
-                                    key: change.key, limit: PropertyListValue.maximumNestingDepth)
+                    throw SyncError(
+                        .rejected,
+                        code: .valueTooDeep,
+                        "the value nests arrays and dictionaries more than \(PropertyListValue.maximumNestingDepth) levels deep",
+                        key: change.key,
+                        limit: PropertyListValue.maximumNestingDepth
+                    )
                 }
                 op = try self.op(for: change)
                 if let refusal = Self.refusal(of: op, limits: limits, key: change.key) { throw refusal }
                 do { opBytes = try encoder.encode(op).count } catch {
-                    throw SyncError(.rejected, code: .malformed,
-                                    "the value cannot be written as typed JSON, which sync carries (dates from year 0 to 9999 only)",
-                                    key: change.key)
+                    throw SyncError(
+                        .rejected,
+                        code: .malformed,
+                        "the value cannot be written as typed JSON, which sync carries (dates from year 0 to 9999 only)",
+                        key: change.key
+                    )
                 }
                 if bodyBytes + opBytes + 1 > limits.maxBodyBytes, ops.isEmpty {
-                    throw SyncError(.rejected, code: .bodyTooLarge, "the change alone takes \(opBytes) bytes, more than a push may",
-                                    key: change.key, limit: limits.maxBodyBytes)
+                    throw SyncError(
+                        .rejected,
+                        code: .bodyTooLarge,
+                        "the change alone takes \(opBytes) bytes, more than a push may",
+                        key: change.key,
+                        limit: limits.maxBodyBytes
+                    )
                 }
-            } catch where error.kind == .rejected {
+            } catch  where error.kind == .rejected {
                 reject(change.key, stamp: change.stamp, error)
                 continue
             }
@@ -553,7 +594,7 @@ public actor SyncEngine {
         let response: PushResponse
         do {
             response = try await client.push(body: batch.body)
-        } catch where error.kind == .rejected {
+        } catch  where error.kind == .rejected {
             switch error.code {
             case .suiteEncrypted?, .suiteNotEncrypted?:
                 // Not this batch's fault but this device's settings: the marks stay, the batch goes.
@@ -573,24 +614,30 @@ public actor SyncEngine {
                 // Ahead of the server (a rotation whose key bag was never stored) or behind it.
                 let serverEpoch = max((try? await client.keyBags().newestEpoch) ?? 0, 1)
                 let mine = sealer?.keys.currentEpoch ?? 0
-                let advice = if mine == serverEpoch + 1 {
-                    "this device's key is of epoch \(mine), whose key bag the server does not have: run groupdefaults-sync rotate-key \(client.suite) again to store it"
-                } else if mine > serverEpoch {
-                    """
-                    this device's keys (epoch \(mine)) are newer than the suite's on the server (epoch \(serverEpoch)), which a device with \
-                    older keys anchored after a reset: pair that device from this one, or have the operator reset the suite again \
-                    (suites reset --keys) and sync this device first
-                    """
-                } else {
-                    "groupdefaults-sync pair on a device that has the new key, then configure --pairing-code here"
-                }
+                let advice =
+                    if mine == serverEpoch + 1 {
+                        "this device's key is of epoch \(mine), whose key bag the server does not have: run groupdefaults-sync rotate-key \(client.suite) again to store it"
+                    } else if mine > serverEpoch {
+                        """
+                        this device's keys (epoch \(mine)) are newer than the suite's on the server (epoch \(serverEpoch)), which a device with \
+                        older keys anchored after a reset: pair that device from this one, or have the operator reset the suite again \
+                        (suites reset --keys) and sync this device first
+                        """
+                    } else {
+                        "groupdefaults-sync pair on a device that has the new key, then configure --pairing-code here"
+                    }
                 throw SyncError(.local, code: .staleKeyEpoch, "\(error.detail) (\(advice))", status: error.status)
             case .clockSkew?:
                 // Not one key's fault: this device's clock is ahead of the server's. The changes stay
                 // pending and are tried again later (the server's clock catches up with their HLCs).
                 try local { try defaults.setInFlightBatch(nil) }
-                throw SyncError(.unavailable, code: .clockSkew, "\(error.detail) (this device's clock is ahead of the server's)",
-                                retryAfter: .seconds(30), status: error.status)
+                throw SyncError(
+                    .unavailable,
+                    code: .clockSkew,
+                    "\(error.detail) (this device's clock is ahead of the server's)",
+                    retryAfter: .seconds(30),
+                    status: error.status
+                )
             default:
                 throw error
             }
@@ -675,12 +722,22 @@ public actor SyncEngine {
             return SyncError(.rejected, code: .keyTooLong, "the key takes \(keyBytes) bytes", key: key, limit: limits.maxKeyBytes)
         }
         if let sealed = op.sealed, sealed.box.count > limits.maxValueBytes {
-            return SyncError(.rejected, code: .valueTooLarge, "the value takes \(sealed.box.count) bytes sealed",
-                             key: key, limit: limits.maxValueBytes)
+            return SyncError(
+                .rejected,
+                code: .valueTooLarge,
+                "the value takes \(sealed.box.count) bytes sealed",
+                key: key,
+                limit: limits.maxValueBytes
+            )
         }
         if let value = op.value, let bytes = try? value.typedJSON().count, bytes > limits.maxValueBytes {
-            return SyncError(.rejected, code: .valueTooLarge, "the value takes \(bytes) bytes as typed JSON",
-                             key: key, limit: limits.maxValueBytes)
+            return SyncError(
+                .rejected,
+                code: .valueTooLarge,
+                "the value takes \(bytes) bytes as typed JSON",
+                key: key,
+                limit: limits.maxValueBytes
+            )
         }
         return nil
     }
@@ -721,7 +778,10 @@ public actor SyncEngine {
 
     /// Waits until no other `step` runs; then this one does, until `leave`.
     private func enter(_ step: Step) async {
-        guard busy.contains(step) else { return _ = busy.insert(step) }
+        guard busy.contains(step) else {
+            _ = busy.insert(step)
+            return
+        }
         await withCheckedContinuation { waiting[step, default: []].append($0) }
     }
 

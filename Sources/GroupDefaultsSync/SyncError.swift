@@ -47,8 +47,13 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
 
     /// A failure of the given kind.
     public init(
-        _ kind: Kind, code: SyncErrorCode? = nil, _ detail: String, key: String? = nil, limit: Int? = nil,
-        retryAfter: Duration? = nil, status: Int? = nil
+        _ kind: Kind,
+        code: SyncErrorCode? = nil,
+        _ detail: String,
+        key: String? = nil,
+        limit: Int? = nil,
+        retryAfter: Duration? = nil,
+        status: Int? = nil
     ) {
         self.kind = kind
         self.code = code
@@ -61,10 +66,23 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
 
     /// A refusal by the server, classified by its code (or, for a code this client does not know,
     /// by its HTTP status): the one place that decides what each code means to the engine.
-    package init(refusal code: SyncErrorCode?, status: Int?, _ detail: String, key: String? = nil, limit: Int? = nil,
-         retryAfter: Duration? = nil) {
-        self.init(Self.kind(of: code, status: status), code: code, detail, key: key, limit: limit, retryAfter: retryAfter,
-                  status: status)
+    package init(
+        refusal code: SyncErrorCode?,
+        status: Int?,
+        _ detail: String,
+        key: String? = nil,
+        limit: Int? = nil,
+        retryAfter: Duration? = nil
+    ) {
+        self.init(
+            Self.kind(of: code, status: status),
+            code: code,
+            detail,
+            key: key,
+            limit: limit,
+            retryAfter: retryAfter,
+            status: status
+        )
     }
 
     static func kind(of code: SyncErrorCode?, status: Int?) -> Kind {
@@ -109,8 +127,14 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
     /// A 4xx/5xx answer, by its status and JSON error body.
     package static func answer(status: Int, body: SyncErrorBody?, retryAfter: Duration?) -> SyncError {
         let code = body?.error ?? (status == 410 ? .cursorExpired : nil)
-        var error = SyncError(refusal: code, status: status, body?.detail ?? "HTTP status \(status)", key: body?.key,
-                              limit: body?.limit, retryAfter: retryAfter)
+        var error = SyncError(
+            refusal: code,
+            status: status,
+            body?.detail ?? "HTTP status \(status)",
+            key: body?.key,
+            limit: body?.limit,
+            retryAfter: retryAfter
+        )
         if error.kind == .protocolError { error.detail += " (HTTP \(status))" }
         return error
     }

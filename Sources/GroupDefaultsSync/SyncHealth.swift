@@ -77,7 +77,10 @@ public struct SyncHealth: Sendable, Equatable, Codable {
         }
         if let first = status.rejected.first {
             let count = status.rejected.count
-            return (.setAside, "not pushed: \(count) local change\(count == 1 ? "" : "s") set aside (\(first.key.map { "'\($0)': " } ?? "")\(first.detail))")
+            return (
+                .setAside,
+                "not pushed: \(count) local change\(count == 1 ? "" : "s") set aside (\(first.key.map { "'\($0)': " } ?? "")\(first.detail))"
+            )
         }
         if let first = status.refused.first {
             return (.refused, "refused \(status.refused.count) entr\(status.refused.count == 1 ? "y" : "ies") from the server (\(first))")
@@ -105,9 +108,12 @@ public struct SyncHealth: Sendable, Equatable, Codable {
         let condition: Condition = error.kind == .authenticationNeeded ? .paused : .failing
         let now = Date()
         let health = SyncHealth(
-            condition: condition, detail: error.kind == .authenticationNeeded ? error.detail : error.description,
+            condition: condition,
+            detail: error.kind == .authenticationNeeded ? error.detail : error.description,
             since: previous?.condition == condition ? previous?.since ?? now : now,
-            lastSuccess: previous?.lastSuccess, lastFailure: now)
+            lastSuccess: previous?.lastSuccess,
+            lastFailure: now
+        )
         try? health.store(in: defaults)
     }
 

@@ -1,7 +1,7 @@
 public import AsyncHTTPClient
 public import Foundation
-public import GroupDefaults
 import Glibc
+public import GroupDefaults
 
 /// A suite's sync settings as `groupdefaults-sync configure` stores them in the suite: the server,
 /// the file the token is read from (never the token), and a private certificate authority.
@@ -38,8 +38,13 @@ public struct SyncSettings: Sendable, Equatable {
         guard let url = URL(string: server), let tokenFile = state.tokenFile else {
             throw SyncError(.local, "the suite's sync settings are incomplete: configure it again")
         }
-        return SyncSettings(server: url, tokenFile: tokenFile, caFile: state.caFile, localOnlyKeys: state.localOnlyKeys,
-                            keyFile: state.keyFile)
+        return SyncSettings(
+            server: url,
+            tokenFile: tokenFile,
+            caFile: state.caFile,
+            localOnlyKeys: state.localOnlyKeys,
+            keyFile: state.keyFile
+        )
     }
 
     /// Stores these settings in `defaults` and marks it synced (see `enableSync`), recording the
@@ -56,7 +61,12 @@ public struct SyncSettings: Sendable, Equatable {
         }
         do {
             try defaults.enableSync(
-                server: server.absoluteString, tokenFile: tokenFile, caFile: caFile, keyFile: keyFile, localOnly: localOnlyKeys)
+                server: server.absoluteString,
+                tokenFile: tokenFile,
+                caFile: caFile,
+                keyFile: keyFile,
+                localOnly: localOnlyKeys
+            )
         } catch {
             throw SyncError.local(error)
         }

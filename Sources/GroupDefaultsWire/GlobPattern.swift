@@ -25,7 +25,10 @@ public struct GlobPattern: Sendable, Hashable, CustomStringConvertible {
             throw Invalid(pattern: text, reason: "a pattern takes at most \(Self.maximumLength) bytes of UTF-8")
         }
         if let control = text.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-            throw Invalid(pattern: text, reason: "a pattern must not hold a control character (U+\(String(control.value, radix: 16, uppercase: true)))")
+            throw Invalid(
+                pattern: text,
+                reason: "a pattern must not hold a control character (U+\(String(control.value, radix: 16, uppercase: true)))"
+            )
         }
         self.text = text
         self.scalars = Array(text.unicodeScalars)
@@ -44,14 +47,22 @@ public struct GlobPattern: Sendable, Hashable, CustomStringConvertible {
 
     /// Greedy wildcard matching, backtracking to the last `*`: linear in practice, quadratic at worst.
     private static func matches(_ p: [Unicode.Scalar], _ s: [Unicode.Scalar]) -> Bool {
-        var pi = 0, si = 0, star = -1, mark = 0
+        var pi = 0
+        var si = 0
+        var star = -1
+        var mark = 0
         while si < s.count {
             if pi < p.count, p[pi] != "*", p[pi] == s[si] {
-                pi += 1; si += 1
+                pi += 1
+                si += 1
             } else if pi < p.count, p[pi] == "*" {
-                star = pi; mark = si; pi += 1
+                star = pi
+                mark = si
+                pi += 1
             } else if star >= 0 {
-                pi = star + 1; mark += 1; si = mark
+                pi = star + 1
+                mark += 1
+                si = mark
             } else {
                 return false
             }

@@ -56,7 +56,9 @@ public struct HLC: RawRepresentable, Hashable, Comparable, Sendable, CustomStrin
     /// - Throws: `ClockSkew` if `remote` is more than `maximumDrift` ahead of the wall clock: taking
     ///   it would drag this clock (and every later local write) into the future.
     public func received(
-        _ remote: HLC, wallClock milliseconds: UInt64 = HLC.wallClockMilliseconds(), maximumDrift: UInt64 = HLC.maximumDrift
+        _ remote: HLC,
+        wallClock milliseconds: UInt64 = HLC.wallClockMilliseconds(),
+        maximumDrift: UInt64 = HLC.maximumDrift
     ) throws(ClockSkew) -> HLC {
         guard !remote.isAhead(of: milliseconds, by: maximumDrift) else {
             throw ClockSkew(remote: remote, wallClockMilliseconds: milliseconds, maximumDrift: maximumDrift)
@@ -84,7 +86,10 @@ extension HLC: Codable {
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)
         guard let raw = UInt64(text) else {
-            throw DecodingError.dataCorruptedError(in: container, debugDescription: "an HLC is a decimal string of an unsigned 64-bit number, got \(text)")
+            throw DecodingError.dataCorruptedError(
+                in: container,
+                debugDescription: "an HLC is a decimal string of an unsigned 64-bit number, got \(text)"
+            )
         }
         self.init(rawValue: raw)
     }

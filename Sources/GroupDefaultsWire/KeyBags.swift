@@ -27,7 +27,11 @@ public struct SignedKeyBag: Codable, Sendable, Hashable {
         self.signature = signature
     }
 
-    enum CodingKeys: String, CodingKey { case bundle, verifyKey = "verify_key", signature }
+    enum CodingKeys: String, CodingKey {
+        case bundle
+        case verifyKey = "verify_key"
+        case signature
+    }
 }
 
 /// `PUT /v1/suites/{suite}/key-bags`: the suite's anchor, stored once by its first device after its
@@ -48,7 +52,10 @@ public struct KeyAnchor: Codable, Sendable, Hashable {
         self.bags = bags
     }
 
-    enum CodingKeys: String, CodingKey { case recoveryVerifyKey = "recovery_verify_key", bags }
+    enum CodingKeys: String, CodingKey {
+        case recoveryVerifyKey = "recovery_verify_key"
+        case bags
+    }
 }
 
 /// `GET /v1/suites/{suite}/key-bags`: the suite's key bags and its anchor.

@@ -22,7 +22,10 @@ public struct PairingRequest: Codable, Sendable, Hashable {
         self.pairingID = pairingID
     }
 
-    enum CodingKeys: String, CodingKey { case suite, pairingID = "pairing_id" }
+    enum CodingKeys: String, CodingKey {
+        case suite
+        case pairingID = "pairing_id"
+    }
 }
 
 /// `POST /v1/pairings/{pairing_id}/claim`, sent without a token by the new device: its public key
@@ -43,7 +46,11 @@ public struct PairingClaim: Codable, Sendable, Hashable {
         self.deviceName = deviceName
     }
 
-    enum CodingKeys: String, CodingKey { case publicKey = "public_key", proof, deviceName = "device_name" }
+    enum CodingKeys: String, CodingKey {
+        case publicKey = "public_key"
+        case proof
+        case deviceName = "device_name"
+    }
 }
 
 /// The answer to a claim: the new device's own token, shown this once, and the suite.

@@ -161,8 +161,11 @@ public struct ServerSentEventParser: Sendable {
         }
         guard hasData else { return nil }
         return ServerSentEvent(
-            id: lastEventID, event: eventType.flatMap { $0.isEmpty ? nil : $0 }, data: data.joined(separator: "\n"),
-            retry: nil)
+            id: lastEventID,
+            event: eventType.flatMap { $0.isEmpty ? nil : $0 },
+            data: data.joined(separator: "\n"),
+            retry: nil
+        )
     }
 }
 

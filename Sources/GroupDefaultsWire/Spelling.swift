@@ -21,7 +21,7 @@ package enum Spelling {
     /// (`prot` for `port`) counted as one (the optimal string alignment distance), row by row.
     private static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
         var beforePrevious: [Int] = []
-        var previous = Array(0 ... b.count)
+        var previous = Array(0...b.count)
         for (i, x) in a.enumerated() {
             var row = [i + 1]
             for (j, y) in b.enumerated() {

@@ -37,8 +37,10 @@ public enum SyncStreamEvent: Sendable, Hashable {
         switch event.event {
         case nil, "message":
             guard !event.data.isEmpty else { return nil }
-            self = .entry(try JSONDecoder().decode(SyncEntry.self, from: Data(event.data.utf8)),
-                          revision: event.id.flatMap(UInt64.init))
+            self = .entry(
+                try JSONDecoder().decode(SyncEntry.self, from: Data(event.data.utf8)),
+                revision: event.id.flatMap(UInt64.init)
+            )
         case let name?:
             let code = SyncErrorCode(rawValue: name)
             guard code == .unauthorized || code == .cursorExpired || code == .suiteReset else { return nil }

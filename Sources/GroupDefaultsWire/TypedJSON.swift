@@ -11,10 +11,13 @@ extension PropertyListValue: Codable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: Tag.self)
         guard container.allKeys.count == 1, let tag = container.allKeys.first else {
-            throw DecodingError.dataCorrupted(.init(
-                codingPath: decoder.codingPath,
-                debugDescription: "a typed JSON value is an object with exactly one of the keys "
-                    + Tag.allCases.map(\.rawValue).joined(separator: ", ")))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "a typed JSON value is an object with exactly one of the keys "
+                        + Tag.allCases.map(\.rawValue).joined(separator: ", ")
+                )
+            )
         }
         switch tag {
         case .string: self = .string(try container.decode(String.self, forKey: tag))
@@ -27,7 +30,10 @@ extension PropertyListValue: Codable {
                 case "-inf": self = .double(-.infinity)
                 default:
                     throw DecodingError.dataCorruptedError(
-                        forKey: tag, in: container, debugDescription: "expected a number, \"nan\", \"inf\" or \"-inf\"")
+                        forKey: tag,
+                        in: container,
+                        debugDescription: "expected a number, \"nan\", \"inf\" or \"-inf\""
+                    )
                 }
             } else {
                 self = .double(try container.decode(Double.self, forKey: tag))
@@ -37,7 +43,10 @@ extension PropertyListValue: Codable {
             let text = try container.decode(String.self, forKey: tag)
             guard let date = TypedJSONDate.parse(text) else {
                 throw DecodingError.dataCorruptedError(
-                    forKey: tag, in: container, debugDescription: "expected an ISO 8601 date such as 2026-11-21T10:00:00.000Z, got \(text)")
+                    forKey: tag,
+                    in: container,
+                    debugDescription: "expected an ISO 8601 date such as 2026-11-21T10:00:00.000Z, got \(text)"
+                )
             }
             self = .date(date)
         case .data:
@@ -67,9 +76,13 @@ extension PropertyListValue: Codable {
         case .bool(let v): try container.encode(v, forKey: .bool)
         case .date(let v):
             guard let text = TypedJSONDate.format(v) else {
-                throw EncodingError.invalidValue(v, .init(
-                    codingPath: container.codingPath + [Tag.date],
-                    debugDescription: "typed JSON carries dates from year 0 to 9999; this one is \(v.timeIntervalSince1970) s from 1970"))
+                throw EncodingError.invalidValue(
+                    v,
+                    .init(
+                        codingPath: container.codingPath + [Tag.date],
+                        debugDescription: "typed JSON carries dates from year 0 to 9999; this one is \(v.timeIntervalSince1970) s from 1970"
+                    )
+                )
             }
             try container.encode(text, forKey: .date)
         case .data(let v): try container.encode(v.base64EncodedString(), forKey: .data)
@@ -126,10 +139,10 @@ package enum TypedJSONDate {
             return value
         }
         guard b.count >= 20, b[4] == 45, b[7] == 45, b[10] == 84 || b[10] == 116, b[13] == 58, b[16] == 58,
-              let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-              (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
-              hour < 24, minute < 60, second < 60
+            let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+            (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
+            hour < 24, minute < 60, second < 60
         else { return nil }
         var i = 19
         var fraction = 0.0
@@ -149,7 +162,8 @@ package enum TypedJSONDate {
         if b[i] == 90 || b[i] == 122 {  // 'Z'
             i += 1
         } else if b[i] == 43 || b[i] == 45, b.count == i + 6, b[i + 3] == 58,
-                  let h = number(i + 1..<i + 3), let m = number(i + 4..<i + 6), h < 24, m < 60 {
+            let h = number(i + 1..<i + 3), let m = number(i + 4..<i + 6), h < 24, m < 60
+        {
             offsetSeconds = (b[i] == 43 ? 1 : -1) * (h * 3600 + m * 60)
             i += 6
         } else {

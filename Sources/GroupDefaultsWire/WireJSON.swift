@@ -112,7 +112,7 @@ package struct WireJSON {
             case 0x09: raw("\\t")
             case 0x08: raw("\\b")
             case 0x0C: raw("\\f")
-            case 0 ..< 0x20:
+            case 0..<0x20:
                 raw("\\u00")
                 bytes.append(Self.hexDigits[Int(byte >> 4)])
                 bytes.append(Self.hexDigits[Int(byte & 0xF)])
@@ -126,7 +126,8 @@ package struct WireJSON {
     package mutating func integer(_ number: UInt64) {
         guard number >= 10 else { return bytes.append(UInt8(ascii: "0") + UInt8(number)) }
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var rest = number, start = 20
+            var rest = number
+            var start = 20
             while rest > 0 {
                 start -= 1
                 digits[start] = UInt8(ascii: "0") + UInt8(rest % 10)

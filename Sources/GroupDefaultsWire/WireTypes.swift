@@ -205,7 +205,9 @@ public struct PushRequest: Codable, Sendable, Hashable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case deviceID = "device_id", batchID = "batch_id", ops
+        case deviceID = "device_id"
+        case batchID = "batch_id"
+        case ops
     }
 
     public init(from decoder: any Decoder) throws {
@@ -276,7 +278,9 @@ public struct PushResponse: Codable, Sendable, Hashable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case headRev = "head_rev", results, serverTime = "server_time"
+        case headRev = "head_rev"
+        case results
+        case serverTime = "server_time"
     }
 }
 
@@ -301,7 +305,9 @@ public struct ChangesPage: Codable, Sendable, Hashable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case entries, lastRev = "last_rev", hasMore = "has_more"
+        case entries
+        case lastRev = "last_rev"
+        case hasMore = "has_more"
     }
 }
 
@@ -323,7 +329,9 @@ public struct SnapshotPage: Codable, Sendable, Hashable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case entries, headRev = "head_rev", next
+        case entries
+        case headRev = "head_rev"
+        case next
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -367,9 +375,14 @@ public struct SyncLimits: Codable, Sendable, Hashable {
     /// keys and 16 MiB per suite, 500 ops per push, 2 MiB bodies, 5 minutes of clock skew
     /// (`HLC.maximumDrift`) and 100 open streams per token.
     public init(
-        maxKeyBytes: Int = 511, maxValueBytes: Int = 1 << 20, maxKeysPerSuite: Int = 10_000,
-        maxBytesPerSuite: Int = 16 << 20, maxOpsPerBatch: Int = 500, maxBodyBytes: Int = 2 << 20,
-        maxClockSkewMilliseconds: UInt64 = HLC.maximumDrift, maxStreamsPerToken: Int = 100
+        maxKeyBytes: Int = 511,
+        maxValueBytes: Int = 1 << 20,
+        maxKeysPerSuite: Int = 10_000,
+        maxBytesPerSuite: Int = 16 << 20,
+        maxOpsPerBatch: Int = 500,
+        maxBodyBytes: Int = 2 << 20,
+        maxClockSkewMilliseconds: UInt64 = HLC.maximumDrift,
+        maxStreamsPerToken: Int = 100
     ) {
         self.maxStreamsPerToken = maxStreamsPerToken
         self.maxKeyBytes = maxKeyBytes
@@ -388,10 +401,15 @@ public struct SyncLimits: Codable, Sendable, Hashable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case maxKeyBytes = "max_key_bytes", maxValueBytes = "max_value_bytes", maxKeysPerSuite = "max_keys_per_suite"
-        case maxBytesPerSuite = "max_bytes_per_suite", maxOpsPerBatch = "max_ops_per_batch"
-        case maxBodyBytes = "max_body_bytes", maxClockSkewMilliseconds = "max_clock_skew_ms"
-        case sealedFixedBytes = "sealed_fixed_bytes", sealedPaddingMaxPercent = "sealed_padding_max_percent"
+        case maxKeyBytes = "max_key_bytes"
+        case maxValueBytes = "max_value_bytes"
+        case maxKeysPerSuite = "max_keys_per_suite"
+        case maxBytesPerSuite = "max_bytes_per_suite"
+        case maxOpsPerBatch = "max_ops_per_batch"
+        case maxBodyBytes = "max_body_bytes"
+        case maxClockSkewMilliseconds = "max_clock_skew_ms"
+        case sealedFixedBytes = "sealed_fixed_bytes"
+        case sealedPaddingMaxPercent = "sealed_padding_max_percent"
         case maxStreamsPerToken = "max_streams_per_token"
     }
 
@@ -430,7 +448,11 @@ public struct SuiteList: Codable, Sendable, Hashable {
             self.keys = keys
         }
 
-        enum CodingKeys: String, CodingKey { case name, headRev = "head_rev", keys }
+        enum CodingKeys: String, CodingKey {
+            case name
+            case headRev = "head_rev"
+            case keys
+        }
     }
 
     /// The suites of the token's account that have been written, by name.
@@ -467,7 +489,8 @@ public struct SyncErrorBody: Codable, Sendable, Hashable, Error, CustomStringCon
     }
 
     enum CodingKeys: String, CodingKey {
-        case error, detail, key, limit, serverTime = "server_time"
+        case error, detail, key, limit
+        case serverTime = "server_time"
     }
 
     public var description: String { "\(error): \(detail)" }
@@ -484,7 +507,10 @@ extension KeyedDecodingContainer {
         let text = try decode(String.self, forKey: key)
         guard let number = UInt64(text) else {
             throw DecodingError.dataCorruptedError(
-                forKey: key, in: self, debugDescription: "expected a decimal string of an unsigned 64-bit number, got \(text)")
+                forKey: key,
+                in: self,
+                debugDescription: "expected a decimal string of an unsigned 64-bit number, got \(text)"
+            )
         }
         return number
     }
@@ -494,7 +520,8 @@ extension KeyedDecodingContainer where Key: CodingKey {
     /// `"value": {…}` or `"deleted": true`, exactly one of them; or `"sealed": {…}` with an optional
     /// `"deleted"` (a sealed deletion), never with a value.
     func decodeContent() throws -> (value: PropertyListValue?, sealed: SealedPayload?, deleted: Bool) {
-        let valueKey = Key(stringValue: "value")!, deletedKey = Key(stringValue: "deleted")!
+        let valueKey = Key(stringValue: "value")!
+        let deletedKey = Key(stringValue: "deleted")!
         let sealedKey = Key(stringValue: "sealed")!
         let value = try decodeIfPresent(PropertyListValue.self, forKey: valueKey)
         let deleted = try decodeIfPresent(Bool.self, forKey: deletedKey) ?? false
@@ -508,9 +535,16 @@ extension KeyedDecodingContainer where Key: CodingKey {
         case (let value?, false): return (value, nil, false)
         case (nil, true): return (nil, nil, true)
         case (.some, true):
-            throw DecodingError.dataCorruptedError(forKey: deletedKey, in: self, debugDescription: "an entry has a value or \"deleted\": true, not both")
+            throw DecodingError.dataCorruptedError(
+                forKey: deletedKey,
+                in: self,
+                debugDescription: "an entry has a value or \"deleted\": true, not both"
+            )
         case (nil, false):
-            throw DecodingError.keyNotFound(valueKey, .init(codingPath: codingPath, debugDescription: "an entry needs a \"value\", \"deleted\": true or \"sealed\""))
+            throw DecodingError.keyNotFound(
+                valueKey,
+                .init(codingPath: codingPath, debugDescription: "an entry needs a \"value\", \"deleted\": true or \"sealed\"")
+            )
         }
     }
 }
@@ -608,8 +642,18 @@ public struct DeviceInfo: Codable, Sendable, Hashable {
     public var unverified: Bool
 
     /// A device as `GET /v1/devices` lists it.
-    public init(id: String, name: String?, deviceID: UInt64, tokenID: String, firstSeen: String, lastSeen: String,
-                lastPush: String?, suites: [String], current: Bool, unverified: Bool = false) {
+    public init(
+        id: String,
+        name: String?,
+        deviceID: UInt64,
+        tokenID: String,
+        firstSeen: String,
+        lastSeen: String,
+        lastPush: String?,
+        suites: [String],
+        current: Bool,
+        unverified: Bool = false
+    ) {
         self.unverified = unverified
         self.id = id
         self.name = name
@@ -623,8 +667,13 @@ public struct DeviceInfo: Codable, Sendable, Hashable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, name, deviceID = "device_id", tokenID = "token_id", firstSeen = "first_seen", lastSeen = "last_seen"
-        case lastPush = "last_push", suites, current, unverified
+        case id, name
+        case deviceID = "device_id"
+        case tokenID = "token_id"
+        case firstSeen = "first_seen"
+        case lastSeen = "last_seen"
+        case lastPush = "last_push"
+        case suites, current, unverified
     }
 
     public init(from decoder: any Decoder) throws {

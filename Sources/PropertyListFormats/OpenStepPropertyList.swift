@@ -1,5 +1,5 @@
-import GroupDefaults
 import Foundation
+import GroupDefaults
 
 /// Old-style (OpenStep) property-list text: written as macOS `defaults read` prints a domain, and
 /// read as `defaults write DOMAIN 'PLIST'` and `defaults import` accept it.
@@ -133,12 +133,14 @@ enum OpenStepPropertyList {
     /// Bare when non-empty and only ASCII letters and digits (as `defaults read` prints it), else
     /// in double quotes with C escapes and `\Uxxxx` for each UTF-16 unit beyond ASCII.
     static func quotedIfNeeded(_ string: String) -> String {
-        let isBare = !string.isEmpty && string.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-            default: false
+        let isBare =
+            !string.isEmpty
+            && string.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+                default: false
+                }
             }
-        }
         if isBare { return string }
         var out = "\""
         for scalar in string.unicodeScalars {
@@ -208,7 +210,7 @@ private struct OpenStepParser {
     private static func isBare(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "_"), UInt8(ascii: "$"), UInt8(ascii: ":"), UInt8(ascii: "."), UInt8(ascii: "/"), UInt8(ascii: "-"):
+            UInt8(ascii: "_"), UInt8(ascii: "$"), UInt8(ascii: ":"), UInt8(ascii: "."), UInt8(ascii: "/"), UInt8(ascii: "-"):
             true
         default:
             false

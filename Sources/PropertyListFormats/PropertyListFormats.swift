@@ -1,5 +1,5 @@
-public import GroupDefaults
 public import Foundation
+public import GroupDefaults
 import GroupDefaultsWire
 
 /// The on-disk forms a whole suite or a value can take.
@@ -144,10 +144,12 @@ extension PropertyListValue {
             if TypedJSONText.tags.contains(key) { return try TypedJSONText.decode(bytes) }
             // A misspelt tag would store a dictionary of one key where a typed value was meant.
             if let tag = TypedJSONText.aliases[key.lowercased()] ?? Spelling.nearest(to: key, among: TypedJSONText.tags.sorted()) {
-                throw PropertyListFormatError("""
+                throw PropertyListFormatError(
+                    """
                     "\(key)" is not a typed-JSON tag: did you mean "\(tag)"? (a dictionary with that one key is written \
                     typed: {"dictionary": {"\(key)": …}})
-                    """)
+                    """
+                )
             }
         }
         return plain
@@ -292,12 +294,18 @@ enum XMLPropertyList {
             }
             out += tabs + "</data>\n"
         case .array(let elements):
-            guard !elements.isEmpty else { out += "<array/>\n"; return }
+            guard !elements.isEmpty else {
+                out += "<array/>\n"
+                return
+            }
             out += "<array>\n"
             for element in elements { try write(element, indent: indent + 1, into: &out) }
             out += tabs + "</array>\n"
         case .dictionary(let dictionary):
-            guard !dictionary.isEmpty else { out += "<dict/>\n"; return }
+            guard !dictionary.isEmpty else {
+                out += "<dict/>\n"
+                return
+            }
             out += "<dict>\n"
             for (key, element) in dictionary.sortedForPropertyList {
                 out += tabs + "\t<key>" + escaped(key) + "</key>\n"
@@ -327,7 +335,8 @@ enum XMLPropertyList {
         let seconds = date.timeIntervalSince1970.rounded(.down)
         guard seconds.isFinite, let text = TypedJSONDate.format(Date(timeIntervalSince1970: seconds)) else {
             throw PropertyListFormatError(
-                "XML property list: <date> carries years 0 to 9999; this date is \(date.timeIntervalSince1970) s from 1970")
+                "XML property list: <date> carries years 0 to 9999; this date is \(date.timeIntervalSince1970) s from 1970"
+            )
         }
         return text.replacingOccurrences(of: ".000Z", with: "Z")
     }
@@ -439,7 +448,7 @@ private struct XMLReader {
     private static func isNameByte(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ":"):
+            UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ":"):
             true
         default:
             byte >= 0x80
@@ -489,7 +498,10 @@ private struct XMLReader {
 
     private mutating func closeTag(_ name: String, openedAt: Int) throws {
         guard atCloseTag else {
-            throw failure("expected </\(name)> (for the <\(name)> at \(TextScanning.location(bytes, openedAt))), found \(TextScanning.describe(bytes, i))", at: i)
+            throw failure(
+                "expected </\(name)> (for the <\(name)> at \(TextScanning.location(bytes, openedAt))), found \(TextScanning.describe(bytes, i))",
+                at: i
+            )
         }
         let start = i
         i += 2
@@ -549,7 +561,7 @@ private struct XMLReader {
             if negative || digits.first == "+" { digits = digits.dropFirst() }
             let hex = digits.hasPrefix("0x") || digits.hasPrefix("0X")
             guard !digits.isEmpty, let magnitude = UInt64(hex ? digits.dropFirst(2) : digits, radix: hex ? 16 : 10),
-                  let value = negative
+                let value = negative
                     ? (magnitude <= UInt64(Int.max) + 1 ? Int(truncatingIfNeeded: 0 &- magnitude) : nil)
                     : Int(exactly: magnitude)
             else {
@@ -861,9 +873,11 @@ private struct BinaryPlistReader {
             throw PropertyListFormatError("binary property list: bad trailer (offset size \(offsetSize), reference size \(referenceSize))")
         }
         guard table >= UInt64(BinaryPropertyList.magic.count + 1), table <= UInt64(trailer),
-              count >= 1, count <= (UInt64(trailer) - table) / UInt64(offsetSize), top < count
+            count >= 1, count <= (UInt64(trailer) - table) / UInt64(offsetSize), top < count
         else {
-            throw PropertyListFormatError("binary property list: bad trailer (\(count) objects, top object \(top), offset table at \(table) in \(bytes.count) bytes)")
+            throw PropertyListFormatError(
+                "binary property list: bad trailer (\(count) objects, top object \(top), offset table at \(table) in \(bytes.count) bytes)"
+            )
         }
         objectCount = Int(count)
         topObject = Int(top)
@@ -1006,7 +1020,9 @@ private struct BinaryPlistReader {
                 elements.append(element.value)
                 height = max(height, element.height + 1)
                 size += element.size
-                guard size <= sizeLimit else { throw failure("shared objects expand to more than \(sizeLimit) values", object: object, offset: offset) }
+                guard size <= sizeLimit else {
+                    throw failure("shared objects expand to more than \(sizeLimit) values", object: object, offset: offset)
+                }
             }
             result = (.array(elements), height, size)
         case 0xD:
@@ -1026,7 +1042,9 @@ private struct BinaryPlistReader {
                 }
                 height = max(height, element.height + 1)
                 size += element.size
-                guard size <= sizeLimit else { throw failure("shared objects expand to more than \(sizeLimit) values", object: object, offset: offset) }
+                guard size <= sizeLimit else {
+                    throw failure("shared objects expand to more than \(sizeLimit) values", object: object, offset: offset)
+                }
             }
             result = (.dictionary(dictionary), height, size)
         case 0x8:
@@ -1083,7 +1101,8 @@ enum TypedJSONText {
     }
 
     /// What each tag holds, for an error about typed JSON of the wrong shape.
-    static let shapes = #"typed JSON is {"TAG": VALUE}: {"string": "…"}, {"integer": a whole number}, {"double": a number}, "#
+    static let shapes =
+        #"typed JSON is {"TAG": VALUE}: {"string": "…"}, {"integer": a whole number}, {"double": a number}, "#
         + #"{"bool": true or false}, {"date": "ISO 8601"}, {"data": "base64"}, {"array": [typed values]}, "#
         + #"{"dictionary": {"key": typed value}}"#
 
@@ -1353,7 +1372,10 @@ enum PlainJSONText {
         case .data(let data):
             quote(data.base64EncodedString(), into: &out)
         case .array(let elements):
-            guard !elements.isEmpty else { out += "[]"; return }
+            guard !elements.isEmpty else {
+                out += "[]"
+                return
+            }
             let inner = String(repeating: " ", count: (indent + 1) * 2)
             out += "[\n"
             for (index, element) in elements.enumerated() {
@@ -1363,7 +1385,10 @@ enum PlainJSONText {
             }
             out += String(repeating: " ", count: indent * 2) + "]"
         case .dictionary(let dictionary):
-            guard !dictionary.isEmpty else { out += "{}"; return }
+            guard !dictionary.isEmpty else {
+                out += "{}"
+                return
+            }
             let inner = String(repeating: " ", count: (indent + 1) * 2)
             let entries = dictionary.sortedForPropertyList
             out += "{\n"

@@ -28,8 +28,10 @@ package final class ThrowawayPostgres: @unchecked Sendable {  // `stopped` is on
         guard let port = url.split(separator: ":").last?.split(separator: "/").first else { return nil }
         let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
         guard let directory = try? String(contentsOfFile: "\(base)/groupdefaults-postgres.\(port)", encoding: .utf8),
-              let pidFile = try? String(contentsOfFile: directory.trimmingCharacters(in: .whitespacesAndNewlines) + "/data/postmaster.pid",
-                                        encoding: .utf8)
+            let pidFile = try? String(
+                contentsOfFile: directory.trimmingCharacters(in: .whitespacesAndNewlines) + "/data/postmaster.pid",
+                encoding: .utf8
+            )
         else { return nil }
         return pidFile.split(separator: "\n").first.flatMap { pid_t($0) }
     }

@@ -13,7 +13,8 @@ extension HostApp {
                 a WAV or AIFF file longer than 30 seconds is refused (iOS would not play it).
 
                 Example: demo-host-app --group group.com.example.chat choose-sound ring.wav ~/ring.wav
-                """)
+                """
+        )
 
         @ParentCommand var app: HostApp
         @Argument(help: "The sound's name in Library/Sounds, e.g. ring.wav.") var name: String

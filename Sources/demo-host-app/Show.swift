@@ -8,7 +8,8 @@ extension HostApp {
     struct Show: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print the group's settings, one `key = value` line each.",
-            discussion: "Reading creates nothing: a group without settings shows `sound = (default)`.")
+            discussion: "Reading creates nothing: a group without settings shows `sound = (default)`."
+        )
 
         @ParentCommand var app: HostApp
 
@@ -17,7 +18,9 @@ extension HostApp {
             var settings: [String: PropertyListValue] = [:]
             do {
                 let defaults = try SharedDefaults(
-                    existingSuiteName: container.groupIdentifier, directory: container.preferencesDirectory)
+                    existingSuiteName: container.groupIdentifier,
+                    directory: container.preferencesDirectory
+                )
                 settings = try defaults.read { tx in
                     var values: [String: PropertyListValue] = [:]
                     for key in try tx.keys { values[key] = try tx.value(forKey: key) }

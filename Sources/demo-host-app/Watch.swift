@@ -10,7 +10,8 @@ extension HostApp {
             discussion: """
                 First prints `watching GROUP`, then one line per change (`sound = bell.aiff`, \
                 `removed sound`, `cleared`); ends on SIGINT or SIGTERM.
-                """)
+                """
+        )
 
         @ParentCommand var app: HostApp
 

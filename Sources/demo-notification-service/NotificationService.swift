@@ -18,7 +18,8 @@ struct NotificationService: ParsableCommand {
             If aps.mutable-content is 1 and the group's `sound` names a valid sound in Library/Sounds, \
             aps.sound is set to it; otherwise, and after --deadline seconds, the payload is delivered \
             unchanged and stderr says why. Exits 0 whenever a payload was delivered.
-            """)
+            """
+    )
 
     @Option(name: .long, help: "The app group identifier, e.g. group.com.example.chat.") var group: String
     @Option(name: .long, help: "The directory holding group containers (default: the suites' default directory).")
@@ -61,7 +62,8 @@ struct NotificationService: ParsableCommand {
         }
         worker.start()
         let remaining = limit - (ContinuousClock.now - start)
-        let finished = remaining > .zero
+        let finished =
+            remaining > .zero
             && done.wait(timeout: .now() + .nanoseconds(Int(remaining / .nanoseconds(1)))) == .success
         let result = outcome.withLock { $0 }
         if finished, ContinuousClock.now - start <= limit, let result {

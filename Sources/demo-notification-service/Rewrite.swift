@@ -34,7 +34,9 @@ enum Rewrite {
         let chosen: PropertyListValue?
         do {
             let defaults = try SharedDefaults(
-                existingSuiteName: container.groupIdentifier, directory: container.preferencesDirectory)
+                existingSuiteName: container.groupIdentifier,
+                directory: container.preferencesDirectory
+            )
             chosen = try defaults.read { tx in try tx.value(forKey: "sound") }
         } catch SharedDefaultsError.Code.suiteNotFound {
             return .unchanged(reason: "no sound chosen (the group has no settings yet)")

@@ -32,13 +32,24 @@ struct Benchmark {
             if operation == .setString {
                 // The floor under a set: its LMDB calls with no Swift, beside the one put of raw LMDB.
                 // An environment of its own, with room for the log's 10,000 records (the store grows its map).
-                let setCalls = try RawSubject(path: try sandbox.makeDirectory("raw-lmdb-set-calls") + "/raw.lmdb", flags: flags,
-                                              mapSize: 64 << 20, workload: workload)
+                let setCalls = try RawSubject(
+                    path: try sandbox.makeDirectory("raw-lmdb-set-calls") + "/raw.lmdb",
+                    flags: flags,
+                    mapSize: 64 << 20,
+                    workload: workload
+                )
                 try setCalls.populate(.strings)
                 let calls = try setCalls.measureSetCalls(plan(operation, for: setCalls))
-                rows.append(Report.Row(
-                    measured: "set-string-lmdb-calls", label: "set string's LMDB calls alone, in C", groupDefaults: calls,
-                    rawLMDB: rawLMDB, note: "log tail, meta get, tombstone count, value and log puts, log trim, commit", target: nil))
+                rows.append(
+                    Report.Row(
+                        measured: "set-string-lmdb-calls",
+                        label: "set string's LMDB calls alone, in C",
+                        groupDefaults: calls,
+                        rawLMDB: rawLMDB,
+                        note: "log tail, meta get, tombstone count, value and log puts, log trim, commit",
+                        target: nil
+                    )
+                )
             }
         }
         if operations.contains(.coldStart) {
@@ -48,37 +59,77 @@ struct Benchmark {
             }
             let locations = ColdStart.Locations(storeDirectory: storeDirectory, rawPath: rawPath, userDefaultsSuite: suiteName)
             let medians = try ColdStart.measure(locations, runs: coldStartRuns)
-            rows.append(Report.Row(.coldStart, groupDefaults: medians.inProcess[.store]!,
-                                   rawLMDB: medians.inProcess[.raw]!, userDefaults: medians.inProcess[.userdefaults]!))
-            rows.append(Report.Row(wholeProcess: "cold start, whole process", groupDefaults: medians.wholeProcess[.store]!,
-                                   rawLMDB: medians.wholeProcess[.raw]!, userDefaults: medians.wholeProcess[.userdefaults]!))
+            rows.append(
+                Report.Row(
+                    .coldStart,
+                    groupDefaults: medians.inProcess[.store]!,
+                    rawLMDB: medians.inProcess[.raw]!,
+                    userDefaults: medians.inProcess[.userdefaults]!
+                )
+            )
+            rows.append(
+                Report.Row(
+                    wholeProcess: "cold start, whole process",
+                    groupDefaults: medians.wholeProcess[.store]!,
+                    rawLMDB: medians.wholeProcess[.raw]!,
+                    userDefaults: medians.wholeProcess[.userdefaults]!
+                )
+            )
             for sized in try ColdStart.measureSizes(sandbox: sandbox, runs: coldStartRuns) {
                 let keys = sized.keys.formatted(.number.grouping(.automatic).locale(Locale(identifier: "en_US")))
-                rows.append(Report.Row(
-                    measured: "cold-start-\(sized.keys)-keys", label: "cold open + first read, \(keys) keys",
-                    groupDefaults: sized.store, rawLMDB: sized.raw,
-                    note: "suite of \(keys) keys (\(sized.usedBytes >> 10) KiB in use), raw LMDB at the same size",
-                    target: Operation.coldStart.target))
+                rows.append(
+                    Report.Row(
+                        measured: "cold-start-\(sized.keys)-keys",
+                        label: "cold open + first read, \(keys) keys",
+                        groupDefaults: sized.store,
+                        rawLMDB: sized.raw,
+                        note: "suite of \(keys) keys (\(sized.usedBytes >> 10) KiB in use), raw LMDB at the same size",
+                        target: Operation.coldStart.target
+                    )
+                )
             }
             let serviceDirectory = try sandbox.makeDirectory("notification-service")
             if let service = try NotificationServiceRun.measure(in: serviceDirectory, runs: coldStartRuns) {
-                rows.append(Report.Row(only: "notification-service-process", label: "notification service, whole process",
-                                       groupDefaults: service, note: "spawn → exit: read the sound, rewrite a payload"))
+                rows.append(
+                    Report.Row(
+                        only: "notification-service-process",
+                        label: "notification service, whole process",
+                        groupDefaults: service,
+                        note: "spawn → exit: read the sound, rewrite a payload"
+                    )
+                )
             }
         }
         if operations.contains(.sync) {
-            rows += SyncHooks.rows(try SyncHooks.measure(sandbox: sandbox, workload: workload, raw: raw,
-                                                         quick: options.quick, progress: progress))
+            rows += SyncHooks.rows(
+                try SyncHooks.measure(
+                    sandbox: sandbox,
+                    workload: workload,
+                    raw: raw,
+                    quick: options.quick,
+                    progress: progress
+                )
+            )
         }
         var notifications: Notifications.Summary?
         if operations.contains(.notify) {
-            let summary = try Notifications.measure(sandbox: sandbox, workload: workload, quick: options.quick,
-                                                    progress: progress)
+            let summary = try Notifications.measure(
+                sandbox: sandbox,
+                workload: workload,
+                quick: options.quick,
+                progress: progress
+            )
             rows += Notifications.rows(summary)
             notifications = summary
         }
-        return Report(lmdbFlags: describe(flags), mapSize: mapSize, keys: Workload.keyCount, method: method, rows: rows,
-                      notifications: notifications)
+        return Report(
+            lmdbFlags: describe(flags),
+            mapSize: mapSize,
+            keys: Workload.keyCount,
+            method: method,
+            rows: rows,
+            notifications: notifications
+        )
     }
 
     private var batches: Int { options.quick ? 5 : 41 }

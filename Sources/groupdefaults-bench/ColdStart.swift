@@ -41,10 +41,13 @@ enum ColdStart {
         let executable = Spawn.executablePath()
         var inProcess: [Kind: [Double]] = [:]
         var wholeProcess: [Kind: [Double]] = [:]
-        for round in 0 ... runs {
+        for round in 0...runs {
             for kind in kinds {
-                let result = try Spawn.run(executable, [childCommand, kind.rawValue, locations.argument(for: kind)],
-                                           captureOutput: true)
+                let result = try Spawn.run(
+                    executable,
+                    [childCommand, kind.rawValue, locations.argument(for: kind)],
+                    captureOutput: true
+                )
                 let output = result.output.trimmingCharacters(in: .whitespacesAndNewlines)
                 guard result.status == 0, let nanoseconds = Double(output) else {
                     throw BenchError("cold start child '\(kind.rawValue)' exited with \(result.status): \(output)")
@@ -87,11 +90,20 @@ enum ColdStart {
             var st = stat()
             let mapSize = max(configuration.initialMapSize, stat(location, &st) == 0 ? Int(st.st_size) : 0)
             nanoseconds = keyBytes.withUnsafeBytes { keyBytes in
-                Int64(gdref_cold_open_first_read(location, flags, mapSize,
-                                                 keyBytes.baseAddress, keyBytes.count, &error, error.count))
+                Int64(
+                    gdref_cold_open_first_read(
+                        location,
+                        flags,
+                        mapSize,
+                        keyBytes.baseAddress,
+                        keyBytes.count,
+                        &error,
+                        error.count
+                    )
+                )
             }
             guard nanoseconds >= 0 else { throw BenchError("raw LMDB at \(location): \(String(cBuffer: error))") }
-            value = nil   // the C side failed above unless it found the key
+            value = nil  // the C side failed above unless it found the key
         case .userdefaults:
             let start = Clock.nanoseconds()
             let defaults = try FoundationSubject.open(suiteName: location)
@@ -124,7 +136,7 @@ enum ColdStart {
             let rawPath = try sandbox.makeDirectory("cold-start-\(keys)-raw-lmdb") + "/raw.lmdb"
             store = try StoreSubject.open(directory: URL(fileURLWithPath: storeDirectory))
             try store.write { tx in
-                for index in 0 ..< keys {
+                for index in 0..<keys {
                     try tx.set(.string(Workload.string(index, variant: 0)), forKey: Workload.key(index))
                 }
             }
@@ -137,7 +149,7 @@ enum ColdStart {
                 throw BenchError("raw LMDB at \(rawPath): \(String(cBuffer: error))")
             }
             self.raw = raw
-            let dataset = try Dataset((0 ..< keys).map { (Workload.key($0), Array(Workload.string($0, variant: 0).utf8)) })
+            let dataset = try Dataset((0..<keys).map { (Workload.key($0), Array(Workload.string($0, variant: 0).utf8)) })
             guard gdref_put_all(raw, dataset.pointer) == 0 else {
                 throw BenchError("raw LMDB at \(rawPath): \(String(cString: gdref_env_error(raw)))")
             }

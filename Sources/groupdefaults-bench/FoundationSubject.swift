@@ -20,7 +20,7 @@ final class FoundationSubject: Subject {
     }
 
     func populate(_ kind: Workload.Kind) throws {
-        for index in 0 ..< Workload.keyCount {
+        for index in 0..<Workload.keyCount {
             switch kind {
             case .integers: defaults.set(workload.initialInteger(index), forKey: workload.keys[index])
             case .strings: defaults.set(workload.initialString(index), forKey: workload.keys[index])
@@ -30,7 +30,8 @@ final class FoundationSubject: Subject {
     }
 
     func measure(_ operation: Operation, _ plan: Plan) throws -> Double {
-        let defaults = defaults, workload = workload
+        let defaults = defaults
+        let workload = workload
         return try medianNanosecondsPerOp(plan) { first, ops in
             switch operation {
             case .getInteger:
@@ -60,7 +61,7 @@ final class FoundationSubject: Subject {
             case .write100:
                 return timeBatch(first: first, ops: ops) { op in
                     let firstKeyOp = op * Workload.keysPerWrite
-                    for keyOp in firstKeyOp ..< firstKeyOp + Workload.keysPerWrite {
+                    for keyOp in firstKeyOp..<firstKeyOp + Workload.keysPerWrite {
                         defaults.set(workload.string(forOp: keyOp), forKey: workload.key(forOp: keyOp))
                     }
                     return defaults.synchronize() ? 1 : 0

@@ -24,7 +24,7 @@ enum Clock {
 func medianNanosecondsPerOp(_ plan: Plan, _ batch: (_ first: Int, _ ops: Int) throws -> Double) throws -> Double {
     var samples: [Double] = []
     samples.reserveCapacity(plan.batches)
-    for index in 0 ..< plan.warmupBatches + plan.batches {
+    for index in 0..<plan.warmupBatches + plan.batches {
         let nanoseconds = try batch(index * plan.opsPerBatch, plan.opsPerBatch)
         guard nanoseconds >= 0 else { throw BenchError("a batch failed") }
         if index >= plan.warmupBatches { samples.append(nanoseconds) }
@@ -38,7 +38,7 @@ func medianNanosecondsPerOp(_ plan: Plan, _ batch: (_ first: Int, _ ops: Int) th
 func timeBatch(first: Int, ops: Int, _ body: (Int) throws -> Int) rethrows -> Double {
     var sink = 0
     let start = Clock.nanoseconds()
-    for index in first ..< first + ops {
+    for index in first..<first + ops {
         sink &+= try body(index)
     }
     let elapsed = Clock.nanoseconds() - start

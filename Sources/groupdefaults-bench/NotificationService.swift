@@ -23,7 +23,7 @@ enum NotificationServiceRun {
         try Data(#"{"aps":{"alert":{"title":"Ana","body":"Lunch at noon?"},"mutable-content":1}}"#.utf8).write(to: payload)
 
         var times: [Double] = []
-        for round in 0 ... runs {
+        for round in 0...runs {
             let result = try Spawn.run(service, ["--group", groupIdentifier, "--root", root.path, payload.path], captureOutput: true)
             guard result.status == 0, result.output.contains(#""sound":"ring.wav""#) else {
                 throw BenchError("demo-notification-service did not set the sound (status \(result.status)): \(result.output)")
@@ -39,10 +39,18 @@ enum NotificationServiceRun {
         let samples = Data(count: Int(rate) * 2)
         var header = Data()
         func append<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { header.append(contentsOf: $0) } }
-        header.append(contentsOf: Array("RIFF".utf8)); append(UInt32(36 + samples.count))
-        header.append(contentsOf: Array("WAVEfmt ".utf8)); append(UInt32(16)); append(UInt16(1)); append(UInt16(1))
-        append(rate); append(rate * 2); append(UInt16(2)); append(UInt16(16))
-        header.append(contentsOf: Array("data".utf8)); append(UInt32(samples.count))
+        header.append(contentsOf: Array("RIFF".utf8))
+        append(UInt32(36 + samples.count))
+        header.append(contentsOf: Array("WAVEfmt ".utf8))
+        append(UInt32(16))
+        append(UInt16(1))
+        append(UInt16(1))
+        append(rate)
+        append(rate * 2)
+        append(UInt16(2))
+        append(UInt16(16))
+        header.append(contentsOf: Array("data".utf8))
+        append(UInt32(samples.count))
         return header + samples
     }
 }

@@ -49,8 +49,12 @@ enum Notifications {
     /// The writer's pace: one `set` per 200 µs, so that changes do not queue.
     static let paceNs = 200_000
 
-    static func measure(sandbox: Sandbox, workload: Workload, quick: Bool,
-                        progress: (String) -> Void) throws -> Summary {
+    static func measure(
+        sandbox: Sandbox,
+        workload: Workload,
+        quick: Bool,
+        progress: (String) -> Void
+    ) throws -> Summary {
         progress("change notifications: latency, \(latencyChanges) changes across processes")
         let (observed, writer) = try measureLatency(directory: try sandbox.makeDirectory("notify-latency"))
         let sorted = observed.latencies.map(Double.init).sorted()
@@ -58,9 +62,14 @@ enum Notifications {
         let rounds = quick ? 1 : 4
         let batchesPerRound = quick ? 5 : 10
         progress("change notifications: set with and without an observer in another process")
-        let overhead = try measureOverhead(directory: try sandbox.makeDirectory("notify-overhead"), workload: workload,
-                                           rounds: rounds, batchesPerRound: batchesPerRound)
-        let without = median(overhead.without), with = median(overhead.with)
+        let overhead = try measureOverhead(
+            directory: try sandbox.makeDirectory("notify-overhead"),
+            workload: workload,
+            rounds: rounds,
+            batchesPerRound: batchesPerRound
+        )
+        let without = median(overhead.without)
+        let with = median(overhead.with)
 
         let total = latencyChanges + warmupChanges
         return Summary(
@@ -68,20 +77,38 @@ enum Notifications {
                 + "distinct keys one per \(Format.duration(Double(paceNs))) (the first \(warmupChanges) not timed), each "
                 + "to CLOCK_MONOTONIC taken just before its set; latency = the observer's CLOCK_MONOTONIC when next() "
                 + "returned it − that value, so it includes the commit itself",
-            changes: latencyChanges, warmupChanges: warmupChanges, paceNs: paceNs,
-            latencyNs: Latency(min: sorted.first!, p50: percentile(sorted, 0.5), p90: percentile(sorted, 0.9),
-                               p99: percentile(sorted, 0.99), p999: percentile(sorted, 0.999), max: sorted.last!,
-                               mean: Format.rounded(sorted.reduce(0, +) / Double(sorted.count))),
-            delivered: Delivered(expected: total, received: observed.received, lost: observed.lost,
-                                 duplicated: observed.duplicated, outOfOrder: observed.outOfOrder, resets: observed.resets),
-            writerSetMedianNs: Format.rounded(writer.setMedianNs), writerSetP99Ns: Format.rounded(writer.setP99Ns),
-            setWithoutObserverNs: Format.rounded(without), setWithObserverNs: Format.rounded(with),
+            changes: latencyChanges,
+            warmupChanges: warmupChanges,
+            paceNs: paceNs,
+            latencyNs: Latency(
+                min: sorted.first!,
+                p50: percentile(sorted, 0.5),
+                p90: percentile(sorted, 0.9),
+                p99: percentile(sorted, 0.99),
+                p999: percentile(sorted, 0.999),
+                max: sorted.last!,
+                mean: Format.rounded(sorted.reduce(0, +) / Double(sorted.count))
+            ),
+            delivered: Delivered(
+                expected: total,
+                received: observed.received,
+                lost: observed.lost,
+                duplicated: observed.duplicated,
+                outOfOrder: observed.outOfOrder,
+                resets: observed.resets
+            ),
+            writerSetMedianNs: Format.rounded(writer.setMedianNs),
+            writerSetP99Ns: Format.rounded(writer.setP99Ns),
+            setWithoutObserverNs: Format.rounded(without),
+            setWithObserverNs: Format.rounded(with),
             overheadPerSetNs: Format.rounded(with - without),
             overheadMethod: "set(_: Int, forKey:) on \(Workload.keyCount) keys, medians of \(rounds * batchesPerRound) "
                 + "batches of \(Workload.keyCount) per side, alternating in \(rounds) round\(rounds == 1 ? "" : "s") "
                 + "between no observer and a drain-only ChangeFeed in another process, each after a warm-up batch",
-            drainedChanges: overhead.drained, drainResets: overhead.drainResets,
-            references: references)
+            drainedChanges: overhead.drained,
+            drainResets: overhead.drainResets,
+            references: references
+        )
     }
 
     // MARK: Latency
@@ -90,39 +117,52 @@ enum Notifications {
         let executable = Spawn.executablePath()
         let total = latencyChanges + warmupChanges
         let observer = try Spawn.start(
-            executable, [NotifyChild.command, "observe", directory, String(total), String(warmupChanges)], captureOutput: true)
+            executable,
+            [NotifyChild.command, "observe", directory, String(total), String(warmupChanges)],
+            captureOutput: true
+        )
         try awaitReady(observer, "observer")
         let written = try Spawn.run(
-            executable, [NotifyChild.command, "write", directory, String(total), String(warmupChanges), String(paceNs)],
-            captureOutput: true)
+            executable,
+            [NotifyChild.command, "write", directory, String(total), String(warmupChanges), String(paceNs)],
+            captureOutput: true
+        )
         guard written.status == 0 else {
             throw BenchError("change notifications: the writer child exited with \(written.status): \(written.output)")
         }
         let writer = try decode(NotifyChild.WriterReport.self, from: written.output, "writer")
         let observed = try decode(NotifyChild.ObserverReport.self, from: try finish(observer, "observer"), "observer")
         guard observed.isClean, observed.received == total, writer.written == total,
-              observed.latencies.count == latencyChanges else {
-            throw BenchError("change notifications: the observer in another process did not receive each of the "
-                + "\(writer.written) changes exactly once, in order: \(observed.problemSummary)")
+            observed.latencies.count == latencyChanges
+        else {
+            throw BenchError(
+                "change notifications: the observer in another process did not receive each of the "
+                    + "\(writer.written) changes exactly once, in order: \(observed.problemSummary)"
+            )
         }
         return (observed, writer)
     }
 
     // MARK: Overhead
 
-    private static func measureOverhead(directory: String, workload: Workload, rounds: Int, batchesPerRound: Int) throws
+    private static func measureOverhead(
+        directory: String,
+        workload: Workload,
+        rounds: Int,
+        batchesPerRound: Int
+    ) throws
         -> (without: [Double], with: [Double], drained: Int, drainResets: Int)
     {
         let defaults = try StoreSubject.open(directory: URL(fileURLWithPath: directory))
         try defaults.write { tx in
-            for index in 0 ..< Workload.keyCount {
+            for index in 0..<Workload.keyCount {
                 try tx.set(.integer(workload.initialInteger(index)), forKey: workload.keys[index])
             }
         }
         var nextOp = 0
         /// A warm-up batch, then `count` timed ones of `Workload.keyCount` sets each.
         func batches(_ count: Int, into samples: inout [Double]) {
-            for batch in 0 ... count {
+            for batch in 0...count {
                 let nanoseconds = timeBatch(first: nextOp, ops: Workload.keyCount) { op in
                     defaults.set(workload.integer(forOp: op), forKey: workload.key(forOp: op))
                     return 0
@@ -132,9 +172,11 @@ enum Notifications {
             }
         }
 
-        var without: [Double] = [], with: [Double] = []
-        var drained = 0, drainResets = 0
-        for _ in 0 ..< rounds {
+        var without: [Double] = []
+        var with: [Double] = []
+        var drained = 0
+        var drainResets = 0
+        for _ in 0..<rounds {
             batches(batchesPerRound, into: &without)
             let observer = try Spawn.start(Spawn.executablePath(), [NotifyChild.command, "drain", directory], captureOutput: true)
             try awaitReady(observer, "drain observer")
@@ -144,9 +186,12 @@ enum Notifications {
             let report = try decode(NotifyChild.ObserverReport.self, from: try finish(observer, "drain observer"), "drain observer")
             // A drain observer may fall behind the retained log (then it gets a reset, not a loss).
             guard report.sequenceErrors == 0, report.unexpected == 0, !report.timedOut,
-                  report.resets > 0 || report.received == nextOp - firstOp else {
-                throw BenchError("change notifications: the drain observer expected \(nextOp - firstOp) changes: "
-                    + report.problemSummary)
+                report.resets > 0 || report.received == nextOp - firstOp
+            else {
+                throw BenchError(
+                    "change notifications: the drain observer expected \(nextOp - firstOp) changes: "
+                        + report.problemSummary
+                )
             }
             drained += report.received
             drainResets += report.resets
@@ -192,20 +237,57 @@ enum Notifications {
 
     static func rows(_ summary: Summary) -> [Report.Row] {
         let latency = summary.latencyNs
-        let none = "none ²", noTarget: Target? = nil
+        let none = "none ²"
+        let noTarget: Target? = nil
         return [
-            Report.Row(notify: "notify-latency-p50", label: "notify latency p50 ¹", groupDefaults: latency.p50,
-                       rawLMDB: "≈ 20 µs ²", userDefaults: none, target: .atMost(nanoseconds: 100_000)),
-            Report.Row(notify: "notify-latency-p99", label: "notify latency p99 ¹", groupDefaults: latency.p99,
-                       rawLMDB: nil, userDefaults: none, target: .atMost(nanoseconds: 1_000_000)),
-            Report.Row(notify: "notify-latency-max", label: "notify latency max ¹", groupDefaults: latency.max,
-                       rawLMDB: nil, userDefaults: none, target: noTarget),
-            Report.Row(notify: "notify-set-unobserved", label: "set, no observer ³", groupDefaults: summary.setWithoutObserverNs,
-                       rawLMDB: nil, userDefaults: nil, target: noTarget),
-            Report.Row(notify: "notify-set-observed", label: "set, observed elsewhere ³", groupDefaults: summary.setWithObserverNs,
-                       rawLMDB: nil, userDefaults: nil, target: noTarget),
-            Report.Row(notify: "notify-overhead", label: "notify cost per set ³", groupDefaults: summary.overheadPerSetNs,
-                       rawLMDB: nil, userDefaults: nil, target: .atMost(nanoseconds: 500)),
+            Report.Row(
+                notify: "notify-latency-p50",
+                label: "notify latency p50 ¹",
+                groupDefaults: latency.p50,
+                rawLMDB: "≈ 20 µs ²",
+                userDefaults: none,
+                target: .atMost(nanoseconds: 100_000)
+            ),
+            Report.Row(
+                notify: "notify-latency-p99",
+                label: "notify latency p99 ¹",
+                groupDefaults: latency.p99,
+                rawLMDB: nil,
+                userDefaults: none,
+                target: .atMost(nanoseconds: 1_000_000)
+            ),
+            Report.Row(
+                notify: "notify-latency-max",
+                label: "notify latency max ¹",
+                groupDefaults: latency.max,
+                rawLMDB: nil,
+                userDefaults: none,
+                target: noTarget
+            ),
+            Report.Row(
+                notify: "notify-set-unobserved",
+                label: "set, no observer ³",
+                groupDefaults: summary.setWithoutObserverNs,
+                rawLMDB: nil,
+                userDefaults: nil,
+                target: noTarget
+            ),
+            Report.Row(
+                notify: "notify-set-observed",
+                label: "set, observed elsewhere ³",
+                groupDefaults: summary.setWithObserverNs,
+                rawLMDB: nil,
+                userDefaults: nil,
+                target: noTarget
+            ),
+            Report.Row(
+                notify: "notify-overhead",
+                label: "notify cost per set ³",
+                groupDefaults: summary.overheadPerSetNs,
+                rawLMDB: nil,
+                userDefaults: nil,
+                target: .atMost(nanoseconds: 500)
+            ),
         ]
     }
 
@@ -216,7 +298,8 @@ enum Notifications {
 
     private static func unwrappedNotes(_ summary: Summary) -> String {
         let delivered = summary.delivered
-        let clean = delivered.lost == 0 && delivered.duplicated == 0 && delivered.outOfOrder == 0 && delivered.resets == 0
+        let clean =
+            delivered.lost == 0 && delivered.duplicated == 0 && delivered.outOfOrder == 0 && delivered.resets == 0
             && delivered.received == delivered.expected
         return """
             ¹ notify latency: \(summary.method) (the writer's set: median \(Format.duration(summary.writerSetMedianNs)), \

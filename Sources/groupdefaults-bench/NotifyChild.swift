@@ -133,7 +133,8 @@ enum NotifyChild {
                     continue
                 }
                 guard change.kind == .set, let index = index(ofKey: change.key), index < total,
-                      case .integer(let written)? = change.value else {
+                    case .integer(let written)? = change.value
+                else {
                     report.unexpected += 1
                     report.note("unexpected change \(change)")
                     continue
@@ -159,10 +160,10 @@ enum NotifyChild {
 
     private static func write(directory: URL, total: Int, warmup: Int, pace: Int64) throws {
         let defaults = try StoreSubject.open(directory: directory)
-        let keys = (0 ..< total).map(key)
+        let keys = (0..<total).map(key)
         var durations: [Double] = []
         durations.reserveCapacity(max(0, total - warmup))
-        for index in 0 ..< total {
+        for index in 0..<total {
             let start = Clock.nanoseconds()
             defaults.set(Int(start), forKey: keys[index])
             let end = Clock.nanoseconds()
@@ -171,8 +172,11 @@ enum NotifyChild {
         }
         defaults.set(defaults.integer(forKey: endKey) + 1, forKey: endKey)
         if let error = defaults.lastError { throw BenchError("notify writer: \(error)") }
-        let report = WriterReport(written: total, setMedianNs: median(durations),
-                                  setP99Ns: percentile(durations.sorted(), 0.99))
+        let report = WriterReport(
+            written: total,
+            setMedianNs: median(durations),
+            setP99Ns: percentile(durations.sorted(), 0.99)
+        )
         print(String(decoding: try JSONEncoder().encode(report), as: UTF8.self))
     }
 

@@ -27,45 +27,99 @@ struct Report: Encodable {
         let targetMet: Bool?
 
         init(_ operation: Operation, groupDefaults: Double, rawLMDB: Double, userDefaults: Double) {
-            self.init(operation: operation.rawValue, label: operation.label, groupDefaults: groupDefaults, rawLMDB: rawLMDB,
-                      userDefaults: userDefaults, userDefaultsOperation: operation.userDefaultsCall,
-                      target: operation.target.text,
-                      targetMet: operation.target.isMet(groupDefaults: groupDefaults, raw: rawLMDB))
+            self.init(
+                operation: operation.rawValue,
+                label: operation.label,
+                groupDefaults: groupDefaults,
+                rawLMDB: rawLMDB,
+                userDefaults: userDefaults,
+                userDefaultsOperation: operation.userDefaultsCall,
+                target: operation.target.text,
+                targetMet: operation.target.isMet(groupDefaults: groupDefaults, raw: rawLMDB)
+            )
         }
 
         /// An extra line with no target: a whole child process, spawn to exit.
         init(wholeProcess label: String, groupDefaults: Double, rawLMDB: Double, userDefaults: Double) {
-            self.init(operation: "cold-start-process", label: label, groupDefaults: groupDefaults, rawLMDB: rawLMDB,
-                      userDefaults: userDefaults, userDefaultsOperation: "spawn → exit", target: nil, targetMet: nil)
+            self.init(
+                operation: "cold-start-process",
+                label: label,
+                groupDefaults: groupDefaults,
+                rawLMDB: rawLMDB,
+                userDefaults: userDefaults,
+                userDefaultsOperation: "spawn → exit",
+                target: nil,
+                targetMet: nil
+            )
         }
 
         /// An extra line measured for GroupDefaults only, with no reference and no target.
         init(only operation: String, label: String, groupDefaults: Double, note: String) {
-            self.init(operation: operation, label: label, groupDefaults: groupDefaults, rawLMDB: nil, userDefaults: nil,
-                      rawLMDBReference: "—", userDefaultsReference: "—", userDefaultsOperation: note,
-                      target: nil, targetMet: nil)
+            self.init(
+                operation: operation,
+                label: label,
+                groupDefaults: groupDefaults,
+                rawLMDB: nil,
+                userDefaults: nil,
+                rawLMDBReference: "—",
+                userDefaultsReference: "—",
+                userDefaultsOperation: note,
+                target: nil,
+                targetMet: nil
+            )
         }
 
         /// A line beside a raw LMDB figure, with no UserDefaults counterpart.
         init(measured operation: String, label: String, groupDefaults: Double, rawLMDB: Double, note: String, target: Target?) {
-            self.init(operation: operation, label: label, groupDefaults: groupDefaults, rawLMDB: rawLMDB, userDefaults: nil,
-                      userDefaultsReference: "—", userDefaultsOperation: note, target: target?.text,
-                      targetMet: target?.isMet(groupDefaults: groupDefaults, raw: rawLMDB))
+            self.init(
+                operation: operation,
+                label: label,
+                groupDefaults: groupDefaults,
+                rawLMDB: rawLMDB,
+                userDefaults: nil,
+                userDefaultsReference: "—",
+                userDefaultsOperation: note,
+                target: target?.text,
+                targetMet: target?.isMet(groupDefaults: groupDefaults, raw: rawLMDB)
+            )
         }
 
         /// A change-notification line: GroupDefaults only, with reference text (or "—") in the
         /// other columns.
-        init(notify operation: String, label: String, groupDefaults: Double, rawLMDB: String?, userDefaults: String?,
-             target: Target?) {
-            self.init(operation: operation, label: label, groupDefaults: groupDefaults, rawLMDB: nil, userDefaults: nil,
-                      rawLMDBReference: rawLMDB, userDefaultsReference: userDefaults,
-                      userDefaultsOperation: Operation.notify.userDefaultsCall, target: target?.text,
-                      targetMet: target?.isMet(groupDefaults: groupDefaults, raw: .nan))
+        init(
+            notify operation: String,
+            label: String,
+            groupDefaults: Double,
+            rawLMDB: String?,
+            userDefaults: String?,
+            target: Target?
+        ) {
+            self.init(
+                operation: operation,
+                label: label,
+                groupDefaults: groupDefaults,
+                rawLMDB: nil,
+                userDefaults: nil,
+                rawLMDBReference: rawLMDB,
+                userDefaultsReference: userDefaults,
+                userDefaultsOperation: Operation.notify.userDefaultsCall,
+                target: target?.text,
+                targetMet: target?.isMet(groupDefaults: groupDefaults, raw: .nan)
+            )
         }
 
-        private init(operation: String, label: String, groupDefaults: Double, rawLMDB: Double?, userDefaults: Double?,
-                     rawLMDBReference: String? = nil, userDefaultsReference: String? = nil,
-                     userDefaultsOperation: String, target: String?, targetMet: Bool?) {
+        private init(
+            operation: String,
+            label: String,
+            groupDefaults: Double,
+            rawLMDB: Double?,
+            userDefaults: Double?,
+            rawLMDBReference: String? = nil,
+            userDefaultsReference: String? = nil,
+            userDefaultsOperation: String,
+            target: String?,
+            targetMet: Bool?
+        ) {
             self.operation = operation
             self.label = label
             groupDefaultsNs = Format.rounded(groupDefaults)
@@ -90,13 +144,15 @@ struct Report: Encodable {
     func table() -> String {
         let header = ["operation", "GroupDefaults", "raw LMDB", "GD/raw", "UserDefaults", "GD/UD", "target", "met"]
         let body = rows.map { row in
-            [row.label, Format.duration(row.groupDefaultsNs),
-             row.rawLMDBNs.map(Format.duration) ?? row.rawLMDBReference ?? "—",
-             row.groupDefaultsToRaw.map(Format.ratio) ?? "—",
-             row.userDefaultsNs.map(Format.duration) ?? row.userDefaultsReference ?? "—",
-             row.groupDefaultsToUserDefaults.map(Format.ratio) ?? "—",
-             row.target ?? (row.operation == "cold-start-process" ? "(spawn → exit)" : ""),
-             row.targetMet.map { $0 ? "yes" : "NO" } ?? ""]
+            [
+                row.label, Format.duration(row.groupDefaultsNs),
+                row.rawLMDBNs.map(Format.duration) ?? row.rawLMDBReference ?? "—",
+                row.groupDefaultsToRaw.map(Format.ratio) ?? "—",
+                row.userDefaultsNs.map(Format.duration) ?? row.userDefaultsReference ?? "—",
+                row.groupDefaultsToUserDefaults.map(Format.ratio) ?? "—",
+                row.target ?? (row.operation == "cold-start-process" ? "(spawn → exit)" : ""),
+                row.targetMet.map { $0 ? "yes" : "NO" } ?? "",
+            ]
         }
         let lines = Format.columns([header] + body, leftAligned: [0, 6, 7])
         return """

@@ -29,22 +29,30 @@ struct Sandbox {
         setSignals([SIGINT, SIGTERM], blocked: true)
 
         let home = "\(root)/home"
-        let result = try Spawn.run(Spawn.executablePath(), arguments, environment: [
-            variable: root,
-            "HOME": home,
-            "XDG_CONFIG_HOME": "\(home)/.config",
-            "XDG_DATA_HOME": "\(home)/.local/share",
-            "XDG_CACHE_HOME": "\(home)/.cache",
-            "GROUPDEFAULTS_DIR": "\(root)/default-directory",
-        ], captureOutput: false)
+        let result = try Spawn.run(
+            Spawn.executablePath(),
+            arguments,
+            environment: [
+                variable: root,
+                "HOME": home,
+                "XDG_CONFIG_HOME": "\(home)/.config",
+                "XDG_DATA_HOME": "\(home)/.local/share",
+                "XDG_CACHE_HOME": "\(home)/.cache",
+                "GROUPDEFAULTS_DIR": "\(root)/default-directory",
+            ],
+            captureOutput: false
+        )
         return result.status
     }
 
     /// A new, empty directory for one store (mode 0700).
     func makeDirectory(_ name: String) throws -> String {
         let path = "\(root)/\(name)"
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false,
-                                                attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            atPath: path,
+            withIntermediateDirectories: false,
+            attributes: [.posixPermissions: 0o700]
+        )
         return path
     }
 }

@@ -23,19 +23,28 @@ enum Spawn {
     /// Runs `path` with `arguments` and this process's environment plus `environment`. With
     /// `captureOutput` the child's stdout is collected; otherwise it shares ours. SIGINT and
     /// SIGTERM are unblocked in the child whatever this process blocks.
-    static func run(_ path: String, _ arguments: [String], environment: [String: String] = [:],
-                    captureOutput: Bool) throws -> Result {
+    static func run(
+        _ path: String,
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        captureOutput: Bool
+    ) throws -> Result {
         try start(path, arguments, environment: environment, captureOutput: captureOutput).wait()
     }
 
     /// Starts `path` as `run` does, without waiting for it: read its lines as it prints them
     /// (`readLine`), then `wait`.
-    static func start(_ path: String, _ arguments: [String], environment: [String: String] = [:],
-                      captureOutput: Bool) throws -> Child {
+    static func start(
+        _ path: String,
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        captureOutput: Bool
+    ) throws -> Child {
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
-        let envp = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let envp =
+            ProcessInfo.processInfo.environment.merging(environment) { $1 }
             .map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
+        defer { for pointer in argv + envp { free(pointer) } }
 
         var pipeEnds: [Int32] = [-1, -1]
         var actions = posix_spawn_file_actions_t()
@@ -122,9 +131,11 @@ enum Spawn {
             let end = Clock.nanoseconds()
             let signal = status & 0x7f
             defer { buffered.removeAll() }
-            return Result(status: signal == 0 ? (status >> 8) & 0xff : 128 + signal,
-                          output: String(decoding: buffered, as: UTF8.self),
-                          wallNanoseconds: end - start)
+            return Result(
+                status: signal == 0 ? (status >> 8) & 0xff : 128 + signal,
+                output: String(decoding: buffered, as: UTF8.self),
+                wallNanoseconds: end - start
+            )
         }
 
         /// Appends what the child printed next; false at the end of its output.

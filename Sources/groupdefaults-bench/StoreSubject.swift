@@ -20,11 +20,12 @@ final class StoreSubject: Subject {
 
     func populate(_ kind: Workload.Kind) throws {
         try defaults.write { tx in
-            for index in 0 ..< Workload.keyCount {
-                let value: PropertyListValue = switch kind {
-                case .integers: .integer(workload.initialInteger(index))
-                case .strings: .string(workload.initialString(index))
-                }
+            for index in 0..<Workload.keyCount {
+                let value: PropertyListValue =
+                    switch kind {
+                    case .integers: .integer(workload.initialInteger(index))
+                    case .strings: .string(workload.initialString(index))
+                    }
                 try tx.set(value, forKey: workload.keys[index])
             }
         }
@@ -40,7 +41,8 @@ final class StoreSubject: Subject {
     }
 
     private func run(_ operation: Operation, _ plan: Plan) throws -> Double {
-        let defaults = defaults, workload = workload
+        let defaults = defaults
+        let workload = workload
         return try medianNanosecondsPerOp(plan) { first, ops in
             switch operation {
             case .getInteger:
@@ -72,7 +74,7 @@ final class StoreSubject: Subject {
                 return try timeBatch(first: first, ops: ops) { op in
                     try defaults.write { tx in
                         let firstKeyOp = op * Workload.keysPerWrite
-                        for keyOp in firstKeyOp ..< firstKeyOp + Workload.keysPerWrite {
+                        for keyOp in firstKeyOp..<firstKeyOp + Workload.keysPerWrite {
                             try tx.set(.string(workload.string(forOp: keyOp)), forKey: workload.key(forOp: keyOp))
                         }
                     }

@@ -17,8 +17,13 @@ enum SyncHooks {
 
     static let entryCount = Workload.keyCount
 
-    static func measure(sandbox: Sandbox, workload: Workload, raw: RawSubject, quick: Bool,
-                        progress: (String) -> Void) throws -> Summary {
+    static func measure(
+        sandbox: Sandbox,
+        workload: Workload,
+        raw: RawSubject,
+        quick: Bool,
+        progress: (String) -> Void
+    ) throws -> Summary {
         progress("sync hooks: set with sync off and on")
         let off = try SharedDefaults(suiteName: "sync-off", directory: URL(fileURLWithPath: try sandbox.makeDirectory("sync-off")))
         let on = try SharedDefaults(suiteName: "sync-on", directory: URL(fileURLWithPath: try sandbox.makeDirectory("sync-on")))
@@ -28,7 +33,8 @@ enum SyncHooks {
         // Alternating rounds, so that both sides see the same machine.
         let rounds = quick ? 2 : 4
         let batchesPerRound = quick ? 3 : 10
-        var offSamples: [Double] = [], onSamples: [Double] = []
+        var offSamples: [Double] = []
+        var onSamples: [Double] = []
         var first = 0
         for _ in 0..<rounds {
             for (defaults, isOn) in [(off, false), (on, true)] {
@@ -60,8 +66,12 @@ enum SyncHooks {
             // millisecond), so every one of them is applied.
             base = max(HLC.wallClockMilliseconds(), base + 1)
             let entries = (0..<entryCount).map { index in
-                SyncEntry(key: workload.key(forOp: index), value: .string(workload.string(forOp: index + run * entryCount)),
-                          hlc: HLC(milliseconds: base, counter: UInt16(index)), origin: origin)
+                SyncEntry(
+                    key: workload.key(forOp: index),
+                    value: .string(workload.string(forOp: index + run * entryCount)),
+                    hlc: HLC(milliseconds: base, counter: UInt16(index)),
+                    origin: origin
+                )
             }
             let start = Clock.nanoseconds()
             let result = try on.applyRemote(entries, cursor: UInt64(run + 1))
@@ -72,19 +82,26 @@ enum SyncHooks {
             if run > 0 { applySamples.append(Double(elapsed)) }
         }
         guard on.string(forKey: workload.key(forOp: 0)) == workload.string(forOp: runs * entryCount),
-              try on.syncState().cursor == UInt64(runs + 1) else {
+            try on.syncState().cursor == UInt64(runs + 1)
+        else {
             throw BenchError("sync hooks: the applied entries or the cursor did not read back")
         }
         let rawWrite = try raw.medianTransaction(writing: entryCount, runs: runs)
 
-        let offMedian = median(offSamples), onMedian = median(onSamples)
+        let offMedian = median(offSamples)
+        let onMedian = median(onSamples)
         return Summary(
-            setSyncOffNs: offMedian, setSyncOnNs: onMedian, costPerSetNs: onMedian - offMedian,
-            applyRemoteNs: median(applySamples), rawWriteNs: rawWrite, entries: entryCount,
+            setSyncOffNs: offMedian,
+            setSyncOnNs: onMedian,
+            costPerSetNs: onMedian - offMedian,
+            applyRemoteNs: median(applySamples),
+            rawWriteNs: rawWrite,
+            entries: entryCount,
             method: "set(_: String, forKey:) on \(Workload.keyCount) keys, medians of \(rounds) rounds alternating "
                 + "\(batchesPerRound) batches of \(Workload.keyCount) on an unsynced and a synced suite; applyRemote: "
                 + "median of \(runs) calls of \(entryCount) newer entries after a warm-up call; raw: \(entryCount) "
-                + "puts in one transaction")
+                + "puts in one transaction"
+        )
     }
 
     private static func populate(_ defaults: SharedDefaults, _ workload: Workload) throws {
@@ -97,15 +114,34 @@ enum SyncHooks {
 
     static func rows(_ summary: Summary) -> [Report.Row] {
         [
-            Report.Row(only: "sync-set-off", label: "set string, sync off", groupDefaults: summary.setSyncOffNs,
-                       note: "alternating with the next row"),
-            Report.Row(only: "sync-set-on", label: "set string, sync on", groupDefaults: summary.setSyncOnNs,
-                       note: "+ pending mark in the same transaction"),
-            Report.Row(notify: "sync-cost", label: "sync cost per set", groupDefaults: summary.costPerSetNs,
-                       rawLMDB: nil, userDefaults: nil, target: .atMost(nanoseconds: 400)),
-            Report.Row(measured: "sync-apply-remote", label: "applyRemote of \(summary.entries) entries",
-                       groupDefaults: summary.applyRemoteNs, rawLMDB: summary.rawWriteNs,
-                       note: "raw: \(summary.entries) puts, one transaction", target: .atMost(nanoseconds: 2_000_000)),
+            Report.Row(
+                only: "sync-set-off",
+                label: "set string, sync off",
+                groupDefaults: summary.setSyncOffNs,
+                note: "alternating with the next row"
+            ),
+            Report.Row(
+                only: "sync-set-on",
+                label: "set string, sync on",
+                groupDefaults: summary.setSyncOnNs,
+                note: "+ pending mark in the same transaction"
+            ),
+            Report.Row(
+                notify: "sync-cost",
+                label: "sync cost per set",
+                groupDefaults: summary.costPerSetNs,
+                rawLMDB: nil,
+                userDefaults: nil,
+                target: .atMost(nanoseconds: 400)
+            ),
+            Report.Row(
+                measured: "sync-apply-remote",
+                label: "applyRemote of \(summary.entries) entries",
+                groupDefaults: summary.applyRemoteNs,
+                rawLMDB: summary.rawWriteNs,
+                note: "raw: \(summary.entries) puts, one transaction",
+                target: .atMost(nanoseconds: 2_000_000)
+            ),
         ]
     }
 }

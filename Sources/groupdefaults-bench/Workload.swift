@@ -12,7 +12,7 @@ struct Workload: Sendable {
     private let strings: [[String]]
 
     init() {
-        let indices = 0 ..< Self.keyCount
+        let indices = 0..<Self.keyCount
         keys = indices.map(Self.key)
         strings = [0, 1].map { variant in indices.map { Self.string($0, variant: variant) } }
     }

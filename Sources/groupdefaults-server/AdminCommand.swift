@@ -14,9 +14,11 @@ import Darwin
 /// passwords (kept as bcrypt hashes) open the console only, and sync tokens never open it.
 struct AdminCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "admin", abstract: "Manage the operators who sign in to the console (/console).",
+        commandName: "admin",
+        abstract: "Manage the operators who sign in to the console (/console).",
         discussion: "Example: groupdefaults-server admin create --name ops --config /etc/groupdefaults-server.conf",
-        subcommands: [Create.self, List.self, Remove.self])
+        subcommands: [Create.self, List.self, Remove.self]
+    )
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -26,7 +28,8 @@ struct AdminCommand: AsyncParsableCommand {
                 must exist (`serve` makes it) unless --create is given.
 
                 Example: groupdefaults-server admin create --name ops --data-dir /var/lib/groupdefaults-server
-                """)
+                """
+        )
 
         @OptionGroup var storage: StorageOptions
         @Option(help: "The operator's name: letters, digits, '.', '_', '-' and '@'.") var name: String
@@ -46,7 +49,8 @@ struct AdminCommand: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List the operators: name and when each was created.",
-            discussion: "Example: groupdefaults-server admin list --data-dir /var/lib/groupdefaults-server")
+            discussion: "Example: groupdefaults-server admin list --data-dir /var/lib/groupdefaults-server"
+        )
 
         @OptionGroup var storage: StorageOptions
 
@@ -62,7 +66,8 @@ struct AdminCommand: AsyncParsableCommand {
     struct Remove: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Remove an operator and end their console sessions.",
-            discussion: "Example: groupdefaults-server admin remove --name ops --data-dir /var/lib/groupdefaults-server")
+            discussion: "Example: groupdefaults-server admin remove --name ops --data-dir /var/lib/groupdefaults-server"
+        )
 
         @OptionGroup var storage: StorageOptions
         @Option(help: "The operator's name (from `admin list`).") var name: String?

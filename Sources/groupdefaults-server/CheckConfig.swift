@@ -14,7 +14,8 @@ struct CheckConfig: AsyncParsableCommand {
             database is not contacted), 1 with one line saying what is wrong.
 
             Example: groupdefaults-server check-config --config /etc/groupdefaults-server.conf
-            """)
+            """
+    )
 
     @OptionGroup var options: ServeOptions
 
@@ -23,7 +24,8 @@ struct CheckConfig: AsyncParsableCommand {
             let own = Array(CommandLine.arguments.dropFirst().drop { $0 != "check-config" }.dropFirst())
             let fromSources = Dictionary(
                 try SettingsSources.settings(own, environment: ProcessInfo.processInfo.environment).map { ($0.name, $0.source) },
-                uniquingKeysWith: { $1 })
+                uniquingKeysWith: { $1 }
+            )
             let flags = Set(own.compactMap { $0.hasPrefix("--") ? String($0.dropFirst(2).prefix { $0 != "=" }) : nil })
             let configuration = try options.serverConfiguration()
             // What `serve` checks before it listens: the TLS files load, and the key belongs to the certificate.

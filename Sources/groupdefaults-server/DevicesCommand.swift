@@ -7,7 +7,8 @@ import GroupDefaultsWire
 /// `groupdefaults-server devices list|revoke`, on the same storage a running server uses.
 struct DevicesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "devices", abstract: "List an account's devices, or revoke one.",
+        commandName: "devices",
+        abstract: "List an account's devices, or revoke one.",
         discussion: """
             A device is a token and a device id (the store's origin) that pushed or pulled; a token \
             made with `token create --device NAME` gives its devices that name. Servers record a \
@@ -16,12 +17,14 @@ struct DevicesCommand: AsyncParsableCommand {
 
             Example: groupdefaults-server devices list --account ana --config /etc/groupdefaults-server.conf
             """,
-        subcommands: [List.self, Revoke.self])
+        subcommands: [List.self, Revoke.self]
+    )
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List an account's devices, most recently seen first: id, name, device id, token, first and last seen, last push, suites.",
-            discussion: "Example: groupdefaults-server devices list --account ana --data-dir /var/lib/groupdefaults-server")
+            discussion: "Example: groupdefaults-server devices list --account ana --data-dir /var/lib/groupdefaults-server"
+        )
 
         @OptionGroup var storage: StorageOptions
         @Option(help: "The account whose devices to list.") var account: String
@@ -43,12 +46,16 @@ struct DevicesCommand: AsyncParsableCommand {
                 }
                 if infos.isEmpty { return output("account \(account): no devices seen") }
                 for device in infos {
-                    output([device.id, device.name ?? "(unnamed)", "device \(device.deviceID)", device.tokenID,
+                    output(
+                        [
+                            device.id, device.name ?? "(unnamed)", "device \(device.deviceID)", device.tokenID,
                             "first seen \(device.firstSeen)", "last seen \(device.lastSeen)",
                             device.lastPush.map { "last push \($0)" } ?? "never pushed",
                             device.suites.joined(separator: ","),
-                            device.unverified ? "unverified: another token used device \(device.deviceID) first" : ""]
-                        .filter { !$0.isEmpty }.joined(separator: "\t"))
+                            device.unverified ? "unverified: another token used device \(device.deviceID) first" : "",
+                        ]
+                        .filter { !$0.isEmpty }.joined(separator: "\t")
+                    )
                 }
             }
         }
@@ -62,7 +69,8 @@ struct DevicesCommand: AsyncParsableCommand {
                 too (they are named). Give each device a token of its own with `token create --device NAME`.
 
                 Example: groupdefaults-server devices revoke dev_3f2a9c01b7e4 --data-dir /var/lib/groupdefaults-server
-                """)
+                """
+        )
 
         @OptionGroup var storage: StorageOptions
         @Argument(help: "The device's id (from `devices list`).") var id: String
@@ -73,8 +81,10 @@ struct DevicesCommand: AsyncParsableCommand {
                 case .notFound:
                     throw CommandFailure("no device has the id \(id) (see `groupdefaults-server devices list --account ACCOUNT`)")
                 case .ambiguous(let matching):
-                    throw CommandFailure("\(matching.count) devices have the id \(id): revoke the token instead "
-                        + "(`groupdefaults-server token revoke` with one of \(matching.map(\.tokenID).joined(separator: ", ")))")
+                    throw CommandFailure(
+                        "\(matching.count) devices have the id \(id): revoke the token instead "
+                            + "(`groupdefaults-server token revoke` with one of \(matching.map(\.tokenID).joined(separator: ", ")))"
+                    )
                 case .revoked(let device, let sharing):
                     var line = "revoked \(id)" + (device.name.map { " (\($0))" } ?? "") + ": its token \(device.tokenID) no longer works"
                     if !sharing.isEmpty {

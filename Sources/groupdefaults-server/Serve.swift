@@ -18,7 +18,8 @@ struct Serve: AsyncParsableCommand {
             would be used.
 
             Example: groupdefaults-server serve --data-dir /var/lib/groupdefaults-server --port 8080
-            """)
+            """
+    )
 
     @OptionGroup var options: ServeOptions
 
@@ -77,8 +78,12 @@ struct ServeOptions: ParsableArguments {
     var idleTimeout = 120
     @Option(help: "Serve the operator console at /console (operators: `admin create`): on or off.") var console = "on"
     @Option(help: "How many hours a console sign-in lasts.") var consoleSessionHours = 12
-    @Option(help: ArgumentHelp("A file (mode 0600) whose first line is the bearer token GET /metrics then asks for; without it /metrics answers anyone who reaches the server.",
-                               valueName: "PATH")) var metricsTokenFile: String?
+    @Option(
+        help: ArgumentHelp(
+            "A file (mode 0600) whose first line is the bearer token GET /metrics then asks for; without it /metrics answers anyone who reaches the server.",
+            valueName: "PATH"
+        )
+    ) var metricsTokenFile: String?
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535 (0 picks a free one), not \(port)") }
@@ -103,36 +108,53 @@ struct ServeOptions: ParsableArguments {
 
     /// Each setting's value as an option takes it, in `SettingsSources.names`' order.
     var settingValues: [(name: String, value: String)] {
-        let storage: [(String, String)] = self.storage.postgresURL.map { [("postgres-url", $0)] }
+        let storage: [(String, String)] =
+            self.storage.postgresURL.map { [("postgres-url", $0)] }
             ?? [("data-dir", self.storage.resolvedDataDirectory)]
-        return [("host", host), ("port", String(port))] + storage + [
-            ("log-level", logLevel.level.rawValue), ("max-wait", String(maxWait)), ("tombstone-days", String(tombstoneDays)),
-            ("tls-cert", tlsCertificate ?? ""), ("tls-key", tlsKey ?? ""), ("rate-limit", String(rateLimit)),
-            ("max-value-bytes", String(maxValueBytes)), ("max-keys-per-suite", String(maxKeysPerSuite)),
-            ("max-bytes-per-suite", String(maxBytesPerSuite)), ("max-ops-per-batch", String(maxOpsPerBatch)),
-            ("heartbeat", String(heartbeat)), ("history", String(history)), ("max-streams-per-token", String(maxStreamsPerToken)),
-            ("max-connections", String(maxConnections)), ("request-head-timeout", String(requestHeadTimeout)),
-            ("idle-timeout", String(idleTimeout)), ("console", console), ("console-session-hours", String(consoleSessionHours)),
-            ("metrics-token-file", metricsTokenFile ?? ""),
-        ].filter { !$0.1.isEmpty }
+        return [("host", host), ("port", String(port))] + storage
+            + [
+                ("log-level", logLevel.level.rawValue), ("max-wait", String(maxWait)), ("tombstone-days", String(tombstoneDays)),
+                ("tls-cert", tlsCertificate ?? ""), ("tls-key", tlsKey ?? ""), ("rate-limit", String(rateLimit)),
+                ("max-value-bytes", String(maxValueBytes)), ("max-keys-per-suite", String(maxKeysPerSuite)),
+                ("max-bytes-per-suite", String(maxBytesPerSuite)), ("max-ops-per-batch", String(maxOpsPerBatch)),
+                ("heartbeat", String(heartbeat)), ("history", String(history)), ("max-streams-per-token", String(maxStreamsPerToken)),
+                ("max-connections", String(maxConnections)), ("request-head-timeout", String(requestHeadTimeout)),
+                ("idle-timeout", String(idleTimeout)), ("console", console), ("console-session-hours", String(consoleSessionHours)),
+                ("metrics-token-file", metricsTokenFile ?? ""),
+            ].filter { !$0.1.isEmpty }
     }
 
     /// The server's configuration from the options.
     func serverConfiguration() throws -> ServerConfiguration {
         let tls = zip(tlsCertificate, tlsKey).map { TLSFiles(certificatePath: $0, keyPath: $1) }
         return ServerConfiguration(
-            host: host, port: port, storage: try storage.configuration,
-            limits: SyncLimits(maxValueBytes: maxValueBytes, maxKeysPerSuite: maxKeysPerSuite, maxBytesPerSuite: maxBytesPerSuite,
-                               maxOpsPerBatch: maxOpsPerBatch, maxBodyBytes: max(2 << 20, maxValueBytes + (64 << 10)),
-                               maxStreamsPerToken: maxStreamsPerToken),
-            maxWait: .seconds(maxWait), logLevel: logLevel.level,
-            tombstoneLifetime: .seconds(Int64(tombstoneSeconds ?? tombstoneDays * 86_400)), purgeInterval: .seconds(purgeInterval),
-            eventHeartbeat: .seconds(heartbeat), tls: tls,
-            rateLimit: RateLimit(requestsPerSecond: rateLimit, burst: 2 * rateLimit), historyDepth: history,
-            connections: ConnectionLimits(maxConnections: maxConnections, requestHeadTimeout: .seconds(requestHeadTimeout),
-                                          idleTimeout: .seconds(idleTimeout)),
+            host: host,
+            port: port,
+            storage: try storage.configuration,
+            limits: SyncLimits(
+                maxValueBytes: maxValueBytes,
+                maxKeysPerSuite: maxKeysPerSuite,
+                maxBytesPerSuite: maxBytesPerSuite,
+                maxOpsPerBatch: maxOpsPerBatch,
+                maxBodyBytes: max(2 << 20, maxValueBytes + (64 << 10)),
+                maxStreamsPerToken: maxStreamsPerToken
+            ),
+            maxWait: .seconds(maxWait),
+            logLevel: logLevel.level,
+            tombstoneLifetime: .seconds(Int64(tombstoneSeconds ?? tombstoneDays * 86_400)),
+            purgeInterval: .seconds(purgeInterval),
+            eventHeartbeat: .seconds(heartbeat),
+            tls: tls,
+            rateLimit: RateLimit(requestsPerSecond: rateLimit, burst: 2 * rateLimit),
+            historyDepth: history,
+            connections: ConnectionLimits(
+                maxConnections: maxConnections,
+                requestHeadTimeout: .seconds(requestHeadTimeout),
+                idleTimeout: .seconds(idleTimeout)
+            ),
             console: ConsoleConfiguration(enabled: console == "on", sessionLifetime: .seconds(consoleSessionHours * 3600)),
-            metricsToken: try metricsTokenFile.map(Self.readMetricsToken))
+            metricsToken: try metricsTokenFile.map(Self.readMetricsToken)
+        )
     }
 
     /// The first line of `--metrics-token-file`, which must not be readable by others.
@@ -142,11 +164,16 @@ struct ServeOptions: ParsableArguments {
             throw CommandFailure("--metrics-token-file: cannot read \(path)")
         }
         guard info.st_mode & 0o077 == 0 else {
-            throw CommandFailure("--metrics-token-file: \(path) can be read by its group or others (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(path)")
+            throw CommandFailure(
+                "--metrics-token-file: \(path) can be read by its group or others (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(path)"
+            )
         }
-        let token = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init)?
+        let token =
+            String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init)?
             .trimmingCharacters(in: .whitespaces) ?? ""
-        guard token.count >= 16 else { throw CommandFailure("--metrics-token-file: \(path) must hold a token of at least 16 characters on its first line") }
+        guard token.count >= 16 else {
+            throw CommandFailure("--metrics-token-file: \(path) must hold a token of at least 16 characters on its first line")
+        }
         return token
     }
 }

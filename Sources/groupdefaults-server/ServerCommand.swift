@@ -1,6 +1,6 @@
 import ArgumentParser
-import Foundation
 import CommandLineSupport
+import Foundation
 import GroupDefaultsServer
 import GroupDefaultsWire
 
@@ -17,7 +17,8 @@ struct ServerCommand: AsyncParsableCommand {
             """,
         version: packageVersion,
         subcommands: [Serve.self, CheckConfig.self, TokenCommand.self, DevicesCommand.self, AdminCommand.self, SuitesCommand.self],
-        defaultSubcommand: Serve.self)
+        defaultSubcommand: Serve.self
+    )
 
     /// Parses and runs the command: a failure, or a command line that does not parse, is one line on
     /// stderr and exit status 1; help and `--version` print as usual.

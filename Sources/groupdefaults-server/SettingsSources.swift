@@ -58,7 +58,8 @@ enum SettingsSources {
             return Array(arguments.prefix(2)) + storage.flatMap { ["--\($0.name)", $0.value] } + own
         }
         if otherCommands.contains(first) || !first.hasPrefix("-") || ["-h", "--help", "--version"].contains(first)
-            || first.hasPrefix("--generate-completion-script") || first.hasPrefix("--experimental") {
+            || first.hasPrefix("--generate-completion-script") || first.hasPrefix("--experimental")
+        {
             return arguments
         }
         return ["serve"] + (try settingArguments(arguments, environment: environment)) + arguments
@@ -89,10 +90,12 @@ enum SettingsSources {
             }
             found[name] = Setting(name: name, value: value, source: "environment")
         }
-        let flags = Set(own.compactMap { argument -> String? in
-            guard argument.hasPrefix("--") else { return nil }
-            return String(argument.dropFirst(2).prefix { $0 != "=" })
-        })
+        let flags = Set(
+            own.compactMap { argument -> String? in
+                guard argument.hasPrefix("--") else { return nil }
+                return String(argument.dropFirst(2).prefix { $0 != "=" })
+            }
+        )
         let flagged = flags.contains { storageNames.contains($0) } ? flags.union(storageNames) : flags
         let settings = names.compactMap { found[$0] }.filter { !flagged.contains($0.name) }
         // Each value checked alone, so that a bad one is blamed on its line or variable (an option
@@ -125,7 +128,9 @@ enum SettingsSources {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            let why = !FileManager.default.fileExists(atPath: path) ? "no such file"
+            let why =
+                !FileManager.default.fileExists(atPath: path)
+                ? "no such file"
                 : !FileManager.default.isReadableFile(atPath: path) ? "permission denied" : "it is not UTF-8 text"
             throw CommandFailure("cannot read the settings file \(path): \(why)")
         }
@@ -144,8 +149,13 @@ enum SettingsSources {
                 throw CommandFailure("\(place): '\(key)' is not a setting; names start with \(prefix) (\(prefix)PORT=8080)")
             }
             let name = try settingName(String(key.dropFirst(prefix.count)), where: place)
-            settings.append(Setting(name: name, value: unquoted(line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)),
-                                    source: place))
+            settings.append(
+                Setting(
+                    name: name,
+                    value: unquoted(line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)),
+                    source: place
+                )
+            )
         }
         return settings
     }
@@ -154,8 +164,10 @@ enum SettingsSources {
     static func settingName(_ suffix: String, where place: String) throws -> String {
         let name = suffix.lowercased().replacingOccurrences(of: "_", with: "-")
         guard names.contains(name) else {
-            throw CommandFailure("\(place): \(prefix)\(suffix) is not a setting; the settings are "
-                + names.map { prefix + $0.uppercased().replacingOccurrences(of: "-", with: "_") }.joined(separator: ", "))
+            throw CommandFailure(
+                "\(place): \(prefix)\(suffix) is not a setting; the settings are "
+                    + names.map { prefix + $0.uppercased().replacingOccurrences(of: "-", with: "_") }.joined(separator: ", ")
+            )
         }
         return name
     }

@@ -17,10 +17,16 @@ struct StorageOptions: ParsableArguments {
     @Option(help: ArgumentHelp("A settings file: one GROUPDEFAULTS_SERVER_NAME=value a line, as `serve --help` says.", valueName: "PATH"))
     var config: String?
 
-    @Option(name: .customLong("data-dir"), help: "The embedded store's directory (default: $XDG_DATA_HOME/groupdefaults-server or ~/.local/share/groupdefaults-server).")
+    @Option(
+        name: .customLong("data-dir"),
+        help: "The embedded store's directory (default: $XDG_DATA_HOME/groupdefaults-server or ~/.local/share/groupdefaults-server)."
+    )
     var dataDirectory: String?
 
-    @Option(name: .customLong("postgres-url"), help: "Keep the data in PostgreSQL instead, postgres://user[:password]@host:port/db; several servers may share it.")
+    @Option(
+        name: .customLong("postgres-url"),
+        help: "Keep the data in PostgreSQL instead, postgres://user[:password]@host:port/db; several servers may share it."
+    )
     var postgresURL: String?
 
     // For tests that tell a refused connection (at once) from one that waits for the connect
@@ -66,10 +72,14 @@ struct StorageOptions: ParsableArguments {
             guard creating || LMDBSyncStorage.storeExists(in: directory) else {
                 // Named as the person gave it: a flag, a setting (file or environment), or nothing.
                 let typed = CommandLine.arguments.contains { $0 == "--data-dir" || $0.hasPrefix("--data-dir=") }
-                let which = dataDirectory == nil ? "the default; is --data-dir missing?"
+                let which =
+                    dataDirectory == nil
+                    ? "the default; is --data-dir missing?"
                     : typed ? "is --data-dir right?" : "is \(SettingsSources.prefix)DATA_DIR right?"
-                throw CommandFailure("no server store in \(directory) (\(which)): `groupdefaults-server serve` "
-                    + "creates one there, as --create does on `token create` and `admin create`")
+                throw CommandFailure(
+                    "no server store in \(directory) (\(which)): `groupdefaults-server serve` "
+                        + "creates one there, as --create does on `token create` and `admin create`"
+                )
             }
             return try LMDBSyncStorage(directory: directory)
         case .postgres(let database):

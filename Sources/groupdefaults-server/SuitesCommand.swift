@@ -8,9 +8,12 @@ import GroupDefaultsWire
 /// server uses.
 struct SuitesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "suites", abstract: "Repair or reset an account's suite.",
-        discussion: "Example: groupdefaults-server suites repair-clock --account ana --suite group.com.example.chat --config /etc/groupdefaults-server.conf",
-        subcommands: [RepairClock.self, Reset.self])
+        commandName: "suites",
+        abstract: "Repair or reset an account's suite.",
+        discussion:
+            "Example: groupdefaults-server suites repair-clock --account ana --suite group.com.example.chat --config /etc/groupdefaults-server.conf",
+        subcommands: [RepairClock.self, Reset.self]
+    )
 
     struct RepairClock: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -26,7 +29,8 @@ struct SuitesCommand: AsyncParsableCommand {
                 here: a device with its key writes the keys again.
 
                 Example: groupdefaults-server suites repair-clock --account ana --suite group.com.example.chat --restamp --data-dir /var/lib/groupdefaults-server
-                """)
+                """
+        )
 
         @OptionGroup var storage: StorageOptions
         @Option(help: "The suite's account.") var account: String
@@ -44,26 +48,38 @@ struct SuitesCommand: AsyncParsableCommand {
                 let action: ClockRepair.Action = restamp ? .restamp : drop ? .drop : .list
                 let outcome = try await storage.withStorage { store in
                     guard try await store.suites(account: account).suites.contains(where: { $0.name == suite }) else {
-                        throw CommandFailure("account \(account) has no suite \(suite) in this store (see the console, or check --account, --suite and the storage flags)")
+                        throw CommandFailure(
+                            "account \(account) has no suite \(suite) in this store (see the console, or check --account, --suite and the storage flags)"
+                        )
                     }
                     return try await ClockRepair.run(store, account: account, suite: suite, action: action, historyDepth: history)
                 }
                 let now = HLC.wallClockMilliseconds()
                 for entry in outcome.found {
                     let ahead = entry.hlc.milliseconds > now ? (entry.hlc.milliseconds - now) / 1000 : 0
-                    output("\(entry.key)\tstamped \(TypedJSONDate.format(milliseconds: entry.hlc.milliseconds)) (\(ahead) s ahead)\tby device \(entry.origin)")
+                    output(
+                        "\(entry.key)\tstamped \(TypedJSONDate.format(milliseconds: entry.hlc.milliseconds)) (\(ahead) s ahead)\tby device \(entry.origin)"
+                    )
                 }
                 switch (action, outcome.found.isEmpty, outcome.sealed) {
                 case (_, true, _):
                     output("\(account)/\(suite): no entry is stamped in the future")
                 case (.list, false, true):
-                    output("\(account)/\(suite): \(outcome.found.count) entr\(outcome.found.count == 1 ? "y" : "ies") stamped in the future; the suite is end-to-end encrypted: write those keys again on a device that has its key")
+                    output(
+                        "\(account)/\(suite): \(outcome.found.count) entr\(outcome.found.count == 1 ? "y" : "ies") stamped in the future; the suite is end-to-end encrypted: write those keys again on a device that has its key"
+                    )
                 case (.list, false, false):
-                    output("\(account)/\(suite): \(outcome.found.count) entr\(outcome.found.count == 1 ? "y" : "ies") stamped in the future; --restamp or --drop repairs them")
+                    output(
+                        "\(account)/\(suite): \(outcome.found.count) entr\(outcome.found.count == 1 ? "y" : "ies") stamped in the future; --restamp or --drop repairs them"
+                    )
                 case (_, false, true):
-                    throw CommandFailure("\(account)/\(suite) is end-to-end encrypted: the server cannot stamp its entries again; write those keys again on a device that has the suite's key")
+                    throw CommandFailure(
+                        "\(account)/\(suite) is end-to-end encrypted: the server cannot stamp its entries again; write those keys again on a device that has the suite's key"
+                    )
                 case (_, false, false):
-                    output("\(account)/\(suite): \(outcome.repaired) entr\(outcome.repaired == 1 ? "y" : "ies") \(action == .drop ? "dropped" : "stamped again")")
+                    output(
+                        "\(account)/\(suite): \(outcome.repaired) entr\(outcome.repaired == 1 ? "y" : "ies") \(action == .drop ? "dropped" : "stamped again")"
+                    )
                 }
             }
         }
@@ -86,7 +102,8 @@ struct SuitesCommand: AsyncParsableCommand {
                 Without --yes this says what would be deleted and changes nothing.
 
                 Example: groupdefaults-server suites reset --account ana --suite group.com.example.chat --yes --data-dir /var/lib/groupdefaults-server
-                """)
+                """
+        )
 
         @OptionGroup var storage: StorageOptions
         @Option(help: "The suite's account.") var account: String
@@ -99,9 +116,12 @@ struct SuitesCommand: AsyncParsableCommand {
             try await reportingFailure {
                 try await storage.withStorage { store in
                     guard let summary = try await store.suites(account: account).suites.first(where: { $0.name == suite }) else {
-                        throw CommandFailure("account \(account) has no suite \(suite) in this store (see the console, or check --account, --suite and the storage flags)")
+                        throw CommandFailure(
+                            "account \(account) has no suite \(suite) in this store (see the console, or check --account, --suite and the storage flags)"
+                        )
                     }
-                    let what = "\(account)/\(suite)'s \(summary.keys) key\(summary.keys == 1 ? "" : "s") and its history\(keys ? ", key bags and anchor" : "")"
+                    let what =
+                        "\(account)/\(suite)'s \(summary.keys) key\(summary.keys == 1 ? "" : "s") and its history\(keys ? ", key bags and anchor" : "")"
                     guard yes else {
                         output("would delete \(what) from the server (devices keep theirs and upload them again): add --yes to reset it")
                         return
@@ -109,7 +129,9 @@ struct SuitesCommand: AsyncParsableCommand {
                     guard let count = try await store.resetSuite(account: account, suite: suite, keys: keys) else {
                         throw CommandFailure("account \(account) has no suite \(suite) in this store")
                     }
-                    output("\(account)/\(suite): reset (\(count) key\(count == 1 ? "" : "s") deleted\(keys ? ", and its keys" : "")); each device joins it again at its next sync and uploads what it holds")
+                    output(
+                        "\(account)/\(suite): reset (\(count) key\(count == 1 ? "" : "s") deleted\(keys ? ", and its keys" : "")); each device joins it again at its next sync and uploads what it holds"
+                    )
                 }
             }
         }

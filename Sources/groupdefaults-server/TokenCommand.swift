@@ -8,9 +8,11 @@ import Logging
 /// `groupdefaults-server token create|list|revoke`, on the same storage a running server uses.
 struct TokenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "token", abstract: "Create, list and revoke bearer tokens.",
+        commandName: "token",
+        abstract: "Create, list and revoke bearer tokens.",
         discussion: "Example: groupdefaults-server token list --config /etc/groupdefaults-server.conf",
-        subcommands: [Create.self, List.self, Revoke.self])
+        subcommands: [Create.self, List.self, Revoke.self]
+    )
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -21,7 +23,8 @@ struct TokenCommand: AsyncParsableCommand {
                 unless --create is given.
 
                 Example: groupdefaults-server token create --config /etc/groupdefaults-server.conf --account ana --suites 'group.com.example.*' > phone.token
-                """)
+                """
+        )
 
         @OptionGroup var storage: StorageOptions
         @Option(help: "The account whose suites the token reaches.") var account: String
@@ -39,12 +42,20 @@ struct TokenCommand: AsyncParsableCommand {
                 guard !patterns.isEmpty else { throw CommandFailure("--suites needs at least one pattern") }
                 let now = Date()
                 let expiry = try expires.map { now.addingTimeInterval(try TokenDuration.seconds($0)) }
-                let made = Tokens.make(account: account, suitePatterns: patterns, readOnly: readOnly, device: device, expires: expiry,
-                                       now: now)
+                let made = Tokens.make(
+                    account: account,
+                    suitePatterns: patterns,
+                    readOnly: readOnly,
+                    device: device,
+                    expires: expiry,
+                    now: now
+                )
                 try await storage.withStorage(creating: create) { try await $0.createToken(made.stored) }
                 output(made.token)
-                writeAll(Data("token \(made.stored.id) for account \(account) (revoke it with `token revoke \(made.stored.id)`)\n".utf8),
-                         to: STDERR_FILENO)
+                writeAll(
+                    Data("token \(made.stored.id) for account \(account) (revoke it with `token revoke \(made.stored.id)`)\n".utf8),
+                    to: STDERR_FILENO
+                )
             }
         }
     }
@@ -52,7 +63,8 @@ struct TokenCommand: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List tokens: id, account, scopes, created, expires, revoked, device.",
-            discussion: "Example: groupdefaults-server token list --data-dir /var/lib/groupdefaults-server")
+            discussion: "Example: groupdefaults-server token list --data-dir /var/lib/groupdefaults-server"
+        )
 
         @OptionGroup var storage: StorageOptions
 
@@ -64,10 +76,14 @@ struct TokenCommand: AsyncParsableCommand {
                 let dates = ISO8601DateFormatter()
                 for token in tokens {
                     let scopes = token.suitePatterns.joined(separator: ",") + (token.readOnly ? " read-only" : " read-write")
-                    print([token.id, token.account, scopes, dates.string(from: token.created),
-                           token.expires.map { "expires " + dates.string(from: $0) } ?? "never-expires",
-                           token.revoked.map { "revoked " + dates.string(from: $0) } ?? "active",
-                           token.device.map { "device " + $0 } ?? "any-device"].joined(separator: "\t"))
+                    print(
+                        [
+                            token.id, token.account, scopes, dates.string(from: token.created),
+                            token.expires.map { "expires " + dates.string(from: $0) } ?? "never-expires",
+                            token.revoked.map { "revoked " + dates.string(from: $0) } ?? "active",
+                            token.device.map { "device " + $0 } ?? "any-device",
+                        ].joined(separator: "\t")
+                    )
                 }
             }
         }
@@ -76,7 +92,8 @@ struct TokenCommand: AsyncParsableCommand {
     struct Revoke: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Revoke a token by its id; it stops working on its next request.",
-            discussion: "Example: groupdefaults-server token revoke tok_7654a67ba78a --data-dir /var/lib/groupdefaults-server")
+            discussion: "Example: groupdefaults-server token revoke tok_7654a67ba78a --data-dir /var/lib/groupdefaults-server"
+        )
 
         @OptionGroup var storage: StorageOptions
         @Argument(help: "The token's id (from `token list`).") var id: String

@@ -1,6 +1,6 @@
 import ArgumentParser
-import CommandLineSupport
 import AsyncHTTPClient
+import CommandLineSupport
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
@@ -35,35 +35,60 @@ extension SyncCommand {
 
                 Example: groupdefaults-sync configure group.com.example.chat --server https://sync.example.com --token-file ~/.config/groupdefaults/chat.token
                 Example: groupdefaults-sync configure group.com.example.chat --server https://sync.example.com --pairing-code CODE --device tablet
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @OptionGroup var waiting: ServerOptions
         @Argument(help: "The suite name.") var suite: String
         @Option(help: ArgumentHelp("The server's base URL, http:// or https://.", valueName: "URL")) var server: String
-        @Option(help: ArgumentHelp("A file holding the token (mode 0600); with --pairing-code, where to write the new one (default: <suite>.token in ~/.config/groupdefaults).",
-                                   valueName: "PATH"))
+        @Option(
+            help: ArgumentHelp(
+                "A file holding the token (mode 0600); with --pairing-code, where to write the new one (default: <suite>.token in ~/.config/groupdefaults).",
+                valueName: "PATH"
+            )
+        )
         var tokenFile: String?
         @Option(help: ArgumentHelp("A PEM file of a private certificate authority to trust.", valueName: "PATH")) var caFile: String?
-        @Option(name: .customLong("exclude"),
-                help: ArgumentHelp("Keys that never leave this device (repeatable; '*' matches any run of characters).", valueName: "PATTERN"))
+        @Option(
+            name: .customLong("exclude"),
+            help: ArgumentHelp("Keys that never leave this device (repeatable; '*' matches any run of characters).", valueName: "PATTERN")
+        )
         var exclude: [String] = []
         @Flag(help: "Remove every --exclude pattern set before.") var noExclude = false
         @Flag(help: "Encrypt the suite end to end: create its keys and print its recovery key once.") var encrypt = false
-        @Option(help: ArgumentHelp("The file of the suite's keys (mode 0600; default: SUITE.HOST-PORT.TOKENHASH.keys beside the token file).",
-                                   valueName: "PATH"))
+        @Option(
+            help: ArgumentHelp(
+                "The file of the suite's keys (mode 0600; default: SUITE.HOST-PORT.TOKENHASH.keys beside the token file).",
+                valueName: "PATH"
+            )
+        )
         var keyFile: String?
-        @Option(help: ArgumentHelp("Join an encrypted suite with its recovery key (--recovery-key-file keeps it out of `ps` and the shell's history).",
-                                   valueName: "KEY")) var recoveryKey: String?
-        @Option(help: ArgumentHelp("Join an encrypted suite with the recovery key read from this file's first line; - reads standard input.",
-                                   valueName: "PATH")) var recoveryKeyFile: String?
-        @Option(help: ArgumentHelp("Join an encrypted suite with a code from `groupdefaults-sync pair` on a device that has it: this device gets its own token and the suite's keys.",
-                                   valueName: "CODE"))
+        @Option(
+            help: ArgumentHelp(
+                "Join an encrypted suite with its recovery key (--recovery-key-file keeps it out of `ps` and the shell's history).",
+                valueName: "KEY"
+            )
+        ) var recoveryKey: String?
+        @Option(
+            help: ArgumentHelp(
+                "Join an encrypted suite with the recovery key read from this file's first line; - reads standard input.",
+                valueName: "PATH"
+            )
+        ) var recoveryKeyFile: String?
+        @Option(
+            help: ArgumentHelp(
+                "Join an encrypted suite with a code from `groupdefaults-sync pair` on a device that has it: this device gets its own token and the suite's keys.",
+                valueName: "CODE"
+            )
+        )
         var pairingCode: String?
         @Option(help: ArgumentHelp("As --pairing-code, the code read from this file's first line; - reads standard input.", valueName: "PATH"))
         var pairingCodeFile: String?
-        @Option(name: .customLong("device"),
-                help: ArgumentHelp("With --pairing-code, the name the new token is bound to (shown in device lists).", valueName: "NAME"))
+        @Option(
+            name: .customLong("device"),
+            help: ArgumentHelp("With --pairing-code, the name the new token is bound to (shown in device lists).", valueName: "NAME")
+        )
         var deviceName: String?
         @Option(help: ArgumentHelp("How many replaced values the conflict journal keeps (default 1000).", valueName: "N"))
         var journalEntries: Int?
@@ -99,21 +124,25 @@ extension SyncCommand {
             } else {
                 var info = stat()
                 if stat(file, &info) == 0, info.st_mode & 0o077 != 0 {
-                    throw CommandFailure("the \(what) file \(file) can be read by its group or others (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(file)")
+                    throw CommandFailure(
+                        "the \(what) file \(file) can be read by its group or others (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(file)"
+                    )
                 }
                 do { data = try Data(contentsOf: URL(fileURLWithPath: file)) } catch {
                     throw CommandFailure("cannot read the \(what) from \(file): \((error as NSError).localizedDescription)")
                 }
             }
             let line = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
-            guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { throw CommandFailure("\(file == "-" ? "standard input" : file) holds no \(what)") }
+            guard !line.trimmingCharacters(in: .whitespaces).isEmpty else {
+                throw CommandFailure("\(file == "-" ? "standard input" : file) holds no \(what)")
+            }
             return line
         }
 
         func run() async throws {
             try await perform {
                 guard let url = URL(string: server), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
-                      url.host?.isEmpty == false
+                    url.host?.isEmpty == false
                 else { throw CommandFailure("--server must be an http:// or https:// URL, got \(server)") }
                 if let port = url.port, !(1...65535).contains(port) {
                     throw CommandFailure("--server names the port \(port): a port is 1 to 65535")
@@ -151,7 +180,9 @@ extension SyncCommand {
                 output(line)
                 if let recovery = encryption?.newRecoveryKey {
                     output("recovery key: \(recovery)")
-                    output("Write the recovery key down and keep it safe: it is shown only this once, and it is the way to set up a device when none of yours is at hand.")
+                    output(
+                        "Write the recovery key down and keep it safe: it is shown only this once, and it is the way to set up a device when none of yours is at hand."
+                    )
                 }
             }
         }
@@ -161,13 +192,23 @@ extension SyncCommand {
         /// encrypted, when that decides whether the configuration can work; the keys are written
         /// before the suite records the file. A refusal or failure leaves everything as it was.
         private func prepareKeys(
-            suite: String, server: URL, tokenFile: String, caFile: String?, previous: SyncSettings?
+            suite: String,
+            server: URL,
+            tokenFile: String,
+            caFile: String?,
+            previous: SyncSettings?
         ) async throws -> (path: String, newRecoveryKey: RecoveryKey?)? {
             // A file the user named, or the one this suite was configured with: never another's.
             let named = keyFile.map(Self.absolute) ?? previous?.keyFile
             if let text = try Self.secret(pairingCode, file: pairingCodeFile, what: "pairing code") {
-                let path = try await pairedKeys(code: try PairingCode(parsing: text), suite: suite, server: server, tokenFile: tokenFile,
-                                                keyFile: named, caFile: caFile)
+                let path = try await pairedKeys(
+                    code: try PairingCode(parsing: text),
+                    suite: suite,
+                    server: server,
+                    tokenFile: tokenFile,
+                    keyFile: named,
+                    caFile: caFile
+                )
                 return (path, nil)
             }
             let defaultPath = { () throws -> String in
@@ -175,18 +216,26 @@ extension SyncCommand {
             }
             if let text = try Self.secret(recoveryKey, file: recoveryKeyFile, what: "recovery key") {
                 let path = try named ?? defaultPath()
-                try await recoveredKeys(try RecoveryKey(parsing: text), suite: suite, server: server, tokenFile: tokenFile,
-                                        keyFile: path, caFile: caFile)
+                try await recoveredKeys(
+                    try RecoveryKey(parsing: text),
+                    suite: suite,
+                    server: server,
+                    tokenFile: tokenFile,
+                    keyFile: path,
+                    caFile: caFile
+                )
                 return (path, nil)
             }
             let joinsAnotherCopy = previous.map { $0.server != server } ?? true
             if encrypt || keyFile != nil, previous?.keyFile == nil {
                 switch try await serverCopy(suite: suite, server: server, tokenFile: tokenFile, caFile: caFile) {
                 case .plain:
-                    throw CommandFailure("""
+                    throw CommandFailure(
+                        """
                         the server holds \(suite) in plain, not end-to-end encrypted, and a suite is encrypted for every device or \
                         for none: configure it without --encrypt and --key-file (or encrypt a suite of another name); nothing was changed
-                        """)
+                        """
+                    )
                 case .encrypted where !(named.map(FileManager.default.fileExists) ?? false):
                     throw CommandFailure(Self.joinEncrypted(suite))  // new keys would open none of its entries
                 case .encrypted, .empty:
@@ -200,10 +249,12 @@ extension SyncCommand {
                 }
                 let path = try named ?? defaultPath()
                 if FileManager.default.fileExists(atPath: path) {
-                    throw CommandFailure("""
+                    throw CommandFailure(
+                        """
                         the key file \(path) exists already and \(suite) is not configured with it: to use its keys, name it with \
                         --key-file; to make new keys, move it away first; nothing was changed
-                        """)
+                        """
+                    )
                 }
                 let recovery = RecoveryKey()
                 try SuiteKeys(recoveryKey: recovery, suite: suite).write(to: path)
@@ -253,8 +304,10 @@ extension SyncCommand {
                 }
             } catch let error as SyncError where error.kind == .unavailable {
                 // Asked before anything is written: say so rather than "nothing pending was lost".
-                throw CommandFailure("\(error); configure asks the server how it holds \(suite), and nothing was changed: "
-                    + (error.isLasting ? "check --server" : "try again later"))
+                throw CommandFailure(
+                    "\(error); configure asks the server how it holds \(suite), and nothing was changed: "
+                        + (error.isLasting ? "check --server" : "try again later")
+                )
             } catch let error as SyncError where error.kind == .authenticationNeeded {
                 // The token this very command names: no advice to run configure again. Status 3 when
                 // the server refused it; a token file that cannot be read is a mistake like any other.
@@ -270,22 +323,32 @@ extension SyncCommand {
         /// both are here: a pairing that fails, or is interrupted, leaves nothing behind. The keys go
         /// to `keyFile`, or by default to the file named for the suite, the server and the new token.
         private func pairedKeys(
-            code: PairingCode, suite: String, server: URL, tokenFile: String, keyFile: String?, caFile: String?
+            code: PairingCode,
+            suite: String,
+            server: URL,
+            tokenFile: String,
+            keyFile: String?,
+            caFile: String?
         ) async throws -> String {
-            if let keyFile, FileManager.default.fileExists(atPath: keyFile) { _ = try SuiteKeys.read(from: keyFile, suite: suite) }  // this suite's only
+            // A key file named that exists must hold this suite's keys only.
+            if let keyFile, FileManager.default.fileExists(atPath: keyFile) { _ = try SuiteKeys.read(from: keyFile, suite: suite) }
             guard !FileManager.default.fileExists(atPath: tokenFile) else {
                 throw CommandFailure("the token file \(tokenFile) exists already: give another --token-file")
             }
             let (token, keys) = try await withHTTPClient(waiting, caFile: caFile) { http in
-                let client = waiting.applied(to: SyncClient(server: server, suite: suite, http: http) {
-                    throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one")
-                })
+                let client = waiting.applied(
+                    to: SyncClient(server: server, suite: suite, http: http) {
+                        throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one")
+                    }
+                )
                 return try await DevicePairing.accept(code: code, client: client, deviceName: deviceName)
             }
             let path = keyFile ?? KeyFileName.defaultPath(suite: suite, server: server, token: token, beside: tokenFile)
             try FileManager.default.createDirectory(
-                at: URL(fileURLWithPath: tokenFile).deletingLastPathComponent(), withIntermediateDirectories: true,
-                attributes: [.posixPermissions: 0o700])
+                at: URL(fileURLWithPath: tokenFile).deletingLastPathComponent(),
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
             try TokenFile.create(token, at: tokenFile)
             try keys.write(to: path)
             return path
@@ -295,7 +358,12 @@ extension SyncCommand {
         /// the key bags the server keeps, sealed to it), written once they are known to open the
         /// suite's entries: another suite's recovery key passes the check characters but opens nothing.
         private func recoveredKeys(
-            _ recovery: RecoveryKey, suite: String, server: URL, tokenFile: String, keyFile: String, caFile: String?
+            _ recovery: RecoveryKey,
+            suite: String,
+            server: URL,
+            tokenFile: String,
+            keyFile: String,
+            caFile: String?
         ) async throws {
             let keys = try await withHTTPClient(waiting, caFile: caFile) { http in
                 let client = waiting.applied(to: SyncClient(server: server, suite: suite, http: http) { try TokenFile.read(tokenFile) })
@@ -314,7 +382,8 @@ extension SyncCommand {
         /// Where a paired device's token goes when no --token-file is given.
         static func defaultTokenFile(suite: String) -> String {
             let environment = ProcessInfo.processInfo.environment
-            let config = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            let config =
+                environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 }
                 ?? (environment["HOME"] ?? NSHomeDirectory()) + "/.config"
             return config + "/groupdefaults/\(suite).token"
         }
@@ -323,7 +392,8 @@ extension SyncCommand {
     struct Unconfigure: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Stop syncing a suite: forget its server, cursor and pending marks (its values stay).",
-            discussion: "Example: groupdefaults-sync unconfigure group.com.example.chat")
+            discussion: "Example: groupdefaults-sync unconfigure group.com.example.chat"
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name.") var suite: String
@@ -346,7 +416,8 @@ extension SyncCommand {
                 unless they have changes not yet pushed, which are kept and pushed.
 
                 Example: groupdefaults-sync reset group.com.example.chat
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name.") var suite: String

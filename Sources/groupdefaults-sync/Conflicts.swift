@@ -19,7 +19,8 @@ extension SyncCommand {
 
                 Example: groupdefaults-sync conflicts group.com.example.chat
                 Example: groupdefaults-sync conflicts group.com.example.chat sound --json
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @Argument(help: "The suite name.") var suite: String
@@ -58,7 +59,8 @@ extension SyncCommand {
 
                 Example: groupdefaults-sync restore group.com.example.chat sound
                 Example: groupdefaults-sync restore group.com.example.chat sound --rev 1
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @OptionGroup var server: ServerOptions
@@ -75,14 +77,18 @@ extension SyncCommand {
             if let rev {
                 return try await withConfiguredEngine(options, server, suite) { _, engine in
                     let version = try await engine.restore(key, revision: rev)
-                    output("\(suite): \(key) " + (version.entry.value.map { "= \(typedJSONText($0))" } ?? "removed")
-                        + " (restored from server revision \(rev))")
+                    output(
+                        "\(suite): \(key) " + (version.entry.value.map { "= \(typedJSONText($0))" } ?? "removed")
+                            + " (restored from server revision \(rev))"
+                    )
                 }
             }
             try await perform {
                 let restored = try options.open(suite).restore(key, conflict: conflict)
-                output("\(suite): \(key) " + (restored.value.map { "= \(typedJSONText($0))" } ?? "removed")
-                    + " (restored from conflict \(restored.id))")
+                output(
+                    "\(suite): \(key) " + (restored.value.map { "= \(typedJSONText($0))" } ?? "removed")
+                        + " (restored from conflict \(restored.id))"
+                )
             }
         }
     }
@@ -98,7 +104,8 @@ extension SyncCommand {
                 `restore SUITE KEY --rev R`.
 
                 Example: groupdefaults-sync history group.com.example.chat sound
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @OptionGroup var server: ServerOptions
@@ -162,6 +169,9 @@ struct ConflictJSON: Encodable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, key, value, deleted, hlc, origin, replacedByHLC = "replaced_by_hlc", replacedByOrigin = "replaced_by_origin", at, refused
+        case id, key, value, deleted, hlc, origin
+        case replacedByHLC = "replaced_by_hlc"
+        case replacedByOrigin = "replaced_by_origin"
+        case at, refused
     }
 }

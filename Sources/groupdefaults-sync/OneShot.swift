@@ -1,6 +1,6 @@
 import ArgumentParser
-import CommandLineSupport
 import AsyncHTTPClient
+import CommandLineSupport
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
@@ -17,7 +17,8 @@ extension SyncCommand {
                 again a few times first.
 
                 Example: groupdefaults-sync sync group.com.example.chat
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @OptionGroup var server: ServerOptions
@@ -31,7 +32,8 @@ extension SyncCommand {
     struct Push: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Push the suite's pending changes.",
-            discussion: "Example: groupdefaults-sync push group.com.example.chat")
+            discussion: "Example: groupdefaults-sync push group.com.example.chat"
+        )
 
         @OptionGroup var options: SuiteOptions
         @OptionGroup var server: ServerOptions
@@ -45,7 +47,8 @@ extension SyncCommand {
     struct Pull: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Pull and apply what changed on the server.",
-            discussion: "Example: groupdefaults-sync pull group.com.example.chat")
+            discussion: "Example: groupdefaults-sync pull group.com.example.chat"
+        )
 
         @OptionGroup var options: SuiteOptions
         @OptionGroup var server: ServerOptions
@@ -60,7 +63,10 @@ extension SyncCommand {
 /// Runs one step on the suite's engine and prints what it did; exits 1 if the server refused a key
 /// (or, with `pushes`, changes are still pending), 3 if authentication is needed.
 func withEngine(
-    _ options: SuiteOptions, _ server: ServerOptions, _ suite: String, pushes: Bool = true,
+    _ options: SuiteOptions,
+    _ server: ServerOptions,
+    _ suite: String,
+    pushes: Bool = true,
     _ step: @Sendable (SyncEngine) async throws -> SyncReport
 ) async throws {
     LoggingSystem.bootstrap { label in
@@ -85,7 +91,9 @@ func withEngine(
         for refusal in report.rejected { printError(refusal.description) }
         for entry in report.refused { printError("refused from the server: \(entry) (not applied)") }
         if !report.omitted.isEmpty {
-            printError("the server's snapshot left out \(report.omitted.count) key(s) it had acknowledged, kept here: \(report.omitted.prefix(20).joined(separator: ", "))")
+            printError(
+                "the server's snapshot left out \(report.omitted.count) key(s) it had acknowledged, kept here: \(report.omitted.prefix(20).joined(separator: ", "))"
+            )
         }
         if !report.rejected.isEmpty || !report.refused.isEmpty || !report.omitted.isEmpty { throw ExitCode(1) }
         if pushes && report.pendingCount > 0 {
@@ -98,7 +106,10 @@ func withEngine(
 /// (one-line failures, exit status 3 when authentication is needed): for every verb that talks to
 /// the server.
 func withConfiguredEngine(
-    _ options: SuiteOptions, _ server: ServerOptions, _ suite: String, engineOptions: SyncEngine.Options = SyncEngine.Options(),
+    _ options: SuiteOptions,
+    _ server: ServerOptions,
+    _ suite: String,
+    engineOptions: SyncEngine.Options = SyncEngine.Options(),
     _ body: (SharedDefaults, SyncEngine) async throws -> Void
 ) async throws {
     try await perform {

@@ -17,7 +17,8 @@ extension SyncCommand {
                 someone who does not know it.
 
                 Example: groupdefaults-sync pair group.com.example.chat
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @OptionGroup var server: ServerOptions

@@ -22,21 +22,27 @@ extension SyncCommand {
 
                 Example: groupdefaults-sync rotate-key group.com.example.chat
                 Example: groupdefaults-sync rotate-key group.com.example.chat --recovery-key-file recovery.txt
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @OptionGroup var server: ServerOptions
         @Argument(help: "The suite name.") var suite: String
-        @Option(help: ArgumentHelp(
-            "A file holding the suite's recovery key (mode 600, or - for standard input): it signs the new key when this device lacks the suite's current one.",
-            valueName: "PATH")) var recoveryKeyFile: String?
+        @Option(
+            help: ArgumentHelp(
+                "A file holding the suite's recovery key (mode 600, or - for standard input): it signs the new key when this device lacks the suite's current one.",
+                valueName: "PATH"
+            )
+        ) var recoveryKeyFile: String?
 
         func run() async throws {
             try await withConfiguredEngine(options, server, suite) { defaults, engine in
                 let (_, keyFile, keys) = try encryption(of: defaults, or: "it has no key to rotate")
                 let recovery = try Configure.secret(nil, file: recoveryKeyFile, what: "recovery key").map { try RecoveryKey(parsing: $0) }
                 let outcome = try await KeyRotation.rotate(engine, keys: keys, keyFile: keyFile, recoveryKey: recovery)
-                output("\(suite): keys rotated to epoch \(outcome.keys.currentEpoch); \(outcome.resealed) \(outcome.resealed == 1 ? "entry" : "entries") sealed again")
+                output(
+                    "\(suite): keys rotated to epoch \(outcome.keys.currentEpoch); \(outcome.resealed) \(outcome.resealed == 1 ? "entry" : "entries") sealed again"
+                )
                 for entry in outcome.refused { printError("not sealed again: \(entry) (left as it was)") }
                 output("Each device that keeps the suite pairs again: groupdefaults-sync pair \(suite) here, configure --pairing-code there.")
                 if !outcome.refused.isEmpty { throw ExitCode(1) }

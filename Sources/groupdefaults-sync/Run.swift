@@ -1,6 +1,6 @@
 import ArgumentParser
-import CommandLineSupport
 import AsyncHTTPClient
+import CommandLineSupport
 import Dispatch
 import Foundation
 import GroupDefaults
@@ -26,7 +26,8 @@ extension SyncCommand {
 
                 Example: groupdefaults-sync run group.com.example.chat
                 Example: groupdefaults-sync run group.com.example.chat --log-level debug
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @OptionGroup var server: ServerOptions
@@ -56,7 +57,9 @@ extension SyncCommand {
                     for suite in suites {
                         let defaults = try options.open(suite)
                         guard let settings = try SyncSettings.stored(in: defaults) else {
-                            throw CommandFailure("\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`")
+                            throw CommandFailure(
+                                "\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`"
+                            )
                         }
                         let http = try server.makeHTTPClient(caFile: settings.caFile)
                         clients.append(http)

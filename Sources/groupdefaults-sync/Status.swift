@@ -8,7 +8,8 @@ import GroupDefaultsSync
 extension SyncCommand {
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Print a suite's sync state: server, this device's name and id, token file, cursor, pending changes, and whether sync needs attention.",
+            abstract:
+                "Print a suite's sync state: server, this device's name and id, token file, cursor, pending changes, and whether sync needs attention.",
             discussion: """
                 The device's name is the one its token is bound to (`groupdefaults-server token \
                 create --device NAME`), asked of the server (for at most 3 seconds); everything \
@@ -25,7 +26,8 @@ extension SyncCommand {
 
                 Example: groupdefaults-sync status group.com.example.chat
                 Example: groupdefaults-sync status group.com.example.chat --json
-                """)
+                """
+        )
 
         @OptionGroup var options: SuiteOptions
         @OptionGroup var server: ServerOptions
@@ -42,30 +44,56 @@ extension SyncCommand {
                 let refused = journal.filter(\.isRefused)
                 let health = state.isSynced ? SyncHealth.stored(in: defaults) : nil
                 let report = StatusReport(
-                    suite: suite, synced: state.isSynced, server: state.server, tokenFile: state.tokenFile, caFile: state.caFile,
-                    cursor: state.cursor, pending: pending.count, pendingKeys: Array(pending.prefix(20)),
-                    inFlightBatch: state.inFlight?.id, note: health.flatMap { $0.needsAttention ? $0.summary : nil },
-                    deviceID: String(defaults.origin), deviceName: name.name,
-                    localOnlyKeys: state.localOnlyKeys, ignored: state.ignoredCount, conflicts: journal.count - refused.count,
-                    keyFile: state.keyFile, refused: refused.count,
-                    state: state.isSynced ? (health?.condition ?? .ok).rawValue : nil, stateDetail: health?.detail,
+                    suite: suite,
+                    synced: state.isSynced,
+                    server: state.server,
+                    tokenFile: state.tokenFile,
+                    caFile: state.caFile,
+                    cursor: state.cursor,
+                    pending: pending.count,
+                    pendingKeys: Array(pending.prefix(20)),
+                    inFlightBatch: state.inFlight?.id,
+                    note: health.flatMap { $0.needsAttention ? $0.summary : nil },
+                    deviceID: String(defaults.origin),
+                    deviceName: name.name,
+                    localOnlyKeys: state.localOnlyKeys,
+                    ignored: state.ignoredCount,
+                    conflicts: journal.count - refused.count,
+                    keyFile: state.keyFile,
+                    refused: refused.count,
+                    state: state.isSynced ? (health?.condition ?? .ok).rawValue : nil,
+                    stateDetail: health?.detail,
                     stateSince: health.flatMap { $0.since.timeIntervalSince1970 > 0 ? Self.time($0.since) : nil },
-                    lastSuccess: health?.lastSuccess.map(Self.time), lastFailure: health?.lastFailure.map(Self.time))
+                    lastSuccess: health?.lastSuccess.map(Self.time),
+                    lastFailure: health?.lastFailure.map(Self.time)
+                )
                 if json {
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                     output(String(decoding: try encoder.encode(report), as: UTF8.self))
                 } else if let server = state.server {
-                    var lines = ["\(suite): syncs with \(server)", "device: \(name.describe(origin: defaults.origin))",
-                                 "token file: \(state.tokenFile ?? "none")"]
+                    var lines = [
+                        "\(suite): syncs with \(server)", "device: \(name.describe(origin: defaults.origin))",
+                        "token file: \(state.tokenFile ?? "none")",
+                    ]
                     if let caFile = state.caFile { lines.append("certificate authority: \(caFile)") }
-                    lines.append("encryption: " + (state.keyFile.map { "end to end (keys in \($0))" } ?? "none (the server can read keys and values)"))
-                    lines.append("cursor: " + (state.cursor.map { $0 == 0 ? "0 (the next sync reads the snapshot)" : String($0) }
-                        ?? "none (the next sync joins the server's suite)"))
-                    lines.append("pending: \(pending.count)" + (pending.isEmpty ? "" : " (\(report.pendingKeys.joined(separator: ", "))\(pending.count > 20 ? ", …" : ""))"))
+                    lines.append(
+                        "encryption: " + (state.keyFile.map { "end to end (keys in \($0))" } ?? "none (the server can read keys and values)")
+                    )
+                    lines.append(
+                        "cursor: "
+                            + (state.cursor.map { $0 == 0 ? "0 (the next sync reads the snapshot)" : String($0) }
+                                ?? "none (the next sync joins the server's suite)")
+                    )
+                    lines.append(
+                        "pending: \(pending.count)"
+                            + (pending.isEmpty ? "" : " (\(report.pendingKeys.joined(separator: ", "))\(pending.count > 20 ? ", …" : ""))")
+                    )
                     if let batch = state.inFlight { lines.append("in flight: batch \(batch.id) (sent again at the next push)") }
                     if !state.localOnlyKeys.isEmpty {
-                        lines.append("local-only keys: \(state.localOnlyKeys.joined(separator: " ")) (\(state.ignoredCount) pulled value\(state.ignoredCount == 1 ? "" : "s") not applied)")
+                        lines.append(
+                            "local-only keys: \(state.localOnlyKeys.joined(separator: " ")) (\(state.ignoredCount) pulled value\(state.ignoredCount == 1 ? "" : "s") not applied)"
+                        )
                     }
                     if report.conflicts > 0 { lines.append("conflicts kept: \(report.conflicts) (see groupdefaults-sync conflicts \(suite))") }
                     if !refused.isEmpty {
@@ -81,7 +109,10 @@ extension SyncCommand {
                 }
                 guard let health, health.needsAttention else { return }
                 if health.needsToken {
-                    throw CommandFailure("\(suite) is paused until its token is replaced: give it a new token with `groupdefaults-sync configure \(suite) --server URL --token-file PATH`", status: 3)
+                    throw CommandFailure(
+                        "\(suite) is paused until its token is replaced: give it a new token with `groupdefaults-sync configure \(suite) --server URL --token-file PATH`",
+                        status: 3
+                    )
                 }
                 throw CommandFailure("\(suite) needs attention: \(health.summary)")
             }
@@ -128,10 +159,24 @@ struct StatusReport: Encodable {
     var lastFailure: String?
 
     enum CodingKeys: String, CodingKey {
-        case state, stateDetail = "state_detail", stateSince = "state_since", lastSuccess = "last_success", lastFailure = "last_failure"
-        case keyFile = "key_file", refused
-        case suite, synced, server, tokenFile = "token_file", caFile = "ca_file", cursor, pending, pendingKeys = "pending_keys"
-        case inFlightBatch = "in_flight_batch", note, deviceID = "device_id", deviceName = "device_name", localOnlyKeys = "local_only_keys", ignored, conflicts
+        case state
+        case stateDetail = "state_detail"
+        case stateSince = "state_since"
+        case lastSuccess = "last_success"
+        case lastFailure = "last_failure"
+        case keyFile = "key_file"
+        case refused
+        case suite, synced, server
+        case tokenFile = "token_file"
+        case caFile = "ca_file"
+        case cursor, pending
+        case pendingKeys = "pending_keys"
+        case inFlightBatch = "in_flight_batch"
+        case note
+        case deviceID = "device_id"
+        case deviceName = "device_name"
+        case localOnlyKeys = "local_only_keys"
+        case ignored, conflicts
     }
 }
 

@@ -1,6 +1,6 @@
 import ArgumentParser
-import CommandLineSupport
 import AsyncHTTPClient
+import CommandLineSupport
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
@@ -19,7 +19,10 @@ struct SyncCommand: AsyncParsableCommand {
             Exit status: 0 on success, 1 on errors, 3 when authentication is needed (a new token).
             """,
         version: packageVersion,
-        subcommands: [Configure.self, Pair.self, RotateKey.self, Sync.self, Push.self, Pull.self, Run.self, Status.self, Conflicts.self, Restore.self, History.self, Reset.self, Unconfigure.self]
+        subcommands: [
+            Configure.self, Pair.self, RotateKey.self, Sync.self, Push.self, Pull.self, Run.self, Status.self, Conflicts.self, Restore.self,
+            History.self, Reset.self, Unconfigure.self,
+        ]
     )
 
     /// Parses and runs as the other tools do: a command line that does not parse is one line
@@ -53,8 +56,12 @@ struct ServerOptions: ParsableArguments {
     var answerTimeout: Double = 30
 
     func validate() throws {
-        guard connectTimeout > 0, connectTimeout <= 3600 else { throw ValidationError("--connect-timeout is a number of seconds, more than 0 and at most 3600") }
-        guard answerTimeout > 0, answerTimeout <= 3600 else { throw ValidationError("--answer-timeout is a number of seconds, more than 0 and at most 3600") }
+        guard connectTimeout > 0, connectTimeout <= 3600 else {
+            throw ValidationError("--connect-timeout is a number of seconds, more than 0 and at most 3600")
+        }
+        guard answerTimeout > 0, answerTimeout <= 3600 else {
+            throw ValidationError("--answer-timeout is a number of seconds, more than 0 and at most 3600")
+        }
     }
 
     var connect: Duration { .milliseconds(Int64(connectTimeout * 1000)) }

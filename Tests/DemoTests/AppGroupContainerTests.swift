@@ -42,7 +42,9 @@ struct AppGroupContainerTests {
     @Test("the root defaults to the suites' default directory")
     func defaultRoot() throws {
         let container = try AppGroupContainer(groupIdentifier: Sandbox.group)
-        #expect(container.url.deletingLastPathComponent().standardizedFileURL.path
-            == SharedDefaults.defaultDirectory.standardizedFileURL.path)
+        #expect(
+            container.url.deletingLastPathComponent().standardizedFileURL.path
+                == SharedDefaults.defaultDirectory.standardizedFileURL.path
+        )
     }
 }

@@ -8,11 +8,22 @@ enum Fixture {
     static func wav(seconds: Double, rate: Int = rate) -> Data {
         let samples = tone(seconds: seconds, rate: rate).map { UInt8(Int($0) + 128) }
         var fmt = Data()
-        fmt.le16(1); fmt.le16(1); fmt.le32(UInt32(rate)); fmt.le32(UInt32(rate)); fmt.le16(1); fmt.le16(8)
+        fmt.le16(1)
+        fmt.le16(1)
+        fmt.le32(UInt32(rate))
+        fmt.le32(UInt32(rate))
+        fmt.le16(1)
+        fmt.le16(8)
         var body = Data("WAVE".utf8)
-        body += Data("LIST".utf8); body.le32(4); body += Data("INFO".utf8)  // a chunk to skip
-        body += Data("fmt ".utf8); body.le32(UInt32(fmt.count)); body += fmt
-        body += Data("data".utf8); body.le32(UInt32(samples.count)); body += samples
+        body += Data("LIST".utf8)
+        body.le32(4)
+        body += Data("INFO".utf8)  // a chunk to skip
+        body += Data("fmt ".utf8)
+        body.le32(UInt32(fmt.count))
+        body += fmt
+        body += Data("data".utf8)
+        body.le32(UInt32(samples.count))
+        body += samples
         if samples.count % 2 == 1 { body.append(0) }
         var file = Data("RIFF".utf8)
         file.le32(UInt32(body.count))
@@ -23,12 +34,28 @@ enum Fixture {
     static func aiff(seconds: Double, rate: Int = rate, compressed: Bool = false) -> Data {
         let samples = tone(seconds: seconds, rate: rate).map { UInt8(bitPattern: $0) }
         var comm = Data()
-        comm.be16(1); comm.be32(UInt32(samples.count)); comm.be16(8); comm += extended80(rate)
-        if compressed { comm += Data("NONE".utf8); comm += [0, 0] }
+        comm.be16(1)
+        comm.be32(UInt32(samples.count))
+        comm.be16(8)
+        comm += extended80(rate)
+        if compressed {
+            comm += Data("NONE".utf8)
+            comm += [0, 0]
+        }
         var body = Data((compressed ? "AIFC" : "AIFF").utf8)
-        if compressed { body += Data("FVER".utf8); body.be32(4); body.be32(0xA280_5140) }
-        body += Data("COMM".utf8); body.be32(UInt32(comm.count)); body += comm
-        body += Data("SSND".utf8); body.be32(UInt32(8 + samples.count)); body.be32(0); body.be32(0); body += samples
+        if compressed {
+            body += Data("FVER".utf8)
+            body.be32(4)
+            body.be32(0xA280_5140)
+        }
+        body += Data("COMM".utf8)
+        body.be32(UInt32(comm.count))
+        body += comm
+        body += Data("SSND".utf8)
+        body.be32(UInt32(8 + samples.count))
+        body.be32(0)
+        body.be32(0)
+        body += samples
         if samples.count % 2 == 1 { body.append(0) }
         var file = Data("FORM".utf8)
         file.be32(UInt32(body.count))

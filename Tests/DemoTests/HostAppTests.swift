@@ -20,7 +20,9 @@ struct HostAppTests {
 
             // The suite is the group's, in Library/Preferences, readable by any process.
             let defaults = try SharedDefaults(
-                existingSuiteName: Sandbox.group, directory: sandbox.preferences)
+                existingSuiteName: Sandbox.group,
+                directory: sandbox.preferences
+            )
             #expect(defaults.string(forKey: "sound") == "ring.wav")
             for directory in [sandbox.container, sandbox.preferences, sandbox.sounds] {
                 let mode = try FileManager.default.attributesOfItem(atPath: directory.path)[.posixPermissions] as? NSNumber
@@ -74,7 +76,8 @@ struct HostAppTests {
                 ("missing.wav", nil, ["No such file"]),
             ]
             for (name, data, fragments) in cases {
-                let path = data == nil
+                let path =
+                    data == nil
                     ? sandbox.files.appendingPathComponent("absent.wav").path
                     : try sandbox.file("source-\(UUID().uuidString)", data!)
                 let result = try sandbox.host("choose-sound", name, path)
@@ -118,7 +121,10 @@ struct HostAppTests {
         try withSandbox { sandbox in
             // Started with SIGTERM blocked: the watcher must unblock it itself.
             let watcher = try RunningProcess(
-                Binary.hostApp, ["--group", Sandbox.group, "--root", sandbox.root.path, "watch"], terminationSignals: .blocked)
+                Binary.hostApp,
+                ["--group", Sandbox.group, "--root", sandbox.root.path, "watch"],
+                terminationSignals: .blocked
+            )
             defer { watcher.stop() }
 
             var lines: [String] = []

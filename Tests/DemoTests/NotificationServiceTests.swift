@@ -5,11 +5,13 @@ import Testing
 
 @Suite("demo-notification-service")
 struct NotificationServiceTests {
-    static let payload = Data("""
+    static let payload = Data(
+        """
         {"aps":{"alert":{"title":"Ana","body":"Lunch at noon? \\u00e9"},"badge":3,"mutable-content":1},
          "chat-id":42,"ratio":0.25,"tags":["a/b",true,null]}
 
-        """.utf8)
+        """.utf8
+    )
 
     @Test("sets aps.sound to the chosen sound and keeps everything else; from a file or stdin")
     func rewrites() throws {
@@ -47,8 +49,12 @@ struct NotificationServiceTests {
     /// Runs the service on `payload` and expects the payload delivered unchanged, byte for byte,
     /// with exit status 0 and one line on stderr mentioning `fragments`.
     func expectUnchanged(
-        _ sandbox: Sandbox, _ payload: Data = payload, arguments: [String] = [], group: String = Sandbox.group,
-        mentioning fragments: [String], sourceLocation: SourceLocation = #_sourceLocation
+        _ sandbox: Sandbox,
+        _ payload: Data = payload,
+        arguments: [String] = [],
+        group: String = Sandbox.group,
+        mentioning fragments: [String],
+        sourceLocation: SourceLocation = #_sourceLocation
     ) throws {
         let result = try sandbox.service(arguments, stdin: payload, group: group)
         #expect(result.succeeded, "\(result)", sourceLocation: sourceLocation)

@@ -63,14 +63,20 @@ func withSandbox<T>(_ body: (Sandbox) throws -> T) throws -> T {
 /// Expects exactly one non-empty line on stderr, with no crash report, mentioning each fragment.
 func expectOneLine(_ stderr: String, mentioning fragments: [String], sourceLocation: SourceLocation = #_sourceLocation) {
     let lines = stderr.split(separator: "\n", omittingEmptySubsequences: false)
-    #expect(lines.count == 2 && !lines[0].isEmpty && lines[1].isEmpty,
-            "stderr should be one line: \(stderr.debugDescription)", sourceLocation: sourceLocation)
+    #expect(
+        lines.count == 2 && !lines[0].isEmpty && lines[1].isEmpty,
+        "stderr should be one line: \(stderr.debugDescription)",
+        sourceLocation: sourceLocation
+    )
     for marker in ["Fatal error", "Backtrace", "Stack dump", "Crash"] {
         #expect(!stderr.contains(marker), "\(stderr)", sourceLocation: sourceLocation)
     }
     for fragment in fragments {
-        #expect(stderr.contains(fragment), "stderr should mention \(fragment.debugDescription): \(stderr.debugDescription)",
-                sourceLocation: sourceLocation)
+        #expect(
+            stderr.contains(fragment),
+            "stderr should mention \(fragment.debugDescription): \(stderr.debugDescription)",
+            sourceLocation: sourceLocation
+        )
     }
 }
 

@@ -95,8 +95,10 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         BadInput(["write", "fresh", "n", "--json", #"{"real":1.5}"#], mentioning: ["did you mean \"double\""]),
         BadInput(["write", "fresh", "n", "--json", #"{"Boolean":true}"#], mentioning: ["did you mean \"bool\""]),
         BadInput(["write", "fresh", "n", "--json", #"{"dict":{}}"#], mentioning: ["did you mean \"dictionary\""]),
-        BadInput(["write", "fresh", "k", "--json", String(repeating: "[", count: 150) + String(repeating: "]", count: 150)],
-                 mentioning: ["100 levels"]),
+        BadInput(
+            ["write", "fresh", "k", "--json", String(repeating: "[", count: 150) + String(repeating: "]", count: 150)],
+            mentioning: ["100 levels"]
+        ),
         BadInput(["write", "fresh", String(repeating: "k", count: 600), "v"], mentioning: ["600 bytes"]),
         BadInput(["import", "fresh", "$FILES/bad-typed.json"], mentioning: ["integer"]),
         BadInput(["write", "fresh", "n", "--json", #"{"Integer":3}"#], mentioning: ["did you mean \"integer\""]),

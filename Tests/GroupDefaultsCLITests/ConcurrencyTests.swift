@@ -28,13 +28,15 @@ import Testing
                 guard let line = watch.nextLine() else { break }
                 lines.append(line)
             }
-            #expect(lines == [
-                "\(last + 1) set sound ring tone.caf",
-                "\(last + 2) set n 3",
-                "\(last + 3) set prefs { k = v; }",
-                "\(last + 4) removed sound",
-                "\(last + 5) cleared",
-            ])
+            #expect(
+                lines == [
+                    "\(last + 1) set sound ring tone.caf",
+                    "\(last + 2) set n 3",
+                    "\(last + 3) set prefs { k = v; }",
+                    "\(last + 4) removed sound",
+                    "\(last + 5) cleared",
+                ]
+            )
             if let result = watch.end(with: SIGTERM) {
                 #expect(result.reason == .exit && result.status == 0, "\(result)")
                 #expect(result.stdout.isEmpty && result.stderr == "watching s after change \(last)\n", "\(result)")
@@ -72,10 +74,13 @@ import Testing
             try sandbox.ok("write", "s", "other", "z")
             try sandbox.ok("delete", "s")
             let first = try JSONValue.parse(try #require(watch.nextLine()))
-            #expect(first == .object([
-                "sequence": .integer(Int64(last + 2)), "kind": .string("set"), "key": .string("sound"),
-                "value": .string("bell.aiff"), "origin": try #require(first["origin"]),
-            ]))
+            #expect(
+                first
+                    == .object([
+                        "sequence": .integer(Int64(last + 2)), "kind": .string("set"), "key": .string("sound"),
+                        "value": .string("bell.aiff"), "origin": try #require(first["origin"]),
+                    ])
+            )
             if case .string(let origin) = first["origin"] {
                 #expect(UInt64(origin) != nil, "\(first)")
             } else {
@@ -183,7 +188,7 @@ import Testing
             let watch = try sandbox.start(["watch", "s", "k", "--since", String(last)])
             defer { watch.stop() }
             var values: [Int] = []
-            for sequence in last + 1 ... last + 15 {
+            for sequence in last + 1...last + 15 {
                 let line = try #require(watch.nextLine(), "watch printed \(values.count) lines")
                 let prefix = "\(sequence) set k "
                 #expect(line.hasPrefix(prefix), "\(line)")
@@ -211,9 +216,12 @@ import Testing
             var lines: [JSONValue] = []
             for _ in 0..<5 { lines.append(try JSONValue.parse(try #require(watch.nextLine()))) }
             #expect(lines.map { $0["kind"] } == ["set", "set", "set", "set", "removed"].map(JSONValue.string), "\(lines)")
-            #expect(lines.map { $0["value"] } == [
-                .string("a"), nil, .string("b"), .string(String(repeating: "y", count: 4000)), nil,
-            ], "\(lines)")
+            #expect(
+                lines.map { $0["value"] } == [
+                    .string("a"), nil, .string("b"), .string(String(repeating: "y", count: 4000)), nil,
+                ],
+                "\(lines)"
+            )
             #expect(lines.map { $0["value_not_kept"] } == [nil, .bool(true), nil, nil, nil], "\(lines)")
             let text = try sandbox.start(["watch", "s", "--since", String(last)])
             defer { text.stop() }
@@ -233,8 +241,10 @@ import Testing
             let last = try sandbox.lastChange("s")
             let watch = try sandbox.start(["watch", "s", "--since", "1"])
             defer { watch.stop() }
-            #expect(watch.nextLine() == "\(last) reset (changes before it are no longer kept, or the suite was recreated: "
-                + "read the suite again; watching goes on from here)")
+            #expect(
+                watch.nextLine() == "\(last) reset (changes before it are no longer kept, or the suite was recreated: "
+                    + "read the suite again; watching goes on from here)"
+            )
             try sandbox.ok("write", "s", "after", "x")
             #expect(watch.nextLine() == "\(last + 1) set after x")
         }
@@ -247,11 +257,15 @@ import Testing
             var loops: [RunningProcess] = []
             defer { for loop in loops { loop.stop() } }
             for _ in 0..<4 {
-                loops.append(try sandbox.startShell("""
-                    read go || exit 1
-                    i=0
-                    while [ $i -lt 25 ]; do "$GD" increment s count > /dev/null || exit 1; i=$((i+1)); done
-                    """))
+                loops.append(
+                    try sandbox.startShell(
+                        """
+                        read go || exit 1
+                        i=0
+                        while [ $i -lt 25 ]; do "$GD" increment s count > /dev/null || exit 1; i=$((i+1)); done
+                        """
+                    )
+                )
             }
             for loop in loops { loop.send("go\n") }
             for loop in loops {
@@ -275,10 +289,15 @@ import Testing
             }
             for key in ["c1", "c2"] {
                 // Prints each new value; stops when the stop file appears (or after 20,000 rounds).
-                loops.append(try sandbox.startShell("""
-                    i=0
-                    while [ ! -e "$1" ] && [ $i -lt 20000 ]; do "$GD" increment s "$2" || exit 1; i=$((i+1)); done
-                    """, [stop, key]))
+                loops.append(
+                    try sandbox.startShell(
+                        """
+                        i=0
+                        while [ ! -e "$1" ] && [ $i -lt 20000 ]; do "$GD" increment s "$2" || exit 1; i=$((i+1)); done
+                        """,
+                        [stop, key]
+                    )
+                )
             }
             // Wait until both writers are well under way.
             for loop in loops {

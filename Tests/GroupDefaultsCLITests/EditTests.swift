@@ -38,14 +38,16 @@ import Testing
         try withSandbox { (sandbox) throws in
             try sandbox.ok("write", "s", "a", "-int", "7")
             try sandbox.ok("write", "s", "other", "x")
-            let renamer = try sandbox.startShell("""
+            let renamer = try sandbox.startShell(
+                """
                 i=0
                 while [ $i -lt 60 ]; do
                     "$GD" rename s a b || exit 1
                     "$GD" rename s b a || exit 1
                     i=$((i+1))
                 done
-                """)
+                """
+            )
             defer { renamer.stop() }
             var reads = 0
             repeat {

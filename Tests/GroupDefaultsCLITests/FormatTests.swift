@@ -93,12 +93,16 @@ import Testing
     @Test func fractionalDates() throws {
         try withSandbox { (sandbox) throws in
             try sandbox.ok("write", "s", "when", "--json", #"{"date":"2026-11-21T10:00:00.250Z"}"#)
-            for (format, date) in [("binary", "2026-11-21T10:00:00.250Z"), ("json", "2026-11-21T10:00:00.250Z"), ("xml", "2026-11-21T10:00:00.000Z")] {
+            for (format, date) in [("binary", "2026-11-21T10:00:00.250Z"), ("json", "2026-11-21T10:00:00.250Z"), ("xml", "2026-11-21T10:00:00.000Z")]
+            {
                 let file = sandbox.path("d.\(format)")
                 try sandbox.ok("export", "s", file, "--format", format)
                 try sandbox.ok("import", "t-\(format)", file)
-                #expect(try sandbox.typedContents("t-\(format)")
-                    == .object(["dictionary": .object(["when": .object(["date": .string(date)])])]), "\(format)")
+                #expect(
+                    try sandbox.typedContents("t-\(format)")
+                        == .object(["dictionary": .object(["when": .object(["date": .string(date)])])]),
+                    "\(format)"
+                )
             }
         }
     }
@@ -157,7 +161,8 @@ import Testing
     func importReadsPlistlibOutput(format: String) throws {
         try withSandbox { (sandbox) throws in
             let path = sandbox.path("python.plist")
-            _ = try sandbox.python(#"""
+            _ = try sandbox.python(
+                #"""
                 import datetime, plistlib, sys
                 value = {
                     "sound": "ring.caf", "text": "h\u00e9llo \u201cquoted\u201d <&> \\ \U0001F514 end", "count": 42,
@@ -168,7 +173,9 @@ import Testing
                 fmt = {"xml": plistlib.FMT_XML, "binary": plistlib.FMT_BINARY}[sys.argv[2]]
                 with open(sys.argv[1], "wb") as f:
                     plistlib.dump(value, f, fmt=fmt)
-                """#, [path, format])
+                """#,
+                [path, format]
+            )
             let expected = try JSONValue.parse(Self.expected)
             try sandbox.ok("import", "fromfile", path)
             #expect(try sandbox.typedContents("fromfile") == expected)

@@ -146,9 +146,14 @@ func damage(fileAt path: String, marker: String) throws -> Int {
             #expect(xml.hasSuffix("</plist>\n"), "\(xml)")
 
             let json = try JSONValue.parse(sandbox.ok("export", "s", "-", "--format", "json"))
-            #expect(json == .object(["dictionary": .object([
-                "sound": .object(["string": .string("ring.caf")]), "n": .object(["integer": .integer(3)]),
-            ])]))
+            #expect(
+                json
+                    == .object([
+                        "dictionary": .object([
+                            "sound": .object(["string": .string("ring.caf")]), "n": .object(["integer": .integer(3)]),
+                        ])
+                    ])
+            )
             let jsonPath = sandbox.path("out.json")
             try sandbox.ok("export", "s", jsonPath, "--format", "json")
             #expect(try JSONValue.parse(String(decoding: Data(contentsOf: URL(fileURLWithPath: jsonPath)), as: UTF8.self)) == json)
@@ -167,8 +172,10 @@ func damage(fileAt path: String, marker: String) throws -> Int {
             let file = sandbox.path("in.plist")
             try Data("{ sound = \"ring.caf\"; list = (a, b); }".utf8).write(to: URL(fileURLWithPath: file))
             #expect(try sandbox.ok("import", "t", file).isEmpty)
-            #expect(try JSONValue.parse(sandbox.ok("read", "t", "--json"))
-                == .object(["sound": .string("ring.caf"), "list": .array([.string("a"), .string("b")])]))
+            #expect(
+                try JSONValue.parse(sandbox.ok("read", "t", "--json"))
+                    == .object(["sound": .string("ring.caf"), "list": .array([.string("a"), .string("b")])])
+            )
 
             let typed = #"{"dictionary":{"n":{"integer":5},"on":{"bool":true}}}"#
             #expect(try sandbox.ok("import", "t", "-", stdin: Data(typed.utf8)).isEmpty)

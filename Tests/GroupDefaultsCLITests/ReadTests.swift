@@ -28,7 +28,9 @@ import Testing
             // Files that are not suites are not listed.
             _ = FileManager.default.createFile(atPath: sandbox.suites.appendingPathComponent("notes.txt").path, contents: Data("x".utf8))
             try FileManager.default.createDirectory(
-                at: sandbox.suites.appendingPathComponent("folder.lmdb"), withIntermediateDirectories: true)
+                at: sandbox.suites.appendingPathComponent("folder.lmdb"),
+                withIntermediateDirectories: true
+            )
 
             #expect(try sandbox.ok("domains") == "c, group.a, group.b\n")
             #expect(try sandbox.ok("domains", "--list") == "c\ngroup.a\ngroup.b\n")

@@ -79,11 +79,16 @@ struct WriteCase: Sendable, CustomTestStringConvertible {
             try sandbox.ok("write", "s", "blob", "-data", "00ff10")
             try sandbox.ok("write", "s", "big", "-int", "-9007199254740993")
             let contents = try sandbox.typedContents("s")
-            #expect(contents == .object(["dictionary": .object([
-                "when": .object(["date": .string("2026-11-21T10:00:00.250Z")]),
-                "blob": .object(["data": .string("AP8Q")]),
-                "big": .object(["integer": .integer(-9_007_199_254_740_993)]),
-            ])]))
+            #expect(
+                contents
+                    == .object([
+                        "dictionary": .object([
+                            "when": .object(["date": .string("2026-11-21T10:00:00.250Z")]),
+                            "blob": .object(["data": .string("AP8Q")]),
+                            "big": .object(["integer": .integer(-9_007_199_254_740_993)]),
+                        ])
+                    ])
+            )
         }
     }
 
@@ -97,8 +102,10 @@ struct WriteCase: Sendable, CustomTestStringConvertible {
 
             try sandbox.ok("write", "s", "prefs", "-dict", "k", "1", "keep", "-bool", "yes")
             try sandbox.ok("write", "s", "prefs", "-dict-add", "k", "-int", "2", "new", "v")
-            #expect(try JSONValue.parse(sandbox.ok("read", "s", "prefs", "--json"))
-                == .object(["k": .integer(2), "keep": .bool(true), "new": .string("v")]))
+            #expect(
+                try JSONValue.parse(sandbox.ok("read", "s", "prefs", "--json"))
+                    == .object(["k": .integer(2), "keep": .bool(true), "new": .string("v")])
+            )
             try sandbox.ok("write", "s", "fresh2", "-dict-add", "a", "b")
             #expect(try JSONValue.parse(sandbox.ok("read", "s", "fresh2", "--json")) == .object(["a": .string("b")]))
 
@@ -117,11 +124,14 @@ struct WriteCase: Sendable, CustomTestStringConvertible {
             try sandbox.ok("write", "s", "b", "-int", "1")
             let last = try sandbox.lastChange("s")
             try sandbox.ok("write", "s", "{ b = 2; c = (x, \"y z\"); d = { e = <0102>; }; }")
-            #expect(try JSONValue.parse(sandbox.ok("read", "s", "--json")) == .object([
-                "b": .string("2"),  // old-style text has no numbers, as with defaults
-                "c": .array([.string("x"), .string("y z")]),
-                "d": .object(["e": .string("AQI=")]),
-            ]))
+            #expect(
+                try JSONValue.parse(sandbox.ok("read", "s", "--json"))
+                    == .object([
+                        "b": .string("2"),  // old-style text has no numbers, as with defaults
+                        "c": .array([.string("x"), .string("y z")]),
+                        "d": .object(["e": .string("AQI=")]),
+                    ])
+            )
             // a removed, b and c and d set: four changes.
             #expect(try sandbox.lastChange("s") == last + 4)
 

@@ -1,6 +1,6 @@
 import Foundation
-import GroupDefaultsWire
 import GroupDefaultsServer
+import GroupDefaultsWire
 import Hummingbird
 import HummingbirdTesting
 import Testing
@@ -15,16 +15,25 @@ struct AuthTests {
         let id = try #require(try await fixture.storage.tokens().first { $0.hash == Tokens.hash(revoked) }?.id)
         try await fixture.storage.revokeToken(id: id, at: Date())
         try await fixture.test { client in
-            let cases: [HTTPFields] = [[:], [.authorization: "Basic abc"], [.authorization: "Bearer gdt_unknown"],
-                                       API.auth(expired), API.auth(revoked)]
+            let cases: [HTTPFields] = [
+                [:], [.authorization: "Basic abc"], [.authorization: "Bearer gdt_unknown"],
+                API.auth(expired), API.auth(revoked),
+            ]
             for headers in cases {
                 // A bad request too: 401 wins.
-                let response = try await client.execute(uri: "/v1/suites/a%00b/push", method: .post, headers: headers, body: ByteBuffer(string: "{bad"))
+                let response = try await client.execute(
+                    uri: "/v1/suites/a%00b/push",
+                    method: .post,
+                    headers: headers,
+                    body: ByteBuffer(string: "{bad")
+                )
                 #expect(response.status == .unauthorized)
                 #expect(response.headers[.wwwAuthenticate] == "Bearer")
                 #expect(try API.error(response).error == .unauthorized)
-                for (uri, method) in [("/v1/suites", HTTPRequest.Method.get), ("/v1/suites/s/unknown", .get), ("/v1/suites/s/push", .delete),
-                                      ("/v1/suites/s/changes?since=-1", .get)] {
+                for (uri, method) in [
+                    ("/v1/suites", HTTPRequest.Method.get), ("/v1/suites/s/unknown", .get), ("/v1/suites/s/push", .delete),
+                    ("/v1/suites/s/changes?since=-1", .get),
+                ] {
                     #expect(try await client.execute(uri: uri, method: method, headers: headers).status == .unauthorized, "\(uri)")
                 }
             }
@@ -64,8 +73,12 @@ struct AuthTests {
         try await fixture.test { client in
             var headers = API.auth(alice)
             headers[.init(DeviceHeader.name)!] = "42"
-            let pushed = try await client.execute(uri: "/v1/suites/group.a/push", method: .post, headers: headers,
-                                                  body: try API.push(device: 42, [API.set("k", "v")]))
+            let pushed = try await client.execute(
+                uri: "/v1/suites/group.a/push",
+                method: .post,
+                headers: headers,
+                body: try API.push(device: 42, [API.set("k", "v")])
+            )
             #expect(pushed.status == .ok)
             _ = try await client.execute(uri: "/v1/suites/group.b/changes", method: .get, headers: headers)
 
@@ -93,14 +106,22 @@ struct AuthTests {
             #expect(scoped.devices.first?.suites == ["group.a"], "only the suites the token covers")
             #expect(scoped.devices.first?.current == false)
             #expect(try API.decode(DeviceList.self, try await client.get("/v1/devices", token: bob)).devices.isEmpty)
-            #expect(try API.decode(DeviceList.self, try await client.get("/v1/devices", token: aliceElsewhere)).devices.isEmpty,
-                    "a device that used none of the token's suites is not shown")
+            #expect(
+                try API.decode(DeviceList.self, try await client.get("/v1/devices", token: aliceElsewhere)).devices.isEmpty,
+                "a device that used none of the token's suites is not shown"
+            )
             #expect(devices.devices.first?.unverified == false)
             // Another token naming the phone's device id in its push: listed, but as unverified.
             var impostor = API.auth(aliceScoped)
             impostor[.init(DeviceHeader.name)!] = "42"
-            #expect(try await client.execute(uri: "/v1/suites/group.a/push", method: .post, headers: impostor,
-                                             body: try API.push(device: 42, [API.set("k", "w")])).status == .ok)
+            #expect(
+                try await client.execute(
+                    uri: "/v1/suites/group.a/push",
+                    method: .post,
+                    headers: impostor,
+                    body: try API.push(device: 42, [API.set("k", "w")])
+                ).status == .ok
+            )
             let both = try API.decode(DeviceList.self, try await client.execute(uri: "/v1/devices", method: .get, headers: headers)).devices
             #expect(both.filter { $0.deviceID == 42 }.map(\.unverified).sorted { !$0 && $1 } == [false, true], "\(both)")
             #expect(both.first { $0.deviceID == 42 && $0.unverified }?.name == nil, "the impostor's record, not the phone's")
@@ -216,13 +237,26 @@ struct RateLimitTests {
     @Test("a device id is owned by the first active token seen with it; a device whose old token was revoked keeps its id")
     func deviceIDOwners() {
         func device(_ token: String, _ id: UInt64, firstSeen: UInt64) -> StoredDevice {
-            StoredDevice(account: "alice", tokenID: token, name: nil, deviceID: id, firstSeen: firstSeen, lastSeen: firstSeen, lastPush: nil, suites: [])
+            StoredDevice(
+                account: "alice",
+                tokenID: token,
+                name: nil,
+                deviceID: id,
+                firstSeen: firstSeen,
+                lastSeen: firstSeen,
+                lastPush: nil,
+                suites: []
+            )
         }
-        let old = device("tok_old", 7, firstSeen: 1), renewed = device("tok_new", 7, firstSeen: 5), impostor = device("tok_other", 7, firstSeen: 9)
+        let old = device("tok_old", 7, firstSeen: 1)
+        let renewed = device("tok_new", 7, firstSeen: 5)
+        let impostor = device("tok_other", 7, firstSeen: 9)
         let all = [old, renewed, impostor]
         #expect(StoredDevice.unverified(among: all, activeTokens: ["tok_old", "tok_new", "tok_other"]) == [renewed.identity, impostor.identity])
-        #expect(StoredDevice.unverified(among: all, activeTokens: ["tok_new", "tok_other"]) == [old.identity, impostor.identity],
-                "the revoked token owns nothing: the renewed device is not flagged")
+        #expect(
+            StoredDevice.unverified(among: all, activeTokens: ["tok_new", "tok_other"]) == [old.identity, impostor.identity],
+            "the revoked token owns nothing: the renewed device is not flagged"
+        )
         #expect(StoredDevice.unverified(among: [old], activeTokens: []).isEmpty)
     }
 }

@@ -31,8 +31,10 @@ struct ConsoleTests {
     func pagesNeedASession() async throws {
         try await Self.withConsole { fixture, client in
             let token = try await fixture.token()
-            for path in ["/console", "/console/accounts/alice", "/console/accounts/alice/suites/s",
-                         "/console/accounts/alice/suites/s/history?key=k", "/console/accounts/alice/suites/s/tail"] {
+            for path in [
+                "/console", "/console/accounts/alice", "/console/accounts/alice/suites/s",
+                "/console/accounts/alice/suites/s/history?key=k", "/console/accounts/alice/suites/s/tail",
+            ] {
                 // A sync token is not a sign-in.
                 let response = try await client.execute(uri: path, method: .get, headers: API.auth(token))
                 #expect(response.status == .seeOther, "\(path)")
@@ -63,8 +65,11 @@ struct ConsoleTests {
             // The sign-in form's token must match the cookie set with the form.
             let form = try await client.execute(uri: "/console/sign-in", method: .get)
             let forged = try await client.execute(
-                uri: "/console/sign-in", method: .post, headers: [.contentType: "application/x-www-form-urlencoded"],
-                body: ConsoleSession.form(["csrf": "forged", "name": "ops", "password": Self.password]))
+                uri: "/console/sign-in",
+                method: .post,
+                headers: [.contentType: "application/x-www-form-urlencoded"],
+                body: ConsoleSession.form(["csrf": "forged", "name": "ops", "password": Self.password])
+            )
             #expect(forged.status == .forbidden)
             #expect(Self.cookies(form)["gd_console_signin"] != nil)
 
@@ -130,12 +135,12 @@ struct ConsoleTests {
             if case .refused = admission { true } else { false }
         }
         // An attacker's failures for the operator's name refuse the attacker only.
-        for _ in 0 ..< 3 { fail("203.0.113.9", "ops") }
+        for _ in 0..<3 { fail("203.0.113.9", "ops") }
         #expect(isRefused(throttle.admit(address: "203.0.113.9", name: "ops")))
         #expect(throttle.admit(address: "192.0.2.1", name: "ops") == .admitted, "the operator's own address is not locked out")
         throttle.finished(address: "192.0.2.1", name: "ops", succeeded: true)
         // Guessing across names from one address stops at three names' worth.
-        for name in ["a", "b", "c"] { for _ in 0 ..< 3 { fail("198.51.100.7", name) } }
+        for name in ["a", "b", "c"] { for _ in 0..<3 { fail("198.51.100.7", name) } }
         #expect(isRefused(throttle.admit(address: "198.51.100.7", name: "d")))
         #expect(throttle.admit(address: "192.0.2.1", name: "d") == .admitted)
         throttle.finished(address: "192.0.2.1", name: "d", succeeded: false)
@@ -154,9 +159,11 @@ struct ConsoleTests {
                 for _ in 0..<12 {
                     group.addTask {
                         (try? await client.execute(
-                            uri: "/console/sign-in", method: .post,
+                            uri: "/console/sign-in",
+                            method: .post,
                             headers: [.contentType: "application/x-www-form-urlencoded", .cookie: cookie],
-                            body: ConsoleSession.form(["csrf": String(token), "name": "ops", "password": "wrong password"])).status) ?? .internalServerError
+                            body: ConsoleSession.form(["csrf": String(token), "name": "ops", "password": "wrong password"])
+                        ).status) ?? .internalServerError
                     }
                 }
                 return await group.reduce(into: []) { $0.append($1) }
@@ -220,12 +227,16 @@ struct ConsoleTests {
     @Test("keys, values, account and device names holding markup are shown as text on every page")
     func escaping() async throws {
         try await Self.withConsole { fixture, client in
-            let key = "<img src=x onerror=alert(1)>", value = "<script>alert(2)</script>"
+            let key = "<img src=x onerror=alert(1)>"
+            let value = "<script>alert(2)</script>"
             let account = "ana<b>\"x\"'"
             let token = try await fixture.token(account: account, device: "<i>phone</i>")
             let push = try await client.execute(
-                uri: "/v1/suites/s/push", method: .post, headers: Self.device(9, token),
-                body: try API.push(device: 9, [API.set(key, value)]))
+                uri: "/v1/suites/s/push",
+                method: .post,
+                headers: Self.device(9, token),
+                body: try API.push(device: 9, [API.set(key, value)])
+            )
             #expect(push.status == .ok)
             var session = ConsoleSession(client: client)
             _ = try await session.signIn()
@@ -264,8 +275,12 @@ struct ConsoleTests {
         try await Self.withConsole { fixture, client in
             for suite in ["s", "emptied"] {
                 _ = try await fixture.storage.push(
-                    account: "alice", suite: suite, request: PushRequest(deviceID: 3, batchID: "b-\(suite)", ops: [API.set("k", "v")]),
-                    quota: fixture.configuration.quota, serverTime: "0")
+                    account: "alice",
+                    suite: suite,
+                    request: PushRequest(deviceID: 3, batchID: "b-\(suite)", ops: [API.set("k", "v")]),
+                    quota: fixture.configuration.quota,
+                    serverTime: "0"
+                )
             }
             // An operator's `suites reset`: the suite is there, its keys are not.
             _ = try await fixture.storage.resetSuite(account: "alice", suite: "emptied", keys: false)
@@ -291,8 +306,12 @@ struct ConsoleTests {
         try await Self.withConsole { fixture, client in
             let written = HLC(milliseconds: HLC.wallClockMilliseconds() / 1000 * 1000 - 60_000 + 123, counter: 0)
             _ = try await fixture.storage.push(
-                account: "alice", suite: "s", request: PushRequest(deviceID: 3, batchID: "b", ops: [API.set("k", "v", hlc: written)]),
-                quota: fixture.configuration.quota, serverTime: "0")
+                account: "alice",
+                suite: "s",
+                request: PushRequest(deviceID: 3, batchID: "b", ops: [API.set("k", "v", hlc: written)]),
+                quota: fixture.configuration.quota,
+                serverTime: "0"
+            )
             var session = ConsoleSession(client: client)
             _ = try await session.signIn()
             let formatter = DateFormatter()
@@ -324,10 +343,19 @@ struct ConsoleTests {
     @Test("an end-to-end encrypted suite's values are shown as sealed, with their size, on the suite and history pages")
     func sealedValues() async throws {
         try await Self.withConsole { fixture, client in
-            let op = PushOp(keyID: "kid_sound", sealed: SealedPayload(epoch: 1, box: Array(repeating: 7, count: 48)), deleted: false,
-                            hlc: API.hlc())
-            _ = try await fixture.storage.push(account: "alice", suite: "enc", request: PushRequest(deviceID: 3, batchID: "b", ops: [op]),
-                                               quota: fixture.configuration.quota, serverTime: "0")
+            let op = PushOp(
+                keyID: "kid_sound",
+                sealed: SealedPayload(epoch: 1, box: Array(repeating: 7, count: 48)),
+                deleted: false,
+                hlc: API.hlc()
+            )
+            _ = try await fixture.storage.push(
+                account: "alice",
+                suite: "enc",
+                request: PushRequest(deviceID: 3, batchID: "b", ops: [op]),
+                quota: fixture.configuration.quota,
+                serverTime: "0"
+            )
             var session = ConsoleSession(client: client)
             _ = try await session.signIn()
             for path in ["/console/accounts/alice/suites/enc", "/console/accounts/alice/suites/enc/history?key=kid_sound"] {
@@ -349,7 +377,10 @@ struct ConsoleTests {
         try await Self.withConsole { fixture, client in
             let token = try await fixture.token(device: "tablet")
             let pulled = try await client.execute(
-                uri: "/v1/suites/s/snapshot", method: .get, headers: Self.device(5, token))
+                uri: "/v1/suites/s/snapshot",
+                method: .get,
+                headers: Self.device(5, token)
+            )
             #expect(pulled.status == .ok)
             // The server records a device just after the request that saw it.
             #expect(try await eventually { try await !fixture.storage.devices(account: "alice").isEmpty })
@@ -398,9 +429,19 @@ struct ConsoleTests {
             await #expect(throws: ConsoleRecordError.self) { try await operators.remove(name: "ops") }
 
             // The console's view of suites: every account's, with bytes.
-            _ = try await storage.push(account: "a", suite: "s", request: PushRequest(deviceID: 1, batchID: "b", ops: [
-                PushOp(key: "k", value: .string("v"), hlc: API.hlc()),
-            ]), quota: SuiteQuota(maxKeys: 10, maxBytes: 1000), serverTime: "0")
+            _ = try await storage.push(
+                account: "a",
+                suite: "s",
+                request: PushRequest(
+                    deviceID: 1,
+                    batchID: "b",
+                    ops: [
+                        PushOp(key: "k", value: .string("v"), hlc: API.hlc())
+                    ]
+                ),
+                quota: SuiteQuota(maxKeys: 10, maxBytes: 1000),
+                serverTime: "0"
+            )
             let summaries = try await storage.suiteSummaries(account: nil)
             #expect(summaries.map(\.account) == ["a"] && summaries.first?.keys == 1 && (summaries.first?.bytes ?? 0) > 0)
             #expect(try await storage.suiteSummaries(account: "b").isEmpty)
@@ -434,8 +475,10 @@ struct ConsoleTests {
 
     static func expectSecurityHeaders(_ response: TestResponse, sourceLocation: SourceLocation = #_sourceLocation) {
         let policy = response.headers[.contentSecurityPolicy] ?? ""
-        #expect(policy.contains("default-src 'none'") && policy.contains("script-src 'self'") && policy.contains("frame-ancestors 'none'"),
-                sourceLocation: sourceLocation)
+        #expect(
+            policy.contains("default-src 'none'") && policy.contains("script-src 'self'") && policy.contains("frame-ancestors 'none'"),
+            sourceLocation: sourceLocation
+        )
         #expect(response.headers[.xContentTypeOptions] == "nosniff", sourceLocation: sourceLocation)
     }
 
@@ -488,11 +531,13 @@ struct ConsoleSession {
 
     /// The form token a post carries.
     enum FormToken {
-        case session, none, value(String)
+        case session, none
+        case value(String)
     }
 
     /// Posts `fields` with the session's form token (or another, or none), as a same-origin form.
-    mutating func post(_ path: String, _ fields: [String: String], csrf: FormToken = .session, headers: HTTPFields = [:]) async throws -> TestResponse {
+    mutating func post(_ path: String, _ fields: [String: String], csrf: FormToken = .session, headers: HTTPFields = [:]) async throws -> TestResponse
+    {
         var fields = fields
         switch csrf {
         case .session: if let token = self.csrf { fields["csrf"] = token }
@@ -513,7 +558,9 @@ struct ConsoleSession {
 
     static func form(_ fields: [String: String]) -> ByteBuffer {
         let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
-        return ByteBuffer(string: fields.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }
-            .joined(separator: "&"))
+        return ByteBuffer(
+            string: fields.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }
+                .joined(separator: "&")
+        )
     }
 }

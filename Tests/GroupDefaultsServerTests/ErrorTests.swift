@@ -1,6 +1,6 @@
 import Foundation
-import GroupDefaultsWire
 import GroupDefaultsServer
+import GroupDefaultsWire
 import Hummingbird
 import HummingbirdTesting
 import Testing
@@ -9,7 +9,10 @@ import Testing
 struct ErrorTests {
     /// Sends `body` raw to the push route and expects `status` and `code`; the suite stays unwritten.
     private func expectRefused(
-        _ body: String, status: HTTPResponse.Status, code: SyncErrorCode, limits: SyncLimits = SyncLimits(),
+        _ body: String,
+        status: HTTPResponse.Status,
+        code: SyncErrorCode,
+        limits: SyncLimits = SyncLimits(),
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let fixture = try Fixture(limits: limits)
@@ -28,22 +31,25 @@ struct ErrorTests {
         return "{\"device_id\": \(device), \"batch_id\": \"b\", \"ops\": \(encoded)}"
     }
 
-    @Test("malformed bodies are 400 malformed", arguments: [
-        "{bad", "", "[]", "null", "{\"device_id\": 1, \"batch_id\": \"b\", \"ops\": []}",
-        "{\"device_id\": \"99999999999999999999999\", \"batch_id\": \"b\", \"ops\": []}",
-        "{\"device_id\": \"1\", \"batch_id\": \"b\", \"ops\": [{\"key\": \"k\", \"hlc\": \"1\"}]}",
-        "{\"device_id\": \"1\", \"batch_id\": \"b\", \"ops\": [{\"key\": \"k\", \"value\": {\"string\": \"v\"}, \"deleted\": true, \"hlc\": \"1\"}]}",
-        "{\"device_id\": \"1\", \"batch_id\": \"b\", \"ops\": [{\"key\": \"k\", \"value\": {\"integer\": 1e400}, \"hlc\": \"1\"}]}",
-        "{\"device_id\": \"1\", \"batch_id\": \"b\", \"ops\": [{\"key\": 5, \"value\": {\"string\": \"v\"}, \"hlc\": \"1\"}]}",
-        "{\"device_id\": \"1\", \"batch_id\": \"\", \"ops\": []}",
-    ])
+    @Test(
+        "malformed bodies are 400 malformed",
+        arguments: [
+            "{bad", "", "[]", "null", "{\"device_id\": 1, \"batch_id\": \"b\", \"ops\": []}",
+            "{\"device_id\": \"99999999999999999999999\", \"batch_id\": \"b\", \"ops\": []}",
+            "{\"device_id\": \"1\", \"batch_id\": \"b\", \"ops\": [{\"key\": \"k\", \"hlc\": \"1\"}]}",
+            "{\"device_id\": \"1\", \"batch_id\": \"b\", \"ops\": [{\"key\": \"k\", \"value\": {\"string\": \"v\"}, \"deleted\": true, \"hlc\": \"1\"}]}",
+            "{\"device_id\": \"1\", \"batch_id\": \"b\", \"ops\": [{\"key\": \"k\", \"value\": {\"integer\": 1e400}, \"hlc\": \"1\"}]}",
+            "{\"device_id\": \"1\", \"batch_id\": \"b\", \"ops\": [{\"key\": 5, \"value\": {\"string\": \"v\"}, \"hlc\": \"1\"}]}",
+            "{\"device_id\": \"1\", \"batch_id\": \"\", \"ops\": []}",
+        ]
+    )
     func malformed(body: String) async throws {
         try await expectRefused(body, status: .badRequest, code: .malformed)
     }
 
     @Test("too many ops is 413 batch_too_large")
     func batchTooLarge() async throws {
-        let ops = (0 ..< 4).map { API.set("k\($0)", "v") }
+        let ops = (0..<4).map { API.set("k\($0)", "v") }
         try await expectRefused(try pushJSON(ops), status: .contentTooLarge, code: .batchTooLarge, limits: SyncLimits(maxOpsPerBatch: 3))
     }
 
@@ -60,7 +66,13 @@ struct ErrorTests {
         let token = try await fixture.token()
         let longest = String(repeating: "é", count: 255) + "k"  // 511 bytes
         try await fixture.test { client in
-            #expect(try await client.push("s", token: token, API.push([API.set(longest, "v", hlc: API.hlc()), API.set(longest, "w", hlc: API.hlc(offsetMilliseconds: 1))])).status == .ok)
+            #expect(
+                try await client.push(
+                    "s",
+                    token: token,
+                    API.push([API.set(longest, "v", hlc: API.hlc()), API.set(longest, "w", hlc: API.hlc(offsetMilliseconds: 1))])
+                ).status == .ok
+            )
             // A second long key sharing 510 bytes with the first is its own entry.
             let sibling = String(repeating: "é", count: 255) + "j"
             #expect(try await client.push("s", token: token, API.push([API.set(sibling, "x")])).status == .ok)
@@ -72,8 +84,12 @@ struct ErrorTests {
 
     /// Pushes `bad` between two good ops and expects: 200, the good ops applied, `bad` answered
     /// `refused` with `code`, and nothing stored for its key.
-    private func expectRefusedAlone(_ bad: PushOp, code: SyncErrorCode, limits: SyncLimits = SyncLimits(),
-                                    sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    private func expectRefusedAlone(
+        _ bad: PushOp,
+        code: SyncErrorCode,
+        limits: SyncLimits = SyncLimits(),
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
         let fixture = try Fixture(limits: limits)
         let token = try await fixture.token()
         try await fixture.test { client in
@@ -91,8 +107,11 @@ struct ErrorTests {
 
     @Test("a value over the limit (as typed JSON) is refused alone: value_too_large, the batch's other ops applied")
     func valueTooLarge() async throws {
-        try await expectRefusedAlone(API.set("k", String(repeating: "x", count: 100)), code: .valueTooLarge,
-                                     limits: SyncLimits(maxValueBytes: 50))
+        try await expectRefusedAlone(
+            API.set("k", String(repeating: "x", count: 100)),
+            code: .valueTooLarge,
+            limits: SyncLimits(maxValueBytes: 50)
+        )
     }
 
     @Test("an HLC more than 5 minutes ahead is refused alone: clock_skew, the batch's other ops applied; 4 minutes is fine")
@@ -112,9 +131,13 @@ struct ErrorTests {
         let token = try await fixture.token()
         let future = HLC(milliseconds: HLC.wallClockMilliseconds() + 10 * 365 * 86_400_000, counter: 0)
         // Stored as a server whose clock was ten years ahead took it (storage does not check clocks).
-        _ = try await fixture.storage.push(account: "alice", suite: "s",
-                                           request: PushRequest(deviceID: 5, batchID: "wrong-clock", ops: [API.set("volume", "loud", hlc: future)]),
-                                           quota: SuiteQuota(maxKeys: 100, maxBytes: 100_000), serverTime: "")
+        _ = try await fixture.storage.push(
+            account: "alice",
+            suite: "s",
+            request: PushRequest(deviceID: 5, batchID: "wrong-clock", ops: [API.set("volume", "loud", hlc: future)]),
+            quota: SuiteQuota(maxKeys: 100, maxBytes: 100_000),
+            serverTime: ""
+        )
         try await fixture.test { client in
             let response = try await client.push("s", token: token, API.push([API.set("volume", "quiet")]))
             let answer = try API.decode(PushResponse.self, response)
@@ -127,7 +150,7 @@ struct ErrorTests {
     /// A value nested `depth` arrays deep around an integer.
     static func nested(_ depth: Int) -> PropertyListValue {
         var value = PropertyListValue.integer(1)
-        for _ in 0 ..< depth { value = .array([value]) }
+        for _ in 0..<depth { value = .array([value]) }
         return value
     }
 
@@ -143,7 +166,8 @@ struct ErrorTests {
             for depth in [PropertyListValue.maximumNestingDepth + 1, 254] {
                 // Written by hand: JSONEncoder itself refuses values this deep.
                 let value = String(repeating: "{\"array\":[", count: depth) + "{\"integer\":1}" + String(repeating: "]}", count: depth)
-                let body = "{\"device_id\":\"1\",\"batch_id\":\"b\(depth)\",\"ops\":[{\"key\":\"deeper\",\"value\":\(value),\"hlc\":\"\(API.hlc())\"}]}"
+                let body =
+                    "{\"device_id\":\"1\",\"batch_id\":\"b\(depth)\",\"ops\":[{\"key\":\"deeper\",\"value\":\(value),\"hlc\":\"\(API.hlc())\"}]}"
                 let refused = try await client.push("s", token: token, ByteBuffer(string: body))
                 #expect(refused.status == .unprocessableContent, "\(depth)")
                 #expect(try API.error(refused).error == .valueTooDeep, "\(depth)")
@@ -163,8 +187,10 @@ struct ErrorTests {
         let fixture = try Fixture()
         let token = try await fixture.token()
         try await fixture.test { client in
-            for uri in ["changes?since=-1", "changes?since=abc", "changes?since=99999999999999999999999", "changes?limit=x",
-                        "changes?limit=0", "changes?wait=-3", "snapshot?limit=-1"] {
+            for uri in [
+                "changes?since=-1", "changes?since=abc", "changes?since=99999999999999999999999", "changes?limit=x",
+                "changes?limit=0", "changes?wait=-3", "snapshot?limit=-1",
+            ] {
                 let response = try await client.get("/v1/suites/s/\(uri)", token: token)
                 #expect(response.status == .badRequest, "\(uri)")
                 #expect(try API.error(response).error == .malformed, "\(uri)")
@@ -187,10 +213,10 @@ struct ErrorTests {
             #expect(unknown.status == .notFound)
             #expect(try API.error(unknown).error == .notFound)
             let wrongMethod = try await client.execute(uri: "/v1/suites/s/push", method: .get, headers: API.auth(token))
-            #expect((400 ..< 500).contains(wrongMethod.status.code))
+            #expect((400..<500).contains(wrongMethod.status.code))
             #expect(try !API.error(wrongMethod).error.rawValue.isEmpty)
             let deleteLimits = try await client.execute(uri: "/v1/limits", method: .delete)
-            #expect((400 ..< 500).contains(deleteLimits.status.code))
+            #expect((400..<500).contains(deleteLimits.status.code))
         }
     }
 

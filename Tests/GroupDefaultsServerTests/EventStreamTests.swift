@@ -20,7 +20,9 @@ struct EventStreamTests {
         }
     }
 
-    @Test("changes arrive as events with their revisions as ids; Last-Event-ID resumes; heartbeats; revoking the token ends the stream; SIGTERM ends it cleanly")
+    @Test(
+        "changes arrive as events with their revisions as ids; Last-Event-ID resumes; heartbeats; revoking the token ends the stream; SIGTERM ends it cleanly"
+    )
     func stream() async throws {
         let directory = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -84,16 +86,22 @@ struct EventStreamTests {
 /// HTTPS with a certificate made by openssl in the test.
 @Suite("HTTPS (live)", .timeLimit(.minutes(1)))
 struct TLSTests {
-    @Test("--tls-cert/--tls-key serve HTTPS: a client trusting the certificate talks to it, one that does not refuses it; a bad key file is one clear line")
+    @Test(
+        "--tls-cert/--tls-key serve HTTPS: a client trusting the certificate talks to it, one that does not refuses it; a bad key file is one clear line"
+    )
     func https() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gds-tls-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let certificate = directory + "/cert.pem", key = directory + "/key.pem"
+        let certificate = directory + "/cert.pem"
+        let key = directory + "/key.pem"
         let openssl = try await BuiltExecutable.run(
             URL(fileURLWithPath: "/usr/bin/openssl"),
-            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1",
-             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1",
+                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+            ]
+        )
         #expect(openssl.status == 0)
 
         let server = try await ServerProcess(dataDirectory: directory + "/data", extraArguments: ["--tls-cert", certificate, "--tls-key", key])
@@ -106,7 +114,9 @@ struct TLSTests {
         server.signal(SIGTERM)
         #expect(await server.waitForExit().status == 0)
 
-        let broken = try await ServerTool.run(["serve", "--port", "0", "--data-dir", directory + "/data", "--tls-cert", certificate, "--tls-key", certificate])
+        let broken = try await ServerTool.run([
+            "serve", "--port", "0", "--data-dir", directory + "/data", "--tls-cert", certificate, "--tls-key", certificate,
+        ])
         #expect(broken.status == 1)
         #expect(broken.stderr == "groupdefaults-server: the TLS key \(certificate) is not a PEM private key (or needs a passphrase)\n")
     }
@@ -129,8 +139,10 @@ struct MetricsTests {
             let text = String(buffer: response.body)
             #expect(text.contains(#"groupdefaults_push_ops_total{status="applied"}"#), "\(text.prefix(2000))")
             #expect(text.contains(#"groupdefaults_push_ops_total{status="superseded"}"#))
-            #expect(text.contains(#"hb_requests{http_route="/v1/suites/{suite}/push",http_request_method="POST",http_response_status_code="200"} "#),
-                    "requests by route and status")
+            #expect(
+                text.contains(#"hb_requests{http_route="/v1/suites/{suite}/push",http_request_method="POST",http_response_status_code="200"} "#),
+                "requests by route and status"
+            )
             #expect(text.contains(#"http_server_request_duration_bucket{http_route="/v1/suites/{suite}/changes""#), "a latency histogram")
             #expect(text.contains("groupdefaults_event_streams_open"))
         }

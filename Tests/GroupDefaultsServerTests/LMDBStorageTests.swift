@@ -1,8 +1,9 @@
 import Foundation
 import GroupDefaultsWire
-@testable import GroupDefaultsServer
 import Logging
 import Testing
+
+@testable import GroupDefaultsServer
 
 @Suite("Embedded LMDB storage")
 struct LMDBStorageTests {
@@ -14,7 +15,8 @@ struct LMDBStorageTests {
         let directoryMode = try FileManager.default.attributesOfItem(atPath: fixture.directory.path)[.posixPermissions] as? Int
         #expect(directoryMode == 0o700)
         for file in try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path) {
-            let mode = try FileManager.default.attributesOfItem(atPath: fixture.directory.appendingPathComponent(file).path)[.posixPermissions] as? Int
+            let mode =
+                try FileManager.default.attributesOfItem(atPath: fixture.directory.appendingPathComponent(file).path)[.posixPermissions] as? Int
             #expect(mode == 0o600, "\(file)")
         }
     }
@@ -44,13 +46,18 @@ struct TombstonePurgeTests {
         defer { try? FileManager.default.removeItem(at: fixture.directory) }
         let storage = fixture.storage
         let old = API.hlc(offsetMilliseconds: -2 * 86_400_000)
-        _ = try await storage.push(account: "a", suite: "s", request: PushRequest(deviceID: 1, batchID: "b", ops: [API.delete("gone", hlc: old), API.set("kept", "v")]),
-                                   quota: SuiteQuota(maxKeys: 10, maxBytes: 1000), serverTime: "")
+        _ = try await storage.push(
+            account: "a",
+            suite: "s",
+            request: PushRequest(deviceID: 1, batchID: "b", ops: [API.delete("gone", hlc: old), API.set("kept", "v")]),
+            quota: SuiteQuota(maxKeys: 10, maxBytes: 1000),
+            serverTime: ""
+        )
         var configuration = fixture.configuration
         configuration.tombstoneLifetime = .seconds(86_400)
         let purge = Task { try await TombstonePurge(storage: storage, configuration: configuration, logger: Logger(label: "test")).run() }
         var expired = false
-        for _ in 0 ..< 500 where !expired {
+        for _ in 0..<500 where !expired {
             do {
                 _ = try await storage.changes(account: "a", suite: "s", since: 0, limit: 10)
                 try await Task.sleep(for: .milliseconds(10))

@@ -3,8 +3,8 @@ import Glibc
 import GroupDefaultsWire
 import Hummingbird
 import HummingbirdTesting
-import TestSupport
 import Synchronization
+import TestSupport
 import Testing
 
 /// The real executable on loopback, with token commands run as separate processes beside it.
@@ -36,8 +36,11 @@ struct LiveServerTests {
         #expect(list.status == 0)
         #expect(!list.stdout.contains(token))
         let fields = list.stdout.split(separator: "\n").first?.split(separator: "\t").map(String.init) ?? []
-        #expect(fields.count == 7 && fields[1] == "alice" && fields[2] == "group.* read-write" && fields[5] == "active"
-                && fields[6] == "any-device", "\(fields)")
+        #expect(
+            fields.count == 7 && fields[1] == "alice" && fields[2] == "group.* read-write" && fields[5] == "active"
+                && fields[6] == "any-device",
+            "\(fields)"
+        )
         let id = fields.first ?? ""
         #expect(id.hasPrefix("tok_"))
         #expect(try await ServerTool.run(["token", "revoke", "--data-dir", directory, id]).status == 0)
@@ -63,13 +66,17 @@ struct LiveServerTests {
         let acknowledged = Acknowledged()
 
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for writer in 0 ..< 3 {
+            for writer in 0..<3 {
                 group.addTask {
                     try await TestClient.withClient(host: "127.0.0.1", port: server.port) { client in
                         for i in 0... {
                             let key = "w\(writer)-\(i)"
-                            guard let response = try? await client.post(
-                                "/v1/suites/s/push", headers: API.auth(token), body: API.push(device: UInt64(writer + 1), [API.set(key, "v")]))
+                            guard
+                                let response = try? await client.post(
+                                    "/v1/suites/s/push",
+                                    headers: API.auth(token),
+                                    body: API.push(device: UInt64(writer + 1), [API.set(key, "v")])
+                                )
                             else { return }  // the server is gone
                             guard response.status == .ok else { return }
                             acknowledged.keys.withLock { $0.append(key) }
@@ -78,7 +85,7 @@ struct LiveServerTests {
                 }
             }
             // Kill once pushes are flowing (bounded polling for that condition).
-            for _ in 0 ..< 3000 where acknowledged.keys.withLock({ $0.count }) < 60 { try await Task.sleep(for: .milliseconds(10)) }
+            for _ in 0..<3000 where acknowledged.keys.withLock({ $0.count }) < 60 { try await Task.sleep(for: .milliseconds(10)) }
             server.signal(SIGKILL)
             while let result = await group.nextResult() { _ = result }  // writers end when the connection drops
         }
@@ -149,8 +156,11 @@ struct LiveServerTests {
                 // The long-poll is parked before the push: its suite is still empty when this runs.
                 try await Task.sleep(for: .milliseconds(500))
                 try await TestClient.withClient(host: "127.0.0.1", port: first.port) { client in
-                    let response = try await client.post("/v1/suites/group.shared/push", headers: API.auth(token),
-                                                         body: API.push([API.set("sound", "bell.aiff")]))
+                    let response = try await client.post(
+                        "/v1/suites/group.shared/push",
+                        headers: API.auth(token),
+                        body: API.push([API.set("sound", "bell.aiff")])
+                    )
                     pushed.value.withLock { $0 = ContinuousClock.now }
                     #expect(response.status == .ok)
                 }
@@ -164,8 +174,10 @@ struct LiveServerTests {
         }
     }
 
-    @Test("two server processes on one PostgreSQL: an event stream on one is woken by a push to the other within 100 ms, also after its listening connection was killed",
-          .timeLimit(.minutes(2)))
+    @Test(
+        "two server processes on one PostgreSQL: an event stream on one is woken by a push to the other within 100 ms, also after its listening connection was killed",
+        .timeLimit(.minutes(2))
+    )
     func eventStreamAcrossInstances() async throws {
         let url = try await PostgresFixture.freshDatabase()
         let first = try await ServerProcess(dataDirectory: nil, extraArguments: ["--postgres-url", url])
@@ -240,10 +252,13 @@ enum Listeners {
     }
 
     static func current(_ url: String) async throws -> [Listener] {
-        let rows = try await PostgresFixture.psql(url, """
+        let rows = try await PostgresFixture.psql(
+            url,
+            """
             SELECT application_name || ' ' || pid FROM pg_stat_activity
             WHERE datname = current_database() AND application_name LIKE 'groupdefaults-listener-%' AND query LIKE 'LISTEN%'
-            """)
+            """
+        )
         return rows.split(separator: "\n").compactMap { row in
             let fields = row.split(separator: " ")
             guard fields.count == 2, let pid = Int(fields[1]) else { return nil }
@@ -254,7 +269,7 @@ enum Listeners {
     /// Polls (a state of other processes, with no event to wait on; bounded: 20 s) until
     /// `condition` holds; the listeners then.
     static func waitFor(_ url: String, until condition: ([Listener]) -> Bool) async throws -> [Listener] {
-        for _ in 0 ..< 400 {
+        for _ in 0..<400 {
             let listeners = try await current(url)
             if condition(listeners) { return listeners }
             try await Task.sleep(for: .milliseconds(50))

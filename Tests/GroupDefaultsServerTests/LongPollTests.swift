@@ -1,9 +1,10 @@
 import Foundation
 import GroupDefaultsWire
-@testable import GroupDefaultsServer
 import Hummingbird
 import HummingbirdTesting
 import Testing
+
+@testable import GroupDefaultsServer
 
 @Suite("Long-poll")
 struct LongPollTests {
@@ -15,7 +16,7 @@ struct LongPollTests {
             let started = ContinuousClock.now
             async let waited = client.get("/v1/suites/s/changes?since=0&wait=60", token: token)
             // Push once the poll is parked (bounded polling for that condition).
-            for _ in 0 ..< 500 where fixture.storage.waitingCount == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            for _ in 0..<500 where fixture.storage.waitingCount == 0 { try await Task.sleep(for: .milliseconds(10)) }
             #expect(fixture.storage.waitingCount == 1)
             _ = try await client.push("s", token: token, API.push([API.set("k", "v")]))
             let page = try API.decode(ChangesPage.self, try await waited)
@@ -41,8 +42,13 @@ struct LongPollTests {
     func storageWait() async throws {
         let fixture = try Fixture()
         defer { try? FileManager.default.removeItem(at: fixture.directory) }
-        _ = try await fixture.storage.push(account: "a", suite: "s", request: PushRequest(deviceID: 1, batchID: "b", ops: [API.set("k", "v")]),
-                                           quota: SuiteQuota(maxKeys: 10, maxBytes: 1000), serverTime: "")
+        _ = try await fixture.storage.push(
+            account: "a",
+            suite: "s",
+            request: PushRequest(deviceID: 1, batchID: "b", ops: [API.set("k", "v")]),
+            quota: SuiteQuota(maxKeys: 10, maxBytes: 1000),
+            serverTime: ""
+        )
         // Bounds far below the timeouts (so they tell "at once" from "waited it out") yet loose enough
         // for a run of every test in parallel on two cores.
         let started = ContinuousClock.now

@@ -21,7 +21,11 @@ struct OpenAPIDocumentTests {
         var path: String?
         let methods: Set<String> = ["get", "put", "post", "delete", "patch", "head", "options"]
         for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
-            if !line.hasPrefix(" ") && !line.isEmpty && !line.hasPrefix("#") { inPaths = line.hasPrefix("paths:") ; path = nil; continue }
+            if !line.hasPrefix(" ") && !line.isEmpty && !line.hasPrefix("#") {
+                inPaths = line.hasPrefix("paths:")
+                path = nil
+                continue
+            }
             guard inPaths else { continue }
             if line.hasPrefix("  /"), !line.hasPrefix("   "), let colon = line.lastIndex(of: ":") {
                 path = String(line[line.index(line.startIndex, offsetBy: 2)..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "'\""))
@@ -41,8 +45,10 @@ struct OpenAPIDocumentTests {
         let router = buildRouter(storage: storage, configuration: ServerConfiguration(storage: .embedded(directory: directory.path)))
         // Hummingbird writes parameters as {name}, as OpenAPI does. The console's pages (`/console`)
         // are not part of the API.
-        let routed = Set(router.routes.filter { !$0.path.description.hasPrefix("/console") }
-            .map { "\($0.method.rawValue) \($0.path.description)" })
+        let routed = Set(
+            router.routes.filter { !$0.path.description.hasPrefix("/console") }
+                .map { "\($0.method.rawValue) \($0.path.description)" }
+        )
         let documented = try Self.documentedOperations()
         #expect(!documented.isEmpty, "no operations read from openapi.yaml")
         #expect(routed.subtracting(documented).isEmpty, "routes missing from openapi.yaml: \(routed.subtracting(documented).sorted())")
@@ -58,8 +64,8 @@ struct OpenAPIErrorCodeTests {
         let text = try String(contentsOf: OpenAPIDocumentTests.root.appendingPathComponent("openapi.yaml"), encoding: .utf8)
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         guard let body = lines.firstIndex(where: { $0 == "    ErrorBody:" }),
-              let error = lines[body...].firstIndex(where: { $0 == "        error:" }),
-              let list = lines[error...].firstIndex(where: { $0 == "          enum:" })
+            let error = lines[body...].firstIndex(where: { $0 == "        error:" }),
+            let list = lines[error...].firstIndex(where: { $0 == "          enum:" })
         else { return [] }
         return lines[(list + 1)...].prefix { $0.hasPrefix("            - ") }.map { String($0.dropFirst(14)) }
     }

@@ -27,29 +27,47 @@ struct PostgresGroupCommitTests {
     }
 
     func sealed(_ id: String, epoch: UInt32, hlc: UInt64) -> PushOp {
-        PushOp(keyID: id, sealed: SealedPayload(epoch: epoch, box: Array(repeating: UInt8(hlc & 0xff), count: 40)), deleted: false,
-               hlc: HLC(rawValue: hlc))
+        PushOp(
+            keyID: id,
+            sealed: SealedPayload(epoch: epoch, box: Array(repeating: UInt8(hlc & 0xff), count: 40)),
+            deleted: false,
+            hlc: HLC(rawValue: hlc)
+        )
     }
 
     /// Pushes `requests` to suite `s` while the suite is held, each only once the previous one waits
     /// (so the group takes them in this order), then lets them go as one group; returns each
     /// outcome, in order.
-    func pushAsOneGroup(_ storage: PostgresSyncStorage, quota: SuiteQuota = roomy, _ requests: [PushRequest]) async
-        -> [Result<PushResponse, SyncStorageError>] {
+    func pushAsOneGroup(
+        _ storage: PostgresSyncStorage,
+        quota: SuiteQuota = roomy,
+        _ requests: [PushRequest]
+    ) async
+        -> [Result<PushResponse, SyncStorageError>]
+    {
         let groupsBefore = storage.pushGroupsWritten
         let tasks = await storage.holdingPushes(account: "alice", suite: "s") {
             var tasks: [Task<Result<PushResponse, SyncStorageError>, Never>] = []
             for (index, request) in requests.enumerated() {
-                tasks.append(Task {
-                    do {
-                        return .success(try await storage.push(account: "alice", suite: "s", request: request, quota: quota,
-                                                               serverTime: Self.now))
-                    } catch let error as SyncStorageError {
-                        return .failure(error)
-                    } catch {
-                        return .failure(SyncStorageError(.unavailable, "\(error)"))
+                tasks.append(
+                    Task {
+                        do {
+                            return .success(
+                                try await storage.push(
+                                    account: "alice",
+                                    suite: "s",
+                                    request: request,
+                                    quota: quota,
+                                    serverTime: Self.now
+                                )
+                            )
+                        } catch let error as SyncStorageError {
+                            return .failure(error)
+                        } catch {
+                            return .failure(SyncStorageError(.unavailable, "\(error)"))
+                        }
                     }
-                })
+                )
                 await storage.waitUntilPushesWait(account: "alice", suite: "s", count: index + 1)
             }
             return tasks
@@ -63,13 +81,20 @@ struct PostgresGroupCommitTests {
     @Test("pushes waiting behind a group go as one group: each applied with its own revision and its own results")
     func oneGroupDistinctRevisions() async throws {
         try await withPostgres { storage in
-            _ = try await storage.push(account: "alice", suite: "s", request: request(device: 99, [set("first", 0, hlc: 10)]),
-                                       quota: Self.roomy, serverTime: Self.now)
+            _ = try await storage.push(
+                account: "alice",
+                suite: "s",
+                request: request(device: 99, [set("first", 0, hlc: 10)]),
+                quota: Self.roomy,
+                serverTime: Self.now
+            )
             let count = 24
             // Every push a key of its own, and every third one also "shared": later ones in the group win it.
             let requests = (0..<count).map { index in
-                request(device: UInt64(index + 1),
-                        [set("k\(index)", index, hlc: 1000 + UInt64(index))] + (index % 3 == 0 ? [set("shared", index, hlc: 1000 + UInt64(index))] : []))
+                request(
+                    device: UInt64(index + 1),
+                    [set("k\(index)", index, hlc: 1000 + UInt64(index))] + (index % 3 == 0 ? [set("shared", index, hlc: 1000 + UInt64(index))] : [])
+                )
             }
             let responses = try await pushAsOneGroup(storage, requests).map { try $0.get() }
 
@@ -100,8 +125,12 @@ struct PostgresGroupCommitTests {
             #expect(byKey["shared"]?.rev == responses[lastShared].results[1].winner?.rev)
             #expect(try await storage.headRevision(account: "alice", suite: "s") == expectedHead)
             let history = try await storage.history(account: "alice", suite: "s", key: "shared")
-            #expect(history.map(\.entry.rev) == responses.enumerated().filter { $0.offset % 3 == 0 }.map { $0.element.results[1].winner?.rev }
-                .reversed().prefix(10).map { $0 }, "the key history keeps each version of the group, the last 10")
+            #expect(
+                history.map(\.entry.rev)
+                    == responses.enumerated().filter { $0.offset % 3 == 0 }.map { $0.element.results[1].winner?.rev }
+                    .reversed().prefix(10).map { $0 },
+                "the key history keeps each version of the group, the last 10"
+            )
             let suites = try await storage.suites(account: "alice")
             #expect(suites.suites.first?.keys == count + 2)
         }
@@ -153,16 +182,24 @@ struct PostgresGroupCommitTests {
     @Test("a push under a retired key epoch is refused in a group; the others under the current epoch are applied")
     func staleEpochInAGroup() async throws {
         try await withPostgres { storage in
-            _ = try await storage.push(account: "alice", suite: "s", request: request(device: 1, [sealed("k0", epoch: 1, hlc: 10)]),
-                                       quota: Self.roomy, serverTime: Self.now)
+            _ = try await storage.push(
+                account: "alice",
+                suite: "s",
+                request: request(device: 1, [sealed("k0", epoch: 1, hlc: 10)]),
+                quota: Self.roomy,
+                serverTime: Self.now
+            )
             var chain = TestKeyChain(suite: "s")
             try await storage.anchorKeyBags(account: "alice", suite: "s", anchor: chain.anchor())
             try await storage.putKeyBag(account: "alice", suite: "s", epoch: 2, bag: chain.bag(2))
-            let outcomes = await pushAsOneGroup(storage, [
-                request(device: 2, [sealed("k1", epoch: 2, hlc: 20)]),
-                request(device: 3, [sealed("k2", epoch: 1, hlc: 21)]),
-                request(device: 4, [sealed("k3", epoch: 2, hlc: 22)]),
-            ])
+            let outcomes = await pushAsOneGroup(
+                storage,
+                [
+                    request(device: 2, [sealed("k1", epoch: 2, hlc: 20)]),
+                    request(device: 3, [sealed("k2", epoch: 1, hlc: 21)]),
+                    request(device: 4, [sealed("k3", epoch: 2, hlc: 22)]),
+                ]
+            )
             #expect(try outcomes[0].get().results.map(\.winner?.rev) == [2])
             #expect(outcomes[1].failure?.code == .staleKeyEpoch, "\(outcomes[1])")
             #expect(try outcomes[2].get().results.map(\.winner?.rev) == [3])
@@ -183,8 +220,12 @@ struct PostgresGroupCommitTests {
                     let key = "i\(instance)-\(index)"
                     group.addTask {
                         let response = try await storage.push(
-                            account: "alice", suite: "s", request: request(device: UInt64(instance * 1000 + index), [set(key, index, hlc: 500)]),
-                            quota: Self.roomy, serverTime: Self.now)
+                            account: "alice",
+                            suite: "s",
+                            request: request(device: UInt64(instance * 1000 + index), [set(key, index, hlc: 500)]),
+                            quota: Self.roomy,
+                            serverTime: Self.now
+                        )
                         return (key, response)
                     }
                 }
@@ -203,8 +244,10 @@ struct PostgresGroupCommitTests {
         try await second.shutdown()
     }
 
-    @Test("concurrent pushes through the real server, on each backend: each answered with its own results and a distinct revision; refused ones and retries do not disturb them",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "concurrent pushes through the real server, on each backend: each answered with its own results and a distinct revision; refused ones and retries do not disturb them",
+        arguments: StorageBackend.allCases
+    )
     func concurrentPushesThroughTheServer(backend: StorageBackend) async throws {
         let (storage, cleanup) = try await backend.serverStorage("gds-group")
         defer { cleanup() }
@@ -216,7 +259,10 @@ struct PostgresGroupCommitTests {
             try Self.decode(PushResponse.self, try await client.post("/v1/suites/\(suite)/push", headers: API.auth(token), body: API.body(first)))
         }
 
-        enum Kind: Sendable { case own(Int), sealed, retry }
+        enum Kind: Sendable {
+            case own(Int)
+            case sealed, retry
+        }
         let clients = 30
         let kinds: [Kind] = (0..<clients).map(Kind.own) + Array(repeating: .sealed, count: 4) + Array(repeating: .retry, count: 4)
         let answers = try await withThrowingTaskGroup(of: (Kind, TestClient.Response).self) { group in
@@ -261,7 +307,10 @@ struct PostgresGroupCommitTests {
         #expect(revisions.values.sorted() == Array(2...UInt64(clients + 1)))
         let pushedRevisions = revisions
         try await TestClient.withClient(host: "127.0.0.1", port: server.port) { client in
-            let page = try Self.decode(ChangesPage.self, try await client.get("/v1/suites/\(suite)/changes?since=0&limit=1000", headers: API.auth(token)))
+            let page = try Self.decode(
+                ChangesPage.self,
+                try await client.get("/v1/suites/\(suite)/changes?since=0&limit=1000", headers: API.auth(token))
+            )
             #expect(page.entries.count == clients + 1 && page.lastRev == UInt64(clients + 1))
             for entry in page.entries where entry.key != "first" { #expect(pushedRevisions[entry.key] == entry.rev) }
         }

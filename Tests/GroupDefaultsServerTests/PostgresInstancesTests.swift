@@ -1,6 +1,6 @@
 import Foundation
-import GroupDefaultsWire
 import GroupDefaultsServer
+import GroupDefaultsWire
 import TestSupport
 import Testing
 
@@ -14,9 +14,12 @@ struct PostgresInstancesTests {
 
     func push(_ storage: PostgresSyncStorage, key: String, hlc: UInt64) async throws -> PushResponse {
         try await storage.push(
-            account: "alice", suite: "s",
+            account: "alice",
+            suite: "s",
             request: PushRequest(deviceID: 1, batchID: UUID().uuidString, ops: [PushOp(key: key, value: .integer(1), hlc: HLC(rawValue: hlc))]),
-            quota: SuiteQuota(maxKeys: 100, maxBytes: 1 << 20), serverTime: "2026-11-22T10:00:00.000Z")
+            quota: SuiteQuota(maxKeys: 100, maxBytes: 1 << 20),
+            serverTime: "2026-11-22T10:00:00.000Z"
+        )
     }
 
     /// Starts a wait on `waiter` after `head`, pushes through `pusher` once it waits, and returns the
@@ -49,16 +52,22 @@ struct PostgresInstancesTests {
 
         // Kill b's listening connection: it reconnects by itself and wakes its waiters.
         let listensBefore = b.listenCount
-        let killed = try await PostgresFixture.psql(url, """
+        let killed = try await PostgresFixture.psql(
+            url,
+            """
             SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '\(b.listenerApplicationName)'
-            """)
+            """
+        )
         #expect(killed == "1")
         let afterKill = try await wakeLatency(pusher: a, waiter: b, head: 1)
         #expect(afterKill < .milliseconds(100), "woken after \(afterKill)")
         await b.waitUntilListening(moreThan: listensBefore)
-        let listeners = try await PostgresFixture.psql(url, """
+        let listeners = try await PostgresFixture.psql(
+            url,
+            """
             SELECT count(*) FROM pg_stat_activity WHERE application_name = '\(b.listenerApplicationName)'
-            """)
+            """
+        )
         #expect(listeners == "1")
 
         // And the new connection delivers notifications.
@@ -101,9 +110,12 @@ struct PostgresInstancesTests {
         // before the loss never comes back.
         let before = try b.tokenGeneration()
         let listens = b.listenCount
-        _ = try await PostgresFixture.psql(url, """
+        _ = try await PostgresFixture.psql(
+            url,
+            """
             SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '\(b.listenerApplicationName)'
-            """)
+            """
+        )
         await b.waitUntilListening(moreThan: listens)
         let after = try #require(try b.tokenGeneration())
         #expect(after != before)

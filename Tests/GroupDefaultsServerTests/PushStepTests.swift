@@ -1,8 +1,8 @@
 import Foundation
-import Synchronization
 import GroupDefaultsServer
 import GroupDefaultsWire
 import PropertyBased
+import Synchronization
 import TestSupport
 import Testing
 
@@ -24,8 +24,15 @@ struct PushModel {
         let batchKey = "\(request.deviceID)/\(request.batchID)"
         let recorded = batches[batchKey].map { record in PushStep.RecordedBatch(digest: record.digest) { record.response } }
         do {
-            switch try PushStep.run(prepared, suite: "s", held: held, counters: counters, recorded: recorded, quota: quota,
-                                    serverTime: PushStepTests.serverTime) {
+            switch try PushStep.run(
+                prepared,
+                suite: "s",
+                held: held,
+                counters: counters,
+                recorded: recorded,
+                quota: quota,
+                serverTime: PushStepTests.serverTime
+            ) {
             case .replayed(let response):
                 return .response(response)
             case .applied(let applied):
@@ -55,23 +62,30 @@ struct PushScript: Sendable, CustomStringConvertible {
 
     static let generator = Generator<PushScript, Shrink.None<PushScript>> { rng in
         var pushes: [(request: PushRequest, quota: SuiteQuota)] = []
-        for _ in 0 ..< Int.random(in: 1 ... 12, using: &rng) {
-            if !pushes.isEmpty, Int.random(in: 0 ..< 8, using: &rng) == 0 {
+        for _ in 0..<Int.random(in: 1...12, using: &rng) {
+            if !pushes.isEmpty, Int.random(in: 0..<8, using: &rng) == 0 {
                 pushes.append(pushes.randomElement(using: &rng)!)  // a retry of an earlier batch
                 continue
             }
-            let ops = (0 ..< Int.random(in: 1 ... 4, using: &rng)).map { _ in
-                let value: PropertyListValue? = switch Int.random(in: 0 ..< 4, using: &rng) {
-                case 0: nil
-                case 1: .integer(Int.random(in: -5 ... 5, using: &rng))
-                default: .string(String(repeating: "x", count: Int.random(in: 0 ... 12, using: &rng)))
-                }
-                return PushOp(key: keys.randomElement(using: &rng)!, value: value,
-                              hlc: HLC(rawValue: UInt64.random(in: 1 ... 8, using: &rng)))
+            let ops = (0..<Int.random(in: 1...4, using: &rng)).map { _ in
+                let value: PropertyListValue? =
+                    switch Int.random(in: 0..<4, using: &rng) {
+                    case 0: nil
+                    case 1: .integer(Int.random(in: -5...5, using: &rng))
+                    default: .string(String(repeating: "x", count: Int.random(in: 0...12, using: &rng)))
+                    }
+                return PushOp(
+                    key: keys.randomElement(using: &rng)!,
+                    value: value,
+                    hlc: HLC(rawValue: UInt64.random(in: 1...8, using: &rng))
+                )
             }
-            let request = PushRequest(deviceID: UInt64.random(in: 1 ... 3, using: &rng),
-                                      batchID: "b\(Int.random(in: 0 ..< 4, using: &rng))", ops: ops)
-            let quota = SuiteQuota(maxKeys: Int.random(in: 1 ... 5, using: &rng), maxBytes: Int.random(in: 10 ... 80, using: &rng))
+            let request = PushRequest(
+                deviceID: UInt64.random(in: 1...3, using: &rng),
+                batchID: "b\(Int.random(in: 0 ..< 4, using: &rng))",
+                ops: ops
+            )
+            let quota = SuiteQuota(maxKeys: Int.random(in: 1...5, using: &rng), maxBytes: Int.random(in: 10...80, using: &rng))
             pushes.append((request, quota))
         }
         return PushScript(pushes: pushes)
@@ -79,7 +93,8 @@ struct PushScript: Sendable, CustomStringConvertible {
 
     var description: String {
         pushes.map { push, quota in
-            "[\(quota.maxKeys) keys, \(quota.maxBytes) bytes] device \(push.deviceID) \(push.batchID): " + push.ops.map { "\($0.key)@\($0.hlc)=\($0.value.map { "\($0)" } ?? "deleted")" }
+            "[\(quota.maxKeys) keys, \(quota.maxBytes) bytes] device \(push.deviceID) \(push.batchID): "
+                + push.ops.map { "\($0.key)@\($0.hlc)=\($0.value.map { "\($0)" } ?? "deleted")" }
                 .joined(separator: ", ")
         }.joined(separator: " | ")
     }
@@ -101,8 +116,15 @@ struct PushStepTests {
                     let expected = try model.push(request, quota: quota)
                     let actual: PushModel.Answer
                     do {
-                        actual = .response(try await storage.push(account: account, suite: "s", request: request, quota: quota,
-                                                                  serverTime: Self.serverTime))
+                        actual = .response(
+                            try await storage.push(
+                                account: account,
+                                suite: "s",
+                                request: request,
+                                quota: quota,
+                                serverTime: Self.serverTime
+                            )
+                        )
                     } catch let error as SyncStorageError {
                         actual = .refused(error.code)
                     }

@@ -1,6 +1,6 @@
 import Foundation
-import GroupDefaultsWire
 import GroupDefaultsServer
+import GroupDefaultsWire
 import Hummingbird
 import HummingbirdTesting
 import Testing
@@ -62,16 +62,28 @@ struct RoundTripTests {
         let stamp = API.hlc()
         try await fixture.test { client in
             _ = try await client.push("s", token: token, API.push(device: 5, [API.set("k", "five", hlc: stamp)]))
-            let lower = try API.decode(PushResponse.self, try await client.push("s", token: token, API.push(device: 4, [API.set("k", "four", hlc: stamp)])))
+            let lower = try API.decode(
+                PushResponse.self,
+                try await client.push("s", token: token, API.push(device: 4, [API.set("k", "four", hlc: stamp)]))
+            )
             #expect(lower.results[0].status == .superseded)
             #expect(lower.results[0].winner?.value == .string("five"))
             #expect(lower.headRev == 1)
-            let older = try API.decode(PushResponse.self, try await client.push("s", token: token, API.push(device: 99, [API.set("k", "old", hlc: HLC(rawValue: stamp.rawValue - 1))])))
+            let older = try API.decode(
+                PushResponse.self,
+                try await client.push("s", token: token, API.push(device: 99, [API.set("k", "old", hlc: HLC(rawValue: stamp.rawValue - 1))]))
+            )
             #expect(older.results[0].status == .superseded)
-            let higher = try API.decode(PushResponse.self, try await client.push("s", token: token, API.push(device: 6, [API.delete("k", hlc: stamp)])))
+            let higher = try API.decode(
+                PushResponse.self,
+                try await client.push("s", token: token, API.push(device: 6, [API.delete("k", hlc: stamp)]))
+            )
             #expect(higher.results[0].status == .applied && higher.headRev == 2)
             // The tombstone orders against later writes too.
-            let stale = try API.decode(PushResponse.self, try await client.push("s", token: token, API.push(device: 5, [API.set("k", "again", hlc: stamp)])))
+            let stale = try API.decode(
+                PushResponse.self,
+                try await client.push("s", token: token, API.push(device: 5, [API.set("k", "again", hlc: stamp)]))
+            )
             #expect(stale.results[0].status == .superseded && stale.results[0].winner?.isDeleted == true)
             let changes = try API.decode(ChangesPage.self, try await client.get("/v1/suites/s/changes?since=0", token: token))
             #expect(changes.entries.count == 1 && changes.entries[0].rev == 2 && changes.entries[0].origin == 6)
@@ -105,7 +117,7 @@ struct RoundTripTests {
         let token = try await fixture.token()
         try await fixture.test { client in
             let heads = try await withThrowingTaskGroup(of: UInt64.self) { group in
-                for i in 0 ..< 20 {
+                for i in 0..<20 {
                     group.addTask {
                         let response = try await client.push("s", token: token, API.push(device: UInt64(i + 1), [API.set("k\(i)", "v")]))
                         return try API.decode(PushResponse.self, response).headRev
@@ -113,9 +125,9 @@ struct RoundTripTests {
                 }
                 return try await group.reduce(into: []) { $0.append($1) }
             }
-            #expect(Set(heads) == Set(1 ... 20))
+            #expect(Set(heads) == Set(1...20))
             let changes = try API.decode(ChangesPage.self, try await client.get("/v1/suites/s/changes", token: token))
-            #expect(changes.entries.compactMap(\.rev) == Array(1 ... 20))
+            #expect(changes.entries.compactMap(\.rev) == Array(1...20))
         }
     }
 

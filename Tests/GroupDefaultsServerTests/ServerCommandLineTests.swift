@@ -11,8 +11,12 @@ import Testing
 struct ServerCommandLineTests {
     /// `groupdefaults-server ARGUMENTS…` with exactly `environment` (nothing of this process's,
     /// but PATH and HOME, so that no GROUPDEFAULTS_SERVER_ variable leaks in).
-    private func server(_ arguments: [String], environment: [String: String] = [:]) async throws
-        -> (status: Int32, stdout: String, stderr: String) {
+    private func server(
+        _ arguments: [String],
+        environment: [String: String] = [:]
+    ) async throws
+        -> (status: Int32, stdout: String, stderr: String)
+    {
         let result = try await timedServer(arguments, environment: environment)
         return (result.status, result.stdout, result.stderr)
     }
@@ -34,8 +38,10 @@ struct ServerCommandLineTests {
     @Test("a refused PostgreSQL connection is one line at once, and nothing else on stderr")
     func postgresRefused() async throws {
         // A connect timeout of a minute: a refusal answered at once is far within it.
-        let result = try await timedServer(["serve", "--postgres-url", "postgres://u@127.0.0.1:1/db", "--port", "0",
-                                            "--postgres-connect-timeout", "60"])
+        let result = try await timedServer([
+            "serve", "--postgres-url", "postgres://u@127.0.0.1:1/db", "--port", "0",
+            "--postgres-connect-timeout", "60",
+        ])
         #expect(result.status == 1)
         #expect(result.stderr == "groupdefaults-server: cannot reach PostgreSQL at 127.0.0.1:1: connection refused\n")
         #expect(result.stdout.isEmpty)
@@ -50,11 +56,15 @@ struct ServerCommandLineTests {
     func postgresSilent() async throws {
         let silent = try SilentListener()
         // 3 s instead of the default 10 s, to keep the test short.
-        let result = try await timedServer(["serve", "--postgres-url", "postgres://u@127.0.0.1:\(silent.port)/db", "--port", "0",
-                                            "--postgres-connect-timeout", "3"])
+        let result = try await timedServer([
+            "serve", "--postgres-url", "postgres://u@127.0.0.1:\(silent.port)/db", "--port", "0",
+            "--postgres-connect-timeout", "3",
+        ])
         #expect(result.status == 1)
-        #expect(result.stderr
-            == "groupdefaults-server: cannot reach PostgreSQL at 127.0.0.1:\(silent.port): no answer within 3 seconds (the connect timeout)\n")
+        #expect(
+            result.stderr
+                == "groupdefaults-server: cannot reach PostgreSQL at 127.0.0.1:\(silent.port): no answer within 3 seconds (the connect timeout)\n"
+        )
         #expect(result.elapsed >= .seconds(3) && result.elapsed < .seconds(20), "took \(result.elapsed)")
     }
 
@@ -69,12 +79,15 @@ struct ServerCommandLineTests {
         }
         let sync = try await BuiltExecutable.run(
             BuiltExecutable.url("groupdefaults-sync"),
-            ["configure", "--directory", directory, "group.range", "--server", "http://127.0.0.1:99999", "--token-file", directory + "/t"])
+            ["configure", "--directory", directory, "group.range", "--server", "http://127.0.0.1:99999", "--token-file", directory + "/t"]
+        )
         #expect(sync.status == 1)
         #expect(sync.stderr == "groupdefaults-sync: --server names the port 99999: a port is 1 to 65535\n", "\(sync)")
     }
 
-    @Test("HTTPS from a settings file or the environment; files that do not load, or a key of another certificate, refused by check-config as by serve")
+    @Test(
+        "HTTPS from a settings file or the environment; files that do not load, or a key of another certificate, refused by check-config as by serve"
+    )
     func tlsSettings() async throws {
         let directory = ServerTool.temporaryDirectory("gds-tls-settings")
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -83,36 +96,50 @@ struct ServerCommandLineTests {
             let (certificate, key) = (directory + "/\(name).pem", directory + "/\(name).key")
             let made = try await BuiltExecutable.run(
                 URL(fileURLWithPath: "/usr/bin/openssl"),
-                ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=127.0.0.1"])
+                ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=127.0.0.1"]
+            )
             #expect(made.status == 0, "\(made.stderr)")
             return (certificate, key)
         }
-        let one = try await certificate("one"), other = try await certificate("other")
+        let one = try await certificate("one")
+        let other = try await certificate("other")
         // A file as the packaged one reads, with CRLF line ends and a ';' comment (systemd reads both).
         let config = directory + "/tls.conf"
-        try "; HTTPS\r\nGROUPDEFAULTS_SERVER_TLS_CERT=\(one.certificate)\r\nGROUPDEFAULTS_SERVER_TLS_KEY=\(one.key)\r\nGROUPDEFAULTS_SERVER_DATA_DIR=\(directory)/data\r\n"
+        try
+            "; HTTPS\r\nGROUPDEFAULTS_SERVER_TLS_CERT=\(one.certificate)\r\nGROUPDEFAULTS_SERVER_TLS_KEY=\(one.key)\r\nGROUPDEFAULTS_SERVER_DATA_DIR=\(directory)/data\r\n"
             .write(toFile: config, atomically: true, encoding: .utf8)
         let checked = try await server(["check-config", "--config", config, "--port", "0"])
         #expect(checked.status == 0, "\(checked.stderr)")
         #expect(checked.stdout.hasSuffix("ok: serve would listen on https://127.0.0.1:0\n"), "\(checked.stdout)")
         let fromEnvironment = try await server(
             ["check-config", "--data-dir", directory + "/data", "--port", "0"],
-            environment: ["GROUPDEFAULTS_SERVER_TLS_CERT": one.certificate, "GROUPDEFAULTS_SERVER_TLS_KEY": one.key])
+            environment: ["GROUPDEFAULTS_SERVER_TLS_CERT": one.certificate, "GROUPDEFAULTS_SERVER_TLS_KEY": one.key]
+        )
         #expect(fromEnvironment.status == 0 && fromEnvironment.stdout.contains("https://"), "\(fromEnvironment)")
 
         let mismatched = try await server(["check-config", "--data-dir", directory + "/data", "--tls-cert", one.certificate, "--tls-key", other.key])
         #expect(mismatched.status == 1)
-        #expect(mismatched.stderr == "groupdefaults-server: the TLS key \(other.key) does not belong to the certificate \(one.certificate)\n", "\(mismatched)")
-        let served = try await server(["serve", "--data-dir", directory + "/data", "--port", "0", "--tls-cert", one.certificate, "--tls-key", other.key])
+        #expect(
+            mismatched.stderr == "groupdefaults-server: the TLS key \(other.key) does not belong to the certificate \(one.certificate)\n",
+            "\(mismatched)"
+        )
+        let served = try await server([
+            "serve", "--data-dir", directory + "/data", "--port", "0", "--tls-cert", one.certificate, "--tls-key", other.key,
+        ])
         #expect(served.status == 1 && served.stderr == mismatched.stderr, "\(served)")
         let junk = directory + "/junk.pem"
         try "not a certificate\n".write(toFile: junk, atomically: true, encoding: .utf8)
         let notPEM = try await server(["check-config", "--data-dir", directory + "/data", "--tls-cert", junk, "--tls-key", one.key])
-        #expect(notPEM.status == 1 && notPEM.stderr == "groupdefaults-server: the TLS certificate \(junk) is not a PEM certificate (chain)\n", "\(notPEM)")
+        #expect(
+            notPEM.status == 1 && notPEM.stderr == "groupdefaults-server: the TLS certificate \(junk) is not a PEM certificate (chain)\n",
+            "\(notPEM)"
+        )
 
         // The environment's storage wins over the file's other one, as any environment setting.
         let postgresOverFile = try await server(
-            ["check-config", "--config", config, "--port", "0"], environment: ["GROUPDEFAULTS_SERVER_POSTGRES_URL": "postgres://u@127.0.0.1:1/db"])
+            ["check-config", "--config", config, "--port", "0"],
+            environment: ["GROUPDEFAULTS_SERVER_POSTGRES_URL": "postgres://u@127.0.0.1:1/db"]
+        )
         #expect(postgresOverFile.status == 0, "\(postgresOverFile)")
         #expect(postgresOverFile.stdout.contains("postgres-url = postgres://u@127.0.0.1:1/db  (environment)"), "\(postgresOverFile.stdout)")
     }
@@ -140,7 +167,8 @@ struct ServerCommandLineTests {
         let root = ServerTool.temporaryDirectory("gds-files")
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let junk = root + "/junk.pem", missing = root + "/missing.pem"
+        let junk = root + "/junk.pem"
+        let missing = root + "/missing.pem"
         try "not a certificate\n".write(toFile: junk, atomically: true, encoding: .utf8)
         let data = ["--data-dir", root + "/data", "--port", "0"]
         let absent = try await server(["serve"] + data + ["--tls-cert", missing, "--tls-key", junk])
@@ -196,12 +224,15 @@ struct ServerCommandLineTests {
     @Test("a data directory without a store is refused in one line, and nothing is created")
     func missingStoreRefused() async throws {
         let mistyped = ServerTool.temporaryDirectory("gds-servre")
-        let expected = "groupdefaults-server: no server store in \(mistyped) (is --data-dir right?): `groupdefaults-server serve` "
+        let expected =
+            "groupdefaults-server: no server store in \(mistyped) (is --data-dir right?): `groupdefaults-server serve` "
             + "creates one there, as --create does on `token create` and `admin create`\n"
-        for command in [["token", "list"], ["token", "create", "--account", "ana"], ["token", "revoke", "tok_000000000000"],
-                        ["devices", "list", "--account", "ana"], ["devices", "revoke", "dev_000000000000"], ["admin", "list"],
-                        ["admin", "remove", "--name", "ops"], ["suites", "reset", "--account", "ana", "--suite", "s"],
-                        ["suites", "repair-clock", "--account", "ana", "--suite", "s"]] {
+        for command in [
+            ["token", "list"], ["token", "create", "--account", "ana"], ["token", "revoke", "tok_000000000000"],
+            ["devices", "list", "--account", "ana"], ["devices", "revoke", "dev_000000000000"], ["admin", "list"],
+            ["admin", "remove", "--name", "ops"], ["suites", "reset", "--account", "ana", "--suite", "s"],
+            ["suites", "repair-clock", "--account", "ana", "--suite", "s"],
+        ] {
             let result = try await server(command + ["--data-dir", mistyped])
             #expect(result.status == 1, "\(command)")
             #expect(result.stderr == expected, "\(command)")
@@ -217,8 +248,11 @@ struct ServerCommandLineTests {
     func adminName() async throws {
         let directory = ServerTool.temporaryDirectory("gds-admin")
         for name in ["ops", "ana"] {
-            let made = try runProcess(ServerTool.executable, ["admin", "create", "--create", "--name", name, "--data-dir", directory],
-                                            stdin: Data("correct horse\n".utf8))
+            let made = try runProcess(
+                ServerTool.executable,
+                ["admin", "create", "--create", "--name", name, "--data-dir", directory],
+                stdin: Data("correct horse\n".utf8)
+            )
             #expect(made.status == 0, "\(made.stderr)")
         }
         #expect(try await server(["admin", "remove", "--name", "ops", "--data-dir", directory]).stdout == "removed operator ops\n")
@@ -262,14 +296,20 @@ struct ServerCommandLineTests {
         // A command none is close to: the commands there are (it was an option of another command).
         let far = try await self.server(["admin", "delete", "--name", "ops"])
         #expect(far.status == 1)
-        #expect(far.stderr == "groupdefaults-server: unknown command 'delete' (the commands: create, list, remove); see 'groupdefaults-server help'\n")
+        #expect(
+            far.stderr == "groupdefaults-server: unknown command 'delete' (the commands: create, list, remove); see 'groupdefaults-server help'\n"
+        )
         // A value not among the choices: the choices, on the same line.
         let choice = try await self.server(["check-config", "--log-level", "verbose"])
-        #expect(choice.stderr.hasSuffix("one of the following: trace, debug, info, notice, warning, error, critical; see 'groupdefaults-server help'\n"),
-                "\(choice.stderr)")
+        #expect(
+            choice.stderr.hasSuffix("one of the following: trace, debug, info, notice, warning, error, critical; see 'groupdefaults-server help'\n"),
+            "\(choice.stderr)"
+        )
         // The sync tool: `--sever` was answered "Missing expected argument '--server <URL>'".
         let sync = try await BuiltExecutable.run(
-            BuiltExecutable.url("groupdefaults-sync"), ["configure", "group.a", "--sever", "http://127.0.0.1:1", "--token-file", "t"])
+            BuiltExecutable.url("groupdefaults-sync"),
+            ["configure", "group.a", "--sever", "http://127.0.0.1:1", "--token-file", "t"]
+        )
         #expect(sync.status == 1)
         #expect(sync.stderr == "groupdefaults-sync: unknown option '--sever'; did you mean '--server'?\n")
         let syncMissing = try await BuiltExecutable.run(BuiltExecutable.url("groupdefaults-sync"), ["sync"])
@@ -292,8 +332,10 @@ struct ServerCommandLineTests {
         }
     }
 
-    @Test("every subcommand's help: no stray backslashes; the server's each with an example",
-          arguments: ["groupdefaults", "groupdefaults-server", "groupdefaults-sync"])
+    @Test(
+        "every subcommand's help: no stray backslashes; the server's each with an example",
+        arguments: ["groupdefaults", "groupdefaults-server", "groupdefaults-sync"]
+    )
     func helpTexts(tool: String) async throws {
         let executable = BuiltExecutable.url(tool)
         let dump = try await BuiltExecutable.run(executable, ["--experimental-dump-help"])
@@ -305,8 +347,10 @@ struct ServerCommandLineTests {
             #expect(help.status == 0, "\(tool) \(path) --help")
             #expect(!help.stdout.contains("\\ ") && !help.stdout.contains("\\\n"), "\(tool) \(path.joined(separator: " ")) --help:\n\(help.stdout)")
             if tool == "groupdefaults-server", !path.isEmpty {
-                #expect(help.stdout.contains("Example: groupdefaults-server \(path.joined(separator: " "))"),
-                        "\(tool) \(path.joined(separator: " ")) --help has no example")
+                #expect(
+                    help.stdout.contains("Example: groupdefaults-server \(path.joined(separator: " "))"),
+                    "\(tool) \(path.joined(separator: " ")) --help has no example"
+                )
             }
         }
     }
@@ -314,10 +358,11 @@ struct ServerCommandLineTests {
     /// The path of every command in ArgumentParser's description of a tool (the root as `[]`).
     private static func commandPaths(_ command: [String: Any], prefix: [String]) -> [[String]] {
         let subcommands = command["subcommands"] as? [[String: Any]] ?? []
-        return [prefix] + subcommands.flatMap { sub in
-            guard let name = sub["commandName"] as? String, name != "help" else { return [[String]]() }
-            return commandPaths(sub, prefix: prefix + [name])
-        }
+        return [prefix]
+            + subcommands.flatMap { sub in
+                guard let name = sub["commandName"] as? String, name != "help" else { return [[String]]() }
+                return commandPaths(sub, prefix: prefix + [name])
+            }
     }
 }
 

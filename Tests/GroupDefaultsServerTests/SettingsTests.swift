@@ -33,17 +33,21 @@ struct SettingsTests {
 
     @Test("flags win over the environment, which wins over the file; the rest are defaults; check-config says which")
     func precedence() async throws {
-        let path = try settingsFile("""
+        let path = try settingsFile(
+            """
             # the packaged settings
             GROUPDEFAULTS_SERVER_PORT=9000
             GROUPDEFAULTS_SERVER_HISTORY = "3"
 
             GROUPDEFAULTS_SERVER_MAX_WAIT='20'
             GROUPDEFAULTS_SERVER_DATA_DIR=/srv/from-file
-            """)
+            """
+        )
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let result = try await checkConfig(["--config", path, "--port", "1234", "--postgres-url", "postgres://u:secret@db:5432/gd"],
-                                           environment: ["GROUPDEFAULTS_SERVER_HISTORY": "5"])
+        let result = try await checkConfig(
+            ["--config", path, "--port", "1234", "--postgres-url", "postgres://u:secret@db:5432/gd"],
+            environment: ["GROUPDEFAULTS_SERVER_HISTORY": "5"]
+        )
         #expect(result.status == 0, "\(result.stderr)")
         let shown = settings(result.stdout)
         #expect(shown["port"]?.value == "1234" && shown["port"]?.source == "flag")
@@ -119,18 +123,26 @@ struct SettingsTests {
         let root = try #require(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])
         let command = try #require(root["command"] as? [String: Any])
         let serve = try #require((command["subcommands"] as? [[String: Any]])?.first { $0["commandName"] as? String == "serve" })
-        let options = Set((serve["arguments"] as? [[String: Any]] ?? []).compactMap { argument -> String? in
-            guard argument["shouldDisplay"] as? Bool != false, argument["kind"] as? String == "option",
-                  let name = (argument["preferredName"] as? [String: Any])?["name"] as? String else { return nil }
-            return name == "config" ? nil : name
-        })
+        let options = Set(
+            (serve["arguments"] as? [[String: Any]] ?? []).compactMap { argument -> String? in
+                guard argument["shouldDisplay"] as? Bool != false, argument["kind"] as? String == "option",
+                    let name = (argument["preferredName"] as? [String: Any])?["name"] as? String
+                else { return nil }
+                return name == "config" ? nil : name
+            }
+        )
         let refused = try await checkConfig([], environment: ["GROUPDEFAULTS_SERVER_NOPE": "1"])
         #expect(refused.status == 1)
         let listed = try #require(refused.stderr.components(separatedBy: "the settings are ").last)
-        let settings = Set(listed.trimmingCharacters(in: .whitespacesAndNewlines).components(separatedBy: ", ").map {
-            $0.dropFirst("GROUPDEFAULTS_SERVER_".count).lowercased().replacingOccurrences(of: "_", with: "-")
-        })
+        let settings = Set(
+            listed.trimmingCharacters(in: .whitespacesAndNewlines).components(separatedBy: ", ").map {
+                $0.dropFirst("GROUPDEFAULTS_SERVER_".count).lowercased().replacingOccurrences(of: "_", with: "-")
+            }
+        )
         #expect(!options.isEmpty)
-        #expect(settings == options, "options without a setting: \(options.subtracting(settings)); settings without an option: \(settings.subtracting(options))")
+        #expect(
+            settings == options,
+            "options without a setting: \(options.subtracting(settings)); settings without an option: \(settings.subtracting(options))"
+        )
     }
 }

@@ -8,22 +8,27 @@ import Testing
 /// and quiet connections are closed, the connection cap holds, and `/v1/health` keeps answering.
 @Suite("Slow and greedy clients")
 struct SlowAndGreedyClientsTests {
-    @Test("the 101st stream of one token is 429 too_many_streams while another token's first is served; streams outlive the idle timeout; half-sent requests are closed after the head timeout; health answers throughout")
+    @Test(
+        "the 101st stream of one token is 429 too_many_streams while another token's first is served; streams outlive the idle timeout; half-sent requests are closed after the head timeout; health answers throughout"
+    )
     func streamsAndHalfSentRequests() async throws {
         let directory = ServerTool.temporaryDirectory("gds-abuse")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let greedy = try await ServerTool.createToken(directory)
         let other = try await ServerTool.createToken(directory)
-        let server = try await ServerProcess(dataDirectory: directory, extraArguments: [
-            "--request-head-timeout", "1", "--idle-timeout", "2", "--rate-limit", "100000",
-        ])
+        let server = try await ServerProcess(
+            dataDirectory: directory,
+            extraArguments: [
+                "--request-head-timeout", "1", "--idle-timeout", "2", "--rate-limit", "100000",
+            ]
+        )
         defer { server.signal(SIGTERM) }
         let port = server.port
 
         let health = try await offThePool { () throws -> [Double] in
             var health = try RawConnection.healthMilliseconds(port)
             var streams: [RawConnection] = []
-            for _ in 0 ..< 100 {
+            for _ in 0..<100 {
                 let stream = try RawConnection(port: port)
                 try stream.send(RawConnection.get("/v1/suites/s/events", token: greedy))
                 #expect(try stream.readHead().status == 200)
@@ -45,7 +50,7 @@ struct SlowAndGreedyClientsTests {
             health += try RawConnection.healthMilliseconds(port)
 
             // Half a request head: closed once the head timeout (1 s) passes, not before.
-            let halfSent = try (0 ..< 20).map { _ in try RawConnection(port: port) }
+            let halfSent = try (0..<20).map { _ in try RawConnection(port: port) }
             let sent = Date()
             for connection in halfSent { try connection.send("GET /v1/health HTTP/1.1\r\nHost: loopback\r\n") }
             health += try RawConnection.healthMilliseconds(port)
@@ -63,9 +68,15 @@ struct SlowAndGreedyClientsTests {
             #expect(try keptAlive.read(until: "ok", timeout: 10))
             #expect(try keptAlive.readToEnd(timeout: 10).isEmpty, "closed after the idle timeout")
             let pusher = try RawConnection(port: port)
-            try pusher.send(RawConnection.post("/v1/suites/s/push", token: greedy, body: #"""
-                {"device_id":"7","batch_id":"b1","ops":[{"key":"sound","value":{"string":"ring.caf"},"hlc":"117653844787200000"}]}
-                """#))
+            try pusher.send(
+                RawConnection.post(
+                    "/v1/suites/s/push",
+                    token: greedy,
+                    body: #"""
+                        {"device_id":"7","batch_id":"b1","ops":[{"key":"sound","value":{"string":"ring.caf"},"hlc":"117653844787200000"}]}
+                        """#
+                )
+            )
             #expect(try pusher.readHead().status == 200)
             #expect(try streams[99].read(until: "ring.caf", timeout: 10), "the last stream opened still delivers")
             health += try RawConnection.healthMilliseconds(port)
@@ -89,7 +100,7 @@ struct SlowAndGreedyClientsTests {
         #expect(openFiles.map { $0.count >= 5 && $0[3] == $0[4] } == true, "soft limit raised to the hard one: \(openFiles ?? [])")
 
         try await offThePool {
-            let held = try (0 ..< 20).map { _ in
+            let held = try (0..<20).map { _ in
                 let connection = try RawConnection(port: port)
                 try connection.send(RawConnection.get("/v1/health", token: nil))
                 #expect(try connection.readHead().status == 200)
@@ -139,7 +150,7 @@ private final class RawConnection: @unchecked Sendable {  // used by one thread 
 
     /// `GET /v1/health` three times, each on a fresh connection: the milliseconds to each answer's head.
     static func healthMilliseconds(_ port: Int) throws -> [Double] {
-        try (0 ..< 3).map { _ in
+        try (0..<3).map { _ in
             let start = DispatchTime.now().uptimeNanoseconds
             let connection = try RawConnection(port: port)
             try connection.send(get("/v1/health", token: nil))
@@ -158,7 +169,7 @@ private final class RawConnection: @unchecked Sendable {  // used by one thread 
         let deadline = Date().addingTimeInterval(10)
         let end: [UInt8] = Array("\r\n\r\n".utf8)
         while true {
-            if let start = buffered.indices.dropLast(3).first(where: { buffered[$0 ..< $0 + 4].elementsEqual(end) }) {
+            if let start = buffered.indices.dropLast(3).first(where: { buffered[$0..<$0 + 4].elementsEqual(end) }) {
                 let text = String(decoding: buffered[..<(start + 4)], as: UTF8.self)
                 let status = text.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) } ?? 0
                 buffered.removeSubrange(..<(start + 4))

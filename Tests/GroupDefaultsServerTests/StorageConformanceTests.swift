@@ -1,6 +1,6 @@
 import Foundation
-import GroupDefaultsWire
 import GroupDefaultsServer
+import GroupDefaultsWire
 import TestSupport
 import Testing
 
@@ -15,14 +15,29 @@ struct StorageConformanceTests {
     }
 
     @discardableResult
-    func push(_ storage: any SyncStorage, account: String = "alice", suite: String = "s", device: UInt64 = 1,
-              batch: String = UUID().uuidString, quota: SuiteQuota = roomy, _ ops: [PushOp]) async throws -> PushResponse {
-        try await storage.push(account: account, suite: suite, request: PushRequest(deviceID: device, batchID: batch, ops: ops),
-                               quota: quota, serverTime: Self.now)
+    func push(
+        _ storage: any SyncStorage,
+        account: String = "alice",
+        suite: String = "s",
+        device: UInt64 = 1,
+        batch: String = UUID().uuidString,
+        quota: SuiteQuota = roomy,
+        _ ops: [PushOp]
+    ) async throws -> PushResponse {
+        try await storage.push(
+            account: account,
+            suite: suite,
+            request: PushRequest(deviceID: device, batchID: batch, ops: ops),
+            quota: quota,
+            serverTime: Self.now
+        )
     }
 
-    func expectStorageError(_ code: SyncStorageError.Code, _ body: () async throws -> Void,
-                            sourceLocation: SourceLocation = #_sourceLocation) async {
+    func expectStorageError(
+        _ code: SyncStorageError.Code,
+        _ body: () async throws -> Void,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
         do {
             try await body()
             Issue.record("expected \(code.rawValue), got success", sourceLocation: sourceLocation)
@@ -58,14 +73,18 @@ struct StorageConformanceTests {
 
             let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 100)
             #expect(snapshot.entries.map(\.key) == values.map(\.0).sorted())
-            #expect(Dictionary(uniqueKeysWithValues: snapshot.entries.map { ($0.key, $0.value) })
-                    == Dictionary(uniqueKeysWithValues: values.map { ($0.0, Optional($0.1)) }))
+            #expect(
+                Dictionary(uniqueKeysWithValues: snapshot.entries.map { ($0.key, $0.value) })
+                    == Dictionary(uniqueKeysWithValues: values.map { ($0.0, Optional($0.1)) })
+            )
             #expect(snapshot.headRev == UInt64(values.count))
             #expect(snapshot.next == nil)
 
             #expect(try await storage.headRevision(account: "alice", suite: "s") == UInt64(values.count))
-            #expect(try await storage.suites(account: "alice").suites
-                    == [SuiteList.Suite(name: "s", headRev: UInt64(values.count), keys: values.count)])
+            #expect(
+                try await storage.suites(account: "alice").suites
+                    == [SuiteList.Suite(name: "s", headRev: UInt64(values.count), keys: values.count)]
+            )
         }
     }
 
@@ -128,14 +147,19 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("each applied op gets one revision, in order; superseded ops get none; changes shows each key's latest",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "each applied op gets one revision, in order; superseded ops get none; changes shows each key's latest",
+        arguments: StorageBackend.allCases
+    )
     func revisions(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
-            let first = try await push(storage, [
-                op("a", .integer(1), hlc: 10), op("b", .integer(1), hlc: 10), op("a", .integer(2), hlc: 11),
-                op("b", .integer(0), hlc: 9),
-            ])
+            let first = try await push(
+                storage,
+                [
+                    op("a", .integer(1), hlc: 10), op("b", .integer(1), hlc: 10), op("a", .integer(2), hlc: 11),
+                    op("b", .integer(0), hlc: 9),
+                ]
+            )
             #expect(first.results.map(\.status) == [.applied, .applied, .applied, .superseded])
             #expect(first.headRev == 3)
             #expect(first.results.first?.winner?.value == .integer(2))
@@ -166,12 +190,16 @@ struct StorageConformanceTests {
     @Test("concurrent pushes to one suite get distinct, gapless revisions and lose nothing", arguments: StorageBackend.allCases)
     func concurrentPushes(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
-            let clients = 8, opsEach = 5
+            let clients = 8
+            let opsEach = 5
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for client in 0..<clients {
                     group.addTask {
-                        try await push(storage, device: UInt64(client + 1),
-                                       (0..<opsEach).map { op("c\(client)-\($0)", .integer($0), hlc: 10) })
+                        try await push(
+                            storage,
+                            device: UInt64(client + 1),
+                            (0..<opsEach).map { op("c\(client)-\($0)", .integer($0), hlc: 10) }
+                        )
                     }
                 }
                 try await group.waitForAll()
@@ -189,15 +217,22 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("a retried batch returns the stored response and changes nothing; other ops under its id are refused",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "a retried batch returns the stored response and changes nothing; other ops under its id are refused",
+        arguments: StorageBackend.allCases
+    )
     func idempotency(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             let ops = [op("a", .integer(1), hlc: 10)]
             let first = try await push(storage, device: 3, batch: "batch-1", ops)
             try await push(storage, device: 4, [op("b", .integer(1), hlc: 11)])
-            let retry = try await storage.push(account: "alice", suite: "s",
-                request: PushRequest(deviceID: 3, batchID: "batch-1", ops: ops), quota: Self.roomy, serverTime: "later")
+            let retry = try await storage.push(
+                account: "alice",
+                suite: "s",
+                request: PushRequest(deviceID: 3, batchID: "batch-1", ops: ops),
+                quota: Self.roomy,
+                serverTime: "later"
+            )
             #expect(retry == first)
             #expect(try await storage.headRevision(account: "alice", suite: "s") == 2)
 
@@ -255,8 +290,13 @@ struct StorageConformanceTests {
     @Test("a suite over a lowered quota may shrink (or stay) but not grow, on each count", arguments: StorageBackend.allCases)
     func loweredQuota(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
-            try await push(storage, [op("a", .string("12345"), hlc: 10), op("b", .string("12345"), hlc: 11),
-                                     op("c", .string("12345"), hlc: 12)])
+            try await push(
+                storage,
+                [
+                    op("a", .string("12345"), hlc: 10), op("b", .string("12345"), hlc: 11),
+                    op("c", .string("12345"), hlc: 12),
+                ]
+            )
             let held = try await storage.suites(account: "alice").suites[0]
             #expect(held.keys == 3)
             // Two keys allowed now: a new key is refused, replacing a value keeps the count and is accepted,
@@ -271,8 +311,8 @@ struct StorageConformanceTests {
             let bytes = SyncLimits.quotaBytes(key: "a", valueJSONByteCount: try PropertyListValue.string("12345").typedJSON().count)
             let tight = SuiteQuota(maxKeys: 100, maxBytes: bytes + 1)
             await expectStorageError(.quotaExceeded) { try await push(storage, quota: tight, [op("a", .string("123456"), hlc: 17)]) }
-            try await push(storage, quota: tight, [op("a", .string("1234"), hlc: 18)])          // smaller: accepted
-            try await push(storage, quota: tight, [op("c", .string("abcd"), hlc: 19)])          // smaller again
+            try await push(storage, quota: tight, [op("a", .string("1234"), hlc: 18)])  // smaller: accepted
+            try await push(storage, quota: tight, [op("c", .string("abcd"), hlc: 19)])  // smaller again
             await expectStorageError(.quotaExceeded) { try await push(storage, quota: tight, [op("c", .string("abcdef"), hlc: 20)]) }
             let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10)
             #expect(snapshot.entries.map(\.value) == [.string("1234"), nil, .string("abcd")])
@@ -284,8 +324,8 @@ struct StorageConformanceTests {
     func cursorExpiry(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             try await push(storage, [op("gone", .integer(1), hlc: HLC(milliseconds: 1000, counter: 0).rawValue)])
-            try await push(storage, [op("gone", nil, hlc: HLC(milliseconds: 2000, counter: 0).rawValue)])       // rev 2
-            try await push(storage, [op("kept", nil, hlc: HLC(milliseconds: 9000, counter: 0).rawValue)])       // rev 3
+            try await push(storage, [op("gone", nil, hlc: HLC(milliseconds: 2000, counter: 0).rawValue)])  // rev 2
+            try await push(storage, [op("kept", nil, hlc: HLC(milliseconds: 9000, counter: 0).rawValue)])  // rev 3
             try await push(storage, account: "bob", [op("old", nil, hlc: HLC(milliseconds: 1000, counter: 0).rawValue)])
 
             let removed = try await storage.purgeTombstones(olderThan: HLC(milliseconds: 5000, counter: 0))
@@ -361,8 +401,10 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("waitForChange returns on a push, at once when the head already passed, on timeout and on cancellation",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "waitForChange returns on a push, at once when the head already passed, on timeout and on cancellation",
+        arguments: StorageBackend.allCases
+    )
     func waitForChange(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             let clock = ContinuousClock()
@@ -412,11 +454,27 @@ struct StorageConformanceTests {
     func tokens(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             let created = Date(timeIntervalSince1970: 1_800_000_000)
-            let first = StoredToken(id: "t1", account: "alice", suitePatterns: ["com.example.*", "group.x"], readOnly: false,
-                                    created: created, expires: nil, revoked: nil, hash: String(repeating: "a", count: 64))
-            let second = StoredToken(id: "t2", account: "bob", suitePatterns: ["*"], readOnly: true, device: "tablet",
-                                     created: created.addingTimeInterval(60), expires: created.addingTimeInterval(3600),
-                                     revoked: nil, hash: String(repeating: "b", count: 64))
+            let first = StoredToken(
+                id: "t1",
+                account: "alice",
+                suitePatterns: ["com.example.*", "group.x"],
+                readOnly: false,
+                created: created,
+                expires: nil,
+                revoked: nil,
+                hash: String(repeating: "a", count: 64)
+            )
+            let second = StoredToken(
+                id: "t2",
+                account: "bob",
+                suitePatterns: ["*"],
+                readOnly: true,
+                device: "tablet",
+                created: created.addingTimeInterval(60),
+                expires: created.addingTimeInterval(3600),
+                revoked: nil,
+                hash: String(repeating: "b", count: 64)
+            )
             try await storage.createToken(first)
             try await storage.createToken(second)
             #expect(try await storage.token(hash: first.hash) == first)
@@ -434,13 +492,16 @@ struct StorageConformanceTests {
 
     // MARK: Group commit, key order, batch records, changes
 
-    @Test("concurrent pushes share commits yet stay all or nothing: exactly the quota's worth succeed, revisions 1…n", arguments: StorageBackend.allCases)
+    @Test(
+        "concurrent pushes share commits yet stay all or nothing: exactly the quota's worth succeed, revisions 1…n",
+        arguments: StorageBackend.allCases
+    )
     func groupCommitKeepsEachPushAtomic(backend: StorageBackend) async throws {
         let (storage, cleanup) = try await backend.make()
         defer { cleanup() }
         let quota = SuiteQuota(maxKeys: 10, maxBytes: 1 << 20)
         let outcomes = await withTaskGroup(of: UInt64?.self) { group in
-            for i in 0 ..< 40 {
+            for i in 0..<40 {
                 group.addTask {
                     let request = PushRequest(deviceID: UInt64(i + 1), batchID: "b", ops: [API.set("k\(i)", "v"), API.set("k\(i)-2", "w")])
                     return try? await storage.push(account: "a", suite: "s", request: request, quota: quota, serverTime: "t").headRev
@@ -467,8 +528,13 @@ struct StorageConformanceTests {
         let keys = [prefix + "b", prefix + "a" + "z", prefix, prefix + "a", String(repeating: "a", count: 502) + "b", "é", "z", "Z", "ab"]
         let old = API.hlc(offsetMilliseconds: -86_400_000)
         let ops = keys.map { API.set($0, "v") } + [API.delete(prefix + "c", hlc: old)]
-        _ = try await storage.push(account: "a", suite: "s", request: PushRequest(deviceID: 1, batchID: "b", ops: ops),
-                                   quota: SuiteQuota(maxKeys: 100, maxBytes: 1 << 20), serverTime: "")
+        _ = try await storage.push(
+            account: "a",
+            suite: "s",
+            request: PushRequest(deviceID: 1, batchID: "b", ops: ops),
+            quota: SuiteQuota(maxKeys: 100, maxBytes: 1 << 20),
+            serverTime: ""
+        )
         let expected = (keys + [prefix + "c"]).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         var seen: [String] = []
         var after: String?
@@ -496,7 +562,9 @@ struct StorageConformanceTests {
         let other = PushRequest(deviceID: 1, batchID: "b", ops: [API.set("k", "w", hlc: API.hlc(offsetMilliseconds: 5))])
         _ = try await storage.push(account: "a", suite: "s", request: first, quota: quota, serverTime: "")
         _ = try await storage.purgeTombstones(olderThan: API.hlc(offsetMilliseconds: -60_000))
-        await #expect(throws: SyncStorageError.self) { try await storage.push(account: "a", suite: "s", request: other, quota: quota, serverTime: "") }
+        await #expect(throws: SyncStorageError.self) {
+            try await storage.push(account: "a", suite: "s", request: other, quota: quota, serverTime: "")
+        }
         _ = try await storage.purgeTombstones(olderThan: API.hlc(offsetMilliseconds: 60_000))
         let response = try await storage.push(account: "a", suite: "s", request: other, quota: quota, serverTime: "")
         #expect(response.results.first?.status == .applied)
@@ -509,10 +577,32 @@ struct StorageConformanceTests {
         defer { cleanup() }
         let quota = SuiteQuota(maxKeys: 100, maxBytes: 1 << 20)
         let t = API.hlc()
-        _ = try await storage.push(account: "a", suite: "s", request: PushRequest(deviceID: 1, batchID: "1", ops: [
-            API.set("x", "1", hlc: t), API.set("y", "1", hlc: t)]), quota: quota, serverTime: "")
-        _ = try await storage.push(account: "a", suite: "s", request: PushRequest(deviceID: 1, batchID: "2", ops: [
-            API.set("x", "2", hlc: HLC(rawValue: t.rawValue + 1))]), quota: quota, serverTime: "")
+        _ = try await storage.push(
+            account: "a",
+            suite: "s",
+            request: PushRequest(
+                deviceID: 1,
+                batchID: "1",
+                ops: [
+                    API.set("x", "1", hlc: t), API.set("y", "1", hlc: t),
+                ]
+            ),
+            quota: quota,
+            serverTime: ""
+        )
+        _ = try await storage.push(
+            account: "a",
+            suite: "s",
+            request: PushRequest(
+                deviceID: 1,
+                batchID: "2",
+                ops: [
+                    API.set("x", "2", hlc: HLC(rawValue: t.rawValue + 1))
+                ]
+            ),
+            quota: quota,
+            serverTime: ""
+        )
         let page = try await storage.changes(account: "a", suite: "s", since: 0, limit: 10)
         #expect(page.entries.map(\.key) == ["y", "x"] && page.entries.map(\.rev) == [2, 3])
         #expect(page.entries[1].value == .string("2") && page.lastRev == 3 && !page.hasMore)
@@ -526,8 +616,10 @@ struct StorageConformanceTests {
 
     // MARK: Key history and devices
 
-    @Test("history keeps each key's last N versions (intermediate ones of a batch too), newest first, apart from quotas and accounts",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "history keeps each key's last N versions (intermediate ones of a batch too), newest first, apart from quotas and accounts",
+        arguments: StorageBackend.allCases
+    )
     func historyKeepsTheLastVersions(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             let depth = 3
@@ -538,10 +630,14 @@ struct StorageConformanceTests {
                 hlc += 1
                 try await push(storage, quota: quota, [op("sound", .string("v\(n)"), hlc: hlc)])
             }
-            try await push(storage, quota: quota, (5...7).map { n in
-                hlc += 1
-                return op("sound", .string("v\(n)"), hlc: hlc)
-            })
+            try await push(
+                storage,
+                quota: quota,
+                (5...7).map { n in
+                    hlc += 1
+                    return op("sound", .string("v\(n)"), hlc: hlc)
+                }
+            )
             hlc += 1
             try await push(storage, device: 9, quota: quota, [op("sound", nil, hlc: hlc)])
             try await push(storage, quota: quota, [op("other", .string("x"), hlc: 1)])  // history is not a live key
@@ -568,14 +664,16 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("the purge drops history versions older than its horizon unless current: a purged tombstone takes its key's history",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "the purge drops history versions older than its horizon unless current: a purged tombstone takes its key's history",
+        arguments: StorageBackend.allCases
+    )
     func historyAfterPurge(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             func at(_ seconds: UInt64) -> UInt64 { HLC(milliseconds: seconds * 1000, counter: 0).rawValue }
             try await push(storage, [op("kept", .string("a"), hlc: at(1))])
             try await push(storage, [op("kept", .string("b"), hlc: at(2))])
-            try await push(storage, [op("kept", .string("c"), hlc: at(9))])    // newer than the horizon
+            try await push(storage, [op("kept", .string("c"), hlc: at(9))])  // newer than the horizon
             try await push(storage, [op("old", .string("only"), hlc: at(1))])  // current, however old
             try await push(storage, [op("gone", .string("x"), hlc: at(1))])
             try await push(storage, [op("gone", nil, hlc: at(2))])
@@ -587,14 +685,31 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("devices: sightings merge (first seen, last seen, last push, suites, name); listed per account, most recent first",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "devices: sightings merge (first seen, last seen, last push, suites, name); listed per account, most recent first",
+        arguments: StorageBackend.allCases
+    )
     func devices(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
-            func sighting(account: String = "alice", token: String = "t1", name: String? = "phone", device: UInt64 = 1,
-                          at time: UInt64, push: Bool = false, suite: String = "a") -> StoredDevice {
-                StoredDevice(account: account, tokenID: token, name: name, deviceID: device, firstSeen: time, lastSeen: time,
-                             lastPush: push ? time : nil, suites: [suite])
+            func sighting(
+                account: String = "alice",
+                token: String = "t1",
+                name: String? = "phone",
+                device: UInt64 = 1,
+                at time: UInt64,
+                push: Bool = false,
+                suite: String = "a"
+            ) -> StoredDevice {
+                StoredDevice(
+                    account: account,
+                    tokenID: token,
+                    name: name,
+                    deviceID: device,
+                    firstSeen: time,
+                    lastSeen: time,
+                    lastPush: push ? time : nil,
+                    suites: [suite]
+                )
             }
             try await storage.recordDevice(sighting(at: 2000, suite: "b"))
             try await storage.recordDevice(sighting(at: 1000, push: true, suite: "a"))  // arrives late: merged, not replacing
@@ -605,8 +720,19 @@ struct StorageConformanceTests {
             let alice = try await storage.devices(account: "alice")
             #expect(alice.map(\.deviceID) == [UInt64.max, 1], "most recently seen first")
             let phone = try #require(alice.last)
-            #expect(phone == StoredDevice(account: "alice", tokenID: "t1", name: "phone", deviceID: 1, firstSeen: 1000, lastSeen: 3000,
-                                          lastPush: 1000, suites: ["a", "b"]))
+            #expect(
+                phone
+                    == StoredDevice(
+                        account: "alice",
+                        tokenID: "t1",
+                        name: "phone",
+                        deviceID: 1,
+                        firstSeen: 1000,
+                        lastSeen: 3000,
+                        lastPush: 1000,
+                        suites: ["a", "b"]
+                    )
+            )
             #expect(phone.id == StoredDevice.id(account: "alice", tokenID: "t1", deviceID: 1))
             #expect(alice.first?.name == nil)
             #expect(alice.first?.id != phone.id)
@@ -616,13 +742,19 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("sealed entries: stored and returned as pushed, tombstones included; a suite is sealed or plain for good; an older key epoch is refused",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "sealed entries: stored and returned as pushed, tombstones included; a suite is sealed or plain for good; an older key epoch is refused",
+        arguments: StorageBackend.allCases
+    )
     func sealedEntries(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             func sealed(_ id: String, epoch: UInt32, deleted: Bool = false, hlc: UInt64) -> PushOp {
-                PushOp(keyID: id, sealed: SealedPayload(epoch: epoch, box: Array(repeating: UInt8(hlc & 0xff), count: 40)), deleted: deleted,
-                       hlc: HLC(rawValue: hlc))
+                PushOp(
+                    keyID: id,
+                    sealed: SealedPayload(epoch: epoch, box: Array(repeating: UInt8(hlc & 0xff), count: 40)),
+                    deleted: deleted,
+                    hlc: HLC(rawValue: hlc)
+                )
             }
             try await push(storage, suite: "e", [sealed("k1", epoch: 1, hlc: 10), sealed("k2", epoch: 1, deleted: true, hlc: 11)])
             let snapshot = try await storage.snapshot(account: "alice", suite: "e", after: nil, limit: 10)
@@ -668,11 +800,18 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("key bags: none before the suite is anchored, then only for the next epoch, signed by the current key or the recovery key; the anchor is stored once",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "key bags: none before the suite is anchored, then only for the next epoch, signed by the current key or the recovery key; the anchor is stored once",
+        arguments: StorageBackend.allCases
+    )
     func keyBags(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
-            let sealed = PushOp(keyID: "k", sealed: SealedPayload(epoch: 1, box: Array(repeating: 1, count: 40)), deleted: false, hlc: HLC(rawValue: 10))
+            let sealed = PushOp(
+                keyID: "k",
+                sealed: SealedPayload(epoch: 1, box: Array(repeating: 1, count: 40)),
+                deleted: false,
+                hlc: HLC(rawValue: 10)
+            )
             var chain = TestKeyChain(suite: "e")
             // No anchor before the first sealed push (no token can claim a name in advance); the
             // first device anchors right after it.
@@ -724,8 +863,10 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("a reset clears the suite (entries, history, batches; with its keys, key bags and epoch); revisions go on and a cursor from before it is answered suite_reset",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "a reset clears the suite (entries, history, batches; with its keys, key bags and epoch); revisions go on and a cursor from before it is answered suite_reset",
+        arguments: StorageBackend.allCases
+    )
     func resetSuite(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             func sealed(_ key: String, epoch: UInt32, hlc: UInt64) -> PushOp {
@@ -767,7 +908,10 @@ struct StorageConformanceTests {
             }
             #expect(try await storage.changes(account: "alice", suite: "e", since: snapshot.headRev, limit: 10).entries.isEmpty)
             #expect(try await storage.suites(account: "alice").suites.first { $0.name == "e" }?.keys == 0)
-            #expect(try await storage.snapshot(account: "alice", suite: "other", after: nil, limit: 10).entries.count == 1, "other suites are untouched")
+            #expect(
+                try await storage.snapshot(account: "alice", suite: "other", after: nil, limit: 10).entries.count == 1,
+                "other suites are untouched"
+            )
 
             // The suite starts again: a device at epoch 2 anchors it (its epoch is taken) and pushes
             // under epoch 2; the batch id used before the reset is a new batch.
@@ -786,7 +930,9 @@ struct StorageConformanceTests {
             #expect(try await storage.resetSuite(account: "alice", suite: "p", keys: false) == 1)
             await expectStorageError(.suiteNotEncrypted) { try await push(storage, suite: "p", [sealed("k", epoch: 1, hlc: 11)]) }
             var plainChain = TestKeyChain(suite: "p")
-            await expectStorageError(.suiteNotEncrypted) { try await storage.anchorKeyBags(account: "alice", suite: "p", anchor: plainChain.anchor()) }
+            await expectStorageError(.suiteNotEncrypted) {
+                try await storage.anchorKeyBags(account: "alice", suite: "p", anchor: plainChain.anchor())
+            }
             try await push(storage, suite: "p", [op("k", .string("again"), hlc: 12)])
             #expect(try await storage.resetSuite(account: "alice", suite: "p", keys: true) == 1)
             try await push(storage, suite: "p", [sealed("k", epoch: 1, hlc: 13)])
@@ -800,12 +946,21 @@ struct StorageConformanceTests {
 
     @Test("an anchor of a suite whose bags an older version stored signs those very bags, each by the key before it")
     func anchorOverUnsignedBags() throws {
-        let stored: [UInt32: StoredKeyBag] = [2: StoredKeyBag(storedText: Data(repeating: 2, count: 48).base64EncodedString()),
-                                              3: StoredKeyBag(storedText: Data(repeating: 3, count: 48).base64EncodedString())]
+        let stored: [UInt32: StoredKeyBag] = [
+            2: StoredKeyBag(storedText: Data(repeating: 2, count: 48).base64EncodedString()),
+            3: StoredKeyBag(storedText: Data(repeating: 3, count: 48).base64EncodedString()),
+        ]
         #expect(stored[2]?.verifyKey == nil && stored[2]?.bundle != nil, "an older version's row is its bundle alone")
         var chain = TestKeyChain(suite: "s")
         let texts = stored.mapValues { $0.bundle! }
-        let rows = try KeyBagRule.anchor(chain.anchor(through: 3, stored: texts), suite: "s", suiteEpoch: 3, written: true, reset: false, stored: stored).rows
+        let rows = try KeyBagRule.anchor(
+            chain.anchor(through: 3, stored: texts),
+            suite: "s",
+            suiteEpoch: 3,
+            written: true,
+            reset: false,
+            stored: stored
+        ).rows
         #expect(rows.keys.sorted() == [1, 2, 3])
         #expect(rows[3]?.bundle == texts[3] && rows[3]?.signature != nil)
         #expect(StoredKeyBag(storedText: rows[3]!.storedText) == rows[3])
@@ -822,13 +977,21 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("pairings: claimed once, before they expire, with the claiming device's token stored in the same step; keys only after a claim, once",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "pairings: claimed once, before they expire, with the claiming device's token stored in the same step; keys only after a claim, once",
+        arguments: StorageBackend.allCases
+    )
     func pairings(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             let created = Date()
-            let pairing = StoredPairing(lookup: StoredPairing.lookup(id: "p1"), account: "alice", suite: "s", creatorTokenID: "tok_1",
-                                        readOnly: false, created: created)
+            let pairing = StoredPairing(
+                lookup: StoredPairing.lookup(id: "p1"),
+                account: "alice",
+                suite: "s",
+                creatorTokenID: "tok_1",
+                readOnly: false,
+                created: created
+            )
             try await storage.createPairing(pairing)
             await expectStorageError(.pairingUsed) { try await storage.createPairing(pairing) }
             await expectStorageError(.malformed) {
@@ -836,13 +999,25 @@ struct StorageConformanceTests {
             }
             let claim = PairingClaim(publicKey: "pk", proof: "proof")
             func token(_ id: String) -> StoredToken {
-                StoredToken(id: id, account: "alice", suitePatterns: ["s"], readOnly: false, created: created, expires: pairing.expires,
-                            revoked: nil, hash: "hash-\(id)")
+                StoredToken(
+                    id: id,
+                    account: "alice",
+                    suitePatterns: ["s"],
+                    readOnly: false,
+                    created: created,
+                    expires: pairing.expires,
+                    revoked: nil,
+                    hash: "hash-\(id)"
+                )
             }
             // Expired: refused, and no token made.
             await expectStorageError(.pairingExpired) {
-                _ = try await storage.claimPairing(lookup: pairing.lookup, claim: claim, token: token("tok_late"),
-                                                   now: created.addingTimeInterval(StoredPairing.lifetime + 1))
+                _ = try await storage.claimPairing(
+                    lookup: pairing.lookup,
+                    claim: claim,
+                    token: token("tok_late"),
+                    now: created.addingTimeInterval(StoredPairing.lifetime + 1)
+                )
             }
             #expect(try await storage.token(hash: "hash-tok_late") == nil)
             let claimed = try await storage.claimPairing(lookup: pairing.lookup, claim: claim, token: token("tok_2"), now: created)
@@ -866,8 +1041,14 @@ struct StorageConformanceTests {
             }
 
             // Cancelled: its claim's token revoked at once; nothing can complete it; keys handed over cannot be taken back.
-            let second = StoredPairing(lookup: StoredPairing.lookup(id: "p2"), account: "alice", suite: "s", creatorTokenID: "tok_1",
-                                       readOnly: false, created: created)
+            let second = StoredPairing(
+                lookup: StoredPairing.lookup(id: "p2"),
+                account: "alice",
+                suite: "s",
+                creatorTokenID: "tok_1",
+                readOnly: false,
+                created: created
+            )
             try await storage.createPairing(second)
             _ = try await storage.claimPairing(lookup: second.lookup, claim: claim, token: token("tok_5"), now: created)
             let cancelled = try await storage.cancelPairing(lookup: second.lookup, now: created.addingTimeInterval(1))
@@ -880,15 +1061,24 @@ struct StorageConformanceTests {
         }
     }
 
-    @Test("pairings are capped per token: five waiting at once, then 429 until one expires; other tokens are not affected",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "pairings are capped per token: five waiting at once, then 429 until one expires; other tokens are not affected",
+        arguments: StorageBackend.allCases
+    )
     func pairingCap(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
             let created = Date()
             func pairing(_ id: String, by token: String, at date: Date = created) -> StoredPairing {
-                StoredPairing(lookup: StoredPairing.lookup(id: id), account: "alice", suite: "s", creatorTokenID: token, readOnly: false, created: date)
+                StoredPairing(
+                    lookup: StoredPairing.lookup(id: id),
+                    account: "alice",
+                    suite: "s",
+                    creatorTokenID: token,
+                    readOnly: false,
+                    created: date
+                )
             }
-            for index in 0 ..< StoredPairing.maximumPerToken { try await storage.createPairing(pairing("a\(index)", by: "tok_a")) }
+            for index in 0..<StoredPairing.maximumPerToken { try await storage.createPairing(pairing("a\(index)", by: "tok_a")) }
             await expectStorageError(.rateLimited) { try await storage.createPairing(pairing("a-more", by: "tok_a")) }
             try await storage.createPairing(pairing("b0", by: "tok_b"))
             // Once they expired, the token may make more.

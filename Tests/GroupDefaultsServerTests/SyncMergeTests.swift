@@ -1,5 +1,5 @@
-import GroupDefaultsWire
 import GroupDefaultsServer
+import GroupDefaultsWire
 import Testing
 
 @Suite("Last writer wins")

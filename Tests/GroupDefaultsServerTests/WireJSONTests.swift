@@ -20,7 +20,7 @@ struct WireJSONTests {
 
     @Test("strings: quotes, backslashes, every control character and non-ASCII text are escaped as JSON needs")
     func escaping() throws {
-        let text = "a\"b\\c/é😀" + String((0 ..< 0x20).map { Character(Unicode.Scalar(UInt8($0))) })
+        let text = "a\"b\\c/é😀" + String((0..<0x20).map { Character(Unicode.Scalar(UInt8($0))) })
         var json = WireJSON()
         json.string(text)
         #expect(try JSONDecoder().decode(String.self, from: Data(json.bytes)) == text)
@@ -32,37 +32,50 @@ struct WireJSONTests {
     static let responses = Generator<PushResponse, Shrink.None<PushResponse>> { rng in
         let keys = ["sound", "a\"b", "back\\slash", "new\nline", "tab\t", "\u{1}", "é", "😀", ""]
         func value() -> PropertyListValue {
-            switch Int.random(in: 0 ..< 8, using: &rng) {
-            case 0: .string(keys.randomElement(using: &rng)! + String(Int.random(in: 0 ... 99, using: &rng)))
+            switch Int.random(in: 0..<8, using: &rng) {
+            case 0: .string(keys.randomElement(using: &rng)! + String(Int.random(in: 0...99, using: &rng)))
             case 1: .integer(Int.random(in: .min ... .max, using: &rng))
             case 2: .bool(Bool.random(using: &rng))
             case 3: .double([0.1, -2.5, 1e300, -.infinity, .infinity].randomElement(using: &rng)!)  // not NaN: NaN == NaN is false
-            case 4: .date(Date(timeIntervalSince1970: Double(Int.random(in: 0 ... 2_000_000_000, using: &rng))))
-            case 5: .data(Data((0 ..< Int.random(in: 0 ... 9, using: &rng)).map { _ in UInt8.random(in: 0 ... 255, using: &rng) }))
+            case 4: .date(Date(timeIntervalSince1970: Double(Int.random(in: 0...2_000_000_000, using: &rng))))
+            case 5: .data(Data((0..<Int.random(in: 0...9, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }))
             case 6: .array([.integer(1), .string("x")])
             default: .dictionary(["k": .bool(true), "é": .integer(-1)])
             }
         }
-        let results = (0 ..< Int.random(in: 0 ... 4, using: &rng)).map { _ in
+        let results = (0..<Int.random(in: 0...4, using: &rng)).map { _ in
             let key = keys.randomElement(using: &rng)!
             let hlc = HLC(rawValue: UInt64.random(in: 0 ... .max, using: &rng))
             let origin = UInt64.random(in: 0 ... .max, using: &rng)
             let rev: UInt64? = Bool.random(using: &rng) ? UInt64.random(in: 1 ... .max, using: &rng) : nil
-            let winner: SyncEntry = switch Int.random(in: 0 ..< 3, using: &rng) {
-            case 0: SyncEntry(key: key, value: value(), hlc: hlc, origin: origin, rev: rev)
-            case 1: SyncEntry(key: key, value: nil, hlc: hlc, origin: origin, rev: rev)
-            default: SyncEntry(keyID: key, sealed: SealedPayload(epoch: UInt32.random(in: 1 ... .max, using: &rng),
-                                                                 box: (0 ..< 40).map { _ in UInt8.random(in: 0 ... 255, using: &rng) }),
-                               deleted: Bool.random(using: &rng), hlc: hlc, origin: origin, rev: rev)
-            }
-            switch Int.random(in: 0 ..< 4, using: &rng) {
+            let winner: SyncEntry =
+                switch Int.random(in: 0..<3, using: &rng) {
+                case 0: SyncEntry(key: key, value: value(), hlc: hlc, origin: origin, rev: rev)
+                case 1: SyncEntry(key: key, value: nil, hlc: hlc, origin: origin, rev: rev)
+                default:
+                    SyncEntry(
+                        keyID: key,
+                        sealed: SealedPayload(
+                            epoch: UInt32.random(in: 1 ... .max, using: &rng),
+                            box: (0..<40).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                        ),
+                        deleted: Bool.random(using: &rng),
+                        hlc: hlc,
+                        origin: origin,
+                        rev: rev
+                    )
+                }
+            switch Int.random(in: 0..<4, using: &rng) {
             case 0: return PushResult(key: key, status: .applied, winner: winner)
             case 1: return PushResult(key: key, status: .superseded, winner: winner)
             case 2: return PushResult(key: key, status: .refused, winner: winner, error: .clockSkew, detail: "ahead \"\(key)\"")
             default: return PushResult(key: key, status: .refused, winner: nil, error: .valueTooLarge, detail: "too large\n")
             }
         }
-        return PushResponse(headRev: UInt64.random(in: 0 ... .max, using: &rng), results: results,
-                            serverTime: "2026-11-25T10:00:00.000Z")
+        return PushResponse(
+            headRev: UInt64.random(in: 0 ... .max, using: &rng),
+            results: results,
+            serverTime: "2026-11-25T10:00:00.000Z"
+        )
     }
 }

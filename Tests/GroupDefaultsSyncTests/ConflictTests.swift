@@ -10,8 +10,10 @@ import Testing
 /// real tools, as a user would.
 @Suite("Conflicts and the joining rule", .timeLimit(.minutes(3)))
 struct ConflictTests {
-    @Test("two devices configured, then edited offline: the newest write wins everywhere, deletions included, whatever syncs first",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "two devices configured, then edited offline: the newest write wins everywhere, deletions included, whatever syncs first",
+        arguments: StorageBackend.allCases
+    )
     func newestWriteWinsAfterConfigure(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.t"
@@ -51,15 +53,18 @@ struct ConflictTests {
         }
     }
 
-    @Test("a pending value replaced by a newer one is listed by `conflicts` with its stamp, `restore` brings it back everywhere; so for a deletion",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "a pending value replaced by a newer one is listed by `conflicts` with its stamp, `restore` brings it back everywhere; so for a deletion",
+        arguments: StorageBackend.allCases
+    )
     func conflictsAndRestore(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.conflicts"
             try await withToolPair(suite) { phone, tablet in
                 try await phone.configure(server)
                 try await tablet.configure(server)
-                let phoneDefaults = try phone.open(), tabletDefaults = try tablet.open()
+                let phoneDefaults = try phone.open()
+                let tabletDefaults = try tablet.open()
                 phoneDefaults.set("chime.caf", forKey: "volume-to-delete")
                 try await expectSuccess(phone.sync("sync"))
                 try await expectSuccess(tablet.sync("sync"))
@@ -75,20 +80,29 @@ struct ConflictTests {
 
                 let synced = try await phone.sync("sync")
                 #expect(synced.status == 0, "\(synced.stderr)")
-                #expect(synced.stdout.contains("2 local values replaced by newer ones from device \(tabletDefaults.origin); see groupdefaults-sync conflicts \(suite)"),
-                        "\(synced.stdout)")
+                #expect(
+                    synced.stdout.contains(
+                        "2 local values replaced by newer ones from device \(tabletDefaults.origin); see groupdefaults-sync conflicts \(suite)"
+                    ),
+                    "\(synced.stdout)"
+                )
                 #expect(phoneDefaults.string(forKey: "sound") == "bell.caf")
                 let change = try #require(try feed.next(timeout: .seconds(5)))
                 #expect(change.isRemote && change.isConflict && change.origin == tabletDefaults.origin, "\(change)")
                 // `groupdefaults watch` says so too.
                 var environment = ProcessInfo.processInfo.environment
                 environment["GROUPDEFAULTS_DIR"] = phone.directory.path
-                let watch = try RunningProcess(ToolDevice.defaultsExecutable, ["watch", suite, "sound", "--since", String(change.sequence - 1)],
-                                               environment: environment)
+                let watch = try RunningProcess(
+                    ToolDevice.defaultsExecutable,
+                    ["watch", suite, "sound", "--since", String(change.sequence - 1)],
+                    environment: environment
+                )
                 defer { watch.stop() }
                 let line = watch.firstLine(timeout: .seconds(30)) { $0.contains(" set sound ") }
-                #expect(line?.hasSuffix("(remote, from device \(tabletDefaults.origin); it replaced a local value kept in the conflict journal)") == true,
-                        "\(line ?? "no line")")
+                #expect(
+                    line?.hasSuffix("(remote, from device \(tabletDefaults.origin); it replaced a local value kept in the conflict journal)") == true,
+                    "\(line ?? "no line")"
+                )
                 #expect(watch.end(with: SIGTERM)?.status == 0)
 
                 // Listed, newest first, with the replaced write's stamp and its winner's.
@@ -134,13 +148,26 @@ struct ConflictTests {
         try await SyncServer.with { server in
             let suite = "group.local.only"
             try await withToolPair(suite) { phone, tablet in
-                let refused = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file",
-                                                                 try phone.tokenFile(server.token), "--exclude", "bad\u{7}"])
+                let refused = try await phone.sync(
+                    "configure",
+                    [
+                        "--server", server.url.absoluteString, "--token-file",
+                        try phone.tokenFile(server.token), "--exclude", "bad\u{7}",
+                    ]
+                )
                 #expect(refused.status != 0 && refused.stderr.contains("control character"), "\(refused)")
-                try await expectSuccess(phone.sync("configure", ["--server", server.url.absoluteString, "--token-file",
-                                                                 try phone.tokenFile(server.token), "--exclude", "draft.*", "--exclude", "window"]))
+                try await expectSuccess(
+                    phone.sync(
+                        "configure",
+                        [
+                            "--server", server.url.absoluteString, "--token-file",
+                            try phone.tokenFile(server.token), "--exclude", "draft.*", "--exclude", "window",
+                        ]
+                    )
+                )
                 try await tablet.configure(server)
-                let phoneDefaults = try phone.open(), tabletDefaults = try tablet.open()
+                let phoneDefaults = try phone.open()
+                let tabletDefaults = try tablet.open()
                 let feed = try phoneDefaults.changeFeed(forKeys: ["draft.message"], since: phoneDefaults.lastSequence)
                 phoneDefaults.set("half a thought", forKey: "draft.message")
                 phoneDefaults.set(1200, forKey: "window")
@@ -163,8 +190,15 @@ struct ConflictTests {
                 #expect(info.stdout.contains("sync local-only keys: draft.* window"), "\(info.stdout)")
 
                 // No longer local-only: `window` is pushed at the next sync.
-                try await expectSuccess(phone.sync("configure", ["--server", server.url.absoluteString, "--token-file",
-                                                                 try phone.tokenFile(server.token), "--exclude", "draft.*"]))
+                try await expectSuccess(
+                    phone.sync(
+                        "configure",
+                        [
+                            "--server", server.url.absoluteString, "--token-file",
+                            try phone.tokenFile(server.token), "--exclude", "draft.*",
+                        ]
+                    )
+                )
                 try await expectSuccess(phone.sync("sync"))
                 #expect(Set(try await server.snapshot(suite).entries.keys) == ["sound", "window", "draft.message"])
                 #expect(try await server.snapshot(suite).entries["draft.message"]?.value == .string("from the tablet"))
@@ -178,7 +212,8 @@ extension ConflictTests {
     func journalBound() async throws {
         try await SyncServer.with { server in
             let suite = "group.journal.bound"
-            let a = try Device(suite, server: server), b = try Device(suite, server: server)
+            let a = try Device(suite, server: server)
+            let b = try Device(suite, server: server)
             defer {
                 a.remove()
                 b.remove()
@@ -186,7 +221,7 @@ extension ConflictTests {
             try a.defaults.setConflictJournalBounds(.init(maximumCount: 5, maximumAge: .seconds(3600)))
             try await a.engine.syncOnce()
             try await b.engine.syncOnce()
-            let keys = (0 ..< 8).map { "k\($0)" }
+            let keys = (0..<8).map { "k\($0)" }
             var lost: [String: SyncEntry] = [:]
             for (index, key) in keys.enumerated() { lost[key] = try a.set(key, .integer(index)) }
             waitUntilClockPasses(lost["k7"]!.hlc)

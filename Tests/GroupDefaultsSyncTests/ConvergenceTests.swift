@@ -16,17 +16,20 @@ import Testing
 /// of a seed are reproducible, the timing of the concurrent steps is not.
 @Suite("Convergence of two devices", .timeLimit(.minutes(ConvergenceSettings.minutes)))
 struct ConvergenceTests {
-    @Test("both devices and the server equal the last-writer-wins model, for every seed (clocks up to 5 minutes apart), plain and end-to-end encrypted",
-          arguments: StorageBackend.allCases, [false, true])
+    @Test(
+        "both devices and the server equal the last-writer-wins model, for every seed (clocks up to 5 minutes apart), plain and end-to-end encrypted",
+        arguments: StorageBackend.allCases,
+        [false, true]
+    )
     func convergence(backend: StorageBackend, encrypted: Bool) async throws {
         try await SyncServer.with(backend) { server in
             // Encrypted, half the seeds: the same merge, with every entry sealed and opened.
             let count = encrypted ? max(1, ConvergenceSettings.seedCount / 2) : ConvergenceSettings.seedCount
-            let seeds = Array(ConvergenceSettings.firstSeed ..< ConvergenceSettings.firstSeed + UInt64(count))
+            let seeds = Array(ConvergenceSettings.firstSeed..<ConvergenceSettings.firstSeed + UInt64(count))
             let failures = await withTaskGroup(of: String?.self) { group in
                 var failures: [String] = []
                 var next = seeds.makeIterator()
-                for _ in 0 ..< ConvergenceSettings.parallelSeeds {
+                for _ in 0..<ConvergenceSettings.parallelSeeds {
                     guard let seed = next.next() else { break }
                     group.addTask { await Self.failure(seed: seed, server: server, encrypted: encrypted) }
                 }
@@ -104,12 +107,13 @@ struct Scenario {
         // Device clocks: the same, one 5 minutes behind, or somewhere in between (a clock ahead of
         // the server's by more than 5 minutes is refused by design, so behind it is).
         let behind = Duration.seconds(-300)
-        let offsets: (Duration, Duration) = switch seed % 4 {
-        case 0: (.zero, .zero)
-        case 1: (.zero, behind)
-        case 2: (behind, .zero)
-        default: (.zero, .milliseconds(-Int64(random.next() % 300_000)))
-        }
+        let offsets: (Duration, Duration) =
+            switch seed % 4 {
+            case 0: (.zero, .zero)
+            case 1: (.zero, behind)
+            case 2: (behind, .zero)
+            default: (.zero, .milliseconds(-Int64(random.next() % 300_000)))
+            }
         let a = try Device(suite, server: server, clockOffset: offsets.0, keys: suiteKeys)
         let b = try Device(suite, server: server, clockOffset: offsets.1, keys: suiteKeys)
         defer {
@@ -117,7 +121,7 @@ struct Scenario {
             b.remove()
         }
         let devices = [a, b]
-        let keys = (0 ..< Int.random(in: 2 ... 8, using: &random)).map { $0 == 7 ? "clé \($0)" : "k\($0)" }
+        let keys = (0..<Int.random(in: 2...8, using: &random)).map { $0 == 7 ? "clé \($0)" : "k\($0)" }
         var model = LastWriterWinsModel()
 
         // Both devices are configured before any write here, so every write competes by last writer
@@ -131,7 +135,7 @@ struct Scenario {
         }
 
         // Offline: random sets and deletes on both devices.
-        for _ in 0 ..< Int.random(in: 1 ... 24, using: &random) { try randomWrite(devices, keys, &model) }
+        for _ in 0..<Int.random(in: 1...24, using: &random) { try randomWrite(devices, keys, &model) }
 
         // Online, in random order, until a round in which both synced and nothing moved.
         var round = 0
@@ -139,12 +143,12 @@ struct Scenario {
             round += 1
             guard round <= 40 else { return ["no quiet round after 40 rounds"] }
             var wrote = false
-            if round <= 3, Int.random(in: 0 ..< 3, using: &random) == 0 {
-                for _ in 0 ..< Int.random(in: 1 ... 4, using: &random) { try randomWrite(devices, keys, &model) }
+            if round <= 3, Int.random(in: 0..<3, using: &random) == 0 {
+                for _ in 0..<Int.random(in: 1...4, using: &random) { try randomWrite(devices, keys, &model) }
                 wrote = true
             }
             let reports: [SyncReport]
-            switch Int.random(in: 0 ..< 6, using: &random) {
+            switch Int.random(in: 0..<6, using: &random) {
             case 0:
                 reports = [try await a.engine.syncOnce(), try await b.engine.syncOnce()]
             case 1:
@@ -155,7 +159,7 @@ struct Scenario {
                 reports = [try await first, try await second]
             case 3:
                 // A device's pull and push at once, while the other syncs.
-                let device = devices[Int.random(in: 0 ... 1, using: &random)]
+                let device = devices[Int.random(in: 0...1, using: &random)]
                 let other = device === a ? b : a
                 async let pushed = device.engine.push()
                 async let pulled = device.engine.pull()
@@ -164,7 +168,7 @@ struct Scenario {
                 reports = []  // not a quiet round: one device did not sync whole
             case 4:
                 // A write lands while its device syncs: it must stay pending if the push missed it.
-                let device = devices[Int.random(in: 0 ... 1, using: &random)]
+                let device = devices[Int.random(in: 0...1, using: &random)]
                 let key = keys.randomElement(using: &random)!
                 let value: PropertyListValue? = Bool.random(using: &random) ? randomValue() : nil
                 async let synced = device.engine.syncOnce()
@@ -174,7 +178,7 @@ struct Scenario {
                 reports = []
             default:
                 // One device alone.
-                _ = try await devices[Int.random(in: 0 ... 1, using: &random)].engine.syncOnce()
+                _ = try await devices[Int.random(in: 0...1, using: &random)].engine.syncOnce()
                 reports = []
             }
             let quiet = reports.count == 2 && reports.allSatisfy { $0.isInAgreement && $0.applied == 0 && $0.pushed == 0 }
@@ -189,9 +193,13 @@ struct Scenario {
                 // What the device holds for those keys, tombstones included, and where it stands.
                 let held = try Set(try device.entries().keys).symmetricDifference(expected.keys).union(
                     expected.keys.filter { !sameEntry(try device.defaults.syncEntry(forKey: $0), expected[$0]) }
-                ).sorted().map { "\($0) = \(try device.defaults.syncEntry(forKey: $0).map { "\($0.value.map { "\($0)" } ?? "tombstone") @\($0.hlc)/\($0.origin)" } ?? "nothing")" }
-                problems.append("device \(name) (origin \(device.defaults.origin), cursor \(try device.defaults.syncState().cursor.map(String.init) ?? "none")) differs from the model: "
-                    + "\(diff.joined(separator: ", ")); it holds \(held.joined(separator: ", "))")
+                ).sorted().map {
+                    "\($0) = \(try device.defaults.syncEntry(forKey: $0).map { "\($0.value.map { "\($0)" } ?? "tombstone") @\($0.hlc)/\($0.origin)" } ?? "nothing")"
+                }
+                problems.append(
+                    "device \(name) (origin \(device.defaults.origin), cursor \(try device.defaults.syncState().cursor.map(String.init) ?? "none")) differs from the model: "
+                        + "\(diff.joined(separator: ", ")); it holds \(held.joined(separator: ", "))"
+                )
             }
             let pending = try device.defaults.pendingCount()
             if pending != 0 { problems.append("device \(name) still has \(pending) pending") }
@@ -205,26 +213,26 @@ struct Scenario {
     /// A set (two times in three) or a delete of a random key on a random device, recorded in the
     /// model with the stamp the device gave it.
     private mutating func randomWrite(_ devices: [Device], _ keys: [String], _ model: inout LastWriterWinsModel) throws {
-        let device = devices[Int.random(in: 0 ... 1, using: &random)]
+        let device = devices[Int.random(in: 0...1, using: &random)]
         let key = keys.randomElement(using: &random)!
-        let value: PropertyListValue? = Int.random(in: 0 ..< 3, using: &random) == 0 ? nil : randomValue()
+        let value: PropertyListValue? = Int.random(in: 0..<3, using: &random) == 0 ? nil : randomValue()
         model.record(try device.write(key, value))
     }
 
     /// A random value of any kind (dates in whole seconds, as the wire keeps milliseconds).
     private mutating func randomValue(depth: Int = 0) -> PropertyListValue {
-        switch Int.random(in: 0 ..< (depth < 2 ? 9 : 7), using: &random) {
+        switch Int.random(in: 0..<(depth < 2 ? 9 : 7), using: &random) {
         case 0: return .string(["ring.caf", "bell.aiff", "", "é😀", "line\nbreak"].randomElement(using: &random)! + String(random.next() % 1000))
         case 1: return .integer(Int(truncatingIfNeeded: random.next()))
         case 2: return .double(Double(Int64(truncatingIfNeeded: random.next() >> 11)) / 1024)
         case 3: return .bool(Bool.random(using: &random))
-        case 4: return .data(Data((0 ..< Int.random(in: 0 ... 12, using: &random)).map { _ in UInt8.random(in: 0 ... 255, using: &random) }))
-        case 5: return .date(Date(timeIntervalSince1970: TimeInterval(Int.random(in: 0 ... 2_000_000_000, using: &random))))
-        case 6: return .string(String(repeating: "x", count: Int.random(in: 0 ... 64, using: &random)))
-        case 7: return .array((0 ..< Int.random(in: 0 ... 3, using: &random)).map { _ in randomValue(depth: depth + 1) })
+        case 4: return .data(Data((0..<Int.random(in: 0...12, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }))
+        case 5: return .date(Date(timeIntervalSince1970: TimeInterval(Int.random(in: 0...2_000_000_000, using: &random))))
+        case 6: return .string(String(repeating: "x", count: Int.random(in: 0...64, using: &random)))
+        case 7: return .array((0..<Int.random(in: 0...3, using: &random)).map { _ in randomValue(depth: depth + 1) })
         default:
             var dictionary: [String: PropertyListValue] = [:]
-            for index in 0 ..< Int.random(in: 0 ... 3, using: &random) { dictionary["d\(index)"] = randomValue(depth: depth + 1) }
+            for index in 0..<Int.random(in: 0...3, using: &random) { dictionary["d\(index)"] = randomValue(depth: depth + 1) }
             return .dictionary(dictionary)
         }
     }

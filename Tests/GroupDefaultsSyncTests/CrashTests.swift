@@ -19,7 +19,7 @@ struct CrashTests {
 
     /// Round `round`'s keys: fresh ones, every tenth value 30 KB, so that pushes and pulls take a while.
     static func roundValues(_ round: Int) -> [(key: String, value: PropertyListValue)] {
-        (0 ..< keysPerRound).map { index in
+        (0..<keysPerRound).map { index in
             let key = "round\(round).key\(index)"
             let text = index % 10 == 0 ? String(repeating: "\(round % 10)", count: 30_000) : "value \(round).\(index)"
             return (key, .string(text))
@@ -32,7 +32,7 @@ struct CrashTests {
         var ceiling = 300.0
         var early = 0, midway = 0, late = 0
 
-        mutating func delay() -> Duration { .milliseconds(Int.random(in: 0 ... Int(ceiling))) }
+        mutating func delay() -> Duration { .milliseconds(Int.random(in: 0...Int(ceiling))) }
 
         /// The process exited by itself before the kill: kill sooner.
         mutating func tooLate() {
@@ -74,7 +74,7 @@ struct CrashTests {
             var written: [String: SyncEntry] = [:]
             var timing = KillTiming()
 
-            for round in 0 ..< Self.kills {
+            for round in 0..<Self.kills {
                 for (key, value) in Self.roundValues(round) {
                     written[key] = try writeEntry(defaults, key, value)
                 }
@@ -97,7 +97,7 @@ struct CrashTests {
             let feed = try await server.changes(device.suite)
             #expect(feed.lastRev == UInt64(written.count), "the head counts each change once (\(timing.description))")
             #expect(feed.entries.count == written.count)
-            #expect(feed.entries.compactMap(\.rev) == Array(1 ... UInt64(written.count)))
+            #expect(feed.entries.compactMap(\.rev) == Array(1...UInt64(written.count)))
             let onServer = Dictionary(feed.entries.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
             #expect(differences(onServer, written).isEmpty)
             // No op was sent again under a new batch id (it would have been superseded by itself).
@@ -106,7 +106,9 @@ struct CrashTests {
         }
     }
 
-    @Test("SIGKILL of `groupdefaults-sync pull` mid-way, 20 times, then a pull: the device holds exactly the server's entries, each applied once, nothing pending, nothing pushed back")
+    @Test(
+        "SIGKILL of `groupdefaults-sync pull` mid-way, 20 times, then a pull: the device holds exactly the server's entries, each applied once, nothing pending, nothing pushed back"
+    )
     func killDuringPull() async throws {
         // Each round's changes take two pages of the feed (1,000 entries a page), so that a kill
         // between the two leaves the first applied with its cursor and the second to come.
@@ -125,8 +127,8 @@ struct CrashTests {
             #expect(try await device.sync("pull").status == 0)
             var timing = KillTiming()
 
-            for round in 0 ..< Self.kills {
-                for index in 0 ..< keysPerRound {
+            for round in 0..<Self.kills {
+                for index in 0..<keysPerRound {
                     let text = index % 50 == 0 ? String(repeating: "\(round % 10)", count: 20_000) : "value \(round).\(index)"
                     try writer.set("round\(round).key\(index)", .string(text))
                 }
@@ -179,7 +181,8 @@ struct CrashTests {
     func serverRestartDuringRun() async throws {
         try await SyncServer.with(.lmdb) { server in
             try await withRunningPair(server, "group.server.restart", logLevel: "error") { phone, tablet, phoneRun, tabletRun in
-                let phoneDefaults = try phone.open(), tabletDefaults = try tablet.open()
+                let phoneDefaults = try phone.open()
+                let tabletDefaults = try tablet.open()
 
                 phoneDefaults.set("ring.caf", forKey: "sound")
                 #expect(await eventually { tabletDefaults.string(forKey: "sound") == "ring.caf" })
@@ -188,14 +191,20 @@ struct CrashTests {
                     // Written while the server is down: pushed once it is back.
                     phoneDefaults.set("bell.aiff", forKey: "sound")
                 }
-                #expect(await eventually(within: .seconds(30)) { tabletDefaults.string(forKey: "sound") == "bell.aiff" },
-                        "a change made while the server was down")
+                #expect(
+                    await eventually(within: .seconds(30)) { tabletDefaults.string(forKey: "sound") == "bell.aiff" },
+                    "a change made while the server was down"
+                )
                 phoneDefaults.set(0.5, forKey: "volume")
-                #expect(await eventually(within: .seconds(30)) { tabletDefaults.double(forKey: "volume") == 0.5 },
-                        "a change made after the restart")
+                #expect(
+                    await eventually(within: .seconds(30)) { tabletDefaults.double(forKey: "volume") == 0.5 },
+                    "a change made after the restart"
+                )
                 tabletDefaults.set("dark", forKey: "theme")
-                #expect(await eventually(within: .seconds(30)) { phoneDefaults.string(forKey: "theme") == "dark" },
-                        "and the other way")
+                #expect(
+                    await eventually(within: .seconds(30)) { phoneDefaults.string(forKey: "theme") == "dark" },
+                    "and the other way"
+                )
                 #expect(phoneRun.isRunning && tabletRun.isRunning)
             }
         }

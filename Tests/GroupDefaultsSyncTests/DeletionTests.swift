@@ -23,8 +23,10 @@ struct DeletionTests {
         _ = await eventually(within: .seconds(1), every: .milliseconds(1)) { HLC.wallClockMilliseconds() > stamp.hlc.milliseconds }
     }
 
-    @Test("a delete made while the other device is offline is not resurrected, not even by an older offline write",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "a delete made while the other device is offline is not resurrected, not even by an older offline write",
+        arguments: StorageBackend.allCases
+    )
     func deleteWhileOffline(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.deletions"
@@ -63,8 +65,10 @@ struct DeletionTests {
         }
     }
 
-    @Test("after the server purged the tombstone (410), the returning device removes the key and pushes what it has pending",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "after the server purged the tombstone (410), the returning device removes the key and pushes what it has pending",
+        arguments: StorageBackend.allCases
+    )
     func deleteAfterPurge(backend: StorageBackend) async throws {
         try await SyncServer.with(backend, ["--tombstone-seconds", "1", "--purge-interval", "1"]) { server in
             let suite = "group.deletions.purged"

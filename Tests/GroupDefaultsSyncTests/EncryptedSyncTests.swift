@@ -9,8 +9,10 @@ import Testing
 /// devices that pull them, which keep what they had.
 @Suite("End-to-end encrypted sync", .timeLimit(.minutes(3)))
 struct EncryptedSyncTests {
-    @Test("the server's storage holds no key name or value; flipped, swapped, rolled-back, re-stamped and removed entries are refused and applied nowhere",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "the server's storage holds no key name or value; flipped, swapped, rolled-back, re-stamped and removed entries are refused and applied nowhere",
+        arguments: StorageBackend.allCases
+    )
     func serverLearnsNothingAndTamperingIsRefused(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.e2e.tamper"
@@ -41,15 +43,20 @@ struct EncryptedSyncTests {
             let older = try await server.client(suite).history(key: id("sound")).versions[1].entry
             var flipped = held[id("marker-key-Q7Z")]!
             flipped.sealed!.box[20] ^= 1
-            var volume = held[id("volume")]!, badge = held[id("badge")]!
+            var volume = held[id("volume")]!
+            var badge = held[id("badge")]!
             swap(&volume.sealed, &badge.sealed)
             var rolledBack = older
             rolledBack.rev = held[id("sound")]!.rev
             var restamped = held[id("draft")]!
             restamped.hlc = HLC(rawValue: restamped.hlc.rawValue + 1)
             try await server.killAndRestart {
-                try await ServerStore.rewrite(server, suite: suite, changed: [flipped, volume, badge, rolledBack, restamped],
-                                              removed: [id("theme")])
+                try await ServerStore.rewrite(
+                    server,
+                    suite: suite,
+                    changed: [flipped, volume, badge, rolledBack, restamped],
+                    removed: [id("theme")]
+                )
             }
 
             // A new device: the four tampered entries (five boxes) refused, the rest applied; it
@@ -85,11 +92,14 @@ struct EncryptedSyncTests {
         }
     }
 
-    @Test("a suite is encrypted for every device or for none: a device without the key is told so, and the server refuses mixed pushes",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "a suite is encrypted for every device or for none: a device without the key is told so, and the server refuses mixed pushes",
+        arguments: StorageBackend.allCases
+    )
     func encryptedOrNot(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
-            let sealedSuite = "group.e2e.sealed", plainSuite = "group.e2e.plain"
+            let sealedSuite = "group.e2e.sealed"
+            let plainSuite = "group.e2e.plain"
             let keys = SuiteKeys(recoveryKey: RecoveryKey(), suite: sealedSuite)
             let a = try Device(sealedSuite, server: server, keys: keys)
             let keyless = try Device(sealedSuite, server: server)
@@ -110,9 +120,15 @@ struct EncryptedSyncTests {
             #expect(try keyless.defaults.pendingCount() == 1)
 
             // A plain push to the encrypted suite and a sealed one to the plain suite: 409.
-            let body = try JSONEncoder().encode(PushRequest(deviceID: 7, batchID: "plain-1", ops: [
-                PushOp(key: "sound", value: .string("evil"), hlc: try keyless.defaults.clockReading()),
-            ]))
+            let body = try JSONEncoder().encode(
+                PushRequest(
+                    deviceID: 7,
+                    batchID: "plain-1",
+                    ops: [
+                        PushOp(key: "sound", value: .string("evil"), hlc: try keyless.defaults.clockReading())
+                    ]
+                )
+            )
             await #expect { try await server.client(sealedSuite).push(body: Array(body)) } throws: { error in
                 (error as? SyncError)?.code == .suiteEncrypted && (error as? SyncError)?.status == 409
             }
@@ -128,7 +144,8 @@ struct EncryptedSyncTests {
     func recoveryKeyThroughTheTool() async throws {
         try await SyncServer.with(.lmdb) { server in
             let suite = "group.e2e.tool"
-            let phone = ToolDevice(suite), tablet = ToolDevice(suite)
+            let phone = ToolDevice(suite)
+            let tablet = ToolDevice(suite)
             defer { for device in [phone, tablet] { try? FileManager.default.removeItem(at: device.directory) } }
             let token = try phone.tokenFile(server.token)
             let configured = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file", token, "--encrypt"])
@@ -138,7 +155,10 @@ struct EncryptedSyncTests {
             let recovery = try #require(lines.first { $0.hasPrefix("recovery key: ") }).dropFirst("recovery key: ".count)
             let keyFile = try phone.keyFile()
             #expect(keyFile == KeyFileName.defaultPath(suite: suite, server: server.url, token: server.token, beside: token))
-            #expect(URL(fileURLWithPath: keyFile).lastPathComponent.hasPrefix("\(suite).127.0.0.1-\(server.port)."), "named for the suite and the server: \(keyFile)")
+            #expect(
+                URL(fileURLWithPath: keyFile).lastPathComponent.hasPrefix("\(suite).127.0.0.1-\(server.port)."),
+                "named for the suite and the server: \(keyFile)"
+            )
             var info = stat()
             #expect(stat(keyFile, &info) == 0 && info.st_mode & 0o777 == 0o600)
             // Configuring again keeps the keys and shows no recovery key.
@@ -151,19 +171,34 @@ struct EncryptedSyncTests {
             let tabletToken = try tablet.tokenFile(server.token)
             var typo = Array(recovery)
             typo[0] = typo[0] == "A" ? "B" : "A"
-            let refused = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", tabletToken,
-                                                              "--recovery-key", String(typo)])
+            let refused = try await tablet.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--token-file", tabletToken,
+                    "--recovery-key", String(typo),
+                ]
+            )
             #expect(refused.status == 1 && refused.stderr.contains("mistyped"), "\(refused.stderr)")
             #expect(tablet.keyFiles().isEmpty)
 
             // Read from a file (mode 0600), so that it shows neither in `ps` nor in the shell's history.
             let recoveryFile = try tablet.tokenFile(String(recovery), name: "recovery")
             let empty = try tablet.tokenFile("", name: "empty")
-            let nothing = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", tabletToken,
-                                                              "--recovery-key-file", empty])
+            let nothing = try await tablet.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--token-file", tabletToken,
+                    "--recovery-key-file", empty,
+                ]
+            )
             #expect(nothing.status == 1 && nothing.stderr.contains("holds no recovery key"), "\(nothing.stderr)")
-            let joined = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", tabletToken,
-                                                             "--recovery-key-file", recoveryFile])
+            let joined = try await tablet.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--token-file", tabletToken,
+                    "--recovery-key-file", recoveryFile,
+                ]
+            )
             #expect(joined.status == 0, "\(joined.stderr)")
             let synced = try await tablet.sync("sync")
             #expect(synced.status == 0, "\(synced.stderr)")
@@ -187,9 +222,15 @@ struct EncryptedSyncTests {
             defer { plain.remove() }
             let change = try plain.set("pin", .string("plain-secret-Z8Q"))
             // The batch a plain engine stored and did not get to send.
-            let body = try JSONEncoder().encode(PushRequest(deviceID: plain.defaults.origin, batchID: "plain-batch", ops: [
-                PushOp(key: "pin", value: change.value, hlc: change.hlc),
-            ]))
+            let body = try JSONEncoder().encode(
+                PushRequest(
+                    deviceID: plain.defaults.origin,
+                    batchID: "plain-batch",
+                    ops: [
+                        PushOp(key: "pin", value: change.value, hlc: change.hlc)
+                    ]
+                )
+            )
             try plain.defaults.setInFlightBatch(InFlightBatch(id: "plain-batch", body: Array(body)))
             let keys = SuiteKeys(recoveryKey: RecoveryKey(), suite: suite)
             let sealed = SyncEngine(defaults: plain.defaults, client: server.client(suite), logger: Device.logger, keys: keys)

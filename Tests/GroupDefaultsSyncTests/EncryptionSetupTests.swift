@@ -39,13 +39,19 @@ struct EncryptionSetupTests {
                 // A folder where the token file goes: never "run chmod 600 FOLDER".
                 let folder = tablet.directory.path
                 let refused = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", folder])
-                #expect(refused.status != 0 && refused.stderr == "groupdefaults-sync: the token file \(folder) is a folder: name the file itself\n",
-                        "\(refused)")
+                #expect(
+                    refused.status != 0 && refused.stderr == "groupdefaults-sync: the token file \(folder) is a folder: name the file itself\n",
+                    "\(refused)"
+                )
                 // A token file that is not there: a mistake (exit 1), not "authentication needed … run configure".
                 let missing = tablet.directory.appendingPathComponent("nope.token").path
                 let absent = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", missing])
-                #expect(absent.status == 1 && absent.stderr.hasPrefix("groupdefaults-sync: cannot read the token file \(missing): no such file or directory")
-                        && !absent.stderr.contains("give it a new token"), "\(absent)")
+                #expect(
+                    absent.status == 1
+                        && absent.stderr.hasPrefix("groupdefaults-sync: cannot read the token file \(missing): no such file or directory")
+                        && !absent.stderr.contains("give it a new token"),
+                    "\(absent)"
+                )
             }
         }
     }
@@ -61,8 +67,11 @@ struct EncryptionSetupTests {
                 let token = try tablet.tokenFile(server.token)
                 let refused = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", token, "--encrypt"])
                 #expect(refused.status == 1, "\(refused)")
-                #expect(refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains("holds group.setup.plain in plain")
-                        && refused.stderr.contains("without --encrypt"), "\(refused.stderr)")
+                #expect(
+                    refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains("holds group.setup.plain in plain")
+                        && refused.stderr.contains("without --encrypt"),
+                    "\(refused.stderr)"
+                )
                 #expect(refused.stdout.isEmpty && !refused.stdout.contains("recovery key"))
                 #expect(written(tablet).isEmpty, "nothing written: \(written(tablet))")
 
@@ -89,15 +98,20 @@ struct EncryptionSetupTests {
                 for extra in [[], ["--encrypt"]] {
                     let refused = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", token] + extra)
                     #expect(refused.status == 1, "\(extra): \(refused)")
-                    #expect(refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains("end-to-end encrypted")
-                            && refused.stderr.contains("--pairing-code") && refused.stderr.contains("recovery key"), "\(refused.stderr)")
+                    #expect(
+                        refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains("end-to-end encrypted")
+                            && refused.stderr.contains("--pairing-code") && refused.stderr.contains("recovery key"),
+                        "\(refused.stderr)"
+                    )
                     #expect(written(tablet).isEmpty, "\(extra): nothing written: \(written(tablet))")
                 }
             }
         }
     }
 
-    @Test("the default key file is named for the suite, the server and the token: two accounts' suites of one name get two files and two recovery keys; an existing key file is used only when --key-file names it")
+    @Test(
+        "the default key file is named for the suite, the server and the token: two accounts' suites of one name get two files and two recovery keys; an existing key file is used only when --key-file names it"
+    )
     func keyFileNames() async throws {
         try await SyncServer.with { server in
             let suite = "group.setup.names"
@@ -107,7 +121,8 @@ struct EncryptionSetupTests {
             #expect(bob.status == 0, "\(bob.stderr)")
             let aliceToken = try shared.tokenFile(server.token, name: "alice.token")
             let bobToken = try shared.tokenFile(bob.stdout.trimmingCharacters(in: .newlines), name: "bob.token")
-            let alice = ToolDevice(suite), bobsDevice = ToolDevice(suite)
+            let alice = ToolDevice(suite)
+            let bobsDevice = ToolDevice(suite)
             defer {
                 alice.remove()
                 bobsDevice.remove()
@@ -130,8 +145,13 @@ struct EncryptionSetupTests {
             let refused = try await again.sync("configure", ["--server", server.url.absoluteString, "--token-file", aliceToken, "--encrypt"])
             #expect(refused.status == 1 && refused.stderr.contains("exists already") && refused.stderr.contains("--key-file"), "\(refused)")
             #expect(written(again).isEmpty, "\(written(again))")
-            let named = try await again.sync("configure", ["--server", server.url.absoluteString, "--token-file", aliceToken, "--encrypt",
-                                                           "--key-file", keyFiles[0]])
+            let named = try await again.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--token-file", aliceToken, "--encrypt",
+                    "--key-file", keyFiles[0],
+                ]
+            )
             #expect(named.status == 0 && !named.stdout.contains("recovery key"), "\(named)")
         }
     }

@@ -2,9 +2,10 @@ import Crypto
 import Foundation
 import Glibc
 import GroupDefaults
-@testable import GroupDefaultsSync
 import TestSupport
 import Testing
+
+@testable import GroupDefaultsSync
 
 /// The sealed-entry envelope, version 1: fixed vectors (a change of format must change them, on
 /// purpose), the documented byte layouts checked by hand, and every way an entry can be made not to
@@ -12,7 +13,7 @@ import Testing
 @Suite("Sealed entries: the envelope, its keys and the recovery key")
 struct EnvelopeTests {
     static let suite = "group.com.example.chat"
-    static let recovery = RecoveryKey(secret: Array(0 ..< 16))
+    static let recovery = RecoveryKey(secret: Array(0..<16))
     static let keys = SuiteKeys(recoveryKey: recovery, suite: suite)
     static let sealer = EntrySealer(keys: keys)
     static let hlc = HLC(rawValue: 0x0193_5A2B_3C4D_0001)
@@ -34,18 +35,26 @@ struct EnvelopeTests {
         let op = try Self.sealer.seal(key: "sound", value: .string("ring.caf"), hlc: Self.hlc, origin: Self.origin)
         // The sealing key as documented: HKDF-SHA256 of the recovery secret.
         let key = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: Array(0 ..< 16) as [UInt8]), salt: Data("GroupDefaults sealed entries v1".utf8),
-            info: Data("sealing, epoch 1\0\(Self.suite)".utf8), outputByteCount: 32)
+            inputKeyMaterial: SymmetricKey(data: Array(0..<16) as [UInt8]),
+            salt: Data("GroupDefaults sealed entries v1".utf8),
+            info: Data("sealing, epoch 1\0\(Self.suite)".utf8),
+            outputByteCount: 32
+        )
         var ad: [UInt8] = [1]
         func append<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.bigEndian) { ad += $0 } }
-        append(UInt16(Self.suite.utf8.count)); ad += Self.suite.utf8
-        append(UInt16(op.key.utf8.count)); ad += op.key.utf8
-        append(Self.hlc.rawValue); append(Self.origin); ad.append(0); append(UInt32(1))
+        append(UInt16(Self.suite.utf8.count))
+        ad += Self.suite.utf8
+        append(UInt16(op.key.utf8.count))
+        ad += op.key.utf8
+        append(Self.hlc.rawValue)
+        append(Self.origin)
+        ad.append(0)
+        append(UInt32(1))
         let plaintext = Array(try ChaChaPoly.open(ChaChaPoly.SealedBox(combined: op.sealed!.box), using: key, authenticating: ad))
         #expect(plaintext[0] == 1)
         let length = Int(UInt32(plaintext[1]) << 24 | UInt32(plaintext[2]) << 16 | UInt32(plaintext[3]) << 8 | UInt32(plaintext[4]))
-        #expect(Array(plaintext[5 ..< 7]) == [0, 5])
-        #expect(String(decoding: plaintext[7 ..< 12], as: UTF8.self) == "sound")
+        #expect(Array(plaintext[5..<7]) == [0, 5])
+        #expect(String(decoding: plaintext[7..<12], as: UTF8.self) == "sound")
         #expect(plaintext[20] == 0)  // flags: not a deletion
         #expect(plaintext[(5 + length)...].allSatisfy { $0 == 0 }, "padding is zeros")
         #expect(plaintext.count == EntrySealer.padme(5 + length))
@@ -57,7 +66,7 @@ struct EnvelopeTests {
         #expect(EntrySealer.padme(100) == 104)
         #expect(EntrySealer.padme(1000) == 1024)
         #expect(EntrySealer.padme(9) == 10)
-        for length in 2 ... 5000 {
+        for length in 2...5000 {
             let padded = EntrySealer.padme(length)
             #expect(padded >= length && Double(padded - length) <= Double(length) * 0.12, "\(length) → \(padded)")
         }
@@ -80,9 +89,13 @@ struct EnvelopeTests {
             let op = try Self.sealer.seal(key: key, value: value, hlc: Self.hlc, origin: Self.origin)
             return SyncEntry(keyID: op.key, sealed: op.sealed!, deleted: op.isDeleted, hlc: op.hlc, origin: Self.origin)
         }
-        let sound = try sealed("sound", .string("ring.caf")), volume = try sealed("volume", .double(0.8))
+        let sound = try sealed("sound", .string("ring.caf"))
+        let volume = try sealed("volume", .double(0.8))
         func refusal(_ entry: SyncEntry) -> EntrySealer.Refusal? {
-            do { _ = try Self.sealer.open(entry); return nil } catch { return error }
+            do {
+                _ = try Self.sealer.open(entry)
+                return nil
+            } catch { return error }
         }
         var flipped = sound
         flipped.sealed!.box[20] ^= 1
@@ -147,21 +160,29 @@ struct EnvelopeTests {
     @Test("the recovery key opens a key bag only if it is signed by the key of the epoch before or the recovery key; a planted one is passed over")
     func signedKeyBags() throws {
         func bags(_ signed: [UInt32: SignedKeyBag]) -> KeyBags {
-            KeyBags(epochs: Dictionary(uniqueKeysWithValues: signed.map { (String($0.key), $0.value.bundle!) }),
-                    signatures: Dictionary(uniqueKeysWithValues: signed.compactMap { bag in bag.value.signature.map { (String(bag.key), $0) } }))
+            KeyBags(
+                epochs: Dictionary(uniqueKeysWithValues: signed.map { (String($0.key), $0.value.bundle!) }),
+                signatures: Dictionary(uniqueKeysWithValues: signed.compactMap { bag in bag.value.signature.map { (String(bag.key), $0) } })
+            )
         }
         let second = try Self.keys.rotated()
         let third = try second.rotated()
         let chain: [UInt32: SignedKeyBag] = [2: try second.signedKeyBag(epoch: 2), 3: try third.signedKeyBag(epoch: 3)]
         let recovered = SuiteKeys(recoveryKey: Self.recovery, suite: Self.suite, keyBags: bags(chain))
         #expect(recovered.currentEpoch == 3)
-        let opened = try #require(recovered.epochs[3]), made = try #require(third.epochs[3])
+        let opened = try #require(recovered.epochs[3])
+        let made = try #require(third.epochs[3])
         #expect(opened.withUnsafeBytes { Data($0) } == made.withUnsafeBytes { Data($0) })
 
         // Someone without the keys (a token, the server) seals a key of its own to the recovery
         // key's public half, which every key file holds, and signs it with a key of its own.
-        let planted = SuiteKeys(suite: Self.suite, names: Self.keys.names, epochs: [1: SymmetricKey(size: .bits256), 2: SymmetricKey(size: .bits256)],
-                                recoveryPublicKey: Self.keys.recoveryPublicKey, recoveryVerifyKey: nil)
+        let planted = SuiteKeys(
+            suite: Self.suite,
+            names: Self.keys.names,
+            epochs: [1: SymmetricKey(size: .bits256), 2: SymmetricKey(size: .bits256)],
+            recoveryPublicKey: Self.keys.recoveryPublicKey,
+            recoveryVerifyKey: nil
+        )
         let forged = try planted.signedKeyBag(epoch: 2)
         #expect(SuiteKeys(recoveryKey: Self.recovery, suite: Self.suite, keyBags: bags([UInt32(2): forged])).currentEpoch == 1)
         var unsigned = chain[2]!

@@ -21,12 +21,21 @@ struct ErrorCodeTests {
         func kind(_ code: SyncErrorCode) -> SyncError.Kind { SyncError(refusal: code, status: nil, "d").kind }
         #expect(kind(.unauthorized) == .authenticationNeeded && kind(.forbidden) == .authenticationNeeded)
         #expect(kind(.unavailable) == .unavailable && kind(.rateLimited) == .unavailable && kind(.tooManyStreams) == .unavailable)
-        #expect([SyncErrorCode.cursorExpired, .valueTooLarge, .keyTooLong, .quotaExceeded, .batchTooLarge, .bodyTooLarge,
-                 .idempotencyMismatch, .clockSkew, .invalidSuite].allSatisfy { kind($0) == .rejected })
+        #expect(
+            [
+                SyncErrorCode.cursorExpired, .valueTooLarge, .keyTooLong, .quotaExceeded, .batchTooLarge, .bodyTooLarge,
+                .idempotencyMismatch, .clockSkew, .invalidSuite,
+            ].allSatisfy { kind($0) == .rejected }
+        )
         #expect(kind(.malformed) == .protocolError && kind(.notFound) == .protocolError)
         // A code this client does not know is judged by its status; a 410 without a body expired the cursor.
-        #expect(SyncError.answer(status: 503, body: SyncErrorBody(error: SyncErrorCode(rawValue: "new_code"), detail: "d"),
-                                 retryAfter: nil).kind == .unavailable)
+        #expect(
+            SyncError.answer(
+                status: 503,
+                body: SyncErrorBody(error: SyncErrorCode(rawValue: "new_code"), detail: "d"),
+                retryAfter: nil
+            ).kind == .unavailable
+        )
         #expect(SyncError.answer(status: 410, body: nil, retryAfter: nil).code == .cursorExpired)
         // `catch SyncErrorCode.x` matches the client's errors and the wire's.
         #expect(SyncErrorCode.quotaExceeded ~= SyncError(refusal: .quotaExceeded, status: 422, "d"))

@@ -10,8 +10,10 @@ import Testing
 /// list|revoke`, `groupdefaults-sync status`.
 @Suite("Key history and devices", .timeLimit(.minutes(3)))
 struct HistoryAndDevicesTests {
-    @Test("history: N+5 writes keep the last N, newest first; restore --rev reaches the other device; bad input changes nothing",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "history: N+5 writes keep the last N, newest first; restore --rev reaches the other device; bad input changes nothing",
+        arguments: StorageBackend.allCases
+    )
     func historyAndRestore(backend: StorageBackend) async throws {
         let depth = 3
         try await SyncServer.with(backend, ["--history", String(depth)]) { server in
@@ -19,7 +21,8 @@ struct HistoryAndDevicesTests {
             try await withToolPair(suite) { phone, tablet in
                 try await phone.configure(server)
                 try await tablet.configure(server)
-                let phoneDefaults = try phone.open(), tabletDefaults = try tablet.open()
+                let phoneDefaults = try phone.open()
+                let tabletDefaults = try tablet.open()
                 for n in 1...(depth + 5) {
                     phoneDefaults.set("sound-\(n).caf", forKey: "sound")
                     try await expectSuccess(phone.sync("sync"))
@@ -40,7 +43,9 @@ struct HistoryAndDevicesTests {
                 #expect(text.stdout.contains("sound = {\"string\":\"sound-8.caf\"}"), "\(text.stdout)")
 
                 // Bad input: one line, exit 1, nothing changes.
-                for arguments in [["history", "never-written"], ["restore", "sound", "--rev", "999999"], ["restore", "never-written", "--rev", "1"]] {
+                for arguments in [
+                    ["history", "never-written"], ["restore", "sound", "--rev", "999999"], ["restore", "never-written", "--rev", "1"],
+                ] {
                     let refused = try await tablet.sync(arguments[0], Array(arguments.dropFirst()))
                     #expect(refused.status == 1, "\(arguments): \(refused)")
                     #expect(refused.stderr.split(separator: "\n").count == 1, "\(arguments): \(refused.stderr)")
@@ -75,8 +80,10 @@ struct HistoryAndDevicesTests {
         }
     }
 
-    @Test("history after the purge: a purged deletion takes its key's history; a live key keeps only what is newer than the horizon, and its current version",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "history after the purge: a purged deletion takes its key's history; a live key keeps only what is newer than the horizon, and its current version",
+        arguments: StorageBackend.allCases
+    )
     func historyAfterPurge(backend: StorageBackend) async throws {
         // Deletions kept 15 s (time for the writes and the first look, also while every other test
         // runs on two cores: 5 s was once too little), purged every second.
@@ -98,23 +105,30 @@ struct HistoryAndDevicesTests {
                 #expect(try await engine.history(forKey: "kept").versions.count == 2)
 
                 // The purge runs by itself: wait until it has passed these writes.
-                #expect(await eventually(within: .seconds(45)) {
-                    let gone = try? await phone.sync("history", ["gone"])
-                    return gone?.status == 1
-                }, "the deleted key's history is purged with its tombstone")
+                #expect(
+                    await eventually(within: .seconds(45)) {
+                        let gone = try? await phone.sync("history", ["gone"])
+                        return gone?.status == 1
+                    },
+                    "the deleted key's history is purged with its tombstone"
+                )
                 let refused = try await phone.sync("history", ["gone"])
                 #expect(refused.stderr.contains("never written, or purged"), "\(refused.stderr)")
-                #expect(await eventually(within: .seconds(45)) {
-                    (try? await engine.history(forKey: "kept").versions.count) == 1
-                })
+                #expect(
+                    await eventually(within: .seconds(45)) {
+                        (try? await engine.history(forKey: "kept").versions.count) == 1
+                    }
+                )
                 let kept = try await engine.history(forKey: "kept")
                 #expect(kept.versions.map(\.entry.value) == [.string("b")], "the current version stays, however old")
             }
         }
     }
 
-    @Test("devices: bound tokens are listed by name with their device id, suites and times; revoking one ends its stream and its next sync exits 3; the other goes on",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "devices: bound tokens are listed by name with their device id, suites and times; revoking one ends its stream and its next sync exits 3; the other goes on",
+        arguments: StorageBackend.allCases
+    )
     func devicesListAndRevoke(backend: StorageBackend) async throws {
         // A heartbeat of 1 s: an event stream re-checks its token at least that often.
         try await SyncServer.with(backend, ["--heartbeat", "1"]) { server in
@@ -124,7 +138,8 @@ struct HistoryAndDevicesTests {
                 let tabletToken = try await ServerTool.createToken(storage: server.storage, ["--device", "tablet"])
                 try await phone.configure(server, token: phoneToken)
                 try await tablet.configure(server, token: tabletToken)
-                let phoneDefaults = try phone.open(), tabletDefaults = try tablet.open()
+                let phoneDefaults = try phone.open()
+                let tabletDefaults = try tablet.open()
                 let start = HLC.wallClockMilliseconds()
                 phoneDefaults.set("ring.caf", forKey: "sound")
                 try await expectSuccess(phone.sync("sync"))
@@ -134,11 +149,14 @@ struct HistoryAndDevicesTests {
 
                 // Listed beside the running servers, by another process; last seen and last push catch up within a second.
                 var devices: [DeviceInfo] = []
-                #expect(await eventually {
-                    devices = (try? await Self.listDevices(server)) ?? []
-                    return devices.count == 2 && devices.first { $0.name == "phone" }?.lastPush != nil
-                        && (devices.first { $0.name == "tablet" }.map { Self.milliseconds($0.lastSeen) >= tabletSyncStart } ?? false)
-                }, "\(devices)")
+                #expect(
+                    await eventually {
+                        devices = (try? await Self.listDevices(server)) ?? []
+                        return devices.count == 2 && devices.first { $0.name == "phone" }?.lastPush != nil
+                            && (devices.first { $0.name == "tablet" }.map { Self.milliseconds($0.lastSeen) >= tabletSyncStart } ?? false)
+                    },
+                    "\(devices)"
+                )
                 let end = HLC.wallClockMilliseconds()
                 let listedPhone = try #require(devices.first { $0.name == "phone" })
                 let listedTablet = try #require(devices.first { $0.name == "tablet" })
@@ -148,7 +166,8 @@ struct HistoryAndDevicesTests {
                 #expect(listedPhone.lastPush != nil, "the phone pushed")
                 #expect(listedTablet.lastPush == nil, "the tablet only pulled")
                 for device in devices {
-                    let first = Self.milliseconds(device.firstSeen), last = Self.milliseconds(device.lastSeen)
+                    let first = Self.milliseconds(device.firstSeen)
+                    let last = Self.milliseconds(device.lastSeen)
                     #expect(start <= first && first <= last && last <= end, "\(device)")
                 }
                 #expect(Self.milliseconds(listedTablet.firstSeen) >= tabletSyncStart)
@@ -162,13 +181,17 @@ struct HistoryAndDevicesTests {
                 // Revoke the tablet while its `run` holds an event stream open.
                 let run = try tablet.start("run", ["--log-level", "info"])
                 defer { run.signal(SIGKILL) }
-                #expect(await eventually { Metrics.value((try? await server.metricsText()) ?? "", "groupdefaults_event_streams_open") == 1 },
-                        "\(run.stderr)")
+                #expect(
+                    await eventually { Metrics.value((try? await server.metricsText()) ?? "", "groupdefaults_event_streams_open") == 1 },
+                    "\(run.stderr)"
+                )
                 let revoke = try await ServerTool.run(["devices", "revoke", listedTablet.id] + server.storage)
                 expectSuccess(revoke)
                 #expect(revoke.stdout.contains("revoked \(listedTablet.id) (tablet)"), "\(revoke.stdout)")
-                #expect(await eventually { Metrics.value((try? await server.metricsText()) ?? "", "groupdefaults_event_streams_open") == 0 },
-                        "the revoked device's stream ended")
+                #expect(
+                    await eventually { Metrics.value((try? await server.metricsText()) ?? "", "groupdefaults_event_streams_open") == 0 },
+                    "the revoked device's stream ended"
+                )
                 #expect(await eventually { run.stderr.contains("authentication needed") }, "\(run.stderr)")
                 let refused = try await tablet.sync("sync")
                 #expect(refused.status == 3, "\(refused)")

@@ -9,8 +9,11 @@ import Testing
 /// uploads the keys the server lacks; registered defaults are never uploaded.
 @Suite("Joining a suite", .timeLimit(.minutes(2)))
 struct JoiningTests {
-    @Test("a new device never overwrites the server's values, neither with registered defaults nor with values it stored before joining; its other keys are uploaded (plain and end-to-end encrypted)",
-          arguments: StorageBackend.allCases, [false, true])
+    @Test(
+        "a new device never overwrites the server's values, neither with registered defaults nor with values it stored before joining; its other keys are uploaded (plain and end-to-end encrypted)",
+        arguments: StorageBackend.allCases,
+        [false, true]
+    )
     func joiningKeepsTheServersValues(backend: StorageBackend, encrypted: Bool) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.joining"
@@ -82,7 +85,7 @@ struct JoiningTests {
             defer { device.remove() }
             device.defaults.register(defaults: ["theme": "light"])
             var stored: [String: SyncEntry] = [:]
-            for index in 0 ..< 30 { stored["key\(index)"] = try device.set("key\(index)", .integer(index)) }
+            for index in 0..<30 { stored["key\(index)"] = try device.set("key\(index)", .integer(index)) }
             try device.write("key0", nil)
             stored["key0"] = nil
             try device.enableSync(server)
@@ -99,7 +102,9 @@ struct JoiningTests {
         }
     }
 
-    @Test("the tool's first sync after joining says the server's value replaced the newer local one on joining, not that a newer one did; conflicts keeps the local one")
+    @Test(
+        "the tool's first sync after joining says the server's value replaced the newer local one on joining, not that a newer one did; conflicts keeps the local one"
+    )
     func joiningSaysWhatReplacedWhat() async throws {
         try await SyncServer.with { server in
             try await withToolPair("group.joining.words") { phone, tablet in

@@ -21,7 +21,10 @@ struct ObservedSyncTests {
             let phone = try Device(suite, server: server)
             // The tablet's clock is behind: the phone's later write wins over the tablet's pending one.
             let tablet = try Device(suite, server: server, clockOffset: .seconds(-2))
-            defer { phone.remove(); tablet.remove() }
+            defer {
+                phone.remove()
+                tablet.remove()
+            }
 
             // The tablet uses the local key before it syncs: its name becomes local-only there.
             tablet.defaults[.frame] = [1, 2, 3, 4]

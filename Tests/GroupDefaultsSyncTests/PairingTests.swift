@@ -17,32 +17,48 @@ struct PairingTests {
         return (pair, String(line.dropFirst("pairing code: ".count)))
     }
 
-    func join(_ device: ToolDevice, _ server: SyncServer, code: String, name: String? = nil) async throws
+    func join(
+        _ device: ToolDevice,
+        _ server: SyncServer,
+        code: String,
+        name: String? = nil
+    ) async throws
         -> (status: Int32, stdout: String, stderr: String)
     {
         let token = device.directory.appendingPathComponent("paired.token").path
-        return try await device.sync("configure", ["--server", server.url.absoluteString, "--pairing-code", code, "--token-file", token]
-            + (name.map { ["--device", $0] } ?? []))
+        return try await device.sync(
+            "configure",
+            ["--server", server.url.absoluteString, "--pairing-code", code, "--token-file", token]
+                + (name.map { ["--device", $0] } ?? [])
+        )
     }
 
-    @Test("a claim without the code's proof gets a token that never works: the offering device cancels the pairing and it is revoked",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "a claim without the code's proof gets a token that never works: the offering device cancels the pairing and it is revoked",
+        arguments: StorageBackend.allCases
+    )
     func claimWithoutProof(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.e2e.claim"
-            let phone = ToolDevice(suite), tablet = ToolDevice(suite)
+            let phone = ToolDevice(suite)
+            let tablet = ToolDevice(suite)
             defer {
                 phone.remove()
                 tablet.remove()
             }
-            let configured = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token),
-                                                                "--encrypt"])
+            let configured = try await phone.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token),
+                    "--encrypt",
+                ]
+            )
             #expect(configured.status == 0, "\(configured.stderr)")
             let (pair, code) = try startPairing(phone)
 
             // Someone who learned the pairing id (the server, or whoever saw it) but not the code.
             let id = try PairingCode(parsing: code).pairingID
-            let random = { Data((0 ..< 32).map { _ in UInt8.random(in: 0 ... 255) }).base64EncodedString() }
+            let random = { Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString() }
             let anonymous = SyncClient(server: server.url, suite: suite, http: server.http) { throw SyncError(.authenticationNeeded, "none") }
             let claimed = try await anonymous.claimPairing(pairingID: id, PairingClaim(publicKey: random(), proof: random()))
             let stolen = server.client(suite, token: claimed.token)
@@ -68,20 +84,30 @@ struct PairingTests {
             // A new code, used by the device that has it: its token works once the keys are here.
             let (again, fresh) = try startPairing(phone)
             let codeFile = try tablet.tokenFile(fresh, name: "code")
-            let joined = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--pairing-code-file", codeFile,
-                                                             "--token-file", tablet.directory.appendingPathComponent("paired.token").path])
+            let joined = try await tablet.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--pairing-code-file", codeFile,
+                    "--token-file", tablet.directory.appendingPathComponent("paired.token").path,
+                ]
+            )
             #expect(joined.status == 0, "\(joined.stderr)")
             #expect(again.finish().status == 0)
             #expect(try await tablet.sync("sync").status == 0)
         }
     }
 
-    @Test("a second and a third device join by code and sync; a reused code and a wrong one are refused and write nothing",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "a second and a third device join by code and sync; a reused code and a wrong one are refused and write nothing",
+        arguments: StorageBackend.allCases
+    )
     func pairing(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.e2e.pairing"
-            let phone = ToolDevice(suite), tablet = ToolDevice(suite), laptop = ToolDevice(suite), stranger = ToolDevice(suite)
+            let phone = ToolDevice(suite)
+            let tablet = ToolDevice(suite)
+            let laptop = ToolDevice(suite)
+            let stranger = ToolDevice(suite)
             defer { for device in [phone, tablet, laptop, stranger] { try? FileManager.default.removeItem(at: device.directory) } }
             let phoneToken = try phone.tokenFile(server.token)
             let configured = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file", phoneToken, "--encrypt"])
@@ -107,8 +133,10 @@ struct PairingTests {
 
             // The same code again: refused, nothing written.
             let reused = try await join(stranger, server, code: code)
-            #expect(reused.status == 1 && reused.stderr == "groupdefaults-sync: the pairing code was already used: each code pairs one device\n",
-                    "\(reused.stderr)")
+            #expect(
+                reused.status == 1 && reused.stderr == "groupdefaults-sync: the pairing code was already used: each code pairs one device\n",
+                "\(reused.stderr)"
+            )
             #expect(!FileManager.default.fileExists(atPath: stranger.directory.appendingPathComponent("paired.token").path))
             #expect(stranger.keyFiles().isEmpty)
 

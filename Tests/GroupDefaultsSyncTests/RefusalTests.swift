@@ -11,12 +11,14 @@ struct RefusalTests {
     /// A value nested `depth` arrays deep around an integer.
     static func nested(_ depth: Int) -> PropertyListValue {
         var value = PropertyListValue.integer(1)
-        for _ in 0 ..< depth { value = .array([value]) }
+        for _ in 0..<depth { value = .array([value]) }
         return value
     }
 
-    @Test("a change this device cannot send is set aside, journaled once and reported; the changes before and after it are pushed",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "a change this device cannot send is set aside, journaled once and reported; the changes before and after it are pushed",
+        arguments: StorageBackend.allCases
+    )
     func unsendableChange(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.refusals"
@@ -105,8 +107,10 @@ struct RefusalTests {
         }
     }
 
-    @Test("a device whose clock ran 100 years ahead recovers when it is right again: what it wrote meanwhile is pushed, later writes win",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "a device whose clock ran 100 years ahead recovers when it is right again: what it wrote meanwhile is pushed, later writes win",
+        arguments: StorageBackend.allCases
+    )
     func deviceClockAhead(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.clock.device"
@@ -142,8 +146,10 @@ struct RefusalTests {
         }
     }
 
-    @Test("a server that stored entries from a wrong clock: a new device joins past them, the operator repairs them, honest writes win",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "a server that stored entries from a wrong clock: a new device joins past them, the operator repairs them, honest writes win",
+        arguments: StorageBackend.allCases
+    )
     func serverClockAhead(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.clock.server"
@@ -175,7 +181,9 @@ struct RefusalTests {
                 let listed = try await ServerTool.run(["suites", "repair-clock", "--account", "alice", "--suite", suite] + server.storage)
                 #expect(listed.status == 0, "\(listed.stderr)")
                 #expect(listed.stdout.contains("2 entries stamped in the future"), "\(listed.stdout)")
-                let repaired = try await ServerTool.run(["suites", "repair-clock", "--account", "alice", "--suite", suite, "--restamp"] + server.storage)
+                let repaired = try await ServerTool.run(
+                    ["suites", "repair-clock", "--account", "alice", "--suite", suite, "--restamp"] + server.storage
+                )
                 #expect(repaired.stdout.contains("2 entries stamped again"), "\(repaired.stdout) \(repaired.stderr)")
                 #expect(try await tablet.sync("sync").status == 0)
                 #expect(try tablet.open().string(forKey: "sound") == "chime.caf")
@@ -196,26 +204,28 @@ struct RefusalTests {
     /// Seeds of the poisoned-batches property (`GROUPDEFAULTS_POISON_SEEDS`, 4 by default).
     static let poisonSeeds = ProcessInfo.processInfo.environment["GROUPDEFAULTS_POISON_SEEDS"].flatMap(Int.init) ?? 4
 
-    @Test("random writes with unsendable ones interleaved: every key never poisoned converges to last writer wins on both devices and the server, and each poisoned write is journaled where it was made")
+    @Test(
+        "random writes with unsendable ones interleaved: every key never poisoned converges to last writer wins on both devices and the server, and each poisoned write is journaled where it was made"
+    )
     func poisonedBatches() async throws {
         try await SyncServer.with(.lmdb) { server in
-            for seed in 1 ... UInt64(Self.poisonSeeds) {
+            for seed in 1...UInt64(Self.poisonSeeds) {
                 var random = SeededGenerator(seed: seed)
                 let suite = "group.poison.\(seed)"
                 let devices = [try Device(suite, server: server), try Device(suite, server: server)]
                 defer { for device in devices { device.remove() } }
-                let keys = (0 ..< 6).map { "k\($0)" }
+                let keys = (0..<6).map { "k\($0)" }
                 var model = LastWriterWinsModel()
                 var poisoned: [Int: Set<String>] = [:]
                 // Per device, the keys whose latest local write is a poisoned one, and those such
                 // writes a sync has tried to push.
                 var current: [Int: Set<String>] = [:]
                 var attempted: [Int: Set<String>] = [:]
-                for step in 0 ..< 40 {
-                    let index = Int.random(in: 0 ..< 2, using: &random)
+                for step in 0..<40 {
+                    let index = Int.random(in: 0..<2, using: &random)
                     let device = devices[index]
                     let key = keys.randomElement(using: &random)!
-                    switch Int.random(in: 0 ..< 10, using: &random) {
+                    switch Int.random(in: 0..<10, using: &random) {
                     case 0:
                         // Typed JSON cannot carry it: this device must set it aside.
                         try device.set(key, .date(Date(timeIntervalSince1970: 1e12 + Double(step))))
@@ -239,7 +249,7 @@ struct RefusalTests {
                         current[index]?.remove(key)
                     }
                 }
-                for _ in 0 ..< 2 {
+                for _ in 0..<2 {
                     for (index, device) in devices.enumerated() {
                         attempted[index, default: []].formUnion(current[index] ?? [])
                         try await device.engine.syncOnce()

@@ -10,16 +10,25 @@ import Testing
 /// lost, in a plain suite and in an encrypted one whose key was rotated.
 @Suite("Suite reset", .timeLimit(.minutes(3)))
 struct ResetTests {
-    @Test("after an operator's reset, each device joins again at its next sync and uploads its values; an encrypted suite keeps its epoch and its recovery key",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "after an operator's reset, each device joins again at its next sync and uploads its values; an encrypted suite keeps its epoch and its recovery key",
+        arguments: StorageBackend.allCases
+    )
     func devicesJoinAgain(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
             // A plain suite on two devices, each with a value of its own.
             let plain = "group.reset.plain"
-            let phone = ToolDevice(plain), tablet = ToolDevice(plain)
-            defer { phone.remove(); tablet.remove() }
+            let phone = ToolDevice(plain)
+            let tablet = ToolDevice(plain)
+            defer {
+                phone.remove()
+                tablet.remove()
+            }
             for device in [phone, tablet] {
-                let configured = try await device.sync("configure", ["--server", server.url.absoluteString, "--token-file", try device.tokenFile(server.token)])
+                let configured = try await device.sync(
+                    "configure",
+                    ["--server", server.url.absoluteString, "--token-file", try device.tokenFile(server.token)]
+                )
                 #expect(configured.status == 0, "\(configured.stderr)")
             }
             #expect(try await phone.defaultsTool(["write", plain, "sound", "ring.caf"]).status == 0)
@@ -28,8 +37,10 @@ struct ResetTests {
 
             // Without --yes, nothing changes.
             let asked = try await ServerTool.run(["suites", "reset", "--account", "alice", "--suite", plain] + server.storage)
-            #expect(asked.status == 0 && asked.stdout.contains("would delete alice/\(plain)'s 2 keys") && asked.stdout.contains("add --yes"),
-                    "\(asked.stdout) \(asked.stderr)")
+            #expect(
+                asked.status == 0 && asked.stdout.contains("would delete alice/\(plain)'s 2 keys") && asked.stdout.contains("add --yes"),
+                "\(asked.stdout) \(asked.stderr)"
+            )
             #expect(try await server.snapshot(plain).entries.count == 2)
             let reset = try await ServerTool.run(["suites", "reset", "--account", "alice", "--suite", plain, "--yes"] + server.storage)
             #expect(reset.status == 0, "\(reset.stderr)")
@@ -40,7 +51,10 @@ struct ResetTests {
             #expect(try await tablet.defaultsTool(["write", plain, "theme", "dark"]).status == 0)
             for device in [phone, tablet, phone] { #expect(try await device.sync("sync").status == 0) }
             let entries = try await server.snapshot(plain).entries
-            #expect(entries["sound"]?.value == .string("ring.caf") && entries["volume"]?.value == .integer(7) && entries["theme"]?.value == .string("dark"))
+            #expect(
+                entries["sound"]?.value == .string("ring.caf") && entries["volume"]?.value == .integer(7)
+                    && entries["theme"]?.value == .string("dark")
+            )
             #expect(try phone.open().string(forKey: "theme") == "dark")
             #expect(try tablet.open().string(forKey: "sound") == "ring.caf")
 
@@ -62,11 +76,20 @@ struct ResetTests {
             // An encrypted suite, rotated to epoch 2, reset: the phone anchors it again at epoch 2,
             // and the recovery key opens everything on a new device.
             let sealed = "group.reset.sealed"
-            let owner = ToolDevice(sealed), laptop = ToolDevice(sealed)
-            defer { owner.remove(); laptop.remove() }
-            let configured = try await owner.sync("configure", ["--server", server.url.absoluteString, "--token-file", try owner.tokenFile(server.token), "--encrypt"])
+            let owner = ToolDevice(sealed)
+            let laptop = ToolDevice(sealed)
+            defer {
+                owner.remove()
+                laptop.remove()
+            }
+            let configured = try await owner.sync(
+                "configure",
+                ["--server", server.url.absoluteString, "--token-file", try owner.tokenFile(server.token), "--encrypt"]
+            )
             #expect(configured.status == 0, "\(configured.stderr)")
-            let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") }).dropFirst("recovery key: ".count)
+            let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") }).dropFirst(
+                "recovery key: ".count
+            )
             #expect(try await owner.defaultsTool(["write", sealed, "sound", "ring.caf"]).status == 0)
             #expect(try await owner.sync("sync").status == 0)
             #expect(try await owner.sync("rotate-key").status == 0)
@@ -76,8 +99,13 @@ struct ResetTests {
             let joined = try await owner.sync("sync")
             #expect(joined.status == 0, "\(joined.stderr)")
             #expect(try await server.snapshot(sealed).entries.values.map { $0.sealed?.epoch } == [2, 2])
-            let recovered = try await laptop.sync("configure", ["--server", server.url.absoluteString, "--token-file", try laptop.tokenFile(server.token),
-                                                                "--recovery-key-file", try laptop.tokenFile(String(recovery), name: "recovery")])
+            let recovered = try await laptop.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--token-file", try laptop.tokenFile(server.token),
+                    "--recovery-key-file", try laptop.tokenFile(String(recovery), name: "recovery"),
+                ]
+            )
             #expect(recovered.status == 0, "\(recovered.stderr)")
             #expect(try await laptop.sync("sync").status == 0)
             #expect(try laptop.open().string(forKey: "sound") == "ring.caf")
@@ -85,15 +113,24 @@ struct ResetTests {
         }
     }
 
-    @Test("after a reset each key ends with its latest write on every device: a newer deletion stays deleted, an older value does not win",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "after a reset each key ends with its latest write on every device: a newer deletion stays deleted, an older value does not win",
+        arguments: StorageBackend.allCases
+    )
     func latestWriteWinsAfterReset(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.reset.latest"
-            let phone = ToolDevice(suite), tablet = ToolDevice(suite)
-            defer { phone.remove(); tablet.remove() }
+            let phone = ToolDevice(suite)
+            let tablet = ToolDevice(suite)
+            defer {
+                phone.remove()
+                tablet.remove()
+            }
             for device in [phone, tablet] {
-                #expect(try await device.sync("configure", ["--server", server.url.absoluteString, "--token-file", try device.tokenFile(server.token)]).status == 0)
+                #expect(
+                    try await device.sync("configure", ["--server", server.url.absoluteString, "--token-file", try device.tokenFile(server.token)])
+                        .status == 0
+                )
             }
             #expect(try await phone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
             #expect(try await phone.defaultsTool(["write", suite, "theme", "light"]).status == 0)

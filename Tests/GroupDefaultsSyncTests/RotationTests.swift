@@ -12,11 +12,13 @@ struct RotationTests {
     /// Rounds of the concurrent-push test (`GROUPDEFAULTS_ROTATION_ROUNDS`, 3 by default).
     static let rounds = ProcessInfo.processInfo.environment["GROUPDEFAULTS_ROTATION_ROUNDS"].flatMap(Int.init) ?? 3
 
-    @Test("a rotation never drops a write another device pushed meanwhile: each one the server acknowledged ends under the new epoch",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "a rotation never drops a write another device pushed meanwhile: each one the server acknowledged ends under the new epoch",
+        arguments: StorageBackend.allCases
+    )
     func rotationWithConcurrentPush(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
-            for round in 1 ... Self.rounds {
+            for round in 1...Self.rounds {
                 let suite = "group.e2e.race.\(round)"
                 let keys = SuiteKeys(recoveryKey: RecoveryKey(), suite: suite)
                 let phone = try Device(suite, server: server, keys: keys)
@@ -35,44 +37,58 @@ struct RotationTests {
                 // server acknowledges is recorded, until the server refuses the old epoch.
                 async let acknowledged: [String: PropertyListValue] = {
                     var acknowledged: [String: PropertyListValue] = [:]
-                    for index in 0 ..< 200 {
-                        let key = "tablet-\(index % 20)", value = PropertyListValue.integer(index)
+                    for index in 0..<200 {
+                        let key = "tablet-\(index % 20)"
+                        let value = PropertyListValue.integer(index)
                         try tablet.set(key, value)
                         do throws(SyncError) { try await tablet.engine.push() } catch { break }
                         acknowledged[key] = value
                     }
                     return acknowledged
                 }()
-                try await Task.sleep(for: .milliseconds(Int.random(in: 0 ... 20)))
+                try await Task.sleep(for: .milliseconds(Int.random(in: 0...20)))
                 let outcome = try await KeyRotation.rotate(phone.engine, keys: keys, keyFile: keyFile)
                 let written = try await acknowledged
 
                 let sealed = try await server.snapshot(suite).entries
                 let opened = try await server.snapshot(suite, keys: outcome.keys).entries
                 for (key, value) in written {
-                    #expect(opened[key]?.value == value, "round \(round): \(key) acknowledged as \(value), the server holds \(String(describing: opened[key]?.value))")
-                    #expect(sealed[keys.keyID(for: key)]?.sealed?.epoch == outcome.keys.currentEpoch, "round \(round): \(key) left under a retired epoch")
+                    #expect(
+                        opened[key]?.value == value,
+                        "round \(round): \(key) acknowledged as \(value), the server holds \(String(describing: opened[key]?.value))"
+                    )
+                    #expect(
+                        sealed[keys.keyID(for: key)]?.sealed?.epoch == outcome.keys.currentEpoch,
+                        "round \(round): \(key) left under a retired epoch"
+                    )
                 }
             }
         }
     }
 
-    @Test("a write token cannot spend a suite's epochs: a key bag is taken for the next epoch only, and rotate-key still works",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "a write token cannot spend a suite's epochs: a key bag is taken for the next epoch only, and rotate-key still works",
+        arguments: StorageBackend.allCases
+    )
     func epochAttack(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.e2e.epochs"
             let phone = ToolDevice(suite)
             defer { phone.remove() }
-            let configured = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token),
-                                                                "--encrypt"])
+            let configured = try await phone.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token),
+                    "--encrypt",
+                ]
+            )
             #expect(configured.status == 0, "\(configured.stderr)")
             #expect(try await phone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
             #expect(try await phone.sync("sync").status == 0)
 
             // Any write token of the account, with bytes of its own: for the last epoch, one ahead,
             // and the next, unsigned and signed by a key of its own. Each is refused.
-            let random = Data((0 ..< 64).map { _ in UInt8.random(in: 0 ... 255) }).base64EncodedString()
+            let random = Data((0..<64).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
             let ownKeys = try SuiteKeys(recoveryKey: RecoveryKey(), suite: suite).rotated()
             let signed = try ownKeys.signedKeyBag(epoch: 2)
             let attempts: [(UInt32, SignedKeyBag, SyncErrorCode)] = [
@@ -106,8 +122,13 @@ struct RotationTests {
                 .dropFirst("recovery key: ".count)
             let laptop = ToolDevice(suite)
             defer { laptop.remove() }
-            let recovered = try await laptop.sync("configure", ["--server", server.url.absoluteString, "--token-file", try laptop.tokenFile(server.token),
-                                                                "--recovery-key-file", try laptop.tokenFile(String(recovery), name: "recovery")])
+            let recovered = try await laptop.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--token-file", try laptop.tokenFile(server.token),
+                    "--recovery-key-file", try laptop.tokenFile(String(recovery), name: "recovery"),
+                ]
+            )
             #expect(recovered.status == 0, "\(recovered.stderr)")
             #expect(try await laptop.sync("sync").status == 0)
             #expect(try laptop.open().string(forKey: "sound") == "bell.aiff")
@@ -115,25 +136,43 @@ struct RotationTests {
         }
     }
 
-    @Test("a device that missed rotations rotates with the recovery key: it opens every epoch first and seals everything again",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "a device that missed rotations rotates with the recovery key: it opens every epoch first and seals everything again",
+        arguments: StorageBackend.allCases
+    )
     func rotateAfterMissedRotations(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.e2e.missed"
-            let phone = ToolDevice(suite), tablet = ToolDevice(suite), laptop = ToolDevice(suite)
+            let phone = ToolDevice(suite)
+            let tablet = ToolDevice(suite)
+            let laptop = ToolDevice(suite)
             defer { for device in [phone, tablet, laptop] { device.remove() } }
-            let configured = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token),
-                                                                "--encrypt"])
+            let configured = try await phone.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token),
+                    "--encrypt",
+                ]
+            )
             #expect(configured.status == 0, "\(configured.stderr)")
-            let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") }).dropFirst("recovery key: ".count)
+            let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") }).dropFirst(
+                "recovery key: ".count
+            )
             #expect(try await phone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
             #expect(try await phone.sync("sync").status == 0)
             let recoveryFile = try tablet.tokenFile(String(recovery), name: "recovery")
-            #expect(try await tablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", try tablet.tokenFile(server.token),
-                                                        "--recovery-key-file", recoveryFile]).status == 0)
+            #expect(
+                try await tablet.sync(
+                    "configure",
+                    [
+                        "--server", server.url.absoluteString, "--token-file", try tablet.tokenFile(server.token),
+                        "--recovery-key-file", recoveryFile,
+                    ]
+                ).status == 0
+            )
             #expect(try await tablet.sync("sync").status == 0)
             // The phone rotates twice and writes; the tablet, at epoch 1, hears nothing of it.
-            for _ in 0 ..< 2 { #expect(try await phone.sync("rotate-key").status == 0) }
+            for _ in 0..<2 { #expect(try await phone.sync("rotate-key").status == 0) }
             #expect(try await phone.defaultsTool(["write", suite, "volume", "-int", "4"]).status == 0)
             #expect(try await phone.sync("sync").status == 0)
 
@@ -143,19 +182,30 @@ struct RotationTests {
             #expect(rotated.status == 0, "\(rotated.stderr)")
             #expect(rotated.stdout.contains("keys rotated to epoch 4"), "\(rotated.stdout)")
             #expect(try await server.snapshot(suite).entries.values.allSatisfy { $0.sealed?.epoch == 4 })
-            #expect(try await laptop.sync("configure", ["--server", server.url.absoluteString, "--token-file", try laptop.tokenFile(server.token),
-                                                        "--recovery-key-file", try laptop.tokenFile(String(recovery), name: "recovery")]).status == 0)
+            #expect(
+                try await laptop.sync(
+                    "configure",
+                    [
+                        "--server", server.url.absoluteString, "--token-file", try laptop.tokenFile(server.token),
+                        "--recovery-key-file", try laptop.tokenFile(String(recovery), name: "recovery"),
+                    ]
+                ).status == 0
+            )
             #expect(try await laptop.sync("sync").status == 0)
             #expect(try laptop.open().string(forKey: "sound") == "ring.caf" && laptop.open().integer(forKey: "volume") == 4)
         }
     }
 
-    @Test("after revoke and rotate-key, the revoked device's keys open nothing written since; a paired device and the recovery key read it all",
-          arguments: StorageBackend.allCases)
+    @Test(
+        "after revoke and rotate-key, the revoked device's keys open nothing written since; a paired device and the recovery key read it all",
+        arguments: StorageBackend.allCases
+    )
     func rotation(backend: StorageBackend) async throws {
         try await SyncServer.with(backend) { server in
             let suite = "group.e2e.rotation"
-            let phone = ToolDevice(suite), tablet = ToolDevice(suite), laptop = ToolDevice(suite)
+            let phone = ToolDevice(suite)
+            let tablet = ToolDevice(suite)
+            let laptop = ToolDevice(suite)
             defer { for device in [phone, tablet, laptop] { try? FileManager.default.removeItem(at: device.directory) } }
             let phoneToken = try phone.tokenFile(server.token)
             let configured = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file", phoneToken, "--encrypt"])
@@ -169,8 +219,13 @@ struct RotationTests {
             let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", suite, "--directory", phone.directory.path])
             let code = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") }).dropFirst("pairing code: ".count)
             let tabletToken = tablet.directory.appendingPathComponent("token").path
-            let joined = try await tablet.sync("configure", ["--server", server.url.absoluteString, "--pairing-code", String(code),
-                                                             "--token-file", tabletToken])
+            let joined = try await tablet.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--pairing-code", String(code),
+                    "--token-file", tabletToken,
+                ]
+            )
             #expect(joined.status == 0, "\(joined.stderr)")
             #expect(pair.finish().status == 0)
             #expect(try await tablet.sync("sync").status == 0)
@@ -204,14 +259,22 @@ struct RotationTests {
 
             // An entry forged with the old key and put into the store behind the server's back (a
             // revoked device with the server's help) is applied nowhere: epoch 1 is history now.
-            let forged = try old.seal(key: "sound", value: .string("forged.caf"), hlc: HLC(rawValue: stale.hlc.rawValue + 1 << 16),
-                                      origin: tabletOrigin)
+            let forged = try old.seal(
+                key: "sound",
+                value: .string("forged.caf"),
+                hlc: HLC(rawValue: stale.hlc.rawValue + 1 << 16),
+                origin: tabletOrigin
+            )
             let soundID = tabletKeys.keyID(for: "sound")
             let current = try #require(try await server.snapshot(suite).entries[soundID])
             try await server.killAndRestart {
-                try await ServerStore.rewrite(server, suite: suite, changed: [
-                    SyncEntry(keyID: soundID, sealed: forged.sealed!, deleted: false, hlc: forged.hlc, origin: tabletOrigin, rev: current.rev),
-                ])
+                try await ServerStore.rewrite(
+                    server,
+                    suite: suite,
+                    changed: [
+                        SyncEntry(keyID: soundID, sealed: forged.sealed!, deleted: false, hlc: forged.hlc, origin: tabletOrigin, rev: current.rev)
+                    ]
+                )
             }
             #expect(try await phone.sync("reset").status == 0)
             let refusedForgery = try await phone.sync("sync")
@@ -224,15 +287,25 @@ struct RotationTests {
 
             // The recovery key opens every epoch (epoch 2 through its key bag).
             let laptopToken = try laptop.tokenFile(server.token)
-            let recovered = try await laptop.sync("configure", ["--server", server.url.absoluteString, "--token-file", laptopToken,
-                                                                "--recovery-key", String(recovery)])
+            let recovered = try await laptop.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--token-file", laptopToken,
+                    "--recovery-key", String(recovery),
+                ]
+            )
             #expect(recovered.status == 0, "\(recovered.stderr)")
             let laptopSync = try await laptop.sync("sync")
             #expect(laptopSync.status == 1 && laptopSync.stderr.contains("retired"), "the forged entry, refused: \(laptopSync.stderr)")
             #expect(try await laptop.defaultsTool(["read", suite, "pin"]).stdout.trimmingCharacters(in: .newlines) == "secret-after-rotation")
             // Another suite's recovery key passes its check but is refused.
-            let wrong = try await laptop.sync("configure", ["--server", server.url.absoluteString, "--token-file", laptopToken,
-                                                            "--recovery-key", RecoveryKey().description])
+            let wrong = try await laptop.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--token-file", laptopToken,
+                    "--recovery-key", RecoveryKey().description,
+                ]
+            )
             #expect(wrong.status == 1 && wrong.stderr.contains("does not open"), "\(wrong.stderr)")
         }
     }

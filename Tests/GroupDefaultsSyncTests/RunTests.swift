@@ -28,7 +28,9 @@ struct RunTests {
 
                 // And from the tablet's side, with --directory instead of the environment.
                 let back = try await BuiltExecutable.run(
-                    ToolDevice.defaultsExecutable, ["write", "--directory", tablet.directory.path, tablet.suite, "theme", "dark"])
+                    ToolDevice.defaultsExecutable,
+                    ["write", "--directory", tablet.directory.path, tablet.suite, "theme", "dark"]
+                )
                 #expect(back.status == 0, "\(back.stderr)")
                 let phoneDefaults = try phone.open()
                 #expect(await eventually { phoneDefaults.string(forKey: "theme") == "dark" })
@@ -40,13 +42,16 @@ struct RunTests {
     func idleSendsNothing() async throws {
         try await SyncServer.with { server in
             try await withRunningPair(server, "group.idle") { phone, tablet, _, _ in
-                let phoneDefaults = try phone.open(), tabletDefaults = try tablet.open()
+                let phoneDefaults = try phone.open()
+                let tabletDefaults = try tablet.open()
                 phoneDefaults.set("ring.caf", forKey: "sound")
                 tabletDefaults.set(0.5, forKey: "volume")
                 #expect(await eventually { tabletDefaults.string(forKey: "sound") == "ring.caf" && phoneDefaults.double(forKey: "volume") == 0.5 })
-                #expect(await eventually {
-                    (try? phoneDefaults.pendingCount()) == 0 && (try? tabletDefaults.pendingCount()) == 0
-                })
+                #expect(
+                    await eventually {
+                        (try? phoneDefaults.pendingCount()) == 0 && (try? tabletDefaults.pendingCount()) == 0
+                    }
+                )
                 // Both event streams open.
                 #expect(try await eventually { Metrics.value(try await server.metricsText(), "groupdefaults_event_streams_open") == 2 })
 
@@ -54,7 +59,10 @@ struct RunTests {
                 try await Task.sleep(for: .seconds(10))  // the quiet period is what is measured
                 let after = try await server.requestCounts()
                 for route in [Metrics.pushRoute, Metrics.changesRoute, Metrics.snapshotRoute, Metrics.eventsRoute] {
-                    #expect(after[route, default: 0] == before[route, default: 0], "\(route): \(before[route, default: 0]) → \(after[route, default: 0])")
+                    #expect(
+                        after[route, default: 0] == before[route, default: 0],
+                        "\(route): \(before[route, default: 0]) → \(after[route, default: 0])"
+                    )
                 }
                 #expect(before[Metrics.pushRoute, default: 0] >= 2, "the counts are read from the right routes: \(before)")
                 #expect(Metrics.value(try await server.metricsText(), "groupdefaults_event_streams_open") == 2)
@@ -123,7 +131,9 @@ struct RunTests {
         }
     }
 
-    @Test("a token revoked while run runs: run stays up, paused; status says so and exits 3; a new token in the same file resumes it, and status is ok again")
+    @Test(
+        "a token revoked while run runs: run stays up, paused; status says so and exits 3; a new token in the same file resumes it, and status is ok again"
+    )
     func revokedWhileRunning() async throws {
         try await SyncServer.with { server in
             let suite = "group.revoked.running"
@@ -151,7 +161,9 @@ struct RunTests {
             #expect(paused.stdout.contains("state: paused: authentication needed"), "\(paused.stdout)")
             #expect(paused.stdout.contains("when: since "), "\(paused.stdout)")
             #expect(paused.stderr.split(separator: "\n").count == 1 && paused.stderr.contains("token"), "\(paused.stderr)")
-            let json = try #require(try JSONSerialization.jsonObject(with: Data(try await phone.sync("status", ["--json"]).stdout.utf8)) as? [String: Any])
+            let json = try #require(
+                try JSONSerialization.jsonObject(with: Data(try await phone.sync("status", ["--json"]).stdout.utf8)) as? [String: Any]
+            )
             #expect(json["state"] as? String == "paused")
             #expect(json["state_since"] is String && json["last_success"] is String, "\(json)")
 
@@ -179,16 +191,26 @@ struct RunTests {
         try device.open().set("ring.caf", forKey: "sound")
         let unconfigured = try await device.sync("run")
         #expect(unconfigured.status == 1, "\(unconfigured)")
-        #expect(unconfigured.stderr.split(separator: "\n").count == 1 && unconfigured.stderr.contains("is not configured for sync"), "\(unconfigured.stderr)")
+        #expect(
+            unconfigured.stderr.split(separator: "\n").count == 1 && unconfigured.stderr.contains("is not configured for sync"),
+            "\(unconfigured.stderr)"
+        )
         // Nor does `unconfigure` claim to have stopped a sync that never was.
         let notSynced = try await device.sync("unconfigure")
-        #expect(notSynced.status == 1 && notSynced.stderr == "groupdefaults-sync: group.run.unconfigured does not sync: there is nothing to unconfigure\n",
-                "\(notSynced)")
+        #expect(
+            notSynced.status == 1
+                && notSynced.stderr == "groupdefaults-sync: group.run.unconfigured does not sync: there is nothing to unconfigure\n",
+            "\(notSynced)"
+        )
 
         // The user unit (Tools/package-files) does not restart that status, and restarts crashes.
-        let unit = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Tools/package-files/groupdefaults-sync@.service"), encoding: .utf8)
-        let prevented = unit.split(separator: "\n").first { $0.hasPrefix("RestartPreventExitStatus=") }
+        let unit = try String(
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("Tools/package-files/groupdefaults-sync@.service"),
+            encoding: .utf8
+        )
+        let prevented =
+            unit.split(separator: "\n").first { $0.hasPrefix("RestartPreventExitStatus=") }
             .map { $0.dropFirst("RestartPreventExitStatus=".count).split(separator: " ").compactMap { Int32($0) } } ?? []
         #expect(prevented.contains(unconfigured.status), "\(prevented)")
         #expect(unit.contains("Restart=on-failure"))

@@ -23,7 +23,10 @@ struct ToolTests {
                 #expect(result.stderr.split(separator: "\n").count == 1)
             }
             let status = try await device.sync("status")
-            #expect(status.status == 1 && status.stderr.contains("does not exist"), "a refused configure writes nothing, not even the suite: \(status)")
+            #expect(
+                status.status == 1 && status.stderr.contains("does not exist"),
+                "a refused configure writes nothing, not even the suite: \(status)"
+            )
 
             let file = try device.tokenFile(server.token, name: "token", mode: 0o600)
             let configured = try await device.sync("configure", ["--server", server.url.absoluteString, "--token-file", file])
@@ -62,7 +65,9 @@ struct ToolTests {
 
             let sync = try await device.sync("sync")
             #expect(sync.status == 0, "\(sync.stderr)")
-            let after = try #require(try JSONSerialization.jsonObject(with: Data(try await device.sync("status", ["--json"]).stdout.utf8)) as? [String: Any])
+            let after = try #require(
+                try JSONSerialization.jsonObject(with: Data(try await device.sync("status", ["--json"]).stdout.utf8)) as? [String: Any]
+            )
             #expect(after["pending"] as? Int == 0)
             #expect(after["cursor"] as? Int == 2)
             let infoAfter = try await device.defaultsTool(["info", device.suite])
@@ -104,7 +109,9 @@ struct ToolTests {
     @Test("every verb's help shows an example of it; those that talk to the server state their timeouts")
     func helpExamples() async throws {
         let talking: Set<String> = ["configure", "pair", "rotate-key", "sync", "push", "pull", "run", "status", "restore", "history"]
-        for verb in ["configure", "pair", "rotate-key", "sync", "push", "pull", "run", "status", "conflicts", "restore", "history", "reset", "unconfigure"] {
+        for verb in [
+            "configure", "pair", "rotate-key", "sync", "push", "pull", "run", "status", "conflicts", "restore", "history", "reset", "unconfigure",
+        ] {
             let help = try await BuiltExecutable.run(ToolDevice.syncExecutable, ["help", verb])
             #expect(help.status == 0, "\(verb): \(help.stderr)")
             #expect(help.stdout.contains("Example: groupdefaults-sync \(verb) group.com.example.chat"), "\(verb): \(help.stdout)")

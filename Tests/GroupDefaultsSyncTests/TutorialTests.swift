@@ -25,7 +25,7 @@ extension SharedDefaults.Keys {
 let chatMigrations = [
     SharedDefaults.Migration(1, "the sound moves under notification.") { tx in
         try tx.renameKey("sound", to: "notification.sound")
-    },
+    }
 ]
 
 /// The group's suite, as every process of the app opens it.
@@ -54,13 +54,13 @@ func chooseSound(_ file: URL, in container: AppGroupContainer) throws {
 /// otherwise the payload as it came (a best attempt, never an empty notification).
 func bestAttemptContent(for payload: Data, in container: AppGroupContainer) -> Data {
     guard var message = try? JSONSerialization.jsonObject(with: payload) as? [String: Any],
-          var aps = message["aps"] as? [String: Any], aps["mutable-content"] as? Int == 1,
-          let defaults = try? openChatSettings(in: container)
+        var aps = message["aps"] as? [String: Any], aps["mutable-content"] as? Int == 1,
+        let defaults = try? openChatSettings(in: container)
     else { return payload }
     let sound = defaults[.messageSound]
     let file = container.soundsDirectory.appendingPathComponent(sound)
     guard ["aiff", "wav", "caf", "mp3"].contains(file.pathExtension.lowercased()),
-          FileManager.default.fileExists(atPath: file.path)
+        FileManager.default.fileExists(atPath: file.path)
     else { return payload }
     aps["sound"] = sound
     message["aps"] = aps
@@ -219,7 +219,8 @@ enum Snippets {
                 continue
             }
             let previous = index > 0 ? lines[index - 1].trimmingCharacters(in: .whitespaces) : ""
-            let name = previous.hasPrefix("<!-- snippet: ") && previous.hasSuffix(" -->")
+            let name =
+                previous.hasPrefix("<!-- snippet: ") && previous.hasSuffix(" -->")
                 ? String(previous.dropFirst("<!-- snippet: ".count).dropLast(" -->".count)) : nil
             var code: [String] = []
             index += 1
@@ -245,7 +246,8 @@ enum Snippets {
                 lines = []
             } else if trimmed == "// end snippet", let current = name {
                 // As the article shows it: without the indentation the region has in its file.
-                let indent = lines.filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+                let indent =
+                    lines.filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
                     .map { $0.prefix { $0 == " " }.count }.min() ?? 0
                 regions[current] = lines.map { String($0.dropFirst(min(indent, $0.count))) }.joined(separator: "\n")
                 name = nil

@@ -17,21 +17,32 @@ struct UnreachableServerTests {
     /// One line `groupdefaults-sync: <expected><tail>`, with no type names, build paths, errno or
     /// unbalanced brackets, from a command that took less than `within`.
     private func expectOneLine(
-        _ result: (status: Int32, stdout: String, stderr: String), _ expected: String, tail: String = pendingKept, took: Duration,
-        within: Duration, sourceLocation: SourceLocation = #_sourceLocation
+        _ result: (status: Int32, stdout: String, stderr: String),
+        _ expected: String,
+        tail: String = pendingKept,
+        took: Duration,
+        within: Duration,
+        sourceLocation: SourceLocation = #_sourceLocation
     ) {
         #expect(result.status == 1, "\(result)", sourceLocation: sourceLocation)
         #expect(result.stderr == "groupdefaults-sync: \(expected)\(tail)\n", sourceLocation: sourceLocation)
-        #expect(!result.stderr.contains(".build") && !result.stderr.contains("Error") && !result.stderr.contains("errno"),
-                sourceLocation: sourceLocation)
+        #expect(
+            !result.stderr.contains(".build") && !result.stderr.contains("Error") && !result.stderr.contains("errno"),
+            sourceLocation: sourceLocation
+        )
         #expect(result.stderr.filter { $0 == "(" }.count == result.stderr.filter { $0 == ")" }.count, sourceLocation: sourceLocation)
         #expect(took < within, "took \(took)", sourceLocation: sourceLocation)
     }
 
     /// Configures the device for `url` in this process (as `configure` stores it, without asking
     /// the server), writes a change, then runs `sync ARGUMENTS…`, timed.
-    private func syncAgainst(_ url: String, _ device: ToolDevice, _ arguments: [String] = []) async throws
-        -> (result: (status: Int32, stdout: String, stderr: String), took: Duration) {
+    private func syncAgainst(
+        _ url: String,
+        _ device: ToolDevice,
+        _ arguments: [String] = []
+    ) async throws
+        -> (result: (status: Int32, stdout: String, stderr: String), took: Duration)
+    {
         let defaults = try device.open()
         try SyncSettings(server: try #require(URL(string: url)), tokenFile: try device.tokenFile("tok_unused")).store(in: defaults)
         defaults.set("bell.aiff", forKey: "sound")
@@ -41,8 +52,12 @@ struct UnreachableServerTests {
     }
 
     /// `configure SUITE --server URL ARGUMENTS…` on a fresh device, timed: it asks the server first.
-    private func configureAgainst(_ url: String, _ arguments: [String] = []) async throws
-        -> (result: (status: Int32, stdout: String, stderr: String), took: Duration) {
+    private func configureAgainst(
+        _ url: String,
+        _ arguments: [String] = []
+    ) async throws
+        -> (result: (status: Int32, stdout: String, stderr: String), took: Duration)
+    {
         let device = ToolDevice("group.configure.unreachable")
         defer { device.remove() }
         let token = try device.tokenFile("tok_unused")
@@ -76,8 +91,10 @@ struct UnreachableServerTests {
 
         let run = try device.start("run", ["--log-level", "warning"])
         defer { run.signal(SIGKILL) }
-        #expect(await eventually { run.stderr.components(separatedBy: "cannot reach \(url): connection refused").count > 2 },
-                "retried, in the same words: \(run.stderr)")
+        #expect(
+            await eventually { run.stderr.components(separatedBy: "cannot reach \(url): connection refused").count > 2 },
+            "retried, in the same words: \(run.stderr)"
+        )
         #expect(run.isRunning)
         #expect(await run.terminate().status == 0)
     }
@@ -87,11 +104,21 @@ struct UnreachableServerTests {
         let device = ToolDevice("group.unknown.host")
         defer { device.remove() }
         let (result, took) = try await syncAgainst("http://no-such-host.invalid:8080", device)
-        expectOneLine(result, "cannot reach http://no-such-host.invalid:8080: unknown host no-such-host.invalid", tail: Self.checkTheURL,
-                      took: took, within: .seconds(10))
+        expectOneLine(
+            result,
+            "cannot reach http://no-such-host.invalid:8080: unknown host no-such-host.invalid",
+            tail: Self.checkTheURL,
+            took: took,
+            within: .seconds(10)
+        )
         let (configured, configureTook) = try await configureAgainst("http://no-such-host.invalid:8080")
-        expectOneLine(configured, "cannot reach http://no-such-host.invalid:8080: unknown host no-such-host.invalid", tail: Self.checkServer,
-                      took: configureTook, within: .seconds(10))
+        expectOneLine(
+            configured,
+            "cannot reach http://no-such-host.invalid:8080: unknown host no-such-host.invalid",
+            tail: Self.checkServer,
+            took: configureTook,
+            within: .seconds(10)
+        )
     }
 
     @Test("https:// to a plain HTTP server, and a certificate that does not verify: one line each, at once; --ca-file makes it verify")
@@ -101,21 +128,35 @@ struct UnreachableServerTests {
             defer { device.remove() }
             let url = "https://127.0.0.1:\(server.port)"
             let (result, took) = try await syncAgainst(url, device)
-            expectOneLine(result, "cannot reach \(url): the server does not speak TLS (its URL may be http://, not https://)",
-                          tail: Self.checkTheURL, took: took, within: .seconds(10))
+            expectOneLine(
+                result,
+                "cannot reach \(url): the server does not speak TLS (its URL may be http://, not https://)",
+                tail: Self.checkTheURL,
+                took: took,
+                within: .seconds(10)
+            )
             let (configured, configureTook) = try await configureAgainst(url)
-            expectOneLine(configured, "cannot reach \(url): the server does not speak TLS (its URL may be http://, not https://)",
-                          tail: Self.checkServer, took: configureTook, within: .seconds(10))
+            expectOneLine(
+                configured,
+                "cannot reach \(url): the server does not speak TLS (its URL may be http://, not https://)",
+                tail: Self.checkServer,
+                took: configureTook,
+                within: .seconds(10)
+            )
         }
 
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gds-tls-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let certificate = directory + "/cert.pem", key = directory + "/key.pem"
+        let certificate = directory + "/cert.pem"
+        let key = directory + "/key.pem"
         let openssl = try await BuiltExecutable.run(
             URL(fileURLWithPath: "/usr/bin/openssl"),
-            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1",
-             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1",
+                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+            ]
+        )
         #expect(openssl.status == 0, "\(openssl.stderr)")
         let server = try await ServerProcess(dataDirectory: directory + "/data", extraArguments: ["--tls-cert", certificate, "--tls-key", key])
         defer { server.signal(SIGKILL) }
@@ -123,15 +164,30 @@ struct UnreachableServerTests {
         let device = ToolDevice("group.tls.unverified")
         defer { device.remove() }
         let (result, took) = try await syncAgainst(url, device)
-        expectOneLine(result, "cannot reach \(url): its TLS certificate does not verify: it is not signed by an authority this device trusts",
-                      tail: Self.checkTheURL, took: took, within: .seconds(10))
+        expectOneLine(
+            result,
+            "cannot reach \(url): its TLS certificate does not verify: it is not signed by an authority this device trusts",
+            tail: Self.checkTheURL,
+            took: took,
+            within: .seconds(10)
+        )
 
         let token = try await ServerTool.createToken(directory + "/data")
         let (untrusted, untrustedTook) = try await configureAgainst(url)
-        expectOneLine(untrusted, "cannot reach \(url): its TLS certificate does not verify: it is not signed by an authority this device trusts",
-                      tail: Self.checkServer, took: untrustedTook, within: .seconds(10))
-        let trusted = try await device.sync("configure", ["--server", url, "--token-file", try device.tokenFile(token, name: "real"),
-                                                          "--ca-file", certificate])
+        expectOneLine(
+            untrusted,
+            "cannot reach \(url): its TLS certificate does not verify: it is not signed by an authority this device trusts",
+            tail: Self.checkServer,
+            took: untrustedTook,
+            within: .seconds(10)
+        )
+        let trusted = try await device.sync(
+            "configure",
+            [
+                "--server", url, "--token-file", try device.tokenFile(token, name: "real"),
+                "--ca-file", certificate,
+            ]
+        )
         #expect(trusted.status == 0, "\(trusted.stderr)")
         let synced = try await device.sync("sync")
         #expect(synced.status == 0 && synced.stdout.contains("pushed 1"), "\(synced)")
@@ -145,18 +201,32 @@ struct UnreachableServerTests {
         defer { device.remove() }
         let url = "http://127.0.0.1:\(listener.port)"
         let (result, took) = try await syncAgainst(url, device, ["--answer-timeout", "2"])
-        expectOneLine(result, "cannot reach \(url): it accepted the connection but did not answer within 2 seconds", took: took,
-                      within: .seconds(12))
+        expectOneLine(
+            result,
+            "cannot reach \(url): it accepted the connection but did not answer within 2 seconds",
+            took: took,
+            within: .seconds(12)
+        )
         #expect(took >= .seconds(2))
 
         let (configured, configureTook) = try await configureAgainst(url, ["--answer-timeout", "1"])
-        expectOneLine(configured, "cannot reach \(url): it accepted the connection but did not answer within 1 second", tail: Self.nothingChanged,
-                      took: configureTook, within: .seconds(10))
+        expectOneLine(
+            configured,
+            "cannot reach \(url): it accepted the connection but did not answer within 1 second",
+            tail: Self.nothingChanged,
+            took: configureTook,
+            within: .seconds(10)
+        )
 
         let tlsURL = "https://127.0.0.1:\(listener.port)"
         let (overTLS, tlsTook) = try await configureAgainst(tlsURL, ["--connect-timeout", "1"])
-        expectOneLine(overTLS, "cannot reach \(tlsURL): no connection within 1 second", tail: Self.nothingChanged, took: tlsTook,
-                      within: .seconds(10))
+        expectOneLine(
+            overTLS,
+            "cannot reach \(tlsURL): no connection within 1 second",
+            tail: Self.nothingChanged,
+            took: tlsTook,
+            within: .seconds(10)
+        )
     }
 
     @Test("--connect-timeout and --answer-timeout take a positive number of seconds")

@@ -61,7 +61,10 @@ struct Differential {
 
     enum Operation: CustomStringConvertible {
         case set(Any, String)
-        case setInteger(Int, String), setDouble(Double, String), setFloat(Float, String), setBool(Bool, String)
+        case setInteger(Int, String)
+        case setDouble(Double, String)
+        case setFloat(Float, String)
+        case setBool(Bool, String)
         case setURL(URL?, String)
         case remove(String)
         case register([String: Any])
@@ -133,17 +136,17 @@ struct Differential {
 
     mutating func nextOperation() -> Operation {
         switch below(20) {
-        case 0 ..< 8: return .set(value(depth: 0), key())
+        case 0..<8: return .set(value(depth: 0), key())
         case 8: return .setInteger(Int(Int32(truncatingIfNeeded: random.next())), key())
         case 9: return .setDouble(scalarNumbers[below(scalarNumbers.count)], key())
         case 10: return .setFloat(Float(scalarNumbers[below(scalarNumbers.count)]).exactAsDouble, key())
         case 11: return .setBool(below(2) == 0, key())
         case 12: return .setURL(below(4) == 0 ? nil : URL(fileURLWithPath: "/tmp/" + Self.keys[below(3)]), key())
-        case 13 ..< 16: return .remove(key())
+        case 13..<16: return .remove(key())
         case 16: return .set(value(depth: 0), key())
         default:
             var values: [String: Any] = [:]
-            for _ in 0 ..< 1 + below(3) { values[key()] = value(depth: 0) }
+            for _ in 0..<1 + below(3) { values[key()] = value(depth: 0) }
             return .register(values)
         }
     }
@@ -171,17 +174,17 @@ struct Differential {
             }
         case 7: return Float(scalarNumbers[below(scalarNumbers.count)]).exactAsDouble
         case 8: return Date(timeIntervalSinceReferenceDate: Double(Int32(truncatingIfNeeded: random.next())) + Double(below(1000)) / 1000)
-        case 9: return Data((0 ..< below(12)).map { _ in UInt8(truncatingIfNeeded: random.next()) })
-        case 10: return NSData(data: Data((0 ..< below(6)).map { _ in UInt8(truncatingIfNeeded: random.next()) }))
+        case 9: return Data((0..<below(12)).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+        case 10: return NSData(data: Data((0..<below(6)).map { _ in UInt8(truncatingIfNeeded: random.next()) }))
         case 11: return NSDate(timeIntervalSinceReferenceDate: Double(below(1 << 30)))
-        case 12: return (0 ..< below(4)).map { _ in value(depth: depth + 1) }
-        case 13: return (0 ..< below(4)).map { _ in scalarStrings[below(scalarStrings.count)] }  // a [String]
+        case 12: return (0..<below(4)).map { _ in value(depth: depth + 1) }
+        case 13: return (0..<below(4)).map { _ in scalarStrings[below(scalarStrings.count)] }  // a [String]
         case 14:
             var dictionary: [String: Any] = [:]
-            for _ in 0 ..< below(4) { dictionary[key()] = value(depth: depth + 1) }
+            for _ in 0..<below(4) { dictionary[key()] = value(depth: depth + 1) }
             return dictionary
         default:
-            return NSArray(array: (0 ..< below(3)).map { _ in value(depth: depth + 1) })
+            return NSArray(array: (0..<below(3)).map { _ in value(depth: depth + 1) })
         }
     }
 
@@ -235,7 +238,9 @@ struct Differential {
         case let v as Float where type(of: value) == Float.self: return "double(\(Double("\(v)") ?? Double(v)))"
         case let v as NSNumber where type(of: value) is NSNumber.Type:
             switch String(cString: v.objCType) {
-            case "c", "B" where v.intValue == 0 || v.intValue == 1: return "bool(\(v.boolValue))"
+            case "c",
+                "B" where v.intValue == 0 || v.intValue == 1:
+                return "bool(\(v.boolValue))"
             case "f": return canonical(v.floatValue)
             case "d": return canonical(v.doubleValue)
             default: return "int(\(v.intValue))"

@@ -1,6 +1,7 @@
 import Foundation
 import TestSupport
 import Testing
+
 @testable import GroupDefaults
 @testable import GroupDefaultsLMDB
 
@@ -58,8 +59,10 @@ struct BadNamesAndValuesTests {
         try withTemporaryDirectory { dir in
             let witness = try makeWitness(dir)
             let before = try listing(dir)
-            let names = ["", "a/b", "/", "group\u{0}name", ".", "..", String(repeating: "n", count: 250), String(repeating: "n", count: 244),
-                         String(repeating: "é", count: 122)]
+            let names = [
+                "", "a/b", "/", "group\u{0}name", ".", "..", String(repeating: "n", count: 250), String(repeating: "n", count: 244),
+                String(repeating: "é", count: 122),
+            ]
             for name in names {
                 let error = sharedDefaultsError { _ = try openSuite(dir, name) }
                 #expect(error?.code == .invalidSuiteName, "\(name.debugDescription)")
@@ -213,17 +216,20 @@ extension BadNamesAndValuesTests {
 
 @Suite("Bad input: damaged files")
 struct DamagedFileTests {
-    @Test("a file that is not an LMDB file is refused with corruptFile and left unchanged",
-          arguments: ["random 64 KiB", "random 100 bytes", "text", "zeros"])
+    @Test(
+        "a file that is not an LMDB file is refused with corruptFile and left unchanged",
+        arguments: ["random 64 KiB", "random 100 bytes", "text", "zeros"]
+    )
     func notAnLMDBFile(_ kind: String) throws {
         try withTemporaryDirectory { dir in
             let witness = try makeWitness(dir)
-            let bytes: Data = switch kind {
-            case "random 64 KiB": randomBytes(64 << 10, seed: 1)
-            case "random 100 bytes": randomBytes(100, seed: 2)
-            case "text": Data("sound = ring.caf\nbadge = 3\n".utf8)
-            default: Data(count: 16 << 10)
-            }
+            let bytes: Data =
+                switch kind {
+                case "random 64 KiB": randomBytes(64 << 10, seed: 1)
+                case "random 100 bytes": randomBytes(100, seed: 2)
+                case "text": Data("sound = ring.caf\nbadge = 3\n".utf8)
+                default: Data(count: 16 << 10)
+                }
             let file = dir.appendingPathComponent("suite.lmdb")
             try bytes.write(to: file)
             for _ in 0..<2 {
@@ -275,12 +281,13 @@ struct DamagedFileTests {
                 let defaults = try openSuite(base, "suite")
                 try defaults.write { tx in
                     for i in 0..<400 {
-                        let value: PropertyListValue = switch i % 4 {
-                        case 0: .string("value \(i) " + String(repeating: "v", count: i % 50))
-                        case 1: .integer(i * 7919)
-                        case 2: .array([.double(Double(i)), .dictionary(["n": .integer(i)]), .data(Data(repeating: UInt8(i % 256), count: 20))])
-                        default: .string(String(repeating: "big", count: i % 3 == 0 ? 3000 : 10))  // some on overflow pages
-                        }
+                        let value: PropertyListValue =
+                            switch i % 4 {
+                            case 0: .string("value \(i) " + String(repeating: "v", count: i % 50))
+                            case 1: .integer(i * 7919)
+                            case 2: .array([.double(Double(i)), .dictionary(["n": .integer(i)]), .data(Data(repeating: UInt8(i % 256), count: 20))])
+                            default: .string(String(repeating: "big", count: i % 3 == 0 ? 3000 : 10))  // some on overflow pages
+                            }
                         try tx.set(value, forKey: "key-\(i)")
                     }
                 }
@@ -290,7 +297,9 @@ struct DamagedFileTests {
             let original = try contents(base.appendingPathComponent("suite.lmdb"))
             #expect(used > 64 << 10)
 
-            var opened = 0, refused = 0, damagedValues = 0
+            var opened = 0
+            var refused = 0
+            var damagedValues = 0
             for seed in UInt64(1)...100 {
                 var rng = SeededGenerator(seed: seed)
                 var damaged = original
@@ -457,8 +466,10 @@ struct UnwritableLocationTests {
         }
     }
 
-    @Test("a directory where files cannot be created is refused with notWritable",
-          arguments: ["/proc/self", "/sys"])
+    @Test(
+        "a directory where files cannot be created is refused with notWritable",
+        arguments: ["/proc/self", "/sys"]
+    )
     func uncreatableFiles(_ path: String) throws {
         let error = sharedDefaultsError { _ = try openSuite(URL(fileURLWithPath: path, isDirectory: true), "groupdefaults-test") }
         #expect(error?.code == .notWritable, "\(error?.description ?? "")")
@@ -468,8 +479,10 @@ struct UnwritableLocationTests {
         #expect(!FileManager.default.fileExists(atPath: path + "/groupdefaults-test.lmdb"))
     }
 
-    @Test("a directory without write permission is refused with notWritable",
-          .enabled(if: getuid() != 0, "permission bits do not stop root"))
+    @Test(
+        "a directory without write permission is refused with notWritable",
+        .enabled(if: getuid() != 0, "permission bits do not stop root")
+    )
     func readOnlyDirectory() throws {
         try withTemporaryDirectory { dir in
             let locked = dir.appendingPathComponent("locked", isDirectory: true)
@@ -480,8 +493,10 @@ struct UnwritableLocationTests {
         }
     }
 
-    @Test("a read-only file system is refused with notWritable",
-          .enabled(if: readOnlyMount != nil, "no read-only file system is mounted at /sys, /proc/sys or /sys/fs/cgroup here"))
+    @Test(
+        "a read-only file system is refused with notWritable",
+        .enabled(if: readOnlyMount != nil, "no read-only file system is mounted at /sys, /proc/sys or /sys/fs/cgroup here")
+    )
     func readOnlyFileSystem() throws {
         let mount = try #require(readOnlyMount)
         let error = sharedDefaultsError { _ = try openSuite(URL(fileURLWithPath: mount, isDirectory: true), "groupdefaults-test") }

@@ -1,6 +1,7 @@
 import Foundation
 import PropertyBased
 import Testing
+
 @testable import GroupDefaults
 
 // MARK: Samples and generators
@@ -231,7 +232,9 @@ struct CodecTests {
     func propertyBitFlips() async {
         let input = Generator { rng in
             let record = StoredRecord.encode(
-                PropertyListGenerator.make(depth: 3, jsonSafe: false, using: &rng), stamp: PropertyListGenerator.stamp(using: &rng))
+                PropertyListGenerator.make(depth: 3, jsonSafe: false, using: &rng),
+                stamp: PropertyListGenerator.stamp(using: &rng)
+            )
             return (record, Int.random(in: 0..<(record.count * 8), using: &rng))
         }
         await propertyCheck(count: 200, input: input) { pair in
@@ -256,10 +259,13 @@ struct CodecTests {
         }
     }
 
-    @Test("every single-bit flip of a record is caught", arguments: [
-        PropertyListValue.integer(3), .string("ring.caf"), .bool(false), .array([]), nestedSample(depth: 3),
-        .data(Data((0..<200).map { UInt8($0) })),
-    ])
+    @Test(
+        "every single-bit flip of a record is caught",
+        arguments: [
+            PropertyListValue.integer(3), .string("ring.caf"), .bool(false), .array([]), nestedSample(depth: 3),
+            .data(Data((0..<200).map { UInt8($0) })),
+        ]
+    )
     func everyBitFlip(_ value: PropertyListValue) throws {
         let record = StoredRecord.encode(value, stamp: Stamp(hlc: HLC(milliseconds: 1_795_255_200_000, counter: 1), origin: 0x0123_4567))
         #expect(try decodeRecord(record).value == value)
@@ -295,9 +301,12 @@ struct CodecTests {
         #expect(throws: CorruptBytes.self) { try decodeRecord(sealedRecord(body: [tag, 0, 0])) }
     }
 
-    @Test("strings and dictionary keys that are not UTF-8 are refused", arguments: [
-        [UInt8(0xFF)], [0xC3, 0x28], [0xC0, 0x80], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0xE2, 0x82], [0x80],
-    ])
+    @Test(
+        "strings and dictionary keys that are not UTF-8 are refused",
+        arguments: [
+            [UInt8(0xFF)], [0xC3, 0x28], [0xC0, 0x80], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0xE2, 0x82], [0x80],
+        ]
+    )
     func badUTF8(_ bad: [UInt8]) {
         let string = [BinaryCodec.Tag.string.rawValue] + varint(UInt64(bad.count)) + bad
         #expect(throws: CorruptBytes.self) { try BinaryCodec.decode(string) }
@@ -311,7 +320,10 @@ struct CodecTests {
         let deepest = BinaryCodec.maximumDepth - 1
         var value = try BinaryCodec.decode(nestedArrayBytes(depth: deepest))
         var levels = 0
-        while case .array(let inner) = value { value = inner[0]; levels += 1 }
+        while case .array(let inner) = value {
+            value = inner[0]
+            levels += 1
+        }
         #expect(levels == deepest)
         #expect(value == .integer(0))
         #expect(throws: CorruptBytes.self) { try BinaryCodec.decode(nestedArrayBytes(depth: BinaryCodec.maximumDepth)) }
@@ -372,8 +384,10 @@ struct TypedJSONTests {
             (.array([]), #"{"array":[]}"#),
             (.array([.integer(1), .string("a")]), #"{"array":[{"integer":1},{"string":"a"}]}"#),
             (.dictionary([:]), #"{"dictionary":{}}"#),
-            (.dictionary(["a": .bool(false), "b": .array([.double(0.5)])]),
-             #"{"dictionary":{"a":{"bool":false},"b":{"array":[{"double":0.5}]}}}"#),
+            (
+                .dictionary(["a": .bool(false), "b": .array([.double(0.5)])]),
+                #"{"dictionary":{"a":{"bool":false},"b":{"array":[{"double":0.5}]}}}"#
+            ),
             (.double(.nan), #"{"double":"nan"}"#),
             (.double(.infinity), #"{"double":"inf"}"#),
             (.double(-.infinity), #"{"double":"-inf"}"#),
@@ -397,11 +411,14 @@ struct TypedJSONTests {
         #expect(try typedJSON(decoded) == typedJSON(value))
     }
 
-    @Test("a date in whole milliseconds keeps them", arguments: [
-        (Int64(1_795_255_200_123), "2026-11-21T10:00:00.123Z"), (1_795_255_200_999, "2026-11-21T10:00:00.999Z"),
-        (1_795_255_200_001, "2026-11-21T10:00:00.001Z"), (-1, "1969-12-31T23:59:59.999Z"),
-        (978_307_199_999, "2000-12-31T23:59:59.999Z"),
-    ])
+    @Test(
+        "a date in whole milliseconds keeps them",
+        arguments: [
+            (Int64(1_795_255_200_123), "2026-11-21T10:00:00.123Z"), (1_795_255_200_999, "2026-11-21T10:00:00.999Z"),
+            (1_795_255_200_001, "2026-11-21T10:00:00.001Z"), (-1, "1969-12-31T23:59:59.999Z"),
+            (978_307_199_999, "2000-12-31T23:59:59.999Z"),
+        ]
+    )
     func wholeMilliseconds(_ milliseconds: Int64, _ text: String) throws {
         let date = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
         let json = try typedJSON(.date(date))
@@ -410,9 +427,12 @@ struct TypedJSONTests {
         #expect((decoded.timeIntervalSince1970 * 1000).rounded() == Double(milliseconds))
     }
 
-    @Test("a date typed JSON cannot carry is refused when encoded, not changed", arguments: [
-        1e15, -1e15, 1e12, -1e12, Double.infinity, -Double.infinity, Double.nan,
-    ])
+    @Test(
+        "a date typed JSON cannot carry is refused when encoded, not changed",
+        arguments: [
+            1e15, -1e15, 1e12, -1e12, Double.infinity, -Double.infinity, Double.nan,
+        ]
+    )
     func unrepresentableDates(_ interval: Double) throws {
         let value = PropertyListValue.date(Date(timeIntervalSinceReferenceDate: interval))
         do {
@@ -440,15 +460,18 @@ struct TypedJSONTests {
         }
     }
 
-    @Test("malformed typed JSON is refused", arguments: [
-        #"{}"#, #"{"string":"a","integer":1}"#, #"{"unknown":1}"#, #"[]"#, #""ring.caf""#, #"3"#, #"null"#,
-        #"{"string":3}"#, #"{"string":null}"#, #"{"integer":3.5}"#, #"{"integer":"3"}"#, #"{"integer":1e30}"#,
-        #"{"double":"NaN"}"#, #"{"double":"infinity"}"#, #"{"double":"0.8"}"#, #"{"double":true}"#,
-        #"{"bool":"true"}"#, #"{"bool":1}"#, #"{"date":"yesterday"}"#, #"{"date":"2026-13-45T10:00:00.000Z"}"#,
-        #"{"date":1795255200}"#, #"{"data":"!!!"}"#, #"{"data":[1,2]}"#, #"{"array":{"integer":1}}"#,
-        #"{"array":[1]}"#, #"{"array":[{}]}"#, #"{"dictionary":[]}"#, #"{"dictionary":{"a":1}}"#,
-        #"{"dictionary":{"a":{"string":"x","bool":true}}}"#, #"{"string":"unterminated}"#,
-    ])
+    @Test(
+        "malformed typed JSON is refused",
+        arguments: [
+            #"{}"#, #"{"string":"a","integer":1}"#, #"{"unknown":1}"#, #"[]"#, #""ring.caf""#, #"3"#, #"null"#,
+            #"{"string":3}"#, #"{"string":null}"#, #"{"integer":3.5}"#, #"{"integer":"3"}"#, #"{"integer":1e30}"#,
+            #"{"double":"NaN"}"#, #"{"double":"infinity"}"#, #"{"double":"0.8"}"#, #"{"double":true}"#,
+            #"{"bool":"true"}"#, #"{"bool":1}"#, #"{"date":"yesterday"}"#, #"{"date":"2026-13-45T10:00:00.000Z"}"#,
+            #"{"date":1795255200}"#, #"{"data":"!!!"}"#, #"{"data":[1,2]}"#, #"{"array":{"integer":1}}"#,
+            #"{"array":[1]}"#, #"{"array":[{}]}"#, #"{"dictionary":[]}"#, #"{"dictionary":{"a":1}}"#,
+            #"{"dictionary":{"a":{"string":"x","bool":true}}}"#, #"{"string":"unterminated}"#,
+        ]
+    )
     func malformed(_ json: String) {
         #expect(throws: DecodingError.self) { try fromTypedJSON(json) }
     }

@@ -4,6 +4,7 @@ import Logging
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import GroupDefaults
 @testable import GroupDefaultsLMDB
 
@@ -14,7 +15,9 @@ import Testing
 struct FailureModeTests {
     // MARK: A full disk
 
-    @Test("a process filling a 3 MiB tmpfs stops with diskFull, not SIGBUS; the suite then opens, verifies, reads every key written, and removes keys though the disk has no room to double the map")
+    @Test(
+        "a process filling a 3 MiB tmpfs stops with diskFull, not SIGBUS; the suite then opens, verifies, reads every key written, and removes keys though the disk has no room to double the map"
+    )
     func fullDisk() throws {
         try withTemporaryDirectory { dir in
             try withTmpfs(at: dir.appendingPathComponent("disk"), size: "3m") { disk in
@@ -54,7 +57,9 @@ struct FailureModeTests {
         }
     }
 
-    @Test("creating a suite on a full tmpfs fails with diskFull, and so does every retry (which finds the files the first attempt left), never SIGBUS")
+    @Test(
+        "creating a suite on a full tmpfs fails with diskFull, and so does every retry (which finds the files the first attempt left), never SIGBUS"
+    )
     func newSuiteOnFullDisk() throws {
         try withTemporaryDirectory { dir in
             try withTmpfs(at: dir.appendingPathComponent("disk"), size: "1m") { disk in
@@ -77,7 +82,9 @@ struct FailureModeTests {
 
     // MARK: Flushes
 
-    @Test("with fsyncEveryCommit, a flush failing after the commit does not fail the write: other processes read it, a watcher in another process is woken, and lastError and onError say it was committed; a failing synchronize() returns false")
+    @Test(
+        "with fsyncEveryCommit, a flush failing after the commit does not fail the write: other processes read it, a watcher in another process is woken, and lastError and onError say it was committed; a failing synchronize() returns false"
+    )
     func flushFailureAfterCommit() throws {
         try withTemporaryDirectory { dir in
             let errors = ErrorLog()
@@ -151,7 +158,12 @@ struct FailureModeTests {
             try durable.update("n") { _ in .integer(1) }
             expected += 1
             #expect(environment.flushCount.load(ordering: .relaxed) == expected)
-            #expect(throws: Abort.self) { try durable.write { tx in try tx.set(.integer(3), forKey: "z"); throw Abort() } }
+            #expect(throws: Abort.self) {
+                try durable.write { tx in
+                    try tx.set(.integer(3), forKey: "z")
+                    throw Abort()
+                }
+            }
             #expect(environment.flushCount.load(ordering: .relaxed) == expected, "an aborted write flushes nothing")
             try plain.write { try $0.set(.integer(4), forKey: "w") }
             #expect(environment.flushCount.load(ordering: .relaxed) == expected)
@@ -185,7 +197,10 @@ struct FailureModeTests {
         }
     }
 
-    @Test("a second handle in one process with a different per-file setting fails with conflictingConfiguration naming it; the same settings with another durability, logger and onError work; once the first handles are gone the new setting is taken", arguments: FileSetting.allCases)
+    @Test(
+        "a second handle in one process with a different per-file setting fails with conflictingConfiguration naming it; the same settings with another durability, logger and onError work; once the first handles are gone the new setting is taken",
+        arguments: FileSetting.allCases
+    )
     func conflictingFileSettings(_ setting: FileSetting) throws {
         try withTemporaryDirectory { dir in
             var first: SharedDefaults? = try SharedDefaults(suiteName: "settings", directory: dir)
@@ -252,7 +267,9 @@ struct FailureModeTests {
 
     // MARK: Watcher slots
 
-    @Test("a watcher in another PID namespace, whose pid means nothing here, keeps its slot when another process registers and leaves, and is still woken at once")
+    @Test(
+        "a watcher in another PID namespace, whose pid means nothing here, keeps its slot when another process registers and leaves, and is still woken at once"
+    )
     func watcherSlotSurvivesPIDNamespaces() throws {
         try withTemporaryDirectory { dir in
             let defaults = try SharedDefaults(suiteName: "ns", directory: dir)
@@ -260,8 +277,11 @@ struct FailureModeTests {
             // A real PID namespace where this machine allows one (root, util-linux's unshare).
             let namespaced = run("unshare", ["--pid", "--fork", "--mount-proc", "true"]).status == 0
             let first = try HelperProcess(
-                "watch", directory: dir, suite: "ns",
-                launcher: namespaced ? [try executable("unshare"), "--pid", "--fork", "--mount-proc"] : [])
+                "watch",
+                directory: dir,
+                suite: "ns",
+                launcher: namespaced ? [try executable("unshare"), "--pid", "--fork", "--mount-proc"] : []
+            )
             defer { _ = first.finish() }
             try #require(first.waitForLine("ready"))
 
@@ -410,8 +430,11 @@ struct FailureModeTests {
     func differentMapLimits() throws {
         try withTemporaryDirectory { dir in
             let small = try HelperProcess(
-                "fill", directory: dir, suite: "limits",
-                ["a", "1000", "65536", "--maximum-map-size", "\(8 << 20)", "--hold", "--check", "a,b"])
+                "fill",
+                directory: dir,
+                suite: "limits",
+                ["a", "1000", "65536", "--maximum-map-size", "\(8 << 20)", "--hold", "--check", "a,b"]
+            )
             let writtenLine = try #require(small.waitForLine { $0.hasPrefix("written ") })
             let written = try #require(Int(writtenLine.dropFirst("written ".count)))
             #expect(written > 10 && written < 128, "\(written) values of 64 KiB in 8 MiB")
@@ -419,7 +442,11 @@ struct FailureModeTests {
             #expect(small.waitForLine("holding"))
 
             let large = try HelperProcess.run(
-                "fill", directory: dir, suite: "limits", ["b", "200", "65536", "--maximum-map-size", "\(64 << 20)"])
+                "fill",
+                directory: dir,
+                suite: "limits",
+                ["b", "200", "65536", "--maximum-map-size", "\(64 << 20)"]
+            )
             #expect(large.status == 0 && large.stdout == "written 200", "\(large.stdout) \(large.stderr)")
 
             small.go()  // it reads every key, its map now smaller than the file
@@ -437,7 +464,9 @@ struct FailureModeTests {
 
     // MARK: inotify failing
 
-    @Test("an observer process in which inotify fails (no inotify instances in its user namespace) falls back to polling and receives another process's change")
+    @Test(
+        "an observer process in which inotify fails (no inotify instances in its user namespace) falls back to polling and receives another process's change"
+    )
     func inotifyFailsAndPollingTakesOver() throws {
         try withTemporaryDirectory { dir in
             let defaults = try SharedDefaults(suiteName: "noinotify", directory: dir)
@@ -447,14 +476,20 @@ struct FailureModeTests {
             let probe = run("unshare", ["--user", "--map-root-user", "/bin/sh", "-c", script, "/bin/true"])
             try #require(probe.status == 0, "cannot make inotify fail in a user namespace here: \(probe.output)")
             let watcher = try HelperProcess(
-                "watch", directory: dir, suite: "noinotify", ["--expect-no-inotify"],
-                launcher: [try executable("unshare"), "--user", "--map-root-user", "/bin/sh", "-c", script])
+                "watch",
+                directory: dir,
+                suite: "noinotify",
+                ["--expect-no-inotify"],
+                launcher: [try executable("unshare"), "--user", "--map-root-user", "/bin/sh", "-c", script]
+            )
             defer { _ = watcher.finish() }
             let failure = watcher.waitForLine { $0.hasPrefix("inotify") }
             try #require(failure == "inotify fails: errno \(EMFILE)", "\(String(describing: failure))")
             try #require(watcher.waitForLine("ready"))
-            #expect(!defaults.store.sidecar.watcherProcesses.contains(watcher.process.processIdentifier),
-                    "a watcher without inotify gives its slot back")
+            #expect(
+                !defaults.store.sidecar.watcherProcesses.contains(watcher.process.processIdentifier),
+                "a watcher without inotify gives its slot back"
+            )
 
             let writer = try HelperProcess.run("set", directory: dir, suite: "noinotify", ["sound", "ring.caf"])
             #expect(writer.status == 0, "\(writer.stderr)")
@@ -549,7 +584,10 @@ private func run(_ name: String, _ arguments: [String]) -> (status: Int32, outpu
 private func withTmpfs(at mountPoint: URL, size: String, _ body: (URL) throws -> Void) throws {
     try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
     let mount = run("mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", mountPoint.path])
-    try #require(mount.status == 0, "mounting a tmpfs is not permitted here (this test needs root, or CAP_SYS_ADMIN, to fill a small file system): \(mount.output)")
+    try #require(
+        mount.status == 0,
+        "mounting a tmpfs is not permitted here (this test needs root, or CAP_SYS_ADMIN, to fill a small file system): \(mount.output)"
+    )
     defer { _ = run("umount", ["-l", mountPoint.path]) }
     try body(mountPoint)
 }

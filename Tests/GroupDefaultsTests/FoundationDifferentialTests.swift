@@ -24,18 +24,20 @@ struct FoundationDifferentialTests {
 
     /// Values that have told the two apart, or could: number-like strings of every shape, blanks of
     /// every kind, the edges of Int and Double, Floats.
-    static var edges: [Any] { [
-        "Y", "YES", "yes", "true", "T", "t", "N", "no", "F", ".5", "12abc", "1,5", "1e3", "0X1F", "0x1f", "\u{200B}12", "12\n",
-        " 12", " +12", "-12", "nan", "NaN", "inf", "-inf", "infinity", "", "  ", "abc", "1.5e2x", "9223372036854775808",
-        "-9223372036854775809", "99999999999999999999", "1.9", "-1.9", "0", "00", "007", "+", "-", "1e400", "0.0000001", "\t7",
-        "\n7", "\r7", "\u{0B}7", "\u{0C}7", "\u{85}7", "\u{A0}7", "\u{2028}7", "\u{FEFF}7", "\u{3000}7", "\u{2003}7", "1_000",
-        "٣", "１２", "1.", "1.e2", "-.5", "+.5e-1", "e5", ".", "5e", "5e+", "1e-400", "-0", "+-1", "--1", "  -  1", "0y", "0t",
-        "-y", "+t", "-0y", "00t", "1 2", "12 ", "0.", "0.5",
-        42.0, 12.34, -0.0, Double.nan, Double.infinity, -Double.infinity, 1e300, 1e-300, 0.1, 1.5, -1.5, 1e15, 1e16,
-        1.2345678901234568e17, 2.5, 0x1p63, -0x1p63, 0.5,
-        Float(12.34), Float(0.1), Float(42), Float.nan, Float(1e30), Float(-2.5),
-        0, 1, -1, 42, Int.min, 2, true, false,
-    ] }
+    static var edges: [Any] {
+        [
+            "Y", "YES", "yes", "true", "T", "t", "N", "no", "F", ".5", "12abc", "1,5", "1e3", "0X1F", "0x1f", "\u{200B}12", "12\n",
+            " 12", " +12", "-12", "nan", "NaN", "inf", "-inf", "infinity", "", "  ", "abc", "1.5e2x", "9223372036854775808",
+            "-9223372036854775809", "99999999999999999999", "1.9", "-1.9", "0", "00", "007", "+", "-", "1e400", "0.0000001", "\t7",
+            "\n7", "\r7", "\u{0B}7", "\u{0C}7", "\u{85}7", "\u{A0}7", "\u{2028}7", "\u{FEFF}7", "\u{3000}7", "\u{2003}7", "1_000",
+            "٣", "１２", "1.", "1.e2", "-.5", "+.5e-1", "e5", ".", "5e", "5e+", "1e-400", "-0", "+-1", "--1", "  -  1", "0y", "0t",
+            "-y", "+t", "-0y", "00t", "1 2", "12 ", "0.", "0.5",
+            42.0, 12.34, -0.0, Double.nan, Double.infinity, -Double.infinity, 1e300, 1e-300, 0.1, 1.5, -1.5, 1e15, 1e16,
+            1.2345678901234568e17, 2.5, 0x1p63, -0x1p63, 0.5,
+            Float(12.34), Float(0.1), Float(42), Float.nan, Float(1e30), Float(-2.5),
+            0, 1, -1, 42, Int.min, 2, true, false,
+        ]
+    }
 
     @Test("every scalar getter answers as Foundation's UserDefaults does, for the edge cases and a seeded stream of values")
     func scalarGetters() throws {
@@ -44,10 +46,11 @@ struct FoundationDifferentialTests {
             let defaults = try SharedDefaults(suiteName: "differential", directory: directory)
             var generator = ValueGenerator(seed: Self.seed)
             var differences: [String] = []
-            for value in Self.edges + (0 ..< Self.count).map({ _ in generator.next() }) {
+            for value in Self.edges + (0..<Self.count).map({ _ in generator.next() }) {
                 foundation.register(defaults: ["k": value])
                 defaults.set(value, forKey: "k")
-                let ours = Answers(defaults), theirs = Answers(foundation)
+                let ours = Answers(defaults)
+                let theirs = Answers(foundation)
                 for difference in ours.differences(from: theirs, float: value as? Float) {
                     differences.append("\(String(reflecting: value)) (\(type(of: value))): \(difference)")
                 }
@@ -56,7 +59,9 @@ struct FoundationDifferentialTests {
         }
     }
 
-    @Test("a seeded sequence of sets (every overload, containers, NS bridges), removals and registrations: every getter of every key, after every step, as Foundation's")
+    @Test(
+        "a seeded sequence of sets (every overload, containers, NS bridges), removals and registrations: every getter of every key, after every step, as Foundation's"
+    )
     func operationSequences() throws {
         try withTemporaryDirectory { directory in
             // Foundation reads HOME and XDG_CONFIG_HOME at start-up: its files go to a private
@@ -67,7 +72,12 @@ struct FoundationDifferentialTests {
             environment["XDG_CONFIG_HOME"] = home + "/.config"
             let count = Self.environment["GROUPDEFAULTS_DIFF_COUNT"].flatMap(Int.init) ?? 2000
             let helper = try HelperProcess(
-                "differential", directory: directory, suite: "unused", [String(Self.seed), String(count)], environment: environment)
+                "differential",
+                directory: directory,
+                suite: "unused",
+                [String(Self.seed), String(count)],
+                environment: environment
+            )
             let result = helper.finish()
             #expect(result.status == 0 && result.stdout.hasSuffix("done \(count)"), "seed \(Self.seed): \(result.stderr)")
             let differences = result.stdout.split(separator: "\n").filter { $0.hasPrefix("difference") }
@@ -139,10 +149,13 @@ struct FoundationDifferentialTests {
             environment["XDG_CONFIG_HOME"] = home + "/.config"
             let result = try HelperProcess("differential-stated", directory: directory, suite: "unused", environment: environment).finish()
             #expect(result.status == 0, "\(result.stderr)")
-            #expect(result.stdout.split(separator: "\n") == [
-                "foundation set(1.0) over 1: string 1, https URL: string /x",
-                "shared set(1.0) over 1: string 1.0, https URL: string https://example.com/x",
-            ], "\(result.stdout)")
+            #expect(
+                result.stdout.split(separator: "\n") == [
+                    "foundation set(1.0) over 1: string 1, https URL: string /x",
+                    "shared set(1.0) over 1: string 1.0, https URL: string https://example.com/x",
+                ],
+                "\(result.stdout)"
+            )
         }
     }
 
@@ -151,13 +164,17 @@ struct FoundationDifferentialTests {
         var integer: Int, double: Double, float: Float, bool: Bool, string: String?
 
         init(_ defaults: SharedDefaults) {
-            (integer, double, float, bool, string) = (defaults.integer(forKey: "k"), defaults.double(forKey: "k"),
-                                                      defaults.float(forKey: "k"), defaults.bool(forKey: "k"), defaults.string(forKey: "k"))
+            (integer, double, float, bool, string) = (
+                defaults.integer(forKey: "k"), defaults.double(forKey: "k"),
+                defaults.float(forKey: "k"), defaults.bool(forKey: "k"), defaults.string(forKey: "k")
+            )
         }
 
         init(_ defaults: UserDefaults) {
-            (integer, double, float, bool, string) = (defaults.integer(forKey: "k"), defaults.double(forKey: "k"),
-                                                      defaults.float(forKey: "k"), defaults.bool(forKey: "k"), defaults.string(forKey: "k"))
+            (integer, double, float, bool, string) = (
+                defaults.integer(forKey: "k"), defaults.double(forKey: "k"),
+                defaults.float(forKey: "k"), defaults.bool(forKey: "k"), defaults.string(forKey: "k")
+            )
         }
 
         func differences(from foundation: Answers, float: Float?) -> [String] {
@@ -193,13 +210,14 @@ struct FoundationDifferentialTests {
 
         mutating func below(_ n: Int) -> Int { Int(random() % UInt64(n)) }
 
-        static let alphabet: [String] = Array("0123456789012345678900000+-..eE").map(String.init)
+        static let alphabet: [String] =
+            Array("0123456789012345678900000+-..eE").map(String.init)
             + [" ", "\t", "\n", "\u{200B}", "\u{A0}", "\u{3000}", "x", "y", "Y", "t", "T", "n", "N", "f", "a", ",", "_", "１", "٣"]
 
         mutating func next() -> Any {
             switch below(6) {
             case 0, 1:
-                return String((0 ..< below(9)).map { _ in Self.alphabet[below(Self.alphabet.count)] }.joined())
+                return String((0..<below(9)).map { _ in Self.alphabet[below(Self.alphabet.count)] }.joined())
             case 2:
                 let mantissa = Double(Int64(bitPattern: random() >> UInt64(below(60))))
                 return mantissa * pow(10, Double(below(40) - 20))

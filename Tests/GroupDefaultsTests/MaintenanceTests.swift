@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import TestSupport
 import Testing
+
 @testable import GroupDefaults
 @testable import GroupDefaultsLMDB
 
@@ -176,7 +177,8 @@ struct MaintenanceTests {
                 let defaults = try openSuite(dir, "suite")
                 try defaults.write { tx in
                     for i in 0..<300 {
-                        let value: PropertyListValue = i % 10 == 0
+                        let value: PropertyListValue =
+                            i % 10 == 0
                             ? .string(String(repeating: "big", count: 2000))  // overflow pages
                             : .array([.integer(i), .dictionary(["n": .double(Double(i))]), .data(Data(repeating: 7, count: 9))])
                         try tx.set(value, forKey: "key-\(i)")
@@ -297,8 +299,10 @@ struct MaintenanceTests {
                 let copy = try SharedDefaults(fileURL: file)
                 #expect(copy.suiteName == "live-\(round)")
                 let (a, b, c, padding) = try copy.read { tx in
-                    (try tx.value(forKey: "a")?.intValue, try tx.value(forKey: "b")?.intValue,
-                     try tx.value(forKey: "c")?.intValue, try tx.value(forKey: "padding")?.stringValue)
+                    (
+                        try tx.value(forKey: "a")?.intValue, try tx.value(forKey: "b")?.intValue,
+                        try tx.value(forKey: "c")?.intValue, try tx.value(forKey: "padding")?.stringValue
+                    )
                 }
                 let value = try #require(a, "round \(round)")
                 #expect(a == b && b == c, "round \(round): a=\(value) b=\(String(describing: b)) c=\(String(describing: c))")

@@ -1,7 +1,8 @@
 import Foundation
-@testable import GroupDefaults
 import TestSupport
 import Testing
+
+@testable import GroupDefaults
 
 /// Calls in places LMDB does not allow them: each is a clear error or works, never a hang or a crash.
 @Suite("Nested and misplaced calls", .timeLimit(.minutes(1)))
@@ -73,10 +74,13 @@ struct MisuseTests {
             holder.defaults = try SharedDefaults(suiteName: "handler", directory: dir)
             holder.feed = try holder.defaults!.changeFeed()
             let observer = NotificationCenter.default.addObserver(
-                forName: SharedDefaults.didChangeNotification, object: nil, queue: nil
+                forName: SharedDefaults.didChangeNotification,
+                object: nil,
+                queue: nil
             ) { notification in
                 guard notification.userInfo?[SharedDefaults.ChangeNotificationKey.suiteName] as? String == "handler",
-                      let defaults = holder.defaults else { return }
+                    let defaults = holder.defaults
+                else { return }
                 defaults.set("from the handler", forKey: "reply")  // a write on the signal's thread
                 holder.feed = nil  // the last observation ends on the signal's thread
                 holder.defaults = nil  // and the last handle

@@ -30,7 +30,7 @@ struct MultiProcessTests {
             let workers = try (0..<4).map { _ in
                 try HelperProcess("increment", directory: dir, suite: "counter", ["n", "2000", "--wait-for-go"])
             }
-            workers.forEach { $0.go() }
+            for worker in workers { worker.go() }
             for worker in workers {
                 let result = worker.finish()
                 #expect(result.status == 0, "\(result.stderr)")
@@ -49,7 +49,7 @@ struct MultiProcessTests {
                 let workers = try (0..<6).map { i in
                     try HelperProcess("write-keys", directory: dir, suite: "fresh", ["p\(i)", "200", "--wait-for-go"])
                 }
-                workers.forEach { $0.go() }
+                for worker in workers { worker.go() }
                 for worker in workers {
                     let result = worker.finish()
                     #expect(result.status == 0, "round \(round): \(result.stderr)")

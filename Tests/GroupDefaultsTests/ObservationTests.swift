@@ -1,8 +1,9 @@
 import Foundation
-@testable import GroupDefaults
-@testable import GroupDefaultsLMDB
 import TestSupport
 import Testing
+
+@testable import GroupDefaults
+@testable import GroupDefaultsLMDB
 
 /// Change notifications: the log, the feeds, and real processes writing and watching.
 @Suite("Change notifications", .timeLimit(.minutes(2)))
@@ -90,7 +91,7 @@ struct ObservationTests {
                 sequences.append(change.sequence)
                 keys.append(change.key)
             }
-            #expect(sequences == Array(middle + 1 ... middle + 100))
+            #expect(sequences == Array(middle + 1...middle + 100))
             #expect(Array(keys.prefix(50)) == (50..<100).map { "k\($0)" })
             #expect(Array(keys.suffix(50)) == (0..<50).map { "live-\($0)" })
         }
@@ -133,7 +134,8 @@ struct ObservationTests {
             defaults.set(String(repeating: "b", count: limit + 1), forKey: "k")
             defaults.set(Data(count: limit * 2), forKey: "d")
             let feed = try defaults.changeFeed(since: start)
-            let kept = try #require(try feed.nextAvailable()), large = try #require(try feed.nextAvailable())
+            let kept = try #require(try feed.nextAvailable())
+            let large = try #require(try feed.nextAvailable())
             let data = try #require(try feed.nextAvailable())
             #expect(!kept.isValueNotKept && kept.value == .string(String(repeating: "a", count: limit - 8)))
             #expect(large.isValueNotKept && large.value == .string(String(repeating: "b", count: limit + 1)))
@@ -177,7 +179,7 @@ struct ObservationTests {
             let writers = try ["a", "b"].map {
                 try HelperProcess("write-keys", directory: dir, suite: "busy", [$0, "5000", "--wait-for-go"])
             }
-            writers.forEach { $0.go() }
+            for writer in writers { writer.go() }
             for writer in writers {
                 let result = writer.finish()
                 #expect(result.status == 0, "\(result.stderr)")
@@ -224,7 +226,7 @@ struct ObservationTests {
             // Each of the writer's transactions sets a, padding, b and c: only whole ones are logged.
             #expect(changes.count % 4 == 0 && changes.count >= 400)
             #expect(changes.map(\.key).suffix(4) == ["a", "padding", "b", "c"])
-            #expect(changes.map(\.sequence) == Array(changes[0].sequence ... end))
+            #expect(changes.map(\.sequence) == Array(changes[0].sequence...end))
         }
     }
 
@@ -234,7 +236,9 @@ struct ObservationTests {
             let defaults = try SharedDefaults(suiteName: "notify", directory: dir)
             let received = AsyncStream<String>.makeStream()
             let observer = NotificationCenter.default.addObserver(
-                forName: SharedDefaults.didChangeNotification, object: nil, queue: nil
+                forName: SharedDefaults.didChangeNotification,
+                object: nil,
+                queue: nil
             ) { notification in
                 guard notification.userInfo?[SharedDefaults.ChangeNotificationKey.suiteName] as? String == "notify" else { return }
                 received.continuation.yield(notification.userInfo?[SharedDefaults.ChangeNotificationKey.key] as? String ?? "?")

@@ -134,7 +134,7 @@ struct ObservedSettingsTests {
                 try tx.set(.double(0.8), forKey: "volume")
             }
             let workers = try (0..<4).map { _ in try HelperProcess("migrate", directory: dir, suite: "app", ["--wait-for-go"]) }
-            workers.forEach { $0.go() }
+            for worker in workers { worker.go() }
             var applied: [String] = []
             for worker in workers {
                 let result = worker.finish()

@@ -2,6 +2,7 @@ import Foundation
 import PropertyBased
 import TestSupport
 import Testing
+
 @testable import GroupDefaults
 @testable import PropertyListFormats
 
@@ -68,7 +69,8 @@ private func same(_ a: PropertyListValue, _ b: PropertyListValue) -> Bool {
     case (.array(let x), .array(let y)): return x.count == y.count && zip(x, y).allSatisfy(same)
     case (.dictionary(let x), .dictionary(let y)):
         guard x.count == y.count else { return false }
-        let xs = x.sortedForPropertyList, ys = y.sortedForPropertyList
+        let xs = x.sortedForPropertyList
+        let ys = y.sortedForPropertyList
         return zip(xs, ys).allSatisfy { same(.string($0.key), .string($1.key)) && same($0.value, $1.value) }
     default: return a == b
     }
@@ -80,7 +82,9 @@ private func roundTrip(_ value: PropertyListValue, _ format: PropertyListFormat)
 
 /// Asserts that `body` throws a `PropertyListFormatError` (and not something else, nor nothing).
 private func expectFormatError(
-    _ comment: Comment? = nil, containing fragment: String? = nil, sourceLocation: SourceLocation = #_sourceLocation,
+    _ comment: Comment? = nil,
+    containing fragment: String? = nil,
+    sourceLocation: SourceLocation = #_sourceLocation,
     _ body: () throws -> PropertyListValue
 ) {
     do {
@@ -162,8 +166,10 @@ private let plistlibSample: PropertyListValue = [
     "integers": [0, 1, -1, 14, 15, 255, 256, 65535, 65536, .integer(4_294_967_296), .integer(Int.max), .integer(Int.min)],
     "doubles": [0.8, -1.5, 2.0, 1e300, .double(.leastNonzeroMagnitude), .double(.infinity), .double(-.infinity), .double(.nan)],
     "bools": [true, false],
-    "dates": [.date(sampleDate), .date(Date(timeIntervalSinceReferenceDate: 0)), .date(Date(timeIntervalSince1970: 0)),
-              .date(Date(timeIntervalSince1970: -2_195_000_000))],
+    "dates": [
+        .date(sampleDate), .date(Date(timeIntervalSinceReferenceDate: 0)), .date(Date(timeIntervalSince1970: 0)),
+        .date(Date(timeIntervalSince1970: -2_195_000_000)),
+    ],
     "data": [.data(Data()), .data(Data([1, 2, 3])), .data(Data((0..<300).map { UInt8(truncatingIfNeeded: $0) }))],
     "empty": [[], [:]],
     "many": .array((0..<300).map { .string("item \($0)") }),
@@ -219,61 +225,69 @@ struct PropertyListFormatsTests {
         let data = [UInt8](try PropertyListValue.dictionary(["a": 1]).propertyListData(format: .binary))
         // magic, dict of 1 (0xD1) with key 1 and value 2, "a" (0x51 'a'), integer 1 (0x10 01),
         // offsets 8, 11, 13, then the trailer: sizes 1 and 1, 3 objects, top 0, table at 15.
-        #expect(data == Array("bplist00".utf8) + [0xD1, 0x01, 0x02, 0x51, 0x61, 0x10, 0x01, 0x08, 0x0B, 0x0D]
-            + [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 3] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 15])
+        #expect(
+            data == Array("bplist00".utf8) + [0xD1, 0x01, 0x02, 0x51, 0x61, 0x10, 0x01, 0x08, 0x0B, 0x0D]
+                + [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 3] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 15]
+        )
     }
 
     @Test("XML output is Apple's layout")
     func xmlLayout() throws {
-        let value: PropertyListValue = ["sound": "ring.caf", "volume": 0.8, "on": true, "when": .date(sampleDate.addingTimeInterval(0.9)),
-                                        "blob": .data(Data([1, 2, 3])), "list": [1, []], "a&b": "<x>\r"]
+        let value: PropertyListValue = [
+            "sound": "ring.caf", "volume": 0.8, "on": true, "when": .date(sampleDate.addingTimeInterval(0.9)),
+            "blob": .data(Data([1, 2, 3])), "list": [1, []], "a&b": "<x>\r",
+        ]
         let xml = String(decoding: try value.propertyListData(format: .xml), as: UTF8.self)
-        #expect(xml == """
-            <?xml version="1.0" encoding="UTF-8"?>
-            <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
-            <plist version="1.0">
-            <dict>
-            \t<key>a&amp;b</key>
-            \t<string>&lt;x&gt;&#13;</string>
-            \t<key>blob</key>
-            \t<data>
-            \tAQID
-            \t</data>
-            \t<key>list</key>
-            \t<array>
-            \t\t<integer>1</integer>
-            \t\t<array/>
-            \t</array>
-            \t<key>on</key>
-            \t<true/>
-            \t<key>sound</key>
-            \t<string>ring.caf</string>
-            \t<key>volume</key>
-            \t<real>0.8</real>
-            \t<key>when</key>
-            \t<date>2026-11-21T10:00:00Z</date>
-            </dict>
-            </plist>
+        #expect(
+            xml == """
+                <?xml version="1.0" encoding="UTF-8"?>
+                <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+                <plist version="1.0">
+                <dict>
+                \t<key>a&amp;b</key>
+                \t<string>&lt;x&gt;&#13;</string>
+                \t<key>blob</key>
+                \t<data>
+                \tAQID
+                \t</data>
+                \t<key>list</key>
+                \t<array>
+                \t\t<integer>1</integer>
+                \t\t<array/>
+                \t</array>
+                \t<key>on</key>
+                \t<true/>
+                \t<key>sound</key>
+                \t<string>ring.caf</string>
+                \t<key>volume</key>
+                \t<real>0.8</real>
+                \t<key>when</key>
+                \t<date>2026-11-21T10:00:00Z</date>
+                </dict>
+                </plist>
 
-            """)
+                """
+        )
     }
 
     @Test("typed JSON output is pretty-printed with sorted keys")
     func typedJSONLayout() throws {
         let json = String(decoding: try PropertyListValue.dictionary(["b": 3, "a": "x/y"]).propertyListData(format: .json), as: UTF8.self)
-        #expect(json == """
-            {
-              "dictionary" : {
-                "a" : {
-                  "string" : "x/y"
-                },
-                "b" : {
-                  "integer" : 3
+        #expect(
+            json == """
+                {
+                  "dictionary" : {
+                    "a" : {
+                      "string" : "x/y"
+                    },
+                    "b" : {
+                      "integer" : 3
+                    }
+                  }
                 }
-              }
-            }
 
-            """)
+                """
+        )
     }
 
     // MARK: Old-style text
@@ -298,48 +312,55 @@ struct PropertyListFormatsTests {
             "when": .date(sampleDate.addingTimeInterval(0.75)),
             "FK_Flag": 1,
         ]
-        #expect(value.openStepText == #"""
-            {
-                "" = "";
-                "FK_Flag" = 1;
-                badge = 3;
-                big = {length = 100, bytes = 0x00010203 04050607 08090a0b 0c0d0e0f ... 5c5d5e5f 60616263 };
-                blob = {length = 3, bytes = 0x010203};
-                enabled = 1;
-                "key with space" = "\U00e9\n\"q\" \\";
-                list =     (
-                    a,
-                    "b c",
-                            (
-                    )
-                );
-                muted = 0;
-                name = "value with space";
-                nested =     {
-                    empty =         {
+        #expect(
+            value.openStepText == #"""
+                {
+                    "" = "";
+                    "FK_Flag" = 1;
+                    badge = 3;
+                    big = {length = 100, bytes = 0x00010203 04050607 08090a0b 0c0d0e0f ... 5c5d5e5f 60616263 };
+                    blob = {length = 3, bytes = 0x010203};
+                    enabled = 1;
+                    "key with space" = "\U00e9\n\"q\" \\";
+                    list =     (
+                        a,
+                        "b c",
+                                (
+                        )
+                    );
+                    muted = 0;
+                    name = "value with space";
+                    nested =     {
+                        empty =         {
+                        };
+                        inner =         {
+                            x = 1;
+                        };
                     };
-                    inner =         {
-                        x = 1;
-                    };
-                };
-                offset = "-1";
-                ratio = 2;
-                sound = "ring.caf";
-                volume = "0.8";
-                when = "2026-11-21 10:00:00 +0000";
-            }
-            """#)
+                    offset = "-1";
+                    ratio = 2;
+                    sound = "ring.caf";
+                    volume = "0.8";
+                    when = "2026-11-21 10:00:00 +0000";
+                }
+                """#
+        )
     }
 
     @Test("old-style layout of the simple shapes")
     func openStepSimpleShapes() {
-        #expect(PropertyListValue.dictionary(["key": "value", "key with space": "value with space"]).openStepText
-            == "{\n    key = value;\n    \"key with space\" = \"value with space\";\n}")
+        #expect(
+            PropertyListValue.dictionary(["key": "value", "key with space": "value with space"]).openStepText
+                == "{\n    key = value;\n    \"key with space\" = \"value with space\";\n}"
+        )
         #expect(PropertyListValue.array(["a", "b"]).openStepText == "(\n    a,\n    b\n)")
         #expect(PropertyListValue.dictionary([:]).openStepText == "{\n}")
         #expect(PropertyListValue.array([]).openStepText == "(\n)")
         #expect(PropertyListValue.array([["k": "v"]]).openStepText == "(\n        {\n        k = v;\n    }\n)")
-        #expect(PropertyListValue.data(Data(repeating: 0xAB, count: 24)).openStepText == "{length = 24, bytes = 0x" + String(repeating: "ab", count: 24) + "}")
+        #expect(
+            PropertyListValue.data(Data(repeating: 0xAB, count: 24)).openStepText == "{length = 24, bytes = 0x" + String(repeating: "ab", count: 24)
+                + "}"
+        )
         #expect(PropertyListValue.data(Data()).openStepText == "{length = 0, bytes = 0x}")
         #expect(PropertyListValue.array(["🎵", "tab\t", "\u{1}"]).openStepText == #"(\#n    "\Ud83c\Udfb5",\#n    "tab\t",\#n    "\U0001"\#n)"#)
     }
@@ -361,7 +382,10 @@ struct PropertyListFormatsTests {
     @Test("the .openStep format quotes top-level values and writes data so that it reads back")
     func openStepFormat() throws {
         let data = Data((0..<30).map { UInt8($0) })
-        let text = String(decoding: try PropertyListValue.dictionary(["d": .data(data), "s": "a b"]).propertyListData(format: .openStep), as: UTF8.self)
+        let text = String(
+            decoding: try PropertyListValue.dictionary(["d": .data(data), "s": "a b"]).propertyListData(format: .openStep),
+            as: UTF8.self
+        )
         #expect(text == "{\n    d = <00010203 04050607 08090a0b 0c0d0e0f 10111213 14151617 18191a1b 1c1d>;\n    s = \"a b\";\n}\n")
         #expect(try roundTrip(.string("a b"), .openStep) == .string("a b"))
         #expect(try roundTrip(.data(data), .openStep) == .data(data))
@@ -387,16 +411,18 @@ struct PropertyListFormatsTests {
         expectFormatError(containing: "line 6") { try decodeText(text) }
         let fixed = text.replacingOccurrences(of: "'it''s'", with: #"'it\'s'"#)
         let value = try decodeText(fixed)
-        #expect(value == [
-            "bare": "com.example/path_$:-1.5",
-            "quoted key": "line\nnext \"q\" \\ \t é🎵 A é",
-            "single": "it's",
-            "list": ["1", "two", .data(Data([1, 2, 10])), [], [:]],
-            "nested": ["k": "v"],
-            "description": .data(Data([1, 2, 3])),
-            "empty": .data(Data()),
-            "": "",
-        ])
+        #expect(
+            value == [
+                "bare": "com.example/path_$:-1.5",
+                "quoted key": "line\nnext \"q\" \\ \t é🎵 A é",
+                "single": "it's",
+                "list": ["1", "two", .data(Data([1, 2, 10])), [], [:]],
+                "nested": ["k": "v"],
+                "description": .data(Data([1, 2, 3])),
+                "empty": .data(Data()),
+                "": "",
+            ]
+        )
         // A top-level dictionary without braces, as in a .strings file; a lone string.
         #expect(try decodeText("a = b; c = (d);") == ["a": "b", "c": ["d"]])
         #expect(try decodeText("a = b") == ["a": "b"])
@@ -406,33 +432,38 @@ struct PropertyListFormatsTests {
 
     @Test("what defaults read prints reads back (data up to 24 bytes)")
     func openStepTextReadsBack() throws {
-        let value: PropertyListValue = ["s": "a \"b\"\n\\ é🎵", "n": 3, "f": 0.5, "t": true, "d": .data(Data([1, 2, 3])),
-                                        "when": .date(sampleDate), "list": [["x": []]], "e": [:]]
+        let value: PropertyListValue = [
+            "s": "a \"b\"\n\\ é🎵", "n": 3, "f": 0.5, "t": true, "d": .data(Data([1, 2, 3])),
+            "when": .date(sampleDate), "list": [["x": []]], "e": [:],
+        ]
         let back = try decodeText(value.openStepText)
         #expect(back == expectedAfterRoundTrip(value, .openStep))
         expectFormatError(containing: "abbreviated") { try decodeText(PropertyListValue.array([.data(Data(count: 25))]).openStepText) }
     }
 
-    @Test("old-style mistakes are reported with their line and column", arguments: [
-        ("{ a = b", "unterminated dictionary", "line 1, column 1"),
-        ("{ a = ; }", "expected a value, found ';'", "line 1, column 7"),
-        ("{\n  a b }", "expected '=' after the key \"a\"", "line 2, column 5"),
-        ("{ a = b c }", "expected ';'", "line 1, column 9"),
-        ("( a, b", "unterminated array", "line 1, column 1"),
-        ("( a b )", "expected ',' or ')'", "line 1, column 5"),
-        ("( , )", "expected a value", "line 1, column 3"),
-        ("\"unterminated", "unterminated string", "line 1, column 1"),
-        ("<01 0>", "odd number of hex digits", "line 1, column 1"),
-        ("<0g>", "hex digit", "line 1, column 3"),
-        ("/* never closed", "unterminated /* comment", "line 1, column 1"),
-        ("a b", "unexpected 'b' after the value", "line 1, column 3"),
-        (")", "expected a value, found ')'", "line 1, column 1"),
-        ("{ a = b; a = c; }", "duplicate key \"a\"", "line 1, column 10"),
-        ("{ é = b; }", "expected a key", "line 1, column 3"),
-        ("\"\\Ud83c\"", "unpaired surrogate", "line 1, column 2"),
-        ("{length = 4, bytes = 0x010203}", "says length 4 but holds 3 bytes", "line 1, column 1"),
-        ("   \n  ", "holds no value", "line 2, column 3"),
-    ])
+    @Test(
+        "old-style mistakes are reported with their line and column",
+        arguments: [
+            ("{ a = b", "unterminated dictionary", "line 1, column 1"),
+            ("{ a = ; }", "expected a value, found ';'", "line 1, column 7"),
+            ("{\n  a b }", "expected '=' after the key \"a\"", "line 2, column 5"),
+            ("{ a = b c }", "expected ';'", "line 1, column 9"),
+            ("( a, b", "unterminated array", "line 1, column 1"),
+            ("( a b )", "expected ',' or ')'", "line 1, column 5"),
+            ("( , )", "expected a value", "line 1, column 3"),
+            ("\"unterminated", "unterminated string", "line 1, column 1"),
+            ("<01 0>", "odd number of hex digits", "line 1, column 1"),
+            ("<0g>", "hex digit", "line 1, column 3"),
+            ("/* never closed", "unterminated /* comment", "line 1, column 1"),
+            ("a b", "unexpected 'b' after the value", "line 1, column 3"),
+            (")", "expected a value, found ')'", "line 1, column 1"),
+            ("{ a = b; a = c; }", "duplicate key \"a\"", "line 1, column 10"),
+            ("{ é = b; }", "expected a key", "line 1, column 3"),
+            ("\"\\Ud83c\"", "unpaired surrogate", "line 1, column 2"),
+            ("{length = 4, bytes = 0x010203}", "says length 4 but holds 3 bytes", "line 1, column 1"),
+            ("   \n  ", "holds no value", "line 2, column 3"),
+        ]
+    )
     func openStepErrors(text: String, fragment: String, location: String) {
         expectFormatError(containing: fragment) { try decodeText(text) }
         expectFormatError(containing: location) { try decodeText(text) }
@@ -443,28 +474,32 @@ struct PropertyListFormatsTests {
 
     @Test("plain JSON for people and scripts")
     func plainJSONText() {
-        let value: PropertyListValue = ["b": 3, "a": [0.8, 2.0, true, "x\"\n/é"], "when": .date(sampleDate), "blob": .data(Data([1, 2, 3])),
-                                        "empty": [], "none": [:], "odd": [.double(.nan), .double(-.infinity)], "ctl": "\u{1}"]
-        #expect(value.plainJSON() == #"""
-            {
-              "a" : [
-                0.8,
-                2.0,
-                true,
-                "x\"\n/é"
-              ],
-              "b" : 3,
-              "blob" : "AQID",
-              "ctl" : "\u0001",
-              "empty" : [],
-              "none" : {},
-              "odd" : [
-                "nan",
-                "-inf"
-              ],
-              "when" : "2026-11-21T10:00:00.000Z"
-            }
-            """#)
+        let value: PropertyListValue = [
+            "b": 3, "a": [0.8, 2.0, true, "x\"\n/é"], "when": .date(sampleDate), "blob": .data(Data([1, 2, 3])),
+            "empty": [], "none": [:], "odd": [.double(.nan), .double(-.infinity)], "ctl": "\u{1}",
+        ]
+        #expect(
+            value.plainJSON() == #"""
+                {
+                  "a" : [
+                    0.8,
+                    2.0,
+                    true,
+                    "x\"\n/é"
+                  ],
+                  "b" : 3,
+                  "blob" : "AQID",
+                  "ctl" : "\u0001",
+                  "empty" : [],
+                  "none" : {},
+                  "odd" : [
+                    "nan",
+                    "-inf"
+                  ],
+                  "when" : "2026-11-21T10:00:00.000Z"
+                }
+                """#
+        )
         // And it is JSON.
         #expect((try? JSONSerialization.jsonObject(with: Data(value.plainJSON().utf8))) != nil)
         #expect(PropertyListValue.string("x").plainJSON() == "\"x\"")
@@ -472,8 +507,10 @@ struct PropertyListFormatsTests {
 
     @Test("parseJSON: plain JSON, integers stay integers, typed JSON is recognised")
     func parseJSON() throws {
-        #expect(try PropertyListValue.parseJSON(#" {"volume": 0.8, "badge": 3, "on": true, "list": [1, "a", -0, 1e3, 2.50], "o": {"x": {}}} "#)
-            == ["volume": 0.8, "badge": 3, "on": true, "list": [1, "a", 0, 1000.0, 2.5], "o": ["x": [:]]])
+        #expect(
+            try PropertyListValue.parseJSON(#" {"volume": 0.8, "badge": 3, "on": true, "list": [1, "a", -0, 1e3, 2.50], "o": {"x": {}}} "#)
+                == ["volume": 0.8, "badge": 3, "on": true, "list": [1, "a", 0, 1000.0, 2.5], "o": ["x": [:]]]
+        )
         #expect(try PropertyListValue.parseJSON("3") == .integer(3))
         #expect(try PropertyListValue.parseJSON("3.0") == .double(3))
         #expect(try PropertyListValue.parseJSON("-9223372036854775808") == .integer(Int.min))
@@ -488,24 +525,27 @@ struct PropertyListFormatsTests {
         }
     }
 
-    @Test("JSON mistakes are reported with their line and column", arguments: [
-        (#"{"a": }"#, "expected a value, found '}'", "line 1, column 7"),
-        ("[1, 2", "unterminated array", "line 1, column 1"),
-        (#"{"a" 1}"#, "expected ':'", "line 1, column 6"),
-        ("{a: 1}", "expected a key in double quotes", "line 1, column 2"),
-        ("nul", "expected a value", "line 1, column 1"),
-        ("[\n  null]", "null is not a property-list value", "line 2, column 3"),
-        ("99999999999999999999", "does not fit in 64 bits", "line 1, column 1"),
-        ("1e999", "out of the range of a double", "line 1, column 1"),
-        ("01", "leading zeros", "line 1, column 1"),
-        ("1.", "digits must follow", "line 1, column 1"),
-        (#""\ud800""#, "unpaired surrogate", "line 1, column 2"),
-        (#""\x""#, "unknown escape", "line 1, column 2"),
-        ("\"a\nb\"", "control character", "line 1, column 3"),
-        (#"{"a": 1, "a": 2}"#, "duplicate key \"a\"", "line 1, column 10"),
-        ("[1] [2]", "after the JSON value", "line 1, column 5"),
-        ("", "expected a value, found the end of the text", "line 1, column 1"),
-    ])
+    @Test(
+        "JSON mistakes are reported with their line and column",
+        arguments: [
+            (#"{"a": }"#, "expected a value, found '}'", "line 1, column 7"),
+            ("[1, 2", "unterminated array", "line 1, column 1"),
+            (#"{"a" 1}"#, "expected ':'", "line 1, column 6"),
+            ("{a: 1}", "expected a key in double quotes", "line 1, column 2"),
+            ("nul", "expected a value", "line 1, column 1"),
+            ("[\n  null]", "null is not a property-list value", "line 2, column 3"),
+            ("99999999999999999999", "does not fit in 64 bits", "line 1, column 1"),
+            ("1e999", "out of the range of a double", "line 1, column 1"),
+            ("01", "leading zeros", "line 1, column 1"),
+            ("1.", "digits must follow", "line 1, column 1"),
+            (#""\ud800""#, "unpaired surrogate", "line 1, column 2"),
+            (#""\x""#, "unknown escape", "line 1, column 2"),
+            ("\"a\nb\"", "control character", "line 1, column 3"),
+            (#"{"a": 1, "a": 2}"#, "duplicate key \"a\"", "line 1, column 10"),
+            ("[1] [2]", "after the JSON value", "line 1, column 5"),
+            ("", "expected a value, found the end of the text", "line 1, column 1"),
+        ]
+    )
     func jsonErrors(text: String, fragment: String, location: String) {
         expectFormatError(containing: fragment) { try PropertyListValue.parseJSON(text) }
         expectFormatError(containing: location) { try PropertyListValue.parseJSON(text) }
@@ -533,7 +573,11 @@ struct PropertyListFormatsTests {
         #expect(try decodeText(#"{"dictionary": {"a": {"array": [{"string": "b"}]}}}"#) == value)
         #expect(try decodeText("  \n{ \"dictionary\" : {\"a\": {\"array\": [{\"string\": \"b\"}]}}}") == value)
         #expect(try decodeText("<plist version=\"1.0\"><dict><key>a</key><array><string>b</string></array></dict></plist>") == value)
-        #expect(try decodeText("\n<?xml version=\"1.0\"?>\n<!-- hi --><!DOCTYPE plist [ <!ENTITY x \"y\"> ]><plist><dict><key>a</key><array><string>b</string></array></dict></plist>\n") == value)
+        #expect(
+            try decodeText(
+                "\n<?xml version=\"1.0\"?>\n<!-- hi --><!DOCTYPE plist [ <!ENTITY x \"y\"> ]><plist><dict><key>a</key><array><string>b</string></array></dict></plist>\n"
+            ) == value
+        )
         #expect(try decodeText("{ a = (b); }") == value)
         // UTF-16 with a byte-order mark, both byte orders.
         let text = "{ a = (b); }"
@@ -551,31 +595,34 @@ struct PropertyListFormatsTests {
         expectFormatError { try PropertyListValue.decode(propertyListData: Data([0x00, 0x01, 0x02])) }
     }
 
-    @Test("XML mistakes are reported with their line", arguments: [
-        ("<?xml version=\"1.0\"?>", "expected <plist> or a value"),
-        ("<plist version=\"1.0\"><dict><key>a</key></dict></plist>", "the key \"a\" has no value"),
-        ("<plist version=\"1.0\"><dict><string>a</string></dict></plist>", "expected <key> in <dict>"),
-        ("<plist version=\"1.0\"><string>x</integer></plist>", "</integer> does not close the <string>"),
-        ("<plist version=\"1.0\">\n<foo/></plist>", "unknown element <foo> at line 2"),
-        ("<plist version=\"1.0\"><data>AQ!D</data></plist>", "valid base64"),
-        ("<plist version=\"1.0\"><data>A</data></plist>", "valid base64"),
-        ("<plist version=\"1.0\"><integer>12abc</integer></plist>", "not an integer"),
-        ("<plist version=\"1.0\"><integer>18446744073709551615</integer></plist>", "fits in 64 bits"),
-        ("<plist version=\"1.0\"><real>1.5x</real></plist>", "not a number"),
-        ("<plist version=\"1.0\"><date>tomorrow</date></plist>", "not a date"),
-        ("<plist version=\"1.0\"><true>x</true></plist>", "must be empty"),
-        ("<plist version=\"1.0\"><string>&bogus;</string></plist>", "unknown entity"),
-        ("<plist version=\"1.0\"><string>a<b/></string></plist>", "unexpected markup"),
-        ("<plist version=\"1.0\"><string>a</string></plist>junk", "after the property list"),
-        ("<plist version=\"1.0\"><string>a</string><string>b</string></plist>", "expected </plist>"),
-        ("<plist version=\"1.0\"></plist>", "holds no value"),
-        ("<plist version=\"1.0\"><array><string>a</string>", "expected a value or </array>"),
-        ("<plist version=\"1.0\"><dict><key>a</key><true/><key>a</key><false/></dict></plist>", "duplicate key"),
-        ("<plist version=\"1.0\"><key>a</key></plist>", "<key> outside a <dict>"),
-        ("<plist version=\"1.0\"><string>abc", "unterminated <string>"),
-        ("<plist version=\"1.0\"><!-- open", "unterminated comment"),
-        ("<plist version=1.0>", "must be quoted"),
-    ])
+    @Test(
+        "XML mistakes are reported with their line",
+        arguments: [
+            ("<?xml version=\"1.0\"?>", "expected <plist> or a value"),
+            ("<plist version=\"1.0\"><dict><key>a</key></dict></plist>", "the key \"a\" has no value"),
+            ("<plist version=\"1.0\"><dict><string>a</string></dict></plist>", "expected <key> in <dict>"),
+            ("<plist version=\"1.0\"><string>x</integer></plist>", "</integer> does not close the <string>"),
+            ("<plist version=\"1.0\">\n<foo/></plist>", "unknown element <foo> at line 2"),
+            ("<plist version=\"1.0\"><data>AQ!D</data></plist>", "valid base64"),
+            ("<plist version=\"1.0\"><data>A</data></plist>", "valid base64"),
+            ("<plist version=\"1.0\"><integer>12abc</integer></plist>", "not an integer"),
+            ("<plist version=\"1.0\"><integer>18446744073709551615</integer></plist>", "fits in 64 bits"),
+            ("<plist version=\"1.0\"><real>1.5x</real></plist>", "not a number"),
+            ("<plist version=\"1.0\"><date>tomorrow</date></plist>", "not a date"),
+            ("<plist version=\"1.0\"><true>x</true></plist>", "must be empty"),
+            ("<plist version=\"1.0\"><string>&bogus;</string></plist>", "unknown entity"),
+            ("<plist version=\"1.0\"><string>a<b/></string></plist>", "unexpected markup"),
+            ("<plist version=\"1.0\"><string>a</string></plist>junk", "after the property list"),
+            ("<plist version=\"1.0\"><string>a</string><string>b</string></plist>", "expected </plist>"),
+            ("<plist version=\"1.0\"></plist>", "holds no value"),
+            ("<plist version=\"1.0\"><array><string>a</string>", "expected a value or </array>"),
+            ("<plist version=\"1.0\"><dict><key>a</key><true/><key>a</key><false/></dict></plist>", "duplicate key"),
+            ("<plist version=\"1.0\"><key>a</key></plist>", "<key> outside a <dict>"),
+            ("<plist version=\"1.0\"><string>abc", "unterminated <string>"),
+            ("<plist version=\"1.0\"><!-- open", "unterminated comment"),
+            ("<plist version=1.0>", "must be quoted"),
+        ]
+    )
     func xmlErrors(text: String, fragment: String) {
         expectFormatError(containing: fragment) { try decodeText(text) }
         expectFormatError(containing: "XML property list:") { try decodeText(text) }
@@ -584,20 +631,24 @@ struct PropertyListFormatsTests {
 
     @Test("XML reads what other writers write: entities, CDATA, hex integers, unpadded base64, CRLF")
     func xmlReaderLeniency() throws {
-        let xml = "<?xml version='1.0' encoding='UTF-8'?>\r\n<plist version='1.0'><array>"
+        let xml =
+            "<?xml version='1.0' encoding='UTF-8'?>\r\n<plist version='1.0'><array>"
             + "<string>&lt;&#233;&#x1F3B5;&quot;&apos;<![CDATA[<raw> & ]]>x\r\ny</string><string/><integer> 0x1F </integer>"
             + "<integer>-9223372036854775808</integer><real>+infinity</real><real> -1.5e3 </real><data>AQI</data>"
             + "<date>2026-11-21T10:00:00Z</date><dict/><true></true></array></plist>"
-        #expect(try decodeText(xml) == [
-            "<é🎵\"'<raw> & x\ny", "", 31, .integer(Int.min), .double(.infinity), -1500.0, .data(Data([1, 2])), .date(sampleDate), [:], true,
-        ])
+        #expect(
+            try decodeText(xml) == [
+                "<é🎵\"'<raw> & x\ny", "", 31, .integer(Int.min), .double(.infinity), -1500.0, .data(Data([1, 2])), .date(sampleDate), [:], true,
+            ]
+        )
     }
 
     @Test("damaged binary property lists are refused, never a crash")
     func binaryErrors() throws {
         let magic = Array("bplist00".utf8)
         func trailer(offsetSize: UInt8 = 1, referenceSize: UInt8 = 1, count: UInt64, top: UInt64 = 0, table: UInt64) -> [UInt8] {
-            [0, 0, 0, 0, 0, 0, offsetSize, referenceSize] + [count, top, table].flatMap { v in (0..<8).reversed().map { UInt8(truncatingIfNeeded: v >> ($0 * 8)) } }
+            [0, 0, 0, 0, 0, 0, offsetSize, referenceSize]
+                + [count, top, table].flatMap { v in (0..<8).reversed().map { UInt8(truncatingIfNeeded: v >> ($0 * 8)) } }
         }
         func decode(_ bytes: [UInt8]) throws -> PropertyListValue { try PropertyListValue.decode(propertyListData: Data(bytes)) }
 
@@ -605,7 +656,9 @@ struct PropertyListFormatsTests {
         // An array that holds itself.
         expectFormatError(containing: "contains itself") { try decode(magic + [0xA1, 0x00] + [8] + trailer(count: 1, table: 10)) }
         // A dictionary keyed by an integer.
-        expectFormatError(containing: "not a string") { try decode(magic + [0xD1, 0x01, 0x01, 0x10, 0x05] + [8, 11] + trailer(count: 2, table: 13)) }
+        expectFormatError(containing: "not a string") {
+            try decode(magic + [0xD1, 0x01, 0x01, 0x10, 0x05] + [8, 11] + trailer(count: 2, table: 13))
+        }
         // A reference to an object that does not exist.
         expectFormatError(containing: "reference to object 7") { try decode(magic + [0xA1, 0x07] + [8] + trailer(count: 1, table: 10)) }
         // An offset past the objects, a count past the end, bad sizes, a top object out of range.
@@ -638,12 +691,16 @@ struct PropertyListFormatsTests {
                 out += object
             }
             let table = out.count
-            for offset in offsets { out += [UInt8(offset >> 24 & 0xFF), UInt8(offset >> 16 & 0xFF), UInt8(offset >> 8 & 0xFF), UInt8(offset & 0xFF)] }
+            for offset in offsets {
+                out += [UInt8(offset >> 24 & 0xFF), UInt8(offset >> 16 & 0xFF), UInt8(offset >> 8 & 0xFF), UInt8(offset & 0xFF)]
+            }
             out += [0, 0, 0, 0, 0, 0, 4, 4]
             for v in [UInt64(objects.count), 0, UInt64(table)] { out += (0..<8).reversed().map { UInt8(truncatingIfNeeded: v >> ($0 * 8)) } }
             return out
         }
-        func reference(_ index: Int) -> [UInt8] { [UInt8(index >> 24 & 0xFF), UInt8(index >> 16 & 0xFF), UInt8(index >> 8 & 0xFF), UInt8(index & 0xFF)] }
+        func reference(_ index: Int) -> [UInt8] {
+            [UInt8(index >> 24 & 0xFF), UInt8(index >> 16 & 0xFF), UInt8(index >> 8 & 0xFF), UInt8(index & 0xFF)]
+        }
         // 100,000 arrays each holding the next: far deeper than any stack allows.
         let chain = (0..<100_000).map { $0 == 99_999 ? [0x09] : [0xA1] + reference($0 + 1) }
         expectFormatError(containing: "deeper than 512") { try PropertyListValue.decode(propertyListData: Data(file(objects: chain))) }
@@ -725,11 +782,14 @@ struct PropertyListFormatsTests {
             for format in [PropertyListFormat.xml, .binary] {
                 let file = directory.appendingPathComponent("ours.\(format.rawValue).plist")
                 try plistlibSample.propertyListData(format: format).write(to: file)
-                let json = try python(pythonTypedJSON + """
-                    with open(sys.argv[1], "rb") as f:
-                        value = plistlib.load(f)
-                    print(json.dumps(typed(value)))
-                    """, [file.path])
+                let json = try python(
+                    pythonTypedJSON + """
+                        with open(sys.argv[1], "rb") as f:
+                            value = plistlib.load(f)
+                        print(json.dumps(typed(value)))
+                        """,
+                    [file.path]
+                )
                 let seen = try JSONDecoder().decode(PropertyListValue.self, from: Data(json.utf8))
                 #expect(same(seen, expectedAfterRoundTrip(plistlibSample, format)), "\(format): plistlib saw \(seen)")
             }
@@ -743,14 +803,17 @@ struct PropertyListFormatsTests {
             try plistlibSample.propertyListData(format: .json).write(to: input)
             let xml = directory.appendingPathComponent("theirs.xml")
             let binary = directory.appendingPathComponent("theirs.bplist")
-            _ = try python(pythonTypedJSON + """
-                with open(sys.argv[1]) as f:
-                    value = native(json.load(f))
-                with open(sys.argv[2], "wb") as f:
-                    plistlib.dump(value, f, fmt=plistlib.FMT_XML)
-                with open(sys.argv[3], "wb") as f:
-                    plistlib.dump(value, f, fmt=plistlib.FMT_BINARY)
-                """, [input.path, xml.path, binary.path])
+            _ = try python(
+                pythonTypedJSON + """
+                    with open(sys.argv[1]) as f:
+                        value = native(json.load(f))
+                    with open(sys.argv[2], "wb") as f:
+                        plistlib.dump(value, f, fmt=plistlib.FMT_XML)
+                    with open(sys.argv[3], "wb") as f:
+                        plistlib.dump(value, f, fmt=plistlib.FMT_BINARY)
+                    """,
+                [input.path, xml.path, binary.path]
+            )
             let fromBinary = try PropertyListValue.decode(propertyListData: Data(contentsOf: binary))
             #expect(same(fromBinary, plistlibSample), "binary: \(fromBinary)")
             // plistlib writes a carriage return as a line feed (XML would read it so anyway).

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import GroupDefaults
 
 @Suite("Server-Sent Events codec")
@@ -41,7 +42,8 @@ struct ServerSentEventsTests {
 
     @Test("the standard's parsing rules: BOM, comments, one optional space, unknown fields, no data no event, retry digits, NUL ids")
     func parsingRules() {
-        let wire = "\u{FEFF}: comment\n"
+        let wire =
+            "\u{FEFF}: comment\n"
             + "data:no space\n\n"
             + "data:  two spaces\n\n"
             + "event: ignored-without-data\nid: 7\n\n"

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import GroupDefaults
 @testable import GroupDefaultsLMDB
 
@@ -29,7 +30,8 @@ extension SharedDefaults.Keys {
 // MARK: Helpers
 
 func openSuite(
-    _ directory: URL, _ name: String = "group.com.example.test",
+    _ directory: URL,
+    _ name: String = "group.com.example.test",
     _ configure: (inout SharedDefaults.Configuration) -> Void = { _ in }
 ) throws -> SharedDefaults {
     var configuration = SharedDefaults.Configuration()
@@ -40,7 +42,8 @@ func openSuite(
 /// The error `body` throws, as a `SharedDefaultsError`; records an issue if it throws nothing or
 /// something else.
 func sharedDefaultsError(
-    sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () throws -> Void
 ) -> SharedDefaultsError? {
     do {
         try body()

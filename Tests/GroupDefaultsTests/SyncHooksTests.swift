@@ -1,6 +1,7 @@
 import Foundation
 import TestSupport
 import Testing
+
 @testable import GroupDefaults
 
 // The core's hooks for sync: pending marks, applyRemote, cursor, in-flight batch, HLC receive rule,
@@ -121,12 +122,15 @@ struct SyncHooksTests {
             defaults.removeObject(forKey: "removed-here")
             let localStamp = try #require(try defaults.syncEntry(forKey: "newer-here")).stamp
 
-            let result = try defaults.applyRemote([
-                entry("newer-here", .string("remote"), offset: -60_000),  // older than the local write
-                entry("older-here", .string("remote"), offset: 1_000),
-                entry("removed-here", .string("remote"), offset: -60_000),  // older than the tombstone
-                entry("new", .integer(7)),
-            ], cursor: 12)
+            let result = try defaults.applyRemote(
+                [
+                    entry("newer-here", .string("remote"), offset: -60_000),  // older than the local write
+                    entry("older-here", .string("remote"), offset: 1_000),
+                    entry("removed-here", .string("remote"), offset: -60_000),  // older than the tombstone
+                    entry("new", .integer(7)),
+                ],
+                cursor: 12
+            )
             #expect(Set(result.applied) == ["older-here", "new"])
             #expect(Set(result.superseded) == ["newer-here", "removed-here"])
             #expect(defaults.string(forKey: "newer-here") == "local")
@@ -231,7 +235,9 @@ struct SyncHooksTests {
             defaults.set("changed while joining", forKey: "volume")
             try defaults.applyRemote(
                 [entry("sound", .string("server's"), offset: -3_600_000), entry("volume", .string("server's"), offset: -3_600_000)],
-                cursor: 5, policy: .remoteWins(over: joinStarted))
+                cursor: 5,
+                policy: .remoteWins(over: joinStarted)
+            )
             #expect(defaults.string(forKey: "sound") == "server's")
             #expect(defaults.string(forKey: "volume") == "changed while joining")
             #expect(try defaults.pendingChanges().map(\.key) == ["volume"])
@@ -395,29 +401,48 @@ struct WireTypesTests {
     @Test("entries: typed JSON values, deletions as deleted: true, HLC and origin as decimal strings")
     func entries() throws {
         let value = SyncEntry(key: "sound", value: .string("ring.caf"), hlc: HLC(rawValue: 117_655_898_112_000_001), origin: UInt64.max, rev: 42)
-        #expect(try roundTrip(value)
-            == #"{"hlc":"117655898112000001","key":"sound","origin":"18446744073709551615","rev":42,"value":{"string":"ring.caf"}}"#)
+        #expect(
+            try roundTrip(value)
+                == #"{"hlc":"117655898112000001","key":"sound","origin":"18446744073709551615","rev":42,"value":{"string":"ring.caf"}}"#
+        )
         let deletion = SyncEntry(key: "draft", value: nil, hlc: HLC(rawValue: 5), origin: 7)
         #expect(try roundTrip(deletion) == #"{"deleted":true,"hlc":"5","key":"draft","origin":"7"}"#)
     }
 
     @Test("a push request and its response in the protocol's field names")
     func push() throws {
-        let request = PushRequest(deviceID: 99, batchID: "b-1", ops: [
-            PushOp(key: "sound", value: .string("ring.caf"), hlc: HLC(rawValue: 10)),
-            PushOp(key: "draft", value: nil, hlc: HLC(rawValue: 11)),
-        ])
-        #expect(try roundTrip(request)
-            == #"{"batch_id":"b-1","device_id":"99","ops":[{"hlc":"10","key":"sound","value":{"string":"ring.caf"}},{"deleted":true,"hlc":"11","key":"draft"}]}"#)
-        let response = PushResponse(headRev: 3, results: [
-            PushResult(key: "sound", status: .applied, winner: SyncEntry(key: "sound", value: .string("ring.caf"), hlc: HLC(rawValue: 10), origin: 99, rev: 3)),
-        ], serverTime: "2026-11-22T10:00:00.000Z")
+        let request = PushRequest(
+            deviceID: 99,
+            batchID: "b-1",
+            ops: [
+                PushOp(key: "sound", value: .string("ring.caf"), hlc: HLC(rawValue: 10)),
+                PushOp(key: "draft", value: nil, hlc: HLC(rawValue: 11)),
+            ]
+        )
+        #expect(
+            try roundTrip(request)
+                == #"{"batch_id":"b-1","device_id":"99","ops":[{"hlc":"10","key":"sound","value":{"string":"ring.caf"}},{"deleted":true,"hlc":"11","key":"draft"}]}"#
+        )
+        let response = PushResponse(
+            headRev: 3,
+            results: [
+                PushResult(
+                    key: "sound",
+                    status: .applied,
+                    winner: SyncEntry(key: "sound", value: .string("ring.caf"), hlc: HLC(rawValue: 10), origin: 99, rev: 3)
+                )
+            ],
+            serverTime: "2026-11-22T10:00:00.000Z"
+        )
         #expect(try roundTrip(response).contains(#""head_rev":3"#))
         #expect(try roundTrip(ChangesPage(entries: [], lastRev: 9, hasMore: false)) == #"{"entries":[],"has_more":false,"last_rev":9}"#)
         #expect(try roundTrip(SnapshotPage(entries: [], headRev: 0, next: nil)) == #"{"entries":[],"head_rev":0,"next":null}"#)
         #expect(try roundTrip(SyncLimits()).contains(#""max_key_bytes":511"#))
         #expect(try roundTrip(SyncErrorBody(error: .keyTooLong, detail: "…", key: "k", limit: 511)).contains(#""error":"key_too_long""#))
-        #expect(try roundTrip(SuiteList(suites: [.init(name: "group.a", headRev: 2, keys: 1)])) == #"{"suites":[{"head_rev":2,"keys":1,"name":"group.a"}]}"#)
+        #expect(
+            try roundTrip(SuiteList(suites: [.init(name: "group.a", headRev: 2, keys: 1)]))
+                == #"{"suites":[{"head_rev":2,"keys":1,"name":"group.a"}]}"#
+        )
     }
 
     @Test("malformed entries are decoding errors: both value and deleted, neither, a non-decimal origin or HLC")

@@ -15,7 +15,13 @@ import Testing
 struct UserDefaultsCasesTests {
     /// What a case reads back, with the getter that reads it.
     enum Expected: CustomStringConvertible {
-        case integer(Int), double(Double), float(Float), bool(Bool), string(String), data(Data), url(URL)
+        case integer(Int)
+        case double(Double)
+        case float(Float)
+        case bool(Bool)
+        case string(String)
+        case data(Data)
+        case url(URL)
 
         func holds(in defaults: SharedDefaults, forKey key: String) -> Bool {
             switch self {
@@ -67,25 +73,26 @@ struct UserDefaultsCasesTests {
     ]
 
     /// Set, then read.
-    static let set: [Case] = registered + [
-        Case(name: "true, as an integer", value: true, expected: .integer(1)),
-        Case(name: "a Float 12.34, as an integer", value: 12.34 as Float, expected: .integer(12)),
-        Case(name: "a Double 12.34, as an integer", value: 12.34, expected: .integer(12)),
-        Case(name: "true, as a float", value: true, expected: .float(1)),
-        Case(name: "42, as a float", value: 42, expected: .float(42)),
-        Case(name: "a Double 12.34, as a float", value: 12.34, expected: .float(12.34)),
-        Case(name: "\"1234\", as a float", value: "1234", expected: .float(1234)),
-        Case(name: "true, as a double", value: true, expected: .double(1)),
-        Case(name: "42, as a double", value: 42, expected: .double(42)),
-        // Foundation reads Double(12.34 as Float), 12.340000152587891: one floating-point type keeps
-        // a Float as the decimal it prints as (README, "Where we differ on purpose").
-        Case(name: "a Float 12.34, as a double", value: 12.34 as Float, expected: .double(12.34)),
-        Case(name: "\"12.34\", as a double", value: "12.34", expected: .double(12.34)),
-        Case(name: "true, as a string", value: true, expected: .string("1")),
-        Case(name: "42, as a string", value: 42, expected: .string("42")),
-        Case(name: "a Float 12.34, as a string", value: 12.34 as Float, expected: .string("12.34")),
-        Case(name: "a Double 12.34, as a string", value: 12.34, expected: .string("12.34")),
-    ]
+    static let set: [Case] =
+        registered + [
+            Case(name: "true, as an integer", value: true, expected: .integer(1)),
+            Case(name: "a Float 12.34, as an integer", value: 12.34 as Float, expected: .integer(12)),
+            Case(name: "a Double 12.34, as an integer", value: 12.34, expected: .integer(12)),
+            Case(name: "true, as a float", value: true, expected: .float(1)),
+            Case(name: "42, as a float", value: 42, expected: .float(42)),
+            Case(name: "a Double 12.34, as a float", value: 12.34, expected: .float(12.34)),
+            Case(name: "\"1234\", as a float", value: "1234", expected: .float(1234)),
+            Case(name: "true, as a double", value: true, expected: .double(1)),
+            Case(name: "42, as a double", value: 42, expected: .double(42)),
+            // Foundation reads Double(12.34 as Float), 12.340000152587891: one floating-point type keeps
+            // a Float as the decimal it prints as (README, "Where we differ on purpose").
+            Case(name: "a Float 12.34, as a double", value: 12.34 as Float, expected: .double(12.34)),
+            Case(name: "\"12.34\", as a double", value: "12.34", expected: .double(12.34)),
+            Case(name: "true, as a string", value: true, expected: .string("1")),
+            Case(name: "42, as a string", value: 42, expected: .string("42")),
+            Case(name: "a Float 12.34, as a string", value: 12.34 as Float, expected: .string("12.34")),
+            Case(name: "a Double 12.34, as a string", value: 12.34, expected: .string("12.34")),
+        ]
 
     @Test("a registered default is read through every getter when nothing is stored", arguments: registered)
     func registeredDefault(_ item: Case) throws {

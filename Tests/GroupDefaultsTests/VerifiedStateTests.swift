@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import TestSupport
 import Testing
+
 @testable import GroupDefaults
 @testable import GroupDefaultsLMDB
 
@@ -73,7 +74,8 @@ private let fineGrainedChangeTimes: Bool = {
     }
     var byte: UInt8 = 1
     for _ in 0..<20 {
-        var before = stat(), after = stat()
+        var before = stat()
+        var after = stat()
         fstat(fd, &before)
         guard pwrite(fd, &byte, 1, 0) == 1 else { return false }
         fstat(fd, &after)
@@ -175,8 +177,10 @@ struct VerifiedStateTests {
         }
     }
 
-    @Test("a page damaged in place after the file was verified is an error, not a crash",
-          .enabled(if: fineGrainedChangeTimes, "needs fine-grained change times (Linux ≥ 6.13): see VerifiedState"))
+    @Test(
+        "a page damaged in place after the file was verified is an error, not a crash",
+        .enabled(if: fineGrainedChangeTimes, "needs fine-grained change times (Linux ≥ 6.13): see VerifiedState")
+    )
     func damageAfterVerification() throws {
         try withTemporaryDirectory { dir in
             let marker = "MARKER-9e2b-after"
@@ -201,11 +205,14 @@ struct VerifiedStateTests {
             let report = SharedDefaults.verify(fileAt: suiteFile(dir))
             #expect(report.isHealthy)
             #expect(report.checkedKeys == 100)
-            let defaults = try SharedDefaults(fileURL: suiteFile(dir), configuration: {
-                var configuration = SharedDefaults.Configuration()
-                configuration.trustsVerifiedState = false
-                return configuration
-            }())
+            let defaults = try SharedDefaults(
+                fileURL: suiteFile(dir),
+                configuration: {
+                    var configuration = SharedDefaults.Configuration()
+                    configuration.trustsVerifiedState = false
+                    return configuration
+                }()
+            )
             #expect(defaults.store.environment.openCheck == .walked)
         }
     }

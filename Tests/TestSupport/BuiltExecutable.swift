@@ -19,7 +19,9 @@ package enum BuiltExecutable {
     /// Runs `executable ARGUMENTS…` to completion, off the cooperative pool: its exit status and
     /// output. `environment` replaces this process's when given.
     package static func run(
-        _ executable: URL, _ arguments: [String], environment: [String: String]? = nil
+        _ executable: URL,
+        _ arguments: [String],
+        environment: [String: String]? = nil
     ) async throws -> (status: Int32, stdout: String, stderr: String) {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
@@ -73,7 +75,10 @@ package struct ProcessResult: Sendable, CustomStringConvertible {
 /// pipe can fill up while we wait. A process still running after `timeLimit` is killed (SIGKILL),
 /// and its result says so.
 package func runProcess(
-    _ executable: URL, _ arguments: [String], stdin: Data? = nil, environment: [String: String]? = nil,
+    _ executable: URL,
+    _ arguments: [String],
+    stdin: Data? = nil,
+    environment: [String: String]? = nil,
     timeLimit: Duration = .seconds(300)
 ) throws -> ProcessResult {
     let scratch = FileManager.default.temporaryDirectory
@@ -90,7 +95,8 @@ package func runProcess(
     process.executableURL = executable
     process.arguments = arguments
     if let environment { process.environment = environment }
-    let out = try FileHandle(forWritingTo: outFile), err = try FileHandle(forWritingTo: errFile)
+    let out = try FileHandle(forWritingTo: outFile)
+    let err = try FileHandle(forWritingTo: errFile)
     defer {
         try? out.close()
         try? err.close()
@@ -115,7 +121,10 @@ package func runProcess(
     process.waitUntilExit()
     let elapsed = ContinuousClock.now - started
     return ProcessResult(
-        status: process.terminationStatus, reason: process.terminationReason,
-        stdoutData: try Data(contentsOf: outFile), stderr: String(decoding: try Data(contentsOf: errFile), as: UTF8.self),
-        elapsed: elapsed)
+        status: process.terminationStatus,
+        reason: process.terminationReason,
+        stdoutData: try Data(contentsOf: outFile),
+        stderr: String(decoding: try Data(contentsOf: errFile), as: UTF8.self),
+        elapsed: elapsed
+    )
 }

@@ -4,7 +4,8 @@
 /// Polls `condition` until it holds or `timeout` passes (for effects in other processes); whether
 /// it held.
 package func eventually(
-    within timeout: Duration = .seconds(10), every interval: Duration = .milliseconds(25),
+    within timeout: Duration = .seconds(10),
+    every interval: Duration = .milliseconds(25),
     _ condition: () async throws -> Bool
 ) async rethrows -> Bool {
     let deadline = ContinuousClock.now + timeout

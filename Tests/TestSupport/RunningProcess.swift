@@ -30,10 +30,14 @@ package final class RunningProcess {
     /// to `stderrFile`, or to a temporary file removed with this object. A child inherits the signal
     /// mask of the thread that starts it: `terminationSignals` says what its SIGINT and SIGTERM are.
     package init(
-        _ executable: URL, _ arguments: [String], environment: [String: String]? = nil, stderrFile: URL? = nil,
+        _ executable: URL,
+        _ arguments: [String],
+        environment: [String: String]? = nil,
+        stderrFile: URL? = nil,
         terminationSignals: TerminationSignals = .unblocked
     ) throws {
-        self.stderrFile = stderrFile
+        self.stderrFile =
+            stderrFile
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("process-stderr-\(UUID().uuidString)")
         removesStderrFile = stderrFile == nil
         _ = FileManager.default.createFile(atPath: self.stderrFile.path, contents: nil)

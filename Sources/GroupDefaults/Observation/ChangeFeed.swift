@@ -1,5 +1,5 @@
-internal import GroupDefaultsLMDB
 import Foundation
+internal import GroupDefaultsLMDB
 import Logging
 
 extension SharedDefaults {
@@ -74,23 +74,43 @@ extension SharedDefaults {
                 if fellBehind || pastTheEnd {
                     let tail = try ChangeLog.tail(txn)
                     let reset = SharedDefaults.Change(
-                        sequence: tail.sequence, kind: .reset, key: "", value: nil, isValueNotKept: false, origin: store.origin, hlc: tail.hlc,
-                        isRemote: false, isConflict: false, source: .anotherProcess)
+                        sequence: tail.sequence,
+                        kind: .reset,
+                        key: "",
+                        value: nil,
+                        isValueNotKept: false,
+                        origin: store.origin,
+                        hlc: tail.hlc,
+                        isRemote: false,
+                        isConflict: false,
+                        source: .anotherProcess
+                    )
                     return ([reset], tail.sequence)
                 }
                 var changes: [SharedDefaults.Change] = []
                 for record in records {
                     if record.kind != .cleared, let keys, !keys.contains(record.key) { continue }
-                    var value: PropertyListValue?, notKept = false
+                    var value: PropertyListValue?
+                    var notKept = false
                     if withValues && record.kind == .set {
                         (value, notKept) = changedValue(record, in: txn)
                     }
-                    changes.append(SharedDefaults.Change(
-                        sequence: record.sequence, kind: SharedDefaults.Change.Kind(record.kind),
-                        key: record.key, value: value, isValueNotKept: notKept, origin: record.stamp.origin, hlc: record.stamp.hlc,
-                        isRemote: record.isRemote, isConflict: record.isConflict,
-                        source: record.isRemote ? .anotherDevice(deviceID: record.stamp.origin)
-                            : store.ownCommits.contains(record.sequence) ? .thisProcess : .anotherProcess))
+                    changes.append(
+                        SharedDefaults.Change(
+                            sequence: record.sequence,
+                            kind: SharedDefaults.Change.Kind(record.kind),
+                            key: record.key,
+                            value: value,
+                            isValueNotKept: notKept,
+                            origin: record.stamp.origin,
+                            hlc: record.stamp.hlc,
+                            isRemote: record.isRemote,
+                            isConflict: record.isConflict,
+                            source: record.isRemote
+                                ? .anotherDevice(deviceID: record.stamp.origin)
+                                : store.ownCommits.contains(record.sequence) ? .thisProcess : .anotherProcess
+                        )
+                    )
                 }
                 return (changes, records.last?.sequence ?? cursor)
             }

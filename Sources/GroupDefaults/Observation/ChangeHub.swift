@@ -104,8 +104,11 @@ final class ChangeHub: @unchecked Sendable {  // state guarded by `condition` an
         if signal == nil {
             let store = self.store
             signal = try PollingSignal(
-                interval: interval, probe: { try? store.readLog { try ChangeLog.tail($0).sequence } },
-                onSignal: wakeObservers, cleanup: release)
+                interval: interval,
+                probe: { try? store.readLog { try ChangeLog.tail($0).sequence } },
+                onSignal: wakeObservers,
+                cleanup: release
+            )
         }
         started = true
         // Commits made while the slot was being set up signalled no one: post what they changed.
@@ -200,13 +203,15 @@ private final class NotificationPoster: @unchecked Sendable {  // `feed` is used
             if changes.isEmpty { return }
             for change in changes {
                 NotificationCenter.default.post(
-                    name: SharedDefaults.didChangeNotification, object: nil,
+                    name: SharedDefaults.didChangeNotification,
+                    object: nil,
                     userInfo: [
                         SharedDefaults.ChangeNotificationKey.suiteName: suiteName,
                         SharedDefaults.ChangeNotificationKey.key: change.key,
                         SharedDefaults.ChangeNotificationKey.kind: change.kind.rawValue,
                         SharedDefaults.ChangeNotificationKey.sequence: change.sequence,
-                    ])
+                    ]
+                )
             }
         }
     }

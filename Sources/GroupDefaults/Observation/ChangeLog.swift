@@ -1,4 +1,5 @@
 internal import GroupDefaultsLMDB
+
 /// The `log` database: one record per committed change, written in the change's own transaction.
 ///
 /// Key: the sequence number, 8 bytes big-endian, so that key order is commit order. Value:
@@ -24,7 +25,9 @@ internal import GroupDefaultsLMDB
 /// retention in batches, by cursor from the front, so that a commit rarely pays for it.
 enum ChangeLog {
     enum Kind: UInt8, Sendable {
-        case set = 1, removed, cleared
+        case set = 1
+        case removed
+        case cleared
     }
 
     static let headerSize = 17
@@ -44,16 +47,25 @@ enum ChangeLog {
     static func tail(_ txn: LMDBTransaction) throws -> (sequence: UInt64, hlc: HLC) {
         guard let (key, value) = try txn.last(.log) else { return (0, .zero) }
         guard key.count == 8, value.count >= headerSize else { throw CorruptBytes("the change log's last record is damaged") }
-        return (UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)),
-                HLC(rawValue: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 1, as: UInt64.self))))
+        return (
+            UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)),
+            HLC(rawValue: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 1, as: UInt64.self)))
+        )
     }
 
     /// Appends the record for sequence number `sequence` (which must follow the tail), using
     /// `scratch` as its buffer; with the record a `set` stored in `values` (`storedRecord`) if its
     /// value takes at most `keptValueLimit` bytes.
     static func append(
-        _ txn: LMDBTransaction, sequence: UInt64, kind: Kind, isRemote: Bool = false, isConflict: Bool = false, stamp: Stamp,
-        key: String, storedRecord: UnsafeRawBufferPointer? = nil, scratch: inout [UInt8]
+        _ txn: LMDBTransaction,
+        sequence: UInt64,
+        kind: Kind,
+        isRemote: Bool = false,
+        isConflict: Bool = false,
+        stamp: Stamp,
+        key: String,
+        storedRecord: UnsafeRawBufferPointer? = nil,
+        scratch: inout [UInt8]
     ) throws {
         let kept = storedRecord.flatMap { $0.count - StoredRecord.headerSize <= keptValueLimit ? $0 : nil }
         scratch.removeAll(keepingCapacity: true)
@@ -133,7 +145,7 @@ extension ChangeLog {
             guard kind == .set, value.count >= headerSize + 2 else { throw CorruptBytes("a change log record is damaged") }
             let length = Int(value[headerSize]) | Int(value[headerSize + 1]) << 8
             guard value.count >= headerSize + 2 + length else { throw CorruptBytes("a change log record is damaged") }
-            keyBytes = UnsafeRawBufferPointer(rebasing: value[headerSize + 2 ..< headerSize + 2 + length])
+            keyBytes = UnsafeRawBufferPointer(rebasing: value[headerSize + 2..<headerSize + 2 + length])
             keptValue = try StoredRecord.decode(UnsafeRawBufferPointer(rebasing: value[(headerSize + 2 + length)...])).value
         }
         return Record(
@@ -143,8 +155,10 @@ extension ChangeLog {
             isConflict: value[0] & conflictFlag != 0,
             stamp: Stamp(
                 hlc: HLC(rawValue: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 1, as: UInt64.self))),
-                origin: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 9, as: UInt64.self))),
+                origin: UInt64(littleEndian: value.loadUnaligned(fromByteOffset: 9, as: UInt64.self))
+            ),
             key: String(decoding: keyBytes, as: UTF8.self),
-            keptValue: keptValue)
+            keptValue: keptValue
+        )
     }
 }

@@ -1,5 +1,5 @@
-internal import GroupDefaultsLMDB
 import Foundation
+internal import GroupDefaultsLMDB
 import Synchronization
 
 /// Tells this process that another process may have committed to a suite. Each call of `onSignal`
@@ -82,23 +82,29 @@ final class InotifySignal: ChangeSignal {
             return nil
         }
         do {
-            thread = try SignalThread(name: "GroupDefaults inotify", { stopFD in
-                var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
-                           pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)]
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                while true {
-                    guard poll(&fds, 2, -1) >= 0 || errno == EINTR else { return }
-                    if fds[1].revents != 0 { return }
-                    if fds[0].revents != 0 {
-                        // Drain every queued event: one look at the log covers them all.
-                        while buffer.withUnsafeMutableBytes({ read(inotify, $0.baseAddress, $0.count) }) > 0 {}
-                        onSignal()
+            thread = try SignalThread(
+                name: "GroupDefaults inotify",
+                { stopFD in
+                    var fds = [
+                        pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
+                        pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0),
+                    ]
+                    var buffer = [UInt8](repeating: 0, count: 4096)
+                    while true {
+                        guard poll(&fds, 2, -1) >= 0 || errno == EINTR else { return }
+                        if fds[1].revents != 0 { return }
+                        if fds[0].revents != 0 {
+                            // Drain every queued event: one look at the log covers them all.
+                            while buffer.withUnsafeMutableBytes({ read(inotify, $0.baseAddress, $0.count) }) > 0 {}
+                            onSignal()
+                        }
                     }
+                },
+                cleanup: {
+                    close(inotify)
+                    cleanup()
                 }
-            }, cleanup: {
-                close(inotify)
-                cleanup()
-            })
+            )
         } catch {
             close(inotify)
             return nil
@@ -116,26 +122,32 @@ final class PollingSignal: ChangeSignal {
     private let thread: SignalThread
 
     init(
-        interval: Duration, probe: @escaping @Sendable () -> UInt64?, onSignal: @escaping @Sendable () -> Void,
+        interval: Duration,
+        probe: @escaping @Sendable () -> UInt64?,
+        onSignal: @escaping @Sendable () -> Void,
         cleanup: @escaping @Sendable () -> Void
     ) throws {
         let milliseconds = Int32(clamping: max(1, interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000))
         // The first look happens now, before the caller reads the log: a commit after it is seen.
         let first = probe()
-        thread = try SignalThread(name: "GroupDefaults polling", { stopFD in
-            var last = first
-            var fd = pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)
-            while true {
-                let ready = poll(&fd, 1, milliseconds)
-                if ready > 0 { return }
-                let now = probe()
-                // A probe that fails wakes the observers too: they read the log and meet the error.
-                if now != last || now == nil {
-                    last = now
-                    onSignal()
+        thread = try SignalThread(
+            name: "GroupDefaults polling",
+            { stopFD in
+                var last = first
+                var fd = pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)
+                while true {
+                    let ready = poll(&fd, 1, milliseconds)
+                    if ready > 0 { return }
+                    let now = probe()
+                    // A probe that fails wakes the observers too: they read the log and meet the error.
+                    if now != last || now == nil {
+                        last = now
+                        onSignal()
+                    }
                 }
-            }
-        }, cleanup: cleanup)
+            },
+            cleanup: cleanup
+        )
     }
 
     func stop() {

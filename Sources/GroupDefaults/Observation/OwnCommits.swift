@@ -54,7 +54,8 @@ final class OwnCommits: Sendable {
 
     func contains(_ sequence: UInt64) -> Bool {
         ring.withLock { ring in
-            var low = 0, high = ring.ranges.count - 1
+            var low = 0
+            var high = ring.ranges.count - 1
             while low <= high {
                 let middle = (low + high) / 2
                 let range = ring.range(middle)

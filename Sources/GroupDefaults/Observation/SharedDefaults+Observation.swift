@@ -68,16 +68,20 @@ extension SharedDefaults {
     /// Calls `handler` with every change (on a background thread), until the returned token is
     /// cancelled or released.
     public func observe(
-        keys: Set<String>? = nil, since: UInt64? = nil, handler: @escaping @Sendable (Change) -> Void
+        keys: Set<String>? = nil,
+        since: UInt64? = nil,
+        handler: @escaping @Sendable (Change) -> Void
     ) -> ObservationToken {
         let changes = changes(forKeys: keys, since: since)
         // Watch from now, not from when the task first runs: notifications are posted for every
         // change after this call.
         let watching = HubSubscription(store.changeHub)
-        return ObservationToken(Task.detached {
-            for await change in changes { handler(change) }
-            watching.end()
-        })
+        return ObservationToken(
+            Task.detached {
+                for await change in changes { handler(change) }
+                watching.end()
+            }
+        )
     }
 
     /// Keeps this process watching the suite, so that `didChangeNotification` is posted for every

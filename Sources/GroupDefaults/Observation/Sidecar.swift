@@ -1,6 +1,6 @@
-internal import GroupDefaultsLMDB
 import Atomics
 import Glibc
+internal import GroupDefaultsLMDB
 
 /// The suite's sidecar file, `<suite>.lmdb-notify`, mapped by every process that opens the suite.
 ///

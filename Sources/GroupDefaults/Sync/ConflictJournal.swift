@@ -1,5 +1,5 @@
-internal import GroupDefaultsLMDB
 import Foundation
+internal import GroupDefaultsLMDB
 
 /// The `journal` database: the local values and deletions that sync replaced, kept so that nothing
 /// overwritten vanishes (`SharedDefaults.conflicts()`, `restore(_:conflict:)`). Written in the
@@ -29,8 +29,15 @@ enum ConflictJournal {
     /// copied before anything is written)
     /// and its stamp, replaced by `winner` at `now`. Ids must grow; `trim` afterwards.
     static func put(
-        _ txn: LMDBTransaction, id: UInt64, key: String, encodedValue: UnsafeRawBufferPointer?, stamp: Stamp, winner: Stamp,
-        now: UInt64, refusal: String? = nil, scratch bytes: inout [UInt8]
+        _ txn: LMDBTransaction,
+        id: UInt64,
+        key: String,
+        encodedValue: UnsafeRawBufferPointer?,
+        stamp: Stamp,
+        winner: Stamp,
+        now: UInt64,
+        refusal: String? = nil,
+        scratch bytes: inout [UInt8]
     ) throws {
         bytes.removeAll(keepingCapacity: true)
         bytes.append(format)
@@ -104,16 +111,19 @@ enum ConflictJournal {
         func field(_ offset: Int) -> UInt64 { UInt64(littleEndian: value.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
         let keyLength = Int(UInt32(littleEndian: value.loadUnaligned(fromByteOffset: 42, as: UInt32.self)))
         guard value.count >= headerSize + keyLength else { throw CorruptBytes("a conflict journal entry is damaged") }
-        let name = String(decoding: UnsafeRawBufferPointer(rebasing: value[headerSize ..< headerSize + keyLength]), as: UTF8.self)
-        let deleted = value[41] & deletedFlag != 0, refused = value[41] & refusedFlag != 0
+        let name = String(decoding: UnsafeRawBufferPointer(rebasing: value[headerSize..<headerSize + keyLength]), as: UTF8.self)
+        let deleted = value[41] & deletedFlag != 0
+        let refused = value[41] & refusedFlag != 0
         let rest = UnsafeRawBufferPointer(rebasing: value[(headerSize + keyLength)...])
         let replaced = deleted || refused ? nil : try BinaryCodec.decode(rest)
         return SharedDefaults.Conflict(
             id: UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)),
-            key: name, value: replaced,
+            key: name,
+            value: replaced,
             stamp: Stamp(hlc: HLC(rawValue: field(9)), origin: field(17)),
             replacedBy: Stamp(hlc: HLC(rawValue: field(25)), origin: field(33)),
             replacedAt: Date(timeIntervalSince1970: Double(field(1)) / 1000),
-            refusal: refused ? String(decoding: rest, as: UTF8.self) : nil)
+            refusal: refused ? String(decoding: rest, as: UTF8.self) : nil
+        )
     }
 }

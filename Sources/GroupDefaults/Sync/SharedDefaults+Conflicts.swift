@@ -1,5 +1,5 @@
-internal import GroupDefaultsLMDB
 import Foundation
+internal import GroupDefaultsLMDB
 
 extension SharedDefaults {
     /// A local value (or deletion) that sync replaced, kept in the suite's conflict journal; or, in
@@ -85,8 +85,11 @@ extension SharedDefaults {
                 return try ConflictJournal.entry(tx.txn, id: id)
             }
             if let entry, entry.isRefused {
-                throw store.error(.conflictNotFound, key: key,
-                                  "conflict \(entry.id) records something sync refused (\(entry.refusal ?? "")), not a value sync replaced; nothing was changed")
+                throw store.error(
+                    .conflictNotFound,
+                    key: key,
+                    "conflict \(entry.id) records something sync refused (\(entry.refusal ?? "")), not a value sync replaced; nothing was changed"
+                )
             }
             guard let entry, entry.key == key else {
                 let what = id.map { "conflict \($0) of key '\(key)'" } ?? "replaced value of key '\(key)'"

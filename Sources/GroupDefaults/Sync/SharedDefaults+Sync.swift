@@ -144,7 +144,11 @@ extension SharedDefaults {
     /// - Throws: `SharedDefaultsError` with code `unsupportedValue` for a malformed pattern
     ///   (`GlobPattern`); nothing changes then.
     package func enableSync(
-        server: String, tokenFile: String? = nil, caFile: String? = nil, keyFile: String? = nil, localOnly: [String]? = nil
+        server: String,
+        tokenFile: String? = nil,
+        caFile: String? = nil,
+        keyFile: String? = nil,
+        localOnly: [String]? = nil
     ) throws {
         let patterns = try localOnly.map { texts in
             try texts.map { text in
@@ -214,7 +218,8 @@ extension SharedDefaults {
             var changed: [(key: [UInt8], pending: Bool)] = []
             try tx.txn.forEach(database) { rawKey, raw in
                 let key = String(decoding: rawKey, as: UTF8.self)
-                let wasLocal = matches(old, key), isLocal = matches(new, key)
+                let wasLocal = matches(old, key)
+                let isLocal = matches(new, key)
                 if isLocal, !wasLocal, StoredRecord.isPending(raw) { changed.append((Array(rawKey), false)) }
                 // A deletion never pushed has nothing to tell the server; a value has.
                 if wasLocal, !isLocal, joined, database == .values { changed.append((Array(rawKey), true)) }
@@ -246,8 +251,10 @@ extension SharedDefaults {
     /// Stops syncing: forgets the server, the cursor, the in-flight batch and every pending mark.
     package func disableSync() throws {
         try write { tx in
-            for key in [MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncKeyFile, MetaKey.syncCursor, MetaKey.syncInFlight,
-                        MetaKey.syncNote, MetaKey.syncConfiguredAt, MetaKey.syncExclude, MetaKey.syncIgnored] {
+            for key in [
+                MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncKeyFile, MetaKey.syncCursor, MetaKey.syncInFlight,
+                MetaKey.syncNote, MetaKey.syncConfiguredAt, MetaKey.syncExclude, MetaKey.syncIgnored,
+            ] {
                 try tx.txn.delete(.meta, key)
             }
             for key in try Self.pendingKeys(tx) {
@@ -259,28 +266,31 @@ extension SharedDefaults {
     /// The sync bookkeeping, from one snapshot: lookups in `meta`, whatever the suite's size (the
     /// pending count, which takes a scan, is `pendingCount()`).
     package func syncState() throws -> SyncState {
-        try read { tx in try tx.perform(key: nil) {
-            let txn = tx.txn
-            var state = SyncState(server: nil, cursor: nil, inFlight: nil)
-            if let raw = try txn.get(.meta, MetaKey.syncServer) { state.server = String(decoding: raw, as: UTF8.self) }
-            if let raw = try txn.get(.meta, MetaKey.syncTokenFile) { state.tokenFile = String(decoding: raw, as: UTF8.self) }
-            if let raw = try txn.get(.meta, MetaKey.syncCAFile) { state.caFile = String(decoding: raw, as: UTF8.self) }
-            if let raw = try txn.get(.meta, MetaKey.syncKeyFile) { state.keyFile = String(decoding: raw, as: UTF8.self) }
-            if let raw = try txn.get(.meta, MetaKey.syncNote) { state.note = String(decoding: raw, as: UTF8.self) }
-            state.configuredAt = try Self.loadUInt64(txn, MetaKey.syncConfiguredAt, "the sync start record").map(HLC.init(rawValue:))
-            state.ignoredCount = try Self.loadUInt64(txn, MetaKey.syncIgnored, "the ignored-entries counter") ?? 0
-            state.localOnlyKeys = try Self.localOnlyPatterns(txn).map(\.text)
-            state.cursor = try Self.loadUInt64(txn, MetaKey.syncCursor, "the sync cursor record")
-            if let raw = try txn.get(.meta, MetaKey.syncInFlight) {
-                guard raw.count >= 4 else { throw store.error(.corruptFile, key: nil, "the in-flight batch record is damaged") }
-                let idLength = Int(UInt32(littleEndian: raw.loadUnaligned(as: UInt32.self)))
-                guard raw.count >= 4 + idLength else { throw store.error(.corruptFile, key: nil, "the in-flight batch record is damaged") }
-                state.inFlight = InFlightBatch(
-                    id: String(decoding: UnsafeRawBufferPointer(rebasing: raw[4..<(4 + idLength)]), as: UTF8.self),
-                    body: Array(raw[(4 + idLength)...]))
+        try read { tx in
+            try tx.perform(key: nil) {
+                let txn = tx.txn
+                var state = SyncState(server: nil, cursor: nil, inFlight: nil)
+                if let raw = try txn.get(.meta, MetaKey.syncServer) { state.server = String(decoding: raw, as: UTF8.self) }
+                if let raw = try txn.get(.meta, MetaKey.syncTokenFile) { state.tokenFile = String(decoding: raw, as: UTF8.self) }
+                if let raw = try txn.get(.meta, MetaKey.syncCAFile) { state.caFile = String(decoding: raw, as: UTF8.self) }
+                if let raw = try txn.get(.meta, MetaKey.syncKeyFile) { state.keyFile = String(decoding: raw, as: UTF8.self) }
+                if let raw = try txn.get(.meta, MetaKey.syncNote) { state.note = String(decoding: raw, as: UTF8.self) }
+                state.configuredAt = try Self.loadUInt64(txn, MetaKey.syncConfiguredAt, "the sync start record").map(HLC.init(rawValue:))
+                state.ignoredCount = try Self.loadUInt64(txn, MetaKey.syncIgnored, "the ignored-entries counter") ?? 0
+                state.localOnlyKeys = try Self.localOnlyPatterns(txn).map(\.text)
+                state.cursor = try Self.loadUInt64(txn, MetaKey.syncCursor, "the sync cursor record")
+                if let raw = try txn.get(.meta, MetaKey.syncInFlight) {
+                    guard raw.count >= 4 else { throw store.error(.corruptFile, key: nil, "the in-flight batch record is damaged") }
+                    let idLength = Int(UInt32(littleEndian: raw.loadUnaligned(as: UInt32.self)))
+                    guard raw.count >= 4 + idLength else { throw store.error(.corruptFile, key: nil, "the in-flight batch record is damaged") }
+                    state.inFlight = InFlightBatch(
+                        id: String(decoding: UnsafeRawBufferPointer(rebasing: raw[4..<(4 + idLength)]), as: UTF8.self),
+                        body: Array(raw[(4 + idLength)...])
+                    )
+                }
+                return state
             }
-            return state
-        } }
+        }
     }
 
     private static func loadUInt64(_ txn: LMDBTransaction, _ key: UnsafeRawBufferPointer, _ what: String) throws -> UInt64? {
@@ -395,7 +405,10 @@ extension SharedDefaults {
     /// Stores (or, with nil, drops) the batch about to be sent, before it is sent.
     package func setInFlightBatch(_ batch: InFlightBatch?) throws {
         try write { tx in
-            guard let batch else { return _ = try tx.txn.delete(.meta, MetaKey.syncInFlight) }
+            guard let batch else {
+                _ = try tx.txn.delete(.meta, MetaKey.syncInFlight)
+                return
+            }
             var bytes: [UInt8] = []
             bytes.reserveCapacity(4 + batch.id.utf8.count + batch.body.count)
             withUnsafeBytes(of: UInt32(batch.id.utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
@@ -409,7 +422,10 @@ extension SharedDefaults {
     /// other processes (`groupdefaults-sync status`) can show it.
     package func setSyncNote(_ note: String?) throws {
         try write { tx in
-            guard let note else { return _ = try tx.txn.delete(.meta, MetaKey.syncNote) }
+            guard let note else {
+                _ = try tx.txn.delete(.meta, MetaKey.syncNote)
+                return
+            }
             try withKeyBytes(note) { try tx.txn.put(.meta, MetaKey.syncNote, $0) }
         }
     }
@@ -421,7 +437,10 @@ extension SharedDefaults {
     }
 
     private static func saveCursor(_ cursor: UInt64?, in tx: Transaction) throws {
-        guard let cursor else { return _ = try tx.txn.delete(.meta, MetaKey.syncCursor) }
+        guard let cursor else {
+            _ = try tx.txn.delete(.meta, MetaKey.syncCursor)
+            return
+        }
         try withUnsafeBytes(of: cursor.littleEndian) { try tx.txn.put(.meta, MetaKey.syncCursor, $0) }
     }
 
@@ -452,8 +471,12 @@ extension SharedDefaults {
     /// write accepted before (`RemoteApplyResult.stale`, a rollback) is kept there too.
     @discardableResult
     package func applyRemote(
-        _ entries: [SyncEntry], cursor: UInt64?, policy: RemotePolicy = .lastWriterWins, pruning: Bool = false,
-        refused: [RefusedRecord] = [], keepingStale: Bool = false
+        _ entries: [SyncEntry],
+        cursor: UInt64?,
+        policy: RemotePolicy = .lastWriterWins,
+        pruning: Bool = false,
+        refused: [RefusedRecord] = [],
+        keepingStale: Bool = false
     ) throws -> RemoteApplyResult {
         try write { tx in
             var result = RemoteApplyResult()
@@ -469,10 +492,14 @@ extension SharedDefaults {
                     continue
                 }
                 let ahead = (entry.hlc.milliseconds - wallClock) / 1000
-                let record = RefusedRecord(key: entry.key, stamp: entry.stamp, reason: """
-                    stamped \(ahead) s ahead of this machine's clock (at most \(HLC.maximumDrift / 1000) s are accepted): \
-                    the clock of the device that wrote it, or of the server, was wrong
-                    """)
+                let record = RefusedRecord(
+                    key: entry.key,
+                    stamp: entry.stamp,
+                    reason: """
+                        stamped \(ahead) s ahead of this machine's clock (at most \(HLC.maximumDrift / 1000) s are accepted): \
+                        the clock of the device that wrote it, or of the server, was wrong
+                        """
+                )
                 if try tx.keepRefusedOnce(record) { result.refused.append(record) }
             }
             if let latest = accepted.map(\.hlc).max() { try tx.receive(latest) }

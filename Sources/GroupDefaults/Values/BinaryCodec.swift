@@ -8,7 +8,15 @@ import Foundation
 /// (`StoredRecord.format`), not here.
 package enum BinaryCodec {
     enum Tag: UInt8 {
-        case string = 1, integer, double, boolFalse, boolTrue, date, data, array, dictionary
+        case string = 1
+        case integer
+        case double
+        case boolFalse
+        case boolTrue
+        case date
+        case data
+        case array
+        case dictionary
     }
 
     /// Nesting deeper than this is refused when decoding: recursion that deep would exhaust the

@@ -101,7 +101,8 @@ enum StoredRecord {
         guard buffer[0] == format else { throw CorruptBytes("record format \(buffer[0]) is not one this version reads (\(format))") }
         return Stamp(
             hlc: HLC(rawValue: UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: 1, as: UInt64.self))),
-            origin: UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: 9, as: UInt64.self)))
+            origin: UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: 9, as: UInt64.self))
+        )
     }
 
     /// A 32-bit checksum of a value record, skipping its checksum field (bytes 18..21).

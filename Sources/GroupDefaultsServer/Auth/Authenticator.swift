@@ -1,6 +1,6 @@
 import Foundation
-import Hummingbird
 import GroupDefaultsWire
+import Hummingbird
 
 /// Checks a request's bearer token on every request: against storage, or against what an earlier
 /// request read if no token was written since (`TokenCache`; a revocation takes effect on the next

@@ -52,17 +52,23 @@ package final class RateLimiter: Sendable {
 struct RateLimitMiddleware: RouterMiddleware {
     let limiter: RateLimiter
 
-    func handle(_ request: Request, context: ServerRequestContext,
-                next: (Request, ServerRequestContext) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request,
+        context: ServerRequestContext,
+        next: (Request, ServerRequestContext) async throws -> Response
+    ) async throws -> Response {
         // Claims of pairings, and the claiming device's reads of its state, come without a token:
         // each client address has a budget for them, as a token has.
-        let bucket = context.token?.id
+        let bucket =
+            context.token?.id
             ?? (request.uri.path.hasPrefix("/v1/pairings/") ? "pairings from \(context.clientAddress ?? "an unknown address")" : nil)
         if let bucket, let wait = limiter.admit(bucket) {
             let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
-            throw APIError(.rateLimited,
+            throw APIError(
+                .rateLimited,
                 "\(context.token == nil ? "pairing claims" : "this token") made more than \(Int(limiter.limit.requestsPerSecond)) requests per second; retry after \(seconds) s",
-                headers: [.retryAfter: String(seconds)])
+                headers: [.retryAfter: String(seconds)]
+            )
         }
         return try await next(request, context)
     }

@@ -1,5 +1,5 @@
-package import Hummingbird
 import GroupDefaultsWire
+package import Hummingbird
 
 /// The request context of the API: Hummingbird's, plus the bearer token `TokenMiddleware` checked.
 package struct ServerRequestContext: RequestContext {
@@ -25,8 +25,11 @@ package struct ServerRequestContext: RequestContext {
 struct TokenMiddleware: RouterMiddleware {
     let authenticator: Authenticator
 
-    func handle(_ request: Request, context: ServerRequestContext,
-                next: (Request, ServerRequestContext) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request,
+        context: ServerRequestContext,
+        next: (Request, ServerRequestContext) async throws -> Response
+    ) async throws -> Response {
         let path = request.uri.path
         // Every route but health, limits, metrics and a pairing's claim (whose pairing id is its
         // credential) takes a token; so does reading a pairing's state, except for the claiming
@@ -34,7 +37,7 @@ struct TokenMiddleware: RouterMiddleware {
         let pairing = path == "/v1/pairings" || (path.hasPrefix("/v1/pairings/") && !path.hasSuffix("/claim"))
         let pairingStateWithoutToken = pairing && request.method == .get && request.headers[.authorization] == nil
         guard path == "/v1/suites" || path.hasPrefix("/v1/suites/") || path == "/v1/devices" || path.hasPrefix("/v1/devices/") || pairing,
-              !pairingStateWithoutToken
+            !pairingStateWithoutToken
         else { return try await next(request, context) }
         var context = context
         context.token = try await authenticator.token(for: request)

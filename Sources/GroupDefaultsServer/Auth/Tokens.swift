@@ -1,5 +1,5 @@
-package import Foundation
 import Crypto
+package import Foundation
 import GroupDefaultsWire
 
 /// Bearer tokens: `gdt_` + 32 random bytes in base64url; only their SHA-256 is stored.
@@ -7,15 +7,30 @@ package enum Tokens {
     package static let prefix = "gdt_"
 
     /// A new token and what storage keeps of it.
-    package static func make(account: String, suitePatterns: [String], readOnly: Bool, device: String? = nil, expires: Date?,
-                             now: Date = Date()) -> (token: String, stored: StoredToken) {
+    package static func make(
+        account: String,
+        suitePatterns: [String],
+        readOnly: Bool,
+        device: String? = nil,
+        expires: Date?,
+        now: Date = Date()
+    ) -> (token: String, stored: StoredToken) {
         var generator = SystemRandomNumberGenerator()
-        let secret = (0 ..< 32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        let idBytes = (0 ..< 6).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        let secret = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        let idBytes = (0..<6).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
         let token = prefix + base64URL(secret)
         let id = "tok_" + Hex.string(idBytes)
-        let stored = StoredToken(id: id, account: account, suitePatterns: suitePatterns, readOnly: readOnly, device: device, created: now,
-                                 expires: expires, revoked: nil, hash: hash(token))
+        let stored = StoredToken(
+            id: id,
+            account: account,
+            suitePatterns: suitePatterns,
+            readOnly: readOnly,
+            device: device,
+            created: now,
+            expires: expires,
+            revoked: nil,
+            hash: hash(token)
+        )
         return (token, stored)
     }
 

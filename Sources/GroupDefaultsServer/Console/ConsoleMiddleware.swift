@@ -14,7 +14,9 @@ struct ConsoleError: Error {
     }
 
     static let crossSite = ConsoleError(
-        .forbidden, "The form has expired or did not come from this console: reload the page and try again.")
+        .forbidden,
+        "The form has expired or did not come from this console: reload the page and try again."
+    )
 }
 
 /// A page that answers with a redirect (303 See Other: the browser follows with a GET).
@@ -41,8 +43,11 @@ struct ConsoleMiddleware: RouterMiddleware {
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
         + "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-    func handle(_ request: Request, context: ServerRequestContext,
-                next: (Request, ServerRequestContext) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request,
+        context: ServerRequestContext,
+        next: (Request, ServerRequestContext) async throws -> Response
+    ) async throws -> Response {
         var response: Response
         if request.method == .post, !Self.isSameOrigin(request) {
             response = Self.errorPage(ConsoleError.crossSite)
@@ -89,8 +94,11 @@ struct ConsoleMiddleware: RouterMiddleware {
     }
 
     static func errorPage(_ error: ConsoleError) -> Response {
-        let page = ErrorPage(page: PageChrome(title: error.status.reasonPhrase, operatorName: nil, csrf: ""),
-                             status: error.status.code, message: error.message)
+        let page = ErrorPage(
+            page: PageChrome(title: error.status.reasonPhrase, operatorName: nil, csrf: ""),
+            status: error.status.code,
+            message: error.message
+        )
         return ConsolePage.html(ConsoleTemplates.render(page, "error"), status: error.status)
     }
 }
@@ -98,7 +106,10 @@ struct ConsoleMiddleware: RouterMiddleware {
 /// Building the console's HTML responses.
 enum ConsolePage {
     static func html(_ text: String, status: HTTPResponse.Status = .ok) -> Response {
-        Response(status: status, headers: [.contentType: "text/html; charset=utf-8"],
-                 body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+        Response(
+            status: status,
+            headers: [.contentType: "text/html; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: text))
+        )
     }
 }

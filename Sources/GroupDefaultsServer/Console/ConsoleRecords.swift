@@ -126,23 +126,30 @@ package struct ConsoleSessions: Sendable {
     package func start(operatorName: String, now: Date = Date()) async throws -> (cookie: String, session: StoredConsoleSession) {
         let cookie = Self.randomToken()
         let session = StoredConsoleSession(
-            operatorName: operatorName, created: now, expires: now.addingTimeInterval(TimeInterval(lifetime.components.seconds)),
-            csrf: Self.randomToken())
+            operatorName: operatorName,
+            created: now,
+            expires: now.addingTimeInterval(TimeInterval(lifetime.components.seconds)),
+            csrf: Self.randomToken()
+        )
         for (hash, value) in try await storage.consoleRecords(.session) {
             let old = try? JSONDecoder().decode(StoredConsoleSession.self, from: Data(value))
             if old.map({ $0.expires <= now }) ?? true { _ = try await storage.deleteConsoleRecord(.session, name: hash) }
         }
-        _ = try await storage.putConsoleRecord(.session, name: Self.hash(cookie), value: Array(JSONEncoder().encode(session)),
-                                               onlyIfNew: false)
+        _ = try await storage.putConsoleRecord(
+            .session,
+            name: Self.hash(cookie),
+            value: Array(JSONEncoder().encode(session)),
+            onlyIfNew: false
+        )
         return (cookie, session)
     }
 
     /// The session of `cookie`, if it exists, has not expired and its operator still exists.
     package func session(cookie: String, now: Date = Date()) async throws -> StoredConsoleSession? {
         guard let bytes = try await storage.consoleRecord(.session, name: Self.hash(cookie)),
-              let session = try? JSONDecoder().decode(StoredConsoleSession.self, from: Data(bytes)),
-              session.expires > now,
-              try await storage.consoleRecord(.operator, name: session.operatorName) != nil
+            let session = try? JSONDecoder().decode(StoredConsoleSession.self, from: Data(bytes)),
+            session.expires > now,
+            try await storage.consoleRecord(.operator, name: session.operatorName) != nil
         else { return nil }
         return session
     }
@@ -161,7 +168,8 @@ package struct ConsoleSessions: Sendable {
 
     /// Whether two secrets are equal, in time that does not depend on where they differ.
     static func same(_ a: String, _ b: String) -> Bool {
-        let a = Array(a.utf8), b = Array(b.utf8)
+        let a = Array(a.utf8)
+        let b = Array(b.utf8)
         guard a.count == b.count else { return false }
         var difference: UInt8 = 0
         for (x, y) in zip(a, b) { difference |= x ^ y }

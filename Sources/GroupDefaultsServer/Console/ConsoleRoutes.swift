@@ -62,7 +62,7 @@ struct ConsoleRoutes: Sendable {
     /// The signed-in operator's session, or a redirect to the sign-in page.
     private func signedIn(_ request: Request) async throws -> SignedIn {
         guard let cookie = request.cookies[Self.sessionCookie]?.value, !cookie.isEmpty,
-              let session = try await sessions.session(cookie: cookie)
+            let session = try await sessions.session(cookie: cookie)
         else { throw ConsoleRedirect(location: ConsolePaths.signIn) }
         return SignedIn(cookie: cookie, session: session)
     }
@@ -91,14 +91,17 @@ struct ConsoleRoutes: Sendable {
         // A name no operator can have is a failed sign-in that reaches neither storage nor the log.
         let typed = form.name ?? ""
         let valid = Operators.problem(withName: typed) == nil
-        let name = valid ? typed : "", throttled = valid ? typed : "(not a name)"
+        let name = valid ? typed : ""
+        let throttled = valid ? typed : "(not a name)"
         switch throttle.admit(address: address, name: throttled) {
         case .admitted: break
         case .refused(let wait):
             let minutes = max(1, Int((Double(wait.components.seconds) / 60).rounded(.up)))
             var response = signInForm(
-                error: "Too many failed sign-ins: try again in \(minutes) minute\(minutes == 1 ? "" : "s").", name: name,
-                status: .tooManyRequests)
+                error: "Too many failed sign-ins: try again in \(minutes) minute\(minutes == 1 ? "" : "s").",
+                name: name,
+                status: .tooManyRequests
+            )
             response.headers[.retryAfter] = "\(max(1, wait.components.seconds))"
             return response
         case .busy:
@@ -122,8 +125,14 @@ struct ConsoleRoutes: Sendable {
         let started = try await sessions.start(operatorName: found.name)
         context.logger.info("console sign-in", metadata: ["operator": "\(found.name)", "address": "\(address)"])
         var response = ConsoleRedirect(location: ConsolePaths.root).response
-        response.setCookie(cookie(Self.sessionCookie, started.cookie, path: ConsolePaths.root,
-                                  maxAge: Int(sessions.lifetime.components.seconds)))
+        response.setCookie(
+            cookie(
+                Self.sessionCookie,
+                started.cookie,
+                path: ConsolePaths.root,
+                maxAge: Int(sessions.lifetime.components.seconds)
+            )
+        )
         response.setCookie(cookie(Self.signInCookie, "", path: ConsolePaths.signIn, maxAge: 0))
         return response
     }
@@ -155,15 +164,20 @@ struct ConsoleRoutes: Sendable {
         async let devices = storage.devices(account: nil)
         async let health = storage.health()
         let (allSuites, allTokens, allDevices) = try await (summaries, tokens, devices)
-        let now = Date(), dayAgo = UInt64(max(0, now.timeIntervalSince1970 - 86_400) * 1000)
+        let now = Date()
+        let dayAgo = UInt64(max(0, now.timeIntervalSince1970 - 86_400) * 1000)
         let names = Set(allSuites.map(\.account)).union(allTokens.map(\.account)).union(allDevices.map(\.account))
         let accounts = names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }.map { name in
             let suites = allSuites.filter { $0.account == name }
             return OverviewPage.Account(
-                name: name, href: ConsolePaths.account(name), suites: suites.count, keys: suites.map(\.keys).reduce(0, +),
+                name: name,
+                href: ConsolePaths.account(name),
+                suites: suites.count,
+                keys: suites.map(\.keys).reduce(0, +),
                 bytes: ConsoleFormat.bytes(suites.map(\.bytes).reduce(0, +)),
                 devicesToday: allDevices.filter { $0.account == name && $0.lastSeen >= dayAgo }.count,
-                activeTokens: allTokens.filter { $0.account == name && $0.isActive(at: now) }.count)
+                activeTokens: allTokens.filter { $0.account == name && $0.isActive(at: now) }.count
+            )
         }
         let storageHealth = await health
         let minutes = activity.lastHour(now: now)
@@ -171,13 +185,23 @@ struct ConsoleRoutes: Sendable {
         // (the chart's line is each minute's peak).
         let openStreams = minutes.last?.endStreams ?? 0
         let page = OverviewPage(
-            page: chrome("Overview", signed), accounts: accounts, accountCount: accounts.count, suites: allSuites.count,
-            keys: allSuites.map(\.keys).reduce(0, +), bytes: ConsoleFormat.bytes(allSuites.map(\.bytes).reduce(0, +)),
-            devicesToday: allDevices.filter { $0.lastSeen >= dayAgo }.count, openStreams: openStreams,
+            page: chrome("Overview", signed),
+            accounts: accounts,
+            accountCount: accounts.count,
+            suites: allSuites.count,
+            keys: allSuites.map(\.keys).reduce(0, +),
+            bytes: ConsoleFormat.bytes(allSuites.map(\.bytes).reduce(0, +)),
+            devicesToday: allDevices.filter { $0.lastSeen >= dayAgo }.count,
+            openStreams: openStreams,
             health: .init(backend: storageHealth.backend, checks: storageHealth.checks, ok: storageHealth.checks.allSatisfy(\.ok)),
             pushesChart: Chart(id: "chart-pushes", label: "Pushes per minute, last hour", values: minutes.map(\.pushes)),
-            streamsChart: Chart(id: "chart-streams", label: "Open event streams, last hour", values: minutes.map(\.peakStreams),
-                                latest: openStreams))
+            streamsChart: Chart(
+                id: "chart-streams",
+                label: "Open event streams, last hour",
+                values: minutes.map(\.peakStreams),
+                latest: openStreams
+            )
+        )
         return ConsolePage.html(ConsoleTemplates.render(page, "overview"))
     }
 
@@ -193,52 +217,80 @@ struct ConsoleRoutes: Sendable {
         let accountTokens = allTokens.filter { $0.account == account }
         // An account is what its tokens, suites and devices make it: with none, there is no such account.
         guard !(suites.isEmpty && accountTokens.isEmpty && accountDevices.isEmpty) else {
-            throw ConsoleError(.notFound, "There is no account \(account): no token, suite or device has that name. "
-                + "An account begins with its first token: groupdefaults-server token create --account \(account)")
+            throw ConsoleError(
+                .notFound,
+                "There is no account \(account): no token, suite or device has that name. "
+                    + "An account begins with its first token: groupdefaults-server token create --account \(account)"
+            )
         }
         let revokedTokens = Set(accountTokens.filter { !$0.isActive(at: now) }.map(\.id))
-        let message: String? = switch ConsoleQuery.value("done", in: request) {
-        case "token-revoked": "The token was revoked: its next request is refused, and its event streams end."
-        case "device-revoked": "The device's token was revoked: its next sync is refused."
-        default: nil
-        }
+        let message: String? =
+            switch ConsoleQuery.value("done", in: request) {
+            case "token-revoked": "The token was revoked: its next request is refused, and its event streams end."
+            case "device-revoked": "The device's token was revoked: its next sync is refused."
+            default: nil
+            }
         let page = AccountPage(
             page: chrome(account, signed, trail: [Link(text: "Overview", href: ConsolePaths.root)]),
             account: account,
             suites: suites.map { suite in
                 AccountPage.Suite(
-                    name: suite.name, href: ConsolePaths.suite(account, suite.name), keys: suite.keys, maxKeys: limits.maxKeysPerSuite,
-                    bytes: ConsoleFormat.bytes(suite.bytes), byteCount: suite.bytes, maxBytes: limits.maxBytesPerSuite,
-                    maxBytesText: ConsoleFormat.bytes(limits.maxBytesPerSuite), headRev: suite.headRev)
+                    name: suite.name,
+                    href: ConsolePaths.suite(account, suite.name),
+                    keys: suite.keys,
+                    maxKeys: limits.maxKeysPerSuite,
+                    bytes: ConsoleFormat.bytes(suite.bytes),
+                    byteCount: suite.bytes,
+                    maxBytes: limits.maxBytesPerSuite,
+                    maxBytesText: ConsoleFormat.bytes(limits.maxBytesPerSuite),
+                    headRev: suite.headRev
+                )
             },
             tokens: accountTokens.map { token in
                 AccountPage.Token(
-                    id: token.id, device: token.device, patterns: token.suitePatterns.joined(separator: ", "), readOnly: token.readOnly,
-                    created: TimeText(token.created), expires: token.expires.map(TimeText.init),
+                    id: token.id,
+                    device: token.device,
+                    patterns: token.suitePatterns.joined(separator: ", "),
+                    readOnly: token.readOnly,
+                    created: TimeText(token.created),
+                    expires: token.expires.map(TimeText.init),
                     revoked: token.revoked.map(TimeText.init) ?? (token.isActive(at: now) ? nil : token.expires.map(TimeText.init)),
-                    revokeHref: ConsolePaths.account(account) + "/tokens/\(ConsolePaths.segment(token.id))/revoke")
+                    revokeHref: ConsolePaths.account(account) + "/tokens/\(ConsolePaths.segment(token.id))/revoke"
+                )
             },
             devices: accountDevices.map { device in
                 AccountPage.Device(
-                    id: device.id, name: device.name ?? "unnamed", deviceID: "\(device.deviceID)", tokenID: device.tokenID,
-                    firstSeen: TimeText(milliseconds: device.firstSeen), lastSeen: TimeText(milliseconds: device.lastSeen),
-                    lastPush: device.lastPush.map { TimeText(milliseconds: $0) }, suites: device.suites.joined(separator: ", "),
+                    id: device.id,
+                    name: device.name ?? "unnamed",
+                    deviceID: "\(device.deviceID)",
+                    tokenID: device.tokenID,
+                    firstSeen: TimeText(milliseconds: device.firstSeen),
+                    lastSeen: TimeText(milliseconds: device.lastSeen),
+                    lastPush: device.lastPush.map { TimeText(milliseconds: $0) },
+                    suites: device.suites.joined(separator: ", "),
                     revoked: revokedTokens.contains(device.tokenID),
-                    revokeHref: ConsolePaths.account(account) + "/devices/\(ConsolePaths.segment(device.id))/revoke")
+                    revokeHref: ConsolePaths.account(account) + "/devices/\(ConsolePaths.segment(device.id))/revoke"
+                )
             },
             newToken: newTokens.take(session: signed.cookie, account: account),
-            serverURL: (configuration.tls == nil ? "http://" : "https://") + (request.head.authority ?? "\(configuration.host):\(configuration.port)"),
+            serverURL: (configuration.tls == nil ? "http://" : "https://")
+                + (request.head.authority ?? "\(configuration.host):\(configuration.port)"),
             message: message,
-            createHref: ConsolePaths.account(account) + "/tokens")
+            createHref: ConsolePaths.account(account) + "/tokens"
+        )
         return ConsolePage.html(ConsoleTemplates.render(page, "account"))
     }
 
     private func suitePage(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let signed = try await signedIn(request)
-        let account = try Self.name(context, "account"), suite = try Self.name(context, "suite")
+        let account = try Self.name(context, "account")
+        let suite = try Self.name(context, "suite")
         let filter = ConsoleQuery.value("key", in: request) ?? ""
         let devices = try await storage.devices(account: account)
-        var keys: [SuitePage.Key] = [], total = 0, truncated = false, head: UInt64 = 0
+        var keys: [SuitePage.Key] = []
+        var total = 0
+        var truncated = false
+        var head: UInt64 = 0
         var after: String?
         repeat {
             let page = try await storage.snapshot(account: account, suite: suite, after: after, limit: configuration.maxPageSize)
@@ -250,10 +302,17 @@ struct ConsoleRoutes: Sendable {
                     truncated = true
                     continue
                 }
-                keys.append(SuitePage.Key(
-                    key: entry.key, historyHref: ConsolePaths.history(account, suite, key: entry.key), value: ConsoleFormat.value(of: entry),
-                    deleted: entry.isDeleted, writer: ConsoleFormat.writer(origin: entry.origin, devices: devices),
-                    written: TimeText(milliseconds: entry.hlc.milliseconds, showingMilliseconds: true), rev: entry.rev ?? 0))
+                keys.append(
+                    SuitePage.Key(
+                        key: entry.key,
+                        historyHref: ConsolePaths.history(account, suite, key: entry.key),
+                        value: ConsoleFormat.value(of: entry),
+                        deleted: entry.isDeleted,
+                        writer: ConsoleFormat.writer(origin: entry.origin, devices: devices),
+                        written: TimeText(milliseconds: entry.hlc.milliseconds, showingMilliseconds: true),
+                        rev: entry.rev ?? 0
+                    )
+                )
             }
             after = page.next
         } while after != nil
@@ -264,39 +323,61 @@ struct ConsoleRoutes: Sendable {
         let accountLink = Link(text: account, href: ConsolePaths.account(account))
         let page = SuitePage(
             page: chrome(suite, signed, trail: [Link(text: "Overview", href: ConsolePaths.root), accountLink]),
-            account: account, suite: suite, href: ConsolePaths.suite(account, suite), filter: filter, keys: keys, shown: keys.count,
-            total: total, truncated: truncated, holdsNoKeys: total == 0, tailHref: ConsolePaths.tail(account, suite), headRev: head)
+            account: account,
+            suite: suite,
+            href: ConsolePaths.suite(account, suite),
+            filter: filter,
+            keys: keys,
+            shown: keys.count,
+            total: total,
+            truncated: truncated,
+            holdsNoKeys: total == 0,
+            tailHref: ConsolePaths.tail(account, suite),
+            headRev: head
+        )
         return ConsolePage.html(ConsoleTemplates.render(page, "suite"))
     }
 
     private func historyPage(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let signed = try await signedIn(request)
-        let account = try Self.name(context, "account"), suite = try Self.name(context, "suite")
+        let account = try Self.name(context, "account")
+        let suite = try Self.name(context, "suite")
         guard let key = ConsoleQuery.value("key", in: request), !key.isEmpty else {
             throw ConsoleError(.badRequest, "Which key? The history page needs ?key=.")
         }
         guard key.utf8.count <= configuration.limits.maxKeyBytes,
-              !key.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            !key.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+        else {
             throw ConsoleError(.badRequest, "That is not a key a suite can hold (too long, or with a control character).")
         }
         async let versions = storage.history(account: account, suite: suite, key: key)
         async let devices = storage.devices(account: account)
         let (kept, known) = try await (versions, devices)
         let page = HistoryPage(
-            page: chrome(key, signed, trail: [
-                Link(text: "Overview", href: ConsolePaths.root), Link(text: account, href: ConsolePaths.account(account)),
-                Link(text: suite, href: ConsolePaths.suite(account, suite)),
-            ]),
-            account: account, suite: suite, key: key,
+            page: chrome(
+                key,
+                signed,
+                trail: [
+                    Link(text: "Overview", href: ConsolePaths.root), Link(text: account, href: ConsolePaths.account(account)),
+                    Link(text: suite, href: ConsolePaths.suite(account, suite)),
+                ]
+            ),
+            account: account,
+            suite: suite,
+            key: key,
             versions: try kept.map { version in
                 let entry = try version.entry.syncEntry()
                 return HistoryPage.Version(
-                    value: ConsoleFormat.value(of: entry), deleted: entry.isDeleted, writer: ConsoleFormat.writer(origin: entry.origin, devices: known),
+                    value: ConsoleFormat.value(of: entry),
+                    deleted: entry.isDeleted,
+                    writer: ConsoleFormat.writer(origin: entry.origin, devices: known),
                     written: TimeText(milliseconds: entry.hlc.milliseconds, showingMilliseconds: true),
                     received: TimeText(milliseconds: version.receivedMilliseconds, showingMilliseconds: true),
-                    rev: entry.rev ?? 0)
+                    rev: entry.rev ?? 0
+                )
             },
-            suiteHref: ConsolePaths.suite(account, suite))
+            suiteHref: ConsolePaths.suite(account, suite)
+        )
         return ConsolePage.html(ConsoleTemplates.render(page, "history"))
     }
 
@@ -313,19 +394,28 @@ struct ConsoleRoutes: Sendable {
         for pattern in patterns {
             do { _ = try GlobPattern(pattern) } catch { throw ConsoleError(.unprocessableContent, "\(error)") }
         }
-        let made = Tokens.make(account: account, suitePatterns: patterns, readOnly: form.readOnly == "on",
-                               device: device.isEmpty ? nil : device, expires: nil)
+        let made = Tokens.make(
+            account: account,
+            suitePatterns: patterns,
+            readOnly: form.readOnly == "on",
+            device: device.isEmpty ? nil : device,
+            expires: nil
+        )
         try await storage.createToken(made.stored)
-        context.logger.info("console created a token", metadata: [
-            "operator": "\(signed.session.operatorName)", "account": "\(account)", "token": "\(made.stored.id)",
-        ])
+        context.logger.info(
+            "console created a token",
+            metadata: [
+                "operator": "\(signed.session.operatorName)", "account": "\(account)", "token": "\(made.stored.id)",
+            ]
+        )
         newTokens.put(made.token, session: signed.cookie, account: account)
         throw ConsoleRedirect(location: ConsolePaths.account(account))
     }
 
     private func revokeToken(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let signed = try await signedIn(request)
-        let account = try Self.name(context, "account"), id = try Self.name(context, "token")
+        let account = try Self.name(context, "account")
+        let id = try Self.name(context, "token")
         try await checkForm(request, signed, as: CSRFForm.self)
         guard try await storage.tokens().contains(where: { $0.id == id && $0.account == account }) else {
             throw ConsoleError(.notFound, "The account \(account) has no token \(id).")
@@ -337,7 +427,8 @@ struct ConsoleRoutes: Sendable {
 
     private func revokeDevice(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let signed = try await signedIn(request)
-        let account = try Self.name(context, "account"), id = try Self.name(context, "device")
+        let account = try Self.name(context, "account")
+        let id = try Self.name(context, "device")
         try await checkForm(request, signed, as: CSRFForm.self)
         let device: StoredDevice
         switch try await storage.revokeDevice(id: id, account: account, at: Date()) {
@@ -346,9 +437,12 @@ struct ConsoleRoutes: Sendable {
             throw ConsoleError(.conflict, "\(matching.count) devices have the id \(id): revoke one of their tokens instead.")
         case .revoked(let revoked, _): device = revoked
         }
-        context.logger.info("console revoked a device", metadata: [
-            "operator": "\(signed.session.operatorName)", "device": "\(id)", "token": "\(device.tokenID)",
-        ])
+        context.logger.info(
+            "console revoked a device",
+            metadata: [
+                "operator": "\(signed.session.operatorName)", "device": "\(id)", "token": "\(device.tokenID)",
+            ]
+        )
         throw ConsoleRedirect(location: ConsolePaths.account(account) + "?done=device-revoked")
     }
 
@@ -382,11 +476,18 @@ struct ConsoleRoutes: Sendable {
     /// when the session ends. Graceful shutdown ends it too.
     private func tail(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let signed = try await signedIn(request)
-        let account = try Self.name(context, "account"), suite = try Self.name(context, "suite")
+        let account = try Self.name(context, "account")
+        let suite = try Self.name(context, "suite")
         let start = try await storage.headRevision(account: account, suite: suite)
-        let storage = self.storage, sessions = self.sessions, pageSize = configuration.maxPageSize
+        let storage = self.storage
+        let sessions = self.sessions
+        let pageSize = configuration.maxPageSize
         let loop = ChangeStreamLoop(
-            storage: storage, account: account, suite: suite, heartbeat: configuration.eventHeartbeat, retryMilliseconds: 3000
+            storage: storage,
+            account: account,
+            suite: suite,
+            heartbeat: configuration.eventHeartbeat,
+            retryMilliseconds: 3000
         ) { since in
             guard try await sessions.session(cookie: signed.cookie) != nil else {
                 return StreamTurn(text: ServerSentEvent(event: "end", data: "signed out").encoded, ends: true)
@@ -398,11 +499,19 @@ struct ConsoleRoutes: Sendable {
             var text = ""
             for entry in page.entries {
                 let change = TailChange(
-                    key: entry.key, value: ConsoleFormat.value(of: entry), deleted: entry.isDeleted,
+                    key: entry.key,
+                    value: ConsoleFormat.value(of: entry),
+                    deleted: entry.isDeleted,
                     writer: ConsoleFormat.writer(origin: entry.origin, devices: devices),
-                    written: TimeText(milliseconds: entry.hlc.milliseconds, showingMilliseconds: true).text, rev: entry.rev ?? 0)
-                text += ServerSentEvent(id: "\(entry.rev ?? 0)", event: "change",
-                                        data: String(decoding: try encoder.encode(change), as: UTF8.self)).encoded
+                    written: TimeText(milliseconds: entry.hlc.milliseconds, showingMilliseconds: true).text,
+                    rev: entry.rev ?? 0
+                )
+                text +=
+                    ServerSentEvent(
+                        id: "\(entry.rev ?? 0)",
+                        event: "change",
+                        data: String(decoding: try encoder.encode(change), as: UTF8.self)
+                    ).encoded
             }
             return StreamTurn(text: text, ends: false, head: page.lastRev, hasMore: page.hasMore)
         }
@@ -424,8 +533,11 @@ struct ConsoleRoutes: Sendable {
     }
 
     private static func asset(_ text: String, type: String) -> Response {
-        Response(status: .ok, headers: [.contentType: type, .cacheControl: "no-cache"],
-                 body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+        Response(
+            status: .ok,
+            headers: [.contentType: type, .cacheControl: "no-cache"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: text))
+        )
     }
 }
 
@@ -457,7 +569,8 @@ struct CreateTokenForm: Decodable, CSRFCarrying {
     var readOnly: String?
 
     enum CodingKeys: String, CodingKey {
-        case csrf, device, suites, readOnly = "read_only"
+        case csrf, device, suites
+        case readOnly = "read_only"
     }
 }
 

@@ -12,8 +12,15 @@ package struct APIError: HTTPResponseError, CustomStringConvertible {
     /// otherwise, and the headers the code asks for: `WWW-Authenticate` for `unauthorized`,
     /// `Retry-After` (one second unless given) for `unavailable` and `rate_limited`, ten for
     /// `too_many_streams` (a stream ends later than a rate limit refills).
-    package init(_ code: SyncErrorCode, _ detail: String, key: String? = nil, limit: Int? = nil,
-                serverTime: String? = nil, status: HTTPResponse.Status? = nil, headers: HTTPFields = [:]) {
+    package init(
+        _ code: SyncErrorCode,
+        _ detail: String,
+        key: String? = nil,
+        limit: Int? = nil,
+        serverTime: String? = nil,
+        status: HTTPResponse.Status? = nil,
+        headers: HTTPFields = [:]
+    ) {
         self.status = status ?? HTTPResponse.Status(code: code.status)
         self.body = SyncErrorBody(error: code, detail: detail, key: key, limit: limit, serverTime: serverTime)
         self.headers = headers
@@ -62,7 +69,7 @@ package struct APIError: HTTPResponseError, CustomStringConvertible {
             case .notFound: return .notFound("no such route")
             case .methodNotAllowed: return APIError(.methodNotAllowed, "this route does not take that method")
             case .unauthorized: return .unauthorized("a valid bearer token is needed")
-            case let other where (400 ..< 500).contains(other.code):
+            case let other where (400..<500).contains(other.code):
                 return APIError(.malformed, other.reasonPhrase, status: other)
             case let other:
                 return .unavailable("the server could not answer: \(other.reasonPhrase)")

@@ -19,20 +19,31 @@ import ServiceLifecycle
 ///   (`PostgresReachability`). When the application runs, a database that fails the migration
 ///   makes it throw `StorageStartError` before it listens.
 package func buildApplication(
-    configuration: ServerConfiguration, logger: Logger? = nil,
+    configuration: ServerConfiguration,
+    logger: Logger? = nil,
     onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void = { _, _ in }
 ) async throws -> some ApplicationProtocol {
     let logger = logger ?? serverLogger(configuration)
     switch configuration.storage {
     case .embedded(let directory):
         let storage = try LMDBSyncStorage(directory: directory)
-        return try makeApplication(configuration: configuration, storage: storage, services: [], logger: logger,
-                                   onListening: onListening)
+        return try makeApplication(
+            configuration: configuration,
+            storage: storage,
+            services: [],
+            logger: logger,
+            onListening: onListening
+        )
     case .postgres(let database):
         try await PostgresReachability.check(database)  // one sentence at once, before any job starts
         let storage = PostgresSyncStorage(configuration: database, logger: logger)
-        var app = try makeApplication(configuration: configuration, storage: storage, services: storage.services, logger: logger,
-                                      onListening: onListening)
+        var app = try makeApplication(
+            configuration: configuration,
+            storage: storage,
+            services: storage.services,
+            logger: logger,
+            onListening: onListening
+        )
         app.beforeServerStarts {
             do {
                 try await storage.migrate()
@@ -48,11 +59,17 @@ package func buildApplication(
 /// With `configuration.tls` it serves HTTPS (HummingbirdTLS, NIOSSL); a certificate or key that
 /// cannot be read is an error here, before anything listens.
 package func buildApplication(
-    configuration: ServerConfiguration, storage: any SyncStorage,
+    configuration: ServerConfiguration,
+    storage: any SyncStorage,
     onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void = { _, _ in }
 ) throws -> some ApplicationProtocol {
-    try makeApplication(configuration: configuration, storage: storage, services: [], logger: serverLogger(configuration),
-                        onListening: onListening)
+    try makeApplication(
+        configuration: configuration,
+        storage: storage,
+        services: [],
+        logger: serverLogger(configuration),
+        onListening: onListening
+    )
 }
 
 private func serverLogger(_ configuration: ServerConfiguration) -> Logger {
@@ -65,7 +82,10 @@ private func serverLogger(_ configuration: ServerConfiguration) -> Logger {
 /// service that closes storage once the server has stopped, then the tombstone purge (services
 /// stop in reverse order: the server, the purge, storage, its connections).
 private func makeApplication(
-    configuration: ServerConfiguration, storage: any SyncStorage, services storageServices: [any Service], logger: Logger,
+    configuration: ServerConfiguration,
+    storage: any SyncStorage,
+    services storageServices: [any Service],
+    logger: Logger,
     onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void
 ) throws -> Application<ChildTaskResponder<RouterResponder<ServerRequestContext>>> {
     let router = buildRouter(storage: storage, configuration: configuration)
@@ -73,7 +93,8 @@ private func makeApplication(
     let limits = configuration.connections
     let http1 = HTTP1Channel.Configuration(
         additionalChannelHandlers: [SmallReceiveBuffers(), RequestHeadDeadline(timeout: limits.requestHeadTimeout)],
-        idleTimeout: TimeAmount(limits.idleTimeout))
+        idleTimeout: TimeAmount(limits.idleTimeout)
+    )
     let maxConnections = OpenFileLimit.connectionsAllowed(wanted: limits.maxConnections, logger: logger)
     var server = HTTPServerBuilder.http1(configuration: http1)
     if let tls = configuration.tls {
@@ -82,15 +103,19 @@ private func makeApplication(
     return Application(
         responder: ChildTaskResponder(inner: router.buildResponder()),  // each request's memory goes when it is answered
         server: server,
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "groupdefaults-server",
-                             availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: logger)),
+        configuration: .init(
+            address: .hostname(configuration.host, port: configuration.port),
+            serverName: "groupdefaults-server",
+            availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: logger)
+        ),
         services: storageServices + [
             StorageService(storage: storage), TombstonePurge(storage: storage, configuration: configuration, logger: logger),
         ],
         onServerRunning: { channel in
             onListening(host.contains(":") ? "[\(host)]" : host, channel.localAddress?.port ?? configuration.port)
         },
-        logger: logger)
+        logger: logger
+    )
 }
 
 /// Closes storage once the server has stopped (services shut down after the server).
@@ -154,7 +179,9 @@ package struct TLSFilesError: Error, CustomStringConvertible {
             throw TLSFilesError("the TLS key \(tls.keyPath) is not a PEM private key (or needs a passphrase)")
         }
         let configuration = TLSConfiguration.makeServerConfiguration(
-            certificateChain: certificates.map { .certificate($0) }, privateKey: .privateKey(key))
+            certificateChain: certificates.map { .certificate($0) },
+            privateKey: .privateKey(key)
+        )
         // A context is what checks that the key belongs to the certificate.
         do {
             _ = try NIOSSLContext(configuration: configuration)

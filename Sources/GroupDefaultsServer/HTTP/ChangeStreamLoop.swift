@@ -61,7 +61,9 @@ struct ChangeStreamLoop: Sendable {
     private func wait(after head: UInt64) async throws -> WaitOutcome {
         let ended = await storage.waitForChangeUntilShutdown(account: account, suite: suite, after: head, timeout: heartbeat)
         if ended || Task.isCancelled { return .ended }
-        let storage = self.storage, account = self.account, suite = self.suite
+        let storage = self.storage
+        let account = self.account
+        let suite = self.suite
         let quiet = try await inChildTask { try await storage.headRevision(account: account, suite: suite) <= head }
         return quiet ? .quiet : .changed
     }

@@ -43,8 +43,15 @@ final class DeviceTracker: Sendable {
         guard let deviceID else { return }
         let milliseconds = HLC.wallClockMilliseconds()
         let sighting = StoredDevice(
-            account: token.account, tokenID: token.id, name: token.device, deviceID: deviceID, firstSeen: milliseconds,
-            lastSeen: milliseconds, lastPush: push ? milliseconds : nil, suites: [suite])
+            account: token.account,
+            tokenID: token.id,
+            name: token.device,
+            deviceID: deviceID,
+            firstSeen: milliseconds,
+            lastSeen: milliseconds,
+            lastPush: push ? milliseconds : nil,
+            suites: [suite]
+        )
         let identity = sighting.identity
         enum Next { case write, scheduleFlush, nothing }
         let next = state.withLock { state -> Next in

@@ -38,14 +38,23 @@ struct EventStream: Sendable {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
-        let storage = self.storage, authenticator = self.authenticator, pageSize = configuration.maxPageSize, onTurn = self.onTurn
+        let storage = self.storage
+        let authenticator = self.authenticator
+        let pageSize = configuration.maxPageSize
+        let onTurn = self.onTurn
         let loop = ChangeStreamLoop(
-            storage: storage, account: token.account, suite: suite, heartbeat: configuration.eventHeartbeat, retryMilliseconds: 2000
+            storage: storage,
+            account: token.account,
+            suite: suite,
+            heartbeat: configuration.eventHeartbeat,
+            retryMilliseconds: 2000
         ) { since in
             await onTurn()
             guard await authenticator.isStillValid(token) else {
-                return StreamTurn(text: try SyncStreamEvent.refusal(.unauthorized, detail: "the token was revoked or expired").serverSentEvent().encoded,
-                                  ends: true)
+                return StreamTurn(
+                    text: try SyncStreamEvent.refusal(.unauthorized, detail: "the token was revoked or expired").serverSentEvent().encoded,
+                    ends: true
+                )
             }
             let page: ChangesPage
             do {

@@ -20,8 +20,14 @@ struct PairingRoutes: Sendable {
         if let problem = Names.problem(with: body.suite, kind: "suite") { throw APIError.invalidSuite(problem) }
         try authenticator.authorize(token, suite: body.suite, write: false)
         try Self.checkID(body.pairingID)
-        let pairing = StoredPairing(lookup: StoredPairing.lookup(id: body.pairingID), account: token.account, suite: body.suite,
-                                    creatorTokenID: token.id, readOnly: token.readOnly, created: Date())
+        let pairing = StoredPairing(
+            lookup: StoredPairing.lookup(id: body.pairingID),
+            account: token.account,
+            suite: body.suite,
+            creatorTokenID: token.id,
+            readOnly: token.readOnly,
+            created: Date()
+        )
         try await storage.createPairing(pairing)
         return try JSONBody.response(pairing.state)
     }
@@ -40,8 +46,13 @@ struct PairingRoutes: Sendable {
         let lookup = StoredPairing.lookup(id: id)
         guard let pairing = try await storage.pairing(lookup: lookup) else { throw Self.notFound }
         // Made expired: `completePairing` gives it its lasting expiry once the keys are handed over.
-        let (secret, token) = Tokens.make(account: pairing.account, suitePatterns: [pairing.suite], readOnly: pairing.readOnly,
-                                          device: claim.deviceName, expires: pairing.created)
+        let (secret, token) = Tokens.make(
+            account: pairing.account,
+            suitePatterns: [pairing.suite],
+            readOnly: pairing.readOnly,
+            device: claim.deviceName,
+            expires: pairing.created
+        )
         let claimed = try await storage.claimPairing(lookup: lookup, claim: claim, token: token, now: Date())
         return try JSONBody.response(PairingClaimed(token: secret, suite: claimed.suite, expires: claimed.state.expires))
     }
@@ -78,8 +89,12 @@ struct PairingRoutes: Sendable {
         guard let bundle = Data(base64Encoded: body.bundle), bundle.count > 32 else {
             throw APIError.malformed("bundle must be base64 of the encapsulated key and the sealed keys")
         }
-        let completed = try await storage.completePairing(lookup: pairing.lookup, bundle: body.bundle, now: Date(),
-                                                          tokenExpires: context.token?.expires)
+        let completed = try await storage.completePairing(
+            lookup: pairing.lookup,
+            bundle: body.bundle,
+            now: Date(),
+            tokenExpires: context.token?.expires
+        )
         return try JSONBody.response(completed.state)
     }
 
@@ -102,7 +117,7 @@ struct PairingRoutes: Sendable {
 
     /// A pairing id is 32 lowercase hex digits.
     private static func checkID(_ id: String) throws {
-        guard id.utf8.count == 32, id.utf8.allSatisfy({ (48 ... 57).contains($0) || (97 ... 102).contains($0) }) else {
+        guard id.utf8.count == 32, id.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
             throw APIError.malformed("a pairing id is 32 lowercase hex digits")
         }
     }

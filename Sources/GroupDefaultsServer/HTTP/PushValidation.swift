@@ -12,8 +12,12 @@ enum PushValidation {
         let keyBytes = key.utf8.count
         if keyBytes == 0 { throw APIError.malformed("a key must not be empty") }
         if keyBytes > limits.maxKeyBytes {
-            throw APIError(.keyTooLong, "a key takes at most \(limits.maxKeyBytes) bytes, this one \(keyBytes)",
-                           key: String(key.prefix(64)), limit: limits.maxKeyBytes)
+            throw APIError(
+                .keyTooLong,
+                "a key takes at most \(limits.maxKeyBytes) bytes, this one \(keyBytes)",
+                key: String(key.prefix(64)),
+                limit: limits.maxKeyBytes
+            )
         }
     }
 
@@ -25,8 +29,11 @@ enum PushValidation {
     /// `clock_skew`) refuses that op alone (`PreparedPush.refusals`): the others are applied.
     static func prepare(_ request: PushRequest, limits: SyncLimits, now milliseconds: UInt64 = HLC.wallClockMilliseconds()) throws -> PreparedPush {
         if request.ops.count > limits.maxOpsPerBatch {
-            throw APIError(.batchTooLarge,
-                           "a batch holds at most \(limits.maxOpsPerBatch) ops, this one \(request.ops.count)", limit: limits.maxOpsPerBatch)
+            throw APIError(
+                .batchTooLarge,
+                "a batch holds at most \(limits.maxOpsPerBatch) ops, this one \(request.ops.count)",
+                limit: limits.maxOpsPerBatch
+            )
         }
         let batchBytes = request.batchID.utf8.count
         if batchBytes == 0 || batchBytes > maximumBatchIDBytes {
@@ -35,9 +42,12 @@ enum PushValidation {
         for op in request.ops {
             try checkKey(op.key, limits: limits)
             if let value = op.value, !value.fitsNestingLimit {
-                throw APIError(.valueTooDeep,
+                throw APIError(
+                    .valueTooDeep,
                     "the value of '\(op.key.prefix(64))' nests arrays and dictionaries more than \(PropertyListValue.maximumNestingDepth) levels deep",
-                    key: String(op.key.prefix(64)), limit: PropertyListValue.maximumNestingDepth)
+                    key: String(op.key.prefix(64)),
+                    limit: PropertyListValue.maximumNestingDepth
+                )
             }
         }
         var prepared = try PreparedPush(request)
@@ -58,10 +68,13 @@ enum PushValidation {
         }
         if op.hlc.isAhead(of: milliseconds, by: limits.maxClockSkewMilliseconds) {
             let ahead = (op.hlc.milliseconds - milliseconds) / 1000
-            return OpRefusal(.clockSkew, """
+            return OpRefusal(
+                .clockSkew,
+                """
                 the HLC is \(ahead) s ahead of the server's clock (\(TypedJSONDate.format(milliseconds: milliseconds))); \
                 at most \(limits.maxClockSkewMilliseconds / 1000) s are accepted: the writing device's clock is wrong
-                """)
+                """
+            )
         }
         return nil
     }

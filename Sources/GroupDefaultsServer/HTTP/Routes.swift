@@ -1,7 +1,7 @@
 import Foundation
 import GroupDefaultsWire
-import Logging
 package import Hummingbird
+import Logging
 import NIOCore
 import ServiceLifecycle
 
@@ -39,8 +39,11 @@ package func buildRouter(storage: any SyncStorage, configuration: ServerConfigur
         if let expected = configuration.metricsToken, !Tokens.sameBearer(request.headers[.authorization], expected) {
             throw APIError.unauthorized("/metrics needs the bearer token of --metrics-token-file")
         }
-        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: ServerMetrics.text())))
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/plain; version=0.0.4"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: ServerMetrics.text()))
+        )
     }
     if configuration.console.enabled {
         ConsoleRoutes(storage: storage, configuration: configuration, activity: activity).register(on: router)
@@ -101,8 +104,12 @@ struct SyncRoutes: Sendable {
         let response: PushResponse
         do {
             response = try await storage.push(
-                account: token.account, suite: suite, push: push, quota: configuration.quota,
-                serverTime: TypedJSONDate.format(milliseconds: HLC.wallClockMilliseconds()))
+                account: token.account,
+                suite: suite,
+                push: push,
+                quota: configuration.quota,
+                serverTime: TypedJSONDate.format(milliseconds: HLC.wallClockMilliseconds())
+            )
         } catch {
             await tracker.seen(token: token, deviceID: body.deviceID, suite: suite, push: false)
             throw error
@@ -125,7 +132,8 @@ struct SyncRoutes: Sendable {
             let slot = try streams.take(for: token)
             defer { withExtendedLifetime(slot) {} }
             let wait = min(Duration.seconds(Int64(clamping: waitSeconds)), configuration.maxWait)
-            let storage = self.storage, head = page.lastRev
+            let storage = self.storage
+            let head = page.lastRev
             _ = await storage.waitForChangeUntilShutdown(account: token.account, suite: suite, after: head, timeout: wait)
             page = try await storage.changes(account: token.account, suite: suite, since: since, limit: limit)
         }
@@ -136,7 +144,8 @@ struct SyncRoutes: Sendable {
         let (token, suite) = try await authorized(request, context, write: false)
         let slot = try streams.take(for: token)
         await pulled(context, token: token, suite: suite)
-        let tracker = self.tracker, deviceID = context.deviceID
+        let tracker = self.tracker
+        let deviceID = context.deviceID
         // An open stream keeps its device seen: at each change and heartbeat.
         return try await EventStream(storage: storage, authenticator: authenticator, configuration: configuration, activity: activity) {
             await tracker.seen(token: token, deviceID: deviceID, suite: suite, push: false)
@@ -163,9 +172,11 @@ struct SyncRoutes: Sendable {
         try PushValidation.checkKey(key, limits: configuration.limits)
         let versions = try await storage.history(account: token.account, suite: suite, key: key)
         guard !versions.isEmpty else {
-            throw APIError.notFound(configuration.quota.historyDepth == 0
-                ? "this server keeps no key history (--history 0)"
-                : "the server keeps no version of '\(key)' in \(suite): never written, or purged")
+            throw APIError.notFound(
+                configuration.quota.historyDepth == 0
+                    ? "this server keeps no key history (--history 0)"
+                    : "the server keeps no version of '\(key)' in \(suite): never written, or purged"
+            )
         }
         return try JSONBody.response(KeyHistory(key: key, versions: try versions.map { try $0.keyVersion() }))
     }
@@ -183,11 +194,15 @@ struct SyncRoutes: Sendable {
         let now = Date()
         let active = Set(try await storage.tokens().filter { $0.account == token.account && $0.isActive(at: now) }.map(\.id))
         let unverified = StoredDevice.unverified(among: devices, activeTokens: active)
-        let list = devices
+        let list =
+            devices
             .filter { $0.tokenID == token.id || $0.suites.contains(where: covers) }
             .map { device in
-                device.info(current: device.tokenID == token.id && device.deviceID == asking,
-                            unverified: unverified.contains(device.identity), visibleSuites: covers)
+                device.info(
+                    current: device.tokenID == token.id && device.deviceID == asking,
+                    unverified: unverified.contains(device.identity),
+                    visibleSuites: covers
+                )
             }
         return try JSONBody.response(DeviceList(devices: list))
     }

@@ -18,13 +18,24 @@ package struct ServerConfiguration: Sendable {
     /// How often the purge runs.
     package var purgeInterval: Duration
 
-    package init(host: String = "127.0.0.1", port: Int = 8080, storage: StorageConfiguration, limits: SyncLimits = SyncLimits(),
-                maxWait: Duration = .seconds(60), maxPageSize: Int = 1000, logLevel: Logger.Level = .info,
-                tombstoneLifetime: Duration = .seconds(30 * 86_400), purgeInterval: Duration = .seconds(3_600),
-                eventHeartbeat: Duration = .seconds(15), tls: TLSFiles? = nil,
-                rateLimit: RateLimit = RateLimit(requestsPerSecond: 200, burst: 400), historyDepth: Int = 10,
-                connections: ConnectionLimits = ConnectionLimits(), console: ConsoleConfiguration = ConsoleConfiguration(),
-                metricsToken: String? = nil) {
+    package init(
+        host: String = "127.0.0.1",
+        port: Int = 8080,
+        storage: StorageConfiguration,
+        limits: SyncLimits = SyncLimits(),
+        maxWait: Duration = .seconds(60),
+        maxPageSize: Int = 1000,
+        logLevel: Logger.Level = .info,
+        tombstoneLifetime: Duration = .seconds(30 * 86_400),
+        purgeInterval: Duration = .seconds(3_600),
+        eventHeartbeat: Duration = .seconds(15),
+        tls: TLSFiles? = nil,
+        rateLimit: RateLimit = RateLimit(requestsPerSecond: 200, burst: 400),
+        historyDepth: Int = 10,
+        connections: ConnectionLimits = ConnectionLimits(),
+        console: ConsoleConfiguration = ConsoleConfiguration(),
+        metricsToken: String? = nil
+    ) {
         self.console = console
         self.metricsToken = metricsToken
         self.connections = connections
@@ -115,8 +126,12 @@ package struct ConsoleConfiguration: Sendable, Hashable {
 
     /// The console as `serve` runs it unless told otherwise: on, 12-hour sessions, 10 failed
     /// sign-ins per 10 minutes.
-    package init(enabled: Bool = true, sessionLifetime: Duration = .seconds(12 * 3600), signInFailures: Int = 10,
-                 signInWindow: Duration = .seconds(600)) {
+    package init(
+        enabled: Bool = true,
+        sessionLifetime: Duration = .seconds(12 * 3600),
+        signInFailures: Int = 10,
+        signInWindow: Duration = .seconds(600)
+    ) {
         self.enabled = enabled
         self.sessionLifetime = sessionLifetime
         self.signInFailures = signInFailures

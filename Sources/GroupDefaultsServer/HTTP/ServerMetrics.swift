@@ -1,5 +1,5 @@
-import GroupDefaultsWire
 import Foundation
+import GroupDefaultsWire
 import Metrics
 package import Prometheus
 

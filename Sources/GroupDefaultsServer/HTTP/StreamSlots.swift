@@ -24,8 +24,12 @@ final class StreamSlots: Sendable {
             return true
         }
         guard taken else {
-            throw APIError(.tooManyStreams, "this token holds \(limit) event streams and waiting long-polls open on this server already, "
-                + "the most one token may; close one, or retry later", limit: limit)
+            throw APIError(
+                .tooManyStreams,
+                "this token holds \(limit) event streams and waiting long-polls open on this server already, "
+                    + "the most one token may; close one, or retry later",
+                limit: limit
+            )
         }
         return Slot(slots: self, tokenHash: token.hash)
     }

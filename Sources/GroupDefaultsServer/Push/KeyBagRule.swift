@@ -39,7 +39,10 @@ package struct StoredKeyBag: Codable, Sendable, Hashable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case bundle, verifyKey = "verify_key", signature, recoveryVerifyKey = "recovery_verify_key"
+        case bundle
+        case verifyKey = "verify_key"
+        case signature
+        case recoveryVerifyKey = "recovery_verify_key"
     }
 }
 
@@ -56,21 +59,32 @@ package enum KeyBagRule {
     /// encrypted suite, only for the next epoch, only once the suite is anchored, only signed.
     /// Returns the suite's new epoch and the row to store.
     package static func put(
-        _ bag: SignedKeyBag, epoch: UInt32, suite: String, suiteEpoch: UInt32?, stored: [UInt32: StoredKeyBag]
+        _ bag: SignedKeyBag,
+        epoch: UInt32,
+        suite: String,
+        suiteEpoch: UInt32?,
+        stored: [UInt32: StoredKeyBag]
     ) throws(SyncStorageError) -> (epoch: UInt32, row: StoredKeyBag) {
         guard let suiteEpoch, suiteEpoch > 0 else {
             throw SyncStorageError(.suiteNotEncrypted, "suite \(suite) holds no sealed entries: there is no key to rotate")
         }
         guard epoch > suiteEpoch else {
-            throw SyncStorageError(.staleKeyEpoch, "suite \(suite) is at key epoch \(suiteEpoch) already: a key bag is stored once, for a newer epoch")
+            throw SyncStorageError(
+                .staleKeyEpoch,
+                "suite \(suite) is at key epoch \(suiteEpoch) already: a key bag is stored once, for a newer epoch"
+            )
         }
         guard epoch == suiteEpoch + 1 else {
-            throw SyncStorageError(.staleKeyEpoch,
-                "suite \(suite) is at key epoch \(suiteEpoch): a key bag is stored for the next epoch, \(suiteEpoch + 1), not \(epoch)")
+            throw SyncStorageError(
+                .staleKeyEpoch,
+                "suite \(suite) is at key epoch \(suiteEpoch): a key bag is stored for the next epoch, \(suiteEpoch + 1), not \(epoch)"
+            )
         }
         guard let anchor = stored[1] else {
-            throw SyncStorageError(.keyAnchorMissing,
-                "suite \(suite)'s keys are not anchored on the server: a device that holds them anchors them first (PUT …/key-bags)")
+            throw SyncStorageError(
+                .keyAnchorMissing,
+                "suite \(suite)'s keys are not anchored on the server: a device that holds them anchors them first (PUT …/key-bags)"
+            )
         }
         let signers = [stored[suiteEpoch]?.verifyKey, anchor.recoveryVerifyKey].compactMap { $0 }
         try check(bag, epoch: epoch, suite: suite, signers: signers)
@@ -87,14 +101,21 @@ package enum KeyBagRule {
     /// which takes the epoch of the first device back, whose keys may be of a later epoch than 1.
     /// A suite nothing was written to takes none, so that no token can claim a name in advance.
     package static func anchor(
-        _ anchor: KeyAnchor, suite: String, suiteEpoch: UInt32, written: Bool, reset: Bool, stored: [UInt32: StoredKeyBag]
+        _ anchor: KeyAnchor,
+        suite: String,
+        suiteEpoch: UInt32,
+        written: Bool,
+        reset: Bool,
+        stored: [UInt32: StoredKeyBag]
     ) throws(SyncStorageError) -> (rows: [UInt32: StoredKeyBag], epoch: UInt32?) {
         guard let first = anchor.bags["1"] else { throw SyncStorageError(.malformed, "an anchor starts at epoch 1") }
         if let existing = stored[1], existing.verifyKey != nil {
             let sameRecovery = anchor.recoveryVerifyKey == nil || anchor.recoveryVerifyKey == existing.recoveryVerifyKey
             guard existing.verifyKey == first.verifyKey, sameRecovery else {
-                throw SyncStorageError(.keyAnchorMismatch,
-                    "suite \(suite)'s keys were anchored by a device with other keys (another recovery key): this device's keys are not the suite's")
+                throw SyncStorageError(
+                    .keyAnchorMismatch,
+                    "suite \(suite)'s keys were anchored by a device with other keys (another recovery key): this device's keys are not the suite's"
+                )
             }
             return ([:], nil)
         }
@@ -105,14 +126,16 @@ package enum KeyBagRule {
             throw SyncStorageError(.suiteNotEncrypted, "suite \(suite) holds no sealed entries yet: its first device anchors it after its first push")
         }
         let epochs = anchor.bags.keys.compactMap { UInt32($0) }.sorted()
-        guard epochs.count == anchor.bags.count, epochs == Array(1 ... UInt32(epochs.count)) else {
+        guard epochs.count == anchor.bags.count, epochs == Array(1...UInt32(epochs.count)) else {
             throw SyncStorageError(.malformed, "an anchor holds the bags of epochs 1, 2, … in a row, by decimal epoch")
         }
         let takesEpoch = !written && suiteEpoch == 0 && reset
         let current = takesEpoch ? UInt32(epochs.count) : max(suiteEpoch, 1)
         guard epochs.last == current else {
-            throw SyncStorageError(.staleKeyEpoch,
-                "suite \(suite) is at key epoch \(current): an anchor holds epochs 1 to \(current), not 1 to \(epochs.last ?? 0)")
+            throw SyncStorageError(
+                .staleKeyEpoch,
+                "suite \(suite) is at key epoch \(current): an anchor holds epochs 1 to \(current), not 1 to \(epochs.last ?? 0)"
+            )
         }
         guard first.bundle == nil, first.signature == nil, publicKey(first.verifyKey) != nil else {
             throw SyncStorageError(.malformed, "epoch 1 of an anchor is a verify key alone (32 bytes, base64)")
@@ -120,13 +143,21 @@ package enum KeyBagRule {
         if let recovery = anchor.recoveryVerifyKey, publicKey(recovery) == nil {
             throw SyncStorageError(.malformed, "recovery_verify_key is not a verify key (32 bytes, base64)")
         }
-        var rows: [UInt32: StoredKeyBag] = [1: StoredKeyBag(bundle: nil, verifyKey: first.verifyKey, signature: nil,
-                                                              recoveryVerifyKey: anchor.recoveryVerifyKey)]
+        var rows: [UInt32: StoredKeyBag] = [
+            1: StoredKeyBag(
+                bundle: nil,
+                verifyKey: first.verifyKey,
+                signature: nil,
+                recoveryVerifyKey: anchor.recoveryVerifyKey
+            )
+        ]
         for epoch in epochs.dropFirst() {
             let bag = anchor.bags[String(epoch)]!
             if let held = stored[epoch], held.bundle != bag.bundle {
-                throw SyncStorageError(.keyAnchorMismatch,
-                    "the anchor's bag of epoch \(epoch) is not the one the server holds: an anchor signs the stored bags")
+                throw SyncStorageError(
+                    .keyAnchorMismatch,
+                    "the anchor's bag of epoch \(epoch) is not the one the server holds: an anchor signs the stored bags"
+                )
             }
             let signers = [anchor.bags[String(epoch - 1)]?.verifyKey, anchor.recoveryVerifyKey].compactMap { $0 }
             try check(bag, epoch: epoch, suite: suite, signers: signers)
@@ -138,13 +169,16 @@ package enum KeyBagRule {
     /// What `GET …/key-bags` answers for the stored rows: every bag from epoch 2 with its signature,
     /// and the anchor's epoch 1 and recovery verify key.
     package static func answer(_ stored: [UInt32: StoredKeyBag]) -> KeyBags {
-        var epochs: [String: String] = [:], signatures: [String: String] = [:]
+        var epochs: [String: String] = [:]
+        var signatures: [String: String] = [:]
         for (epoch, row) in stored where epoch >= 2 {
             epochs[String(epoch)] = row.bundle
             signatures[String(epoch)] = row.signature
         }
         let anchor = stored[1].flatMap { row in
-            row.verifyKey.map { KeyAnchor(recoveryVerifyKey: row.recoveryVerifyKey, bags: ["1": SignedKeyBag(bundle: nil, verifyKey: $0, signature: nil)]) }
+            row.verifyKey.map {
+                KeyAnchor(recoveryVerifyKey: row.recoveryVerifyKey, bags: ["1": SignedKeyBag(bundle: nil, verifyKey: $0, signature: nil)])
+            }
         }
         return KeyBags(epochs: epochs, signatures: signatures, anchor: anchor)
     }
@@ -162,8 +196,10 @@ package enum KeyBagRule {
         }
         let message = KeyBagSignature.message(suite: suite, epoch: epoch, verifyKey: verifyKey, bundle: bundle)
         guard signers.contains(where: { publicKey($0)?.isValidSignature(signature, for: message) == true }) else {
-            throw SyncStorageError(.keyBagUnsigned,
-                "the key bag of epoch \(epoch) is not signed by the key of epoch \(epoch - 1) or by the recovery key of suite \(suite)")
+            throw SyncStorageError(
+                .keyBagUnsigned,
+                "the key bag of epoch \(epoch) is not signed by the key of epoch \(epoch - 1) or by the recovery key of suite \(suite)"
+            )
         }
     }
 

@@ -58,7 +58,7 @@ package struct PreparedPush: Sendable {
             add(withUnsafeBytes(of: op.hlc.rawValue.bigEndian) { Array($0) })
             if let sealed = op.sealed {
                 values.append(nil)
-                epochs = min(epochs?.lowerBound ?? sealed.epoch, sealed.epoch) ... max(epochs?.upperBound ?? sealed.epoch, sealed.epoch)
+                epochs = min(epochs?.lowerBound ?? sealed.epoch, sealed.epoch)...max(epochs?.upperBound ?? sealed.epoch, sealed.epoch)
                 add([op.isDeleted ? 3 : 2] + withUnsafeBytes(of: sealed.epoch.bigEndian) { Array($0) } + sealed.box)
                 if let origin = op.origin { add(withUnsafeBytes(of: origin.bigEndian) { Array($0) }) }
                 continue

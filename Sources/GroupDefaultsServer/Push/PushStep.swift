@@ -100,14 +100,21 @@ package enum PushStep {
     /// - Throws: `SyncStorageError` `idempotencyMismatch` or `quotaExceeded`; then nothing is to be
     ///   persisted.
     package static func run(
-        _ push: PreparedPush, suite: String, held: [String: StoredEntry], counters: Counters, recorded: RecordedBatch?,
-        quota: SuiteQuota, serverTime: String
+        _ push: PreparedPush,
+        suite: String,
+        held: [String: StoredEntry],
+        counters: Counters,
+        recorded: RecordedBatch?,
+        quota: SuiteQuota,
+        serverTime: String
     ) throws -> Outcome {
         let request = push.request
         if let recorded {
             guard recorded.digest == push.digest else {
-                throw SyncStorageError(.idempotencyMismatch,
-                    "batch \(request.batchID) of device \(request.deviceID) was already pushed with other ops")
+                throw SyncStorageError(
+                    .idempotencyMismatch,
+                    "batch \(request.batchID) of device \(request.deviceID) was already pushed with other ops"
+                )
             }
             return .replayed(try recorded.response())
         }
@@ -128,26 +135,29 @@ package enum PushStep {
             }
             let stamp = Stamp(hlc: op.hlc, origin: op.origin ?? request.deviceID)
             let old = current[op.key]
-            let wins = if let old, old.stamp.hlc.isAhead(of: push.clock.now, by: push.clock.maximumSkew) {
-                true
-            } else {
-                op.origin == nil ? SyncMerge.wins(stamp, over: old?.stamp) : SyncMerge.reseals(op, stamp: stamp, over: old)
-            }
+            let wins =
+                if let old, old.stamp.hlc.isAhead(of: push.clock.now, by: push.clock.maximumSkew) {
+                    true
+                } else {
+                    op.origin == nil ? SyncMerge.wins(stamp, over: old?.stamp) : SyncMerge.reseals(op, stamp: stamp, over: old)
+                }
             guard wins else {
                 statuses.append(.superseded)
                 continue
             }
             after.head += 1
-            let new = op.sealed.map { StoredEntry(key: op.key, sealed: $0, deleted: op.isDeleted, stamp: stamp, rev: after.head) }
+            let new =
+                op.sealed.map { StoredEntry(key: op.key, sealed: $0, deleted: op.isDeleted, stamp: stamp, rev: after.head) }
                 ?? StoredEntry(key: op.key, valueJSON: json, stamp: stamp, rev: after.head)
             after.keys += (new.isLive ? 1 : 0) - (old?.isLive == true ? 1 : 0)
             after.bytes += new.quotaBytes - (old?.quotaBytes ?? 0)
             current[op.key] = new
             versions.append(new)
             if written[op.key] == nil { changed.append(op.key) }
-            written[op.key] = op.sealed.map {
-                SyncEntry(keyID: op.key, sealed: $0, deleted: op.isDeleted, hlc: op.hlc, origin: stamp.origin, rev: after.head)
-            } ?? SyncEntry(key: op.key, value: op.value, hlc: op.hlc, origin: stamp.origin, rev: after.head)
+            written[op.key] =
+                op.sealed.map {
+                    SyncEntry(keyID: op.key, sealed: $0, deleted: op.isDeleted, hlc: op.hlc, origin: stamp.origin, rev: after.head)
+                } ?? SyncEntry(key: op.key, value: op.value, hlc: op.hlc, origin: stamp.origin, rev: after.head)
             statuses.append(.applied)
         }
         try checkQuota(quota, suite: suite, before: counters, after: after)
@@ -160,12 +170,15 @@ package enum PushStep {
             let refusal = push.refusals[index]
             results.append(PushResult(key: op.key, status: status, winner: winners[op.key], error: refusal?.code, detail: refusal?.detail))
         }
-        return .applied(Applied(
-            response: PushResponse(headRev: after.head, results: results, serverTime: serverTime),
-            writes: changed.map { current[$0]! },
-            replaced: held.filter { written[$0.key] != nil },
-            versions: versions,
-            counters: after))
+        return .applied(
+            Applied(
+                response: PushResponse(headRev: after.head, results: results, serverTime: serverTime),
+                writes: changed.map { current[$0]! },
+                replaced: held.filter { written[$0.key] != nil },
+                versions: versions,
+                counters: after
+            )
+        )
     }
 
     private static func checkEncryption(_ push: PreparedPush, suite: String, counters: Counters) throws(SyncStorageError) {
@@ -173,22 +186,30 @@ package enum PushStep {
         let written = counters.isWritten
         switch (push.epochs, counters.isEncrypted) {
         case (nil, true):
-            throw SyncStorageError(.suiteEncrypted,
-                "suite \(suite) is end-to-end encrypted: this device needs the suite's key (configure it with a pairing code or the recovery key)")
+            throw SyncStorageError(
+                .suiteEncrypted,
+                "suite \(suite) is end-to-end encrypted: this device needs the suite's key (configure it with a pairing code or the recovery key)"
+            )
         case (.some, false) where written:
-            throw SyncStorageError(.suiteNotEncrypted,
-                "suite \(suite) is not encrypted: a suite is encrypted for every device or for none")
+            throw SyncStorageError(
+                .suiteNotEncrypted,
+                "suite \(suite) is not encrypted: a suite is encrypted for every device or for none"
+            )
         case (let epochs?, _):
             // Every op under the suite's epoch: a new suite's is 1; a later one exists only once its
             // key bag is stored (`KeyBagRule.put`), which is what moves the suite to it.
             let current = max(counters.epoch, 1)
             if epochs.lowerBound < current {
-                throw SyncStorageError(.staleKeyEpoch,
-                    "suite \(suite)'s key was rotated to epoch \(current); this push was sealed under epoch \(epochs.lowerBound): pair this device again")
+                throw SyncStorageError(
+                    .staleKeyEpoch,
+                    "suite \(suite)'s key was rotated to epoch \(current); this push was sealed under epoch \(epochs.lowerBound): pair this device again"
+                )
             }
             if epochs.upperBound > current {
-                throw SyncStorageError(.staleKeyEpoch,
-                    "suite \(suite) is at key epoch \(current); epoch \(epochs.upperBound) has no key bag on the server")
+                throw SyncStorageError(
+                    .staleKeyEpoch,
+                    "suite \(suite) is at key epoch \(current); epoch \(epochs.upperBound) has no key bag on the server"
+                )
             }
         default:
             return
@@ -197,12 +218,18 @@ package enum PushStep {
 
     private static func checkQuota(_ quota: SuiteQuota, suite: String, before: Counters, after: Counters) throws(SyncStorageError) {
         if after.keys > quota.maxKeys && after.keys > before.keys {
-            throw SyncStorageError(.quotaExceeded,
-                "suite \(suite) would hold \(after.keys) keys, more than the \(quota.maxKeys) allowed", limit: quota.maxKeys)
+            throw SyncStorageError(
+                .quotaExceeded,
+                "suite \(suite) would hold \(after.keys) keys, more than the \(quota.maxKeys) allowed",
+                limit: quota.maxKeys
+            )
         }
         if after.bytes > quota.maxBytes && after.bytes > before.bytes {
-            throw SyncStorageError(.quotaExceeded,
-                "suite \(suite) would hold \(after.bytes) bytes, more than the \(quota.maxBytes) allowed", limit: quota.maxBytes)
+            throw SyncStorageError(
+                .quotaExceeded,
+                "suite \(suite) would hold \(after.bytes) bytes, more than the \(quota.maxBytes) allowed",
+                limit: quota.maxBytes
+            )
         }
     }
 }

@@ -36,8 +36,13 @@ package enum ClockRepair {
     /// Finds `account`'s `suite`'s far-future entries and applies `action` to them; each repair is
     /// a version in the key's history, which keeps `historyDepth` (the server's `--history`).
     package static func run(
-        _ storage: any SyncStorage, account: String, suite: String, action: Action, historyDepth: Int = 10,
-        now: UInt64 = HLC.wallClockMilliseconds(), maximumSkew: UInt64 = HLC.maximumDrift
+        _ storage: any SyncStorage,
+        account: String,
+        suite: String,
+        action: Action,
+        historyDepth: Int = 10,
+        now: UInt64 = HLC.wallClockMilliseconds(),
+        maximumSkew: UInt64 = HLC.maximumDrift
     ) async throws -> Outcome {
         var outcome = Outcome()
         var after: String?
@@ -55,9 +60,13 @@ package enum ClockRepair {
             let op = PushOp(key: entry.key, value: action == .drop ? nil : entry.value, hlc: stamp)
             var push = try PreparedPush(PushRequest(deviceID: entry.origin, batchID: "repair-clock-\(UUID().uuidString.lowercased())", ops: [op]))
             push.clock = PreparedPush.Clock(now: now, maximumSkew: maximumSkew)
-            let response = try await storage.push(account: account, suite: suite, push: push,
-                                                  quota: SuiteQuota(maxKeys: .max, maxBytes: .max, historyDepth: historyDepth),
-                                                  serverTime: serverTime)
+            let response = try await storage.push(
+                account: account,
+                suite: suite,
+                push: push,
+                quota: SuiteQuota(maxKeys: .max, maxBytes: .max, historyDepth: historyDepth),
+                serverTime: serverTime
+            )
             outcome.repaired += response.results.count { $0.status == .applied }
         }
         return outcome

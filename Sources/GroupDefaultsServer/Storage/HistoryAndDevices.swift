@@ -52,8 +52,16 @@ package struct StoredDevice: Sendable, Hashable, Codable {
     /// Sorted, without repeats.
     package var suites: [String]
 
-    package init(account: String, tokenID: String, name: String?, deviceID: UInt64, firstSeen: UInt64, lastSeen: UInt64,
-                lastPush: UInt64?, suites: [String]) {
+    package init(
+        account: String,
+        tokenID: String,
+        name: String?,
+        deviceID: UInt64,
+        firstSeen: UInt64,
+        lastSeen: UInt64,
+        lastPush: UInt64?,
+        suites: [String]
+    ) {
         self.account = account
         self.tokenID = tokenID
         self.name = name
@@ -97,10 +105,18 @@ package struct StoredDevice: Sendable, Hashable, Codable {
     /// The device as `GET /v1/devices` lists it, showing only `visibleSuites`; `unverified` when
     /// another token used its device id first (`unverified(among:)`).
     package func info(current: Bool, unverified: Bool = false, visibleSuites: (String) -> Bool) -> DeviceInfo {
-        DeviceInfo(id: id, name: name, deviceID: deviceID, tokenID: tokenID,
-                   firstSeen: TypedJSONDate.format(milliseconds: firstSeen), lastSeen: TypedJSONDate.format(milliseconds: lastSeen),
-                   lastPush: lastPush.map(TypedJSONDate.format(milliseconds:)), suites: suites.filter(visibleSuites), current: current,
-                   unverified: unverified)
+        DeviceInfo(
+            id: id,
+            name: name,
+            deviceID: deviceID,
+            tokenID: tokenID,
+            firstSeen: TypedJSONDate.format(milliseconds: firstSeen),
+            lastSeen: TypedJSONDate.format(milliseconds: lastSeen),
+            lastPush: lastPush.map(TypedJSONDate.format(milliseconds:)),
+            suites: suites.filter(visibleSuites),
+            current: current,
+            unverified: unverified
+        )
     }
 
     /// Of `devices`, those whose device id another token of the same account used first. A device

@@ -32,8 +32,10 @@ package struct StoredPairing: Sendable, Hashable, Codable {
     /// The refusal of a pairing beyond `maximumPerToken`.
     package static func checkCount(_ live: Int) throws(SyncStorageError) {
         guard live < maximumPerToken else {
-            throw SyncStorageError(.rateLimited,
-                "this token has \(live) pairings waiting (at most \(maximumPerToken)): use one, or wait until they expire (10 minutes)")
+            throw SyncStorageError(
+                .rateLimited,
+                "this token has \(live) pairings waiting (at most \(maximumPerToken)): use one, or wait until they expire (10 minutes)"
+            )
         }
     }
 
@@ -77,8 +79,11 @@ package struct StoredPairing: Sendable, Hashable, Codable {
     /// Where it stands, as `GET /v1/pairings/{id}` says.
     package var state: PairingState {
         PairingState(
-            state: bundle != nil ? .completed : claim != nil ? .claimed : .waiting, suite: suite,
-            expires: TypedJSONDate.format(milliseconds: UInt64(max(0, expires.timeIntervalSince1970 * 1000))), claim: claim,
-            bundle: bundle)
+            state: bundle != nil ? .completed : claim != nil ? .claimed : .waiting,
+            suite: suite,
+            expires: TypedJSONDate.format(milliseconds: UInt64(max(0, expires.timeIntervalSince1970 * 1000))),
+            claim: claim,
+            bundle: bundle
+        )
     }
 }

@@ -54,8 +54,17 @@ package struct StoredToken: Sendable, Hashable, Codable {
         revoked == nil && (expires.map { $0 > date } ?? true)
     }
 
-    package init(id: String, account: String, suitePatterns: [String], readOnly: Bool, device: String? = nil, created: Date,
-                expires: Date?, revoked: Date?, hash: String) {
+    package init(
+        id: String,
+        account: String,
+        suitePatterns: [String],
+        readOnly: Bool,
+        device: String? = nil,
+        created: Date,
+        expires: Date?,
+        revoked: Date?,
+        hash: String
+    ) {
         self.id = id
         self.device = device
         self.account = account
@@ -140,8 +149,10 @@ package struct SyncStorageError: Error, Sendable, CustomStringConvertible, SyncE
 
     /// `suiteReset` for a cursor from before the suite's last reset.
     package static func suiteReset(_ suite: String, since: UInt64) -> SyncStorageError {
-        SyncStorageError(.suiteReset,
-            "suite \(suite) was reset by the server's operator since revision \(since): join it again (read the snapshot, upload what this device holds)")
+        SyncStorageError(
+            .suiteReset,
+            "suite \(suite) was reset by the server's operator since revision \(since): join it again (read the snapshot, upload what this device holds)"
+        )
     }
 }
 

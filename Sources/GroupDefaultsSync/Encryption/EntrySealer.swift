@@ -68,8 +68,12 @@ package struct EntrySealer: Sendable {
         let keyID = keys.keyID(for: key)
         let deleted = value == nil
         let ad = associatedData(keyID: keyID, hlc: hlc, origin: origin, deleted: deleted, epoch: epoch)
-        let box = try ChaChaPoly.seal(Self.plaintext(key: key, value: value, hlc: hlc), using: keys.epochs[epoch]!, nonce: nonce,
-                                     authenticating: ad)
+        let box = try ChaChaPoly.seal(
+            Self.plaintext(key: key, value: value, hlc: hlc),
+            using: keys.epochs[epoch]!,
+            nonce: nonce,
+            authenticating: ad
+        )
         return PushOp(keyID: keyID, sealed: SealedPayload(epoch: epoch, box: Array(box.combined)), deleted: deleted, hlc: hlc)
     }
 
@@ -130,11 +134,11 @@ package struct EntrySealer: Sendable {
         guard length >= 11, 5 + length <= bytes.count else { throw .mismatch("a length other") }
         let keyLength = Int(read(UInt16.self, bytes, at: 5))
         guard 7 + keyLength + 9 <= 5 + length else { throw .mismatch("a key length other") }
-        let keyBytes = bytes[7 ..< 7 + keyLength]
+        let keyBytes = bytes[7..<7 + keyLength]
         guard let key = String(validating: keyBytes, as: UTF8.self) else { throw .mismatch("a key name other") }
         let hlc = HLC(rawValue: read(UInt64.self, bytes, at: 7 + keyLength))
         let flags = bytes[15 + keyLength]
-        let valueBytes = Array(bytes[(16 + keyLength) ..< (5 + length)])
+        let valueBytes = Array(bytes[(16 + keyLength)..<(5 + length)])
         if flags & deletedFlag != 0 {
             guard valueBytes.isEmpty else { throw .mismatch("a value with a deletion flag rather") }
             return (key, nil, hlc)
@@ -151,7 +155,8 @@ package struct EntrySealer: Sendable {
     /// What each sealed box is bound to: version, suite, key id, HLC, origin, deletion flag, epoch.
     func associatedData(keyID: String, hlc: HLC, origin: UInt64, deleted: Bool, epoch: UInt32) -> [UInt8] {
         var out: [UInt8] = [Self.version]
-        let suite = Array(keys.suite.utf8), id = Array(keyID.utf8)
+        let suite = Array(keys.suite.utf8)
+        let id = Array(keyID.utf8)
         Self.append(UInt16(truncatingIfNeeded: suite.count), to: &out)
         out += suite
         Self.append(UInt16(truncatingIfNeeded: id.count), to: &out)

@@ -23,16 +23,20 @@ public enum KeyAnchoring {
         if bags.anchor != nil { return bags }
         do {
             return try await client.anchorKeyBags(try keys.anchor(serverBags: bags, recoveryKey: recoveryKey))
-        } catch where error.code == .keyAnchorMismatch {
+        } catch  where error.code == .keyAnchorMismatch {
             throw mismatch(client.suite)
         }
     }
 
     private static func mismatch(_ suite: String) -> SyncError {
-        SyncError(.rejected, code: .keyAnchorMismatch, """
+        SyncError(
+            .rejected,
+            code: .keyAnchorMismatch,
+            """
             the server's copy of \(suite) is anchored to other keys than this device's: its key file belongs to another \
             recovery key (configure it again with the suite's own, or a pairing code), or the suite was anchored by \
             someone else (its operator can reset it: groupdefaults-server suites reset --keys)
-            """)
+            """
+        )
     }
 }

@@ -39,7 +39,12 @@ public enum KeyRotation {
     /// `recoveryKey`, if given, signs the new epoch's key bag when this device lacks the key of
     /// the server's current epoch (a bag stored with a key of someone else's choosing); otherwise
     /// the current epoch's key signs it.
-    public static func rotate(_ engine: SyncEngine, keys: SuiteKeys, keyFile: String, recoveryKey: RecoveryKey? = nil) async throws(SyncError) -> Outcome {
+    public static func rotate(
+        _ engine: SyncEngine,
+        keys: SuiteKeys,
+        keyFile: String,
+        recoveryKey: RecoveryKey? = nil
+    ) async throws(SyncError) -> Outcome {
         var keys = keys
         if let recoveryKey {
             // Every epoch the recovery key opens first (signed bags only), so that a device that
@@ -60,9 +65,11 @@ public enum KeyRotation {
         // sealed again under the new key afterwards.
         do {
             try await engine.syncOnce()
-        } catch where error.code == .staleKeyEpoch {
-            engine.logger.warning("the server is at a key epoch this device has no key for: rotating past it",
-                                  metadata: ["suite": "\(engine.client.suite)"])
+        } catch  where error.code == .staleKeyEpoch {
+            engine.logger.warning(
+                "the server is at a key epoch this device has no key for: rotating past it",
+                metadata: ["suite": "\(engine.client.suite)"]
+            )
         }
         // After the server's newest epoch: a key bag is taken for the next epoch only, signed, and
         // once the suite is anchored (which this device does if nobody has).
@@ -75,7 +82,7 @@ public enum KeyRotation {
         try new.write(to: keyFile)
         do {
             try await engine.client.putKeyBag(epoch: epoch, bag: bag)
-        } catch where !error.isTransient {
+        } catch  where !error.isTransient {
             // Refused: nothing was stored, so the key file goes back to what it was (a run that
             // fails does not spend an epoch). After a transient failure the bag may be stored: the
             // new key stays, and the next run uses it again.
@@ -88,7 +95,8 @@ public enum KeyRotation {
         // devices with the new key refuse.
         try await engine.pull()
 
-        let old = EntrySealer(keys: keys), sealer = EntrySealer(keys: new)
+        let old = EntrySealer(keys: keys)
+        let sealer = EntrySealer(keys: new)
         let limits = try await engine.client.limits()
         var after: String?
         var resealed = 0
@@ -108,8 +116,14 @@ public enum KeyRotation {
                 // key) does not become a new epoch's.
                 let held = try? engine.defaults.syncEntry(forKey: opened.key)
                 guard let held, held.stamp == opened.stamp, held.isDeleted == opened.isDeleted else {
-                    refused.append(RefusedEntry(keyID: entry.key, key: opened.key, stamp: entry.stamp,
-                                                reason: "differs from this device's copy: not sealed again"))
+                    refused.append(
+                        RefusedEntry(
+                            keyID: entry.key,
+                            key: opened.key,
+                            stamp: entry.stamp,
+                            reason: "differs from this device's copy: not sealed again"
+                        )
+                    )
                     continue
                 }
                 var op: PushOp
@@ -122,7 +136,8 @@ public enum KeyRotation {
                 ops.append(op)
             }
             // In batches within the server's body limit (each op about its JSON's size).
-            var batch: [PushOp] = [], bytes = 128
+            var batch: [PushOp] = []
+            var bytes = 128
             for op in ops {
                 let size = ((try? JSONEncoder().encode(op).count) ?? limits.maxBodyBytes) + 1
                 if !batch.isEmpty, bytes + size > limits.maxBodyBytes {
@@ -141,15 +156,24 @@ public enum KeyRotation {
     /// One batch of re-seals; how many the server applied. The ops it refused (a stamp from a
     /// clock that was wrong) stay under the old epoch and are added to `refused`.
     private static func push(
-        _ ops: [PushOp], engine: SyncEngine, epoch: UInt32, refused: inout [RefusedEntry]
+        _ ops: [PushOp],
+        engine: SyncEngine,
+        epoch: UInt32,
+        refused: inout [RefusedEntry]
     ) async throws(SyncError) -> Int {
         let request = PushRequest(deviceID: engine.defaults.origin, batchID: "reseal-\(epoch)-\(UUID().uuidString.lowercased())", ops: ops)
         let body: [UInt8]
         do { body = Array(try JSONEncoder().encode(request)) } catch { throw SyncError(.local, "cannot encode a push: \(error)") }
         let results = try await engine.client.push(body: body).results
         for (op, result) in zip(ops, results) where result.status == .refused {
-            refused.append(RefusedEntry(keyID: op.key, key: nil, stamp: Stamp(hlc: op.hlc, origin: op.origin ?? engine.defaults.origin),
-                                        reason: "not sealed again: the server refused it (\(result.detail ?? result.error?.rawValue ?? "refused"))"))
+            refused.append(
+                RefusedEntry(
+                    keyID: op.key,
+                    key: nil,
+                    stamp: Stamp(hlc: op.hlc, origin: op.origin ?? engine.defaults.origin),
+                    reason: "not sealed again: the server refused it (\(result.detail ?? result.error?.rawValue ?? "refused"))"
+                )
+            )
         }
         return results.count { $0.status == .applied }
     }

@@ -22,8 +22,12 @@ public struct PairingCode: Sendable, Equatable, CustomStringConvertible {
     public var description: String { readable.description }
 
     private func derive(_ purpose: String, bytes: Int = 32) -> SymmetricKey {
-        HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: readable.bytes), salt: Data("GroupDefaults pairing v1".utf8),
-                               info: Data(purpose.utf8), outputByteCount: bytes)
+        HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: readable.bytes),
+            salt: Data("GroupDefaults pairing v1".utf8),
+            info: Data(purpose.utf8),
+            outputByteCount: bytes
+        )
     }
 
     /// The id the server files the pairing under (32 hex digits).
@@ -65,7 +69,10 @@ public enum DevicePairing {
     /// - Throws: `SyncError`: the code expired unclaimed (`pairingExpired`), a claim without a valid
     ///   proof (the keys are not handed over), or what a request can throw.
     public static func offer(
-        keys: SuiteKeys, client: SyncClient, code: PairingCode = PairingCode(), announce: (PairingCode, String) -> Void
+        keys: SuiteKeys,
+        client: SyncClient,
+        code: PairingCode = PairingCode(),
+        announce: (PairingCode, String) -> Void
     ) async throws(SyncError) {
         let id = code.pairingID
         let created = try await client.createPairing(pairingID: id)
@@ -75,7 +82,7 @@ public enum DevicePairing {
             do { try await Task.sleep(for: pollInterval) } catch { throw SyncError(.local, "cancelled") }
             do {
                 state = try await client.pairing(pairingID: id)
-            } catch where error.code == .pairingNotFound {
+            } catch  where error.code == .pairingNotFound {
                 throw SyncError(.rejected, code: .pairingExpired, "the pairing code expired unclaimed: make a new one")
             }
             if state.state == .waiting, let expires = TypedJSONDate.parse(state.expires), expires <= Date() {
@@ -88,16 +95,24 @@ public enum DevicePairing {
             // Cancelled at once: the claim's token, which works for nothing until the keys are
             // handed over, is revoked.
             let cancelled = (try? await client.cancelPairing(pairingID: id)) != nil
-            throw SyncError(.local, """
+            throw SyncError(
+                .local,
+                """
                 the pairing was claimed by someone who does not know the code (the server may be tampering): the keys were not handed over\
                 \(cancelled ? " and the pairing was cancelled" : "")
-                """)
+                """
+            )
         }
         let bundle: Data
         do {
             let recipient = try Curve25519.KeyAgreement.PublicKey(rawRepresentation: publicKey)
-            var sender = try HPKE.Sender(recipientKey: recipient, ciphersuite: ciphersuite, info: info(suite: keys.suite, pairingID: id),
-                                         presharedKey: code.presharedKey, presharedKeyIdentifier: presharedKeyID)
+            var sender = try HPKE.Sender(
+                recipientKey: recipient,
+                ciphersuite: ciphersuite,
+                info: info(suite: keys.suite, pairingID: id),
+                presharedKey: code.presharedKey,
+                presharedKeyIdentifier: presharedKeyID
+            )
             bundle = sender.encapsulatedKey + (try sender.seal(try keys.fileBytes()))
         } catch let error as SyncError {
             throw error
@@ -138,13 +153,18 @@ public enum DevicePairing {
     /// - Throws: `SyncError`: `pairingNotFound` (a wrong code: it reveals nothing), `pairingUsed`,
     ///   `pairingExpired`, keys that do not open (not sealed by a holder of the code).
     public static func accept(
-        code: PairingCode, client: SyncClient, deviceName: String? = nil
+        code: PairingCode,
+        client: SyncClient,
+        deviceName: String? = nil
     ) async throws -> (token: String, keys: SuiteKeys) {
         let id = code.pairingID
         let privateKey = Curve25519.KeyAgreement.PrivateKey()
         let publicKey = privateKey.publicKey.rawRepresentation
-        let claim = PairingClaim(publicKey: publicKey.base64EncodedString(), proof: code.proof(of: publicKey).base64EncodedString(),
-                                 deviceName: deviceName)
+        let claim = PairingClaim(
+            publicKey: publicKey.base64EncodedString(),
+            proof: code.proof(of: publicKey).base64EncodedString(),
+            deviceName: deviceName
+        )
         let claimed = try await Self.claim(id: id, claim, client: client)
         guard claimed.suite == client.suite else {
             throw SyncError(.local, "this pairing code is for the suite \(claimed.suite), not \(client.suite)")
@@ -155,8 +175,11 @@ public enum DevicePairing {
         var state = try await client.pairing(pairingID: id, authorized: false)
         while state.bundle == nil {
             if let expires = TypedJSONDate.parse(state.expires), expires <= Date() {
-                throw SyncError(.rejected, code: .pairingExpired,
-                                "the pairing expired, or the other device cancelled it, before it handed over the keys")
+                throw SyncError(
+                    .rejected,
+                    code: .pairingExpired,
+                    "the pairing expired, or the other device cancelled it, before it handed over the keys"
+                )
             }
             try await Task.sleep(for: pollInterval)
             if let next = try await pollState(client, pairingID: id) { state = next }
@@ -167,8 +190,13 @@ public enum DevicePairing {
         let opened: Data
         do {
             var recipient = try HPKE.Recipient(
-                privateKey: privateKey, ciphersuite: ciphersuite, info: info(suite: client.suite, pairingID: id),
-                encapsulatedKey: bundle.prefix(32), presharedKey: code.presharedKey, presharedKeyIdentifier: presharedKeyID)
+                privateKey: privateKey,
+                ciphersuite: ciphersuite,
+                info: info(suite: client.suite, pairingID: id),
+                encapsulatedKey: bundle.prefix(32),
+                presharedKey: code.presharedKey,
+                presharedKeyIdentifier: presharedKeyID
+            )
             opened = try recipient.open(bundle.dropFirst(32))
         } catch {
             throw SyncError(.local, "the keys the server relayed do not open: they were not sealed by the device that made the code")

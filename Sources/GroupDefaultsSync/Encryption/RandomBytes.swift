@@ -46,7 +46,7 @@ enum RandomBytes {
                 pool.generation = generation
             }
             defer { pool.used += count }
-            return Array(pool.bytes[pool.used ..< pool.used + count])
+            return Array(pool.bytes[pool.used..<pool.used + count])
         }
     }
 }

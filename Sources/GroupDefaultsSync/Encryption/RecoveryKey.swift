@@ -64,7 +64,7 @@ struct ReadableSecret: Sendable, Equatable, CustomStringConvertible {
     var description: String {
         let digits = Self.pack(bytes, digitCount: 26) + Self.check(bytes)
         let characters = digits.map { Self.alphabet[Int($0)] }
-        return stride(from: 0, to: characters.count, by: 4).map { String(characters[$0 ..< min($0 + 4, characters.count)]) }
+        return stride(from: 0, to: characters.count, by: 4).map { String(characters[$0..<min($0 + 4, characters.count)]) }
             .joined(separator: "-")
     }
 
@@ -88,7 +88,8 @@ struct ReadableSecret: Sendable, Equatable, CustomStringConvertible {
     /// `bytes` as 5-bit digits, most significant first, the last digit padded with zero bits.
     private static func pack(_ bytes: [UInt8], digitCount: Int) -> [UInt8] {
         var digits: [UInt8] = []
-        var buffer = 0, bits = 0
+        var buffer = 0
+        var bits = 0
         for byte in bytes {
             buffer = (buffer << 8) | Int(byte)
             bits += 8
@@ -103,7 +104,8 @@ struct ReadableSecret: Sendable, Equatable, CustomStringConvertible {
 
     private static func unpack(_ digits: [UInt8], byteCount: Int) -> [UInt8] {
         var bytes: [UInt8] = []
-        var buffer = 0, bits = 0
+        var buffer = 0
+        var bits = 0
         for digit in digits {
             buffer = (buffer << 5) | Int(digit)
             bits += 5

@@ -48,13 +48,22 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// The keys of `suite` derived from its recovery key (epoch 1): the same recovery key gives the
     /// same keys on every device.
     public init(recoveryKey: RecoveryKey, suite: String) {
-        self.init(suite: suite, names: Self.derive("key ids", recoveryKey, suite), epochs: [1: Self.derive("sealing, epoch 1", recoveryKey, suite)],
-                  recoveryPublicKey: Self.recoveryPrivateKey(recoveryKey, suite).publicKey,
-                  recoveryVerifyKey: Self.recoverySigningKey(recoveryKey, suite).publicKey)
+        self.init(
+            suite: suite,
+            names: Self.derive("key ids", recoveryKey, suite),
+            epochs: [1: Self.derive("sealing, epoch 1", recoveryKey, suite)],
+            recoveryPublicKey: Self.recoveryPrivateKey(recoveryKey, suite).publicKey,
+            recoveryVerifyKey: Self.recoverySigningKey(recoveryKey, suite).publicKey
+        )
     }
 
-    init(suite: String, names: SymmetricKey, epochs: [UInt32: SymmetricKey], recoveryPublicKey: Curve25519.KeyAgreement.PublicKey,
-         recoveryVerifyKey: Curve25519.Signing.PublicKey?) {
+    init(
+        suite: String,
+        names: SymmetricKey,
+        epochs: [UInt32: SymmetricKey],
+        recoveryPublicKey: Curve25519.KeyAgreement.PublicKey,
+        recoveryVerifyKey: Curve25519.Signing.PublicKey?
+    ) {
         self.suite = suite
         self.names = names
         self.namesMAC = HMAC<SHA256>(key: names)
@@ -65,8 +74,12 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     }
 
     private static func derive(_ purpose: String, _ recoveryKey: RecoveryKey, _ suite: String) -> SymmetricKey {
-        HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: recoveryKey.secret), salt: salt,
-                               info: Data("\(purpose)\0\(suite)".utf8), outputByteCount: 32)
+        HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: recoveryKey.secret),
+            salt: salt,
+            info: Data("\(purpose)\0\(suite)".utf8),
+            outputByteCount: 32
+        )
     }
 
     private static func recoveryPrivateKey(_ recoveryKey: RecoveryKey, _ suite: String) -> Curve25519.KeyAgreement.PrivateKey {
@@ -83,8 +96,12 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// next epoch's bag.
     private func signingKey(_ epoch: UInt32) -> Curve25519.Signing.PrivateKey? {
         guard let key = epochs[epoch] else { return nil }
-        let seed = HKDF<SHA256>.deriveKey(inputKeyMaterial: key, salt: Self.salt,
-                                          info: Data("key bag signing\0\(suite)\0\(epoch)".utf8), outputByteCount: 32)
+        let seed = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: key,
+            salt: Self.salt,
+            info: Data("key bag signing\0\(suite)\0\(epoch)".utf8),
+            outputByteCount: 32
+        )
         return try! Curve25519.Signing.PrivateKey(rawRepresentation: seed.withUnsafeBytes { Data($0) })
     }
 
@@ -134,14 +151,20 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         let message = KeyBagSignature.message(suite: suite, epoch: epoch, verifyKey: verifyKey, bundle: bytes)
         let signer = signingKey(epoch - 1) ?? recoveryKey.map { Self.recoverySigningKey($0, suite) }
         guard let signer else {
-            throw SyncError(.local, """
+            throw SyncError(
+                .local,
+                """
                 this device has no key of epoch \(epoch - 1) of \(suite) to sign epoch \(epoch)'s key bag with: \
                 only the recovery key can (--recovery-key-file)
-                """)
+                """
+            )
         }
         do {
-            return SignedKeyBag(bundle: bundle, verifyKey: verifyKey.base64EncodedString(),
-                                signature: try signer.signature(for: message).base64EncodedString())
+            return SignedKeyBag(
+                bundle: bundle,
+                verifyKey: verifyKey.base64EncodedString(),
+                signature: try signer.signature(for: message).base64EncodedString()
+            )
         } catch {
             throw SyncError(.local, "cannot sign the key bag of epoch \(epoch): \(error)")
         }
@@ -155,7 +178,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         guard let first = signingKey(1) else { throw SyncError(.local, "these keys have no epoch 1") }
         var bags = ["1": SignedKeyBag(bundle: nil, verifyKey: first.publicKey.rawRepresentation.base64EncodedString(), signature: nil)]
         let last = serverBags.newestEpoch > 0 ? serverBags.newestEpoch : currentEpoch
-        for epoch in UInt32(2) ..< max(last + 1, 2) {
+        for epoch in UInt32(2)..<max(last + 1, 2) {
             bags[String(epoch)] = try signedKeyBag(epoch: epoch, bundle: serverBags.epochs[String(epoch)], recoveryKey: recoveryKey)
         }
         return KeyAnchor(recoveryVerifyKey: recoveryVerifyKey?.rawRepresentation.base64EncodedString(), bags: bags)
@@ -165,10 +188,15 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// when `other` is not this suite's (another recovery key: its epoch 1 differs).
     func adding(_ other: SuiteKeys) -> SuiteKeys? {
         guard other.suite == suite, let mine = signingKey(1)?.publicKey.rawRepresentation,
-              other.signingKey(1)?.publicKey.rawRepresentation == mine
+            other.signingKey(1)?.publicKey.rawRepresentation == mine
         else { return nil }
-        return SuiteKeys(suite: suite, names: names, epochs: epochs.merging(other.epochs) { own, _ in own },
-                         recoveryPublicKey: recoveryPublicKey, recoveryVerifyKey: recoveryVerifyKey ?? other.recoveryVerifyKey)
+        return SuiteKeys(
+            suite: suite,
+            names: names,
+            epochs: epochs.merging(other.epochs) { own, _ in own },
+            recoveryPublicKey: recoveryPublicKey,
+            recoveryVerifyKey: recoveryVerifyKey ?? other.recoveryVerifyKey
+        )
     }
 
     /// Whether the server's anchor (`KeyBags.anchor`) is these keys': the same epoch 1, and no
@@ -195,13 +223,18 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         var known = keys
         for (epoch, bag) in keyBags.epochs.compactMap({ bag in UInt32(bag.key).map { ($0, bag.value) } }).sorted(by: { $0.0 < $1.0 }) {
             guard epoch >= 2, let key = keys.openBag(bag, epoch: epoch, privateKey: privateKey),
-                  let signature = keyBags.signatures[String(epoch)].flatMap({ Data(base64Encoded: $0) }),
-                  let bytes = Data(base64Encoded: bag)
+                let signature = keyBags.signatures[String(epoch)].flatMap({ Data(base64Encoded: $0) }),
+                let bytes = Data(base64Encoded: bag)
             else { continue }
             var epochs = known.epochs
             epochs[epoch] = key
-            let candidate = SuiteKeys(suite: suite, names: keys.names, epochs: epochs, recoveryPublicKey: keys.recoveryPublicKey,
-                                      recoveryVerifyKey: recoveryVerifyKey)
+            let candidate = SuiteKeys(
+                suite: suite,
+                names: keys.names,
+                epochs: epochs,
+                recoveryPublicKey: keys.recoveryPublicKey,
+                recoveryVerifyKey: recoveryVerifyKey
+            )
             guard let verifyKey = candidate.signingKey(epoch)?.publicKey.rawRepresentation else { continue }
             let message = KeyBagSignature.message(suite: suite, epoch: epoch, verifyKey: verifyKey, bundle: bytes)
             let signers = [known.signingKey(epoch - 1)?.publicKey, recoveryVerifyKey].compactMap { $0 }
@@ -213,9 +246,13 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
 
     private func openBag(_ bag: String, epoch: UInt32, privateKey: Curve25519.KeyAgreement.PrivateKey) -> SymmetricKey? {
         guard let bytes = Data(base64Encoded: bag), bytes.count > 32,
-              var recipient = try? HPKE.Recipient(privateKey: privateKey, ciphersuite: Self.bagSuite, info: bagInfo(epoch),
-                                                  encapsulatedKey: bytes.prefix(32)),
-              let key = try? recipient.open(bytes.dropFirst(32)), key.count == 32
+            var recipient = try? HPKE.Recipient(
+                privateKey: privateKey,
+                ciphersuite: Self.bagSuite,
+                info: bagInfo(epoch),
+                encapsulatedKey: bytes.prefix(32)
+            ),
+            let key = try? recipient.open(bytes.dropFirst(32)), key.count == 32
         else { return nil }
         return SymmetricKey(data: key)
     }
@@ -249,7 +286,11 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         var recoveryVerifyKey: String?
 
         enum CodingKeys: String, CodingKey {
-            case format, suite, keyIDs = "key_ids", epochs, recoveryPublicKey = "recovery_public_key", recoveryVerifyKey = "recovery_verify_key"
+            case format, suite
+            case keyIDs = "key_ids"
+            case epochs
+            case recoveryPublicKey = "recovery_public_key"
+            case recoveryVerifyKey = "recovery_verify_key"
         }
     }
 
@@ -287,8 +328,8 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             epochs[number] = SymmetricKey(data: bytes)
         }
         guard let names = Data(base64Encoded: file.keyIDs), names.count == 32, !epochs.isEmpty,
-              let recovery = Data(base64Encoded: file.recoveryPublicKey),
-              let recoveryPublicKey = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: recovery)
+            let recovery = Data(base64Encoded: file.recoveryPublicKey),
+            let recoveryPublicKey = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: recovery)
         else {
             throw SyncError(.local, "\(source) is damaged: a key is missing")
         }
@@ -299,17 +340,26 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             }
             recoveryVerifyKey = key
         }
-        self.init(suite: suite, names: SymmetricKey(data: names), epochs: epochs, recoveryPublicKey: recoveryPublicKey,
-                  recoveryVerifyKey: recoveryVerifyKey)
+        self.init(
+            suite: suite,
+            names: SymmetricKey(data: names),
+            epochs: epochs,
+            recoveryPublicKey: recoveryPublicKey,
+            recoveryVerifyKey: recoveryVerifyKey
+        )
     }
 
     /// The key file's bytes: JSON, keys in base64.
     func fileBytes() throws(SyncError) -> Data {
         func base64(_ key: SymmetricKey) -> String { key.withUnsafeBytes { Data($0).base64EncodedString() } }
-        let file = File(format: Self.fileFormat, suite: suite, keyIDs: base64(names),
-                        epochs: Dictionary(uniqueKeysWithValues: epochs.map { (String($0.key), base64($0.value)) }),
-                        recoveryPublicKey: recoveryPublicKey.rawRepresentation.base64EncodedString(),
-                        recoveryVerifyKey: recoveryVerifyKey?.rawRepresentation.base64EncodedString())
+        let file = File(
+            format: Self.fileFormat,
+            suite: suite,
+            keyIDs: base64(names),
+            epochs: Dictionary(uniqueKeysWithValues: epochs.map { (String($0.key), base64($0.value)) }),
+            recoveryPublicKey: recoveryPublicKey.rawRepresentation.base64EncodedString(),
+            recoveryVerifyKey: recoveryVerifyKey?.rawRepresentation.base64EncodedString()
+        )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         do { return try encoder.encode(file) } catch { throw SyncError(.local, "cannot encode the keys: \(error)") }

@@ -21,20 +21,25 @@ final class ThrowawayEtcd {
         guard FileManager.default.isExecutableFile(atPath: Self.executable) else {
             throw BenchError("no \(Self.executable): install Debian's etcd-server (Tools/install-deps bench does)")
         }
-        let client = try Self.freePort(), peer = try Self.freePort()
+        let client = try Self.freePort()
+        let peer = try Self.freePort()
         port = client
-        child = try Spawn.start(Self.executable, [
-            "--name", "bench", "--data-dir", directory + "/etcd",
-            "--listen-client-urls", "http://127.0.0.1:\(client)", "--advertise-client-urls", "http://127.0.0.1:\(client)",
-            "--listen-peer-urls", "http://127.0.0.1:\(peer)", "--initial-advertise-peer-urls", "http://127.0.0.1:\(peer)",
-            "--initial-cluster", "bench=http://127.0.0.1:\(peer)",
-            "--logger", "zap", "--log-level", "error",
-        ], captureOutput: true)
-        for _ in 0 ..< 200 {
+        child = try Spawn.start(
+            Self.executable,
+            [
+                "--name", "bench", "--data-dir", directory + "/etcd",
+                "--listen-client-urls", "http://127.0.0.1:\(client)", "--advertise-client-urls", "http://127.0.0.1:\(client)",
+                "--listen-peer-urls", "http://127.0.0.1:\(peer)", "--initial-advertise-peer-urls", "http://127.0.0.1:\(peer)",
+                "--initial-cluster", "bench=http://127.0.0.1:\(peer)",
+                "--logger", "zap", "--log-level", "error",
+            ],
+            captureOutput: true
+        )
+        for _ in 0..<200 {
             if let response = try? await http.execute(HTTPClientRequest(url: baseURL + "/health"), timeout: .seconds(1)),
-               response.status == .ok,
-               let body = try? await response.body.collect(upTo: 1 << 16),
-               String(buffer: body).contains("true")
+                response.status == .ok,
+                let body = try? await response.body.collect(upTo: 1 << 16),
+                String(buffer: body).contains("true")
             {
                 return
             }
@@ -102,8 +107,9 @@ struct EtcdWatchLatency {
         var iterator = arrivals.makeAsyncIterator()
         guard try await iterator.next() != nil else { throw BenchError("etcd's watch ended at once") }
 
-        var latencies: [Int64] = [], puts: [Int64] = []
-        for index in 0 ..< samples {
+        var latencies: [Int64] = []
+        var puts: [Int64] = []
+        for index in 0..<samples {
             try await Task.sleep(for: settle)
             var put = HTTPClientRequest(url: baseURL + "/v3/kv/put")
             put.method = .POST

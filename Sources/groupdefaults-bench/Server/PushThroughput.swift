@@ -29,7 +29,7 @@ struct PushThroughput {
         let usage = meter.start()
         let runID = String(UInt32.random(in: .min ... .max), radix: 36)  // batch ids unique across runs on one suite
         let perClient = try await withThrowingTaskGroup(of: (ops: Int, latencies: [Int64]).self) { group in
-            for client in 0 ..< clients {
+            for client in 0..<clients {
                 group.addTask {
                     try await runClient(client, runID: runID, api: api, suite: suite, measureStart: measureStart, measureEnd: measureEnd)
                 }
@@ -37,12 +37,21 @@ struct PushThroughput {
             return try await group.reduce(into: []) { $0.append($1) }
         }
         let ops = perClient.reduce(0) { $0 + $1.ops }
-        return Result(opsPerSecond: Double(ops) / duration.seconds,
-                      latencies: Latencies(perClient.flatMap(\.latencies)),
-                      usage: usage.stop())
+        return Result(
+            opsPerSecond: Double(ops) / duration.seconds,
+            latencies: Latencies(perClient.flatMap(\.latencies)),
+            usage: usage.stop()
+        )
     }
 
-    private func runClient(_ client: Int, runID: String, api: SyncAPI, suite: String, measureStart: Int64, measureEnd: Int64) async throws
+    private func runClient(
+        _ client: Int,
+        runID: String,
+        api: SyncAPI,
+        suite: String,
+        measureStart: Int64,
+        measureEnd: Int64
+    ) async throws
         -> (ops: Int, latencies: [Int64])
     {
         let device = UInt64(client + 1)
@@ -56,12 +65,17 @@ struct PushThroughput {
             guard sent < measureEnd else { break }
             let now = HLC.wallClockMilliseconds()
             let request = PushRequest(
-                deviceID: device, batchID: "b\(runID)-\(client)-\(sequence)",
-                ops: (0 ..< batch).map { index in
+                deviceID: device,
+                batchID: "b\(runID)-\(client)-\(sequence)",
+                ops: (0..<batch).map { index in
                     let n = sequence * batch + index
-                    return PushOp(key: "c\(client)-\(n % keys)", value: value,
-                                  hlc: HLC(milliseconds: now, counter: UInt16(truncatingIfNeeded: n)))
-                })
+                    return PushOp(
+                        key: "c\(client)-\(n % keys)",
+                        value: value,
+                        hlc: HLC(milliseconds: now, counter: UInt16(truncatingIfNeeded: n))
+                    )
+                }
+            )
             try await api.pushUnread(suite, request)
             let answered = Clock.nanoseconds()
             if answered >= measureStart && answered <= measureEnd {

@@ -60,10 +60,24 @@ struct ServerBench {
         /// Each wrk run (ours and etcd's), after a one-second warm-up.
         var wrkSeconds: Int
 
-        static let full = Plan(pushWarmup: .milliseconds(500), pushDuration: .seconds(3), wakeSamples: 200, streams: 1_000,
-                               durableReferenceSeconds: 3, pgbenchSeconds: 5, wrkSeconds: 5)
-        static let quick = Plan(pushWarmup: .milliseconds(200), pushDuration: .milliseconds(500), wakeSamples: 20, streams: 1_000,
-                                durableReferenceSeconds: 0.5, pgbenchSeconds: 1, wrkSeconds: 1)
+        static let full = Plan(
+            pushWarmup: .milliseconds(500),
+            pushDuration: .seconds(3),
+            wakeSamples: 200,
+            streams: 1_000,
+            durableReferenceSeconds: 3,
+            pgbenchSeconds: 5,
+            wrkSeconds: 5
+        )
+        static let quick = Plan(
+            pushWarmup: .milliseconds(200),
+            pushDuration: .milliseconds(500),
+            wakeSamples: 20,
+            streams: 1_000,
+            durableReferenceSeconds: 0.5,
+            pgbenchSeconds: 1,
+            wrkSeconds: 1
+        )
     }
 
     /// Single-op pushes run with wrk (beside etcd's puts); batches of this size with our client.
@@ -141,8 +155,11 @@ struct ServerBench {
         try server.stop()
         let after = try durableLMDBCommitsPerSecond()
         let reference = ServerReport.Reference(
-            label: "durable LMDB", before: referenceBefore.rate, after: after.rate,
-            diskWritesPerOp: writesPerCommit.flatMap { before in after.writesPerCommit.map { (before + $0) / 2 } })
+            label: "durable LMDB",
+            before: referenceBefore.rate,
+            after: after.rate,
+            diskWritesPerOp: writesPerCommit.flatMap { before in after.writesPerCommit.map { (before + $0) / 2 } }
+        )
         let etcd = EtcdReference(before: etcdBefore, after: try await self.etcd(http))
         return measured.rows("embedded", etcd: etcd, batchReference: reference)
     }
@@ -158,7 +175,10 @@ struct ServerBench {
         let first = try ServerProcess(executable: serverExecutable, storage: storage)
         let api = SyncAPI(http: http, baseURL: first.baseURL, token: token)
         let measured = try await singleInstance(
-            server: first, api: api, meter: UsageMeter(serverPIDs: [first.pid], postmaster: database.postmaster, disk: disk))
+            server: first,
+            api: api,
+            meter: UsageMeter(serverPIDs: [first.pid], postmaster: database.postmaster, disk: disk)
+        )
 
         // A second instance on the same database: waiters on it, pushes to the first.
         let second = try ServerProcess(executable: serverExecutable, storage: storage)
@@ -175,8 +195,10 @@ struct ServerBench {
         try database.stop()
         let etcd = EtcdReference(before: etcdBefore, after: try await self.etcd(http))
         return measured.rows("PostgreSQL", etcd: etcd, batchReference: reference)
-            + [etcd.wakeRow("PostgreSQL", "long-poll wake-up, across 2 instances", crossPoll, targetMs: 5),
-               etcd.wakeRow("PostgreSQL", "event-stream wake-up, across 2 instances", crossEvents, targetMs: 5)]
+            + [
+                etcd.wakeRow("PostgreSQL", "long-poll wake-up, across 2 instances", crossPoll, targetMs: 5),
+                etcd.wakeRow("PostgreSQL", "event-stream wake-up, across 2 instances", crossEvents, targetMs: 5),
+            ]
     }
 
     /// Memory per stream on the fresh server, then single-op pushes (wrk), batches of 100 (our
@@ -189,8 +211,18 @@ struct ServerBench {
                 .run(baseURL: server.baseURL, seconds: plan.wrkSeconds, scratch: sandbox.root, meter: meter)
         }
         for clients in Self.clientCounts {
-            measured.batches.append((clients, try await PushThroughput(batch: Self.batchSize, clients: clients).run(
-                api, suite: "bench.push-b\(Self.batchSize)-c\(clients)", warmup: plan.pushWarmup, duration: plan.pushDuration, usage: meter)))
+            measured.batches.append(
+                (
+                    clients,
+                    try await PushThroughput(batch: Self.batchSize, clients: clients).run(
+                        api,
+                        suite: "bench.push-b\(Self.batchSize)-c\(clients)",
+                        warmup: plan.pushWarmup,
+                        duration: plan.pushDuration,
+                        usage: meter
+                    )
+                )
+            )
         }
         measured.longPoll = try await WakeUpLatency(waiter: api, pusher: api, suite: "bench.wake-poll", samples: plan.wakeSamples)
             .metered(meter) { try await $0.longPoll() }
@@ -222,15 +254,19 @@ struct ServerBench {
     private func durableLMDBCommitsPerSecond() throws -> (rate: Double, writesPerCommit: Double?) {
         var error = [CChar](repeating: 0, count: 256)
         let usage = UsageMeter(serverPIDs: [], disk: disk).start()
-        let rate = gdref_durable_commits_per_second(sandbox.root + "/durable-reference.lmdb", plan.durableReferenceSeconds,
-                                                    &error, error.count)
+        let rate = gdref_durable_commits_per_second(
+            sandbox.root + "/durable-reference.lmdb",
+            plan.durableReferenceSeconds,
+            &error,
+            error.count
+        )
         guard rate > 0 else { throw BenchError("durable LMDB reference: \(String(cBuffer: error))") }
         return (rate, usage.stop().disk.map { $0.writesPerSecond / rate })
     }
 
     /// Until `count` servers' listening connections have said LISTEN (bounded: 30 s).
     private func waitForListeners(_ database: ThrowawayPostgres, _ count: Int) async throws {
-        for _ in 0 ..< 300 {
+        for _ in 0..<300 {
             if try database.listenerCount() >= count { return }
             try await Task.sleep(for: .milliseconds(100))
         }

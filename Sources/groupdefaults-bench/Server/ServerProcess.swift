@@ -17,9 +17,11 @@ final class ServerProcess {
     /// one token): a 429 would only hide what is measured.
     init(executable: String, storage: [String]) throws {
         do {
-            server = try LaunchedServer(executable: URL(fileURLWithPath: executable),
-                                        arguments: ["--rate-limit", "10000000", "--max-streams-per-token", "100000"] + storage,
-                                        keepsStderr: true)
+            server = try LaunchedServer(
+                executable: URL(fileURLWithPath: executable),
+                arguments: ["--rate-limit", "10000000", "--max-streams-per-token", "100000"] + storage,
+                keepsStderr: true
+            )
         } catch is ServerStartFailure {
             throw BenchError("\(executable) did not announce its port")
         }

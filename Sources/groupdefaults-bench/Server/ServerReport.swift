@@ -46,24 +46,30 @@ struct ServerReport: Encodable {
 
     /// The header and one line of cells per row.
     private func cells() -> [[String]] {
-        let header = ["backend", "measurement", "figure", "p50", "p99", "same-run reference", "ratio", "target", "met",
-                      "cores: server/bench/pg/other", "disk: writes/s, flushes/s, ms per write"]
-        return [header] + rows.map { row -> [String] in
-            let figure = row.value.map { value in
-                switch row.unit {
-                case "ops/s": "\(ServerFormat.count(value)) ops/s"
-                case "ms": ServerFormat.milliseconds(value)
-                case "requests": "\(Int(value)) requests"
-                case "KiB", nil: String(format: "%.1f KiB", value)
-                case let unit?: "\(ServerFormat.count(value)) \(unit)"
-                }
-            } ?? row.samples.map { "\($0) samples" } ?? ""
-            return [row.backend, row.measurement, figure,
+        let header = [
+            "backend", "measurement", "figure", "p50", "p99", "same-run reference", "ratio", "target", "met",
+            "cores: server/bench/pg/other", "disk: writes/s, flushes/s, ms per write",
+        ]
+        return [header]
+            + rows.map { row -> [String] in
+                let figure =
+                    row.value.map { value in
+                        switch row.unit {
+                        case "ops/s": "\(ServerFormat.count(value)) ops/s"
+                        case "ms": ServerFormat.milliseconds(value)
+                        case "requests": "\(Int(value)) requests"
+                        case "KiB", nil: String(format: "%.1f KiB", value)
+                        case let unit?: "\(ServerFormat.count(value)) \(unit)"
+                        }
+                    } ?? row.samples.map { "\($0) samples" } ?? ""
+                return [
+                    row.backend, row.measurement, figure,
                     row.p50Ms.map(ServerFormat.milliseconds) ?? "", row.p99Ms.map(ServerFormat.milliseconds) ?? "",
                     row.reference ?? "", row.ratio.map(Format.ratio) ?? "", row.target ?? "",
                     row.met.map { $0 ? "yes" : "NO" } ?? "", row.usage.map(ServerFormat.cores) ?? "",
-                    row.usage?.disk.map(ServerFormat.disk) ?? ""]
-        }
+                    row.usage?.disk.map(ServerFormat.disk) ?? "",
+                ]
+            }
     }
 
     /// The table as Markdown, for the README.
@@ -77,9 +83,16 @@ struct ServerReport: Encodable {
         let lines = Format.columns(cells(), leftAligned: [0, 1, 5, 7, 8, 9, 10])
         let details = rows.compactMap { row in row.detail.map { "\(row.backend), \(row.measurement): \($0)" } }
         let busiest = rows.compactMap { $0.usage?.other }.max() ?? 0
-        let disturbed = busiest > 0.2
-            ? ["", String(format: "NOTE: other processes kept up to %.2f cores busy during these measurements (column 'other'): "
-                   + "figures taken then are disturbed; run again on a quiet machine.", busiest)]
+        let disturbed =
+            busiest > 0.2
+            ? [
+                "",
+                String(
+                    format: "NOTE: other processes kept up to %.2f cores busy during these measurements (column 'other'): "
+                        + "figures taken then are disturbed; run again on a quiet machine.",
+                    busiest
+                ),
+            ]
             : []
         return (method + [""] + lines + (details.isEmpty ? [] : [""] + details) + disturbed).joined(separator: "\n")
     }

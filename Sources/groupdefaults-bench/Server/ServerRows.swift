@@ -17,20 +17,34 @@ struct SingleInstance {
         let embedded = backend == "embedded"
         var rows: [ServerReport.Row] = []
         if let memory {
-            rows.append(ServerReport.Row(
-                backend: backend, measurement: "memory per open event stream", value: memory.kibPerStream, unit: "KiB",
-                samples: memory.streams, target: "≤ 20 KiB", met: memory.kibPerStream <= 20,
-                detail: "VmRSS \(ServerFormat.count(memory.beforeKiB / 1024)) MiB before, \(ServerFormat.count(memory.afterKiB / 1024)) MiB "
-                    + "with \(memory.streams) streams open"))
+            rows.append(
+                ServerReport.Row(
+                    backend: backend,
+                    measurement: "memory per open event stream",
+                    value: memory.kibPerStream,
+                    unit: "KiB",
+                    samples: memory.streams,
+                    target: "≤ 20 KiB",
+                    met: memory.kibPerStream <= 20,
+                    detail: "VmRSS \(ServerFormat.count(memory.beforeKiB / 1024)) MiB before, \(ServerFormat.count(memory.afterKiB / 1024)) MiB "
+                        + "with \(memory.streams) streams open"
+                )
+            )
         }
         for (clients, ours) in singleOp.sorted(by: { $0.key < $1.key }) {
             let theirs = etcd.puts(clients)
             var row = ServerReport.Row(
-                backend: backend, measurement: "push, 1 op, \(clients) connection\(clients == 1 ? "" : "s") (wrk)",
-                value: ours.requestsPerSecond, unit: "ops/s", samples: ours.requests,
-                p50Ms: ours.p50Microseconds / 1000, p99Ms: ours.p99Microseconds / 1000,
+                backend: backend,
+                measurement: "push, 1 op, \(clients) connection\(clients == 1 ? "" : "s") (wrk)",
+                value: ours.requestsPerSecond,
+                unit: "ops/s",
+                samples: ours.requests,
+                p50Ms: ours.p50Microseconds / 1000,
+                p99Ms: ours.p99Microseconds / 1000,
                 reference: theirs.reference.text + ", p99 " + ServerFormat.milliseconds(theirs.p99Ms),
-                ratio: ours.requestsPerSecond / theirs.reference.perSecond, usage: ours.usage)
+                ratio: ours.requestsPerSecond / theirs.reference.perSecond,
+                usage: ours.usage
+            )
             let minimum = embedded ? 1.0 : clients >= 10 ? 0.5 : nil
             if let minimum {
                 row.target = "≥ \(minimum)× etcd"
@@ -45,21 +59,41 @@ struct SingleInstance {
         if let ours = singleOp[Self.cpuConnections] {
             let theirs = etcd.cpuPerPutMicroseconds(Self.cpuConnections)
             let perPush = ours.usage.server * 1e6 / ours.requestsPerSecond
-            rows.append(ServerReport.Row(
-                backend: backend, measurement: "server CPU per single-op push, \(Self.cpuConnections) connections", value: perPush,
-                unit: "µs", reference: "etcd \(ServerFormat.count(theirs)) µs per put", ratio: perPush / theirs,
-                target: embedded ? "≤ 100 µs" : nil, met: embedded ? perPush <= 100 : nil, usage: ours.usage,
-                detail: "server cores busy / pushes per second, during the wrk run above"))
+            rows.append(
+                ServerReport.Row(
+                    backend: backend,
+                    measurement: "server CPU per single-op push, \(Self.cpuConnections) connections",
+                    value: perPush,
+                    unit: "µs",
+                    reference: "etcd \(ServerFormat.count(theirs)) µs per put",
+                    ratio: perPush / theirs,
+                    target: embedded ? "≤ 100 µs" : nil,
+                    met: embedded ? perPush <= 100 : nil,
+                    usage: ours.usage,
+                    detail: "server cores busy / pushes per second, during the wrk run above"
+                )
+            )
         }
         for (clients, result) in batches {
             var row = ServerReport.Row(
-                backend: backend, measurement: "push, batch \(ServerBench.batchSize), \(clients) client\(clients == 1 ? "" : "s")",
-                value: result.opsPerSecond, unit: "ops/s", samples: result.latencies.count,
-                p50Ms: result.latencies.p50 / 1e6, p99Ms: result.latencies.p99 / 1e6,
-                reference: batchReference.text, ratio: result.opsPerSecond / batchReference.perSecond, usage: result.usage)
+                backend: backend,
+                measurement: "push, batch \(ServerBench.batchSize), \(clients) client\(clients == 1 ? "" : "s")",
+                value: result.opsPerSecond,
+                unit: "ops/s",
+                samples: result.latencies.count,
+                p50Ms: result.latencies.p50 / 1e6,
+                p99Ms: result.latencies.p99 / 1e6,
+                reference: batchReference.text,
+                ratio: result.opsPerSecond / batchReference.perSecond,
+                usage: result.usage
+            )
             if let disk = result.usage.disk, let referenceWrites = batchReference.diskWritesPerOp, embedded {
-                row.detail = String(format: "%.2f disk writes per op, the disk completing %.0f writes/s (the durable reference: %.1f per commit)",
-                                    disk.writesPerSecond / result.opsPerSecond, disk.writesPerSecond, referenceWrites)
+                row.detail = String(
+                    format: "%.2f disk writes per op, the disk completing %.0f writes/s (the durable reference: %.1f per commit)",
+                    disk.writesPerSecond / result.opsPerSecond,
+                    disk.writesPerSecond,
+                    referenceWrites
+                )
             }
             rows.append(row)
         }
@@ -106,9 +140,12 @@ struct EtcdReference {
 
     /// Puts per second (before → after, their mean) and the mean p99, in milliseconds.
     func puts(_ connections: Int) -> (reference: ServerReport.Reference, p99Ms: Double) {
-        let first = before.puts[connections]!, second = after.puts[connections]!
-        return (ServerReport.Reference(label: "etcd put", before: first.requestsPerSecond, after: second.requestsPerSecond),
-                (first.p99Microseconds + second.p99Microseconds) / 2000)
+        let first = before.puts[connections]!
+        let second = after.puts[connections]!
+        return (
+            ServerReport.Reference(label: "etcd put", before: first.requestsPerSecond, after: second.requestsPerSecond),
+            (first.p99Microseconds + second.p99Microseconds) / 2000
+        )
     }
 
     /// etcd's CPU per put, microseconds, the mean of both runs.
@@ -118,16 +155,26 @@ struct EtcdReference {
 
     /// A wake-up row beside etcd's watch latency (p50 before → after; the ratio is over their mean).
     func wakeRow(_ backend: String, _ measurement: String, _ measured: MeteredWakeUp, targetMs: Double) -> ServerReport.Row {
-        let p50 = measured.result.woken.p50 / 1e6, p99 = measured.result.woken.p99 / 1e6
-        let watchBefore = before.watch.result.woken.p50 / 1e6, watchAfter = after.watch.result.woken.p50 / 1e6
+        let p50 = measured.result.woken.p50 / 1e6
+        let p99 = measured.result.woken.p99 / 1e6
+        let watchBefore = before.watch.result.woken.p50 / 1e6
+        let watchAfter = after.watch.result.woken.p50 / 1e6
         let watch = (watchBefore + watchAfter) / 2
         return ServerReport.Row(
-            backend: backend, measurement: measurement, samples: measured.result.woken.count, p50Ms: p50, p99Ms: p99,
+            backend: backend,
+            measurement: measurement,
+            samples: measured.result.woken.count,
+            p50Ms: p50,
+            p99Ms: p99,
             reference: "etcd watch p50 " + ServerFormat.milliseconds(watch)
                 + " (\(ServerFormat.milliseconds(watchBefore)) → \(ServerFormat.milliseconds(watchAfter)))",
-            ratio: p50 / watch, target: "p50 ≤ \(ServerFormat.count(targetMs)) ms", met: p50 <= targetMs, usage: measured.usage,
+            ratio: p50 / watch,
+            target: "p50 ≤ \(ServerFormat.count(targetMs)) ms",
+            met: p50 <= targetMs,
+            usage: measured.usage,
             detail: "the push itself was answered after " + ServerFormat.milliseconds(measured.result.pushAnswered.p50 / 1e6) + " (p50), "
                 + ServerFormat.milliseconds(measured.result.pushAnswered.p99 / 1e6) + " (p99); etcd's put after "
-                + ServerFormat.milliseconds(before.watch.result.pushAnswered.p50 / 1e6) + " (p50)")
+                + ServerFormat.milliseconds(before.watch.result.pushAnswered.p50 / 1e6) + " (p50)"
+        )
     }
 }

@@ -32,9 +32,16 @@ struct StreamMemory {
     private func measure(_ api: SyncAPI) async throws -> Result {
         let suite = self.suite
         // Every code path once (push, stream opened and closed), then the baseline.
-        _ = try await api.push(suite, PushRequest(deviceID: 1, batchID: "memory-warmup", ops: [
-            PushOp(key: "k", value: .string("v"), hlc: HLC(milliseconds: HLC.wallClockMilliseconds(), counter: 0)),
-        ]))
+        _ = try await api.push(
+            suite,
+            PushRequest(
+                deviceID: 1,
+                batchID: "memory-warmup",
+                ops: [
+                    PushOp(key: "k", value: .string("v"), hlc: HLC(milliseconds: HLC.wallClockMilliseconds(), counter: 0))
+                ]
+            )
+        )
         await withThrowingTaskGroup(of: Void.self) { group in
             let (opened, ready) = AsyncStream<Void>.makeStream()
             group.addTask { try await Self.hold(api, suite, ready: ready) }
@@ -52,8 +59,8 @@ struct StreamMemory {
             // In waves of 100, so that connections are not refused by a full accept backlog.
             for wave in stride(from: 0, to: count, by: 100) {
                 let size = min(100, count - wave)
-                for _ in 0 ..< size { group.addTask { try await Self.hold(api, suite, ready: ready) } }
-                for _ in 0 ..< size { _ = await iterator.next() }
+                for _ in 0..<size { group.addTask { try await Self.hold(api, suite, ready: ready) } }
+                for _ in 0..<size { _ = await iterator.next() }
             }
             try await waitForOpenStreams(api, atLeast: count)
             try await Task.sleep(for: .seconds(1))  // every stream parked in its wait
@@ -80,7 +87,7 @@ struct StreamMemory {
     /// Until the server's gauge of open streams reaches `atLeast` (or falls to `atMost`); bounded:
     /// 30 s. The warm-up's stream may still count: the server notices a closed stream at its next write.
     private func waitForOpenStreams(_ api: SyncAPI, atLeast: Int = 0, atMost: Int = .max) async throws {
-        for _ in 0 ..< 300 {
+        for _ in 0..<300 {
             if let open = try await api.metric("groupdefaults_event_streams_open").map({ Int($0) }), open >= atLeast, open <= atMost {
                 return
             }

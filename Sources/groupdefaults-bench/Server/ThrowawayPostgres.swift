@@ -11,17 +11,19 @@ extension ThrowawayPostgres {
         try psql("CREATE TABLE IF NOT EXISTS bench_reference (id bigserial PRIMARY KEY, k bigint NOT NULL, v text NOT NULL)")
         let script = directory + "/pgbench-insert.sql"
         try """
-            \\set k random(1, 1000000)
-            INSERT INTO bench_reference (k, v) VALUES (:k, '\(String(repeating: "v", count: 60))');
+        \\set k random(1, 1000000)
+        INSERT INTO bench_reference (k, v) VALUES (:k, '\(String(repeating: "v", count: 60))');
 
-            """.write(toFile: script, atomically: true, encoding: .utf8)
-        let result = try Spawn.run(Self.executable("pgbench"),
-                                   ["-n", "-f", script, "-c", String(clients), "-j", "2", "-T", String(seconds), url],
-                                   captureOutput: true)
+        """.write(toFile: script, atomically: true, encoding: .utf8)
+        let result = try Spawn.run(
+            Self.executable("pgbench"),
+            ["-n", "-f", script, "-c", String(clients), "-j", "2", "-T", String(seconds), url],
+            captureOutput: true
+        )
         guard result.status == 0 else { throw BenchError("pgbench failed (exit \(result.status)): \(result.output)") }
         // "tps = 4321.123456 (without initial connection time)"
         guard let line = result.output.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
-              let tps = line.dropFirst("tps = ".count).split(separator: " ").first.flatMap({ Double($0) })
+            let tps = line.dropFirst("tps = ".count).split(separator: " ").first.flatMap({ Double($0) })
         else { throw BenchError("no tps in pgbench's output: \(result.output)") }
         return tps
     }

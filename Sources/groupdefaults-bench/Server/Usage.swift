@@ -19,8 +19,11 @@ struct UsageMeter {
     }
 
     fileprivate func read() -> Reading {
-        Reading(servers: serverPIDs.reduce(0) { $0 + ProcessStats.cpuSeconds(of: $1) },
-                postgres: postmaster.map(ProcessStats.cpuSecondsOfFamily) ?? [:], disk: disk.flatMap(DiskStats.read))
+        Reading(
+            servers: serverPIDs.reduce(0) { $0 + ProcessStats.cpuSeconds(of: $1) },
+            postgres: postmaster.map(ProcessStats.cpuSecondsOfFamily) ?? [:],
+            disk: disk.flatMap(DiskStats.read)
+        )
     }
 
     func start() -> Running { Running(meter: self, before: read()) }
@@ -36,14 +39,22 @@ struct UsageMeter {
             if let start = before.disk, let end = after.disk {
                 let writes = Double(end.writes - start.writes)
                 diskUse = Usage.Disk(
-                    writesPerSecond: writes / elapsed, flushesPerSecond: Double(end.flushes - start.flushes) / elapsed,
-                    millisecondsPerWrite: writes > 0 ? Double(end.writeMilliseconds - start.writeMilliseconds) / writes : 0)
+                    writesPerSecond: writes / elapsed,
+                    flushesPerSecond: Double(end.flushes - start.flushes) / elapsed,
+                    millisecondsPerWrite: writes > 0 ? Double(end.writeMilliseconds - start.writeMilliseconds) / writes : 0
+                )
             }
-            let server = (after.servers - before.servers) / elapsed, bench = (after.bench - before.bench) / elapsed
+            let server = (after.servers - before.servers) / elapsed
+            let bench = (after.bench - before.bench) / elapsed
             let postgres = ProcessStats.cpuSeconds(since: before.postgres, now: after.postgres) / elapsed
             let machine = (after.machine - before.machine) / elapsed
-            return Usage(server: server, bench: bench, postgres: meter.postmaster == nil ? nil : postgres,
-                         other: max(0, machine - server - bench - postgres), disk: diskUse)
+            return Usage(
+                server: server,
+                bench: bench,
+                postgres: meter.postmaster == nil ? nil : postgres,
+                other: max(0, machine - server - bench - postgres),
+                disk: diskUse
+            )
         }
     }
 }
@@ -82,8 +93,10 @@ struct DiskStats {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         let number = UInt64(info.st_dev)  // glibc's major() and minor(), which are macros
-        var device = Device(major: UInt32(truncatingIfNeeded: ((number >> 8) & 0xfff) | ((number >> 32) & ~0xfff)),
-                            minor: UInt32(truncatingIfNeeded: (number & 0xff) | ((number >> 12) & ~0xff)))
+        var device = Device(
+            major: UInt32(truncatingIfNeeded: ((number >> 8) & 0xfff) | ((number >> 32) & ~0xfff)),
+            minor: UInt32(truncatingIfNeeded: (number & 0xff) | ((number >> 12) & ~0xff))
+        )
         // A partition: count the disk it belongs to (/sys/dev/block/M:m/../dev).
         if let parent = try? String(contentsOfFile: "/sys/dev/block/\(device.major):\(device.minor)/../dev", encoding: .utf8) {
             let numbers = parent.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ":").compactMap { UInt32($0) }
@@ -100,7 +113,7 @@ struct DiskStats {
             // merged, sectors, ms writing (index 10); in flight, ms busy, weighted ms; four discard
             // counters; flushes completed (index 18, since Linux 5.5), ms flushing.
             guard fields.count >= 20, UInt32(fields[0]) == device.major, UInt32(fields[1]) == device.minor,
-                  let writes = Int(fields[7]), let milliseconds = Int(fields[10]), let flushes = Int(fields[18])
+                let writes = Int(fields[7]), let milliseconds = Int(fields[10]), let flushes = Int(fields[18])
             else { continue }
             return DiskStats(writes: writes, writeMilliseconds: milliseconds, flushes: flushes)
         }
@@ -113,7 +126,7 @@ enum ProcessStats {
     static func residentKiB(of pid: pid_t) throws -> Double {
         let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
         guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-              let kib = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap({ Double($0) })
+            let kib = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap({ Double($0) })
         else { throw BenchError("no VmRSS in /proc/\(pid)/status") }
         return kib
     }
@@ -121,7 +134,7 @@ enum ProcessStats {
     /// User + system CPU seconds of a process (from /proc/PID/stat, in clock ticks), 0 if it is gone.
     static func cpuSeconds(of pid: pid_t) -> Double {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")")
+            let close = stat.lastIndex(of: ")")
         else { return 0 }
         // After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
@@ -161,7 +174,7 @@ enum ProcessStats {
     /// CPU seconds the whole machine spent busy (all cores; from /proc/stat, idle and iowait excluded).
     static func machineBusySeconds() -> Double {
         guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
-              let line = text.split(separator: "\n").first, line.hasPrefix("cpu ")
+            let line = text.split(separator: "\n").first, line.hasPrefix("cpu ")
         else { return 0 }
         // user nice system idle iowait irq softirq steal …
         let ticks = line.split(separator: " ").dropFirst().compactMap { Double($0) }

@@ -27,10 +27,12 @@ struct WakeUpLatency {
     /// `GET …/changes?since=HEAD&wait=30` outstanding, then a push: push sent → long-poll answered.
     func longPoll() async throws -> Result {
         var head = try await pusher.changes(suite, since: 0).lastRev
-        var latencies: [Int64] = [], pushes: [Int64] = []
-        for index in 0 ..< samples {
+        var latencies: [Int64] = []
+        var pushes: [Int64] = []
+        for index in 0..<samples {
             let since = head
-            let waiter = self.waiter, suite = self.suite
+            let waiter = self.waiter
+            let suite = self.suite
             let poll = Task {
                 let page = try await waiter.changes(suite, since: since, wait: 30)
                 return (page, Clock.nanoseconds())
@@ -75,8 +77,9 @@ struct WakeUpLatency {
 
         var iterator = arrivals.makeAsyncIterator()
         guard try await iterator.next() != nil else { throw BenchError("the event stream ended at once") }
-        var latencies: [Int64] = [], pushes: [Int64] = []
-        for index in 0 ..< samples {
+        var latencies: [Int64] = []
+        var pushes: [Int64] = []
+        for index in 0..<samples {
             try await Task.sleep(for: settle)
             let expected = head + 1
             let sent = Clock.nanoseconds()
@@ -100,8 +103,16 @@ struct WakeUpLatency {
     }
 
     private func onePush(_ index: Int) -> PushRequest {
-        PushRequest(deviceID: 7, batchID: "wake-\(index)-\(Clock.nanoseconds())",
-                    ops: [PushOp(key: "k\(index % 100)", value: .integer(index),
-                                 hlc: HLC(milliseconds: HLC.wallClockMilliseconds(), counter: UInt16(truncatingIfNeeded: index)))])
+        PushRequest(
+            deviceID: 7,
+            batchID: "wake-\(index)-\(Clock.nanoseconds())",
+            ops: [
+                PushOp(
+                    key: "k\(index % 100)",
+                    value: .integer(index),
+                    hlc: HLC(milliseconds: HLC.wallClockMilliseconds(), counter: UInt16(truncatingIfNeeded: index))
+                )
+            ]
+        )
     }
 }

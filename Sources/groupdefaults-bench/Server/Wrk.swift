@@ -45,20 +45,31 @@ struct WrkLoad {
     private func runOnce(baseURL: String, seconds: Int, script: String, meter: UsageMeter) throws -> Result {
         let usage = meter.start()
         let run = String(UInt32.random(in: .min ... .max), radix: 36)  // batch ids unique across runs on one suite
-        let result = try Spawn.run(Self.executable, [
-            "-t", String(threads), "-c", String(connections), "-d", "\(seconds)s", "--timeout", "10s",
-            "-s", script, baseURL, "--", run,
-        ], captureOutput: true)
+        let result = try Spawn.run(
+            Self.executable,
+            [
+                "-t", String(threads), "-c", String(connections), "-d", "\(seconds)s", "--timeout", "10s",
+                "-s", script, baseURL, "--", run,
+            ],
+            captureOutput: true
+        )
         guard result.status == 0,
-              let line = result.output.split(separator: "\n").last(where: { $0.hasPrefix("{") }),
-              let summary = try? JSONDecoder().decode(Summary.self, from: Data(line.utf8))
+            let line = result.output.split(separator: "\n").last(where: { $0.hasPrefix("{") }),
+            let summary = try? JSONDecoder().decode(Summary.self, from: Data(line.utf8))
         else { throw BenchError("wrk failed (exit \(result.status)): \(result.output)") }
         guard summary.status_errors == 0, summary.socket_errors == 0 else {
-            throw BenchError("wrk against \(target.name): \(summary.status_errors) answers were not 200 and "
-                + "\(summary.socket_errors) requests failed on the socket; its output: \(result.output)")
+            throw BenchError(
+                "wrk against \(target.name): \(summary.status_errors) answers were not 200 and "
+                    + "\(summary.socket_errors) requests failed on the socket; its output: \(result.output)"
+            )
         }
-        return Result(requestsPerSecond: Double(summary.requests) / (Double(summary.duration_us) / 1e6), requests: summary.requests,
-                      p50Microseconds: summary.p50_us, p99Microseconds: summary.p99_us, usage: usage.stop())
+        return Result(
+            requestsPerSecond: Double(summary.requests) / (Double(summary.duration_us) / 1e6),
+            requests: summary.requests,
+            p50Microseconds: summary.p50_us,
+            p99Microseconds: summary.p99_us,
+            usage: usage.stop()
+        )
     }
 
     /// What the script's `done` prints, one JSON line.
@@ -116,8 +127,9 @@ struct WrkLoad {
         case .etcdPut:
             // Keys and the value in base64, as the gateway wants them, computed here once.
             let value = Data(Self.value.utf8).base64EncodedString()
-            let keys = (1 ... threads).map { thread in
-                "{" + (0 ..< keysPerThread).map { "\"" + Data("bench/t\(thread)-\($0)".utf8).base64EncodedString() + "\"" }
+            let keys = (1...threads).map { thread in
+                "{"
+                    + (0..<keysPerThread).map { "\"" + Data("bench/t\(thread)-\($0)".utf8).base64EncodedString() + "\"" }
                     .joined(separator: ",") + "}"
             }
             return common + """

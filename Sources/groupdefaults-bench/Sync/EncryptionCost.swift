@@ -17,36 +17,67 @@ enum EncryptionCost {
         try SuiteKeys(recoveryKey: RecoveryKey(), suite: "group.bench.sealed-initial").write(to: keyFile)
         let plainJoin = try await SyncBench.initialSync(devices: devices, suite: "group.bench.plain-initial", keyFile: nil, joins: joins)
         let sealedJoin = try await SyncBench.initialSync(devices: devices, suite: "group.bench.sealed-initial", keyFile: keyFile, joins: joins)
-        rows.append(ServerReport.Row(
-            backend: "embedded", measurement: "initial sync, \(ServerFormat.count(Double(SyncBench.keys))) keys, encrypted",
-            value: sealedJoin.milliseconds, unit: "ms", samples: joins,
-            reference: "plain, same run: " + ServerFormat.milliseconds(plainJoin.milliseconds),
-            ratio: sealedJoin.milliseconds / plainJoin.milliseconds, target: "≤ 1.3× plain",
-            met: sealedJoin.milliseconds <= 1.3 * plainJoin.milliseconds))
-        rows.append(ServerReport.Row(
-            backend: "embedded", measurement: "bytes stored per entry, encrypted", value: sealedJoin.bytesPerEntry, unit: "bytes",
-            reference: "plain, same values: \(Int(plainJoin.bytesPerEntry.rounded())) bytes",
-            ratio: sealedJoin.bytesPerEntry / plainJoin.bytesPerEntry, target: "≤ 1.3× plain",
-            met: sealedJoin.bytesPerEntry <= 1.3 * plainJoin.bytesPerEntry,
-            detail: "key or key id bytes plus typed JSON or sealed box bytes, as the quota counts them; short values, so the box's fixed 44 bytes and the key name inside it dominate"))
+        rows.append(
+            ServerReport.Row(
+                backend: "embedded",
+                measurement: "initial sync, \(ServerFormat.count(Double(SyncBench.keys))) keys, encrypted",
+                value: sealedJoin.milliseconds,
+                unit: "ms",
+                samples: joins,
+                reference: "plain, same run: " + ServerFormat.milliseconds(plainJoin.milliseconds),
+                ratio: sealedJoin.milliseconds / plainJoin.milliseconds,
+                target: "≤ 1.3× plain",
+                met: sealedJoin.milliseconds <= 1.3 * plainJoin.milliseconds
+            )
+        )
+        rows.append(
+            ServerReport.Row(
+                backend: "embedded",
+                measurement: "bytes stored per entry, encrypted",
+                value: sealedJoin.bytesPerEntry,
+                unit: "bytes",
+                reference: "plain, same values: \(Int(plainJoin.bytesPerEntry.rounded())) bytes",
+                ratio: sealedJoin.bytesPerEntry / plainJoin.bytesPerEntry,
+                target: "≤ 1.3× plain",
+                met: sealedJoin.bytesPerEntry <= 1.3 * plainJoin.bytesPerEntry,
+                detail:
+                    "key or key id bytes plus typed JSON or sealed box bytes, as the quota counts them; short values, so the box's fixed 44 bytes and the key name inside it dominate"
+            )
+        )
 
         let liveKeys = sandbox.root + "/bench-live.keys"
         try SuiteKeys(recoveryKey: RecoveryKey(), suite: "group.bench.sealed-live").write(to: liveKeys)
         let plain = try await SyncBench.endToEnd(devices: devices, suite: "group.bench.plain-live", keyFile: nil, changes: changes)
         let sealed = try await SyncBench.endToEnd(devices: devices, suite: "group.bench.sealed-live", keyFile: liveKeys, changes: changes)
-        rows.append(ServerReport.Row(
-            backend: "embedded", measurement: "set on A → readable on B, encrypted", samples: changes,
-            p50Ms: sealed.p50 / 1e6, p99Ms: sealed.p99 / 1e6,
-            reference: "plain, same run: p50 \(ServerFormat.milliseconds(plain.p50 / 1e6)), p99 \(ServerFormat.milliseconds(plain.p99 / 1e6))",
-            ratio: sealed.p50 / plain.p50, target: "p50 and p99 ≤ 1.3× plain",
-            met: sealed.p50 <= 1.3 * plain.p50 && sealed.p99 <= 1.3 * plain.p99))
+        rows.append(
+            ServerReport.Row(
+                backend: "embedded",
+                measurement: "set on A → readable on B, encrypted",
+                samples: changes,
+                p50Ms: sealed.p50 / 1e6,
+                p99Ms: sealed.p99 / 1e6,
+                reference: "plain, same run: p50 \(ServerFormat.milliseconds(plain.p50 / 1e6)), p99 \(ServerFormat.milliseconds(plain.p99 / 1e6))",
+                ratio: sealed.p50 / plain.p50,
+                target: "p50 and p99 ≤ 1.3× plain",
+                met: sealed.p50 <= 1.3 * plain.p50 && sealed.p99 <= 1.3 * plain.p99
+            )
+        )
 
-        let steady = try sealAndOpen(newKeys: false), firstSight = try sealAndOpen(newKeys: true)
-        rows.append(ServerReport.Row(
-            backend: "in process", measurement: "seal + open of one entry (100-byte string)", value: steady, unit: "µs",
-            reference: "a key sealed for the first time: " + String(format: "%.2f µs", firstSight), target: "≤ 5 µs", met: steady <= 5,
-            detail: "ChaCha20-Poly1305 (swift-crypto), key id HMAC-SHA256 (remembered per key name after its first use), PADMÉ, "
-                + "checks against the envelope; median of 20 rounds of 10,000"))
+        let steady = try sealAndOpen(newKeys: false)
+        let firstSight = try sealAndOpen(newKeys: true)
+        rows.append(
+            ServerReport.Row(
+                backend: "in process",
+                measurement: "seal + open of one entry (100-byte string)",
+                value: steady,
+                unit: "µs",
+                reference: "a key sealed for the first time: " + String(format: "%.2f µs", firstSight),
+                target: "≤ 5 µs",
+                met: steady <= 5,
+                detail: "ChaCha20-Poly1305 (swift-crypto), key id HMAC-SHA256 (remembered per key name after its first use), PADMÉ, "
+                    + "checks against the envelope; median of 20 rounds of 10,000"
+            )
+        )
         return rows
     }
 
@@ -55,9 +86,9 @@ enum EncryptionCost {
     static func sealAndOpen(newKeys: Bool) throws -> Double {
         let value = PropertyListValue.string(String(repeating: "x", count: 100))
         let hlc = HLC(rawValue: HLC.wallClockMilliseconds() << 16)
-        let names = (0 ..< 10_000).map { newKeys ? "notification.sound.\($0)" : "notification.sound" }
+        let names = (0..<10_000).map { newKeys ? "notification.sound.\($0)" : "notification.sound" }
         var rounds: [Double] = []
-        for _ in 0 ..< 20 {
+        for _ in 0..<20 {
             let sealer = EntrySealer(keys: SuiteKeys(recoveryKey: RecoveryKey(), suite: "group.bench.seal"))
             let start = Clock.nanoseconds()
             for name in names {

@@ -32,7 +32,11 @@ enum HistoryCost {
     }
 
     private static func compare(
-        backend: String, serverExecutable: String, quick: Bool, http: HTTPClient, storage: (Int) throws -> [String]
+        backend: String,
+        serverExecutable: String,
+        quick: Bool,
+        http: HTTPClient,
+        storage: (Int) throws -> [String]
     ) async throws -> [ServerReport.Row] {
         var apis: [Int: SyncAPI] = [:]
         var servers: [ServerProcess] = []
@@ -51,28 +55,48 @@ enum HistoryCost {
             let push = PushThroughput(batch: batch, clients: 1, keySpace: max(batch, keySpace))
             // Warm-up: every key gets its full history on both servers.
             for history in [depth, 0] {
-                _ = try await push.run(apis[history]!, suite: "group.bench.history-\(history)", warmup: .zero,
-                                       duration: quick ? .milliseconds(300) : .seconds(2), usage: UsageMeter(serverPIDs: []))
+                _ = try await push.run(
+                    apis[history]!,
+                    suite: "group.bench.history-\(history)",
+                    warmup: .zero,
+                    duration: quick ? .milliseconds(300) : .seconds(2),
+                    usage: UsageMeter(serverPIDs: [])
+                )
             }
             var rates: [Int: [Double]] = [depth: [], 0: []]
             var p50s: [Int: [Double]] = [depth: [], 0: []]
-            for _ in 0 ..< rounds {
+            for _ in 0..<rounds {
                 for history in [depth, 0] {
-                    let result = try await push.run(apis[history]!, suite: "group.bench.history-\(history)", warmup: .milliseconds(100),
-                                                    duration: round, usage: UsageMeter(serverPIDs: []))
+                    let result = try await push.run(
+                        apis[history]!,
+                        suite: "group.bench.history-\(history)",
+                        warmup: .milliseconds(100),
+                        duration: round,
+                        usage: UsageMeter(serverPIDs: [])
+                    )
                     rates[history]!.append(result.opsPerSecond)
                     p50s[history]!.append(result.latencies.p50)
                 }
             }
-            let on = median(rates[depth]!), off = median(rates[0]!)
+            let on = median(rates[depth]!)
+            let off = median(rates[0]!)
             let ratio = off / on  // time per op with history over without
-            rows.append(ServerReport.Row(
-                backend: backend, measurement: "push with key history (--history \(depth)), batch \(batch), 1 client",
-                value: on, unit: "ops/s", samples: rounds, p50Ms: median(p50s[depth]!) / 1e6,
-                reference: "--history 0: \(ServerFormat.count(off)) ops/s, p50 \(ServerFormat.milliseconds(median(p50s[0]!) / 1e6))",
-                ratio: ratio, target: "≤ 1.3×", met: ratio <= 1.3,
-                detail: "ratio = time per op with history / without; medians of \(rounds) alternating rounds of \(round), "
-                    + "\(max(batch, keySpace)) keys cycled so that every push also trims a full history"))
+            rows.append(
+                ServerReport.Row(
+                    backend: backend,
+                    measurement: "push with key history (--history \(depth)), batch \(batch), 1 client",
+                    value: on,
+                    unit: "ops/s",
+                    samples: rounds,
+                    p50Ms: median(p50s[depth]!) / 1e6,
+                    reference: "--history 0: \(ServerFormat.count(off)) ops/s, p50 \(ServerFormat.milliseconds(median(p50s[0]!) / 1e6))",
+                    ratio: ratio,
+                    target: "≤ 1.3×",
+                    met: ratio <= 1.3,
+                    detail: "ratio = time per op with history / without; medians of \(rounds) alternating rounds of \(round), "
+                        + "\(max(batch, keySpace)) keys cycled so that every push also trims a full history"
+                )
+            )
         }
         return rows
     }

@@ -18,13 +18,13 @@ enum JournalCost {
         let writer = try devices.make("journal-writer", suite: suite)
         let keeping = try devices.make("journal-keeping", suite: suite)
         let clean = try devices.make("journal-clean", suite: suite)
-        let keys = (0 ..< entries).map { String(format: "setting.%04d", $0) }
+        let keys = (0..<entries).map { String(format: "setting.%04d", $0) }
         try await writer.defaults.write { tx in for key in keys { try tx.set(.string("first"), forKey: key) } }
         for device in [writer, keeping, clean] { _ = try await device.engine.syncOnce() }
 
         let runs = quick ? 5 : 21
         var pulls: [Bool: [Double]] = [true: [], false: []]
-        for run in 0 ... runs {
+        for run in 0...runs {
             // The keeping device changes every key locally and does not push; then the writer's
             // newer values reach the server.
             try await keeping.defaults.write { tx in for key in keys { try tx.set(.string("local \(run)"), forKey: key) } }
@@ -41,24 +41,38 @@ enum JournalCost {
             }
         }
         guard try keeping.defaults.conflicts().count == SharedDefaults.ConflictJournalBounds.standard.maximumCount,
-              try clean.defaults.conflicts().isEmpty else {
+            try clean.defaults.conflicts().isEmpty
+        else {
             throw BenchError("journal cost: the keeping device's journal should be full, the other's empty")
         }
         let transaction = try transactionAlone(root: devices.root + "/journal-alone", runs: runs)
-        let on = median(pulls[true]!), off = median(pulls[false]!)
+        let on = median(pulls[true]!)
+        let off = median(pulls[false]!)
         return [
             ServerReport.Row(
-                backend: "embedded", measurement: "pull of \(entries) entries replacing pending values (kept in the conflict journal)",
-                value: on / 1e6, unit: "ms", samples: runs,
+                backend: "embedded",
+                measurement: "pull of \(entries) entries replacing pending values (kept in the conflict journal)",
+                value: on / 1e6,
+                unit: "ms",
+                samples: runs,
                 reference: "the same pull replacing synced values, nothing kept: " + ServerFormat.milliseconds(off / 1e6),
-                ratio: on / off, target: "≤ 1.3×", met: on / off <= 1.3,
-                detail: "SyncEngine.pull() through the server, medians of \(runs) alternating runs after a warm-up, the journal full (1,000 entries)"),
+                ratio: on / off,
+                target: "≤ 1.3×",
+                met: on / off <= 1.3,
+                detail: "SyncEngine.pull() through the server, medians of \(runs) alternating runs after a warm-up, the journal full (1,000 entries)"
+            ),
             ServerReport.Row(
-                backend: "device", measurement: "its applyRemote transaction alone, \(entries) entries replacing pending values",
-                value: transaction.keeping / 1e6, unit: "ms", samples: runs,
+                backend: "device",
+                measurement: "its applyRemote transaction alone, \(entries) entries replacing pending values",
+                value: transaction.keeping / 1e6,
+                unit: "ms",
+                samples: runs,
                 reference: "replacing synced values: " + ServerFormat.milliseconds(transaction.clean / 1e6),
-                ratio: transaction.keeping / transaction.clean, target: "—",
-                detail: "no network: the journal's share of the device's own work (an extra record per replaced value, about as large as the value's own)"),
+                ratio: transaction.keeping / transaction.clean,
+                target: "—",
+                detail:
+                    "no network: the journal's share of the device's own work (an extra record per replaced value, about as large as the value's own)"
+            ),
         ]
     }
 
@@ -68,10 +82,10 @@ enum JournalCost {
         let keeping = try SharedDefaults(suiteName: "keeping", directory: URL(fileURLWithPath: "\(root)/keeping"))
         let clean = try SharedDefaults(suiteName: "clean", directory: URL(fileURLWithPath: "\(root)/clean"))
         for defaults in [keeping, clean] { try defaults.enableSync(server: "https://sync.example.com") }
-        let keys = (0 ..< entries).map { String(format: "setting.%04d", $0) }
+        let keys = (0..<entries).map { String(format: "setting.%04d", $0) }
         var samples: [Bool: [Double]] = [true: [], false: []]
         var base: UInt64 = 0
-        for run in 0 ... runs {
+        for run in 0...runs {
             for (defaults, keeps) in [(keeping, true), (clean, false)] {
                 try defaults.write { tx in for key in keys { try tx.set(.string("local \(run)"), forKey: key) } }
                 if !keeps { try defaults.clearPending(try defaults.pendingChanges().map { ($0.key, $0.stamp) }) }

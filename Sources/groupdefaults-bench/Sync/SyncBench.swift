@@ -95,17 +95,29 @@ struct SyncBench {
 
         // Initial sync of 10,000 keys to a fresh device.
         let initial = try await Self.initialSync(devices: devices, suite: "group.bench.initial", keyFile: nil, joins: joins)
-        let joinMedian = initial.milliseconds, fetchMedian = initial.fetchMilliseconds
-        report.rows.append(ServerReport.Row(
-            backend: "embedded", measurement: "initial sync, \(ServerFormat.count(Double(Self.keys))) keys to a fresh device",
-            value: joinMedian, unit: "ms", samples: joins,
-            reference: "the snapshot's pages fetched and decoded alone: " + ServerFormat.milliseconds(fetchMedian),
-            ratio: joinMedian / fetchMedian, target: "≤ 1 s", met: joinMedian <= 1000))
+        let joinMedian = initial.milliseconds
+        let fetchMedian = initial.fetchMilliseconds
+        report.rows.append(
+            ServerReport.Row(
+                backend: "embedded",
+                measurement: "initial sync, \(ServerFormat.count(Double(Self.keys))) keys to a fresh device",
+                value: joinMedian,
+                unit: "ms",
+                samples: joins,
+                reference: "the snapshot's pages fetched and decoded alone: " + ServerFormat.milliseconds(fetchMedian),
+                ratio: joinMedian / fetchMedian,
+                target: "≤ 1 s",
+                met: joinMedian <= 1000
+            )
+        )
 
         report.rows += try await JournalCost.measure(devices: devices, quick: options.quick)
         report.rows += try await HistoryCost.measure(
-            serverExecutable: serverExecutable, sandbox: sandbox,
-            postgresTool: FileManager.default.currentDirectoryPath + "/Tools/postgres", quick: options.quick)
+            serverExecutable: serverExecutable,
+            sandbox: sandbox,
+            postgresTool: FileManager.default.currentDirectoryPath + "/Tools/postgres",
+            quick: options.quick
+        )
 
         // End to end: set on A → readable on B, both running; then idle.
         let endToEnd = try await Self.endToEnd(devices: devices, suite: "group.bench.live", keyFile: nil, changes: changes) { phone, tablet in
@@ -113,19 +125,34 @@ struct SyncBench {
             let before = try await Self.syncRequests(api)
             try await Task.sleep(for: .seconds(idleSeconds))
             let idle = try await Self.syncRequests(api) - before
-            report.rows.append(ServerReport.Row(
-                backend: "embedded", measurement: "requests while idle for \(idleSeconds) s (push, changes, snapshot)",
-                value: idle, unit: "requests", reference: "—", target: "0", met: idle == 0,
-                detail: "counted by the server (GET /metrics, hb_requests by route), both engines holding their event stream open"))
+            report.rows.append(
+                ServerReport.Row(
+                    backend: "embedded",
+                    measurement: "requests while idle for \(idleSeconds) s (push, changes, snapshot)",
+                    value: idle,
+                    unit: "requests",
+                    reference: "—",
+                    target: "0",
+                    met: idle == 0,
+                    detail: "counted by the server (GET /metrics, hb_requests by route), both engines holding their event stream open"
+                )
+            )
         }
         let wake = try await WakeUpLatency(waiter: api, pusher: api, suite: "group.bench.reference", samples: min(200, changes)).eventStream()
-        report.rows.append(ServerReport.Row(
-            backend: "embedded", measurement: "set on A → readable on B, both in run()", samples: changes,
-            p50Ms: endToEnd.p50 / 1e6, p99Ms: endToEnd.p99 / 1e6,
-            reference: "server alone, push → event p50 \(ServerFormat.milliseconds(wake.woken.p50 / 1e6)), p99 "
-                + "\(ServerFormat.milliseconds(wake.woken.p99 / 1e6)) (etcd's watch: `groupdefaults-bench server`)",
-            ratio: endToEnd.p50 / wake.woken.p50, target: "p50 ≤ 20 ms, p99 ≤ 100 ms",
-            met: endToEnd.p50 <= 20e6 && endToEnd.p99 <= 100e6))
+        report.rows.append(
+            ServerReport.Row(
+                backend: "embedded",
+                measurement: "set on A → readable on B, both in run()",
+                samples: changes,
+                p50Ms: endToEnd.p50 / 1e6,
+                p99Ms: endToEnd.p99 / 1e6,
+                reference: "server alone, push → event p50 \(ServerFormat.milliseconds(wake.woken.p50 / 1e6)), p99 "
+                    + "\(ServerFormat.milliseconds(wake.woken.p99 / 1e6)) (etcd's watch: `groupdefaults-bench server`)",
+                ratio: endToEnd.p50 / wake.woken.p50,
+                target: "p50 ≤ 20 ms, p99 ≤ 100 ms",
+                met: endToEnd.p50 <= 20e6 && endToEnd.p99 <= 100e6
+            )
+        )
         // The idle row, measured after the latencies, comes last.
         report.rows.append(report.rows.remove(at: report.rows.count - 2))
         return report
@@ -134,17 +161,23 @@ struct SyncBench {
     /// A fresh device's first `syncOnce()` of a suite of `keys` keys (uploaded first by another
     /// device), the median of `joins`; beside the snapshot's pages fetched alone, and the bytes the
     /// server stores per entry (key and value as the quota counts them).
-    static func initialSync(devices: Devices, suite: String, keyFile: String?, joins: Int) async throws
+    static func initialSync(
+        devices: Devices,
+        suite: String,
+        keyFile: String?,
+        joins: Int
+    ) async throws
         -> (milliseconds: Double, fetchMilliseconds: Double, bytesPerEntry: Double)
     {
         let source = try devices.make("source-\(suite)", suite: suite, keyFile: keyFile)
         try await source.defaults.write { tx in
-            for index in 0 ..< Self.keys { try tx.set(SyncBench.value(index), forKey: String(format: "setting.%05d", index)) }
+            for index in 0..<Self.keys { try tx.set(SyncBench.value(index), forKey: String(format: "setting.%05d", index)) }
         }
         let uploaded = try await source.engine.syncOnce()
         guard uploaded.pushed == Self.keys, uploaded.isInAgreement else { throw BenchError("the upload of \(Self.keys) keys: \(uploaded)") }
-        var joinTimes: [Double] = [], fetchTimes: [Double] = []
-        for attempt in 0 ..< joins {
+        var joinTimes: [Double] = []
+        var fetchTimes: [Double] = []
+        for attempt in 0..<joins {
             let fresh = try devices.make("fresh-\(attempt)-\(suite)", suite: suite, keyFile: keyFile)
             let start = Clock.nanoseconds()
             let joined = try await fresh.engine.syncOnce()
@@ -155,7 +188,8 @@ struct SyncBench {
             }
             fetchTimes.append(try await Self.fetchSnapshot(fresh.engine.client) / 1e6)
         }
-        var bytes = 0, entries = 0
+        var bytes = 0
+        var entries = 0
         var after: String? = nil
         repeat {
             let page = try await source.engine.client.snapshot(after: after, limit: 1000)
@@ -172,8 +206,12 @@ struct SyncBench {
     /// Set on A → readable on B, both engines in `run()`, one change at a time, `changes` times;
     /// then `whileRunning` with both still running.
     static func endToEnd(
-        devices: Devices, suite: String, keyFile: String?, changes: Int,
-        whileRunning: (_ phone: (defaults: SharedDefaults, engine: SyncEngine), _ tablet: (defaults: SharedDefaults, engine: SyncEngine)) async throws -> Void = { _, _ in }
+        devices: Devices,
+        suite: String,
+        keyFile: String?,
+        changes: Int,
+        whileRunning: (_ phone: (defaults: SharedDefaults, engine: SyncEngine), _ tablet: (defaults: SharedDefaults, engine: SyncEngine)) async throws
+            -> Void = { _, _ in }
     ) async throws -> Latencies {
         let phone = try devices.make("phone-\(suite)", suite: suite, keyFile: keyFile)
         let tablet = try devices.make("tablet-\(suite)", suite: suite, keyFile: keyFile)
@@ -184,7 +222,7 @@ struct SyncBench {
         try await Self.waitUntilListening(phone.engine, tablet.engine)
         var seen = tablet.defaults.changes(forKeys: ["sound"]).makeAsyncIterator()
         var latencies: [Int64] = []
-        for index in 0 ..< changes {
+        for index in 0..<changes {
             let start = Clock.nanoseconds()
             phone.defaults.set("sound-\(index).caf", forKey: "sound")
             while let change = await seen.next() {

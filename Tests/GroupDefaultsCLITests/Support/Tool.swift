@@ -1,5 +1,5 @@
-import Foundation
 import CommandLineSupport
+import Foundation
 import Glibc
 import TestSupport
 import Testing
@@ -71,8 +71,12 @@ struct Sandbox {
     /// Starts `groupdefaults ARGUMENTS…` with its stdout readable line by line.
     func start(_ arguments: [String], blockingTermination: Bool = false) throws -> RunningProcess {
         try RunningProcess(
-            Tool.executable, arguments, environment: environment, stderrFile: uniqueFile("stderr"),
-            terminationSignals: blockingTermination ? .blocked : .unblocked)
+            Tool.executable,
+            arguments,
+            environment: environment,
+            stderrFile: uniqueFile("stderr"),
+            terminationSignals: blockingTermination ? .blocked : .unblocked
+        )
     }
 
     /// Starts `/bin/sh -c SCRIPT sh ARGUMENTS…`, with `$GD` the tool's path.
@@ -80,16 +84,22 @@ struct Sandbox {
         var environment = self.environment
         environment["GD"] = Tool.executable.path
         return try RunningProcess(
-            URL(fileURLWithPath: "/bin/sh"), ["-c", script, "sh"] + arguments, environment: environment,
-            stderrFile: uniqueFile("stderr"))
+            URL(fileURLWithPath: "/bin/sh"),
+            ["-c", script, "sh"] + arguments,
+            environment: environment,
+            stderrFile: uniqueFile("stderr")
+        )
     }
 
     /// Runs `python3 -c SCRIPT ARGUMENTS…` (with this process's environment, so that the
     /// interpreter is found as in a shell).
     func python(_ script: String, _ arguments: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
         let result = try runProcess(
-            URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", script] + arguments, stdin: nil,
-            environment: ProcessInfo.processInfo.environment)
+            URL(fileURLWithPath: "/usr/bin/env"),
+            ["python3", "-c", script] + arguments,
+            stdin: nil,
+            environment: ProcessInfo.processInfo.environment
+        )
         #expect(result.succeeded, "python3: \(result)", sourceLocation: sourceLocation)
         return result.stdout
     }
@@ -126,7 +136,9 @@ func withSandbox<T>(_ body: (Sandbox) throws -> T) throws -> T {
 /// Expects a failure reported as the tool promises: a non-zero exit status (not a signal), exactly
 /// one line on stderr (no stack trace), and that line mentioning each of `fragments`.
 func expectOneLineFailure(
-    _ result: ProcessResult, mentioning fragments: [String] = [], _ context: String = "",
+    _ result: ProcessResult,
+    mentioning fragments: [String] = [],
+    _ context: String = "",
     sourceLocation: SourceLocation = #_sourceLocation
 ) {
     #expect(result.reason == .exit, "\(context): ended by a signal: \(result)", sourceLocation: sourceLocation)
@@ -134,11 +146,17 @@ func expectOneLineFailure(
     let lines = result.stderr.split(separator: "\n", omittingEmptySubsequences: false)
     #expect(
         lines.count == 2 && !lines[0].isEmpty && lines[1].isEmpty,
-        "\(context): stderr should be exactly one line: \(result.stderr.debugDescription)", sourceLocation: sourceLocation)
+        "\(context): stderr should be exactly one line: \(result.stderr.debugDescription)",
+        sourceLocation: sourceLocation
+    )
     for marker in ["Fatal error", "Backtrace", "Stack dump", "Current stack trace", "Crash"] {
         #expect(!result.stderr.contains(marker), "\(context): \(result)", sourceLocation: sourceLocation)
     }
     for fragment in fragments {
-        #expect(result.stderr.contains(fragment), "\(context): stderr should mention \(fragment.debugDescription): \(result)", sourceLocation: sourceLocation)
+        #expect(
+            result.stderr.contains(fragment),
+            "\(context): stderr should mention \(fragment.debugDescription): \(result)",
+            sourceLocation: sourceLocation
+        )
     }
 }

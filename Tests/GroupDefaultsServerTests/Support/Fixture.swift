@@ -1,6 +1,6 @@
 import Foundation
-import GroupDefaultsWire
 import GroupDefaultsServer
+import GroupDefaultsWire
 import Hummingbird
 import HummingbirdTesting
 import Metrics
@@ -23,8 +23,13 @@ struct Fixture {
     /// registry `/metrics` emits.
     static let metrics: Void = MetricsSystem.bootstrap(ServerMetrics.makeFactory())
 
-    func token(account: String = "alice", suites: [String] = ["*"], readOnly: Bool = false, device: String? = nil,
-               expires: Date? = nil) async throws -> String {
+    func token(
+        account: String = "alice",
+        suites: [String] = ["*"],
+        readOnly: Bool = false,
+        device: String? = nil,
+        expires: Date? = nil
+    ) async throws -> String {
         let made = Tokens.make(account: account, suitePatterns: suites, readOnly: readOnly, device: device, expires: expires)
         try await storage.createToken(made.stored)
         return made.token

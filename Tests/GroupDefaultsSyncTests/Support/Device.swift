@@ -15,11 +15,18 @@ final class Device: Sendable {
     /// `synced`, the suite is marked synced at once (every write from then on is pending);
     /// otherwise call `enableSync()` when the device joins. With `keys`, the suite is end-to-end
     /// encrypted with them.
-    init(_ suite: String, server: SyncServer, clockOffset: Duration = .zero, synced: Bool = true,
-         options: SyncEngine.Options = Device.quickOptions, keys: SuiteKeys? = nil) throws {
+    init(
+        _ suite: String,
+        server: SyncServer,
+        clockOffset: Duration = .zero,
+        synced: Bool = true,
+        options: SyncEngine.Options = Device.quickOptions,
+        keys: SuiteKeys? = nil
+    ) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("gds-device-\(UUID().uuidString)", isDirectory: true)
         var configuration = SharedDefaults.Configuration()
-        configuration.clockOffsetMilliseconds = clockOffset.components.seconds * 1000
+        configuration.clockOffsetMilliseconds =
+            clockOffset.components.seconds * 1000
             + clockOffset.components.attoseconds / 1_000_000_000_000_000
         defaults = try SharedDefaults(suiteName: suite, directory: directory, configuration: configuration)
         engine = SyncEngine(defaults: defaults, client: server.client(suite), options: options, logger: Device.logger, keys: keys)
@@ -100,7 +107,8 @@ func sameEntry(_ a: SyncEntry?, _ b: SyncEntry?) -> Bool {
 /// Entries by key, compared as `sameEntry` does; a readable list of the differences.
 func differences(_ actual: [String: SyncEntry], _ expected: [String: SyncEntry]) -> [String] {
     Set(actual.keys).union(expected.keys).sorted().compactMap { key in
-        let a = actual[key], e = expected[key]
+        let a = actual[key]
+        let e = expected[key]
         guard !sameEntry(a, e) else { return nil }
         func describe(_ entry: SyncEntry?) -> String {
             guard let entry else { return "absent" }

@@ -1,8 +1,9 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsLMDB
-@testable import GroupDefaultsServer
 import TestSupport
+
+@testable import GroupDefaultsServer
 
 /// The stopped server's store, written directly: what a malicious operator, a damaged backup or a
 /// compromised database could do behind the server's back. Account `alice` (the tests' token).
@@ -20,8 +21,15 @@ enum ServerStore {
                 for entry in changed {
                     let key = LMDBKeys.entry(suiteID: record.id, key: entry.key)
                     var bucket = try LMDBSyncStorage.bucket(txn, key)
-                    bucket.store(StoredEntry(key: entry.key, sealed: entry.sealed!, deleted: entry.isDeleted, stamp: entry.stamp,
-                                             rev: entry.rev!))
+                    bucket.store(
+                        StoredEntry(
+                            key: entry.key,
+                            sealed: entry.sealed!,
+                            deleted: entry.isDeleted,
+                            stamp: entry.stamp,
+                            rev: entry.rev!
+                        )
+                    )
                     try LMDBSyncStorage.put(txn, LMDBSyncStorage.DB.entries, key, bucket.bytes)
                 }
                 for name in removed {
@@ -39,12 +47,15 @@ enum ServerStore {
         case .postgres:
             let url = server.storage[1]
             for entry in changed {
-                _ = try await PostgresFixture.psql(url, """
+                _ = try await PostgresFixture.psql(
+                    url,
+                    """
                     UPDATE entries SET sealed = decode('\(Data(entry.sealed!.box).base64EncodedString())', 'base64'),
                         epoch = \(entry.sealed!.epoch), deleted = \(entry.isDeleted), hlc = \(entry.hlc.rawValue),
                         origin = \(entry.origin), rev = \(entry.rev!)
                     WHERE account = 'alice' AND suite = '\(suite)' AND key = '\(entry.key)'
-                    """)
+                    """
+                )
             }
             for name in removed {
                 _ = try await PostgresFixture.psql(url, "DELETE FROM entries WHERE account = 'alice' AND suite = '\(suite)' AND key = '\(name)'")
@@ -60,9 +71,12 @@ enum ServerStore {
             try await editEntries(server, suite: suite, keys: keys) { entry in entry.stamp.hlc = hlc }
         case .postgres:
             for name in keys {
-                _ = try await PostgresFixture.psql(server.storage[1], """
+                _ = try await PostgresFixture.psql(
+                    server.storage[1],
+                    """
                     UPDATE entries SET hlc = \(Int64(bitPattern: hlc.rawValue)) WHERE account = 'alice' AND suite = '\(suite)' AND key = '\(name)'
-                    """)
+                    """
+                )
             }
         }
     }

@@ -24,8 +24,14 @@ final class SyncServer: Sendable {
     /// only slow them down (backoff) without testing anything.
     static let baseArguments = ["--rate-limit", "1000000"]
 
-    private init(backend: StorageBackend, storage: [String], token: String, serveArguments: [String],
-                 process: ServerProcess, cleanup: @escaping @Sendable () -> Void) throws {
+    private init(
+        backend: StorageBackend,
+        storage: [String],
+        token: String,
+        serveArguments: [String],
+        process: ServerProcess,
+        cleanup: @escaping @Sendable () -> Void
+    ) throws {
         self.backend = backend
         self.storage = storage
         self.token = token
@@ -42,8 +48,14 @@ final class SyncServer: Sendable {
         do {
             let process = try await ServerProcess(dataDirectory: nil, extraArguments: storage + serveArguments)
             let token = try await ServerTool.createToken(storage: storage)
-            return try SyncServer(backend: backend, storage: storage, token: token, serveArguments: serveArguments,
-                                  process: process, cleanup: cleanup)
+            return try SyncServer(
+                backend: backend,
+                storage: storage,
+                token: token,
+                serveArguments: serveArguments,
+                process: process,
+                cleanup: cleanup
+            )
         } catch {
             cleanup()
             throw error
@@ -53,7 +65,9 @@ final class SyncServer: Sendable {
     /// Runs `body` with a server started as `start` does; stops it and removes its store afterwards,
     /// also when `body` throws.
     static func with<T>(
-        _ backend: StorageBackend = .lmdb, _ arguments: [String] = [], _ body: (SyncServer) async throws -> T
+        _ backend: StorageBackend = .lmdb,
+        _ arguments: [String] = [],
+        _ body: (SyncServer) async throws -> T
     ) async throws -> T {
         let server = try await start(backend, arguments)
         do {
@@ -97,7 +111,14 @@ final class SyncServer: Sendable {
         let (entries, head) = try await snapshot(suite)
         guard let keys else { return (entries, head) }
         let sealer = EntrySealer(keys: keys)
-        return (Dictionary(uniqueKeysWithValues: try entries.values.map { let entry = try sealer.open($0); return (entry.key, entry) }), head)
+        return (
+            Dictionary(
+                uniqueKeysWithValues: try entries.values.map {
+                    let entry = try sealer.open($0)
+                    return (entry.key, entry)
+                }
+            ), head
+        )
     }
 
     /// Every entry of the changes feed after `since` (latest per key, in revision order).
@@ -125,7 +146,7 @@ final class SyncServer: Sendable {
             do {
                 current.process = try await ServerProcess(dataDirectory: nil, port: old.port, extraArguments: storage + serveArguments)
                 return
-            } catch where ContinuousClock.now < deadline {
+            } catch  where ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(100))
             }
         }
@@ -186,7 +207,8 @@ enum Metrics {
         var total = 0.0
         for line in text.split(separator: "\n") where line.hasPrefix(name + "{") || line.hasPrefix(name + " ") {
             guard labels.allSatisfy({ label($0.key, in: line) == $0.value }),
-                  let value = line.split(separator: " ").last.flatMap({ Double($0) }) else { continue }
+                let value = line.split(separator: " ").last.flatMap({ Double($0) })
+            else { continue }
             total += value
         }
         return total

@@ -38,16 +38,26 @@ struct ToolDevice {
     static let clockAhead = ["/usr/bin/faketime", "-f", "+100y"]
 
     private static func run(
-        _ executable: URL, _ arguments: [String], environment: [String: String]? = nil, launcher: [String]
+        _ executable: URL,
+        _ arguments: [String],
+        environment: [String: String]? = nil,
+        launcher: [String]
     ) async throws -> (status: Int32, stdout: String, stderr: String) {
         guard let command = launcher.first else { return try await BuiltExecutable.run(executable, arguments, environment: environment) }
-        return try await BuiltExecutable.run(URL(fileURLWithPath: command), launcher.dropFirst() + [executable.path] + arguments,
-                                             environment: environment)
+        return try await BuiltExecutable.run(
+            URL(fileURLWithPath: command),
+            launcher.dropFirst() + [executable.path] + arguments,
+            environment: environment
+        )
     }
 
     /// `configure` with `token` written to a 0600 file named `tokenName`; expects success.
-    func configure(_ server: SyncServer, token: String? = nil, tokenName: String = "token",
-                   sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    func configure(
+        _ server: SyncServer,
+        token: String? = nil,
+        tokenName: String = "token",
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
         let file = try tokenFile(token ?? server.token, name: tokenName)
         let result = try await sync("configure", ["--server", server.url.absoluteString, "--token-file", file])
         #expect(result.status == 0, "configure: \(result.stderr)", sourceLocation: sourceLocation)
@@ -94,7 +104,9 @@ struct ToolDevice {
 /// `logLevel`); `body` gets them. Afterwards both must stop cleanly on SIGTERM; they are killed
 /// whatever happens.
 func withRunningPair(
-    _ server: SyncServer, _ suite: String, logLevel: String = "warning",
+    _ server: SyncServer,
+    _ suite: String,
+    logLevel: String = "warning",
     _ body: (_ phone: ToolDevice, _ tablet: ToolDevice, _ phoneRun: ChildProcess, _ tabletRun: ChildProcess) async throws -> Void
 ) async throws {
     try await withToolPair(suite) { phone, tablet in
@@ -114,7 +126,8 @@ func withRunningPair(
 
 /// Two devices (phone and tablet) of `suite`, each its own directory, removed afterwards.
 func withToolPair(_ suite: String, _ body: (_ phone: ToolDevice, _ tablet: ToolDevice) async throws -> Void) async throws {
-    let phone = ToolDevice(suite), tablet = ToolDevice(suite)
+    let phone = ToolDevice(suite)
+    let tablet = ToolDevice(suite)
     defer {
         phone.remove()
         tablet.remove()

@@ -24,14 +24,21 @@ struct HelperProcess {
     /// this thread's signal mask, as a child started with `Process` does.
     /// `environment` replaces this process's environment for the helper when given.
     init(
-        _ command: String, directory: URL, suite: String, _ arguments: [String] = [], launcher: [String] = [],
+        _ command: String,
+        directory: URL,
+        suite: String,
+        _ arguments: [String] = [],
+        launcher: [String] = [],
         environment: [String: String]? = nil
     ) throws {
         let helper = [command, directory.path, suite] + arguments
         if let program = launcher.first {
             running = try RunningProcess(
-                URL(fileURLWithPath: program), launcher.dropFirst() + [Self.executable.path] + helper, environment: environment,
-                terminationSignals: .inherited)
+                URL(fileURLWithPath: program),
+                launcher.dropFirst() + [Self.executable.path] + helper,
+                environment: environment,
+                terminationSignals: .inherited
+            )
         } else {
             running = try RunningProcess(Self.executable, helper, environment: environment, terminationSignals: .inherited)
         }
@@ -64,8 +71,11 @@ struct HelperProcess {
     func finish() -> Result {
         let result = running.finish()
         return Result(
-            status: result.status, reason: result.reason,
-            stdout: result.stdout.trimmingCharacters(in: .whitespacesAndNewlines), stderr: result.stderr)
+            status: result.status,
+            reason: result.reason,
+            stdout: result.stdout.trimmingCharacters(in: .whitespacesAndNewlines),
+            stderr: result.stderr
+        )
     }
 
     /// Runs a helper to completion.

@@ -68,13 +68,18 @@ extension StoredEntry {
         let flags = raw[24]
         let keyCount = Int(UInt16(bigEndian: raw.loadUnaligned(fromByteOffset: 25, as: UInt16.self)))
         guard raw.count >= 27 + keyCount else { throw SyncStorageError(.unavailable, "a damaged entry record") }
-        let key = String(decoding: raw[27 ..< 27 + keyCount], as: UTF8.self)
+        let key = String(decoding: raw[27..<27 + keyCount], as: UTF8.self)
         let rest = UnsafeRawBufferPointer(rebasing: raw[(27 + keyCount)...])
         if flags & Self.sealedFlag != 0 {
             guard rest.count > 4 else { throw SyncStorageError(.unavailable, "a damaged sealed entry record") }
             let epoch = UInt32(bigEndian: rest.loadUnaligned(as: UInt32.self))
-            self.init(key: key, sealed: SealedPayload(epoch: epoch, box: Array(rest[4...])), deleted: flags & Self.liveFlag == 0,
-                      stamp: stamp, rev: rev)
+            self.init(
+                key: key,
+                sealed: SealedPayload(epoch: epoch, box: Array(rest[4...])),
+                deleted: flags & Self.liveFlag == 0,
+                stamp: stamp,
+                rev: rev
+            )
         } else {
             self.init(key: key, valueJSON: flags & Self.liveFlag != 0 ? Array(rest) : nil, stamp: stamp, rev: rev)
         }
@@ -95,7 +100,7 @@ struct EntryBucket {
             let length = Int(UInt32(bigEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
             offset += 4
             guard raw.count - offset >= length else { throw SyncStorageError(.unavailable, "a damaged entry bucket") }
-            entries.append(try StoredEntry(UnsafeRawBufferPointer(rebasing: raw[offset ..< offset + length])))
+            entries.append(try StoredEntry(UnsafeRawBufferPointer(rebasing: raw[offset..<offset + length])))
             offset += length
         }
     }

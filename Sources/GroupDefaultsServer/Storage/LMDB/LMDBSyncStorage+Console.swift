@@ -1,5 +1,5 @@
-import GroupDefaultsWire
 import GroupDefaultsLMDB
+import GroupDefaultsWire
 
 // The console's view (suites of every account, health) and its records (operators, sessions).
 extension LMDBSyncStorage {
@@ -16,10 +16,15 @@ extension LMDBSyncStorage {
                             throw SyncStorageError(.unavailable, "a damaged suite record")
                         }
                         guard record.head > 0 else { return true }
-                        summaries.append(SuiteSummary(
-                            account: String(decoding: key[..<separator], as: UTF8.self),
-                            name: String(decoding: key[(separator + 1)...], as: UTF8.self),
-                            headRev: record.head, keys: Int(record.liveKeys), bytes: Int(record.liveBytes)))
+                        summaries.append(
+                            SuiteSummary(
+                                account: String(decoding: key[..<separator], as: UTF8.self),
+                                name: String(decoding: key[(separator + 1)...], as: UTF8.self),
+                                headRev: record.head,
+                                keys: Int(record.liveKeys),
+                                bytes: Int(record.liveBytes)
+                            )
+                        )
                         return true
                     }
                 }

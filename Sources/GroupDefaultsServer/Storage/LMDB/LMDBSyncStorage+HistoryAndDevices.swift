@@ -1,6 +1,6 @@
 import Foundation
-import GroupDefaultsWire
 import GroupDefaultsLMDB
+import GroupDefaultsWire
 
 // Key history (written by the push, trimmed there, purged with tombstones) and devices.
 extension LMDBSyncStorage {
@@ -27,8 +27,10 @@ extension LMDBSyncStorage {
     /// A `history` row: when received (ms, big-endian), then the entry record.
     static func version(_ raw: UnsafeRawBufferPointer) throws -> StoredVersion {
         guard raw.count > 8 else { throw SyncStorageError(.unavailable, "a damaged history record") }
-        return StoredVersion(entry: try StoredEntry(UnsafeRawBufferPointer(rebasing: raw[8...])),
-                             receivedMilliseconds: LMDBKeys.readBigEndian(raw))
+        return StoredVersion(
+            entry: try StoredEntry(UnsafeRawBufferPointer(rebasing: raw[8...])),
+            receivedMilliseconds: LMDBKeys.readBigEndian(raw)
+        )
     }
 
     /// Versions older than `horizon` that are not their key's current entry (in the same write

@@ -1,5 +1,5 @@
-package import GroupDefaultsWire
 import GroupDefaultsLMDB
+package import GroupDefaultsWire
 
 // Key bags, in `key-bags`: account + NUL + suite + NUL + epoch (u32, big-endian) → the row's
 // `StoredKeyBag.storedText`.
@@ -10,8 +10,13 @@ extension LMDBSyncStorage {
         try await onWriteQueue {
             try environment.writeTransaction(sync: true) { txn in
                 let found = try Self.suiteRecord(txn, suiteKey)
-                let (newEpoch, row) = try KeyBagRule.put(bag, epoch: epoch, suite: suite, suiteEpoch: found?.epoch,
-                                                         stored: try Self.keyBags(txn, suiteKey))
+                let (newEpoch, row) = try KeyBagRule.put(
+                    bag,
+                    epoch: epoch,
+                    suite: suite,
+                    suiteEpoch: found?.epoch,
+                    stored: try Self.keyBags(txn, suiteKey)
+                )
                 guard var record = found else { return }  // the rule refused a missing suite already
                 record.epoch = newEpoch
                 try Self.put(txn, DB.suites, suiteKey, record.bytes)
@@ -26,10 +31,14 @@ extension LMDBSyncStorage {
         try await onWriteQueue {
             try environment.writeTransaction(sync: true) { txn in
                 let found = try Self.suiteRecord(txn, suiteKey)
-                let (rows, newEpoch) = try KeyBagRule.anchor(anchor, suite: suite, suiteEpoch: found?.epoch ?? 0,
-                                                             written: (found?.head ?? 0) > (found?.modeRev ?? 0),
-                                                             reset: (found?.modeRev ?? 0) > 0,
-                                                             stored: try Self.keyBags(txn, suiteKey))
+                let (rows, newEpoch) = try KeyBagRule.anchor(
+                    anchor,
+                    suite: suite,
+                    suiteEpoch: found?.epoch ?? 0,
+                    written: (found?.head ?? 0) > (found?.modeRev ?? 0),
+                    reset: (found?.modeRev ?? 0) > 0,
+                    stored: try Self.keyBags(txn, suiteKey)
+                )
                 for (epoch, row) in rows {
                     try Self.put(txn, DB.keyBags, KeyBagKey.key(suiteKey, epoch), Array(row.storedText.utf8))
                 }

@@ -92,7 +92,8 @@ extension LMDBSyncStorage {
 
     /// Reads, changes and writes one pairing in one write transaction.
     private func updatePairing(
-        _ lookup: String, _ change: @escaping @Sendable (inout StoredPairing, LMDBTransaction) throws -> Void
+        _ lookup: String,
+        _ change: @escaping @Sendable (inout StoredPairing, LMDBTransaction) throws -> Void
     ) async throws -> StoredPairing {
         let environment = self.environment
         return try await onWriteQueue {
@@ -124,8 +125,12 @@ enum PairingIndex {
     static func put(_ txn: LMDBTransaction, _ pairing: StoredPairing) throws {
         let expiry = milliseconds(pairing.expires)
         let lookup = Array(pairing.lookup.utf8)
-        try LMDBSyncStorage.put(txn, LMDBSyncStorage.DB.pairings, expiryPrefix + LMDBKeys.bigEndian(expiry) + lookup,
-                                Array(pairing.creatorTokenID.utf8))
+        try LMDBSyncStorage.put(
+            txn,
+            LMDBSyncStorage.DB.pairings,
+            expiryPrefix + LMDBKeys.bigEndian(expiry) + lookup,
+            Array(pairing.creatorTokenID.utf8)
+        )
         try LMDBSyncStorage.put(txn, LMDBSyncStorage.DB.pairings, tokenPrefix(pairing.creatorTokenID) + lookup, LMDBKeys.bigEndian(expiry))
     }
 

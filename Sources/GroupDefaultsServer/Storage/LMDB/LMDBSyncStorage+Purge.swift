@@ -1,6 +1,6 @@
 import Foundation
-package import GroupDefaultsWire
 import GroupDefaultsLMDB
+package import GroupDefaultsWire
 
 // Tombstone (and batch record, and history) purge.
 extension LMDBSyncStorage {

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
-package import GroupDefaultsWire
 import GroupDefaultsLMDB
+package import GroupDefaultsWire
 import Synchronization
 
 // Pushes: group commit, LWW, revisions, idempotency and quotas in one flushed write transaction.
@@ -9,7 +9,13 @@ extension LMDBSyncStorage {
     package func push(account: String, suite: String, push: PreparedPush, quota: SuiteQuota, serverTime: String) async throws -> PushResponse {
         let response = try await withCheckedThrowingContinuation { continuation in
             let push = PendingPush(
-                account: account, suite: suite, push: push, quota: quota, serverTime: serverTime, continuation: continuation)
+                account: account,
+                suite: suite,
+                push: push,
+                quota: quota,
+                serverTime: serverTime,
+                continuation: continuation
+            )
             let first = pending.withLock { queue in
                 queue.append(push)
                 return queue.count == 1
@@ -65,9 +71,16 @@ extension LMDBSyncStorage {
             try environment.writeTransaction(sync: true, flushFailed: { flushError = $0 }) { txn in
                 responses = []
                 for push in pushes {
-                    responses.append(try Self.applyPush(
-                        txn, account: push.account, suite: push.suite, push: push.push, quota: push.quota,
-                        serverTime: push.serverTime))
+                    responses.append(
+                        try Self.applyPush(
+                            txn,
+                            account: push.account,
+                            suite: push.suite,
+                            push: push.push,
+                            quota: push.quota,
+                            serverTime: push.serverTime
+                        )
+                    )
                 }
             }
         }
@@ -81,7 +94,12 @@ extension LMDBSyncStorage {
     /// buckets), their revisions in `revisions` (the replaced ones removed), the suite's counters,
     /// and the batch record (digest, time, response).
     static func applyPush(
-        _ txn: LMDBTransaction, account: String, suite: String, push: PreparedPush, quota: SuiteQuota, serverTime: String
+        _ txn: LMDBTransaction,
+        account: String,
+        suite: String,
+        push: PreparedPush,
+        quota: SuiteQuota,
+        serverTime: String
     ) throws -> PushResponse {
         let request = push.request
         let suiteKey = LMDBKeys.suiteName(account: account, suite: suite)
@@ -102,10 +120,22 @@ extension LMDBSyncStorage {
             held[key] = bucket.entry(for: key)
         }
         let counters = PushStep.Counters(
-            head: record.head, keys: Int(record.liveKeys), bytes: Int(record.liveBytes), epoch: record.epoch, modeRev: record.modeRev)
+            head: record.head,
+            keys: Int(record.liveKeys),
+            bytes: Int(record.liveBytes),
+            epoch: record.epoch,
+            modeRev: record.modeRev
+        )
         let applied: PushStep.Applied
-        switch try PushStep.run(push, suite: suite, held: held, counters: counters, recorded: recorded, quota: quota,
-                                serverTime: serverTime) {
+        switch try PushStep.run(
+            push,
+            suite: suite,
+            held: held,
+            counters: counters,
+            recorded: recorded,
+            quota: quota,
+            serverTime: serverTime
+        ) {
         case .replayed(let response): return response
         case .applied(let outcome): applied = outcome
         }
@@ -127,8 +157,13 @@ extension LMDBSyncStorage {
         record.epoch = applied.counters.epoch
         try put(txn, DB.suites, suiteKey, record.bytes)
         let storedAt = LMDBKeys.bigEndian(HLC.wallClockMilliseconds())
-        try writeHistory(txn, suiteID: record.id, versions: applied.historyVersions(depth: quota.historyDepth),
-                         depth: quota.historyDepth, receivedAt: storedAt)
+        try writeHistory(
+            txn,
+            suiteID: record.id,
+            versions: applied.historyVersions(depth: quota.historyDepth),
+            depth: quota.historyDepth,
+            receivedAt: storedAt
+        )
         try put(txn, DB.batches, batchKey, push.digest + storedAt + (try WireJSON.encode(applied.response)))
         return applied.response
     }

@@ -1,6 +1,6 @@
-import GroupDefaultsWire
 package import Foundation
 import GroupDefaultsLMDB
+import GroupDefaultsWire
 
 // Tokens: by id, and a hash → id index.
 extension LMDBSyncStorage {
@@ -20,9 +20,10 @@ extension LMDBSyncStorage {
     static func putToken(_ txn: LMDBTransaction, _ token: StoredToken, json: [UInt8]? = nil, indexHash: Bool) throws {
         try put(txn, DB.tokens, Array(token.id.utf8), try json ?? Array(JSONEncoder().encode(token)))
         if indexHash { try put(txn, DB.tokenHashes, Array(token.hash.utf8), Array(token.id.utf8)) }
-        let generation = try get(txn, DB.meta, tokenGenerationKey).flatMap { bytes in
-            bytes.count == 8 ? bytes.withUnsafeBytes { LMDBKeys.readBigEndian($0) } : nil
-        } ?? 0
+        let generation =
+            try get(txn, DB.meta, tokenGenerationKey).flatMap { bytes in
+                bytes.count == 8 ? bytes.withUnsafeBytes { LMDBKeys.readBigEndian($0) } : nil
+            } ?? 0
         try put(txn, DB.meta, tokenGenerationKey, LMDBKeys.bigEndian(generation &+ 1))
     }
 
@@ -49,7 +50,8 @@ extension LMDBSyncStorage {
             var token: StoredToken?
             try environment.readTransaction { txn in
                 guard let id = try Self.get(txn, DB.tokenHashes, Array(hash.utf8)),
-                      let json = try Self.get(txn, DB.tokens, id) else { return }
+                    let json = try Self.get(txn, DB.tokens, id)
+                else { return }
                 token = try JSONDecoder().decode(StoredToken.self, from: Data(json))
             }
             return token

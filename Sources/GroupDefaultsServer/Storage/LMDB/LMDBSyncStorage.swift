@@ -1,8 +1,8 @@
 import Crypto
 import Dispatch
 import Foundation
-package import GroupDefaultsWire
 import GroupDefaultsLMDB
+package import GroupDefaultsWire
 import Synchronization
 
 /// The embedded backend: one LMDB environment, `sync.lmdb`, in the data directory.
@@ -54,9 +54,17 @@ package final class LMDBSyncStorage: SyncStorage {
         environment = try Environment(
             path: Self.storePath(in: directory),
             options: EnvironmentOptions(
-                databases: DB.names, readerTrees: DB.names, lockFilePath: directory + "/sync.lmdb-open",
-                initialMapSize: 8 << 20, maximumMapSize: maximumMapSize, fileMode: 0o600, maximumReaders: 126,
-                structureCheckLimit: 64 << 20, writesThroughMap: false))
+                databases: DB.names,
+                readerTrees: DB.names,
+                lockFilePath: directory + "/sync.lmdb-open",
+                initialMapSize: 8 << 20,
+                maximumMapSize: maximumMapSize,
+                fileMode: 0o600,
+                maximumReaders: 126,
+                structureCheckLimit: 64 << 20,
+                writesThroughMap: false
+            )
+        )
     }
 
     /// Why `directory` could not be made, as the system says it for the first folder of its path
@@ -86,7 +94,10 @@ package final class LMDBSyncStorage: SyncStorage {
         }
         do {
             try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                atPath: directory,
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
         } catch {
             // Foundation's error prints as a dictionary dump: the system's reason is the sentence.
             throw SyncStorageError(.unavailable, "cannot create the data directory \(directory): \(whyNotMade(directory))")
@@ -136,7 +147,10 @@ package final class LMDBSyncStorage: SyncStorage {
                 if SuiteReset.readsFromReset(since: since, resetRev: record.resetRev, oldestValid: record.oldestValid) { since = record.resetRev }
                 if since < record.resetRev { throw SyncStorageError.suiteReset(suite, since: since) }
                 if since < record.oldestValid {
-                    throw SyncStorageError(.cursorExpired, "revision \(since) is older than the oldest valid revision \(record.oldestValid): re-read the snapshot")
+                    throw SyncStorageError(
+                        .cursorExpired,
+                        "revision \(since) is older than the oldest valid revision \(record.oldestValid): re-read the snapshot"
+                    )
                 }
                 page.lastRev = record.head
                 guard since < record.head else { return }  // nothing after it (also keeps since + 1 from overflowing)
@@ -153,7 +167,8 @@ package final class LMDBSyncStorage: SyncStorage {
                         do {
                             let rev = LMDBKeys.readBigEndian(key, at: 8)
                             guard let raw = try txn.get(DB.entries, entryKey),
-                                  let entry = try EntryBucket(raw).entries.first(where: { $0.rev == rev }) else { return true }
+                                let entry = try EntryBucket(raw).entries.first(where: { $0.rev == rev })
+                            else { return true }
                             page.entries.append(try entry.syncEntry())
                         } catch {
                             failure = error
@@ -251,7 +266,8 @@ package final class LMDBSyncStorage: SyncStorage {
 
     package func shutdown() async throws {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        let environment = self.environment, readQueue = self.readQueue
+        let environment = self.environment
+        let readQueue = self.readQueue
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             writeQueue.async {
                 readQueue.sync(flags: .barrier) { environment.close() }

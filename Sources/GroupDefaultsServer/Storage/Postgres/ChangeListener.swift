@@ -59,7 +59,10 @@ final class ChangeListener: Service {
             connectionID += 1
             do {
                 let connection = try await PostgresConnection.connect(
-                    configuration: configuration, id: connectionID, logger: logger)
+                    configuration: configuration,
+                    id: connectionID,
+                    logger: logger
+                )
                 do {
                     try await connection.listen(on: ChangeNotice.channel) { notifications in
                         failures = 0

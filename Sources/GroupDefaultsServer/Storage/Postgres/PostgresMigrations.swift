@@ -16,134 +16,158 @@ package enum PostgresMigrations {
     }
 
     static let all: [Migration] = [
-        Migration(version: 1, name: "suites, entries, batches, tokens", statements: [
-            """
-            CREATE TABLE suites (
-                account text NOT NULL,
-                suite text COLLATE "C" NOT NULL,
-                head_rev bigint NOT NULL DEFAULT 0,
-                oldest_valid_rev bigint NOT NULL DEFAULT 0,
-                key_count bigint NOT NULL DEFAULT 0,
-                byte_count bigint NOT NULL DEFAULT 0,
-                PRIMARY KEY (account, suite)
-            )
-            """,
-            """
-            CREATE TABLE entries (
-                account text NOT NULL,
-                suite text NOT NULL,
-                key text COLLATE "C" NOT NULL,
-                value json,
-                hlc numeric(20, 0) NOT NULL,
-                origin numeric(20, 0) NOT NULL,
-                rev bigint NOT NULL,
-                PRIMARY KEY (account, suite, key)
-            )
-            """,
-            "CREATE INDEX entries_by_rev ON entries (account, suite, rev)",
-            "CREATE INDEX tombstones_by_hlc ON entries (hlc) WHERE value IS NULL",
-            """
-            CREATE TABLE batches (
-                account text NOT NULL,
-                suite text NOT NULL,
-                device numeric(20, 0) NOT NULL,
-                batch_id text NOT NULL,
-                ops_digest text NOT NULL,
-                response json NOT NULL,
-                created timestamptz NOT NULL DEFAULT now(),
-                PRIMARY KEY (account, suite, device, batch_id)
-            )
-            """,
-            """
-            CREATE TABLE tokens (
-                id text PRIMARY KEY,
-                account text NOT NULL,
-                patterns text[] NOT NULL,
-                read_only boolean NOT NULL,
-                created timestamptz NOT NULL,
-                expires timestamptz,
-                revoked timestamptz,
-                hash text NOT NULL UNIQUE
-            )
-            """,
-        ]),
-        Migration(version: 2, name: "key history, devices, tokens bound to a device", statements: [
-            """
-            CREATE TABLE history (
-                account text NOT NULL,
-                suite text NOT NULL,
-                key text COLLATE "C" NOT NULL,
-                rev bigint NOT NULL,
-                value json,
-                hlc numeric(20, 0) NOT NULL,
-                origin numeric(20, 0) NOT NULL,
-                received timestamptz NOT NULL DEFAULT now(),
-                PRIMARY KEY (account, suite, key, rev)
-            )
-            """,
-            "CREATE INDEX history_by_hlc ON history (hlc)",
-            "ALTER TABLE tokens ADD COLUMN device text",
-            """
-            CREATE TABLE devices (
-                account text NOT NULL,
-                token_id text NOT NULL,
-                device_id numeric(20, 0) NOT NULL,
-                id text NOT NULL,
-                name text,
-                first_seen timestamptz NOT NULL,
-                last_seen timestamptz NOT NULL,
-                last_push timestamptz,
-                suites text[] NOT NULL,
-                PRIMARY KEY (account, token_id, device_id)
-            )
-            """,
-            "CREATE INDEX devices_by_id ON devices (id)",
-        ]),
+        Migration(
+            version: 1,
+            name: "suites, entries, batches, tokens",
+            statements: [
+                """
+                CREATE TABLE suites (
+                    account text NOT NULL,
+                    suite text COLLATE "C" NOT NULL,
+                    head_rev bigint NOT NULL DEFAULT 0,
+                    oldest_valid_rev bigint NOT NULL DEFAULT 0,
+                    key_count bigint NOT NULL DEFAULT 0,
+                    byte_count bigint NOT NULL DEFAULT 0,
+                    PRIMARY KEY (account, suite)
+                )
+                """,
+                """
+                CREATE TABLE entries (
+                    account text NOT NULL,
+                    suite text NOT NULL,
+                    key text COLLATE "C" NOT NULL,
+                    value json,
+                    hlc numeric(20, 0) NOT NULL,
+                    origin numeric(20, 0) NOT NULL,
+                    rev bigint NOT NULL,
+                    PRIMARY KEY (account, suite, key)
+                )
+                """,
+                "CREATE INDEX entries_by_rev ON entries (account, suite, rev)",
+                "CREATE INDEX tombstones_by_hlc ON entries (hlc) WHERE value IS NULL",
+                """
+                CREATE TABLE batches (
+                    account text NOT NULL,
+                    suite text NOT NULL,
+                    device numeric(20, 0) NOT NULL,
+                    batch_id text NOT NULL,
+                    ops_digest text NOT NULL,
+                    response json NOT NULL,
+                    created timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (account, suite, device, batch_id)
+                )
+                """,
+                """
+                CREATE TABLE tokens (
+                    id text PRIMARY KEY,
+                    account text NOT NULL,
+                    patterns text[] NOT NULL,
+                    read_only boolean NOT NULL,
+                    created timestamptz NOT NULL,
+                    expires timestamptz,
+                    revoked timestamptz,
+                    hash text NOT NULL UNIQUE
+                )
+                """,
+            ]
+        ),
+        Migration(
+            version: 2,
+            name: "key history, devices, tokens bound to a device",
+            statements: [
+                """
+                CREATE TABLE history (
+                    account text NOT NULL,
+                    suite text NOT NULL,
+                    key text COLLATE "C" NOT NULL,
+                    rev bigint NOT NULL,
+                    value json,
+                    hlc numeric(20, 0) NOT NULL,
+                    origin numeric(20, 0) NOT NULL,
+                    received timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (account, suite, key, rev)
+                )
+                """,
+                "CREATE INDEX history_by_hlc ON history (hlc)",
+                "ALTER TABLE tokens ADD COLUMN device text",
+                """
+                CREATE TABLE devices (
+                    account text NOT NULL,
+                    token_id text NOT NULL,
+                    device_id numeric(20, 0) NOT NULL,
+                    id text NOT NULL,
+                    name text,
+                    first_seen timestamptz NOT NULL,
+                    last_seen timestamptz NOT NULL,
+                    last_push timestamptz,
+                    suites text[] NOT NULL,
+                    PRIMARY KEY (account, token_id, device_id)
+                )
+                """,
+                "CREATE INDEX devices_by_id ON devices (id)",
+            ]
+        ),
         // A sealed entry has no value, so a deletion is a flag of its own from now on (a tombstone:
         // `value IS NULL AND deleted`, which the partial index `tombstones_by_hlc` still serves).
         // One statement (a DO block): one round trip, however many servers migrate at once.
-        Migration(version: 3, name: "end-to-end encrypted suites: sealed entries, key epochs, pairings, key bags", statements: [
-            """
-            DO $$ BEGIN
-                ALTER TABLE entries ADD COLUMN sealed bytea, ADD COLUMN epoch bigint,
-                    ADD COLUMN deleted boolean NOT NULL DEFAULT false;
-                UPDATE entries SET deleted = true WHERE value IS NULL;
-                ALTER TABLE history ADD COLUMN sealed bytea, ADD COLUMN epoch bigint,
-                    ADD COLUMN deleted boolean NOT NULL DEFAULT false;
-                UPDATE history SET deleted = true WHERE value IS NULL;
-                ALTER TABLE suites ADD COLUMN epoch bigint NOT NULL DEFAULT 0;
-                CREATE TABLE pairings (lookup text PRIMARY KEY, expires timestamptz NOT NULL, record json NOT NULL);
-                CREATE TABLE key_bags (
-                    account text NOT NULL, suite text NOT NULL, epoch bigint NOT NULL, bundle text NOT NULL,
-                    PRIMARY KEY (account, suite, epoch)
-                );
-            END $$
-            """,
-        ]),
+        Migration(
+            version: 3,
+            name: "end-to-end encrypted suites: sealed entries, key epochs, pairings, key bags",
+            statements: [
+                """
+                DO $$ BEGIN
+                    ALTER TABLE entries ADD COLUMN sealed bytea, ADD COLUMN epoch bigint,
+                        ADD COLUMN deleted boolean NOT NULL DEFAULT false;
+                    UPDATE entries SET deleted = true WHERE value IS NULL;
+                    ALTER TABLE history ADD COLUMN sealed bytea, ADD COLUMN epoch bigint,
+                        ADD COLUMN deleted boolean NOT NULL DEFAULT false;
+                    UPDATE history SET deleted = true WHERE value IS NULL;
+                    ALTER TABLE suites ADD COLUMN epoch bigint NOT NULL DEFAULT 0;
+                    CREATE TABLE pairings (lookup text PRIMARY KEY, expires timestamptz NOT NULL, record json NOT NULL);
+                    CREATE TABLE key_bags (
+                        account text NOT NULL, suite text NOT NULL, epoch bigint NOT NULL, bundle text NOT NULL,
+                        PRIMARY KEY (account, suite, epoch)
+                    );
+                END $$
+                """
+            ]
+        ),
         // Every write of the tokens table, by any instance, the token commands or an operator's own
         // SQL, announces itself on the change channel (payload `tokens`): an instance's cache of
         // token verifications (`TokenCache`) holds only until then.
-        Migration(version: 4, name: "token writes announced, for the instances' token caches", statements: [
-            """
-            DO $$ BEGIN
-                CREATE FUNCTION groupdefaults_tokens_written() RETURNS trigger LANGUAGE plpgsql AS $f$
-                    BEGIN PERFORM pg_notify('groupdefaults', 'tokens'); RETURN NULL; END
-                $f$;
-                CREATE TRIGGER tokens_written AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON tokens
-                    FOR EACH STATEMENT EXECUTE FUNCTION groupdefaults_tokens_written();
-            END $$
-            """,
-        ]),
+        Migration(
+            version: 4,
+            name: "token writes announced, for the instances' token caches",
+            statements: [
+                """
+                DO $$ BEGIN
+                    CREATE FUNCTION groupdefaults_tokens_written() RETURNS trigger LANGUAGE plpgsql AS $f$
+                        BEGIN PERFORM pg_notify('groupdefaults', 'tokens'); RETURN NULL; END
+                    $f$;
+                    CREATE TRIGGER tokens_written AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON tokens
+                        FOR EACH STATEMENT EXECUTE FUNCTION groupdefaults_tokens_written();
+                END $$
+                """
+            ]
+        ),
         // The console's operators and sign-in sessions (`ConsoleRecords`), opaque to the schema.
-        Migration(version: 5, name: "console records: operators and sessions", statements: [
-            "CREATE TABLE console_records (kind text NOT NULL, name text NOT NULL, value bytea NOT NULL, PRIMARY KEY (kind, name))",
-        ]),
+        Migration(
+            version: 5,
+            name: "console records: operators and sessions",
+            statements: [
+                "CREATE TABLE console_records (kind text NOT NULL, name text NOT NULL, value bytea NOT NULL, PRIMARY KEY (kind, name))"
+            ]
+        ),
         // An operator's reset of a suite (`SuiteReset`): the revision it took, before which a
         // cursor is answered `suite_reset`; and that of the last reset that forgot its keys,
         // after which its mode is decided again.
-        Migration(version: 6, name: "suite resets", statements: [
-            "ALTER TABLE suites ADD COLUMN reset_rev bigint NOT NULL DEFAULT 0, ADD COLUMN mode_rev bigint NOT NULL DEFAULT 0",
-        ]),
+        Migration(
+            version: 6,
+            name: "suite resets",
+            statements: [
+                "ALTER TABLE suites ADD COLUMN reset_rev bigint NOT NULL DEFAULT 0, ADD COLUMN mode_rev bigint NOT NULL DEFAULT 0"
+            ]
+        ),
     ]
 
     /// The versions of every migration, in order (what a migrated database's `schema_migrations` lists).
@@ -159,12 +183,17 @@ package enum PostgresMigrations {
         for migration in all {
             let didApply = try await client.withTransaction(logger: logger) { connection in
                 try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
-                try await connection.query("""
+                try await connection.query(
+                    """
                     CREATE TABLE IF NOT EXISTS schema_migrations (
                         version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())
-                    """, logger: logger)
+                    """,
+                    logger: logger
+                )
                 let rows = try await connection.query(
-                    "SELECT version FROM schema_migrations WHERE version = \(migration.version)", logger: logger)
+                    "SELECT version FROM schema_migrations WHERE version = \(migration.version)",
+                    logger: logger
+                )
                 for try await _ in rows { return false }
                 for statement in migration.statements {
                     // Static schema text: no values, nothing from outside.
@@ -172,7 +201,8 @@ package enum PostgresMigrations {
                 }
                 try await connection.query(
                     "INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
-                    logger: logger)
+                    logger: logger
+                )
                 return true
             }
             if didApply {

@@ -22,7 +22,9 @@ package enum PostgresReachability {
                 group.addTask {
                     let connection = try await PostgresConnection.connect(
                         configuration: configuration.connectionConfiguration(applicationName: "groupdefaults-check"),
-                        id: 0, logger: silentLogger)
+                        id: 0,
+                        logger: silentLogger
+                    )
                     try? await connection.close()
                     return true
                 }
@@ -57,7 +59,8 @@ package enum PostgresReachability {
                     return "PostgreSQL at \(place) refused the connection: \(message)"
                 }
             case .authMechanismRequiresPassword:
-                return "PostgreSQL at \(place) asks user \(configuration.username) for a password: give it in the URL (postgres://user:password@host:port/db)"
+                return
+                    "PostgreSQL at \(place) asks user \(configuration.username) for a password: give it in the URL (postgres://user:password@host:port/db)"
             case .unsupportedAuthMechanism, .saslError:
                 return "PostgreSQL at \(place) asks for a sign-in method this server does not support"
             case .serverClosedConnection, .uncleanShutdown:

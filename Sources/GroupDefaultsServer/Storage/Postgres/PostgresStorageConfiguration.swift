@@ -36,15 +36,20 @@ package struct PostgresStorageConfiguration: Sendable {
     /// - Throws: `StorageConfigurationError`, saying what is wrong with the URL.
     package init(url text: String) throws(StorageConfigurationError) {
         guard let components = URLComponents(string: text),
-              components.scheme == "postgres" || components.scheme == "postgresql",
-              let host = components.host, !host.isEmpty,
-              let user = components.user, !user.isEmpty
+            components.scheme == "postgres" || components.scheme == "postgresql",
+            let host = components.host, !host.isEmpty,
+            let user = components.user, !user.isEmpty
         else {
             throw StorageConfigurationError("not a PostgreSQL URL (postgres://user@host:port/database): \(text)")
         }
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        self.init(host: host, port: components.port ?? 5432, username: user, password: components.password,
-                  database: path.isEmpty ? user : path)
+        self.init(
+            host: host,
+            port: components.port ?? 5432,
+            username: user,
+            password: components.password,
+            database: path.isEmpty ? user : path
+        )
         if let mode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value, mode != "disable" {
             throw StorageConfigurationError("sslmode=\(mode): TLS to PostgreSQL is not supported yet (\(text))")
         }
@@ -52,7 +57,13 @@ package struct PostgresStorageConfiguration: Sendable {
 
     var clientConfiguration: PostgresClient.Configuration {
         var configuration = PostgresClient.Configuration(
-            host: host, port: port, username: username, password: password, database: database, tls: .disable)
+            host: host,
+            port: port,
+            username: username,
+            password: password,
+            database: database,
+            tls: .disable
+        )
         configuration.options.connectTimeout = connectTimeout
         configuration.options.maximumConnections = maximumConnections
         // The pool's prepared statements (pushes, changes) are planned at each execution, with the
@@ -64,7 +75,13 @@ package struct PostgresStorageConfiguration: Sendable {
 
     func connectionConfiguration(applicationName: String) -> PostgresConnection.Configuration {
         var configuration = PostgresConnection.Configuration(
-            host: host, port: port, username: username, password: password, database: database, tls: .disable)
+            host: host,
+            port: port,
+            username: username,
+            password: password,
+            database: database,
+            tls: .disable
+        )
         configuration.options.connectTimeout = .init(connectTimeout)
         configuration.options.additionalStartupParameters = [("application_name", applicationName)]
         return configuration

@@ -6,11 +6,14 @@ import PostgresNIO
 extension PostgresSyncStorage {
     package func suiteSummaries(account: String?) async throws -> [SuiteSummary] {
         try await bounded("listing suites") { storage in
-            let rows = try await storage.client.query("""
+            let rows = try await storage.client.query(
+                """
                 SELECT account, suite, head_rev, key_count, byte_count FROM suites
                 WHERE head_rev > 0 AND (\(account)::text IS NULL OR account = \(account))
                 ORDER BY account COLLATE "C", suite
-                """, logger: storage.logger)
+                """,
+                logger: storage.logger
+            )
             var summaries: [SuiteSummary] = []
             for try await (account, name, head, keys, bytes) in rows.decode((String, String, Int64, Int64, Int64).self) {
                 summaries.append(SuiteSummary(account: account, name: name, headRev: UInt64(head), keys: Int(keys), bytes: Int(bytes)))
@@ -31,16 +34,24 @@ extension PostgresSyncStorage {
             checks.append(.init(name: "database", ok: false, detail: "PostgreSQL at \(database): \(error)"))
         }
         let listening = listener.isListening
-        checks.append(.init(name: "listening connection", ok: listening,
-                            detail: listening ? "up: changes pushed on other instances wake this one"
-                                : "down: reconnecting; other instances' changes are seen when it is back"))
+        checks.append(
+            .init(
+                name: "listening connection",
+                ok: listening,
+                detail: listening
+                    ? "up: changes pushed on other instances wake this one"
+                    : "down: reconnecting; other instances' changes are seen when it is back"
+            )
+        )
         return StorageHealth(backend: "PostgreSQL", checks: checks)
     }
 
     package func consoleRecord(_ kind: ConsoleRecordKind, name: String) async throws -> [UInt8]? {
         try await bounded("reading a console record") { storage in
             let rows = try await storage.client.query(
-                "SELECT value FROM console_records WHERE kind = \(kind.rawValue) AND name = \(name)", logger: storage.logger)
+                "SELECT value FROM console_records WHERE kind = \(kind.rawValue) AND name = \(name)",
+                logger: storage.logger
+            )
             for try await value in rows.decode(ByteBuffer.self) { return Array(buffer: value) }
             return nil
         }
@@ -50,7 +61,8 @@ extension PostgresSyncStorage {
         let rows = try await bounded("listing console records") { storage in
             let rows = try await storage.client.query(
                 "SELECT name, value FROM console_records WHERE kind = \(kind.rawValue) ORDER BY name COLLATE \"C\"",
-                logger: storage.logger)
+                logger: storage.logger
+            )
             var records: [ConsoleRecordRow] = []
             for try await (name, value) in rows.decode((String, ByteBuffer).self) {
                 records.append(ConsoleRecordRow(name: name, value: Array(buffer: value)))
@@ -62,15 +74,18 @@ extension PostgresSyncStorage {
 
     package func putConsoleRecord(_ kind: ConsoleRecordKind, name: String, value: [UInt8], onlyIfNew: Bool) async throws -> Bool {
         try await bounded("storing a console record") { storage in
-            let rows = try await storage.client.query(onlyIfNew
-                ? """
+            let rows = try await storage.client.query(
+                onlyIfNew
+                    ? """
                     INSERT INTO console_records (kind, name, value) VALUES (\(kind.rawValue), \(name), \(ByteBuffer(bytes: value)))
                     ON CONFLICT (kind, name) DO NOTHING RETURNING 1
                     """
-                : """
+                    : """
                     INSERT INTO console_records (kind, name, value) VALUES (\(kind.rawValue), \(name), \(ByteBuffer(bytes: value)))
                     ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value RETURNING 1
-                    """, logger: storage.logger)
+                    """,
+                logger: storage.logger
+            )
             for try await _ in rows { return true }
             return false
         }
@@ -79,7 +94,9 @@ extension PostgresSyncStorage {
     package func deleteConsoleRecord(_ kind: ConsoleRecordKind, name: String) async throws -> Bool {
         try await bounded("removing a console record") { storage in
             let rows = try await storage.client.query(
-                "DELETE FROM console_records WHERE kind = \(kind.rawValue) AND name = \(name) RETURNING 1", logger: storage.logger)
+                "DELETE FROM console_records WHERE kind = \(kind.rawValue) AND name = \(name) RETURNING 1",
+                logger: storage.logger
+            )
             for try await _ in rows { return true }
             return false
         }

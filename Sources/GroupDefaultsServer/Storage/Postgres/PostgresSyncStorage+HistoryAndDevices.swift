@@ -7,15 +7,21 @@ import PostgresNIO
 extension PostgresSyncStorage {
     package func history(account: String, suite: String, key: String) async throws -> [StoredVersion] {
         try await bounded("reading a key's history") { storage in
-            let rows = try await storage.client.query("""
+            let rows = try await storage.client.query(
+                """
                 SELECT \(unescaped: EntryRow.columns), (extract(epoch FROM received) * 1000)::bigint FROM history
                 WHERE account = \(account) AND suite = \(suite) AND key = \(key) ORDER BY rev DESC
-                """, logger: storage.logger)
+                """,
+                logger: storage.logger
+            )
             var versions: [StoredVersion] = []
             for try await row in rows.decode((String?, Data?, Int64?, Bool, String, String, Int64, Int64).self) {
-                versions.append(StoredVersion(
-                    entry: try EntryRow.stored(key: key, (row.0, row.1, row.2, row.3, row.4, row.5, row.6)),
-                    receivedMilliseconds: UInt64(max(0, row.7))))
+                versions.append(
+                    StoredVersion(
+                        entry: try EntryRow.stored(key: key, (row.0, row.1, row.2, row.3, row.4, row.5, row.6)),
+                        receivedMilliseconds: UInt64(max(0, row.7))
+                    )
+                )
             }
             return versions
         }
@@ -25,7 +31,8 @@ extension PostgresSyncStorage {
         let lastPush = sighting.lastPush.map(Self.date)
         try await bounded("recording a device") { storage in
             // The merge rule of `StoredDevice.merged(with:)`, in SQL (GREATEST and LEAST skip NULLs).
-            try await storage.client.query("""
+            try await storage.client.query(
+                """
                 INSERT INTO devices (id, account, token_id, name, device_id, first_seen, last_seen, last_push, suites)
                 VALUES (\(sighting.id), \(sighting.account), \(sighting.tokenID), \(sighting.name),
                         \(String(sighting.deviceID))::numeric, \(Self.date(sighting.firstSeen)), \(Self.date(sighting.lastSeen)),
@@ -36,27 +43,42 @@ extension PostgresSyncStorage {
                     last_seen = GREATEST(devices.last_seen, excluded.last_seen),
                     last_push = GREATEST(devices.last_push, excluded.last_push),
                     suites = ARRAY(SELECT DISTINCT s FROM unnest(devices.suites || excluded.suites) AS s ORDER BY s)
-                """, logger: storage.logger)
+                """,
+                logger: storage.logger
+            )
         }
     }
 
     package func devices(account: String?) async throws -> [StoredDevice] {
         try await bounded("listing devices") { storage in
-            let rows = try await storage.client.query("""
+            let rows = try await storage.client.query(
+                """
                 SELECT account, token_id, name, device_id::text, (extract(epoch FROM first_seen) * 1000)::bigint,
                        (extract(epoch FROM last_seen) * 1000)::bigint, (extract(epoch FROM last_push) * 1000)::bigint, suites
                 FROM devices WHERE \(account)::text IS NULL OR account = \(account)
                 ORDER BY last_seen DESC, id DESC
-                """, logger: storage.logger)
+                """,
+                logger: storage.logger
+            )
             var devices: [StoredDevice] = []
             for try await (account, tokenID, name, deviceID, firstSeen, lastSeen, lastPush, suites)
-                in rows.decode((String, String, String?, String, Int64, Int64, Int64?, [String]).self) {
+                in rows.decode((String, String, String?, String, Int64, Int64, Int64?, [String]).self)
+            {
                 guard let deviceID = UInt64(deviceID) else {
                     throw SyncStorageError(.unavailable, "a device record has an unreadable device id (\(deviceID))")
                 }
-                devices.append(StoredDevice(
-                    account: account, tokenID: tokenID, name: name, deviceID: deviceID, firstSeen: UInt64(max(0, firstSeen)),
-                    lastSeen: UInt64(max(0, lastSeen)), lastPush: lastPush.map { UInt64(max(0, $0)) }, suites: suites))
+                devices.append(
+                    StoredDevice(
+                        account: account,
+                        tokenID: tokenID,
+                        name: name,
+                        deviceID: deviceID,
+                        firstSeen: UInt64(max(0, firstSeen)),
+                        lastSeen: UInt64(max(0, lastSeen)),
+                        lastPush: lastPush.map { UInt64(max(0, $0)) },
+                        suites: suites
+                    )
+                )
             }
             return devices
         }

@@ -13,7 +13,9 @@ extension PostgresSyncStorage {
                 let stored = try await Self.keyBags(connection, account: account, suite: suite, logger: storage.logger)
                 let (new, row) = try KeyBagRule.put(bag, epoch: epoch, suite: suite, suiteEpoch: found.epoch, stored: stored)
                 try await connection.query(
-                    "UPDATE suites SET epoch = \(Int64(new)) WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
+                    "UPDATE suites SET epoch = \(Int64(new)) WHERE account = \(account) AND suite = \(suite)",
+                    logger: storage.logger
+                )
                 try await Self.write([epoch: row], connection, account: account, suite: suite, logger: storage.logger)
             }
         }
@@ -24,14 +26,23 @@ extension PostgresSyncStorage {
             try await storage.client.withTransaction(logger: storage.logger) { connection in
                 let found = try await Self.lockSuite(connection, account: account, suite: suite, logger: storage.logger)
                 let stored = try await Self.keyBags(connection, account: account, suite: suite, logger: storage.logger)
-                let (rows, newEpoch) = try KeyBagRule.anchor(anchor, suite: suite, suiteEpoch: found.epoch ?? 0,
-                                                             written: found.head > found.modeRev, reset: found.modeRev > 0, stored: stored)
+                let (rows, newEpoch) = try KeyBagRule.anchor(
+                    anchor,
+                    suite: suite,
+                    suiteEpoch: found.epoch ?? 0,
+                    written: found.head > found.modeRev,
+                    reset: found.modeRev > 0,
+                    stored: stored
+                )
                 try await Self.write(rows, connection, account: account, suite: suite, logger: storage.logger)
                 if let newEpoch {
-                    try await connection.query("""
+                    try await connection.query(
+                        """
                         INSERT INTO suites (account, suite, epoch) VALUES (\(account), \(suite), \(Int64(newEpoch)))
                         ON CONFLICT (account, suite) DO UPDATE SET epoch = EXCLUDED.epoch
-                        """, logger: storage.logger)
+                        """,
+                        logger: storage.logger
+                    )
                 }
             }
         }
@@ -49,11 +60,16 @@ extension PostgresSyncStorage {
     /// row locked; and a lock of its name for the transaction, so that two anchors of a new suite
     /// come one at a time.
     private static func lockSuite(
-        _ connection: PostgresConnection, account: String, suite: String, logger: Logger
+        _ connection: PostgresConnection,
+        account: String,
+        suite: String,
+        logger: Logger
     ) async throws -> (epoch: UInt32?, head: UInt64, modeRev: UInt64) {
         try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(account)), hashtext(\(suite)))", logger: logger)
         let rows = try await connection.query(
-            "SELECT epoch, head_rev, mode_rev FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE", logger: logger)
+            "SELECT epoch, head_rev, mode_rev FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE",
+            logger: logger
+        )
         var found: (epoch: UInt32?, head: UInt64, modeRev: UInt64) = (nil, 0, 0)
         for try await (epoch, head, modeRev) in rows.decode((Int64, Int64, Int64).self) {
             found = (UInt32(clamping: epoch), UInt64(clamping: head), UInt64(clamping: modeRev))
@@ -62,23 +78,35 @@ extension PostgresSyncStorage {
     }
 
     private static func keyBags(
-        _ connection: PostgresConnection, account: String, suite: String, logger: Logger
+        _ connection: PostgresConnection,
+        account: String,
+        suite: String,
+        logger: Logger
     ) async throws -> [UInt32: StoredKeyBag] {
         let rows = try await connection.query(
-            "SELECT epoch, bundle FROM key_bags WHERE account = \(account) AND suite = \(suite)", logger: logger)
+            "SELECT epoch, bundle FROM key_bags WHERE account = \(account) AND suite = \(suite)",
+            logger: logger
+        )
         var bags: [UInt32: StoredKeyBag] = [:]
         for try await (epoch, text) in rows.decode((Int64, String).self) { bags[UInt32(clamping: epoch)] = StoredKeyBag(storedText: text) }
         return bags
     }
 
     private static func write(
-        _ rows: [UInt32: StoredKeyBag], _ connection: PostgresConnection, account: String, suite: String, logger: Logger
+        _ rows: [UInt32: StoredKeyBag],
+        _ connection: PostgresConnection,
+        account: String,
+        suite: String,
+        logger: Logger
     ) async throws {
         for (epoch, row) in rows.sorted(by: { $0.key < $1.key }) {
-            try await connection.query("""
+            try await connection.query(
+                """
                 INSERT INTO key_bags (account, suite, epoch, bundle) VALUES (\(account), \(suite), \(Int64(epoch)), \(row.storedText))
                 ON CONFLICT (account, suite, epoch) DO UPDATE SET bundle = EXCLUDED.bundle
-                """, logger: logger)
+                """,
+                logger: logger
+            )
         }
     }
 }

@@ -40,9 +40,12 @@ extension PostgresSyncStorage {
     package func purgeTombstones(olderThan horizon: HLC) async throws -> Int {
         let horizonText = String(horizon.rawValue)
         let affected = try await bounded("finding old tombstones") { storage in
-            let rows = try await storage.client.query("""
+            let rows = try await storage.client.query(
+                """
                 SELECT DISTINCT account, suite FROM entries WHERE value IS NULL AND deleted AND hlc < \(horizonText)::numeric
-                """, logger: storage.logger)
+                """,
+                logger: storage.logger
+            )
             var suites: [SuiteID] = []
             for try await (account, suite) in rows.decode((String, String).self) {
                 suites.append(SuiteID(account: account, suite: suite))
@@ -56,8 +59,10 @@ extension PostgresSyncStorage {
                 try await storage.client.withTransaction(logger: storage.logger) { connection in
                     try await connection.query(
                         "SELECT 1 FROM suites WHERE account = \(id.account) AND suite = \(id.suite) FOR UPDATE",
-                        logger: storage.logger)
-                    let rows = try await connection.query("""
+                        logger: storage.logger
+                    )
+                    let rows = try await connection.query(
+                        """
                         WITH purged AS (
                             DELETE FROM entries WHERE account = \(id.account) AND suite = \(id.suite)
                                 AND value IS NULL AND deleted AND hlc < \(horizonText)::numeric
@@ -66,7 +71,9 @@ extension PostgresSyncStorage {
                         UPDATE suites SET oldest_valid_rev = GREATEST(oldest_valid_rev, counted.max_rev)
                         FROM counted WHERE account = \(id.account) AND suite = \(id.suite) AND counted.n > 0
                         RETURNING counted.n
-                        """, logger: storage.logger)
+                        """,
+                        logger: storage.logger
+                    )
                     var count = 0
                     for try await n in rows.decode(Int64.self) { count += Int(n) }
                     return count
@@ -78,15 +85,20 @@ extension PostgresSyncStorage {
         let horizonSeconds = Double(horizon.milliseconds) / 1000
         try await bounded("purging batch records") { storage in
             try await storage.client.query(
-                "DELETE FROM batches WHERE created < to_timestamp(\(horizonSeconds))", logger: storage.logger)
+                "DELETE FROM batches WHERE created < to_timestamp(\(horizonSeconds))",
+                logger: storage.logger
+            )
         }
         // History versions as old as the horizon, unless they are their key's current entry.
         try await bounded("purging history") { storage in
-            try await storage.client.query("""
+            try await storage.client.query(
+                """
                 DELETE FROM history h WHERE h.hlc < \(horizonText)::numeric AND NOT EXISTS (
                     SELECT 1 FROM entries e
                     WHERE e.account = h.account AND e.suite = h.suite AND e.key = h.key AND e.rev = h.rev)
-                """, logger: storage.logger)
+                """,
+                logger: storage.logger
+            )
         }
         return removed
     }
@@ -158,9 +170,13 @@ private struct GroupWrite: Sendable {
     /// other instances wait for it, so the write's condition holds.
     func runLocked(_ connection: PostgresConnection) async throws -> GroupPlan {
         try await connection.query(
-            "INSERT INTO suites (account, suite) VALUES (\(account), \(suite)) ON CONFLICT DO NOTHING", logger: logger)
+            "INSERT INTO suites (account, suite) VALUES (\(account), \(suite)) ON CONFLICT DO NOTHING",
+            logger: logger
+        )
         try await connection.query(
-            "SELECT 1 FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE", logger: logger)
+            "SELECT 1 FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE",
+            logger: logger
+        )
         let found = try await read(connection)
         let output = decide(found)
         if output.writes {
@@ -176,16 +192,27 @@ private struct GroupWrite: Sendable {
     private func read(_ connection: PostgresConnection) async throws -> Found {
         var keys = Set<String>()
         for pushed in group { for op in pushed.push.request.ops { keys.insert(op.key) } }
-        let rows = try await connection.execute(SuiteReadStatement(
-            account: account, suite: suite, keys: Array(keys), devices: group.map { String($0.push.request.deviceID) },
-            batchIDs: group.map(\.push.request.batchID)), logger: logger)
+        let rows = try await connection.execute(
+            SuiteReadStatement(
+                account: account,
+                suite: suite,
+                keys: Array(keys),
+                devices: group.map { String($0.push.request.deviceID) },
+                batchIDs: group.map(\.push.request.batchID)
+            ),
+            logger: logger
+        )
         var found = Found()
         for try await row in rows {
             switch row.0 {
             case 0:
                 found.counters = PushStep.Counters(
-                    head: UInt64(row.8 ?? 0), keys: Int(row.9 ?? 0), bytes: Int(row.10 ?? 0), epoch: UInt32(clamping: row.4 ?? 0),
-                    modeRev: row.6.flatMap(UInt64.init) ?? 0)
+                    head: UInt64(row.8 ?? 0),
+                    keys: Int(row.9 ?? 0),
+                    bytes: Int(row.10 ?? 0),
+                    epoch: UInt32(clamping: row.4 ?? 0),
+                    modeRev: row.6.flatMap(UInt64.init) ?? 0
+                )
             case 1:
                 guard let key = row.1, let hlc = row.6, let origin = row.7, let rev = row.8 else { continue }
                 found.held[key] = try EntryRow.stored(key: key, (row.2, row.3, row.4, row.5, hlc, origin, rev))
@@ -207,7 +234,8 @@ private struct GroupWrite: Sendable {
         var applied: [BatchKey: (digest: [UInt8], response: PushResponse)] = [:]
         var versions: [StoredEntry] = []
         for pushed in group {
-            let push = pushed.push, request = push.request
+            let push = pushed.push
+            let request = push.request
             let batchKey = BatchKey(device: request.deviceID, batchID: request.batchID)
             let recorded: PushStep.RecordedBatch?
             if let earlier = applied[batchKey] {
@@ -222,8 +250,15 @@ private struct GroupWrite: Sendable {
             var pushHeld: [String: StoredEntry] = [:]
             for op in request.ops { if let entry = held[op.key] { pushHeld[op.key] = entry } }
             do {
-                switch try PushStep.run(push, suite: suite, held: pushHeld, counters: output.counters, recorded: recorded,
-                                        quota: pushed.quota, serverTime: pushed.serverTime) {
+                switch try PushStep.run(
+                    push,
+                    suite: suite,
+                    held: pushHeld,
+                    counters: output.counters,
+                    recorded: recorded,
+                    quota: pushed.quota,
+                    serverTime: pushed.serverTime
+                ) {
                 case .replayed(let response):
                     output.results.append(.success(response))
                 case .applied(let step):
@@ -249,22 +284,40 @@ private struct GroupWrite: Sendable {
         }
         // The history rule of one push, over the group's versions: each key's last `historyDepth`.
         let merged = PushStep.Applied(
-            response: PushResponse(headRev: output.counters.head, results: [], serverTime: ""), writes: [], replaced: [:],
-            versions: versions, counters: output.counters)
+            response: PushResponse(headRev: output.counters.head, results: [], serverTime: ""),
+            writes: [],
+            replaced: [:],
+            versions: versions,
+            counters: output.counters
+        )
         output.versions = merged.historyVersions(depth: group[0].quota.historyDepth)
         return output
     }
 
     /// `GroupWriteStatement`; false if the suite moved since `expected` was read.
     private func write(_ output: Output, expected: PushStep.Counters, _ connection: PostgresConnection) async throws -> Bool {
-        let notice = String(decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: output.counters.head)),
-                            as: UTF8.self)
-        let rows = try await connection.execute(GroupWriteStatement(
-            account: account, suite: suite, counters: output.counters, expected: expected,
-            entries: EntryColumns(output.order.map { output.entries[$0]! }), history: EntryColumns(output.versions),
-            depth: group[0].quota.historyDepth, batchDevices: output.batchDevices, batchIDs: output.batchIDs,
-            batchDigests: output.batchDigests, batchResponses: output.batchResponses, notice: notice, notify: output.advanced),
-            logger: logger)
+        let notice = String(
+            decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: output.counters.head)),
+            as: UTF8.self
+        )
+        let rows = try await connection.execute(
+            GroupWriteStatement(
+                account: account,
+                suite: suite,
+                counters: output.counters,
+                expected: expected,
+                entries: EntryColumns(output.order.map { output.entries[$0]! }),
+                history: EntryColumns(output.versions),
+                depth: group[0].quota.historyDepth,
+                batchDevices: output.batchDevices,
+                batchIDs: output.batchIDs,
+                batchDigests: output.batchDigests,
+                batchResponses: output.batchResponses,
+                notice: notice,
+                notify: output.advanced
+            ),
+            logger: logger
+        )
         for try await (guarded, _) in rows { return guarded > 0 }
         return false
     }

@@ -10,21 +10,34 @@ extension PostgresSyncStorage {
         try await bounded("resetting a suite") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
                 let rows = try await connection.query(
-                    "SELECT head_rev, key_count FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE", logger: storage.logger)
+                    "SELECT head_rev, key_count FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE",
+                    logger: storage.logger
+                )
                 var found: (head: Int64, keys: Int64)?
                 for try await row in rows.decode((Int64, Int64).self) { found = row }
                 guard let found else { return nil }
                 for table in ["entries", "history", "batches"] + (keys ? ["key_bags"] : []) {
-                    try await connection.query(PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE account = $1 AND suite = $2",
-                                                             binds: Self.binds(account, suite)), logger: storage.logger)
+                    try await connection.query(
+                        PostgresQuery(
+                            unsafeSQL: "DELETE FROM \(table) WHERE account = $1 AND suite = $2",
+                            binds: Self.binds(account, suite)
+                        ),
+                        logger: storage.logger
+                    )
                 }
                 let head = Int64(clamping: SuiteReset.revision(after: UInt64(max(0, found.head))))
-                try await connection.query("""
+                try await connection.query(
+                    """
                     UPDATE suites SET head_rev = \(head), oldest_valid_rev = \(head), reset_rev = \(head), key_count = 0, byte_count = 0,
                         epoch = CASE WHEN \(keys) THEN 0 ELSE epoch END, mode_rev = CASE WHEN \(keys) THEN \(head) ELSE mode_rev END
                     WHERE account = \(account) AND suite = \(suite)
-                    """, logger: storage.logger)
-                let notice = String(decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: UInt64(head))), as: UTF8.self)
+                    """,
+                    logger: storage.logger
+                )
+                let notice = String(
+                    decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: UInt64(head))),
+                    as: UTF8.self
+                )
                 try await connection.query("SELECT pg_notify(\(ChangeNotice.channel), \(notice))", logger: storage.logger)
                 return Int(found.keys)
             }

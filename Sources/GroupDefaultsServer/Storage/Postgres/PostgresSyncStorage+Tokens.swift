@@ -1,16 +1,19 @@
-import GroupDefaultsWire
 package import Foundation
+import GroupDefaultsWire
 import Logging
 import PostgresNIO
 
 extension PostgresSyncStorage {
     package func createToken(_ token: StoredToken) async throws {
         try await bounded("creating a token") { storage in
-            try await storage.client.query("""
+            try await storage.client.query(
+                """
                 INSERT INTO tokens (id, account, patterns, read_only, device, created, expires, revoked, hash)
                 VALUES (\(token.id), \(token.account), \(token.suitePatterns)::text[], \(token.readOnly), \(token.device),
                         \(token.created), \(token.expires), \(token.revoked), \(token.hash))
-                """, logger: storage.logger)
+                """,
+                logger: storage.logger
+            )
         }
     }
 
@@ -33,14 +36,17 @@ extension PostgresSyncStorage {
     package func tokens() async throws -> [StoredToken] {
         try await bounded("listing tokens") { storage in
             try await storage.readTokens(
-                "SELECT id, account, patterns, read_only, device, created, expires, revoked, hash FROM tokens ORDER BY created, id")
+                "SELECT id, account, patterns, read_only, device, created, expires, revoked, hash FROM tokens ORDER BY created, id"
+            )
         }
     }
 
     package func revokeToken(id: String, at date: Date) async throws {
         let found = try await bounded("revoking a token") { storage in
             let rows = try await storage.client.query(
-                "UPDATE tokens SET revoked = COALESCE(revoked, \(date)) WHERE id = \(id) RETURNING id", logger: storage.logger)
+                "UPDATE tokens SET revoked = COALESCE(revoked, \(date)) WHERE id = \(id) RETURNING id",
+                logger: storage.logger
+            )
             for try await _ in rows.decode(String.self) { return true }
             return false
         }
@@ -51,9 +57,21 @@ extension PostgresSyncStorage {
         let rows = try await client.query(query, logger: logger)
         var tokens: [StoredToken] = []
         for try await (id, account, patterns, readOnly, device, created, expires, revoked, hash)
-            in rows.decode((String, String, [String], Bool, String?, Date, Date?, Date?, String).self) {
-            tokens.append(StoredToken(id: id, account: account, suitePatterns: patterns, readOnly: readOnly, device: device,
-                                      created: created, expires: expires, revoked: revoked, hash: hash))
+            in rows.decode((String, String, [String], Bool, String?, Date, Date?, Date?, String).self)
+        {
+            tokens.append(
+                StoredToken(
+                    id: id,
+                    account: account,
+                    suitePatterns: patterns,
+                    readOnly: readOnly,
+                    device: device,
+                    created: created,
+                    expires: expires,
+                    revoked: revoked,
+                    hash: hash
+                )
+            )
         }
         return tokens
     }

@@ -37,7 +37,9 @@ package final class PostgresSyncStorage: SyncStorage {
         let applicationName = "groupdefaults-listener-\(UUID().uuidString.prefix(8).lowercased())"
         let listener = ChangeListener(
             configuration: configuration.connectionConfiguration(applicationName: applicationName),
-            signals: signals, logger: logger)
+            signals: signals,
+            logger: logger
+        )
         self.configuration = configuration
         self.logger = logger
         self.client = client
@@ -102,7 +104,9 @@ package final class PostgresSyncStorage: SyncStorage {
     /// `unavailable` (the database is unreachable, restarting or overloaded).
     @discardableResult
     func bounded<T: Sendable>(
-        _ what: String, timeout: Duration? = nil, _ body: @escaping @Sendable (PostgresSyncStorage) async throws -> T
+        _ what: String,
+        timeout: Duration? = nil,
+        _ body: @escaping @Sendable (PostgresSyncStorage) async throws -> T
     ) async throws -> T {
         let timeout = timeout ?? configuration.operationTimeout
         do {
@@ -136,7 +140,9 @@ package final class PostgresSyncStorage: SyncStorage {
     package func headRevision(account: String, suite: String) async throws -> UInt64 {
         try await bounded("reading the head revision") { storage in
             let rows = try await storage.client.query(
-                "SELECT head_rev FROM suites WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
+                "SELECT head_rev FROM suites WHERE account = \(account) AND suite = \(suite)",
+                logger: storage.logger
+            )
             for try await head in rows.decode(Int64.self) { return UInt64(head) }
             return 0
         }
@@ -149,8 +155,10 @@ package final class PostgresSyncStorage: SyncStorage {
         let answer: Result<ChangesPage, ReadFromReset> = try await bounded("reading changes") { storage in
             let rows = try await storage.client.execute(
                 ChangesStatement(account: account, suite: suite, since: Int64(clamping: since), limit: Int64(limit) + 1),
-                logger: storage.logger)
-            var head: UInt64 = 0, oldestValid: UInt64 = 0
+                logger: storage.logger
+            )
+            var head: UInt64 = 0
+            var oldestValid: UInt64 = 0
             var entries: [SyncEntry] = []
             for try await row in rows {
                 head = UInt64(row.0 ?? 0)
@@ -161,7 +169,9 @@ package final class PostgresSyncStorage: SyncStorage {
             }
             if since < oldestValid {
                 let resets = try await storage.client.query(
-                    "SELECT reset_rev FROM suites WHERE account = \(account) AND suite = \(suite)", logger: storage.logger)
+                    "SELECT reset_rev FROM suites WHERE account = \(account) AND suite = \(suite)",
+                    logger: storage.logger
+                )
                 for try await resetRev in resets.decode(Int64.self) where since < resetRev {
                     // No cursor yet: everything since the reset, if no tombstone was purged since.
                     if SuiteReset.readsFromReset(since: since, resetRev: UInt64(resetRev), oldestValid: oldestValid) {
@@ -169,8 +179,10 @@ package final class PostgresSyncStorage: SyncStorage {
                     }
                     throw SyncStorageError.suiteReset(suite, since: since)
                 }
-                throw SyncStorageError(.cursorExpired,
-                    "revision \(since) is older than \(oldestValid), the oldest this suite can answer from (tombstones were purged): re-read the snapshot")
+                throw SyncStorageError(
+                    .cursorExpired,
+                    "revision \(since) is older than \(oldestValid), the oldest this suite can answer from (tombstones were purged): re-read the snapshot"
+                )
             }
             let hasMore = entries.count > limit
             if hasMore { entries.removeLast(entries.count - limit) }
@@ -189,7 +201,8 @@ package final class PostgresSyncStorage: SyncStorage {
     package func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> SnapshotPage {
         let limit = max(1, limit)
         return try await bounded("reading a snapshot") { storage in
-            let rows = try await storage.client.query("""
+            let rows = try await storage.client.query(
+                """
                 SELECT s.head_rev, s.oldest_valid_rev, e.key, \(unescaped: EntryRow.qualifiedColumns("e"))
                 FROM (SELECT 1) AS one
                 LEFT JOIN suites s ON s.account = \(account) AND s.suite = \(suite)
@@ -199,7 +212,9 @@ package final class PostgresSyncStorage: SyncStorage {
                     ORDER BY key LIMIT \(Int64(limit) + 1)
                 ) e ON true
                 ORDER BY e.key
-                """, logger: storage.logger)
+                """,
+                logger: storage.logger
+            )
             var head: UInt64 = 0
             var entries: [SyncEntry] = []
             for try await row in rows.decode(SuiteAndEntryRow.self) {
@@ -216,10 +231,13 @@ package final class PostgresSyncStorage: SyncStorage {
 
     package func suites(account: String) async throws -> SuiteList {
         try await bounded("listing suites") { storage in
-            let rows = try await storage.client.query("""
+            let rows = try await storage.client.query(
+                """
                 SELECT suite, head_rev, key_count FROM suites
                 WHERE account = \(account) AND head_rev > 0 ORDER BY suite
-                """, logger: storage.logger)
+                """,
+                logger: storage.logger
+            )
             var suites: [SuiteList.Suite] = []
             for try await (name, head, keys) in rows.decode((String, Int64, Int64).self) {
                 suites.append(SuiteList.Suite(name: name, headRev: UInt64(head), keys: Int(keys)))
@@ -342,7 +360,8 @@ enum EntryRow {
 
     /// The entry of a row of an outer join, nil when the row has none (no key).
     static func optional(
-        key: String?, _ row: (String?, Data?, Int64?, Bool?, String?, String?, Int64?)
+        key: String?,
+        _ row: (String?, Data?, Int64?, Bool?, String?, String?, Int64?)
     ) throws(SyncStorageError) -> StoredEntry? {
         guard let key else { return nil }
         guard let deleted = row.3, let hlc = row.4, let origin = row.5, let rev = row.6 else {
@@ -359,9 +378,16 @@ enum EntryRow {
         }
         let stamp = Stamp(hlc: HLC(rawValue: hlcValue), origin: originValue)
         if let sealed {
-            guard let epoch, epoch > 0, epoch <= Int64(UInt32.max) else { throw SyncStorageError(.unavailable, "a sealed entry of \(key) has no key epoch") }
-            return StoredEntry(key: key, sealed: SealedPayload(epoch: UInt32(epoch), box: Array(sealed)), deleted: deleted,
-                               stamp: stamp, rev: UInt64(rev))
+            guard let epoch, epoch > 0, epoch <= Int64(UInt32.max) else {
+                throw SyncStorageError(.unavailable, "a sealed entry of \(key) has no key epoch")
+            }
+            return StoredEntry(
+                key: key,
+                sealed: SealedPayload(epoch: UInt32(epoch), box: Array(sealed)),
+                deleted: deleted,
+                stamp: stamp,
+                rev: UInt64(rev)
+            )
         }
         return StoredEntry(key: key, valueJSON: deleted ? nil : value.map { Array($0.utf8) }, stamp: stamp, rev: UInt64(rev))
     }

@@ -62,7 +62,8 @@ final class PushGroups: Sendable {
     /// Applies `push` in its suite's next group; `commit` writes one group and answers one result per
     /// push, in order.
     func push(
-        _ push: GroupedPush, commit: @escaping @Sendable ([GroupedPush]) async -> [Result<PushResponse, any Error>]
+        _ push: GroupedPush,
+        commit: @escaping @Sendable ([GroupedPush]) async -> [Result<PushResponse, any Error>]
     ) async throws -> PushResponse {
         let id = push.suiteID
         let turn = await withCheckedContinuation { (continuation: CheckedContinuation<Turn, Never>) in
