@@ -14,63 +14,60 @@ struct NetworkFailure {
     /// How long an answer's head may take once the request is sent.
     var answerTimeout: Duration
 
-    /// What happened: "connection refused", "unknown host sync.example", "the server does not
-    /// speak TLS…", "it accepted the connection but did not answer within 30 seconds"; and whether the server was never
-    /// reached at all (or answered nothing in time), which a one-shot step reports at once.
-    func cause(of error: any Error) -> (words: String, unreached: Bool) {
-        let (words, unreached, _) = described(error)
-        return (words, unreached)
+    /// Why a request got no answer.
+    struct Cause {
+        /// What happened: "connection refused", "unknown host sync.example", "the server does not
+        /// speak TLS…", "it accepted the connection but did not answer within 30 seconds".
+        var words: String
+        /// Whether the server was never reached at all (or answered nothing in time), which a
+        /// one-shot step reports at once.
+        var unreached: Bool
+        /// Whether waiting will not help: the host name is unknown, or TLS cannot work with this URL
+        /// (a plain server, a certificate that does not verify or is not made out for the host). The
+        /// message then says to check the URL rather than to try again later.
+        var lasting = false
     }
 
-    /// Whether waiting will not help: the host name is unknown, or TLS cannot work with this URL
-    /// (a plain server, a certificate that does not verify or is not made out for the host). The
-    /// message then says to check the URL rather than to try again later.
-    func isLasting(_ error: any Error) -> Bool { described(error).lasting }
-
-    private func described(_ error: any Error) -> (words: String, unreached: Bool, lasting: Bool) {
-        let (words, unreached) = classified(error)
-        let lasting =
-            words.hasPrefix("unknown host") || words.hasPrefix("no address found") || words.hasPrefix("the server does not speak TLS")
-            || words.hasPrefix("its TLS certificate")
-        return (words, unreached, lasting)
-    }
-
-    private func classified(_ error: any Error) -> (words: String, unreached: Bool) {
+    /// Why `error` left a request without an answer.
+    func cause(of error: any Error) -> Cause {
         switch error {
         case let error as HTTPClientError:
-            return classified(error)
+            return cause(of: error)
         case let error as NIOConnectionError:
-            if let first = error.connectionErrors.first { return classified(first.error) }
-            if error.dnsAError != nil || error.dnsAAAAError != nil { return ("unknown host \(error.host)", true) }
-            return ("no address found for \(error.host)", true)
+            if let first = error.connectionErrors.first { return cause(of: first.error) }
+            if error.dnsAError != nil || error.dnsAAAAError != nil {
+                return Cause(words: "unknown host \(error.host)", unreached: true, lasting: true)
+            }
+            return Cause(words: "no address found for \(error.host)", unreached: true, lasting: true)
         case let error as SocketAddressError.UnknownHost:
-            return ("unknown host \(error.host)", true)
+            return Cause(words: "unknown host \(error.host)", unreached: true, lasting: true)
         case ChannelError.connectTimeout:
-            return (noConnection, true)
+            return Cause(words: noConnection, unreached: true)
         case let error as IOError:
-            return (Self.words(errno: error.errnoCode), true)
+            return Cause(words: Self.words(errno: error.errnoCode), unreached: true)
         case let error as NIOSSLError:
-            return (Self.words(tls: error), true)
+            return Self.cause(tls: error)
         case let error as NIOSSLExtraError where error == .failedToValidateHostname:
-            return ("its TLS certificate is not made out for this host name", true)
+            return Cause(words: "its TLS certificate is not made out for this host name", unreached: true, lasting: true)
         case is CancellationError:
-            return ("cancelled", false)
+            return Cause(words: "cancelled", unreached: false)
         default:
-            return ("the connection failed", false)
+            return Cause(words: "the connection failed", unreached: false)
         }
     }
 
     private var noConnection: String { "no connection within \(Self.seconds(connectTimeout))" }
 
-    private func classified(_ error: HTTPClientError) -> (words: String, unreached: Bool) {
+    private func cause(of error: HTTPClientError) -> Cause {
         switch error {
-        case .connectTimeout, .getConnectionFromPoolTimeout: (noConnection, true)
-        case .tlsHandshakeTimeout: ("the TLS handshake did not finish within \(Self.seconds(connectTimeout))", true)
+        case .connectTimeout, .getConnectionFromPoolTimeout: Cause(words: noConnection, unreached: true)
+        case .tlsHandshakeTimeout:
+            Cause(words: "the TLS handshake did not finish within \(Self.seconds(connectTimeout))", unreached: true)
         case .deadlineExceeded, .readTimeout:
-            ("it accepted the connection but did not answer within \(Self.seconds(answerTimeout))", true)
-        case .remoteConnectionClosed: ("the server closed the connection before it answered", false)
-        case .cancelled: ("cancelled", false)
-        default: ("the request failed", false)
+            Cause(words: "it accepted the connection but did not answer within \(Self.seconds(answerTimeout))", unreached: true)
+        case .remoteConnectionClosed: Cause(words: "the server closed the connection before it answered", unreached: false)
+        case .cancelled: Cause(words: "cancelled", unreached: false)
+        default: Cause(words: "the request failed", unreached: false)
         }
     }
 
@@ -92,15 +89,19 @@ struct NetworkFailure {
         }
     }
 
-    private static func words(tls error: NIOSSLError) -> String {
-        guard case .handshakeFailed(let inner) = error else { return "the TLS connection failed" }
+    private static func cause(tls error: NIOSSLError) -> Cause {
+        guard case .handshakeFailed(let inner) = error else { return Cause(words: "the TLS connection failed", unreached: true) }
         let text = "\(inner)"
         if text.contains("WRONG_VERSION_NUMBER") || text.contains("HTTP_REQUEST") || text.contains("PACKET_LENGTH") {
-            return "the server does not speak TLS (its URL may be http://, not https://)"
+            return Cause(words: "the server does not speak TLS (its URL may be http://, not https://)", unreached: true, lasting: true)
         }
         if text.contains("CERTIFICATE_VERIFY_FAILED") {
-            return "its TLS certificate does not verify: it is not signed by an authority this device trusts"
+            return Cause(
+                words: "its TLS certificate does not verify: it is not signed by an authority this device trusts",
+                unreached: true,
+                lasting: true
+            )
         }
-        return "the TLS handshake failed"
+        return Cause(words: "the TLS handshake failed", unreached: true)
     }
 }

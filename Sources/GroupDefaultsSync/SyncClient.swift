@@ -304,7 +304,7 @@ public struct SyncClient: Sendable {
             let cause = failure.cause(of: error)
             var unreached = SyncError(.unavailable, "cannot reach \(server.absoluteString): \(cause.words)")
             unreached.isUnreached = cause.unreached
-            unreached.isLasting = failure.isLasting(error)
+            unreached.isLasting = cause.lasting
             throw unreached
         }
     }

@@ -103,7 +103,7 @@ public struct SyncHealth: Sendable, Equatable, Codable {
     /// read, or is readable by others): `paused` when a new token is needed, else `failing`, with
     /// the error's words, so that `status` in another process says so instead of "ok". The last
     /// success is kept. A failure to record is ignored: the caller reports `error` itself.
-    public static func recordStartFailure(_ error: SyncError, in defaults: SharedDefaults) {
+    static func recordStartFailure(_ error: SyncError, in defaults: SharedDefaults) {
         let previous = stored(in: defaults)
         let condition: Condition = error.kind == .authenticationNeeded ? .paused : .failing
         let now = Date()

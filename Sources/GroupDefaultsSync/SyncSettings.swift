@@ -116,7 +116,14 @@ extension SyncEngine {
         }
         client.timeout = options.answerTimeout
         client.connectTimeout = options.connectTimeout
-        let keys = try settings.keyFile.map { path throws(SyncError) in try SuiteKeys.read(from: path, suite: defaults.suiteName) }
+        let keys: SuiteKeys?
+        do {
+            keys = try settings.keyFile.map { path throws(SyncError) in try SuiteKeys.read(from: path, suite: defaults.suiteName) }
+        } catch {
+            // A key file that cannot be used stops every step: what `status` (another process) shows too.
+            SyncHealth.recordStartFailure(error, in: defaults)
+            throw error
+        }
         self.init(defaults: defaults, client: client, options: options, logger: nil, keys: keys, keyFile: settings.keyFile)
     }
 }

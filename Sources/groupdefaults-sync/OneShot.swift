@@ -118,15 +118,7 @@ func withConfiguredEngine(
             throw CommandFailure("\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`")
         }
         try await withHTTPClient(server, caFile: settings.caFile) { http in
-            let engine: SyncEngine
-            do {
-                engine = try SyncEngine(configured: defaults, http: http, options: server.applied(to: engineOptions))
-            } catch let error as SyncError {
-                // A token or key file that cannot be used: `status` says so too.
-                SyncHealth.recordStartFailure(error, in: defaults)
-                throw error
-            }
-            try await body(defaults, engine)
+            try await body(defaults, try SyncEngine(configured: defaults, http: http, options: server.applied(to: engineOptions)))
         }
     }
 }

@@ -63,12 +63,7 @@ extension SyncCommand {
                         }
                         let http = try server.makeHTTPClient(caFile: settings.caFile)
                         clients.append(http)
-                        do {
-                            engines.append(try SyncEngine(configured: defaults, http: http, options: engineOptions))
-                        } catch let error as SyncError {
-                            SyncHealth.recordStartFailure(error, in: defaults)  // `status` says so too
-                            throw error
-                        }
+                        engines.append(try SyncEngine(configured: defaults, http: http, options: engineOptions))
                     }
                 } catch {
                     // Exit status 1, which the user unit does not restart: every suite starts, or none.

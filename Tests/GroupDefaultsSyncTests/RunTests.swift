@@ -70,16 +70,22 @@ struct RunTests {
         }
     }
 
+    /// Configures `device` with a token made for it alone, and returns that token's id (to revoke it).
+    static func configureWithTokenOfItsOwn(_ device: ToolDevice, _ server: SyncServer) async throws -> String {
+        let othersTokens = try await ServerTool.tokenIDs(storage: server.storage)
+        let token = try await ServerTool.createToken(storage: server.storage)
+        let id = try #require(Set(try await ServerTool.tokenIDs(storage: server.storage)).subtracting(othersTokens).first)
+        try await device.configure(server, token: token)
+        return id
+    }
+
     @Test("a revoked token: one-shot commands exit 3 with one line and keep what is pending; run pauses; configure with a new token resumes it")
     func revokedToken() async throws {
         try await SyncServer.with { server in
             let suite = "group.revoked"
             let phone = ToolDevice(suite)
             defer { phone.remove() }
-            let othersTokens = try await ServerTool.tokenIDs(storage: server.storage)
-            let phoneToken = try await ServerTool.createToken(storage: server.storage)
-            let phoneTokenID = try #require(Set(try await ServerTool.tokenIDs(storage: server.storage)).subtracting(othersTokens).first)
-            try await phone.configure(server, token: phoneToken)
+            let phoneTokenID = try await Self.configureWithTokenOfItsOwn(phone, server)
             let tablet = try Device(suite, server: server)
             defer { tablet.remove() }
             let phoneDefaults = try phone.open()
@@ -139,10 +145,7 @@ struct RunTests {
             let suite = "group.revoked.running"
             let phone = ToolDevice(suite)
             defer { phone.remove() }
-            let othersTokens = try await ServerTool.tokenIDs(storage: server.storage)
-            let phoneToken = try await ServerTool.createToken(storage: server.storage)
-            let phoneTokenID = try #require(Set(try await ServerTool.tokenIDs(storage: server.storage)).subtracting(othersTokens).first)
-            try await phone.configure(server, token: phoneToken)
+            let phoneTokenID = try await Self.configureWithTokenOfItsOwn(phone, server)
             let phoneDefaults = try phone.open()
             phoneDefaults.set("ring.caf", forKey: "sound")
             let run = try phone.start("run", ["--log-level", "info"])
