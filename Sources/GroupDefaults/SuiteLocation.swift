@@ -58,7 +58,7 @@ struct SuiteLocation: Sendable {
         if suiteName.isEmpty { throw invalid("a suite name must not be empty") }
         if suiteName == "." || suiteName == ".." { throw invalid("a suite name must not be '.' or '..'") }
         if suiteName.utf8.contains(UInt8(ascii: "/")) {
-            throw invalid("a suite name must not contain '/'; give its folder as the directory (--directory for the tools)")
+            throw invalid("a suite name must not contain '/'; give its folder as the suite's directory")
         }
         if suiteName.utf8.contains(0) { throw invalid("a suite name must not contain a NUL character") }
         let limit = maximumFileNameBytes - longestSuffix.utf8.count

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 internal import GroupDefaultsLMDB
+import GroupDefaultsWire
 import Logging
 
 extension SharedDefaults {

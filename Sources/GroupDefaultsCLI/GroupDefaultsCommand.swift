@@ -1,6 +1,7 @@
 import ArgumentParser
 import CommandLineSupport
 import GroupDefaults
+import GroupDefaultsWire
 
 @main
 struct GroupDefaultsCommand: ParsableCommand {

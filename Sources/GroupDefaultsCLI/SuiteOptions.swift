@@ -101,6 +101,8 @@ extension CommandFailure {
 let groupdefaults = CommandLineTool(name: "groupdefaults") { error in
     switch error {
     case let error as SharedDefaultsError where error.code == .suiteNotFound: .missingSuite(error.suiteName)
+    case let error as SharedDefaultsError where error.code == .invalidSuiteName && error.suiteName.contains("/"):
+        CommandFailure("\(error) (--directory DIR)")
     default: CommandFailure("\(error)")  // a SharedDefaultsError's description included
     }
 }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import GroupDefaultsWire
 import NIOCore
 import NIOPosix
 import NIOSSL

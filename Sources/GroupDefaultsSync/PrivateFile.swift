@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GroupDefaultsWire
 
 /// A file only its owner can read (a token file, a key file): refused when its group or others can
 /// read it; written atomically: a new file (mode 0600) in the same folder, flushed, then renamed

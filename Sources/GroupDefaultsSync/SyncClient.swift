@@ -1,6 +1,7 @@
 public import AsyncHTTPClient
 public import Foundation
-public import GroupDefaults
+import GroupDefaults
+public import GroupDefaultsWire
 import NIOCore
 import NIOHTTP1
 import NIOSSL

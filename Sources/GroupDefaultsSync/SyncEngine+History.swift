@@ -1,4 +1,5 @@
-public import GroupDefaults
+import GroupDefaults
+public import GroupDefaultsWire
 import Logging
 
 // The server's key history and device list, seen from a device.

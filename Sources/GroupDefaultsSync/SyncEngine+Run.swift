@@ -1,5 +1,6 @@
 import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 import Logging
 
 extension SyncEngine {

@@ -52,14 +52,13 @@ extension SyncEngine {
     func opened(_ entries: [SyncEntry]) throws(SyncError) -> (entries: [SyncEntry], refused: [RefusedEntry]) {
         guard let sealer else {
             if entries.contains(where: { $0.sealed != nil }) {
-                throw SyncError(
+                var error = SyncError(
                     .local,
                     code: .suiteEncrypted,
-                    """
-                    the server's copy of \(client.suite) is end-to-end encrypted and this device does not have its key: \
-                    configure it with --pairing-code (from groupdefaults-sync pair on a device that has it) or --recovery-key
-                    """
+                    "the server's copy of \(client.suite) is end-to-end encrypted and this device does not have its key"
                 )
+                error.remedy = .getSuiteKeys
+                throw error
             }
             return (entries, [])
         }
@@ -90,14 +89,13 @@ extension SyncEngine {
             } catch .unknownEpoch(let epoch) {
                 // Not tampering: the suite's key was rotated since this device got its keys. Nothing
                 // is applied until it has the new key.
-                throw SyncError(
+                var error = SyncError(
                     .local,
                     code: .staleKeyEpoch,
-                    """
-                    the key of \(client.suite) was rotated (epoch \(epoch); this device has up to \(sealer.keys.currentEpoch)): \
-                    pair this device again (groupdefaults-sync pair on a device that has the new key, then configure --pairing-code here)
-                    """
+                    "the key of \(client.suite) was rotated (epoch \(epoch); this device has up to \(sealer.keys.currentEpoch))"
                 )
+                error.remedy = .pairAgain
+                throw error
             } catch {
                 refused.append(RefusedEntry(keyID: entry.key, key: nil, stamp: entry.stamp, reason: "\(error)"))
             }

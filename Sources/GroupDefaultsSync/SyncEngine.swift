@@ -1,5 +1,6 @@
 import Foundation
 public import GroupDefaults
+import GroupDefaultsWire
 public import Logging
 
 /// Mirrors one suite to a `groupdefaults-server`: offline first, last writer wins by HLC, no echo,
@@ -614,19 +615,23 @@ public actor SyncEngine {
                 // Ahead of the server (a rotation whose key bag was never stored) or behind it.
                 let serverEpoch = max((try? await client.keyBags().newestEpoch) ?? 0, 1)
                 let mine = sealer?.keys.currentEpoch ?? 0
-                let advice =
+                let (situation, remedy): (String, SyncError.Remedy) =
                     if mine == serverEpoch + 1 {
-                        "this device's key is of epoch \(mine), whose key bag the server does not have: run groupdefaults-sync rotate-key \(client.suite) again to store it"
+                        ("this device's key is of epoch \(mine), whose key bag the server does not have", .rotateAgain)
                     } else if mine > serverEpoch {
-                        """
-                        this device's keys (epoch \(mine)) are newer than the suite's on the server (epoch \(serverEpoch)), which a device with \
-                        older keys anchored after a reset: pair that device from this one, or have the operator reset the suite again \
-                        (suites reset --keys) and sync this device first
-                        """
+                        (
+                            """
+                            this device's keys (epoch \(mine)) are newer than the suite's on the server (epoch \(serverEpoch)), which a \
+                            device with older keys anchored after a reset
+                            """,
+                            .pairFromThisDevice
+                        )
                     } else {
-                        "groupdefaults-sync pair on a device that has the new key, then configure --pairing-code here"
+                        ("this device's keys are of an older epoch", .pairAgain)
                     }
-                throw SyncError(.local, code: .staleKeyEpoch, "\(error.detail) (\(advice))", status: error.status)
+                var failure = SyncError(.local, code: .staleKeyEpoch, "\(error.detail) (\(situation))", status: error.status)
+                failure.remedy = remedy
+                throw failure
             case .clockSkew?:
                 // Not one key's fault: this device's clock is ahead of the server's. The changes stay
                 // pending and are tried again later (the server's clock catches up with their HLCs).

@@ -1,4 +1,5 @@
-public import GroupDefaults
+import GroupDefaults
+public import GroupDefaultsWire
 
 /// Why a sync step failed, in words a person can act on.
 public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, SyncErrorCoded {
@@ -44,6 +45,45 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
     /// its URL (a plain-HTTP server named https://, a certificate that does not verify). Check the
     /// URL (or `--ca-file`) instead of trying again later.
     public var isLasting = false
+    /// What a person can do about it, when the engine knows. `description` says it in words that
+    /// name no program; a tool names its own verbs and options (`description(remedy:)`).
+    public var remedy: Remedy?
+
+    /// What a person can do about an error of the encrypted suite's keys.
+    public enum Remedy: String, Sendable, Hashable {
+        /// This device lacks the suite's keys: it gets them by pairing with a device that has them
+        /// (`DevicePairing`), or from the suite's recovery key (`SyncSetup.Keys`).
+        case getSuiteKeys
+        /// The suite's key was rotated since this device got its keys: pair it again with a device
+        /// that has the new key.
+        case pairAgain
+        /// This device rotated the key, and the server never stored the new epoch's key bag: rotate
+        /// again on this device to store it.
+        case rotateAgain
+        /// This device's keys are newer than the suite's on the server, which a device with older
+        /// keys anchored after a reset: pair that device from this one, or have the server's
+        /// operator reset the suite's keys again and sync this device first.
+        case pairFromThisDevice
+        /// The suite is anchored to other keys than this device's: set this device up again with
+        /// the suite's own recovery key or a pairing code, or have the operator reset its keys.
+        case setUpAgainOrReset
+
+        /// The remedy in words that name no program.
+        public var description: String {
+            switch self {
+            case .getSuiteKeys:
+                "pair this device with one that has the key, or set it up with the suite's recovery key"
+            case .pairAgain:
+                "pair this device again with one that has the new key"
+            case .rotateAgain:
+                "rotate the key again on this device to store it"
+            case .pairFromThisDevice:
+                "pair that device from this one, or have the server's operator reset the suite's keys again and sync this device first"
+            case .setUpAgainOrReset:
+                "set this device up again with the suite's own recovery key or a pairing code, or have the server's operator reset the suite's keys"
+            }
+        }
+    }
 
     /// A failure of the given kind.
     public init(
@@ -104,7 +144,18 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
     /// Whether trying again later can succeed without anyone doing anything.
     public var isTransient: Bool { kind == .unavailable }
 
-    public var description: String {
+    /// What went wrong, and what to do about it (`remedy`) in words that name no program.
+    public var description: String { description(remedy: \.description) }
+
+    /// What went wrong, with the remedy, if any, in the words `remedy` gives for it: a tool names
+    /// its verbs and options.
+    public func description(remedy words: (Remedy) -> String) -> String {
+        guard let remedy else { return problem }
+        return "\(problem): \(words(remedy))"
+    }
+
+    /// What went wrong, without the remedy.
+    private var problem: String {
         switch kind {
         case .authenticationNeeded:
             return "authentication needed: \(detail)"

@@ -1,5 +1,6 @@
 public import Foundation
 public import GroupDefaults
+import GroupDefaultsWire
 
 /// How sync of a suite goes, as the last engine to work on it saw it, kept in the suite (its sync
 /// note) so that another process can tell: what `groupdefaults-sync status` prints while `run`

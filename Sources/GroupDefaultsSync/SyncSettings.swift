@@ -2,6 +2,7 @@ public import AsyncHTTPClient
 public import Foundation
 import Glibc
 public import GroupDefaults
+import GroupDefaultsWire
 
 /// A suite's sync settings as `groupdefaults-sync configure` stores them in the suite: the server,
 /// the file the token is read from (never the token), and a private certificate authority.
@@ -79,7 +80,7 @@ public enum TokenFile {
     /// that exists there (another suite's token may be in it).
     public static func create(_ token: String, at path: String) throws(SyncError) {
         guard !FileManager.default.fileExists(atPath: path) else {
-            throw SyncError(.local, "the token file \(path) exists already: give another --token-file")
+            throw SyncError(.local, "the token file \(path) exists already (another suite's token may be in it)")
         }
         try PrivateFile.write(Data((token + "\n").utf8), to: path, what: "token file")
     }

@@ -1,5 +1,6 @@
 public import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 
 /// What a sync engine is doing and how it last went: what an app shows in its settings screen
 /// and `groupdefaults-sync status` prints.

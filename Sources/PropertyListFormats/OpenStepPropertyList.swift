@@ -1,5 +1,6 @@
 import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 
 /// Old-style (OpenStep) property-list text: written as macOS `defaults read` prints a domain, and
 /// read as `defaults write DOMAIN 'PLIST'` and `defaults import` accept it.

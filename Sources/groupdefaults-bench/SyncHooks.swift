@@ -1,5 +1,6 @@
 import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 
 /// The sync hooks' costs (`--only sync`): what a set pays in a synced suite (its pending mark, in
 /// the same transaction), and `applyRemote` of 1,000 pulled entries in one transaction beside raw

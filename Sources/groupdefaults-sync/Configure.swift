@@ -4,6 +4,7 @@ import CommandLineSupport
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
+import GroupDefaultsWire
 
 extension SyncCommand {
     struct Configure: AsyncParsableCommand {
@@ -147,38 +148,26 @@ extension SyncCommand {
                 if let port = url.port, !(1...65535).contains(port) {
                     throw CommandFailure("--server names the port \(port): a port is 1 to 65535")
                 }
-                let tokenPath = Self.absolute(tokenFile ?? Self.defaultTokenFile(suite: suite))
-                let caPath = caFile.map(Self.absolute)
-                if let caPath {
-                    try await waiting.makeHTTPClient(caFile: caPath).shutdown()  // checks that it reads
+                var setup = SyncSetup(server: url, tokenFile: tokenFile ?? SyncSetup.defaultTokenFile(suite: suite), caFile: caFile)
+                setup.keyFile = keyFile
+                setup.keys = try keys()
+                setup.localOnlyKeys = noExclude ? [] : exclude.isEmpty ? nil : exclude
+                setup.journalEntries = journalEntries
+                setup.journalAge = journalDays.map { .seconds($0 * 86_400) }
+                setup.connectTimeout = waiting.connect
+                setup.answerTimeout = waiting.answer
+                let result: SyncSetup.Result
+                do { result = try await setup.configure(suiteName: suite, directory: options.directoryURL) } catch let refusal
+                    as SyncSetup.Refusal
+                {
+                    throw Self.failure(refusal)
                 }
-                // A suite that does not exist yet is created only once the keys are prepared: a failed
-                // pairing or recovery leaves nothing behind.
-                let existing: SharedDefaults?
-                do { existing = try options.open(suite) } catch let error as SharedDefaultsError where error.code == .suiteNotFound {
-                    existing = nil
-                }
-                let previous = try existing.flatMap { try SyncSettings.stored(in: $0) }
-                let encryption = try await prepareKeys(suite: suite, server: url, tokenFile: tokenPath, caFile: caPath, previous: previous)
-                let defaults = try existing ?? options.openOrCreate(suite)
-                // A different server is a different copy of the suite: forget the old cursor and marks.
-                if let previous, previous.server != url {
-                    try defaults.disableSync()
-                }
-                let localOnly = noExclude ? [] : !exclude.isEmpty ? exclude : previous?.localOnlyKeys ?? []
-                try SyncSettings(server: url, tokenFile: tokenPath, caFile: caPath, localOnlyKeys: localOnly, keyFile: encryption?.path)
-                    .store(in: defaults)
-                if journalEntries != nil || journalDays != nil {
-                    var bounds = try defaults.conflictJournalBounds()
-                    if let journalEntries { bounds.maximumCount = journalEntries }
-                    if let journalDays { bounds.maximumAge = .seconds(journalDays * 86_400) }
-                    try defaults.setConflictJournalBounds(bounds)
-                }
-                var line = "\(suite) syncs with \(url.absoluteString) (token from \(tokenPath))"
-                if !localOnly.isEmpty { line += "; local-only keys: \(localOnly.joined(separator: " "))" }
-                if let encryption { line += "; end-to-end encrypted (keys in \(encryption.path))" }
+                let settings = result.settings
+                var line = "\(suite) syncs with \(url.absoluteString) (token from \(settings.tokenFile))"
+                if !settings.localOnlyKeys.isEmpty { line += "; local-only keys: \(settings.localOnlyKeys.joined(separator: " "))" }
+                if let keyFile = settings.keyFile { line += "; end-to-end encrypted (keys in \(keyFile))" }
                 output(line)
-                if let recovery = encryption?.newRecoveryKey {
+                if let recovery = result.newRecoveryKey {
                     output("recovery key: \(recovery)")
                     output(
                         "Write the recovery key down and keep it safe: it is shown only this once, and it is the way to set up a device when none of yours is at hand."
@@ -187,205 +176,57 @@ extension SyncCommand {
             }
         }
 
-        /// The key file this configuration uses, nil for a plain suite, and the recovery key to show
-        /// when new keys were made. The server is asked first whether it holds the suite, plain or
-        /// encrypted, when that decides whether the configuration can work; the keys are written
-        /// before the suite records the file. A refusal or failure leaves everything as it was.
-        private func prepareKeys(
-            suite: String,
-            server: URL,
-            tokenFile: String,
-            caFile: String?,
-            previous: SyncSettings?
-        ) async throws -> (path: String, newRecoveryKey: RecoveryKey?)? {
-            // A file the user named, or the one this suite was configured with: never another's.
-            let named = keyFile.map(Self.absolute) ?? previous?.keyFile
+        /// Where the keys come from, as the options say.
+        private func keys() throws -> SyncSetup.Keys {
             if let text = try Self.secret(pairingCode, file: pairingCodeFile, what: "pairing code") {
-                let path = try await pairedKeys(
-                    code: try PairingCode(parsing: text),
-                    suite: suite,
-                    server: server,
-                    tokenFile: tokenFile,
-                    keyFile: named,
-                    caFile: caFile
-                )
-                return (path, nil)
-            }
-            let defaultPath = { () throws -> String in
-                KeyFileName.defaultPath(suite: suite, server: server, token: try TokenFile.read(tokenFile), beside: tokenFile)
+                return .pairingCode(try PairingCode(parsing: text), deviceName: deviceName)
             }
             if let text = try Self.secret(recoveryKey, file: recoveryKeyFile, what: "recovery key") {
-                let path = try named ?? defaultPath()
-                try await recoveredKeys(
-                    try RecoveryKey(parsing: text),
-                    suite: suite,
-                    server: server,
-                    tokenFile: tokenFile,
-                    keyFile: path,
-                    caFile: caFile
+                return .recoveryKey(try RecoveryKey(parsing: text))
+            }
+            return encrypt ? .new : .unchanged
+        }
+
+        /// A refusal in the tool's words: what is wrong, and which options put it right.
+        private static func failure(_ refusal: SyncSetup.Refusal) -> CommandFailure {
+            let suite = refusal.suite
+            switch refusal.reason {
+            case .serverHoldsPlain:
+                return CommandFailure(
+                    """
+                    the server holds \(suite) in plain, not end-to-end encrypted, and a suite is encrypted for every device or \
+                    for none: configure it without --encrypt and --key-file (or encrypt a suite of another name); nothing was changed
+                    """
                 )
-                return (path, nil)
-            }
-            let joinsAnotherCopy = previous.map { $0.server != server } ?? true
-            if encrypt || keyFile != nil, previous?.keyFile == nil {
-                switch try await serverCopy(suite: suite, server: server, tokenFile: tokenFile, caFile: caFile) {
-                case .plain:
-                    throw CommandFailure(
-                        """
-                        the server holds \(suite) in plain, not end-to-end encrypted, and a suite is encrypted for every device or \
-                        for none: configure it without --encrypt and --key-file (or encrypt a suite of another name); nothing was changed
-                        """
-                    )
-                case .encrypted where !(named.map(FileManager.default.fileExists) ?? false):
-                    throw CommandFailure(Self.joinEncrypted(suite))  // new keys would open none of its entries
-                case .encrypted, .empty:
-                    break
-                }
-            }
-            if encrypt {
-                if let named, FileManager.default.fileExists(atPath: named) {
-                    _ = try SuiteKeys.read(from: named, suite: suite)  // named, or configured before: keep its keys
-                    return (named, nil)
-                }
-                let path = try named ?? defaultPath()
-                if FileManager.default.fileExists(atPath: path) {
-                    throw CommandFailure(
-                        """
-                        the key file \(path) exists already and \(suite) is not configured with it: to use its keys, name it with \
-                        --key-file; to make new keys, move it away first; nothing was changed
-                        """
-                    )
-                }
-                let recovery = RecoveryKey()
-                try SuiteKeys(recoveryKey: recovery, suite: suite).write(to: path)
-                return (path, recovery)
-            }
-            if let keyFile {
-                let path = Self.absolute(keyFile)
-                _ = try SuiteKeys.read(from: path, suite: suite)
-                return (path, nil)
-            }
-            if let kept = previous?.keyFile { return (kept, nil) }
-            if joinsAnotherCopy, try await serverCopy(suite: suite, server: server, tokenFile: tokenFile, caFile: caFile) == .encrypted {
-                throw CommandFailure(Self.joinEncrypted(suite))
-            }
-            return nil
-        }
-
-        /// Why a suite the server holds encrypted cannot be configured without its keys, and how to get them.
-        private static func joinEncrypted(_ suite: String) -> String {
-            """
-            the server holds \(suite) end-to-end encrypted: join it with a pairing code (groupdefaults-sync pair \(suite) on a \
-            device that has it, then configure --pairing-code CODE here) or its recovery key (--recovery-key-file PATH); \
-            nothing was changed
-            """
-        }
-
-        /// What the server holds of a suite, which decides whether a device can join it plain or encrypted.
-        private enum ServerCopy {
-            /// Nothing yet: the first device decides.
-            case empty
-            /// Entries in plain.
-            case plain
-            /// Sealed entries, or the key bags of an encrypted suite.
-            case encrypted
-        }
-
-        /// Asks the server (with the token in `tokenFile`) what it holds of `suite`: its key bags and
-        /// the first entry of its snapshot.
-        private func serverCopy(suite: String, server: URL, tokenFile: String, caFile: String?) async throws -> ServerCopy {
-            do {
-                return try await withHTTPClient(waiting, caFile: caFile) { http in
-                    let client = waiting.applied(to: SyncClient(server: server, suite: suite, http: http) { try TokenFile.read(tokenFile) })
-                    let bags = try await client.keyBags()
-                    if bags.anchor != nil || !bags.epochs.isEmpty { return .encrypted }
-                    guard let first = try await client.snapshot(after: nil, limit: 1).entries.first else { return .empty }
-                    return first.sealed == nil ? .plain : .encrypted
-                }
-            } catch let error as SyncError where error.kind == .unavailable {
-                // Asked before anything is written: say so rather than "nothing pending was lost".
-                throw CommandFailure(
+            case .serverHoldsEncrypted:
+                return CommandFailure(
+                    """
+                    the server holds \(suite) end-to-end encrypted: join it with a pairing code (groupdefaults-sync pair \(suite) on a \
+                    device that has it, then configure --pairing-code CODE here) or its recovery key (--recovery-key-file PATH); \
+                    nothing was changed
+                    """
+                )
+            case .keyFileExists:
+                return CommandFailure(
+                    """
+                    the key file \(refusal.path ?? "") exists already and \(suite) is not configured with it: to use its keys, name it \
+                    with --key-file; to make new keys, move it away first; nothing was changed
+                    """
+                )
+            case .tokenFileExists:
+                return CommandFailure("the token file \(refusal.path ?? "") exists already: give another --token-file")
+            case .recoveryKeyOpensNothing:
+                return CommandFailure(refusal.description)
+            case .serverNotAsked(let error) where error.kind == .authenticationNeeded:
+                // The token this very command names: no advice to run configure again. Status 3 when
+                // the server refused it; a token file that cannot be read is a mistake like any other.
+                return CommandFailure("\(error.detail); nothing was changed", status: error.status == nil ? 1 : 3)
+            case .serverNotAsked(let error):
+                return CommandFailure(
                     "\(error); configure asks the server how it holds \(suite), and nothing was changed: "
                         + (error.isLasting ? "check --server" : "try again later")
                 )
-            } catch let error as SyncError where error.kind == .authenticationNeeded {
-                // The token this very command names: no advice to run configure again. Status 3 when
-                // the server refused it; a token file that cannot be read is a mistake like any other.
-                throw CommandFailure("\(error.detail); nothing was changed", status: error.status == nil ? 1 : 3)
             }
-        }
-
-        static func absolute(_ path: String) -> String {
-            URL(fileURLWithPath: path).standardizedFileURL.path
-        }
-
-        /// Claims the pairing of `code` and writes the token and the keys it brings, together, once
-        /// both are here: a pairing that fails, or is interrupted, leaves nothing behind. The keys go
-        /// to `keyFile`, or by default to the file named for the suite, the server and the new token.
-        private func pairedKeys(
-            code: PairingCode,
-            suite: String,
-            server: URL,
-            tokenFile: String,
-            keyFile: String?,
-            caFile: String?
-        ) async throws -> String {
-            // A key file named that exists must hold this suite's keys only.
-            if let keyFile, FileManager.default.fileExists(atPath: keyFile) { _ = try SuiteKeys.read(from: keyFile, suite: suite) }
-            guard !FileManager.default.fileExists(atPath: tokenFile) else {
-                throw CommandFailure("the token file \(tokenFile) exists already: give another --token-file")
-            }
-            let (token, keys) = try await withHTTPClient(waiting, caFile: caFile) { http in
-                let client = waiting.applied(
-                    to: SyncClient(server: server, suite: suite, http: http) {
-                        throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one")
-                    }
-                )
-                return try await DevicePairing.accept(code: code, client: client, deviceName: deviceName)
-            }
-            let path = keyFile ?? KeyFileName.defaultPath(suite: suite, server: server, token: token, beside: tokenFile)
-            try FileManager.default.createDirectory(
-                at: URL(fileURLWithPath: tokenFile).deletingLastPathComponent(),
-                withIntermediateDirectories: true,
-                attributes: [.posixPermissions: 0o700]
-            )
-            try TokenFile.create(token, at: tokenFile)
-            try keys.write(to: path)
-            return path
-        }
-
-        /// The keys of every epoch from `recovery` (epoch 1 from the key itself, the later ones from
-        /// the key bags the server keeps, sealed to it), written once they are known to open the
-        /// suite's entries: another suite's recovery key passes the check characters but opens nothing.
-        private func recoveredKeys(
-            _ recovery: RecoveryKey,
-            suite: String,
-            server: URL,
-            tokenFile: String,
-            keyFile: String,
-            caFile: String?
-        ) async throws {
-            let keys = try await withHTTPClient(waiting, caFile: caFile) { http in
-                let client = waiting.applied(to: SyncClient(server: server, suite: suite, http: http) { try TokenFile.read(tokenFile) })
-                let keys = SuiteKeys(recoveryKey: recovery, suite: suite, keyBags: try await client.keyBags())
-                let sample = try await client.snapshot(after: nil, limit: 3).entries
-                let sealer = EntrySealer(keys: keys)
-                if !sample.isEmpty, !sample.contains(where: { (try? sealer.open($0)) != nil }) {
-                    throw CommandFailure("this recovery key does not open the entries of \(suite) on the server: is it this suite's?")
-                }
-                return keys
-            }
-            if FileManager.default.fileExists(atPath: keyFile) { _ = try SuiteKeys.read(from: keyFile, suite: suite) }  // this suite's only
-            try keys.write(to: keyFile)
-        }
-
-        /// Where a paired device's token goes when no --token-file is given.
-        static func defaultTokenFile(suite: String) -> String {
-            let environment = ProcessInfo.processInfo.environment
-            let config =
-                environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 }
-                ?? (environment["HOME"] ?? NSHomeDirectory()) + "/.config"
-            return config + "/groupdefaults/\(suite).token"
         }
     }
 

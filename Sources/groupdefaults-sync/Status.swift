@@ -4,6 +4,7 @@ import CommandLineSupport
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
+import GroupDefaultsWire
 
 extension SyncCommand {
     struct Status: AsyncParsableCommand {
@@ -215,7 +216,7 @@ enum DeviceName: Sendable {
                     }
                     return me.name.map(DeviceName.named) ?? .unnamed
                 } catch let error as SyncError {
-                    return .unknown(error.description)
+                    return .unknown(error.description(remedy: remedyWords))
                 } catch {
                     return .unknown("\(error)")
                 }

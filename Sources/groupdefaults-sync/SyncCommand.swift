@@ -4,6 +4,7 @@ import CommandLineSupport
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
+import GroupDefaultsWire
 
 /// `groupdefaults-sync`: mirrors suites to a `groupdefaults-server`.
 @main
@@ -97,6 +98,8 @@ let groupdefaultsSync = CommandLineTool(name: "groupdefaults-sync") { error in
         CommandFailure(describe(error), status: error.kind == .authenticationNeeded ? 3 : 1)
     case let error as SharedDefaultsError where error.code == .suiteNotFound:
         CommandFailure("the suite \(error.suiteName) does not exist")
+    case let error as SharedDefaultsError where error.code == .invalidSuiteName && error.suiteName.contains("/"):
+        CommandFailure("\(error) (--directory DIR)")
     default:
         CommandFailure("\(error)")
     }
@@ -117,7 +120,23 @@ func describe(_ error: SyncError) -> String {
     case .unavailable:
         return "\(error); nothing pending was lost: try again later"
     default:
-        return error.description
+        return error.description(remedy: remedyWords)
+    }
+}
+
+/// What to do about a key error, in this tool's verbs and options.
+func remedyWords(_ remedy: SyncError.Remedy) -> String {
+    switch remedy {
+    case .getSuiteKeys:
+        "configure it with --pairing-code (from groupdefaults-sync pair on a device that has it) or --recovery-key"
+    case .pairAgain:
+        "pair this device again (groupdefaults-sync pair on a device that has the new key, then configure --pairing-code here)"
+    case .rotateAgain:
+        "run groupdefaults-sync rotate-key SUITE again on this device to store it"
+    case .pairFromThisDevice:
+        "pair that device from this one, or have the operator reset the suite again (groupdefaults-server suites reset --keys) and sync this device first"
+    case .setUpAgainOrReset:
+        "configure it again with the suite's own recovery key or a pairing code, or have its operator reset it (groupdefaults-server suites reset --keys)"
     }
 }
 

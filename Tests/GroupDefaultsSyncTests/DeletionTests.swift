@@ -1,6 +1,7 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
+import GroupDefaultsWire
 import TestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
+import GroupDefaultsWire
 import TestSupport
 import Testing
 
@@ -114,7 +115,9 @@ struct EncryptedSyncTests {
             // Without the key: one clear error, nothing applied, its own value kept and pending.
             try keyless.set("sound", .string("mine.caf"))
             await #expect { try await keyless.engine.syncOnce() } throws: { error in
-                (error as? SyncError)?.code == .suiteEncrypted && "\(error)".contains("--pairing-code")
+                // The remedy says how to get the key; the library names no tool's options (the tool does).
+                (error as? SyncError)?.code == .suiteEncrypted && (error as? SyncError)?.remedy == .getSuiteKeys
+                    && "\(error)".contains("pair this device") && !"\(error)".contains("--")
             }
             #expect(try keyless.entries()["sound"]?.value == .string("mine.caf"))
             #expect(try keyless.defaults.pendingCount() == 1)

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Glibc
 import GroupDefaults
+import GroupDefaultsWire
 import TestSupport
 import Testing
 

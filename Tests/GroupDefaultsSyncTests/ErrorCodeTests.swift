@@ -1,5 +1,6 @@
 import GroupDefaults
 import GroupDefaultsSync
+import GroupDefaultsWire
 import Testing
 
 /// A refusal means one thing to the client, however it arrives: as the answer to a request, or as

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import GroupDefaults
 import GroupDefaultsSync
+import GroupDefaultsWire
 import TestSupport
 import Testing
 

@@ -1,4 +1,5 @@
 import Foundation
+import GroupDefaultsWire
 import PropertyBased
 import TestSupport
 import Testing

@@ -1,3 +1,4 @@
+import GroupDefaultsWire
 import Testing
 
 @testable import GroupDefaults

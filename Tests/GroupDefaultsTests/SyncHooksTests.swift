@@ -1,4 +1,5 @@
 import Foundation
+import GroupDefaultsWire
 import TestSupport
 import Testing
 

@@ -1,4 +1,5 @@
 internal import GroupDefaultsLMDB
+package import GroupDefaultsWire
 
 // The core's hooks for sync (ARCHITECTURE.md): what the sync engine (GroupDefaultsSync) needs
 // from a suite, each in one LMDB transaction with the changes it concerns.

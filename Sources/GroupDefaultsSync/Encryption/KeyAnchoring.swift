@@ -29,14 +29,15 @@ public enum KeyAnchoring {
     }
 
     private static func mismatch(_ suite: String) -> SyncError {
-        SyncError(
+        var error = SyncError(
             .rejected,
             code: .keyAnchorMismatch,
             """
             the server's copy of \(suite) is anchored to other keys than this device's: its key file belongs to another \
-            recovery key (configure it again with the suite's own, or a pairing code), or the suite was anchored by \
-            someone else (its operator can reset it: groupdefaults-server suites reset --keys)
+            recovery key, or the suite was anchored by someone else
             """
         )
+        error.remedy = .setUpAgainOrReset
+        return error
     }
 }

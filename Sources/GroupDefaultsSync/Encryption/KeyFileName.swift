@@ -1,5 +1,6 @@
 import Crypto
 public import Foundation
+import GroupDefaultsWire
 
 /// Where an encrypted suite's keys go when no key file is named: beside the token file, under a
 /// name that holds everything that tells one copy of a suite from another. A suite name is unique

@@ -1,4 +1,5 @@
 import Glibc
+import GroupDefaultsWire
 import Synchronization
 
 /// Random bytes for nonces, from the kernel's generator (`/dev/urandom`) 4 KiB at a time rather

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GroupDefaultsWire
 
 /// The secret a person writes down when a suite is first encrypted: 128 random bits from which the
 /// suite's keys are derived (`SuiteKeys.init(recoveryKey:suite:)`), so that a device can be set up

@@ -1,5 +1,6 @@
 import Glibc
 import GroupDefaults
+import GroupDefaultsWire
 
 /// Push throughput: `clients` concurrent clients, each a device of its own pushing batches of
 /// `batch` ops, one request after another, to one suite.

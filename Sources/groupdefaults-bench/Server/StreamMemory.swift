@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import GroupDefaults
+import GroupDefaultsWire
 
 /// The server's resident memory per open event stream: VmRSS with `count` streams open (each on
 /// its own connection, parked in the server) minus VmRSS before, over `count`.

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 import NIOCore
 import NIOHTTP1
 

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import GroupDefaults
+import GroupDefaultsWire
 import NIOCore
 
 /// Wake-up latency: a waiter parked on `waiter` (a long-poll, or an open event stream), then one

@@ -1,6 +1,7 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
+import GroupDefaultsWire
 
 /// `groupdefaults-bench sync --encrypt`: what end-to-end encryption costs, each figure beside the
 /// same measurement of a plain suite in the same run (same server, same client, same values).

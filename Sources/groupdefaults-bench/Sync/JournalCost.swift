@@ -1,6 +1,7 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
+import GroupDefaultsWire
 
 /// What the conflict journal costs a pull (`groupdefaults-bench sync`), through the real server:
 /// a device's `pull()` of 1,000 entries that each replace a pending local value (each replaced

@@ -1,6 +1,7 @@
 import Foundation
 import GroupDefaults
 import GroupDefaultsLMDB
+import GroupDefaultsWire
 import TestSupport
 
 @testable import GroupDefaultsServer

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import GroupDefaults
 import GroupDefaultsSync
+import GroupDefaultsWire
 import NIOCore
 import TestSupport
 import Testing

@@ -1,0 +1,329 @@
+import AsyncHTTPClient
+public import Foundation
+import GroupDefaults
+import GroupDefaultsWire
+
+/// Configures a suite for sync with a server, as `groupdefaults-sync configure` does: prepares the
+/// keys of an end-to-end encrypted suite (new ones, from a pairing code or from the recovery key),
+/// then records the settings in the suite, creating the suite if needed.
+///
+/// The server is asked first, when that decides whether the configuration can work, whether it
+/// holds the suite plain or encrypted: a suite is encrypted for every device or for none. The keys
+/// are written before the suite records their file, and a suite that does not exist yet is created
+/// only once they are: a refusal or a failure leaves everything as it was.
+///
+/// ```swift
+/// var setup = SyncSetup(server: url, tokenFile: tokenPath)
+/// setup.keys = .new
+/// let result = try await setup.configure(suiteName: "group.com.example.chat")
+/// print(result.newRecoveryKey!)  // shown once: the way to set up a device when none is at hand
+/// ```
+public struct SyncSetup: Sendable {
+    /// Where the keys of an end-to-end encrypted suite come from.
+    public enum Keys: Sendable {
+        /// The suite stays as it was configured: plain, or encrypted with the key file it was
+        /// configured with (or `keyFile`, when given, which must hold the suite's keys). A suite
+        /// the server holds encrypted is refused without keys.
+        case unchanged
+        /// New keys and a new recovery key, for the suite's first device, before its first sync.
+        /// With `keyFile` naming a file that exists, its keys are used instead.
+        case new
+        /// The keys of every epoch, from the suite's recovery key and the key bags the server keeps.
+        case recoveryKey(RecoveryKey)
+        /// The keys and a token of its own, from a device that has them (`DevicePairing.offer`):
+        /// the token is written to `tokenFile`, which must not exist yet; `deviceName` is the name
+        /// the token is bound to in device lists.
+        case pairingCode(PairingCode, deviceName: String?)
+    }
+
+    /// What `configure` did: the settings the suite now holds, and the recovery key of new keys.
+    public struct Result: Sendable {
+        /// The settings recorded in the suite.
+        public var settings: SyncSettings
+        /// The recovery key of keys made by this configuration (`Keys.new`), to be shown once.
+        public var newRecoveryKey: RecoveryKey?
+    }
+
+    /// The server's base URL, http:// or https://.
+    public var server: URL
+    /// The file holding the token (mode 0600); with `Keys.pairingCode`, where the new one goes.
+    public var tokenFile: String
+    /// A PEM file of a private certificate authority to trust.
+    public var caFile: String?
+    /// Where the keys come from.
+    public var keys: Keys = .unchanged
+    /// The key file to use: by default, the one the suite was configured with, or a new one beside
+    /// the token file named for the suite, the server and the token (`KeyFileName`).
+    public var keyFile: String?
+    /// Keys that never leave the device (`GlobPattern`s); nil keeps the suite's patterns.
+    public var localOnlyKeys: [String]?
+    /// How many replaced values the conflict journal keeps; nil keeps the suite's bound.
+    public var journalEntries: Int?
+    /// How long the conflict journal keeps a replaced value; nil keeps the suite's bound.
+    public var journalAge: Duration?
+    /// How long to wait for a connection to the server, TLS handshake included.
+    public var connectTimeout: Duration = SyncClient.defaultConnectTimeout
+    /// How long to wait for each answer once a request is sent.
+    public var answerTimeout: Duration = .seconds(30)
+
+    /// A configuration for `server`, with the token in `tokenFile`.
+    public init(server: URL, tokenFile: String, caFile: String? = nil) {
+        self.server = server
+        self.tokenFile = tokenFile
+        self.caFile = caFile
+    }
+
+    /// Configures the suite named `suiteName` in `directory` (the default folder of suites when
+    /// nil), creating it if needed. A different server than before is a different copy of the
+    /// suite: its old cursor and pending marks are forgotten.
+    ///
+    /// - Throws: `SyncSetup.Refusal` when the configuration cannot work (nothing was changed),
+    ///   `SyncError` when the server or a file fails, `SharedDefaultsError` when the suite does.
+    public func configure(suiteName suite: String, directory: URL? = nil) async throws -> Result {
+        var setup = self
+        setup.tokenFile = Self.absolute(tokenFile)
+        setup.caFile = caFile.map(Self.absolute)
+        setup.keyFile = keyFile.map(Self.absolute)
+        return try await setup.configureAbsolute(suite: suite, directory: directory)
+    }
+
+    /// A path as the suite records it: absolute, so that it holds from any working directory.
+    private static func absolute(_ path: String) -> String {
+        URL(fileURLWithPath: path).standardizedFileURL.path
+    }
+
+    private func configureAbsolute(suite: String, directory: URL?) async throws -> Result {
+        if let caFile {
+            try await SyncClient.makeHTTPClient(caFile: caFile, connectTimeout: connectTimeout).shutdown()  // checks that it reads
+        }
+        // A suite that does not exist yet is created only once the keys are prepared: a failed
+        // pairing or recovery leaves nothing behind.
+        let existing: SharedDefaults?
+        do { existing = try SharedDefaults(existingSuiteName: suite, directory: directory) } catch let error
+            as SharedDefaultsError where error.code == .suiteNotFound
+        {
+            existing = nil
+        }
+        let previous = try existing.flatMap { try SyncSettings.stored(in: $0) }
+        let prepared = try await prepareKeys(suite: suite, previous: previous)
+        let defaults = try existing ?? SharedDefaults(suiteName: suite, directory: directory)
+        if let previous, previous.server != server {
+            try defaults.disableSync()
+        }
+        let settings = SyncSettings(
+            server: server,
+            tokenFile: tokenFile,
+            caFile: caFile,
+            localOnlyKeys: localOnlyKeys ?? previous?.localOnlyKeys ?? [],
+            keyFile: prepared?.path
+        )
+        try settings.store(in: defaults)
+        if journalEntries != nil || journalAge != nil {
+            var bounds = try defaults.conflictJournalBounds()
+            if let journalEntries { bounds.maximumCount = journalEntries }
+            if let journalAge { bounds.maximumAge = journalAge }
+            try defaults.setConflictJournalBounds(bounds)
+        }
+        return Result(settings: settings, newRecoveryKey: prepared?.newRecoveryKey)
+    }
+
+    /// Where a paired device's token goes when no token file is named: `<suite>.token` in
+    /// `$XDG_CONFIG_HOME/groupdefaults`, else `~/.config/groupdefaults`.
+    public static func defaultTokenFile(suite: String) -> String {
+        let environment = ProcessInfo.processInfo.environment
+        let config =
+            environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? (environment["HOME"] ?? NSHomeDirectory()) + "/.config"
+        return config + "/groupdefaults/\(suite).token"
+    }
+
+    // MARK: - Keys
+
+    /// The key file this configuration uses, nil for a plain suite, and the recovery key of new keys.
+    private func prepareKeys(suite: String, previous: SyncSettings?) async throws -> (path: String, newRecoveryKey: RecoveryKey?)? {
+        // A file the caller named, or the one this suite was configured with: never another's.
+        let named = keyFile ?? previous?.keyFile
+        let defaultPath = { () throws -> String in
+            KeyFileName.defaultPath(suite: suite, server: server, token: try TokenFile.read(tokenFile), beside: tokenFile)
+        }
+        switch keys {
+        case .pairingCode(let code, let deviceName):
+            return (try await pairedKeys(code: code, deviceName: deviceName, suite: suite, keyFile: named), nil)
+        case .recoveryKey(let recovery):
+            let path = try named ?? defaultPath()
+            try await recoveredKeys(recovery, suite: suite, keyFile: path)
+            return (path, nil)
+        case .new, .unchanged:
+            break
+        }
+        let isNew = if case .new = keys { true } else { false }
+        if isNew || keyFile != nil, previous?.keyFile == nil {
+            switch try await serverCopy(suite: suite) {
+            case .plain:
+                throw Refusal(.serverHoldsPlain, suite: suite)
+            case .encrypted where !(named.map(FileManager.default.fileExists) ?? false):
+                throw Refusal(.serverHoldsEncrypted, suite: suite)  // new keys would open none of its entries
+            case .encrypted, .empty:
+                break
+            }
+        }
+        if isNew {
+            if let named, FileManager.default.fileExists(atPath: named) {
+                _ = try SuiteKeys.read(from: named, suite: suite)  // named, or configured before: keep its keys
+                return (named, nil)
+            }
+            let path = try named ?? defaultPath()
+            if FileManager.default.fileExists(atPath: path) { throw Refusal(.keyFileExists, suite: suite, path: path) }
+            let recovery = RecoveryKey()
+            try SuiteKeys(recoveryKey: recovery, suite: suite).write(to: path)
+            return (path, recovery)
+        }
+        if let keyFile {
+            _ = try SuiteKeys.read(from: keyFile, suite: suite)
+            return (keyFile, nil)
+        }
+        if let kept = previous?.keyFile { return (kept, nil) }
+        let joinsAnotherCopy = previous.map { $0.server != server } ?? true
+        if joinsAnotherCopy, try await serverCopy(suite: suite) == .encrypted {
+            throw Refusal(.serverHoldsEncrypted, suite: suite)
+        }
+        return nil
+    }
+
+    /// What the server holds of a suite, which decides whether a device can join it plain or encrypted.
+    private enum ServerCopy {
+        /// Nothing yet: the first device decides.
+        case empty
+        /// Entries in plain.
+        case plain
+        /// Sealed entries, or the key bags of an encrypted suite.
+        case encrypted
+    }
+
+    /// Asks the server what it holds of `suite`: its key bags and the first entry of its snapshot.
+    private func serverCopy(suite: String) async throws -> ServerCopy {
+        do {
+            return try await withClient(suite: suite) { client in
+                let bags = try await client.keyBags()
+                if bags.anchor != nil || !bags.epochs.isEmpty { return .encrypted }
+                guard let first = try await client.snapshot(after: nil, limit: 1).entries.first else { return .empty }
+                return first.sealed == nil ? .plain : .encrypted
+            }
+        } catch let error as SyncError where error.kind == .unavailable || error.kind == .authenticationNeeded {
+            // Asked before anything is written: the caller can say that nothing was changed.
+            throw Refusal(.serverNotAsked(error), suite: suite)
+        }
+    }
+
+    /// Claims the pairing of `code` and writes the token and the keys it brings, together, once
+    /// both are here: a pairing that fails, or is interrupted, leaves nothing behind. The keys go
+    /// to `keyFile`, or by default to the file named for the suite, the server and the new token.
+    private func pairedKeys(code: PairingCode, deviceName: String?, suite: String, keyFile: String?) async throws -> String {
+        // A key file named that exists must hold this suite's keys only.
+        if let keyFile, FileManager.default.fileExists(atPath: keyFile) { _ = try SuiteKeys.read(from: keyFile, suite: suite) }
+        guard !FileManager.default.fileExists(atPath: tokenFile) else { throw Refusal(.tokenFileExists, suite: suite, path: tokenFile) }
+        let (token, keys) = try await withClient(
+            suite: suite,
+            token: { throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one") }
+        ) {
+            try await DevicePairing.accept(code: code, client: $0, deviceName: deviceName)
+        }
+        let path = keyFile ?? KeyFileName.defaultPath(suite: suite, server: server, token: token, beside: tokenFile)
+        try FileManager.default.createDirectory(
+            at: URL(fileURLWithPath: tokenFile).deletingLastPathComponent(),
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
+        try TokenFile.create(token, at: tokenFile)
+        try keys.write(to: path)
+        return path
+    }
+
+    /// The keys of every epoch from `recovery` (epoch 1 from the key itself, the later ones from
+    /// the key bags the server keeps, sealed to it), written once they are known to open the
+    /// suite's entries: another suite's recovery key passes the check characters but opens nothing.
+    private func recoveredKeys(_ recovery: RecoveryKey, suite: String, keyFile: String) async throws {
+        let keys = try await withClient(suite: suite) { client in
+            let keys = SuiteKeys(recoveryKey: recovery, suite: suite, keyBags: try await client.keyBags())
+            let sample = try await client.snapshot(after: nil, limit: 3).entries
+            let sealer = EntrySealer(keys: keys)
+            if !sample.isEmpty, !sample.contains(where: { (try? sealer.open($0)) != nil }) {
+                throw Refusal(.recoveryKeyOpensNothing, suite: suite)
+            }
+            return keys
+        }
+        if FileManager.default.fileExists(atPath: keyFile) { _ = try SuiteKeys.read(from: keyFile, suite: suite) }  // this suite's only
+        try keys.write(to: keyFile)
+    }
+
+    /// Runs `body` with a client of the server for `suite`, on an HTTP client of its own.
+    private func withClient<T>(
+        suite: String,
+        token: (@Sendable () throws -> String)? = nil,
+        _ body: (SyncClient) async throws -> T
+    ) async throws -> T {
+        let http = try SyncClient.makeHTTPClient(caFile: caFile, connectTimeout: connectTimeout)
+        let tokenFile = tokenFile
+        var client = SyncClient(server: server, suite: suite, http: http, token: token ?? { try TokenFile.read(tokenFile) })
+        client.connectTimeout = connectTimeout
+        client.timeout = answerTimeout
+        let result: Swift.Result<T, any Error>
+        do { result = .success(try await body(client)) } catch { result = .failure(error) }
+        try await http.shutdown()
+        return try result.get()
+    }
+}
+
+extension SyncSetup {
+    /// Why a configuration cannot work, said before anything was changed.
+    public struct Refusal: Error, Sendable, CustomStringConvertible {
+        /// What stands in the way.
+        public enum Reason: Sendable {
+            /// The server holds the suite in plain: it cannot become encrypted for one device.
+            case serverHoldsPlain
+            /// The server holds the suite encrypted, and this configuration brings no keys that
+            /// open it: the keys come from a pairing code or the recovery key.
+            case serverHoldsEncrypted
+            /// New keys would replace a key file that exists and that the suite is not configured with.
+            case keyFileExists
+            /// A pairing would replace a token file that exists (another suite's token may be in it).
+            case tokenFileExists
+            /// The recovery key opens none of the suite's entries on the server: another suite's.
+            case recoveryKeyOpensNothing
+            /// The server could not be asked how it holds the suite (unreachable, or the token refused).
+            case serverNotAsked(SyncError)
+        }
+
+        /// What stands in the way.
+        public var reason: Reason
+        /// The suite being configured.
+        public var suite: String
+        /// The file concerned (`keyFileExists`, `tokenFileExists`).
+        public var path: String?
+
+        /// A refusal of the configuration of `suite`.
+        public init(_ reason: Reason, suite: String, path: String? = nil) {
+            self.reason = reason
+            self.suite = suite
+            self.path = path
+        }
+
+        /// What is wrong, in words that name no tool's options.
+        public var description: String {
+            switch reason {
+            case .serverHoldsPlain:
+                "the server holds \(suite) in plain, not end-to-end encrypted, and a suite is encrypted for every device or for none; nothing was changed"
+            case .serverHoldsEncrypted:
+                "the server holds \(suite) end-to-end encrypted: join it with a pairing code from a device that has it, or its recovery key; nothing was changed"
+            case .keyFileExists:
+                "the key file \(path ?? "") exists already and \(suite) is not configured with it; nothing was changed"
+            case .tokenFileExists:
+                "the token file \(path ?? "") exists already"
+            case .recoveryKeyOpensNothing:
+                "this recovery key does not open the entries of \(suite) on the server: is it this suite's?"
+            case .serverNotAsked(let error):
+                "\(error); the server was asked how it holds \(suite), and nothing was changed"
+            }
+        }
+    }
+}
