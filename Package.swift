@@ -13,7 +13,8 @@ let swiftSettings = coreSwiftSettings + [.enableUpcomingFeature("InternalImports
 
 let package = Package(
     name: "GroupDefaults",
-    platforms: [.macOS(.v15)],
+    // No `platforms`: Linux is what is built and tested (the code imports Glibc and uses inotify),
+    // so the manifest claims no Apple platform.
     products: [
         .library(name: "GroupDefaults", targets: ["GroupDefaults"]),
         .library(name: "GroupDefaultsWire", targets: ["GroupDefaultsWire"]),

@@ -160,11 +160,8 @@ package func writeAll(_ data: Data, to fd: Int32) {
     data.withUnsafeBytes { raw in
         var offset = 0
         while offset < raw.count {
-            let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
+            let written = retryingEINTR { write(fd, raw.baseAddress! + offset, raw.count - offset) }
+            if written < 0 { return }
             offset += written
         }
     }

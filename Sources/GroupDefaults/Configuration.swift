@@ -85,6 +85,9 @@ extension SharedDefaults {
         /// in the sidecar vouches for (see `VerifiedState` in GroupDefaultsLMDB); off for files opened
         /// to be verified or restored from, which are always walked.
         var trustsVerifiedState = true
+        /// How the suite's commits are flushed to disk; nil (always, but in a test of a failing
+        /// disk): LMDB's own flush. Per file, the first handle's.
+        var diskFlush: (any DiskFlush)?
 
         /// A configuration with every setting at its default.
         ///
@@ -106,7 +109,8 @@ extension SharedDefaults {
                 fileMode: fileSharing.fileMode,
                 maximumReaders: UInt32(clamping: maximumReaders),
                 structureCheckLimit: structureCheckLimit,
-                verifiedStateOffset: trustsVerifiedState ? Sidecar.verifiedStateOffset : nil
+                verifiedStateOffset: trustsVerifiedState ? Sidecar.verifiedStateOffset : nil,
+                diskFlush: diskFlush
             )
         }
 

@@ -78,7 +78,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         }
         do {
             if let mapping = environment.lockFileMapping {
-                sidecar = Sidecar(borrowing: environment.lockFileDescriptor, mapping: mapping)
+                sidecar = try Sidecar(borrowing: environment.lockFileDescriptor, mapping: mapping)
             } else {
                 sidecar = try Sidecar(duplicating: environment.lockFileDescriptor)
             }
@@ -495,8 +495,8 @@ enum MetaKey {
     nonisolated(unsafe) static let syncKeyFile = UnsafeRawBufferPointer(staticString: "sync.keyfile")
     /// What the sync engine last reported that needs attention (paused, failing), UTF-8.
     nonisolated(unsafe) static let syncNote = UnsafeRawBufferPointer(staticString: "sync.note")
-    /// The HLC at which sync was turned on (`configure`), u64 little-endian: the joining rule lets
-    /// the server win only over what is stamped up to it.
+    /// The HLC at which sync was turned on (`configure`), u64 little-endian: the moment of the
+    /// joining rule (`JoiningRule`).
     nonisolated(unsafe) static let syncConfiguredAt = UnsafeRawBufferPointer(staticString: "sync.configured")
     /// The local-only key patterns of a synced suite, UTF-8, one per line.
     nonisolated(unsafe) static let syncExclude = UnsafeRawBufferPointer(staticString: "sync.exclude")

@@ -21,9 +21,9 @@ extension SharedDefaults {
         let isReadOnly: Bool
         /// The stamp of this transaction's changes and the last log sequence number, read from the
         /// log's tail at the first change.
-        private var clock: (stamp: Stamp, sequence: UInt64)?
+        var clock: (stamp: Stamp, sequence: UInt64)?
         /// Whether a removed key may have a tombstone that a `set` must delete (checked once).
-        private var tombstonesMayExist: Bool?
+        var tombstonesMayExist: Bool?
         /// Whether the suite is synced, so that each local change is marked pending (read from `meta`
         /// at the first change: another process may have configured sync since the last commit).
         private var isSynced = false
@@ -31,12 +31,12 @@ extension SharedDefaults {
         /// marked pending, and pulled entries for them are not applied.
         private var localOnly: [GlobPattern] = []
         /// Reused for encoding records, so that a transaction of many changes allocates once.
-        private var scratch: [UInt8] = []
+        var scratch: [UInt8] = []
         /// Reused for encoding log records (while `scratch` holds the value record a change logs).
         private var logScratch: [UInt8] = []
         /// The conflict journal as this transaction appends to it (loaded at the first entry; trimmed
-        /// once, by `finishJournal`).
-        private var journal: (nextID: UInt64, bounds: SharedDefaults.ConflictJournalBounds, now: UInt64)?
+        /// once, by `trimJournal`).
+        var journal: (nextID: UInt64, bounds: SharedDefaults.ConflictJournalBounds, now: UInt64)?
         /// Whether this transaction changed anything (and logged it).
         var changed: Bool { clock != nil }
         /// The sequence numbers this transaction logged, if it logged any.
@@ -48,7 +48,7 @@ extension SharedDefaults {
 
         /// Whether this transaction stores values (not only removes them): a full store lets
         /// transactions that only remove use its reserve.
-        private(set) var addsData = false
+        var addsData = false
 
         /// The thread running the closure, and whether the closure has returned: LMDB reuses a
         /// finished transaction's memory, so a kept `Transaction` must refuse to be used.
@@ -64,7 +64,7 @@ extension SharedDefaults {
         /// Called when the closure that received this transaction returns.
         func end() { ended = true }
 
-        private func checkUsable() throws {
+        func checkUsable() throws {
             guard !ended else {
                 throw store.error(.transactionMisuse, key: nil, "this transaction ended with its closure; do not keep it")
             }
@@ -195,7 +195,7 @@ extension SharedDefaults {
 
         // MARK: Change bookkeeping
 
-        private func guardWritable() throws {
+        func guardWritable() throws {
             if isReadOnly {
                 throw store.error(.readOnlyTransaction, key: nil, "this transaction is read-only; use write { } to change the suite")
             }
@@ -210,13 +210,13 @@ extension SharedDefaults {
 
         /// The stamp for this transaction's changes: one HLC, after every HLC this store has used.
         /// With `receiving`, the HLC is also past that remote one (HLC's receive rule).
-        private func beginChange(receiving remote: HLC? = nil) throws -> Stamp {
+        func beginChange(receiving remote: HLC? = nil) throws -> Stamp {
             try guardWritable()
             if let clock { return clock.stamp }
             let (tail, synced) = try perform(key: nil) {
                 (try ChangeLog.tail(txn), try txn.get(.meta, MetaKey.syncServer) != nil)
             }
-            if synced { localOnly = try perform(key: nil) { try SharedDefaults.localOnlyPatterns(txn) } }
+            if synced { localOnly = try perform(key: nil) { try localOnlyPatterns() } }
             let wallClock = store.wallClockMilliseconds()
             var last = tail.hlc
             if last.isAhead(of: wallClock) {
@@ -321,7 +321,7 @@ extension SharedDefaults {
 
         /// Logs a change under the next sequence number; a remote change with its own origin; a `set`
         /// with the record it stored (`storedRecord`), which the log keeps if it is small.
-        private func appendLog(
+        func appendLog(
             _ kind: ChangeLog.Kind,
             key: String,
             storedRecord: UnsafeRawBufferPointer? = nil,
@@ -345,218 +345,6 @@ extension SharedDefaults {
                 scratch: &logScratch
             )
             try ChangeLog.trim(txn, last: clock.sequence, retention: store.logRetention)
-        }
-
-        // MARK: Sync
-
-        /// What `applyRemote` did with one entry.
-        enum RemoteOutcome: Equatable {
-            /// Stored; with `replaced`, the local value it replaced was kept in the conflict journal;
-            /// with `byOlder`, that local value was the newer write, and the joining rule made the
-            /// server's win.
-            case applied(replaced: Bool, byOlder: Bool)
-            /// Not stored: what the store holds is newer (or the same write).
-            case superseded
-            /// Not stored: the store holds a strictly newer write that is not pending, so it was
-            /// accepted from the server or acknowledged by it: the entry is older than what the
-            /// server already gave (a rollback, unless a push settled meanwhile).
-            case stale
-            /// Not stored: the key is local-only in this suite.
-            case ignored
-        }
-
-        /// Applies one entry pulled from the server, if it wins: its value (or removal) is stored with
-        /// its own stamp, logged as a remote change, never marked pending. `joinedBefore` (a joining
-        /// device) makes the server's entry win over what is stamped up to that HLC, whatever the
-        /// stamps.
-        ///
-        /// A local value or deletion the entry replaces is kept in the conflict journal when it was
-        /// pending (a change that had not reached the server, whose winner came from elsewhere) or
-        /// when only the joining rule made it lose; unless it said the same as the winner. The
-        /// whole batch's latest HLC must have been received first (`receive`).
-        func applyRemote(key: String, value: PropertyListValue?, stamp remote: Stamp, joinedBefore: HLC?) throws -> RemoteOutcome {
-            try checkUsable()
-            try store.validate(key: key)
-            precondition(clock != nil, "applyRemote before receive")
-            if isLocalOnly(key) { return .ignored }
-            return try perform(key: key) {
-                try withKeyBytes(key) { k in
-                    let held = try heldRecord(k)
-                    var joinOverrides = false
-                    if let held, held.stamp != remote, let joinedBefore, held.stamp.hlc <= joinedBefore {
-                        joinOverrides = true  // joining: the server's entry wins over the copy held before sync began
-                    } else if let held, held.stamp >= remote {
-                        return held.stamp > remote && !held.pending ? .stale : .superseded
-                    }
-                    var replaced = false
-                    if let held, held.pending || joinOverrides, held.value != value {
-                        try keep(key: key, encodedValue: held.encodedValue, stamp: held.stamp, winner: remote)
-                        replaced = true
-                    }
-                    let byOlder = replaced && joinOverrides && (held.map { $0.stamp > remote } ?? false)
-                    if let value {
-                        addsData = true
-                        StoredRecord.encode(value, stamp: remote, into: &scratch)
-                        try scratch.withUnsafeBytes { record in
-                            try txn.put(.values, k, record)
-                            try txn.delete(.tombstones, k)
-                            try appendLog(.set, key: key, storedRecord: record, remoteOrigin: remote.origin, isConflict: replaced)
-                        }
-                        return .applied(replaced: replaced, byOlder: byOlder)
-                    } else {
-                        let hadValue = try txn.delete(.values, k)
-                        try StoredRecord.encodeTombstone(remote).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
-                        tombstonesMayExist = true
-                        // Only a tombstone changed (a key removed here too, or never stored here):
-                        // observers have nothing to see.
-                        if !hadValue { return .applied(replaced: replaced, byOlder: byOlder) }
-                    }
-                    try appendLog(.removed, key: key, remoteOrigin: remote.origin, isConflict: replaced)
-                    return .applied(replaced: replaced, byOlder: byOlder)
-                }
-            }
-        }
-
-        /// What `key` holds, value or tombstone (a nil value), with its stamp, pending mark, and a
-        /// lazy copy of the value's encoded bytes (for the journal).
-        private func heldRecord(_ k: UnsafeRawBufferPointer) throws -> HeldRecord? {
-            if let raw = try txn.get(.values, k) {
-                let record = try StoredRecord.decode(raw)
-                return HeldRecord(value: record.value, stamp: record.stamp, pending: StoredRecord.isPending(raw), raw: raw)
-            }
-            if let raw = try txn.get(.tombstones, k) {
-                return HeldRecord(value: nil, stamp: try StoredRecord.decodeTombstone(raw), pending: StoredRecord.isPending(raw), raw: nil)
-            }
-            return nil
-        }
-
-        private struct HeldRecord {
-            var value: PropertyListValue?
-            var stamp: Stamp
-            var pending: Bool
-            /// The record's bytes in LMDB's memory: valid until this transaction's next write.
-            var raw: UnsafeRawBufferPointer?
-
-            /// The value in `BinaryCodec`'s form, in the record (nil for a tombstone): valid until
-            /// this transaction's next write.
-            var encodedValue: UnsafeRawBufferPointer? { raw.map { UnsafeRawBufferPointer(rebasing: $0[StoredRecord.headerSize...]) } }
-        }
-
-        /// Keeps a replaced value in the conflict journal (`trimJournal` bounds it afterwards).
-        private func keep(key: String, encodedValue: UnsafeRawBufferPointer?, stamp: Stamp, winner: Stamp) throws {
-            if journal == nil {
-                journal = (try ConflictJournal.nextID(txn), try SharedDefaults.journalBounds(txn), store.wallClockMilliseconds())
-            }
-            try ConflictJournal.put(
-                txn,
-                id: journal!.nextID,
-                key: key,
-                encodedValue: encodedValue,
-                stamp: stamp,
-                winner: winner,
-                now: journal!.now,
-                scratch: &scratch
-            )
-            journal!.nextID += 1
-        }
-
-        /// Keeps, in the conflict journal, an entry sync refused from the server: `key` (a name, or a
-        /// key id when it did not open), the stamp it claimed, and why.
-        func keepRefused(key: String, stamp: Stamp, reason: String) throws {
-            try checkUsable()
-            try perform(key: nil) {
-                if journal == nil {
-                    journal = (try ConflictJournal.nextID(txn), try SharedDefaults.journalBounds(txn), store.wallClockMilliseconds())
-                }
-                try ConflictJournal.put(
-                    txn,
-                    id: journal!.nextID,
-                    key: key,
-                    encodedValue: nil,
-                    stamp: stamp,
-                    winner: Stamp(hlc: HLC(rawValue: 0), origin: 0),
-                    now: journal!.now,
-                    refusal: reason,
-                    scratch: &scratch
-                )
-                journal!.nextID += 1
-            }
-        }
-
-        /// Keeps `record` in the conflict journal unless the journal already holds a refusal of the
-        /// same key and stamp (the same entry, pulled again); returns whether it kept it.
-        func keepRefusedOnce(_ record: RefusedRecord) throws -> Bool {
-            try checkUsable()
-            let kept = try perform(key: nil) { try ConflictJournal.entries(txn, key: record.key) }
-            guard !kept.contains(where: { $0.isRefused && $0.stamp == record.stamp }) else { return false }
-            try keepRefused(key: record.key, stamp: record.stamp, reason: record.reason)
-            return true
-        }
-
-        /// Drops what this transaction's journal entries pushed beyond the journal's bounds.
-        func trimJournal() throws {
-            guard let journal else { return }
-            try perform(key: nil) { try ConflictJournal.trim(txn, bounds: journal.bounds, now: journal.now) }
-        }
-
-        /// Takes this transaction's stamp without changing anything, so that a clock that ran
-        /// ahead is recovered (`recoverClock`); returns how many records it stamped again.
-        func settleClock() throws -> Int {
-            try checkUsable()
-            _ = try beginChange()
-            return clockRecoveredRecords
-        }
-
-        /// Moves this transaction's clock past `latest`, the latest HLC of a batch of remote entries,
-        /// before any of them is applied; throws `clockSkew` if it is too far ahead of the wall clock.
-        func receive(_ latest: HLC) throws {
-            try checkUsable()
-            _ = try beginChange(receiving: latest)
-        }
-
-        /// Removes a key that the server no longer has and this store did not change since it last
-        /// synced (after an expired cursor): no tombstone is left (the server has none, so a later
-        /// entry for the key is whatever the server took since), logged as a remote removal, never
-        /// pending.
-        func removeAsRemote(key: String) throws {
-            try checkUsable()
-            _ = try beginChange()
-            try perform(key: key) {
-                try withKeyBytes(key) { k in
-                    guard let raw = try txn.get(.values, k) else { return }
-                    let stamp = try StoredRecord.decode(raw).stamp
-                    try txn.delete(.values, k)
-                    try appendLog(.removed, key: key, remoteOrigin: stamp.origin)
-                }
-            }
-        }
-
-        /// Sets or clears the pending flag of what `key` holds (value or tombstone), keeping its stamp;
-        /// false if it holds nothing.
-        func setPending(_ pending: Bool, key k: UnsafeRawBufferPointer, ifStamp expected: Stamp? = nil) throws -> Bool {
-            for database in [Database.values, .tombstones] {
-                guard let raw = try txn.get(database, k) else { continue }
-                if let expected {
-                    let stamp = database == .values ? try StoredRecord.decode(raw).stamp : try StoredRecord.decodeTombstone(raw)
-                    guard stamp == expected else { return false }
-                }
-                guard StoredRecord.isPending(raw) != pending else { return true }
-                try StoredRecord.settingPending(pending, in: raw).withUnsafeBytes { try txn.put(database, k, $0) }
-                return true
-            }
-            return false
-        }
-
-        /// Marks `key` pending with the stamp of what it holds now (value or tombstone); false if it
-        /// holds nothing.
-        func markPending(key: String) throws -> Bool {
-            try checkUsable()
-            try guardWritable()
-            return try perform(key: key) {
-                try withKeyBytes(key) { k in
-                    try setPending(true, key: k)
-                }
-            }
         }
 
         /// Runs `body`, its LMDB and format errors translated into `SharedDefaultsError`s about `key`.

@@ -64,6 +64,8 @@ package struct EnvironmentOptions: Sendable {
     /// environment then sizes and maps) the verified-state record may live: 48 bytes the caller
     /// leaves to this layer (see `VerifiedState`). Nil: no record, every open walks the pages.
     package var verifiedStateOffset: Int?
+    /// How commits are flushed to disk; nil: LMDB's `mdb_env_sync` (see `DiskFlush`).
+    package var diskFlush: (any DiskFlush)?
 
     package init(
         databases: [String],
@@ -75,7 +77,8 @@ package struct EnvironmentOptions: Sendable {
         maximumReaders: UInt32,
         structureCheckLimit: Int,
         writesThroughMap: Bool = true,
-        verifiedStateOffset: Int? = nil
+        verifiedStateOffset: Int? = nil,
+        diskFlush: (any DiskFlush)? = nil
     ) {
         self.writesThroughMap = writesThroughMap
         self.databases = databases
@@ -87,6 +90,7 @@ package struct EnvironmentOptions: Sendable {
         self.maximumReaders = maximumReaders
         self.structureCheckLimit = structureCheckLimit
         self.verifiedStateOffset = verifiedStateOffset
+        self.diskFlush = diskFlush
     }
 }
 
@@ -232,9 +236,8 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
 
     /// How many flushes to disk this environment made (`write(sync: true)`, `sync()`).
     package let flushCount = Atomic<Int>(0)
-    /// An `errno` value the next flush fails with, for tests of a failing disk (EIO cannot be caused
-    /// on purpose here); 0 for none.
-    package let failNextFlush = Atomic<Int32>(0)
+    /// How commits are flushed, when the options name a way (see `DiskFlush`).
+    private let diskFlush: (any DiskFlush)?
 
     package init(path: String, options: EnvironmentOptions) throws {
         _ = ForkCount.handlerInstalled
@@ -242,113 +245,193 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         self.maximumMapSize = options.maximumMapSize
         self.structureCheckLimit = options.structureCheckLimit
         self.readerTrees = options.readerTrees
+        self.diskFlush = options.diskFlush
         self.forkGeneration = ForkCount.current
         idleReader.initialize(to: 0)
-
-        // Without access-time updates where the file is ours (`O_NOATIME`, else EPERM): mapping it
-        // would otherwise journal a new access time whenever it changed since the last one.
-        var lockFile = open(options.lockFilePath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | Self.noAccessTime, mode_t(options.fileMode))
-        if lockFile >= 0 {
-            fchmod(lockFile, mode_t(options.fileMode))  // exactly the configured mode, whatever the umask
-        } else if errno == EEXIST {
-            lockFile = open(options.lockFilePath, O_RDWR | O_CLOEXEC | Self.noAccessTime)
-            if lockFile < 0 && errno == EPERM { lockFile = open(options.lockFilePath, O_RDWR | O_CLOEXEC) }
-        }
-        guard lockFile >= 0 else { throw LMDBError(errno) }
-        flock(lockFile, LOCK_EX)
-
-        var env: OpaquePointer?
-        var reserved = false
-        var fileID = FileID(device: 0, inode: 0)
-        var mapping: UnsafeMutableRawPointer?
-        var openCheck = StructureCheck.Outcome.unchecked
         // Kept for the environment's life: the first release of a heap-allocated string in a process
         // instantiates type metadata (tens of microseconds), and this is on the path of opening.
         let lockPath = path + "-lock"
+        let lockFile = try Self.openLockFile(options.lockFilePath, mode: mode_t(options.fileMode))
+        let opened: Opened
+        do {
+            try SystemCall.lock(lockFile)
+            defer { SystemCall.unlock(lockFile) }
+            opened = try Self.openUnderLock(path: path, lockPath: lockPath, lockFile: lockFile, options: options)
+        } catch {
+            Glibc.close(lockFile)
+            throw error
+        }
+        self.env = opened.env
+        self.databases = opened.databases
+        self.openCheck = opened.openCheck
+        self.lockFile = lockFile
+        self.lockFileMapping = opened.mapping
+        self.paths = (options.lockFilePath, lockPath)
+        self.verifiedState = Self.verifiedState(opened.mapping, options.verifiedStateOffset)
+        self.fileID = opened.dataFile.fileID
+        self.maximumKeySize = Int(mdb_env_get_maxkeysize(opened.env))
+        refreshMapSize()
+        // With MDB_WRITEMAP LMDB's open truncated the file to the map size: no larger than the map.
+        spaceReserved.store(opened.dataFile.reserved, ordering: .relaxed)
+    }
+
+    /// What opening made under the lock file's `flock`.
+    private struct Opened {
+        var env: OpaquePointer
+        var mapping: UnsafeMutableRawPointer?
+        var databases: UnsafeMutablePointer<MDB_dbi>
+        var openCheck: StructureCheck.Outcome
+        var dataFile: DataFile
+    }
+
+    /// The data file as opening found and prepared it, before LMDB opened it.
+    private struct DataFile {
+        /// Its identity.
+        var fileID: FileID
+        /// Its change time (`VerifiedState.changeTime`), taken before LMDB's open truncates it.
+        var changeTimeBeforeOpen: UInt64
+        /// Its meta pages, checked against its size (nil for an empty file).
+        var metas: (FileHeader.Meta, FileHeader.Meta?)?
+        /// The map size to open with: the file's size, or the configured initial size if larger.
+        var initialSize: Int
+        /// Whether the disk space of `initialSize` bytes is reserved.
+        var reserved: Bool
+    }
+
+    /// Opens the lock file, creating it with exactly the configured `mode`, whatever the umask.
+    /// Without access-time updates where the file is ours (`O_NOATIME`, else EPERM): mapping it
+    /// would otherwise journal a new access time whenever it changed since the last one.
+    private static func openLockFile(_ path: String, mode: mode_t) throws(LMDBError) -> Int32 {
+        let created = SystemCall.retryingEINTR { open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | noAccessTime, mode) }
+        if created >= 0 {
+            fchmod(created, mode)
+            return created
+        }
+        guard errno == EEXIST else { throw LMDBError(errno) }
+        let existing = SystemCall.retryingEINTR { open(path, O_RDWR | O_CLOEXEC | noAccessTime) }
+        if existing >= 0 { return existing }
+        guard errno == EPERM else { throw LMDBError(errno) }
+        return try SystemCall.checked { open(path, O_RDWR | O_CLOEXEC) }
+    }
+
+    /// Maps the lock file's verified-state record (if the options give it a place), prepares the
+    /// data file, opens LMDB on it and its named databases. Called under the lock file's `flock`;
+    /// on failure it leaves nothing open or mapped.
+    private static func openUnderLock(path: String, lockPath: String, lockFile: Int32, options: EnvironmentOptions) throws -> Opened {
+        var mapping: UnsafeMutableRawPointer?
+        var env: OpaquePointer?
         do {
             if let offset = options.verifiedStateOffset {
-                precondition(offset % 8 == 0 && offset + VerifiedState.size <= Self.lockFileMappedSize)
-                mapping = try Self.mapLockFile(lockFile, path: options.lockFilePath)
+                precondition(offset % 8 == 0 && offset + VerifiedState.size <= lockFileMappedSize)
+                mapping = try mapLockFile(lockFile, path: options.lockFilePath)
             }
-            // Create the data and lock files ourselves, with their space reserved, so that LMDB's
-            // first writes into its mappings cannot fault on a full disk.
-            let existed = access(path, F_OK) == 0
-            // An empty `-lock` file is one whose creation failed (say for lack of space) before LMDB
-            // used it: it is reserved like a new one, or LMDB would map it unbacked (SIGBUS).
-            var lockStat = stat()
-            let lockExisted = stat(lockPath, &lockStat) == 0 && lockStat.st_size > 0
-            let data = open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(options.fileMode))
-            guard data >= 0 else { throw LMDBError(errno) }
-            defer { Glibc.close(data) }  // harmless: LMDB's locks live on the `-lock` file
-            if !existed { fchmod(data, mode_t(options.fileMode)) }  // exactly the configured mode, whatever the umask
-            var st = stat()
-            guard fstat(data, &st) == 0 else { throw LMDBError(errno) }
-            fileID = FileID(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
-            let changeTimeBeforeOpen = VerifiedState.changeTime(st)  // LMDB's open truncates the file, which changes it
-            let existingSize = Int(st.st_size)
-            let metas = existingSize > 0 ? try FileHeader.checkNotTruncated(fd: data, fileSize: existingSize) : nil
-            let initialSize = max(existingSize, min(options.initialMapSize, options.maximumMapSize))
-            // The reader table this process may size the lock file to (the first process to open a
-            // suite that nobody has open sets it up with its own `maximumReaders`), unless the file's
-            // blocks already cover it.
-            // LMDB 0.9: (readers - 1) slots of 64 bytes after a 192-byte header, rounded to pages.
-            let readerTable = ((max(Int(options.maximumReaders), 1) - 1) * 64 + 192 + 4095) / 4096 * 4096
-            if !lockExisted || Int(lockStat.st_blocks) * 512 < readerTable {
-                let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(options.fileMode))
-                guard lock >= 0 else { throw LMDBError(errno) }
-                if !lockExisted { fchmod(lock, mode_t(options.fileMode)) }
-                let rc = gd_reserve_space(lock, readerTable)
-                Glibc.close(lock)
-                if rc == ENOSPC || rc == EDQUOT { throw DiskFull(path: lockPath, bytes: readerTable) }
-            }
-            let allocated = Int(st.st_blocks) * 512 >= initialSize && existingSize >= initialSize
-            switch allocated ? 0 : gd_reserve_space(data, initialSize) {  // fallocate costs ~30 µs even when nothing is missing
-            case 0: reserved = true
-            // An empty file is new too (an earlier creation failed here): LMDB would write its first
-            // pages through the map, unbacked.
-            case ENOSPC where existingSize == 0, EDQUOT where existingSize == 0:
-                throw DiskFull(path: path, bytes: initialSize)
-            default: break  // no fallocate here, or no room: writes try again (see `reserveIfNeeded`)
-            }
-
-            try check(mdb_env_create(&env))
-            try check(mdb_env_set_maxdbs(env, MDB_dbi(options.databases.count)))
-            try check(mdb_env_set_maxreaders(env, options.maximumReaders))
-            try check(mdb_env_set_mapsize(env, initialSize))
-            try check(mdb_env_open(env, path, options.writesThroughMap ? Self.flags : Self.flags & ~UInt32(MDB_WRITEMAP), mode_t(options.fileMode)))
-            var dead: Int32 = 0
-            _ = mdb_reader_check(env, &dead)  // clear reader slots left by crashed processes
-            let state = Self.verifiedState(mapping, options.verifiedStateOffset)
-            let opened = try Self.openDatabases(
+            let dataFile = try prepareFiles(path: path, lockPath: lockPath, options: options)
+            env = try openLMDB(path: path, mapSize: dataFile.initialSize, options: options)
+            let (databases, openCheck) = try openDatabases(
                 env!,
                 names: options.databases,
                 readerTrees: options.readerTrees,
                 structureCheckLimit: options.structureCheckLimit,
-                state: state,
-                changeTimeBeforeOpen: changeTimeBeforeOpen,
-                metas: metas
+                state: verifiedState(mapping, options.verifiedStateOffset),
+                changeTimeBeforeOpen: dataFile.changeTimeBeforeOpen,
+                metas: dataFile.metas
             )
-            self.databases = opened.0
-            openCheck = opened.1
+            return Opened(env: env!, mapping: mapping, databases: databases, openCheck: openCheck, dataFile: dataFile)
         } catch {
             if let env { mdb_env_close(env) }
-            if let mapping { munmap(mapping, Self.lockFileMappedSize) }
-            flock(lockFile, LOCK_UN)
-            Glibc.close(lockFile)
+            if let mapping { munmap(mapping, lockFileMappedSize) }
             throw error
         }
-        flock(lockFile, LOCK_UN)
-        self.env = env!
-        self.lockFile = lockFile
-        self.lockFileMapping = mapping
-        self.paths = (options.lockFilePath, lockPath)
-        self.verifiedState = Self.verifiedState(mapping, options.verifiedStateOffset)
-        self.openCheck = openCheck
-        self.fileID = fileID
-        self.maximumKeySize = Int(mdb_env_get_maxkeysize(env))
-        refreshMapSize()
-        // With MDB_WRITEMAP LMDB's open truncated the file to the map size: no larger than the map.
-        spaceReserved.store(reserved, ordering: .relaxed)
+    }
+
+    /// Creates the data file and LMDB's `-lock` file ourselves, with their space reserved, so that
+    /// LMDB's first writes into its mappings cannot fault on a full disk; checks that an existing
+    /// data file is not truncated.
+    private static func prepareFiles(path: String, lockPath: String, options: EnvironmentOptions) throws -> DataFile {
+        let mode = mode_t(options.fileMode)
+        let existed = access(path, F_OK) == 0
+        // An empty `-lock` file is one whose creation failed (say for lack of space) before LMDB
+        // used it: it is reserved like a new one, or LMDB would map it unbacked (SIGBUS).
+        var lockStat = stat()
+        let lockExisted = stat(lockPath, &lockStat) == 0 && lockStat.st_size > 0
+        let data = try SystemCall.checked { open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode) }
+        defer { Glibc.close(data) }  // harmless: LMDB's locks live on the `-lock` file
+        if !existed { fchmod(data, mode) }  // exactly the configured mode, whatever the umask
+        var st = stat()
+        try SystemCall.checked { fstat(data, &st) }
+        let existingSize = Int(st.st_size)
+        let metas = existingSize > 0 ? try FileHeader.checkNotTruncated(fd: data, fileSize: existingSize) : nil
+        let initialSize = max(existingSize, min(options.initialMapSize, options.maximumMapSize))
+        try reserveReaderTable(lockPath, existed: lockExisted, allocatedBytes: Int(lockStat.st_blocks) * 512, options: options)
+        let reserved = try reserveInitialSpace(
+            data,
+            path: path,
+            existingSize: existingSize,
+            allocatedBytes: Int(st.st_blocks) * 512,
+            initialSize: initialSize
+        )
+        return DataFile(
+            fileID: FileID(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)),
+            changeTimeBeforeOpen: VerifiedState.changeTime(st),  // LMDB's open truncates the file, which changes it
+            metas: metas,
+            initialSize: initialSize,
+            reserved: reserved
+        )
+    }
+
+    /// Reserves the disk space of the reader table this process may size LMDB's `-lock` file to
+    /// (the first process to open a suite that nobody has open sets it up with its own
+    /// `maximumReaders`), unless the file's blocks already cover it.
+    private static func reserveReaderTable(_ lockPath: String, existed: Bool, allocatedBytes: Int, options: EnvironmentOptions) throws {
+        // LMDB 0.9: (readers - 1) slots of 64 bytes after a 192-byte header, rounded to pages.
+        let readerTable = ((max(Int(options.maximumReaders), 1) - 1) * 64 + 192 + 4095) / 4096 * 4096
+        guard !existed || allocatedBytes < readerTable else { return }
+        let mode = mode_t(options.fileMode)
+        let lock = try SystemCall.checked { open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, mode) }
+        if !existed { fchmod(lock, mode) }
+        let rc = gd_reserve_space(lock, readerTable)
+        Glibc.close(lock)
+        if rc == ENOSPC || rc == EDQUOT { throw DiskFull(path: lockPath, bytes: readerTable) }
+    }
+
+    /// Reserves the disk space of the data file's first `initialSize` bytes; returns whether it is
+    /// reserved. Only a new (empty) file without room is an error: LMDB would write its first pages
+    /// through the map, unbacked. Otherwise writes try again (see `reserveSpace`).
+    private static func reserveInitialSpace(
+        _ data: Int32,
+        path: String,
+        existingSize: Int,
+        allocatedBytes: Int,
+        initialSize: Int
+    ) throws -> Bool {
+        let allocated = allocatedBytes >= initialSize && existingSize >= initialSize
+        switch allocated ? 0 : gd_reserve_space(data, initialSize) {  // fallocate costs ~30 µs even when nothing is missing
+        case 0: return true
+        // An empty file is new too (an earlier creation failed here).
+        case ENOSPC where existingSize == 0, EDQUOT where existingSize == 0:
+            throw DiskFull(path: path, bytes: initialSize)
+        default: return false  // no fallocate here, or no room
+        }
+    }
+
+    /// Creates LMDB's environment for the file at `path` with the options' limits and opens it;
+    /// clears the reader slots left by crashed processes.
+    private static func openLMDB(path: String, mapSize: Int, options: EnvironmentOptions) throws(LMDBError) -> OpaquePointer {
+        var created: OpaquePointer?
+        try check(mdb_env_create(&created))
+        let env = created!
+        do throws(LMDBError) {
+            try check(mdb_env_set_maxdbs(env, MDB_dbi(options.databases.count)))
+            try check(mdb_env_set_maxreaders(env, options.maximumReaders))
+            try check(mdb_env_set_mapsize(env, mapSize))
+            try check(mdb_env_open(env, path, options.writesThroughMap ? flags : flags & ~UInt32(MDB_WRITEMAP), mode_t(options.fileMode)))
+        } catch {
+            mdb_env_close(env)
+            throw error
+        }
+        var dead: Int32 = 0
+        _ = mdb_reader_check(env, &dead)  // clear reader slots left by crashed processes
+        return env
     }
 
     /// Closes the environment. Called once, when nothing of this process uses it any more (so no
@@ -372,11 +455,11 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// full disk cannot fault a write into the mapping) and maps them. Called under its `flock`.
     private static func mapLockFile(_ fd: Int32, path: String) throws -> UnsafeMutableRawPointer {
         var st = stat()
-        if fstat(fd, &st) != 0 || st.st_size < lockFileMappedSize || st.st_blocks * 512 < lockFileMappedSize {
+        if SystemCall.retryingEINTR({ fstat(fd, &st) }) != 0 || st.st_size < lockFileMappedSize || st.st_blocks * 512 < lockFileMappedSize {
             let reserved = posix_fallocate(fd, 0, off_t(lockFileMappedSize))
             if reserved == ENOSPC || reserved == EDQUOT { throw DiskFull(path: path, bytes: lockFileMappedSize) }
             guard reserved == 0 || reserved == EOPNOTSUPP || reserved == EINVAL else { throw LMDBError(reserved) }
-            guard ftruncate(fd, off_t(max(Int(st.st_size), lockFileMappedSize))) == 0 else { throw LMDBError(errno) }
+            try SystemCall.checked { ftruncate(fd, off_t(max(Int(st.st_size), lockFileMappedSize))) }
         }
         guard let map = mmap(nil, lockFileMappedSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), map != MAP_FAILED else {
             throw LMDBError(errno)
@@ -655,9 +738,8 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// Flushes every committed transaction to disk (`mdb_env_sync` with force).
     private func flush() throws(LMDBError) {
         flushCount.add(1, ordering: .relaxed)
-        let injected = failNextFlush.exchange(0, ordering: .relaxed)
-        if injected != 0 { throw LMDBError(injected) }
-        try check(mdb_env_sync(env, 1))
+        guard let diskFlush else { return try check(mdb_env_sync(env, 1)) }
+        try diskFlush.flush { () throws(LMDBError) in try check(mdb_env_sync(env, 1)) }
     }
 
     /// Checks the pages of the named trees `names` (see `StructureCheck`), unless a write of this
@@ -699,8 +781,8 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     private func resizeMap(grow: Bool, useReserve: Bool = false) throws {
         try checkProcess()
         try resizeLock.withWriteLock { () throws in
-            flock(lockFile, LOCK_EX)
-            defer { flock(lockFile, LOCK_UN) }
+            try SystemCall.lock(lockFile)
+            defer { SystemCall.unlock(lockFile) }
             var info = MDB_envinfo()
             try check(mdb_env_info(env, &info))
             let current = info.me_mapsize
@@ -795,7 +877,8 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
             guard rc == MDB_MAP_RESIZED || (rc == MDB_INCOMPATIBLE && flags != 0) else { throw LMDBError(rc) }
             // Start the file over: another process grew the map before the copy began (adopt its
             // size), or compaction gave up part way.
-            guard ftruncate(fd, 0) == 0, lseek(fd, 0, SEEK_SET) == 0 else { throw LMDBError(errno) }
+            try SystemCall.checked { ftruncate(fd, 0) }
+            guard lseek(fd, 0, SEEK_SET) == 0 else { throw LMDBError(errno) }
             if rc == MDB_MAP_RESIZED { try resizeMap(grow: false) } else { flags = 0 }
         }
     }

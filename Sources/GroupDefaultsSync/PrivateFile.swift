@@ -34,8 +34,8 @@ enum PrivateFile {
         bytes.withUnsafeBytes { buffer in
             var offset = 0
             while failure == 0, offset < buffer.count {
-                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 { if errno != EINTR { failure = errno } } else { offset += written }
+                let written = retryingEINTR { Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
+                if written < 0 { failure = errno } else { offset += written }
             }
         }
         if failure == 0, fsync(fd) != 0 { failure = errno }

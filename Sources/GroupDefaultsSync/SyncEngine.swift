@@ -286,27 +286,16 @@ public actor SyncEngine {
         }
     }
 
-    /// A device's first sync of a suite (the joining rule): the server's entry wins over every local
-    /// value and deletion stamped before sync was turned on (`configure`), however recent; what any
-    /// process wrote after that is pending and competes by last writer wins, deletions included.
-    /// Stored keys the server lacks are uploaded. What the join replaced is kept in the conflict
-    /// journal. Registered defaults are not stored values, so they are never pushed.
+    /// A device's first sync of a suite, by the joining rule (`JoiningRule` in the core, which
+    /// states it): the server's snapshot, the keys it lacks marked for upload.
     private func join() async throws(SyncError) -> SyncReport {
-        // A suite configured before the moment was recorded: what it holds when the join begins.
-        let state = try local { try defaults.syncState() }
-        var configuredAt = state.configuredAt ?? .zero
-        if state.configuredAt == nil { configuredAt = try local { try defaults.clockReading() } }
+        let rule = try local { try JoiningRule(joining: defaults) }
         try await anchorIfNeeded()
         let snapshot = try await readSnapshot()
         let serverKeys = Set(snapshot.entries.map(\.key))  // key ids, in an encrypted suite
-        try local {
-            // Marks first: a crash before the snapshot is applied leaves the cursor unset, and the
-            // join is made again.
-            let localKeys = try defaults.read { try $0.keys }
-            try defaults.markPending(localKeys.filter { !serverKeys.contains(sealer?.keys.keyID(for: $0) ?? $0) })
-        }
+        try local { try rule.markKeysTheServerLacks(in: defaults) { serverKeys.contains(sealer?.keys.keyID(for: $0) ?? $0) } }
         var report = SyncReport()
-        report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .remoteWins(over: configuredAt)))
+        report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .joining(rule)))
         joinedSincePush = true
         logger.debug("joined the server's suite", metadata: ["suite": "\(client.suite)", "entries": "\(snapshot.entries.count)"])
         return report

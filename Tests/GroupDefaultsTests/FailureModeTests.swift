@@ -91,6 +91,8 @@ struct FailureModeTests {
             var configuration = SharedDefaults.Configuration()
             configuration.durability = .fsyncEveryCommit
             configuration.onError = errors.handler
+            let disk = FailingDisk()
+            configuration.diskFlush = disk
             let defaults = try SharedDefaults(suiteName: "flush", directory: dir, configuration: configuration)
             let environment = defaults.store.environment
             let watcher = try HelperProcess("watch", directory: dir, suite: "flush")
@@ -98,11 +100,11 @@ struct FailureModeTests {
             try #require(watcher.waitForLine("ready"))
 
             // The throwing API.
-            environment.failNextFlush.store(EIO, ordering: .relaxed)
+            disk.failNext.store(EIO, ordering: .relaxed)
             let flushes = environment.flushCount.load(ordering: .relaxed)
             try defaults.write { try $0.set(.string("ring.caf"), forKey: "sound") }
             #expect(environment.flushCount.load(ordering: .relaxed) == flushes + 1, "the flush was not even tried")
-            #expect(environment.failNextFlush.load(ordering: .relaxed) == 0)
+            #expect(disk.failNext.load(ordering: .relaxed) == 0)
             let first = try #require(defaults.lastError, "the failed flush was not reported")
             #expect(first.code == .storageFailure)
             #expect(first.reason.contains("committed"), "\(first.reason)")
@@ -111,7 +113,7 @@ struct FailureModeTests {
             #expect(watcher.waitForLine("change sound ring.caf", timeout: 10))
 
             // The UserDefaults-style setter.
-            environment.failNextFlush.store(EIO, ordering: .relaxed)
+            disk.failNext.store(EIO, ordering: .relaxed)
             defaults.set("bell.aiff", forKey: "sound")
             #expect(errors.all.count == 2)
             #expect(errors.all.last?.code == .storageFailure && errors.all.last?.reason.contains("committed") == true)
@@ -124,7 +126,7 @@ struct FailureModeTests {
             #expect(errors.all.count == 2)
 
             // synchronize() says false, and why.
-            environment.failNextFlush.store(EIO, ordering: .relaxed)
+            disk.failNext.store(EIO, ordering: .relaxed)
             #expect(!defaults.synchronize())
             #expect(errors.all.count == 3 && errors.all.last?.code == .storageFailure)
             #expect(defaults.synchronize())
@@ -648,4 +650,16 @@ private func readOnNewThread(_ defaults: SharedDefaults, holdingUntil release: D
     thread.start()
     started.wait()
     return outcome.value.withLock { $0! }
+}
+
+/// A disk whose next flush fails with `failNext` (an `errno` value; 0: none), then works again:
+/// EIO cannot be caused on purpose.
+private final class FailingDisk: DiskFlush {
+    let failNext = Atomic<Int32>(0)
+
+    func flush(_ flushEnvironment: () throws(LMDBError) -> Void) throws(LMDBError) {
+        let injected = failNext.exchange(0, ordering: .relaxed)
+        if injected != 0 { throw LMDBError(injected) }
+        try flushEnvironment()
+    }
 }

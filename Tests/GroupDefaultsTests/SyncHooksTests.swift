@@ -226,8 +226,10 @@ struct SyncHooksTests {
         }
     }
 
-    @Test("remoteWins keeps the server's value over what the store held before the join, whatever the stamps; not over a change made during the join")
-    func remoteWinsPolicy() throws {
+    @Test(
+        "the joining rule keeps the server's value over what the store held before the join, whatever the stamps; not over a change made during the join"
+    )
+    func joiningPolicy() throws {
         try withTemporaryDirectory { dir in
             let defaults = try openSuite(dir)
             try defaults.enableSync(server: serverURL)
@@ -237,7 +239,7 @@ struct SyncHooksTests {
             try defaults.applyRemote(
                 [entry("sound", .string("server's"), offset: -3_600_000), entry("volume", .string("server's"), offset: -3_600_000)],
                 cursor: 5,
-                policy: .remoteWins(over: joinStarted)
+                policy: .joining(JoiningRule(configuredAt: joinStarted))
             )
             #expect(defaults.string(forKey: "sound") == "server's")
             #expect(defaults.string(forKey: "volume") == "changed while joining")

@@ -91,11 +91,16 @@ final class InotifySignal: ChangeSignal {
                     ]
                     var buffer = [UInt8](repeating: 0, count: 4096)
                     while true {
-                        guard poll(&fds, 2, -1) >= 0 || errno == EINTR else { return }
+                        guard SystemCall.retryingEINTR({ poll(&fds, 2, -1) }) >= 0 else { return }
                         if fds[1].revents != 0 { return }
                         if fds[0].revents != 0 {
                             // Drain every queued event: one look at the log covers them all.
-                            while buffer.withUnsafeMutableBytes({ read(inotify, $0.baseAddress, $0.count) }) > 0 {}
+                            var drained = 0
+                            repeat {
+                                drained = buffer.withUnsafeMutableBytes { bytes in
+                                    SystemCall.retryingEINTR { read(inotify, bytes.baseAddress, bytes.count) }
+                                }
+                            } while drained > 0
                             onSignal()
                         }
                     }

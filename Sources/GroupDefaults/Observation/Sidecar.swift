@@ -45,11 +45,11 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
 
     /// Opens (creating, with `mode`), sizes and maps the sidecar: an open file description of its own.
     convenience init(path: String, mode: mode_t) throws {
-        var fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        var fd = SystemCall.retryingEINTR { open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode) }
         if fd >= 0 {
             fchmod(fd, mode)  // exactly the configured mode, whatever the umask
         } else if errno == EEXIST {
-            fd = open(path, O_RDWR | O_CLOEXEC)
+            fd = SystemCall.retryingEINTR { open(path, O_RDWR | O_CLOEXEC) }
         }
         guard fd >= 0 else { throw LMDBError(errno) }
         try self.init(owning: fd)
@@ -65,44 +65,47 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
 
     /// The sidecar through the environment's own descriptor and mapping of the file's first `size`
     /// bytes (already sized), both of which outlive it: no system call when the header is set up.
-    init(borrowing descriptor: Int32, mapping: UnsafeMutableRawPointer) {
+    init(borrowing descriptor: Int32, mapping: UnsafeMutableRawPointer) throws {
         self.fd = descriptor
         self.base = mapping
         self.borrowsMapping = true
         if !hasCurrentHeader {
-            flock(descriptor, LOCK_EX)
+            try SystemCall.lock(descriptor)
             initializeHeader()
-            flock(descriptor, LOCK_UN)
+            SystemCall.unlock(descriptor)
         }
     }
 
     /// Takes `fd` over (closing it on failure).
     private init(owning fd: Int32) throws {
-        flock(fd, LOCK_EX)
-        defer { flock(fd, LOCK_UN) }
-        var st = stat()
-        if fstat(fd, &st) != 0 || st.st_size < Self.size || st.st_blocks * 512 < Self.size {
-            // Backed by disk blocks, so that a full disk cannot fault a write into the mapping.
-            let reserved = posix_fallocate(fd, 0, off_t(Self.size))
-            guard reserved == 0 || reserved == EOPNOTSUPP || reserved == EINVAL else {
-                Glibc.close(fd)
-                throw LMDBError(reserved)
-            }
-            guard ftruncate(fd, off_t(max(Int(st.st_size), Self.size))) == 0 else {
-                let error = LMDBError(errno)
-                Glibc.close(fd)
-                throw error
-            }
-        }
-        guard let map = mmap(nil, Self.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), map != MAP_FAILED else {
-            let error = LMDBError(errno)
-            Glibc.close(fd)
+        let map: UnsafeMutableRawPointer
+        do {
+            try SystemCall.lock(fd)
+            map = try Self.sizeAndMap(fd)
+        } catch {
+            Glibc.close(fd)  // which releases the lock
             throw error
         }
         self.fd = fd
         self.base = map
         self.borrowsMapping = false
         initializeHeader()
+        SystemCall.unlock(fd)
+    }
+
+    /// Sizes the sidecar to `size` bytes backed by disk blocks, so that a full disk cannot fault a
+    /// write into the mapping, and maps them. Called under the file's `flock`.
+    private static func sizeAndMap(_ fd: Int32) throws -> UnsafeMutableRawPointer {
+        var st = stat()
+        if SystemCall.retryingEINTR({ fstat(fd, &st) }) != 0 || st.st_size < size || st.st_blocks * 512 < size {
+            let reserved = posix_fallocate(fd, 0, off_t(size))
+            guard reserved == 0 || reserved == EOPNOTSUPP || reserved == EINVAL else { throw LMDBError(reserved) }
+            try SystemCall.checked { ftruncate(fd, off_t(max(Int(st.st_size), size))) }
+        }
+        guard let map = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), map != MAP_FAILED else {
+            throw LMDBError(errno)
+        }
+        return map
     }
 
     /// Starts the header of a new sidecar (zeros) or of one from an older version: no watchers.
@@ -201,7 +204,7 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
         }
         if signal {
             var byte: UInt8 = 0
-            _ = pread(fd, &byte, 1, 0)
+            _ = SystemCall.retryingEINTR { pread(fd, &byte, 1, 0) }
         }
     }
 

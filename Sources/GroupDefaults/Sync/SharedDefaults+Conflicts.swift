@@ -61,7 +61,7 @@ extension SharedDefaults {
     /// - Parameter key: Only this key's; nil for every key's.
     /// - Throws: `SharedDefaultsError` (`corruptFile` for a damaged entry, or a read failure).
     public func conflicts(forKey key: String? = nil) throws -> [Conflict] {
-        try read { tx in try tx.perform(key: key) { try ConflictJournal.entries(tx.txn, key: key) } }
+        try read { tx in try tx.perform(key: key) { try tx.conflicts(forKey: key) } }
     }
 
     /// Writes a value sync replaced back into the suite as a new local change: in a synced suite it
@@ -81,8 +81,8 @@ extension SharedDefaults {
     public func restore(_ key: String, conflict id: UInt64? = nil) throws -> Conflict {
         try write { tx in
             let entry = try tx.perform(key: key) { () throws -> Conflict? in
-                guard let id else { return try ConflictJournal.entries(tx.txn, key: key).first { !$0.isRefused } }
-                return try ConflictJournal.entry(tx.txn, id: id)
+                guard let id else { return try tx.conflicts(forKey: key).first { !$0.isRefused } }
+                return try tx.conflict(id: id)
             }
             if let entry, entry.isRefused {
                 throw store.error(
@@ -102,7 +102,7 @@ extension SharedDefaults {
 
     /// The bounds of this suite's conflict journal (`ConflictJournalBounds.standard` unless set).
     public func conflictJournalBounds() throws -> ConflictJournalBounds {
-        try read { tx in try tx.perform(key: nil) { try Self.journalBounds(tx.txn) } }
+        try read { tx in try tx.perform(key: nil) { try tx.journalBounds() } }
     }
 
     /// Sets how much of the conflict journal this suite keeps, for every process; entries beyond
@@ -114,21 +114,7 @@ extension SharedDefaults {
             throw store.error(.unsupportedValue, key: nil, "the conflict journal's bounds must not be negative; nothing was changed")
         }
         try write { tx in
-            try tx.perform(key: nil) {
-                var bytes: [UInt8] = []
-                BinaryCodec.appendFixed(UInt64(bounds.maximumCount), into: &bytes)
-                BinaryCodec.appendFixed(UInt64(bounds.maximumAge.components.seconds), into: &bytes)
-                try bytes.withUnsafeBytes { try tx.txn.put(.meta, MetaKey.journalBounds, $0) }
-                try ConflictJournal.trim(tx.txn, bounds: bounds, now: store.wallClockMilliseconds())
-            }
+            try tx.perform(key: nil) { try tx.setJournalBounds(bounds) }
         }
-    }
-
-    static func journalBounds(_ txn: LMDBTransaction) throws -> ConflictJournalBounds {
-        guard let raw = try txn.get(.meta, MetaKey.journalBounds) else { return .standard }
-        guard raw.count == 16 else { throw CorruptBytes("the conflict journal's bounds record is damaged") }
-        let count = UInt64(littleEndian: raw.loadUnaligned(as: UInt64.self))
-        let seconds = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
-        return ConflictJournalBounds(maximumCount: Int(clamping: count), maximumAge: .seconds(Int64(clamping: seconds)))
     }
 }

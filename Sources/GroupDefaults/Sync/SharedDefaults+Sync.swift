@@ -13,10 +13,10 @@ package import GroupDefaultsWire
 //   and saves the server cursor in the same transaction.
 // - A push acknowledgement clears a mark only if the key still has the stamp that was pushed
 //   (`clearPending`): a change made while the push was in flight stays pending.
-// - `enableSync` records the HLC at which sync was turned on: the joining rule lets the server win
-//   only over what is stamped up to it. Everything written later competes by last writer wins.
+// - `enableSync` records the moment of the joining rule (`JoiningRule`, which states it).
 // - A local value that `applyRemote` replaces while it was pending, or that only the joining rule
 //   made lose, is kept in the conflict journal in the same transaction (`ConflictJournal`).
+// - The transaction's side of all this is in `Transaction+Sync.swift`.
 // - Local-only keys (patterns in `meta`) are never marked pending and pulled entries for them are
 //   not applied (counted in `SyncState.ignoredCount`).
 
@@ -37,8 +37,8 @@ package struct SyncState: Sendable, Equatable {
     /// What the sync engine last reported that needs attention (paused for authentication, failing);
     /// nil when all is well. Written by the engine, read by `groupdefaults-sync status`.
     package var note: String?
-    /// The HLC at which sync was turned on; nil for a suite configured before it was recorded
-    /// (the engine then takes the moment its join begins).
+    /// The HLC at which sync was turned on, the moment of the joining rule (``JoiningRule``); nil
+    /// for a suite configured before it was recorded.
     package var configuredAt: HLC?
     /// The patterns of keys that never leave this device.
     package var localOnlyKeys: [String] = []
@@ -71,16 +71,12 @@ package struct PendingChange: Sendable, Equatable {
 package enum RemotePolicy: Sendable, Equatable {
     /// The larger (HLC, origin) wins, as always.
     case lastWriterWins
-    /// The remote entry wins over whatever this store holds stamped up to `configuredAt` (the
-    /// moment sync was turned on, `SyncState.configuredAt`), whatever the stamps: a device joining
-    /// a suite that already exists on the server must not overwrite its settings with the copy it
-    /// held. A change made after that, by any process, is judged by last writer wins.
-    case remoteWins(over: HLC)
-}
+    /// A joining device: the joining rule (``JoiningRule``).
+    case joining(JoiningRule)
 
-extension RemotePolicy {
-    var remoteWinsBefore: HLC? {
-        if case .remoteWins(let joinStarted) = self { return joinStarted }
+    /// The joining rule, if the policy is one.
+    var joiningRule: JoiningRule? {
+        if case .joining(let rule) = self { return rule }
         return nil
     }
 }
@@ -135,8 +131,8 @@ extension SharedDefaults {
     /// Marks the suite as synced with `server`, so that every process's changes are recorded as
     /// pending from this commit on, and records where the token is read from (`tokenFile`, never the
     /// token) and a private certificate authority (`caFile`). Values already stored are not marked
-    /// (the engine's joining rule decides what to upload); a suite already synced keeps its cursor,
-    /// its marks and the moment sync was turned on.
+    /// (the joining rule, ``JoiningRule``, decides what to upload; its moment is recorded here); a
+    /// suite already synced keeps its cursor, its marks and the moment sync was turned on.
     ///
     /// `localOnly` (nil: unchanged) replaces the local-only key patterns: a key that becomes
     /// local-only loses its pending mark; one that stops being local-only, in a suite that has
@@ -159,19 +155,12 @@ extension SharedDefaults {
             }
         }
         try write { tx in
-            if try tx.txn.get(.meta, MetaKey.syncServer) == nil || tx.txn.get(.meta, MetaKey.syncConfiguredAt) == nil {
-                let now = try ChangeLog.tail(tx.txn).hlc
-                try withUnsafeBytes(of: now.rawValue.littleEndian) { try tx.txn.put(.meta, MetaKey.syncConfiguredAt, $0) }
-            }
+            try JoiningRule.recordMoment(in: tx)
             for (key, text) in [
                 (MetaKey.syncServer, server as String?), (MetaKey.syncTokenFile, tokenFile), (MetaKey.syncCAFile, caFile),
                 (MetaKey.syncKeyFile, keyFile),
             ] {
-                guard let text else {
-                    try tx.txn.delete(.meta, key)
-                    continue
-                }
-                try withKeyBytes(text) { try tx.txn.put(.meta, key, $0) }
+                try tx.setSyncText(text, for: key)
             }
             if let patterns { try Self.replaceLocalOnly(with: patterns, in: tx) }
         }
@@ -187,66 +176,21 @@ extension SharedDefaults {
         do { _ = try GlobPattern(name) } catch { throw store.error(.invalidKey, key: name, "\(error)") }
         try write { tx in
             try tx.perform(key: nil) {
-                let declared = try Self.declaredLocalKeys(tx.txn)
+                let declared = try tx.declaredLocalKeys()
                 guard !declared.contains(name) else { return }
-                let old = try Self.localOnlyPatterns(tx.txn)
-                try withKeyBytes((declared + [name]).joined(separator: "\n")) { try tx.txn.put(.meta, MetaKey.syncDeclaredLocal, $0) }
-                try Self.markLocalOnlyChanges(from: old, to: try Self.localOnlyPatterns(tx.txn), in: tx)
+                let old = try tx.localOnlyPatterns()
+                try tx.setSyncText((declared + [name]).joined(separator: "\n"), for: MetaKey.syncDeclaredLocal)
+                try tx.markLocalOnlyChanges(from: old, to: try tx.localOnlyPatterns())
             }
         }
     }
 
     /// Replaces `configure --exclude`'s patterns (the keys declared `.local` stay local).
     private static func replaceLocalOnly(with patterns: [GlobPattern], in tx: Transaction) throws {
-        let old = try localOnlyPatterns(tx.txn)
-        guard try configuredLocalOnlyPatterns(tx.txn) != patterns else { return }
-        if patterns.isEmpty {
-            try tx.txn.delete(.meta, MetaKey.syncExclude)
-        } else {
-            try withKeyBytes(patterns.map(\.text).joined(separator: "\n")) { try tx.txn.put(.meta, MetaKey.syncExclude, $0) }
-        }
-        try markLocalOnlyChanges(from: old, to: try localOnlyPatterns(tx.txn), in: tx)
-    }
-
-    /// After the local-only keys changed from `old` to `new`: a key that became local-only loses
-    /// its pending mark; one that stopped being local-only, in a suite that has joined the
-    /// server's, is marked pending (it was never pushed).
-    private static func markLocalOnlyChanges(from old: [GlobPattern], to new: [GlobPattern], in tx: Transaction) throws {
-        guard old != new else { return }
-        let joined = try tx.txn.get(.meta, MetaKey.syncCursor) != nil
-        func matches(_ list: [GlobPattern], _ key: String) -> Bool { list.contains { $0.matches(key) } }
-        for database in [Database.values, .tombstones] {
-            var changed: [(key: [UInt8], pending: Bool)] = []
-            try tx.txn.forEach(database) { rawKey, raw in
-                let key = String(decoding: rawKey, as: UTF8.self)
-                let wasLocal = matches(old, key)
-                let isLocal = matches(new, key)
-                if isLocal, !wasLocal, StoredRecord.isPending(raw) { changed.append((Array(rawKey), false)) }
-                // A deletion never pushed has nothing to tell the server; a value has.
-                if wasLocal, !isLocal, joined, database == .values { changed.append((Array(rawKey), true)) }
-                return true
-            }
-            for change in changed { _ = try change.key.withUnsafeBytes { try tx.setPending(change.pending, key: $0) } }
-        }
-    }
-
-    /// The suite's local-only keys: `configure --exclude`'s patterns, then the keys declared
-    /// `sync: .local`.
-    static func localOnlyPatterns(_ txn: LMDBTransaction) throws -> [GlobPattern] {
-        try configuredLocalOnlyPatterns(txn) + declaredLocalKeys(txn).compactMap { try? GlobPattern($0) }
-    }
-
-    /// `configure --exclude`'s patterns.
-    static func configuredLocalOnlyPatterns(_ txn: LMDBTransaction) throws -> [GlobPattern] {
-        guard let raw = try txn.get(.meta, MetaKey.syncExclude) else { return [] }
-        // Stored only after validation; one that no longer parses is left out rather than trusted.
-        return String(decoding: raw, as: UTF8.self).split(separator: "\n").compactMap { try? GlobPattern(String($0)) }
-    }
-
-    /// The keys declared `sync: .local` by the processes that used them.
-    static func declaredLocalKeys(_ txn: LMDBTransaction) throws -> [String] {
-        guard let raw = try txn.get(.meta, MetaKey.syncDeclaredLocal) else { return [] }
-        return String(decoding: raw, as: UTF8.self).split(separator: "\n").map(String.init)
+        let old = try tx.localOnlyPatterns()
+        guard try tx.configuredLocalOnlyPatterns() != patterns else { return }
+        try tx.setSyncText(patterns.isEmpty ? nil : patterns.map(\.text).joined(separator: "\n"), for: MetaKey.syncExclude)
+        try tx.markLocalOnlyChanges(from: old, to: try tx.localOnlyPatterns())
     }
 
     /// Stops syncing: forgets the server, the cursor, the in-flight batch and every pending mark.
@@ -256,9 +200,9 @@ extension SharedDefaults {
                 MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncKeyFile, MetaKey.syncCursor, MetaKey.syncInFlight,
                 MetaKey.syncNote, MetaKey.syncConfiguredAt, MetaKey.syncExclude, MetaKey.syncIgnored,
             ] {
-                try tx.txn.delete(.meta, key)
+                try tx.setSyncText(nil, for: key)
             }
-            for key in try Self.pendingKeys(tx) {
+            for key in try tx.pendingKeys() {
                 _ = try key.withUnsafeBytes { try tx.setPending(false, key: $0) }
             }
         }
@@ -269,42 +213,27 @@ extension SharedDefaults {
     package func syncState() throws -> SyncState {
         try read { tx in
             try tx.perform(key: nil) {
-                let txn = tx.txn
                 var state = SyncState(server: nil, cursor: nil, inFlight: nil)
-                if let raw = try txn.get(.meta, MetaKey.syncServer) { state.server = String(decoding: raw, as: UTF8.self) }
-                if let raw = try txn.get(.meta, MetaKey.syncTokenFile) { state.tokenFile = String(decoding: raw, as: UTF8.self) }
-                if let raw = try txn.get(.meta, MetaKey.syncCAFile) { state.caFile = String(decoding: raw, as: UTF8.self) }
-                if let raw = try txn.get(.meta, MetaKey.syncKeyFile) { state.keyFile = String(decoding: raw, as: UTF8.self) }
-                if let raw = try txn.get(.meta, MetaKey.syncNote) { state.note = String(decoding: raw, as: UTF8.self) }
-                state.configuredAt = try Self.loadUInt64(txn, MetaKey.syncConfiguredAt, "the sync start record").map(HLC.init(rawValue:))
-                state.ignoredCount = try Self.loadUInt64(txn, MetaKey.syncIgnored, "the ignored-entries counter") ?? 0
-                state.localOnlyKeys = try Self.localOnlyPatterns(txn).map(\.text)
-                state.cursor = try Self.loadUInt64(txn, MetaKey.syncCursor, "the sync cursor record")
-                if let raw = try txn.get(.meta, MetaKey.syncInFlight) {
-                    guard raw.count >= 4 else { throw store.error(.corruptFile, key: nil, "the in-flight batch record is damaged") }
-                    let idLength = Int(UInt32(littleEndian: raw.loadUnaligned(as: UInt32.self)))
-                    guard raw.count >= 4 + idLength else { throw store.error(.corruptFile, key: nil, "the in-flight batch record is damaged") }
-                    state.inFlight = InFlightBatch(
-                        id: String(decoding: UnsafeRawBufferPointer(rebasing: raw[4..<(4 + idLength)]), as: UTF8.self),
-                        body: Array(raw[(4 + idLength)...])
-                    )
-                }
+                state.server = try tx.syncText(MetaKey.syncServer)
+                state.tokenFile = try tx.syncText(MetaKey.syncTokenFile)
+                state.caFile = try tx.syncText(MetaKey.syncCAFile)
+                state.keyFile = try tx.syncText(MetaKey.syncKeyFile)
+                state.note = try tx.syncText(MetaKey.syncNote)
+                state.configuredAt = try tx.syncNumber(MetaKey.syncConfiguredAt, "the sync start record").map(HLC.init(rawValue:))
+                state.ignoredCount = try tx.syncNumber(MetaKey.syncIgnored, "the ignored-entries counter") ?? 0
+                state.localOnlyKeys = try tx.localOnlyPatterns().map(\.text)
+                state.cursor = try tx.syncNumber(MetaKey.syncCursor, "the sync cursor record")
+                state.inFlight = try tx.inFlightBatch()
                 return state
             }
         }
-    }
-
-    private static func loadUInt64(_ txn: LMDBTransaction, _ key: UnsafeRawBufferPointer, _ what: String) throws -> UInt64? {
-        guard let raw = try txn.get(.meta, key) else { return nil }
-        guard raw.count == 8 else { throw CorruptBytes("\(what) is damaged") }
-        return UInt64(littleEndian: raw.loadUnaligned(as: UInt64.self))
     }
 
     /// How many local changes wait to be acknowledged by the server. The marks live in the records
     /// themselves (no cost to a write), so this reads every record: for `status` and reports, not
     /// for every step.
     package func pendingCount() throws -> Int {
-        try read { tx in try Self.pendingKeys(tx).count }
+        try read { tx in try tx.pendingKeys().count }
     }
 
     // MARK: Pushing
@@ -312,25 +241,7 @@ extension SharedDefaults {
     /// The pending local changes in stamp order (oldest first), at most `limit`, each with what its
     /// key holds now.
     package func pendingChanges(limit: Int = .max) throws -> [PendingChange] {
-        try read { tx in
-            var changes: [PendingChange] = []
-            try tx.txn.forEach(.values) { key, raw in
-                if StoredRecord.isPending(raw) {
-                    let record = try StoredRecord.decode(raw)
-                    changes.append(PendingChange(key: String(decoding: key, as: UTF8.self), stamp: record.stamp, value: record.value))
-                }
-                return true
-            }
-            try tx.txn.forEach(.tombstones) { key, raw in
-                if StoredRecord.isPending(raw) {
-                    let stamp = try StoredRecord.decodeTombstone(raw)
-                    changes.append(PendingChange(key: String(decoding: key, as: UTF8.self), stamp: stamp, value: nil))
-                }
-                return true
-            }
-            changes.sort { $0.stamp < $1.stamp }
-            return Array(changes.prefix(limit))
-        }
+        try read { tx in Array(try tx.pendingChanges().prefix(limit)) }
     }
 
     /// Clears the marks of pushed changes that the server acknowledged, each only if the key's mark
@@ -345,7 +256,7 @@ extension SharedDefaults {
                     if try tx.setPending(false, key: k, ifStamp: stamp) { cleared += 1 }
                 }
             }
-            try tx.txn.delete(.meta, MetaKey.syncInFlight)
+            try tx.setInFlightBatch(nil)
             return cleared
         }
     }
@@ -355,7 +266,7 @@ extension SharedDefaults {
     @discardableResult
     package func markPending(_ keys: [String]) throws -> Int {
         try write { tx in
-            let localOnly = try tx.perform(key: nil) { try Self.localOnlyPatterns(tx.txn) }
+            let localOnly = try tx.perform(key: nil) { try tx.localOnlyPatterns() }
             var marked = 0
             for key in keys where !localOnly.contains(where: { $0.matches(key) }) {
                 if try tx.markPending(key: key) { marked += 1 }
@@ -371,16 +282,9 @@ extension SharedDefaults {
     package func markEverythingPending() throws -> Int {
         try write { tx in
             try tx.perform(key: nil) {
-                let localOnly = try Self.localOnlyPatterns(tx.txn)
-                var keys: [[UInt8]] = []
-                for database in [Database.values, .tombstones] {
-                    try tx.txn.forEach(database) { key, _ in
-                        keys.append(Array(key))
-                        return true
-                    }
-                }
+                let localOnly = try tx.localOnlyPatterns()
                 var marked = 0
-                for key in keys where !localOnly.contains(where: { $0.matches(String(decoding: key, as: UTF8.self)) }) {
+                for key in try tx.storedKeys() where !localOnly.contains(where: { $0.matches(String(decoding: key, as: UTF8.self)) }) {
                     if try key.withUnsafeBytes({ try tx.setPending(true, key: $0) }) { marked += 1 }
                 }
                 return marked
@@ -405,44 +309,19 @@ extension SharedDefaults {
 
     /// Stores (or, with nil, drops) the batch about to be sent, before it is sent.
     package func setInFlightBatch(_ batch: InFlightBatch?) throws {
-        try write { tx in
-            guard let batch else {
-                _ = try tx.txn.delete(.meta, MetaKey.syncInFlight)
-                return
-            }
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(4 + batch.id.utf8.count + batch.body.count)
-            withUnsafeBytes(of: UInt32(batch.id.utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
-            bytes.append(contentsOf: batch.id.utf8)
-            bytes.append(contentsOf: batch.body)
-            try bytes.withUnsafeBytes { try tx.txn.put(.meta, MetaKey.syncInFlight, $0) }
-        }
+        try write { tx in try tx.setInFlightBatch(batch) }
     }
 
     /// Stores (or, with nil, clears) what the sync engine reports that needs attention, so that
     /// other processes (`groupdefaults-sync status`) can show it.
     package func setSyncNote(_ note: String?) throws {
-        try write { tx in
-            guard let note else {
-                _ = try tx.txn.delete(.meta, MetaKey.syncNote)
-                return
-            }
-            try withKeyBytes(note) { try tx.txn.put(.meta, MetaKey.syncNote, $0) }
-        }
+        try write { tx in try tx.setSyncText(note, for: MetaKey.syncNote) }
     }
 
     /// Forgets (nil) or sets the server cursor: the next sync starts from the snapshot, or after
     /// `cursor`.
     package func setSyncCursor(_ cursor: UInt64?) throws {
-        try write { tx in try Self.saveCursor(cursor, in: tx) }
-    }
-
-    private static func saveCursor(_ cursor: UInt64?, in tx: Transaction) throws {
-        guard let cursor else {
-            _ = try tx.txn.delete(.meta, MetaKey.syncCursor)
-            return
-        }
-        try withUnsafeBytes(of: cursor.littleEndian) { try tx.txn.put(.meta, MetaKey.syncCursor, $0) }
+        try write { tx in try tx.setSyncNumber(cursor, for: MetaKey.syncCursor) }
     }
 
     // MARK: Pulling
@@ -450,7 +329,7 @@ extension SharedDefaults {
     /// Applies entries pulled from the server and saves `cursor` (if given), in one transaction.
     ///
     /// Per key the larger (HLC, origin) wins against the stored value *and* tombstone (or, with
-    /// `remoteWins(over:)`, the remote entry wins over what predates the join); a winner is stored with its own stamp, logged as a
+    /// `joining`, by the joining rule, ``JoiningRule``); a winner is stored with its own stamp, logged as a
     /// remote change (observers in every process see it, `Change.isRemote`), and never marked
     /// pending; a pending local change it beats is dropped. A remote deletion of a key this store
     /// never had still leaves a tombstone. This store's clock moves past the latest remote HLC, so
@@ -505,7 +384,7 @@ extension SharedDefaults {
             }
             if let latest = accepted.map(\.hlc).max() { try tx.receive(latest) }
             for entry in accepted {
-                switch try tx.applyRemote(key: entry.key, value: entry.value, stamp: entry.stamp, joinedBefore: policy.remoteWinsBefore) {
+                switch try tx.applyRemote(key: entry.key, value: entry.value, stamp: entry.stamp, joining: policy.joiningRule) {
                 case .applied(let replaced, let byOlder):
                     result.applied.append(entry.key)
                     if replaced {
@@ -523,56 +402,23 @@ extension SharedDefaults {
             try tx.trimJournal()
             if !result.ignored.isEmpty {
                 try tx.perform(key: nil) {
-                    let count = try Self.loadUInt64(tx.txn, MetaKey.syncIgnored, "the ignored-entries counter") ?? 0
-                    try withUnsafeBytes(of: (count + UInt64(result.ignored.count)).littleEndian) { try tx.txn.put(.meta, MetaKey.syncIgnored, $0) }
+                    let count = try tx.syncNumber(MetaKey.syncIgnored, "the ignored-entries counter") ?? 0
+                    try tx.setSyncNumber(count + UInt64(result.ignored.count), for: MetaKey.syncIgnored)
                 }
             }
             if pruning {
-                let present = Set(entries.map(\.key))
-                let localOnly = try tx.perform(key: nil) { try Self.localOnlyPatterns(tx.txn) }
-                var stale: [String] = []
-                try tx.txn.forEach(.values) { key, raw in
-                    let name = String(decoding: key, as: UTF8.self)
-                    if !present.contains(name), !StoredRecord.isPending(raw), !localOnly.contains(where: { $0.matches(name) }) {
-                        stale.append(name)
-                    }
-                    return true
-                }
+                let stale = try tx.cleanKeys(absentFrom: Set(entries.map(\.key)))
                 for key in stale { try tx.removeAsRemote(key: key) }
                 result.pruned = stale
             }
-            if let cursor { try Self.saveCursor(cursor, in: tx) }
+            if let cursor { try tx.setSyncNumber(cursor, for: MetaKey.syncCursor) }
             return result
         }
     }
 
     /// What the store holds for `key`, value or tombstone, with its stamp; nil if neither.
     package func syncEntry(forKey key: String) throws -> SyncEntry? {
-        try read { tx in
-            try withKeyBytes(key) { k in
-                if let raw = try tx.txn.get(.values, k) {
-                    let record = try StoredRecord.decode(raw)
-                    return SyncEntry(key: key, value: record.value, hlc: record.stamp.hlc, origin: record.stamp.origin)
-                }
-                if let raw = try tx.txn.get(.tombstones, k) {
-                    let stamp = try StoredRecord.decodeTombstone(raw)
-                    return SyncEntry(key: key, value: nil, hlc: stamp.hlc, origin: stamp.origin)
-                }
-                return nil
-            }
-        }
-    }
-
-    /// The keys whose value or tombstone carries the pending flag.
-    private static func pendingKeys(_ tx: Transaction) throws -> [[UInt8]] {
-        var keys: [[UInt8]] = []
-        for database in [Database.values, .tombstones] {
-            try tx.txn.forEach(database) { key, raw in
-                if StoredRecord.isPending(raw) { keys.append(Array(key)) }
-                return true
-            }
-        }
-        return keys
+        try read { tx in try tx.syncEntry(forKey: key) }
     }
 
     /// The HLC of the last change committed to the store (any process's): every later change is

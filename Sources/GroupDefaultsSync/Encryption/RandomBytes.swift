@@ -37,8 +37,8 @@ enum RandomBytes {
                 let filled = pool.bytes.withUnsafeMutableBytes { buffer in
                     var filled = 0
                     while filled < buffer.count {
-                        let got = read(fd, buffer.baseAddress! + filled, buffer.count - filled)
-                        if got > 0 { filled += got } else if got < 0 && errno == EINTR { continue } else { break }
+                        let got = retryingEINTR { read(fd, buffer.baseAddress! + filled, buffer.count - filled) }
+                        if got > 0 { filled += got } else { break }
                     }
                     return filled
                 }

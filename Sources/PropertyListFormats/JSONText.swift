@@ -1,0 +1,365 @@
+import Foundation
+import GroupDefaults
+import GroupDefaultsWire
+
+/// Typed JSON (the Codable form in TypedJSON.swift) read from text, with syntax errors located.
+enum TypedJSONText {
+    static let tags: Set<String> = ["string", "integer", "double", "bool", "date", "data", "array", "dictionary"]
+    /// The names people give the same types elsewhere (`defaults`' type flags, XML property lists,
+    /// other languages), with the tag each means: an object of one such key is refused, not stored.
+    static let aliases: [String: String] = [
+        "int": "integer", "long": "integer", "uint": "integer", "number": "integer", "float": "double", "real": "double",
+        "boolean": "bool", "str": "string", "text": "string", "dict": "dictionary", "object": "dictionary", "list": "array",
+        "bytes": "data", "blob": "data",
+    ]
+
+    /// Whether text starts `{"<tag>":` (white space allowed around the tokens).
+    static func looksTyped(_ text: ArraySlice<UInt8>) -> Bool {
+        var i = text.startIndex
+        func skipWhitespace() { while i < text.endIndex, TextScanning.isWhitespace(text[i]) { i += 1 } }
+        guard i < text.endIndex, text[i] == UInt8(ascii: "{") else { return false }
+        i += 1
+        skipWhitespace()
+        guard i < text.endIndex, text[i] == UInt8(ascii: "\"") else { return false }
+        i += 1
+        let nameStart = i
+        while i < text.endIndex, text[i] != UInt8(ascii: "\"") { i += 1 }
+        guard i < text.endIndex, tags.contains(String(decoding: text[nameStart..<i], as: UTF8.self)) else { return false }
+        i += 1
+        skipWhitespace()
+        return i < text.endIndex && text[i] == UInt8(ascii: ":")
+    }
+
+    /// What each tag holds, for an error about typed JSON of the wrong shape.
+    static let shapes =
+        #"typed JSON is {"TAG": VALUE}: {"string": "…"}, {"integer": a whole number}, {"double": a number}, "#
+        + #"{"bool": true or false}, {"date": "ISO 8601"}, {"data": "base64"}, {"array": [typed values]}, "#
+        + #"{"dictionary": {"key": typed value}}"#
+
+    static func decode(_ bytes: [UInt8]) throws -> PropertyListValue {
+        var parser = JSONTextParser(bytes)
+        _ = try parser.document()  // syntax, with line and column
+        do {
+            let value = try JSONDecoder().decode(PropertyListValue.self, from: Data(bytes))
+            guard BinaryCodec.fitsNestingLimit(value) else {
+                throw PropertyListFormatError("typed JSON: values nest deeper than \(BinaryCodec.maximumDepth) levels")
+            }
+            return value
+        } catch let error as DecodingError {
+            let context: DecodingError.Context
+            switch error {
+            case .dataCorrupted(let c), .keyNotFound(_, let c), .typeMismatch(_, let c), .valueNotFound(_, let c): context = c
+            @unknown default: throw PropertyListFormatError("typed JSON: \(error)")
+            }
+            let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+            throw PropertyListFormatError("typed JSON: \(context.debugDescription) (at $\(path)); \(shapes)")
+        }
+    }
+}
+
+/// A JSON reader (RFC 8259) straight to `PropertyListValue`, for plain JSON and as the syntax
+/// check before typed JSON.
+struct JSONTextParser {
+    private let bytes: [UInt8]
+    private var i = 0
+
+    init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    mutating func document() throws -> PropertyListValue {
+        let value = try self.value(depth: 0)
+        skipWhitespace()
+        guard i == bytes.count else { throw failure("unexpected \(TextScanning.describe(bytes, i)) after the JSON value", at: i) }
+        return value
+    }
+
+    private func failure(_ message: String, at offset: Int) -> PropertyListFormatError {
+        PropertyListFormatError("JSON: \(message) at \(TextScanning.location(bytes, offset))")
+    }
+
+    private mutating func skipWhitespace() {
+        while i < bytes.count, TextScanning.isWhitespace(bytes[i]) { i += 1 }
+    }
+
+    private mutating func value(depth: Int) throws -> PropertyListValue {
+        skipWhitespace()
+        guard depth < BinaryCodec.maximumDepth else {
+            throw failure("values nest deeper than \(BinaryCodec.maximumDepth) levels", at: i)
+        }
+        guard i < bytes.count else { throw failure("expected a value, found the end of the text", at: i) }
+        switch bytes[i] {
+        case UInt8(ascii: "{"):
+            return try object(depth: depth)
+        case UInt8(ascii: "["):
+            return try array(depth: depth)
+        case UInt8(ascii: "\""):
+            return .string(try string())
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            let start = i
+            try literal("null")
+            throw failure("null is not a property-list value (leave the key out instead)", at: start)
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return try number()
+        default:
+            throw failure("expected a value, found \(TextScanning.describe(bytes, i))", at: i)
+        }
+    }
+
+    /// An object, at its `{`: keys in double quotes, each once.
+    private mutating func object(depth: Int) throws -> PropertyListValue {
+        let start = i
+        i += 1
+        var object: [String: PropertyListValue] = [:]
+        skipWhitespace()
+        if i < bytes.count, bytes[i] == UInt8(ascii: "}") {
+            i += 1
+            return .dictionary(object)
+        }
+        while true {
+            skipWhitespace()
+            let keyOffset = i
+            guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else {
+                throw failure("expected a key in double quotes, found \(TextScanning.describe(bytes, i))", at: i)
+            }
+            let key = try string()
+            skipWhitespace()
+            guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else {
+                throw failure("expected ':' after the key \"\(key)\", found \(TextScanning.describe(bytes, i))", at: i)
+            }
+            i += 1
+            guard object.updateValue(try value(depth: depth + 1), forKey: key) == nil else {
+                throw failure("duplicate key \"\(key)\"", at: keyOffset)
+            }
+            skipWhitespace()
+            guard i < bytes.count else { throw failure("unterminated object", at: start) }
+            if bytes[i] == UInt8(ascii: ",") {
+                i += 1
+            } else if bytes[i] == UInt8(ascii: "}") {
+                i += 1
+                return .dictionary(object)
+            } else {
+                throw failure("expected ',' or '}', found \(TextScanning.describe(bytes, i))", at: i)
+            }
+        }
+    }
+
+    /// An array, at its `[`.
+    private mutating func array(depth: Int) throws -> PropertyListValue {
+        let start = i
+        i += 1
+        var array: [PropertyListValue] = []
+        skipWhitespace()
+        if i < bytes.count, bytes[i] == UInt8(ascii: "]") {
+            i += 1
+            return .array(array)
+        }
+        while true {
+            array.append(try value(depth: depth + 1))
+            skipWhitespace()
+            guard i < bytes.count else { throw failure("unterminated array", at: start) }
+            if bytes[i] == UInt8(ascii: ",") {
+                i += 1
+            } else if bytes[i] == UInt8(ascii: "]") {
+                i += 1
+                return .array(array)
+            } else {
+                throw failure("expected ',' or ']', found \(TextScanning.describe(bytes, i))", at: i)
+            }
+        }
+    }
+
+    private mutating func literal(_ word: String) throws {
+        guard bytes[i...].starts(with: word.utf8) else {
+            throw failure("expected a value, found \(TextScanning.describe(bytes, i))", at: i)
+        }
+        i += word.utf8.count
+    }
+
+    private mutating func number() throws -> PropertyListValue {
+        let start = i
+        func digits() -> Int {
+            let from = i
+            while i < bytes.count, bytes[i] >= UInt8(ascii: "0"), bytes[i] <= UInt8(ascii: "9") { i += 1 }
+            return i - from
+        }
+        if bytes[i] == UInt8(ascii: "-") { i += 1 }
+        let integerStart = i
+        let integerDigits = digits()
+        guard integerDigits > 0 else { throw failure("malformed number", at: start) }
+        guard integerDigits == 1 || bytes[integerStart] != UInt8(ascii: "0") else {
+            throw failure("a number must not have leading zeros", at: start)
+        }
+        var isInteger = true
+        if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
+            i += 1
+            isInteger = false
+            guard digits() > 0 else { throw failure("malformed number: digits must follow '.'", at: start) }
+        }
+        if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
+            i += 1
+            isInteger = false
+            if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
+            guard digits() > 0 else { throw failure("malformed number: digits must follow the exponent", at: start) }
+        }
+        let text = String(decoding: bytes[start..<i], as: UTF8.self)
+        if isInteger {
+            guard let int = Int(text) else {
+                throw failure("the integer \(text) does not fit in 64 bits (write \(text).0 for a double)", at: start)
+            }
+            return .integer(int)
+        }
+        guard let double = Double(text), double.isFinite else {
+            throw failure("the number \(text) is out of the range of a double", at: start)
+        }
+        return .double(double)
+    }
+
+    private mutating func string() throws -> String {
+        let start = i
+        i += 1
+        var out: [UInt8] = []
+        while true {
+            guard i < bytes.count else { throw failure("unterminated string", at: start) }
+            let byte = bytes[i]
+            if byte == UInt8(ascii: "\"") {
+                i += 1
+                return String(decoding: out, as: UTF8.self)
+            }
+            if byte < 0x20 {
+                throw failure("control character \(TextScanning.describe(bytes, i)) in a string (escape it, e.g. \\n)", at: i)
+            }
+            guard byte == UInt8(ascii: "\\") else {
+                out.append(byte)
+                i += 1
+                continue
+            }
+            let escapeStart = i
+            i += 1
+            guard i < bytes.count else { throw failure("unterminated string", at: start) }
+            let escape = bytes[i]
+            i += 1
+            switch escape {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                let unit = try hex4(escapeStart)
+                if UTF16.isLeadSurrogate(unit) {
+                    guard bytes[i...].starts(with: "\\u".utf8) else {
+                        throw failure("unpaired surrogate \\u\(String(unit, radix: 16))", at: escapeStart)
+                    }
+                    i += 2
+                    let low = try hex4(escapeStart)
+                    guard UTF16.isTrailSurrogate(low) else {
+                        throw failure("unpaired surrogate \\u\(String(unit, radix: 16))", at: escapeStart)
+                    }
+                    let scalar = Unicode.Scalar(0x10000 + (UInt32(unit - 0xD800) << 10) + UInt32(low - 0xDC00))!
+                    TextScanning.append(scalar, to: &out)
+                    continue
+                }
+                guard !UTF16.isTrailSurrogate(unit) else {
+                    throw failure("unpaired surrogate \\u\(String(unit, radix: 16))", at: escapeStart)
+                }
+                TextScanning.append(Unicode.Scalar(unit)!, to: &out)
+            default:
+                throw failure("unknown escape \\\(String(decoding: [escape], as: UTF8.self))", at: escapeStart)
+            }
+        }
+    }
+
+    private mutating func hex4(_ escapeStart: Int) throws -> UInt16 {
+        var value: UInt16 = 0
+        for _ in 0..<4 {
+            guard i < bytes.count, let digit = TextScanning.hexValue(bytes[i]) else {
+                throw failure("\\u must be followed by four hex digits", at: escapeStart)
+            }
+            value = value << 4 | UInt16(digit)
+            i += 1
+        }
+        return value
+    }
+}
+
+/// Plain JSON for people and scripts, written by hand so that integers stay integers (`3`, not
+/// `3.0`) and the layout is the same on every platform.
+enum PlainJSONText {
+    static func write(_ value: PropertyListValue, indent: Int, into out: inout String) {
+        switch value {
+        case .string(let string):
+            quote(string, into: &out)
+        case .integer(let int):
+            out += String(int)
+        case .double(let double):
+            if double.isFinite {
+                out += "\(double)"
+            } else {
+                quote(double.isNaN ? "nan" : double > 0 ? "inf" : "-inf", into: &out)
+            }
+        case .bool(let bool):
+            out += bool ? "true" : "false"
+        case .date(let date):
+            quote(TypedJSONDate.format(date) ?? "\(date)", into: &out)
+        case .data(let data):
+            quote(data.base64EncodedString(), into: &out)
+        case .array(let elements):
+            guard !elements.isEmpty else {
+                out += "[]"
+                return
+            }
+            let inner = String(repeating: " ", count: (indent + 1) * 2)
+            out += "[\n"
+            for (index, element) in elements.enumerated() {
+                out += inner
+                write(element, indent: indent + 1, into: &out)
+                out += index == elements.count - 1 ? "\n" : ",\n"
+            }
+            out += String(repeating: " ", count: indent * 2) + "]"
+        case .dictionary(let dictionary):
+            guard !dictionary.isEmpty else {
+                out += "{}"
+                return
+            }
+            let inner = String(repeating: " ", count: (indent + 1) * 2)
+            let entries = dictionary.sortedForPropertyList
+            out += "{\n"
+            for (index, entry) in entries.enumerated() {
+                out += inner
+                quote(entry.key, into: &out)
+                out += " : "
+                write(entry.value, indent: indent + 1, into: &out)
+                out += index == entries.count - 1 ? "\n" : ",\n"
+            }
+            out += String(repeating: " ", count: indent * 2) + "}"
+        }
+    }
+
+    private static func quote(_ string: String, into out: inout String) {
+        out += "\""
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\u{08}": out += "\\b"
+            case "\u{0C}": out += "\\f"
+            case _ where scalar.value < 0x20:
+                out += "\\u" + TextScanning.zeroPadded(String(scalar.value, radix: 16), width: 4)
+            default:
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        out += "\""
+    }
+}

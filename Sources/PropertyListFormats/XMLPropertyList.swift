@@ -1,0 +1,463 @@
+import Foundation
+import GroupDefaults
+
+/// Apple's XML property-list format, written and read here.
+///
+/// The writer follows Apple's layout (tabs, `<data>` as wrapped base64, keys sorted); a carriage
+/// return in a string is written `&#13;` so that XML readers, which turn a raw one into a line
+/// feed, keep it. Other control characters are written as they are, as Apple does; XML 1.0
+/// readers other than Apple's and this one refuse them. `<date>` holds whole seconds (UTC,
+/// `2026-11-21T10:00:00Z`): fractions are dropped (rounded down, as Apple does).
+///
+/// The reader takes the plist subset of XML: an optional declaration, comments, a DOCTYPE, then
+/// `<plist>` (or a bare value) holding `dict`/`key`, `array`, `string`, `integer` (decimal or
+/// `0x` hex), `real` (also `nan`, `+infinity`, `-infinity`), `true`, `false`, `date`, `data`;
+/// the five named entities, numeric character references and CDATA sections.
+enum XMLPropertyList {
+    static let header = """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+        <plist version="1.0">
+
+        """
+
+    static func encode(_ value: PropertyListValue) throws -> String {
+        var out = header
+        try write(value, indent: 0, into: &out)
+        out += "</plist>\n"
+        return out
+    }
+
+    private static func write(_ value: PropertyListValue, indent: Int, into out: inout String) throws {
+        let tabs = String(repeating: "\t", count: indent)
+        out += tabs
+        switch value {
+        case .string(let string):
+            out += "<string>" + escaped(string) + "</string>\n"
+        case .integer(let int):
+            out += "<integer>\(int)</integer>\n"
+        case .double(let double):
+            let text = double.isNaN ? "nan" : double.isInfinite ? (double > 0 ? "+infinity" : "-infinity") : "\(double)"
+            out += "<real>\(text)</real>\n"
+        case .bool(let bool):
+            out += bool ? "<true/>\n" : "<false/>\n"
+        case .date(let date):
+            out += "<date>" + (try dateText(date)) + "</date>\n"
+        case .data(let data):
+            out += "<data>\n"
+            let base64 = Array(data.base64EncodedString().utf8)
+            for start in stride(from: 0, to: base64.count, by: 68) {
+                out += tabs + String(decoding: base64[start..<min(start + 68, base64.count)], as: UTF8.self) + "\n"
+            }
+            out += tabs + "</data>\n"
+        case .array(let elements):
+            guard !elements.isEmpty else {
+                out += "<array/>\n"
+                return
+            }
+            out += "<array>\n"
+            for element in elements { try write(element, indent: indent + 1, into: &out) }
+            out += tabs + "</array>\n"
+        case .dictionary(let dictionary):
+            guard !dictionary.isEmpty else {
+                out += "<dict/>\n"
+                return
+            }
+            out += "<dict>\n"
+            for (key, element) in dictionary.sortedForPropertyList {
+                out += tabs + "\t<key>" + escaped(key) + "</key>\n"
+                try write(element, indent: indent + 1, into: &out)
+            }
+            out += tabs + "</dict>\n"
+        }
+    }
+
+    private static func escaped(_ string: String) -> String {
+        var out = ""
+        out.unicodeScalars.reserveCapacity(string.unicodeScalars.count)
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\r": out += "&#13;"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    /// `2026-11-21T10:00:00Z`, the date rounded down to the second.
+    private static func dateText(_ date: Date) throws -> String {
+        let seconds = date.timeIntervalSince1970.rounded(.down)
+        guard seconds.isFinite, let text = TypedJSONDate.format(Date(timeIntervalSince1970: seconds)) else {
+            throw PropertyListFormatError(
+                "XML property list: <date> carries years 0 to 9999; this date is \(date.timeIntervalSince1970) s from 1970"
+            )
+        }
+        return text.replacingOccurrences(of: ".000Z", with: "Z")
+    }
+
+    static func decode(_ bytes: [UInt8]) throws -> PropertyListValue {
+        var reader = XMLReader(bytes)
+        return try reader.document()
+    }
+}
+
+/// A recursive-descent reader for XML property lists (see `XMLPropertyList`).
+private struct XMLReader {
+    private let bytes: [UInt8]
+    private var i = 0
+
+    init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    private struct Tag {
+        var name: String
+        var isEmpty: Bool  // `<name/>`
+        var offset: Int
+    }
+
+    mutating func document() throws -> PropertyListValue {
+        try skipMisc(allowDoctype: true)
+        let root = try openTag(expecting: "<plist> or a value")
+        let value: PropertyListValue
+        if root.name == "plist" {
+            guard !root.isEmpty else { throw failure("<plist/> holds no value", at: root.offset) }
+            try skipMisc()
+            guard !atCloseTag else { throw failure("<plist> holds no value", at: i) }
+            value = try element(try openTag(expecting: "a value"), depth: 0)
+            try skipMisc()
+            try closeTag("plist", openedAt: root.offset)
+        } else {
+            value = try element(root, depth: 0)
+        }
+        try skipMisc()
+        guard i == bytes.count else {
+            throw failure("unexpected \(TextScanning.describe(bytes, i)) after the property list", at: i)
+        }
+        return value
+    }
+
+    private func failure(_ message: String, at offset: Int) -> PropertyListFormatError {
+        PropertyListFormatError("XML property list: \(message) at \(TextScanning.location(bytes, offset))")
+    }
+
+    private func starts(with literal: String, at offset: Int? = nil) -> Bool {
+        bytes[min(offset ?? i, bytes.count)...].starts(with: literal.utf8)
+    }
+
+    private var atCloseTag: Bool { starts(with: "</") }
+
+    /// Skips white space, comments and processing instructions (and a DOCTYPE when allowed).
+    private mutating func skipMisc(allowDoctype: Bool = false) throws {
+        while i < bytes.count {
+            if TextScanning.isWhitespace(bytes[i]) {
+                i += 1
+            } else if starts(with: "<!--") {
+                try skip(past: "-->", what: "comment")
+            } else if starts(with: "<?") {
+                try skip(past: "?>", what: "processing instruction")
+            } else if allowDoctype, starts(with: "<!DOCTYPE") {
+                try skipDoctype()
+            } else {
+                return
+            }
+        }
+    }
+
+    private mutating func skip(past terminator: String, what: String) throws {
+        let start = i
+        let end = Array(terminator.utf8)
+        while i < bytes.count {
+            if bytes[i...].starts(with: end) {
+                i += end.count
+                return
+            }
+            i += 1
+        }
+        throw failure("unterminated \(what)", at: start)
+    }
+
+    private mutating func skipDoctype() throws {
+        let start = i
+        var inSubset = false
+        var quote: UInt8?
+        while i < bytes.count {
+            let byte = bytes[i]
+            i += 1
+            if let q = quote {
+                if byte == q { quote = nil }
+            } else if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") {
+                quote = byte
+            } else if byte == UInt8(ascii: "[") {
+                inSubset = true
+            } else if byte == UInt8(ascii: "]") {
+                inSubset = false
+            } else if byte == UInt8(ascii: ">"), !inSubset {
+                return
+            }
+        }
+        throw failure("unterminated <!DOCTYPE>", at: start)
+    }
+
+    private static func isNameByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ":"):
+            true
+        default:
+            byte >= 0x80
+        }
+    }
+
+    /// Reads `<name attr="…" …>` or `<name …/>`.
+    private mutating func openTag(expecting: String) throws -> Tag {
+        let start = i
+        guard i < bytes.count, bytes[i] == UInt8(ascii: "<"), i + 1 < bytes.count, Self.isNameByte(bytes[i + 1]) else {
+            throw failure("expected \(expecting), found \(TextScanning.describe(bytes, i))", at: i)
+        }
+        i += 1
+        let nameStart = i
+        while i < bytes.count, Self.isNameByte(bytes[i]) { i += 1 }
+        let name = String(decoding: bytes[nameStart..<i], as: UTF8.self)
+        while true {
+            while i < bytes.count, TextScanning.isWhitespace(bytes[i]) { i += 1 }
+            guard i < bytes.count else { throw failure("unterminated <\(name)> tag", at: start) }
+            if starts(with: "/>") {
+                i += 2
+                return Tag(name: name, isEmpty: true, offset: start)
+            }
+            if bytes[i] == UInt8(ascii: ">") {
+                i += 1
+                return Tag(name: name, isEmpty: false, offset: start)
+            }
+            // An attribute: name = "value" (its value does not matter here).
+            let attributeStart = i
+            while i < bytes.count, Self.isNameByte(bytes[i]) { i += 1 }
+            while i < bytes.count, TextScanning.isWhitespace(bytes[i]) { i += 1 }
+            guard i > attributeStart, i < bytes.count, bytes[i] == UInt8(ascii: "=") else {
+                throw failure("malformed attribute in <\(name)>", at: attributeStart)
+            }
+            i += 1
+            while i < bytes.count, TextScanning.isWhitespace(bytes[i]) { i += 1 }
+            guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") || bytes[i] == UInt8(ascii: "'") else {
+                throw failure("attribute value in <\(name)> must be quoted", at: i)
+            }
+            let quote = bytes[i]
+            i += 1
+            while i < bytes.count, bytes[i] != quote { i += 1 }
+            guard i < bytes.count else { throw failure("unterminated attribute value in <\(name)>", at: attributeStart) }
+            i += 1
+        }
+    }
+
+    private mutating func closeTag(_ name: String, openedAt: Int) throws {
+        guard atCloseTag else {
+            throw failure(
+                "expected </\(name)> (for the <\(name)> at \(TextScanning.location(bytes, openedAt))), found \(TextScanning.describe(bytes, i))",
+                at: i
+            )
+        }
+        let start = i
+        i += 2
+        let nameStart = i
+        while i < bytes.count, Self.isNameByte(bytes[i]) { i += 1 }
+        let found = String(decoding: bytes[nameStart..<i], as: UTF8.self)
+        while i < bytes.count, TextScanning.isWhitespace(bytes[i]) { i += 1 }
+        guard found == name else {
+            throw failure("</\(found)> does not close the <\(name)> at \(TextScanning.location(bytes, openedAt))", at: start)
+        }
+        guard i < bytes.count, bytes[i] == UInt8(ascii: ">") else { throw failure("unterminated </\(name)> tag", at: start) }
+        i += 1
+    }
+
+    private mutating func element(_ tag: Tag, depth: Int) throws -> PropertyListValue {
+        guard depth < BinaryCodec.maximumDepth else {
+            throw failure("values nest deeper than \(BinaryCodec.maximumDepth) levels", at: tag.offset)
+        }
+        switch tag.name {
+        case "dict": return try dictionary(tag, depth: depth)
+        case "array": return try array(tag, depth: depth)
+        case "string": return .string(tag.isEmpty ? "" : try text(of: tag))
+        case "integer": return try integer(tag)
+        case "real": return try real(tag)
+        case "true", "false": return try boolean(tag)
+        case "date": return try date(tag)
+        case "data": return try data(tag)
+        case "key": throw failure("<key> outside a <dict>", at: tag.offset)
+        case "plist": throw failure("<plist> inside a value", at: tag.offset)
+        default: throw failure("unknown element <\(tag.name)>", at: tag.offset)
+        }
+    }
+
+    /// `<dict>`: `<key>` and value pairs, each key once.
+    private mutating func dictionary(_ tag: Tag, depth: Int) throws -> PropertyListValue {
+        var dictionary: [String: PropertyListValue] = [:]
+        guard !tag.isEmpty else { return .dictionary(dictionary) }
+        while true {
+            try skipMisc()
+            if atCloseTag { break }
+            let keyTag = try openTag(expecting: "<key> or </dict>")
+            guard keyTag.name == "key" else {
+                throw failure("expected <key> in <dict>, found <\(keyTag.name)>", at: keyTag.offset)
+            }
+            let key = keyTag.isEmpty ? "" : try text(of: keyTag)
+            try skipMisc()
+            guard !atCloseTag else { throw failure("the key \"\(key)\" has no value", at: i) }
+            let valueTag = try openTag(expecting: "the value for the key \"\(key)\"")
+            guard valueTag.name != "key" else { throw failure("the key \"\(key)\" has no value", at: valueTag.offset) }
+            guard dictionary.updateValue(try element(valueTag, depth: depth + 1), forKey: key) == nil else {
+                throw failure("duplicate key \"\(key)\"", at: keyTag.offset)
+            }
+        }
+        try closeTag("dict", openedAt: tag.offset)
+        return .dictionary(dictionary)
+    }
+
+    /// `<array>`: values in order.
+    private mutating func array(_ tag: Tag, depth: Int) throws -> PropertyListValue {
+        var array: [PropertyListValue] = []
+        guard !tag.isEmpty else { return .array(array) }
+        while true {
+            try skipMisc()
+            if atCloseTag { break }
+            array.append(try element(try openTag(expecting: "a value or </array>"), depth: depth + 1))
+        }
+        try closeTag("array", openedAt: tag.offset)
+        return .array(array)
+    }
+
+    /// `<integer>`: decimal or `0x` hex, signed, within 64 bits.
+    private mutating func integer(_ tag: Tag) throws -> PropertyListValue {
+        let text = try trimmedText(of: tag)
+        var digits = Substring(text)
+        let negative = digits.first == "-"
+        if negative || digits.first == "+" { digits = digits.dropFirst() }
+        let hex = digits.hasPrefix("0x") || digits.hasPrefix("0X")
+        guard !digits.isEmpty, let magnitude = UInt64(hex ? digits.dropFirst(2) : digits, radix: hex ? 16 : 10),
+            let value = negative
+                ? (magnitude <= UInt64(Int.max) + 1 ? Int(truncatingIfNeeded: 0 &- magnitude) : nil)
+                : Int(exactly: magnitude)
+        else {
+            throw failure("<integer>\(text)</integer> is not an integer that fits in 64 bits", at: tag.offset)
+        }
+        return .integer(value)
+    }
+
+    /// `<real>`: a number, or `nan` and the infinities.
+    private mutating func real(_ tag: Tag) throws -> PropertyListValue {
+        let text = try trimmedText(of: tag)
+        let value: Double?
+        switch text.lowercased() {
+        case "nan": value = .nan
+        case "inf", "+inf", "infinity", "+infinity": value = .infinity
+        case "-inf", "-infinity": value = -.infinity
+        default: value = Double(text)
+        }
+        guard let value else { throw failure("<real>\(text)</real> is not a number", at: tag.offset) }
+        return .double(value)
+    }
+
+    /// `<true/>` or `<false/>` (or with nothing between their tags).
+    private mutating func boolean(_ tag: Tag) throws -> PropertyListValue {
+        if !tag.isEmpty {
+            guard try trimmedText(of: tag).isEmpty else { throw failure("<\(tag.name)> must be empty", at: tag.offset) }
+        }
+        return .bool(tag.name == "true")
+    }
+
+    /// `<date>`: whole seconds, UTC.
+    private mutating func date(_ tag: Tag) throws -> PropertyListValue {
+        let text = try trimmedText(of: tag)
+        guard let date = TypedJSONDate.parse(text) else {
+            throw failure("<date>\(text)</date> is not a date such as 2026-11-21T10:00:00Z", at: tag.offset)
+        }
+        return .date(date)
+    }
+
+    /// `<data>`: base64, white space ignored, padding optional.
+    private mutating func data(_ tag: Tag) throws -> PropertyListValue {
+        var base64 = try trimmedText(of: tag).unicodeScalars.filter { !($0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r") }
+        switch base64.count % 4 {
+        case 2: base64.append(contentsOf: "==".unicodeScalars)
+        case 3: base64.append("=")
+        default: break
+        }
+        guard let data = Data(base64Encoded: String(base64)) else {
+            throw failure("<data> does not hold valid base64", at: tag.offset)
+        }
+        return .data(data)
+    }
+
+    private mutating func trimmedText(of tag: Tag) throws -> String {
+        guard !tag.isEmpty else { return "" }
+        return try text(of: tag).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The character data up to the tag's close tag, entities and CDATA resolved, line ends
+    /// normalised to LF (as XML prescribes).
+    private mutating func text(of tag: Tag) throws -> String {
+        var out: [UInt8] = []
+        while true {
+            guard i < bytes.count else { throw failure("unterminated <\(tag.name)>", at: tag.offset) }
+            let byte = bytes[i]
+            if byte == UInt8(ascii: "<") {
+                if atCloseTag {
+                    try closeTag(tag.name, openedAt: tag.offset)
+                    return String(decoding: out, as: UTF8.self)
+                } else if starts(with: "<![CDATA[") {
+                    let start = i
+                    i += 9
+                    while i < bytes.count, !starts(with: "]]>") {
+                        out.append(bytes[i])
+                        i += 1
+                    }
+                    guard i < bytes.count else { throw failure("unterminated CDATA section", at: start) }
+                    i += 3
+                } else if starts(with: "<!--") {
+                    try skip(past: "-->", what: "comment")
+                } else {
+                    throw failure("unexpected markup inside <\(tag.name)>", at: i)
+                }
+            } else if byte == UInt8(ascii: "&") {
+                TextScanning.append(try entity(), to: &out)
+            } else if byte == 0x0D {
+                out.append(0x0A)
+                i += 1
+                if i < bytes.count, bytes[i] == 0x0A { i += 1 }
+            } else {
+                out.append(byte)
+                i += 1
+            }
+        }
+    }
+
+    private mutating func entity() throws -> Unicode.Scalar {
+        let start = i
+        guard let end = bytes[i...].prefix(12).firstIndex(of: UInt8(ascii: ";")) else {
+            throw failure("'&' must start an entity such as &amp;", at: start)
+        }
+        let name = String(decoding: bytes[(i + 1)..<end], as: UTF8.self)
+        i = end + 1
+        switch name {
+        case "lt": return "<"
+        case "gt": return ">"
+        case "amp": return "&"
+        case "quot": return "\""
+        case "apos": return "'"
+        default:
+            var code: UInt32?
+            if name.hasPrefix("#x") || name.hasPrefix("#X") {
+                code = UInt32(name.dropFirst(2), radix: 16)
+            } else if name.hasPrefix("#") {
+                code = UInt32(name.dropFirst(), radix: 10)
+            }
+            guard let code, let scalar = Unicode.Scalar(code) else {
+                throw failure("unknown entity &\(name);", at: start)
+            }
+            return scalar
+        }
+    }
+}
