@@ -54,7 +54,9 @@ let package = Package(
         ),
         // The LMDB layer: the only code that imports CLMDB. `package` API, used by the core and by
         // the server's embedded storage.
-        .target(name: "GroupDefaultsLMDB", dependencies: ["CLMDB"], swiftSettings: swiftSettings),
+        // The system calls that can be interrupted, retried on EINTR in one place (package only).
+        .target(name: "SystemCalls", swiftSettings: swiftSettings),
+        .target(name: "GroupDefaultsLMDB", dependencies: ["CLMDB", "SystemCalls"], swiftSettings: swiftSettings),
         // The sync protocol as it travels: values and their typed JSON, HLCs and stamps, the JSON
         // bodies, the event-stream codec, the error codes. Foundation only; the core re-exports it,
         // the server uses it without the core.
@@ -62,7 +64,7 @@ let package = Package(
         .target(
             name: "GroupDefaults",
             dependencies: [
-                "GroupDefaultsWire", "GroupDefaultsLMDB",
+                "GroupDefaultsWire", "GroupDefaultsLMDB", "SystemCalls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Atomics", package: "swift-atomics"),
             ],
@@ -74,7 +76,7 @@ let package = Package(
         // signals a tool that follows changes ends at, and a JSON value. `package` API.
         .target(
             name: "CommandLineSupport",
-            dependencies: ["GroupDefaultsWire", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["GroupDefaultsWire", "SystemCalls", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings
         ),
 
@@ -155,7 +157,7 @@ let package = Package(
         .target(
             name: "GroupDefaultsSync",
             dependencies: [
-                "GroupDefaults", "GroupDefaultsWire",
+                "GroupDefaults", "GroupDefaultsWire", "SystemCalls",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

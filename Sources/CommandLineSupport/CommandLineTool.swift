@@ -1,5 +1,6 @@
 package import ArgumentParser
 package import Foundation
+import SystemCalls
 
 /// A failure a tool reports as one line on stderr, exiting with `status`.
 package struct CommandFailure: Error, Sendable, CustomStringConvertible {
@@ -160,7 +161,7 @@ package func writeAll(_ data: Data, to fd: Int32) {
     data.withUnsafeBytes { raw in
         var offset = 0
         while offset < raw.count {
-            let written = retryingEINTR { write(fd, raw.baseAddress! + offset, raw.count - offset) }
+            let written = SystemCall.retryingEINTR { write(fd, raw.baseAddress! + offset, raw.count - offset) }
             if written < 0 { return }
             offset += written
         }

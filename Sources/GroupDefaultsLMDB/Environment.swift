@@ -1,6 +1,7 @@
 internal import CLMDB
 import Glibc
 package import Synchronization
+import SystemCalls
 
 /// A named database of an environment: the index of its name in `EnvironmentOptions.databases`.
 package struct Database: Hashable, Sendable {

@@ -1,35 +1,10 @@
-package import Glibc
+import Glibc
+package import SystemCalls
 
-/// The system calls of the LMDB layer and the core that can be interrupted or fail, made through
-/// one place: every result checked, `EINTR` retried here and nowhere else (swift-system's rule, for
-/// calls it does not wrap, such as `flock` and `poll`). `close` is never retried: on Linux the
-/// descriptor is released even when it reports `EINTR`, and another thread may already reuse it.
-package enum SystemCall {
-    /// Runs `call` again for as long as it fails with `EINTR`; returns its last result (negative:
-    /// failed, `errno` says why).
-    @inlinable
-    @inline(__always)
-    package static func retryingEINTR(_ call: () -> Int32) -> Int32 {
-        while true {
-            let result = call()
-            if result >= 0 || errno != EINTR { return result }
-        }
-    }
-
-    /// `retryingEINTR` for calls that return a byte count (`read`, `pread`).
-    @inlinable
-    @inline(__always)
-    package static func retryingEINTR(_ call: () -> Int) -> Int {
-        while true {
-            let result = call()
-            if result >= 0 || errno != EINTR { return result }
-        }
-    }
-
+// The LMDB layer's and the core's checked calls: a failure thrown as `LMDBError`, with `errno`.
+extension SystemCall {
     /// Runs `call` (again while it fails with `EINTR`) and returns its result; a failure is thrown
     /// as `errno`.
-    @inlinable
-    @inline(__always)
     @discardableResult
     package static func checked(_ call: () -> Int32) throws(LMDBError) -> Int32 {
         let result = retryingEINTR(call)
@@ -38,16 +13,7 @@ package enum SystemCall {
     }
 
     /// Takes the exclusive `flock` of `fd`, waiting for it.
-    @inlinable
     package static func lock(_ fd: Int32) throws(LMDBError) {
         try checked { flock(fd, LOCK_EX) }
-    }
-
-    /// Releases the `flock` of `fd`. It cannot fail for a descriptor that holds the lock (an
-    /// unlock takes no memory and never waits), so a failure is a bug in the caller.
-    @inlinable
-    package static func unlock(_ fd: Int32) {
-        let result = retryingEINTR { flock(fd, LOCK_UN) }
-        precondition(result == 0, "flock(LOCK_UN) failed: errno \(errno)")
     }
 }

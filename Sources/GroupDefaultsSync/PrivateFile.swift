@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import GroupDefaultsWire
+import SystemCalls
 
 /// A file only its owner can read (a token file, a key file): refused when its group or others can
 /// read it; written atomically: a new file (mode 0600) in the same folder, flushed, then renamed
@@ -34,7 +35,7 @@ enum PrivateFile {
         bytes.withUnsafeBytes { buffer in
             var offset = 0
             while failure == 0, offset < buffer.count {
-                let written = retryingEINTR { Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
+                let written = SystemCall.retryingEINTR { Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
                 if written < 0 { failure = errno } else { offset += written }
             }
         }

@@ -1,5 +1,6 @@
 import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 
 /// Apple's binary property-list format, `bplist00`, written and read here.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 
 /// Apple's XML property-list format, written and read here.
 ///

@@ -1,6 +1,7 @@
 import Foundation
 internal import GroupDefaultsLMDB
 import Synchronization
+import SystemCalls
 
 /// Tells this process that another process may have committed to a suite. Each call of `onSignal`
 /// only means "look at the log": observers read what changed from there, so a spurious or merged

@@ -1,6 +1,7 @@
 import Atomics
 import Glibc
 internal import GroupDefaultsLMDB
+import SystemCalls
 
 /// The suite's sidecar file, `<suite>.lmdb-notify`, mapped by every process that opens the suite.
 ///

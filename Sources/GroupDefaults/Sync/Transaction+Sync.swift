@@ -1,4 +1,5 @@
 internal import GroupDefaultsLMDB
+import GroupDefaultsWire
 
 // The sync side of a transaction, in one place: applying pulled entries, pending marks, the
 // conflict journal, and the sync bookkeeping in `meta`. `SharedDefaults+Sync.swift` and

@@ -1,6 +1,7 @@
 import Glibc
 import GroupDefaultsWire
 import Synchronization
+import SystemCalls
 
 /// Random bytes for nonces, from the kernel's generator (`/dev/urandom`) 4 KiB at a time rather
 /// than a system call per nonce (a third of a seal's cost otherwise, measured with `perf` under
@@ -37,7 +38,7 @@ enum RandomBytes {
                 let filled = pool.bytes.withUnsafeMutableBytes { buffer in
                     var filled = 0
                     while filled < buffer.count {
-                        let got = retryingEINTR { read(fd, buffer.baseAddress! + filled, buffer.count - filled) }
+                        let got = SystemCall.retryingEINTR { read(fd, buffer.baseAddress! + filled, buffer.count - filled) }
                         if got > 0 { filled += got } else { break }
                     }
                     return filled
