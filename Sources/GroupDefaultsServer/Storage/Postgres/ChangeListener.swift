@@ -30,7 +30,7 @@ final class ChangeListener: Service {
     /// while nobody listened were not announced); odd while listening, even while not.
     private let tokenWrites = Atomic<UInt64>(0)
 
-    /// The token generation (`SyncStorage.tokenGeneration`): nil while the connection is not
+    /// The token generation (`TokenStore.tokenGeneration`): nil while the connection is not
     /// listening, when a token write could go unseen.
     var tokenGeneration: UInt64? {
         let generation = tokenWrites.load(ordering: .acquiring)
