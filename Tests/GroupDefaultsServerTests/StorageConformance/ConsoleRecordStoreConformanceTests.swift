@@ -38,7 +38,7 @@ extension StorageConformanceTests {
                 let health = await storage.health()
                 #expect(health.backend == (backend == .lmdb ? "embedded LMDB" : "PostgreSQL"))
                 #expect(!health.checks.isEmpty)
-                #expect(health.checks.allSatisfy(\.ok), "\(health.checks)")
+                #expect(health.checks.allSatisfy { $0.ok }, "\(health.checks)")
             }
         }
     }
