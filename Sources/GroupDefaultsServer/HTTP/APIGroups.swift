@@ -21,10 +21,12 @@ struct APIGroups: Sendable {
     /// token; the rest does.
     static let pairingPath = "pairings"
 
+    /// Health and limits: no token, no rate limit.
     func open(_ router: Router<ServerRequestContext>) -> RouterGroup<ServerRequestContext> {
         router.group("v1")
     }
 
+    /// The routes that need a token: authenticated, then limited by the token.
     func token(_ router: Router<ServerRequestContext>) -> RouterGroup<TokenRequestContext> {
         router.group("v1")
             .add(middleware: TokenAuthentication(authenticator: authenticator))
@@ -32,12 +34,15 @@ struct APIGroups: Sendable {
             .add(middleware: RateLimitMiddleware<TokenRequestContext>(limiter: limiter))
     }
 
+    /// A pairing's state: authenticated if the request has a token, then limited by it or by the
+    /// client address.
     func pairingState(_ router: Router<ServerRequestContext>) -> RouterGroup<ServerRequestContext> {
         router.group("v1")
             .add(middleware: TokenAuthentication(authenticator: authenticator, need: .ifPresented))
             .add(middleware: RateLimitMiddleware<ServerRequestContext>(limiter: limiter))
     }
 
+    /// A pairing's claim: limited by the client address.
     func pairingClaim(_ router: Router<ServerRequestContext>) -> RouterGroup<ServerRequestContext> {
         router.group("v1").add(middleware: RateLimitMiddleware<ServerRequestContext>(limiter: limiter))
     }
@@ -56,7 +61,8 @@ struct APIGroups: Sendable {
 }
 
 /// The groups' rules for a request no route matched (`APIGroups.unknownRoutes`): the group whose
-/// paths it is under decides, by the same rules as for its routes.
+/// paths it is under decides, by the same rules as for its routes. Only here are paths compared
+/// with the groups' prefixes: a route the router knows has its group's middlewares already.
 struct UnknownRouteMiddleware: RouterMiddleware {
     let required: TokenAuthentication
     let ifPresented: TokenAuthentication
