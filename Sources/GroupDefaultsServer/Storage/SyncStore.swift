@@ -20,8 +20,8 @@ package struct SuiteQuota: Sendable, Hashable {
 /// A suite's entries: pushes, the reads that follow them, waiting for the next one, the purge of
 /// old tombstones, and each key's history (the semantics: `ServerStorage.swift`).
 package protocol SyncStore: Sendable {
-    /// Applies a push (see the semantics above): loads what `PushStep` needs, runs it, and persists
-    /// its output in one transaction. `serverTime` is written into the response.
+    /// Applies a push: loads what `PushStep` needs, runs it, and persists its output in one
+    /// transaction. `serverTime` is written into the response.
     func push(account: String, suite: String, push: PreparedPush, quota: SuiteQuota, serverTime: String) async throws -> PushResponse
 
     /// The latest entry of each key changed after `since`, in revision order, at most `limit`.
