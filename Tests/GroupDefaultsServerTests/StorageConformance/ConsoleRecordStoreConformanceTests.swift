@@ -5,9 +5,8 @@ import TestSupport
 import Testing
 
 extension StorageConformanceTests {
-    /// `ConsoleRecordStore` (the console's operators and sessions) and `StorageHealthCheck`, over
-    /// every backend.
-    @Suite("ConsoleRecordStore and StorageHealthCheck")
+    /// `ConsoleRecordStore` (the console's operators and sessions), over every backend.
+    @Suite("ConsoleRecordStore")
     struct ConsoleRecordStoreConformance: StorageConformance {
         @Test("console records: put (or only if new), read, list by name, delete; kinds apart", arguments: StorageBackend.allCases)
         func consoleRecords(backend: StorageBackend) async throws {
@@ -27,18 +26,6 @@ extension StorageConformanceTests {
                 #expect(try await storage.deleteConsoleRecord(.operator, name: "ada"))
                 #expect(try await !storage.deleteConsoleRecord(.operator, name: "ada"))
                 #expect(try await storage.consoleRecord(.session, name: "ada") == [5])
-            }
-        }
-
-        @Test("health: the backend's name and checks, all well on a working store", arguments: StorageBackend.allCases)
-        func health(backend: StorageBackend) async throws {
-            try await backend.withStorage { storage in
-                // The listening connection is one of PostgreSQL's checks: up once it listens.
-                if let postgres = storage as? PostgresSyncStorage { await postgres.waitUntilListening() }
-                let health = await storage.health()
-                #expect(health.backend == (backend == .lmdb ? "embedded LMDB" : "PostgreSQL"))
-                #expect(!health.checks.isEmpty)
-                #expect(health.checks.allSatisfy { $0.ok }, "\(health.checks)")
             }
         }
     }
