@@ -8,6 +8,24 @@ extension StorageConformanceTests {
     /// `SuiteAdmin` (the operator's view and reset of suites), over every backend.
     @Suite("SuiteAdmin")
     struct SuiteAdminConformance: StorageConformance {
+        @Test("suite summaries: written suites only, by account then name, with head, live keys and bytes", arguments: StorageBackend.allCases)
+        func suiteSummaries(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                try await push(storage, account: "bob", suite: "s", [op("k", .string("v"), hlc: 10)])
+                try await push(storage, account: "alice", suite: "t", [op("a", .string("v"), hlc: 10), op("b", .integer(1), hlc: 10)])
+                try await push(storage, account: "alice", suite: "s", [op("k", .string("v"), hlc: 10)])
+                try await push(storage, account: "alice", suite: "s", [op("k", nil, hlc: 20)])
+                let all = try await storage.suiteSummaries(account: nil)
+                #expect(all.map { "\($0.account)/\($0.name)" } == ["alice/s", "alice/t", "bob/s"])
+                #expect(all.map(\.headRev) == [2, 2, 1])
+                #expect(all.map(\.keys) == [0, 2, 1], "a tombstone is not a live key")
+                #expect(all[0].bytes == 0)
+                #expect(all[1].bytes > 0)
+                #expect(try await storage.suiteSummaries(account: "alice") == Array(all.prefix(2)))
+                #expect(try await storage.suiteSummaries(account: "carol").isEmpty)
+            }
+        }
+
         @Test(
             "a reset clears the suite (entries, history, batches; with its keys, key bags and epoch); revisions go on and a cursor from before it is answered suite_reset",
             arguments: StorageBackend.allCases
