@@ -16,7 +16,7 @@ extension PostgresFixture {
     }()
 }
 
-/// The backends the storage conformance tests (StorageConformanceTests.swift) run against, in process: the embedded LMDB store and PostgreSQL (a throwaway server, a fresh
+/// The backends the storage conformance suites (`StorageConformance/`) run against, in process: the embedded LMDB store and PostgreSQL (a throwaway server, a fresh
 /// database per test).
 extension StorageBackend {
     /// A fresh, empty store, and how to remove it afterwards.
