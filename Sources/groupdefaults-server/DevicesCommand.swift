@@ -34,8 +34,7 @@ struct DevicesCommand: AsyncParsableCommand {
             try await reportingFailure {
                 let store = try await storage.openStorage()
                 let devices = try await store.devices(account: account)
-                let now = Date()
-                let active = Set(try await store.tokens().filter { $0.account == account && $0.isActive(at: now) }.map(\.id))
+                let active = try await store.activeTokenIDs(account: account, at: Date())
                 try await store.shutdown()
                 let unverified = StoredDevice.unverified(among: devices, activeTokens: active)
                 let infos = devices.map { $0.info(current: false, unverified: unverified.contains($0.identity)) { _ in true } }

@@ -66,7 +66,7 @@ struct StorageOptions: ParsableArguments {
     /// `StorageStartError`). PostgresNIO logs errors only: its warning that a query waits for the
     /// pool to start (the commands query at once) is no news to a person, whose answer is the
     /// command's one line.
-    func openStorage(creating: Bool = false, logger: Logger = Self.commandLogger) async throws -> any SyncStorage {
+    func openStorage(creating: Bool = false, logger: Logger = Self.commandLogger) async throws -> any ServerStorage {
         switch try configuration {
         case .embedded(let directory):
             guard creating || LMDBSyncStorage.storeExists(in: directory) else {
@@ -92,7 +92,7 @@ struct StorageOptions: ParsableArguments {
     }
 
     /// Runs `body` on the store the options name, and closes it afterwards, whatever happens.
-    func withStorage<T>(creating: Bool = false, _ body: (any SyncStorage) async throws -> T) async throws -> T {
+    func withStorage<T>(creating: Bool = false, _ body: (any ServerStorage) async throws -> T) async throws -> T {
         let store = try await openStorage(creating: creating)
         do {
             let result = try await body(store)

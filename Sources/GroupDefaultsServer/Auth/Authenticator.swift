@@ -6,7 +6,7 @@ import Hummingbird
 /// request read if no token was written since (`TokenCache`; a revocation takes effect on the next
 /// request, also from another process).
 struct Authenticator: Sendable {
-    let storage: any SyncStorage
+    let storage: any TokenStore
     let cache = TokenCache()
 
     /// The stored token whose hash is `hash`: from the cache while no token was written since it
@@ -36,11 +36,12 @@ struct Authenticator: Sendable {
         guard let token = try await lookUp(hash: Tokens.hash(secret)) else {
             throw APIError.unauthorized("the token is not known")
         }
-        if token.revoked != nil { throw APIError.unauthorized("the token was revoked") }
+        let inactivity = token.inactivity(at: now)
+        if inactivity == .revoked { throw APIError.unauthorized("the token was revoked") }
         // The store keys suites by account + NUL + suite: a token for an account name it could not
         // keep apart from another's is refused.
         if Names.problem(with: token.account, kind: "account") != nil { throw APIError.unauthorized("the token's account name is not valid") }
-        if let expires = token.expires, expires <= now { throw APIError.unauthorized("the token expired") }
+        if inactivity == .expired { throw APIError.unauthorized("the token expired") }
         return token
     }
 
@@ -48,13 +49,5 @@ struct Authenticator: Sendable {
     /// An event stream asks before each wait, so that a revocation ends open streams too.
     func isStillValid(_ token: StoredToken, now: Date = Date()) async -> Bool {
         (try? await lookUp(hash: token.hash))?.isActive(at: now) ?? false
-    }
-
-    /// 403 unless `token` may use `suite` (and write it, for a write).
-    func authorize(_ token: StoredToken, suite: String, write: Bool) throws {
-        guard token.suitePatterns.contains(where: { GlobPattern.matches($0, suite) }) else {
-            throw APIError.forbidden("the token does not cover the suite '\(suite)'")
-        }
-        if write, token.readOnly { throw APIError.forbidden("the token is read-only") }
     }
 }

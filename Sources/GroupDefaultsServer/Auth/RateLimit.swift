@@ -47,26 +47,38 @@ package final class RateLimiter: Sendable {
     }
 }
 
-/// After `TokenMiddleware`: 429 `rate_limited` with `Retry-After` (whole seconds, at least 1) when
-/// the request's token has used its allowance.
-struct RateLimitMiddleware: RouterMiddleware {
+/// What a request's rate limit is kept under: its token, or for the pairing routes without one
+/// (claims, and the claiming device's reads of its state), its client address.
+protocol RateLimitedContext: RequestContext {
+    /// The bucket's key, nil for a request nothing limits.
+    var rateLimitBucket: String? { get }
+    /// Who used the allowance, in the refusal: "this token" or "pairing claims".
+    var rateLimitSubject: String { get }
+}
+
+extension TokenRequestContext: RateLimitedContext {
+    var rateLimitBucket: String? { token.id }
+    var rateLimitSubject: String { "this token" }
+}
+
+extension ServerRequestContext: RateLimitedContext {
+    // Only the pairing groups limit this context: each client address has a budget for the
+    // requests that come without a token, as a token has.
+    var rateLimitBucket: String? { token?.id ?? "pairings from \(clientAddress ?? "an unknown address")" }
+    var rateLimitSubject: String { token == nil ? "pairing claims" : "this token" }
+}
+
+/// After the authentication of its group: 429 `rate_limited` with `Retry-After` (whole seconds, at
+/// least 1) when the request's bucket has used its allowance.
+struct RateLimitMiddleware<Context: RateLimitedContext>: RouterMiddleware {
     let limiter: RateLimiter
 
-    func handle(
-        _ request: Request,
-        context: ServerRequestContext,
-        next: (Request, ServerRequestContext) async throws -> Response
-    ) async throws -> Response {
-        // Claims of pairings, and the claiming device's reads of its state, come without a token:
-        // each client address has a budget for them, as a token has.
-        let bucket =
-            context.token?.id
-            ?? (request.uri.path.hasPrefix("/v1/pairings/") ? "pairings from \(context.clientAddress ?? "an unknown address")" : nil)
-        if let bucket, let wait = limiter.admit(bucket) {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let bucket = context.rateLimitBucket, let wait = limiter.admit(bucket) {
             let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
             throw APIError(
                 .rateLimited,
-                "\(context.token == nil ? "pairing claims" : "this token") made more than \(Int(limiter.limit.requestsPerSecond)) requests per second; retry after \(seconds) s",
+                "\(context.rateLimitSubject) made more than \(Int(limiter.limit.requestsPerSecond)) requests per second; retry after \(seconds) s",
                 headers: [.retryAfter: String(seconds)]
             )
         }

@@ -1,7 +1,7 @@
 import Synchronization
 
 /// Tokens already looked up, by their hash (never the token itself), each with the token
-/// generation it was read under (`SyncStorage.tokenGeneration`): an entry serves only while the
+/// generation it was read under (`TokenStore.tokenGeneration`): an entry serves only while the
 /// generation is unchanged, so a token revoked by any process (`token revoke`, another instance)
 /// is refused on the next request, as without the cache. Bounded: when full it starts afresh.
 ///

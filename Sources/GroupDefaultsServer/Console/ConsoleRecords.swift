@@ -4,7 +4,7 @@ package import Foundation
 import GroupDefaultsWire
 import HummingbirdBcrypt
 
-// The console's state, kept by either storage backend as opaque records (`SyncStorage`'s console
+// The console's state, kept by either storage backend as opaque records (`ConsoleRecordStore`'s
 // records): operators with their bcrypt password hashes, and sign-in sessions under the SHA-256 of
 // their cookie. Operators are not accounts and have no tokens: a sync token never signs in here,
 // and a session never reaches `/v1`.
@@ -35,12 +35,12 @@ package struct ConsoleRecordError: Error, Sendable, CustomStringConvertible {
 
 /// The operators of the console (`groupdefaults-server admin …`, and sign-in).
 package struct Operators: Sendable {
-    let storage: any SyncStorage
+    let storage: any ConsoleRecordStore
     /// bcrypt's cost: 2^cost rounds (12: about a quarter of a second here, per hash and per check).
     let cost: UInt8
 
     /// The operators kept in `storage`.
-    package init(storage: any SyncStorage, cost: UInt8 = 12) {
+    package init(storage: any ConsoleRecordStore, cost: UInt8 = 12) {
         self.storage = storage
         self.cost = cost
     }
@@ -112,12 +112,12 @@ package struct Operators: Sendable {
 /// Signed-in sessions: a random cookie value, stored only as its SHA-256, ending after `lifetime`,
 /// at sign-out, or when the operator is removed.
 package struct ConsoleSessions: Sendable {
-    let storage: any SyncStorage
+    let storage: any ConsoleRecordStore
     /// How long a session lasts from sign-in.
     package let lifetime: Duration
 
     /// Sessions kept in `storage`, each lasting `lifetime`.
-    package init(storage: any SyncStorage, lifetime: Duration = .seconds(12 * 3600)) {
+    package init(storage: any ConsoleRecordStore, lifetime: Duration = .seconds(12 * 3600)) {
         self.storage = storage
         self.lifetime = lifetime
     }

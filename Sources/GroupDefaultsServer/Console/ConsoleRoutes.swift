@@ -14,7 +14,11 @@ import Synchronization
 /// Every form carries the session's token (`csrf`); the sign-in form carries one paired with a
 /// cookie of its own.
 struct ConsoleRoutes: Sendable {
-    let storage: any SyncStorage
+    /// What the console reads and changes: suites and their entries, tokens, devices, the
+    /// operator's view and reset, its own records, and the backend's health.
+    typealias Storage = SyncStore & TokenStore & DeviceStore & SuiteAdmin & ConsoleRecordStore & StorageHealthCheck
+
+    let storage: any Storage
     let configuration: ServerConfiguration
     let activity: ConsoleActivity
     let operators: Operators
@@ -27,7 +31,7 @@ struct ConsoleRoutes: Sendable {
     /// The most keys a suite page lists (a filter narrows them).
     static let keysShown = 500
 
-    init(storage: any SyncStorage, configuration: ServerConfiguration, activity: ConsoleActivity) {
+    init(storage: any Storage, configuration: ServerConfiguration, activity: ConsoleActivity) {
         self.storage = storage
         self.configuration = configuration
         self.activity = activity
@@ -209,12 +213,11 @@ struct ConsoleRoutes: Sendable {
         let signed = try await signedIn(request)
         let account = try Self.name(context, "account")
         async let summaries = storage.suiteSummaries(account: account)
-        async let tokens = storage.tokens()
+        async let tokens = storage.tokens(account: account)
         async let devices = storage.devices(account: account)
-        let (suites, allTokens, accountDevices) = try await (summaries, tokens, devices)
+        let (suites, accountTokens, accountDevices) = try await (summaries, tokens, devices)
         let now = Date()
         let limits = configuration.limits
-        let accountTokens = allTokens.filter { $0.account == account }
         // An account is what its tokens, suites and devices make it: with none, there is no such account.
         guard !(suites.isEmpty && accountTokens.isEmpty && accountDevices.isEmpty) else {
             throw ConsoleError(
@@ -417,7 +420,7 @@ struct ConsoleRoutes: Sendable {
         let account = try Self.name(context, "account")
         let id = try Self.name(context, "token")
         try await checkForm(request, signed, as: CSRFForm.self)
-        guard try await storage.tokens().contains(where: { $0.id == id && $0.account == account }) else {
+        guard try await storage.token(id: id)?.account == account else {
             throw ConsoleError(.notFound, "The account \(account) has no token \(id).")
         }
         try await storage.revokeToken(id: id, at: Date())

@@ -60,7 +60,7 @@ package func buildApplication(
 /// cannot be read is an error here, before anything listens.
 package func buildApplication(
     configuration: ServerConfiguration,
-    storage: any SyncStorage,
+    storage: any ServerStorage,
     onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void = { _, _ in }
 ) throws -> some ApplicationProtocol {
     try makeApplication(
@@ -83,7 +83,7 @@ private func serverLogger(_ configuration: ServerConfiguration) -> Logger {
 /// stop in reverse order: the server, the purge, storage, its connections).
 private func makeApplication(
     configuration: ServerConfiguration,
-    storage: any SyncStorage,
+    storage: any ServerStorage,
     services storageServices: [any Service],
     logger: Logger,
     onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void
@@ -120,7 +120,7 @@ private func makeApplication(
 
 /// Closes storage once the server has stopped (services shut down after the server).
 struct StorageService: Service {
-    let storage: any SyncStorage
+    let storage: any ServerStorage
 
     func run() async throws {
         try? await gracefulShutdown()
@@ -130,7 +130,7 @@ struct StorageService: Service {
 
 /// Purges tombstones older than the configured lifetime, every `purgeInterval`, until shutdown.
 struct TombstonePurge: Service {
-    let storage: any SyncStorage
+    let storage: any SyncStore
     let configuration: ServerConfiguration
     let logger: Logger
 

@@ -15,7 +15,7 @@ import NIOCore
 /// per parked event stream (VmRSS over 1,000 streams); either change alone saved nothing, as the
 /// connection's task keeps the larger of the request's and the stream's chains of frames.
 struct ChangeStreamLoop: Sendable {
-    let storage: any SyncStorage
+    let storage: any SyncStore
     let account: String
     let suite: String
     let heartbeat: Duration

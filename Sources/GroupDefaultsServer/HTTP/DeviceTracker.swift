@@ -27,12 +27,12 @@ final class DeviceTracker: Sendable {
 
     static let maximumDevicesPerToken = 1_000
 
-    let storage: any SyncStorage
+    let storage: any DeviceStore
     let interval: Duration
     let logger: Logger
     private let state = Mutex(State())
 
-    init(storage: any SyncStorage, interval: Duration = .seconds(1), logger: Logger = Logger(label: "groupdefaults-server")) {
+    init(storage: any DeviceStore, interval: Duration = .seconds(1), logger: Logger = Logger(label: "groupdefaults-server")) {
         self.storage = storage
         self.interval = interval
         self.logger = logger

@@ -14,7 +14,7 @@ import ServiceLifecycle
 /// token before each wait, so a revoked or expired token ends the stream (an `unauthorized` event,
 /// then the end); graceful shutdown ends it cleanly too.
 struct EventStream: Sendable {
-    let storage: any SyncStorage
+    let storage: any SyncStore
     let authenticator: Authenticator
     let configuration: ServerConfiguration
     let activity: ConsoleActivity

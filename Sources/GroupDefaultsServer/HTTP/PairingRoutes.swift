@@ -7,18 +7,17 @@ import Hummingbird
 /// bundle; never the code, never a key. The claim is the one request without a token: the pairing
 /// id (128 bits derived from the code) is its credential, and it makes the new device's token.
 struct PairingRoutes: Sendable {
-    let storage: any SyncStorage
-    let authenticator: Authenticator
+    let storage: any PairingStore
 
     /// The biggest body a pairing request has: a sealed key file of many epochs fits in it.
     static let bodyLimit = 256 << 10
 
     /// `POST /v1/pairings`: registers a pairing for a suite the token covers.
-    func create(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
-        guard let token = context.token else { throw APIError.unauthorized("a valid bearer token is needed") }
+    func create(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let token = context.token
         let body = try await JSONBody.decode(PairingRequest.self, from: request, limit: Self.bodyLimit)
         if let problem = Names.problem(with: body.suite, kind: "suite") { throw APIError.invalidSuite(problem) }
-        try authenticator.authorize(token, suite: body.suite, write: false)
+        try token.authorize(suite: body.suite, write: false)
         try Self.checkID(body.pairingID)
         let pairing = StoredPairing(
             lookup: StoredPairing.lookup(id: body.pairingID),
@@ -62,7 +61,7 @@ struct PairingRoutes: Sendable {
     /// only once the keys are here; the id is already the credential of the claim, and the keys
     /// are sealed to the claim's public key under the code).
     func state(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
-        guard context.token == nil else { return try JSONBody.response(try await own(context).state) }
+        if let token = context.token { return try JSONBody.response(try await own(token, context).state) }
         guard let pairing = try await storage.pairing(lookup: StoredPairing.lookup(id: try pairingID(context))) else { throw Self.notFound }
         return try JSONBody.response(pairing.state)
     }
@@ -70,9 +69,9 @@ struct PairingRoutes: Sendable {
     /// `DELETE /v1/pairings/{pairing_id}`: the token that made the pairing cancels it (a claim whose
     /// proof does not check out, or a change of mind): nothing can claim or complete it afterwards,
     /// and the claiming device's token, if any, is revoked at once.
-    func cancel(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
-        let pairing = try await own(context)
-        guard pairing.creatorTokenID == context.token?.id else {
+    func cancel(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let pairing = try await own(context.token, context)
+        guard pairing.creatorTokenID == context.token.id else {
             throw APIError.forbidden("only the token that made the pairing cancels it")
         }
         return try JSONBody.response(try await storage.cancelPairing(lookup: pairing.lookup, now: Date()).state)
@@ -80,9 +79,9 @@ struct PairingRoutes: Sendable {
 
     /// `PUT /v1/pairings/{pairing_id}/keys`: the sealed keys, from the token that made the pairing;
     /// the claiming device's token then lasts as long as this one.
-    func complete(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
-        let pairing = try await own(context)
-        guard pairing.creatorTokenID == context.token?.id else {
+    func complete(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let pairing = try await own(context.token, context)
+        guard pairing.creatorTokenID == context.token.id else {
             throw APIError.forbidden("only the token that made the pairing hands over its keys")
         }
         let body = try await JSONBody.decode(PairingKeys.self, from: request, limit: Self.bodyLimit)
@@ -93,15 +92,14 @@ struct PairingRoutes: Sendable {
             lookup: pairing.lookup,
             bundle: body.bundle,
             now: Date(),
-            tokenExpires: context.token?.expires
+            tokenExpires: context.token.expires
         )
         return try JSONBody.response(completed.state)
     }
 
-    /// The pairing of the path, if the token's account made it (else not found: another account's
+    /// The pairing of the path, if `token`'s account made it (else not found: another account's
     /// pairings do not exist for it).
-    private func own(_ context: ServerRequestContext) async throws -> StoredPairing {
-        guard let token = context.token else { throw APIError.unauthorized("a valid bearer token is needed") }
+    private func own(_ token: StoredToken, _ context: some RequestContext) async throws -> StoredPairing {
         let id = try pairingID(context)
         guard let pairing = try await storage.pairing(lookup: StoredPairing.lookup(id: id)), pairing.account == token.account else {
             throw Self.notFound
@@ -109,7 +107,7 @@ struct PairingRoutes: Sendable {
         return pairing
     }
 
-    private func pairingID(_ context: ServerRequestContext) throws -> String {
+    private func pairingID(_ context: some RequestContext) throws -> String {
         let id = context.parameters.get("pairing") ?? ""
         try Self.checkID(id)
         return id

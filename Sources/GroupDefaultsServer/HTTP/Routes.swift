@@ -5,36 +5,41 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 
-/// The `/v1` API: handlers decode, check, call storage, encode.
-package func buildRouter(storage: any SyncStorage, configuration: ServerConfiguration) -> Router<ServerRequestContext> {
+/// The `/v1` API: handlers decode, check, call storage, encode. Each route is in the group that
+/// says what it needs first (`APIGroups`: a token, or none).
+package func buildRouter(storage: any ServerStorage, configuration: ServerConfiguration) -> Router<ServerRequestContext> {
     _ = ServerMetrics.openEventStreams  // shown from the start, at 0
     let router = Router(context: ServerRequestContext.self)
     router.add(middleware: MetricsMiddleware())  // outermost: it sees every answer, errors included
     router.add(middleware: LogRequestsMiddleware(.debug))
     router.add(middleware: ErrorMiddleware())
-    let authenticator = Authenticator(storage: storage)  // one token cache for every route
-    router.add(middleware: TokenMiddleware(authenticator: authenticator))
-    router.add(middleware: RateLimitMiddleware(limiter: RateLimiter(configuration.rateLimit)))
+    // One token cache and one set of rate-limit buckets for every group.
+    let groups = APIGroups(authenticator: Authenticator(storage: storage), limiter: RateLimiter(configuration.rateLimit))
     let activity = ConsoleActivity()  // what the console's charts show, fed by pushes and event streams
-    let routes = SyncRoutes(storage: storage, configuration: configuration, authenticator: authenticator, activity: activity)
-    router.get("/v1/health") { _, _ in try JSONBody.response(["status": "ok"]) }
-    router.get("/v1/limits") { _, _ in try JSONBody.response(PublishedLimits(limits: configuration.limits)) }
-    router.get("/v1/suites") { request, context in try await routes.listSuites(request, context) }
-    router.post("/v1/suites/{suite}/push") { request, context in try await routes.push(request, context) }
-    router.get("/v1/suites/{suite}/changes") { request, context in try await routes.changes(request, context) }
-    router.get("/v1/suites/{suite}/snapshot") { request, context in try await routes.snapshot(request, context) }
-    router.get("/v1/suites/{suite}/events") { request, context in try await routes.events(request, context) }
-    router.get("/v1/suites/{suite}/keys/{key}/history") { request, context in try await routes.history(request, context) }
-    router.get("/v1/devices") { request, context in try await routes.devices(request, context) }
-    router.get("/v1/suites/{suite}/key-bags") { request, context in try await routes.keyBags(request, context) }
-    router.put("/v1/suites/{suite}/key-bags") { request, context in try await routes.anchorKeyBags(request, context) }
-    router.put("/v1/suites/{suite}/key-bags/{epoch}") { request, context in try await routes.putKeyBag(request, context) }
-    let pairings = PairingRoutes(storage: storage, authenticator: routes.authenticator)
-    router.post("/v1/pairings") { request, context in try await pairings.create(request, context) }
-    router.post("/v1/pairings/{pairing}/claim") { request, context in try await pairings.claim(request, context) }
-    router.get("/v1/pairings/{pairing}") { request, context in try await pairings.state(request, context) }
-    router.put("/v1/pairings/{pairing}/keys") { request, context in try await pairings.complete(request, context) }
-    router.delete("/v1/pairings/{pairing}") { request, context in try await pairings.cancel(request, context) }
+    let routes = SyncRoutes(storage: storage, configuration: configuration, authenticator: groups.authenticator, activity: activity)
+    let pairings = PairingRoutes(storage: storage)
+
+    let open = groups.open(router)
+    open.get("health") { _, _ in try JSONBody.response(["status": "ok"]) }
+    open.get("limits") { _, _ in try JSONBody.response(PublishedLimits(limits: configuration.limits)) }
+
+    let token = groups.token(router)
+    token.get("suites") { request, context in try await routes.listSuites(request, context) }
+    token.post("suites/{suite}/push") { request, context in try await routes.push(request, context) }
+    token.get("suites/{suite}/changes") { request, context in try await routes.changes(request, context) }
+    token.get("suites/{suite}/snapshot") { request, context in try await routes.snapshot(request, context) }
+    token.get("suites/{suite}/events") { request, context in try await routes.events(request, context) }
+    token.get("suites/{suite}/keys/{key}/history") { request, context in try await routes.history(request, context) }
+    token.get("devices") { request, context in try await routes.devices(request, context) }
+    token.get("suites/{suite}/key-bags") { request, context in try await routes.keyBags(request, context) }
+    token.put("suites/{suite}/key-bags") { request, context in try await routes.anchorKeyBags(request, context) }
+    token.put("suites/{suite}/key-bags/{epoch}") { request, context in try await routes.putKeyBag(request, context) }
+    token.post("pairings") { request, context in try await pairings.create(request, context) }
+    token.put("pairings/{pairing}/keys") { request, context in try await pairings.complete(request, context) }
+    token.delete("pairings/{pairing}") { request, context in try await pairings.cancel(request, context) }
+    groups.pairingState(router).get("pairings/{pairing}") { request, context in try await pairings.state(request, context) }
+    groups.pairingClaim(router).post("pairings/{pairing}/claim") { request, context in try await pairings.claim(request, context) }
+
     router.get("/metrics") { request, _ in
         if let expected = configuration.metricsToken, !Tokens.sameBearer(request.headers[.authorization], expected) {
             throw APIError.unauthorized("/metrics needs the bearer token of --metrics-token-file")
@@ -48,11 +53,16 @@ package func buildRouter(storage: any SyncStorage, configuration: ServerConfigur
     if configuration.console.enabled {
         ConsoleRoutes(storage: storage, configuration: configuration, activity: activity).register(on: router)
     }
+    router.add(middleware: groups.unknownRoutes)  // last: only for requests no route matched
     return router
 }
 
 struct SyncRoutes: Sendable {
-    let storage: any SyncStorage
+    /// What the token routes read and write: suites, the tokens (for a device list's), devices and
+    /// key bags.
+    typealias Storage = SyncStore & TokenStore & DeviceStore & KeyBagStore
+
+    let storage: any Storage
     let configuration: ServerConfiguration
     let tracker: DeviceTracker
     /// The event streams and waiting long-polls each token holds open.
@@ -60,7 +70,7 @@ struct SyncRoutes: Sendable {
     let authenticator: Authenticator
     let activity: ConsoleActivity
 
-    init(storage: any SyncStorage, configuration: ServerConfiguration, authenticator: Authenticator, activity: ConsoleActivity) {
+    init(storage: any Storage, configuration: ServerConfiguration, authenticator: Authenticator, activity: ConsoleActivity) {
         self.storage = storage
         self.activity = activity
         self.authenticator = authenticator
@@ -69,34 +79,29 @@ struct SyncRoutes: Sendable {
         self.streams = StreamSlots(limit: configuration.limits.maxStreamsPerToken)
     }
 
-    /// The token `TokenMiddleware` checked first (401), then the suite's name (422), then the scope (403).
-    private func authorized(_ request: Request, _ context: ServerRequestContext, write: Bool) async throws -> (StoredToken, String) {
-        let token = try requireToken(context)
+    /// The token `TokenAuthentication` checked first (401), then the suite's name (422), then the scope (403).
+    private func authorized(_ request: Request, _ context: TokenRequestContext, write: Bool) async throws -> (StoredToken, String) {
+        let token = context.token
         let raw = context.parameters.get("suite") ?? ""
         guard let suite = raw.removingPercentEncoding else { throw APIError.invalidSuite("the suite name is not valid percent-encoding") }
         if let problem = Names.problem(with: suite, kind: "suite") { throw APIError.invalidSuite(problem) }
-        try authenticator.authorize(token, suite: suite, write: write)
+        try token.authorize(suite: suite, write: write)
         return (token, suite)
     }
 
     /// Notes the device of a pull (`changes`, `snapshot`, `events`).
-    private func pulled(_ context: ServerRequestContext, token: StoredToken, suite: String) async {
+    private func pulled(_ context: TokenRequestContext, token: StoredToken, suite: String) async {
         await tracker.seen(token: token, deviceID: context.deviceID, suite: suite, push: false)
     }
 
-    private func requireToken(_ context: ServerRequestContext) throws -> StoredToken {
-        guard let token = context.token else { throw APIError.unauthorized("a valid bearer token is needed") }
-        return token
-    }
-
-    func listSuites(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
-        let token = try requireToken(context)
+    func listSuites(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let token = context.token
         let list = try await storage.suites(account: token.account)
-        let visible = list.suites.filter { suite in token.suitePatterns.contains { GlobPattern.matches($0, suite.name) } }
+        let visible = list.suites.filter { token.covers($0.name) }
         return try JSONBody.response(SuiteList(suites: visible))
     }
 
-    func push(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+    func push(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: true)
         let body = try await JSONBody.decode(PushRequest.self, from: request, limit: configuration.limits.maxBodyBytes)
         let push = try PushValidation.prepare(body, limits: configuration.limits)
@@ -120,7 +125,7 @@ struct SyncRoutes: Sendable {
         return JSONBody.response(json: try WireJSON.encode(response))
     }
 
-    func changes(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+    func changes(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: false)
         let query = request.uri.queryParameters
         let since = try Query.unsigned(query, "since") ?? 0
@@ -140,7 +145,7 @@ struct SyncRoutes: Sendable {
         return try JSONBody.response(page)
     }
 
-    func events(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+    func events(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: false)
         let slot = try streams.take(for: token)
         await pulled(context, token: token, suite: suite)
@@ -152,7 +157,7 @@ struct SyncRoutes: Sendable {
         }.response(token: token, suite: suite, request: request, slot: slot)
     }
 
-    func snapshot(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+    func snapshot(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: false)
         let query = request.uri.queryParameters
         let after = query["after"].map(String.init)
@@ -164,7 +169,7 @@ struct SyncRoutes: Sendable {
 
     /// `GET …/keys/{key}/history`: the versions the server keeps of one key, newest first; 404
     /// `not_found` when it keeps none.
-    func history(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+    func history(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: false)
         guard let key = (context.parameters.get("key") ?? "").removingPercentEncoding else {
             throw APIError.malformed("the key is not valid percent-encoding")
@@ -184,15 +189,15 @@ struct SyncRoutes: Sendable {
     /// `GET /v1/devices`: the account's devices that used a suite the token covers (and the token's
     /// own), each showing only the suites the token covers; the
     /// asking device (same token and `Device-ID`) is marked `current`.
-    func devices(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
-        let token = try requireToken(context)
+    func devices(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let token = context.token
         let asking = context.deviceID
-        let covers = { (suite: String) in token.suitePatterns.contains { GlobPattern.matches($0, suite) } }
+        let covers = { (suite: String) in token.covers(suite) }
         // A device that used none of the token's suites is none of its business (a token for one
         // app's suites does not learn the names of the account's other devices).
         let devices = try await storage.devices(account: token.account)
         let now = Date()
-        let active = Set(try await storage.tokens().filter { $0.account == token.account && $0.isActive(at: now) }.map(\.id))
+        let active = try await storage.activeTokenIDs(account: token.account, at: now)
         let unverified = StoredDevice.unverified(among: devices, activeTokens: active)
         let list =
             devices
@@ -209,13 +214,13 @@ struct SyncRoutes: Sendable {
 
     /// `GET …/key-bags`: the suite's key epochs' keys sealed to its recovery key (opaque here),
     /// with their signatures and the suite's anchor.
-    func keyBags(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+    func keyBags(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: false)
         return try JSONBody.response(KeyBagRule.answer(try await storage.keyBags(account: token.account, suite: suite)))
     }
 
     /// `PUT …/key-bags`: stores the suite's anchor (`KeyBagRule.anchor`).
-    func anchorKeyBags(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+    func anchorKeyBags(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: true)
         let anchor = try await JSONBody.decode(KeyAnchor.self, from: request, limit: PairingRoutes.bodyLimit)
         try await storage.anchorKeyBags(account: token.account, suite: suite, anchor: anchor)
@@ -224,7 +229,7 @@ struct SyncRoutes: Sendable {
 
     /// `PUT …/key-bags/{epoch}`: stores one epoch's sealed key, signed (after a rotation;
     /// `KeyBagRule.put`).
-    func putKeyBag(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+    func putKeyBag(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let (token, suite) = try await authorized(request, context, write: true)
         let epoch = try Query.decimal(context.parameters.get("epoch") ?? "", name: "epoch")
         guard epoch >= 1, epoch <= UInt64(UInt32.max) else { throw APIError.malformed("epoch must be 1 to \(UInt32.max)") }

@@ -36,7 +36,7 @@ package enum ClockRepair {
     /// Finds `account`'s `suite`'s far-future entries and applies `action` to them; each repair is
     /// a version in the key's history, which keeps `historyDepth` (the server's `--history`).
     package static func run(
-        _ storage: any SyncStorage,
+        _ storage: some SyncStore,
         account: String,
         suite: String,
         action: Action,

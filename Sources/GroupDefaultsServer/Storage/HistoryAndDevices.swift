@@ -133,7 +133,7 @@ package struct StoredDevice: Sendable, Hashable, Codable {
     }
 }
 
-/// What revoking a device by its public id found (`SyncStorage.revokeDevice`).
+/// What revoking a device by its public id found (`DeviceStore.revokeDevice`).
 package enum DeviceRevocation: Sendable {
     /// The device's token was revoked; `sharing` are the other devices on that token, which lose
     /// access too.
@@ -144,7 +144,7 @@ package enum DeviceRevocation: Sendable {
     case ambiguous([StoredDevice])
 }
 
-extension SyncStorage {
+extension DeviceStore where Self: TokenStore {
     /// Revokes the token of the device `id`, looked for among `account`'s devices (every
     /// account's, for nil): the rule `devices revoke` and the console share. A device is revoked
     /// through its token, so every device sharing the token loses access with it.

@@ -1,4 +1,4 @@
-/// An operator's reset of a suite (`groupdefaults-server suites reset`, `SyncStorage.resetSuite`):
+/// An operator's reset of a suite (`groupdefaults-server suites reset`, `SuiteAdmin.resetSuite`):
 /// for a suite no device can use any more (its keys lost, anchored by a stranger, filled with
 /// values nobody wants), the server's copy starts again, empty, and devices join it again.
 ///

@@ -16,11 +16,11 @@ extension PostgresFixture {
     }()
 }
 
-/// The backends the storage conformance tests (StorageConformanceTests.swift) run against, in process: the embedded LMDB store and PostgreSQL (a throwaway server, a fresh
+/// The backends the storage conformance suites (`StorageConformance/`) run against, in process: the embedded LMDB store and PostgreSQL (a throwaway server, a fresh
 /// database per test).
 extension StorageBackend {
     /// A fresh, empty store, and how to remove it afterwards.
-    func make() async throws -> (storage: any SyncStorage, cleanup: @Sendable () -> Void) {
+    func make() async throws -> (storage: any ServerStorage, cleanup: @Sendable () -> Void) {
         switch self {
         case .lmdb:
             let fixture = try Fixture()
@@ -33,7 +33,7 @@ extension StorageBackend {
     }
 
     /// Runs `body` with a new storage and shuts it down afterwards, also when `body` throws.
-    func withStorage(_ body: (any SyncStorage) async throws -> Void) async throws {
+    func withStorage(_ body: (any ServerStorage) async throws -> Void) async throws {
         let (storage, cleanup) = try await make()
         defer { cleanup() }
         do {

@@ -3,7 +3,7 @@ package import GroupDefaultsWire
 
 // Key bags, in `key-bags`: account + NUL + suite + NUL + epoch (u32, big-endian) → the row's
 // `StoredKeyBag.storedText`.
-extension LMDBSyncStorage {
+extension LMDBSyncStorage: KeyBagStore {
     package func putKeyBag(account: String, suite: String, epoch: UInt32, bag: SignedKeyBag) async throws {
         let environment = self.environment
         let suiteKey = LMDBKeys.suiteName(account: account, suite: suite)

@@ -8,7 +8,7 @@ package import GroupDefaultsWire
 //   expiry, so the expired ones are found from the front;
 // - `t/` + token id + `/` + lookup → expiry (ms, big-endian): a token's pairings, to count them.
 // (A pairing stored before the indexes is found by its lookup as ever, and expires unindexed.)
-extension LMDBSyncStorage {
+extension LMDBSyncStorage: PairingStore {
     package func createPairing(_ pairing: StoredPairing) async throws {
         let environment = self.environment
         let json = Array(try JSONEncoder().encode(pairing))

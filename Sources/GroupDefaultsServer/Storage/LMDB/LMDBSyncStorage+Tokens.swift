@@ -3,7 +3,7 @@ import GroupDefaultsLMDB
 import GroupDefaultsWire
 
 // Tokens: by id, and a hash → id index.
-extension LMDBSyncStorage {
+extension LMDBSyncStorage: TokenStore {
     package func createToken(_ token: StoredToken) async throws {
         let environment = self.environment
         let json = Array(try JSONEncoder().encode(token))
@@ -58,13 +58,28 @@ extension LMDBSyncStorage {
         }
     }
 
-    package func tokens() async throws -> [StoredToken] {
+    package func token(id: String) async throws -> StoredToken? {
+        let environment = self.environment
+        return try await onReadQueue {
+            var token: StoredToken?
+            try environment.readTransaction { txn in
+                guard let json = try Self.get(txn, DB.tokens, Array(id.utf8)) else { return }
+                token = try JSONDecoder().decode(StoredToken.self, from: Data(json))
+            }
+            return token
+        }
+    }
+
+    /// One read of the tokens' table (keyed by id: an account's tokens are among every token; an
+    /// account has few, and the table is small beside the entries).
+    package func tokens(account: String?) async throws -> [StoredToken] {
         let environment = self.environment
         return try await onReadQueue {
             var tokens: [StoredToken] = []
             try environment.readTransaction { txn in
                 try txn.forEach(DB.tokens) { _, value in
-                    tokens.append(try JSONDecoder().decode(StoredToken.self, from: Data(value)))
+                    let token = try JSONDecoder().decode(StoredToken.self, from: Data(value))
+                    if account == nil || token.account == account { tokens.append(token) }
                     return true
                 }
             }

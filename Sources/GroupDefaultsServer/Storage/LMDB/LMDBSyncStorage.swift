@@ -29,7 +29,7 @@ import Synchronization
 /// Every push is one write transaction flushed to disk before it returns. LMDB blocks, so all of it
 /// runs on dispatch queues, never on the cooperative pool: writes on one serial queue (LMDB has one
 /// writer anyway), reads on a concurrent one.
-package final class LMDBSyncStorage: SyncStorage {
+package final class LMDBSyncStorage: ServerStorage, SyncStore {
     enum DB {
         static let suites = Database(0), entries = Database(1), revisions = Database(2), batches = Database(3)
         static let tokens = Database(4), tokenHashes = Database(5), meta = Database(6)

@@ -24,13 +24,13 @@ final class ChangeListener: Service {
     private let configuration: PostgresConnection.Configuration
     private let signals: ChangeSignals
     private let logger: Logger
-    /// How many times LISTEN has succeeded, and who waits for the next time.
-    private let listening = Mutex<(count: Int, waiters: [CheckedContinuation<Void, Never>])>((0, []))
+    /// How many times LISTEN has succeeded.
+    private let listens = Atomic<Int>(0)
     /// Moved on by every token write announced, and by every (re)start of listening (writes made
     /// while nobody listened were not announced); odd while listening, even while not.
     private let tokenWrites = Atomic<UInt64>(0)
 
-    /// The token generation (`SyncStorage.tokenGeneration`): nil while the connection is not
+    /// The token generation (`TokenStore.tokenGeneration`): nil while the connection is not
     /// listening, when a token write could go unseen.
     var tokenGeneration: UInt64? {
         let generation = tokenWrites.load(ordering: .acquiring)
@@ -91,27 +91,10 @@ final class ChangeListener: Service {
             }
             failures += 1
         }
-        // Stopped: nobody waits for a LISTEN that will not come.
-        let waiters = listening.withLock { state in
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
     }
 
-    /// Suspends until LISTEN has succeeded more than `count` times in total.
-    func waitUntilListening(moreThan count: Int) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = listening.withLock { state in
-                if state.count > count { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if ready { continuation.resume() }
-        }
-    }
-
-    var listenCount: Int { listening.withLock { $0.count } }
+    /// How many times LISTEN has succeeded: 1, then one more after each reconnection.
+    var listenCount: Int { listens.load(ordering: .acquiring) }
 
     private func stoppedListening() {
         if tokenWrites.load(ordering: .acquiring) % 2 == 1 { tokenWrites.add(1, ordering: .releasing) }
@@ -120,13 +103,8 @@ final class ChangeListener: Service {
     private func didStartListening() {
         // Even (not listening) → odd, a generation no cached verification was read under.
         tokenWrites.add(tokenWrites.load(ordering: .acquiring) % 2 == 0 ? 1 : 2, ordering: .releasing)
-        let waiters = listening.withLock { state in
-            state.count += 1
-            defer { state.waiters = [] }
-            return state.waiters
-        }
+        listens.add(1, ordering: .releasing)
         signals.signalAll()
-        for waiter in waiters { waiter.resume() }
     }
 
     private func deliver(_ payload: String) {

@@ -30,17 +30,6 @@ final class ChangeSignals: Sendable {
     private struct State {
         var nextID = 0
         var waiters: [Int: Waiter] = [:]
-        /// Who awaits `count` suspended waiters (tests: "the waiter is waiting now").
-        var observers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
-
-        var suspendedCount: Int { waiters.values.count { $0.continuation != nil } }
-
-        mutating func readyObservers() -> [CheckedContinuation<Void, Never>] {
-            let suspended = suspendedCount
-            let ready = observers.filter { $0.count <= suspended }.map(\.continuation)
-            observers.removeAll { $0.count <= suspended }
-            return ready
-        }
     }
 
     private let state = Mutex(State())
@@ -62,7 +51,6 @@ final class ChangeSignals: Sendable {
     func wait(_ id: Int) async -> ChangeWake? {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<ChangeWake?, Never>) in
-                var observers: [CheckedContinuation<Void, Never>] = []
                 let resumeNow: ChangeWake?? = state.withLock { state in
                     guard var waiter = state.waiters[id], !waiter.expired else { return .some(nil) }
                     if let wake = waiter.wake {
@@ -73,11 +61,9 @@ final class ChangeSignals: Sendable {
                     if Task.isCancelled { return .some(nil) }
                     waiter.continuation = continuation
                     state.waiters[id] = waiter
-                    observers = state.readyObservers()
                     return .none
                 }
                 if let resumeNow { continuation.resume(returning: resumeNow) }
-                for observer in observers { observer.resume() }
             }
         } onCancel: {
             let continuation = state.withLock { state -> CheckedContinuation<ChangeWake?, Never>? in
@@ -111,17 +97,8 @@ final class ChangeSignals: Sendable {
         continuation?.resume(returning: nil)
     }
 
-    /// Returns once at least `count` waiters are suspended, waiting for a wake.
-    func waitUntilSuspended(count: Int) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = state.withLock { state in
-                if state.suspendedCount >= count { return true }
-                state.observers.append((count, continuation))
-                return false
-            }
-            if ready { continuation.resume() }
-        }
-    }
+    /// How many waiters are suspended now, waiting for a wake.
+    var suspendedCount: Int { state.withLock { $0.waiters.values.count { $0.continuation != nil } } }
 
     /// Wakes every waiter of `suite`.
     func signal(_ suite: SuiteID, head: UInt64) {

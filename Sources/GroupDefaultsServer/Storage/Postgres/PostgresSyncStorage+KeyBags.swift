@@ -5,7 +5,7 @@ import PostgresNIO
 // Key bags: one row per suite and epoch in `key_bags`, its `bundle` column holding the row's
 // `StoredKeyBag.storedText`. Each write holds the suite's row (or, for a suite not yet written,
 // a lock of the suite's name) while the rule reads what is stored.
-extension PostgresSyncStorage {
+extension PostgresSyncStorage: KeyBagStore {
     package func putKeyBag(account: String, suite: String, epoch: UInt32, bag: SignedKeyBag) async throws {
         try await bounded("storing a key bag") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in

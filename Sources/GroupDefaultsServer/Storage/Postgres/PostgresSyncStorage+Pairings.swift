@@ -4,7 +4,7 @@ import Logging
 import PostgresNIO
 
 // Pairings: one row each, the record as JSON; a claim and its token in one transaction.
-extension PostgresSyncStorage {
+extension PostgresSyncStorage: PairingStore {
     package func createPairing(_ pairing: StoredPairing) async throws {
         let json = String(decoding: try JSONEncoder().encode(pairing), as: UTF8.self)
         let inserted = try await bounded("creating a pairing") { storage in

@@ -3,7 +3,8 @@ import GroupDefaultsWire
 import Logging
 import PostgresNIO
 
-extension PostgresSyncStorage {
+// Tokens: one row each, found by hash, id or account.
+extension PostgresSyncStorage: TokenStore {
     package func createToken(_ token: StoredToken) async throws {
         try await bounded("creating a token") { storage in
             try await storage.client.query(
@@ -33,10 +34,21 @@ extension PostgresSyncStorage {
         listener.tokenGeneration
     }
 
-    package func tokens() async throws -> [StoredToken] {
+    package func token(id: String) async throws -> StoredToken? {
+        try await bounded("finding a token") { storage in
+            try await storage.readTokens(
+                "SELECT id, account, patterns, read_only, device, created, expires, revoked, hash FROM tokens WHERE id = \(id)"
+            ).first
+        }
+    }
+
+    package func tokens(account: String?) async throws -> [StoredToken] {
         try await bounded("listing tokens") { storage in
             try await storage.readTokens(
-                "SELECT id, account, patterns, read_only, device, created, expires, revoked, hash FROM tokens ORDER BY created, id"
+                """
+                SELECT id, account, patterns, read_only, device, created, expires, revoked, hash FROM tokens
+                WHERE \(account)::text IS NULL OR account = \(account) ORDER BY created, id
+                """
             )
         }
     }

@@ -5,7 +5,7 @@ import PostgresNIO
 package import ServiceLifecycle
 import Synchronization
 
-/// `SyncStorage` on PostgreSQL, for several stateless server instances sharing one database.
+/// `ServerStorage` on PostgreSQL, for several stateless server instances sharing one database.
 ///
 /// Queries run on postgres-nio's `PostgresClient` (a pool); one more, dedicated connection LISTENs
 /// for the `pg_notify` every push sends, so a push on any instance wakes `waitForChange` on every
@@ -14,7 +14,7 @@ import Synchronization
 /// a service group (the token commands, tests) use `start`. Every call is bounded by the
 /// configuration's operation timeout and fails with `SyncStorageError(.unavailable, …)` when the
 /// database cannot be reached.
-package final class PostgresSyncStorage: SyncStorage {
+package final class PostgresSyncStorage: ServerStorage, SyncStore {
     let client: PostgresClient
     let logger: Logger
     let configuration: PostgresStorageConfiguration
@@ -272,36 +272,6 @@ package final class PostgresSyncStorage: SyncStorage {
         waitsEnded.store(true, ordering: .releasing)
         signals.signalAll()
     }
-
-    /// Suspends until this instance's listening connection has LISTENed more than `count` times in
-    /// total (`listenCount` before a disruption); for tests and readiness checks.
-    package func waitUntilListening(moreThan count: Int = 0) async {
-        await listener.waitUntilListening(moreThan: count)
-    }
-
-    /// Returns once at least `count` calls of `waitForChange` are suspended waiting for a change
-    /// (tests use it to push only once a waiter waits).
-    package func waitUntilWaiting(count: Int = 1) async {
-        await signals.waitUntilSuspended(count: count)
-    }
-
-    /// For tests of group commit: holds the suite as if a group of pushes were being written while
-    /// `body` runs, so that the pushes made meanwhile wait (`waitUntilPushesWait` tells when they
-    /// do); they then go as one group.
-    package func holdingPushes<T>(account: String, suite: String, _ body: () async throws -> T) async rethrows -> T {
-        try await pushGroups.holding(SuiteID(account: account, suite: suite), body)
-    }
-
-    /// Returns once at least `count` pushes to the suite wait for its next group.
-    package func waitUntilPushesWait(account: String, suite: String, count: Int) async {
-        await pushGroups.waitUntilWaiting(SuiteID(account: account, suite: suite), count: count)
-    }
-
-    /// How many groups of pushes this instance has written (each one statement, or a locked retry).
-    package var pushGroupsWritten: Int { pushGroups.groupsWritten }
-
-    /// How many times the listening connection has started listening (1 + reconnects).
-    package var listenCount: Int { listener.listenCount }
 }
 
 /// A row of `changes` and `snapshot`: the suite's head and oldest valid revision (nil: no such

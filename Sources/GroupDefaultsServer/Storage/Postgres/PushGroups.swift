@@ -22,36 +22,25 @@ struct GroupedPush: Sendable {
 /// answers one result per push, in order); the leader hands each waiter its answer, and the
 /// leadership to the next waiter, directly (no task of its own in between).
 final class PushGroups: Sendable {
-    private enum Turn: Sendable {
+    enum Turn: Sendable {
         case answered(Result<PushResponse, any Error>)
         case lead
     }
 
-    private struct Waiting {
+    struct Waiting {
         var push: GroupedPush
         var continuation: CheckedContinuation<Turn, Never>
     }
 
-    private struct State {
+    struct State {
         /// Per suite that has a group in flight: the pushes waiting for the next group.
         var waiting: [SuiteID: [Waiting]] = [:]
-        /// Who awaits a number of pushes waiting in a suite (tests).
-        var observers: [(suite: SuiteID, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
         /// How many groups have been written.
         var groups = 0
-
-        mutating func readyObservers() -> [CheckedContinuation<Void, Never>] {
-            var ready: [CheckedContinuation<Void, Never>] = []
-            observers.removeAll { observer in
-                guard (waiting[observer.suite]?.count ?? 0) >= observer.count else { return false }
-                ready.append(observer.continuation)
-                return true
-            }
-            return ready
-        }
     }
 
-    private let state = Mutex(State())
+    /// Internal, not private: the group commit tests hold a suite through it (their extension).
+    let state = Mutex(State())
     /// The most ops a group takes (beyond the leader's own push).
     let maxOps: Int
 
@@ -67,17 +56,14 @@ final class PushGroups: Sendable {
     ) async throws -> PushResponse {
         let id = push.suiteID
         let turn = await withCheckedContinuation { (continuation: CheckedContinuation<Turn, Never>) in
-            var observers: [CheckedContinuation<Void, Never>] = []
             let leads = state.withLock { state in
                 if state.waiting[id] != nil {
                     state.waiting[id]!.append(Waiting(push: push, continuation: continuation))
-                    observers = state.readyObservers()
                     return false
                 }
                 state.waiting[id] = []
                 return true
             }
-            for observer in observers { observer.resume() }
             if leads { continuation.resume(returning: .lead) }
         }
         guard case .lead = turn else {
@@ -107,7 +93,7 @@ final class PushGroups: Sendable {
     }
 
     /// Ends the group in flight of suite `id`: the first push waiting leads the next one.
-    private func handOver(_ id: SuiteID) {
+    func handOver(_ id: SuiteID) {
         let next = state.withLock { state -> Waiting? in
             guard let first = state.waiting[id]!.first else {
                 state.waiting[id] = nil
@@ -122,26 +108,6 @@ final class PushGroups: Sendable {
     /// How many groups have been written.
     var groupsWritten: Int { state.withLock { $0.groups } }
 
-    /// For tests: holds suite `id` as if a group were in flight while `body` runs (pushes to it wait),
-    /// then lets the waiting pushes go, as one group if they fit.
-    func holding<T>(_ id: SuiteID, _ body: () async throws -> T) async rethrows -> T {
-        state.withLock { state in
-            precondition(state.waiting[id] == nil, "the suite has a group in flight")
-            state.waiting[id] = []
-        }
-        defer { handOver(id) }
-        return try await body()
-    }
-
-    /// Returns once at least `count` pushes wait for suite `id`'s next group.
-    func waitUntilWaiting(_ id: SuiteID, count: Int) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = state.withLock { state in
-                if (state.waiting[id]?.count ?? 0) >= count { return true }
-                state.observers.append((id, count, continuation))
-                return false
-            }
-            if ready { continuation.resume() }
-        }
-    }
+    /// How many pushes to suite `id` wait for its next group.
+    func waitingCount(_ id: SuiteID) -> Int { state.withLock { $0.waiting[id]?.count ?? 0 } }
 }

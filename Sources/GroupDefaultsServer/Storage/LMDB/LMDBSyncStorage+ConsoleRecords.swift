@@ -1,50 +1,8 @@
 import GroupDefaultsLMDB
 import GroupDefaultsWire
 
-// The console's view (suites of every account, health) and its records (operators, sessions).
-extension LMDBSyncStorage {
-    package func suiteSummaries(account: String?) async throws -> [SuiteSummary] {
-        let environment = self.environment
-        return try await onReadQueue {
-            var summaries: [SuiteSummary] = []
-            let prefix = account.map(LMDBKeys.accountPrefix) ?? []
-            try environment.readTransaction { txn in
-                try prefix.withUnsafeBytes { start in
-                    try txn.forEach(DB.suites, from: prefix.isEmpty ? nil : start) { key, value in
-                        guard key.starts(with: prefix) else { return false }
-                        guard let record = SuiteRecord(value), let separator = key.firstIndex(of: 0) else {
-                            throw SyncStorageError(.unavailable, "a damaged suite record")
-                        }
-                        guard record.head > 0 else { return true }
-                        summaries.append(
-                            SuiteSummary(
-                                account: String(decoding: key[..<separator], as: UTF8.self),
-                                name: String(decoding: key[(separator + 1)...], as: UTF8.self),
-                                headRev: record.head,
-                                keys: Int(record.liveKeys),
-                                bytes: Int(record.liveBytes)
-                            )
-                        )
-                        return true
-                    }
-                }
-            }
-            return summaries
-        }
-    }
-
-    package func health() async -> StorageHealth {
-        let environment = self.environment
-        let check: StorageHealth.Check
-        do {
-            try await onReadQueue { try environment.readTransaction { _ in } }
-            check = .init(name: "store", ok: true, detail: "sync.lmdb is open and readable")
-        } catch {
-            check = .init(name: "store", ok: false, detail: "\(error)")
-        }
-        return StorageHealth(backend: "embedded LMDB", checks: [check])
-    }
-
+// The console's records (operators, sessions).
+extension LMDBSyncStorage: ConsoleRecordStore {
     static func consoleKey(_ kind: ConsoleRecordKind, _ name: String) -> [UInt8] {
         Array(kind.rawValue.utf8) + [0] + Array(name.utf8)
     }

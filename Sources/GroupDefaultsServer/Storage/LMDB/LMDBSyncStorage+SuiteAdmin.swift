@@ -1,9 +1,42 @@
 import GroupDefaultsLMDB
+import GroupDefaultsWire
 
+// The operator's view of every account's suites, and the operator's reset.
+//
 // `resetSuite`: the suite's rows in `entries`, `revisions`, `batches` and `history` (all under its
 // suite id), and with `keys` in `key-bags` (under its name), are deleted in one write transaction,
 // and its record starts again under a new suite id, remembering the reset's revision.
-extension LMDBSyncStorage {
+extension LMDBSyncStorage: SuiteAdmin {
+    package func suiteSummaries(account: String?) async throws -> [SuiteSummary] {
+        let environment = self.environment
+        return try await onReadQueue {
+            var summaries: [SuiteSummary] = []
+            let prefix = account.map(LMDBKeys.accountPrefix) ?? []
+            try environment.readTransaction { txn in
+                try prefix.withUnsafeBytes { start in
+                    try txn.forEach(DB.suites, from: prefix.isEmpty ? nil : start) { key, value in
+                        guard key.starts(with: prefix) else { return false }
+                        guard let record = SuiteRecord(value), let separator = key.firstIndex(of: 0) else {
+                            throw SyncStorageError(.unavailable, "a damaged suite record")
+                        }
+                        guard record.head > 0 else { return true }
+                        summaries.append(
+                            SuiteSummary(
+                                account: String(decoding: key[..<separator], as: UTF8.self),
+                                name: String(decoding: key[(separator + 1)...], as: UTF8.self),
+                                headRev: record.head,
+                                keys: Int(record.liveKeys),
+                                bytes: Int(record.liveBytes)
+                            )
+                        )
+                        return true
+                    }
+                }
+            }
+            return summaries
+        }
+    }
+
     package func resetSuite(account: String, suite: String, keys: Bool) async throws -> Int? {
         let environment = self.environment
         let suiteKey = LMDBKeys.suiteName(account: account, suite: suite)

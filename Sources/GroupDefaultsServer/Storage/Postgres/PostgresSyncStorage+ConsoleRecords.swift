@@ -2,50 +2,8 @@ import Logging
 import NIOCore
 import PostgresNIO
 
-// The console's view (suites of every account, health) and its records (operators, sessions).
-extension PostgresSyncStorage {
-    package func suiteSummaries(account: String?) async throws -> [SuiteSummary] {
-        try await bounded("listing suites") { storage in
-            let rows = try await storage.client.query(
-                """
-                SELECT account, suite, head_rev, key_count, byte_count FROM suites
-                WHERE head_rev > 0 AND (\(account)::text IS NULL OR account = \(account))
-                ORDER BY account COLLATE "C", suite
-                """,
-                logger: storage.logger
-            )
-            var summaries: [SuiteSummary] = []
-            for try await (account, name, head, keys, bytes) in rows.decode((String, String, Int64, Int64, Int64).self) {
-                summaries.append(SuiteSummary(account: account, name: name, headRev: UInt64(head), keys: Int(keys), bytes: Int(bytes)))
-            }
-            return summaries
-        }
-    }
-
-    package func health() async -> StorageHealth {
-        let database = "\(configuration.host):\(configuration.port)"
-        var checks: [StorageHealth.Check] = []
-        do {
-            try await bounded("reaching the database") { storage in
-                try await storage.client.query("SELECT 1", logger: storage.logger)
-            }
-            checks.append(.init(name: "database", ok: true, detail: "PostgreSQL at \(database) answers"))
-        } catch {
-            checks.append(.init(name: "database", ok: false, detail: "PostgreSQL at \(database): \(error)"))
-        }
-        let listening = listener.isListening
-        checks.append(
-            .init(
-                name: "listening connection",
-                ok: listening,
-                detail: listening
-                    ? "up: changes pushed on other instances wake this one"
-                    : "down: reconnecting; other instances' changes are seen when it is back"
-            )
-        )
-        return StorageHealth(backend: "PostgreSQL", checks: checks)
-    }
-
+// The console's records (operators, sessions).
+extension PostgresSyncStorage: ConsoleRecordStore {
     package func consoleRecord(_ kind: ConsoleRecordKind, name: String) async throws -> [UInt8]? {
         try await bounded("reading a console record") { storage in
             let rows = try await storage.client.query(

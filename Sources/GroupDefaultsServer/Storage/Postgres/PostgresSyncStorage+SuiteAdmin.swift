@@ -1,11 +1,32 @@
 import Foundation
 import Logging
+import NIOCore
 import PostgresNIO
 
+// The operator's view of every account's suites, and the operator's reset.
+//
 // `resetSuite`: one transaction deletes the suite's entries, history and batch records (and with
 // `keys` its key bags), moves its row to the reset's revision, and announces the new head to every
 // instance.
-extension PostgresSyncStorage {
+extension PostgresSyncStorage: SuiteAdmin {
+    package func suiteSummaries(account: String?) async throws -> [SuiteSummary] {
+        try await bounded("listing suites") { storage in
+            let rows = try await storage.client.query(
+                """
+                SELECT account, suite, head_rev, key_count, byte_count FROM suites
+                WHERE head_rev > 0 AND (\(account)::text IS NULL OR account = \(account))
+                ORDER BY account COLLATE "C", suite
+                """,
+                logger: storage.logger
+            )
+            var summaries: [SuiteSummary] = []
+            for try await (account, name, head, keys, bytes) in rows.decode((String, String, Int64, Int64, Int64).self) {
+                summaries.append(SuiteSummary(account: account, name: name, headRev: UInt64(head), keys: Int(keys), bytes: Int(bytes)))
+            }
+            return summaries
+        }
+    }
+
     package func resetSuite(account: String, suite: String, keys: Bool) async throws -> Int? {
         try await bounded("resetting a suite") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
