@@ -23,10 +23,7 @@ struct ServerCommand: AsyncParsableCommand {
     /// Parses and runs the command: a failure, or a command line that does not parse, is one line on
     /// stderr and exit status 1; help and `--version` print as usual.
     static func main() async {
-        await main(reportingAs: groupdefaultsServer, helpHint: "see 'groupdefaults-server help'") {
-            // `serve` and `check-config` take settings from a file and the environment too.
-            try SettingsSources.commandLine(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
-        }
+        await main(reportingAs: groupdefaultsServer, helpHint: "see 'groupdefaults-server help'")
     }
 }
 
