@@ -72,8 +72,10 @@ struct ServeOptions: ParsableArguments {
     @Option(help: ServerSettings.consoleSessionHours.help) var consoleSessionHours: Int?
     @Option(help: ServerSettings.metricsTokenFile.help) var metricsTokenFile: String?
 
+    /// A bad flag is misuse, said as ArgumentParser says it; a bad value of the environment or the
+    /// file is a failure (`CommandFailure`), said by `run()` as it is.
     func validate() throws {
-        _ = try settings()
+        do { _ = try settings() } catch is CommandFailure {}
     }
 
     /// The settings of the flags, `--config`'s file, the environment and the defaults.

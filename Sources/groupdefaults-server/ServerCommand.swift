@@ -23,7 +23,20 @@ struct ServerCommand: AsyncParsableCommand {
     /// Parses and runs the command: a failure, or a command line that does not parse, is one line on
     /// stderr and exit status 1; help and `--version` print as usual.
     static func main() async {
-        await main(reportingAs: groupdefaultsServer, helpHint: "see 'groupdefaults-server help'")
+        await main(reportingAs: groupdefaultsServer, helpHint: "see 'groupdefaults-server help'") {
+            commandLine(Array(CommandLine.arguments.dropFirst()))
+        }
+    }
+
+    /// `serve` before a line that starts with an option of it (`groupdefaults-server --port 0`):
+    /// ArgumentParser takes the default command only for a line without arguments.
+    static func commandLine(_ arguments: [String]) -> [String] {
+        guard let first = arguments.first, first.hasPrefix("-") else { return arguments }
+        let ownOptions = ["-h", "--help", "--version"]
+        if ownOptions.contains(first) || first.hasPrefix("--generate-completion-script") || first.hasPrefix("--experimental") {
+            return arguments
+        }
+        return ["serve"] + arguments
     }
 }
 

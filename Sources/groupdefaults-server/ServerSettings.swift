@@ -101,7 +101,7 @@ enum ServerSettings {
     static let logLevel = ServerSetting<LogLevel>(
         name: "log-level",
         defaultValue: LogLevel(base.logLevel),
-        abstract: "trace, debug, info, notice, warning, error or critical."
+        abstract: "How much the server logs."
     )
     static let maxWait = ServerSetting<Int>(
         name: "max-wait",

@@ -23,8 +23,10 @@ struct StorageOptions: ParsableArguments {
 
     /// The storage settings checked before the command runs (also within `serve`'s options, whose
     /// other settings `ServeOptions` checks).
+    /// A bad flag is misuse; a bad value of the environment or the file a failure, said by the
+    /// command when it opens the store (as `ServeOptions.validate()` leaves it to `serve`).
     func validate() throws {
-        _ = try Self.configuration(try settings(scope: .storage))
+        do { _ = try Self.configuration(try settings(scope: .storage)) } catch is CommandFailure {}
     }
 
     /// The settings of the flags, `--config`'s file, the environment and the defaults: a storage
@@ -46,10 +48,10 @@ struct StorageOptions: ParsableArguments {
             database.connectTimeout = .seconds(settings[defaulted: ServerSettings.postgresConnectTimeout])
             return .postgres(database)
         } catch {
-            // A setting that cannot work: status 1, not a usage error; a file's or the
-            // environment's blamed on its line or variable.
+            // A flag's is misuse; a file's or the environment's blamed on its line or variable.
             let source = settings.source(of: ServerSettings.postgresURL.name) ?? "flag"
-            throw CommandFailure(source == "flag" ? "\(error)" : "\(source): \(ServerSettings.postgresURL.variable): \(error)")
+            guard source != "flag" else { throw ValidationError("\(error)") }
+            throw CommandFailure("\(source): \(ServerSettings.postgresURL.variable): \(error)")
         }
     }
 

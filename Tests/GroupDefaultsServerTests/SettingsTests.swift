@@ -1,8 +1,9 @@
 import Foundation
 import Glibc
-@testable import groupdefaults_server
 import TestSupport
 import Testing
+
+@testable import groupdefaults_server
 
 /// `serve` and `check-config` take settings from a file (`--config`) and the environment as well
 /// as flags: flags win over the environment, which wins over the file; a bad file or value is one
@@ -187,6 +188,9 @@ struct SettingsTests {
         let flagWins = try await checkConfig(["--data-dir", "/tmp/gds-unused", "--console"], environment: ["GROUPDEFAULTS_SERVER_CONSOLE": "off"])
         #expect(settings(flagWins.stdout)["console"]?.value == "on" && settings(flagWins.stdout)["console"]?.source == "flag")
         let refused = try await checkConfig(["--data-dir", "/tmp/gds-unused"], environment: ["GROUPDEFAULTS_SERVER_CONSOLE": "maybe"])
-        #expect(refused.status == 1 && refused.stderr.contains("environment: GROUPDEFAULTS_SERVER_CONSOLE: --console must be on or off"), "\(refused)")
+        #expect(
+            refused.status == 1 && refused.stderr.contains("environment: GROUPDEFAULTS_SERVER_CONSOLE: --console must be on or off"),
+            "\(refused)"
+        )
     }
 }
