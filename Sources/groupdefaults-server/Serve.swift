@@ -13,9 +13,9 @@ struct Serve: AsyncParsableCommand {
         abstract: "Serve the sync API (the default).",
         discussion: """
             Every option can also be set in a settings file (--config PATH) or the environment, as \
-            GROUPDEFAULTS_SERVER_ and the option's name in capitals (GROUPDEFAULTS_SERVER_MAX_WAIT=30); \
-            flags win over the environment, which wins over the file. `check-config` shows what \
-            would be used.
+            GROUPDEFAULTS_SERVER_ and the option's name in capitals (GROUPDEFAULTS_SERVER_MAX_WAIT=30; \
+            --console/--no-console as GROUPDEFAULTS_SERVER_CONSOLE=on or off); flags win over the \
+            environment, which wins over the file. `check-config` shows what would be used.
 
             Example: groupdefaults-server serve --data-dir /var/lib/groupdefaults-server --port 8080
             """

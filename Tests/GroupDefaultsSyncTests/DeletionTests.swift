@@ -70,13 +70,7 @@ struct DeletionTests {
         arguments: StorageBackend.allCases
     )
     func deleteAfterPurge(backend: StorageBackend) async throws {
-        try await SyncServer.with(
-            backend,
-            configure: {
-                $0.tombstoneLifetime = .seconds(1)
-                $0.purgeInterval = .seconds(1)
-            }
-        ) { server in
+        try await SyncServer.with(backend, tombstonesKept: .seconds(1), purgedEvery: .seconds(1)) { server in
             let suite = "group.deletions.purged"
             let a = try Device(suite, server: server)
             let b = try Device(suite, server: server)

@@ -1,6 +1,7 @@
 import Foundation
 import GroupDefaultsServer
 import Hummingbird
+import Logging
 
 /// A sync server built in this process with `buildApplication`, for settings no flag sets: tests of
 /// devices that come back after the tombstone purge keep deletions for seconds, not days, and purge

@@ -87,10 +87,30 @@ final class SyncServer: Sendable {
     }
 
     /// Runs `body` with the server built in this process (`buildApplication`) on a fresh store of
-    /// `backend`, with the configuration `serve` would have and what `configure` changes (what no
-    /// flag sets, such as a tombstone lifetime of seconds); stops it and removes its store afterwards.
+    /// `backend`, configured as `with(_:_:_:)` runs it but for deletions kept `tombstonesKept` and
+    /// purged every `purgedEvery` (seconds, where `serve` takes days and purges hourly); stops it and
+    /// removes its store afterwards.
     static func with<T>(
         _ backend: StorageBackend = .lmdb,
+        tombstonesKept: Duration,
+        purgedEvery: Duration,
+        _ body: (SyncServer) async throws -> T
+    ) async throws -> T {
+        try await with(
+            backend,
+            configure: {
+                $0.tombstoneLifetime = tombstonesKept
+                $0.purgeInterval = purgedEvery
+            },
+            body
+        )
+    }
+
+    /// Runs `body` with the server built in this process on a fresh store of `backend`, with the
+    /// configuration `with(_:_:_:)` gives the executable and what `configure` changes; stops it and
+    /// removes its store afterwards.
+    private static func with<T>(
+        _ backend: StorageBackend,
         configure: (inout ServerConfiguration) -> Void,
         _ body: (SyncServer) async throws -> T
     ) async throws -> T {
