@@ -54,7 +54,8 @@ final class InProcessServer: Sendable {
 
 extension ServerConfiguration {
     /// The configuration of `serve STORAGE` (`--data-dir DIR` or `--postgres-url URL`), as the sync
-    /// tests' servers run it: the rate limit out of reach, errors logged only (its warnings at shutdown, a device not recorded, are no news here).
+    /// tests' servers run it: the rate limit out of reach, errors logged only (its warnings at
+    /// shutdown, a device not recorded, are no news here).
     static func syncTests(storage: [String]) throws -> ServerConfiguration {
         let store: StorageConfiguration =
             switch (storage.first, storage.last) {
