@@ -218,7 +218,7 @@ enum ServerSettings {
     static let storageChoice: Set = [dataDir.name, postgresURL.name]
 
     /// Settings given together or not at all.
-    static let pairs = [tlsCert.name: tlsKey.name, tlsKey.name: tlsCert.name]
+    static let pairs = [(tlsCert.name, tlsKey.name)]
 
     /// The setting of a name, if there is one.
     static func named(_ name: String) -> (any AnyServerSetting)? {

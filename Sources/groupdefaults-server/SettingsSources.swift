@@ -22,12 +22,12 @@ enum SettingsSources {
 
     /// The settings of the flags given (by name, as text), of `--config`'s file and of the
     /// environment, over the defaults: each checked, a bad one blamed on its flag, line or variable.
+    /// `scope` `.storage` reads and checks the storage settings only (what a storage command's
+    /// options check before it runs); `.serve` all of them.
     ///
     /// - Throws: `CommandFailure` naming the file and the problem (unreadable, a line that is not
     ///   `NAME=value`, a name that is not a setting, a bad value), or the variable; `ValidationError`
     ///   for a bad flag, or settings that do not go together.
-    /// `scope` `.storage` reads and checks the storage settings only (what a storage command's
-    /// options check before it runs); `.serve` all of them.
     static func resolve(
         flags: [String: String],
         configPath: String?,
@@ -69,8 +69,8 @@ enum SettingsSources {
             resolved.append(Setting(name: setting.name, value: value, source: source))
         }
         let settings = ResolvedSettings(settings: resolved)
-        for (name, partner) in ServerSettings.pairs where settings.has(name) && !settings.has(partner) {
-            throw ValidationError("--tls-cert and --tls-key go together")
+        for (one, other) in ServerSettings.pairs where settings.has(one) != settings.has(other) {
+            throw ValidationError("--\(one) and --\(other) go together")
         }
         if settings.has(ServerSettings.dataDir.name) && settings.has(ServerSettings.postgresURL.name) {
             throw ValidationError("--data-dir and --postgres-url exclude each other")
