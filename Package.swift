@@ -36,6 +36,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        // The server's settings: flags, environment, settings file and defaults read with one precedence.
+        // No traits: the providers it uses are built in or ours (the settings file keeps its format).
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: []),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
@@ -123,6 +126,7 @@ let package = Package(
             dependencies: [
                 "GroupDefaultsWire", "GroupDefaultsServer", "CommandLineSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -183,6 +187,8 @@ let package = Package(
             dependencies: [
                 "GroupDefaults", "GroupDefaultsSync", "groupdefaults-sync", "groupdefaults-server", "GroupDefaultsCLI",
                 "TestSupport", "GroupDefaultsServer", "GroupDefaultsLMDB",
+                // A server built in-process (`buildApplication`) for settings no flag sets.
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],

@@ -21,23 +21,34 @@ struct CheckConfig: AsyncParsableCommand {
 
     func run() async throws {
         try groupdefaultsServer.perform {
-            let own = Array(CommandLine.arguments.dropFirst().drop { $0 != "check-config" }.dropFirst())
-            let fromSources = Dictionary(
-                try SettingsSources.settings(own, environment: ProcessInfo.processInfo.environment).map { ($0.name, $0.source) },
-                uniquingKeysWith: { $1 }
-            )
-            let flags = Set(own.compactMap { $0.hasPrefix("--") ? String($0.dropFirst(2).prefix { $0 != "=" }) : nil })
-            let configuration = try options.serverConfiguration()
+            let settings = try options.settings()
+            let configuration = try ServeOptions.serverConfiguration(settings)
             // What `serve` checks before it listens: the TLS files load, and the key belongs to the certificate.
             if let tls = configuration.tls {
                 do { try TLSFilesError.check(tls) } catch { throw CommandFailure("\(error)") }
             }
-            for (name, value) in options.settingValues {
-                let source = flags.contains(name) ? "flag" : fromSources[name] ?? "default"
-                output("\(name) = \(name == "postgres-url" ? Self.redacted(value) : value)  (\(source))")
-            }
+            for line in Self.lines(settings) { output(line) }
             output("ok: serve would listen on \(configuration.tls == nil ? "http" : "https")://\(configuration.host):\(configuration.port)")
         }
+    }
+
+    /// `name = value  (source)` for each setting that applies: the store's (its directory, the
+    /// default one included, or PostgreSQL and its connect timeout), and every other one that is set.
+    static func lines(_ settings: ResolvedSettings) -> [String] {
+        let postgres = settings.has(ServerSettings.postgresURL.name)
+        var lines: [String] = []
+        for setting in ServerSettings.all {
+            if setting.name == ServerSettings.dataDir.name && !postgres {
+                let source = settings.source(of: setting.name) ?? "default"
+                lines.append("\(setting.name) = \(StorageOptions.resolvedDataDirectory(settings))  (\(source))")
+                continue
+            }
+            if setting.name == ServerSettings.postgresConnectTimeout.name && !postgres { continue }
+            guard let found = settings.settings.first(where: { $0.name == setting.name }) else { continue }
+            let value = setting.name == ServerSettings.postgresURL.name ? redacted(found.value) : setting.shown(found.value)
+            lines.append("\(setting.name) = \(value)  (\(found.source))")
+        }
+        return lines
     }
 
     /// A database URL without its password.

@@ -13,9 +13,9 @@ struct Serve: AsyncParsableCommand {
         abstract: "Serve the sync API (the default).",
         discussion: """
             Every option can also be set in a settings file (--config PATH) or the environment, as \
-            GROUPDEFAULTS_SERVER_ and the option's name in capitals (GROUPDEFAULTS_SERVER_MAX_WAIT=30); \
-            flags win over the environment, which wins over the file. `check-config` shows what \
-            would be used.
+            GROUPDEFAULTS_SERVER_ and the option's name in capitals (GROUPDEFAULTS_SERVER_MAX_WAIT=30; \
+            --console/--no-console as GROUPDEFAULTS_SERVER_CONSOLE=on or off); flags win over the \
+            environment, which wins over the file. `check-config` shows what would be used.
 
             Example: groupdefaults-server serve --data-dir /var/lib/groupdefaults-server --port 8080
             """
@@ -24,13 +24,13 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup var options: ServeOptions
 
     func run() async throws {
+        let configuration = try options.serverConfiguration()
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = options.logLevel.level
+            handler.logLevel = configuration.logLevel
             return handler
         }
         MetricsSystem.bootstrap(ServerMetrics.makeFactory())
-        let configuration = try options.serverConfiguration()
         let scheme = configuration.tls == nil ? "http" : "https"
         let app = try await buildApplication(configuration: configuration) { host, port in
             output("listening on \(scheme)://\(host):\(port)")  // unbuffered: a script waits for this line
@@ -45,115 +45,88 @@ struct Serve: AsyncParsableCommand {
     }
 }
 
-/// The options of `serve` (and of `check-config`, which shows what they come to).
+/// The options of `serve` (and of `check-config`, which shows what they come to): one for each
+/// setting of `ServerSettings`, without a default (nil: not given), so that a setting not given as a
+/// flag comes from the environment, the settings file or its default (`SettingsSources`).
 struct ServeOptions: ParsableArguments {
-    @Option(help: "The address to listen on.") var host = "127.0.0.1"
-    @Option(help: "The port to listen on; 0 picks a free one.") var port = 8080
+    @Option(help: ServerSettings.host.help) var host: String?
+    @Option(help: ServerSettings.port.help) var port: Int?
     @OptionGroup var storage: StorageOptions
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.") var logLevel = LogLevel(.info)
-    @Option(name: .customLong("max-wait"), help: "The longest long-poll, in seconds.") var maxWait = 60
-    @Option(name: .customLong("tombstone-days"), help: "How many days deletions are kept for devices to catch up; older cursors get 410.")
-    var tombstoneDays = 30
-    // For tests of devices that come back after the purge: seconds instead of days, and how often
-    // the purge runs.
-    @Option(name: .customLong("tombstone-seconds"), help: .hidden) var tombstoneSeconds: Int?
-    @Option(name: .customLong("purge-interval"), help: .hidden) var purgeInterval = 3_600
-    @Option(name: .customLong("tls-cert"), help: "Serve HTTPS with this PEM certificate (chain); needs --tls-key.") var tlsCertificate: String?
-    @Option(name: .customLong("tls-key"), help: "The PEM private key of --tls-cert.") var tlsKey: String?
-    @Option(name: .customLong("rate-limit"), help: "Requests per second one token may make (twice that in a burst); 429 beyond.")
-    var rateLimit = 200.0
-    @Option(help: "The largest value, in bytes of its typed JSON.") var maxValueBytes = 1 << 20
-    @Option(help: "The most keys a suite may hold.") var maxKeysPerSuite = 10_000
-    @Option(help: "The most bytes (keys and values) a suite may hold.") var maxBytesPerSuite = 16 << 20
-    @Option(help: "The most ops in one push.") var maxOpsPerBatch = 500
-    @Option(help: "The longest an event stream stays silent, in seconds (a heartbeat comment then; 1…15).") var heartbeat = 15
-    @Option(help: "How many versions of each key the history keeps (GET …/keys/{key}/history); 0 keeps none.") var history = 10
-    @Option(help: "How many event streams and waiting long-polls one token may hold open at once; 429 beyond.")
-    var maxStreamsPerToken = 100
-    @Option(help: "The most connections open at once (lowered to what the open-file limit allows); more wait to be accepted.")
-    var maxConnections = 10_000
-    @Option(help: "Seconds a request's head may take to arrive in full; the connection is closed after that.")
-    var requestHeadTimeout = 10
-    @Option(help: "Seconds a kept-alive connection may stay quiet between requests before it is closed.")
-    var idleTimeout = 120
-    @Option(help: "Serve the operator console at /console (operators: `admin create`): on or off.") var console = "on"
-    @Option(help: "How many hours a console sign-in lasts.") var consoleSessionHours = 12
-    @Option(
-        help: ArgumentHelp(
-            "A file (mode 0600) whose first line is the bearer token GET /metrics then asks for; without it /metrics answers anyone who reaches the server.",
-            valueName: "PATH"
-        )
-    ) var metricsTokenFile: String?
+    @Option(help: ServerSettings.logLevel.help) var logLevel: LogLevel?
+    @Option(help: ServerSettings.maxWait.help) var maxWait: Int?
+    @Option(help: ServerSettings.tombstoneDays.help) var tombstoneDays: Int?
+    @Option(help: ServerSettings.tlsCert.help) var tlsCert: String?
+    @Option(help: ServerSettings.tlsKey.help) var tlsKey: String?
+    @Option(help: ServerSettings.rateLimit.help) var rateLimit: Double?
+    @Option(help: ServerSettings.maxValueBytes.help) var maxValueBytes: Int?
+    @Option(help: ServerSettings.maxKeysPerSuite.help) var maxKeysPerSuite: Int?
+    @Option(help: ServerSettings.maxBytesPerSuite.help) var maxBytesPerSuite: Int?
+    @Option(help: ServerSettings.maxOpsPerBatch.help) var maxOpsPerBatch: Int?
+    @Option(help: ServerSettings.heartbeat.help) var heartbeat: Int?
+    @Option(help: ServerSettings.history.help) var history: Int?
+    @Option(help: ServerSettings.maxStreamsPerToken.help) var maxStreamsPerToken: Int?
+    @Option(help: ServerSettings.maxConnections.help) var maxConnections: Int?
+    @Option(help: ServerSettings.requestHeadTimeout.help) var requestHeadTimeout: Int?
+    @Option(help: ServerSettings.idleTimeout.help) var idleTimeout: Int?
+    @Flag(inversion: .prefixedNo, help: ServerSettings.console.help) var console: Bool?
+    @Option(help: ServerSettings.consoleSessionHours.help) var consoleSessionHours: Int?
+    @Option(help: ServerSettings.metricsTokenFile.help) var metricsTokenFile: String?
 
+    /// A bad flag is misuse, said as ArgumentParser says it; a bad value of the environment or the
+    /// file is a failure (`CommandFailure`), said by `run()` as it is.
     func validate() throws {
-        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535 (0 picks a free one), not \(port)") }
-        guard maxWait >= 0 else { throw ValidationError("--max-wait must not be negative") }
-        guard tombstoneDays >= 1 else { throw ValidationError("--tombstone-days must be at least 1") }
-        guard tombstoneSeconds.map({ $0 >= 1 }) ?? true, purgeInterval >= 1 else {
-            throw ValidationError("--tombstone-seconds and --purge-interval must be at least 1")
-        }
-        guard (1...15).contains(heartbeat) else { throw ValidationError("--heartbeat must be 1 to 15 seconds") }
-        guard [maxValueBytes, maxKeysPerSuite, maxBytesPerSuite, maxOpsPerBatch].allSatisfy({ $0 >= 1 }) else {
-            throw ValidationError("the --max-… limits must be at least 1")
-        }
-        guard history >= 0 else { throw ValidationError("--history must not be negative") }
-        guard [maxStreamsPerToken, maxConnections, requestHeadTimeout, idleTimeout].allSatisfy({ $0 >= 1 }) else {
-            throw ValidationError("--max-streams-per-token, --max-connections, --request-head-timeout and --idle-timeout must be at least 1")
-        }
-        guard ["on", "off"].contains(console) else { throw ValidationError("--console must be on or off") }
-        guard (1...720).contains(consoleSessionHours) else { throw ValidationError("--console-session-hours must be 1 to 720") }
-        guard rateLimit > 0, rateLimit.isFinite else { throw ValidationError("--rate-limit must be a positive number") }
-        guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
+        do { _ = try settings() } catch is CommandFailure {}
     }
 
-    /// Each setting's value as an option takes it, in `SettingsSources.names`' order.
-    var settingValues: [(name: String, value: String)] {
-        let storage: [(String, String)] =
-            self.storage.postgresURL.map { [("postgres-url", $0)] }
-            ?? [("data-dir", self.storage.resolvedDataDirectory)]
-        return [("host", host), ("port", String(port))] + storage
-            + [
-                ("log-level", logLevel.level.rawValue), ("max-wait", String(maxWait)), ("tombstone-days", String(tombstoneDays)),
-                ("tls-cert", tlsCertificate ?? ""), ("tls-key", tlsKey ?? ""), ("rate-limit", String(rateLimit)),
-                ("max-value-bytes", String(maxValueBytes)), ("max-keys-per-suite", String(maxKeysPerSuite)),
-                ("max-bytes-per-suite", String(maxBytesPerSuite)), ("max-ops-per-batch", String(maxOpsPerBatch)),
-                ("heartbeat", String(heartbeat)), ("history", String(history)), ("max-streams-per-token", String(maxStreamsPerToken)),
-                ("max-connections", String(maxConnections)), ("request-head-timeout", String(requestHeadTimeout)),
-                ("idle-timeout", String(idleTimeout)), ("console", console), ("console-session-hours", String(consoleSessionHours)),
-                ("metrics-token-file", metricsTokenFile ?? ""),
-            ].filter { !$0.1.isEmpty }
+    /// The settings of the flags, `--config`'s file, the environment and the defaults.
+    func settings() throws -> ResolvedSettings {
+        try SettingsSources.resolve(
+            flags: GivenFlags.of(self),
+            configPath: storage.config,
+            environment: ProcessInfo.processInfo.environment
+        )
     }
 
-    /// The server's configuration from the options.
+    /// The server's configuration from the settings.
     func serverConfiguration() throws -> ServerConfiguration {
-        let tls = zip(tlsCertificate, tlsKey).map { TLSFiles(certificatePath: $0, keyPath: $1) }
+        try Self.serverConfiguration(try settings())
+    }
+
+    /// The server's configuration from resolved settings.
+    static func serverConfiguration(_ settings: ResolvedSettings) throws -> ServerConfiguration {
+        typealias S = ServerSettings
+        let tls = zip(settings[S.tlsCert], settings[S.tlsKey]).map { TLSFiles(certificatePath: $0, keyPath: $1) }
+        let maxValueBytes = settings[defaulted: S.maxValueBytes]
+        let rateLimit = settings[defaulted: S.rateLimit]
         return ServerConfiguration(
-            host: host,
-            port: port,
-            storage: try storage.configuration,
+            host: settings[defaulted: S.host],
+            port: settings[defaulted: S.port],
+            storage: try StorageOptions.configuration(settings),
             limits: SyncLimits(
                 maxValueBytes: maxValueBytes,
-                maxKeysPerSuite: maxKeysPerSuite,
-                maxBytesPerSuite: maxBytesPerSuite,
-                maxOpsPerBatch: maxOpsPerBatch,
+                maxKeysPerSuite: settings[defaulted: S.maxKeysPerSuite],
+                maxBytesPerSuite: settings[defaulted: S.maxBytesPerSuite],
+                maxOpsPerBatch: settings[defaulted: S.maxOpsPerBatch],
                 maxBodyBytes: max(2 << 20, maxValueBytes + (64 << 10)),
-                maxStreamsPerToken: maxStreamsPerToken
+                maxStreamsPerToken: settings[defaulted: S.maxStreamsPerToken]
             ),
-            maxWait: .seconds(maxWait),
-            logLevel: logLevel.level,
-            tombstoneLifetime: .seconds(Int64(tombstoneSeconds ?? tombstoneDays * 86_400)),
-            purgeInterval: .seconds(purgeInterval),
-            eventHeartbeat: .seconds(heartbeat),
+            maxWait: .seconds(settings[defaulted: S.maxWait]),
+            logLevel: settings[defaulted: S.logLevel].level,
+            tombstoneLifetime: .seconds(Int64(settings[defaulted: S.tombstoneDays] * 86_400)),
+            eventHeartbeat: .seconds(settings[defaulted: S.heartbeat]),
             tls: tls,
             rateLimit: RateLimit(requestsPerSecond: rateLimit, burst: 2 * rateLimit),
-            historyDepth: history,
+            historyDepth: settings[defaulted: S.history],
             connections: ConnectionLimits(
-                maxConnections: maxConnections,
-                requestHeadTimeout: .seconds(requestHeadTimeout),
-                idleTimeout: .seconds(idleTimeout)
+                maxConnections: settings[defaulted: S.maxConnections],
+                requestHeadTimeout: .seconds(settings[defaulted: S.requestHeadTimeout]),
+                idleTimeout: .seconds(settings[defaulted: S.idleTimeout])
             ),
-            console: ConsoleConfiguration(enabled: console == "on", sessionLifetime: .seconds(consoleSessionHours * 3600)),
-            metricsToken: try metricsTokenFile.map(Self.readMetricsToken)
+            console: ConsoleConfiguration(
+                enabled: settings[defaulted: S.console],
+                sessionLifetime: .seconds(settings[defaulted: S.consoleSessionHours] * 3600)
+            ),
+            metricsToken: try settings[S.metricsTokenFile].map(readMetricsToken)
         )
     }
 
@@ -176,22 +149,6 @@ struct ServeOptions: ParsableArguments {
         }
         return token
     }
-}
-
-/// A log level as `--log-level` takes it: trace, debug, info, notice, warning, error or critical.
-struct LogLevel: ExpressibleByArgument {
-    let level: Logger.Level
-
-    init(_ level: Logger.Level) { self.level = level }
-
-    init?(argument: String) {
-        guard let level = Logger.Level(rawValue: argument) else { return nil }
-        self.level = level
-    }
-
-    var defaultValueDescription: String { level.rawValue }
-
-    static var allValueStrings: [String] { Logger.Level.allCases.map(\.rawValue) }
 }
 
 /// Both, or nil.

@@ -24,9 +24,19 @@ struct ServerCommand: AsyncParsableCommand {
     /// stderr and exit status 1; help and `--version` print as usual.
     static func main() async {
         await main(reportingAs: groupdefaultsServer, helpHint: "see 'groupdefaults-server help'") {
-            // `serve` and `check-config` take settings from a file and the environment too.
-            try SettingsSources.commandLine(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
+            commandLine(Array(CommandLine.arguments.dropFirst()))
         }
+    }
+
+    /// `serve` before a line that starts with an option of it (`groupdefaults-server --port 0`):
+    /// ArgumentParser takes the default command only for a line without arguments.
+    static func commandLine(_ arguments: [String]) -> [String] {
+        guard let first = arguments.first, first.hasPrefix("-") else { return arguments }
+        let ownOptions = ["-h", "--help", "--version"]
+        if ownOptions.contains(first) || first.hasPrefix("--generate-completion-script") || first.hasPrefix("--experimental") {
+            return arguments
+        }
+        return ["serve"] + arguments
     }
 }
 

@@ -1,128 +1,92 @@
 import ArgumentParser
 import CommandLineSupport
+import Configuration
 import Foundation
+import Synchronization
 
-/// Where the server's commands take their settings from besides flags: a settings file
-/// (`--config PATH`) and the environment. Both use the same names, `GROUPDEFAULTS_SERVER_` and a
-/// `serve` option's long name in capitals with underscores (`--max-wait` → `GROUPDEFAULTS_SERVER_MAX_WAIT`);
-/// the file holds one `NAME=value` a line (`#` comments, blank lines, optional quotes), the syntax
-/// of a systemd `EnvironmentFile=`. Flags win over the environment, which wins over the file.
-///
-/// They become options placed before the command line's own, so that ArgumentParser checks them
-/// as it checks flags and a flag given again wins (the last value of an option is the one used).
-/// `serve` and `check-config` take every setting; the commands that use storage (`token create`,
-/// `devices list`, …) take the storage settings (`data-dir`, `postgres-url`) from the same file and
-/// environment, so that each command finds the store the server uses.
+/// Where the server's commands take their settings from: flags, the environment
+/// (`GROUPDEFAULTS_SERVER_` and a setting's name in capitals with underscores, `--max-wait` →
+/// `GROUPDEFAULTS_SERVER_MAX_WAIT`), a settings file (`--config PATH`: one `NAME=value` a line with
+/// the same names, `#` comments, blank lines, optional quotes, the syntax of a systemd
+/// `EnvironmentFile=`) and the defaults of `ServerSettings`, read with swift-configuration's
+/// `ConfigReader` in that order of precedence: flags win over the environment, which wins over the
+/// file. Every value is blamed on where it came from (`flag`, `environment`, `FILE:LINE`,
+/// `default`), for `check-config` and for the one line that refuses a bad value.
 enum SettingsSources {
-    static let prefix = "GROUPDEFAULTS_SERVER_"
-
-    /// The `serve` options a file or the environment may set, by long name.
-    static let names = [
-        "host", "port", "data-dir", "postgres-url", "log-level", "max-wait", "tombstone-days", "tls-cert", "tls-key",
-        "rate-limit", "max-value-bytes", "max-keys-per-suite", "max-bytes-per-suite", "max-ops-per-batch", "heartbeat",
-        "history", "max-streams-per-token", "max-connections", "request-head-timeout", "idle-timeout",
-        "console", "console-session-hours", "metrics-token-file",
-    ]
-    /// Options of which one replaces the other: a flag for one drops a file's or environment's other.
-    static let storageNames: Set = ["data-dir", "postgres-url"]
-    /// Options given together or not at all.
-    static let pairs = ["tls-cert": "tls-key", "tls-key": "tls-cert"]
-    /// The subcommands that take settings; `serve` is also the default one.
-    static let commands: Set = ["serve", "check-config"]
-    /// The command groups whose verbs use storage: they take the storage settings.
-    static let storageCommands: Set = ["token", "devices", "admin", "suites"]
-    static let otherCommands: Set = storageCommands.union(["help"])
-
-    /// One setting and where it came from (for `check-config`).
-    struct Setting: Equatable {
+    /// One setting's text and where it came from.
+    struct Setting: Equatable, Sendable {
         var name: String
         var value: String
         var source: String
     }
 
-    /// The command line with the file's and the environment's settings before its own options,
-    /// for `serve` (explicit or default) and `check-config`, and their storage settings for a verb
-    /// of `token`, `devices`, `admin` and `suites`; other lines (help) as they are.
+    /// The settings of the flags given (by name, as text), of `--config`'s file and of the
+    /// environment, over the defaults: each checked, a bad one blamed on its flag, line or variable.
+    /// `scope` `.storage` reads and checks the storage settings only (what a storage command's
+    /// options check before it runs); `.serve` all of them.
     ///
     /// - Throws: `CommandFailure` naming the file and the problem (unreadable, a line that is not
-    ///   `NAME=value`, a name that is not a setting), or the variable.
-    static func commandLine(_ arguments: [String], environment: [String: String]) throws -> [String] {
-        guard let first = arguments.first else { return try ["serve"] + settingArguments([], environment: environment) }
-        if commands.contains(first) {
-            let own = Array(arguments.dropFirst())
-            return [first] + (try settingArguments(own, environment: environment)) + own
+    ///   `NAME=value`, a name that is not a setting, a bad value), or the variable; `ValidationError`
+    ///   for a bad flag, or settings that do not go together.
+    static func resolve(
+        flags: [String: String],
+        configPath: String?,
+        environment: [String: String],
+        scope: SettingScope = .serve
+    ) throws -> ResolvedSettings {
+        var file = try configPath.map(read(file:)) ?? []
+        var fromEnvironment = try self.environment(environment)
+        // A storage choice replaces the lower sources' one: the flag's the environment's and the
+        // file's, the environment's the file's.
+        let choosesStorage = { (name: String) in ServerSettings.storageChoice.contains(name) }
+        if flags.keys.contains(where: choosesStorage) {
+            fromEnvironment.removeAll { choosesStorage($0.name) }
         }
-        if storageCommands.contains(first), arguments.count > 1, !arguments[1].hasPrefix("-"), !isHelpRequest(arguments) {
-            let own = Array(arguments.dropFirst(2))
-            let storage = try settings(own, environment: environment).filter { storageNames.contains($0.name) }
-            return Array(arguments.prefix(2)) + storage.flatMap { ["--\($0.name)", $0.value] } + own
+        if flags.keys.contains(where: choosesStorage) || fromEnvironment.contains(where: { choosesStorage($0.name) }) {
+            file.removeAll { choosesStorage($0.name) }
         }
-        if otherCommands.contains(first) || !first.hasPrefix("-") || ["-h", "--help", "--version"].contains(first)
-            || first.hasPrefix("--generate-completion-script") || first.hasPrefix("--experimental")
-        {
-            return arguments
-        }
-        return ["serve"] + (try settingArguments(arguments, environment: environment)) + arguments
-    }
-
-    /// Whether the line asks for help (which reads no settings: a bad one must not hide it).
-    static func isHelpRequest(_ arguments: [String]) -> Bool {
-        arguments.contains { ["-h", "--help"].contains($0) }
-    }
-
-    /// The options the file (named by `--config` in `own`) and the environment add before `own`.
-    static func settingArguments(_ own: [String], environment: [String: String]) throws -> [String] {
-        try settings(own, environment: environment).flatMap { ["--\($0.name)", $0.value] }
-    }
-
-    /// The settings the file and the environment give, in the order of `names`, less those that a
-    /// flag in `own` sets (a storage flag drops both storage settings).
-    static func settings(_ own: [String], environment: [String: String]) throws -> [Setting] {
-        var found: [String: Setting] = [:]
-        if let path = configPath(own) {
-            for setting in try read(file: path) { found[setting.name] = setting }
-        }
-        for (key, value) in environment where key.hasPrefix(prefix) {
-            let name = try settingName(String(key.dropFirst(prefix.count)), where: "the environment variable \(key)")
-            // The environment wins over the file: for the storage, its choice replaces the file's.
-            if storageNames.contains(name) {
-                for other in storageNames where found[other]?.source != "environment" { found[other] = nil }
+        let layers = [
+            SettingsProvider(name: "flags", settings: flags.map { Setting(name: $0.key, value: $0.value, source: "flag") }),
+            SettingsProvider(name: "environment", settings: fromEnvironment),
+            SettingsProvider(name: configPath ?? "settings file", settings: file),
+            SettingsProvider(
+                name: "defaults",
+                settings: ServerSettings.all.compactMap { setting in
+                    setting.defaultText.map { Setting(name: setting.name, value: $0, source: "default") }
+                }
+            ),
+        ]
+        let blame = BlameRecorder()
+        let reader = ConfigReader(providers: layers, accessReporter: blame)
+        var resolved: [Setting] = []
+        for setting in ServerSettings.all where scope == .serve || setting.scope == scope {
+            guard let value = reader.string(forKey: ConfigKey([setting.name])) else { continue }
+            let source = blame.source(of: setting.name)
+            if let problem = setting.problem(with: value) {
+                guard source != "flag" else { throw ValidationError(problem) }
+                throw CommandFailure("\(source): \(setting.variable): \(problem)")
             }
-            found[name] = Setting(name: name, value: value, source: "environment")
+            resolved.append(Setting(name: setting.name, value: value, source: source))
         }
-        let flags = Set(
-            own.compactMap { argument -> String? in
-                guard argument.hasPrefix("--") else { return nil }
-                return String(argument.dropFirst(2).prefix { $0 != "=" })
-            }
-        )
-        let flagged = flags.contains { storageNames.contains($0) } ? flags.union(storageNames) : flags
-        let settings = names.compactMap { found[$0] }.filter { !flagged.contains($0.name) }
-        // Each value checked alone, so that a bad one is blamed on its line or variable (an option
-        // that goes with another, --tls-cert with --tls-key, given its partner so that only the
-        // value is judged; whether both are there is checked with the whole command line).
-        for setting in settings {
-            do {
-                let partner = pairs[setting.name].map { ["--\($0)", setting.value] } ?? []
-                _ = try ServeOptions.parse(["--\(setting.name)", setting.value] + partner)
-            } catch {
-                let problem = oneLine(ServeOptions.message(for: error)) ?? "not a valid value"
-                throw CommandFailure("\(setting.source): \(prefix)\(setting.name.uppercased().replacingOccurrences(of: "-", with: "_")): \(problem)")
-            }
+        let settings = ResolvedSettings(settings: resolved)
+        for (one, other) in ServerSettings.pairs where settings.has(one) != settings.has(other) {
+            throw ValidationError("--\(one) and --\(other) go together")
+        }
+        if settings.has(ServerSettings.dataDir.name) && settings.has(ServerSettings.postgresURL.name) {
+            throw ValidationError("--data-dir and --postgres-url exclude each other")
         }
         return settings
     }
 
-    /// The `--config` path of a command line, if any.
-    static func configPath(_ own: [String]) -> String? {
-        for (index, argument) in own.enumerated() {
-            if argument == "--config", index + 1 < own.count { return own[index + 1] }
-            if argument.hasPrefix("--config=") { return String(argument.dropFirst("--config=".count)) }
+    /// The settings of the environment's `GROUPDEFAULTS_SERVER_` variables.
+    static func environment(_ environment: [String: String]) throws -> [Setting] {
+        try environment.filter { $0.key.hasPrefix(ServerSettings.prefix) }.sorted { $0.key < $1.key }.map { key, value in
+            let name = try settingName(String(key.dropFirst(ServerSettings.prefix.count)), where: "the environment variable \(key)")
+            return Setting(name: name, value: value, source: "environment")
         }
-        return nil
     }
 
-    /// The settings of a file.
+    /// The settings of a file, each blamed on its line.
     static func read(file path: String) throws -> [Setting] {
         let text: String
         do {
@@ -145,17 +109,15 @@ enum SettingsSources {
                 throw CommandFailure("\(place): expected NAME=value, got '\(line.prefix(60))'")
             }
             let key = line[..<equals].trimmingCharacters(in: .whitespaces)
+            let prefix = ServerSettings.prefix
             guard key.hasPrefix(prefix) else {
                 throw CommandFailure("\(place): '\(key)' is not a setting; names start with \(prefix) (\(prefix)PORT=8080)")
             }
             let name = try settingName(String(key.dropFirst(prefix.count)), where: place)
-            settings.append(
-                Setting(
-                    name: name,
-                    value: unquoted(line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)),
-                    source: place
-                )
-            )
+            let value = unquoted(line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces))
+            // A later line wins, as systemd reads the file.
+            settings.removeAll { $0.name == name }
+            settings.append(Setting(name: name, value: value, source: place))
         }
         return settings
     }
@@ -163,10 +125,10 @@ enum SettingsSources {
     /// `MAX_WAIT` → `max-wait`, if that is a setting.
     static func settingName(_ suffix: String, where place: String) throws -> String {
         let name = suffix.lowercased().replacingOccurrences(of: "_", with: "-")
-        guard names.contains(name) else {
+        guard ServerSettings.named(name) != nil else {
             throw CommandFailure(
-                "\(place): \(prefix)\(suffix) is not a setting; the settings are "
-                    + names.map { prefix + $0.uppercased().replacingOccurrences(of: "-", with: "_") }.joined(separator: ", ")
+                "\(place): \(ServerSettings.prefix)\(suffix) is not a setting; the settings are "
+                    + ServerSettings.all.map(\.variable).joined(separator: ", ")
             )
         }
         return name
@@ -177,5 +139,86 @@ enum SettingsSources {
             return String(value.dropFirst().dropLast())
         }
         return value
+    }
+}
+
+/// The settings a command runs with, each checked and blamed on its source.
+struct ResolvedSettings: Sendable {
+    /// In `ServerSettings.all`'s order; an unset setting without a default is absent.
+    let settings: [SettingsSources.Setting]
+
+    func has(_ name: String) -> Bool { settings.contains { $0.name == name } }
+
+    /// Where a setting came from: `flag`, `environment`, `FILE:LINE` or `default`; nil if unset.
+    func source(of name: String) -> String? { settings.first { $0.name == name }?.source }
+
+    /// A setting's value (checked when resolved), or its default; nil if unset.
+    subscript<Value>(_ setting: ServerSetting<Value>) -> Value? {
+        settings.first { $0.name == setting.name }.flatMap { Value(settingText: $0.value) } ?? setting.defaultValue
+    }
+
+    /// A setting that has a default: its value.
+    subscript<Value>(defaulted setting: ServerSetting<Value>) -> Value {
+        guard let value = self[setting] ?? setting.defaultValue else { preconditionFailure("\(setting.name) has no default") }
+        return value
+    }
+}
+
+/// One source of settings for `ConfigReader`: its settings by name, each answered as a string with
+/// its source as the encoded key, which `BlameRecorder` keeps. (Not swift-configuration's
+/// `EnvironmentVariablesProvider` or a `FileProvider`: a value must be blamed on its file's line.)
+struct SettingsProvider: ConfigProvider, ConfigSnapshot {
+    let providerName: String
+    let settings: [String: SettingsSources.Setting]
+
+    init(name: String, settings: [SettingsSources.Setting]) {
+        providerName = name
+        self.settings = Dictionary(settings.map { ($0.name, $0) }, uniquingKeysWith: { $1 })
+    }
+
+    func value(forKey key: AbsoluteConfigKey, type: ConfigType) throws -> LookupResult {
+        guard let setting = settings[key.components.joined(separator: ".")] else {
+            return LookupResult(encodedKey: key.description, value: nil)
+        }
+        // Every setting is read as text; its type is `ServerSetting`'s to check.
+        guard type == .string else { throw CommandFailure("\(setting.source): \(setting.name) is read as text") }
+        return LookupResult(encodedKey: setting.source, value: ConfigValue(.string(setting.value), isSecret: false))
+    }
+
+    func fetchValue(forKey key: AbsoluteConfigKey, type: ConfigType) async throws -> LookupResult {
+        try value(forKey: key, type: type)
+    }
+
+    func watchValue<Return: ~Copyable>(
+        forKey key: AbsoluteConfigKey,
+        type: ConfigType,
+        updatesHandler:
+            nonisolated(nonsending) (_ updates: ConfigUpdatesAsyncSequence<Result<LookupResult, any Error>, Never>) async throws
+            -> Return
+    ) async throws -> Return {
+        try await watchValueFromValue(forKey: key, type: type, updatesHandler: updatesHandler)
+    }
+
+    func snapshot() -> any ConfigSnapshot { self }
+
+    func watchSnapshot<Return: ~Copyable>(
+        updatesHandler: nonisolated(nonsending) (_ updates: ConfigUpdatesAsyncSequence<any ConfigSnapshot, Never>) async throws -> Return
+    ) async throws -> Return {
+        try await watchSnapshotFromSnapshot(updatesHandler: updatesHandler)
+    }
+}
+
+/// Where each value read came from: the encoded key of the source that answered it (a
+/// `SettingsProvider` answers with its setting's source).
+final class BlameRecorder: AccessReporter, Sendable {
+    private let sources = Mutex<[String: String]>([:])
+
+    func report(_ event: AccessEvent) {
+        guard case .success(let lookup)? = event.providerResults.last?.result, lookup.value != nil else { return }
+        sources.withLock { $0[event.metadata.key.components.joined(separator: ".")] = lookup.encodedKey }
+    }
+
+    func source(of name: String) -> String {
+        sources.withLock { $0[name] } ?? "default"
     }
 }

@@ -6,7 +6,7 @@ import Logging
 
 /// Where the server keeps its data: the embedded store's directory, or PostgreSQL. Every command
 /// that uses storage takes these, and reads them from `--config` and the environment as `serve`
-/// does (`SettingsSources` puts the file's and the environment's before the command line's own).
+/// does (`SettingsSources`).
 struct StorageOptions: ParsableArguments {
     static let commandLogger: Logger = {
         var logger = Logger(label: "groupdefaults-server")
@@ -17,43 +17,47 @@ struct StorageOptions: ParsableArguments {
     @Option(help: ArgumentHelp("A settings file: one GROUPDEFAULTS_SERVER_NAME=value a line, as `serve --help` says.", valueName: "PATH"))
     var config: String?
 
-    @Option(
-        name: .customLong("data-dir"),
-        help: "The embedded store's directory (default: $XDG_DATA_HOME/groupdefaults-server or ~/.local/share/groupdefaults-server)."
-    )
-    var dataDirectory: String?
+    @Option(help: ServerSettings.dataDir.help) var dataDir: String?
+    @Option(help: ServerSettings.postgresURL.help) var postgresURL: String?
+    @Option(help: ServerSettings.postgresConnectTimeout.help) var postgresConnectTimeout: Int?
 
-    @Option(
-        name: .customLong("postgres-url"),
-        help: "Keep the data in PostgreSQL instead, postgres://user[:password]@host:port/db; several servers may share it."
-    )
-    var postgresURL: String?
-
-    // For tests that tell a refused connection (at once) from one that waits for the connect
-    // timeout: the timeout in seconds (10 unless given).
-    @Option(name: .customLong("postgres-connect-timeout"), help: .hidden) var postgresConnectTimeout: Int?
-
+    /// The storage settings checked before the command runs (also within `serve`'s options, whose
+    /// other settings `ServeOptions` checks).
+    /// A bad flag is misuse; a bad value of the environment or the file a failure, said by the
+    /// command when it opens the store (as `ServeOptions.validate()` leaves it to `serve`).
     func validate() throws {
-        if postgresURL != nil && dataDirectory != nil { throw ValidationError("--data-dir and --postgres-url exclude each other") }
-        _ = try configuration
+        do { _ = try Self.configuration(try settings(scope: .storage)) } catch is CommandFailure {}
     }
 
-    /// The storage the options name.
-    var configuration: StorageConfiguration {
-        get throws {
-            guard let postgresURL else { return .embedded(directory: resolvedDataDirectory) }
-            do {
-                var database = try PostgresStorageConfiguration(url: postgresURL)
-                if let postgresConnectTimeout { database.connectTimeout = .seconds(max(1, postgresConnectTimeout)) }
-                return .postgres(database)
-            } catch {
-                throw CommandFailure(error.description)  // a setting that cannot work: status 1, not a usage error
-            }
+    /// The settings of the flags, `--config`'s file, the environment and the defaults: a storage
+    /// command checks them all, as `serve` does, and uses the storage ones.
+    func settings(scope: SettingScope = .serve) throws -> ResolvedSettings {
+        try SettingsSources.resolve(
+            flags: GivenFlags.of(self),
+            configPath: config,
+            environment: ProcessInfo.processInfo.environment,
+            scope: scope
+        )
+    }
+
+    /// The storage the settings name.
+    static func configuration(_ settings: ResolvedSettings) throws -> StorageConfiguration {
+        guard let url = settings[ServerSettings.postgresURL] else { return .embedded(directory: resolvedDataDirectory(settings)) }
+        do {
+            var database = try PostgresStorageConfiguration(url: url)
+            database.connectTimeout = .seconds(settings[defaulted: ServerSettings.postgresConnectTimeout])
+            return .postgres(database)
+        } catch {
+            // A flag's is misuse; a file's or the environment's blamed on its line or variable.
+            let source = settings.source(of: ServerSettings.postgresURL.name) ?? "flag"
+            guard source != "flag" else { throw ValidationError("\(error)") }
+            throw CommandFailure("\(source): \(ServerSettings.postgresURL.variable): \(error)")
         }
     }
 
-    var resolvedDataDirectory: String {
-        if let dataDirectory { return dataDirectory }
+    /// The embedded store's directory: the setting's, or the default under the data home.
+    static func resolvedDataDirectory(_ settings: ResolvedSettings) -> String {
+        if let directory = settings[ServerSettings.dataDir] { return directory }
         let environment = ProcessInfo.processInfo.environment
         if let xdg = environment["XDG_DATA_HOME"], !xdg.isEmpty { return xdg + "/groupdefaults-server" }
         let home = environment["HOME"] ?? NSHomeDirectory()
@@ -67,15 +71,17 @@ struct StorageOptions: ParsableArguments {
     /// pool to start (the commands query at once) is no news to a person, whose answer is the
     /// command's one line.
     func openStorage(creating: Bool = false, logger: Logger = Self.commandLogger) async throws -> any ServerStorage {
-        switch try configuration {
+        let settings = try self.settings()
+        switch try Self.configuration(settings) {
         case .embedded(let directory):
             guard creating || LMDBSyncStorage.storeExists(in: directory) else {
                 // Named as the person gave it: a flag, a setting (file or environment), or nothing.
-                let typed = CommandLine.arguments.contains { $0 == "--data-dir" || $0.hasPrefix("--data-dir=") }
                 let which =
-                    dataDirectory == nil
-                    ? "the default; is --data-dir missing?"
-                    : typed ? "is --data-dir right?" : "is \(SettingsSources.prefix)DATA_DIR right?"
+                    switch settings.source(of: ServerSettings.dataDir.name) {
+                    case nil: "the default; is --data-dir missing?"
+                    case "flag": "is --data-dir right?"
+                    default: "is \(ServerSettings.dataDir.variable) right?"
+                    }
                 throw CommandFailure(
                     "no server store in \(directory) (\(which)): `groupdefaults-server serve` "
                         + "creates one there, as --create does on `token create` and `admin create`"

@@ -3,6 +3,8 @@ import Glibc
 import TestSupport
 import Testing
 
+@testable import groupdefaults_server
+
 /// `serve` and `check-config` take settings from a file (`--config`) and the environment as well
 /// as flags: flags win over the environment, which wins over the file; a bad file or value is one
 /// line naming where it is, exit status 1. Through the real executable.
@@ -117,7 +119,7 @@ struct SettingsTests {
         _ = await server.waitForExit()
     }
 
-    @Test("every option of serve can be set in the file and the environment (the settings listed are the parser's options)")
+    @Test("every option of serve is a declared setting, and every declared setting an option of serve (the settings named where one is unknown)")
     func everyOptionIsASetting() async throws {
         let dump = try await ServerTool.run(["--experimental-dump-help"])
         let root = try #require(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])
@@ -125,24 +127,72 @@ struct SettingsTests {
         let serve = try #require((command["subcommands"] as? [[String: Any]])?.first { $0["commandName"] as? String == "serve" })
         let options = Set(
             (serve["arguments"] as? [[String: Any]] ?? []).compactMap { argument -> String? in
-                guard argument["shouldDisplay"] as? Bool != false, argument["kind"] as? String == "option",
+                guard argument["shouldDisplay"] as? Bool != false, ["option", "flag"].contains(argument["kind"] as? String),
                     let name = (argument["preferredName"] as? [String: Any])?["name"] as? String
                 else { return nil }
-                return name == "config" ? nil : name
+                return ["config", "help", "version"].contains(name) ? nil : name
             }
+        )
+        // A switch is two flags, `--console` and `--no-console`: one setting.
+        .filter { !($0.hasPrefix("no-") && ServerSettings.named(String($0.dropFirst(3))) is ServerSetting<Bool>) }
+        let declared = Set(ServerSettings.all.map(\.name))
+        #expect(!options.isEmpty)
+        #expect(
+            declared == options,
+            "options without a setting: \(options.subtracting(declared)); settings without an option: \(declared.subtracting(options))"
         )
         let refused = try await checkConfig([], environment: ["GROUPDEFAULTS_SERVER_NOPE": "1"])
         #expect(refused.status == 1)
         let listed = try #require(refused.stderr.components(separatedBy: "the settings are ").last)
-        let settings = Set(
-            listed.trimmingCharacters(in: .whitespacesAndNewlines).components(separatedBy: ", ").map {
-                $0.dropFirst("GROUPDEFAULTS_SERVER_".count).lowercased().replacingOccurrences(of: "_", with: "-")
+        #expect(listed.trimmingCharacters(in: .whitespacesAndNewlines) == ServerSettings.all.map(\.variable).joined(separator: ", "))
+    }
+
+    @Test("each declared setting with a default is its default unless set, and is set alike by a flag, the environment or the file")
+    func everySettingFromEverySource() async throws {
+        let settings = ServerSettings.all.filter { $0.defaultText != nil && $0.scope == .serve }
+        let defaults = try await checkConfig(["--data-dir", "/tmp/gds-unused"])
+        #expect(defaults.status == 0, "\(defaults.stderr)")
+        for setting in settings {
+            #expect(self.settings(defaults.stdout)[setting.name]?.value == setting.defaultText, "\(setting.name)")
+            #expect(self.settings(defaults.stdout)[setting.name]?.source == "default", "\(setting.name)")
+        }
+        // Each given its default's text; the switch as the file and environment write it.
+        func text(_ setting: any AnyServerSetting) -> String { setting.defaultText == "on" ? "true" : setting.defaultText ?? "" }
+        let flags = settings.flatMap { setting in
+            setting.defaultText == "on" ? ["--\(setting.name)"] : ["--\(setting.name)", setting.defaultText ?? ""]
+        }
+        let path = try settingsFile(settings.map { "\($0.variable)=\(text($0))" }.joined(separator: "\n"))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let environment = Dictionary(uniqueKeysWithValues: settings.map { ($0.variable, text($0)) })
+        for (arguments, environment, source) in [
+            (flags, [:], { (_: Int) in "flag" }),
+            ([], environment, { (_: Int) in "environment" }),
+            (["--config", path], [:], { (line: Int) in "\(path):\(line + 1)" }),
+        ] as [([String], [String: String], (Int) -> String)] {
+            let result = try await checkConfig(["--data-dir", "/tmp/gds-unused"] + arguments, environment: environment)
+            #expect(result.status == 0, "\(result.stderr)")
+            let shown = self.settings(result.stdout)
+            for (index, setting) in settings.enumerated() {
+                #expect(shown[setting.name]?.value == setting.defaultText, "\(setting.name): \(result.stdout)")
+                #expect(shown[setting.name]?.source == source(index), "\(setting.name): \(result.stdout)")
             }
-        )
-        #expect(!options.isEmpty)
+        }
+    }
+
+    @Test("--console is a flag (--no-console turns the console off); the file and the environment take on, off, true or false")
+    func consoleSwitch() async throws {
+        let off = try await checkConfig(["--data-dir", "/tmp/gds-unused", "--no-console"])
+        #expect(off.status == 0 && settings(off.stdout)["console"]?.value == "off", "\(off)")
+        for (text, shown) in [("on", "on"), ("off", "off"), ("true", "on"), ("false", "off")] {
+            let result = try await checkConfig(["--data-dir", "/tmp/gds-unused"], environment: ["GROUPDEFAULTS_SERVER_CONSOLE": text])
+            #expect(result.status == 0 && settings(result.stdout)["console"]?.value == shown, "\(text): \(result)")
+        }
+        let flagWins = try await checkConfig(["--data-dir", "/tmp/gds-unused", "--console"], environment: ["GROUPDEFAULTS_SERVER_CONSOLE": "off"])
+        #expect(settings(flagWins.stdout)["console"]?.value == "on" && settings(flagWins.stdout)["console"]?.source == "flag")
+        let refused = try await checkConfig(["--data-dir", "/tmp/gds-unused"], environment: ["GROUPDEFAULTS_SERVER_CONSOLE": "maybe"])
         #expect(
-            settings == options,
-            "options without a setting: \(options.subtracting(settings)); settings without an option: \(settings.subtracting(options))"
+            refused.status == 1 && refused.stderr.contains("environment: GROUPDEFAULTS_SERVER_CONSOLE: --console must be on or off"),
+            "\(refused)"
         )
     }
 }

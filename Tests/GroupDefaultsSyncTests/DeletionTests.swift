@@ -71,7 +71,7 @@ struct DeletionTests {
         arguments: StorageBackend.allCases
     )
     func deleteAfterPurge(backend: StorageBackend) async throws {
-        try await SyncServer.with(backend, ["--tombstone-seconds", "1", "--purge-interval", "1"]) { server in
+        try await SyncServer.with(backend, tombstonesKept: .seconds(1), purgedEvery: .seconds(1)) { server in
             let suite = "group.deletions.purged"
             let a = try Device(suite, server: server)
             let b = try Device(suite, server: server)

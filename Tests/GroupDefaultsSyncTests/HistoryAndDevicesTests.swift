@@ -88,7 +88,7 @@ struct HistoryAndDevicesTests {
     func historyAfterPurge(backend: StorageBackend) async throws {
         // Deletions kept 15 s (time for the writes and the first look, also while every other test
         // runs on two cores: 5 s was once too little), purged every second.
-        try await SyncServer.with(backend, ["--tombstone-seconds", "15", "--purge-interval", "1"]) { server in
+        try await SyncServer.with(backend, tombstonesKept: .seconds(15), purgedEvery: .seconds(1)) { server in
             let suite = "group.history.purge"
             try await withToolPair(suite) { phone, _ in
                 try await phone.configure(server)

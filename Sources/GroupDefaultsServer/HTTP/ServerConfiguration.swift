@@ -1,7 +1,8 @@
 package import GroupDefaultsWire
 package import Logging
 
-/// What the server runs with; the executable fills it from its options.
+/// What the server runs with; the executable fills it from its settings. The defaults of `init`
+/// are the only ones: `groupdefaults-server`'s settings (`ServerSettings`) take theirs from here.
 package struct ServerConfiguration: Sendable {
     package var host: String
     package var port: Int

@@ -2,24 +2,28 @@ import AsyncHTTPClient
 import Foundation
 import Glibc
 import GroupDefaults
+import GroupDefaultsServer
 import GroupDefaultsSync
 import GroupDefaultsWire
 import NIOCore
 import TestSupport
 import Testing
 
-/// A real `groupdefaults-server` on loopback for sync tests: its store (a fresh data directory or
-/// PostgreSQL database), one token for the account, and an HTTP client to reach it in-process.
+/// A real `groupdefaults-server` on loopback for sync tests (or, for settings no flag sets, the
+/// server built in this process): its store (a fresh data directory or PostgreSQL database), one
+/// token for the account, and an HTTP client to reach it in-process.
 final class SyncServer: Sendable {
     let backend: StorageBackend
     /// `--data-dir DIR` or `--postgres-url URL`.
     let storage: [String]
     let token: String
     let http: HTTPClient
-    /// Arguments of `serve` besides the storage and the port (limits, hidden test options).
+    /// Arguments of `serve` besides the storage and the port (limits).
     let serveArguments: [String]
     private let cleanup: @Sendable () -> Void
     private let current: ProcessBox
+    /// The server built in this process, if it is one (`with(_:configure:_:)`), instead of the process.
+    private let inProcess: InProcessServer?
 
     /// The rate limit is out of reach: the tests send many requests on one token, and 429s would
     /// only slow them down (backoff) without testing anything.
@@ -30,7 +34,8 @@ final class SyncServer: Sendable {
         storage: [String],
         token: String,
         serveArguments: [String],
-        process: ServerProcess,
+        process: ServerProcess?,
+        inProcess: InProcessServer? = nil,
         cleanup: @escaping @Sendable () -> Void
     ) throws {
         self.backend = backend
@@ -39,6 +44,7 @@ final class SyncServer: Sendable {
         self.serveArguments = serveArguments
         self.cleanup = cleanup
         current = ProcessBox(process)
+        self.inProcess = inProcess
         http = try SyncClient.makeHTTPClient()
     }
 
@@ -81,9 +87,76 @@ final class SyncServer: Sendable {
         }
     }
 
-    var process: ServerProcess { current.process }
-    var port: Int { process.port }
-    var url: URL { process.url }
+    /// Runs `body` with the server built in this process (`buildApplication`) on a fresh store of
+    /// `backend`, configured as `with(_:_:_:)` runs it but for deletions kept `tombstonesKept` and
+    /// purged every `purgedEvery` (seconds, where `serve` takes days and purges hourly); stops it and
+    /// removes its store afterwards.
+    static func with<T>(
+        _ backend: StorageBackend = .lmdb,
+        tombstonesKept: Duration,
+        purgedEvery: Duration,
+        _ body: (SyncServer) async throws -> T
+    ) async throws -> T {
+        try await with(
+            backend,
+            configure: {
+                $0.tombstoneLifetime = tombstonesKept
+                $0.purgeInterval = purgedEvery
+            },
+            body
+        )
+    }
+
+    /// Runs `body` with the server built in this process on a fresh store of `backend`, with the
+    /// configuration `with(_:_:_:)` gives the executable and what `configure` changes; stops it and
+    /// removes its store afterwards.
+    private static func with<T>(
+        _ backend: StorageBackend,
+        configure: (inout ServerConfiguration) -> Void,
+        _ body: (SyncServer) async throws -> T
+    ) async throws -> T {
+        let (storage, cleanup) = try await backend.serverStorage("gds-sync")
+        let server: SyncServer
+        do {
+            var configuration = try ServerConfiguration.syncTests(storage: storage)
+            configure(&configuration)
+            let running = try await InProcessServer.start(configuration)
+            do {
+                let token = try await ServerTool.createToken(storage: storage)
+                server = try SyncServer(
+                    backend: backend,
+                    storage: storage,
+                    token: token,
+                    serveArguments: [],
+                    process: nil,
+                    inProcess: running,
+                    cleanup: cleanup
+                )
+            } catch {
+                await running.stop()
+                throw error
+            }
+        } catch {
+            cleanup()
+            throw error
+        }
+        do {
+            let result = try await body(server)
+            await server.stop()
+            return result
+        } catch {
+            await server.stop()
+            throw error
+        }
+    }
+
+    /// The server's process (not for a server built in this process).
+    var process: ServerProcess {
+        guard let process = current.process else { preconditionFailure("the server runs in this process") }
+        return process
+    }
+    var port: Int { inProcess?.port ?? process.port }
+    var url: URL { inProcess.map { URL(string: "http://127.0.0.1:\($0.port)")! } ?? process.url }
 
     /// A client of the server's API for `suite`, with this server's token.
     func client(_ suite: String, token: String? = nil) -> SyncClient {
@@ -172,7 +245,7 @@ final class SyncServer: Sendable {
 
     /// SIGTERM (SIGKILL after a grace period), then the store is removed and the client shut down.
     func stop() async {
-        await process.stop()
+        if let inProcess { await inProcess.stop() } else { await process.stop() }
         try? await http.shutdown()
         cleanup()
     }
@@ -180,8 +253,8 @@ final class SyncServer: Sendable {
 
 /// The current server process (replaced by `killAndRestart`).
 private final class ProcessBox: @unchecked Sendable {  // replaced only by the test's own task
-    var process: ServerProcess
-    init(_ process: ServerProcess) { self.process = process }
+    var process: ServerProcess?
+    init(_ process: ServerProcess?) { self.process = process }
 }
 
 /// Reading the Prometheus text of `/metrics`.
