@@ -101,7 +101,7 @@ extension SharedDefaults.Transaction {
     }
 
     /// Keeps a replaced value in the conflict journal (`trimJournal` bounds it afterwards).
-    private func keep(key: String, encodedValue: UnsafeRawBufferPointer?, stamp: Stamp, winner: Stamp) throws {
+    private func keep(key: String, encodedValue: UnsafeRawBufferPointer?, stamp: Stamp, winner: Stamp, refusal: String? = nil) throws {
         if journal == nil {
             journal = (try ConflictJournal.nextID(txn), try journalBounds(), store.wallClockMilliseconds())
         }
@@ -113,6 +113,7 @@ extension SharedDefaults.Transaction {
             stamp: stamp,
             winner: winner,
             now: journal!.now,
+            refusal: refusal,
             scratch: &scratch
         )
         journal!.nextID += 1
@@ -123,21 +124,7 @@ extension SharedDefaults.Transaction {
     func keepRefused(key: String, stamp: Stamp, reason: String) throws {
         try checkUsable()
         try perform(key: nil) {
-            if journal == nil {
-                journal = (try ConflictJournal.nextID(txn), try journalBounds(), store.wallClockMilliseconds())
-            }
-            try ConflictJournal.put(
-                txn,
-                id: journal!.nextID,
-                key: key,
-                encodedValue: nil,
-                stamp: stamp,
-                winner: Stamp(hlc: HLC(rawValue: 0), origin: 0),
-                now: journal!.now,
-                refusal: reason,
-                scratch: &scratch
-            )
-            journal!.nextID += 1
+            try keep(key: key, encodedValue: nil, stamp: stamp, winner: Stamp(hlc: HLC(rawValue: 0), origin: 0), refusal: reason)
         }
     }
 

@@ -76,15 +76,7 @@ final class SyncServer: Sendable {
         _ arguments: [String] = [],
         _ body: (SyncServer) async throws -> T
     ) async throws -> T {
-        let server = try await start(backend, arguments)
-        do {
-            let result = try await body(server)
-            await server.stop()
-            return result
-        } catch {
-            await server.stop()
-            throw error
-        }
+        try await start(backend, arguments).running(body)
     }
 
     /// Runs `body` with the server built in this process (`buildApplication`) on a fresh store of
@@ -140,12 +132,17 @@ final class SyncServer: Sendable {
             cleanup()
             throw error
         }
+        return try await server.running(body)
+    }
+
+    /// Runs `body` with this server, then stops it, also when `body` throws.
+    private func running<T>(_ body: (SyncServer) async throws -> T) async throws -> T {
         do {
-            let result = try await body(server)
-            await server.stop()
+            let result = try await body(self)
+            await stop()
             return result
         } catch {
-            await server.stop()
+            await stop()
             throw error
         }
     }
