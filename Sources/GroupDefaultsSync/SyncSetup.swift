@@ -244,8 +244,11 @@ public struct SyncSetup: Sendable {
     /// suite's entries: another suite's recovery key passes the check characters but opens nothing.
     private func recoveredKeys(_ recovery: RecoveryKey, suite: String, keyFile: String) async throws {
         let keys = try await withClient(suite: suite) { client in
-            let keys = SuiteKeys(recoveryKey: recovery, suite: suite, keyBags: try await client.keyBags())
+            let bags = try await client.keyBags()
+            let keys = SuiteKeys(recoveryKey: recovery, suite: suite, keyBags: bags)
             let sample = try await client.snapshot(after: nil, limit: 3).entries
+            // Nothing to check the key against, and nothing to join: new keys start a suite.
+            if sample.isEmpty, bags.anchor == nil, bags.epochs.isEmpty { throw Refusal(.nothingToRecover, suite: suite) }
             let sealer = EntrySealer(keys: keys)
             if !sample.isEmpty, !sample.contains(where: { (try? sealer.open($0)) != nil }) {
                 throw Refusal(.recoveryKeyOpensNothing, suite: suite)
@@ -290,6 +293,9 @@ extension SyncSetup {
             case tokenFileExists
             /// The recovery key opens none of the suite's entries on the server: another suite's.
             case recoveryKeyOpensNothing
+            /// The server holds nothing of the suite (no entry, no key bag): a recovery key joins a
+            /// suite that a device has synced; new keys start one.
+            case nothingToRecover
             /// The server could not be asked how it holds the suite (unreachable, or the token refused).
             case serverNotAsked(SyncError)
         }
@@ -321,6 +327,8 @@ extension SyncSetup {
                 "the token file \(path ?? "") exists already"
             case .recoveryKeyOpensNothing:
                 "this recovery key does not open the entries of \(suite) on the server: is it this suite's?"
+            case .nothingToRecover:
+                "the server holds nothing of \(suite) yet, so a recovery key has nothing to join (new keys start a suite); nothing was changed"
             case .serverNotAsked(let error):
                 "\(error); the server was asked how it holds \(suite), and nothing was changed"
             }

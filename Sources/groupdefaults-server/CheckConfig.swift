@@ -45,16 +45,10 @@ struct CheckConfig: AsyncParsableCommand {
             }
             if setting.name == ServerSettings.postgresConnectTimeout.name && !postgres { continue }
             guard let found = settings.settings.first(where: { $0.name == setting.name }) else { continue }
-            let value = setting.name == ServerSettings.postgresURL.name ? redacted(found.value) : setting.shown(found.value)
+            let value =
+                setting.name == ServerSettings.postgresURL.name ? PostgresStorageConfiguration.redacted(found.value) : setting.shown(found.value)
             lines.append("\(setting.name) = \(value)  (\(found.source))")
         }
         return lines
-    }
-
-    /// A database URL without its password.
-    static func redacted(_ url: String) -> String {
-        guard var components = URLComponents(string: url), components.password != nil else { return url }
-        components.password = "redacted"
-        return components.string ?? "(a URL with a password)"
     }
 }

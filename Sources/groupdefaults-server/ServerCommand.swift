@@ -24,7 +24,25 @@ struct ServerCommand: AsyncParsableCommand {
     /// stderr and exit status 1; help and `--version` print as usual.
     static func main() async {
         await main(reportingAs: groupdefaultsServer, helpHint: "see 'groupdefaults-server help'") {
-            commandLine(Array(CommandLine.arguments.dropFirst()))
+            let arguments = Array(CommandLine.arguments.dropFirst())
+            try refuseConsoleValue(arguments)
+            return commandLine(arguments)
+        }
+    }
+
+    /// `--console on` and `--console off`, the flag's form before it became a switch, said as what to
+    /// write now rather than as an unexpected argument (a service file may still have them).
+    static func refuseConsoleValue(_ arguments: [String]) throws {
+        let values = ["on", "off", "true", "false"]
+        for (index, argument) in arguments.enumerated() {
+            let value =
+                argument.hasPrefix("--console=")
+                ? String(argument.dropFirst("--console=".count))
+                : argument == "--console" && index + 1 < arguments.count ? arguments[index + 1] : nil
+            guard let value, values.contains(value.lowercased()) else { continue }
+            throw CommandFailure(
+                "--console takes no value: give --console or --no-console (a settings file or the environment may say GROUPDEFAULTS_SERVER_CONSOLE=\(value))"
+            )
         }
     }
 

@@ -107,13 +107,13 @@ enum ServerSettings {
         name: "max-wait",
         defaultValue: seconds(base.maxWait),
         abstract: "The longest long-poll, in seconds.",
-        problem: { $0 >= 0 ? nil : "--max-wait must not be negative" }
+        problem: { (0...86_400).contains($0) ? nil : "--max-wait must be 0 to 86400 seconds (a day), not \($0)" }
     )
     static let tombstoneDays = ServerSetting<Int>(
         name: "tombstone-days",
         defaultValue: seconds(base.tombstoneLifetime) / 86_400,
         abstract: "How many days deletions are kept for devices to catch up; older cursors get 410.",
-        problem: { $0 >= 1 ? nil : "--tombstone-days must be at least 1" }
+        problem: { (1...36_500).contains($0) ? nil : "--tombstone-days must be 1 to 36500 (a hundred years), not \($0)" }
     )
     static let tlsCert = ServerSetting<String>(
         name: "tls-cert",
@@ -125,7 +125,11 @@ enum ServerSettings {
         name: "rate-limit",
         defaultValue: base.rateLimit.requestsPerSecond,
         abstract: "Requests per second one token may make (twice that in a burst); 429 beyond.",
-        problem: { $0 > 0 && $0.isFinite ? nil : "--rate-limit must be a positive number" }
+        problem: {
+            // A burst is twice the rate, and a request takes one: below 0.5 a token never gets one.
+            guard $0 > 0 && $0.isFinite else { return "--rate-limit must be a positive number" }
+            return $0 >= 0.5 ? nil : "--rate-limit must be at least 0.5 (a token's burst, twice the rate, must hold one request), not \($0)"
+        }
     )
     static let maxValueBytes = ServerSetting<Int>(
         name: "max-value-bytes",

@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandLineSupport
 import Configuration
 import Foundation
+import GroupDefaultsWire
 import Synchronization
 
 /// Where the server's commands take their settings from: flags, the environment
@@ -122,14 +123,15 @@ enum SettingsSources {
         return settings
     }
 
-    /// `MAX_WAIT` → `max-wait`, if that is a setting.
+    /// `MAX_WAIT` → `max-wait`, if that is a setting. Names are exact, as shells and systemd take
+    /// them: `max_wait` or `MAX-WAIT` is another variable, and not a setting.
     static func settingName(_ suffix: String, where place: String) throws -> String {
         let name = suffix.lowercased().replacingOccurrences(of: "_", with: "-")
-        guard ServerSettings.named(name) != nil else {
-            throw CommandFailure(
-                "\(place): \(ServerSettings.prefix)\(suffix) is not a setting; the settings are "
-                    + ServerSettings.all.map(\.variable).joined(separator: ", ")
-            )
+        guard let setting = ServerSettings.named(name), setting.variable == ServerSettings.prefix + suffix else {
+            let variables = ServerSettings.all.map(\.variable)
+            let meant = ServerSettings.named(name)?.variable ?? Spelling.nearest(to: ServerSettings.prefix + suffix, among: variables)
+            let advice = meant.map { "did you mean \($0)?" } ?? "the settings are " + variables.joined(separator: ", ")
+            throw CommandFailure("\(place): \(ServerSettings.prefix)\(suffix) is not a setting; \(advice)")
         }
         return name
     }

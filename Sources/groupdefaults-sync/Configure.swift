@@ -217,6 +217,13 @@ extension SyncCommand {
                 return CommandFailure("the token file \(refusal.path ?? "") exists already: give another --token-file")
             case .recoveryKeyOpensNothing:
                 return CommandFailure(refusal.description)
+            case .nothingToRecover:
+                return CommandFailure(
+                    """
+                    the server holds nothing of \(suite) yet, so a recovery key has nothing to join: sync the device that made it \
+                    first, or start the suite with --encrypt; nothing was changed
+                    """
+                )
             case .serverNotAsked(let error) where error.kind == .authenticationNeeded:
                 // The token this very command names: no advice to run configure again. Status 3 when
                 // the server refused it; a token file that cannot be read is a mistake like any other.

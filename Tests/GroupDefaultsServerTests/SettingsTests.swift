@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GroupDefaultsServer
 import TestSupport
 import Testing
 
@@ -88,6 +89,12 @@ struct SettingsTests {
             ("GROUPDEFAULTS_SERVER_PORT=80\nport 9000\n", [:], ":2: expected NAME=value"),
             ("PORT=9000\n", [:], ":1: 'PORT' is not a setting"),
             ("GROUPDEFAULTS_SERVER_PROT=9000\n", [:], ":1: GROUPDEFAULTS_SERVER_PROT is not a setting"),
+            // Names are exact, as shells and systemd take them; the one meant is named.
+            ("GROUPDEFAULTS_SERVER_port=9000\n", [:], ":1: GROUPDEFAULTS_SERVER_port is not a setting; did you mean GROUPDEFAULTS_SERVER_PORT?"),
+            (
+                "", ["GROUPDEFAULTS_SERVER_MAX-WAIT": "5"],
+                "GROUPDEFAULTS_SERVER_MAX-WAIT is not a setting; did you mean GROUPDEFAULTS_SERVER_MAX_WAIT?"
+            ),
             ("GROUPDEFAULTS_SERVER_HISTORY=abc\n", [:], ":1: GROUPDEFAULTS_SERVER_HISTORY: "),
             ("GROUPDEFAULTS_SERVER_POSTGRES_URL=mysql://x\n", [:], ":1: GROUPDEFAULTS_SERVER_POSTGRES_URL: "),
             ("", ["GROUPDEFAULTS_SERVER_HEARTBEAT": "99"], "environment: GROUPDEFAULTS_SERVER_HEARTBEAT: "),
@@ -194,5 +201,34 @@ struct SettingsTests {
             refused.status == 1 && refused.stderr.contains("environment: GROUPDEFAULTS_SERVER_CONSOLE: --console must be on or off"),
             "\(refused)"
         )
+        // The flag's earlier form, `--console off`, is told what to write now.
+        for old in [["--console", "off"], ["--console=on"]] {
+            let told = try await checkConfig(["--data-dir", "/tmp/gds-unused"] + old)
+            #expect(told.status == 1 && told.stderr.contains("--console takes no value: give --console or --no-console"), "\(old): \(told)")
+        }
+    }
+
+    @Test("bounds that keep the server up: a day's long-poll at most, a century of tombstones, a rate that lets a request through")
+    func bounds() async throws {
+        for (option, value, expected) in [
+            ("--max-wait", "86401", "--max-wait must be 0 to 86400"),
+            ("--tombstone-days", "106751991167301", "--tombstone-days must be 1 to 36500"),
+            ("--rate-limit", "0.1", "--rate-limit must be at least 0.5"),
+        ] {
+            let refused = try await checkConfig(["--data-dir", "/tmp/gds-unused", option, value])
+            #expect(refused.status == 1 && refused.stderr.contains(expected), "\(option) \(value): \(refused)")
+        }
+    }
+
+    @Test("a database password and the metrics token are never shown: not in a refused URL, not where a configuration is printed (debug logs)")
+    func secretsNotShown() async throws {
+        for url in ["postgres://u:secret@h:notaport/db", "postgres://u:secret@h:5432/db?sslmode=require"] {
+            let refused = try await checkConfig(["--postgres-url", url])
+            #expect(refused.status == 1 && !refused.stderr.contains("secret") && refused.stderr.contains("u:redacted@h"), "\(refused)")
+        }
+        var configuration = ServerConfiguration(storage: .postgres(try PostgresStorageConfiguration(url: "postgres://u:secret@h/db")))
+        configuration.metricsToken = "metrics-token-0123456789"
+        let printed = "\(configuration) \(String(reflecting: configuration))"
+        #expect(!printed.contains("secret") && !printed.contains("metrics-token"), "\(printed)")
     }
 }

@@ -10,7 +10,7 @@ import Testing
 @Suite("Sync set-up in process", .timeLimit(.minutes(2)))
 struct SyncSetupTests {
     @Test(
-        "new keys on one device, its recovery key on another: the second reads what the first wrote; a plain configuration is refused first and leaves nothing"
+        "new keys on one device, its recovery key on another: the second reads what the first wrote; a plain configuration, or a recovery key for a suite the server lacks, is refused and leaves nothing"
     )
     func newKeysThenRecovery() async throws {
         let suite = "group.setup.inprocess"
@@ -51,6 +51,21 @@ struct SyncSetupTests {
                     let tablet = try SharedDefaults(existingSuiteName: suite, directory: tabletFolder)
                     _ = try await SyncEngine(configured: tablet, http: server.http).syncOnce()
                     #expect(tablet.string(forKey: "sound") == "chime.caf")
+
+                    // A recovery key for a suite the server holds nothing of: nothing to join, nothing made.
+                    var elsewhere = recovering
+                    elsewhere.keyFile = tabletFolder.appendingPathComponent("other.keys").path
+                    let nothing = await #expect(throws: SyncSetup.Refusal.self) {
+                        try await elsewhere.configure(suiteName: "group.setup.none", directory: tabletFolder)
+                    }
+                    guard case .nothingToRecover? = nothing?.reason else {
+                        Issue.record("refused for another reason: \(String(describing: nothing))")
+                        return
+                    }
+                    #expect(!FileManager.default.fileExists(atPath: elsewhere.keyFile!), "no key file")
+                    #expect(throws: SharedDefaultsError.self, "no suite was created") {
+                        try SharedDefaults(existingSuiteName: "group.setup.none", directory: tabletFolder)
+                    }
                 }
             }
         }

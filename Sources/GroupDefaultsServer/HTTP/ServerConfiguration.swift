@@ -139,3 +139,12 @@ package struct ConsoleConfiguration: Sendable, Hashable {
         self.signInWindow = signInWindow
     }
 }
+
+extension ServerConfiguration: CustomStringConvertible {
+    /// Where the server listens and stores, and nothing secret (the metrics token, a database
+    /// password): a log line may print a configuration, as swift-service-lifecycle's debug lines
+    /// print each service.
+    package var description: String {
+        "ServerConfiguration(\(host):\(port), storage: \(storage))"
+    }
+}

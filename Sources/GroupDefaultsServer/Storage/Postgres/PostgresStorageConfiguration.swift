@@ -40,7 +40,7 @@ package struct PostgresStorageConfiguration: Sendable {
             let host = components.host, !host.isEmpty,
             let user = components.user, !user.isEmpty
         else {
-            throw StorageConfigurationError("not a PostgreSQL URL (postgres://user@host:port/database): \(text)")
+            throw StorageConfigurationError("not a PostgreSQL URL (postgres://user@host:port/database): \(Self.redacted(text))")
         }
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         self.init(
@@ -51,8 +51,21 @@ package struct PostgresStorageConfiguration: Sendable {
             database: path.isEmpty ? user : path
         )
         if let mode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value, mode != "disable" {
-            throw StorageConfigurationError("sslmode=\(mode): TLS to PostgreSQL is not supported yet (\(text))")
+            throw StorageConfigurationError("sslmode=\(mode): TLS to PostgreSQL is not supported yet (\(Self.redacted(text)))")
         }
+    }
+
+    /// A database URL as it may be shown: its password, if any, replaced by `redacted`, also in
+    /// text that does not parse as a URL (everything between the user's `:` and the last `@`).
+    package static func redacted(_ url: String) -> String {
+        if var components = URLComponents(string: url), components.password != nil {
+            components.password = "redacted"
+            if let text = components.string { return text }
+        }
+        guard let scheme = url.range(of: "://"), let at = url.range(of: "@", options: .backwards), scheme.upperBound < at.lowerBound,
+            let colon = url[scheme.upperBound..<at.lowerBound].firstIndex(of: ":")
+        else { return url }
+        return String(url[..<url.index(after: colon)]) + "redacted" + String(url[at.lowerBound...])
     }
 
     var clientConfiguration: PostgresClient.Configuration {
@@ -85,5 +98,12 @@ package struct PostgresStorageConfiguration: Sendable {
         configuration.options.connectTimeout = .init(connectTimeout)
         configuration.options.additionalStartupParameters = [("application_name", applicationName)]
         return configuration
+    }
+}
+
+extension PostgresStorageConfiguration: CustomStringConvertible {
+    /// The database's URL without its password: a log line may print a configuration.
+    package var description: String {
+        "postgres://\(username)\(password == nil ? "" : ":redacted")@\(host):\(port)/\(database)"
     }
 }
