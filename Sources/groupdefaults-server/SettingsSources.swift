@@ -89,14 +89,17 @@ enum SettingsSources {
 
     /// The settings of a file, each blamed on its line.
     static func read(file path: String) throws -> [Setting] {
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
+        // Read to its end, so that a pipe (`--config <(…)`) and /dev/null are files like others.
+        var isFolder: ObjCBool = false
+        let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isFolder)
+        let data = exists && !isFolder.boolValue ? FileHandle(forReadingAtPath: path).map { $0.readDataToEndOfFile() } : nil
+        guard let data, let text = String(data: data, encoding: .utf8) else {
             let why =
-                !FileManager.default.fileExists(atPath: path)
+                !exists
                 ? "no such file"
-                : !FileManager.default.isReadableFile(atPath: path) ? "permission denied" : "it is not UTF-8 text"
+                : isFolder.boolValue
+                    ? "it is a folder: name the file itself"
+                    : !FileManager.default.isReadableFile(atPath: path) ? "permission denied" : "it is not UTF-8 text"
             throw CommandFailure("cannot read the settings file \(path): \(why)")
         }
         var settings: [Setting] = []

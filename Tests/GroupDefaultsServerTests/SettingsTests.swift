@@ -208,6 +208,17 @@ struct SettingsTests {
         }
     }
 
+    @Test("a settings file that is a folder is named as one; a pipe and /dev/null are read like files")
+    func unusualFiles() async throws {
+        let folder = ServerTool.temporaryDirectory("gds-settings-folder")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let refused = try await checkConfig(["--data-dir", "/tmp/gds-unused", "--config", folder])
+        #expect(refused.status == 1 && refused.stderr.contains("\(folder): it is a folder"), "\(refused)")
+        let empty = try await checkConfig(["--data-dir", "/tmp/gds-unused", "--config", "/dev/null"])
+        #expect(empty.status == 0, "\(empty)")
+    }
+
     @Test("bounds that keep the server up: a day's long-poll at most, a century of tombstones, a rate that lets a request through")
     func bounds() async throws {
         for (option, value, expected) in [
