@@ -16,14 +16,17 @@ extension SharedDefaults {
         public enum Durability: Sendable, Hashable {
             /// Every committed write is in the operating system's page cache, shared by all processes,
             /// the moment `set` (or `write`) returns: it survives the crash or `kill -9` of any process,
-            /// the writer included. It does not survive an operating-system crash or power loss
-            /// unless `synchronize()` ran after it (the kernel also writes pages back by itself,
-            /// typically within 30 seconds); after such a crash the file may have to be restored from
-            /// a backup, because pages can reach the disk out of order.
+            /// the writer included. An operating-system crash or power loss never damages the suite:
+            /// it opens as it was at its last durability point, which is at most `durabilityInterval`
+            /// (1 second) after a write (and at `synchronize()`, and when the last handle of a process
+            /// closes or the process exits); writes after that point are lost. A suite put back that
+            /// way says so once: in the log, in `info()` (`Info.lastRestore`) and to observers
+            /// (`Change.Kind.restored`); a synced suite then reads the server's state again.
             case processCrashSafe
-            /// Each commit is flushed to disk (data pages, then the meta page) before `set` or `write`
-            /// returns: committed writes survive power loss and operating-system crashes, on disks that
-            /// honour flushes. Costs a flush per commit (hundreds of microseconds or more).
+            /// Each commit is flushed to disk (data pages, then the meta page) and is a durability
+            /// point before `set` or `write` returns: committed writes survive power loss and
+            /// operating-system crashes, on disks that honour flushes. Costs a flush and a copy of the
+            /// suite per commit (about a millisecond for a small suite, more for a large one).
             case fsyncEveryCommit
         }
 
@@ -51,6 +54,10 @@ extension SharedDefaults {
         /// When a committed write is safe: `.processCrashSafe` (the default) or `.fsyncEveryCommit`.
         /// Per handle: two handles on one suite may choose differently.
         public var durability: Durability = .processCrashSafe
+        /// With `.processCrashSafe`, how soon after a commit of this handle the suite reaches a
+        /// durability point (a flushed copy that survives a power cut): at most this long. Shorter
+        /// loses less in a power cut and copies the suite more often while it is written.
+        public var durabilityInterval: Duration = .seconds(1)
         /// The modes of the suite's files and directory when this process creates them: `.owner`
         /// (0600 and 0700, the default) or `.group` (0660 and 0770). Existing files keep their mode.
         public var fileSharing: FileSharing = .owner
@@ -110,7 +117,8 @@ extension SharedDefaults {
                 maximumReaders: UInt32(clamping: maximumReaders),
                 structureCheckLimit: structureCheckLimit,
                 verifiedStateOffset: trustsVerifiedState ? Sidecar.verifiedStateOffset : nil,
-                diskFlush: diskFlush
+                diskFlush: diskFlush,
+                durableCopyRecordOffset: Sidecar.bootRecordOffset
             )
         }
 

@@ -117,15 +117,29 @@ extension SharedDefaults {
         public var maximumReaders: Int
         /// This handle's durability (`Configuration.durability`).
         public var durability: Configuration.Durability
+        /// This handle's `Configuration.durabilityInterval`.
+        public var durabilityInterval: Duration
         /// This store's origin id, which stamps its writes for sync.
         public var origin: UInt64
+        /// The last time the suite was put back to its last durability point after an
+        /// operating-system crash or power loss (see `Configuration.Durability.processCrashSafe`);
+        /// nil if it never was.
+        public var lastRestore: Restore?
+    }
+
+    /// A suite put back to its last durability point after an operating-system crash or power loss.
+    public struct Restore: Sendable, Hashable {
+        /// When the suite was put back (when it was first opened after the crash).
+        public var restoredAt: Date
+        /// When the durability point it was put back to was made: changes after it were lost.
+        public var pointTime: Date
     }
 
     /// Facts about the suite's file and use, for diagnostics (`groupdefaults info`).
     public func info() throws -> Info {
         do {
-            let (keyCount, lastSequence) = try store.read { txn in
-                (try txn.count(.values), try ChangeLog.tail(txn).sequence)
+            let (keyCount, lastSequence, lastRestore) = try store.read { txn in
+                (try txn.count(.values), try ChangeLog.tail(txn).sequence, Self.lastRestore(try txn.get(.meta, MetaKey.lastRestore)))
             }
             let environment = try store.environment.info()
             let readers = try store.environment.liveReaderCount()
@@ -142,11 +156,21 @@ extension SharedDefaults {
                 readers: readers,
                 maximumReaders: environment.maximumReaders,
                 durability: configuration.durability,
-                origin: store.origin
+                durabilityInterval: configuration.durabilityInterval,
+                origin: store.origin,
+                lastRestore: lastRestore
             )
         } catch {
             throw store.translate(error, key: nil)
         }
+    }
+
+    private static func lastRestore(_ record: UnsafeRawBufferPointer?) -> Restore? {
+        guard let record, record.count == 16 else { return nil }
+        let date = { (offset: Int) in
+            Date(timeIntervalSince1970: Double(UInt64(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: UInt64.self))) / 1000)
+        }
+        return Restore(restoredAt: date(0), pointTime: date(8))
     }
 
     // MARK: Verifying
@@ -398,7 +422,7 @@ extension SharedDefaults {
     /// nothing beside it.
     private static func withFile<T>(at fileURL: URL, configuration: Configuration, _ body: (SharedDefaults) throws -> T) throws -> T {
         let path = fileURL.absoluteURL.path
-        let sidecars: [String] = [path + "-lock", path + "-notify"]
+        let sidecars: [String] = [path + "-lock", path + "-notify", path + "-durable"]
         let made = sidecars.filter { access($0, F_OK) != 0 }
         defer { for sidecar in made { unlink(sidecar) } }
         return try { try body(SharedDefaults(fileURL: fileURL, configuration: configuration)) }()  // closed when this returns

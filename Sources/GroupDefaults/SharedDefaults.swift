@@ -72,7 +72,7 @@ public final class SharedDefaults: Sendable {
     /// reported like a failure of a non-throwing call (`lastError`, `Configuration.onError`), with code
     /// `storageFailure`.
     public func write<T>(_ body: (Transaction) throws -> T) throws -> T {
-        try store.write(sync: syncsEveryCommit, flushFailed: { report($0) }, body)
+        try store.write(sync: syncsEveryCommit, durableWithin: configuration.durabilityInterval, flushFailed: { report($0) }, body)
     }
 
     /// Runs `body` on a consistent snapshot of the suite; the transaction is read-only.

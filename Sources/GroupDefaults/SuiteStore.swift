@@ -12,6 +12,8 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     let environment: Environment
     /// The wake-up slots of observers in every process (see `Sidecar`).
     let sidecar: Sidecar
+    /// When this process makes the suite's durability points.
+    let durabilityPoints: DurabilityPoints
     /// This store's origin id, which stamps its writes (see `readOrCreateIdentity`).
     var origin: UInt64 { originValue.load(ordering: .acquiring) }
     private let originValue: Atomic<UInt64>
@@ -76,6 +78,10 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         } catch {
             throw Self.translate(error, suite: location.suiteName, path: path, key: nil, opening: true)
         }
+        let logger = configuration.logger
+        durabilityPoints = DurabilityPoints(environment: environment) { error in
+            (logger ?? SharedDefaults.defaultLogger).error("making a durability point of \(path) failed: \(error)")
+        }
         do {
             if let mapping = environment.lockFileMapping {
                 sidecar = try Sidecar(borrowing: environment.lockFileDescriptor, mapping: mapping)
@@ -90,10 +96,27 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             let identity = try Self.readOrCreateIdentity(environment)
             originValue = Atomic(identity.origin)
             originConfirmed = Atomic(identity.ownFile)
+            if identity.created { durabilityPoints.committed(within: configuration.durabilityInterval) }
         } catch {
             sidecar.close()
             environment.close()
             throw Self.translate(error, suite: location.suiteName, path: path, key: nil, opening: true)
+        }
+        if let recovery = environment.recovery { recordRestore(recovery) }
+    }
+
+    /// Says once that opening put the suite back to its last durability point after a reboot: in
+    /// the log, and in the suite (`Transaction.recordRestore`: for `info()`, observers and sync).
+    private func recordRestore(_ recovery: DurableCopy.Recovery) {
+        let pointTime = recovery.pointTime / 1_000_000
+        let when = Date(timeIntervalSince1970: Double(pointTime) / 1000)
+        logger.warning(
+            "\(path): after an operating-system crash or power loss the suite was put back to its last durability point (\(when)); changes made after it are lost"
+        )
+        do {
+            try write(sync: false, durableWithin: configuration.durabilityInterval) { tx in try tx.recordRestore(pointTime: pointTime) }
+        } catch {
+            logger.error("\(path): recording that the suite was put back to its last durability point failed: \(error)")
         }
     }
 
@@ -105,16 +128,17 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// new origin, so that two devices never share one. (Moving the file keeps it.) Opening never
     /// writes an existing file (a damaged one must stay as it is): the first write of this process
     /// settles the origin (`confirmOrigin`).
-    private static func readOrCreateIdentity(_ environment: Environment) throws -> (origin: UInt64, ownFile: Bool) {
-        if let found = try environment.read({ try readIdentity($0, file: environment.fileID) }) { return found }
+    private static func readOrCreateIdentity(_ environment: Environment) throws -> (origin: UInt64, ownFile: Bool, created: Bool) {
+        if let found = try environment.read({ try readIdentity($0, file: environment.fileID) }) { return (found.origin, found.ownFile, false) }
         return try environment.write(sync: false) { txn in
-            if let found = try readIdentity(txn, file: environment.fileID) { return found }  // another process created it first
+            // Another process may have created it first.
+            if let found = try readIdentity(txn, file: environment.fileID) { return (found.origin, found.ownFile, false) }
             // Only a new, empty store gets an identity; one whose identity is gone is damaged.
             guard try txn.count(.meta) == 0, try txn.count(.values) == 0 else {
                 throw CorruptBytes("the store's format record is missing")
             }
             try withUnsafeBytes(of: layoutVersion.littleEndian) { try txn.put(.meta, MetaKey.format, $0) }
-            return (try newOrigin(txn, file: environment.fileID), true)
+            return (try newOrigin(txn, file: environment.fileID), true, true)
         }
     }
 
@@ -156,6 +180,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         }
         originValue.store(origin, ordering: .releasing)
         originConfirmed.store(true, ordering: .releasing)
+        durabilityPoints.committed(within: configuration.durabilityInterval)
     }
 
     // MARK: Registry: one store per file per process
@@ -203,6 +228,17 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         }
     }
 
+    /// Makes the due durability point of every suite this process has open (at exit).
+    static func makeDueDurabilityPoints() {
+        registry.withLock { first in
+            var store = first
+            while let current = store {
+                if !current.environment.isInherited { current.durabilityPoints.makeDuePoint() }
+                store = current.nextInRegistry
+            }
+        }
+    }
+
     /// Takes one more handle on this store (for a reader that may outlive the caller's handles).
     func retain() {
         Self.registry.withLock { _ in handles += 1 }
@@ -234,6 +270,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
                 previous?.nextInRegistry = nextInRegistry
             }
             nextInRegistry = nil
+            durabilityPoints.finish()
             sidecar.close()
             environment.close()  // under the registry lock: a new open of the file waits for this
         }
@@ -256,6 +293,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// process sees it, observers are woken) and `flushFailed` is told, with a `storageFailure`.
     func write<T>(
         sync: Bool,
+        durableWithin interval: Duration,
         flushFailed: (SharedDefaultsError) -> Void = { _ in },
         _ body: (SharedDefaults.Transaction) throws -> T
     ) throws -> T {
@@ -305,6 +343,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             if changed {
                 sidecar.signalWatchers()  // other processes' observers
                 activeHub?.bump()  // this process's observers, at once
+                if !sync { durabilityPoints.committed(within: interval) }
             }
             return result
         } catch {
@@ -505,6 +544,9 @@ enum MetaKey {
     nonisolated(unsafe) static let syncDeclaredLocal = UnsafeRawBufferPointer(staticString: "sync.local-keys")
     /// How many pulled entries were not applied because their key is local-only, u64 little-endian.
     nonisolated(unsafe) static let syncIgnored = UnsafeRawBufferPointer(staticString: "sync.ignored")
+    /// The last time the suite was put back to its durability point after a reboot: when (u64
+    /// milliseconds since 1970) and the point's time (u64 milliseconds), little-endian.
+    nonisolated(unsafe) static let lastRestore = UnsafeRawBufferPointer(staticString: "restore.last")
     /// The conflict journal's bounds: how many entries, how many days (two u32, little-endian).
     nonisolated(unsafe) static let journalBounds = UnsafeRawBufferPointer(staticString: "journal.bounds")
     /// The last recovery of a clock that ran ahead (`Transaction`'s `recoverClock`): the log's tail

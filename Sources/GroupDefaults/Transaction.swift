@@ -161,6 +161,22 @@ extension SharedDefaults {
             }
         }
 
+        /// Records that opening put the suite back to its last durability point (made at
+        /// `pointTime`, milliseconds since 1970): a `restored` change for observers, the time for
+        /// `info()`, and, for a synced suite, no cursor, so that its next sync reads the server's
+        /// whole state (what this device pushed after the point comes back from there).
+        func recordRestore(pointTime: UInt64) throws {
+            try perform(key: nil) {
+                _ = try beginChange()
+                try appendLog(.restored, key: "")
+                var record = [UInt8]()
+                BinaryCodec.appendFixed(store.wallClockMilliseconds(), into: &record)
+                BinaryCodec.appendFixed(pointTime, into: &record)
+                try record.withUnsafeBytes { try txn.put(.meta, MetaKey.lastRestore, $0) }
+                if isSynced { _ = try txn.delete(.meta, MetaKey.syncCursor) }
+            }
+        }
+
         /// The stored keys, in byte order.
         public var keys: [String] {
             get throws {

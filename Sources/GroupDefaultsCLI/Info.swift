@@ -1,5 +1,6 @@
 import ArgumentParser
 import CommandLineSupport
+import Foundation
 import GroupDefaults
 
 extension GroupDefaultsCommand {
@@ -26,7 +27,8 @@ extension GroupDefaultsCommand {
                     map: \(info.usedBytes) of \(info.mapSize) bytes used (grows up to \(info.maximumMapSize))
                     last change: \(info.lastSequence)
                     readers: \(info.readers) of \(info.maximumReaders) slots
-                    durability: \(info.durability == .fsyncEveryCommit ? "fsync every commit" : "process-crash safe")
+                    durability: \(Self.durability(info))
+                    last restore: \(info.lastRestore.map(Self.restore) ?? "never")
                     origin: \(info.origin)
                     """
                 )
@@ -44,6 +46,20 @@ extension GroupDefaultsCommand {
                     output("sync: off")
                 }
             }
+        }
+
+        static func durability(_ info: SharedDefaults.Info) -> String {
+            if info.durability == .fsyncEveryCommit { return "fsync every commit" }
+            let interval = info.durabilityInterval
+            let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
+            let shown = seconds == seconds.rounded() ? "\(Int(seconds))" : "\(seconds)"
+            return "process-crash safe; power-cut safe up to \(shown) s before a crash"
+        }
+
+        static func restore(_ restore: SharedDefaults.Restore) -> String {
+            let format = ISO8601DateFormatter()
+            return "\(format.string(from: restore.restoredAt)), to the durability point of \(format.string(from: restore.pointTime)) "
+                + "(after an operating-system crash or power loss; changes after that point were lost)"
         }
     }
 }

@@ -65,6 +65,9 @@ extension GroupDefaultsCommand {
                 case .set: "\(change.sequence) set \(change.key) \(change.value.map(ValueText.oneLine) ?? "")"
                 case .removed: "\(change.sequence) removed \(change.key)"
                 case .cleared: "\(change.sequence) cleared"
+                case .restored:
+                    "\(change.sequence) restored (after an operating-system crash or power loss the suite was put back to its last "
+                        + "durability point: changes after it are gone; read the suite again)"
                 case .reset:
                     "\(change.sequence) reset (changes before it are no longer kept, or the suite was recreated: read the suite again; "
                         + "watching goes on from here)"

@@ -67,6 +67,12 @@ package struct EnvironmentOptions: Sendable {
     package var verifiedStateOffset: Int?
     /// How commits are flushed to disk; nil: LMDB's `mdb_env_sync` (see `DiskFlush`).
     package var diskFlush: (any DiskFlush)?
+    /// Where in the lock file (a 4-byte-aligned offset in its first 4,096 bytes) the boot in which
+    /// the file was last compared with its durable copy is recorded (see `DurableCopy`): set, the
+    /// environment keeps a durable copy (`makeDurabilityPoint`, and every flushed commit) and puts
+    /// it back after a reboot. Nil: no copy (a store whose every commit is flushed, as the sync
+    /// server's).
+    package var durableCopyRecordOffset: Int?
 
     package init(
         databases: [String],
@@ -79,7 +85,8 @@ package struct EnvironmentOptions: Sendable {
         structureCheckLimit: Int,
         writesThroughMap: Bool = true,
         verifiedStateOffset: Int? = nil,
-        diskFlush: (any DiskFlush)? = nil
+        diskFlush: (any DiskFlush)? = nil,
+        durableCopyRecordOffset: Int? = nil
     ) {
         self.writesThroughMap = writesThroughMap
         self.databases = databases
@@ -92,6 +99,7 @@ package struct EnvironmentOptions: Sendable {
         self.structureCheckLimit = structureCheckLimit
         self.verifiedStateOffset = verifiedStateOffset
         self.diskFlush = diskFlush
+        self.durableCopyRecordOffset = durableCopyRecordOffset
     }
 }
 
@@ -239,6 +247,11 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     package let flushCount = Atomic<Int>(0)
     /// How commits are flushed, when the options name a way (see `DiskFlush`).
     private let diskFlush: (any DiskFlush)?
+    /// Whether the environment keeps a durable copy (see `DurableCopy`).
+    private let keepsDurableCopy: Bool
+    private let fileMode: mode_t
+    /// What opening put back from the durable copy after a reboot, if anything.
+    package let recovery: DurableCopy.Recovery?
 
     package init(path: String, options: EnvironmentOptions) throws {
         _ = ForkCount.handlerInstalled
@@ -247,6 +260,8 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         self.structureCheckLimit = options.structureCheckLimit
         self.readerTrees = options.readerTrees
         self.diskFlush = options.diskFlush
+        self.keepsDurableCopy = options.durableCopyRecordOffset != nil
+        self.fileMode = mode_t(options.fileMode)
         self.forkGeneration = ForkCount.current
         idleReader.initialize(to: 0)
         // Kept for the environment's life: the first release of a heap-allocated string in a process
@@ -265,6 +280,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         self.env = opened.env
         self.databases = opened.databases
         self.openCheck = opened.openCheck
+        self.recovery = opened.recovery
         self.lockFile = lockFile
         self.lockFileMapping = opened.mapping
         self.paths = (options.lockFilePath, lockPath)
@@ -283,6 +299,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         var databases: UnsafeMutablePointer<MDB_dbi>
         var openCheck: StructureCheck.Outcome
         var dataFile: DataFile
+        var recovery: DurableCopy.Recovery?
     }
 
     /// The data file as opening found and prepared it, before LMDB opened it.
@@ -324,7 +341,20 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         do {
             if let offset = options.verifiedStateOffset {
                 precondition(offset % 8 == 0 && offset + VerifiedState.size <= lockFileMappedSize)
+            }
+            if options.verifiedStateOffset != nil || options.durableCopyRecordOffset != nil {
                 mapping = try mapLockFile(lockFile, path: options.lockFilePath)
+            }
+            // Before anything reads the file: after a reboot it may be the durable copy's to replace.
+            var recovery: DurableCopy.Recovery?
+            if let offset = options.durableCopyRecordOffset, let mapping {
+                precondition(offset % 4 == 0 && offset + 4 <= lockFileMappedSize)
+                recovery = try DurableCopy.recoverIfRebooted(
+                    path: path,
+                    lmdbLockPath: lockPath,
+                    record: mapping + offset,
+                    fileMode: mode_t(options.fileMode)
+                )
             }
             let dataFile = try prepareFiles(path: path, lockPath: lockPath, options: options)
             env = try openLMDB(path: path, mapSize: dataFile.initialSize, options: options)
@@ -337,7 +367,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                 changeTimeBeforeOpen: dataFile.changeTimeBeforeOpen,
                 metas: dataFile.metas
             )
-            return Opened(env: env!, mapping: mapping, databases: databases, openCheck: openCheck, dataFile: dataFile)
+            return Opened(env: env!, mapping: mapping, databases: databases, openCheck: openCheck, dataFile: dataFile, recovery: recovery)
         } catch {
             if let env { mdb_env_close(env) }
             if let mapping { munmap(mapping, lockFileMappedSize) }
@@ -731,7 +761,17 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                 }
                 return true
             }
-            if done { return }
+            if done {
+                // A flushed commit is a durability point: the copy that a reboot puts back holds it.
+                if sync && keepsDurableCopy {
+                    do {
+                        try makeDurabilityPoint()
+                    } catch {
+                        flushFailed((error as? LMDBError) ?? LMDBError(EIO))
+                    }
+                }
+                return
+            }
             try resizeMap(grow: mustGrow, useReserve: mustGrow && mayUseReserve())
         }
     }
@@ -861,6 +901,22 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     package func sync() throws {
         try checkProcess()
         try flush()
+        if keepsDurableCopy { try makeDurabilityPoint() }
+    }
+
+    /// Makes a durability point (see `DurableCopy`): a flushed copy of the last committed snapshot
+    /// that a reboot puts back, unless the copy already holds the last commit. Returns whether it
+    /// made one; false too on a thread inside a write of this environment, where LMDB's copy would
+    /// wait for the writer lock that thread holds (the caller makes it after the write).
+    @discardableResult
+    package func makeDurabilityPoint() throws -> Bool {
+        guard keepsDurableCopy, !isWritingOnCurrentThread else { return false }
+        try checkProcess()
+        var info = MDB_envinfo()
+        try check(mdb_env_info(env, &info))
+        return try DurableCopy.make(path: path, lockFile: lockFile, lastCommit: UInt64(info.me_last_txnid), fileMode: fileMode) {
+            try copySnapshot(to: $0, compacted: false)
+        }
     }
 
     /// Writes a copy of the last committed snapshot to `fd`, an empty file open for writing, while
@@ -871,7 +927,12 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     /// to copy the meta pages.
     package func copy(to fd: Int32) throws {
         try checkProcess()
-        var flags = UInt32(MDB_CP_COMPACT)
+        try copySnapshot(to: fd, compacted: true)
+    }
+
+    /// `copy(to:)`, compacted or plain (same pages and transaction id).
+    private func copySnapshot(to fd: Int32, compacted: Bool) throws {
+        var flags = compacted ? UInt32(MDB_CP_COMPACT) : 0
         while true {
             let rc = resizeLock.withReadLock { mdb_env_copyfd2(env, fd, flags) }
             if rc == MDB_SUCCESS { return }

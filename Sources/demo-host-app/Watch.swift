@@ -27,6 +27,7 @@ extension HostApp {
                 case .removed: output("removed \(change.key)")
                 case .cleared: output("cleared")
                 case .reset: output("reset (this watcher fell behind the change log)")
+                case .restored: output("restored (the suite was put back to its last durability point after a crash)")
                 }
             }
         }

@@ -13,13 +13,17 @@ extension SharedDefaults {
             /// and missed some: re-read whatever it cares about. The feed continues from the current
             /// end of the log. `sequence` is that end; `key` is empty.
             case reset
+            /// After an operating-system crash or power loss the suite was put back to its last
+            /// durability point (see `Configuration.Durability.processCrashSafe`): changes made after
+            /// it are gone. Re-read whatever you care about. `key` is empty.
+            case restored
         }
 
         /// The change's position in the suite's log: strictly increasing, in commit order.
         public let sequence: UInt64
         /// What happened; `key` and `value` are read according to it.
         public let kind: Kind
-        /// The key changed (empty for `cleared` and `reset`).
+        /// The key changed (empty for `cleared`, `reset` and `restored`).
         public let key: String
         /// For `set`, the value this change wrote, also when the key changed again since; nil for
         /// the other kinds.
@@ -83,6 +87,7 @@ extension SharedDefaults {
             case .removed: return "\(sequence) removed \(key)"
             case .cleared: return "\(sequence) cleared"
             case .reset: return "\(sequence) reset"
+            case .restored: return "\(sequence) restored"
             }
         }
     }

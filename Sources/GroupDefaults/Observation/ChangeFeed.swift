@@ -89,7 +89,7 @@ extension SharedDefaults {
                 }
                 var changes: [SharedDefaults.Change] = []
                 for record in records {
-                    if record.kind != .cleared, let keys, !keys.contains(record.key) { continue }
+                    if record.kind != .cleared && record.kind != .restored, let keys, !keys.contains(record.key) { continue }
                     var value: PropertyListValue?
                     var notKept = false
                     if withValues && record.kind == .set {
@@ -150,6 +150,7 @@ extension SharedDefaults.Change.Kind {
         case .set: self = .set
         case .removed: self = .removed
         case .cleared: self = .cleared
+        case .restored: self = .restored
         }
     }
 }

@@ -4,7 +4,8 @@ internal import GroupDefaultsLMDB
 ///
 /// Key: the sequence number, 8 bytes big-endian, so that key order is commit order. Value:
 /// ```
-/// 0      kind (1 set, 2 removed, 3 cleared), plus 0x80 for a change applied from the server
+/// 0      kind (1 set, 2 removed, 3 cleared, 4 restored: the suite was put back to its last
+///        durability point after a reboot, see `DurabilityPoints`), plus 0x80 for a change applied from the server
 ///        (its origin is then the remote writer's), plus 0x40 when that change replaced a local
 ///        value now kept in the conflict journal, plus 0x20 when the record keeps the value
 /// 1..8   HLC of the change (little-endian)
@@ -28,6 +29,7 @@ enum ChangeLog {
         case set = 1
         case removed
         case cleared
+        case restored
     }
 
     static let headerSize = 17

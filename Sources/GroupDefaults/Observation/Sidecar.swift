@@ -26,8 +26,9 @@ import SystemCalls
 ///
 /// Layout (little-endian 32-bit words): magic, version, the number of slots taken (so that a
 /// writer with no watcher anywhere reads one word), then `slotCount` slots of (pid, pending) from
-/// byte 64. Bytes 16..<64 belong to the LMDB layer: its verified-state record (`VerifiedState`),
-/// which lets an open skip the walk of every page for a file state already checked. A new or reset
+/// byte 64. Bytes 12..<64 belong to the LMDB layer: the boot in which the suite was last compared
+/// with its durable copy (`DurableCopy`), and its verified-state record (`VerifiedState`), which
+/// lets an open skip the walk of every page for a file state already checked. A new or reset
 /// sidecar holds no valid record there, so the next open walks the file.
 final class Sidecar: @unchecked Sendable {  // the mapping's words are only touched atomically
     static let magic: UInt32 = 0x4744_534E  // "GDSN"
@@ -38,6 +39,9 @@ final class Sidecar: @unchecked Sendable {  // the mapping's words are only touc
 
     /// Where in the file the LMDB layer keeps its verified-state record (48 bytes).
     static let verifiedStateOffset = 16
+    /// Where in the file the LMDB layer records the boot in which the suite was last compared with
+    /// its durable copy (4 bytes; see `DurableCopy`).
+    static let bootRecordOffset = 12
 
     let fd: Int32
     private let base: UnsafeMutableRawPointer
