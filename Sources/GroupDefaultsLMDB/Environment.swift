@@ -912,8 +912,9 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     package func makeDurabilityPoint() throws -> Bool {
         guard keepsDurableCopy, !isWritingOnCurrentThread else { return false }
         try checkProcess()
+        // The meta pages live in the map, which growing it (another thread's write) replaces.
         var info = MDB_envinfo()
-        try check(mdb_env_info(env, &info))
+        try resizeLock.withReadLock { () throws(LMDBError) in try check(mdb_env_info(env, &info)) }
         return try DurableCopy.make(path: path, lockFile: lockFile, lastCommit: UInt64(info.me_last_txnid), fileMode: fileMode) {
             try copySnapshot(to: $0, compacted: false)
         }
@@ -957,8 +958,11 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         try checkProcess()
         var info = MDB_envinfo()
         var stat = MDB_stat()
-        try check(mdb_env_info(env, &info))
-        try check(mdb_env_stat(env, &stat))
+        // The meta pages live in the map, which growing it (another thread's write) replaces.
+        try resizeLock.withReadLock { () throws(LMDBError) in
+            try check(mdb_env_info(env, &info))
+            try check(mdb_env_stat(env, &stat))
+        }
         return Info(
             mapSize: info.me_mapsize,
             usedBytes: (info.me_last_pgno + 1) * Int(stat.ms_psize),

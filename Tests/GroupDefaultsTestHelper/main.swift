@@ -114,6 +114,20 @@ do {
             try defaults.write { try $0.set(.integer(i), forKey: "\(rest[0])-\(i)") }
         }
 
+    case "write-loop":  // write-loop PREFIX: sets PREFIX.i = i forever, one commit each, and after each prints
+        // "PREFIX.i NANOSECONDS" (the wall clock once the set returned): the power-cut simulator's writer
+        // that never exits, whose writes reach the disk only through timed durability points.
+        let defaults = try SharedDefaults(suiteName: suite, directory: directory, configuration: configuration)
+        var i = 0
+        while true {
+            i += 1
+            let key = "\(rest[0]).\(i)"
+            try defaults.write { try $0.set(.integer(i), forKey: key) }
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME, &now)
+            say("\(key) \(Int(now.tv_sec) * 1_000_000_000 + now.tv_nsec)")
+        }
+
     case "stream":  // stream: commits forever; each commit sets a, b, c to the same new counter value
         let defaults = try SharedDefaults(suiteName: suite, directory: directory)
         var n = try defaults.read { try $0.value(forKey: "a")?.intValue ?? 0 }
