@@ -17,6 +17,7 @@ import Synchronization
 final class DurabilityPoints: Sendable {
     private struct Due {
         var deadline: ContinuousClock.Instant
+        var interval: Duration
         var generation: UInt64
     }
 
@@ -36,11 +37,14 @@ final class DurabilityPoints: Sendable {
 
     /// A commit that was not flushed: a point within `interval`.
     func committed(within interval: Duration) {
-        let deadline = ContinuousClock.now + interval
         let scheduled = due.withLock { due -> UInt64? in
-            if let due, due.deadline <= deadline { return nil }  // an earlier point covers this commit
+            // A point asked for earlier within no longer an interval comes soon enough (the common
+            // case, a burst of writes: no clock read).
+            if let due, due.interval <= interval { return nil }
+            let deadline = ContinuousClock.now + interval
+            if let due, due.deadline <= deadline { return nil }
             let generation = generations.add(1, ordering: .relaxed).newValue
-            due = Due(deadline: deadline, generation: generation)
+            due = Due(deadline: deadline, interval: interval, generation: generation)
             return generation
         }
         guard let scheduled else { return }

@@ -422,7 +422,7 @@ extension SharedDefaults {
     /// nothing beside it.
     private static func withFile<T>(at fileURL: URL, configuration: Configuration, _ body: (SharedDefaults) throws -> T) throws -> T {
         let path = fileURL.absoluteURL.path
-        let sidecars: [String] = [path + "-lock", path + "-notify", path + "-durable"]
+        let sidecars: [String] = [path + "-lock", path + "-notify", path + "-safe"]
         let made = sidecars.filter { access($0, F_OK) != 0 }
         defer { for sidecar in made { unlink(sidecar) } }
         return try { try body(SharedDefaults(fileURL: fileURL, configuration: configuration)) }()  // closed when this returns

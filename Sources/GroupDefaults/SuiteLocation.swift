@@ -12,7 +12,7 @@ struct SuiteLocation: Sendable {
 
     /// The file extension of a suite's data file.
     static let fileExtension = "lmdb"
-    private static let longestSuffix = ".lmdb-durable.new"
+    private static let longestSuffix = ".lmdb-notify"
     private static let maximumFileNameBytes = 255
 
     init(suiteName: String, directory: URL?) throws {

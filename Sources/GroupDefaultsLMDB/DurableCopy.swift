@@ -2,7 +2,7 @@ internal import CLMDB
 import Glibc
 import SystemCalls
 
-/// The file as it was at its last durability point: `<file>-durable`, a whole copy that a power
+/// The file as it was at its last durability point: `<file>-safe`, a whole copy that a power
 /// cut cannot damage, put back over the file after an operating-system crash or power loss.
 ///
 /// Why. Commits that are not flushed (`MDB_WRITEMAP | MDB_NOSYNC`, the core's default) leave their
@@ -14,7 +14,7 @@ import SystemCalls
 ///
 /// A durability point (`make`) copies the last committed snapshot with `mdb_env_copyfd2` (a plain
 /// copy: the same pages, page numbers and transaction id, taken under a read transaction while
-/// writers go on) to `-durable.new`, flushes it, renames it over `-durable` and flushes the
+/// writers go on) to `-safe~`, flushes it, renames it over `-safe` and flushes the
 /// folder: at every moment one whole copy is on the disk, the last one or the one before it.
 /// Points are made one at a time across processes (an open-file-description lock on a byte of the
 /// lock file) and never replace a copy with an older snapshot.
@@ -36,8 +36,8 @@ package enum DurableCopy {
     }
 
     /// The copy's path for the file at `path`.
-    package static func path(of path: String) -> String { path + "-durable" }
-    static func newPath(of path: String) -> String { path + "-durable.new" }
+    package static func path(of path: String) -> String { path + "-safe" }
+    static func newPath(of path: String) -> String { path + "-safe~" }
 
     /// `F_OFD_SETLKW`, which Swift's Glibc module does not export (it needs _GNU_SOURCE).
     private static let waitForOFDLock: Int32 = 38

@@ -4,7 +4,7 @@
 // reported an error that the command expects and prints as "error CODE" on stdout (see `stop`).
 //
 // Options any command accepts after its arguments: --initial-map-size N, --maximum-map-size N,
-// --maximum-readers N, --fsync (durability .fsyncEveryCommit).
+// --maximum-readers N, --fsync (durability .fsyncEveryCommit), --durability-interval-ms N.
 import Foundation
 import Glibc
 import GroupDefaults
@@ -48,6 +48,7 @@ var configuration: SharedDefaults.Configuration {
     if let size = option("--maximum-map-size") { configuration.maximumMapSize = size }
     if let readers = option("--maximum-readers") { configuration.maximumReaders = readers }
     if rest.contains("--fsync") { configuration.durability = .fsyncEveryCommit }
+    if let milliseconds = option("--durability-interval-ms") { configuration.durabilityInterval = .milliseconds(milliseconds) }
     return configuration
 }
 

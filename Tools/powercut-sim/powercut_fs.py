@@ -7,9 +7,9 @@ pending writes (each page on its own), applied in a random order (Jepsen's LazyF
 
 A rename is durable once its folder is flushed (fsync of the folder); until then it is pending,
 and a cut keeps a random prefix of the pending renames (a journal commits them in order). The
-durability points of a suite (`<suite>.lmdb-durable`, see the LMDB layer's `DurableCopy`) are
+durability points of a suite (`<suite>.lmdb-safe`, see the LMDB layer's `DurableCopy`) are
 written down in STATE.points: when each copy that became durable was started (the creation of its
-`-durable.new`), in nanoseconds: every write acknowledged before it is in that copy.
+`-safe~`), in nanoseconds: every write acknowledged before it is in that copy.
 
 Usage: powercut_fs.py BACKING DURABLE MOUNTPOINT STATE
   BACKING: the files as the processes see them (the page cache's view)
@@ -37,7 +37,7 @@ class PowerCutFS(Operations):
         self.mutex = threading.Lock()
         self.pending = {}  # relative path -> list of (offset, bytes), oldest first
         self.renames = []  # (old, new, copy started at or None) not yet durable, oldest first
-        self.started = {}  # a `-durable.new` path -> when it was created or truncated
+        self.started = {}  # a `-safe~` path -> when it was created or truncated
 
     # Paths
     def _b(self, path):
@@ -57,7 +57,7 @@ class PowerCutFS(Operations):
                 syncs.write(f"{path} {time.time_ns()}\n")
 
     def _note_start(self, path):
-        if path.endswith("-durable.new"):
+        if path.endswith("-safe~"):
             with self.mutex:
                 self.started[path] = time.time_ns()
 
