@@ -36,7 +36,7 @@
 /// Everything a backend keeps, and closing it: what `buildApplication` opens and the commands of
 /// `groupdefaults-server` use.
 package protocol ServerStorage: SyncStore, TokenStore, DeviceStore, PairingStore, KeyBagStore, SuiteAdmin, ConsoleRecordStore,
-    StorageHealthCheck
+    StorageHealthCheck, StorageIncarnation
 {
     /// Closes connections and files.
     func shutdown() async throws

@@ -47,10 +47,19 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
     let waiters = ChangeWaiters()
     let pending = Mutex<[PendingPush]>([])
     let closed = Atomic<Bool>(false)
+    /// Held shared while the store is open: a restore waits for nobody and refuses instead.
+    let inUse: DataDirectoryLock
 
     /// Opens (creating if needed, mode 0700) `directory` and its `sync.lmdb` (mode 0600).
     package init(directory: String, maximumMapSize: Int = 64 << 30) throws {
         try Self.makeDirectory(directory)
+        guard let lock = try DataDirectoryLock.take(in: directory, exclusive: false) else {
+            throw SyncStorageError(
+                .unavailable,
+                "\(directory) is being restored from a backup (groupdefaults-server restore): try again once it is done"
+            )
+        }
+        inUse = lock
         environment = try Environment(
             path: Self.storePath(in: directory),
             options: EnvironmentOptions(
@@ -271,6 +280,7 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             writeQueue.async {
                 readQueue.sync(flags: .barrier) { environment.close() }
+                self.inUse.release()
                 continuation.resume()
             }
         }
