@@ -29,17 +29,20 @@ package enum LMDBBackup {
             unlink(partialPath)
         }
         let environment = storage.environment
-        try await storage.onReadQueue {
+        let copy = try create(copyPath, target: path)
+        defer { close(copy) }
+        // Returned rather than thrown: the queue's errors are the store's (`unavailable`).
+        let failure: BackupFailure? = try await storage.onReadQueue {
             // A damaged store is refused rather than copied.
             do { try environment.verifyStructure() } catch {
-                throw BackupFailure("the store does not verify (\(error)); no backup was written")
+                return BackupFailure("the store does not verify (\(error)); no backup was written")
             }
-            let copy = try create(copyPath, target: path)
-            defer { close(copy) }
             do { try environment.copy(to: copy) } catch {
-                throw BackupFailure("cannot write the backup \(path): \(error); no backup was written")
+                return BackupFailure("cannot write the backup \(path): \(error); no backup was written")
             }
+            return nil
         }
+        if let failure { throw failure }
         // The digest first, then the header and the copy; both passes stream.
         var hasher = SHA256()
         let length = try forEachChunk(of: copyPath) { hasher.update(data: $0) }
