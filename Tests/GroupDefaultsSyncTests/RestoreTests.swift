@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import GroupDefaults
 import GroupDefaultsSync
 import GroupDefaultsWire
@@ -60,6 +61,28 @@ struct RestoreTests {
             #expect(try a.defaults.syncEntry(forKey: "draft")?.isDeleted == true, "the deletion stays a deletion")
             let status = await b.engine.status
             #expect(status.omitted.isEmpty && status.lastError == nil)
+        }
+    }
+
+    @Test("a device in `run` hears of the restore when its event stream ends, and uploads what the restored server lacks")
+    func runningDeviceUploads() async throws {
+        try await SyncServer.with(.lmdb) { server in
+            let suite = "group.restore.run"
+            let phone = ToolDevice(suite)
+            defer { phone.remove() }
+            try await phone.configure(server)
+            #expect(try await phone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
+            #expect(try await phone.sync("sync").status == 0)
+            let backup = try await ServerBackup.take(server)
+            #expect(try await phone.defaultsTool(["write", suite, "sound", "bell.aiff"]).status == 0)
+            let run = try phone.start("run", ["--log-level", "info"])
+            defer { run.signal(SIGKILL) }
+            #expect(await eventually { (try? await server.snapshot(suite).entries["sound"]?.value) == .string("bell.aiff") }, "\(run.stderr)")
+            try await server.killAndRestart { try await ServerBackup.restore(server, from: backup) }
+            #expect(try await server.snapshot(suite).entries["sound"]?.value == .string("ring.caf"), "the restored server is behind")
+            #expect(await eventually { (try? await server.snapshot(suite).entries["sound"]?.value) == .string("bell.aiff") }, "\(run.stderr)")
+            #expect(run.stderr.contains("the server was restored from a backup: uploading what this device holds"), "\(run.stderr)")
+            #expect(await run.terminate().status == 0)
         }
     }
 
