@@ -78,7 +78,12 @@ struct RestoreCommand: AsyncParsableCommand {
                 return
             }
             guard case .embedded(let directory) = configuration, let from else {
-                throw CommandFailure(postgresHint("restore it", "pg_restore --clean --if-exists --single-transaction --dbname \"$URL\" PATH, then `restore --announce`"))
+                throw CommandFailure(
+                    postgresHint(
+                        "restore it",
+                        "pg_restore --clean --if-exists --single-transaction --dbname \"$URL\" PATH, then `restore --announce`"
+                    )
+                )
             }
             let incarnation = try await LMDBBackup.restore(from: from, into: directory)
             // audit: a backup was restored (path, new incarnation), by "command line"

@@ -14,7 +14,8 @@ import Testing
 struct RestoreTests {
     @Test(
         "after a restore, every acknowledged write of every device is on the server and on every device, with no alarm",
-        arguments: StorageBackend.allCases, [false, true]
+        arguments: StorageBackend.allCases,
+        [false, true]
     )
     func restoreLosesNoWrite(backend: StorageBackend, encrypted: Bool) async throws {
         try await SyncServer.with(backend) { server in
@@ -45,7 +46,11 @@ struct RestoreTests {
             #expect(try await b.engine.syncOnce().isInAgreement)
             #expect(try await a.engine.syncOnce().isInAgreement)
             let expected = try a.entries()
-            #expect(expected.mapValues(\.value) == ["sound": .string("bell.aiff"), "volume": .double(0.9), "theme": .string("dark"), "badge": .integer(3)])
+            #expect(
+                expected.mapValues(\.value) == [
+                    "sound": .string("bell.aiff"), "volume": .double(0.9), "theme": .string("dark"), "badge": .integer(3),
+                ]
+            )
             #expect(differences(try b.entries(), expected) == [])
 
             try await server.killAndRestart { try await ServerBackup.restore(server, from: backup) }
@@ -149,7 +154,10 @@ enum ServerBackup {
         case .postgres:
             // README: pg_restore --clean --if-exists --single-transaction --dbname "$URL" PATH,
             // then groupdefaults-server restore --announce --postgres-url "$URL".
-            try await PostgresFixture.runProgram("pg_restore", ["--clean", "--if-exists", "--single-transaction", "--dbname", server.storage[1], path])
+            try await PostgresFixture.runProgram(
+                "pg_restore",
+                ["--clean", "--if-exists", "--single-transaction", "--dbname", server.storage[1], path]
+            )
             let result = try await ServerTool.run(["restore", "--announce"] + server.storage)
             guard result.status == 0 else { throw FixtureError("restore --announce failed: \(result.stderr)") }
         }
