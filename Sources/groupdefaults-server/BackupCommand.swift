@@ -72,7 +72,12 @@ struct RestoreCommand: AsyncParsableCommand {
         try await reportingFailure {
             let configuration = try StorageOptions.configuration(try storage.settings())
             if announce {
-                let incarnation = try await storage.withStorage { store in try await store.renewIncarnation() }
+                let incarnation =
+                    if case .embedded(let directory) = configuration {
+                        try await LMDBBackup.announce(in: directory)
+                    } else {
+                        try await storage.withStorage { store in try await store.renewIncarnation() }
+                    }
                 // audit: a restore was announced (new incarnation), by "command line"
                 output("new incarnation \(incarnation): devices upload what they hold at their next sync")
                 return

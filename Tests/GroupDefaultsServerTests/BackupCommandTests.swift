@@ -68,7 +68,14 @@ struct BackupCommandTests {
             let after = try await incarnation(again)
             #expect(after != nil && after != before, "a restore gives the storage a new incarnation")
             #expect(restored.stdout.contains(after ?? "?"))
+
+            // A restore made otherwise is announced, also only while no server runs.
+            let busy = try await ServerTool.run(["restore", "--announce", "--data-dir", dataDirectory])
+            #expect(busy.status == 1 && busy.stderr.contains("stop it, then announce the restore"), "\(busy.stderr)")
             await again.stop()
+            let announced = try await ServerTool.run(["restore", "--announce", "--data-dir", dataDirectory])
+            #expect(announced.status == 0, "\(announced.stderr)")
+            #expect(announced.stdout.hasPrefix("new incarnation ") && !announced.stdout.contains(after ?? "?"))
         }
     }
 

@@ -13,10 +13,12 @@ struct IncarnationMiddleware<Context: RequestContext>: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard request.uri.path.hasPrefix("/v1/") else { return try await next(request, context) }
+        // Read before the request's work (the first request reads storage): an answer that waited
+        // (a long-poll, woken by a push) goes out as soon as it is woken. Storage that cannot be
+        // read now (PostgreSQL down) leaves the header out: a device compares only the ids it is given.
+        let incarnation = await current()
         var response = try await next(request, context)
-        // Storage that cannot be read now (PostgreSQL down) leaves the header out: a device
-        // compares only the ids it is given.
-        if let incarnation = await current() { response.headers[.init(IncarnationHeader.name)!] = incarnation }
+        if let incarnation { response.headers[.init(IncarnationHeader.name)!] = incarnation }
         return response
     }
 

@@ -117,6 +117,28 @@ package enum LMDBBackup {
         return incarnation
     }
 
+    /// Gives the store of `directory` a new incarnation and returns it (`restore --announce`, after
+    /// the store was put back by other means), while no process uses it: a running server would go
+    /// on naming the old one.
+    package static func announce(in directory: String) async throws -> String {
+        guard LMDBSyncStorage.storeExists(in: directory) else { throw BackupFailure("no server store in \(directory); nothing was changed") }
+        guard let lock = try DataDirectoryLock.take(in: directory, exclusive: true) else {
+            throw BackupFailure(
+                "a server or another command is using the store in \(directory): stop it, then announce the restore; nothing was changed"
+            )
+        }
+        lock.release()  // the store's own open takes it, shared
+        let storage = try LMDBSyncStorage(directory: directory)
+        do {
+            let incarnation = try await storage.renewIncarnation()
+            try await storage.shutdown()
+            return incarnation
+        } catch {
+            try? await storage.shutdown()
+            throw error
+        }
+    }
+
     /// Where the store's bytes start in the backup at `path`, after its header was read and its
     /// length and digest checked.
     static func checkedContent(of path: String) throws -> (offset: Int, length: Int) {
