@@ -5,7 +5,8 @@ import GroupDefaultsServer
 import GroupDefaultsWire
 
 /// `groupdefaults-server`: serve the sync API (`serve`, the default; `check-config` shows its
-/// settings), or manage its tokens, the devices it has seen and the console's operators.
+/// settings), or manage its tokens, the devices it has seen and the console's operators, or back up
+/// and restore its store.
 @main
 struct ServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
