@@ -334,28 +334,13 @@ public actor SyncEngine {
             "the server's copy of the suite was reset by its operator: uploading what this device holds",
             metadata: ["suite": "\(client.suite)"]
         )
-        anchored = false
-        try await anchorIfNeeded()
-        let snapshot = try await readSnapshot()
-        var report = SyncReport()
-        report.add(try apply(snapshot.entries, cursor: snapshot.head))
-        try local { _ = try defaults.markEverythingPending() }
-        joinedSincePush = true
-        return report
+        return try await joinAgain(incarnation: nil)
     }
 
-    /// After the server was restored from a backup (its incarnation changed, or a plain suite's
-    /// revisions went back): it may lack writes it acknowledged, of this device and of others, and
-    /// its revisions may repeat ones this device has seen. As after a reset: the server's snapshot
-    /// merged by last writer wins (an encrypted suite reports nothing rolled back: the operator
-    /// announced the restore), then every value and deletion this device holds marked pending with
-    /// its own stamp, in the transaction that records the new incarnation; `run` uploads at once.
-    /// Each key ends with the latest write any device holds, on the server and every device.
-    private func joinAgainAfterRestore(incarnation: String?) async throws(SyncError) -> SyncReport {
-        logger.warning(
-            "the server was restored from a backup: uploading what this device holds",
-            metadata: ["suite": "\(client.suite)", "incarnation": "\(incarnation ?? "unknown")"]
-        )
+    /// What a device does when the server lost what it held (a reset, a restore): the server's
+    /// snapshot merged by last writer wins, then every value and deletion this device holds marked
+    /// pending with its own stamp (with `incarnation`, recorded in that same transaction).
+    private func joinAgain(incarnation: String?) async throws(SyncError) -> SyncReport {
         anchored = false
         try await anchorIfNeeded()
         let snapshot = try await readSnapshot()
@@ -364,6 +349,20 @@ public actor SyncEngine {
         try local { _ = try defaults.markEverythingPending(serverIncarnation: incarnation) }
         joinedSincePush = true
         return report
+    }
+
+    /// After the server was restored from a backup (its incarnation changed, or a plain suite's
+    /// revisions went back): it may lack writes it acknowledged, of this device and of others, and
+    /// its revisions may repeat ones this device has seen. As after a reset (`joinAgain`), the new
+    /// incarnation recorded with the marks; an encrypted suite reports nothing rolled back (the
+    /// operator announced the restore). `run` uploads at once. Each key ends with the latest write
+    /// any device holds, on the server and every device.
+    private func joinAgainAfterRestore(incarnation: String?) async throws(SyncError) -> SyncReport {
+        logger.warning(
+            "the server was restored from a backup: uploading what this device holds",
+            metadata: ["suite": "\(client.suite)", "incarnation": "\(incarnation ?? "unknown")"]
+        )
+        return try await joinAgain(incarnation: incarnation)
     }
 
     /// The server's incarnation if it differs from the one this suite last synced with: the server
