@@ -69,6 +69,27 @@ struct RestoreTests {
         }
     }
 
+    @Test("PostgreSQL: a pg_restore whose announcement was forgotten still gives a new incarnation (an encrypted suite heals, with no alarm)")
+    func unannouncedPostgresRestore() async throws {
+        try await SyncServer.with(.postgres) { server in
+            let suite = "group.restore.forgotten"
+            let keys = SuiteKeys(recoveryKey: RecoveryKey(), suite: suite)
+            let a = try Device(suite, server: server, keys: keys)
+            defer { a.remove() }
+            try a.set("sound", .string("ring.caf"))
+            try await a.engine.syncOnce()
+            let backup = try await ServerBackup.take(server)
+            try a.set("sound", .string("bell.aiff"))
+            try a.set("volume", .double(0.9))
+            try await a.engine.syncOnce()
+            try await server.killAndRestart { try await ServerBackup.restore(server, from: backup, announcing: false) }
+            let report = try await a.engine.syncOnce()
+            #expect(report.isInAgreement, "no rollback is reported: \(report.refused) \(report.omitted)")
+            let held = try await server.snapshot(suite, keys: keys).entries.mapValues(\.value)
+            #expect(held == ["sound": .string("bell.aiff"), "volume": .double(0.9)])
+        }
+    }
+
     @Test("a device in `run` hears of the restore when its event stream ends, and uploads what the restored server lacks")
     func runningDeviceUploads() async throws {
         try await SyncServer.with(.lmdb) { server in
@@ -145,7 +166,7 @@ enum ServerBackup {
     }
 
     /// Puts the backup at `path` back as `server`'s store (the server is stopped).
-    static func restore(_ server: SyncServer, from path: String) async throws {
+    static func restore(_ server: SyncServer, from path: String, announcing: Bool = true) async throws {
         defer { try? FileManager.default.removeItem(atPath: path) }
         switch server.backend {
         case .lmdb:
@@ -158,6 +179,7 @@ enum ServerBackup {
                 "pg_restore",
                 ["--clean", "--if-exists", "--single-transaction", "--dbname", server.storage[1], path]
             )
+            guard announcing else { return }
             let result = try await ServerTool.run(["restore", "--announce"] + server.storage)
             guard result.status == 0 else { throw FixtureError("restore --announce failed: \(result.stderr)") }
         }
