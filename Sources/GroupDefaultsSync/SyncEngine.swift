@@ -340,12 +340,19 @@ public actor SyncEngine {
     /// What a device does when the server lost what it held (a reset, a restore): the server's
     /// snapshot merged by last writer wins, then every value and deletion this device holds marked
     /// pending with its own stamp (with `incarnation`, recorded in that same transaction).
-    private func joinAgain(incarnation: String?) async throws(SyncError) -> SyncReport {
+    private func joinAgain(incarnation: String?, restored: Bool = false) async throws(SyncError) -> SyncReport {
         anchored = false
         try await anchorIfNeeded()
         let snapshot = try await readSnapshot()
+        var entries = snapshot.entries
+        if restored, let current = sealer?.keys.currentEpoch {
+            // A restored server holds what it held before this device's last rotation, sealed
+            // under an epoch retired since: no news and no tampering (the device sealed all of it
+            // again when it rotated), and the upload below seals it again on the server.
+            entries.removeAll { ($0.sealed?.epoch ?? current) < current }
+        }
         var report = SyncReport()
-        report.add(try apply(snapshot.entries, cursor: snapshot.head))
+        report.add(try apply(entries, cursor: snapshot.head))
         try local { _ = try defaults.markEverythingPending(serverIncarnation: incarnation) }
         joinedSincePush = true
         return report
@@ -362,7 +369,19 @@ public actor SyncEngine {
             "the server was restored from a backup: uploading what this device holds",
             metadata: ["suite": "\(client.suite)", "incarnation": "\(incarnation ?? "unknown")"]
         )
-        return try await joinAgain(incarnation: incarnation)
+        if let keys = sealer?.keys { try await restoreKeyBags(keys) }
+        return try await joinAgain(incarnation: incarnation, restored: true)
+    }
+
+    /// Puts back the key bags of the epochs a restored server lacks (this device rotated the
+    /// suite's key after the backup was taken), each signed by the epoch before, as `rotate-key`
+    /// stored it: else the server would refuse every push under the current epoch.
+    private func restoreKeyBags(_ keys: SuiteKeys) async throws(SyncError) {
+        let held = max(try await client.keyBags().newestEpoch, 1)
+        guard keys.currentEpoch > held else { return }
+        for epoch in (held + 1)...keys.currentEpoch {
+            try await client.putKeyBag(epoch: epoch, bag: try keys.signedKeyBag(epoch: epoch))
+        }
     }
 
     /// The server's incarnation if it differs from the one this suite last synced with: the server

@@ -90,6 +90,50 @@ struct RestoreTests {
         }
     }
 
+    @Test(
+        "an encrypted suite whose key was rotated after the backup: the device puts the new epoch's key bag back, and a recovered device opens everything"
+    )
+    func rotatedAfterBackup() async throws {
+        try await SyncServer.with(.lmdb) { server in
+            let suite = "group.restore.rotated"
+            let owner = ToolDevice(suite)
+            let laptop = ToolDevice(suite)
+            defer {
+                owner.remove()
+                laptop.remove()
+            }
+            let configured = try await owner.sync(
+                "configure",
+                ["--server", server.url.absoluteString, "--token-file", try owner.tokenFile(server.token), "--encrypt"]
+            )
+            #expect(configured.status == 0, "\(configured.stderr)")
+            let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") })
+                .dropFirst("recovery key: ".count)
+            #expect(try await owner.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
+            #expect(try await owner.sync("sync").status == 0)
+            let backup = try await ServerBackup.take(server)
+            #expect(try await owner.sync("rotate-key").status == 0)
+            #expect(try await owner.defaultsTool(["write", suite, "volume", "-int", "4"]).status == 0)
+            #expect(try await owner.sync("sync").status == 0)
+            try await server.killAndRestart { try await ServerBackup.restore(server, from: backup) }
+
+            let healed = try await owner.sync("sync")
+            #expect(healed.status == 0, "\(healed.stderr)")
+            #expect(try await server.snapshot(suite).entries.values.map { $0.sealed?.epoch } == [2, 2])
+            let recovered = try await laptop.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--token-file", try laptop.tokenFile(server.token),
+                    "--recovery-key-file", try laptop.tokenFile(String(recovery), name: "recovery"),
+                ]
+            )
+            #expect(recovered.status == 0, "\(recovered.stderr)")
+            #expect(try await laptop.sync("sync").status == 0)
+            #expect(try laptop.open().string(forKey: "sound") == "ring.caf")
+            #expect(try laptop.open().integer(forKey: "volume") == 4)
+        }
+    }
+
     @Test("a device in `run` hears of the restore when its event stream ends, and uploads what the restored server lacks")
     func runningDeviceUploads() async throws {
         try await SyncServer.with(.lmdb) { server in
