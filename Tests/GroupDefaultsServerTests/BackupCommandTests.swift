@@ -128,6 +128,25 @@ struct BackupCommandTests {
         }
     }
 
+    @Test(
+        "what a command run as root makes in a service's data directory (the in-use lock, a restored store) belongs to the directory's owner",
+        .enabled(if: geteuid() == 0)
+    )
+    func rootLeavesFilesToTheOwner() async throws {
+        try await withStore { dataDirectory, scratch in
+            let backup = scratch + "/backup"
+            #expect(try await ServerTool.run(["backup", "--to", backup, "--data-dir", dataDirectory]).status == 0)
+            #expect(chown(dataDirectory, 65534, 65534) == 0)
+            try FileManager.default.removeItem(atPath: dataDirectory + "/sync.lmdb-in-use")
+            #expect(try await ServerTool.run(["token", "list", "--data-dir", dataDirectory]).status == 0)
+            #expect(try await ServerTool.run(["restore", "--from", backup, "--data-dir", dataDirectory]).status == 0)
+            for file in ["sync.lmdb-in-use", "sync.lmdb"] {
+                let owner = try FileManager.default.attributesOfItem(atPath: dataDirectory + "/" + file)[.ownerAccountID] as? NSNumber
+                #expect(owner?.intValue == 65534, "\(file)")
+            }
+        }
+    }
+
     @Test("with PostgreSQL, backup and restore --from point to the pg_dump recipe")
     func postgresPointsToRecipe() async throws {
         let url = "postgres://u@127.0.0.1:1/db"

@@ -23,6 +23,7 @@ package final class DataDirectoryLock: Sendable {
         guard descriptor >= 0 else {
             throw SyncStorageError(.unavailable, "cannot open \(path): \(String(cString: strerror(errno)).lowercased())")
         }
+        giveToOwner(of: directory, descriptor)
         var result: Int32
         repeat { result = flock(descriptor, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) } while result != 0 && errno == EINTR
         guard result == 0 else {
@@ -32,6 +33,15 @@ package final class DataDirectoryLock: Sendable {
             throw SyncStorageError(.unavailable, "cannot lock \(path): \(String(cString: strerror(code)).lowercased())")
         }
         return DataDirectoryLock(descriptor: descriptor)
+    }
+
+    /// Gives a file made in `directory` by root (an operator's `sudo groupdefaults-server …`) to
+    /// the directory's owner, the service's user, which could not open it otherwise.
+    static func giveToOwner(of directory: String, _ descriptor: Int32) {
+        guard geteuid() == 0, let attributes = try? FileManager.default.attributesOfItem(atPath: directory),
+            let user = attributes[.ownerAccountID] as? NSNumber, let group = attributes[.groupOwnerAccountID] as? NSNumber
+        else { return }
+        _ = fchown(descriptor, user.uint32Value, group.uint32Value)
     }
 
     private init(descriptor: Int32) { self.descriptor = Mutex(descriptor) }

@@ -85,6 +85,7 @@ package enum LMDBBackup {
         let file = try create(stagedStore, target: stagedStore)
         do {
             defer { close(file) }
+            DataDirectoryLock.giveToOwner(of: directory, file)
             _ = try forEachChunk(of: path, from: content.offset) { try writeAll(file, $0, path: stagedStore) }
             guard fsync(file) == 0 else { throw BackupFailure("cannot write \(stagedStore): \(reason(errno)); nothing was changed") }
         }
@@ -107,9 +108,8 @@ package enum LMDBBackup {
         } catch {
             throw BackupFailure("\(path) does not hold a store that opens (\(error)); nothing was changed")
         }
-        // LMDB's lock file of the old store goes: nobody has it open (the lock), and the new file
-        // starts with a fresh one.
-        unlink(directory + "/sync.lmdb-open")
+        // LMDB's lock file stays: nobody has it open (the lock), so the next process to open the
+        // store sets it up again for the new file, as after any restart.
         guard rename(stagedStore, LMDBSyncStorage.storePath(in: directory)) == 0 else {
             throw BackupFailure("cannot put the backup in place in \(directory): \(reason(errno)); nothing was changed")
         }
