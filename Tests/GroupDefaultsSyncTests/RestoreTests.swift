@@ -9,8 +9,9 @@ import Testing
 /// A server restored from a backup older than the last writes (the real server, two devices, on
 /// both backends: `groupdefaults-server backup`/`restore`, or the README's pg_dump/pg_restore
 /// recipe): afterwards every acknowledged write of both devices is on the server and on both
-/// devices, plain and encrypted suites alike, and no device reports a rollback.
-@Suite("Restoring the server from a backup", .timeLimit(.minutes(3)))
+/// devices, plain and encrypted suites alike, and no device reports a rollback. One test at a time:
+/// each starts servers (of PostgreSQL, whose connections the whole run shares) and restarts them.
+@Suite("Restoring the server from a backup", .serialized, .timeLimit(.minutes(3)))
 struct RestoreTests {
     @Test(
         "after a restore, every acknowledged write of every device is on the server and on every device, with no alarm",
