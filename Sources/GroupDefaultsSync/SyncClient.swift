@@ -30,6 +30,9 @@ public struct SyncClient: Sendable {
     public var deviceID: UInt64?
     /// The server's clock as its answers' `Date` headers give it (shared by copies of this client).
     let serverClock = ServerClock()
+    /// The incarnation of the server's storage as its latest answer named it (`Server-Incarnation`;
+    /// shared by copies of this client).
+    let serverIncarnation = ServerIncarnation()
 
     /// A client on `http` (the caller owns and shuts it down; see `makeHTTPClient(caFile:)`).
     public init(server: URL, suite: String, http: HTTPClient, token: @escaping @Sendable () throws -> String) {
@@ -300,6 +303,7 @@ public struct SyncClient: Sendable {
             let seconds = (timeout + extraTime).components.seconds
             let response = try await http.execute(request, timeout: .seconds(seconds))
             if let date = response.headers.first(name: "Date") { serverClock.note(date) }
+            if let incarnation = response.headers.first(name: IncarnationHeader.name) { serverIncarnation.note(incarnation) }
             return response
         } catch {
             let cause = failure.cause(of: error)
@@ -320,6 +324,16 @@ public struct SyncClient: Sendable {
 
     /// Reads the errors of requests that got no answer.
     private var failure: NetworkFailure { NetworkFailure(connectTimeout: connectTimeout, answerTimeout: timeout) }
+}
+
+/// The incarnation of the server's storage, from the `Server-Incarnation` header of its latest
+/// answer; nil before an answer named one (a server from before incarnations names none).
+final class ServerIncarnation: Sendable {
+    private let latest = Mutex<String?>(nil)
+
+    func note(_ incarnation: String) { latest.withLock { $0 = incarnation } }
+
+    var current: String? { latest.withLock { $0 } }
 }
 
 /// When a stream last received something.

@@ -261,9 +261,13 @@ public actor SyncEngine {
         await enter(.pull)
         defer { leave(.pull) }
         let state = try local { try defaults.syncState() }
-        guard let cursor = state.cursor else { return try await join() }
+        guard let cursor = state.cursor else {
+            let report = try await join()
+            try recordIncarnationIfNew(known: state.serverIncarnation)
+            return report
+        }
         // Cursor 0 (after `reset`, or a suite the server had not written yet): the whole suite again.
-        guard cursor > 0 else { return try await readSnapshotAgain() }
+        guard cursor > 0 else { return try await readSnapshotAgain(known: state.serverIncarnation) }
         var since = cursor
         var report = SyncReport()
         while true {
@@ -273,9 +277,27 @@ public actor SyncEngine {
                 page = try await client.changes(since: since, limit: options.pageSize)
             } catch  where error.isCursorExpired {
                 logger.info("the cursor expired: reading the server's suite again", metadata: ["suite": "\(client.suite)"])
-                return try await readSnapshotAgain()
+                return try await readSnapshotAgain(known: state.serverIncarnation)
             } catch  where error.code == .suiteReset {
                 return try await joinAgainAfterReset()
+            }
+            if since == cursor {
+                if let restored = restoredIncarnation(known: state.serverIncarnation) {
+                    return try await joinAgainAfterRestore(incarnation: restored)
+                }
+                try recordIncarnationIfNew(known: state.serverIncarnation)
+                if page.lastRev < cursor {
+                    // The server went back in time without saying so (same incarnation): a backup
+                    // put back by hand. A plain suite heals as after a restore; an encrypted one
+                    // trusts no server to say what it lost, so it reads the suite again and reports
+                    // what is older than it had or left out (rolled back), keeping what it holds.
+                    logger.warning(
+                        "the server's revisions went back from \(cursor) to \(page.lastRev): it was restored from a backup without a new incarnation",
+                        metadata: ["suite": "\(client.suite)"]
+                    )
+                    if sealer != nil { return try await readSnapshotAgain(known: state.serverIncarnation) }
+                    return try await joinAgainAfterRestore(incarnation: state.serverIncarnation)
+                }
             }
             if !page.entries.isEmpty || page.lastRev != since {
                 report.add(try apply(page.entries, cursor: page.lastRev, detectingRollback: pushesAnswered == answeredBefore))
@@ -312,14 +334,68 @@ public actor SyncEngine {
             "the server's copy of the suite was reset by its operator: uploading what this device holds",
             metadata: ["suite": "\(client.suite)"]
         )
+        return try await joinAgain(incarnation: nil)
+    }
+
+    /// What a device does when the server lost what it held (a reset, a restore): the server's
+    /// snapshot merged by last writer wins, then every value and deletion this device holds marked
+    /// pending with its own stamp (with `incarnation`, recorded in that same transaction).
+    private func joinAgain(incarnation: String?, restored: Bool = false) async throws(SyncError) -> SyncReport {
         anchored = false
         try await anchorIfNeeded()
         let snapshot = try await readSnapshot()
+        var entries = snapshot.entries
+        if restored, let current = sealer?.keys.currentEpoch {
+            // A restored server holds what it held before this device's last rotation, sealed
+            // under an epoch retired since: no news and no tampering (the device sealed all of it
+            // again when it rotated), and the upload below seals it again on the server.
+            entries.removeAll { ($0.sealed?.epoch ?? current) < current }
+        }
         var report = SyncReport()
-        report.add(try apply(snapshot.entries, cursor: snapshot.head))
-        try local { _ = try defaults.markEverythingPending() }
+        report.add(try apply(entries, cursor: snapshot.head))
+        try local { _ = try defaults.markEverythingPending(serverIncarnation: incarnation) }
         joinedSincePush = true
         return report
+    }
+
+    /// After the server was restored from a backup (its incarnation changed, or a plain suite's
+    /// revisions went back): it may lack writes it acknowledged, of this device and of others, and
+    /// its revisions may repeat ones this device has seen. As after a reset (`joinAgain`), the new
+    /// incarnation recorded with the marks; an encrypted suite reports nothing rolled back (the
+    /// operator announced the restore). `run` uploads at once. Each key ends with the latest write
+    /// any device holds, on the server and every device.
+    private func joinAgainAfterRestore(incarnation: String?) async throws(SyncError) -> SyncReport {
+        logger.warning(
+            "the server was restored from a backup: uploading what this device holds",
+            metadata: ["suite": "\(client.suite)", "incarnation": "\(incarnation ?? "unknown")"]
+        )
+        if let keys = sealer?.keys { try await restoreKeyBags(keys) }
+        return try await joinAgain(incarnation: incarnation, restored: true)
+    }
+
+    /// Puts back the key bags of the epochs a restored server lacks (this device rotated the
+    /// suite's key after the backup was taken), each signed by the epoch before, as `rotate-key`
+    /// stored it: else the server would refuse every push under the current epoch.
+    private func restoreKeyBags(_ keys: SuiteKeys) async throws(SyncError) {
+        let held = max(try await client.keyBags().newestEpoch, 1)
+        guard keys.currentEpoch > held else { return }
+        for epoch in (held + 1)...keys.currentEpoch {
+            try await client.putKeyBag(epoch: epoch, bag: try keys.signedKeyBag(epoch: epoch))
+        }
+    }
+
+    /// The server's incarnation if it differs from the one this suite last synced with: the server
+    /// was restored from a backup. Nil when it is the same, or either is unknown.
+    func restoredIncarnation(known: String?) -> String? {
+        guard let known, let current = client.serverIncarnation.current, current != known else { return nil }
+        return current
+    }
+
+    /// Records the server's incarnation when the suite has none yet (its first sync, or a suite
+    /// synced before servers named one).
+    private func recordIncarnationIfNew(known: String?) throws(SyncError) {
+        guard known == nil, let current = client.serverIncarnation.current else { return }
+        try local { try defaults.setServerIncarnation(current) }
     }
 
     /// Anchors an encrypted suite's keys (`KeyAnchoring`) once per engine: at the join, or after
@@ -349,10 +425,13 @@ public actor SyncEngine {
     /// of keys the snapshot predates, applying winners it does not have) would have those keys
     /// taken for ones the server dropped, and removed for good. Called holding `.pull`; pushes
     /// take `.pull` only before `.push` (`pushPending`), never while holding it.
-    private func readSnapshotAgain() async throws(SyncError) -> SyncReport {
+    private func readSnapshotAgain(known incarnation: String?) async throws(SyncError) -> SyncReport {
         await enter(.push)
         defer { leave(.push) }
         let snapshot = try await readSnapshot()
+        // A restored server lacks what it acknowledged: nothing is pruned for its sake.
+        if let restored = restoredIncarnation(known: incarnation) { return try await joinAgainAfterRestore(incarnation: restored) }
+        try recordIncarnationIfNew(known: incarnation)
         var report = SyncReport()
         // An encrypted suite's server is not trusted to say what it no longer has: what it leaves
         // out is kept and reported rather than removed.
@@ -747,6 +826,11 @@ public actor SyncEngine {
     func applyPulled(_ entries: [SyncEntry], cursor: UInt64?) async throws(SyncError) {
         await enter(.pull)
         defer { leave(.pull) }
+        // A stream or long-poll of a server restored since the last pull: its revisions may repeat
+        // ones seen before. The pull that follows (`listenLoop`) uploads and reads the suite again.
+        if restoredIncarnation(known: try local({ try defaults.syncState() }).serverIncarnation) != nil {
+            throw SyncError(.unavailable, "the server was restored from a backup: reading the suite again")
+        }
         _ = try apply(entries, cursor: cursor)
         succeeded()
         updateStatus { $0.cursor = cursor ?? $0.cursor }

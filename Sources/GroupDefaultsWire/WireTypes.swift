@@ -720,3 +720,11 @@ public enum DeviceHeader {
     /// `Device-ID`.
     public static let name = "Device-ID"
 }
+
+/// The response header in which the server names its storage's incarnation on every `/v1` answer:
+/// an opaque id that changes when the operator restores a backup. A device that sees it change
+/// uploads what it holds and reads the suite again.
+public enum IncarnationHeader {
+    /// `Server-Incarnation`.
+    public static let name = "Server-Incarnation"
+}

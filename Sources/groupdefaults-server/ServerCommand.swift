@@ -5,7 +5,8 @@ import GroupDefaultsServer
 import GroupDefaultsWire
 
 /// `groupdefaults-server`: serve the sync API (`serve`, the default; `check-config` shows its
-/// settings), or manage its tokens, the devices it has seen and the console's operators.
+/// settings), or manage its tokens, the devices it has seen and the console's operators, or back up
+/// and restore its store.
 @main
 struct ServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -16,7 +17,10 @@ struct ServerCommand: AsyncParsableCommand {
             for a command line that does not parse (one line on stderr).
             """,
         version: packageVersion,
-        subcommands: [Serve.self, CheckConfig.self, TokenCommand.self, DevicesCommand.self, AdminCommand.self, SuitesCommand.self],
+        subcommands: [
+            Serve.self, CheckConfig.self, TokenCommand.self, DevicesCommand.self, AdminCommand.self, SuitesCommand.self, BackupCommand.self,
+            RestoreCommand.self,
+        ],
         defaultSubcommand: Serve.self
     )
 
@@ -67,6 +71,7 @@ let groupdefaultsServer = CommandLineTool(name: "groupdefaults-server") { error 
     case let failure as TLSFilesError: CommandFailure("\(failure)")
     case let failure as StorageStartError: CommandFailure("\(failure)")
     case let failure as ConsoleRecordError: CommandFailure(failure.description)
+    case let failure as BackupFailure: CommandFailure(failure.description)
     default: nil
     }
 }

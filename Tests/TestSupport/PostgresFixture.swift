@@ -36,6 +36,13 @@ package enum PostgresFixture {
         return url[...slash] + name
     }
 
+    /// Runs a PostgreSQL program of the fixture's version (`pg_dump`, `pg_restore`) to completion;
+    /// throws with what it said when it fails.
+    package static func runProgram(_ name: String, _ arguments: [String]) async throws {
+        let result = try await offThePool { try runTool(ThrowawayPostgres.executable(name), arguments) }
+        guard result.status == 0 else { throw FixtureError("\(name) failed (exit \(result.status)): \(result.stderr)") }
+    }
+
     /// Runs SQL with psql (administration the storage does not offer: databases, backends).
     @discardableResult
     package static func psql(_ url: String, _ sql: String) async throws -> String {

@@ -34,6 +34,9 @@ package struct SyncState: Sendable, Equatable {
     package var cursor: UInt64?
     /// The batch being pushed, kept so that a retry sends the same body under the same id.
     package var inFlight: InFlightBatch?
+    /// The incarnation of the server's storage this suite last synced with; nil before it was told
+    /// one. A different one means the server was restored from a backup.
+    package var serverIncarnation: String?
     /// What the sync engine last reported that needs attention (paused for authentication, failing);
     /// nil when all is well. Written by the engine, read by `groupdefaults-sync status`.
     package var note: String?
@@ -198,7 +201,7 @@ extension SharedDefaults {
         try write { tx in
             for key in [
                 MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncKeyFile, MetaKey.syncCursor, MetaKey.syncInFlight,
-                MetaKey.syncNote, MetaKey.syncConfiguredAt, MetaKey.syncExclude, MetaKey.syncIgnored,
+                MetaKey.syncNote, MetaKey.syncConfiguredAt, MetaKey.syncExclude, MetaKey.syncIgnored, MetaKey.syncIncarnation,
             ] {
                 try tx.setSyncText(nil, for: key)
             }
@@ -224,6 +227,7 @@ extension SharedDefaults {
                 state.localOnlyKeys = try tx.localOnlyPatterns().map(\.text)
                 state.cursor = try tx.syncNumber(MetaKey.syncCursor, "the sync cursor record")
                 state.inFlight = try tx.inFlightBatch()
+                state.serverIncarnation = try tx.syncText(MetaKey.syncIncarnation)
                 return state
             }
         }
@@ -276,12 +280,15 @@ extension SharedDefaults {
     }
 
     /// Marks every stored value and deletion pending (local-only keys excepted), each with its own
-    /// stamp: after the server lost the suite (its operator reset it), what this store holds is
-    /// uploaded again, and competes by last writer wins. Returns how many were marked.
+    /// stamp: after the server lost the suite (its operator reset it, or restored a backup), what
+    /// this store holds is uploaded again, and competes by last writer wins. With
+    /// `serverIncarnation`, also records it, in the same transaction: a crash before it leaves the
+    /// old one, and the next sync marks everything again. Returns how many were marked.
     @discardableResult
-    package func markEverythingPending() throws -> Int {
+    package func markEverythingPending(serverIncarnation: String? = nil) throws -> Int {
         try write { tx in
             try tx.perform(key: nil) {
+                if let serverIncarnation { try tx.setSyncText(serverIncarnation, for: MetaKey.syncIncarnation) }
                 let localOnly = try tx.localOnlyPatterns()
                 var marked = 0
                 for key in try tx.storedKeys() where !localOnly.contains(where: { $0.matches(String(decoding: key, as: UTF8.self)) }) {
@@ -316,6 +323,11 @@ extension SharedDefaults {
     /// other processes (`groupdefaults-sync status`) can show it.
     package func setSyncNote(_ note: String?) throws {
         try write { tx in try tx.setSyncText(note, for: MetaKey.syncNote) }
+    }
+
+    /// Records the incarnation of the server's storage the suite synced with.
+    package func setServerIncarnation(_ incarnation: String) throws {
+        try write { tx in try tx.setSyncText(incarnation, for: MetaKey.syncIncarnation) }
     }
 
     /// Forgets (nil) or sets the server cursor: the next sync starts from the snapshot, or after

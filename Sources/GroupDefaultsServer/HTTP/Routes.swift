@@ -12,6 +12,7 @@ package func buildRouter(storage: any ServerStorage, configuration: ServerConfig
     let router = Router(context: ServerRequestContext.self)
     router.add(middleware: MetricsMiddleware())  // outermost: it sees every answer, errors included
     router.add(middleware: LogRequestsMiddleware(.debug))
+    router.add(middleware: IncarnationMiddleware(storage: storage))  // outside the errors: they carry it too
     router.add(middleware: ErrorMiddleware())
     // One token cache and one set of rate-limit buckets for every group.
     let groups = APIGroups(authenticator: Authenticator(storage: storage), limiter: RateLimiter(configuration.rateLimit))

@@ -14,9 +14,11 @@ package import GroupDefaultsWire
 /// - **Re-seals and restores.** An op may name the `origin` of the write it carries, which another
 ///   device made: after a key rotation, a device seals the suite's entries again under the new
 ///   epoch, keeping their stamps; after an operator's reset, a device uploads every entry it
-///   holds, other devices' included. Such an op competes by last writer wins with its own stamp,
-///   and replaces an entry of the very same stamp only to seal it under a newer epoch (a newer
-///   write meanwhile needs no re-seal); it takes a revision, so that devices receive it.
+///   holds, other devices' included. Such an op, and any sealed op (a device's own write sealed
+///   again: after a restore, the server may hold it under an epoch retired since), competes by
+///   last writer wins with its own stamp, and replaces an entry of the very same stamp only to
+///   seal it under a newer epoch (a newer write meanwhile needs no re-seal); it takes a revision,
+///   so that devices receive it.
 /// - **One op refused, not the batch.** An op that `PushValidation` refused on its own (its value
 ///   too large, its HLC too far ahead of the server's clock) is answered `refused` and takes no
 ///   revision; the others are judged as if it were not there.
@@ -139,7 +141,8 @@ package enum PushStep {
                 if let old, old.stamp.hlc.isAhead(of: push.clock.now, by: push.clock.maximumSkew) {
                     true
                 } else {
-                    op.origin == nil ? SyncMerge.wins(stamp, over: old?.stamp) : SyncMerge.reseals(op, stamp: stamp, over: old)
+                    op.origin == nil && op.sealed == nil
+                        ? SyncMerge.wins(stamp, over: old?.stamp) : SyncMerge.reseals(op, stamp: stamp, over: old)
                 }
             guard wins else {
                 statuses.append(.superseded)

@@ -3,7 +3,7 @@
 // with the same semantics, checked by one conformance suite per protocol run against each:
 // `SyncStore` (pushes, reads, waits, purge, history), `TokenStore`, `DeviceStore`,
 // `PairingStore`, `KeyBagStore`, `SuiteAdmin` (the operator's view and reset),
-// `ConsoleRecordStore` and `StorageHealthCheck`. Each route, console page and command takes the
+// `ConsoleRecordStore`, `StorageHealthCheck` and `StorageIncarnation`. Each route, console page and command takes the
 // one it needs; `ServerStorage` is all of them, what the server opens and closes.
 //
 // Semantics every backend keeps:
@@ -32,11 +32,13 @@
 //   current entry (so a purged tombstone takes its key's history with it).
 // - Devices: a (token, device id) pair is one device; sightings merge into its record.
 // - Pairings: keyed by the SHA-256 of their id; a claim and the token it makes are one transaction.
+// - Incarnation: made at the first `incarnation()`, the same from then on for every process and
+//   instance, until `renewIncarnation()` (a restore) replaces it.
 
 /// Everything a backend keeps, and closing it: what `buildApplication` opens and the commands of
 /// `groupdefaults-server` use.
 package protocol ServerStorage: SyncStore, TokenStore, DeviceStore, PairingStore, KeyBagStore, SuiteAdmin, ConsoleRecordStore,
-    StorageHealthCheck
+    StorageHealthCheck, StorageIncarnation
 {
     /// Closes connections and files.
     func shutdown() async throws

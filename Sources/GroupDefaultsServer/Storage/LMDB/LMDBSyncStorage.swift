@@ -15,7 +15,8 @@ import Synchronization
 /// - `batches`: suite id + device + SHA-256(batch id) → SHA-256 of the canonical ops, when it was
 ///   stored (ms, big-endian), the response JSON; kept as long as tombstones
 /// - `tokens`: token id → `StoredToken` JSON; `token-hashes`: hash → id
-/// - `meta`: `next-suite-id`; `token-generation`, the count of token writes (big-endian)
+/// - `meta`: `next-suite-id`; `token-generation`, the count of token writes (big-endian);
+///   `incarnation`, the storage's (`StorageIncarnation`)
 /// - `history`: suite id + SHA-256(key) + revision → when received (ms, big-endian) + the version's
 ///   entry record; one key's versions are one contiguous range, oldest first
 /// - `devices`: account + NUL + token id + NUL + device id → `StoredDevice` JSON
@@ -25,6 +26,9 @@ import Synchronization
 /// - `key-bags`: account + NUL + suite + NUL + epoch → a key epoch's key sealed to the suite's
 ///   recovery key
 /// - `console`: kind + NUL + name → a console record (`ConsoleRecords`: operators, sessions)
+///
+/// Beside it: LMDB's lock file, `sync.lmdb-open`, and `sync.lmdb-in-use`, locked shared by every
+/// process that has the store open and exclusively by a restore (`DataDirectoryLock`).
 ///
 /// Every push is one write transaction flushed to disk before it returns. LMDB blocks, so all of it
 /// runs on dispatch queues, never on the cooperative pool: writes on one serial queue (LMDB has one
@@ -47,10 +51,19 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
     let waiters = ChangeWaiters()
     let pending = Mutex<[PendingPush]>([])
     let closed = Atomic<Bool>(false)
+    /// Held shared while the store is open: a restore waits for nobody and refuses instead.
+    let inUse: DataDirectoryLock
 
     /// Opens (creating if needed, mode 0700) `directory` and its `sync.lmdb` (mode 0600).
     package init(directory: String, maximumMapSize: Int = 64 << 30) throws {
         try Self.makeDirectory(directory)
+        guard let lock = try DataDirectoryLock.take(in: directory, exclusive: false) else {
+            throw SyncStorageError(
+                .unavailable,
+                "\(directory) is being restored from a backup (groupdefaults-server restore): try again once it is done"
+            )
+        }
+        inUse = lock
         environment = try Environment(
             path: Self.storePath(in: directory),
             options: EnvironmentOptions(
@@ -271,6 +284,7 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             writeQueue.async {
                 readQueue.sync(flags: .barrier) { environment.close() }
+                self.inUse.release()
                 continuation.resume()
             }
         }

@@ -168,6 +168,15 @@ package enum PostgresMigrations {
                 "ALTER TABLE suites ADD COLUMN reset_rev bigint NOT NULL DEFAULT 0, ADD COLUMN mode_rev bigint NOT NULL DEFAULT 0"
             ]
         ),
+        // The storage's incarnation (`StorageIncarnation`): one row, replaced by `restore --announce`,
+        // and the table's own oid when it was written, which a dump restored into a new table lacks.
+        Migration(
+            version: 7,
+            name: "storage incarnation",
+            statements: [
+                "CREATE TABLE storage_incarnation (one boolean PRIMARY KEY DEFAULT true CHECK (one), id text NOT NULL, table_oid oid NOT NULL)"
+            ]
+        ),
     ]
 
     /// The versions of every migration, in order (what a migrated database's `schema_migrations` lists).
