@@ -25,6 +25,7 @@ import Synchronization
 /// - `key-bags`: account + NUL + suite + NUL + epoch → a key epoch's key sealed to the suite's
 ///   recovery key
 /// - `console`: kind + NUL + name → a console record (`ConsoleRecords`: operators, sessions)
+/// - `audit`: time (ms, big-endian) + 8 random bytes → `AuditRecord` JSON, oldest first
 ///
 /// Every push is one write transaction flushed to disk before it returns. LMDB blocks, so all of it
 /// runs on dispatch queues, never on the cooperative pool: writes on one serial queue (LMDB has one
@@ -34,10 +35,10 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
         static let suites = Database(0), entries = Database(1), revisions = Database(2), batches = Database(3)
         static let tokens = Database(4), tokenHashes = Database(5), meta = Database(6)
         static let history = Database(7), devices = Database(8), pairings = Database(9)
-        static let keyBags = Database(10), console = Database(11)
+        static let keyBags = Database(10), console = Database(11), audit = Database(12)
         static let names = [
             "suites", "entries", "revisions", "batches", "tokens", "token-hashes", "meta", "history", "devices", "pairings", "key-bags",
-            "console",
+            "console", "audit",
         ]
     }
 

@@ -168,6 +168,15 @@ package enum PostgresMigrations {
                 "ALTER TABLE suites ADD COLUMN reset_rev bigint NOT NULL DEFAULT 0, ADD COLUMN mode_rev bigint NOT NULL DEFAULT 0"
             ]
         ),
+        // The audit log (`AuditRecord`): administrative acts, purged by age.
+        Migration(
+            version: 7,
+            name: "audit log",
+            statements: [
+                "CREATE TABLE audit (id bigserial PRIMARY KEY, time timestamptz NOT NULL, account text, record json NOT NULL)",
+                "CREATE INDEX audit_by_time ON audit (time)",
+            ]
+        ),
     ]
 
     /// The versions of every migration, in order (what a migrated database's `schema_migrations` lists).
