@@ -16,7 +16,10 @@ struct ServerCommand: AsyncParsableCommand {
             for a command line that does not parse (one line on stderr).
             """,
         version: packageVersion,
-        subcommands: [Serve.self, CheckConfig.self, TokenCommand.self, DevicesCommand.self, AdminCommand.self, SuitesCommand.self],
+        subcommands: [
+            Serve.self, CheckConfig.self, TokenCommand.self, DevicesCommand.self, AdminCommand.self, SuitesCommand.self, AccountsCommand.self,
+            AuditCommand.self,
+        ],
         defaultSubcommand: Serve.self
     )
 
