@@ -77,7 +77,7 @@ struct AccountsCommand: AsyncParsableCommand {
                         throw CommandFailure("no account is named \(account) (see `groupdefaults-server accounts list`)")
                     }
                     let document = try await AccountExport.read(account: account, from: store).json()
-                    try await store.appendAudit(.commandLine(.accountExport, account: account, target: to))
+                    try await store.appendAudit(.commandLine(.accountExport, account: account, target: to.map { "file \($0)" } ?? "stdout"))
                     return document
                 }
                 if let to {

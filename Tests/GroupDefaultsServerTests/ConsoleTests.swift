@@ -246,6 +246,15 @@ struct ConsoleTests {
             // Neither the password (typed wrong or right) nor the token is anywhere in the store.
             let bytes = try Data(contentsOf: fixture.directory.appendingPathComponent("sync.lmdb"))
             for secret in [typo, Self.password, token] { #expect(bytes.range(of: Data(secret.utf8)) == nil, "\(secret)") }
+
+            // The audit page shows them, newest first, and can show one account's.
+            let page = String(buffer: try await session.get("/console/audit").body)
+            let acts = page.matches(of: #/<td class="act">([a-z-]+)</td>/#).map { String($0.output.1) }
+            #expect(acts == ["token-revoke", "token-create", "sign-in", "sign-in-failed"])
+            for secret in [typo, Self.password, token] { #expect(!page.contains(secret)) }
+            let alice = String(buffer: try await session.get("/console/audit?account=alice").body)
+            #expect(alice.matches(of: #/<td class="act">/#).count == 2)
+            #expect(try await session.get("/console/audit?account=a%00b").status == .badRequest)
         }
     }
 

@@ -27,8 +27,8 @@ package struct AccountExport: Sendable, Encodable {
         package var entries: [SyncEntry]
         /// Each key's versions the server keeps, newest first.
         package var history: [String: [KeyVersion]]
-        /// The suite's key bags by epoch, as stored (sealed); empty for a plain suite.
-        package var keyBags: [String: StoredKeyBag]
+        /// The suite's key bags by epoch, as stored (sealed); nil (absent) for a plain suite.
+        package var keyBags: [String: StoredKeyBag]?
 
         enum CodingKeys: String, CodingKey {
             case name, entries, history
@@ -79,7 +79,7 @@ package struct AccountExport: Sendable, Encodable {
             }
             var bags: [String: StoredKeyBag] = [:]
             for (epoch, bag) in try await storage.keyBags(account: account, suite: summary.name) { bags[String(epoch)] = bag }
-            suites.append(Suite(name: summary.name, headRev: head, entries: entries, history: history, keyBags: bags))
+            suites.append(Suite(name: summary.name, headRev: head, entries: entries, history: history, keyBags: bags.isEmpty ? nil : bags))
         }
         let devices = try await storage.devices(account: account)
             .map { $0.info(current: false) { suiteFilter($0) } }

@@ -53,6 +53,7 @@ struct ConsoleRoutes: Sendable {
             throw ConsoleRedirect(location: name.isEmpty ? ConsolePaths.root : ConsolePaths.account(name))
         }
         console.get("accounts/{account}") { request, context in try await accountPage(request, context) }
+        console.get("audit") { request, context in try await auditPage(request, context) }
         console.post("accounts/{account}/tokens") { request, context in try await createToken(request, context) }
         console.post("accounts/{account}/tokens/{token}/revoke") { request, context in try await revokeToken(request, context) }
         console.post("accounts/{account}/devices/{device}/revoke") { request, context in try await revokeDevice(request, context) }
@@ -452,6 +453,33 @@ struct ConsoleRoutes: Sendable {
         )
         try await audit(.deviceRevoke, by: signed.session.operatorName, context, account: account, target: "device \(id) (token \(device.tokenID))")
         throw ConsoleRedirect(location: ConsolePaths.account(account) + "?done=device-revoked")
+    }
+
+    /// The audit log's latest records (of `?account=`, if given), newest first.
+    private func auditPage(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let signed = try await signedIn(request)
+        let account = ConsoleQuery.value("account", in: request).flatMap { $0.isEmpty ? nil : $0 }
+        if let account, let problem = Names.problem(with: account, kind: "account") { throw ConsoleError(.badRequest, problem) }
+        let shown = 500
+        let records = try await storage.auditRecords(account: account, since: nil, limit: shown)
+        let page = AuditPage(
+            page: chrome("Audit log", signed, trail: [Link(text: "Overview", href: ConsolePaths.root)]),
+            account: account,
+            shown: shown,
+            days: configuration.auditLifetime.components.seconds / 86_400,
+            records: records.reversed().map { record in
+                AuditPage.Row(
+                    time: TimeText(milliseconds: UInt64(max(0, record.time.timeIntervalSince1970 * 1000))),
+                    act: record.act.rawValue,
+                    account: record.account ?? "",
+                    target: record.target ?? "",
+                    actor: record.actor,
+                    source: record.source,
+                    outcome: record.outcome ?? ""
+                )
+            }
+        )
+        return ConsolePage.html(ConsoleTemplates.render(page, "audit"))
     }
 
     /// Records an act done in the console: by an operator (or `unknown`), from the client's address.
