@@ -79,7 +79,9 @@ struct DevicesCommand: AsyncParsableCommand {
                 let revocation = try await storage.withStorage { store in
                     let revocation = try await store.revokeDevice(id: id, account: nil, at: Date())
                     if case .revoked(let device, _) = revocation {
-                        try await store.appendAudit(.commandLine(.deviceRevoke, account: device.account, target: "device \(id) (token \(device.tokenID))"))
+                        try await store.appendAudit(
+                            .commandLine(.deviceRevoke, account: device.account, target: "device \(id) (token \(device.tokenID))")
+                        )
                     }
                     return revocation
                 }

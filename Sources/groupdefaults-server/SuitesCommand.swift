@@ -54,7 +54,9 @@ struct SuitesCommand: AsyncParsableCommand {
                     }
                     let outcome = try await ClockRepair.run(store, account: account, suite: suite, action: action, historyDepth: history)
                     if action != .list {
-                        try await store.appendAudit(.commandLine(.clockRepair, account: account, target: "suite \(suite) (\(action == .drop ? "drop" : "restamp"))"))
+                        try await store.appendAudit(
+                            .commandLine(.clockRepair, account: account, target: "suite \(suite) (\(action == .drop ? "drop" : "restamp"))")
+                        )
                     }
                     return outcome
                 }
@@ -133,7 +135,9 @@ struct SuitesCommand: AsyncParsableCommand {
                     guard let count = try await store.resetSuite(account: account, suite: suite, keys: keys) else {
                         throw CommandFailure("account \(account) has no suite \(suite) in this store")
                     }
-                    try await store.appendAudit(.commandLine(.suiteReset, account: account, target: "suite \(suite)" + (keys ? " (with its keys)" : "")))
+                    try await store.appendAudit(
+                        .commandLine(.suiteReset, account: account, target: "suite \(suite)" + (keys ? " (with its keys)" : ""))
+                    )
                     output(
                         "\(account)/\(suite): reset (\(count) key\(count == 1 ? "" : "s") deleted\(keys ? ", and its keys" : "")); each device joins it again at its next sync and uploads what it holds"
                     )

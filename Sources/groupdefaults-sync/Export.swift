@@ -70,7 +70,8 @@ struct DeviceExport: Encodable {
 
         enum CodingKeys: String, CodingKey {
             case name, entries, history
-            case headRev = "head_rev", keyBags = "key_bags"
+            case headRev = "head_rev"
+            case keyBags = "key_bags"
         }
 
         /// The versions of `key` the server keeps; nil when it keeps none (history off, or purged).

@@ -76,7 +76,9 @@ struct AccountsAndAuditTests {
             #expect(kept.status == .ok)
         }
         let unknown = try await ServerTool.run(["accounts", "delete", "alice", "--yes"] + storage)
-        #expect(unknown.status == 1 && unknown.stderr == "groupdefaults-server: no account is named alice (see `groupdefaults-server accounts list`)\n")
+        #expect(
+            unknown.status == 1 && unknown.stderr == "groupdefaults-server: no account is named alice (see `groupdefaults-server accounts list`)\n"
+        )
         #expect(try await ServerTool.run(["accounts", "list"] + storage).stdout.hasPrefix("bob\t"))
 
         // The audit log: each act, who, what, from where; never a token.
@@ -84,11 +86,16 @@ struct AccountsAndAuditTests {
         #expect(audit.status == 0, "\(audit.stderr)")
         let records = try JSONSerialization.jsonObject(with: Data(audit.stdout.utf8)) as? [[String: Any]] ?? []
         #expect(records.map { $0["act"] as? String ?? "" } == ["token-create", "token-create", "account-export", "account-delete"])
-        #expect(records.allSatisfy { ($0["actor"] as? String) == "command line" && ($0["source"] as? String)?.hasPrefix("command line (user ") == true })
+        #expect(
+            records.allSatisfy { ($0["actor"] as? String) == "command line" && ($0["source"] as? String)?.hasPrefix("command line (user ") == true }
+        )
         #expect(records.last?["account"] as? String == "alice")
         #expect(!audit.stdout.contains(alice) && !audit.stdout.contains(bob))
         let aliceOnly = try await ServerTool.run(["audit", "--account", "bob", "--since", "1h"] + storage)
-        #expect(aliceOnly.status == 0 && aliceOnly.stdout.split(separator: "\n").count == 1 && aliceOnly.stdout.contains("token-create"), "\(aliceOnly)")
+        #expect(
+            aliceOnly.status == 0 && aliceOnly.stdout.split(separator: "\n").count == 1 && aliceOnly.stdout.contains("token-create"),
+            "\(aliceOnly)"
+        )
         let future = try await ServerTool.run(["audit", "--since", "2999-01-01"] + storage)
         #expect(future.status == 0 && future.stdout == "no records\n", "\(future)")
         let bad = try await ServerTool.run(["audit", "--since", "yesterday"] + storage)

@@ -32,7 +32,8 @@ package struct AccountExport: Sendable, Encodable {
 
         enum CodingKeys: String, CodingKey {
             case name, entries, history
-            case headRev = "head_rev", keyBags = "key_bags"
+            case headRev = "head_rev"
+            case keyBags = "key_bags"
         }
     }
 
@@ -48,7 +49,8 @@ package struct AccountExport: Sendable, Encodable {
 
         enum CodingKeys: String, CodingKey {
             case id, device, created, expires, revoked
-            case suitePatterns = "suite_patterns", readOnly = "read_only"
+            case suitePatterns = "suite_patterns"
+            case readOnly = "read_only"
         }
     }
 

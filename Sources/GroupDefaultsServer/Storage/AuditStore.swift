@@ -5,11 +5,17 @@ package import Foundation
 package struct AuditRecord: Sendable, Hashable, Codable {
     /// The acts the log records.
     package enum Act: String, Sendable, Codable, CaseIterable {
-        case tokenCreate = "token-create", tokenRevoke = "token-revoke", deviceRevoke = "device-revoke"
-        case adminCreate = "admin-create", adminRemove = "admin-remove"
-        case signIn = "sign-in", signInFailed = "sign-in-failed"
-        case suiteReset = "suite-reset", clockRepair = "clock-repair"
-        case accountExport = "account-export", accountDelete = "account-delete"
+        case tokenCreate = "token-create"
+        case tokenRevoke = "token-revoke"
+        case deviceRevoke = "device-revoke"
+        case adminCreate = "admin-create"
+        case adminRemove = "admin-remove"
+        case signIn = "sign-in"
+        case signInFailed = "sign-in-failed"
+        case suiteReset = "suite-reset"
+        case clockRepair = "clock-repair"
+        case accountExport = "account-export"
+        case accountDelete = "account-delete"
         case backup, restore
     }
 
@@ -54,7 +60,14 @@ package struct AuditRecord: Sendable, Hashable, Codable {
     ) -> AuditRecord {
         let uid = getuid()
         let user = getpwuid(uid).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "unknown"
-        return AuditRecord(time: time, actor: "command line", act: act, account: account, target: target, source: "command line (user \(user), uid \(uid))")
+        return AuditRecord(
+            time: time,
+            actor: "command line",
+            act: act,
+            account: account,
+            target: target,
+            source: "command line (user \(user), uid \(uid))"
+        )
     }
 }
 

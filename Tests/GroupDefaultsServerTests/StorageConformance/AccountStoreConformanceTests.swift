@@ -42,7 +42,10 @@ extension StorageConformanceTests {
             return made.stored
         }
 
-        @Test("accounts: listed with suites, tokens and devices; exported as one document; deleted whole, others untouched", arguments: StorageBackend.allCases)
+        @Test(
+            "accounts: listed with suites, tokens and devices; exported as one document; deleted whole, others untouched",
+            arguments: StorageBackend.allCases
+        )
         func listExportDelete(backend: StorageBackend) async throws {
             try await backend.withStorage { storage in
                 let token = try await fill(storage, account: "alice", marker: "AAAMARK")

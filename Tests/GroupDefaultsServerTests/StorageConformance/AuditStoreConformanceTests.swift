@@ -8,13 +8,23 @@ extension StorageConformanceTests {
     /// `AuditStore` (the audit log), over every backend.
     @Suite("AuditStore")
     struct AuditStoreConformance: StorageConformance {
-        @Test("audit records: kept in time order, filtered by account and time, the last ones to a limit, purged by age", arguments: StorageBackend.allCases)
+        @Test(
+            "audit records: kept in time order, filtered by account and time, the last ones to a limit, purged by age",
+            arguments: StorageBackend.allCases
+        )
         func records(backend: StorageBackend) async throws {
             try await backend.withStorage { storage in
                 let start = Date(timeIntervalSince1970: 1_800_000_000)
                 func at(_ seconds: Double) -> Date { start.addingTimeInterval(seconds) }
                 let records = [
-                    AuditRecord(time: at(0), actor: "command line", act: .tokenCreate, account: "alice", target: "token tok_1", source: "command line (user root, uid 0)"),
+                    AuditRecord(
+                        time: at(0),
+                        actor: "command line",
+                        act: .tokenCreate,
+                        account: "alice",
+                        target: "token tok_1",
+                        source: "command line (user root, uid 0)"
+                    ),
                     AuditRecord(time: at(10), actor: "ops", act: .signIn, source: "console, 127.0.0.1"),
                     AuditRecord(time: at(20), actor: "unknown", act: .signInFailed, source: "console, 127.0.0.1", outcome: "failed"),
                     AuditRecord(time: at(30), actor: "ops", act: .accountDelete, account: "bob", source: "console, 127.0.0.1"),
