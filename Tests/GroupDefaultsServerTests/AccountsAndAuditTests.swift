@@ -98,6 +98,18 @@ struct AccountsAndAuditTests {
         )
         let future = try await ServerTool.run(["audit", "--since", "2999-01-01"] + storage)
         #expect(future.status == 0 && future.stdout == "no records\n", "\(future)")
+        // Revoking bob's token and resetting his suite are audited too, with their targets.
+        let bobID = try #require(try await ServerTool.tokenIDs(storage: storage).first)
+        #expect(try await ServerTool.run(["token", "revoke", bobID] + storage).status == 0)
+        #expect(try await ServerTool.run(["suites", "reset", "--account", "bob", "--suite", "group.BBBMARK", "--yes"] + storage).status == 0)
+        let bobs = try await ServerTool.run(["audit", "--account", "bob"] + storage)
+        let rows = bobs.stdout.split(separator: "\n").map { $0.split(separator: "\t").map(String.init) }
+        #expect(
+            rows.map { $0.count > 3 ? [$0[1], $0[3]] : [] } == [
+                ["token-create", "token \(bobID)"], ["token-revoke", "token \(bobID)"], ["suite-reset", "suite group.BBBMARK"],
+            ],
+            "\(bobs)"
+        )
         let bad = try await ServerTool.run(["audit", "--since", "yesterday"] + storage)
         #expect(bad.status == 1 && bad.stderr.split(separator: "\n").count == 1 && bad.stderr.contains("--since takes"), "\(bad)")
     }
