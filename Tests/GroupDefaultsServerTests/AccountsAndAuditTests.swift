@@ -113,4 +113,57 @@ struct AccountsAndAuditTests {
         let bad = try await ServerTool.run(["audit", "--since", "yesterday"] + storage)
         #expect(bad.status == 1 && bad.stderr.split(separator: "\n").count == 1 && bad.stderr.contains("--since takes"), "\(bad)")
     }
+
+    @Test(
+        "console sign-ins on the real server, failed and not, are audited with the client's address; the password is in neither the log nor the store",
+        arguments: StorageBackend.allCases
+    )
+    func consoleSignInsAudited(backend: StorageBackend) async throws {
+        let (storage, cleanup) = try await backend.serverStorage("gds-audit-console")
+        defer { cleanup() }
+        let password = "correct horse \(UUID().uuidString)"
+        let wrong = "wrong horse \(UUID().uuidString)"
+        let made = try runProcess(
+            ServerTool.executable,
+            ["admin", "create", "--create", "--name", "ops"] + storage,
+            stdin: Data((password + "\n").utf8)
+        )
+        #expect(made.status == 0, "\(made.stderr)")
+        let server = try await ServerProcess(dataDirectory: nil, extraArguments: storage)
+        defer { server.signal(SIGTERM) }
+        let base = "http://127.0.0.1:\(server.port)/console/sign-in"
+        let folder = ServerTool.temporaryDirectory("gds-cookies")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let jar = folder + "/cookies"
+        // Each attempt: the form (its token, and the cookie it must match), then the POST.
+        func signIn(_ password: String) async throws -> String {
+            let form = try await Curl.run(["-c", jar, "-b", jar, base])
+            let csrf = try #require(form.stdout.firstMatch(of: #/name="csrf" value="([^"]+)"/#)?.output.1)
+            let answer = try await Curl.run([
+                "-c", jar, "-b", jar, "-o", "/dev/null", "-w", "%{http_code}", "--data-urlencode", "csrf=\(csrf)", "--data-urlencode", "name=ops",
+                "--data-urlencode", "password=\(password)", base,
+            ])
+            return answer.stdout
+        }
+        #expect(try await signIn(wrong) == "401")
+        #expect(try await signIn(password) == "303")
+
+        let audit = try await ServerTool.run(["audit", "--json"] + storage)
+        let records = try JSONSerialization.jsonObject(with: Data(audit.stdout.utf8)) as? [[String: Any]] ?? []
+        #expect(records.map { $0["act"] as? String ?? "" } == ["admin-create", "sign-in-failed", "sign-in"], "\(audit)")
+        #expect(records.dropFirst().allSatisfy { $0["source"] as? String == "console, 127.0.0.1" }, "\(audit)")
+        #expect(records.last?["actor"] as? String == "ops" && records[1]["outcome"] as? String == "failed")
+        for secret in [password, wrong] { #expect(!audit.stdout.contains(secret)) }
+        server.signal(SIGTERM)
+        _ = await server.waitForExit()
+        let stored: String
+        if backend == .postgres {
+            stored = try await PostgresFixture.dump(storage[1])
+        } else {
+            stored = String(decoding: try Data(contentsOf: URL(fileURLWithPath: storage[1] + "/sync.lmdb")), as: UTF8.self)
+        }
+        #expect(stored.contains("sign-in-failed"), "the scan reads the audit log")
+        for secret in [password, wrong] { #expect(!stored.contains(secret)) }
+    }
 }
