@@ -72,18 +72,14 @@ struct AccountsCommand: AsyncParsableCommand {
         func run() async throws {
             try await reportingFailure {
                 if let to, FileManager.default.fileExists(atPath: to) { throw CommandFailure("cannot create \(to): it exists (give a new path)") }
-                let document = try await storage.withStorage { store in
+                try await storage.withStorage { store in
                     guard try await store.accountSummaries().contains(where: { $0.account == account }) else {
                         throw CommandFailure("no account is named \(account) (see `groupdefaults-server accounts list`)")
                     }
-                    let document = try await AccountExport.read(account: account, from: store).json()
+                    let document = try await AccountExport.read(account: account, from: store).json() + Data("\n".utf8)
+                    if let to { try NewPrivateFile.create(document, at: to) } else { writeAll(document, to: STDOUT_FILENO) }
+                    // Recorded once written: an export that failed gave nothing away.
                     try await store.appendAudit(.commandLine(.accountExport, account: account, target: to.map { "file \($0)" } ?? "stdout"))
-                    return document
-                }
-                if let to {
-                    try NewPrivateFile.create(document + Data("\n".utf8), at: to)
-                } else {
-                    writeAll(document + Data("\n".utf8), to: STDOUT_FILENO)
                 }
             }
         }
