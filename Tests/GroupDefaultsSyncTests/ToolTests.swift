@@ -142,6 +142,30 @@ struct ToolTests {
         }
     }
 
+    @Test("export of an end-to-end encrypted suite: entries sealed as stored (no key, no value in clear), with the suite's key bags")
+    func exportSealed() async throws {
+        try await SyncServer.with { server in
+            let device = ToolDevice("group.export.sealed")
+            defer { device.remove() }
+            let token = try device.tokenFile(server.token)
+            let configured = try await device.sync("configure", ["--server", server.url.absoluteString, "--token-file", token, "--encrypt"])
+            #expect(configured.status == 0, "\(configured.stderr)")
+            #expect(try await device.defaultsTool(["write", device.suite, "secret-sound", "secret-ring.caf"]).status == 0)
+            #expect(try await device.sync("sync").status == 0)
+
+            let printed = try await device.sync("export")
+            #expect(printed.status == 0, "\(printed.stderr)")
+            #expect(!printed.stdout.contains("secret-sound") && !printed.stdout.contains("secret-ring"), "sealed: \(printed.stdout)")
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(printed.stdout.utf8)) as? [String: Any])
+            let suite = try #require((document["suites"] as? [[String: Any]])?.first)
+            let entries = suite["entries"] as? [[String: Any]] ?? []
+            let snapshot = try await server.snapshot(device.suite).entries
+            #expect(!entries.isEmpty && entries.allSatisfy { $0["sealed"] != nil && $0["value"] == nil }, "\(entries)")
+            #expect(Set(entries.compactMap { $0["key"] as? String }) == Set(snapshot.keys), "the key ids, as stored")
+            #expect(suite["key_bags"] is [String: Any], "the key bags, sealed")
+        }
+    }
+
     @Test("every verb's help shows an example of it; those that talk to the server state their timeouts")
     func helpExamples() async throws {
         let talking: Set<String> = ["configure", "pair", "rotate-key", "sync", "push", "pull", "run", "status", "restore", "history", "export"]
