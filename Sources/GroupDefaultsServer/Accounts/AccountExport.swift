@@ -2,12 +2,14 @@ package import Foundation
 package import GroupDefaultsWire
 
 /// One account's data as one JSON document (`groupdefaults-server accounts export`): its suites
-/// with every entry (tombstones too) and each key's history, its key bags, devices and tokens.
+/// with every entry (tombstones too) and each key's history, its key bags, devices, tokens and
+/// pairings.
 /// The schema is README's "Exporting and deleting an account"; `format` and `version` head it.
 ///
 /// Entries are the wire's (`SyncEntry`: typed JSON values, stamps, `deleted`); a sealed entry is
 /// exactly as stored and served, its payload opaque. Tokens are described, never their secret or
-/// its hash. Pairings are not in it: they last minutes, and hold sealed keys meant for one device.
+/// its hash. Pairings are described (suite, state, tokens, times), without what claims them or the
+/// keys they carry.
 package struct AccountExport: Sendable, Encodable {
     /// The document's kind: always `groupdefaults-account-export`.
     package var format = "groupdefaults-account-export"
@@ -19,6 +21,7 @@ package struct AccountExport: Sendable, Encodable {
     package var suites: [Suite]
     package var devices: [DeviceInfo]
     package var tokens: [Token]
+    package var pairings: [Pairing]
 
     /// One suite: its head revision, entries in key order, the history of each key and its key bags.
     package struct Suite: Sendable, Encodable {
@@ -54,11 +57,30 @@ package struct AccountExport: Sendable, Encodable {
         }
     }
 
+    /// A pairing as the export tells it: never its id, the claiming device's public key and
+    /// proof, or the keys sealed to it.
+    package struct Pairing: Sendable, Encodable {
+        package var suite: String
+        package var state: String
+        package var creatorTokenID: String
+        package var tokenID: String?
+        package var readOnly: Bool
+        package var created: String
+        package var expires: String
+
+        enum CodingKeys: String, CodingKey {
+            case suite, state, created, expires
+            case creatorTokenID = "creator_token_id"
+            case tokenID = "token_id"
+            case readOnly = "read_only"
+        }
+    }
+
     /// Reads the account's data through the storage protocols' own queries; `suiteFilter` keeps
     /// only the suites it accepts (a device's export: those its token reaches).
     package static func read(
         account: String,
-        from storage: some SuiteAdmin & SyncStore & KeyBagStore & DeviceStore & TokenStore,
+        from storage: some SuiteAdmin & SyncStore & KeyBagStore & DeviceStore & TokenStore & AccountStore,
         suiteFilter: (String) -> Bool = { _ in true },
         includeTokens: Bool = true,
         now: Date = Date()
@@ -98,7 +120,25 @@ package struct AccountExport: Sendable, Encodable {
                     revoked: token.revoked.map(Self.date)
                 )
             } : []
-        return AccountExport(account: account, exported: Self.date(now), suites: suites, devices: devices, tokens: tokens)
+        let pairings = try await storage.pairings(account: account).filter { suiteFilter($0.suite) }.map { pairing in
+            Pairing(
+                suite: pairing.suite,
+                state: pairing.state.state.rawValue,
+                creatorTokenID: pairing.creatorTokenID,
+                tokenID: pairing.tokenID,
+                readOnly: pairing.readOnly,
+                created: Self.date(pairing.created),
+                expires: Self.date(pairing.expires)
+            )
+        }
+        return AccountExport(
+            account: account,
+            exported: Self.date(now),
+            suites: suites,
+            devices: devices,
+            tokens: tokens,
+            pairings: pairings
+        )
     }
 
     /// A date as typed JSON writes it (one outside years 0…9999 as its seconds since 1970).

@@ -24,8 +24,13 @@ package struct AccountSummary: Sendable, Hashable, Codable {
     }
 }
 
-/// Deleting an account: everything stored under its name goes, in one transaction.
+/// An account's own rows that no other protocol lists by account (its pairings), and deleting an
+/// account: everything stored under its name goes, in one transaction.
 package protocol AccountStore: Sendable {
+    /// The pairings the account's tokens made (expired or not, until a new pairing drops them), by
+    /// creation time.
+    func pairings(account: String) async throws -> [StoredPairing]
+
     /// Deletes every row of `account`: its suites (entries, tombstones, history, batch records,
     /// counters), key bags, devices, tokens (a running server learns it as it learns a revocation,
     /// `TokenStore.tokenGeneration`) and pairings, in one transaction, and wakes the waits on its

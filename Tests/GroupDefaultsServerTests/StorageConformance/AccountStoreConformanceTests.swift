@@ -67,6 +67,9 @@ extension StorageConformanceTests {
                 #expect(!json.contains(token.hash))
                 #expect(!json.contains("BBBMARK"))
                 #expect(export.devices.first?.name == "phone-AAAMARK")
+                #expect(export.pairings.map(\.suite) == ["AAAMARK.a"] && export.pairings.first?.state == "waiting")
+                #expect(!json.contains(StoredPairing.lookup(id: "pairing-AAAMARK")))
+                #expect(try await storage.pairings(account: "alice").map(\.suite) == ["AAAMARK.a"])
 
                 #expect(try await storage.deleteAccount("alice"))
                 #expect(try await storage.deleteAccount("alice") == false)  // nothing left: nothing changed
@@ -77,6 +80,7 @@ extension StorageConformanceTests {
                 #expect(try await storage.suites(account: "alice").suites.isEmpty)
                 #expect(try await storage.history(account: "alice", suite: "AAAMARK.a", key: "k-AAAMARK").isEmpty)
                 #expect(try await storage.pairing(lookup: StoredPairing.lookup(id: "pairing-AAAMARK")) == nil)
+                #expect(try await storage.pairings(account: "alice").isEmpty)
                 // Bob's account is whole.
                 #expect(try await storage.suites(account: "bob").suites.map(\.name) == ["BBBMARK.a"])
                 #expect(try await storage.devices(account: "bob").count == 1)

@@ -6,6 +6,24 @@ import GroupDefaultsWire
 // reset deletes them) and records, then the rows keyed by its name (`key-bags`, `devices`), then
 // those that only name it inside (`tokens` with their hash index, `pairings` with their indexes).
 extension LMDBSyncStorage: AccountStore {
+    package func pairings(account: String) async throws -> [StoredPairing] {
+        let environment = self.environment
+        return try await onReadQueue {
+            var pairings: [StoredPairing] = []
+            try environment.readTransaction { txn in
+                try txn.forEach(DB.pairings) { key, value in
+                    // The index rows (`x/…`, `t/…`) beside the records are not pairings.
+                    if !key.starts(with: Array("x/".utf8)), !key.starts(with: Array("t/".utf8)) {
+                        let pairing = try JSONDecoder().decode(StoredPairing.self, from: Data(value))
+                        if pairing.account == account { pairings.append(pairing) }
+                    }
+                    return true
+                }
+            }
+            return pairings.sorted { $0.created < $1.created }
+        }
+    }
+
     package func deleteAccount(_ account: String) async throws -> Bool {
         let environment = self.environment
         let prefix = LMDBKeys.accountPrefix(account)

@@ -8,6 +8,19 @@ import PostgresNIO
 // announces the change to every instance's token cache (migration 4), and a change notice per
 // suite wakes the streams waiting on them, which then re-check their token.
 extension PostgresSyncStorage: AccountStore {
+    package func pairings(account: String) async throws -> [StoredPairing] {
+        let texts = try await bounded("listing an account's pairings") { storage in
+            let rows = try await storage.client.query(
+                "SELECT record::text FROM pairings WHERE record->>'account' = \(account)",
+                logger: storage.logger
+            )
+            var texts: [String] = []
+            for try await text in rows.decode(String.self) { texts.append(text) }
+            return texts
+        }
+        return try texts.map { try JSONDecoder().decode(StoredPairing.self, from: Data($0.utf8)) }.sorted { $0.created < $1.created }
+    }
+
     package func deleteAccount(_ account: String) async throws -> Bool {
         try await bounded("deleting an account") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
