@@ -40,6 +40,7 @@ struct AdminCommand: AsyncParsableCommand {
                 if let problem = Operators.problem(withName: name) { throw CommandFailure(problem) }
                 try await storage.withStorage(creating: create) { store in  // a store that is not there is said before the password is asked
                     try await Operators(storage: store).create(name: name, password: try PasswordInput.read())
+                    try await store.appendAudit(.commandLine(.adminCreate, target: "operator \(name)"))
                 }
                 print("created operator \(name): sign in at /console")
             }
@@ -86,7 +87,10 @@ struct AdminCommand: AsyncParsableCommand {
         func run() async throws {
             let name = name ?? positionalName ?? ""
             try await reportingFailure {
-                try await storage.withStorage { try await Operators(storage: $0).remove(name: name) }
+                try await storage.withStorage { store in
+                    try await Operators(storage: store).remove(name: name)
+                    try await store.appendAudit(.commandLine(.adminRemove, target: "operator \(name)"))
+                }
                 print("removed operator \(name)")
             }
         }

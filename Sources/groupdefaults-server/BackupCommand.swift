@@ -31,12 +31,12 @@ struct BackupCommand: AsyncParsableCommand {
             let bytes: Int
             do {
                 bytes = try await LMDBBackup.write(embedded, to: to)
+                try await store.appendAudit(.commandLine(.backup, target: "file \(to)"))
                 try await store.shutdown()
             } catch {
                 try? await store.shutdown()
                 throw error
             }
-            // audit: a backup was written (path, size), by "command line"
             output("backed up to \(to) (\(bytes) bytes); restore it with `groupdefaults-server restore --from \(to)`")
         }
     }
@@ -78,7 +78,9 @@ struct RestoreCommand: AsyncParsableCommand {
                     } else {
                         try await storage.withStorage { store in try await store.renewIncarnation() }
                     }
-                // audit: a restore was announced (new incarnation), by "command line"
+                try await storage.withStorage { store in
+                    try await store.appendAudit(.commandLine(.restore, target: "announced; incarnation \(incarnation)"))
+                }
                 output("new incarnation \(incarnation): devices upload what they hold at their next sync")
                 return
             }
@@ -91,7 +93,9 @@ struct RestoreCommand: AsyncParsableCommand {
                 )
             }
             let incarnation = try await LMDBBackup.restore(from: from, into: directory)
-            // audit: a backup was restored (path, new incarnation), by "command line"
+            try await storage.withStorage { store in
+                try await store.appendAudit(.commandLine(.restore, target: "file \(from); incarnation \(incarnation)"))
+            }
             output("restored \(directory) from \(from); new incarnation \(incarnation): devices upload what they hold at their next sync")
         }
     }

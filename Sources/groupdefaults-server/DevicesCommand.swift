@@ -76,7 +76,16 @@ struct DevicesCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailure {
-                switch try await storage.withStorage({ try await $0.revokeDevice(id: id, account: nil, at: Date()) }) {
+                let revocation = try await storage.withStorage { store in
+                    let revocation = try await store.revokeDevice(id: id, account: nil, at: Date())
+                    if case .revoked(let device, _) = revocation {
+                        try await store.appendAudit(
+                            .commandLine(.deviceRevoke, account: device.account, target: "device \(id) (token \(device.tokenID))")
+                        )
+                    }
+                    return revocation
+                }
+                switch revocation {
                 case .notFound:
                     throw CommandFailure("no device has the id \(id) (see `groupdefaults-server devices list --account ACCOUNT`)")
                 case .ambiguous(let matching):

@@ -55,6 +55,7 @@ struct ServeOptions: ParsableArguments {
     @Option(help: ServerSettings.logLevel.help) var logLevel: LogLevel?
     @Option(help: ServerSettings.maxWait.help) var maxWait: Int?
     @Option(help: ServerSettings.tombstoneDays.help) var tombstoneDays: Int?
+    @Option(help: ServerSettings.auditDays.help) var auditDays: Int?
     @Option(help: ServerSettings.tlsCert.help) var tlsCert: String?
     @Option(help: ServerSettings.tlsKey.help) var tlsKey: String?
     @Option(help: ServerSettings.rateLimit.help) var rateLimit: Double?
@@ -98,7 +99,7 @@ struct ServeOptions: ParsableArguments {
         let tls = zip(settings[S.tlsCert], settings[S.tlsKey]).map { TLSFiles(certificatePath: $0, keyPath: $1) }
         let maxValueBytes = settings[defaulted: S.maxValueBytes]
         let rateLimit = settings[defaulted: S.rateLimit]
-        return ServerConfiguration(
+        var configuration = ServerConfiguration(
             host: settings[defaulted: S.host],
             port: settings[defaulted: S.port],
             storage: try StorageOptions.configuration(settings),
@@ -128,6 +129,8 @@ struct ServeOptions: ParsableArguments {
             ),
             metricsToken: try settings[S.metricsTokenFile].map(readMetricsToken)
         )
+        configuration.auditLifetime = .seconds(Int64(settings[defaulted: S.auditDays] * 86_400))
+        return configuration
     }
 
     /// The first line of `--metrics-token-file`, which must not be readable by others.

@@ -19,7 +19,7 @@ struct ServerCommand: AsyncParsableCommand {
         version: packageVersion,
         subcommands: [
             Serve.self, CheckConfig.self, TokenCommand.self, DevicesCommand.self, AdminCommand.self, SuitesCommand.self, BackupCommand.self,
-            RestoreCommand.self,
+            RestoreCommand.self, AccountsCommand.self, AuditCommand.self,
         ],
         defaultSubcommand: Serve.self
     )

@@ -115,6 +115,12 @@ enum ServerSettings {
         abstract: "How many days deletions are kept for devices to catch up; older cursors get 410.",
         problem: { (1...36_500).contains($0) ? nil : "--tombstone-days must be 1 to 36500 (a hundred years), not \($0)" }
     )
+    static let auditDays = ServerSetting<Int>(
+        name: "audit-days",
+        defaultValue: seconds(base.auditLifetime) / 86_400,
+        abstract: "How many days the audit log keeps a record of each administrative act.",
+        problem: { (1...36_500).contains($0) ? nil : "--audit-days must be 1 to 36500 (a hundred years), not \($0)" }
+    )
     static let tlsCert = ServerSetting<String>(
         name: "tls-cert",
         defaultValue: nil,
@@ -212,7 +218,7 @@ enum ServerSettings {
 
     /// Every setting, in `check-config`'s order.
     static let all: [any AnyServerSetting] = [
-        host, port, dataDir, postgresURL, postgresConnectTimeout, logLevel, maxWait, tombstoneDays, tlsCert, tlsKey, rateLimit,
+        host, port, dataDir, postgresURL, postgresConnectTimeout, logLevel, maxWait, tombstoneDays, auditDays, tlsCert, tlsKey, rateLimit,
         maxValueBytes, maxKeysPerSuite, maxBytesPerSuite, maxOpsPerBatch, heartbeat, history, maxStreamsPerToken, maxConnections,
         requestHeadTimeout, idleTimeout, console, consoleSessionHours, metricsTokenFile,
     ]

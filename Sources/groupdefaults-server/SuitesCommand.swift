@@ -52,7 +52,13 @@ struct SuitesCommand: AsyncParsableCommand {
                             "account \(account) has no suite \(suite) in this store (see the console, or check --account, --suite and the storage flags)"
                         )
                     }
-                    return try await ClockRepair.run(store, account: account, suite: suite, action: action, historyDepth: history)
+                    let outcome = try await ClockRepair.run(store, account: account, suite: suite, action: action, historyDepth: history)
+                    if action != .list {
+                        try await store.appendAudit(
+                            .commandLine(.clockRepair, account: account, target: "suite \(suite) (\(action == .drop ? "drop" : "restamp"))")
+                        )
+                    }
+                    return outcome
                 }
                 let now = HLC.wallClockMilliseconds()
                 for entry in outcome.found {
@@ -129,6 +135,9 @@ struct SuitesCommand: AsyncParsableCommand {
                     guard let count = try await store.resetSuite(account: account, suite: suite, keys: keys) else {
                         throw CommandFailure("account \(account) has no suite \(suite) in this store")
                     }
+                    try await store.appendAudit(
+                        .commandLine(.suiteReset, account: account, target: "suite \(suite)" + (keys ? " (with its keys)" : ""))
+                    )
                     output(
                         "\(account)/\(suite): reset (\(count) key\(count == 1 ? "" : "s") deleted\(keys ? ", and its keys" : "")); each device joins it again at its next sync and uploads what it holds"
                     )

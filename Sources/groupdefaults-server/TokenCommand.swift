@@ -50,7 +50,10 @@ struct TokenCommand: AsyncParsableCommand {
                     expires: expiry,
                     now: now
                 )
-                try await storage.withStorage(creating: create) { try await $0.createToken(made.stored) }
+                try await storage.withStorage(creating: create) { store in
+                    try await store.createToken(made.stored)
+                    try await store.appendAudit(.commandLine(.tokenCreate, account: account, target: "token \(made.stored.id)"))
+                }
                 output(made.token)
                 writeAll(
                     Data("token \(made.stored.id) for account \(account) (revoke it with `token revoke \(made.stored.id)`)\n".utf8),
@@ -102,10 +105,13 @@ struct TokenCommand: AsyncParsableCommand {
             try await reportingFailure {
                 let store = try await storage.openStorage()
                 do {
+                    let account = try await store.token(id: id)?.account
                     try await store.revokeToken(id: id, at: Date())
-                } catch let error as SyncStorageError where error.code == .notFound {
+                    try await store.appendAudit(.commandLine(.tokenRevoke, account: account, target: "token \(id)"))
+                } catch {
                     try? await store.shutdown()
-                    throw CommandFailure(error.detail)
+                    if let error = error as? SyncStorageError, error.code == .notFound { throw CommandFailure(error.detail) }
+                    throw error
                 }
                 try await store.shutdown()
             }

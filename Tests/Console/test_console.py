@@ -326,6 +326,32 @@ def test_revoke_device(server, page, tmp_path):
                                     f"stdout: {result.stdout}\nstderr: {result.stderr}")
 
 
+def test_audit_log(server, page, tmp_path):
+    account, suite = "eli", "group.com.example.audited"
+    device = Device(server, tmp_path, "tablet", suite, server.token(account, device="tablet"))
+    device.write("steps", "-int", "1")
+    device.sync()
+    row = wait_for_device(page, account, "tablet")
+    device_id = row.get_attribute("data-device-id")
+    page.on("dialog", lambda dialog: dialog.accept())
+    submit(page, row.locator("form.revoke-device").get_by_role("button", name="Revoke device"))
+
+    # The header's link leads to the log; filtered by account, newest first.
+    page.locator("header a.audit-link").click()
+    assert path(page) == "/console/audit"
+    page.locator("input[name=account]").fill(account)
+    page.get_by_role("button", name="Filter").click()
+    rows = page.locator("table#audit tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0).locator("td.act")).to_have_text("device-revoke")
+    expect(rows.nth(0).locator("td.actor")).to_have_text(OPERATOR)
+    expect(rows.nth(0)).to_contain_text(device_id)
+    expect(rows.nth(0)).to_contain_text("console, ")
+    expect(rows.nth(1).locator("td.act")).to_have_text("token-create")
+    expect(rows.nth(1).locator("td.actor")).to_have_text("command line")
+    assert PASSWORD not in page.content()
+
+
 # --- 6. Names and values are text, never markup ---------------------------------------------------
 
 HOSTILE_KEY = "<img src=x onerror=alert(1)>"

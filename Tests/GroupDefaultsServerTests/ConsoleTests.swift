@@ -224,6 +224,40 @@ struct ConsoleTests {
         }
     }
 
+    @Test("the console's acts are audited (sign-in, failed sign-in, token made and revoked) with who and where, never a password or token")
+    func audited() async throws {
+        try await Self.withConsole { fixture, client in
+            var session = ConsoleSession(client: client)
+            let typo = "not the password \(UUID().uuidString)"
+            #expect(try await session.signIn(password: typo).status == .unauthorized)
+            #expect(try await session.signIn().status == .seeOther)
+            #expect(try await session.post("/console/accounts/alice/tokens", ["suites": "group.*"]).status == .seeOther)
+            let shown = String(buffer: try await session.get("/console/accounts/alice").body)
+            let token = String(try #require(shown.firstMatch(of: #/<code id="new-token">(gdt_[A-Za-z0-9_-]+)</code>/#)?.output.1))
+            let id = try #require(try await fixture.storage.tokens().last?.id)
+            #expect(try await session.post("/console/accounts/alice/tokens/\(id)/revoke", [:]).status == .seeOther)
+
+            let records = try await fixture.storage.auditRecords(account: nil, since: nil, limit: 100)
+            #expect(records.map(\.act) == [.signInFailed, .signIn, .tokenCreate, .tokenRevoke])
+            #expect(records.map(\.actor) == ["unknown", "ops", "ops", "ops"])
+            #expect(records[0].outcome == "failed")
+            #expect(records[2].account == "alice" && records[2].target == "token \(id)" && records[3].target == "token \(id)")
+            #expect(records.allSatisfy { $0.source.hasPrefix("console, ") && abs($0.time.timeIntervalSinceNow) < 60 })
+            // Neither the password (typed wrong or right) nor the token is anywhere in the store.
+            let bytes = try Data(contentsOf: fixture.directory.appendingPathComponent("sync.lmdb"))
+            for secret in [typo, Self.password, token] { #expect(bytes.range(of: Data(secret.utf8)) == nil, "\(secret)") }
+
+            // The audit page shows them, newest first, and can show one account's.
+            let page = String(buffer: try await session.get("/console/audit").body)
+            let acts = page.matches(of: #/<td class="act">([a-z-]+)</td>/#).map { String($0.output.1) }
+            #expect(acts == ["token-revoke", "token-create", "sign-in", "sign-in-failed"])
+            for secret in [typo, Self.password, token] { #expect(!page.contains(secret)) }
+            let alice = String(buffer: try await session.get("/console/audit?account=alice").body)
+            #expect(alice.matches(of: #/<td class="act">/#).count == 2)
+            #expect(try await session.get("/console/audit?account=a%00b").status == .badRequest)
+        }
+    }
+
     @Test("keys, values, account and device names holding markup are shown as text on every page")
     func escaping() async throws {
         try await Self.withConsole { fixture, client in

@@ -231,7 +231,8 @@ struct ServerCommandLineTests {
             ["token", "list"], ["token", "create", "--account", "ana"], ["token", "revoke", "tok_000000000000"],
             ["devices", "list", "--account", "ana"], ["devices", "revoke", "dev_000000000000"], ["admin", "list"],
             ["admin", "remove", "--name", "ops"], ["suites", "reset", "--account", "ana", "--suite", "s"],
-            ["suites", "repair-clock", "--account", "ana", "--suite", "s"],
+            ["suites", "repair-clock", "--account", "ana", "--suite", "s"], ["accounts", "list"], ["accounts", "export", "ana"],
+            ["accounts", "delete", "ana", "--yes"], ["audit"],
         ] {
             let result = try await server(command + ["--data-dir", mistyped])
             #expect(result.status == 1, "\(command)")
@@ -258,6 +259,19 @@ struct ServerCommandLineTests {
         #expect(try await server(["admin", "remove", "--name", "ops", "--data-dir", directory]).stdout == "removed operator ops\n")
         #expect(try await server(["admin", "remove", "ana", "--data-dir", directory]).stdout == "removed operator ana\n")
         #expect(try await server(["admin", "list", "--data-dir", directory]).stdout.isEmpty)
+        // Each is audited as the command line's act, without the password.
+        let audit = try await server(["audit", "--data-dir", directory])
+        let acts = audit.stdout.split(separator: "\n").map { $0.split(separator: "\t").map(String.init) }
+        #expect(
+            acts.map { $0.count > 2 ? [$0[1], $0[3]] : [] } == [
+                ["admin-create", "operator ops"], ["admin-create", "operator ana"], ["admin-remove", "operator ops"],
+                ["admin-remove", "operator ana"],
+            ],
+            "\(audit)"
+        )
+        #expect(!audit.stdout.contains("correct horse"))
+        let store = try Data(contentsOf: URL(fileURLWithPath: directory + "/sync.lmdb"))
+        #expect(store.range(of: Data("correct horse".utf8)) == nil)
         let neither = try await server(["admin", "remove", "--data-dir", directory])
         #expect(neither.status == 1)
         #expect(neither.stderr.hasPrefix("groupdefaults-server: Missing expected argument '--name <name>'"))

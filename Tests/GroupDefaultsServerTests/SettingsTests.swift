@@ -224,6 +224,8 @@ struct SettingsTests {
         for (option, value, expected) in [
             ("--max-wait", "86401", "--max-wait must be 0 to 86400"),
             ("--tombstone-days", "106751991167301", "--tombstone-days must be 1 to 36500"),
+            ("--audit-days", "0", "--audit-days must be 1 to 36500"),
+            ("--audit-days", "106751991167301", "--audit-days must be 1 to 36500"),
             ("--rate-limit", "0.1", "--rate-limit must be at least 0.5"),
         ] {
             let refused = try await checkConfig(["--data-dir", "/tmp/gds-unused", option, value])

@@ -106,11 +106,72 @@ struct ToolTests {
         }
     }
 
+    @Test("export: what the server holds of a suite (entries, deletions, history) as one document, to stdout or a new 0600 file, never over one")
+    func export() async throws {
+        try await SyncServer.with { server in
+            let device = ToolDevice("group.export")
+            defer { device.remove() }
+            try await device.configure(server)
+            let defaults = try device.open()
+            defaults.set("ring.caf", forKey: "sound")
+            defaults.set("draft", forKey: "note")
+            #expect(try await device.sync("sync").status == 0)
+            defaults.set("bell.aiff", forKey: "sound")
+            defaults.removeObject(forKey: "note")
+            #expect(try await device.sync("sync").status == 0)
+
+            let printed = try await device.sync("export")
+            #expect(printed.status == 0, "\(printed.stderr)")
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(printed.stdout.utf8)) as? [String: Any])
+            #expect(document["format"] as? String == "groupdefaults-account-export" && document["version"] as? Int == 1)
+            let suite = try #require((document["suites"] as? [[String: Any]])?.first)
+            #expect(suite["name"] as? String == "group.export")
+            let entries = suite["entries"] as? [[String: Any]] ?? []
+            #expect(entries.map { $0["key"] as? String } == ["note", "sound"])
+            #expect(entries.first?["deleted"] as? Bool == true)
+            let history = suite["history"] as? [String: [[String: Any]]] ?? [:]
+            #expect(history["sound"]?.count == 2, "both versions of sound")
+            #expect(!printed.stdout.contains(server.token))
+
+            let file = device.directory.appendingPathComponent("export.json").path
+            #expect(try await device.sync("export", ["--to", file]).status == 0)
+            var info = stat()
+            #expect(stat(file, &info) == 0 && info.st_mode & 0o777 == 0o600)
+            let again = try await device.sync("export", ["--to", file])
+            #expect(again.status == 1 && again.stderr == "groupdefaults-sync: cannot create \(file): it exists (give a new path)\n", "\(again)")
+        }
+    }
+
+    @Test("export of an end-to-end encrypted suite: entries sealed as stored (no key, no value in clear), with the suite's key bags")
+    func exportSealed() async throws {
+        try await SyncServer.with { server in
+            let device = ToolDevice("group.export.sealed")
+            defer { device.remove() }
+            let token = try device.tokenFile(server.token)
+            let configured = try await device.sync("configure", ["--server", server.url.absoluteString, "--token-file", token, "--encrypt"])
+            #expect(configured.status == 0, "\(configured.stderr)")
+            #expect(try await device.defaultsTool(["write", device.suite, "secret-sound", "secret-ring.caf"]).status == 0)
+            #expect(try await device.sync("sync").status == 0)
+
+            let printed = try await device.sync("export")
+            #expect(printed.status == 0, "\(printed.stderr)")
+            #expect(!printed.stdout.contains("secret-sound") && !printed.stdout.contains("secret-ring"), "sealed: \(printed.stdout)")
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(printed.stdout.utf8)) as? [String: Any])
+            let suite = try #require((document["suites"] as? [[String: Any]])?.first)
+            let entries = suite["entries"] as? [[String: Any]] ?? []
+            let snapshot = try await server.snapshot(device.suite).entries
+            #expect(!entries.isEmpty && entries.allSatisfy { $0["sealed"] != nil && $0["value"] == nil }, "\(entries)")
+            #expect(Set(entries.compactMap { $0["key"] as? String }) == Set(snapshot.keys), "the key ids, as stored")
+            #expect(suite["key_bags"] is [String: Any], "the key bags, sealed")
+        }
+    }
+
     @Test("every verb's help shows an example of it; those that talk to the server state their timeouts")
     func helpExamples() async throws {
-        let talking: Set<String> = ["configure", "pair", "rotate-key", "sync", "push", "pull", "run", "status", "restore", "history"]
+        let talking: Set<String> = ["configure", "pair", "rotate-key", "sync", "push", "pull", "run", "status", "restore", "history", "export"]
         for verb in [
             "configure", "pair", "rotate-key", "sync", "push", "pull", "run", "status", "conflicts", "restore", "history", "reset", "unconfigure",
+            "export",
         ] {
             let help = try await BuiltExecutable.run(ToolDevice.syncExecutable, ["help", verb])
             #expect(help.status == 0, "\(verb): \(help.stderr)")

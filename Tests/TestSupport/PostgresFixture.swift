@@ -48,6 +48,13 @@ package enum PostgresFixture {
     package static func psql(_ url: String, _ sql: String) async throws -> String {
         try await offThePool { try ThrowawayPostgres.psql(url, sql) }.trimmingCharacters(in: .whitespacesAndNewlines)
     }
+
+    /// The whole database as `pg_dump` writes it (a test that looks for what must not be there).
+    package static func dump(_ url: String) async throws -> String {
+        let result = try await offThePool { try runTool(ThrowawayPostgres.executable("pg_dump"), ["--no-owner", url]) }
+        guard result.status == 0 else { throw FixtureError("pg_dump failed (exit \(result.status)): \(result.stderr)") }
+        return result.stdout
+    }
 }
 
 /// Where a server keeps its data in a test: the embedded LMDB store or PostgreSQL. Tests that must

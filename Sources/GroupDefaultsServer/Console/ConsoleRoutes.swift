@@ -16,7 +16,7 @@ import Synchronization
 struct ConsoleRoutes: Sendable {
     /// What the console reads and changes: suites and their entries, tokens, devices, the
     /// operator's view and reset, its own records, and the backend's health.
-    typealias Storage = SyncStore & TokenStore & DeviceStore & SuiteAdmin & ConsoleRecordStore & StorageHealthCheck
+    typealias Storage = SyncStore & TokenStore & DeviceStore & SuiteAdmin & ConsoleRecordStore & StorageHealthCheck & AuditStore
 
     let storage: any Storage
     let configuration: ServerConfiguration
@@ -53,6 +53,7 @@ struct ConsoleRoutes: Sendable {
             throw ConsoleRedirect(location: name.isEmpty ? ConsolePaths.root : ConsolePaths.account(name))
         }
         console.get("accounts/{account}") { request, context in try await accountPage(request, context) }
+        console.get("audit") { request, context in try await auditPage(request, context) }
         console.post("accounts/{account}/tokens") { request, context in try await createToken(request, context) }
         console.post("accounts/{account}/tokens/{token}/revoke") { request, context in try await revokeToken(request, context) }
         console.post("accounts/{account}/devices/{device}/revoke") { request, context in try await revokeDevice(request, context) }
@@ -124,10 +125,12 @@ struct ConsoleRoutes: Sendable {
         guard let found else {
             // Not the name: a password typed into the name field must not reach the log.
             context.logger.notice("console sign-in refused", metadata: ["address": "\(address)"])
+            try await audit(.signInFailed, by: "unknown", context, outcome: "failed")
             return signInForm(error: "Wrong name or password.", name: name, status: .unauthorized)
         }
         let started = try await sessions.start(operatorName: found.name)
         context.logger.info("console sign-in", metadata: ["operator": "\(found.name)", "address": "\(address)"])
+        try await audit(.signIn, by: found.name, context)
         var response = ConsoleRedirect(location: ConsolePaths.root).response
         response.setCookie(
             cookie(
@@ -411,6 +414,7 @@ struct ConsoleRoutes: Sendable {
                 "operator": "\(signed.session.operatorName)", "account": "\(account)", "token": "\(made.stored.id)",
             ]
         )
+        try await audit(.tokenCreate, by: signed.session.operatorName, context, account: account, target: "token \(made.stored.id)")
         newTokens.put(made.token, session: signed.cookie, account: account)
         throw ConsoleRedirect(location: ConsolePaths.account(account))
     }
@@ -425,6 +429,7 @@ struct ConsoleRoutes: Sendable {
         }
         try await storage.revokeToken(id: id, at: Date())
         context.logger.info("console revoked a token", metadata: ["operator": "\(signed.session.operatorName)", "token": "\(id)"])
+        try await audit(.tokenRevoke, by: signed.session.operatorName, context, account: account, target: "token \(id)")
         throw ConsoleRedirect(location: ConsolePaths.account(account) + "?done=token-revoked")
     }
 
@@ -446,7 +451,48 @@ struct ConsoleRoutes: Sendable {
                 "operator": "\(signed.session.operatorName)", "device": "\(id)", "token": "\(device.tokenID)",
             ]
         )
+        try await audit(.deviceRevoke, by: signed.session.operatorName, context, account: account, target: "device \(id) (token \(device.tokenID))")
         throw ConsoleRedirect(location: ConsolePaths.account(account) + "?done=device-revoked")
+    }
+
+    /// The audit log's latest records (of `?account=`, if given), newest first.
+    private func auditPage(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let signed = try await signedIn(request)
+        let account = ConsoleQuery.value("account", in: request).flatMap { $0.isEmpty ? nil : $0 }
+        if let account, let problem = Names.problem(with: account, kind: "account") { throw ConsoleError(.badRequest, problem) }
+        let shown = 500
+        let records = try await storage.auditRecords(account: account, since: nil, limit: shown)
+        let page = AuditPage(
+            page: chrome("Audit log", signed, trail: [Link(text: "Overview", href: ConsolePaths.root)]),
+            account: account,
+            shown: shown,
+            days: configuration.auditLifetime.components.seconds / 86_400,
+            records: records.reversed().map { record in
+                AuditPage.Row(
+                    time: TimeText(milliseconds: UInt64(max(0, record.time.timeIntervalSince1970 * 1000))),
+                    act: record.act.rawValue,
+                    account: record.account ?? "",
+                    target: record.target ?? "",
+                    actor: record.actor,
+                    source: record.source,
+                    outcome: record.outcome ?? ""
+                )
+            }
+        )
+        return ConsolePage.html(ConsoleTemplates.render(page, "audit"))
+    }
+
+    /// Records an act done in the console: by an operator (or `unknown`), from the client's address.
+    private func audit(
+        _ act: AuditRecord.Act,
+        by actor: String,
+        _ context: ServerRequestContext,
+        account: String? = nil,
+        target: String? = nil,
+        outcome: String? = nil
+    ) async throws {
+        let source = "console, " + (context.clientAddress ?? "unknown address")
+        try await storage.appendAudit(AuditRecord(actor: actor, act: act, account: account, target: target, source: source, outcome: outcome))
     }
 
     /// The form, if it carries the session's form token; `ConsoleError.crossSite` otherwise.

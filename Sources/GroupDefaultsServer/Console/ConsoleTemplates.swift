@@ -23,7 +23,7 @@ package enum ConsoleTemplates {
     /// Every template's text, by name (the tests read them).
     package static let sources: [String: String] = [
         "header": header, "footer": footer, "sign-in": signIn, "error": error, "overview": overview, "account": account,
-        "suite": suite, "history": history,
+        "suite": suite, "history": history, "audit": audit,
     ]
 
     static let header = """
@@ -40,6 +40,7 @@ package enum ConsoleTemplates {
         <header class="bar">
         <a class="brand" href="/console">GroupDefaults console</a>
         {{#page.operatorName}}
+        <a class="audit-link" href="/console/audit">Audit log</a>
         <span class="who">signed in as <strong>{{.}}</strong></span>
         <form id="sign-out" method="post" action="/console/sign-out">
         <input type="hidden" name="csrf" value="{{page.csrf}}">
@@ -256,6 +257,27 @@ package enum ConsoleTemplates {
         <td><time datetime="{{received.iso}}">{{received.text}}</time></td><td class="rev">{{rev}}</td></tr>
         {{/versions}}
         {{^versions}}<tr><td colspan="5" class="muted">The server keeps no version of this key: never written, purged, or history is off.</td></tr>{{/versions}}
+        </tbody>
+        </table>
+        </div>
+        </section>
+        {{> footer}}
+        """
+
+    static let audit = """
+        {{> header}}
+        <section class="card">
+        <p>Administrative acts, newest first (the last {{shown}}{{#account}}, of account <code>{{.}}</code>{{/account}}): \
+        who did what, when and from where. Kept {{days}} days.</p>
+        <form method="get" action="/console/audit"><label>Account <input name="account" value="{{account}}"></label> <button type="submit">Filter</button></form>
+        <div class="scroll">
+        <table id="audit">
+        <thead><tr><th>When</th><th>Act</th><th>Account</th><th>Target</th><th>By</th><th>From</th><th>Outcome</th></tr></thead>
+        <tbody>
+        {{#records}}<tr><td><time datetime="{{time.iso}}">{{time.text}}</time></td><td class="act">{{act}}</td><td>{{account}}</td>
+        <td>{{target}}</td><td class="actor">{{actor}}</td><td>{{source}}</td><td>{{outcome}}</td></tr>
+        {{/records}}
+        {{^records}}<tr><td colspan="7" class="muted">Nothing recorded.</td></tr>{{/records}}
         </tbody>
         </table>
         </div>

@@ -52,6 +52,7 @@ enum ConsolePaths {
     static let root = "/console"
     static let signIn = "/console/sign-in"
     static let signOut = "/console/sign-out"
+    static let audit = "/console/audit"
 
     static func account(_ account: String) -> String { "/console/accounts/\(segment(account))" }
     static func suite(_ account: String, _ suite: String) -> String { self.account(account) + "/suites/\(segment(suite))" }
@@ -236,6 +237,25 @@ struct SuitePage {
     var holdsNoKeys: Bool
     var tailHref: String
     var headRev: UInt64
+}
+
+/// The audit log page: the latest administrative acts, newest first.
+struct AuditPage {
+    struct Row {
+        var time: TimeText
+        var act: String
+        var account: String
+        var target: String
+        var actor: String
+        var source: String
+        var outcome: String
+    }
+
+    var page: PageChrome
+    var account: String?
+    var shown: Int
+    var days: Int64
+    var records: [Row]
 }
 
 struct HistoryPage {

@@ -128,9 +128,10 @@ struct StorageService: Service {
     }
 }
 
-/// Purges tombstones older than the configured lifetime, every `purgeInterval`, until shutdown.
+/// Purges tombstones older than the configured lifetime, and audit records older than theirs
+/// (`auditLifetime`), every `purgeInterval`, until shutdown.
 struct TombstonePurge: Service {
-    let storage: any SyncStore
+    let storage: any SyncStore & AuditStore
     let configuration: ServerConfiguration
     let logger: Logger
 
@@ -141,6 +142,9 @@ struct TombstonePurge: Service {
             do {
                 let removed = try await storage.purgeTombstones(olderThan: horizon)
                 if removed > 0 { logger.info("purged \(removed) tombstones") }
+                let auditHorizon = Date().addingTimeInterval(-Double(configuration.auditLifetime.components.seconds))
+                let records = try await storage.purgeAudit(olderThan: auditHorizon)
+                if records > 0 { logger.info("purged \(records) audit records") }
             } catch {
                 // Stopping (the server could not start, or is shutting down) closes the storage
                 // under a purge in flight: no news for the log.

@@ -13,7 +13,9 @@ import Synchronization
 /// client chooses its device id: this bounds what one token can make the server keep).
 ///
 /// Recording is bookkeeping: a failure to write is logged and never fails the request. Sightings
-/// merged but not yet written when the server stops are lost (at most `interval` of last-seen times).
+/// merged but not yet written when the server stops are lost (at most `interval` of last-seen times),
+/// as are those of a token that is gone by the time they would be written (its account was
+/// deleted: a stream's last turn must not bring its device back).
 final class DeviceTracker: Sendable {
     private struct State {
         /// The suites recorded per device.
@@ -27,12 +29,12 @@ final class DeviceTracker: Sendable {
 
     static let maximumDevicesPerToken = 1_000
 
-    let storage: any DeviceStore
+    let storage: any DeviceStore & TokenStore
     let interval: Duration
     let logger: Logger
     private let state = Mutex(State())
 
-    init(storage: any DeviceStore, interval: Duration = .seconds(1), logger: Logger = Logger(label: "groupdefaults-server")) {
+    init(storage: any DeviceStore & TokenStore, interval: Duration = .seconds(1), logger: Logger = Logger(label: "groupdefaults-server")) {
         self.storage = storage
         self.interval = interval
         self.logger = logger
@@ -98,6 +100,7 @@ final class DeviceTracker: Sendable {
         }
         for sighting in pending {
             do {
+                guard try await storage.token(id: sighting.tokenID) != nil else { continue }
                 try await storage.recordDevice(sighting)
             } catch {
                 // Superseded by the device's next sighting.

@@ -18,6 +18,8 @@ package struct ServerConfiguration: Sendable {
     package var tombstoneLifetime: Duration
     /// How often the purge runs.
     package var purgeInterval: Duration
+    /// How long the audit log keeps a record; the purge removes older ones.
+    package var auditLifetime: Duration = .seconds(365 * 86_400)
 
     package init(
         host: String = "127.0.0.1",

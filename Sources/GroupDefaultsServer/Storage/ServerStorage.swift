@@ -3,7 +3,8 @@
 // with the same semantics, checked by one conformance suite per protocol run against each:
 // `SyncStore` (pushes, reads, waits, purge, history), `TokenStore`, `DeviceStore`,
 // `PairingStore`, `KeyBagStore`, `SuiteAdmin` (the operator's view and reset),
-// `ConsoleRecordStore`, `StorageHealthCheck` and `StorageIncarnation`. Each route, console page and command takes the
+// `ConsoleRecordStore`, `StorageHealthCheck`, `StorageIncarnation`, `AccountStore` (deleting an account)
+// and `AuditStore` (the audit log). Each route, console page and command takes the
 // one it needs; `ServerStorage` is all of them, what the server opens and closes.
 //
 // Semantics every backend keeps:
@@ -38,7 +39,7 @@
 /// Everything a backend keeps, and closing it: what `buildApplication` opens and the commands of
 /// `groupdefaults-server` use.
 package protocol ServerStorage: SyncStore, TokenStore, DeviceStore, PairingStore, KeyBagStore, SuiteAdmin, ConsoleRecordStore,
-    StorageHealthCheck, StorageIncarnation
+    StorageHealthCheck, StorageIncarnation, AccountStore, AuditStore
 {
     /// Closes connections and files.
     func shutdown() async throws

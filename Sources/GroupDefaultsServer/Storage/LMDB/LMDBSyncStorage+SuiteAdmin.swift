@@ -65,8 +65,9 @@ extension LMDBSyncStorage: SuiteAdmin {
         return reset.keys
     }
 
-    /// Deletes every row of `database` whose key starts with `prefix`.
-    private static func deleteAll(_ txn: LMDBTransaction, _ database: Database, prefix: [UInt8]) throws {
+    /// Deletes every row of `database` whose key starts with `prefix`; returns how many.
+    @discardableResult
+    static func deleteAll(_ txn: LMDBTransaction, _ database: Database, prefix: [UInt8]) throws -> Int {
         var doomed: [[UInt8]] = []
         try prefix.withUnsafeBytes { start in
             try txn.forEach(database, from: start) { key, _ in
@@ -76,5 +77,6 @@ extension LMDBSyncStorage: SuiteAdmin {
             }
         }
         for key in doomed { try key.withUnsafeBytes { _ = try txn.delete(database, $0) } }
+        return doomed.count
     }
 }

@@ -20,6 +20,11 @@ extension LMDBSyncStorage: TokenStore {
     static func putToken(_ txn: LMDBTransaction, _ token: StoredToken, json: [UInt8]? = nil, indexHash: Bool) throws {
         try put(txn, DB.tokens, Array(token.id.utf8), try json ?? Array(JSONEncoder().encode(token)))
         if indexHash { try put(txn, DB.tokenHashes, Array(token.hash.utf8), Array(token.id.utf8)) }
+        try bumpTokenGeneration(txn)
+    }
+
+    /// Moves the token generation on (every write of a token, deletions too).
+    static func bumpTokenGeneration(_ txn: LMDBTransaction) throws {
         let generation =
             try get(txn, DB.meta, tokenGenerationKey).flatMap { bytes in
                 bytes.count == 8 ? bytes.withUnsafeBytes { LMDBKeys.readBigEndian($0) } : nil

@@ -26,6 +26,7 @@ import Synchronization
 /// - `key-bags`: account + NUL + suite + NUL + epoch → a key epoch's key sealed to the suite's
 ///   recovery key
 /// - `console`: kind + NUL + name → a console record (`ConsoleRecords`: operators, sessions)
+/// - `audit`: time (ms, big-endian) + 8 random bytes → `AuditRecord` JSON, oldest first
 ///
 /// Beside it: LMDB's lock file, `sync.lmdb-open`, and `sync.lmdb-in-use`, locked shared by every
 /// process that has the store open and exclusively by a restore (`DataDirectoryLock`).
@@ -38,10 +39,10 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
         static let suites = Database(0), entries = Database(1), revisions = Database(2), batches = Database(3)
         static let tokens = Database(4), tokenHashes = Database(5), meta = Database(6)
         static let history = Database(7), devices = Database(8), pairings = Database(9)
-        static let keyBags = Database(10), console = Database(11)
+        static let keyBags = Database(10), console = Database(11), audit = Database(12)
         static let names = [
             "suites", "entries", "revisions", "batches", "tokens", "token-hashes", "meta", "history", "devices", "pairings", "key-bags",
-            "console",
+            "console", "audit",
         ]
     }
 

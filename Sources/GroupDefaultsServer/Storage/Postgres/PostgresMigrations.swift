@@ -177,6 +177,15 @@ package enum PostgresMigrations {
                 "CREATE TABLE storage_incarnation (one boolean PRIMARY KEY DEFAULT true CHECK (one), id text NOT NULL, table_oid oid NOT NULL)"
             ]
         ),
+        // The audit log (`AuditRecord`): administrative acts, purged by age.
+        Migration(
+            version: 8,
+            name: "audit log",
+            statements: [
+                "CREATE TABLE audit (id bigserial PRIMARY KEY, time timestamptz NOT NULL, account text, record json NOT NULL)",
+                "CREATE INDEX audit_by_time ON audit (time)",
+            ]
+        ),
     ]
 
     /// The versions of every migration, in order (what a migrated database's `schema_migrations` lists).

@@ -1,0 +1,155 @@
+package import Foundation
+package import GroupDefaultsWire
+
+/// One account's data as one JSON document (`groupdefaults-server accounts export`): its suites
+/// with every entry (tombstones too) and each key's history, its key bags, devices, tokens and
+/// pairings.
+/// The schema is README's "Exporting and deleting an account"; `format` and `version` head it.
+///
+/// Entries are the wire's (`SyncEntry`: typed JSON values, stamps, `deleted`); a sealed entry is
+/// exactly as stored and served, its payload opaque. Tokens are described, never their secret or
+/// its hash. Pairings are described (suite, state, tokens, times), without what claims them or the
+/// keys they carry.
+package struct AccountExport: Sendable, Encodable {
+    /// The document's kind: always `groupdefaults-account-export`.
+    package var format = "groupdefaults-account-export"
+    /// The schema's version: 1.
+    package var version = 1
+    package var account: String
+    /// When the export was made (typed-JSON date).
+    package var exported: String
+    package var suites: [Suite]
+    package var devices: [DeviceInfo]
+    package var tokens: [Token]
+    package var pairings: [Pairing]
+
+    /// One suite: its head revision, entries in key order, the history of each key and its key bags.
+    package struct Suite: Sendable, Encodable {
+        package var name: String
+        package var headRev: UInt64
+        package var entries: [SyncEntry]
+        /// Each key's versions the server keeps, newest first.
+        package var history: [String: [KeyVersion]]
+        /// The suite's key bags by epoch, as stored (sealed); nil (absent) for a plain suite.
+        package var keyBags: [String: StoredKeyBag]?
+
+        enum CodingKeys: String, CodingKey {
+            case name, entries, history
+            case headRev = "head_rev"
+            case keyBags = "key_bags"
+        }
+    }
+
+    /// A token as the export tells it: what it reaches and when it was made or revoked.
+    package struct Token: Sendable, Encodable {
+        package var id: String
+        package var device: String?
+        package var suitePatterns: [String]
+        package var readOnly: Bool
+        package var created: String
+        package var expires: String?
+        package var revoked: String?
+
+        enum CodingKeys: String, CodingKey {
+            case id, device, created, expires, revoked
+            case suitePatterns = "suite_patterns"
+            case readOnly = "read_only"
+        }
+    }
+
+    /// A pairing as the export tells it: never its id, the claiming device's public key and
+    /// proof, or the keys sealed to it.
+    package struct Pairing: Sendable, Encodable {
+        package var suite: String
+        package var state: String
+        package var creatorTokenID: String
+        package var tokenID: String?
+        package var readOnly: Bool
+        package var created: String
+        package var expires: String
+
+        enum CodingKeys: String, CodingKey {
+            case suite, state, created, expires
+            case creatorTokenID = "creator_token_id"
+            case tokenID = "token_id"
+            case readOnly = "read_only"
+        }
+    }
+
+    /// Reads the account's data through the storage protocols' own queries; `suiteFilter` keeps
+    /// only the suites it accepts (a device's export: those its token reaches).
+    package static func read(
+        account: String,
+        from storage: some SuiteAdmin & SyncStore & KeyBagStore & DeviceStore & TokenStore & AccountStore,
+        suiteFilter: (String) -> Bool = { _ in true },
+        includeTokens: Bool = true,
+        now: Date = Date()
+    ) async throws -> AccountExport {
+        var suites: [Suite] = []
+        for summary in try await storage.suiteSummaries(account: account) where suiteFilter(summary.name) {
+            var entries: [SyncEntry] = []
+            var after: String?
+            var head: UInt64 = 0
+            repeat {
+                let page = try await storage.snapshot(account: account, suite: summary.name, after: after, limit: 1000)
+                entries += page.entries
+                head = page.headRev
+                after = page.next
+            } while after != nil
+            var history: [String: [KeyVersion]] = [:]
+            for entry in entries {
+                let versions = try await storage.history(account: account, suite: summary.name, key: entry.key)
+                if !versions.isEmpty { history[entry.key] = try versions.map { try $0.keyVersion() } }
+            }
+            var bags: [String: StoredKeyBag] = [:]
+            for (epoch, bag) in try await storage.keyBags(account: account, suite: summary.name) { bags[String(epoch)] = bag }
+            suites.append(Suite(name: summary.name, headRev: head, entries: entries, history: history, keyBags: bags.isEmpty ? nil : bags))
+        }
+        let devices = try await storage.devices(account: account)
+            .map { $0.info(current: false) { suiteFilter($0) } }
+        let tokens =
+            includeTokens
+            ? try await storage.tokens(account: account).map { token in
+                Token(
+                    id: token.id,
+                    device: token.device,
+                    suitePatterns: token.suitePatterns,
+                    readOnly: token.readOnly,
+                    created: Self.date(token.created),
+                    expires: token.expires.map(Self.date),
+                    revoked: token.revoked.map(Self.date)
+                )
+            } : []
+        let pairings = try await storage.pairings(account: account).filter { suiteFilter($0.suite) }.map { pairing in
+            Pairing(
+                suite: pairing.suite,
+                state: pairing.state.state.rawValue,
+                creatorTokenID: pairing.creatorTokenID,
+                tokenID: pairing.tokenID,
+                readOnly: pairing.readOnly,
+                created: Self.date(pairing.created),
+                expires: Self.date(pairing.expires)
+            )
+        }
+        return AccountExport(
+            account: account,
+            exported: Self.date(now),
+            suites: suites,
+            devices: devices,
+            tokens: tokens,
+            pairings: pairings
+        )
+    }
+
+    /// A date as typed JSON writes it (one outside years 0…9999 as its seconds since 1970).
+    private static func date(_ date: Date) -> String {
+        TypedJSONDate.format(date) ?? String(date.timeIntervalSince1970)
+    }
+
+    /// The document as JSON text: keys sorted, indented, slashes as they are.
+    package func json() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return try encoder.encode(self)
+    }
+}

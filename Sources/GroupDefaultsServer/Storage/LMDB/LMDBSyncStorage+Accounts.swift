@@ -1,0 +1,151 @@
+package import Foundation
+import GroupDefaultsLMDB
+import GroupDefaultsWire
+
+// Deleting an account, in one write transaction: its suites' rows (under each suite's id, as a
+// reset deletes them) and records, then the rows keyed by its name (`key-bags`, `devices`), then
+// those that only name it inside (`tokens` with their hash index, `pairings` with their indexes).
+extension LMDBSyncStorage: AccountStore {
+    package func pairings(account: String) async throws -> [StoredPairing] {
+        let environment = self.environment
+        return try await onReadQueue {
+            var pairings: [StoredPairing] = []
+            try environment.readTransaction { txn in
+                try txn.forEach(DB.pairings) { key, value in
+                    // The index rows (`x/…`, `t/…`) beside the records are not pairings.
+                    if !key.starts(with: Array("x/".utf8)), !key.starts(with: Array("t/".utf8)) {
+                        let pairing = try JSONDecoder().decode(StoredPairing.self, from: Data(value))
+                        if pairing.account == account { pairings.append(pairing) }
+                    }
+                    return true
+                }
+            }
+            return pairings.sorted { $0.created < $1.created }
+        }
+    }
+
+    package func deleteAccount(_ account: String) async throws -> Bool {
+        let environment = self.environment
+        let prefix = LMDBKeys.accountPrefix(account)
+        let deleted: (found: Bool, suites: [String])? = try await onWriteQueue {
+            var outcome: (found: Bool, suites: [String])?
+            try environment.writeTransaction(sync: true) { txn in
+                var suites: [(key: [UInt8], record: SuiteRecord)] = []
+                try prefix.withUnsafeBytes { start in
+                    try txn.forEach(DB.suites, from: start) { key, value in
+                        guard key.starts(with: prefix) else { return false }
+                        guard let record = SuiteRecord(value) else { throw SyncStorageError(.unavailable, "a damaged suite record") }
+                        suites.append((Array(key), record))
+                        return true
+                    }
+                }
+                var found = !suites.isEmpty
+                for suite in suites {
+                    for database in [DB.entries, DB.revisions, DB.batches, DB.history] {
+                        try Self.deleteAll(txn, database, prefix: LMDBKeys.bigEndian(suite.record.id))
+                    }
+                    try Self.delete(txn, DB.suites, suite.key)
+                }
+                for database in [DB.keyBags, DB.devices] {
+                    if try Self.deleteAll(txn, database, prefix: prefix) > 0 { found = true }
+                }
+                var tokens: [StoredToken] = []
+                try txn.forEach(DB.tokens) { _, value in
+                    let token = try JSONDecoder().decode(StoredToken.self, from: Data(value))
+                    if token.account == account { tokens.append(token) }
+                    return true
+                }
+                for token in tokens {
+                    try Self.delete(txn, DB.tokens, Array(token.id.utf8))
+                    try Self.delete(txn, DB.tokenHashes, Array(token.hash.utf8))
+                }
+                if try Self.deletePairings(txn, account: account) { found = true }
+                if !tokens.isEmpty {
+                    found = true
+                    try Self.bumpTokenGeneration(txn)
+                }
+                outcome = found ? (true, suites.map { String(decoding: $0.key.dropFirst(prefix.count), as: UTF8.self) }) : nil
+            }
+            return outcome
+        }
+        guard let deleted else { return false }
+        // Streams on the account's suites wake now and re-check their token, which is gone.
+        for suite in deleted.suites { waiters.notify(.init(account: account, suite: suite), head: .max) }
+        return true
+    }
+
+    /// Deletes the account's pairings and their index rows (`LMDBSyncStorage+Pairings.swift`: each
+    /// index row ends with the pairing's lookup). Returns whether there were any.
+    private static func deletePairings(_ txn: LMDBTransaction, account: String) throws -> Bool {
+        var lookups: Set<[UInt8]> = []
+        try txn.forEach(DB.pairings) { key, value in
+            if !key.starts(with: Array("x/".utf8)), !key.starts(with: Array("t/".utf8)),
+                let pairing = try? JSONDecoder().decode(StoredPairing.self, from: Data(value)), pairing.account == account
+            {
+                lookups.insert(Array(key))
+            }
+            return true
+        }
+        guard !lookups.isEmpty else { return false }
+        var doomed: [[UInt8]] = []
+        try txn.forEach(DB.pairings) { key, _ in
+            let bytes = Array(key)
+            if lookups.contains(where: { bytes.count >= $0.count && Array(bytes.suffix($0.count)) == $0 }) { doomed.append(bytes) }
+            return true
+        }
+        for key in doomed { try delete(txn, DB.pairings, key) }
+        return true
+    }
+}
+
+// The audit log, in `audit`: time (ms, big-endian) + 8 random bytes → `AuditRecord` JSON, so that
+// the records are in time order and the purge deletes from the front.
+extension LMDBSyncStorage: AuditStore {
+    package func appendAudit(_ record: AuditRecord) async throws {
+        let environment = self.environment
+        let key = LMDBKeys.bigEndian(Self.milliseconds(record.time)) + LMDBKeys.bigEndian(UInt64.random(in: 0...UInt64.max))
+        let json = Array(try AuditRecord.encoder.encode(record))
+        try await onWriteQueue {
+            try environment.writeTransaction(sync: true) { txn in try Self.put(txn, DB.audit, key, json) }
+        }
+    }
+
+    package func auditRecords(account: String?, since: Date?, limit: Int) async throws -> [AuditRecord] {
+        let environment = self.environment
+        let start = LMDBKeys.bigEndian(since.map(Self.milliseconds) ?? 0)
+        return try await onReadQueue {
+            var records: [AuditRecord] = []
+            try environment.readTransaction { txn in
+                try start.withUnsafeBytes { start in
+                    try txn.forEach(DB.audit, from: start) { _, value in
+                        let record = try AuditRecord.decoder.decode(AuditRecord.self, from: Data(value))
+                        if account == nil || record.account == account { records.append(record) }
+                        return true
+                    }
+                }
+            }
+            return Array(records.suffix(max(limit, 0)))
+        }
+    }
+
+    package func purgeAudit(olderThan horizon: Date) async throws -> Int {
+        let environment = self.environment
+        let limit = Self.milliseconds(horizon)
+        return try await onWriteQueue {
+            var removed = 0
+            try environment.writeTransaction(sync: true) { txn in
+                removed = 0
+                try txn.deleteLeading(DB.audit) { key in
+                    guard key.count == 16, LMDBKeys.readBigEndian(key) < limit else { return false }
+                    removed += 1
+                    return true
+                }
+            }
+            return removed
+        }
+    }
+
+    private static func milliseconds(_ date: Date) -> UInt64 {
+        UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded(.down)))
+    }
+}

@@ -1,0 +1,123 @@
+import ArgumentParser
+import CommandLineSupport
+import Foundation
+import GroupDefaultsServer
+import GroupDefaultsWire
+
+/// `groupdefaults-server accounts list|export|delete`, on the same storage a running server uses.
+struct AccountsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "accounts",
+        abstract: "List accounts, export one's data as JSON, or delete one.",
+        discussion: """
+            An account is the name tokens are made for (`token create --account`): its suites, \
+            history, key bags, devices, tokens and pairings are stored under it.
+
+            Example: groupdefaults-server accounts list --config /etc/groupdefaults-server.conf
+            """,
+        subcommands: [List.self, Export.self, Delete.self]
+    )
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List accounts: name, suites, tokens (active of all), devices, last activity.",
+            discussion: "Example: groupdefaults-server accounts list --data-dir /var/lib/groupdefaults-server"
+        )
+
+        @OptionGroup var storage: StorageOptions
+        @Flag(help: "Print one JSON array.") var json = false
+
+        func run() async throws {
+            try await reportingFailure {
+                let accounts = try await storage.withStorage { try await $0.accountSummaries() }
+                if json {
+                    let encoder = JSONEncoder()
+                    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                    encoder.dateEncodingStrategy = .iso8601
+                    return output(String(decoding: try encoder.encode(accounts), as: UTF8.self))
+                }
+                if accounts.isEmpty { return output("no accounts") }
+                let dates = ISO8601DateFormatter()
+                for account in accounts {
+                    output(
+                        [
+                            account.account,
+                            account.suites.isEmpty ? "no suites" : account.suites.joined(separator: ","),
+                            "tokens \(account.activeTokens)/\(account.tokens) active",
+                            "devices \(account.devices)",
+                            account.lastActivity.map { "last activity " + dates.string(from: $0) } ?? "no activity",
+                        ].joined(separator: "\t")
+                    )
+                }
+            }
+        }
+    }
+
+    struct Export: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print an account's data as one JSON document (README: \"Exporting and deleting an account\").",
+            discussion: """
+                The document holds its suites (entries, tombstones, history, key bags; sealed \
+                entries as stored), devices and tokens (never a token's secret). With --to it is \
+                written to a new file, mode 0600; a path that exists is refused.
+
+                Example: groupdefaults-server accounts export ana --to ana.json --data-dir /var/lib/groupdefaults-server
+                """
+        )
+
+        @OptionGroup var storage: StorageOptions
+        @Argument(help: "The account.") var account: String
+        @Option(help: ArgumentHelp("Write to this new file instead of stdout.", valueName: "FILE")) var to: String?
+
+        func run() async throws {
+            try await reportingFailure {
+                if let to, FileManager.default.fileExists(atPath: to) { throw CommandFailure("cannot create \(to): it exists (give a new path)") }
+                try await storage.withStorage { store in
+                    guard try await store.accountSummaries().contains(where: { $0.account == account }) else {
+                        throw CommandFailure("no account is named \(account) (see `groupdefaults-server accounts list`)")
+                    }
+                    let document = try await AccountExport.read(account: account, from: store).json() + Data("\n".utf8)
+                    if let to { try NewPrivateFile.create(document, at: to) } else { writeAll(document, to: STDOUT_FILENO) }
+                    // Recorded once written: an export that failed gave nothing away.
+                    try await store.appendAudit(.commandLine(.accountExport, account: account, target: to.map { "file \($0)" } ?? "stdout"))
+                }
+            }
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete an account and everything stored under it; its tokens stop working at once.",
+            discussion: """
+                Deletes its suites (entries, tombstones, history), key bags, devices, tokens and \
+                pairings in one transaction; a running server ends the streams of its tokens. Asks \
+                on a terminal; elsewhere --yes is needed.
+
+                Example: groupdefaults-server accounts delete ana --yes --data-dir /var/lib/groupdefaults-server
+                """
+        )
+
+        @OptionGroup var storage: StorageOptions
+        @Argument(help: "The account.") var account: String
+        @Flag(help: "Do not ask.") var yes = false
+
+        func run() async throws {
+            try await reportingFailure {
+                if !yes {
+                    guard isatty(STDIN_FILENO) == 1 else {
+                        throw CommandFailure("deleting account \(account) cannot be undone: give --yes to delete it")
+                    }
+                    writeAll(Data("delete account \(account) and all its data? type its name to confirm: ".utf8), to: STDERR_FILENO)
+                    guard readLine(strippingNewline: true) == account else { throw CommandFailure("not deleted") }
+                }
+                try await storage.withStorage { store in
+                    guard try await store.deleteAccount(account) else {
+                        throw CommandFailure("no account is named \(account) (see `groupdefaults-server accounts list`)")
+                    }
+                    try await store.appendAudit(.commandLine(.accountDelete, account: account))
+                }
+                output("deleted account \(account)")
+            }
+        }
+    }
+}

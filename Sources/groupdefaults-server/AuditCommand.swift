@@ -1,0 +1,66 @@
+import ArgumentParser
+import CommandLineSupport
+import Foundation
+import GroupDefaultsServer
+import GroupDefaultsWire
+
+/// `groupdefaults-server audit`: the administrative acts recorded, oldest first.
+struct AuditCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "audit",
+        abstract: "Show the audit log: who did which administrative act, when and from where.",
+        discussion: """
+            Recorded: token create and revoke, device revoke, admin create and remove, console \
+            sign-ins (failed ones too), suite reset, clock repair, account export and delete. \
+            Records are kept --audit-days days. They hold names and ids, never values, passwords \
+            or tokens.
+
+            Example: groupdefaults-server audit --account ana --since 7d --config /etc/groupdefaults-server.conf
+            """
+    )
+
+    @OptionGroup var storage: StorageOptions
+    @Option(help: "Only the acts on this account.") var account: String?
+    @Option(help: "Only acts since then: a time ago (30d, 12h, 15m, 45s) or a UTC date or time (2026-11-27, 2026-11-27T09:00:00Z).")
+    var since: String?
+    @Option(help: "At most this many records, the latest.") var limit = 1000
+    @Flag(help: "Print one JSON array.") var json = false
+
+    func validate() throws {
+        guard limit > 0 else { throw ValidationError("--limit must be at least 1, not \(limit)") }
+        if let since { _ = try Self.moment(since, now: Date()) }
+    }
+
+    /// `--since`'s moment: a duration back from `now`, or an ISO 8601 date (midnight UTC) or time.
+    static func moment(_ text: String, now: Date) throws -> Date {
+        if let date = TypedJSONDate.parse(text) ?? TypedJSONDate.parse(text + "T00:00:00Z") { return date }
+        if let unit = text.last, "dhms".contains(unit), let count = Double(text.dropLast()), count > 0, count.isFinite {
+            return now.addingTimeInterval(-(try TokenDuration.seconds(text)))
+        }
+        throw ValidationError("--since takes a time ago (30d, 12h, 15m, 45s) or a UTC date or time (2026-11-27, 2026-11-27T09:00:00Z), not '\(text)'")
+    }
+
+    func run() async throws {
+        try await reportingFailure {
+            let start = try since.map { try Self.moment($0, now: Date()) }
+            let records = try await storage.withStorage { try await $0.auditRecords(account: account, since: start, limit: limit) }
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                encoder.dateEncodingStrategy = .iso8601
+                return output(String(decoding: try encoder.encode(records), as: UTF8.self))
+            }
+            if records.isEmpty { return output("no records") }
+            let dates = ISO8601DateFormatter()
+            for record in records {
+                output(
+                    [
+                        dates.string(from: record.time), record.act.rawValue,
+                        record.account.map { "account \($0)" } ?? "-", record.target ?? "-",
+                        "by \(record.actor)", "from \(record.source)", record.outcome ?? "",
+                    ].filter { !$0.isEmpty }.joined(separator: "\t")
+                )
+            }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import ArgumentParser
+import CommandLineSupport
+import Foundation
+import GroupDefaultsSync
+import GroupDefaultsWire
+
+/// `groupdefaults-sync export SUITE…`: what the server holds of these suites, as the device's token
+/// reaches it, in the shape of `groupdefaults-server accounts export` (README: "Exporting and
+/// deleting an account").
+struct Export: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print what the server holds of these suites as one JSON document.",
+        discussion: """
+            Each suite's entries (tombstones too) and each key's history, as the server keeps \
+            them, its key bags, and the devices the token sees. Entries of an end-to-end encrypted \
+            suite are as stored, sealed: this device's keys open them. With --to it is written to \
+            a new file, mode 0600; a path that exists is refused.
+
+            Example: groupdefaults-sync export group.com.example.chat --to chat-export.json
+            """
+    )
+
+    @OptionGroup var options: SuiteOptions
+    @OptionGroup var server: ServerOptions
+    @Argument(help: "The suite names.") var suites: [String]
+    @Option(help: ArgumentHelp("Write to this new file instead of stdout.", valueName: "FILE")) var to: String?
+
+    func validate() throws {
+        guard !suites.isEmpty else { throw ValidationError("name at least one suite") }
+    }
+
+    func run() async throws {
+        if let to, FileManager.default.fileExists(atPath: to) {
+            try await perform { throw CommandFailure("cannot create \(to): it exists (give a new path)") }
+            return
+        }
+        var document = DeviceExport(exported: TypedJSONDate.format(Date()) ?? "", suites: [], devices: [])
+        var devices: [String: DeviceInfo] = [:]
+        for suite in suites {
+            try await withConfiguredEngine(options, server, suite) { _, engine in
+                document.suites.append(try await DeviceExport.Suite.read(suite, from: engine.client))
+                for device in try await engine.devices() { devices[device.id] = device }
+            }
+        }
+        document.devices = devices.values.sorted { $0.id < $1.id }
+        try await perform {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            let text = try encoder.encode(document) + Data("\n".utf8)
+            if let to { try NewPrivateFile.create(text, at: to) } else { writeAll(text, to: STDOUT_FILENO) }
+        }
+    }
+}
+
+/// The document `groupdefaults-sync export` writes: the server export's header and suites, as the
+/// API serves them (key bags as `GET key-bags` answers), without the account's tokens.
+struct DeviceExport: Encodable {
+    var format = "groupdefaults-account-export"
+    var version = 1
+    var exported: String
+    var suites: [Suite]
+    var devices: [DeviceInfo]
+
+    struct Suite: Encodable {
+        var name: String
+        var headRev: UInt64
+        var entries: [SyncEntry]
+        var history: [String: [KeyVersion]]
+        var keyBags: KeyBags?
+
+        enum CodingKeys: String, CodingKey {
+            case name, entries, history
+            case headRev = "head_rev"
+            case keyBags = "key_bags"
+        }
+
+        /// The versions of `key` the server keeps; nil when it keeps none (history off, or purged).
+        private static func keptHistory(_ key: String, _ client: SyncClient) async throws -> [KeyVersion]? {
+            let result: Result<KeyHistory, SyncError>
+            do { result = .success(try await client.history(key: key)) } catch { result = .failure(error) }
+            switch result {
+            case .success(let history): return history.versions
+            case .failure(let error) where error.code == .notFound: return nil
+            case .failure(let error): throw error
+            }
+        }
+
+        /// Reads the suite's snapshot, page by page, then each key's history and its key bags.
+        static func read(_ name: String, from client: SyncClient) async throws -> Suite {
+            var entries: [SyncEntry] = []
+            var after: String?
+            var head: UInt64 = 0
+            repeat {
+                let page = try await client.snapshot(after: after)
+                entries += page.entries
+                head = page.headRev
+                after = page.next
+            } while after != nil
+            var history: [String: [KeyVersion]] = [:]
+            for entry in entries {
+                if let versions = try await keptHistory(entry.key, client) { history[entry.key] = versions }
+            }
+            let sealed = entries.contains { $0.sealed != nil }
+            return Suite(name: name, headRev: head, entries: entries, history: history, keyBags: sealed ? try await client.keyBags() : nil)
+        }
+    }
+}

@@ -1,0 +1,24 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import GroupDefaultsServer
+
+/// `DeviceTracker`'s writes after an account is deleted.
+@Suite("Device tracker")
+struct DeviceTrackerTests {
+    @Test("a sighting merged before its account was deleted is not written after: the device does not come back", arguments: StorageBackend.allCases)
+    func deletedAccountStaysDeleted(backend: StorageBackend) async throws {
+        try await backend.withStorage { storage in
+            let made = Tokens.make(account: "alice", suitePatterns: ["*"], readOnly: false, device: "phone", expires: nil)
+            try await storage.createToken(made.stored)
+            let tracker = DeviceTracker(storage: storage, interval: .seconds(3600))  // flushed by hand below
+            await tracker.seen(token: made.stored, deviceID: 7, suite: "s", push: false)  // written at once
+            await tracker.seen(token: made.stored, deviceID: 7, suite: "s", push: true)  // merged, pending
+            #expect(try await storage.devices(account: "alice").count == 1)
+            #expect(try await storage.deleteAccount("alice"))
+            await tracker.flush()
+            #expect(try await storage.devices(account: "alice").isEmpty)
+        }
+    }
+}

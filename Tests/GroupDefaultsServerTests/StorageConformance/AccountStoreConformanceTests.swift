@@ -1,0 +1,154 @@
+import Foundation
+import GroupDefaultsServer
+import GroupDefaultsWire
+import TestSupport
+import Testing
+
+extension StorageConformanceTests {
+    /// `AccountStore` (deleting an account) and the account queries built on the other protocols
+    /// (`accountSummaries`, `AccountExport`), over every backend.
+    @Suite("AccountStore")
+    struct AccountStoreConformance: StorageConformance {
+        /// Writes an account's data of every kind, each carrying `marker`: keys, values, a
+        /// tombstone, history, a device name, a token's device name, a pairing's suite.
+        func fill(_ storage: any ServerStorage, account: String, marker: String) async throws -> StoredToken {
+            let made = Tokens.make(account: account, suitePatterns: ["\(marker).*"], readOnly: false, device: "phone-\(marker)", expires: nil)
+            try await storage.createToken(made.stored)
+            try await push(storage, account: account, suite: "\(marker).a", [op("k-\(marker)", .string("v1-\(marker)"), hlc: 10)])
+            try await push(storage, account: account, suite: "\(marker).a", [op("k-\(marker)", .string("v2-\(marker)"), hlc: 20)])
+            try await push(storage, account: account, suite: "\(marker).a", [op("gone-\(marker)", nil, hlc: 30)])
+            try await storage.recordDevice(
+                StoredDevice(
+                    account: account,
+                    tokenID: made.stored.id,
+                    name: "phone-\(marker)",
+                    deviceID: 7,
+                    firstSeen: 1000,
+                    lastSeen: 2000,
+                    lastPush: 2000,
+                    suites: ["\(marker).a"]
+                )
+            )
+            try await storage.createPairing(
+                StoredPairing(
+                    lookup: StoredPairing.lookup(id: "pairing-\(marker)"),
+                    account: account,
+                    suite: "\(marker).a",
+                    creatorTokenID: made.stored.id,
+                    readOnly: false,
+                    created: Date()
+                )
+            )
+            return made.stored
+        }
+
+        @Test(
+            "accounts: listed with suites, tokens and devices; exported as one document; deleted whole, others untouched",
+            arguments: StorageBackend.allCases
+        )
+        func listExportDelete(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let token = try await fill(storage, account: "alice", marker: "AAAMARK")
+                _ = try await fill(storage, account: "bob", marker: "BBBMARK")
+
+                let summaries = try await storage.accountSummaries()
+                #expect(summaries.map(\.account) == ["alice", "bob"])
+                #expect(summaries.first?.suites == ["AAAMARK.a"])
+                #expect(summaries.first?.tokens == 1 && summaries.first?.activeTokens == 1 && summaries.first?.devices == 1)
+
+                let export = try await AccountExport.read(account: "alice", from: storage)
+                let json = String(decoding: try export.json(), as: UTF8.self)
+                #expect(json.contains("\"format\" : \"groupdefaults-account-export\""))
+                #expect(export.suites.map(\.name) == ["AAAMARK.a"])
+                #expect(export.suites.first?.entries.map(\.key) == ["gone-AAAMARK", "k-AAAMARK"])
+                #expect(export.suites.first?.entries.first?.isDeleted == true)
+                #expect(export.suites.first?.history["k-AAAMARK"]?.count == 2)
+                #expect(export.tokens.map(\.id) == [token.id])
+                #expect(!json.contains(token.hash))
+                #expect(!json.contains("BBBMARK"))
+                #expect(export.devices.first?.name == "phone-AAAMARK")
+                #expect(export.pairings.map(\.suite) == ["AAAMARK.a"] && export.pairings.first?.state == "waiting")
+                #expect(!json.contains(StoredPairing.lookup(id: "pairing-AAAMARK")))
+                #expect(try await storage.pairings(account: "alice").map(\.suite) == ["AAAMARK.a"])
+
+                #expect(try await storage.deleteAccount("alice"))
+                #expect(try await storage.deleteAccount("alice") == false)  // nothing left: nothing changed
+                #expect(try await storage.accountSummaries().map(\.account) == ["bob"])
+                #expect(try await storage.token(hash: token.hash) == nil)
+                #expect(try await storage.token(id: token.id) == nil)
+                #expect(try await storage.devices(account: "alice").isEmpty)
+                #expect(try await storage.suites(account: "alice").suites.isEmpty)
+                #expect(try await storage.history(account: "alice", suite: "AAAMARK.a", key: "k-AAAMARK").isEmpty)
+                #expect(try await storage.pairing(lookup: StoredPairing.lookup(id: "pairing-AAAMARK")) == nil)
+                #expect(try await storage.pairings(account: "alice").isEmpty)
+                // Bob's account is whole.
+                #expect(try await storage.suites(account: "bob").suites.map(\.name) == ["BBBMARK.a"])
+                #expect(try await storage.devices(account: "bob").count == 1)
+                #expect(try await storage.pairing(lookup: StoredPairing.lookup(id: "pairing-BBBMARK")) != nil)
+                #expect(try await storage.deleteAccount("nobody") == false)
+            }
+        }
+
+        @Test("a deleted account leaves no byte of its data in the store's files or the database's dump", arguments: StorageBackend.allCases)
+        func deleteLeavesNoTrace(backend: StorageBackend) async throws {
+            let (storage, scan, cleanup) = try await Self.rawStorage(backend)
+            defer { cleanup() }
+            do {
+                _ = try await fill(storage, account: "alice", marker: "AAAMARK")
+                _ = try await fill(storage, account: "bob", marker: "BBBMARK")
+                #expect(try await storage.deleteAccount("alice"))
+                try await storage.shutdown()
+            } catch {
+                try? await storage.shutdown()
+                throw error
+            }
+            let bytes = try await scan()
+            #expect(Self.occurrences(of: "BBBMARK", in: bytes) > 0)  // the scan sees what is there
+            if backend == .lmdb {
+                // LMDB frees a deleted row's pages without overwriting them: the bytes stay in the
+                // file until a later write reuses the page (what is read back is gone, as
+                // `listExportDelete` checks). Scrubbing them takes a compacting copy of the store.
+                withKnownIssue("freed LMDB pages keep their bytes until reused") {
+                    #expect(Self.occurrences(of: "AAAMARK", in: bytes) == 0)
+                }
+            } else {
+                #expect(Self.occurrences(of: "AAAMARK", in: bytes) == 0)
+            }
+        }
+
+        static func occurrences(of marker: String, in bytes: [UInt8]) -> Int {
+            let needle = Array(marker.utf8)
+            guard bytes.count >= needle.count else { return 0 }
+            var count = 0
+            for start in 0...(bytes.count - needle.count) where bytes[start] == needle[0] {
+                if bytes[start..<(start + needle.count)].elementsEqual(needle) { count += 1 }
+            }
+            return count
+        }
+
+        /// A fresh store, and how to read all of it raw: every file of the LMDB data directory, or
+        /// a `pg_dump` of the database.
+        static func rawStorage(
+            _ backend: StorageBackend
+        ) async throws -> (storage: any ServerStorage, scan: @Sendable () async throws -> [UInt8], cleanup: @Sendable () -> Void) {
+            switch backend {
+            case .lmdb:
+                let fixture = try Fixture()
+                let directory = fixture.directory
+                let scan: @Sendable () async throws -> [UInt8] = {
+                    var bytes: [UInt8] = []
+                    for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) {
+                        bytes += try Array(Data(contentsOf: directory.appendingPathComponent(name)))
+                    }
+                    return bytes
+                }
+                return (fixture.storage, scan, { try? FileManager.default.removeItem(at: directory) })
+            case .postgres:
+                let url = try await PostgresFixture.freshDatabase()
+                let storage = try await PostgresFixture.storage(url: url)
+                let scan: @Sendable () async throws -> [UInt8] = { Array(try await PostgresFixture.dump(url).utf8) }
+                return (storage, scan, {})
+            }
+        }
+    }
+}
