@@ -180,7 +180,12 @@ package enum DurableCopy {
             if held >= lastCommit { return false }
         }
         let newPath = newPath(of: path)
-        let fd = try SystemCall.checked { open(newPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, fileMode) }
+        let fd = SystemCall.retryingEINTR { open(newPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, fileMode) }
+        guard fd >= 0 else {
+            // The suite's folder is gone (the suite was removed while open): nothing to make durable.
+            if errno == ENOENT && access(path, F_OK) != 0 { return false }
+            throw LMDBError(errno)
+        }
         do {
             fchmod(fd, fileMode)  // exactly the suite's mode, whatever the umask
             try copySnapshot(fd)

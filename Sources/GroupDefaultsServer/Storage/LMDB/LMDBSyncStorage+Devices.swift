@@ -7,9 +7,11 @@ extension LMDBSyncStorage: DeviceStore {
     package func recordDevice(_ sighting: StoredDevice) async throws {
         let environment = self.environment
         try await onWriteQueue {
-            // Not flushed by itself: a device record is bookkeeping, made durable by the next
-            // flushed commit (a push), and a crash loses at most a last-seen time.
-            try environment.writeTransaction(sync: false) { txn in
+            // Flushed like every commit of the store: a commit left in the page cache can reach the
+            // disk meta page first, and a power cut then damages the whole store, not only this
+            // record (Tools/powercut-sim --server found it). `DeviceTracker` writes at most once a
+            // second, so the flush costs little.
+            try environment.writeTransaction(sync: true) { txn in
                 let key = LMDBKeys.device(sighting.identity)
                 var device = sighting
                 if let stored = try Self.get(txn, DB.devices, key) {
