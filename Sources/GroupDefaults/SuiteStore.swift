@@ -96,7 +96,12 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             let identity = try Self.readOrCreateIdentity(environment)
             originValue = Atomic(identity.origin)
             originConfirmed = Atomic(identity.ownFile)
-            if identity.created { durabilityPoints.committed(within: configuration.durabilityInterval) }
+            if identity.created {
+                // A copy beside a new suite is a removed suite's (`rm` of the file alone): a reboot must
+                // never put it back over this one.
+                environment.discardDurableCopy()
+                durabilityPoints.committed(within: configuration.durabilityInterval)
+            }
         } catch {
             sidecar.close()
             environment.close()

@@ -70,11 +70,11 @@ package enum DurableCopy {
     /// 4-byte `record` in the lock file's mapping names another boot), no other process has the
     /// file open, a copy exists and the file differs from it. Called under the lock file's `flock`,
     /// before LMDB opens the file. Returns what was put back, if anything.
-    static func recoverIfRebooted(path: String, lmdbLockPath: String, record: UnsafeMutableRawPointer, fileMode: mode_t) throws -> Recovery? {
+    static func recoverIfRebooted(path: String, lmdbLockPath: String, record: UnsafeMutableRawPointer) throws -> Recovery? {
         guard let boot = bootHash() else { return nil }
         let word = record.assumingMemoryBound(to: UInt32.self)
         guard gd_atomic_load_u32(word) != boot else { return nil }
-        let recovery = try isOpenElsewhere(lmdbLockPath) ? nil : putBack(path: path, fileMode: fileMode)
+        let recovery = try isOpenElsewhere(lmdbLockPath) ? nil : putBack(path: path)
         word.pointee = boot  // under the flock, which every reader of the record holds
         return recovery
     }
@@ -94,7 +94,7 @@ package enum DurableCopy {
         return lock.l_type != Int16(F_UNLCK)
     }
 
-    private static func putBack(path: String, fileMode: mode_t) throws -> Recovery? {
+    private static func putBack(path: String) throws -> Recovery? {
         let copy = SystemCall.retryingEINTR { open(DurableCopy.path(of: path), O_RDONLY | O_CLOEXEC) }
         guard copy >= 0 else {
             if errno == ENOENT { return nil }
@@ -106,7 +106,16 @@ package enum DurableCopy {
         // A copy that does not hold a whole snapshot (it cannot be one: it is renamed into place
         // only once flushed) is left alone, and so is the file.
         guard let copyMeta = newestMeta(copy), let used = copyMeta.usedSize, used <= Int(st.st_size) else { return nil }
-        let file = try SystemCall.checked { open(path, O_RDWR | O_CREAT | O_CLOEXEC, fileMode) }
+        // No file, or an empty one, beside a copy: the suite was removed (a power cut does not lose
+        // a file whose creation a journal committed before the copy's). The copy is a removed
+        // suite's, never to be put back over a new one.
+        let file = SystemCall.retryingEINTR { open(path, O_RDWR | O_CLOEXEC) }
+        var fileStat = stat()
+        guard file >= 0, fstat(file, &fileStat) == 0, fileStat.st_size > 0 else {
+            if file >= 0 { Glibc.close(file) }
+            unlink(DurableCopy.path(of: path))
+            return nil
+        }
         defer { Glibc.close(file) }
         if newestMeta(file)?.txnID == copyMeta.txnID, try sameBytes(file, copy, from: 2 * copyMeta.pageSize, to: used) {
             return nil

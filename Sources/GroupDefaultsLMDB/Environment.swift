@@ -352,8 +352,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                 recovery = try DurableCopy.recoverIfRebooted(
                     path: path,
                     lmdbLockPath: lockPath,
-                    record: mapping + offset,
-                    fileMode: mode_t(options.fileMode)
+                    record: mapping + offset
                 )
             }
             let dataFile = try prepareFiles(path: path, lockPath: lockPath, options: options)
@@ -902,6 +901,12 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         try checkProcess()
         try flush()
         if keepsDurableCopy { try makeDurabilityPoint() }
+    }
+
+    /// Removes the durable copy beside the file, if any (one left by a removed file of this name).
+    package func discardDurableCopy() {
+        guard keepsDurableCopy else { return }
+        unlink(DurableCopy.path(of: path))
     }
 
     /// Makes a durability point (see `DurableCopy`): a flushed copy of the last committed snapshot

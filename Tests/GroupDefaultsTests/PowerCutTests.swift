@@ -71,10 +71,26 @@ struct PowerCutTests {
     func fsyncEveryCommitIsAPoint() throws {
         try withTemporaryDirectory { dir in
             try Self.writeAndKill(dir, prefix: "synced", count: 3, ["--fsync", "--durability-interval-ms", "3600000"])
+            // (A write the kill interrupted, after its commit and before its point, may be put back.)
+            _ = try Self.openAfter(Reboot(in: dir), dir)
+            let defaults = try SharedDefaults(suiteName: Self.suite, directory: dir)
+            for i in 1...3 { #expect(defaults.integer(forKey: "synced.\(i)") == i) }
+        }
+    }
+
+    @Test("a durable copy left by a removed suite is never put back over a new suite of that name")
+    func staleCopy() throws {
+        try withTemporaryDirectory { dir in
+            #expect(try HelperProcess.run("set", directory: dir, suite: Self.suite, ["sound", "chime"]).status == 0)
+            for suffix in [".lmdb", ".lmdb-lock", ".lmdb-notify"] {  // removed by hand, its copy left behind
+                try FileManager.default.removeItem(at: dir.appendingPathComponent(Self.suite + suffix))
+            }
+            #expect(try HelperProcess.run("set", directory: dir, suite: Self.suite, ["volume", "7"]).status == 0)
             let opened = try Self.openAfter(Reboot(in: dir), dir)
             #expect(!opened.contains("put back"), "\(opened)")
             let defaults = try SharedDefaults(suiteName: Self.suite, directory: dir)
-            for i in 1...3 { #expect(defaults.integer(forKey: "synced.\(i)") == i) }
+            #expect(defaults.string(forKey: "volume") == "7")
+            #expect(defaults.object(forKey: "sound") == nil)
         }
     }
 
