@@ -34,6 +34,7 @@ struct AccountsCommand: AsyncParsableCommand {
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                     encoder.dateEncodingStrategy = .iso8601
+                    encoder.keyEncodingStrategy = .convertToSnakeCase  // as the API and the export name fields
                     return output(String(decoding: try encoder.encode(accounts), as: UTF8.self))
                 }
                 if accounts.isEmpty { return output("no accounts") }
