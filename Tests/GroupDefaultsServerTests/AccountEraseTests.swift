@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GroupDefaultsServer
 import GroupDefaultsWire
 import Hummingbird
 import HummingbirdTesting
@@ -70,8 +71,9 @@ struct AccountEraseTests {
         try await TestClient.withClient(host: "127.0.0.1", port: server.port) { client in
             let snapshot = try await client.get("/v1/suites/group.BBBMARK/snapshot", headers: API.auth(bob))
             #expect(snapshot.status == .ok)
-            #expect(String(buffer: snapshot.body).contains("v-BBBMARK"))
-            #expect(try await client.get("/v1/suites", headers: API.auth(alice)).status == .unauthorized)
+            #expect(String(buffer: snapshot.body ?? ByteBuffer()).contains("v-BBBMARK"))
+            let gone = try await client.get("/v1/suites", headers: API.auth(alice))
+            #expect(gone.status == .unauthorized)
         }
         await server.stop()
     }
@@ -104,7 +106,8 @@ struct AccountEraseTests {
             #expect(deleted.status == 0, "\(deleted)")
             #expect(deleted.stdout.hasPrefix("deleted account alice; a server or another command has the store open: "), "\(deleted)")
             try await TestClient.withClient(host: "127.0.0.1", port: server.port) { client in
-                #expect(try await client.get("/v1/suites", headers: API.auth(alice)).status == .unauthorized)
+                let gone = try await client.get("/v1/suites", headers: API.auth(alice))
+                #expect(gone.status == .unauthorized)
             }
             #expect(try Self.occurrences(of: "AAAMARK", under: directory) > 0, "the server has the store open: the bytes wait")
             await server.stop()
@@ -114,30 +117,61 @@ struct AccountEraseTests {
         }
     }
 
-    @Test("a rebuild that fails part way (the file may not grow: EFBIG) is one line and exit 1; the store is whole and the erase stays pending")
+    @Test(
+        "a rebuild that cannot be made (no folder can be made in the data directory) is one line and exit 1; the store is whole and the erase stays pending"
+    )
     func failedRebuildChangesNothing() async throws {
         try await withTwoAccounts { directory, alice, bob, incarnation in
-            let before = try Data(contentsOf: URL(fileURLWithPath: directory + "/sync.lmdb")).count
-            // Files may not grow past 4 MiB (a new store reserves 8): the rebuild's new file fails.
-            let limited = try runProcess(
-                URL(fileURLWithPath: "/bin/bash"),
-                [
-                    "-c", "trap '' XFSZ; ulimit -f 4096; exec \"$0\" accounts delete alice --yes --data-dir \"$1\"", ServerTool.executable.path,
-                    directory,
-                ]
+            // Carol is deleted while an erase is pending (alice's, made beside a server) and the
+            // data directory takes no new entry: the rebuild's folder cannot be made.
+            let server = try await ServerProcess(dataDirectory: directory)
+            let carolMade = try await ServerTool.run(["token", "create", "--data-dir", directory, "--account", "carol"])
+            let carol = carolMade.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            try await push(server.port, carol, suite: "group.CCCMARK", [API.set("k-CCCMARK", "v-CCCMARK")])
+            #expect(try await ServerTool.run(["accounts", "delete", "alice", "--yes", "--data-dir", directory]).status == 0)
+            await server.stop()
+            let before = try Data(contentsOf: URL(fileURLWithPath: directory + "/sync.lmdb"))
+            let failed = try Self.runWithoutWriteAccess(to: directory, ["accounts", "delete", "carol", "--yes", "--data-dir", directory])
+            #expect(failed.status == 1, "\(failed)")
+            #expect(
+                failed.stderr.hasPrefix(
+                    "groupdefaults-server: deleted account carol, but its bytes are still in the store's file: "
+                        + "cannot make a folder in \(directory) to rebuild the store in: "
+                ),
+                "\(failed)"
             )
-            #expect(limited.status == 1, "\(limited)")
-            #expect(limited.stderr.hasPrefix("groupdefaults-server: deleted account alice, but its bytes are still in the store's file: "))
-            #expect(limited.stderr.split(separator: "\n").count == 1 && limited.stdout.isEmpty, "\(limited)")
-            #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/sync.lmdb")).count == before)
+            #expect(failed.stderr.split(separator: "\n").count == 1 && failed.stdout.isEmpty, "\(failed)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/sync.lmdb")) != before, "carol's delete itself committed")
             #expect(try FileManager.default.contentsOfDirectory(atPath: directory).allSatisfy { !$0.hasPrefix(".erase-") })
-            #expect(FileManager.default.fileExists(atPath: directory + "/sync.lmdb-erase-pending"))
-            #expect(try Self.occurrences(of: "AAAMARK", under: directory) > 0)
+            #expect(LMDBErase.isPending(in: directory))
+            // Later writes may reuse some freed pages, never all of them: bytes are left.
+            #expect(try Self.occurrences(of: "AAAMARK", under: directory) + Self.occurrences(of: "CCCMARK", under: directory) > 0)
             // Any command run alone then erases, before it does its own work.
             let list = try await ServerTool.run(["accounts", "list", "--data-dir", directory])
-            #expect(list.status == 0 && list.stdout.hasPrefix("bob\t"), "\(list)")
+            #expect(list.status == 0 && list.stdout.hasPrefix("bob\t") && list.stdout.split(separator: "\n").count == 1, "\(list)")
             #expect(try Self.occurrences(of: "AAAMARK", under: directory) == 0)
+            #expect(try Self.occurrences(of: "CCCMARK", under: directory) == 0)
+            #expect(!LMDBErase.isPending(in: directory))
             try await expectBobWhole(directory, alice: alice, bob: bob, incarnation: incarnation)
         }
+    }
+
+    /// Runs `groupdefaults-server ARGUMENTS…` while `directory` takes no new entry: as root, as
+    /// `nobody` (given the store's files) with the directory 0500; otherwise with it 0500. The
+    /// directory is 0700 (and root's, as root) again afterwards.
+    static func runWithoutWriteAccess(to directory: String, _ arguments: [String]) throws -> ProcessResult {
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory).map { directory + "/" + $0 } + [directory]
+        defer {
+            chmod(directory, 0o700)
+            if geteuid() == 0 { for file in files { chown(file, 0, 0) } }
+        }
+        guard geteuid() == 0 else {
+            chmod(directory, 0o500)
+            return try runProcess(ServerTool.executable, arguments)
+        }
+        for file in files { chown(file, 65534, 65534) }
+        chmod(directory, 0o500)
+        let runuser = ["/usr/sbin/runuser", "/sbin/runuser"].first { FileManager.default.fileExists(atPath: $0) } ?? "/usr/sbin/runuser"
+        return try runProcess(URL(fileURLWithPath: runuser), ["-u", "nobody", "--", ServerTool.executable.path] + arguments)
     }
 }

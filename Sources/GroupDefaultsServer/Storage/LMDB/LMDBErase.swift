@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import GroupDefaultsLMDB
+import GroupDefaultsWire
 
 /// Erasing deleted accounts' bytes from the embedded store's file.
 ///
