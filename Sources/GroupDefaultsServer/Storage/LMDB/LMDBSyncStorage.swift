@@ -70,8 +70,12 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
         try Self.makeDirectory(directory)
         let erasePending = LMDBErase.isPending(in: directory)
         let erase = erasePending ? LMDBErase.eraseIfPending(in: directory, maximumMapSize: maximumMapSize) : .nothingPending
-        // Another process that found the mark may be rebuilding: wait for it rather than refuse.
-        guard let lock = try DataDirectoryLock.take(in: directory, exclusive: false, waiting: erasePending) else {
+        // Held exclusively: a restore (refused, as it swaps the file), or an erase (a process that
+        // found the mark, or a delete that left it meanwhile), which takes a moment: waited for.
+        guard
+            let lock = try DataDirectoryLock.take(in: directory, exclusive: false, waiting: erasePending)
+                ?? (LMDBErase.isPending(in: directory) ? DataDirectoryLock.take(in: directory, exclusive: false, waiting: true) : nil)
+        else {
             throw SyncStorageError(
                 .unavailable,
                 "\(directory) is being restored from a backup (groupdefaults-server restore): try again once it is done"
