@@ -27,6 +27,11 @@ package func buildApplication(
     switch configuration.storage {
     case .embedded(let directory):
         let storage = try LMDBSyncStorage(directory: directory)
+        switch storage.eraseOnOpen {
+        case .erased: logger.notice("erased the bytes of deleted accounts from the store's file (rebuilt it)")
+        case .failed(let reason): logger.warning("deleted accounts' bytes are still in the store's file: \(reason); tried again at the next start")
+        case .nothingPending, .othersUseTheStore: break
+        }
         return try makeApplication(
             configuration: configuration,
             storage: storage,
