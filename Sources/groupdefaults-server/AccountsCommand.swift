@@ -106,6 +106,12 @@ struct AccountsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailure {
+                let unknown = CommandFailure("no account is named \(account) (see `groupdefaults-server accounts list`)")
+                // An unknown account is said before anything is asked.
+                let known = try await storage.withStorage { store in
+                    try await store.accountSummaries().contains { $0.account == account }
+                }
+                guard known else { throw unknown }
                 if !yes {
                     guard isatty(STDIN_FILENO) == 1 else {
                         throw CommandFailure("deleting account \(account) cannot be undone: give --yes to delete it")
@@ -114,9 +120,7 @@ struct AccountsCommand: AsyncParsableCommand {
                     guard readLine(strippingNewline: true) == account else { throw CommandFailure("not deleted") }
                 }
                 let directory = try await storage.withStorage { store in
-                    guard try await store.deleteAccount(account) else {
-                        throw CommandFailure("no account is named \(account) (see `groupdefaults-server accounts list`)")
-                    }
+                    guard try await store.deleteAccount(account) else { throw unknown }
                     try await store.appendAudit(.commandLine(.accountDelete, account: account))
                     return (store as? LMDBSyncStorage)?.directory
                 }

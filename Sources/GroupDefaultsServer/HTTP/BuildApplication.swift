@@ -148,7 +148,9 @@ struct TombstonePurge: Service {
     var listening = AsyncStream<Void> { $0.finish() }
 
     func run() async throws {
-        for await _ in listening {}
+        // A server that never listens (it failed to start, or a test drives its router alone) still
+        // ends this service at shutdown.
+        await cancelWhenGracefulShutdown { for await _ in listening {} }
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             let lifetime = configuration.tombstoneLifetime.components.seconds * 1000
             let horizon = HLC(milliseconds: HLC.wallClockMilliseconds() &- UInt64(max(lifetime, 0)), counter: 0)
