@@ -1,0 +1,83 @@
+import Foundation
+import GroupDefaultsWire
+import Hummingbird
+import HummingbirdTesting
+import TestSupport
+import Testing
+
+/// `groupdefaults-server restore --from` keeps the security state of the store it replaces, with
+/// the real executable: what was revoked, deleted or removed after the backup stays so, tokens made
+/// since go on working, and the audit log keeps every record.
+@Suite("Restore keeps tokens, operators, deletions and the audit log", .timeLimit(.minutes(1)))
+struct RestoreKeepsSecurityStateTests {
+    private func status(_ port: Int, _ token: String, push suite: String) async throws -> HTTPResponse.Status {
+        try await TestClient.withClient(host: "127.0.0.1", port: port) { client in
+            try await client.post("/v1/suites/\(suite)/push", headers: API.auth(token), body: API.push([API.set("k", "v")])).status
+        }
+    }
+
+    @Test("revoked, deleted and removed after the backup stay so; a token made since works; the audit log holds every act and the restore")
+    func restoreKeepsSecurityState() async throws {
+        let dataDirectory = ServerTool.temporaryDirectory("gds-restore-keeps")
+        let scratch = ServerTool.temporaryDirectory("gds-restore-keeps-backups")
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer {
+            try? FileManager.default.removeItem(atPath: dataDirectory)
+            try? FileManager.default.removeItem(atPath: scratch)
+        }
+        let storage = ["--data-dir", dataDirectory]
+        func tool(_ arguments: [String], stdin: String? = nil) async throws -> String {
+            let result =
+                if let stdin {
+                    try runProcess(ServerTool.executable, arguments + storage, stdin: Data((stdin + "\n").utf8))
+                } else {
+                    try await ServerTool.run(arguments + storage)
+                }
+            #expect(result.status == 0, "\(arguments): \(result.stderr)")
+            return result.stdout
+        }
+        let alice = try await ServerTool.createToken(storage: storage)
+        let carol = try await tool(["token", "create", "--account", "carol"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try await tool(["admin", "create", "--name", "ops"], stdin: "password one \(UUID().uuidString)")
+        _ = try await tool(["admin", "create", "--name", "gone"], stdin: "password two \(UUID().uuidString)")
+        var server = try await ServerProcess(dataDirectory: dataDirectory)
+        #expect(try await status(server.port, carol, push: "group.carol") == .ok)
+        let backup = scratch + "/store.backup"
+        _ = try await tool(["backup", "--to", backup])
+
+        // After the backup: alice's token revoked, a new one made, carol deleted, an operator removed.
+        let aliceID = try #require(try await ServerTool.tokenIDs(storage: storage).first)
+        _ = try await tool(["token", "revoke", aliceID])
+        let newer = try await ServerTool.createToken(storage: storage)
+        _ = try await tool(["accounts", "delete", "carol", "--yes"])
+        _ = try await tool(["admin", "remove", "--name", "gone"])
+        await server.stop()
+
+        let restored = try await tool(["restore", "--from", backup])
+        #expect(restored.contains("tokens, operators and the audit log kept as they were; 1 deleted account deleted again"), "\(restored)")
+
+        server = try await ServerProcess(dataDirectory: dataDirectory)
+        #expect(try await status(server.port, alice, push: "group.a") == .unauthorized)
+        #expect(try await status(server.port, newer, push: "group.a") == .ok)
+        #expect(try await status(server.port, carol, push: "group.carol") == .unauthorized)
+        await server.stop()
+        let tokens = try await tool(["token", "list"])
+        #expect(tokens.split(separator: "\n").first { $0.hasPrefix(aliceID + "\t") }?.contains("\trevoked ") == true, "\(tokens)")
+        #expect(!tokens.contains("\tcarol\t"), "\(tokens)")
+        // `accounts list` shows every account with a suite, a token or a device: carol has none left.
+        let accounts = try await tool(["accounts", "list"])
+        #expect(accounts.split(separator: "\n").map { $0.split(separator: "\t").first ?? "" } == ["alice"], "\(accounts)")
+        let operators = try await tool(["admin", "list"])
+        #expect(operators.split(separator: "\n").map { $0.split(separator: "\t").first ?? "" } == ["ops"], "\(operators)")
+
+        let audit = try await tool(["audit", "--json"])
+        let acts = (try JSONSerialization.jsonObject(with: Data(audit.utf8)) as? [[String: Any]] ?? []).map { $0["act"] as? String ?? "" }
+        #expect(
+            acts == [
+                "token-create", "token-create", "admin-create", "admin-create", "backup", "token-revoke", "token-create", "account-delete",
+                "admin-remove", "restore",
+            ],
+            "\(audit)"
+        )
+    }
+}
