@@ -38,7 +38,9 @@ package struct KeptSecurityState: Sendable {
             _ = try await restored.putConsoleRecord(.operator, name: record.name, value: record.value, onlyIfNew: false)
         }
         var deletedAgain = 0
-        for account in deletedSince(backupTime) where try await restored.deleteAccount(account) { deletedAgain += 1 }
+        for account in deletedSince(backupTime) {
+            if try await restored.deleteAccount(account) { deletedAgain += 1 }
+        }
         try await restored.replaceAudit(with: audit)
         return deletedAgain
     }
