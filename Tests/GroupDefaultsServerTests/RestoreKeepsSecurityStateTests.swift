@@ -79,5 +79,12 @@ struct RestoreKeepsSecurityStateTests {
             ],
             "\(audit)"
         )
+
+        // On a new machine (no store to keep them from) they are the backup's, and it says so.
+        let fresh = scratch + "/new-machine"
+        let onNew = try await ServerTool.run(["restore", "--from", backup, "--data-dir", fresh])
+        #expect(onNew.status == 0, "\(onNew.stderr)")
+        #expect(onNew.stdout.contains("tokens, operators and the audit log are the backup's: there was no store"), "\(onNew.stdout)")
+        #expect(try await ServerTool.run(["token", "list", "--data-dir", fresh]).stdout.contains("\tcarol\t"))
     }
 }
