@@ -1,5 +1,6 @@
 import Foundation
 import GroupDefaultsWire
+import HTTPTypes
 import HummingbirdTesting
 import TestSupport
 import Testing

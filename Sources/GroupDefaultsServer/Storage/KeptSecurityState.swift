@@ -1,4 +1,4 @@
-package import Foundation
+import Foundation
 
 /// What a restore keeps from the store it replaces rather than taking it from the backup: the
 /// tokens (active and revoked), the console's operators and the audit log. A backup is older than
