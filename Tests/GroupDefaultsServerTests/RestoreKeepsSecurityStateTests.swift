@@ -41,8 +41,10 @@ struct RestoreKeepsSecurityStateTests {
         let carol = try await tool(["token", "create", "--account", "carol"]).trimmingCharacters(in: .whitespacesAndNewlines)
         try addOperator("ops")
         try addOperator("gone")
+        let dave = try await tool(["token", "create", "--account", "dave"]).trimmingCharacters(in: .whitespacesAndNewlines)
         var server = try await ServerProcess(dataDirectory: dataDirectory)
         #expect(try await status(server.port, carol, push: "group.carol") == 200)
+        #expect(try await status(server.port, dave, push: "group.dave-old") == 200)
         let backup = scratch + "/store.backup"
         _ = try await tool(["backup", "--to", backup])
 
@@ -51,23 +53,29 @@ struct RestoreKeepsSecurityStateTests {
         _ = try await tool(["token", "revoke", aliceID])
         let newer = try await ServerTool.createToken(storage: storage)
         _ = try await tool(["accounts", "delete", "carol", "--yes"])
+        // dave deleted, then made again: his new token stays, his data of before the deletion does not come back.
+        _ = try await tool(["accounts", "delete", "dave", "--yes"])
+        let daveAgain = try await tool(["token", "create", "--account", "dave"]).trimmingCharacters(in: .whitespacesAndNewlines)
         _ = try await tool(["admin", "remove", "--name", "gone"])
         await server.stop()
 
         let restored = try await tool(["restore", "--from", backup])
-        #expect(restored.contains("tokens, operators and the audit log kept as they were; 1 deleted account deleted again"), "\(restored)")
+        #expect(restored.contains("tokens, operators and the audit log kept as they were; 2 deleted accounts deleted again"), "\(restored)")
 
         server = try await ServerProcess(dataDirectory: dataDirectory)
         #expect(try await status(server.port, alice, push: "group.a") == 401)
         #expect(try await status(server.port, newer, push: "group.a") == 200)
         #expect(try await status(server.port, carol, push: "group.carol") == 401)
+        #expect(try await status(server.port, dave, push: "group.dave") == 401)
+        #expect(try await status(server.port, daveAgain, push: "group.dave") == 200)
         await server.stop()
         let tokens = try await tool(["token", "list"])
         #expect(tokens.split(separator: "\n").first { $0.hasPrefix(aliceID + "\t") }?.contains("\trevoked ") == true, "\(tokens)")
         #expect(!tokens.contains("\tcarol\t"), "\(tokens)")
         // `accounts list` shows every account with a suite, a token or a device: carol has none left.
         let accounts = try await tool(["accounts", "list"])
-        #expect(accounts.split(separator: "\n").map { $0.split(separator: "\t").first ?? "" } == ["alice"], "\(accounts)")
+        #expect(accounts.split(separator: "\n").map { $0.split(separator: "\t").first ?? "" } == ["alice", "dave"], "\(accounts)")
+        #expect(!accounts.contains("group.dave-old") && accounts.contains("group.dave"), "\(accounts)")
         let operators = try await tool(["admin", "list"])
         #expect(operators.split(separator: "\n").map { $0.split(separator: "\t").first ?? "" } == ["ops"], "\(operators)")
 
@@ -75,8 +83,8 @@ struct RestoreKeepsSecurityStateTests {
         let acts = (try JSONSerialization.jsonObject(with: Data(audit.utf8)) as? [[String: Any]] ?? []).map { $0["act"] as? String ?? "" }
         #expect(
             acts == [
-                "token-create", "token-create", "admin-create", "admin-create", "backup", "token-revoke", "token-create", "account-delete",
-                "admin-remove", "restore",
+                "token-create", "token-create", "admin-create", "admin-create", "token-create", "backup", "token-revoke", "token-create",
+                "account-delete", "account-delete", "token-create", "admin-remove", "restore",
             ],
             "\(audit)"
         )

@@ -22,14 +22,20 @@ package struct KeptSecurityState: Sendable {
         )
     }
 
-    /// Puts the state into `restored`, the backup's copy before it takes the store's place: its
-    /// tokens, operators and audit log are replaced, its sessions dropped, and each account that the
-    /// kept audit log says was deleted after the backup, and that has no kept token, is deleted
-    /// again. The backup's time is its newest audit record (a backup has no other clock: `backup`
-    /// records itself only after the copy; a backup without records counts every deletion).
-    /// Returns how many accounts were deleted again.
+    /// Puts the state into `restored`, the backup's copy before it takes the store's place: each
+    /// account that the kept audit log says was deleted after the backup is deleted again, then its
+    /// tokens, operators and audit log are replaced and its sessions dropped (so an account made
+    /// again since its deletion keeps its new tokens, and its data of before the deletion stays
+    /// deleted). The backup's time is its newest audit record (a backup has no other clock:
+    /// `backup` records itself only after the copy; a backup without records counts every
+    /// deletion, and deleting again an account the backup does not hold changes nothing). Returns
+    /// how many accounts were deleted again.
     package func apply(to restored: some TokenStore & ConsoleRecordStore & AuditStore & AccountStore) async throws -> Int {
         let backupTime = try await restored.auditRecords(account: nil, since: nil, limit: 1).last?.time
+        var deletedAgain = 0
+        for account in deletedSince(backupTime) {
+            if try await restored.deleteAccount(account) { deletedAgain += 1 }
+        }
         try await restored.replaceTokens(with: tokens)
         for kind in ConsoleRecordKind.allCases {
             for record in try await restored.consoleRecords(kind) { _ = try await restored.deleteConsoleRecord(kind, name: record.name) }
@@ -37,23 +43,15 @@ package struct KeptSecurityState: Sendable {
         for record in operators {
             _ = try await restored.putConsoleRecord(.operator, name: record.name, value: record.value, onlyIfNew: false)
         }
-        var deletedAgain = 0
-        for account in deletedSince(backupTime) {
-            if try await restored.deleteAccount(account) { deletedAgain += 1 }
-        }
         try await restored.replaceAudit(with: audit)
         return deletedAgain
     }
 
-    /// The accounts deleted after `time` (at any time, for nil) that have no kept token: an account
-    /// made again since its deletion has one, and stays.
+    /// The accounts deleted after `time` (at any time, for nil), once each.
     func deletedSince(_ time: Date?) -> [String] {
-        let withTokens = Set(tokens.map(\.account))
         var accounts: [String] = []
         for record in audit where record.act == .accountDelete && record.outcome == nil {
-            guard let account = record.account, time.map({ record.time > $0 }) ?? true, !withTokens.contains(account),
-                !accounts.contains(account)
-            else { continue }
+            guard let account = record.account, time.map({ record.time > $0 }) ?? true, !accounts.contains(account) else { continue }
             accounts.append(account)
         }
         return accounts
