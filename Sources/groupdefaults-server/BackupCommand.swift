@@ -97,16 +97,18 @@ struct RestoreCommand: AsyncParsableCommand {
             }
             let restored = try await LMDBBackup.restore(from: from, into: directory)
             let incarnation = restored.incarnation
-            try await storage.withStorage { store in
-                try await store.appendAudit(.commandLine(.restore, target: "file \(from); incarnation \(incarnation)"))
-            }
-            output("restored \(directory) from \(from); new incarnation \(incarnation): devices upload what they hold at their next sync")
+            let kept: String
             if let why = restored.whyNotKept {
-                output("tokens, operators and the audit log are the backup's: \(why)")
+                kept = "tokens, operators and the audit log are the backup's: \(why)"
             } else {
                 let accounts = restored.deletedAgain == 1 ? "1 deleted account" : "\(restored.deletedAgain) deleted accounts"
-                output("tokens, operators and the audit log kept as they were; \(accounts) deleted again")
+                kept = "tokens, operators and the audit log kept as they were; \(accounts) deleted again"
             }
+            try await storage.withStorage { store in
+                try await store.appendAudit(.commandLine(.restore, target: "file \(from); incarnation \(incarnation); \(kept)"))
+            }
+            output("restored \(directory) from \(from); new incarnation \(incarnation): devices upload what they hold at their next sync")
+            output(kept)
         }
     }
 }

@@ -95,5 +95,12 @@ struct RestoreKeepsSecurityStateTests {
         #expect(onNew.status == 0, "\(onNew.stderr)")
         #expect(onNew.stdout.contains("tokens, operators and the audit log are the backup's: there was no store"), "\(onNew.stdout)")
         #expect(try await ServerTool.run(["token", "list", "--data-dir", fresh]).stdout.contains("\tcarol\t"))
+        // Over a store that does not open: the same, and why.
+        try Data(repeating: 0x5A, count: 64 << 10).write(to: URL(fileURLWithPath: fresh + "/sync.lmdb"))
+        let overDamaged = try await ServerTool.run(["restore", "--from", backup, "--data-dir", fresh])
+        #expect(overDamaged.status == 0, "\(overDamaged.stderr)")
+        #expect(overDamaged.stdout.contains("are the backup's: the store could not be read: "), "\(overDamaged.stdout)")
+        #expect(overDamaged.stdout.split(separator: "\n").count == 2, "\(overDamaged.stdout)")
+        #expect(try await ServerTool.run(["token", "list", "--data-dir", fresh]).stdout.contains("\tcarol\t"))
     }
 }

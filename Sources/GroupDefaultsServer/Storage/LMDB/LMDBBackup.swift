@@ -19,8 +19,10 @@ package enum LMDBBackup {
     package static func write(_ storage: LMDBSyncStorage, to path: String) async throws -> Int {
         try refuseExisting(path)
         _ = try await storage.incarnation()  // a store from before incarnations gets one, and its backup with it
-        let directory = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
-        let name = (path as NSString).lastPathComponent
+        // Split by hand: Foundation's `deletingLastPathComponent` traps on a one-character name ("b").
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
         let suffix = IncarnationID.random().prefix(8)
         let copyPath = "\(directory)/.\(name).copy-\(suffix)"
         let partialPath = "\(directory)/.\(name).partial-\(suffix)"
