@@ -161,6 +161,10 @@ extension SharedDefaults {
             }
         }
 
+        /// How far the change log's numbers jump at a restore: more than a durability interval of
+        /// commits could have used.
+        static let restoreSequenceGap: UInt64 = 1 << 32
+
         /// Records that opening put the suite back to its last durability point (made at
         /// `pointTime`, milliseconds since 1970): a `restored` change for observers, the time for
         /// `info()`, and, for a synced suite, no cursor, so that its next sync reads the server's
@@ -168,6 +172,11 @@ extension SharedDefaults {
         func recordRestore(pointTime: UInt64) throws {
             try perform(key: nil) {
                 _ = try beginChange()
+                // Numbers given out after the point were lost with the writes: the log jumps past any
+                // of them, so that an observer resuming from one gets `reset` rather than later changes
+                // under a number it took for another.
+                clock?.sequence += Self.restoreSequenceGap
+                firstSequence = (clock?.sequence ?? 0) + 1
                 try appendLog(.restored, key: "")
                 var record = [UInt8]()
                 BinaryCodec.appendFixed(store.wallClockMilliseconds(), into: &record)

@@ -53,7 +53,7 @@ extension GroupDefaultsCommand {
             let interval = info.durabilityInterval
             let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
             let shown = seconds == seconds.rounded() ? "\(Int(seconds))" : "\(seconds)"
-            return "process-crash safe; power-cut safe up to \(shown) s before a crash"
+            return "process-crash safe; this handle's writes power-cut safe \(shown) s after they return (at most)"
         }
 
         static func restore(_ restore: SharedDefaults.Restore) -> String {

@@ -34,6 +34,7 @@ struct AccountsCommand: AsyncParsableCommand {
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                     encoder.dateEncodingStrategy = .iso8601
+                    encoder.keyEncodingStrategy = .convertToSnakeCase  // as the API and the export name fields
                     return output(String(decoding: try encoder.encode(accounts), as: UTF8.self))
                 }
                 if accounts.isEmpty { return output("no accounts") }
@@ -90,8 +91,10 @@ struct AccountsCommand: AsyncParsableCommand {
             abstract: "Delete an account and everything stored under it; its tokens stop working at once.",
             discussion: """
                 Deletes its suites (entries, tombstones, history), key bags, devices, tokens and \
-                pairings in one transaction; a running server ends the streams of its tokens. Asks \
-                on a terminal; elsewhere --yes is needed.
+                pairings in one transaction; a running server ends the streams of its tokens. On \
+                the embedded store their bytes are then erased from the file (the store rebuilt) \
+                if nothing else has it open, else when the store is next opened alone (a server's \
+                start, any command). Asks on a terminal; elsewhere --yes is needed.
 
                 Example: groupdefaults-server accounts delete ana --yes --data-dir /var/lib/groupdefaults-server
                 """
@@ -110,13 +113,26 @@ struct AccountsCommand: AsyncParsableCommand {
                     writeAll(Data("delete account \(account) and all its data? type its name to confirm: ".utf8), to: STDERR_FILENO)
                     guard readLine(strippingNewline: true) == account else { throw CommandFailure("not deleted") }
                 }
-                try await storage.withStorage { store in
+                let directory = try await storage.withStorage { store in
                     guard try await store.deleteAccount(account) else {
                         throw CommandFailure("no account is named \(account) (see `groupdefaults-server accounts list`)")
                     }
                     try await store.appendAudit(.commandLine(.accountDelete, account: account))
+                    return (store as? LMDBSyncStorage)?.directory
                 }
-                output("deleted account \(account)")
+                // The embedded store: its file keeps the rows' bytes until it is rebuilt (LMDBErase).
+                guard let directory else { return output("deleted account \(account)") }
+                switch LMDBErase.eraseIfPending(in: directory) {
+                case .othersUseTheStore:
+                    output(
+                        "deleted account \(account); a server or another command has the store open: "
+                            + "its bytes leave the store's file when the store is next opened alone"
+                    )
+                case .failed(let reason):
+                    throw CommandFailure("deleted account \(account), but its bytes are still in the store's file: \(reason)")
+                case .erased, .nothingPending:
+                    output("deleted account \(account); its bytes are erased from the store")
+                }
             }
         }
     }

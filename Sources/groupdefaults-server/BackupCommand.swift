@@ -115,5 +115,5 @@ struct RestoreCommand: AsyncParsableCommand {
 
 /// What to do instead of `backup` or `restore --from` on PostgreSQL.
 private func postgresHint(_ verb: String, _ recipe: String) -> String {
-    "the store is PostgreSQL: \(verb) with PostgreSQL's tools (\(recipe); the README's \"Backups\" recipe)"
+    "the store is PostgreSQL: \(verb) with PostgreSQL's tools (\(recipe); the README's \"Backups and restore\" recipe)"
 }

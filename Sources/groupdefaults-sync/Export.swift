@@ -36,7 +36,8 @@ struct Export: AsyncParsableCommand {
         }
         var document = DeviceExport(exported: TypedJSONDate.format(Date()) ?? "", suites: [], devices: [])
         var devices: [String: DeviceInfo] = [:]
-        for suite in suites {
+        var seen = Set<String>()
+        for suite in suites where seen.insert(suite).inserted {  // a suite named twice is exported once
             try await withConfiguredEngine(options, server, suite) { _, engine in
                 document.suites.append(try await DeviceExport.Suite.read(suite, from: engine.client))
                 for device in try await engine.devices() { devices[device.id] = device }

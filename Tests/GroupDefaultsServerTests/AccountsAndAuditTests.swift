@@ -66,7 +66,12 @@ struct AccountsAndAuditTests {
         let refused = try await ServerTool.run(["accounts", "delete", "alice"] + storage)
         #expect(refused.status == 1 && refused.stderr.contains("give --yes"), "\(refused)")
         let deleted = try await ServerTool.run(["accounts", "delete", "alice", "--yes"] + storage)
-        #expect(deleted.status == 0 && deleted.stdout == "deleted account alice\n", "\(deleted)")
+        // The embedded store's file keeps the bytes while the server has it open (AccountEraseTests).
+        let said =
+            backend == .lmdb
+            ? "deleted account alice; a server or another command has the store open: "
+                + "its bytes leave the store's file when the store is next opened alone\n" : "deleted account alice\n"
+        #expect(deleted.status == 0 && deleted.stdout == said, "\(deleted)")
         #expect(await live.events(1, timeout: .seconds(5)).map(\.event) == ["unauthorized"])
         _ = await live.waitForExit()
         try await TestClient.withClient(host: "127.0.0.1", port: server.port) { client in

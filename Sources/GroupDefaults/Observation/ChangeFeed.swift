@@ -63,13 +63,16 @@ extension SharedDefaults {
 
         /// Up to `limit` changes after the cursor, advancing it only when they are returned. A gap
         /// (the log was trimmed past the cursor), or a cursor past the end of the log (the suite was
-        /// recreated), yields one `reset` and moves the cursor to the end of the log. A value that
+        /// recreated), yields one `reset` and moves the cursor to the end of the log; a gap that ends
+        /// at a `restored` change yields that change. A value that
         /// does not decode comes as nil, and is reported in the store's log.
         func available(limit: Int, withValues: Bool) throws -> [SharedDefaults.Change] {
             let read = { [self] (txn: LMDBTransaction) throws -> ([SharedDefaults.Change], UInt64) in
                 let records = try ChangeLog.records(txn, after: self.cursor, limit: limit)
                 let cursor = self.cursor
-                let fellBehind = records.first.map { $0.sequence > cursor + 1 } ?? false
+                // A restore's record follows a gap of its own (the log's numbers jump past those lost
+                // with the writes after the point), and says more than `reset`: it comes as itself.
+                let fellBehind = records.first.map { $0.sequence > cursor + 1 && $0.kind != .restored } ?? false
                 let pastTheEnd = try records.isEmpty && ChangeLog.tail(txn).sequence < cursor
                 if fellBehind || pastTheEnd {
                     let tail = try ChangeLog.tail(txn)

@@ -27,6 +27,11 @@ package func buildApplication(
     switch configuration.storage {
     case .embedded(let directory):
         let storage = try LMDBSyncStorage(directory: directory)
+        switch storage.eraseOnOpen {
+        case .erased: logger.notice("erased the bytes of deleted accounts from the store's file (rebuilt it)")
+        case .failed(let reason): logger.warning("deleted accounts' bytes are still in the store's file: \(reason); tried again at the next start")
+        case .nothingPending, .othersUseTheStore: break
+        }
         return try makeApplication(
             configuration: configuration,
             storage: storage,
@@ -100,6 +105,8 @@ private func makeApplication(
     if let tls = configuration.tls {
         server = try .tls(.http1(configuration: http1), tlsConfiguration: TLSFilesError.serverConfiguration(tls))
     }
+    // The purge starts once the server listens: before, PostgreSQL's schema may not exist yet.
+    let (listening, listeningNow) = AsyncStream<Void>.makeStream()
     return Application(
         responder: ChildTaskResponder(inner: router.buildResponder()),  // each request's memory goes when it is answered
         server: server,
@@ -109,9 +116,11 @@ private func makeApplication(
             availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: logger)
         ),
         services: storageServices + [
-            StorageService(storage: storage), TombstonePurge(storage: storage, configuration: configuration, logger: logger),
+            StorageService(storage: storage),
+            TombstonePurge(storage: storage, configuration: configuration, logger: logger, listening: listening),
         ],
         onServerRunning: { channel in
+            listeningNow.finish()
             onListening(host.contains(":") ? "[\(host)]" : host, channel.localAddress?.port ?? configuration.port)
         },
         logger: logger
@@ -134,8 +143,12 @@ struct TombstonePurge: Service {
     let storage: any SyncStore & AuditStore
     let configuration: ServerConfiguration
     let logger: Logger
+    /// Ends when the server listens (its storage is ready by then: migrated, for PostgreSQL); a
+    /// storage already ready (a test's) needs no wait.
+    var listening = AsyncStream<Void> { $0.finish() }
 
     func run() async throws {
+        for await _ in listening {}
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             let lifetime = configuration.tombstoneLifetime.components.seconds * 1000
             let horizon = HLC(milliseconds: HLC.wallClockMilliseconds() &- UInt64(max(lifetime, 0)), counter: 0)

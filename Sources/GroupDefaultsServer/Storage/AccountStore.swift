@@ -35,7 +35,8 @@ package protocol AccountStore: Sendable {
     /// counters), key bags, devices, tokens (a running server learns it as it learns a revocation,
     /// `TokenStore.tokenGeneration`) and pairings, in one transaction, and wakes the waits on its
     /// suites so that open event streams re-check their token at once. Returns false, having changed
-    /// nothing, when nothing is stored under the name.
+    /// nothing, when nothing is stored under the name. (The embedded store's file keeps the rows'
+    /// bytes in its free space until an erase rebuilds it: `LMDBErase`.)
     func deleteAccount(_ account: String) async throws -> Bool
 }
 

@@ -5,8 +5,9 @@ import Synchronization
 
 /// Who may use a data directory's store: every process that opens it (a server, a token or suites
 /// command, `backup`) holds `sync.lmdb-in-use` locked shared for as long as it has the store open,
-/// and `restore` holds it exclusively while it puts a backup in place. So a restore is refused
-/// while anything uses the store, and a server cannot start in the middle of a restore. (`flock`:
+/// and `restore` holds it exclusively while it puts a backup in place, as an erase does while it
+/// rebuilds the store (`LMDBErase`). So a restore is refused and an erase left pending while
+/// anything uses the store, and a server cannot start in the middle of either. (`flock`:
 /// released by the kernel when the process ends, however it ends; LMDB's own locks are `fcntl`
 /// locks on another file, which this does not touch.)
 package final class DataDirectoryLock: Sendable {
@@ -15,9 +16,9 @@ package final class DataDirectoryLock: Sendable {
     /// The lock file of `directory`.
     static func path(in directory: String) -> String { directory + "/sync.lmdb-in-use" }
 
-    /// Takes the lock, shared or exclusive, without waiting; nil when another process holds it in
-    /// the other way (or exclusively).
-    static func take(in directory: String, exclusive: Bool) throws -> DataDirectoryLock? {
+    /// Takes the lock, shared or exclusive, without waiting (unless `waiting`); nil when another
+    /// process holds it in the other way (or exclusively).
+    static func take(in directory: String, exclusive: Bool, waiting: Bool = false) throws -> DataDirectoryLock? {
         let path = path(in: directory)
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
@@ -25,7 +26,7 @@ package final class DataDirectoryLock: Sendable {
         }
         giveToOwner(of: directory, descriptor)
         var result: Int32
-        repeat { result = flock(descriptor, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) } while result != 0 && errno == EINTR
+        repeat { result = flock(descriptor, (exclusive ? LOCK_EX : LOCK_SH) | (waiting ? 0 : LOCK_NB)) } while result != 0 && errno == EINTR
         guard result == 0 else {
             let code = errno
             close(descriptor)

@@ -259,14 +259,14 @@ package enum LMDBBackup {
     }
 
     /// Flushes a directory's entries, so that a crash does not lose a rename or link reported done.
-    private static func syncDirectory(_ directory: String) {
+    static func syncDirectory(_ directory: String) {
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return }
         fsync(fd)
         close(fd)
     }
 
-    private static func reason(_ code: Int32) -> String { String(cString: strerror(code)).lowercased() }
+    static func reason(_ code: Int32) -> String { String(cString: strerror(code)).lowercased() }
 }
 
 /// What a restore did: the new incarnation, and whether it kept the replaced store's tokens,

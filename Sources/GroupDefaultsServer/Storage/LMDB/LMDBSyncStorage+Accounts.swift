@@ -5,6 +5,8 @@ import GroupDefaultsWire
 // Deleting an account, in one write transaction: its suites' rows (under each suite's id, as a
 // reset deletes them) and records, then the rows keyed by its name (`key-bags`, `devices`), then
 // those that only name it inside (`tokens` with their hash index, `pairings` with their indexes).
+// Their bytes stay in the file's free space until the store is rebuilt: the delete leaves an erase
+// pending first (`LMDBErase`).
 extension LMDBSyncStorage: AccountStore {
     package func pairings(account: String) async throws -> [StoredPairing] {
         let environment = self.environment
@@ -27,6 +29,8 @@ extension LMDBSyncStorage: AccountStore {
     package func deleteAccount(_ account: String) async throws -> Bool {
         let environment = self.environment
         let prefix = LMDBKeys.accountPrefix(account)
+        let directory = self.directory
+        let marked = try LMDBErase.markPending(in: directory)
         let deleted: (found: Bool, suites: [String])? = try await onWriteQueue {
             var outcome: (found: Bool, suites: [String])?
             try environment.writeTransaction(sync: true) { txn in
@@ -68,7 +72,10 @@ extension LMDBSyncStorage: AccountStore {
             }
             return outcome
         }
-        guard let deleted else { return false }
+        guard let deleted else {
+            if marked { LMDBErase.clearMark(in: directory) }  // nothing was deleted: nothing to erase
+            return false
+        }
         // Streams on the account's suites wake now and re-check their token, which is gone.
         for suite in deleted.suites { waiters.notify(.init(account: account, suite: suite), head: .max) }
         return true

@@ -29,7 +29,8 @@ import Synchronization
 /// - `audit`: time (ms, big-endian) + 8 random bytes → `AuditRecord` JSON, oldest first
 ///
 /// Beside it: LMDB's lock file, `sync.lmdb-open`, and `sync.lmdb-in-use`, locked shared by every
-/// process that has the store open and exclusively by a restore (`DataDirectoryLock`).
+/// process that has the store open and exclusively by a restore or an erase (`DataDirectoryLock`);
+/// `sync.lmdb-erase-pending` while a deleted account's bytes wait to be erased (`LMDBErase`).
 ///
 /// Every push is one write transaction flushed to disk before it returns. LMDB blocks, so all of it
 /// runs on dispatch queues, never on the cooperative pool: writes on one serial queue (LMDB has one
@@ -47,6 +48,8 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
     }
 
     let environment: Environment
+    /// The data directory.
+    package let directory: String
     let writeQueue = DispatchQueue(label: "groupdefaults-server.lmdb.write")
     let readQueue = DispatchQueue(label: "groupdefaults-server.lmdb.read", attributes: .concurrent)
     let waiters = ChangeWaiters()
@@ -54,30 +57,55 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
     let closed = Atomic<Bool>(false)
     /// Held shared while the store is open: a restore waits for nobody and refuses instead.
     let inUse: DataDirectoryLock
+    /// What opening did about an erase a delete left pending (`LMDBErase`), for the server's log.
+    package let eraseOnOpen: LMDBErase.Outcome
 
-    /// Opens (creating if needed, mode 0700) `directory` and its `sync.lmdb` (mode 0600).
-    package init(directory: String, maximumMapSize: Int = 64 << 30) throws {
+    /// The largest the map may grow by default.
+    package static let defaultMaximumMapSize = 64 << 30
+
+    /// Opens (creating if needed, mode 0700) `directory` and its `sync.lmdb` (mode 0600). An erase
+    /// that a delete left pending is done first when no other process has the store open
+    /// (`LMDBErase`; a failure leaves it pending and is in `eraseOnOpen`).
+    package convenience init(directory: String, maximumMapSize: Int = defaultMaximumMapSize) throws {
         try Self.makeDirectory(directory)
-        guard let lock = try DataDirectoryLock.take(in: directory, exclusive: false) else {
+        let erasePending = LMDBErase.isPending(in: directory)
+        let erase = erasePending ? LMDBErase.eraseIfPending(in: directory, maximumMapSize: maximumMapSize) : .nothingPending
+        // Held exclusively: a restore (refused, as it swaps the file), or an erase (a process that
+        // found the mark, or a delete that left it meanwhile), which takes a moment: waited for.
+        guard
+            let lock = try DataDirectoryLock.take(in: directory, exclusive: false, waiting: erasePending)
+                ?? (LMDBErase.isPending(in: directory) ? DataDirectoryLock.take(in: directory, exclusive: false, waiting: true) : nil)
+        else {
             throw SyncStorageError(
                 .unavailable,
                 "\(directory) is being restored from a backup (groupdefaults-server restore): try again once it is done"
             )
         }
+        try self.init(directory: directory, holding: lock, maximumMapSize: maximumMapSize, eraseOnOpen: erase)
+    }
+
+    private init(directory: String, holding lock: DataDirectoryLock, maximumMapSize: Int, eraseOnOpen: LMDBErase.Outcome) throws {
+        self.directory = directory
+        self.eraseOnOpen = eraseOnOpen
         inUse = lock
         environment = try Environment(
             path: Self.storePath(in: directory),
-            options: EnvironmentOptions(
-                databases: DB.names,
-                readerTrees: DB.names,
-                lockFilePath: directory + "/sync.lmdb-open",
-                initialMapSize: 8 << 20,
-                maximumMapSize: maximumMapSize,
-                fileMode: 0o600,
-                maximumReaders: 126,
-                structureCheckLimit: 64 << 20,
-                writesThroughMap: false
-            )
+            options: Self.environmentOptions(directory: directory, maximumMapSize: maximumMapSize)
+        )
+    }
+
+    /// How the store of `directory` is opened (also the copy an erase writes).
+    static func environmentOptions(directory: String, maximumMapSize: Int) -> EnvironmentOptions {
+        EnvironmentOptions(
+            databases: DB.names,
+            readerTrees: DB.names,
+            lockFilePath: directory + "/sync.lmdb-open",
+            initialMapSize: 8 << 20,
+            maximumMapSize: maximumMapSize,
+            fileMode: 0o600,
+            maximumReaders: 126,
+            structureCheckLimit: 64 << 20,
+            writesThroughMap: false
         )
     }
 
