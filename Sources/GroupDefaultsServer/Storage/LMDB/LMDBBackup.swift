@@ -114,6 +114,11 @@ package enum LMDBBackup {
         } catch {
             throw BackupFailure("\(path) does not hold a store that opens (\(error)); nothing was changed")
         }
+        // The accounts deleted again left an erase pending in the staging folder: their bytes go
+        // from the staged copy before it is put in place (`LMDBErase`).
+        if case .failed(let why) = LMDBErase.eraseIfPending(in: staging) {
+            throw BackupFailure("cannot erase the accounts deleted again from the restored copy (\(why)); nothing was changed")
+        }
         // LMDB's lock file stays: nobody has it open (the lock), so the next process to open the
         // store sets it up again for the new file, as after any restart.
         guard rename(stagedStore, LMDBSyncStorage.storePath(in: directory)) == 0 else {
