@@ -52,7 +52,10 @@ struct RestoreCommand: AsyncParsableCommand {
             LMDB's page structure), refuses while a server or another command uses the store, and \
             replaces the store with it in one rename, with a new incarnation: each device sees the \
             server went back, uploads every value and deletion it holds, each with its stamp, and \
-            reads the suite again, so no device's write is lost. --announce gives the storage a new \
+            reads the suite again, so no device's write is lost. The tokens (revoked ones too), the \
+            console's operators and the audit log stay as they are in the store it replaces, and \
+            accounts deleted since the backup are deleted again (a missing or unreadable store: the \
+            backup's, and the output says so). --announce gives the storage a new \
             incarnation alone: the last step after restoring PostgreSQL with pg_restore (or after \
             putting the embedded store back by other means), before the servers start again.
 
@@ -92,11 +95,20 @@ struct RestoreCommand: AsyncParsableCommand {
                     )
                 )
             }
-            let incarnation = try await LMDBBackup.restore(from: from, into: directory)
+            let restored = try await LMDBBackup.restore(from: from, into: directory)
+            let incarnation = restored.incarnation
+            let kept: String
+            if let why = restored.whyNotKept {
+                kept = "tokens, operators and the audit log are the backup's: \(why)"
+            } else {
+                let accounts = restored.deletedAgain == 1 ? "1 deleted account" : "\(restored.deletedAgain) deleted accounts"
+                kept = "tokens, operators and the audit log kept as they were; \(accounts) deleted again"
+            }
             try await storage.withStorage { store in
-                try await store.appendAudit(.commandLine(.restore, target: "file \(from); incarnation \(incarnation)"))
+                try await store.appendAudit(.commandLine(.restore, target: "file \(from); incarnation \(incarnation); \(kept)"))
             }
             output("restored \(directory) from \(from); new incarnation \(incarnation): devices upload what they hold at their next sync")
+            output(kept)
         }
     }
 }

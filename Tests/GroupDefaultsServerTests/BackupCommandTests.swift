@@ -51,9 +51,9 @@ struct BackupCommandTests {
             #expect(try mode(backup) == 0o600)
             #expect(try FileManager.default.contentsOfDirectory(atPath: scratch) == ["store.backup"], "no temporary file is left")
 
-            // A token made after the backup is gone after the restore; the one before stays.
-            let tokensAtBackup = try await ServerTool.tokenIDs(storage: ["--data-dir", dataDirectory])
+            // A token made after the backup stays after the restore, with the one before.
             _ = try await ServerTool.createToken(dataDirectory)
+            let tokensAtRestore = try await ServerTool.tokenIDs(storage: ["--data-dir", dataDirectory])
             let refused = try await ServerTool.run(["restore", "--from", backup, "--data-dir", dataDirectory])
             #expect(refused.status == 1)
             #expect(refused.stderr.contains("a server or another command is using the store in \(dataDirectory): stop it, then restore"))
@@ -61,7 +61,8 @@ struct BackupCommandTests {
 
             let restored = try await ServerTool.run(["restore", "--from", backup, "--data-dir", dataDirectory])
             #expect(restored.status == 0, "\(restored.stderr)")
-            #expect(try await ServerTool.tokenIDs(storage: ["--data-dir", dataDirectory]) == tokensAtBackup)
+            #expect(try await ServerTool.tokenIDs(storage: ["--data-dir", dataDirectory]) == tokensAtRestore)
+            #expect(tokensAtRestore.count == 2)
             #expect(try mode(dataDirectory + "/sync.lmdb") == 0o600)
             #expect(try FileManager.default.contentsOfDirectory(atPath: dataDirectory).allSatisfy { !$0.hasPrefix(".restore-") })
             let again = try await ServerProcess(dataDirectory: dataDirectory)

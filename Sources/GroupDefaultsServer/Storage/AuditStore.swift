@@ -96,4 +96,7 @@ package protocol AuditStore: Sendable {
     func auditRecords(account: String?, since: Date?, limit: Int) async throws -> [AuditRecord]
     /// Removes the records older than `horizon`; returns how many.
     func purgeAudit(olderThan horizon: Date) async throws -> Int
+    /// Replaces every record with `records`, in one transaction: a restore keeps the audit log of
+    /// the store it replaces, so that no record of what was done since the backup is lost.
+    func replaceAudit(with records: [AuditRecord]) async throws
 }

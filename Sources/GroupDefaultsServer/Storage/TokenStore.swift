@@ -55,6 +55,10 @@ package protocol TokenStore: Sendable {
     func tokens(account: String?) async throws -> [StoredToken]
     /// Marks a token revoked at `date`; throws `notFound` for an unknown id.
     func revokeToken(id: String, at date: Date) async throws
+    /// Replaces every token with `tokens` (revoked ones too, as they are), in one transaction, and
+    /// moves the token generation on: a restore keeps the token table of the store it replaces, so
+    /// that no revoked token works again and no token made since stops working.
+    func replaceTokens(with tokens: [StoredToken]) async throws
 }
 
 extension TokenStore {

@@ -41,5 +41,22 @@ extension StorageConformanceTests {
                 #expect(try await storage.purgeAudit(olderThan: at(15)) == 0)
             }
         }
+
+        @Test("replacing the audit log: exactly the records given, in time order, two of one time both kept", arguments: StorageBackend.allCases)
+        func replace(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let start = Date(timeIntervalSince1970: 1_800_000_000)
+                func record(_ seconds: Double, _ act: AuditRecord.Act, _ account: String? = nil) -> AuditRecord {
+                    AuditRecord(time: start.addingTimeInterval(seconds), actor: "command line", act: act, account: account, source: "command line")
+                }
+                try await storage.appendAudit(record(5, .backup))
+                let kept = [record(0, .tokenCreate, "alice"), record(10, .tokenRevoke, "alice"), record(10, .accountDelete, "carol")]
+                try await storage.replaceAudit(with: kept)
+                #expect(Set(try await storage.auditRecords(account: nil, since: nil, limit: 100)) == Set(kept))
+                #expect(try await storage.auditRecords(account: nil, since: nil, limit: 100).map(\.time) == kept.map(\.time))
+                try await storage.replaceAudit(with: [])
+                #expect(try await storage.auditRecords(account: nil, since: nil, limit: 100).isEmpty)
+            }
+        }
     }
 }

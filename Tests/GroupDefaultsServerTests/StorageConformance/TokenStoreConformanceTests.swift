@@ -81,5 +81,42 @@ extension StorageConformanceTests {
                 #expect(try await storage.activeTokenIDs(account: "alice", at: created.addingTimeInterval(180)) == ["t3"])
             }
         }
+
+        @Test(
+            "replacing the tokens: exactly the ones given, revoked ones as they are, found by hash; the old ones gone",
+            arguments: StorageBackend.allCases
+        )
+        func replaceTokens(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let created = Date(timeIntervalSince1970: 1_800_000_000)
+                func token(_ id: String, _ account: String, _ hash: Character, revoked: Date? = nil) -> StoredToken {
+                    StoredToken(
+                        id: id,
+                        account: account,
+                        suitePatterns: ["group.*"],
+                        readOnly: false,
+                        device: "phone",
+                        created: created,
+                        expires: nil,
+                        revoked: revoked,
+                        hash: String(repeating: hash, count: 64)
+                    )
+                }
+                let old = token("t1", "carol", "a")
+                try await storage.createToken(old)
+                let generation = try storage.tokenGeneration()
+                let revoked = token("t2", "alice", "b", revoked: created.addingTimeInterval(60))
+                let active = token("t3", "alice", "c")
+                try await storage.replaceTokens(with: [revoked, active])
+                #expect(try await storage.tokens() == [revoked, active])
+                #expect(try await storage.token(hash: old.hash) == nil)
+                #expect(try await storage.token(id: "t1") == nil)
+                #expect(try await storage.token(hash: revoked.hash) == revoked)
+                #expect(try await storage.token(hash: active.hash) == active)
+                if backend == .lmdb { #expect(try storage.tokenGeneration() != generation, "a cached verification does not outlive it") }
+                try await storage.replaceTokens(with: [])
+                #expect(try await storage.tokens().isEmpty)
+            }
+        }
     }
 }

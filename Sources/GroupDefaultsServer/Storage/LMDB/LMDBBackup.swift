@@ -19,8 +19,10 @@ package enum LMDBBackup {
     package static func write(_ storage: LMDBSyncStorage, to path: String) async throws -> Int {
         try refuseExisting(path)
         _ = try await storage.incarnation()  // a store from before incarnations gets one, and its backup with it
-        let directory = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
-        let name = (path as NSString).lastPathComponent
+        // Split by hand: Foundation's `deletingLastPathComponent` traps on a one-character name ("b").
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
         let suffix = IncarnationID.random().prefix(8)
         let copyPath = "\(directory)/.\(name).copy-\(suffix)"
         let partialPath = "\(directory)/.\(name).partial-\(suffix)"
@@ -61,11 +63,12 @@ package enum LMDBBackup {
     }
 
     /// Puts the backup at `path` in place as the store of `directory` (made, mode 0700, if
-    /// missing), with a new incarnation; returns it. The backup is checked in full first (its
-    /// header, length and digest, then LMDB's page structure and that it is a server's store); the
-    /// store is replaced by one rename, while no process has it open (`DataDirectoryLock`).
-    /// Anything wrong: `BackupFailure`, and nothing changed.
-    package static func restore(from path: String, into directory: String) async throws -> String {
+    /// missing), with a new incarnation, keeping the current store's tokens, operators and audit
+    /// log (`KeptSecurityState`). The backup is checked in full first (its header, length and
+    /// digest, then LMDB's page structure and that it is a server's store); the kept state is put
+    /// into the staged copy; the store is replaced by one rename, while no process has it open
+    /// (`DataDirectoryLock`). Anything wrong: `BackupFailure`, and nothing changed.
+    package static func restore(from path: String, into directory: String) async throws -> RestoreOutcome {
         let content = try checkedContent(of: path)
         try LMDBSyncStorage.makeDirectory(directory)
         guard let lock = try DataDirectoryLock.take(in: directory, exclusive: true) else {
@@ -81,6 +84,7 @@ package enum LMDBBackup {
             throw BackupFailure("cannot write in \(directory): \(reason(errno)); nothing was changed")
         }
         defer { try? FileManager.default.removeItem(atPath: staging) }
+        let kept = await keptState(of: directory, staging: staging)
         let stagedStore = LMDBSyncStorage.storePath(in: staging)
         let file = try create(stagedStore, target: stagedStore)
         do {
@@ -90,6 +94,7 @@ package enum LMDBBackup {
             guard fsync(file) == 0 else { throw BackupFailure("cannot write \(stagedStore): \(reason(errno)); nothing was changed") }
         }
         let incarnation: String
+        var deletedAgain = 0
         do {
             let staged = try LMDBSyncStorage(directory: staging)
             do {
@@ -97,6 +102,7 @@ package enum LMDBBackup {
                 guard try await staged.heldIncarnation() != nil else {
                     throw BackupFailure("\(path) is not a backup of a groupdefaults-server store; nothing was changed")
                 }
+                if case .kept(let state) = kept { deletedAgain = try await state.apply(to: staged) }
                 incarnation = try await staged.renewIncarnation()
                 try await staged.shutdown()
             } catch {
@@ -108,13 +114,51 @@ package enum LMDBBackup {
         } catch {
             throw BackupFailure("\(path) does not hold a store that opens (\(error)); nothing was changed")
         }
+        // The accounts deleted again left an erase pending in the staging folder: their bytes go
+        // from the staged copy before it is put in place (`LMDBErase`).
+        if case .failed(let why) = LMDBErase.eraseIfPending(in: staging) {
+            throw BackupFailure("cannot erase the accounts deleted again from the restored copy (\(why)); nothing was changed")
+        }
         // LMDB's lock file stays: nobody has it open (the lock), so the next process to open the
         // store sets it up again for the new file, as after any restart.
         guard rename(stagedStore, LMDBSyncStorage.storePath(in: directory)) == 0 else {
             throw BackupFailure("cannot put the backup in place in \(directory): \(reason(errno)); nothing was changed")
         }
         syncDirectory(directory)
-        return incarnation
+        switch kept {
+        case .kept: return RestoreOutcome(incarnation: incarnation, keptSecurityState: true, deletedAgain: deletedAgain, whyNotKept: nil)
+        case .notKept(let why): return RestoreOutcome(incarnation: incarnation, keptSecurityState: false, deletedAgain: 0, whyNotKept: why)
+        }
+    }
+
+    private enum Kept {
+        case kept(KeptSecurityState)
+        case notKept(String)
+    }
+
+    /// Reads what the restore keeps from the store it replaces, through a hard link to it in
+    /// `staging` (the restore holds the directory's lock exclusively, so the store cannot be
+    /// opened where it is; nothing writes through the link). A store that is missing or does not
+    /// open: the restore goes on with the backup's state, and says why.
+    private static func keptState(of directory: String, staging: String) async -> Kept {
+        guard LMDBSyncStorage.storeExists(in: directory) else { return .notKept("there was no store") }
+        let current = staging + "/current"
+        guard mkdir(current, 0o700) == 0, link(LMDBSyncStorage.storePath(in: directory), LMDBSyncStorage.storePath(in: current)) == 0
+        else { return .notKept("the store could not be read: \(reason(errno))") }
+        do {
+            let store = try LMDBSyncStorage(directory: current)
+            do {
+                try await store.onReadQueue { try store.environment.verifyStructure() }
+                let state = try await KeptSecurityState.read(from: store)
+                try await store.shutdown()
+                return .kept(state)
+            } catch {
+                try? await store.shutdown()
+                throw error
+            }
+        } catch {
+            return .notKept("the store could not be read: \(error)")
+        }
     }
 
     /// Gives the store of `directory` a new incarnation and returns it (`restore --announce`, after
@@ -228,6 +272,19 @@ package enum LMDBBackup {
     }
 
     static func reason(_ code: Int32) -> String { String(cString: strerror(code)).lowercased() }
+}
+
+/// What a restore did: the new incarnation, and whether it kept the replaced store's tokens,
+/// operators and audit log (`KeptSecurityState`).
+package struct RestoreOutcome: Sendable {
+    /// The store's new incarnation.
+    package let incarnation: String
+    /// Whether the tokens, operators and audit log are the replaced store's (else the backup's).
+    package let keptSecurityState: Bool
+    /// How many accounts deleted after the backup were deleted again.
+    package let deletedAgain: Int
+    /// Why the state was not kept (no store, or one that does not open), if it was not.
+    package let whyNotKept: String?
 }
 
 /// Why a backup or a restore could not be made, in one sentence that says what was left unchanged.

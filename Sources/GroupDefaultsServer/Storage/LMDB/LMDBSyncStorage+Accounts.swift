@@ -110,11 +110,27 @@ extension LMDBSyncStorage: AccountStore {
 extension LMDBSyncStorage: AuditStore {
     package func appendAudit(_ record: AuditRecord) async throws {
         let environment = self.environment
-        let key = LMDBKeys.bigEndian(Self.milliseconds(record.time)) + LMDBKeys.bigEndian(UInt64.random(in: 0...UInt64.max))
-        let json = Array(try AuditRecord.encoder.encode(record))
+        let (key, json) = try Self.auditRow(record)
         try await onWriteQueue {
             try environment.writeTransaction(sync: true) { txn in try Self.put(txn, DB.audit, key, json) }
         }
+    }
+
+    package func replaceAudit(with records: [AuditRecord]) async throws {
+        let environment = self.environment
+        let rows = try records.map(Self.auditRow)
+        try await onWriteQueue {
+            try environment.writeTransaction(sync: true) { txn in
+                try txn.empty(DB.audit)
+                for (key, json) in rows { try Self.put(txn, DB.audit, key, json) }
+            }
+        }
+    }
+
+    /// A record's key (its time, then random bytes: records of one millisecond all stay) and value.
+    private static func auditRow(_ record: AuditRecord) throws -> (key: [UInt8], json: [UInt8]) {
+        let key = LMDBKeys.bigEndian(milliseconds(record.time)) + LMDBKeys.bigEndian(UInt64.random(in: 0...UInt64.max))
+        return (key, Array(try AuditRecord.encoder.encode(record)))
     }
 
     package func auditRecords(account: String?, since: Date?, limit: Int) async throws -> [AuditRecord] {

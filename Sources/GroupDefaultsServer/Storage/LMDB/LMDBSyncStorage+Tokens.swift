@@ -106,5 +106,16 @@ extension LMDBSyncStorage: TokenStore {
         }
     }
 
-    /// Refuses new work, waits for running reads and writes, then closes the environment.
+    package func replaceTokens(with tokens: [StoredToken]) async throws {
+        let environment = self.environment
+        let encoded = try tokens.map { ($0, Array(try JSONEncoder().encode($0))) }
+        try await onWriteQueue {
+            try environment.writeTransaction(sync: true) { txn in
+                try txn.empty(DB.tokens)
+                try txn.empty(DB.tokenHashes)
+                for (token, json) in encoded { try Self.putToken(txn, token, json: json, indexHash: true) }
+                try Self.bumpTokenGeneration(txn)  // also when there are none
+            }
+        }
+    }
 }

@@ -89,6 +89,22 @@ extension PostgresSyncStorage: AuditStore {
         return try texts.map { try AuditRecord.decoder.decode(AuditRecord.self, from: Data($0.utf8)) }
     }
 
+    package func replaceAudit(with records: [AuditRecord]) async throws {
+        let rows = try records.map { ($0, String(decoding: try AuditRecord.encoder.encode($0), as: UTF8.self)) }
+        try await bounded("replacing the audit log") { storage in
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                try await connection.query("DELETE FROM audit", logger: storage.logger)
+                // In order: the id keeps records of one time in the order given.
+                for (record, json) in rows {
+                    try await connection.query(
+                        "INSERT INTO audit (time, account, record) VALUES (\(record.time), \(record.account), \(json)::json)",
+                        logger: storage.logger
+                    )
+                }
+            }
+        }
+    }
+
     package func purgeAudit(olderThan horizon: Date) async throws -> Int {
         try await bounded("purging the audit log") { storage in
             let rows = try await storage.client.query("DELETE FROM audit WHERE time < \(horizon) RETURNING 1", logger: storage.logger)

@@ -65,6 +65,25 @@ extension PostgresSyncStorage: TokenStore {
         if !found { throw SyncStorageError(.notFound, "no token has the id \(id)") }
     }
 
+    package func replaceTokens(with tokens: [StoredToken]) async throws {
+        try await bounded("replacing the tokens") { storage in
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                // Each write fires migration 4's trigger, which moves every instance's token generation on.
+                try await connection.query("DELETE FROM tokens", logger: storage.logger)
+                for token in tokens {
+                    try await connection.query(
+                        """
+                        INSERT INTO tokens (id, account, patterns, read_only, device, created, expires, revoked, hash)
+                        VALUES (\(token.id), \(token.account), \(token.suitePatterns)::text[], \(token.readOnly), \(token.device),
+                                \(token.created), \(token.expires), \(token.revoked), \(token.hash))
+                        """,
+                        logger: storage.logger
+                    )
+                }
+            }
+        }
+    }
+
     private func readTokens(_ query: PostgresQuery) async throws -> [StoredToken] {
         let rows = try await client.query(query, logger: logger)
         var tokens: [StoredToken] = []
