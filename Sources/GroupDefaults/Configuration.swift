@@ -26,7 +26,7 @@ extension SharedDefaults {
             /// Each commit is flushed to disk (data pages, then the meta page) and is a durability
             /// point before `set` or `write` returns: committed writes survive power loss and
             /// operating-system crashes, on disks that honour flushes. Costs a flush and a copy of the
-            /// suite per commit (about a millisecond for a small suite, more for a large one).
+            /// suite per commit (the copy grows with the suite).
             case fsyncEveryCommit
         }
 

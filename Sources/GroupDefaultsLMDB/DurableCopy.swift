@@ -50,6 +50,9 @@ package enum DurableCopy {
 
     /// A 32-bit hash of this boot's id (never 0, the value of a new record), or nil where the kernel
     /// has none (then nothing is put back: a reboot cannot be told from a process crash).
+    /// This boot's hash, read once per process (it cannot change while the process runs).
+    static let currentBootHash: UInt32? = bootHash()
+
     static func bootHash() -> UInt32? {
         let fd = SystemCall.retryingEINTR { open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC) }
         guard fd >= 0 else { return nil }
@@ -71,7 +74,7 @@ package enum DurableCopy {
     /// file open, a copy exists and the file differs from it. Called under the lock file's `flock`,
     /// before LMDB opens the file. Returns what was put back, if anything.
     static func recoverIfRebooted(path: String, lmdbLockPath: String, record: UnsafeMutableRawPointer) throws -> Recovery? {
-        guard let boot = bootHash() else { return nil }
+        guard let boot = currentBootHash else { return nil }
         let word = record.assumingMemoryBound(to: UInt32.self)
         guard gd_atomic_load_u32(word) != boot else { return nil }
         let recovery = try isOpenElsewhere(lmdbLockPath) ? nil : putBack(path: path)
