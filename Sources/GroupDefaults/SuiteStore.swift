@@ -17,7 +17,9 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// This store's origin id, which stamps its writes (see `readOrCreateIdentity`).
     var origin: UInt64 { originValue.load(ordering: .acquiring) }
     private let originValue: Atomic<UInt64>
-    private let originConfirmed: Atomic<Bool>
+    /// Whether this process's writes may start: the origin belongs to this file and the file has
+    /// this version's layout (`prepareForWriting` settles both before the first write).
+    private let preparedForWriting: Atomic<Bool>
     /// The configuration the store was opened with, whose per-file settings every handle of this
     /// process must share.
     let configuration: SharedDefaults.Configuration
@@ -62,8 +64,11 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// body on that thread join it. Only that thread reads or writes it.
     nonisolated(unsafe) var activeTransaction: SharedDefaults.Transaction?
 
-    /// The layout version of the named databases, stored under `format` in `meta`.
-    static let layoutVersion: UInt32 = 1
+    /// The layout version of the named databases, stored under `format` in `meta`. 2 added the
+    /// pending index (`PendingIndex`); a file of layout 1 is brought to 2 by the first write of a
+    /// process (`prepareForWriting`). A version of the library that knows only 1 refuses a file of 2,
+    /// whose index it would not keep.
+    static let layoutVersion: UInt32 = 2
 
     private init(location: SuiteLocation, path: String, configuration: SharedDefaults.Configuration) throws {
         self.location = location
@@ -95,7 +100,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         do {
             let identity = try Self.readOrCreateIdentity(environment)
             originValue = Atomic(identity.origin)
-            originConfirmed = Atomic(identity.ownFile)
+            preparedForWriting = Atomic(identity.ownFile && identity.layout == Self.layoutVersion)
             if identity.created {
                 // A copy beside a new suite is a removed suite's (`rm` of the file alone): a reboot must
                 // never put it back over this one.
@@ -126,29 +131,32 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     }
 
     /// Checks the layout version and reads the store's origin id, creating both for a new store.
-    /// Returns whether the origin belongs to this file.
+    /// Returns whether the origin belongs to this file, and the file's layout version.
     ///
     /// The origin belongs to one file: `meta` also records the file's device and inode numbers, and
     /// a store found in another file (copied with `cp`, restored from a file system backup) takes a
     /// new origin, so that two devices never share one. (Moving the file keeps it.) Opening never
     /// writes an existing file (a damaged one must stay as it is): the first write of this process
-    /// settles the origin (`confirmOrigin`).
-    private static func readOrCreateIdentity(_ environment: Environment) throws -> (origin: UInt64, ownFile: Bool, created: Bool) {
-        if let found = try environment.read({ try readIdentity($0, file: environment.fileID) }) { return (found.origin, found.ownFile, false) }
+    /// settles the origin and brings an older layout to this one (`prepareForWriting`).
+    private static func readOrCreateIdentity(_ environment: Environment) throws -> (origin: UInt64, ownFile: Bool, layout: UInt32, created: Bool) {
+        if let found = try environment.read({ try readIdentity($0, file: environment.fileID) }) {
+            return (found.origin, found.ownFile, found.layout, false)
+        }
         return try environment.write(sync: false) { txn in
             // Another process may have created it first.
-            if let found = try readIdentity(txn, file: environment.fileID) { return (found.origin, found.ownFile, false) }
+            if let found = try readIdentity(txn, file: environment.fileID) { return (found.origin, found.ownFile, found.layout, false) }
             // Only a new, empty store gets an identity; one whose identity is gone is damaged.
             guard try txn.count(.meta) == 0, try txn.count(.values) == 0 else {
                 throw CorruptBytes("the store's format record is missing")
             }
             try withUnsafeBytes(of: layoutVersion.littleEndian) { try txn.put(.meta, MetaKey.format, $0) }
-            return (try newOrigin(txn, file: environment.fileID), true, true)
+            return (try newOrigin(txn, file: environment.fileID), true, layoutVersion, true)
         }
     }
 
-    /// The origin, and whether it belongs to the file `file`; nil for a new file.
-    private static func readIdentity(_ txn: LMDBTransaction, file: FileID) throws -> (origin: UInt64, ownFile: Bool)? {
+    /// The origin, whether it belongs to the file `file`, and the file's layout version; nil for a
+    /// new file.
+    private static func readIdentity(_ txn: LMDBTransaction, file: FileID) throws -> (origin: UInt64, ownFile: Bool, layout: UInt32)? {
         guard let format = try txn.get(.meta, MetaKey.format) else { return nil }
         guard format.count == 4 else { throw CorruptBytes("the store's format record is damaged") }
         let version = UInt32(littleEndian: format.loadUnaligned(as: UInt32.self))
@@ -158,7 +166,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         }
         let recorded = try txn.get(.meta, MetaKey.originFile)
         let ownFile = recorded.map(file.matches) ?? false
-        return (UInt64(littleEndian: origin.loadUnaligned(as: UInt64.self)), ownFile)
+        return (UInt64(littleEndian: origin.loadUnaligned(as: UInt64.self)), ownFile, version)
     }
 
     private static func newOrigin(_ txn: LMDBTransaction, file: FileID) throws -> UInt64 {
@@ -169,14 +177,20 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         return origin
     }
 
-    /// Settles the origin before this process's first write: a store found in another file than
-    /// its origin's takes a new one; a store from before origins were tied to files records its file
-    /// and keeps its origin (it has been the only one with it so far).
-    private func confirmOrigin() throws {
+    /// Settles the origin and the layout before this process's first write, in one transaction:
+    /// a store found in another file than its origin's takes a new one; a store from before origins
+    /// were tied to files records its file and keeps its origin (it has been the only one with it
+    /// so far); a file of an older layout is brought to this one (layout 1: its pending index is
+    /// built from the marks, `PendingIndex`).
+    private func prepareForWriting() throws {
         let file = environment.fileID
         let origin = try environment.write(sync: false) { txn -> UInt64 in
             guard let found = try Self.readIdentity(txn, file: file) else {
                 throw CorruptBytes("the store's format record is missing")
+            }
+            if found.layout < Self.layoutVersion {
+                try PendingIndex.rebuild(txn)
+                try withUnsafeBytes(of: Self.layoutVersion.littleEndian) { try txn.put(.meta, MetaKey.format, $0) }
             }
             if found.ownFile { return found.origin }
             if try txn.get(.meta, MetaKey.originFile) != nil { return try Self.newOrigin(txn, file: file) }
@@ -184,7 +198,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             return found.origin
         }
         originValue.store(origin, ordering: .releasing)
-        originConfirmed.store(true, ordering: .releasing)
+        preparedForWriting.store(true, ordering: .releasing)
         durabilityPoints.committed(within: configuration.durabilityInterval)
     }
 
@@ -303,8 +317,8 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         _ body: (SharedDefaults.Transaction) throws -> T
     ) throws -> T {
         if environment.isWritingOnCurrentThread, let active = activeTransaction { return try body(active) }
-        if !originConfirmed.load(ordering: .acquiring) {
-            do { try confirmOrigin() } catch { throw translate(error, key: nil) }
+        if !preparedForWriting.load(ordering: .acquiring) {
+            do { try prepareForWriting() } catch { throw translate(error, key: nil) }
         }
         var addsData = false
         var flushError: LMDBError?
@@ -503,7 +517,7 @@ extension Environment {
 
 /// The named databases of a suite file (see ARCHITECTURE.md).
 enum SuiteDatabase {
-    static let names = ["values", "tombstones", "log", "meta", "journal"]
+    static let names = ["values", "tombstones", "log", "meta", "journal", "pending"]
     /// What a plain reader follows, checked when a file is opened.
     static let readerTrees = ["values", "meta"]
 
@@ -517,6 +531,8 @@ extension Database {
     static let meta = Database(3)
     /// The conflict journal: local values sync replaced (`ConflictJournal`). Never synced.
     static let journal = Database(4)
+    /// The keys whose record is marked pending (`PendingIndex`): key → nothing.
+    static let pending = Database(5)
 }
 
 /// Keys of the `meta` database. (The buffers point at immutable static string data.)

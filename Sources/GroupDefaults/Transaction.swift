@@ -99,7 +99,8 @@ extension SharedDefaults {
             guard value.fitsNestingLimit else { throw store.error(.unsupportedValue, key: key, SuiteStore.tooDeep) }
             let stamp = try beginChange()
             addsData = true
-            StoredRecord.encode(value, stamp: stamp, pending: marksPending(key), into: &scratch)
+            let pending = marksPending(key)
+            StoredRecord.encode(value, stamp: stamp, pending: pending, into: &scratch)
             guard scratch.count - StoredRecord.headerSize <= store.maximumValueSize else {
                 throw store.error(
                     .valueTooLarge,
@@ -113,6 +114,7 @@ extension SharedDefaults {
                     try withKeyBytes(key) { k in
                         try txn.put(.values, k, record)
                         if try mayHaveTombstones() { try txn.delete(.tombstones, k) }
+                        if pending { try PendingIndex.set(true, key: k, in: txn) }
                     }
                     try appendLog(.set, key: key, storedRecord: record)
                 }
@@ -130,7 +132,9 @@ extension SharedDefaults {
                     guard try txn.get(.values, k) != nil else { return }
                     let stamp = try beginChange()
                     try txn.delete(.values, k)
-                    try StoredRecord.encodeTombstone(stamp, pending: marksPending(key)).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
+                    let pending = marksPending(key)
+                    try StoredRecord.encodeTombstone(stamp, pending: pending).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
+                    if pending { try PendingIndex.set(true, key: k, in: txn) }
                     tombstonesMayExist = true
                     try appendLog(.removed, key: key)
                 }
@@ -152,8 +156,11 @@ extension SharedDefaults {
                     return true
                 }
                 for key in removed {
-                    let record = localOnly.isEmpty || marksPending(String(decoding: key, as: UTF8.self)) ? tombstone : localTombstone
-                    try key.withUnsafeBytes { k in try record.withUnsafeBytes { try txn.put(.tombstones, k, $0) } }
+                    let pending = isSynced && (localOnly.isEmpty || marksPending(String(decoding: key, as: UTF8.self)))
+                    try key.withUnsafeBytes { k in
+                        try (pending ? tombstone : localTombstone).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
+                        if pending { try PendingIndex.set(true, key: k, in: txn) }
+                    }
                 }
                 try txn.empty(.values)
                 tombstonesMayExist = true

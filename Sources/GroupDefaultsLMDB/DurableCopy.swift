@@ -194,8 +194,7 @@ package enum DurableCopy {
         let newPath = newPath(of: path)
         let fd = SystemCall.retryingEINTR { open(newPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, fileMode) }
         guard fd >= 0 else {
-            // The suite's folder is gone (the suite was removed while open): nothing to make durable.
-            if errno == ENOENT && access(path, F_OK) != 0 { return false }
+            if isGone(path) { return false }
             throw LMDBError(errno)
         }
         do {
@@ -208,9 +207,20 @@ package enum DurableCopy {
             throw error
         }
         Glibc.close(fd)
-        try SystemCall.checked { rename(newPath, durablePath) }
-        try flushFolder(of: path)
+        do {
+            try SystemCall.checked { rename(newPath, durablePath) }
+            try flushFolder(of: path)
+        } catch {
+            if isGone(path) { return false }
+            throw error
+        }
         return true
+    }
+
+    /// Whether the suite's file is gone (removed while open, with its folder, as a test's
+    /// temporary folder is): then a failed point has nothing to make durable, and is no error.
+    private static func isGone(_ path: String) -> Bool {
+        access(path, F_OK) != 0
     }
 
     private static func lockPoints(_ fd: Int32, _ type: Int32) throws(LMDBError) {

@@ -26,6 +26,19 @@ package struct LMDBTransaction {
         environment.noteChange()
     }
 
+    /// Stores `value` under `key` unless `key` is there already (then nothing is written, not even
+    /// the page: `MDB_NOOVERWRITE`); returns whether it stored it.
+    @discardableResult
+    package func insert(_ database: Database, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        let rc = mdb_put(txn, environment.handle(database), &k, &v, UInt32(MDB_NOOVERWRITE))
+        if rc == MDB_KEYEXIST { return false }
+        try noteMapFull(rc)
+        environment.noteChange()
+        return true
+    }
+
     /// Deletes entries from the front of `database` while `shouldDelete(key)` holds.
     package func deleteLeading(_ database: Database, while shouldDelete: (UnsafeRawBufferPointer) throws -> Bool) throws {
         var cursor: OpaquePointer?

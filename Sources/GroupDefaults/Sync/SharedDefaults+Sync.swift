@@ -212,7 +212,7 @@ extension SharedDefaults {
     }
 
     /// The sync bookkeeping, from one snapshot: lookups in `meta`, whatever the suite's size (the
-    /// pending count, which takes a scan, is `pendingCount()`).
+    /// pending count is `pendingCount()`).
     package func syncState() throws -> SyncState {
         try read { tx in
             try tx.perform(key: nil) {
@@ -233,17 +233,17 @@ extension SharedDefaults {
         }
     }
 
-    /// How many local changes wait to be acknowledged by the server. The marks live in the records
-    /// themselves (no cost to a write), so this reads every record: for `status` and reports, not
-    /// for every step.
+    /// How many local changes wait to be acknowledged by the server: one read of the pending
+    /// index's record (`PendingIndex`), whatever the suite's size.
     package func pendingCount() throws -> Int {
-        try read { tx in try tx.pendingKeys().count }
+        try read { tx in try tx.perform(key: nil) { try tx.pendingCount() } }
     }
 
     // MARK: Pushing
 
     /// The pending local changes in stamp order (oldest first), at most `limit`, each with what its
-    /// key holds now.
+    /// key holds now: read from the pending index (`PendingIndex`), at the cost of the pending
+    /// changes, whatever the suite's size.
     package func pendingChanges(limit: Int = .max) throws -> [PendingChange] {
         try read { tx in Array(try tx.pendingChanges().prefix(limit)) }
     }

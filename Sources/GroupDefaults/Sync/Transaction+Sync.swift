@@ -52,6 +52,8 @@ extension SharedDefaults.Transaction {
                     replaced = true
                 }
                 let byOlder = replaced && joinOverrides && (held.map { $0.stamp > remote } ?? false)
+                // The winner is stored unmarked: a pending local change it replaces leaves the index.
+                if held?.pending == true { try PendingIndex.set(false, key: k, in: txn) }
                 if let value {
                     addsData = true
                     StoredRecord.encode(value, stamp: remote, into: &scratch)
@@ -170,6 +172,7 @@ extension SharedDefaults.Transaction {
             try withKeyBytes(key) { k in
                 guard let raw = try txn.get(.values, k) else { return }
                 let stamp = try StoredRecord.decode(raw).stamp
+                if StoredRecord.isPending(raw) { try PendingIndex.set(false, key: k, in: txn) }
                 try txn.delete(.values, k)
                 try appendLog(.removed, key: key, remoteOrigin: stamp.origin)
             }
@@ -187,6 +190,7 @@ extension SharedDefaults.Transaction {
             }
             guard StoredRecord.isPending(raw) != pending else { return true }
             try StoredRecord.settingPending(pending, in: raw).withUnsafeBytes { try txn.put(database, k, $0) }
+            try PendingIndex.set(pending, key: k, in: txn)
             return true
         }
         return false
@@ -266,34 +270,32 @@ extension SharedDefaults.Transaction {
 
     // MARK: Pending marks
 
-    /// The keys whose value or tombstone carries the pending flag.
+    /// The keys whose value or tombstone carries the pending flag (`PendingIndex`).
     func pendingKeys() throws -> [[UInt8]] {
-        var keys: [[UInt8]] = []
-        for database in [Database.values, .tombstones] {
-            try txn.forEach(database) { key, raw in
-                if StoredRecord.isPending(raw) { keys.append(Array(key)) }
-                return true
-            }
-        }
-        return keys
+        try PendingIndex.keys(txn)
     }
 
-    /// The pending local changes in stamp order (oldest first), each with what its key holds now.
+    /// How many keys carry the pending flag: one read of the index's record.
+    func pendingCount() throws -> Int {
+        try PendingIndex.count(txn)
+    }
+
+    /// The pending local changes in stamp order (oldest first), each with what its key holds now:
+    /// read from the index, one lookup per change.
     func pendingChanges() throws -> [PendingChange] {
         var changes: [PendingChange] = []
-        try txn.forEach(.values) { key, raw in
-            if StoredRecord.isPending(raw) {
-                let record = try StoredRecord.decode(raw)
-                changes.append(PendingChange(key: String(decoding: key, as: UTF8.self), stamp: record.stamp, value: record.value))
+        for key in try pendingKeys() {
+            try key.withUnsafeBytes { k in
+                let name = String(decoding: k, as: UTF8.self)
+                if let raw = try txn.get(.values, k), StoredRecord.isPending(raw) {
+                    let record = try StoredRecord.decode(raw)
+                    changes.append(PendingChange(key: name, stamp: record.stamp, value: record.value))
+                } else if let raw = try txn.get(.tombstones, k), StoredRecord.isPending(raw) {
+                    changes.append(PendingChange(key: name, stamp: try StoredRecord.decodeTombstone(raw), value: nil))
+                } else {
+                    throw CorruptBytes("the pending index names '\(name)', whose record is not marked pending")
+                }
             }
-            return true
-        }
-        try txn.forEach(.tombstones) { key, raw in
-            if StoredRecord.isPending(raw) {
-                let stamp = try StoredRecord.decodeTombstone(raw)
-                changes.append(PendingChange(key: String(decoding: key, as: UTF8.self), stamp: stamp, value: nil))
-            }
-            return true
         }
         changes.sort { $0.stamp < $1.stamp }
         return changes

@@ -1,0 +1,78 @@
+internal import GroupDefaultsLMDB
+
+/// The keys of a synced suite whose value or tombstone carries the pending mark, in a database of
+/// their own (`pending`: key → nothing), written in the transaction that sets or clears the mark.
+/// Finding, counting, batching and clearing pending changes then cost what the pending changes
+/// cost, whatever the suite's size (a scan of `values` and `tombstones` cost the whole suite, at
+/// every push).
+///
+/// The rule, owned here: **a key is in `pending` exactly when the record it holds is marked
+/// pending.** The mark stays in the record too (applying a pulled entry reads the record anyway,
+/// and pays no second lookup). Every writer of a mark calls `set`; a key that holds no pending
+/// record is never in the index, so a writer that stores an unmarked record over a marked one
+/// calls `set(false)`, and one that stores an unmarked record where none was marked does nothing
+/// (an unsynced suite's writes pay nothing).
+///
+/// A file of layout 1, from before the index, is indexed once, by the first write of a process
+/// that knows it (`SuiteStore`'s preparation for writing), which then stamps layout 2; until then
+/// reads of it scan the marks (`isBuilt`).
+enum PendingIndex {
+    /// The layout from which a file holds the index.
+    static let firstIndexedLayout: UInt32 = 2
+
+    /// Adds `key` to the index (`pending`), or removes it (`!pending`).
+    static func set(_ pending: Bool, key: UnsafeRawBufferPointer, in txn: LMDBTransaction) throws {
+        if pending {
+            try txn.insert(.pending, key, UnsafeRawBufferPointer(start: nil, count: 0))
+        } else {
+            try txn.delete(.pending, key)
+        }
+    }
+
+    /// Whether `txn`'s file holds the index (its layout is 2 or later).
+    static func isBuilt(_ txn: LMDBTransaction) throws -> Bool {
+        guard let format = try txn.get(.meta, MetaKey.format), format.count == 4 else { return false }
+        return UInt32(littleEndian: format.loadUnaligned(as: UInt32.self)) >= firstIndexedLayout
+    }
+
+    /// The keys marked pending: read from the index, or, in a file not yet indexed, from a scan of
+    /// the marks.
+    static func keys(_ txn: LMDBTransaction) throws -> [[UInt8]] {
+        var keys: [[UInt8]] = []
+        guard try isBuilt(txn) else {
+            try forEachMarked(txn) { key in keys.append(Array(key)) }
+            return keys
+        }
+        try txn.forEach(.pending) { key, _ in
+            keys.append(Array(key))
+            return true
+        }
+        return keys
+    }
+
+    /// How many keys are marked pending: one read of the index's record (a scan in a file not
+    /// yet indexed).
+    static func count(_ txn: LMDBTransaction) throws -> Int {
+        guard try isBuilt(txn) else { return try keys(txn).count }
+        return try txn.count(.pending)
+    }
+
+    /// Builds the index from the marks of `values` and `tombstones`: for a file of layout 1, in
+    /// the transaction that stamps layout 2.
+    static func rebuild(_ txn: LMDBTransaction) throws {
+        try txn.empty(.pending)
+        var marked: [[UInt8]] = []
+        try forEachMarked(txn) { marked.append(Array($0)) }
+        for key in marked { try key.withUnsafeBytes { try set(true, key: $0, in: txn) } }
+    }
+
+    /// Calls `body` with each key whose value or tombstone carries the pending mark.
+    private static func forEachMarked(_ txn: LMDBTransaction, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        for database in [Database.values, .tombstones] {
+            try txn.forEach(database) { key, raw in
+                if StoredRecord.isPending(raw) { try body(key) }
+                return true
+            }
+        }
+    }
+}
