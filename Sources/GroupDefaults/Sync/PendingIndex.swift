@@ -3,8 +3,8 @@ internal import GroupDefaultsLMDB
 /// The keys of a synced suite whose value or tombstone carries the pending mark, in a database of
 /// their own (`pending`: key → nothing), written in the transaction that sets or clears the mark.
 /// Finding, counting, batching and clearing pending changes then cost what the pending changes
-/// cost, whatever the suite's size (a scan of `values` and `tombstones` cost the whole suite, at
-/// every push).
+/// cost (a lookup each), whatever the suite's size (a scan of `values` and `tombstones` cost the
+/// whole suite, at every push).
 ///
 /// The rule, owned here: **a key is in `pending` exactly when the record it holds is marked
 /// pending.** The mark stays in the record too (applying a pulled entry reads the record anyway,
@@ -35,26 +35,23 @@ enum PendingIndex {
         return UInt32(littleEndian: format.loadUnaligned(as: UInt32.self)) >= firstIndexedLayout
     }
 
-    /// The keys marked pending: read from the index, or, in a file not yet indexed, from a scan of
-    /// the marks.
-    static func keys(_ txn: LMDBTransaction) throws -> [[UInt8]] {
-        var keys: [[UInt8]] = []
-        guard try isBuilt(txn) else {
-            try forEachMarked(txn) { key in keys.append(Array(key)) }
-            return keys
-        }
+    /// Calls `body` with each key marked pending and its record (`isValue`: in `values`, else a
+    /// tombstone): one lookup per key of the index, or, in a file not yet indexed, a scan of the
+    /// marks. An index entry whose key holds no marked record (damage) is skipped: it has nothing
+    /// to push, and must not stop the others.
+    static func forEach(
+        _ txn: LMDBTransaction,
+        _ body: (_ key: UnsafeRawBufferPointer, _ record: UnsafeRawBufferPointer, _ isValue: Bool) throws -> Void
+    ) throws {
+        guard try isBuilt(txn) else { return try forEachMarked(txn, body) }
         try txn.forEach(.pending) { key, _ in
-            keys.append(Array(key))
+            if let raw = try txn.get(.values, key), StoredRecord.isPending(raw) {
+                try body(key, raw, true)
+            } else if let raw = try txn.get(.tombstones, key), StoredRecord.isPending(raw) {
+                try body(key, raw, false)
+            }
             return true
         }
-        return keys
-    }
-
-    /// How many keys are marked pending: one read of the index's record (a scan in a file not
-    /// yet indexed).
-    static func count(_ txn: LMDBTransaction) throws -> Int {
-        guard try isBuilt(txn) else { return try keys(txn).count }
-        return try txn.count(.pending)
     }
 
     /// Builds the index from the marks of `values` and `tombstones`: for a file of layout 1, in
@@ -62,15 +59,18 @@ enum PendingIndex {
     static func rebuild(_ txn: LMDBTransaction) throws {
         try txn.empty(.pending)
         var marked: [[UInt8]] = []
-        try forEachMarked(txn) { marked.append(Array($0)) }
+        try forEachMarked(txn) { key, _, _ in marked.append(Array(key)) }
         for key in marked { try key.withUnsafeBytes { try set(true, key: $0, in: txn) } }
     }
 
-    /// Calls `body` with each key whose value or tombstone carries the pending mark.
-    private static func forEachMarked(_ txn: LMDBTransaction, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    /// Calls `body` with each key whose value or tombstone carries the pending mark: a scan.
+    private static func forEachMarked(
+        _ txn: LMDBTransaction,
+        _ body: (_ key: UnsafeRawBufferPointer, _ record: UnsafeRawBufferPointer, _ isValue: Bool) throws -> Void
+    ) throws {
         for database in [Database.values, .tombstones] {
             try txn.forEach(database) { key, raw in
-                if StoredRecord.isPending(raw) { try body(key) }
+                if StoredRecord.isPending(raw) { try body(key, raw, database == .values) }
                 return true
             }
         }

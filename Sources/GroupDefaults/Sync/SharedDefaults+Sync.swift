@@ -208,6 +208,7 @@ extension SharedDefaults {
             for key in try tx.pendingKeys() {
                 _ = try key.withUnsafeBytes { try tx.setPending(false, key: $0) }
             }
+            try tx.emptyPendingIndex()
         }
     }
 
@@ -233,8 +234,8 @@ extension SharedDefaults {
         }
     }
 
-    /// How many local changes wait to be acknowledged by the server: one read of the pending
-    /// index's record (`PendingIndex`), whatever the suite's size.
+    /// How many local changes wait to be acknowledged by the server: a lookup per pending change
+    /// (`PendingIndex`), whatever the suite's size.
     package func pendingCount() throws -> Int {
         try read { tx in try tx.perform(key: nil) { try tx.pendingCount() } }
     }

@@ -272,33 +272,39 @@ extension SharedDefaults.Transaction {
 
     /// The keys whose value or tombstone carries the pending flag (`PendingIndex`).
     func pendingKeys() throws -> [[UInt8]] {
-        try PendingIndex.keys(txn)
+        var keys: [[UInt8]] = []
+        try PendingIndex.forEach(txn) { key, _, _ in keys.append(Array(key)) }
+        return keys
     }
 
-    /// How many keys carry the pending flag: one read of the index's record.
+    /// How many keys carry the pending flag: a lookup per pending change.
     func pendingCount() throws -> Int {
-        try PendingIndex.count(txn)
+        var count = 0
+        try PendingIndex.forEach(txn) { _, _, _ in count += 1 }
+        return count
     }
 
     /// The pending local changes in stamp order (oldest first), each with what its key holds now:
-    /// read from the index, one lookup per change.
+    /// a lookup per pending change (`PendingIndex`).
     func pendingChanges() throws -> [PendingChange] {
         var changes: [PendingChange] = []
-        for key in try pendingKeys() {
-            try key.withUnsafeBytes { k in
-                let name = String(decoding: k, as: UTF8.self)
-                if let raw = try txn.get(.values, k), StoredRecord.isPending(raw) {
-                    let record = try StoredRecord.decode(raw)
-                    changes.append(PendingChange(key: name, stamp: record.stamp, value: record.value))
-                } else if let raw = try txn.get(.tombstones, k), StoredRecord.isPending(raw) {
-                    changes.append(PendingChange(key: name, stamp: try StoredRecord.decodeTombstone(raw), value: nil))
-                } else {
-                    throw CorruptBytes("the pending index names '\(name)', whose record is not marked pending")
-                }
+        try PendingIndex.forEach(txn) { key, raw, isValue in
+            let name = String(decoding: key, as: UTF8.self)
+            if isValue {
+                let record = try StoredRecord.decode(raw)
+                changes.append(PendingChange(key: name, stamp: record.stamp, value: record.value))
+            } else {
+                changes.append(PendingChange(key: name, stamp: try StoredRecord.decodeTombstone(raw), value: nil))
             }
         }
         changes.sort { $0.stamp < $1.stamp }
         return changes
+    }
+
+    /// Empties the pending index (sync was turned off: no key is pending), entries left by damage
+    /// included.
+    func emptyPendingIndex() throws {
+        try txn.empty(.pending)
     }
 
     /// Every key that holds a value or a tombstone.
