@@ -81,9 +81,8 @@ public actor SyncEngine {
     private var batchCap: Int?
     /// How many pushes got an answer: a pull during which none did can tell a rollback from a race.
     private var pushesAnswered = 0
-    /// How many changes were pending at the last push's last look at them (what remains after a
-    /// push: the refused ones); nil before the first push.
-    private var knownPendingCount: Int?
+    /// How many pending changes `nextBatch` reads at a time.
+    private static let pendingPageSize = 256
     /// Pushes run one at a time (one in-flight batch), and so do pulls (the cursor only advances).
     private var busy: Set<Step> = []
     private var waiting: [Step: [CheckedContinuation<Void, Never>]] = [:]
@@ -207,8 +206,7 @@ public actor SyncEngine {
     private func finish(_ report: SyncReport) -> SyncReport {
         var report = report
         report.rejected = rejections.values.map(\.error).sorted { ($0.key ?? "") < ($1.key ?? "") }
-        // The pending count as the last push's own scan found it; counted here only before any push.
-        if let pending = knownPendingCount ?? (try? defaults.pendingCount()) { report.pendingCount = pending }
+        if let pending = try? defaults.pendingCount() { report.pendingCount = pending }
         let cursor = (try? defaults.syncState())?.cursor
         updateStatus {
             $0.pendingCount = report.pendingCount
@@ -560,7 +558,8 @@ public actor SyncEngine {
     }
 
     /// The batch to send: the stored in-flight one (a retry sends the same body under the same id),
-    /// else the oldest pending changes, stored before they are sent; nil when nothing is pending.
+    /// else the first pending changes in key order, stored before they are sent; nil when nothing
+    /// is pending.
     private func nextBatch() async throws(SyncError) -> InFlightBatch? {
         let state = try local { try defaults.syncState() }
         if let inFlight = state.inFlight {
@@ -584,58 +583,65 @@ public actor SyncEngine {
         var ops: [PushOp] = []
         var bodyBytes = 128
         let encoder = JSONEncoder()
-        let pending = try local { try defaults.pendingChanges() }
-        knownPendingCount = pending.count
         // A change set aside that is no longer pending (another device's write replaced it) or
         // changed since is no longer this device's concern.
-        let pendingStamps = Dictionary(pending.map { ($0.key, $0.stamp) }, uniquingKeysWith: { $1 })
-        rejections = rejections.filter { pendingStamps[$0.key] == $0.value.stamp }
+        let stillPending = try local { try defaults.pendingStamps(forKeys: rejections.keys) }
+        rejections = rejections.filter { stillPending[$0.key] == $0.value.stamp }
         // One change this device cannot send (a value nested too deeply, one too large, one that
-        // cannot be encoded) is set aside and reported; the others go on.
+        // cannot be encoded) is set aside and reported; the others go on. The pending changes are
+        // read a page at a time, in key order (what was acknowledged has left the index, so each
+        // batch starts from the first key still pending): a batch costs its changes and the ones
+        // set aside, however large the suite and however many changes wait.
         let now = ContinuousClock.now
-        for change in pending {
-            if let rejection = rejections[change.key], rejection.stamp == change.stamp, rejection.retryAt.map({ now < $0 }) ?? true { continue }
-            let op: PushOp
-            let opBytes: Int
-            do throws(SyncError) {
-                // Checked on the value itself: a sealed op carries it opaque, and every device must
-                // be able to read it.
-                if let value = change.value, !value.fitsNestingLimit {
-                    throw SyncError(
-                        .rejected,
-                        code: .valueTooDeep,
-                        "the value nests arrays and dictionaries more than \(PropertyListValue.maximumNestingDepth) levels deep",
-                        key: change.key,
-                        limit: PropertyListValue.maximumNestingDepth
-                    )
+        var after: String?
+        pages: while true {
+            let page = try local { try defaults.pendingChanges(after: after, limit: Self.pendingPageSize) }
+            for change in page {
+                after = change.key
+                if let rejection = rejections[change.key], rejection.stamp == change.stamp, rejection.retryAt.map({ now < $0 }) ?? true { continue }
+                let op: PushOp
+                let opBytes: Int
+                do throws(SyncError) {
+                    // Checked on the value itself: a sealed op carries it opaque, and every device must
+                    // be able to read it.
+                    if let value = change.value, !value.fitsNestingLimit {
+                        throw SyncError(
+                            .rejected,
+                            code: .valueTooDeep,
+                            "the value nests arrays and dictionaries more than \(PropertyListValue.maximumNestingDepth) levels deep",
+                            key: change.key,
+                            limit: PropertyListValue.maximumNestingDepth
+                        )
+                    }
+                    op = try self.op(for: change)
+                    if let refusal = Self.refusal(of: op, limits: limits, key: change.key) { throw refusal }
+                    do { opBytes = try encoder.encode(op).count } catch {
+                        throw SyncError(
+                            .rejected,
+                            code: .malformed,
+                            "the value cannot be written as typed JSON, which sync carries (dates from year 0 to 9999 only)",
+                            key: change.key
+                        )
+                    }
+                    if bodyBytes + opBytes + 1 > limits.maxBodyBytes, ops.isEmpty {
+                        throw SyncError(
+                            .rejected,
+                            code: .bodyTooLarge,
+                            "the change alone takes \(opBytes) bytes, more than a push may",
+                            key: change.key,
+                            limit: limits.maxBodyBytes
+                        )
+                    }
+                } catch  where error.kind == .rejected {
+                    reject(change.key, stamp: change.stamp, error)
+                    continue
                 }
-                op = try self.op(for: change)
-                if let refusal = Self.refusal(of: op, limits: limits, key: change.key) { throw refusal }
-                do { opBytes = try encoder.encode(op).count } catch {
-                    throw SyncError(
-                        .rejected,
-                        code: .malformed,
-                        "the value cannot be written as typed JSON, which sync carries (dates from year 0 to 9999 only)",
-                        key: change.key
-                    )
-                }
-                if bodyBytes + opBytes + 1 > limits.maxBodyBytes, ops.isEmpty {
-                    throw SyncError(
-                        .rejected,
-                        code: .bodyTooLarge,
-                        "the change alone takes \(opBytes) bytes, more than a push may",
-                        key: change.key,
-                        limit: limits.maxBodyBytes
-                    )
-                }
-            } catch  where error.kind == .rejected {
-                reject(change.key, stamp: change.stamp, error)
-                continue
+                // The batch is full: the rest go in the next one.
+                guard ops.count < cap, bodyBytes + opBytes + 1 <= limits.maxBodyBytes else { break pages }
+                ops.append(op)
+                bodyBytes += opBytes + 1
             }
-            // The batch is full: the rest go in the next one.
-            guard ops.count < cap, bodyBytes + opBytes + 1 <= limits.maxBodyBytes else { break }
-            ops.append(op)
-            bodyBytes += opBytes + 1
+            if page.count < Self.pendingPageSize { break }
         }
         guard !ops.isEmpty else { return nil }
         let request = PushRequest(deviceID: defaults.origin, batchID: UUID().uuidString.lowercased(), ops: ops)

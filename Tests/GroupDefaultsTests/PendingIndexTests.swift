@@ -145,6 +145,11 @@ struct PendingIndexTests {
             if try defaults.syncEntry(forKey: change.key)?.stamp != change.stamp { problems.append("\(change.key): not the key's stamp") }
             if (change.value != nil) != model.holds[change.key] { problems.append("\(change.key): not what the key holds") }
         }
+        // The pages the engine batches from: every pending change once, in the keys' byte order.
+        var paged: [PendingChange] = []
+        while let page = Optional(try defaults.pendingChanges(after: paged.last?.key, limit: 2)), !page.isEmpty { paged += page }
+        let inKeyOrder = changes.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+        if paged != inKeyOrder { problems.append("pages \(paged.map(\.key)), in key order \(inKeyOrder.map(\.key))") }
         #expect(problems.isEmpty, "\(context): \(problems.joined(separator: "; "))")
         return problems.isEmpty
     }

@@ -36,19 +36,30 @@ enum PendingIndex {
     }
 
     /// Calls `body` with each key marked pending and its record (`isValue`: in `values`, else a
-    /// tombstone): one lookup per key of the index, or, in a file not yet indexed, a scan of the
-    /// marks. An index entry whose key holds no marked record (damage) is skipped: it has nothing
-    /// to push, and must not stop the others.
+    /// tombstone), in the keys' byte order from the first key after `after` (nil: from the first),
+    /// until `body` returns false: one lookup per key of the index, or, in a file not yet indexed, a
+    /// scan of the marks. An index entry whose key holds no marked record (damage) is skipped: it
+    /// has nothing to push, and must not stop the others.
     static func forEach(
         _ txn: LMDBTransaction,
-        _ body: (_ key: UnsafeRawBufferPointer, _ record: UnsafeRawBufferPointer, _ isValue: Bool) throws -> Void
+        after: UnsafeRawBufferPointer? = nil,
+        _ body: (_ key: UnsafeRawBufferPointer, _ record: UnsafeRawBufferPointer, _ isValue: Bool) throws -> Bool
     ) throws {
-        guard try isBuilt(txn) else { return try forEachMarked(txn, body) }
-        try txn.forEach(.pending) { key, _ in
+        guard try isBuilt(txn) else {
+            var marked: [(key: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer, isValue: Bool)] = []
+            try forEachMarked(txn) { key, record, isValue in
+                if after.map({ $0.lexicographicallyPrecedes(key) }) ?? true { marked.append((key, record, isValue)) }
+            }
+            marked.sort { $0.key.lexicographicallyPrecedes($1.key) }
+            for entry in marked { guard try body(entry.key, entry.record, entry.isValue) else { return } }
+            return
+        }
+        try txn.forEach(.pending, from: after) { key, _ in
+            if let after, key.elementsEqual(after) { return true }
             if let raw = try txn.get(.values, key), StoredRecord.isPending(raw) {
-                try body(key, raw, true)
+                return try body(key, raw, true)
             } else if let raw = try txn.get(.tombstones, key), StoredRecord.isPending(raw) {
-                try body(key, raw, false)
+                return try body(key, raw, false)
             }
             return true
         }

@@ -246,7 +246,33 @@ extension SharedDefaults {
     /// key holds now: read from the pending index (`PendingIndex`), at the cost of the pending
     /// changes, whatever the suite's size.
     package func pendingChanges(limit: Int = .max) throws -> [PendingChange] {
-        try read { tx in Array(try tx.pendingChanges().prefix(limit)) }
+        try read { tx in
+            var changes = try tx.perform(key: nil) { try tx.pendingChanges() }
+            changes.sort { $0.stamp < $1.stamp }
+            return Array(changes.prefix(limit))
+        }
+    }
+
+    /// A page of the pending local changes, in the order of their keys' bytes: at most `limit`,
+    /// from the first key after `after` (nil: from the first), each with what its key holds now.
+    /// What the sync engine batches from: its cost is the page's, however many changes are pending
+    /// and however large the suite (`PendingIndex`).
+    package func pendingChanges(after: String?, limit: Int) throws -> [PendingChange] {
+        try read { tx in try tx.perform(key: nil) { try tx.pendingChanges(after: after, limit: limit) } }
+    }
+
+    /// The stamps of the pending changes of `keys` (a key with no pending change is left out): a
+    /// lookup per key.
+    package func pendingStamps(forKeys keys: some Sequence<String>) throws -> [String: Stamp] {
+        try read { tx in
+            try tx.perform(key: nil) {
+                var stamps: [String: Stamp] = [:]
+                for key in keys {
+                    if let change = try tx.pendingChange(forKey: key) { stamps[key] = change.stamp }
+                }
+                return stamps
+            }
+        }
     }
 
     /// Clears the marks of pushed changes that the server acknowledged, each only if the key's mark

@@ -273,32 +273,55 @@ extension SharedDefaults.Transaction {
     /// The keys whose value or tombstone carries the pending flag (`PendingIndex`).
     func pendingKeys() throws -> [[UInt8]] {
         var keys: [[UInt8]] = []
-        try PendingIndex.forEach(txn) { key, _, _ in keys.append(Array(key)) }
+        try PendingIndex.forEach(txn) { key, _, _ in
+            keys.append(Array(key))
+            return true
+        }
         return keys
     }
 
     /// How many keys carry the pending flag: a lookup per pending change.
     func pendingCount() throws -> Int {
         var count = 0
-        try PendingIndex.forEach(txn) { _, _, _ in count += 1 }
+        try PendingIndex.forEach(txn) { _, _, _ in
+            count += 1
+            return true
+        }
         return count
     }
 
-    /// The pending local changes in stamp order (oldest first), each with what its key holds now:
-    /// a lookup per pending change (`PendingIndex`).
-    func pendingChanges() throws -> [PendingChange] {
+    /// The pending local changes in their keys' byte order, from the first key after `after`, at
+    /// most `limit`, each with what its key holds now: a lookup per change (`PendingIndex`).
+    func pendingChanges(after: String? = nil, limit: Int = .max) throws -> [PendingChange] {
         var changes: [PendingChange] = []
-        try PendingIndex.forEach(txn) { key, raw, isValue in
-            let name = String(decoding: key, as: UTF8.self)
-            if isValue {
-                let record = try StoredRecord.decode(raw)
-                changes.append(PendingChange(key: name, stamp: record.stamp, value: record.value))
-            } else {
-                changes.append(PendingChange(key: name, stamp: try StoredRecord.decodeTombstone(raw), value: nil))
+        guard limit > 0 else { return changes }
+        func visit(_ after: UnsafeRawBufferPointer?) throws {
+            try PendingIndex.forEach(txn, after: after) { key, raw, isValue in
+                let name = String(decoding: key, as: UTF8.self)
+                if isValue {
+                    let record = try StoredRecord.decode(raw)
+                    changes.append(PendingChange(key: name, stamp: record.stamp, value: record.value))
+                } else {
+                    changes.append(PendingChange(key: name, stamp: try StoredRecord.decodeTombstone(raw), value: nil))
+                }
+                return changes.count < limit
             }
         }
-        changes.sort { $0.stamp < $1.stamp }
+        if let after { try withKeyBytes(after) { try visit($0) } } else { try visit(nil) }
         return changes
+    }
+
+    /// `key`'s pending change, if its record is marked pending.
+    func pendingChange(forKey key: String) throws -> PendingChange? {
+        try withKeyBytes(key) { k in
+            if let raw = try txn.get(.values, k) {
+                guard StoredRecord.isPending(raw) else { return nil }
+                let record = try StoredRecord.decode(raw)
+                return PendingChange(key: key, stamp: record.stamp, value: record.value)
+            }
+            guard let raw = try txn.get(.tombstones, k), StoredRecord.isPending(raw) else { return nil }
+            return PendingChange(key: key, stamp: try StoredRecord.decodeTombstone(raw), value: nil)
+        }
     }
 
     /// Empties the pending index (sync was turned off: no key is pending), entries left by damage

@@ -14,6 +14,8 @@ import GroupDefaultsSync
 /// - The key history: pushes to a server keeping it, beside one with `--history 0`, both backends
 ///   (PostgreSQL: a throwaway `Tools/postgres` server).
 /// - Idle: requests the server counts (`/metrics`) while both engines run and nothing changes.
+/// - Scale: set → readable and the CPU per change, for a suite of 100,000 keys beside one of 100
+///   (`ScaleCost`).
 struct SyncBench {
     static let command = "sync"
 
@@ -21,10 +23,11 @@ struct SyncBench {
         var quick = false
         var json = false
         var encrypt = false
+        var scale = false
         var showHelp = false
 
         static let usage = """
-            usage: groupdefaults-bench sync [--json] [--quick] [--encrypt]
+            usage: groupdefaults-bench sync [--json] [--quick] [--encrypt | --scale]
               Starts groupdefaults-server (found next to this executable) on loopback, embedded storage,
               and syncs two devices through it; then measures the key history's cost per push on
               both backends (Tools/postgres, from the package's directory, for PostgreSQL).
@@ -32,6 +35,7 @@ struct SyncBench {
               --quick    few samples (a smoke test; figures are rough)
               --encrypt  only end-to-end encryption's cost: initial sync, set → readable and bytes per
                          entry of an encrypted suite beside a plain one in the same run, and seal + open
+              --scale    only the cost of a change in a suite of 100,000 keys beside one of 100 keys
             """
 
         init(parsing arguments: [String]) throws {
@@ -40,6 +44,7 @@ struct SyncBench {
                 case "--json": json = true
                 case "--quick": quick = true
                 case "--encrypt": encrypt = true
+                case "--scale": scale = true
                 case "-h", "--help": showHelp = true
                 default: throw BenchError("unknown argument '\(argument)'\n\(Self.usage)")
                 }
@@ -90,6 +95,10 @@ struct SyncBench {
         let devices = Devices(root: sandbox.root, server: URL(string: server.baseURL)!, tokenFile: tokenFile, http: http)
         if options.encrypt {
             report.rows += try await EncryptionCost.measure(devices: devices, sandbox: sandbox, joins: joins, changes: changes)
+            return report
+        }
+        if options.scale {
+            report.rows += try await ScaleCost.measure(devices: devices, server: server, changes: changes)
             return report
         }
 
@@ -155,6 +164,7 @@ struct SyncBench {
         )
         // The idle row, measured after the latencies, comes last.
         report.rows.append(report.rows.remove(at: report.rows.count - 2))
+        report.rows.insert(contentsOf: try await ScaleCost.measure(devices: devices, server: server, changes: changes), at: report.rows.count - 1)
         return report
     }
 
@@ -204,31 +214,45 @@ struct SyncBench {
     }
 
     /// Set on A → readable on B, both engines in `run()`, one change at a time, `changes` times;
-    /// then `whileRunning` with both still running.
+    /// then `whileRunning` with both still running. With `preload`, both devices first hold a suite
+    /// of that many other keys (written on A, uploaded, taken by B's join). `aroundChanges` runs
+    /// the changes (to measure what they cost).
     static func endToEnd(
         devices: Devices,
         suite: String,
         keyFile: String?,
         changes: Int,
+        preload: Int = 0,
         whileRunning: (_ phone: (defaults: SharedDefaults, engine: SyncEngine), _ tablet: (defaults: SharedDefaults, engine: SyncEngine)) async throws
-            -> Void = { _, _ in }
+            -> Void = { _, _ in },
+        aroundChanges: (_ changes: () async throws -> Void) async throws -> Void = { try await $0() }
     ) async throws -> Latencies {
         let phone = try devices.make("phone-\(suite)", suite: suite, keyFile: keyFile)
         let tablet = try devices.make("tablet-\(suite)", suite: suite, keyFile: keyFile)
-        _ = try await phone.engine.syncOnce()
-        _ = try await tablet.engine.syncOnce()
+        if preload > 0 {
+            try await phone.defaults.write { tx in
+                for index in 0..<preload { try tx.set(SyncBench.value(index), forKey: String(format: "setting.%06d", index)) }
+            }
+        }
+        let uploaded = try await phone.engine.syncOnce()
+        let joined = try await tablet.engine.syncOnce()
+        guard uploaded.isInAgreement, joined.isInAgreement, try await tablet.defaults.read({ try $0.keys.count }) == preload else {
+            throw BenchError("the suite of \(preload) keys did not reach the second device: \(uploaded), \(joined)")
+        }
         let running = [Task { await phone.engine.run() }, Task { await tablet.engine.run() }]
         defer { for task in running { task.cancel() } }
         try await Self.waitUntilListening(phone.engine, tablet.engine)
         var seen = tablet.defaults.changes(forKeys: ["sound"]).makeAsyncIterator()
         var latencies: [Int64] = []
-        for index in 0..<changes {
-            let start = Clock.nanoseconds()
-            phone.defaults.set("sound-\(index).caf", forKey: "sound")
-            while let change = await seen.next() {
-                if change.isRemote, change.value == .string("sound-\(index).caf") { break }
+        try await aroundChanges {
+            for index in 0..<changes {
+                let start = Clock.nanoseconds()
+                phone.defaults.set("sound-\(index).caf", forKey: "sound")
+                while let change = await seen.next() {
+                    if change.isRemote, change.value == .string("sound-\(index).caf") { break }
+                }
+                latencies.append(Clock.nanoseconds() - start)
             }
-            latencies.append(Clock.nanoseconds() - start)
         }
         try await whileRunning(phone, tablet)
         for task in running { task.cancel() }
