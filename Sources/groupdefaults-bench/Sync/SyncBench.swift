@@ -67,7 +67,8 @@ struct SyncBench {
         let dataDirectory = sandbox.root + "/sync-server"
         let storage = ["--data-dir", dataDirectory]
         let token = try ServerProcess.createToken(executable: serverExecutable, storage: storage)
-        let server = try ServerProcess(executable: serverExecutable, storage: storage)
+        // Room for the scale rows' suite of 100,000 keys (10,000 by default).
+        let server = try ServerProcess(executable: serverExecutable, storage: storage + ["--max-keys-per-suite", "200000"])
         let tokenFile = sandbox.root + "/sync.token"
         _ = FileManager.default.createFile(atPath: tokenFile, contents: Data(token.utf8), attributes: [.posixPermissions: 0o600])
         let http = try SyncClient.makeHTTPClient()
