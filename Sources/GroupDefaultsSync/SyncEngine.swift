@@ -560,17 +560,27 @@ public actor SyncEngine {
     /// The batch to send: the stored in-flight one (a retry sends the same body under the same id),
     /// else the first pending changes in key order, stored before they are sent; nil when nothing
     /// is pending.
-    private func nextBatch() async throws(SyncError) -> InFlightBatch? {
-        let state = try local { try defaults.syncState() }
-        if let inFlight = state.inFlight {
+    private func nextBatch() async throws(SyncError) -> OutgoingBatch? {
+        if let inFlight = try local({ try defaults.inFlightBatch() }) {
+            // Stored by an earlier attempt (this process's or one that ended): read back once.
+            let request: PushRequest
+            do { request = try JSONDecoder().decode(PushRequest.self, from: Data(inFlight.body)) } catch {
+                // Not what this engine writes: drop it; the marks are still there.
+                try local { try defaults.setInFlightBatch(nil) }
+                throw SyncError(.local, "the stored in-flight batch was damaged and was dropped: \(error)")
+            }
             // A batch stored before the suite's encryption changed (plain, and now sealed, or the
             // reverse) is never sent: the server refuses it, and a plain one would show the values.
-            let sealed = (try? JSONDecoder().decode(PushRequest.self, from: Data(inFlight.body)))?.ops.first?.sealed != nil
-            guard sealed != (sealer == nil) else {
+            guard (request.ops.first?.sealed != nil) != (sealer == nil) else {
                 try local { try defaults.setInFlightBatch(nil) }
                 return try await nextBatch()
             }
-            return inFlight
+            do {
+                return OutgoingBatch(stored: inFlight, pushed: try pushedKeys(of: request), keyIDs: request.ops.map(\.key))
+            } catch {
+                try local { try defaults.setInFlightBatch(nil) }
+                throw error
+            }
         }
         let limits = try await serverLimits()
         // A device whose clock was wrong when it wrote stamps again what it wrote then, before
@@ -580,9 +590,11 @@ public actor SyncEngine {
             logger.warning("this device's clock had run ahead: \(restamped) change(s) were stamped again", metadata: ["suite": "\(client.suite)"])
         }
         let cap = min(limits.maxOpsPerBatch, batchCap ?? .max)
-        var ops: [PushOp] = []
+        // Each op is encoded once: the bytes that size it are the bytes sent.
+        var ops: [[UInt8]] = []
+        var pushed: [(key: String, stamp: Stamp)] = []
+        var keyIDs: [String] = []
         var bodyBytes = 128
-        let encoder = JSONEncoder()
         // A change set aside that is no longer pending (another device's write replaced it) or
         // changed since is no longer this device's concern.
         let stillPending = try local { try defaults.pendingStamps(forKeys: rejections.keys) }
@@ -600,7 +612,7 @@ public actor SyncEngine {
                 after = change.key
                 if let rejection = rejections[change.key], rejection.stamp == change.stamp, rejection.retryAt.map({ now < $0 }) ?? true { continue }
                 let op: PushOp
-                let opBytes: Int
+                let opBytes: [UInt8]
                 do throws(SyncError) {
                     // Checked on the value itself: a sealed op carries it opaque, and every device must
                     // be able to read it.
@@ -615,7 +627,7 @@ public actor SyncEngine {
                     }
                     op = try self.op(for: change)
                     if let refusal = Self.refusal(of: op, limits: limits, key: change.key) { throw refusal }
-                    do { opBytes = try encoder.encode(op).count } catch {
+                    do { opBytes = try WireJSON.encode(op) } catch {
                         throw SyncError(
                             .rejected,
                             code: .malformed,
@@ -623,11 +635,11 @@ public actor SyncEngine {
                             key: change.key
                         )
                     }
-                    if bodyBytes + opBytes + 1 > limits.maxBodyBytes, ops.isEmpty {
+                    if bodyBytes + opBytes.count + 1 > limits.maxBodyBytes, ops.isEmpty {
                         throw SyncError(
                             .rejected,
                             code: .bodyTooLarge,
-                            "the change alone takes \(opBytes) bytes, more than a push may",
+                            "the change alone takes \(opBytes.count) bytes, more than a push may",
                             key: change.key,
                             limit: limits.maxBodyBytes
                         )
@@ -637,38 +649,38 @@ public actor SyncEngine {
                     continue
                 }
                 // The batch is full: the rest go in the next one.
-                guard ops.count < cap, bodyBytes + opBytes + 1 <= limits.maxBodyBytes else { break pages }
-                ops.append(op)
-                bodyBytes += opBytes + 1
+                guard ops.count < cap, bodyBytes + opBytes.count + 1 <= limits.maxBodyBytes else { break pages }
+                ops.append(opBytes)
+                pushed.append((change.key, change.stamp))
+                keyIDs.append(op.key)
+                bodyBytes += opBytes.count + 1
             }
             if page.count < Self.pendingPageSize { break }
         }
         guard !ops.isEmpty else { return nil }
-        let request = PushRequest(deviceID: defaults.origin, batchID: UUID().uuidString.lowercased(), ops: ops)
-        let body: [UInt8]
-        do { body = Array(try encoder.encode(request)) } catch { throw SyncError(.local, "cannot encode a push: \(error)") }
-        let batch = InFlightBatch(id: request.batchID, body: body)
+        let batchID = UUID().uuidString.lowercased()
+        let batch = InFlightBatch(id: batchID, body: WireJSON.pushBody(deviceID: defaults.origin, batchID: batchID, encodedOps: ops))
         try local { try defaults.setInFlightBatch(batch) }
-        return batch
+        return OutgoingBatch(stored: batch, pushed: pushed, keyIDs: keyIDs)
+    }
+
+    /// A batch about to be sent: its stored form (id and exact body), and, in the ops' order, the
+    /// keys and stamps it pushes and the keys as the server sees them (names, or an encrypted
+    /// suite's key ids), known when it was built (read back once when it was stored by an
+    /// earlier attempt).
+    struct OutgoingBatch {
+        var stored: InFlightBatch
+        var pushed: [(key: String, stamp: Stamp)]
+        var keyIDs: [String]
     }
 
     /// Sends one batch and settles it; reports how many of its changes were acknowledged, and the
     /// local values that other devices' newer writes replaced.
-    private func send(_ batch: InFlightBatch) async throws(SyncError) -> SyncReport {
-        let request: PushRequest
-        do { request = try JSONDecoder().decode(PushRequest.self, from: Data(batch.body)) } catch {
-            // Not what this engine writes: drop it; the marks are still there.
-            try local { try defaults.setInFlightBatch(nil) }
-            throw SyncError(.local, "the stored in-flight batch was damaged and was dropped: \(error)")
-        }
-        let pushed: [(key: String, stamp: Stamp)]
-        do { pushed = try pushedKeys(of: request) } catch {
-            try local { try defaults.setInFlightBatch(nil) }
-            throw error
-        }
+    private func send(_ batch: OutgoingBatch) async throws(SyncError) -> SyncReport {
+        let pushed = batch.pushed
         let response: PushResponse
         do {
-            response = try await client.push(body: batch.body)
+            response = try await client.push(body: batch.stored.body)
         } catch  where error.kind == .rejected {
             switch error.code {
             case .suiteEncrypted?, .suiteNotEncrypted?:
@@ -677,7 +689,7 @@ public actor SyncEngine {
                 throw error
             case let code? where code.refusesChange:
                 try local { try defaults.setInFlightBatch(nil) }
-                settleRefusal(error, of: pushed, keyIDs: request.ops.map(\.key))
+                settleRefusal(error, of: pushed, keyIDs: batch.keyIDs)
                 return SyncReport()
             case .staleKeyEpoch?:
                 // Sealed under a key the suite no longer takes: sealed again (marks kept) once this
@@ -747,7 +759,7 @@ public actor SyncEngine {
         }
         try local { _ = try defaults.clearPending(settled) }
         for (key, _) in settled { rejections[key] = nil }
-        options.progress?(SyncProgress(phase: .pushing, done: request.ops.count, total: nil))
+        options.progress?(SyncProgress(phase: .pushing, done: pushed.count, total: nil))
         report.pushed = settled.count
         return report
     }

@@ -18,6 +18,26 @@ struct WireJSONTests {
         }
     }
 
+    @Test("random ops and push bodies: the bytes decode to the same push, and parse to the same JSON as JSONEncoder's")
+    func opsSameAsFoundation() async {
+        await propertyCheck(count: 300, input: Self.responses) { response in
+            // Each winner of a random answer as an op: values of each type, deletions, sealed ones.
+            let ops = response.results.compactMap(\.winner).map { entry in
+                var op =
+                    entry.sealed.map { PushOp(keyID: entry.key, sealed: $0, deleted: entry.isDeleted, hlc: entry.hlc) }
+                    ?? PushOp(key: entry.key, value: entry.value, hlc: entry.hlc)
+                if entry.rev != nil { op.origin = entry.origin }
+                return op
+            }
+            let request = PushRequest(deviceID: UInt64.random(in: 0 ... .max), batchID: "b\"\(ops.count)", ops: ops)
+            let ours = WireJSON.pushBody(deviceID: request.deviceID, batchID: request.batchID, encodedOps: try ops.map(WireJSON.encode))
+            #expect(try JSONDecoder().decode(PushRequest.self, from: Data(ours)) == request)
+            let parsed = try JSONSerialization.jsonObject(with: Data(ours)) as? NSDictionary
+            let expected = try JSONSerialization.jsonObject(with: try JSONEncoder().encode(request)) as? NSDictionary
+            #expect(parsed != nil && parsed == expected, "\(String(decoding: ours, as: UTF8.self))")
+        }
+    }
+
     @Test("strings: quotes, backslashes, every control character and non-ASCII text are escaped as JSON needs")
     func escaping() throws {
         let text = "a\"b\\c/é😀" + String((0..<0x20).map { Character(Unicode.Scalar(UInt8($0))) })

@@ -86,9 +86,9 @@ struct HistoryAndDevicesTests {
         arguments: StorageBackend.allCases
     )
     func historyAfterPurge(backend: StorageBackend) async throws {
-        // Deletions kept 15 s (time for the writes and the first look, also while every other test
-        // runs on two cores: 5 s was once too little), purged every second.
-        try await SyncServer.with(backend, tombstonesKept: .seconds(15), purgedEvery: .seconds(1)) { server in
+        // Deletions kept 30 s (time for the writes and the first look, also while every other test
+        // runs on two cores: 5 s and then 15 s were once too little), purged every second.
+        try await SyncServer.with(backend, tombstonesKept: .seconds(30), purgedEvery: .seconds(1)) { server in
             let suite = "group.history.purge"
             try await withToolPair(suite) { phone, _ in
                 try await phone.configure(server)
@@ -107,7 +107,7 @@ struct HistoryAndDevicesTests {
 
                 // The purge runs by itself: wait until it has passed these writes.
                 #expect(
-                    await eventually(within: .seconds(45)) {
+                    await eventually(within: .seconds(60)) {
                         let gone = try? await phone.sync("history", ["gone"])
                         return gone?.status == 1
                     },
@@ -116,7 +116,7 @@ struct HistoryAndDevicesTests {
                 let refused = try await phone.sync("history", ["gone"])
                 #expect(refused.stderr.contains("never written, or purged"), "\(refused.stderr)")
                 #expect(
-                    await eventually(within: .seconds(45)) {
+                    await eventually(within: .seconds(60)) {
                         (try? await engine.history(forKey: "kept").versions.count) == 1
                     }
                 )

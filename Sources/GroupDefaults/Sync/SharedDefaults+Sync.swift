@@ -341,6 +341,12 @@ extension SharedDefaults {
         }
     }
 
+    /// The stored in-flight batch, if there is one: one lookup (`syncState()` reads every record
+    /// of the bookkeeping).
+    package func inFlightBatch() throws -> InFlightBatch? {
+        try read { tx in try tx.perform(key: nil) { try tx.inFlightBatch() } }
+    }
+
     /// Stores (or, with nil, drops) the batch about to be sent, before it is sent.
     package func setInFlightBatch(_ batch: InFlightBatch?) throws {
         try write { tx in try tx.setInFlightBatch(batch) }

@@ -140,14 +140,17 @@ extension LMDBSyncStorage {
         case .applied(let outcome): applied = outcome
         }
 
+        // Each changed bucket written once, in the order first changed (a set: a batch of 500 ops
+        // searched a list for each).
         var changedBuckets: [[UInt8]] = []
+        var changed: Set<[UInt8]> = []
         for entry in applied.writes {
             let entryKey = LMDBKeys.entry(suiteID: record.id, key: entry.key)
             if let old = applied.replaced[entry.key] {
                 try delete(txn, DB.revisions, LMDBKeys.revision(suiteID: record.id, rev: old.rev))
             }
             buckets[entryKey]!.store(entry)
-            if !changedBuckets.contains(entryKey) { changedBuckets.append(entryKey) }
+            if changed.insert(entryKey).inserted { changedBuckets.append(entryKey) }
             try put(txn, DB.revisions, LMDBKeys.revision(suiteID: record.id, rev: entry.rev), entryKey)
         }
         for entryKey in changedBuckets { try put(txn, DB.entries, entryKey, buckets[entryKey]!.bytes) }
