@@ -96,7 +96,7 @@ extension SyncEngine {
     }
 
     private func listenToEvents() async throws(SyncError) {
-        guard let cursor = try? defaults.syncState().cursor else { return }
+        guard let cursor = try? defaults.syncCursor() else { return }
         do {
             try await client.events(after: cursor, onOpen: { await self.updateStatusListening(true) }) { events in
                 try await self.applyEvents(events)
@@ -113,7 +113,7 @@ extension SyncEngine {
 
     private func longPoll() async throws(SyncError) {
         updateStatusListening(true)
-        guard let cursor = try? defaults.syncState().cursor else { return }
+        guard let cursor = try? defaults.syncCursor() else { return }
         let page = try await client.changes(since: cursor, limit: options.pageSize, wait: options.longPollWait)
         if !page.entries.isEmpty {
             try await applyPulled(page.entries, cursor: page.lastRev)

@@ -207,7 +207,7 @@ public actor SyncEngine {
         var report = report
         report.rejected = rejections.values.map(\.error).sorted { ($0.key ?? "") < ($1.key ?? "") }
         if let pending = try? defaults.pendingCount() { report.pendingCount = pending }
-        let cursor = (try? defaults.syncState())?.cursor
+        let cursor = try? defaults.syncCursor()
         updateStatus {
             $0.pendingCount = report.pendingCount
             $0.cursor = cursor ?? $0.cursor
@@ -545,7 +545,7 @@ public actor SyncEngine {
         var report = SyncReport()
         // A device that never synced reads the snapshot before its first push (the joining rule);
         // before taking `.push`, which a pull may need (`readSnapshotAgain`).
-        if try local({ try defaults.syncState() }).cursor == nil { report = try await pullOnce() }
+        if try local({ try defaults.syncCursor() }) == nil { report = try await pullOnce() }
         await enter(.push)
         defer { leave(.push) }
         batchCap = nil

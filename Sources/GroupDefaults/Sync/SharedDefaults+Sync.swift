@@ -341,6 +341,12 @@ extension SharedDefaults {
         }
     }
 
+    /// The server cursor (nil before the first pull): one lookup, where `syncState()` reads every
+    /// record of the bookkeeping.
+    package func syncCursor() throws -> UInt64? {
+        try read { tx in try tx.perform(key: nil) { try tx.syncNumber(MetaKey.syncCursor, "the sync cursor record") } }
+    }
+
     /// The stored in-flight batch, if there is one: one lookup (`syncState()` reads every record
     /// of the bookkeeping).
     package func inFlightBatch() throws -> InFlightBatch? {
