@@ -19,15 +19,19 @@ struct ServerBench {
         var showHelp = false
         /// The storage backends to measure.
         var backends: Set<String> = ["embedded", "postgres"]
+        /// With `--streams`: only the open-streams load, at these counts.
+        var streamCounts: [Int]?
 
         static let usage = """
-            usage: groupdefaults-bench server [--json | --markdown] [--quick] [--only embedded|postgres]
+            usage: groupdefaults-bench server [--json | --markdown] [--quick] [--only embedded|postgres] [--streams N[,N…]]
               Starts groupdefaults-server (found next to this executable) on loopback, with embedded
               storage and with a throwaway PostgreSQL (Tools/postgres, from the package's directory).
               --json    print the results as JSON instead of a table
               --markdown  print the table as Markdown (for the README), then its notes
               --quick   short runs and few samples (a smoke test; figures are rough)
               --only    one backend only
+              --streams only the open-streams load (Tools/bench-streams/load.py) with N streams each time,
+                        e.g. --streams 1000,10000,100000 (the whole run does 10,000; --quick 1,000)
             """
 
         init(parsing arguments: [String]) throws {
@@ -43,6 +47,12 @@ struct ServerBench {
                         throw BenchError("--only takes embedded or postgres\n\(Self.usage)")
                     }
                     backends = [backend]
+                case "--streams":
+                    let counts = rest.popFirst()?.split(separator: ",").compactMap { Int($0) } ?? []
+                    guard !counts.isEmpty, counts.allSatisfy({ $0 >= 1 }) else {
+                        throw BenchError("--streams takes counts of streams, such as 1000,10000\n\(Self.usage)")
+                    }
+                    streamCounts = counts
                 default: throw BenchError("unknown argument '\(argument)'\n\(Self.usage)")
                 }
             }
@@ -106,6 +116,11 @@ struct ServerBench {
         guard FileManager.default.isExecutableFile(atPath: postgresTool) else {
             throw BenchError("no Tools/postgres in the current directory: run from the package's directory (Tools/bench server does)")
         }
+        if let counts = options.streamCounts {
+            var report = ServerReport(method: Self.streamLoadMethod)
+            for count in counts { report.rows += try StreamLoad(serverExecutable: serverExecutable, sandbox: sandbox, streams: count).run() }
+            return report
+        }
         try ProcessStats.raiseOpenFileLimit(atLeast: 2 * plan.streams + 500)
 
         guard FileManager.default.isExecutableFile(atPath: WrkLoad.executable) else {
@@ -133,6 +148,10 @@ struct ServerBench {
         do {
             if options.backends.contains("embedded") { report.rows += try await embedded(http) }
             if options.backends.contains("postgres") { report.rows += try await postgres(http) }
+            if options.backends.contains("embedded") {
+                report.method += Self.streamLoadMethod
+                report.rows += try StreamLoad(serverExecutable: serverExecutable, sandbox: sandbox, streams: options.quick ? 1_000 : 10_000).run()
+            }
             try await http.shutdown()
         } catch {
             try? await http.shutdown()
@@ -140,6 +159,14 @@ struct ServerBench {
         }
         return report
     }
+
+    /// How the open-streams rows are made.
+    static let streamLoadMethod = [
+        "open streams: groupdefaults-server (embedded storage) on loopback and Tools/bench-streams/load.py (asyncio, raw sockets) "
+            + "holding N event streams, one suite each, over \(StreamLoad.accounts) accounts and one loopback source address per "
+            + "20,000 streams; RSS from /proc before and with the streams open; then 200 single-op pushes a second for 10 s, each to "
+            + "a random stream's suite, timed from just before the push is sent to the line of its event read"
+    ]
 
     // MARK: Backends
 

@@ -27,10 +27,10 @@ final class ServerProcess {
         }
     }
 
-    /// `token create --create … --account bench`: a token for every suite (the store made if no
-    /// server made it yet).
-    static func createToken(executable: String, storage: [String]) throws -> String {
-        let result = try Spawn.run(executable, ["token", "create", "--create", "--account", "bench"] + storage, captureOutput: true)
+    /// `token create --create … --account ACCOUNT` (`bench` by default): a token for every suite
+    /// (the store made if no server made it yet).
+    static func createToken(executable: String, storage: [String], account: String = "bench") throws -> String {
+        let result = try Spawn.run(executable, ["token", "create", "--create", "--account", account] + storage, captureOutput: true)
         let token = result.output.trimmingCharacters(in: .whitespacesAndNewlines)
         guard result.status == 0, !token.isEmpty else { throw BenchError("token create failed (exit \(result.status))") }
         return token

@@ -196,8 +196,16 @@ enum ProcessStats {
         getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
         limit.rlim_cur = limit.rlim_max
         setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        if limit.rlim_cur < rlim_t(needed) {
+            // Root may raise the hard limit too (up to the kernel's fs.nr_open).
+            var raised = rlimit(rlim_cur: rlim_t(needed), rlim_max: rlim_t(needed))
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
         guard limit.rlim_cur >= rlim_t(needed) else {
-            throw BenchError("at most \(limit.rlim_cur) open files (hard limit); \(needed) are needed: raise `ulimit -Hn`")
+            throw BenchError(
+                "at most \(limit.rlim_cur) open files per process here (the hard limit, which only a process allowed to raise it, "
+                    + "such as root with CAP_SYS_RESOURCE, can raise); \(needed) are needed: raise `ulimit -Hn`, or ask for fewer"
+            )
         }
     }
 }
