@@ -262,7 +262,7 @@ private struct GroupWrite: Sendable {
                 case .replayed(let response):
                     output.results.append(.success(response))
                 case .applied(let step):
-                    let json = String(decoding: try JSONEncoder().encode(step.response), as: UTF8.self)
+                    let json = String(decoding: try WireJSON.encode(step.response), as: UTF8.self)
                     for entry in step.writes {
                         if output.entries[entry.key] == nil { output.order.append(entry.key) }
                         output.entries[entry.key] = entry
