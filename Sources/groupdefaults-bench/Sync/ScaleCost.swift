@@ -25,29 +25,24 @@ enum ScaleCost {
             target: "p50 ≤ 1.2× the small suite's",
             met: grown.latencies.p50 <= 1.2 * reference.latencies.p50
         )
-        let deviceCPU = ServerReport.Row(
-            backend: "embedded",
-            measurement: "devices' CPU per change (A's push + B's pull), suite of \(ServerFormat.count(Double(large))) keys",
-            value: grown.deviceMicroseconds,
-            unit: "µs",
-            samples: changes,
-            reference: "suite of \(small) keys: \(Self.format(reference.deviceMicroseconds)) µs",
-            ratio: grown.deviceMicroseconds / reference.deviceMicroseconds,
-            target: "≤ 1.2× the small suite's",
-            met: grown.deviceMicroseconds <= 1.2 * reference.deviceMicroseconds
-        )
-        let serverCPU = ServerReport.Row(
-            backend: "embedded",
-            measurement: "server's CPU per change (the push and B's pull), suite of \(ServerFormat.count(Double(large))) keys",
-            value: grown.serverMicroseconds,
-            unit: "µs",
-            samples: changes,
-            reference: "suite of \(small) keys: \(Self.format(reference.serverMicroseconds)) µs",
-            ratio: grown.serverMicroseconds / reference.serverMicroseconds,
-            target: "≤ 1.2× the small suite's",
-            met: grown.serverMicroseconds <= 1.2 * reference.serverMicroseconds
-        )
+        let deviceCPU = cpuRow("devices' CPU per change (A's push + B's pull)", grown.deviceMicroseconds, reference.deviceMicroseconds, changes)
+        let serverCPU = cpuRow("server's CPU per change (the push and B's pull)", grown.serverMicroseconds, reference.serverMicroseconds, changes)
         return [latency, deviceCPU, serverCPU]
+    }
+
+    /// A row of CPU time per change at the large size beside the small size's.
+    private static func cpuRow(_ what: String, _ grown: Double, _ reference: Double, _ changes: Int) -> ServerReport.Row {
+        ServerReport.Row(
+            backend: "embedded",
+            measurement: "\(what), suite of \(ServerFormat.count(Double(large))) keys",
+            value: grown,
+            unit: "µs",
+            samples: changes,
+            reference: "suite of \(small) keys: \(format(reference)) µs",
+            ratio: grown / reference,
+            target: "≤ 1.2× the small suite's",
+            met: grown <= 1.2 * reference
+        )
     }
 
     private struct Measured {
