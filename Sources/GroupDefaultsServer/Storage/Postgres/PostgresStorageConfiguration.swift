@@ -79,10 +79,8 @@ package struct PostgresStorageConfiguration: Sendable {
         )
         configuration.options.connectTimeout = connectTimeout
         configuration.options.maximumConnections = maximumConnections
-        // The pool's prepared statements (pushes, changes) are planned at each execution, with the
-        // tables' sizes of the moment: a generic plan, kept for the connection's life, would be made
-        // when the tables are still small (a new database), and scan a grown table in full.
-        configuration.options.additionalStartupParameters = [("plan_cache_mode", "force_custom_plan")]
+        // Prepared statements take PostgreSQL's default plan caching; large push groups are planned
+        // at each run (`PlannedStatement`).
         return configuration
     }
 

@@ -119,6 +119,14 @@ private struct GroupWrite: Sendable {
     var account: String { group[0].account }
     var suite: String { group[0].suite }
 
+    /// Whether the group's statements run as one-shot queries, planned with their parameters,
+    /// rather than prepared (`PlannedStatement`): a group of more than a few pushes or ops, whose
+    /// arrays a cached plan (made for a guess of their size) serves badly.
+    var plansEachStatement: Bool {
+        group.count > PlannedStatement.largestPreparedGroup
+            || group.reduce(0) { $0 + $1.push.request.ops.count } > PlannedStatement.largestPreparedGroup
+    }
+
     /// A batch record's key: the device and its batch id.
     struct BatchKey: Hashable {
         var device: UInt64
@@ -192,14 +200,15 @@ private struct GroupWrite: Sendable {
     private func read(_ connection: PostgresConnection) async throws -> Found {
         var keys = Set<String>()
         for pushed in group { for op in pushed.push.request.ops { keys.insert(op.key) } }
-        let rows = try await connection.execute(
-            SuiteReadStatement(
+        let rows = try await connection.rows(
+            of: SuiteReadStatement(
                 account: account,
                 suite: suite,
                 keys: Array(keys),
                 devices: group.map { String($0.push.request.deviceID) },
                 batchIDs: group.map(\.push.request.batchID)
             ),
+            planningEach: plansEachStatement,
             logger: logger
         )
         var found = Found()
@@ -300,8 +309,8 @@ private struct GroupWrite: Sendable {
             decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: output.counters.head)),
             as: UTF8.self
         )
-        let rows = try await connection.execute(
-            GroupWriteStatement(
+        let rows = try await connection.rows(
+            of: GroupWriteStatement(
                 account: account,
                 suite: suite,
                 counters: output.counters,
@@ -316,6 +325,7 @@ private struct GroupWrite: Sendable {
                 notice: notice,
                 notify: output.advanced
             ),
+            planningEach: plansEachStatement,
             logger: logger
         )
         for try await (guarded, _) in rows { return guarded > 0 }

@@ -3,8 +3,8 @@ import GroupDefaultsWire
 import PostgresNIO
 
 // The statements of a group of pushes, prepared once per connection (postgres-nio's prepared
-// statements: each execution is a Bind and an Execute, no parsing), planned at each execution with
-// the tables' current sizes (`PostgresStorageConfiguration`). The held entries are read with one
+// statements: each execution is a Bind and an Execute, no parsing), their plans cached for a
+// group of a few pushes and made at each run for a larger one (`PlannedStatement`). The held entries are read with one
 // `key = ANY` condition (see `SuiteReadStatement`); the batches and the history are reached through
 // their primary keys, one lookup per key, from a lateral subquery that cannot be flattened into a
 // join (`LIMIT 1`, a window function), and the history rows to trim are found that way before they are
