@@ -44,6 +44,8 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     let declaredLocal = Mutex<Set<String>>([])
     private let hub = Mutex<ChangeHub?>(nil)
     private let logChecked = Atomic<Bool>(false)
+    /// Whether this process checked the pages of the trees sync reads (`checkSyncTrees`).
+    private let syncTreesChecked = Atomic<Bool>(false)
 
     /// This process's change notifications for the suite, made on first use.
     var changeHub: ChangeHub {
@@ -379,6 +381,18 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             logChecked.store(true, ordering: .releasing)
         }
         return try read(body)
+    }
+
+    /// Checks the pages of the trees sync reads (the pending index, the tombstones), once per
+    /// process, before LMDB follows them (opening checks only what plain readers use).
+    func checkSyncTrees() throws {
+        guard !syncTreesChecked.load(ordering: .acquiring) else { return }
+        do {
+            try environment.checkTrees([SuiteDatabase.name(of: .pending), SuiteDatabase.name(of: .tombstones)])
+        } catch {
+            throw translate(error, key: nil)
+        }
+        syncTreesChecked.store(true, ordering: .releasing)
     }
 
     func readTransaction<T>(_ body: (SharedDefaults.Transaction) throws -> T) throws -> T {

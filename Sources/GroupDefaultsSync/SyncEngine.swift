@@ -83,6 +83,11 @@ public actor SyncEngine {
     private var pushesAnswered = 0
     /// How many pending changes `nextBatch` reads at a time.
     private static let pendingPageSize = 256
+    /// The last key the last batch took: the next starts after it and wraps around, so that keys
+    /// changed again and again while pushed never keep the others waiting.
+    private var pushPosition: String?
+    /// Whether this engine looked for pending changes its suite's index lacks (once).
+    private var pendingIndexChecked = false
     /// Pushes run one at a time (one in-flight batch), and so do pulls (the cursor only advances).
     private var busy: Set<Step> = []
     private var waiting: [Step: [CheckedContinuation<Void, Never>]] = [:]
@@ -548,6 +553,17 @@ public actor SyncEngine {
         if try local({ try defaults.syncCursor() }) == nil { report = try await pullOnce() }
         await enter(.push)
         defer { leave(.push) }
+        if !pendingIndexChecked {
+            // Changes a process of an older version marked without indexing them would wait forever.
+            let indexed = try local { try defaults.indexUnindexedPending() }
+            if indexed > 0 {
+                logger.warning(
+                    "\(indexed) pending change(s) marked by an older version of GroupDefaults were indexed",
+                    metadata: ["suite": "\(client.suite)"]
+                )
+            }
+            pendingIndexChecked = true
+        }
         batchCap = nil
         joinedSincePush = false
         while let batch = try await nextBatch() {
@@ -558,8 +574,8 @@ public actor SyncEngine {
     }
 
     /// The batch to send: the stored in-flight one (a retry sends the same body under the same id),
-    /// else the first pending changes in key order, stored before they are sent; nil when nothing
-    /// is pending.
+    /// else pending changes in key order from after the last batch's last key, round again,
+    /// stored before they are sent; nil when nothing is pending.
     private func nextBatch() async throws(SyncError) -> OutgoingBatch? {
         if let inFlight = try local({ try defaults.inFlightBatch() }) {
             // Stored by an earlier attempt (this process's or one that ended): read back once.
@@ -601,14 +617,18 @@ public actor SyncEngine {
         rejections = rejections.filter { stillPending[$0.key] == $0.value.stamp }
         // One change this device cannot send (a value nested too deeply, one too large, one that
         // cannot be encoded) is set aside and reported; the others go on. The pending changes are
-        // read a page at a time, in key order (what was acknowledged has left the index, so each
-        // batch starts from the first key still pending): a batch costs its changes and the ones
-        // set aside, however large the suite and however many changes wait.
+        // read a page at a time, in key order, from after the key the last batch ended at, round
+        // to it again: a batch costs its changes and the ones set aside, however large the suite
+        // and however many changes wait, and every pending key has its turn.
         let now = ContinuousClock.now
-        var after: String?
+        let start = pushPosition
+        var after = start
+        var wrapped = start == nil
         pages: while true {
             let page = try local { try defaults.pendingChanges(after: after, limit: Self.pendingPageSize) }
             for change in page {
+                // Round: past the start again, every pending key was seen.
+                if wrapped, let start, start.utf8.lexicographicallyPrecedes(change.key.utf8) { break pages }
                 after = change.key
                 if let rejection = rejections[change.key], rejection.stamp == change.stamp, rejection.retryAt.map({ now < $0 }) ?? true { continue }
                 let op: PushOp
@@ -651,11 +671,16 @@ public actor SyncEngine {
                 // The batch is full: the rest go in the next one.
                 guard ops.count < cap, bodyBytes + opBytes.count + 1 <= limits.maxBodyBytes else { break pages }
                 ops.append(opBytes)
+                pushPosition = change.key
                 pushed.append((change.key, change.stamp))
                 keyIDs.append(op.key)
                 bodyBytes += opBytes.count + 1
             }
-            if page.count < Self.pendingPageSize { break }
+            if page.count < Self.pendingPageSize {
+                if wrapped { break }
+                wrapped = true
+                after = nil
+            }
         }
         guard !ops.isEmpty else { return nil }
         let batchID = UUID().uuidString.lowercased()

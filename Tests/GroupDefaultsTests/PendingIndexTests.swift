@@ -204,6 +204,34 @@ struct PendingIndexTests {
         }
     }
 
+    @Test(
+        "changes marked without an index entry (a process of an older version) are indexed when the engine starts, and cleared when sync is turned off"
+    )
+    func markedByAnOlderVersion() throws {
+        try withTemporaryDirectory { dir in
+            let defaults = try openSuite(dir)
+            try defaults.enableSync(server: serverURL)
+            defaults.set("x", forKey: "a")
+            defaults.set("y", forKey: "b")
+            // What an older process that opened the file before the upgrade leaves: the mark, no entry.
+            try defaults.store.environment.write(sync: true) { txn in
+                _ = try withKeyBytes("b") { try txn.delete(.pending, $0) }
+            }
+            #expect(try defaults.pendingChanges().map(\.key) == ["a"], "the index is what a push reads")
+            #expect(try defaults.indexUnindexedPending() == 1)
+            #expect(try defaults.pendingChanges().map(\.key) == ["a", "b"])
+            #expect(try defaults.indexUnindexedPending() == 0, "nothing left to index")
+
+            try defaults.store.environment.write(sync: true) { txn in
+                _ = try withKeyBytes("b") { try txn.delete(.pending, $0) }
+            }
+            try defaults.disableSync()
+            try defaults.enableSync(server: serverURL)
+            #expect(try defaults.indexUnindexedPending() == 0, "turning sync off cleared the mark the index lacked")
+            #expect(try defaults.pendingCount() == 0)
+        }
+    }
+
     private static func layout(_ defaults: SharedDefaults) throws -> UInt32 {
         try defaults.store.environment.read { txn in
             UInt32(littleEndian: try #require(try txn.get(.meta, MetaKey.format)).loadUnaligned(as: UInt32.self))

@@ -15,7 +15,9 @@ internal import GroupDefaultsLMDB
 ///
 /// A file of layout 1, from before the index, is indexed once, by the first write of a process
 /// that knows it (`SuiteStore`'s preparation for writing), which then stamps layout 2; until then
-/// reads of it scan the marks (`isBuilt`).
+/// reads of it scan the marks (`isBuilt`). A process of an older version that had the file open
+/// before goes on marking without indexing: the sync engine indexes what it finds so when it starts
+/// (`SharedDefaults.indexUnindexedPending`), and turning sync off clears the marks it finds by a scan.
 enum PendingIndex {
     /// The layout from which a file holds the index.
     static let firstIndexedLayout: UInt32 = 2
@@ -63,6 +65,25 @@ enum PendingIndex {
             }
             return true
         }
+    }
+
+    /// The keys whose record is marked pending but that the index lacks: what a process of a
+    /// version before the index (layout 1), which opened the file before another process brought it
+    /// to layout 2, marks without indexing. A scan of the marks.
+    static func unindexed(_ txn: LMDBTransaction) throws -> [[UInt8]] {
+        guard try isBuilt(txn) else { return [] }
+        var missing: [[UInt8]] = []
+        try forEachMarked(txn) { key, _, _ in
+            if try txn.get(.pending, key) == nil { missing.append(Array(key)) }
+        }
+        return missing
+    }
+
+    /// Every key whose record is marked pending, from a scan of the marks (not of the index).
+    static func markedKeys(_ txn: LMDBTransaction) throws -> [[UInt8]] {
+        var keys: [[UInt8]] = []
+        try forEachMarked(txn) { key, _, _ in keys.append(Array(key)) }
+        return keys
     }
 
     /// Builds the index from the marks of `values` and `tombstones`: for a file of layout 1, in

@@ -205,7 +205,9 @@ extension SharedDefaults {
             ] {
                 try tx.setSyncText(nil, for: key)
             }
-            for key in try tx.pendingKeys() {
+            // The marks as a scan finds them, also those a process of an older version made
+            // without indexing them (`PendingIndex`).
+            for key in try tx.markedPendingKeys() {
                 _ = try key.withUnsafeBytes { try tx.setPending(false, key: $0) }
             }
             try tx.emptyPendingIndex()
@@ -237,7 +239,8 @@ extension SharedDefaults {
     /// How many local changes wait to be acknowledged by the server: a lookup per pending change
     /// (`PendingIndex`), whatever the suite's size.
     package func pendingCount() throws -> Int {
-        try read { tx in try tx.perform(key: nil) { try tx.pendingCount() } }
+        try store.checkSyncTrees()
+        return try read { tx in try tx.perform(key: nil) { try tx.pendingCount() } }
     }
 
     // MARK: Pushing
@@ -246,7 +249,8 @@ extension SharedDefaults {
     /// key holds now: read from the pending index (`PendingIndex`), at the cost of the pending
     /// changes, whatever the suite's size.
     package func pendingChanges(limit: Int = .max) throws -> [PendingChange] {
-        try read { tx in
+        try store.checkSyncTrees()
+        return try read { tx in
             var changes = try tx.perform(key: nil) { try tx.pendingChanges() }
             changes.sort { $0.stamp < $1.stamp }
             return Array(changes.prefix(limit))
@@ -258,13 +262,27 @@ extension SharedDefaults {
     /// What the sync engine batches from: its cost is the page's, however many changes are pending
     /// and however large the suite (`PendingIndex`).
     package func pendingChanges(after: String?, limit: Int) throws -> [PendingChange] {
-        try read { tx in try tx.perform(key: nil) { try tx.pendingChanges(after: after, limit: limit) } }
+        try store.checkSyncTrees()
+        return try read { tx in try tx.perform(key: nil) { try tx.pendingChanges(after: after, limit: limit) } }
+    }
+
+    /// Indexes the pending changes the index lacks (marked by a process of a version before the
+    /// index that had the file open when another process upgraded it, `PendingIndex`): a scan of
+    /// the suite, and a write only when it finds some. The sync engine calls it once when it
+    /// starts. Returns how many it indexed.
+    @discardableResult
+    package func indexUnindexedPending() throws -> Int {
+        try store.checkSyncTrees()
+        let missing = try read { tx in try tx.perform(key: nil) { try tx.unindexedPendingKeys() } }
+        guard !missing.isEmpty else { return 0 }
+        return try write { tx in try tx.perform(key: nil) { try tx.indexPendingKeys(missing) } }
     }
 
     /// The stamps of the pending changes of `keys` (a key with no pending change is left out): a
     /// lookup per key.
     package func pendingStamps(forKeys keys: some Sequence<String>) throws -> [String: Stamp] {
-        try read { tx in
+        try store.checkSyncTrees()
+        return try read { tx in
             try tx.perform(key: nil) {
                 var stamps: [String: Stamp] = [:]
                 for key in keys {

@@ -324,6 +324,32 @@ extension SharedDefaults.Transaction {
         }
     }
 
+    /// The keys marked pending, found by a scan of the marks (the index may lack some:
+    /// `PendingIndex.unindexed`).
+    func markedPendingKeys() throws -> [[UInt8]] {
+        try PendingIndex.markedKeys(txn)
+    }
+
+    /// The keys marked pending that the index lacks (a scan).
+    func unindexedPendingKeys() throws -> [[UInt8]] {
+        try PendingIndex.unindexed(txn)
+    }
+
+    /// Adds to the index those of `keys` whose record is still marked pending; returns how many.
+    func indexPendingKeys(_ keys: [[UInt8]]) throws -> Int {
+        var indexed = 0
+        for key in keys {
+            try key.withUnsafeBytes { k in
+                let raw = try txn.get(.values, k) ?? txn.get(.tombstones, k)
+                if let raw, StoredRecord.isPending(raw) {
+                    try PendingIndex.set(true, key: k, in: txn)
+                    indexed += 1
+                }
+            }
+        }
+        return indexed
+    }
+
     /// Empties the pending index (sync was turned off: no key is pending), entries left by damage
     /// included.
     func emptyPendingIndex() throws {

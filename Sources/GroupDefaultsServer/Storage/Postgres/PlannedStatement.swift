@@ -4,8 +4,9 @@ import PostgresNIO
 /// How a statement is planned. Prepared statements (a Bind and an Execute per run, no parsing)
 /// take PostgreSQL's default plan caching (`plan_cache_mode = auto`): after five runs planned with
 /// their parameters, a generic plan is kept for the connection when it costs no more, and made
-/// again when the tables' statistics change (autovacuum's `ANALYZE` invalidates it), so a plan
-/// made while a table was small does not outlive its growth. A push's statements over a large
+/// again whenever the planner statistics of a table it uses were updated (PostgreSQL's `PREPARE`
+/// documentation; autovacuum's `ANALYZE` updates them as a table grows), so a plan made while a
+/// table was small does not outlive its growth. A push's statements over a large
 /// group run as one-shot queries instead (the unnamed statement, planned with its parameters at
 /// each run): a generic plan assumes an array parameter holds ten elements, and for groups of
 /// hundreds of ops it read entries and history a key at a time.
