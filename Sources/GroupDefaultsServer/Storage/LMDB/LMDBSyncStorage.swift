@@ -2,8 +2,8 @@ import Crypto
 import Dispatch
 import Foundation
 import GroupDefaultsLMDB
-import Logging
 package import GroupDefaultsWire
+import Logging
 import Synchronization
 
 /// The embedded backend: one LMDB environment, `sync.lmdb`, in the data directory.
