@@ -7,7 +7,8 @@ internal import GroupDefaultsLMDB
 /// whole suite, at every push).
 ///
 /// The rule, owned here: **a key is in `pending` exactly when the record it holds is marked
-/// pending.** The mark stays in the record too (applying a pulled entry reads the record anyway,
+/// pending** (an entry left without a mark, by damage or by a process of an older version clearing
+/// one, is skipped by every read). The mark stays in the record too (applying a pulled entry reads the record anyway,
 /// and pays no second lookup). Every writer of a mark calls `set`; a key that holds no pending
 /// record is never in the index, so a writer that stores an unmarked record over a marked one
 /// calls `set(false)`, and one that stores an unmarked record where none was marked does nothing

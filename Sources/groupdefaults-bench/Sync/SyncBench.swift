@@ -49,6 +49,7 @@ struct SyncBench {
                 default: throw BenchError("unknown argument '\(argument)'\n\(Self.usage)")
                 }
             }
+            if encrypt && scale { throw BenchError("--encrypt and --scale each run alone: choose one\n\(Self.usage)") }
         }
     }
 
