@@ -158,11 +158,7 @@ struct PendingIndexTests {
     func olderLayout() throws {
         try withTemporaryDirectory { dir in
             do {
-                let defaults = try openSuite(dir)
-                try defaults.enableSync(server: serverURL)
-                defaults.set("x", forKey: "a")
-                defaults.set("y", forKey: "b")
-                defaults.set("z", forKey: "c")
+                let defaults = try Self.syncedSuite(dir, holding: ["a", "b", "c"])
                 defaults.removeObject(forKey: "c")
                 try defaults.clearPending(try defaults.pendingChanges().filter { $0.key == "a" }.map { ($0.key, $0.stamp) })
                 // What a file of layout 1 is: the marks in the records, no index.
@@ -187,16 +183,9 @@ struct PendingIndexTests {
     @Test("an index entry whose key holds no pending change (damage) is skipped, never pushed, and goes when sync is turned off")
     func indexNamesOnlyMarkedRecords() throws {
         try withTemporaryDirectory { dir in
-            let defaults = try openSuite(dir)
-            try defaults.enableSync(server: serverURL)
-            defaults.set("x", forKey: "a")
-            defaults.set("y", forKey: "settled")
+            let defaults = try Self.syncedSuite(dir, holding: ["a", "settled"])
             try defaults.clearPending(try defaults.pendingChanges().filter { $0.key == "settled" }.map { ($0.key, $0.stamp) })
-            try defaults.store.environment.write(sync: true) { txn in
-                for ghost in ["ghost", "settled"] {
-                    try withKeyBytes(ghost) { try txn.insert(.pending, $0, UnsafeRawBufferPointer(start: nil, count: 0)) }
-                }
-            }
+            try Self.editIndex(defaults, adding: ["ghost", "settled"])
             #expect(try defaults.pendingChanges().map(\.key) == ["a"])
             #expect(try defaults.pendingCount() == 1)
             try defaults.disableSync()
@@ -209,26 +198,36 @@ struct PendingIndexTests {
     )
     func markedByAnOlderVersion() throws {
         try withTemporaryDirectory { dir in
-            let defaults = try openSuite(dir)
-            try defaults.enableSync(server: serverURL)
-            defaults.set("x", forKey: "a")
-            defaults.set("y", forKey: "b")
+            let defaults = try Self.syncedSuite(dir, holding: ["a", "b"])
             // What an older process that opened the file before the upgrade leaves: the mark, no entry.
-            try defaults.store.environment.write(sync: true) { txn in
-                _ = try withKeyBytes("b") { try txn.delete(.pending, $0) }
-            }
+            try Self.editIndex(defaults, removing: ["b"])
             #expect(try defaults.pendingChanges().map(\.key) == ["a"], "the index is what a push reads")
             #expect(try defaults.indexUnindexedPending() == 1)
             #expect(try defaults.pendingChanges().map(\.key) == ["a", "b"])
             #expect(try defaults.indexUnindexedPending() == 0, "nothing left to index")
 
-            try defaults.store.environment.write(sync: true) { txn in
-                _ = try withKeyBytes("b") { try txn.delete(.pending, $0) }
-            }
+            try Self.editIndex(defaults, removing: ["b"])
             try defaults.disableSync()
             try defaults.enableSync(server: serverURL)
             #expect(try defaults.indexUnindexedPending() == 0, "turning sync off cleared the mark the index lacked")
             #expect(try defaults.pendingCount() == 0)
+        }
+    }
+
+    /// A suite synced with the test server that holds `keys`, each changed locally (pending).
+    private static func syncedSuite(_ dir: URL, holding keys: [String]) throws -> SharedDefaults {
+        let defaults = try openSuite(dir)
+        try defaults.enableSync(server: serverURL)
+        for key in keys { defaults.set("value of \(key)", forKey: key) }
+        return defaults
+    }
+
+    /// Adds entries to, or removes them from, the pending index alone, as damage or a process of
+    /// an older version leaves it.
+    private static func editIndex(_ defaults: SharedDefaults, adding added: [String] = [], removing removed: [String] = []) throws {
+        try defaults.store.environment.write(sync: true) { txn in
+            for key in added { try withKeyBytes(key) { try txn.insert(.pending, $0, UnsafeRawBufferPointer(start: nil, count: 0)) } }
+            for key in removed { _ = try withKeyBytes(key) { try txn.delete(.pending, $0) } }
         }
     }
 

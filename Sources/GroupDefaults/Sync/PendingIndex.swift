@@ -59,13 +59,17 @@ enum PendingIndex {
         }
         try txn.forEach(.pending, from: after) { key, _ in
             if let after, key.elementsEqual(after) { return true }
-            if let raw = try txn.get(.values, key), StoredRecord.isPending(raw) {
-                return try body(key, raw, true)
-            } else if let raw = try txn.get(.tombstones, key), StoredRecord.isPending(raw) {
-                return try body(key, raw, false)
-            }
-            return true
+            guard let marked = try markedRecord(key, txn) else { return true }
+            return try body(key, marked.record, marked.isValue)
         }
+    }
+
+    /// The record `key` holds if it is marked pending (`isValue`: in `values`, else a tombstone);
+    /// nil if it holds none, or one without the mark.
+    static func markedRecord(_ key: UnsafeRawBufferPointer, _ txn: LMDBTransaction) throws -> (record: UnsafeRawBufferPointer, isValue: Bool)? {
+        if let raw = try txn.get(.values, key), StoredRecord.isPending(raw) { return (raw, true) }
+        if let raw = try txn.get(.tombstones, key), StoredRecord.isPending(raw) { return (raw, false) }
+        return nil
     }
 
     /// The keys whose record is marked pending but that the index lacks: what a process of a

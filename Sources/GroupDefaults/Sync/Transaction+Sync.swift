@@ -270,16 +270,6 @@ extension SharedDefaults.Transaction {
 
     // MARK: Pending marks
 
-    /// The keys whose value or tombstone carries the pending flag (`PendingIndex`).
-    func pendingKeys() throws -> [[UInt8]] {
-        var keys: [[UInt8]] = []
-        try PendingIndex.forEach(txn) { key, _, _ in
-            keys.append(Array(key))
-            return true
-        }
-        return keys
-    }
-
     /// How many keys carry the pending flag: a lookup per pending change.
     func pendingCount() throws -> Int {
         var count = 0
@@ -297,13 +287,7 @@ extension SharedDefaults.Transaction {
         guard limit > 0 else { return changes }
         func visit(_ after: UnsafeRawBufferPointer?) throws {
             try PendingIndex.forEach(txn, after: after) { key, raw, isValue in
-                let name = String(decoding: key, as: UTF8.self)
-                if isValue {
-                    let record = try StoredRecord.decode(raw)
-                    changes.append(PendingChange(key: name, stamp: record.stamp, value: record.value))
-                } else {
-                    changes.append(PendingChange(key: name, stamp: try StoredRecord.decodeTombstone(raw), value: nil))
-                }
+                changes.append(try Self.pendingChange(key: String(decoding: key, as: UTF8.self), record: raw, isValue: isValue))
                 return changes.count < limit
             }
         }
@@ -314,14 +298,15 @@ extension SharedDefaults.Transaction {
     /// `key`'s pending change, if its record is marked pending.
     func pendingChange(forKey key: String) throws -> PendingChange? {
         try withKeyBytes(key) { k in
-            if let raw = try txn.get(.values, k) {
-                guard StoredRecord.isPending(raw) else { return nil }
-                let record = try StoredRecord.decode(raw)
-                return PendingChange(key: key, stamp: record.stamp, value: record.value)
-            }
-            guard let raw = try txn.get(.tombstones, k), StoredRecord.isPending(raw) else { return nil }
-            return PendingChange(key: key, stamp: try StoredRecord.decodeTombstone(raw), value: nil)
+            try PendingIndex.markedRecord(k, txn).map { try Self.pendingChange(key: key, record: $0.record, isValue: $0.isValue) }
         }
+    }
+
+    /// The pending change a marked record holds: a value (`isValue`) or a removal.
+    private static func pendingChange(key: String, record raw: UnsafeRawBufferPointer, isValue: Bool) throws -> PendingChange {
+        guard isValue else { return PendingChange(key: key, stamp: try StoredRecord.decodeTombstone(raw), value: nil) }
+        let record = try StoredRecord.decode(raw)
+        return PendingChange(key: key, stamp: record.stamp, value: record.value)
     }
 
     /// The keys marked pending, found by a scan of the marks (the index may lack some:
@@ -340,11 +325,9 @@ extension SharedDefaults.Transaction {
         var indexed = 0
         for key in keys {
             try key.withUnsafeBytes { k in
-                let raw = try txn.get(.values, k) ?? txn.get(.tombstones, k)
-                if let raw, StoredRecord.isPending(raw) {
-                    try PendingIndex.set(true, key: k, in: txn)
-                    indexed += 1
-                }
+                guard try PendingIndex.markedRecord(k, txn) != nil else { return }
+                try PendingIndex.set(true, key: k, in: txn)
+                indexed += 1
             }
         }
         return indexed

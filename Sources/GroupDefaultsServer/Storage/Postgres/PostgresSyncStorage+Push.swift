@@ -121,7 +121,7 @@ private struct GroupWrite: Sendable {
 
     /// Whether the group's statements run as one-shot queries, planned with their parameters,
     /// rather than prepared (`PlannedStatement`): a group of more than a few pushes or ops, whose
-    /// arrays a cached plan (made for a guess of their size) serves badly.
+    /// arrays a cached plan (made for a guess of their size) served badly in the benchmark.
     var plansEachStatement: Bool {
         group.count > PlannedStatement.largestPreparedGroup
             || group.reduce(0) { $0 + $1.push.request.ops.count } > PlannedStatement.largestPreparedGroup
