@@ -23,11 +23,30 @@ public enum SyncStreamEvent: Sendable, Hashable {
     public func serverSentEvent() throws -> ServerSentEvent {
         switch self {
         case .entry(let entry, let revision):
-            let json = String(decoding: try JSONEncoder().encode(entry), as: UTF8.self)
-            return ServerSentEvent(id: revision.map(String.init), data: json)
+            var json = WireJSON()
+            json.sortedEntry(
+                key: entry.key,
+                typedJSON: try entry.value?.typedJSON(),
+                sealed: entry.sealed,
+                deleted: entry.isDeleted,
+                stamp: entry.stamp,
+                rev: entry.rev
+            )
+            return ServerSentEvent(id: revision.map(String.init), data: String(decoding: json.bytes, as: UTF8.self))
         case .refusal(let code, let detail):
             return ServerSentEvent(event: code.rawValue, data: detail)
         }
+    }
+
+    /// Writes the event of an entry at `revision` as `serverSentEvent()` encodes it, byte for byte,
+    /// the entry's JSON written by `entry` (one line: JSON escapes line breaks): the server's event
+    /// stream, with the entries' values copied as stored.
+    package static func writeEntry(revision: UInt64, into json: inout WireJSON, _ entry: (inout WireJSON) -> Void) {
+        json.raw("id: ")
+        json.integer(revision)
+        json.raw("\ndata: ")
+        entry(&json)
+        json.raw("\n\n")
     }
 
     /// Reads a server-sent event: nil for one to ignore (an empty or unknown kind of event).

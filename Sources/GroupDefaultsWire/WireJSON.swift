@@ -108,6 +108,51 @@ package struct WireJSON {
         raw("}")
     }
 
+    /// An entry as `JSONEncoder` with `.sortedKeys` writes a `SyncEntry` (or, with `received`, a
+    /// `KeyVersion`), byte for byte: the form of the pages, the history and the event stream. The
+    /// value is `typedJSON` as stored, copied rather than decoded and written again.
+    package mutating func sortedEntry(
+        key: String,
+        typedJSON: [UInt8]?,
+        sealed: SealedPayload?,
+        deleted: Bool,
+        stamp: Stamp,
+        rev: UInt64?,
+        received: String? = nil
+    ) {
+        raw(deleted ? "{\"deleted\":true,\"hlc\":\"" : "{\"hlc\":\"")
+        integer(stamp.hlc.rawValue)
+        raw("\",\"key\":")
+        string(key)
+        raw(",\"origin\":\"")
+        integer(stamp.origin)
+        raw("\"")
+        if let received {
+            raw(",\"received\":")
+            string(received)
+        }
+        if let rev {
+            raw(",\"rev\":")
+            integer(rev)
+        }
+        if let sealed {
+            raw(",\"sealed\":{\"box\":")
+            string(Data(sealed.box).base64EncodedString())
+            raw(",\"epoch\":")
+            integer(UInt64(sealed.epoch))
+            raw("}")
+        } else if let typedJSON {
+            raw(",\"value\":")
+            bytes += typedJSON
+        }
+        raw("}")
+    }
+
+    /// Bytes already written as JSON (a value's stored typed JSON, an entry), copied as they are.
+    package mutating func json(_ written: some Sequence<UInt8>) {
+        bytes += written
+    }
+
     /// What an entry or op holds, after its key: a sealed payload (and whether it deletes), a value,
     /// or a deletion.
     private mutating func content(value: PropertyListValue?, sealed: SealedPayload?, deleted: Bool) throws {
@@ -145,13 +190,15 @@ package struct WireJSON {
         }
     }
 
-    /// A string, quoted and escaped (quotation mark, reverse solidus and control characters).
+    /// A string, quoted and escaped as `JSONEncoder` escapes it (quotation mark, reverse solidus,
+    /// solidus and control characters).
     package mutating func string(_ text: String) {
         bytes.append(UInt8(ascii: "\""))
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""): raw("\\\"")
             case UInt8(ascii: "\\"): raw("\\\\")
+            case UInt8(ascii: "/"): raw("\\/")
             case 0x0A: raw("\\n")
             case 0x0D: raw("\\r")
             case 0x09: raw("\\t")
@@ -182,7 +229,8 @@ package struct WireJSON {
         }
     }
 
-    private mutating func raw(_ text: StaticString) {
+    /// Writes JSON punctuation, names and literals (`{"entries":[`) as they are.
+    package mutating func raw(_ text: StaticString) {
         text.withUTF8Buffer { bytes += $0 }
     }
 

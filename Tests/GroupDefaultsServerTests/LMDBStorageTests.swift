@@ -59,7 +59,7 @@ struct TombstonePurgeTests {
         var expired = false
         for _ in 0..<500 where !expired {
             do {
-                _ = try await storage.changes(account: "a", suite: "s", since: 0, limit: 10)
+                _ = try await storage.changes(account: "a", suite: "s", since: 0, limit: 10).page()
                 try await Task.sleep(for: .milliseconds(10))
             } catch let error as SyncStorageError where error.code == .cursorExpired {
                 expired = true
@@ -68,7 +68,7 @@ struct TombstonePurgeTests {
         purge.cancel()
         _ = await purge.result
         #expect(expired)
-        let snapshot = try await storage.snapshot(account: "a", suite: "s", after: nil, limit: 10)
+        let snapshot = try await storage.snapshot(account: "a", suite: "s", after: nil, limit: 10).page()
         #expect(snapshot.entries.map(\.key) == ["kept"])
         try await storage.shutdown()
     }

@@ -113,7 +113,7 @@ struct PostgresGroupCommitTests {
             #expect(Set(revisions).count == revisions.count, "distinct revisions")
             #expect(revisions.sorted() == Array(2...expectedHead))
 
-            let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 1000)
+            let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 1000).page()
             #expect(changes.lastRev == expectedHead)
             #expect(changes.entries.count == count + 2)
             let byKey = Dictionary(uniqueKeysWithValues: changes.entries.map { ($0.key, $0) })
@@ -173,7 +173,7 @@ struct PostgresGroupCommitTests {
             } catch let error as SyncStorageError {
                 #expect(error.code == .quotaExceeded)
             }
-            let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 100)
+            let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 100).page()
             #expect(changes.entries.map(\.key) == ["a", "b"] && changes.entries.map(\.rev) == [1, 2])
             #expect(try await storage.suites(account: "alice").suites.first?.keys == 2)
         }
@@ -203,7 +203,7 @@ struct PostgresGroupCommitTests {
             #expect(try outcomes[0].get().results.map(\.winner?.rev) == [2])
             #expect(outcomes[1].failure?.code == .staleKeyEpoch, "\(outcomes[1])")
             #expect(try outcomes[2].get().results.map(\.winner?.rev) == [3])
-            let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 100)
+            let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 100).page()
             #expect(changes.entries.map(\.key) == ["k0", "k1", "k3"])
         }
     }
@@ -237,7 +237,7 @@ struct PostgresGroupCommitTests {
         let revisions = responses.values.compactMap { $0.results[0].winner?.rev }
         #expect(revisions.sorted() == Array(1...UInt64(2 * perInstance)))
         #expect(responses.allSatisfy { $0.value.results.map(\.key) == [$0.key] && $0.value.results[0].status == .applied })
-        let changes = try await first.changes(account: "alice", suite: "s", since: 0, limit: 1000)
+        let changes = try await first.changes(account: "alice", suite: "s", since: 0, limit: 1000).page()
         #expect(changes.entries.count == 2 * perInstance && changes.lastRev == UInt64(2 * perInstance))
         for entry in changes.entries { #expect(responses[entry.key]?.results[0].winner?.rev == entry.rev) }
         try await first.shutdown()

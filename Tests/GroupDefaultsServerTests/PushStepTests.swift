@@ -130,12 +130,12 @@ struct PushStepTests {
                     }
                     #expect(actual == expected, "\(script)")
                 }
-                let snapshot = try await storage.snapshot(account: account, suite: "s", after: nil, limit: 100)
+                let snapshot = try await storage.snapshot(account: account, suite: "s", after: nil, limit: 100).page()
                 #expect(snapshot.entries == (try model.entries()), "\(script)")
                 #expect(snapshot.headRev == model.counters.head)
                 let listed = try await storage.suites(account: account).suites.first
                 #expect((listed?.keys ?? 0) == model.counters.keys, "\(script)")
-                let changes = try await storage.changes(account: account, suite: "s", since: 0, limit: 100)
+                let changes = try await storage.changes(account: account, suite: "s", since: 0, limit: 100).page()
                 #expect(changes.entries.map(\.rev) == (try model.entries()).compactMap(\.rev).sorted())
             }
         }

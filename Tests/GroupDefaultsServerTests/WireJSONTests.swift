@@ -1,4 +1,5 @@
 import Foundation
+import GroupDefaultsServer
 import GroupDefaultsWire
 import PropertyBased
 import Testing
@@ -35,6 +36,37 @@ struct WireJSONTests {
             let parsed = try JSONSerialization.jsonObject(with: Data(ours)) as? NSDictionary
             let expected = try JSONSerialization.jsonObject(with: try JSONEncoder().encode(request)) as? NSDictionary
             #expect(parsed != nil && parsed == expected, "\(String(decoding: ours, as: UTF8.self))")
+        }
+    }
+
+    @Test("pages, history and events written from stored entries: the very bytes JSONEncoder writes with sorted keys")
+    func storedPagesSameBytesAsFoundation() async {
+        await propertyCheck(count: 300, input: Self.responses) { response in
+            let entries = try response.results.compactMap(\.winner).enumerated().map { index, entry in
+                let stamp = Stamp(hlc: entry.hlc, origin: entry.origin)
+                let rev = entry.rev ?? UInt64(index + 1)
+                return try entry.sealed.map { StoredEntry(key: entry.key, sealed: $0, deleted: entry.isDeleted, stamp: stamp, rev: rev) }
+                    ?? StoredEntry(key: entry.key, valueJSON: try entry.value?.typedJSON(), stamp: stamp, rev: rev)
+            }
+            let sorted = JSONEncoder()
+            sorted.outputFormatting = .sortedKeys
+            let changes = StoredChanges(entries: entries, lastRev: response.headRev, hasMore: entries.count % 2 == 0)
+            #expect(changes.json() == Array(try sorted.encode(try changes.page())), "\(String(decoding: changes.json(), as: UTF8.self))")
+            let next = entries.last.map { $0.key + "/" }
+            let snapshot = StoredSnapshot(entries: entries, headRev: response.headRev, next: next)
+            #expect(snapshot.json() == Array(try sorted.encode(try snapshot.page())), "\(String(decoding: snapshot.json(), as: UTF8.self))")
+            let versions = entries.map { StoredVersion(entry: $0, receivedMilliseconds: $0.rev % 4_000_000_000_000) }
+            let history = KeyHistory(key: "k/\"", versions: try versions.map { try $0.keyVersion() })
+            #expect(keyHistoryJSON(key: "k/\"", versions: versions) == Array(try sorted.encode(history)))
+            for entry in entries {
+                var event = WireJSON()
+                SyncStreamEvent.writeEntry(revision: entry.rev, into: &event) { entry.write(into: &$0) }
+                let expected = try SyncStreamEvent.entry(try entry.syncEntry(), revision: entry.rev).serverSentEvent().encoded
+                #expect(String(decoding: event.bytes, as: UTF8.self) == expected)
+                var parser = ServerSentEventParser()
+                let parsed = try parser.feed(event.bytes).compactMap(SyncStreamEvent.init)
+                #expect(parsed == [.entry(try entry.syncEntry(), revision: entry.rev)])
+            }
         }
     }
 

@@ -91,7 +91,7 @@ package struct AccountExport: Sendable, Encodable {
             var after: String?
             var head: UInt64 = 0
             repeat {
-                let page = try await storage.snapshot(account: account, suite: summary.name, after: after, limit: 1000)
+                let page = try await storage.snapshot(account: account, suite: summary.name, after: after, limit: 1000).page()
                 entries += page.entries
                 head = page.headRev
                 after = page.next

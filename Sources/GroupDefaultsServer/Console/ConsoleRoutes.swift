@@ -299,7 +299,7 @@ struct ConsoleRoutes: Sendable {
         var head: UInt64 = 0
         var after: String?
         repeat {
-            let page = try await storage.snapshot(account: account, suite: suite, after: after, limit: configuration.maxPageSize)
+            let page = try await storage.snapshot(account: account, suite: suite, after: after, limit: configuration.maxPageSize).page()
             head = max(head, page.headRev)
             for entry in page.entries {
                 total += 1
@@ -541,7 +541,7 @@ struct ConsoleRoutes: Sendable {
             guard try await sessions.session(cookie: signed.cookie) != nil else {
                 return StreamTurn(text: ServerSentEvent(event: "end", data: "signed out").encoded, ends: true)
             }
-            let page = try await storage.changes(account: account, suite: suite, since: since, limit: pageSize)
+            let page = try await storage.changes(account: account, suite: suite, since: since, limit: pageSize).page()
             guard !page.entries.isEmpty else { return StreamTurn(text: "", ends: false, head: page.lastRev) }
             let devices = try await storage.devices(account: account)
             let encoder = JSONEncoder()

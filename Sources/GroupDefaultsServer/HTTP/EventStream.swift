@@ -56,16 +56,17 @@ struct EventStream: Sendable {
                     ends: true
                 )
             }
-            let page: ChangesPage
+            let page: StoredChanges
             do {
                 page = try await storage.changes(account: token.account, suite: suite, since: since, limit: pageSize)
             } catch let error as SyncStorageError where error.code == .cursorExpired || error.code == .suiteReset {
                 return StreamTurn(text: try SyncStreamEvent.refusal(error.code, detail: error.detail).serverSentEvent().encoded, ends: true)
             }
-            var text = ""
+            var events = WireJSON(capacity: page.entries.count * 190)
             for entry in page.entries {
-                text += try SyncStreamEvent.entry(entry, revision: entry.rev).serverSentEvent().encoded
+                SyncStreamEvent.writeEntry(revision: entry.rev, into: &events) { entry.write(into: &$0) }
             }
+            let text = String(decoding: events.bytes, as: UTF8.self)
             return StreamTurn(text: text, ends: false, head: page.lastRev, hasMore: page.hasMore)
         }
         let activity = self.activity

@@ -45,6 +45,12 @@ package struct StoredEntry: Sendable, Hashable {
 
     package var isLive: Bool { !isDeleted }
 
+    /// Writes the entry as the wire carries it (pages, history, events), its typed JSON copied as
+    /// stored: the server wrote it from a value it had checked, so it is not decoded again.
+    package func write(into json: inout WireJSON, received: String? = nil) {
+        json.sortedEntry(key: key, typedJSON: valueJSON, sealed: sealed, deleted: isDeleted, stamp: stamp, rev: rev, received: received)
+    }
+
     /// The entry as the wire carries it (its value decoded).
     ///
     /// - Throws: `SyncStorageError.unavailable` if the stored JSON does not decode (damaged storage).

@@ -47,7 +47,7 @@ package enum ClockRepair {
         var outcome = Outcome()
         var after: String?
         repeat {
-            let page = try await storage.snapshot(account: account, suite: suite, after: after, limit: 1000)
+            let page = try await storage.snapshot(account: account, suite: suite, after: after, limit: 1000).page()
             outcome.found += page.entries.filter { $0.hlc.isAhead(of: now, by: maximumSkew) }
             outcome.sealed = outcome.sealed || page.entries.contains { $0.sealed != nil }
             after = page.next

@@ -25,10 +25,10 @@ package protocol SyncStore: Sendable {
     func push(account: String, suite: String, push: PreparedPush, quota: SuiteQuota, serverTime: String) async throws -> PushResponse
 
     /// The latest entry of each key changed after `since`, in revision order, at most `limit`.
-    func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage
+    func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> StoredChanges
 
     /// Every live entry and unexpired tombstone after `after`, in key order, at most `limit`.
-    func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> SnapshotPage
+    func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> StoredSnapshot
 
     /// The account's written suites, by name, with head revision and live key count.
     func suites(account: String) async throws -> SuiteList

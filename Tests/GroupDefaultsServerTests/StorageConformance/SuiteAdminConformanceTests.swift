@@ -55,29 +55,29 @@ extension StorageConformanceTests {
                 await expectStorageError(.staleKeyEpoch) { try await push(storage, suite: "e", [sealed("k2", epoch: 1, hlc: 13)]) }
                 try await storage.anchorKeyBags(account: "alice", suite: "e", anchor: chain.anchor())  // a device on epoch 1: nothing changes
                 try await push(storage, suite: "e", [sealed("k2", epoch: 2, hlc: 13)])
-                let kept = try await storage.snapshot(account: "alice", suite: "e", after: nil, limit: 10).headRev
+                let kept = try await storage.snapshot(account: "alice", suite: "e", after: nil, limit: 10).page().headRev
 
                 // Reset with its keys: the first device back decides the epoch.
                 #expect(try await storage.resetSuite(account: "alice", suite: "e", keys: true) == 1)
-                let snapshot = try await storage.snapshot(account: "alice", suite: "e", after: nil, limit: 10)
+                let snapshot = try await storage.snapshot(account: "alice", suite: "e", after: nil, limit: 10).page()
                 #expect(snapshot.entries.isEmpty)
                 #expect(snapshot.headRev == kept + 1 && kept > before, "the reset takes a revision; revisions never repeat")
                 #expect(try await storage.history(account: "alice", suite: "e", key: "k1").isEmpty)
                 #expect(try await storage.keyBags(account: "alice", suite: "e").isEmpty)
                 // A client with no cursor reads the suite since the reset.
-                #expect(try await storage.changes(account: "alice", suite: "e", since: 0, limit: 10).lastRev == snapshot.headRev)
+                #expect(try await storage.changes(account: "alice", suite: "e", since: 0, limit: 10).page().lastRev == snapshot.headRev)
                 for since in [1, before - 1, before, kept] {
                     do {
-                        _ = try await storage.changes(account: "alice", suite: "e", since: since, limit: 10)
+                        _ = try await storage.changes(account: "alice", suite: "e", since: since, limit: 10).page()
                         Issue.record("a cursor from before the reset was answered")
                     } catch let error as SyncStorageError {
                         #expect(error.code == .suiteReset, "\(error)")
                     }
                 }
-                #expect(try await storage.changes(account: "alice", suite: "e", since: snapshot.headRev, limit: 10).entries.isEmpty)
+                #expect(try await storage.changes(account: "alice", suite: "e", since: snapshot.headRev, limit: 10).page().entries.isEmpty)
                 #expect(try await storage.suites(account: "alice").suites.first { $0.name == "e" }?.keys == 0)
                 #expect(
-                    try await storage.snapshot(account: "alice", suite: "other", after: nil, limit: 10).entries.count == 1,
+                    try await storage.snapshot(account: "alice", suite: "other", after: nil, limit: 10).page().entries.count == 1,
                     "other suites are untouched"
                 )
 
@@ -88,9 +88,9 @@ extension StorageConformanceTests {
                 try await storage.anchorKeyBags(account: "alice", suite: "e", anchor: again.anchor(through: 2))
                 let replayed = try await push(storage, suite: "e", batch: "b1", [sealed("k1", epoch: 2, hlc: 13)])
                 #expect(replayed.results.map(\.status) == [.applied])
-                let changes = try await storage.changes(account: "alice", suite: "e", since: snapshot.headRev, limit: 10)
+                let changes = try await storage.changes(account: "alice", suite: "e", since: snapshot.headRev, limit: 10).page()
                 #expect(changes.entries.map(\.key) == ["k1"])
-                #expect(try await storage.changes(account: "alice", suite: "e", since: 0, limit: 10).entries.map(\.key) == ["k1"])
+                #expect(try await storage.changes(account: "alice", suite: "e", since: 0, limit: 10).page().entries.map(\.key) == ["k1"])
                 await expectStorageError(.staleKeyEpoch) { try await push(storage, suite: "e", [sealed("k2", epoch: 1, hlc: 14)]) }
 
                 // A plain suite stays plain after a reset; reset with --keys, its mode is decided again.

@@ -23,7 +23,7 @@ extension StorageConformanceTests {
                 #expect(response.results.map(\.winner?.rev) == (1...values.count).map { UInt64($0) })
                 #expect(response.results.allSatisfy { $0.winner?.origin == 7 })
 
-                let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 100)
+                let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 100).page()
                 #expect(changes.entries.map(\.key) == values.map(\.0))
                 #expect(changes.entries.map(\.value) == values.map(\.1))
                 #expect(changes.entries.map(\.rev) == (1...values.count).map { UInt64($0) })
@@ -31,7 +31,7 @@ extension StorageConformanceTests {
                 #expect(changes.lastRev == UInt64(values.count))
                 #expect(!changes.hasMore)
 
-                let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 100)
+                let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 100).page()
                 #expect(snapshot.entries.map(\.key) == values.map(\.0).sorted())
                 #expect(
                     Dictionary(uniqueKeysWithValues: snapshot.entries.map { ($0.key, $0.value) })
@@ -72,7 +72,7 @@ extension StorageConformanceTests {
                 #expect(below.results.first?.status == .applied)
                 let above = try await push(storage, device: 1, [op("big", .integer(3), hlc: .max)])
                 #expect(above.results.first?.status == .applied)
-                let entries = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10).entries
+                let entries = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10).page().entries
                 #expect(entries.first { $0.key == "big" }?.hlc == HLC(rawValue: .max))
                 #expect(entries.first { $0.key == "k" }?.value == .string("six"))
                 #expect(entries.first { $0.key == "k" }?.origin == 6)
@@ -92,11 +92,11 @@ extension StorageConformanceTests {
                 #expect(late.results.first?.status == .superseded)
                 #expect(late.results.first?.winner?.isDeleted == true)
 
-                let changes = try await storage.changes(account: "alice", suite: "s", since: 1, limit: 10)
+                let changes = try await storage.changes(account: "alice", suite: "s", since: 1, limit: 10).page()
                 #expect(changes.entries.map(\.key) == ["other", "k"])
                 #expect(changes.entries.last?.isDeleted == true)
                 #expect(changes.entries.last?.rev == 3)
-                let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10)
+                let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10).page()
                 #expect(snapshot.entries.map(\.key) == ["k", "other"])
                 #expect(snapshot.entries.first?.isDeleted == true)
                 #expect(try await storage.suites(account: "alice").suites.first?.keys == 1)
@@ -129,19 +129,19 @@ extension StorageConformanceTests {
                 #expect(second.results.map(\.status) == [.applied, .superseded])
                 #expect(second.headRev == 4)
 
-                let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 10)
+                let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 10).page()
                 #expect(changes.entries.map(\.key) == ["b", "a", "c"])
                 #expect(changes.entries.map(\.rev) == [2, 3, 4])
                 #expect(changes.lastRev == 4)
 
-                let page = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 2)
+                let page = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 2).page()
                 #expect(page.entries.map(\.key) == ["b", "a"])
                 #expect(page.hasMore)
                 #expect(page.lastRev == 3)
-                let rest = try await storage.changes(account: "alice", suite: "s", since: page.lastRev, limit: 2)
+                let rest = try await storage.changes(account: "alice", suite: "s", since: page.lastRev, limit: 2).page()
                 #expect(rest.entries.map(\.key) == ["c"])
                 #expect(!rest.hasMore)
-                let none = try await storage.changes(account: "alice", suite: "s", since: 4, limit: 2)
+                let none = try await storage.changes(account: "alice", suite: "s", since: 4, limit: 2).page()
                 #expect(none.entries.isEmpty)
                 #expect(none.lastRev == 4)
             }
@@ -166,7 +166,7 @@ extension StorageConformanceTests {
                 }
                 let total = clients * opsEach
                 #expect(try await storage.headRevision(account: "alice", suite: "s") == UInt64(total))
-                let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 1000)
+                let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 1000).page()
                 #expect(changes.entries.map(\.rev) == (1...total).map { UInt64($0) })
                 // Each push's ops are contiguous: one push commits at a time.
                 for client in 0..<clients {
@@ -222,7 +222,7 @@ extension StorageConformanceTests {
                     #expect(error.limit == 2)
                 }
                 #expect(try await storage.headRevision(account: "alice", suite: "s") == 1)
-                #expect(try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10).entries.map(\.key) == ["a"])
+                #expect(try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10).page().entries.map(\.key) == ["a"])
 
                 // Deleting one makes room: tombstones do not count.
                 try await push(storage, quota: twoKeys, [op("a", nil, hlc: 20), op("b", .integer(1), hlc: 21), op("c", .integer(1), hlc: 22)])
@@ -239,7 +239,7 @@ extension StorageConformanceTests {
                     #expect(error.code == .quotaExceeded)
                     #expect(error.limit == bytes)
                 }
-                let kept = try await storage.snapshot(account: "alice", suite: "bytes", after: nil, limit: 10)
+                let kept = try await storage.snapshot(account: "alice", suite: "bytes", after: nil, limit: 10).page()
                 #expect(kept.entries.map(\.value) == [.string("0123456789")])
                 #expect(kept.headRev == 1)
                 // Replacing with a value of the same size fits.
@@ -274,7 +274,7 @@ extension StorageConformanceTests {
                 try await push(storage, quota: tight, [op("a", .string("1234"), hlc: 18)])  // smaller: accepted
                 try await push(storage, quota: tight, [op("c", .string("abcd"), hlc: 19)])  // smaller again
                 await expectStorageError(.quotaExceeded) { try await push(storage, quota: tight, [op("c", .string("abcdef"), hlc: 20)]) }
-                let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10)
+                let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10).page()
                 #expect(snapshot.entries.map(\.value) == [.string("1234"), nil, .string("abcd")])
                 #expect(snapshot.headRev == 7)
             }
@@ -291,15 +291,15 @@ extension StorageConformanceTests {
                 let removed = try await storage.purgeTombstones(olderThan: HLC(milliseconds: 5000, counter: 0))
                 #expect(removed == 2)
                 await expectStorageError(.cursorExpired) {
-                    _ = try await storage.changes(account: "alice", suite: "s", since: 1, limit: 10)
+                    _ = try await storage.changes(account: "alice", suite: "s", since: 1, limit: 10).page()
                 }
-                let fromPurged = try await storage.changes(account: "alice", suite: "s", since: 2, limit: 10)
+                let fromPurged = try await storage.changes(account: "alice", suite: "s", since: 2, limit: 10).page()
                 #expect(fromPurged.entries.map(\.key) == ["kept"])
-                let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10)
+                let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10).page()
                 #expect(snapshot.entries.map(\.key) == ["kept"])
                 #expect(snapshot.headRev == 3)
                 await expectStorageError(.cursorExpired) {
-                    _ = try await storage.changes(account: "bob", suite: "s", since: 0, limit: 10)
+                    _ = try await storage.changes(account: "bob", suite: "s", since: 0, limit: 10).page()
                 }
                 #expect(try await storage.purgeTombstones(olderThan: HLC(milliseconds: 5000, counter: 0)) == 0)
             }
@@ -315,7 +315,7 @@ extension StorageConformanceTests {
                 var after: String? = nil
                 var pages = 0
                 repeat {
-                    let page = try await storage.snapshot(account: "alice", suite: "s", after: after, limit: 3)
+                    let page = try await storage.snapshot(account: "alice", suite: "s", after: after, limit: 3).page()
                     #expect(page.entries.count <= 3)
                     #expect(page.headRev == UInt64(keys.count + 1))
                     collected += page.entries.map(\.key)
@@ -324,7 +324,7 @@ extension StorageConformanceTests {
                 } while after != nil && pages < 20
                 #expect(collected == keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) })
                 #expect(pages == 5)
-                let last = try await storage.snapshot(account: "alice", suite: "s", after: "é", limit: 3)
+                let last = try await storage.snapshot(account: "alice", suite: "s", after: "é", limit: 3).page()
                 #expect(last.entries.map(\.key) == ["日本"])
                 #expect(last.next == nil)
             }
@@ -334,9 +334,9 @@ extension StorageConformanceTests {
         func emptySuite(backend: StorageBackend) async throws {
             try await backend.withStorage { storage in
                 #expect(try await storage.headRevision(account: "alice", suite: "never") == 0)
-                let changes = try await storage.changes(account: "alice", suite: "never", since: 0, limit: 10)
+                let changes = try await storage.changes(account: "alice", suite: "never", since: 0, limit: 10).page()
                 #expect(changes == ChangesPage(entries: [], lastRev: 0, hasMore: false))
-                let snapshot = try await storage.snapshot(account: "alice", suite: "never", after: nil, limit: 10)
+                let snapshot = try await storage.snapshot(account: "alice", suite: "never", after: nil, limit: 10).page()
                 #expect(snapshot == SnapshotPage(entries: [], headRev: 0, next: nil))
                 #expect(try await storage.suites(account: "alice").suites.isEmpty)
                 // A refused push (here: over the quota) does not make the suite appear.
@@ -350,13 +350,13 @@ extension StorageConformanceTests {
             try await backend.withStorage { storage in
                 try await push(storage, account: "alice", batch: "same", [op("secret", .string("alice's"), hlc: 10)])
                 #expect(try await storage.headRevision(account: "bob", suite: "s") == 0)
-                #expect(try await storage.changes(account: "bob", suite: "s", since: 0, limit: 10).entries.isEmpty)
-                #expect(try await storage.snapshot(account: "bob", suite: "s", after: nil, limit: 10).entries.isEmpty)
+                #expect(try await storage.changes(account: "bob", suite: "s", since: 0, limit: 10).page().entries.isEmpty)
+                #expect(try await storage.snapshot(account: "bob", suite: "s", after: nil, limit: 10).page().entries.isEmpty)
                 #expect(try await storage.suites(account: "bob").suites.isEmpty)
                 let bobs = try await push(storage, account: "bob", batch: "same", [op("secret", .string("bob's"), hlc: 5)])
                 #expect(bobs.results.first?.status == .applied)
                 #expect(bobs.headRev == 1)
-                let alices = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10)
+                let alices = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10).page()
                 #expect(alices.entries.map(\.value) == [.string("alice's")])
             }
         }
@@ -429,7 +429,7 @@ extension StorageConformanceTests {
             }
             let heads = outcomes.compactMap { $0 }.sorted()
             #expect(heads == [2, 4, 6, 8, 10])
-            let snapshot = try await storage.snapshot(account: "a", suite: "s", after: nil, limit: 100)
+            let snapshot = try await storage.snapshot(account: "a", suite: "s", after: nil, limit: 100).page()
             #expect(snapshot.entries.count == 10 && snapshot.headRev == 10)
             // Each successful push kept both its ops.
             for entry in snapshot.entries where !entry.key.hasSuffix("-2") {
@@ -457,16 +457,16 @@ extension StorageConformanceTests {
             var seen: [String] = []
             var after: String?
             repeat {
-                let page = try await storage.snapshot(account: "a", suite: "s", after: after, limit: 3)
+                let page = try await storage.snapshot(account: "a", suite: "s", after: after, limit: 3).page()
                 seen += page.entries.map(\.key)
                 after = page.next
             } while after != nil
             #expect(seen == expected)
-            let changes = try await storage.changes(account: "a", suite: "s", since: 0, limit: 100)
+            let changes = try await storage.changes(account: "a", suite: "s", since: 0, limit: 100).page()
             #expect(changes.entries.map(\.key) == keys + [prefix + "c"])
             // Purging the tombstone in a shared bucket keeps its neighbours.
             #expect(try await storage.purgeTombstones(olderThan: API.hlc(offsetMilliseconds: -3_600_000)) == 1)
-            let after2 = try await storage.snapshot(account: "a", suite: "s", after: nil, limit: 100)
+            let after2 = try await storage.snapshot(account: "a", suite: "s", after: nil, limit: 100).page()
             #expect(after2.entries.map(\.key) == expected.filter { $0 != prefix + "c" })
             try await storage.shutdown()
         }
@@ -524,12 +524,12 @@ extension StorageConformanceTests {
                 quota: quota,
                 serverTime: ""
             )
-            let page = try await storage.changes(account: "a", suite: "s", since: 0, limit: 10)
+            let page = try await storage.changes(account: "a", suite: "s", since: 0, limit: 10).page()
             #expect(page.entries.map(\.key) == ["y", "x"] && page.entries.map(\.rev) == [2, 3])
             #expect(page.entries[1].value == .string("2") && page.lastRev == 3 && !page.hasMore)
             #expect(try await storage.headRevision(account: "a", suite: "s") == 3)
             #expect(try await storage.headRevision(account: "b", suite: "s") == 0)
-            #expect(try await storage.changes(account: "b", suite: "s", since: 0, limit: 10).entries.isEmpty)
+            #expect(try await storage.changes(account: "b", suite: "s", since: 0, limit: 10).page().entries.isEmpty)
             #expect(try await storage.suites(account: "a").suites == [.init(name: "s", headRev: 3, keys: 2)])
             #expect(try await storage.suites(account: "b").suites.isEmpty)
             try await storage.shutdown()
@@ -619,7 +619,7 @@ extension StorageConformanceTests {
                     )
                 }
                 try await push(storage, suite: "e", [sealed("k1", epoch: 1, hlc: 10), sealed("k2", epoch: 1, deleted: true, hlc: 11)])
-                let snapshot = try await storage.snapshot(account: "alice", suite: "e", after: nil, limit: 10)
+                let snapshot = try await storage.snapshot(account: "alice", suite: "e", after: nil, limit: 10).page()
                 #expect(snapshot.entries.map(\.key) == ["k1", "k2"])
                 #expect(snapshot.entries.map(\.isDeleted) == [false, true])
                 #expect(snapshot.entries.map { $0.sealed?.box.count } == [40, 40])

@@ -197,10 +197,10 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
 
     // MARK: Reads
 
-    package func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage {
+    package func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> StoredChanges {
         let environment = self.environment
         return try await onReadQueue {
-            var page = ChangesPage(entries: [], lastRev: 0, hasMore: false)
+            var page = StoredChanges(entries: [], lastRev: 0, hasMore: false)
             try environment.readTransaction { txn in
                 guard let record = try Self.suiteRecord(txn, LMDBKeys.suiteName(account: account, suite: suite)) else { return }
                 var since = since
@@ -229,7 +229,7 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
                             guard let raw = try txn.get(DB.entries, entryKey),
                                 let entry = try EntryBucket(raw).entries.first(where: { $0.rev == rev })
                             else { return true }
-                            page.entries.append(try entry.syncEntry())
+                            page.entries.append(entry)
                         } catch {
                             failure = error
                             return false
@@ -244,10 +244,10 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
         }
     }
 
-    package func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> SnapshotPage {
+    package func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> StoredSnapshot {
         let environment = self.environment
         return try await onReadQueue {
-            var page = SnapshotPage(entries: [], headRev: 0, next: nil)
+            var page = StoredSnapshot(entries: [], headRev: 0, next: nil)
             try environment.readTransaction { txn in
                 guard let record = try Self.suiteRecord(txn, LMDBKeys.suiteName(account: account, suite: suite)) else { return }
                 page.headRev = record.head
@@ -263,7 +263,7 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
                                 more = true
                                 return false
                             }
-                            page.entries.append(try entry.syncEntry())
+                            page.entries.append(entry)
                         }
                         return true
                     }

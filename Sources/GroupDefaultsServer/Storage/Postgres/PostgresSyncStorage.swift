@@ -149,22 +149,22 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
     }
 
     /// One prepared statement (one snapshot, one round trip): `ChangesStatement`.
-    package func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> ChangesPage {
+    package func changes(account: String, suite: String, since: UInt64, limit: Int) async throws -> StoredChanges {
         let limit = max(1, limit)  // a page of nothing would report the head as the next cursor
         // A page, or (since 0 on a reset suite) the reset's revision to read after instead.
-        let answer: Result<ChangesPage, ReadFromReset> = try await bounded("reading changes") { storage in
+        let answer: Result<StoredChanges, ReadFromReset> = try await bounded("reading changes") { storage in
             let rows = try await storage.client.execute(
                 ChangesStatement(account: account, suite: suite, since: Int64(clamping: since), limit: Int64(limit) + 1),
                 logger: storage.logger
             )
             var head: UInt64 = 0
             var oldestValid: UInt64 = 0
-            var entries: [SyncEntry] = []
+            var entries: [StoredEntry] = []
             for try await row in rows {
                 head = UInt64(row.0 ?? 0)
                 oldestValid = UInt64(row.1 ?? 0)
                 if let entry = try EntryRow.optional(key: row.2, (row.3, row.4, row.5, row.6, row.7, row.8, row.9)) {
-                    entries.append(try entry.syncEntry())
+                    entries.append(entry)
                 }
             }
             if since < oldestValid {
@@ -186,7 +186,7 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
             }
             let hasMore = entries.count > limit
             if hasMore { entries.removeLast(entries.count - limit) }
-            return .success(ChangesPage(entries: entries, lastRev: entries.last?.rev ?? head, hasMore: hasMore))
+            return .success(StoredChanges(entries: entries, lastRev: entries.last?.rev ?? head, hasMore: hasMore))
         }
         switch answer {
         case .success(let page): return page
@@ -198,7 +198,7 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
     private struct ReadFromReset: Error { var revision: UInt64 }
 
     /// One statement, as `changes`.
-    package func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> SnapshotPage {
+    package func snapshot(account: String, suite: String, after: String?, limit: Int) async throws -> StoredSnapshot {
         let limit = max(1, limit)
         return try await bounded("reading a snapshot") { storage in
             let rows = try await storage.client.query(
@@ -216,16 +216,16 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
                 logger: storage.logger
             )
             var head: UInt64 = 0
-            var entries: [SyncEntry] = []
+            var entries: [StoredEntry] = []
             for try await row in rows.decode(SuiteAndEntryRow.self) {
                 head = UInt64(row.0 ?? 0)
                 if let entry = try EntryRow.optional(key: row.2, (row.3, row.4, row.5, row.6, row.7, row.8, row.9)) {
-                    entries.append(try entry.syncEntry())
+                    entries.append(entry)
                 }
             }
             let hasMore = entries.count > limit
             if hasMore { entries.removeLast(entries.count - limit) }
-            return SnapshotPage(entries: entries, headRev: head, next: hasMore ? entries.last?.key : nil)
+            return StoredSnapshot(entries: entries, headRev: head, next: hasMore ? entries.last?.key : nil)
         }
     }
 

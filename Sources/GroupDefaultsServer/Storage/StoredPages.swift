@@ -1,0 +1,103 @@
+package import GroupDefaultsWire
+
+/// A page of `changes` as storage reads it: the entries as stored, written to the wire by copying
+/// their typed JSON (`json()`), or decoded into the wire's `ChangesPage` for whoever reads them
+/// (`page()`).
+package struct StoredChanges: Sendable, Hashable {
+    /// The latest entry of each key changed after `since`, in revision order.
+    package var entries: [StoredEntry]
+    /// The `since` to pass next: the last entry's revision, or the suite's head when none.
+    package var lastRev: UInt64
+    /// Whether the page was cut at its limit.
+    package var hasMore: Bool
+
+    package init(entries: [StoredEntry], lastRev: UInt64, hasMore: Bool) {
+        self.entries = entries
+        self.lastRev = lastRev
+        self.hasMore = hasMore
+    }
+
+    /// The answer's body: the bytes `JSONEncoder` with sorted keys writes for `page()`.
+    package func json() -> [UInt8] {
+        var json = WireJSON(capacity: 64 + entries.count * 160)
+        json.raw("{\"entries\":[")
+        for (index, entry) in entries.enumerated() {
+            if index > 0 { json.raw(",") }
+            entry.write(into: &json)
+        }
+        json.raw("],\"has_more\":")
+        json.raw(hasMore ? "true" : "false")
+        json.raw(",\"last_rev\":")
+        json.integer(lastRev)
+        json.raw("}")
+        return json.bytes
+    }
+
+    /// The page with its values decoded.
+    ///
+    /// - Throws: `SyncStorageError.unavailable` if a stored value does not decode.
+    package func page() throws(SyncStorageError) -> ChangesPage {
+        ChangesPage(entries: try entries.map { entry throws(SyncStorageError) in try entry.syncEntry() }, lastRev: lastRev, hasMore: hasMore)
+    }
+}
+
+/// A page of `snapshot` as storage reads it (see `StoredChanges`).
+package struct StoredSnapshot: Sendable, Hashable {
+    /// Entries in key order, unexpired tombstones included.
+    package var entries: [StoredEntry]
+    /// The suite's head revision when the page was read.
+    package var headRev: UInt64
+    /// The key to continue after, or nil on the last page.
+    package var next: String?
+
+    package init(entries: [StoredEntry], headRev: UInt64, next: String?) {
+        self.entries = entries
+        self.headRev = headRev
+        self.next = next
+    }
+
+    /// The answer's body: the bytes `JSONEncoder` with sorted keys writes for `page()`.
+    package func json() -> [UInt8] {
+        var json = WireJSON(capacity: 64 + entries.count * 160)
+        json.raw("{\"entries\":[")
+        for (index, entry) in entries.enumerated() {
+            if index > 0 { json.raw(",") }
+            entry.write(into: &json)
+        }
+        json.raw("],\"head_rev\":")
+        json.integer(headRev)
+        json.raw(",\"next\":")
+        if let next { json.string(next) } else { json.raw("null") }
+        json.raw("}")
+        return json.bytes
+    }
+
+    /// The page with its values decoded.
+    ///
+    /// - Throws: `SyncStorageError.unavailable` if a stored value does not decode.
+    package func page() throws(SyncStorageError) -> SnapshotPage {
+        SnapshotPage(entries: try entries.map { entry throws(SyncStorageError) in try entry.syncEntry() }, headRev: headRev, next: next)
+    }
+}
+
+extension StoredVersion {
+    /// Writes the version as `KeyHistory` carries it (the entry and when it was received).
+    package func write(into json: inout WireJSON) {
+        entry.write(into: &json, received: TypedJSONDate.format(milliseconds: receivedMilliseconds))
+    }
+}
+
+/// `GET …/keys/{key}/history`'s body: the bytes `JSONEncoder` with sorted keys writes for a
+/// `KeyHistory` of `versions` (newest first), their values copied as stored.
+package func keyHistoryJSON(key: String, versions: [StoredVersion]) -> [UInt8] {
+    var json = WireJSON(capacity: 64 + versions.count * 190)
+    json.raw("{\"key\":")
+    json.string(key)
+    json.raw(",\"versions\":[")
+    for (index, version) in versions.enumerated() {
+        if index > 0 { json.raw(",") }
+        version.write(into: &json)
+    }
+    json.raw("]}")
+    return json.bytes
+}
