@@ -6,8 +6,9 @@ import PostgresNIO
 /// their parameters, a generic plan is kept for the connection when it costs no more, and made
 /// again whenever the planner statistics of a table it uses were updated (PostgreSQL's `PREPARE`
 /// documentation; autovacuum's `ANALYZE` updates them as a table grows), so a plan made while a
-/// table was small should not outlive its growth (not tested here with a grown table). A push's statements over a large
-/// group run as one-shot queries instead (the unnamed statement, planned with its parameters at
+/// table was small does not outlive its growth (`PostgresPlanTests` grows the tables under a
+/// connection's cached push read and reads its plan). A push's statements over a large group, and
+/// `changes` (whose best plan depends on the suite it reads), run as one-shot queries instead (the unnamed statement, planned with its parameters at
 /// each run): a generic plan is made for a guess of an array parameter's size rather than its
 /// real one, and with every plan cached, batches of 100 ran at about half their speed (below; the
 /// cached plans themselves were not examined).
@@ -18,6 +19,18 @@ import PostgresNIO
 enum PlannedStatement {
     /// The most pushes, or ops, of a group whose statements run prepared.
     static let largestPreparedGroup = 8
+}
+
+extension PostgresClient {
+    /// The rows of `statement` as a one-shot query, planned with its parameters at each run: for a
+    /// statement whose best plan depends on which suite it reads (`ChangesStatement`).
+    func rowsPlanningEach<Statement: PostgresPreparedStatement>(
+        of statement: Statement,
+        logger: Logger
+    ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Statement.Row> {
+        let rows = try await query(PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings()), logger: logger)
+        return rows.map { try statement.decodeRow($0) }
+    }
 }
 
 extension PostgresConnection {

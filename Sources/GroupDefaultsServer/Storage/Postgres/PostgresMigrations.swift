@@ -186,6 +186,20 @@ package enum PostgresMigrations {
                 "CREATE INDEX audit_by_time ON audit (time)",
             ]
         ),
+        // `entries_by_rev` made partial (`rev > 0`: every entry, as revisions start at 1) so that
+        // only a statement that says `rev > …` can use it. A push's read looks entries up by key
+        // (the primary key), and for a suite its statistics did not know yet the planner costed
+        // `entries_by_rev` (account, suite) with a filter on the key the same, and took it: each
+        // key's lookup read the whole suite (`PostgresPlanTests`). `changes`, planned with its
+        // cursor, still reads a page in revision order through it.
+        Migration(
+            version: 9,
+            name: "entries by revision, partial",
+            statements: [
+                "DROP INDEX entries_by_rev",
+                "CREATE INDEX entries_by_rev ON entries (account, suite, rev) WHERE rev > 0",
+            ]
+        ),
     ]
 
     /// The versions of every migration, in order (what a migrated database's `schema_migrations` lists).

@@ -153,8 +153,8 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
         let limit = max(1, limit)  // a page of nothing would report the head as the next cursor
         // A page, or (since 0 on a reset suite) the reset's revision to read after instead.
         let answer: Result<StoredChanges, ReadFromReset> = try await bounded("reading changes") { storage in
-            let rows = try await storage.client.execute(
-                ChangesStatement(account: account, suite: suite, since: Int64(clamping: since), limit: Int64(limit) + 1),
+            let rows = try await storage.client.rowsPlanningEach(
+                of: ChangesStatement(account: account, suite: suite, since: Int64(clamping: since), limit: Int64(limit) + 1),
                 logger: storage.logger
             )
             var head: UInt64 = 0

@@ -4,8 +4,8 @@ import PostgresNIO
 
 // The statements of a group of pushes, prepared once per connection (postgres-nio's prepared
 // statements: each execution is a Bind and an Execute, no parsing), their plans cached for a
-// group of a few pushes and made at each run for a larger one (`PlannedStatement`). The held entries are read with one
-// `key = ANY` condition (see `SuiteReadStatement`); the batches and the history are reached through
+// group of a few pushes and made at each run for a larger one (`PlannedStatement`). The held
+// entries, the batches and the history are reached through
 // their primary keys, one lookup per key, from a lateral subquery that cannot be flattened into a
 // join (`LIMIT 1`, a window function), and the history rows to trim are found that way before they are
 // deleted (`doomed`): written as plain joins, the planner may scan the whole suite's history (or
@@ -16,19 +16,23 @@ import PostgresNIO
 /// the held entries of the group's keys (kind 1: the key, then `EntryRow.columns`), and the recorded
 /// batches of the group's (device, batch id) pairs (kind 2: batch id, response, digest, device).
 ///
-/// The held entries are one `key = ANY (keys)` condition, not a lookup per key: on a suite the
-/// statistics do not know yet (one row, they guess), the planner took `entries_by_rev` (account,
-/// suite, rev) as cheap for the per-key lookup and filtered the suite's entries by key once per key
-/// of the group (`auto_explain`: 1–2 s for a group of 2,000 ops in a suite of 10,000 keys). As one
-/// condition, the worst plan reads the suite's entries once.
+/// The held entries are a lookup per key by the primary key. On a suite the statistics do not know
+/// yet (one row, they guess), the planner used to cost `entries_by_rev` (account, suite, rev) with
+/// a filter on the key the same and take it, reading the suite's entries once per key
+/// (`auto_explain`: 1–2 s for a group of 2,000 ops in a suite of 10,000 keys); one `key = ANY`
+/// condition read them once per push, which a cached plan then did on every push
+/// (`PostgresPlanTests`). That index is partial now (migration 9), usable only with a condition
+/// on `rev`, so the primary key is the only index for these lookups.
 struct SuiteReadStatement: PostgresPreparedStatement {
-    static let name = "groupdefaults_push_read_v2"
+    static let name = "groupdefaults_push_read_v3"
     static let sql = """
         SELECT 0, NULL::text, NULL::text, NULL::bytea, epoch, false, mode_rev::text, NULL::text, head_rev, key_count, byte_count
         FROM suites WHERE account = $1 AND suite = $2
         UNION ALL
         SELECT 1, e.key, e.value::text, e.sealed, e.epoch, e.deleted, e.hlc::text, e.origin::text, e.rev, NULL::bigint, NULL::bigint
-        FROM entries e WHERE e.account = $1 AND e.suite = $2 AND e.key = ANY ($3::text[])
+        FROM unnest($3::text[]) AS k(key) CROSS JOIN LATERAL (
+            SELECT * FROM entries WHERE account = $1 AND suite = $2 AND key = k.key LIMIT 1
+        ) e
         UNION ALL
         SELECT 2, b.batch_id, b.response::text, NULL::bytea, NULL::bigint, false, b.ops_digest, b.device::text, NULL::bigint,
             NULL::bigint, NULL::bigint
