@@ -220,6 +220,15 @@ extension PropertyListValue {
     ///
     /// - Throws: `EncodingError` for a date outside years 0 to 9999.
     public func typedJSON() throws -> [UInt8] {
+        switch self {
+        case .string, .integer, .bool:
+            // The common values, written straight into bytes (the same bytes: `WireJSONTests`).
+            var json = WireJSON(capacity: 16)
+            try json.value(self)
+            return json.bytes
+        default:
+            break
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return Array(try encoder.encode(self))

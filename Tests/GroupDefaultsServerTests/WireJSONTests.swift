@@ -70,6 +70,33 @@ struct WireJSONTests {
         }
     }
 
+    @Test("typed JSON of strings, integers and booleans: the very bytes JSONEncoder writes with sorted keys")
+    func typedJSONSameBytesAsFoundation() throws {
+        var rng = SystemRandomNumberGenerator()
+        let sorted = JSONEncoder()
+        sorted.outputFormatting = .sortedKeys
+        let special: [Unicode.Scalar] = ["\"", "\\", "/", "\u{7F}", "\u{2028}", "\u{2029}", "\u{FEFF}", "é", "😀"]
+        for _ in 0..<2_000 {
+            let scalars = (0..<Int.random(in: 0...12, using: &rng)).map { _ -> Unicode.Scalar in
+                switch Int.random(in: 0..<3, using: &rng) {
+                case 0: Unicode.Scalar(UInt8.random(in: 0...0x7F, using: &rng))
+                case 1: special.randomElement(using: &rng)!
+                default: Unicode.Scalar(UInt32.random(in: 0x80...0xD7FF, using: &rng))!
+                }
+            }
+            let values: [PropertyListValue] = [
+                .string(String(String.UnicodeScalarView(scalars))),
+                .integer(Int.random(in: .min ... .max, using: &rng)),
+                .integer(Int.random(in: -1000...1000, using: &rng)),
+                .bool(Bool.random(using: &rng)),
+            ]
+            for value in values {
+                #expect(try value.typedJSON() == Array(try sorted.encode(value)), "\(value)")
+            }
+        }
+        #expect(try PropertyListValue.integer(.min).typedJSON() == Array(try sorted.encode(PropertyListValue.integer(.min))))
+    }
+
     @Test("strings: quotes, backslashes, every control character and non-ASCII text are escaped as JSON needs")
     func escaping() throws {
         let text = "a\"b\\c/é😀" + String((0..<0x20).map { Character(Unicode.Scalar(UInt8($0))) })
