@@ -19,13 +19,8 @@ package struct StoredChanges: Sendable, Hashable {
 
     /// The answer's body: the bytes `JSONEncoder` with sorted keys writes for `page()`.
     package func json() -> [UInt8] {
-        var json = WireJSON(capacity: 64 + entries.count * 160)
-        json.raw("{\"entries\":[")
-        for (index, entry) in entries.enumerated() {
-            if index > 0 { json.raw(",") }
-            entry.write(into: &json)
-        }
-        json.raw("],\"has_more\":")
+        var json = StoredEntry.pageStart(entries)
+        json.raw(",\"has_more\":")
         json.raw(hasMore ? "true" : "false")
         json.raw(",\"last_rev\":")
         json.integer(lastRev)
@@ -58,13 +53,8 @@ package struct StoredSnapshot: Sendable, Hashable {
 
     /// The answer's body: the bytes `JSONEncoder` with sorted keys writes for `page()`.
     package func json() -> [UInt8] {
-        var json = WireJSON(capacity: 64 + entries.count * 160)
-        json.raw("{\"entries\":[")
-        for (index, entry) in entries.enumerated() {
-            if index > 0 { json.raw(",") }
-            entry.write(into: &json)
-        }
-        json.raw("],\"head_rev\":")
+        var json = StoredEntry.pageStart(entries)
+        json.raw(",\"head_rev\":")
         json.integer(headRev)
         json.raw(",\"next\":")
         if let next { json.string(next) } else { json.raw("null") }
@@ -77,6 +67,20 @@ package struct StoredSnapshot: Sendable, Hashable {
     /// - Throws: `SyncStorageError.unavailable` if a stored value does not decode.
     package func page() throws(SyncStorageError) -> SnapshotPage {
         SnapshotPage(entries: try entries.map { entry throws(SyncStorageError) in try entry.syncEntry() }, headRev: headRev, next: next)
+    }
+}
+
+extension StoredEntry {
+    /// A page's JSON up to its entries: `{"entries":[…]`, each entry as `write` writes it.
+    static func pageStart(_ entries: [StoredEntry]) -> WireJSON {
+        var json = WireJSON(capacity: 64 + entries.count * 160)
+        json.raw("{\"entries\":[")
+        for (index, entry) in entries.enumerated() {
+            if index > 0 { json.raw(",") }
+            entry.write(into: &json)
+        }
+        json.raw("]")
+        return json
     }
 }
 
