@@ -5,7 +5,7 @@ import Foundation
 ///
 /// ```text
 /// id: 42
-/// data: {"key":"sound","value":{"string":"ring.caf"},"hlc":"…","origin":"…","rev":42}
+/// data: {"hlc":"…","key":"sound","origin":"…","rev":42,"value":{"string":"ring.caf"}}
 ///
 /// event: cursor_expired
 /// data: revision 3 is older than the suite's oldest valid revision
@@ -41,11 +41,15 @@ public enum SyncStreamEvent: Sendable, Hashable {
     /// Writes the event of an entry at `revision` as `serverSentEvent()` encodes it, byte for byte,
     /// the entry's JSON written by `entry` (one line: JSON escapes line breaks): the server's event
     /// stream, with the entries' values copied as stored.
-    package static func writeEntry(revision: UInt64, into json: inout WireJSON, _ entry: (inout WireJSON) -> Void) {
+    package static func writeEntry<Failure: Error>(
+        revision: UInt64,
+        into json: inout WireJSON,
+        _ entry: (inout WireJSON) throws(Failure) -> Void
+    ) throws(Failure) {
         json.raw("id: ")
         json.integer(revision)
         json.raw("\ndata: ")
-        entry(&json)
+        try entry(&json)
         json.raw("\n\n")
     }
 

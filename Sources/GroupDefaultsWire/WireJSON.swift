@@ -148,11 +148,6 @@ package struct WireJSON {
         raw("}")
     }
 
-    /// Bytes already written as JSON (a value's stored typed JSON, an entry), copied as they are.
-    package mutating func json(_ written: some Sequence<UInt8>) {
-        bytes += written
-    }
-
     /// What an entry or op holds, after its key: a sealed payload (and whether it deletes), a value,
     /// or a deletion.
     private mutating func content(value: PropertyListValue?, sealed: SealedPayload?, deleted: Bool) throws {

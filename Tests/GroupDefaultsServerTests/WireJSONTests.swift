@@ -51,16 +51,18 @@ struct WireJSONTests {
             let sorted = JSONEncoder()
             sorted.outputFormatting = .sortedKeys
             let changes = StoredChanges(entries: entries, lastRev: response.headRev, hasMore: entries.count % 2 == 0)
-            #expect(changes.json() == Array(try sorted.encode(try changes.page())), "\(String(decoding: changes.json(), as: UTF8.self))")
+            let changesJSON = try changes.json()
+            #expect(changesJSON == Array(try sorted.encode(try changes.page())), "\(String(decoding: changesJSON, as: UTF8.self))")
             let next = entries.last.map { $0.key + "/" }
             let snapshot = StoredSnapshot(entries: entries, headRev: response.headRev, next: next)
-            #expect(snapshot.json() == Array(try sorted.encode(try snapshot.page())), "\(String(decoding: snapshot.json(), as: UTF8.self))")
+            let snapshotJSON = try snapshot.json()
+            #expect(snapshotJSON == Array(try sorted.encode(try snapshot.page())), "\(String(decoding: snapshotJSON, as: UTF8.self))")
             let versions = entries.map { StoredVersion(entry: $0, receivedMilliseconds: $0.rev % 4_000_000_000_000) }
             let history = KeyHistory(key: "k/\"", versions: try versions.map { try $0.keyVersion() })
-            #expect(keyHistoryJSON(key: "k/\"", versions: versions) == Array(try sorted.encode(history)))
+            #expect(try keyHistoryJSON(key: "k/\"", versions: versions) == Array(try sorted.encode(history)))
             for entry in entries {
                 var event = WireJSON()
-                SyncStreamEvent.writeEntry(revision: entry.rev, into: &event) { entry.write(into: &$0) }
+                try SyncStreamEvent.writeEntry(revision: entry.rev, into: &event) { try entry.write(into: &$0) }
                 let expected = try SyncStreamEvent.entry(try entry.syncEntry(), revision: entry.rev).serverSentEvent().encoded
                 #expect(String(decoding: event.bytes, as: UTF8.self) == expected)
                 var parser = ServerSentEventParser()
@@ -68,6 +70,25 @@ struct WireJSONTests {
                 #expect(parsed == [.entry(try entry.syncEntry(), revision: entry.rev)])
             }
         }
+    }
+
+    @Test("a damaged stored value (not an object, a raw line break, invalid UTF-8) is unavailable, never copied into an answer")
+    func damagedStoredValue() throws {
+        let stamp = Stamp(hlc: HLC(rawValue: 1), origin: 2)
+        for damaged in [Array("{\"string\":\"a\nb\"}".utf8), Array("garbage".utf8), [0x7B, 0xFF, 0x7D], [], Array("{\"string\":\"x\"".utf8)] {
+            let page = StoredChanges(entries: [StoredEntry(key: "k", valueJSON: damaged, stamp: stamp, rev: 1)], lastRev: 1, hasMore: false)
+            #expect(throws: SyncStorageError.self) { try page.json() }
+            var event = WireJSON()
+            #expect(throws: SyncStorageError.self) {
+                try SyncStreamEvent.writeEntry(revision: 1, into: &event) { try page.entries[0].write(into: &$0) }
+            }
+        }
+        let good = StoredChanges(
+            entries: [StoredEntry(key: "k", valueJSON: Array("{\"string\":\"é\"}".utf8), stamp: stamp, rev: 1)],
+            lastRev: 1,
+            hasMore: false
+        )
+        #expect(try good.json().isEmpty == false)
     }
 
     @Test("typed JSON of strings, integers and booleans: the very bytes JSONEncoder writes with sorted keys")

@@ -64,7 +64,7 @@ struct EventStream: Sendable {
             }
             var events = WireJSON(capacity: page.entries.count * 190)
             for entry in page.entries {
-                SyncStreamEvent.writeEntry(revision: entry.rev, into: &events) { entry.write(into: &$0) }
+                try SyncStreamEvent.writeEntry(revision: entry.rev, into: &events) { try entry.write(into: &$0) }
             }
             let text = String(decoding: events.bytes, as: UTF8.self)
             return StreamTurn(text: text, ends: false, head: page.lastRev, hasMore: page.hasMore)

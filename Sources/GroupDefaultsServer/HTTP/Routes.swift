@@ -143,7 +143,7 @@ struct SyncRoutes: Sendable {
             _ = await storage.waitForChangeUntilShutdown(account: token.account, suite: suite, after: head, timeout: wait)
             page = try await storage.changes(account: token.account, suite: suite, since: since, limit: limit)
         }
-        return JSONBody.response(json: page.json())
+        return JSONBody.response(json: try page.json())
     }
 
     func events(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
@@ -165,7 +165,7 @@ struct SyncRoutes: Sendable {
         let limit = try pageSize(query)
         await pulled(context, token: token, suite: suite)
         let page = try await storage.snapshot(account: token.account, suite: suite, after: after, limit: limit)
-        return JSONBody.response(json: page.json())
+        return JSONBody.response(json: try page.json())
     }
 
     /// `GET …/keys/{key}/history`: the versions the server keeps of one key, newest first; 404
@@ -184,7 +184,7 @@ struct SyncRoutes: Sendable {
                     : "the server keeps no version of '\(key)' in \(suite): never written, or purged"
             )
         }
-        return JSONBody.response(json: keyHistoryJSON(key: key, versions: versions))
+        return JSONBody.response(json: try keyHistoryJSON(key: key, versions: versions))
     }
 
     /// `GET /v1/devices`: the account's devices that used a suite the token covers (and the token's

@@ -46,9 +46,25 @@ package struct StoredEntry: Sendable, Hashable {
     package var isLive: Bool { !isDeleted }
 
     /// Writes the entry as the wire carries it (pages, history, events), its typed JSON copied as
-    /// stored: the server wrote it from a value it had checked, so it is not decoded again.
-    package func write(into json: inout WireJSON, received: String? = nil) {
+    /// stored: the server wrote it from a value it had checked, so it is not decoded again, only
+    /// checked to be copyable (`isCopyable`).
+    ///
+    /// - Throws: `SyncStorageError.unavailable` if the stored value is not (damaged storage).
+    package func write(into json: inout WireJSON, received: String? = nil) throws(SyncStorageError) {
+        if let valueJSON, !Self.isCopyable(valueJSON) {
+            throw SyncStorageError(.unavailable, "the stored value of a key is damaged: it is not one line of UTF-8 JSON")
+        }
         json.sortedEntry(key: key, typedJSON: valueJSON, sealed: sealed, deleted: isDeleted, stamp: stamp, rev: rev, received: received)
+    }
+
+    /// Whether stored typed JSON can be copied into an answer: an object in valid UTF-8 with no
+    /// control character (a raw line break would split an event's `data:` line). What a damaged
+    /// record would break; the rest of its shape is what the server's own writer made.
+    static func isCopyable(_ json: [UInt8]) -> Bool {
+        guard json.count >= 2, json.first == UInt8(ascii: "{"), json.last == UInt8(ascii: "}"), !json.contains(where: { $0 < 0x20 }) else {
+            return false
+        }
+        return String(validating: json, as: UTF8.self) != nil
     }
 
     /// The entry as the wire carries it (its value decoded).

@@ -17,9 +17,12 @@ package struct StoredChanges: Sendable, Hashable {
         self.hasMore = hasMore
     }
 
-    /// The answer's body: the bytes `JSONEncoder` with sorted keys writes for `page()`.
-    package func json() -> [UInt8] {
-        var json = StoredEntry.pageStart(entries)
+    /// The answer's body: the bytes `JSONEncoder` with sorted keys writes for `page()` (for a
+    /// dictionary value stored by a server older than sorted typed JSON, its keys in stored order).
+    ///
+    /// - Throws: `SyncStorageError.unavailable` if a stored value is damaged.
+    package func json() throws(SyncStorageError) -> [UInt8] {
+        var json = try StoredEntry.pageStart(entries)
         json.raw(",\"has_more\":")
         json.raw(hasMore ? "true" : "false")
         json.raw(",\"last_rev\":")
@@ -51,9 +54,12 @@ package struct StoredSnapshot: Sendable, Hashable {
         self.next = next
     }
 
-    /// The answer's body: the bytes `JSONEncoder` with sorted keys writes for `page()`.
-    package func json() -> [UInt8] {
-        var json = StoredEntry.pageStart(entries)
+    /// The answer's body: the bytes `JSONEncoder` with sorted keys writes for `page()` (for a
+    /// dictionary value stored by a server older than sorted typed JSON, its keys in stored order).
+    ///
+    /// - Throws: `SyncStorageError.unavailable` if a stored value is damaged.
+    package func json() throws(SyncStorageError) -> [UInt8] {
+        var json = try StoredEntry.pageStart(entries)
         json.raw(",\"head_rev\":")
         json.integer(headRev)
         json.raw(",\"next\":")
@@ -72,12 +78,12 @@ package struct StoredSnapshot: Sendable, Hashable {
 
 extension StoredEntry {
     /// A page's JSON up to its entries: `{"entries":[…]`, each entry as `write` writes it.
-    static func pageStart(_ entries: [StoredEntry]) -> WireJSON {
+    static func pageStart(_ entries: [StoredEntry]) throws(SyncStorageError) -> WireJSON {
         var json = WireJSON(capacity: 64 + entries.count * 160)
         json.raw("{\"entries\":[")
         for (index, entry) in entries.enumerated() {
             if index > 0 { json.raw(",") }
-            entry.write(into: &json)
+            try entry.write(into: &json)
         }
         json.raw("]")
         return json
@@ -86,21 +92,23 @@ extension StoredEntry {
 
 extension StoredVersion {
     /// Writes the version as `KeyHistory` carries it (the entry and when it was received).
-    package func write(into json: inout WireJSON) {
-        entry.write(into: &json, received: TypedJSONDate.format(milliseconds: receivedMilliseconds))
+    package func write(into json: inout WireJSON) throws(SyncStorageError) {
+        try entry.write(into: &json, received: TypedJSONDate.format(milliseconds: receivedMilliseconds))
     }
 }
 
 /// `GET …/keys/{key}/history`'s body: the bytes `JSONEncoder` with sorted keys writes for a
 /// `KeyHistory` of `versions` (newest first), their values copied as stored.
-package func keyHistoryJSON(key: String, versions: [StoredVersion]) -> [UInt8] {
+///
+/// - Throws: `SyncStorageError.unavailable` if a stored value is damaged.
+package func keyHistoryJSON(key: String, versions: [StoredVersion]) throws(SyncStorageError) -> [UInt8] {
     var json = WireJSON(capacity: 64 + versions.count * 190)
     json.raw("{\"key\":")
     json.string(key)
     json.raw(",\"versions\":[")
     for (index, version) in versions.enumerated() {
         if index > 0 { json.raw(",") }
-        version.write(into: &json)
+        try version.write(into: &json)
     }
     json.raw("]}")
     return json.bytes

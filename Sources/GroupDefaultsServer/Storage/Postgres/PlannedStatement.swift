@@ -5,10 +5,11 @@ import PostgresNIO
 /// take PostgreSQL's default plan caching (`plan_cache_mode = auto`): after five runs planned with
 /// their parameters, a generic plan is kept for the connection when it costs no more, and made
 /// again whenever the planner statistics of a table it uses were updated (PostgreSQL's `PREPARE`
-/// documentation; autovacuum's `ANALYZE` updates them as a table grows), so a plan made while a
-/// table was small does not outlive its growth (`PostgresPlanTests` grows the tables under a
-/// connection's cached push read and reads its plan). A push's statements over a large group, and
-/// `changes` (whose best plan depends on the suite it reads), run as one-shot queries instead (the unnamed statement, planned with its parameters at
+/// documentation; autovacuum's `ANALYZE` updates them as a table grows). `PostgresPlanTests` grows
+/// the tables under a connection's cached push statements and reads the plans it then uses: the
+/// statements are written so that their only usable indexes serve them well at any size (primary
+/// keys, per-key lookups, rows deleted by row id). A push's statements over a large group, and
+/// `changes` (`OneShotStatement`: its best plan depends on the suite it reads), run as one-shot queries instead (the unnamed statement, planned with its parameters at
 /// each run): a generic plan is made for a guess of an array parameter's size rather than its
 /// real one, and with every plan cached, batches of 100 ran at about half their speed (below; the
 /// cached plans themselves were not examined).
@@ -21,10 +22,21 @@ enum PlannedStatement {
     static let largestPreparedGroup = 8
 }
 
+/// A statement that is never prepared: it runs as the unnamed statement, planned with its
+/// parameters at each run, because its best plan depends on which suite it reads, and a partial
+/// index (`entries_by_live_rev`, `rev > 0`) serves only a plan made with a known bound on `rev`
+/// (`ChangesStatement`). Not a `PostgresPreparedStatement`, so that it cannot be run prepared.
+protocol OneShotStatement: Sendable {
+    associatedtype Row
+    /// The statement's text, with `$1`, `$2`, … for its bindings.
+    static var sql: String { get }
+    func makeBindings() throws -> PostgresBindings
+    func decodeRow(_ row: PostgresRow) throws -> Row
+}
+
 extension PostgresClient {
-    /// The rows of `statement` as a one-shot query, planned with its parameters at each run: for a
-    /// statement whose best plan depends on which suite it reads (`ChangesStatement`).
-    func rowsPlanningEach<Statement: PostgresPreparedStatement>(
+    /// The rows of `statement` as a one-shot query, planned with its parameters at each run.
+    func rowsPlanningEach<Statement: OneShotStatement>(
         of statement: Statement,
         logger: Logger
     ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Statement.Row> {

@@ -2,8 +2,11 @@ import Logging
 import PostgresNIO
 
 /// The schema, as numbered migrations. Each is applied in its own transaction together with its row
-/// in `schema_migrations`, under a transaction-scoped advisory lock, so that several server
-/// instances starting at once apply each migration exactly once. Append; never edit a released one.
+/// in `schema_migrations`, under an advisory lock that the migrating connection's session holds,
+/// so that several server instances starting at once apply each migration exactly once; one that
+/// builds an index on a large table runs `concurrently` instead: outside a transaction (`CREATE
+/// INDEX CONCURRENTLY` cannot run in one), its statements each safe to run again after a crash,
+/// its row written last. Append; never edit a released one.
 ///
 /// HLCs and origins are unsigned 64-bit numbers: stored as `numeric(20, 0)`, whose order is the
 /// unsigned order over the full range. Keys use the "C" collation: UTF-8 byte order.
@@ -13,6 +16,9 @@ package enum PostgresMigrations {
         var name: String
         /// One statement each (the extended query protocol runs one statement per query).
         var statements: [String]
+        /// Run outside a transaction, so that running servers go on reading and writing the table
+        /// while its index is built (each statement must be safe to run again).
+        var concurrently = false
     }
 
     static let all: [Migration] = [
@@ -186,19 +192,22 @@ package enum PostgresMigrations {
                 "CREATE INDEX audit_by_time ON audit (time)",
             ]
         ),
-        // `entries_by_rev` made partial (`rev > 0`: every entry, as revisions start at 1) so that
-        // only a statement that says `rev > …` can use it. A push's read looks entries up by key
-        // (the primary key), and for a suite its statistics did not know yet the planner costed
-        // `entries_by_rev` (account, suite) with a filter on the key the same, and took it: each
-        // key's lookup read the whole suite (`PostgresPlanTests`). `changes`, planned with its
-        // cursor, still reads a page in revision order through it.
+        // `entries_by_rev` replaced by a partial index (`rev > 0`: every entry, as revisions start
+        // at 1) that only a statement planned with a known lower bound on `rev` can use. A push's
+        // read looks entries up by key (the primary key), and for a suite its statistics did not
+        // know yet the planner costed `entries_by_rev` (account, suite) with a filter on the key
+        // the same, and took it: each key's lookup read the whole suite (`PostgresPlanTests`).
+        // `changes`, planned with its cursor at each run, reads a page in revision order through
+        // it. Built concurrently: servers of the previous version go on meanwhile.
         Migration(
             version: 9,
-            name: "entries by revision, partial",
+            name: "entries by live revision",
             statements: [
-                "DROP INDEX entries_by_rev",
-                "CREATE INDEX entries_by_rev ON entries (account, suite, rev) WHERE rev > 0",
-            ]
+                "DROP INDEX CONCURRENTLY IF EXISTS entries_by_live_rev",  // a build a crash left invalid
+                "CREATE INDEX CONCURRENTLY entries_by_live_rev ON entries (account, suite, rev) WHERE rev > 0",
+                "DROP INDEX CONCURRENTLY IF EXISTS entries_by_rev",
+            ],
+            concurrently: true
         ),
     ]
 
@@ -209,24 +218,52 @@ package enum PostgresMigrations {
     static let lockKey: Int64 = 0x6764_7379_6E63
 
     /// Applies the pending migrations; returns the versions it applied.
+    ///
+    /// On one connection, under the migration lock held by its session. The lock is taken by
+    /// polling `pg_try_advisory_lock`, not by waiting in `pg_advisory_lock`: `CREATE INDEX
+    /// CONCURRENTLY` (a `concurrently` migration of another instance) waits for every open
+    /// transaction to end, a waiting lock call included, which then waited for it in turn (a
+    /// deadlock PostgreSQL broke by failing the waiting instance's start).
     @discardableResult
     static func migrate(_ client: PostgresClient, logger: Logger) async throws -> [Int] {
+        try await client.withConnection { connection in
+            while try await !tryLock(connection, logger: logger) {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            do {
+                let applied = try await migrate(connection, logger: logger)
+                try await connection.query("SELECT pg_advisory_unlock(\(lockKey))", logger: logger)
+                return applied
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(lockKey))", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    private static func tryLock(_ connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let rows = try await connection.query("SELECT pg_try_advisory_lock(\(lockKey))", logger: logger)
+        for try await locked in rows.decode(Bool.self) { return locked }
+        return false
+    }
+
+    /// The migrations not applied yet, each with its row in `schema_migrations`: in a transaction,
+    /// or statement by statement for a `concurrently` one (its row last).
+    private static func migrate(_ connection: PostgresConnection, logger: Logger) async throws -> [Int] {
+        try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())
+            """,
+            logger: logger
+        )
+        var done: Set<Int> = []
+        for try await version in try await connection.query("SELECT version FROM schema_migrations", logger: logger).decode(Int32.self) {
+            done.insert(Int(version))
+        }
         var applied: [Int] = []
-        for migration in all {
-            let didApply = try await client.withTransaction(logger: logger) { connection in
-                try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
-                try await connection.query(
-                    """
-                    CREATE TABLE IF NOT EXISTS schema_migrations (
-                        version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())
-                    """,
-                    logger: logger
-                )
-                let rows = try await connection.query(
-                    "SELECT version FROM schema_migrations WHERE version = \(migration.version)",
-                    logger: logger
-                )
-                for try await _ in rows { return false }
+        for migration in all where !done.contains(migration.version) {
+            let apply = { (connection: PostgresConnection) in
                 for statement in migration.statements {
                     // Static schema text: no values, nothing from outside.
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
@@ -235,12 +272,14 @@ package enum PostgresMigrations {
                     "INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
                     logger: logger
                 )
-                return true
             }
-            if didApply {
-                logger.info("applied schema migration", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
-                applied.append(migration.version)
+            if migration.concurrently {
+                try await apply(connection)
+            } else {
+                try await connection.withTransaction(logger: logger) { try await apply($0) }
             }
+            logger.info("applied schema migration", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
+            applied.append(migration.version)
         }
         return applied
     }

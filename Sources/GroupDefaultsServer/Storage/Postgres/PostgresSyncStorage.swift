@@ -281,8 +281,7 @@ typealias SuiteAndEntryRow = (Int64?, Int64?, String?, String?, Data?, Int64?, B
 /// `changes` in one statement: the suite's head and oldest valid revision (nulls: no such suite)
 /// beside each entry of the page (`SuiteAndEntryRow`; one row of nulls after the suite's when there
 /// is none, and none when the cursor is older than the oldest valid revision).
-struct ChangesStatement: PostgresPreparedStatement {
-    static let name = "groupdefaults_changes_v1"
+struct ChangesStatement: OneShotStatement {
     static let sql = """
         SELECT s.head_rev, s.oldest_valid_rev, e.key, \(EntryRow.qualifiedColumns("e"))
         FROM (SELECT 1) AS one
