@@ -136,6 +136,44 @@ struct PostgresInstancesTests {
         for instance in instances { try await instance.shutdown() }
     }
 
+    @Test("a database of the previous schema (version 8) with entries: migration 9 replaces its index while its data stays readable")
+    func upgradeFromVersion8() async throws {
+        let url = try await PostgresFixture.freshDatabase()
+        let first = try await PostgresFixture.storage(url: url)
+        let push = PushRequest(
+            deviceID: 7,
+            batchID: "b",
+            ops: (1...50).map { PushOp(key: "k\($0)", value: .integer($0), hlc: HLC(rawValue: 1 << 40 + UInt64($0))) }
+        )
+        _ = try await first.push(
+            account: "a",
+            suite: "s",
+            push: try PreparedPush(push),
+            quota: SuiteQuota(maxKeys: 1_000, maxBytes: 1 << 20),
+            serverTime: "2026-11-28T10:00:00.000Z"
+        )
+        try await first.shutdown()
+        // Back to version 8: its index, and no row for 9.
+        _ = try await PostgresFixture.psql(
+            url,
+            "DROP INDEX entries_by_live_rev; CREATE INDEX entries_by_rev ON entries (account, suite, rev); DELETE FROM schema_migrations WHERE version = 9"
+        )
+        let upgraded = try await PostgresFixture.storage(url: url)
+        let indexes = try await PostgresFixture.psql(
+            url,
+            "SELECT string_agg(indexname || ':' || indexdef, ';' ORDER BY indexname) FROM pg_indexes WHERE tablename = 'entries'"
+        )
+        #expect(!indexes.contains("entries_by_rev:"), "\(indexes)")
+        #expect(indexes.contains("entries_by_live_rev:") && indexes.contains("WHERE (rev > 0)"), "\(indexes)")
+        let valid = try await PostgresFixture.psql(url, "SELECT bool_and(indisvalid) FROM pg_index WHERE indrelid = 'entries'::regclass")
+        #expect(valid == "t")
+        let versions = try await PostgresFixture.psql(url, "SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_migrations")
+        #expect(versions == PostgresMigrations.versions.map(String.init).joined(separator: ","))
+        let page = try await upgraded.changes(account: "a", suite: "s", since: 10, limit: 5).page()
+        #expect(page.entries.map(\.rev) == [11, 12, 13, 14, 15])
+        try await upgraded.shutdown()
+    }
+
     @Test("an unreachable database is refused at once with one sentence, not a hang")
     func unreachableDatabase() async throws {
         // A port nothing listens on: the fixture server's, after stopping a throwaway one.
