@@ -159,6 +159,10 @@ public final class SharedDefaults: Sendable {
         setValue(converted, forKey: key)
     }
 
+    /// Stores `value` as a string: what `set(_: Any?, forKey:)` does with a `String`, without boxing
+    /// it in an `Any` and casting it back. Does not throw: a failure is logged and kept in
+    /// `lastError`.
+    public func set(_ value: String, forKey key: String) { setValue(.string(value), forKey: key) }
     /// Stores `value` as an integer. Does not throw: a failure is logged and kept in `lastError`.
     public func set(_ value: Int, forKey key: String) { setValue(.integer(value), forKey: key) }
     /// Stores `value` as a double. Does not throw: a failure is logged and kept in `lastError`.

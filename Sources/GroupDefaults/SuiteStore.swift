@@ -43,6 +43,9 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// The `.local` typed keys this process has recorded among the suite's local-only keys.
     let declaredLocal = Mutex<Set<String>>([])
     private let hub = Mutex<ChangeHub?>(nil)
+    /// Whether `hub` was made: until then a commit has no observers of this process to wake, and
+    /// asks without taking the lock.
+    private let hubMade = Atomic<Bool>(false)
     private let logChecked = Atomic<Bool>(false)
     /// Whether this process checked the pages of the trees sync reads (`checkSyncTrees`).
     private let syncTreesChecked = Atomic<Bool>(false)
@@ -53,18 +56,29 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             if let hub { return hub }
             let made = ChangeHub(store: self)
             hub = made
+            hubMade.store(true, ordering: .releasing)
             return made
         }
     }
 
     /// The hub if any observer of this process is subscribed.
     private var activeHub: ChangeHub? {
-        hub.withLock { $0 }.flatMap { $0.isActive ? $0 : nil }
+        guard hubMade.load(ordering: .acquiring) else { return nil }
+        return hub.withLock { $0 }.flatMap { $0.isActive ? $0 : nil }
     }
 
     /// The transaction this process's writer thread is running, so that calls made inside a `write`
     /// body on that thread join it. Only that thread reads or writes it.
     nonisolated(unsafe) var activeTransaction: SharedDefaults.Transaction?
+    /// The buffer write transactions encode records into (`Transaction.scratch`), kept from one write
+    /// to the next so that writes of small values allocate nothing. Only the thread holding LMDB's
+    /// writer lock touches it: one write transaction at a time in a process. Memory of its own rather
+    /// than a stored property, so that using it costs no run-time exclusivity check; freed by
+    /// `deinit`.
+    let writeBuffer: UnsafeMutablePointer<[UInt8]>
+    /// A write buffer grown beyond this is dropped when its transaction ends (one large value must
+    /// not pin its memory for the store's life).
+    static let keptBufferCapacity = 64 << 10
 
     /// The layout version of the named databases, stored under `format` in `meta`. 2 added the
     /// pending index (`PendingIndex`); a file of layout 1 is brought to 2 by the first write of a
@@ -114,7 +128,14 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             environment.close()
             throw Self.translate(error, suite: location.suiteName, path: path, key: nil, opening: true)
         }
+        writeBuffer = .allocate(capacity: 1)
+        writeBuffer.initialize(to: [])
         if let recovery = environment.recovery { recordRestore(recovery) }
+    }
+
+    deinit {
+        writeBuffer.deinitialize(count: 1)
+        writeBuffer.deallocate()
     }
 
     /// Says once that opening put the suite back to its last durability point after a reboot: in

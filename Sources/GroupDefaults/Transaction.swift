@@ -30,10 +30,14 @@ extension SharedDefaults {
         /// A synced suite's local-only key patterns (read with `isSynced`): their keys are never
         /// marked pending, and pulled entries for them are not applied.
         private var localOnly: [GlobPattern] = []
-        /// Reused for encoding records, so that a transaction of many changes allocates once.
-        var scratch: [UInt8] = []
-        /// Reused for encoding log records (while `scratch` holds the value record a change logs).
-        private var logScratch: [UInt8] = []
+        /// The buffer to encode a record into: the store's (`SuiteStore.writeBuffer`), reused from
+        /// one write to the next. Only a write transaction uses it, on the thread that holds LMDB's
+        /// writer lock, before its closure ends (`checkUsable`, `guardWritable`); the addressors
+        /// reach the store's memory without a copy or an exclusivity check.
+        var scratch: [UInt8] {
+            unsafeAddress { UnsafePointer(store.writeBuffer) }
+            unsafeMutableAddress { store.writeBuffer }
+        }
         /// The conflict journal as this transaction appends to it (loaded at the first entry; trimmed
         /// once, by `trimJournal`).
         var journal: (nextID: UInt64, bounds: SharedDefaults.ConflictJournalBounds, now: UInt64)?
@@ -62,7 +66,10 @@ extension SharedDefaults {
         }
 
         /// Called when the closure that received this transaction returns.
-        func end() { ended = true }
+        func end() {
+            ended = true
+            if !isReadOnly && scratch.capacity > SuiteStore.keptBufferCapacity { scratch = [] }
+        }
 
         func checkUsable() throws {
             guard !ended else {
@@ -373,8 +380,7 @@ extension SharedDefaults {
                 isConflict: isConflict,
                 stamp: stamp,
                 key: key,
-                storedRecord: storedRecord,
-                scratch: &logScratch
+                storedRecord: storedRecord
             )
             try ChangeLog.trim(txn, last: clock.sequence, retention: store.logRetention)
         }
