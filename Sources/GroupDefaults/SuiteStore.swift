@@ -68,8 +68,9 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     }
 
     /// The transaction this process's writer thread is running, so that calls made inside a `write`
-    /// body on that thread join it. Only that thread reads or writes it.
-    nonisolated(unsafe) var activeTransaction: SharedDefaults.Transaction?
+    /// body on that thread join it. Only that thread reads or writes it. Not retained: `write` sets
+    /// it to a transaction it holds, and clears it before it lets the transaction go.
+    nonisolated(unsafe) unowned(unsafe) var activeTransaction: SharedDefaults.Transaction?
     /// The buffer write transactions encode records into (`Transaction.scratch`), kept from one write
     /// to the next so that writes of small values allocate nothing. Only the thread holding LMDB's
     /// writer lock touches it: one write transaction at a time in a process. Memory of its own rather
@@ -535,7 +536,7 @@ extension Environment {
     func read<T>(_ body: (LMDBTransaction) throws -> T) throws -> T {
         var result: T?
         try readTransaction { result = try body($0) }
-        return result!
+        return result.take()!  // moved out: no copy of the value (a retain) and release of the local
     }
 
     func write<T>(
@@ -546,7 +547,7 @@ extension Environment {
     ) throws -> T {
         var result: T?
         try writeTransaction(sync: sync, mayUseReserve: mayUseReserve, flushFailed: flushFailed) { result = try body($0) }
-        return result!
+        return result.take()!
     }
 }
 
@@ -621,9 +622,11 @@ extension UnsafeRawBufferPointer {
     }
 }
 
-/// Calls `body` with the UTF-8 bytes of `key`, without copying a native string.
-@inline(__always)
+/// Calls `body` with the UTF-8 bytes of `key`, without copying a native string (nor retaining it:
+/// its storage is borrowed; a bridged string is copied into a native one first).
+@inline(__always) @discardableResult
 func withKeyBytes<T>(_ key: String, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+    if let result = try key.utf8.withContiguousStorageIfAvailable({ try body(UnsafeRawBufferPointer($0)) }) { return result }
     var key = key
     return try key.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
 }
