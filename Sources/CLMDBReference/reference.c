@@ -273,12 +273,29 @@ double gdref_bench_put(gdref_env *env, const gdref_dataset *ds, size_t first, si
 static int open_suite_dbs(gdref_env *env) {
     if (env->suite_dbs_open) return 0;
     MDB_txn *txn;
+    MDB_dbi unused;
     if (failed(env, mdb_txn_begin(env->env, NULL, 0, &txn), "mdb_txn_begin")) return -1;
     if (failed(env, mdb_dbi_open(txn, "log", MDB_CREATE, &env->log_dbi), "mdb_dbi_open log")
         || failed(env, mdb_dbi_open(txn, "meta", MDB_CREATE, &env->meta_dbi), "mdb_dbi_open meta")
-        || failed(env, mdb_dbi_open(txn, "tombstones", MDB_CREATE, &env->tombstones_dbi), "mdb_dbi_open tombstones")) {
+        || failed(env, mdb_dbi_open(txn, "tombstones", MDB_CREATE, &env->tombstones_dbi), "mdb_dbi_open tombstones")
+        /* A suite's other two (the set touches neither): the main database holds the same records. */
+        || failed(env, mdb_dbi_open(txn, "journal", MDB_CREATE, &unused), "mdb_dbi_open journal")
+        || failed(env, mdb_dbi_open(txn, "pending", MDB_CREATE, &unused), "mdb_dbi_open pending")) {
         mdb_txn_abort(txn);
         return -1;
+    }
+    /* The records a suite's "meta" holds (the layout version, the origin and its file's identity),
+     * of their sizes: the set's lookup of "sync.server" then searches a page, as in the store. */
+    static const char *meta_keys[] = { "format", "origin", "origin.file" };
+    static const size_t meta_sizes[] = { 4, 8, 16 };
+    unsigned char meta_value[16] = { 0 };
+    for (int m = 0; m < 3; m++) {
+        MDB_val key = { .mv_size = strlen(meta_keys[m]), .mv_data = (void *)meta_keys[m] };
+        MDB_val value = { .mv_size = meta_sizes[m], .mv_data = meta_value };
+        if (failed(env, mdb_put(txn, env->meta_dbi, &key, &value, 0), "mdb_put meta")) {
+            mdb_txn_abort(txn);
+            return -1;
+        }
     }
     if (failed(env, mdb_txn_commit(txn), "mdb_txn_commit")) return -1;
     env->suite_dbs_open = 1;
