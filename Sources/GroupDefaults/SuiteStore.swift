@@ -80,6 +80,12 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// A write buffer grown beyond this is dropped when its transaction ends (one large value must
     /// not pin its memory for the store's life).
     static let keptBufferCapacity = 64 << 10
+    /// The write transaction kept for writes whose body never lets it out (`write(renewing: true)`:
+    /// `SharedDefaults`' setters), renewed for each, so that such a write allocates none. Every
+    /// other write makes its own, so that a transaction a caller kept past its closure is never
+    /// renewed and still refuses to be used. Only the thread holding LMDB's writer lock touches it;
+    /// memory of its own, as `writeBuffer`. It holds the store: `release` drops it.
+    let spareTransaction: UnsafeMutablePointer<SharedDefaults.Transaction?>
 
     /// The layout version of the named databases, stored under `format` in `meta`. 2 added the
     /// pending index (`PendingIndex`); a file of layout 1 is brought to 2 by the first write of a
@@ -131,12 +137,16 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         }
         writeBuffer = .allocate(capacity: 1)
         writeBuffer.initialize(to: [])
+        spareTransaction = .allocate(capacity: 1)
+        spareTransaction.initialize(to: nil)
         if let recovery = environment.recovery { recordRestore(recovery) }
     }
 
     deinit {
         writeBuffer.deinitialize(count: 1)
         writeBuffer.deallocate()
+        spareTransaction.deinitialize(count: 1)
+        spareTransaction.deallocate()
     }
 
     /// Says once that opening put the suite back to its last durability point after a reboot: in
@@ -313,6 +323,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
                 previous?.nextInRegistry = nextInRegistry
             }
             nextInRegistry = nil
+            spareTransaction.pointee = nil  // it holds the store
             durabilityPoints.finish()
             sidecar.close()
             environment.close()  // under the registry lock: a new open of the file waits for this
@@ -334,9 +345,12 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// `write` of this store joins that transaction.
     /// With `sync` the commit is flushed to disk; if only that flush fails, the write stands (every
     /// process sees it, observers are woken) and `flushFailed` is told, with a `storageFailure`.
+    /// With `renewing`, for a `body` that never lets its transaction out, the transaction is the
+    /// store's spare (`spareTransaction`), renewed.
     func write<T>(
         sync: Bool,
         durableWithin interval: Duration,
+        renewing: Bool = false,
         flushFailed: (SharedDefaultsError) -> Void = { _ in },
         _ body: (SharedDefaults.Transaction) throws -> T
     ) throws -> T {
@@ -370,12 +384,19 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
                     ownCommits.remove(earlier)
                     logged = nil
                 }
-                let transaction = SharedDefaults.Transaction(store: self, txn: txn, isReadOnly: false)
+                let transaction: SharedDefaults.Transaction
+                if renewing, let spare = spareTransaction.pointee.take() {
+                    spare.renew(txn)
+                    transaction = spare
+                } else {
+                    transaction = SharedDefaults.Transaction(store: self, txn: txn, isReadOnly: false)
+                }
                 activeTransaction = transaction
                 defer {
                     activeTransaction = nil
                     addsData = transaction.addsData
                     transaction.end()
+                    if renewing { spareTransaction.pointee = transaction }
                 }
                 let result = try body(transaction)
                 // Before the commit: no reader sees these changes before they are known as ours.

@@ -17,7 +17,7 @@ extension SharedDefaults {
     /// A transaction belongs to the thread that runs the closure; do not keep it or pass it on.
     public final class Transaction {
         let store: SuiteStore
-        let txn: LMDBTransaction
+        private(set) var txn: LMDBTransaction
         let isReadOnly: Bool
         /// The stamp of this transaction's changes and the last log sequence number, read from the
         /// log's tail at the first change.
@@ -56,13 +56,30 @@ extension SharedDefaults {
 
         /// The thread running the closure, and whether the closure has returned: LMDB reuses a
         /// finished transaction's memory, so a kept `Transaction` must refuse to be used.
-        private let thread = pthread_self()
+        private var thread = pthread_self()
         private var ended = false
 
         init(store: SuiteStore, txn: LMDBTransaction, isReadOnly: Bool) {
             self.store = store
             self.txn = txn
             self.isReadOnly = isReadOnly
+        }
+
+        /// Makes an ended write transaction new again, for `txn` (the store's spare, see
+        /// `SuiteStore.write`): every property a write sets goes back to its initial value.
+        func renew(_ txn: LMDBTransaction) {
+            precondition(ended && !isReadOnly, "only an ended write transaction is renewed")
+            self.txn = txn
+            thread = pthread_self()
+            ended = false
+            clock = nil
+            tombstonesMayExist = nil
+            isSynced = false
+            localOnly = []
+            journal = nil
+            firstSequence = 0
+            addsData = false
+            clockRecoveredRecords = 0
         }
 
         /// Called when the closure that received this transaction returns.
