@@ -115,8 +115,8 @@ package struct DiskFull: Error {
 /// An environment opened before `fork()` was used in the child, which LMDB forbids.
 package struct UsedAfterFork: Error {}
 
-/// The read transactions running on this thread, innermost first, in thread-local storage: a
-/// linked list of scopes that live on the stack of `Environment.read`.
+/// The read transactions running on this thread, innermost first, in thread-local storage (a word
+/// of the shim's): a linked list of scopes that live on the stack of `Environment.read`.
 private enum ReadScope {
     struct Node {
         let environment: UnsafeRawPointer
@@ -124,14 +124,8 @@ private enum ReadScope {
         let outer: UnsafeMutableRawPointer?
     }
 
-    static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        pthread_key_create(&key, nil)
-        return key
-    }()
-
     /// This thread's innermost scope (pass it to `find` and `with`: one thread-local read for both).
-    static var innermost: UnsafeMutableRawPointer? { pthread_getspecific(key) }
+    static var innermost: UnsafeMutableRawPointer? { gd_read_scope_get() }
 
     /// The read transaction this thread runs on `environment`, if any, among the scopes from
     /// `innermost` out.
@@ -153,8 +147,8 @@ private enum ReadScope {
     ) rethrows -> T {
         var node = Node(environment: environment, txn: txn, outer: outer)
         return try withUnsafeMutablePointer(to: &node) { pointer in
-            pthread_setspecific(key, pointer)
-            defer { pthread_setspecific(key, pointer.pointee.outer) }
+            gd_read_scope_set(pointer)
+            defer { gd_read_scope_set(pointer.pointee.outer) }
             return try body()
         }
     }
