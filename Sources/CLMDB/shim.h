@@ -16,6 +16,18 @@ static inline int gd_reserve_space(int fd, long length) {
     return fallocate(fd, 1 /* FALLOC_FL_KEEP_SIZE */, 0, length) == 0 ? 0 : errno;
 }
 
+/* This thread's innermost read scope (`ReadScope` in Environment.swift): a thread-local word,
+   read and written in place (pthread_getspecific and pthread_setspecific are calls). Only
+   GroupDefaultsLMDB uses it, so the one copy this header's `static` gives each importer is its.
+   A static of the function rather than of the file: Swift emits the functions it calls from a
+   header, and with them their statics, but not a file's static variables. */
+static inline void **gd_read_scope_slot(void) {
+    static __thread void *scope;
+    return &scope;
+}
+static inline void *gd_read_scope_get(void) { return *gd_read_scope_slot(); }
+static inline void gd_read_scope_set(void *scope) { *gd_read_scope_slot() = scope; }
+
 /* Atomic operations on a machine word (a kept LMDB read transaction), without Swift's generic
    atomics, whose metadata a cold-starting process would have to instantiate. */
 static inline unsigned long gd_atomic_exchange_word(unsigned long *word, unsigned long value) {

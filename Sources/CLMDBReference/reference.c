@@ -273,12 +273,29 @@ double gdref_bench_put(gdref_env *env, const gdref_dataset *ds, size_t first, si
 static int open_suite_dbs(gdref_env *env) {
     if (env->suite_dbs_open) return 0;
     MDB_txn *txn;
+    MDB_dbi unused;
     if (failed(env, mdb_txn_begin(env->env, NULL, 0, &txn), "mdb_txn_begin")) return -1;
     if (failed(env, mdb_dbi_open(txn, "log", MDB_CREATE, &env->log_dbi), "mdb_dbi_open log")
         || failed(env, mdb_dbi_open(txn, "meta", MDB_CREATE, &env->meta_dbi), "mdb_dbi_open meta")
-        || failed(env, mdb_dbi_open(txn, "tombstones", MDB_CREATE, &env->tombstones_dbi), "mdb_dbi_open tombstones")) {
+        || failed(env, mdb_dbi_open(txn, "tombstones", MDB_CREATE, &env->tombstones_dbi), "mdb_dbi_open tombstones")
+        /* A suite's other two (the set touches neither): the main database holds the same records. */
+        || failed(env, mdb_dbi_open(txn, "journal", MDB_CREATE, &unused), "mdb_dbi_open journal")
+        || failed(env, mdb_dbi_open(txn, "pending", MDB_CREATE, &unused), "mdb_dbi_open pending")) {
         mdb_txn_abort(txn);
         return -1;
+    }
+    /* The records a suite's "meta" holds (the layout version, the origin and its file's identity),
+     * of their sizes: the set's lookup of "sync.server" then searches a page, as in the store. */
+    static const char *meta_keys[] = { "format", "origin", "origin.file" };
+    static const size_t meta_sizes[] = { 4, 8, 16 };
+    unsigned char meta_value[16] = { 0 };
+    for (int m = 0; m < 3; m++) {
+        MDB_val key = { .mv_size = strlen(meta_keys[m]), .mv_data = (void *)meta_keys[m] };
+        MDB_val value = { .mv_size = meta_sizes[m], .mv_data = meta_value };
+        if (failed(env, mdb_put(txn, env->meta_dbi, &key, &value, 0), "mdb_put meta")) {
+            mdb_txn_abort(txn);
+            return -1;
+        }
     }
     if (failed(env, mdb_txn_commit(txn), "mdb_txn_commit")) return -1;
     env->suite_dbs_open = 1;
@@ -287,14 +304,18 @@ static int open_suite_dbs(gdref_env *env) {
 
 double gdref_bench_set_calls(gdref_env *env, const gdref_dataset *ds, size_t first, size_t ops) {
     if (open_suite_dbs(env) != 0) return -1;
-    enum { header = 22, log_header = 17, retention = 10000 };
-    unsigned char record[GDREF_COPY_MAX + header];
-    unsigned char log_record[log_header + 512];
+    /* The store's sizes: a value record is a 22-byte header, the codec's type tag and length (one
+     * byte each for a string under 128 bytes) and the value; a log record is a 17-byte header, the
+     * key's length (2 bytes), the key and a copy of the value record (the log keeps the value of a
+     * change whose value takes at most 4,096 bytes encoded). */
+    enum { header = 22, tag_and_length = 2, log_header = 17, key_length = 2, kept_limit = 4096, retention = 10000 };
+    unsigned char record[header + tag_and_length + GDREF_COPY_MAX];
+    unsigned char log_record[log_header + key_length + 512 + sizeof record];
     size_t i = first % ds->count;
     long long start = now_ns();
     for (size_t n = 0; n < ops; n++) {
         const MDB_val *key = &ds->keys[i], *value = &ds->values[i];
-        if (value->mv_size > GDREF_COPY_MAX || key->mv_size > 512) {
+        if (value->mv_size > GDREF_COPY_MAX || value->mv_size >= 128 || key->mv_size > 512) {
             snprintf(env->error, sizeof env->error, "an entry too large for the set's buffers");
             return -1;
         }
@@ -311,16 +332,30 @@ double gdref_bench_set_calls(gdref_env *env, const gdref_dataset *ds, size_t fir
         if (rc != MDB_NOTFOUND) { failed(env, rc == MDB_SUCCESS ? MDB_KEYEXIST : rc, "mdb_get meta"); goto fail; }
         if (failed(env, mdb_stat(txn, env->tombstones_dbi, &stat), "mdb_stat")) goto fail;
         memset(record, (int)n, header);
-        memcpy(record + header, value->mv_data, value->mv_size);
-        MDB_val record_val = { .mv_size = header + value->mv_size, .mv_data = record };
+        record[header] = 1;
+        record[header + 1] = (unsigned char)value->mv_size;
+        memcpy(record + header + tag_and_length, value->mv_data, value->mv_size);
+        size_t record_size = header + tag_and_length + value->mv_size;
+        MDB_val record_val = { .mv_size = record_size, .mv_data = record };
         if (failed(env, mdb_put(txn, env->dbi, (MDB_val *)key, &record_val, 0), "mdb_put values")) goto fail;
         env->log_sequence += 1;
         unsigned char sequence[8];
         for (int b = 0; b < 8; b++) sequence[b] = (unsigned char)(env->log_sequence >> (56 - 8 * b));
         memset(log_record, 1, log_header);
-        memcpy(log_record + log_header, key->mv_data, key->mv_size);
+        size_t log_size = log_header;
+        if (record_size - header <= kept_limit) {
+            log_record[log_size++] = (unsigned char)key->mv_size;
+            log_record[log_size++] = (unsigned char)(key->mv_size >> 8);
+            memcpy(log_record + log_size, key->mv_data, key->mv_size);
+            log_size += key->mv_size;
+            memcpy(log_record + log_size, record, record_size);
+            log_size += record_size;
+        } else {
+            memcpy(log_record + log_size, key->mv_data, key->mv_size);
+            log_size += key->mv_size;
+        }
         MDB_val log_key = { .mv_size = 8, .mv_data = sequence };
-        MDB_val log_val = { .mv_size = log_header + key->mv_size, .mv_data = log_record };
+        MDB_val log_val = { .mv_size = log_size, .mv_data = log_record };
         if (failed(env, mdb_put(txn, env->log_dbi, &log_key, &log_val, MDB_APPEND), "mdb_put log")) goto fail;
         /* The store's trim: every 64th record past retention + 64 drops the records before the last
          * `retention`. */

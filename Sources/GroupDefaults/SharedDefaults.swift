@@ -72,7 +72,19 @@ public final class SharedDefaults: Sendable {
     /// reported like a failure of a non-throwing call (`lastError`, `Configuration.onError`), with code
     /// `storageFailure`.
     public func write<T>(_ body: (Transaction) throws -> T) throws -> T {
-        try store.write(sync: syncsEveryCommit, durableWithin: configuration.durabilityInterval, flushFailed: { report($0) }, body)
+        try write(renewing: false, body)
+    }
+
+    /// `write`; with `renewing`, for this type's own bodies, which never let the transaction out,
+    /// the store renews its spare transaction instead of making one (see `SuiteStore.write`).
+    private func write<T>(renewing: Bool, _ body: (Transaction) throws -> T) throws -> T {
+        try store.write(
+            sync: syncsEveryCommit,
+            durableWithin: configuration.durabilityInterval,
+            renewing: renewing,
+            flushFailed: { report($0) },
+            body
+        )
     }
 
     /// Runs `body` on a consistent snapshot of the suite; the transaction is read-only.
@@ -89,7 +101,7 @@ public final class SharedDefaults: Sendable {
     /// ```
     @discardableResult
     public func update(_ key: String, _ transform: (PropertyListValue?) throws -> PropertyListValue?) throws -> PropertyListValue? {
-        try write { tx in
+        try write(renewing: true) { tx in
             let new = try transform(tx.value(forKey: key))
             if let new { try tx.set(new, forKey: key) } else { try tx.removeValue(forKey: key) }
             return new
@@ -159,6 +171,10 @@ public final class SharedDefaults: Sendable {
         setValue(converted, forKey: key)
     }
 
+    /// Stores `value` as a string: what `set(_: Any?, forKey:)` does with a `String`, without boxing
+    /// it in an `Any` and casting it back. Does not throw: a failure is logged and kept in
+    /// `lastError`.
+    public func set(_ value: String, forKey key: String) { setValue(.string(value), forKey: key) }
     /// Stores `value` as an integer. Does not throw: a failure is logged and kept in `lastError`.
     public func set(_ value: Int, forKey key: String) { setValue(.integer(value), forKey: key) }
     /// Stores `value` as a double. Does not throw: a failure is logged and kept in `lastError`.
@@ -179,11 +195,11 @@ public final class SharedDefaults: Sendable {
     /// Removes the value stored under `key`, so that it reads as its registered default, if any.
     /// Does not throw: a failure is logged and kept in `lastError`.
     public func removeObject(forKey key: String) {
-        attempt { try write { try $0.removeValue(forKey: key) } }
+        attempt { try write(renewing: true) { try $0.removeValue(forKey: key) } }
     }
 
     private func setValue(_ value: PropertyListValue, forKey key: String) {
-        attempt { try write { try $0.set(value, forKey: key) } }
+        attempt { try write(renewing: true) { try $0.set(value, forKey: key) } }
     }
 
     // MARK: UserDefaults vocabulary: reading

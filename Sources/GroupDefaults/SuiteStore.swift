@@ -43,6 +43,9 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// The `.local` typed keys this process has recorded among the suite's local-only keys.
     let declaredLocal = Mutex<Set<String>>([])
     private let hub = Mutex<ChangeHub?>(nil)
+    /// Whether `hub` was made: until then a commit has no observers of this process to wake, and
+    /// asks without taking the lock.
+    private let hubMade = Atomic<Bool>(false)
     private let logChecked = Atomic<Bool>(false)
     /// Whether this process checked the pages of the trees sync reads (`checkSyncTrees`).
     private let syncTreesChecked = Atomic<Bool>(false)
@@ -53,18 +56,36 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             if let hub { return hub }
             let made = ChangeHub(store: self)
             hub = made
+            hubMade.store(true, ordering: .releasing)
             return made
         }
     }
 
     /// The hub if any observer of this process is subscribed.
     private var activeHub: ChangeHub? {
-        hub.withLock { $0 }.flatMap { $0.isActive ? $0 : nil }
+        guard hubMade.load(ordering: .acquiring) else { return nil }
+        return hub.withLock { $0 }.flatMap { $0.isActive ? $0 : nil }
     }
 
     /// The transaction this process's writer thread is running, so that calls made inside a `write`
-    /// body on that thread join it. Only that thread reads or writes it.
-    nonisolated(unsafe) var activeTransaction: SharedDefaults.Transaction?
+    /// body on that thread join it. Only that thread reads or writes it. Not retained: `write` sets
+    /// it to a transaction it holds, and clears it before it lets the transaction go.
+    nonisolated(unsafe) unowned(unsafe) var activeTransaction: SharedDefaults.Transaction?
+    /// The buffer write transactions encode records into (`Transaction.scratch`), kept from one write
+    /// to the next so that writes of small values allocate nothing. Only the thread holding LMDB's
+    /// writer lock touches it: one write transaction at a time in a process. Memory of its own rather
+    /// than a stored property, so that using it costs no run-time exclusivity check; freed by
+    /// `deinit`.
+    let writeBuffer: UnsafeMutablePointer<[UInt8]>
+    /// A write buffer grown beyond this is dropped when its transaction ends (one large value must
+    /// not pin its memory for the store's life).
+    static let keptBufferCapacity = 64 << 10
+    /// The write transaction kept for writes whose body never lets it out (`write(renewing: true)`:
+    /// `SharedDefaults`' setters), renewed for each, so that such a write allocates none. Every
+    /// other write makes its own, so that a transaction a caller kept past its closure is never
+    /// renewed and still refuses to be used. Only the thread holding LMDB's writer lock touches it;
+    /// memory of its own, as `writeBuffer`. It holds the store: `release` drops it.
+    let spareTransaction: UnsafeMutablePointer<SharedDefaults.Transaction?>
 
     /// The layout version of the named databases, stored under `format` in `meta`. 2 added the
     /// pending index (`PendingIndex`); a file of layout 1 is brought to 2 by the first write of a
@@ -114,7 +135,18 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
             environment.close()
             throw Self.translate(error, suite: location.suiteName, path: path, key: nil, opening: true)
         }
+        writeBuffer = .allocate(capacity: 1)
+        writeBuffer.initialize(to: [])
+        spareTransaction = .allocate(capacity: 1)
+        spareTransaction.initialize(to: nil)
         if let recovery = environment.recovery { recordRestore(recovery) }
+    }
+
+    deinit {
+        writeBuffer.deinitialize(count: 1)
+        writeBuffer.deallocate()
+        spareTransaction.deinitialize(count: 1)
+        spareTransaction.deallocate()
     }
 
     /// Says once that opening put the suite back to its last durability point after a reboot: in
@@ -291,6 +323,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
                 previous?.nextInRegistry = nextInRegistry
             }
             nextInRegistry = nil
+            spareTransaction.pointee = nil  // it holds the store
             durabilityPoints.finish()
             sidecar.close()
             environment.close()  // under the registry lock: a new open of the file waits for this
@@ -312,9 +345,12 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     /// `write` of this store joins that transaction.
     /// With `sync` the commit is flushed to disk; if only that flush fails, the write stands (every
     /// process sees it, observers are woken) and `flushFailed` is told, with a `storageFailure`.
+    /// With `renewing`, for a `body` that never lets its transaction out, the transaction is the
+    /// store's spare (`spareTransaction`), renewed.
     func write<T>(
         sync: Bool,
         durableWithin interval: Duration,
+        renewing: Bool = false,
         flushFailed: (SharedDefaultsError) -> Void = { _ in },
         _ body: (SharedDefaults.Transaction) throws -> T
     ) throws -> T {
@@ -348,12 +384,19 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
                     ownCommits.remove(earlier)
                     logged = nil
                 }
-                let transaction = SharedDefaults.Transaction(store: self, txn: txn, isReadOnly: false)
+                let transaction: SharedDefaults.Transaction
+                if renewing, let spare = spareTransaction.pointee.take() {
+                    spare.renew(txn)
+                    transaction = spare
+                } else {
+                    transaction = SharedDefaults.Transaction(store: self, txn: txn, isReadOnly: false)
+                }
                 activeTransaction = transaction
                 defer {
                     activeTransaction = nil
                     addsData = transaction.addsData
                     transaction.end()
+                    if renewing { spareTransaction.pointee = transaction }
                 }
                 let result = try body(transaction)
                 // Before the commit: no reader sees these changes before they are known as ours.
@@ -514,7 +557,7 @@ extension Environment {
     func read<T>(_ body: (LMDBTransaction) throws -> T) throws -> T {
         var result: T?
         try readTransaction { result = try body($0) }
-        return result!
+        return result.take()!  // moved out: no copy of the value (a retain) and release of the local
     }
 
     func write<T>(
@@ -525,7 +568,7 @@ extension Environment {
     ) throws -> T {
         var result: T?
         try writeTransaction(sync: sync, mayUseReserve: mayUseReserve, flushFailed: flushFailed) { result = try body($0) }
-        return result!
+        return result.take()!
     }
 }
 
@@ -600,9 +643,11 @@ extension UnsafeRawBufferPointer {
     }
 }
 
-/// Calls `body` with the UTF-8 bytes of `key`, without copying a native string.
-@inline(__always)
+/// Calls `body` with the UTF-8 bytes of `key`, without copying a native string (nor retaining it:
+/// its storage is borrowed; a bridged string is copied into a native one first).
+@inline(__always) @discardableResult
 func withKeyBytes<T>(_ key: String, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+    if let result = try key.utf8.withContiguousStorageIfAvailable({ try body(UnsafeRawBufferPointer($0)) }) { return result }
     var key = key
     return try key.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
 }

@@ -17,7 +17,7 @@ extension SharedDefaults {
     /// A transaction belongs to the thread that runs the closure; do not keep it or pass it on.
     public final class Transaction {
         let store: SuiteStore
-        let txn: LMDBTransaction
+        private(set) var txn: LMDBTransaction
         let isReadOnly: Bool
         /// The stamp of this transaction's changes and the last log sequence number, read from the
         /// log's tail at the first change.
@@ -30,10 +30,14 @@ extension SharedDefaults {
         /// A synced suite's local-only key patterns (read with `isSynced`): their keys are never
         /// marked pending, and pulled entries for them are not applied.
         private var localOnly: [GlobPattern] = []
-        /// Reused for encoding records, so that a transaction of many changes allocates once.
-        var scratch: [UInt8] = []
-        /// Reused for encoding log records (while `scratch` holds the value record a change logs).
-        private var logScratch: [UInt8] = []
+        /// The buffer to encode a record into: the store's (`SuiteStore.writeBuffer`), reused from
+        /// one write to the next. Only a write transaction uses it, on the thread that holds LMDB's
+        /// writer lock, before its closure ends (`checkUsable`, `guardWritable`); the addressors
+        /// reach the store's memory without a copy or an exclusivity check.
+        var scratch: [UInt8] {
+            unsafeAddress { UnsafePointer(store.writeBuffer) }
+            unsafeMutableAddress { store.writeBuffer }
+        }
         /// The conflict journal as this transaction appends to it (loaded at the first entry; trimmed
         /// once, by `trimJournal`).
         var journal: (nextID: UInt64, bounds: SharedDefaults.ConflictJournalBounds, now: UInt64)?
@@ -52,7 +56,7 @@ extension SharedDefaults {
 
         /// The thread running the closure, and whether the closure has returned: LMDB reuses a
         /// finished transaction's memory, so a kept `Transaction` must refuse to be used.
-        private let thread = pthread_self()
+        private var thread = pthread_self()
         private var ended = false
 
         init(store: SuiteStore, txn: LMDBTransaction, isReadOnly: Bool) {
@@ -61,8 +65,28 @@ extension SharedDefaults {
             self.isReadOnly = isReadOnly
         }
 
+        /// Makes an ended write transaction new again, for `txn` (the store's spare, see
+        /// `SuiteStore.write`): every property a write sets goes back to its initial value.
+        func renew(_ txn: LMDBTransaction) {
+            precondition(ended && !isReadOnly, "only an ended write transaction is renewed")
+            self.txn = txn
+            thread = pthread_self()
+            ended = false
+            clock = nil
+            tombstonesMayExist = nil
+            isSynced = false
+            localOnly = []
+            journal = nil
+            firstSequence = 0
+            addsData = false
+            clockRecoveredRecords = 0
+        }
+
         /// Called when the closure that received this transaction returns.
-        func end() { ended = true }
+        func end() {
+            ended = true
+            if !isReadOnly && scratch.capacity > SuiteStore.keptBufferCapacity { scratch = [] }
+        }
 
         func checkUsable() throws {
             guard !ended else {
@@ -373,8 +397,7 @@ extension SharedDefaults {
                 isConflict: isConflict,
                 stamp: stamp,
                 key: key,
-                storedRecord: storedRecord,
-                scratch: &logScratch
+                storedRecord: storedRecord
             )
             try ChangeLog.trim(txn, last: clock.sequence, retention: store.logRetention)
         }

@@ -115,8 +115,8 @@ package struct DiskFull: Error {
 /// An environment opened before `fork()` was used in the child, which LMDB forbids.
 package struct UsedAfterFork: Error {}
 
-/// The read transactions running on this thread, innermost first, in thread-local storage: a
-/// linked list of scopes that live on the stack of `Environment.read`.
+/// The read transactions running on this thread, innermost first, in thread-local storage (a word
+/// of the shim's): a linked list of scopes that live on the stack of `Environment.read`.
 private enum ReadScope {
     struct Node {
         let environment: UnsafeRawPointer
@@ -124,15 +124,13 @@ private enum ReadScope {
         let outer: UnsafeMutableRawPointer?
     }
 
-    static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        pthread_key_create(&key, nil)
-        return key
-    }()
+    /// This thread's innermost scope (pass it to `find` and `with`: one thread-local read for both).
+    static var innermost: UnsafeMutableRawPointer? { gd_read_scope_get() }
 
-    /// The read transaction this thread runs on `environment`, if any.
-    static func find(_ environment: UnsafeRawPointer) -> OpaquePointer? {
-        var scope = pthread_getspecific(key)
+    /// The read transaction this thread runs on `environment`, if any, among the scopes from
+    /// `innermost` out.
+    static func find(_ environment: UnsafeRawPointer, from innermost: UnsafeMutableRawPointer? = innermost) -> OpaquePointer? {
+        var scope = innermost
         while let node = scope?.assumingMemoryBound(to: Node.self).pointee {
             if node.environment == environment { return node.txn }
             scope = node.outer
@@ -140,11 +138,17 @@ private enum ReadScope {
         return nil
     }
 
-    static func with<T>(_ environment: UnsafeRawPointer, _ txn: OpaquePointer, _ body: () throws -> T) rethrows -> T {
-        var node = Node(environment: environment, txn: txn, outer: pthread_getspecific(key))
+    /// Runs `body` in a scope of `txn` on `environment` inside `outer`, this thread's innermost scope.
+    static func with<T>(
+        _ environment: UnsafeRawPointer,
+        _ txn: OpaquePointer,
+        outer: UnsafeMutableRawPointer?,
+        _ body: () throws -> T
+    ) rethrows -> T {
+        var node = Node(environment: environment, txn: txn, outer: outer)
         return try withUnsafeMutablePointer(to: &node) { pointer in
-            pthread_setspecific(key, pointer)
-            defer { pthread_setspecific(key, pointer.pointee.outer) }
+            gd_read_scope_set(pointer)
+            defer { gd_read_scope_set(pointer.pointee.outer) }
             return try body()
         }
     }
@@ -630,7 +634,8 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
     package func readTransaction(_ body: (LMDBTransaction) throws -> Void) throws {
         try checkProcess()
         let me = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
-        if let outer = ReadScope.find(me) { return try body(LMDBTransaction(txn: outer, environment: self)) }
+        let scope = ReadScope.innermost
+        if let outer = ReadScope.find(me, from: scope) { return try body(LMDBTransaction(txn: outer, environment: self)) }
         while true {
             let done = try resizeLock.withReadLock { () throws -> Bool in
                 var txn = takeIdleReader()
@@ -649,7 +654,7 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
                     throw LMDBError(rc)
                 }
                 defer { recycle(txn!) }
-                try ReadScope.with(me, txn!) { try body(LMDBTransaction(txn: txn!, environment: self)) }
+                try ReadScope.with(me, txn!, outer: scope) { try body(LMDBTransaction(txn: txn!, environment: self)) }
                 return true
             }
             if done { return }

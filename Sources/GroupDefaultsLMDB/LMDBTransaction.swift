@@ -6,7 +6,10 @@ internal import CLMDB
 /// than the map (a damaged node) yields `LMDBError.corrupted`, not a wild read.
 package struct LMDBTransaction {
     package let txn: OpaquePointer
-    package let environment: Environment
+    /// Not retained: a transaction lives only inside the `Environment` call that made it, which
+    /// holds the environment for as long (copying a strong reference cost every get and put a
+    /// retain and a release).
+    package unowned(unsafe) let environment: Environment
 
     package func get(_ database: Database, _ key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
@@ -24,6 +27,18 @@ package struct LMDBTransaction {
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
         try noteMapFull(mdb_put(txn, environment.handle(database), &k, &v, append ? UInt32(MDB_APPEND) : 0))
         environment.noteChange()
+    }
+
+    /// Stores a value of `size` bytes under `key` and returns its bytes, uninitialised, for the
+    /// caller to fill (`MDB_RESERVE`: LMDB writes no copy). The caller must fill them before its
+    /// next write in this transaction, which may move them. With `append`, as `put`.
+    package func reserve(_ database: Database, _ key: UnsafeRawBufferPointer, size: Int, append: Bool = false) throws -> UnsafeMutableRawBufferPointer
+    {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: size, mv_data: nil)
+        try noteMapFull(mdb_put(txn, environment.handle(database), &k, &v, UInt32(MDB_RESERVE) | (append ? UInt32(MDB_APPEND) : 0)))
+        environment.noteChange()
+        return UnsafeMutableRawBufferPointer(start: v.mv_data, count: size)
     }
 
     /// Stores `value` under `key` unless `key` is there already (then nothing is written, not even

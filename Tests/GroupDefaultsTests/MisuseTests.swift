@@ -50,6 +50,24 @@ struct MisuseTests {
         }
     }
 
+    @Test("a transaction kept past its closure still refuses after the setters' writes, which renew a transaction of their own")
+    func keptTransactionAfterSetters() throws {
+        try withTemporaryDirectory { dir in
+            let defaults = try SharedDefaults(suiteName: "kept", directory: dir)
+            defaults.set("ring.caf", forKey: "sound")
+            let kept = try defaults.write { $0 }
+            defaults.set(1, forKey: "a")
+            defaults.removeObject(forKey: "sound")
+            try defaults.update("a") { _ in .integer(2) }
+            defaults.set("chime.caf", forKey: "sound")
+            #expect(throws: SharedDefaultsError.self) { try kept.set(.integer(1), forKey: "x") }
+            #expect(defaults.object(forKey: "x") == nil)
+            #expect(defaults.integer(forKey: "a") == 2)
+            #expect(defaults.string(forKey: "sound") == "chime.caf")
+            #expect(defaults.lastError == nil)
+        }
+    }
+
     @Test("a feed whose cursor is past the end of the log (the suite was recreated) gets a reset")
     func cursorPastTheEnd() throws {
         try withTemporaryDirectory { dir in

@@ -53,9 +53,12 @@ double gdref_bench_get(gdref_env *env, const gdref_dataset *ds, size_t first, si
 double gdref_bench_put(gdref_env *env, const gdref_dataset *ds, size_t first, size_t ops);
 /* ns/op; each op = the LMDB calls of a GroupDefaults `set`, with none of its Swift: write txn +
  * cursor to the last record of a "log" database + mdb_get in "meta" (absent) + mdb_stat of
- * "tombstones" + mdb_put of a 22-byte header and the value in "values" + an MDB_APPEND put of a
- * 17-byte record and the key in "log" (trimmed to its last 10,000 records every 64, as the store
- * trims) + commit. Opens those databases at its first call. */
+ * "tombstones" + mdb_put of a value record of the store's size (22-byte header, type tag, length,
+ * value) in "values" + an MDB_APPEND put in "log" of a record of the store's size (17-byte header,
+ * the key's length and the key, a copy of the value record), trimmed to its last 10,000 records
+ * every 64, as the store trims + commit. Values must be under 128 bytes. Opens those databases at
+ * its first call, and stores in "meta" three records of the sizes of a suite's (its layout, origin
+ * and origin file), so that the lookup searches a page as the store's does. */
 double gdref_bench_set_calls(gdref_env *env, const gdref_dataset *ds, size_t first, size_t ops);
 /* ns/op; each op = write txn + mdb_get of an 8-byte integer (0 if absent) + mdb_put of it + 1 + commit. */
 double gdref_bench_increment(gdref_env *env, const gdref_dataset *ds, size_t first, size_t ops);

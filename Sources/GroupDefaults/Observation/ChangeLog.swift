@@ -55,9 +55,9 @@ enum ChangeLog {
         )
     }
 
-    /// Appends the record for sequence number `sequence` (which must follow the tail), using
-    /// `scratch` as its buffer; with the record a `set` stored in `values` (`storedRecord`) if its
-    /// value takes at most `keptValueLimit` bytes.
+    /// Appends the record for sequence number `sequence` (which must follow the tail); with the
+    /// record a `set` stored in `values` (`storedRecord`) if its value takes at most
+    /// `keptValueLimit` bytes. The record is written straight into the page LMDB reserves for it.
     static func append(
         _ txn: LMDBTransaction,
         sequence: UInt64,
@@ -66,25 +66,25 @@ enum ChangeLog {
         isConflict: Bool = false,
         stamp: Stamp,
         key: String,
-        storedRecord: UnsafeRawBufferPointer? = nil,
-        scratch: inout [UInt8]
+        storedRecord: UnsafeRawBufferPointer? = nil
     ) throws {
         let kept = storedRecord.flatMap { $0.count - StoredRecord.headerSize <= keptValueLimit ? $0 : nil }
-        scratch.removeAll(keepingCapacity: true)
-        scratch.append(kind.rawValue | (isRemote ? remoteFlag : 0) | (isConflict ? conflictFlag : 0) | (kept != nil ? valueFlag : 0))
-        BinaryCodec.appendFixed(stamp.hlc.rawValue, into: &scratch)
-        BinaryCodec.appendFixed(stamp.origin, into: &scratch)
-        if let kept {
-            let length = UInt16(key.utf8.count)  // keys are at most LMDB's 511 bytes
-            scratch.append(UInt8(truncatingIfNeeded: length))
-            scratch.append(UInt8(truncatingIfNeeded: length >> 8))
-            scratch.append(contentsOf: key.utf8)
-            scratch.append(contentsOf: kept)
-        } else {
-            scratch.append(contentsOf: key.utf8)
-        }
-        try withUnsafeBytes(of: sequence.bigEndian) { seq in
-            try scratch.withUnsafeBytes { try txn.put(.log, seq, $0, append: true) }
+        let flags = kind.rawValue | (isRemote ? remoteFlag : 0) | (isConflict ? conflictFlag : 0) | (kept != nil ? valueFlag : 0)
+        try withKeyBytes(key) { key in
+            let size = headerSize + (kept.map { 2 + key.count + $0.count } ?? key.count)
+            let record = try withUnsafeBytes(of: sequence.bigEndian) { try txn.reserve(.log, $0, size: size, append: true) }
+            record.storeBytes(of: flags, toByteOffset: 0, as: UInt8.self)
+            record.storeBytes(of: stamp.hlc.rawValue.littleEndian, toByteOffset: 1, as: UInt64.self)
+            record.storeBytes(of: stamp.origin.littleEndian, toByteOffset: 9, as: UInt64.self)
+            var offset = headerSize
+            if kept != nil {
+                // Keys are at most LMDB's 511 bytes.
+                record.storeBytes(of: UInt16(truncatingIfNeeded: key.count).littleEndian, toByteOffset: offset, as: UInt16.self)
+                offset += 2
+            }
+            UnsafeMutableRawBufferPointer(rebasing: record[offset...]).copyMemory(from: key)
+            offset += key.count
+            if let kept { UnsafeMutableRawBufferPointer(rebasing: record[offset...]).copyMemory(from: kept) }
         }
     }
 

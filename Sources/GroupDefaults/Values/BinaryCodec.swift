@@ -39,7 +39,7 @@ package enum BinaryCodec {
         switch value {
         case .string(let string):
             bytes.append(Tag.string.rawValue)
-            appendCounted(string.utf8, into: &bytes)
+            appendCounted(string, into: &bytes)
         case .integer(let int):
             bytes.append(Tag.integer.rawValue)
             appendVarint(UInt64(bitPattern: Int64((int << 1) ^ (int >> (Int.bitWidth - 1)))), into: &bytes)
@@ -62,7 +62,7 @@ package enum BinaryCodec {
             bytes.append(Tag.dictionary.rawValue)
             appendVarint(UInt64(dictionary.count), into: &bytes)
             for key in dictionary.keys.sorted() {
-                appendCounted(key.utf8, into: &bytes)
+                appendCounted(key, into: &bytes)
                 encode(dictionary[key]!, into: &bytes)
             }
         }
@@ -89,6 +89,14 @@ package enum BinaryCodec {
         return try result.get()
     }
 
+    /// A string's UTF-8, counted: copied from its storage in one piece (appending its `utf8` view
+    /// goes through the generic sequence copy, `_copyContents`).
+    private static func appendCounted(_ string: String, into out: inout [UInt8]) {
+        if string.utf8.withContiguousStorageIfAvailable({ appendCounted(UnsafeRawBufferPointer($0), into: &out) }) != nil { return }
+        var string = string  // bridged: made native first
+        string.withUTF8 { appendCounted(UnsafeRawBufferPointer($0), into: &out) }
+    }
+
     private static func appendCounted(_ bytes: some Collection<UInt8>, into out: inout [UInt8]) {
         appendVarint(UInt64(bytes.count), into: &out)
         out.append(contentsOf: bytes)
@@ -104,7 +112,7 @@ package enum BinaryCodec {
     }
 
     static func appendFixed(_ value: UInt64, into bytes: inout [UInt8]) {
-        for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 }
 

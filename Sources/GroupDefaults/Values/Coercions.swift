@@ -44,13 +44,17 @@ extension PropertyListValue {
         }
     }
 
+    /// Consuming: a stored string is moved out of the value, not copied (a retain and a release
+    /// per `string(forKey:)`).
     var coercedString: String? {
-        switch self {
-        case .string(let v): return v
-        case .integer(let v): return String(v)
-        case .double(let v): return "\(v)"
-        case .bool(let v): return v ? "1" : "0"
-        default: return nil
+        consuming get {
+            switch consume self {
+            case .string(let v): return v
+            case .integer(let v): return String(v)
+            case .double(let v): return "\(v)"
+            case .bool(let v): return v ? "1" : "0"
+            default: return nil
+            }
         }
     }
 

@@ -33,9 +33,7 @@ enum StoredRecord {
     static func encode(_ value: PropertyListValue, stamp: Stamp, pending: Bool = false, into bytes: inout [UInt8]) {
         bytes.removeAll(keepingCapacity: true)
         bytes.reserveCapacity(headerSize + 64)
-        appendStamp(stamp, into: &bytes)
-        bytes.append(pending ? pendingFlag : 0)
-        for _ in 0..<4 { bytes.append(0) }  // the checksum, filled in below
+        appendStamp(stamp, flags: pending ? pendingFlag : 0, zeros: 4, into: &bytes)  // zeros: the checksum, filled in below
         BinaryCodec.encode(value, into: &bytes)
         sealChecksum(&bytes)
     }
@@ -78,8 +76,7 @@ enum StoredRecord {
     static func encodeTombstone(_ stamp: Stamp, pending: Bool = false) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(tombstoneSize + 1)
-        appendStamp(stamp, into: &bytes)
-        if pending { bytes.append(pendingFlag) }
+        appendStamp(stamp, flags: pending ? pendingFlag : nil, into: &bytes)
         return bytes
     }
 
@@ -90,10 +87,21 @@ enum StoredRecord {
         return try decodeStamp(buffer, minimumSize: tombstoneSize)
     }
 
-    private static func appendStamp(_ stamp: Stamp, into bytes: inout [UInt8]) {
-        bytes.append(format)
-        BinaryCodec.appendFixed(stamp.hlc.rawValue, into: &bytes)
-        BinaryCodec.appendFixed(stamp.origin, into: &bytes)
+    /// Appends format, HLC and origin (17 bytes), then the flags byte if any, then `zeros` zero
+    /// bytes (at most 4), in one append.
+    private static func appendStamp(_ stamp: Stamp, flags: UInt8? = nil, zeros: Int = 0, into bytes: inout [UInt8]) {
+        var header: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for the 22 of a value record's header
+        withUnsafeMutableBytes(of: &header) { header in
+            header[0] = format
+            header.storeBytes(of: stamp.hlc.rawValue.littleEndian, toByteOffset: 1, as: UInt64.self)
+            header.storeBytes(of: stamp.origin.littleEndian, toByteOffset: 9, as: UInt64.self)
+            var count = tombstoneSize
+            if let flags {
+                header[count] = flags
+                count += 1
+            }
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: header[..<(count + zeros)]))
+        }
     }
 
     private static func decodeStamp(_ buffer: UnsafeRawBufferPointer, minimumSize: Int) throws(CorruptBytes) -> Stamp {
