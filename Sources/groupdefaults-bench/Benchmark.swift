@@ -50,6 +50,16 @@ struct Benchmark {
                         target: nil
                     )
                 )
+                rows.append(
+                    Report.Row(
+                        measured: "set-string-over-floor",
+                        label: "set string over its floor (raw column: the floor)",
+                        groupDefaults: groupDefaults,
+                        rawLMDB: calls,
+                        note: "the store's Swift work on top of its LMDB calls",
+                        target: .timesFloor(1.2)
+                    )
+                )
             }
         }
         if operations.contains(.coldStart) {

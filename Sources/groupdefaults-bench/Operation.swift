@@ -57,18 +57,21 @@ enum Operation: String, CaseIterable, Sendable {
 
 enum Target: Sendable {
     case timesRaw(Double)
+    /// At most this factor of the reference, which is the operation's own floor (its LMDB calls).
+    case timesFloor(Double)
     case atMost(nanoseconds: Double)
 
     var text: String {
         switch self {
         case .timesRaw(let factor): "≤ \(Format.number(factor))× raw"
+        case .timesFloor(let factor): "≤ \(Format.number(factor))× floor"
         case .atMost(let ns): ns < 10_000 ? "≤ \(Int(ns)) ns" : "≤ \(Format.duration(ns))"
         }
     }
 
     func isMet(groupDefaults: Double, raw: Double) -> Bool {
         switch self {
-        case .timesRaw(let factor): groupDefaults <= factor * raw
+        case .timesRaw(let factor), .timesFloor(let factor): groupDefaults <= factor * raw
         case .atMost(let ns): groupDefaults <= ns
         }
     }
