@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import ServiceLifecycle
 
 /// The schema, as numbered migrations. Each is applied in its own transaction together with its row
 /// in `schema_migrations`, under an advisory lock that the migrating connection's session holds,
@@ -224,10 +225,18 @@ package enum PostgresMigrations {
     /// CONCURRENTLY` (a `concurrently` migration of another instance) waits for every open
     /// transaction to end, a waiting lock call included, which then waited for it in turn (a
     /// deadlock PostgreSQL broke by failing the waiting instance's start).
+    /// While it waits for the lock it says so once, and a graceful shutdown (SIGTERM) ends the
+    /// wait with `MigrationWaitEnded`, before anything listens.
     @discardableResult
     static func migrate(_ client: PostgresClient, logger: Logger) async throws -> [Int] {
         try await client.withConnection { connection in
+            var waiting = false
             while try await !tryLock(connection, logger: logger) {
+                if !waiting {
+                    logger.notice("waiting for another server instance's schema migration to end (it holds the migration lock)")
+                    waiting = true
+                }
+                if Task.isShuttingDownGracefully || Task.isCancelled { throw MigrationWaitEnded() }
                 try await Task.sleep(for: .milliseconds(100))
             }
             do {
@@ -274,6 +283,9 @@ package enum PostgresMigrations {
                 )
             }
             if migration.concurrently {
+                logger.notice(
+                    "applying schema migration \(migration.version) (\(migration.name)): it builds an index concurrently, after every transaction open on its table ends"
+                )
                 try await apply(connection)
             } else {
                 try await connection.withTransaction(logger: logger) { try await apply($0) }
@@ -283,4 +295,9 @@ package enum PostgresMigrations {
         }
         return applied
     }
+}
+
+/// The server was told to stop while it waited for another instance's schema migration.
+struct MigrationWaitEnded: Error, CustomStringConvertible {
+    var description: String { "stopped while waiting for another server instance's schema migration" }
 }
