@@ -141,6 +141,41 @@ struct PushStepTests {
         }
     }
 
+    @Test(
+        "a batch holding one key in two Unicode spellings is refused whole (it stopped the server); each spelling alone is its own key",
+        arguments: StorageBackend.allCases
+    )
+    func keysInTwoSpellings(backend: StorageBackend) async throws {
+        let composed = "caf\u{E9}"  // "é" as one code point
+        let decomposed = "cafe\u{301}"  // "e" and a combining accent: equal as Swift strings
+        #expect(composed == decomposed && Array(composed.utf8) != Array(decomposed.utf8))
+        try await backend.withStorage { storage in
+            let quota = SuiteQuota(maxKeys: 100, maxBytes: 1 << 20)
+            let both = PushRequest(
+                deviceID: 7,
+                batchID: "both",
+                ops: [
+                    PushOp(key: composed, value: .integer(1), hlc: HLC(rawValue: 1 << 40)),
+                    PushOp(key: decomposed, value: .integer(2), hlc: HLC(rawValue: 1 << 40 + 1)),
+                ]
+            )
+            await #expect(throws: SyncStorageError.self) {
+                _ = try await storage.push(account: "a", suite: "s", request: both, quota: quota, serverTime: Self.serverTime)
+            }
+            for (index, key) in [composed, decomposed].enumerated() {
+                let alone = PushRequest(
+                    deviceID: 7,
+                    batchID: "alone\(index)",
+                    ops: [PushOp(key: key, value: .integer(index), hlc: HLC(rawValue: 1 << 41 + UInt64(index)))]
+                )
+                _ = try await storage.push(account: "a", suite: "s", request: alone, quota: quota, serverTime: Self.serverTime)
+            }
+            let snapshot = try await storage.snapshot(account: "a", suite: "s", after: nil, limit: 100).page()
+            #expect(Set(snapshot.entries.map { Array($0.key.utf8) }) == [Array(composed.utf8), Array(decomposed.utf8)])
+            #expect(snapshot.entries.map(\.value).count == 2)
+        }
+    }
+
     @Test("the step keeps the promises of a push: last writer wins, one revision per applied op, idempotent batches, quotas refuse only growth")
     func stepKeepsItsPromises() async {
         await propertyCheck(count: 300, input: PushScript.generator) { script in
