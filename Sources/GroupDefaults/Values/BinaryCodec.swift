@@ -92,9 +92,7 @@ package enum BinaryCodec {
     /// A string's UTF-8, counted: copied from its storage in one piece (appending its `utf8` view
     /// goes through the generic sequence copy, `_copyContents`).
     private static func appendCounted(_ string: String, into out: inout [UInt8]) {
-        if string.utf8.withContiguousStorageIfAvailable({ appendCounted(UnsafeRawBufferPointer($0), into: &out) }) != nil { return }
-        var string = string  // bridged: made native first
-        string.withUTF8 { appendCounted(UnsafeRawBufferPointer($0), into: &out) }
+        withKeyBytes(string) { appendCounted($0, into: &out) }
     }
 
     private static func appendCounted(_ bytes: some Collection<UInt8>, into out: inout [UInt8]) {

@@ -22,10 +22,11 @@ enum PlannedStatement {
     static let largestPreparedGroup = 8
 }
 
-/// A statement that is never prepared: it runs as the unnamed statement, planned with its
-/// parameters at each run, because its best plan depends on which suite it reads, and a partial
-/// index (`entries_by_live_rev`, `rev > 0`) serves only a plan made with a known bound on `rev`
-/// (`ChangesStatement`). Not a `PostgresPreparedStatement`, so that it cannot be run prepared.
+/// A statement that can run as a one-shot query: the unnamed statement, planned with its
+/// parameters at each run. `ChangesStatement` runs only so (its best plan depends on which suite
+/// it reads, and the partial index `entries_by_live_rev`, `rev > 0`, serves only a plan made with a
+/// known bound on `rev`): it is not a `PostgresPreparedStatement`, so that it cannot be run
+/// prepared. A push's statements are both, and run one way or the other (`rows(of:planningEach:)`).
 protocol OneShotStatement: Sendable {
     associatedtype Row
     /// The statement's text, with `$1`, `$2`, … for its bindings.
@@ -34,27 +35,32 @@ protocol OneShotStatement: Sendable {
     func decodeRow(_ row: PostgresRow) throws -> Row
 }
 
+extension OneShotStatement {
+    /// The statement with its bindings, as a one-shot query.
+    func oneShotQuery() throws -> PostgresQuery {
+        PostgresQuery(unsafeSQL: Self.sql, binds: try makeBindings())
+    }
+}
+
 extension PostgresClient {
     /// The rows of `statement` as a one-shot query, planned with its parameters at each run.
     func rowsPlanningEach<Statement: OneShotStatement>(
         of statement: Statement,
         logger: Logger
     ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Statement.Row> {
-        let rows = try await query(PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings()), logger: logger)
-        return rows.map { try statement.decodeRow($0) }
+        try await query(statement.oneShotQuery(), logger: logger).map { try statement.decodeRow($0) }
     }
 }
 
 extension PostgresConnection {
     /// The rows of `statement`: prepared (its plan cached, see `PlannedStatement`), or, with
     /// `planningEach`, as a one-shot query planned with its parameters.
-    func rows<Statement: PostgresPreparedStatement>(
+    func rows<Statement: PostgresPreparedStatement & OneShotStatement>(
         of statement: Statement,
         planningEach: Bool,
         logger: Logger
     ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Statement.Row> {
         guard planningEach else { return try await execute(statement, logger: logger) }
-        let rows = try await query(PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings()), logger: logger)
-        return rows.map { try statement.decodeRow($0) }
+        return try await query(statement.oneShotQuery(), logger: logger).map { try statement.decodeRow($0) }
     }
 }

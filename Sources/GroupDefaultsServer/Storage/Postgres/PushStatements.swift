@@ -24,7 +24,7 @@ import PostgresNIO
 /// partial now (`entries_by_live_rev`, migration 9), usable only by a plan made with a known bound
 /// on `rev`. One `key = ANY` condition instead was planned, cached, as a scan of the suite's
 /// entries through the primary key filtered by key, on every push (`PostgresPlanTests`).
-struct SuiteReadStatement: PostgresPreparedStatement {
+struct SuiteReadStatement: PostgresPreparedStatement, OneShotStatement {
     static let name = "groupdefaults_push_read_v3"
     static let sql = """
         SELECT 0, NULL::text, NULL::text, NULL::bytea, epoch, false, mode_rev::text, NULL::text, head_rev, key_count, byte_count
@@ -76,7 +76,7 @@ struct SuiteReadStatement: PostgresPreparedStatement {
 /// planner (guessing one history row per suite) read the suite's whole history on every push,
 /// 11,598 rows and 6.8 of the statement's 7 ms after a few seconds of single-op pushes
 /// (`auto_explain`). Answers the guarded row count (0: the suite moved).
-struct GroupWriteStatement: PostgresPreparedStatement {
+struct GroupWriteStatement: PostgresPreparedStatement, OneShotStatement {
     static let name = "groupdefaults_push_write_v2"
     static let sql = """
         WITH guarded AS (
