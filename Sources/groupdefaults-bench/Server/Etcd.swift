@@ -126,3 +126,62 @@ struct EtcdWatchLatency {
         return WakeUpLatency.Result(woken: Latencies(latencies), pushAnswered: Latencies(puts))
     }
 }
+
+/// etcd's resident memory per open watch, the counterpart of `StreamMemory`: VmRSS with `count`
+/// watches open through its JSON gateway (`POST /v3/watch`, each on a connection of its own, each
+/// answered its "created" line) minus VmRSS before, over `count`.
+struct EtcdWatchMemory {
+    let pid: pid_t
+    let baseURL: String
+    let count: Int
+
+    func run() async throws -> StreamMemory.Result {
+        let http = SyncAPI.makeHTTPClient(connections: count + 10)
+        do {
+            let result = try await measure(http)
+            try await http.shutdown()
+            return result
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+    }
+
+    private func measure(_ http: HTTPClient) async throws -> StreamMemory.Result {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            let (opened, ready) = AsyncStream<Void>.makeStream()
+            var iterator = opened.makeAsyncIterator()
+            // One watch first (every code path once), then the baseline.
+            group.addTask { try await hold(http, key: "bench/memory-warmup", ready: ready) }
+            _ = await iterator.next()
+            try await Task.sleep(for: .milliseconds(500))
+            let before = try ProcessStats.residentKiB(of: pid)
+            // In waves of 100, as `StreamMemory` opens its streams.
+            for wave in stride(from: 0, to: count, by: 100) {
+                let size = min(100, count - wave)
+                for index in wave..<(wave + size) { group.addTask { try await hold(http, key: "bench/memory-\(index)", ready: ready) } }
+                for _ in 0..<size { _ = await iterator.next() }
+            }
+            try await Task.sleep(for: .seconds(1))
+            let after = try ProcessStats.residentKiB(of: pid)
+            group.cancelAll()
+            try? await group.waitForAll()
+            return StreamMemory.Result(streams: count, beforeKiB: before, afterKiB: after)
+        }
+    }
+
+    /// Opens a watch of `key`, says so once etcd answered that it was created, and reads it until
+    /// cancelled.
+    private func hold(_ http: HTTPClient, key: String, ready: AsyncStream<Void>.Continuation) async throws {
+        var watch = HTTPClientRequest(url: baseURL + "/v3/watch")
+        watch.method = .POST
+        watch.body = .bytes(ByteBuffer(string: #"{"create_request":{"key":"\#(Data(key.utf8).base64EncodedString())"}}"#))
+        let response = try await http.execute(watch, timeout: .hours(1))
+        guard response.status == .ok else { throw BenchError("etcd watch: \(response.status)") }
+        var said = false
+        for try await chunk in response.body where !said && chunk.readableBytesView.contains(UInt8(ascii: "\n")) {
+            ready.yield()
+            said = true
+        }
+    }
+}

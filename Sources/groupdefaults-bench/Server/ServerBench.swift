@@ -137,7 +137,7 @@ struct ServerBench {
             "wake-up: \(plan.wakeSamples) samples, each from just before a push is sent to the long-poll's answer "
                 + "(changes?since=HEAD&wait=30) or the event parsed (SSE), the waiter parked 10 ms before; "
                 + "etcd: from just before a put to its watch event parsed (POST /v3/watch)",
-            "memory: the server's VmRSS with \(plan.streams) open event streams minus before, per stream",
+            "memory: the server's VmRSS with \(plan.streams) open event streams minus before, per stream; etcd's with \(plan.streams) open watches (POST /v3/watch, a connection each), the same way",
             "references, each measured just before and just after a backend's figures: etcd 3.4 (Debian's etcd-server, one member on "
                 + "loopback, its data on the same disk, default durability); durable LMDB = raw C, one put per commit, fsync per commit "
                 + "(no NOSYNC/NOMETASYNC), same disk; pgbench = one INSERT per transaction, -c \(Self.pgbenchClients) -j 2, "
@@ -271,7 +271,8 @@ struct ServerBench {
                 .run(baseURL: etcd.baseURL, seconds: plan.wrkSeconds, scratch: sandbox.root, meter: meter)
         }
         let watch = try await EtcdWatchLatency(http: http, baseURL: etcd.baseURL, samples: plan.wakeSamples).metered(meter) { try await $0.run() }
-        return EtcdFigures(puts: puts, watch: watch)
+        let memory = try await EtcdWatchMemory(pid: etcd.pid, baseURL: etcd.baseURL, count: plan.streams).run()
+        return EtcdFigures(puts: puts, watch: watch, watchMemory: memory)
     }
 
     // MARK: References and waits

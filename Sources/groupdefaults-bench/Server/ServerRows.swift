@@ -24,8 +24,10 @@ struct SingleInstance {
                     value: memory.kibPerStream,
                     unit: "KiB",
                     samples: memory.streams,
-                    target: "≤ 20 KiB",
-                    met: memory.kibPerStream <= 20,
+                    reference: etcd.watchMemoryText,
+                    ratio: memory.kibPerStream / etcd.kibPerWatch,
+                    target: "≤ 16 KiB",
+                    met: memory.kibPerStream <= 16,
                     detail: "VmRSS \(ServerFormat.count(memory.beforeKiB / 1024)) MiB before, \(ServerFormat.count(memory.afterKiB / 1024)) MiB "
                         + "with \(memory.streams) streams open"
                 )
@@ -131,6 +133,8 @@ struct EtcdFigures {
     var puts: [Int: WrkLoad.Result]
     /// Put sent → the watch's event parsed.
     var watch: MeteredWakeUp
+    /// Its resident memory per open watch (`EtcdWatchMemory`).
+    var watchMemory: StreamMemory.Result
 }
 
 /// etcd measured just before and just after one backend's figures.
@@ -146,6 +150,15 @@ struct EtcdReference {
             ServerReport.Reference(label: "etcd put", before: first.requestsPerSecond, after: second.requestsPerSecond),
             (first.p99Microseconds + second.p99Microseconds) / 2000
         )
+    }
+
+    /// etcd's resident memory per open watch, KiB, the mean of both runs.
+    var kibPerWatch: Double { (before.watchMemory.kibPerStream + after.watchMemory.kibPerStream) / 2 }
+
+    /// The memory row's reference: etcd per open watch (before → after).
+    var watchMemoryText: String {
+        let kib = { String(format: "%.1f", $0) }
+        return "etcd \(kib(kibPerWatch)) KiB per open watch (\(kib(before.watchMemory.kibPerStream)) → \(kib(after.watchMemory.kibPerStream)))"
     }
 
     /// etcd's CPU per put, microseconds, the mean of both runs.
