@@ -78,6 +78,16 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let pairingUsed = SyncErrorCode(rawValue: "pairing_used")
     /// The pairing code expired (10 minutes after it was made): make a new one (410).
     public static let pairingExpired = SyncErrorCode(rawValue: "pairing_expired")
+    /// No invitation has this code: mistyped, or never made; or the asking account cannot see the
+    /// one named (404).
+    public static let invitationNotFound = SyncErrorCode(rawValue: "invitation_not_found")
+    /// The invitation was already accepted: each code adds one account (409).
+    public static let invitationUsed = SyncErrorCode(rawValue: "invitation_used")
+    /// The invitation expired, or its owner or an admin revoked it: ask for a new one (410).
+    public static let invitationExpired = SyncErrorCode(rawValue: "invitation_expired")
+    /// The account already shares the suite (its owner, or a member), or the change would leave
+    /// a suite without its owner (409).
+    public static let memberConflict = SyncErrorCode(rawValue: "member_conflict")
     /// The token made more requests than the server allows; retry after `Retry-After` (429).
     public static let rateLimited = SyncErrorCode(rawValue: "rate_limited")
     /// The token already holds as many open event streams and waiting long-polls as the server
@@ -92,7 +102,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         .batchTooLarge, .invalidSuite, .keyTooLong, .valueTooLarge, .valueTooDeep, .quotaExceeded, .clockSkew,
         .idempotencyMismatch, .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .keyBagUnsigned, .keyAnchorMissing,
         .keyAnchorMismatch, .pairingNotFound, .pairingUsed,
-        .pairingExpired, .rateLimited, .tooManyStreams, .unavailable,
+        .pairingExpired, .invitationNotFound, .invitationUsed, .invitationExpired, .memberConflict, .rateLimited, .tooManyStreams, .unavailable,
     ]
 
     /// Whether this is one of `allKnown`.
@@ -106,9 +116,11 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         case .forbidden, .keyBagUnsigned: 403
         case .notFound: 404
         case .methodNotAllowed: 405
-        case .pairingNotFound: 404
-        case .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .keyAnchorMissing, .keyAnchorMismatch, .pairingUsed: 409
-        case .cursorExpired, .suiteReset, .pairingExpired: 410
+        case .pairingNotFound, .invitationNotFound: 404
+        case .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .keyAnchorMissing, .keyAnchorMismatch, .pairingUsed, .invitationUsed,
+            .memberConflict:
+            409
+        case .cursorExpired, .suiteReset, .pairingExpired, .invitationExpired: 410
         case .bodyTooLarge, .batchTooLarge: 413
         case .rateLimited, .tooManyStreams: 429
         case .unavailable: 503

@@ -440,22 +440,31 @@ public struct SuiteList: Codable, Sendable, Hashable {
         public var headRev: UInt64
         /// How many live keys the suite holds (tombstones not counted).
         public var keys: Int
+        /// For a suite another account shares with the token's: that account, the suite's owner
+        /// (the `owner` parameter of its routes); nil for the account's own suites.
+        public var owner: String?
+        /// For a shared suite: the token's account's role in it; nil for the account's own suites.
+        public var role: SuiteRole?
 
-        /// A suite named `name` at head revision `headRev`, holding `keys` live keys.
-        public init(name: String, headRev: UInt64, keys: Int) {
+        /// A suite named `name` at head revision `headRev`, holding `keys` live keys; shared by
+        /// `owner` with `role`, or the account's own (nil).
+        public init(name: String, headRev: UInt64, keys: Int, owner: String? = nil, role: SuiteRole? = nil) {
             self.name = name
             self.headRev = headRev
             self.keys = keys
+            self.owner = owner
+            self.role = role
         }
 
         enum CodingKeys: String, CodingKey {
             case name
             case headRev = "head_rev"
-            case keys
+            case keys, owner, role
         }
     }
 
-    /// The suites of the token's account that have been written, by name.
+    /// The suites of the token's account that have been written, by name, then the suites other
+    /// accounts share with it, by owner and name.
     public var suites: [Suite]
 
     /// A list of `suites`.

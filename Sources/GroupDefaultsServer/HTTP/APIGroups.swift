@@ -3,7 +3,7 @@ import Hummingbird
 
 /// The groups of the `/v1` routes, each with what its routes need before their handlers run:
 /// - open (health, limits): nothing;
-/// - token (suites, devices, making and completing or cancelling a pairing): a valid bearer token
+/// - token (suites, devices, invitations, making and completing or cancelling a pairing): a valid bearer token
 ///   (401 before anything else, `TokenAuthentication`), then the token's rate limit (429); its
 ///   handlers get a `TokenRequestContext`, whose token is always there;
 /// - a pairing's state: the token if the request has one (the claiming device reads it without
@@ -16,7 +16,7 @@ struct APIGroups: Sendable {
     let limiter: RateLimiter
 
     /// Where the token group's routes are, under `/v1`: every route below them needs a token.
-    static let tokenPaths = ["suites", "devices"]
+    static let tokenPaths = ["suites", "devices", "invitations"]
     /// Where the pairing routes are, under `/v1`: the claim and reading a pairing's state take no
     /// token; the rest does.
     static let pairingPath = "pairings"

@@ -12,17 +12,19 @@ import ServiceLifecycle
 /// with `waitForChange`, and writes a heartbeat comment after `eventHeartbeat` of quiet (15 s by
 /// default). It re-checks the
 /// token before each wait, so a revoked or expired token ends the stream (an `unauthorized` event,
-/// then the end); graceful shutdown ends it cleanly too.
+/// then the end), and for a shared suite the membership, so that a removed member's stream ends
+/// (a `forbidden` event; a removal wakes the suite's streams); graceful shutdown ends it cleanly too.
 struct EventStream: Sendable {
-    let storage: any SyncStore
+    let storage: any SyncStore & SharingStore
     let authenticator: Authenticator
     let configuration: ServerConfiguration
     let activity: ConsoleActivity
     /// Called at each turn of the stream (each change, each heartbeat): the device is still there.
     var onTurn: @Sendable () async -> Void = {}
 
-    /// The stream for `token` on `suite`; it holds `slot` until it ends.
-    func response(token: StoredToken, suite: String, request: Request, slot: StreamSlots.Slot) async throws -> Response {
+    /// The stream for `access`'s token on its suite; it holds `slot` until it ends.
+    func response(access: SuiteAccess, request: Request, slot: StreamSlots.Slot) async throws -> Response {
+        let (token, owner, suite) = (access.token, access.owner, access.suite)
         let start: UInt64
         if let lastID = request.headers[.init("Last-Event-ID")!] ?? request.uri.queryParameters["since"].map(String.init) {
             guard !lastID.isEmpty, lastID.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = UInt64(lastID) else {
@@ -30,10 +32,10 @@ struct EventStream: Sendable {
             }
             start = value
         } else {
-            start = try await storage.headRevision(account: token.account, suite: suite)
+            start = try await storage.headRevision(account: owner, suite: suite)
         }
         // An expired cursor is an error before the stream starts, as for `changes`.
-        _ = try await storage.changes(account: token.account, suite: suite, since: start, limit: 1)
+        _ = try await storage.changes(account: owner, suite: suite, since: start, limit: 1)
 
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
@@ -44,7 +46,7 @@ struct EventStream: Sendable {
         let onTurn = self.onTurn
         let loop = ChangeStreamLoop(
             storage: storage,
-            account: token.account,
+            account: owner,
             suite: suite,
             heartbeat: configuration.eventHeartbeat,
             retryMilliseconds: 2000
@@ -56,9 +58,16 @@ struct EventStream: Sendable {
                     ends: true
                 )
             }
+            guard await access.isStillAllowed(storage) else {
+                return StreamTurn(
+                    text: try SyncStreamEvent.refusal(.forbidden, detail: "\(owner)'s suite '\(suite)' is no longer shared with this account")
+                        .serverSentEvent().encoded,
+                    ends: true
+                )
+            }
             let page: StoredChanges
             do {
-                page = try await storage.changes(account: token.account, suite: suite, since: since, limit: pageSize)
+                page = try await storage.changes(account: owner, suite: suite, since: since, limit: pageSize)
             } catch let error as SyncStorageError where error.code == .cursorExpired || error.code == .suiteReset {
                 return StreamTurn(text: try SyncStreamEvent.refusal(error.code, detail: error.detail).serverSentEvent().encoded, ends: true)
             }

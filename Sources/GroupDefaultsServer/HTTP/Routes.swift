@@ -35,6 +35,14 @@ package func buildRouter(storage: any ServerStorage, configuration: ServerConfig
     token.get("suites/{suite}/key-bags") { request, context in try await routes.keyBags(request, context) }
     token.put("suites/{suite}/key-bags") { request, context in try await routes.anchorKeyBags(request, context) }
     token.put("suites/{suite}/key-bags/{epoch}") { request, context in try await routes.putKeyBag(request, context) }
+    let sharing = SharingRoutes(storage: storage)
+    token.post("suites/{suite}/invitations") { request, context in try await sharing.invite(request, context) }
+    token.get("suites/{suite}/invitations") { request, context in try await sharing.invitations(request, context) }
+    token.delete("suites/{suite}/invitations/{invitation}") { request, context in try await sharing.revoke(request, context) }
+    token.get("suites/{suite}/members") { request, context in try await sharing.members(request, context) }
+    token.delete("suites/{suite}/members/{account}") { request, context in try await sharing.remove(request, context) }
+    token.get("invitations/{invitation}") { request, context in try await sharing.describe(request, context) }
+    token.post("invitations/{invitation}/accept") { request, context in try await sharing.accept(request, context) }
     token.post("pairings") { request, context in try await pairings.create(request, context) }
     token.put("pairings/{pairing}/keys") { request, context in try await pairings.complete(request, context) }
     token.delete("pairings/{pairing}") { request, context in try await pairings.cancel(request, context) }
@@ -59,9 +67,9 @@ package func buildRouter(storage: any ServerStorage, configuration: ServerConfig
 }
 
 struct SyncRoutes: Sendable {
-    /// What the token routes read and write: suites, the tokens (for a device list's), devices and
-    /// key bags.
-    typealias Storage = SyncStore & TokenStore & DeviceStore & KeyBagStore
+    /// What the token routes read and write: suites, the tokens (for a device list's), devices, key
+    /// bags, and who shares a suite.
+    typealias Storage = SyncStore & TokenStore & DeviceStore & KeyBagStore & SharingStore
 
     let storage: any Storage
     let configuration: ServerConfiguration
@@ -80,38 +88,55 @@ struct SyncRoutes: Sendable {
         self.streams = StreamSlots(limit: configuration.limits.maxStreamsPerToken)
     }
 
-    /// The token `TokenAuthentication` checked first (401), then the suite's name (422), then the scope (403).
-    private func authorized(_ request: Request, _ context: TokenRequestContext, write: Bool) async throws -> (StoredToken, String) {
-        let token = context.token
-        let raw = context.parameters.get("suite") ?? ""
-        guard let suite = raw.removingPercentEncoding else { throw APIError.invalidSuite("the suite name is not valid percent-encoding") }
-        if let problem = Names.problem(with: suite, kind: "suite") { throw APIError.invalidSuite(problem) }
-        try token.authorize(suite: suite, write: write)
-        return (token, suite)
+    /// The token `TokenAuthentication` checked first (401), then the suite (`SuiteAccess.check`).
+    private func authorized(_ request: Request, _ context: TokenRequestContext, need: SuiteAccess.Need) async throws -> SuiteAccess {
+        try await SuiteAccess.check(request, context, need: need, sharing: storage)
     }
 
     /// Notes the device of a pull (`changes`, `snapshot`, `events`).
-    private func pulled(_ context: TokenRequestContext, token: StoredToken, suite: String) async {
-        await tracker.seen(token: token, deviceID: context.deviceID, suite: suite, push: false)
+    private func pulled(_ context: TokenRequestContext, _ access: SuiteAccess) async {
+        await tracker.seen(token: access.token, deviceID: context.deviceID, suite: access.deviceSuite, push: false)
     }
 
+    /// `GET /v1/suites`: the account's written suites the token covers, then the suites other
+    /// accounts share with it that the token covers (written or not).
     func listSuites(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let token = context.token
         let list = try await storage.suites(account: token.account)
-        let visible = list.suites.filter { token.covers($0.name) }
+        var visible = list.suites.filter { token.covers($0.name) }
+        var owners: [String: [String: SuiteList.Suite]] = [:]
+        for membership in try await storage.memberships(account: token.account) where token.covers(membership.suite) {
+            if owners[membership.owner] == nil {
+                owners[membership.owner] = Dictionary(
+                    try await storage.suites(account: membership.owner).suites.map { ($0.name, $0) },
+                    uniquingKeysWith: { first, _ in first }
+                )
+            }
+            let held = owners[membership.owner]?[membership.suite]
+            visible.append(
+                SuiteList.Suite(
+                    name: membership.suite,
+                    headRev: held?.headRev ?? 0,
+                    keys: held?.keys ?? 0,
+                    owner: membership.owner,
+                    role: membership.role
+                )
+            )
+        }
         return try JSONBody.response(SuiteList(suites: visible))
     }
 
     func push(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
-        let (token, suite) = try await authorized(request, context, write: true)
+        let access = try await authorized(request, context, need: .write)
+        let (token, suite) = (access.token, access.deviceSuite)
         let body = try await JSONBody.decode(PushRequest.self, from: request, limit: configuration.limits.maxBodyBytes)
         let push = try PushValidation.prepare(body, limits: configuration.limits)
         // The device is the body's `device_id`; its last push is one the server answered.
         let response: PushResponse
         do {
             response = try await storage.push(
-                account: token.account,
-                suite: suite,
+                account: access.owner,
+                suite: access.suite,
                 push: push,
                 quota: configuration.quota,
                 serverTime: TypedJSONDate.format(milliseconds: HLC.wallClockMilliseconds())
@@ -127,56 +152,62 @@ struct SyncRoutes: Sendable {
     }
 
     func changes(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
-        let (token, suite) = try await authorized(request, context, write: false)
+        let access = try await authorized(request, context, need: .read)
+        let (owner, suite) = (access.owner, access.suite)
         let query = request.uri.queryParameters
         let since = try Query.unsigned(query, "since") ?? 0
         let limit = try pageSize(query)
         let waitSeconds = try Query.unsigned(query, "wait") ?? 0
-        await pulled(context, token: token, suite: suite)
-        var page = try await storage.changes(account: token.account, suite: suite, since: since, limit: limit)
+        await pulled(context, access)
+        var page = try await storage.changes(account: owner, suite: suite, since: since, limit: limit)
         if page.entries.isEmpty, waitSeconds > 0 {
-            let slot = try streams.take(for: token)
+            let slot = try streams.take(for: access.token)
             defer { withExtendedLifetime(slot) {} }
             let wait = min(Duration.seconds(Int64(clamping: waitSeconds)), configuration.maxWait)
             let storage = self.storage
             let head = page.lastRev
-            _ = await storage.waitForChangeUntilShutdown(account: token.account, suite: suite, after: head, timeout: wait)
-            page = try await storage.changes(account: token.account, suite: suite, since: since, limit: limit)
+            _ = await storage.waitForChangeUntilShutdown(account: owner, suite: suite, after: head, timeout: wait)
+            // A member removed meanwhile gets nothing more.
+            guard await access.isStillAllowed(storage) else {
+                throw APIError.forbidden("\(owner)'s suite '\(suite)' is no longer shared with this account")
+            }
+            page = try await storage.changes(account: owner, suite: suite, since: since, limit: limit)
         }
         return JSONBody.response(json: try page.json())
     }
 
     func events(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
-        let (token, suite) = try await authorized(request, context, write: false)
-        let slot = try streams.take(for: token)
-        await pulled(context, token: token, suite: suite)
+        let access = try await authorized(request, context, need: .read)
+        let slot = try streams.take(for: access.token)
+        await pulled(context, access)
         let tracker = self.tracker
         let deviceID = context.deviceID
         // An open stream keeps its device seen: at each change and heartbeat.
         return try await EventStream(storage: storage, authenticator: authenticator, configuration: configuration, activity: activity) {
-            await tracker.seen(token: token, deviceID: deviceID, suite: suite, push: false)
-        }.response(token: token, suite: suite, request: request, slot: slot)
+            await tracker.seen(token: access.token, deviceID: deviceID, suite: access.deviceSuite, push: false)
+        }.response(access: access, request: request, slot: slot)
     }
 
     func snapshot(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
-        let (token, suite) = try await authorized(request, context, write: false)
+        let access = try await authorized(request, context, need: .read)
         let query = request.uri.queryParameters
         let after = query["after"].map(String.init)
         let limit = try pageSize(query)
-        await pulled(context, token: token, suite: suite)
-        let page = try await storage.snapshot(account: token.account, suite: suite, after: after, limit: limit)
+        await pulled(context, access)
+        let page = try await storage.snapshot(account: access.owner, suite: access.suite, after: after, limit: limit)
         return JSONBody.response(json: try page.json())
     }
 
     /// `GET …/keys/{key}/history`: the versions the server keeps of one key, newest first; 404
     /// `not_found` when it keeps none.
     func history(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
-        let (token, suite) = try await authorized(request, context, write: false)
+        let access = try await authorized(request, context, need: .read)
+        let suite = access.suite
         guard let key = (context.parameters.get("key") ?? "").removingPercentEncoding else {
             throw APIError.malformed("the key is not valid percent-encoding")
         }
         try PushValidation.checkKey(key, limits: configuration.limits)
-        let versions = try await storage.history(account: token.account, suite: suite, key: key)
+        let versions = try await storage.history(account: access.owner, suite: suite, key: key)
         guard !versions.isEmpty else {
             throw APIError.notFound(
                 configuration.quota.historyDepth == 0
@@ -193,7 +224,8 @@ struct SyncRoutes: Sendable {
     func devices(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let token = context.token
         let asking = context.deviceID
-        let covers = { (suite: String) in token.covers(suite) }
+        // A device record names a shared suite `owner/suite` (`SharingRule.deviceSuiteName`).
+        let covers = { (suite: String) in token.covers(SharingRule.suiteName(inDeviceRecord: suite)) }
         // A device that used none of the token's suites is none of its business (a token for one
         // app's suites does not learn the names of the account's other devices).
         let devices = try await storage.devices(account: token.account)
@@ -216,27 +248,27 @@ struct SyncRoutes: Sendable {
     /// `GET …/key-bags`: the suite's key epochs' keys sealed to its recovery key (opaque here),
     /// with their signatures and the suite's anchor.
     func keyBags(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
-        let (token, suite) = try await authorized(request, context, write: false)
-        return try JSONBody.response(KeyBagRule.answer(try await storage.keyBags(account: token.account, suite: suite)))
+        let access = try await authorized(request, context, need: .read)
+        return try JSONBody.response(KeyBagRule.answer(try await storage.keyBags(account: access.owner, suite: access.suite)))
     }
 
     /// `PUT …/key-bags`: stores the suite's anchor (`KeyBagRule.anchor`).
     func anchorKeyBags(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
-        let (token, suite) = try await authorized(request, context, write: true)
+        let access = try await authorized(request, context, need: .write)
         let anchor = try await JSONBody.decode(KeyAnchor.self, from: request, limit: PairingRoutes.bodyLimit)
-        try await storage.anchorKeyBags(account: token.account, suite: suite, anchor: anchor)
-        return try JSONBody.response(KeyBagRule.answer(try await storage.keyBags(account: token.account, suite: suite)))
+        try await storage.anchorKeyBags(account: access.owner, suite: access.suite, anchor: anchor)
+        return try JSONBody.response(KeyBagRule.answer(try await storage.keyBags(account: access.owner, suite: access.suite)))
     }
 
     /// `PUT …/key-bags/{epoch}`: stores one epoch's sealed key, signed (after a rotation;
     /// `KeyBagRule.put`).
     func putKeyBag(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
-        let (token, suite) = try await authorized(request, context, write: true)
+        let access = try await authorized(request, context, need: .write)
         let epoch = try Query.decimal(context.parameters.get("epoch") ?? "", name: "epoch")
         guard epoch >= 1, epoch <= UInt64(UInt32.max) else { throw APIError.malformed("epoch must be 1 to \(UInt32.max)") }
         let bag = try await JSONBody.decode(SignedKeyBag.self, from: request, limit: PairingRoutes.bodyLimit)
-        try await storage.putKeyBag(account: token.account, suite: suite, epoch: UInt32(epoch), bag: bag)
-        return try JSONBody.response(KeyBagRule.answer(try await storage.keyBags(account: token.account, suite: suite)))
+        try await storage.putKeyBag(account: access.owner, suite: access.suite, epoch: UInt32(epoch), bag: bag)
+        return try JSONBody.response(KeyBagRule.answer(try await storage.keyBags(account: access.owner, suite: access.suite)))
     }
 
     private func pageSize(_ query: Parameters) throws -> Int {

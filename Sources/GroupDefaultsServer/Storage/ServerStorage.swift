@@ -3,9 +3,9 @@
 // with the same semantics, checked by one conformance suite per protocol run against each:
 // `SyncStore` (pushes, reads, waits, purge, history), `TokenStore`, `DeviceStore`,
 // `PairingStore`, `KeyBagStore`, `SuiteAdmin` (the operator's view and reset),
-// `ConsoleRecordStore`, `StorageHealthCheck`, `StorageIncarnation`, `AccountStore` (deleting an account)
-// and `AuditStore` (the audit log). Each route, console page and command takes the
-// one it needs; `ServerStorage` is all of them, what the server opens and closes.
+// `ConsoleRecordStore`, `StorageHealthCheck`, `StorageIncarnation`, `AccountStore` (deleting an
+// account), `AuditStore` (the audit log) and `SharingStore` (shared suites' members and
+// invitations). Each route, console page and command takes the one it needs; `ServerStorage` is all of them, what the server opens and closes.
 //
 // Semantics every backend keeps:
 // - Suites are namespaced per account: (account, suite) is the key of everything below.
@@ -33,13 +33,16 @@
 //   current entry (so a purged tombstone takes its key's history with it).
 // - Devices: a (token, device id) pair is one device; sightings merge into its record.
 // - Pairings: keyed by the SHA-256 of their id; a claim and the token it makes are one transaction.
+// - Shared suites: a member's pushes and reads are the owner's suite, under the owner's account
+//   (its quotas); invitations are keyed by the SHA-256 of their id; accepting one and the
+//   membership it makes are one transaction; removing a member wakes the suite's waits.
 // - Incarnation: made at the first `incarnation()`, the same from then on for every process and
 //   instance, until `renewIncarnation()` (a restore) replaces it.
 
 /// Everything a backend keeps, and closing it: what `buildApplication` opens and the commands of
 /// `groupdefaults-server` use.
 package protocol ServerStorage: SyncStore, TokenStore, DeviceStore, PairingStore, KeyBagStore, SuiteAdmin, ConsoleRecordStore,
-    StorageHealthCheck, StorageIncarnation, AccountStore, AuditStore
+    StorageHealthCheck, StorageIncarnation, AccountStore, AuditStore, SharingStore
 {
     /// Closes connections and files.
     func shutdown() async throws

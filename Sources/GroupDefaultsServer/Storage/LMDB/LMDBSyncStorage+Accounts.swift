@@ -4,7 +4,8 @@ import GroupDefaultsWire
 
 // Deleting an account, in one write transaction: its suites' rows (under each suite's id, as a
 // reset deletes them) and records, then the rows keyed by its name (`key-bags`, `devices`), then
-// those that only name it inside (`tokens` with their hash index, `pairings` with their indexes).
+// those that only name it inside (`tokens` with their hash index, `pairings` with their indexes),
+// and its place in shared suites (its memberships, and its own suites' members and invitations).
 // Their bytes stay in the file's free space until the store is rebuilt: the delete leaves an erase
 // pending first (`LMDBErase`).
 extension LMDBSyncStorage: AccountStore {
@@ -31,8 +32,8 @@ extension LMDBSyncStorage: AccountStore {
         let prefix = LMDBKeys.accountPrefix(account)
         let directory = self.directory
         let marked = try LMDBErase.markPending(in: directory)
-        let deleted: (found: Bool, suites: [String])? = try await onWriteQueue {
-            var outcome: (found: Bool, suites: [String])?
+        let deleted: (found: Bool, suites: [String], shared: [(owner: String, suite: String)])? = try await onWriteQueue {
+            var outcome: (found: Bool, suites: [String], shared: [(owner: String, suite: String)])?
             try environment.writeTransaction(sync: true) { txn in
                 var suites: [(key: [UInt8], record: SuiteRecord)] = []
                 try prefix.withUnsafeBytes { start in
@@ -64,11 +65,13 @@ extension LMDBSyncStorage: AccountStore {
                     try Self.delete(txn, DB.tokenHashes, Array(token.hash.utf8))
                 }
                 if try Self.deletePairings(txn, account: account) { found = true }
+                let shared = try Self.deleteSharing(txn, account: account)
+                if !shared.isEmpty { found = true }
                 if !tokens.isEmpty {
                     found = true
                     try Self.bumpTokenGeneration(txn)
                 }
-                outcome = found ? (true, suites.map { String(decoding: $0.key.dropFirst(prefix.count), as: UTF8.self) }) : nil
+                outcome = found ? (true, suites.map { String(decoding: $0.key.dropFirst(prefix.count), as: UTF8.self) }, shared) : nil
             }
             return outcome
         }
@@ -78,6 +81,8 @@ extension LMDBSyncStorage: AccountStore {
         }
         // Streams on the account's suites wake now and re-check their token, which is gone.
         for suite in deleted.suites { waiters.notify(.init(account: account, suite: suite), head: .max) }
+        // And the streams of the suites it shared or was a member of re-check their access.
+        for suite in deleted.shared { waiters.notify(.init(account: suite.owner, suite: suite.suite), head: .max) }
         return true
     }
 

@@ -28,6 +28,8 @@ import Synchronization
 ///   recovery key
 /// - `console`: kind + NUL + name → a console record (`ConsoleRecords`: operators, sessions)
 /// - `audit`: time (ms, big-endian) + 8 random bytes → `AuditRecord` JSON, oldest first
+/// - `sharing`: shared suites' members and invitations, and indexes of them
+///   (`LMDBSyncStorage+Sharing.swift`)
 ///
 /// Beside it: LMDB's lock file, `sync.lmdb-open`, and `sync.lmdb-in-use`, locked shared by every
 /// process that has the store open and exclusively by a restore or an erase (`DataDirectoryLock`);
@@ -41,10 +43,10 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
         static let suites = Database(0), entries = Database(1), revisions = Database(2), batches = Database(3)
         static let tokens = Database(4), tokenHashes = Database(5), meta = Database(6)
         static let history = Database(7), devices = Database(8), pairings = Database(9)
-        static let keyBags = Database(10), console = Database(11), audit = Database(12)
+        static let keyBags = Database(10), console = Database(11), audit = Database(12), sharing = Database(13)
         static let names = [
             "suites", "entries", "revisions", "batches", "tokens", "token-hashes", "meta", "history", "devices", "pairings", "key-bags",
-            "console", "audit",
+            "console", "audit", "sharing",
         ]
     }
 

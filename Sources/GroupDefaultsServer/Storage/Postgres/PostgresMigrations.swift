@@ -210,6 +210,34 @@ package enum PostgresMigrations {
             ],
             concurrently: true
         ),
+        // Shared suites: members (one row each) and invitations (their record as JSON, filed
+        // under the SHA-256 of their id).
+        Migration(
+            version: 10,
+            name: "shared suites",
+            statements: [
+                """
+                CREATE TABLE members (
+                    owner text NOT NULL,
+                    suite text COLLATE "C" NOT NULL,
+                    account text COLLATE "C" NOT NULL,
+                    record json NOT NULL,
+                    PRIMARY KEY (owner, suite, account)
+                )
+                """,
+                "CREATE INDEX members_by_account ON members (account)",
+                """
+                CREATE TABLE invitations (
+                    lookup text PRIMARY KEY,
+                    owner text NOT NULL,
+                    suite text NOT NULL,
+                    ended timestamptz NOT NULL,
+                    record json NOT NULL
+                )
+                """,
+                "CREATE INDEX invitations_by_suite ON invitations (owner, suite)",
+            ]
+        ),
     ]
 
     /// The versions of every migration, in order (what a migrated database's `schema_migrations` lists).

@@ -43,6 +43,7 @@ extension PostgresSyncStorage: AccountStore {
                     logger: storage.logger
                 )
                 for try await _ in pairings { found = true }
+                if try await Self.deleteSharing(account: account, on: connection, logger: storage.logger) { found = true }
                 guard found else { return false }
                 for suite in suites {
                     let notice = String(

@@ -1,0 +1,143 @@
+import Foundation
+import GroupDefaultsWire
+import Hummingbird
+
+/// Sharing a suite with other accounts: invitations (`/v1/suites/{suite}/invitations`, and
+/// `/v1/invitations/{invitation_id}` for the invited), members (`/v1/suites/{suite}/members`).
+/// Who may do what is `SharingRule`'s; the storage applies an invitation's own rules in its
+/// transaction. The server sees an invitation id derived from the code, never the code.
+struct SharingRoutes: Sendable {
+    let storage: any SharingStore & DeviceStore
+
+    /// `POST /v1/suites/{suite}/invitations`: the owner or an admin invites (`SharingRule.mayInvite`).
+    func invite(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let access = try await SuiteAccess.check(request, context, need: .share, sharing: storage)
+        let body = try await JSONBody.decode(InvitationRequest.self, from: request, limit: 4096)
+        try Self.checkID(body.invitationID)
+        try SharingRule.mayInvite(access.role, giving: body.role)
+        let lifetime = body.expiresIn.map(TimeInterval.init) ?? StoredInvitation.defaultLifetime
+        guard lifetime >= 60, lifetime <= StoredInvitation.maximumLifetime else {
+            throw APIError.malformed("expires_in must be 60 seconds to 30 days (\(Int(StoredInvitation.maximumLifetime)) seconds)")
+        }
+        let now = Date()
+        let invitation = StoredInvitation(
+            lookup: StoredInvitation.lookup(id: body.invitationID),
+            id: StoredInvitation.newPublicID(),
+            owner: access.owner,
+            suite: access.suite,
+            role: body.role,
+            createdBy: access.token.account,
+            created: now,
+            lifetime: lifetime
+        )
+        try await storage.createInvitation(invitation, now: now)
+        return try JSONBody.response(invitation.info(at: now))
+    }
+
+    /// `GET /v1/suites/{suite}/invitations`: the suite's invitations, for the owner and admins.
+    func invitations(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let access = try await SuiteAccess.check(request, context, need: .read, sharing: storage)
+        try Self.checkAdministers(access)
+        let now = Date()
+        let list = try await storage.invitations(owner: access.owner, suite: access.suite)
+        return try JSONBody.response(InvitationList(invitations: list.map { $0.info(at: now) }))
+    }
+
+    /// `DELETE /v1/suites/{suite}/invitations/{invitation}`: revokes one by its public id.
+    func revoke(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let access = try await SuiteAccess.check(request, context, need: .share, sharing: storage)
+        try Self.checkAdministers(access)
+        let id = context.parameters.get("invitation") ?? ""
+        let now = Date()
+        let revoked = try await storage.revokeInvitation(owner: access.owner, suite: access.suite, id: id, now: now)
+        return try JSONBody.response(revoked.info(at: now))
+    }
+
+    /// `GET /v1/invitations/{invitation_id}`: what an invitation offers (owner, suite, role) and
+    /// where it stands, for a token holding its id, so that a device can check before accepting.
+    func describe(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let invitation = try await invitation(context)
+        return try JSONBody.response(invitation.info(at: Date()))
+    }
+
+    /// `POST /v1/invitations/{invitation_id}/accept`: makes the token's account a member. The token
+    /// must cover the suite's name (as its owner names it), or it could not use it afterwards.
+    func accept(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let token = context.token
+        let invitation = try await invitation(context)
+        guard token.covers(invitation.suite) else {
+            throw APIError.forbidden("the token does not cover the suite '\(invitation.suite)': accept with a token whose suites include it")
+        }
+        let member = try await storage.acceptInvitation(lookup: invitation.lookup, account: token.account, now: Date())
+        return try JSONBody.response(Membership(owner: member.owner, suite: member.suite, role: member.role))
+    }
+
+    /// `GET /v1/suites/{suite}/members`: the owner, then the members; the owner and admins also
+    /// see each one's devices that used the suite.
+    func members(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let access = try await SuiteAccess.check(request, context, need: .read, sharing: storage)
+        let members = try await storage.members(owner: access.owner, suite: access.suite)
+        let accounts = [(access.owner, SuiteRole.owner, nil as Date?)] + members.map { ($0.account, $0.role, $0.added as Date?) }
+        var list: [MemberList.Member] = []
+        for (account, role, added) in accounts {
+            var devices: [DeviceInfo]?
+            if access.role.mayAdminister {
+                let name = SharingRule.deviceSuiteName(owner: access.owner, suite: access.suite, account: account)
+                devices = try await storage.devices(account: account)
+                    .filter { $0.suites.contains(name) }
+                    .map { device in
+                        device.info(
+                            current: device.tokenID == access.token.id && device.deviceID == context.deviceID,
+                            unverified: false,
+                            visibleSuites: { $0 == name }
+                        )
+                    }
+            }
+            list.append(MemberList.Member(account: account, role: role, added: added.flatMap(TypedJSONDate.format), devices: devices))
+        }
+        return try JSONBody.response(MemberList(owner: access.owner, suite: access.suite, you: access.role, members: list))
+    }
+
+    /// `DELETE /v1/suites/{suite}/members/{account}`: the owner or an admin removes a member, or a
+    /// member leaves (`SharingRule.mayRemove`). The member's devices lose access at once: their
+    /// next request is refused, and their open event streams end.
+    func remove(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let access = try await SuiteAccess.check(request, context, need: .share, sharing: storage)
+        guard let target = (context.parameters.get("account") ?? "").removingPercentEncoding else {
+            throw APIError.malformed("the account is not valid percent-encoding")
+        }
+        if let problem = Names.problem(with: target, kind: "account") { throw APIError.malformed(problem) }
+        let member = target == access.owner ? nil : try await storage.member(owner: access.owner, suite: access.suite, account: target)
+        try SharingRule.mayRemove(member, target: target, owner: access.owner, by: access.token.account, role: access.role)
+        guard try await storage.removeMember(owner: access.owner, suite: access.suite, account: target) else {
+            throw APIError.notFound("\(target) is not a member of the suite")
+        }
+        return try JSONBody.response(MemberRemoved(owner: access.owner, suite: access.suite, account: target))
+    }
+
+    /// The invitation of the path, by the id derived from its code.
+    private func invitation(_ context: TokenRequestContext) async throws -> StoredInvitation {
+        let id = context.parameters.get("invitation") ?? ""
+        try Self.checkID(id)
+        guard let invitation = try await storage.invitation(lookup: StoredInvitation.lookup(id: id)) else { throw Self.notFound }
+        return invitation
+    }
+
+    private static func checkAdministers(_ access: SuiteAccess) throws {
+        guard access.role.mayAdminister else {
+            throw APIError.forbidden(
+                "only the suite's owner or an admin member manages its invitations: this account is a \(access.role.rawValue) member"
+            )
+        }
+    }
+
+    /// An invitation id is 32 lowercase hex digits.
+    private static func checkID(_ id: String) throws {
+        guard id.utf8.count == 32, id.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
+            throw APIError.malformed("an invitation id is 32 lowercase hex digits")
+        }
+    }
+
+    /// The same answer for a code never made or mistyped: it reveals nothing.
+    private static let notFound = APIError(.invitationNotFound, "no invitation has this code: check it, or ask for a new one")
+}

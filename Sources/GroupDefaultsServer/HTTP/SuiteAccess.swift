@@ -1,0 +1,66 @@
+import Foundation
+import GroupDefaultsWire
+import Hummingbird
+
+/// The suite a request names, whose it is, and what the asking token may do with it: the one
+/// place a suite route learns it. A request names another account's suite with `?owner=ACCOUNT`
+/// (a suite shared with the token's account); without it, the suite is the token's account's own.
+struct SuiteAccess: Sendable {
+    let token: StoredToken
+    /// The account whose suite it is: where its data and quotas are.
+    let owner: String
+    let suite: String
+    /// The token's account's role in it (`owner` for its own suite).
+    let role: SuiteRole
+
+    /// What a route needs of the suite.
+    enum Need: Sendable {
+        /// Reading: any role.
+        case read
+        /// Pushing and key bags: a token that may write, and a role that may.
+        case write
+        /// Changing who shares it (inviting, removing, leaving): a token that may write; the role
+        /// is checked by `SharingRule`.
+        case share
+    }
+
+    /// The name the device records give the suite (`SharingRule.deviceSuiteName`).
+    var deviceSuite: String { SharingRule.deviceSuiteName(owner: owner, suite: suite, account: token.account) }
+
+    /// Whether the suite is another account's.
+    var isShared: Bool { owner != token.account }
+
+    /// The access of `context`'s token to the suite of the path, for `need`: the suite's name
+    /// (422), the owner's name (400), the token's scope and write permission (403), then the
+    /// membership (403: not shared with this account, or a `read` member writing).
+    static func check(
+        _ request: Request,
+        _ context: TokenRequestContext,
+        need: Need,
+        sharing: any SharingStore
+    ) async throws -> SuiteAccess {
+        let token = context.token
+        let raw = context.parameters.get("suite") ?? ""
+        guard let suite = raw.removingPercentEncoding else { throw APIError.invalidSuite("the suite name is not valid percent-encoding") }
+        if let problem = Names.problem(with: suite, kind: "suite") { throw APIError.invalidSuite(problem) }
+        let owner = request.uri.queryParameters[OwnerParameter.name[...]].map(String.init) ?? token.account
+        if let problem = Names.problem(with: owner, kind: "owner account") { throw APIError.malformed(problem) }
+        try token.authorize(suite: suite, write: need != .read)
+        let member = owner == token.account ? nil : try await sharing.member(owner: owner, suite: suite, account: token.account)
+        guard let role = SharingRule.role(of: token.account, owner: owner, member: member) else {
+            throw APIError.forbidden("\(owner)'s suite '\(suite)' is not shared with this account")
+        }
+        if need == .write, !role.mayWrite {
+            throw APIError.forbidden("this account is a read member of \(owner)'s suite '\(suite)': it may read the suite, not change it")
+        }
+        return SuiteAccess(token: token, owner: owner, suite: suite, role: role)
+    }
+
+    /// Whether the token's account still shares the suite (for an open event stream; the owner
+    /// always does).
+    func isStillAllowed(_ sharing: any SharingStore) async -> Bool {
+        guard isShared else { return true }
+        // A store that cannot answer is not a refusal: the stream's next read says what is wrong.
+        do { return try await sharing.member(owner: owner, suite: suite, account: token.account) != nil } catch { return true }
+    }
+}

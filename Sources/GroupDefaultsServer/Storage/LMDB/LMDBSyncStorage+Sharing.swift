@@ -1,0 +1,212 @@
+package import Foundation
+import GroupDefaultsLMDB
+import GroupDefaultsWire
+
+// Shared suites, in `sharing` (no account or suite name holds NUL, so NUL separates them):
+// - `m/` + owner + NUL + suite + NUL + account → `StoredMember` JSON: a suite's members, in order;
+// - `a/` + account + NUL + owner + NUL + suite → nothing: the suites shared with an account;
+// - `i/` + lookup → `StoredInvitation` JSON;
+// - `s/` + owner + NUL + suite + NUL + lookup → nothing: a suite's invitations.
+extension LMDBSyncStorage: SharingStore {
+    enum SharingKeys {
+        static func suite(_ owner: String, _ suite: String) -> [UInt8] { Array(owner.utf8) + [0] + Array(suite.utf8) + [0] }
+        static func members(_ owner: String, _ suite: String) -> [UInt8] { Array("m/".utf8) + Self.suite(owner, suite) }
+        static func member(_ owner: String, _ suite: String, _ account: String) -> [UInt8] { members(owner, suite) + Array(account.utf8) }
+        static func memberships(_ account: String) -> [UInt8] { Array("a/".utf8) + Array(account.utf8) + [0] }
+        static func membership(_ member: StoredMember) -> [UInt8] {
+            memberships(member.account) + Array(member.owner.utf8) + [0] + Array(member.suite.utf8)
+        }
+        static func invitation(_ lookup: String) -> [UInt8] { Array("i/".utf8) + Array(lookup.utf8) }
+        static func invitations(_ owner: String, _ suite: String) -> [UInt8] { Array("s/".utf8) + Self.suite(owner, suite) }
+    }
+
+    package func member(owner: String, suite: String, account: String) async throws -> StoredMember? {
+        try await read { txn in try Self.member(txn, owner: owner, suite: suite, account: account) }
+    }
+
+    package func members(owner: String, suite: String) async throws -> [StoredMember] {
+        try await read { txn in
+            var members: [StoredMember] = []
+            try Self.forEach(txn, prefix: SharingKeys.members(owner, suite)) { _, value in
+                members.append(try JSONDecoder().decode(StoredMember.self, from: Data(value)))
+            }
+            return members
+        }
+    }
+
+    package func memberships(account: String) async throws -> [StoredMember] {
+        try await read { txn in
+            let prefix = SharingKeys.memberships(account)
+            var keys: [[UInt8]] = []
+            try Self.forEach(txn, prefix: prefix) { key, _ in keys.append(Array(key[prefix.count...])) }
+            return try keys.compactMap { rest in
+                let parts = rest.split(separator: 0, maxSplits: 1, omittingEmptySubsequences: false)
+                guard parts.count == 2 else { return nil }
+                return try Self.member(
+                    txn,
+                    owner: String(decoding: parts[0], as: UTF8.self),
+                    suite: String(decoding: parts[1], as: UTF8.self),
+                    account: account
+                )
+            }
+        }
+    }
+
+    package func createInvitation(_ invitation: StoredInvitation, now: Date) async throws {
+        let json = Array(try JSONEncoder().encode(invitation))
+        try await write { txn in
+            var pending = 0
+            var ended: [String] = []
+            try Self.forEach(txn, prefix: SharingKeys.invitations(invitation.owner, invitation.suite)) { key, _ in
+                let lookup = String(decoding: key.suffix(64), as: UTF8.self)
+                guard let kept = try Self.invitation(txn, lookup: lookup) else { return }
+                if kept.state(at: now) == .pending { pending += 1 } else if !kept.isKept(at: now) { ended.append(lookup) }
+            }
+            for lookup in ended {
+                try Self.delete(txn, DB.sharing, SharingKeys.invitation(lookup))
+                try Self.delete(txn, DB.sharing, SharingKeys.invitations(invitation.owner, invitation.suite) + Array(lookup.utf8))
+            }
+            try StoredInvitation.checkCount(pending)
+            guard try Self.get(txn, DB.sharing, SharingKeys.invitation(invitation.lookup)) == nil else {
+                throw SyncStorageError(.invitationUsed, "an invitation with this id exists: make a new code")
+            }
+            try Self.put(txn, DB.sharing, SharingKeys.invitation(invitation.lookup), json)
+            try Self.put(txn, DB.sharing, SharingKeys.invitations(invitation.owner, invitation.suite) + Array(invitation.lookup.utf8), [])
+        }
+    }
+
+    package func invitation(lookup: String) async throws -> StoredInvitation? {
+        try await read { txn in try Self.invitation(txn, lookup: lookup) }
+    }
+
+    package func invitations(owner: String, suite: String) async throws -> [StoredInvitation] {
+        let now = Date()
+        return try await read { txn in
+            var found: [StoredInvitation] = []
+            try Self.forEach(txn, prefix: SharingKeys.invitations(owner, suite)) { key, _ in
+                if let invitation = try Self.invitation(txn, lookup: String(decoding: key.suffix(64), as: UTF8.self)), invitation.isKept(at: now) {
+                    found.append(invitation)
+                }
+            }
+            return found.sorted { ($0.created, $0.id) > ($1.created, $1.id) }
+        }
+    }
+
+    package func acceptInvitation(lookup: String, account: String, now: Date) async throws -> StoredMember {
+        try await write { txn in
+            guard var invitation = try Self.invitation(txn, lookup: lookup) else { throw Self.invitationNotFound }
+            let existing = try Self.member(txn, owner: invitation.owner, suite: invitation.suite, account: account)
+            let member = try invitation.accept(by: account, existing: existing, now: now)
+            try Self.put(txn, DB.sharing, SharingKeys.invitation(lookup), Array(try JSONEncoder().encode(invitation)))
+            try Self.put(txn, DB.sharing, SharingKeys.member(member.owner, member.suite, member.account), Array(try JSONEncoder().encode(member)))
+            try Self.put(txn, DB.sharing, SharingKeys.membership(member), [])
+            return member
+        }
+    }
+
+    package func revokeInvitation(owner: String, suite: String, id: String, now: Date) async throws -> StoredInvitation {
+        try await write { txn in
+            var found: StoredInvitation?
+            try Self.forEach(txn, prefix: SharingKeys.invitations(owner, suite)) { key, _ in
+                if let invitation = try Self.invitation(txn, lookup: String(decoding: key.suffix(64), as: UTF8.self)), invitation.id == id {
+                    found = invitation
+                }
+            }
+            guard var invitation = found else { throw SyncStorageError(.invitationNotFound, "the suite has no invitation \(id)") }
+            try invitation.revoke(now: now)
+            try Self.put(txn, DB.sharing, SharingKeys.invitation(invitation.lookup), Array(try JSONEncoder().encode(invitation)))
+            return invitation
+        }
+    }
+
+    package func removeMember(owner: String, suite: String, account: String) async throws -> Bool {
+        let removed = try await write { txn -> Bool in
+            guard let member = try Self.member(txn, owner: owner, suite: suite, account: account) else { return false }
+            try Self.delete(txn, DB.sharing, SharingKeys.member(owner, suite, account))
+            try Self.delete(txn, DB.sharing, SharingKeys.membership(member))
+            return true
+        }
+        // The removed account's open streams wake and re-check their access, which is gone.
+        if removed { waiters.notify(.init(account: owner, suite: suite), head: .max) }
+        return removed
+    }
+
+    /// Deletes every membership of `account` and every member and invitation of its suites, in
+    /// `txn` (an account's deletion). Returns the suites shared with it, and its own suites that
+    /// had members, whose waits the caller wakes.
+    static func deleteSharing(_ txn: LMDBTransaction, account: String) throws -> [(owner: String, suite: String)] {
+        var touched: [(owner: String, suite: String)] = []
+        var deletions: [[UInt8]] = []
+        // Its memberships of other accounts' suites.
+        let prefix = SharingKeys.memberships(account)
+        try forEach(txn, prefix: prefix) { key, _ in
+            let parts = key[prefix.count...].split(separator: 0, maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2 else { return }
+            let owner = String(decoding: parts[0], as: UTF8.self)
+            let suite = String(decoding: parts[1], as: UTF8.self)
+            deletions.append(Array(key))
+            deletions.append(SharingKeys.member(owner, suite, account))
+            touched.append((owner, suite))
+        }
+        // Its own suites' members and invitations: every `m/` and `s/` record under its name.
+        for kind in ["m/", "s/"] {
+            let ownPrefix = Array(kind.utf8) + Array(account.utf8) + [0]
+            try forEach(txn, prefix: ownPrefix) { key, value in
+                deletions.append(Array(key))
+                if kind == "m/", let member = try? JSONDecoder().decode(StoredMember.self, from: Data(value)) {
+                    deletions.append(SharingKeys.membership(member))
+                    touched.append((account, member.suite))
+                }
+                if kind == "s/" { deletions.append(SharingKeys.invitation(String(decoding: key.suffix(64), as: UTF8.self))) }
+            }
+        }
+        for key in deletions { try delete(txn, DB.sharing, key) }
+        return touched
+    }
+
+    private static let invitationNotFound = SyncStorageError(
+        .invitationNotFound,
+        "no invitation has this code: check it, or ask for a new one"
+    )
+
+    private static func member(_ txn: LMDBTransaction, owner: String, suite: String, account: String) throws -> StoredMember? {
+        guard let json = try get(txn, DB.sharing, SharingKeys.member(owner, suite, account)) else { return nil }
+        return try JSONDecoder().decode(StoredMember.self, from: Data(json))
+    }
+
+    private static func invitation(_ txn: LMDBTransaction, lookup: String) throws -> StoredInvitation? {
+        guard let json = try get(txn, DB.sharing, SharingKeys.invitation(lookup)) else { return nil }
+        return try JSONDecoder().decode(StoredInvitation.self, from: Data(json))
+    }
+
+    /// Calls `body` with each record of `sharing` under `prefix`, in key order.
+    private static func forEach(_ txn: LMDBTransaction, prefix: [UInt8], _ body: ([UInt8], [UInt8]) throws -> Void) throws {
+        try prefix.withUnsafeBytes { start in
+            try txn.forEach(DB.sharing, from: start) { key, value in
+                guard key.starts(with: prefix) else { return false }
+                try body(Array(key), Array(value))
+                return true
+            }
+        }
+    }
+
+    /// Runs `body` in a read transaction off the cooperative pool.
+    private func read<T: Sendable>(_ body: @escaping @Sendable (LMDBTransaction) throws -> T) async throws -> T {
+        let environment = self.environment
+        return try await onReadQueue {
+            var result: T?
+            try environment.readTransaction { txn in result = try body(txn) }
+            return result!
+        }
+    }
+
+    /// Runs `body` in a write transaction, flushed, off the cooperative pool.
+    private func write<T: Sendable>(_ body: @escaping @Sendable (LMDBTransaction) throws -> T) async throws -> T {
+        let environment = self.environment
+        return try await onWriteQueue {
+            var result: T?
+            try environment.writeTransaction(sync: true) { txn in result = try body(txn) }
+            return result!
+        }
+    }
+}

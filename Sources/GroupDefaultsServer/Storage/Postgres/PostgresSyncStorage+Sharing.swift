@@ -1,0 +1,211 @@
+package import Foundation
+package import GroupDefaultsWire
+import Logging
+import PostgresNIO
+
+// Shared suites (migration 10): `members`, one row per membership with its record as JSON, and
+// `invitations`, filed under their lookup, with the time each ended (or ends) as a column for the
+// purge. Accepting locks the invitation's row, so one invitation makes one member.
+extension PostgresSyncStorage: SharingStore {
+    package func member(owner: String, suite: String, account: String) async throws -> StoredMember? {
+        try await bounded("reading a membership") { storage in
+            try await storage.decodeAll(
+                StoredMember.self,
+                "SELECT record::text FROM members WHERE owner = \(owner) AND suite = \(suite) AND account = \(account)"
+            ).first
+        }
+    }
+
+    package func members(owner: String, suite: String) async throws -> [StoredMember] {
+        try await bounded("reading members") { storage in
+            try await storage.decodeAll(
+                StoredMember.self,
+                "SELECT record::text FROM members WHERE owner = \(owner) AND suite = \(suite) ORDER BY account"
+            )
+        }
+    }
+
+    package func memberships(account: String) async throws -> [StoredMember] {
+        try await bounded("reading memberships") { storage in
+            try await storage.decodeAll(
+                StoredMember.self,
+                "SELECT record::text FROM members WHERE account = \(account) ORDER BY owner COLLATE \"C\", suite"
+            )
+        }
+    }
+
+    package func createInvitation(_ invitation: StoredInvitation, now: Date) async throws {
+        let json = String(decoding: try JSONEncoder().encode(invitation), as: UTF8.self)
+        let purgeBefore = now.addingTimeInterval(-StoredInvitation.keptAfterEnd)
+        let inserted = try await bounded("creating an invitation") { storage in
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                // Counted and inserted under a lock of the suite's, so that invitations made at
+                // once cannot outrun the cap.
+                try await connection.query(
+                    "SELECT pg_advisory_xact_lock(hashtext(\(invitation.owner)), hashtext(\(invitation.suite)))",
+                    logger: storage.logger
+                )
+                try await connection.query(
+                    "DELETE FROM invitations WHERE owner = \(invitation.owner) AND suite = \(invitation.suite) AND ended < \(purgeBefore)",
+                    logger: storage.logger
+                )
+                let rows = try await connection.query(
+                    "SELECT record::text FROM invitations WHERE owner = \(invitation.owner) AND suite = \(invitation.suite) AND ended > \(now)",
+                    logger: storage.logger
+                )
+                var pending = 0
+                for try await text in rows.decode(String.self) {
+                    if try JSONDecoder().decode(StoredInvitation.self, from: Data(text.utf8)).state(at: now) == .pending { pending += 1 }
+                }
+                try StoredInvitation.checkCount(pending)
+                let inserted = try await connection.query(
+                    """
+                    INSERT INTO invitations (lookup, owner, suite, ended, record)
+                    VALUES (\(invitation.lookup), \(invitation.owner), \(invitation.suite), \(invitation.ended), \(json)::json)
+                    ON CONFLICT DO NOTHING RETURNING lookup
+                    """,
+                    logger: storage.logger
+                )
+                for try await _ in inserted.decode(String.self) { return true }
+                return false
+            }
+        }
+        if !inserted { throw SyncStorageError(.invitationUsed, "an invitation with this id exists: make a new code") }
+    }
+
+    package func invitation(lookup: String) async throws -> StoredInvitation? {
+        try await bounded("reading an invitation") { storage in
+            try await storage.decodeAll(StoredInvitation.self, "SELECT record::text FROM invitations WHERE lookup = \(lookup)").first
+        }
+    }
+
+    package func invitations(owner: String, suite: String) async throws -> [StoredInvitation] {
+        let now = Date()
+        let found = try await bounded("reading invitations") { storage in
+            try await storage.decodeAll(
+                StoredInvitation.self,
+                "SELECT record::text FROM invitations WHERE owner = \(owner) AND suite = \(suite)"
+            )
+        }
+        return found.filter { $0.isKept(at: now) }.sorted { ($0.created, $0.id) > ($1.created, $1.id) }
+    }
+
+    package func acceptInvitation(lookup: String, account: String, now: Date) async throws -> StoredMember {
+        try await bounded("accepting an invitation") { storage in
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                let rows = try await connection.query(
+                    "SELECT record::text FROM invitations WHERE lookup = \(lookup) FOR UPDATE",
+                    logger: storage.logger
+                )
+                var found: StoredInvitation?
+                for try await text in rows.decode(String.self) { found = try JSONDecoder().decode(StoredInvitation.self, from: Data(text.utf8)) }
+                guard var invitation = found else {
+                    throw SyncStorageError(.invitationNotFound, "no invitation has this code: check it, or ask for a new one")
+                }
+                let held = try await connection.query(
+                    """
+                    SELECT record::text FROM members
+                    WHERE owner = \(invitation.owner) AND suite = \(invitation.suite) AND account = \(account) FOR UPDATE
+                    """,
+                    logger: storage.logger
+                )
+                var existing: StoredMember?
+                for try await text in held.decode(String.self) { existing = try JSONDecoder().decode(StoredMember.self, from: Data(text.utf8)) }
+                let member = try invitation.accept(by: account, existing: existing, now: now)
+                let invitationJSON = String(decoding: try JSONEncoder().encode(invitation), as: UTF8.self)
+                let memberJSON = String(decoding: try JSONEncoder().encode(member), as: UTF8.self)
+                try await connection.query(
+                    "UPDATE invitations SET record = \(invitationJSON)::json, ended = \(invitation.ended) WHERE lookup = \(lookup)",
+                    logger: storage.logger
+                )
+                // Two accounts' first acceptances of two invitations at once both insert: the
+                // primary key keeps one membership per account.
+                let inserted = try await connection.query(
+                    """
+                    INSERT INTO members (owner, suite, account, record) VALUES (\(member.owner), \(member.suite), \(member.account), \(memberJSON)::json)
+                    ON CONFLICT DO NOTHING RETURNING account
+                    """,
+                    logger: storage.logger
+                )
+                var stored = false
+                for try await _ in inserted.decode(String.self) { stored = true }
+                guard stored else {
+                    throw SyncStorageError(.memberConflict, "\(account) is already a member of \(member.owner)'s suite \(member.suite)")
+                }
+                return member
+            }
+        }
+    }
+
+    package func revokeInvitation(owner: String, suite: String, id: String, now: Date) async throws -> StoredInvitation {
+        try await bounded("revoking an invitation") { storage in
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                let rows = try await connection.query(
+                    """
+                    SELECT record::text FROM invitations WHERE owner = \(owner) AND suite = \(suite) AND record->>'id' = \(id) FOR UPDATE
+                    """,
+                    logger: storage.logger
+                )
+                var found: StoredInvitation?
+                for try await text in rows.decode(String.self) { found = try JSONDecoder().decode(StoredInvitation.self, from: Data(text.utf8)) }
+                guard var invitation = found else { throw SyncStorageError(.invitationNotFound, "the suite has no invitation \(id)") }
+                try invitation.revoke(now: now)
+                let json = String(decoding: try JSONEncoder().encode(invitation), as: UTF8.self)
+                try await connection.query(
+                    "UPDATE invitations SET record = \(json)::json, ended = \(invitation.ended) WHERE lookup = \(invitation.lookup)",
+                    logger: storage.logger
+                )
+                return invitation
+            }
+        }
+    }
+
+    package func removeMember(owner: String, suite: String, account: String) async throws -> Bool {
+        try await bounded("removing a member") { storage in
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                let rows = try await connection.query(
+                    "DELETE FROM members WHERE owner = \(owner) AND suite = \(suite) AND account = \(account) RETURNING 1",
+                    logger: storage.logger
+                )
+                var removed = false
+                for try await _ in rows { removed = true }
+                // Every instance's streams of the suite wake and re-check their access.
+                if removed { try await Self.wakeAll(owner: owner, suite: suite, on: connection, logger: storage.logger) }
+                return removed
+            }
+        }
+    }
+
+    /// Deletes every membership of `account` and every member and invitation of its suites, on
+    /// `connection` (an account's deletion), and wakes the streams of the suites concerned.
+    /// Returns whether there was any.
+    static func deleteSharing(account: String, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        var touched: [(String, String)] = []
+        let rows = try await connection.query(
+            "DELETE FROM members WHERE account = \(account) OR owner = \(account) RETURNING owner, suite",
+            logger: logger
+        )
+        for try await (owner, suite) in rows.decode((String, String).self) { touched.append((owner, suite)) }
+        let invitations = try await connection.query("DELETE FROM invitations WHERE owner = \(account) RETURNING 1", logger: logger)
+        var found = !touched.isEmpty
+        for try await _ in invitations { found = true }
+        for (owner, suite) in touched { try await wakeAll(owner: owner, suite: suite, on: connection, logger: logger) }
+        return found
+    }
+
+    /// Wakes the waits on `owner`'s `suite` on every instance (at the transaction's commit), as a
+    /// push past every revision would.
+    static func wakeAll(owner: String, suite: String, on connection: PostgresConnection, logger: Logger) async throws {
+        let notice = String(decoding: try JSONEncoder().encode(ChangeNotice(account: owner, suite: suite, head: UInt64(Int64.max))), as: UTF8.self)
+        try await connection.query("SELECT pg_notify(\(ChangeNotice.channel), \(notice))", logger: logger)
+    }
+
+    /// Every row of `query` (one JSON text column) decoded as `T`.
+    private func decodeAll<T: Decodable>(_ type: T.Type, _ query: PostgresQuery) async throws -> [T] {
+        var found: [T] = []
+        for try await text in try await client.query(query, logger: logger).decode(String.self) {
+            found.append(try JSONDecoder().decode(T.self, from: Data(text.utf8)))
+        }
+        return found
+    }
+}

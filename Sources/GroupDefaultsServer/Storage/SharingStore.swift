@@ -1,0 +1,34 @@
+package import Foundation
+package import GroupDefaultsWire
+
+/// Shared suites: members (`StoredMember`) and invitations (`StoredInvitation`). The rules are
+/// `SharingRule`'s and the invitation's own; backends apply them inside one transaction, so that
+/// two accounts accepting one invitation at once cannot both become members.
+package protocol SharingStore: Sendable {
+    /// `account`'s membership of `owner`'s `suite`, if any.
+    func member(owner: String, suite: String, account: String) async throws -> StoredMember?
+    /// The members of `owner`'s `suite`, by account.
+    func members(owner: String, suite: String) async throws -> [StoredMember]
+    /// The suites other accounts share with `account`, by owner and suite.
+    func memberships(account: String) async throws -> [StoredMember]
+
+    /// Stores a new invitation, and drops those ended longer ago than
+    /// `StoredInvitation.keptAfterEnd`; `rateLimited` beyond `StoredInvitation.maximumPending`
+    /// pending for its suite (`checkCount`), `invitationUsed` if its lookup exists.
+    func createInvitation(_ invitation: StoredInvitation, now: Date) async throws
+    /// The invitation under `lookup`, whatever its state; nil if there is none.
+    func invitation(lookup: String) async throws -> StoredInvitation?
+    /// The invitations of `owner`'s `suite` still kept, newest first.
+    func invitations(owner: String, suite: String) async throws -> [StoredInvitation]
+    /// Accepts the invitation under `lookup` for `account` (`StoredInvitation.accept`) and stores
+    /// the membership it makes, in one transaction. `invitationNotFound`, `invitationUsed`,
+    /// `invitationExpired`, `memberConflict`.
+    func acceptInvitation(lookup: String, account: String, now: Date) async throws -> StoredMember
+    /// Revokes the invitation of `owner`'s `suite` whose public id is `id`
+    /// (`StoredInvitation.revoke`). `invitationNotFound`, `invitationUsed`, `invitationExpired`.
+    func revokeInvitation(owner: String, suite: String, id: String, now: Date) async throws -> StoredInvitation
+    /// Removes `account` from `owner`'s `suite` and wakes the suite's waits on every instance, so
+    /// that the removed account's open event streams re-check their access at once. Returns false,
+    /// having changed nothing, when it was not a member.
+    func removeMember(owner: String, suite: String, account: String) async throws -> Bool
+}

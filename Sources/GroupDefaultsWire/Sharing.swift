@@ -1,0 +1,213 @@
+// Shared suites: an owner account's suite that other accounts use too, each as a member with a
+// role. The owner (or an admin member) makes a one-time invitation, registered under an id derived
+// from its code (the code never reaches the server); a device of another account accepts it with
+// its own token and becomes a member. A member's requests name the owner's account with the query
+// parameter `owner` on the suite's routes (`/v1/suites/{suite}/…?owner=ACCOUNT`).
+
+/// What an account may do with a suite: its `owner` everything; an `admin` member reads, writes,
+/// invites `read` and `write` members and removes them; a `write` member reads and writes; a
+/// `read` member only reads.
+public enum SuiteRole: String, Codable, Sendable, Hashable, CaseIterable, Comparable {
+    /// Reads the suite: pulls, its history, its members.
+    case read
+    /// Reads and writes (pushes).
+    case write
+    /// Reads, writes, and invites and removes `read` and `write` members.
+    case admin
+    /// The account the suite belongs to: everything, its quotas included.
+    case owner
+
+    /// Whether the role may push.
+    public var mayWrite: Bool { self != .read }
+
+    /// Whether the role may invite and remove members.
+    public var mayAdminister: Bool { self == .admin || self == .owner }
+
+    /// The roles an invitation may give: every one but `owner`.
+    public static let invitable: [SuiteRole] = [.read, .write, .admin]
+
+    /// Roles in order of what they allow: `read` < `write` < `admin` < `owner`.
+    public static func < (lhs: SuiteRole, rhs: SuiteRole) -> Bool {
+        allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+    }
+}
+
+/// `POST /v1/suites/{suite}/invitations`: an invitation for the suite, filed under the id derived
+/// from its code (`invitation_id`, 32 lowercase hex digits), giving `role`, working for
+/// `expires_in` seconds (24 hours if absent; at most 30 days).
+public struct InvitationRequest: Codable, Sendable, Hashable {
+    /// The id derived from the invitation's code (lowercase hex).
+    public var invitationID: String
+    /// The role the invitation gives (`read`, `write` or `admin`).
+    public var role: SuiteRole
+    /// How long it works, in seconds (`expires_in`); nil for the server's default, 24 hours.
+    public var expiresIn: UInt64?
+
+    /// An invitation under `invitationID` giving `role`, working for `expiresIn` seconds.
+    public init(invitationID: String, role: SuiteRole, expiresIn: UInt64? = nil) {
+        self.invitationID = invitationID
+        self.role = role
+        self.expiresIn = expiresIn
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case invitationID = "invitation_id"
+        case role
+        case expiresIn = "expires_in"
+    }
+}
+
+/// An invitation as the server describes it (never with its id or code).
+public struct InvitationInfo: Codable, Sendable, Hashable {
+    /// Where an invitation stands.
+    public enum State: String, Codable, Sendable, Hashable {
+        /// It can be accepted.
+        case pending
+        /// An account accepted it (`accepted_by`); it cannot be used again.
+        case accepted
+        /// The owner or an admin revoked it.
+        case revoked
+        /// It expired unused.
+        case expired
+    }
+
+    /// Its public name, for listing and revoking (not the code, not its id).
+    public var id: String
+    /// The account that owns the suite.
+    public var owner: String
+    /// The suite, as its owner names it.
+    public var suite: String
+    /// The role it gives.
+    public var role: SuiteRole
+    /// The account that made it (`created_by`): the owner or an admin.
+    public var createdBy: String
+    /// When it was made and when it stops working, as typed-JSON dates.
+    public var created: String
+    /// See `created`.
+    public var expires: String
+    /// Where it stands.
+    public var state: State
+    /// The account that accepted it (`accepted_by`), once accepted.
+    public var acceptedBy: String?
+
+    /// An invitation as described.
+    public init(
+        id: String,
+        owner: String,
+        suite: String,
+        role: SuiteRole,
+        createdBy: String,
+        created: String,
+        expires: String,
+        state: State,
+        acceptedBy: String? = nil
+    ) {
+        self.id = id
+        self.owner = owner
+        self.suite = suite
+        self.role = role
+        self.createdBy = createdBy
+        self.created = created
+        self.expires = expires
+        self.state = state
+        self.acceptedBy = acceptedBy
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, owner, suite, role
+        case createdBy = "created_by"
+        case created, expires, state
+        case acceptedBy = "accepted_by"
+    }
+}
+
+/// `GET /v1/suites/{suite}/invitations`: the suite's invitations, newest first.
+public struct InvitationList: Codable, Sendable, Hashable {
+    /// The invitations (pending ones, and those that ended in the last 30 days).
+    public var invitations: [InvitationInfo]
+
+    /// A list of `invitations`.
+    public init(invitations: [InvitationInfo]) { self.invitations = invitations }
+}
+
+/// What accepting an invitation made: the asking account a member of `owner`'s `suite` with `role`.
+public struct Membership: Codable, Sendable, Hashable {
+    /// The account that owns the suite: the `owner` parameter of the member's requests.
+    public var owner: String
+    /// The suite, as its owner names it.
+    public var suite: String
+    /// The member's role.
+    public var role: SuiteRole
+
+    /// A membership as described.
+    public init(owner: String, suite: String, role: SuiteRole) {
+        self.owner = owner
+        self.suite = suite
+        self.role = role
+    }
+}
+
+/// `GET /v1/suites/{suite}/members`: who shares the suite. The owner and admins see each member's
+/// devices that used it; other members see accounts and roles.
+public struct MemberList: Codable, Sendable, Hashable {
+    /// One account that shares the suite.
+    public struct Member: Codable, Sendable, Hashable {
+        /// The account.
+        public var account: String
+        /// Its role (`owner` for the owner).
+        public var role: SuiteRole
+        /// When it joined (accepted its invitation), as a typed-JSON date; nil for the owner.
+        public var added: String?
+        /// Its devices that pushed or pulled the suite, with when they were last seen; nil when the
+        /// asking account may not see them.
+        public var devices: [DeviceInfo]?
+
+        /// A member as described.
+        public init(account: String, role: SuiteRole, added: String?, devices: [DeviceInfo]?) {
+            self.account = account
+            self.role = role
+            self.added = added
+            self.devices = devices
+        }
+    }
+
+    /// The account that owns the suite.
+    public var owner: String
+    /// The suite, as its owner names it.
+    public var suite: String
+    /// The asking account's role (`you`).
+    public var you: SuiteRole
+    /// The owner first, then the members by account.
+    public var members: [Member]
+
+    /// A list as described.
+    public init(owner: String, suite: String, you: SuiteRole, members: [Member]) {
+        self.owner = owner
+        self.suite = suite
+        self.you = you
+        self.members = members
+    }
+}
+
+/// `DELETE /v1/suites/{suite}/members/{account}`'s answer: who was removed from which suite.
+public struct MemberRemoved: Codable, Sendable, Hashable {
+    /// The account that owns the suite.
+    public var owner: String
+    /// The suite, as its owner names it.
+    public var suite: String
+    /// The account removed (or that left).
+    public var account: String
+
+    /// A removal as described.
+    public init(owner: String, suite: String, account: String) {
+        self.owner = owner
+        self.suite = suite
+        self.account = account
+    }
+}
+
+/// The query parameter by which a member's request names the account that owns the suite.
+public enum OwnerParameter {
+    /// `owner`.
+    public static let name = "owner"
+}

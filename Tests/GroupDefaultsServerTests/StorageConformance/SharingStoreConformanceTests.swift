@@ -1,0 +1,149 @@
+import Foundation
+import GroupDefaultsServer
+import GroupDefaultsWire
+import TestSupport
+import Testing
+
+extension StorageConformanceTests {
+    /// `SharingStore` (members and invitations of shared suites), over every backend.
+    @Suite("SharingStore")
+    struct SharingStoreConformance: StorageConformance {
+        static func invitation(
+            _ id: String,
+            role: SuiteRole = .write,
+            by creator: String = "alice",
+            at created: Date,
+            lifetime: TimeInterval = 3600
+        )
+            -> StoredInvitation
+        {
+            StoredInvitation(
+                lookup: StoredInvitation.lookup(id: id),
+                id: "inv_\(id)",
+                owner: "alice",
+                suite: "family",
+                role: role,
+                createdBy: creator,
+                created: created,
+                lifetime: lifetime
+            )
+        }
+
+        @Test(
+            "an invitation makes one member, once, before it expires, unless revoked; members and memberships list it; removal ends it",
+            arguments: StorageBackend.allCases
+        )
+        func lifeOfAnInvitation(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let now = Date()
+                let write = Self.invitation("w1", at: now)
+                try await storage.createInvitation(write, now: now)
+                await expectStorageError(.invitationUsed) { try await storage.createInvitation(write, now: now) }
+                #expect(try await storage.invitation(lookup: write.lookup)?.state(at: now) == .pending)
+
+                // The owner cannot accept its own; an unknown code is not found.
+                await expectStorageError(.memberConflict) { _ = try await storage.acceptInvitation(lookup: write.lookup, account: "alice", now: now) }
+                await expectStorageError(.invitationNotFound) {
+                    _ = try await storage.acceptInvitation(lookup: StoredInvitation.lookup(id: "nope"), account: "bob", now: now)
+                }
+                #expect(try await storage.members(owner: "alice", suite: "family").isEmpty)
+
+                let member = try await storage.acceptInvitation(lookup: write.lookup, account: "bob", now: now)
+                #expect(member.owner == "alice" && member.suite == "family" && member.role == .write && member.invitedBy == "alice")
+                #expect(try await storage.member(owner: "alice", suite: "family", account: "bob")?.role == .write)
+                #expect(try await storage.member(owner: "alice", suite: "other", account: "bob") == nil)
+                #expect(try await storage.memberships(account: "bob").map(\.suite) == ["family"])
+                #expect(try await storage.invitation(lookup: write.lookup)?.state(at: now) == .accepted)
+                await expectStorageError(.invitationUsed) { _ = try await storage.acceptInvitation(lookup: write.lookup, account: "carol", now: now) }
+                #expect(try await storage.member(owner: "alice", suite: "family", account: "carol") == nil)
+
+                // A member already: another invitation does not change its role.
+                let read = Self.invitation("r1", role: .read, at: now)
+                try await storage.createInvitation(read, now: now)
+                await expectStorageError(.memberConflict) { _ = try await storage.acceptInvitation(lookup: read.lookup, account: "bob", now: now) }
+                #expect(try await storage.invitation(lookup: read.lookup)?.state(at: now) == .pending, "nothing changed")
+
+                // Expired, then revoked: refused, nothing made.
+                await expectStorageError(.invitationExpired) {
+                    _ = try await storage.acceptInvitation(lookup: read.lookup, account: "carol", now: now.addingTimeInterval(3601))
+                }
+                let revoked = try await storage.revokeInvitation(owner: "alice", suite: "family", id: read.id, now: now)
+                #expect(revoked.state(at: now) == .revoked)
+                await expectStorageError(.invitationExpired) {
+                    _ = try await storage.acceptInvitation(lookup: read.lookup, account: "carol", now: now)
+                }
+                await expectStorageError(.invitationExpired) {
+                    _ = try await storage.revokeInvitation(owner: "alice", suite: "family", id: read.id, now: now)
+                }
+                await expectStorageError(.invitationUsed) {
+                    _ = try await storage.revokeInvitation(owner: "alice", suite: "family", id: write.id, now: now)
+                }
+                await expectStorageError(.invitationNotFound) {
+                    _ = try await storage.revokeInvitation(owner: "alice", suite: "other", id: write.id, now: now)
+                }
+                #expect(try await storage.member(owner: "alice", suite: "family", account: "carol") == nil)
+                #expect(Set(try await storage.invitations(owner: "alice", suite: "family").map(\.id)) == [read.id, write.id])
+
+                #expect(try await storage.removeMember(owner: "alice", suite: "family", account: "bob"))
+                #expect(try await !storage.removeMember(owner: "alice", suite: "family", account: "bob"))
+                #expect(try await storage.member(owner: "alice", suite: "family", account: "bob") == nil)
+                #expect(try await storage.memberships(account: "bob").isEmpty)
+            }
+        }
+
+        @Test("two accounts accepting one invitation at once: exactly one becomes a member", arguments: StorageBackend.allCases)
+        func oneInvitationOneMember(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let now = Date()
+                let invitation = Self.invitation("race", at: now)
+                try await storage.createInvitation(invitation, now: now)
+                let accounts = (0..<8).map { "acct\($0)" }
+                let outcomes = await withTaskGroup(of: Bool.self) { group in
+                    for account in accounts {
+                        group.addTask { (try? await storage.acceptInvitation(lookup: invitation.lookup, account: account, now: now)) != nil }
+                    }
+                    return await group.reduce(into: [Bool]()) { $0.append($1) }
+                }
+                #expect(outcomes.filter { $0 }.count == 1)
+                #expect(try await storage.members(owner: "alice", suite: "family").count == 1)
+            }
+        }
+
+        @Test(
+            "a suite has at most 20 invitations waiting; ended ones do not count",
+            arguments: StorageBackend.allCases
+        )
+        func invitationCap(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let now = Date()
+                for index in 0..<StoredInvitation.maximumPending {
+                    try await storage.createInvitation(Self.invitation("c\(index)", at: now), now: now)
+                }
+                await expectStorageError(.rateLimited) { try await storage.createInvitation(Self.invitation("more", at: now), now: now) }
+                _ = try await storage.revokeInvitation(owner: "alice", suite: "family", id: "inv_c0", now: now)
+                try await storage.createInvitation(Self.invitation("after-revoke", at: now), now: now)
+                // Once they expired, more may be made.
+                let later = now.addingTimeInterval(3601)
+                try await storage.createInvitation(Self.invitation("later", at: later), now: later)
+            }
+        }
+
+        @Test("deleting an account deletes its memberships and its suites' members and invitations", arguments: StorageBackend.allCases)
+        func deletedAccount(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let now = Date()
+                try await storage.createInvitation(Self.invitation("d1", at: now), now: now)
+                try await storage.createInvitation(Self.invitation("d2", at: now), now: now)
+                _ = try await storage.acceptInvitation(lookup: StoredInvitation.lookup(id: "d1"), account: "bob", now: now)
+                _ = try await storage.acceptInvitation(lookup: StoredInvitation.lookup(id: "d2"), account: "carol", now: now)
+                #expect(try await storage.deleteAccount("bob"))
+                #expect(try await storage.memberships(account: "bob").isEmpty)
+                #expect(try await storage.members(owner: "alice", suite: "family").map(\.account) == ["carol"])
+                #expect(try await storage.deleteAccount("alice"))
+                #expect(try await storage.memberships(account: "carol").isEmpty)
+                #expect(try await storage.invitation(lookup: StoredInvitation.lookup(id: "d1")) == nil)
+                #expect(try await storage.invitations(owner: "alice", suite: "family").isEmpty)
+            }
+        }
+    }
+}
