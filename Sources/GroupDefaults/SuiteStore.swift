@@ -612,6 +612,9 @@ enum MetaKey {
     nonisolated(unsafe) static let syncCAFile = UnsafeRawBufferPointer(staticString: "sync.cafile")
     /// The file of the suite's end-to-end encryption keys (its path; never the keys).
     nonisolated(unsafe) static let syncKeyFile = UnsafeRawBufferPointer(staticString: "sync.keyfile")
+    /// For a suite another account shares with this one: who owns it, its name there and this
+    /// account's role, as the sync client wrote them (opaque here), UTF-8.
+    nonisolated(unsafe) static let syncShare = UnsafeRawBufferPointer(staticString: "sync.share")
     /// What the sync engine last reported that needs attention (paused, failing), UTF-8.
     nonisolated(unsafe) static let syncNote = UnsafeRawBufferPointer(staticString: "sync.note")
     /// The HLC at which sync was turned on (`configure`), u64 little-endian: the moment of the

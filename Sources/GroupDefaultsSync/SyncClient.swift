@@ -12,8 +12,11 @@ import Synchronization
 public struct SyncClient: Sendable {
     /// The server's base URL (`https://sync.example.com`); `/v1/…` is appended.
     public let server: URL
-    /// The suite's name on the server (namespaced by the token's account).
+    /// The suite's name on the server (namespaced by the token's account, or by `owner`'s).
     public let suite: String
+    /// For a suite another account shares with this token's: that account, the suite's owner
+    /// (sent as the `owner` query parameter of the suite's requests); nil for the account's own.
+    public var owner: String?
     /// Called before each request: the bearer token, read afresh so that a new token takes effect.
     public let token: @Sendable () throws -> String
     let http: HTTPClient
@@ -179,6 +182,46 @@ public struct SyncClient: Sendable {
         )
     }
 
+    // MARK: Sharing
+
+    /// `POST invitations`: an invitation to this suite giving `role`, filed under `invitationID`
+    /// (derived from its code), working for `expiresIn` seconds (nil: the server's 24 hours).
+    public func createInvitation(invitationID: String, role: SuiteRole, expiresIn: UInt64?) async throws(SyncError) -> InvitationInfo {
+        let body = try Self.encode(InvitationRequest(invitationID: invitationID, role: role, expiresIn: expiresIn))
+        return try await send(.POST, path: "invitations", query: [], body: body, as: InvitationInfo.self)
+    }
+
+    /// `GET invitations`: this suite's invitations, newest first (for its owner and admins).
+    public func invitations() async throws(SyncError) -> InvitationList {
+        try await send(.GET, path: "invitations", query: [], as: InvitationList.self)
+    }
+
+    /// `DELETE invitations/{id}`: revokes one of this suite's invitations by its public id.
+    public func revokeInvitation(id: String) async throws(SyncError) -> InvitationInfo {
+        try await send(.DELETE, path: "invitations/\(Self.pathSegment(id))", query: [], as: InvitationInfo.self)
+    }
+
+    /// `GET members`: who shares this suite.
+    public func members() async throws(SyncError) -> MemberList {
+        try await send(.GET, path: "members", query: [], as: MemberList.self)
+    }
+
+    /// `DELETE members/{account}`: removes `account` from this suite (or, for the token's own
+    /// account, leaves it).
+    public func removeMember(_ account: String) async throws(SyncError) -> MemberRemoved {
+        try await send(.DELETE, path: "members/\(Self.pathSegment(account))", query: [], as: MemberRemoved.self)
+    }
+
+    /// `GET /v1/invitations/{invitation_id}`: what an invitation offers, and where it stands.
+    public func invitation(invitationID: String) async throws(SyncError) -> InvitationInfo {
+        try await send(.GET, url: "v1/invitations/\(invitationID)", query: [], as: InvitationInfo.self)
+    }
+
+    /// `POST /v1/invitations/{invitation_id}/accept`: makes the token's account a member.
+    public func acceptInvitation(invitationID: String) async throws(SyncError) -> Membership {
+        try await send(.POST, url: "v1/invitations/\(invitationID)/accept", query: [], body: [], as: Membership.self)
+    }
+
     private static func encode(_ value: some Encodable) throws(SyncError) -> [UInt8] {
         do { return Array(try JSONEncoder().encode(value)) } catch { throw SyncError(.local, "cannot encode a request: \(error)") }
     }
@@ -193,7 +236,7 @@ public struct SyncClient: Sendable {
         onOpen: @Sendable () async -> Void = {},
         onEvents: @escaping @Sendable ([ServerSentEvent]) async throws -> Void
     ) async throws {
-        var request = try makeRequest(.GET, url: "v1/suites/\(encodedSuite)/events", query: [], authorized: true)
+        var request = try makeRequest(.GET, url: "v1/suites/\(encodedSuite)/events", query: ownerQuery, authorized: true)
         request.headers.add(name: "Accept", value: "text/event-stream")
         request.headers.add(name: "Last-Event-ID", value: String(lastEventID))
         let response = try await execute(request, extraTime: .zero)
@@ -230,6 +273,9 @@ public struct SyncClient: Sendable {
 
     private var encodedSuite: String { Self.pathSegment(suite) }
 
+    /// The `owner` query parameter of a shared suite's requests; none for the account's own.
+    private var ownerQuery: [URLQueryItem] { owner.map { [URLQueryItem(name: OwnerParameter.name, value: $0)] } ?? [] }
+
     /// `text` percent-encoded as one path segment: '/' included, and a segment of dots only ('.',
     /// '..') written as `%2E`s, which no URL resolution takes for a step in the path.
     static func pathSegment(_ text: String) -> String {
@@ -245,7 +291,14 @@ public struct SyncClient: Sendable {
         extraTime: Duration = .zero,
         as: Answer.Type
     ) async throws(SyncError) -> Answer {
-        try await send(method, url: "v1/suites/\(encodedSuite)/\(path)", query: query, body: body, extraTime: extraTime, as: Answer.self)
+        try await send(
+            method,
+            url: "v1/suites/\(encodedSuite)/\(path)",
+            query: query + ownerQuery,
+            body: body,
+            extraTime: extraTime,
+            as: Answer.self
+        )
     }
 
     private func send<Answer: Decodable>(

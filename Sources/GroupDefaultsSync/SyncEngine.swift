@@ -67,6 +67,9 @@ public actor SyncEngine {
     var sealer: EntrySealer?
     /// Where the keys were read from, to read them again after a rotation (`reloadKeys`).
     var keyFile: String?
+    /// For a suite another account shares with this one: whose it is and this account's role (a
+    /// `read` member's engine never pushes); nil for the account's own suite.
+    public nonisolated let shared: SharedSuite?
     let options: Options
     let logger: Logger
     /// The status, as of the last step.
@@ -114,21 +117,33 @@ public actor SyncEngine {
     ///
     /// A client that names no device (`SyncClient.deviceID`) is given the suite's origin, so that
     /// the server lists this device as one.
+    ///   - shared: For a suite another account shares with this one, whose it is and this
+    ///     account's role (the client must name the same owner and suite); nil for the account's own.
     public init(
         defaults: SharedDefaults,
         client: SyncClient,
         options: Options = Options(),
         logger: Logger? = nil,
-        keys: SuiteKeys? = nil
+        keys: SuiteKeys? = nil,
+        shared: SharedSuite? = nil
     ) {
-        self.init(defaults: defaults, client: client, options: options, logger: logger, keys: keys, keyFile: nil)
+        self.init(defaults: defaults, client: client, options: options, logger: logger, keys: keys, keyFile: nil, shared: shared)
     }
 
     /// An engine whose keys came from `keyFile`, read again when the suite is rotated.
-    init(defaults: SharedDefaults, client: SyncClient, options: Options, logger: Logger?, keys: SuiteKeys?, keyFile: String?) {
+    init(
+        defaults: SharedDefaults,
+        client: SyncClient,
+        options: Options,
+        logger: Logger?,
+        keys: SuiteKeys?,
+        keyFile: String?,
+        shared: SharedSuite?
+    ) {
         self.defaults = defaults
         self.sealer = keys.map(EntrySealer.init(keys:))
         self.keyFile = keyFile
+        self.shared = shared
         var client = client
         if client.deviceID == nil { client.deviceID = defaults.origin }
         self.client = client
@@ -551,6 +566,11 @@ public actor SyncEngine {
         // A device that never synced reads the snapshot before its first push (the joining rule);
         // before taking `.push`, which a pull may need (`readSnapshotAgain`).
         if try local({ try defaults.syncCursor() }) == nil { report = try await pullOnce() }
+        if shared?.role == .read {
+            // A read member changes nothing on the server: its local changes stay here, reported.
+            report.keptLocal = try local { try defaults.pendingCount() }
+            return report
+        }
         await enter(.push)
         defer { leave(.push) }
         if !pendingIndexChecked {

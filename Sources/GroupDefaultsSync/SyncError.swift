@@ -194,7 +194,10 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
     public var syncErrorCode: SyncErrorCode? { code }
 
     /// Codes that refuse a request other than a push (a pull, a key bag), which changed nothing.
-    private static let requestCodes: Set<SyncErrorCode?> = [.suiteReset, .cursorExpired, .keyBagUnsigned, .keyAnchorMissing, .keyAnchorMismatch]
+    private static let requestCodes: Set<SyncErrorCode?> = [
+        .suiteReset, .cursorExpired, .keyBagUnsigned, .keyAnchorMissing, .keyAnchorMismatch, .invitationNotFound, .invitationUsed,
+        .invitationExpired, .insufficientRole, .memberConflict,
+    ]
 
     /// The task was cancelled while waiting.
     static let cancelled = SyncError(.local, "cancelled")

@@ -21,14 +21,26 @@ public struct SyncSettings: Sendable, Equatable {
     /// The file of the suite's end-to-end encryption keys (`SuiteKeys`, mode 0600) for an encrypted
     /// suite; nil for a plain one.
     public var keyFile: String?
+    /// For a suite another account shares with this one (joined with an invitation): whose it is,
+    /// its name on the server and this account's role; nil for the account's own suite, which has
+    /// the local suite's name on the server.
+    public var shared: SharedSuite?
 
     /// Settings for a suite; nothing is stored or checked until `store(in:)`.
-    public init(server: URL, tokenFile: String, caFile: String? = nil, localOnlyKeys: [String] = [], keyFile: String? = nil) {
+    public init(
+        server: URL,
+        tokenFile: String,
+        caFile: String? = nil,
+        localOnlyKeys: [String] = [],
+        keyFile: String? = nil,
+        shared: SharedSuite? = nil
+    ) {
         self.server = server
         self.tokenFile = tokenFile
         self.caFile = caFile
         self.localOnlyKeys = localOnlyKeys
         self.keyFile = keyFile
+        self.shared = shared
     }
 
     /// The settings stored in `defaults`; nil when the suite is not synced.
@@ -39,12 +51,19 @@ public struct SyncSettings: Sendable, Equatable {
         guard let url = URL(string: server), let tokenFile = state.tokenFile else {
             throw SyncError(.local, "the suite's sync settings are incomplete: configure it again")
         }
+        let shared = try state.share.map { text throws(SyncError) in
+            guard let shared = SharedSuite(storedText: text) else {
+                throw SyncError(.local, "the suite's record of who shares it cannot be read: configure it again")
+            }
+            return shared
+        }
         return SyncSettings(
             server: url,
             tokenFile: tokenFile,
             caFile: state.caFile,
             localOnlyKeys: state.localOnlyKeys,
-            keyFile: state.keyFile
+            keyFile: state.keyFile,
+            shared: shared
         )
     }
 
@@ -66,6 +85,7 @@ public struct SyncSettings: Sendable, Equatable {
                 tokenFile: tokenFile,
                 caFile: caFile,
                 keyFile: keyFile,
+                share: shared?.storedText,
                 localOnly: localOnlyKeys
             )
         } catch {
@@ -112,9 +132,10 @@ extension SyncEngine {
             throw SyncError(.local, "the suite \(defaults.suiteName) is not configured for sync")
         }
         let configuredFile = settings.tokenFile
-        var client = SyncClient(server: settings.server, suite: defaults.suiteName, http: http) {
+        var client = SyncClient(server: settings.server, suite: settings.shared?.suite ?? defaults.suiteName, http: http) {
             try TokenFile.read((try? defaults.syncState().tokenFile) ?? configuredFile)
         }
+        client.owner = settings.shared?.owner
         client.timeout = options.answerTimeout
         client.connectTimeout = options.connectTimeout
         let keys: SuiteKeys?
@@ -125,6 +146,6 @@ extension SyncEngine {
             SyncHealth.recordStartFailure(error, in: defaults)
             throw error
         }
-        self.init(defaults: defaults, client: client, options: options, logger: nil, keys: keys, keyFile: settings.keyFile)
+        self.init(defaults: defaults, client: client, options: options, logger: nil, keys: keys, keyFile: settings.keyFile, shared: settings.shared)
     }
 }

@@ -1,7 +1,7 @@
 import AsyncHTTPClient
 public import Foundation
 import GroupDefaults
-import GroupDefaultsWire
+public import GroupDefaultsWire
 
 /// Configures a suite for sync with a server, as `groupdefaults-sync configure` does: prepares the
 /// keys of an end-to-end encrypted suite (new ones, from a pairing code or from the recovery key),
@@ -65,6 +65,10 @@ public struct SyncSetup: Sendable {
     public var connectTimeout: Duration = SyncClient.defaultConnectTimeout
     /// How long to wait for each answer once a request is sent.
     public var answerTimeout: Duration = .seconds(30)
+    /// For a suite another account shares with this one: whose it is, its name there and this
+    /// account's role (`join` sets it); nil keeps what the suite was configured with, and for a
+    /// suite never shared, the account's own suite of the same name.
+    public var shared: SharedSuite?
 
     /// A configuration for `server`, with the token in `tokenFile`.
     public init(server: URL, tokenFile: String, caFile: String? = nil) {
@@ -93,6 +97,16 @@ public struct SyncSetup: Sendable {
     }
 
     private func configureAbsolute(suite: String, directory: URL?) async throws -> Result {
+        var setup = self
+        if setup.shared == nil, let existing = try? SharedDefaults(existingSuiteName: suite, directory: directory),
+            let previous = try? SyncSettings.stored(in: existing), previous.server == server
+        {
+            setup.shared = previous.shared  // the same server: still the suite it shares
+        }
+        return try await setup.configureShared(suite: suite, directory: directory)
+    }
+
+    private func configureShared(suite: String, directory: URL?) async throws -> Result {
         if let caFile {
             try await SyncClient.makeHTTPClient(caFile: caFile, connectTimeout: connectTimeout).shutdown()  // checks that it reads
         }
@@ -115,7 +129,8 @@ public struct SyncSetup: Sendable {
             tokenFile: tokenFile,
             caFile: caFile,
             localOnlyKeys: localOnlyKeys ?? previous?.localOnlyKeys ?? [],
-            keyFile: prepared?.path
+            keyFile: prepared?.path,
+            shared: shared
         )
         try settings.store(in: defaults)
         if journalEntries != nil || journalAge != nil {
@@ -135,6 +150,70 @@ public struct SyncSetup: Sendable {
             environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 }
             ?? (environment["HOME"] ?? NSHomeDirectory()) + "/.config"
         return config + "/groupdefaults/\(suite).token"
+    }
+
+    // MARK: - Joining a shared suite
+
+    /// What `join` did: the membership the invitation made, the local suite's name, and the
+    /// settings it now holds.
+    public struct Joined: Sendable {
+        /// The suite's owner, its name there, and this account's role.
+        public var membership: Membership
+        /// The local suite's name (the owner's suite's name unless another was asked for).
+        public var localName: String
+        /// What configuring the local suite did.
+        public var result: Result
+    }
+
+    /// Joins a suite another account shares, with the invitation `code` its owner or an admin
+    /// made (`SyncEngine.share`): the server makes this token's account a member, and a new local
+    /// suite named `localName` (by default the owner's name for it) in `directory` syncs with it.
+    ///
+    /// Checked before anything changes: the code's check characters, this token, that the
+    /// invitation is waiting (not used, expired or revoked), and that no suite of the local name
+    /// exists here.
+    ///
+    /// - Throws: `SyncError` (`invitationNotFound`, `invitationUsed`, `invitationExpired`,
+    ///   `memberConflict`, `authenticationNeeded`, what a request can throw), `SyncSetup.Refusal`
+    ///   (`localSuiteExists`); nothing was changed on either side then.
+    public func join(invitation code: InvitationCode, localName: String? = nil, directory: URL? = nil) async throws -> Joined {
+        var setup = self
+        setup.tokenFile = Self.absolute(tokenFile)
+        setup.caFile = caFile.map(Self.absolute)
+        _ = try TokenFile.read(setup.tokenFile)
+        let id = code.invitationID
+        let offered = try await setup.withClient(suite: "-") { client in try await client.invitation(invitationID: id) }
+        switch offered.state {
+        case .pending: break
+        case .accepted:
+            throw SyncError(refusal: .invitationUsed, status: 409, "the invitation was already used: each invitation adds one account; ask for a new one")
+        case .revoked:
+            throw SyncError(refusal: .invitationExpired, status: 410, "the invitation was revoked: ask for a new one")
+        case .expired:
+            throw SyncError(refusal: .invitationExpired, status: 410, "the invitation expired: ask for a new one")
+        }
+        let name = localName ?? offered.suite
+        do {
+            _ = try SharedDefaults(existingSuiteName: name, directory: directory)
+            throw Refusal(.localSuiteExists, suite: name)
+        } catch let error as SharedDefaultsError where error.code == .suiteNotFound {
+            // Free: the suite is made once the server made the membership.
+        }
+        let membership = try await setup.withClient(suite: "-") { client in try await client.acceptInvitation(invitationID: id) }
+        setup.shared = SharedSuite(owner: membership.owner, suite: membership.suite, role: membership.role)
+        setup.keys = .unchanged
+        setup.keyFile = nil
+        do {
+            let result = try await setup.configureShared(suite: name, directory: directory)
+            return Joined(membership: membership, localName: name, result: result)
+        } catch {
+            // The local suite could not be set up: leave again, so that nothing changed on either
+            // side and the person can ask for a new invitation.
+            _ = try? await setup.withClient(suite: name) { client in
+                try await client.removeMember(try await client.members().account)
+            }
+            throw error
+        }
     }
 
     // MARK: - Keys
@@ -267,7 +346,8 @@ public struct SyncSetup: Sendable {
     ) async throws -> T {
         let http = try SyncClient.makeHTTPClient(caFile: caFile, connectTimeout: connectTimeout)
         let tokenFile = tokenFile
-        var client = SyncClient(server: server, suite: suite, http: http, token: token ?? { try TokenFile.read(tokenFile) })
+        var client = SyncClient(server: server, suite: shared?.suite ?? suite, http: http, token: token ?? { try TokenFile.read(tokenFile) })
+        client.owner = shared?.owner
         client.connectTimeout = connectTimeout
         client.timeout = answerTimeout
         let result: Swift.Result<T, any Error>
@@ -298,6 +378,8 @@ extension SyncSetup {
             case nothingToRecover
             /// The server could not be asked how it holds the suite (unreachable, or the token refused).
             case serverNotAsked(SyncError)
+            /// Joining a shared suite would make a local suite of a name one already has.
+            case localSuiteExists
         }
 
         /// What stands in the way.
@@ -331,6 +413,8 @@ extension SyncSetup {
                 "the server holds nothing of \(suite) yet, so a recovery key has nothing to join (new keys start a suite); nothing was changed"
             case .serverNotAsked(let error):
                 "\(error); the server was asked how it holds \(suite), and nothing was changed"
+            case .localSuiteExists:
+                "a suite named \(suite) exists here already: join under another local name; nothing was changed"
             }
         }
     }

@@ -68,6 +68,10 @@ public struct SyncReport: Sendable, Equatable {
     /// Keys of an encrypted suite that a snapshot left out although this device holds them and the
     /// server had acknowledged them: kept, not removed.
     public var omitted: [String] = []
+    /// Local changes kept on this device and not sent because this account is a `read` member of
+    /// the shared suite (`SharedSuite.role`): they stay pending, and a newer value from the server
+    /// replaces each (kept in the conflict journal).
+    public var keptLocal = 0
 
     /// A report of a step that did nothing.
     public init() {}
@@ -104,6 +108,7 @@ public struct SyncReport: Sendable, Equatable {
         ignored += other.ignored
         refused += other.refused
         omitted += other.omitted
+        keptLocal = max(keptLocal, other.keptLocal)
     }
 
     /// Counts what `applyRemote` did.

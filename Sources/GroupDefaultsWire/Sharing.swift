@@ -175,15 +175,18 @@ public struct MemberList: Codable, Sendable, Hashable {
     public var owner: String
     /// The suite, as its owner names it.
     public var suite: String
-    /// The asking account's role (`you`).
+    /// The asking account (`account`) and its role (`you`).
+    public var account: String
+    /// See `account`.
     public var you: SuiteRole
     /// The owner first, then the members by account.
     public var members: [Member]
 
     /// A list as described.
-    public init(owner: String, suite: String, you: SuiteRole, members: [Member]) {
+    public init(owner: String, suite: String, account: String, you: SuiteRole, members: [Member]) {
         self.owner = owner
         self.suite = suite
+        self.account = account
         self.you = you
         self.members = members
     }

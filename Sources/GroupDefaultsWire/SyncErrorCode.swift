@@ -85,6 +85,9 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let invitationUsed = SyncErrorCode(rawValue: "invitation_used")
     /// The invitation expired, or its owner or an admin revoked it: ask for a new one (410).
     public static let invitationExpired = SyncErrorCode(rawValue: "invitation_expired")
+    /// The account's role in a shared suite does not allow the request: a `read` member pushing, a
+    /// member that is no admin inviting or removing, an admin making an admin (403).
+    public static let insufficientRole = SyncErrorCode(rawValue: "insufficient_role")
     /// The account already shares the suite (its owner, or a member), or the change would leave
     /// a suite without its owner (409).
     public static let memberConflict = SyncErrorCode(rawValue: "member_conflict")
@@ -102,7 +105,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         .batchTooLarge, .invalidSuite, .keyTooLong, .valueTooLarge, .valueTooDeep, .quotaExceeded, .clockSkew,
         .idempotencyMismatch, .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .keyBagUnsigned, .keyAnchorMissing,
         .keyAnchorMismatch, .pairingNotFound, .pairingUsed,
-        .pairingExpired, .invitationNotFound, .invitationUsed, .invitationExpired, .memberConflict, .rateLimited, .tooManyStreams, .unavailable,
+        .pairingExpired, .invitationNotFound, .invitationUsed, .invitationExpired, .insufficientRole, .memberConflict, .rateLimited, .tooManyStreams, .unavailable,
     ]
 
     /// Whether this is one of `allKnown`.
@@ -113,7 +116,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         switch self {
         case .malformed: 400
         case .unauthorized: 401
-        case .forbidden, .keyBagUnsigned: 403
+        case .forbidden, .keyBagUnsigned, .insufficientRole: 403
         case .notFound: 404
         case .methodNotAllowed: 405
         case .pairingNotFound, .invitationNotFound: 404

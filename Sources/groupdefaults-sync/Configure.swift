@@ -34,15 +34,32 @@ extension SyncCommand {
                 the server first, and refuses --encrypt for a suite it holds in plain, and a plain \
                 configuration (or new keys) for one it holds encrypted, before anything is written.
 
+                --invitation joins a suite another account shares (`groupdefaults-sync share` on one of                 its devices prints the code), with this account's own token: the local suite takes                 the owner's name for it, or --as NAME. Nothing changes on either side unless the                 invitation is waiting and no suite of that name exists here.
+
                 Example: groupdefaults-sync configure group.com.example.chat --server https://sync.example.com --token-file ~/.config/groupdefaults/chat.token
                 Example: groupdefaults-sync configure group.com.example.chat --server https://sync.example.com --pairing-code CODE --device tablet
+                Example: groupdefaults-sync configure --invitation CODE --server https://sync.example.com --token-file ~/.config/groupdefaults/me.token --as family
                 """
         )
 
         @OptionGroup var options: SuiteOptions
         @OptionGroup var waiting: ServerOptions
-        @Argument(help: "The suite name.") var suite: String
+        @Argument(help: "The suite name (with --invitation, give --as instead, or nothing for the owner's name).") var suite: String?
         @Option(help: ArgumentHelp("The server's base URL, http:// or https://.", valueName: "URL")) var server: String
+        @Option(
+            help: ArgumentHelp(
+                "Join a suite another account shares, with the code `groupdefaults-sync share` printed on one of its devices.",
+                valueName: "CODE"
+            )
+        )
+        var invitation: String?
+        @Option(help: ArgumentHelp("As --invitation, the code read from this file's first line; - reads standard input.", valueName: "PATH"))
+        var invitationFile: String?
+        @Option(
+            name: .customLong("as"),
+            help: ArgumentHelp("With --invitation, the local suite's name (default: the owner's name for it).", valueName: "NAME")
+        )
+        var localName: String?
         @Option(
             help: ArgumentHelp(
                 "A file holding the token (mode 0600); with --pairing-code, where to write the new one (default: <suite>.token in ~/.config/groupdefaults).",
@@ -110,7 +127,20 @@ extension SyncCommand {
             }
             if tokenFile == nil && !pairs { throw ValidationError("--token-file is needed (or --pairing-code, which makes a token)") }
             if deviceName != nil && !pairs { throw ValidationError("--device names the token a pairing makes: it goes with --pairing-code") }
+            if invitation != nil && invitationFile != nil { throw ValidationError("--invitation and --invitation-file: give one of them") }
+            if invites {
+                if suite != nil { throw ValidationError("with --invitation the suite is the owner's: name it here with --as NAME") }
+                if encrypt || recovers || pairs || keyFile != nil {
+                    throw ValidationError("--invitation joins a shared suite: it does not go with --encrypt, --recovery-key, --pairing-code or --key-file")
+                }
+                if tokenFile == nil { throw ValidationError("--invitation needs --token-file: this account's own token") }
+            } else {
+                if localName != nil { throw ValidationError("--as names the local copy of a shared suite: it goes with --invitation") }
+                if suite == nil { throw ValidationError("Missing expected argument '<suite>'") }
+            }
         }
+
+        private var invites: Bool { invitation != nil || invitationFile != nil }
 
         private var recovers: Bool { recoveryKey != nil || recoveryKeyFile != nil }
         private var pairs: Bool { pairingCode != nil || pairingCodeFile != nil }
@@ -148,6 +178,8 @@ extension SyncCommand {
                 if let port = url.port, !(1...65535).contains(port) {
                     throw CommandFailure("--server names the port \(port): a port is 1 to 65535")
                 }
+                if invites { return try await join(url) }
+                let suite = self.suite ?? ""
                 var setup = SyncSetup(server: url, tokenFile: tokenFile ?? SyncSetup.defaultTokenFile(suite: suite), caFile: caFile)
                 setup.keyFile = keyFile
                 setup.keys = try keys()
@@ -173,6 +205,31 @@ extension SyncCommand {
                         "Write the recovery key down and keep it safe: it is shown only this once, and it is the way to set up a device when none of yours is at hand."
                     )
                 }
+            }
+        }
+
+        /// `--invitation`: joins the shared suite and says whose it is.
+        private func join(_ url: URL) async throws {
+            let code = try InvitationCode(parsing: try Self.secret(invitation, file: invitationFile, what: "invitation code") ?? "")
+            var setup = SyncSetup(server: url, tokenFile: tokenFile ?? "", caFile: caFile)
+            setup.localOnlyKeys = noExclude ? [] : exclude.isEmpty ? nil : exclude
+            setup.journalEntries = journalEntries
+            setup.journalAge = journalDays.map { .seconds($0 * 86_400) }
+            setup.connectTimeout = waiting.connect
+            setup.answerTimeout = waiting.answer
+            let joined: SyncSetup.Joined
+            do { joined = try await setup.join(invitation: code, localName: localName, directory: options.directoryURL) } catch let refusal
+                as SyncSetup.Refusal
+            {
+                throw Self.failure(refusal)
+            }
+            let membership = joined.membership
+            output(
+                "\(joined.localName) syncs with \(url.absoluteString) (token from \(joined.result.settings.tokenFile)): "
+                    + "\(membership.owner)'s suite \(membership.suite), as a \(membership.role.rawValue) member"
+            )
+            if membership.role == .read {
+                output("A read member's changes stay on this device: the server keeps the owner's and the writers' values.")
             }
         }
 
@@ -224,6 +281,8 @@ extension SyncCommand {
                     first, or start the suite with --encrypt; nothing was changed
                     """
                 )
+            case .localSuiteExists:
+                return CommandFailure("a suite named \(suite) exists here already: join under another name with --as NAME; nothing was changed")
             case .serverNotAsked(let error) where error.kind == .authenticationNeeded:
                 // The token this very command names: no advice to run configure again. Status 3 when
                 // the server refused it; a token file that cannot be read is a mistake like any other.

@@ -96,6 +96,11 @@ func withEngine(
             )
         }
         if !report.rejected.isEmpty || !report.refused.isEmpty || !report.omitted.isEmpty { throw ExitCode(1) }
+        if pushes, report.keptLocal > 0, let shared = engine.shared {
+            throw CommandFailure(
+                "\(report.keptLocal) local change(s) stay on this device, not sent: this account is a read member of \(shared.owner)'s suite \(shared.suite)"
+            )
+        }
         if pushes && report.pendingCount > 0 {
             throw CommandFailure("\(report.pendingCount) change(s) are still pending: run it again")
         }

@@ -30,6 +30,9 @@ package struct SyncState: Sendable, Equatable {
     package var caFile: String?
     /// The file of the suite's end-to-end encryption keys; nil for a plain suite.
     package var keyFile: String?
+    /// For a suite another account shares: the sync client's record of whose it is (opaque to
+    /// the core); nil for the account's own.
+    package var share: String?
     /// The last server revision applied; nil before the first pull (a new device reads the snapshot).
     package var cursor: UInt64?
     /// The batch being pushed, kept so that a retry sends the same body under the same id.
@@ -148,6 +151,7 @@ extension SharedDefaults {
         tokenFile: String? = nil,
         caFile: String? = nil,
         keyFile: String? = nil,
+        share: String? = nil,
         localOnly: [String]? = nil
     ) throws {
         let patterns = try localOnly.map { texts in
@@ -161,7 +165,7 @@ extension SharedDefaults {
             try JoiningRule.recordMoment(in: tx)
             for (key, text) in [
                 (MetaKey.syncServer, server as String?), (MetaKey.syncTokenFile, tokenFile), (MetaKey.syncCAFile, caFile),
-                (MetaKey.syncKeyFile, keyFile),
+                (MetaKey.syncKeyFile, keyFile), (MetaKey.syncShare, share),
             ] {
                 try tx.setSyncText(text, for: key)
             }
@@ -200,7 +204,8 @@ extension SharedDefaults {
     package func disableSync() throws {
         try write { tx in
             for key in [
-                MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncKeyFile, MetaKey.syncCursor, MetaKey.syncInFlight,
+                MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncKeyFile, MetaKey.syncShare, MetaKey.syncCursor,
+                MetaKey.syncInFlight,
                 MetaKey.syncNote, MetaKey.syncConfiguredAt, MetaKey.syncExclude, MetaKey.syncIgnored, MetaKey.syncIncarnation,
             ] {
                 try tx.setSyncText(nil, for: key)
@@ -224,6 +229,7 @@ extension SharedDefaults {
                 state.tokenFile = try tx.syncText(MetaKey.syncTokenFile)
                 state.caFile = try tx.syncText(MetaKey.syncCAFile)
                 state.keyFile = try tx.syncText(MetaKey.syncKeyFile)
+                state.share = try tx.syncText(MetaKey.syncShare)
                 state.note = try tx.syncText(MetaKey.syncNote)
                 state.configuredAt = try tx.syncNumber(MetaKey.syncConfiguredAt, "the sync start record").map(HLC.init(rawValue:))
                 state.ignoredCount = try tx.syncNumber(MetaKey.syncIgnored, "the ignored-entries counter") ?? 0

@@ -15,7 +15,7 @@ struct SharingRoutes: Sendable {
         let body = try await JSONBody.decode(InvitationRequest.self, from: request, limit: 4096)
         try Self.checkID(body.invitationID)
         try SharingRule.mayInvite(access.role, giving: body.role)
-        let lifetime = body.expiresIn.map(TimeInterval.init) ?? StoredInvitation.defaultLifetime
+        let lifetime = body.expiresIn.map { TimeInterval($0) } ?? StoredInvitation.defaultLifetime
         guard lifetime >= 60, lifetime <= StoredInvitation.maximumLifetime else {
             throw APIError.malformed("expires_in must be 60 seconds to 30 days (\(Int(StoredInvitation.maximumLifetime)) seconds)")
         }
@@ -95,7 +95,7 @@ struct SharingRoutes: Sendable {
             }
             list.append(MemberList.Member(account: account, role: role, added: added.flatMap(TypedJSONDate.format), devices: devices))
         }
-        return try JSONBody.response(MemberList(owner: access.owner, suite: access.suite, you: access.role, members: list))
+        return try JSONBody.response(MemberList(owner: access.owner, suite: access.suite, account: access.token.account, you: access.role, members: list))
     }
 
     /// `DELETE /v1/suites/{suite}/members/{account}`: the owner or an admin removes a member, or a
@@ -125,7 +125,8 @@ struct SharingRoutes: Sendable {
 
     private static func checkAdministers(_ access: SuiteAccess) throws {
         guard access.role.mayAdminister else {
-            throw APIError.forbidden(
+            throw APIError(
+                .insufficientRole,
                 "only the suite's owner or an admin member manages its invitations: this account is a \(access.role.rawValue) member"
             )
         }

@@ -51,7 +51,7 @@ struct SuiteAccess: Sendable {
             throw APIError.forbidden("\(owner)'s suite '\(suite)' is not shared with this account")
         }
         if need == .write, !role.mayWrite {
-            throw APIError.forbidden("this account is a read member of \(owner)'s suite '\(suite)': it may read the suite, not change it")
+            throw APIError(.insufficientRole, "this account is a read member of \(owner)'s suite '\(suite)': it may read the suite, not change it")
         }
         return SuiteAccess(token: token, owner: owner, suite: suite, role: role)
     }

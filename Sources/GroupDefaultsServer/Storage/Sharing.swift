@@ -167,10 +167,10 @@ package enum SharingRule {
     package static func mayInvite(_ inviter: SuiteRole, giving role: SuiteRole) throws(SyncStorageError) {
         guard role != .owner else { throw SyncStorageError(.malformed, "an invitation gives read, write or admin; a suite has one owner") }
         guard inviter.mayAdminister else {
-            throw SyncStorageError(.forbidden, "only the suite's owner or an admin member invites: this account is a \(inviter.rawValue) member")
+            throw SyncStorageError(.insufficientRole, "only the suite's owner or an admin member invites: this account is a \(inviter.rawValue) member")
         }
         if role == .admin, inviter != .owner {
-            throw SyncStorageError(.forbidden, "only the suite's owner makes admin members")
+            throw SyncStorageError(.insufficientRole, "only the suite's owner makes admin members")
         }
     }
 
@@ -194,10 +194,10 @@ package enum SharingRule {
         }
         if target == account { return }
         guard role.mayAdminister else {
-            throw SyncStorageError(.forbidden, "only the suite's owner or an admin removes members: this account is a \(role.rawValue) member")
+            throw SyncStorageError(.insufficientRole, "only the suite's owner or an admin removes members: this account is a \(role.rawValue) member")
         }
         if member.role == .admin, role != .owner {
-            throw SyncStorageError(.forbidden, "only the suite's owner removes an admin member")
+            throw SyncStorageError(.insufficientRole, "only the suite's owner removes an admin member")
         }
     }
 

@@ -53,7 +53,8 @@ struct ReadableSecret: Sendable, Equatable, CustomStringConvertible {
             digits.append(digit)
         }
         guard digits.count == 28 else {
-            throw SyncError(.local, "a \(what) has 28 characters (7 groups of 4); this one has \(digits.count)")
+            let article = "aeiou".contains(what.first ?? "x") ? "an" : "a"
+            throw SyncError(.local, "\(article) \(what) has 28 characters (7 groups of 4); this one has \(digits.count)")
         }
         let bytes = Self.unpack(Array(digits.prefix(26)), byteCount: 16)
         guard Self.check(bytes) == Array(digits.suffix(2)) else {

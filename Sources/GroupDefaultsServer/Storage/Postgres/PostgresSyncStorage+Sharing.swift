@@ -1,5 +1,5 @@
 package import Foundation
-package import GroupDefaultsWire
+import GroupDefaultsWire
 import Logging
 import PostgresNIO
 

@@ -1,0 +1,189 @@
+import ArgumentParser
+import CommandLineSupport
+import Foundation
+import GroupDefaultsSync
+import GroupDefaultsWire
+
+extension SyncCommand {
+    struct Share: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Invite another account to the suite: print a one-time invitation code.",
+            discussion: """
+                On a device of the suite's owner (or of an admin member), makes an invitation \
+                giving --role: read (pulls only), write, or admin (also invites and removes read and \
+                write members; only the owner makes admins). Give the code to the person invited: \
+                on a device of their own account, `groupdefaults-sync configure --invitation CODE \
+                --server URL --token-file THEIR.token` joins. The code works once, for --expires \
+                (default 24h; 60s to 30d); the server never sees it, only an id derived from it. \
+                `invitations SUITE` lists them and revokes one.
+
+                Example: groupdefaults-sync share family --role write --expires 2h
+                """
+        )
+
+        @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
+        @Argument(help: "The suite name.") var suite: String
+        @Option(help: ArgumentHelp("What the invited account may do: read, write or admin.", valueName: "ROLE")) var role: String
+        @Option(help: ArgumentHelp("How long the code works: a number and s, m, h or d (default 24h).", valueName: "DURATION"))
+        var expires: String?
+
+        func validate() throws {
+            guard let role = SuiteRole(rawValue: role), SuiteRole.invitable.contains(role) else {
+                throw ValidationError("--role is read, write or admin, not '\(role)'")
+            }
+            if let expires { _ = try Self.duration(expires) }
+        }
+
+        /// "90s", "30m", "24h", "7d": 60 seconds to 30 days.
+        static func duration(_ text: String) throws -> Duration {
+            let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+            guard let unit = text.last.flatMap({ units[$0] }), let number = Int64(text.dropLast()), number > 0,
+                number <= 30 * 86_400, number * unit >= 60, number * unit <= 30 * 86_400
+            else {
+                throw ValidationError("--expires is a number and s, m, h or d, from 60s to 30d (such as 2h or 7d), not '\(text)'")
+            }
+            return .seconds(number * unit)
+        }
+
+        func run() async throws {
+            let role = SuiteRole(rawValue: role)!
+            let expiry = try expires.map(Self.duration)
+            try await withConfiguredEngine(options, server, suite) { _, engine in
+                let (code, invitation) = try await engine.share(role: role, expiresIn: expiry)
+                output("invitation \(invitation.id): \(invitation.role.rawValue) member of \(invitation.owner)'s suite \(invitation.suite), until \(invitation.expires)")
+                output("code: \(code)")
+                output(
+                    "Give the code to the person invited; on a device of their account: groupdefaults-sync configure --invitation CODE --server URL --token-file THEIR.token"
+                )
+            }
+        }
+    }
+
+    struct Invitations: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the suite's invitations, or revoke one.",
+            discussion: """
+                Lists the invitations waiting, and those that ended in the last 30 days (accepted, \
+                revoked, expired), newest first; --revoke ID revokes a waiting one, so that nobody \
+                can use its code. For the suite's owner and admin members.
+
+                Example: groupdefaults-sync invitations family --revoke inv_0123456789ab
+                """
+        )
+
+        @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
+        @Argument(help: "The suite name.") var suite: String
+        @Option(help: ArgumentHelp("Revoke the invitation of this id (as listed).", valueName: "ID")) var revoke: String?
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() async throws {
+            try await withConfiguredEngine(options, server, suite) { _, engine in
+                if let revoke {
+                    let revoked = try await engine.revokeInvitation(id: revoke)
+                    output("invitation \(revoked.id) revoked: its code adds nobody")
+                    return
+                }
+                let list = try await engine.invitations()
+                if json { return output(try prettyJSON(InvitationList(invitations: list))) }
+                if list.isEmpty { return output("\(suite): no invitations") }
+                for invitation in list {
+                    var line = "\(invitation.id)  \(invitation.role.rawValue)  \(invitation.state.rawValue)"
+                    if let account = invitation.acceptedBy { line += " by \(account)" }
+                    line += "  made by \(invitation.createdBy) \(invitation.created), until \(invitation.expires)"
+                    output(line)
+                }
+            }
+        }
+    }
+
+    struct Members: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List who shares the suite, with roles and (for owners and admins) devices.",
+            discussion: """
+                The owner first, then each member with its role and when it joined; the owner and \
+                admins also see each account's devices that used the suite, with when the server \
+                last saw them.
+
+                Example: groupdefaults-sync members family --json
+                """
+        )
+
+        @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
+        @Argument(help: "The suite name.") var suite: String
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() async throws {
+            try await withConfiguredEngine(options, server, suite) { _, engine in
+                let list = try await engine.members()
+                if json { return output(try prettyJSON(list)) }
+                output("\(list.owner)'s suite \(list.suite) (you: \(list.account), \(list.you.rawValue))")
+                for member in list.members {
+                    output("\(member.account)  \(member.role.rawValue)" + (member.added.map { "  joined \($0)" } ?? ""))
+                    for device in member.devices ?? [] {
+                        output("  device \(device.name ?? "(unnamed)") \(device.deviceID)  last seen \(device.lastSeen)")
+                    }
+                }
+            }
+        }
+    }
+
+    struct Unshare: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Remove an account from the suite: its devices lose access at once.",
+            discussion: """
+                For the suite's owner (any member) and admin members (read and write members). The \
+                removed account's devices keep the values they hold, which stop changing; their \
+                requests are refused from now on and their open event streams end.
+
+                Example: groupdefaults-sync unshare family --account bob
+                """
+        )
+
+        @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
+        @Argument(help: "The suite name.") var suite: String
+        @Option(help: ArgumentHelp("The account to remove.", valueName: "ID")) var account: String
+
+        func run() async throws {
+            try await withConfiguredEngine(options, server, suite) { _, engine in
+                try await engine.unshare(account: account)
+                output("\(account) no longer shares \(suite)")
+            }
+        }
+    }
+
+    struct Leave: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Leave a suite another account shares with yours; the local copy stops syncing.",
+            discussion: """
+                Ends this account's membership (every device of the account loses access), then \
+                stops syncing the local suite, whose values stay. The owner of a suite removes \
+                members instead.
+
+                Example: groupdefaults-sync leave family
+                """
+        )
+
+        @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
+        @Argument(help: "The suite name.") var suite: String
+
+        func run() async throws {
+            try await withConfiguredEngine(options, server, suite) { _, engine in
+                let shared = engine.shared
+                try await engine.leaveSuite()
+                output("left \(shared.map { "\($0.owner)'s suite \($0.suite)" } ?? suite); \(suite) keeps its values and no longer syncs")
+            }
+        }
+    }
+}
+
+/// `value` as indented JSON with sorted keys, as `--json` prints.
+func prettyJSON(_ value: some Encodable) throws -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    return String(decoding: try encoder.encode(value), as: UTF8.self)
+}
