@@ -186,7 +186,11 @@ public struct SyncSetup: Sendable {
         switch offered.state {
         case .pending: break
         case .accepted:
-            throw SyncError(refusal: .invitationUsed, status: 409, "the invitation was already used: each invitation adds one account; ask for a new one")
+            throw SyncError(
+                refusal: .invitationUsed,
+                status: 409,
+                "the invitation was already used: each invitation adds one account; ask for a new one"
+            )
         case .revoked:
             throw SyncError(refusal: .invitationExpired, status: 410, "the invitation was revoked: ask for a new one")
         case .expired:
@@ -214,6 +218,25 @@ public struct SyncSetup: Sendable {
             }
             throw error
         }
+    }
+
+    /// Configures another device of a member account for a suite `owner` shares with it (the
+    /// account joined already, with an invitation, on its first device): the local suite
+    /// `suiteName` in `directory` syncs with `owner`'s suite `remoteSuite` (by default of the same
+    /// name). The server is asked first for this account's role, which the suite records.
+    ///
+    /// - Throws: `SyncError` (`forbidden` when the suite is not shared with this token's account;
+    ///   nothing was changed then), and what `configure(suiteName:directory:)` throws.
+    public func configure(suiteName: String, sharedBy owner: String, remoteSuite: String? = nil, directory: URL? = nil) async throws -> Result {
+        var setup = self
+        setup.tokenFile = Self.absolute(tokenFile)
+        setup.caFile = caFile.map(Self.absolute)
+        setup.keyFile = keyFile.map(Self.absolute)
+        let remote = remoteSuite ?? suiteName
+        setup.shared = SharedSuite(owner: owner, suite: remote, role: .read)
+        let list = try await setup.withClient(suite: suiteName) { client in try await client.members() }
+        setup.shared?.role = list.you
+        return try await setup.configureShared(suite: suiteName, directory: directory)
     }
 
     // MARK: - Keys

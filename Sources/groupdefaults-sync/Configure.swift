@@ -56,6 +56,13 @@ extension SyncCommand {
         @Option(help: ArgumentHelp("As --invitation, the code read from this file's first line; - reads standard input.", valueName: "PATH"))
         var invitationFile: String?
         @Option(
+            help: ArgumentHelp(
+                "Another device of an account that joined a shared suite: the owner's account, and its name for the suite if it differs from SUITE.",
+                valueName: "OWNER[/SUITE]"
+            )
+        )
+        var sharedFrom: String?
+        @Option(
             name: .customLong("as"),
             help: ArgumentHelp("With --invitation, the local suite's name (default: the owner's name for it).", valueName: "NAME")
         )
@@ -131,16 +138,31 @@ extension SyncCommand {
             if invites {
                 if suite != nil { throw ValidationError("with --invitation the suite is the owner's: name it here with --as NAME") }
                 if encrypt || recovers || pairs || keyFile != nil {
-                    throw ValidationError("--invitation joins a shared suite: it does not go with --encrypt, --recovery-key, --pairing-code or --key-file")
+                    throw ValidationError(
+                        "--invitation joins a shared suite: it does not go with --encrypt, --recovery-key, --pairing-code or --key-file"
+                    )
                 }
                 if tokenFile == nil { throw ValidationError("--invitation needs --token-file: this account's own token") }
+                if sharedFrom != nil { throw ValidationError("--invitation and --shared-from: give one of them") }
             } else {
                 if localName != nil { throw ValidationError("--as names the local copy of a shared suite: it goes with --invitation") }
                 if suite == nil { throw ValidationError("Missing expected argument '<suite>'") }
             }
+            try validateSharedFrom()
         }
 
         private var invites: Bool { invitation != nil || invitationFile != nil }
+
+        /// What goes with `--shared-from` (checked in `validate`).
+        private func validateSharedFrom() throws {
+            guard sharedFrom != nil else { return }
+            if encrypt || recovers || pairs || keyFile != nil {
+                throw ValidationError(
+                    "--shared-from configures a shared suite: it does not go with --encrypt, --recovery-key, --pairing-code or --key-file"
+                )
+            }
+            if tokenFile == nil { throw ValidationError("--shared-from needs --token-file: this account's own token") }
+        }
 
         private var recovers: Bool { recoveryKey != nil || recoveryKeyFile != nil }
         private var pairs: Bool { pairingCode != nil || pairingCodeFile != nil }
@@ -181,6 +203,7 @@ extension SyncCommand {
                 if invites { return try await join(url) }
                 let suite = self.suite ?? ""
                 var setup = SyncSetup(server: url, tokenFile: tokenFile ?? SyncSetup.defaultTokenFile(suite: suite), caFile: caFile)
+                if let sharedFrom { return try await configureMember(setup, suite: suite, sharedFrom: sharedFrom) }
                 setup.keyFile = keyFile
                 setup.keys = try keys()
                 setup.localOnlyKeys = noExclude ? [] : exclude.isEmpty ? nil : exclude
@@ -206,6 +229,36 @@ extension SyncCommand {
                     )
                 }
             }
+        }
+
+        /// `--shared-from OWNER[/SUITE]`: another device of a member account.
+        private func configureMember(_ setup: SyncSetup, suite: String, sharedFrom: String) async throws {
+            var setup = setup
+            setup.localOnlyKeys = noExclude ? [] : exclude.isEmpty ? nil : exclude
+            setup.journalEntries = journalEntries
+            setup.journalAge = journalDays.map { .seconds($0 * 86_400) }
+            setup.connectTimeout = waiting.connect
+            setup.answerTimeout = waiting.answer
+            let parts = sharedFrom.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            guard let owner = parts.first, !owner.isEmpty, parts.count == 1 || !parts[1].isEmpty else {
+                throw CommandFailure("--shared-from is the owner's account, or OWNER/SUITE, not '\(sharedFrom)'")
+            }
+            let result: SyncSetup.Result
+            do {
+                result = try await setup.configure(
+                    suiteName: suite,
+                    sharedBy: owner,
+                    remoteSuite: parts.count == 2 ? parts[1] : nil,
+                    directory: options.directoryURL
+                )
+            } catch let refusal as SyncSetup.Refusal {
+                throw Self.failure(refusal)
+            }
+            let shared = result.settings.shared
+            output(
+                "\(suite) syncs with \(server) (token from \(result.settings.tokenFile)): "
+                    + "\(owner)'s suite \(shared?.suite ?? suite), as a \(shared?.role.rawValue ?? "") member"
+            )
         }
 
         /// `--invitation`: joins the shared suite and says whose it is.

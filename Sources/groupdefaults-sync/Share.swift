@@ -51,7 +51,9 @@ extension SyncCommand {
             let expiry = try expires.map(Self.duration)
             try await withConfiguredEngine(options, server, suite) { _, engine in
                 let (code, invitation) = try await engine.share(role: role, expiresIn: expiry)
-                output("invitation \(invitation.id): \(invitation.role.rawValue) member of \(invitation.owner)'s suite \(invitation.suite), until \(invitation.expires)")
+                output(
+                    "invitation \(invitation.id): \(invitation.role.rawValue) member of \(invitation.owner)'s suite \(invitation.suite), until \(invitation.expires)"
+                )
                 output("code: \(code)")
                 output(
                     "Give the code to the person invited; on a device of their account: groupdefaults-sync configure --invitation CODE --server URL --token-file THEIR.token"

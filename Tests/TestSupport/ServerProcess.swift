@@ -24,11 +24,11 @@ package enum ServerTool {
         try await createToken(storage: ["--data-dir", dataDirectory], extra)
     }
 
-    /// `token create --create STORAGE… --account alice EXTRA…` (`STORAGE` is `--data-dir DIR` or
+    /// `token create --create STORAGE… --account ACCOUNT EXTRA…` (alice unless told; `STORAGE` is `--data-dir DIR` or
     /// `--postgres-url URL`; the store is made if no server made it yet): the token, which must be
     /// the only line it prints.
-    package static func createToken(storage: [String], _ extra: [String] = []) async throws -> String {
-        let result = try await run(["token", "create", "--create"] + storage + ["--account", "alice"] + extra)
+    package static func createToken(storage: [String], account: String = "alice", _ extra: [String] = []) async throws -> String {
+        let result = try await run(["token", "create", "--create"] + storage + ["--account", account] + extra)
         #expect(result.status == 0, "\(result.stderr)")
         let lines = result.stdout.split(separator: "\n")
         #expect(lines.count == 1)

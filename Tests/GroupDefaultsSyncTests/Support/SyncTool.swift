@@ -34,6 +34,12 @@ struct ToolDevice {
         try await Self.run(Self.syncExecutable, [verb, suite, "--directory", directory.path] + arguments, launcher: launcher)
     }
 
+    /// `groupdefaults-sync ARGUMENTS… --directory DIR`, to completion: for verbs that name no suite
+    /// first (`configure --invitation`).
+    func syncTool(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await Self.run(Self.syncExecutable, arguments + ["--directory", directory.path], launcher: [])
+    }
+
     /// Debian's `faketime`, 100 years ahead: the launcher of a process whose clock is wrong.
     static let clockAhead = ["/usr/bin/faketime", "-f", "+100y"]
 

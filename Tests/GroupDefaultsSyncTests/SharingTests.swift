@@ -1,0 +1,277 @@
+import AsyncHTTPClient
+import Foundation
+import GroupDefaults
+import GroupDefaultsSync
+import GroupDefaultsWire
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+import TestSupport
+import Testing
+
+/// Shared suites, with the real tools and the real server on both backends: an owner account
+/// (alice) and a member account (bob), two devices each. What is promised: a `write` member's
+/// devices and the owner's converge; a `read` member changes nothing; removal ends access at once;
+/// every bad invitation is one line, exit 1, and changes nothing on either side.
+@Suite("Shared suites", .timeLimit(.minutes(3)))
+struct SharingTests {
+    /// The four devices: alice's two of `family`, bob's two of his local `home`.
+    struct Family {
+        let server: SyncServer
+        let bobToken: String
+        let alicePhone: ToolDevice
+        let aliceTablet: ToolDevice
+        let bobPhone: ToolDevice
+        let bobTablet: ToolDevice
+
+        var all: [ToolDevice] { [alicePhone, aliceTablet, bobPhone, bobTablet] }
+
+        /// alice's devices configured for `family` (the phone holding `doorbell`, synced).
+        static func with(_ backend: StorageBackend, _ body: (Family) async throws -> Void) async throws {
+            try await SyncServer.with(backend) { server in
+                let bobToken = try await ServerTool.createToken(storage: server.storage, account: "bob")
+                let family = Family(
+                    server: server,
+                    bobToken: bobToken,
+                    alicePhone: ToolDevice("family"),
+                    aliceTablet: ToolDevice("family"),
+                    bobPhone: ToolDevice("home"),
+                    bobTablet: ToolDevice("home")
+                )
+                defer { family.all.forEach { $0.remove() } }
+                try await family.alicePhone.configure(server)
+                try await family.aliceTablet.configure(server)
+                try family.alicePhone.open().set("ding.caf", forKey: "doorbell")
+                try await expectOK(family.alicePhone.sync("sync"))
+                try await body(family)
+            }
+        }
+
+        /// `share family --role ROLE` on alice's phone: the code it prints.
+        func invite(_ role: String, by device: ToolDevice? = nil, sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+            let result = try await (device ?? alicePhone).sync("share", ["--role", role])
+            #expect(result.status == 0, "\(result.stderr)", sourceLocation: sourceLocation)
+            let line = try #require(result.stdout.split(separator: "\n").first { $0.hasPrefix("code: ") }, sourceLocation: sourceLocation)
+            return String(line.dropFirst("code: ".count))
+        }
+
+        /// `configure --invitation CODE --as home` on bob's phone (bob's token).
+        func join(
+            _ code: String,
+            on device: ToolDevice? = nil,
+            as name: String = "home"
+        ) async throws -> (status: Int32, stdout: String, stderr: String) {
+            let device = device ?? bobPhone
+            let file = try device.tokenFile(bobToken, name: "bob.token")
+            return try await device.syncTool([
+                "configure", "--invitation", code, "--server", server.url.absoluteString, "--token-file", file, "--as", name,
+            ])
+        }
+
+        /// bob's tablet, configured as another device of the member account.
+        func configureBobTablet() async throws {
+            let file = try bobTablet.tokenFile(bobToken, name: "bob.token")
+            try await expectOK(
+                bobTablet.sync("configure", ["--server", server.url.absoluteString, "--token-file", file, "--shared-from", "alice/family"])
+            )
+        }
+    }
+
+    @Test(
+        "a write member's two devices and the owner's two converge on edits made offline on all four; the member's changes count against the owner's suite",
+        arguments: StorageBackend.allCases
+    )
+    func fourDevicesConverge(backend: StorageBackend) async throws {
+        try await Family.with(backend) { family in
+            let joined = try await family.join(try await family.invite("write"))
+            #expect(joined.status == 0, "\(joined.stderr)")
+            #expect(joined.stdout.contains("alice's suite family, as a write member"), "\(joined.stdout)")
+            try await family.configureBobTablet()
+            for device in family.all { try await expectOK(device.sync("sync")) }
+            #expect(try family.bobTablet.open().string(forKey: "doorbell") == "ding.caf")
+
+            // Offline: each device writes a key of its own, the first three the common one, in
+            // turn, and bob's tablet, last, removes it: the member's deletion is the last write.
+            for (index, device) in family.all.enumerated() {
+                let defaults = try device.open()
+                defaults.set(index, forKey: "own.\(index)")
+                if index < 3 { defaults.set("sound-\(index).caf", forKey: "doorbell") } else { defaults.removeObject(forKey: "doorbell") }
+                try await Task.sleep(for: .milliseconds(3))  // distinct HLC milliseconds: the order is the test's
+            }
+            for _ in 0..<2 {
+                for device in family.all { try await expectOK(device.sync("sync")) }
+            }
+            let expected: [String: PropertyListValue] = ["own.0": .integer(0), "own.1": .integer(1), "own.2": .integer(2), "own.3": .integer(3)]
+            for device in family.all {
+                let values = try device.open().propertyListValues()
+                #expect(values == expected, "\(device.suite) in \(device.directory.lastPathComponent): \(values)")
+            }
+            // The member's pushes are the owner's suite: alice's own list shows its keys.
+            let listed = try await suites(family.server, token: family.server.token)
+            #expect(listed.first { $0.name == "family" }?.keys == 4, "\(listed)")
+            let bobs = try await suites(family.server, token: family.bobToken)
+            #expect(bobs.map(\.name) == ["family"] && bobs.first?.owner == "alice" && bobs.first?.role == .write, "\(bobs)")
+        }
+    }
+
+    @Test("a read member's devices change nothing: local writes stay local and are reported (exit 1), the server answers 403 to a push anyway")
+    func readMemberChangesNothing() async throws {
+        try await Family.with(.lmdb) { family in
+            #expect(try await family.join(try await family.invite("read")).status == 0)
+            try await expectOK(family.bobPhone.sync("sync"))
+            #expect(try family.bobPhone.open().string(forKey: "doorbell") == "ding.caf")
+
+            try family.bobPhone.open().set("bob.caf", forKey: "doorbell")
+            let sync = try await family.bobPhone.sync("sync")
+            #expect(sync.status == 1, "\(sync)")
+            #expect(sync.stderr.contains("stay on this device, not sent: this account is a read member of alice's suite family"), "\(sync.stderr)")
+            #expect(sync.stderr.split(separator: "\n").count == 1, "\(sync.stderr)")
+            try await expectOK(family.aliceTablet.sync("sync"))
+            #expect(try family.aliceTablet.open().string(forKey: "doorbell") == "ding.caf", "nothing reached the server")
+
+            // Past the tool, at the API: 403 insufficient_role, nothing stored.
+            var client = SyncClient(server: family.server.url, suite: "family", http: family.server.http) { family.bobToken }
+            client.owner = "alice"
+            let request = PushRequest(deviceID: 7, batchID: "b1", ops: [PushOp(key: "doorbell", value: .string("x"), hlc: HLC(rawValue: 1 << 40))])
+            let body = Array(try JSONEncoder().encode(request))
+            let refusal = await #expect(throws: SyncError.self) { _ = try await client.push(body: body) }
+            #expect(refusal?.code == .insufficientRole && refusal?.status == 403, "\(String(describing: refusal))")
+            #expect(try await client.changes(since: 0, limit: 100).entries.map(\.key) == ["doorbell"])
+
+            // The owner's newer value replaces the local one (kept in the journal), as for anyone.
+            try family.alicePhone.open().set("chime.caf", forKey: "doorbell")
+            try await expectOK(family.alicePhone.sync("sync"))
+            _ = try await family.bobPhone.sync("sync")
+            #expect(try family.bobPhone.open().string(forKey: "doorbell") == "chime.caf")
+        }
+    }
+
+    @Test(
+        "removing a member ends its access at once: an open event stream ends, the next sync is refused, its values stay; a member may leave",
+        arguments: StorageBackend.allCases
+    )
+    func removalEndsAccess(backend: StorageBackend) async throws {
+        try await Family.with(backend) { family in
+            #expect(try await family.join(try await family.invite("write")).status == 0)
+            try await family.configureBobTablet()
+            try await expectOK(family.bobPhone.sync("sync"))
+
+            // bob's stream is open; the removal wakes it, it ends with `forbidden` (long before
+            // the 15 s heartbeat would have made it look).
+            var client = SyncClient(server: family.server.url, suite: "family", http: family.server.http) { family.bobToken }
+            client.owner = "alice"
+            let opened = AsyncStream<Void>.makeStream()
+            let events = Task { () -> [ServerSentEvent] in
+                let collected = EventBox()
+                try await client.events(after: 0, onOpen: { opened.continuation.yield() }) { collected.append($0) }
+                return collected.events
+            }
+            for await _ in opened.stream { break }
+            let started = ContinuousClock.now
+            try await expectOK(family.alicePhone.sync("unshare", ["--account", "bob"]))
+            let ended = try await events.value
+            #expect(ContinuousClock.now - started < .seconds(10), "the stream ended at the removal, not at a heartbeat")
+            #expect(ended.last?.event == "forbidden", "\(ended)")
+
+            let refused = try await family.bobPhone.sync("sync")
+            #expect(refused.status == 3 && refused.stderr.contains("not shared with this account"), "\(refused)")
+            #expect(try family.bobPhone.open().string(forKey: "doorbell") == "ding.caf", "the values stay")
+            let members = try await family.alicePhone.sync("members", ["--json"])
+            let list = try JSONDecoder().decode(MemberList.self, from: Data(members.stdout.utf8))
+            #expect(list.members.map(\.account) == ["alice"])
+
+            // Invited again, bob's tablet leaves: the membership ends for the account, and the
+            // tablet's copy stops syncing and keeps its values.
+            #expect(try await family.join(try await family.invite("read"), on: family.bobTablet, as: "home2").status == 0)
+            let left = try await family.bobTablet.syncTool(["leave", "home2"])
+            #expect(left.status == 0 && left.stdout.contains("left alice's suite family"), "\(left)")
+            let after = try await family.alicePhone.sync("members", ["--json"])
+            #expect(try JSONDecoder().decode(MemberList.self, from: Data(after.stdout.utf8)).members.map(\.account) == ["alice"])
+        }
+    }
+
+    @Test(
+        "bad invitations and refused sharing: used, revoked, mistyped, a local name that exists, removing the owner, an inviter that cannot administer: one line, exit 1, nothing changed"
+    )
+    func badInput() async throws {
+        try await Family.with(.postgres) { family in
+            func expectRefused(
+                _ result: (status: Int32, stdout: String, stderr: String),
+                _ words: String,
+                sourceLocation: SourceLocation = #_sourceLocation
+            ) {
+                #expect(result.status == 1, "\(result)", sourceLocation: sourceLocation)
+                #expect(result.stderr.contains(words), "\(result.stderr)", sourceLocation: sourceLocation)
+                #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)", sourceLocation: sourceLocation)
+            }
+            // Mistyped: caught by the code's check characters, before the server is asked.
+            let code = try await family.invite("write")
+            var typo = Array(code)
+            typo[0] = typo[0] == "A" ? "B" : "A"
+            expectRefused(try await family.join(String(typo)), "does not check out")
+            // A local name that exists: nothing is accepted.
+            try family.bobPhone.open().set(1, forKey: "mine")
+            expectRefused(try await family.join(code, as: "home"), "a suite named home exists here already")
+            #expect(try family.bobPhone.open().propertyListValues() == ["mine": .integer(1)])
+            let pending = try await family.alicePhone.sync("invitations", ["--json"])
+            let invitations = try JSONDecoder().decode(InvitationList.self, from: Data(pending.stdout.utf8)).invitations
+            #expect(invitations.map(\.state) == [.pending], "\(pending)")
+            // Used: the second account to try gets nothing.
+            #expect(try await family.join(code, as: "shared").status == 0)
+            expectRefused(try await family.join(code, on: family.bobTablet, as: "home"), "already used")
+            #expect(!FileManager.default.fileExists(atPath: family.bobTablet.directory.appendingPathComponent("home.lmdb").path))
+            // Revoked.
+            let revokedCode = try await family.invite("read")
+            let list = try JSONDecoder().decode(
+                InvitationList.self,
+                from: Data(try await family.alicePhone.sync("invitations", ["--json"]).stdout.utf8)
+            )
+            let waiting = try #require(list.invitations.first { $0.state == .pending })
+            try await expectOK(family.alicePhone.sync("invitations", ["--revoke", waiting.id]))
+            expectRefused(try await family.join(revokedCode, on: family.bobTablet, as: "home"), "revoked")
+            // A write member cannot invite; nobody removes the owner.
+            let bobShared = try await family.bobPhone.syncTool(["share", "shared", "--role", "read"])
+            expectRefused(bobShared, "only the suite's owner or an admin member invites")
+            expectRefused(try await family.bobPhone.syncTool(["unshare", "shared", "--account", "alice"]), "owns the suite and cannot be removed")
+            expectRefused(try await family.alicePhone.sync("unshare", ["--account", "alice"]), "owns the suite and cannot be removed")
+            let members = try JSONDecoder().decode(
+                MemberList.self,
+                from: Data(try await family.alicePhone.sync("members", ["--json"]).stdout.utf8)
+            )
+            #expect(members.members.map(\.account) == ["alice", "bob"] && members.members.last?.role == .write)
+        }
+    }
+}
+
+/// `GET /v1/suites` with `token`.
+private func suites(_ server: SyncServer, token: String) async throws -> [SuiteList.Suite] {
+    var request = HTTPClientRequest(url: server.url.absoluteString + "/v1/suites")
+    request.headers.add(name: "Authorization", value: "Bearer \(token)")
+    let response = try await server.http.execute(request, timeout: .seconds(10))
+    #expect(response.status == .ok)
+    return try JSONDecoder().decode(SuiteList.self, from: Data(buffer: try await response.body.collect(upTo: 1 << 20))).suites
+}
+
+extension SharedDefaults {
+    /// Every value, by key.
+    fileprivate func propertyListValues() -> [String: PropertyListValue] {
+        Dictionary(uniqueKeysWithValues: dictionaryRepresentation().keys.compactMap { key in value(forKey: key).map { (key, $0) } })
+    }
+}
+
+/// Events collected by a stream's callback.
+private final class EventBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var collected: [ServerSentEvent] = []
+
+    func append(_ events: [ServerSentEvent]) { lock.withLock { collected += events } }
+    var events: [ServerSentEvent] { lock.withLock { collected } }
+}
+
+/// Expects a tool to have exited 0.
+private func expectOK(
+    _ result: (status: Int32, stdout: String, stderr: String),
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    #expect(result.status == 0, "\(result.stderr)", sourceLocation: sourceLocation)
+}
