@@ -128,7 +128,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
     static func kind(of code: SyncErrorCode?, status: Int?) -> Kind {
         if let status, status == 408 || status == 429 || status >= 500 { return .unavailable }
         switch code {
-        case .unauthorized?, .forbidden?: return .authenticationNeeded
+        case .unauthorized?, .forbidden?, .notAMember?: return .authenticationNeeded
         case .rateLimited?, .tooManyStreams?, .unavailable?: return .unavailable
         case .malformed?, .notFound?, .methodNotAllowed?: return .protocolError
         case let code? where code.isKnown: return .rejected
@@ -196,7 +196,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
     /// Codes that refuse a request other than a push (a pull, a key bag), which changed nothing.
     private static let requestCodes: Set<SyncErrorCode?> = [
         .suiteReset, .cursorExpired, .keyBagUnsigned, .keyAnchorMissing, .keyAnchorMismatch, .invitationNotFound, .invitationUsed,
-        .invitationExpired, .insufficientRole, .memberConflict,
+        .invitationExpired, .insufficientRole, .memberConflict, .notAMember,
     ]
 
     /// The task was cancelled while waiting.

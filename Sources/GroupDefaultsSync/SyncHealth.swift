@@ -12,6 +12,9 @@ public struct SyncHealth: Sendable, Equatable, Codable {
         case ok
         /// The token was refused: nothing is sent until it is replaced (exit status 3 territory).
         case paused
+        /// The suite is another account's, and no longer shared with this one (removed, or it
+        /// left): nothing is sent; a new invitation brings it back.
+        case notShared = "not_shared"
         /// The server could not be reached, or said it is busy or unavailable: retried with backoff.
         case offline
         /// This device's clock is behind the server's: nothing is applied until it is set right.
@@ -60,6 +63,7 @@ public struct SyncHealth: Sendable, Equatable, Codable {
         switch condition {
         case .ok: "ok"
         case .paused: "paused: authentication needed (\(detail ?? "the token was refused")); sync waits for a new token"
+        case .notShared: "not shared: \(detail ?? "the suite is no longer shared with this account"); nothing is sent until it is shared again"
         case .offline: "offline: \(detail ?? "the server cannot be reached")"
         case .clockBehind: "clock behind: \(detail ?? "this device's clock is behind the server's")"
         case .failing: "failing: \(detail ?? "the last step failed")"
@@ -70,6 +74,7 @@ public struct SyncHealth: Sendable, Equatable, Codable {
     /// The condition of an engine's `status`, and its words.
     static func assess(_ status: SyncStatus) -> (condition: Condition, detail: String?) {
         if status.isPausedForAuthentication {
+            if status.lastError?.code == .notAMember { return (.notShared, status.lastError?.detail) }
             return (.paused, status.lastError?.detail)
         }
         if let error = status.lastError {
@@ -106,7 +111,8 @@ public struct SyncHealth: Sendable, Equatable, Codable {
     /// success is kept. A failure to record is ignored: the caller reports `error` itself.
     static func recordStartFailure(_ error: SyncError, in defaults: SharedDefaults) {
         let previous = stored(in: defaults)
-        let condition: Condition = error.kind == .authenticationNeeded ? .paused : .failing
+        let condition: Condition =
+            error.code == .notAMember ? .notShared : error.kind == .authenticationNeeded ? .paused : .failing
         let now = Date()
         let health = SyncHealth(
             condition: condition,

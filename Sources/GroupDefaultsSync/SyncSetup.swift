@@ -171,7 +171,8 @@ public struct SyncSetup: Sendable {
     ///
     /// Checked before anything changes: the code's check characters, this token, that the
     /// invitation is waiting (not used, expired or revoked), and that no suite of the local name
-    /// exists here.
+    /// exists here, unless it is a copy of this same shared suite (an account removed and invited
+    /// again joins with the copy it kept).
     ///
     /// - Throws: `SyncError` (`invitationNotFound`, `invitationUsed`, `invitationExpired`,
     ///   `memberConflict`, `authenticationNeeded`, what a request can throw), `SyncSetup.Refusal`
@@ -198,8 +199,10 @@ public struct SyncSetup: Sendable {
         }
         let name = localName ?? offered.suite
         do {
-            _ = try SharedDefaults(existingSuiteName: name, directory: directory)
-            throw Refusal(.localSuiteExists, suite: name)
+            let existing = try SharedDefaults(existingSuiteName: name, directory: directory)
+            // Only this very suite's copy, from before this account was removed, joins again.
+            let previous = try SyncSettings.stored(in: existing)?.shared
+            guard previous?.owner == offered.owner, previous?.suite == offered.suite else { throw Refusal(.localSuiteExists, suite: name) }
         } catch let error as SharedDefaultsError where error.code == .suiteNotFound {
             // Free: the suite is made once the server made the membership.
         }

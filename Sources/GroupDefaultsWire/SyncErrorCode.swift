@@ -85,6 +85,9 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let invitationUsed = SyncErrorCode(rawValue: "invitation_used")
     /// The invitation expired, or its owner or an admin revoked it: ask for a new one (410).
     public static let invitationExpired = SyncErrorCode(rawValue: "invitation_expired")
+    /// The suite the request names with `owner` is not shared with the token's account: never, or
+    /// no longer (removed, or it left). A new invitation brings it back (403).
+    public static let notAMember = SyncErrorCode(rawValue: "not_a_member")
     /// The account's role in a shared suite does not allow the request: a `read` member pushing, a
     /// member that is no admin inviting or removing, an admin making an admin (403).
     public static let insufficientRole = SyncErrorCode(rawValue: "insufficient_role")
@@ -105,7 +108,8 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         .batchTooLarge, .invalidSuite, .keyTooLong, .valueTooLarge, .valueTooDeep, .quotaExceeded, .clockSkew,
         .idempotencyMismatch, .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .keyBagUnsigned, .keyAnchorMissing,
         .keyAnchorMismatch, .pairingNotFound, .pairingUsed,
-        .pairingExpired, .invitationNotFound, .invitationUsed, .invitationExpired, .insufficientRole, .memberConflict, .rateLimited, .tooManyStreams, .unavailable,
+        .pairingExpired, .invitationNotFound, .invitationUsed, .invitationExpired, .notAMember, .insufficientRole, .memberConflict, .rateLimited,
+        .tooManyStreams, .unavailable,
     ]
 
     /// Whether this is one of `allKnown`.
@@ -116,7 +120,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         switch self {
         case .malformed: 400
         case .unauthorized: 401
-        case .forbidden, .keyBagUnsigned, .insufficientRole: 403
+        case .forbidden, .keyBagUnsigned, .insufficientRole, .notAMember: 403
         case .notFound: 404
         case .methodNotAllowed: 405
         case .pairingNotFound, .invitationNotFound: 404

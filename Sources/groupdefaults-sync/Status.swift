@@ -109,6 +109,12 @@ extension SyncCommand {
                     output("\(suite): not synced")
                 }
                 guard let health, health.needsAttention else { return }
+                if health.condition == .notShared {
+                    throw CommandFailure(
+                        "\(suite) is no longer shared with this account: ask its owner for a new invitation and join again with `groupdefaults-sync configure --invitation CODE --server URL --token-file PATH --as \(suite)`",
+                        status: 3
+                    )
+                }
                 if health.needsToken {
                     throw CommandFailure(
                         "\(suite) is paused until its token is replaced: give it a new token with `groupdefaults-sync configure \(suite) --server URL --token-file PATH`",

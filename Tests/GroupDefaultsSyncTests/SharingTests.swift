@@ -155,6 +155,7 @@ struct SharingTests {
             #expect(try await family.join(try await family.invite("write")).status == 0)
             try await family.configureBobTablet()
             try await expectOK(family.bobPhone.sync("sync"))
+            try await expectOK(family.bobTablet.sync("sync"))
 
             // bob's stream is open; the removal wakes it, it ends with `forbidden` (long before
             // the 15 s heartbeat would have made it look).
@@ -171,7 +172,7 @@ struct SharingTests {
             try await expectOK(family.alicePhone.sync("unshare", ["--account", "bob"]))
             let ended = try await events.value
             #expect(ContinuousClock.now - started < .seconds(10), "the stream ended at the removal, not at a heartbeat")
-            #expect(ended.last?.event == "forbidden", "\(ended)")
+            #expect(ended.last?.event == "not_a_member", "\(ended)")
 
             let refused = try await family.bobPhone.sync("sync")
             #expect(refused.status == 3 && refused.stderr.contains("not shared with this account"), "\(refused)")
@@ -179,12 +180,20 @@ struct SharingTests {
             let members = try await family.alicePhone.sync("members", ["--json"])
             let list = try JSONDecoder().decode(MemberList.self, from: Data(members.stdout.utf8))
             #expect(list.members.map(\.account) == ["alice"])
+            let status = try await family.bobPhone.sync("status")
+            #expect(status.status == 3 && status.stdout.contains("state: not shared:"), "\(status)")
 
-            // Invited again, bob's tablet leaves: the membership ends for the account, and the
-            // tablet's copy stops syncing and keeps its values.
-            #expect(try await family.join(try await family.invite("read"), on: family.bobTablet, as: "home2").status == 0)
-            let left = try await family.bobTablet.syncTool(["leave", "home2"])
+            // Invited again, bob joins with the copy he kept (the local name exists: it is this suite's).
+            #expect(try await family.join(try await family.invite("write")).status == 0)
+            try await expectOK(family.bobPhone.sync("sync"))
+            #expect(try family.bobPhone.open().string(forKey: "doorbell") == "ding.caf")
+
+            // bob's tablet leaves: the membership ends for the account, and the tablet's copy
+            // stops syncing and keeps its values.
+            let left = try await family.bobTablet.sync("leave")
             #expect(left.status == 0 && left.stdout.contains("left alice's suite family"), "\(left)")
+            #expect(try family.bobTablet.open().string(forKey: "doorbell") == "ding.caf")
+            #expect(try await family.bobTablet.sync("status").stdout.contains("not synced"))
             let after = try await family.alicePhone.sync("members", ["--json"])
             #expect(try JSONDecoder().decode(MemberList.self, from: Data(after.stdout.utf8)).members.map(\.account) == ["alice"])
         }

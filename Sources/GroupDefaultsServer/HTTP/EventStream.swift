@@ -13,7 +13,7 @@ import ServiceLifecycle
 /// default). It re-checks the
 /// token before each wait, so a revoked or expired token ends the stream (an `unauthorized` event,
 /// then the end), and for a shared suite the membership, so that a removed member's stream ends
-/// (a `forbidden` event; a removal wakes the suite's streams); graceful shutdown ends it cleanly too.
+/// (a `not_a_member` event; a removal wakes the suite's streams); graceful shutdown ends it cleanly too.
 struct EventStream: Sendable {
     let storage: any SyncStore & SharingStore
     let authenticator: Authenticator
@@ -60,7 +60,7 @@ struct EventStream: Sendable {
             }
             guard await access.isStillAllowed(storage) else {
                 return StreamTurn(
-                    text: try SyncStreamEvent.refusal(.forbidden, detail: "\(owner)'s suite '\(suite)' is no longer shared with this account")
+                    text: try SyncStreamEvent.refusal(.notAMember, detail: "\(owner)'s suite '\(suite)' is no longer shared with this account")
                         .serverSentEvent().encoded,
                     ends: true
                 )

@@ -169,7 +169,7 @@ struct SyncRoutes: Sendable {
             _ = await storage.waitForChangeUntilShutdown(account: owner, suite: suite, after: head, timeout: wait)
             // A member removed meanwhile gets nothing more.
             guard await access.isStillAllowed(storage) else {
-                throw APIError.forbidden("\(owner)'s suite '\(suite)' is no longer shared with this account")
+                throw APIError(.notAMember, "\(owner)'s suite '\(suite)' is no longer shared with this account")
             }
             page = try await storage.changes(account: owner, suite: suite, since: since, limit: limit)
         }

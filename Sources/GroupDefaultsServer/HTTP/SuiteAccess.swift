@@ -48,7 +48,7 @@ struct SuiteAccess: Sendable {
         try token.authorize(suite: suite, write: need != .read)
         let member = owner == token.account ? nil : try await sharing.member(owner: owner, suite: suite, account: token.account)
         guard let role = SharingRule.role(of: token.account, owner: owner, member: member) else {
-            throw APIError.forbidden("\(owner)'s suite '\(suite)' is not shared with this account")
+            throw APIError(.notAMember, "\(owner)'s suite '\(suite)' is not shared with this account")
         }
         if need == .write, !role.mayWrite {
             throw APIError(.insufficientRole, "this account is a read member of \(owner)'s suite '\(suite)': it may read the suite, not change it")

@@ -68,7 +68,7 @@ extension SyncEngine {
         do {
             let list = try await client.members()
             _ = try await client.removeMember(list.account)
-        } catch SyncErrorCode.forbidden {
+        } catch SyncErrorCode.notAMember {
             // Removed already (or the suite is no longer shared): only the local part is left.
         }
         do { try defaults.disableSync() } catch {
