@@ -44,6 +44,7 @@ extension SyncCommand {
                 let journal = try defaults.conflicts()
                 let refused = journal.filter(\.isRefused)
                 let health = state.isSynced ? SyncHealth.stored(in: defaults) : nil
+                let settings = try? SyncSettings.stored(in: defaults)
                 let report = StatusReport(
                     suite: suite,
                     synced: state.isSynced,
@@ -66,7 +67,8 @@ extension SyncCommand {
                     stateDetail: health?.detail,
                     stateSince: health.flatMap { $0.since.timeIntervalSince1970 > 0 ? Self.time($0.since) : nil },
                     lastSuccess: health?.lastSuccess.map(Self.time),
-                    lastFailure: health?.lastFailure.map(Self.time)
+                    lastFailure: health?.lastFailure.map(Self.time),
+                    shared: settings?.shared.map { ["owner": $0.owner, "suite": $0.suite, "role": $0.role.rawValue] }
                 )
                 if json {
                     let encoder = JSONEncoder()
@@ -78,6 +80,9 @@ extension SyncCommand {
                         "token file: \(state.tokenFile ?? "none")",
                     ]
                     if let caFile = state.caFile { lines.append("certificate authority: \(caFile)") }
+                    if let shared = settings?.shared {
+                        lines.append("shared: \(shared.owner)'s suite \(shared.suite), as a \(shared.role.rawValue) member")
+                    }
                     lines.append(
                         "encryption: " + (state.keyFile.map { "end to end (keys in \($0))" } ?? "none (the server can read keys and values)")
                     )
@@ -164,8 +169,11 @@ struct StatusReport: Encodable {
     var stateSince: String?
     var lastSuccess: String?
     var lastFailure: String?
+    /// For a suite another account shares: `owner`, `suite` (its name there) and `role`.
+    var shared: [String: String]?
 
     enum CodingKeys: String, CodingKey {
+        case shared
         case state
         case stateDetail = "state_detail"
         case stateSince = "state_since"
