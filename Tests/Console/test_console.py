@@ -7,6 +7,7 @@ are written with the `groupdefaults` tool into a device's local suite and reach 
 
 import datetime
 import os
+import pathlib
 import re
 import time
 import urllib.parse
@@ -14,7 +15,7 @@ import urllib.parse
 import pytest
 from playwright.sync_api import expect
 
-from conftest import (DESKTOP, OPERATOR, PASSWORD, PHONE, SCREENSHOTS, Device, Server, account_path,
+from conftest import (DESKTOP, OPERATOR, PASSWORD, PHONE, SCREENSHOTS, Device, Server, account_path, run,
                       sign_in, suite_path)
 
 FOREIGN_REFUSAL = "did not come from this console"
@@ -324,6 +325,42 @@ def test_revoke_device(server, page, tmp_path):
     result = device.sync(check=False)
     assert result.returncode == 3, (f"a sync after revoking {device_id} exited {result.returncode}, not 3\n"
                                     f"stdout: {result.stdout}\nstderr: {result.stderr}")
+
+
+def test_remove_member(server, page, tmp_path):
+    """An owner shares a suite with another account (the real tools); the operator sees the member
+    and its role on the suite's page and removes it; the member's next sync is refused."""
+    owner, member, suite = "fay", "gus", "family"
+    phone = Device(server, tmp_path, "fay-phone", suite, server.token(owner, device="phone"))
+    phone.write("doorbell", "ding.caf")
+    phone.sync()
+    shared = run([phone.sync_tool, "share", suite, "--directory", phone.directory, "--role", "write"])
+    code = next(line for line in shared.stdout.splitlines() if line.startswith("code: "))[len("code: "):]
+    laptop_dir = pathlib.Path(tmp_path) / "gus-laptop"
+    laptop_token = pathlib.Path(tmp_path) / "gus.token"
+    fd = os.open(laptop_token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(server.token(member, device="laptop") + "\n")
+    run([phone.sync_tool, "configure", "--invitation", code, "--server", server.url, "--token-file", laptop_token,
+         "--as", "home", "--directory", laptop_dir])
+    run([phone.sync_tool, "sync", "home", "--directory", laptop_dir])
+
+    page.goto(server.url + suite_path(owner, suite))
+    row = page.locator(f"table#members tr[data-member={css_string(member)}]")
+    expect(row.locator("td.role")).to_have_text("write")
+    expect(page.locator("table#invitations td.state")).to_have_text("accepted")
+    form = row.locator("form.remove-member")
+    assert form.locator("input[type=hidden][name=csrf]").input_value()
+    response = submit(page, form.get_by_role("button", name="Remove"))
+    assert redirect_status(response) == 303, f"removing a member: {redirect_status(response)} then {response.status}"
+    expect(page.locator("#sharing")).to_contain_text("No other account shares this suite.")
+
+    refused = run([phone.sync_tool, "sync", "home", "--directory", laptop_dir], check=False)
+    assert refused.returncode == 3 and "not shared with this account" in refused.stderr, (
+        f"a sync after the removal exited {refused.returncode}\nstderr: {refused.stderr}")
+    page.goto(server.url + "/console/audit?account=" + owner)
+    expect(page.locator("table#audit tbody tr").nth(0).locator("td.act")).to_have_text("member-remove")
+    expect(page.locator("table#audit tbody tr").nth(0).locator("td.actor")).to_have_text(OPERATOR)
 
 
 def test_audit_log(server, page, tmp_path):

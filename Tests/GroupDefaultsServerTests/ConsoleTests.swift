@@ -432,6 +432,61 @@ struct ConsoleTests {
         }
     }
 
+    @Test(
+        "a suite's page shows its owner, members, roles and invitations (escaped); an operator removes a member (a form with the session's token only), audited"
+    )
+    func sharing() async throws {
+        try await Self.withConsole { fixture, client in
+            let now = Date()
+            let markup = "<b>bob</b>"
+            let invitation = StoredInvitation(
+                lookup: StoredInvitation.lookup(id: "i1"),
+                id: "inv_0123456789ab",
+                owner: "alice",
+                suite: "s",
+                role: .write,
+                createdBy: "alice",
+                created: now,
+                lifetime: 3600
+            )
+            try await fixture.storage.createInvitation(invitation, now: now)
+            _ = try await fixture.storage.acceptInvitation(lookup: invitation.lookup, account: markup, now: now)
+            let waiting = StoredInvitation(
+                lookup: StoredInvitation.lookup(id: "i2"),
+                id: "inv_ba9876543210",
+                owner: "alice",
+                suite: "s",
+                role: .read,
+                createdBy: "alice",
+                created: now,
+                lifetime: 3600
+            )
+            try await fixture.storage.createInvitation(waiting, now: now)
+            var session = ConsoleSession(client: client)
+            _ = try await session.signIn()
+            // Nothing was written to the suite: it is shown all the same, as it has a member.
+            let page = String(buffer: try await session.get("/console/accounts/alice/suites/s").body)
+            #expect(page.contains("<td class=\"role\">write</td>") && page.contains("&lt;b&gt;bob&lt;/b&gt;") && !page.contains(markup))
+            #expect(page.contains("<code>inv_0123456789ab</code>") && page.contains("<td class=\"state\">accepted</td>"))
+            #expect(page.contains("<code>inv_ba9876543210</code>") && page.contains("<td class=\"state\">pending</td>"))
+
+            let path = "/console/accounts/alice/suites/s/members/\(markup.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)/remove"
+            #expect(
+                try await session.post(path, [:], csrf: .value("wrong")).status == .forbidden,
+                "a form without the session's token changes nothing"
+            )
+            #expect(try await fixture.storage.member(owner: "alice", suite: "s", account: markup) != nil)
+            let removed = try await session.post(path, [:])
+            #expect(removed.status == .seeOther && removed.headers[.location] == "/console/accounts/alice/suites/s#sharing")
+            #expect(try await fixture.storage.member(owner: "alice", suite: "s", account: markup) == nil)
+            #expect(try await session.post(path, [:]).status == .notFound)
+            let record = try #require(try await fixture.storage.auditRecords(account: "alice", since: nil, limit: 10).last)
+            #expect(record.act == .memberRemove && record.actor == "ops" && record.target == "member \(markup) of suite s")
+            let after = String(buffer: try await session.get("/console/accounts/alice/suites/s").body)
+            #expect(after.contains("No other account shares this suite."))
+        }
+    }
+
     @Test("console records keep operators and sessions alike on both backends", arguments: StorageBackend.allCases)
     func consoleRecords(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in

@@ -17,6 +17,7 @@ struct ConsoleRoutes: Sendable {
     /// What the console reads and changes: suites and their entries, tokens, devices, the
     /// operator's view and reset, its own records, and the backend's health.
     typealias Storage = SyncStore & TokenStore & DeviceStore & SuiteAdmin & ConsoleRecordStore & StorageHealthCheck & AuditStore
+        & SharingStore
 
     let storage: any Storage
     let configuration: ServerConfiguration
@@ -60,6 +61,9 @@ struct ConsoleRoutes: Sendable {
         console.get("accounts/{account}/suites/{suite}") { request, context in try await suitePage(request, context) }
         console.get("accounts/{account}/suites/{suite}/history") { request, context in try await historyPage(request, context) }
         console.get("accounts/{account}/suites/{suite}/tail") { request, context in try await tail(request, context) }
+        console.post("accounts/{account}/suites/{suite}/members/{member}/remove") { request, context in
+            try await removeMember(request, context)
+        }
     }
 
     // MARK: Signing in and out
@@ -322,10 +326,16 @@ struct ConsoleRoutes: Sendable {
             }
             after = page.next
         } while after != nil
-        // A suite nothing was ever written to is no suite of the account's (a typed URL, another account's name).
-        if head == 0, total == 0, !(try await storage.suiteSummaries(account: account)).contains(where: { $0.name == suite }) {
+        let members = try await storage.members(owner: account, suite: suite)
+        let invitations = try await storage.invitations(owner: account, suite: suite)
+        // A suite nothing was ever written to, and nobody shares, is no suite of the account's (a
+        // typed URL, another account's name).
+        if head == 0, total == 0, members.isEmpty, invitations.isEmpty,
+            !(try await storage.suiteSummaries(account: account)).contains(where: { $0.name == suite })
+        {
             throw ConsoleError(.notFound, "The account \(account) has no suite \(suite).")
         }
+        let now = Date()
         let accountLink = Link(text: account, href: ConsolePaths.account(account))
         let page = SuitePage(
             page: chrome(suite, signed, trail: [Link(text: "Overview", href: ConsolePaths.root), accountLink]),
@@ -339,7 +349,29 @@ struct ConsoleRoutes: Sendable {
             truncated: truncated,
             holdsNoKeys: total == 0,
             tailHref: ConsolePaths.tail(account, suite),
-            headRev: head
+            headRev: head,
+            accountHref: ConsolePaths.account(account),
+            members: members.map { member in
+                SuitePage.Member(
+                    account: member.account,
+                    href: ConsolePaths.account(member.account),
+                    role: member.role.rawValue,
+                    added: TimeText(member.added),
+                    removeAction: ConsolePaths.removeMember(account, suite, member: member.account)
+                )
+            },
+            invitations: invitations.map { invitation in
+                SuitePage.Invitation(
+                    id: invitation.id,
+                    role: invitation.role.rawValue,
+                    state: invitation.state(at: now).rawValue,
+                    createdBy: invitation.createdBy,
+                    acceptedBy: invitation.acceptedBy ?? "",
+                    expires: TimeText(invitation.expires)
+                )
+            },
+            isShared: !members.isEmpty,
+            hasInvitations: !invitations.isEmpty
         )
         return ConsolePage.html(ConsoleTemplates.render(page, "suite"))
     }
@@ -453,6 +485,25 @@ struct ConsoleRoutes: Sendable {
         )
         try await audit(.deviceRevoke, by: signed.session.operatorName, context, account: account, target: "device \(id) (token \(device.tokenID))")
         throw ConsoleRedirect(location: ConsolePaths.account(account) + "?done=device-revoked")
+    }
+
+    /// Removes a member from one of the account's suites: its devices lose access at once
+    /// (`SharingStore.removeMember`), audited.
+    private func removeMember(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let signed = try await signedIn(request)
+        let account = try Self.name(context, "account")
+        let suite = try Self.name(context, "suite")
+        let member = try Self.name(context, "member")
+        try await checkForm(request, signed, as: CSRFForm.self)
+        guard try await storage.removeMember(owner: account, suite: suite, account: member) else {
+            throw ConsoleError(.notFound, "\(member) is not a member of \(account)'s suite \(suite).")
+        }
+        context.logger.info(
+            "console removed a member",
+            metadata: ["operator": "\(signed.session.operatorName)", "suite": "\(suite)", "member": "\(member)"]
+        )
+        try await audit(.memberRemove, by: signed.session.operatorName, context, account: account, target: "member \(member) of suite \(suite)")
+        throw ConsoleRedirect(location: ConsolePaths.suite(account, suite) + "#sharing")
     }
 
     /// The audit log's latest records (of `?account=`, if given), newest first.

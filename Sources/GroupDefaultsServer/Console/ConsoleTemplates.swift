@@ -231,6 +231,39 @@ package enum ConsoleTemplates {
         </table>
         </div>
         </section>
+        <section class="card" id="sharing">
+        <h2>Sharing</h2>
+        <p>Owner: <a href="{{accountHref}}">{{account}}</a>.{{^isShared}} No other account shares this suite.{{/isShared}}</p>
+        {{#isShared}}
+        <div class="scroll">
+        <table id="members">
+        <thead><tr><th>Member</th><th>Role</th><th>Joined</th><th></th></tr></thead>
+        <tbody>
+        {{#members}}<tr data-member="{{account}}"><td><a href="{{href}}">{{account}}</a></td><td class="role">{{role}}</td>
+        <td><time datetime="{{added.iso}}">{{added.text}}</time></td>
+        <td><form class="remove-member inline" method="post" action="{{removeAction}}">
+        <input type="hidden" name="csrf" value="{{page.csrf}}"><button type="submit" class="danger">Remove</button></form></td></tr>
+        {{/members}}
+        </tbody>
+        </table>
+        </div>
+        {{/isShared}}
+        {{#hasInvitations}}
+        <h3>Invitations</h3>
+        <div class="scroll">
+        <table id="invitations">
+        <thead><tr><th>Invitation</th><th>Role</th><th>State</th><th>Made by</th><th>Accepted by</th><th>Until</th></tr></thead>
+        <tbody>
+        {{/hasInvitations}}
+        {{#invitations}}<tr><td><code>{{id}}</code></td><td>{{role}}</td><td class="state">{{state}}</td><td>{{createdBy}}</td><td>{{acceptedBy}}</td>
+        <td><time datetime="{{expires.iso}}">{{expires.text}}</time></td></tr>
+        {{/invitations}}
+        {{#hasInvitations}}
+        </tbody>
+        </table>
+        </div>
+        {{/hasInvitations}}
+        </section>
         <section class="card">
         <h2>Live changes <span id="tail-status" class="muted">connecting…</span></h2>
         <div class="scroll">

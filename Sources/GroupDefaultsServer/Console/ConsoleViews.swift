@@ -56,6 +56,9 @@ enum ConsolePaths {
 
     static func account(_ account: String) -> String { "/console/accounts/\(segment(account))" }
     static func suite(_ account: String, _ suite: String) -> String { self.account(account) + "/suites/\(segment(suite))" }
+    static func removeMember(_ account: String, _ suite: String, member: String) -> String {
+        self.suite(account, suite) + "/members/\(segment(member))/remove"
+    }
     static func history(_ account: String, _ suite: String, key: String) -> String {
         self.suite(account, suite) + "/history?key=" + query(key)
     }
@@ -237,6 +240,30 @@ struct SuitePage {
     var holdsNoKeys: Bool
     var tailHref: String
     var headRev: UInt64
+    /// Who shares the suite: its members (the owner is `account`), each with a form that removes it.
+    struct Member {
+        var account: String
+        var href: String
+        var role: String
+        var added: TimeText
+        var removeAction: String
+    }
+
+    var accountHref: String
+    var members: [Member]
+    var invitations: [Invitation]
+    var isShared: Bool
+    var hasInvitations: Bool
+
+    /// An invitation of the suite, as the sharing section lists it.
+    struct Invitation {
+        var id: String
+        var role: String
+        var state: String
+        var createdBy: String
+        var acceptedBy: String
+        var expires: TimeText
+    }
 }
 
 /// The audit log page: the latest administrative acts, newest first.

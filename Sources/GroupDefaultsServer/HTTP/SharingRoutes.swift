@@ -5,9 +5,10 @@ import Hummingbird
 /// Sharing a suite with other accounts: invitations (`/v1/suites/{suite}/invitations`, and
 /// `/v1/invitations/{invitation_id}` for the invited), members (`/v1/suites/{suite}/members`).
 /// Who may do what is `SharingRule`'s; the storage applies an invitation's own rules in its
-/// transaction. The server sees an invitation id derived from the code, never the code.
+/// transaction. The server sees an invitation id derived from the code, never the code. Each
+/// change of who shares a suite is in the audit log (by `token tok_…`, from the client's address).
 struct SharingRoutes: Sendable {
-    let storage: any SharingStore & DeviceStore
+    let storage: any SharingStore & DeviceStore & AuditStore
 
     /// `POST /v1/suites/{suite}/invitations`: the owner or an admin invites (`SharingRule.mayInvite`).
     func invite(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
@@ -31,6 +32,12 @@ struct SharingRoutes: Sendable {
             lifetime: lifetime
         )
         try await storage.createInvitation(invitation, now: now)
+        try await audit(
+            .invitationCreate,
+            context,
+            account: access.owner,
+            target: "\(invitation.id) (\(body.role.rawValue)) of suite \(access.suite)"
+        )
         return try JSONBody.response(invitation.info(at: now))
     }
 
@@ -50,6 +57,7 @@ struct SharingRoutes: Sendable {
         let id = context.parameters.get("invitation") ?? ""
         let now = Date()
         let revoked = try await storage.revokeInvitation(owner: access.owner, suite: access.suite, id: id, now: now)
+        try await audit(.invitationRevoke, context, account: access.owner, target: "\(revoked.id) of suite \(access.suite)")
         return try JSONBody.response(revoked.info(at: now))
     }
 
@@ -69,6 +77,12 @@ struct SharingRoutes: Sendable {
             throw APIError.forbidden("the token does not cover the suite '\(invitation.suite)': accept with a token whose suites include it")
         }
         let member = try await storage.acceptInvitation(lookup: invitation.lookup, account: token.account, now: Date())
+        try await audit(
+            .memberAdd,
+            context,
+            account: member.owner,
+            target: "member \(member.account) (\(member.role.rawValue)) of suite \(member.suite), by \(invitation.id)"
+        )
         return try JSONBody.response(Membership(owner: member.owner, suite: member.suite, role: member.role))
     }
 
@@ -95,7 +109,9 @@ struct SharingRoutes: Sendable {
             }
             list.append(MemberList.Member(account: account, role: role, added: added.flatMap(TypedJSONDate.format), devices: devices))
         }
-        return try JSONBody.response(MemberList(owner: access.owner, suite: access.suite, account: access.token.account, you: access.role, members: list))
+        return try JSONBody.response(
+            MemberList(owner: access.owner, suite: access.suite, account: access.token.account, you: access.role, members: list)
+        )
     }
 
     /// `DELETE /v1/suites/{suite}/members/{account}`: the owner or an admin removes a member, or a
@@ -112,7 +128,26 @@ struct SharingRoutes: Sendable {
         guard try await storage.removeMember(owner: access.owner, suite: access.suite, account: target) else {
             throw APIError.notFound("\(target) is not a member of the suite")
         }
+        try await audit(
+            .memberRemove,
+            context,
+            account: access.owner,
+            target: "member \(target) of suite \(access.suite)" + (target == access.token.account ? " (left)" : "")
+        )
         return try JSONBody.response(MemberRemoved(owner: access.owner, suite: access.suite, account: target))
+    }
+
+    /// Records a change of who shares a suite, by the request's token, from its address.
+    private func audit(_ act: AuditRecord.Act, _ context: TokenRequestContext, account: String, target: String) async throws {
+        try await storage.appendAudit(
+            AuditRecord(
+                actor: "token \(context.token.id)",
+                act: act,
+                account: account,
+                target: target,
+                source: context.clientAddress ?? "unknown address"
+            )
+        )
     }
 
     /// The invitation of the path, by the id derived from its code.

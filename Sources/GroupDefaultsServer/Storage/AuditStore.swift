@@ -17,6 +17,12 @@ package struct AuditRecord: Sendable, Hashable, Codable {
         case accountExport = "account-export"
         case accountDelete = "account-delete"
         case backup, restore
+        /// Sharing: an invitation made or revoked, an account that became a member, one removed
+        /// (or that left).
+        case invitationCreate = "invitation-create"
+        case invitationRevoke = "invitation-revoke"
+        case memberAdd = "member-add"
+        case memberRemove = "member-remove"
     }
 
     package var time: Date
