@@ -20,7 +20,8 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let malformed = SyncErrorCode(rawValue: "malformed")
     /// No token, or one that is unknown, expired or revoked (401).
     public static let unauthorized = SyncErrorCode(rawValue: "unauthorized")
-    /// The suite is outside the token's patterns, or a read-only token tried to write (403).
+    /// The suite is outside the token's patterns, or a read-only token tried to write (403). (What
+    /// a shared suite's membership refuses has codes of its own: `notAMember`, `insufficientRole`.)
     public static let forbidden = SyncErrorCode(rawValue: "forbidden")
     /// No such route, or (token commands) no such token (404).
     public static let notFound = SyncErrorCode(rawValue: "not_found")

@@ -56,6 +56,9 @@ struct SharingRoutes: Sendable {
         try Self.checkAdministers(access)
         let id = context.parameters.get("invitation") ?? ""
         let now = Date()
+        if let invitation = try await storage.invitations(owner: access.owner, suite: access.suite).first(where: { $0.id == id }) {
+            try SharingRule.mayRevoke(invitation, by: access.role)
+        }
         let revoked = try await storage.revokeInvitation(owner: access.owner, suite: access.suite, id: id, now: now)
         try await audit(.invitationRevoke, context, account: access.owner, target: "\(revoked.id) of suite \(access.suite)")
         return try JSONBody.response(revoked.info(at: now))
@@ -75,6 +78,9 @@ struct SharingRoutes: Sendable {
         let invitation = try await invitation(context)
         guard token.covers(invitation.suite) else {
             throw APIError.forbidden("the token does not cover the suite '\(invitation.suite)': accept with a token whose suites include it")
+        }
+        guard !token.readOnly else {
+            throw APIError.forbidden("the token is read-only: accept with a token that may write (a read-only token cannot leave the suite either)")
         }
         let member = try await storage.acceptInvitation(lookup: invitation.lookup, account: token.account, now: Date())
         try await audit(

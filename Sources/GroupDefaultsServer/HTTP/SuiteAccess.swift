@@ -31,8 +31,9 @@ struct SuiteAccess: Sendable {
     var isShared: Bool { owner != token.account }
 
     /// The access of `context`'s token to the suite of the path, for `need`: the suite's name
-    /// (422), the owner's name (400), the token's scope and write permission (403), then the
-    /// membership (403: not shared with this account, or a `read` member writing).
+    /// (422), the owner's name (400), the token's scope and write permission (403 `forbidden`),
+    /// then the membership (403 `not_a_member` when not shared with this account,
+    /// `insufficient_role` for a `read` member writing).
     static func check(
         _ request: Request,
         _ context: TokenRequestContext,

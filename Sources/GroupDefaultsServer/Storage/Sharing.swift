@@ -89,12 +89,14 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
     /// Whether it is still kept at `now` (`keptAfterEnd`).
     package func isKept(at now: Date) -> Bool { now < ended.addingTimeInterval(Self.keptAfterEnd) }
 
-    /// The refusal of a new invitation beyond `maximumPending`.
+    /// The refusal of a new invitation beyond `maximumPending` (a cap, not a rate: waiting a
+    /// second would not help).
     package static func checkCount(_ pending: Int) throws(SyncStorageError) {
         guard pending < maximumPending else {
             throw SyncStorageError(
-                .rateLimited,
-                "the suite has \(pending) invitations waiting (at most \(maximumPending)): revoke some, or wait until they are used or expire"
+                .quotaExceeded,
+                "the suite has \(pending) invitations waiting (at most \(maximumPending)): revoke some, or wait until they are used or expire",
+                limit: maximumPending
             )
         }
     }
@@ -167,11 +169,20 @@ package enum SharingRule {
     package static func mayInvite(_ inviter: SuiteRole, giving role: SuiteRole) throws(SyncStorageError) {
         guard role != .owner else { throw SyncStorageError(.malformed, "an invitation gives read, write or admin; a suite has one owner") }
         guard inviter.mayAdminister else {
-            throw SyncStorageError(.insufficientRole, "only the suite's owner or an admin member invites: this account is a \(inviter.rawValue) member")
+            throw SyncStorageError(
+                .insufficientRole,
+                "only the suite's owner or an admin member invites: this account is a \(inviter.rawValue) member"
+            )
         }
         if role == .admin, inviter != .owner {
             throw SyncStorageError(.insufficientRole, "only the suite's owner makes admin members")
         }
+    }
+
+    /// Whether `role` may revoke `invitation`: as it may make one giving that role (an admin does
+    /// not revoke the owner's invitation of an admin).
+    package static func mayRevoke(_ invitation: StoredInvitation, by role: SuiteRole) throws(SyncStorageError) {
+        try mayInvite(role, giving: invitation.role)
     }
 
     /// Whether `remover` (`account`, with its role) may remove `member` from the suite: anyone but

@@ -1,5 +1,5 @@
 package import Foundation
-package import GroupDefaultsWire
+import GroupDefaultsWire
 
 /// Shared suites: members (`StoredMember`) and invitations (`StoredInvitation`). The rules are
 /// `SharingRule`'s and the invitation's own; backends apply them inside one transaction, so that
@@ -27,8 +27,9 @@ package protocol SharingStore: Sendable {
     /// Revokes the invitation of `owner`'s `suite` whose public id is `id`
     /// (`StoredInvitation.revoke`). `invitationNotFound`, `invitationUsed`, `invitationExpired`.
     func revokeInvitation(owner: String, suite: String, id: String, now: Date) async throws -> StoredInvitation
-    /// Removes `account` from `owner`'s `suite` and wakes the suite's waits on every instance, so
-    /// that the removed account's open event streams re-check their access at once. Returns false,
-    /// having changed nothing, when it was not a member.
+    /// Removes `account` from `owner`'s `suite`, revokes the invitations it made that are still
+    /// waiting (a removed admin's invitations add nobody), in one transaction, and wakes the
+    /// suite's waits on every instance, so that the removed account's open event streams re-check
+    /// their access at once. Returns false, having changed nothing, when it was not a member.
     func removeMember(owner: String, suite: String, account: String) async throws -> Bool
 }

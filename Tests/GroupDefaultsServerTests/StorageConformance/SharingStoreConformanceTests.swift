@@ -119,12 +119,31 @@ extension StorageConformanceTests {
                 for index in 0..<StoredInvitation.maximumPending {
                     try await storage.createInvitation(Self.invitation("c\(index)", at: now), now: now)
                 }
-                await expectStorageError(.rateLimited) { try await storage.createInvitation(Self.invitation("more", at: now), now: now) }
+                await expectStorageError(.quotaExceeded) { try await storage.createInvitation(Self.invitation("more", at: now), now: now) }
                 _ = try await storage.revokeInvitation(owner: "alice", suite: "family", id: "inv_c0", now: now)
                 try await storage.createInvitation(Self.invitation("after-revoke", at: now), now: now)
                 // Once they expired, more may be made.
                 let later = now.addingTimeInterval(3601)
                 try await storage.createInvitation(Self.invitation("later", at: later), now: later)
+            }
+        }
+
+        @Test("removing an admin revokes the invitations it made that were waiting; the owner's stay", arguments: StorageBackend.allCases)
+        func removedAdminsInvitations(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let now = Date()
+                try await storage.createInvitation(Self.invitation("admin", role: .admin, at: now), now: now)
+                _ = try await storage.acceptInvitation(lookup: StoredInvitation.lookup(id: "admin"), account: "bob", now: now)
+                try await storage.createInvitation(Self.invitation("by-bob", role: .read, by: "bob", at: now), now: now)
+                try await storage.createInvitation(Self.invitation("by-alice", role: .read, at: now), now: now)
+                #expect(try await storage.removeMember(owner: "alice", suite: "family", account: "bob"))
+                let states = Dictionary(
+                    uniqueKeysWithValues: try await storage.invitations(owner: "alice", suite: "family").map { ($0.id, $0.state(at: now)) }
+                )
+                #expect(states == ["inv_admin": .accepted, "inv_by-bob": .revoked, "inv_by-alice": .pending])
+                await expectStorageError(.invitationExpired) {
+                    _ = try await storage.acceptInvitation(lookup: StoredInvitation.lookup(id: "by-bob"), account: "carol", now: now)
+                }
             }
         }
 

@@ -120,10 +120,23 @@ extension LMDBSyncStorage: SharingStore {
     }
 
     package func removeMember(owner: String, suite: String, account: String) async throws -> Bool {
+        let now = Date()
         let removed = try await write { txn -> Bool in
             guard let member = try Self.member(txn, owner: owner, suite: suite, account: account) else { return false }
             try Self.delete(txn, DB.sharing, SharingKeys.member(owner, suite, account))
             try Self.delete(txn, DB.sharing, SharingKeys.membership(member))
+            var made: [StoredInvitation] = []
+            try Self.forEach(txn, prefix: SharingKeys.invitations(owner, suite)) { key, _ in
+                if let invitation = try Self.invitation(txn, lookup: String(decoding: key.suffix(64), as: UTF8.self)),
+                    invitation.createdBy == account, invitation.state(at: now) == .pending
+                {
+                    made.append(invitation)
+                }
+            }
+            for var invitation in made {
+                try invitation.revoke(now: now)
+                try Self.put(txn, DB.sharing, SharingKeys.invitation(invitation.lookup), Array(try JSONEncoder().encode(invitation)))
+            }
             return true
         }
         // The removed account's open streams wake and re-check their access, which is gone.

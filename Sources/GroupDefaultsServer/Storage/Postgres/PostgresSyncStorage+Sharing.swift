@@ -169,6 +169,30 @@ extension PostgresSyncStorage: SharingStore {
                 )
                 var removed = false
                 for try await _ in rows { removed = true }
+                guard removed else { return false }
+                // The invitations it made that are still waiting add nobody now.
+                let now = Date()
+                let made = try await connection.query(
+                    """
+                    SELECT record::text FROM invitations
+                    WHERE owner = \(owner) AND suite = \(suite) AND ended > \(now) AND record->>'createdBy' = \(account) FOR UPDATE
+                    """,
+                    logger: storage.logger
+                )
+                var revoked: [StoredInvitation] = []
+                for try await text in made.decode(String.self) {
+                    var invitation = try JSONDecoder().decode(StoredInvitation.self, from: Data(text.utf8))
+                    guard invitation.state(at: now) == .pending else { continue }
+                    try invitation.revoke(now: now)
+                    revoked.append(invitation)
+                }
+                for invitation in revoked {
+                    let json = String(decoding: try JSONEncoder().encode(invitation), as: UTF8.self)
+                    try await connection.query(
+                        "UPDATE invitations SET record = \(json)::json, ended = \(invitation.ended) WHERE lookup = \(invitation.lookup)",
+                        logger: storage.logger
+                    )
+                }
                 // Every instance's streams of the suite wake and re-check their access.
                 if removed { try await Self.wakeAll(owner: owner, suite: suite, on: connection, logger: storage.logger) }
                 return removed
