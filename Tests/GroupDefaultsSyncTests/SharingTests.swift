@@ -38,7 +38,7 @@ struct SharingTests {
                     bobPhone: ToolDevice("home"),
                     bobTablet: ToolDevice("home")
                 )
-                defer { family.all.forEach { $0.remove() } }
+                defer { for device in family.all { device.remove() } }
                 try await family.alicePhone.configure(server)
                 try await family.aliceTablet.configure(server)
                 try family.alicePhone.open().set("ding.caf", forKey: "doorbell")
