@@ -12,45 +12,60 @@ import Testing
 /// largest (HLC, origin), deletes included (deleted = absent).
 ///
 /// `GROUPDEFAULTS_SYNC_SEEDS` sets how many seeds run per backend (200 by default, half of them again
-/// with the suite end-to-end encrypted; `Tools/sync-stress` runs more), `GROUPDEFAULTS_SYNC_FIRST_SEED`
+/// with the suite end-to-end encrypted, and half again with the second device another account's, a
+/// `write` member of the suite; `Tools/sync-stress` runs more), `GROUPDEFAULTS_SYNC_FIRST_SEED`
 /// the first one. A failure names its seed; the writes
 /// of a seed are reproducible, the timing of the concurrent steps is not.
 @Suite("Convergence of two devices", .timeLimit(.minutes(ConvergenceSettings.minutes)))
 struct ConvergenceTests {
+    /// What the two devices are.
+    enum Variant: String, Sendable, CaseIterable {
+        /// Two devices of one account, a plain suite.
+        case plain
+        /// Two devices of one account, an end-to-end encrypted suite.
+        case encrypted
+        /// The owner's device and a device of another account that is a `write` member.
+        case shared
+    }
+
     @Test(
-        "both devices and the server equal the last-writer-wins model, for every seed (clocks up to 5 minutes apart), plain and end-to-end encrypted",
+        "both devices and the server equal the last-writer-wins model, for every seed (clocks up to 5 minutes apart): plain, end-to-end encrypted, and shared with another account",
         arguments: StorageBackend.allCases,
-        [false, true]
+        Variant.allCases
     )
-    func convergence(backend: StorageBackend, encrypted: Bool) async throws {
+    func convergence(backend: StorageBackend, variant: Variant) async throws {
         try await SyncServer.with(backend) { server in
-            // Encrypted, half the seeds: the same merge, with every entry sealed and opened.
-            let count = encrypted ? max(1, ConvergenceSettings.seedCount / 2) : ConvergenceSettings.seedCount
+            let encrypted = variant == .encrypted
+            let member = variant == .shared ? try await ServerTool.createToken(storage: server.storage, account: "bob") : nil
+            // Encrypted or shared, half the seeds: the same merge, with every entry sealed and
+            // opened, or pushed by two accounts.
+            let count = variant != .plain ? max(1, ConvergenceSettings.seedCount / 2) : ConvergenceSettings.seedCount
             let seeds = Array(ConvergenceSettings.firstSeed..<ConvergenceSettings.firstSeed + UInt64(count))
             let failures = await withTaskGroup(of: String?.self) { group in
                 var failures: [String] = []
                 var next = seeds.makeIterator()
                 for _ in 0..<ConvergenceSettings.parallelSeeds {
                     guard let seed = next.next() else { break }
-                    group.addTask { await Self.failure(seed: seed, server: server, encrypted: encrypted) }
+                    group.addTask { await Self.failure(seed: seed, server: server, encrypted: encrypted, member: member) }
                 }
                 for await failure in group {
                     if let failure { failures.append(failure) }
                     // Stop early once a few seeds failed: their messages say enough.
                     guard failures.count < 5, let seed = next.next() else { continue }
-                    group.addTask { await Self.failure(seed: seed, server: server, encrypted: encrypted) }
+                    group.addTask { await Self.failure(seed: seed, server: server, encrypted: encrypted, member: member) }
                 }
                 return failures
             }
             for failure in failures { Issue.record(Comment(rawValue: failure)) }
-            #expect(failures.isEmpty, "\(failures.count) seed(s) failed on \(backend.rawValue)\(encrypted ? ", encrypted" : "")")
+            #expect(failures.isEmpty, "\(failures.count) seed(s) failed on \(backend.rawValue), \(variant.rawValue)")
         }
     }
 
-    /// Runs one seed; nil if it converged to the model, else what went wrong.
-    static func failure(seed: UInt64, server: SyncServer, encrypted: Bool) async -> String? {
+    /// Runs one seed; nil if it converged to the model, else what went wrong. With `member` (a
+    /// token of another account), the second device is that account's.
+    static func failure(seed: UInt64, server: SyncServer, encrypted: Bool, member: String? = nil) async -> String? {
         do {
-            var scenario = Scenario(seed: seed, server: server, encrypted: encrypted)
+            var scenario = Scenario(seed: seed, server: server, encrypted: encrypted, member: member)
             let problems = try await scenario.run()
             guard !problems.isEmpty else { return nil }
             return "seed \(seed) (\(server.backend.rawValue); rerun with GROUPDEFAULTS_SYNC_FIRST_SEED=\(seed) GROUPDEFAULTS_SYNC_SEEDS=1): "
@@ -93,17 +108,20 @@ struct Scenario {
     let seed: UInt64
     let server: SyncServer
     let encrypted: Bool
+    /// A token of another account: the second device is that account's, a `write` member.
+    let member: String?
     var random: SeededGenerator
 
-    init(seed: UInt64, server: SyncServer, encrypted: Bool = false) {
+    init(seed: UInt64, server: SyncServer, encrypted: Bool = false, member: String? = nil) {
         self.seed = seed
         self.server = server
         self.encrypted = encrypted
+        self.member = member
         random = SeededGenerator(seed: seed)
     }
 
     mutating func run() async throws -> [String] {
-        let suite = "group.convergence\(encrypted ? ".sealed" : "").\(seed)"
+        let suite = "group.convergence\(encrypted ? ".sealed" : member != nil ? ".shared" : "").\(seed)"
         let suiteKeys = encrypted ? SuiteKeys(recoveryKey: RecoveryKey(), suite: suite) : nil
         // Device clocks: the same, one 5 minutes behind, or somewhere in between (a clock ahead of
         // the server's by more than 5 minutes is refused by design, so behind it is).
@@ -116,7 +134,20 @@ struct Scenario {
             default: (.zero, .milliseconds(-Int64(random.next() % 300_000)))
             }
         let a = try Device(suite, server: server, clockOffset: offsets.0, keys: suiteKeys)
-        let b = try Device(suite, server: server, clockOffset: offsets.1, keys: suiteKeys)
+        let b: Device
+        if let member {
+            // The owner invites, the member accepts: its device pushes to and pulls from the
+            // owner's suite.
+            let code = InvitationCode()
+            _ = try await server.client(suite).createInvitation(invitationID: code.invitationID, role: .write, expiresIn: nil)
+            var client = server.client(suite, token: member)
+            client.owner = "alice"
+            let membership = try await client.acceptInvitation(invitationID: code.invitationID)
+            let shared = SharedSuite(owner: membership.owner, suite: membership.suite, role: membership.role)
+            b = try Device(suite, server: server, clockOffset: offsets.1, client: client, shared: shared)
+        } else {
+            b = try Device(suite, server: server, clockOffset: offsets.1, keys: suiteKeys)
+        }
         defer {
             a.remove()
             b.remove()

@@ -15,14 +15,17 @@ final class Device: Sendable {
     /// Opens (creating) `suite` in a fresh directory, its clock moved by `clockOffset`. With
     /// `synced`, the suite is marked synced at once (every write from then on is pending);
     /// otherwise call `enableSync()` when the device joins. With `keys`, the suite is end-to-end
-    /// encrypted with them.
+    /// encrypted with them. With `client` and `shared`, the device is another account's, a member
+    /// of the suite (the client names the owner).
     init(
         _ suite: String,
         server: SyncServer,
         clockOffset: Duration = .zero,
         synced: Bool = true,
         options: SyncEngine.Options = Device.quickOptions,
-        keys: SuiteKeys? = nil
+        keys: SuiteKeys? = nil,
+        client: SyncClient? = nil,
+        shared: SharedSuite? = nil
     ) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("gds-device-\(UUID().uuidString)", isDirectory: true)
         var configuration = SharedDefaults.Configuration()
@@ -30,7 +33,14 @@ final class Device: Sendable {
             clockOffset.components.seconds * 1000
             + clockOffset.components.attoseconds / 1_000_000_000_000_000
         defaults = try SharedDefaults(suiteName: suite, directory: directory, configuration: configuration)
-        engine = SyncEngine(defaults: defaults, client: server.client(suite), options: options, logger: Device.logger, keys: keys)
+        engine = SyncEngine(
+            defaults: defaults,
+            client: client ?? server.client(suite),
+            options: options,
+            logger: Device.logger,
+            keys: keys,
+            shared: shared
+        )
         if synced { try enableSync(server) }
     }
 
