@@ -68,14 +68,18 @@ struct SyncBench {
         let dataDirectory = sandbox.root + "/sync-server"
         let storage = ["--data-dir", dataDirectory]
         let token = try ServerProcess.createToken(executable: serverExecutable, storage: storage)
+        // Another account's token: a member's device of a suite the first account shares.
+        let memberToken = try ServerProcess.createToken(executable: serverExecutable, storage: storage, account: "bench-member")
         // Room for the scale rows' suite of 100,000 keys (10,000 by default).
         let server = try ServerProcess(executable: serverExecutable, storage: storage + ["--max-keys-per-suite", "200000"])
         let tokenFile = sandbox.root + "/sync.token"
         _ = FileManager.default.createFile(atPath: tokenFile, contents: Data(token.utf8), attributes: [.posixPermissions: 0o600])
+        let memberTokenFile = sandbox.root + "/member.token"
+        _ = FileManager.default.createFile(atPath: memberTokenFile, contents: Data(memberToken.utf8), attributes: [.posixPermissions: 0o600])
         let http = try SyncClient.makeHTTPClient()
         let api = SyncAPI(http: SyncAPI.makeHTTPClient(connections: 4), baseURL: server.baseURL, token: token)
         do {
-            let report = try await measure(server: server, http: http, api: api, tokenFile: tokenFile)
+            let report = try await measure(server: server, http: http, api: api, tokenFile: tokenFile, memberTokenFile: memberTokenFile)
             try await http.shutdown()
             try await api.http.shutdown()
             try server.stop()
@@ -89,12 +93,20 @@ struct SyncBench {
         }
     }
 
-    private func measure(server: ServerProcess, http: HTTPClient, api: SyncAPI, tokenFile: String) async throws -> ServerReport {
+    private func measure(server: ServerProcess, http: HTTPClient, api: SyncAPI, tokenFile: String, memberTokenFile: String) async throws
+        -> ServerReport
+    {
         var report = ServerReport(method: [
             "groupdefaults-bench sync: two devices (two suites in two directories, a SyncEngine each, in this process) and the",
             "real groupdefaults-server on loopback (embedded storage: every acknowledged push flushed). Release build.",
         ])
-        let devices = Devices(root: sandbox.root, server: URL(string: server.baseURL)!, tokenFile: tokenFile, http: http)
+        let devices = Devices(
+            root: sandbox.root,
+            server: URL(string: server.baseURL)!,
+            tokenFile: tokenFile,
+            memberTokenFile: memberTokenFile,
+            http: http
+        )
         if options.encrypt {
             report.rows += try await EncryptionCost.measure(devices: devices, sandbox: sandbox, joins: joins, changes: changes)
             return report
@@ -164,8 +176,26 @@ struct SyncBench {
                 met: endToEnd.p50 <= 20e6 && endToEnd.p99 <= 100e6
             )
         )
+        // The same between two accounts: A the owner's device, B a write member's.
+        let shared = try await Self.endToEnd(devices: devices, suite: "group.bench.shared", keyFile: nil, changes: changes, member: true)
+        let ratio = max(shared.p50 / endToEnd.p50, shared.p99 / endToEnd.p99)
+        report.rows.append(
+            ServerReport.Row(
+                backend: "embedded",
+                measurement: "set on A → readable on B, B another account's device (a member of A's suite)",
+                samples: changes,
+                p50Ms: shared.p50 / 1e6,
+                p99Ms: shared.p99 / 1e6,
+                reference: "two devices of one account (the row above), p50 \(ServerFormat.milliseconds(endToEnd.p50 / 1e6)), p99 "
+                    + ServerFormat.milliseconds(endToEnd.p99 / 1e6),
+                ratio: ratio,
+                target: "p50 and p99 ≤ 1.2× one account's",
+                met: ratio <= 1.2,
+                detail: "ratio: the larger of p50/p50 and p99/p99"
+            )
+        )
         // The idle row, measured after the latencies, comes last.
-        report.rows.append(report.rows.remove(at: report.rows.count - 2))
+        report.rows.append(report.rows.remove(at: report.rows.count - 3))
         report.rows.insert(contentsOf: try await ScaleCost.measure(devices: devices, server: server, changes: changes), at: report.rows.count - 1)
         return report
     }
@@ -225,12 +255,16 @@ struct SyncBench {
         keyFile: String?,
         changes: Int,
         preload: Int = 0,
+        member: Bool = false,
         whileRunning: (_ phone: (defaults: SharedDefaults, engine: SyncEngine), _ tablet: (defaults: SharedDefaults, engine: SyncEngine)) async throws
             -> Void = { _, _ in },
         aroundChanges: (_ changes: () async throws -> Void) async throws -> Void = { try await $0() }
     ) async throws -> Latencies {
         let phone = try devices.make("phone-\(suite)", suite: suite, keyFile: keyFile)
-        let tablet = try devices.make("tablet-\(suite)", suite: suite, keyFile: keyFile)
+        let tablet =
+            member
+            ? try await devices.makeMember("tablet-\(suite)", suite: suite, invitedBy: phone.engine)
+            : try devices.make("tablet-\(suite)", suite: suite, keyFile: keyFile)
         if preload > 0 {
             try await phone.defaults.write { tx in
                 for index in 0..<preload { try tx.set(SyncBench.value(index), forKey: String(format: "setting.%06d", index)) }
@@ -311,7 +345,19 @@ struct Devices {
     let root: String
     let server: URL
     let tokenFile: String
+    /// Another account's token.
+    let memberTokenFile: String
     let http: HTTPClient
+
+    /// A device of the other account, joined to `suite` as a `write` member with an invitation
+    /// from `owner` (a device of the suite's owner).
+    func makeMember(_ name: String, suite: String, invitedBy owner: SyncEngine) async throws -> (defaults: SharedDefaults, engine: SyncEngine) {
+        let (code, _) = try await owner.share(role: .write)
+        let directory = URL(fileURLWithPath: "\(root)/devices/\(name)")
+        _ = try await SyncSetup(server: server, tokenFile: memberTokenFile).join(invitation: code, localName: suite, directory: directory)
+        let defaults = try SharedDefaults(existingSuiteName: suite, directory: directory)
+        return (defaults, try SyncEngine(configured: defaults, http: http))
+    }
 
     func make(_ name: String, suite: String, keyFile: String? = nil) throws -> (defaults: SharedDefaults, engine: SyncEngine) {
         let defaults = try SharedDefaults(suiteName: suite, directory: URL(fileURLWithPath: "\(root)/devices/\(name)"))
