@@ -36,7 +36,7 @@ struct TokenCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailure {
-                if let problem = Names.problem(with: account, kind: "account") { throw CommandFailure(problem) }
+                if let problem = Names.accountProblem(with: account) { throw CommandFailure(problem) }
                 if let device, let problem = Names.problem(with: device, kind: "device") { throw CommandFailure(problem) }
                 let patterns = suites.split(separator: ",").map { String($0.trimmingCharacters(in: .whitespaces)) }.filter { !$0.isEmpty }
                 guard !patterns.isEmpty else { throw CommandFailure("--suites needs at least one pattern") }

@@ -121,6 +121,56 @@ struct SharingRouteTests {
         }
     }
 
+    @Test(
+        "a shared suite stays plain: a member's sealed push and key bags, the owner's sealed push while it has members, an invitation to an encrypted suite: 409, nothing stored"
+    )
+    func sharedSuitesStayPlain() async throws {
+        let fixture = try Fixture()
+        let alice = try await fixture.token()
+        let bob = try await fixture.token(account: "bob")
+        try await fixture.test { client in
+            #expect(try await Self.invite(client, token: alice, id: Self.id(1), role: .write).status == .ok)
+            #expect(try await Self.accept(client, token: bob, id: Self.id(1)).status == .ok)
+            let sealed = PushOp(
+                keyID: String(repeating: "a", count: 32),
+                sealed: SealedPayload(epoch: 1, box: Array(repeating: 7, count: 64)),
+                deleted: false,
+                hlc: API.hlc()
+            )
+            let memberPush = try await client.execute(
+                uri: "/v1/suites/family/push?owner=alice",
+                method: .post,
+                headers: API.auth(bob),
+                body: try API.push([sealed])
+            )
+            #expect(try API.error(memberPush).error == .suiteNotEncrypted)
+            #expect(try await API.error(client.push("family", token: alice, API.push([sealed]))).error == .suiteNotEncrypted)
+            let bags = try await client.execute(
+                uri: "/v1/suites/family/key-bags?owner=alice",
+                method: .put,
+                headers: API.auth(bob),
+                body: ByteBuffer(string: "{}")
+            )
+            #expect(try API.error(bags).error == .suiteNotEncrypted)
+            let snapshot = try API.decode(SnapshotPage.self, try await client.get("/v1/suites/family/snapshot", token: alice))
+            #expect(snapshot.headRev == 0)
+
+            // An encrypted suite of alice's is not shared.
+            #expect(try await client.push("sealed", token: alice, API.push([sealed])).status == .ok)
+            let body = ByteBuffer(bytes: try JSONEncoder().encode(InvitationRequest(invitationID: Self.id(2), role: .read)))
+            let invitation = try await client.execute(uri: "/v1/suites/sealed/invitations", method: .post, headers: API.auth(alice), body: body)
+            #expect(try API.error(invitation).error == .suiteEncrypted)
+        }
+    }
+
+    @Test("account names: no control character, no space at either end (a list would print them as other lines or names)")
+    func accountNames() {
+        for name in ["mal\nana  owner", "esc\u{1B}[31m", " ", "ana ", " ana", "tab\t"] {
+            #expect(Names.accountProblem(with: name) != nil, "\(name.debugDescription)")
+        }
+        for name in ["ana", "Ana Bell", "é😀", "<b>bob<b>"] { #expect(Names.accountProblem(with: name) == nil, "\(name)") }
+    }
+
     @Test("bad invitations: an id that is no id, a role no invitation gives, a lifetime out of range, a code never made; each a 4xx and nothing made")
     func badInvitations() async throws {
         let fixture = try Fixture()

@@ -425,6 +425,7 @@ struct ConsoleRoutes: Sendable {
         let signed = try await signedIn(request)
         let account = try Self.name(context, "account")
         let form = try await checkForm(request, signed, as: CreateTokenForm.self)
+        if let problem = Names.accountProblem(with: account) { throw ConsoleError(.unprocessableContent, problem) }
         let device = (form.device ?? "").trimmingCharacters(in: .whitespaces)
         if !device.isEmpty, let problem = Names.problem(with: device, kind: "device") { throw ConsoleError(.unprocessableContent, problem) }
         let patterns = (form.suites ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }

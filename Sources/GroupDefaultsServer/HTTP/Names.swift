@@ -12,4 +12,19 @@ package enum Names {
         if name.contains("/") { return "the \(kind) name must not contain '/'" }
         return nil
     }
+
+    /// Why `name` is refused as a new account's name, or nil: besides `problem`'s rules, no
+    /// control character (a name is printed in lists, where a line break or an escape would forge
+    /// lines) and no space at either end (`' '` and `'ana '` would pass for `ana` in a list).
+    /// Accounts made before this rule keep working; no new one breaks it.
+    package static func accountProblem(with name: String) -> String? {
+        if let problem = problem(with: name, kind: "account") { return problem }
+        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            return "the account name must not contain control characters"
+        }
+        if name.first?.isWhitespace == true || name.last?.isWhitespace == true {
+            return "the account name must not begin or end with a space"
+        }
+        return nil
+    }
 }

@@ -130,6 +130,7 @@ struct SyncRoutes: Sendable {
         let access = try await authorized(request, context, need: .write)
         let (token, suite) = (access.token, access.deviceSuite)
         let body = try await JSONBody.decode(PushRequest.self, from: request, limit: configuration.limits.maxBodyBytes)
+        if body.ops.contains(where: { $0.sealed != nil }) { try await access.checkMayEncrypt(storage) }
         let push = try PushValidation.prepare(body, limits: configuration.limits)
         // The device is the body's `device_id`; its last push is one the server answered.
         let response: PushResponse
@@ -255,6 +256,7 @@ struct SyncRoutes: Sendable {
     /// `PUT …/key-bags`: stores the suite's anchor (`KeyBagRule.anchor`).
     func anchorKeyBags(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let access = try await authorized(request, context, need: .write)
+        try await access.checkMayEncrypt(storage)
         let anchor = try await JSONBody.decode(KeyAnchor.self, from: request, limit: PairingRoutes.bodyLimit)
         try await storage.anchorKeyBags(account: access.owner, suite: access.suite, anchor: anchor)
         return try JSONBody.response(KeyBagRule.answer(try await storage.keyBags(account: access.owner, suite: access.suite)))
@@ -264,6 +266,7 @@ struct SyncRoutes: Sendable {
     /// `KeyBagRule.put`).
     func putKeyBag(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let access = try await authorized(request, context, need: .write)
+        try await access.checkMayEncrypt(storage)
         let epoch = try Query.decimal(context.parameters.get("epoch") ?? "", name: "epoch")
         guard epoch >= 1, epoch <= UInt64(UInt32.max) else { throw APIError.malformed("epoch must be 1 to \(UInt32.max)") }
         let bag = try await JSONBody.decode(SignedKeyBag.self, from: request, limit: PairingRoutes.bodyLimit)

@@ -8,7 +8,7 @@ import Hummingbird
 /// transaction. The server sees an invitation id derived from the code, never the code. Each
 /// change of who shares a suite is in the audit log (by `token tok_…`, from the client's address).
 struct SharingRoutes: Sendable {
-    let storage: any SharingStore & DeviceStore & AuditStore
+    let storage: any SharingStore & DeviceStore & AuditStore & SyncStore & KeyBagStore
 
     /// `POST /v1/suites/{suite}/invitations`: the owner or an admin invites (`SharingRule.mayInvite`).
     func invite(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
@@ -16,6 +16,7 @@ struct SharingRoutes: Sendable {
         let body = try await JSONBody.decode(InvitationRequest.self, from: request, limit: 4096)
         try Self.checkID(body.invitationID)
         try SharingRule.mayInvite(access.role, giving: body.role)
+        try await checkPlain(access)
         let lifetime = body.expiresIn.map { TimeInterval($0) } ?? StoredInvitation.defaultLifetime
         guard lifetime >= 60, lifetime <= StoredInvitation.maximumLifetime else {
             throw APIError.malformed("expires_in must be 60 seconds to 30 days (\(Int(StoredInvitation.maximumLifetime)) seconds)")
@@ -128,7 +129,7 @@ struct SharingRoutes: Sendable {
         guard let target = (context.parameters.get("account") ?? "").removingPercentEncoding else {
             throw APIError.malformed("the account is not valid percent-encoding")
         }
-        if let problem = Names.problem(with: target, kind: "account") { throw APIError.malformed(problem) }
+        if let problem = Names.accountProblem(with: target) { throw APIError.malformed(problem) }
         let member = target == access.owner ? nil : try await storage.member(owner: access.owner, suite: access.suite, account: target)
         try SharingRule.mayRemove(member, target: target, owner: access.owner, by: access.token.account, role: access.role)
         guard try await storage.removeMember(owner: access.owner, suite: access.suite, account: target) else {
@@ -141,6 +142,16 @@ struct SharingRoutes: Sendable {
             target: "member \(target) of suite \(access.suite)" + (target == access.token.account ? " (left)" : "")
         )
         return try JSONBody.response(MemberRemoved(owner: access.owner, suite: access.suite, account: target))
+    }
+
+    /// An end-to-end encrypted suite (key bags, an anchor, or a sealed entry) is not shared by this
+    /// version: a member could open none of it.
+    private func checkPlain(_ access: SuiteAccess) async throws {
+        let bags = try await storage.keyBags(account: access.owner, suite: access.suite)
+        let first = try await storage.snapshot(account: access.owner, suite: access.suite, after: nil, limit: 1).page().entries.first
+        if !bags.isEmpty || first?.sealed != nil {
+            throw APIError(.suiteEncrypted, "'\(access.suite)' is end-to-end encrypted, and this server shares plain suites only")
+        }
     }
 
     /// Records a change of who shares a suite, by the request's token, from its address.

@@ -57,6 +57,19 @@ struct SuiteAccess: Sendable {
         return SuiteAccess(token: token, owner: owner, suite: suite, role: role)
     }
 
+    /// A shared suite stays plain in this version (its members could open nothing sealed): a
+    /// member's sealed op or key bag is refused, and so is the owner's while the suite has members
+    /// (409 `suite_not_encrypted`, as for a plain suite).
+    func checkMayEncrypt(_ sharing: any SharingStore) async throws {
+        let hasMembers = try await !sharing.members(owner: owner, suite: suite).isEmpty
+        if isShared || hasMembers {
+            throw APIError(
+                .suiteNotEncrypted,
+                "\(owner)'s suite '\(suite)' is shared with other accounts, and this server shares plain suites only: push it in plain"
+            )
+        }
+    }
+
     /// Whether the token's account still shares the suite (for an open event stream; the owner
     /// always does).
     func isStillAllowed(_ sharing: any SharingStore) async -> Bool {
