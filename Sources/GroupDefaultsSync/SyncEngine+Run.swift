@@ -151,11 +151,26 @@ extension SyncEngine {
     /// `tokenCheckInterval`), or the task is cancelled.
     func waitForNewToken() async {
         let refused = try? client.token()
-        logger.error("authentication needed: sync is paused until the token is replaced", metadata: ["suite": "\(client.suite)"])
+        let suite = defaults.suiteName
+        if status.lastError?.code == .notAMember, let shared {
+            logger.error(
+                "\(shared.owner)'s suite \(shared.suite) is no longer shared with this account: sync is paused until it joins again with a new invitation",
+                metadata: ["suite": "\(suite)"]
+            )
+        } else {
+            logger.error("authentication needed: sync is paused until the token is replaced", metadata: ["suite": "\(suite)"])
+        }
         while !Task.isCancelled {
             do { try await Task.sleep(for: options.tokenCheckInterval) } catch { return }
             if let current = try? client.token(), current != refused {
-                logger.notice("the token file holds a new token: sync resumes", metadata: ["suite": "\(client.suite)"])
+                logger.notice("the token file holds a new token: sync resumes", metadata: ["suite": "\(suite)"])
+                resumeAfterAuthentication()
+                return
+            }
+            // `configure` (a new token file, or joining again with a new invitation) clears the
+            // paused state it leaves in the suite.
+            if let health = SyncHealth.stored(in: defaults), health.condition != .paused, health.condition != .notShared {
+                logger.notice("the suite was configured again: sync resumes", metadata: ["suite": "\(suite)"])
                 resumeAfterAuthentication()
                 return
             }

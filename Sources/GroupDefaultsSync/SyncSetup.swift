@@ -133,6 +133,12 @@ public struct SyncSetup: Sendable {
             shared: shared
         )
         try settings.store(in: defaults)
+        // A configuration starts afresh: what a paused engine left in the suite (a refused token,
+        // a suite no longer shared) is about the configuration this one replaces, and an engine
+        // waiting on it resumes.
+        if let health = SyncHealth.stored(in: defaults), health.condition == .paused || health.condition == .notShared {
+            try SyncHealth(condition: .ok, since: Date(), lastSuccess: health.lastSuccess, lastFailure: health.lastFailure).store(in: defaults)
+        }
         if journalEntries != nil || journalAge != nil {
             var bounds = try defaults.conflictJournalBounds()
             if let journalEntries { bounds.maximumCount = journalEntries }
@@ -228,7 +234,7 @@ public struct SyncSetup: Sendable {
     /// `suiteName` in `directory` syncs with `owner`'s suite `remoteSuite` (by default of the same
     /// name). The server is asked first for this account's role, which the suite records.
     ///
-    /// - Throws: `SyncError` (`forbidden` when the suite is not shared with this token's account;
+    /// - Throws: `SyncError` (`notAMember` when the suite is not shared with this token's account;
     ///   nothing was changed then), and what `configure(suiteName:directory:)` throws.
     public func configure(suiteName: String, sharedBy owner: String, remoteSuite: String? = nil, directory: URL? = nil) async throws -> Result {
         var setup = self

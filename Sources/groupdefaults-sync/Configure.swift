@@ -34,7 +34,13 @@ extension SyncCommand {
                 the server first, and refuses --encrypt for a suite it holds in plain, and a plain \
                 configuration (or new keys) for one it holds encrypted, before anything is written.
 
-                --invitation joins a suite another account shares (`groupdefaults-sync share` on one of                 its devices prints the code), with this account's own token: the local suite takes                 the owner's name for it, or --as NAME. Nothing changes on either side unless the                 invitation is waiting and no suite of that name exists here.
+                --invitation joins a suite another account shares (`groupdefaults-sync share` on one of \
+                its devices prints the code), with this account's own token, which must cover the \
+                owner's name for the suite and may write: the local suite takes the owner's name for \
+                it, or --as NAME. Nothing changes on either side unless the invitation is waiting and \
+                no suite of that name exists here, or it is this account's copy of the same shared \
+                suite (a member removed and invited again joins with the copy it kept). Another device \
+                of a member account joins with --shared-from OWNER/SUITE instead.
 
                 Example: groupdefaults-sync configure group.com.example.chat --server https://sync.example.com --token-file ~/.config/groupdefaults/chat.token
                 Example: groupdefaults-sync configure group.com.example.chat --server https://sync.example.com --pairing-code CODE --device tablet
@@ -244,20 +250,20 @@ extension SyncCommand {
                 throw CommandFailure("--shared-from is the owner's account, or OWNER/SUITE, not '\(sharedFrom)'")
             }
             let result: SyncSetup.Result
+            let remote = parts.count == 2 ? parts[1] : suite
             do {
-                result = try await setup.configure(
-                    suiteName: suite,
-                    sharedBy: owner,
-                    remoteSuite: parts.count == 2 ? parts[1] : nil,
-                    directory: options.directoryURL
-                )
+                result = try await setup.configure(suiteName: suite, sharedBy: owner, remoteSuite: remote, directory: options.directoryURL)
             } catch let refusal as SyncSetup.Refusal {
                 throw Self.failure(refusal)
+            } catch let error as SyncError where error.code == .notAMember {
+                throw CommandFailure(
+                    "\(owner) shares no suite '\(remote)' with this account: check --shared-from OWNER/SUITE (the owner's account, and its name for the suite); nothing was changed"
+                )
             }
             let shared = result.settings.shared
             output(
                 "\(suite) syncs with \(server) (token from \(result.settings.tokenFile)): "
-                    + "\(owner)'s suite \(shared?.suite ?? suite), as a \(shared?.role.rawValue ?? "") member"
+                    + "\(owner)'s suite \(shared?.suite ?? suite), as \(shared?.role.asMember ?? "a member")"
             )
         }
 
@@ -275,11 +281,17 @@ extension SyncCommand {
                 as SyncSetup.Refusal
             {
                 throw Self.failure(refusal)
+            } catch let error as SyncError where error.code == .forbidden {
+                // The token worked, and cannot join: it does not cover the suite, or is read-only.
+                throw CommandFailure(
+                    "\(error.detail); join with --invitation CODE and a token of this account that covers the owner's name for the suite and may write; nothing was changed",
+                    status: 3
+                )
             }
             let membership = joined.membership
             output(
                 "\(joined.localName) syncs with \(url.absoluteString) (token from \(joined.result.settings.tokenFile)): "
-                    + "\(membership.owner)'s suite \(membership.suite), as a \(membership.role.rawValue) member"
+                    + "\(membership.owner)'s suite \(membership.suite), as \(membership.role.asMember)"
             )
             if membership.role == .read {
                 output("A read member's changes stay on this device: the server keeps the owner's and the writers' values.")

@@ -77,13 +77,23 @@ extension SyncCommand {
         @OptionGroup var options: SuiteOptions
         @OptionGroup var server: ServerOptions
         @Argument(help: "The suite name.") var suite: String
-        @Option(help: ArgumentHelp("Revoke the invitation of this id (as listed).", valueName: "ID")) var revoke: String?
+        @Option(help: ArgumentHelp("Revoke the invitation of this id (as listed: inv_ and 12 hex digits).", valueName: "ID")) var revoke: String?
         @Flag(help: "Print JSON.") var json = false
+
+        func validate() throws {
+            // The id, never the code: a code given here would be sent to the server.
+            if let revoke, !(revoke.hasPrefix("inv_") && revoke.utf8.count == 16 && revoke.dropFirst(4).allSatisfy(\.isHexDigit)) {
+                throw ValidationError(
+                    "--revoke takes an invitation's id as `invitations \(suite)` lists it (inv_ and 12 hex digits), not its code"
+                )
+            }
+        }
 
         func run() async throws {
             try await withConfiguredEngine(options, server, suite) { _, engine in
                 if let revoke {
                     let revoked = try await engine.revokeInvitation(id: revoke)
+                    if json { return output(try prettyJSON(revoked)) }
                     output("invitation \(revoked.id) revoked: its code adds nobody")
                     return
                 }
@@ -92,8 +102,8 @@ extension SyncCommand {
                 if list.isEmpty { return output("\(suite): no invitations") }
                 for invitation in list {
                     var line = "\(invitation.id)  \(invitation.role.rawValue)  \(invitation.state.rawValue)"
-                    if let account = invitation.acceptedBy { line += " by \(account)" }
-                    line += "  made by \(invitation.createdBy) \(invitation.created), until \(invitation.expires)"
+                    if let account = invitation.acceptedBy { line += " by \(printable(account))" }
+                    line += "  made by \(printable(invitation.createdBy)) \(invitation.created), until \(invitation.expires)"
                     output(line)
                 }
             }
@@ -121,11 +131,11 @@ extension SyncCommand {
             try await withConfiguredEngine(options, server, suite) { _, engine in
                 let list = try await engine.members()
                 if json { return output(try prettyJSON(list)) }
-                output("\(list.owner)'s suite \(list.suite) (you: \(list.account), \(list.you.rawValue))")
+                output("\(printable(list.owner))'s suite \(printable(list.suite)) (you: \(printable(list.account)), \(list.you.rawValue))")
                 for member in list.members {
-                    output("\(member.account)  \(member.role.rawValue)" + (member.added.map { "  joined \($0)" } ?? ""))
+                    output("\(printable(member.account))  \(member.role.rawValue)" + (member.added.map { "  joined \($0)" } ?? ""))
                     for device in member.devices ?? [] {
-                        output("  device \(device.name ?? "(unnamed)") \(device.deviceID)  last seen \(device.lastSeen)")
+                        output("  device \(device.name.map(printable) ?? "(unnamed)") \(device.deviceID)  last seen \(device.lastSeen)")
                     }
                 }
             }
@@ -151,8 +161,10 @@ extension SyncCommand {
 
         func run() async throws {
             try await withConfiguredEngine(options, server, suite) { _, engine in
-                try await engine.unshare(account: account)
-                output("\(account) no longer shares \(suite)")
+                do { try await engine.unshare(account: account) } catch let error as SyncError where error.code == .notFound {
+                    throw CommandFailure("\(printable(account)) is not a member of \(suite); nothing was changed")
+                }
+                output("\(printable(account)) no longer shares \(suite)")
             }
         }
     }
@@ -174,6 +186,10 @@ extension SyncCommand {
         @Argument(help: "The suite name.") var suite: String
 
         func run() async throws {
+            // A suite that syncs no more (left already, or never joined) has nothing to leave.
+            if let defaults = try? options.open(suite), (try? SyncSettings.stored(in: defaults)) == nil {
+                throw CommandFailure("\(suite) does not sync: there is nothing to leave")
+            }
             try await withConfiguredEngine(options, server, suite) { _, engine in
                 let shared = engine.shared
                 try await engine.leaveSuite()
@@ -181,6 +197,21 @@ extension SyncCommand {
             }
         }
     }
+}
+
+extension SuiteRole {
+    /// "a read member", "an admin member": how the tools name a member's role in a sentence.
+    var asMember: String { self == .admin ? "an admin member" : "a \(rawValue) member" }
+}
+
+/// `name` as a list shows it: a control character written as an escape, so that a name cannot
+/// print as another line of the list (accounts made before names were checked may hold one).
+func printable(_ name: String) -> String {
+    String(
+        name.unicodeScalars.flatMap { scalar -> [Character] in
+            scalar.properties.generalCategory == .control ? Array(scalar.escaped(asASCII: true)) : [Character(scalar)]
+        }
+    )
 }
 
 /// `value` as indented JSON with sorted keys, as `--json` prints.

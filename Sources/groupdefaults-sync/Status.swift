@@ -45,6 +45,8 @@ extension SyncCommand {
                 let refused = journal.filter(\.isRefused)
                 let health = state.isSynced ? SyncHealth.stored(in: defaults) : nil
                 let settings = try? SyncSettings.stored(in: defaults)
+                // A read member's local changes stay pending for good: said, and exit status 1.
+                let keptLocal = settings?.shared?.role == .read && !pending.isEmpty
                 let report = StatusReport(
                     suite: suite,
                     synced: state.isSynced,
@@ -81,7 +83,7 @@ extension SyncCommand {
                     ]
                     if let caFile = state.caFile { lines.append("certificate authority: \(caFile)") }
                     if let shared = settings?.shared {
-                        lines.append("shared: \(shared.owner)'s suite \(shared.suite), as a \(shared.role.rawValue) member")
+                        lines.append("shared: \(shared.owner)'s suite \(shared.suite), as \(shared.role.asMember)")
                     }
                     lines.append(
                         "encryption: " + (state.keyFile.map { "end to end (keys in \($0))" } ?? "none (the server can read keys and values)")
@@ -94,6 +96,7 @@ extension SyncCommand {
                     lines.append(
                         "pending: \(pending.count)"
                             + (pending.isEmpty ? "" : " (\(report.pendingKeys.joined(separator: ", "))\(pending.count > 20 ? ", …" : ""))")
+                            + (keptLocal ? " kept on this device: a read member's changes are not sent" : "")
                     )
                     if let batch = state.inFlight { lines.append("in flight: batch \(batch.id) (sent again at the next push)") }
                     if !state.localOnlyKeys.isEmpty {
@@ -112,6 +115,11 @@ extension SyncCommand {
                     output(lines.joined(separator: "\n"))
                 } else {
                     output("\(suite): not synced")
+                }
+                if keptLocal, health?.needsAttention != true {
+                    throw CommandFailure(
+                        "\(pending.count) local change(s) of \(suite) stay on this device, not sent: this account is a read member of \(settings?.shared?.owner ?? "")'s suite \(settings?.shared?.suite ?? suite)"
+                    )
                 }
                 guard let health, health.needsAttention else { return }
                 if health.condition == .notShared {

@@ -114,7 +114,7 @@ func perform(_ body: () async throws -> Void) async throws {
 func describe(_ error: SyncError) -> String {
     switch error.kind {
     case .authenticationNeeded where error.code == .notAMember:
-        return "\(error.detail); nothing pending was lost: ask its owner for a new invitation and join again "
+        return "\(error.detail): ask its owner for a new invitation and join again "
             + "(`groupdefaults-sync configure --invitation CODE --server URL --token-file PATH --as SUITE`), or stop syncing it (`groupdefaults-sync unconfigure SUITE`)"
     case .authenticationNeeded:
         return "\(error); nothing pending was lost: give it a new token with `groupdefaults-sync configure SUITE --server URL --token-file PATH`"

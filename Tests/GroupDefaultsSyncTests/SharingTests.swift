@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Glibc
 import GroupDefaults
 import GroupDefaultsSync
 import GroupDefaultsWire
@@ -196,6 +197,73 @@ struct SharingTests {
             #expect(try await family.bobTablet.sync("status").stdout.contains("not synced"))
             let after = try await family.alicePhone.sync("members", ["--json"])
             #expect(try JSONDecoder().decode(MemberList.self, from: Data(after.stdout.utf8)).members.map(\.account) == ["alice"])
+        }
+    }
+
+    @Test("a member's `run` pauses when it is removed and resumes once it joins again with a new invitation; status says what stands")
+    func runResumesAfterRejoining() async throws {
+        try await Family.with(.lmdb) { family in
+            #expect(try await family.join(try await family.invite("write")).status == 0)
+            try await expectOK(family.bobPhone.sync("sync"))
+            let run = try family.bobPhone.start("run", ["--log-level", "warning"])
+            defer { run.signal(SIGKILL) }
+            let bob = try family.bobPhone.open()
+            var changes = bob.changes(forKeys: ["doorbell"]).makeAsyncIterator()
+
+            try await expectOK(family.alicePhone.sync("unshare", ["--account", "bob"]))
+            // The run notices at once (its stream ends); status says so, exit 3.
+            #expect(
+                try await eventually(within: .seconds(20), every: .milliseconds(200)) {
+                    try await family.bobPhone.sync("status").stdout.contains("state: not shared:")
+                }
+            )
+            #expect(try await family.join(try await family.invite("write")).status == 0)
+            let status = try await family.bobPhone.sync("status")
+            #expect(status.status == 0 && !status.stdout.contains("not shared"), "configure clears the paused state: \(status)")
+
+            // The same run, not restarted, takes the owner's next change.
+            try family.alicePhone.open().set("chime.caf", forKey: "doorbell")
+            try await expectOK(family.alicePhone.sync("sync"))
+            while let change = await changes.next() {
+                if change.isRemote, change.value == .string("chime.caf") { break }
+            }
+            #expect(bob.string(forKey: "doorbell") == "chime.caf")
+            #expect(run.stderr.contains("no longer shared with this account"), "\(run.stderr)")
+            #expect(await run.terminate().status == 0, "\(run.stderr)")
+        }
+    }
+
+    @Test(
+        "a read member's status says its changes stay on the device (exit 1); `--shared-from` naming a suite not shared is exit 1, a token that cannot join exit 3, nothing changed"
+    )
+    func statusAndConfigureMistakes() async throws {
+        try await Family.with(.lmdb) { family in
+            #expect(try await family.join(try await family.invite("read")).status == 0)
+            try await expectOK(family.bobPhone.sync("sync"))
+            try family.bobPhone.open().set("mine", forKey: "note")
+            let status = try await family.bobPhone.sync("status")
+            #expect(status.status == 1 && status.stdout.contains("kept on this device"), "\(status)")
+            #expect(
+                status.stderr.contains("stay on this device, not sent: this account is a read member of alice's suite family"),
+                "\(status.stderr)"
+            )
+
+            let file = try family.bobTablet.tokenFile(family.bobToken, name: "bob.token")
+            let typo = try await family.bobTablet.sync(
+                "configure",
+                ["--server", family.server.url.absoluteString, "--token-file", file, "--shared-from", "alice/famly"]
+            )
+            #expect(typo.status == 1 && typo.stderr.contains("alice shares no suite 'famly' with this account"), "\(typo)")
+            #expect(!FileManager.default.fileExists(atPath: family.bobTablet.directory.appendingPathComponent("home.lmdb").path))
+
+            let narrow = try await ServerTool.createToken(storage: family.server.storage, account: "carol", ["--suites", "other.*"])
+            let narrowFile = try family.bobTablet.tokenFile(narrow, name: "carol.token")
+            let joined = try await family.bobTablet.syncTool([
+                "configure", "--invitation", try await family.invite("read"), "--server", family.server.url.absoluteString,
+                "--token-file", narrowFile, "--as", "carols",
+            ])
+            #expect(joined.status == 3 && joined.stderr.contains("a token of this account that covers the owner's name"), "\(joined)")
+            #expect(joined.stderr.split(separator: "\n").count == 1)
         }
     }
 
