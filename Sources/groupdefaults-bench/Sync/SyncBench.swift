@@ -93,7 +93,13 @@ struct SyncBench {
         }
     }
 
-    private func measure(server: ServerProcess, http: HTTPClient, api: SyncAPI, tokenFile: String, memberTokenFile: String) async throws
+    private func measure(
+        server: ServerProcess,
+        http: HTTPClient,
+        api: SyncAPI,
+        tokenFile: String,
+        memberTokenFile: String
+    ) async throws
         -> ServerReport
     {
         var report = ServerReport(method: [
