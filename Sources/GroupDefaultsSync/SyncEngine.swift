@@ -69,7 +69,7 @@ public actor SyncEngine {
     var keyFile: String?
     /// For a suite another account shares with this one: whose it is and this account's role (a
     /// `read` member's engine never pushes); nil for the account's own suite.
-    public nonisolated let shared: SharedSuite?
+    public nonisolated let shared: Membership?
     let options: Options
     let logger: Logger
     /// The status, as of the last step.
@@ -114,18 +114,18 @@ public actor SyncEngine {
     ///   - options: Pacing: transport, debounce, page size, backoff.
     ///   - logger: Where the engine logs; nil for one labelled "GroupDefaultsSync".
     ///   - keys: The suite's end-to-end encryption keys, for an encrypted suite; nil for a plain one.
+    ///   - shared: For a suite another account shares with this one, whose it is and this
+    ///     account's role (the client must name the same owner and suite); nil for the account's own.
     ///
     /// A client that names no device (`SyncClient.deviceID`) is given the suite's origin, so that
     /// the server lists this device as one.
-    ///   - shared: For a suite another account shares with this one, whose it is and this
-    ///     account's role (the client must name the same owner and suite); nil for the account's own.
     public init(
         defaults: SharedDefaults,
         client: SyncClient,
         options: Options = Options(),
         logger: Logger? = nil,
         keys: SuiteKeys? = nil,
-        shared: SharedSuite? = nil
+        shared: Membership? = nil
     ) {
         self.init(defaults: defaults, client: client, options: options, logger: logger, keys: keys, keyFile: nil, shared: shared)
     }
@@ -138,7 +138,7 @@ public actor SyncEngine {
         logger: Logger?,
         keys: SuiteKeys?,
         keyFile: String?,
-        shared: SharedSuite?
+        shared: Membership?
     ) {
         self.defaults = defaults
         self.sealer = keys.map(EntrySealer.init(keys:))

@@ -24,7 +24,7 @@ public struct SyncSettings: Sendable, Equatable {
     /// For a suite another account shares with this one (joined with an invitation): whose it is,
     /// its name on the server and this account's role; nil for the account's own suite, which has
     /// the local suite's name on the server.
-    public var shared: SharedSuite?
+    public var shared: Membership?
 
     /// Settings for a suite; nothing is stored or checked until `store(in:)`.
     public init(
@@ -33,7 +33,7 @@ public struct SyncSettings: Sendable, Equatable {
         caFile: String? = nil,
         localOnlyKeys: [String] = [],
         keyFile: String? = nil,
-        shared: SharedSuite? = nil
+        shared: Membership? = nil
     ) {
         self.server = server
         self.tokenFile = tokenFile
@@ -52,7 +52,7 @@ public struct SyncSettings: Sendable, Equatable {
             throw SyncError(.local, "the suite's sync settings are incomplete: configure it again")
         }
         let shared = try state.share.map { text throws(SyncError) in
-            guard let shared = SharedSuite(storedText: text) else {
+            guard let shared = Membership(storedText: text) else {
                 throw SyncError(.local, "the suite's record of who shares it cannot be read: configure it again")
             }
             return shared

@@ -68,7 +68,7 @@ public struct SyncSetup: Sendable {
     /// For a suite another account shares with this one: whose it is, its name there and this
     /// account's role (`join` sets it); nil keeps what the suite was configured with, and for a
     /// suite never shared, the account's own suite of the same name.
-    public var shared: SharedSuite?
+    public var shared: Membership?
 
     /// A configuration for `server`, with the token in `tokenFile`.
     public init(server: URL, tokenFile: String, caFile: String? = nil) {
@@ -213,7 +213,7 @@ public struct SyncSetup: Sendable {
             // Free: the suite is made once the server made the membership.
         }
         let membership = try await setup.withClient(suite: "-") { client in try await client.acceptInvitation(invitationID: id) }
-        setup.shared = SharedSuite(owner: membership.owner, suite: membership.suite, role: membership.role)
+        setup.shared = membership
         setup.keys = .unchanged
         setup.keyFile = nil
         do {
@@ -242,7 +242,7 @@ public struct SyncSetup: Sendable {
         setup.caFile = caFile.map(Self.absolute)
         setup.keyFile = keyFile.map(Self.absolute)
         let remote = remoteSuite ?? suiteName
-        setup.shared = SharedSuite(owner: owner, suite: remote, role: .read)
+        setup.shared = Membership(owner: owner, suite: remote, role: .read)
         let list = try await setup.withClient(suite: suiteName) { client in try await client.members() }
         setup.shared?.role = list.you
         return try await setup.configureShared(suite: suiteName, directory: directory)

@@ -69,7 +69,7 @@ public struct SyncReport: Sendable, Equatable {
     /// server had acknowledged them: kept, not removed.
     public var omitted: [String] = []
     /// Local changes kept on this device and not sent because this account is a `read` member of
-    /// the shared suite (`SharedSuite.role`): they stay pending, and a newer value from the server
+    /// the shared suite (`Membership.role`): they stay pending, and a newer value from the server
     /// replaces each (kept in the conflict journal).
     public var keptLocal = 0
 

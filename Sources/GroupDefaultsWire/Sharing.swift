@@ -130,7 +130,9 @@ public struct InvitationList: Codable, Sendable, Hashable {
     public init(invitations: [InvitationInfo]) { self.invitations = invitations }
 }
 
-/// What accepting an invitation made: the asking account a member of `owner`'s `suite` with `role`.
+/// An account's membership of another account's suite: what accepting an invitation made (the
+/// asking account a member of `owner`'s `suite` with `role`), and what a member device's suite
+/// keeps of it (`SyncSettings.shared` in GroupDefaultsSync).
 public struct Membership: Codable, Sendable, Hashable {
     /// The account that owns the suite: the `owner` parameter of the member's requests.
     public var owner: String

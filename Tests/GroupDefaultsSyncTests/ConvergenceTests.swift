@@ -143,8 +143,7 @@ struct Scenario {
             var client = server.client(suite, token: member)
             client.owner = "alice"
             let membership = try await client.acceptInvitation(invitationID: code.invitationID)
-            let shared = SharedSuite(owner: membership.owner, suite: membership.suite, role: membership.role)
-            b = try Device(suite, server: server, clockOffset: offsets.1, client: client, shared: shared)
+            b = try Device(suite, server: server, clockOffset: offsets.1, client: client, shared: membership)
         } else {
             b = try Device(suite, server: server, clockOffset: offsets.1, keys: suiteKeys)
         }

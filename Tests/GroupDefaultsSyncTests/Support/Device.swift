@@ -25,7 +25,7 @@ final class Device: Sendable {
         options: SyncEngine.Options = Device.quickOptions,
         keys: SuiteKeys? = nil,
         client: SyncClient? = nil,
-        shared: SharedSuite? = nil
+        shared: Membership? = nil
     ) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("gds-device-\(UUID().uuidString)", isDirectory: true)
         var configuration = SharedDefaults.Configuration()
