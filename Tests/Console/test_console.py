@@ -330,14 +330,14 @@ def test_revoke_device(server, page, tmp_path):
 def test_remove_member(server, page, tmp_path):
     """An owner shares a suite with another account (the real tools); the operator sees the member
     and its role on the suite's page and removes it; the member's next sync is refused."""
-    owner, member, suite = "fay", "gus", "family"
+    owner, member, suite = "fay", "hal", "family"
     phone = Device(server, tmp_path, "fay-phone", suite, server.token(owner, device="phone"))
     phone.write("doorbell", "ding.caf")
     phone.sync()
     shared = run([phone.sync_tool, "share", suite, "--directory", phone.directory, "--role", "write"])
     code = next(line for line in shared.stdout.splitlines() if line.startswith("code: "))[len("code: "):]
-    laptop_dir = pathlib.Path(tmp_path) / "gus-laptop"
-    laptop_token = pathlib.Path(tmp_path) / "gus.token"
+    laptop_dir = pathlib.Path(tmp_path) / "hal-laptop"
+    laptop_token = pathlib.Path(tmp_path) / "hal.token"
     fd = os.open(laptop_token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(server.token(member, device="laptop") + "\n")
