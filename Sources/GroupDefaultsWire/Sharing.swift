@@ -43,6 +43,11 @@ public struct InvitationRequest: Codable, Sendable, Hashable {
     /// How long it works, in seconds (`expires_in`); nil for the server's default, 24 hours.
     public var expiresIn: UInt64?
 
+    /// How long an invitation works unless its maker says otherwise: 24 hours, in seconds.
+    public static let defaultLifetime: UInt64 = 24 * 3600
+    /// The lifetimes an invitation may have, in seconds: 60 seconds to 30 days.
+    public static let lifetimes: ClosedRange<UInt64> = 60...(30 * 24 * 3600)
+
     /// An invitation under `invitationID` giving `role`, working for `expiresIn` seconds.
     public init(invitationID: String, role: SuiteRole, expiresIn: UInt64? = nil) {
         self.invitationID = invitationID

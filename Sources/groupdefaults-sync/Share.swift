@@ -38,8 +38,9 @@ extension SyncCommand {
         /// "90s", "30m", "24h", "7d": 60 seconds to 30 days.
         static func duration(_ text: String) throws -> Duration {
             let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+            let lifetimes = InvitationRequest.lifetimes
             guard let unit = text.last.flatMap({ units[$0] }), let number = Int64(text.dropLast()), number > 0,
-                number <= 30 * 86_400, number * unit >= 60, number * unit <= 30 * 86_400
+                number <= Int64(lifetimes.upperBound), lifetimes.contains(UInt64(number * unit))
             else {
                 throw ValidationError("--expires is a number and s, m, h or d, from 60s to 30d (such as 2h or 7d), not '\(text)'")
             }

@@ -113,10 +113,11 @@ struct PairingRoutes: Sendable {
         return id
     }
 
-    /// A pairing id is 32 lowercase hex digits.
-    private static func checkID(_ id: String) throws {
+    /// A pairing id (`what`: an invitation's too, derived from its code the same way) is 32
+    /// lowercase hex digits.
+    static func checkID(_ id: String, what: String = "a pairing id") throws {
         guard id.utf8.count == 32, id.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
-            throw APIError.malformed("a pairing id is 32 lowercase hex digits")
+            throw APIError.malformed("\(what) is 32 lowercase hex digits")
         }
     }
 

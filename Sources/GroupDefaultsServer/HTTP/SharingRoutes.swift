@@ -17,9 +17,9 @@ struct SharingRoutes: Sendable {
         try Self.checkID(body.invitationID)
         try SharingRule.mayInvite(access.role, giving: body.role)
         try await checkPlain(access)
-        let lifetime = body.expiresIn.map { TimeInterval($0) } ?? StoredInvitation.defaultLifetime
-        guard lifetime >= 60, lifetime <= StoredInvitation.maximumLifetime else {
-            throw APIError.malformed("expires_in must be 60 seconds to 30 days (\(Int(StoredInvitation.maximumLifetime)) seconds)")
+        let lifetime = body.expiresIn ?? InvitationRequest.defaultLifetime
+        guard InvitationRequest.lifetimes.contains(lifetime) else {
+            throw APIError.malformed("expires_in must be 60 seconds to 30 days (\(InvitationRequest.lifetimes.upperBound) seconds)")
         }
         let now = Date()
         let invitation = StoredInvitation(
@@ -30,7 +30,7 @@ struct SharingRoutes: Sendable {
             role: body.role,
             createdBy: access.token.account,
             created: now,
-            lifetime: lifetime
+            lifetime: TimeInterval(lifetime)
         )
         try await storage.createInvitation(invitation, now: now)
         try await audit(
@@ -45,7 +45,7 @@ struct SharingRoutes: Sendable {
     /// `GET /v1/suites/{suite}/invitations`: the suite's invitations, for the owner and admins.
     func invitations(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let access = try await SuiteAccess.check(request, context, need: .read, sharing: storage)
-        try Self.checkAdministers(access)
+        try SharingRule.mayManageInvitations(access.role)
         let now = Date()
         let list = try await storage.invitations(owner: access.owner, suite: access.suite)
         return try JSONBody.response(InvitationList(invitations: list.map { $0.info(at: now) }))
@@ -54,13 +54,10 @@ struct SharingRoutes: Sendable {
     /// `DELETE /v1/suites/{suite}/invitations/{invitation}`: revokes one by its public id.
     func revoke(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let access = try await SuiteAccess.check(request, context, need: .share, sharing: storage)
-        try Self.checkAdministers(access)
+        try SharingRule.mayManageInvitations(access.role)
         let id = context.parameters.get("invitation") ?? ""
         let now = Date()
-        if let invitation = try await storage.invitations(owner: access.owner, suite: access.suite).first(where: { $0.id == id }) {
-            try SharingRule.mayRevoke(invitation, by: access.role)
-        }
-        let revoked = try await storage.revokeInvitation(owner: access.owner, suite: access.suite, id: id, now: now)
+        let revoked = try await storage.revokeInvitation(owner: access.owner, suite: access.suite, id: id, by: access.role, now: now)
         try await audit(.invitationRevoke, context, account: access.owner, target: "\(revoked.id) of suite \(access.suite)")
         return try JSONBody.response(revoked.info(at: now))
     }
@@ -175,20 +172,9 @@ struct SharingRoutes: Sendable {
         return invitation
     }
 
-    private static func checkAdministers(_ access: SuiteAccess) throws {
-        guard access.role.mayAdminister else {
-            throw APIError(
-                .insufficientRole,
-                "only the suite's owner or an admin member manages its invitations: this account is a \(access.role.rawValue) member"
-            )
-        }
-    }
-
-    /// An invitation id is 32 lowercase hex digits.
+    /// An invitation id is 32 lowercase hex digits, as a pairing id is.
     private static func checkID(_ id: String) throws {
-        guard id.utf8.count == 32, id.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
-            throw APIError.malformed("an invitation id is 32 lowercase hex digits")
-        }
+        try PairingRoutes.checkID(id, what: "an invitation id")
     }
 
     /// The same answer for a code never made or mistyped: it reveals nothing.

@@ -61,8 +61,9 @@ struct SuiteAccess: Sendable {
     /// member's sealed op or key bag is refused, and so is the owner's while the suite has members
     /// (409 `suite_not_encrypted`, as for a plain suite).
     func checkMayEncrypt(_ sharing: any SharingStore) async throws {
-        let hasMembers = try await !sharing.members(owner: owner, suite: suite).isEmpty
-        if isShared || hasMembers {
+        let shared: Bool
+        if isShared { shared = true } else { shared = try await sharing.hasMembers(owner: owner, suite: suite) }
+        if shared {
             throw APIError(
                 .suiteNotEncrypted,
                 "\(owner)'s suite '\(suite)' is shared with other accounts, and this server shares plain suites only: push it in plain"

@@ -45,10 +45,6 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
     package var accepted: Date?
     package var revoked: Date?
 
-    /// How long an invitation works unless its maker says otherwise.
-    package static let defaultLifetime: TimeInterval = 24 * 3600
-    /// The longest an invitation may work.
-    package static let maximumLifetime: TimeInterval = 30 * 24 * 3600
     /// How many invitations one suite may have waiting: a family invites a few people at a time,
     /// and a stolen token cannot fill the store with them.
     package static let maximumPending = 20
@@ -73,7 +69,7 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
 
     /// A new public name.
     package static func newPublicID() -> String {
-        "inv_" + (0..<6).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        "inv_" + Hex.string((0..<6).map { _ in UInt8.random(in: 0...255) })
     }
 
     /// Where it stands at `now`.
@@ -127,9 +123,11 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
         return member
     }
 
-    /// Revokes it: nobody can accept it afterwards. An invitation already accepted, revoked or
-    /// expired is left as it is (`invitationUsed`, `invitationExpired`).
-    package mutating func revoke(now: Date) throws(SyncStorageError) {
+    /// Revokes it for an account of `role` (`SharingRule.mayRevoke`): nobody can accept it
+    /// afterwards. An invitation already accepted, revoked or expired is left as it is
+    /// (`invitationUsed`, `invitationExpired`).
+    package mutating func revoke(by role: SuiteRole, now: Date) throws(SyncStorageError) {
+        try SharingRule.mayRevoke(self, by: role)
         switch state(at: now) {
         case .accepted: throw SyncStorageError(.invitationUsed, "the invitation was already used: remove the member instead")
         case .revoked, .expired: throw SyncStorageError(.invitationExpired, "the invitation has already ended")
@@ -176,6 +174,16 @@ package enum SharingRule {
         }
         if role == .admin, inviter != .owner {
             throw SyncStorageError(.insufficientRole, "only the suite's owner makes admin members")
+        }
+    }
+
+    /// Whether `role` may list and revoke the suite's invitations: the owner and admins.
+    package static func mayManageInvitations(_ role: SuiteRole) throws(SyncStorageError) {
+        guard role.mayAdminister else {
+            throw SyncStorageError(
+                .insufficientRole,
+                "only the suite's owner or an admin member manages its invitations: this account is a \(role.rawValue) member"
+            )
         }
     }
 

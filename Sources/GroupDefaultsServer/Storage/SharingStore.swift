@@ -1,5 +1,5 @@
 package import Foundation
-import GroupDefaultsWire
+package import GroupDefaultsWire
 
 /// Shared suites: members (`StoredMember`) and invitations (`StoredInvitation`). The rules are
 /// `SharingRule`'s and the invitation's own; backends apply them inside one transaction, so that
@@ -9,6 +9,9 @@ package protocol SharingStore: Sendable {
     func member(owner: String, suite: String, account: String) async throws -> StoredMember?
     /// The members of `owner`'s `suite`, by account.
     func members(owner: String, suite: String) async throws -> [StoredMember]
+    /// Whether `owner`'s `suite` has any member: asked at each sealed push, so one lookup, not
+    /// the list.
+    func hasMembers(owner: String, suite: String) async throws -> Bool
     /// The suites other accounts share with `account`, by owner and suite.
     func memberships(account: String) async throws -> [StoredMember]
 
@@ -24,9 +27,10 @@ package protocol SharingStore: Sendable {
     /// the membership it makes, in one transaction. `invitationNotFound`, `invitationUsed`,
     /// `invitationExpired`, `memberConflict`.
     func acceptInvitation(lookup: String, account: String, now: Date) async throws -> StoredMember
-    /// Revokes the invitation of `owner`'s `suite` whose public id is `id`
-    /// (`StoredInvitation.revoke`). `invitationNotFound`, `invitationUsed`, `invitationExpired`.
-    func revokeInvitation(owner: String, suite: String, id: String, now: Date) async throws -> StoredInvitation
+    /// Revokes the invitation of `owner`'s `suite` whose public id is `id`, for an account of
+    /// `role` (`StoredInvitation.revoke`). `invitationNotFound`, `insufficientRole`,
+    /// `invitationUsed`, `invitationExpired`.
+    func revokeInvitation(owner: String, suite: String, id: String, by role: SuiteRole, now: Date) async throws -> StoredInvitation
     /// Removes `account` from `owner`'s `suite`, revokes the invitations it made that are still
     /// waiting (a removed admin's invitations add nobody), in one transaction, and wakes the
     /// suite's waits on every instance, so that the removed account's open event streams re-check

@@ -18,11 +18,11 @@ extension SyncEngine {
                 "\(defaults.suiteName) is end-to-end encrypted, and this version shares plain suites only: nothing was shared"
             )
         }
-        if let expiresIn, expiresIn < .seconds(60) || expiresIn > .seconds(30 * 24 * 3600) {
+        let seconds = expiresIn.map { UInt64(clamping: $0.components.seconds) }
+        if let seconds, !InvitationRequest.lifetimes.contains(seconds) {
             throw SyncError(.local, "an invitation works for 60 seconds to 30 days")
         }
         let code = InvitationCode()
-        let seconds = expiresIn.map { UInt64($0.components.seconds) }
         let invitation = try await client.createInvitation(invitationID: code.invitationID, role: role, expiresIn: seconds)
         return (code, invitation)
     }

@@ -47,12 +47,15 @@ extension StorageConformanceTests {
                     _ = try await storage.acceptInvitation(lookup: StoredInvitation.lookup(id: "nope"), account: "bob", now: now)
                 }
                 #expect(try await storage.members(owner: "alice", suite: "family").isEmpty)
+                #expect(try await !storage.hasMembers(owner: "alice", suite: "family"))
 
                 let member = try await storage.acceptInvitation(lookup: write.lookup, account: "bob", now: now)
                 #expect(member.owner == "alice" && member.suite == "family" && member.role == .write && member.invitedBy == "alice")
                 #expect(try await storage.member(owner: "alice", suite: "family", account: "bob")?.role == .write)
                 #expect(try await storage.member(owner: "alice", suite: "other", account: "bob") == nil)
                 #expect(try await storage.memberships(account: "bob").map(\.suite) == ["family"])
+                #expect(try await storage.hasMembers(owner: "alice", suite: "family"))
+                #expect(try await !storage.hasMembers(owner: "alice", suite: "famil"), "a prefix of the name is another suite")
                 #expect(try await storage.invitation(lookup: write.lookup)?.state(at: now) == .accepted)
                 await expectStorageError(.invitationUsed) { _ = try await storage.acceptInvitation(lookup: write.lookup, account: "carol", now: now) }
                 #expect(try await storage.member(owner: "alice", suite: "family", account: "carol") == nil)
@@ -67,19 +70,19 @@ extension StorageConformanceTests {
                 await expectStorageError(.invitationExpired) {
                     _ = try await storage.acceptInvitation(lookup: read.lookup, account: "carol", now: now.addingTimeInterval(3601))
                 }
-                let revoked = try await storage.revokeInvitation(owner: "alice", suite: "family", id: read.id, now: now)
+                let revoked = try await storage.revokeInvitation(owner: "alice", suite: "family", id: read.id, by: .owner, now: now)
                 #expect(revoked.state(at: now) == .revoked)
                 await expectStorageError(.invitationExpired) {
                     _ = try await storage.acceptInvitation(lookup: read.lookup, account: "carol", now: now)
                 }
                 await expectStorageError(.invitationExpired) {
-                    _ = try await storage.revokeInvitation(owner: "alice", suite: "family", id: read.id, now: now)
+                    _ = try await storage.revokeInvitation(owner: "alice", suite: "family", id: read.id, by: .owner, now: now)
                 }
                 await expectStorageError(.invitationUsed) {
-                    _ = try await storage.revokeInvitation(owner: "alice", suite: "family", id: write.id, now: now)
+                    _ = try await storage.revokeInvitation(owner: "alice", suite: "family", id: write.id, by: .owner, now: now)
                 }
                 await expectStorageError(.invitationNotFound) {
-                    _ = try await storage.revokeInvitation(owner: "alice", suite: "other", id: write.id, now: now)
+                    _ = try await storage.revokeInvitation(owner: "alice", suite: "other", id: write.id, by: .owner, now: now)
                 }
                 #expect(try await storage.member(owner: "alice", suite: "family", account: "carol") == nil)
                 #expect(Set(try await storage.invitations(owner: "alice", suite: "family").map(\.id)) == [read.id, write.id])
@@ -120,7 +123,7 @@ extension StorageConformanceTests {
                     try await storage.createInvitation(Self.invitation("c\(index)", at: now), now: now)
                 }
                 await expectStorageError(.quotaExceeded) { try await storage.createInvitation(Self.invitation("more", at: now), now: now) }
-                _ = try await storage.revokeInvitation(owner: "alice", suite: "family", id: "inv_c0", now: now)
+                _ = try await storage.revokeInvitation(owner: "alice", suite: "family", id: "inv_c0", by: .owner, now: now)
                 try await storage.createInvitation(Self.invitation("after-revoke", at: now), now: now)
                 // Once they expired, more may be made.
                 let later = now.addingTimeInterval(3601)

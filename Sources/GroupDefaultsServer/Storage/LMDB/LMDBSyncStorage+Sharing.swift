@@ -1,6 +1,6 @@
 package import Foundation
 import GroupDefaultsLMDB
-import GroupDefaultsWire
+package import GroupDefaultsWire
 
 // Shared suites, in `sharing` (no account or suite name holds NUL, so NUL separates them):
 // - `m/` + owner + NUL + suite + NUL + account → `StoredMember` JSON: a suite's members, in order;
@@ -38,6 +38,17 @@ extension LMDBSyncStorage: SharingStore {
                 members.append(try JSONDecoder().decode(StoredMember.self, from: Data(value)))
             }
             return members
+        }
+    }
+
+    /// One cursor step, in place on the calling thread (as `member`).
+    package func hasMembers(owner: String, suite: String) async throws -> Bool {
+        try whileOpen {
+            var found = false
+            try environment.readTransaction { txn in
+                try Self.forEach(txn, prefix: SharingKeys.members(owner, suite)) { _, _ in found = true }
+            }
+            return found
         }
     }
 
@@ -111,7 +122,7 @@ extension LMDBSyncStorage: SharingStore {
         }
     }
 
-    package func revokeInvitation(owner: String, suite: String, id: String, now: Date) async throws -> StoredInvitation {
+    package func revokeInvitation(owner: String, suite: String, id: String, by role: SuiteRole, now: Date) async throws -> StoredInvitation {
         try await write { txn in
             var found: StoredInvitation?
             try Self.forEach(txn, prefix: SharingKeys.invitations(owner, suite)) { key, _ in
@@ -120,7 +131,7 @@ extension LMDBSyncStorage: SharingStore {
                 }
             }
             guard var invitation = found else { throw SyncStorageError(.invitationNotFound, "the suite has no invitation \(id)") }
-            try invitation.revoke(now: now)
+            try invitation.revoke(by: role, now: now)
             try Self.put(txn, DB.sharing, SharingKeys.invitation(invitation.lookup), Array(try JSONEncoder().encode(invitation)))
             return invitation
         }
@@ -141,7 +152,7 @@ extension LMDBSyncStorage: SharingStore {
                 }
             }
             for var invitation in made {
-                try invitation.revoke(now: now)
+                try invitation.revoke(by: .owner, now: now)
                 try Self.put(txn, DB.sharing, SharingKeys.invitation(invitation.lookup), Array(try JSONEncoder().encode(invitation)))
             }
             return true

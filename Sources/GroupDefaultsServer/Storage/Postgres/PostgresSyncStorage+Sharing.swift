@@ -1,5 +1,5 @@
 package import Foundation
-import GroupDefaultsWire
+package import GroupDefaultsWire
 import Logging
 import PostgresNIO
 
@@ -22,6 +22,17 @@ extension PostgresSyncStorage: SharingStore {
                 StoredMember.self,
                 "SELECT record::text FROM members WHERE owner = \(owner) AND suite = \(suite) ORDER BY account"
             )
+        }
+    }
+
+    package func hasMembers(owner: String, suite: String) async throws -> Bool {
+        try await bounded("reading members") { storage in
+            let rows = try await storage.client.query(
+                "SELECT EXISTS (SELECT 1 FROM members WHERE owner = \(owner) AND suite = \(suite))",
+                logger: storage.logger
+            )
+            for try await exists in rows.decode(Bool.self) { return exists }
+            return false
         }
     }
 
@@ -137,7 +148,7 @@ extension PostgresSyncStorage: SharingStore {
         }
     }
 
-    package func revokeInvitation(owner: String, suite: String, id: String, now: Date) async throws -> StoredInvitation {
+    package func revokeInvitation(owner: String, suite: String, id: String, by role: SuiteRole, now: Date) async throws -> StoredInvitation {
         try await bounded("revoking an invitation") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
                 let rows = try await connection.query(
@@ -149,7 +160,7 @@ extension PostgresSyncStorage: SharingStore {
                 var found: StoredInvitation?
                 for try await text in rows.decode(String.self) { found = try JSONDecoder().decode(StoredInvitation.self, from: Data(text.utf8)) }
                 guard var invitation = found else { throw SyncStorageError(.invitationNotFound, "the suite has no invitation \(id)") }
-                try invitation.revoke(now: now)
+                try invitation.revoke(by: role, now: now)
                 let json = String(decoding: try JSONEncoder().encode(invitation), as: UTF8.self)
                 try await connection.query(
                     "UPDATE invitations SET record = \(json)::json, ended = \(invitation.ended) WHERE lookup = \(invitation.lookup)",
@@ -183,7 +194,7 @@ extension PostgresSyncStorage: SharingStore {
                 for try await text in made.decode(String.self) {
                     var invitation = try JSONDecoder().decode(StoredInvitation.self, from: Data(text.utf8))
                     guard invitation.state(at: now) == .pending else { continue }
-                    try invitation.revoke(now: now)
+                    try invitation.revoke(by: .owner, now: now)
                     revoked.append(invitation)
                 }
                 for invitation in revoked {
