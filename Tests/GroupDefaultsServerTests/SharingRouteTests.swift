@@ -160,6 +160,13 @@ struct SharingRouteTests {
             let body = ByteBuffer(bytes: try JSONEncoder().encode(InvitationRequest(invitationID: Self.id(2), role: .read)))
             let invitation = try await client.execute(uri: "/v1/suites/sealed/invitations", method: .post, headers: API.auth(alice), body: body)
             #expect(try API.error(invitation).error == .suiteEncrypted)
+
+            // An invitation made while a suite was empty joins nobody once the owner sealed it.
+            let early = ByteBuffer(bytes: try JSONEncoder().encode(InvitationRequest(invitationID: Self.id(3), role: .read)))
+            #expect(try await client.execute(uri: "/v1/suites/later/invitations", method: .post, headers: API.auth(alice), body: early).status == .ok)
+            #expect(try await client.push("later", token: alice, API.push([sealed])).status == .ok)
+            #expect(try await API.error(Self.accept(client, token: bob, id: Self.id(3))).error == .suiteEncrypted)
+            #expect(try await API.error(client.get("/v1/suites/later/snapshot?owner=alice", token: bob)).error == .notAMember)
         }
     }
 

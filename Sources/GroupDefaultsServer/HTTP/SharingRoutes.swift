@@ -16,7 +16,7 @@ struct SharingRoutes: Sendable {
         let body = try await JSONBody.decode(InvitationRequest.self, from: request, limit: 4096)
         try Self.checkID(body.invitationID)
         try SharingRule.mayInvite(access.role, giving: body.role)
-        try await checkPlain(access)
+        try await checkPlain(owner: access.owner, suite: access.suite)
         let lifetime = body.expiresIn ?? InvitationRequest.defaultLifetime
         guard InvitationRequest.lifetimes.contains(lifetime) else {
             throw APIError.malformed("expires_in must be 60 seconds to 30 days (\(InvitationRequest.lifetimes.upperBound) seconds)")
@@ -80,6 +80,8 @@ struct SharingRoutes: Sendable {
         guard !token.readOnly else {
             throw APIError.forbidden("the token is read-only: accept with a token that may write (a read-only token cannot leave the suite either)")
         }
+        // Made while the suite was plain, it joins nobody to a suite sealed since.
+        try await checkPlain(owner: invitation.owner, suite: invitation.suite)
         let member = try await storage.acceptInvitation(lookup: invitation.lookup, account: token.account, now: Date())
         try await audit(
             .memberAdd,
@@ -143,11 +145,11 @@ struct SharingRoutes: Sendable {
 
     /// An end-to-end encrypted suite (key bags, an anchor, or a sealed entry) is not shared by this
     /// version: a member could open none of it.
-    private func checkPlain(_ access: SuiteAccess) async throws {
-        let bags = try await storage.keyBags(account: access.owner, suite: access.suite)
-        let first = try await storage.snapshot(account: access.owner, suite: access.suite, after: nil, limit: 1).page().entries.first
+    private func checkPlain(owner: String, suite: String) async throws {
+        let bags = try await storage.keyBags(account: owner, suite: suite)
+        let first = try await storage.snapshot(account: owner, suite: suite, after: nil, limit: 1).page().entries.first
         if !bags.isEmpty || first?.sealed != nil {
-            throw APIError(.suiteEncrypted, "'\(access.suite)' is end-to-end encrypted, and this server shares plain suites only")
+            throw APIError(.suiteEncrypted, "'\(suite)' is end-to-end encrypted, and this server shares plain suites only")
         }
     }
 
