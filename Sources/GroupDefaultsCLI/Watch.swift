@@ -73,7 +73,8 @@ extension GroupDefaultsCommand {
                         + "watching goes on from here)"
                 }
             guard change.isRemote else { return line }
-            return line + " (remote, from device \(change.origin)"
+            let account = if case .anotherAccount(let account, _) = change.source { " of account \(printable(account))" } else { "" }
+            return line + " (remote, from device \(change.origin)\(account)"
                 + (change.isConflict ? "; it replaced a local value kept in the conflict journal)" : ")")
         }
 
@@ -86,6 +87,7 @@ extension GroupDefaultsCommand {
             if let value = change.value { object["value"] = value }
             if change.isValueNotKept { object["value_not_kept"] = .bool(true) }
             if change.isRemote { object["remote"] = .bool(true) }
+            if case .anotherAccount(let account, _) = change.source { object["account"] = .string(account) }
             if change.isConflict { object["conflict"] = .bool(true) }
             return PropertyListValue.dictionary(object).plainJSON()
                 .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")

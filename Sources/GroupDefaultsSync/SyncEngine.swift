@@ -501,7 +501,15 @@ public actor SyncEngine {
         let keepingStale = sealer != nil && detectingRollback
         let records = refused.map { RefusedRecord(key: $0.keyID, stamp: $0.stamp, reason: $0.reason) }
         let result = try local {
-            try defaults.applyRemote(opened, cursor: cursor, policy: policy, pruning: pruning, refused: records, keepingStale: keepingStale)
+            try defaults.applyRemote(
+                opened,
+                cursor: cursor,
+                policy: policy,
+                pruning: pruning,
+                refused: records,
+                keepingStale: keepingStale,
+                accounts: otherAccounts(opened)
+            )
         }
         noteReplacements(result)
         var report = SyncReport()
@@ -525,6 +533,18 @@ public actor SyncEngine {
         // Counted here, once per pull, whatever step reports it again.
         if !report.refused.isEmpty { updateStatus { $0.refused = SyncStatus.lastRefused($0.refused + report.refused) } }
         return report
+    }
+
+    /// The account of each device of another account among `entries`' writers, as the server names
+    /// it (`SyncEntry.account`; in a suite another account shares with this one, an entry naming
+    /// none is the owner's): what the change feed reports as `Change.Source.anotherAccount`.
+    private func otherAccounts(_ entries: [SyncEntry]) -> [UInt64: String] {
+        var accounts: [UInt64: String] = [:]
+        for entry in entries where entry.origin != defaults.origin {
+            guard let account = entry.account ?? shared?.owner, account != shared?.account else { continue }
+            accounts[entry.origin] = account
+        }
+        return accounts
     }
 
     /// Entries stamped far ahead of this machine's clock are refused one by one (`applyRemote`),

@@ -245,6 +245,7 @@ public struct SyncSetup: Sendable {
         setup.shared = Membership(owner: owner, suite: remote, role: .read)
         let list = try await setup.withClient(suite: suiteName) { client in try await client.members() }
         setup.shared?.role = list.you
+        setup.shared?.account = list.account
         return try await setup.configureShared(suite: suiteName, directory: directory)
     }
 

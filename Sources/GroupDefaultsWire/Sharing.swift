@@ -145,12 +145,16 @@ public struct Membership: Codable, Sendable, Hashable {
     public var suite: String
     /// The member's role.
     public var role: SuiteRole
+    /// The member's own account (the one whose token joined); nil where it is not known (a
+    /// membership recorded before it was kept).
+    public var account: String?
 
     /// A membership as described.
-    public init(owner: String, suite: String, role: SuiteRole) {
+    public init(owner: String, suite: String, role: SuiteRole, account: String? = nil) {
         self.owner = owner
         self.suite = suite
         self.role = role
+        self.account = account
     }
 }
 

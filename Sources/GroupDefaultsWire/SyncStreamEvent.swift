@@ -30,7 +30,8 @@ public enum SyncStreamEvent: Sendable, Hashable {
                 sealed: entry.sealed,
                 deleted: entry.isDeleted,
                 stamp: entry.stamp,
-                rev: entry.rev
+                rev: entry.rev,
+                account: entry.account
             )
             return ServerSentEvent(id: revision.map(String.init), data: String(decoding: json.bytes, as: UTF8.self))
         case .refusal(let code, let detail):

@@ -105,6 +105,10 @@ package struct WireJSON {
             raw(",\"rev\":")
             integer(rev)
         }
+        if let account = entry.account {
+            raw(",\"account\":")
+            string(account)
+        }
         raw("}")
     }
 
@@ -118,9 +122,16 @@ package struct WireJSON {
         deleted: Bool,
         stamp: Stamp,
         rev: UInt64?,
+        account: String? = nil,
         received: String? = nil
     ) {
-        raw(deleted ? "{\"deleted\":true,\"hlc\":\"" : "{\"hlc\":\"")
+        raw("{")
+        if let account {
+            raw("\"account\":")
+            string(account)
+            raw(",")
+        }
+        raw(deleted ? "\"deleted\":true,\"hlc\":\"" : "\"hlc\":\"")
         integer(stamp.hlc.rawValue)
         raw("\",\"key\":")
         string(key)

@@ -33,6 +33,10 @@ public struct SyncEntry: Codable, Sendable, Hashable {
     public var origin: UInt64
     /// The server revision that wrote this entry (absent where no revision applies).
     public var rev: UInt64?
+    /// The account whose device pushed the entry, in a suite shared between accounts (see
+    /// `Membership`): present when it is not the suite's owner; nil for the owner's own writes and
+    /// in a suite that was never shared. The server states it from the pushing token.
+    public var account: String?
 
     /// An entry; a nil `value` makes it a deletion (a tombstone), and `rev` is the server revision
     /// that stored it, or nil where no revision applies.
@@ -61,7 +65,7 @@ public struct SyncEntry: Codable, Sendable, Hashable {
     /// The write's stamp, (HLC, origin): of two entries for one key, the larger stamp wins.
     public var stamp: Stamp { Stamp(hlc: hlc, origin: origin) }
 
-    enum CodingKeys: String, CodingKey { case key, value, sealed, deleted, hlc, origin, rev }
+    enum CodingKeys: String, CodingKey { case key, value, sealed, deleted, hlc, origin, rev, account }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -70,6 +74,7 @@ public struct SyncEntry: Codable, Sendable, Hashable {
         hlc = try container.decode(HLC.self, forKey: .hlc)
         origin = try container.decodeDecimal(forKey: .origin)
         rev = try container.decodeIfPresent(UInt64.self, forKey: .rev)
+        account = try container.decodeIfPresent(String.self, forKey: .account)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -79,6 +84,7 @@ public struct SyncEntry: Codable, Sendable, Hashable {
         try container.encode(hlc, forKey: .hlc)
         try container.encode(String(origin), forKey: .origin)
         try container.encodeIfPresent(rev, forKey: .rev)
+        try container.encodeIfPresent(account, forKey: .account)
     }
 }
 

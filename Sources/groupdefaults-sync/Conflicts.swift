@@ -122,8 +122,9 @@ extension SyncCommand {
                     let entry = version.entry
                     let what = entry.value.map(typedJSONText) ?? "(deleted)"
                     let mine = entry.origin == defaults.origin ? " (this device)" : ""
+                    let account = entry.account.map { " of account \(printable($0))" } ?? ""
                     return "rev \(entry.rev.map(String.init) ?? "?")  \(key) = \(what)  written \(Conflicts.time(entry.hlc)) "
-                        + "by device \(entry.origin)\(mine); received \(version.received)"
+                        + "by device \(entry.origin)\(account)\(mine); received \(version.received)"
                 }
                 output(lines.joined(separator: "\n"))
             }

@@ -205,16 +205,6 @@ extension SuiteRole {
     var asMember: String { self == .admin ? "an admin member" : "a \(rawValue) member" }
 }
 
-/// `name` as a list shows it: a control character written as an escape, so that a name cannot
-/// print as another line of the list (accounts made before names were checked may hold one).
-func printable(_ name: String) -> String {
-    String(
-        name.unicodeScalars.flatMap { scalar -> [Character] in
-            scalar.properties.generalCategory == .control ? Array(scalar.escaped(asASCII: true)) : [Character(scalar)]
-        }
-    )
-}
-
 /// `value` as indented JSON with sorted keys, as `--json` prints.
 func prettyJSON(_ value: some Encodable) throws -> String {
     let encoder = JSONEncoder()

@@ -83,7 +83,7 @@ struct PostgresPlanTests {
                     "ARRAY['k1'], ARRAY['{\"integer\":2}'], ARRAY[false], ARRAY['\(1 << 40)'], ARRAY['7'], ARRAY[99999]::bigint[], ARRAY[''], ARRAY[0]::bigint[]"
                 let arguments = [
                     "'big', 'big', 99999, \(Self.largeSuiteKeys), 0, 0, 12345, 0", columns, columns,
-                    "1, ARRAY['7'], ARRAY['b-plan'], ARRAY[''], ARRAY['{}'], 'unused', '', false",
+                    "1, ARRAY['7'], ARRAY['b-plan'], ARRAY[''], ARRAY['{}'], 'unused', '', false, ARRAY[''], ARRAY['']",
                 ]
                 let writePlan = try await Self.lines(
                     connection,

@@ -45,8 +45,11 @@ struct WireJSONTests {
             let entries = try response.results.compactMap(\.winner).enumerated().map { index, entry in
                 let stamp = Stamp(hlc: entry.hlc, origin: entry.origin)
                 let rev = entry.rev ?? UInt64(index + 1)
-                return try entry.sealed.map { StoredEntry(key: entry.key, sealed: $0, deleted: entry.isDeleted, stamp: stamp, rev: rev) }
+                var stored =
+                    try entry.sealed.map { StoredEntry(key: entry.key, sealed: $0, deleted: entry.isDeleted, stamp: stamp, rev: rev) }
                     ?? StoredEntry(key: entry.key, valueJSON: try entry.value?.typedJSON(), stamp: stamp, rev: rev)
+                stored.account = entry.account
+                return stored
             }
             let sorted = JSONEncoder()
             sorted.outputFormatting = .sortedKeys
@@ -148,7 +151,7 @@ struct WireJSONTests {
             let hlc = HLC(rawValue: UInt64.random(in: 0 ... .max, using: &rng))
             let origin = UInt64.random(in: 0 ... .max, using: &rng)
             let rev: UInt64? = Bool.random(using: &rng) ? UInt64.random(in: 1 ... .max, using: &rng) : nil
-            let winner: SyncEntry =
+            var winner: SyncEntry =
                 switch Int.random(in: 0..<3, using: &rng) {
                 case 0: SyncEntry(key: key, value: value(), hlc: hlc, origin: origin, rev: rev)
                 case 1: SyncEntry(key: key, value: nil, hlc: hlc, origin: origin, rev: rev)
@@ -165,6 +168,7 @@ struct WireJSONTests {
                         rev: rev
                     )
                 }
+            if Bool.random(using: &rng) { winner.account = keys.randomElement(using: &rng)! }  // pushed by a member
             switch Int.random(in: 0..<4, using: &rng) {
             case 0: return PushResult(key: key, status: .applied, winner: winner)
             case 1: return PushResult(key: key, status: .superseded, winner: winner)

@@ -107,6 +107,25 @@ struct SharingTests {
                 let values = try device.open().propertyListValues()
                 #expect(values == expected, "\(device.suite) in \(device.directory.lastPathComponent): \(values)")
             }
+            // The change feed names the account of another account's device, and only of those.
+            let origins = try family.all.map { try $0.open().origin }
+            for (index, device) in family.all.enumerated() {
+                let sources = try remoteSources(device.open())
+                for (other, origin) in origins.enumerated() where other != index {
+                    let expected: SharedDefaults.Change.Source =
+                        index / 2 == other / 2
+                        ? .anotherDevice(deviceID: origin) : .anotherAccount(account: other < 2 ? "alice" : "bob", deviceID: origin)
+                    #expect(
+                        sources["own.\(other)"] == expected,
+                        "device \(index) saw own.\(other) from \(sources["own.\(other)"].map { "\($0)" } ?? "nowhere")"
+                    )
+                }
+            }
+            // The server says who pushed each of the suite's entries: the member's, not the owner's.
+            let owner = family.server.token
+            let page = try await SyncClient(server: family.server.url, suite: "family", http: family.server.http) { owner }.changes(since: 0)
+            let pushers = Dictionary(uniqueKeysWithValues: page.entries.map { ($0.key, $0.account ?? "owner") })
+            #expect(pushers == ["own.0": "owner", "own.1": "owner", "own.2": "bob", "own.3": "bob", "doorbell": "bob"], "\(pushers)")
             // The member's pushes are the owner's suite: alice's own list shows its keys.
             let listed = try await suites(family.server, token: family.server.token)
             #expect(listed.first { $0.name == "family" }?.keys == 4, "\(listed)")
@@ -321,6 +340,16 @@ struct SharingTests {
 }
 
 /// `GET /v1/suites` with `token`.
+/// The source of the last remote change of each key in `defaults`' log.
+private func remoteSources(_ defaults: SharedDefaults) throws -> [String: SharedDefaults.Change.Source] {
+    let feed = try defaults.changeFeed(since: 0)
+    var sources: [String: SharedDefaults.Change.Source] = [:]
+    while let change = try feed.nextAvailable() {
+        if change.isRemote { sources[change.key] = change.source }
+    }
+    return sources
+}
+
 private func suites(_ server: SyncServer, token: String) async throws -> [SuiteList.Suite] {
     var request = HTTPClientRequest(url: server.url.absoluteString + "/v1/suites")
     request.headers.add(name: "Authorization", value: "Bearer \(token)")

@@ -104,6 +104,8 @@ func describe(_ update: SharedDefaults.KeyChange<String>) -> String {
     case .anotherProcess?: "another app of the group chose \(update.value)"
     case .anotherDevice(let device)?:
         "device \(device) chose \(update.value)" + (update.isConflict ? ", replacing a choice made here" : "")
+    case .anotherAccount(let account, _)?:
+        "\(account) chose \(update.value)" + (update.isConflict ? ", replacing a choice made here" : "")
     }
 }
 // end snippet

@@ -70,12 +70,17 @@ extension SharedDefaults {
             /// A write of another device, applied by sync; `deviceID` is that device's store origin
             /// (its `device_id` on the server, and `Change.origin`).
             case anotherDevice(deviceID: UInt64)
+            /// A write of a device of another account, applied by sync: in a suite shared between
+            /// accounts, `account` is the account the server named for that device's writes, and
+            /// `deviceID` its store origin (as for `anotherDevice`).
+            case anotherAccount(account: String, deviceID: UInt64)
 
             public var description: String {
                 switch self {
                 case .thisProcess: "this process"
                 case .anotherProcess: "another process"
                 case .anotherDevice(let deviceID): "device \(deviceID)"
+                case .anotherAccount(let account, let deviceID): "device \(deviceID) of account \(account)"
                 }
             }
         }

@@ -110,7 +110,7 @@ extension SharedDefaults {
                             isRemote: record.isRemote,
                             isConflict: record.isConflict,
                             source: record.isRemote
-                                ? .anotherDevice(deviceID: record.stamp.origin)
+                                ? try Transaction.remoteSource(origin: record.stamp.origin, in: txn)
                                 : store.ownCommits.contains(record.sequence) ? .thisProcess : .anotherProcess
                         )
                     )

@@ -423,7 +423,10 @@ extension SharedDefaults {
     ///   error nothing is applied and the cursor is unchanged.
     /// `refused` are entries sync refused from this pull (an encrypted suite's tampered ones): kept
     /// in the conflict journal in the same transaction. With `keepingStale`, an entry older than a
-    /// write accepted before (`RemoteApplyResult.stale`, a rollback) is kept there too.
+    /// write accepted before (`RemoteApplyResult.stale`, a rollback) is kept there too. `accounts`
+    /// names the account of each device of another account among the entries' origins (a suite
+    /// shared between accounts): recorded, so that the change feed names it
+    /// (`Change.Source.anotherAccount`).
     @discardableResult
     package func applyRemote(
         _ entries: [SyncEntry],
@@ -431,10 +434,12 @@ extension SharedDefaults {
         policy: RemotePolicy = .lastWriterWins,
         pruning: Bool = false,
         refused: [RefusedRecord] = [],
-        keepingStale: Bool = false
+        keepingStale: Bool = false,
+        accounts: [UInt64: String] = [:]
     ) throws -> RemoteApplyResult {
         try write { tx in
             var result = RemoteApplyResult()
+            try tx.recordOriginAccounts(accounts)
             for record in refused { try tx.keepRefused(key: record.key, stamp: record.stamp, reason: record.reason) }
             // An entry stamped too far ahead of this machine's clock is refused on its own: taking
             // it would drag this store's clock, and every later write, into the future.

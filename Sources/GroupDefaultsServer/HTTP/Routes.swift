@@ -131,7 +131,8 @@ struct SyncRoutes: Sendable {
         let (token, suite) = (access.token, access.deviceSuite)
         let body = try await JSONBody.decode(PushRequest.self, from: request, limit: configuration.limits.maxBodyBytes)
         if body.ops.contains(where: { $0.sealed != nil }) { try await access.checkMayEncrypt(storage) }
-        let push = try PushValidation.prepare(body, limits: configuration.limits)
+        var push = try PushValidation.prepare(body, limits: configuration.limits)
+        if access.isShared { push.account = token.account }
         // The device is the body's `device_id`; its last push is one the server answered.
         let response: PushResponse
         do {

@@ -89,7 +89,7 @@ struct SharingRoutes: Sendable {
             account: member.owner,
             target: "member \(member.account) (\(member.role.rawValue)) of suite \(member.suite), by \(invitation.id)"
         )
-        return try JSONBody.response(Membership(owner: member.owner, suite: member.suite, role: member.role))
+        return try JSONBody.response(Membership(owner: member.owner, suite: member.suite, role: member.role, account: member.account))
     }
 
     /// `GET /v1/suites/{suite}/members`: the owner, then the members; the owner and admins also

@@ -23,6 +23,8 @@ package struct PreparedPush: Sendable {
     /// (`SyncLimits.maxClockSkewMilliseconds`): a held entry stamped further ahead came from a
     /// wrong clock (`PushStep`).
     package var clock = Clock(now: HLC.wallClockMilliseconds(), maximumSkew: HLC.maximumDrift)
+    /// The member account pushing to a suite it shares (`SyncEntry.account`); nil for the owner.
+    package var account: String?
 
     /// A clock reading and the skew allowed around it.
     package struct Clock: Sendable, Hashable {

@@ -19,6 +19,9 @@ package import GroupDefaultsWire
 ///   last writer wins with its own stamp, and replaces an entry of the very same stamp only to
 ///   seal it under a newer epoch (a newer write meanwhile needs no re-seal); it takes a revision,
 ///   so that devices receive it.
+/// - **Whose write.** In a suite shared between accounts, an entry a member's device pushed names
+///   that account (`PreparedPush.account`, `SyncEntry.account`); a re-seal keeps the account of
+///   the write it carries.
 /// - **One op refused, not the batch.** An op that `PushValidation` refused on its own (its value
 ///   too large, its HLC too far ahead of the server's clock) is answered `refused` and takes no
 ///   revision; the others are judged as if it were not there.
@@ -149,18 +152,22 @@ package enum PushStep {
                 continue
             }
             after.head += 1
-            let new =
+            var new =
                 op.sealed.map { StoredEntry(key: op.key, sealed: $0, deleted: op.isDeleted, stamp: stamp, rev: after.head) }
                 ?? StoredEntry(key: op.key, valueJSON: json, stamp: stamp, rev: after.head)
+            // A re-seal carries another device's write: it keeps the account that made it.
+            new.account = op.origin != nil && old?.stamp == stamp ? old?.account : push.account
             after.keys += (new.isLive ? 1 : 0) - (old?.isLive == true ? 1 : 0)
             after.bytes += new.quotaBytes - (old?.quotaBytes ?? 0)
             current[op.key] = new
             versions.append(new)
             if written[op.key] == nil { changed.append(op.key) }
-            written[op.key] =
+            var entry =
                 op.sealed.map {
                     SyncEntry(keyID: op.key, sealed: $0, deleted: op.isDeleted, hlc: op.hlc, origin: stamp.origin, rev: after.head)
                 } ?? SyncEntry(key: op.key, value: op.value, hlc: op.hlc, origin: stamp.origin, rev: after.head)
+            entry.account = new.account
+            written[op.key] = entry
             statuses.append(.applied)
         }
         try checkQuota(quota, suite: suite, before: counters, after: after)

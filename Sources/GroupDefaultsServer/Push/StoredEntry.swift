@@ -15,6 +15,8 @@ package struct StoredEntry: Sendable, Hashable {
     package var isDeleted: Bool
     package var stamp: Stamp
     package var rev: UInt64
+    /// The member account whose device pushed the entry (`SyncEntry.account`); nil for the owner's.
+    package var account: String?
 
     /// A plain entry: a value's typed JSON, or nil for a tombstone.
     package init(key: String, valueJSON: [UInt8]?, stamp: Stamp, rev: UInt64) {
@@ -54,7 +56,16 @@ package struct StoredEntry: Sendable, Hashable {
         if let valueJSON, !Self.isCopyable(valueJSON) {
             throw SyncStorageError(.unavailable, "the stored value of a key is damaged: it is not one line of UTF-8 JSON")
         }
-        json.sortedEntry(key: key, typedJSON: valueJSON, sealed: sealed, deleted: isDeleted, stamp: stamp, rev: rev, received: received)
+        json.sortedEntry(
+            key: key,
+            typedJSON: valueJSON,
+            sealed: sealed,
+            deleted: isDeleted,
+            stamp: stamp,
+            rev: rev,
+            account: account,
+            received: received
+        )
     }
 
     /// Whether stored typed JSON can be copied into an answer: an object in valid UTF-8 with no
@@ -72,7 +83,9 @@ package struct StoredEntry: Sendable, Hashable {
     /// - Throws: `SyncStorageError.unavailable` if the stored JSON does not decode (damaged storage).
     package func syncEntry() throws(SyncStorageError) -> SyncEntry {
         if let sealed {
-            return SyncEntry(keyID: key, sealed: sealed, deleted: isDeleted, hlc: stamp.hlc, origin: stamp.origin, rev: rev)
+            var entry = SyncEntry(keyID: key, sealed: sealed, deleted: isDeleted, hlc: stamp.hlc, origin: stamp.origin, rev: rev)
+            entry.account = account
+            return entry
         }
         let value: PropertyListValue?
         do {
@@ -81,6 +94,8 @@ package struct StoredEntry: Sendable, Hashable {
             // Not the decoder's words: they may quote the stored value.
             throw SyncStorageError(.unavailable, "the stored value of a key does not decode as typed JSON (\(type(of: error)))")
         }
-        return SyncEntry(key: key, value: value, hlc: stamp.hlc, origin: stamp.origin, rev: rev)
+        var entry = SyncEntry(key: key, value: value, hlc: stamp.hlc, origin: stamp.origin, rev: rev)
+        entry.account = account
+        return entry
     }
 }

@@ -125,7 +125,9 @@ package struct EntrySealer: Sendable {
         guard keys.keyID(for: opened.key) == entry.key else { throw .mismatch("another key") }
         guard opened.hlc == entry.hlc else { throw .mismatch("another HLC") }
         guard (opened.value == nil) == entry.isDeleted else { throw .mismatch("another deletion flag") }
-        return SyncEntry(key: opened.key, value: opened.value, hlc: entry.hlc, origin: entry.origin, rev: entry.rev)
+        var plain = SyncEntry(key: opened.key, value: opened.value, hlc: entry.hlc, origin: entry.origin, rev: entry.rev)
+        plain.account = entry.account
+        return plain
     }
 
     private static func parse(_ bytes: [UInt8]) throws(Refusal) -> (key: String, value: PropertyListValue?, hlc: HLC) {

@@ -605,6 +605,63 @@ extension StorageConformanceTests {
         }
 
         @Test(
+            "an entry a member pushed names its account in the answer, changes, snapshot and history; the owner's names none; a re-seal keeps the account",
+            arguments: StorageBackend.allCases
+        )
+        func memberAccount(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                func byBob(device: UInt64 = 2, suite: String = "s", _ ops: [PushOp]) async throws -> PushResponse {
+                    var prepared = try PreparedPush(PushRequest(deviceID: device, batchID: UUID().uuidString, ops: ops))
+                    prepared.account = "bob"
+                    return try await storage.push(
+                        account: "alice",
+                        suite: suite,
+                        push: prepared,
+                        quota: StorageConformanceTests.roomy,
+                        serverTime: StorageConformanceTests.now
+                    )
+                }
+                let answer = try await byBob([op("sound", .string("bell.caf"), hlc: 10), op("gone", nil, hlc: 10)])
+                #expect(answer.results.map(\.winner?.account) == ["bob", "bob"])
+                try await push(storage, [op("volume", .integer(3), hlc: 11)])
+                func accounts() async throws -> (changes: [String: String], snapshot: [String: String]) {
+                    let changes = try await storage.changes(account: "alice", suite: "s", since: 0, limit: 10).page().entries
+                    let snapshot = try await storage.snapshot(account: "alice", suite: "s", after: nil, limit: 10).page().entries
+                    return (
+                        Dictionary(uniqueKeysWithValues: changes.map { ($0.key, $0.account ?? "-") }),
+                        Dictionary(uniqueKeysWithValues: snapshot.map { ($0.key, $0.account ?? "-") })
+                    )
+                }
+                let expected = ["sound": "bob", "gone": "bob", "volume": "-"]
+                #expect(try await accounts() == (expected, expected))
+                // The owner writes over the member's value: the entry is the owner's again; the
+                // history keeps who wrote each version.
+                try await push(storage, [op("sound", .string("ding.caf"), hlc: 12)])
+                #expect(try await accounts().snapshot["sound"] == "-")
+                let history = try await storage.history(account: "alice", suite: "s", key: "sound")
+                #expect(history.map { $0.entry.account ?? "-" } == ["-", "bob"])
+                #expect(try history.map { try $0.keyVersion().entry.account ?? "-" } == ["-", "bob"])
+
+                // Sealed: the owner's device seals the member's write again under a new epoch.
+                let box = Array(repeating: UInt8(1), count: 40)
+                _ = try await byBob(
+                    suite: "e",
+                    [PushOp(keyID: "k", sealed: SealedPayload(epoch: 1, box: box), deleted: false, hlc: HLC(rawValue: 20))]
+                )
+                var chain = TestKeyChain(suite: "e")
+                try await storage.anchorKeyBags(account: "alice", suite: "e", anchor: chain.anchor())
+                try await storage.putKeyBag(account: "alice", suite: "e", epoch: 2, bag: chain.bag(2))
+                var reseal = PushOp(keyID: "k", sealed: SealedPayload(epoch: 2, box: box), deleted: false, hlc: HLC(rawValue: 20))
+                reseal.origin = 2
+                let resealed = try await push(storage, suite: "e", device: 1, [reseal])
+                #expect(resealed.results.first?.status == .applied)
+                #expect(resealed.results.first?.winner?.account == "bob")
+                let entry = try await storage.snapshot(account: "alice", suite: "e", after: nil, limit: 10).page().entries.first
+                #expect(entry?.sealed?.epoch == 2 && entry?.account == "bob")
+            }
+        }
+
+        @Test(
             "sealed entries: stored and returned as pushed, tombstones included; a suite is sealed or plain for good; an older key epoch is refused",
             arguments: StorageBackend.allCases
         )

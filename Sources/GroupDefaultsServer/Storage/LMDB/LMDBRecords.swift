@@ -44,14 +44,21 @@ struct SuiteRecord: Equatable {
 /// key, then the value's typed JSON (nothing for a plain deletion) or, for a sealed entry, the key
 /// epoch (u32, big-endian) and the sealed bytes.
 extension StoredEntry {
-    private static let liveFlag: UInt8 = 1, sealedFlag: UInt8 = 2
+    /// Flags: a live entry, a sealed one, one that names the member account that pushed it (its
+    /// UTF-8 follows the key, after a 16-bit length; records written before sharing lack the flag).
+    private static let liveFlag: UInt8 = 1, sealedFlag: UInt8 = 2, accountFlag: UInt8 = 4
 
     var bytes: [UInt8] {
         let keyBytes = Array(key.utf8)
         var out = LMDBKeys.bigEndian(rev) + LMDBKeys.bigEndian(stamp.hlc.rawValue) + LMDBKeys.bigEndian(stamp.origin)
-        out.append((isLive ? Self.liveFlag : 0) | (sealed == nil ? 0 : Self.sealedFlag))
+        out.append((isLive ? Self.liveFlag : 0) | (sealed == nil ? 0 : Self.sealedFlag) | (account == nil ? 0 : Self.accountFlag))
         out += withUnsafeBytes(of: UInt16(keyBytes.count).bigEndian) { Array($0) }
         out += keyBytes
+        if let account {
+            let accountBytes = Array(account.utf8)
+            out += withUnsafeBytes(of: UInt16(accountBytes.count).bigEndian) { Array($0) }
+            out += accountBytes
+        }
         if let sealed {
             out += withUnsafeBytes(of: sealed.epoch.bigEndian) { Array($0) }
             out += sealed.box
@@ -69,7 +76,16 @@ extension StoredEntry {
         let keyCount = Int(UInt16(bigEndian: raw.loadUnaligned(fromByteOffset: 25, as: UInt16.self)))
         guard raw.count >= 27 + keyCount else { throw SyncStorageError(.unavailable, "a damaged entry record") }
         let key = String(decoding: raw[27..<27 + keyCount], as: UTF8.self)
-        let rest = UnsafeRawBufferPointer(rebasing: raw[(27 + keyCount)...])
+        var offset = 27 + keyCount
+        var account: String?
+        if flags & Self.accountFlag != 0 {
+            guard raw.count >= offset + 2 else { throw SyncStorageError(.unavailable, "a damaged entry record") }
+            let accountCount = Int(UInt16(bigEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt16.self)))
+            guard raw.count >= offset + 2 + accountCount else { throw SyncStorageError(.unavailable, "a damaged entry record") }
+            account = String(decoding: raw[offset + 2..<offset + 2 + accountCount], as: UTF8.self)
+            offset += 2 + accountCount
+        }
+        let rest = UnsafeRawBufferPointer(rebasing: raw[offset...])
         if flags & Self.sealedFlag != 0 {
             guard rest.count > 4 else { throw SyncStorageError(.unavailable, "a damaged sealed entry record") }
             let epoch = UInt32(bigEndian: rest.loadUnaligned(as: UInt32.self))
@@ -83,6 +99,7 @@ extension StoredEntry {
         } else {
             self.init(key: key, valueJSON: flags & Self.liveFlag != 0 ? Array(rest) : nil, stamp: stamp, rev: rev)
         }
+        self.account = account
     }
 }
 

@@ -238,6 +238,16 @@ package enum PostgresMigrations {
                 "CREATE INDEX invitations_by_suite ON invitations (owner, suite)",
             ]
         ),
+        // The member account that pushed an entry of a shared suite (null for the owner's own
+        // writes): nullable without a default, so adding it rewrites nothing.
+        Migration(
+            version: 11,
+            name: "who pushed an entry",
+            statements: [
+                "ALTER TABLE entries ADD COLUMN pushed_by text",
+                "ALTER TABLE history ADD COLUMN pushed_by text",
+            ]
+        ),
     ]
 
     /// The versions of every migration, in order (what a migrated database's `schema_migrations` lists).

@@ -15,11 +15,11 @@ extension PostgresSyncStorage {
                 logger: storage.logger
             )
             var versions: [StoredVersion] = []
-            for try await row in rows.decode((String?, Data?, Int64?, Bool, String, String, Int64, Int64).self) {
+            for try await row in rows.decode((String?, Data?, Int64?, Bool, String, String, Int64, String?, Int64).self) {
                 versions.append(
                     StoredVersion(
-                        entry: try EntryRow.stored(key: key, (row.0, row.1, row.2, row.3, row.4, row.5, row.6)),
-                        receivedMilliseconds: UInt64(max(0, row.7))
+                        entry: try EntryRow.stored(key: key, (row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7)),
+                        receivedMilliseconds: UInt64(max(0, row.8))
                     )
                 )
             }

@@ -224,7 +224,7 @@ private struct GroupWrite: Sendable {
                 )
             case 1:
                 guard let key = row.1, let hlc = row.6, let origin = row.7, let rev = row.8 else { continue }
-                found.held[key] = try EntryRow.stored(key: key, (row.2, row.3, row.4, row.5, hlc, origin, rev))
+                found.held[key] = try EntryRow.stored(key: key, (row.2, row.3, row.4, row.5, hlc, origin, rev, row.11))
             default:
                 guard let batchID = row.1, let response = row.2, let digest = row.6, let device = row.7.flatMap(UInt64.init)
                 else { continue }

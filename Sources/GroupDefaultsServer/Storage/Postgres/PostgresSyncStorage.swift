@@ -163,7 +163,7 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
             for try await row in rows {
                 head = UInt64(row.0 ?? 0)
                 oldestValid = UInt64(row.1 ?? 0)
-                if let entry = try EntryRow.optional(key: row.2, (row.3, row.4, row.5, row.6, row.7, row.8, row.9)) {
+                if let entry = try EntryRow.optional(key: row.2, (row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10)) {
                     entries.append(entry)
                 }
             }
@@ -219,7 +219,7 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
             var entries: [StoredEntry] = []
             for try await row in rows.decode(SuiteAndEntryRow.self) {
                 head = UInt64(row.0 ?? 0)
-                if let entry = try EntryRow.optional(key: row.2, (row.3, row.4, row.5, row.6, row.7, row.8, row.9)) {
+                if let entry = try EntryRow.optional(key: row.2, (row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10)) {
                     entries.append(entry)
                 }
             }
@@ -276,7 +276,7 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
 
 /// A row of `changes` and `snapshot`: the suite's head and oldest valid revision (nil: no such
 /// suite), then the key and `EntryRow.columns` of an entry, all nil when there is none.
-typealias SuiteAndEntryRow = (Int64?, Int64?, String?, String?, Data?, Int64?, Bool?, String?, String?, Int64?)
+typealias SuiteAndEntryRow = (Int64?, Int64?, String?, String?, Data?, Int64?, Bool?, String?, String?, Int64?, String?)
 
 /// `changes` in one statement: the suite's head and oldest valid revision (nulls: no such suite)
 /// beside each entry of the page (`SuiteAndEntryRow`; one row of nulls after the suite's when there
@@ -319,28 +319,38 @@ struct ChangesStatement: OneShotStatement {
 /// deletion flag, HLC and origin as decimal text, revision.
 enum EntryRow {
     /// The columns after the key, in the order `Columns` decodes them.
-    static let columns = "value::text, sealed, epoch, deleted, hlc::text, origin::text, rev"
-    typealias Columns = (String?, Data?, Int64?, Bool, String, String, Int64)
+    static let columns = "value::text, sealed, epoch, deleted, hlc::text, origin::text, rev, pushed_by"
+    typealias Columns = (String?, Data?, Int64?, Bool, String, String, Int64, String?)
 
     /// `columns`, of the table or subquery `alias`.
     static func qualifiedColumns(_ alias: String) -> String {
-        "\(alias).value::text, \(alias).sealed, \(alias).epoch, \(alias).deleted, \(alias).hlc::text, \(alias).origin::text, \(alias).rev"
+        """
+        \(alias).value::text, \(alias).sealed, \(alias).epoch, \(alias).deleted, \(alias).hlc::text, \(alias).origin::text, \(alias).rev, \
+        \(alias).pushed_by
+        """
     }
 
     /// The entry of a row of an outer join, nil when the row has none (no key).
     static func optional(
         key: String?,
-        _ row: (String?, Data?, Int64?, Bool?, String?, String?, Int64?)
+        _ row: (String?, Data?, Int64?, Bool?, String?, String?, Int64?, String?)
     ) throws(SyncStorageError) -> StoredEntry? {
         guard let key else { return nil }
         guard let deleted = row.3, let hlc = row.4, let origin = row.5, let rev = row.6 else {
             throw SyncStorageError(.unavailable, "a stored entry of \(key) has null columns")
         }
-        return try stored(key: key, (row.0, row.1, row.2, deleted, hlc, origin, rev))
+        return try stored(key: key, (row.0, row.1, row.2, deleted, hlc, origin, rev, row.7))
     }
 
-    /// A row (value as JSON text, sealed bytes, stamp as decimal text) as the push step takes it.
+    /// A row (value as JSON text, sealed bytes, stamp as decimal text, the member account that
+    /// pushed it) as the push step takes it.
     static func stored(key: String, _ row: Columns) throws(SyncStorageError) -> StoredEntry {
+        var entry = try stored(key: key, (row.0, row.1, row.2, row.3, row.4, row.5, row.6))
+        entry.account = row.7
+        return entry
+    }
+
+    private static func stored(key: String, _ row: (String?, Data?, Int64?, Bool, String, String, Int64)) throws(SyncStorageError) -> StoredEntry {
         let (value, sealed, epoch, deleted, hlc, origin, rev) = row
         guard let hlcValue = UInt64(hlc), let originValue = UInt64(origin) else {
             throw SyncStorageError(.unavailable, "a stored entry of \(key) has an unreadable stamp (\(hlc), \(origin))")

@@ -25,23 +25,25 @@ import PostgresNIO
 /// on `rev`. One `key = ANY` condition instead was planned, cached, as a scan of the suite's
 /// entries through the primary key filtered by key, on every push (`PostgresPlanTests`).
 struct SuiteReadStatement: PostgresPreparedStatement, OneShotStatement {
-    static let name = "groupdefaults_push_read_v3"
+    static let name = "groupdefaults_push_read_v4"
     static let sql = """
-        SELECT 0, NULL::text, NULL::text, NULL::bytea, epoch, false, mode_rev::text, NULL::text, head_rev, key_count, byte_count
+        SELECT 0, NULL::text, NULL::text, NULL::bytea, epoch, false, mode_rev::text, NULL::text, head_rev, key_count, byte_count,
+            NULL::text
         FROM suites WHERE account = $1 AND suite = $2
         UNION ALL
-        SELECT 1, e.key, e.value::text, e.sealed, e.epoch, e.deleted, e.hlc::text, e.origin::text, e.rev, NULL::bigint, NULL::bigint
+        SELECT 1, e.key, e.value::text, e.sealed, e.epoch, e.deleted, e.hlc::text, e.origin::text, e.rev, NULL::bigint, NULL::bigint,
+            e.pushed_by
         FROM unnest($3::text[]) AS k(key) CROSS JOIN LATERAL (
             SELECT * FROM entries WHERE account = $1 AND suite = $2 AND key = k.key LIMIT 1
         ) e
         UNION ALL
         SELECT 2, b.batch_id, b.response::text, NULL::bytea, NULL::bigint, false, b.ops_digest, b.device::text, NULL::bigint,
-            NULL::bigint, NULL::bigint
+            NULL::bigint, NULL::bigint, NULL::text
         FROM unnest($4::text[], $5::text[]) AS t(device, id) CROSS JOIN LATERAL (
             SELECT * FROM batches WHERE account = $1 AND suite = $2 AND device = t.device::numeric AND batch_id = t.id LIMIT 1
         ) b
         """
-    typealias Row = (Int32, String?, String?, Data?, Int64?, Bool, String?, String?, Int64?, Int64?, Int64?)
+    typealias Row = (Int32, String?, String?, Data?, Int64?, Bool, String?, String?, Int64?, Int64?, Int64?, String?)
 
     var account: String
     var suite: String
@@ -77,7 +79,7 @@ struct SuiteReadStatement: PostgresPreparedStatement, OneShotStatement {
 /// 11,598 rows and 6.8 of the statement's 7 ms after a few seconds of single-op pushes
 /// (`auto_explain`). Answers the guarded row count (0: the suite moved).
 struct GroupWriteStatement: PostgresPreparedStatement, OneShotStatement {
-    static let name = "groupdefaults_push_write_v2"
+    static let name = "groupdefaults_push_write_v3"
     static let sql = """
         WITH guarded AS (
             INSERT INTO suites AS s (account, suite, head_rev, key_count, byte_count, epoch)
@@ -88,22 +90,22 @@ struct GroupWriteStatement: PostgresPreparedStatement, OneShotStatement {
             RETURNING 1 AS ok
         ), changed AS (
             SELECT * FROM unnest($9::text[], $10::text[], $11::boolean[], $12::text[], $13::text[], $14::bigint[], $15::text[],
-                                 $16::bigint[]) AS t(k, v, d, h, o, r, s, e)
+                                 $16::bigint[], $33::text[]) AS t(k, v, d, h, o, r, s, e, p)
         ), upserted AS (
-            INSERT INTO entries (account, suite, key, value, sealed, epoch, deleted, hlc, origin, rev)
+            INSERT INTO entries (account, suite, key, value, sealed, epoch, deleted, hlc, origin, rev, pushed_by)
             SELECT $1, $2, k, CASE WHEN d OR s <> '' THEN NULL ELSE v::json END,
-                CASE WHEN s = '' THEN NULL ELSE decode(s, 'base64') END, NULLIF(e, 0), d, h::numeric, o::numeric, r
+                CASE WHEN s = '' THEN NULL ELSE decode(s, 'base64') END, NULLIF(e, 0), d, h::numeric, o::numeric, r, NULLIF(p, '')
             FROM changed, guarded
             ON CONFLICT (account, suite, key) DO UPDATE
                 SET value = excluded.value, sealed = excluded.sealed, epoch = excluded.epoch, deleted = excluded.deleted,
-                    hlc = excluded.hlc, origin = excluded.origin, rev = excluded.rev
+                    hlc = excluded.hlc, origin = excluded.origin, rev = excluded.rev, pushed_by = excluded.pushed_by
         ), new AS (
             SELECT * FROM unnest($17::text[], $18::text[], $19::boolean[], $20::text[], $21::text[], $22::bigint[],
-                                 $23::text[], $24::bigint[]) AS t(k, v, d, h, o, r, s, e)
+                                 $23::text[], $24::bigint[], $34::text[]) AS t(k, v, d, h, o, r, s, e, p)
         ), inserted AS (
-            INSERT INTO history (account, suite, key, rev, value, sealed, epoch, deleted, hlc, origin)
+            INSERT INTO history (account, suite, key, rev, value, sealed, epoch, deleted, hlc, origin, pushed_by)
             SELECT $1, $2, k, r, CASE WHEN d OR s <> '' THEN NULL ELSE v::json END,
-                CASE WHEN s = '' THEN NULL ELSE decode(s, 'base64') END, NULLIF(e, 0), d, h::numeric, o::numeric
+                CASE WHEN s = '' THEN NULL ELSE decode(s, 'base64') END, NULLIF(e, 0), d, h::numeric, o::numeric, NULLIF(p, '')
             FROM new, guarded
         ), added AS (
             SELECT k, count(*) AS n FROM new GROUP BY k
@@ -141,7 +143,7 @@ struct GroupWriteStatement: PostgresPreparedStatement, OneShotStatement {
     var notify: Bool
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 32)
+        var bindings = PostgresBindings(capacity: 34)
         bindings.append(account)
         bindings.append(suite)
         bindings.append(Int64(counters.head))
@@ -168,6 +170,8 @@ struct GroupWriteStatement: PostgresPreparedStatement, OneShotStatement {
         bindings.append(ChangeNotice.channel)
         bindings.append(notice)
         bindings.append(notify)
+        bindings.append(entries.pushedBy)
+        bindings.append(history.pushedBy)
         return bindings
     }
 
@@ -188,6 +192,8 @@ struct EntryColumns: Sendable {
     let revs: [Int64]
     let sealed: [String]
     let epochs: [Int64]
+    /// The member account that pushed each entry, empty for the owner's.
+    let pushedBy: [String]
 
     init(_ entries: [StoredEntry]) {
         keys = entries.map(\.key)
@@ -198,5 +204,6 @@ struct EntryColumns: Sendable {
         hlcs = entries.map { String($0.stamp.hlc.rawValue) }
         origins = entries.map { String($0.stamp.origin) }
         revs = entries.map { Int64($0.rev) }
+        pushedBy = entries.map { $0.account ?? "" }
     }
 }
