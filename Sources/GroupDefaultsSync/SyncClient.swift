@@ -217,9 +217,17 @@ public struct SyncClient: Sendable {
         try await send(.GET, url: "v1/invitations/\(invitationID)", query: [], as: InvitationInfo.self)
     }
 
-    /// `POST /v1/invitations/{invitation_id}/accept`: makes the token's account a member.
-    public func acceptInvitation(invitationID: String) async throws(SyncError) -> Membership {
-        try await send(.POST, url: "v1/invitations/\(invitationID)/accept", query: [], body: [], as: Membership.self)
+    /// `POST /v1/invitations/{invitation_id}/accept`: makes the token's account a member; `claim`
+    /// is the joining device's member key for an end-to-end encrypted suite.
+    public func acceptInvitation(invitationID: String, claim: InvitationClaim? = nil) async throws(SyncError) -> Membership {
+        let body = try claim.map { claim throws(SyncError) in try Self.encode(claim) } ?? []
+        return try await send(.POST, url: "v1/invitations/\(invitationID)/accept", query: [], body: body, as: Membership.self)
+    }
+
+    /// `PUT invitations/{id}/keys`: hands this encrypted suite's keys, sealed, to the device that
+    /// accepted the invitation whose public id is `id`, with the member's admission.
+    public func handOverKeys(invitation id: String, _ keys: InvitationKeys) async throws(SyncError) -> InvitationInfo {
+        try await send(.PUT, path: "invitations/\(Self.pathSegment(id))/keys", query: [], body: try Self.encode(keys), as: InvitationInfo.self)
     }
 
     private static func encode(_ value: some Encodable) throws(SyncError) -> [UInt8] {

@@ -88,7 +88,28 @@ extension SyncEngine {
                 opened.append(try sealer.open(entry))
             } catch .unknownEpoch(let epoch) {
                 // Not tampering: the suite's key was rotated since this device got its keys. Nothing
-                // is applied until it has the new key.
+                // is applied until it has the new key. In a shared suite the key bags hand it over:
+                // taken before the step is tried again (`adoptSharedEpochs`).
+                if sealer.keys.sharing != nil, epoch > (unadoptableEpoch ?? 0) {
+                    needsSharedEpochs = true
+                    throw SyncError(
+                        .unavailable,
+                        code: .staleKeyEpoch,
+                        "the key of \(client.suite) was rotated (epoch \(epoch)): taking the new key from the suite's key bags"
+                    )
+                }
+                if sealer.keys.sharing != nil {
+                    var error = SyncError(
+                        .local,
+                        code: .staleKeyEpoch,
+                        """
+                        the key of \(client.suite) was rotated (epoch \(epoch)), and no key bag the server holds hands it to this device \
+                        signed by the suite's owner key: the server may be withholding or forging it, or this account was removed
+                        """
+                    )
+                    error.remedy = .pairAgain
+                    throw error
+                }
                 var error = SyncError(
                     .local,
                     code: .staleKeyEpoch,
@@ -110,6 +131,35 @@ extension SyncEngine {
             )
         }
         return (opened, refused)
+    }
+
+    /// Takes the epochs after this device's newest that the suite's key bags hand it (a suite
+    /// shared between accounts, rotated since: `SuiteKeys.adopting`, which checks the owner key's
+    /// signature), writing them to the key file first; true if there were any. When there were
+    /// none, the epoch the entries needed is remembered, so that the step reports it rather than
+    /// trying again.
+    func adoptSharedEpochs() async throws(SyncError) -> Bool {
+        let needed = needsSharedEpochs
+        needsSharedEpochs = false
+        guard let keyFile, let keys = sealer?.keys, keys.sharing != nil else { return false }
+        if reloadKeys() { return true }
+        guard let adopted = keys.adopting(try await client.keyBags()) else {
+            if needed { unadoptableEpoch = keys.currentEpoch + 1 }
+            return false
+        }
+        try adopted.write(to: keyFile)
+        sealer = EntrySealer(keys: adopted)
+        unadoptableEpoch = nil
+        logger.notice(
+            "took the suite's new key from its key bags: epoch \(adopted.currentEpoch)",
+            metadata: ["suite": "\(client.suite)"]
+        )
+        return true
+    }
+
+    /// `adoptSharedEpochs`, when a step found entries under an epoch this device lacks.
+    func adoptSharedEpochsIfNeeded() async throws(SyncError) {
+        if needsSharedEpochs { _ = try await adoptSharedEpochs() }
     }
 
     /// Reads the key file again; true if it now has a newer epoch than the keys in use (the suite

@@ -67,6 +67,11 @@ public actor SyncEngine {
     var sealer: EntrySealer?
     /// Where the keys were read from, to read them again after a rotation (`reloadKeys`).
     var keyFile: String?
+    /// Whether a step found entries sealed under an epoch this device lacks, in a shared suite:
+    /// the next one takes it from the key bags first (`adoptSharedEpochs`).
+    var needsSharedEpochs = false
+    /// The epoch the key bags did not hand this device when it last looked: reported, not retried.
+    var unadoptableEpoch: UInt32?
     /// For a suite another account shares with this one: whose it is and this account's role (a
     /// `read` member's engine never pushes); nil for the account's own suite.
     public nonisolated let shared: Membership?
@@ -278,6 +283,7 @@ public actor SyncEngine {
     private func pullOnce() async throws(SyncError) -> SyncReport {
         await enter(.pull)
         defer { leave(.pull) }
+        try await adoptSharedEpochsIfNeeded()
         let state = try local { try defaults.syncState() }
         guard let cursor = state.cursor else {
             let report = try await join()
@@ -760,7 +766,7 @@ public actor SyncEngine {
                 // Sealed under a key the suite no longer takes: sealed again (marks kept) once this
                 // device has the new key; at once if the key file has it already (rotated here).
                 try local { try defaults.setInFlightBatch(nil) }
-                if reloadKeys() {
+                if try await adoptSharedEpochs() || reloadKeys() {
                     throw SyncError(.unavailable, code: .staleKeyEpoch, "the suite's keys were rotated: sealing the changes again")
                 }
                 // Ahead of the server (a rotation whose key bag was never stored) or behind it.
@@ -914,6 +920,7 @@ public actor SyncEngine {
         if restoredIncarnation(known: try local({ try defaults.syncState() }).serverIncarnation) != nil {
             throw SyncError(.unavailable, "the server was restored from a backup: reading the suite again")
         }
+        try await adoptSharedEpochsIfNeeded()
         _ = try apply(entries, cursor: cursor)
         succeeded()
         updateStatus { $0.cursor = cursor ?? $0.cursor }

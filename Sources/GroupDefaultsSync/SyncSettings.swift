@@ -43,6 +43,10 @@ public struct SyncSettings: Sendable, Equatable {
         self.shared = shared
     }
 
+    /// The suite name the keys of `defaults` are bound to: the owner's name for a suite another
+    /// account shares with this one (the name in every sealed entry), else the suite's own.
+    public func keysSuite(of defaults: SharedDefaults) -> String { shared?.suite ?? defaults.suiteName }
+
     /// The settings stored in `defaults`; nil when the suite is not synced.
     public static func stored(in defaults: SharedDefaults) throws(SyncError) -> SyncSettings? {
         let state: SyncState
@@ -75,7 +79,7 @@ public struct SyncSettings: Sendable, Equatable {
     /// sync.
     public func store(in defaults: SharedDefaults) throws(SyncError) {
         _ = try TokenFile.read(tokenFile)
-        if let keyFile { _ = try SuiteKeys.read(from: keyFile, suite: defaults.suiteName) }
+        if let keyFile { _ = try SuiteKeys.read(from: keyFile, suite: keysSuite(of: defaults)) }
         for pattern in localOnlyKeys {
             do { _ = try GlobPattern(pattern) } catch { throw SyncError(.local, "local-only keys: \(error)") }
         }
@@ -140,7 +144,7 @@ extension SyncEngine {
         client.connectTimeout = options.connectTimeout
         let keys: SuiteKeys?
         do {
-            keys = try settings.keyFile.map { path throws(SyncError) in try SuiteKeys.read(from: path, suite: defaults.suiteName) }
+            keys = try settings.keyFile.map { path throws(SyncError) in try SuiteKeys.read(from: path, suite: settings.keysSuite(of: defaults)) }
         } catch {
             // A key file that cannot be used stops every step: what `status` (another process) shows too.
             SyncHealth.recordStartFailure(error, in: defaults)

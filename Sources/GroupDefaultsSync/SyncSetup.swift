@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Crypto
 public import Foundation
 import GroupDefaults
 public import GroupDefaultsWire
@@ -180,6 +181,10 @@ public struct SyncSetup: Sendable {
     /// exists here, unless it is a copy of this same shared suite (an account removed and invited
     /// again joins with the copy it kept).
     ///
+    /// For an end-to-end encrypted suite, the device sends a member key of its own with its
+    /// acceptance, with a proof made from the code, and waits until a device of the owner hands
+    /// it the suite's keys, sealed to that key (`KeyHandover`): the owner's `share` runs meanwhile.
+    ///
     /// - Throws: `SyncError` (`invitationNotFound`, `invitationUsed`, `invitationExpired`,
     ///   `memberConflict`, `authenticationNeeded`, what a request can throw), `SyncSetup.Refusal`
     ///   (`localSuiteExists`); nothing was changed on either side then.
@@ -212,11 +217,23 @@ public struct SyncSetup: Sendable {
         } catch let error as SharedDefaultsError where error.code == .suiteNotFound {
             // Free: the suite is made once the server made the membership.
         }
-        let membership = try await setup.withClient(suite: "-") { client in try await client.acceptInvitation(invitationID: id) }
+        let member = offered.encrypted == true ? KeyHandover.claim(code: code) : nil
+        let membership = try await setup.withClient(suite: "-") { client in
+            try await client.acceptInvitation(invitationID: id, claim: member?.claim)
+        }
         setup.shared = membership
         setup.keys = .unchanged
         setup.keyFile = nil
+        var keyFile: String?
         do {
+            if let member {
+                let path = KeyFileName.defaultPath(suite: name, server: server, token: try TokenFile.read(setup.tokenFile), beside: setup.tokenFile)
+                if FileManager.default.fileExists(atPath: path) { throw Refusal(.keyFileExists, suite: name, path: path) }
+                let keys = try await setup.receiveKeys(code: code, memberKey: member.memberKey, suite: offered.suite, expires: offered.expires)
+                try keys.write(to: path)
+                keyFile = path
+                setup.keyFile = path
+            }
             let result = try await setup.configureShared(suite: name, directory: directory)
             return Joined(membership: membership, localName: name, result: result)
         } catch {
@@ -225,8 +242,43 @@ public struct SyncSetup: Sendable {
             _ = try? await setup.withClient(suite: name) { client in
                 try await client.removeMember(try await client.members().account)
             }
+            if let keyFile { try? FileManager.default.removeItem(atPath: keyFile) }
             throw error
         }
+    }
+
+    /// How long a joining device waits, at least, for the owner's device to hand over the keys.
+    static let keyHandoverWait: TimeInterval = 600
+
+    /// Waits until the owner's device hands over the keys of the invitation of `code` (until it
+    /// expires, and at least `keyHandoverWait`), and opens them.
+    private func receiveKeys(
+        code: InvitationCode,
+        memberKey: Curve25519.KeyAgreement.PrivateKey,
+        suite: String,
+        expires: String
+    ) async throws
+        -> SuiteKeys
+    {
+        let deadline = max(TypedJSONDate.parse(expires) ?? Date(), Date().addingTimeInterval(Self.keyHandoverWait))
+        let sealed = try await withClient(suite: "-") { client in
+            while true {
+                do throws(SyncError) {
+                    if let sealed = try await client.invitation(invitationID: code.invitationID).keys { return sealed }
+                } catch {
+                    if !error.isTransient { throw error }
+                }
+                guard Date() < deadline else {
+                    throw SyncError(
+                        .rejected,
+                        code: .invitationExpired,
+                        "no device of the suite's owner handed over its keys in time: ask for a new invitation, and keep `share` running until it is used"
+                    )
+                }
+                try await Task.sleep(for: DevicePairing.pollInterval)
+            }
+        }
+        return try KeyHandover.open(sealed, memberKey: memberKey, code: code, suite: suite)
     }
 
     /// Configures another device of a member account for a suite `owner` shares with it (the
@@ -250,6 +302,10 @@ public struct SyncSetup: Sendable {
     }
 
     // MARK: - Keys
+
+    /// The suite name a local suite's keys are bound to: the owner's name for a suite another
+    /// account shares with this one (the name in every sealed entry), else the suite's own.
+    private func keysSuite(_ suite: String) -> String { shared?.suite ?? suite }
 
     /// The key file this configuration uses, nil for a plain suite, and the recovery key of new keys.
     private func prepareKeys(suite: String, previous: SyncSettings?) async throws -> (path: String, newRecoveryKey: RecoveryKey?)? {
@@ -281,7 +337,7 @@ public struct SyncSetup: Sendable {
         }
         if isNew {
             if let named, FileManager.default.fileExists(atPath: named) {
-                _ = try SuiteKeys.read(from: named, suite: suite)  // named, or configured before: keep its keys
+                _ = try SuiteKeys.read(from: named, suite: keysSuite(suite))  // named, or configured before: keep its keys
                 return (named, nil)
             }
             let path = try named ?? defaultPath()
@@ -291,7 +347,7 @@ public struct SyncSetup: Sendable {
             return (path, recovery)
         }
         if let keyFile {
-            _ = try SuiteKeys.read(from: keyFile, suite: suite)
+            _ = try SuiteKeys.read(from: keyFile, suite: keysSuite(suite))
             return (keyFile, nil)
         }
         if let kept = previous?.keyFile { return (kept, nil) }
@@ -332,7 +388,7 @@ public struct SyncSetup: Sendable {
     /// to `keyFile`, or by default to the file named for the suite, the server and the new token.
     private func pairedKeys(code: PairingCode, deviceName: String?, suite: String, keyFile: String?) async throws -> String {
         // A key file named that exists must hold this suite's keys only.
-        if let keyFile, FileManager.default.fileExists(atPath: keyFile) { _ = try SuiteKeys.read(from: keyFile, suite: suite) }
+        if let keyFile, FileManager.default.fileExists(atPath: keyFile) { _ = try SuiteKeys.read(from: keyFile, suite: keysSuite(suite)) }
         guard !FileManager.default.fileExists(atPath: tokenFile) else { throw Refusal(.tokenFileExists, suite: suite, path: tokenFile) }
         let (token, keys) = try await withClient(
             suite: suite,

@@ -19,18 +19,44 @@ public struct SignedKeyBag: Codable, Sendable, Hashable {
     /// The signature of `KeyBagSignature.message` by the previous epoch's signing key or the
     /// recovery key's (Ed25519, base64); nil for epoch 1.
     public var signature: String?
+    /// In a suite shared between accounts, the epoch's key for the suite's accounts (`SharedKeyBag`).
+    public var shared: SharedKeyBag?
 
-    /// A key bag: `bundle` with `verifyKey`, signed as `signature`.
-    public init(bundle: String?, verifyKey: String, signature: String?) {
+    /// A key bag: `bundle` with `verifyKey`, signed as `signature`, with `shared` for a shared suite.
+    public init(bundle: String?, verifyKey: String, signature: String?, shared: SharedKeyBag? = nil) {
         self.bundle = bundle
         self.verifyKey = verifyKey
         self.signature = signature
+        self.shared = shared
     }
 
     enum CodingKeys: String, CodingKey {
         case bundle
         case verifyKey = "verify_key"
-        case signature
+        case signature, shared
+    }
+}
+
+/// The part of a key bag that hands an epoch's key to the devices of a suite shared between
+/// accounts, so that they take the new epoch without pairing: the key sealed once for the owner's
+/// devices (under the owner seal key) and once to each member account's member key (HPKE), the
+/// whole signed by the suite's owner key. The accounts it is sealed to are the suite's accounts at
+/// that epoch: a removed member's is not among them. The server cannot open or forge it.
+public struct SharedKeyBag: Codable, Sendable, Hashable {
+    /// The key sealed for the owner's devices (ChaCha20-Poly1305, base64: nonce, ciphertext, tag).
+    public var owner: String
+    /// The key sealed to each member account's key, by account (HPKE base mode, base64: the
+    /// encapsulated key, then the sealed key).
+    public var members: [String: String]
+    /// The owner key's signature (Ed25519, base64) of the suite, the epoch and every sealed copy
+    /// with whom it is for.
+    public var signature: String
+
+    /// A shared bag as described.
+    public init(owner: String, members: [String: String], signature: String) {
+        self.owner = owner
+        self.members = members
+        self.signature = signature
     }
 }
 
@@ -67,12 +93,15 @@ public struct KeyBags: Codable, Sendable, Hashable {
     public var signatures: [String: String]
     /// The anchor: each epoch's verify key and the recovery key's; nil until a device stored it.
     public var anchor: KeyAnchor?
+    /// The shared part of each bag that has one (`SharedKeyBag`), by epoch.
+    public var shared: [String: SharedKeyBag]
 
-    /// Key bags of `epochs`, signed as `signatures`, under `anchor`.
-    public init(epochs: [String: String], signatures: [String: String] = [:], anchor: KeyAnchor? = nil) {
+    /// Key bags of `epochs`, signed as `signatures`, under `anchor`, with the `shared` parts.
+    public init(epochs: [String: String], signatures: [String: String] = [:], anchor: KeyAnchor? = nil, shared: [String: SharedKeyBag] = [:]) {
         self.epochs = epochs
         self.signatures = signatures
         self.anchor = anchor
+        self.shared = shared
     }
 
     /// The newest epoch the server holds a key bag for (0 if none).
@@ -83,6 +112,7 @@ public struct KeyBags: Codable, Sendable, Hashable {
         epochs = try container.decode([String: String].self, forKey: .epochs)
         signatures = try container.decodeIfPresent([String: String].self, forKey: .signatures) ?? [:]
         anchor = try container.decodeIfPresent(KeyAnchor.self, forKey: .anchor)
+        shared = try container.decodeIfPresent([String: SharedKeyBag].self, forKey: .shared) ?? [:]
     }
 }
 

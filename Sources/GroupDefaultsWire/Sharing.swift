@@ -94,6 +94,14 @@ public struct InvitationInfo: Codable, Sendable, Hashable {
     public var state: State
     /// The account that accepted it (`accepted_by`), once accepted.
     public var acceptedBy: String?
+    /// Whether the suite is end-to-end encrypted: the joining device then sends a claim with its
+    /// acceptance and waits for the suite's keys (`keys`), which a device of the owner hands over.
+    public var encrypted: Bool?
+    /// The accepting device's member key and proof, for the owner's device (an encrypted suite).
+    public var claim: InvitationClaim?
+    /// The suite's keys sealed to the claim's member key (base64), once the owner's device handed
+    /// them over: only the joining device opens them.
+    public var keys: String?
 
     /// An invitation as described.
     public init(
@@ -123,6 +131,68 @@ public struct InvitationInfo: Codable, Sendable, Hashable {
         case createdBy = "created_by"
         case created, expires, state
         case acceptedBy = "accepted_by"
+        case encrypted, claim, keys
+    }
+}
+
+/// `POST /v1/invitations/{id}/accept`'s body for an end-to-end encrypted suite: the joining
+/// device's new member key (X25519, base64) and its proof that it knows the code (HMAC-SHA256 under
+/// a key derived from the code, base64), so that the server cannot put a key of its own in its place.
+public struct InvitationClaim: Codable, Sendable, Hashable {
+    /// The member key's public half (base64).
+    public var memberKey: String
+    /// The proof (base64).
+    public var proof: String
+
+    /// A claim as described.
+    public init(memberKey: String, proof: String) {
+        self.memberKey = memberKey
+        self.proof = proof
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case memberKey = "member_key"
+        case proof
+    }
+}
+
+/// A member account's key vouched for by the suite's owner key: the Ed25519 signature (base64) of
+/// the suite, the account, the member key and the epoch the suite was at when it was admitted. The
+/// owner's devices seal each new epoch's key to the member keys they can check this way.
+public struct MemberAdmission: Codable, Sendable, Hashable {
+    /// The member key's public half (X25519, base64).
+    public var memberKey: String
+    /// The suite's key epoch when the member was admitted.
+    public var epoch: UInt32
+    /// The owner key's signature (base64).
+    public var signature: String
+
+    /// An admission as described.
+    public init(memberKey: String, epoch: UInt32, signature: String) {
+        self.memberKey = memberKey
+        self.epoch = epoch
+        self.signature = signature
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case memberKey = "member_key"
+        case epoch, signature
+    }
+}
+
+/// `PUT /v1/suites/{suite}/invitations/{id}/keys`: the owner's device hands the suite's keys to
+/// the device that accepted an invitation to an end-to-end encrypted suite, sealed to its member
+/// key, and records the member's admission.
+public struct InvitationKeys: Codable, Sendable, Hashable {
+    /// The sealed keys (base64).
+    public var keys: String
+    /// The member's admission.
+    public var admission: MemberAdmission
+
+    /// A hand-over as described.
+    public init(keys: String, admission: MemberAdmission) {
+        self.keys = keys
+        self.admission = admission
     }
 }
 
@@ -172,13 +242,16 @@ public struct MemberList: Codable, Sendable, Hashable {
         /// Its devices that pushed or pulled the suite, with when they were last seen; nil when the
         /// asking account may not see them.
         public var devices: [DeviceInfo]?
+        /// In an end-to-end encrypted suite, its member key as the owner key admitted it.
+        public var admission: MemberAdmission?
 
         /// A member as described.
-        public init(account: String, role: SuiteRole, added: String?, devices: [DeviceInfo]?) {
+        public init(account: String, role: SuiteRole, added: String?, devices: [DeviceInfo]?, admission: MemberAdmission? = nil) {
             self.account = account
             self.role = role
             self.added = added
             self.devices = devices
+            self.admission = admission
         }
     }
 

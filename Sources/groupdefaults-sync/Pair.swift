@@ -44,5 +44,5 @@ func encryption(of defaults: SharedDefaults, or plainSuite: String) throws -> (s
     guard let settings = try SyncSettings.stored(in: defaults), let keyFile = settings.keyFile else {
         throw CommandFailure("\(defaults.suiteName) is not end-to-end encrypted: \(plainSuite)")
     }
-    return (settings, keyFile, try SuiteKeys.read(from: keyFile, suite: defaults.suiteName))
+    return (settings, keyFile, try SuiteKeys.read(from: keyFile, suite: settings.keysSuite(of: defaults)))
 }

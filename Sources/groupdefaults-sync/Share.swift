@@ -17,6 +17,12 @@ extension SyncCommand {
                 (default 24h; 60s to 30d); the server never sees it, only an id derived from it. \
                 `invitations SUITE` lists them and revokes one.
 
+                An end-to-end encrypted suite is shared from a device of its owner (one that holds \
+                the owner key: set up from the recovery key, or paired with one). The command then \
+                waits until the code is used (keep it running, as `pair`): the joining device sends \
+                a key of its own with a proof made from the code, and this device hands it the \
+                suite's keys sealed to that key, which the server can neither read nor replace.
+
                 Example: groupdefaults-sync share family --role write --expires 2h
                 """
         )
@@ -59,6 +65,10 @@ extension SyncCommand {
                 output(
                     "Give the code to the person invited; on a device of their account: groupdefaults-sync configure --invitation CODE --server URL --token-file THEIR.token"
                 )
+                guard await engine.isEncrypted else { return }
+                output("waiting for the invited device to join, to hand it the suite's keys (keep this running) …")
+                let handed = try await engine.handOverKeys(code: code, invitation: invitation)
+                output("handed the keys of \(suite) to \(printable(handed.acceptedBy ?? "?"))'s device")
             }
         }
     }
@@ -149,7 +159,11 @@ extension SyncCommand {
             discussion: """
                 For the suite's owner (any member) and admin members (read and write members). The \
                 removed account's devices keep the values they hold, which stop changing; their \
-                requests are refused from now on and their open event streams end.
+                requests are refused from now on and their open event streams end. In an \
+                end-to-end encrypted suite (owner only), this device then rotates the suite's keys: \
+                the new key is sealed for the owner's devices and the remaining members' keys, so \
+                that nothing written from then on opens with what the removed account holds, and \
+                the other devices take it without pairing.
 
                 Example: groupdefaults-sync unshare family --account bob
                 """
@@ -162,10 +176,17 @@ extension SyncCommand {
 
         func run() async throws {
             try await withConfiguredEngine(options, server, suite) { _, engine in
-                do { try await engine.unshare(account: account) } catch let error as SyncError where error.code == .notFound {
+                let rotation: KeyRotation.Outcome?
+                do { rotation = try await engine.unshare(account: account) } catch let error as SyncError where error.code == .notFound {
                     throw CommandFailure("\(printable(account)) is not a member of \(suite); nothing was changed")
                 }
                 output("\(printable(account)) no longer shares \(suite)")
+                if let rotation {
+                    output(
+                        "rotated \(suite) to key epoch \(rotation.keys.currentEpoch): \(rotation.resealed) entries sealed again; the other devices take the new key without pairing"
+                    )
+                    for refused in rotation.refused { output("not sealed again: \(refused.key ?? refused.keyID): \(refused.reason)") }
+                }
             }
         }
     }

@@ -182,7 +182,8 @@ struct EnvelopeTests {
             names: Self.keys.names,
             epochs: [1: SymmetricKey(size: .bits256), 2: SymmetricKey(size: .bits256)],
             recoveryPublicKey: Self.keys.recoveryPublicKey,
-            recoveryVerifyKey: nil
+            recoveryVerifyKey: nil,
+            sharing: nil
         )
         let forged = try planted.signedKeyBag(epoch: 2)
         #expect(SuiteKeys(recoveryKey: Self.recovery, suite: Self.suite, keyBags: bags([UInt32(2): forged])).currentEpoch == 1)

@@ -39,6 +39,7 @@ package func buildRouter(storage: any ServerStorage, configuration: ServerConfig
     token.post("suites/{suite}/invitations") { request, context in try await sharing.invite(request, context) }
     token.get("suites/{suite}/invitations") { request, context in try await sharing.invitations(request, context) }
     token.delete("suites/{suite}/invitations/{invitation}") { request, context in try await sharing.revoke(request, context) }
+    token.put("suites/{suite}/invitations/{invitation}/keys") { request, context in try await sharing.handOverKeys(request, context) }
     token.get("suites/{suite}/members") { request, context in try await sharing.members(request, context) }
     token.delete("suites/{suite}/members/{account}") { request, context in try await sharing.remove(request, context) }
     token.get("invitations/{invitation}") { request, context in try await sharing.describe(request, context) }
@@ -130,7 +131,6 @@ struct SyncRoutes: Sendable {
         let access = try await authorized(request, context, need: .write)
         let (token, suite) = (access.token, access.deviceSuite)
         let body = try await JSONBody.decode(PushRequest.self, from: request, limit: configuration.limits.maxBodyBytes)
-        if body.ops.contains(where: { $0.sealed != nil }) { try await access.checkMayEncrypt(storage) }
         var push = try PushValidation.prepare(body, limits: configuration.limits)
         if access.isShared { push.account = token.account }
         // The device is the body's `device_id`; its last push is one the server answered.
@@ -257,7 +257,6 @@ struct SyncRoutes: Sendable {
     /// `PUT …/key-bags`: stores the suite's anchor (`KeyBagRule.anchor`).
     func anchorKeyBags(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let access = try await authorized(request, context, need: .write)
-        try await access.checkMayEncrypt(storage)
         let anchor = try await JSONBody.decode(KeyAnchor.self, from: request, limit: PairingRoutes.bodyLimit)
         try await storage.anchorKeyBags(account: access.owner, suite: access.suite, anchor: anchor)
         return try JSONBody.response(KeyBagRule.answer(try await storage.keyBags(account: access.owner, suite: access.suite)))
@@ -267,10 +266,10 @@ struct SyncRoutes: Sendable {
     /// `KeyBagRule.put`).
     func putKeyBag(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let access = try await authorized(request, context, need: .write)
-        try await access.checkMayEncrypt(storage)
         let epoch = try Query.decimal(context.parameters.get("epoch") ?? "", name: "epoch")
         guard epoch >= 1, epoch <= UInt64(UInt32.max) else { throw APIError.malformed("epoch must be 1 to \(UInt32.max)") }
         let bag = try await JSONBody.decode(SignedKeyBag.self, from: request, limit: PairingRoutes.bodyLimit)
+        try await access.checkMayRotate(storage, bag: bag)
         try await storage.putKeyBag(account: access.owner, suite: access.suite, epoch: UInt32(epoch), bag: bag)
         return try JSONBody.response(KeyBagRule.answer(try await storage.keyBags(account: access.owner, suite: access.suite)))
     }

@@ -15,8 +15,8 @@ struct SharingRoutes: Sendable {
         let access = try await SuiteAccess.check(request, context, need: .share, sharing: storage)
         let body = try await JSONBody.decode(InvitationRequest.self, from: request, limit: 4096)
         try Self.checkID(body.invitationID)
-        try SharingRule.mayInvite(access.role, giving: body.role)
-        try await checkPlain(owner: access.owner, suite: access.suite)
+        let encrypted = try await isEncrypted(owner: access.owner, suite: access.suite)
+        try SharingRule.mayInvite(access.role, giving: body.role, encrypted: encrypted)
         let lifetime = body.expiresIn ?? InvitationRequest.defaultLifetime
         guard InvitationRequest.lifetimes.contains(lifetime) else {
             throw APIError.malformed("expires_in must be 60 seconds to 30 days (\(InvitationRequest.lifetimes.upperBound) seconds)")
@@ -33,13 +33,15 @@ struct SharingRoutes: Sendable {
             lifetime: TimeInterval(lifetime)
         )
         try await storage.createInvitation(invitation, now: now)
+        var info = invitation.info(at: now)
+        info.encrypted = encrypted
         try await audit(
             .invitationCreate,
             context,
             account: access.owner,
             target: "\(invitation.id) (\(body.role.rawValue)) of suite \(access.suite)"
         )
-        return try JSONBody.response(invitation.info(at: now))
+        return try JSONBody.response(info)
     }
 
     /// `GET /v1/suites/{suite}/invitations`: the suite's invitations, for the owner and admins.
@@ -48,7 +50,16 @@ struct SharingRoutes: Sendable {
         try SharingRule.mayManageInvitations(access.role)
         let now = Date()
         let list = try await storage.invitations(owner: access.owner, suite: access.suite)
-        return try JSONBody.response(InvitationList(invitations: list.map { $0.info(at: now) }))
+        let encrypted = try await isEncrypted(owner: access.owner, suite: access.suite)
+        return try JSONBody.response(
+            InvitationList(
+                invitations: list.map {
+                    var info = $0.info(at: now)
+                    info.encrypted = encrypted
+                    return info
+                }
+            )
+        )
     }
 
     /// `DELETE /v1/suites/{suite}/invitations/{invitation}`: revokes one by its public id.
@@ -64,13 +75,19 @@ struct SharingRoutes: Sendable {
 
     /// `GET /v1/invitations/{invitation_id}`: what an invitation offers (owner, suite, role) and
     /// where it stands, for a token holding its id, so that a device can check before accepting.
+    /// For an end-to-end encrypted suite it says so (`encrypted`), and, once the owner's device
+    /// handed them over, carries the suite's keys sealed for the accepting device (`keys`).
     func describe(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let invitation = try await invitation(context)
-        return try JSONBody.response(invitation.info(at: Date()))
+        var info = invitation.info(at: Date())
+        info.encrypted = try await isEncrypted(owner: invitation.owner, suite: invitation.suite)
+        return try JSONBody.response(info)
     }
 
     /// `POST /v1/invitations/{invitation_id}/accept`: makes the token's account a member. The token
-    /// must cover the suite's name (as its owner names it), or it could not use it afterwards.
+    /// must cover the suite's name (as its owner names it), or it could not use it afterwards. For
+    /// an end-to-end encrypted suite the body is the joining device's claim (`InvitationClaim`),
+    /// kept with the invitation for the owner's device, which checks its proof and hands the keys.
     func accept(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let token = context.token
         let invitation = try await invitation(context)
@@ -80,9 +97,15 @@ struct SharingRoutes: Sendable {
         guard !token.readOnly else {
             throw APIError.forbidden("the token is read-only: accept with a token that may write (a read-only token cannot leave the suite either)")
         }
-        // Made while the suite was plain, it joins nobody to a suite sealed since.
-        try await checkPlain(owner: invitation.owner, suite: invitation.suite)
-        let member = try await storage.acceptInvitation(lookup: invitation.lookup, account: token.account, now: Date())
+        var claim: InvitationClaim?
+        if try await isEncrypted(owner: invitation.owner, suite: invitation.suite) {
+            let body = try await JSONBody.decode(InvitationClaim.self, from: request, limit: 4096)
+            guard Self.isKey(body.memberKey), Self.isKey(body.proof) else {
+                throw APIError.malformed("member_key and proof are 32 bytes each, in base64")
+            }
+            claim = body
+        }
+        let member = try await storage.acceptInvitation(lookup: invitation.lookup, account: token.account, claim: claim, now: Date())
         try await audit(
             .memberAdd,
             context,
@@ -92,14 +115,43 @@ struct SharingRoutes: Sendable {
         return try JSONBody.response(Membership(owner: member.owner, suite: member.suite, role: member.role, account: member.account))
     }
 
+    /// `PUT /v1/suites/{suite}/invitations/{invitation}/keys`: the owner's device hands an
+    /// encrypted suite's keys, sealed, to the device that accepted the invitation, and records the
+    /// member's admission (`InvitationKeys`), once.
+    func handOverKeys(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let access = try await SuiteAccess.check(request, context, need: .share, sharing: storage)
+        guard access.role == .owner else {
+            throw APIError(.insufficientRole, "only the owner's devices hand over an end-to-end encrypted suite's keys")
+        }
+        let id = context.parameters.get("invitation") ?? ""
+        let body = try await JSONBody.decode(InvitationKeys.self, from: request, limit: PairingRoutes.bodyLimit)
+        guard let sealed = Data(base64Encoded: body.keys), sealed.count > 32, Self.isKey(body.admission.memberKey),
+            Data(base64Encoded: body.admission.signature)?.count == 64
+        else {
+            throw APIError.malformed(
+                "keys are base64 of the encapsulated key and the sealed keys; an admission's member key 32 bytes, its signature 64"
+            )
+        }
+        let invitation = try await storage.handOverKeys(
+            owner: access.owner,
+            suite: access.suite,
+            id: id,
+            keys: body.keys,
+            admission: body.admission
+        )
+        return try JSONBody.response(invitation.info(at: Date()))
+    }
+
     /// `GET /v1/suites/{suite}/members`: the owner, then the members; the owner and admins also
     /// see each one's devices that used the suite.
     func members(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let access = try await SuiteAccess.check(request, context, need: .read, sharing: storage)
         let members = try await storage.members(owner: access.owner, suite: access.suite)
-        let accounts = [(access.owner, SuiteRole.owner, nil as Date?)] + members.map { ($0.account, $0.role, $0.added as Date?) }
+        let accounts =
+            [(access.owner, SuiteRole.owner, nil as Date?, nil as MemberAdmission?)]
+            + members.map { ($0.account, $0.role, $0.added as Date?, $0.admission) }
         var list: [MemberList.Member] = []
-        for (account, role, added) in accounts {
+        for (account, role, added, admission) in accounts {
             var devices: [DeviceInfo]?
             if access.role.mayAdminister {
                 let name = SharingRule.deviceSuiteName(owner: access.owner, suite: access.suite, account: account)
@@ -113,7 +165,9 @@ struct SharingRoutes: Sendable {
                         )
                     }
             }
-            list.append(MemberList.Member(account: account, role: role, added: added.flatMap(TypedJSONDate.format), devices: devices))
+            list.append(
+                MemberList.Member(account: account, role: role, added: added.flatMap(TypedJSONDate.format), devices: devices, admission: admission)
+            )
         }
         return try JSONBody.response(
             MemberList(owner: access.owner, suite: access.suite, account: access.token.account, you: access.role, members: list)
@@ -130,7 +184,14 @@ struct SharingRoutes: Sendable {
         }
         if let problem = Names.accountProblem(with: target) { throw APIError.malformed(problem) }
         let member = target == access.owner ? nil : try await storage.member(owner: access.owner, suite: access.suite, account: target)
-        try SharingRule.mayRemove(member, target: target, owner: access.owner, by: access.token.account, role: access.role)
+        try SharingRule.mayRemove(
+            member,
+            target: target,
+            owner: access.owner,
+            by: access.token.account,
+            role: access.role,
+            encrypted: try await isEncrypted(owner: access.owner, suite: access.suite)
+        )
         guard try await storage.removeMember(owner: access.owner, suite: access.suite, account: target) else {
             throw APIError.notFound("\(target) is not a member of the suite")
         }
@@ -143,15 +204,14 @@ struct SharingRoutes: Sendable {
         return try JSONBody.response(MemberRemoved(owner: access.owner, suite: access.suite, account: target))
     }
 
-    /// An end-to-end encrypted suite (key bags, an anchor, or a sealed entry) is not shared by this
-    /// version: a member could open none of it.
-    private func checkPlain(owner: String, suite: String) async throws {
-        let bags = try await storage.keyBags(account: owner, suite: suite)
-        let first = try await storage.snapshot(account: owner, suite: suite, after: nil, limit: 1).page().entries.first
-        if !bags.isEmpty || first?.sealed != nil {
-            throw APIError(.suiteEncrypted, "'\(suite)' is end-to-end encrypted, and this server shares plain suites only")
-        }
+    /// Whether the suite is end-to-end encrypted: it has key bags (an anchor), or a sealed entry.
+    private func isEncrypted(owner: String, suite: String) async throws -> Bool {
+        if try await !storage.keyBags(account: owner, suite: suite).isEmpty { return true }
+        return try await storage.snapshot(account: owner, suite: suite, after: nil, limit: 1).entries.first?.sealed != nil
     }
+
+    /// Whether `text` is 32 bytes in base64 (a public key, a proof).
+    private static func isKey(_ text: String) -> Bool { Data(base64Encoded: text)?.count == 32 }
 
     /// Records a change of who shares a suite, by the request's token, from its address.
     private func audit(_ act: AuditRecord.Act, _ context: TokenRequestContext, account: String, target: String) async throws {

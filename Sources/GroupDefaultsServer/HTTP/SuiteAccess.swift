@@ -57,16 +57,17 @@ struct SuiteAccess: Sendable {
         return SuiteAccess(token: token, owner: owner, suite: suite, role: role)
     }
 
-    /// A shared suite stays plain in this version (its members could open nothing sealed): a
-    /// member's sealed op or key bag is refused, and so is the owner's while the suite has members
-    /// (409 `suite_not_encrypted`, as for a plain suite).
-    func checkMayEncrypt(_ sharing: any SharingStore) async throws {
-        let shared: Bool
-        if isShared { shared = true } else { shared = try await sharing.hasMembers(owner: owner, suite: suite) }
-        if shared {
-            throw APIError(
-                .suiteNotEncrypted,
-                "\(owner)'s suite '\(suite)' is shared with other accounts, and this server shares plain suites only: push it in plain"
+    /// Only the owner's devices rotate a shared suite's keys (they alone hold the owner key that
+    /// signs the members' part of a key bag), and a bag of a suite with members carries that part
+    /// (`SignedKeyBag.shared`): else a device of a version that cannot share encrypted suites would
+    /// leave the members behind.
+    func checkMayRotate(_ sharing: any SharingStore, bag: SignedKeyBag) async throws {
+        if isShared {
+            throw APIError(.insufficientRole, "only the owner's devices rotate the keys of \(owner)'s suite '\(suite)'")
+        }
+        if bag.shared == nil, try await sharing.hasMembers(owner: owner, suite: suite) {
+            throw APIError.malformed(
+                "'\(suite)' is shared with other accounts: its key bag carries their part (shared), which this device did not send"
             )
         }
     }

@@ -13,12 +13,16 @@ package struct StoredKeyBag: Codable, Sendable, Hashable {
     package var signature: String?
     /// The recovery key's verify key (base64), on epoch 1's row only.
     package var recoveryVerifyKey: String?
+    /// In a suite shared between accounts, the epoch's key for its accounts (opaque here: devices
+    /// check the owner key's signature).
+    package var shared: SharedKeyBag?
 
-    package init(bundle: String?, verifyKey: String?, signature: String?, recoveryVerifyKey: String? = nil) {
+    package init(bundle: String?, verifyKey: String?, signature: String?, recoveryVerifyKey: String? = nil, shared: SharedKeyBag? = nil) {
         self.bundle = bundle
         self.verifyKey = verifyKey
         self.signature = signature
         self.recoveryVerifyKey = recoveryVerifyKey
+        self.shared = shared
     }
 
     /// How a backend stores it: JSON; a bag an older version stored is its bundle alone.
@@ -43,6 +47,7 @@ package struct StoredKeyBag: Codable, Sendable, Hashable {
         case verifyKey = "verify_key"
         case signature
         case recoveryVerifyKey = "recovery_verify_key"
+        case shared
     }
 }
 
@@ -88,7 +93,7 @@ package enum KeyBagRule {
         }
         let signers = [stored[suiteEpoch]?.verifyKey, anchor.recoveryVerifyKey].compactMap { $0 }
         try check(bag, epoch: epoch, suite: suite, signers: signers)
-        return (epoch, StoredKeyBag(bundle: bag.bundle, verifyKey: bag.verifyKey, signature: bag.signature))
+        return (epoch, StoredKeyBag(bundle: bag.bundle, verifyKey: bag.verifyKey, signature: bag.signature, shared: bag.shared))
     }
 
     /// Takes `anchor` for `suite`, at `suiteEpoch` (0: not encrypted, or no suite record), `written`
@@ -171,16 +176,18 @@ package enum KeyBagRule {
     package static func answer(_ stored: [UInt32: StoredKeyBag]) -> KeyBags {
         var epochs: [String: String] = [:]
         var signatures: [String: String] = [:]
+        var shared: [String: SharedKeyBag] = [:]
         for (epoch, row) in stored where epoch >= 2 {
             epochs[String(epoch)] = row.bundle
             signatures[String(epoch)] = row.signature
+            shared[String(epoch)] = row.shared
         }
         let anchor = stored[1].flatMap { row in
             row.verifyKey.map {
                 KeyAnchor(recoveryVerifyKey: row.recoveryVerifyKey, bags: ["1": SignedKeyBag(bundle: nil, verifyKey: $0, signature: nil)])
             }
         }
-        return KeyBags(epochs: epochs, signatures: signatures, anchor: anchor)
+        return KeyBags(epochs: epochs, signatures: signatures, anchor: anchor, shared: shared)
     }
 
     /// Checks that `bag` is a bag of `epoch` signed by one of `signers` (verify keys, base64).

@@ -14,6 +14,8 @@ package struct StoredMember: Sendable, Hashable, Codable {
     package var added: Date
     /// The account whose invitation it accepted.
     package var invitedBy: String
+    /// In an end-to-end encrypted suite, its member key as the owner key admitted it.
+    package var admission: MemberAdmission?
 
     package init(owner: String, suite: String, account: String, role: SuiteRole, added: Date, invitedBy: String) {
         self.owner = owner
@@ -44,6 +46,10 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
     package var acceptedBy: String?
     package var accepted: Date?
     package var revoked: Date?
+    /// For an end-to-end encrypted suite: the accepting device's member key and proof, then the
+    /// suite's keys sealed to it by the owner's device (opaque here).
+    package var claim: InvitationClaim?
+    package var keys: String?
 
     /// How many invitations one suite may have waiting: a family invites a few people at a time,
     /// and a stolen token cannot fill the store with them.
@@ -99,7 +105,12 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
 
     /// Accepts it for `account`, which `existing` says is or is not yet a member (`SharingRule.join`
     /// decides the rest): once, before it expires, unless revoked.
-    package mutating func accept(by account: String, existing: StoredMember?, now: Date) throws(SyncStorageError) -> StoredMember {
+    package mutating func accept(
+        by account: String,
+        existing: StoredMember?,
+        claim: InvitationClaim? = nil,
+        now: Date
+    ) throws(SyncStorageError) -> StoredMember {
         switch state(at: now) {
         case .accepted:
             throw SyncStorageError(.invitationUsed, "the invitation was already used: each invitation adds one account; ask for a new one")
@@ -120,7 +131,26 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
         )
         acceptedBy = account
         accepted = now
+        self.claim = claim
         return member
+    }
+
+    /// Takes the suite's keys sealed for the device that accepted it (an encrypted suite), once,
+    /// and admits its member key into `member`, the accepting account's record.
+    package mutating func handOver(keys: String, admission: MemberAdmission, to member: inout StoredMember?) throws(SyncStorageError) {
+        guard let acceptedBy, let claim else {
+            throw SyncStorageError(.invitationNotFound, "the invitation was not accepted with a member key: there is nothing to hand over")
+        }
+        guard self.keys == nil else { throw SyncStorageError(.invitationUsed, "the suite's keys were handed over already") }
+        guard var found = member, found.account == acceptedBy else {
+            throw SyncStorageError(.notAMember, "\(acceptedBy) is no longer a member of the suite: the keys were not handed over")
+        }
+        guard admission.memberKey == claim.memberKey else {
+            throw SyncStorageError(.malformed, "the admission is of another member key than the one the invitation was accepted with")
+        }
+        self.keys = keys
+        found.admission = admission
+        member = found
     }
 
     /// Revokes it for an account of `role` (`SharingRule.mayRevoke`): nobody can accept it
@@ -137,7 +167,7 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
 
     /// It as `/v1` describes it.
     package func info(at now: Date) -> InvitationInfo {
-        InvitationInfo(
+        var info = InvitationInfo(
             id: id,
             owner: owner,
             suite: suite,
@@ -148,6 +178,9 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
             state: state(at: now),
             acceptedBy: acceptedBy
         )
+        info.claim = claim
+        info.keys = keys
+        return info
     }
 }
 
@@ -164,8 +197,16 @@ package enum SharingRule {
 
     /// Whether `inviter` (its role) may make an invitation giving `role`: the owner any member's
     /// role, an admin `read` and `write`.
-    package static func mayInvite(_ inviter: SuiteRole, giving role: SuiteRole) throws(SyncStorageError) {
+    /// In an end-to-end `encrypted` suite only the owner invites: the owner's devices alone hold
+    /// the owner key that vouches for a member's key.
+    package static func mayInvite(_ inviter: SuiteRole, giving role: SuiteRole, encrypted: Bool = false) throws(SyncStorageError) {
         guard role != .owner else { throw SyncStorageError(.malformed, "an invitation gives read, write or admin; a suite has one owner") }
+        if encrypted, inviter != .owner {
+            throw SyncStorageError(
+                .insufficientRole,
+                "only the owner invites to an end-to-end encrypted suite: its devices alone hold the key that vouches for a member's key"
+            )
+        }
         guard inviter.mayAdminister else {
             throw SyncStorageError(
                 .insufficientRole,
@@ -194,13 +235,15 @@ package enum SharingRule {
     }
 
     /// Whether `remover` (`account`, with its role) may remove `member` from the suite: anyone but
-    /// the owner may leave; the owner removes anyone; an admin removes `read` and `write` members.
+    /// the owner may leave; the owner removes anyone; an admin removes `read` and `write` members,
+    /// except from an end-to-end `encrypted` suite, where removing rotates its keys.
     package static func mayRemove(
         _ member: StoredMember?,
         target: String,
         owner: String,
         by account: String,
-        role: SuiteRole
+        role: SuiteRole,
+        encrypted: Bool = false
     ) throws(SyncStorageError) {
         if target == owner {
             throw SyncStorageError(
@@ -217,6 +260,12 @@ package enum SharingRule {
         }
         if member.role == .admin, role != .owner {
             throw SyncStorageError(.insufficientRole, "only the suite's owner removes an admin member")
+        }
+        if encrypted, role != .owner {
+            throw SyncStorageError(
+                .insufficientRole,
+                "only the owner removes a member of an end-to-end encrypted suite: its devices alone seal the next key epoch for the others"
+            )
         }
     }
 

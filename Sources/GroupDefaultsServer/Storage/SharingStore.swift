@@ -24,9 +24,14 @@ package protocol SharingStore: Sendable {
     /// The invitations of `owner`'s `suite` still kept, newest first.
     func invitations(owner: String, suite: String) async throws -> [StoredInvitation]
     /// Accepts the invitation under `lookup` for `account` (`StoredInvitation.accept`) and stores
-    /// the membership it makes, in one transaction. `invitationNotFound`, `invitationUsed`,
+    /// the membership it makes, in one transaction, keeping `claim` (an encrypted suite's joining
+    /// device's member key) with the invitation. `invitationNotFound`, `invitationUsed`,
     /// `invitationExpired`, `memberConflict`.
-    func acceptInvitation(lookup: String, account: String, now: Date) async throws -> StoredMember
+    func acceptInvitation(lookup: String, account: String, claim: InvitationClaim?, now: Date) async throws -> StoredMember
+    /// Stores the keys the owner's device sealed for the device that accepted the invitation of
+    /// `owner`'s `suite` whose public id is `id`, and the member's admission, in one transaction
+    /// (`StoredInvitation.handOver`). `invitationNotFound`, `invitationUsed`, `notAMember`.
+    func handOverKeys(owner: String, suite: String, id: String, keys: String, admission: MemberAdmission) async throws -> StoredInvitation
     /// Revokes the invitation of `owner`'s `suite` whose public id is `id`, for an account of
     /// `role` (`StoredInvitation.revoke`). `invitationNotFound`, `insufficientRole`,
     /// `invitationUsed`, `invitationExpired`.
@@ -36,4 +41,11 @@ package protocol SharingStore: Sendable {
     /// suite's waits on every instance, so that the removed account's open event streams re-check
     /// their access at once. Returns false, having changed nothing, when it was not a member.
     func removeMember(owner: String, suite: String, account: String) async throws -> Bool
+}
+
+extension SharingStore {
+    /// Accepts the invitation under `lookup` for `account` with no claim (a plain suite).
+    package func acceptInvitation(lookup: String, account: String, now: Date) async throws -> StoredMember {
+        try await acceptInvitation(lookup: lookup, account: account, claim: nil, now: now)
+    }
 }

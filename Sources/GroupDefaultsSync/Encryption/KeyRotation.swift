@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import GroupDefaults
 import GroupDefaultsWire
@@ -39,11 +40,15 @@ public enum KeyRotation {
     /// `recoveryKey`, if given, signs the new epoch's key bag when this device lacks the key of
     /// the server's current epoch (a bag stored with a key of someone else's choosing); otherwise
     /// the current epoch's key signs it.
+    /// In a suite shared with other accounts, the new epoch's key is also sealed for the owner's
+    /// devices and to each member's key (`SharedKeyBag`), except `removed`'s, so that they take it
+    /// without pairing.
     public static func rotate(
         _ engine: SyncEngine,
         keys: SuiteKeys,
         keyFile: String,
-        recoveryKey: RecoveryKey? = nil
+        recoveryKey: RecoveryKey? = nil,
+        excluding removed: Set<String> = []
     ) async throws(SyncError) -> Outcome {
         var keys = keys
         if let recoveryKey {
@@ -78,7 +83,10 @@ public enum KeyRotation {
         // The next epoch's key made by a run that failed before its bag was stored is used again.
         let new = keys.currentEpoch == serverEpoch + 1 ? keys : try keys.rotated(after: serverEpoch)
         let epoch = new.currentEpoch
-        let bag = try new.signedKeyBag(epoch: epoch, recoveryKey: recoveryKey)  // before the file: a device that cannot sign changes nothing
+        var bag = try new.signedKeyBag(epoch: epoch, recoveryKey: recoveryKey)  // before the file: a device that cannot sign changes nothing
+        if let members = try await sharedMembers(engine, keys: new, bags: serverBags, excluding: removed) {
+            bag.shared = try new.sharedKeyBag(epoch: epoch, members: members)
+        }
         try new.write(to: keyFile)
         do {
             try await engine.client.putKeyBag(epoch: epoch, bag: bag)
@@ -151,6 +159,30 @@ public enum KeyRotation {
             if !batch.isEmpty { resealed += try await push(batch, engine: engine, epoch: epoch, refused: &refused) }
         } while after != nil
         return Outcome(keys: new, resealed: resealed, refused: refused)
+    }
+
+    /// The member keys a shared suite's next epoch is sealed to, by account; nil for a suite never
+    /// shared (no members, no shared bag), whose other devices pair again. A member is sealed to
+    /// when the server lists it, the owner key signed its admission, and the suite's last shared
+    /// bag was sealed to it or it was admitted since: a server that lists a member removed before
+    /// cannot bring it back. Never `removed`.
+    private static func sharedMembers(
+        _ engine: SyncEngine,
+        keys: SuiteKeys,
+        bags: KeyBags,
+        excluding removed: Set<String>
+    ) async throws(SyncError) -> [String: Curve25519.KeyAgreement.PublicKey]? {
+        guard keys.sharing?.isOwner == true else { return nil }
+        let listed = try await engine.client.members().members.filter { $0.role != .owner }
+        let roster = keys.sharedRoster(bags)
+        guard !listed.isEmpty || roster != nil || !removed.isEmpty else { return nil }
+        var members: [String: Curve25519.KeyAgreement.PublicKey] = [:]
+        for member in listed where !removed.contains(member.account) {
+            guard let admission = member.admission, let key = keys.memberKey(of: member.account, admission) else { continue }
+            if let roster, !roster.accounts.contains(member.account), admission.epoch < roster.epoch { continue }
+            members[member.account] = key
+        }
+        return members
     }
 
     /// One batch of re-seals; how many the server applied. The ops it refused (a stamp from a

@@ -37,6 +37,9 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// The public half of the signing key derived from the recovery key, which may sign any key
     /// bag (`SignedKeyBag`); nil in a key file made before key bags were signed.
     let recoveryVerifyKey: Curve25519.Signing.PublicKey?
+    /// The keys by which the suite is shared with other accounts (`SharingKeys`); nil in a key file
+    /// made before encrypted suites could be shared.
+    let sharing: SharingKeys?
     /// The epoch new entries are sealed under: the newest.
     public var currentEpoch: UInt32 { epochs.keys.max() ?? 1 }
 
@@ -53,7 +56,11 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             names: Self.derive("key ids", recoveryKey, suite),
             epochs: [1: Self.derive("sealing, epoch 1", recoveryKey, suite)],
             recoveryPublicKey: Self.recoveryPrivateKey(recoveryKey, suite).publicKey,
-            recoveryVerifyKey: Self.recoverySigningKey(recoveryKey, suite).publicKey
+            recoveryVerifyKey: Self.recoverySigningKey(recoveryKey, suite).publicKey,
+            sharing: SharingKeys(
+                owner: Self.ownerKey(recoveryKey, suite),
+                ownerSeal: Self.derive("owner seal", recoveryKey, suite)
+            )
         )
     }
 
@@ -62,7 +69,8 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         names: SymmetricKey,
         epochs: [UInt32: SymmetricKey],
         recoveryPublicKey: Curve25519.KeyAgreement.PublicKey,
-        recoveryVerifyKey: Curve25519.Signing.PublicKey?
+        recoveryVerifyKey: Curve25519.Signing.PublicKey?,
+        sharing: SharingKeys?
     ) {
         self.suite = suite
         self.names = names
@@ -71,6 +79,36 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         self.epochs = epochs
         self.recoveryPublicKey = recoveryPublicKey
         self.recoveryVerifyKey = recoveryVerifyKey
+        self.sharing = sharing
+    }
+
+    /// These keys with `epochs` in place of theirs.
+    func with(epochs: [UInt32: SymmetricKey]) -> SuiteKeys {
+        SuiteKeys(
+            suite: suite,
+            names: names,
+            epochs: epochs,
+            recoveryPublicKey: recoveryPublicKey,
+            recoveryVerifyKey: recoveryVerifyKey,
+            sharing: sharing
+        )
+    }
+
+    /// These keys with `sharing` in place of theirs.
+    func with(sharing: SharingKeys?) -> SuiteKeys {
+        SuiteKeys(
+            suite: suite,
+            names: names,
+            epochs: epochs,
+            recoveryPublicKey: recoveryPublicKey,
+            recoveryVerifyKey: recoveryVerifyKey,
+            sharing: sharing
+        )
+    }
+
+    /// The owner key derived from the recovery key (any 32 bytes are an Ed25519 seed).
+    private static func ownerKey(_ recoveryKey: RecoveryKey, _ suite: String) -> Curve25519.Signing.PrivateKey {
+        try! Curve25519.Signing.PrivateKey(rawRepresentation: derive("owner key", recoveryKey, suite).withUnsafeBytes { Data($0) })
     }
 
     private static func derive(_ purpose: String, _ recoveryKey: RecoveryKey, _ suite: String) -> SymmetricKey {
@@ -117,7 +155,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         guard last < UInt32.max else { throw SyncError(.local, "\(suite) has used every key epoch") }
         var epochs = self.epochs
         epochs[last + 1] = SymmetricKey(size: .bits256)
-        return SuiteKeys(suite: suite, names: names, epochs: epochs, recoveryPublicKey: recoveryPublicKey, recoveryVerifyKey: recoveryVerifyKey)
+        return with(epochs: epochs)
     }
 
     private static var bagSuite: HPKE.Ciphersuite { .Curve25519_SHA256_ChachaPoly }
@@ -195,7 +233,8 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             names: names,
             epochs: epochs.merging(other.epochs) { own, _ in own },
             recoveryPublicKey: recoveryPublicKey,
-            recoveryVerifyKey: recoveryVerifyKey ?? other.recoveryVerifyKey
+            recoveryVerifyKey: recoveryVerifyKey ?? other.recoveryVerifyKey,
+            sharing: sharing?.owner != nil ? sharing : other.sharing ?? sharing
         )
     }
 
@@ -228,13 +267,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             else { continue }
             var epochs = known.epochs
             epochs[epoch] = key
-            let candidate = SuiteKeys(
-                suite: suite,
-                names: keys.names,
-                epochs: epochs,
-                recoveryPublicKey: keys.recoveryPublicKey,
-                recoveryVerifyKey: recoveryVerifyKey
-            )
+            let candidate = known.with(epochs: epochs)
             guard let verifyKey = candidate.signingKey(epoch)?.publicKey.rawRepresentation else { continue }
             let message = KeyBagSignature.message(suite: suite, epoch: epoch, verifyKey: verifyKey, bundle: bytes)
             let signers = [known.signingKey(epoch - 1)?.publicKey, recoveryVerifyKey].compactMap { $0 }
@@ -275,15 +308,22 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     // MARK: The key file
 
     /// The key file as JSON: `{"format": 1, "suite": …, "key_ids": base64, "epochs": {"1": base64},
-    /// "recovery_public_key": base64, "recovery_verify_key": base64}` (the last one absent in a file
-    /// made before key bags were signed).
-    private struct File: Codable {
+    /// "recovery_public_key": base64, "recovery_verify_key": base64, "owner_verify_key": base64,
+    /// "owner_key": base64, "owner_seal_key": base64, "member_key": base64}` (the recovery verify
+    /// key absent in a file made before key bags were signed; the sharing keys, `SharingKeys`,
+    /// absent in one made before encrypted suites could be shared; the owner's private ones on the
+    /// owner's devices only, the member key on a member's only).
+    fileprivate struct File: Codable {
         var format: Int
         var suite: String
         var keyIDs: String
         var epochs: [String: String]
         var recoveryPublicKey: String
         var recoveryVerifyKey: String?
+        var ownerVerifyKey: String?
+        var ownerKey: String?
+        var ownerSealKey: String?
+        var memberKey: String?
 
         enum CodingKeys: String, CodingKey {
             case format, suite
@@ -291,6 +331,10 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             case epochs
             case recoveryPublicKey = "recovery_public_key"
             case recoveryVerifyKey = "recovery_verify_key"
+            case ownerVerifyKey = "owner_verify_key"
+            case ownerKey = "owner_key"
+            case ownerSealKey = "owner_seal_key"
+            case memberKey = "member_key"
         }
     }
 
@@ -345,7 +389,8 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             names: SymmetricKey(data: names),
             epochs: epochs,
             recoveryPublicKey: recoveryPublicKey,
-            recoveryVerifyKey: recoveryVerifyKey
+            recoveryVerifyKey: recoveryVerifyKey,
+            sharing: try SharingKeys(file: file, source: source)
         )
     }
 
@@ -358,7 +403,11 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             keyIDs: base64(names),
             epochs: Dictionary(uniqueKeysWithValues: epochs.map { (String($0.key), base64($0.value)) }),
             recoveryPublicKey: recoveryPublicKey.rawRepresentation.base64EncodedString(),
-            recoveryVerifyKey: recoveryVerifyKey?.rawRepresentation.base64EncodedString()
+            recoveryVerifyKey: recoveryVerifyKey?.rawRepresentation.base64EncodedString(),
+            ownerVerifyKey: sharing?.ownerVerify.rawRepresentation.base64EncodedString(),
+            ownerKey: sharing?.owner?.rawRepresentation.base64EncodedString(),
+            ownerSealKey: sharing?.ownerSeal.map(base64),
+            memberKey: sharing?.member?.rawRepresentation.base64EncodedString()
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
@@ -386,6 +435,35 @@ final class KeyIDCache: Sendable {
                 if ids.count >= Self.capacity { ids.removeAll(keepingCapacity: true) }
                 ids[key] = newValue
             }
+        }
+    }
+}
+
+extension SharingKeys {
+    /// The sharing keys a key file holds, nil when it holds none; `source` names the file in errors.
+    fileprivate init?(file: SuiteKeys.File, source: String) throws(SyncError) {
+        guard let verifyText = file.ownerVerifyKey else { return nil }
+        func bytes(_ text: String?, _ what: String) throws(SyncError) -> Data? {
+            guard let text else { return nil }
+            guard let data = Data(base64Encoded: text), data.count == 32 else {
+                throw SyncError(.local, "\(source) is damaged: the \(what) is not one")
+            }
+            return data
+        }
+        guard let verify = try bytes(verifyText, "owner verify key").flatMap({ try? Curve25519.Signing.PublicKey(rawRepresentation: $0) })
+        else { throw SyncError(.local, "\(source) is damaged: the owner verify key is not one") }
+        var owner: Curve25519.Signing.PrivateKey?
+        if let raw = try bytes(file.ownerKey, "owner key") {
+            guard let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: raw), key.publicKey.rawRepresentation == verify.rawRepresentation
+            else { throw SyncError(.local, "\(source) is damaged: its owner key is not the one of its owner verify key") }
+            owner = key
+        }
+        self.init(owner: owner, ownerSeal: try bytes(file.ownerSealKey, "owner seal key").map { SymmetricKey(data: $0) }, ownerVerify: verify)
+        if let raw = try bytes(file.memberKey, "member key") {
+            guard let key = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: raw) else {
+                throw SyncError(.local, "\(source) is damaged: the member key is not one")
+            }
+            member = key
         }
     }
 }

@@ -1,23 +1,26 @@
+import Foundation
 import GroupDefaults
 public import GroupDefaultsWire
 
 extension SyncEngine {
+    /// Whether the suite is end-to-end encrypted on this device (it has a key file).
+    public var isEncrypted: Bool { sealer != nil }
+
     /// Invites another account to the suite: registers a one-time invitation giving `role` and
     /// returns its code, to hand to the person invited (who joins with
     /// `SyncSetup.join(invitation:localName:directory:)`), and the invitation as the server
     /// describes it. Only the owner and admin members invite, and only the owner makes admins.
     ///
     /// - Parameter expiresIn: How long the code works: 60 seconds to 30 days; nil for 24 hours.
+    /// An end-to-end encrypted suite is shared by the owner's devices only (they hold the owner
+    /// key, `SharingKeys`), and the invited device gets its keys from this one: call
+    /// `handOverKeys(code:invitation:)` next, which waits until the invitation is used.
+    ///
     /// - Throws: `SyncError`: `forbidden` when this account may not invite (or give `role`),
-    ///   `rateLimited` with 20 invitations waiting, `local` for an end-to-end encrypted suite,
-    ///   which this version cannot share, or what a request can throw.
+    ///   `rateLimited` with 20 invitations waiting, `local` for an end-to-end encrypted suite on a
+    ///   device without the owner key, or what a request can throw.
     public func share(role: SuiteRole, expiresIn: Duration? = nil) async throws(SyncError) -> (code: InvitationCode, invitation: InvitationInfo) {
-        guard sealer == nil else {
-            throw SyncError(
-                .local,
-                "\(defaults.suiteName) is end-to-end encrypted, and this version shares plain suites only: nothing was shared"
-            )
-        }
+        if let keys = sealer?.keys, keys.sharing?.isOwner != true { throw SuiteKeys.notOwner(defaults.suiteName) }
         let seconds = expiresIn.map { UInt64(clamping: $0.components.seconds) }
         if let seconds, !InvitationRequest.lifetimes.contains(seconds) {
             throw SyncError(.local, "an invitation works for 60 seconds to 30 days")
@@ -25,6 +28,50 @@ extension SyncEngine {
         let code = InvitationCode()
         let invitation = try await client.createInvitation(invitationID: code.invitationID, role: role, expiresIn: seconds)
         return (code, invitation)
+    }
+
+    /// For an end-to-end encrypted suite: waits until a device of another account accepts the
+    /// invitation of `code` (until it expires), checks that its member key comes with a proof made
+    /// from the code, vouches for it with the owner key (`MemberAdmission`) and hands it the
+    /// suite's keys sealed to it (without the owner's private keys). Returns the invitation as
+    /// it then stands.
+    ///
+    /// - Throws: `SyncError`: `invitationExpired` (expired or revoked unused), `local` when the
+    ///   member key's proof does not check out (the member is removed again: the server may be
+    ///   tampering), or what a request can throw.
+    public func handOverKeys(code: InvitationCode, invitation: InvitationInfo) async throws(SyncError) -> InvitationInfo {
+        guard let keys = sealer?.keys else { return invitation }
+        var current = invitation
+        while current.state == .pending || (current.state == .accepted && current.claim == nil) {
+            do { try await Task.sleep(for: DevicePairing.pollInterval) } catch { throw SyncError(.local, "cancelled") }
+            do {
+                if let found = try await client.invitations().invitations.first(where: { $0.id == invitation.id }) { current = found }
+            } catch  where error.isTransient {}
+            if current.state == .pending, let expires = TypedJSONDate.parse(current.expires), expires <= Date() { break }
+        }
+        guard current.state == .accepted, let claim = current.claim, let account = current.acceptedBy else {
+            throw SyncError(
+                .rejected,
+                code: .invitationExpired,
+                "the invitation \(invitation.id) \(current.state == .revoked ? "was revoked" : "expired") unused"
+            )
+        }
+        if current.keys != nil { return current }
+        guard let memberKey = KeyHandover.checkedMemberKey(claim, code: code) else {
+            let removed = (try? await client.removeMember(account)) != nil
+            throw SyncError(
+                .local,
+                """
+                the invitation was accepted by \(account) with a key that does not come with the code's proof (the server may be \
+                tampering): the keys were not handed over\(removed ? ", and \(account) was removed" : "")
+                """
+            )
+        }
+        let handed = InvitationKeys(
+            keys: try KeyHandover.seal(keys, to: memberKey, code: code),
+            admission: try keys.admission(account: account, memberKey: memberKey)
+        )
+        return try await client.handOverKeys(invitation: invitation.id, handed)
     }
 
     /// The suite's invitations, newest first: waiting, and those that ended in the last 30 days
@@ -49,10 +96,22 @@ extension SyncEngine {
     /// Removes `account` from the suite: its devices' requests are refused from now on and their
     /// open event streams end. They keep the values they hold, which stop changing.
     ///
+    /// In an end-to-end encrypted suite this device (the owner's) then rotates the suite's keys
+    /// (`KeyRotation`): the new epoch's key is sealed for the owner's devices and to each remaining
+    /// member's key, never to the removed account's, so that nothing written from then on opens
+    /// with what its devices hold; the other devices take the new key from the key bag without
+    /// pairing. Returns what the rotation did (nil for a plain suite).
+    ///
     /// - Throws: `SyncError`: `memberConflict` for the owner, `notFound` for an account that is no
-    ///   member, `forbidden` when this account may not remove it.
-    public func unshare(account: String) async throws(SyncError) {
+    ///   member, `forbidden` when this account may not remove it, `local` for an encrypted suite
+    ///   on a device without the owner key (nothing is removed then), or what a rotation throws
+    ///   (the member is removed already: `rotate-key` finishes it).
+    @discardableResult
+    public func unshare(account: String) async throws(SyncError) -> KeyRotation.Outcome? {
+        if let keys = sealer?.keys, keys.sharing?.isOwner != true { throw SuiteKeys.notOwner(defaults.suiteName) }
         _ = try await client.removeMember(account)
+        guard let keys = sealer?.keys, let keyFile else { return nil }
+        return try await KeyRotation.rotate(self, keys: keys, keyFile: keyFile, excluding: [account])
     }
 
     /// Leaves a suite another account shares with this one: the membership ends on the server,

@@ -110,15 +110,33 @@ extension LMDBSyncStorage: SharingStore {
         }
     }
 
-    package func acceptInvitation(lookup: String, account: String, now: Date) async throws -> StoredMember {
+    package func acceptInvitation(lookup: String, account: String, claim: InvitationClaim?, now: Date) async throws -> StoredMember {
         try await write { txn in
             guard var invitation = try Self.invitation(txn, lookup: lookup) else { throw Self.invitationNotFound }
             let existing = try Self.member(txn, owner: invitation.owner, suite: invitation.suite, account: account)
-            let member = try invitation.accept(by: account, existing: existing, now: now)
+            let member = try invitation.accept(by: account, existing: existing, claim: claim, now: now)
             try Self.put(txn, DB.sharing, SharingKeys.invitation(lookup), Array(try JSONEncoder().encode(invitation)))
             try Self.put(txn, DB.sharing, SharingKeys.member(member.owner, member.suite, member.account), Array(try JSONEncoder().encode(member)))
             try Self.put(txn, DB.sharing, SharingKeys.membership(member), [])
             return member
+        }
+    }
+
+    package func handOverKeys(owner: String, suite: String, id: String, keys: String, admission: MemberAdmission) async throws -> StoredInvitation {
+        try await write { txn in
+            var found: StoredInvitation?
+            try Self.forEach(txn, prefix: SharingKeys.invitations(owner, suite)) { key, _ in
+                if let invitation = try Self.invitation(txn, lookup: String(decoding: key.suffix(64), as: UTF8.self)), invitation.id == id {
+                    found = invitation
+                }
+            }
+            guard var invitation = found else { throw SyncStorageError(.invitationNotFound, "the suite has no invitation \(id)") }
+            var member = try invitation.acceptedBy.flatMap { try Self.member(txn, owner: owner, suite: suite, account: $0) }
+            try invitation.handOver(keys: keys, admission: admission, to: &member)
+            guard let member else { throw SyncStorageError(.notAMember, "the invitation's member is gone") }
+            try Self.put(txn, DB.sharing, SharingKeys.invitation(invitation.lookup), Array(try JSONEncoder().encode(invitation)))
+            try Self.put(txn, DB.sharing, SharingKeys.member(owner, suite, member.account), Array(try JSONEncoder().encode(member)))
+            return invitation
         }
     }
 

@@ -101,7 +101,7 @@ extension PostgresSyncStorage: SharingStore {
         return found.filter { $0.isKept(at: now) }.sorted { ($0.created, $0.id) > ($1.created, $1.id) }
     }
 
-    package func acceptInvitation(lookup: String, account: String, now: Date) async throws -> StoredMember {
+    package func acceptInvitation(lookup: String, account: String, claim: InvitationClaim?, now: Date) async throws -> StoredMember {
         try await bounded("accepting an invitation") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
                 let rows = try await connection.query(
@@ -122,7 +122,7 @@ extension PostgresSyncStorage: SharingStore {
                 )
                 var existing: StoredMember?
                 for try await text in held.decode(String.self) { existing = try JSONDecoder().decode(StoredMember.self, from: Data(text.utf8)) }
-                let member = try invitation.accept(by: account, existing: existing, now: now)
+                let member = try invitation.accept(by: account, existing: existing, claim: claim, now: now)
                 let invitationJSON = String(decoding: try JSONEncoder().encode(invitation), as: UTF8.self)
                 let memberJSON = String(decoding: try JSONEncoder().encode(member), as: UTF8.self)
                 try await connection.query(
@@ -144,6 +144,43 @@ extension PostgresSyncStorage: SharingStore {
                     throw SyncStorageError(.memberConflict, "\(account) is already a member of \(member.owner)'s suite \(member.suite)")
                 }
                 return member
+            }
+        }
+    }
+
+    package func handOverKeys(owner: String, suite: String, id: String, keys: String, admission: MemberAdmission) async throws -> StoredInvitation {
+        try await bounded("handing over a suite's keys") { storage in
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                let rows = try await connection.query(
+                    """
+                    SELECT record::text FROM invitations WHERE owner = \(owner) AND suite = \(suite) AND record->>'id' = \(id) FOR UPDATE
+                    """,
+                    logger: storage.logger
+                )
+                var found: StoredInvitation?
+                for try await text in rows.decode(String.self) { found = try JSONDecoder().decode(StoredInvitation.self, from: Data(text.utf8)) }
+                guard var invitation = found else { throw SyncStorageError(.invitationNotFound, "the suite has no invitation \(id)") }
+                var member: StoredMember?
+                if let account = invitation.acceptedBy {
+                    let held = try await connection.query(
+                        "SELECT record::text FROM members WHERE owner = \(owner) AND suite = \(suite) AND account = \(account) FOR UPDATE",
+                        logger: storage.logger
+                    )
+                    for try await text in held.decode(String.self) { member = try JSONDecoder().decode(StoredMember.self, from: Data(text.utf8)) }
+                }
+                try invitation.handOver(keys: keys, admission: admission, to: &member)
+                guard let member else { throw SyncStorageError(.notAMember, "the invitation's member is gone") }
+                let invitationJSON = String(decoding: try JSONEncoder().encode(invitation), as: UTF8.self)
+                let memberJSON = String(decoding: try JSONEncoder().encode(member), as: UTF8.self)
+                try await connection.query(
+                    "UPDATE invitations SET record = \(invitationJSON)::json WHERE lookup = \(invitation.lookup)",
+                    logger: storage.logger
+                )
+                try await connection.query(
+                    "UPDATE members SET record = \(memberJSON)::json WHERE owner = \(owner) AND suite = \(suite) AND account = \(member.account)",
+                    logger: storage.logger
+                )
+                return invitation
             }
         }
     }
