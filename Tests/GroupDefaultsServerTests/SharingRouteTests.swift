@@ -122,51 +122,90 @@ struct SharingRouteTests {
     }
 
     @Test(
-        "a shared suite stays plain: a member's sealed push and key bags, the owner's sealed push while it has members, an invitation to an encrypted suite: 409, nothing stored"
+        "an encrypted shared suite: accepting sends a member key; only the owner invites, removes, rotates and hands the keys over, once, for the claimed key; a member's sealed push is taken"
     )
-    func sharedSuitesStayPlain() async throws {
+    func encryptedSharedSuite() async throws {
         let fixture = try Fixture()
         let alice = try await fixture.token()
         let bob = try await fixture.token(account: "bob")
+        let carol = try await fixture.token(account: "carol")
         try await fixture.test { client in
-            #expect(try await Self.invite(client, token: alice, id: Self.id(1), role: .write).status == .ok)
-            #expect(try await Self.accept(client, token: bob, id: Self.id(1)).status == .ok)
             let sealed = PushOp(
                 keyID: String(repeating: "a", count: 32),
                 sealed: SealedPayload(epoch: 1, box: Array(repeating: 7, count: 64)),
                 deleted: false,
                 hlc: API.hlc()
             )
+            #expect(try await client.push("family", token: alice, API.push([sealed])).status == .ok)
+            let made = try API.decode(InvitationInfo.self, try await Self.invite(client, token: alice, id: Self.id(1), role: .admin))
+            #expect(made.encrypted == true)
+            let described = try API.decode(InvitationInfo.self, try await client.get("/v1/invitations/\(Self.id(1))", token: bob))
+            #expect(described.encrypted == true && described.keys == nil)
+
+            // Accepting sends a member key with its proof (the owner's device checks the proof).
+            #expect(try await API.error(Self.accept(client, token: bob, id: Self.id(1))).error == .malformed)
+            let key = Data(repeating: 1, count: 32).base64EncodedString()
+            let claim = InvitationClaim(memberKey: key, proof: Data(repeating: 2, count: 32).base64EncodedString())
+            let accepted = try await client.execute(
+                uri: "/v1/invitations/\(Self.id(1))/accept",
+                method: .post,
+                headers: API.auth(bob),
+                body: ByteBuffer(bytes: try JSONEncoder().encode(claim))
+            )
+            #expect(accepted.status == .ok)
+            let listed = try API.decode(InvitationList.self, try await client.get("/v1/suites/family/invitations", token: alice))
+            #expect(listed.invitations.first?.claim == claim)
+
+            // A member seals as the owner does; only the owner's devices rotate, and the owner's bag
+            // of a suite with members carries their part.
             let memberPush = try await client.execute(
                 uri: "/v1/suites/family/push?owner=alice",
                 method: .post,
                 headers: API.auth(bob),
-                body: try API.push([sealed])
+                body: try API.push([PushOp(keyID: String(repeating: "b", count: 32), sealed: sealed.sealed!, deleted: false, hlc: API.hlc())])
             )
-            #expect(try API.error(memberPush).error == .suiteNotEncrypted)
-            #expect(try await API.error(client.push("family", token: alice, API.push([sealed]))).error == .suiteNotEncrypted)
-            let bags = try await client.execute(
-                uri: "/v1/suites/family/key-bags?owner=alice",
-                method: .put,
-                headers: API.auth(bob),
-                body: ByteBuffer(string: "{}")
+            #expect(memberPush.status == .ok)
+            let bag = ByteBuffer(bytes: try JSONEncoder().encode(SignedKeyBag(bundle: String(repeating: "A", count: 64), verifyKey: key, signature: key)))
+            let bobsBag = try await client.execute(uri: "/v1/suites/family/key-bags/2?owner=alice", method: .put, headers: API.auth(bob), body: bag)
+            #expect(try API.error(bobsBag).error == .insufficientRole)
+            let unshared = try await client.execute(uri: "/v1/suites/family/key-bags/2", method: .put, headers: API.auth(alice), body: bag)
+            #expect(try API.error(unshared).error == .malformed)
+
+            // An admin neither invites to nor removes from an encrypted suite.
+            #expect(try await API.error(Self.invite(client, token: bob, id: Self.id(2), role: .read, owner: "alice")).error == .insufficientRole)
+            #expect(try await Self.invite(client, token: alice, id: Self.id(3), role: .read).status == .ok)
+            let carolClaim = InvitationClaim(memberKey: Data(repeating: 3, count: 32).base64EncodedString(), proof: key)
+            let carolJoined = try await client.execute(
+                uri: "/v1/invitations/\(Self.id(3))/accept",
+                method: .post,
+                headers: API.auth(carol),
+                body: ByteBuffer(bytes: try JSONEncoder().encode(carolClaim))
             )
-            #expect(try API.error(bags).error == .suiteNotEncrypted)
-            let snapshot = try API.decode(SnapshotPage.self, try await client.get("/v1/suites/family/snapshot", token: alice))
-            #expect(snapshot.headRev == 0)
+            #expect(carolJoined.status == .ok)
+            let removal = try await client.execute(uri: "/v1/suites/family/members/carol?owner=alice", method: .delete, headers: API.auth(bob))
+            #expect(try API.error(removal).error == .insufficientRole)
 
-            // An encrypted suite of alice's is not shared.
-            #expect(try await client.push("sealed", token: alice, API.push([sealed])).status == .ok)
-            let body = ByteBuffer(bytes: try JSONEncoder().encode(InvitationRequest(invitationID: Self.id(2), role: .read)))
-            let invitation = try await client.execute(uri: "/v1/suites/sealed/invitations", method: .post, headers: API.auth(alice), body: body)
-            #expect(try API.error(invitation).error == .suiteEncrypted)
-
-            // An invitation made while a suite was empty joins nobody once the owner sealed it.
-            let early = ByteBuffer(bytes: try JSONEncoder().encode(InvitationRequest(invitationID: Self.id(3), role: .read)))
-            #expect(try await client.execute(uri: "/v1/suites/later/invitations", method: .post, headers: API.auth(alice), body: early).status == .ok)
-            #expect(try await client.push("later", token: alice, API.push([sealed])).status == .ok)
-            #expect(try await API.error(Self.accept(client, token: bob, id: Self.id(3))).error == .suiteEncrypted)
-            #expect(try await API.error(client.get("/v1/suites/later/snapshot?owner=alice", token: bob)).error == .notAMember)
+            // The keys are handed over by the owner, for the claimed key, once.
+            let signature = Data(repeating: 4, count: 64).base64EncodedString()
+            let sealedKeys = Data(repeating: 5, count: 80).base64EncodedString()
+            func handOver(_ token: String, owner: String? = nil, memberKey: String) async throws -> TestResponse {
+                let body = InvitationKeys(keys: sealedKeys, admission: MemberAdmission(memberKey: memberKey, epoch: 1, signature: signature))
+                return try await client.execute(
+                    uri: "/v1/suites/family/invitations/\(made.id)/keys" + (owner.map { "?owner=\($0)" } ?? ""),
+                    method: .put,
+                    headers: API.auth(token),
+                    body: ByteBuffer(bytes: try JSONEncoder().encode(body))
+                )
+            }
+            #expect(try await API.error(handOver(bob, owner: "alice", memberKey: key)).error == .insufficientRole)
+            #expect(try await API.error(handOver(alice, memberKey: carolClaim.memberKey)).error == .malformed)
+            #expect(try await handOver(alice, memberKey: key).status == .ok)
+            #expect(try await API.error(handOver(alice, memberKey: key)).error == .invitationUsed)
+            let handed = try API.decode(InvitationInfo.self, try await client.get("/v1/invitations/\(Self.id(1))", token: bob))
+            #expect(handed.keys == sealedKeys)
+            let members = try API.decode(MemberList.self, try await client.get("/v1/suites/family/members", token: alice))
+            #expect(members.members.first { $0.account == "bob" }?.admission?.memberKey == key)
+            #expect(members.members.first { $0.account == "carol" }?.admission == nil)
         }
     }
 

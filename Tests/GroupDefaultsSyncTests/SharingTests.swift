@@ -375,7 +375,7 @@ private final class EventBox: @unchecked Sendable {
 }
 
 /// Expects a tool to have exited 0.
-private func expectOK(
+func expectOK(
     _ result: (status: Int32, stdout: String, stderr: String),
     sourceLocation: SourceLocation = #_sourceLocation
 ) {

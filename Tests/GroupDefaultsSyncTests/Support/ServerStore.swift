@@ -99,6 +99,34 @@ enum ServerStore {
         try await storage.shutdown()
     }
 
+    /// Changes the stored key bag of `epoch` of alice's `suite` with `edit`.
+    static func editKeyBag(_ server: SyncServer, suite: String, epoch: UInt32, _ edit: @escaping (inout StoredKeyBag) -> Void) async throws {
+        switch server.backend {
+        case .lmdb:
+            let storage = try LMDBSyncStorage(directory: server.storage[1])
+            try storage.environment.writeTransaction(sync: true) { txn in
+                let suiteKey = LMDBKeys.suiteName(account: "alice", suite: suite)
+                guard var bag = try LMDBSyncStorage.keyBags(txn, suiteKey)[epoch] else { throw FixtureError("no key bag of epoch \(epoch)") }
+                edit(&bag)
+                try LMDBSyncStorage.put(txn, LMDBSyncStorage.DB.keyBags, KeyBagKey.key(suiteKey, epoch), Array(bag.storedText.utf8))
+            }
+            try await storage.shutdown()
+        case .postgres:
+            let url = server.storage[1]
+            let text = try await PostgresFixture.psql(
+                url,
+                "SELECT bundle FROM key_bags WHERE account = 'alice' AND suite = '\(suite)' AND epoch = \(epoch)"
+            )
+            var bag = StoredKeyBag(storedText: text)
+            edit(&bag)
+            let escaped = bag.storedText.replacingOccurrences(of: "'", with: "''")
+            _ = try await PostgresFixture.psql(
+                url,
+                "UPDATE key_bags SET bundle = '\(escaped)' WHERE account = 'alice' AND suite = '\(suite)' AND epoch = \(epoch)"
+            )
+        }
+    }
+
     /// Every byte the server stores: the embedded store's files, or a dump of the PostgreSQL
     /// database (`pg_dump`), as text (bytes that are not UTF-8 replaced).
     static func dump(_ server: SyncServer) async throws -> String {

@@ -1,0 +1,203 @@
+import Crypto
+import Foundation
+import GroupDefaults
+import GroupDefaultsServer
+import GroupDefaultsWire
+import TestSupport
+import Testing
+
+@testable import GroupDefaultsSync
+
+/// End-to-end encrypted suites shared between accounts, through the real tools, processes and
+/// server: alice's suite `family` on her phone (set up with `--encrypt`) and tablet (paired), and
+/// the devices of bob and carol, each joined with an invitation code.
+@Suite("Encrypted shared suites", .timeLimit(.minutes(4)))
+struct EncryptedSharingTests {
+    struct Family {
+        let server: SyncServer
+        let alicePhone: ToolDevice
+        let aliceTablet: ToolDevice
+        let bob: ToolDevice
+        let carol: ToolDevice
+        let tokens: [String: String]
+
+        var all: [ToolDevice] { [alicePhone, aliceTablet, bob, carol] }
+
+        /// The four devices set up, each holding `doorbell`, synced.
+        static func with(_ backend: StorageBackend, _ body: (Family) async throws -> Void) async throws {
+            try await SyncServer.with(backend) { server in
+                var tokens: [String: String] = [:]
+                for account in ["bob", "carol"] { tokens[account] = try await ServerTool.createToken(storage: server.storage, account: account) }
+                let family = Family(
+                    server: server,
+                    alicePhone: ToolDevice("family"),
+                    aliceTablet: ToolDevice("family"),
+                    bob: ToolDevice("home"),
+                    carol: ToolDevice("family"),
+                    tokens: tokens
+                )
+                defer { for device in family.all { device.remove() } }
+                let configured = try await family.alicePhone.sync(
+                    "configure",
+                    ["--server", server.url.absoluteString, "--token-file", try family.alicePhone.tokenFile(server.token), "--encrypt"]
+                )
+                #expect(configured.status == 0, "\(configured.stderr)")
+                try family.alicePhone.open().set("ding.caf", forKey: "doorbell")
+                try await expectOK(family.alicePhone.sync("sync"))
+                try await family.pairTablet()
+                try await family.join(family.bob, as: "home")
+                try await family.join(family.carol)
+                for device in family.all { try await expectOK(device.sync("sync")) }
+                try await body(family)
+            }
+        }
+
+        func pairTablet() async throws {
+            let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", "family", "--directory", alicePhone.directory.path])
+            let line = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
+            let token = aliceTablet.directory.appendingPathComponent("paired.token").path
+            try await expectOK(
+                aliceTablet.sync(
+                    "configure",
+                    ["--server", server.url.absoluteString, "--pairing-code", String(line.dropFirst("pairing code: ".count)), "--token-file", token]
+                )
+            )
+            #expect(pair.finish().status == 0)
+        }
+
+        /// `share family --role write` on alice's phone, kept running, and `configure --invitation`
+        /// on `device` with its account's token.
+        func join(_ device: ToolDevice, as name: String? = nil) async throws {
+            let account = device.directory == bob.directory ? "bob" : "carol"
+            let share = try RunningProcess(ToolDevice.syncExecutable, ["share", "family", "--role", "write", "--directory", alicePhone.directory.path])
+            let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
+            let file = try device.tokenFile(tokens[account]!, name: "\(account).token")
+            let joined = try await device.syncTool(
+                ["configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString, "--token-file", file]
+                    + (name.map { ["--as", $0] } ?? [])
+            )
+            #expect(joined.status == 0, "\(joined.stderr)")
+            let shared = share.finish()
+            #expect(shared.status == 0, "\(shared.stderr)")
+            #expect(shared.stdout.contains("handed the keys of family to \(account)'s device"), "\(shared.stdout)")
+        }
+
+        func keys(_ device: ToolDevice) throws -> SuiteKeys { try SuiteKeys.read(from: try device.keyFile(), suite: "family") }
+    }
+
+    @Test(
+        "keys reach each member through its invitation; removing a member rotates the suite: the removed account's devices and the server's store open nothing written after, and the other three devices go on without pairing",
+        arguments: StorageBackend.allCases
+    )
+    func removalRotates(backend: StorageBackend) async throws {
+        try await Family.with(backend) { family in
+            for device in family.all { #expect(try device.open().string(forKey: "doorbell") == "ding.caf") }
+            // A member's writes reach everyone; a member's key file holds no owner key.
+            try family.bob.open().set("22:00", forKey: "quiet")
+            try await expectOK(family.bob.sync("sync"))
+            for device in [family.alicePhone, family.aliceTablet, family.carol] { try await expectOK(device.sync("sync")) }
+            #expect(try family.carol.open().string(forKey: "quiet") == "22:00")
+            #expect(try family.keys(family.bob).sharing?.isOwner == false && family.keys(family.aliceTablet).sharing?.isOwner == true)
+            let carolsKeys = try family.keys(family.carol)
+
+            let removed = try await family.alicePhone.sync("unshare", ["--account", "carol"])
+            #expect(removed.status == 0, "\(removed.stderr)")
+            #expect(removed.stdout.contains("rotated family to key epoch 2"), "\(removed.stdout)")
+            try family.alicePhone.open().set("after-removal", forKey: "secret")
+            try await expectOK(family.alicePhone.sync("sync"))
+
+            // The three others take epoch 2 from its key bag and keep syncing, both ways.
+            for device in [family.aliceTablet, family.bob] {
+                try await expectOK(device.sync("sync"))
+                #expect(try device.open().string(forKey: "secret") == "after-removal")
+                #expect(try family.keys(device).currentEpoch == 2)
+            }
+            try family.bob.open().set("07:00", forKey: "wake")
+            try await expectOK(family.bob.sync("sync"))
+            for device in [family.alicePhone, family.aliceTablet] {
+                try await expectOK(device.sync("sync"))
+                #expect(try device.open().string(forKey: "wake") == "07:00")
+            }
+
+            // Carol's devices: refused, and what they hold opens nothing written since.
+            let refused = try await family.carol.sync("sync")
+            #expect(refused.status == 3 && refused.stderr.contains("not shared with this account"), "\(refused.stderr)")
+            #expect(try family.carol.open().string(forKey: "secret") == nil)
+            let owner = family.server.client("family")
+            #expect(carolsKeys.adopting(try await owner.keyBags()) == nil)
+            let sealer = EntrySealer(keys: carolsKeys)
+            let after = try await owner.snapshot(after: nil, limit: 1000).entries.filter { $0.sealed?.epoch == 2 }
+            #expect(after.count == 4)  // doorbell and quiet sealed again by the rotation; secret and wake written after
+            for entry in after {
+                #expect(throws: EntrySealer.Refusal.self) { try sealer.open(entry) }
+            }
+            let stored = try await ServerStore.dump(family.server)
+            #expect(!stored.contains("after-removal") && !stored.contains("07:00"))
+        }
+    }
+
+    @Test(
+        "a hostile server hands a key bag of its own (with the removed member): the remaining devices refuse it and keep their keys"
+    )
+    func substitutedKeyBagIsRefused() async throws {
+        try await Family.with(.lmdb) { family in
+            let bobsKey = try #require(try family.keys(family.bob).sharing?.member?.publicKey)
+            let carolsKeys = try family.keys(family.carol)
+            try await expectOK(family.alicePhone.sync("unshare", ["--account", "carol"]))
+            // The server and carol make epoch 2 a key of theirs, sealed to bob's member key and to
+            // the owner's devices, signed by a key of theirs (the owner key is on alice's devices only).
+            let forger = try carolsKeys.rotated().with(
+                sharing: SharingKeys(owner: Curve25519.Signing.PrivateKey(), ownerSeal: SymmetricKey(size: .bits256))
+            )
+            var forged = try forger.sharedKeyBag(epoch: 2, members: ["bob": bobsKey])
+            // Also the true bag with bob's copy swapped for one of the forged key: its signature breaks.
+            let stolenSignature = try await family.server.client("family").keyBags().shared["2"]?.signature
+            try await family.server.killAndRestart {
+                try await ServerStore.editKeyBag(family.server, suite: "family", epoch: 2) { $0.shared = forged }
+            }
+            for device in [family.bob, family.aliceTablet] {
+                let result = try await device.sync("sync")
+                #expect(result.status != 0, "\(device.directory.lastPathComponent) took a forged key bag")
+                #expect(result.stderr.contains("signed by the suite's owner key"), "\(result.stderr)")
+                #expect(try family.keys(device).currentEpoch == 1)
+            }
+            forged.signature = try #require(stolenSignature)
+            try await family.server.killAndRestart {
+                try await ServerStore.editKeyBag(family.server, suite: "family", epoch: 2) { $0.shared = forged }
+            }
+            #expect(try await family.bob.sync("sync").status != 0)
+            #expect(try family.keys(family.bob).currentEpoch == 1)
+        }
+    }
+
+    @Test("an invitation accepted with a key that lacks the code's proof: the owner's device hands nothing over and removes the account")
+    func claimWithoutProof() async throws {
+        try await SyncServer.with(.lmdb) { server in
+            let phone = ToolDevice("family")
+            defer { phone.remove() }
+            let configured = try await phone.sync(
+                "configure",
+                ["--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token), "--encrypt"]
+            )
+            #expect(configured.status == 0, "\(configured.stderr)")
+            try phone.open().set("ding.caf", forKey: "doorbell")
+            try await expectOK(phone.sync("sync"))
+            let share = try RunningProcess(ToolDevice.syncExecutable, ["share", "family", "--role", "read", "--directory", phone.directory.path])
+            let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+            let code = try InvitationCode(parsing: String(line.dropFirst("code: ".count)))
+            // Whoever learned the invitation id (the server) but not the code accepts with a key of its own.
+            let mallory = try await ServerTool.createToken(storage: server.storage, account: "mallory")
+            var client = server.client("-", token: mallory)
+            client.owner = "alice"
+            let random = { Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString() }
+            _ = try await client.acceptInvitation(invitationID: code.invitationID, claim: InvitationClaim(memberKey: random(), proof: random()))
+            let result = share.finish()
+            #expect(result.status != 0)
+            #expect(result.stderr.contains("does not come with the code's proof"), "\(result.stderr)")
+            let info = try await server.client("-", token: mallory).invitation(invitationID: code.invitationID)
+            #expect(info.keys == nil)
+            let members = try await server.client("family").members()
+            #expect(members.members.map(\.account) == ["alice"])
+        }
+    }
+}
