@@ -121,6 +121,13 @@ public struct SyncSetup: Sendable {
         }
         let previous = try existing.flatMap { try SyncSettings.stored(in: $0) }
         let prepared = try await prepareKeys(suite: suite, previous: previous)
+        var shared = shared
+        if shared != nil, shared?.account == nil {
+            // Another device of a member account that paired: its role, asked with its new token.
+            let list = try await withClient(suite: suite) { client in try await client.members() }
+            shared?.role = list.you
+            shared?.account = list.account
+        }
         let defaults = try existing ?? SharedDefaults(suiteName: suite, directory: directory)
         if let previous, previous.server != server {
             try defaults.disableSync()
@@ -209,11 +216,15 @@ public struct SyncSetup: Sendable {
             throw SyncError(refusal: .invitationExpired, status: 410, "the invitation expired: ask for a new one")
         }
         let name = localName ?? offered.suite
+        var previousKeyFile: String?
         do {
             let existing = try SharedDefaults(existingSuiteName: name, directory: directory)
             // Only this very suite's copy, from before this account was removed, joins again.
-            let previous = try SyncSettings.stored(in: existing)?.shared
-            guard previous?.owner == offered.owner, previous?.suite == offered.suite else { throw Refusal(.localSuiteExists, suite: name) }
+            let previous = try SyncSettings.stored(in: existing)
+            guard previous?.shared?.owner == offered.owner, previous?.shared?.suite == offered.suite else {
+                throw Refusal(.localSuiteExists, suite: name)
+            }
+            previousKeyFile = previous?.keyFile
         } catch let error as SharedDefaultsError where error.code == .suiteNotFound {
             // Free: the suite is made once the server made the membership.
         }
@@ -227,11 +238,14 @@ public struct SyncSetup: Sendable {
         var keyFile: String?
         do {
             if let member {
-                let path = KeyFileName.defaultPath(suite: name, server: server, token: try TokenFile.read(setup.tokenFile), beside: setup.tokenFile)
-                if FileManager.default.fileExists(atPath: path) { throw Refusal(.keyFileExists, suite: name, path: path) }
+                // A copy joining again replaces its own keys (the new ones open everything the old did).
+                let path =
+                    try previousKeyFile
+                    ?? KeyFileName.defaultPath(suite: name, server: server, token: try TokenFile.read(setup.tokenFile), beside: setup.tokenFile)
+                if previousKeyFile == nil, FileManager.default.fileExists(atPath: path) { throw Refusal(.keyFileExists, suite: name, path: path) }
                 let keys = try await setup.receiveKeys(code: code, memberKey: member.memberKey, suite: offered.suite, expires: offered.expires)
                 try keys.write(to: path)
-                keyFile = path
+                keyFile = previousKeyFile == nil ? path : nil
                 setup.keyFile = path
             }
             let result = try await setup.configureShared(suite: name, directory: directory)
@@ -284,7 +298,9 @@ public struct SyncSetup: Sendable {
     /// Configures another device of a member account for a suite `owner` shares with it (the
     /// account joined already, with an invitation, on its first device): the local suite
     /// `suiteName` in `directory` syncs with `owner`'s suite `remoteSuite` (by default of the same
-    /// name). The server is asked first for this account's role, which the suite records.
+    /// name). The server is asked for this account's role, which the suite records: first, or,
+    /// for an encrypted suite whose keys (and token) come by pairing with another device of the
+    /// account (`keys` `.pairingCode`), once the pairing is done.
     ///
     /// - Throws: `SyncError` (`notAMember` when the suite is not shared with this token's account;
     ///   nothing was changed then), and what `configure(suiteName:directory:)` throws.
@@ -295,9 +311,13 @@ public struct SyncSetup: Sendable {
         setup.keyFile = keyFile.map(Self.absolute)
         let remote = remoteSuite ?? suiteName
         setup.shared = Membership(owner: owner, suite: remote, role: .read)
-        let list = try await setup.withClient(suite: suiteName) { client in try await client.members() }
-        setup.shared?.role = list.you
-        setup.shared?.account = list.account
+        if case .pairingCode = keys {
+            // The token comes with the pairing: the role is asked once it is here.
+        } else {
+            let list = try await setup.withClient(suite: suiteName) { client in try await client.members() }
+            setup.shared?.role = list.you
+            setup.shared?.account = list.account
+        }
         return try await setup.configureShared(suite: suiteName, directory: directory)
     }
 

@@ -162,9 +162,9 @@ extension SyncCommand {
         /// What goes with `--shared-from` (checked in `validate`).
         private func validateSharedFrom() throws {
             guard sharedFrom != nil else { return }
-            if encrypt || recovers || pairs || keyFile != nil {
+            if encrypt || recovers || keyFile != nil {
                 throw ValidationError(
-                    "--shared-from configures a shared suite: it does not go with --encrypt, --recovery-key, --pairing-code or --key-file"
+                    "--shared-from configures a shared suite: it does not go with --encrypt, --recovery-key or --key-file (an encrypted one's keys come with --pairing-code from another device of this account)"
                 )
             }
             if tokenFile == nil { throw ValidationError("--shared-from needs --token-file: this account's own token") }
@@ -240,6 +240,7 @@ extension SyncCommand {
         /// `--shared-from OWNER[/SUITE]`: another device of a member account.
         private func configureMember(_ setup: SyncSetup, suite: String, sharedFrom: String) async throws {
             var setup = setup
+            setup.keys = try keys()
             setup.localOnlyKeys = noExclude ? [] : exclude.isEmpty ? nil : exclude
             setup.journalEntries = journalEntries
             setup.journalAge = journalDays.map { .seconds($0 * 86_400) }
@@ -264,6 +265,7 @@ extension SyncCommand {
             output(
                 "\(suite) syncs with \(server) (token from \(result.settings.tokenFile)): "
                     + "\(owner)'s suite \(shared?.suite ?? suite), as \(shared?.role.asMember ?? "a member")"
+                    + (result.settings.keyFile.map { "; end-to-end encrypted (keys in \($0))" } ?? "")
             )
         }
 
@@ -292,6 +294,7 @@ extension SyncCommand {
             output(
                 "\(joined.localName) syncs with \(url.absoluteString) (token from \(joined.result.settings.tokenFile)): "
                     + "\(membership.owner)'s suite \(membership.suite), as \(membership.role.asMember)"
+                    + (joined.result.settings.keyFile.map { "; end-to-end encrypted (keys from the owner's device, in \($0))" } ?? "")
             )
             if membership.role == .read {
                 output("A read member's changes stay on this device: the server keeps the owner's and the writers' values.")

@@ -44,7 +44,13 @@ extension SyncCommand {
                     "\(suite): keys rotated to epoch \(outcome.keys.currentEpoch); \(outcome.resealed) \(outcome.resealed == 1 ? "entry" : "entries") sealed again"
                 )
                 for entry in outcome.refused { printError("not sealed again: \(entry) (left as it was)") }
-                output("Each device that keeps the suite pairs again: groupdefaults-sync pair \(suite) here, configure --pairing-code there.")
+                if let members = outcome.sharedWith {
+                    output(
+                        "Your other devices\(members.isEmpty ? "" : " and those of \(members.map(printable).joined(separator: ", "))") take the new key from its key bag, without pairing."
+                    )
+                } else {
+                    output("Each device that keeps the suite pairs again: groupdefaults-sync pair \(suite) here, configure --pairing-code there.")
+                }
                 if !outcome.refused.isEmpty { throw ExitCode(1) }
             }
         }

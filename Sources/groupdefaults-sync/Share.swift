@@ -183,7 +183,8 @@ extension SyncCommand {
                 output("\(printable(account)) no longer shares \(suite)")
                 if let rotation {
                     output(
-                        "rotated \(suite) to key epoch \(rotation.keys.currentEpoch): \(rotation.resealed) entries sealed again; the other devices take the new key without pairing"
+                        "rotated \(suite) to key epoch \(rotation.keys.currentEpoch) (\(rotation.resealed) \(rotation.resealed == 1 ? "entry" : "entries") sealed again): "
+                            + "the other devices take the new key without pairing; \(printable(account))'s cannot"
                     )
                     for refused in rotation.refused { output("not sealed again: \(refused.key ?? refused.keyID): \(refused.reason)") }
                 }

@@ -69,7 +69,10 @@ struct EncryptedSharingTests {
         /// on `device` with its account's token.
         func join(_ device: ToolDevice, as name: String? = nil) async throws {
             let account = device.directory == bob.directory ? "bob" : "carol"
-            let share = try RunningProcess(ToolDevice.syncExecutable, ["share", "family", "--role", "write", "--directory", alicePhone.directory.path])
+            let share = try RunningProcess(
+                ToolDevice.syncExecutable,
+                ["share", "family", "--role", "write", "--directory", alicePhone.directory.path]
+            )
             let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
             let file = try device.tokenFile(tokens[account]!, name: "\(account).token")
             let joined = try await device.syncTool(
@@ -133,6 +136,43 @@ struct EncryptedSharingTests {
             }
             let stored = try await ServerStore.dump(family.server)
             #expect(!stored.contains("after-removal") && !stored.contains("07:00"))
+        }
+    }
+
+    @Test(
+        "a member's other device pairs from its first and takes rotations too; a removed member invited again gets the new epoch's key and joins with the copy it kept"
+    )
+    func memberDevicesAndRejoining() async throws {
+        try await Family.with(.lmdb) { family in
+            // Bob's tablet: his member key and the suite's keys come by pairing with his phone.
+            let tablet = ToolDevice("home")
+            defer { tablet.remove() }
+            let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", "home", "--directory", family.bob.directory.path])
+            let line = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
+            let configured = try await tablet.sync(
+                "configure",
+                [
+                    "--server", family.server.url.absoluteString, "--shared-from", "alice/family", "--pairing-code",
+                    String(line.dropFirst("pairing code: ".count)), "--token-file", tablet.directory.appendingPathComponent("bob.token").path,
+                ]
+            )
+            #expect(configured.status == 0, "\(configured.stderr)")
+            #expect(configured.stdout.contains("alice's suite family, as a write member; end-to-end encrypted"), "\(configured.stdout)")
+            #expect(pair.finish().status == 0)
+            try await expectOK(tablet.sync("sync"))
+            #expect(try tablet.open().string(forKey: "doorbell") == "ding.caf")
+
+            try await expectOK(family.alicePhone.sync("unshare", ["--account", "carol"]))
+            try family.alicePhone.open().set("after", forKey: "secret")
+            try await expectOK(family.alicePhone.sync("sync"))
+            try await expectOK(tablet.sync("sync"))
+            #expect(try tablet.open().string(forKey: "secret") == "after")
+
+            // Carol, invited again, joins with the copy she kept and its key file.
+            try await family.join(family.carol)
+            try await expectOK(family.carol.sync("sync"))
+            #expect(try family.carol.open().string(forKey: "secret") == "after")
+            #expect(try family.keys(family.carol).currentEpoch == 2)
         }
     }
 

@@ -21,7 +21,8 @@ import Logging
 ///
 /// Every other device that should keep the suite pairs again (`groupdefaults-sync pair` here,
 /// `configure --pairing-code` there) and gets every epoch's key; devices with the new key refuse
-/// entries under a retired epoch.
+/// entries under a retired epoch. In a suite shared with other accounts, the owner's devices and
+/// the members' take the new key from the key bag instead (`SharedKeyBag`), without pairing.
 public enum KeyRotation {
     /// What a rotation did.
     public struct Outcome: Sendable {
@@ -31,6 +32,9 @@ public enum KeyRotation {
         public var resealed: Int
         /// Entries that did not open with this device's keys, left as they were.
         public var refused: [RefusedEntry]
+        /// In a suite shared with other accounts, the members the new key was sealed to (the
+        /// owner's devices take it too); nil for a suite never shared.
+        public var sharedWith: [String]?
     }
 
     /// Rotates the keys of the suite `engine` mirrors; `keyFile` is where they are kept.
@@ -84,9 +88,8 @@ public enum KeyRotation {
         let new = keys.currentEpoch == serverEpoch + 1 ? keys : try keys.rotated(after: serverEpoch)
         let epoch = new.currentEpoch
         var bag = try new.signedKeyBag(epoch: epoch, recoveryKey: recoveryKey)  // before the file: a device that cannot sign changes nothing
-        if let members = try await sharedMembers(engine, keys: new, bags: serverBags, excluding: removed) {
-            bag.shared = try new.sharedKeyBag(epoch: epoch, members: members)
-        }
+        let members = try await sharedMembers(engine, keys: new, bags: serverBags, excluding: removed)
+        if let members { bag.shared = try new.sharedKeyBag(epoch: epoch, members: members) }
         try new.write(to: keyFile)
         do {
             try await engine.client.putKeyBag(epoch: epoch, bag: bag)
@@ -158,7 +161,7 @@ public enum KeyRotation {
             }
             if !batch.isEmpty { resealed += try await push(batch, engine: engine, epoch: epoch, refused: &refused) }
         } while after != nil
-        return Outcome(keys: new, resealed: resealed, refused: refused)
+        return Outcome(keys: new, resealed: resealed, refused: refused, sharedWith: members.map { $0.keys.sorted() })
     }
 
     /// The member keys a shared suite's next epoch is sealed to, by account; nil for a suite never

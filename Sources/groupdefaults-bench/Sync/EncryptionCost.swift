@@ -11,6 +11,7 @@ import GroupDefaultsWire
 /// - Bytes the server stores per entry (what counts against its quotas: key or key id, and typed
 ///   JSON or sealed box).
 /// - Seal + open of one entry holding a 100-byte string, in process.
+/// - A removal's rotation of a suite of 10,000 keys shared with another account.
 enum EncryptionCost {
     static func measure(devices: Devices, sandbox: Sandbox, joins: Int, changes: Int) async throws -> [ServerReport.Row] {
         var rows: [ServerReport.Row] = []
@@ -64,6 +65,8 @@ enum EncryptionCost {
             )
         )
 
+        rows.append(try await removalRotation(devices: devices, sandbox: sandbox))
+
         let steady = try sealAndOpen(newKeys: false)
         let firstSight = try sealAndOpen(newKeys: true)
         rows.append(
@@ -80,6 +83,52 @@ enum EncryptionCost {
             )
         )
         return rows
+    }
+
+    /// A removal's rotation of an encrypted suite of 10,000 keys shared with another account:
+    /// `unshare` on the owner's device (the removal, a new epoch sealed for the owner's devices and
+    /// the remaining members, every entry sealed again and pushed), beside the suite's first upload
+    /// from that device in the same run. The member joins with an invitation (the keys handed over
+    /// in process) and syncs before it is removed.
+    static func removalRotation(devices: Devices, sandbox: Sandbox) async throws -> ServerReport.Row {
+        let suite = "group.bench.sealed-shared"
+        let keyFile = sandbox.root + "/bench-shared.keys"
+        try SuiteKeys(recoveryKey: RecoveryKey(), suite: suite).write(to: keyFile)
+        let owner = try devices.make("shared-owner", suite: suite, keyFile: keyFile)
+        try await owner.defaults.write { tx in
+            for index in 0..<SyncBench.keys { try tx.set(SyncBench.value(index), forKey: String(format: "setting.%05d", index)) }
+        }
+        let uploadStart = Clock.nanoseconds()
+        let uploaded = try await owner.engine.syncOnce()
+        let upload = Double(Clock.nanoseconds() - uploadStart) / 1e6
+        guard uploaded.pushed == SyncBench.keys else { throw BenchError("the upload of \(SyncBench.keys) keys: \(uploaded)") }
+
+        let (code, invitation) = try await owner.engine.share(role: .write)
+        async let handed = owner.engine.handOverKeys(code: code, invitation: invitation)
+        let directory = URL(fileURLWithPath: "\(devices.root)/devices/shared-member")
+        let joined = try await SyncSetup(server: devices.server, tokenFile: devices.memberTokenFile)
+            .join(invitation: code, localName: suite, directory: directory)
+        let member = try (await handed).acceptedBy ?? joined.membership.account ?? ""
+        let memberDefaults = try SharedDefaults(existingSuiteName: suite, directory: directory)
+        let synced = try await SyncEngine(configured: memberDefaults, http: devices.http).syncOnce()
+        guard synced.applied == SyncBench.keys else { throw BenchError("the member got \(synced.applied) of \(SyncBench.keys) keys") }
+
+        let start = Clock.nanoseconds()
+        let rotation = try await owner.engine.unshare(account: member)
+        let rotated = Double(Clock.nanoseconds() - start) / 1e6
+        guard rotation?.resealed == SyncBench.keys else { throw BenchError("the rotation sealed \(rotation?.resealed ?? 0) entries again") }
+        return ServerReport.Row(
+            backend: "embedded",
+            measurement: "a removal's rotation (unshare), \(ServerFormat.count(Double(SyncBench.keys))) keys, encrypted",
+            value: rotated,
+            unit: "ms",
+            samples: 1,
+            reference: "the suite's first upload, same device and run: " + ServerFormat.milliseconds(upload),
+            ratio: rotated / upload,
+            target: "≤ 2× the first upload",
+            met: rotated <= 2 * upload,
+            detail: "removal, new key sealed for the owner and the remaining members, snapshot read and opened, every entry sealed again and pushed"
+        )
     }
 
     /// Microseconds for one seal and one open, the median of 20 rounds: of one key again and again

@@ -30,6 +30,50 @@ extension StorageConformanceTests {
         }
 
         @Test(
+            "an encrypted suite's keys are handed over once, for the key the invitation was accepted with, to a member still there; the admission is kept with the membership",
+            arguments: StorageBackend.allCases
+        )
+        func keyHandover(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let now = Date()
+                let claim = InvitationClaim(memberKey: "bWVtYmVy", proof: "cHJvb2Y=")
+                let admission = MemberAdmission(memberKey: claim.memberKey, epoch: 1, signature: "c2lnbmVk")
+                for id in ["k1", "k2", "k3"] { try await storage.createInvitation(Self.invitation(id, at: now), now: now) }
+                // Not accepted yet, or accepted without a claim: nothing to hand over.
+                await expectStorageError(.invitationNotFound) {
+                    _ = try await storage.handOverKeys(owner: "alice", suite: "family", id: "inv_k1", keys: "a2V5cw==", admission: admission)
+                }
+                _ = try await storage.acceptInvitation(lookup: StoredInvitation.lookup(id: "k2"), account: "carol", now: now)
+                await expectStorageError(.invitationNotFound) {
+                    _ = try await storage.handOverKeys(owner: "alice", suite: "family", id: "inv_k2", keys: "a2V5cw==", admission: admission)
+                }
+                _ = try await storage.acceptInvitation(lookup: StoredInvitation.lookup(id: "k1"), account: "bob", claim: claim, now: now)
+                #expect(try await storage.invitation(lookup: StoredInvitation.lookup(id: "k1"))?.claim == claim)
+                let other = MemberAdmission(memberKey: "b3RoZXI=", epoch: 1, signature: "c2lnbmVk")
+                await expectStorageError(.malformed) {
+                    _ = try await storage.handOverKeys(owner: "alice", suite: "family", id: "inv_k1", keys: "a2V5cw==", admission: other)
+                }
+                await expectStorageError(.invitationNotFound) {
+                    _ = try await storage.handOverKeys(owner: "alice", suite: "other", id: "inv_k1", keys: "a2V5cw==", admission: admission)
+                }
+                let handed = try await storage.handOverKeys(owner: "alice", suite: "family", id: "inv_k1", keys: "a2V5cw==", admission: admission)
+                #expect(handed.keys == "a2V5cw==" && handed.info(at: now).keys == "a2V5cw==")
+                #expect(try await storage.member(owner: "alice", suite: "family", account: "bob")?.admission == admission)
+                await expectStorageError(.invitationUsed) {
+                    _ = try await storage.handOverKeys(owner: "alice", suite: "family", id: "inv_k1", keys: "b3RoZXI=", admission: admission)
+                }
+                #expect(try await storage.invitation(lookup: StoredInvitation.lookup(id: "k1"))?.keys == "a2V5cw==")
+                // A member removed before its keys came gets none.
+                _ = try await storage.acceptInvitation(lookup: StoredInvitation.lookup(id: "k3"), account: "dave", claim: claim, now: now)
+                #expect(try await storage.removeMember(owner: "alice", suite: "family", account: "dave"))
+                await expectStorageError(.notAMember) {
+                    _ = try await storage.handOverKeys(owner: "alice", suite: "family", id: "inv_k3", keys: "a2V5cw==", admission: admission)
+                }
+                #expect(try await storage.invitation(lookup: StoredInvitation.lookup(id: "k3"))?.keys == nil)
+            }
+        }
+
+        @Test(
             "an invitation makes one member, once, before it expires, unless revoked; members and memberships list it; removal ends it",
             arguments: StorageBackend.allCases
         )
