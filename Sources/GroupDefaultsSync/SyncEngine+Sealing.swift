@@ -99,6 +99,7 @@ extension SyncEngine {
                     )
                 }
                 if sealer.keys.sharing != nil {
+                    unadoptableEpoch = nil  // the next step looks at the key bags again
                     var error = SyncError(
                         .local,
                         code: .staleKeyEpoch,
@@ -137,7 +138,7 @@ extension SyncEngine {
     /// shared between accounts, rotated since: `SuiteKeys.adopting`, which checks the owner key's
     /// signature), writing them to the key file first; true if there were any. When there were
     /// none, the epoch the entries needed is remembered, so that the step reports it rather than
-    /// trying again.
+    /// trying again (the next step looks again).
     func adoptSharedEpochs() async throws(SyncError) -> Bool {
         let needed = needsSharedEpochs
         needsSharedEpochs = false

@@ -42,18 +42,24 @@ extension SyncEngine {
     public func handOverKeys(code: InvitationCode, invitation: InvitationInfo) async throws(SyncError) -> InvitationInfo {
         guard let keys = sealer?.keys else { return invitation }
         var current = invitation
-        while current.state == .pending || (current.state == .accepted && current.claim == nil) {
+        while current.state == .pending {
             do { try await Task.sleep(for: DevicePairing.pollInterval) } catch { throw SyncError(.local, "cancelled") }
             do {
                 if let found = try await client.invitations().invitations.first(where: { $0.id == invitation.id }) { current = found }
             } catch  where error.isTransient {}
             if current.state == .pending, let expires = TypedJSONDate.parse(current.expires), expires <= Date() { break }
         }
-        guard current.state == .accepted, let claim = current.claim, let account = current.acceptedBy else {
+        guard current.state == .accepted, let account = current.acceptedBy else {
             throw SyncError(
                 .rejected,
                 code: .invitationExpired,
                 "the invitation \(invitation.id) \(current.state == .revoked ? "was revoked" : "expired") unused"
+            )
+        }
+        guard let claim = current.claim else {
+            throw SyncError(
+                .local,
+                "\(account) accepted the invitation without a member key: it cannot get the suite's keys; remove it and invite again"
             )
         }
         if current.keys != nil { return current }
