@@ -186,8 +186,13 @@ public struct SyncClient: Sendable {
 
     /// `POST invitations`: an invitation to this suite giving `role`, filed under `invitationID`
     /// (derived from its code), working for `expiresIn` seconds (nil: the server's 24 hours).
-    public func createInvitation(invitationID: String, role: SuiteRole, expiresIn: UInt64?) async throws(SyncError) -> InvitationInfo {
-        let body = try Self.encode(InvitationRequest(invitationID: invitationID, role: role, expiresIn: expiresIn))
+    public func createInvitation(
+        invitationID: String,
+        role: SuiteRole,
+        expiresIn: UInt64?,
+        offerMAC: String? = nil
+    ) async throws(SyncError) -> InvitationInfo {
+        let body = try Self.encode(InvitationRequest(invitationID: invitationID, role: role, expiresIn: expiresIn, offerMAC: offerMAC))
         return try await send(.POST, path: "invitations", query: [], body: body, as: InvitationInfo.self)
     }
 

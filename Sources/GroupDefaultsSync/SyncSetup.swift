@@ -215,6 +215,17 @@ public struct SyncSetup: Sendable {
         case .expired:
             throw SyncError(refusal: .invitationExpired, status: 410, "the invitation expired: ask for a new one")
         }
+        // What the server says the invitation offers must be what the inviting device made: else
+        // the server could, for one, present an encrypted suite as a plain one.
+        guard code.verifies(offer: offered) else {
+            throw SyncError(
+                .local,
+                """
+                the server's description of this invitation (\(offered.suite), \(offered.role.rawValue), \
+                \(offered.encrypted == true ? "encrypted" : "plain")) is not what the inviting device made: nothing was joined
+                """
+            )
+        }
         let name = localName ?? offered.suite
         var previousKeyFile: String?
         do {
@@ -254,7 +265,8 @@ public struct SyncSetup: Sendable {
             // The local suite could not be set up: leave again, so that nothing changed on either
             // side and the person can ask for a new invitation.
             _ = try? await setup.withClient(suite: name) { client in
-                try await client.removeMember(try await client.members().account)
+                let account = if let account = membership.account { account } else { try await client.members().account }
+                return try await client.removeMember(account)
             }
             if let keyFile { try? FileManager.default.removeItem(atPath: keyFile) }
             throw error

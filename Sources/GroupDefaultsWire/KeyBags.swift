@@ -21,19 +21,27 @@ public struct SignedKeyBag: Codable, Sendable, Hashable {
     public var signature: String?
     /// In a suite shared between accounts, the epoch's key for the suite's accounts (`SharedKeyBag`).
     public var shared: SharedKeyBag?
+    /// The signature of `KeyBagSignature.message` by the suite's owner key (Ed25519, base64), which
+    /// only the owner's devices and the recovery key hold: a device set up from the recovery key
+    /// takes a bag only with it or the recovery key's, since a member holds the epochs' keys too.
+    /// Absent in a bag made by a device whose key file has no owner key.
+    public var ownerSignature: String?
 
-    /// A key bag: `bundle` with `verifyKey`, signed as `signature`, with `shared` for a shared suite.
-    public init(bundle: String?, verifyKey: String, signature: String?, shared: SharedKeyBag? = nil) {
+    /// A key bag: `bundle` with `verifyKey`, signed as `signature` (and `ownerSignature`), with
+    /// `shared` for a shared suite.
+    public init(bundle: String?, verifyKey: String, signature: String?, shared: SharedKeyBag? = nil, ownerSignature: String? = nil) {
         self.bundle = bundle
         self.verifyKey = verifyKey
         self.signature = signature
         self.shared = shared
+        self.ownerSignature = ownerSignature
     }
 
     enum CodingKeys: String, CodingKey {
         case bundle
         case verifyKey = "verify_key"
         case signature, shared
+        case ownerSignature = "owner_signature"
     }
 }
 
@@ -95,13 +103,27 @@ public struct KeyBags: Codable, Sendable, Hashable {
     public var anchor: KeyAnchor?
     /// The shared part of each bag that has one (`SharedKeyBag`), by epoch.
     public var shared: [String: SharedKeyBag]
+    /// Each bag's owner-key signature (`SignedKeyBag.ownerSignature`), by epoch, where it has one.
+    public var ownerSignatures: [String: String]
 
     /// Key bags of `epochs`, signed as `signatures`, under `anchor`, with the `shared` parts.
-    public init(epochs: [String: String], signatures: [String: String] = [:], anchor: KeyAnchor? = nil, shared: [String: SharedKeyBag] = [:]) {
+    public init(
+        epochs: [String: String],
+        signatures: [String: String] = [:],
+        anchor: KeyAnchor? = nil,
+        shared: [String: SharedKeyBag] = [:],
+        ownerSignatures: [String: String] = [:]
+    ) {
         self.epochs = epochs
         self.signatures = signatures
         self.anchor = anchor
         self.shared = shared
+        self.ownerSignatures = ownerSignatures
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case epochs, signatures, anchor, shared
+        case ownerSignatures = "owner_signatures"
     }
 
     /// The newest epoch the server holds a key bag for (0 if none).
@@ -113,6 +135,7 @@ public struct KeyBags: Codable, Sendable, Hashable {
         signatures = try container.decodeIfPresent([String: String].self, forKey: .signatures) ?? [:]
         anchor = try container.decodeIfPresent(KeyAnchor.self, forKey: .anchor)
         shared = try container.decodeIfPresent([String: SharedKeyBag].self, forKey: .shared) ?? [:]
+        ownerSignatures = try container.decodeIfPresent([String: String].self, forKey: .ownerSignatures) ?? [:]
     }
 }
 

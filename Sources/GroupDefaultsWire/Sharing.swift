@@ -42,6 +42,11 @@ public struct InvitationRequest: Codable, Sendable, Hashable {
     public var role: SuiteRole
     /// How long it works, in seconds (`expires_in`); nil for the server's default, 24 hours.
     public var expiresIn: UInt64?
+    /// What the invitation offers (the suite, the role, whether it is end-to-end encrypted),
+    /// authenticated with a key derived from the code (HMAC-SHA256, base64; `offer_mac`): the
+    /// joining device checks the server's description against it, so that the server cannot, for
+    /// one, present an encrypted suite as a plain one.
+    public var offerMAC: String?
 
     /// How long an invitation works unless its maker says otherwise: 24 hours, in seconds.
     public static let defaultLifetime: UInt64 = 24 * 3600
@@ -49,16 +54,18 @@ public struct InvitationRequest: Codable, Sendable, Hashable {
     public static let lifetimes: ClosedRange<UInt64> = 60...(30 * 24 * 3600)
 
     /// An invitation under `invitationID` giving `role`, working for `expiresIn` seconds.
-    public init(invitationID: String, role: SuiteRole, expiresIn: UInt64? = nil) {
+    public init(invitationID: String, role: SuiteRole, expiresIn: UInt64? = nil, offerMAC: String? = nil) {
         self.invitationID = invitationID
         self.role = role
         self.expiresIn = expiresIn
+        self.offerMAC = offerMAC
     }
 
     enum CodingKeys: String, CodingKey {
         case invitationID = "invitation_id"
         case role
         case expiresIn = "expires_in"
+        case offerMAC = "offer_mac"
     }
 }
 
@@ -102,6 +109,9 @@ public struct InvitationInfo: Codable, Sendable, Hashable {
     /// The suite's keys sealed to the claim's member key (base64), once the owner's device handed
     /// them over: only the joining device opens them.
     public var keys: String?
+    /// The inviting device's authentication of what the invitation offers
+    /// (`InvitationRequest.offerMAC`).
+    public var offerMAC: String?
 
     /// An invitation as described.
     public init(
@@ -132,6 +142,7 @@ public struct InvitationInfo: Codable, Sendable, Hashable {
         case created, expires, state
         case acceptedBy = "accepted_by"
         case encrypted, claim, keys
+        case offerMAC = "offer_mac"
     }
 }
 

@@ -20,6 +20,11 @@ extension SyncCommand {
                 --pairing-code there). The new key is signed with the current one (the server takes \
                 no other); a device that lacks the current key signs with --recovery-key-file.
 
+                In a suite shared with other accounts (on a device of its owner), the new key is \
+                also sealed for the owner's devices and to each member's key, and those devices take \
+                it without pairing; --without ACCOUNT leaves an account out even if the server still \
+                lists it (a member that left, when the server is not trusted to have dropped it).
+
                 Example: groupdefaults-sync rotate-key group.com.example.chat
                 Example: groupdefaults-sync rotate-key group.com.example.chat --recovery-key-file recovery.txt
                 """
@@ -34,12 +39,14 @@ extension SyncCommand {
                 valueName: "PATH"
             )
         ) var recoveryKeyFile: String?
+        @Option(help: ArgumentHelp("In a shared suite, an account the new key is not sealed to (repeatable).", valueName: "ACCOUNT"))
+        var without: [String] = []
 
         func run() async throws {
             try await withConfiguredEngine(options, server, suite) { defaults, engine in
                 let (_, keyFile, keys) = try encryption(of: defaults, or: "it has no key to rotate")
                 let recovery = try Configure.secret(nil, file: recoveryKeyFile, what: "recovery key").map { try RecoveryKey(parsing: $0) }
-                let outcome = try await KeyRotation.rotate(engine, keys: keys, keyFile: keyFile, recoveryKey: recovery)
+                let outcome = try await KeyRotation.rotate(engine, keys: keys, keyFile: keyFile, recoveryKey: recovery, excluding: Set(without))
                 output(
                     "\(suite): keys rotated to epoch \(outcome.keys.currentEpoch); \(outcome.resealed) \(outcome.resealed == 1 ? "entry" : "entries") sealed again"
                 )

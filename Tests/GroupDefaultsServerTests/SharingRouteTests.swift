@@ -146,45 +146,25 @@ struct SharingRouteTests {
             #expect(try await API.error(Self.accept(client, token: bob, id: Self.id(1))).error == .malformed)
             let key = Data(repeating: 1, count: 32).base64EncodedString()
             let claim = InvitationClaim(memberKey: key, proof: Data(repeating: 2, count: 32).base64EncodedString())
-            let accepted = try await client.execute(
-                uri: "/v1/invitations/\(Self.id(1))/accept",
-                method: .post,
-                headers: API.auth(bob),
-                body: ByteBuffer(bytes: try JSONEncoder().encode(claim))
-            )
-            #expect(accepted.status == .ok)
+            func accept(_ token: String, id: String, _ claim: InvitationClaim) async throws -> TestResponse {
+                try await client.execute(
+                    uri: "/v1/invitations/\(id)/accept",
+                    method: .post,
+                    headers: API.auth(token),
+                    body: ByteBuffer(bytes: try JSONEncoder().encode(claim))
+                )
+            }
+            #expect(try await accept(bob, id: Self.id(1), claim).status == .ok)
             let listed = try API.decode(InvitationList.self, try await client.get("/v1/suites/family/invitations", token: alice))
             #expect(listed.invitations.first?.claim == claim)
-
-            // A member seals as the owner does; only the owner's devices rotate, and the owner's bag
-            // of a suite with members carries their part.
-            let memberPush = try await client.execute(
-                uri: "/v1/suites/family/push?owner=alice",
-                method: .post,
-                headers: API.auth(bob),
-                body: try API.push([PushOp(keyID: String(repeating: "b", count: 32), sealed: sealed.sealed!, deleted: false, hlc: API.hlc())])
-            )
-            #expect(memberPush.status == .ok)
-            let unsharedBag = SignedKeyBag(bundle: String(repeating: "A", count: 64), verifyKey: key, signature: key)
-            let bag = ByteBuffer(bytes: try JSONEncoder().encode(unsharedBag))
-            let bobsBag = try await client.execute(uri: "/v1/suites/family/key-bags/2?owner=alice", method: .put, headers: API.auth(bob), body: bag)
-            #expect(try API.error(bobsBag).error == .insufficientRole)
-            let unshared = try await client.execute(uri: "/v1/suites/family/key-bags/2", method: .put, headers: API.auth(alice), body: bag)
-            #expect(try API.error(unshared).error == .malformed)
-
-            // An admin neither invites to nor removes from an encrypted suite.
-            #expect(try await API.error(Self.invite(client, token: bob, id: Self.id(2), role: .read, owner: "alice")).error == .insufficientRole)
             #expect(try await Self.invite(client, token: alice, id: Self.id(3), role: .read).status == .ok)
             let carolClaim = InvitationClaim(memberKey: Data(repeating: 3, count: 32).base64EncodedString(), proof: key)
-            let carolJoined = try await client.execute(
-                uri: "/v1/invitations/\(Self.id(3))/accept",
-                method: .post,
-                headers: API.auth(carol),
-                body: ByteBuffer(bytes: try JSONEncoder().encode(carolClaim))
-            )
-            #expect(carolJoined.status == .ok)
-            let removal = try await client.execute(uri: "/v1/suites/family/members/carol?owner=alice", method: .delete, headers: API.auth(bob))
-            #expect(try API.error(removal).error == .insufficientRole)
+            #expect(try await accept(carol, id: Self.id(3), carolClaim).status == .ok)
+
+            // Until the owner's device hands over the keys, a member (or whoever accepted with the
+            // id alone) reads nothing and writes nothing.
+            #expect(try await API.error(client.get("/v1/suites/family/snapshot?owner=alice", token: carol)).error == .notAMember)
+            #expect(try await API.error(client.get("/v1/suites/family/members?owner=alice", token: bob)).error == .notAMember)
 
             // The keys are handed over by the owner, for the claimed key, once.
             let signature = Data(repeating: 4, count: 64).base64EncodedString()
@@ -204,9 +184,33 @@ struct SharingRouteTests {
             #expect(try await API.error(handOver(alice, memberKey: key)).error == .invitationUsed)
             let handed = try API.decode(InvitationInfo.self, try await client.get("/v1/invitations/\(Self.id(1))", token: bob))
             #expect(handed.keys == sealedKeys)
+            #expect(try await client.get("/v1/suites/family/snapshot?owner=alice", token: bob).status == .ok)
             let members = try API.decode(MemberList.self, try await client.get("/v1/suites/family/members", token: alice))
             #expect(members.members.first { $0.account == "bob" }?.admission?.memberKey == key)
             #expect(members.members.first { $0.account == "carol" }?.admission == nil)
+
+            // A member seals as the owner does; only the owner's devices rotate, and the owner's bag
+            // of a suite with members carries their part.
+            let memberPush = try await client.execute(
+                uri: "/v1/suites/family/push?owner=alice",
+                method: .post,
+                headers: API.auth(bob),
+                body: try API.push([PushOp(keyID: String(repeating: "b", count: 32), sealed: sealed.sealed!, deleted: false, hlc: API.hlc())])
+            )
+            #expect(memberPush.status == .ok)
+            let unsharedBag = SignedKeyBag(bundle: String(repeating: "A", count: 64), verifyKey: key, signature: key)
+            let bag = ByteBuffer(bytes: try JSONEncoder().encode(unsharedBag))
+            let bobsBag = try await client.execute(uri: "/v1/suites/family/key-bags/2?owner=alice", method: .put, headers: API.auth(bob), body: bag)
+            #expect(try API.error(bobsBag).error == .insufficientRole)
+            let unshared = try await client.execute(uri: "/v1/suites/family/key-bags/2", method: .put, headers: API.auth(alice), body: bag)
+            #expect(try API.error(unshared).error == .malformed)
+
+            // An admin neither invites to nor removes from an encrypted suite; a waiting member may leave.
+            #expect(try await API.error(Self.invite(client, token: bob, id: Self.id(2), role: .read, owner: "alice")).error == .insufficientRole)
+            let removal = try await client.execute(uri: "/v1/suites/family/members/carol?owner=alice", method: .delete, headers: API.auth(bob))
+            #expect(try API.error(removal).error == .insufficientRole)
+            let left = try await client.execute(uri: "/v1/suites/family/members/carol?owner=alice", method: .delete, headers: API.auth(carol))
+            #expect(left.status == .ok)
         }
     }
 

@@ -106,20 +106,20 @@ struct EncryptedSharingTests {
             let removed = try await family.alicePhone.sync("unshare", ["--account", "carol"])
             #expect(removed.status == 0, "\(removed.stderr)")
             #expect(removed.stdout.contains("rotated family to key epoch 2"), "\(removed.stdout)")
-            try family.alicePhone.open().set("after-removal", forKey: "secret")
+            try family.alicePhone.open().set("after-removal-X4K2", forKey: "secret")
             try await expectOK(family.alicePhone.sync("sync"))
 
             // The three others take epoch 2 from its key bag and keep syncing, both ways.
             for device in [family.aliceTablet, family.bob] {
                 try await expectOK(device.sync("sync"))
-                #expect(try device.open().string(forKey: "secret") == "after-removal")
+                #expect(try device.open().string(forKey: "secret") == "after-removal-X4K2")
                 #expect(try family.keys(device).currentEpoch == 2)
             }
-            try family.bob.open().set("07:00", forKey: "wake")
+            try family.bob.open().set("wake-value-Q9Z7", forKey: "wake")
             try await expectOK(family.bob.sync("sync"))
             for device in [family.alicePhone, family.aliceTablet] {
                 try await expectOK(device.sync("sync"))
-                #expect(try device.open().string(forKey: "wake") == "07:00")
+                #expect(try device.open().string(forKey: "wake") == "wake-value-Q9Z7")
             }
 
             // Carol's devices: refused, and what they hold opens nothing written since.
@@ -135,7 +135,7 @@ struct EncryptedSharingTests {
                 #expect(throws: EntrySealer.Refusal.self) { try sealer.open(entry) }
             }
             let stored = try await ServerStore.dump(family.server)
-            #expect(!stored.contains("after-removal") && !stored.contains("07:00"))
+            #expect(!stored.contains("after-removal-X4K2") && !stored.contains("wake-value-Q9Z7"))
         }
     }
 
@@ -173,6 +173,16 @@ struct EncryptedSharingTests {
             try await expectOK(family.carol.sync("sync"))
             #expect(try family.carol.open().string(forKey: "secret") == "after")
             #expect(try family.keys(family.carol).currentEpoch == 2)
+
+            // `rotate-key --without bob`: bob is still listed (as after a leave the server hid), and
+            // the new key is not sealed to him.
+            let rotated = try await family.alicePhone.sync("rotate-key", ["--without", "bob"])
+            #expect(rotated.status == 0, "\(rotated.stderr)")
+            #expect(rotated.stdout.contains("Your other devices and those of carol take the new key"), "\(rotated.stdout)")
+            try await expectOK(family.carol.sync("sync"))
+            #expect(try family.keys(family.carol).currentEpoch == 3)
+            #expect(try await family.bob.sync("sync").status != 0)
+            #expect(try family.keys(family.bob).currentEpoch == 2)
         }
     }
 
@@ -238,6 +248,25 @@ struct EncryptedSharingTests {
             #expect(info.keys == nil)
             let members = try await server.client("family").members()
             #expect(members.members.map(\.account) == ["alice"])
+
+            // What the server says an invitation offers must be what the inviting device made: one
+            // whose description differs (here: made as a plain suite's, served as the encrypted
+            // one it is) joins nothing.
+            let other = InvitationCode()
+            _ = try await server.client("family").createInvitation(
+                invitationID: other.invitationID,
+                role: .write,
+                expiresIn: nil,
+                offerMAC: other.offerMAC(suite: "family", role: .write, encrypted: false)
+            )
+            let joiner = ToolDevice("family")
+            defer { joiner.remove() }
+            let file = try joiner.tokenFile(mallory, name: "mallory.token")
+            let refused = try await joiner.syncTool(
+                ["configure", "--invitation", "\(other)", "--server", server.url.absoluteString, "--token-file", file]
+            )
+            #expect(refused.status == 1 && refused.stderr.contains("is not what the inviting device made"), "\(refused.stderr)")
+            #expect(try await server.client("-", token: mallory).invitation(invitationID: other.invitationID).state == .pending)
         }
     }
 }

@@ -158,12 +158,15 @@ struct EnvelopeTests {
         }
     }
 
-    @Test("the recovery key opens a key bag only if it is signed by the key of the epoch before or the recovery key; a planted one is passed over")
+    @Test(
+        "the recovery key opens a key bag only if the owner key or the recovery key signed it; a planted one, and one signed by the epoch before alone (as a member could), are passed over"
+    )
     func signedKeyBags() throws {
         func bags(_ signed: [UInt32: SignedKeyBag]) -> KeyBags {
             KeyBags(
                 epochs: Dictionary(uniqueKeysWithValues: signed.map { (String($0.key), $0.value.bundle!) }),
-                signatures: Dictionary(uniqueKeysWithValues: signed.compactMap { bag in bag.value.signature.map { (String(bag.key), $0) } })
+                signatures: Dictionary(uniqueKeysWithValues: signed.compactMap { bag in bag.value.signature.map { (String(bag.key), $0) } }),
+                ownerSignatures: Dictionary(uniqueKeysWithValues: signed.compactMap { bag in bag.value.ownerSignature.map { (String(bag.key), $0) } })
             )
         }
         let second = try Self.keys.rotated()
@@ -193,7 +196,19 @@ struct EnvelopeTests {
         // A signature over other bytes: epoch 2's true bag, with the signature of the forged one.
         var swapped = chain[2]!
         swapped.signature = forged.signature
+        swapped.ownerSignature = chain[3]!.ownerSignature  // the owner's, of epoch 3's bag
         #expect(SuiteKeys(recoveryKey: Self.recovery, suite: Self.suite, keyBags: bags([UInt32(2): swapped])).currentEpoch == 1)
+
+        // A member (or one removed) holds epoch 1's key, not the owner key: its bag is signed by the
+        // epoch before alone, which the server would take, and a device set up from the recovery
+        // key passes it over.
+        let member = try Self.keys.with(sharing: try #require(Self.keys.sharing).forMember).rotated()
+        let byMember = try member.signedKeyBag(epoch: 2)
+        #expect(byMember.ownerSignature == nil && byMember.signature != nil)
+        #expect(SuiteKeys(recoveryKey: Self.recovery, suite: Self.suite, keyBags: bags([UInt32(2): byMember])).currentEpoch == 1)
+        var unowned = chain[2]!
+        unowned.ownerSignature = nil
+        #expect(SuiteKeys(recoveryKey: Self.recovery, suite: Self.suite, keyBags: bags([UInt32(2): unowned])).currentEpoch == 1)
 
         // Without epoch 2's key, only the recovery key signs epoch 3's bag; such a bag opens too.
         let skipping = try Self.keys.rotated(after: 2)

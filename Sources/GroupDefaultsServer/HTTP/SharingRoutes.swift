@@ -21,8 +21,9 @@ struct SharingRoutes: Sendable {
         guard InvitationRequest.lifetimes.contains(lifetime) else {
             throw APIError.malformed("expires_in must be 60 seconds to 30 days (\(InvitationRequest.lifetimes.upperBound) seconds)")
         }
+        if let mac = body.offerMAC, !Self.isKey(mac) { throw APIError.malformed("offer_mac is 32 bytes, in base64") }
         let now = Date()
-        let invitation = StoredInvitation(
+        var invitation = StoredInvitation(
             lookup: StoredInvitation.lookup(id: body.invitationID),
             id: StoredInvitation.newPublicID(),
             owner: access.owner,
@@ -32,6 +33,7 @@ struct SharingRoutes: Sendable {
             created: now,
             lifetime: TimeInterval(lifetime)
         )
+        invitation.offerMAC = body.offerMAC
         try await storage.createInvitation(invitation, now: now)
         var info = invitation.info(at: now)
         info.encrypted = encrypted

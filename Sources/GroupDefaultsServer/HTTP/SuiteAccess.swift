@@ -51,6 +51,14 @@ struct SuiteAccess: Sendable {
         guard let role = SharingRule.role(of: token.account, owner: owner, member: member) else {
             throw APIError(.notAMember, "\(owner)'s suite '\(suite)' is not shared with this account")
         }
+        // A member of an encrypted suite whose keys the owner's device has not handed over yet (it
+        // may be someone who learned the invitation's id, not its code) may only leave.
+        if member?.awaitingKeys == true, need != .share {
+            throw APIError(
+                .notAMember,
+                "\(owner)'s suite '\(suite)' is shared with this account once a device of its owner hands over the suite's keys"
+            )
+        }
         if need == .write, !role.mayWrite {
             throw APIError(.insufficientRole, "this account is a read member of \(owner)'s suite '\(suite)': it may read the suite, not change it")
         }

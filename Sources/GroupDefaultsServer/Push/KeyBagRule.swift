@@ -16,13 +16,23 @@ package struct StoredKeyBag: Codable, Sendable, Hashable {
     /// In a suite shared between accounts, the epoch's key for its accounts (opaque here: devices
     /// check the owner key's signature).
     package var shared: SharedKeyBag?
+    /// The owner key's signature (opaque here: a device set up from the recovery key checks it).
+    package var ownerSignature: String?
 
-    package init(bundle: String?, verifyKey: String?, signature: String?, recoveryVerifyKey: String? = nil, shared: SharedKeyBag? = nil) {
+    package init(
+        bundle: String?,
+        verifyKey: String?,
+        signature: String?,
+        recoveryVerifyKey: String? = nil,
+        shared: SharedKeyBag? = nil,
+        ownerSignature: String? = nil
+    ) {
         self.bundle = bundle
         self.verifyKey = verifyKey
         self.signature = signature
         self.recoveryVerifyKey = recoveryVerifyKey
         self.shared = shared
+        self.ownerSignature = ownerSignature
     }
 
     /// How a backend stores it: JSON; a bag an older version stored is its bundle alone.
@@ -48,6 +58,7 @@ package struct StoredKeyBag: Codable, Sendable, Hashable {
         case signature
         case recoveryVerifyKey = "recovery_verify_key"
         case shared
+        case ownerSignature = "owner_signature"
     }
 }
 
@@ -93,7 +104,16 @@ package enum KeyBagRule {
         }
         let signers = [stored[suiteEpoch]?.verifyKey, anchor.recoveryVerifyKey].compactMap { $0 }
         try check(bag, epoch: epoch, suite: suite, signers: signers)
-        return (epoch, StoredKeyBag(bundle: bag.bundle, verifyKey: bag.verifyKey, signature: bag.signature, shared: bag.shared))
+        return (
+            epoch,
+            StoredKeyBag(
+                bundle: bag.bundle,
+                verifyKey: bag.verifyKey,
+                signature: bag.signature,
+                shared: bag.shared,
+                ownerSignature: bag.ownerSignature
+            )
+        )
     }
 
     /// Takes `anchor` for `suite`, at `suiteEpoch` (0: not encrypted, or no suite record), `written`
@@ -166,7 +186,13 @@ package enum KeyBagRule {
             }
             let signers = [anchor.bags[String(epoch - 1)]?.verifyKey, anchor.recoveryVerifyKey].compactMap { $0 }
             try check(bag, epoch: epoch, suite: suite, signers: signers)
-            rows[epoch] = StoredKeyBag(bundle: bag.bundle, verifyKey: bag.verifyKey, signature: bag.signature)
+            rows[epoch] = StoredKeyBag(
+                bundle: bag.bundle,
+                verifyKey: bag.verifyKey,
+                signature: bag.signature,
+                shared: stored[epoch]?.shared ?? bag.shared,
+                ownerSignature: bag.ownerSignature ?? stored[epoch]?.ownerSignature
+            )
         }
         return (rows, takesEpoch ? current : nil)
     }
@@ -177,17 +203,19 @@ package enum KeyBagRule {
         var epochs: [String: String] = [:]
         var signatures: [String: String] = [:]
         var shared: [String: SharedKeyBag] = [:]
+        var ownerSignatures: [String: String] = [:]
         for (epoch, row) in stored where epoch >= 2 {
             epochs[String(epoch)] = row.bundle
             signatures[String(epoch)] = row.signature
             shared[String(epoch)] = row.shared
+            ownerSignatures[String(epoch)] = row.ownerSignature
         }
         let anchor = stored[1].flatMap { row in
             row.verifyKey.map {
                 KeyAnchor(recoveryVerifyKey: row.recoveryVerifyKey, bags: ["1": SignedKeyBag(bundle: nil, verifyKey: $0, signature: nil)])
             }
         }
-        return KeyBags(epochs: epochs, signatures: signatures, anchor: anchor, shared: shared)
+        return KeyBags(epochs: epochs, signatures: signatures, anchor: anchor, shared: shared, ownerSignatures: ownerSignatures)
     }
 
     /// Checks that `bag` is a bag of `epoch` signed by one of `signers` (verify keys, base64).

@@ -16,6 +16,10 @@ package struct StoredMember: Sendable, Hashable, Codable {
     package var invitedBy: String
     /// In an end-to-end encrypted suite, its member key as the owner key admitted it.
     package var admission: MemberAdmission?
+    /// True from accepting an invitation to an end-to-end encrypted suite until the owner's device
+    /// hands over the keys (`StoredInvitation.handOver`): such a member may only leave, since the
+    /// server cannot tell it from someone who learned the invitation's id but not its code.
+    package var awaitingKeys: Bool?
 
     package init(owner: String, suite: String, account: String, role: SuiteRole, added: Date, invitedBy: String) {
         self.owner = owner
@@ -50,6 +54,8 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
     /// suite's keys sealed to it by the owner's device (opaque here).
     package var claim: InvitationClaim?
     package var keys: String?
+    /// The inviting device's authentication of what it offers (opaque here).
+    package var offerMAC: String?
 
     /// How many invitations one suite may have waiting: a family invites a few people at a time,
     /// and a stolen token cannot fill the store with them.
@@ -120,7 +126,7 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
             throw SyncStorageError(.invitationExpired, "the invitation expired: ask for a new one")
         case .pending: break
         }
-        let member = try SharingRule.join(
+        var member = try SharingRule.join(
             owner: owner,
             suite: suite,
             account: account,
@@ -129,6 +135,7 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
             invitedBy: createdBy,
             now: now
         )
+        if claim != nil { member.awaitingKeys = true }
         acceptedBy = account
         accepted = now
         self.claim = claim
@@ -150,6 +157,7 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
         }
         self.keys = keys
         found.admission = admission
+        found.awaitingKeys = nil
         member = found
     }
 
@@ -180,6 +188,7 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
         )
         info.claim = claim
         info.keys = keys
+        info.offerMAC = offerMAC
         return info
     }
 }

@@ -84,22 +84,38 @@ public enum KeyRotation {
         // once the suite is anchored (which this device does if nobody has).
         let serverBags = try await KeyAnchoring.ensure(keys, client: engine.client, recoveryKey: recoveryKey)
         let serverEpoch = max(serverBags.newestEpoch, 1)
-        // The next epoch's key made by a run that failed before its bag was stored is used again.
-        let new = keys.currentEpoch == serverEpoch + 1 ? keys : try keys.rotated(after: serverEpoch)
+        // A bag signed here before and not known to be stored is sent again, unchanged: one bag per
+        // epoch from this device, never two that a server could choose between (one sealed to a
+        // member that a later one leaves out). Once the server is past its epoch, it is moot.
+        if let pending = keys.pendingBag, pending.epoch <= serverEpoch { keys = keys.with(pendingBag: nil) }
+        let new: SuiteKeys
+        var bag: SignedKeyBag
+        if let pending = keys.pendingBag, pending.epoch == serverEpoch + 1 {
+            var epochs = keys.epochs
+            epochs[pending.epoch] = pending.key
+            new = keys.with(epochs: epochs).with(pendingBag: nil)
+            bag = pending.bag
+        } else {
+            // The next epoch's key made by a run before this version kept its bag is used again.
+            new = (keys.currentEpoch == serverEpoch + 1 ? keys : try keys.rotated(after: serverEpoch)).with(pendingBag: nil)
+            bag = try new.signedKeyBag(epoch: new.currentEpoch, recoveryKey: recoveryKey)  // before the file: a device that cannot sign changes nothing
+            if let members = try await sharedMembers(engine, keys: new, bags: serverBags, excluding: removed) {
+                bag.shared = try new.sharedKeyBag(epoch: new.currentEpoch, members: members)
+            }
+        }
         let epoch = new.currentEpoch
-        var bag = try new.signedKeyBag(epoch: epoch, recoveryKey: recoveryKey)  // before the file: a device that cannot sign changes nothing
-        let members = try await sharedMembers(engine, keys: new, bags: serverBags, excluding: removed)
-        if let members { bag.shared = try new.sharedKeyBag(epoch: epoch, members: members) }
-        try new.write(to: keyFile)
+        let pending = PendingKeyBag(epoch: epoch, key: new.epochs[epoch]!, bag: bag)
+        try new.with(pendingBag: pending).write(to: keyFile)
         do {
             try await engine.client.putKeyBag(epoch: epoch, bag: bag)
         } catch  where !error.isTransient {
-            // Refused: nothing was stored, so the key file goes back to what it was (a run that
-            // fails does not spend an epoch). After a transient failure the bag may be stored: the
-            // new key stays, and the next run uses it again.
-            try? keys.write(to: keyFile)
+            // Refused: the key file goes back to its epochs (a run that fails does not move this
+            // device to an epoch the server lacks), keeping the signed bag for the next run. After
+            // a transient failure the bag may be stored: the new key stays too.
+            try? keys.with(pendingBag: pending).write(to: keyFile)
             throw error
         }
+        try new.write(to: keyFile)
         // What other devices pushed under the old epoch until the bag was stored (after it, the
         // server refuses the old epoch, and they seal again once they have the new key): taken in
         // now, so that it is sealed again below rather than left under a retired epoch, which
@@ -161,14 +177,23 @@ public enum KeyRotation {
             }
             if !batch.isEmpty { resealed += try await push(batch, engine: engine, epoch: epoch, refused: &refused) }
         } while after != nil
-        return Outcome(keys: new, resealed: resealed, refused: refused, sharedWith: members.map { $0.keys.sorted() })
+        var outcome = Outcome(keys: new, resealed: resealed, refused: refused, sharedWith: bag.shared.map { $0.members.keys.sorted() })
+        // A bag signed before a removal, sent again, may seal to the removed account: once it is
+        // stored, the suite moves on to an epoch sealed without it.
+        if let shared = bag.shared, !removed.isDisjoint(with: shared.members.keys) {
+            let again = try await rotate(engine, keys: new, keyFile: keyFile, excluding: removed)
+            outcome = Outcome(keys: again.keys, resealed: again.resealed, refused: refused + again.refused, sharedWith: again.sharedWith)
+        }
+        return outcome
     }
 
     /// The member keys a shared suite's next epoch is sealed to, by account; nil for a suite never
     /// shared (no members, no shared bag), whose other devices pair again. A member is sealed to
     /// when the server lists it, the owner key signed its admission, and the suite's last shared
-    /// bag was sealed to it or it was admitted since: a server that lists a member removed before
-    /// cannot bring it back. Never `removed`.
+    /// bag (signed by the owner key) was sealed to it or it was admitted at that bag's epoch or
+    /// later; without such a bag, at the suite's newest epoch or later (a rotation while it was a
+    /// member would have carried its part). So a server that lists a member removed before, or
+    /// hides the shared parts, leaves members out rather than bringing one back. Never `removed`.
     private static func sharedMembers(
         _ engine: SyncEngine,
         keys: SuiteKeys,
@@ -179,10 +204,11 @@ public enum KeyRotation {
         let listed = try await engine.client.members().members.filter { $0.role != .owner }
         let roster = keys.sharedRoster(bags)
         guard !listed.isEmpty || roster != nil || !removed.isEmpty else { return nil }
+        let line = roster?.epoch ?? max(bags.newestEpoch, 1)
         var members: [String: Curve25519.KeyAgreement.PublicKey] = [:]
         for member in listed where !removed.contains(member.account) {
             guard let admission = member.admission, let key = keys.memberKey(of: member.account, admission) else { continue }
-            if let roster, !roster.accounts.contains(member.account), admission.epoch < roster.epoch { continue }
+            guard roster?.accounts.contains(member.account) == true || admission.epoch >= line else { continue }
             members[member.account] = key
         }
         return members

@@ -40,6 +40,10 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// The keys by which the suite is shared with other accounts (`SharingKeys`); nil in a key file
     /// made before encrypted suites could be shared.
     let sharing: SharingKeys?
+    /// A key bag this device signed whose storing on the server is not known to have happened (its
+    /// put failed, or its answer was lost), with its epoch's key: the next rotation sends it again
+    /// unchanged, so that no epoch ever has two bags signed here for a server to choose between.
+    var pendingBag: PendingKeyBag?
     /// The epoch new entries are sealed under: the newest.
     public var currentEpoch: UInt32 { epochs.keys.max() ?? 1 }
 
@@ -84,7 +88,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
 
     /// These keys with `epochs` in place of theirs.
     func with(epochs: [UInt32: SymmetricKey]) -> SuiteKeys {
-        SuiteKeys(
+        var keys = SuiteKeys(
             suite: suite,
             names: names,
             epochs: epochs,
@@ -92,11 +96,13 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             recoveryVerifyKey: recoveryVerifyKey,
             sharing: sharing
         )
+        keys.pendingBag = pendingBag
+        return keys
     }
 
     /// These keys with `sharing` in place of theirs.
     func with(sharing: SharingKeys?) -> SuiteKeys {
-        SuiteKeys(
+        var keys = SuiteKeys(
             suite: suite,
             names: names,
             epochs: epochs,
@@ -104,6 +110,15 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             recoveryVerifyKey: recoveryVerifyKey,
             sharing: sharing
         )
+        keys.pendingBag = pendingBag
+        return keys
+    }
+
+    /// These keys with `pendingBag` in place of theirs.
+    func with(pendingBag: PendingKeyBag?) -> SuiteKeys {
+        var keys = self
+        keys.pendingBag = pendingBag
+        return keys
     }
 
     /// The owner key derived from the recovery key (any 32 bytes are an Ed25519 seed).
@@ -201,7 +216,8 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             return SignedKeyBag(
                 bundle: bundle,
                 verifyKey: verifyKey.base64EncodedString(),
-                signature: try signer.signature(for: message).base64EncodedString()
+                signature: try signer.signature(for: message).base64EncodedString(),
+                ownerSignature: try sharing?.owner?.signature(for: message).base64EncodedString()
             )
         } catch {
             throw SyncError(.local, "cannot sign the key bag of epoch \(epoch): \(error)")
@@ -251,14 +267,17 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
 
     /// The keys of `suite` from its recovery key and the key bags the server keeps: epoch 1 from the
     /// recovery key itself, each later one from its bag, taken only if it opens with this recovery
-    /// key and is signed by the key of the epoch before or by the recovery key, as checked here from
-    /// keys derived here: a bag a token or the server stored with a key of its own choosing is
-    /// passed over. If it was the newest, such a device seals under an epoch the server no longer
+    /// key and is signed by the owner key or the recovery key, as checked here from keys derived
+    /// here: a bag a token, the server or a member of the suite stored with a key of its own
+    /// choosing is passed over. A bag signed only by the key of the epoch before (made by a device
+    /// whose key file predates shared suites, without the owner key) is passed over too: a member
+    /// of the suite, or one removed, holds such keys, and a server could show its bag instead. If it was the newest, such a device seals under an epoch the server no longer
     /// takes, and is told to pair instead (or `rotate-key --recovery-key-file` moves the suite past it).
     public init(recoveryKey: RecoveryKey, suite: String, keyBags: KeyBags) {
         let keys = SuiteKeys(recoveryKey: recoveryKey, suite: suite)
         let privateKey = Self.recoveryPrivateKey(recoveryKey, suite)
         let recoveryVerifyKey = Self.recoverySigningKey(recoveryKey, suite).publicKey
+        let ownerVerifyKey = Self.ownerKey(recoveryKey, suite).publicKey
         var known = keys
         for (epoch, bag) in keyBags.epochs.compactMap({ bag in UInt32(bag.key).map { ($0, bag.value) } }).sorted(by: { $0.0 < $1.0 }) {
             guard epoch >= 2, let key = keys.openBag(bag, epoch: epoch, privateKey: privateKey),
@@ -270,8 +289,9 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             let candidate = known.with(epochs: epochs)
             guard let verifyKey = candidate.signingKey(epoch)?.publicKey.rawRepresentation else { continue }
             let message = KeyBagSignature.message(suite: suite, epoch: epoch, verifyKey: verifyKey, bundle: bytes)
-            let signers = [known.signingKey(epoch - 1)?.publicKey, recoveryVerifyKey].compactMap { $0 }
-            guard signers.contains(where: { $0.isValidSignature(signature, for: message) }) else { continue }
+            let ownerSignature = keyBags.ownerSignatures[String(epoch)].flatMap { Data(base64Encoded: $0) }
+            let byOwner = ownerSignature.map { ownerVerifyKey.isValidSignature($0, for: message) } ?? false
+            guard byOwner || recoveryVerifyKey.isValidSignature(signature, for: message) else { continue }
             known = candidate
         }
         self = known
@@ -324,6 +344,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         var ownerKey: String?
         var ownerSealKey: String?
         var memberKey: String?
+        var pendingBag: StoredPendingBag?
 
         enum CodingKeys: String, CodingKey {
             case format, suite
@@ -335,7 +356,15 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             case ownerKey = "owner_key"
             case ownerSealKey = "owner_seal_key"
             case memberKey = "member_key"
+            case pendingBag = "pending_bag"
         }
+    }
+
+    /// `PendingKeyBag` in the key file: `{"epoch": N, "key": base64, "bag": {…}}`.
+    fileprivate struct StoredPendingBag: Codable {
+        var epoch: UInt32
+        var key: String
+        var bag: SignedKeyBag
     }
 
     /// The keys in the key file at `path`, which must belong to `suite`.
@@ -392,6 +421,12 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             recoveryVerifyKey: recoveryVerifyKey,
             sharing: try SharingKeys(file: file, source: source)
         )
+        if let stored = file.pendingBag {
+            guard stored.epoch > 1, let key = Data(base64Encoded: stored.key), key.count == 32 else {
+                throw SyncError(.local, "\(source) is damaged: its pending key bag has no valid key")
+            }
+            pendingBag = PendingKeyBag(epoch: stored.epoch, key: SymmetricKey(data: key), bag: stored.bag)
+        }
     }
 
     /// The key file's bytes: JSON, keys in base64.
@@ -407,7 +442,8 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             ownerVerifyKey: sharing?.ownerVerify.rawRepresentation.base64EncodedString(),
             ownerKey: sharing?.owner?.rawRepresentation.base64EncodedString(),
             ownerSealKey: sharing?.ownerSeal.map(base64),
-            memberKey: sharing?.member?.rawRepresentation.base64EncodedString()
+            memberKey: sharing?.member?.rawRepresentation.base64EncodedString(),
+            pendingBag: pendingBag.map { StoredPendingBag(epoch: $0.epoch, key: base64($0.key), bag: $0.bag) }
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
@@ -466,4 +502,14 @@ extension SharingKeys {
             member = key
         }
     }
+}
+
+/// A key bag signed on this device and not yet known to be stored (`SuiteKeys.pendingBag`).
+struct PendingKeyBag: @unchecked Sendable {
+    /// Its epoch.
+    var epoch: UInt32
+    /// The epoch's key it seals.
+    var key: SymmetricKey
+    /// The bag, exactly as signed.
+    var bag: SignedKeyBag
 }

@@ -214,6 +214,28 @@ extension InvitationCode {
     /// The pre-shared key of the keys' HPKE seal (mode psk): only a holder of the code seals what
     /// the joining device opens.
     var presharedKey: SymmetricKey { derive("hpke psk") }
+
+    private static func offer(suite: String, role: SuiteRole, encrypted: Bool) -> Data {
+        Data("GroupDefaults invitation offer v1\0\(suite)\0\(role.rawValue)\0\(encrypted ? "encrypted" : "plain")".utf8)
+    }
+
+    /// What the inviting device says the invitation offers, authenticated with a key derived from
+    /// the code (HMAC-SHA256, base64): `InvitationRequest.offerMAC`.
+    func offerMAC(suite: String, role: SuiteRole, encrypted: Bool) -> String {
+        Data(HMAC<SHA256>.authenticationCode(for: Self.offer(suite: suite, role: role, encrypted: encrypted), using: derive("offer")))
+            .base64EncodedString()
+    }
+
+    /// Whether the server's description of the invitation is what the inviting device made
+    /// (`offerMAC`), compared in constant time.
+    func verifies(offer info: InvitationInfo) -> Bool {
+        guard let mac = info.offerMAC.flatMap({ Data(base64Encoded: $0) }) else { return false }
+        return HMAC<SHA256>.isValidAuthenticationCode(
+            mac,
+            authenticating: Self.offer(suite: info.suite, role: info.role, encrypted: info.encrypted == true),
+            using: derive("offer")
+        )
+    }
 }
 
 /// Hands an encrypted suite's keys to the first device of a member account when it accepts its

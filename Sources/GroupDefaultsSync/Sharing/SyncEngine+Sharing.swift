@@ -26,7 +26,12 @@ extension SyncEngine {
             throw SyncError(.local, "an invitation works for 60 seconds to 30 days")
         }
         let code = InvitationCode()
-        let invitation = try await client.createInvitation(invitationID: code.invitationID, role: role, expiresIn: seconds)
+        let invitation = try await client.createInvitation(
+            invitationID: code.invitationID,
+            role: role,
+            expiresIn: seconds,
+            offerMAC: code.offerMAC(suite: client.suite, role: role, encrypted: sealer != nil)
+        )
         return (code, invitation)
     }
 
