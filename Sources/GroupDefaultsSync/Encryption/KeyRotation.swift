@@ -98,7 +98,8 @@ public enum KeyRotation {
         } else {
             // The next epoch's key made by a run before this version kept its bag is used again.
             new = (keys.currentEpoch == serverEpoch + 1 ? keys : try keys.rotated(after: serverEpoch)).with(pendingBag: nil)
-            bag = try new.signedKeyBag(epoch: new.currentEpoch, recoveryKey: recoveryKey)  // before the file: a device that cannot sign changes nothing
+            // Before the file: a device that cannot sign changes nothing.
+            bag = try new.signedKeyBag(epoch: new.currentEpoch, recoveryKey: recoveryKey)
             if let members = try await sharedMembers(engine, keys: new, bags: serverBags, excluding: removed) {
                 bag.shared = try new.sharedKeyBag(epoch: new.currentEpoch, members: members)
             }
