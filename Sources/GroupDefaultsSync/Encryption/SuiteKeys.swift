@@ -87,21 +87,12 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// These keys with `epochs` in place of theirs.
-    func with(epochs: [UInt32: SymmetricKey]) -> SuiteKeys {
-        var keys = SuiteKeys(
-            suite: suite,
-            names: names,
-            epochs: epochs,
-            recoveryPublicKey: recoveryPublicKey,
-            recoveryVerifyKey: recoveryVerifyKey,
-            sharing: sharing
-        )
-        keys.pendingBag = pendingBag
-        return keys
-    }
+    func with(epochs: [UInt32: SymmetricKey]) -> SuiteKeys { rebuilt(epochs: epochs, sharing: sharing) }
 
     /// These keys with `sharing` in place of theirs.
-    func with(sharing: SharingKeys?) -> SuiteKeys {
+    func with(sharing: SharingKeys?) -> SuiteKeys { rebuilt(epochs: epochs, sharing: sharing) }
+
+    private func rebuilt(epochs: [UInt32: SymmetricKey], sharing: SharingKeys?) -> SuiteKeys {
         var keys = SuiteKeys(
             suite: suite,
             names: names,

@@ -124,13 +124,7 @@ extension LMDBSyncStorage: SharingStore {
 
     package func handOverKeys(owner: String, suite: String, id: String, keys: String, admission: MemberAdmission) async throws -> StoredInvitation {
         try await write { txn in
-            var found: StoredInvitation?
-            try Self.forEach(txn, prefix: SharingKeys.invitations(owner, suite)) { key, _ in
-                if let invitation = try Self.invitation(txn, lookup: String(decoding: key.suffix(64), as: UTF8.self)), invitation.id == id {
-                    found = invitation
-                }
-            }
-            guard var invitation = found else { throw SyncStorageError(.invitationNotFound, "the suite has no invitation \(id)") }
+            var invitation = try Self.invitation(txn, owner: owner, suite: suite, id: id)
             var member = try invitation.acceptedBy.flatMap { try Self.member(txn, owner: owner, suite: suite, account: $0) }
             try invitation.handOver(keys: keys, admission: admission, to: &member)
             guard let member else { throw SyncStorageError(.notAMember, "the invitation's member is gone") }
@@ -142,13 +136,7 @@ extension LMDBSyncStorage: SharingStore {
 
     package func revokeInvitation(owner: String, suite: String, id: String, by role: SuiteRole, now: Date) async throws -> StoredInvitation {
         try await write { txn in
-            var found: StoredInvitation?
-            try Self.forEach(txn, prefix: SharingKeys.invitations(owner, suite)) { key, _ in
-                if let invitation = try Self.invitation(txn, lookup: String(decoding: key.suffix(64), as: UTF8.self)), invitation.id == id {
-                    found = invitation
-                }
-            }
-            guard var invitation = found else { throw SyncStorageError(.invitationNotFound, "the suite has no invitation \(id)") }
+            var invitation = try Self.invitation(txn, owner: owner, suite: suite, id: id)
             try invitation.revoke(by: role, now: now)
             try Self.put(txn, DB.sharing, SharingKeys.invitation(invitation.lookup), Array(try JSONEncoder().encode(invitation)))
             return invitation
@@ -221,6 +209,18 @@ extension LMDBSyncStorage: SharingStore {
     private static func member(_ txn: LMDBTransaction, owner: String, suite: String, account: String) throws -> StoredMember? {
         guard let json = try get(txn, DB.sharing, SharingKeys.member(owner, suite, account)) else { return nil }
         return try JSONDecoder().decode(StoredMember.self, from: Data(json))
+    }
+
+    /// The invitation of `owner`'s `suite` whose public id is `id`.
+    private static func invitation(_ txn: LMDBTransaction, owner: String, suite: String, id: String) throws -> StoredInvitation {
+        var found: StoredInvitation?
+        try forEach(txn, prefix: SharingKeys.invitations(owner, suite)) { key, _ in
+            if let invitation = try invitation(txn, lookup: String(decoding: key.suffix(64), as: UTF8.self)), invitation.id == id {
+                found = invitation
+            }
+        }
+        guard let found else { throw SyncStorageError(.invitationNotFound, "the suite has no invitation \(id)") }
+        return found
     }
 
     private static func invitation(_ txn: LMDBTransaction, lookup: String) throws -> StoredInvitation? {

@@ -151,15 +151,7 @@ extension PostgresSyncStorage: SharingStore {
     package func handOverKeys(owner: String, suite: String, id: String, keys: String, admission: MemberAdmission) async throws -> StoredInvitation {
         try await bounded("handing over a suite's keys") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
-                let rows = try await connection.query(
-                    """
-                    SELECT record::text FROM invitations WHERE owner = \(owner) AND suite = \(suite) AND record->>'id' = \(id) FOR UPDATE
-                    """,
-                    logger: storage.logger
-                )
-                var found: StoredInvitation?
-                for try await text in rows.decode(String.self) { found = try JSONDecoder().decode(StoredInvitation.self, from: Data(text.utf8)) }
-                guard var invitation = found else { throw SyncStorageError(.invitationNotFound, "the suite has no invitation \(id)") }
+                var invitation = try await storage.invitationForUpdate(connection, owner: owner, suite: suite, id: id)
                 var member: StoredMember?
                 if let account = invitation.acceptedBy {
                     let held = try await connection.query(
@@ -185,18 +177,20 @@ extension PostgresSyncStorage: SharingStore {
         }
     }
 
+    /// The invitation of `owner`'s `suite` whose public id is `id`, locked for this transaction.
+    private func invitationForUpdate(_ connection: PostgresConnection, owner: String, suite: String, id: String) async throws -> StoredInvitation {
+        let rows = try await connection.query(
+            "SELECT record::text FROM invitations WHERE owner = \(owner) AND suite = \(suite) AND record->>'id' = \(id) FOR UPDATE",
+            logger: logger
+        )
+        for try await text in rows.decode(String.self) { return try JSONDecoder().decode(StoredInvitation.self, from: Data(text.utf8)) }
+        throw SyncStorageError(.invitationNotFound, "the suite has no invitation \(id)")
+    }
+
     package func revokeInvitation(owner: String, suite: String, id: String, by role: SuiteRole, now: Date) async throws -> StoredInvitation {
         try await bounded("revoking an invitation") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
-                let rows = try await connection.query(
-                    """
-                    SELECT record::text FROM invitations WHERE owner = \(owner) AND suite = \(suite) AND record->>'id' = \(id) FOR UPDATE
-                    """,
-                    logger: storage.logger
-                )
-                var found: StoredInvitation?
-                for try await text in rows.decode(String.self) { found = try JSONDecoder().decode(StoredInvitation.self, from: Data(text.utf8)) }
-                guard var invitation = found else { throw SyncStorageError(.invitationNotFound, "the suite has no invitation \(id)") }
+                var invitation = try await storage.invitationForUpdate(connection, owner: owner, suite: suite, id: id)
                 try invitation.revoke(by: role, now: now)
                 let json = String(decoding: try JSONEncoder().encode(invitation), as: UTF8.self)
                 try await connection.query(
