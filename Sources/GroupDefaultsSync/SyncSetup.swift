@@ -189,13 +189,19 @@ public struct SyncSetup: Sendable {
     /// again joins with the copy it kept).
     ///
     /// For an end-to-end encrypted suite, the device sends a member key of its own with its
-    /// acceptance, with a proof made from the code, and waits until a device of the owner hands
-    /// it the suite's keys, sealed to that key (`KeyHandover`): the owner's `share` runs meanwhile.
+    /// acceptance, with a proof made from the code, and waits (calling `waiting` once) until a
+    /// device of the owner hands it the suite's keys, sealed to that key (`KeyHandover`): the
+    /// owner's `share` runs meanwhile. After `keyHandoverWait` without them, it leaves again.
     ///
     /// - Throws: `SyncError` (`invitationNotFound`, `invitationUsed`, `invitationExpired`,
     ///   `memberConflict`, `authenticationNeeded`, what a request can throw), `SyncSetup.Refusal`
     ///   (`localSuiteExists`); nothing was changed on either side then.
-    public func join(invitation code: InvitationCode, localName: String? = nil, directory: URL? = nil) async throws -> Joined {
+    public func join(
+        invitation code: InvitationCode,
+        localName: String? = nil,
+        directory: URL? = nil,
+        waiting: (@Sendable () -> Void)? = nil
+    ) async throws -> Joined {
         var setup = self
         setup.tokenFile = Self.absolute(tokenFile)
         setup.caFile = caFile.map(Self.absolute)
@@ -254,7 +260,8 @@ public struct SyncSetup: Sendable {
                     try previousKeyFile
                     ?? KeyFileName.defaultPath(suite: name, server: server, token: try TokenFile.read(setup.tokenFile), beside: setup.tokenFile)
                 if previousKeyFile == nil, FileManager.default.fileExists(atPath: path) { throw Refusal(.keyFileExists, suite: name, path: path) }
-                let keys = try await setup.receiveKeys(code: code, memberKey: member.memberKey, suite: offered.suite, expires: offered.expires)
+                waiting?()
+                let keys = try await setup.receiveKeys(code: code, memberKey: member.memberKey, suite: offered.suite)
                 try keys.write(to: path)
                 keyFile = previousKeyFile == nil ? path : nil
                 setup.keyFile = path
@@ -273,20 +280,13 @@ public struct SyncSetup: Sendable {
         }
     }
 
-    /// How long a joining device waits, at least, for the owner's device to hand over the keys.
-    static let keyHandoverWait: TimeInterval = 600
+    /// How long a joining device waits for the owner's device to hand over the keys: 10 minutes.
+    public static let keyHandoverWait: TimeInterval = 600
 
-    /// Waits until the owner's device hands over the keys of the invitation of `code` (until it
-    /// expires, and at least `keyHandoverWait`), and opens them.
-    private func receiveKeys(
-        code: InvitationCode,
-        memberKey: Curve25519.KeyAgreement.PrivateKey,
-        suite: String,
-        expires: String
-    ) async throws
-        -> SuiteKeys
-    {
-        let deadline = max(TypedJSONDate.parse(expires) ?? Date(), Date().addingTimeInterval(Self.keyHandoverWait))
+    /// Waits until the owner's device hands over the keys of the invitation of `code` (at most
+    /// `keyHandoverWait`), and opens them.
+    private func receiveKeys(code: InvitationCode, memberKey: Curve25519.KeyAgreement.PrivateKey, suite: String) async throws -> SuiteKeys {
+        let deadline = Date().addingTimeInterval(Self.keyHandoverWait)
         let sealed = try await withClient(suite: "-") { client in
             while true {
                 do throws(SyncError) {
@@ -298,7 +298,10 @@ public struct SyncSetup: Sendable {
                     throw SyncError(
                         .rejected,
                         code: .invitationExpired,
-                        "no device of the suite's owner handed over its keys in time: ask for a new invitation, and keep `share` running until it is used"
+                        """
+                        no device of the suite's owner handed over its keys within \(Int(Self.keyHandoverWait / 60)) minutes (its `share` was not \
+                        running): this account left the suite again; ask for a new invitation, and for `share` to keep running until it is used
+                        """
                     )
                 }
                 try await Task.sleep(for: DevicePairing.pollInterval)
@@ -348,7 +351,19 @@ public struct SyncSetup: Sendable {
         }
         switch keys {
         case .pairingCode(let code, let deviceName):
-            return (try await pairedKeys(code: code, deviceName: deviceName, suite: suite, keyFile: named), nil)
+            let path = try await pairedKeys(code: code, deviceName: deviceName, suite: suite, keyFile: named)
+            // A member's keys (of another account's suite) sync that suite only: without the owner
+            // named, this device would sync a suite of its own account's under the same name.
+            if shared == nil, (try? SuiteKeys.read(from: path, suite: suite))?.sharing?.member != nil {
+                throw SyncError(
+                    .local,
+                    """
+                    these are the keys of a suite another account shares with yours: configure it with --shared-from OWNER/SUITE \
+                    (as `pair` printed it on the other device); the keys and the token are in \(path) and \(tokenFile)
+                    """
+                )
+            }
+            return (path, nil)
         case .recoveryKey(let recovery):
             let path = try named ?? defaultPath()
             try await recoveredKeys(recovery, suite: suite, keyFile: path)

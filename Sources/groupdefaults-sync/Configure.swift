@@ -39,8 +39,11 @@ extension SyncCommand {
                 owner's name for the suite and may write: the local suite takes the owner's name for \
                 it, or --as NAME. Nothing changes on either side unless the invitation is waiting and \
                 no suite of that name exists here, or it is this account's copy of the same shared \
-                suite (a member removed and invited again joins with the copy it kept). Another device \
-                of a member account joins with --shared-from OWNER/SUITE instead.
+                suite (a member removed and invited again joins with the copy it kept). For an \
+                end-to-end encrypted suite it waits (up to 10 minutes) until the owner's `share` \
+                hands over the keys. Another device of a member account joins with --shared-from \
+                OWNER/SUITE instead, and, for an encrypted suite, --pairing-code from `pair` on one \
+                of that account's devices.
 
                 Example: groupdefaults-sync configure group.com.example.chat --server https://sync.example.com --token-file ~/.config/groupdefaults/chat.token
                 Example: groupdefaults-sync configure group.com.example.chat --server https://sync.example.com --pairing-code CODE --device tablet
@@ -279,7 +282,13 @@ extension SyncCommand {
             setup.connectTimeout = waiting.connect
             setup.answerTimeout = waiting.answer
             let joined: SyncSetup.Joined
-            do { joined = try await setup.join(invitation: code, localName: localName, directory: options.directoryURL) } catch let refusal
+            do {
+                joined = try await setup.join(invitation: code, localName: localName, directory: options.directoryURL) {
+                    output(
+                        "waiting for a device of the suite's owner to hand over its keys (its `share` must be running; at most \(Int(SyncSetup.keyHandoverWait / 60)) minutes) …"
+                    )
+                }
+            } catch let refusal
                 as SyncSetup.Refusal
             {
                 throw Self.failure(refusal)

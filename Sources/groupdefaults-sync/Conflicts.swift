@@ -122,7 +122,8 @@ extension SyncCommand {
                     let entry = version.entry
                     let what = entry.value.map(typedJSONText) ?? "(deleted)"
                     let mine = entry.origin == defaults.origin ? " (this device)" : ""
-                    let account = entry.account.map { " of account \(printable($0))" } ?? ""
+                    // On a member's device, a write naming no account is the owner's.
+                    let account = (entry.account ?? engine.shared?.owner).map { " of account \(printable($0))" } ?? ""
                     return "rev \(entry.rev.map(String.init) ?? "?")  \(key) = \(what)  written \(Conflicts.time(entry.hlc)) "
                         + "by device \(entry.origin)\(account)\(mine); received \(version.received)"
                 }

@@ -30,7 +30,9 @@ extension SyncCommand {
                 try await DevicePairing.offer(keys: keys, client: engine.client) { code, expires in
                     output("pairing code: \(code)")
                     output("valid until \(expires), for one device: on it, run")
-                    output("  groupdefaults-sync configure \(suite) --server \(settings.server.absoluteString) --pairing-code \(code)")
+                    // A member's other device joins the owner's suite: it says whose.
+                    let from = settings.shared.map { " --shared-from \($0.owner)/\($0.suite) --token-file NEW.token" } ?? ""
+                    output("  groupdefaults-sync configure \(suite) --server \(settings.server.absoluteString) --pairing-code \(code)\(from)")
                 }
                 output("paired: the new device has the keys of \(suite)")
             }

@@ -15,13 +15,16 @@ extension SyncCommand {
                 on a device of their own account, `groupdefaults-sync configure --invitation CODE \
                 --server URL --token-file THEIR.token` joins. The code works once, for --expires \
                 (default 24h; 60s to 30d); the server never sees it, only an id derived from it. \
-                `invitations SUITE` lists them and revokes one.
+                `invitations SUITE` lists them and revokes one. Only the owner's devices invite to \
+                an end-to-end encrypted suite (an admin member there neither invites nor removes).
 
                 An end-to-end encrypted suite is shared from a device of its owner (one that holds \
                 the owner key: set up from the recovery key, or paired with one). The command then \
                 waits until the code is used (keep it running, as `pair`): the joining device sends \
                 a key of its own with a proof made from the code, and this device hands it the \
-                suite's keys sealed to that key, which the server can neither read nor replace.
+                suite's keys sealed to that key, which the server can neither read nor replace. The \
+                joining device waits up to 10 minutes for them, then leaves the suite again: if \
+                `share` was stopped, make a new invitation.
 
                 Example: groupdefaults-sync share family --role write --expires 2h
                 """
@@ -66,6 +69,9 @@ extension SyncCommand {
                     "Give the code to the person invited; on a device of their account: groupdefaults-sync configure --invitation CODE --server URL --token-file THEIR.token"
                 )
                 guard await engine.isEncrypted else { return }
+                if role == .admin {
+                    output("(In an end-to-end encrypted suite an admin member neither invites nor removes: only your devices hold the owner key.)")
+                }
                 output("waiting for the invited device to join, to hand it the suite's keys (keep this running) …")
                 let handed = try await engine.handOverKeys(code: code, invitation: invitation)
                 output("handed the keys of \(suite) to \(printable(handed.acceptedBy ?? "?"))'s device")

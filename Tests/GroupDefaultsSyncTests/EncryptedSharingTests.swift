@@ -147,6 +147,24 @@ struct EncryptedSharingTests {
             // Bob's tablet: his member key and the suite's keys come by pairing with his phone.
             let tablet = ToolDevice("home")
             defer { tablet.remove() }
+            // Configured without naming the owner (under the owner's name for the suite), a member's
+            // keys are refused: they would sync a suite of bob's own account of that name.
+            let wrong = ToolDevice("family")
+            defer { wrong.remove() }
+            let first = try RunningProcess(ToolDevice.syncExecutable, ["pair", "home", "--directory", family.bob.directory.path])
+            let firstCode = try #require(first.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
+            let hint = try #require(first.firstLine(timeout: .seconds(30)) { $0.contains("--pairing-code") })
+            #expect(hint.hasSuffix("--shared-from alice/family --token-file NEW.token"), "\(hint)")
+            let refused = try await wrong.sync(
+                "configure",
+                [
+                    "--server", family.server.url.absoluteString, "--pairing-code", String(firstCode.dropFirst("pairing code: ".count)),
+                    "--token-file", wrong.directory.appendingPathComponent("bob.token").path,
+                ]
+            )
+            #expect(refused.status == 1 && refused.stderr.contains("--shared-from OWNER/SUITE"), "\(refused.stdout) \(refused.stderr)")
+            _ = first.finish()
+
             let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", "home", "--directory", family.bob.directory.path])
             let line = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
             let configured = try await tablet.sync(

@@ -119,7 +119,15 @@ extension SyncEngine {
     ///   (the member is removed already: `rotate-key` finishes it).
     @discardableResult
     public func unshare(account: String) async throws(SyncError) -> KeyRotation.Outcome? {
-        if let keys = sealer?.keys, keys.sharing?.isOwner != true { throw SuiteKeys.notOwner(defaults.suiteName) }
+        if let keys = sealer?.keys, keys.sharing?.isOwner != true {
+            if let shared {
+                throw SyncError(
+                    .local,
+                    "only the owner removes a member of \(shared.owner)'s end-to-end encrypted suite \(shared.suite): nothing was changed"
+                )
+            }
+            throw SuiteKeys.notOwner(defaults.suiteName)
+        }
         _ = try await client.removeMember(account)
         guard let keys = sealer?.keys, let keyFile else { return nil }
         return try await KeyRotation.rotate(self, keys: keys, keyFile: keyFile, excluding: [account])
