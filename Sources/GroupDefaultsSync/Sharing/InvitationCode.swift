@@ -21,12 +21,16 @@ public struct InvitationCode: Sendable, Equatable, CustomStringConvertible {
     public var description: String { readable.description }
 
     /// The id the server files the invitation under (32 hex digits).
-    public var invitationID: String {
+    public var invitationID: String { derive("invitation id", bytes: 16).withUnsafeBytes { Hex.string($0) } }
+
+    /// A key for `purpose` derived from the code (HKDF-SHA256): the id, the claim's proof key, the
+    /// keys' pre-shared key, the offer's MAC key.
+    func derive(_ purpose: String, bytes: Int = 32) -> SymmetricKey {
         HKDF<SHA256>.deriveKey(
             inputKeyMaterial: SymmetricKey(data: readable.bytes),
             salt: Data("GroupDefaults invitation v1".utf8),
-            info: Data("invitation id".utf8),
-            outputByteCount: 16
-        ).withUnsafeBytes { Hex.string($0) }
+            info: Data(purpose.utf8),
+            outputByteCount: bytes
+        )
     }
 }

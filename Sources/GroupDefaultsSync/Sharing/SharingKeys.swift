@@ -194,15 +194,6 @@ extension SuiteKeys {
 // MARK: - Handing the keys to a member's device
 
 extension InvitationCode {
-    private func derive(_ purpose: String) -> SymmetricKey {
-        HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: readable.bytes),
-            salt: Data("GroupDefaults invitation v1".utf8),
-            info: Data(purpose.utf8),
-            outputByteCount: 32
-        )
-    }
-
     /// The joining device's proof that it knows the code: HMAC-SHA256 of its member key.
     func proof(of memberKey: Data) -> Data { Data(HMAC<SHA256>.authenticationCode(for: memberKey, using: derive("claim proof"))) }
 
