@@ -37,13 +37,16 @@ struct AccountsCommand: AsyncParsableCommand {
                     encoder.keyEncodingStrategy = .convertToSnakeCase  // as the API and the export name fields
                     return output(String(decoding: try encoder.encode(accounts), as: UTF8.self))
                 }
+                for note in NewNames.lookAlikeNotes(accounts.map(\.account), kind: .account) {
+                    writeAll(Data("warning: \(note)\n".utf8), to: STDERR_FILENO)
+                }
                 if accounts.isEmpty { return output("no accounts") }
                 let dates = ISO8601DateFormatter()
                 for account in accounts {
                     output(
                         [
-                            account.account,
-                            account.suites.isEmpty ? "no suites" : account.suites.joined(separator: ","),
+                            printable(account.account),
+                            account.suites.isEmpty ? "no suites" : account.suites.map(printable).joined(separator: ","),
                             "tokens \(account.activeTokens)/\(account.tokens) active",
                             "devices \(account.devices)",
                             account.lastActivity.map { "last activity " + dates.string(from: $0) } ?? "no activity",
@@ -74,7 +77,7 @@ struct AccountsCommand: AsyncParsableCommand {
             try await reportingFailure {
                 if let to, FileManager.default.fileExists(atPath: to) { throw CommandFailure("cannot create \(to): it exists (give a new path)") }
                 try await storage.withStorage { store in
-                    guard try await store.accountSummaries().contains(where: { $0.account == account }) else {
+                    guard try await store.accountSummaries().contains(where: { $0.account.isSameName(as: account) }) else {
                         throw CommandFailure("no account is named \(account) (see `groupdefaults-server accounts list`)")
                     }
                     let document = try await AccountExport.read(account: account, from: store).json() + Data("\n".utf8)
@@ -109,15 +112,15 @@ struct AccountsCommand: AsyncParsableCommand {
                 let unknown = CommandFailure("no account is named \(account) (see `groupdefaults-server accounts list`)")
                 // An unknown account is said before anything is asked.
                 let known = try await storage.withStorage { store in
-                    try await store.accountSummaries().contains { $0.account == account }
+                    try await store.accountSummaries().contains { $0.account.isSameName(as: account) }
                 }
                 guard known else { throw unknown }
                 if !yes {
                     guard isatty(STDIN_FILENO) == 1 else {
                         throw CommandFailure("deleting account \(account) cannot be undone: give --yes to delete it")
                     }
-                    writeAll(Data("delete account \(account) and all its data? type its name to confirm: ".utf8), to: STDERR_FILENO)
-                    guard readLine(strippingNewline: true) == account else { throw CommandFailure("not deleted") }
+                    writeAll(Data("delete account \(printable(account)) and all its data? type its name to confirm: ".utf8), to: STDERR_FILENO)
+                    guard readLine(strippingNewline: true).isSameName(as: account) else { throw CommandFailure("not deleted") }
                 }
                 let directory = try await storage.withStorage { store in
                     guard try await store.deleteAccount(account) else { throw unknown }
@@ -125,17 +128,17 @@ struct AccountsCommand: AsyncParsableCommand {
                     return (store as? LMDBSyncStorage)?.directory
                 }
                 // The embedded store: its file keeps the rows' bytes until it is rebuilt (LMDBErase).
-                guard let directory else { return output("deleted account \(account)") }
+                guard let directory else { return output("deleted account \(printable(account))") }
                 switch LMDBErase.eraseIfPending(in: directory) {
                 case .othersUseTheStore:
                     output(
-                        "deleted account \(account); a server or another command has the store open: "
+                        "deleted account \(printable(account)); a server or another command has the store open: "
                             + "its bytes leave the store's file when the store is next opened alone"
                     )
                 case .failed(let reason):
                     throw CommandFailure("deleted account \(account), but its bytes are still in the store's file: \(reason)")
                 case .erased, .nothingPending:
-                    output("deleted account \(account); its bytes are erased from the store")
+                    output("deleted account \(printable(account)); its bytes are erased from the store")
                 }
             }
         }

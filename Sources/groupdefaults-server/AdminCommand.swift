@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandLineSupport
 import Foundation
 import GroupDefaultsServer
+import GroupDefaultsWire
 
 #if canImport(Glibc)
 import Glibc
@@ -37,12 +38,13 @@ struct AdminCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailure {
-                if let problem = Operators.problem(withName: name) { throw CommandFailure(problem) }
-                try await storage.withStorage(creating: create) { store in  // a store that is not there is said before the password is asked
-                    try await Operators(storage: store).create(name: name, password: try PasswordInput.read())
-                    try await store.appendAudit(.commandLine(.adminCreate, target: "operator \(name)"))
+                if let problem = Username.problem(withNew: name, kind: .operator) { throw CommandFailure(problem) }
+                let created = try await storage.withStorage(creating: create) { store in  // a store that is not there is said before the password is asked
+                    let created = try await Operators(storage: store).create(name: name, password: try PasswordInput.read())
+                    try await store.appendAudit(.commandLine(.adminCreate, target: "operator \(created)"))
+                    return created
                 }
-                print("created operator \(name): sign in at /console")
+                print("created operator \(printable(created)): sign in at /console")
             }
         }
     }
@@ -59,7 +61,7 @@ struct AdminCommand: AsyncParsableCommand {
             try await reportingFailure {
                 let operators = try await storage.withStorage { try await Operators(storage: $0).list() }
                 let dates = ISO8601DateFormatter()
-                for found in operators { print("\(found.name)\tcreated \(dates.string(from: found.created))") }
+                for found in operators { print("\(printable(found.name))\tcreated \(dates.string(from: found.created))") }
             }
         }
     }
@@ -91,7 +93,7 @@ struct AdminCommand: AsyncParsableCommand {
                     try await Operators(storage: store).remove(name: name)
                     try await store.appendAudit(.commandLine(.adminRemove, target: "operator \(name)"))
                 }
-                print("removed operator \(name)")
+                print("removed operator \(printable(name))")
             }
         }
     }

@@ -47,7 +47,7 @@ struct SuitesCommand: AsyncParsableCommand {
             try await reportingFailure {
                 let action: ClockRepair.Action = restamp ? .restamp : drop ? .drop : .list
                 let outcome = try await storage.withStorage { store in
-                    guard try await store.suites(account: account).suites.contains(where: { $0.name == suite }) else {
+                    guard try await store.suites(account: account).suites.contains(where: { $0.name.isSameName(as: suite) }) else {
                         throw CommandFailure(
                             "account \(account) has no suite \(suite) in this store (see the console, or check --account, --suite and the storage flags)"
                         )
@@ -64,27 +64,27 @@ struct SuitesCommand: AsyncParsableCommand {
                 for entry in outcome.found {
                     let ahead = entry.hlc.milliseconds > now ? (entry.hlc.milliseconds - now) / 1000 : 0
                     output(
-                        "\(entry.key)\tstamped \(TypedJSONDate.format(milliseconds: entry.hlc.milliseconds)) (\(ahead) s ahead)\tby device \(entry.origin)"
+                        "\(printable(entry.key))\tstamped \(TypedJSONDate.format(milliseconds: entry.hlc.milliseconds)) (\(ahead) s ahead)\tby device \(entry.origin)"
                     )
                 }
                 switch (action, outcome.found.isEmpty, outcome.sealed) {
                 case (_, true, _):
-                    output("\(account)/\(suite): no entry is stamped in the future")
+                    output("\(printable(account))/\(printable(suite)): no entry is stamped in the future")
                 case (.list, false, true):
                     output(
-                        "\(account)/\(suite): \(outcome.found.count) entr\(outcome.found.count == 1 ? "y" : "ies") stamped in the future; the suite is end-to-end encrypted: write those keys again on a device that has its key"
+                        "\(printable(account))/\(printable(suite)): \(outcome.found.count) entr\(outcome.found.count == 1 ? "y" : "ies") stamped in the future; the suite is end-to-end encrypted: write those keys again on a device that has its key"
                     )
                 case (.list, false, false):
                     output(
-                        "\(account)/\(suite): \(outcome.found.count) entr\(outcome.found.count == 1 ? "y" : "ies") stamped in the future; --restamp or --drop repairs them"
+                        "\(printable(account))/\(printable(suite)): \(outcome.found.count) entr\(outcome.found.count == 1 ? "y" : "ies") stamped in the future; --restamp or --drop repairs them"
                     )
                 case (_, false, true):
                     throw CommandFailure(
-                        "\(account)/\(suite) is end-to-end encrypted: the server cannot stamp its entries again; write those keys again on a device that has the suite's key"
+                        "\(printable(account))/\(printable(suite)) is end-to-end encrypted: the server cannot stamp its entries again; write those keys again on a device that has the suite's key"
                     )
                 case (_, false, false):
                     output(
-                        "\(account)/\(suite): \(outcome.repaired) entr\(outcome.repaired == 1 ? "y" : "ies") \(action == .drop ? "dropped" : "stamped again")"
+                        "\(printable(account))/\(printable(suite)): \(outcome.repaired) entr\(outcome.repaired == 1 ? "y" : "ies") \(action == .drop ? "dropped" : "stamped again")"
                     )
                 }
             }
@@ -121,13 +121,13 @@ struct SuitesCommand: AsyncParsableCommand {
         func run() async throws {
             try await reportingFailure {
                 try await storage.withStorage { store in
-                    guard let summary = try await store.suites(account: account).suites.first(where: { $0.name == suite }) else {
+                    guard let summary = try await store.suites(account: account).suites.first(where: { $0.name.isSameName(as: suite) }) else {
                         throw CommandFailure(
                             "account \(account) has no suite \(suite) in this store (see the console, or check --account, --suite and the storage flags)"
                         )
                     }
                     let what =
-                        "\(account)/\(suite)'s \(summary.keys) key\(summary.keys == 1 ? "" : "s") and its history\(keys ? ", key bags and anchor" : "")"
+                        "\(printable(account))/\(printable(suite))'s \(summary.keys) key\(summary.keys == 1 ? "" : "s") and its history\(keys ? ", key bags and anchor" : "")"
                     guard yes else {
                         output("would delete \(what) from the server (devices keep theirs and upload them again): add --yes to reset it")
                         return
@@ -139,7 +139,7 @@ struct SuitesCommand: AsyncParsableCommand {
                         .commandLine(.suiteReset, account: account, target: "suite \(suite)" + (keys ? " (with its keys)" : ""))
                     )
                     output(
-                        "\(account)/\(suite): reset (\(count) key\(count == 1 ? "" : "s") deleted\(keys ? ", and its keys" : "")); each device joins it again at its next sync and uploads what it holds"
+                        "\(printable(account))/\(printable(suite)): reset (\(count) key\(count == 1 ? "" : "s") deleted\(keys ? ", and its keys" : "")); each device joins it again at its next sync and uploads what it holds"
                     )
                 }
             }

@@ -36,27 +36,34 @@ struct TokenCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailure {
-                if let problem = Names.accountProblem(with: account) { throw CommandFailure(problem) }
-                if let device, let problem = Names.problem(with: device, kind: "device") { throw CommandFailure(problem) }
+                if let device, let problem = NameKind.device.problem(with: device) { throw CommandFailure(problem) }
                 let patterns = suites.split(separator: ",").map { String($0.trimmingCharacters(in: .whitespaces)) }.filter { !$0.isEmpty }
                 guard !patterns.isEmpty else { throw CommandFailure("--suites needs at least one pattern") }
                 let now = Date()
                 let expiry = try expires.map { now.addingTimeInterval(try TokenDuration.seconds($0)) }
-                let made = Tokens.make(
-                    account: account,
-                    suitePatterns: patterns,
-                    readOnly: readOnly,
-                    device: device,
-                    expires: expiry,
-                    now: now
-                )
-                try await storage.withStorage(creating: create) { store in
+                let made = try await storage.withStorage(creating: create) { store in
+                    let existing = try await store.accountSummaries().map(\.account)
+                    let named: (name: String, isNew: Bool)
+                    do { named = try NewNames.resolve(account, kind: .account, existing: existing) } catch { throw CommandFailure("\(error)") }
+                    let made = Tokens.make(
+                        account: named.name,
+                        suitePatterns: patterns,
+                        readOnly: readOnly,
+                        device: device,
+                        expires: expiry,
+                        now: now
+                    )
                     try await store.createToken(made.stored)
-                    try await store.appendAudit(.commandLine(.tokenCreate, account: account, target: "token \(made.stored.id)"))
+                    try await store.appendAudit(.commandLine(.tokenCreate, account: named.name, target: "token \(made.stored.id)"))
+                    return (made, named)
                 }
-                output(made.token)
+                output(made.0.token)
+                let stored = made.1.name.isSameName(as: account) ? "" : " (written '\(printable(account))': a new name is kept in its usual form)"
                 writeAll(
-                    Data("token \(made.stored.id) for account \(account) (revoke it with `token revoke \(made.stored.id)`)\n".utf8),
+                    Data(
+                        "token \(made.0.stored.id) for account \(printable(made.1.name))\(stored) (revoke it with `token revoke \(made.0.stored.id)`)\n"
+                            .utf8
+                    ),
                     to: STDERR_FILENO
                 )
             }
@@ -78,13 +85,13 @@ struct TokenCommand: AsyncParsableCommand {
                 try await store.shutdown()
                 let dates = ISO8601DateFormatter()
                 for token in tokens {
-                    let scopes = token.suitePatterns.joined(separator: ",") + (token.readOnly ? " read-only" : " read-write")
+                    let scopes = token.suitePatterns.map(printable).joined(separator: ",") + (token.readOnly ? " read-only" : " read-write")
                     print(
                         [
-                            token.id, token.account, scopes, dates.string(from: token.created),
+                            printable(token.id), printable(token.account), scopes, dates.string(from: token.created),
                             token.expires.map { "expires " + dates.string(from: $0) } ?? "never-expires",
                             token.revoked.map { "revoked " + dates.string(from: $0) } ?? "active",
-                            token.device.map { "device " + $0 } ?? "any-device",
+                            token.device.map { "device " + printable($0) } ?? "any-device",
                         ].joined(separator: "\t")
                     )
                 }
@@ -122,11 +129,7 @@ struct TokenCommand: AsyncParsableCommand {
 /// Runs `body` as the server's commands report failures. Logs go to stderr, warnings and worse
 /// only: a token command's stdout is its answer.
 func reportingFailure(_ body: () async throws -> Void) async throws {
-    LoggingSystem.bootstrap { label in
-        var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = .warning
-        return handler
-    }
+    LoggingSystem.bootstrap { label in PrintableLogHandler.standardError(label: label, level: .warning) }
     try await groupdefaultsServer.perform(body)
 }
 

@@ -40,7 +40,7 @@ struct Authenticator: Sendable {
         if inactivity == .revoked { throw APIError.unauthorized("the token was revoked") }
         // The store keys suites by account + NUL + suite: a token for an account name it could not
         // keep apart from another's is refused.
-        if Names.problem(with: token.account, kind: "account") != nil { throw APIError.unauthorized("the token's account name is not valid") }
+        if NameKind.account.problem(withStored: token.account) != nil { throw APIError.unauthorized("the token's account name is not valid") }
         if inactivity == .expired { throw APIError.unauthorized("the token expired") }
         return token
     }

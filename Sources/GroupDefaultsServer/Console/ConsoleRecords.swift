@@ -45,18 +45,26 @@ package struct Operators: Sendable {
         self.cost = cost
     }
 
-    /// Adds an operator.
+    /// Adds an operator, under `name` as a new name is kept (`NewNames`), and returns that name.
     ///
-    /// - Throws: `ConsoleRecordError` if the name is not a valid operator name, the password is
-    ///   shorter than 8 characters or longer than bcrypt's 72 bytes, or the name is taken.
-    package func create(name: String, password: String, now: Date = Date()) async throws {
-        if let problem = Self.problem(withName: name) { throw ConsoleRecordError(problem) }
+    /// - Throws: `ConsoleRecordError` if the name is not a valid operator name or looks like an
+    ///   existing operator's, the password is shorter than 8 characters or longer than bcrypt's 72
+    ///   bytes, or the name is taken.
+    @discardableResult
+    package func create(name given: String, password: String, now: Date = Date()) async throws -> String {
+        let existing = try await list().map(\.name)
+        if existing.contains(where: given.isSameName(as:)) {
+            throw ConsoleRecordError("an operator named \(printable(given)) exists already (remove it first to set a new password)")
+        }
+        let name: String
+        do { name = try NewNames.resolve(given, kind: .operator, existing: existing).name } catch { throw ConsoleRecordError("\(error)") }
         guard password.count >= 8 else { throw ConsoleRecordError("the password must have at least 8 characters") }
         guard password.utf8.count <= 72 else { throw ConsoleRecordError("the password must be at most 72 bytes (bcrypt's limit)") }
         let hash = await Self.offThePool { [cost] in Bcrypt.hash(password, cost: cost) }
         let record = StoredOperator(name: name, passwordHash: hash, created: now)
         guard try await storage.putConsoleRecord(.operator, name: name, value: Array(JSONEncoder().encode(record)), onlyIfNew: true)
-        else { throw ConsoleRecordError("an operator named \(name) exists already (remove it first to set a new password)") }
+        else { throw ConsoleRecordError("an operator named \(printable(name)) exists already (remove it first to set a new password)") }
+        return name
     }
 
     /// Every operator, by name.
@@ -72,7 +80,7 @@ package struct Operators: Sendable {
             throw ConsoleRecordError("there is no operator named \(name) (see `groupdefaults-server admin list`)")
         }
         for (hash, value) in try await storage.consoleRecords(.session) {
-            if let session = try? JSONDecoder().decode(StoredConsoleSession.self, from: Data(value)), session.operatorName == name {
+            if let session = try? JSONDecoder().decode(StoredConsoleSession.self, from: Data(value)), session.operatorName.isSameName(as: name) {
                 _ = try await storage.deleteConsoleRecord(.session, name: hash)
             }
         }
@@ -92,13 +100,10 @@ package struct Operators: Sendable {
     /// A valid bcrypt hash (cost 12) of a random string nobody knows: what an unknown name is checked against.
     private static let unmatchableHash = Bcrypt.hash(UUID().uuidString + UUID().uuidString, cost: 12)
 
-    /// Why `name` cannot name an operator, or nil: 1 to 64 characters, letters, digits, `.`, `_`, `-` and `@`.
+    /// Why `name` cannot name an operator, or nil: the rule of a new operator's name (`Username`),
+    /// without its mapping: 1 to 64 ASCII letters, digits, `.`, `_`, `-` and `@`.
     package static func problem(withName name: String) -> String? {
-        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-@")
-        guard !name.isEmpty, name.count <= 64, name.allSatisfy(allowed.contains) else {
-            return "an operator's name has 1 to 64 characters: letters, digits, '.', '_', '-' and '@' (not '\(name)')"
-        }
-        return nil
+        Username.problem(withNew: name, kind: .operator) ?? (Username.map(name).isSameName(as: name) ? nil : "not an operator's name as stored")
     }
 
     /// bcrypt is a quarter of a second of CPU: run it on a dispatch queue, not on the cooperative pool.

@@ -179,7 +179,7 @@ struct ConsoleRoutes: Sendable {
         let dayAgo = UInt64(max(0, now.timeIntervalSince1970 - 86_400) * 1000)
         let names = Set(allSuites.map(\.account)).union(allTokens.map(\.account)).union(allDevices.map(\.account))
         let accounts = names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }.map { name in
-            let suites = allSuites.filter { $0.account == name }
+            let suites = allSuites.filter { $0.account.isSameName(as: name) }
             return OverviewPage.Account(
                 name: name,
                 href: ConsolePaths.account(name),
@@ -331,7 +331,7 @@ struct ConsoleRoutes: Sendable {
         // A suite nothing was ever written to, and nobody shares, is no suite of the account's (a
         // typed URL, another account's name).
         if head == 0, total == 0, members.isEmpty, invitations.isEmpty,
-            !(try await storage.suiteSummaries(account: account)).contains(where: { $0.name == suite })
+            !(try await storage.suiteSummaries(account: account)).contains(where: { $0.name.isSameName(as: suite) })
         {
             throw ConsoleError(.notFound, "The account \(account) has no suite \(suite).")
         }
@@ -423,11 +423,19 @@ struct ConsoleRoutes: Sendable {
 
     private func createToken(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let signed = try await signedIn(request)
-        let account = try Self.name(context, "account")
         let form = try await checkForm(request, signed, as: CreateTokenForm.self)
-        if let problem = Names.accountProblem(with: account) { throw ConsoleError(.unprocessableContent, problem) }
+        let account: String
+        do {
+            account = try NewNames.resolve(
+                try Self.name(context, "account"),
+                kind: .account,
+                existing: try await storage.accountSummaries().map(\.account)
+            ).name
+        } catch let refusal as NewNames.Refusal {
+            throw ConsoleError(refusal.isCollision ? .conflict : .unprocessableContent, refusal.description)
+        }
         let device = (form.device ?? "").trimmingCharacters(in: .whitespaces)
-        if !device.isEmpty, let problem = Names.problem(with: device, kind: "device") { throw ConsoleError(.unprocessableContent, problem) }
+        if !device.isEmpty, let problem = NameKind.device.problem(with: device) { throw ConsoleError(.unprocessableContent, problem) }
         let patterns = (form.suites ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         guard !patterns.isEmpty else { throw ConsoleError(.unprocessableContent, "A token needs at least one suite pattern ('*' for every suite).") }
         for pattern in patterns {
@@ -457,7 +465,7 @@ struct ConsoleRoutes: Sendable {
         let account = try Self.name(context, "account")
         let id = try Self.name(context, "token")
         try await checkForm(request, signed, as: CSRFForm.self)
-        guard try await storage.token(id: id)?.account == account else {
+        guard try await storage.token(id: id)?.account.isSameName(as: account) == true else {
             throw ConsoleError(.notFound, "The account \(account) has no token \(id).")
         }
         try await storage.revokeToken(id: id, at: Date())
@@ -511,7 +519,7 @@ struct ConsoleRoutes: Sendable {
     private func auditPage(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let signed = try await signedIn(request)
         let account = ConsoleQuery.value("account", in: request).flatMap { $0.isEmpty ? nil : $0 }
-        if let account, let problem = Names.problem(with: account, kind: "account") { throw ConsoleError(.badRequest, problem) }
+        if let account, let problem = NameKind.account.problem(withStored: account) { throw ConsoleError(.badRequest, problem) }
         let shown = 500
         let records = try await storage.auditRecords(account: account, since: nil, limit: shown)
         let page = AuditPage(
@@ -600,10 +608,10 @@ struct ConsoleRoutes: Sendable {
             var text = ""
             for entry in page.entries {
                 let change = TailChange(
-                    key: entry.key,
-                    value: ConsoleFormat.value(of: entry),
+                    key: printable(entry.key),
+                    value: ConsoleFormat.printableLines(ConsoleFormat.value(of: entry)),
                     deleted: entry.isDeleted,
-                    writer: ConsoleFormat.writer(origin: entry.origin, devices: devices),
+                    writer: printable(ConsoleFormat.writer(origin: entry.origin, devices: devices)),
                     written: TimeText(milliseconds: entry.hlc.milliseconds, showingMilliseconds: true).text,
                     rev: entry.rev ?? 0
                 )
@@ -627,7 +635,7 @@ struct ConsoleRoutes: Sendable {
         guard let name = (context.parameters.get(parameter) ?? "").removingPercentEncoding, !name.isEmpty else {
             throw ConsoleError(.notFound, "That \(parameter) name is not valid percent-encoding.")
         }
-        if parameter == "account" || parameter == "suite", let problem = Names.problem(with: name, kind: parameter) {
+        if let kind = NameKind(rawValue: parameter), kind == .account || kind == .suite, let problem = kind.problem(withStored: name) {
             throw ConsoleError(.notFound, problem)
         }
         return name
@@ -709,7 +717,7 @@ final class NewTokenNotes: Sendable {
     func take(session: String, account: String) -> String? {
         let key = ConsoleSessions.hash(session)
         return notes.withLock { notes in
-            guard let note = notes[key], note.account == account, note.until > .now else { return nil }
+            guard let note = notes[key], note.account.isSameName(as: account), note.until > .now else { return nil }
             notes[key] = nil
             return note.token
         }

@@ -121,10 +121,25 @@ private func makeApplication(
         ],
         onServerRunning: { channel in
             listeningNow.finish()
+            Task { await warnOfLookAlikeNames(storage, logger: logger) }
             onListening(host.contains(":") ? "[\(host)]" : host, channel.localAddress?.port ?? configuration.port)
         },
         logger: logger
     )
+}
+
+/// Logs, at start, the stored account and operator names that look alike (made before new names
+/// were checked against existing ones, `NewNames`), with what to do.
+private func warnOfLookAlikeNames(_ storage: any ServerStorage, logger: Logger) async {
+    do {
+        let accounts = try await storage.accountSummaries().map(\.account)
+        let operators = try await Operators(storage: storage).list().map(\.name)
+        for note in NewNames.lookAlikeNotes(accounts, kind: .account) + NewNames.lookAlikeNotes(operators, kind: .operator) {
+            logger.warning("\(note)")
+        }
+    } catch {
+        logger.warning("could not check the names of accounts and operators for look-alikes: \(error)")
+    }
 }
 
 /// Closes storage once the server has stopped (services shut down after the server).

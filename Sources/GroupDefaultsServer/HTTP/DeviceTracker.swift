@@ -19,7 +19,7 @@ import Synchronization
 final class DeviceTracker: Sendable {
     private struct State {
         /// The suites recorded per device.
-        var recorded: [StoredDevice.Identity: Set<String>] = [:]
+        var recorded: [StoredDevice.Identity: Set<ExactName>] = [:]
         /// How many devices each token has (by token id).
         var devicesPerToken: [String: Int] = [:]
         /// Sightings not written yet.
@@ -57,7 +57,7 @@ final class DeviceTracker: Sendable {
         let identity = sighting.identity
         enum Next { case write, scheduleFlush, nothing }
         let next = state.withLock { state -> Next in
-            if let suites = state.recorded[identity], suites.contains(suite) {
+            if let suites = state.recorded[identity], suites.contains(suite.exact) {
                 state.pending[identity] = state.pending[identity].map { $0.merged(with: sighting) } ?? sighting
                 if state.flushScheduled { return .nothing }
                 state.flushScheduled = true
@@ -67,7 +67,7 @@ final class DeviceTracker: Sendable {
                 guard state.devicesPerToken[token.id, default: 0] < Self.maximumDevicesPerToken else { return .nothing }
                 state.devicesPerToken[token.id, default: 0] += 1
             }
-            state.recorded[identity, default: []].insert(suite)
+            state.recorded[identity, default: []].insert(suite.exact)
             return .write
         }
         switch next {
@@ -75,7 +75,7 @@ final class DeviceTracker: Sendable {
             do {
                 try await storage.recordDevice(sighting)
             } catch {
-                state.withLock { _ = $0.recorded[identity]?.remove(suite) }  // written by the next request instead
+                state.withLock { _ = $0.recorded[identity]?.remove(suite.exact) }  // written by the next request instead
                 logger.warning("recording device \(sighting.id) failed: \(error)")
             }
         case .scheduleFlush:

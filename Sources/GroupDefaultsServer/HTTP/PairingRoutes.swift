@@ -16,7 +16,7 @@ struct PairingRoutes: Sendable {
     func create(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let token = context.token
         let body = try await JSONBody.decode(PairingRequest.self, from: request, limit: Self.bodyLimit)
-        if let problem = Names.problem(with: body.suite, kind: "suite") { throw APIError.invalidSuite(problem) }
+        if let problem = NameKind.suite.problem(with: body.suite) { throw APIError.invalidSuite(problem) }
         try token.authorize(suite: body.suite, write: false)
         try Self.checkID(body.pairingID)
         let pairing = StoredPairing(
@@ -41,7 +41,7 @@ struct PairingRoutes: Sendable {
         let claim = try await JSONBody.decode(PairingClaim.self, from: request, limit: Self.bodyLimit)
         guard let key = Data(base64Encoded: claim.publicKey), key.count == 32, let proof = Data(base64Encoded: claim.proof), proof.count == 32
         else { throw APIError.malformed("public_key and proof are 32 bytes each, in base64") }
-        if let name = claim.deviceName, let problem = Names.problem(with: name, kind: "device") { throw APIError.malformed(problem) }
+        if let name = claim.deviceName, let problem = NameKind.device.problem(with: name) { throw APIError.malformed(problem) }
         let lookup = StoredPairing.lookup(id: id)
         guard let pairing = try await storage.pairing(lookup: lookup) else { throw Self.notFound }
         // Made expired: `completePairing` gives it its lasting expiry once the keys are handed over.
@@ -101,7 +101,7 @@ struct PairingRoutes: Sendable {
     /// pairings do not exist for it).
     private func own(_ token: StoredToken, _ context: some RequestContext) async throws -> StoredPairing {
         let id = try pairingID(context)
-        guard let pairing = try await storage.pairing(lookup: StoredPairing.lookup(id: id)), pairing.account == token.account else {
+        guard let pairing = try await storage.pairing(lookup: StoredPairing.lookup(id: id)), pairing.account.isSameName(as: token.account) else {
             throw Self.notFound
         }
         return pairing

@@ -105,15 +105,16 @@ struct SyncRoutes: Sendable {
         let token = context.token
         let list = try await storage.suites(account: token.account)
         var visible = list.suites.filter { token.covers($0.name) }
-        var owners: [String: [String: SuiteList.Suite]] = [:]
+        var owners: [ExactName: [ExactName: SuiteList.Suite]] = [:]
         for membership in try await storage.memberships(account: token.account) where token.covers(membership.suite) {
-            if owners[membership.owner] == nil {
-                owners[membership.owner] = Dictionary(
-                    try await storage.suites(account: membership.owner).suites.map { ($0.name, $0) },
+            let owner = membership.owner.exact
+            if owners[owner] == nil {
+                owners[owner] = Dictionary(
+                    try await storage.suites(account: membership.owner).suites.map { ($0.name.exact, $0) },
                     uniquingKeysWith: { first, _ in first }
                 )
             }
-            let held = owners[membership.owner]?[membership.suite]
+            let held = owners[owner]?[membership.suite.exact]
             visible.append(
                 SuiteList.Suite(
                     name: membership.suite,

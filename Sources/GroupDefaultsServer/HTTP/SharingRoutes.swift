@@ -163,7 +163,7 @@ struct SharingRoutes: Sendable {
                         device.info(
                             current: device.tokenID == access.token.id && device.deviceID == context.deviceID,
                             unverified: false,
-                            visibleSuites: { $0 == name }
+                            visibleSuites: { $0.isSameName(as: name) }
                         )
                     }
             }
@@ -184,8 +184,8 @@ struct SharingRoutes: Sendable {
         guard let target = (context.parameters.get("account") ?? "").removingPercentEncoding else {
             throw APIError.malformed("the account is not valid percent-encoding")
         }
-        if let problem = Names.accountProblem(with: target) { throw APIError.malformed(problem) }
-        let member = target == access.owner ? nil : try await storage.member(owner: access.owner, suite: access.suite, account: target)
+        if let problem = NameKind.account.problem(withStored: target) { throw APIError.malformed(problem) }
+        let member = target.isSameName(as: access.owner) ? nil : try await storage.member(owner: access.owner, suite: access.suite, account: target)
         try SharingRule.mayRemove(
             member,
             target: target,
@@ -201,7 +201,7 @@ struct SharingRoutes: Sendable {
             .memberRemove,
             context,
             account: access.owner,
-            target: "member \(target) of suite \(access.suite)" + (target == access.token.account ? " (left)" : "")
+            target: "member \(target) of suite \(access.suite)" + (target.isSameName(as: access.token.account) ? " (left)" : "")
         )
         return try JSONBody.response(MemberRemoved(owner: access.owner, suite: access.suite, account: target))
     }

@@ -28,7 +28,7 @@ struct SuiteAccess: Sendable {
     var deviceSuite: String { SharingRule.deviceSuiteName(owner: owner, suite: suite, account: token.account) }
 
     /// Whether the suite is another account's.
-    var isShared: Bool { owner != token.account }
+    var isShared: Bool { !owner.isSameName(as: token.account) }
 
     /// The access of `context`'s token to the suite of the path, for `need`: the suite's name
     /// (422), the owner's name (400), the token's scope and write permission (403 `forbidden`),
@@ -43,11 +43,11 @@ struct SuiteAccess: Sendable {
         let token = context.token
         let raw = context.parameters.get("suite") ?? ""
         guard let suite = raw.removingPercentEncoding else { throw APIError.invalidSuite("the suite name is not valid percent-encoding") }
-        if let problem = Names.problem(with: suite, kind: "suite") { throw APIError.invalidSuite(problem) }
+        if let problem = NameKind.suite.problem(with: suite) { throw APIError.invalidSuite(problem) }
         let owner = request.uri.queryParameters[OwnerParameter.name[...]].map(String.init) ?? token.account
-        if let problem = Names.problem(with: owner, kind: "owner account") { throw APIError.malformed(problem) }
+        if let problem = NameKind.account.problem(withStored: owner) { throw APIError.malformed("?owner=: \(problem)") }
         try token.authorize(suite: suite, write: need != .read)
-        let member = owner == token.account ? nil : try await sharing.member(owner: owner, suite: suite, account: token.account)
+        let member = owner.isSameName(as: token.account) ? nil : try await sharing.member(owner: owner, suite: suite, account: token.account)
         guard let role = SharingRule.role(of: token.account, owner: owner, member: member) else {
             throw APIError(.notAMember, "\(owner)'s suite '\(suite)' is not shared with this account")
         }

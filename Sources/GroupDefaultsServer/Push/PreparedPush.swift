@@ -55,21 +55,6 @@ package struct PreparedPush: Sendable {
         guard sealedCount == 0 || sealedCount == request.ops.count else {
             throw SyncStorageError(.malformed, "a batch is all sealed ops or all plain ops")
         }
-        // Keys are bytes, but Swift's `String` equality is Unicode canonical equivalence: "é" as one
-        // code point and as "e" and a combining accent are equal strings, two keys in storage. The
-        // push step keys its work by `String`, so a batch holding both spellings is refused whole
-        // (no key named: a device then sends smaller batches, and each spelling alone is fine).
-        // Before, such a batch stopped the server (a missing bucket, force-unwrapped).
-        var spellings: [String: [UInt8]] = [:]
-        for op in request.ops {
-            let bytes = Array(op.key.utf8)
-            if let other = spellings.updateValue(bytes, forKey: op.key), other != bytes {
-                throw SyncStorageError(
-                    .malformed,
-                    "two keys of the batch are the same text in two Unicode spellings (normalization forms): send them in separate pushes"
-                )
-            }
-        }
         for op in request.ops {
             add(op.key.utf8)
             add(withUnsafeBytes(of: op.hlc.rawValue.bigEndian) { Array($0) })

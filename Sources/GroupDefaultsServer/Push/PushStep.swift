@@ -84,7 +84,7 @@ package enum PushStep {
         /// The final entry of each key the push changed, in the order the keys were first changed.
         package var writes: [StoredEntry]
         /// The entries `writes` replace, by key (what was held before the push).
-        package var replaced: [String: StoredEntry]
+        package var replaced: [ExactName: StoredEntry]
         /// Every version the push made, in revision order: each applied op's entry, including one
         /// that a later op of the same batch replaced (the key history keeps them all).
         package var versions: [StoredEntry]
@@ -107,7 +107,7 @@ package enum PushStep {
     package static func run(
         _ push: PreparedPush,
         suite: String,
-        held: [String: StoredEntry],
+        held: [ExactName: StoredEntry],
         counters: Counters,
         recorded: RecordedBatch?,
         quota: SuiteQuota,
@@ -127,9 +127,9 @@ package enum PushStep {
         var current = held
         var after = counters
         if let epochs = push.epochs { after.epoch = max(after.epoch, epochs.upperBound) }
-        var changed: [String] = []
+        var changed: [ExactName] = []
         /// The wire form of each entry the push wrote, so that its winner needs no decoding.
-        var written: [String: SyncEntry] = [:]
+        var written: [ExactName: SyncEntry] = [:]
         var statuses: [PushResult.Status] = []
         statuses.reserveCapacity(request.ops.count)
         var versions: [StoredEntry] = []
@@ -139,7 +139,8 @@ package enum PushStep {
                 continue
             }
             let stamp = Stamp(hlc: op.hlc, origin: op.origin ?? request.deviceID)
-            let old = current[op.key]
+            let key = op.key.exact
+            let old = current[key]
             let wins =
                 if let old, old.stamp.hlc.isAhead(of: push.clock.now, by: push.clock.maximumSkew) {
                     true
@@ -159,15 +160,15 @@ package enum PushStep {
             new.account = op.origin != nil && old?.stamp == stamp ? old?.account : push.account
             after.keys += (new.isLive ? 1 : 0) - (old?.isLive == true ? 1 : 0)
             after.bytes += new.quotaBytes - (old?.quotaBytes ?? 0)
-            current[op.key] = new
+            current[key] = new
             versions.append(new)
-            if written[op.key] == nil { changed.append(op.key) }
+            if written[key] == nil { changed.append(key) }
             var entry =
                 op.sealed.map {
                     SyncEntry(keyID: op.key, sealed: $0, deleted: op.isDeleted, hlc: op.hlc, origin: stamp.origin, rev: after.head)
                 } ?? SyncEntry(key: op.key, value: op.value, hlc: op.hlc, origin: stamp.origin, rev: after.head)
             entry.account = new.account
-            written[op.key] = entry
+            written[key] = entry
             statuses.append(.applied)
         }
         try checkQuota(quota, suite: suite, before: counters, after: after)
@@ -176,9 +177,10 @@ package enum PushStep {
         var results: [PushResult] = []
         results.reserveCapacity(request.ops.count)
         for (index, (op, status)) in zip(request.ops, statuses).enumerated() {
-            if winners[op.key] == nil { winners[op.key] = try held[op.key]?.syncEntry() }  // superseded by what was held
+            let key = op.key.exact
+            if winners[key] == nil { winners[key] = try held[key]?.syncEntry() }  // superseded by what was held
             let refusal = push.refusals[index]
-            results.append(PushResult(key: op.key, status: status, winner: winners[op.key], error: refusal?.code, detail: refusal?.detail))
+            results.append(PushResult(key: op.key, status: status, winner: winners[key], error: refusal?.code, detail: refusal?.detail))
         }
         return .applied(
             Applied(

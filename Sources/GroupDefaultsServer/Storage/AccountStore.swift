@@ -1,4 +1,5 @@
 package import Foundation
+import GroupDefaultsWire
 
 /// What an operator needs to find an account (`groupdefaults-server accounts list`): its written
 /// suites, its tokens and devices, and when it was last active.
@@ -43,12 +44,12 @@ package protocol AccountStore: Sendable {
 extension SuiteAdmin where Self: TokenStore & DeviceStore {
     /// Every account that has a written suite, a token or a device, by name (`AccountSummary`).
     package func accountSummaries(now: Date = Date()) async throws -> [AccountSummary] {
-        var summaries: [String: AccountSummary] = [:]
+        var summaries: [ExactName: AccountSummary] = [:]
         func touch(_ account: String, _ change: (inout AccountSummary) -> Void) {
             var summary =
-                summaries[account] ?? AccountSummary(account: account, suites: [], tokens: 0, activeTokens: 0, devices: 0, lastActivity: nil)
+                summaries[account.exact] ?? AccountSummary(account: account, suites: [], tokens: 0, activeTokens: 0, devices: 0, lastActivity: nil)
             change(&summary)
-            summaries[account] = summary
+            summaries[account.exact] = summary
         }
         func later(_ a: Date?, _ b: Date) -> Date { max(a ?? b, b) }
         for suite in try await suiteSummaries(account: nil) { touch(suite.account) { $0.suites.append(suite.name) } }

@@ -69,7 +69,7 @@ package struct StoredDevice: Sendable, Hashable, Codable {
         self.firstSeen = firstSeen
         self.lastSeen = lastSeen
         self.lastPush = lastPush
-        self.suites = Array(Set(suites)).sorted()
+        self.suites = Self.union(suites, [])
     }
 
     /// What makes a device one: its account, token and device id. Storage keys records by it.
@@ -77,6 +77,16 @@ package struct StoredDevice: Sendable, Hashable, Codable {
         package var account: String
         package var tokenID: String
         package var deviceID: UInt64
+
+        /// By the account's bytes (`ExactName`): two spellings of one text are two accounts.
+        package static func == (a: Identity, b: Identity) -> Bool {
+            a.account.isSameName(as: b.account) && a.tokenID == b.tokenID && a.deviceID == b.deviceID
+        }
+        package func hash(into hasher: inout Hasher) {
+            hasher.combine(account.exact)
+            hasher.combine(tokenID)
+            hasher.combine(deviceID)
+        }
     }
 
     package var identity: Identity { Identity(account: account, tokenID: tokenID, deviceID: deviceID) }
@@ -98,8 +108,14 @@ package struct StoredDevice: Sendable, Hashable, Codable {
         merged.firstSeen = min(firstSeen, sighting.firstSeen)
         merged.lastSeen = max(lastSeen, sighting.lastSeen)
         merged.lastPush = [lastPush, sighting.lastPush].compactMap { $0 }.max()
-        merged.suites = Array(Set(suites).union(sighting.suites)).sorted()
+        merged.suites = Self.union(suites, sighting.suites)
         return merged
+    }
+
+    /// The suites of `a` and `b`, each name once by its bytes (`ExactName`), in byte order.
+    static func union(_ a: [String], _ b: [String]) -> [String] {
+        let names: Set<ExactName> = Set((a + b).map { ExactName($0) })
+        return names.sorted().map(\.text)
     }
 
     /// The device as `GET /v1/devices` lists it, showing only `visibleSuites`; `unverified` when
@@ -125,11 +141,11 @@ package struct StoredDevice: Sendable, Hashable, Codable {
     /// listed as unverified rather than trusted. Only tokens in `activeTokens` own ids (a device
     /// keeps its id when its token is replaced), unless none of an id's is.
     package static func unverified(among devices: [StoredDevice], activeTokens: Set<String>) -> Set<Identity> {
-        let owners = Dictionary(grouping: devices) { [$0.account, String($0.deviceID)] }.compactMapValues { group in
+        let owners = Dictionary(grouping: devices) { [$0.account.exact, ExactName(String($0.deviceID))] }.compactMapValues { group in
             let active = group.filter { activeTokens.contains($0.tokenID) }
             return (active.isEmpty ? group : active).min { ($0.firstSeen, $0.tokenID) < ($1.firstSeen, $1.tokenID) }?.tokenID
         }
-        return Set(devices.filter { owners[[$0.account, String($0.deviceID)]] != $0.tokenID }.map(\.identity))
+        return Set(devices.filter { owners[[$0.account.exact, ExactName(String($0.deviceID))]] != $0.tokenID }.map(\.identity))
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import GroupDefaultsWire
 
 /// What a restore keeps from the store it replaces rather than taking it from the backup: the
 /// tokens (active and revoked), the console's operators and the audit log. A backup is older than
@@ -51,7 +52,7 @@ package struct KeptSecurityState: Sendable {
     func deletedSince(_ time: Date?) -> [String] {
         var accounts: [String] = []
         for record in audit where record.act == .accountDelete && record.outcome == nil {
-            guard let account = record.account, time.map({ record.time > $0 }) ?? true, !accounts.contains(account) else { continue }
+            guard let account = record.account, time.map({ record.time > $0 }) ?? true, !accounts.contains(where: account.isSameName(as:)) else { continue }
             accounts.append(account)
         }
         return accounts

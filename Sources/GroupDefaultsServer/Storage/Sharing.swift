@@ -149,7 +149,7 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
             throw SyncStorageError(.invitationNotFound, "the invitation was not accepted with a member key: there is nothing to hand over")
         }
         guard self.keys == nil else { throw SyncStorageError(.invitationUsed, "the suite's keys were handed over already") }
-        guard var found = member, found.account == acceptedBy else {
+        guard var found = member, found.account.isSameName(as: acceptedBy) else {
             throw SyncStorageError(.notAMember, "\(acceptedBy) is no longer a member of the suite: the keys were not handed over")
         }
         guard admission.memberKey == claim.memberKey else {
@@ -199,8 +199,8 @@ package enum SharingRule {
     /// The role `account` has in `owner`'s suite, given its membership record: `owner` for the
     /// owner's own account, the record's role for a member, nil for anyone else.
     package static func role(of account: String, owner: String, member: StoredMember?) -> SuiteRole? {
-        if account == owner { return .owner }
-        guard let member, member.account == account, member.owner == owner else { return nil }
+        if account.isSameName(as: owner) { return .owner }
+        guard let member, member.account.isSameName(as: account), member.owner.isSameName(as: owner) else { return nil }
         return member.role
     }
 
@@ -254,7 +254,7 @@ package enum SharingRule {
         role: SuiteRole,
         encrypted: Bool = false
     ) throws(SyncStorageError) {
-        if target == owner {
+        if target.isSameName(as: owner) {
             throw SyncStorageError(
                 .memberConflict,
                 "\(owner) owns the suite and cannot be removed from it (an owner stops sharing by removing the members)"
@@ -263,7 +263,7 @@ package enum SharingRule {
         guard let member else {
             throw SyncStorageError(.notFound, "\(target) is not a member of the suite")
         }
-        if target == account { return }
+        if target.isSameName(as: account) { return }
         guard role.mayAdminister else {
             throw SyncStorageError(.insufficientRole, "only the suite's owner or an admin removes members: this account is a \(role.rawValue) member")
         }
@@ -290,7 +290,7 @@ package enum SharingRule {
         invitedBy: String,
         now: Date
     ) throws(SyncStorageError) -> StoredMember {
-        if account == owner {
+        if account.isSameName(as: owner) {
             throw SyncStorageError(.memberConflict, "\(account) owns the suite \(suite): an owner does not accept its own invitation")
         }
         if let existing {
@@ -302,7 +302,7 @@ package enum SharingRule {
     /// How a device record names a suite another account shares: `owner/suite` (no account or
     /// suite name holds '/'), so that an account's devices list its own suites and shared ones apart.
     package static func deviceSuiteName(owner: String, suite: String, account: String) -> String {
-        owner == account ? suite : "\(owner)/\(suite)"
+        owner.isSameName(as: account) ? suite : "\(owner)/\(suite)"
     }
 
     /// The suite's own name in a device record's name (`deviceSuiteName`), for a token's scope.

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import GroupDefaultsWire
 import Synchronization
 
 /// Long-polls and event streams waiting on a suite's head revision, woken in-process after each
@@ -8,9 +9,17 @@ import Synchronization
 /// A wait is a continuation in a table and a timer on a dispatch queue: no child tasks, so that a
 /// thousand parked streams cost a thousand small records rather than a thousand task groups.
 final class ChangeWaiters: Sendable {
+    /// A suite, equal and hashed by its names' bytes (`ExactName`): two spellings of one text are
+    /// two suites.
     struct SuiteKey: Hashable, Sendable {
         var account: String
         var suite: String
+
+        static func == (a: SuiteKey, b: SuiteKey) -> Bool { a.account.isSameName(as: b.account) && a.suite.isSameName(as: b.suite) }
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(account.exact)
+            hasher.combine(suite.exact)
+        }
     }
 
     private struct Waiter {

@@ -132,11 +132,11 @@ struct EntryBucket {
         return out
     }
 
-    func entry(for key: String) -> StoredEntry? { entries.first { $0.key == key } }
+    func entry(for key: String) -> StoredEntry? { entries.first { $0.key.isSameName(as: key) } }
 
     /// Replaces the entry of `entry.key`, or inserts it in key order.
     mutating func store(_ entry: StoredEntry) {
-        if let index = entries.firstIndex(where: { $0.key == entry.key }) {
+        if let index = entries.firstIndex(where: { $0.key.isSameName(as: entry.key) }) {
             entries[index] = entry
         } else {
             let index = entries.firstIndex { LMDBKeys.utf8Less(entry.key, $0.key) } ?? entries.endIndex

@@ -18,7 +18,7 @@ extension LMDBSyncStorage: AccountStore {
                     // The index rows (`x/…`, `t/…`) beside the records are not pairings.
                     if !key.starts(with: Array("x/".utf8)), !key.starts(with: Array("t/".utf8)) {
                         let pairing = try JSONDecoder().decode(StoredPairing.self, from: Data(value))
-                        if pairing.account == account { pairings.append(pairing) }
+                        if pairing.account.isSameName(as: account) { pairings.append(pairing) }
                     }
                     return true
                 }
@@ -57,7 +57,7 @@ extension LMDBSyncStorage: AccountStore {
                 var tokens: [StoredToken] = []
                 try txn.forEach(DB.tokens) { _, value in
                     let token = try JSONDecoder().decode(StoredToken.self, from: Data(value))
-                    if token.account == account { tokens.append(token) }
+                    if token.account.isSameName(as: account) { tokens.append(token) }
                     return true
                 }
                 for token in tokens {
@@ -92,7 +92,7 @@ extension LMDBSyncStorage: AccountStore {
         var lookups: Set<[UInt8]> = []
         try txn.forEach(DB.pairings) { key, value in
             if !key.starts(with: Array("x/".utf8)), !key.starts(with: Array("t/".utf8)),
-                let pairing = try? JSONDecoder().decode(StoredPairing.self, from: Data(value)), pairing.account == account
+                let pairing = try? JSONDecoder().decode(StoredPairing.self, from: Data(value)), pairing.account.isSameName(as: account)
             {
                 lookups.insert(Array(key))
             }

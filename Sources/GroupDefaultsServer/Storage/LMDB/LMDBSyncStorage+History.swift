@@ -15,7 +15,7 @@ extension LMDBSyncStorage {
                     try txn.forEach(DB.history, from: start) { rowKey, value in
                         guard rowKey.starts(with: prefix) else { return false }
                         let version = try Self.version(value)
-                        if version.entry.key == key { versions.append(version) }  // a SHA-256 collision is not our key
+                        if version.entry.key.isSameName(as: key) { versions.append(version) }  // a SHA-256 collision is not our key
                         return true
                     }
                 }

@@ -112,12 +112,12 @@ extension LMDBSyncStorage {
             }
         }
         var buckets: [[UInt8]: EntryBucket] = [:]
-        var held: [String: StoredEntry] = [:]
-        for key in Set(request.ops.map(\.key)) {
-            let entryKey = LMDBKeys.entry(suiteID: record.id, key: key)
+        var held: [ExactName: StoredEntry] = [:]
+        for key in Set(request.ops.map(\.key.exact)) {
+            let entryKey = LMDBKeys.entry(suiteID: record.id, key: key.text)
             let bucket = try buckets[entryKey] ?? bucket(txn, entryKey)
             buckets[entryKey] = bucket
-            held[key] = bucket.entry(for: key)
+            held[key] = bucket.entry(for: key.text)
         }
         let counters = PushStep.Counters(
             head: record.head,
@@ -146,7 +146,7 @@ extension LMDBSyncStorage {
         var changed: Set<[UInt8]> = []
         for entry in applied.writes {
             let entryKey = LMDBKeys.entry(suiteID: record.id, key: entry.key)
-            if let old = applied.replaced[entry.key] {
+            if let old = applied.replaced[entry.key.exact] {
                 try delete(txn, DB.revisions, LMDBKeys.revision(suiteID: record.id, rev: old.rev))
             }
             buckets[entryKey]!.store(entry)
@@ -173,10 +173,10 @@ extension LMDBSyncStorage {
 
     /// Adds `versions` to their keys' history and trims each key's to the last `depth`.
     static func writeHistory(_ txn: LMDBTransaction, suiteID: UInt64, versions: [StoredEntry], depth: Int, receivedAt: [UInt8]) throws {
-        var prefixes: [String: [UInt8]] = [:]
+        var prefixes: [ExactName: [UInt8]] = [:]
         for version in versions {
-            let prefix = prefixes[version.key] ?? LMDBKeys.historyPrefix(suiteID: suiteID, key: version.key)
-            prefixes[version.key] = prefix
+            let prefix = prefixes[version.key.exact] ?? LMDBKeys.historyPrefix(suiteID: suiteID, key: version.key)
+            prefixes[version.key.exact] = prefix
             try put(txn, DB.history, LMDBKeys.history(prefix: prefix, rev: version.rev), receivedAt + version.bytes)
         }
         for prefix in prefixes.values {

@@ -84,7 +84,7 @@ extension LMDBSyncStorage: TokenStore {
             try environment.readTransaction { txn in
                 try txn.forEach(DB.tokens) { _, value in
                     let token = try JSONDecoder().decode(StoredToken.self, from: Data(value))
-                    if account == nil || token.account == account { tokens.append(token) }
+                    if account.map(token.account.isSameName(as:)) ?? true { tokens.append(token) }
                     return true
                 }
             }

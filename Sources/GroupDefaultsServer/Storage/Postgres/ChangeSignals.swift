@@ -1,10 +1,18 @@
 import Dispatch
+import GroupDefaultsWire
 import Synchronization
 
 /// The account and suite a change belongs to.
 struct SuiteID: Hashable, Sendable {
     var account: String
     var suite: String
+
+    /// By the names' bytes (`ExactName`): two spellings of one text are two accounts, two suites.
+    static func == (a: SuiteID, b: SuiteID) -> Bool { a.account.isSameName(as: b.account) && a.suite.isSameName(as: b.suite) }
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(account.exact)
+        hasher.combine(suite.exact)
+    }
 }
 
 /// Why a waiter was woken.

@@ -136,7 +136,7 @@ private struct GroupWrite: Sendable {
     /// The suite as the read found it.
     struct Found {
         var counters = PushStep.Counters(head: 0, keys: 0, bytes: 0)
-        var held: [String: StoredEntry] = [:]
+        var held: [ExactName: StoredEntry] = [:]
         /// The recorded batches of the group's ids: digest (hex) and response (JSON).
         var batches: [BatchKey: (digest: String, response: String)] = [:]
     }
@@ -145,8 +145,8 @@ private struct GroupWrite: Sendable {
     /// key's last `historyDepth`), the suite's counters after it, and a batch record per applied push.
     struct Output {
         var results: [Result<PushResponse, any Error>] = []
-        var order: [String] = []
-        var entries: [String: StoredEntry] = [:]
+        var order: [ExactName] = []
+        var entries: [ExactName: StoredEntry] = [:]
         var versions: [StoredEntry] = []
         var counters: PushStep.Counters
         var advanced = false
@@ -198,13 +198,13 @@ private struct GroupWrite: Sendable {
     /// `SuiteReadStatement`: the suite's counters, the held entries of the group's keys, the recorded
     /// batches of its ids.
     private func read(_ connection: PostgresConnection) async throws -> Found {
-        var keys = Set<String>()
-        for pushed in group { for op in pushed.push.request.ops { keys.insert(op.key) } }
+        var keys = Set<ExactName>()
+        for pushed in group { for op in pushed.push.request.ops { keys.insert(op.key.exact) } }
         let rows = try await connection.rows(
             of: SuiteReadStatement(
                 account: account,
                 suite: suite,
-                keys: Array(keys),
+                keys: keys.map(\.text),
                 devices: group.map { String($0.push.request.deviceID) },
                 batchIDs: group.map(\.push.request.batchID)
             ),
@@ -224,7 +224,7 @@ private struct GroupWrite: Sendable {
                 )
             case 1:
                 guard let key = row.1, let hlc = row.6, let origin = row.7, let rev = row.8 else { continue }
-                found.held[key] = try EntryRow.stored(key: key, (row.2, row.3, row.4, row.5, hlc, origin, rev, row.11))
+                found.held[key.exact] = try EntryRow.stored(key: key, (row.2, row.3, row.4, row.5, hlc, origin, rev, row.11))
             default:
                 guard let batchID = row.1, let response = row.2, let digest = row.6, let device = row.7.flatMap(UInt64.init)
                 else { continue }
@@ -256,8 +256,8 @@ private struct GroupWrite: Sendable {
             } else {
                 recorded = nil
             }
-            var pushHeld: [String: StoredEntry] = [:]
-            for op in request.ops { if let entry = held[op.key] { pushHeld[op.key] = entry } }
+            var pushHeld: [ExactName: StoredEntry] = [:]
+            for op in request.ops { if let entry = held[op.key.exact] { pushHeld[op.key.exact] = entry } }
             do {
                 switch try PushStep.run(
                     push,
@@ -273,9 +273,10 @@ private struct GroupWrite: Sendable {
                 case .applied(let step):
                     let json = String(decoding: try WireJSON.encode(step.response), as: UTF8.self)
                     for entry in step.writes {
-                        if output.entries[entry.key] == nil { output.order.append(entry.key) }
-                        output.entries[entry.key] = entry
-                        held[entry.key] = entry
+                        let key = entry.key.exact
+                        if output.entries[key] == nil { output.order.append(key) }
+                        output.entries[key] = entry
+                        held[key] = entry
                     }
                     versions += step.versions
                     output.counters = step.counters
