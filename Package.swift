@@ -75,11 +75,16 @@ let package = Package(
         ),
         // Property-list file formats (XML, binary, old-style text, JSON text), used by the tools.
         .target(name: "PropertyListFormats", dependencies: ["GroupDefaults", "GroupDefaultsWire"], swiftSettings: swiftSettings),
-        // What the executables share: one-line failures and exit statuses, unbuffered output, the
-        // signals a tool that follows changes ends at, and a JSON value. `package` API.
+        // What the executables share: one-line failures and exit statuses, unbuffered output, logs
+        // with names and values escaped, the signals a tool that follows changes ends at, and a
+        // JSON value. `package` API.
         .target(
             name: "CommandLineSupport",
-            dependencies: ["GroupDefaultsWire", "SystemCalls", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "GroupDefaultsWire", "SystemCalls",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
 

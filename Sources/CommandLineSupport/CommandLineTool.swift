@@ -1,5 +1,6 @@
 package import ArgumentParser
 package import Foundation
+import GroupDefaultsWire
 import SystemCalls
 
 /// A failure a tool reports as one line on stderr, exiting with `status`.
@@ -72,7 +73,7 @@ package struct CommandLineTool: Sendable {
         if failure.showsToolName {
             printError(failure.message)
         } else {
-            writeAll(Data((failure.message + "\n").utf8), to: STDERR_FILENO)
+            writeAll(Data((printable(failure.message) + "\n").utf8), to: STDERR_FILENO)
         }
         return ExitCode(failure.status)
     }
@@ -145,9 +146,11 @@ package func oneLine(_ message: String) -> String? {
     return first + " " + items.joined(separator: ", ")
 }
 
-/// Writes `TOOL: MESSAGE` to stderr as one line, unbuffered.
+/// Writes `TOOL: MESSAGE` to stderr as one line, unbuffered: the message through `printable`, so
+/// that a name or value it echoes can neither forge another line nor reach the terminal as an
+/// escape sequence.
 package func printError(_ message: String, tool: String) {
-    writeAll(Data((tool + ": " + message + "\n").utf8), to: STDERR_FILENO)
+    writeAll(Data((tool + ": " + printable(message) + "\n").utf8), to: STDERR_FILENO)
 }
 
 /// Writes a line to stdout at once (so that a pipe receives output line by line, and a process that

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CommandLineSupport
 import GroupDefaults
+import GroupDefaultsWire
 
 extension GroupDefaultsCommand {
     struct Domains: ParsableCommand {
@@ -17,9 +18,9 @@ extension GroupDefaultsCommand {
             try perform {
                 let names = try SharedDefaults.suiteNames(in: options.directoryURL)
                 if list {
-                    for name in names { output(name) }
+                    for name in names { output(printable(name)) }
                 } else {
-                    output(names.joined(separator: ", "))
+                    output(names.map(printable).joined(separator: ", "))
                 }
             }
         }

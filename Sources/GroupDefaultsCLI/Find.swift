@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandLineSupport
 import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 import PropertyListFormats
 
 extension GroupDefaultsCommand {
@@ -23,7 +24,7 @@ extension GroupDefaultsCommand {
                     }
                     guard !matches.isEmpty else { continue }
                     found = true
-                    output("Found \(matches.count) keys in domain '\(name)': \(PropertyListValue.dictionary(matches).openStepText)")
+                    output("Found \(matches.count) keys in domain '\(printable(name))': \(PropertyListValue.openStepText(entries: matches))")
                 }
                 if !found { output("No domain, key, nor value containing '\(word)'") }
             }

@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandLineSupport
 import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 
 extension GroupDefaultsCommand {
     struct Info: ParsableCommand {
@@ -38,7 +39,7 @@ extension GroupDefaultsCommand {
                         sync server: \(server)
                         sync cursor: \(sync.cursor.map(String.init) ?? "none (the next sync reads the server's snapshot)")
                         sync pending: \(pending) change\(pending == 1 ? "" : "s")
-                        sync local-only keys: \(sync.localOnlyKeys.isEmpty ? "none" : sync.localOnlyKeys.joined(separator: " "))
+                        sync local-only keys: \(sync.localOnlyKeys.isEmpty ? "none" : sync.localOnlyKeys.map(printable).joined(separator: " "))
                         sync conflicts kept: \(try defaults.conflicts().count)
                         """
                     )

@@ -1,5 +1,6 @@
 import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 import PropertyListFormats
 
 /// How the tool prints values, as `defaults` does.
@@ -10,8 +11,11 @@ enum ValueText {
         value.openStepText
     }
 
-    /// A value on one line (for `watch`).
+    /// A value on one line (for `watch`): a string through `printable` (its line breaks, tabs and
+    /// escape sequences shown escaped, so that it cannot print as another change), anything else
+    /// as its property-list text (which escapes them) with its lines joined.
     static func oneLine(_ value: PropertyListValue) -> String {
-        single(value).split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+        if case .string(let string) = value { return printable(string) }
+        return printable(single(value).split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " "))
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandLineSupport
 import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 
 extension GroupDefaultsCommand {
     struct Verify: ParsableCommand {
@@ -23,7 +24,7 @@ extension GroupDefaultsCommand {
                     report = try options.open(suite).verify()
                 }
                 if let problem = report.structureProblem { output("damaged structure: \(problem)") }
-                for damaged in report.damagedKeys { output("damaged key \(damaged.key): \(damaged.reason)") }
+                for damaged in report.damagedKeys { output("damaged key \(printable(damaged.key)): \(printable(damaged.reason))") }
                 guard report.isHealthy else {
                     throw CommandFailure("\(suite) is damaged (\(report.damagedKeys.count) of \(report.checkedKeys) keys)")
                 }

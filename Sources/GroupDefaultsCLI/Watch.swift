@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandLineSupport
 import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 import PropertyListFormats
 
 extension GroupDefaultsCommand {
@@ -47,7 +48,7 @@ extension GroupDefaultsCommand {
                 let feed = try defaults.changeFeed(forKeys: keys.isEmpty ? nil : Set(keys), since: since)
                 // Output is written line by line, unbuffered: ending at a signal loses nothing.
                 exitOnInterruptOrTermination()
-                writeAll(Data("watching \(suite) after change \(feed.cursor)\n".utf8), to: STDERR_FILENO)
+                writeAll(Data("watching \(printable(suite)) after change \(feed.cursor)\n".utf8), to: STDERR_FILENO)
                 var printed = 0
                 while printed != count, let change = try feed.next() {
                     output(json ? Self.json(change) : Self.text(change))
@@ -60,10 +61,10 @@ extension GroupDefaultsCommand {
             let line =
                 switch change.kind {
                 case .set where change.isValueNotKept:
-                    "\(change.sequence) set \(change.key) \(change.value.map(ValueText.oneLine) ?? "(removed since)")"
+                    "\(change.sequence) set \(printable(change.key)) \(change.value.map(ValueText.oneLine) ?? "(removed since)")"
                         + " (the value now: this change's own took over \(SharedDefaults.Change.keptValueLimit) bytes and is not kept)"
-                case .set: "\(change.sequence) set \(change.key) \(change.value.map(ValueText.oneLine) ?? "")"
-                case .removed: "\(change.sequence) removed \(change.key)"
+                case .set: "\(change.sequence) set \(printable(change.key)) \(change.value.map(ValueText.oneLine) ?? "")"
+                case .removed: "\(change.sequence) removed \(printable(change.key))"
                 case .cleared: "\(change.sequence) cleared"
                 case .restored:
                     "\(change.sequence) restored (after an operating-system crash or power loss the suite was put back to its last "

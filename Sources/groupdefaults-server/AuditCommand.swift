@@ -52,15 +52,17 @@ struct AuditCommand: AsyncParsableCommand {
             }
             if records.isEmpty { return output("no records") }
             let dates = ISO8601DateFormatter()
-            for record in records {
-                output(
-                    [
-                        dates.string(from: record.time), record.act.rawValue,
-                        record.account.map { "account \($0)" } ?? "-", record.target ?? "-",
-                        "by \(record.actor)", "from \(record.source)", record.outcome ?? "",
-                    ].filter { !$0.isEmpty }.joined(separator: "\t")
-                )
-            }
+            for record in records { output(Self.line(record, dates: dates)) }
         }
+    }
+
+    /// A record as one line of tab-separated fields, each through `printable`: a name holding a
+    /// line break, a tab or an escape sequence cannot print as another record or another field.
+    static func line(_ record: AuditRecord, dates: ISO8601DateFormatter) -> String {
+        [
+            dates.string(from: record.time), record.act.rawValue,
+            record.account.map { "account \(printable($0))" } ?? "-", record.target.map(printable) ?? "-",
+            "by \(printable(record.actor))", "from \(printable(record.source))", record.outcome.map(printable) ?? "",
+        ].filter { !$0.isEmpty }.joined(separator: "\t")
     }
 }

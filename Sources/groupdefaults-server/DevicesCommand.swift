@@ -43,14 +43,14 @@ struct DevicesCommand: AsyncParsableCommand {
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                     return output(String(decoding: try encoder.encode(infos), as: UTF8.self))
                 }
-                if infos.isEmpty { return output("account \(account): no devices seen") }
+                if infos.isEmpty { return output("account \(printable(account)): no devices seen") }
                 for device in infos {
                     output(
                         [
-                            device.id, device.name ?? "(unnamed)", "device \(device.deviceID)", device.tokenID,
+                            printable(device.id), device.name.map(printable) ?? "(unnamed)", "device \(device.deviceID)", printable(device.tokenID),
                             "first seen \(device.firstSeen)", "last seen \(device.lastSeen)",
                             device.lastPush.map { "last push \($0)" } ?? "never pushed",
-                            device.suites.joined(separator: ","),
+                            device.suites.map(printable).joined(separator: ","),
                             device.unverified ? "unverified: another token used device \(device.deviceID) first" : "",
                         ]
                         .filter { !$0.isEmpty }.joined(separator: "\t")
@@ -94,7 +94,9 @@ struct DevicesCommand: AsyncParsableCommand {
                             + "(`groupdefaults-server token revoke` with one of \(matching.map(\.tokenID).joined(separator: ", ")))"
                     )
                 case .revoked(let device, let sharing):
-                    var line = "revoked \(id)" + (device.name.map { " (\($0))" } ?? "") + ": its token \(device.tokenID) no longer works"
+                    var line =
+                        "revoked \(printable(id))" + (device.name.map { " (\(printable($0)))" } ?? "")
+                        + ": its token \(device.tokenID) no longer works"
                     if !sharing.isEmpty {
                         line += "; devices sharing that token lose access too: " + sharing.map(\.id).joined(separator: ", ")
                     }

@@ -25,11 +25,7 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try options.serverConfiguration()
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = configuration.logLevel
-            return handler
-        }
+        LoggingSystem.bootstrap { label in PrintableLogHandler.standardError(label: label, level: configuration.logLevel) }
         MetricsSystem.bootstrap(ServerMetrics.makeFactory())
         let scheme = configuration.tls == nil ? "http" : "https"
         let app = try await buildApplication(configuration: configuration) { host, port in

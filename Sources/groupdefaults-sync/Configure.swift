@@ -143,6 +143,7 @@ extension SyncCommand {
             }
             if tokenFile == nil && !pairs { throw ValidationError("--token-file is needed (or --pairing-code, which makes a token)") }
             if deviceName != nil && !pairs { throw ValidationError("--device names the token a pairing makes: it goes with --pairing-code") }
+            if let deviceName, let problem = NameKind.device.problem(with: deviceName) { throw ValidationError("--device: \(problem)") }
             if invitation != nil && invitationFile != nil { throw ValidationError("--invitation and --invitation-file: give one of them") }
             if invites {
                 if suite != nil { throw ValidationError("with --invitation the suite is the owner's: name it here with --as NAME") }
@@ -228,7 +229,7 @@ extension SyncCommand {
                 }
                 let settings = result.settings
                 var line = "\(suite) syncs with \(url.absoluteString) (token from \(settings.tokenFile))"
-                if !settings.localOnlyKeys.isEmpty { line += "; local-only keys: \(settings.localOnlyKeys.joined(separator: " "))" }
+                if !settings.localOnlyKeys.isEmpty { line += "; local-only keys: \(settings.localOnlyKeys.map(printable).joined(separator: " "))" }
                 if let keyFile = settings.keyFile { line += "; end-to-end encrypted (keys in \(keyFile))" }
                 output(line)
                 if let recovery = result.newRecoveryKey {
@@ -267,7 +268,7 @@ extension SyncCommand {
             let shared = result.settings.shared
             output(
                 "\(suite) syncs with \(server) (token from \(result.settings.tokenFile)): "
-                    + "\(owner)'s suite \(shared?.suite ?? suite), as \(shared?.role.asMember ?? "a member")"
+                    + "\(printable(owner))'s suite \(printable(shared?.suite ?? suite)), as \(shared?.role.asMember ?? "a member")"
                     + (result.settings.keyFile.map { "; end-to-end encrypted (keys in \($0))" } ?? "")
             )
         }
@@ -301,8 +302,8 @@ extension SyncCommand {
             }
             let membership = joined.membership
             output(
-                "\(joined.localName) syncs with \(url.absoluteString) (token from \(joined.result.settings.tokenFile)): "
-                    + "\(membership.owner)'s suite \(membership.suite), as \(membership.role.asMember)"
+                "\(printable(joined.localName)) syncs with \(url.absoluteString) (token from \(joined.result.settings.tokenFile)): "
+                    + "\(printable(membership.owner))'s suite \(printable(membership.suite)), as \(membership.role.asMember)"
                     + (joined.result.settings.keyFile.map { "; end-to-end encrypted (keys from the owner's device, in \($0))" } ?? "")
             )
             if membership.role == .read {

@@ -39,11 +39,11 @@ extension SyncCommand {
 
         static func line(_ conflict: SharedDefaults.Conflict) -> String {
             if let refusal = conflict.refusal {
-                return "\(conflict.id)  \(conflict.key)  refused \(TypedJSONDate.format(conflict.replacedAt) ?? "?"): "
-                    + "a write of \(time(conflict.stamp.hlc)) by device \(conflict.stamp.origin): \(refusal)"
+                return "\(conflict.id)  \(printable(conflict.key))  refused \(TypedJSONDate.format(conflict.replacedAt) ?? "?"): "
+                    + "a write of \(time(conflict.stamp.hlc)) by device \(conflict.stamp.origin): \(printable(refusal))"
             }
             let what = conflict.value.map(typedJSONText) ?? "(deleted)"
-            return "\(conflict.id)  \(conflict.key) = \(what)  written \(time(conflict.stamp.hlc)) by device \(conflict.stamp.origin); "
+            return "\(conflict.id)  \(printable(conflict.key)) = \(what)  written \(time(conflict.stamp.hlc)) by device \(conflict.stamp.origin); "
                 + "replaced \(TypedJSONDate.format(conflict.replacedAt) ?? "?") by device \(conflict.replacedBy.origin)'s write of \(time(conflict.replacedBy.hlc))"
         }
 
@@ -79,7 +79,7 @@ extension SyncCommand {
                 return try await withConfiguredEngine(options, server, suite) { _, engine in
                     let version = try await engine.restore(key, revision: rev)
                     output(
-                        "\(suite): \(key) " + (version.entry.value.map { "= \(typedJSONText($0))" } ?? "removed")
+                        "\(printable(suite)): \(printable(key)) " + (version.entry.value.map { "= \(typedJSONText($0))" } ?? "removed")
                             + " (restored from server revision \(rev))"
                     )
                 }
@@ -87,7 +87,7 @@ extension SyncCommand {
             try await perform {
                 let restored = try options.open(suite).restore(key, conflict: conflict)
                 output(
-                    "\(suite): \(key) " + (restored.value.map { "= \(typedJSONText($0))" } ?? "removed")
+                    "\(printable(suite)): \(printable(key)) " + (restored.value.map { "= \(typedJSONText($0))" } ?? "removed")
                         + " (restored from conflict \(restored.id))"
                 )
             }
@@ -124,7 +124,7 @@ extension SyncCommand {
                     let mine = entry.origin == defaults.origin ? " (this device)" : ""
                     // On a member's device, a write naming no account is the owner's.
                     let account = (entry.account ?? engine.shared?.owner).map { " of account \(printable($0))" } ?? ""
-                    return "rev \(entry.rev.map(String.init) ?? "?")  \(key) = \(what)  written \(Conflicts.time(entry.hlc)) "
+                    return "rev \(entry.rev.map(String.init) ?? "?")  \(printable(key)) = \(what)  written \(Conflicts.time(entry.hlc)) "
                         + "by device \(entry.origin)\(account)\(mine); received \(version.received)"
                 }
                 output(lines.joined(separator: "\n"))
@@ -133,9 +133,11 @@ extension SyncCommand {
     }
 }
 
-/// A value as compact typed JSON, `{"string":"bell.caf"}`: exact, and one line.
+/// A value as compact typed JSON, `{"string":"bell.caf"}`, as a line of text shows it: one line,
+/// and through `printable` (JSON escapes line breaks and ESC, not U+2028 or the bidirectional
+/// overrides).
 func typedJSONText(_ value: PropertyListValue) -> String {
-    (try? value.typedJSON()).map { String(decoding: $0, as: UTF8.self) } ?? "\(value)"
+    printable((try? value.typedJSON()).map { String(decoding: $0, as: UTF8.self) } ?? "\(value)")
 }
 
 /// Pretty, sorted JSON of `value`.

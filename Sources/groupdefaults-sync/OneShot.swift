@@ -69,11 +69,8 @@ func withEngine(
     pushes: Bool = true,
     _ step: @Sendable (SyncEngine) async throws -> SyncReport
 ) async throws {
-    LoggingSystem.bootstrap { label in
-        var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = .warning  // the outcome is printed; details only when something is wrong
-        return handler
-    }
+    // The outcome is printed; details only when something is wrong.
+    LoggingSystem.bootstrap { label in PrintableLogHandler.standardError(label: label, level: .warning) }
     let progress = TerminalProgress()
     var engineOptions = SyncEngine.Options()
     engineOptions.progress = progress.show

@@ -3,6 +3,7 @@ import CommandLineSupport
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
+import GroupDefaultsWire
 
 extension SyncCommand {
     struct RotateKey: AsyncParsableCommand {

@@ -43,11 +43,7 @@ extension SyncCommand {
 
         func run() async throws {
             let level = Logger.Level(rawValue: logLevel) ?? .info
-            LoggingSystem.bootstrap { label in
-                var handler = StreamLogHandler.standardError(label: label)
-                handler.logLevel = level
-                return handler
-            }
+            LoggingSystem.bootstrap { label in PrintableLogHandler.standardError(label: label, level: level) }
             try await perform {
                 var engines: [SyncEngine] = []
                 var clients: [HTTPClient] = []

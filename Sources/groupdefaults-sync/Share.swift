@@ -62,7 +62,7 @@ extension SyncCommand {
             try await withConfiguredEngine(options, server, suite) { _, engine in
                 let (code, invitation) = try await engine.share(role: role, expiresIn: expiry)
                 output(
-                    "invitation \(invitation.id): \(invitation.role.rawValue) member of \(invitation.owner)'s suite \(invitation.suite), until \(invitation.expires)"
+                    "invitation \(invitation.id): \(invitation.role.rawValue) member of \(printable(invitation.owner))'s suite \(printable(invitation.suite)), until \(invitation.expires)"
                 )
                 output("code: \(code)")
                 output(
@@ -118,7 +118,7 @@ extension SyncCommand {
                 if json { return output(try prettyJSON(InvitationList(invitations: list))) }
                 if list.isEmpty { return output("\(suite): no invitations") }
                 for invitation in list {
-                    var line = "\(invitation.id)  \(invitation.role.rawValue)  \(invitation.state.rawValue)"
+                    var line = "\(printable(invitation.id))  \(invitation.role.rawValue)  \(invitation.state.rawValue)"
                     if let account = invitation.acceptedBy { line += " by \(printable(account))" }
                     line += "  made by \(printable(invitation.createdBy)) \(invitation.created), until \(invitation.expires)"
                     output(line)
@@ -192,7 +192,9 @@ extension SyncCommand {
                         "rotated \(suite) to key epoch \(rotation.keys.currentEpoch) (\(rotation.resealed) \(rotation.resealed == 1 ? "entry" : "entries") sealed again): "
                             + "the other devices take the new key without pairing; \(printable(account))'s cannot"
                     )
-                    for refused in rotation.refused { output("not sealed again: \(refused.key ?? refused.keyID): \(refused.reason)") }
+                    for refused in rotation.refused {
+                        output("not sealed again: \(printable(refused.key ?? refused.keyID)): \(printable(refused.reason))")
+                    }
                 }
             }
         }
@@ -222,7 +224,9 @@ extension SyncCommand {
             try await withConfiguredEngine(options, server, suite) { _, engine in
                 let shared = engine.shared
                 try await engine.leaveSuite()
-                output("left \(shared.map { "\($0.owner)'s suite \($0.suite)" } ?? suite); \(suite) keeps its values and no longer syncs")
+                output(
+                    "left \(shared.map { "\(printable($0.owner))'s suite \(printable($0.suite))" } ?? printable(suite)); \(suite) keeps its values and no longer syncs"
+                )
             }
         }
     }

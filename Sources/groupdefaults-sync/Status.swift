@@ -83,7 +83,7 @@ extension SyncCommand {
                     ]
                     if let caFile = state.caFile { lines.append("certificate authority: \(caFile)") }
                     if let shared = settings?.shared {
-                        lines.append("shared: \(shared.owner)'s suite \(shared.suite), as \(shared.role.asMember)")
+                        lines.append("shared: \(printable(shared.owner))'s suite \(printable(shared.suite)), as \(shared.role.asMember)")
                     }
                     lines.append(
                         "encryption: " + (state.keyFile.map { "end to end (keys in \($0))" } ?? "none (the server can read keys and values)")
@@ -95,18 +95,19 @@ extension SyncCommand {
                     )
                     lines.append(
                         "pending: \(pending.count)"
-                            + (pending.isEmpty ? "" : " (\(report.pendingKeys.joined(separator: ", "))\(pending.count > 20 ? ", …" : ""))")
+                            + (pending.isEmpty
+                                ? "" : " (\(report.pendingKeys.map(printable).joined(separator: ", "))\(pending.count > 20 ? ", …" : ""))")
                             + (keptLocal ? " kept on this device: a read member's changes are not sent" : "")
                     )
                     if let batch = state.inFlight { lines.append("in flight: batch \(batch.id) (sent again at the next push)") }
                     if !state.localOnlyKeys.isEmpty {
                         lines.append(
-                            "local-only keys: \(state.localOnlyKeys.joined(separator: " ")) (\(state.ignoredCount) pulled value\(state.ignoredCount == 1 ? "" : "s") not applied)"
+                            "local-only keys: \(state.localOnlyKeys.map(printable).joined(separator: " ")) (\(state.ignoredCount) pulled value\(state.ignoredCount == 1 ? "" : "s") not applied)"
                         )
                     }
                     if report.conflicts > 0 { lines.append("conflicts kept: \(report.conflicts) (see groupdefaults-sync conflicts \(suite))") }
                     if !refused.isEmpty {
-                        let keys = refused.prefix(20).map(\.key).joined(separator: ", ") + (refused.count > 20 ? ", …" : "")
+                        let keys = refused.prefix(20).map { printable($0.key) }.joined(separator: ", ") + (refused.count > 20 ? ", …" : "")
                         // The journal's record of what sync refused, kept for its days; whether something
                         // still needs attention is `state`.
                         lines.append("refused: \(refused.count) kept in the conflict journal (\(keys); see groupdefaults-sync conflicts \(suite))")
@@ -141,7 +142,7 @@ extension SyncCommand {
         /// `state: …`, and when it needs attention, since when and the last success and failure.
         static func stateLines(_ health: SyncHealth?) -> [String] {
             guard let health, health.needsAttention else { return ["state: ok"] }
-            var lines = ["state: \(health.summary)"]
+            var lines = ["state: \(printable(health.summary))"]
             var times: [String] = []
             if health.since.timeIntervalSince1970 > 0 { times.append("since \(time(health.since))") }
             if let failure = health.lastFailure { times.append("last failed contact \(time(failure))") }
@@ -218,9 +219,9 @@ enum DeviceName: Sendable {
     /// "tablet (id 123…)", or the id and why there is no name.
     func describe(origin: UInt64) -> String {
         switch self {
-        case .named(let name): "\(name) (id \(origin))"
+        case .named(let name): "\(printable(name)) (id \(origin))"
         case .unnamed: "\(origin) (its token is not bound to a device name)"
-        case .unknown(let why): "\(origin) (name unknown: \(why))"
+        case .unknown(let why): "\(origin) (name unknown: \(printable(why)))"
         case .notSynced: "\(origin)"
         }
     }

@@ -1,8 +1,57 @@
 import Foundation
 import GroupDefaultsWire
+import Mustache
 
 // What the console's templates show, as plain values: every string here is text, escaped by the
-// templates (`{{…}}`, never `{{{…}}}`), so a key or value holding markup is shown as markup.
+// templates (`{{…}}`, never `{{{…}}}`), so a key or value holding markup is shown as markup; and
+// each is handed to the templates through `printable` (`ConsoleShown`), so a name or value holding
+// a line break, a tab, an escape sequence or a bidirectional override is shown escaped too.
+
+/// A page or a row of one whose text the templates read through `printable`: the templates ask
+/// `child(named:)` for each field (instead of reading it by reflection) and get its text escaped.
+protocol ConsoleShown: MustacheParent {
+    /// The fields that hold text of several lines (a value as indented JSON): each line goes
+    /// through `printable` and the line breaks between them stay.
+    static var multilineFields: Set<String> { get }
+}
+
+extension ConsoleShown {
+    static var multilineFields: Set<String> { [] }
+
+    func child(named name: String) -> Any? {
+        guard let field = Mirror(reflecting: self).children.first(where: { $0.label == name })?.value else { return nil }
+        // An optional field: its value, or nil (the template's section is then left out).
+        let mirror = Mirror(reflecting: field)
+        let value: Any
+        if mirror.displayStyle == .optional {
+            guard let wrapped = mirror.children.first?.value else { return nil }
+            value = wrapped
+        } else {
+            value = field
+        }
+        guard let text = value as? String else { return value }
+        return Self.multilineFields.contains(name) ? ConsoleFormat.printableLines(text) : printable(text)
+    }
+}
+
+extension PageChrome: ConsoleShown {}
+extension Link: ConsoleShown {}
+extension SignInPage: ConsoleShown {}
+extension ErrorPage: ConsoleShown {}
+extension OverviewPage: ConsoleShown {}
+extension OverviewPage.Account: ConsoleShown {}
+extension AccountPage: ConsoleShown {}
+extension AccountPage.Suite: ConsoleShown {}
+extension AccountPage.Token: ConsoleShown {}
+extension AccountPage.Device: ConsoleShown {}
+extension SuitePage: ConsoleShown {}
+extension SuitePage.Key: ConsoleShown { static var multilineFields: Set<String> { ["value"] } }
+extension SuitePage.Member: ConsoleShown {}
+extension SuitePage.Invitation: ConsoleShown {}
+extension AuditPage: ConsoleShown {}
+extension AuditPage.Row: ConsoleShown {}
+extension HistoryPage: ConsoleShown {}
+extension HistoryPage.Version: ConsoleShown { static var multilineFields: Set<String> { ["value"] } }
 
 /// What every page's header and footer need.
 struct PageChrome {
@@ -80,6 +129,12 @@ enum ConsoleFormat {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "(a value that does not encode)"
+    }
+
+    /// Text of several lines (a value as indented JSON) as the console shows it: each line through
+    /// `printable`, the line breaks between them kept.
+    static func printableLines(_ text: String) -> String {
+        text.split(separator: "\n", omittingEmptySubsequences: false).map { printable(String($0)) }.joined(separator: "\n")
     }
 
     /// The name of the device whose store has `origin`: its bound name, else "device <origin>".
