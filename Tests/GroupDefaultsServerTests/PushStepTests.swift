@@ -9,7 +9,7 @@ import Testing
 /// The push step on its own, as a model of a suite: the state a backend would persist, kept in
 /// memory. Random pushes go through it and through each backend, which must answer alike.
 struct PushModel {
-    var held: [String: StoredEntry] = [:]
+    var held: [ExactName: StoredEntry] = [:]
     var counters = PushStep.Counters(head: 0, keys: 0, bytes: 0)
     var batches: [String: (digest: [UInt8], response: PushResponse)] = [:]
 
@@ -36,7 +36,7 @@ struct PushModel {
             case .replayed(let response):
                 return .response(response)
             case .applied(let applied):
-                for entry in applied.writes { held[entry.key] = entry }
+                for entry in applied.writes { held[entry.key.exact] = entry }
                 counters = applied.counters
                 batches[batchKey] = (prepared.digest, applied.response)
                 return .response(applied.response)
@@ -58,7 +58,8 @@ struct PushModel {
 struct PushScript: Sendable, CustomStringConvertible {
     var pushes: [(request: PushRequest, quota: SuiteQuota)]
 
-    static let keys = ["a", "b", "c", "é", "a.b"]
+    /// `é` in both spellings: two keys, equal Swift strings.
+    static let keys = ["a", "b", "c", "caf\u{E9}", "cafe\u{301}", "a.b"]
 
     static let generator = Generator<PushScript, Shrink.None<PushScript>> { rng in
         var pushes: [(request: PushRequest, quota: SuiteQuota)] = []
@@ -183,12 +184,12 @@ struct PushStepTests {
             // accepted push wins; a batch id repeats its answer for the same ops and is refused for
             // others; a push is refused for a quota only if it would leave the suite over it and
             // larger on that count.
-            var promised: [String: (stamp: Stamp, value: PropertyListValue?)] = [:]
+            var promised: [ExactName: (stamp: Stamp, value: PropertyListValue?)] = [:]
             var answered: [String: (ops: [PushOp], answer: PushModel.Answer)] = [:]
             var head: UInt64 = 0
-            func size(_ state: [String: (stamp: Stamp, value: PropertyListValue?)]) throws -> (keys: Int, bytes: Int) {
+            func size(_ state: [ExactName: (stamp: Stamp, value: PropertyListValue?)]) throws -> (keys: Int, bytes: Int) {
                 let live = state.filter { $0.value.value != nil }
-                return (live.count, try live.reduce(0) { $0 + $1.key.utf8.count + (try $1.value.value!.typedJSON().count) })
+                return (live.count, try live.reduce(0) { $0 + $1.key.text.utf8.count + (try $1.value.value!.typedJSON().count) })
             }
             for (request, quota) in script.pushes {
                 let answer = try model.push(request, quota: quota)
@@ -201,8 +202,8 @@ struct PushStepTests {
                 var applied: UInt64 = 0
                 for op in request.ops {
                     let stamp = Stamp(hlc: op.hlc, origin: op.origin ?? request.deviceID)
-                    if next[op.key].map({ stamp > $0.stamp }) ?? true {
-                        next[op.key] = (stamp, op.value)
+                    if next[op.key.exact].map({ stamp > $0.stamp }) ?? true {
+                        next[op.key.exact] = (stamp, op.value)
                         applied += 1
                     }
                 }
@@ -223,8 +224,8 @@ struct PushStepTests {
                 #expect(response.headRev == head)
                 #expect(response.results.map(\.status).filter { $0 == .applied }.count == Int(applied))
                 for result in response.results {
-                    #expect(result.winner?.stamp == promised[result.key]?.stamp, "\(script)")
-                    #expect(result.winner?.value == promised[result.key]?.value, "\(script)")
+                    #expect(result.winner?.stamp == promised[result.key.exact]?.stamp, "\(script)")
+                    #expect(result.winner?.value == promised[result.key.exact]?.value, "\(script)")
                 }
             }
             let (keys, bytes) = try size(promised)

@@ -217,9 +217,9 @@ struct SharingRouteTests {
     @Test("account names: no control character, no space at either end (a list would print them as other lines or names)")
     func accountNames() {
         for name in ["mal\nana  owner", "esc\u{1B}[31m", " ", "ana ", " ana", "tab\t"] {
-            #expect(Names.accountProblem(with: name) != nil, "\(name.debugDescription)")
+            #expect(NameKind.account.problem(with: name) != nil, "\(name.debugDescription)")
         }
-        for name in ["ana", "Ana Bell", "é😀", "<b>bob<b>"] { #expect(Names.accountProblem(with: name) == nil, "\(name)") }
+        for name in ["ana", "Ana Bell", "é😀", "<b>bob<b>"] { #expect(NameKind.account.problem(with: name) == nil, "\(name)") }
     }
 
     @Test("bad invitations: an id that is no id, a role no invitation gives, a lifetime out of range, a code never made; each a 4xx and nothing made")

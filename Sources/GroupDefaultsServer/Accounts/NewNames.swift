@@ -47,7 +47,8 @@ package enum NewNames {
                 kind == .account
                 ? "`accounts export` then `accounts delete` the one that should not exist, or keep both knowingly"
                 : "`admin remove` the one that should not exist"
-            return "\(kind.rawValue)s \(listed) look alike: each is its own \(kind.rawValue) (names are compared byte for byte), but people can take one for the other; \(remedy)"
+            return
+                "\(kind.rawValue)s \(listed) look alike: each is its own \(kind.rawValue) (names are compared byte for byte), but people can take one for the other; \(remedy)"
         }
     }
 }
