@@ -52,7 +52,9 @@ package struct KeptSecurityState: Sendable {
     func deletedSince(_ time: Date?) -> [String] {
         var accounts: [String] = []
         for record in audit where record.act == .accountDelete && record.outcome == nil {
-            guard let account = record.account, time.map({ record.time > $0 }) ?? true, !accounts.contains(where: account.isSameName(as:)) else { continue }
+            guard let account = record.account, time.map({ record.time > $0 }) ?? true, !accounts.contains(where: account.isSameName(as:)) else {
+                continue
+            }
             accounts.append(account)
         }
         return accounts
