@@ -1,4 +1,5 @@
 import Foundation
+import GroupDefaultsWire
 import Synchronization
 
 extension SharedDefaults {
@@ -112,12 +113,12 @@ extension SharedDefaults {
     /// Records a `.local` key among the suite's local-only keys, once per process (a failure is
     /// reported in `lastError`, and tried again at the next use).
     func declareScope<Value>(of key: Key<Value>) {
-        guard key.sync == .local, !store.declaredLocal.withLock({ $0.contains(key.name) }) else { return }
+        guard key.sync == .local, !store.declaredLocal.withLock({ $0.contains(key.name.exact) }) else { return }
         do {
             // Inside another write, the declaration is that write's: remembered only once it stands.
             let joinsAnotherWrite = store.isWritingOnCurrentThread
             try declareLocalOnly(key.name)
-            if !joinsAnotherWrite { _ = store.declaredLocal.withLock { $0.insert(key.name) } }
+            if !joinsAnotherWrite { _ = store.declaredLocal.withLock { $0.insert(key.name.exact) } }
         } catch {
             report(error)
         }

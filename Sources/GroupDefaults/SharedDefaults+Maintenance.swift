@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 internal import GroupDefaultsLMDB
+import GroupDefaultsWire
 
 // Looking after suites as files: finding and opening existing ones, inspecting and verifying them,
 // backing them up and restoring them, and whole-suite edits (rename, replace). The
@@ -233,9 +234,9 @@ extension SharedDefaults {
 
     /// The verification behind `verify()` and `restore(from:)`: one snapshot, and with
     /// `keepingValues` every decoded value.
-    private func inspect(keepingValues: Bool) throws -> (report: VerifyReport, values: [String: PropertyListValue]) {
+    private func inspect(keepingValues: Bool) throws -> (report: VerifyReport, values: [(key: String, value: PropertyListValue)]) {
         var report = VerifyReport(checkedKeys: 0, damagedKeys: [], structureProblem: nil)
-        var values: [String: PropertyListValue] = [:]
+        var values: [(key: String, value: PropertyListValue)] = []
         do {
             // LMDB trusts every page it follows: check them all before reading any record.
             try store.environment.verifyStructure()
@@ -253,7 +254,7 @@ extension SharedDefaults {
                     }
                     do {
                         let value = try StoredRecord.decode(raw).value
-                        if keepingValues { values[key] = value }
+                        if keepingValues { values.append((key, value)) }  // every key as its bytes
                     } catch {
                         report.damagedKeys.append(.init(key: key, reason: "the stored value is damaged: \(error)"))
                     }
@@ -393,7 +394,7 @@ extension SharedDefaults {
     ///   it does not exist, or what a write can throw (`valueTooLarge`, `storeFull`, …). On any error
     ///   nothing is changed.
     public func restore(from source: URL) throws {
-        let (report, values): (VerifyReport, [String: PropertyListValue])
+        let (report, values): (VerifyReport, [(key: String, value: PropertyListValue)])
         do {
             (report, values) = try Self.withFile(at: source, configuration: .checkingEveryPage) { try $0.inspect(keepingValues: true) }
         } catch let error as SharedDefaultsError where error.code == .corruptFile {
@@ -432,7 +433,8 @@ extension SharedDefaults {
 
     /// Moves the value under `key` to `newKey`, in one transaction: as `set` of `newKey` (replacing
     /// any value it had, with a new stamp) and `removeValue` of `key`. Renaming a key to itself
-    /// changes nothing.
+    /// changes nothing. Keys are their bytes: `"caf\u{E9}"` and `"cafe\u{301}"` are two keys, and
+    /// renaming one to the other moves the value.
     ///
     /// - Throws: `SharedDefaultsError` with code `keyNotFound` if no value is stored under `key`
     ///   (nothing is changed), `invalidKey`, `corruptValue` if the value is damaged, or what a write
@@ -444,7 +446,7 @@ extension SharedDefaults {
             guard let value = try tx.value(forKey: key) else {
                 throw store.error(.keyNotFound, key: key, "no value is stored under this key; nothing was changed")
             }
-            guard newKey != key else { return }
+            guard !newKey.isSameName(as: key) else { return }
             try tx.set(value, forKey: newKey)
             try tx.removeValue(forKey: key)
         }
@@ -452,12 +454,32 @@ extension SharedDefaults {
 
     /// Makes `values` the whole content of the suite, in one transaction: every key of `values` is
     /// set and every other stored key removed (each change logged, as for any write).
+    ///
+    /// A `[String: PropertyListValue]` holds one of two canonically equivalent keys (`"caf\u{E9}"`,
+    /// `"cafe\u{301}"`), which the suite keeps as two: to give both, use `replaceAll(with:)` with
+    /// entries.
     public func replaceAll(with values: [String: PropertyListValue]) throws {
+        try replaceAll(with: values.map { (key: $0.key, value: $0.value) })
+    }
+
+    /// Makes `entries` the whole content of the suite, in one transaction: every key of `entries`
+    /// is set and every other stored key removed (each change logged, as for any write). Keys are
+    /// their bytes: `"caf\u{E9}"` and `"cafe\u{301}"` are two keys, both kept.
+    ///
+    /// ```swift
+    /// try copy.replaceAll(with: try original.storedValues())
+    /// ```
+    /// - Throws: `SharedDefaultsError`: `invalidKey` for a key given twice (the same bytes), or what a
+    ///   write can throw. On any error nothing is changed.
+    public func replaceAll(with entries: [(key: String, value: PropertyListValue)]) throws {
+        var given: [ExactName: PropertyListValue] = [:]
+        given.reserveCapacity(entries.count)
+        for (key, value) in entries where given.updateValue(value, forKey: key.exact) != nil {
+            throw store.error(.invalidKey, key: key, "the key is given twice; nothing was changed")
+        }
         try write { tx in
-            for key in try tx.keys where values[key] == nil { try tx.removeValue(forKey: key) }
-            for key in values.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-                try tx.set(values[key]!, forKey: key)
-            }
+            for key in try tx.keys where given[key.exact] == nil { try tx.removeValue(forKey: key) }
+            for (key, value) in given.sorted(by: { $0.key < $1.key }) { try tx.set(value, forKey: key.text) }
         }
     }
 

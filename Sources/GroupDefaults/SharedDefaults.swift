@@ -1,5 +1,6 @@
 import Foundation
 internal import GroupDefaultsLMDB
+import GroupDefaultsWire
 import Logging
 import Synchronization
 
@@ -255,20 +256,25 @@ public final class SharedDefaults: Sendable {
     /// Values to fall back on for keys that are not stored. Never written to the file; shared by
     /// this process's handles on the suite, as UserDefaults' registration domain is.
     public func register(defaults: [String: Any]) {
-        var converted: [String: PropertyListValue] = [:]
+        var converted: [ExactName: PropertyListValue] = [:]
         for (key, value) in defaults {
             guard let v = PropertyListValue(any: value) else {
                 report(store.error(.unsupportedValue, key: key, "cannot register a default of type \(type(of: value))"))
                 continue
             }
-            converted[key] = v
+            converted[key.exact] = v
         }
         store.registered.withLock { $0.merge(converted) { _, new in new } }
     }
 
     /// The registered defaults overlaid by every stored value.
+    ///
+    /// A `[String: Any]` compares keys as Swift strings (canonical equivalence), so it holds one of
+    /// two keys the suite keeps apart because their bytes differ (`"caf\u{E9}"` and `"cafe\u{301}"`):
+    /// of such keys, the one last in byte order wins. `storedValues()` gives every key.
     public func dictionaryRepresentation() -> [String: Any] {
-        var result = store.registered.withLock { $0 }.mapValues(\.anyValue)
+        var result: [String: Any] = [:]
+        for (key, value) in store.registered.withLock({ $0 }) { result[key.text] = value.anyValue }
         attempt {
             try read { tx in
                 try tx.forEachRecord { key, record in

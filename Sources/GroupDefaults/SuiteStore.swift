@@ -1,5 +1,6 @@
 import Foundation
 internal import GroupDefaultsLMDB
+import GroupDefaultsWire
 import Logging
 import Synchronization
 
@@ -37,11 +38,11 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
         let now = HLC.wallClockMilliseconds()
         return offset >= 0 ? now &+ UInt64(offset) : now &- min(now, offset.magnitude)
     }
-    let registered = Mutex<[String: PropertyListValue]>([:])
+    let registered = Mutex<[ExactName: PropertyListValue]>([:])
     /// The changes this process committed (an observer's `Change.source`).
     let ownCommits = OwnCommits()
     /// The `.local` typed keys this process has recorded among the suite's local-only keys.
-    let declaredLocal = Mutex<Set<String>>([])
+    let declaredLocal = Mutex<Set<ExactName>>([])
     private let hub = Mutex<ChangeHub?>(nil)
     /// Whether `hub` was made: until then a commit has no observers of this process to wake, and
     /// asks without taking the lock.
@@ -451,7 +452,7 @@ final class SuiteStore: @unchecked Sendable {  // immutable lets, a Mutex, and `
     }
 
     func registeredValue(forKey key: String) -> PropertyListValue? {
-        registered.withLock { $0[key] }
+        registered.withLock { $0[key.exact] }
     }
 
     // MARK: Errors

@@ -25,8 +25,10 @@ extension GroupDefaultsCommand {
 
         func run() throws {
             try perform {
-                let dictionary = PropertyListValue.dictionary(try contents(of: options.open(suite)))
-                let data = try dictionary.propertyListData(format: format ?? (path == "-" ? .xml : .binary))
+                let data = try PropertyListValue.propertyListData(
+                    entries: try contents(of: options.open(suite)),
+                    format: format ?? (path == "-" ? .xml : .binary)
+                )
                 if path == "-" {
                     FileHandle.standardOutput.write(data)
                 } else {

@@ -32,16 +32,21 @@ extension GroupDefaultsCommand {
                         throw CommandFailure("cannot read \(path): \((error as NSError).localizedDescription)")
                     }
                 }
-                let value: PropertyListValue
+                // A suite's keys are their bytes: `decodeSuite` keeps "caf\u{E9}" and "cafe\u{301}" as two.
+                let decoded: PropertyListTopLevel
                 do {
-                    value = try PropertyListValue.decode(propertyListData: data)
+                    decoded = try PropertyListValue.decodeSuite(propertyListData: data)
                 } catch {
                     throw CommandFailure("\(path == "-" ? "stdin" : path) is not a property list or typed JSON: \(error)")
                 }
-                guard case .dictionary(let values) = value else {
+                switch decoded {
+                case .value(let value):
                     throw CommandFailure("the top level of \(path == "-" ? "stdin" : path) is a \(value.typeName), not a dictionary")
+                case .entries(let entries):
+                    try options.writing(suite, checking: entries.map { (key: $0.key, value: Optional($0.value)) }) {
+                        try $0.replaceAll(with: entries)
+                    }
                 }
-                try options.writing(suite, checking: values) { try $0.replaceAll(with: values) }
             }
         }
     }

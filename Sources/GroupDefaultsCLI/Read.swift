@@ -23,11 +23,11 @@ extension GroupDefaultsCommand {
         func run() throws {
             try perform {
                 guard let suite else {
-                    var all: [String: PropertyListValue] = [:]
+                    var all: [(name: String, entries: [(key: String, value: PropertyListValue)])] = []
                     for name in try SharedDefaults.suiteNames(in: options.directoryURL) {
-                        all[name] = .dictionary(try contents(of: options.open(name)))
+                        all.append((name, try contents(of: options.open(name))))
                     }
-                    output(json ? PropertyListValue.dictionary(all).plainJSON() : PropertyListValue.dictionary(all).openStepText)
+                    output(json ? PropertyListValue.plainJSON(domains: all) : PropertyListValue.openStepText(domains: all))
                     return
                 }
                 let defaults = try options.open(suite)
@@ -37,17 +37,16 @@ extension GroupDefaultsCommand {
                     }
                     output(json ? value.plainJSON() : ValueText.single(value))
                 } else {
-                    let dictionary = PropertyListValue.dictionary(try contents(of: defaults))
-                    output(json ? dictionary.plainJSON() : dictionary.openStepText)
+                    let entries = try contents(of: defaults)
+                    output(json ? PropertyListValue.plainJSON(entries: entries) : PropertyListValue.openStepText(entries: entries))
                 }
             }
         }
     }
 }
 
-/// Every stored key and value of a suite.
-func contents(of defaults: SharedDefaults) throws -> [String: PropertyListValue] {
-    var dictionary: [String: PropertyListValue] = [:]
-    for entry in try defaults.storedValues() { dictionary[entry.key] = entry.value }
-    return dictionary
+/// Every stored key and value of a suite, in key order. Never a `[String: PropertyListValue]`:
+/// keys are their bytes, and a Swift dictionary would keep one of `"caf\u{E9}"` and `"cafe\u{301}"`.
+func contents(of defaults: SharedDefaults) throws -> [(key: String, value: PropertyListValue)] {
+    try defaults.storedValues()
 }

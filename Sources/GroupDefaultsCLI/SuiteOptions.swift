@@ -36,9 +36,14 @@ struct SuiteOptions: ParsableArguments {
     /// refused for its input creates no suite. (A suite is never removed again after a refusal:
     /// another process may have created it meanwhile, and be writing to it.)
     func writing(_ suite: String, checking values: [String: PropertyListValue?] = [:], _ body: (SharedDefaults) throws -> Void) throws {
+        try writing(suite, checking: values.map { (key: $0.key, value: $0.value) }, body)
+    }
+
+    /// `writing(_:checking:_:)` for a whole suite's entries, every key as its bytes.
+    func writing(_ suite: String, checking entries: [(key: String, value: PropertyListValue?)], _ body: (SharedDefaults) throws -> Void) throws {
         let name = Self.fileURL(suite)?.deletingPathExtension().lastPathComponent ?? suite
-        for (key, value) in values { try SharedDefaults.checkStorable(value, forKey: key, suiteName: name) }
-        try checkNotSwapped(suite, keys: Array(values.keys))
+        for (key, value) in entries { try SharedDefaults.checkStorable(value, forKey: key, suiteName: name) }
+        try checkNotSwapped(suite, keys: entries.map(\.key))
         try body(openOrCreate(suite))
     }
 
@@ -46,7 +51,8 @@ struct SuiteOptions: ParsableArguments {
     /// sound group.com.example.chat ring`): the suite and the key were given in the wrong order.
     private func checkNotSwapped(_ suite: String, keys: [String]) throws {
         guard Self.fileURL(suite) == nil, keys.count == 1, let key = keys.first,
-            let names = try? SharedDefaults.suiteNames(in: directoryURL), !names.contains(suite), names.contains(key)
+            let names = try? SharedDefaults.suiteNames(in: directoryURL), !names.contains(where: { $0.isSameName(as: suite) }),
+            names.contains(where: { $0.isSameName(as: key) })
         else { return }
         throw CommandFailure(
             "there is no suite \(suite), but there is a suite \(key): the suite goes first (write \(key) \(suite) …); nothing was written"

@@ -58,11 +58,14 @@ extension GroupDefaultsCommand {
                             "no value for the key \(arguments[1]): `write \(suite) KEY VALUE` writes a key, `write \(suite) '{ key = value; }'` replaces the whole suite"
                         )
                     }
-                    let plist = try PropertyListValue.decode(propertyListData: Data(arguments[1].utf8))
-                    guard case .dictionary(let values) = plist else {
+                    // A suite's keys are their bytes: "caf\u{E9}" and "cafe\u{301}" are two.
+                    let decoded = try PropertyListValue.decodeSuite(propertyListData: Data(arguments[1].utf8))
+                    guard case .entries(let entries) = decoded else {
                         throw CommandFailure("a property list that replaces a suite must be a dictionary: { key = value; }")
                     }
-                    try options.writing(suite, checking: values) { try $0.replaceAll(with: values) }
+                    try options.writing(suite, checking: entries.map { (key: $0.key, value: Optional($0.value)) }) {
+                        try $0.replaceAll(with: entries)
+                    }
                     return
                 }
                 // Everything is read before the suite is opened: a value refused creates nothing.
@@ -90,6 +93,7 @@ extension GroupDefaultsCommand {
                             guard case .dictionary(let existing) = old else {
                                 throw CommandFailure("-dict-add: the value of \(key) is a \(old.typeName), not a dictionary")
                             }
+                            try TypeFlags.checkNoEquivalentKeys(added.keys, existing.keys)
                             return .dictionary(existing.merging(added) { _, new in new })
                         }
                     }
@@ -180,14 +184,28 @@ enum TypeFlags {
         return values
     }
 
-    /// Key-value pairs up to the end of the words.
+    /// Key-value pairs up to the end of the words (of a key given twice, the last value).
     static func pairs(_ words: inout ArraySlice<String>) throws -> [String: PropertyListValue] {
         var pairs: [String: PropertyListValue] = [:]
         while let key = words.popFirst() {
             guard !words.isEmpty else { throw CommandFailure("-dict: the key '\(key)' has no value") }
+            try checkNoEquivalentKeys([key], pairs.keys)
             pairs[key] = try value(&words, allowContainers: false)
         }
         return pairs
+    }
+
+    /// Refuses a key of `added` that is canonically equivalent to one of `existing` without being
+    /// the same bytes (`"caf\u{E9}"`, `"cafe\u{301}"`): a dictionary inside a value is keyed by
+    /// Swift strings and would keep one of them, silently.
+    static func checkNoEquivalentKeys(_ added: some Sequence<String>, _ existing: some Collection<String>) throws {
+        for key in added {
+            guard let index = existing.firstIndex(of: key), case let other = existing[index], !other.isSameName(as: key) else { continue }
+            throw CommandFailure(
+                "the keys \"\(other)\" and \"\(key)\" differ in their bytes but are one key to a dictionary inside a value "
+                    + "(canonically equivalent); a suite's own keys can differ so, a nested dictionary's cannot"
+            )
+        }
     }
 
     static func hexData(_ text: String) -> Data? {

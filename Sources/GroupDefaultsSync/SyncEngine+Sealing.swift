@@ -176,8 +176,8 @@ extension SyncEngine {
 
     /// The entries of `keys` (stale: older than what this device accepted) reported as rolled back.
     func rolledBack(_ keys: [String], among entries: [SyncEntry], sealer: EntrySealer) -> [RefusedEntry] {
-        let stale = Set(keys)
-        let refused = entries.filter { stale.contains($0.key) }.map {
+        let stale = Set(keys.map(\.exact))
+        let refused = entries.filter { stale.contains($0.key.exact) }.map {
             RefusedEntry(
                 keyID: sealer.keys.keyID(for: $0.key),
                 key: $0.key,
@@ -200,13 +200,13 @@ extension SyncEngine {
     /// removed.
     func omitted(from snapshot: [SyncEntry]) throws(SyncError) -> [String] {
         guard let sealer else { return [] }
-        let present = Set(snapshot.map(\.key))  // key ids
+        let present = Set(snapshot.map(\.key.exact))  // key ids
         do {
-            let pending = Set(try defaults.pendingChanges().map(\.key))
+            let pending = Set(try defaults.pendingChanges().map(\.key.exact))
             let localOnly = try defaults.syncState().localOnlyKeys.compactMap { try? GlobPattern($0) }
             return try defaults.read { try $0.keys }.filter { key in
-                !present.contains(sealer.keys.keyID(for: key)) && !pending.contains(key) && !localOnly.contains { $0.matches(key) }
-            }.sorted()
+                !present.contains(sealer.keys.keyID(for: key).exact) && !pending.contains(key.exact) && !localOnly.contains { $0.matches(key) }
+            }.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         } catch {
             throw SyncError.local(error)
         }

@@ -83,7 +83,7 @@ public actor SyncEngine {
     /// Changes set aside, with the stamp set aside: refused by the server, or ones this device
     /// cannot send. Skipped until the key changes again, or, for a refusal that depends on the
     /// time rather than the change (`clock_skew`), until `retryAt`.
-    private var rejections: [String: (stamp: Stamp, error: SyncError, retryAt: ContinuousClock.Instant?)] = [:]
+    private var rejections: [ExactName: (stamp: Stamp, error: SyncError, retryAt: ContinuousClock.Instant?)] = [:]
     private var limits: SyncLimits?
     /// Lowered when the server says a batch is too large or over quota without naming a key.
     private var batchCap: Int?
@@ -338,8 +338,8 @@ public actor SyncEngine {
         let rule = try local { try JoiningRule(joining: defaults) }
         try await anchorIfNeeded()
         let snapshot = try await readSnapshot()
-        let serverKeys = Set(snapshot.entries.map(\.key))  // key ids, in an encrypted suite
-        try local { try rule.markKeysTheServerLacks(in: defaults) { serverKeys.contains(sealer?.keys.keyID(for: $0) ?? $0) } }
+        let serverKeys = Set(snapshot.entries.map(\.key.exact))  // key ids, in an encrypted suite
+        try local { try rule.markKeysTheServerLacks(in: defaults) { serverKeys.contains((sealer?.keys.keyID(for: $0) ?? $0).exact) } }
         var report = SyncReport()
         report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .joining(rule)))
         joinedSincePush = true
@@ -547,7 +547,7 @@ public actor SyncEngine {
     private func otherAccounts(_ entries: [SyncEntry]) -> [UInt64: String] {
         var accounts: [UInt64: String] = [:]
         for entry in entries where entry.origin != defaults.origin {
-            guard let account = entry.account ?? shared?.owner, account != shared?.account else { continue }
+            guard let account = entry.account ?? shared?.owner, !(shared?.account.isSameName(as: account) ?? false) else { continue }
             accounts[entry.origin] = account
         }
         return accounts
@@ -676,7 +676,9 @@ public actor SyncEngine {
                 // Round: past the start again, every pending key was seen.
                 if wrapped, let start, start.utf8.lexicographicallyPrecedes(change.key.utf8) { break pages }
                 after = change.key
-                if let rejection = rejections[change.key], rejection.stamp == change.stamp, rejection.retryAt.map({ now < $0 }) ?? true { continue }
+                if let rejection = rejections[change.key.exact], rejection.stamp == change.stamp, rejection.retryAt.map({ now < $0 }) ?? true {
+                    continue
+                }
                 let op: PushOp
                 let opBytes: [UInt8]
                 do throws(SyncError) {
@@ -829,7 +831,7 @@ public actor SyncEngine {
             report.applied = 0  // counted when the pull brings them
         }
         try local { _ = try defaults.clearPending(settled) }
-        for (key, _) in settled { rejections[key] = nil }
+        for (key, _) in settled { rejections[key.exact] = nil }
         options.progress?(SyncProgress(phase: .pushing, done: pushed.count, total: nil))
         report.pushed = settled.count
         return report
@@ -841,7 +843,7 @@ public actor SyncEngine {
     /// (the same, or opaque ids in an encrypted suite), in the same order.
     private func settleRefusal(_ error: SyncError, of pushed: [(key: String, stamp: Stamp)], keyIDs: [String]) {
         logger.warning("the server refused a push", metadata: ["error": "\(error)"])
-        let named = error.key.flatMap { keyIDs.firstIndex(of: $0) }
+        let named = error.key.flatMap { named in keyIDs.firstIndex { $0.isSameName(as: named) } }
         switch error.code {
         case .idempotencyMismatch?:
             return  // the next batch gets a new id
@@ -865,8 +867,8 @@ public actor SyncEngine {
         // A stamp too far ahead of the server's clock may be fine a little later (the server's
         // clock was behind, or this device's a few minutes ahead): tried again then.
         let retryAt = error.code == .clockSkew ? ContinuousClock.now + .seconds(30) : nil
-        let known = rejections[key]?.stamp == stamp
-        rejections[key] = (stamp, error, retryAt)
+        let known = rejections[key.exact]?.stamp == stamp
+        rejections[key.exact] = (stamp, error, retryAt)
         if known { return }
         logger.warning("a change was not pushed", metadata: ["suite": "\(client.suite)", "key": "\(key)", "error": "\(error.detail)"])
         do {

@@ -24,9 +24,17 @@ enum BinaryPropertyList {
         return writer.finish()
     }
 
-    static func decode(_ bytes: [UInt8]) throws -> PropertyListValue {
-        var reader = try BinaryPlistReader(bytes)
-        return try reader.topValue()
+    /// A suite's entries, sorted, as the top object, a dictionary.
+    static func encode(entries: [(key: String, value: PropertyListValue)]) -> [UInt8] {
+        var writer = BinaryPlistWriter()
+        _ = writer.add(entries: entries)
+        return writer.finish()
+    }
+
+    static func decode(_ bytes: [UInt8], keepingTopLevelEntries: Bool = false) throws -> PropertyListTopLevel {
+        var reader = try BinaryPlistReader(bytes, keepingTopLevelEntries: keepingTopLevelEntries)
+        let value = try reader.topValue()
+        return reader.topLevelEntries.map { .entries($0) } ?? .value(value)
     }
 
     /// The fewest of 1, 2, 4 or 8 bytes that hold `value`.
@@ -60,17 +68,21 @@ private struct BinaryPlistWriter {
             objects[index] = .array(references)
             return index
         case .dictionary(let dictionary):
-            let index = objects.count
-            objects.append(.array([]))
-            let entries = dictionary.sortedForPropertyList
-            let keys = entries.map { add($0.key) }
-            let values = entries.map { add($0.value) }
-            objects[index] = .dictionary(keys: keys, values: values)
-            return index
+            return add(entries: dictionary.sortedForPropertyList)
         default:
             objects.append(.scalar(value))
             return objects.count - 1
         }
+    }
+
+    /// Adds a dictionary of `entries` (sorted) and what it holds; returns its object number.
+    mutating func add(entries: [(key: String, value: PropertyListValue)]) -> Int {
+        let index = objects.count
+        objects.append(.array([]))
+        let keys = entries.map { add($0.key) }
+        let values = entries.map { add($0.value) }
+        objects[index] = .dictionary(keys: keys, values: values)
+        return index
     }
 
     private mutating func add(_ string: String) -> Int {
@@ -173,9 +185,14 @@ private struct BinaryPlistReader {
     /// At most this many values in all, however objects are shared (a 1 KB file could otherwise
     /// describe 2^100 values).
     private let sizeLimit: Int
+    /// Whether a top-level dictionary is read as a suite's entries (`topLevelEntries`), whose keys
+    /// may be canonically equivalent.
+    private let keepingTopLevelEntries: Bool
+    private(set) var topLevelEntries: [(key: String, value: PropertyListValue)]?
 
-    init(_ bytes: [UInt8]) throws {
+    init(_ bytes: [UInt8], keepingTopLevelEntries: Bool) throws {
         self.bytes = bytes
+        self.keepingTopLevelEntries = keepingTopLevelEntries
         guard bytes.count >= BinaryPropertyList.magic.count + 1 + 1 + 32 else {
             throw PropertyListFormatError("binary property list: \(bytes.count) bytes are too few for the header, an object and the trailer")
         }
@@ -399,8 +416,7 @@ private struct BinaryPlistReader {
     private mutating func dictionary(_ marker: UInt8, object: Int, offset: Int, depth: Int) throws -> Read {
         let (count, start) = try count(marker: marker, at: offset, object: object)
         let references = try self.references(count * 2, at: start, object: object)
-        var dictionary: [String: PropertyListValue] = [:]
-        dictionary.reserveCapacity(count)
+        var dictionary = DictionaryEntries()
         var height = 0
         var size = 1
         for index in 0..<count {
@@ -408,7 +424,7 @@ private struct BinaryPlistReader {
                 throw failure("dictionary key \(index) is not a string", object: object, offset: offset)
             }
             let element = try value(references[count + index], depth: depth + 1)
-            guard dictionary.updateValue(element.value, forKey: key) == nil else {
+            guard dictionary.append(key, element.value) else {
                 throw failure("duplicate key \"\(key)\"", object: object, offset: offset)
             }
             height = max(height, element.height + 1)
@@ -417,7 +433,12 @@ private struct BinaryPlistReader {
                 throw failure("shared objects expand to more than \(sizeLimit) values", object: object, offset: offset)
             }
         }
-        return (.dictionary(dictionary), height, size)
+        if depth == 0, object == topObject, keepingTopLevelEntries {
+            // A suite's keys: every one kept, canonically equivalent or not.
+            topLevelEntries = dictionary.entries
+            return (.dictionary([:]), height, size)
+        }
+        return (.dictionary(try dictionary.dictionary { failure($0, object: object, offset: offset) }), height, size)
     }
 
     private func references(_ count: Int, at start: Int, object: Int) throws -> [Int] {

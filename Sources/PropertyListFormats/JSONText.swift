@@ -37,8 +37,29 @@ enum TypedJSONText {
         + #"{"dictionary": {"key": typed value}}"#
 
     static func decode(_ bytes: [UInt8]) throws -> PropertyListValue {
-        var parser = JSONTextParser(bytes)
-        _ = try parser.document()  // syntax, with line and column
+        guard case .value(let value) = try decode(bytes, keepingTopLevelEntries: false) else { preconditionFailure("entries only when asked") }
+        return value
+    }
+
+    /// The typed JSON in `bytes`; with `keepingTopLevelEntries`, a top-level `{"dictionary": {…}}`
+    /// as its entries, every key kept as its bytes. Foundation's `JSONDecoder` keeps one of two
+    /// keys that are canonically equivalent, so the syntax pass (`JSONTextParser`) refuses them in
+    /// every object but the suite's, and that one's values are decoded one by one.
+    static func decode(_ bytes: [UInt8], keepingTopLevelEntries: Bool) throws -> PropertyListTopLevel {
+        var parser = JSONTextParser(bytes, keepingSuiteEntries: keepingTopLevelEntries)
+        let syntax = try parser.document()  // syntax, with line and column
+        if let suite = parser.suiteEntries, case .dictionary(let root) = syntax, root.count == 1 {
+            var entries: [(key: String, value: PropertyListValue)] = []
+            entries.reserveCapacity(suite.count)
+            for (key, range) in suite {
+                entries.append((key, try decodeValue(bytes[range], at: ".dictionary.\(key)")))
+            }
+            return .entries(entries)
+        }
+        return .value(try decodeValue(bytes[...], at: ""))
+    }
+
+    private static func decodeValue(_ bytes: ArraySlice<UInt8>, at path: String) throws -> PropertyListValue {
         do {
             let value = try JSONDecoder().decode(PropertyListValue.self, from: Data(bytes))
             guard BinaryCodec.fitsNestingLimit(value) else {
@@ -51,9 +72,36 @@ enum TypedJSONText {
             case .dataCorrupted(let c), .keyNotFound(_, let c), .typeMismatch(_, let c), .valueNotFound(_, let c): context = c
             @unknown default: throw PropertyListFormatError("typed JSON: \(error)")
             }
-            let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
-            throw PropertyListFormatError("typed JSON: \(context.debugDescription) (at $\(path)); \(shapes)")
+            let inner = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+            throw PropertyListFormatError("typed JSON: \(context.debugDescription) (at $\(path)\(inner)); \(shapes)")
         }
+    }
+
+    /// A suite's entries as typed JSON, `{"dictionary": {…}}`, laid out as
+    /// `propertyListData(format: .json)` lays out a dictionary (pretty-printed, keys sorted by
+    /// their bytes), every key kept as its bytes.
+    static func encode(entries: [(key: String, value: PropertyListValue)]) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        func encoded<T: Encodable>(_ value: T) throws -> String {
+            do {
+                return String(decoding: try encoder.encode(value), as: UTF8.self)
+            } catch let error as EncodingError {
+                guard case .invalidValue(_, let context) = error else { throw PropertyListFormatError("typed JSON: \(error)") }
+                throw PropertyListFormatError("typed JSON: \(context.debugDescription)")
+            }
+        }
+        guard !entries.isEmpty else { return Data((try encoded(PropertyListValue.dictionary([:])) + "\n").utf8) }
+        var out = "{\n  \"dictionary\" : {\n"
+        let sorted = entries.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+        for (index, entry) in sorted.enumerated() {
+            // Its lines one level deeper (an empty line, of an empty container, stays empty).
+            let value = try encoded(entry.value).split(separator: "\n", omittingEmptySubsequences: false)
+                .enumerated().map { $0 == 0 || $1.isEmpty ? String($1) : "    " + $1 }.joined(separator: "\n")
+            out += "    " + (try encoded(entry.key)) + " : " + value + (index == sorted.count - 1 ? "\n" : ",\n")
+        }
+        out += "  }\n}\n"
+        return Data(out.utf8)
     }
 }
 
@@ -62,9 +110,17 @@ enum TypedJSONText {
 struct JSONTextParser {
     private let bytes: [UInt8]
     private var i = 0
+    /// Whether a top-level `{"dictionary": {…}}` is a suite, whose keys may be canonically
+    /// equivalent (`suiteEntries`).
+    private let keepingSuiteEntries: Bool
+    /// Whether the value about to be read is that suite's object.
+    private var atSuiteObject = false
+    /// The suite's keys and where each one's value lies in the text, in order.
+    private(set) var suiteEntries: [(key: String, range: Range<Int>)]?
 
-    init(_ bytes: [UInt8]) {
+    init(_ bytes: [UInt8], keepingSuiteEntries: Bool = false) {
         self.bytes = bytes
+        self.keepingSuiteEntries = keepingSuiteEntries
     }
 
     mutating func document() throws -> PropertyListValue {
@@ -88,9 +144,11 @@ struct JSONTextParser {
             throw failure("values nest deeper than \(BinaryCodec.maximumDepth) levels", at: i)
         }
         guard i < bytes.count else { throw failure("expected a value, found the end of the text", at: i) }
+        let isSuite = atSuiteObject
+        atSuiteObject = false
         switch bytes[i] {
         case UInt8(ascii: "{"):
-            return try object(depth: depth)
+            return try object(depth: depth, isSuite: isSuite)
         case UInt8(ascii: "["):
             return try array(depth: depth)
         case UInt8(ascii: "\""):
@@ -112,15 +170,25 @@ struct JSONTextParser {
         }
     }
 
-    /// An object, at its `{`: keys in double quotes, each once.
-    private mutating func object(depth: Int) throws -> PropertyListValue {
+    /// An object, at its `{`: keys in double quotes, each once (compared as bytes). Two keys that
+    /// are canonically equivalent are refused, but in the suite's object (`isSuite`), whose
+    /// entries are kept in `suiteEntries` instead (the value returned has none).
+    private mutating func object(depth: Int, isSuite: Bool = false) throws -> PropertyListValue {
         let start = i
         i += 1
-        var object: [String: PropertyListValue] = [:]
+        var object = DictionaryEntries()
+        var suite: [(key: String, range: Range<Int>)] = []
+        func finished() throws -> PropertyListValue {
+            if isSuite {
+                suiteEntries = suite
+                return .dictionary([:])
+            }
+            return .dictionary(try object.dictionary { failure($0, at: start) })
+        }
         skipWhitespace()
         if i < bytes.count, bytes[i] == UInt8(ascii: "}") {
             i += 1
-            return .dictionary(object)
+            return try finished()
         }
         while true {
             skipWhitespace()
@@ -134,16 +202,23 @@ struct JSONTextParser {
                 throw failure("expected ':' after the key \"\(key)\", found \(TextScanning.describe(bytes, i))", at: i)
             }
             i += 1
-            guard object.updateValue(try value(depth: depth + 1), forKey: key) == nil else {
+            // The top-level object's "dictionary" member is the suite, in typed JSON.
+            atSuiteObject = keepingSuiteEntries && depth == 0 && suiteEntries == nil && key.isSameName(as: "dictionary")
+            skipWhitespace()
+            let valueStart = i
+            let element = try value(depth: depth + 1)
+            atSuiteObject = false
+            guard object.append(key, element) else {
                 throw failure("duplicate key \"\(key)\"", at: keyOffset)
             }
+            if isSuite { suite.append((key, valueStart..<i)) }
             skipWhitespace()
             guard i < bytes.count else { throw failure("unterminated object", at: start) }
             if bytes[i] == UInt8(ascii: ",") {
                 i += 1
             } else if bytes[i] == UInt8(ascii: "}") {
                 i += 1
-                return .dictionary(object)
+                return try finished()
             } else {
                 throw failure("expected ',' or '}', found \(TextScanning.describe(bytes, i))", at: i)
             }
@@ -325,22 +400,44 @@ enum PlainJSONText {
             }
             out += String(repeating: " ", count: indent * 2) + "]"
         case .dictionary(let dictionary):
-            guard !dictionary.isEmpty else {
-                out += "{}"
-                return
-            }
-            let inner = String(repeating: " ", count: (indent + 1) * 2)
-            let entries = dictionary.sortedForPropertyList
-            out += "{\n"
-            for (index, entry) in entries.enumerated() {
-                out += inner
-                quote(entry.key, into: &out)
-                out += " : "
-                write(entry.value, indent: indent + 1, into: &out)
-                out += index == entries.count - 1 ? "\n" : ",\n"
-            }
-            out += String(repeating: " ", count: indent * 2) + "}"
+            write(entries: Array(dictionary), indent: indent, into: &out)
         }
+    }
+
+    /// Several suites (sorted) as an object of objects; every key kept as its bytes.
+    static func write(domains: [(key: String, entries: [(key: String, value: PropertyListValue)])], into out: inout String) {
+        guard !domains.isEmpty else {
+            out += "{}"
+            return
+        }
+        out += "{\n"
+        for (index, domain) in domains.enumerated() {
+            out += "  "
+            quote(domain.key, into: &out)
+            out += " : "
+            write(entries: domain.entries, indent: 1, into: &out)
+            out += index == domains.count - 1 ? "\n" : ",\n"
+        }
+        out += "}"
+    }
+
+    /// A dictionary's entries as an object, sorted; every key kept as its bytes.
+    static func write(entries unsorted: [(key: String, value: PropertyListValue)], indent: Int, into out: inout String) {
+        guard !unsorted.isEmpty else {
+            out += "{}"
+            return
+        }
+        let inner = String(repeating: " ", count: (indent + 1) * 2)
+        let entries = unsorted.sortedForPropertyList
+        out += "{\n"
+        for (index, entry) in entries.enumerated() {
+            out += inner
+            quote(entry.key, into: &out)
+            out += " : "
+            write(entry.value, indent: indent + 1, into: &out)
+            out += index == entries.count - 1 ? "\n" : ",\n"
+        }
+        out += String(repeating: " ", count: indent * 2) + "}"
     }
 
     private static func quote(_ string: String, into out: inout String) {

@@ -37,6 +37,24 @@ enum OpenStepPropertyList {
         return out
     }
 
+    /// The text for several suites (sorted, their entries sorted), as a dictionary of dictionaries.
+    static func text(domains: [(key: String, entries: [(key: String, value: PropertyListValue)])]) -> String {
+        var out = "{\n"
+        for (name, entries) in domains {
+            out += indentation(1) + quotedIfNeeded(name) + " = "
+            write(entries: entries, level: 1, forDisplay: true, into: &out)
+            out += ";\n"
+        }
+        return out + "}"
+    }
+
+    /// The text for a suite's entries (sorted), as a dictionary.
+    static func text(entries: [(key: String, value: PropertyListValue)], forDisplay: Bool) -> String {
+        var out = ""
+        write(entries: entries, level: 0, forDisplay: forDisplay, into: &out)
+        return out
+    }
+
     private static func indentation(_ level: Int) -> String {
         String(repeating: " ", count: level * 4)
     }
@@ -67,14 +85,19 @@ enum OpenStepPropertyList {
             }
             out += indentation(level) + ")"
         case .dictionary(let dictionary):
-            out += indentation(level) + "{\n"
-            for (key, element) in dictionary.sortedForPropertyList {
-                out += indentation(level + 1) + quotedIfNeeded(key) + " = "
-                write(element, level: level + 1, forDisplay: forDisplay, into: &out)
-                out += ";\n"
-            }
-            out += indentation(level) + "}"
+            write(entries: dictionary.sortedForPropertyList, level: level, forDisplay: forDisplay, into: &out)
         }
+    }
+
+    /// A dictionary of `entries` (sorted) found at nesting `level`.
+    private static func write(entries: [(key: String, value: PropertyListValue)], level: Int, forDisplay: Bool, into out: inout String) {
+        out += indentation(level) + "{\n"
+        for (key, element) in entries {
+            out += indentation(level + 1) + quotedIfNeeded(key) + " = "
+            write(element, level: level + 1, forDisplay: forDisplay, into: &out)
+            out += ";\n"
+        }
+        out += indentation(level) + "}"
     }
 
     /// A double as `NSNumber` describes it: the shortest form that reads back, without a `.0`
@@ -168,9 +191,10 @@ enum OpenStepPropertyList {
 
     // MARK: Reading
 
-    static func parse(_ bytes: [UInt8]) throws -> PropertyListValue {
-        var parser = OpenStepParser(bytes)
-        return try parser.document()
+    static func parse(_ bytes: [UInt8], keepingTopLevelEntries: Bool = false) throws -> PropertyListTopLevel {
+        var parser = OpenStepParser(bytes, keepingTopLevelEntries: keepingTopLevelEntries)
+        let value = try parser.document()
+        return parser.topLevelEntries.map { .entries($0) } ?? .value(value)
     }
 }
 
@@ -178,9 +202,14 @@ enum OpenStepPropertyList {
 private struct OpenStepParser {
     private let bytes: [UInt8]
     private var i = 0
+    /// Whether a top-level dictionary is read as a suite's entries (`topLevelEntries`), whose keys
+    /// may be canonically equivalent.
+    private let keepingTopLevelEntries: Bool
+    private(set) var topLevelEntries: [(key: String, value: PropertyListValue)]?
 
-    init(_ bytes: [UInt8]) {
+    init(_ bytes: [UInt8], keepingTopLevelEntries: Bool) {
         self.bytes = bytes
+        self.keepingTopLevelEntries = keepingTopLevelEntries
     }
 
     mutating func document() throws -> PropertyListValue {
@@ -192,7 +221,8 @@ private struct OpenStepParser {
         if i < bytes.count, bytes[i] == UInt8(ascii: "="), case .string = value {
             // A dictionary without its braces: `key = value; …`.
             i = start
-            return .dictionary(try entries(closing: nil, openedAt: start, depth: 0))
+            topLevelEntries = nil
+            return try dictionary(try entries(closing: nil, openedAt: start, depth: 0), openedAt: start, depth: 0)
         }
         guard i == bytes.count else {
             throw failure("unexpected \(TextScanning.describe(bytes, i)) after the value", at: i)
@@ -254,7 +284,7 @@ private struct OpenStepParser {
             if let data = try dataDescription() { return .data(data) }
             let start = i
             i += 1
-            return .dictionary(try entries(closing: UInt8(ascii: "}"), openedAt: start, depth: depth))
+            return try dictionary(try entries(closing: UInt8(ascii: "}"), openedAt: start, depth: depth), openedAt: start, depth: depth)
         case UInt8(ascii: "("):
             return .array(try array(depth: depth))
         case UInt8(ascii: "<"):
@@ -266,9 +296,21 @@ private struct OpenStepParser {
         }
     }
 
-    /// The entries of a dictionary up to `closing` (or the end of the text when nil).
-    private mutating func entries(closing: UInt8?, openedAt: Int, depth: Int) throws -> [String: PropertyListValue] {
-        var dictionary: [String: PropertyListValue] = [:]
+    /// A dictionary of `entries`. At the top level of a suite (`keepingTopLevelEntries`) the
+    /// entries go to `topLevelEntries`, and the value returned has none; elsewhere two canonically
+    /// equivalent keys are refused.
+    private mutating func dictionary(_ entries: DictionaryEntries, openedAt: Int, depth: Int) throws -> PropertyListValue {
+        if depth == 0, keepingTopLevelEntries {
+            topLevelEntries = entries.entries
+            return .dictionary([:])
+        }
+        return .dictionary(try entries.dictionary { failure($0, at: openedAt) })
+    }
+
+    /// The entries of a dictionary up to `closing` (or the end of the text when nil), each key
+    /// once (compared as bytes).
+    private mutating func entries(closing: UInt8?, openedAt: Int, depth: Int) throws -> DictionaryEntries {
+        var dictionary = DictionaryEntries()
         func atEnd() -> Bool {
             if let closing { return i < bytes.count && bytes[i] == closing }
             return i == bytes.count
@@ -290,7 +332,7 @@ private struct OpenStepParser {
                 throw failure("expected '=' after the key \"\(key)\", found \(found())", at: i)
             }
             i += 1
-            guard dictionary.updateValue(try value(depth: depth + 1), forKey: key) == nil else {
+            guard dictionary.append(key, try value(depth: depth + 1)) else {
                 throw failure("duplicate key \"\(key)\"", at: keyOffset)
             }
             try skipTrivia()

@@ -25,6 +25,14 @@ public enum PropertyListFormat: String, Sendable, CaseIterable {
     case json
 }
 
+/// A property list's top level as `PropertyListValue.decodeSuite(propertyListData:)` reads it.
+public enum PropertyListTopLevel: Sendable {
+    /// A dictionary: its entries in the order read, every key kept as its bytes.
+    case entries([(key: String, value: PropertyListValue)])
+    /// A value that is not a dictionary.
+    case value(PropertyListValue)
+}
+
 /// Why bytes or text could not be read, or a value written, in a property-list format. The
 /// description names the format, what is wrong and, for text, the line and column.
 public struct PropertyListFormatError: Error, CustomStringConvertible, Sendable {
@@ -74,11 +82,34 @@ extension PropertyListValue {
     /// Values may nest at most 512 levels, as in a suite; deeper nesting is an error, not a crash.
     /// - Throws: `PropertyListFormatError` naming what is wrong (and where, for text).
     public static func decode(propertyListData data: Data) throws -> PropertyListValue {
+        switch try decode(propertyListData: data, keepingTopLevelEntries: false) {
+        case .value(let value): value
+        case .entries(let entries): .dictionary(Dictionary(entries, uniquingKeysWith: { first, _ in first }))  // not reached
+        }
+    }
+
+    /// Decodes data in any of the four formats (detected as `decode(propertyListData:)` does) for a
+    /// whole suite: a top-level dictionary comes back as its entries, in the order the data holds
+    /// them, every key kept as its bytes: `"\u{E9}"` and `"e\u{301}"` are two keys, as in Apple's
+    /// property lists and in a suite (`PropertyListValue.dictionary`, keyed by Swift strings, would
+    /// merge them). A key of the same bytes twice is an error. Dictionaries inside values are
+    /// `[String: PropertyListValue]`: two canonically equivalent keys there are an error too.
+    ///
+    /// ```swift
+    /// guard case .entries(let entries) = try PropertyListValue.decodeSuite(propertyListData: data) else { … }
+    /// try defaults.replaceAll(with: entries)
+    /// ```
+    /// - Throws: `PropertyListFormatError` naming what is wrong (and where, for text).
+    public static func decodeSuite(propertyListData data: Data) throws -> PropertyListTopLevel {
+        try decode(propertyListData: data, keepingTopLevelEntries: true)
+    }
+
+    private static func decode(propertyListData data: Data, keepingTopLevelEntries suite: Bool) throws -> PropertyListTopLevel {
         let bytes = [UInt8](data)
         guard !bytes.isEmpty else {
             throw PropertyListFormatError("the data is empty: expected a property list (XML, binary or old-style) or typed JSON")
         }
-        if bytes.starts(with: BinaryPropertyList.magic) { return try BinaryPropertyList.decode(bytes) }
+        if bytes.starts(with: BinaryPropertyList.magic) { return try BinaryPropertyList.decode(bytes, keepingTopLevelEntries: suite) }
         if bytes.starts(with: "bplist".utf8) {
             let version = String(decoding: bytes[6..<min(8, bytes.count)], as: UTF8.self)
             throw PropertyListFormatError("binary property list: \"bplist\(version)\" is not supported (only bplist00)")
@@ -88,10 +119,63 @@ extension PropertyListValue {
         while start < text.count, TextScanning.isWhitespace(text[start]) { start += 1 }
         let opening = text[start...]
         if ["<?xml", "<!DOCTYPE", "<plist", "<!--"].contains(where: { opening.starts(with: $0.utf8) }) {
-            return try XMLPropertyList.decode(text)
+            return try XMLPropertyList.decode(text, keepingTopLevelEntries: suite)
         }
-        if TypedJSONText.looksTyped(opening) { return try TypedJSONText.decode(text) }
-        return try OpenStepPropertyList.parse(text)
+        if TypedJSONText.looksTyped(opening) { return try TypedJSONText.decode(text, keepingTopLevelEntries: suite) }
+        return try OpenStepPropertyList.parse(text, keepingTopLevelEntries: suite)
+    }
+
+    /// Encodes a whole suite's entries as a dictionary in `format`, as
+    /// `PropertyListValue.dictionary(…).propertyListData(format:)` does, but keeping every key as
+    /// its bytes: `"\u{E9}"` and `"e\u{301}"` are written as two keys (a `[String: PropertyListValue]`
+    /// would hold one). Entries are written in the formats' key order, whatever their order here.
+    ///
+    /// ```swift
+    /// let data = try PropertyListValue.propertyListData(entries: try defaults.storedValues(), format: .binary)
+    /// ```
+    /// - Throws: `PropertyListFormatError` for a key given twice (the same bytes), or a value the
+    ///   format cannot carry (see `propertyListData(format:)`).
+    public static func propertyListData(entries: [(key: String, value: PropertyListValue)], format: PropertyListFormat) throws -> Data {
+        try entries.checkNoDuplicateKeys()
+        let sorted = entries.sortedForPropertyList
+        switch format {
+        case .xml:
+            return Data(try XMLPropertyList.encode(entries: sorted).utf8)
+        case .binary:
+            return Data(BinaryPropertyList.encode(entries: sorted))
+        case .openStep:
+            return Data((OpenStepPropertyList.text(entries: sorted, forDisplay: false) + "\n").utf8)
+        case .json:
+            return try TypedJSONText.encode(entries: entries)
+        }
+    }
+
+    /// A whole suite's entries as old-style text, as `openStepText` prints a dictionary, every key
+    /// kept as its bytes (see `propertyListData(entries:format:)`).
+    public static func openStepText(entries: [(key: String, value: PropertyListValue)]) -> String {
+        OpenStepPropertyList.text(entries: entries.sortedForPropertyList, forDisplay: true)
+    }
+
+    /// A whole suite's entries as plain JSON, as `plainJSON()` prints a dictionary, every key kept
+    /// as its bytes (see `propertyListData(entries:format:)`).
+    public static func plainJSON(entries: [(key: String, value: PropertyListValue)]) -> String {
+        var out = ""
+        PlainJSONText.write(entries: entries, indent: 0, into: &out)
+        return out
+    }
+
+    /// Several suites' entries, by suite name, as old-style text: a dictionary of dictionaries, as
+    /// `defaults read` prints every domain, every key kept as its bytes.
+    public static func openStepText(domains: [(name: String, entries: [(key: String, value: PropertyListValue)])]) -> String {
+        OpenStepPropertyList.text(domains: domains.map { ($0.name, $0.entries.sortedForPropertyList) }.sortedForPropertyList)
+    }
+
+    /// Several suites' entries, by suite name, as plain JSON: an object of objects, every key kept
+    /// as its bytes.
+    public static func plainJSON(domains: [(name: String, entries: [(key: String, value: PropertyListValue)])]) -> String {
+        var out = ""
+        PlainJSONText.write(domains: domains.map { ($0.name, $0.entries) }.sortedForPropertyList, into: &out)
+        return out
     }
 
     /// Old-style text exactly as macOS `defaults read` prints it.
@@ -239,5 +323,80 @@ extension Dictionary where Key == String, Value == PropertyListValue {
     /// as Apple's `compare:` does, so that `"B" < "a" < "a-b" < "aB"`.
     var sortedForPropertyList: [(key: String, value: PropertyListValue)] {
         sorted { $0.key.utf16.lexicographicallyPrecedes($1.key.utf16) }
+    }
+}
+
+extension Array where Element == (key: String, entries: [(key: String, value: PropertyListValue)]) {
+    /// Domains in the order of `sortedForPropertyList`.
+    var sortedForPropertyList: [(key: String, entries: [(key: String, value: PropertyListValue)])] {
+        sorted { $0.key.utf16.lexicographicallyPrecedes($1.key.utf16) }
+    }
+}
+
+extension Array where Element == (key: String, value: PropertyListValue) {
+    /// The entries in the order every format here writes them (see `Dictionary.sortedForPropertyList`):
+    /// by UTF-16 code unit, so two keys of different bytes never tie.
+    var sortedForPropertyList: [(key: String, value: PropertyListValue)] {
+        sorted { $0.key.utf16.lexicographicallyPrecedes($1.key.utf16) }
+    }
+
+    /// Throws if two entries have the same key, the same bytes (`ExactName`); keys that differ in
+    /// their bytes are two keys, however alike they look.
+    func checkNoDuplicateKeys() throws {
+        var seen = Set<ExactName>()
+        for entry in self where !seen.insert(entry.key.exact).inserted {
+            throw PropertyListFormatError("duplicate key \"\(entry.key)\" in the entries to write")
+        }
+    }
+}
+
+/// The entries of one dictionary as a reader finds them, in order. A key is a duplicate when its
+/// bytes are those of an earlier key (`ExactName`), as Apple's property lists compare keys; keys
+/// that differ in their bytes (`"\u{E9}"` and `"e\u{301}"`) are two keys.
+///
+/// A suite's own keys keep every such key (`entries`). A dictionary inside a value is a
+/// `[String: PropertyListValue]`, whose keys compare as Swift strings (canonical equivalence):
+/// it cannot hold two canonically equivalent keys, so `dictionary(failure:)` refuses them rather
+/// than keep one silently.
+struct DictionaryEntries {
+    private(set) var entries: [(key: String, value: PropertyListValue)] = []
+    private var seen = Set<ExactName>()
+
+    /// Adds `key` and `value`; false (nothing added) when a key of the same bytes is already there.
+    mutating func append(_ key: String, _ value: PropertyListValue) -> Bool {
+        guard seen.insert(key.exact).inserted else { return false }
+        entries.append((key, value))
+        return true
+    }
+
+    /// The entries as a dictionary of a value; `failure` makes the error (with the reader's
+    /// location) when two keys are canonically equivalent.
+    func dictionary(failure: (String) -> PropertyListFormatError) throws -> [String: PropertyListValue] {
+        var dictionary: [String: PropertyListValue] = [:]
+        dictionary.reserveCapacity(entries.count)
+        var spelling: [String: String] = [:]
+        for (key, value) in entries {
+            if let earlier = spelling.updateValue(key, forKey: key) {
+                throw failure(Self.equivalentKeysMessage(earlier, key))
+            }
+            dictionary[key] = value
+        }
+        return dictionary
+    }
+
+    /// Why two canonically equivalent keys cannot be one dictionary inside a value.
+    static func equivalentKeysMessage(_ first: String, _ second: String) -> String {
+        "a dictionary inside a value cannot hold both the key \"\(first)\" (\(scalars(first))) and \"\(second)\" "
+            + "(\(scalars(second))): they are canonically equivalent, one key to a Swift dictionary (a suite's own keys "
+            + "may differ so)"
+    }
+
+    /// `U+0065 U+0301`: the scalars of `text` (the first 12).
+    static func scalars(_ text: String) -> String {
+        var parts = text.unicodeScalars.prefix(12).map {
+            "U+" + TextScanning.zeroPadded(String($0.value, radix: 16, uppercase: true), width: 4)
+        }
+        if text.unicodeScalars.count > 12 { parts.append("…") }
+        return parts.joined(separator: " ")
     }
 }

@@ -29,6 +29,14 @@ enum XMLPropertyList {
         return out
     }
 
+    /// A suite's entries, sorted, as a top-level `<dict>`.
+    static func encode(entries: [(key: String, value: PropertyListValue)]) throws -> String {
+        var out = header
+        try write(entries: entries, indent: 0, into: &out)
+        out += "</plist>\n"
+        return out
+    }
+
     private static func write(_ value: PropertyListValue, indent: Int, into out: inout String) throws {
         let tabs = String(repeating: "\t", count: indent)
         out += tabs
@@ -60,17 +68,23 @@ enum XMLPropertyList {
             for element in elements { try write(element, indent: indent + 1, into: &out) }
             out += tabs + "</array>\n"
         case .dictionary(let dictionary):
-            guard !dictionary.isEmpty else {
-                out += "<dict/>\n"
-                return
-            }
-            out += "<dict>\n"
-            for (key, element) in dictionary.sortedForPropertyList {
-                out += tabs + "\t<key>" + escaped(key) + "</key>\n"
-                try write(element, indent: indent + 1, into: &out)
-            }
-            out += tabs + "</dict>\n"
+            try write(entries: dictionary.sortedForPropertyList, indent: indent, into: &out)
         }
+    }
+
+    /// A `<dict>` of `entries` (sorted), at `indent` (its own indentation already written).
+    private static func write(entries: [(key: String, value: PropertyListValue)], indent: Int, into out: inout String) throws {
+        let tabs = String(repeating: "\t", count: indent)
+        guard !entries.isEmpty else {
+            out += "<dict/>\n"
+            return
+        }
+        out += "<dict>\n"
+        for (key, element) in entries {
+            out += tabs + "\t<key>" + escaped(key) + "</key>\n"
+            try write(element, indent: indent + 1, into: &out)
+        }
+        out += tabs + "</dict>\n"
     }
 
     private static func escaped(_ string: String) -> String {
@@ -99,9 +113,10 @@ enum XMLPropertyList {
         return text.replacingOccurrences(of: ".000Z", with: "Z")
     }
 
-    static func decode(_ bytes: [UInt8]) throws -> PropertyListValue {
-        var reader = XMLReader(bytes)
-        return try reader.document()
+    static func decode(_ bytes: [UInt8], keepingTopLevelEntries: Bool = false) throws -> PropertyListTopLevel {
+        var reader = XMLReader(bytes, keepingTopLevelEntries: keepingTopLevelEntries)
+        let value = try reader.document()
+        return reader.topLevelEntries.map { .entries($0) } ?? .value(value)
     }
 }
 
@@ -109,9 +124,14 @@ enum XMLPropertyList {
 private struct XMLReader {
     private let bytes: [UInt8]
     private var i = 0
+    /// Whether a top-level `<dict>` is read as a suite's entries (`topLevelEntries`), whose keys
+    /// may be canonically equivalent.
+    private let keepingTopLevelEntries: Bool
+    private(set) var topLevelEntries: [(key: String, value: PropertyListValue)]?
 
-    init(_ bytes: [UInt8]) {
+    init(_ bytes: [UInt8], keepingTopLevelEntries: Bool) {
         self.bytes = bytes
+        self.keepingTopLevelEntries = keepingTopLevelEntries
     }
 
     private struct Tag {
@@ -293,10 +313,19 @@ private struct XMLReader {
         }
     }
 
-    /// `<dict>`: `<key>` and value pairs, each key once.
+    /// `<dict>`: `<key>` and value pairs, each key once (compared as bytes). At the top level of
+    /// a suite (`keepingTopLevelEntries`) the entries go to `topLevelEntries`, and the value
+    /// returned has none; elsewhere two canonically equivalent keys are refused.
     private mutating func dictionary(_ tag: Tag, depth: Int) throws -> PropertyListValue {
-        var dictionary: [String: PropertyListValue] = [:]
-        guard !tag.isEmpty else { return .dictionary(dictionary) }
+        var dictionary = DictionaryEntries()
+        func finished() throws -> PropertyListValue {
+            if depth == 0, keepingTopLevelEntries {
+                topLevelEntries = dictionary.entries
+                return .dictionary([:])
+            }
+            return .dictionary(try dictionary.dictionary { failure($0, at: tag.offset) })
+        }
+        guard !tag.isEmpty else { return try finished() }
         while true {
             try skipMisc()
             if atCloseTag { break }
@@ -309,12 +338,12 @@ private struct XMLReader {
             guard !atCloseTag else { throw failure("the key \"\(key)\" has no value", at: i) }
             let valueTag = try openTag(expecting: "the value for the key \"\(key)\"")
             guard valueTag.name != "key" else { throw failure("the key \"\(key)\" has no value", at: valueTag.offset) }
-            guard dictionary.updateValue(try element(valueTag, depth: depth + 1), forKey: key) == nil else {
+            guard dictionary.append(key, try element(valueTag, depth: depth + 1)) else {
                 throw failure("duplicate key \"\(key)\"", at: keyTag.offset)
             }
         }
         try closeTag("dict", openedAt: tag.offset)
-        return .dictionary(dictionary)
+        return try finished()
     }
 
     /// `<array>`: values in order.

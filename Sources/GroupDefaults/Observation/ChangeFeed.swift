@@ -1,5 +1,6 @@
 import Foundation
 internal import GroupDefaultsLMDB
+import GroupDefaultsWire
 import Logging
 
 extension SharedDefaults {
@@ -15,7 +16,8 @@ extension SharedDefaults {
         let store: SuiteStore
         /// The handle this feed came from: it keeps the suite open while the feed lives.
         private let owner: SharedDefaults?
-        private let keys: Set<String>?
+        /// The keys followed, by their bytes (nil: all).
+        private let keys: Set<ExactName>?
         private let subscribed: Bool
         /// The last sequence number delivered (or skipped by the key filter).
         public private(set) var cursor: UInt64
@@ -26,7 +28,7 @@ extension SharedDefaults {
         init(store: SuiteStore, owner: SharedDefaults?, keys: Set<String>?, since: UInt64?, subscribe: Bool) throws {
             self.store = store
             self.owner = owner
-            self.keys = keys
+            self.keys = keys.map { Set($0.map(\.exact)) }
             if let since {
                 cursor = since
             } else {
@@ -92,7 +94,7 @@ extension SharedDefaults {
                 }
                 var changes: [SharedDefaults.Change] = []
                 for record in records {
-                    if record.kind != .cleared && record.kind != .restored, let keys, !keys.contains(record.key) { continue }
+                    if record.kind != .cleared && record.kind != .restored, let keys, !keys.contains(record.key.exact) { continue }
                     var value: PropertyListValue?
                     var notKept = false
                     if withValues && record.kind == .set {

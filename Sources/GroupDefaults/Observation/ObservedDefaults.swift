@@ -1,3 +1,4 @@
+import GroupDefaultsWire
 public import Observation
 import Synchronization
 
@@ -31,7 +32,7 @@ public final class ObservedDefaults: Observable, Sendable {
     public let defaults: SharedDefaults
     private let registrar = ObservationRegistrar()
     /// Every key name read so far (a `cleared` or `reset` concerns them all).
-    private let readNames = Mutex<Set<String>>([])
+    private let readNames = Mutex<Set<ExactName>>([])
     private let feed = Mutex<Task<Void, Never>?>(nil)
 
     /// Observes `defaults` from now on, announcing changes on `isolation` (the main actor unless
@@ -43,7 +44,7 @@ public final class ObservedDefaults: Observable, Sendable {
             feed = Task.detached { [weak self] in
                 for await change in changes {
                     guard let self else { return }
-                    let names = change.kind == .set || change.kind == .removed ? [change.key] : self.readNames.withLock { Array($0) }
+                    let names = change.kind == .set || change.kind == .removed ? [change.key.exact] : self.readNames.withLock { Array($0) }
                     await self.announce(names, on: isolation)
                 }
             }
@@ -68,8 +69,8 @@ public final class ObservedDefaults: Observable, Sendable {
     /// the suite, as `defaults[key] = value` does.
     public subscript<Value>(key: SharedDefaults.Key<Value>) -> Value {
         get {
-            readNames.withLock { _ = $0.insert(key.name) }
-            registrar.access(self, keyPath: \.[tracked: key.name])
+            readNames.withLock { _ = $0.insert(key.name.exact) }
+            registrar.access(self, keyPath: \.[tracked: key.name.exact])
             return defaults[key]
         }
         set {
@@ -78,11 +79,11 @@ public final class ObservedDefaults: Observable, Sendable {
     }
 
     /// The key path the registrar tracks for a key name (its value is nothing: the value is read
-    /// from the suite).
-    subscript(tracked name: String) -> Int { 0 }
+    /// from the suite). By the name's bytes: `"caf\u{E9}"` and `"cafe\u{301}"` are two keys.
+    subscript(tracked name: ExactName) -> Int { 0 }
 
     /// Tells the registrar, on `actor`, that the keys `names` changed.
-    private func announce(_ names: [String], on actor: isolated any Actor) {
+    private func announce(_ names: [ExactName], on actor: isolated any Actor) {
         for name in names {
             registrar.withMutation(of: self, keyPath: \.[tracked: name]) {}
         }

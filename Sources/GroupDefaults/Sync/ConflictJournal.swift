@@ -1,5 +1,6 @@
 import Foundation
 internal import GroupDefaultsLMDB
+import GroupDefaultsWire
 
 /// The `journal` database: the local values and deletions that sync replaced, kept so that nothing
 /// overwritten vanishes (`SharedDefaults.conflicts()`, `restore(_:conflict:)`). Written in the
@@ -85,7 +86,7 @@ enum ConflictJournal {
         var entries: [SharedDefaults.Conflict] = []
         try txn.forEach(.journal) { rawKey, value in
             let entry = try decode(key: rawKey, value: value)
-            if key == nil || entry.key == key { entries.append(entry) }
+            if key.map({ entry.key.isSameName(as: $0) }) ?? true { entries.append(entry) }
             return true
         }
         return entries.reversed()

@@ -1,5 +1,6 @@
 import Foundation
 internal import GroupDefaultsLMDB
+import GroupDefaultsWire
 
 extension SharedDefaults {
     /// A local value (or deletion) that sync replaced, kept in the suite's conflict journal; or, in
@@ -91,7 +92,7 @@ extension SharedDefaults {
                     "conflict \(entry.id) records something sync refused (\(entry.refusal ?? "")), not a value sync replaced; nothing was changed"
                 )
             }
-            guard let entry, entry.key == key else {
+            guard let entry, entry.key.isSameName(as: key) else {
                 let what = id.map { "conflict \($0) of key '\(key)'" } ?? "replaced value of key '\(key)'"
                 throw store.error(.conflictNotFound, key: key, "the conflict journal holds no \(what); nothing was changed")
             }

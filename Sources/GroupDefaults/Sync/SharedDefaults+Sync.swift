@@ -184,7 +184,7 @@ extension SharedDefaults {
         try write { tx in
             try tx.perform(key: nil) {
                 let declared = try tx.declaredLocalKeys()
-                guard !declared.contains(name) else { return }
+                guard !declared.contains(where: { $0.isSameName(as: name) }) else { return }
                 let old = try tx.localOnlyPatterns()
                 try tx.setSyncText((declared + [name]).joined(separator: "\n"), for: MetaKey.syncDeclaredLocal)
                 try tx.markLocalOnlyChanges(from: old, to: try tx.localOnlyPatterns())
@@ -286,13 +286,13 @@ extension SharedDefaults {
 
     /// The stamps of the pending changes of `keys` (a key with no pending change is left out): a
     /// lookup per key.
-    package func pendingStamps(forKeys keys: some Sequence<String>) throws -> [String: Stamp] {
+    package func pendingStamps(forKeys keys: some Sequence<ExactName>) throws -> [ExactName: Stamp] {
         try store.checkSyncTrees()
         return try read { tx in
             try tx.perform(key: nil) {
-                var stamps: [String: Stamp] = [:]
+                var stamps: [ExactName: Stamp] = [:]
                 for key in keys {
-                    if let change = try tx.pendingChange(forKey: key) { stamps[key] = change.stamp }
+                    if let change = try tx.pendingChange(forKey: key.text) { stamps[key] = change.stamp }
                 }
                 return stamps
             }
@@ -487,7 +487,7 @@ extension SharedDefaults {
                 }
             }
             if pruning {
-                let stale = try tx.cleanKeys(absentFrom: Set(entries.map(\.key)))
+                let stale = try tx.cleanKeys(absentFrom: Set(entries.map(\.key.exact)))
                 for key in stale { try tx.removeAsRemote(key: key) }
                 result.pruned = stale
             }

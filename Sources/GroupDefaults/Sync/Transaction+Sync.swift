@@ -225,12 +225,12 @@ extension SharedDefaults.Transaction {
 
     /// The stored keys absent from `present` whose value is not pending and which are not
     /// local-only: what a snapshot read after an expired cursor prunes.
-    func cleanKeys(absentFrom present: Set<String>) throws -> [String] {
+    func cleanKeys(absentFrom present: Set<ExactName>) throws -> [String] {
         let localOnly = try perform(key: nil) { try localOnlyPatterns() }
         var clean: [String] = []
         try txn.forEach(.values) { key, raw in
             let name = String(decoding: key, as: UTF8.self)
-            if !present.contains(name), !StoredRecord.isPending(raw), !localOnly.contains(where: { $0.matches(name) }) {
+            if !present.contains(name.exact), !StoredRecord.isPending(raw), !localOnly.contains(where: { $0.matches(name) }) {
                 clean.append(name)
             }
             return true

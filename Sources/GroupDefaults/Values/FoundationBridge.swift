@@ -50,8 +50,8 @@ extension PropertyListValue {
         case let v as NSDictionary:
             var dictionary: [String: Any] = [:]
             for (key, element) in v {
-                guard let key = key as? String else { return nil }
-                dictionary[key] = element
+                // Two keys Swift strings take for one (canonically equivalent) cannot both be kept.
+                guard let key = key as? String, dictionary.updateValue(element, forKey: key) == nil else { return nil }
             }
             guard let c = PropertyListValue(any: dictionary) else { return nil }
             self = c

@@ -232,7 +232,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// These keys with the epochs of `other` that they lack (keys the recovery key opened), or nil
     /// when `other` is not this suite's (another recovery key: its epoch 1 differs).
     func adding(_ other: SuiteKeys) -> SuiteKeys? {
-        guard other.suite == suite, let mine = signingKey(1)?.publicKey.rawRepresentation,
+        guard other.suite.isSameName(as: suite), let mine = signingKey(1)?.publicKey.rawRepresentation,
             other.signingKey(1)?.publicKey.rawRepresentation == mine
         else { return nil }
         return SuiteKeys(
@@ -381,7 +381,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         guard file.format == Self.fileFormat else {
             throw SyncError(.local, "\(source) has format \(file.format), which this version does not read")
         }
-        guard file.suite == suite else {
+        guard file.suite.isSameName(as: suite) else {
             throw SyncError(.local, "\(source) holds the keys of \(file.suite), not of \(suite)")
         }
         var epochs: [UInt32: SymmetricKey] = [:]
@@ -450,17 +450,18 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
 }
 
 /// Key ids by key name, for one suite's keys: at most 16,384 (then it starts again), so a
-/// suite's steady state pays a lookup, not an HMAC, per entry sealed or opened.
+/// suite's steady state pays a lookup, not an HMAC, per entry sealed or opened. Names are their
+/// bytes (`ExactName`): `"caf\u{E9}"` and `"cafe\u{301}"` are two keys, with two ids.
 final class KeyIDCache: Sendable {
-    private let ids = Mutex<[String: String]>([:])
+    private let ids = Mutex<[ExactName: String]>([:])
     private static let capacity = 16_384
 
     subscript(key: String) -> String? {
-        get { ids.withLock { $0[key] } }
+        get { ids.withLock { $0[key.exact] } }
         set {
             ids.withLock { ids in
                 if ids.count >= Self.capacity { ids.removeAll(keepingCapacity: true) }
-                ids[key] = newValue
+                ids[key.exact] = newValue
             }
         }
     }
