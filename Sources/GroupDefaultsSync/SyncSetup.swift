@@ -238,7 +238,7 @@ public struct SyncSetup: Sendable {
             let existing = try SharedDefaults(existingSuiteName: name, directory: directory)
             // Only this very suite's copy, from before this account was removed, joins again.
             let previous = try SyncSettings.stored(in: existing)
-            guard previous?.shared?.owner == offered.owner, previous?.shared?.suite == offered.suite else {
+            guard previous?.shared?.owner.isSameName(as: offered.owner) == true, previous?.shared?.suite.isSameName(as: offered.suite) == true else {
                 throw Refusal(.localSuiteExists, suite: name)
             }
             previousKeyFile = previous?.keyFile

@@ -16,7 +16,7 @@ enum OriginAccounts {
 
     /// Records `accounts` (origin → account), writing only what is new.
     static func record(_ accounts: [UInt64: String], in txn: LMDBTransaction) throws {
-        for (origin, account) in accounts where try self.account(of: origin, in: txn) != account {
+        for (origin, account) in accounts where try !self.account(of: origin, in: txn).isSameName(as: account) {
             try withKeyBytes(key(origin)) { key in try withKeyBytes(account) { try txn.put(.meta, key, $0) } }
         }
     }

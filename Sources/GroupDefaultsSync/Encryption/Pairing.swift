@@ -166,7 +166,7 @@ public enum DevicePairing {
             deviceName: deviceName
         )
         let claimed = try await Self.claim(id: id, claim, client: client)
-        guard claimed.suite == client.suite else {
+        guard claimed.suite.isSameName(as: client.suite) else {
             throw SyncError(.local, "this pairing code is for the suite \(claimed.suite), not \(client.suite)")
         }
         // Read without a token: the new token works only once the keys are handed over. A
