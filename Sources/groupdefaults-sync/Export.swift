@@ -57,7 +57,7 @@ struct Export: AsyncParsableCommand {
 /// API serves them (key bags as `GET key-bags` answers), without the account's tokens.
 struct DeviceExport: Encodable {
     var format = "groupdefaults-account-export"
-    var version = 1
+    var version = 2  // as the server export's (`AccountExport.version`): `history` a list
     var exported: String
     var suites: [Suite]
     var devices: [DeviceInfo]
@@ -66,7 +66,7 @@ struct DeviceExport: Encodable {
         var name: String
         var headRev: UInt64
         var entries: [SyncEntry]
-        var history: [String: [KeyVersion]]
+        var history: [KeyHistory]
         var keyBags: KeyBags?
 
         enum CodingKeys: String, CodingKey {
@@ -97,9 +97,9 @@ struct DeviceExport: Encodable {
                 head = page.headRev
                 after = page.next
             } while after != nil
-            var history: [String: [KeyVersion]] = [:]
+            var history: [KeyHistory] = []
             for entry in entries {
-                if let versions = try await keptHistory(entry.key, client) { history[entry.key] = versions }
+                if let versions = try await keptHistory(entry.key, client) { history.append(KeyHistory(key: entry.key, versions: versions)) }
             }
             let sealed = entries.contains { $0.sealed != nil }
             return Suite(name: name, headRev: head, entries: entries, history: history, keyBags: sealed ? try await client.keyBags() : nil)

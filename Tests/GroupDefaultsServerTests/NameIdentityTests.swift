@@ -97,6 +97,31 @@ struct NameIdentityTests {
         }
     }
 
+    @Test("an account's export keeps both spellings of a key, with their own values and histories", arguments: StorageBackend.allCases)
+    func exportKeepsBothSpellings(backend: StorageBackend) async throws {
+        try await backend.withStorage { storage in
+            let quota = SuiteQuota(maxKeys: 1000, maxBytes: 1 << 20)
+            let pairs = Self.pairs(random: 3, seed: 7)
+            var ops: [PushOp] = []
+            for (index, pair) in pairs.enumerated() {
+                ops.append(PushOp(key: pair.0, value: .integer(2 * index), hlc: HLC(rawValue: 1 << 40)))
+                ops.append(PushOp(key: pair.1, value: .integer(2 * index + 1), hlc: HLC(rawValue: 1 << 40)))
+            }
+            // Each key distinct by bytes once (LookAlikeNames repeats "ana").
+            var seen = Set<ExactName>()
+            ops = ops.filter { seen.insert($0.key.exact).inserted }
+            let request = PushRequest(deviceID: 7, batchID: "b", ops: ops)
+            _ = try await storage.push(account: "ana", suite: "s", request: request, quota: quota, serverTime: "2026-11-29T00:00:00.000Z")
+            let export = try await AccountExport.read(account: "ana", from: storage)
+            let json = try JSONSerialization.jsonObject(with: try JSONEncoder().encode(export)) as? [String: Any]
+            let suite = try #require((json?["suites"] as? [[String: Any]])?.first)
+            let entries = (suite["entries"] as? [[String: Any]] ?? []).compactMap { $0["key"] as? String }
+            let history = (suite["history"] as? [[String: Any]] ?? []).compactMap { $0["key"] as? String }
+            #expect(Set(entries.map(\.exact)) == seen && entries.count == seen.count, "\(entries)")
+            #expect(Set(history.map(\.exact)) == seen && history.count == seen.count, "\(history)")
+        }
+    }
+
     @Test("a new account or operator name that looks like an existing one is refused; the existing name given exactly is that one")
     func newNamesRefuseLookAlikes() throws {
         for (existing, given) in Self.pairs(random: 200, seed: 8265) {

@@ -123,14 +123,15 @@ struct ToolTests {
             let printed = try await device.sync("export")
             #expect(printed.status == 0, "\(printed.stderr)")
             let document = try #require(try JSONSerialization.jsonObject(with: Data(printed.stdout.utf8)) as? [String: Any])
-            #expect(document["format"] as? String == "groupdefaults-account-export" && document["version"] as? Int == 1)
+            #expect(document["format"] as? String == "groupdefaults-account-export" && document["version"] as? Int == 2)
             let suite = try #require((document["suites"] as? [[String: Any]])?.first)
             #expect(suite["name"] as? String == "group.export")
             let entries = suite["entries"] as? [[String: Any]] ?? []
             #expect(entries.map { $0["key"] as? String } == ["note", "sound"])
             #expect(entries.first?["deleted"] as? Bool == true)
-            let history = suite["history"] as? [String: [[String: Any]]] ?? [:]
-            #expect(history["sound"]?.count == 2, "both versions of sound")
+            let history = suite["history"] as? [[String: Any]] ?? []
+            #expect(history.map { $0["key"] as? String } == ["note", "sound"], "in the order of the entries")
+            #expect((history.last?["versions"] as? [[String: Any]])?.count == 2, "both versions of sound")
             #expect(!printed.stdout.contains(server.token))
 
             let file = device.directory.appendingPathComponent("export.json").path

@@ -13,8 +13,11 @@ package import GroupDefaultsWire
 package struct AccountExport: Sendable, Encodable {
     /// The document's kind: always `groupdefaults-account-export`.
     package var format = "groupdefaults-account-export"
-    /// The schema's version: 1.
-    package var version = 1
+    /// The schema's version: 2 (1 gave `history` as an object by key, which a JSON reader takes
+    /// two spellings of one key for one: `é` and `e` + U+0301).
+    package var version = AccountExport.version
+    /// The schema's version this code writes (`version`).
+    package static let version = 2
     package var account: String
     /// When the export was made (typed-JSON date).
     package var exported: String
@@ -28,8 +31,9 @@ package struct AccountExport: Sendable, Encodable {
         package var name: String
         package var headRev: UInt64
         package var entries: [SyncEntry]
-        /// Each key's versions the server keeps, newest first.
-        package var history: [String: [KeyVersion]]
+        /// Each key's versions the server keeps, newest first, in the order of `entries`: a list, not
+        /// an object by key, so that two spellings of a key stay two.
+        package var history: [KeyHistory]
         /// The suite's key bags by epoch, as stored (sealed); nil (absent) for a plain suite.
         package var keyBags: [String: StoredKeyBag]?
 
@@ -96,10 +100,10 @@ package struct AccountExport: Sendable, Encodable {
                 head = page.headRev
                 after = page.next
             } while after != nil
-            var history: [String: [KeyVersion]] = [:]
+            var history: [KeyHistory] = []
             for entry in entries {
                 let versions = try await storage.history(account: account, suite: summary.name, key: entry.key)
-                if !versions.isEmpty { history[entry.key] = try versions.map { try $0.keyVersion() } }
+                if !versions.isEmpty { history.append(KeyHistory(key: entry.key, versions: try versions.map { try $0.keyVersion() })) }
             }
             var bags: [String: StoredKeyBag] = [:]
             for (epoch, bag) in try await storage.keyBags(account: account, suite: summary.name) { bags[String(epoch)] = bag }
