@@ -442,6 +442,7 @@ extension SharedDefaults {
     public func rename(_ key: String, to newKey: String) throws {
         try store.validate(key: key)
         try store.validate(key: newKey)
+        try store.validate(newKey: newKey)
         try write { tx in
             guard let value = try tx.value(forKey: key) else {
                 throw store.error(.keyNotFound, key: key, "no value is stored under this key; nothing was changed")

@@ -120,6 +120,7 @@ extension SharedDefaults {
         public func set(_ value: PropertyListValue, forKey key: String) throws {
             try checkUsable()
             try store.validate(key: key)
+            try store.validate(newKey: key)
             guard value.fitsNestingLimit else { throw store.error(.unsupportedValue, key: key, SuiteStore.tooDeep) }
             let stamp = try beginChange()
             addsData = true
@@ -422,6 +423,12 @@ extension SuiteStore {
         if let reason = Self.keyRefusal(key, limit: environment.maximumKeySize) { throw error(.invalidKey, key: key, reason) }
     }
 
+    /// Refuses a key that no new value may take (`NameKind.key`: a control character); a key stored
+    /// before that rule is still read and removed.
+    func validate(newKey key: String) throws {
+        if let reason = NameKind.key.problem(with: key) { throw error(.invalidKey, key: key, reason) }
+    }
+
     /// Why `key` cannot be stored under LMDB's key `limit`, or nil.
     static func keyRefusal(_ key: String, limit: Int) -> String? {
         let count = key.utf8.count
@@ -442,7 +449,7 @@ extension SharedDefaults {
     ///
     /// - Throws: `SharedDefaultsError` (`invalidKey`, `unsupportedValue`), naming the suite and key.
     public static func checkStorable(_ value: PropertyListValue?, forKey key: String, suiteName: String) throws {
-        if let reason = SuiteStore.keyRefusal(key, limit: Environment.keySizeLimit) {
+        if let reason = SuiteStore.keyRefusal(key, limit: Environment.keySizeLimit) ?? (value == nil ? nil : NameKind.key.problem(with: key)) {
             throw SharedDefaultsError(.invalidKey, suite: suiteName, path: suiteName, key: key, reason)
         }
         if let value, !value.fitsNestingLimit {

@@ -39,7 +39,8 @@ struct AdminCommand: AsyncParsableCommand {
         func run() async throws {
             try await reportingFailure {
                 if let problem = Username.problem(withNew: name, kind: .operator) { throw CommandFailure(problem) }
-                let created = try await storage.withStorage(creating: create) { store in  // a store that is not there is said before the password is asked
+                // A store that is not there is said before the password is asked.
+                let created = try await storage.withStorage(creating: create) { store in
                     let created = try await Operators(storage: store).create(name: name, password: try PasswordInput.read())
                     try await store.appendAudit(.commandLine(.adminCreate, target: "operator \(created)"))
                     return created

@@ -48,7 +48,7 @@ struct AccountsAndAuditTests {
         let exported = try await ServerTool.run(["accounts", "export", "alice", "--to", file] + storage)
         #expect(exported.status == 0 && exported.stdout.isEmpty, "\(exported)")
         let document = try String(contentsOfFile: file, encoding: .utf8)
-        #expect(document.contains("\"format\" : \"groupdefaults-account-export\"") && document.contains("\"version\" : 1"))
+        #expect(document.contains("\"format\" : \"groupdefaults-account-export\"") && document.contains("\"version\" : 2"))
         #expect(document.contains("v-AAAMARK") && document.contains("gone-AAAMARK") && !document.contains("BBBMARK"))
         #expect(!document.contains(alice))
         var info = stat()

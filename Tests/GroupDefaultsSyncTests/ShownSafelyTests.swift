@@ -168,7 +168,9 @@ struct ShownSafelyTests {
             let account = Self.hostile("bob")
             let device = Self.hostile("tablet")
             let value = Self.hostile("value")
-            let key = Self.hostile("key")
+            // A new key holds no control character (`NameKind.key`); a value may, and a read may name one.
+            let key = "key"
+            let hostileKey = Self.hostile("key")
             // bob's account and device name, made before names were checked.
             let made = Tokens.make(account: account, suitePatterns: ["*"], readOnly: false, device: device, expires: nil)
             let store = try LMDBSyncStorage(directory: server.storage[1])
@@ -219,11 +221,12 @@ struct ShownSafelyTests {
             Self.expectShownSafely(historyText, lines: 1, holding: ["of account bob"])
             #expect(historyText.stdout.contains(#"{"string":"value\n2026-11-29T04:00:00Z\tadmin-remove"#), "\(historyText.stdout)")
 
-            // watch: a key and a value with control characters, one line each; JSON exact.
+            // watch: a value with control characters, one line each; JSON exact.
+            #expect(throws: SharedDefaultsError.self) { try alice.open().write { try $0.set(.string(value), forKey: hostileKey) } }
             try alice.open().set(value, forKey: key)
             try alice.open().removeObject(forKey: key)
             let watched = try await alice.defaultsTool(["watch", "family", key, "note", "--since", "0", "--count", "3"])
-            Self.expectShownSafely(watched, lines: 3, holding: ["set key", "removed key", "note value"])
+            Self.expectShownSafely(watched, lines: 3, holding: ["value"])
             let watchedJSON = try await alice.defaultsTool(["watch", "family", key, "note", "--since", "0", "--count", "3", "--json"])
             let changes = try watchedJSON.stdout.split(separator: "\n").map {
                 try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
@@ -232,7 +235,7 @@ struct ShownSafelyTests {
             #expect(changes.map { $0["value"] as? String } == [value, value, nil])
 
             // Failures that echo a name or value are one line, escaped.
-            let missing = try await alice.defaultsTool(["read", "family", key])
+            let missing = try await alice.defaultsTool(["read", "family", hostileKey])
             Self.expectOneLineFailure(missing, "(family, " + Self.shown("key") + ") does not exist")
             let paired = ToolDevice("paired")
             defer { paired.remove() }

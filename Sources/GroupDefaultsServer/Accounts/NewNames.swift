@@ -20,29 +20,36 @@ package enum NewNames {
         if existing.contains(where: given.isSameName(as:)) { return (given, false) }
         if let problem = Username.problem(withNew: given, kind: kind) { throw Refusal(description: problem, isCollision: false) }
         let mapped = Username.map(given)
-        let shown = printable(given)
         if let same = existing.first(where: mapped.isSameName(as:)) {
             throw Refusal(
                 description:
-                    "'\(shown)' is written with other characters than the existing \(kind.rawValue) '\(printable(same))' that it stands for: give that name exactly as `\(kind == .account ? "accounts list" : "admin list")` prints it",
+                    "\(shown(given)) is another spelling of the existing \(kind.rawValue) \(shown(same)): give that name exactly, as `\(kind == .account ? "accounts list" : "admin list")` prints it",
                 isCollision: true
             )
         }
         if let other = Username.collision(of: mapped, among: existing) {
             throw Refusal(
                 description:
-                    "'\(shown)' looks like the existing \(kind.rawValue) '\(printable(other))' (names that differ only in case, width or Unicode spelling are one name): choose another name, or give that one exactly",
+                    "\(shown(given)) looks like the existing \(kind.rawValue) \(shown(other)) (names that differ only in case, width or Unicode spelling are one name): choose another name, or give that one exactly",
                 isCollision: true
             )
         }
         return (mapped, true)
     }
 
+    /// `'name'` as an error shows it, with its code points when it is not plain ASCII (two names
+    /// that look alike on screen are told apart by them).
+    private static func shown(_ name: String) -> String {
+        let quoted = "'\(printable(name))'"
+        guard !name.unicodeScalars.allSatisfy({ $0.isASCII }) else { return quoted }
+        return quoted + " (" + name.unicodeScalars.map { NameKind.codePoint($0) }.joined(separator: " ") + ")"
+    }
+
     /// What an operator is told of stored names of `kind` that look alike (`Username.lookAlike`):
     /// names made before this rule, which it no longer allows. One line per group, saying what to do.
     package static func lookAlikeNotes(_ names: [String], kind: NameKind) -> [String] {
         Username.lookAlikeGroups(names).map { group in
-            let listed = group.map { "'\(printable($0))' (\(Hex.string($0.utf8)))" }.joined(separator: " and ")
+            let listed = group.map(shown).joined(separator: " and ")
             let remedy =
                 kind == .account
                 ? "`accounts export` then `accounts delete` the one that should not exist, or keep both knowingly"

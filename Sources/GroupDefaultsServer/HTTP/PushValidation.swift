@@ -60,6 +60,9 @@ enum PushValidation {
 
     /// Why `op` is refused on its own, if it is.
     private static func refusal(of op: PushOp, json: [UInt8]?, limits: SyncLimits, now milliseconds: UInt64) -> OpRefusal? {
+        // A new key holds no control character (`NameKind.key`); one stored before that rule is
+        // still read, and refused here alone so that the device's other changes go through.
+        if op.sealed == nil, let problem = NameKind.key.problem(with: op.key) { return OpRefusal(.malformed, problem) }
         if let sealed = op.sealed, sealed.box.count > limits.maxValueBytes {
             return OpRefusal(.valueTooLarge, "the sealed value takes \(sealed.box.count) bytes, more than \(limits.maxValueBytes)")
         }

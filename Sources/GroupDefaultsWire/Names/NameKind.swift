@@ -97,7 +97,7 @@ public enum NameKind: String, Sendable, CaseIterable {
     }
 
     /// `U+000A`: how an error names a code point.
-    static func codePoint(_ scalar: Unicode.Scalar) -> String {
+    public static func codePoint(_ scalar: Unicode.Scalar) -> String {
         let hex = String(scalar.value, radix: 16, uppercase: true)
         return "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
     }
