@@ -1,4 +1,5 @@
 import Foundation
+import GroupDefaultsWire
 
 /// Where a suite's files are: `<directory>/<suiteName>.lmdb`, its `-lock` file and the
 /// `.lmdb-notify` sidecar.
@@ -61,6 +62,7 @@ struct SuiteLocation: Sendable {
             throw invalid("a suite name must not contain '/'; give its folder as the suite's directory")
         }
         if suiteName.utf8.contains(0) { throw invalid("a suite name must not contain a NUL character") }
+        if let problem = NameKind.suite.problem(with: suiteName) { throw invalid(problem) }
         let limit = maximumFileNameBytes - longestSuffix.utf8.count
         if suiteName.utf8.count > limit {
             throw invalid("a suite name may be at most \(limit) bytes of UTF-8 (it names a file); this one has \(suiteName.utf8.count)")

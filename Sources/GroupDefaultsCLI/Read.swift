@@ -1,6 +1,8 @@
 import ArgumentParser
 import CommandLineSupport
+import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 import PropertyListFormats
 
 extension GroupDefaultsCommand {
@@ -35,7 +37,10 @@ extension GroupDefaultsCommand {
                     guard let value = try defaults.read({ try $0.value(forKey: key) }) else {
                         throw CommandFailure.missingKey(suite, key)
                     }
-                    output(json ? value.plainJSON() : ValueText.single(value))
+                    // A string prints as it is, as macOS `defaults` prints it, for a script; on a terminal its
+                    // control characters are escaped, so that a synced value cannot move the cursor or retitle it.
+                    let text = json ? value.plainJSON() : ValueText.single(value)
+                    output(isatty(STDOUT_FILENO) == 1 ? printable(text) : text)
                 } else {
                     let entries = try contents(of: defaults)
                     output(json ? PropertyListValue.plainJSON(entries: entries) : PropertyListValue.openStepText(entries: entries))

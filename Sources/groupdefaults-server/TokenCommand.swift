@@ -58,7 +58,9 @@ struct TokenCommand: AsyncParsableCommand {
                     return (made, named)
                 }
                 output(made.0.token)
-                let stored = made.1.name.isSameName(as: account) ? "" : " (written '\(printable(account))': a new name is kept in its usual form)"
+                let stored =
+                    made.1.name.isSameName(as: account)
+                    ? "" : " (given as \(NewNames.shown(account)), kept in its usual form \(NewNames.shown(made.1.name)))"
                 writeAll(
                     Data(
                         "token \(made.0.stored.id) for account \(printable(made.1.name))\(stored) (revoke it with `token revoke \(made.0.stored.id)`)\n"

@@ -54,7 +54,10 @@ struct NameIdentityTests {
 
                     let of = "?owner=\(Self.query(owner))"
                     let what = "\(owner.debugDescription) / \(stranger.debugDescription), \(backend)"
-                    for uri in ["/v1/suites/notes/snapshot\(of)", "/v1/suites/notes/changes\(of)", "/v1/suites/notes/members\(of)"] {
+                    let reads = [
+                        "snapshot", "changes", "members", "invitations", "keys/sound/history", "key-bags", "events",
+                    ].map { "/v1/suites/notes/\($0)\(of)" }
+                    for uri in reads {
                         #expect(try await API.error(client.get(uri, token: strangerToken)).error == .notAMember, "\(uri): \(what)")
                     }
                     let push = try await client.execute(
@@ -83,6 +86,25 @@ struct NameIdentityTests {
                     // Its own suite of that name is its own, and empty.
                     let own = try API.decode(SnapshotPage.self, try await client.get("/v1/suites/notes/snapshot", token: strangerToken))
                     #expect(own.entries.isEmpty, "\(what)")
+                    // The operator's lookups by account name: the owner's devices and audit records are not the stranger's.
+                    let now = HLC.wallClockMilliseconds()
+                    try await storage.recordDevice(
+                        StoredDevice(
+                            account: owner,
+                            tokenID: "tok_o",
+                            name: "phone",
+                            deviceID: 5,
+                            firstSeen: now,
+                            lastSeen: now,
+                            lastPush: nil,
+                            suites: ["notes"]
+                        )
+                    )
+                    try await storage.appendAudit(.commandLine(.tokenCreate, account: owner, target: "token tok_o"))
+                    #expect(try await storage.devices(account: stranger).isEmpty, "\(what)")
+                    #expect(try await storage.devices(account: owner).contains { $0.tokenID == "tok_o" }, "\(what)")
+                    #expect(try await storage.auditRecords(account: stranger, since: nil, limit: 100).isEmpty, "\(what)")
+                    #expect(try await storage.auditRecords(account: owner, since: nil, limit: 100).contains { $0.target == "token tok_o" }, "\(what)")
                     // Two accounts in the list; deleting the stranger leaves the owner, its suite and its member.
                     let listed = try await storage.accountSummaries().map(\.account.exact)
                     #expect(listed.contains(owner.exact) && listed.contains(stranger.exact), "\(what)")

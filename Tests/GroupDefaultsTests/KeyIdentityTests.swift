@@ -182,4 +182,17 @@ import Testing
             #expect(try defaults.conflicts(forKey: second).isEmpty)
         }
     }
+
+    @Test("a new key or suite name holds no control character (NameKind): refused with invalidKey / invalidSuiteName, nothing made")
+    func controlCharactersRefused() throws {
+        try withTemporaryDirectory { directory in
+            for name in ["S\nx", "esc\u{1B}[2K", "a\u{202E}b", "line\u{2028}"] {
+                #expect(throws: SharedDefaultsError.self) { _ = try SharedDefaults(suiteName: name, directory: directory) }
+                let defaults = try openSuite(directory)
+                #expect(throws: SharedDefaultsError.self) { try defaults.write { try $0.set(.integer(1), forKey: name) } }
+                #expect(try defaults.storedValues().isEmpty)
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).allSatisfy { !$0.contains("\n") })
+        }
+    }
 }

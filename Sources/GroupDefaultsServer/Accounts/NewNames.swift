@@ -30,7 +30,8 @@ package enum NewNames {
         if let other = Username.collision(of: mapped, among: existing) {
             throw Refusal(
                 description:
-                    "\(shown(given)) looks like the existing \(kind.rawValue) \(shown(other)) (names that differ only in case, width or Unicode spelling are one name): choose another name, or give that one exactly",
+                    "\(shown(given)) looks like the existing \(kind.rawValue) \(shown(other)) (names that differ only in case, width or Unicode spelling are one name): choose another name"
+                    + (kind == .account ? ", or give that one exactly to add a token to it" : ""),
                 isCollision: true
             )
         }
@@ -39,7 +40,7 @@ package enum NewNames {
 
     /// `'name'` as an error shows it, with its code points when it is not plain ASCII (two names
     /// that look alike on screen are told apart by them).
-    private static func shown(_ name: String) -> String {
+    package static func shown(_ name: String) -> String {
         let quoted = "'\(printable(name))'"
         guard !name.unicodeScalars.allSatisfy({ $0.isASCII }) else { return quoted }
         return quoted + " (" + name.unicodeScalars.map { NameKind.codePoint($0) }.joined(separator: " ") + ")"

@@ -177,8 +177,8 @@ struct ConsoleRoutes: Sendable {
         let (allSuites, allTokens, allDevices) = try await (summaries, tokens, devices)
         let now = Date()
         let dayAgo = UInt64(max(0, now.timeIntervalSince1970 - 86_400) * 1000)
-        let names = Set(allSuites.map(\.account)).union(allTokens.map(\.account)).union(allDevices.map(\.account))
-        let accounts = names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }.map { name in
+        let names = Set(allSuites.map(\.account.exact)).union(allTokens.map(\.account.exact)).union(allDevices.map(\.account.exact))
+        let accounts = names.sorted().map(\.text).map { name in
             let suites = allSuites.filter { $0.account.isSameName(as: name) }
             return OverviewPage.Account(
                 name: name,
@@ -186,8 +186,8 @@ struct ConsoleRoutes: Sendable {
                 suites: suites.count,
                 keys: suites.map(\.keys).reduce(0, +),
                 bytes: ConsoleFormat.bytes(suites.map(\.bytes).reduce(0, +)),
-                devicesToday: allDevices.filter { $0.account == name && $0.lastSeen >= dayAgo }.count,
-                activeTokens: allTokens.filter { $0.account == name && $0.isActive(at: now) }.count
+                devicesToday: allDevices.filter { $0.account.isSameName(as: name) && $0.lastSeen >= dayAgo }.count,
+                activeTokens: allTokens.filter { $0.account.isSameName(as: name) && $0.isActive(at: now) }.count
             )
         }
         let storageHealth = await health

@@ -147,7 +147,7 @@ extension LMDBSyncStorage: AuditStore {
                 try start.withUnsafeBytes { start in
                     try txn.forEach(DB.audit, from: start) { _, value in
                         let record = try AuditRecord.decoder.decode(AuditRecord.self, from: Data(value))
-                        if account == nil || record.account == account { records.append(record) }
+                        if account.map({ record.account.isSameName(as: $0) }) ?? true { records.append(record) }
                         return true
                     }
                 }

@@ -29,7 +29,7 @@ extension LMDBSyncStorage: DeviceStore {
             try environment.readTransaction { txn in
                 try txn.forEach(DB.devices) { _, value in
                     let device = try JSONDecoder().decode(StoredDevice.self, from: Data(value))
-                    if account == nil || device.account == account { devices.append(device) }
+                    if account.map(device.account.isSameName(as:)) ?? true { devices.append(device) }
                     return true
                 }
             }

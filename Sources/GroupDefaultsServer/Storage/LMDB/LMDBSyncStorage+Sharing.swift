@@ -152,7 +152,7 @@ extension LMDBSyncStorage: SharingStore {
             var made: [StoredInvitation] = []
             try Self.forEach(txn, prefix: SharingKeys.invitations(owner, suite)) { key, _ in
                 if let invitation = try Self.invitation(txn, lookup: String(decoding: key.suffix(64), as: UTF8.self)),
-                    invitation.createdBy == account, invitation.state(at: now) == .pending
+                    invitation.createdBy.isSameName(as: account), invitation.state(at: now) == .pending
                 {
                     made.append(invitation)
                 }
