@@ -96,7 +96,7 @@ def tail_row(page, key):
 def test_sign_in(server, anonymous_page, tmp_path):
     page = anonymous_page
     # An account to list, with a name to percent-encode, and a suite.
-    device = Device(server, tmp_path, "fay", "group.com.example.fay", server.token("fay z"))
+    device = Device(server, tmp_path, "fay", "group.com.example.fay", server.token("fay?z"))
     device.write("hello", "world")
     device.sync()
 
@@ -104,7 +104,7 @@ def test_sign_in(server, anonymous_page, tmp_path):
     answer = page.request.get("/console", max_redirects=0)
     assert answer.status == 303, f"GET /console without a session: {answer.status}"
     assert urllib.parse.urlsplit(answer.headers["location"]).path == "/console/sign-in"
-    answer = page.request.get(account_path("fay z"), max_redirects=0)
+    answer = page.request.get(account_path("fay?z"), max_redirects=0)
     assert answer.status == 303, f"GET an account page without a session: {answer.status}"
     page.goto("/console")
     assert path(page) == "/console/sign-in"
@@ -130,9 +130,9 @@ def test_sign_in(server, anonymous_page, tmp_path):
     expect(page.locator("#health")).to_contain_text("embedded" if server.backend == "embedded" else "PostgreSQL")
     expect(page.locator("svg#chart-pushes")).to_have_count(1)
     expect(page.locator("svg#chart-streams")).to_have_count(1)
-    link = page.locator("table#accounts a", has_text="fay z")
+    link = page.locator("table#accounts a", has_text="fay?z")
     expect(link).to_have_count(1)
-    assert link.get_attribute("href") == "/console/accounts/fay%20z"
+    assert link.get_attribute("href") == "/console/accounts/fay%3Fz"
     assert_post_forms_carry_csrf(page)
 
     # Signing out ends the session.
