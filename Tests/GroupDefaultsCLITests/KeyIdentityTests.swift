@@ -10,16 +10,7 @@ import Testing
     /// suite by a random prefix and suffix of plain letters (the generator is seeded: a failure
     /// reproduces).
     static func lookAlikePairs(seed: UInt64 = 46) -> [(String, String)] {
-        let pairs: [(String, String)] = [
-            ("\u{E9}", "e\u{301}"),  // NFC / NFD
-            ("\u{C5}", "\u{212B}"),  // Å / ANGSTROM SIGN (canonically equivalent)
-            ("\u{212B}", "A\u{30A}"),  // ANGSTROM SIGN / A + COMBINING RING ABOVE
-            ("\u{212A}", "K"),  // KELVIN SIGN / K (canonically equivalent)
-            ("\u{FF4B}", "k"),  // FULLWIDTH k / k
-            ("\u{FB01}", "fi"),  // ligature / two letters
-            ("ab", "a\u{200B}b"),  // ZERO WIDTH SPACE inserted
-            ("Sound", "sound"),  // case
-        ]
+        let pairs = LookAlikeNames.keyPairs
         var generator = SeededGenerator(seed: seed)
         func word() -> String {
             String((0..<Int.random(in: 0...3, using: &generator)).map { _ in "xyz.-_".randomElement(using: &generator)! })

@@ -9,12 +9,8 @@ import Testing
 /// Keys are their bytes (issue 46): `é` and `e\u{301}`, which Swift's `String ==` takes for one, are
 /// two keys to the core and to every property-list format, as to LMDB and Apple's property lists.
 @Suite struct KeyIdentityTests {
-    /// Pairs that Swift's `String ==` takes for one key or that look alike: NFC/NFD, ANGSTROM SIGN,
-    /// KELVIN SIGN, fullwidth, a ligature, a zero-width space, case.
-    static let pairs: [(String, String)] = [
-        ("\u{E9}", "e\u{301}"), ("\u{C5}", "\u{212B}"), ("\u{212B}", "A\u{30A}"), ("\u{212A}", "K"), ("\u{FF4B}", "k"),
-        ("\u{FB01}", "fi"), ("ab", "a\u{200B}b"), ("Sound", "sound"), ("caf\u{E9}", "cafe\u{301}"),
-    ]
+    /// Pairs that Swift's `String ==` takes for one key or that look alike, one of each kind.
+    static let pairs = LookAlikeNames.keyPairs
 
     /// Every pair's two spellings, each with its own value (and a nested dictionary, whose keys
     /// are plain), as a suite's entries.

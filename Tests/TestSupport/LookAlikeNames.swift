@@ -31,6 +31,20 @@ public enum LookAlikeNames {
         ("ana", "Ana"),
     ]
 
+    /// Keys that Swift's `String ==` takes for one or that look alike, one pair of each kind (a
+    /// key may stand in two pairs: a test that writes several pairs to one suite makes them unique,
+    /// with a prefix).
+    public static let keyPairs: [(String, String)] = [
+        ("caf\u{E9}", "cafe\u{301}"),  // NFC / NFD
+        ("\u{C5}", "\u{212B}"),  // Å / ANGSTROM SIGN (canonically equivalent)
+        ("\u{212B}", "A\u{30A}"),  // ANGSTROM SIGN / A + COMBINING RING ABOVE
+        ("\u{212A}", "K"),  // KELVIN SIGN / K (canonically equivalent)
+        ("\u{FF4B}", "k"),  // FULLWIDTH k / k
+        ("\u{FB01}", "fi"),  // ligature / two letters
+        ("ab", "a\u{200B}b"),  // ZERO WIDTH SPACE inserted
+        ("Sound", "sound"),  // case
+    ]
+
     /// A random pair: a short name of ASCII letters and digits, and its look-alike of a random kind.
     public static func pair(using rng: inout some RandomNumberGenerator) -> (String, String) {
         pair(of: Kind.allCases.randomElement(using: &rng)!, using: &rng)

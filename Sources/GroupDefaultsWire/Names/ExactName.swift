@@ -29,18 +29,17 @@ public struct ExactName: Hashable, Comparable, Sendable, CustomStringConvertible
 
     /// Whether the two names are the same bytes of UTF-8.
     public static func == (a: ExactName, b: ExactName) -> Bool {
-        a.text.utf8.elementsEqual(b.text.utf8)
+        a.text.isSameName(as: b.text)
     }
 
-    /// Hashes the name's bytes (and their count, so that no name is a prefix of another's hash
-    /// input).
+    /// Hashes the name's bytes as one buffer (and their count, so that no name is a prefix of
+    /// another's hash input): keys of every push and every registered-default lookup are hashed.
     public func hash(into hasher: inout Hasher) {
-        var count = 0
-        for byte in text.utf8 {
-            hasher.combine(byte)
-            count += 1
+        var text = self.text  // `withUTF8` may make a bridged string native: a copy's, not ours
+        text.withUTF8 { bytes in
+            hasher.combine(bytes: UnsafeRawBufferPointer(bytes))
+            hasher.combine(bytes.count)
         }
-        hasher.combine(count)
     }
 
     /// Byte order, as LMDB and PostgreSQL's `COLLATE "C"` order keys.
@@ -59,7 +58,7 @@ extension String {
     /// Whether this string and `other` are the same bytes of UTF-8: the comparison for names
     /// (`ExactName`), never `==`, which is canonical equivalence.
     public func isSameName(as other: String) -> Bool {
-        utf8.elementsEqual(other.utf8)
+        utf8.count == other.utf8.count && utf8.elementsEqual(other.utf8)
     }
 }
 
