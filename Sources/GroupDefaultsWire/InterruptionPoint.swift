@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// The named steps of the tools' multi-step commands (`share`, `configure --invitation`, `restore`,
 /// …), where a test can stop the process as a crash, a Ctrl-C or a kill would.
