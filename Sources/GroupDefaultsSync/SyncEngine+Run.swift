@@ -62,6 +62,7 @@ extension SyncEngine {
                 // A join (after the operator reset the suite) marks what this device holds
                 // pending: uploaded now, not at the next local change.
                 if joinedSincePush { _ = try await push() }
+                await rotateIfDueLogged()
                 switch transport {
                 case .eventStream:
                     try await listenToEvents()
@@ -92,6 +93,22 @@ extension SyncEngine {
                 logger.warning("listening failed, will retry", metadata: ["error": "\(error)"])
                 do { try await Task.sleep(for: backoff.next(retryAfter: error.retryAfter)) } catch { break }
             }
+        }
+    }
+
+    /// The key rotation due after a removal (`rotateIfDue`), at each (re)connection of the
+    /// listening loop; a failure is logged and tried again at the next.
+    private func rotateIfDueLogged() async {
+        do {
+            if let (due, rotation) = try await rotateIfDue() {
+                logger.notice(
+                    "rotated the suite's keys to epoch \(rotation.keys.currentEpoch): \(due.removed.joined(separator: ", ")) held them when removed",
+                    metadata: ["suite": "\(client.suite)"]
+                )
+            }
+        } catch {
+            if Task.isCancelled { return }
+            logger.warning("the key rotation due after a removal failed; tried again at the next connection", metadata: ["error": "\(error)"])
         }
     }
 
@@ -147,11 +164,35 @@ extension SyncEngine {
 
     // MARK: Authentication
 
+    /// The account the suite synced with was deleted, and its name is a new account's: sends
+    /// nothing, whatever token the file holds, until the suite is set up again (`configure`, which
+    /// starts over: `SyncSetup`), or the task is cancelled. Everything the suite holds stays.
+    private func waitForStartOver() async {
+        let suite = defaults.suiteName
+        logger.error(
+            "this account was deleted on the server, and its name is now a new account's: sync is paused, keeping this device's data, until the suite is set up again",
+            metadata: ["suite": "\(suite)"]
+        )
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: options.tokenCheckInterval) } catch { return }
+            if SyncHealth.stored(in: defaults)?.condition != .accountDeleted {
+                logger.notice("the suite was set up again: sync starts over", metadata: ["suite": "\(suite)"])
+                reloadAccountIncarnation()
+                resumeAfterAuthentication()
+                return
+            }
+        }
+    }
+
     /// Sends nothing until the token differs from the one refused (checked locally every
     /// `tokenCheckInterval`), or the task is cancelled.
     func waitForNewToken() async {
         let refused = try? client.token()
         let suite = defaults.suiteName
+        if status.lastError?.code == .accountDeleted {
+            await waitForStartOver()
+            return
+        }
         if status.lastError?.code == .notAMember, let shared {
             logger.error(
                 "\(shared.owner)'s suite \(shared.suite) is no longer shared with this account: sync is paused until it joins again with a new invitation",

@@ -105,6 +105,9 @@ public struct KeyBags: Codable, Sendable, Hashable {
     public var shared: [String: SharedKeyBag]
     /// Each bag's owner-key signature (`SignedKeyBag.ownerSignature`), by epoch, where it has one.
     public var ownerSignatures: [String: String]
+    /// For the owner's devices of a shared suite: a rotation due since a member that held the keys
+    /// was removed (`rotation_due`); nil when none is.
+    public var rotationDue: KeyRotationDue?
 
     /// Key bags of `epochs`, signed as `signatures`, under `anchor`, with the `shared` parts.
     public init(
@@ -124,6 +127,7 @@ public struct KeyBags: Codable, Sendable, Hashable {
     enum CodingKeys: String, CodingKey {
         case epochs, signatures, anchor, shared
         case ownerSignatures = "owner_signatures"
+        case rotationDue = "rotation_due"
     }
 
     /// The newest epoch the server holds a key bag for (0 if none).
@@ -136,6 +140,7 @@ public struct KeyBags: Codable, Sendable, Hashable {
         anchor = try container.decodeIfPresent(KeyAnchor.self, forKey: .anchor)
         shared = try container.decodeIfPresent([String: SharedKeyBag].self, forKey: .shared) ?? [:]
         ownerSignatures = try container.decodeIfPresent([String: String].self, forKey: .ownerSignatures) ?? [:]
+        rotationDue = try container.decodeIfPresent(KeyRotationDue.self, forKey: .rotationDue)
     }
 }
 

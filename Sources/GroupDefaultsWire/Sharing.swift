@@ -295,12 +295,43 @@ public struct MemberRemoved: Codable, Sendable, Hashable {
     public var suite: String
     /// The account removed (or that left).
     public var account: String
+    /// In an end-to-end encrypted suite whose keys the removed account held: the rotation now due
+    /// (`rotation_due`), which the owner's devices make at their next sync; nil otherwise.
+    public var rotationDue: KeyRotationDue?
 
     /// A removal as described.
-    public init(owner: String, suite: String, account: String) {
+    public init(owner: String, suite: String, account: String, rotationDue: KeyRotationDue? = nil) {
         self.owner = owner
         self.suite = suite
         self.account = account
+        self.rotationDue = rotationDue
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case owner, suite, account
+        case rotationDue = "rotation_due"
+    }
+}
+
+/// A removal from an end-to-end encrypted shared suite that no key rotation has followed yet: the
+/// removed account's devices still hold the suite's current key, so the owner's devices rotate at
+/// their next sync (`groupdefaults-sync sync`, `run`), leaving the removed accounts out. The server
+/// keeps it from a removal of a member that was handed the keys (console, API, `leave` or
+/// `unshare`) until it stores a key bag of a later epoch than `epoch`; `GET …/key-bags` and the
+/// removal's answer carry it.
+public struct KeyRotationDue: Codable, Sendable, Hashable {
+    /// The suite's key epoch at the first such removal: a key bag of a later epoch ends it.
+    public var epoch: UInt32
+    /// The accounts removed (or that left) since, in the order they went.
+    public var removed: [String]
+    /// When the first of them was removed (RFC 3339).
+    public var since: String
+
+    /// A rotation due since `since`, at `epoch`, for `removed`.
+    public init(epoch: UInt32, removed: [String], since: String) {
+        self.epoch = epoch
+        self.removed = removed
+        self.since = since
     }
 }
 

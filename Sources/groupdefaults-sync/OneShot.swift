@@ -4,6 +4,7 @@ import CommandLineSupport
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
+import GroupDefaultsWire
 import Logging
 
 extension SyncCommand {
@@ -11,6 +12,11 @@ extension SyncCommand {
         static let configuration = CommandConfiguration(
             abstract: "Pull, push what is pending, pull again; exit 0 when the suite and the server agree.",
             discussion: """
+                In an end-to-end encrypted suite, on a device holding the owner key, it also makes \
+                the key rotation the server marks due since a member holding the keys was removed \
+                (from the console, the API, or a member leaving): the new key is sealed for the \
+                owner's devices and the remaining members only.
+
                 A server that cannot be reached (connection refused, unknown host, TLS failure, no \
                 connection within --connect-timeout, no answer within --answer-timeout) is one line \
                 at once, exit status 1: nothing pending is lost. A busy server (429, 503) is tried \
@@ -25,7 +31,17 @@ extension SyncCommand {
         @Argument(help: "The suite name.") var suite: String
 
         func run() async throws {
-            try await withEngine(options, server, suite) { engine in try await engine.syncOnce() }
+            try await withEngine(options, server, suite) { engine in
+                let report = try await engine.syncOnce()
+                // A member that held the keys was removed since the last rotation: rotated now.
+                if let (due, rotation) = try await engine.rotateIfDue() {
+                    output(
+                        "rotated \(suite) to key epoch \(rotation.keys.currentEpoch) (\(rotation.resealed) \(rotation.resealed == 1 ? "entry" : "entries") sealed again): "
+                            + "\(due.removed.map(printable).joined(separator: ", ")) held its keys when removed, and cannot open what is written from now on"
+                    )
+                }
+                return report
+            }
         }
     }
 

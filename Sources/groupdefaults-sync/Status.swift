@@ -16,14 +16,19 @@ extension SyncCommand {
                 create --device NAME`), asked of the server (for at most 3 seconds); everything \
                 else is read from the suite, offline, as the last sync engine to work on it (`run` \
                 in another process, or the last `sync`) recorded it. `state` is ok, or what needs \
-                attention: paused (the token was refused: sync waits for a new one), offline (since \
+                attention: paused (the token was refused: sync waits for a new one), account \
+                deleted (the account was deleted on the server: sync waits until the suite is \
+                configured again, which starts over in the new account), offline (since \
                 when, the last failed contact and the last success), clock behind (this device's \
                 clock), failing, or changes set aside, entries refused (tampered, or stamped far \
-                ahead) or keys left out; --json gives the same as `state`, `state_detail`, \
+                ahead) or keys left out, or a key rotation due (an encrypted suite's member that held \
+                its keys was removed: the next sync on a device holding the owner key makes it, \
+                asked of the server); --json gives the same as `state`, `state_detail`, \
                 `state_since`, `last_success` and `last_failure`.
 
                 Exit status: 0 when nothing needs attention (or the suite is not synced), 1 when \
-                something does, 3 when sync is paused until the token is replaced.
+                something does, 3 when sync is paused until the token is replaced or the suite is \
+                configured again.
 
                 Example: groupdefaults-sync status group.com.example.chat
                 Example: groupdefaults-sync status group.com.example.chat --json
@@ -39,11 +44,14 @@ extension SyncCommand {
             try await perform {
                 let defaults = try options.open(suite)
                 let state = try defaults.syncState()
-                let name = state.isSynced ? await DeviceName.ask(defaults, server) : .notSynced
+                let (name, rotationDue) = state.isSynced ? await DeviceName.ask(defaults, server) : (.notSynced, nil)
                 let pending = try defaults.pendingChanges().map(\.key)
                 let journal = try defaults.conflicts()
                 let refused = journal.filter(\.isRefused)
                 let health = state.isSynced ? SyncHealth.stored(in: defaults) : nil
+                // A key rotation the server marks due (this device holds the owner key) needs
+                // attention too, unless something else already does.
+                let due = health?.needsAttention == true ? nil : rotationDue.map { Self.rotationWords($0, suite: suite) }
                 let settings = try? SyncSettings.stored(in: defaults)
                 // A read member's local changes stay pending for good: said, and exit status 1.
                 let keptLocal = settings?.shared?.role == .read && !pending.isEmpty
@@ -65,8 +73,8 @@ extension SyncCommand {
                     conflicts: journal.count - refused.count,
                     keyFile: state.keyFile,
                     refused: refused.count,
-                    state: state.isSynced ? (health?.condition ?? .ok).rawValue : nil,
-                    stateDetail: health?.detail,
+                    state: state.isSynced ? (due != nil ? "rotation_due" : (health?.condition ?? .ok).rawValue) : nil,
+                    stateDetail: due ?? health?.detail,
                     stateSince: health.flatMap { $0.since.timeIntervalSince1970 > 0 ? Self.time($0.since) : nil },
                     lastSuccess: health?.lastSuccess.map(Self.time),
                     lastFailure: health?.lastFailure.map(Self.time),
@@ -112,7 +120,7 @@ extension SyncCommand {
                         // still needs attention is `state`.
                         lines.append("refused: \(refused.count) kept in the conflict journal (\(keys); see groupdefaults-sync conflicts \(suite))")
                     }
-                    lines += Self.stateLines(health)
+                    lines += due.map { ["state: key rotation due: \(printable($0))"] } ?? Self.stateLines(health)
                     output(lines.joined(separator: "\n"))
                 } else {
                     output("\(suite): not synced")
@@ -122,10 +130,19 @@ extension SyncCommand {
                         "\(pending.count) local change(s) of \(suite) stay on this device, not sent: this account is a read member of \(settings?.shared?.owner ?? "")'s suite \(settings?.shared?.suite ?? suite)"
                     )
                 }
+                if let due { throw CommandFailure("\(suite) needs attention: key rotation due: \(due)") }
                 guard let health, health.needsAttention else { return }
                 if health.condition == .notShared {
                     throw CommandFailure(
                         "\(suite) is no longer shared with this account: ask its owner for a new invitation and join again with `groupdefaults-sync configure --invitation CODE --server URL --token-file PATH --as \(suite)`",
+                        status: 3
+                    )
+                }
+                if health.condition == .accountDeleted {
+                    throw CommandFailure(
+                        "\(suite) is paused: the account it synced with was deleted on the server, and its name is now a new account's; this device keeps its data. "
+                            + "To start over in the new account run `groupdefaults-sync configure \(suite) --server URL --token-file PATH` (what this device holds is uploaded there), "
+                            + "or keep it on this device only with `groupdefaults-sync unconfigure \(suite)`",
                         status: 3
                     )
                 }
@@ -149,6 +166,12 @@ extension SyncCommand {
             times.append("last success " + (health.lastSuccess.map(time) ?? "none recorded"))
             lines.append("when: " + times.joined(separator: "; "))
             return lines
+        }
+
+        /// A rotation due, in words: who was removed, since when, and what makes it.
+        static func rotationWords(_ due: KeyRotationDue, suite: String) -> String {
+            "\(due.removed.joined(separator: ", ")) held the suite's keys when removed (since \(due.since)); "
+                + "the next `groupdefaults-sync sync \(suite)` (or `run`) on a device holding the owner key rotates them"
         }
 
         static func time(_ date: Date) -> String { TypedJSONDate.format(date) ?? date.formatted(.iso8601) }
@@ -226,22 +249,24 @@ enum DeviceName: Sendable {
         }
     }
 
-    /// Asks the server (`GET /v1/devices`) for at most 3 seconds.
-    static func ask(_ defaults: SharedDefaults, _ server: ServerOptions) async -> DeviceName {
+    /// Asks the server (`GET /v1/devices`) for at most 3 seconds; and, on a device holding an
+    /// encrypted suite's owner key, whether a key rotation is due (`SyncEngine.rotationDue()`).
+    static func ask(_ defaults: SharedDefaults, _ server: ServerOptions) async -> (DeviceName, KeyRotationDue?) {
         guard let settings = try? SyncSettings.stored(in: defaults), let http = try? server.makeHTTPClient(caFile: settings.caFile)
-        else { return .unknown("the sync settings cannot be read") }
-        let answer = await withTaskGroup(of: DeviceName?.self) { group in
+        else { return (.unknown("the sync settings cannot be read"), nil) }
+        let answer = await withTaskGroup(of: (DeviceName, KeyRotationDue?)?.self) { group in
             group.addTask {
                 do {
                     let engine = try SyncEngine(configured: defaults, http: http, options: server.applied(to: SyncEngine.Options()))
+                    let due = try? await engine.rotationDue()
                     guard let me = try await engine.devices().first(where: \.current) else {
-                        return .unknown("the server has not seen this device yet")
+                        return (.unknown("the server has not seen this device yet"), due)
                     }
-                    return me.name.map(DeviceName.named) ?? .unnamed
+                    return (me.name.map(DeviceName.named) ?? .unnamed, due)
                 } catch let error as SyncError {
-                    return .unknown(error.description(remedy: remedyWords))
+                    return (.unknown(error.description(remedy: remedyWords)), nil)
                 } catch {
-                    return .unknown("\(error)")
+                    return (.unknown("\(error)"), nil)
                 }
             }
             group.addTask {
@@ -252,6 +277,6 @@ enum DeviceName: Sendable {
             return await group.next() ?? nil
         }
         try? await http.shutdown()
-        return answer ?? .unknown("the server did not answer within 3 seconds")
+        return answer ?? (.unknown("the server did not answer within 3 seconds"), nil)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import GroupDefaults
 public import GroupDefaultsWire
+import Logging
 
 extension SyncEngine {
     /// Whether the suite is end-to-end encrypted on this device (it has a key file).
@@ -131,6 +132,34 @@ extension SyncEngine {
         _ = try await client.removeMember(account)
         guard let keys = sealer?.keys, let keyFile else { return nil }
         return try await KeyRotation.rotate(self, keys: keys, keyFile: keyFile, excluding: [account])
+    }
+
+    /// The key rotation the server marks due in this account's end-to-end encrypted suite since a
+    /// member that held its keys was removed (by anyone: the console, the API, `leave`, or an
+    /// `unshare` whose rotation did not finish), or nil when none is or this device could not make
+    /// it (a plain suite, a member's device, a device without the owner key).
+    public func rotationDue() async throws(SyncError) -> KeyRotationDue? {
+        guard shared == nil, let keys = sealer?.keys, keys.sharing?.isOwner == true else { return nil }
+        return try await client.keyBags().rotationDue
+    }
+
+    /// Makes the key rotation due (`rotationDue()`), if any: the new epoch is sealed for the owner's
+    /// devices and the remaining members, never to an account removed since (`KeyRotation`); once
+    /// the server stores its key bag, the mark is gone. Returns what was due and what the rotation
+    /// did, or nil when nothing was due. `sync` and `run` call it on a device holding the owner key.
+    ///
+    /// - Throws: `SyncError`, as `KeyRotation.rotate` does (the mark stays: the next sync tries again).
+    public func rotateIfDue() async throws(SyncError) -> (due: KeyRotationDue, outcome: KeyRotation.Outcome)? {
+        guard let due = try await rotationDue(), let keys = sealer?.keys, let keyFile else { return nil }
+        // The accounts removed and not members again (one invited back holds the keys rightly).
+        let listed = try await client.members().members.map(\.account)
+        let removed = Set(due.removed.filter { account in !listed.contains { $0.isSameName(as: account) } })
+        logger.notice(
+            "a key rotation is due: \(due.removed.joined(separator: ", ")) held the suite's keys when removed; rotating",
+            metadata: ["suite": "\(client.suite)"]
+        )
+        let outcome = try await KeyRotation.rotate(self, keys: keys, keyFile: keyFile, excluding: removed)
+        return (due, outcome)
     }
 
     /// Leaves a suite another account shares with this one: the membership ends on the server,
