@@ -333,7 +333,9 @@ public struct SyncClient: Sendable {
             guard response.status == .ok else { throw await Self.failure(response) }
             let bytes = try await response.body.collect(upTo: 64 << 20)
             do {
-                return try JSONDecoder().decode(Answer.self, from: Data(bytes.readableBytesView))
+                // An entry's value too deep to decode is read as unavailable, that key alone.
+                let json = OverDeepValues.replaced(in: Array(bytes.readableBytesView))
+                return try JSONDecoder().decode(Answer.self, from: Data(json))
             } catch {
                 throw SyncError(.protocolError, "the answer to \(method) /\(url) is not what the API describes: \(error)")
             }

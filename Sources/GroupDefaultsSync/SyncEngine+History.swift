@@ -47,7 +47,7 @@ extension SyncEngine {
     /// ```
     /// - Returns: The version restored.
     /// - Throws: `SyncError` `.rejected` with code `not_found` if the server keeps no such version of
-    ///   `key`, and nothing changes; `SharedDefaultsError` if the write fails.
+    ///   `key`, or does not serve its value (`SyncEntry.unavailable`), and nothing changes; `SharedDefaultsError` if the write fails.
     @discardableResult
     public func restore(_ key: String, revision: UInt64) async throws -> KeyVersion {
         let history = try await history(forKey: key)
@@ -57,6 +57,14 @@ extension SyncEngine {
                 .rejected,
                 code: .notFound,
                 "the server keeps no revision \(revision) of '\(key)' (it keeps \(kept)); nothing was changed",
+                key: key
+            )
+        }
+        if let unavailable = version.entry.unavailable {
+            throw SyncError(
+                .rejected,
+                code: .notFound,
+                "the server does not serve revision \(revision) of '\(key)' (its value is \(unavailable.words)); nothing was changed",
                 key: key
             )
         }

@@ -489,8 +489,9 @@ public actor SyncEngine {
     }
 
     /// Opens `entries` (in an encrypted suite), applies those that check out with `cursor`, and
-    /// reports the others. Refused entries do not hold the cursor back: they are not applied, and
-    /// the server's next write of their key comes as a new entry.
+    /// reports the others (those whose value is unavailable too: `withoutUnavailable`). Refused
+    /// entries do not hold the cursor back: they are not applied, and the server's next write of
+    /// their key comes as a new entry.
     ///
     /// With `detectingRollback` (no push was answered since the entries were read), an encrypted
     /// suite's entry older than what this device already accepted from the server is reported as
@@ -503,9 +504,12 @@ public actor SyncEngine {
         detectingRollback: Bool = false
     ) throws(SyncError) -> SyncReport {
         try checkClockNotBehind(entries)
-        let (opened, refused) = try opened(entries)
+        let (available, unavailable) = withoutUnavailable(entries)
+        let (sealedOpened, sealedRefused) = try opened(available)
+        let (opened, tooDeep) = withoutUnavailable(sealedOpened)
+        let refused = unavailable + sealedRefused + tooDeep
         let keepingStale = sealer != nil && detectingRollback
-        let records = refused.map { RefusedRecord(key: $0.keyID, stamp: $0.stamp, reason: $0.reason) }
+        let records = refused.map { RefusedRecord(key: $0.key ?? $0.keyID, stamp: $0.stamp, reason: $0.reason) }
         let result = try local {
             try defaults.applyRemote(
                 opened,

@@ -10,8 +10,9 @@ extension PropertyListValue {
     /// The deepest nesting a value may have: an array or dictionary of plain values is 1 deep, one
     /// holding such an array 2, and so on. Deeper values are refused where they enter: `set`
     /// (`unsupportedValue`), a sync engine's push (set aside) and a server's push (422
-    /// `value_too_deep`). Decoding stays lenient, so that a value an older version stored (deeper,
-    /// but within what JSON readers take) still reads back everywhere.
+    /// `value_too_deep`). Decoding stays lenient, so that a store reads back what an older version
+    /// wrote; a server serves a stored value deeper than this as unavailable (`StoredValueCheck`),
+    /// and a device refuses one it receives (`SyncEntry.unavailable`), that key alone.
     public static let maximumNestingDepth = 100
 
     /// How deeply the value nests arrays and dictionaries: 0 for a plain value, 1 for an array or

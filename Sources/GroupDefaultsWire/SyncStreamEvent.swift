@@ -31,7 +31,8 @@ public enum SyncStreamEvent: Sendable, Hashable {
                 deleted: entry.isDeleted,
                 stamp: entry.stamp,
                 rev: entry.rev,
-                account: entry.account
+                account: entry.account,
+                unavailable: entry.unavailable
             )
             return ServerSentEvent(id: revision.map(String.init), data: String(decoding: json.bytes, as: UTF8.self))
         case .refusal(let code, let detail):
@@ -56,13 +57,16 @@ public enum SyncStreamEvent: Sendable, Hashable {
 
     /// Reads a server-sent event: nil for one to ignore (an empty or unknown kind of event).
     ///
+    /// An entry whose value this device cannot take (nested too deeply, not typed JSON) is read as
+    /// one that says so (`SyncEntry.unavailable`, `OverDeepValues`).
+    ///
     /// - Throws: `DecodingError` if an entry event's data is not an entry.
     public init?(_ event: ServerSentEvent) throws {
         switch event.event {
         case nil, "message":
             guard !event.data.isEmpty else { return nil }
             self = .entry(
-                try JSONDecoder().decode(SyncEntry.self, from: Data(event.data.utf8)),
+                try JSONDecoder().decode(SyncEntry.self, from: Data(OverDeepValues.replaced(in: Array(event.data.utf8)))),
                 revision: event.id.flatMap(UInt64.init)
             )
         case let name?:

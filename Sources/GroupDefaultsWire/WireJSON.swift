@@ -95,7 +95,12 @@ package struct WireJSON {
     package mutating func entry(_ entry: SyncEntry) throws {
         raw("{\"key\":")
         string(entry.key)
-        try content(value: entry.value, sealed: entry.sealed, deleted: entry.isDeleted)
+        if let unavailable = entry.unavailable {
+            raw(",\"unavailable\":")
+            string(unavailable.rawValue)
+        } else {
+            try content(value: entry.value, sealed: entry.sealed, deleted: entry.isDeleted)
+        }
         raw(",\"hlc\":\"")
         integer(entry.hlc.rawValue)
         raw("\",\"origin\":\"")
@@ -114,7 +119,8 @@ package struct WireJSON {
 
     /// An entry as `JSONEncoder` with `.sortedKeys` writes a `SyncEntry` (or, with `received`, a
     /// `KeyVersion`), byte for byte: the form of the pages, the history and the event stream. The
-    /// value is `typedJSON` as stored, copied rather than decoded and written again.
+    /// value is `typedJSON` as stored, copied rather than decoded and written again; with
+    /// `unavailable`, the entry says why instead (`typedJSON` and `sealed` are not written).
     package mutating func sortedEntry(
         key: String,
         typedJSON: [UInt8]?,
@@ -123,7 +129,8 @@ package struct WireJSON {
         stamp: Stamp,
         rev: UInt64?,
         account: String? = nil,
-        received: String? = nil
+        received: String? = nil,
+        unavailable: UnavailableValue? = nil
     ) {
         raw("{")
         if let account {
@@ -146,7 +153,10 @@ package struct WireJSON {
             raw(",\"rev\":")
             integer(rev)
         }
-        if let sealed {
+        if let unavailable {
+            raw(",\"unavailable\":")
+            string(unavailable.rawValue)
+        } else if let sealed {
             raw(",\"sealed\":{\"box\":")
             string(Data(sealed.box).base64EncodedString())
             raw(",\"epoch\":")

@@ -15,7 +15,11 @@ import Foundation
 /// {"key": "sound", "value": {"string": "ring.caf"}, "hlc": "121…", "origin": "998…", "rev": 42}
 /// {"key": "draft", "deleted": true, "hlc": "121…", "origin": "998…", "rev": 43}
 /// {"key": "3f9c…", "sealed": {"epoch": 1, "box": "<base64>"}, "hlc": "121…", "origin": "998…", "rev": 44}
+/// {"key": "layout", "unavailable": "too_deep", "hlc": "121…", "origin": "998…", "rev": 45}
 /// ```
+///
+/// The last is a value the server holds but does not serve (`UnavailableValue`); a device also
+/// decodes an entry whose value is not valid typed JSON as one (`damaged`).
 public struct SyncEntry: Codable, Sendable, Hashable {
     /// The key the entry is for (an opaque key id in an encrypted suite).
     public var key: String
@@ -37,6 +41,10 @@ public struct SyncEntry: Codable, Sendable, Hashable {
     /// `Membership`): present when it is not the suite's owner; nil for the owner's own writes and
     /// in a suite that was never shared. The server states it from the pushing token.
     public var account: String?
+    /// Why the key's value is not here although the key holds one (then `value` and `sealed` are
+    /// nil and `isDeleted` is false): the server does not serve it, or this device cannot decode
+    /// it. Nil for every other entry.
+    public var unavailable: UnavailableValue?
 
     /// An entry; a nil `value` makes it a deletion (a tombstone), and `rev` is the server revision
     /// that stored it, or nil where no revision applies.
@@ -62,15 +70,31 @@ public struct SyncEntry: Codable, Sendable, Hashable {
         self.rev = rev
     }
 
+    /// An entry of a value the server holds but does not serve, for `reason`.
+    public init(key: String, unavailable reason: UnavailableValue, hlc: HLC, origin: UInt64, rev: UInt64? = nil) {
+        self.init(key: key, value: nil, hlc: hlc, origin: origin, rev: rev)
+        self.isDeleted = false
+        self.unavailable = reason
+    }
+
     /// The write's stamp, (HLC, origin): of two entries for one key, the larger stamp wins.
     public var stamp: Stamp { Stamp(hlc: hlc, origin: origin) }
 
-    enum CodingKeys: String, CodingKey { case key, value, sealed, deleted, hlc, origin, rev, account }
+    enum CodingKeys: String, CodingKey { case key, value, sealed, deleted, hlc, origin, rev, account, unavailable }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         key = try container.decode(String.self, forKey: .key)
-        (value, sealed, isDeleted) = try container.decodeContent()
+        if let reason = try container.decodeIfPresent(UnavailableValue.self, forKey: .unavailable) {
+            (value, sealed, isDeleted, unavailable) = (nil, nil, false, reason)
+        } else {
+            do {
+                (value, sealed, isDeleted) = try container.decodeContent()
+            } catch  where container.contains(.value) && !container.contains(.sealed) && !container.contains(.deleted) {
+                // A value that is not typed JSON: that key alone, not the page around it.
+                (value, sealed, isDeleted, unavailable) = (nil, nil, false, .damaged)
+            }
+        }
         hlc = try container.decode(HLC.self, forKey: .hlc)
         origin = try container.decodeDecimal(forKey: .origin)
         rev = try container.decodeIfPresent(UInt64.self, forKey: .rev)
@@ -80,7 +104,11 @@ public struct SyncEntry: Codable, Sendable, Hashable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(key, forKey: .key)
-        try container.encodeContent(value, sealed: sealed, deleted: isDeleted)
+        if let unavailable {
+            try container.encode(unavailable, forKey: .unavailable)
+        } else {
+            try container.encodeContent(value, sealed: sealed, deleted: isDeleted)
+        }
         try container.encode(hlc, forKey: .hlc)
         try container.encode(String(origin), forKey: .origin)
         try container.encodeIfPresent(rev, forKey: .rev)

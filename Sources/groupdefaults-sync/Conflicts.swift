@@ -120,7 +120,7 @@ extension SyncCommand {
                 if json { return output(try jsonText(history)) }
                 let lines = history.versions.map { version in
                     let entry = version.entry
-                    let what = entry.value.map(typedJSONText) ?? "(deleted)"
+                    let what = entry.value.map(typedJSONText) ?? entry.unavailable.map { "(unavailable: \($0.words))" } ?? "(deleted)"
                     let mine = entry.origin == defaults.origin ? " (this device)" : ""
                     // On a member's device, a write naming no account is the owner's.
                     let account = (entry.account ?? engine.shared?.owner).map { " of account \(printable($0))" } ?? ""

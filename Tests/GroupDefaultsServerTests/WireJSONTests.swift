@@ -54,18 +54,18 @@ struct WireJSONTests {
             let sorted = JSONEncoder()
             sorted.outputFormatting = .sortedKeys
             let changes = StoredChanges(entries: entries, lastRev: response.headRev, hasMore: entries.count % 2 == 0)
-            let changesJSON = try changes.json()
+            let changesJSON = changes.json(valueLimit: .max)
             #expect(changesJSON == Array(try sorted.encode(try changes.page())), "\(String(decoding: changesJSON, as: UTF8.self))")
             let next = entries.last.map { $0.key + "/" }
             let snapshot = StoredSnapshot(entries: entries, headRev: response.headRev, next: next)
-            let snapshotJSON = try snapshot.json()
+            let snapshotJSON = snapshot.json(valueLimit: .max)
             #expect(snapshotJSON == Array(try sorted.encode(try snapshot.page())), "\(String(decoding: snapshotJSON, as: UTF8.self))")
             let versions = entries.map { StoredVersion(entry: $0, receivedMilliseconds: $0.rev % 4_000_000_000_000) }
             let history = KeyHistory(key: "k/\"", versions: try versions.map { try $0.keyVersion() })
-            #expect(try keyHistoryJSON(key: "k/\"", versions: versions) == Array(try sorted.encode(history)))
+            #expect(keyHistoryJSON(key: "k/\"", versions: versions, valueLimit: .max) == Array(try sorted.encode(history)))
             for entry in entries {
                 var event = WireJSON()
-                try SyncStreamEvent.writeEntry(revision: entry.rev, into: &event) { try entry.write(into: &$0) }
+                SyncStreamEvent.writeEntry(revision: entry.rev, into: &event) { entry.write(into: &$0, valueLimit: .max) }
                 let expected = try SyncStreamEvent.entry(try entry.syncEntry(), revision: entry.rev).serverSentEvent().encoded
                 #expect(String(decoding: event.bytes, as: UTF8.self) == expected)
                 var parser = ServerSentEventParser()
@@ -75,23 +75,84 @@ struct WireJSONTests {
         }
     }
 
-    @Test("a damaged stored value (not an object, a raw line break, invalid UTF-8) is unavailable, never copied into an answer")
-    func damagedStoredValue() throws {
+    /// `depth` arrays around an integer.
+    static func nested(_ depth: Int) -> PropertyListValue {
+        (0..<depth).reduce(PropertyListValue.integer(1)) { value, _ in .array([value]) }
+    }
+
+    /// Typed JSON of `depth` arrays around an integer.
+    static func nestedJSON(_ depth: Int) -> [UInt8] {
+        Array((String(repeating: "{\"array\":[", count: depth) + "{\"integer\":1}" + String(repeating: "]}", count: depth)).utf8)
+    }
+
+    @Test("a stored value that is damaged, too deep or too large is served as unavailable for that key alone, in pages, events and push answers")
+    func unavailableStoredValue() throws {
         let stamp = Stamp(hlc: HLC(rawValue: 1), origin: 2)
-        for damaged in [Array("{\"string\":\"a\nb\"}".utf8), Array("garbage".utf8), [0x7B, 0xFF, 0x7D], [], Array("{\"string\":\"x\"".utf8)] {
-            let page = StoredChanges(entries: [StoredEntry(key: "k", valueJSON: damaged, stamp: stamp, rev: 1)], lastRev: 1, hasMore: false)
-            #expect(throws: SyncStorageError.self) { try page.json() }
+        let bad: [([UInt8], UnavailableValue)] = [
+            (Array("{\"string\":\"a\nb\"}".utf8), .damaged), (Array("garbage".utf8), .damaged), ([0x7B, 0xFF, 0x7D], .damaged), ([], .damaged),
+            (Array("{\"string\":\"x\"".utf8), .damaged), (Array("{\"integer\":1.5}".utf8), .damaged), (Array("{\"date\":\"soon\"}".utf8), .damaged),
+            (Array("{\"array\":[1]}".utf8), .damaged), (Array("{\"string\":\"a\",\"bool\":true}".utf8), .damaged),
+            (Self.nestedJSON(PropertyListValue.maximumNestingDepth + 1), .tooDeep), (Self.nestedJSON(254), .tooDeep),
+            (Self.nestedJSON(300), .tooDeep), (Array("{\"string\":\"\(String(repeating: "x", count: 100))\"}".utf8), .tooLarge),
+        ]
+        let good = StoredEntry(key: "good", valueJSON: Array("{\"string\":\"é\\/\"}".utf8), stamp: stamp, rev: 2)
+        for (json, reason) in bad {
+            let stored = StoredEntry(key: "bad", valueJSON: json, stamp: stamp, rev: 1)
+            let page = try JSONDecoder().decode(
+                ChangesPage.self,
+                from: Data(StoredChanges(entries: [stored, good], lastRev: 2, hasMore: false).json(valueLimit: 64))
+            )
+            #expect(
+                page.entries[0] == SyncEntry(key: "bad", unavailable: reason, hlc: stamp.hlc, origin: 2, rev: 1),
+                "\(String(decoding: json.prefix(40), as: UTF8.self))"
+            )
+            #expect(page.entries[1].value == .string("é/"))
             var event = WireJSON()
-            #expect(throws: SyncStorageError.self) {
-                try SyncStreamEvent.writeEntry(revision: 1, into: &event) { try page.entries[0].write(into: &$0) }
-            }
+            SyncStreamEvent.writeEntry(revision: 1, into: &event) { stored.write(into: &$0, valueLimit: 64) }
+            var parser = ServerSentEventParser()
+            #expect(try parser.feed(event.bytes).compactMap(SyncStreamEvent.init) == [.entry(page.entries[0], revision: 1)])
+            let answer = try JSONDecoder().decode(
+                PushResponse.self,
+                from: Data(
+                    try WireJSON.encode(
+                        PushResponse(
+                            headRev: 1,
+                            results: [PushResult(key: "bad", status: .superseded, winner: stored.servedEntry(valueLimit: 64))],
+                            serverTime: "t"
+                        )
+                    )
+                )
+            )
+            #expect(answer.results[0].winner == page.entries[0])
         }
-        let good = StoredChanges(
-            entries: [StoredEntry(key: "k", valueJSON: Array("{\"string\":\"é\"}".utf8), stamp: stamp, rev: 1)],
-            lastRev: 1,
-            hasMore: false
-        )
-        #expect(try good.json().isEmpty == false)
+        // What the server's own writer makes passes, up to the limit.
+        for value: PropertyListValue in [
+            .double(.nan), .double(-1e300), .data(Data(repeating: 0xFF, count: 30)), .date(Date(timeIntervalSince1970: 0)),
+            .dictionary(["a": .bool(false), "": .array([])]), Self.nested(PropertyListValue.maximumNestingDepth),
+        ] {
+            #expect(StoredValueCheck.problem(typedJSON: try value.typedJSON(), maximumBytes: .max) == nil, "\(value)")
+        }
+    }
+
+    @Test("a device reads an answer or event holding a value too deep for JSON readers: that entry unavailable, the rest decoded")
+    func overDeepValueOnDevice() throws {
+        let hlc = "\"hlc\":\"5\",\"origin\":\"6\""
+        let value = { (depth: Int) in String(decoding: Self.nestedJSON(depth), as: UTF8.self) }
+        let page = """
+            {"entries":[{"key":"a","value":\(value(300)),\(hlc),"rev":1},{"key":"b","value":{"dictionary":{"value":\(value(3))}},\(hlc),"rev":2},\
+            {"key":"c","value":\(value(254)),\(hlc),"rev":3},{"key":"d","value":{"string":"]}\\"{["},\(hlc),"rev":4},{"key":"e","value":\(value(150)),\(hlc)}],\
+            "has_more":false,"last_rev":4}
+            """
+        let decoded = try JSONDecoder().decode(ChangesPage.self, from: Data(OverDeepValues.replaced(in: Array(page.utf8))))
+        #expect(decoded.entries.map(\.unavailable) == [.tooDeep, nil, .tooDeep, nil, .tooDeep])
+        #expect(decoded.entries[1].value == .dictionary(["value": Self.nested(3)]))
+        #expect(decoded.entries[3].value == .string("]}\"{["))
+        #expect(decoded.entries.map(\.key) == ["a", "b", "c", "d", "e"])
+        // A value that is not typed JSON is that entry's alone too.
+        let damaged = try JSONDecoder().decode(SyncEntry.self, from: Data("{\"key\":\"x\",\"value\":{\"integer\":\"one\"},\(hlc)}".utf8))
+        #expect(damaged.unavailable == .damaged && damaged.value == nil && !damaged.isDeleted)
+        let legal = Array("{\"key\":\"x\",\"value\":\(value(PropertyListValue.maximumNestingDepth)),\(hlc)}".utf8)
+        #expect(OverDeepValues.replaced(in: legal) == legal)
     }
 
     @Test("typed JSON of strings, integers and booleans: the very bytes JSONEncoder writes with sorted keys")

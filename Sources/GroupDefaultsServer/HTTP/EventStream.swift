@@ -43,6 +43,7 @@ struct EventStream: Sendable {
         let storage = self.storage
         let authenticator = self.authenticator
         let pageSize = configuration.maxPageSize
+        let valueLimit = configuration.limits.maxValueBytes
         let onTurn = self.onTurn
         let loop = ChangeStreamLoop(
             storage: storage,
@@ -73,7 +74,7 @@ struct EventStream: Sendable {
             }
             var events = WireJSON(capacity: page.entries.count * 190)
             for entry in page.entries {
-                try SyncStreamEvent.writeEntry(revision: entry.rev, into: &events) { try entry.write(into: &$0) }
+                SyncStreamEvent.writeEntry(revision: entry.rev, into: &events) { entry.write(into: &$0, valueLimit: valueLimit) }
             }
             let text = String(decoding: events.bytes, as: UTF8.self)
             return StreamTurn(text: text, ends: false, head: page.lastRev, hasMore: page.hasMore)

@@ -52,6 +52,7 @@ enum PushValidation {
         }
         var prepared = try PreparedPush(request)
         prepared.clock = PreparedPush.Clock(now: milliseconds, maximumSkew: limits.maxClockSkewMilliseconds)
+        prepared.valueLimit = limits.maxValueBytes
         for (index, (op, json)) in zip(request.ops, prepared.valueJSON).enumerated() {
             prepared.refusals[index] = refusal(of: op, json: json, limits: limits, now: milliseconds)
         }

@@ -176,7 +176,7 @@ struct SyncRoutes: Sendable {
             }
             page = try await storage.changes(account: owner, suite: suite, since: since, limit: limit)
         }
-        return JSONBody.response(json: try page.json())
+        return JSONBody.response(json: page.json(valueLimit: configuration.limits.maxValueBytes))
     }
 
     func events(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
@@ -198,7 +198,7 @@ struct SyncRoutes: Sendable {
         let limit = try pageSize(query)
         await pulled(context, access)
         let page = try await storage.snapshot(account: access.owner, suite: access.suite, after: after, limit: limit)
-        return JSONBody.response(json: try page.json())
+        return JSONBody.response(json: page.json(valueLimit: configuration.limits.maxValueBytes))
     }
 
     /// `GET …/keys/{key}/history`: the versions the server keeps of one key, newest first; 404
@@ -218,7 +218,7 @@ struct SyncRoutes: Sendable {
                     : "the server keeps no version of '\(key)' in \(suite): never written, or purged"
             )
         }
-        return JSONBody.response(json: try keyHistoryJSON(key: key, versions: versions))
+        return JSONBody.response(json: keyHistoryJSON(key: key, versions: versions, valueLimit: configuration.limits.maxValueBytes))
     }
 
     /// `GET /v1/devices`: the account's devices that used a suite the token covers (and the token's

@@ -178,7 +178,8 @@ package enum PushStep {
         results.reserveCapacity(request.ops.count)
         for (index, (op, status)) in zip(request.ops, statuses).enumerated() {
             let key = op.key.exact
-            if winners[key] == nil { winners[key] = try held[key]?.syncEntry() }  // superseded by what was held
+            // Superseded by what was held, checked as a page checks it (unavailable if it fails).
+            if winners[key] == nil { winners[key] = held[key]?.servedEntry(valueLimit: push.valueLimit) }
             let refusal = push.refusals[index]
             results.append(PushResult(key: op.key, status: status, winner: winners[key], error: refusal?.code, detail: refusal?.detail))
         }

@@ -47,15 +47,21 @@ package struct StoredEntry: Sendable, Hashable {
 
     package var isLive: Bool { !isDeleted }
 
+    /// Why the stored value is not served, or nil if it is: its typed JSON checked by
+    /// `StoredValueCheck` against `valueLimit` (the server's `SyncLimits.maxValueBytes`), a sealed
+    /// payload by its size alone (only devices can open it). What an older version stored, a dump
+    /// put back or a row changed behind the server's back is checked here, where it is served.
+    package func unavailability(valueLimit: Int) -> UnavailableValue? {
+        if let sealed { return sealed.box.count > valueLimit ? .tooLarge : nil }
+        guard let valueJSON else { return nil }
+        return StoredValueCheck.problem(typedJSON: valueJSON, maximumBytes: valueLimit)
+    }
+
     /// Writes the entry as the wire carries it (pages, history, events), its typed JSON copied as
-    /// stored: the server wrote it from a value it had checked, so it is not decoded again, only
-    /// checked to be copyable (`isCopyable`).
-    ///
-    /// - Throws: `SyncStorageError.unavailable` if the stored value is not (damaged storage).
-    package func write(into json: inout WireJSON, received: String? = nil) throws(SyncStorageError) {
-        if let valueJSON, !Self.isCopyable(valueJSON) {
-            throw SyncStorageError(.unavailable, "the stored value of a key is damaged: it is not one line of UTF-8 JSON")
-        }
+    /// stored once checked (`unavailability(valueLimit:)`), never decoded: a value that fails the
+    /// check is written as unavailable, that key alone (`SyncEntry.unavailable`).
+    package func write(into json: inout WireJSON, valueLimit: Int, received: String? = nil) {
+        let unavailable = unavailability(valueLimit: valueLimit)
         json.sortedEntry(
             key: key,
             typedJSON: valueJSON,
@@ -64,18 +70,26 @@ package struct StoredEntry: Sendable, Hashable {
             stamp: stamp,
             rev: rev,
             account: account,
-            received: received
+            received: received,
+            unavailable: unavailable
         )
     }
 
-    /// Whether stored typed JSON can be copied into an answer: an object in valid UTF-8 with no
-    /// control character (a raw line break would split an event's `data:` line). What a damaged
-    /// record would break; the rest of its shape is what the server's own writer made.
-    static func isCopyable(_ json: [UInt8]) -> Bool {
-        guard json.count >= 2, json.first == UInt8(ascii: "{"), json.last == UInt8(ascii: "}"), !json.contains(where: { $0 < 0x20 }) else {
-            return false
+    /// The entry as a push's answer carries it (the winner of a key the push lost): decoded once
+    /// checked as `write(into:valueLimit:received:)` checks it, or unavailable.
+    package func servedEntry(valueLimit: Int) -> SyncEntry {
+        if let reason = unavailability(valueLimit: valueLimit) {
+            var entry = SyncEntry(key: key, unavailable: reason, hlc: stamp.hlc, origin: stamp.origin, rev: rev)
+            entry.account = account
+            return entry
         }
-        return String(validating: json, as: UTF8.self) != nil
+        do throws(SyncStorageError) {
+            return try syncEntry()
+        } catch {
+            var entry = SyncEntry(key: key, unavailable: .damaged, hlc: stamp.hlc, origin: stamp.origin, rev: rev)
+            entry.account = account
+            return entry
+        }
     }
 
     /// The entry as the wire carries it (its value decoded).

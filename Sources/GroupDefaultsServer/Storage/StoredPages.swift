@@ -18,11 +18,11 @@ package struct StoredChanges: Sendable, Hashable {
     }
 
     /// The answer's body: the bytes `JSONEncoder` with sorted keys writes for `page()` (for a
-    /// dictionary value stored by a server older than sorted typed JSON, its keys in stored order).
-    ///
-    /// - Throws: `SyncStorageError.unavailable` if a stored value is damaged.
-    package func json() throws(SyncStorageError) -> [UInt8] {
-        var json = try StoredEntry.pageStart(entries)
+    /// dictionary value stored by a server older than sorted typed JSON, its keys in stored order),
+    /// a value that fails the check against `valueLimit` written as unavailable, that key alone
+    /// (`StoredEntry.write(into:valueLimit:received:)`).
+    package func json(valueLimit: Int) -> [UInt8] {
+        var json = StoredEntry.pageStart(entries, valueLimit: valueLimit)
         json.raw(",\"has_more\":")
         json.raw(hasMore ? "true" : "false")
         json.raw(",\"last_rev\":")
@@ -55,11 +55,11 @@ package struct StoredSnapshot: Sendable, Hashable {
     }
 
     /// The answer's body: the bytes `JSONEncoder` with sorted keys writes for `page()` (for a
-    /// dictionary value stored by a server older than sorted typed JSON, its keys in stored order).
-    ///
-    /// - Throws: `SyncStorageError.unavailable` if a stored value is damaged.
-    package func json() throws(SyncStorageError) -> [UInt8] {
-        var json = try StoredEntry.pageStart(entries)
+    /// dictionary value stored by a server older than sorted typed JSON, its keys in stored order),
+    /// a value that fails the check against `valueLimit` written as unavailable, that key alone
+    /// (`StoredEntry.write(into:valueLimit:received:)`).
+    package func json(valueLimit: Int) -> [UInt8] {
+        var json = StoredEntry.pageStart(entries, valueLimit: valueLimit)
         json.raw(",\"head_rev\":")
         json.integer(headRev)
         json.raw(",\"next\":")
@@ -78,12 +78,12 @@ package struct StoredSnapshot: Sendable, Hashable {
 
 extension StoredEntry {
     /// A page's JSON up to its entries: `{"entries":[…]`, each entry as `write` writes it.
-    static func pageStart(_ entries: [StoredEntry]) throws(SyncStorageError) -> WireJSON {
+    static func pageStart(_ entries: [StoredEntry], valueLimit: Int) -> WireJSON {
         var json = WireJSON(capacity: 64 + entries.count * 160)
         json.raw("{\"entries\":[")
         for (index, entry) in entries.enumerated() {
             if index > 0 { json.raw(",") }
-            try entry.write(into: &json)
+            entry.write(into: &json, valueLimit: valueLimit)
         }
         json.raw("]")
         return json
@@ -91,24 +91,24 @@ extension StoredEntry {
 }
 
 extension StoredVersion {
-    /// Writes the version as `KeyHistory` carries it (the entry and when it was received).
-    package func write(into json: inout WireJSON) throws(SyncStorageError) {
-        try entry.write(into: &json, received: TypedJSONDate.format(milliseconds: receivedMilliseconds))
+    /// Writes the version as `KeyHistory` carries it (the entry and when it was received), its
+    /// value checked as a page's (`StoredEntry.write(into:valueLimit:received:)`).
+    package func write(into json: inout WireJSON, valueLimit: Int) {
+        entry.write(into: &json, valueLimit: valueLimit, received: TypedJSONDate.format(milliseconds: receivedMilliseconds))
     }
 }
 
 /// `GET …/keys/{key}/history`'s body: the bytes `JSONEncoder` with sorted keys writes for a
-/// `KeyHistory` of `versions` (newest first), their values copied as stored.
-///
-/// - Throws: `SyncStorageError.unavailable` if a stored value is damaged.
-package func keyHistoryJSON(key: String, versions: [StoredVersion]) throws(SyncStorageError) -> [UInt8] {
+/// `KeyHistory` of `versions` (newest first), their values copied as stored once checked against
+/// `valueLimit`, or written as unavailable.
+package func keyHistoryJSON(key: String, versions: [StoredVersion], valueLimit: Int) -> [UInt8] {
     var json = WireJSON(capacity: 64 + versions.count * 190)
     json.raw("{\"key\":")
     json.string(key)
     json.raw(",\"versions\":[")
     for (index, version) in versions.enumerated() {
         if index > 0 { json.raw(",") }
-        try version.write(into: &json)
+        version.write(into: &json, valueLimit: valueLimit)
     }
     json.raw("]}")
     return json.bytes
