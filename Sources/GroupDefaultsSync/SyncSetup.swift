@@ -129,7 +129,12 @@ public struct SyncSetup: Sendable {
             shared?.account = list.account
         }
         let defaults = try existing ?? SharedDefaults(suiteName: suite, directory: directory)
-        if let previous, previous.server != server {
+        // A suite whose account was deleted on the server (its name now a new account's) starts
+        // over, as a new copy: it joins the new account's suite by the joining rule, which uploads
+        // what the server lacks. So does a suite configured for a different server.
+        let health = SyncHealth.stored(in: defaults)
+        let startingOver = health?.condition == .accountDeleted
+        if let previous, previous.server != server || startingOver {
             try defaults.disableSync()
         }
         let settings = SyncSettings(
@@ -142,9 +147,9 @@ public struct SyncSetup: Sendable {
         )
         try settings.store(in: defaults)
         // A configuration starts afresh: what a paused engine left in the suite (a refused token,
-        // a suite no longer shared) is about the configuration this one replaces, and an engine
-        // waiting on it resumes.
-        if let health = SyncHealth.stored(in: defaults), health.condition == .paused || health.condition == .notShared {
+        // a suite no longer shared, a deleted account) is about the configuration this one
+        // replaces, and an engine waiting on it resumes.
+        if let health, [.paused, .notShared, .accountDeleted].contains(health.condition) {
             try SyncHealth(condition: .ok, since: Date(), lastSuccess: health.lastSuccess, lastFailure: health.lastFailure).store(in: defaults)
         }
         if journalEntries != nil || journalAge != nil {

@@ -28,16 +28,22 @@ struct BackupCommand: AsyncParsableCommand {
             }
             let store = try await storage.openStorage()
             guard let embedded = store as? LMDBSyncStorage else { throw CommandFailure("the store is not the embedded one") }
-            let bytes: Int
+            let written: LMDBBackup.Written
             do {
-                bytes = try await LMDBBackup.write(embedded, to: to)
+                written = try await LMDBBackup.write(embedded, to: to)
                 try await store.appendAudit(.commandLine(.backup, target: "file \(to)"))
                 try await store.shutdown()
             } catch {
                 try? await store.shutdown()
                 throw error
             }
-            output("backed up to \(to) (\(bytes) bytes); restore it with `groupdefaults-server restore --from \(to)`")
+            output("backed up to \(to) (\(written.bytes) bytes); restore it with `groupdefaults-server restore --from \(to)`")
+            if let key = written.newKey {
+                output("backup key: \(key.text)")
+                output(
+                    "Every backup of this server is authenticated with this key, kept in \(BackupKey.path(in: embedded.directory)). It is shown only this once: keep it apart from the backups (a restore onto a new machine needs it: --backup-key-file)."
+                )
+            }
         }
     }
 }
@@ -52,12 +58,14 @@ struct RestoreCommand: AsyncParsableCommand {
             LMDB's page structure), refuses while a server or another command uses the store, and \
             replaces the store with it in one rename, with a new incarnation: each device sees the \
             server went back, uploads every value and deletion it holds, each with its stamp, and \
-            reads the suite again, so no device's write is lost. The tokens (revoked ones too), the \
-            console's operators and the audit log stay as they are in the store it replaces, and \
-            accounts deleted since the backup are deleted again (a missing or unreadable store: the \
-            backup's, and the output says so). --announce gives the storage a new \
-            incarnation alone: the last step after restoring PostgreSQL with pg_restore (or after \
-            putting the embedded store back by other means), before the servers start again.
+            reads the suite again, so no device's write is lost. The data (suites, entries, history) is \
+            the backup's; the authority (accounts, tokens, members and their roles, invitations, key \
+            bags, pairings, devices, the console's operators, the audit log) stays as it is in the \
+            store it replaces, and accounts deleted since the backup are deleted again (a missing or \
+            unreadable store: the backup's, and the output says so). On PostgreSQL: --prepare keeps \
+            the present's authority apart before pg_restore, and --announce puts it back and gives \
+            the storage a new incarnation, before the servers start again (--announce also follows \
+            an embedded store put back by other means).
 
             Example: groupdefaults-server restore --from /var/backups/groupdefaults-server-2026-11-27 --data-dir /var/lib/groupdefaults-server
             """
@@ -66,25 +74,69 @@ struct RestoreCommand: AsyncParsableCommand {
     @OptionGroup var storage: StorageOptions
     @Option(help: ArgumentHelp("The backup to put in place (made by `backup`).", valueName: "PATH")) var from: String?
     @Flag(help: "Only give the storage a new incarnation, after a restore made otherwise (pg_restore).") var announce = false
+    @Option(
+        help: ArgumentHelp(
+            "A file holding the backup key shown at the server's first backup (a restore onto a new machine, or of another server's backup).",
+            valueName: "FILE"
+        )
+    )
+    var backupKeyFile: String?
+    @Flag(help: "Restore a backup made by an older version, without a backup key: nothing tells it from a modified one.")
+    var allowUnauthenticated = false
+    @Flag(help: "PostgreSQL, before pg_restore: keep the present's accounts, tokens, members and other authority apart, for --announce to put back.")
+    var prepare = false
 
     func validate() throws {
-        if (from == nil) == !announce { throw ValidationError("give either --from PATH or --announce") }
+        if [from != nil, announce, prepare].filter({ $0 }).count != 1 { throw ValidationError("give one of --from PATH, --prepare or --announce") }
     }
 
     func run() async throws {
         try await reportingFailure {
             let configuration = try StorageOptions.configuration(try storage.settings())
+            if prepare {
+                guard case .postgres = configuration else {
+                    throw CommandFailure(
+                        "--prepare is a step of PostgreSQL's recipe: the embedded store's `restore --from PATH` keeps the present's authority by itself"
+                    )
+                }
+                let kept = try await storage.withStorage { store in
+                    guard let postgres = store as? PostgresSyncStorage else { throw CommandFailure("the store is not PostgreSQL") }
+                    let kept = try await postgres.keepAuthority()
+                    try await store.appendAudit(.commandLine(.restore, target: "prepared: \(kept) authority rows kept apart"))
+                    return kept
+                }
+                output(
+                    "kept \(kept) rows of accounts, tokens, members, invitations, key bags, devices, operators and the audit log apart (schema \(PostgresSyncStorage.keptAuthoritySchema)); now pg_restore the dump, then `restore --announce`"
+                )
+                return
+            }
             if announce {
-                let incarnation =
-                    if case .embedded(let directory) = configuration {
-                        try await LMDBBackup.announce(in: directory)
-                    } else {
-                        try await storage.withStorage { store in try await store.renewIncarnation() }
+                var kept: String?
+                let incarnation: String
+                if case .embedded(let directory) = configuration {
+                    incarnation = try await LMDBBackup.announce(in: directory)
+                } else {
+                    (kept, incarnation) = try await storage.withStorage { store in
+                        guard let postgres = store as? PostgresSyncStorage else { throw CommandFailure("the store is not PostgreSQL") }
+                        let kept = try await postgres.putBackKeptAuthority().map { deletedAgain in
+                            let accounts = deletedAgain == 1 ? "1 deleted account" : "\(deletedAgain) deleted accounts"
+                            return
+                                "accounts, tokens, members, invitations, key bags, devices, operators and the audit log kept as they were before pg_restore; \(accounts) deleted again"
+                        }
+                        return (
+                            kept
+                                ?? "no authority was kept apart (`restore --prepare` before pg_restore): accounts, tokens, members, invitations and the audit log are the dump's",
+                            try await store.renewIncarnation()
+                        )
                     }
+                }
                 try await storage.withStorage { store in
-                    try await store.appendAudit(.commandLine(.restore, target: "announced; incarnation \(incarnation)"))
+                    try await store.appendAudit(
+                        .commandLine(.restore, target: "announced; incarnation \(incarnation)\(kept.map { "; \($0)" } ?? "")")
+                    )
                 }
                 output("new incarnation \(incarnation): devices upload what they hold at their next sync")
+                if let kept { output(kept) }
                 return
             }
             guard case .embedded(let directory) = configuration, let from else {
@@ -95,14 +147,22 @@ struct RestoreCommand: AsyncParsableCommand {
                     )
                 )
             }
-            let restored = try await LMDBBackup.restore(from: from, into: directory)
+            let key = try backupKeyFile.map { file in
+                guard let data = FileManager.default.contents(atPath: file) else { throw CommandFailure("cannot read the backup key file \(file)") }
+                guard let key = BackupKey(text: String(decoding: data, as: UTF8.self)) else {
+                    throw CommandFailure("\(file) does not hold a backup key (gdbk1- and 64 hex digits, as the first backup showed it)")
+                }
+                return key
+            }
+            let restored = try await LMDBBackup.restore(from: from, into: directory, backupKey: key, allowUnauthenticated: allowUnauthenticated)
             let incarnation = restored.incarnation
             let kept: String
             if let why = restored.whyNotKept {
-                kept = "tokens, operators and the audit log are the backup's: \(why)"
+                kept = "accounts, tokens, members, invitations, key bags, devices, operators and the audit log are the backup's: \(why)"
             } else {
                 let accounts = restored.deletedAgain == 1 ? "1 deleted account" : "\(restored.deletedAgain) deleted accounts"
-                kept = "tokens, operators and the audit log kept as they were; \(accounts) deleted again"
+                kept =
+                    "accounts, tokens, members, invitations, key bags, devices, operators and the audit log kept as they were; \(accounts) deleted again"
             }
             try await storage.withStorage { store in
                 try await store.appendAudit(.commandLine(.restore, target: "file \(from); incarnation \(incarnation); \(kept)"))

@@ -46,7 +46,10 @@ struct RestoreKeepsSecurityStateTests {
         #expect(try await status(server.port, carol, push: "group.carol-CCCMARK") == 200)
         #expect(try await status(server.port, dave, push: "group.dave-DDDMARK") == 200)
         let backup = scratch + "/store.backup"
-        _ = try await tool(["backup", "--to", backup])
+        let madeBackup = try await tool(["backup", "--to", backup])
+        let keyFile = scratch + "/backup.key"
+        let key = try #require(madeBackup.split(separator: "\n").first { $0.hasPrefix("backup key: ") }).dropFirst("backup key: ".count)
+        try Data((key + "\n").utf8).write(to: URL(fileURLWithPath: keyFile))
 
         // After the backup: alice's token revoked, a new one made, carol deleted, an operator removed.
         let aliceID = try #require(try await ServerTool.tokenIDs(storage: storage).first)
@@ -60,7 +63,12 @@ struct RestoreKeepsSecurityStateTests {
         await server.stop()
 
         let restored = try await tool(["restore", "--from", backup])
-        #expect(restored.contains("tokens, operators and the audit log kept as they were; 2 deleted accounts deleted again"), "\(restored)")
+        #expect(
+            restored.contains(
+                "accounts, tokens, members, invitations, key bags, devices, operators and the audit log kept as they were; 2 deleted accounts deleted again"
+            ),
+            "\(restored)"
+        )
 
         // Their bytes are not in the restored store's file (erased from the staged copy, as after a delete; before
         // anything else opens it and finds the erase the delete left pending).
@@ -95,9 +103,14 @@ struct RestoreKeepsSecurityStateTests {
 
         // On a new machine (no store to keep them from) they are the backup's, and it says so.
         let fresh = scratch + "/new-machine"
-        let onNew = try await ServerTool.run(["restore", "--from", backup, "--data-dir", fresh])
+        let onNew = try await ServerTool.run(["restore", "--from", backup, "--data-dir", fresh, "--backup-key-file", keyFile])
         #expect(onNew.status == 0, "\(onNew.stderr)")
-        #expect(onNew.stdout.contains("tokens, operators and the audit log are the backup's: there was no store"), "\(onNew.stdout)")
+        #expect(
+            onNew.stdout.contains(
+                "accounts, tokens, members, invitations, key bags, devices, operators and the audit log are the backup's: there was no store"
+            ),
+            "\(onNew.stdout)"
+        )
         #expect(try await ServerTool.run(["token", "list", "--data-dir", fresh]).stdout.contains("\tcarol\t"))
         // Over a store that does not open: the same, and why.
         try Data(repeating: 0x5A, count: 64 << 10).write(to: URL(fileURLWithPath: fresh + "/sync.lmdb"))

@@ -218,8 +218,13 @@ enum ServerBackup {
             let result = try await ServerTool.run(["restore", "--from", path] + server.storage)
             guard result.status == 0 else { throw FixtureError("restore failed: \(result.stderr)") }
         case .postgres:
-            // README: pg_restore --clean --if-exists --single-transaction --dbname "$URL" PATH,
-            // then groupdefaults-server restore --announce --postgres-url "$URL".
+            // README: groupdefaults-server restore --prepare --postgres-url "$URL", then
+            // pg_restore --clean --if-exists --single-transaction --dbname "$URL" PATH, then
+            // groupdefaults-server restore --announce --postgres-url "$URL".
+            if announcing {
+                let prepared = try await ServerTool.run(["restore", "--prepare"] + server.storage)
+                guard prepared.status == 0 else { throw FixtureError("restore --prepare failed: \(prepared.stderr)") }
+            }
             try await PostgresFixture.runProgram(
                 "pg_restore",
                 ["--clean", "--if-exists", "--single-transaction", "--dbname", server.storage[1], path]

@@ -9,8 +9,12 @@ package enum ServerTool {
     package static let executable = BuiltExecutable.url("groupdefaults-server")
 
     /// Runs `groupdefaults-server ARGUMENTS…` to completion (off the cooperative pool).
-    package static func run(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
-        try await BuiltExecutable.run(executable, arguments)
+    package static func run(
+        _ arguments: [String],
+        environment: [String: String] = [:]
+    ) async throws -> (status: Int32, stdout: String, stderr: String) {
+        let merged = environment.isEmpty ? nil : ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        return try await BuiltExecutable.run(executable, arguments, environment: merged)
     }
 
     /// A fresh path for a data directory (not created: the server makes it, 0700).

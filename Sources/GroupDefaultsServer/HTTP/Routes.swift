@@ -15,7 +15,11 @@ package func buildRouter(storage: any ServerStorage, configuration: ServerConfig
     router.add(middleware: IncarnationMiddleware(storage: storage))  // outside the errors: they carry it too
     router.add(middleware: ErrorMiddleware())
     // One token cache and one set of rate-limit buckets for every group.
-    let groups = APIGroups(authenticator: Authenticator(storage: storage), limiter: RateLimiter(configuration.rateLimit))
+    let groups = APIGroups(
+        authenticator: Authenticator(storage: storage),
+        limiter: RateLimiter(configuration.rateLimit),
+        incarnations: AccountIncarnations(storage: storage)
+    )
     let activity = ConsoleActivity()  // what the console's charts show, fed by pushes and event streams
     let routes = SyncRoutes(storage: storage, configuration: configuration, authenticator: groups.authenticator, activity: activity)
     let pairings = PairingRoutes(storage: storage)

@@ -45,6 +45,14 @@ package final class DataDirectoryLock: Sendable {
         _ = fchown(descriptor, user.uint32Value, group.uint32Value)
     }
 
+    /// `giveToOwner(of:_:)` for a file or folder named by its path.
+    static func giveToOwner(of directory: String, path: String) {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        giveToOwner(of: directory, descriptor)
+    }
+
     private init(descriptor: Int32) { self.descriptor = Mutex(descriptor) }
 
     /// Releases the lock (closing the descriptor does); also when the lock goes.

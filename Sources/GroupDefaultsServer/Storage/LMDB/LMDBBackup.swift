@@ -2,74 +2,94 @@ import Crypto
 import Foundation
 import Glibc
 import GroupDefaultsLMDB
+import GroupDefaultsWire
 
 /// Backups of the embedded store (`groupdefaults-server backup` and `restore`).
 ///
-/// A backup is one file: a header line, `groupdefaults-server backup 1 LENGTH SHA256\n`, then a
-/// compacted copy of `sync.lmdb` (the store is that one file, so one LMDB snapshot is a
-/// consistent copy of everything, taken while servers go on serving). The length and digest make
-/// a truncated or damaged backup one that `restore` refuses before anything is changed.
+/// A backup is one file: a header line, `groupdefaults-server backup 2 LENGTH KEYID MAC\n`, then
+/// a compacted copy of `sync.lmdb` (the store is that one file, so one LMDB snapshot is a
+/// consistent copy of everything, taken while servers go on serving). `MAC` is an HMAC-SHA256,
+/// under the server's `BackupKey` (named by `KEYID`), of the header up to `KEYID` and its newline,
+/// then every byte of the copy: a backup that was truncated, damaged or modified (its data or its
+/// authority, whatever digest was recomputed) is refused before anything is changed, and so is one
+/// made with another server's key. A backup of version 1 (an unkeyed SHA-256 in place of the MAC)
+/// is restored only when the operator says it is trusted (`allowUnauthenticated`).
+///
+/// Interrupted at any moment, a backup leaves no file behind: it is written to a file without a
+/// name (`O_TMPFILE`), named only once complete. A restore prepares its copy in a folder that the
+/// next restore removes if a crash left it (under the same exclusive lock).
 package enum LMDBBackup {
-    static let magic = "groupdefaults-server backup 1"
+    static let magic = "groupdefaults-server backup"
     static let chunk = 1 << 20
 
+    /// What `write` made: the backup's size, and the data directory's backup key if this backup
+    /// made it (to be shown once).
+    package struct Written: Sendable {
+        /// The backup's size in bytes.
+        package let bytes: Int
+        /// The backup key, when this backup made it: shown once, kept apart by the operator.
+        package let newKey: BackupKey?
+    }
+
     /// Writes a backup of `storage` to `path`, a file that must not exist: a compacted snapshot,
-    /// written under a temporary name beside `path`, flushed, then linked in (never over a file
-    /// that appeared meanwhile), mode 0600. Returns its size in bytes. On failure nothing is left.
-    package static func write(_ storage: LMDBSyncStorage, to path: String) async throws -> Int {
+    /// authenticated with the data directory's backup key (made if it has none), written to a file
+    /// without a name beside `path`, flushed, then linked in (never over a file that appeared
+    /// meanwhile), mode 0600. On failure, or interrupted, nothing is left.
+    package static func write(_ storage: LMDBSyncStorage, to path: String) async throws -> Written {
         try refuseExisting(path)
         _ = try await storage.incarnation()  // a store from before incarnations gets one, and its backup with it
         // Split by hand: Foundation's `deletingLastPathComponent` traps on a one-character name ("b").
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        let suffix = IncarnationID.random().prefix(8)
-        let copyPath = "\(directory)/.\(name).copy-\(suffix)"
-        let partialPath = "\(directory)/.\(name).partial-\(suffix)"
-        defer {
-            unlink(copyPath)
-            unlink(partialPath)
-        }
+        let (key, isNew) = try BackupKey.loadOrMake(in: storage.directory)
+        let copy = try UnnamedFile(in: directory, target: path)
+        defer { copy.discard() }
         let environment = storage.environment
-        let copy = try create(copyPath, target: path)
-        defer { close(copy) }
         // Returned rather than thrown: the queue's errors are the store's (`unavailable`).
         let failure: BackupFailure? = try await storage.onReadQueue {
             // A damaged store is refused rather than copied.
             do { try environment.verifyStructure() } catch {
                 return BackupFailure("the store does not verify (\(error)); no backup was written")
             }
-            do { try environment.copy(to: copy) } catch {
+            do { try environment.copy(to: copy.descriptor) } catch {
                 return BackupFailure("cannot write the backup \(path): \(error); no backup was written")
             }
             return nil
         }
         if let failure { throw failure }
-        // The digest first, then the header and the copy; both passes stream.
-        var hasher = SHA256()
-        let length = try forEachChunk(of: copyPath) { hasher.update(data: $0) }
-        let digest = hasher.finalize().map { String(format: "%02x", $0) }.joined()
-        let partial = try create(partialPath, target: path)
-        defer { close(partial) }
-        try writeAll(partial, Data("\(magic) \(length) \(digest)\n".utf8), path: path)
-        _ = try forEachChunk(of: copyPath) { try writeAll(partial, $0, path: path) }
-        guard fsync(partial) == 0 else { throw BackupFailure("cannot write the backup \(path): \(reason(errno)); no backup was written") }
-        guard link(partialPath, path) == 0 else {
-            if errno == EEXIST { try refuseExisting(path) }
-            throw BackupFailure("cannot write the backup \(path): \(reason(errno)); no backup was written")
-        }
+        InterruptionPoint.reached("backup.copied")
+        // The MAC first, then the header and the copy; both passes stream.
+        let length = try forEachChunk(of: copy.descriptor) { _ in }
+        let head = "\(magic) 2 \(length) \(key.id)\n"
+        var authenticator = key.authenticator()
+        authenticator.update(data: Data(head.utf8))
+        _ = try forEachChunk(of: copy.descriptor) { authenticator.update(data: $0) }
+        let header = head.dropLast() + " " + Hex.string(authenticator.finalize()) + "\n"
+        let partial = try UnnamedFile(in: directory, target: path)
+        defer { partial.discard() }
+        try writeAll(partial.descriptor, Data(header.utf8), path: path)
+        _ = try forEachChunk(of: copy.descriptor) { try writeAll(partial.descriptor, $0, path: path) }
+        guard fsync(partial.descriptor) == 0 else { throw BackupFailure("cannot write the backup \(path): \(reason(errno)); no backup was written") }
+        InterruptionPoint.reached("backup.written")
+        try partial.link(as: path)
         syncDirectory(directory)
-        return length + "\(magic) \(length) \(digest)\n".utf8.count
+        return Written(bytes: length + header.utf8.count, newKey: isNew ? key : nil)
     }
 
     /// Puts the backup at `path` in place as the store of `directory` (made, mode 0700, if
-    /// missing), with a new incarnation, keeping the current store's tokens, operators and audit
-    /// log (`KeptSecurityState`). The backup is checked in full first (its header, length and
-    /// digest, then LMDB's page structure and that it is a server's store); the kept state is put
-    /// into the staged copy; the store is replaced by one rename, while no process has it open
+    /// missing), with a new incarnation, keeping the current store's authority (`KeptAuthority`).
+    /// The backup is checked in full first (its header, length and digest, then LMDB's page
+    /// structure and that it is a server's store); the present's authority is put into the staged
+    /// copy; the store is replaced by one rename, while no process has it open
     /// (`DataDirectoryLock`). Anything wrong: `BackupFailure`, and nothing changed.
-    package static func restore(from path: String, into directory: String) async throws -> RestoreOutcome {
-        let content = try checkedContent(of: path)
+    package static func restore(
+        from path: String,
+        into directory: String,
+        backupKey given: BackupKey? = nil,
+        allowUnauthenticated: Bool = false
+    ) async throws -> RestoreOutcome {
+        let held = FileManager.default.fileExists(atPath: directory) ? try BackupKey.load(in: directory) : nil
+        let content = try checkedContent(of: path, key: given ?? held, allowUnauthenticated: allowUnauthenticated)
         try LMDBSyncStorage.makeDirectory(directory)
         guard let lock = try DataDirectoryLock.take(in: directory, exclusive: true) else {
             throw BackupFailure(
@@ -77,14 +97,39 @@ package enum LMDBBackup {
             )
         }
         defer { lock.release() }
+        removeStaleStaging(in: directory)
         // Unpacked and prepared in a folder of its own inside the data directory (same file
         // system, so the last step is a rename), removed whatever happens.
-        let staging = directory + "/.restore-" + IncarnationID.random().prefix(8)
+        let staging = directory + "/" + stagingPrefix + IncarnationID.random().prefix(8)
         guard mkdir(staging, 0o700) == 0 else {
             throw BackupFailure("cannot write in \(directory): \(reason(errno)); nothing was changed")
         }
+        // What is made in it (the staged store, the erase's rebuilt copy) belongs to the data
+        // directory's owner, as the store it replaces does, when a restore runs as root.
+        DataDirectoryLock.giveToOwner(of: directory, path: staging)
         defer { try? FileManager.default.removeItem(atPath: staging) }
-        let kept = await keptState(of: directory, staging: staging)
+        let present = await presentStore(of: directory, staging: staging)
+        do {
+            let outcome = try await swapIn(path, content: content, directory: directory, staging: staging, present: present)
+            // A new machine takes the key the backup was checked with, for its own backups.
+            if held == nil, let given { try given.keep(in: directory) }
+            if case .open(let store) = present { try? await store.shutdown() }
+            return outcome
+        } catch {
+            if case .open(let store) = present { try? await store.shutdown() }
+            throw error
+        }
+    }
+
+    /// The restore's steps once the present store is open (or known missing): the backup written
+    /// into `staging` and checked, the present's authority put into it, then the rename.
+    private static func swapIn(
+        _ path: String,
+        content: (offset: Int, length: Int),
+        directory: String,
+        staging: String,
+        present: PresentStore
+    ) async throws -> RestoreOutcome {
         let stagedStore = LMDBSyncStorage.storePath(in: staging)
         let file = try create(stagedStore, target: stagedStore)
         do {
@@ -93,6 +138,7 @@ package enum LMDBBackup {
             _ = try forEachChunk(of: path, from: content.offset) { try writeAll(file, $0, path: stagedStore) }
             guard fsync(file) == 0 else { throw BackupFailure("cannot write \(stagedStore): \(reason(errno)); nothing was changed") }
         }
+        InterruptionPoint.reached("restore.staged")
         let incarnation: String
         var deletedAgain = 0
         do {
@@ -102,7 +148,14 @@ package enum LMDBBackup {
                 guard try await staged.heldIncarnation() != nil else {
                     throw BackupFailure("\(path) is not a backup of a groupdefaults-server store; nothing was changed")
                 }
-                if case .kept(let state) = kept { deletedAgain = try await state.apply(to: staged) }
+                if case .open(let store) = present {
+                    let audit = try await store.auditRecords(account: nil, since: nil, limit: .max)
+                    deletedAgain = try await KeptAuthority.deleteAgain(in: staged, presentAudit: audit)
+                    _ = try await staged.takeAuthority(from: store)
+                    // The backup's authority records stay in the copy's free pages until it is
+                    // rebuilt record by record, as an account's erase does.
+                    _ = try LMDBErase.markPending(in: staging)
+                }
                 incarnation = try await staged.renewIncarnation()
                 try await staged.shutdown()
             } catch {
@@ -114,10 +167,12 @@ package enum LMDBBackup {
         } catch {
             throw BackupFailure("\(path) does not hold a store that opens (\(error)); nothing was changed")
         }
-        // The accounts deleted again left an erase pending in the staging folder: their bytes go
-        // from the staged copy before it is put in place (`LMDBErase`).
+        InterruptionPoint.reached("restore.prepared")
+        // The accounts deleted again, and the backup's authority, left an erase pending in the
+        // staging folder: their bytes go from the staged copy before it is put in place
+        // (`LMDBErase`).
         if case .failed(let why) = LMDBErase.eraseIfPending(in: staging) {
-            throw BackupFailure("cannot erase the accounts deleted again from the restored copy (\(why)); nothing was changed")
+            throw BackupFailure("cannot erase the backup's replaced records from the restored copy (\(why)); nothing was changed")
         }
         // LMDB's lock file stays: nobody has it open (the lock), so the next process to open the
         // store sets it up again for the new file, as after any restart.
@@ -125,39 +180,38 @@ package enum LMDBBackup {
             throw BackupFailure("cannot put the backup in place in \(directory): \(reason(errno)); nothing was changed")
         }
         syncDirectory(directory)
-        switch kept {
-        case .kept: return RestoreOutcome(incarnation: incarnation, keptSecurityState: true, deletedAgain: deletedAgain, whyNotKept: nil)
-        case .notKept(let why): return RestoreOutcome(incarnation: incarnation, keptSecurityState: false, deletedAgain: 0, whyNotKept: why)
+        InterruptionPoint.reached("restore.renamed")
+        switch present {
+        case .open: return RestoreOutcome(incarnation: incarnation, keptAuthority: true, deletedAgain: deletedAgain, whyNotKept: nil)
+        case .none(let why): return RestoreOutcome(incarnation: incarnation, keptAuthority: false, deletedAgain: 0, whyNotKept: why)
         }
     }
 
-    private enum Kept {
-        case kept(KeptSecurityState)
-        case notKept(String)
+    private enum PresentStore {
+        case open(LMDBSyncStorage)
+        case none(String)
     }
 
-    /// Reads what the restore keeps from the store it replaces, through a hard link to it in
-    /// `staging` (the restore holds the directory's lock exclusively, so the store cannot be
-    /// opened where it is; nothing writes through the link). A store that is missing or does not
-    /// open: the restore goes on with the backup's state, and says why.
-    private static func keptState(of directory: String, staging: String) async -> Kept {
-        guard LMDBSyncStorage.storeExists(in: directory) else { return .notKept("there was no store") }
+    /// Opens the store a restore replaces, through a hard link to it in `staging` (the restore
+    /// holds the directory's lock exclusively, so the store cannot be opened where it is; nothing
+    /// writes through the link). A store that is missing or does not open: the restore goes on
+    /// with the backup's authority, and says why.
+    private static func presentStore(of directory: String, staging: String) async -> PresentStore {
+        guard LMDBSyncStorage.storeExists(in: directory) else { return .none("there was no store") }
         let current = staging + "/current"
         guard mkdir(current, 0o700) == 0, link(LMDBSyncStorage.storePath(in: directory), LMDBSyncStorage.storePath(in: current)) == 0
-        else { return .notKept("the store could not be read: \(reason(errno))") }
+        else { return .none("the store could not be read: \(reason(errno))") }
         do {
             let store = try LMDBSyncStorage(directory: current)
             do {
                 try await store.onReadQueue { try store.environment.verifyStructure() }
-                let state = try await KeptSecurityState.read(from: store)
-                try await store.shutdown()
-                return .kept(state)
+                return .open(store)
             } catch {
                 try? await store.shutdown()
                 throw error
             }
         } catch {
-            return .notKept("the store could not be read: \(error)")
+            return .none("the store could not be read: \(error)")
         }
     }
 
@@ -184,8 +238,9 @@ package enum LMDBBackup {
     }
 
     /// Where the store's bytes start in the backup at `path`, after its header was read and its
-    /// length and digest checked.
-    static func checkedContent(of path: String) throws -> (offset: Int, length: Int) {
+    /// length and MAC checked under `key` (a backup of version 1, unkeyed, only if
+    /// `allowUnauthenticated`).
+    static func checkedContent(of path: String, key: BackupKey?, allowUnauthenticated: Bool) throws -> (offset: Int, length: Int) {
         guard let handle = FileHandle(forReadingAtPath: path) else {
             var isDirectory: ObjCBool = false
             let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
@@ -202,20 +257,70 @@ package enum LMDBBackup {
             "\(path) is not a backup made by `groupdefaults-server backup`; nothing was changed"
         )
         guard let newline = head.firstIndex(of: 0x0A) else { throw notBackup }
-        let fields = String(decoding: head[..<newline], as: UTF8.self).split(separator: " ")
-        guard fields.count == 5, fields.prefix(3).joined(separator: " ") == magic, let length = Int(fields[3]) else { throw notBackup }
+        let line = String(decoding: head[..<newline], as: UTF8.self)
+        let fields = line.split(separator: " ", omittingEmptySubsequences: false)
+        guard fields.count >= 5, fields.prefix(2).joined(separator: " ") == magic else { throw notBackup }
         let offset = newline + 1
-        var hasher = SHA256()
-        let read = try forEachChunk(of: path, from: offset) { hasher.update(data: $0) }
+        switch (fields[2], fields.count) {
+        case ("2", 6):
+            guard let length = Int(fields[3]) else { throw notBackup }
+            let keyID = String(fields[4])
+            guard let key else {
+                throw BackupFailure(
+                    "\(path) is authenticated by its server's backup key (id \(keyID)), and this data directory has none: give the key shown at the server's first backup with --backup-key-file FILE; nothing was changed"
+                )
+            }
+            guard key.id == keyID else {
+                throw BackupFailure(
+                    "\(path) was made with another backup key (id \(keyID); the key given or kept here is \(key.id)): give that server's key with --backup-key-file FILE; nothing was changed"
+                )
+            }
+            var authenticator = key.authenticator()
+            authenticator.update(data: Data((fields.prefix(5).joined(separator: " ") + "\n").utf8))
+            let read = try forEachChunk(of: path, from: offset) { authenticator.update(data: $0) }
+            try checkLength(read, length, path)
+            guard Hex.string(authenticator.finalize()) == fields[5] else {
+                throw BackupFailure(
+                    "\(path) was modified or damaged: its bytes do not match the MAC its server's backup key made; nothing was changed"
+                )
+            }
+            return (offset, length)
+        case ("1", 5):
+            guard let length = Int(fields[3]) else { throw notBackup }
+            guard allowUnauthenticated else {
+                throw BackupFailure(
+                    "\(path) was made by an older version, without a backup key: nothing tells it from a modified one; if you made it and kept it safe, restore it with --allow-unauthenticated; nothing was changed"
+                )
+            }
+            var hasher = SHA256()
+            let read = try forEachChunk(of: path, from: offset) { hasher.update(data: $0) }
+            try checkLength(read, length, path)
+            guard Hex.string(hasher.finalize()) == fields[4] else {
+                throw BackupFailure("\(path) is damaged: its bytes do not match the digest it was written with; nothing was changed")
+            }
+            return (offset, length)
+        default:
+            throw notBackup
+        }
+    }
+
+    private static func checkLength(_ read: Int, _ length: Int, _ path: String) throws {
         guard read == length else {
             throw BackupFailure(
                 "\(path) is damaged: it holds \(read) of the store's \(length) bytes (truncated?); nothing was changed"
             )
         }
-        guard hasher.finalize().map({ String(format: "%02x", $0) }).joined() == fields[4] else {
-            throw BackupFailure("\(path) is damaged: its bytes do not match the digest it was written with; nothing was changed")
+    }
+
+    /// The prefix of a restore's staging folder inside the data directory.
+    static let stagingPrefix = ".restore-"
+
+    /// Removes what an interrupted restore left (its staging folder), while the restore holds the
+    /// directory's lock exclusively: no other restore is under way.
+    private static func removeStaleStaging(in directory: String) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix(stagingPrefix) {
+            try? FileManager.default.removeItem(atPath: directory + "/" + name)
         }
-        return (offset, length)
     }
 
     // MARK: Files
@@ -227,7 +332,7 @@ package enum LMDBBackup {
     }
 
     /// A new file at `path`, mode 0600 whatever the umask; `target` is what the error names.
-    private static func create(_ path: String, target: String) throws -> Int32 {
+    static func create(_ path: String, target: String) throws -> Int32 {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             let code = errno
@@ -238,7 +343,7 @@ package enum LMDBBackup {
         return fd
     }
 
-    private static func writeAll(_ fd: Int32, _ data: Data, path: String) throws {
+    static func writeAll(_ fd: Int32, _ data: Data, path: String) throws {
         try data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
             var done = 0
             while done < bytes.count {
@@ -263,6 +368,19 @@ package enum LMDBBackup {
         return total
     }
 
+    /// Calls `body` with each chunk of the open file `descriptor` from its start; returns how many
+    /// bytes.
+    private static func forEachChunk(of descriptor: Int32, _ body: (Data) throws -> Void) throws -> Int {
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: false)
+        try handle.seek(toOffset: 0)
+        var total = 0
+        while let data = try handle.read(upToCount: chunk), !data.isEmpty {
+            total += data.count
+            try body(data)
+        }
+        return total
+    }
+
     /// Flushes a directory's entries, so that a crash does not lose a rename or link reported done.
     static func syncDirectory(_ directory: String) {
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
@@ -274,16 +392,16 @@ package enum LMDBBackup {
     static func reason(_ code: Int32) -> String { String(cString: strerror(code)).lowercased() }
 }
 
-/// What a restore did: the new incarnation, and whether it kept the replaced store's tokens,
-/// operators and audit log (`KeptSecurityState`).
+/// What a restore did: the new incarnation, and whether it kept the replaced store's authority
+/// (`KeptAuthority`).
 package struct RestoreOutcome: Sendable {
     /// The store's new incarnation.
     package let incarnation: String
-    /// Whether the tokens, operators and audit log are the replaced store's (else the backup's).
-    package let keptSecurityState: Bool
+    /// Whether the authority (`StoredTables`) is the replaced store's (else the backup's).
+    package let keptAuthority: Bool
     /// How many accounts deleted after the backup were deleted again.
     package let deletedAgain: Int
-    /// Why the state was not kept (no store, or one that does not open), if it was not.
+    /// Why the authority was not kept (no store, or one that does not open), if it was not.
     package let whyNotKept: String?
 }
 

@@ -248,6 +248,15 @@ package enum PostgresMigrations {
                 "ALTER TABLE history ADD COLUMN pushed_by text",
             ]
         ),
+        // Each account's incarnation (`AccountStore`): made with its first token, deleted with the
+        // account, so that a name used again is a new account to the devices of the old one.
+        Migration(
+            version: 13,
+            name: "account incarnations",
+            statements: [
+                "CREATE TABLE account_incarnations (account text COLLATE \"C\" PRIMARY KEY, id text NOT NULL)"
+            ]
+        ),
     ]
 
     /// The versions of every migration, in order (what a migrated database's `schema_migrations` lists).
