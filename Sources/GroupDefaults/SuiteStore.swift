@@ -605,6 +605,8 @@ enum MetaKey {
     nonisolated(unsafe) static let syncCursor = UnsafeRawBufferPointer(staticString: "sync.cursor")
     /// The incarnation of the server's storage the suite last synced with (`Server-Incarnation`), UTF-8.
     nonisolated(unsafe) static let syncIncarnation = UnsafeRawBufferPointer(staticString: "sync.incarnation")
+    /// The incarnation of the account that owns the synced suite (`Account-Incarnation`), UTF-8.
+    nonisolated(unsafe) static let syncAccountIncarnation = UnsafeRawBufferPointer(staticString: "sync.account-incarnation")
     /// The batch being pushed: its id and exact body.
     nonisolated(unsafe) static let syncInFlight = UnsafeRawBufferPointer(staticString: "sync.inflight")
     /// The path of the file holding the sync token (never the token), UTF-8.

@@ -36,6 +36,10 @@ public struct SyncClient: Sendable {
     /// The incarnation of the server's storage as its latest answer named it (`Server-Incarnation`;
     /// shared by copies of this client).
     let serverIncarnation = ServerIncarnation()
+    /// The incarnation of the account that owns the suite: the one the suite remembers, sent with
+    /// every request, and the one the latest answer named (`Account-Incarnation`; shared by copies
+    /// of this client).
+    let accountIncarnation = AccountIncarnation()
 
     /// A client on `http` (the caller owns and shuts it down; see `makeHTTPClient(caFile:)`).
     public init(server: URL, suite: String, http: HTTPClient, token: @escaping @Sendable () throws -> String) {
@@ -362,17 +366,16 @@ public struct SyncClient: Sendable {
                 throw SyncError(.authenticationNeeded, "cannot read the token: \(error)")
             }
             request.headers.add(name: "Authorization", value: "Bearer \(token)")
+            if let known = accountIncarnation.known { request.headers.add(name: AccountIncarnationHeader.name, value: known) }
         }
         return request
     }
 
     private func execute(_ request: HTTPClientRequest, extraTime: Duration) async throws -> HTTPClientResponse {
+        let response: HTTPClientResponse
         do {
             let seconds = (timeout + extraTime).components.seconds
-            let response = try await http.execute(request, timeout: .seconds(seconds))
-            if let date = response.headers.first(name: "Date") { serverClock.note(date) }
-            if let incarnation = response.headers.first(name: IncarnationHeader.name) { serverIncarnation.note(incarnation) }
-            return response
+            response = try await http.execute(request, timeout: .seconds(seconds))
         } catch {
             let cause = failure.cause(of: error)
             var unreached = SyncError(.unavailable, "cannot reach \(server.absoluteString): \(cause.words)")
@@ -380,6 +383,12 @@ public struct SyncClient: Sendable {
             unreached.isLasting = cause.lasting
             throw unreached
         }
+        // An answer about another account of the same name is refused before anything in it is
+        // read, the server's incarnation included (it is not "restored from a backup").
+        if let named = response.headers.first(name: AccountIncarnationHeader.name) { try accountIncarnation.note(named) }
+        if let date = response.headers.first(name: "Date") { serverClock.note(date) }
+        if let incarnation = response.headers.first(name: IncarnationHeader.name) { serverIncarnation.note(incarnation) }
+        return response
     }
 
     /// An error answer as a `SyncError`, from its status, `Retry-After` and JSON body.
@@ -402,6 +411,36 @@ final class ServerIncarnation: Sendable {
     func note(_ incarnation: String) { latest.withLock { $0 = incarnation } }
 
     var current: String? { latest.withLock { $0 } }
+}
+
+/// The incarnation of the account that owns the suite (`AccountIncarnationHeader`): the one the
+/// suite remembers (`SyncEngine` sets it; nil before the suite learnt one) and the one the latest
+/// answer named. An answer that names another than the remembered one is about a new account of
+/// the same name: refused (`SyncError.accountDeleted`).
+final class AccountIncarnation: Sendable {
+    private let state = Mutex<(known: String?, latest: String?)>((nil, nil))
+
+    /// Sets the remembered incarnation (nil: none yet, the next answer's is trusted).
+    func know(_ incarnation: String?) { state.withLock { $0 = (incarnation, nil) } }
+
+    /// The remembered incarnation, sent with every request.
+    var known: String? { state.withLock { $0.known } }
+
+    /// The latest answer's, while none is remembered.
+    var latest: String? { state.withLock { $0.latest } }
+
+    /// Notes an answer's incarnation; throws when it is not the remembered one.
+    func note(_ incarnation: String) throws(SyncError) {
+        let known = state.withLock { state in
+            if state.known == nil { state.latest = incarnation }
+            return state.known
+        }
+        guard let known, known != incarnation else { return }
+        throw SyncError.accountDeleted(
+            "the account this suite synced with was deleted on the server, and its name is now a new account's: "
+                + "sync is paused, and this device keeps its data and uploads none of it to the new account"
+        )
+    }
 }
 
 /// When a stream last received something.

@@ -151,6 +151,9 @@ public actor SyncEngine {
         self.shared = shared
         var client = client
         if client.deviceID == nil { client.deviceID = defaults.origin }
+        // The owner account's incarnation the suite remembers, sent with every request and
+        // compared with every answer's (`AccountIncarnation`).
+        client.accountIncarnation.know((try? defaults.syncState())?.accountIncarnation)
         self.client = client
         self.options = options
         self.logger = logger ?? Logger(label: "GroupDefaultsSync")
@@ -260,11 +263,28 @@ public actor SyncEngine {
     }
 
     private func succeeded() {
+        rememberAccountIncarnation()
         updateStatus {
             $0.lastSuccess = Date()
             $0.lastError = nil
             $0.isPausedForAuthentication = false
         }
+    }
+
+    /// Records the owner account's incarnation the server named, if the suite remembers none yet
+    /// (trust on first use: its first sync, or a suite synced before servers named one). From then
+    /// on an answer about another account of that name is refused (`AccountIncarnation`).
+    private func rememberAccountIncarnation() {
+        guard client.accountIncarnation.known == nil, let named = client.accountIncarnation.latest else { return }
+        do { client.accountIncarnation.know(try defaults.setAccountIncarnationIfNew(named)) } catch {
+            logger.warning("could not record the account's incarnation in the suite", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// After the suite was set up again (`configure`, starting over after its account was deleted):
+    /// the incarnation it remembers now, none after a start over.
+    func reloadAccountIncarnation() {
+        client.accountIncarnation.know((try? defaults.syncState())?.accountIncarnation)
     }
 
     /// Notes a failed step: the status says what and when, and pauses for a refused token. A step

@@ -67,6 +67,10 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
         /// The suite is anchored to other keys than this device's: set this device up again with
         /// the suite's own recovery key or a pairing code, or have the operator reset its keys.
         case setUpAgainOrReset
+        /// The account the suite synced with was deleted on the server and its name is a new
+        /// account's: set the suite up again to start over in the new account (what this device
+        /// holds is uploaded there, by the joining rule), or stop syncing it and keep it here.
+        case startOver
 
         /// The remedy in words that name no program.
         public var description: String {
@@ -81,6 +85,8 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
                 "pair that device from this one, or have the server's operator reset the suite's keys again and sync this device first"
             case .setUpAgainOrReset:
                 "set this device up again with the suite's own recovery key or a pairing code, or have the server's operator reset the suite's keys"
+            case .startOver:
+                "set the suite up again to start over in the new account (what this device holds is uploaded there), or stop syncing it and keep it on this device"
             }
         }
     }
@@ -123,12 +129,22 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
             retryAfter: retryAfter,
             status: status
         )
+        if code == .accountDeleted { remedy = .startOver }
+    }
+
+    /// The account the suite synced with was deleted on the server, and its name is a new
+    /// account's (an answer, or the server's refusal, named another incarnation of the account than
+    /// the suite remembers): sync pauses, keeping everything here, until the suite is set up again.
+    static func accountDeleted(_ detail: String) -> SyncError {
+        var error = SyncError(.authenticationNeeded, code: .accountDeleted, detail)
+        error.remedy = .startOver
+        return error
     }
 
     static func kind(of code: SyncErrorCode?, status: Int?) -> Kind {
         if let status, status == 408 || status == 429 || status >= 500 { return .unavailable }
         switch code {
-        case .unauthorized?, .forbidden?, .notAMember?: return .authenticationNeeded
+        case .unauthorized?, .forbidden?, .notAMember?, .accountDeleted?: return .authenticationNeeded
         case .rateLimited?, .tooManyStreams?, .unavailable?: return .unavailable
         case .malformed?, .notFound?, .methodNotAllowed?: return .protocolError
         case let code? where code.isKnown: return .rejected
@@ -157,6 +173,8 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
     /// What went wrong, without the remedy.
     private var problem: String {
         switch kind {
+        case .authenticationNeeded where code == .accountDeleted:
+            return "account deleted: \(detail)"
         case .authenticationNeeded:
             return "authentication needed: \(detail)"
         case .rejected:
@@ -196,7 +214,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
     /// Codes that refuse a request other than a push (a pull, a key bag), which changed nothing.
     private static let requestCodes: Set<SyncErrorCode?> = [
         .suiteReset, .cursorExpired, .keyBagUnsigned, .keyAnchorMissing, .keyAnchorMismatch, .invitationNotFound, .invitationUsed,
-        .invitationExpired, .insufficientRole, .memberConflict, .notAMember,
+        .invitationExpired, .insufficientRole, .memberConflict, .notAMember, .accountDeleted,
     ]
 
     /// The task was cancelled while waiting.

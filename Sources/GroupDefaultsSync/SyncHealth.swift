@@ -15,6 +15,10 @@ public struct SyncHealth: Sendable, Equatable, Codable {
         /// The suite is another account's, and no longer shared with this one (removed, or it
         /// left): nothing is sent; a new invitation brings it back.
         case notShared = "not_shared"
+        /// The account the suite synced with was deleted on the server, and its name is now a new
+        /// account's: nothing is sent, and everything here is kept, until the suite is set up again
+        /// (which starts over in the new account) or stops syncing.
+        case accountDeleted = "account_deleted"
         /// The server could not be reached, or said it is busy or unavailable: retried with backoff.
         case offline
         /// This device's clock is behind the server's: nothing is applied until it is set right.
@@ -64,6 +68,8 @@ public struct SyncHealth: Sendable, Equatable, Codable {
         case .ok: "ok"
         case .paused: "paused: authentication needed (\(detail ?? "the token was refused")); sync waits for a new token"
         case .notShared: "not shared: \(detail ?? "the suite is no longer shared with this account"); nothing is sent until it is shared again"
+        case .accountDeleted:
+            "account deleted: \(detail ?? "the account this suite synced with was deleted on the server"); sync is paused and this device keeps its data"
         case .offline: "offline: \(detail ?? "the server cannot be reached")"
         case .clockBehind: "clock behind: \(detail ?? "this device's clock is behind the server's")"
         case .failing: "failing: \(detail ?? "the last step failed")"
@@ -75,6 +81,7 @@ public struct SyncHealth: Sendable, Equatable, Codable {
     static func assess(_ status: SyncStatus) -> (condition: Condition, detail: String?) {
         if status.isPausedForAuthentication {
             if status.lastError?.code == .notAMember { return (.notShared, status.lastError?.detail) }
+            if status.lastError?.code == .accountDeleted { return (.accountDeleted, status.lastError?.detail) }
             return (.paused, status.lastError?.detail)
         }
         if let error = status.lastError {
@@ -112,7 +119,8 @@ public struct SyncHealth: Sendable, Equatable, Codable {
     static func recordStartFailure(_ error: SyncError, in defaults: SharedDefaults) {
         let previous = stored(in: defaults)
         let condition: Condition =
-            error.code == .notAMember ? .notShared : error.kind == .authenticationNeeded ? .paused : .failing
+            error.code == .notAMember
+            ? .notShared : error.code == .accountDeleted ? .accountDeleted : error.kind == .authenticationNeeded ? .paused : .failing
         let now = Date()
         let health = SyncHealth(
             condition: condition,

@@ -65,6 +65,10 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     /// server's copy starts again, empty. A device joins it again: it reads the (new) snapshot and
     /// uploads what it holds (410).
     public static let suiteReset = SyncErrorCode(rawValue: "suite_reset")
+    /// The account whose suite the device syncs was deleted, and its name is now a new account's
+    /// (the request's `Account-Incarnation` is not the account's): the device stops, keeping its
+    /// data, and never uploads into the new account until its user starts over (410).
+    public static let accountDeleted = SyncErrorCode(rawValue: "account_deleted")
     /// A key bag that is not signed by the suite's current key or its recovery key (or whose
     /// signature does not check out): only a holder of one of them moves a suite to a new key (403).
     public static let keyBagUnsigned = SyncErrorCode(rawValue: "key_bag_unsigned")
@@ -105,7 +109,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
 
     /// Every code the server sends, in the order `openapi.yaml` lists them.
     public static let allKnown: [SyncErrorCode] = [
-        .malformed, .unauthorized, .forbidden, .notFound, .methodNotAllowed, .cursorExpired, .suiteReset, .bodyTooLarge,
+        .malformed, .unauthorized, .forbidden, .notFound, .methodNotAllowed, .cursorExpired, .suiteReset, .accountDeleted, .bodyTooLarge,
         .batchTooLarge, .invalidSuite, .keyTooLong, .valueTooLarge, .valueTooDeep, .quotaExceeded, .clockSkew,
         .idempotencyMismatch, .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .keyBagUnsigned, .keyAnchorMissing,
         .keyAnchorMismatch, .pairingNotFound, .pairingUsed,
@@ -128,7 +132,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         case .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .keyAnchorMissing, .keyAnchorMismatch, .pairingUsed, .invitationUsed,
             .memberConflict:
             409
-        case .cursorExpired, .suiteReset, .pairingExpired, .invitationExpired: 410
+        case .cursorExpired, .suiteReset, .accountDeleted, .pairingExpired, .invitationExpired: 410
         case .bodyTooLarge, .batchTooLarge: 413
         case .rateLimited, .tooManyStreams: 429
         case .unavailable: 503

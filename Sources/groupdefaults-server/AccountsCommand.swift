@@ -29,7 +29,11 @@ struct AccountsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailure {
-                let accounts = try await storage.withStorage { try await $0.accountSummaries() }
+                let (accounts, erasePending) = try await storage.withStorage { store in
+                    // Opening the store alone finished any erase a delete left; one still pending
+                    // waits for the process that has the store open (a server) to stop.
+                    (try await store.accountSummaries(), (store as? LMDBSyncStorage).map { LMDBErase.isPending(in: $0.directory) } ?? false)
+                }
                 if json {
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
@@ -39,6 +43,15 @@ struct AccountsCommand: AsyncParsableCommand {
                 }
                 for note in NewNames.lookAlikeNotes(accounts.map(\.account), kind: .account) {
                     writeAll(Data("warning: \(note)\n".utf8), to: STDERR_FILENO)
+                }
+                if erasePending {
+                    writeAll(
+                        Data(
+                            ("note: a deleted account's bytes are still in the store's file, because another process (a server) has it open: "
+                                + "they are erased when the store is next opened alone (stop the server, then run any command of this tool)\n").utf8
+                        ),
+                        to: STDERR_FILENO
+                    )
                 }
                 if accounts.isEmpty { return output("no accounts") }
                 let dates = ISO8601DateFormatter()
@@ -107,14 +120,25 @@ struct AccountsCommand: AsyncParsableCommand {
         @Argument(help: "The account.") var account: String
         @Flag(help: "Do not ask.") var yes = false
 
+        // Its steps, each safe to interrupt (`InterruptionPoint`, `accounts-delete.*`): the delete
+        // is one transaction with its audit record; the embedded store's erase is left pending
+        // before it (`LMDBErase`), and whoever opens the store alone next (this command run again,
+        // `accounts list`, a server's start) finishes it. Run again after an interruption, the
+        // command deletes what is left, or says that the account is deleted and finishes the erase.
         func run() async throws {
             try await reportingFailure {
                 let unknown = CommandFailure("no account is named \(account) (see `groupdefaults-server accounts list`)")
-                // An unknown account is said before anything is asked.
-                let known = try await storage.withStorage { store in
-                    try await store.accountSummaries().contains { $0.account.isSameName(as: account) }
+                // An unknown account is said before anything is asked; one this command deleted
+                // (a run that was interrupted once its transaction committed) is done.
+                let (known, deletedAt) = try await storage.withStorage { store in
+                    let known = try await store.accountSummaries().contains { $0.account.isSameName(as: account) }
+                    let deleted = known ? nil : try await Self.lastDeletion(of: account, in: store)
+                    return (known, deleted)
                 }
-                guard known else { throw unknown }
+                guard known else {
+                    guard let deletedAt else { throw unknown }
+                    return output("account \(printable(account)) is already deleted (at \(ISO8601DateFormatter().string(from: deletedAt)))")
+                }
                 if !yes {
                     guard isatty(STDIN_FILENO) == 1 else {
                         throw CommandFailure("deleting account \(account) cannot be undone: give --yes to delete it")
@@ -122,11 +146,12 @@ struct AccountsCommand: AsyncParsableCommand {
                     writeAll(Data("delete account \(printable(account)) and all its data? type its name to confirm: ".utf8), to: STDERR_FILENO)
                     guard readLine(strippingNewline: true).isSameName(as: account) else { throw CommandFailure("not deleted") }
                 }
+                InterruptionPoint.reached("accounts-delete.confirmed")
                 let directory = try await storage.withStorage { store in
-                    guard try await store.deleteAccount(account) else { throw unknown }
-                    try await store.appendAudit(.commandLine(.accountDelete, account: account))
+                    guard try await store.deleteAccount(account, audit: .commandLine(.accountDelete, account: account)) else { throw unknown }
                     return (store as? LMDBSyncStorage)?.directory
                 }
+                InterruptionPoint.reached("accounts-delete.deleted")
                 // The embedded store: its file keeps the rows' bytes until it is rebuilt (LMDBErase).
                 guard let directory else { return output("deleted account \(printable(account))") }
                 switch LMDBErase.eraseIfPending(in: directory) {
@@ -141,6 +166,11 @@ struct AccountsCommand: AsyncParsableCommand {
                     output("deleted account \(printable(account)); its bytes are erased from the store")
                 }
             }
+        }
+
+        /// When the audit log last recorded the account's deletion, if it did (within its days).
+        static func lastDeletion(of account: String, in store: any AuditStore) async throws -> Date? {
+            try await store.auditRecords(account: account, since: nil, limit: 1000).last { $0.act == .accountDelete }?.time
         }
     }
 }

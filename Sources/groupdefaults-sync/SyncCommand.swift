@@ -113,6 +113,8 @@ func perform(_ body: () async throws -> Void) async throws {
 /// What a person should read for a failed sync: what happened and what to do.
 func describe(_ error: SyncError) -> String {
     switch error.kind {
+    case .authenticationNeeded where error.code == .accountDeleted:
+        return error.description(remedy: remedyWords)
     case .authenticationNeeded where error.code == .notAMember:
         return "\(error.detail): ask its owner for a new invitation and join again "
             + "(`groupdefaults-sync configure --invitation CODE --server URL --token-file PATH --as SUITE`), or stop syncing it (`groupdefaults-sync unconfigure SUITE`)"
@@ -140,6 +142,9 @@ func remedyWords(_ remedy: SyncError.Remedy) -> String {
         "pair that device from this one, or have the operator reset the suite again (groupdefaults-server suites reset --keys) and sync this device first"
     case .setUpAgainOrReset:
         "configure it again with the suite's own recovery key or a pairing code, or have its operator reset it (groupdefaults-server suites reset --keys)"
+    case .startOver:
+        "to start over in the new account, configure the suite again (groupdefaults-sync configure SUITE --server URL --token-file PATH: "
+            + "what this device holds is uploaded there), or keep it on this device only (groupdefaults-sync unconfigure SUITE)"
     }
 }
 

@@ -40,6 +40,10 @@ package struct SyncState: Sendable, Equatable {
     /// The incarnation of the server's storage this suite last synced with; nil before it was told
     /// one. A different one means the server was restored from a backup.
     package var serverIncarnation: String?
+    /// The incarnation of the account that owns the suite on the server, as the server first named
+    /// it to this suite (trust on first use); nil before it was told one. A different one means the
+    /// account was deleted and its name is a new account's.
+    package var accountIncarnation: String?
     /// What the sync engine last reported that needs attention (paused for authentication, failing);
     /// nil when all is well. Written by the engine, read by `groupdefaults-sync status`.
     package var note: String?
@@ -207,6 +211,7 @@ extension SharedDefaults {
                 MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncKeyFile, MetaKey.syncShare, MetaKey.syncCursor,
                 MetaKey.syncInFlight,
                 MetaKey.syncNote, MetaKey.syncConfiguredAt, MetaKey.syncExclude, MetaKey.syncIgnored, MetaKey.syncIncarnation,
+                MetaKey.syncAccountIncarnation,
             ] {
                 try tx.setSyncText(nil, for: key)
             }
@@ -237,6 +242,7 @@ extension SharedDefaults {
                 state.cursor = try tx.syncNumber(MetaKey.syncCursor, "the sync cursor record")
                 state.inFlight = try tx.inFlightBatch()
                 state.serverIncarnation = try tx.syncText(MetaKey.syncIncarnation)
+                state.accountIncarnation = try tx.syncText(MetaKey.syncAccountIncarnation)
                 return state
             }
         }
@@ -391,6 +397,18 @@ extension SharedDefaults {
     /// Records the incarnation of the server's storage the suite synced with.
     package func setServerIncarnation(_ incarnation: String) throws {
         try write { tx in try tx.setSyncText(incarnation, for: MetaKey.syncIncarnation) }
+    }
+
+    /// Records the incarnation of the account that owns the suite on the server, if the suite has
+    /// none yet (trust on first use; another process may have recorded it first). Returns the one
+    /// the suite holds afterwards.
+    @discardableResult
+    package func setAccountIncarnationIfNew(_ incarnation: String) throws -> String {
+        try write { tx in
+            if let held = try tx.syncText(MetaKey.syncAccountIncarnation) { return held }
+            try tx.setSyncText(incarnation, for: MetaKey.syncAccountIncarnation)
+            return incarnation
+        }
     }
 
     /// Forgets (nil) or sets the server cursor: the next sync starts from the snapshot, or after

@@ -13,12 +13,16 @@ package struct ServerRequestContext: RequestContext {
     /// The client's IP address, if the connection has one (the console's sign-in throttle and the
     /// pairing claims' rate limit key on it).
     package var clientAddress: String?
+    /// The check of the account incarnation the request names: set by
+    /// `AccountIncarnationMiddleware` on the token group's routes, nil elsewhere.
+    package var accountIncarnation: AccountIncarnationCheck?
 
     package init(source: Source) {
         self.coreContext = .init(source: source)
         self.token = nil
         self.deviceID = nil
         self.clientAddress = source.channel.remoteAddress?.ipAddress
+        self.accountIncarnation = nil
     }
 }
 
@@ -32,6 +36,8 @@ package struct TokenRequestContext: ChildRequestContext {
     package let deviceID: UInt64?
     /// The client's IP address, if the connection has one.
     package let clientAddress: String?
+    /// The check of the account incarnation the request names (`SuiteAccess.check` runs it).
+    package let accountIncarnation: AccountIncarnationCheck?
 
     /// The context of a request `TokenAuthentication` let through; 401 if it did not run (a route
     /// registered outside the token group's authentication).
@@ -41,5 +47,6 @@ package struct TokenRequestContext: ChildRequestContext {
         self.token = token
         self.deviceID = context.deviceID
         self.clientAddress = context.clientAddress
+        self.accountIncarnation = context.accountIncarnation
     }
 }

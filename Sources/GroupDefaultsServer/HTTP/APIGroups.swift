@@ -14,6 +14,8 @@ struct APIGroups: Sendable {
     let authenticator: Authenticator
     /// One bucket per token or client address, whichever group the request comes through.
     let limiter: RateLimiter
+    /// The accounts' incarnations the token group's suite routes check (`AccountIncarnationCheck`).
+    let incarnations: AccountIncarnations
 
     /// Where the token group's routes are, under `/v1`: every route below them needs a token.
     static let tokenPaths = ["suites", "devices", "invitations"]
@@ -26,10 +28,12 @@ struct APIGroups: Sendable {
         router.group("v1")
     }
 
-    /// The routes that need a token: authenticated, then limited by the token.
+    /// The routes that need a token: authenticated, then limited by the token; a suite route checks
+    /// the account incarnation the request names (`AccountIncarnationCheck`).
     func token(_ router: Router<ServerRequestContext>) -> RouterGroup<TokenRequestContext> {
         router.group("v1")
             .add(middleware: TokenAuthentication(authenticator: authenticator))
+            .add(middleware: AccountIncarnationMiddleware(incarnations: incarnations))
             .group(context: TokenRequestContext.self)
             .add(middleware: RateLimitMiddleware<TokenRequestContext>(limiter: limiter))
     }

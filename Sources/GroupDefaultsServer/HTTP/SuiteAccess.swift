@@ -33,7 +33,8 @@ struct SuiteAccess: Sendable {
     /// The access of `context`'s token to the suite of the path, for `need`: the suite's name
     /// (422), the owner's name (400), the token's scope and write permission (403 `forbidden`),
     /// then the membership (403 `not_a_member` when not shared with this account,
-    /// `insufficient_role` for a `read` member writing).
+    /// `insufficient_role` for a `read` member writing), then the owner account's incarnation the
+    /// request names (410 `account_deleted`, `AccountIncarnationCheck`).
     static func check(
         _ request: Request,
         _ context: TokenRequestContext,
@@ -62,6 +63,8 @@ struct SuiteAccess: Sendable {
         if need == .write, !role.mayWrite {
             throw APIError(.insufficientRole, "this account is a read member of \(owner)'s suite '\(suite)': it may read the suite, not change it")
         }
+        // The device's copy is of the owner account it remembers, not of a new account of that name.
+        try await context.accountIncarnation?.check(owner: owner)
         return SuiteAccess(token: token, owner: owner, suite: suite, role: role)
     }
 

@@ -25,20 +25,40 @@ package struct AccountSummary: Sendable, Hashable, Codable {
     }
 }
 
-/// An account's own rows that no other protocol lists by account (its pairings), and deleting an
-/// account: everything stored under its name goes, in one transaction.
+/// An account's own rows that no other protocol lists by account (its pairings, its incarnation),
+/// and deleting an account: everything stored under its name goes, in one transaction.
+///
+/// An account's incarnation is its identity beyond its name: a random id (`IncarnationID`) made
+/// in the transaction that stores its first token (`TokenStore.createToken`), dropped by
+/// `deleteAccount`, so that a name used again after a delete is a new account with a new
+/// incarnation. Devices remember the incarnation of the account whose suite they sync
+/// (`AccountIncarnationCheck`) and stop, rather than upload a deleted account's data into a new
+/// one. It is authority: a restore keeps the present's.
 package protocol AccountStore: Sendable {
     /// The pairings the account's tokens made (expired or not, until a new pairing drops them), by
     /// creation time.
     func pairings(account: String) async throws -> [StoredPairing]
 
+    /// The account's incarnation; made (and kept) now if it has none: an account of a store from
+    /// before incarnations. Call it only for an account that exists (a token's, or a suite's
+    /// owner the token may use).
+    func accountIncarnation(_ account: String) async throws -> String
+
     /// Deletes every row of `account`: its suites (entries, tombstones, history, batch records,
     /// counters), key bags, devices, tokens (a running server learns it as it learns a revocation,
-    /// `TokenStore.tokenGeneration`) and pairings, in one transaction, and wakes the waits on its
-    /// suites so that open event streams re-check their token at once. Returns false, having changed
-    /// nothing, when nothing is stored under the name. (The embedded store's file keeps the rows'
-    /// bytes in its free space until an erase rebuilds it: `LMDBErase`.)
-    func deleteAccount(_ account: String) async throws -> Bool
+    /// `TokenStore.tokenGeneration`), pairings and incarnation, in one transaction, with `audit`
+    /// (the record of the act) appended in that same transaction, and wakes the waits on its
+    /// suites so that open event streams re-check their token at once. Returns false, having
+    /// changed nothing (no record appended), when nothing is stored under the name. (The embedded
+    /// store's file keeps the rows' bytes in its free space until an erase rebuilds it: `LMDBErase`.)
+    func deleteAccount(_ account: String, audit: AuditRecord?) async throws -> Bool
+}
+
+extension AccountStore {
+    /// Deletes every row of `account`, recording nothing in the audit log (`deleteAccount(_:audit:)`).
+    package func deleteAccount(_ account: String) async throws -> Bool {
+        try await deleteAccount(account, audit: nil)
+    }
 }
 
 extension SuiteAdmin where Self: TokenStore & DeviceStore {

@@ -20,7 +20,8 @@ import GroupDefaultsWire
 /// transaction so that no crash loses it. Whoever finds the mark and can take the lock exclusively
 /// rebuilds the store, before anything else, then removes the mark: the `accounts delete` itself
 /// when nothing else had the store open, otherwise the next process that opens the store alone (a
-/// server starting, any command; `LMDBSyncStorage.init(directory:maximumMapSize:)`).
+/// server starting, any command; `LMDBSyncStorage.init(directory:maximumMapSize:)`). A rebuild
+/// that was interrupted leaves the mark, and maybe its staging folder, which the next removes first.
 package enum LMDBErase {
     /// What `eraseIfPending` did.
     package enum Outcome: Sendable, Equatable {
@@ -77,13 +78,26 @@ package enum LMDBErase {
         }
         defer { lock.release() }
         guard isPending(in: directory) else { return .nothingPending }  // another process erased meanwhile
+        removeStagingLeftovers(in: directory)
         do {
             try rebuild(directory, maximumMapSize: maximumMapSize)
         } catch {
             return .failed("\(error)")
         }
+        InterruptionPoint.reached("accounts-delete.erase-renamed")
         clearMark(in: directory)
         return .erased
+    }
+
+    /// The prefix of the staging folders a rebuild writes in.
+    static let stagingPrefix = ".erase-"
+
+    /// Removes the staging folders of rebuilds that were interrupted (a kill leaves one, holding
+    /// the deleted rows' bytes); the caller holds the lock exclusively, so no rebuild is under way.
+    static func removeStagingLeftovers(in directory: String) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix(stagingPrefix) {
+            try? FileManager.default.removeItem(atPath: directory + "/" + name)
+        }
     }
 
     /// Writes every record of the store of `directory` into a new store in a staging folder, checks
@@ -91,7 +105,7 @@ package enum LMDBErase {
     /// store. The caller holds `DataDirectoryLock` exclusively. On failure the staging folder goes
     /// and the store is untouched.
     static func rebuild(_ directory: String, maximumMapSize: Int) throws {
-        let staging = directory + "/.erase-" + IncarnationID.random().prefix(8)
+        let staging = directory + "/" + stagingPrefix + IncarnationID.random().prefix(8)
         guard mkdir(staging, 0o700) == 0 else {
             throw EraseFailure("cannot make a folder in \(directory) to rebuild the store in: \(LMDBBackup.reason(errno))")
         }
@@ -139,6 +153,7 @@ package enum LMDBErase {
             DataDirectoryLock.giveToOwner(of: directory, fd)
             close(fd)
         }
+        InterruptionPoint.reached("accounts-delete.erase-staged")
         // LMDB's lock file stays: nobody has it open (the lock), so the next process to open the
         // store sets it up again for the new file, as after a restore.
         guard rename(stagedStore, LMDBSyncStorage.storePath(in: directory)) == 0 else {

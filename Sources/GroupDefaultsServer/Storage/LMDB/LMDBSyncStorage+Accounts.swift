@@ -27,11 +27,40 @@ extension LMDBSyncStorage: AccountStore {
         }
     }
 
-    package func deleteAccount(_ account: String) async throws -> Bool {
+    package func accountIncarnation(_ account: String) async throws -> String {
+        let environment = self.environment
+        let key = Array(account.utf8)
+        let held: [UInt8]? = try await onReadQueue {
+            var held: [UInt8]?
+            try environment.readTransaction { txn in held = try Self.get(txn, DB.accountIncarnations, key) }
+            return held
+        }
+        if let held { return String(decoding: held, as: UTF8.self) }
+        return try await onWriteQueue {
+            var made = ""
+            try environment.writeTransaction(sync: true) { txn in made = try Self.makeAccountIncarnationIfNew(txn, account) }
+            return made
+        }
+    }
+
+    /// The account's incarnation, made in `txn` if it has none (its first token, or an account of
+    /// a store from before incarnations).
+    @discardableResult
+    static func makeAccountIncarnationIfNew(_ txn: LMDBTransaction, _ account: String) throws -> String {
+        let key = Array(account.utf8)
+        if let held = try get(txn, DB.accountIncarnations, key) { return String(decoding: held, as: UTF8.self) }
+        let made = IncarnationID.random()
+        try put(txn, DB.accountIncarnations, key, Array(made.utf8))
+        return made
+    }
+
+    package func deleteAccount(_ account: String, audit: AuditRecord?) async throws -> Bool {
         let environment = self.environment
         let prefix = LMDBKeys.accountPrefix(account)
         let directory = self.directory
+        let auditRow = try audit.map(Self.auditRow)
         let marked = try LMDBErase.markPending(in: directory)
+        InterruptionPoint.reached("accounts-delete.erase-marked")
         let deleted: (found: Bool, suites: [String], shared: [(owner: String, suite: String)])? = try await onWriteQueue {
             var outcome: (found: Bool, suites: [String], shared: [(owner: String, suite: String)])?
             try environment.writeTransaction(sync: true) { txn in
@@ -67,10 +96,13 @@ extension LMDBSyncStorage: AccountStore {
                 if try Self.deletePairings(txn, account: account) { found = true }
                 let shared = try Self.deleteSharing(txn, account: account)
                 if !shared.isEmpty { found = true }
-                if !tokens.isEmpty {
+                // The name's incarnation goes with it: a token made for the name later makes a new one.
+                let incarnation = try Array(account.utf8).withUnsafeBytes { try txn.delete(DB.accountIncarnations, $0) }
+                if !tokens.isEmpty || incarnation {
                     found = true
-                    try Self.bumpTokenGeneration(txn)
+                    try Self.bumpTokenGeneration(txn)  // also what a server's cache of incarnations follows
                 }
+                if found, let auditRow { try Self.put(txn, DB.audit, auditRow.key, auditRow.json) }
                 outcome = found ? (true, suites.map { String(decoding: $0.key.dropFirst(prefix.count), as: UTF8.self) }, shared) : nil
             }
             return outcome
@@ -116,8 +148,32 @@ extension LMDBSyncStorage: AuditStore {
     package func appendAudit(_ record: AuditRecord) async throws {
         let environment = self.environment
         let (key, json) = try Self.auditRow(record)
+        guard AuditRepeats.applies(to: record) else {
+            try await onWriteQueue {
+                try environment.writeTransaction(sync: true) { txn in try Self.put(txn, DB.audit, key, json) }
+            }
+            return
+        }
+        // A token's act: counted with the acts like it of the window (`AuditRepeats`), in the
+        // transaction that writes it.
+        let start = LMDBKeys.bigEndian(Self.milliseconds(AuditRepeats.windowStart(before: record.time)))
         try await onWriteQueue {
-            try environment.writeTransaction(sync: true) { txn in try Self.put(txn, DB.audit, key, json) }
+            try environment.writeTransaction(sync: true) { txn in
+                var recent: [(key: [UInt8], record: AuditRecord)] = []
+                try start.withUnsafeBytes { start in
+                    try txn.forEach(DB.audit, from: start) { key, value in
+                        let held = try AuditRecord.decoder.decode(AuditRecord.self, from: Data(value))
+                        if AuditRepeats.isLike(held, record) { recent.append((Array(key), held)) }
+                        return true
+                    }
+                }
+                switch AuditRepeats.decide(record, recent: recent.map(\.record)) {
+                case .append(let written):
+                    try Self.put(txn, DB.audit, key, Array(try AuditRecord.encoder.encode(written)))
+                case .replace(let index, let counted):
+                    try Self.put(txn, DB.audit, recent[index].key, Array(try AuditRecord.encoder.encode(counted)))
+                }
+            }
         }
     }
 
@@ -133,19 +189,22 @@ extension LMDBSyncStorage: AuditStore {
     }
 
     /// A record's key (its time, then random bytes: records of one millisecond all stay) and value.
-    private static func auditRow(_ record: AuditRecord) throws -> (key: [UInt8], json: [UInt8]) {
+    static func auditRow(_ record: AuditRecord) throws -> (key: [UInt8], json: [UInt8]) {
         let key = LMDBKeys.bigEndian(milliseconds(record.time)) + LMDBKeys.bigEndian(UInt64.random(in: 0...UInt64.max))
         return (key, Array(try AuditRecord.encoder.encode(record)))
     }
 
-    package func auditRecords(account: String?, since: Date?, limit: Int) async throws -> [AuditRecord] {
+    package func auditRecords(account: String?, since: Date?, before: Date?, limit: Int) async throws -> [AuditRecord] {
         let environment = self.environment
         let start = LMDBKeys.bigEndian(since.map(Self.milliseconds) ?? 0)
+        // `before` is a millisecond's start (a page's cursor): rounded, not cut down.
+        let end = before.map { UInt64(max(0, ($0.timeIntervalSince1970 * 1000).rounded())) } ?? .max
         return try await onReadQueue {
             var records: [AuditRecord] = []
             try environment.readTransaction { txn in
                 try start.withUnsafeBytes { start in
-                    try txn.forEach(DB.audit, from: start) { _, value in
+                    try txn.forEach(DB.audit, from: start) { key, value in
+                        guard key.count < 8 || LMDBKeys.readBigEndian(key) < end else { return false }
                         let record = try AuditRecord.decoder.decode(AuditRecord.self, from: Data(value))
                         if account.map({ record.account.isSameName(as: $0) }) ?? true { records.append(record) }
                         return true

@@ -19,7 +19,10 @@ extension LMDBSyncStorage: TokenStore {
     /// verification it cached from before (`tokenGeneration`).
     static func putToken(_ txn: LMDBTransaction, _ token: StoredToken, json: [UInt8]? = nil, indexHash: Bool) throws {
         try put(txn, DB.tokens, Array(token.id.utf8), try json ?? Array(JSONEncoder().encode(token)))
-        if indexHash { try put(txn, DB.tokenHashes, Array(token.hash.utf8), Array(token.id.utf8)) }
+        if indexHash {
+            try put(txn, DB.tokenHashes, Array(token.hash.utf8), Array(token.id.utf8))
+            try makeAccountIncarnationIfNew(txn, token.account)  // a new token: its account exists from now
+        }
         try bumpTokenGeneration(txn)
     }
 

@@ -30,6 +30,8 @@ import Synchronization
 /// - `audit`: time (ms, big-endian) + 8 random bytes → `AuditRecord` JSON, oldest first
 /// - `sharing`: shared suites' members and invitations, and indexes of them
 ///   (`LMDBSyncStorage+Sharing.swift`)
+/// - `account-incarnations`: account → its incarnation (`AccountStore`), written with its first
+///   token, deleted with the account
 ///
 /// Beside it: LMDB's lock file, `sync.lmdb-open`, and `sync.lmdb-in-use`, locked shared by every
 /// process that has the store open and exclusively by a restore or an erase (`DataDirectoryLock`);
@@ -44,9 +46,10 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
         static let tokens = Database(4), tokenHashes = Database(5), meta = Database(6)
         static let history = Database(7), devices = Database(8), pairings = Database(9)
         static let keyBags = Database(10), console = Database(11), audit = Database(12), sharing = Database(13)
+        static let accountIncarnations = Database(14)
         static let names = [
             "suites", "entries", "revisions", "batches", "tokens", "token-hashes", "meta", "history", "devices", "pairings", "key-bags",
-            "console", "audit", "sharing",
+            "console", "audit", "sharing", "account-incarnations",
         ]
     }
 

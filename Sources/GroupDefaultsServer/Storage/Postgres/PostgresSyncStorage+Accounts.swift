@@ -1,4 +1,5 @@
 package import Foundation
+import GroupDefaultsWire
 import Logging
 import NIOCore
 import PostgresNIO
@@ -21,14 +22,35 @@ extension PostgresSyncStorage: AccountStore {
         return try texts.map { try JSONDecoder().decode(StoredPairing.self, from: Data($0.utf8)) }.sorted { $0.created < $1.created }
     }
 
-    package func deleteAccount(_ account: String) async throws -> Bool {
-        try await bounded("deleting an account") { storage in
+    package func accountIncarnation(_ account: String) async throws -> String {
+        let made = IncarnationID.random()
+        return try await bounded("reading an account's incarnation") { storage in
+            // Made here if missing (an account of a store from before incarnations); a concurrent
+            // first call wins the insert, and both read its row.
+            let rows = try await storage.client.query(
+                """
+                WITH made AS (
+                    INSERT INTO account_incarnations (account, id) VALUES (\(account), \(made))
+                    ON CONFLICT (account) DO NOTHING RETURNING id
+                )
+                SELECT id FROM made UNION ALL SELECT id FROM account_incarnations WHERE account = \(account)
+                """,
+                logger: storage.logger
+            )
+            for try await id in rows.decode(String.self) { return id }
+            throw SyncStorageError(.unavailable, "the incarnation of account \(account) is missing")
+        }
+    }
+
+    package func deleteAccount(_ account: String, audit: AuditRecord?) async throws -> Bool {
+        let auditJSON = try audit.map { String(decoding: try AuditRecord.encoder.encode($0), as: UTF8.self) }
+        return try await bounded("deleting an account") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
                 let rows = try await connection.query("SELECT suite FROM suites WHERE account = \(account)", logger: storage.logger)
                 var suites: [String] = []
                 for try await suite in rows.decode(String.self) { suites.append(suite) }
                 var found = !suites.isEmpty
-                for table in ["entries", "history", "batches", "key_bags", "devices", "suites", "tokens"] {
+                for table in ["entries", "history", "batches", "key_bags", "devices", "suites", "tokens", "account_incarnations"] {
                     var binds = PostgresBindings(capacity: 1)
                     binds.append(account)
                     // Static table names: nothing from outside.
@@ -45,6 +67,12 @@ extension PostgresSyncStorage: AccountStore {
                 for try await _ in pairings { found = true }
                 if try await Self.deleteSharing(account: account, on: connection, logger: storage.logger) { found = true }
                 guard found else { return false }
+                if let audit, let auditJSON {
+                    try await connection.query(
+                        "INSERT INTO audit (time, account, record) VALUES (\(audit.time), \(audit.account), \(auditJSON)::json)",
+                        logger: storage.logger
+                    )
+                }
                 for suite in suites {
                     let notice = String(
                         decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: UInt64(Int64.max))),
@@ -62,22 +90,60 @@ extension PostgresSyncStorage: AccountStore {
 extension PostgresSyncStorage: AuditStore {
     package func appendAudit(_ record: AuditRecord) async throws {
         let json = String(decoding: try AuditRecord.encoder.encode(record), as: UTF8.self)
+        guard AuditRepeats.applies(to: record) else {
+            try await bounded("recording an administrative act") { storage in
+                try await storage.client.query(
+                    "INSERT INTO audit (time, account, record) VALUES (\(record.time), \(record.account), \(json)::json)",
+                    logger: storage.logger
+                )
+            }
+            return
+        }
+        // A token's act: counted with the acts like it of the window (`AuditRepeats`), under a
+        // lock of the token's, in the transaction that writes it.
+        let since = AuditRepeats.windowStart(before: record.time)
+        let actor = record.actor
+        let act = record.act.rawValue
         try await bounded("recording an administrative act") { storage in
-            try await storage.client.query(
-                "INSERT INTO audit (time, account, record) VALUES (\(record.time), \(record.account), \(json)::json)",
-                logger: storage.logger
-            )
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(hashtext('audit'), hashtext(\(actor)))", logger: storage.logger)
+                let rows = try await connection.query(
+                    """
+                    SELECT id, record::text FROM audit
+                    WHERE time >= \(since) AND record->>'actor' = \(actor) AND record->>'act' = \(act) ORDER BY time, id
+                    """,
+                    logger: storage.logger
+                )
+                var recent: [(id: Int64, record: AuditRecord)] = []
+                for try await (id, text) in rows.decode((Int64, String).self) {
+                    let held = try AuditRecord.decoder.decode(AuditRecord.self, from: Data(text.utf8))
+                    if AuditRepeats.isLike(held, record) { recent.append((id, held)) }
+                }
+                switch AuditRepeats.decide(record, recent: recent.map(\.record)) {
+                case .append(let written):
+                    let text = String(decoding: try AuditRecord.encoder.encode(written), as: UTF8.self)
+                    try await connection.query(
+                        "INSERT INTO audit (time, account, record) VALUES (\(written.time), \(written.account), \(text)::json)",
+                        logger: storage.logger
+                    )
+                case .replace(let index, let counted):
+                    let text = String(decoding: try AuditRecord.encoder.encode(counted), as: UTF8.self)
+                    try await connection.query("UPDATE audit SET record = \(text)::json WHERE id = \(recent[index].id)", logger: storage.logger)
+                }
+            }
         }
     }
 
-    package func auditRecords(account: String?, since: Date?, limit: Int) async throws -> [AuditRecord] {
+    package func auditRecords(account: String?, since: Date?, before: Date?, limit: Int) async throws -> [AuditRecord] {
         let since = since ?? Date(timeIntervalSince1970: 0)
+        let before = before ?? Date.distantFuture
         let limit = max(limit, 0)
         let texts = try await bounded("reading the audit log") { storage in
             let rows = try await storage.client.query(
                 """
                 SELECT record::text FROM (
-                    SELECT id, time, record FROM audit WHERE time >= \(since) AND (\(account)::text IS NULL OR account = \(account))
+                    SELECT id, time, record FROM audit
+                    WHERE time >= \(since) AND time < \(before) AND (\(account)::text IS NULL OR account = \(account))
                     ORDER BY time DESC, id DESC LIMIT \(limit)
                 ) AS last ORDER BY time, id
                 """,

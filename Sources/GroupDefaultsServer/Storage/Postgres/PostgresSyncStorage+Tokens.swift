@@ -7,8 +7,13 @@ import PostgresNIO
 extension PostgresSyncStorage: TokenStore {
     package func createToken(_ token: StoredToken) async throws {
         try await bounded("creating a token") { storage in
+            // One statement: the token, and its account's incarnation if the account has none yet.
             try await storage.client.query(
                 """
+                WITH incarnation AS (
+                    INSERT INTO account_incarnations (account, id) VALUES (\(token.account), \(IncarnationID.random()))
+                    ON CONFLICT (account) DO NOTHING
+                )
                 INSERT INTO tokens (id, account, patterns, read_only, device, created, expires, revoked, hash)
                 VALUES (\(token.id), \(token.account), \(token.suitePatterns)::text[], \(token.readOnly), \(token.device),
                         \(token.created), \(token.expires), \(token.revoked), \(token.hash))

@@ -1,0 +1,69 @@
+import Foundation
+import Glibc
+import GroupDefaults
+import GroupDefaultsSync
+import GroupDefaultsWire
+import TestSupport
+import Testing
+
+/// An account deleted (`groupdefaults-server accounts delete`) while its device runs, then its
+/// name used again (a new token, put in the device's token file): the device says the account was
+/// deleted, pauses keeping everything, uploads nothing into the new account and never takes it for
+/// a restore; a new device of the new account works; `configure` again starts over in the new
+/// account. The real server on both backends and a real `groupdefaults-sync run`.
+@Suite("A deleted account's name used again is a new account", .serialized, .timeLimit(.minutes(2)))
+struct AccountIncarnationTests {
+    @Test("the old account's device pauses and uploads nothing into the new one, until it starts over", arguments: StorageBackend.allCases)
+    func recreatedAccount(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let suite = "group.zed"
+            let phone = ToolDevice(suite)
+            let tablet = ToolDevice(suite)
+            defer {
+                phone.remove()
+                tablet.remove()
+            }
+            let oldToken = try await ServerTool.createToken(storage: server.storage, account: "zed")
+            try await phone.configure(server, token: oldToken)
+            #expect(try await phone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
+            let run = try phone.start("run", ["--log-level", "info"])
+            defer { run.signal(SIGKILL) }
+            #expect(await eventually { (try? await server.client(suite, token: oldToken).snapshot(after: nil, limit: 10).entries.count) == 1 })
+
+            let deleted = try await ServerTool.run(["accounts", "delete", "zed", "--yes"] + server.storage)
+            #expect(deleted.status == 0, "\(deleted.stderr)")
+            #expect(try await phone.defaultsTool(["write", suite, "draft", "hello"]).status == 0)  // made while deleted
+            let newToken = try await ServerTool.createToken(storage: server.storage, account: "zed")
+            _ = try phone.tokenFile(newToken)
+
+            #expect(await eventually { run.stderr.contains("this account was deleted on the server") }, "\(run.stderr)")
+            let status = try await phone.sync("status", ["--json"])
+            #expect(status.status == 3, "\(status.stderr)")
+            #expect(status.stdout.contains("\"state\" : \"account_deleted\""), "\(status.stdout)")
+            #expect(status.stderr.contains("groupdefaults-sync configure \(suite)"), "the remedy: \(status.stderr)")
+            let newAccount = server.client(suite, token: newToken)
+            #expect(try await newAccount.snapshot(after: nil, limit: 10).entries.isEmpty, "nothing uploaded into the new account")
+            #expect(!run.stderr.contains("restored from a backup"), "\(run.stderr)")
+            let kept = try phone.open()
+            #expect(kept.string(forKey: "sound") == "ring.caf" && kept.string(forKey: "draft") == "hello", "the device keeps its data")
+
+            // A new device of the new account works as any.
+            try await tablet.configure(server, token: newToken)
+            #expect(try await tablet.defaultsTool(["write", suite, "theme", "dark"]).status == 0)
+            let synced = try await tablet.sync("sync")
+            #expect(synced.status == 0, "\(synced.stderr)")
+            #expect(try await newAccount.snapshot(after: nil, limit: 10).entries.map(\.key) == ["theme"], "still nothing of the old account")
+
+            // Starting over, deliberately: the running engine joins the new account's suite.
+            try await phone.configure(server, token: newToken)
+            #expect(
+                await eventually {
+                    (try? await newAccount.snapshot(after: nil, limit: 10).entries.map(\.key).sorted()) == ["draft", "sound", "theme"]
+                },
+                "\(run.stderr)"
+            )
+            #expect(try phone.open().string(forKey: "theme") == "dark")
+            #expect(await run.terminate().status == 0)
+        }
+    }
+}
