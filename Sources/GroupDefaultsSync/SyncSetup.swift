@@ -146,6 +146,8 @@ public struct SyncSetup: Sendable {
             shared: shared
         )
         try settings.store(in: defaults)
+        // A pairing is finished once the suite names its token and keys.
+        if case .pairingCode = keys { PairingProgress.remove(at: Self.pairingProgressFile(tokenFile: tokenFile)) }
         // A configuration starts afresh: what a paused engine left in the suite (a refused token,
         // a suite no longer shared, a deleted account) is about the configuration this one
         // replaces, and an engine waiting on it resumes.
@@ -436,17 +438,34 @@ public struct SyncSetup: Sendable {
     }
 
     /// Claims the pairing of `code` and writes the token and the keys it brings, together, once
-    /// both are here: a pairing that fails, or is interrupted, leaves nothing behind. The keys go
-    /// to `keyFile`, or by default to the file named for the suite, the server and the new token.
+    /// both are here: a pairing that fails leaves nothing behind. The keys go to `keyFile`, or by
+    /// default to the file named for the suite, the server and the new token. Its progress is kept
+    /// beside the token file (`PairingProgress`) until the suite records its settings, so that a
+    /// run interrupted at any step after the claim finishes when it runs again with the same code.
     private func pairedKeys(code: PairingCode, deviceName: String?, suite: String, keyFile: String?) async throws -> String {
         // A key file named that exists must hold this suite's keys only.
         if let keyFile, FileManager.default.fileExists(atPath: keyFile) { _ = try SuiteKeys.read(from: keyFile, suite: keysSuite(suite)) }
-        guard !FileManager.default.fileExists(atPath: tokenFile) else { throw Refusal(.tokenFileExists, suite: suite, path: tokenFile) }
+        let progressFile = Self.pairingProgressFile(tokenFile: tokenFile)
+        let kept = try PairingProgress.read(from: progressFile)
+        if let kept, kept.pairingID != code.pairingID, kept.token != nil {
+            throw SyncError(
+                .local,
+                """
+                a pairing with another code was interrupted after its claim and left \(progressFile): run this command again with \
+                that code to finish it, or remove \(progressFile) to give it up
+                """
+            )
+        }
+        // The token file may be this pairing's own, written by a run that was interrupted.
+        let resumed = kept?.pairingID == code.pairingID ? kept?.token : nil
+        if FileManager.default.fileExists(atPath: tokenFile), resumed == nil || (try? TokenFile.read(tokenFile)) != resumed {
+            throw Refusal(.tokenFileExists, suite: suite, path: tokenFile)
+        }
         let (token, keys) = try await withClient(
             suite: suite,
             token: { throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one") }
         ) {
-            try await DevicePairing.accept(code: code, client: $0, deviceName: deviceName)
+            try await DevicePairing.accept(code: code, client: $0, deviceName: deviceName, progressFile: progressFile)
         }
         let path = keyFile ?? KeyFileName.defaultPath(suite: suite, server: server, token: token, beside: tokenFile)
         try FileManager.default.createDirectory(
@@ -454,9 +473,20 @@ public struct SyncSetup: Sendable {
             withIntermediateDirectories: true,
             attributes: [.posixPermissions: 0o700]
         )
-        try TokenFile.create(token, at: tokenFile)
+        if !FileManager.default.fileExists(atPath: tokenFile) {
+            try TokenFile.create(token, at: tokenFile)
+            InterruptionPoint.reached("configure-pairing.token-written")
+        }
         try keys.write(to: path)
+        InterruptionPoint.reached("configure-pairing.keys-written")
         return path
+    }
+
+    /// Where a pairing whose token goes to `tokenFile` keeps its progress until the suite records
+    /// its settings (`configure --pairing-code`): a run interrupted after its claim left this file,
+    /// and running the same command again with the same code finishes the pairing.
+    public static func pairingProgressFile(tokenFile: String) -> String {
+        PairingProgress.path(beside: absolute(tokenFile))
     }
 
     /// The keys of every epoch from `recovery` (epoch 1 from the key itself, the later ones from

@@ -132,12 +132,13 @@ struct SuitesCommand: AsyncParsableCommand {
                         output("would delete \(what) from the server (devices keep theirs and upload them again): add --yes to reset it")
                         return
                     }
-                    guard let count = try await store.resetSuite(account: account, suite: suite, keys: keys) else {
+                    // The reset and its audit record in one transaction: an interrupted command
+                    // leaves both or neither.
+                    let record = AuditRecord.commandLine(.suiteReset, account: account, target: "suite \(suite)" + (keys ? " (with its keys)" : ""))
+                    guard let count = try await store.resetSuite(account: account, suite: suite, keys: keys, audit: record) else {
                         throw CommandFailure("account \(account) has no suite \(suite) in this store")
                     }
-                    try await store.appendAudit(
-                        .commandLine(.suiteReset, account: account, target: "suite \(suite)" + (keys ? " (with its keys)" : ""))
-                    )
+                    InterruptionPoint.reached("suites-reset.reset")
                     output(
                         "\(printable(account))/\(printable(suite)): reset (\(count) key\(count == 1 ? "" : "s") deleted\(keys ? ", and its keys" : "")); each device joins it again at its next sync and uploads what it holds"
                     )

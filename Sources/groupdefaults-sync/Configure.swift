@@ -222,9 +222,11 @@ extension SyncCommand {
                 setup.connectTimeout = waiting.connect
                 setup.answerTimeout = waiting.answer
                 let result: SyncSetup.Result
-                do { result = try await setup.configure(suiteName: suite, directory: options.directoryURL) } catch let refusal
-                    as SyncSetup.Refusal
-                {
+                let configuring = setup
+                let directory = options.directoryURL
+                do {
+                    result = try await interruptedPairing(setup) { try await configuring.configure(suiteName: suite, directory: directory) }
+                } catch let refusal as SyncSetup.Refusal {
                     throw Self.failure(refusal)
                 }
                 let settings = result.settings
@@ -256,8 +258,12 @@ extension SyncCommand {
             }
             let result: SyncSetup.Result
             let remote = parts.count == 2 ? parts[1] : suite
+            let configuring = setup
+            let directory = options.directoryURL
             do {
-                result = try await setup.configure(suiteName: suite, sharedBy: owner, remoteSuite: remote, directory: options.directoryURL)
+                result = try await interruptedPairing(setup) {
+                    try await configuring.configure(suiteName: suite, sharedBy: owner, remoteSuite: remote, directory: directory)
+                }
             } catch let refusal as SyncSetup.Refusal {
                 throw Self.failure(refusal)
             } catch let error as SyncError where error.code == .notAMember {
@@ -308,6 +314,29 @@ extension SyncCommand {
             )
             if membership.role == .read {
                 output("A read member's changes stay on this device: the server keeps the owner's and the writers' values.")
+            }
+        }
+
+        /// Runs `configure`; with a pairing code, a Ctrl-C or a `kill` while it claims and waits for
+        /// the keys ends it with one line saying what was left and how to go on: the pairing's
+        /// progress is kept (`SyncSetup.pairingProgressFile`), and the same command finishes it.
+        private func interruptedPairing(
+            _ setup: SyncSetup,
+            _ configure: @escaping @Sendable () async throws -> SyncSetup.Result
+        ) async throws -> SyncSetup.Result {
+            guard case .pairingCode = setup.keys else { return try await configure() }
+            do { return try await interruptible(configure) } catch let interrupted as Interrupted {
+                let progress = SyncSetup.pairingProgressFile(tokenFile: setup.tokenFile)
+                let suite = self.suite ?? ""
+                if FileManager.default.fileExists(atPath: progress) {
+                    throw interrupted.failure(
+                        "\(suite) is not configured yet, and the pairing is kept in \(progress): run this same command again, with the same code, before the code expires (10 minutes after `pair` printed it) to finish it"
+                    )
+                }
+                if let defaults = try? options.open(suite), (try? SyncSettings.stored(in: defaults))?.keyFile != nil {
+                    throw interrupted.failure("the pairing had finished: \(suite) syncs, with its keys")
+                }
+                throw interrupted.failure("nothing was claimed and nothing is configured: run this same command again")
             }
         }
 

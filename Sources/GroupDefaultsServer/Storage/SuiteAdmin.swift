@@ -25,6 +25,14 @@ package protocol SuiteAdmin: Sendable {
     /// bags and anchor too, and its key epoch forgotten), in one transaction; its revisions go on
     /// from one taken by the reset (`SuiteReset.revision(after:)`), which it remembers, so that a
     /// cursor from before is answered `suiteReset` (`changes`). Returns how many live keys it held;
-    /// nil if there is no such suite.
-    func resetSuite(account: String, suite: String, keys: Bool) async throws -> Int?
+    /// nil if there is no such suite. `audit`, if given, is recorded in the same transaction: a
+    /// reset is never without its record, nor a record without its reset.
+    func resetSuite(account: String, suite: String, keys: Bool, audit: AuditRecord?) async throws -> Int?
+}
+
+extension SuiteAdmin {
+    /// `resetSuite(account:suite:keys:audit:)` without an audit record.
+    package func resetSuite(account: String, suite: String, keys: Bool) async throws -> Int? {
+        try await resetSuite(account: account, suite: suite, keys: keys, audit: nil)
+    }
 }

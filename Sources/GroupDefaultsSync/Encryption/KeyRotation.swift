@@ -80,10 +80,23 @@ public enum KeyRotation {
                 metadata: ["suite": "\(engine.client.suite)"]
             )
         }
+        InterruptionPoint.reached("rotate-key.synced")
         // After the server's newest epoch: a key bag is taken for the next epoch only, signed, and
         // once the suite is anchored (which this device does if nobody has).
         let serverBags = try await KeyAnchoring.ensure(keys, client: engine.client, recoveryKey: recoveryKey)
         let serverEpoch = max(serverBags.newestEpoch, 1)
+        // A bag this device signed and sent, stored by a run that ended before it knew: that run's
+        // rotation is finished (its key kept, the entries sealed again) rather than another begun.
+        if let pending = keys.pendingBag, pending.epoch == serverEpoch, let bundle = pending.bag.bundle,
+            serverBags.epochs[String(serverEpoch)] == bundle
+        {
+            var epochs = keys.epochs
+            epochs[pending.epoch] = pending.key
+            let stored = keys.with(epochs: epochs).with(pendingBag: nil)
+            try stored.write(to: keyFile)
+            _ = await engine.reloadKeys()
+            return try await reseal(engine, old: keys, new: stored, bag: pending.bag, keyFile: keyFile, excluding: removed)
+        }
         // A bag signed here before and not known to be stored is sent again, unchanged: one bag per
         // epoch from this device, never two that a server could choose between (one sealed to a
         // member that a later one leaves out). Once the server is past its epoch, it is moot.
@@ -107,6 +120,7 @@ public enum KeyRotation {
         let epoch = new.currentEpoch
         let pending = PendingKeyBag(epoch: epoch, key: new.epochs[epoch]!, bag: bag)
         try new.with(pendingBag: pending).write(to: keyFile)
+        InterruptionPoint.reached("rotate-key.bag-signed")
         do {
             try await engine.client.putKeyBag(epoch: epoch, bag: bag)
         } catch  where !error.isTransient {
@@ -116,12 +130,30 @@ public enum KeyRotation {
             try? keys.with(pendingBag: pending).write(to: keyFile)
             throw error
         }
+        InterruptionPoint.reached("rotate-key.bag-stored")
         try new.write(to: keyFile)
+        InterruptionPoint.reached("rotate-key.keys-written")
+        return try await reseal(engine, old: keys, new: new, bag: bag, keyFile: keyFile, excluding: removed)
+    }
+
+    /// The rotation's last steps, once the server holds the new epoch's bag and the key file its
+    /// key: pulls, seals again every entry under an older epoch, and rotates once more if the bag
+    /// was sealed to a removed account.
+    private static func reseal(
+        _ engine: SyncEngine,
+        old keys: SuiteKeys,
+        new: SuiteKeys,
+        bag: SignedKeyBag,
+        keyFile: String,
+        excluding removed: Set<String>
+    ) async throws(SyncError) -> Outcome {
+        let epoch = new.currentEpoch
         // What other devices pushed under the old epoch until the bag was stored (after it, the
         // server refuses the old epoch, and they seal again once they have the new key): taken in
         // now, so that it is sealed again below rather than left under a retired epoch, which
         // devices with the new key refuse.
         try await engine.pull()
+        InterruptionPoint.reached("rotate-key.pulled")
 
         let old = EntrySealer(keys: keys)
         let sealer = EntrySealer(keys: new)
@@ -227,6 +259,7 @@ public enum KeyRotation {
         let body: [UInt8]
         do { body = Array(try JSONEncoder().encode(request)) } catch { throw SyncError(.local, "cannot encode a push: \(error)") }
         let results = try await engine.client.push(body: body).results
+        InterruptionPoint.reached("rotate-key.resealed")
         for (op, result) in zip(ops, results) where result.status == .refused {
             refused.append(
                 RefusedEntry(

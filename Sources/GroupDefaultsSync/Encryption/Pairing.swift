@@ -77,6 +77,7 @@ public enum DevicePairing {
         let id = code.pairingID
         let created = try await client.createPairing(pairingID: id)
         announce(code, created.expires)
+        InterruptionPoint.reached("pair.created")
         var state = created
         while state.state == .waiting {
             do { try await Task.sleep(for: pollInterval) } catch { throw SyncError(.local, "cancelled") }
@@ -103,6 +104,7 @@ public enum DevicePairing {
                 """
             )
         }
+        InterruptionPoint.reached("pair.claimed")
         let bundle: Data
         do {
             let recipient = try Curve25519.KeyAgreement.PublicKey(rawRepresentation: publicKey)
@@ -120,6 +122,7 @@ public enum DevicePairing {
             throw SyncError(.local, "cannot seal the keys for the new device: \(error)")
         }
         _ = try await client.completePairing(pairingID: id, bundle: bundle.base64EncodedString())
+        InterruptionPoint.reached("pair.handed-over")
     }
 
     /// The pairing's state as the claiming device reads it (without a token), or nil after a
@@ -147,31 +150,72 @@ public enum DevicePairing {
     /// returns them with the token the server made for this device (to be written by the caller,
     /// with the keys: nothing is written before both are here).
     ///
+    /// With `progressFile`, the key pair, the claim's token and the sealed keys are kept there
+    /// (`PairingProgress`) as they come, so that a run interrupted after the claim finishes when it
+    /// runs again with the same code; the caller removes the file once it has written the token and
+    /// the keys. It is removed here when the pairing turns out to be over.
+    ///
     /// - Parameters:
     ///   - client: A client of the suite's server; its token is not used for the claim.
     ///   - deviceName: The name the new token is bound to (as `token create --device`); nil for none.
+    ///   - progressFile: Where the pairing's progress is kept; nil keeps nothing.
     /// - Throws: `SyncError`: `pairingNotFound` (a wrong code: it reveals nothing), `pairingUsed`,
     ///   `pairingExpired`, keys that do not open (not sealed by a holder of the code).
     public static func accept(
         code: PairingCode,
         client: SyncClient,
-        deviceName: String? = nil
+        deviceName: String? = nil,
+        progressFile: String? = nil
     ) async throws -> (token: String, keys: SuiteKeys) {
         let id = code.pairingID
-        let privateKey = Curve25519.KeyAgreement.PrivateKey()
-        let publicKey = privateKey.publicKey.rawRepresentation
-        let claim = PairingClaim(
-            publicKey: publicKey.base64EncodedString(),
-            proof: code.proof(of: publicKey).base64EncodedString(),
-            deviceName: deviceName
-        )
-        let claimed = try await Self.claim(id: id, claim, client: client)
-        guard claimed.suite.isSameName(as: client.suite) else {
-            throw SyncError(.local, "this pairing code is for the suite \(claimed.suite), not \(client.suite)")
+        var progress = PairingProgress(pairingID: id)
+        if let progressFile, let kept = try PairingProgress.read(from: progressFile), kept.pairingID == id { progress = kept }
+        let save = { (progress: PairingProgress) throws(SyncError) in if let progressFile { try progress.write(to: progressFile) } }
+        do {
+            let privateKey = try progress.key()
+            let token: String
+            if let kept = progress.token {
+                token = kept
+            } else {
+                // Kept before the claim is sent: a claim answered but not read is made again with the
+                // same key, which the server refuses as used (the code is spent either way).
+                try save(progress)
+                let publicKey = privateKey.publicKey.rawRepresentation
+                let claim = PairingClaim(
+                    publicKey: publicKey.base64EncodedString(),
+                    proof: code.proof(of: publicKey).base64EncodedString(),
+                    deviceName: deviceName
+                )
+                let claimed = try await Self.claim(id: id, claim, client: client)
+                guard claimed.suite.isSameName(as: client.suite) else {
+                    throw SyncError(.local, "this pairing code is for the suite \(claimed.suite), not \(client.suite)")
+                }
+                token = claimed.token
+                progress.token = token
+                try save(progress)
+                InterruptionPoint.reached("configure-pairing.claimed")
+            }
+            let bundle: Data
+            if let kept = progress.bundle {
+                bundle = kept
+            } else {
+                bundle = try await sealedKeys(id: id, client: client)
+                progress.bundle = bundle
+                try save(progress)
+                InterruptionPoint.reached("configure-pairing.keys-received")
+            }
+            return (token, try open(bundle, privateKey: privateKey, code: code, suite: client.suite))
+        } catch let error as SyncError where error.code.map([SyncErrorCode.pairingNotFound, .pairingUsed, .pairingExpired].contains) == true {
+            // Over: nothing to finish by running again.
+            if let progressFile { PairingProgress.remove(at: progressFile) }
+            throw error
         }
-        // Read without a token: the new token works only once the keys are handed over. A
-        // transient failure (a 429, the network) is tried again until the pairing expires: the
-        // claim is made, and the code cannot be used again.
+    }
+
+    /// Waits for the keys of the claimed pairing `id`, read without a token (the new token works
+    /// only once the keys are handed over). A transient failure (a 429, the network) is tried again
+    /// until the pairing expires: the claim is made, and the code cannot be used again.
+    private static func sealedKeys(id: String, client: SyncClient) async throws -> Data {
         var state = try await client.pairing(pairingID: id, authorized: false)
         while state.bundle == nil {
             if let expires = TypedJSONDate.parse(state.expires), expires <= Date() {
@@ -187,12 +231,17 @@ public enum DevicePairing {
         guard let bundle = state.bundle.flatMap({ Data(base64Encoded: $0) }), bundle.count > 32 else {
             throw SyncError(.protocolError, "the pairing's keys are not what the API describes")
         }
+        return bundle
+    }
+
+    /// Opens the keys sealed to `privateKey` under `code`.
+    private static func open(_ bundle: Data, privateKey: Curve25519.KeyAgreement.PrivateKey, code: PairingCode, suite: String) throws -> SuiteKeys {
         let opened: Data
         do {
             var recipient = try HPKE.Recipient(
                 privateKey: privateKey,
                 ciphersuite: ciphersuite,
-                info: info(suite: client.suite, pairingID: id),
+                info: info(suite: suite, pairingID: code.pairingID),
                 encapsulatedKey: bundle.prefix(32),
                 presharedKey: code.presharedKey,
                 presharedKeyIdentifier: presharedKeyID
@@ -201,6 +250,6 @@ public enum DevicePairing {
         } catch {
             throw SyncError(.local, "the keys the server relayed do not open: they were not sealed by the device that made the code")
         }
-        return (claimed.token, try SuiteKeys(fileBytes: opened, suite: client.suite, source: "the keys the other device sent"))
+        return try SuiteKeys(fileBytes: opened, suite: suite, source: "the keys the other device sent")
     }
 }

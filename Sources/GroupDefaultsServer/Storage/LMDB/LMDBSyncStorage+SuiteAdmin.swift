@@ -37,8 +37,9 @@ extension LMDBSyncStorage: SuiteAdmin {
         }
     }
 
-    package func resetSuite(account: String, suite: String, keys: Bool) async throws -> Int? {
+    package func resetSuite(account: String, suite: String, keys: Bool, audit: AuditRecord?) async throws -> Int? {
         let environment = self.environment
+        let auditRow = try audit.map(Self.auditRow)
         let suiteKey = LMDBKeys.suiteName(account: account, suite: suite)
         let reset: (keys: Int, head: UInt64)? = try await onWriteQueue {
             var outcome: (keys: Int, head: UInt64)?
@@ -56,6 +57,7 @@ extension LMDBSyncStorage: SuiteAdmin {
                 record.resetRev = record.head
                 record.modeRev = keys ? record.head : old.modeRev
                 try Self.put(txn, DB.suites, suiteKey, record.bytes)
+                if let auditRow { try Self.put(txn, DB.audit, auditRow.key, auditRow.json) }
                 outcome = (Int(old.liveKeys), record.head)
             }
             return outcome

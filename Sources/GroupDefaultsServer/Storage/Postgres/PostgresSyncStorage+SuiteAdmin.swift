@@ -27,8 +27,9 @@ extension PostgresSyncStorage: SuiteAdmin {
         }
     }
 
-    package func resetSuite(account: String, suite: String, keys: Bool) async throws -> Int? {
-        try await bounded("resetting a suite") { storage in
+    package func resetSuite(account: String, suite: String, keys: Bool, audit: AuditRecord?) async throws -> Int? {
+        let auditJSON = try audit.map { String(decoding: try AuditRecord.encoder.encode($0), as: UTF8.self) }
+        return try await bounded("resetting a suite") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
                 let rows = try await connection.query(
                     "SELECT head_rev, key_count FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE",
@@ -59,6 +60,12 @@ extension PostgresSyncStorage: SuiteAdmin {
                     decoding: try JSONEncoder().encode(ChangeNotice(account: account, suite: suite, head: UInt64(head))),
                     as: UTF8.self
                 )
+                if let audit, let auditJSON {
+                    try await connection.query(
+                        "INSERT INTO audit (time, account, record) VALUES (\(audit.time), \(audit.account), \(auditJSON)::json)",
+                        logger: storage.logger
+                    )
+                }
                 try await connection.query("SELECT pg_notify(\(ChangeNotice.channel), \(notice))", logger: storage.logger)
                 return Int(found.keys)
             }
