@@ -93,14 +93,14 @@ struct WireJSONTests {
             (Array("{\"string\":\"x\"".utf8), .damaged), (Array("{\"integer\":1.5}".utf8), .damaged), (Array("{\"date\":\"soon\"}".utf8), .damaged),
             (Array("{\"array\":[1]}".utf8), .damaged), (Array("{\"string\":\"a\",\"bool\":true}".utf8), .damaged),
             (Self.nestedJSON(PropertyListValue.maximumNestingDepth + 1), .tooDeep), (Self.nestedJSON(254), .tooDeep),
-            (Self.nestedJSON(300), .tooDeep), (Array("{\"string\":\"\(String(repeating: "x", count: 100))\"}".utf8), .tooLarge),
+            (Self.nestedJSON(300), .tooDeep), (Array("{\"string\":\"\(String(repeating: "x", count: 8192))\"}".utf8), .tooLarge),
         ]
         let good = StoredEntry(key: "good", valueJSON: Array("{\"string\":\"é\\/\"}".utf8), stamp: stamp, rev: 2)
         for (json, reason) in bad {
             let stored = StoredEntry(key: "bad", valueJSON: json, stamp: stamp, rev: 1)
             let page = try JSONDecoder().decode(
                 ChangesPage.self,
-                from: Data(StoredChanges(entries: [stored, good], lastRev: 2, hasMore: false).json(valueLimit: 64))
+                from: Data(StoredChanges(entries: [stored, good], lastRev: 2, hasMore: false).json(valueLimit: 8192))
             )
             #expect(
                 page.entries[0] == SyncEntry(key: "bad", unavailable: reason, hlc: stamp.hlc, origin: 2, rev: 1),
@@ -108,7 +108,7 @@ struct WireJSONTests {
             )
             #expect(page.entries[1].value == .string("é/"))
             var event = WireJSON()
-            SyncStreamEvent.writeEntry(revision: 1, into: &event) { stored.write(into: &$0, valueLimit: 64) }
+            SyncStreamEvent.writeEntry(revision: 1, into: &event) { stored.write(into: &$0, valueLimit: 8192) }
             var parser = ServerSentEventParser()
             #expect(try parser.feed(event.bytes).compactMap(SyncStreamEvent.init) == [.entry(page.entries[0], revision: 1)])
             let answer = try JSONDecoder().decode(
@@ -117,7 +117,7 @@ struct WireJSONTests {
                     try WireJSON.encode(
                         PushResponse(
                             headRev: 1,
-                            results: [PushResult(key: "bad", status: .superseded, winner: stored.servedEntry(valueLimit: 64))],
+                            results: [PushResult(key: "bad", status: .superseded, winner: stored.servedEntry(valueLimit: 8192))],
                             serverTime: "t"
                         )
                     )

@@ -439,8 +439,8 @@ extension SharedDefaults {
     ///
     /// - Throws: `SharedDefaultsError` with code `invalidKey`, or what a write can throw. On any
     ///   error nothing is applied and the cursor is unchanged.
-    /// `refused` are entries sync refused from this pull (an encrypted suite's tampered ones): kept
-    /// in the conflict journal in the same transaction. With `keepingStale`, an entry older than a
+    /// `refused` are entries sync refused from this pull (an encrypted suite's tampered ones, values
+    /// the device cannot take): kept in the conflict journal in the same transaction, once. With `keepingStale`, an entry older than a
     /// write accepted before (`RemoteApplyResult.stale`, a rollback) is kept there too. `accounts`
     /// names the account of each device of another account among the entries' origins (a suite
     /// shared between accounts): recorded, so that the change feed names it
@@ -458,7 +458,8 @@ extension SharedDefaults {
         try write { tx in
             var result = RemoteApplyResult()
             try tx.recordOriginAccounts(accounts)
-            for record in refused { try tx.keepRefused(key: record.key, stamp: record.stamp, reason: record.reason) }
+            // Once per key and stamp: an entry refused by a pull may come again in a push's answer.
+            for record in refused { _ = try tx.keepRefusedOnce(record) }
             // An entry stamped too far ahead of this machine's clock is refused on its own: taking
             // it would drag this store's clock, and every later write, into the future.
             let wallClock = store.wallClockMilliseconds()
