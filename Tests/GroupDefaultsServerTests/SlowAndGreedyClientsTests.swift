@@ -115,6 +115,64 @@ struct SlowAndGreedyClientsTests {
     }
 }
 
+extension SlowAndGreedyClientsTests {
+    @Test(
+        "request bodies that trickle (a head announcing 60,000 bytes, then a byte every half second) on every connection the cap allows are closed within their allowance, unauthenticated; health is answered then; a body sent at pace is not cut"
+    )
+    func tricklingBodies() async throws {
+        let directory = ServerTool.temporaryDirectory("gds-slow-body")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let token = try await ServerTool.createToken(directory)
+        // The body's allowance: the head timeout (1 s) plus a second per 32 KiB: 2.8 s here.
+        let server = try await ServerProcess(
+            dataDirectory: directory,
+            extraArguments: ["--max-connections", "20", "--request-head-timeout", "1", "--idle-timeout", "60"]
+        )
+        defer { server.signal(SIGTERM) }
+        let port = server.port
+        try await offThePool {
+            let slow = try (0..<20).map { _ in try RawConnection(port: port) }
+            // The console's sign-in reads its form before anything else: no token, no session.
+            let head =
+                "POST /console/sign-in HTTP/1.1\r\nHost: loopback\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 60000\r\n\r\n"
+            for connection in slow { try connection.send(head) }
+            let sent = Date()
+            // Every connection is taken: this one waits in the queue until the trickling ones close.
+            let health = try RawConnection(port: port)
+            try health.send(RawConnection.get("/v1/health", token: nil))
+            var closedAfter: [Double] = []
+            var open = slow
+            while !open.isEmpty, Date().timeIntervalSince(sent) < 20 {
+                open = open.filter { connection in
+                    guard connection.sendByte(), !connection.closedByServer(within: 0.5 / Double(slow.count)) else {
+                        closedAfter.append(Date().timeIntervalSince(sent))
+                        return false
+                    }
+                    return true
+                }
+            }
+            #expect(open.isEmpty, "\(open.count) trickling connections still open after 20 s")
+            #expect(slow.allSatisfy { $0.received.isEmpty }, "closed without an answer")
+            #expect(closedAfter.allSatisfy { $0 >= 2.5 && $0 < 8 }, "closed after \(closedAfter) s")
+            #expect(try health.readHead().status == 200, "health answered once they closed")
+
+            // A body of the same size that arrives at pace (four parts over about a second) is answered.
+            let push = #"{"device_id":"7","batch_id":"b1","ops":[{"key":"sound","value":{"string":"ring.caf"},"hlc":"117653844787200000"}]}"#
+            let body = push + String(repeating: " ", count: 60_000 - push.utf8.count)
+            let paced = try RawConnection(port: port)
+            try paced.send(
+                "POST /v1/suites/s/push HTTP/1.1\r\nHost: loopback\r\nAuthorization: Bearer \(token)\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n"
+            )
+            let bytes = Array(body.utf8)
+            for part in stride(from: 0, to: bytes.count, by: 15_000) {
+                Thread.sleep(forTimeInterval: 0.3)
+                try paced.send(String(decoding: bytes[part..<min(part + 15_000, bytes.count)], as: UTF8.self))
+            }
+            #expect(try paced.readHead().status == 200)
+        }
+    }
+}
+
 /// A blocking TCP connection to the server on loopback, for requests written by hand.
 private final class RawConnection: @unchecked Sendable {  // used by one thread at a time
     private var descriptor: Int32
@@ -156,6 +214,27 @@ private final class RawConnection: @unchecked Sendable {  // used by one thread 
             try connection.send(get("/v1/health", token: nil))
             guard try connection.readHead().status == 200 else { throw RawConnectionError("health was not 200") }
             return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
+        }
+    }
+
+    /// What arrived and was not read yet.
+    var received: [UInt8] { buffered }
+
+    /// Sends one byte of a body (without SIGPIPE); false if the connection is closed.
+    func sendByte() -> Bool {
+        var byte: UInt8 = 0x20
+        return Glibc.send(descriptor, &byte, 1, Int32(MSG_NOSIGNAL)) == 1
+    }
+
+    /// Whether the server closes the connection within `timeout` seconds (anything it sends
+    /// first is kept).
+    func closedByServer(within timeout: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        do {
+            while try fill(until: deadline) {}
+            return true
+        } catch {
+            return false
         }
     }
 

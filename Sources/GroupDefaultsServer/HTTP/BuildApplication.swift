@@ -26,6 +26,9 @@ package func buildApplication(
     let logger = logger ?? serverLogger(configuration)
     switch configuration.storage {
     case .embedded(let directory):
+        // Taken before the store opens, held until the application stops (`ServerLock`).
+        try LMDBSyncStorage.makeDirectory(directory)
+        let serverLock = try ServerLock.take(in: directory)
         let storage = try LMDBSyncStorage(directory: directory)
         switch storage.eraseOnOpen {
         case .erased: logger.notice("erased the bytes of deleted accounts from the store's file (rebuilt it)")
@@ -35,7 +38,7 @@ package func buildApplication(
         return try makeApplication(
             configuration: configuration,
             storage: storage,
-            services: [],
+            services: [HeldUntilStopped(lock: serverLock)],
             logger: logger,
             onListening: onListening
         )
@@ -97,7 +100,10 @@ private func makeApplication(
     let host = configuration.host
     let limits = configuration.connections
     let http1 = HTTP1Channel.Configuration(
-        additionalChannelHandlers: [SmallReceiveBuffers(), RequestHeadDeadline(timeout: limits.requestHeadTimeout)],
+        additionalChannelHandlers: [
+            SmallReceiveBuffers(), RequestHeadDeadline(timeout: limits.requestHeadTimeout),
+            RequestBodyDeadline(grace: limits.requestHeadTimeout, maxBodyBytes: configuration.limits.maxBodyBytes),
+        ],
         idleTimeout: TimeAmount(limits.idleTimeout)
     )
     let maxConnections = OpenFileLimit.connectionsAllowed(wanted: limits.maxConnections, logger: logger)
@@ -139,6 +145,17 @@ private func warnOfLookAlikeNames(_ storage: any ServerStorage, logger: Logger) 
         }
     } catch {
         logger.warning("could not check the names of accounts and operators for look-alikes: \(error)")
+    }
+}
+
+/// Holds the data directory's `ServerLock` until the application stops: the first service, so the
+/// last to stop, after storage is closed.
+struct HeldUntilStopped: Service {
+    let lock: ServerLock
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        lock.release()
     }
 }
 
