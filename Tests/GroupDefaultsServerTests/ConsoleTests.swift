@@ -477,7 +477,7 @@ struct ConsoleTests {
             )
             #expect(try await fixture.storage.member(owner: "alice", suite: "s", account: markup) != nil)
             let removed = try await session.post(path, [:])
-            #expect(removed.status == .seeOther && removed.headers[.location] == "/console/accounts/alice/suites/s#sharing")
+            #expect(removed.status == .seeOther && removed.headers[.location] == "/console/accounts/alice/suites/s?done=member-removed#sharing")
             #expect(try await fixture.storage.member(owner: "alice", suite: "s", account: markup) == nil)
             #expect(try await session.post(path, [:]).status == .notFound)
             let record = try #require(try await fixture.storage.auditRecords(account: "alice", since: nil, limit: 10).last)

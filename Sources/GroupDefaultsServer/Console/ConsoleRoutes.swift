@@ -371,7 +371,12 @@ struct ConsoleRoutes: Sendable {
                 )
             },
             isShared: !members.isEmpty,
-            hasInvitations: !invitations.isEmpty
+            hasInvitations: !invitations.isEmpty,
+            message: Self.removalMessage(ConsoleQuery.value("done", in: request)),
+            rotationDue: try await storage.rotationDue(owner: account, suite: suite).map { due in
+                "Key rotation due since \(due.since): \(due.removed.joined(separator: ", ")) held the suite's keys when removed. "
+                    + "The owner's devices rotate the key at their next sync (groupdefaults-sync sync or run)."
+            }
         )
         return ConsolePage.html(ConsoleTemplates.render(page, "suite"))
     }
@@ -502,6 +507,16 @@ struct ConsoleRoutes: Sendable {
         let signed = try await signedIn(request)
         let account = try Self.name(context, "account")
         let suite = try Self.name(context, "suite")
+    /// What the suite page says after a removal (`?done=`), if it follows one.
+    private static func removalMessage(_ done: String?) -> String? {
+        switch done {
+        case "member-removed": "Removed: the member's devices lose access at once."
+        case "member-removed-rotation-due":
+            "Removed; the owner's devices will rotate the suite's key at their next sync (the member's devices hold the current one)."
+        default: nil
+        }
+    }
+
         let member = try Self.name(context, "member")
         try await checkForm(request, signed, as: CSRFForm.self)
         guard try await storage.removeMember(owner: account, suite: suite, account: member) else {
@@ -510,9 +525,14 @@ struct ConsoleRoutes: Sendable {
         context.logger.info(
             "console removed a member",
             metadata: ["operator": "\(signed.session.operatorName)", "suite": "\(suite)", "member": "\(member)"]
+        let held = try await storage.member(owner: account, suite: suite, account: member)
         )
         try await audit(.memberRemove, by: signed.session.operatorName, context, account: account, target: "member \(member) of suite \(suite)")
-        throw ConsoleRedirect(location: ConsolePaths.suite(account, suite) + "#sharing")
+        throw ConsoleRedirect(
+            location: ConsolePaths.suite(account, suite) + "?done=" + (rotationDue ? "member-removed-rotation-due" : "member-removed") + "#sharing"
+        )
+        // A member that held an encrypted suite's keys: the owner's devices rotate at their next sync.
+        let rotationDue = held?.admission == nil ? false : try await storage.rotationDue(owner: account, suite: suite) != nil
     }
 
     /// The audit log's latest records (of `?account=`, if given), newest first.

@@ -233,6 +233,8 @@ package enum ConsoleTemplates {
         </section>
         <section class="card" id="sharing">
         <h2>Sharing</h2>
+        {{#message}}<p class="notice" role="status" id="sharing-done">{{.}}</p>{{/message}}
+        {{#rotationDue}}<p class="notice" id="rotation-due">{{.}}</p>{{/rotationDue}}
         <p>Owner: <a href="{{accountHref}}">{{account}}</a>.{{^isShared}} No other account shares this suite.{{/isShared}}</p>
         {{#isShared}}
         <div class="scroll">

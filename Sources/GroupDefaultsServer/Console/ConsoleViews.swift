@@ -309,6 +309,10 @@ struct SuitePage {
     var invitations: [Invitation]
     var isShared: Bool
     var hasInvitations: Bool
+    /// What the last act on the page did (a removal), if the page follows one.
+    var message: String?
+    /// The key rotation due after a removal from an encrypted suite, in words; nil when none is.
+    var rotationDue: String?
 
     /// An invitation of the suite, as the sharing section lists it.
     struct Invitation {

@@ -253,10 +253,13 @@ struct SyncRoutes: Sendable {
     }
 
     /// `GET …/key-bags`: the suite's key epochs' keys sealed to its recovery key (opaque here),
-    /// with their signatures and the suite's anchor.
+    /// with their signatures and the suite's anchor; for the owner, the rotation due after a
+    /// removal (`KeyRotationDue`), if any.
     func keyBags(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let access = try await authorized(request, context, need: .read)
-        return try JSONBody.response(KeyBagRule.answer(try await storage.keyBags(account: access.owner, suite: access.suite)))
+        var answer = KeyBagRule.answer(try await storage.keyBags(account: access.owner, suite: access.suite))
+        if access.role == .owner { answer.rotationDue = try await storage.rotationDue(owner: access.owner, suite: access.suite) }
+        return try JSONBody.response(answer)
     }
 
     /// `PUT …/key-bags`: stores the suite's anchor (`KeyBagRule.anchor`).

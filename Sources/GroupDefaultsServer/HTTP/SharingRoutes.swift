@@ -178,7 +178,8 @@ struct SharingRoutes: Sendable {
 
     /// `DELETE /v1/suites/{suite}/members/{account}`: the owner or an admin removes a member, or a
     /// member leaves (`SharingRule.mayRemove`). The member's devices lose access at once: their
-    /// next request is refused, and their open event streams end.
+    /// next request is refused, and their open event streams end. If it held an end-to-end
+    /// encrypted suite's keys, a rotation is due (`KeyRotationDue`), and the answer says so.
     func remove(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let access = try await SuiteAccess.check(request, context, need: .share, sharing: storage)
         guard let target = (context.parameters.get("account") ?? "").removingPercentEncoding else {
@@ -203,7 +204,9 @@ struct SharingRoutes: Sendable {
             account: access.owner,
             target: "member \(target) of suite \(access.suite)" + (target.isSameName(as: access.token.account) ? " (left)" : "")
         )
-        return try JSONBody.response(MemberRemoved(owner: access.owner, suite: access.suite, account: target))
+        // A member whose device held an encrypted suite's keys: the owner's devices rotate next.
+        let due = member?.admission == nil ? nil : try await storage.rotationDue(owner: access.owner, suite: access.suite)
+        return try JSONBody.response(MemberRemoved(owner: access.owner, suite: access.suite, account: target, rotationDue: due))
     }
 
     /// Whether the suite is end-to-end encrypted: it has key bags (an anchor), or a sealed entry.

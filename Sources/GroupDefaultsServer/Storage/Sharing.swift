@@ -193,6 +193,37 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
     }
 }
 
+/// When removing a member makes a key rotation of an end-to-end encrypted suite due, and what
+/// ends it: the one rule both backends apply inside their transactions (`removeMember`,
+/// `handOverKeys`, `putKeyBag`). Kept with the suite's members: it is authority, not data.
+extension KeyRotationDue {
+    /// The mark after `member` is removed from a suite at key epoch `epoch`, given the one kept
+    /// (`existing`): a member whose device was handed the keys (its admission) is added; one that
+    /// never got them (still awaiting them, or a plain suite's member) changes nothing.
+    package static func after(removing member: StoredMember, epoch: UInt32, existing: KeyRotationDue?, now: Date) -> KeyRotationDue? {
+        guard member.admission != nil else { return existing }
+        var due = existing ?? KeyRotationDue(epoch: epoch, removed: [], since: TypedJSONDate.format(now) ?? "")
+        if !due.removed.contains(where: { $0.isSameName(as: member.account) }) { due.removed.append(member.account) }
+        return due
+    }
+
+    /// The mark once `account` is admitted again (its keys handed over after a new invitation): it
+    /// may hold the key now; nil when nobody else is left.
+    package func admitting(_ account: String) -> KeyRotationDue? {
+        var due = self
+        due.removed.removeAll { $0.isSameName(as: account) }
+        return due.removed.isEmpty ? nil : due
+    }
+
+    /// Whether storing `bag` as the key bag of `bagEpoch` ends it: a later epoch than the removal's,
+    /// whose shared part is sealed to none of the removed accounts.
+    package func isEnded(by bag: SignedKeyBag, epoch bagEpoch: UInt32) -> Bool {
+        guard bagEpoch > epoch else { return false }
+        let sealedTo = bag.shared?.members.keys.map { $0 } ?? []
+        return !removed.contains { account in sealedTo.contains { $0.isSameName(as: account) } }
+    }
+}
+
 /// The rules of sharing, once: who may do what to a shared suite, invite whom, and remove whom.
 /// Routes and backends call these; none decides on its own.
 package enum SharingRule {

@@ -40,7 +40,12 @@ package protocol SharingStore: Sendable {
     /// waiting (a removed admin's invitations add nobody), in one transaction, and wakes the
     /// suite's waits on every instance, so that the removed account's open event streams re-check
     /// their access at once. Returns false, having changed nothing, when it was not a member.
+    /// Removing a member whose device was handed an end-to-end encrypted suite's keys marks a key
+    /// rotation due in the same transaction (`KeyRotationDue.after(removing:epoch:existing:now:)`).
     func removeMember(owner: String, suite: String, account: String) async throws -> Bool
+    /// The key rotation due in `owner`'s `suite` since a member holding its keys was removed; nil
+    /// when none is. `KeyBagStore.putKeyBag` ends it (`KeyRotationDue.isEnded(by:epoch:)`).
+    func rotationDue(owner: String, suite: String) async throws -> KeyRotationDue?
 }
 
 extension SharingStore {

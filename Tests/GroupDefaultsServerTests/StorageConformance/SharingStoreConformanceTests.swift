@@ -194,6 +194,47 @@ extension StorageConformanceTests {
             }
         }
 
+        @Test(
+            "removing a member that was handed an encrypted suite's keys marks a key rotation due (the console's, the API's, a leave, a deleted account alike); a keyless member's removal does not; one admitted again leaves the mark",
+            arguments: StorageBackend.allCases
+        )
+        func rotationDueAfterRemoval(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let now = Date()
+                let claim = InvitationClaim(memberKey: "bWVtYmVy", proof: "cHJvb2Y=")
+                let admission = MemberAdmission(memberKey: claim.memberKey, epoch: 1, signature: "c2lnbmVk")
+                func admit(_ id: String, _ account: String, keys: Bool = true) async throws {
+                    try await storage.createInvitation(Self.invitation(id, at: now), now: now)
+                    _ = try await storage.acceptInvitation(lookup: StoredInvitation.lookup(id: id), account: account, claim: claim, now: now)
+                    if keys {
+                        _ = try await storage.handOverKeys(owner: "alice", suite: "family", id: "inv_\(id)", keys: "a2V5cw==", admission: admission)
+                    }
+                }
+                try await admit("r1", "bob")
+                try await admit("r2", "carol")
+                try await admit("r3", "dave", keys: false)
+                try await admit("r4", "erin")
+                #expect(try await storage.rotationDue(owner: "alice", suite: "family") == nil)
+                // Dave never got the keys: nothing is due.
+                #expect(try await storage.removeMember(owner: "alice", suite: "family", account: "dave"))
+                #expect(try await storage.rotationDue(owner: "alice", suite: "family") == nil)
+                #expect(try await storage.removeMember(owner: "alice", suite: "family", account: "bob"))
+                let due = try #require(try await storage.rotationDue(owner: "alice", suite: "family"))
+                #expect(due.removed == ["bob"] && due.epoch == 0 && TypedJSONDate.parse(due.since) != nil)
+                // Carol leaves, erin's account is deleted: both are added to the same mark.
+                #expect(try await storage.removeMember(owner: "alice", suite: "family", account: "carol"))
+                #expect(try await storage.deleteAccount("erin"))
+                #expect(try await storage.rotationDue(owner: "alice", suite: "family")?.removed == ["bob", "carol", "erin"])
+                #expect(try await storage.rotationDue(owner: "alice", suite: "other") == nil)
+                // Bob invited again and handed the keys may hold them: he leaves the mark.
+                try await admit("r5", "bob")
+                #expect(try await storage.rotationDue(owner: "alice", suite: "family")?.removed == ["carol", "erin"])
+                // The owner's account deleted: its marks go with its suites.
+                #expect(try await storage.deleteAccount("alice"))
+                #expect(try await storage.rotationDue(owner: "alice", suite: "family") == nil)
+            }
+        }
+
         @Test("deleting an account deletes its memberships and its suites' members and invitations", arguments: StorageBackend.allCases)
         func deletedAccount(backend: StorageBackend) async throws {
             try await backend.withStorage { storage in

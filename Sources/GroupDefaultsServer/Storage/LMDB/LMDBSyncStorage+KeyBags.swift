@@ -21,6 +21,10 @@ extension LMDBSyncStorage: KeyBagStore {
                 record.epoch = newEpoch
                 try Self.put(txn, DB.suites, suiteKey, record.bytes)
                 try Self.put(txn, DB.keyBags, KeyBagKey.key(suiteKey, epoch), Array(row.storedText.utf8))
+                // A rotation after a member's removal, sealed without it, ends the rotation due.
+                if let due = try Self.rotationDue(txn, owner: account, suite: suite), due.isEnded(by: bag, epoch: epoch) {
+                    try Self.putRotationDue(txn, owner: account, suite: suite, nil)
+                }
             }
         }
     }

@@ -6,7 +6,8 @@ package import GroupDefaultsWire
 // - `m/` + owner + NUL + suite + NUL + account → `StoredMember` JSON: a suite's members, in order;
 // - `a/` + account + NUL + owner + NUL + suite → nothing: the suites shared with an account;
 // - `i/` + lookup → `StoredInvitation` JSON;
-// - `s/` + owner + NUL + suite + NUL + lookup → nothing: a suite's invitations.
+// - `s/` + owner + NUL + suite + NUL + lookup → nothing: a suite's invitations;
+// - `r/` + owner + NUL + suite + NUL → `KeyRotationDue` JSON: a rotation due after a removal.
 extension LMDBSyncStorage: SharingStore {
     enum SharingKeys {
         static func suite(_ owner: String, _ suite: String) -> [UInt8] { Array(owner.utf8) + [0] + Array(suite.utf8) + [0] }
@@ -18,6 +19,7 @@ extension LMDBSyncStorage: SharingStore {
         }
         static func invitation(_ lookup: String) -> [UInt8] { Array("i/".utf8) + Array(lookup.utf8) }
         static func invitations(_ owner: String, _ suite: String) -> [UInt8] { Array("s/".utf8) + Self.suite(owner, suite) }
+        static func rotationDue(_ owner: String, _ suite: String) -> [UInt8] { Array("r/".utf8) + Self.suite(owner, suite) }
     }
 
     /// One key, read in place on the calling thread: asked at every request of a member and at
@@ -130,6 +132,9 @@ extension LMDBSyncStorage: SharingStore {
             guard let member else { throw SyncStorageError(.notAMember, "the invitation's member is gone") }
             try Self.put(txn, DB.sharing, SharingKeys.invitation(invitation.lookup), Array(try JSONEncoder().encode(invitation)))
             try Self.put(txn, DB.sharing, SharingKeys.member(owner, suite, member.account), Array(try JSONEncoder().encode(member)))
+            if let due = try Self.rotationDue(txn, owner: owner, suite: suite) {
+                try Self.putRotationDue(txn, owner: owner, suite: suite, due.admitting(member.account))
+            }
             return invitation
         }
     }
@@ -149,6 +154,10 @@ extension LMDBSyncStorage: SharingStore {
             guard let member = try Self.member(txn, owner: owner, suite: suite, account: account) else { return false }
             try Self.delete(txn, DB.sharing, SharingKeys.member(owner, suite, account))
             try Self.delete(txn, DB.sharing, SharingKeys.membership(member))
+            let epoch = try Self.suiteRecord(txn, LMDBKeys.suiteName(account: owner, suite: suite))?.epoch ?? 0
+            let existing = try Self.rotationDue(txn, owner: owner, suite: suite)
+            let due = KeyRotationDue.after(removing: member, epoch: epoch, existing: existing, now: now)
+            if due != existing { try Self.putRotationDue(txn, owner: owner, suite: suite, due) }
             var made: [StoredInvitation] = []
             try Self.forEach(txn, prefix: SharingKeys.invitations(owner, suite)) { key, _ in
                 if let invitation = try Self.invitation(txn, lookup: String(decoding: key.suffix(64), as: UTF8.self)),
@@ -185,8 +194,18 @@ extension LMDBSyncStorage: SharingStore {
             deletions.append(SharingKeys.member(owner, suite, account))
             touched.append((owner, suite))
         }
-        // Its own suites' members and invitations: every `m/` and `s/` record under its name.
-        for kind in ["m/", "s/"] {
+        // A deleted member's devices still hold the keys it was handed: a rotation is due there.
+        let now = Date()
+        for (owner, suite) in touched {
+            guard let member = try member(txn, owner: owner, suite: suite, account: account) else { continue }
+            let epoch = try suiteRecord(txn, LMDBKeys.suiteName(account: owner, suite: suite))?.epoch ?? 0
+            let existing = try rotationDue(txn, owner: owner, suite: suite)
+            let due = KeyRotationDue.after(removing: member, epoch: epoch, existing: existing, now: now)
+            if due != existing { try putRotationDue(txn, owner: owner, suite: suite, due) }
+        }
+        // Its own suites' members, invitations and rotations due: every `m/`, `s/` and `r/` record
+        // under its name.
+        for kind in ["m/", "s/", "r/"] {
             let ownPrefix = Array(kind.utf8) + Array(account.utf8) + [0]
             try forEach(txn, prefix: ownPrefix) { key, value in
                 deletions.append(Array(key))
@@ -205,6 +224,25 @@ extension LMDBSyncStorage: SharingStore {
         .invitationNotFound,
         "no invitation has this code: check it, or ask for a new one"
     )
+
+    package func rotationDue(owner: String, suite: String) async throws -> KeyRotationDue? {
+        try await read { txn in try Self.rotationDue(txn, owner: owner, suite: suite) }
+    }
+
+    /// The rotation due in `owner`'s `suite`, in `txn`.
+    static func rotationDue(_ txn: LMDBTransaction, owner: String, suite: String) throws -> KeyRotationDue? {
+        guard let json = try get(txn, DB.sharing, SharingKeys.rotationDue(owner, suite)) else { return nil }
+        return try JSONDecoder().decode(KeyRotationDue.self, from: Data(json))
+    }
+
+    /// Stores `due` as the rotation due in `owner`'s `suite`, or deletes the record for nil.
+    static func putRotationDue(_ txn: LMDBTransaction, owner: String, suite: String, _ due: KeyRotationDue?) throws {
+        if let due {
+            try put(txn, DB.sharing, SharingKeys.rotationDue(owner, suite), Array(try JSONEncoder().encode(due)))
+        } else {
+            try delete(txn, DB.sharing, SharingKeys.rotationDue(owner, suite))
+        }
+    }
 
     private static func member(_ txn: LMDBTransaction, owner: String, suite: String, account: String) throws -> StoredMember? {
         guard let json = try get(txn, DB.sharing, SharingKeys.member(owner, suite, account)) else { return nil }

@@ -248,6 +248,22 @@ package enum PostgresMigrations {
                 "ALTER TABLE history ADD COLUMN pushed_by text",
             ]
         ),
+        // A key rotation due in an end-to-end encrypted shared suite after a removal of a member
+        // that held its keys (`KeyRotationDue`): one row per suite, until a key bag ends it.
+        Migration(
+            version: 12,
+            name: "key rotations due",
+            statements: [
+                """
+                CREATE TABLE rotations_due (
+                    owner text NOT NULL,
+                    suite text COLLATE "C" NOT NULL,
+                    record json NOT NULL,
+                    PRIMARY KEY (owner, suite)
+                )
+                """
+            ]
+        ),
         // Each account's incarnation (`AccountStore`): made with its first token, deleted with the
         // account, so that a name used again is a new account to the devices of the old one.
         Migration(

@@ -17,6 +17,12 @@ extension PostgresSyncStorage: KeyBagStore {
                     logger: storage.logger
                 )
                 try await Self.write([epoch: row], connection, account: account, suite: suite, logger: storage.logger)
+                // A rotation after a member's removal, sealed without it, ends the rotation due.
+                if let due = try await Self.rotationDue(connection, owner: account, suite: suite, logger: storage.logger),
+                    due.isEnded(by: bag, epoch: epoch)
+                {
+                    try await Self.putRotationDue(connection, owner: account, suite: suite, nil, logger: storage.logger)
+                }
             }
         }
     }

@@ -5,7 +5,9 @@ import PostgresNIO
 
 // Shared suites (migration 10): `members`, one row per membership with its record as JSON, and
 // `invitations`, filed under their lookup, with the time each ended (or ends) as a column for the
-// purge. Accepting locks the invitation's row, so one invitation makes one member.
+// purge. Accepting locks the invitation's row, so one invitation makes one member. Migration 12:
+// `rotations_due`, one row per suite with its `KeyRotationDue` as JSON, written and read under the
+// suite's advisory lock (the one its key bags take).
 extension PostgresSyncStorage: SharingStore {
     package func member(owner: String, suite: String, account: String) async throws -> StoredMember? {
         try await bounded("reading a membership") { storage in
@@ -162,6 +164,10 @@ extension PostgresSyncStorage: SharingStore {
                 }
                 try invitation.handOver(keys: keys, admission: admission, to: &member)
                 guard let member else { throw SyncStorageError(.notAMember, "the invitation's member is gone") }
+                try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(owner)), hashtext(\(suite)))", logger: storage.logger)
+                if let due = try await Self.rotationDue(connection, owner: owner, suite: suite, logger: storage.logger) {
+                    try await Self.putRotationDue(connection, owner: owner, suite: suite, due.admitting(member.account), logger: storage.logger)
+                }
                 let invitationJSON = String(decoding: try JSONEncoder().encode(invitation), as: UTF8.self)
                 let memberJSON = String(decoding: try JSONEncoder().encode(member), as: UTF8.self)
                 try await connection.query(
@@ -206,12 +212,14 @@ extension PostgresSyncStorage: SharingStore {
         try await bounded("removing a member") { storage in
             try await storage.client.withTransaction(logger: storage.logger) { connection in
                 let rows = try await connection.query(
-                    "DELETE FROM members WHERE owner = \(owner) AND suite = \(suite) AND account = \(account) RETURNING 1",
+                    "DELETE FROM members WHERE owner = \(owner) AND suite = \(suite) AND account = \(account) RETURNING record::text",
                     logger: storage.logger
                 )
-                var removed = false
-                for try await _ in rows { removed = true }
-                guard removed else { return false }
+                var found: StoredMember?
+                for try await text in rows.decode(String.self) { found = try JSONDecoder().decode(StoredMember.self, from: Data(text.utf8)) }
+                guard let member = found else { return false }
+                let removed = true
+                try await Self.markRotationDue(removing: member, on: connection, logger: storage.logger)
                 // The invitations it made that are still waiting add nobody now.
                 let now = Date()
                 let made = try await connection.query(
@@ -247,16 +255,73 @@ extension PostgresSyncStorage: SharingStore {
     /// Returns whether there was any.
     static func deleteSharing(account: String, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         var touched: [(String, String)] = []
+        var removedFrom: [StoredMember] = []
         let rows = try await connection.query(
-            "DELETE FROM members WHERE account = \(account) OR owner = \(account) RETURNING owner, suite",
+            "DELETE FROM members WHERE account = \(account) OR owner = \(account) RETURNING owner, suite, record::text",
             logger: logger
         )
-        for try await (owner, suite) in rows.decode((String, String).self) { touched.append((owner, suite)) }
+        for try await (owner, suite, text) in rows.decode((String, String, String).self) {
+            touched.append((owner, suite))
+            if !owner.isSameName(as: account) { removedFrom.append(try JSONDecoder().decode(StoredMember.self, from: Data(text.utf8))) }
+        }
+        // A deleted member's devices still hold the keys it was handed: a rotation is due there.
+        for member in removedFrom { try await markRotationDue(removing: member, on: connection, logger: logger) }
+        try await connection.query("DELETE FROM rotations_due WHERE owner = \(account)", logger: logger)
         let invitations = try await connection.query("DELETE FROM invitations WHERE owner = \(account) RETURNING 1", logger: logger)
         var found = !touched.isEmpty
         for try await _ in invitations { found = true }
         for (owner, suite) in touched { try await wakeAll(owner: owner, suite: suite, on: connection, logger: logger) }
         return found
+    }
+
+    package func rotationDue(owner: String, suite: String) async throws -> KeyRotationDue? {
+        try await bounded("reading a rotation due") { storage in
+            try await storage.decodeAll(
+                KeyRotationDue.self,
+                "SELECT record::text FROM rotations_due WHERE owner = \(owner) AND suite = \(suite)"
+            ).first
+        }
+    }
+
+    /// Marks a key rotation due in the suite `member` was removed from, if its device held the
+    /// keys (`KeyRotationDue.after(removing:epoch:existing:now:)`), on `connection`, under the
+    /// suite's advisory lock.
+    static func markRotationDue(removing member: StoredMember, on connection: PostgresConnection, logger: Logger) async throws {
+        guard member.admission != nil else { return }
+        let (owner, suite) = (member.owner, member.suite)
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(owner)), hashtext(\(suite)))", logger: logger)
+        var epoch: UInt32 = 0
+        let rows = try await connection.query("SELECT epoch FROM suites WHERE account = \(owner) AND suite = \(suite)", logger: logger)
+        for try await value in rows.decode(Int64.self) { epoch = UInt32(clamping: value) }
+        let existing = try await rotationDue(connection, owner: owner, suite: suite, logger: logger)
+        let due = KeyRotationDue.after(removing: member, epoch: epoch, existing: existing, now: Date())
+        if due != existing { try await putRotationDue(connection, owner: owner, suite: suite, due, logger: logger) }
+    }
+
+    /// The rotation due in `owner`'s `suite`, on `connection` (the caller holds the suite's lock).
+    static func rotationDue(_ connection: PostgresConnection, owner: String, suite: String, logger: Logger) async throws -> KeyRotationDue? {
+        let rows = try await connection.query(
+            "SELECT record::text FROM rotations_due WHERE owner = \(owner) AND suite = \(suite)",
+            logger: logger
+        )
+        for try await text in rows.decode(String.self) { return try JSONDecoder().decode(KeyRotationDue.self, from: Data(text.utf8)) }
+        return nil
+    }
+
+    /// Stores `due` as the rotation due in `owner`'s `suite`, or deletes its row for nil.
+    static func putRotationDue(_ connection: PostgresConnection, owner: String, suite: String, _ due: KeyRotationDue?, logger: Logger) async throws {
+        guard let due else {
+            try await connection.query("DELETE FROM rotations_due WHERE owner = \(owner) AND suite = \(suite)", logger: logger)
+            return
+        }
+        let json = String(decoding: try JSONEncoder().encode(due), as: UTF8.self)
+        try await connection.query(
+            """
+            INSERT INTO rotations_due (owner, suite, record) VALUES (\(owner), \(suite), \(json)::json)
+            ON CONFLICT (owner, suite) DO UPDATE SET record = EXCLUDED.record
+            """,
+            logger: logger
+        )
     }
 
     /// Wakes the waits on `owner`'s `suite` on every instance (at the transaction's commit), as a

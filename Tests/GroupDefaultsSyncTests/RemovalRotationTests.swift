@@ -1,0 +1,91 @@
+import Foundation
+import GroupDefaults
+import GroupDefaultsWire
+import TestSupport
+import Testing
+
+@testable import GroupDefaultsSync
+
+/// Every removal removes (issue 47): a member of an end-to-end encrypted shared suite removed by
+/// anything but `unshare` (the API, as the console does; a member leaving) holds the current key
+/// until the owner's devices rotate. The server marks the rotation due, `status` on the owner's
+/// device says so, and its next `sync` rotates, leaving the removed accounts out.
+@Suite("A removal from an encrypted shared suite makes a rotation due", .timeLimit(.minutes(4)))
+struct RemovalRotationTests {
+    @Test(
+        "removed through the API and by leaving: the server marks a rotation due, status says so, the owner's next sync rotates without them and the mark ends",
+        arguments: StorageBackend.allCases
+    )
+    func removalMakesRotationDue(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let alice = ToolDevice("family")
+            let bob = ToolDevice("family")
+            let carol = ToolDevice("family")
+            defer { for device in [alice, bob, carol] { device.remove() } }
+            try await Self.ownEncrypted(alice, server)
+            try await Self.join(bob, "bob", alice, server)
+            try await Self.join(carol, "carol", alice, server)
+            for device in [bob, carol] { try await expectOK(device.sync("sync")) }
+            let bobsKeys = try SuiteKeys.read(from: try bob.keyFile(), suite: "family")
+            let owner = server.client("family")
+
+            // Removed through the API (the console's Remove takes the same path): no rotation yet.
+            let removed = try await owner.removeMember("bob")
+            #expect(removed.rotationDue?.removed == ["bob"] && removed.rotationDue?.epoch == 1)
+            let status = try await alice.sync("status")
+            #expect(status.status == 1, "\(status.stdout) \(status.stderr)")
+            #expect(status.stdout.contains("state: key rotation due: bob held the suite's keys when removed"), "\(status.stdout)")
+            #expect(status.stderr.contains("the next `groupdefaults-sync sync family`"), "\(status.stderr)")
+            // A member leaving holds the key too.
+            try await expectOK(carol.sync("leave"))
+            #expect(try await owner.keyBags().rotationDue?.removed == ["bob", "carol"])
+
+            let synced = try await alice.sync("sync")
+            #expect(synced.status == 0, "\(synced.stderr)")
+            #expect(synced.stdout.contains("rotated family to key epoch 2"), "\(synced.stdout)")
+            #expect(synced.stdout.contains("bob, carol held its keys when removed"), "\(synced.stdout)")
+            let bags = try await owner.keyBags()
+            #expect(bags.rotationDue == nil && bags.newestEpoch == 2)
+            #expect(bags.shared["2"]?.members.keys.contains { $0 == "bob" || $0 == "carol" } != true, "sealed to nobody removed")
+            let after = try await alice.sync("status")
+            #expect(after.status == 0 && after.stdout.contains("state: ok"), "\(after.stdout) \(after.stderr)")
+
+            // What is written now opens with nothing bob holds.
+            try alice.open().set("after-removal-R7T1", forKey: "secret")
+            try await expectOK(alice.sync("sync"))
+            #expect(bobsKeys.adopting(bags) == nil)
+            let sealer = EntrySealer(keys: bobsKeys)
+            let sealed = try await owner.snapshot(after: nil, limit: 100).entries.filter { $0.sealed?.epoch == 2 }
+            #expect(!sealed.isEmpty)
+            for entry in sealed { #expect(throws: EntrySealer.Refusal.self) { try sealer.open(entry) } }
+        }
+    }
+
+    /// `configure --encrypt` on `device` with the server's token (alice's), one key written and synced.
+    static func ownEncrypted(_ device: ToolDevice, _ server: SyncServer) async throws {
+        let configured = try await device.sync(
+            "configure",
+            ["--server", server.url.absoluteString, "--token-file", try device.tokenFile(server.token), "--encrypt"]
+        )
+        #expect(configured.status == 0, "\(configured.stderr)")
+        try device.open().set("ding.caf", forKey: "doorbell")
+        try await expectOK(device.sync("sync"))
+    }
+
+    /// `share family --role write` on `owner`, kept running, and `configure --invitation` on
+    /// `device` with a new token of `account`.
+    static func join(_ device: ToolDevice, _ account: String, _ owner: ToolDevice, _ server: SyncServer) async throws {
+        let token = try await ServerTool.createToken(storage: server.storage, account: account)
+        let share = try RunningProcess(ToolDevice.syncExecutable, ["share", "family", "--role", "write", "--directory", owner.directory.path])
+        let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
+        let joined = try await device.syncTool(
+            [
+                "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString, "--token-file",
+                try device.tokenFile(token, name: "\(account).token"),
+            ]
+        )
+        #expect(joined.status == 0, "\(joined.stderr)")
+        let shared = share.finish()
+        #expect(shared.status == 0, "\(shared.stderr)")
+    }
+}
