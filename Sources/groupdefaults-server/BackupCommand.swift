@@ -101,9 +101,9 @@ struct RestoreCommand: AsyncParsableCommand {
                 }
                 let kept = try await storage.withStorage { store in
                     guard let postgres = store as? PostgresSyncStorage else { throw CommandFailure("the store is not PostgreSQL") }
-                    let kept = try await postgres.keepAuthority()
-                    try await store.appendAudit(.commandLine(.restore, target: "prepared: \(kept) authority rows kept apart"))
-                    return kept
+                    // Recorded first, so that the kept audit log holds it too.
+                    try await store.appendAudit(.commandLine(.restore, target: "prepared: the authority kept apart for --announce"))
+                    return try await postgres.keepAuthority()
                 }
                 output(
                     "kept \(kept) rows of accounts, tokens, members, invitations, key bags, devices, operators and the audit log apart (schema \(PostgresSyncStorage.keptAuthoritySchema)); now pg_restore the dump, then `restore --announce`"
