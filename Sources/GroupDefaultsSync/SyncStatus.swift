@@ -106,7 +106,8 @@ public struct SyncReport: Sendable, Equatable {
         replacedOnJoining += other.replacedOnJoining
         replacedBy.formUnion(other.replacedBy)
         ignored += other.ignored
-        refused += other.refused
+        // An entry refused by a pull comes again in a push's answer (the winner of a key it pushed): once.
+        refused += other.refused.filter { !refused.contains($0) }
         omitted += other.omitted
         keptLocal = max(keptLocal, other.keptLocal)
     }

@@ -125,6 +125,12 @@ struct WireJSONTests {
             )
             #expect(answer.results[0].winner == page.entries[0])
         }
+        // A sealed payload is checked by its size alone.
+        let sealed = { (count: Int) in
+            StoredEntry(key: "id", sealed: SealedPayload(epoch: 1, box: Array(repeating: 7, count: count)), deleted: false, stamp: stamp, rev: 3)
+        }
+        #expect(sealed(8193).servedEntry(valueLimit: 8192) == SyncEntry(key: "id", unavailable: .tooLarge, hlc: stamp.hlc, origin: 2, rev: 3))
+        #expect(sealed(8192).servedEntry(valueLimit: 8192).sealed?.box.count == 8192)
         // What the server's own writer makes passes, up to the limit.
         for value: PropertyListValue in [
             .double(.nan), .double(-1e300), .data(Data(repeating: 0xFF, count: 30)), .date(Date(timeIntervalSince1970: 0)),

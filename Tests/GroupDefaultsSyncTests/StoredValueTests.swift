@@ -47,6 +47,7 @@ struct StoredValueTests {
                 #expect(synced.status == 1)
                 #expect(synced.stderr.contains("'deep': value unavailable (nested more than 100 levels deep)"), "\(synced.stderr)")
                 #expect(synced.stderr.contains("'tree'"), "\(synced.stderr)")
+                #expect(synced.stderr.components(separatedBy: "refused from the server: 'deep'").count == 2, "named once: \(synced.stderr)")
                 let phoneSuite = try phone.open()
                 #expect(phoneSuite.string(forKey: "theme") == "dark")
                 #expect(phoneSuite.integer(forKey: "deep") == 2, "the device keeps its own value")
