@@ -89,6 +89,25 @@ extension StorageConformanceTests {
             }
         }
 
+        @Test(
+            "an account's incarnation: made with its first token, kept, gone with the account, a new one for the name used again",
+            arguments: StorageBackend.allCases
+        )
+        func incarnation(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                try await storage.createToken(Tokens.make(account: "zed", suitePatterns: ["*"], readOnly: false, expires: nil).stored)
+                let first = try await storage.accountIncarnation("zed")
+                #expect(first.count == 32)
+                try await storage.createToken(Tokens.make(account: "zed", suitePatterns: ["*"], readOnly: false, expires: nil).stored)
+                #expect(try await storage.accountIncarnation("zed") == first, "a second token is the same account")
+                #expect(try await storage.accountIncarnation("bob") != first, "made for an account from before incarnations")
+                #expect(try await storage.deleteAccount("zed", audit: .commandLine(.accountDelete, account: "zed")))
+                #expect(try await storage.auditRecords(account: "zed", since: nil, limit: 10).map(\.act) == [.accountDelete])
+                try await storage.createToken(Tokens.make(account: "zed", suitePatterns: ["*"], readOnly: false, expires: nil).stored)
+                #expect(try await storage.accountIncarnation("zed") != first, "the name used again is a new account")
+            }
+        }
+
         @Test("a deleted account leaves no byte of its data in the store's files or the database's dump", arguments: StorageBackend.allCases)
         func deleteLeavesNoTrace(backend: StorageBackend) async throws {
             let (storage, scan, cleanup) = try await Self.rawStorage(backend)
