@@ -256,6 +256,7 @@ public struct SyncSetup: Sendable {
         let membership = try await setup.withClient(suite: "-") { client in
             try await client.acceptInvitation(invitationID: id, claim: member?.claim)
         }
+        InterruptionPoint.reached("configure-invitation.accepted")
         setup.shared = membership
         setup.keys = .unchanged
         setup.keyFile = nil
@@ -272,16 +273,21 @@ public struct SyncSetup: Sendable {
                 try keys.write(to: path)
                 keyFile = previousKeyFile == nil ? path : nil
                 setup.keyFile = path
+                InterruptionPoint.reached("configure-invitation.keys-written")
             }
             let result = try await setup.configureShared(suite: name, directory: directory)
             return Joined(membership: membership, localName: name, result: result)
         } catch {
-            // The local suite could not be set up: leave again, so that nothing changed on either
-            // side and the person can ask for a new invitation.
-            _ = try? await setup.withClient(suite: name) { client in
-                let account = if let account = membership.account { account } else { try await client.members().account }
-                return try await client.removeMember(account)
-            }
+            // The local suite could not be set up, or the wait was interrupted (Ctrl-C, `kill`):
+            // leave again, so that nothing changed on either side and the person can ask for a new
+            // invitation. In a task of its own, which a cancelled wait does not cancel.
+            let leaving = setup
+            await Task {
+                _ = try? await leaving.withClient(suite: name) { client in
+                    let account = if let account = membership.account { account } else { try await client.members().account }
+                    return try await client.removeMember(account)
+                }
+            }.value
             if let keyFile { try? FileManager.default.removeItem(atPath: keyFile) }
             throw error
         }

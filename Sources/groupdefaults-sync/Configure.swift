@@ -289,12 +289,19 @@ extension SyncCommand {
             setup.connectTimeout = waiting.connect
             setup.answerTimeout = waiting.answer
             let joined: SyncSetup.Joined
+            let (joining, localName, directory) = (setup, self.localName, options.directoryURL)
             do {
-                joined = try await setup.join(invitation: code, localName: localName, directory: options.directoryURL) {
-                    output(
-                        "waiting for a device of the suite's owner to hand over its keys (its `share` must be running; at most \(Int(SyncSetup.keyHandoverWait / 60)) minutes) …"
-                    )
+                // Ctrl-C or a `kill` while it waits for the keys: the join leaves the suite again
+                // (`SyncSetup.join`), then the command says so.
+                joined = try await interruptible {
+                    try await joining.join(invitation: code, localName: localName, directory: directory) {
+                        output(
+                            "waiting for a device of the suite's owner to hand over its keys (its `share` must be running; at most \(Int(SyncSetup.keyHandoverWait / 60)) minutes) …"
+                        )
+                    }
                 }
+            } catch let interrupted as Interrupted {
+                throw interrupted.failure("this account left the suite again (nothing is joined); ask for a new invitation")
             } catch let refusal
                 as SyncSetup.Refusal
             {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CommandLineSupport
 import Foundation
+import GroupDefaults
 import GroupDefaultsSync
 import GroupDefaultsWire
 
@@ -24,7 +25,10 @@ extension SyncCommand {
                 a key of its own with a proof made from the code, and this device hands it the \
                 suite's keys sealed to that key, which the server can neither read nor replace. The \
                 joining device waits up to 10 minutes for them, then leaves the suite again: if \
-                `share` was stopped, make a new invitation.
+                `share` was stopped, make a new invitation. Stopped (Ctrl-C, a `kill`) while it \
+                waits, `share` revokes its invitation (or removes again an account that accepted it \
+                without getting the keys); after a crash, the next `share` or `invitations` of the \
+                suite on this device does so.
 
                 Example: groupdefaults-sync share family --role write --expires 2h
                 """
@@ -59,8 +63,15 @@ extension SyncCommand {
         func run() async throws {
             let role = SuiteRole(rawValue: role)!
             let expiry = try expires.map(Self.duration)
-            try await withConfiguredEngine(options, server, suite) { _, engine in
+            try await withConfiguredEngine(options, server, suite) { defaults, engine in
+                let waiting = WaitingShares(defaults)
+                // Invitations a `share` that stopped (a crash, the network gone) left waiting.
+                for line in await waiting.endLeftOver(engine) { output(line) }
                 let (code, invitation) = try await engine.share(role: role, expiresIn: expiry)
+                // Recorded before the code is shown: a crash from here on leaves it for the next
+                // `share` or `invitations` to end.
+                if await engine.isEncrypted { waiting.add(invitation.id) }
+                InterruptionPoint.reached("share.invitation-made")
                 output(
                     "invitation \(invitation.id): \(invitation.role.rawValue) member of \(printable(invitation.owner))'s suite \(printable(invitation.suite)), until \(invitation.expires)"
                 )
@@ -73,7 +84,26 @@ extension SyncCommand {
                     output("(In an end-to-end encrypted suite an admin member neither invites nor removes: only your devices hold the owner key.)")
                 }
                 output("waiting for the invited device to join, to hand it the suite's keys (keep this running) …")
-                let handed = try await engine.handOverKeys(code: code, invitation: invitation)
+                let handed: InvitationInfo
+                do {
+                    handed = try await interruptible {
+                        InterruptionPoint.reached("share.waiting")
+                        return try await engine.handOverKeys(code: code, invitation: invitation)
+                    }
+                } catch let interrupted as Interrupted {
+                    // Ctrl-C or a `kill`: nobody gets the suite through this code any more.
+                    let undone = await WaitingShares.end(invitation.id, engine)
+                    if undone != nil { waiting.remove(invitation.id) }
+                    throw interrupted.failure(
+                        undone
+                            ?? "invitation \(invitation.id) may still be waiting: revoke it with `groupdefaults-sync invitations \(suite) --revoke \(invitation.id)`"
+                    )
+                } catch {
+                    // Expired, revoked, or a claim without the code's proof: it is over either way.
+                    waiting.remove(invitation.id)
+                    throw error
+                }
+                waiting.remove(invitation.id)
                 output("handed the keys of \(suite) to \(printable(handed.acceptedBy ?? "?"))'s device")
             }
         }
@@ -107,7 +137,8 @@ extension SyncCommand {
         }
 
         func run() async throws {
-            try await withConfiguredEngine(options, server, suite) { _, engine in
+            try await withConfiguredEngine(options, server, suite) { defaults, engine in
+                for line in await WaitingShares(defaults).endLeftOver(engine) { output(line) }
                 if let revoke {
                     let revoked = try await engine.revokeInvitation(id: revoke)
                     if json { return output(try prettyJSON(revoked)) }
@@ -228,6 +259,68 @@ extension SyncCommand {
                     "left \(shared.map { "\(printable($0.owner))'s suite \(printable($0.suite))" } ?? printable(suite)); \(suite) keeps its values and no longer syncs"
                 )
             }
+        }
+    }
+}
+
+/// The invitations of an end-to-end encrypted suite whose `share` is waiting to hand over the keys,
+/// kept in a file beside the suite's key file (one id a line), so that those of a `share` that
+/// stopped without its clean-up (a crash, a power cut) are ended by the next `share` or
+/// `invitations`: a waiting one is revoked, and an account that accepted one and never got the
+/// keys is removed again (it could only leave).
+struct WaitingShares {
+    let path: String?
+
+    init(_ defaults: SharedDefaults) {
+        path = (try? SyncSettings.stored(in: defaults))?.flatMap(\.keyFile).map { $0 + ".shares" }
+    }
+
+    var ids: [String] {
+        guard let path, let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").map(String.init)
+    }
+
+    func add(_ id: String) { write(ids + [id]) }
+
+    func remove(_ id: String) { write(ids.filter { $0 != id }) }
+
+    private func write(_ ids: [String]) {
+        guard let path else { return }
+        if ids.isEmpty {
+            try? FileManager.default.removeItem(atPath: path)
+            return
+        }
+        FileManager.default.createFile(atPath: path, contents: Data(ids.map { $0 + "\n" }.joined().utf8), attributes: [.posixPermissions: 0o600])
+    }
+
+    /// Ends what a `share` that stopped left waiting; one line for each.
+    func endLeftOver(_ engine: SyncEngine) async -> [String] {
+        var lines: [String] = []
+        for id in ids {
+            guard let line = await Self.end(id, engine) else { continue }
+            remove(id)
+            lines.append(line + " (left by a `share` that stopped)")
+        }
+        return lines
+    }
+
+    /// Ends the invitation `id`, whose `share` stopped: revokes it while it waits, or removes the
+    /// account that accepted it if its device never got the keys. What was done, in words; nil
+    /// when the server could not be asked (kept for the next run).
+    static func end(_ id: String, _ engine: SyncEngine) async -> String? {
+        do {
+            _ = try await engine.revokeInvitation(id: id)
+            return "invitation \(id) revoked: its code adds nobody"
+        } catch let error where error.code == .invitationUsed {
+            guard let found = try? await engine.invitations().first(where: { $0.id == id }) else { return nil }
+            guard let account = found.acceptedBy, found.keys == nil else { return "invitation \(id) was used" }
+            guard (try? await engine.client.removeMember(account)) != nil else { return nil }
+            return
+                "invitation \(id) was accepted by \(printable(account)), whose device never got the keys: \(printable(account)) was removed again; invite again"
+        } catch let error where error.code == .invitationExpired || error.code == .invitationNotFound {
+            return "invitation \(id) had ended"
+        } catch {
+            return nil
         }
     }
 }

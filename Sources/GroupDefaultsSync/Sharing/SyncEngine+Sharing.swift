@@ -130,6 +130,9 @@ extension SyncEngine {
             throw SuiteKeys.notOwner(defaults.suiteName)
         }
         _ = try await client.removeMember(account)
+        // From here the server marks a rotation due (`KeyRotationDue`): stopped before it is
+        // made, the next sync (or `rotate-key`) on a device holding the owner key makes it.
+        InterruptionPoint.reached("unshare.removed")
         guard let keys = sealer?.keys, let keyFile else { return nil }
         return try await KeyRotation.rotate(self, keys: keys, keyFile: keyFile, excluding: [account])
     }
@@ -175,6 +178,7 @@ extension SyncEngine {
         do {
             let list = try await client.members()
             _ = try await client.removeMember(list.account)
+            InterruptionPoint.reached("leave.left")
         } catch SyncErrorCode.notAMember {
             // Removed already (or the suite is no longer shared): only the local part is left.
         }

@@ -1,0 +1,110 @@
+import Foundation
+import GroupDefaults
+import GroupDefaultsWire
+import TestSupport
+import Testing
+
+@testable import GroupDefaultsSync
+
+/// The sharing commands stopped at each step (issue 47): `share`, `configure --invitation`,
+/// `unshare` and `leave` are stopped at every step their interruption log lists
+/// (`InterruptionPoint`), by SIGKILL (a crash) and SIGINT (a Ctrl-C), and the next run of the same
+/// command (or the owner's next sync) completes or undoes what was begun. One encrypted suite of
+/// alice's, shared with bob and carol, serves every case.
+@Suite("Sharing commands stopped at each step", .timeLimit(.minutes(4)))
+struct SharingInterruptionTests {
+    @Test("share, configure --invitation, unshare and leave, stopped at each step, are completed or undone by the next run")
+    func interruptedAtEachStep() async throws {
+        try await SyncServer.with(.lmdb) { server in
+            let alice = ToolDevice("family")
+            let bob = ToolDevice("family")
+            let carol = ToolDevice("family")
+            let dave = ToolDevice("family")
+            defer { for device in [alice, bob, carol, dave] { device.remove() } }
+            try await RemovalRotationTests.ownEncrypted(alice, server)
+            try await RemovalRotationTests.join(bob, "bob", alice, server)
+            try await RemovalRotationTests.join(carol, "carol", alice, server)
+            let owner = server.client("family")
+            let log = alice.directory.appendingPathComponent("interruptions.log").path
+
+            // share: the steps it reaches, then each of them stopped by each signal. Whatever was
+            // left waiting is revoked: at once on SIGINT once it waits, by the next `invitations`
+            // after a crash.
+            let listed = try await Self.run(alice, ["share", "family", "--role", "write"], log: log, stopAt: "share.waiting@SIGINT")
+            #expect(listed.status == 130, "\(listed.stderr)")
+            #expect(listed.stderr.contains("interrupted: invitation inv_") && listed.stderr.contains("revoked"), "\(listed.stderr)")
+            let steps = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
+            #expect(steps == ["share.invitation-made", "share.waiting"])
+            for step in steps {
+                for signal in ["SIGKILL", "SIGINT"] {
+                    let stopped = try await Self.run(alice, ["share", "family", "--role", "write"], stopAt: "\(step)@\(signal)")
+                    #expect(stopped.status != 0, "\(step)@\(signal)")
+                    let cleaned = try await alice.sync("invitations")
+                    #expect(cleaned.status == 0, "\(cleaned.stderr)")
+                    if signal == "SIGKILL" || step == "share.invitation-made" {
+                        #expect(
+                            cleaned.stdout.contains("revoked: its code adds nobody (left by a `share` that stopped)"),
+                            "\(step)@\(signal): \(cleaned.stdout)"
+                        )
+                    }
+                    #expect(try await owner.invitations().invitations.allSatisfy { $0.state != .pending }, "\(step)@\(signal)")
+                }
+            }
+
+            // configure --invitation stopped (Ctrl-C) while it waits for the keys: it leaves again.
+            let daveToken = try await ServerTool.createToken(storage: server.storage, account: "dave")
+            let share = try RunningProcess(ToolDevice.syncExecutable, ["share", "family", "--role", "write", "--directory", alice.directory.path])
+            let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+            let joined = try await BuiltExecutable.run(
+                ToolDevice.syncExecutable,
+                [
+                    "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
+                    "--token-file", try dave.tokenFile(daveToken, name: "dave.token"), "--directory", dave.directory.path,
+                ],
+                environment: Self.environment(stopAt: "configure-invitation.accepted@SIGINT")
+            )
+            #expect(joined.status == 130 && joined.stderr.contains("interrupted: this account left the suite again"), "\(joined.stderr)")
+            _ = share.finish()
+            #expect(try await owner.members().members.map(\.account) == ["alice", "bob", "carol"])
+            #expect(dave.keyFiles().isEmpty)
+
+            // unshare stopped after the removal, before its rotation: the owner's next sync rotates.
+            let unshared = try await Self.run(alice, ["unshare", "family", "--account", "carol"], stopAt: "unshare.removed")
+            #expect(unshared.status != 0)
+            #expect(try await owner.keyBags().rotationDue?.removed == ["carol"])
+            let synced = try await alice.sync("sync")
+            #expect(synced.status == 0 && synced.stdout.contains("rotated family to key epoch 2"), "\(synced.stdout) \(synced.stderr)")
+            #expect(try await owner.keyBags().rotationDue == nil)
+
+            // leave stopped after the server's part: the next leave finishes the local part.
+            let left = try await Self.run(bob, ["leave", "family"], stopAt: "leave.left")
+            #expect(left.status != 0)
+            let again = try await bob.sync("leave")
+            #expect(again.status == 0 && again.stdout.contains("left alice's suite family"), "\(again.stdout) \(again.stderr)")
+            try await expectOK(alice.sync("sync"))  // and the rotation its leaving made due
+            #expect(try await owner.keyBags().rotationDue == nil)
+        }
+    }
+
+    /// This process's environment, with `GROUPDEFAULTS_INTERRUPT_AT` (and the log) set.
+    static func environment(stopAt: String?, log: String? = nil) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["GROUPDEFAULTS_INTERRUPT_AT"] = stopAt
+        environment["GROUPDEFAULTS_INTERRUPT_LOG"] = log
+        return environment
+    }
+
+    /// `groupdefaults-sync ARGUMENTS… --directory DIR` on `device`, stopped at `stopAt`.
+    static func run(
+        _ device: ToolDevice,
+        _ arguments: [String],
+        log: String? = nil,
+        stopAt: String
+    ) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await BuiltExecutable.run(
+            ToolDevice.syncExecutable,
+            arguments + ["--directory", device.directory.path],
+            environment: environment(stopAt: stopAt, log: log)
+        )
+    }
+}
