@@ -13,7 +13,9 @@ struct AuditCommand: AsyncParsableCommand {
             Recorded: token create and revoke, device revoke, admin create and remove, console \
             sign-ins (failed ones too), suite reset, clock repair, account export and delete. \
             Records are kept --audit-days days. They hold names and ids, never values, passwords \
-            or tokens.
+            or tokens. One token's same act beyond 20 in 10 minutes is counted in one record \
+            ("repeated: N like it from then until …"). It shows the latest --limit records; when \
+            there are earlier ones, a line on stderr gives the --before that shows the page before.
 
             Example: groupdefaults-server audit --account ana --since 7d --config /etc/groupdefaults-server.conf
             """
@@ -23,27 +25,41 @@ struct AuditCommand: AsyncParsableCommand {
     @Option(help: "Only the acts on this account.") var account: String?
     @Option(help: "Only acts since then: a time ago (30d, 12h, 15m, 45s) or a UTC date or time (2026-11-27, 2026-11-27T09:00:00Z).")
     var since: String?
+    @Option(help: "Only acts before then (as --since takes it): the page before the one shown, as the line on stderr says.")
+    var before: String?
     @Option(help: "At most this many records, the latest.") var limit = 1000
     @Flag(help: "Print one JSON array.") var json = false
 
     func validate() throws {
         guard limit > 0 else { throw ValidationError("--limit must be at least 1, not \(limit)") }
-        if let since { _ = try Self.moment(since, now: Date()) }
+        if let since { _ = try Self.moment(since, now: Date(), option: "--since") }
+        if let before { _ = try Self.moment(before, now: Date(), option: "--before") }
     }
 
     /// `--since`'s moment: a duration back from `now`, or an ISO 8601 date (midnight UTC) or time.
-    static func moment(_ text: String, now: Date) throws -> Date {
+    static func moment(_ text: String, now: Date, option: String = "--since") throws -> Date {
         if let date = TypedJSONDate.parse(text) ?? TypedJSONDate.parse(text + "T00:00:00Z") { return date }
         if let unit = text.last, "dhms".contains(unit), let count = Double(text.dropLast()), count > 0, count.isFinite {
             return now.addingTimeInterval(-(try TokenDuration.seconds(text)))
         }
-        throw ValidationError("--since takes a time ago (30d, 12h, 15m, 45s) or a UTC date or time (2026-11-27, 2026-11-27T09:00:00Z), not '\(text)'")
+        throw ValidationError(
+            "\(option) takes a time ago (30d, 12h, 15m, 45s) or a UTC date or time (2026-11-27, 2026-11-27T09:00:00Z), not '\(text)'"
+        )
     }
 
     func run() async throws {
         try await reportingFailure {
-            let start = try since.map { try Self.moment($0, now: Date()) }
-            let records = try await storage.withStorage { try await $0.auditRecords(account: account, since: start, limit: limit) }
+            let now = Date()
+            let start = try since.map { try Self.moment($0, now: now) }
+            let end = try before.map { try Self.moment($0, now: now, option: "--before") }
+            let page = try await storage.withStorage { try await $0.auditPage(account: account, since: start, before: end, limit: limit) }
+            let records = page.records
+            // Where the earlier records are, on stderr: stdout stays the records alone.
+            defer {
+                if let earlier = page.earlier, let text = TypedJSONDate.format(earlier) {
+                    printError("earlier records: add --before \(text)", tool: "groupdefaults-server")
+                }
+            }
             if json {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]

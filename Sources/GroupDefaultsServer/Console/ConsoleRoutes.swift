@@ -114,13 +114,19 @@ struct ConsoleRoutes: Sendable {
             response.headers[.retryAfter] = "\(max(1, wait.components.seconds))"
             return response
         case .busy:
-            var response = signInForm(error: "Too many sign-ins at once: try again in a moment.", name: name, status: .tooManyRequests)
+            var response = signInForm(
+                error: "Too many sign-ins at once from this address: try again in a moment.",
+                name: name,
+                status: .tooManyRequests
+            )
             response.headers[.retryAfter] = "1"
             return response
         }
         let found: StoredOperator?
         do {
-            found = valid ? try await operators.verify(name: name, password: form.password ?? "") : nil
+            // Checked in this address's turn (`SignInThrottle.check`): another address's flood
+            // cannot make this sign-in wait behind it, nor fail.
+            found = valid ? try await throttle.check(address: address) { try await operators.verify(name: name, password: form.password ?? "") } : nil
         } catch {
             throttle.finished(address: address, name: throttled, succeeded: false)
             throw error
@@ -535,13 +541,22 @@ struct ConsoleRoutes: Sendable {
         let rotationDue = held?.admission == nil ? false : try await storage.rotationDue(owner: account, suite: suite) != nil
     }
 
-    /// The audit log's latest records (of `?account=`, if given), newest first.
+    /// The audit log's latest records (of `?account=`, if given), newest first, or those before
+    /// `?before=` (a page's link to the earlier records: `AuditStore.auditPage`).
     private func auditPage(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let signed = try await signedIn(request)
         let account = ConsoleQuery.value("account", in: request).flatMap { $0.isEmpty ? nil : $0 }
         if let account, let problem = NameKind.account.problem(withStored: account) { throw ConsoleError(.badRequest, problem) }
+        let before = try ConsoleQuery.value("before", in: request).flatMap { text -> Date? in
+            if text.isEmpty { return nil }
+            guard let date = TypedJSONDate.parse(text) else {
+                throw ConsoleError(.badRequest, "before= takes a UTC time such as 2026-11-27T09:00:00.000Z")
+            }
+            return date
+        }
         let shown = 500
-        let records = try await storage.auditRecords(account: account, since: nil, limit: shown)
+        let found = try await storage.auditPage(account: account, since: nil, before: before, limit: shown)
+        let records = found.records
         let page = AuditPage(
             page: chrome("Audit log", signed, trail: [Link(text: "Overview", href: ConsolePaths.root)]),
             account: account,
@@ -557,7 +572,10 @@ struct ConsoleRoutes: Sendable {
                     source: record.source,
                     outcome: record.outcome ?? ""
                 )
-            }
+            },
+            before: before.flatMap(TypedJSONDate.format),
+            earlier: found.earlier.map { ConsolePaths.audit(before: $0, account: account) },
+            latest: before == nil ? nil : ConsolePaths.audit(before: nil, account: account)
         )
         return ConsolePage.html(ConsoleTemplates.render(page, "audit"))
     }

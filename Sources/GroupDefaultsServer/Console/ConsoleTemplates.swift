@@ -302,7 +302,7 @@ package enum ConsoleTemplates {
     static let audit = """
         {{> header}}
         <section class="card">
-        <p>Administrative acts, newest first (the last {{shown}}{{#account}}, of account <code>{{.}}</code>{{/account}}): \
+        <p>Administrative acts, newest first (the last {{shown}}{{#before}} before {{.}}{{/before}}{{#account}}, of account <code>{{.}}</code>{{/account}}): \
         who did what, when and from where. Kept {{days}} days.</p>
         <form method="get" action="/console/audit"><label>Account <input name="account" value="{{account}}"></label> <button type="submit">Filter</button></form>
         <div class="scroll">
@@ -316,6 +316,8 @@ package enum ConsoleTemplates {
         </tbody>
         </table>
         </div>
+        <p class="pages">{{#latest}}<a class="latest" href="{{.}}">Latest records</a> {{/latest}}\
+        {{#earlier}}<a class="earlier" href="{{.}}">Earlier records</a>{{/earlier}}</p>
         </section>
         {{> footer}}
         """

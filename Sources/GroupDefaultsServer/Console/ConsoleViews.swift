@@ -112,6 +112,12 @@ enum ConsolePaths {
         self.suite(account, suite) + "/history?key=" + query(key)
     }
     static func tail(_ account: String, _ suite: String) -> String { self.suite(account, suite) + "/tail" }
+    /// The audit log's page before `before` (nil: the latest), of `account` if given.
+    static func audit(before: Date?, account: String?) -> String {
+        let query = [before.flatMap(TypedJSONDate.format).map { "before=" + self.query($0) }, account.map { "account=" + self.query($0) }]
+        let given = query.compactMap { $0 }
+        return given.isEmpty ? audit : audit + "?" + given.joined(separator: "&")
+    }
 
     private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
@@ -342,6 +348,11 @@ struct AuditPage {
     var shown: Int
     var days: Int64
     var records: [Row]
+    /// The page's bound when it is not the latest (`?before=`), as shown.
+    var before: String?
+    /// The links to the page of earlier records, if there are any, and to the latest.
+    var earlier: String?
+    var latest: String?
 }
 
 struct HistoryPage {

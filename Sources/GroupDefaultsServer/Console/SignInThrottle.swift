@@ -7,8 +7,14 @@ import Synchronization
 /// until the window that counted them has passed, right password or not. Nobody can lock an
 /// operator out from elsewhere: failures from other addresses never count against the operator's
 /// own. An attempt is counted as failed when it is admitted, and given back if its password was
-/// right, so that attempts sent in parallel cannot outrun the count. At most `concurrentChecks`
-/// passwords are checked at once (bcrypt is a quarter of a second of CPU each).
+/// right, so that attempts sent in parallel cannot outrun the count.
+///
+/// Password checks are shared fairly between addresses: at most `concurrentChecks` run at once
+/// (bcrypt is a quarter of a second of CPU each), and the attempts waiting for one are queued per
+/// address and served one address at a time in turn (`check`), so an address that floods waits
+/// behind its own attempts, and another address's sign-in waits at most one check per other
+/// address that is waiting. One address has at most `attemptsPerAddress` attempts under way at
+/// once; beyond that its next one is refused at once (`busy`), and no other address's is.
 ///
 /// In memory, per instance; at most `maxTracked` keys are kept (the oldest windows go first), and
 /// names are operator names (at most 64 characters) by the time they get here. Behind a reverse
@@ -20,15 +26,30 @@ package final class SignInThrottle: Sendable {
     let window: Duration
     let maxTracked = 10_000
     let concurrentChecks = 4
+    /// Attempts one address may have under way at once (admitted, not finished).
+    let attemptsPerAddress = 4
 
     private struct Count {
         var failures: Int
         var since: ContinuousClock.Instant
     }
 
+    private struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+
     private struct State {
         var counts: [String: Count] = [:]
+        /// Attempts under way per address (admitted, not finished).
+        var underWay: [String: Int] = [:]
+        /// Password checks running.
         var checking = 0
+        /// Attempts waiting for a check, per address, oldest first.
+        var waiting: [String: [Waiter]] = [:]
+        /// The addresses with attempts waiting, in the order of their turns.
+        var turns: [String] = []
+        var nextWaiter: UInt64 = 0
     }
 
     private let state = Mutex(State())
@@ -42,11 +63,11 @@ package final class SignInThrottle: Sendable {
 
     /// What an attempt is told.
     package enum Admission: Equatable {
-        /// Check the password, then call `finished`.
+        /// Check the password (`check`), then call `finished`.
         case admitted
         /// Refused for this long (too many failures).
         case refused(retryAfter: Duration)
-        /// Refused: too many passwords are being checked at once.
+        /// Refused: this address has too many sign-ins under way at once.
         case busy
     }
 
@@ -64,8 +85,8 @@ package final class SignInThrottle: Sendable {
                 return window - (now - count.since)
             }
             if let wait = waits.max() { return .refused(retryAfter: wait) }
-            guard state.checking < concurrentChecks else { return .busy }
-            state.checking += 1
+            guard state.underWay[address, default: 0] < attemptsPerAddress else { return .busy }
+            state.underWay[address, default: 0] += 1
             for key in keys {
                 var count = state.counts[key] ?? Count(failures: 0, since: now)
                 count.failures += 1
@@ -79,10 +100,83 @@ package final class SignInThrottle: Sendable {
         }
     }
 
+    /// Runs `check` (an admitted attempt's password check) once it is `address`'s turn and fewer
+    /// than `concurrentChecks` run. Throws `CancellationError` if the task is cancelled while it
+    /// waits.
+    package func check<T: Sendable>(address: String, _ check: () async throws -> T) async throws -> T {
+        try await turn(address: address)
+        defer { endCheck() }
+        return try await check()
+    }
+
+    /// Waits for a check's turn: at once if a check is free and nobody waits, else queued behind
+    /// `address`'s own waiting attempts, its address served in turn with the others.
+    private func turn(address: String) async throws {
+        let id = state.withLock { state -> UInt64? in
+            if state.checking < concurrentChecks && state.turns.isEmpty {
+                state.checking += 1
+                return nil
+            }
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        guard let id else { return }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let cancelled = state.withLock { state -> Bool in
+                    if Task.isCancelled { return true }
+                    if state.waiting[address, default: []].isEmpty { state.turns.append(address) }
+                    state.waiting[address, default: []].append(Waiter(id: id, continuation: continuation))
+                    Self.startWaiting(&state, limit: concurrentChecks)
+                    return false
+                }
+                if cancelled { continuation.resume(throwing: CancellationError()) }
+            }
+        } onCancel: {
+            let removed = state.withLock { state -> Waiter? in
+                guard let index = state.waiting[address]?.firstIndex(where: { $0.id == id }) else { return nil }
+                let waiter = state.waiting[address]!.remove(at: index)
+                if state.waiting[address]!.isEmpty {
+                    state.waiting[address] = nil
+                    state.turns.removeAll { $0 == address }
+                }
+                return waiter
+            }
+            removed?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    /// A check ended: the next address in turn gets the free one.
+    private func endCheck() {
+        state.withLock { state in
+            state.checking -= 1
+            Self.startWaiting(&state, limit: concurrentChecks)
+        }
+    }
+
+    /// Starts the waiting attempts while checks are free: the first waiting attempt of the address
+    /// whose turn it is, which then goes to the back of the turns if it has more waiting.
+    private static func startWaiting(_ state: inout State, limit: Int) {
+        while state.checking < limit, !state.turns.isEmpty {
+            let address = state.turns.removeFirst()
+            guard var queue = state.waiting[address], !queue.isEmpty else { continue }
+            let waiter = queue.removeFirst()
+            if queue.isEmpty {
+                state.waiting[address] = nil
+            } else {
+                state.waiting[address] = queue
+                state.turns.append(address)
+            }
+            state.checking += 1
+            waiter.continuation.resume()
+        }
+    }
+
     /// Ends an admitted attempt: a right password gives its count back.
     package func finished(address: String, name: String, succeeded: Bool) {
         state.withLock { state in
-            state.checking -= 1
+            let left = state.underWay[address, default: 1] - 1
+            state.underWay[address] = left > 0 ? left : nil
             guard succeeded else { return }
             for key in [Self.pairKey(address, name), Self.addressKey(address)] {
                 guard var count = state.counts[key] else { continue }

@@ -231,11 +231,15 @@ struct SharingRoutes: Sendable {
         )
     }
 
-    /// The invitation of the path, by the id derived from its code.
+    /// The invitation of the path, by the id derived from its code, if the token's account may
+    /// read it (`StoredInvitation.isReadable`: a removed member reads none of the suite's).
     private func invitation(_ context: TokenRequestContext) async throws -> StoredInvitation {
         let id = context.parameters.get("invitation") ?? ""
         try Self.checkID(id)
         guard let invitation = try await storage.invitation(lookup: StoredInvitation.lookup(id: id)) else { throw Self.notFound }
+        let account = context.token.account
+        let member = try await storage.member(owner: invitation.owner, suite: invitation.suite, account: account)
+        guard invitation.isReadable(by: account, member: member, at: Date()) else { throw Self.notFound }
         return invitation
     }
 

@@ -1,4 +1,5 @@
 package import Foundation
+import GroupDefaultsWire
 
 /// One administrative act, as the audit log keeps it: when, who, what, on what, from where, and
 /// how it ended. Never a value, a password or a token's secret: only names and ids.
@@ -35,8 +36,15 @@ package struct AuditRecord: Sendable, Hashable, Codable {
     package var target: String?
     /// Where from: a remote address (HTTP, console), or `command line (user NAME, uid N)`.
     package var source: String
-    /// How it ended, where that is news (`failed`: a failed sign-in).
+    /// How it ended, where that is news (`failed`: a failed sign-in; for a record that counts
+    /// repeated acts, how many and until when).
     package var outcome: String?
+    /// How many acts like this one (same token, act and account) this record counts, this one
+    /// included: one token's repeated acts are counted, not recorded one by one (`AuditRepeats`).
+    /// Nil for a record of one act.
+    package var repeats: Int?
+    /// The time of the last act `repeats` counts.
+    package var until: Date?
 
     package init(
         time: Date = Date(),
@@ -47,7 +55,8 @@ package struct AuditRecord: Sendable, Hashable, Codable {
         source: String,
         outcome: String? = nil
     ) {
-        self.time = time
+        // A whole millisecond, as both backends order and page the log (`AuditLogPage`).
+        self.time = Date(timeIntervalSince1970: (time.timeIntervalSince1970 * 1000).rounded() / 1000)
         self.actor = actor
         self.act = act
         self.account = account
@@ -97,12 +106,119 @@ extension AuditRecord {
 package protocol AuditStore: Sendable {
     /// Appends a record.
     func appendAudit(_ record: AuditRecord) async throws
-    /// The records of `account` (every account's and those of none, for nil) at or after `since`,
-    /// oldest first, the last `limit` of them.
-    func auditRecords(account: String?, since: Date?, limit: Int) async throws -> [AuditRecord]
+    /// The records of `account` (every account's and those of none, for nil) at or after `since`
+    /// and before `before` (times to the millisecond), oldest first, the last `limit` of them.
+    func auditRecords(account: String?, since: Date?, before: Date?, limit: Int) async throws -> [AuditRecord]
     /// Removes the records older than `horizon`; returns how many.
     func purgeAudit(olderThan horizon: Date) async throws -> Int
     /// Replaces every record with `records`, in one transaction: a restore keeps the audit log of
     /// the store it replaces, so that no record of what was done since the backup is lost.
     func replaceAudit(with records: [AuditRecord]) async throws
+}
+
+extension AuditStore {
+    /// The last `limit` records of `account` at or after `since`, oldest first.
+    package func auditRecords(account: String?, since: Date?, limit: Int) async throws -> [AuditRecord] {
+        try await auditRecords(account: account, since: since, before: nil, limit: limit)
+    }
+
+    /// One page of the log, newest last: at most `limit` records of `account` at or after `since`
+    /// and before `page` (nil: the latest), and where the page of the records before them starts
+    /// (`AuditLogPage.earlier`, nil when there are none). A page never splits the records of one
+    /// millisecond (unless more than `limit` share it), so that paging back shows every record once.
+    package func auditPage(account: String?, since: Date?, before page: Date?, limit: Int) async throws -> AuditLogPage {
+        // Records are made at whole milliseconds (`AuditRecord`): half a millisecond before the
+        // page's bound is on the right side of every record whatever the rounding of stored times.
+        let bound = page.map { $0.addingTimeInterval(-0.0005) }
+        let records = try await auditRecords(account: account, since: since, before: bound, limit: limit)
+        return AuditLogPage(records: records, limit: limit)
+    }
+}
+
+/// A page of the audit log, and the cursor of the page before it.
+package struct AuditLogPage: Sendable {
+    /// Oldest first.
+    package var records: [AuditRecord]
+    /// The `before` of the page of earlier records, a whole millisecond (the one after the first
+    /// record's, whose records are all on that page), or nil when this page holds the earliest.
+    package var earlier: Date?
+
+    init(records: [AuditRecord], limit: Int) {
+        guard records.count >= limit, let first = records.first else {
+            self.records = records
+            return
+        }
+        // The page is full: records of its first millisecond may go on before it. They all go to
+        // the earlier page, unless the whole page is that millisecond.
+        let millisecond = AuditLogPage.millisecond(first.time)
+        let later = records.drop { AuditLogPage.millisecond($0.time) == millisecond }
+        if later.isEmpty {
+            self.records = records
+            earlier = Date(timeIntervalSince1970: Double(millisecond) / 1000)
+        } else {
+            self.records = Array(later)
+            earlier = Date(timeIntervalSince1970: Double(millisecond + 1) / 1000)
+        }
+    }
+
+    /// A time's millisecond since 1970, as both backends keep it.
+    static func millisecond(_ time: Date) -> Int64 { Int64((time.timeIntervalSince1970 * 1000).rounded()) }
+}
+
+/// One token's repeated acts in the audit log: at most `individually` records of the same act by
+/// the same token on the same account per `window`; the acts beyond are counted in one more record
+/// (`AuditRecord.repeats`, `until`, said in `outcome`), so that a token inviting and revoking in a
+/// loop adds a few records, not thousands, and cannot push other records out of view. Acts of
+/// operators and of the command line are always recorded one by one. Both backends decide with
+/// `decide` inside the transaction that writes the record.
+package enum AuditRepeats {
+    /// Records of one token's same act kept one by one per window.
+    package static let individually = 20
+    /// The window, in seconds.
+    package static let window: TimeInterval = 600
+
+    /// Whether `record` may be counted with others: an act of a token (`token tok_…`).
+    package static func applies(to record: AuditRecord) -> Bool { record.actor.hasPrefix("token ") }
+
+    /// Whether `other` is an act like `record`: same actor, act and account (bytes).
+    package static func isLike(_ other: AuditRecord, _ record: AuditRecord) -> Bool {
+        other.actor.isSameName(as: record.actor) && other.act == record.act
+            && (other.account.map { account in record.account.map { account.isSameName(as: $0) } ?? false } ?? (record.account == nil))
+    }
+
+    /// What to write for `record`.
+    package enum Decision: Equatable {
+        /// Append this record.
+        case append(AuditRecord)
+        /// Replace the record at this index of `recent` with this one (the count of repeats, one more).
+        case replace(Int, AuditRecord)
+    }
+
+    /// What to write for `record`, given `recent`: the records like it (`isLike`) since
+    /// `record.time - window`, oldest first. Under `individually` of them: the record. Else, the
+    /// latest count among them with one more act, or a new count from this act.
+    package static func decide(_ record: AuditRecord, recent: [AuditRecord]) -> Decision {
+        guard applies(to: record) else { return .append(record) }
+        if let index = recent.lastIndex(where: { $0.repeats != nil }) {
+            var counted = recent[index]
+            counted.repeats = (counted.repeats ?? 1) + 1
+            counted.until = record.time
+            counted.outcome = outcome(counted)
+            return .replace(index, counted)
+        }
+        guard recent.count >= individually else { return .append(record) }
+        var counted = record
+        counted.repeats = 1
+        counted.until = record.time
+        counted.outcome = outcome(counted)
+        return .append(counted)
+    }
+
+    /// The start of the window of a record made at `time`.
+    package static func windowStart(before time: Date) -> Date { time.addingTimeInterval(-window) }
+
+    private static func outcome(_ counted: AuditRecord) -> String {
+        let count = counted.repeats ?? 1
+        return "repeated: \(count) like it from then" + (counted.until.flatMap(TypedJSONDate.format).map { " until \($0)" } ?? "")
+    }
 }

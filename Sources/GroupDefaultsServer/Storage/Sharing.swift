@@ -97,6 +97,28 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
     /// Whether it is still kept at `now` (`keptAfterEnd`).
     package func isKept(at now: Date) -> Bool { now < ended.addingTimeInterval(Self.keptAfterEnd) }
 
+    /// Whether `account` (whose membership of the suite is `member`, if any) may read it
+    /// (`GET /v1/invitations/{id}`) or accept it: the owner and the suite's members every
+    /// invitation of it; anyone else only one still waiting that it did not make (a code it was
+    /// given). So a removed member reads none of the suite's invitations that it made or used, nor
+    /// any that ended; to the others it is as if there were none (`invitation_not_found`).
+    package func isReadable(by account: String, member: StoredMember?, at now: Date) -> Bool {
+        if account.isSameName(as: owner) || member?.account.isSameName(as: account) == true { return true }
+        return state(at: now) == .pending && !createdBy.isSameName(as: account)
+    }
+
+    /// How many ended invitations (used, revoked, expired) one suite keeps at most: the newest,
+    /// by when they ended. Each new invitation drops the ones beyond (and those older than
+    /// `keptAfterEnd`), so that a token inviting and revoking in a loop cannot pile them up.
+    package static let maximumEnded = 100
+
+    /// Of a suite's `invitations`, the lookups of the ended ones to drop at `now`: those no longer
+    /// kept, and those beyond the newest `maximumEnded`.
+    package static func endedToDrop(_ invitations: [StoredInvitation], at now: Date) -> [String] {
+        let ended = invitations.filter { $0.state(at: now) != .pending }.sorted { ($0.ended, $0.lookup) > ($1.ended, $1.lookup) }
+        return ended.enumerated().filter { index, invitation in index >= maximumEnded || !invitation.isKept(at: now) }.map(\.element.lookup)
+    }
+
     /// The refusal of a new invitation beyond `maximumPending` (a cap, not a rate: waiting a
     /// second would not help).
     package static func checkCount(_ pending: Int) throws(SyncStorageError) {

@@ -42,6 +42,80 @@ extension StorageConformanceTests {
             }
         }
 
+        @Test(
+            "paging back through the log shows every record once, oldest first, records of one millisecond never split across pages",
+            arguments: StorageBackend.allCases
+        )
+        func pages(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let start = Date(timeIntervalSince1970: 1_800_000_000)
+                // 23 records, in groups of three sharing one millisecond (the last group, two).
+                let records = (0..<23).map { (n: Int) -> AuditRecord in
+                    let offset: TimeInterval = Double(n / 3) / 1000 + Double(n % 3) / 10_000
+                    return AuditRecord(
+                        time: start.addingTimeInterval(offset),
+                        actor: "command line",
+                        act: .tokenCreate,
+                        account: n % 2 == 0 ? "alice" : "bob",
+                        target: "token tok_\(n)",
+                        source: "command line"
+                    )
+                }
+                for record in records { try await storage.appendAudit(record) }
+                var seen: [AuditRecord] = []
+                var before: Date?
+                var pages = 0
+                repeat {
+                    let page = try await storage.auditPage(account: nil, since: nil, before: before, limit: 5)
+                    #expect(!page.records.isEmpty && page.records.count <= 5)
+                    seen = page.records + seen
+                    before = page.earlier
+                    pages += 1
+                } while before != nil && pages < 20
+                // Every record once, in time order (within a millisecond, in any order).
+                #expect(seen.count == records.count && Set(seen.map(\.target)) == Set(records.map(\.target)), "\(seen.map(\.target))")
+                let milliseconds = seen.map { Int64(($0.time.timeIntervalSince1970 * 1000).rounded(.down)) }
+                #expect(milliseconds == milliseconds.sorted())
+                let lastPage = try await storage.auditPage(account: "bob", since: nil, before: nil, limit: 100)
+                #expect(Set(lastPage.records.map(\.target)) == Set(records.filter { $0.account == "bob" }.map(\.target)) && lastPage.earlier == nil)
+            }
+        }
+
+        @Test(
+            "one token's repeated act is recorded 20 times per 10 minutes, the rest counted in one record; another token's and an operator's acts one by one",
+            arguments: StorageBackend.allCases
+        )
+        func repeats(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let start = Date()
+                func act(_ n: Int, by actor: String, _ act: AuditRecord.Act = .invitationCreate) -> AuditRecord {
+                    AuditRecord(
+                        time: start.addingTimeInterval(Double(n) / 1000),
+                        actor: actor,
+                        act: act,
+                        account: "alice",
+                        target: "inv_\(n) of suite family",
+                        source: "127.0.0.1"
+                    )
+                }
+                for n in 0..<50 { try await storage.appendAudit(act(n, by: "token tok_flood")) }
+                for n in 0..<3 { try await storage.appendAudit(act(100 + n, by: "token tok_flood", .invitationRevoke)) }
+                for n in 0..<25 { try await storage.appendAudit(act(200 + n, by: "ops", .tokenRevoke)) }
+                try await storage.appendAudit(act(300, by: "token tok_other"))
+                let all = try await storage.auditRecords(account: nil, since: nil, limit: 1000)
+                let flood = all.filter { $0.actor == "token tok_flood" && $0.act == .invitationCreate }
+                #expect(flood.count == AuditRepeats.individually + 1)
+                #expect(flood.prefix(AuditRepeats.individually).allSatisfy { $0.repeats == nil })
+                let counted = try #require(flood.last)
+                #expect(counted.repeats == 50 - AuditRepeats.individually && counted.target == "inv_20 of suite family")
+                #expect(counted.until.map { abs($0.timeIntervalSince(start.addingTimeInterval(0.049))) < 0.002 } == true)
+                #expect(counted.outcome?.hasPrefix("repeated: 30 like it from then until ") == true, "\(counted.outcome ?? "")")
+                #expect(all.filter { $0.act == .invitationRevoke }.count == 3)
+                #expect(all.filter { $0.actor == "ops" }.count == 25, "an operator's acts are recorded one by one")
+                #expect(all.filter { $0.actor == "token tok_other" }.count == 1)
+            }
+        }
+
         @Test("replacing the audit log: exactly the records given, in time order, two of one time both kept", arguments: StorageBackend.allCases)
         func replace(backend: StorageBackend) async throws {
             try await backend.withStorage { storage in

@@ -197,14 +197,14 @@ extension LMDBSyncStorage: AuditStore {
     package func auditRecords(account: String?, since: Date?, before: Date?, limit: Int) async throws -> [AuditRecord] {
         let environment = self.environment
         let start = LMDBKeys.bigEndian(since.map(Self.milliseconds) ?? 0)
-        // `before` is a millisecond's start (a page's cursor): rounded, not cut down.
-        let end = before.map { UInt64(max(0, ($0.timeIntervalSince1970 * 1000).rounded())) } ?? .max
+        // Compared as it is: a page's bound is half a millisecond off a record's (`auditPage`).
+        let end = before.map { $0.timeIntervalSince1970 * 1000 } ?? .infinity
         return try await onReadQueue {
             var records: [AuditRecord] = []
             try environment.readTransaction { txn in
                 try start.withUnsafeBytes { start in
                     try txn.forEach(DB.audit, from: start) { key, value in
-                        guard key.count < 8 || LMDBKeys.readBigEndian(key) < end else { return false }
+                        guard key.count < 8 || Double(LMDBKeys.readBigEndian(key)) < end else { return false }
                         let record = try AuditRecord.decoder.decode(AuditRecord.self, from: Data(value))
                         if account.map({ record.account.isSameName(as: $0) }) ?? true { records.append(record) }
                         return true
@@ -232,7 +232,8 @@ extension LMDBSyncStorage: AuditStore {
         }
     }
 
+    /// A record's millisecond: rounded, as records are made at whole milliseconds (`AuditRecord`).
     private static func milliseconds(_ date: Date) -> UInt64 {
-        UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded(.down)))
+        UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded()))
     }
 }

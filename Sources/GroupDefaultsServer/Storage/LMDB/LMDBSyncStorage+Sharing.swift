@@ -75,14 +75,12 @@ extension LMDBSyncStorage: SharingStore {
     package func createInvitation(_ invitation: StoredInvitation, now: Date) async throws {
         let json = Array(try JSONEncoder().encode(invitation))
         try await write { txn in
-            var pending = 0
-            var ended: [String] = []
+            var held: [StoredInvitation] = []
             try Self.forEach(txn, prefix: SharingKeys.invitations(invitation.owner, invitation.suite)) { key, _ in
-                let lookup = String(decoding: key.suffix(64), as: UTF8.self)
-                guard let kept = try Self.invitation(txn, lookup: lookup) else { return }
-                if kept.state(at: now) == .pending { pending += 1 } else if !kept.isKept(at: now) { ended.append(lookup) }
+                if let kept = try Self.invitation(txn, lookup: String(decoding: key.suffix(64), as: UTF8.self)) { held.append(kept) }
             }
-            for lookup in ended {
+            let pending = held.count { $0.state(at: now) == .pending }
+            for lookup in StoredInvitation.endedToDrop(held, at: now) {
                 try Self.delete(txn, DB.sharing, SharingKeys.invitation(lookup))
                 try Self.delete(txn, DB.sharing, SharingKeys.invitations(invitation.owner, invitation.suite) + Array(lookup.utf8))
             }

@@ -63,12 +63,15 @@ extension PostgresSyncStorage: SharingStore {
                     logger: storage.logger
                 )
                 let rows = try await connection.query(
-                    "SELECT record::text FROM invitations WHERE owner = \(invitation.owner) AND suite = \(invitation.suite) AND ended > \(now)",
+                    "SELECT record::text FROM invitations WHERE owner = \(invitation.owner) AND suite = \(invitation.suite)",
                     logger: storage.logger
                 )
-                var pending = 0
-                for try await text in rows.decode(String.self) {
-                    if try JSONDecoder().decode(StoredInvitation.self, from: Data(text.utf8)).state(at: now) == .pending { pending += 1 }
+                var held: [StoredInvitation] = []
+                for try await text in rows.decode(String.self) { held.append(try JSONDecoder().decode(StoredInvitation.self, from: Data(text.utf8))) }
+                let pending = held.count { $0.state(at: now) == .pending }
+                let dropped = StoredInvitation.endedToDrop(held, at: now)
+                if !dropped.isEmpty {
+                    try await connection.query("DELETE FROM invitations WHERE lookup = ANY(\(dropped))", logger: storage.logger)
                 }
                 try StoredInvitation.checkCount(pending)
                 let inserted = try await connection.query(

@@ -1,0 +1,211 @@
+import Foundation
+import Glibc
+import GroupDefaultsServer
+import GroupDefaultsWire
+import Hummingbird
+import HummingbirdTesting
+import TestSupport
+import Testing
+
+/// The real server executable under floods: one token inviting and revoking in a loop (its acts
+/// counted in the audit log, which `audit` pages through; ended invitations bounded per suite), a
+/// removed member asking for the suite's invitations, and wrong-password sign-ins from several
+/// addresses while the operator signs in.
+@Suite("Fair under floods")
+struct FloodTests {
+    private static func id(_ n: Int) -> String { String(format: "%032x", n) }
+
+    private static func invite(_ client: TestClient, token: String, id: String, owner: String? = nil, role: SuiteRole = .write) async throws -> Answer
+    {
+        let body = try JSONEncoder().encode(InvitationRequest(invitationID: id, role: role))
+        let query = owner.map { "?owner=\($0)" } ?? ""
+        return try await client.call(.post, "/v1/suites/family/invitations\(query)", token: token, body: body)
+    }
+
+    @Test(
+        "one token inviting and revoking in a loop: 20 records of each act and one that counts the rest, others' records in view, audit pages through all; at most 100 ended invitations kept",
+        arguments: StorageBackend.allCases
+    )
+    func inviteAndRevokeFlood(backend: StorageBackend) async throws {
+        let (storage, cleanup) = try await backend.serverStorage("gds-flood-audit")
+        defer { cleanup() }
+        let alice = try await ServerTool.createToken(storage: storage)
+        let server = try await ServerProcess(dataDirectory: nil, extraArguments: storage + ["--rate-limit", "100000"])
+        defer { server.signal(SIGTERM) }
+        let cycles = StoredInvitation.maximumEnded + 10
+        try await TestClient.withClient(host: "127.0.0.1", port: server.port) { client in
+            #expect(
+                try await client.call(
+                    .post,
+                    "/v1/suites/family/push",
+                    token: alice,
+                    body: Data(API.push([API.set("doorbell", "ding.caf")]).readableBytesView)
+                ).status == .ok
+            )
+            for n in 0..<cycles {
+                let made = try await Self.invite(client, token: alice, id: Self.id(n)).decode(InvitationInfo.self)
+                let revoked = try await client.call(.delete, "/v1/suites/family/invitations/\(made.id)", token: alice)
+                #expect(revoked.status == .ok)
+            }
+            // One more, waiting: the suite keeps it and the newest 100 ended ones.
+            #expect(try await Self.invite(client, token: alice, id: Self.id(cycles)).status == .ok)
+            let list = try await client.call(.get, "/v1/suites/family/invitations", token: alice).decode(InvitationList.self)
+            #expect(list.invitations.filter { $0.state == .pending }.count == 1)
+            #expect(list.invitations.filter { $0.state == .revoked }.count == StoredInvitation.maximumEnded)
+        }
+        _ = try await ServerTool.createToken(storage: storage, account: "bob")  // a record after the flood
+
+        let full = try await ServerTool.run(["audit", "--json"] + storage)
+        #expect(full.status == 0 && full.stderr.isEmpty, "\(full.stderr)")
+        let records = try JSONSerialization.jsonObject(with: Data(full.stdout.utf8)) as? [[String: Any]] ?? []
+        for act in ["invitation-create", "invitation-revoke"] {
+            let acts = records.filter { $0["act"] as? String == act }
+            let total = (act == "invitation-create" ? cycles + 1 : cycles)
+            #expect(acts.count == AuditRepeats.individually + 1, "\(act): \(acts.count) records")
+            #expect(acts.map { $0["repeats"] as? Int ?? 1 }.reduce(0, +) == total, "every act counted once")
+        }
+        #expect(records.filter { $0["act"] as? String == "token-create" }.map { $0["account"] as? String } == ["alice", "bob"])
+
+        // Ten at a time, back to the first: every record once, as the whole log shows them.
+        let lines = try await ServerTool.run(["audit"] + storage).stdout.split(separator: "\n")
+        var paged: [Substring] = []
+        var before: [String] = []
+        for _ in 0..<20 {
+            let page = try await ServerTool.run(["audit", "--limit", "10"] + before + storage)
+            #expect(page.status == 0)
+            paged = page.stdout.split(separator: "\n") + paged
+            guard let hint = page.stderr.firstMatch(of: #/earlier records: add --before (\S+)/#) else {
+                #expect(page.stderr.isEmpty, "\(page.stderr)")
+                break
+            }
+            before = ["--before", String(hint.output.1)]
+        }
+        #expect(paged == lines, "paged:\n\(paged.joined(separator: "\n"))\nwhole:\n\(lines.joined(separator: "\n"))")
+        #expect(lines.count == records.count)
+    }
+
+    @Test(
+        "a removed member reads none of the suite's invitations (used, ended, or made by it) and cannot accept one it made; a new one given to it, it reads and accepts",
+        arguments: StorageBackend.allCases
+    )
+    func removedMemberReadsNoInvitation(backend: StorageBackend) async throws {
+        let (storage, cleanup) = try await backend.serverStorage("gds-flood-removed")
+        defer { cleanup() }
+        let alice = try await ServerTool.createToken(storage: storage)
+        let bob = try await ServerTool.createToken(storage: storage, account: "bob")
+        let dave = try await ServerTool.createToken(storage: storage, account: "dave")
+        let server = try await ServerProcess(dataDirectory: nil, extraArguments: storage)
+        defer { server.signal(SIGTERM) }
+        try await TestClient.withClient(host: "127.0.0.1", port: server.port) { client in
+            func read(_ n: Int, as token: String) async throws -> Answer {
+                try await client.call(.get, "/v1/invitations/\(Self.id(n))", token: token)
+            }
+            #expect(
+                try await client.call(
+                    .post,
+                    "/v1/suites/family/push",
+                    token: alice,
+                    body: Data(API.push([API.set("doorbell", "ding.caf")]).readableBytesView)
+                ).status == .ok
+            )
+            #expect(try await Self.invite(client, token: alice, id: Self.id(1), role: .admin).status == .ok)
+            #expect(try await client.call(.post, "/v1/invitations/\(Self.id(1))/accept", token: bob).status == .ok)
+            #expect(try await Self.invite(client, token: bob, id: Self.id(2), owner: "alice").status == .ok)  // bob's, waiting
+            let ended = try await Self.invite(client, token: alice, id: Self.id(3)).decode(InvitationInfo.self)
+            #expect(try await client.call(.delete, "/v1/suites/family/invitations/\(ended.id)", token: alice).status == .ok)
+            for n in 1...3 { #expect(try await read(n, as: bob).status == .ok, "a member reads \(n)") }
+            #expect(try await read(1, as: dave).error() == .invitationNotFound, "a used one, to an account that is not a member")
+
+            let removed = try await client.call(.delete, "/v1/suites/family/members/bob", token: alice)
+            #expect(removed.status == .ok)
+            for n in 1...3 {
+                let answer = try await read(n, as: bob)
+                #expect(answer.status == .notFound && answer.error() == .invitationNotFound, "removed, bob reads \(n): \(answer.status)")
+            }
+            let rejoin = try await client.call(.post, "/v1/invitations/\(Self.id(2))/accept", token: bob)
+            #expect(rejoin.error() == .invitationNotFound, "bob cannot accept the invitation he made")
+            #expect(try await read(1, as: alice).status == .ok, "the owner reads every one")
+
+            // A new invitation given to bob: he reads it and joins again.
+            #expect(try await Self.invite(client, token: alice, id: Self.id(4)).status == .ok)
+            #expect(try await read(4, as: bob).status == .ok)
+            #expect(try await client.call(.post, "/v1/invitations/\(Self.id(4))/accept", token: bob).status == .ok)
+        }
+    }
+
+    @Test("wrong-password sign-ins from four addresses at once, each under its limits, never make the operator's own sign-ins fail")
+    func signInFlood() async throws {
+        let directory = ServerTool.temporaryDirectory("gds-flood-sign-in")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let password = "correct horse \(UUID().uuidString)"
+        let made = try runProcess(
+            ServerTool.executable,
+            ["admin", "create", "--create", "--data-dir", directory, "--name", "ops"],
+            stdin: Data((password + "\n").utf8)
+        )
+        #expect(made.status == 0, "\(made.stderr)")
+        let server = try await ServerProcess(dataDirectory: directory)
+        defer { server.signal(SIGTERM) }
+        let base = "http://127.0.0.1:\(server.port)/console/sign-in"
+        let form = try await Curl.run(["-D", "-", base])
+        let csrf = try #require(form.stdout.firstMatch(of: #/name="csrf" value="([^"]+)"/#)?.output.1)
+        let cookie = try #require(form.stdout.firstMatch(of: #/gd_console_signin=([^;]+);/#)?.output.1)
+        /// One sign-in from `address`: its HTTP status.
+        @Sendable func signIn(from address: String, name: String, password: String) async throws -> String {
+            try await Curl.run([
+                "--interface", address, "-H", "Cookie: gd_console_signin=\(cookie)", "-o", "/dev/null", "-w", "%{http_code}",
+                "--data-urlencode", "csrf=\(csrf)", "--data-urlencode", "name=\(name)", "--data-urlencode", "password=\(password)", base,
+            ]).stdout
+        }
+        let (flood, own) = try await withThrowingTaskGroup(of: (flood: [String], own: [String]).self) { group in
+            // Four addresses, each two waves of four at once under four names: 8 failures per
+            // address (30 allowed), 2 per name and address (10 allowed).
+            for address in 2...5 {
+                group.addTask {
+                    var statuses: [String] = []
+                    for wave in 0..<2 {
+                        statuses += try await withThrowingTaskGroup(of: String.self) { wave4 in
+                            for n in 0..<4 {
+                                wave4.addTask { try await signIn(from: "127.0.0.\(address)", name: "guess\(n)", password: "wrong \(wave)") }
+                            }
+                            return try await wave4.reduce(into: []) { $0.append($1) }
+                        }
+                    }
+                    return (statuses, [])
+                }
+            }
+            group.addTask {
+                var statuses: [String] = []
+                for _ in 0..<4 { statuses.append(try await signIn(from: "127.0.0.1", name: "ops", password: password)) }
+                return ([], statuses)
+            }
+            return try await group.reduce(into: ([String](), [String]())) {
+                $0.0 += $1.flood
+                $0.1 += $1.own
+            }
+        }
+        #expect(own == ["303", "303", "303", "303"], "the operator's sign-ins: \(own)")
+        #expect(flood.count == 32 && flood.allSatisfy { $0 == "401" }, "\(flood)")
+    }
+}
+
+/// An answer of the live server: its status and body.
+private struct Answer {
+    var status: HTTPResponse.Status
+    var body: Data
+
+    func decode<T: Decodable>(_ type: T.Type) throws -> T { try JSONDecoder().decode(T.self, from: body) }
+
+    /// The error code of a refusal, or nil.
+    func error() -> SyncErrorCode? { (try? decode(SyncErrorBody.self))?.error }
+}
+
+extension TestClient {
+    /// `method uri` with `token` and a JSON `body`.
+    fileprivate func call(_ method: HTTPRequest.Method, _ uri: String, token: String, body: Data? = nil) async throws -> Answer {
+        var headers = API.auth(token)
+        if body != nil { headers[.contentType] = "application/json" }
+        let response = try await execute(TestClient.Request(uri, method: method, headers: headers, body: body.map { ByteBuffer(bytes: $0) }))
+        return Answer(status: response.status, body: response.body.map { Data($0.readableBytesView) } ?? Data())
+    }
+}
