@@ -262,8 +262,14 @@ struct EncryptedSharingTests {
             let result = share.finish()
             #expect(result.status != 0)
             #expect(result.stderr.contains("does not come with the code's proof"), "\(result.stderr)")
-            let info = try await server.client("-", token: mallory).invitation(invitationID: code.invitationID)
-            #expect(info.keys == nil)
+            // Nothing was handed over; removed, mallory reads nothing of the invitation it used.
+            let listed = try await server.client("family").invitations().invitations
+            #expect(listed.count == 1 && listed.allSatisfy { $0.keys == nil && $0.state == .accepted }, "\(listed)")
+            await #expect {
+                _ = try await server.client("-", token: mallory).invitation(invitationID: code.invitationID)
+            } throws: { error in
+                (error as? SyncError)?.code == .invitationNotFound
+            }
             let members = try await server.client("family").members()
             #expect(members.members.map(\.account) == ["alice"])
 

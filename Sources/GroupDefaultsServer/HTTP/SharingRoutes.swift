@@ -239,7 +239,7 @@ struct SharingRoutes: Sendable {
         guard let invitation = try await storage.invitation(lookup: StoredInvitation.lookup(id: id)) else { throw Self.notFound }
         let account = context.token.account
         let member = try await storage.member(owner: invitation.owner, suite: invitation.suite, account: account)
-        guard invitation.isReadable(by: account, member: member, at: Date()) else { throw Self.notFound }
+        guard invitation.isReadable(by: account, member: member) else { throw Self.notFound }
         return invitation
     }
 

@@ -99,12 +99,13 @@ package struct StoredInvitation: Sendable, Hashable, Codable {
 
     /// Whether `account` (whose membership of the suite is `member`, if any) may read it
     /// (`GET /v1/invitations/{id}`) or accept it: the owner and the suite's members every
-    /// invitation of it; anyone else only one still waiting that it did not make (a code it was
-    /// given). So a removed member reads none of the suite's invitations that it made or used, nor
-    /// any that ended; to the others it is as if there were none (`invitation_not_found`).
-    package func isReadable(by account: String, member: StoredMember?, at now: Date) -> Bool {
+    /// invitation of it; an account that is neither only one that it neither made nor used (a
+    /// code it was given: the code is the credential). So a removed member reads none of its past
+    /// invitations, those it made (as an admin) or used to join; to it they are as if there were
+    /// none (`invitation_not_found`).
+    package func isReadable(by account: String, member: StoredMember?) -> Bool {
         if account.isSameName(as: owner) || member?.account.isSameName(as: account) == true { return true }
-        return state(at: now) == .pending && !createdBy.isSameName(as: account)
+        return !createdBy.isSameName(as: account) && acceptedBy?.isSameName(as: account) != true
     }
 
     /// How many ended invitations (used, revoked, expired) one suite keeps at most: the newest,
