@@ -188,7 +188,8 @@ enum ServerSettings {
     static let requestHeadTimeout = ServerSetting<Int>(
         name: "request-head-timeout",
         defaultValue: seconds(base.connections.requestHeadTimeout),
-        abstract: "Seconds a request's head may take to arrive in full; the connection is closed after that.",
+        abstract:
+            "Seconds a request's head may take to arrive in full, and its body that again plus a second per 32 KiB; the connection is closed after that.",
         problem: atLeastOneOfTheConnectionLimits
     )
     static let idleTimeout = ServerSetting<Int>(
