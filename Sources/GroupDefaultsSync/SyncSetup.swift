@@ -218,6 +218,11 @@ public struct SyncSetup: Sendable {
         switch offered.state {
         case .pending: break
         case .accepted:
+            // This command run before, and stopped before the local suite was set up: finished
+            // (the keys were written) or undone (none came: the account leaves again).
+            if let resumed = try await setup.resumeInterruptedJoin(offered, code: code, localName: localName, directory: directory) {
+                return resumed
+            }
             throw SyncError(
                 refusal: .invitationUsed,
                 status: 409,
@@ -253,6 +258,11 @@ public struct SyncSetup: Sendable {
             // Free: the suite is made once the server made the membership.
         }
         let member = offered.encrypted == true ? KeyHandover.claim(code: code) : nil
+        // Which invitation this device is joining with, until the join is done or undone: a run
+        // stopped after the acceptance is finished or undone by the next (`resumeInterruptedJoin`).
+        let joining = Self.joiningFile(tokenFile: setup.tokenFile)
+        if member != nil { FileManager.default.createFile(atPath: joining, contents: Data(id.utf8), attributes: [.posixPermissions: 0o600]) }
+        defer { try? FileManager.default.removeItem(atPath: joining) }
         let membership = try await setup.withClient(suite: "-") { client in
             try await client.acceptInvitation(invitationID: id, claim: member?.claim)
         }
@@ -292,6 +302,53 @@ public struct SyncSetup: Sendable {
             throw error
         }
     }
+
+    /// For an invitation to an encrypted suite that this command accepted in a run that stopped
+    /// (a crash, a kill) before the local suite was set up: if the keys came and were written to
+    /// the key file this join writes, the suite is set up now (the join completes); else the
+    /// account that accepted it leaves again (only this account's token can: the keys, if they
+    /// came, were sealed to a key the stopped run lost), and the join fails saying so. Nil for an
+    /// invitation used otherwise.
+    private func resumeInterruptedJoin(
+        _ offered: InvitationInfo,
+        code: InvitationCode,
+        localName: String?,
+        directory: URL?
+    ) async throws -> Joined? {
+        // Only this device's own stopped run (it left the file naming this invitation): never
+        // another device's finished join of the same account.
+        let joining = Self.joiningFile(tokenFile: tokenFile)
+        guard offered.encrypted == true, let account = offered.acceptedBy,
+            (try? String(contentsOfFile: joining, encoding: .utf8)) == code.invitationID
+        else { return nil }
+        defer { try? FileManager.default.removeItem(atPath: joining) }
+        let name = localName ?? offered.suite
+        if (try? SharedDefaults(existingSuiteName: name, directory: directory)) != nil { return nil }
+        var setup = self
+        setup.shared = Membership(owner: offered.owner, suite: offered.suite, role: offered.role, account: account)
+        setup.keys = .unchanged
+        let path = KeyFileName.defaultPath(suite: name, server: server, token: try TokenFile.read(tokenFile), beside: tokenFile)
+        if offered.keys != nil, (try? SuiteKeys.read(from: path, suite: offered.suite)) != nil {
+            setup.keyFile = path
+            let result = try await setup.configureShared(suite: name, directory: directory)
+            return Joined(membership: setup.shared!, localName: name, result: result)
+        }
+        // No keys here (none came, or they came sealed to a key the stopped run lost): leave.
+        do {
+            _ = try await setup.withClient(suite: name) { client in try await client.removeMember(account) }
+        } catch {
+            return nil  // not this account's acceptance (or the server cannot be asked): used
+        }
+        throw SyncError(
+            refusal: .invitationUsed,
+            status: 409,
+            "a run of this command stopped before the owner's device handed over the keys: this account left the suite again; ask for a new invitation"
+        )
+    }
+
+    /// Where a join with an invitation to an encrypted suite, whose token is `tokenFile`, notes
+    /// the invitation until it is done or undone.
+    static func joiningFile(tokenFile: String) -> String { absolute(tokenFile) + ".joining" }
 
     /// How long a joining device waits for the owner's device to hand over the keys: 10 minutes.
     public static let keyHandoverWait: TimeInterval = 600

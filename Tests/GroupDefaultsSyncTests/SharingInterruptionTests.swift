@@ -30,14 +30,14 @@ struct SharingInterruptionTests {
             // share: the steps it reaches, then each of them stopped by each signal. Whatever was
             // left waiting is revoked: at once on SIGINT once it waits, by the next `invitations`
             // after a crash.
-            let listed = try await Self.run(alice, ["share", "family", "--role", "write"], log: log, stopAt: "share.waiting@SIGINT")
+            let listed = try Self.run(alice, ["share", "family", "--role", "write"], log: log, stopAt: "share.waiting@SIGINT")
             #expect(listed.status == 130, "\(listed.stderr)")
             #expect(listed.stderr.contains("interrupted: invitation inv_") && listed.stderr.contains("revoked"), "\(listed.stderr)")
             let steps = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
             #expect(steps == ["share.invitation-made", "share.waiting"])
             for step in steps {
                 for signal in ["SIGKILL", "SIGINT"] {
-                    let stopped = try await Self.run(alice, ["share", "family", "--role", "write"], stopAt: "\(step)@\(signal)")
+                    let stopped = try Self.run(alice, ["share", "family", "--role", "write"], stopAt: "\(step)@\(signal)")
                     #expect(stopped.status != 0, "\(step)@\(signal)")
                     let cleaned = try await alice.sync("invitations")
                     #expect(cleaned.status == 0, "\(cleaned.stderr)")
@@ -55,29 +55,54 @@ struct SharingInterruptionTests {
             let daveToken = try await ServerTool.createToken(storage: server.storage, account: "dave")
             let share = try RunningProcess(ToolDevice.syncExecutable, ["share", "family", "--role", "write", "--directory", alice.directory.path])
             let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
-            let joined = try await BuiltExecutable.run(
-                ToolDevice.syncExecutable,
+            let joined = try Self.run(
                 [
                     "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
                     "--token-file", try dave.tokenFile(daveToken, name: "dave.token"), "--directory", dave.directory.path,
                 ],
-                environment: Self.environment(stopAt: "configure-invitation.accepted@SIGINT")
+                stopAt: "configure-invitation.accepted@SIGINT"
             )
             #expect(joined.status == 130 && joined.stderr.contains("interrupted: this account left the suite again"), "\(joined.stderr)")
             _ = share.finish()
             #expect(try await owner.members().members.map(\.account) == ["alice", "bob", "carol"])
             #expect(dave.keyFiles().isEmpty)
+            // Killed after accepting, no keys yet: the same command again leaves the suite again.
+            // Killed once the keys are written: the same command again finishes the join.
+            for (step, joins) in [("configure-invitation.accepted", false), ("configure-invitation.keys-written", true)] {
+                let share = try RunningProcess(
+                    ToolDevice.syncExecutable,
+                    ["share", "family", "--role", "write", "--directory", alice.directory.path]
+                )
+                let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+                let arguments = [
+                    "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
+                    "--token-file", dave.directory.appendingPathComponent("dave.token").path, "--directory", dave.directory.path,
+                ]
+                let killed = try Self.run(arguments, stopAt: step)
+                #expect(killed.status != 0, "\(step)")
+                if joins { #expect(share.finish().status == 0) }
+                let again = try Self.run(arguments, stopAt: nil)
+                if joins {
+                    #expect(again.status == 0 && again.stdout.contains("alice's suite family, as a write member"), "\(again.stderr)")
+                    try await expectOK(dave.sync("sync"))
+                    #expect(try dave.open().string(forKey: "doorbell") == "ding.caf")
+                } else {
+                    #expect(again.status == 1 && again.stderr.contains("this account left the suite again"), "\(again.stderr)")
+                    #expect(try await owner.members().members.map(\.account) == ["alice", "bob", "carol"])
+                    share.stop()
+                }
+            }
 
             // unshare stopped after the removal, before its rotation: the owner's next sync rotates.
-            let unshared = try await Self.run(alice, ["unshare", "family", "--account", "carol"], stopAt: "unshare.removed")
+            let unshared = try Self.run(alice, ["unshare", "family", "--account", "carol"], stopAt: "unshare.removed")
             #expect(unshared.status != 0)
-            #expect(try await owner.keyBags().rotationDue?.removed == ["carol"])
+            #expect(try await owner.keyBags().rotationDue?.removed.contains("carol") == true)
             let synced = try await alice.sync("sync")
             #expect(synced.status == 0 && synced.stdout.contains("rotated family to key epoch 2"), "\(synced.stdout) \(synced.stderr)")
             #expect(try await owner.keyBags().rotationDue == nil)
 
             // leave stopped after the server's part: the next leave finishes the local part.
-            let left = try await Self.run(bob, ["leave", "family"], stopAt: "leave.left")
+            let left = try Self.run(bob, ["leave", "family"], stopAt: "leave.left")
             #expect(left.status != 0)
             let again = try await bob.sync("leave")
             #expect(again.status == 0 && again.stdout.contains("left alice's suite family"), "\(again.stdout) \(again.stderr)")
@@ -100,11 +125,21 @@ struct SharingInterruptionTests {
         _ arguments: [String],
         log: String? = nil,
         stopAt: String
-    ) async throws -> (status: Int32, stdout: String, stderr: String) {
-        try await BuiltExecutable.run(
+    ) throws -> (status: Int32, stdout: String, stderr: String) {
+        try run(arguments + ["--directory", device.directory.path], stopAt: stopAt, log: log)
+    }
+
+    /// `groupdefaults-sync ARGUMENTS…` stopped at `stopAt`, with SIGINT and SIGTERM unblocked (as
+    /// in a terminal: a child inherits the mask of the thread that starts it, and a signal sent
+    /// while blocked would wait until the command ignores it).
+    static func run(_ arguments: [String], stopAt: String?, log: String? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
+        let process = try RunningProcess(
             ToolDevice.syncExecutable,
-            arguments + ["--directory", device.directory.path],
-            environment: environment(stopAt: stopAt, log: log)
+            arguments,
+            environment: environment(stopAt: stopAt, log: log),
+            terminationSignals: .unblocked
         )
+        let result = process.finish()
+        return (result.status, String(decoding: result.stdoutData, as: UTF8.self), result.stderr)
     }
 }
