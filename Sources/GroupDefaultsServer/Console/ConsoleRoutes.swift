@@ -507,12 +507,6 @@ struct ConsoleRoutes: Sendable {
         throw ConsoleRedirect(location: ConsolePaths.account(account) + "?done=device-revoked")
     }
 
-    /// Removes a member from one of the account's suites: its devices lose access at once
-    /// (`SharingStore.removeMember`), audited.
-    private func removeMember(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
-        let signed = try await signedIn(request)
-        let account = try Self.name(context, "account")
-        let suite = try Self.name(context, "suite")
     /// What the suite page says after a removal (`?done=`), if it follows one.
     private static func removalMessage(_ done: String?) -> String? {
         switch done {
@@ -523,22 +517,28 @@ struct ConsoleRoutes: Sendable {
         }
     }
 
+    /// Removes a member from one of the account's suites: its devices lose access at once
+    /// (`SharingStore.removeMember`), audited.
+    private func removeMember(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let signed = try await signedIn(request)
+        let account = try Self.name(context, "account")
+        let suite = try Self.name(context, "suite")
         let member = try Self.name(context, "member")
         try await checkForm(request, signed, as: CSRFForm.self)
+        let held = try await storage.member(owner: account, suite: suite, account: member)
         guard try await storage.removeMember(owner: account, suite: suite, account: member) else {
             throw ConsoleError(.notFound, "\(member) is not a member of \(account)'s suite \(suite).")
         }
+        // A member that held an encrypted suite's keys: the owner's devices rotate at their next sync.
+        let rotationDue = held?.admission == nil ? false : try await storage.rotationDue(owner: account, suite: suite) != nil
         context.logger.info(
             "console removed a member",
             metadata: ["operator": "\(signed.session.operatorName)", "suite": "\(suite)", "member": "\(member)"]
-        let held = try await storage.member(owner: account, suite: suite, account: member)
         )
         try await audit(.memberRemove, by: signed.session.operatorName, context, account: account, target: "member \(member) of suite \(suite)")
         throw ConsoleRedirect(
             location: ConsolePaths.suite(account, suite) + "?done=" + (rotationDue ? "member-removed-rotation-due" : "member-removed") + "#sharing"
         )
-        // A member that held an encrypted suite's keys: the owner's devices rotate at their next sync.
-        let rotationDue = held?.admission == nil ? false : try await storage.rotationDue(owner: account, suite: suite) != nil
     }
 
     /// The audit log's latest records (of `?account=`, if given), newest first, or those before
