@@ -88,7 +88,7 @@ struct AccountEraseTests {
             #expect(try Self.occurrences(of: "BBBMARK", under: directory) > 0)
             #expect(
                 try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == [
-                    "sync.lmdb", "sync.lmdb-in-use", "sync.lmdb-lock", "sync.lmdb-open",
+                    "server.lock", "sync.lmdb", "sync.lmdb-in-use", "sync.lmdb-lock", "sync.lmdb-open",
                 ]
             )
             #expect((try FileManager.default.attributesOfItem(atPath: directory + "/sync.lmdb")[.posixPermissions] as? Int ?? 0) & 0o777 == 0o600)

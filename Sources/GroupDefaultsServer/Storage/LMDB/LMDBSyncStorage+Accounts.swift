@@ -29,7 +29,7 @@ extension LMDBSyncStorage: AccountStore {
 
     package func accountIncarnation(_ account: String) async throws -> String {
         let environment = self.environment
-        let key = Array(account.utf8)
+        let key = LMDBKeys.accountPrefix(account)
         let held: [UInt8]? = try await onReadQueue {
             var held: [UInt8]?
             try environment.readTransaction { txn in held = try Self.get(txn, DB.accountIncarnations, key) }
@@ -47,7 +47,7 @@ extension LMDBSyncStorage: AccountStore {
     /// a store from before incarnations).
     @discardableResult
     static func makeAccountIncarnationIfNew(_ txn: LMDBTransaction, _ account: String) throws -> String {
-        let key = Array(account.utf8)
+        let key = LMDBKeys.accountPrefix(account)
         if let held = try get(txn, DB.accountIncarnations, key) { return String(decoding: held, as: UTF8.self) }
         let made = IncarnationID.random()
         try put(txn, DB.accountIncarnations, key, Array(made.utf8))
@@ -97,7 +97,7 @@ extension LMDBSyncStorage: AccountStore {
                 let shared = try Self.deleteSharing(txn, account: account)
                 if !shared.isEmpty { found = true }
                 // The name's incarnation goes with it: a token made for the name later makes a new one.
-                let incarnation = try Array(account.utf8).withUnsafeBytes { try txn.delete(DB.accountIncarnations, $0) }
+                let incarnation = try LMDBKeys.accountPrefix(account).withUnsafeBytes { try txn.delete(DB.accountIncarnations, $0) }
                 if !tokens.isEmpty || incarnation {
                     found = true
                     try Self.bumpTokenGeneration(txn)  // also what a server's cache of incarnations follows

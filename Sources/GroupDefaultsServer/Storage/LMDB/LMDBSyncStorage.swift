@@ -30,7 +30,7 @@ import Synchronization
 /// - `audit`: time (ms, big-endian) + 8 random bytes → `AuditRecord` JSON, oldest first
 /// - `sharing`: shared suites' members and invitations, and indexes of them
 ///   (`LMDBSyncStorage+Sharing.swift`)
-/// - `account-incarnations`: account → its incarnation (`AccountStore`), written with its first
+/// - `account-incarnations`: account + NUL (never an empty key) → its incarnation (`AccountStore`), written with its first
 ///   token, deleted with the account
 ///
 /// Beside it: LMDB's lock file, `sync.lmdb-open`, and `sync.lmdb-in-use`, locked shared by every
