@@ -68,9 +68,9 @@ extension SyncCommand {
                 // Invitations a `share` that stopped (a crash, the network gone) left waiting.
                 for line in await waiting.endLeftOver(engine) { output(line) }
                 let (code, invitation) = try await engine.share(role: role, expiresIn: expiry)
-                // Recorded before the code is shown: a crash from here on leaves it for the next
-                // `share` or `invitations` to end.
-                if await engine.isEncrypted { waiting.add(invitation.id) }
+                // Recorded (and locked for as long as this process runs) before the code is shown:
+                // a crash from here on leaves it for the next `share` or `invitations` to end.
+                let held = await engine.isEncrypted ? waiting.hold(invitation.id) : nil
                 InterruptionPoint.reached("share.invitation-made")
                 output(
                     "invitation \(invitation.id): \(invitation.role.rawValue) member of \(printable(invitation.owner))'s suite \(printable(invitation.suite)), until \(invitation.expires)"
@@ -93,17 +93,17 @@ extension SyncCommand {
                 } catch let interrupted as Interrupted {
                     // Ctrl-C or a `kill`: nobody gets the suite through this code any more.
                     let undone = await WaitingShares.end(invitation.id, engine)
-                    if undone != nil { waiting.remove(invitation.id) }
+                    if undone != nil { held?.release() }
                     throw interrupted.failure(
                         undone
                             ?? "invitation \(invitation.id) may still be waiting: revoke it with `groupdefaults-sync invitations \(suite) --revoke \(invitation.id)`"
                     )
                 } catch {
                     // Expired, revoked, or a claim without the code's proof: it is over either way.
-                    waiting.remove(invitation.id)
+                    held?.release()
                     throw error
                 }
-                waiting.remove(invitation.id)
+                held?.release()
                 output("handed the keys of \(suite) to \(printable(handed.acceptedBy ?? "?"))'s device")
             }
         }
@@ -259,68 +259,6 @@ extension SyncCommand {
                     "left \(shared.map { "\(printable($0.owner))'s suite \(printable($0.suite))" } ?? printable(suite)); \(suite) keeps its values and no longer syncs"
                 )
             }
-        }
-    }
-}
-
-/// The invitations of an end-to-end encrypted suite whose `share` is waiting to hand over the keys,
-/// kept in a file beside the suite's key file (one id a line), so that those of a `share` that
-/// stopped without its clean-up (a crash, a power cut) are ended by the next `share` or
-/// `invitations`: a waiting one is revoked, and an account that accepted one and never got the
-/// keys is removed again (it could only leave).
-struct WaitingShares {
-    let path: String?
-
-    init(_ defaults: SharedDefaults) {
-        path = (try? SyncSettings.stored(in: defaults))?.flatMap(\.keyFile).map { $0 + ".shares" }
-    }
-
-    var ids: [String] {
-        guard let path, let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
-        return text.split(separator: "\n").map(String.init)
-    }
-
-    func add(_ id: String) { write(ids + [id]) }
-
-    func remove(_ id: String) { write(ids.filter { $0 != id }) }
-
-    private func write(_ ids: [String]) {
-        guard let path else { return }
-        if ids.isEmpty {
-            try? FileManager.default.removeItem(atPath: path)
-            return
-        }
-        FileManager.default.createFile(atPath: path, contents: Data(ids.map { $0 + "\n" }.joined().utf8), attributes: [.posixPermissions: 0o600])
-    }
-
-    /// Ends what a `share` that stopped left waiting; one line for each.
-    func endLeftOver(_ engine: SyncEngine) async -> [String] {
-        var lines: [String] = []
-        for id in ids {
-            guard let line = await Self.end(id, engine) else { continue }
-            remove(id)
-            lines.append(line + " (left by a `share` that stopped)")
-        }
-        return lines
-    }
-
-    /// Ends the invitation `id`, whose `share` stopped: revokes it while it waits, or removes the
-    /// account that accepted it if its device never got the keys. What was done, in words; nil
-    /// when the server could not be asked (kept for the next run).
-    static func end(_ id: String, _ engine: SyncEngine) async -> String? {
-        do {
-            _ = try await engine.revokeInvitation(id: id)
-            return "invitation \(id) revoked: its code adds nobody"
-        } catch let error where error.code == .invitationUsed {
-            guard let found = try? await engine.invitations().first(where: { $0.id == id }) else { return nil }
-            guard let account = found.acceptedBy, found.keys == nil else { return "invitation \(id) was used" }
-            guard (try? await engine.client.removeMember(account)) != nil else { return nil }
-            return
-                "invitation \(id) was accepted by \(printable(account)), whose device never got the keys: \(printable(account)) was removed again; invite again"
-        } catch let error where error.code == .invitationExpired || error.code == .invitationNotFound {
-            return "invitation \(id) had ended"
-        } catch {
-            return nil
         }
     }
 }

@@ -111,6 +111,47 @@ struct SharingInterruptionTests {
         }
     }
 
+    @Test("invitations leaves alone the invitation of a share still waiting in another process, and ends one whose share was killed")
+    func runningShareIsLeftAlone() async throws {
+        try await SyncServer.with(.lmdb) { server in
+            let alice = ToolDevice("family")
+            let bob = ToolDevice("family")
+            defer { for device in [alice, bob] { device.remove() } }
+            try await RemovalRotationTests.ownEncrypted(alice, server)
+            let owner = server.client("family")
+            let arguments = ["share", "family", "--role", "write", "--directory", alice.directory.path]
+
+            // share waits in one process; invitations in another ends nothing, and the join completes.
+            let share = try RunningProcess(ToolDevice.syncExecutable, arguments)
+            defer { share.stop() }
+            let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+            let listed = try await alice.sync("invitations")
+            #expect(listed.status == 0 && listed.stdout.contains("pending") && !listed.stdout.contains("left by"), "\(listed.stdout)")
+            #expect(try await owner.invitations().invitations.map(\.state) == [.pending])
+            let bobToken = try await ServerTool.createToken(storage: server.storage, account: "bob")
+            let joined = try await bob.syncTool(
+                [
+                    "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
+                    "--token-file", try bob.tokenFile(bobToken, name: "bob.token"),
+                ]
+            )
+            #expect(joined.status == 0, "\(joined.stderr)")
+            #expect(share.finish().status == 0)
+            #expect(try await owner.members().members.map(\.account) == ["alice", "bob"])
+            try await expectOK(bob.sync("sync"))
+            #expect(try bob.open().string(forKey: "doorbell") == "ding.caf")
+
+            // share killed while it waits: the next invitations revokes what it left.
+            let killed = try RunningProcess(ToolDevice.syncExecutable, arguments)
+            defer { killed.stop() }
+            #expect(killed.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+            #expect(killed.end(with: SIGKILL)?.reason == .uncaughtSignal)
+            let cleaned = try await alice.sync("invitations")
+            #expect(cleaned.stdout.contains("revoked: its code adds nobody (left by a `share` that stopped)"), "\(cleaned.stdout)")
+            #expect(try await owner.invitations().invitations.allSatisfy { $0.state != .pending })
+        }
+    }
+
     /// This process's environment, with `GROUPDEFAULTS_INTERRUPT_AT` (and the log) set.
     static func environment(stopAt: String?, log: String? = nil) -> [String: String] {
         var environment = ProcessInfo.processInfo.environment
