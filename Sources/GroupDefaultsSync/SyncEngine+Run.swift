@@ -37,6 +37,8 @@ extension SyncEngine {
     private func pushUntilDone() async {
         var backoff = Backoff(initial: options.initialBackoff, maximum: options.maximumBackoff)
         while !Task.isCancelled {
+            // A rotation the stream announced is made before anything more is pushed.
+            await rotationTried()
             do {
                 _ = try await push()
                 return
@@ -54,6 +56,7 @@ extension SyncEngine {
     // MARK: Server → local
 
     private func listenLoop() async {
+        defer { endRotationWait() }
         var backoff = Backoff(initial: options.initialBackoff, maximum: options.maximumBackoff)
         var transport = options.transport
         while !Task.isCancelled {
@@ -107,9 +110,34 @@ extension SyncEngine {
                 )
             }
         } catch {
-            if Task.isCancelled { return }
-            logger.warning("the key rotation due after a removal failed; tried again at the next connection", metadata: ["error": "\(error)"])
+            if !Task.isCancelled {
+                logger.warning("the key rotation due after a removal failed; tried again at the next connection", metadata: ["error": "\(error)"])
+            }
         }
+        endRotationWait()
+    }
+
+    /// The announcement ending the event stream (`applyEvents`), so that the listening loop makes
+    /// the rotation at once, as at a new connection.
+    private static let rotationAnnounced = SyncError(.local, "the server announced a key rotation due")
+
+    /// Whether this engine could make a rotation the stream announces: the owner key's holder.
+    private var mayRotate: Bool { shared == nil && sealer?.keys.sharing?.isOwner == true }
+
+    /// Waits until the rotation the stream announced (if any) was tried, or the task is cancelled.
+    private func rotationTried() async {
+        while announcedRotation != nil, !Task.isCancelled {
+            await withCheckedContinuation { rotationWaiters.append($0) }
+        }
+    }
+
+    /// The announced rotation was tried (or `run` stops listening): the pushes waiting go on.
+    private func endRotationWait() {
+        if let announcedRotation { triedRotation = announcedRotation }
+        announcedRotation = nil
+        let waiters = rotationWaiters
+        rotationWaiters = []
+        for waiter in waiters { waiter.resume() }
     }
 
     private func listenToEvents() async throws(SyncError) {
@@ -118,6 +146,8 @@ extension SyncEngine {
             try await client.events(after: cursor, onOpen: { await self.updateStatusListening(true) }) { events in
                 try await self.applyEvents(events)
             }
+        } catch let error as SyncError where error == Self.rotationAnnounced {
+            // Not a failure: the loop rotates and listens again.
         } catch let error as SyncError {
             throw error
         } catch is CancellationError {
@@ -155,6 +185,17 @@ extension SyncEngine {
                 // The same meaning as the answer to a request (a cursor that expired makes the next
                 // pull re-read the snapshot).
                 throw SyncError(refusal: code, status: nil, detail)
+            case .rotationDue(let due)?:
+                // A removal made it due: rotated now, before anything more is pushed, unless this
+                // device cannot or tried this one already (then the next connection tries again).
+                guard mayRotate, due != triedRotation else { continue }
+                if !entries.isEmpty { try await applyPulled(entries, cursor: cursor) }
+                logger.notice(
+                    "the server says a key rotation is due: \(due.removed.joined(separator: ", ")) held the suite's keys when removed",
+                    metadata: ["suite": "\(client.suite)"]
+                )
+                announcedRotation = due
+                throw Self.rotationAnnounced
             case nil:
                 continue
             }
@@ -164,30 +205,26 @@ extension SyncEngine {
 
     // MARK: Authentication
 
-    /// The account the suite synced with was deleted, and its name is a new account's: sends
-    /// nothing, whatever token the file holds, until the suite is set up again (`configure`, which
-    /// starts over: `SyncSetup`), or the task is cancelled. Everything the suite holds stays.
-    private func waitForStartOver() async {
-        let suite = defaults.suiteName
-        logger.error(
-            "this account was deleted on the server, and its name is now a new account's: sync is paused, keeping this device's data, until the suite is set up again",
-            metadata: ["suite": "\(suite)"]
-        )
-        while !Task.isCancelled {
-            do { try await Task.sleep(for: options.tokenCheckInterval) } catch { return }
-            if SyncHealth.stored(in: defaults)?.condition != .accountDeleted {
-                logger.notice("the suite was set up again: sync starts over", metadata: ["suite": "\(suite)"])
-                reloadAccountIncarnation()
-                resumeAfterAuthentication()
-                return
-            }
+    /// Sends nothing until sync can go on, or the task is cancelled. Both loops of `run` may come
+    /// here: the first waits (`waitUntilResumable`) and logs, the other waits for the same outcome.
+    func waitForNewToken() async {
+        if pausedLoops != nil {
+            await withCheckedContinuation { pausedLoops?.append($0) }
+            return
         }
+        pausedLoops = []
+        await waitUntilResumable()
+        let waiting = pausedLoops ?? []
+        pausedLoops = nil
+        for loop in waiting { loop.resume() }
     }
 
-    /// Sends nothing until the token differs from the one refused (checked locally every
-    /// `tokenCheckInterval`), or the task is cancelled.
-    func waitForNewToken() async {
-        let refused = try? client.token()
+    /// The pause of a refused token, or of a suite no longer shared: until the token file holds a
+    /// token the server takes (tried when the file changes, and every `tokenProbeBackoff` in case
+    /// it changed before the refusal was seen), another process resets the suite's sync state
+    /// (`configure`, or a one-shot sync that succeeded), or the task is cancelled. A refusal that
+    /// says the account was deleted goes on as that pause (`waitForStartOver`).
+    private func waitUntilResumable() async {
         let suite = defaults.suiteName
         if status.lastError?.code == .accountDeleted {
             await waitForStartOver()
@@ -201,17 +238,88 @@ extension SyncEngine {
         } else {
             logger.error("authentication needed: sync is paused until the token is replaced", metadata: ["suite": "\(suite)"])
         }
+        var seen = try? client.token()
+        var backoff = Backoff(initial: Self.tokenProbeBackoff.initial, maximum: Self.tokenProbeBackoff.maximum)
+        var nextProbe = ContinuousClock.now + backoff.next(retryAfter: nil)
+        var unconfigured = false
         while !Task.isCancelled {
             do { try await Task.sleep(for: options.tokenCheckInterval) } catch { return }
-            if let current = try? client.token(), current != refused {
-                logger.notice("the token file holds a new token: sync resumes", metadata: ["suite": "\(suite)"])
+            guard (try? SyncSettings.stored(in: defaults)) != nil else {
+                if !unconfigured {
+                    logger.notice("the suite no longer syncs (unconfigured): nothing is sent for it", metadata: ["suite": "\(suite)"])
+                }
+                unconfigured = true
+                continue
+            }
+            if !status.isPausedForAuthentication {
+                logger.notice("a request with the token file's token succeeded: sync resumes", metadata: ["suite": "\(suite)"])
+                return
+            }
+            // Another process cleared the pause this engine recorded: `configure` (a new token file,
+            // joining again with a new invitation), or a one-shot sync with a working token.
+            if let health = SyncHealth.stored(in: defaults), ![.paused, .notShared].contains(health.condition) {
+                logger.notice(
+                    "the suite's sync state was reset by another process (configure or sync): sync resumes",
+                    metadata: ["suite": "\(suite)"]
+                )
                 resumeAfterAuthentication()
                 return
             }
-            // `configure` (a new token file, or joining again with a new invitation) clears the
-            // paused state it leaves in the suite.
-            if let health = SyncHealth.stored(in: defaults), health.condition != .paused, health.condition != .notShared {
-                logger.notice("the suite was configured again: sync resumes", metadata: ["suite": "\(suite)"])
+            let current = try? client.token()
+            let changed = current != nil && current != seen
+            seen = current ?? seen
+            guard changed || ContinuousClock.now >= nextProbe else { continue }
+            nextProbe = ContinuousClock.now + backoff.next(retryAfter: nil)
+            // Tried with a request: a token that does not work keeps the pause, in silence.
+            do {
+                _ = try await client.changes(since: (try? defaults.syncCursor()) ?? 0, limit: 1)
+            } catch  where error.kind == .authenticationNeeded {
+                failed(error)
+                if error.code == .accountDeleted {
+                    await waitForStartOver()
+                    return
+                }
+                continue
+            } catch {
+                // Not a refusal of the token (offline, an expired cursor): the loops deal with it.
+            }
+            logger.notice(
+                changed ? "the token file holds a new token: sync resumes" : "the token file's token works: sync resumes",
+                metadata: ["suite": "\(suite)"]
+            )
+            resumeAfterAuthentication()
+            return
+        }
+    }
+
+    /// How often a paused engine tries its token file's token with a request even if the file did
+    /// not change (it may have changed before the refusal was seen): after 2 s, then twice as long
+    /// each time, at most every minute.
+    static let tokenProbeBackoff = (initial: Duration.seconds(2), maximum: Duration.seconds(60))
+
+    /// The account the suite synced with was deleted, and its name is a new account's: sends
+    /// nothing, whatever token the file holds, until the suite is set up again (`configure`, which
+    /// starts over: `SyncSetup`, and records the suite's sync state as ok), or the task is
+    /// cancelled. Everything the suite holds stays.
+    private func waitForStartOver() async {
+        let suite = defaults.suiteName
+        logger.error(
+            "this account was deleted on the server, and its name is now a new account's: sync is paused, keeping this device's data, until the suite is set up again",
+            metadata: ["suite": "\(suite)"]
+        )
+        var unconfigured = false
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: options.tokenCheckInterval) } catch { return }
+            guard (try? SyncSettings.stored(in: defaults)) != nil else {
+                if !unconfigured {
+                    logger.notice("the suite no longer syncs (unconfigured): nothing is sent for it", metadata: ["suite": "\(suite)"])
+                }
+                unconfigured = true
+                continue
+            }
+            if let health = SyncHealth.stored(in: defaults), health.condition != .accountDeleted, status.isPausedForAuthentication {
+                logger.notice("the suite was set up again (configure): sync starts over", metadata: ["suite": "\(suite)"])
+                reloadAccountIncarnation()
                 resumeAfterAuthentication()
                 return
             }

@@ -102,6 +102,17 @@ public actor SyncEngine {
     private var statusObservers: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
     /// Whether a join marked keys pending that no push has sent yet (`run` pushes them at once).
     var joinedSincePush = false
+    /// The key rotation the owner's event stream announced and `run` has not tried yet: its pushes
+    /// wait for it (`SyncEngine+Run.swift`), so that nothing more goes out under the old key.
+    var announcedRotation: KeyRotationDue?
+    /// The last announced rotation `run` tried: announced again (it failed, or this device cannot
+    /// make it), it is not tried again until the next connection.
+    var triedRotation: KeyRotationDue?
+    /// Pushes of `run` waiting for `announcedRotation` to be tried.
+    var rotationWaiters: [CheckedContinuation<Void, Never>] = []
+    /// While `run` is paused for authentication (`waitForNewToken`): the other loop, waiting for
+    /// the same outcome; nil when not paused.
+    var pausedLoops: [CheckedContinuation<Void, Never>]?
     /// Whether this engine found the suite anchored to its keys, or anchored it (`anchorIfNeeded`).
     private var anchored = false
     /// The record this engine last wrote to the suite (`recordHealth`); nil before its first.

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import GroupDefaults
 import GroupDefaultsWire
 import TestSupport
@@ -58,6 +59,46 @@ struct RemovalRotationTests {
             let sealed = try await owner.snapshot(after: nil, limit: 100).entries.filter { $0.sealed?.epoch == 2 }
             #expect(!sealed.isEmpty)
             for entry in sealed { #expect(throws: EntrySealer.Refusal.self) { try sealer.open(entry) } }
+        }
+    }
+
+    @Test(
+        "a running `run` hears of a removal through the API on its event stream and rotates at once: what is written next is sealed under the new epoch, which the removed member cannot open",
+        arguments: StorageBackend.allCases
+    )
+    func runRotatesAtOnce(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let alice = ToolDevice("family")
+            let bob = ToolDevice("family")
+            defer { for device in [alice, bob] { device.remove() } }
+            try await Self.ownEncrypted(alice, server)
+            try await Self.join(bob, "bob", alice, server)
+            try await expectOK(bob.sync("sync"))
+            let bobsKeys = try SuiteKeys.read(from: try bob.keyFile(), suite: "family")
+            let owner = server.client("family")
+            let run = try alice.start("run", ["--log-level", "info"])
+            defer { run.signal(SIGKILL) }
+            // Its event stream open (the removal must reach it there, not at a new connection).
+            #expect(await eventually { (try? await server.metricsText())?.contains("groupdefaults_event_streams_open 1") == true })
+
+            _ = try await owner.removeMember("bob")
+            #expect(await eventually(within: .seconds(20)) { run.stderr.contains("rotated the suite's keys to epoch 2") }, "\(run.stderr)")
+            #expect(run.stderr.contains("the server says a key rotation is due: bob held the suite's keys when removed"), "\(run.stderr)")
+            let bags = try await owner.keyBags()
+            #expect(bags.rotationDue == nil && bags.newestEpoch == 2)
+            let status = try await alice.sync("status")
+            #expect(status.status == 0 && status.stdout.contains("state: ok"), "\(status.stdout) \(status.stderr)")
+
+            // Written after the removal, pushed by the run: under epoch 2, which nothing bob holds opens.
+            try alice.open().set("after-removal-K4Q2", forKey: "secret")
+            let alicesKeys = try SuiteKeys.read(from: try alice.keyFile(), suite: "family")
+            #expect(await eventually { (try? await server.snapshot("family", keys: alicesKeys))?.entries["secret"] != nil })
+            let entries = try await owner.snapshot(after: nil, limit: 100).entries
+            #expect(entries.count == 2 && entries.allSatisfy { $0.sealed?.epoch == 2 }, "\(entries)")
+            #expect(bobsKeys.adopting(bags) == nil)
+            let sealer = EntrySealer(keys: bobsKeys)
+            for entry in entries { #expect(throws: EntrySealer.Refusal.self) { try sealer.open(entry) } }
+            #expect(await run.terminate().status == 0, "\(run.stderr)")
         }
     }
 

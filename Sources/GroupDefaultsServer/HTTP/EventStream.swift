@@ -4,6 +4,7 @@ import Hummingbird
 import Metrics
 import NIOCore
 import ServiceLifecycle
+import Synchronization
 
 /// `GET /v1/suites/{suite}/events`: the suite's changes as Server-Sent Events, `id:` = revision.
 ///
@@ -14,6 +15,10 @@ import ServiceLifecycle
 /// token before each wait, so a revoked or expired token ends the stream (an `unauthorized` event,
 /// then the end), and for a shared suite the membership, so that a removed member's stream ends
 /// (a `not_a_member` event; a removal wakes the suite's streams); graceful shutdown ends it cleanly too.
+/// The owner's stream says when a key rotation becomes due (`KeyRotationDue`, a `rotation_due`
+/// event, looked up at each turn without entries: a removal wakes the stream without any), once
+/// per rotation due, so that the owner's running devices rotate at once rather than at their
+/// next connection.
 struct EventStream: Sendable {
     let storage: any SyncStore & SharingStore
     let authenticator: Authenticator
@@ -45,6 +50,7 @@ struct EventStream: Sendable {
         let pageSize = configuration.maxPageSize
         let valueLimit = configuration.limits.maxValueBytes
         let onTurn = self.onTurn
+        let announced = access.role == .owner ? AnnouncedRotation() : nil
         let loop = ChangeStreamLoop(
             storage: storage,
             account: owner,
@@ -76,7 +82,12 @@ struct EventStream: Sendable {
             for entry in page.entries {
                 SyncStreamEvent.writeEntry(revision: entry.rev, into: &events) { entry.write(into: &$0, valueLimit: valueLimit) }
             }
-            let text = String(decoding: events.bytes, as: UTF8.self)
+            var text = String(decoding: events.bytes, as: UTF8.self)
+            if page.entries.isEmpty, let announced, let due = try? await storage.rotationDue(owner: owner, suite: suite),
+                announced.isNew(due)
+            {
+                text = try SyncStreamEvent.rotationDue(due).serverSentEvent().encoded
+            }
             return StreamTurn(text: text, ends: false, head: page.lastRev, hasMore: page.hasMore)
         }
         let activity = self.activity
@@ -92,5 +103,19 @@ struct EventStream: Sendable {
             try await loop.run(from: start, writer: &writer)
         }
         return Response(status: .ok, headers: headers, body: body)
+    }
+}
+
+/// The key rotation an owner's stream last announced (`EventStream`): each is said once.
+private final class AnnouncedRotation: Sendable {
+    private let last = Mutex<KeyRotationDue?>(nil)
+
+    /// Whether `due` is not the one last announced; it is from now on.
+    func isNew(_ due: KeyRotationDue) -> Bool {
+        last.withLock { last in
+            guard last != due else { return false }
+            last = due
+            return true
+        }
     }
 }
