@@ -13,9 +13,11 @@ struct AuditCommand: AsyncParsableCommand {
             Recorded: token create and revoke, device revoke, admin create and remove, console \
             sign-ins (failed ones too), suite reset, clock repair, account export and delete. \
             Records are kept --audit-days days. They hold names and ids, never values, passwords \
-            or tokens. One token's same act beyond 20 in 10 minutes is counted in one record \
-            ("repeated: N like it from then until …"). It shows the latest --limit records; when \
-            there are earlier ones, a line on stderr gives the --before that shows the page before.
+            or tokens. A token's invitations for read or write made (or revoked) beyond 20 in 10 \
+            minutes, alike in all but their ids (suite, role, address), are counted in one record \
+            ("repeated: N like it from then until …"); every other act is recorded on its own. \
+            It shows the latest --limit records; when there are earlier ones, a line on stderr \
+            gives the --before that shows the page before.
 
             Example: groupdefaults-server audit --account ana --since 7d --config /etc/groupdefaults-server.conf
             """

@@ -189,7 +189,7 @@ enum ServerSettings {
         name: "request-head-timeout",
         defaultValue: seconds(base.connections.requestHeadTimeout),
         abstract:
-            "Seconds a request's head may take to arrive in full, and its body that again plus a second per 32 KiB; the connection is closed after that.",
+            "Seconds a request's head may take to arrive in full, and its body that again plus a second per 32 KiB arrived (at least 32 KiB/s once the grace is spent); the connection is closed after that.",
         problem: atLeastOneOfTheConnectionLimits
     )
     static let idleTimeout = ServerSetting<Int>(

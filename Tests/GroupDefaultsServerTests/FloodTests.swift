@@ -15,15 +15,21 @@ import Testing
 struct FloodTests {
     private static func id(_ n: Int) -> String { String(format: "%032x", n) }
 
-    private static func invite(_ client: TestClient, token: String, id: String, owner: String? = nil, role: SuiteRole = .write) async throws -> Answer
-    {
+    private static func invite(
+        _ client: TestClient,
+        token: String,
+        id: String,
+        owner: String? = nil,
+        role: SuiteRole = .write,
+        suite: String = "family"
+    ) async throws -> Answer {
         let body = try JSONEncoder().encode(InvitationRequest(invitationID: id, role: role))
         let query = owner.map { "?owner=\($0)" } ?? ""
-        return try await client.call(.post, "/v1/suites/family/invitations\(query)", token: token, body: body)
+        return try await client.call(.post, "/v1/suites/\(suite)/invitations\(query)", token: token, body: body)
     }
 
     @Test(
-        "one token inviting and revoking in a loop: 20 records of each act and one that counts the rest, others' records in view, audit pages through all; at most 100 ended invitations kept",
+        "one token inviting and revoking in a loop: 20 records of each act and one that counts the rest, its admin invitations and those to another suite each in view, others' records in view, audit pages through all; at most 100 ended invitations kept",
         arguments: StorageBackend.allCases
     )
     func inviteAndRevokeFlood(backend: StorageBackend) async throws {
@@ -34,14 +40,16 @@ struct FloodTests {
         defer { server.signal(SIGTERM) }
         let cycles = StoredInvitation.maximumEnded + 10
         try await TestClient.withClient(host: "127.0.0.1", port: server.port) { client in
-            #expect(
-                try await client.call(
-                    .post,
-                    "/v1/suites/family/push",
-                    token: alice,
-                    body: Data(API.push([API.set("doorbell", "ding.caf")]).readableBytesView)
-                ).status == .ok
-            )
+            for suite in ["family", "payroll"] {
+                #expect(
+                    try await client.call(
+                        .post,
+                        "/v1/suites/\(suite)/push",
+                        token: alice,
+                        body: Data(API.push([API.set("doorbell", "ding.caf")]).readableBytesView)
+                    ).status == .ok
+                )
+            }
             for n in 0..<cycles {
                 let made = try await Self.invite(client, token: alice, id: Self.id(n)).decode(InvitationInfo.self)
                 let revoked = try await client.call(.delete, "/v1/suites/family/invitations/\(made.id)", token: alice)
@@ -52,6 +60,10 @@ struct FloodTests {
             let list = try await client.call(.get, "/v1/suites/family/invitations", token: alice).decode(InvitationList.self)
             #expect(list.invitations.filter { $0.state == .pending }.count == 1)
             #expect(list.invitations.filter { $0.state == .revoked }.count == StoredInvitation.maximumEnded)
+            // After the flood: two admin invitations to another suite, one for write, one admin to the flooded suite.
+            for (n, role, suite) in [(1, SuiteRole.admin, "payroll"), (2, .admin, "payroll"), (3, .write, "payroll"), (4, .admin, "family")] {
+                #expect(try await Self.invite(client, token: alice, id: Self.id(10_000 + n), role: role, suite: suite).status == .ok)
+            }
         }
         _ = try await ServerTool.createToken(storage: storage, account: "bob")  // a record after the flood
 
@@ -60,9 +72,14 @@ struct FloodTests {
         let records = try JSONSerialization.jsonObject(with: Data(full.stdout.utf8)) as? [[String: Any]] ?? []
         for act in ["invitation-create", "invitation-revoke"] {
             let acts = records.filter { $0["act"] as? String == act }
+            let flood = acts.filter { ($0["target"] as? String)?.hasSuffix("(write) of suite family") == true }
             let total = (act == "invitation-create" ? cycles + 1 : cycles)
-            #expect(acts.count == AuditRepeats.individually + 1, "\(act): \(acts.count) records")
-            #expect(acts.map { $0["repeats"] as? Int ?? 1 }.reduce(0, +) == total, "every act counted once")
+            #expect(flood.count == AuditRepeats.individually + 1, "\(act): \(flood.count) records")
+            #expect(flood.map { $0["repeats"] as? Int ?? 1 }.reduce(0, +) == total, "every act counted once")
+        }
+        for (role, suite, count) in [("admin", "payroll", 2), ("write", "payroll", 1), ("admin", "family", 1)] {
+            let each = records.filter { ($0["target"] as? String)?.hasSuffix("(\(role)) of suite \(suite)") == true }
+            #expect(each.count == count && each.allSatisfy { $0["repeats"] == nil }, "\(role) invitations to \(suite): \(each)")
         }
         #expect(records.filter { $0["act"] as? String == "token-create" }.map { $0["account"] as? String } == ["alice", "bob"])
 

@@ -94,7 +94,7 @@ struct ConsoleRoutes: Sendable {
 
     private func signIn(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let expected = request.cookies[Self.signInCookie]?.value ?? ""
-        let form = try await Self.form(request, as: SignInForm.self)
+        let form = try await Self.form(request, as: SignInForm.self, limit: Self.signInFormLimit)
         guard !expected.isEmpty, ConsoleSessions.same(form.csrf ?? "", expected) else { throw ConsoleError.crossSite }
         let address = context.clientAddress ?? "unknown"
         // A name no operator can have is a failed sign-in that reaches neither storage nor the log.
@@ -601,13 +601,21 @@ struct ConsoleRoutes: Sendable {
         return form
     }
 
-    private static func form<Form: Decodable>(_ request: Request, as type: Form.Type) async throws -> Form {
+    /// The most the sign-in form may hold: it is read before anything authenticates it, and a name,
+    /// a password (72 bytes at most) and the form token fit many times over.
+    static let signInFormLimit = 4 * 1024
+
+    /// The form of `request`, of at most `limit` bytes (refused at once if its `Content-Length`
+    /// says more: nothing waits for a body too large).
+    private static func form<Form: Decodable>(_ request: Request, as type: Form.Type, limit: Int = 64 * 1024) async throws -> Form {
+        let tooLarge = ConsoleError(.contentTooLarge, "The form is larger than \(limit / 1024) KiB.")
+        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit { throw tooLarge }
         var request = request
         let body: ByteBuffer
         do {
-            body = try await request.collectBody(upTo: 64 * 1024)
+            body = try await request.collectBody(upTo: limit)
         } catch is NIOTooManyBytesError {
-            throw ConsoleError(.contentTooLarge, "The form is larger than 64 KiB.")
+            throw tooLarge
         }
         do {
             return try URLEncodedFormDecoder().decode(type, from: String(buffer: body))

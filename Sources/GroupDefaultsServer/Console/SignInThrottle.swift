@@ -16,15 +16,20 @@ import Synchronization
 /// address that is waiting. One address has at most `attemptsPerAddress` attempts under way at
 /// once; beyond that its next one is refused at once (`busy`), and no other address's is.
 ///
-/// In memory, per instance; at most `maxTracked` keys are kept (the oldest windows go first), and
-/// names are operator names (at most 64 characters) by the time they get here. Behind a reverse
-/// proxy every client has the proxy's address: the limits are then the proxy's.
+/// An address here is a client's `AddressGroup`: an IPv4 address, or a whole IPv6 /64 network, so
+/// that a client given a /64 cannot make itself many addresses, each with its own limits and its
+/// own turn.
+///
+/// In memory, per instance; at most `maxTracked` keys are kept (the oldest windows go first, in
+/// the order they started, each eviction a constant step: `Windows`), and names are operator names
+/// (at most 64 characters) by the time they get here. Behind a reverse proxy every client has the
+/// proxy's address: the limits are then the proxy's.
 package final class SignInThrottle: Sendable {
     let failures: Int
     /// Failed sign-ins allowed from one address for all names together: three names' worth.
     var addressFailures: Int { failures * 3 }
     let window: Duration
-    let maxTracked = 10_000
+    let maxTracked: Int
     let concurrentChecks = 4
     /// Attempts one address may have under way at once (admitted, not finished).
     let attemptsPerAddress = 4
@@ -39,8 +44,30 @@ package final class SignInThrottle: Sendable {
         let continuation: CheckedContinuation<Void, any Error>
     }
 
+    /// The keys counted, in the order their windows started, so that the oldest goes first in
+    /// constant time. An entry whose key was counted again since (a new window) is stale and
+    /// skipped.
+    private struct Windows {
+        private var entries: [(key: String, since: ContinuousClock.Instant)] = []
+        private var first = 0
+
+        var oldest: (key: String, since: ContinuousClock.Instant)? { first < entries.count ? entries[first] : nil }
+
+        mutating func append(_ key: String, since: ContinuousClock.Instant) { entries.append((key, since)) }
+
+        mutating func removeOldest() {
+            first += 1
+            // Dropped entries are given back once they are half the array: each append pays for one.
+            if first * 2 >= entries.count {
+                entries.removeFirst(first)
+                first = 0
+            }
+        }
+    }
+
     private struct State {
         var counts: [String: Count] = [:]
+        var windows = Windows()
         /// Attempts under way per address (admitted, not finished).
         var underWay: [String: Int] = [:]
         /// Password checks running.
@@ -55,10 +82,11 @@ package final class SignInThrottle: Sendable {
     private let state = Mutex(State())
 
     /// At most `failures` failed sign-ins per `window` per name and address, three times as many
-    /// per address.
-    package init(failures: Int = 10, window: Duration = .seconds(600)) {
+    /// per address; at most `maxTracked` counts kept.
+    package init(failures: Int = 10, window: Duration = .seconds(600), maxTracked: Int = 10_000) {
         self.failures = failures
         self.window = window
+        self.maxTracked = maxTracked
     }
 
     /// What an attempt is told.
@@ -73,8 +101,9 @@ package final class SignInThrottle: Sendable {
 
     /// Admits an attempt from `address` as `name` (counting it as failed until `finished` says
     /// otherwise), or refuses it.
-    package func admit(address: String, name: String, now: ContinuousClock.Instant = .now) -> Admission {
-        state.withLock { state in
+    package func admit(address given: String, name: String, now: ContinuousClock.Instant = .now) -> Admission {
+        let address = AddressGroup(given).description
+        return state.withLock { state in
             let limits = [(Self.pairKey(address, name), failures), (Self.addressKey(address), addressFailures)]
             let keys = limits.map(\.0)
             for key in keys {
@@ -89,22 +118,38 @@ package final class SignInThrottle: Sendable {
             state.underWay[address, default: 0] += 1
             for key in keys {
                 var count = state.counts[key] ?? Count(failures: 0, since: now)
+                if state.counts[key] == nil { state.windows.append(key, since: now) }
                 count.failures += 1
                 state.counts[key] = count
             }
-            if state.counts.count > maxTracked {
-                let oldest = state.counts.sorted { $0.value.since < $1.value.since }.prefix(state.counts.count - maxTracked)
-                for (key, _) in oldest { state.counts[key] = nil }
-            }
+            Self.forgetOldest(&state, now: now, window: window, keep: maxTracked)
             return .admitted
         }
+    }
+
+    /// Forgets the oldest counts while more than `keep` are kept, and those whose window has
+    /// passed (counted anew if their key comes again), in the order their windows started.
+    private static func forgetOldest(_ state: inout State, now: ContinuousClock.Instant, window: Duration, keep: Int) {
+        while let (key, since) = state.windows.oldest {
+            let current = state.counts[key]
+            if current?.since == since {
+                guard state.counts.count > keep || now - since >= window else { return }
+                state.counts[key] = nil
+            }
+            state.windows.removeOldest()
+        }
+    }
+
+    /// How many attempts wait for a password check, all addresses together.
+    package var waitingChecks: Int {
+        state.withLock { state in state.waiting.values.reduce(0) { $0 + $1.count } }
     }
 
     /// Runs `check` (an admitted attempt's password check) once it is `address`'s turn and fewer
     /// than `concurrentChecks` run. Throws `CancellationError` if the task is cancelled while it
     /// waits.
     package func check<T: Sendable>(address: String, _ check: () async throws -> T) async throws -> T {
-        try await turn(address: address)
+        try await turn(address: AddressGroup(address).description)
         defer { endCheck() }
         return try await check()
     }
@@ -173,7 +218,8 @@ package final class SignInThrottle: Sendable {
     }
 
     /// Ends an admitted attempt: a right password gives its count back.
-    package func finished(address: String, name: String, succeeded: Bool) {
+    package func finished(address given: String, name: String, succeeded: Bool) {
+        let address = AddressGroup(given).description
         state.withLock { state in
             let left = state.underWay[address, default: 1] - 1
             state.underWay[address] = left > 0 ? left : nil

@@ -55,6 +55,7 @@ package func buildApplication(
         app.beforeServerStarts {
             do {
                 try await storage.migrate()
+                try await storage.refuseWhileAuthorityKeptApart()
             } catch let error as SyncStorageError {
                 throw StorageStartError("cannot use PostgreSQL at \(database.host):\(database.port): \(error.detail)")
             }
@@ -102,7 +103,7 @@ private func makeApplication(
     let http1 = HTTP1Channel.Configuration(
         additionalChannelHandlers: [
             SmallReceiveBuffers(), RequestHeadDeadline(timeout: limits.requestHeadTimeout),
-            RequestBodyDeadline(grace: limits.requestHeadTimeout, maxBodyBytes: configuration.limits.maxBodyBytes),
+            RequestBodyDeadline(grace: limits.requestHeadTimeout),
         ],
         idleTimeout: TimeAmount(limits.idleTimeout)
     )

@@ -41,7 +41,8 @@ struct SharingRoutes: Sendable {
             .invitationCreate,
             context,
             account: access.owner,
-            target: "\(invitation.id) (\(body.role.rawValue)) of suite \(access.suite)"
+            target: "\(invitation.id) (\(body.role.rawValue)) of suite \(access.suite)",
+            invitation: AuditInvitation(id: invitation.id, suite: access.suite, role: body.role)
         )
         return try JSONBody.response(info)
     }
@@ -71,7 +72,13 @@ struct SharingRoutes: Sendable {
         let id = context.parameters.get("invitation") ?? ""
         let now = Date()
         let revoked = try await storage.revokeInvitation(owner: access.owner, suite: access.suite, id: id, by: access.role, now: now)
-        try await audit(.invitationRevoke, context, account: access.owner, target: "\(revoked.id) of suite \(access.suite)")
+        try await audit(
+            .invitationRevoke,
+            context,
+            account: access.owner,
+            target: "\(revoked.id) (\(revoked.role.rawValue)) of suite \(access.suite)",
+            invitation: AuditInvitation(id: revoked.id, suite: access.suite, role: revoked.role)
+        )
         return try JSONBody.response(revoked.info(at: now))
     }
 
@@ -218,15 +225,23 @@ struct SharingRoutes: Sendable {
     /// Whether `text` is 32 bytes in base64 (a public key, a proof).
     private static func isKey(_ text: String) -> Bool { Data(base64Encoded: text)?.count == 32 }
 
-    /// Records a change of who shares a suite, by the request's token, from its address.
-    private func audit(_ act: AuditRecord.Act, _ context: TokenRequestContext, account: String, target: String) async throws {
+    /// Records a change of who shares a suite, by the request's token, from its address; an
+    /// invitation made or revoked names it (`AuditRepeats` counts those for read or write alike).
+    private func audit(
+        _ act: AuditRecord.Act,
+        _ context: TokenRequestContext,
+        account: String,
+        target: String,
+        invitation: AuditInvitation? = nil
+    ) async throws {
         try await storage.appendAudit(
             AuditRecord(
                 actor: "token \(context.token.id)",
                 act: act,
                 account: account,
                 target: target,
-                source: context.clientAddress ?? "unknown address"
+                source: context.clientAddress ?? "unknown address",
+                invitation: invitation
             )
         )
     }

@@ -1,5 +1,5 @@
 package import Foundation
-import GroupDefaultsWire
+package import GroupDefaultsWire
 
 /// One administrative act, as the audit log keeps it: when, who, what, on what, from where, and
 /// how it ended. Never a value, a password or a token's secret: only names and ids.
@@ -39,9 +39,12 @@ package struct AuditRecord: Sendable, Hashable, Codable {
     /// How it ended, where that is news (`failed`: a failed sign-in; for a record that counts
     /// repeated acts, how many and until when).
     package var outcome: String?
-    /// How many acts like this one (same token, act and account) this record counts, this one
-    /// included: one token's repeated acts are counted, not recorded one by one (`AuditRepeats`).
-    /// Nil for a record of one act.
+    /// The invitation an act of sharing made or revoked (its id, suite and role), where it is
+    /// one: what `AuditRepeats` compares, with the rest of the record, to count alike acts.
+    package var invitation: AuditInvitation?
+    /// How many acts alike this record counts, this one included (`AuditRepeats`: the same
+    /// token's invitations for read or write made, or revoked, on the same suite from the same
+    /// address group, alike in all but the invitation's id). Nil for a record of one act.
     package var repeats: Int?
     /// The time of the last act `repeats` counts.
     package var until: Date?
@@ -53,7 +56,8 @@ package struct AuditRecord: Sendable, Hashable, Codable {
         account: String? = nil,
         target: String? = nil,
         source: String,
-        outcome: String? = nil
+        outcome: String? = nil,
+        invitation: AuditInvitation? = nil
     ) {
         // A whole millisecond, as both backends order and page the log (`AuditLogPage`).
         self.time = Date(timeIntervalSince1970: (time.timeIntervalSince1970 * 1000).rounded() / 1000)
@@ -63,6 +67,7 @@ package struct AuditRecord: Sendable, Hashable, Codable {
         self.target = target
         self.source = source
         self.outcome = outcome
+        self.invitation = invitation
     }
 
     /// Who and where for an act of a command run on this machine: `command line`, and the user
@@ -83,6 +88,24 @@ package struct AuditRecord: Sendable, Hashable, Codable {
             target: target,
             source: "command line (user \(user), uid \(uid))"
         )
+    }
+}
+
+/// The invitation an audit record's act made or revoked: its public id, its suite (as its owner
+/// names it) and the role it offers.
+package struct AuditInvitation: Sendable, Hashable, Codable {
+    /// Its public id (`inv_…`).
+    package var id: String
+    /// Its suite.
+    package var suite: String
+    /// The role it offers.
+    package var role: SuiteRole
+
+    /// The invitation `id` to `suite` for `role`.
+    package init(id: String, suite: String, role: SuiteRole) {
+        self.id = id
+        self.suite = suite
+        self.role = role
     }
 }
 
@@ -165,25 +188,52 @@ package struct AuditLogPage: Sendable {
     static func millisecond(_ time: Date) -> Int64 { Int64((time.timeIntervalSince1970 * 1000).rounded()) }
 }
 
-/// One token's repeated acts in the audit log: at most `individually` records of the same act by
-/// the same token on the same account per `window`; the acts beyond are counted in one more record
-/// (`AuditRecord.repeats`, `until`, said in `outcome`), so that a token inviting and revoking in a
-/// loop adds a few records, not thousands, and cannot push other records out of view. Acts of
-/// operators and of the command line are always recorded one by one. Both backends decide with
-/// `decide` inside the transaction that writes the record.
+/// One token's repeated acts in the audit log, counted instead of recorded one by one, so that a
+/// token making and revoking invitations in a loop adds a few records, not thousands. Only acts
+/// that give or take no access of consequence are ever counted: a token's invitation for the
+/// `read` or `write` role made (`invitation-create`) or revoked (`invitation-revoke`). Everything
+/// else is always recorded one by one: an invitation for `admin`, an account that became a member
+/// or was removed (or left), token, device and operator acts, and every act of an operator or of
+/// the command line.
+///
+/// Acts are alike only when they are the same in everything but the invitation's id: the same
+/// token (`actor`), act, account (the suite's owner), suite and role, the same rest of the target,
+/// and the same client address group (`AddressGroup`: an IPv4 address, an IPv6 /64). Of the acts
+/// alike within `window`, `individually` are recorded one by one and the rest are counted in one
+/// more record (`AuditRecord.repeats`, `until`, said in `outcome`), which names the suite and role
+/// they share. Both backends decide with `decide` inside the transaction that writes the record.
 package enum AuditRepeats {
-    /// Records of one token's same act kept one by one per window.
+    /// Records of alike acts kept one by one per window.
     package static let individually = 20
     /// The window, in seconds.
     package static let window: TimeInterval = 600
+    /// The acts that may be counted.
+    package static let countedActs: Set<AuditRecord.Act> = [.invitationCreate, .invitationRevoke]
+    /// The roles whose invitations may be counted: those that cannot invite, remove or grant.
+    package static let countedRoles: Set<SuiteRole> = [.read, .write]
 
-    /// Whether `record` may be counted with others: an act of a token (`token tok_…`).
-    package static func applies(to record: AuditRecord) -> Bool { record.actor.hasPrefix("token ") }
+    /// Whether `record` may be counted with others: a token's (`token tok_…`) invitation for
+    /// `read` or `write`, made or revoked.
+    package static func applies(to record: AuditRecord) -> Bool {
+        guard record.actor.hasPrefix("token "), countedActs.contains(record.act), let invitation = record.invitation else { return false }
+        return countedRoles.contains(invitation.role)
+    }
 
-    /// Whether `other` is an act like `record`: same actor, act and account (bytes).
+    /// Whether `other` is an act alike `record`, both countable (`applies`): the same actor, act,
+    /// account, suite, role and address group (bytes), and the same target but for the
+    /// invitation's id.
     package static func isLike(_ other: AuditRecord, _ record: AuditRecord) -> Bool {
-        other.actor.isSameName(as: record.actor) && other.act == record.act
-            && (other.account.map { account in record.account.map { account.isSameName(as: $0) } ?? false } ?? (record.account == nil))
+        guard applies(to: other), applies(to: record), let mine = record.invitation, let theirs = other.invitation else { return false }
+        return other.actor.isSameName(as: record.actor) && other.act == record.act && same(other.account, record.account)
+            && theirs.suite.isSameName(as: mine.suite) && theirs.role == mine.role
+            && AddressGroup(other.source) == AddressGroup(record.source)
+            && same(other.target.map { $0.replacing(theirs.id, with: "") }, record.target.map { $0.replacing(mine.id, with: "") })
+    }
+
+    /// Two optional names, the same bytes (or both absent).
+    private static func same(_ one: String?, _ other: String?) -> Bool {
+        guard let one, let other else { return one == nil && other == nil }
+        return one.isSameName(as: other)
     }
 
     /// What to write for `record`.

@@ -82,37 +82,67 @@ extension StorageConformanceTests {
         }
 
         @Test(
-            "one token's repeated act is recorded 20 times per 10 minutes, the rest counted in one record; another token's and an operator's acts one by one",
+            "one token's invitations for write to one suite are recorded 20 times per 10 minutes, the rest counted in one record; its invitations to another suite, for another role, from another address, and admin invitations, members removed and others' acts one by one",
             arguments: StorageBackend.allCases
         )
         func repeats(backend: StorageBackend) async throws {
             try await backend.withStorage { storage in
                 let start = Date()
-                func act(_ n: Int, by actor: String, _ act: AuditRecord.Act = .invitationCreate) -> AuditRecord {
+                func act(
+                    _ n: Int,
+                    by actor: String = "token tok_flood",
+                    _ act: AuditRecord.Act = .invitationCreate,
+                    suite: String = "junk",
+                    role: SuiteRole = .write,
+                    from source: String = "127.0.0.1"
+                ) -> AuditRecord {
                     AuditRecord(
                         time: start.addingTimeInterval(Double(n) / 1000),
                         actor: actor,
                         act: act,
                         account: "alice",
-                        target: "inv_\(n) of suite family",
-                        source: "127.0.0.1"
+                        target: "inv_\(n) (\(role.rawValue)) of suite \(suite)",
+                        source: source,
+                        invitation: AuditInvitation(id: "inv_\(n)", suite: suite, role: role)
                     )
                 }
-                for n in 0..<50 { try await storage.appendAudit(act(n, by: "token tok_flood")) }
-                for n in 0..<3 { try await storage.appendAudit(act(100 + n, by: "token tok_flood", .invitationRevoke)) }
+                for n in 0..<50 { try await storage.appendAudit(act(n)) }
+                // After the flood, acts alike in all but one thing, and acts of consequence.
+                let distinct = [
+                    act(60, suite: "payroll"), act(61, role: .admin), act(62, role: .admin, from: "192.0.2.7"),
+                    act(63, suite: "payroll", role: .admin), act(64, role: .read), act(65, from: "2001:db8:0:2::1"),
+                    act(66, by: "token tok_other"), act(67, .invitationRevoke, suite: "payroll", role: .admin),
+                ]
+                for record in distinct { try await storage.appendAudit(record) }
+                // From one IPv6 /64, many addresses: alike.
+                for n in 0..<25 { try await storage.appendAudit(act(100 + n, .invitationRevoke, from: "2001:db8:0:1::\(n + 1)")) }
                 for n in 0..<25 { try await storage.appendAudit(act(200 + n, by: "ops", .tokenRevoke)) }
-                try await storage.appendAudit(act(300, by: "token tok_other"))
+                for n in 0..<25 {
+                    var removal = act(300 + n, .memberRemove)
+                    removal.invitation = nil
+                    removal.target = "member m\(n) of suite junk"
+                    try await storage.appendAudit(removal)
+                }
                 let all = try await storage.auditRecords(account: nil, since: nil, limit: 1000)
-                let flood = all.filter { $0.actor == "token tok_flood" && $0.act == .invitationCreate }
+                let flood = all.filter {
+                    $0.actor == "token tok_flood" && $0.act == .invitationCreate && $0.source == "127.0.0.1"
+                        && $0.target?.hasSuffix("(write) of suite junk") == true
+                }
                 #expect(flood.count == AuditRepeats.individually + 1)
                 #expect(flood.prefix(AuditRepeats.individually).allSatisfy { $0.repeats == nil })
                 let counted = try #require(flood.last)
-                #expect(counted.repeats == 50 - AuditRepeats.individually && counted.target == "inv_20 of suite family")
+                #expect(counted.repeats == 50 - AuditRepeats.individually && counted.target == "inv_20 (write) of suite junk")
                 #expect(counted.until.map { abs($0.timeIntervalSince(start.addingTimeInterval(0.049))) < 0.002 } == true)
                 #expect(counted.outcome?.hasPrefix("repeated: 30 like it from then until ") == true, "\(counted.outcome ?? "")")
-                #expect(all.filter { $0.act == .invitationRevoke }.count == 3)
+                for record in distinct {
+                    let kept = all.filter { $0.target == record.target && $0.act == record.act && $0.source == record.source }
+                    let what = "\(record.act) \(record.target ?? "") from \(record.source)"
+                    #expect(kept.count == 1 && kept.first?.repeats == nil, "\(what) stays visible on its own")
+                }
+                let revokes = all.filter { $0.act == .invitationRevoke && $0.source.hasPrefix("2001:db8:0:1::") }
+                #expect(revokes.count == AuditRepeats.individually + 1 && revokes.last?.repeats == 5, "one /64's addresses are alike")
                 #expect(all.filter { $0.actor == "ops" }.count == 25, "an operator's acts are recorded one by one")
-                #expect(all.filter { $0.actor == "token tok_other" }.count == 1)
+                #expect(all.filter { $0.act == .memberRemove }.count == 25, "members removed are recorded one by one")
             }
         }
 
