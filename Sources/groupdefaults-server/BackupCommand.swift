@@ -29,8 +29,12 @@ struct BackupCommand: AsyncParsableCommand {
             let store = try await storage.openStorage()
             guard let embedded = store as? LMDBSyncStorage else { throw CommandFailure("the store is not the embedded one") }
             let written: LMDBBackup.Written
+            var madeBefore = false
             do {
                 written = try await LMDBBackup.write(embedded, to: to)
+                if written.newKey != nil {
+                    madeBefore = try await store.auditRecords(account: nil, since: nil, limit: .max).contains { $0.act == .backup }
+                }
                 try await store.appendAudit(.commandLine(.backup, target: "file \(to)"))
                 try await store.shutdown()
             } catch {
@@ -39,6 +43,12 @@ struct BackupCommand: AsyncParsableCommand {
             }
             output("backed up to \(to) (\(written.bytes) bytes); restore it with `groupdefaults-server restore --from \(to)`")
             if let key = written.newKey {
+                if madeBefore {
+                    printError(
+                        "warning: \(BackupKey.path(in: embedded.directory)) was missing although backups were made before: a new backup key was made; restoring an earlier backup needs the key shown at its time (--backup-key-file)",
+                        tool: "groupdefaults-server"
+                    )
+                }
                 output("backup key: \(key.text)")
                 output(
                     "Every backup of this server is authenticated with this key, kept in \(BackupKey.path(in: embedded.directory)). It is shown only this once: keep it apart from the backups (a restore onto a new machine needs it: --backup-key-file)."
@@ -54,8 +64,8 @@ struct RestoreCommand: AsyncParsableCommand {
         commandName: "restore",
         abstract: "Put a backup of the embedded store in place, or announce a restore made otherwise.",
         discussion: """
-            --from PATH checks that PATH is a whole backup made by `backup` (its length, its digest, \
-            LMDB's page structure), refuses while a server or another command uses the store, and \
+            --from PATH checks that PATH is a whole backup made by `backup` (its length, its MAC under \
+            the server's backup key, LMDB's page structure), refuses while a server or another command uses the store, and \
             replaces the store with it in one rename, with a new incarnation: each device sees the \
             server went back, uploads every value and deletion it holds, each with its stamp, and \
             reads the suite again, so no device's write is lost. The data (suites, entries, history) is \
@@ -63,9 +73,10 @@ struct RestoreCommand: AsyncParsableCommand {
             bags, pairings, devices, the console's operators, the audit log) stays as it is in the \
             store it replaces, and accounts deleted since the backup are deleted again (a missing or \
             unreadable store: the backup's, and the output says so). On PostgreSQL: --prepare keeps \
-            the present's authority apart before pg_restore, and --announce puts it back and gives \
-            the storage a new incarnation, before the servers start again (--announce also follows \
-            an embedded store put back by other means).
+            the present's authority apart before pg_restore and prints its id, and --announce --kept \
+            ID puts it back and gives the storage a new incarnation, before the servers start again \
+            (--announce alone also follows an embedded store put back by other means; \
+            --discard-kept drops a copy --prepare made).
 
             Example: groupdefaults-server restore --from /var/backups/groupdefaults-server-2026-11-27 --data-dir /var/lib/groupdefaults-server
             """
@@ -85,9 +96,15 @@ struct RestoreCommand: AsyncParsableCommand {
     var allowUnauthenticated = false
     @Flag(help: "PostgreSQL, before pg_restore: keep the present's accounts, tokens, members and other authority apart, for --announce to put back.")
     var prepare = false
+    @Option(help: ArgumentHelp("With --announce on PostgreSQL: the id of the authority --prepare kept apart (it printed it).", valueName: "ID"))
+    var kept: String?
+    @Flag(help: "PostgreSQL: drop the authority --prepare kept apart (the restored dump's stays).") var discardKept = false
 
     func validate() throws {
-        if [from != nil, announce, prepare].filter({ $0 }).count != 1 { throw ValidationError("give one of --from PATH, --prepare or --announce") }
+        if [from != nil, announce, prepare, discardKept].filter({ $0 }).count != 1 {
+            throw ValidationError("give one of --from PATH, --prepare, --announce or --discard-kept")
+        }
+        if kept != nil, !announce { throw ValidationError("--kept ID goes with --announce") }
     }
 
     func run() async throws {
@@ -106,25 +123,36 @@ struct RestoreCommand: AsyncParsableCommand {
                     return try await postgres.keepAuthority()
                 }
                 output(
-                    "kept \(kept) rows of accounts, tokens, members, invitations, key bags, devices, operators and the audit log apart (schema \(PostgresSyncStorage.keptAuthoritySchema)); now pg_restore the dump, then `restore --announce`"
+                    "kept \(kept.rows) rows of accounts, tokens, members, invitations, key bags, devices, operators and the audit log apart (schema \(PostgresSyncStorage.keptAuthoritySchema)), id \(kept.id)"
                 )
+                output("now pg_restore the dump, then `groupdefaults-server restore --announce --kept \(kept.id)`; servers do not start until then")
+                return
+            }
+            if discardKept {
+                let dropped = try await storage.withStorage { store in
+                    guard let postgres = store as? PostgresSyncStorage else {
+                        throw CommandFailure("--discard-kept is a step of PostgreSQL's recipe; the embedded store keeps nothing apart")
+                    }
+                    return try await postgres.discardKeptAuthority()
+                }
+                output(dropped ? "dropped the authority kept apart: the database's own stays" : "no authority was kept apart; nothing was changed")
                 return
             }
             if announce {
-                var kept: String?
+                var keptLine: String?
                 let incarnation: String
                 if case .embedded(let directory) = configuration {
                     incarnation = try await LMDBBackup.announce(in: directory)
                 } else {
-                    (kept, incarnation) = try await storage.withStorage { store in
+                    (keptLine, incarnation) = try await storage.withStorage { store in
                         guard let postgres = store as? PostgresSyncStorage else { throw CommandFailure("the store is not PostgreSQL") }
-                        let kept = try await postgres.putBackKeptAuthority().map { deletedAgain in
+                        let line = try await postgres.putBackKeptAuthority(id: self.kept).map { deletedAgain in
                             let accounts = deletedAgain == 1 ? "1 deleted account" : "\(deletedAgain) deleted accounts"
                             return
                                 "accounts, tokens, members, invitations, key bags, devices, operators and the audit log kept as they were before pg_restore; \(accounts) deleted again"
                         }
                         return (
-                            kept
+                            line
                                 ?? "no authority was kept apart (`restore --prepare` before pg_restore): accounts, tokens, members, invitations and the audit log are the dump's",
                             try await store.renewIncarnation()
                         )
@@ -132,11 +160,11 @@ struct RestoreCommand: AsyncParsableCommand {
                 }
                 try await storage.withStorage { store in
                     try await store.appendAudit(
-                        .commandLine(.restore, target: "announced; incarnation \(incarnation)\(kept.map { "; \($0)" } ?? "")")
+                        .commandLine(.restore, target: "announced; incarnation \(incarnation)\(keptLine.map { "; \($0)" } ?? "")")
                     )
                 }
                 output("new incarnation \(incarnation): devices upload what they hold at their next sync")
-                if let kept { output(kept) }
+                if let keptLine { output(keptLine) }
                 return
             }
             guard case .embedded(let directory) = configuration, let from else {
@@ -147,14 +175,17 @@ struct RestoreCommand: AsyncParsableCommand {
                     )
                 )
             }
-            let key = try backupKeyFile.map { file in
-                guard let data = FileManager.default.contents(atPath: file) else { throw CommandFailure("cannot read the backup key file \(file)") }
-                guard let key = BackupKey(text: String(decoding: data, as: UTF8.self)) else {
-                    throw CommandFailure("\(file) does not hold a backup key (gdbk1- and 64 hex digits, as the first backup showed it)")
+            let key = try backupKeyFile.map(Self.readKey)
+            let restored: RestoreOutcome
+            do {
+                restored = try await interruptible { [allowUnauthenticated] in
+                    try await LMDBBackup.restore(from: from, into: directory, backupKey: key, allowUnauthenticated: allowUnauthenticated)
                 }
-                return key
+            } catch let interrupted as Interrupted {
+                throw interrupted.failure(
+                    "the store is whole: as it was, or restored if the restore had reached its last step; run the same command again to be sure"
+                )
             }
-            let restored = try await LMDBBackup.restore(from: from, into: directory, backupKey: key, allowUnauthenticated: allowUnauthenticated)
             let incarnation = restored.incarnation
             let kept: String
             if let why = restored.whyNotKept {
@@ -170,6 +201,28 @@ struct RestoreCommand: AsyncParsableCommand {
             output("restored \(directory) from \(from); new incarnation \(incarnation): devices upload what they hold at their next sync")
             output(kept)
         }
+    }
+}
+
+extension RestoreCommand {
+    /// The backup key in `file`, which must be the owner's alone (it authenticates every backup).
+    static func readKey(_ file: String) throws -> BackupKey {
+        var status = stat()
+        guard stat(file, &status) == 0 else {
+            throw CommandFailure("cannot read the backup key file \(file): \(String(cString: strerror(errno)).lowercased()); nothing was changed")
+        }
+        guard status.st_mode & 0o077 == 0 else {
+            throw CommandFailure(
+                "\(file) can be read by its group or others: a backup key is a secret; `chmod 600 \(file)`, then run this again; nothing was changed"
+            )
+        }
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw CommandFailure("cannot read the backup key file \(file): permission denied; nothing was changed")
+        }
+        guard let key = BackupKey(text: String(decoding: data, as: UTF8.self)) else {
+            throw CommandFailure("\(file) does not hold a backup key (gdbk1- and 64 hex digits, as the first backup showed it); nothing was changed")
+        }
+        return key
     }
 }
 

@@ -5,6 +5,8 @@ import GroupDefaultsWire
 import TestSupport
 import Testing
 
+@testable import GroupDefaultsServer
+
 /// `groupdefaults-server backup` and `restore` on the embedded store, with the real executable: a
 /// backup taken while a server serves, put back with a new incarnation, and every kind of bad input
 /// refused in one line with nothing changed.
@@ -188,14 +190,33 @@ struct BackupCommandTests {
             #expect(without.status == 1 && without.stderr.contains("--backup-key-file"), "\(without.stderr)")
             let wrongFile = scratch + "/wrong.key"
             try Data("gdbk1-\(String(repeating: "ab", count: 32))\n".utf8).write(to: URL(fileURLWithPath: wrongFile))
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: wrongFile)
             let wrong = try await ServerTool.run(["restore", "--from", scratch + "/first", "--data-dir", fresh, "--backup-key-file", wrongFile])
             #expect(wrong.status == 1 && wrong.stderr.contains("was made with another backup key"), "\(wrong.stderr)")
             let keyFile = scratch + "/server.key"
             try Data((key + "\n").utf8).write(to: URL(fileURLWithPath: keyFile))
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyFile)
             let restored = try await ServerTool.run(["restore", "--from", scratch + "/first", "--data-dir", fresh, "--backup-key-file", keyFile])
             #expect(restored.status == 0, "\(restored.stderr)")
             #expect(try String(contentsOfFile: fresh + "/backup.key", encoding: .utf8) == key + "\n")
             #expect(try mode(fresh + "/backup.key") == 0o600)
+        }
+    }
+
+    @Test("the bytes a restore stages are checked against the MAC again: a backup swapped for another after the check does not pass")
+    func stagedBytesAreCheckedAgain() async throws {
+        try await withStore { dataDirectory, scratch in
+            let backup = scratch + "/backup"
+            #expect(try await ServerTool.run(["backup", "--to", backup, "--data-dir", dataDirectory]).status == 0)
+            let checked = try LMDBBackup.checkedContent(of: backup, key: try BackupKey.load(in: dataDirectory), allowUnauthenticated: false)
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: backup))
+            let staged = scratch + "/staged"
+            try bytes[checked.offset...].write(to: URL(fileURLWithPath: staged))
+            try checked.verify(staged, backup: backup)
+            var swapped = Data(bytes[checked.offset...])
+            swapped[swapped.count - 100] ^= 0x01
+            try swapped.write(to: URL(fileURLWithPath: staged))
+            #expect(throws: BackupFailure.self) { try checked.verify(staged, backup: backup) }
         }
     }
 
@@ -260,6 +281,6 @@ struct BackupCommandTests {
         #expect(restore.stderr.contains("pg_restore"))
         let neither = try await ServerTool.run(["restore", "--data-dir", "/tmp/x"])
         #expect(neither.status == 1)
-        #expect(neither.stderr.contains("give one of --from PATH, --prepare or --announce"))
+        #expect(neither.stderr.contains("give one of --from PATH, --prepare, --announce or --discard-kept"))
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import GroupDefaultsWire
 import HTTPTypes
 import HummingbirdTesting
+import NIOCore
 import TestSupport
 import Testing
 
@@ -50,6 +51,7 @@ struct RestoreKeepsSecurityStateTests {
         let keyFile = scratch + "/backup.key"
         let key = try #require(madeBackup.split(separator: "\n").first { $0.hasPrefix("backup key: ") }).dropFirst("backup key: ".count)
         try Data((key + "\n").utf8).write(to: URL(fileURLWithPath: keyFile))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyFile)
 
         // After the backup: alice's token revoked, a new one made, carol deleted, an operator removed.
         let aliceID = try #require(try await ServerTool.tokenIDs(storage: storage).first)
@@ -119,5 +121,39 @@ struct RestoreKeepsSecurityStateTests {
         #expect(overDamaged.stdout.contains("are the backup's: the store could not be read: "), "\(overDamaged.stdout)")
         #expect(overDamaged.stdout.split(separator: "\n").count == 2, "\(overDamaged.stdout)")
         #expect(try await ServerTool.run(["token", "list", "--data-dir", fresh]).stdout.contains("\tcarol\t"))
+    }
+
+    @Test("an account deleted after the backup stays deleted even when the backup's newest audit record came from a clock that was ahead")
+    func deletedAccountWithClockAhead() async throws {
+        let dataDirectory = ServerTool.temporaryDirectory("gds-restore-ahead")
+        let scratch = ServerTool.temporaryDirectory("gds-restore-ahead-backups")
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer {
+            try? FileManager.default.removeItem(atPath: dataDirectory)
+            try? FileManager.default.removeItem(atPath: scratch)
+        }
+        let storage = ["--data-dir", dataDirectory]
+        let zed = try await ServerTool.createToken(storage: storage, account: "zed")
+        var server = try await ServerProcess(dataDirectory: dataDirectory)
+        #expect(try await status(server.port, zed, push: "group.zed-ZZZMARK") == 200)
+        await server.stop()
+        // A command run while the machine's clock was an hour ahead writes the newest audit record.
+        let ahead = try await BuiltExecutable.run(
+            URL(fileURLWithPath: "/usr/bin/faketime"),
+            ["-f", "+1h", ServerTool.executable.path, "token", "create", "--account", "ops"] + storage
+        )
+        #expect(ahead.status == 0, "\(ahead.stderr)")
+        let backup = scratch + "/store.backup"
+        #expect(try await ServerTool.run(["backup", "--to", backup] + storage).status == 0)
+        #expect(try await ServerTool.run(["accounts", "delete", "zed", "--yes"] + storage).status == 0)
+        let zedAgain = try await ServerTool.createToken(storage: storage, account: "zed")
+        let restored = try await ServerTool.run(["restore", "--from", backup] + storage)
+        #expect(restored.status == 0 && restored.stdout.contains("1 deleted account deleted again"), "\(restored)")
+        server = try await ServerProcess(dataDirectory: dataDirectory)
+        defer { server.signal(SIGTERM) }
+        let suites = try await TestClient.withClient(host: "127.0.0.1", port: server.port) { client in
+            try await client.get("/v1/suites", headers: API.auth(zedAgain)).body.map { String(buffer: $0) } ?? ""
+        }
+        #expect(!suites.contains("ZZZMARK"), "the new zed sees the old one's suite: \(suites)")
     }
 }

@@ -72,3 +72,73 @@ extension RestoreTests {
         }
     }
 }
+
+extension RestoreTests {
+    @Test(
+        "an encrypted suite made after the backup and rotated since goes on after a restore: its device uploads under the epoch it holds",
+        arguments: StorageBackend.allCases
+    )
+    func encryptedSuiteMadeAfterBackupGoesOn(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let suite = "group.vault"
+            let device = ToolDevice(suite)
+            defer { device.remove() }
+            let backup = try await ServerBackup.take(server)
+            let configured = try await device.sync(
+                "configure",
+                ["--server", server.url.absoluteString, "--token-file", try device.tokenFile(server.token), "--encrypt"]
+            )
+            #expect(configured.status == 0, "\(configured.stderr)")
+            #expect(try await device.defaultsTool(["write", suite, "a", "1"]).status == 0)
+            try await expectOK(device.sync("sync"))
+            try await expectOK(device.sync("rotate-key"))
+            #expect(try await device.defaultsTool(["write", suite, "b", "2"]).status == 0)
+            try await expectOK(device.sync("sync"))
+            try await server.killAndRestart { try await ServerBackup.restore(server, from: backup) }
+
+            #expect(try await device.defaultsTool(["write", suite, "c", "3"]).status == 0)
+            try await expectOK(device.sync("sync"))
+            #expect(try await server.snapshot(suite).entries.values.map { $0.sealed?.epoch }.sorted { ($0 ?? 0) < ($1 ?? 0) } == [2, 2, 2])
+        }
+    }
+
+    @Test(
+        "PostgreSQL's recipe refuses what would bring back old authority: a second --prepare, --announce without the id or with a copy that came with the dump; a server does not start while a copy waits"
+    )
+    func postgresRecipeRefusesStaleCopies() async throws {
+        try await SyncServer.with(.postgres) { server in
+            func tool(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+                try await ServerTool.run(arguments + server.storage)
+            }
+            try await server.killAndRestart {
+                let prepared = try await tool(["restore", "--prepare"])
+                #expect(prepared.status == 0, "\(prepared.stderr)")
+                let id = try #require(prepared.stdout.split(separator: "\n").first?.split(separator: " ").last.map(String.init))
+                // A dump taken now holds the copy; put back later, its copy is not this one.
+                let stale = ServerTool.temporaryDirectory("gds-stale-dump")
+                defer { try? FileManager.default.removeItem(atPath: stale) }
+                try await PostgresFixture.runProgram("pg_dump", ["--format=custom", "--file", stale, server.storage[1]])
+                let again = try await tool(["restore", "--prepare"])
+                #expect(again.status == 1 && again.stderr.contains("already kept the authority apart"), "\(again.stderr)")
+                let serve = try await tool(["serve", "--port", "0"])
+                #expect(serve.status != 0 && serve.stderr.contains("restore --announce --kept ID"), "\(serve.stderr)")
+                let withoutID = try await tool(["restore", "--announce"])
+                #expect(withoutID.status == 1 && withoutID.stderr.contains("--kept ID"), "\(withoutID.stderr)")
+                let wrongID = try await tool(["restore", "--announce", "--kept", "0123"])
+                #expect(wrongID.status == 1 && wrongID.stderr.contains("is not the copy --prepare made"), "\(wrongID.stderr)")
+                #expect(try await tool(["restore", "--discard-kept"]).status == 0)
+                let latest = try await tool(["restore", "--prepare"])
+                let latestID = try #require(latest.stdout.split(separator: "\n").first?.split(separator: " ").last.map(String.init))
+                #expect(latestID != id)
+                try await PostgresFixture.runProgram(
+                    "pg_restore",
+                    ["--clean", "--if-exists", "--single-transaction", "--dbname", server.storage[1], stale]
+                )
+                let replaced = try await tool(["restore", "--announce", "--kept", latestID])
+                #expect(replaced.status == 1 && replaced.stderr.contains("is not the copy --prepare made"), "\(replaced.stderr)")
+                #expect(try await tool(["restore", "--discard-kept"]).status == 0)
+                #expect(try await tool(["restore", "--announce"]).status == 0)
+            }
+        }
+    }
+}

@@ -205,7 +205,10 @@ enum ServerBackup {
             guard result.status == 0 else { throw FixtureError("backup failed: \(result.stderr)") }
         case .postgres:
             // README, "Backups and restore": pg_dump --format=custom --file PATH "$URL"
-            try await PostgresFixture.runProgram("pg_dump", ["--format=custom", "--file", path, server.storage[1]])
+            try await PostgresFixture.runProgram(
+                "pg_dump",
+                ["--format=custom", "--exclude-schema=groupdefaults_kept_authority", "--file", path, server.storage[1]]
+            )
         }
         return path
     }
@@ -221,16 +224,20 @@ enum ServerBackup {
             // README: groupdefaults-server restore --prepare --postgres-url "$URL", then
             // pg_restore --clean --if-exists --single-transaction --dbname "$URL" PATH, then
             // groupdefaults-server restore --announce --postgres-url "$URL".
+            var kept: [String] = []
             if announcing {
                 let prepared = try await ServerTool.run(["restore", "--prepare"] + server.storage)
-                guard prepared.status == 0 else { throw FixtureError("restore --prepare failed: \(prepared.stderr)") }
+                guard prepared.status == 0, let id = prepared.stdout.split(separator: "\n").first?.split(separator: " ").last else {
+                    throw FixtureError("restore --prepare failed: \(prepared.stderr)")
+                }
+                kept = ["--kept", String(id)]
             }
             try await PostgresFixture.runProgram(
                 "pg_restore",
                 ["--clean", "--if-exists", "--single-transaction", "--dbname", server.storage[1], path]
             )
             guard announcing else { return }
-            let result = try await ServerTool.run(["restore", "--announce"] + server.storage)
+            let result = try await ServerTool.run(["restore", "--announce"] + kept + server.storage)
             guard result.status == 0 else { throw FixtureError("restore --announce failed: \(result.stderr)") }
         }
     }

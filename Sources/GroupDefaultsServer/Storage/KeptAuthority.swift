@@ -13,14 +13,28 @@ import GroupDefaultsWire
 /// audit log says was deleted after the backup is deleted again, before the authority is put in.
 package enum KeptAuthority {
     /// Deletes again, in `restored` (the backup's copy before it takes the store's place), each
-    /// account that `presentAudit` says was deleted after the backup, and returns how many it
-    /// deleted. The backup's time is its newest audit record (a backup has no other clock:
-    /// `backup` records itself only after the copy; a backup without records counts every
-    /// deletion, and deleting again an account the backup does not hold changes nothing).
-    package static func deleteAgain(in restored: some AuditStore & AccountStore, presentAudit: [AuditRecord]) async throws -> Int {
+    /// account deleted since the backup, and returns how many it deleted. An account was deleted
+    /// since when its incarnation in the backup (`backupIncarnations`) is not the present's
+    /// (`presentIncarnations`: gone, or made again under a new one, whose data must not be the old
+    /// one's), whatever the clocks said; and, for accounts the backup holds no incarnation of (a
+    /// store from before them), when `presentAudit` records its deletion after the backup's time,
+    /// its newest audit record. Deleting again an account the backup does not hold changes
+    /// nothing.
+    package static func deleteAgain(
+        in restored: some AuditStore & AccountStore,
+        presentAudit: [AuditRecord],
+        backupIncarnations: [(account: String, id: String)],
+        presentIncarnations: [(account: String, id: String)]
+    ) async throws -> Int {
         let backupTime = try await restored.auditRecords(account: nil, since: nil, limit: 1).last?.time
+        var present: [ExactName: String] = [:]
+        for (account, id) in presentIncarnations { present[account.exact] = id }
+        var accounts = backupIncarnations.filter { present[$0.account.exact] != $0.id }.map(\.account)
+        for account in accountsDeleted(after: backupTime, in: presentAudit) where !accounts.contains(where: account.isSameName(as:)) {
+            accounts.append(account)
+        }
         var deletedAgain = 0
-        for account in accountsDeleted(after: backupTime, in: presentAudit) {
+        for account in accounts {
             if try await restored.deleteAccount(account) { deletedAgain += 1 }
         }
         return deletedAgain

@@ -125,7 +125,7 @@ package enum LMDBBackup {
     /// into `staging` and checked, the present's authority put into it, then the rename.
     private static func swapIn(
         _ path: String,
-        content: (offset: Int, length: Int),
+        content: CheckedBackup,
         directory: String,
         staging: String,
         present: PresentStore
@@ -138,6 +138,10 @@ package enum LMDBBackup {
             _ = try forEachChunk(of: path, from: content.offset) { try writeAll(file, $0, path: stagedStore) }
             guard fsync(file) == 0 else { throw BackupFailure("cannot write \(stagedStore): \(reason(errno)); nothing was changed") }
         }
+        // The bytes checked are the bytes staged: the backup was read twice (checked, then
+        // copied), and a file swapped in between must not pass for the one checked. The staged
+        // copy is in the data directory's own folder, where nobody else writes.
+        try content.verify(stagedStore, backup: path)
         InterruptionPoint.reached("restore.staged")
         let incarnation: String
         var deletedAgain = 0
@@ -150,7 +154,12 @@ package enum LMDBBackup {
                 }
                 if case .open(let store) = present {
                     let audit = try await store.auditRecords(account: nil, since: nil, limit: .max)
-                    deletedAgain = try await KeptAuthority.deleteAgain(in: staged, presentAudit: audit)
+                    deletedAgain = try await KeptAuthority.deleteAgain(
+                        in: staged,
+                        presentAudit: audit,
+                        backupIncarnations: try await staged.accountIncarnations(),
+                        presentIncarnations: try await store.accountIncarnations()
+                    )
                     _ = try await staged.takeAuthority(from: store)
                     // The backup's authority records stay in the copy's free pages until it is
                     // rebuilt record by record, as an account's erase does.
@@ -237,10 +246,55 @@ package enum LMDBBackup {
         }
     }
 
+    /// What `checkedContent` found: where the store's bytes start, how many there are, and what
+    /// they must authenticate to, so that the staged copy can be checked again (`verify`).
+    struct CheckedBackup {
+        let offset: Int
+        let length: Int
+        private let check: Check
+
+        enum Check {
+            /// Version 2: an HMAC under `key` of `head` (the header up to its key id) and the bytes.
+            case mac(key: BackupKey, head: String, mac: String)
+            /// Version 1, vouched for: an unkeyed SHA-256 of the bytes.
+            case digest(String)
+        }
+
+        init(offset: Int, length: Int, check: Check) {
+            self.offset = offset
+            self.length = length
+            self.check = check
+        }
+
+        /// Checks the bytes from `offset` of the file at `path` (the backup, or the staged copy
+        /// from offset 0); `backup` is what the refusal names.
+        func verify(_ path: String, from start: Int = 0, backup: String) throws {
+            switch check {
+            case .mac(let key, let head, let mac):
+                var authenticator = key.authenticator()
+                authenticator.update(data: Data(head.utf8))
+                let read = try LMDBBackup.forEachChunk(of: path, from: start) { authenticator.update(data: $0) }
+                try LMDBBackup.checkLength(read, length, backup)
+                guard Hex.string(authenticator.finalize()) == mac else {
+                    throw BackupFailure(
+                        "\(backup) was modified or damaged: its bytes do not match the MAC its server's backup key made; nothing was changed"
+                    )
+                }
+            case .digest(let digest):
+                var hasher = SHA256()
+                let read = try LMDBBackup.forEachChunk(of: path, from: start) { hasher.update(data: $0) }
+                try LMDBBackup.checkLength(read, length, backup)
+                guard Hex.string(hasher.finalize()) == digest else {
+                    throw BackupFailure("\(backup) is damaged: its bytes do not match the digest it was written with; nothing was changed")
+                }
+            }
+        }
+    }
+
     /// Where the store's bytes start in the backup at `path`, after its header was read and its
     /// length and MAC checked under `key` (a backup of version 1, unkeyed, only if
     /// `allowUnauthenticated`).
-    static func checkedContent(of path: String, key: BackupKey?, allowUnauthenticated: Bool) throws -> (offset: Int, length: Int) {
+    static func checkedContent(of path: String, key: BackupKey?, allowUnauthenticated: Bool) throws -> CheckedBackup {
         guard let handle = FileHandle(forReadingAtPath: path) else {
             var isDirectory: ObjCBool = false
             let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
@@ -261,6 +315,7 @@ package enum LMDBBackup {
         let fields = line.split(separator: " ", omittingEmptySubsequences: false)
         guard fields.count >= 5, fields.prefix(2).joined(separator: " ") == magic else { throw notBackup }
         let offset = newline + 1
+        let checked: CheckedBackup
         switch (fields[2], fields.count) {
         case ("2", 6):
             guard let length = Int(fields[3]) else { throw notBackup }
@@ -275,16 +330,11 @@ package enum LMDBBackup {
                     "\(path) was made with another backup key (id \(keyID); the key given or kept here is \(key.id)): give that server's key with --backup-key-file FILE; nothing was changed"
                 )
             }
-            var authenticator = key.authenticator()
-            authenticator.update(data: Data((fields.prefix(5).joined(separator: " ") + "\n").utf8))
-            let read = try forEachChunk(of: path, from: offset) { authenticator.update(data: $0) }
-            try checkLength(read, length, path)
-            guard Hex.string(authenticator.finalize()) == fields[5] else {
-                throw BackupFailure(
-                    "\(path) was modified or damaged: its bytes do not match the MAC its server's backup key made; nothing was changed"
-                )
-            }
-            return (offset, length)
+            checked = CheckedBackup(
+                offset: offset,
+                length: length,
+                check: .mac(key: key, head: fields.prefix(5).joined(separator: " ") + "\n", mac: String(fields[5]))
+            )
         case ("1", 5):
             guard let length = Int(fields[3]) else { throw notBackup }
             guard allowUnauthenticated else {
@@ -292,19 +342,15 @@ package enum LMDBBackup {
                     "\(path) was made by an older version, without a backup key: nothing tells it from a modified one; if you made it and kept it safe, restore it with --allow-unauthenticated; nothing was changed"
                 )
             }
-            var hasher = SHA256()
-            let read = try forEachChunk(of: path, from: offset) { hasher.update(data: $0) }
-            try checkLength(read, length, path)
-            guard Hex.string(hasher.finalize()) == fields[4] else {
-                throw BackupFailure("\(path) is damaged: its bytes do not match the digest it was written with; nothing was changed")
-            }
-            return (offset, length)
+            checked = CheckedBackup(offset: offset, length: length, check: .digest(String(fields[4])))
         default:
             throw notBackup
         }
+        try checked.verify(path, from: offset, backup: path)
+        return checked
     }
 
-    private static func checkLength(_ read: Int, _ length: Int, _ path: String) throws {
+    fileprivate static func checkLength(_ read: Int, _ length: Int, _ path: String) throws {
         guard read == length else {
             throw BackupFailure(
                 "\(path) is damaged: it holds \(read) of the store's \(length) bytes (truncated?); nothing was changed"
@@ -356,7 +402,7 @@ package enum LMDBBackup {
     }
 
     /// Calls `body` with each chunk of the file at `path` from `offset`; returns how many bytes.
-    private static func forEachChunk(of path: String, from offset: Int = 0, _ body: (Data) throws -> Void) throws -> Int {
+    fileprivate static func forEachChunk(of path: String, from offset: Int = 0, _ body: (Data) throws -> Void) throws -> Int {
         guard let handle = FileHandle(forReadingAtPath: path) else { throw BackupFailure("cannot read \(path)") }
         defer { try? handle.close() }
         try handle.seek(toOffset: UInt64(offset))

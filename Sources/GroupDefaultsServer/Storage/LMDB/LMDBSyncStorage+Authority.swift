@@ -47,7 +47,9 @@ extension LMDBSyncStorage {
     /// holds takes its epoch from there (so a rotation made since the backup stays, and the removed
     /// member it left out stays out); one whose keys an operator's reset forgot since the backup
     /// has its mode decided again by its next push, as after that reset. A suite the present store
-    /// does not hold keeps the backup's.
+    /// does not hold keeps the backup's. An encrypted suite made since the backup (its key bags
+    /// kept, its data not in the backup) gets an empty record at its epoch, so that its devices
+    /// upload what they hold under the epoch they have.
     private static func takeSuiteKeyStates(_ txn: LMDBTransaction, from presentTxn: LMDBTransaction) throws {
         var updates: [([UInt8], SuiteRecord)] = []
         try txn.forEach(DB.suites) { key, value in
@@ -60,6 +62,32 @@ extension LMDBSyncStorage {
             updates.append((Array(key), record))
             return true
         }
+        try presentTxn.forEach(DB.suites) { key, value in
+            guard let present = SuiteRecord(value), present.epoch != 0, try txn.get(DB.suites, key) == nil else { return true }
+            var record = SuiteRecord(id: try allocateSuiteID(txn))
+            record.epoch = present.epoch
+            updates.append((Array(key), record))
+            return true
+        }
         for (key, record) in updates { try put(txn, DB.suites, key, record.bytes) }
+    }
+}
+
+extension LMDBSyncStorage {
+    /// Every account's incarnation the store holds (`account-incarnations`), for a restore to
+    /// tell which accounts were deleted since the backup (`KeptAuthority.deleteAgain`).
+    func accountIncarnations() async throws -> [(account: String, id: String)] {
+        let environment = self.environment
+        return try await onReadQueue {
+            var incarnations: [(account: String, id: String)] = []
+            try environment.readTransaction { txn in
+                try txn.forEach(DB.accountIncarnations) { key, value in
+                    // account + NUL → id
+                    incarnations.append((String(decoding: key.dropLast(), as: UTF8.self), String(decoding: value, as: UTF8.self)))
+                    return true
+                }
+            }
+            return incarnations
+        }
     }
 }
