@@ -293,9 +293,9 @@ extension SyncEngine {
     }
 
     /// How often a paused engine tries its token file's token with a request even if the file did
-    /// not change (it may have changed before the refusal was seen): after 2 s, then twice as long
-    /// each time, at most every minute.
-    static let tokenProbeBackoff = (initial: Duration.seconds(2), maximum: Duration.seconds(60))
+    /// not change (it may have changed before the refusal was seen): after 3 to 6 s, then about twice
+    /// as long each time, at most every minute (`Backoff`).
+    static let tokenProbeBackoff = (initial: Duration.seconds(6), maximum: Duration.seconds(60))
 
     /// The account the suite synced with was deleted, and its name is a new account's: sends
     /// nothing, whatever token the file holds, until the suite is set up again (`configure`, which

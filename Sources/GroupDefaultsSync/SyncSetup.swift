@@ -214,7 +214,14 @@ public struct SyncSetup: Sendable {
         setup.caFile = caFile.map(Self.absolute)
         _ = try TokenFile.read(setup.tokenFile)
         let id = code.invitationID
-        let offered = try await setup.withClient(suite: "-") { client in try await client.invitation(invitationID: id) }
+        let offered: InvitationInfo
+        do {
+            offered = try await setup.withClient(suite: "-") { client in try await client.invitation(invitationID: id) }
+        } catch let error as SyncError where error.code == .invitationNotFound {
+            // The server says the same for a code never made and for an invitation this account
+            // used and left (a removed member reads none of its past invitations).
+            throw SyncError(.local, code: .invitationNotFound, Self.invitationNotFoundWords)
+        }
         switch offered.state {
         case .pending: break
         case .accepted:
@@ -229,7 +236,11 @@ public struct SyncSetup: Sendable {
                 "the invitation was already used: each invitation adds one account; ask for a new one"
             )
         case .revoked:
-            throw SyncError(refusal: .invitationExpired, status: 410, "the invitation was revoked: ask for a new one")
+            throw SyncError(
+                refusal: .invitationExpired,
+                status: 410,
+                "the invitation was revoked (by its inviter, or when the inviting device stopped waiting to hand over the keys): ask for a new one"
+            )
         case .expired:
             throw SyncError(refusal: .invitationExpired, status: 410, "the invitation expired: ask for a new one")
         }
@@ -340,11 +351,17 @@ public struct SyncSetup: Sendable {
             return nil  // not this account's acceptance (or the server cannot be asked): used
         }
         throw SyncError(
-            refusal: .invitationUsed,
-            status: 409,
-            "a run of this command stopped before the owner's device handed over the keys: this account left the suite again; ask for a new invitation"
+            .local,
+            code: .invitationUsed,
+            "a run of this command stopped before the owner's device handed over the keys: this account left the suite again, and the invitation is used up; ask for a new invitation"
         )
     }
+
+    /// What a code the server does not show this account means: never made (a typo the check
+    /// characters missed cannot be told from it), or an invitation this account used and left
+    /// since (a join stopped before the keys came leaves, as does one that gave up waiting).
+    static let invitationNotFoundWords =
+        "no invitation this account can read has this code: check the code; if it is right, the invitation has ended (this account used it and left again: a join stopped or gave up before the keys came, or the inviting device stopped waiting and removed it): ask for a new invitation"
 
     /// Where a join with an invitation to an encrypted suite, whose token is `tokenFile`, notes
     /// the invitation until it is done or undone.

@@ -54,6 +54,9 @@ struct AccountIncarnationTests {
             #expect(synced.status == 0, "\(synced.stderr)")
             #expect(try await newAccount.snapshot(after: nil, limit: 10).entries.map(\.key) == ["theme"], "still nothing of the old account")
 
+            // Nobody ran `configure` yet: the log says only what happened.
+            #expect(!run.stderr.contains("configured again") && !run.stderr.contains("sync starts over"), "\(run.stderr)")
+
             // Starting over, deliberately: the running engine joins the new account's suite.
             try await phone.configure(server, token: newToken)
             #expect(
@@ -63,6 +66,7 @@ struct AccountIncarnationTests {
                 "\(run.stderr)"
             )
             #expect(try phone.open().string(forKey: "theme") == "dark")
+            #expect(run.stderr.components(separatedBy: "the suite was set up again (configure): sync starts over").count == 2, "\(run.stderr)")
             #expect(await run.terminate().status == 0)
         }
     }

@@ -251,6 +251,7 @@ struct InterruptionTests {
                     }
                     let refused = if let joining { try await joining.value } else { try await Self.join(device, server, code, plain) }
                     #expect(refused.status == 1, "the stopped pairing's code pairs nothing (\(step), \(signal)): \(refused)")
+                    #expect(refused.stderr.contains("cancelled"), "it says the pairing ended, not only that the code is unknown: \(refused.stderr)")
                     Self.expectUntouched(device)
                     #expect(try await Self.join(device, server, fresh, plain).status == 0)
                     #expect(try await Self.ended(next).status == 0)

@@ -186,6 +186,54 @@ struct RunTests {
         }
     }
 
+    @Test(
+        "a token replaced in its file before run sees it refused: the paused run tries the file's token and resumes by itself; unconfigured while paused, it says so once"
+    )
+    func tokenReplacedBeforeRefusal() async throws {
+        try await SyncServer.with { server in
+            let suite = "group.replaced.early"
+            let phone = ToolDevice(suite)
+            defer { phone.remove() }
+            let phoneTokenID = try await Self.configureWithTokenOfItsOwn(phone, server)
+            let phoneDefaults = try phone.open()
+            phoneDefaults.set("ring.caf", forKey: "sound")
+            let run = try phone.start("run", ["--log-level", "info"])
+            defer { run.signal(SIGKILL) }
+            #expect(await eventually { (try? phoneDefaults.pendingCount()) == 0 }, "\(run.stderr)")
+            #expect(await eventually { (try? await server.metricsText())?.contains("groupdefaults_event_streams_open 1") == true })
+
+            // The new token is in the file, then the old one is revoked; a push by another device
+            // wakes the stream, opened with the old one, which ends `unauthorized`.
+            let before = Set(try await ServerTool.tokenIDs(storage: server.storage))
+            let fresh = try await ServerTool.createToken(storage: server.storage)
+            let freshID = try #require(Set(try await ServerTool.tokenIDs(storage: server.storage)).subtracting(before).first)
+            _ = try phone.tokenFile(fresh)
+            #expect(try await server.tokenCommand(["revoke", phoneTokenID]).status == 0)
+            let tablet = try Device(suite, server: server)
+            defer { tablet.remove() }
+            let themed = try tablet.set("theme", .string("dark"))
+            try await tablet.engine.syncOnce()
+            #expect(await eventually { run.stderr.contains("authentication needed") }, "\(run.stderr)")
+            #expect(
+                await eventually(within: .seconds(20)) { sameEntry(try? phoneDefaults.syncEntry(forKey: "theme"), themed) },
+                "resumed without a local write or a one-shot sync: \(run.stderr)"
+            )
+            #expect(run.stderr.contains("the token file's token works: sync resumes"), "\(run.stderr)")
+            #expect(await eventually { SyncHealth.stored(in: phoneDefaults)?.condition == .ok })
+
+            // Paused again (the new token revoked), then unconfigured: one line, and no false one.
+            #expect(try await server.tokenCommand(["revoke", freshID]).status == 0)
+            _ = try tablet.set("theme", .string("light"))
+            try await tablet.engine.syncOnce()
+            #expect(await eventually { SyncHealth.stored(in: phoneDefaults)?.condition == .paused }, "\(run.stderr)")
+            #expect(try await phone.sync("unconfigure").status == 0)
+            #expect(await eventually { run.stderr.contains("the suite no longer syncs (unconfigured)") }, "\(run.stderr)")
+            #expect(run.stderr.components(separatedBy: "no longer syncs").count == 2, "\(run.stderr)")
+            #expect(!run.stderr.contains("configured again") && !run.stderr.contains("sync starts over"), "\(run.stderr)")
+            #expect(await run.terminate().status == 0)
+        }
+    }
+
     @Test("run of a suite that is not configured, or does not exist, exits at once with one line and a status the user unit does not restart")
     func notConfigured() async throws {
         let device = ToolDevice("group.run.unconfigured")

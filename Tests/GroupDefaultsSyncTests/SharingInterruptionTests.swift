@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import GroupDefaults
 import GroupDefaultsWire
 import TestSupport
@@ -55,15 +56,25 @@ struct SharingInterruptionTests {
             let daveToken = try await ServerTool.createToken(storage: server.storage, account: "dave")
             let share = try RunningProcess(ToolDevice.syncExecutable, ["share", "family", "--role", "write", "--directory", alice.directory.path])
             let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
-            let joined = try Self.run(
-                [
-                    "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
-                    "--token-file", try dave.tokenFile(daveToken, name: "dave.token"), "--directory", dave.directory.path,
-                ],
-                stopAt: "configure-invitation.accepted@SIGINT"
-            )
+            share.signal(SIGSTOP)  // the owner's `share` resumes only after the joiner gave up
+            let joinArguments = [
+                "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
+                "--token-file", try dave.tokenFile(daveToken, name: "dave.token"), "--directory", dave.directory.path,
+            ]
+            let joined = try Self.run(joinArguments, stopAt: "configure-invitation.accepted@SIGINT")
             #expect(joined.status == 130 && joined.stderr.contains("interrupted: this account left the suite again"), "\(joined.stderr)")
-            _ = share.finish()
+            // The same command again: the invitation ended, and it says so (not only "check the code").
+            let rerun = try Self.run(joinArguments, stopAt: nil)
+            #expect(rerun.status == 1 && rerun.stderr.contains("the invitation has ended"), "\(rerun.stderr)")
+            // The owner's `share`, resumed: the owner's words, not the member's remedy.
+            share.signal(SIGCONT)
+            let resumed = share.finish()
+            #expect(resumed.status == 1, "\(resumed.stderr)")
+            #expect(
+                resumed.stderr.contains("dave accepted the invitation") && resumed.stderr.contains("left the suite before its keys"),
+                "\(resumed.stderr)"
+            )
+            #expect(!resumed.stderr.contains("ask its owner"), "\(resumed.stderr)")
             #expect(try await owner.members().members.map(\.account) == ["alice", "bob", "carol"])
             #expect(dave.keyFiles().isEmpty)
             // Killed after accepting, no keys yet: the same command again leaves the suite again.
@@ -88,6 +99,7 @@ struct SharingInterruptionTests {
                     #expect(try dave.open().string(forKey: "doorbell") == "ding.caf")
                 } else {
                     #expect(again.status == 1 && again.stderr.contains("this account left the suite again"), "\(again.stderr)")
+                    #expect(!again.stderr.contains("the server refused"), "the device's own words: \(again.stderr)")
                     #expect(try await owner.members().members.map(\.account) == ["alice", "bob", "carol"])
                     share.stop()
                 }

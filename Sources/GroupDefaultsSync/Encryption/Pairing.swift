@@ -136,13 +136,19 @@ public enum DevicePairing {
         }
     }
 
+    /// What a code the server does not know means: never made (a typo the check characters
+    /// missed), or a pairing that ended (cancelled by the device that made it, at its Ctrl-C or at
+    /// its next `pair` after a crash; expired and purged).
+    static let pairingNotFoundWords =
+        "no pairing has this code: check it; if it is right, the pairing has ended (cancelled by the device that made it, which stopped or made a new code since, or expired): make a new code there"
+
     /// The claim; a refusal of the code in the server's words alone (it says what to do).
     private static func claim(id: String, _ claim: PairingClaim, client: SyncClient) async throws(SyncError) -> PairingClaimed {
         do {
             return try await client.claimPairing(pairingID: id, claim)
         } catch {
             guard let code = error.code, [SyncErrorCode.pairingNotFound, .pairingUsed, .pairingExpired].contains(code) else { throw error }
-            throw SyncError(.local, code: code, error.detail, status: error.status)
+            throw SyncError(.local, code: code, code == .pairingNotFound ? pairingNotFoundWords : error.detail, status: error.status)
         }
     }
 
@@ -208,6 +214,13 @@ public enum DevicePairing {
         } catch let error as SyncError where error.code.map([SyncErrorCode.pairingNotFound, .pairingUsed, .pairingExpired].contains) == true {
             // Over: nothing to finish by running again.
             if let progressFile { PairingProgress.remove(at: progressFile) }
+            if error.code == .pairingNotFound, error.detail != pairingNotFoundWords {
+                throw SyncError(
+                    .local,
+                    code: .pairingNotFound,
+                    "the pairing was cancelled before its keys came (the device that made the code stopped, or made a new code since): make a new code there and use it here"
+                )
+            }
             throw error
         }
     }

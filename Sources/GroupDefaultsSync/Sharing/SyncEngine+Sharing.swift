@@ -83,7 +83,16 @@ extension SyncEngine {
             keys: try KeyHandover.seal(keys, to: memberKey, code: code),
             admission: try keys.admission(account: account, memberKey: memberKey)
         )
-        return try await client.handOverKeys(invitation: invitation.id, handed)
+        do {
+            return try await client.handOverKeys(invitation: invitation.id, handed)
+        } catch  where error.code == .notAMember {
+            // The joining device gave up waiting (or was stopped) and left: the owner's side of it.
+            throw SyncError(
+                .local,
+                code: .notAMember,
+                "\(account) accepted the invitation \(invitation.id) but left the suite before its keys were handed over (its join stopped or gave up waiting): nothing was handed over; make a new invitation for it"
+            )
+        }
     }
 
     /// The suite's invitations, newest first: waiting, and those that ended in the last 30 days
