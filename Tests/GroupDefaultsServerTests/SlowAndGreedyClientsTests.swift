@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import GroupDefaultsServer
 import TestSupport
 import Testing
 
@@ -117,7 +118,7 @@ struct SlowAndGreedyClientsTests {
 
 extension SlowAndGreedyClientsTests {
     @Test(
-        "request bodies that trickle (a head announcing 60,000 bytes, then a byte every half second) on every connection the cap allows are closed once the grace is spent, unauthenticated; health is answered then; a body sent at pace is not cut"
+        "request bodies that trickle (a push's head announcing 60,000 bytes, then a byte every half second) on every connection the cap allows are closed once the grace is spent; health is answered then; a body sent at pace is not cut"
     )
     func tricklingBodies() async throws {
         let directory = ServerTool.temporaryDirectory("gds-slow-body")
@@ -168,6 +169,22 @@ extension SlowAndGreedyClientsTests {
             }
             #expect(try paced.readHead().status == 200)
         }
+    }
+
+    @Test("a body's pace: the grace, then a second per 32 KiB arrived, of the client's time only (not while the server does not read)")
+    func bodyPace() {
+        let start = ContinuousClock.now
+        var pace = BodyPace(grace: .seconds(1), waitingSince: start)
+        #expect(pace.deadline == start + .seconds(1), "nothing arrives: the grace alone")
+        pace.arrived(BodyPace.minimumBytesPerSecond)
+        #expect(pace.deadline == start + .seconds(2))
+        // The server is busy for 10 s after half a second of waiting: that time is not counted.
+        pace.pause(at: start + .milliseconds(500))
+        #expect(pace.deadline == nil && !pace.isWaiting)
+        pace.resume(at: start + .seconds(10))
+        #expect(pace.deadline == start + .milliseconds(11_500))
+        pace.resume(at: start + .seconds(11))  // already waiting: no change
+        #expect(pace.deadline == start + .milliseconds(11_500))
     }
 
     @Test(
