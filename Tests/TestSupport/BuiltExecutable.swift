@@ -112,7 +112,7 @@ package func runProcess(
     let ended = DispatchSemaphore(value: 0)
     process.terminationHandler = { _ in ended.signal() }
     let started = ContinuousClock.now
-    try process.run()
+    try ProcessLaunch.run(process)
     let seconds = Double(timeLimit.components.seconds) + Double(timeLimit.components.attoseconds) / 1e18
     if ended.wait(timeout: .now() + seconds) == .timedOut {
         kill(process.processIdentifier, SIGKILL)  // not yet reaped: the pid is still this child's

@@ -18,7 +18,7 @@ package final class ChildProcess: @unchecked Sendable {  // the process is only 
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: errorFile)
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try ProcessLaunch.run(process)
     }
 
     /// Its process id.

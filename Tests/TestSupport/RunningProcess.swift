@@ -56,7 +56,7 @@ package final class RunningProcess {
         defer {
             if var saved { pthread_sigmask(SIG_SETMASK, &saved, nil) }
         }
-        try process.run()
+        try ProcessLaunch.run(process)
     }
 
     deinit {

@@ -18,7 +18,7 @@ final class Curl: @unchecked Sendable {  // one reader at a time: a task, or the
         process.arguments = ["--silent", "--show-error", "--no-buffer"] + arguments
         process.standardOutput = output
         process.standardError = errors
-        try process.run()
+        try ProcessLaunch.run(process)
     }
 
     /// Runs curl to completion: its exit status and output.
