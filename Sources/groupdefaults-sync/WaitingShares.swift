@@ -126,6 +126,16 @@ struct WaitingShares {
         } catch let error where error.code == .invitationUsed {
             guard let found = try? await engine.invitations().first(where: { $0.id == id }) else { return nil }
             guard let account = found.acceptedBy, found.keys == nil else { return "invitation \(id) was used" }
+            // The account may have left since and joined again with a later invitation that
+            // handed it the keys (the owner key admitted it): a member as any, never removed here.
+            guard let members = try? await engine.members().members else { return nil }
+            guard let member = members.first(where: { $0.account.isSameName(as: account) }) else {
+                return "invitation \(id) was accepted by \(printable(account)), who left again before its device got the keys"
+            }
+            if member.admission != nil {
+                return
+                    "invitation \(id) was accepted by \(printable(account)), whose device got the keys later through another invitation: still a member"
+            }
             guard (try? await engine.client.removeMember(account)) != nil else { return nil }
             return
                 "invitation \(id) was accepted by \(printable(account)), whose device never got the keys: \(printable(account)) was removed again; invite again"

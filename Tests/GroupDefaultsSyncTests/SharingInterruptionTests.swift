@@ -164,6 +164,40 @@ struct SharingInterruptionTests {
         }
     }
 
+    @Test(
+        "an invitation a killed share left, accepted by an account that left and joined again through a later one: ending it leaves that member alone"
+    )
+    func leftOverNeverRemovesAMemberWithKeys() async throws {
+        try await SyncServer.with(.lmdb) { server in
+            let alice = ToolDevice("family")
+            let dave = ToolDevice("family")
+            defer { for device in [alice, dave] { device.remove() } }
+            try await RemovalRotationTests.ownEncrypted(alice, server)
+            let owner = server.client("family")
+            // share killed while it waits (its invitation left over); dave accepts that code and is
+            // stopped while waiting for keys nobody hands over: it leaves again.
+            let killed = try Self.run(alice, ["share", "family", "--role", "write"], stopAt: "share.waiting@SIGKILL")
+            let line = try #require(killed.stdout.split(separator: "\n").first { $0.hasPrefix("code: ") }, "\(killed)")
+            let daveToken = try await ServerTool.createToken(storage: server.storage, account: "dave")
+            let joined = try Self.run(
+                [
+                    "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
+                    "--token-file", try dave.tokenFile(daveToken, name: "dave.token"), "--directory", dave.directory.path,
+                ],
+                stopAt: "configure-invitation.accepted@SIGINT"
+            )
+            #expect(joined.status == 130, "\(joined.stderr)")
+            // A second share and join: dave is a member with the keys.
+            try await RemovalRotationTests.join(dave, "dave", alice, server)
+            let listed = try await alice.sync("invitations")
+            #expect(listed.status == 0, "\(listed.stderr)")
+            #expect(!listed.stdout.contains("was removed again"), "\(listed.stdout)")
+            #expect(try await owner.members().members.map(\.account) == ["alice", "dave"])
+            try await expectOK(dave.sync("sync"))
+            #expect(try dave.open().string(forKey: "doorbell") == "ding.caf")
+        }
+    }
+
     /// This process's environment, with `GROUPDEFAULTS_INTERRUPT_AT` (and the log) set.
     static func environment(stopAt: String?, log: String? = nil) -> [String: String] {
         var environment = ProcessInfo.processInfo.environment
