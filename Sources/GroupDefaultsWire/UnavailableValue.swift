@@ -35,8 +35,12 @@ public enum UnavailableValue: String, Codable, Sendable, Hashable {
 /// The check a server makes of a value's stored typed JSON before it serves it, without decoding
 /// it into a value: at most `maximumBytes` bytes, one line of UTF-8 JSON (no control character,
 /// so that it can be copied into an event's `data:` line), typed JSON as `PropertyListValue`
-/// decodes it, nested no deeper than `PropertyListValue.maximumNestingDepth`. The scan stops at
-/// the first level past the limit, so a hostile value costs no more than a legal one.
+/// decodes it on a device (a double that fits a `Double`, neither overflowing nor a non-zero
+/// number underflowing to zero; no lone UTF-16 surrogate in a `\u` escape; no dictionary holding
+/// two keys Swift's `String ==` takes for one, the same or canonically equivalent, which a
+/// device's dictionary would merge), nested no deeper than `PropertyListValue.maximumNestingDepth`.
+/// What a device refuses is refused here too, as `damaged`. The scan stops at the first level
+/// past the limit, so a hostile value costs no more than a legal one.
 package enum StoredValueCheck {
     /// What keeps `json` from being served, or nil if it may be.
     package static func problem(typedJSON json: [UInt8], maximumBytes: Int) -> UnavailableValue? {
@@ -105,7 +109,11 @@ private struct TypedJSONReader {
             if next == UInt8(ascii: "\"") {
                 guard let text = Self.text(try string()), ["nan", "inf", "-inf"].contains(text) else { throw .damaged }
             } else {
-                _ = try number()
+                // As devices decode it: a number that overflows a Double, or that is not zero and
+                // underflows to it, is refused.
+                let json = try number()
+                let text = String(decoding: json, as: UTF8.self)
+                guard let double = Double(text), double.isFinite, double != 0 || Self.isZeroMantissa(json) else { throw .damaged }
             }
         case "bool":
             try literal(next == UInt8(ascii: "t") ? "true" : "false")
@@ -120,9 +128,12 @@ private struct TypedJSONReader {
             guard depth < PropertyListValue.maximumNestingDepth else { throw .tooDeep }
             try expect(UInt8(ascii: "{"))
             if !take(UInt8(ascii: "}")) {
+                // Keys Swift's `String ==` takes for one (the same, or canonically equivalent) would
+                // be merged by a device's dictionary: refused, never served merged.
+                var keys: Set<String> = []
                 repeat {
                     skipSpaces()
-                    _ = try string()
+                    guard let key = Self.text(try string()), keys.insert(key).inserted else { throw .damaged }
                     try expect(UInt8(ascii: ":"))
                     try value(depth: depth + 1)
                 } while take(UInt8(ascii: ","))
@@ -154,10 +165,17 @@ private struct TypedJSONReader {
                 index += 1
                 guard let escaped = next else { throw .damaged }
                 if escaped == UInt8(ascii: "u") {
-                    for offset in 1...4 {
-                        guard index + offset < bytes.count, Self.isHexDigit(bytes[index + offset]) else { throw .damaged }
-                    }
+                    // A UTF-16 code unit: a surrogate only as a high one followed by a low one, as
+                    // devices decode it (a lone one is no character).
+                    let unit = try codeUnit(at: index + 1)
                     index += 5
+                    if (0xDC00...0xDFFF).contains(unit) { throw .damaged }
+                    if (0xD800...0xDBFF).contains(unit) {
+                        guard next == UInt8(ascii: "\\"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "u"),
+                            (0xDC00...0xDFFF).contains(try codeUnit(at: index + 2))
+                        else { throw .damaged }
+                        index += 6
+                    }
                 } else {
                     guard Array("\"\\/bfnrt".utf8).contains(escaped) else { throw .damaged }
                     index += 1
@@ -169,6 +187,23 @@ private struct TypedJSONReader {
             }
         }
         throw .damaged
+    }
+
+    /// The four hex digits at `start` as a UTF-16 code unit.
+    private func codeUnit(at start: Int) throws(UnavailableValue) -> UInt16 {
+        guard start + 4 <= bytes.count else { throw .damaged }
+        var unit: UInt16 = 0
+        for byte in bytes[start..<start + 4] {
+            guard Self.isHexDigit(byte) else { throw .damaged }
+            unit = unit << 4 | UInt16(Self.isDigit(byte) ? byte - UInt8(ascii: "0") : (byte | 0x20) - UInt8(ascii: "a") + 10)
+        }
+        return unit
+    }
+
+    /// Whether a number's digits before its exponent are all zeros (`0`, `-0.000e5`): the only
+    /// numbers that may read as zero.
+    private static func isZeroMantissa(_ json: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+        json.prefix { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") }.allSatisfy { !isDigit($0) || $0 == UInt8(ascii: "0") }
     }
 
     /// A JSON number at `index`: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.

@@ -114,6 +114,28 @@ struct ErrorTests {
         )
     }
 
+    @Test("a value holding a dictionary with two canonically equivalent keys is refused alone: malformed, never stored merged")
+    func equivalentKeysRefusedAlone() async throws {
+        let fixture = try Fixture()
+        let token = try await fixture.token()
+        try await fixture.test { client in
+            let value = #"{"dictionary":{"caf\u00e9":{"integer":1},"cafe\u0301":{"integer":2}}}"#
+            let body =
+                #"{"device_id":"1","batch_id":"b","ops":[{"key":"before","value":{"string":"1"},"hlc":"\#(API.hlc())"},"#
+                + #"{"key":"menu","value":\#(value),"hlc":"\#(API.hlc())"},{"key":"after","value":{"dictionary":{"caf\u00e9":{"integer":1}}},"hlc":"\#(API.hlc())"}]}"#
+            let response = try await client.push("s", token: token, ByteBuffer(string: body))
+            #expect(response.status == .ok)
+            let answer = try API.decode(PushResponse.self, response)
+            #expect(answer.results.map(\.status) == [.applied, .refused, .applied])
+            #expect(
+                answer.results[1].error == .malformed && answer.results[1].detail?.contains("canonically equivalent") == true,
+                "\(answer.results[1])"
+            )
+            let snapshot = try API.decode(SnapshotPage.self, try await client.get("/v1/suites/s/snapshot", token: token))
+            #expect(snapshot.entries.map(\.key) == ["after", "before"])
+        }
+    }
+
     @Test("an HLC more than 5 minutes ahead is refused alone: clock_skew, the batch's other ops applied; 4 minutes is fine")
     func clockSkew() async throws {
         try await expectRefusedAlone(API.set("k", "v", hlc: API.hlc(offsetMilliseconds: 6 * 60_000)), code: .clockSkew)

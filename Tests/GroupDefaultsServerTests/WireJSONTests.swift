@@ -161,6 +161,54 @@ struct WireJSONTests {
         #expect(OverDeepValues.replaced(in: legal) == legal)
     }
 
+    @Test("the server's stored-value check refuses what devices refuse: doubles that overflow, lone surrogates, two keys one to Swift")
+    func serverAndDevicesAgree() throws {
+        let hlc = "\"hlc\":\"5\",\"origin\":\"6\""
+        let cases: [(json: String, taken: Bool)] = [
+            (#"{"double":1e999}"#, false), (#"{"double":-1e999}"#, false), (#"{"double":1e-999}"#, false),
+            (#"{"double":1.7976931348623159e308}"#, false), (#"{"double":0e999}"#, true), (#"{"double":-0.0e-999}"#, true),
+            (#"{"double":5e-324}"#, true), (#"{"double":1.7976931348623157e308}"#, true),
+            (#"{"string":"\ud800"}"#, false), (#"{"string":"a\udc00"}"#, false), (#"{"string":"\ud800\u0041"}"#, false),
+            (#"{"string":"\ud83d\ude00 \u00e9"}"#, true), (#"{"dictionary":{"\udbff":{"bool":true}}}"#, false),
+            (#"{"dictionary":{"\u00e9":{"integer":1},"e\u0301":{"integer":2}}}"#, false),
+            (#"{"dictionary":{"é":{"integer":1},"é":{"integer":2}}}"#, false),
+            (#"{"array":[{"dictionary":{"a":{"integer":1},"a":{"integer":1}}}]}"#, false),
+            (#"{"dictionary":{"é":{"integer":1},"e":{"integer":2},"e\u0301x":{"integer":3}}}"#, true),
+        ]
+        for (json, taken) in cases {
+            let served = StoredValueCheck.problem(typedJSON: Array(json.utf8), maximumBytes: .max)
+            #expect(served == (taken ? nil : .damaged), "\(json)")
+            // A device reads the value in an entry as it comes: taken, or that key unavailable.
+            let entry = try JSONDecoder().decode(
+                SyncEntry.self,
+                from: Data(OverDeepValues.replaced(in: Array("{\"key\":\"x\",\"value\":\(json),\(hlc)}".utf8)))
+            )
+            #expect((entry.value != nil) == taken && (entry.unavailable == nil) == taken, "\(json)")
+        }
+    }
+
+    @Test("a value holding two keys one to Swift is found in a page or a push before it is decoded: that entry or op alone")
+    func mergedKeysFound() throws {
+        let hlc = "\"hlc\":\"5\",\"origin\":\"6\""
+        let merged = #"{"dictionary":{"a":{"dictionary":{"caf\u00e9":{"integer":1},"cafe\u0301":{"integer":2}}}}}"#
+        let page = """
+            {"entries":[{"key":"a","value":{"dictionary":{"é":{"integer":1}}},\(hlc)},{"key":"b","value":\(merged),\(hlc)},\
+            {"key":"c","value":{"string":"e\\u0301"},\(hlc)}],"has_more":false,"last_rev":3}
+            """
+        let found = OverDeepValues.found(in: Array(page.utf8))
+        #expect(found.map(\.index) == [1] && found.map(\.reason) == [.damaged])
+        let detail = found.first?.detail ?? ""
+        #expect(detail.contains("(U+0063 U+0061 U+0066 U+00E9) and") && detail.contains("(U+0063 U+0061 U+0066 U+0065 U+0301)"), "\(detail)")
+        let decoded = try JSONDecoder().decode(ChangesPage.self, from: Data(OverDeepValues.replaced(in: Array(page.utf8))))
+        #expect(decoded.entries.map(\.unavailable) == [nil, .damaged, nil])
+        #expect(decoded.entries[0].value == .dictionary(["é": .integer(1)]) && decoded.entries[2].value == .string("e\u{301}"))
+        // In a push, the op's index in `ops`.
+        let push =
+            #"{"device_id":"1","batch_id":"b","ops":[{"key":"k","value":{"string":"v"},"hlc":"1"},{"key":"m","value":"#
+            + merged + #","hlc":"1"}]}"#
+        #expect(OverDeepValues.found(in: Array(push.utf8)).map(\.index) == [1])
+    }
+
     @Test("typed JSON of strings, integers and booleans: the very bytes JSONEncoder writes with sorted keys")
     func typedJSONSameBytesAsFoundation() throws {
         var rng = SystemRandomNumberGenerator()

@@ -147,6 +147,20 @@ struct BadNamesAndValuesTests {
         }
     }
 
+    @Test("an NSDictionary holding two canonically equivalent keys is refused by set, naming both; never stored merged")
+    func equivalentKeysInNSDictionary() throws {
+        try withTemporaryDirectory { dir in
+            let defaults = try openSuite(dir)
+            let menu = NSDictionary(objects: [1, 2], forKeys: [NSString(string: "caf\u{E9}"), NSString(string: "cafe\u{301}")])
+            #expect(menu.count == 2)
+            defaults.set(["menu": menu] as [String: Any], forKey: "k")
+            #expect(defaults.lastError?.code == .unsupportedValue)
+            let reason = defaults.lastError?.reason ?? ""
+            #expect(reason.contains("U+00E9") && reason.contains("U+0065 U+0301") && reason.contains("canonically equivalent"), "\(reason)")
+            #expect(defaults.object(forKey: "k") == nil)
+        }
+    }
+
     @Test("a value larger than maximumValueSize is refused with valueTooLarge; the old value stays")
     func valueTooLarge() throws {
         try withTemporaryDirectory { dir in

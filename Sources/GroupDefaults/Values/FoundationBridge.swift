@@ -1,4 +1,5 @@
 import Foundation
+import GroupDefaultsWire
 
 /// Conversions between `PropertyListValue` and the untyped values of the UserDefaults vocabulary.
 extension PropertyListValue {
@@ -26,6 +27,15 @@ extension PropertyListValue {
         case let v as Date: self = .date(v)
         case let v as Data: self = .data(v)
         case let v as URL: self.init(url: v)
+        case let v as NSDictionary where type(of: value) is NSDictionary.Type:
+            // Before `[String: Any]`, which an NSDictionary casts to, keeping one of two keys Swift
+            // strings take for one (canonically equivalent): such a dictionary is refused.
+            var dictionary: [String: Any] = [:]
+            for (key, element) in v {
+                guard let key = key as? String, dictionary.updateValue(element, forKey: key) == nil else { return nil }
+            }
+            guard let c = PropertyListValue(any: dictionary) else { return nil }
+            self = c
         case let v as [Any]:
             var array: [PropertyListValue] = []
             array.reserveCapacity(v.count)
@@ -47,14 +57,6 @@ extension PropertyListValue {
         case let v as NSArray:
             guard let c = PropertyListValue(any: Array(v)) else { return nil }
             self = c
-        case let v as NSDictionary:
-            var dictionary: [String: Any] = [:]
-            for (key, element) in v {
-                // Two keys Swift strings take for one (canonically equivalent) cannot both be kept.
-                guard let key = key as? String, dictionary.updateValue(element, forKey: key) == nil else { return nil }
-            }
-            guard let c = PropertyListValue(any: dictionary) else { return nil }
-            self = c
         default:
             return nil
         }
@@ -64,6 +66,9 @@ extension PropertyListValue {
     /// Foundation's `UserDefaults` keeps, but reads back as 0 from every getter), or a type that is
     /// not a property-list type.
     static func refusal(of value: Any) -> String {
+        if let (first, second) = equivalentKeys(in: value) {
+            return "the value " + EquivalentKeys.words(first, second) + " (an NSDictionary can; rename one of them)"
+        }
         let tooLarge: Bool
         if let number = value as? NSNumber {
             tooLarge = ["Q", "L", "I", "S"].contains(String(cString: number.objCType)) && number.uint64Value > UInt64(Int.max)
@@ -78,6 +83,33 @@ extension PropertyListValue {
         }
         return "a value of type \(type(of: value)) cannot be stored; use String, Int, Double, Bool, Date, Data, URL, "
             + "or arrays and [String: Any] dictionaries of them"
+    }
+
+    /// Two keys of an `NSDictionary` in `value` (at any depth) that Swift's `String ==` takes for
+    /// one, which `init?(any:)` refuses rather than keep one of them.
+    private static func equivalentKeys(in value: Any) -> (String, String)? {
+        switch value {
+        case let dictionary as NSDictionary where type(of: value) is NSDictionary.Type:
+            var keys: Set<String> = []
+            for (key, element) in dictionary {
+                if let key = key as? String {
+                    let (inserted, earlier) = keys.insert(key)
+                    if !inserted { return (earlier, key) }
+                }
+                if let found = equivalentKeys(in: element) { return found }
+            }
+        case let dictionary as [String: Any]:
+            for element in dictionary.values {
+                if let found = equivalentKeys(in: element) { return found }
+            }
+        case let array as [Any]:
+            for element in array {
+                if let found = equivalentKeys(in: element) { return found }
+            }
+        default:
+            break
+        }
+        return nil
     }
 
     /// A URL as `set(_:forKey:)` stores it: a file URL as its path, as Foundation's `UserDefaults`

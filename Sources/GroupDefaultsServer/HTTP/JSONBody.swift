@@ -20,14 +20,22 @@ enum JSONBody {
 
     /// Reads the body (at most `limit` bytes, else 413 `body_too_large`) and decodes it (else 400).
     static func decode<T: Decodable>(_ type: T.Type, from request: Request, limit: Int) async throws -> T {
-        let buffer: ByteBuffer
+        try decode(T.self, from: try await read(request, limit: limit))
+    }
+
+    /// Reads the body: at most `limit` bytes, else 413 `body_too_large`.
+    static func read(_ request: Request, limit: Int) async throws -> [UInt8] {
         do {
-            buffer = try await request.body.collect(upTo: limit)
+            return Array(try await request.body.collect(upTo: limit).readableBytesView)
         } catch {
             throw APIError(.bodyTooLarge, "the request body is larger than \(limit) bytes", limit: limit)
         }
+    }
+
+    /// Decodes a body already read (else 400).
+    static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
         do {
-            return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+            return try JSONDecoder().decode(T.self, from: Data(bytes))
         } catch {
             throw APIError.from(error is DecodingError ? error : APIError.malformed("the body is not valid JSON"))
         }

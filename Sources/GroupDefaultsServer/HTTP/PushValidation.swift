@@ -26,8 +26,15 @@ enum PushValidation {
     ///
     /// What breaks a rule of the batch (its size, its id, a key that cannot be stored, a value nested
     /// too deeply) refuses the whole push. What breaks a rule of one op's own value or stamp (`value_too_large`,
-    /// `clock_skew`) refuses that op alone (`PreparedPush.refusals`): the others are applied.
-    static func prepare(_ request: PushRequest, limits: SyncLimits, now milliseconds: UInt64 = HLC.wallClockMilliseconds()) throws -> PreparedPush {
+    /// `clock_skew`; `malformed` for a value holding a dictionary with two keys that are one to
+    /// Swift, which decoding merged: found in the body's bytes `json`, `OverDeepValues`) refuses that
+    /// op alone (`PreparedPush.refusals`): the others are applied.
+    static func prepare(
+        _ request: PushRequest,
+        json: [UInt8],
+        limits: SyncLimits,
+        now milliseconds: UInt64 = HLC.wallClockMilliseconds()
+    ) throws -> PreparedPush {
         if request.ops.count > limits.maxOpsPerBatch {
             throw APIError(
                 .batchTooLarge,
@@ -55,6 +62,13 @@ enum PushValidation {
         prepared.valueLimit = limits.maxValueBytes
         for (index, (op, json)) in zip(request.ops, prepared.valueJSON).enumerated() {
             prepared.refusals[index] = refusal(of: op, json: json, limits: limits, now: milliseconds)
+        }
+        // Two keys decoding merged into one: that op is refused, never stored with one of them.
+        for merged in OverDeepValues.found(in: json) where merged.reason == .damaged {
+            guard let index = merged.index, request.ops.indices.contains(index), request.ops[index].value != nil else {
+                throw APIError.malformed("a value \(merged.detail)")
+            }
+            prepared.refusals[index] = OpRefusal(.malformed, "the value of '\(request.ops[index].key.prefix(64))' \(merged.detail)")
         }
         return prepared
     }

@@ -135,8 +135,9 @@ struct SyncRoutes: Sendable {
     func push(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let access = try await authorized(request, context, need: .write)
         let (token, suite) = (access.token, access.deviceSuite)
-        let body = try await JSONBody.decode(PushRequest.self, from: request, limit: configuration.limits.maxBodyBytes)
-        var push = try PushValidation.prepare(body, limits: configuration.limits)
+        let json = try await JSONBody.read(request, limit: configuration.limits.maxBodyBytes)
+        let body = try JSONBody.decode(PushRequest.self, from: json)
+        var push = try PushValidation.prepare(body, json: json, limits: configuration.limits)
         if access.isShared { push.account = token.account }
         // The device is the body's `device_id`; its last push is one the server answered.
         let response: PushResponse
