@@ -434,7 +434,8 @@ extension SyncCommand {
             abstract: "Forget the server cursor: the next sync reads the server's snapshot again.",
             discussion: """
                 The snapshot is merged by last writer wins; keys the server no longer has are removed \
-                unless they have changes not yet pushed, which are kept and pushed.
+                unless they have changes not yet pushed, which are kept and pushed (a key the server \
+                holds but serves as unavailable is kept).
 
                 Example: groupdefaults-sync reset group.com.example.chat
                 """

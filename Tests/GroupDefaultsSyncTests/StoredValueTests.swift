@@ -70,6 +70,34 @@ struct StoredValueTests {
         }
     }
 
+    @Test(
+        "a key the server serves as unavailable counts as present when the snapshot is read again: reset keeps the device's own value",
+        arguments: StorageBackend.allCases
+    )
+    func unavailableKeyKeptAtReset(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let suite = "group.stored"
+            let phone = ToolDevice(suite)
+            defer { phone.remove() }
+            try await phone.configure(server)
+            for (key, value) in [("layout", "grid"), ("theme", "dark")] {
+                #expect(try await phone.defaultsTool(["write", suite, key, value]).status == 0)
+            }
+            #expect(try await phone.sync("sync").status == 0)
+            try await server.killAndRestart { try await Self.storeValues(server, suite, ["layout": Self.nestedJSON(300)]) }
+            #expect(try await server.snapshot(suite).entries["layout"]?.unavailable == .tooDeep)
+
+            #expect(try await phone.sync("reset").status == 0)
+            let synced = try await phone.sync("sync")
+            #expect(synced.stderr.contains("'layout': value unavailable"), "\(synced.stderr)")
+            #expect(!synced.stdout.contains("removed"), "\(synced.stdout)")
+            let phoneSuite = try phone.open()
+            #expect(phoneSuite.string(forKey: "layout") == "grid", "the device keeps its own, as the journal says")
+            #expect(phoneSuite.string(forKey: "theme") == "dark")
+            #expect(try phoneSuite.conflicts().filter(\.isRefused).map(\.key) == ["layout"])
+        }
+    }
+
     /// Replaces, in the stopped server's store, the typed JSON of alice's entries of `suite` named in
     /// `values` (stamps and revisions kept).
     static func storeValues(_ server: SyncServer, _ suite: String, _ values: [String: String]) async throws {

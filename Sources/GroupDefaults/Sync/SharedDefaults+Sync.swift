@@ -429,7 +429,8 @@ extension SharedDefaults {
     /// later local writes win over what was pulled.
     ///
     /// With `pruning`, the entries are the server's whole suite (a snapshot read after an expired
-    /// cursor): stored keys that are absent from it and have no pending change are removed, leaving
+    /// cursor): stored keys that are absent from it (and from `refused`: a key the server holds but
+    /// does not serve, or whose value this device refused, is not absent) and have no pending change are removed, leaving
     /// no tombstone (the server holds none: a later entry for the key, even one pushed by another
     /// process of this device while the snapshot was read, is taken as it comes).
     ///
@@ -506,7 +507,9 @@ extension SharedDefaults {
                 }
             }
             if pruning {
-                let stale = try tx.cleanKeys(absentFrom: Set(entries.map(\.key.exact)))
+                // A refused entry's key is on the server all the same (a value it does not serve,
+                // or this device cannot take): kept, as the journal says.
+                let stale = try tx.cleanKeys(absentFrom: Set(entries.map(\.key.exact) + refused.map(\.key.exact)))
                 for key in stale { try tx.removeAsRemote(key: key) }
                 result.pruned = stale
             }
