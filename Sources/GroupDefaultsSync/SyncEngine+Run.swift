@@ -244,13 +244,7 @@ extension SyncEngine {
         var unconfigured = false
         while !Task.isCancelled {
             do { try await Task.sleep(for: options.tokenCheckInterval) } catch { return }
-            guard (try? SyncSettings.stored(in: defaults)) != nil else {
-                if !unconfigured {
-                    logger.notice("the suite no longer syncs (unconfigured): nothing is sent for it", metadata: ["suite": "\(suite)"])
-                }
-                unconfigured = true
-                continue
-            }
+            guard stillSyncs(noted: &unconfigured) else { continue }
             if !status.isPausedForAuthentication {
                 logger.notice("a request with the token file's token succeeded: sync resumes", metadata: ["suite": "\(suite)"])
                 return
@@ -297,6 +291,19 @@ extension SyncEngine {
     /// as long each time, at most every minute (`Backoff`).
     static let tokenProbeBackoff = (initial: Duration.seconds(6), maximum: Duration.seconds(60))
 
+    /// Whether the suite is still configured to sync; says so once (`noted`) when it no longer is
+    /// (unconfigured while a pause waits).
+    private func stillSyncs(noted: inout Bool) -> Bool {
+        guard (try? SyncSettings.stored(in: defaults)) != nil else {
+            if !noted {
+                logger.notice("the suite no longer syncs (unconfigured): nothing is sent for it", metadata: ["suite": "\(defaults.suiteName)"])
+            }
+            noted = true
+            return false
+        }
+        return true
+    }
+
     /// The account the suite synced with was deleted, and its name is a new account's: sends
     /// nothing, whatever token the file holds, until the suite is set up again (`configure`, which
     /// starts over: `SyncSetup`, and records the suite's sync state as ok), or the task is
@@ -310,13 +317,7 @@ extension SyncEngine {
         var unconfigured = false
         while !Task.isCancelled {
             do { try await Task.sleep(for: options.tokenCheckInterval) } catch { return }
-            guard (try? SyncSettings.stored(in: defaults)) != nil else {
-                if !unconfigured {
-                    logger.notice("the suite no longer syncs (unconfigured): nothing is sent for it", metadata: ["suite": "\(suite)"])
-                }
-                unconfigured = true
-                continue
-            }
+            guard stillSyncs(noted: &unconfigured) else { continue }
             if let health = SyncHealth.stored(in: defaults), health.condition != .accountDeleted, status.isPausedForAuthentication {
                 logger.notice("the suite was set up again (configure): sync starts over", metadata: ["suite": "\(suite)"])
                 reloadAccountIncarnation()

@@ -59,7 +59,11 @@ package enum LMDBBackup {
         if let failure { throw failure }
         InterruptionPoint.reached("backup.copied")
         // The MAC first, then the header and the copy; both passes stream.
-        let length = try forEachChunk(of: copy.descriptor) { _ in }
+        var status = stat()
+        guard fstat(copy.descriptor, &status) == 0 else {
+            throw BackupFailure("cannot write the backup \(path): \(reason(errno)); no backup was written")
+        }
+        let length = Int(status.st_size)
         let head = "\(magic) 2 \(length) \(key.id)\n"
         var authenticator = key.authenticator()
         authenticator.update(data: Data(head.utf8))
@@ -405,20 +409,14 @@ package enum LMDBBackup {
     fileprivate static func forEachChunk(of path: String, from offset: Int = 0, _ body: (Data) throws -> Void) throws -> Int {
         guard let handle = FileHandle(forReadingAtPath: path) else { throw BackupFailure("cannot read \(path)") }
         defer { try? handle.close() }
-        try handle.seek(toOffset: UInt64(offset))
-        var total = 0
-        while let data = try handle.read(upToCount: chunk), !data.isEmpty {
-            total += data.count
-            try body(data)
-        }
-        return total
+        return try forEachChunk(of: handle.fileDescriptor, from: offset, body)
     }
 
-    /// Calls `body` with each chunk of the open file `descriptor` from its start; returns how many
+    /// Calls `body` with each chunk of the open file `descriptor` from `offset`; returns how many
     /// bytes.
-    private static func forEachChunk(of descriptor: Int32, _ body: (Data) throws -> Void) throws -> Int {
+    private static func forEachChunk(of descriptor: Int32, from offset: Int = 0, _ body: (Data) throws -> Void) throws -> Int {
         let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: false)
-        try handle.seek(toOffset: 0)
+        try handle.seek(toOffset: UInt64(offset))
         var total = 0
         while let data = try handle.read(upToCount: chunk), !data.isEmpty {
             total += data.count
