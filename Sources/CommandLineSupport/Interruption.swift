@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import Glibc
 
@@ -53,27 +52,62 @@ package func interruptible<T: Sendable>(_ body: @escaping @Sendable () async thr
 }
 
 /// SIGINT and SIGTERM turned into a stream, while a command waits (`interruptible`).
+///
+/// A `sigaction` handler writes the signal's number to a pipe that a thread of its own reads, so the
+/// handler is in place before `init` returns. A dispatch signal source is not used: on Linux it
+/// installs its handler later, on dispatch's own thread, and a signal that came in between was
+/// ignored (measured: a `share` stopped with SIGINT as soon as it began to wait waited on).
 private final class SignalWatch: @unchecked Sendable {
     let signals: AsyncStream<Int32>
     private let continuation: AsyncStream<Int32>.Continuation
     private let lock = NSLock()
     private var first: Int32?
-    private var sources: [any DispatchSourceSignal] = []
+    private let pipeRead: Int32
+    private let pipeWrite: Int32
 
     init() {
         (signals, continuation) = AsyncStream.makeStream(of: Int32.self)
-        for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [weak self] in self?.receive(number) }
-            source.resume()
-            sources.append(source)
+        var ends: [Int32] = [-1, -1]
+        if pipe(&ends) != 0 {
+            // Without a pipe the signals stay as they were: a Ctrl-C ends the command at once.
+            (pipeRead, pipeWrite) = (-1, -1)
+            return
         }
+        (pipeRead, pipeWrite) = (ends[0], ends[1])
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }  // a process the command starts gets neither
+        signalPipeWrite = pipeWrite
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { number in
+            var byte = UInt8(truncatingIfNeeded: number)
+            _ = write(signalPipeWrite, &byte, 1)
+        }
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = SA_RESTART
+        for number in [SIGINT, SIGTERM] { sigaction(number, &action, nil) }
         setSignals([SIGINT, SIGTERM], blocked: false)
+        let thread = Thread { [self] in readSignals() }
+        thread.name = "interruption signals"
+        thread.start()
     }
 
     /// The first signal received, if any.
     var received: Int32? { lock.withLock { first } }
+
+    /// Reads the numbers the handler writes until the pipe is closed (`stop`).
+    private func readSignals() {
+        var byte: UInt8 = 0
+        while true {
+            let count = read(pipeRead, &byte, 1)
+            if count == 1 {
+                receive(Int32(byte))
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else {
+                break
+            }
+        }
+        close(pipeRead)
+    }
 
     private func receive(_ number: Int32) {
         let again = lock.withLock {
@@ -88,9 +122,13 @@ private final class SignalWatch: @unchecked Sendable {
     /// command's until it exits (a second one ends it at once).
     func stop() {
         continuation.finish()
-        guard received == nil else { return }
-        for source in sources { source.cancel() }
+        guard received == nil, pipeWrite >= 0 else { return }
         signal(SIGINT, SIG_DFL)
         signal(SIGTERM, SIG_DFL)
+        close(pipeWrite)  // the reading thread sees the end and closes its side
     }
 }
+
+/// The pipe `SignalWatch`'s handler writes to: a signal handler can capture nothing, and reads it
+/// here. Set before the handler is installed.
+nonisolated(unsafe) private var signalPipeWrite: Int32 = -1

@@ -150,9 +150,15 @@ package final class RunningProcess {
         return finish()
     }
 
-    /// Closes stdin, waits for the process to end, and collects the rest of stdout and stderr.
-    package func finish() -> ProcessResult {
+    /// Closes stdin, waits for the process to end, and collects the rest of stdout and stderr. A
+    /// process still running `timeLimit` later is killed (SIGKILL) and an issue recorded, so that a
+    /// command that waits forever fails its test instead of hanging the run.
+    package func finish(timeLimit: Duration = .seconds(300), sourceLocation: SourceLocation = #_sourceLocation) -> ProcessResult {
         closeInput()
+        if !waitForEnd(timeout: timeLimit) {
+            Issue.record("still running \(timeLimit) after its input closed; killed", sourceLocation: sourceLocation)
+            signal(SIGKILL)
+        }
         var rest = buffer
         buffer = []
         if !atEnd { rest += output.fileHandleForReading.readDataToEndOfFile() }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import TestSupport
+import Testing
 
 /// The `GroupDefaultsTestHelper` executable, run as a separate process (see its main.swift).
 struct HelperProcess {
