@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// A wait a Ctrl-C (SIGINT) or a `kill` (SIGTERM) ended: thrown by `interruptible(_:)` once the
 /// interrupted work has stopped, so that the command can undo or record what it began and say in
@@ -28,7 +29,6 @@ package struct Interrupted: Error, Sendable, CustomStringConvertible {
 /// both signals are as they were before.
 package func interruptible<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
     let handler = SignalWatch()
-    defer { handler.stop() }
     let outcome: Result<T, any Error> = await withTaskGroup(of: Result<T, any Error>?.self) { group in
         group.addTask {
             do { return .success(try await body()) } catch { return .failure(error) }
@@ -47,21 +47,20 @@ package func interruptible<T: Sendable>(_ body: @escaping @Sendable () async thr
         }
         return first ?? .failure(CancellationError())
     }
-    if let signal = handler.received { throw Interrupted(signal: signal) }
+    if let signal = handler.stop() { throw Interrupted(signal: signal) }
     return try outcome.get()
 }
 
 /// SIGINT and SIGTERM turned into a stream, while a command waits (`interruptible`).
 ///
-/// A `sigaction` handler writes the signal's number to a pipe that a thread of its own reads, so the
-/// handler is in place before `init` returns. A dispatch signal source is not used: on Linux it
-/// installs its handler later, on dispatch's own thread, and a signal that came in between was
-/// ignored (measured: a `share` stopped with SIGINT as soon as it began to wait waited on).
+/// A `sigaction` handler notes the first signal (a second one ends the process at once) and writes
+/// its number to a pipe that a thread of its own reads into the stream. The handler is in place
+/// before `init` returns. A dispatch signal source is not used: on Linux it installs its handler
+/// later, on dispatch's own thread, and a signal that came in between was ignored (measured: a
+/// `share` stopped with SIGINT as soon as it began to wait waited on).
 private final class SignalWatch: @unchecked Sendable {
     let signals: AsyncStream<Int32>
     private let continuation: AsyncStream<Int32>.Continuation
-    private let lock = NSLock()
-    private var first: Int32?
     private let pipeRead: Int32
     private let pipeWrite: Int32
 
@@ -75,60 +74,55 @@ private final class SignalWatch: @unchecked Sendable {
         }
         (pipeRead, pipeWrite) = (ends[0], ends[1])
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }  // a process the command starts gets neither
-        signalPipeWrite = pipeWrite
+        firstSignal.store(0, ordering: .sequentiallyConsistent)
+        signalPipeWrite.store(pipeWrite, ordering: .sequentiallyConsistent)
         var action = sigaction()
         action.__sigaction_handler.sa_handler = { number in
+            // Async-signal-safe only: atomics, write, _exit.
+            let (noted, _) = firstSignal.compareExchange(expected: 0, desired: number, ordering: .sequentiallyConsistent)
+            if !noted { _exit(128 + number) }
             var byte = UInt8(truncatingIfNeeded: number)
-            _ = write(signalPipeWrite, &byte, 1)
+            _ = write(signalPipeWrite.load(ordering: .sequentiallyConsistent), &byte, 1)
         }
         sigemptyset(&action.sa_mask)
         action.sa_flags = SA_RESTART
         for number in [SIGINT, SIGTERM] { sigaction(number, &action, nil) }
         setSignals([SIGINT, SIGTERM], blocked: false)
-        let thread = Thread { [self] in readSignals() }
+        let thread = Thread { [pipeRead, continuation] in
+            var byte: UInt8 = 0
+            while true {
+                let count = read(pipeRead, &byte, 1)
+                if count == 1 {
+                    continuation.yield(Int32(byte))
+                } else if !(count < 0 && errno == EINTR) {
+                    break
+                }
+            }
+            close(pipeRead)
+        }
         thread.name = "interruption signals"
         thread.start()
     }
 
-    /// The first signal received, if any.
-    var received: Int32? { lock.withLock { first } }
-
-    /// Reads the numbers the handler writes until the pipe is closed (`stop`).
-    private func readSignals() {
-        var byte: UInt8 = 0
-        while true {
-            let count = read(pipeRead, &byte, 1)
-            if count == 1 {
-                receive(Int32(byte))
-            } else if count < 0 && errno == EINTR {
-                continue
-            } else {
-                break
-            }
-        }
-        close(pipeRead)
-    }
-
-    private func receive(_ number: Int32) {
-        let again = lock.withLock {
-            defer { if first == nil { first = number } }
-            return first != nil
-        }
-        if again { _exit(128 + number) }
-        continuation.yield(number)
-    }
-
-    /// Stops watching: a later signal ends the process as it would have. One that arrived stays the
-    /// command's until it exits (a second one ends it at once).
-    func stop() {
+    /// Stops watching and returns the signal that arrived, if any. With none, both signals are as
+    /// they were (a later one ends the process); one that arrived stays the command's until it
+    /// exits (a second one ends it at once).
+    func stop() -> Int32? {
         continuation.finish()
-        guard received == nil, pipeWrite >= 0 else { return }
+        guard pipeWrite >= 0, received == nil else { return received }
         signal(SIGINT, SIG_DFL)
         signal(SIGTERM, SIG_DFL)
         close(pipeWrite)  // the reading thread sees the end and closes its side
+        return received  // one that came just before the handler was taken down
+    }
+
+    private var received: Int32? {
+        let number = firstSignal.load(ordering: .sequentiallyConsistent)
+        return number == 0 ? nil : number
     }
 }
 
-/// The pipe `SignalWatch`'s handler writes to: a signal handler can capture nothing, and reads it
-/// here. Set before the handler is installed.
-nonisolated(unsafe) private var signalPipeWrite: Int32 = -1
+/// The first SIGINT or SIGTERM `SignalWatch`'s handler saw (0: none), and the pipe it writes to: a
+/// signal handler can capture nothing, so it reads them here.
+private let firstSignal = Atomic<Int32>(0)
+private let signalPipeWrite = Atomic<Int32>(-1)

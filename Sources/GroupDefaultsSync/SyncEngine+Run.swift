@@ -306,19 +306,22 @@ extension SyncEngine {
 
     /// The account the suite synced with was deleted, and its name is a new account's: sends
     /// nothing, whatever token the file holds, until the suite is set up again (`configure`, which
-    /// starts over: `SyncSetup`, and records the suite's sync state as ok), or the task is
-    /// cancelled. Everything the suite holds stays.
+    /// starts over: `SyncSetup` turns sync off and on, which forgets the account incarnation the
+    /// suite held and records a new moment it was configured), or the task is cancelled. Everything
+    /// the suite holds stays. (Not the sync note: another process's failed step may rewrite it.)
     private func waitForStartOver() async {
         let suite = defaults.suiteName
         logger.error(
             "this account was deleted on the server, and its name is now a new account's: sync is paused, keeping this device's data, until the suite is set up again",
             metadata: ["suite": "\(suite)"]
         )
+        let paused = try? defaults.syncState()
         var unconfigured = false
         while !Task.isCancelled {
             do { try await Task.sleep(for: options.tokenCheckInterval) } catch { return }
-            guard stillSyncs(noted: &unconfigured) else { continue }
-            if let health = SyncHealth.stored(in: defaults), health.condition != .accountDeleted, status.isPausedForAuthentication {
+            guard stillSyncs(noted: &unconfigured), let now = try? defaults.syncState() else { continue }
+            let setUpAgain = now.accountIncarnation != paused?.accountIncarnation || now.configuredAt != paused?.configuredAt
+            if setUpAgain, status.isPausedForAuthentication {
                 logger.notice("the suite was set up again (configure): sync starts over", metadata: ["suite": "\(suite)"])
                 reloadAccountIncarnation()
                 resumeAfterAuthentication()

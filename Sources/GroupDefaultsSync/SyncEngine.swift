@@ -303,8 +303,12 @@ public actor SyncEngine {
     func failed(_ error: SyncError) {
         guard !Task.isCancelled else { return }
         updateStatus {
-            $0.lastError = error
             $0.lastFailure = Date()
+            // The account's deletion stands until the suite is set up again: what a step fails
+            // with after it (a refused token, an unreachable server) follows from it, and must not
+            // hide it from `status` or from the next `configure`, which starts over because of it.
+            if $0.isPausedForAuthentication, $0.lastError?.code == .accountDeleted { return }
+            $0.lastError = error
             if error.kind == .authenticationNeeded { $0.isPausedForAuthentication = true }
         }
     }

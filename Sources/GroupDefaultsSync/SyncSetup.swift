@@ -272,7 +272,9 @@ public struct SyncSetup: Sendable {
         // Which invitation this device is joining with, until the join is done or undone: a run
         // stopped after the acceptance is finished or undone by the next (`resumeInterruptedJoin`).
         let joining = Self.joiningFile(tokenFile: setup.tokenFile)
-        if member != nil { FileManager.default.createFile(atPath: joining, contents: Data(id.utf8), attributes: [.posixPermissions: 0o600]) }
+        if member != nil, !FileManager.default.createFile(atPath: joining, contents: Data(id.utf8), attributes: [.posixPermissions: 0o600]) {
+            throw SyncError(.local, "cannot write \(joining), where this device notes the invitation it is joining with: nothing was accepted")
+        }
         defer { try? FileManager.default.removeItem(atPath: joining) }
         let membership = try await setup.withClient(suite: "-") { client in
             try await client.acceptInvitation(invitationID: id, claim: member?.claim)

@@ -28,10 +28,22 @@ package enum InterruptionPoint {
         let parts = target.split(separator: "@", maxSplits: 1).map(String.init)
         guard parts.first == name else { return }
         switch parts.count == 2 ? parts[1] : "SIGKILL" {
-        case "SIGINT": kill(getpid(), SIGINT)
-        case "SIGTERM": kill(getpid(), SIGTERM)
+        case "SIGINT": deliverHere(SIGINT)
+        case "SIGTERM": deliverHere(SIGTERM)
         default: kill(getpid(), SIGKILL)
         }
+    }
+
+    /// Sends `number` to the calling thread with it unblocked, so that it is handled (or ends the
+    /// process) before this returns: the step is where the signal lands, not some moment later.
+    private static func deliverHere(_ number: Int32) {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, number)
+        var previous = sigset_t()
+        pthread_sigmask(SIG_UNBLOCK, &set, &previous)
+        raise(number)
+        pthread_sigmask(SIG_SETMASK, &previous, nil)
     }
 
     private static func environment(_ name: String) -> String? {
