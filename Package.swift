@@ -99,7 +99,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GroupDefaultsCLITests",
-            dependencies: ["GroupDefaultsCLI", "CommandLineSupport", "TestSupport"],
+            dependencies: ["GroupDefaultsCLI", "CommandLineSupport", "ServerLaunching", "TestSupport"],
             swiftSettings: swiftSettings
         ),
 
@@ -152,7 +152,7 @@ let package = Package(
         .testTarget(
             name: "GroupDefaultsServerTests",
             dependencies: [
-                "GroupDefaultsServer", "GroupDefaultsWire", "groupdefaults-server", "TestSupport",
+                "GroupDefaultsServer", "GroupDefaultsWire", "groupdefaults-server", "ServerLaunching", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -251,7 +251,7 @@ let package = Package(
         .testTarget(
             name: "GroupDefaultsTests",
             dependencies: [
-                "GroupDefaults", "GroupDefaultsLMDB", "PropertyListFormats", "TestSupport",
+                "GroupDefaults", "GroupDefaultsLMDB", "PropertyListFormats", "ServerLaunching", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],

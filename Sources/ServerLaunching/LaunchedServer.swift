@@ -9,7 +9,7 @@ import Glibc
 /// cooperative pool.
 package final class LaunchedServer: @unchecked Sendable {  // the process is only touched by its owner
     /// The server's process.
-    package let process = Process()
+    package let process = SpawnedProcess()
     /// The port it announced.
     package let port: Int
     private let stdout = Pipe()

@@ -84,7 +84,7 @@ package func runTool(_ path: String, _ arguments: [String]) throws -> (status: I
     let errFile = FileManager.default.temporaryDirectory.appendingPathComponent("tool-stderr-\(UUID().uuidString)")
     _ = FileManager.default.createFile(atPath: errFile.path, contents: nil)
     defer { try? FileManager.default.removeItem(at: errFile) }
-    let process = Process()
+    let process = SpawnedProcess()
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
     let out = Pipe()

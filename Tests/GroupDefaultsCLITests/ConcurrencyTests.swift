@@ -1,6 +1,7 @@
 import CommandLineSupport
 import Foundation
 import Glibc
+import ServerLaunching
 import TestSupport
 import Testing
 

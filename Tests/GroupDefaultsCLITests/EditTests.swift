@@ -1,5 +1,6 @@
 import CommandLineSupport
 import Foundation
+import ServerLaunching
 import TestSupport
 import Testing
 

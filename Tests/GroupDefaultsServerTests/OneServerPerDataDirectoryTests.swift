@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ServerLaunching
 import TestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import GroupDefaultsServer
+import ServerLaunching
 import TestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Logging
+import ServerLaunching
 import Synchronization
 import TestSupport
 import Testing
@@ -568,7 +569,7 @@ private func executable(_ name: String) throws -> String {
 
 /// Runs a system program to completion; status -1 if it cannot be found or started.
 private func run(_ name: String, _ arguments: [String]) -> (status: Int32, output: String) {
-    let process = Process()
+    let process = SpawnedProcess()
     let output = Pipe()
     guard let path = try? executable(name) else { return (-1, "\(name) is not installed") }
     process.executableURL = URL(fileURLWithPath: path)

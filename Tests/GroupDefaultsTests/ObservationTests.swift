@@ -1,4 +1,5 @@
 import Foundation
+import ServerLaunching
 import TestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import GroupDefaultsWire
 import PropertyBased
+import ServerLaunching
 import TestSupport
 import Testing
 
@@ -108,7 +109,7 @@ private func decodeText(_ text: String) throws -> PropertyListValue {
 
 /// Runs `python3 -c script arguments…` and returns its standard output.
 private func python(_ script: String, _ arguments: [String]) throws -> String {
-    let process = Process()
+    let process = SpawnedProcess()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = ["python3", "-c", script] + arguments
     let output = Pipe()

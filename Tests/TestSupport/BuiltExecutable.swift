@@ -1,6 +1,7 @@
 import Dispatch
 package import Foundation
 import Glibc
+import ServerLaunching
 
 /// An executable of this package, built next to the test runner (`swift build --build-tests`
 /// builds the executables the test target depends on).
@@ -91,7 +92,7 @@ package func runProcess(
     defer {
         for file in [outFile, errFile, inFile] { try? FileManager.default.removeItem(at: file) }
     }
-    let process = Process()
+    let process = SpawnedProcess()
     process.executableURL = executable
     process.arguments = arguments
     if let environment { process.environment = environment }
@@ -112,7 +113,7 @@ package func runProcess(
     let ended = DispatchSemaphore(value: 0)
     process.terminationHandler = { _ in ended.signal() }
     let started = ContinuousClock.now
-    try ProcessLaunch.run(process)
+    try process.run()
     let seconds = Double(timeLimit.components.seconds) + Double(timeLimit.components.attoseconds) / 1e18
     if ended.wait(timeout: .now() + seconds) == .timedOut {
         kill(process.processIdentifier, SIGKILL)  // not yet reaped: the pid is still this child's

@@ -1,12 +1,13 @@
 import Dispatch
 package import Foundation
 import Glibc
+package import ServerLaunching
 
 /// A child process running in the background; its stderr goes to a file (read it at any time),
 /// stdout is dropped. Killed with SIGKILL if still running when released.
 package final class ChildProcess: @unchecked Sendable {  // the process is only touched from the test's task
     /// The child.
-    package let process = Process()
+    package let process = SpawnedProcess()
     private let errorFile: URL
 
     /// Starts `executable ARGUMENTS…`, stdin and stdout /dev/null.
@@ -18,7 +19,7 @@ package final class ChildProcess: @unchecked Sendable {  // the process is only 
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: errorFile)
         process.standardInput = FileHandle.nullDevice
-        try ProcessLaunch.run(process)
+        try process.run()
     }
 
     /// Its process id.

@@ -1,6 +1,7 @@
 import CommandLineSupport
 package import Foundation
 import Glibc
+package import ServerLaunching
 package import Testing
 
 /// A process that runs while the test writes to its stdin and reads its stdout line by line; its
@@ -17,7 +18,7 @@ package final class RunningProcess {
     }
 
     /// The child.
-    package let process = Process()
+    package let process = SpawnedProcess()
     private let input = Pipe()
     private let output = Pipe()
     private let stderrFile: URL
@@ -56,7 +57,7 @@ package final class RunningProcess {
         defer {
             if var saved { pthread_sigmask(SIG_SETMASK, &saved, nil) }
         }
-        try ProcessLaunch.run(process)
+        try process.run()
     }
 
     deinit {

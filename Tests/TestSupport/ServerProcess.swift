@@ -1,7 +1,7 @@
 import Dispatch
 package import Foundation
 import Glibc
-import ServerLaunching
+package import ServerLaunching
 import Testing
 
 /// The real `groupdefaults-server` executable, built next to the test runner.
@@ -62,7 +62,7 @@ package final class ServerProcess: Sendable {
     }
 
     /// The server's process.
-    package var process: Process { server.process }
+    package var process: SpawnedProcess { server.process }
 
     /// The port it announced.
     package var port: Int { server.port }

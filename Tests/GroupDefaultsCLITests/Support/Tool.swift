@@ -93,6 +93,7 @@ struct Sandbox {
 
     /// Runs `python3 -c SCRIPT ARGUMENTS…` (with this process's environment, so that the
     /// interpreter is found as in a shell).
+    @discardableResult
     func python(_ script: String, _ arguments: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
         let result = try runProcess(
             URL(fileURLWithPath: "/usr/bin/env"),

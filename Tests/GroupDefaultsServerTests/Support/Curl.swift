@@ -1,12 +1,13 @@
 import Foundation
 import Glibc
 import GroupDefaultsWire
+import ServerLaunching
 import TestSupport
 
 /// curl as a real, separate HTTP client (for what the in-process test client cannot do: read an
 /// endless event stream as it arrives, speak TLS with a CA file).
 final class Curl: @unchecked Sendable {  // one reader at a time: a task, or the dispatch thread it waits on
-    let process = Process()
+    let process = SpawnedProcess()
     private let output = Pipe()
     private let errors = Pipe()
     private var parser = ServerSentEventParser()
@@ -18,7 +19,7 @@ final class Curl: @unchecked Sendable {  // one reader at a time: a task, or the
         process.arguments = ["--silent", "--show-error", "--no-buffer"] + arguments
         process.standardOutput = output
         process.standardError = errors
-        try ProcessLaunch.run(process)
+        try process.run()
     }
 
     /// Runs curl to completion: its exit status and output.

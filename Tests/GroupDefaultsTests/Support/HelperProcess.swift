@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ServerLaunching
 import TestSupport
 import Testing
 
@@ -18,7 +19,7 @@ struct HelperProcess {
     private let running: RunningProcess
 
     /// The helper's process.
-    var process: Process { running.process }
+    var process: SpawnedProcess { running.process }
 
     /// Starts `GroupDefaultsTestHelper COMMAND DIRECTORY SUITE ARGS…`, or with `launcher`
     /// (`["unshare", "--pid", …]`) `LAUNCHER… GroupDefaultsTestHelper COMMAND …`. The helper gets

@@ -1,0 +1,151 @@
+package import Foundation
+import Glibc
+
+/// A child process, started with `posix_spawn`: what the tests and the launchers use instead of
+/// Foundation's `Process`, with the part of its interface they need.
+///
+/// Foundation's `Process.run()` on Linux finds the descriptors to close in the child by reading
+/// `/proc/self/fd`, copying 256 bytes of each directory entry; past about 1,300 open descriptors the
+/// copy reads beyond glibc's buffer and the whole process crashed (measured here, in the server and
+/// sync tests; swift-corelibs-foundation issue 5472, fixed after Swift 6.3). Here the child closes
+/// every descriptor from 3 up with glibc's `posix_spawn_file_actions_addclosefrom_np`, reads nothing,
+/// and a thread of its own waits for the child, so any number of processes may start at once.
+/// (swift-subprocess starts processes soundly too, but only inside an async scope; the tests read a
+/// running child's lines synchronously, with deadlines.)
+package final class SpawnedProcess: @unchecked Sendable {  // mutable state behind `lock`
+    /// The executable to run.
+    package var executableURL: URL?
+    /// Its arguments, without the executable's name.
+    package var arguments: [String] = []
+    /// The child's environment; nil: this process's.
+    package var environment: [String: String]?
+    /// stdin: a `FileHandle`, a `Pipe` (the child reads its read end), or nil for /dev/null; at
+    /// first this process's.
+    package var standardInput: Any? = FileHandle.standardInput
+    /// stdout: a `FileHandle`, a `Pipe` (the child writes its write end), or nil for /dev/null; at
+    /// first this process's.
+    package var standardOutput: Any? = FileHandle.standardOutput
+    /// stderr, as `standardOutput`.
+    package var standardError: Any? = FileHandle.standardError
+    /// Called once the child has ended (on the thread that waited for it).
+    package var terminationHandler: (@Sendable (SpawnedProcess) -> Void)?
+
+    private let lock = NSCondition()
+    private var pid: pid_t = 0
+    private var ended: (status: Int32, reason: Process.TerminationReason)?
+
+    /// A process to start with `run()`.
+    package init() {}
+
+    /// The child's process id (0 before `run()`).
+    package var processIdentifier: pid_t { lock.withLock { pid } }
+
+    /// Whether the child was started and has not been reaped yet.
+    package var isRunning: Bool { lock.withLock { pid != 0 && ended == nil } }
+
+    /// The exit status, or the signal that ended the child; only once it has ended.
+    package var terminationStatus: Int32 { lock.withLock { ended?.status ?? 0 } }
+
+    /// Whether the child exited or a signal ended it; only once it has ended.
+    package var terminationReason: Process.TerminationReason { lock.withLock { ended?.reason ?? .exit } }
+
+    /// Starts the child in a process group of its own (as `Process` does), its signal mask that of
+    /// the calling thread, every descriptor but 0, 1 and 2 closed. The parent's ends of the pipes
+    /// given as stdin, stdout and stderr that the child uses are closed here once it started.
+    package func run() throws {
+        guard let executableURL else { throw SpawnFailure("no executable to run") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+        guard null >= 0 else { throw SpawnFailure("cannot open /dev/null: errno \(errno)") }
+        defer { close(null) }
+        let streams: [(Any?, Int32, Bool)] = [(standardInput, 0, true), (standardOutput, 1, false), (standardError, 2, false)]
+        var usedEnds: [FileHandle] = []
+        for (stream, target, reads) in streams {
+            let source: Int32
+            switch stream {
+            case let pipe as Pipe:
+                let end = reads ? pipe.fileHandleForReading : pipe.fileHandleForWriting
+                usedEnds.append(end)
+                source = end.fileDescriptor
+            case let handle as FileHandle:
+                source = handle.fileDescriptor
+            default:
+                source = null
+            }
+            posix_spawn_file_actions_adddup2(&actions, source, target)  // also clears close-on-exec
+        }
+        guard let closeFrom = Self.addCloseFrom else {
+            throw SpawnFailure("this C library has no posix_spawn_file_actions_addclosefrom_np (glibc 2.34 or later)")
+        }
+        _ = closeFrom(&actions, 3)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        posix_spawnattr_setpgroup(&attributes, 0)
+
+        let argv = [executableURL.path] + arguments
+        let environment = self.environment.map { $0.map { "\($0.key)=\($0.value)" } }
+        var spawned: pid_t = 0
+        let rc = Self.withCStrings(argv) { argv in
+            if let environment {
+                return Self.withCStrings(environment) { envp in posix_spawn(&spawned, executableURL.path, &actions, &attributes, argv, envp) }
+            }
+            return posix_spawn(&spawned, executableURL.path, &actions, &attributes, argv, environ)
+        }
+        let child = spawned
+        guard rc == 0 else { throw SpawnFailure("cannot start \(executableURL.path): \(String(cString: strerror(rc)))") }
+        for end in usedEnds { try? end.close() }
+        lock.withLock { pid = child }
+        let reaper = Thread { [self] in reap(child) }
+        reaper.name = "reaps \(child)"
+        reaper.start()
+    }
+
+    /// Sends SIGTERM to the child, if it has not been reaped yet (never to a reused process id).
+    package func terminate() {
+        lock.withLock { if pid != 0 && ended == nil { _ = kill(pid, SIGTERM) } }
+    }
+
+    /// Waits until the child has ended.
+    package func waitUntilExit() {
+        lock.lock()
+        while ended == nil { lock.wait() }
+        lock.unlock()
+    }
+
+    private func reap(_ child: pid_t) {
+        var status: Int32 = 0
+        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        let signal = status & 0x7f
+        let result: (Int32, Process.TerminationReason) = signal == 0 ? ((status >> 8) & 0xff, .exit) : (signal, .uncaughtSignal)
+        lock.withLock {
+            ended = result
+            lock.broadcast()
+        }
+        terminationHandler?(self)
+    }
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np`, which Swift's Glibc module does not
+    /// declare.
+    private static let addCloseFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+    }()
+
+    private static func withCStrings<R>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?]) -> R) -> R {
+        let pointers = strings.map { strdup($0) } + [nil]
+        defer { for pointer in pointers { free(pointer) } }
+        return body(pointers)
+    }
+}
+
+/// A child process that could not be started, in words.
+package struct SpawnFailure: Error, CustomStringConvertible {
+    /// What went wrong.
+    package var description: String
+
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,74 @@
+import Foundation
+import Glibc
+import ServerLaunching
+import Testing
+
+/// The tests' and launchers' way to start a child (`SpawnedProcess`), where Foundation's `Process`
+/// crashed: with thousands of descriptors open, from many threads at once.
+@Suite("Child processes")
+struct SpawnedProcessTests {
+    /// 3,000 extra descriptors open (Foundation's `Process.run()` read past its buffer above about
+    /// 1,300), 16 children started at once: each runs, sees only stdin, stdout and stderr, and its
+    /// status and output come back.
+    @Test("with 3,000 descriptors open, children start from many threads at once and inherit only 0, 1 and 2")
+    func manyDescriptorsManyChildren() async throws {
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        try #require(limit.rlim_cur >= 3_500, "the descriptor limit (\(limit.rlim_cur)) leaves no room for the test")
+        let extra = (0..<3_000).map { _ in open("/dev/null", O_RDONLY) }  // not close-on-exec
+        defer { for descriptor in extra { close(descriptor) } }
+        #expect(extra.allSatisfy { $0 >= 0 })
+
+        let results = await withTaskGroup(of: (status: Int32, listed: String)?.self) { group in
+            for index in 0..<16 {
+                group.addTask {
+                    let output = Pipe()
+                    let process = SpawnedProcess()
+                    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+                    process.arguments = ["-c", "ls /proc/self/fd; exit \(index % 3)"]
+                    process.standardOutput = output
+                    process.standardInput = nil
+                    do { try process.run() } catch { return nil }
+                    let data = output.fileHandleForReading.readDataToEndOfFile()
+                    process.waitUntilExit()
+                    #expect(process.terminationReason == .exit && process.terminationStatus == Int32(index % 3))
+                    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.count == 16 && results.allSatisfy { $0 != nil })
+        for case let result? in results {
+            // `ls` itself opens one directory: 0, 1, 2 and that one.
+            let listed = result.listed.split(separator: "\n").compactMap { Int($0) }
+            #expect(listed.count == 4 && Array(listed.prefix(3)) == [0, 1, 2], "\(result.listed)")
+        }
+    }
+
+    /// A signal's end is told apart from an exit, and the termination handler runs once. (SIGKILL:
+    /// the child inherits the calling thread's mask, and the test runner's threads block SIGTERM.)
+    @Test("a child ended by a signal says so; the termination handler runs")
+    func endedBySignal() throws {
+        let process = SpawnedProcess()
+        process.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        process.arguments = ["60"]
+        let handled = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in handled.signal() }
+        try process.run()
+        #expect(process.isRunning)
+        kill(process.processIdentifier, SIGKILL)
+        #expect(handled.wait(timeout: .now() + 30) == .success)
+        process.waitUntilExit()
+        #expect(!process.isRunning)
+        #expect(process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL)
+    }
+
+    /// An executable that does not exist is a thrown error naming it, not a crash.
+    @Test("a missing executable is an error that names it")
+    func missingExecutable() {
+        let process = SpawnedProcess()
+        process.executableURL = URL(fileURLWithPath: "/nonexistent/tool")
+        #expect { try process.run() } throws: { "\($0)".contains("/nonexistent/tool") }
+        #expect(!process.isRunning)
+    }
+}
