@@ -487,6 +487,50 @@ struct ConsoleTests {
         }
     }
 
+    @Test(
+        "Remove of a member that holds an encrypted suite's keys says the owner's devices will rotate, and the suite page names the member until they have; a keyless member's removal says nothing of keys"
+    )
+    func removalOfKeyHolder() async throws {
+        try await Self.withConsole { fixture, client in
+            let now = Date()
+            let markup = "<i>dee</i>"
+            let claim = InvitationClaim(memberKey: "bWVtYmVy", proof: "cHJvb2Y=")
+            for (id, account) in [("k1", markup), ("k2", "eve")] {
+                let invitation = StoredInvitation(
+                    lookup: StoredInvitation.lookup(id: id),
+                    id: "inv_\(id)0000000000",
+                    owner: "alice",
+                    suite: "house",
+                    role: .write,
+                    createdBy: "alice",
+                    created: now,
+                    lifetime: 3600
+                )
+                try await fixture.storage.createInvitation(invitation, now: now)
+                _ = try await fixture.storage.acceptInvitation(lookup: invitation.lookup, account: account, claim: claim, now: now)
+            }
+            // dee was handed the keys; eve accepted but holds none.
+            let admission = MemberAdmission(memberKey: claim.memberKey, epoch: 1, signature: "c2lnbmVk")
+            _ = try await fixture.storage.handOverKeys(owner: "alice", suite: "house", id: "inv_k10000000000", keys: "a2V5cw==", admission: admission)
+            var session = ConsoleSession(client: client)
+            _ = try await session.signIn()
+
+            let keyless = try await session.post("/console/accounts/alice/suites/house/members/eve/remove", [:])
+            #expect(keyless.headers[.location] == "/console/accounts/alice/suites/house?done=member-removed#sharing")
+            #expect(try await fixture.storage.rotationDue(owner: "alice", suite: "house") == nil)
+
+            let escaped = markup.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            let removed = try await session.post("/console/accounts/alice/suites/house/members/\(escaped)/remove", [:])
+            #expect(removed.status == .seeOther)
+            #expect(removed.headers[.location] == "/console/accounts/alice/suites/house?done=member-removed-rotation-due#sharing")
+            #expect(try await fixture.storage.rotationDue(owner: "alice", suite: "house")?.removed == [markup])
+            let page = String(buffer: try await session.get("/console/accounts/alice/suites/house?done=member-removed-rotation-due").body)
+            let said = try #require(page.range(of: "id=\"sharing-done\">"), "the removal is confirmed")
+            #expect(page[said.upperBound...].prefix(200).contains("devices will rotate the suite"))
+            #expect(page.contains("id=\"rotation-due\"") && page.contains("&lt;i&gt;dee&lt;/i&gt; held the suite") && !page.contains(markup))
+        }
+    }
+
     @Test("console records keep operators and sessions alike on both backends", arguments: StorageBackend.allCases)
     func consoleRecords(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in

@@ -8,7 +8,7 @@ import Testing
 
 /// Every table of both backends is classified once in `StoredTables` (data, authority or the
 /// store's bookkeeping): a new table fails here until it says what a restore does with it.
-@Suite("Every stored table is classified for restores", .timeLimit(.minutes(1)))
+@Suite("Every stored table is classified for restores", .timeLimit(.minutes(3)))
 struct StoredTablesTests {
     @Test("every named database of the embedded store is in the list, once")
     func embeddedDatabases() {
