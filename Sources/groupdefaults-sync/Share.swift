@@ -180,11 +180,25 @@ extension SyncCommand {
                 let list = try await engine.members()
                 if json { return output(try prettyJSON(list)) }
                 output("\(printable(list.owner))'s suite \(printable(list.suite)) (you: \(printable(list.account)), \(list.you.rawValue))")
+                // In an encrypted suite a member without an admission was never handed the keys:
+                // its join is under way, or stopped before the keys (a crash, the network gone).
+                let encrypted = await engine.isEndToEndEncrypted
+                let keyless = list.members.filter { encrypted && $0.role != .owner && $0.admission == nil }.map(\.account)
                 for member in list.members {
-                    output("\(printable(member.account))  \(member.role.rawValue)" + (member.added.map { "  joined \($0)" } ?? ""))
+                    let waiting = keyless.contains { $0.utf8.elementsEqual(member.account.utf8) } ? "  holds no keys yet" : ""
+                    output("\(printable(member.account))  \(member.role.rawValue)" + (member.added.map { "  joined \($0)" } ?? "") + waiting)
                     for device in member.devices ?? [] {
                         output("  device \(device.name.map(printable) ?? "(unnamed)") \(device.deviceID)  last seen \(device.lastSeen)")
                     }
+                }
+                if !keyless.isEmpty {
+                    output(
+                        """
+                        A member that holds no keys yet reads nothing: its join waits for a `share` of the owner's to hand \
+                        them over, or stopped before they were (the same `configure --invitation` run again leaves the \
+                        suite again). The owner removes it with `groupdefaults-sync unshare \(printable(suite)) --account NAME`.
+                        """
+                    )
                 }
             }
         }

@@ -77,6 +77,31 @@ struct SharingInterruptionTests {
             #expect(!resumed.stderr.contains("ask its owner"), "\(resumed.stderr)")
             #expect(try await owner.members().members.map(\.account) == ["alice", "bob", "carol"])
             #expect(dave.keyFiles().isEmpty)
+            // Killed after accepting while the owner's `share` cannot hand the keys over: `members`
+            // names the member that holds none and the remedies; the same command again leaves.
+            do {
+                let share = try RunningProcess(
+                    ToolDevice.syncExecutable,
+                    ["share", "family", "--role", "write", "--directory", alice.directory.path]
+                )
+                let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+                share.signal(SIGSTOP)
+                let arguments = [
+                    "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
+                    "--token-file", dave.directory.appendingPathComponent("dave.token").path, "--directory", dave.directory.path,
+                ]
+                #expect(try Self.run(arguments, stopAt: "configure-invitation.accepted").status != 0)
+                let members = try await alice.sync("members")
+                #expect(members.stdout.contains("dave  write") && members.stdout.contains("holds no keys yet"), "\(members.stdout)")
+                #expect(members.stdout.split(separator: "\n").filter { $0.hasSuffix("holds no keys yet") }.count == 1, "only dave: \(members.stdout)")
+                #expect(members.stdout.contains("unshare family --account NAME"), "\(members.stdout)")
+                let again = try Self.run(arguments, stopAt: nil)
+                #expect(again.status == 1 && again.stderr.contains("this account left the suite again"), "\(again.stderr)")
+                #expect(!(try await alice.sync("members")).stdout.contains("no keys"))
+                share.signal(SIGCONT)
+                share.stop()
+            }
+
             // Killed after accepting, no keys yet: the same command again leaves the suite again.
             // Killed once the keys are written: the same command again finishes the join.
             for (step, joins) in [("configure-invitation.accepted", false), ("configure-invitation.keys-written", true)] {

@@ -114,6 +114,10 @@ extension SyncEngine {
         try await client.members()
     }
 
+    /// Whether the suite is end-to-end encrypted on this device (it holds the suite's keys): then a
+    /// member the server lists without an admission holds none of them yet (`members` says so).
+    public var isEndToEndEncrypted: Bool { sealer != nil }
+
     /// Removes `account` from the suite: its devices' requests are refused from now on and their
     /// open event streams end. They keep the values they hold, which stop changing.
     ///
