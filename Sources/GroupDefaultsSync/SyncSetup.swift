@@ -543,6 +543,12 @@ public struct SyncSetup: Sendable {
         if FileManager.default.fileExists(atPath: tokenFile), resumed == nil || (try? TokenFile.read(tokenFile)) != resumed {
             throw Refusal(.tokenFileExists, suite: suite, path: tokenFile)
         }
+        // The token file's folder holds the pairing's progress from the claim on.
+        try FileManager.default.createDirectory(
+            at: URL(fileURLWithPath: tokenFile).deletingLastPathComponent(),
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
         let (token, keys) = try await withClient(
             suite: suite,
             token: { throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one") }
@@ -550,11 +556,6 @@ public struct SyncSetup: Sendable {
             try await DevicePairing.accept(code: code, client: $0, deviceName: deviceName, progressFile: progressFile)
         }
         let path = keyFile ?? KeyFileName.defaultPath(suite: suite, server: server, token: token, beside: tokenFile)
-        try FileManager.default.createDirectory(
-            at: URL(fileURLWithPath: tokenFile).deletingLastPathComponent(),
-            withIntermediateDirectories: true,
-            attributes: [.posixPermissions: 0o700]
-        )
         if !FileManager.default.fileExists(atPath: tokenFile) {
             try TokenFile.create(token, at: tokenFile)
             InterruptionPoint.reached("configure-pairing.token-written")
