@@ -316,11 +316,25 @@ extension SyncEngine {
             metadata: ["suite": "\(suite)"]
         )
         let paused = try? defaults.syncState()
+        let pausedSettings = try? SyncSettings.stored(in: defaults)
         var unconfigured = false
+        var elsewhere = false
         while !Task.isCancelled {
             do { try await Task.sleep(for: options.tokenCheckInterval) } catch { return }
             guard stillSyncs(noted: &unconfigured), let now = try? defaults.syncState() else { continue }
             let setUpAgain = now.accountIncarnation != paused?.accountIncarnation || now.configuredAt != paused?.configuredAt
+            // This engine talks to one server with one token file: set up with others, the suite
+            // is synced by a `run` started anew, never by this one (it would send to the old ones).
+            if setUpAgain, let settings = try? SyncSettings.stored(in: defaults), !settings.sameConnection(as: pausedSettings) {
+                if !elsewhere {
+                    logger.notice(
+                        "the suite was set up again with another server, token file or keys: restart `run` to sync it; this one sends nothing",
+                        metadata: ["suite": "\(suite)"]
+                    )
+                }
+                elsewhere = true
+                continue
+            }
             if setUpAgain, status.isPausedForAuthentication {
                 logger.notice("the suite was set up again (configure): sync starts over", metadata: ["suite": "\(suite)"])
                 reloadAccountIncarnation()

@@ -153,3 +153,20 @@ extension SyncEngine {
         self.init(defaults: defaults, client: client, options: options, logger: nil, keys: keys, keyFile: settings.keyFile, shared: settings.shared)
     }
 }
+
+extension SyncSettings {
+    /// Whether `other` names the same server, token file, key file and shared suite (names and
+    /// paths compared as bytes): what an engine made from `other` is bound to.
+    func sameConnection(as other: SyncSettings?) -> Bool {
+        guard let other else { return false }
+        func same(_ a: String?, _ b: String?) -> Bool {
+            switch (a, b) {
+            case (nil, nil): true
+            case (let a?, let b?): a.utf8.elementsEqual(b.utf8)
+            default: false
+            }
+        }
+        return server == other.server && same(tokenFile, other.tokenFile) && same(keyFile, other.keyFile)
+            && same(shared?.owner, other.shared?.owner) && same(shared?.suite, other.shared?.suite)
+    }
+}

@@ -69,17 +69,22 @@ package final class SpawnedProcess: @unchecked Sendable {  // mutable state behi
                 let end = reads ? pipe.fileHandleForReading : pipe.fileHandleForWriting
                 usedEnds.append(end)
                 source = end.fileDescriptor
-            case let handle as FileHandle:
+            case let handle as FileHandle where handle.fileDescriptor >= 0:
                 source = handle.fileDescriptor
             default:
-                source = null
+                source = null  // nil, or `FileHandle.nullDevice`, whose descriptor is -1 here
             }
-            posix_spawn_file_actions_adddup2(&actions, source, target)  // also clears close-on-exec
+            // Also clears close-on-exec.
+            let added = posix_spawn_file_actions_adddup2(&actions, source, target)
+            guard added == 0 else {
+                throw SpawnFailure("cannot give the child descriptor \(source) as \(target): \(String(cString: strerror(added)))")
+            }
         }
         guard let closeFrom = Self.addCloseFrom else {
             throw SpawnFailure("this C library has no posix_spawn_file_actions_addclosefrom_np (glibc 2.34 or later)")
         }
-        _ = closeFrom(&actions, 3)
+        let closing = closeFrom(&actions, 3)
+        guard closing == 0 else { throw SpawnFailure("cannot close the child's other descriptors: \(String(cString: strerror(closing)))") }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

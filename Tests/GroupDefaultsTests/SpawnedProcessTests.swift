@@ -63,6 +63,25 @@ struct SpawnedProcessTests {
         #expect(process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL)
     }
 
+    /// `FileHandle.nullDevice` (a handle without a descriptor here) and nil are /dev/null: the child
+    /// reads nothing, and what it writes goes nowhere.
+    @Test("the null device as stdin, stdout or stderr is /dev/null")
+    func nullDevice() throws {
+        for stdin in [FileHandle.nullDevice, nil] as [FileHandle?] {
+            let output = Pipe()
+            let process = SpawnedProcess()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "readlink /proc/self/fd/0; cat; echo hidden >&2"]
+            process.standardInput = stdin
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(text == "/dev/null\n" && process.terminationStatus == 0, "\(text)")
+        }
+    }
+
     /// An executable that does not exist is a thrown error naming it, not a crash.
     @Test("a missing executable is an error that names it")
     func missingExecutable() {

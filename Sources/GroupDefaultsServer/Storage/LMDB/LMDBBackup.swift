@@ -59,11 +59,12 @@ package enum LMDBBackup {
         if let failure { throw failure }
         InterruptionPoint.reached("backup.copied")
         // The MAC first, then the header and the copy; both passes stream.
-        var status = stat()
-        guard fstat(copy.descriptor, &status) == 0 else {
+        // The copy's length: where its end is (each pass below seeks to where it starts).
+        let end = lseek(copy.descriptor, 0, SEEK_END)
+        guard end >= 0 else {
             throw BackupFailure("cannot write the backup \(path): \(reason(errno)); no backup was written")
         }
-        let length = Int(status.st_size)
+        let length = Int(end)
         let head = "\(magic) 2 \(length) \(key.id)\n"
         var authenticator = key.authenticator()
         authenticator.update(data: Data(head.utf8))
