@@ -128,12 +128,26 @@ extension ParsableCommand {
         // A command line that does not parse is bad use: status 1, as every other mistake.
         if let unknown = UnknownOption.first(in: arguments, root: self) {
             tool.printError(unknown.suggestion == nil ? unknown.message + "; " + helpHint : unknown.message)
+        } else if let (option, value) = negativeValue(in: arguments), message(for: error).hasPrefix("Missing value for") {
+            // ArgumentParser takes `-1` for an option of its own, and says the value is missing.
+            tool.printError("\(option) \(value): a negative number is not accepted here; " + helpHint)
         } else {
             let message = oneLine(message(for: error)) ?? "invalid command line"
             tool.printError(message + "; " + helpHint)
         }
         exit(withError: ExitCode.failure)
     }
+}
+
+/// The first `--option` (before a `--` that ends the options) followed by a negative number
+/// (`-1`, `-0.5`, `-5m`), and that number.
+func negativeValue(in arguments: [String]) -> (option: String, value: String)? {
+    for (option, value) in zip(arguments, arguments.dropFirst()) {
+        if option == "--" { return nil }
+        guard option.hasPrefix("--"), !option.contains("="), value.count > 1, value.hasPrefix("-") else { continue }
+        if let digit = value.dropFirst().first, digit.isNumber || digit == "." { return (option, value) }
+    }
+    return nil
 }
 
 /// ArgumentParser's message for a command line as one line: its first line, and a list that

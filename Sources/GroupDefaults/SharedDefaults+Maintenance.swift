@@ -432,14 +432,15 @@ extension SharedDefaults {
     // MARK: Whole-suite edits
 
     /// Moves the value under `key` to `newKey`, in one transaction: as `set` of `newKey` (replacing
-    /// any value it had, with a new stamp) and `removeValue` of `key`. Renaming a key to itself
-    /// changes nothing. Keys are their bytes: `"caf\u{E9}"` and `"cafe\u{301}"` are two keys, and
-    /// renaming one to the other moves the value.
+    /// any value it had, with a new stamp, unless `replacing` is false) and `removeValue` of `key`.
+    /// Renaming a key to itself changes nothing. Keys are their bytes: `"caf\u{E9}"` and
+    /// `"cafe\u{301}"` are two keys, and renaming one to the other moves the value.
     ///
-    /// - Throws: `SharedDefaultsError` with code `keyNotFound` if no value is stored under `key`
-    ///   (nothing is changed), `invalidKey`, `corruptValue` if the value is damaged, or what a write
-    ///   can throw.
-    public func rename(_ key: String, to newKey: String) throws {
+    /// - Throws: `SharedDefaultsError` with code `keyNotFound` if no value is stored under `key`,
+    ///   `keyExists` if `newKey` holds a value and `replacing` is false (nothing is changed in
+    ///   either case), `invalidKey`, `corruptValue` if the value is damaged, or what a write can
+    ///   throw.
+    public func rename(_ key: String, to newKey: String, replacing: Bool = true) throws {
         try store.validate(key: key)
         try store.validate(key: newKey)
         try store.validate(newKey: newKey)
@@ -448,6 +449,9 @@ extension SharedDefaults {
                 throw store.error(.keyNotFound, key: key, "no value is stored under this key; nothing was changed")
             }
             guard !newKey.isSameName(as: key) else { return }
+            if !replacing, try tx.value(forKey: newKey) != nil {
+                throw store.error(.keyExists, key: newKey, "a value is stored under this key already; nothing was changed")
+            }
             try tx.set(value, forKey: newKey)
             try tx.removeValue(forKey: key)
         }

@@ -20,6 +20,9 @@ public struct SharedDefaultsError: Error, Sendable, CustomStringConvertible {
         public static let suiteNotFound = Code("suiteNotFound")
         /// No value is stored under the key, and the call needs one (`rename`).
         public static let keyNotFound = Code("keyNotFound")
+        /// The key a call must not replace already holds a value (`rename(_:to:replacing:)` with
+        /// `replacing: false`); nothing was changed.
+        public static let keyExists = Code("keyExists")
         /// The key is empty or longer than LMDB's key limit (511 bytes of UTF-8).
         public static let invalidKey = Code("invalidKey")
         /// The value is of a type a suite cannot store (not a property-list type).

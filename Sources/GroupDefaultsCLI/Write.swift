@@ -70,6 +70,7 @@ extension GroupDefaultsCommand {
                 }
                 // Everything is read before the suite is opened: a value refused creates nothing.
                 let key = arguments[1]
+                try TypeFlags.checkNotAFlag(key, suite: suite)
                 var words = Array(arguments.dropFirst(2))[...]
                 switch words.first {
                 case "-array-add":
@@ -116,6 +117,18 @@ enum TypeFlags {
         "-string", "-int", "-integer", "-float", "-double", "-bool", "-boolean", "-date", "-data", "--json",
         "-array", "-dict", "-array-add", "-dict-add",
     ]
+
+    /// Refuses a key that is a type flag, or a near miss of one (`write SUITE -int 3`, the key
+    /// forgotten; `-flaot`): stored, it would be a key named after the flag. A key that merely
+    /// starts with '-' is a key.
+    static func checkNotAFlag(_ key: String, suite: String) throws {
+        let flag = knownFlags.contains(key) ? key : Spelling.nearest(to: key, among: knownFlags)
+        guard key.hasPrefix("-"), let flag else { return }
+        let meant = flag == key ? "" : " (did you mean '\(flag)'?)"
+        throw CommandFailure(
+            "'\(key)' stands where the key goes: a type flag\(meant) follows the key (groupdefaults write \(suite) KEY \(flag) VALUE)"
+        )
+    }
 
     /// One value: a type flag and its argument(s), or a bare string.
     static func value(_ words: inout ArraySlice<String>, allowContainers: Bool) throws -> PropertyListValue {

@@ -41,7 +41,10 @@ struct BackupCommand: AsyncParsableCommand {
                 try? await store.shutdown()
                 throw error
             }
-            output("backed up to \(to) (\(written.bytes) bytes); restore it with `groupdefaults-server restore --from \(to)`")
+            // The hint names this store as the command did: pasted as is, it restores here.
+            output(
+                "backed up to \(to) (\(written.bytes) bytes); restore it with `groupdefaults-server restore\(storage.givenFlags) --from \(shellWord(to))`"
+            )
             if let key = written.newKey {
                 if madeBefore {
                     printError(

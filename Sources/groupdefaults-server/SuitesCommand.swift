@@ -53,7 +53,8 @@ struct SuitesCommand: AsyncParsableCommand {
                         )
                     }
                     let outcome = try await ClockRepair.run(store, account: account, suite: suite, action: action, historyDepth: history)
-                    if action != .list {
+                    // Only a repair that changed something is audited (nothing to repair is no act).
+                    if action != .list, outcome.repaired > 0 {
                         try await store.appendAudit(
                             .commandLine(.clockRepair, account: account, target: "suite \(suite) (\(action == .drop ? "drop" : "restamp"))")
                         )

@@ -114,9 +114,17 @@ struct TokenCommand: AsyncParsableCommand {
             try await reportingFailure {
                 let store = try await storage.openStorage()
                 do {
-                    let account = try await store.token(id: id)?.account
-                    try await store.revokeToken(id: id, at: Date())
-                    try await store.appendAudit(.commandLine(.tokenRevoke, account: account, target: "token \(id)"))
+                    let held = try await store.token(id: id)
+                    // Revoking a revoked token changes nothing: it is said, and not audited.
+                    if let held, let revoked = held.revoked {
+                        output(
+                            "token \(id) of account \(printable(held.account)) was revoked already (\(revoked.formatted(.iso8601))): nothing changed"
+                        )
+                    } else {
+                        try await store.revokeToken(id: id, at: Date())
+                        try await store.appendAudit(.commandLine(.tokenRevoke, account: held?.account, target: "token \(id)"))
+                        output("revoked token \(id) of account \(printable(held?.account ?? "?")): its next request is refused")
+                    }
                 } catch {
                     try? await store.shutdown()
                     if let error = error as? SyncStorageError, error.code == .notFound { throw CommandFailure(error.detail) }

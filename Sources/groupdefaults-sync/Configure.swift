@@ -134,8 +134,13 @@ extension SyncCommand {
             for pattern in exclude {
                 do { _ = try GlobPattern(pattern) } catch { throw ValidationError("--exclude: \(error)") }
             }
-            if let journalEntries, journalEntries < 0 { throw ValidationError("--journal-entries must not be negative") }
-            if let journalDays, journalDays < 0 { throw ValidationError("--journal-days must not be negative") }
+            // A replaced value is never lost without a trace: the journal keeps one, for a day, at least.
+            if let journalEntries, journalEntries < 1 {
+                throw ValidationError("--journal-entries must be 1 or more: the journal is where a replaced value stays")
+            }
+            if let journalDays, journalDays < 1 {
+                throw ValidationError("--journal-days must be 1 or more: the journal is where a replaced value stays")
+            }
             if recoveryKey != nil && recoveryKeyFile != nil { throw ValidationError("--recovery-key and --recovery-key-file: give one of them") }
             if pairingCode != nil && pairingCodeFile != nil { throw ValidationError("--pairing-code and --pairing-code-file: give one of them") }
             if [encrypt, recovers, pairs].filter({ $0 }).count > 1 {

@@ -70,6 +70,8 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         BadInput(["write", "s", "", "v"], mentioning: ["empty"]),
         BadInput(["increment", "s", "sound"], mentioning: ["string"]),
         BadInput(["rename", "s", "nope", "x"], mentioning: ["nope"]),
+        // A rename never overwrites a value unless asked to.
+        BadInput(["rename", "s", "sound", "badge"], mentioning: ["badge already holds a value in s", "rename --force s sound badge"]),
         BadInput(["delete", "s", "nope"], mentioning: ["nope"]),
         BadInput(["backup", "s", "$FILES/backup.txt"], mentioning: [".lmdb"]),
         BadInput(["backup", "s", "$FILES/nodir/backup.lmdb"], mentioning: ["directory"]),
@@ -88,6 +90,10 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         // The suite and the key in the wrong order: no suite named after the key is made.
         BadInput(["write", "sound", "s", "ring"], mentioning: ["there is no suite sound, but there is a suite s", "the suite goes first"]),
         BadInput(["write", "fresh", "badge", "-flaot", "3"], mentioning: ["-flaot", "did you mean '-float'"]),
+        // The key forgotten: a type flag (or a near miss of one) is never stored as the key.
+        BadInput(["write", "fresh", "-int", "abc"], mentioning: ["'-int' stands where the key goes", "write fresh KEY -int VALUE"]),
+        BadInput(["write", "fresh", "-flaot", "1"], mentioning: ["'-flaot' stands where the key goes", "did you mean '-float'"]),
+        BadInput(["write", "s", "-array", "a", "b"], mentioning: ["'-array' stands where the key goes"]),
         BadInput(["write", "fresh", "n", "--json", #"{"integr":3}"#], mentioning: ["integr", "did you mean \"integer\"", #"{"dictionary":"#]),
         BadInput(["write", "fresh", "n", "--json", #"{"int":3}"#], mentioning: ["did you mean \"integer\""]),
         BadInput(["write", "fresh", "n", "--json", #"{"integer":3.5}"#], mentioning: ["a whole number"]),

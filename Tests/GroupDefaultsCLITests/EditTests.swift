@@ -14,8 +14,11 @@ import Testing
             #expect(try JSONValue.parse(sandbox.ok("read", "s", "--json")) == .object(["new": .integer(7), "taken": .string("x")]))
             #expect(try sandbox.ok("read-type", "s", "new") == "Type is integer\n")
 
-            // Onto an existing key: replaces it.
-            try sandbox.ok("rename", "s", "new", "taken")
+            // Onto an existing key: refused, nothing changes; with --force it replaces it.
+            let refused = try sandbox.run("rename", "s", "new", "taken")
+            #expect(refused.status == 1 && refused.stderr.contains("taken already holds a value"), "\(refused)")
+            #expect(try JSONValue.parse(sandbox.ok("read", "s", "--json")) == .object(["new": .integer(7), "taken": .string("x")]))
+            try sandbox.ok("rename", "--force", "s", "new", "taken")
             #expect(try JSONValue.parse(sandbox.ok("read", "s", "--json")) == .object(["taken": .integer(7)]))
         }
     }

@@ -108,7 +108,14 @@ struct AccountsAndAuditTests {
         #expect(future.status == 0 && future.stdout == "no records\n", "\(future)")
         // Revoking bob's token and resetting his suite are audited too, with their targets.
         let bobID = try #require(try await ServerTool.tokenIDs(storage: storage).first)
-        #expect(try await ServerTool.run(["token", "revoke", bobID] + storage).status == 0)
+        let revoked = try await ServerTool.run(["token", "revoke", bobID] + storage)
+        #expect(revoked.status == 0 && revoked.stdout == "revoked token \(bobID) of account bob: its next request is refused\n", "\(revoked)")
+        // Again: nothing changes, it says so, and the audit log records no second revocation.
+        let revokedAgain = try await ServerTool.run(["token", "revoke", bobID] + storage)
+        #expect(
+            revokedAgain.status == 0 && revokedAgain.stdout.contains("was revoked already") && revokedAgain.stdout.contains("nothing changed"),
+            "\(revokedAgain)"
+        )
         #expect(try await ServerTool.run(["suites", "reset", "--account", "bob", "--suite", "group.BBBMARK", "--yes"] + storage).status == 0)
         let bobs = try await ServerTool.run(["audit", "--account", "bob"] + storage)
         let rows = bobs.stdout.split(separator: "\n").map { $0.split(separator: "\t").map(String.init) }

@@ -61,8 +61,19 @@ struct BackupCommandTests {
             #expect(refused.stderr.contains("a server or another command is using the store in \(dataDirectory): stop it, then restore"))
             await server.stop()
 
-            let restored = try await ServerTool.run(["restore", "--from", backup, "--data-dir", dataDirectory])
-            #expect(restored.status == 0, "\(restored.stderr)")
+            // The backup's own hint, pasted as is into a shell, restores this store (it once named no
+            // data directory, and made a new store in the home folder).
+            let hint = try #require(made.stdout.split(separator: "`").dropFirst().first.map(String.init), "\(made.stdout)")
+            let home = scratch + "/home"
+            try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+            let tools = BuiltExecutable.url("groupdefaults-server").deletingLastPathComponent().path
+            let restored = try runProcess(
+                URL(fileURLWithPath: "/bin/sh"),
+                ["-c", hint],
+                environment: ["PATH": tools + ":/usr/bin:/bin", "HOME": home]
+            )
+            #expect(restored.status == 0, "\(hint): \(restored.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: home).isEmpty, "nothing made elsewhere")
             #expect(try await ServerTool.tokenIDs(storage: ["--data-dir", dataDirectory]) == tokensAtRestore)
             #expect(tokensAtRestore.count == 2)
             #expect(try mode(dataDirectory + "/sync.lmdb") == 0o600)

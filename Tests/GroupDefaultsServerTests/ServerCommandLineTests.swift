@@ -313,6 +313,31 @@ struct ServerCommandLineTests {
         #expect(
             far.stderr == "groupdefaults-server: unknown command 'delete' (the commands: create, list, remove); see 'groupdefaults-server help'\n"
         )
+        // A negative number was "Missing value for '--tombstone-days'": it is named as what it is,
+        // in every tool.
+        for (tool, arguments) in [
+            ("groupdefaults-server", ["serve", "--tombstone-days", "-1", "--data-dir", "/nonexistent"]),
+            ("groupdefaults-server", ["audit", "--since", "-5m", "--data-dir", "/nonexistent"]),
+            ("groupdefaults-server", ["serve", "--postgres-connect-timeout", "-1"]),
+            ("groupdefaults-sync", ["configure", "group.a", "--server", "http://127.0.0.1:1", "--token-file", "t", "--journal-entries", "-5"]),
+        ] {
+            let negative = try await BuiltExecutable.run(BuiltExecutable.url(tool), arguments)
+            let at = arguments.firstIndex { $0.hasPrefix("-") && $0.dropFirst().first?.isNumber == true }!
+            #expect(negative.status == 1, "\(arguments): \(negative.stderr)")
+            #expect(
+                negative.stderr.hasPrefix("\(tool): \(arguments[at - 1]) \(arguments[at]): a negative number is not accepted here"),
+                "\(negative.stderr)"
+            )
+            #expect(negative.stderr.split(separator: "\n").count == 1)
+        }
+        // A conflict journal that keeps nothing would lose a replaced value without a trace.
+        for option in ["--journal-entries", "--journal-days"] {
+            let none = try await BuiltExecutable.run(
+                BuiltExecutable.url("groupdefaults-sync"),
+                ["configure", "group.a", "--server", "http://127.0.0.1:1", "--token-file", "t", option, "0"]
+            )
+            #expect(none.status == 1 && none.stderr.contains("\(option) must be 1 or more"), "\(none.stderr)")
+        }
         // A value not among the choices: the choices, on the same line.
         let choice = try await self.server(["check-config", "--log-level", "verbose"])
         #expect(

@@ -237,6 +237,13 @@ extension ConflictTests {
             }
             try a.defaults.setConflictJournalBounds(.init(maximumCount: 2, maximumAge: .seconds(3600)))
             #expect(try a.defaults.conflicts().map(\.key) == ["k7", "k6"], "a lower bound applies at once")
+            // A journal that keeps nothing would lose the next replaced value without a trace.
+            for bounds in [
+                SharedDefaults.ConflictJournalBounds(maximumCount: 0, maximumAge: .seconds(3600)), .init(maximumCount: 5, maximumAge: .zero),
+            ] {
+                #expect(throws: SharedDefaultsError.self) { try a.defaults.setConflictJournalBounds(bounds) }
+            }
+            #expect(try a.defaults.conflictJournalBounds().maximumCount == 2)
         }
     }
 }

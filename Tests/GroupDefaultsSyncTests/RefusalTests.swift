@@ -190,6 +190,11 @@ struct RefusalTests {
                 #expect(try tablet.open().string(forKey: "sound") == "chime.caf")
                 let again = try await ServerTool.run(["suites", "repair-clock", "--account", "alice", "--suite", suite] + server.storage)
                 #expect(again.stdout.contains("no entry is stamped in the future"), "\(again.stdout)")
+                // A restamp with nothing to repair is no act: the audit log holds the one that was.
+                let idle = try await ServerTool.run(["suites", "repair-clock", "--account", "alice", "--suite", suite, "--restamp"] + server.storage)
+                #expect(idle.status == 0 && idle.stdout.contains("no entry is stamped in the future"), "\(idle.stdout)")
+                let audit = try await ServerTool.run(["audit", "--account", "alice"] + server.storage)
+                #expect(audit.stdout.components(separatedBy: "clock-repair").count == 2, "\(audit.stdout)")
 
                 // An honest write of the key wins, and reaches the phone.
                 #expect(try await tablet.defaultsTool(["write", suite, "volume", "-int", "3"]).status == 0)

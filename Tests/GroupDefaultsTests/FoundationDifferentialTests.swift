@@ -108,6 +108,12 @@ struct FoundationDifferentialTests {
             #expect(defaults.url(forKey: "k")?.absoluteString == "https://example.com/x")
             both("")
             #expect(foundation.url(forKey: "k") != nil && defaults.url(forKey: "k") == nil)
+            // A string with a colon but no scheme before it is a path, as Foundation reads it.
+            for path in [":", ":x", "a b:c"] {
+                both(path)
+                #expect(defaults.url(forKey: "k") == foundation.url(forKey: "k"), "\(path)")
+                #expect(defaults.url(forKey: "k")?.isFileURL == true, "\(path)")
+            }
             both(try #require(URL(string: "https://example.com/x")))
             #expect(foundation.string(forKey: "k") == nil && defaults.string(forKey: "k") == "https://example.com/x")
             both(URL(fileURLWithPath: "/tmp/x"))

@@ -451,6 +451,9 @@ struct MaintenanceTests {
             #expect(missing?.code == .keyNotFound)
             #expect(missing?.key == "sound")
             #expect(sharedDefaultsError { try defaults.rename("ringtone", to: "") }?.code == .invalidKey)
+            let taken = sharedDefaultsError { try defaults.rename("ringtone", to: "other", replacing: false) }
+            #expect(taken?.code == .keyExists && taken?.key == "other")
+            #expect(try stored(defaults) == ["ringtone": .string("ring.caf"), "other": .integer(1)])
             #expect(try defaults.lastSequence == sequence)
             #expect(try drain(feed).isEmpty)
 

@@ -107,12 +107,18 @@ extension SharedDefaults {
     }
 
     /// Sets how much of the conflict journal this suite keeps, for every process; entries beyond
-    /// the new bounds go at once.
+    /// the new bounds go at once. The journal keeps at least one entry, for some time: a value sync
+    /// replaces is never lost without a trace.
     ///
-    /// - Throws: `SharedDefaultsError` with code `unsupportedValue` for a negative count or age.
+    /// - Throws: `SharedDefaultsError` with code `unsupportedValue` for a count below 1 or an age
+    ///   of zero or less (nothing is changed).
     public func setConflictJournalBounds(_ bounds: ConflictJournalBounds) throws {
-        guard bounds.maximumCount >= 0, bounds.maximumAge >= .zero else {
-            throw store.error(.unsupportedValue, key: nil, "the conflict journal's bounds must not be negative; nothing was changed")
+        guard bounds.maximumCount >= 1, bounds.maximumAge > .zero else {
+            throw store.error(
+                .unsupportedValue,
+                key: nil,
+                "the conflict journal keeps at least 1 entry, for some time (a replaced value is never lost without a trace); nothing was changed"
+            )
         }
         try write { tx in
             try tx.perform(key: nil) { try tx.setJournalBounds(bounds) }

@@ -64,7 +64,8 @@ extension PropertyListValue {
         switch self {
         case .string(let v):
             guard !v.isEmpty else { return nil }
-            if let url = URL(string: v), url.scheme != nil { return url }
+            // A URL has a scheme before its colon (`":"` has none: a path, as Foundation reads it).
+            if let url = URL(string: v), url.scheme?.isEmpty == false { return url }
             return URL(fileURLWithPath: (v as NSString).expandingTildeInPath)
         case .data(let v):
             return String(data: v, encoding: .utf8).flatMap { PropertyListValue.string($0).coercedURL }
