@@ -443,17 +443,35 @@ extension SuiteStore {
 
 extension SharedDefaults {
     /// Checks, without opening or creating suite `suiteName`, that `value` can be stored under
-    /// `key` as `set` checks it: the key's length and the value's nesting (its encoded size is
-    /// checked when it is set). A tool checks its input with it before it creates a suite, so that
-    /// a refused write leaves no suite behind.
+    /// `key` as `set` checks it: the key's length, the value's nesting and its encoded size against
+    /// `maximumValueSize` (the configuration's the suite is opened with; the default's unless
+    /// given). A tool checks its input with it before it creates a suite, so that a refused write
+    /// leaves no suite behind.
     ///
-    /// - Throws: `SharedDefaultsError` (`invalidKey`, `unsupportedValue`), naming the suite and key.
-    public static func checkStorable(_ value: PropertyListValue?, forKey key: String, suiteName: String) throws {
+    /// - Throws: `SharedDefaultsError` (`invalidKey`, `unsupportedValue`, `valueTooLarge`), naming
+    ///   the suite and key.
+    public static func checkStorable(
+        _ value: PropertyListValue?,
+        forKey key: String,
+        suiteName: String,
+        maximumValueSize: Int = Configuration().maximumValueSize
+    ) throws {
         if let reason = SuiteStore.keyRefusal(key, limit: Environment.keySizeLimit) ?? (value == nil ? nil : NameKind.key.problem(with: key)) {
             throw SharedDefaultsError(.invalidKey, suite: suiteName, path: suiteName, key: key, reason)
         }
-        if let value, !value.fitsNestingLimit {
+        guard let value else { return }
+        if !value.fitsNestingLimit {
             throw SharedDefaultsError(.unsupportedValue, suite: suiteName, path: suiteName, key: key, SuiteStore.tooDeep)
+        }
+        let size = BinaryCodec.encode(value).count
+        if size > maximumValueSize {
+            throw SharedDefaultsError(
+                .valueTooLarge,
+                suite: suiteName,
+                path: suiteName,
+                key: key,
+                "the value takes \(size) bytes encoded; the limit is \(maximumValueSize) (Configuration.maximumValueSize); nothing was changed"
+            )
         }
     }
 }

@@ -543,17 +543,26 @@ public struct SyncSetup: Sendable {
         if FileManager.default.fileExists(atPath: tokenFile), resumed == nil || (try? TokenFile.read(tokenFile)) != resumed {
             throw Refusal(.tokenFileExists, suite: suite, path: tokenFile)
         }
-        // The token file's folder holds the pairing's progress from the claim on.
-        try FileManager.default.createDirectory(
-            at: URL(fileURLWithPath: tokenFile).deletingLastPathComponent(),
-            withIntermediateDirectories: true,
-            attributes: [.posixPermissions: 0o700]
-        )
-        let (token, keys) = try await withClient(
-            suite: suite,
-            token: { throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one") }
-        ) {
-            try await DevicePairing.accept(code: code, client: $0, deviceName: deviceName, progressFile: progressFile)
+        // The token file's folder holds the pairing's progress from the claim on; made here, it
+        // goes again if the pairing fails with nothing in it.
+        let folder = URL(fileURLWithPath: tokenFile).deletingLastPathComponent()
+        let madeFolder = !FileManager.default.fileExists(atPath: folder.path)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let token: String
+        let keys: SuiteKeys
+        do {
+            (token, keys) = try await withClient(
+                suite: suite,
+                token: { throw SyncError(.authenticationNeeded, "no token yet: the pairing makes one") }
+            ) {
+                try await DevicePairing.accept(code: code, client: $0, deviceName: deviceName, progressFile: progressFile)
+            }
+        } catch {
+            // Only if empty: what an interrupted claim kept there stays for the next run.
+            if madeFolder, (try? FileManager.default.contentsOfDirectory(atPath: folder.path))?.isEmpty == true {
+                try? FileManager.default.removeItem(at: folder)
+            }
+            throw error
         }
         let path = keyFile ?? KeyFileName.defaultPath(suite: suite, server: server, token: token, beside: tokenFile)
         if !FileManager.default.fileExists(atPath: tokenFile) {

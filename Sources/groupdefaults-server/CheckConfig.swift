@@ -20,12 +20,16 @@ struct CheckConfig: AsyncParsableCommand {
     @OptionGroup var options: ServeOptions
 
     func run() async throws {
-        try groupdefaultsServer.perform {
+        try await groupdefaultsServer.perform {
             let settings = try options.settings()
             let configuration = try ServeOptions.serverConfiguration(settings)
             // What `serve` checks before it listens: the TLS files load, and the key belongs to the certificate.
             if let tls = configuration.tls {
                 do { try TLSFilesError.check(tls) } catch { throw CommandFailure("\(error)") }
+            }
+            // And the address is free: a port in use, or a host that is not this machine's, is said now.
+            if let refusal = await ListenFailure.probe(host: configuration.host, port: configuration.port) {
+                throw CommandFailure(refusal)
             }
             for line in Self.lines(settings) { output(line) }
             output("ok: serve would listen on \(configuration.tls == nil ? "http" : "https")://\(configuration.host):\(configuration.port)")

@@ -48,7 +48,18 @@ struct StorageOptions: ParsableArguments {
 
     /// The storage the settings name.
     static func configuration(_ settings: ResolvedSettings) throws -> StorageConfiguration {
-        guard let url = settings[ServerSettings.postgresURL] else { return .embedded(directory: resolvedDataDirectory(settings)) }
+        guard let url = settings[ServerSettings.postgresURL] else {
+            // An empty setting (`GROUPDEFAULTS_SERVER_DATA_DIR=`) names no folder: said before any
+            // command, `check-config` included, tries to make one.
+            if let directory = settings[ServerSettings.dataDir], directory.isEmpty {
+                let source = settings.source(of: ServerSettings.dataDir.name) ?? "flag"
+                let message =
+                    "the data directory is empty (\(source == "flag" ? "--data-dir" : "\(source): \(ServerSettings.dataDir.variable)")): give a folder, or leave the setting out for the default"
+                guard source != "flag" else { throw ValidationError(message) }
+                throw CommandFailure(message)
+            }
+            return .embedded(directory: resolvedDataDirectory(settings))
+        }
         do {
             var database = try PostgresStorageConfiguration(url: url)
             database.connectTimeout = .seconds(settings[defaulted: ServerSettings.postgresConnectTimeout])

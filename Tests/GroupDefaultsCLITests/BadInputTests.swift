@@ -107,6 +107,8 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         ),
         BadInput(["write", "fresh", String(repeating: "k", count: 600), "v"], mentioning: ["600 bytes"]),
         BadInput(["import", "fresh", "$FILES/bad-typed.json"], mentioning: ["integer"]),
+        // A value over the size limit is refused before the new suite is made.
+        BadInput(["import", "fresh", "$FILES/huge.plist"], mentioning: ["the limit is 4194304"]),
         BadInput(["write", "fresh", "n", "--json", #"{"Integer":3}"#], mentioning: ["did you mean \"integer\""]),
         BadInput(["write", "--directory=", "fresh", "k", "v"], mentioning: ["--directory"]),
         BadInput(["increment", "fresh", ""], mentioning: ["empty"]),
@@ -132,6 +134,11 @@ struct BadInput: Sendable, CustomTestStringConvertible {
     func refusedInOneLineAndNothingChanges(_ input: BadInput) throws {
         try withSandbox { (sandbox) throws in
             try Self.prepare(sandbox)
+            if input.arguments.contains("$FILES/huge.plist") {  // 4 MB, only where it is used
+                try Data(("{ a = \"" + String(repeating: "x", count: 4_300_000) + "\"; }").utf8).write(
+                    to: URL(fileURLWithPath: sandbox.path("huge.plist"))
+                )
+            }
             let before = try sandbox.contents("s")
             let last = try sandbox.lastChange("s")
             let listing = sandbox.suiteDirectoryListing

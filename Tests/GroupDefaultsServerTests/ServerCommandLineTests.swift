@@ -68,6 +68,36 @@ struct ServerCommandLineTests {
         #expect(result.elapsed >= .seconds(3) && result.elapsed < .seconds(20), "took \(result.elapsed)")
     }
 
+    @Test("check-config refuses, as serve would, a port in use, a host that is not this machine's and an empty data directory")
+    func checkConfigRefusesWhatServeWould() async throws {
+        let directory = ServerTool.temporaryDirectory("gds-check")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let running = try await ServerProcess(dataDirectory: directory)
+        let taken = try await server(["check-config", "--data-dir", directory + "/other", "--port", String(running.port)])
+        #expect(taken.status == 1 && taken.stdout.isEmpty, "\(taken)")
+        #expect(
+            taken.stderr == "groupdefaults-server: cannot listen on 127.0.0.1:\(running.port): the address is already in use\n",
+            "\(taken.stderr)"
+        )
+        await running.stop()
+        let freed = try await server(["check-config", "--data-dir", directory + "/other", "--port", String(running.port)])
+        #expect(freed.status == 0 && freed.stdout.hasSuffix("ok: serve would listen on http://127.0.0.1:\(running.port)\n"), "\(freed)")
+        let foreign = try await server(["check-config", "--data-dir", directory, "--port", "0", "--host", "192.0.2.1"])
+        #expect(
+            foreign.status == 1 && foreign.stderr.contains("cannot listen on 192.0.2.1:0: the address is not one of this machine's"),
+            "\(foreign)"
+        )
+        for verb in ["check-config", "serve"] {
+            let empty = try await server([verb, "--port", "0"], environment: ["GROUPDEFAULTS_SERVER_DATA_DIR": ""])
+            #expect(
+                empty.status == 1 && empty.stderr.contains("the data directory is empty (environment: GROUPDEFAULTS_SERVER_DATA_DIR)"),
+                "\(verb): \(empty)"
+            )
+            let flag = try await server([verb, "--port", "0", "--data-dir", ""])
+            #expect(flag.status == 1 && flag.stderr.contains("the data directory is empty (--data-dir)"), "\(verb): \(flag)")
+        }
+    }
+
     @Test("a port out of range is refused in one line, by serve and check-config (99999 once listened on 34463); the sync tool's --server too")
     func portOutOfRange() async throws {
         let directory = ServerTool.temporaryDirectory("gds-range")

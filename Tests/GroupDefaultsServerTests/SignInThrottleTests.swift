@@ -62,9 +62,9 @@ struct SignInThrottleTests {
             if running == 4 { break }
         }
         // Eight attempts waiting from eight addresses of one /64, then one from elsewhere.
-        var waiters = (0..<8).map { n in Task { try await throttle.check(address: "2001:db8:0:1::\(n + 1)") { served.yield("flood") } } }
+        var waiters = (0..<8).map { n in Task { try await throttle.check(address: "2001:db8:0:1::\(n + 1)") { _ = served.yield("flood") } } }
         try await waitUntil { throttle.waitingChecks == 8 }
-        waiters.append(Task { try await throttle.check(address: "192.0.2.1") { served.yield("other") } })
+        waiters.append(Task { try await throttle.check(address: "192.0.2.1") { _ = served.yield("other") } })
         try await waitUntil { throttle.waitingChecks == 9 }
         // One slot comes free: the flood's first attempt, then, in turn, the other client's.
         releases[0].continuation.finish()

@@ -145,6 +145,17 @@ struct PairingTests {
             let wrong = try await join(stranger, server, code: PairingCode().description)
             #expect(wrong.status == 1 && wrong.stderr.contains("no pairing has this code"), "\(wrong.stderr)")
             #expect(!FileManager.default.fileExists(atPath: stranger.directory.appendingPathComponent("paired.token").path))
+            // Into a folder that does not exist yet: made for the pairing, gone again when it fails.
+            let newFolder = stranger.directory.appendingPathComponent("new-folder")
+            let elsewhere = try await stranger.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--pairing-code", PairingCode().description, "--token-file",
+                    newFolder.path + "/paired.token",
+                ]
+            )
+            #expect(elsewhere.status == 1 && elsewhere.stderr.contains("no pairing has this code"), "\(elsewhere.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: newFolder.path), "a pairing that fails leaves nothing behind")
             // A typo is caught before anything is sent.
             var typo = Array(code)
             typo[1] = typo[1] == "A" ? "B" : "A"

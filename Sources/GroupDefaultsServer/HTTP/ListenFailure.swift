@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOPosix
 
 /// The server could not listen where it was told (the port is taken, a privileged port, an address
 /// that is not this machine's, a host name that does not resolve): one sentence instead of NIO's
@@ -19,5 +20,20 @@ package enum ListenFailure {
         var reason = SystemErrorText.sentence(error.errnoCode)
         if error.errnoCode == EACCES, port < 1024 { reason += " (ports below 1024 need privileges)" }
         return "cannot listen on \(address): \(reason)"
+    }
+
+    /// Whether `serve` could listen on `host`:`port` now: binds a socket there as the server does
+    /// (address reuse on) and closes it at once. Nil when it could, else the sentence `serve` would
+    /// end with (`check-config` says it before anyone starts the server).
+    package static func probe(host: String, port: Int) async -> String? {
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+        do {
+            let channel = try await bootstrap.bind(host: host, port: port).get()
+            try? await channel.close()
+            return nil
+        } catch {
+            return sentence(for: error, host: host, port: port) ?? "cannot listen on \(host):\(port): \(error)"
+        }
     }
 }
