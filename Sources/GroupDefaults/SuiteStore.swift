@@ -618,6 +618,10 @@ enum MetaKey {
     /// For a suite another account shares with this one: who owns it, its name there and this
     /// account's role, as the sync client wrote them (opaque here), UTF-8.
     nonisolated(unsafe) static let syncShare = UnsafeRawBufferPointer(staticString: "sync.share")
+    /// After `leave`: the share the suite was a copy of (`syncShare`'s text, kept by
+    /// `disableSync(rememberingShare:)`), so that no hint and no plain `configure` takes another
+    /// account's values for this account's own; cleared when sync is turned on again.
+    nonisolated(unsafe) static let syncLeftShare = UnsafeRawBufferPointer(staticString: "sync.left-share")
     /// What the sync engine last reported that needs attention (paused, failing), UTF-8.
     nonisolated(unsafe) static let syncNote = UnsafeRawBufferPointer(staticString: "sync.note")
     /// The HLC at which sync was turned on (`configure`), u64 little-endian: the moment of the

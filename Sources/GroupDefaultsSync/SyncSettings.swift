@@ -170,3 +170,25 @@ extension SyncSettings {
             && same(shared?.owner, other.shared?.owner) && same(shared?.suite, other.shared?.suite)
     }
 }
+
+extension SharedDefaults {
+    /// The suite another account shares that this local suite was a copy of before this account
+    /// left it (`leave`); nil for a suite that never left one, or syncs again.
+    public func leftMembership() -> Membership? {
+        (try? leftShare()).flatMap { $0.flatMap(Membership.init(storedText:)) }
+    }
+}
+
+/// What to tell a person whose suite does not sync: how to configure it, or, for a copy of a suite
+/// this account left, how to join that suite again (never a plain `configure`, which would upload
+/// the owner's values into this account's own suite).
+public enum UnconfiguredHint {
+    /// One sentence for `suite`, stored in `defaults` (nil: not there).
+    public static func sentence(suite: String, defaults: SharedDefaults?) -> String {
+        if let left = defaults?.leftMembership() {
+            return
+                "\(suite) holds a copy of \(left.owner)'s suite \(left.suite), which this account left: to join it again, ask \(left.owner) for an invitation and run `groupdefaults-sync configure --invitation CODE --server URL --token-file PATH --as \(suite)`"
+        }
+        return "\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`"
+    }
+}

@@ -120,6 +120,8 @@ public struct SyncSetup: Sendable {
             existing = nil
         }
         let previous = try existing.flatMap { try SyncSettings.stored(in: $0) }
+        // A copy of a suite this account left is never turned into this account's own.
+        if shared == nil, let left = existing?.leftMembership() { throw Refusal(.copyOfLeftSuite(left), suite: suite) }
         let prepared = try await prepareKeys(suite: suite, previous: previous)
         var shared = shared
         if shared != nil, shared?.account == nil {
@@ -192,8 +194,8 @@ public struct SyncSetup: Sendable {
     ///
     /// Checked before anything changes: the code's check characters, this token, that the
     /// invitation is waiting (not used, expired or revoked), and that no suite of the local name
-    /// exists here, unless it is a copy of this same shared suite (an account removed and invited
-    /// again joins with the copy it kept).
+    /// exists here, unless it is a copy of this same shared suite (an account removed, or that
+    /// left, and invited again joins with the copy it kept).
     ///
     /// For an end-to-end encrypted suite, the device sends a member key of its own with its
     /// acceptance, with a proof made from the code, and waits (calling `waiting` once) until a
@@ -259,9 +261,10 @@ public struct SyncSetup: Sendable {
         var previousKeyFile: String?
         do {
             let existing = try SharedDefaults(existingSuiteName: name, directory: directory)
-            // Only this very suite's copy, from before this account was removed, joins again.
+            // Only this very suite's copy, from before this account was removed or left, joins again.
             let previous = try SyncSettings.stored(in: existing)
-            guard previous?.shared?.owner.isSameName(as: offered.owner) == true, previous?.shared?.suite.isSameName(as: offered.suite) == true else {
+            let copyOf = previous?.shared ?? existing.leftMembership()
+            guard copyOf?.owner.isSameName(as: offered.owner) == true, copyOf?.suite.isSameName(as: offered.suite) == true else {
                 throw Refusal(.localSuiteExists, suite: name)
             }
             previousKeyFile = previous?.keyFile
@@ -643,6 +646,9 @@ extension SyncSetup {
             case serverNotAsked(SyncError)
             /// Joining a shared suite would make a local suite of a name one already has.
             case localSuiteExists
+            /// The suite is a copy of another account's suite, which this account left: configured
+            /// as this account's own, it would upload that account's values into it.
+            case copyOfLeftSuite(Membership)
         }
 
         /// What stands in the way.
@@ -678,6 +684,8 @@ extension SyncSetup {
                 "\(error); the server was asked how it holds \(suite), and nothing was changed"
             case .localSuiteExists:
                 "a suite named \(suite) exists here already: join under another local name; nothing was changed"
+            case .copyOfLeftSuite(let left):
+                "\(suite) holds a copy of \(left.owner)'s suite \(left.suite), which this account left: configured as this account's own it would upload \(left.owner)'s values; join \(left.owner)'s suite again with an invitation; nothing was changed"
             }
         }
     }

@@ -402,6 +402,14 @@ extension SyncCommand {
                 )
             case .localSuiteExists:
                 return CommandFailure("a suite named \(suite) exists here already: join under another name with --as NAME; nothing was changed")
+            case .copyOfLeftSuite(let left):
+                return CommandFailure(
+                    """
+                    \(suite) holds a copy of \(left.owner)'s suite \(left.suite), which this account left: configured as your own it \
+                    would upload \(left.owner)'s values; to join it again, ask \(left.owner) for an invitation and run \
+                    `groupdefaults-sync configure --invitation CODE --server URL --token-file PATH --as \(suite)`; nothing was changed
+                    """
+                )
             case .serverNotAsked(let error) where error.kind == .authenticationNeeded:
                 // The token this very command names: no advice to run configure again. Status 3 when
                 // the server refused it; a token file that cannot be read is a mistake like any other.

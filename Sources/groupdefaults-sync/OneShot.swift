@@ -133,7 +133,7 @@ func withConfiguredEngine(
     try await perform {
         let defaults = try options.open(suite)
         guard let settings = try SyncSettings.stored(in: defaults) else {
-            throw CommandFailure("\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`")
+            throw CommandFailure(UnconfiguredHint.sentence(suite: suite, defaults: defaults))
         }
         try await withHTTPClient(server, caFile: settings.caFile) { http in
             try await body(defaults, try SyncEngine(configured: defaults, http: http, options: server.applied(to: engineOptions)))

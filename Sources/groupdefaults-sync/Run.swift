@@ -53,9 +53,7 @@ extension SyncCommand {
                     for suite in suites {
                         let defaults = try options.open(suite)
                         guard let settings = try SyncSettings.stored(in: defaults) else {
-                            throw CommandFailure(
-                                "\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`"
-                            )
+                            throw CommandFailure(UnconfiguredHint.sentence(suite: suite, defaults: defaults))
                         }
                         let http = try server.makeHTTPClient(caFile: settings.caFile)
                         clients.append(http)

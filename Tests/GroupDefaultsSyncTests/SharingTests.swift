@@ -216,6 +216,21 @@ struct SharingTests {
             #expect(try await family.bobTablet.sync("status").stdout.contains("not synced"))
             let after = try await family.alicePhone.sync("members", ["--json"])
             #expect(try JSONDecoder().decode(MemberList.self, from: Data(after.stdout.utf8)).members.map(\.account) == ["alice"])
+
+            // The copy it kept is alice's: no hint, and no plain configure, makes it bob's own suite
+            // (that uploaded alice's values into bob's account); an invitation joins it again.
+            let hint = try await family.bobTablet.sync("sync")
+            #expect(hint.status == 1, "\(hint)")
+            #expect(hint.stderr.contains("home holds a copy of alice's suite family, which this account left"), "\(hint.stderr)")
+            #expect(hint.stderr.contains("configure --invitation CODE") && !hint.stderr.contains("configure home --server"), "\(hint.stderr)")
+            let token = try family.bobTablet.tokenFile(family.bobToken, name: "bob.token")
+            let own = try await family.bobTablet.sync("configure", ["--server", family.server.url.absoluteString, "--token-file", token])
+            #expect(own.status == 1 && own.stderr.contains("would upload alice's values"), "\(own)")
+            let bobs = try await ServerTool.createToken(storage: family.server.storage, account: "bob")
+            #expect(try await family.server.client("home", token: bobs).snapshot(after: nil, limit: 10).entries.isEmpty, "nothing uploaded")
+            #expect(try await family.join(try await family.invite("write"), on: family.bobTablet).status == 0)
+            try await expectOK(family.bobTablet.sync("sync"))
+            #expect(try await family.bobTablet.sync("status").stdout.contains("alice's suite family"))
         }
     }
 

@@ -169,7 +169,7 @@ extension SharedDefaults {
             try JoiningRule.recordMoment(in: tx)
             for (key, text) in [
                 (MetaKey.syncServer, server as String?), (MetaKey.syncTokenFile, tokenFile), (MetaKey.syncCAFile, caFile),
-                (MetaKey.syncKeyFile, keyFile), (MetaKey.syncShare, share),
+                (MetaKey.syncKeyFile, keyFile), (MetaKey.syncShare, share), (MetaKey.syncLeftShare, nil),
             ] {
                 try tx.setSyncText(text, for: key)
             }
@@ -205,8 +205,12 @@ extension SharedDefaults {
     }
 
     /// Stops syncing: forgets the server, the cursor, the in-flight batch and every pending mark.
-    package func disableSync() throws {
+    /// With `rememberingShare` (a member leaving) the share the suite was a copy of is kept
+    /// (`leftShare()`).
+    package func disableSync(rememberingShare: Bool = false) throws {
         try write { tx in
+            // A member's copy that leaves remembers whose it was (`leftShare()`).
+            if rememberingShare, let share = try tx.syncText(MetaKey.syncShare) { try tx.setSyncText(share, for: MetaKey.syncLeftShare) }
             for key in [
                 MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncKeyFile, MetaKey.syncShare, MetaKey.syncCursor,
                 MetaKey.syncInFlight,
@@ -222,6 +226,13 @@ extension SharedDefaults {
             }
             try tx.emptyPendingIndex()
         }
+    }
+
+    /// The share (as the sync client stored it) this suite was a member's copy of before it left
+    /// (`disableSync(rememberingShare: true)`); nil for a suite that never left one, or that syncs
+    /// again.
+    package func leftShare() throws -> String? {
+        try read { tx in try tx.perform(key: nil) { try tx.syncText(MetaKey.syncLeftShare) } }
     }
 
     /// The sync bookkeeping, from one snapshot: lookups in `meta`, whatever the suite's size (the

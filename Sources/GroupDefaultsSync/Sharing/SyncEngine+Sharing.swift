@@ -195,7 +195,7 @@ extension SyncEngine {
         } catch SyncErrorCode.notAMember {
             // Removed already (or the suite is no longer shared): only the local part is left.
         }
-        do { try defaults.disableSync() } catch {
+        do { try defaults.disableSync(rememberingShare: true) } catch {
             throw SyncError(.local, "left \(shared.owner)'s suite \(shared.suite), but the local suite could not stop syncing: \(error)")
         }
     }
