@@ -159,36 +159,31 @@ extension SyncSettings {
     /// paths compared as bytes): what an engine made from `other` is bound to.
     func sameConnection(as other: SyncSettings?) -> Bool {
         guard let other else { return false }
-        func same(_ a: String?, _ b: String?) -> Bool {
-            switch (a, b) {
-            case (nil, nil): true
-            case (let a?, let b?): a.utf8.elementsEqual(b.utf8)
-            default: false
-            }
-        }
-        return server == other.server && same(tokenFile, other.tokenFile) && same(keyFile, other.keyFile)
-            && same(shared?.owner, other.shared?.owner) && same(shared?.suite, other.shared?.suite)
+        return server == other.server && tokenFile.isSameName(as: other.tokenFile) && keyFile.isSameName(as: other.keyFile)
+            && (shared?.owner).isSameName(as: other.shared?.owner) && (shared?.suite).isSameName(as: other.shared?.suite)
     }
 }
 
 extension SharedDefaults {
     /// The suite another account shares that this local suite was a copy of before this account
     /// left it (`leave`); nil for a suite that never left one, or syncs again.
-    public func leftMembership() -> Membership? {
+    package func leftMembership() -> Membership? {
         (try? leftShare()).flatMap { $0.flatMap(Membership.init(storedText:)) }
     }
 }
 
-/// What to tell a person whose suite does not sync: how to configure it, or, for a copy of a suite
-/// this account left, how to join that suite again (never a plain `configure`, which would upload
-/// the owner's values into this account's own suite).
-public enum UnconfiguredHint {
+/// What the tools tell a person whose suite does not sync: how to configure it, or, for a copy of
+/// a suite this account left, how to join that suite again (never a plain `configure`, which would
+/// upload the owner's values into this account's own suite).
+package enum UnconfiguredHint {
     /// One sentence for `suite`, stored in `defaults` (nil: not there).
-    public static func sentence(suite: String, defaults: SharedDefaults?) -> String {
-        if let left = defaults?.leftMembership() {
-            return
-                "\(suite) holds a copy of \(left.owner)'s suite \(left.suite), which this account left: to join it again, ask \(left.owner) for an invitation and run `groupdefaults-sync configure --invitation CODE --server URL --token-file PATH --as \(suite)`"
-        }
+    package static func sentence(suite: String, defaults: SharedDefaults?) -> String {
+        if let left = defaults?.leftMembership() { return rejoin(suite: suite, left: left) }
         return "\(suite) is not configured for sync: run `groupdefaults-sync configure \(suite) --server URL --token-file PATH`"
+    }
+
+    /// `suite` is a copy of `left`, which this account left: how to join it again.
+    package static func rejoin(suite: String, left: Membership) -> String {
+        "\(suite) holds a copy of \(left.owner)'s suite \(left.suite), which this account left: to join it again, ask \(left.owner) for an invitation and run `groupdefaults-sync configure --invitation CODE --server URL --token-file PATH --as \(suite)`"
     }
 }

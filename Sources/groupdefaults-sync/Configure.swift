@@ -404,11 +404,8 @@ extension SyncCommand {
                 return CommandFailure("a suite named \(suite) exists here already: join under another name with --as NAME; nothing was changed")
             case .copyOfLeftSuite(let left):
                 return CommandFailure(
-                    """
-                    \(suite) holds a copy of \(left.owner)'s suite \(left.suite), which this account left: configured as your own it \
-                    would upload \(left.owner)'s values; to join it again, ask \(left.owner) for an invitation and run \
-                    `groupdefaults-sync configure --invitation CODE --server URL --token-file PATH --as \(suite)`; nothing was changed
-                    """
+                    UnconfiguredHint.rejoin(suite: suite, left: left)
+                        + "; configured as your own it would upload \(left.owner)'s values, so nothing was changed"
                 )
             case .serverNotAsked(let error) where error.kind == .authenticationNeeded:
                 // The token this very command names: no advice to run configure again. Status 3 when

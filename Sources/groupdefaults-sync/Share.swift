@@ -183,15 +183,15 @@ extension SyncCommand {
                 // In an encrypted suite a member without an admission was never handed the keys:
                 // its join is under way, or stopped before the keys (a crash, the network gone).
                 let encrypted = await engine.isEndToEndEncrypted
-                let keyless = list.members.filter { encrypted && $0.role != .owner && $0.admission == nil }.map(\.account)
+                let holdsNoKeys = { (member: MemberList.Member) in encrypted && member.role != .owner && member.admission == nil }
                 for member in list.members {
-                    let waiting = keyless.contains { $0.utf8.elementsEqual(member.account.utf8) } ? "  holds no keys yet" : ""
+                    let waiting = holdsNoKeys(member) ? "  holds no keys yet" : ""
                     output("\(printable(member.account))  \(member.role.rawValue)" + (member.added.map { "  joined \($0)" } ?? "") + waiting)
                     for device in member.devices ?? [] {
                         output("  device \(device.name.map(printable) ?? "(unnamed)") \(device.deviceID)  last seen \(device.lastSeen)")
                     }
                 }
-                if !keyless.isEmpty {
+                if list.members.contains(where: holdsNoKeys) {
                     output(
                         """
                         A member that holds no keys yet reads nothing: its join waits for a `share` of the owner's to hand \
