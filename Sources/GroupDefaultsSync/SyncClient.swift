@@ -372,6 +372,8 @@ public struct SyncClient: Sendable {
     }
 
     private func execute(_ request: HTTPClientRequest, extraTime: Duration) async throws -> HTTPClientResponse {
+        // A stopped command (its wait cancelled by a Ctrl-C) sends nothing more.
+        guard !Task.isCancelled else { throw SyncError(.unavailable, "the request was not sent: the command is stopping") }
         let response: HTTPClientResponse
         do {
             let seconds = (timeout + extraTime).components.seconds

@@ -35,7 +35,9 @@ package enum InterruptionPoint {
     }
 
     /// Sends `number` to the calling thread with it unblocked, so that it is handled (or ends the
-    /// process) before this returns: the step is where the signal lands, not some moment later.
+    /// process) before this returns; then cancels the task that reached the step, as the handler's
+    /// thread does a moment later: the step is where the signal lands, and the command's next
+    /// request is not sent.
     private static func deliverHere(_ number: Int32) {
         var set = sigset_t()
         sigemptyset(&set)
@@ -44,6 +46,7 @@ package enum InterruptionPoint {
         pthread_sigmask(SIG_UNBLOCK, &set, &previous)
         raise(number)
         pthread_sigmask(SIG_SETMASK, &previous, nil)
+        withUnsafeCurrentTask { $0?.cancel() }
     }
 
     private static func environment(_ name: String) -> String? {
