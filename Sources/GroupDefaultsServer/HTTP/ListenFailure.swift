@@ -24,10 +24,13 @@ package enum ListenFailure {
 
     /// Whether `serve` could listen on `host`:`port` now: binds a socket there as the server does
     /// (address reuse on) and closes it at once. Nil when it could, else the sentence `serve` would
-    /// end with (`check-config` says it before anyone starts the server).
+    /// end with (`check-config` says it before anyone starts the server). The probe also sets
+    /// SO_REUSEPORT, which the server does not: two probes at once (two `check-config`s) do not
+    /// refuse each other, while a listening server still refuses the probe.
     package static func probe(host: String, port: Int) async -> String? {
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(ChannelOptions.socket(SocketOptionLevel(SOL_SOCKET), SocketOptionName(SO_REUSEPORT)), value: 1)
         do {
             let channel = try await bootstrap.bind(host: host, port: port).get()
             try? await channel.close()
