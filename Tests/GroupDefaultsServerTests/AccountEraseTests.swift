@@ -159,6 +159,10 @@ struct AccountEraseTests {
     /// Runs `groupdefaults-server ARGUMENTS…` while `directory` takes no new entry: as root, as
     /// `nobody` (given the store's files) with the directory 0500; otherwise with it 0500. The
     /// directory is 0700 (and root's, as root) again afterwards.
+    ///
+    /// `nobody` runs a copy of the executable in a folder of its own that anyone may enter: the
+    /// build's own folder may sit in a clone that only its owner can enter (a `mktemp -d` folder,
+    /// a home directory of mode 0700), where `runuser` failed with "Permission denied".
     static func runWithoutWriteAccess(to directory: String, _ arguments: [String]) throws -> ProcessResult {
         let files = try FileManager.default.contentsOfDirectory(atPath: directory).map { directory + "/" + $0 } + [directory]
         defer {
@@ -172,6 +176,21 @@ struct AccountEraseTests {
         for file in files { chown(file, 65534, 65534) }
         chmod(directory, 0o500)
         let runuser = ["/usr/sbin/runuser", "/sbin/runuser"].first { FileManager.default.fileExists(atPath: $0) } ?? "/usr/sbin/runuser"
-        return try runProcess(URL(fileURLWithPath: runuser), ["-u", "nobody", "--", ServerTool.executable.path] + arguments)
+        let reachable = try Self.reachableCopyOfTheServer()
+        defer { try? FileManager.default.removeItem(at: reachable.deletingLastPathComponent()) }
+        return try runProcess(URL(fileURLWithPath: runuser), ["-u", "nobody", "--", reachable.path] + arguments)
+    }
+
+    /// A copy of the server's executable in a new folder under the system's temporary folder, both
+    /// readable and executable by every user.
+    static func reachableCopyOfTheServer() throws -> URL {
+        var template = Array("/tmp/groupdefaults-server-copy.XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        let folder = String(cString: made)
+        chmod(folder, 0o755)
+        let copy = URL(fileURLWithPath: folder + "/groupdefaults-server")
+        try FileManager.default.copyItem(at: ServerTool.executable, to: copy)
+        chmod(copy.path, 0o755)
+        return copy
     }
 }

@@ -90,6 +90,52 @@ extension StorageConformanceTests {
         }
 
         @Test(
+            "an export holds the sharing: an owner's suite its members and invitations, a member the suites it belongs to",
+            arguments: StorageBackend.allCases
+        )
+        func exportHoldsSharing(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                try await push(storage, account: "ana", suite: "family", [op("sound", .string("ring.caf"), hlc: 10)])
+                let now = Date()
+                func invite(_ code: String, _ role: SuiteRole) async throws {
+                    let invitation = StoredInvitation(
+                        lookup: StoredInvitation.lookup(id: code),
+                        id: "inv_\(code.suffix(12))",
+                        owner: "ana",
+                        suite: "family",
+                        role: role,
+                        createdBy: "ana",
+                        created: now,
+                        lifetime: 3600
+                    )
+                    try await storage.createInvitation(invitation, now: now)
+                }
+                try await invite("code-bob-000000000000", .write)
+                try await invite("code-pending-00000000", .read)
+                _ = try await storage.acceptInvitation(lookup: StoredInvitation.lookup(id: "code-bob-000000000000"), account: "bob", now: now)
+
+                let owner = try await AccountExport.read(account: "ana", from: storage, now: now)
+                let suite = try #require(owner.suites.first)
+                #expect(suite.members.map(\.account) == ["bob"] && suite.members.first?.role == .write)
+                #expect(suite.members.first?.invitedBy == "ana")
+                #expect(Set(suite.invitations.map(\.state)) == [.accepted, .pending])
+                #expect(suite.invitations.first { $0.state == .accepted }?.acceptedBy == "bob")
+                #expect(owner.memberships.isEmpty)
+                let ownerJSON = String(decoding: try owner.json(), as: UTF8.self)
+                #expect(!ownerJSON.contains("code-bob") && !ownerJSON.contains("code-pending"), "an invitation's code is never exported")
+                #expect(!ownerJSON.contains(StoredInvitation.lookup(id: "code-pending-00000000")))
+
+                let member = try await AccountExport.read(account: "bob", from: storage, now: now)
+                #expect(member.suites.isEmpty)
+                #expect(member.memberships.map { [$0.owner, $0.suite, $0.account] } == [["ana", "family", "bob"]])
+                #expect(member.memberships.first?.role == .write)
+                let memberJSON = String(decoding: try member.json(), as: UTF8.self)
+                #expect(memberJSON.contains("\"memberships\" : ["), "\(memberJSON)")
+                #expect(!memberJSON.contains("ring.caf"), "the owner's values stay the owner's")
+            }
+        }
+
+        @Test(
             "an account's incarnation: made with its first token, kept, gone with the account, a new one for the name used again",
             arguments: StorageBackend.allCases
         )
