@@ -28,20 +28,43 @@ package struct CommandFailure: Error, Sendable, CustomStringConvertible {
 package struct CommandLineTool: Sendable {
     /// The name each line on stderr starts with, e.g. `groupdefaults`.
     package let name: String
+    /// The tool's root command, whose tree says which options each verb takes (for
+    /// `pasteable(_:)`); nil for a tool that prints no command to run.
+    private let root: (any ParsableCommand.Type)?
     private let failure: @Sendable (any Error) -> CommandFailure?
 
     /// - Parameters:
     ///   - name: The executable's name, printed before each line.
+    ///   - root: The tool's root command (nil for a tool that prints no command to run).
     ///   - failure: The failure to report for an error that is not a `CommandFailure`; nil leaves the
     ///     error to whoever runs the command (ArgumentParser, or `main(reportingAs:helpHint:)`).
-    package init(name: String, failure: @escaping @Sendable (any Error) -> CommandFailure? = { _ in nil }) {
+    package init(
+        name: String,
+        root: (any ParsableCommand.Type)? = nil,
+        failure: @escaping @Sendable (any Error) -> CommandFailure? = { _ in nil }
+    ) {
         self.name = name
+        self.root = root
         self.failure = failure
     }
 
-    /// Writes `NAME: MESSAGE` to stderr as one line, unbuffered.
+    /// Writes `NAME: MESSAGE` to stderr as one line, unbuffered, its commands made pasteable.
     package func printError(_ message: String) {
-        CommandLineSupport.printError(message, tool: name)
+        CommandLineSupport.printError(pasteable(message), tool: name)
+    }
+
+    /// Writes `text`, which names a command to run, to stdout as one line, its commands made
+    /// pasteable.
+    package func outputHint(_ text: String) {
+        output(pasteable(text))
+    }
+
+    /// `message` with each command of this tool it names in backticks given the location options
+    /// this process was given (`GivenLocation`) that the command's verb takes: pasted as is, it
+    /// acts on the same suites or store.
+    package func pasteable(_ message: String) -> String {
+        guard let root else { return message }
+        return PasteableHint.complete(message, tool: name, root: root, flags: GivenLocation.flags)
     }
 
     /// Runs a verb's body: a failure becomes one line on stderr and `ExitCode(status)`.
@@ -73,7 +96,7 @@ package struct CommandLineTool: Sendable {
         if failure.showsToolName {
             printError(failure.message)
         } else {
-            writeAll(Data((printable(failure.message) + "\n").utf8), to: STDERR_FILENO)
+            writeAll(Data((printable(pasteable(failure.message)) + "\n").utf8), to: STDERR_FILENO)
         }
         return ExitCode(failure.status)
     }

@@ -8,7 +8,7 @@ struct GroupDefaultsCommand: ParsableCommand {
     /// Parses and runs a verb; a command line that does not parse is one line on stderr (help and
     /// completion scripts print as usual).
     static func main() {
-        main(reportingAs: groupdefaults, helpHint: "see groupdefaults help")
+        main(reportingAs: groupdefaults, helpHint: "see `groupdefaults help`")
     }
 
     static let configuration = CommandConfiguration(

@@ -60,8 +60,10 @@ struct SuiteOptions: ParsableArguments {
     }
 
     /// Refuses an empty `--directory`: `''`, and `--directory=`, for which the argument parser
-    /// takes the next word (the suite) as the folder.
+    /// takes the next word (the suite) as the folder. Records the folder for the commands the tool
+    /// prints (`GivenLocation`).
     func validate() throws {
+        GivenLocation.record("--directory", directory)
         if directory?.isEmpty == true || CommandLine.arguments.contains("--directory=") {
             throw ValidationError("--directory needs a folder, not an empty string")
         }
@@ -104,7 +106,7 @@ extension CommandFailure {
 
 /// How `groupdefaults` reports a failure: one line on stderr and exit status 1 (or the status a
 /// `CommandFailure` carries), never a stack trace.
-let groupdefaults = CommandLineTool(name: "groupdefaults") { error in
+let groupdefaults = CommandLineTool(name: "groupdefaults", root: GroupDefaultsCommand.self) { error in
     switch error {
     case let error as SharedDefaultsError where error.code == .suiteNotFound: .missingSuite(error.suiteName)
     case let error as SharedDefaultsError where error.code == .invalidSuiteName && error.suiteName.contains("/"):

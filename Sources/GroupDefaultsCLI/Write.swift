@@ -47,7 +47,7 @@ extension GroupDefaultsCommand {
                     if let first = arguments.first { try SuiteOptions.checkNotAnOption(first) }
                 }
                 guard arguments.count >= 2 else {
-                    throw CommandFailure("write needs a suite and a key and value, or a suite and a property list; see groupdefaults write --help")
+                    throw CommandFailure("write needs a suite and a key and value, or a suite and a property list; see `groupdefaults write --help`")
                 }
                 let suite = arguments[0]
                 if arguments.count == 2 {
@@ -126,7 +126,7 @@ enum TypeFlags {
         guard key.hasPrefix("-"), let flag else { return }
         let meant = flag == key ? "" : " (did you mean '\(flag)'?)"
         throw CommandFailure(
-            "'\(key)' stands where the key goes: a type flag\(meant) follows the key (groupdefaults write \(suite) KEY \(flag) VALUE)"
+            "'\(key)' stands where the key goes: a type flag\(meant) follows the key (`groupdefaults write \(suite) KEY \(flag) VALUE`)"
         )
     }
 
@@ -183,7 +183,7 @@ enum TypeFlags {
             if word.hasPrefix("-") && word.count > 1 && Double(word) == nil {
                 let meant = Spelling.nearest(to: word, among: knownFlags).map { ": did you mean '\($0)'?" } ?? ""
                 throw CommandFailure(
-                    "unknown type flag '\(word)'\(meant) (see groupdefaults write --help; -string stores a string that starts with '-')"
+                    "unknown type flag '\(word)'\(meant) (see `groupdefaults write --help`; -string stores a string that starts with '-')"
                 )
             }
             return .string(word)

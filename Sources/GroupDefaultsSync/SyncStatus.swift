@@ -92,7 +92,7 @@ public struct SyncReport: Sendable, Equatable {
             let what = replacedOnJoining == 1 ? "1 local value" : "\(replacedOnJoining) local values"
             parts.append("\(what) replaced by the server's on joining (held before sync was turned on, the server's wins)")
         }
-        return parts.joined(separator: "; ") + "; see groupdefaults-sync conflicts \(suite)"
+        return parts.joined(separator: "; ") + "; see `groupdefaults-sync conflicts \(suite)`"
     }
 
     /// Whether the suite and the server agreed when the report was made.

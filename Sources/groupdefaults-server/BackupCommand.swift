@@ -41,9 +41,9 @@ struct BackupCommand: AsyncParsableCommand {
                 try? await store.shutdown()
                 throw error
             }
-            // The hint names this store as the command did: pasted as is, it restores here.
-            output(
-                "backed up to \(to) (\(written.bytes) bytes); restore it with `groupdefaults-server restore\(storage.givenFlags) --from \(shellWord(to))`"
+            // The hint names this store as the command did (`outputHint`): pasted as is, it restores here.
+            groupdefaultsServer.outputHint(
+                "backed up to \(to) (\(written.bytes) bytes); restore it with `groupdefaults-server restore --from \(shellWord(to))`"
             )
             if let key = written.newKey {
                 if madeBefore {
@@ -128,7 +128,9 @@ struct RestoreCommand: AsyncParsableCommand {
                 output(
                     "kept \(kept.rows) rows of accounts, tokens, members, invitations, key bags, devices, operators and the audit log apart (schema \(PostgresSyncStorage.keptAuthoritySchema)), id \(kept.id)"
                 )
-                output("now pg_restore the dump, then `groupdefaults-server restore --announce --kept \(kept.id)`; servers do not start until then")
+                groupdefaultsServer.outputHint(
+                    "now pg_restore the dump, then `groupdefaults-server restore --announce --kept \(kept.id)`; servers do not start until then"
+                )
                 return
             }
             if discardKept {

@@ -91,7 +91,7 @@ struct DevicesCommand: AsyncParsableCommand {
                 case .ambiguous(let matching):
                     throw CommandFailure(
                         "\(matching.count) devices have the id \(id): revoke the token instead "
-                            + "(`groupdefaults-server token revoke` with one of \(matching.map(\.tokenID).joined(separator: ", ")))"
+                            + "(`groupdefaults-server token revoke ID` with ID one of \(matching.map(\.tokenID).joined(separator: ", ")))"
                     )
                 case .revoked(let device, let sharing):
                     var line =

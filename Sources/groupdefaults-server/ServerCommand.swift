@@ -27,7 +27,7 @@ struct ServerCommand: AsyncParsableCommand {
     /// Parses and runs the command: a failure, or a command line that does not parse, is one line on
     /// stderr and exit status 1; help and `--version` print as usual.
     static func main() async {
-        await main(reportingAs: groupdefaultsServer, helpHint: "see 'groupdefaults-server help'") {
+        await main(reportingAs: groupdefaultsServer, helpHint: "see `groupdefaults-server help`") {
             let arguments = Array(CommandLine.arguments.dropFirst())
             try refuseConsoleValue(arguments)
             return commandLine(arguments)
@@ -65,7 +65,7 @@ struct ServerCommand: AsyncParsableCommand {
 /// How the server's commands report a failure: a `CommandFailure`, a storage error, a certificate
 /// that cannot be loaded, a database that cannot be reached at start or an operator that cannot be
 /// made or removed is one line on stderr and exit status 1.
-let groupdefaultsServer = CommandLineTool(name: "groupdefaults-server") { error in
+let groupdefaultsServer = CommandLineTool(name: "groupdefaults-server", root: ServerCommand.self) { error in
     switch error {
     case let failure as SyncStorageError: CommandFailure(failure.detail)
     case let failure as TLSFilesError: CommandFailure("\(failure)")

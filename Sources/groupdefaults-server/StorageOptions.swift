@@ -21,17 +21,13 @@ struct StorageOptions: ParsableArguments {
     @Option(help: ServerSettings.postgresURL.help) var postgresURL: String?
     @Option(help: ServerSettings.postgresConnectTimeout.help) var postgresConnectTimeout: Int?
 
-    /// The storage flags as given (`--config`, `--data-dir`), quoted for a shell: what a hint the
-    /// command prints repeats, so that it names the same store when pasted as is.
-    var givenFlags: String {
-        [("--config", config), ("--data-dir", dataDir)].compactMap { flag, value in value.map { " \(flag) \(shellWord($0))" } }.joined()
-    }
-
     /// The storage settings checked before the command runs (also within `serve`'s options, whose
     /// other settings `ServeOptions` checks).
     /// A bad flag is misuse; a bad value of the environment or the file a failure, said by the
     /// command when it opens the store (as `ServeOptions.validate()` leaves it to `serve`).
     func validate() throws {
+        GivenLocation.record("--config", config)
+        GivenLocation.record("--data-dir", dataDir)
         do { _ = try Self.configuration(try settings(scope: .storage)) } catch is CommandFailure {}
     }
 
@@ -126,13 +122,4 @@ struct StorageOptions: ParsableArguments {
             throw error
         }
     }
-}
-
-/// `word` as a shell reads it back: as it is when it holds only characters no shell treats
-/// specially, else in single quotes.
-func shellWord(_ word: String) -> String {
-    let plain =
-        !word.isEmpty
-        && word.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-_./,:=@%+".unicodeScalars.contains($0)) }
-    return plain ? word : "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }

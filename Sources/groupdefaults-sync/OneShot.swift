@@ -100,7 +100,7 @@ func withEngine(
         if report.ignored > 0 { line += ", ignored \(report.ignored) (local-only)" }
         line += ", \(report.pendingCount) pending"
         output(line)
-        if let summary = report.replacementSummary(suite: suite) { output(summary) }
+        if let summary = report.replacementSummary(suite: suite) { groupdefaultsSync.outputHint(summary) }
         for refusal in report.rejected { printError(refusal.description) }
         for entry in report.refused { printError("refused from the server: \(entry) (not applied)") }
         if !report.omitted.isEmpty {

@@ -73,14 +73,14 @@ extension SyncCommand {
         static func cancel(_ code: PairingCode, client: SyncClient, suite: String) async -> (String, over: Bool) {
             do {
                 _ = try await client.cancelPairing(pairingID: code.pairingID)
-                return ("the pairing was cancelled: its code pairs no device; run groupdefaults-sync pair \(suite) again for a new one", true)
+                return ("the pairing was cancelled: its code pairs no device; run `groupdefaults-sync pair \(suite)` again for a new one", true)
             } catch {
                 switch error.code {
                 case .pairingUsed?: return ("the keys had been handed over: the new device has them", true)
-                case .pairingNotFound?: return ("no pairing was made: run groupdefaults-sync pair \(suite) again", true)
+                case .pairingNotFound?: return ("no pairing was made: run `groupdefaults-sync pair \(suite)` again", true)
                 default:
                     return (
-                        "the pairing could not be cancelled (\(error)): no keys are handed over to whoever uses its code, and the next groupdefaults-sync pair \(suite) cancels it",
+                        "the pairing could not be cancelled (\(error)): no keys are handed over to whoever uses its code, and the next `groupdefaults-sync pair \(suite)` cancels it",
                         false
                     )
                 }

@@ -57,7 +57,9 @@ extension SyncCommand {
                         "Your other devices\(members.isEmpty ? "" : " and those of \(members.map(printable).joined(separator: ", "))") take the new key from its key bag, without pairing."
                     )
                 } else {
-                    output("Each device that keeps the suite pairs again: groupdefaults-sync pair \(suite) here, configure --pairing-code there.")
+                    groupdefaultsSync.outputHint(
+                        "Each device that keeps the suite pairs again: `groupdefaults-sync pair \(suite)` here, configure --pairing-code there."
+                    )
                 }
                 if !outcome.refused.isEmpty { throw ExitCode(1) }
             }

@@ -113,15 +113,15 @@ extension SyncCommand {
                             "local-only keys: \(state.localOnlyKeys.map(printable).joined(separator: " ")) (\(state.ignoredCount) pulled value\(state.ignoredCount == 1 ? "" : "s") not applied)"
                         )
                     }
-                    if report.conflicts > 0 { lines.append("conflicts kept: \(report.conflicts) (see groupdefaults-sync conflicts \(suite))") }
+                    if report.conflicts > 0 { lines.append("conflicts kept: \(report.conflicts) (see `groupdefaults-sync conflicts \(suite)`)") }
                     if !refused.isEmpty {
                         let keys = refused.prefix(20).map { printable($0.key) }.joined(separator: ", ") + (refused.count > 20 ? ", …" : "")
                         // The journal's record of what sync refused, kept for its days; whether something
                         // still needs attention is `state`.
-                        lines.append("refused: \(refused.count) kept in the conflict journal (\(keys); see groupdefaults-sync conflicts \(suite))")
+                        lines.append("refused: \(refused.count) kept in the conflict journal (\(keys); see `groupdefaults-sync conflicts \(suite)`)")
                     }
                     lines += due.map { ["state: key rotation due: \(printable($0))"] } ?? Self.stateLines(health)
-                    output(lines.joined(separator: "\n"))
+                    groupdefaultsSync.outputHint(lines.joined(separator: "\n"))
                 } else {
                     output("\(suite): not synced")
                 }

@@ -29,7 +29,7 @@ struct SyncCommand: AsyncParsableCommand {
     /// Parses and runs as the other tools do: a command line that does not parse is one line
     /// (naming the nearest option for a mistyped one) and exit status 1.
     static func main() async {
-        await main(reportingAs: groupdefaultsSync, helpHint: "see 'groupdefaults-sync help'")
+        await main(reportingAs: groupdefaultsSync, helpHint: "see `groupdefaults-sync help`")
     }
 }
 
@@ -37,6 +37,11 @@ struct SyncCommand: AsyncParsableCommand {
 struct SuiteOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The folder of the suites.", valueName: "DIR"))
     var directory: String?
+
+    /// Records the folder for the commands the tool prints (`GivenLocation`).
+    func validate() throws {
+        GivenLocation.record("--directory", directory)
+    }
 
     var directoryURL: URL? { directory.map { URL(fileURLWithPath: $0, isDirectory: true) } }
 
@@ -92,7 +97,7 @@ struct ServerOptions: ParsableArguments {
 
 /// How the tool reports a failure: one line on stderr saying what to do, and exit status 1, or 3
 /// when authentication is needed.
-let groupdefaultsSync = CommandLineTool(name: "groupdefaults-sync") { error in
+let groupdefaultsSync = CommandLineTool(name: "groupdefaults-sync", root: SyncCommand.self) { error in
     switch error {
     case let error as SyncError:
         CommandFailure(describe(error), status: error.kind == .authenticationNeeded ? 3 : 1)
@@ -121,7 +126,7 @@ func describe(_ error: SyncError) -> String {
     case .authenticationNeeded:
         return "\(error); nothing pending was lost: give it a new token with `groupdefaults-sync configure SUITE --server URL --token-file PATH`"
     case .unavailable where error.isLasting:
-        return "\(error); nothing pending was lost: check the server's URL (groupdefaults-sync configure SUITE --server URL)"
+        return "\(error); nothing pending was lost: check the server's URL (`groupdefaults-sync configure SUITE --server URL --token-file PATH`)"
     case .unavailable:
         return "\(error); nothing pending was lost: try again later"
     default:
@@ -137,14 +142,14 @@ func remedyWords(_ remedy: SyncError.Remedy) -> String {
     case .pairAgain:
         "pair this device again (groupdefaults-sync pair on a device that has the new key, then configure --pairing-code here)"
     case .rotateAgain:
-        "run groupdefaults-sync rotate-key SUITE again on this device to store it"
+        "run `groupdefaults-sync rotate-key SUITE` again on this device to store it"
     case .pairFromThisDevice:
-        "pair that device from this one, or have the operator reset the suite again (groupdefaults-server suites reset --keys) and sync this device first"
+        "pair that device from this one (`groupdefaults-sync pair SUITE`), or have the operator reset the suite again (`groupdefaults-server suites reset --keys --account ACCOUNT --suite SUITE`) and sync this device first"
     case .setUpAgainOrReset:
-        "configure it again with the suite's own recovery key or a pairing code, or have its operator reset it (groupdefaults-server suites reset --keys)"
+        "configure it again with the suite's own recovery key or a pairing code, or have its operator reset it (`groupdefaults-server suites reset --keys --account ACCOUNT --suite SUITE`)"
     case .startOver:
-        "to start over in the new account, configure the suite again (groupdefaults-sync configure SUITE --server URL --token-file PATH: "
-            + "what this device holds is uploaded there), or keep it on this device only (groupdefaults-sync unconfigure SUITE)"
+        "to start over in the new account, configure the suite again (`groupdefaults-sync configure SUITE --server URL --token-file PATH`: "
+            + "what this device holds is uploaded there), or keep it on this device only (`groupdefaults-sync unconfigure SUITE`)"
     }
 }
 

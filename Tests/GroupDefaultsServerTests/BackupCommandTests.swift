@@ -123,8 +123,8 @@ struct BackupCommandTests {
             var flipped = good
             flipped[good.count / 2] ^= 0x40
             let files: [(name: String, bytes: Data?, says: String)] = [
-                ("text", Data("hello\n".utf8), "is not a backup made by `groupdefaults-server backup`"),
-                ("lmdb", try Data(contentsOf: URL(fileURLWithPath: dataDirectory + "/sync.lmdb")), "is not a backup made by"),
+                ("text", Data("hello\n".utf8), "is not a backup (`groupdefaults-server backup --data-dir \(dataDirectory) --to FILE` makes them)"),
+                ("lmdb", try Data(contentsOf: URL(fileURLWithPath: dataDirectory + "/sync.lmdb")), "is not a backup ("),
                 ("truncated", good.prefix(good.count - 4096), "is damaged: it holds"),
                 ("flipped", flipped, "was modified or damaged: its bytes do not match the MAC its server's backup key made"),
                 ("missing", nil, "no such file"),

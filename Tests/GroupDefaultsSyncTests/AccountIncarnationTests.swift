@@ -40,7 +40,10 @@ struct AccountIncarnationTests {
             let status = try await phone.sync("status", ["--json"])
             #expect(status.status == 3, "\(status.stderr)")
             #expect(status.stdout.contains("\"state\" : \"account_deleted\""), "\(status.stdout)")
-            #expect(status.stderr.contains("groupdefaults-sync configure \(suite)"), "the remedy: \(status.stderr)")
+            #expect(
+                status.stderr.contains("`groupdefaults-sync configure --directory \(phone.directory.path) \(suite)"),
+                "the remedy: \(status.stderr)"
+            )
             let newAccount = server.client(suite, token: newToken)
             #expect(try await newAccount.snapshot(after: nil, limit: 10).entries.isEmpty, "nothing uploaded into the new account")
             #expect(!run.stderr.contains("restored from a backup"), "\(run.stderr)")

@@ -83,7 +83,7 @@ struct ConflictTests {
                 #expect(synced.status == 0, "\(synced.stderr)")
                 #expect(
                     synced.stdout.contains(
-                        "2 local values replaced by newer ones from device \(tabletDefaults.origin); see groupdefaults-sync conflicts \(suite)"
+                        "2 local values replaced by newer ones from device \(tabletDefaults.origin); see `groupdefaults-sync conflicts --directory \(phone.directory.path) \(suite)`"
                     ),
                     "\(synced.stdout)"
                 )

@@ -12,7 +12,11 @@ struct UnreachableServerTests {
     /// The tail of the line of a one-shot step that got no answer.
     static let pendingKept = "; nothing pending was lost: try again later"
     /// The tail when waiting will not help (an unknown host, TLS that cannot work with the URL).
-    static let checkTheURL = "; nothing pending was lost: check the server's URL (groupdefaults-sync configure SUITE --server URL)"
+    /// (The command repeats the `--directory` the tool was given: pasted as is, it configures that
+    /// device's suite.)
+    static func checkTheURL(_ device: ToolDevice) -> String {
+        "; nothing pending was lost: check the server's URL (`groupdefaults-sync configure --directory \(device.directory.path) SUITE --server URL --token-file PATH`)"
+    }
 
     /// One line `groupdefaults-sync: <expected><tail>`, with no type names, build paths, errno or
     /// unbalanced brackets, from a command that took less than `within`.
@@ -107,7 +111,7 @@ struct UnreachableServerTests {
         expectOneLine(
             result,
             "cannot reach http://no-such-host.invalid:8080: unknown host no-such-host.invalid",
-            tail: Self.checkTheURL,
+            tail: Self.checkTheURL(device),
             took: took,
             within: .seconds(10)
         )
@@ -131,7 +135,7 @@ struct UnreachableServerTests {
             expectOneLine(
                 result,
                 "cannot reach \(url): the server does not speak TLS (its URL may be http://, not https://)",
-                tail: Self.checkTheURL,
+                tail: Self.checkTheURL(device),
                 took: took,
                 within: .seconds(10)
             )
@@ -167,7 +171,7 @@ struct UnreachableServerTests {
         expectOneLine(
             result,
             "cannot reach \(url): its TLS certificate does not verify: it is not signed by an authority this device trusts",
-            tail: Self.checkTheURL,
+            tail: Self.checkTheURL(device),
             took: took,
             within: .seconds(10)
         )

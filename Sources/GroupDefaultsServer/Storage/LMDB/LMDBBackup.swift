@@ -313,7 +313,7 @@ package enum LMDBBackup {
         defer { try? handle.close() }
         let head = (try? handle.read(upToCount: 256)) ?? Data()
         let notBackup = BackupFailure(
-            "\(path) is not a backup made by `groupdefaults-server backup`; nothing was changed"
+            "\(path) is not a backup (`groupdefaults-server backup --to FILE` makes them); nothing was changed"
         )
         guard let newline = head.firstIndex(of: 0x0A) else { throw notBackup }
         let line = String(decoding: head[..<newline], as: UTF8.self)

@@ -84,7 +84,7 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
         else {
             throw SyncStorageError(
                 .unavailable,
-                "\(directory) is being restored from a backup (groupdefaults-server restore): try again once it is done"
+                "\(directory) is being restored from a backup: try again once the restore is done"
             )
         }
         try self.init(directory: directory, holding: lock, maximumMapSize: maximumMapSize, eraseOnOpen: erase)

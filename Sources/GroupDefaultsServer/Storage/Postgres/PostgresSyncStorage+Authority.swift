@@ -43,7 +43,7 @@ extension PostgresSyncStorage {
         guard let made = try await keptAuthorityMade() else { return }
         throw SyncStorageError(
             .unavailable,
-            "a restore is under way: `restore --prepare` kept the authority apart at \(made); finish it with `groupdefaults-server restore --announce --kept ID` (the id --prepare printed), or drop the copy with `restore --discard-kept`"
+            "a restore is under way: `restore --prepare` kept the authority apart at \(made); finish it with `groupdefaults-server restore --announce --kept ID` (the id --prepare printed), or drop the copy with `groupdefaults-server restore --discard-kept`"
         )
     }
 
