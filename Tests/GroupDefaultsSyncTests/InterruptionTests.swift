@@ -244,7 +244,7 @@ struct InterruptionTests {
                         #expect(
                             cancelled.status == 130
                                 && cancelled.stderr
-                                    == "groupdefaults-sync: interrupted: the pairing was cancelled: its code pairs no device; run `groupdefaults-sync pair --directory \(device.directory.path) \(suite)` again for a new one\n",
+                                    == "groupdefaults-sync: interrupted: the pairing was cancelled: its code pairs no device; run `groupdefaults-sync pair --directory \(phone.directory.path) \(suite)` again for a new one\n",
                             "\(cancelled)"
                         )
                         continue
