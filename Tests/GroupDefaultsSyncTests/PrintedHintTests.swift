@@ -107,7 +107,10 @@ struct PrintedHintTests {
         let sandbox = FileManager.default.temporaryDirectory.appendingPathComponent("gds-hints-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: sandbox, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: sandbox) }
-        let environment = ["HOME": sandbox, "PATH": "/usr/bin:/bin", "XDG_DATA_HOME": sandbox + "/data"]
+        // A `serve` it names parses, then finds the host is not this machine's, and ends: no port taken.
+        let environment = [
+            "HOME": sandbox, "PATH": "/usr/bin:/bin", "XDG_DATA_HOME": sandbox + "/data", "GROUPDEFAULTS_SERVER_HOST": "192.0.2.1",
+        ]
         for hint in backticked {
             let tool = String(hint.text.prefix { $0 != " " })
             let arguments = Self.words(of: hint.text, sandbox: sandbox)
