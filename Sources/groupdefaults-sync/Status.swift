@@ -252,7 +252,7 @@ struct DeviceLine {
         case .notAsked: "\(origin)"
         case .answered(let device?, _):
             device.name.map { "\(printable($0)) (id \(origin))" } ?? "\(origin) (its token is not bound to a device name)"
-        case .answered(nil, _): "\(origin) (name unknown: the server has not seen this device yet)"
+        case .answered(nil, _): "\(origin) (the server has not seen it with this token yet)"
         case .failed(let error): "\(origin) (name unknown: \(printable(error.description(remedy: remedyWords))))"
         }
     }
