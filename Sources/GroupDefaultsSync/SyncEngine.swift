@@ -195,13 +195,14 @@ public actor SyncEngine {
     /// processes) in step with the status: written when the condition or its words change, at each
     /// failure (the last failed contact), and once by each engine, not at every success.
     private func recordHealth() {
-        let (condition, detail) = SyncHealth.assess(status)
+        let (condition, detail, code) = SyncHealth.assess(status)
         let previous = recordedHealth ?? SyncHealth.stored(in: defaults)
         let failedAgain = condition != .ok && status.lastFailure != nil && status.lastFailure != previous?.lastFailure
         guard recordedHealth == nil || previous?.condition != condition || previous?.detail != detail || failedAgain else { return }
         let health = SyncHealth(
             condition: condition,
             detail: detail,
+            code: code,
             // A failure began at the failed step; anything else now.
             since: previous.flatMap { $0.condition == condition ? $0.since : nil } ?? (status.lastError != nil ? status.lastFailure : nil) ?? Date(),
             lastSuccess: status.lastSuccess ?? previous?.lastSuccess,

@@ -38,6 +38,10 @@ public struct SyncHealth: Sendable, Equatable, Codable {
     public var condition: Condition
     /// The condition in words (the error, the first refused change or entry); nil when ok.
     public var detail: String?
+    /// The server's error code of the failure, when it gave one: tells a refused token
+    /// (`unauthorized`) from a permission the token lacks (`forbidden`, such as writing with a
+    /// read-only token). Nil for a record of an older version.
+    public var code: SyncErrorCode?
     /// When the condition began (for `offline`: when the server was first found unreachable).
     public var since: Date
     /// When a pull or push last succeeded, as far as any engine recorded it.
@@ -46,9 +50,17 @@ public struct SyncHealth: Sendable, Equatable, Codable {
     public var lastFailure: Date?
 
     /// A record of `condition` since `since`.
-    public init(condition: Condition, detail: String? = nil, since: Date, lastSuccess: Date? = nil, lastFailure: Date? = nil) {
+    public init(
+        condition: Condition,
+        detail: String? = nil,
+        code: SyncErrorCode? = nil,
+        since: Date,
+        lastSuccess: Date? = nil,
+        lastFailure: Date? = nil
+    ) {
         self.condition = condition
         self.detail = detail
+        self.code = code
         self.since = since
         self.lastSuccess = lastSuccess
         self.lastFailure = lastFailure
@@ -77,31 +89,33 @@ public struct SyncHealth: Sendable, Equatable, Codable {
         }
     }
 
-    /// The condition of an engine's `status`, and its words.
-    static func assess(_ status: SyncStatus) -> (condition: Condition, detail: String?) {
+    /// The condition of an engine's `status`, its words, and the server's code of the failure.
+    static func assess(_ status: SyncStatus) -> (condition: Condition, detail: String?, code: SyncErrorCode?) {
         if status.isPausedForAuthentication {
-            if status.lastError?.code == .notAMember { return (.notShared, status.lastError?.detail) }
-            if status.lastError?.code == .accountDeleted { return (.accountDeleted, status.lastError?.detail) }
-            return (.paused, status.lastError?.detail)
+            let error = status.lastError
+            if error?.code == .notAMember { return (.notShared, error?.detail, error?.code) }
+            if error?.code == .accountDeleted { return (.accountDeleted, error?.detail, error?.code) }
+            return (.paused, error?.detail, error?.code)
         }
         if let error = status.lastError {
-            if error.code == .clockSkew && error.kind == .local { return (.clockBehind, error.detail) }
-            return (error.kind == .unavailable ? .offline : .failing, error.description)
+            if error.code == .clockSkew && error.kind == .local { return (.clockBehind, error.detail, error.code) }
+            return (error.kind == .unavailable ? .offline : .failing, error.description, error.code)
         }
         if let first = status.rejected.first {
             let count = status.rejected.count
             return (
                 .setAside,
-                "not pushed: \(count) local change\(count == 1 ? "" : "s") set aside (\(first.key.map { "'\($0)': " } ?? "")\(first.detail))"
+                "not pushed: \(count) local change\(count == 1 ? "" : "s") set aside (\(first.key.map { "'\($0)': " } ?? "")\(first.detail))",
+                nil
             )
         }
         if let first = status.refused.first {
-            return (.refused, "refused \(status.refused.count) entr\(status.refused.count == 1 ? "y" : "ies") from the server (\(first))")
+            return (.refused, "refused \(status.refused.count) entr\(status.refused.count == 1 ? "y" : "ies") from the server (\(first))", nil)
         }
         if !status.omitted.isEmpty {
-            return (.omitted, "the server's snapshot left out \(status.omitted.count) acknowledged key(s), kept here")
+            return (.omitted, "the server's snapshot left out \(status.omitted.count) acknowledged key(s), kept here", nil)
         }
-        return (.ok, nil)
+        return (.ok, nil, nil)
     }
 
     /// The record kept in `defaults`; nil when none is (never synced, or not since sync was
@@ -125,6 +139,7 @@ public struct SyncHealth: Sendable, Equatable, Codable {
         let health = SyncHealth(
             condition: condition,
             detail: error.kind == .authenticationNeeded ? error.detail : error.description,
+            code: error.code,
             since: previous?.condition == condition ? previous?.since ?? now : now,
             lastSuccess: previous?.lastSuccess,
             lastFailure: now

@@ -679,9 +679,11 @@ public struct DeviceInfo: Codable, Sendable, Hashable {
     public var suites: [String]
     /// Whether this is the device that asked (same token and `Device-ID`).
     public var current: Bool
-    /// Whether another token of the account used this device id first (`unverified`): a device
-    /// names its id itself, so this one may be a device claiming another's id. Absent (false) on
-    /// the wire otherwise.
+    /// Whether another token of the account used this device id first and still works, and the two
+    /// tokens are not bound to one device name (`unverified`): a device names its id itself, so
+    /// this one may be a device claiming another's id. A device given a new token bound to the
+    /// same name, and the first token seen with an id, are never marked. Absent (false) on the
+    /// wire otherwise.
     public var unverified: Bool
 
     /// A device as `GET /v1/devices` lists it.

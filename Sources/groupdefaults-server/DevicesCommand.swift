@@ -37,26 +37,33 @@ struct DevicesCommand: AsyncParsableCommand {
                 let active = try await store.activeTokenIDs(account: account, at: Date())
                 try await store.shutdown()
                 let unverified = StoredDevice.unverified(among: devices, activeTokens: active)
-                let infos = devices.map { $0.info(current: false, unverified: unverified.contains($0.identity)) { _ in true } }
+                let infos = devices.map { $0.info(current: false, unverified: unverified[$0.identity] != nil) { _ in true } }
                 if json {
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                     return output(String(decoding: try encoder.encode(infos), as: UTF8.self))
                 }
                 if infos.isEmpty { return output("account \(printable(account)): no devices seen") }
-                for device in infos {
+                for (record, device) in zip(devices, infos) {
                     output(
                         [
                             printable(device.id), device.name.map(printable) ?? "(unnamed)", "device \(device.deviceID)", printable(device.tokenID),
                             "first seen \(device.firstSeen)", "last seen \(device.lastSeen)",
                             device.lastPush.map { "last push \($0)" } ?? "never pushed",
                             device.suites.map(printable).joined(separator: ","),
-                            device.unverified ? "unverified: another token used device \(device.deviceID) first" : "",
+                            unverified[record.identity].map { Self.unverifiedWords($0, deviceID: device.deviceID) } ?? "",
                         ]
                         .filter { !$0.isEmpty }.joined(separator: "\t")
                     )
                 }
             }
+        }
+
+        /// Why a record is unverified: the earlier record of a live token of another device that
+        /// used the id first (`StoredDevice.unverified(among:activeTokens:)`).
+        static func unverifiedWords(_ earlier: StoredDevice, deviceID: UInt64) -> String {
+            "unverified: token \(printable(earlier.tokenID))" + (earlier.name.map { " (\(printable($0)))" } ?? "")
+                + " used device \(deviceID) first and still works"
         }
     }
 

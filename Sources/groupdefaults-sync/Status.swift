@@ -12,23 +12,24 @@ extension SyncCommand {
             abstract:
                 "Print a suite's sync state: server, this device's name and id, token file, cursor, pending changes, and whether sync needs attention.",
             discussion: """
-                The device's name is the one its token is bound to (`groupdefaults-server token \
-                create --device NAME`), asked of the server (for at most 3 seconds); everything \
-                else is read from the suite, offline, as the last sync engine to work on it (`run` \
-                in another process, or the last `sync`) recorded it. `state` is ok, or what needs \
-                attention: paused (the token was refused: sync waits for a new one), account \
-                deleted (the account was deleted on the server: sync waits until the suite is \
-                configured again, which starts over in the new account), offline (since \
-                when, the last failed contact and the last success), clock behind (this device's \
-                clock), failing, or changes set aside, entries refused (tampered, or stamped far \
-                ahead) or keys left out, or a key rotation due (an encrypted suite's member that held \
-                its keys was removed: the next sync on a device holding the owner key makes it, \
-                asked of the server); --json gives the same as `state`, `state_detail`, \
-                `state_since`, `last_success` and `last_failure`.
+                status reads the suite (what the last sync engine to work on it, `run` in another \
+                process or the last `sync`, recorded) and asks the server once, for at most 3 \
+                seconds, whether the suite's next sync would be let in (the token, the \
+                membership of a shared suite, the account) and this device's name (the one its \
+                token is bound to, `groupdefaults-server token create --device NAME`). From \
+                these it reports one state, and every line agrees with it: not_synced, ok, \
+                paused (the token was refused: sync waits for a new one), not_shared (the owner \
+                removed this account), account_deleted (sync waits until the suite is configured \
+                again, which starts over in the new account), offline (the server was not \
+                reached), clock_behind, failing, kept_local (a read member's local changes, never \
+                sent), set_aside (changes the server refused), refused (entries refused: \
+                tampered, or stamped far ahead), omitted (keys left out), rotation_due (an \
+                encrypted suite's member that held its keys was removed: the next sync on a \
+                device holding the owner key rotates them). --json gives it as `state`, with \
+                `state_detail`, `state_since`, `last_success` and `last_failure`.
 
-                Exit status: 0 when nothing needs attention (or the suite is not synced), 1 when \
-                something does, 3 when sync is paused until the token is replaced or the suite is \
-                configured again.
+                Exit status, one per state: 0 for not_synced and ok; 3 for paused, not_shared \
+                and account_deleted (sync waits until a person acts); 1 for every other state.
 
                 Example: groupdefaults-sync status group.com.example.chat
                 Example: groupdefaults-sync status group.com.example.chat --json
@@ -44,17 +45,24 @@ extension SyncCommand {
             try await perform {
                 let defaults = try options.open(suite)
                 let state = try defaults.syncState()
-                let (name, rotationDue) = state.isSynced ? await DeviceName.ask(defaults, server) : (.notSynced, nil)
+                let settings = try? SyncSettings.stored(in: defaults)
                 let pending = try defaults.pendingChanges().map(\.key)
                 let journal = try defaults.conflicts()
                 let refused = journal.filter(\.isRefused)
-                let health = state.isSynced ? SyncHealth.stored(in: defaults) : nil
-                // A key rotation the server marks due (this device holds the owner key) needs
-                // attention too, unless something else already does.
-                let due = health?.needsAttention == true ? nil : rotationDue.map { Self.rotationWords($0, suite: suite) }
-                let settings = try? SyncSettings.stored(in: defaults)
-                // A read member's local changes stay pending for good: said, and exit status 1.
-                let keptLocal = settings?.shared?.role == .read && !pending.isEmpty
+                // Everything below comes from this one snapshot, through its one state.
+                let snapshot = StatusSnapshot(
+                    suite: suite,
+                    isSynced: state.isSynced,
+                    left: state.isSynced ? nil : defaults.leftMembership(),
+                    membership: settings?.shared,
+                    pendingCount: pending.count,
+                    health: state.isSynced ? SyncHealth.stored(in: defaults) : nil,
+                    answer: state.isSynced ? await ServerQuestion.ask(defaults, server) : .notAsked,
+                    now: Date()
+                )
+                let current = snapshot.state
+                let device = DeviceLine(snapshot.answer)
+                let membership = Self.membership(snapshot, current)
                 let report = StatusReport(
                     suite: suite,
                     synced: state.isSynced,
@@ -65,20 +73,22 @@ extension SyncCommand {
                     pending: pending.count,
                     pendingKeys: Array(pending.prefix(20)),
                     inFlightBatch: state.inFlight?.id,
-                    note: health.flatMap { $0.needsAttention ? $0.summary : nil },
+                    note: current.kind.exitStatus == 0 ? nil : current.summary,
                     deviceID: String(defaults.origin),
-                    deviceName: name.name,
+                    deviceName: device.name,
                     localOnlyKeys: state.localOnlyKeys,
                     ignored: state.ignoredCount,
                     conflicts: journal.count - refused.count,
                     keyFile: state.keyFile,
                     refused: refused.count,
-                    state: state.isSynced ? (due != nil ? "rotation_due" : (health?.condition ?? .ok).rawValue) : nil,
-                    stateDetail: due ?? health?.detail,
-                    stateSince: health.flatMap { $0.since.timeIntervalSince1970 > 0 ? Self.time($0.since) : nil },
-                    lastSuccess: health?.lastSuccess.map(Self.time),
-                    lastFailure: health?.lastFailure.map(Self.time),
-                    shared: settings?.shared.map { ["owner": $0.owner, "suite": $0.suite, "role": $0.role.rawValue] }
+                    state: current.kind.rawValue,
+                    stateDetail: current.detail,
+                    stateSince: current.since.map(Self.time),
+                    lastSuccess: current.lastSuccess.map(Self.time),
+                    lastFailure: current.lastFailure.map(Self.time),
+                    shared: (settings?.shared ?? snapshot.left).map {
+                        ["owner": $0.owner, "suite": $0.suite, "role": $0.role.rawValue, "membership": membership.rawValue]
+                    }
                 )
                 if json {
                     let encoder = JSONEncoder()
@@ -86,12 +96,17 @@ extension SyncCommand {
                     output(String(decoding: try encoder.encode(report), as: UTF8.self))
                 } else if let server = state.server {
                     var lines = [
-                        "\(suite): syncs with \(server)", "device: \(name.describe(origin: defaults.origin))",
+                        "\(suite): syncs with \(server)", "device: \(device.describe(origin: defaults.origin))",
                         "token file: \(state.tokenFile ?? "none")",
                     ]
                     if let caFile = state.caFile { lines.append("certificate authority: \(caFile)") }
                     if let shared = settings?.shared {
-                        lines.append("shared: \(printable(shared.owner))'s suite \(printable(shared.suite)), as \(shared.role.asMember)")
+                        let whose = "\(printable(shared.owner))'s suite \(printable(shared.suite))"
+                        switch membership {
+                        case .current: lines.append("shared: \(whose), as \(shared.role.asMember)")
+                        case .ended: lines.append("shared: \(whose), no longer shared with this account (it was \(shared.role.asMember))")
+                        case .unknown, .left: lines.append("shared: \(whose), as \(shared.role.asMember) (as last known)")
+                        }
                     }
                     lines.append(
                         "encryption: " + (state.keyFile.map { "end to end (keys in \($0))" } ?? "none (the server can read keys and values)")
@@ -101,6 +116,8 @@ extension SyncCommand {
                             + (state.cursor.map { $0 == 0 ? "0 (the next sync reads the snapshot)" : String($0) }
                                 ?? "none (the next sync joins the server's suite)")
                     )
+                    // A read member's local changes stay pending for good.
+                    let keptLocal = settings?.shared?.role == .read && !pending.isEmpty && membership != .ended
                     lines.append(
                         "pending: \(pending.count)"
                             + (pending.isEmpty
@@ -120,58 +137,47 @@ extension SyncCommand {
                         // still needs attention is `state`.
                         lines.append("refused: \(refused.count) kept in the conflict journal (\(keys); see `groupdefaults-sync conflicts \(suite)`)")
                     }
-                    lines += due.map { ["state: key rotation due: \(printable($0))"] } ?? Self.stateLines(health)
+                    lines += Self.stateLines(current)
                     groupdefaultsSync.outputHint(lines.joined(separator: "\n"))
+                } else if let left = snapshot.left {
+                    output(
+                        "\(suite): not synced (it holds a copy of \(printable(left.owner))'s suite \(printable(left.suite)), which this account left; a new invitation joins it again)"
+                    )
                 } else {
                     output("\(suite): not synced")
                 }
-                if keptLocal, health?.needsAttention != true {
-                    throw CommandFailure(
-                        "\(pending.count) local change(s) of \(suite) stay on this device, not sent: this account is a read member of \(settings?.shared?.owner ?? "")'s suite \(settings?.shared?.suite ?? suite)"
-                    )
-                }
-                if let due { throw CommandFailure("\(suite) needs attention: key rotation due: \(due)") }
-                guard let health, health.needsAttention else { return }
-                if health.condition == .notShared {
-                    throw CommandFailure(
-                        "\(suite) is no longer shared with this account: ask its owner for a new invitation and join again with `groupdefaults-sync configure --invitation CODE --server URL --token-file PATH --as \(suite)`",
-                        status: 3
-                    )
-                }
-                if health.condition == .accountDeleted {
-                    throw CommandFailure(
-                        "\(suite) is paused: the account it synced with was deleted on the server, and its name is now a new account's; this device keeps its data. "
-                            + "To start over in the new account run `groupdefaults-sync configure \(suite) --server URL --token-file PATH` (what this device holds is uploaded there), "
-                            + "or keep it on this device only with `groupdefaults-sync unconfigure \(suite)`",
-                        status: 3
-                    )
-                }
-                if health.needsToken {
-                    throw CommandFailure(
-                        "\(suite) is paused until its token is replaced: give it a new token with `groupdefaults-sync configure \(suite) --server URL --token-file PATH`",
-                        status: 3
-                    )
-                }
-                throw CommandFailure("\(suite) needs attention: \(health.summary)")
+                if let line = current.failureLine(suite: suite) { throw CommandFailure(line, status: current.kind.exitStatus) }
             }
         }
 
-        /// `state: …`, and when it needs attention, since when and the last success and failure.
-        static func stateLines(_ health: SyncHealth?) -> [String] {
-            guard let health, health.needsAttention else { return ["state: ok"] }
-            var lines = ["state: \(printable(health.summary))"]
-            var times: [String] = []
-            if health.since.timeIntervalSince1970 > 0 { times.append("since \(time(health.since))") }
-            if let failure = health.lastFailure { times.append("last failed contact \(time(failure))") }
-            times.append("last success " + (health.lastSuccess.map(time) ?? "none recorded"))
-            lines.append("when: " + times.joined(separator: "; "))
-            return lines
+        /// Where this account stands in a suite another account shares, as the snapshot tells.
+        enum MembershipStanding: String {
+            /// The server accepted this account's request on the suite just now.
+            case current
+            /// The server says the suite is no longer shared with this account (or it said so last).
+            case ended
+            /// Not asked, or the question failed for another reason: as last configured.
+            case unknown
+            /// The suite is a copy of one this account left.
+            case left
         }
 
-        /// A rotation due, in words: who was removed, since when, and what makes it.
-        static func rotationWords(_ due: KeyRotationDue, suite: String) -> String {
-            "\(due.removed.joined(separator: ", ")) held the suite's keys when removed (since \(due.since)); "
-                + "the next `groupdefaults-sync sync \(suite)` (or `run`) on a device holding the owner key rotates them"
+        static func membership(_ snapshot: StatusSnapshot, _ state: StatusState) -> MembershipStanding {
+            if snapshot.left != nil { return .left }
+            if state.kind == .notShared { return .ended }
+            return snapshot.answered ? .current : .unknown
+        }
+
+        /// `state: …`, and for a failure, since when and the last success and failure.
+        static func stateLines(_ state: StatusState) -> [String] {
+            var lines = ["state: \(printable(state.summary))"]
+            guard state.kind.hasTimes else { return lines }
+            var times: [String] = []
+            if let since = state.since { times.append("since \(time(since))") }
+            if let failure = state.lastFailure { times.append("last failed contact \(time(failure))") }
+            times.append("last success " + (state.lastSuccess.map(time) ?? "none recorded"))
+            lines.append("when: " + times.joined(separator: "; "))
+            return lines
         }
 
         static func time(_ date: Date) -> String { TypedJSONDate.format(date) ?? date.formatted(.iso8601) }
@@ -227,46 +233,54 @@ struct StatusReport: Encodable {
     }
 }
 
-/// This device's name as the server knows it: the name its token is bound to.
-enum DeviceName: Sendable {
-    case named(String)
-    case unnamed
-    case unknown(String)
-    case notSynced
+/// The `device:` line: this device as the server's answer lists it, or why the name is unknown
+/// (the same failure that decides the state).
+struct DeviceLine {
+    let answer: StatusSnapshot.ServerAnswer
 
+    init(_ answer: StatusSnapshot.ServerAnswer) { self.answer = answer }
+
+    /// The name its token is bound to, when the server answered.
     var name: String? {
-        if case .named(let name) = self { return name }
+        if case .answered(let device?, _) = answer { return device.name }
         return nil
     }
 
     /// "tablet (id 123…)", or the id and why there is no name.
     func describe(origin: UInt64) -> String {
-        switch self {
-        case .named(let name): "\(printable(name)) (id \(origin))"
-        case .unnamed: "\(origin) (its token is not bound to a device name)"
-        case .unknown(let why): "\(origin) (name unknown: \(printable(why)))"
-        case .notSynced: "\(origin)"
+        switch answer {
+        case .notAsked: "\(origin)"
+        case .answered(let device?, _):
+            device.name.map { "\(printable($0)) (id \(origin))" } ?? "\(origin) (its token is not bound to a device name)"
+        case .answered(nil, _): "\(origin) (the server has not seen it with this token yet)"
+        case .failed(let error): "\(origin) (name unknown: \(printable(error.description(remedy: remedyWords))))"
         }
     }
+}
 
-    /// Asks the server (`GET /v1/devices`) for at most 3 seconds; and, on a device holding an
-    /// encrypted suite's owner key, whether a key rotation is due (`SyncEngine.rotationDue()`).
-    static func ask(_ defaults: SharedDefaults, _ server: ServerOptions) async -> (DeviceName, KeyRotationDue?) {
-        guard let settings = try? SyncSettings.stored(in: defaults), let http = try? server.makeHTTPClient(caFile: settings.caFile)
-        else { return (.unknown("the sync settings cannot be read"), nil) }
-        let answer = await withTaskGroup(of: (DeviceName, KeyRotationDue?)?.self) { group in
+/// What `status` asks the server, for at most 3 seconds: whether the suite's next sync would be
+/// let in (`SyncEngine.checkAccess`: the token, the membership, the account), with the key
+/// rotation due on a device holding the owner key, and this device as the server lists it.
+enum ServerQuestion {
+    static func ask(_ defaults: SharedDefaults, _ server: ServerOptions) async -> StatusSnapshot.ServerAnswer {
+        let stored: SyncSettings?
+        do { stored = try SyncSettings.stored(in: defaults) } catch { return .failed(error) }
+        guard let settings = stored else { return .failed(SyncError(.local, "the sync settings cannot be read")) }
+        let http: HTTPClient
+        do { http = try server.makeHTTPClient(caFile: settings.caFile) } catch {
+            return .failed(SyncError(.local, "the HTTP client cannot be made: \(error)"))
+        }
+        let answer = await withTaskGroup(of: StatusSnapshot.ServerAnswer?.self) { group in
             group.addTask {
                 do {
                     let engine = try SyncEngine(configured: defaults, http: http, options: server.applied(to: SyncEngine.Options()))
-                    let due = try? await engine.rotationDue()
-                    guard let me = try await engine.devices().first(where: \.current) else {
-                        return (.unknown("the server has not seen this device yet"), due)
-                    }
-                    return (me.name.map(DeviceName.named) ?? .unnamed, due)
+                    let due = try await engine.checkAccess()
+                    let me = try await engine.devices().first(where: \.current)
+                    return .answered(device: me, rotationDue: due)
                 } catch let error as SyncError {
-                    return (.unknown(error.description(remedy: remedyWords)), nil)
+                    return .failed(error)
                 } catch {
-                    return (.unknown("\(error)"), nil)
+                    return .failed(SyncError(.local, "\(error)"))
                 }
             }
             group.addTask {
@@ -277,6 +291,9 @@ enum DeviceName: Sendable {
             return await group.next() ?? nil
         }
         try? await http.shutdown()
-        return answer ?? (.unknown("the server did not answer within 3 seconds"), nil)
+        if let answer { return answer }
+        var late = SyncError(.unavailable, "the server did not answer within 3 seconds")
+        late.isUnreached = true
+        return .failed(late)
     }
 }

@@ -234,13 +234,15 @@ struct RateLimitTests {
         }
     }
 
-    @Test("a device id is owned by the first active token seen with it; a device whose old token was revoked keeps its id")
+    @Test(
+        "a device id's record is unverified only while an earlier token of another device name still works: never the first token's, never a new token of the same name"
+    )
     func deviceIDOwners() {
-        func device(_ token: String, _ id: UInt64, firstSeen: UInt64) -> StoredDevice {
+        func device(_ token: String, _ id: UInt64, firstSeen: UInt64, name: String? = nil) -> StoredDevice {
             StoredDevice(
                 account: "alice",
                 tokenID: token,
-                name: nil,
+                name: name,
                 deviceID: id,
                 firstSeen: firstSeen,
                 lastSeen: firstSeen,
@@ -248,15 +250,42 @@ struct RateLimitTests {
                 suites: []
             )
         }
+        // Unbound tokens: the server cannot tell a renewed token from another device's.
         let old = device("tok_old", 7, firstSeen: 1)
         let renewed = device("tok_new", 7, firstSeen: 5)
         let impostor = device("tok_other", 7, firstSeen: 9)
         let all = [old, renewed, impostor]
-        #expect(StoredDevice.unverified(among: all, activeTokens: ["tok_old", "tok_new", "tok_other"]) == [renewed.identity, impostor.identity])
+        let live = StoredDevice.unverified(among: all, activeTokens: ["tok_old", "tok_new", "tok_other"])
+        #expect(Set(live.keys) == [renewed.identity, impostor.identity])
+        #expect(live[renewed.identity] == old && live[impostor.identity] == old, "each is named with the first record standing against it")
+        let oldRevoked = StoredDevice.unverified(among: all, activeTokens: ["tok_new", "tok_other"])
         #expect(
-            StoredDevice.unverified(among: all, activeTokens: ["tok_new", "tok_other"]) == [old.identity, impostor.identity],
-            "the revoked token owns nothing: the renewed device is not flagged"
+            Set(oldRevoked.keys) == [impostor.identity] && oldRevoked[impostor.identity] == renewed,
+            "the revoked token's record was first: never marked; the renewed device is not flagged; the impostor still is"
         )
         #expect(StoredDevice.unverified(among: [old], activeTokens: []).isEmpty)
+        #expect(StoredDevice.unverified(among: all, activeTokens: []).isEmpty, "no earlier token works: nothing stands against anyone")
+
+        // Bound tokens: a new token of the same name is the same device, live old token or not;
+        // another device's token claiming the id is marked while the phone's works.
+        let phone = device("tok_phone", 8, firstSeen: 1, name: "phone")
+        let phoneAgain = device("tok_phone2", 8, firstSeen: 4, name: "phone")
+        let laptop = device("tok_laptop", 8, firstSeen: 6, name: "laptop")
+        let bound = [phone, phoneAgain, laptop]
+        let boundLive = StoredDevice.unverified(among: bound, activeTokens: ["tok_phone", "tok_phone2", "tok_laptop"])
+        #expect(Set(boundLive.keys) == [laptop.identity] && boundLive[laptop.identity] == phone)
+        #expect(Set(StoredDevice.unverified(among: bound, activeTokens: ["tok_phone2", "tok_laptop"]).keys) == [laptop.identity])
+        #expect(StoredDevice.unverified(among: bound, activeTokens: ["tok_laptop"]).isEmpty, "both phone tokens revoked")
+        // Names are compared as bytes: é precomposed and é decomposed are two names.
+        let cafe = device("tok_cafe", 9, firstSeen: 1, name: "caf\u{E9}")
+        let cafeDecomposed = device("tok_cafe2", 9, firstSeen: 2, name: "cafe\u{301}")
+        #expect(
+            Set(StoredDevice.unverified(among: [cafe, cafeDecomposed], activeTokens: ["tok_cafe", "tok_cafe2"]).keys) == [cafeDecomposed.identity],
+            "two spellings of one text are two names"
+        )
+        // Another account's id is another id.
+        var bobs = device("tok_bob", 7, firstSeen: 0)
+        bobs.account = "bob"
+        #expect(Set(StoredDevice.unverified(among: all + [bobs], activeTokens: ["tok_bob", "tok_new", "tok_other"]).keys) == [impostor.identity])
     }
 }

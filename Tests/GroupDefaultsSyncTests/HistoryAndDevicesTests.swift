@@ -208,6 +208,77 @@ struct HistoryAndDevicesTests {
         }
     }
 
+    @Test(
+        "a token swap (configure with a new token of the same device name, then the old one revoked) marks no record unverified; another device's live token claiming the id is marked",
+        arguments: StorageBackend.allCases
+    )
+    func tokenSwapStaysVerified(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let phone = ToolDevice("group.swap")
+            defer { phone.remove() }
+            let (first, firstID) = try await Self.namedToken(server, device: "phone")
+            try await phone.configure(server, token: first, tokenName: "first.token")
+            try phone.open().set("ring.caf", forKey: "sound")
+            try await expectSuccess(phone.sync("sync"))
+            let (second, secondID) = try await Self.namedToken(server, device: "phone")
+            try await phone.configure(server, token: second, tokenName: "second.token")
+            try phone.open().set("bell.aiff", forKey: "sound")
+            try await expectSuccess(phone.sync("sync"))
+            let origin = try phone.open().origin
+
+            // Both tokens live: the same device, by its name; the first token's record was first.
+            try await Self.expectUnverified(server, [], of: [firstID, secondID], deviceID: origin)
+            // The old token revoked: its record, which was first, is not marked either.
+            #expect(try await server.tokenCommand(["revoke", firstID]).status == 0)
+            try await Self.expectUnverified(server, [], of: [firstID, secondID], deviceID: origin)
+            let status = try await phone.sync("status")
+            #expect(status.status == 0 && status.stdout.contains("device: phone (id \(origin))"), "\(status)")
+
+            // The laptop's token naming the phone's id: marked, against the phone's live token.
+            let (laptop, laptopID) = try await Self.namedToken(server, device: "laptop")
+            var impostor = server.client("group.swap", token: laptop)
+            impostor.deviceID = origin
+            _ = try await impostor.changes(since: 0)
+            let text = try await Self.expectUnverified(server, [laptopID], of: [firstID, secondID, laptopID], deviceID: origin)
+            #expect(
+                text.contains("\t\(laptopID)\t")
+                    && text.contains("unverified: token \(secondID) (phone) used device \(origin) first and still works"),
+                "\(text)"
+            )
+            // The API says the same to the phone's token.
+            let listed = try await server.client("group.swap", token: second).devices().devices.filter { $0.deviceID == origin }
+            #expect(Set(listed.filter(\.unverified).map(\.tokenID)) == [laptopID], "\(listed)")
+        }
+    }
+
+    /// `token create --account alice --device NAME`: the token and its id.
+    static func namedToken(_ server: SyncServer, device: String) async throws -> (token: String, id: String) {
+        let made = try await ServerTool.run(["token", "create"] + server.storage + ["--account", "alice", "--device", device])
+        #expect(made.status == 0, "\(made.stderr)")
+        let id = try #require(made.stderr.split(separator: " ").dropFirst().first.map(String.init), "\(made.stderr)")
+        return (made.stdout.trimmingCharacters(in: .whitespacesAndNewlines), id)
+    }
+
+    /// `devices list` (JSON and text): of the records of `deviceID` by the tokens `tokens`, exactly
+    /// those of `unverified` are marked. Returns the text list.
+    @discardableResult
+    static func expectUnverified(
+        _ server: SyncServer,
+        _ unverified: Set<String>,
+        of tokens: Set<String>,
+        deviceID: UInt64,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> String {
+        let records = try await listDevices(server).filter { $0.deviceID == deviceID }
+        #expect(Set(records.map(\.tokenID)) == tokens, "\(records)", sourceLocation: sourceLocation)
+        #expect(Set(records.filter(\.unverified).map(\.tokenID)) == unverified, "\(records)", sourceLocation: sourceLocation)
+        let text = try await ServerTool.run(["devices", "list", "--account", "alice"] + server.storage)
+        #expect(text.status == 0, "\(text.stderr)", sourceLocation: sourceLocation)
+        let marked = text.stdout.split(separator: "\n").filter { $0.contains("unverified") }
+        #expect(marked.count == unverified.count, "\(text.stdout)", sourceLocation: sourceLocation)
+        return text.stdout
+    }
+
     static func listDevices(_ server: SyncServer) async throws -> [DeviceInfo] {
         let listed = try await ServerTool.run(["devices", "list", "--account", "alice", "--json"] + server.storage)
         guard listed.status == 0 else { throw FixtureError("devices list: \(listed.stderr)") }

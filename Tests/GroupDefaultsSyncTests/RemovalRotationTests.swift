@@ -37,6 +37,7 @@ struct RemovalRotationTests {
             #expect(status.status == 1, "\(status.stdout) \(status.stderr)")
             #expect(status.stdout.contains("state: key rotation due: bob held the suite's keys when removed"), "\(status.stdout)")
             #expect(status.stderr.contains("the next `groupdefaults-sync sync --directory \(alice.directory.path) family`"), "\(status.stderr)")
+            try await StatusCheck.expect(alice, "rotation_due")
             // A member leaving holds the key too.
             try await expectOK(carol.sync("leave"))
             #expect(try await owner.keyBags().rotationDue?.removed == ["bob", "carol"])

@@ -245,7 +245,7 @@ struct UnreachableServerTests {
 }
 
 /// A port on 127.0.0.1 on which nothing listens (bound, then closed).
-private func closedPort() throws -> Int {
+func closedPort() throws -> Int {
     let listener = try SilentListener()
     let port = listener.port
     listener.close()

@@ -246,7 +246,7 @@ struct SyncRoutes: Sendable {
             .map { device in
                 device.info(
                     current: device.tokenID == token.id && device.deviceID == asking,
-                    unverified: unverified.contains(device.identity),
+                    unverified: unverified[device.identity] != nil,
                     visibleSuites: covers
                 )
             }

@@ -119,7 +119,7 @@ package struct StoredDevice: Sendable, Hashable, Codable {
     }
 
     /// The device as `GET /v1/devices` lists it, showing only `visibleSuites`; `unverified` when
-    /// another token used its device id first (`unverified(among:)`).
+    /// another live token of another device used its device id first (`unverified(among:)`).
     package func info(current: Bool, unverified: Bool = false, visibleSuites: (String) -> Bool) -> DeviceInfo {
         DeviceInfo(
             id: id,
@@ -135,17 +135,38 @@ package struct StoredDevice: Sendable, Hashable, Codable {
         )
     }
 
-    /// Of `devices`, those whose device id another token of the same account used first. A device
-    /// names its id itself (the `device_id` of its pushes, its `Device-ID` header), so a token can
-    /// claim another device's id; the first token seen with an id owns it, and the others are
-    /// listed as unverified rather than trusted. Only tokens in `activeTokens` own ids (a device
-    /// keeps its id when its token is replaced), unless none of an id's is.
-    package static func unverified(among devices: [StoredDevice], activeTokens: Set<String>) -> Set<Identity> {
-        let owners = Dictionary(grouping: devices) { [$0.account.exact, ExactName(String($0.deviceID))] }.compactMapValues { group in
-            let active = group.filter { activeTokens.contains($0.tokenID) }
-            return (active.isEmpty ? group : active).min { ($0.firstSeen, $0.tokenID) < ($1.firstSeen, $1.tokenID) }?.tokenID
+    /// Of `devices`, those whose claim to their device id is unverified, each with the record that
+    /// makes it so. A device names its id itself (the `device_id` of its pushes, its `Device-ID`
+    /// header), so a token can claim another device's id; the mark tells such a claim from a device
+    /// that was given a new token (a token swap: `configure` with a new token file, a token
+    /// renewed). Per account and device id, in the order the records were first seen (then by
+    /// token id), a record is unverified when an earlier record of another token stands against
+    /// it: that token still works (it is in `activeTokens`), and the two are not bound to one
+    /// device name (by bytes; a token bound to none is another device for all the server can
+    /// tell). So the first token seen with an id is never marked (it was first, revoked or not); a
+    /// new token of the same device, bound to the same name, is not marked; nor is any token once
+    /// the earlier ones no longer work; a second live token bound to another name (or to none)
+    /// that claims the id is, for as long as the earlier one works. The one rule for both
+    /// storage backends, the API and `devices list`.
+    package static func unverified(among devices: [StoredDevice], activeTokens: Set<String>) -> [Identity: StoredDevice] {
+        let byID = Dictionary(grouping: devices) { [$0.account.exact, ExactName(String($0.deviceID))] }
+        var marked: [Identity: StoredDevice] = [:]
+        for group in byID.values where group.count > 1 {
+            let ordered = group.sorted { ($0.firstSeen, $0.tokenID) < ($1.firstSeen, $1.tokenID) }
+            for (index, device) in ordered.enumerated() {
+                let against = ordered[..<index].first { earlier in
+                    earlier.tokenID != device.tokenID && activeTokens.contains(earlier.tokenID) && !earlier.isBoundToSameName(as: device)
+                }
+                if let against { marked[device.identity] = against }
+            }
         }
-        return Set(devices.filter { owners[[$0.account.exact, ExactName(String($0.deviceID))]] != $0.tokenID }.map(\.identity))
+        return marked
+    }
+
+    /// Whether both records' tokens are bound to one device name (by bytes).
+    private func isBoundToSameName(as other: StoredDevice) -> Bool {
+        guard let name, let otherName = other.name else { return false }
+        return name.isSameName(as: otherName)
     }
 }
 

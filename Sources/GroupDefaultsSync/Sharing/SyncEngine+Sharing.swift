@@ -159,6 +159,18 @@ extension SyncEngine {
         return try await client.keyBags().rotationDue
     }
 
+    /// Asks the server, with one request on the suite's route (`GET key-bags`, which every member
+    /// may read), what the next sync would meet first: it throws when the token is refused, the
+    /// suite is no longer shared with this account (or waits for its keys), the account was
+    /// deleted, or the server cannot be reached; else it returns the key rotation due, as
+    /// `rotationDue()` does (nil where this device could not make one). What `groupdefaults-sync
+    /// status` asks.
+    package func checkAccess() async throws(SyncError) -> KeyRotationDue? {
+        let bags = try await client.keyBags()
+        guard shared == nil, sealer?.keys.sharing?.isOwner == true else { return nil }
+        return bags.rotationDue
+    }
+
     /// Makes the key rotation due (`rotationDue()`), if any: the new epoch is sealed for the owner's
     /// devices and the remaining members, never to an account removed since (`KeyRotation`); once
     /// the server stores its key bag, the mark is gone. Returns what was due and what the rotation
