@@ -266,7 +266,7 @@ public actor SyncEngine {
                 return report
             } catch {
                 failed(error)
-                guard error.isTransient, !error.isUnreached, attempt < options.oneShotAttempts else { throw error }
+                guard error.isTransient, !error.isUnreached, !error.isRetriedByClient, attempt < options.oneShotAttempts else { throw error }
                 attempt += 1
                 do { try await Task.sleep(for: backoff.next(retryAfter: error.retryAfter)) } catch { throw SyncError.cancelled }
             }
