@@ -12,7 +12,8 @@ struct Export: AsyncParsableCommand {
         abstract: "Print what the server holds of these suites as one JSON document.",
         discussion: """
             Each suite's entries (tombstones too) and each key's history, as the server keeps \
-            them, its key bags, and the devices the token sees. Entries of an end-to-end encrypted \
+            them, its key bags, and the devices the token sees: read a page (1,000) at a time, a \
+            few requests per suite whatever its size. Entries of an end-to-end encrypted \
             suite are as stored, sealed: this device's keys open them. With --to it is written to \
             a new file, mode 0600; a path that exists is refused.
 
