@@ -27,6 +27,9 @@ public struct SyncClient: Sendable {
     public var connectTimeout: Duration = SyncClient.defaultConnectTimeout
     /// How long a connection may take to open unless told otherwise: 5 seconds.
     public static let defaultConnectTimeout: Duration = .seconds(5)
+    /// How this client repeats a request the server refused for a while (429, 503): see
+    /// `RetryPolicy`.
+    public var retryPolicy = RetryPolicy()
     /// The device this client speaks for (its suite's origin), sent as the `Device-ID` header of
     /// every request so that the server can list the devices that pull as well as push; nil sends
     /// none (`SyncEngine` fills it in).
@@ -81,7 +84,8 @@ public struct SyncClient: Sendable {
     /// - Throws: `SyncError`, from the server's error answer (a refused key, quota or batch size
     ///   names the key or limit) or from the network.
     public func push(body: [UInt8]) async throws(SyncError) -> PushResponse {
-        try await send(.POST, path: "push", query: [], body: body, as: PushResponse.self)
+        // Sent again after a 503 too: the same batch id, so the server applies it once.
+        try await send(.POST, path: "push", query: [], body: body, repeatable: true, as: PushResponse.self)
     }
 
     /// `changes?since=&limit=&wait=`: a long-poll when `wait` is given.
@@ -113,6 +117,21 @@ public struct SyncClient: Sendable {
     ///   version of the key (never written, purged, or history is off); otherwise as every request.
     public func history(key: String) async throws(SyncError) -> KeyHistory {
         try await send(.GET, path: "keys/\(Self.pathSegment(key))/history", query: [], as: KeyHistory.self)
+    }
+
+    /// `GET history`: one page of the versions the server keeps of every key of the suite, keys in
+    /// key order, each whole, newest version first.
+    ///
+    /// - Parameters:
+    ///   - after: The previous page's `next`; nil for the first page.
+    ///   - limit: The most versions per page (whole keys, at least one); nil for the server's default.
+    /// - Returns: The page, with the key to continue after (nil on the last page). A server that
+    ///   keeps no history answers an empty page.
+    public func history(after: String?, limit: Int? = nil) async throws(SyncError) -> SuiteHistoryPage {
+        var query: [URLQueryItem] = []
+        if let after { query.append(URLQueryItem(name: "after", value: after)) }
+        if let limit { query.append(URLQueryItem(name: "limit", value: String(limit))) }
+        return try await send(.GET, path: "history", query: query, as: SuiteHistoryPage.self)
     }
 
     /// `GET /v1/devices`: the devices of the token's account; the one this client speaks for (same
@@ -306,6 +325,7 @@ public struct SyncClient: Sendable {
         query: [URLQueryItem],
         body: [UInt8]? = nil,
         extraTime: Duration = .zero,
+        repeatable: Bool? = nil,
         as: Answer.Type
     ) async throws(SyncError) -> Answer {
         try await send(
@@ -314,10 +334,13 @@ public struct SyncClient: Sendable {
             query: query + ownerQuery,
             body: body,
             extraTime: extraTime,
+            repeatable: repeatable,
             as: Answer.self
         )
     }
 
+    /// Sends the request and decodes its answer; a refusal for a while (429, and 503 for a
+    /// `repeatable` request: by default a `GET`) is sent again as `retryPolicy` says.
     private func send<Answer: Decodable>(
         _ method: HTTPMethod,
         url: String,
@@ -325,6 +348,29 @@ public struct SyncClient: Sendable {
         authorized: Bool = true,
         body: [UInt8]? = nil,
         extraTime: Duration = .zero,
+        repeatable: Bool? = nil,
+        as: Answer.Type
+    ) async throws(SyncError) -> Answer {
+        let repeatable = repeatable ?? (method == .GET)
+        var retries = retryPolicy.start()
+        while true {
+            do {
+                return try await sendOnce(method, url: url, query: query, authorized: authorized, body: body, extraTime: extraTime, as: Answer.self)
+            } catch {
+                let refusal = error
+                guard let wait = retries.wait(after: refusal, repeatable: repeatable) else { throw refusal.retried(by: retries) }
+                do { try await Task.sleep(for: wait) } catch { throw refusal.retried(by: retries) }
+            }
+        }
+    }
+
+    private func sendOnce<Answer: Decodable>(
+        _ method: HTTPMethod,
+        url: String,
+        query: [URLQueryItem],
+        authorized: Bool,
+        body: [UInt8]?,
+        extraTime: Duration,
         as: Answer.Type
     ) async throws(SyncError) -> Answer {
         do {
@@ -397,7 +443,9 @@ public struct SyncClient: Sendable {
     private static func failure(_ response: HTTPClientResponse) async -> SyncError {
         let body = try? await response.body.collect(upTo: 1 << 20)
         let decoded = body.flatMap { try? JSONDecoder().decode(SyncErrorBody.self, from: Data($0.readableBytesView)) }
-        let retryAfter = response.headers.first(name: "Retry-After").flatMap(Int.init).map { Duration.seconds($0) }
+        let retryAfter = response.headers.first(name: "Retry-After").flatMap {
+            RetryAfter.wait($0, answeredAt: response.headers.first(name: "Date"))
+        }
         return SyncError.answer(status: Int(response.status.code), body: decoded, retryAfter: retryAfter)
     }
 

@@ -267,7 +267,7 @@ public actor SyncEngine {
                 return report
             } catch {
                 failed(error)
-                guard error.isTransient, !error.isUnreached, attempt < options.oneShotAttempts else { throw error }
+                guard error.isTransient, !error.isUnreached, !error.isRetriedByClient, attempt < options.oneShotAttempts else { throw error }
                 attempt += 1
                 do { try await Task.sleep(for: backoff.next(retryAfter: error.retryAfter)) } catch { throw SyncError.cancelled }
             }
@@ -488,6 +488,8 @@ public actor SyncEngine {
     private func readSnapshotAgain(known incarnation: String?) async throws(SyncError) -> SyncReport {
         await enter(.push)
         defer { leave(.push) }
+        let lock = try await pushLock()  // nor in another process
+        defer { lock.release() }
         let snapshot = try await readSnapshot()
         // A restored server lacks what it acknowledged: nothing is pruned for its sake.
         if let restored = restoredIncarnation(known: incarnation) { return try await joinAgainAfterRestore(incarnation: restored) }
@@ -639,6 +641,10 @@ public actor SyncEngine {
         }
         await enter(.push)
         defer { leave(.push) }
+        // One push of the suite at a time across processes and engines: a second waits, then finds
+        // pending only what the first did not send (and reports only what it sent itself).
+        let lock = try await pushLock()
+        defer { lock.release() }
         if !pendingIndexChecked {
             // Changes a process of an older version marked without indexing them would wait forever.
             let indexed = try local { try defaults.indexUnindexedPending() }
@@ -985,6 +991,21 @@ public actor SyncEngine {
     }
 
     enum Step { case push, pull }
+
+    /// The suite's push lock (`SyncPushLock`), waited for while another process or engine holds it.
+    private func pushLock() async throws(SyncError) -> SyncPushLock {
+        let suite = client.suite
+        let logger = self.logger
+        do {
+            return try await defaults.takePushLock {
+                logger.info("another sync of this suite is pushing: waiting for it to finish", metadata: ["suite": "\(suite)"])
+            }
+        } catch is CancellationError {
+            throw SyncError.cancelled
+        } catch {
+            throw SyncError.local(error)
+        }
+    }
 
     /// Waits until no other `step` runs; then this one does, until `leave`.
     private func enter(_ step: Step) async {

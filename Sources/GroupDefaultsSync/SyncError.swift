@@ -45,6 +45,10 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
     /// its URL (a plain-HTTP server named https://, a certificate that does not verify). Check the
     /// URL (or `--ca-file`) instead of trying again later.
     public var isLasting = false
+    /// Whether the client already sent the request again as its `SyncClient.RetryPolicy` says (a
+    /// 429, or a 503 to a request that may arrive twice): a one-shot step reports it rather than
+    /// repeating the step.
+    var isRetriedByClient = false
     /// What a person can do about it, when the engine knows. `description` says it in words that
     /// name no program; a tool names its own verbs and options (`description(remedy:)`).
     public var remedy: Remedy?

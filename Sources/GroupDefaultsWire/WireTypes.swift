@@ -653,6 +653,30 @@ public struct KeyHistory: Codable, Sendable, Hashable {
     }
 }
 
+/// `GET /v1/suites/{suite}/history`: a page of the history of every key of the suite, so that
+/// reading all of it costs a request per page rather than one per key.
+public struct SuiteHistoryPage: Codable, Sendable, Hashable {
+    /// Each key the server keeps versions of, in key order (UTF-8 bytes), with its versions newest
+    /// first; a key is never split between pages.
+    public var history: [KeyHistory]
+    /// The key to continue after, or nil on the last page (encoded as `null`).
+    public var next: String?
+
+    /// A page of the suite's history; `next` is nil on the last page.
+    public init(history: [KeyHistory], next: String?) {
+        self.history = history
+        self.next = next
+    }
+
+    enum CodingKeys: String, CodingKey { case history, next }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(history, forKey: .history)
+        try container.encode(next, forKey: .next)  // explicit null on the last page
+    }
+}
+
 /// One device of an account, as the server saw it: a (token, `device_id`) pair that pushed or pulled.
 ///
 /// ```json

@@ -12,7 +12,8 @@ struct Export: AsyncParsableCommand {
         abstract: "Print what the server holds of these suites as one JSON document.",
         discussion: """
             Each suite's entries (tombstones too) and each key's history, as the server keeps \
-            them, its key bags, and the devices the token sees. Entries of an end-to-end encrypted \
+            them, its key bags, and the devices the token sees: read a page (1,000) at a time, a \
+            few requests per suite whatever its size. Entries of an end-to-end encrypted \
             suite are as stored, sealed: this device's keys open them. With --to it is written to \
             a new file, mode 0600; a path that exists is refused.
 
@@ -75,18 +76,8 @@ struct DeviceExport: Encodable {
             case keyBags = "key_bags"
         }
 
-        /// The versions of `key` the server keeps; nil when it keeps none (history off, or purged).
-        private static func keptHistory(_ key: String, _ client: SyncClient) async throws -> [KeyVersion]? {
-            let result: Result<KeyHistory, SyncError>
-            do { result = .success(try await client.history(key: key)) } catch { result = .failure(error) }
-            switch result {
-            case .success(let history): return history.versions
-            case .failure(let error) where error.code == .notFound: return nil
-            case .failure(let error): throw error
-            }
-        }
-
-        /// Reads the suite's snapshot, page by page, then each key's history and its key bags.
+        /// Reads the suite's snapshot, then the history of all its keys, page by page (a request
+        /// per page, not per key), then its key bags.
         static func read(_ name: String, from client: SyncClient) async throws -> Suite {
             var entries: [SyncEntry] = []
             var after: String?
@@ -98,9 +89,11 @@ struct DeviceExport: Encodable {
                 after = page.next
             } while after != nil
             var history: [KeyHistory] = []
-            for entry in entries {
-                if let versions = try await keptHistory(entry.key, client) { history.append(KeyHistory(key: entry.key, versions: versions)) }
-            }
+            repeat {
+                let page = try await client.history(after: after)
+                history += page.history
+                after = page.next
+            } while after != nil
             let sealed = entries.contains { $0.sealed != nil }
             return Suite(name: name, headRev: head, entries: entries, history: history, keyBags: sealed ? try await client.keyBags() : nil)
         }

@@ -20,7 +20,9 @@ extension SyncCommand {
                 A server that cannot be reached (connection refused, unknown host, TLS failure, no \
                 connection within --connect-timeout, no answer within --answer-timeout) is one line \
                 at once, exit status 1: nothing pending is lost. A busy server (429, 503) is tried \
-                again a few times first.
+                again after its Retry-After, at most six times within a minute. Another sync of \
+                the same suite (or its run) pushing at the same moment is waited for: each change \
+                is pushed once, by one of them.
 
                 Example: groupdefaults-sync sync group.com.example.chat
                 """

@@ -17,6 +17,8 @@ struct SyncCommand: AsyncParsableCommand {
             $XDG_DATA_HOME/groupdefaults or ~/.local/share/groupdefaults. Verbs that talk to the \
             server wait at most --connect-timeout (5 seconds) for a connection and --answer-timeout \
             (30 seconds) for each answer; one that cannot reach it says why in one line, at once. \
+            A request the server refuses for a while (429, or 503 to a read or a push) is sent \
+            again after its Retry-After or a backoff, at most six times within a minute. \
             Exit status: 0 on success, 1 on errors, 3 when authentication is needed (a new token).
             """,
         version: packageVersion,

@@ -82,7 +82,7 @@ struct AuthTests {
             #expect(pushed.status == .ok)
             _ = try await client.execute(uri: "/v1/suites/group.b/changes", method: .get, headers: headers)
 
-            for uri in ["/v1/suites/group.a/keys/k/history", "/v1/devices"] {
+            for uri in ["/v1/suites/group.a/keys/k/history", "/v1/suites/group.a/history", "/v1/devices"] {
                 #expect(try await client.execute(uri: uri, method: .get).status == .unauthorized, "\(uri)")
                 #expect(try await client.get(uri, token: "gdt_unknown").status == .unauthorized, "\(uri)")
             }
@@ -90,6 +90,10 @@ struct AuthTests {
             #expect(history.versions.map(\.entry.value) == [.string("v")])
             #expect(history.versions.first?.entry.origin == 42)
             #expect(try await client.get("/v1/suites/group.b/keys/k/history", token: aliceScoped).status == .forbidden)
+            #expect(try await client.get("/v1/suites/group.b/history", token: aliceScoped).status == .forbidden)
+            let page = try API.decode(SuiteHistoryPage.self, try await client.get("/v1/suites/group.a/history", token: alice))
+            #expect(page.history == [history] && page.next == nil)
+            #expect(try API.decode(SuiteHistoryPage.self, try await client.get("/v1/suites/group.a/history", token: bob)).history.isEmpty)
             let unknown = try await client.get("/v1/suites/group.a/keys/never/history", token: alice)
             #expect(unknown.status == .notFound)
             #expect(try API.error(unknown).error == .notFound)

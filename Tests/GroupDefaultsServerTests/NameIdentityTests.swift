@@ -55,7 +55,7 @@ struct NameIdentityTests {
                     let of = "?owner=\(Self.query(owner))"
                     let what = "\(owner.debugDescription) / \(stranger.debugDescription), \(backend)"
                     let reads = [
-                        "snapshot", "changes", "members", "invitations", "keys/sound/history", "key-bags", "events",
+                        "snapshot", "changes", "members", "invitations", "keys/sound/history", "history", "key-bags", "events",
                     ].map { "/v1/suites/notes/\($0)\(of)" }
                     for uri in reads {
                         #expect(try await API.error(client.get(uri, token: strangerToken)).error == .notAMember, "\(uri): \(what)")

@@ -58,6 +58,12 @@ struct SharingRouteTests {
             #expect(try await API.error(client.get("/v1/suites/family/snapshot?owner=alice", token: dave)).error == .notAMember)
             #expect(try await API.error(client.get("/v1/suites/other/snapshot?owner=alice", token: bob)).error == .notAMember)
             #expect(try await API.error(client.get("/v1/suites/family/snapshot?owner=a%00b", token: bob)).error == .malformed)
+            // The suite's history in pages, as the snapshot: the owner's through ?owner=, nobody else's.
+            let history = try API.decode(SuiteHistoryPage.self, try await client.get("/v1/suites/family/history?owner=alice", token: carol))
+            #expect(history.history.map(\.key) == ["doorbell"] && history.next == nil)
+            #expect(try API.decode(SuiteHistoryPage.self, try await client.get("/v1/suites/family/history", token: bob)).history.isEmpty)
+            #expect(try await API.error(client.get("/v1/suites/family/history?owner=alice", token: dave)).error == .notAMember)
+            #expect(try await API.error(client.get("/v1/suites/other/history?owner=alice", token: bob)).error == .notAMember)
 
             // carol reads, and may not push, invite, list invitations or remove.
             let push = try await client.execute(
@@ -90,6 +96,7 @@ struct SharingRouteTests {
             let removed = try await client.execute(uri: "/v1/suites/family/members/carol?owner=alice", method: .delete, headers: API.auth(bob))
             #expect(try API.decode(MemberRemoved.self, removed) == MemberRemoved(owner: "alice", suite: "family", account: "carol"))
             #expect(try await API.error(client.get("/v1/suites/family/snapshot?owner=alice", token: carol)).error == .notAMember)
+            #expect(try await API.error(client.get("/v1/suites/family/history?owner=alice", token: carol)).error == .notAMember)
 
             // Read and write members see the list without devices; the owner and admins see each
             // one's devices too. bob's /v1/suites lists alice's suite as shared; nobody's

@@ -172,10 +172,12 @@ package struct AccountExport: Sendable, Encodable {
                 after = page.next
             } while after != nil
             var history: [KeyHistory] = []
-            for entry in entries {
-                let versions = try await storage.history(account: account, suite: summary.name, key: entry.key)
-                if !versions.isEmpty { history.append(KeyHistory(key: entry.key, versions: try versions.map { try $0.keyVersion() })) }
-            }
+            after = nil
+            repeat {
+                let page = try await storage.history(account: account, suite: summary.name, after: after, limit: 1000).page()
+                history += page.history
+                after = page.next
+            } while after != nil
             var bags: [String: StoredKeyBag] = [:]
             for (epoch, bag) in try await storage.keyBags(account: account, suite: summary.name) { bags[String(epoch)] = bag }
             suites.append(

@@ -35,6 +35,7 @@ package func buildRouter(storage: any ServerStorage, configuration: ServerConfig
     token.get("suites/{suite}/snapshot") { request, context in try await routes.snapshot(request, context) }
     token.get("suites/{suite}/events") { request, context in try await routes.events(request, context) }
     token.get("suites/{suite}/keys/{key}/history") { request, context in try await routes.history(request, context) }
+    token.get("suites/{suite}/history") { request, context in try await routes.suiteHistory(request, context) }
     token.get("devices") { request, context in try await routes.devices(request, context) }
     token.get("suites/{suite}/key-bags") { request, context in try await routes.keyBags(request, context) }
     token.put("suites/{suite}/key-bags") { request, context in try await routes.anchorKeyBags(request, context) }
@@ -224,6 +225,18 @@ struct SyncRoutes: Sendable {
             )
         }
         return JSONBody.response(json: keyHistoryJSON(key: key, versions: versions, valueLimit: configuration.limits.maxValueBytes))
+    }
+
+    /// `GET …/history?after=&limit=`: a page of every key's history, in key order, each key whole
+    /// (`SyncStore.history(account:suite:after:limit:)`); `limit` counts versions. Read as the
+    /// snapshot is: the same access, the same page size.
+    func suiteHistory(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let access = try await authorized(request, context, need: .read)
+        let query = request.uri.queryParameters
+        let after = query["after"].map(String.init)
+        let limit = try pageSize(query)
+        let page = try await storage.history(account: access.owner, suite: access.suite, after: after, limit: limit)
+        return JSONBody.response(json: page.json(valueLimit: configuration.limits.maxValueBytes))
     }
 
     /// `GET /v1/devices`: the account's devices that used a suite the token covers (and the token's

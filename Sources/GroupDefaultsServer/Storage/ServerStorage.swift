@@ -30,7 +30,9 @@
 // - History: each push stores every version it makes (value or tombstone, stamp, revision, time
 //   received) beside the entries, in the same transaction, and keeps the last `historyDepth` per
 //   key. The purge removes versions older than the tombstone horizon unless they are their key's
-//   current entry (so a purged tombstone takes its key's history with it).
+//   current entry (so a purged tombstone takes its key's history with it). The suite's history is
+//   read a page at a time (`history(account:suite:after:limit:)`): keys in UTF-8 byte order, each
+//   whole, whole keys while their versions number at most `limit`, at least one key.
 // - Devices: a (token, device id) pair is one device; sightings merge into its record.
 // - Pairings: keyed by the SHA-256 of their id; a claim and the token it makes are one transaction.
 // - Shared suites: a member's pushes and reads are the owner's suite, under the owner's account

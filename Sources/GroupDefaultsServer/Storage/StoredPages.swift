@@ -98,11 +98,67 @@ extension StoredVersion {
     }
 }
 
+/// A page of a suite's history as storage reads it (`SyncStore.history(account:suite:after:limit:)`):
+/// keys in key order, each with its versions newest first, never split between pages.
+package struct StoredHistoryPage: Sendable, Equatable {
+    /// Each key with the versions the history keeps of it, newest first.
+    package var keys: [(key: String, versions: [StoredVersion])]
+    /// The key to continue after, or nil when no key follows.
+    package var next: String?
+
+    package init(keys: [(key: String, versions: [StoredVersion])], next: String?) {
+        self.keys = keys
+        self.next = next
+    }
+
+    /// How many versions the page holds.
+    package var versionCount: Int { keys.reduce(0) { $0 + $1.versions.count } }
+
+    /// Keys compared by their bytes (`isSameName`).
+    package static func == (a: StoredHistoryPage, b: StoredHistoryPage) -> Bool {
+        a.next == b.next && a.keys.count == b.keys.count
+            && zip(a.keys, b.keys).allSatisfy { $0.key.isSameName(as: $1.key) && $0.versions == $1.versions }
+    }
+
+    /// The answer's body: the bytes `JSONEncoder` with sorted keys writes for `page()`, each
+    /// version's value copied as stored once checked against `valueLimit`, or written as
+    /// unavailable (as `keyHistoryJSON` writes one key's).
+    package func json(valueLimit: Int) -> [UInt8] {
+        var json = WireJSON(capacity: 64 + versionCount * 190)
+        json.raw("{\"history\":[")
+        for (index, (key, versions)) in keys.enumerated() {
+            if index > 0 { json.raw(",") }
+            writeKeyHistory(into: &json, key: key, versions: versions, valueLimit: valueLimit)
+        }
+        json.raw("],\"next\":")
+        if let next { json.string(next) } else { json.raw("null") }
+        json.raw("}")
+        return json.bytes
+    }
+
+    /// The page with its values decoded.
+    ///
+    /// - Throws: `SyncStorageError.unavailable` if a stored value does not decode.
+    package func page() throws(SyncStorageError) -> SuiteHistoryPage {
+        var history: [KeyHistory] = []
+        for (key, versions) in keys {
+            history.append(KeyHistory(key: key, versions: try versions.map { version throws(SyncStorageError) in try version.keyVersion() }))
+        }
+        return SuiteHistoryPage(history: history, next: next)
+    }
+}
+
 /// `GET …/keys/{key}/history`'s body: the bytes `JSONEncoder` with sorted keys writes for a
 /// `KeyHistory` of `versions` (newest first), their values copied as stored once checked against
 /// `valueLimit`, or written as unavailable.
 package func keyHistoryJSON(key: String, versions: [StoredVersion], valueLimit: Int) -> [UInt8] {
     var json = WireJSON(capacity: 64 + versions.count * 190)
+    writeKeyHistory(into: &json, key: key, versions: versions, valueLimit: valueLimit)
+    return json.bytes
+}
+
+/// One `KeyHistory` object, as `keyHistoryJSON` answers it and a history page holds it.
+private func writeKeyHistory(into json: inout WireJSON, key: String, versions: [StoredVersion], valueLimit: Int) {
     json.raw("{\"key\":")
     json.string(key)
     json.raw(",\"versions\":[")
@@ -111,5 +167,4 @@ package func keyHistoryJSON(key: String, versions: [StoredVersion], valueLimit: 
         version.write(into: &json, valueLimit: valueLimit)
     }
     json.raw("]}")
-    return json.bytes
 }

@@ -51,6 +51,14 @@ package protocol SyncStore: Sendable {
     /// The versions of `key` the history keeps, newest first; empty for a key never written, purged,
     /// or written while history was off.
     func history(account: String, suite: String, key: String) async throws -> [StoredVersion]
+
+    /// A page of the history of every key of the suite: the keys after `after` that the history
+    /// keeps versions of, in key order (UTF-8 bytes), each with all its versions, newest first. A
+    /// key is never split: the page takes whole keys while their versions number at most `limit`
+    /// in all, and at least one key (which may hold more). `next` is the page's last key when a key
+    /// follows (or may: the page after a key with more than `limit` versions can be empty), nil on
+    /// the last page. Empty for a suite nobody wrote, or a server that keeps no history.
+    func history(account: String, suite: String, after: String?, limit: Int) async throws -> StoredHistoryPage
 }
 
 extension SyncStore {

@@ -584,6 +584,54 @@ extension StorageConformanceTests {
         }
 
         @Test(
+            "the suite's history in pages: keys in byte order, each whole and newest first, at most `limit` versions unless one key holds more",
+            arguments: StorageBackend.allCases
+        )
+        func suiteHistoryPages(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let quota = SuiteQuota(maxKeys: 100, maxBytes: 16 << 20, historyDepth: 4)
+                var hlc: UInt64 = 1000
+                // "K" sorts before "a", KELVIN SIGN (E2 84 AA) after "e": bytes, not String order.
+                let writes: [(String, Int)] = [("a", 3), ("b", 1), ("c", 2), ("d", 6), ("e", 1), ("K", 1), ("\u{212A}", 1)]
+                for (key, count) in writes {
+                    for n in 1...count {
+                        hlc += 1
+                        try await push(storage, quota: quota, [op(key, .integer(n), hlc: hlc)])
+                    }
+                }
+                hlc += 1
+                try await push(storage, quota: quota, [op("e", nil, hlc: hlc)])  // a deletion is a version
+                try await push(storage, quota: SuiteQuota(maxKeys: 100, maxBytes: 16 << 20, historyDepth: 0), [op("f", .integer(1), hlc: 1)])
+
+                var pages: [StoredHistoryPage] = []
+                var after: String?
+                repeat {
+                    let page = try await storage.history(account: "alice", suite: "s", after: after, limit: 3)
+                    pages.append(page)
+                    after = page.next
+                } while after != nil && pages.count < 10
+                #expect(pages.map { $0.keys.map(\.key) } == [["K"], ["a"], ["b", "c"], ["d"], ["e", "\u{212A}"]])
+                #expect(pages.map(\.next) == ["K", "a", "c", "d", nil])
+                #expect(pages[3].versionCount == 4, "a key with more versions than the limit comes whole, alone")
+                // Each key as its own history reads it.
+                for (key, versions) in pages.flatMap(\.keys) {
+                    let alone = try await storage.history(account: "alice", suite: "s", key: key)
+                    #expect(versions == alone, "\(key)")
+                    #expect(versions.map(\.entry.rev) == versions.map(\.entry.rev).sorted(by: >), "newest first")
+                }
+                #expect(pages[4].keys[0].versions.first?.entry.valueJSON == nil, "the deletion, newest")
+                // The whole in one page; other accounts and suites, and keys after the last, are empty.
+                let whole = try await storage.history(account: "alice", suite: "s", after: nil, limit: 1000)
+                #expect(whole.keys.map(\.key) == ["K", "a", "b", "c", "d", "e", "\u{212A}"] && whole.next == nil)
+                #expect(try await storage.history(account: "bob", suite: "s", after: nil, limit: 10) == StoredHistoryPage(keys: [], next: nil))
+                #expect(try await storage.history(account: "alice", suite: "t", after: nil, limit: 10) == StoredHistoryPage(keys: [], next: nil))
+                #expect(
+                    try await storage.history(account: "alice", suite: "s", after: "\u{212A}", limit: 10) == StoredHistoryPage(keys: [], next: nil)
+                )
+            }
+        }
+
+        @Test(
             "the purge drops history versions older than its horizon unless current: a purged tombstone takes its key's history",
             arguments: StorageBackend.allCases
         )
