@@ -75,7 +75,7 @@ extension PropertyListValue: Codable {
             }
         case .bool(let v): try container.encode(v, forKey: .bool)
         case .date(let v):
-            guard let text = TypedJSONDate.format(v) else {
+            guard let text = TypedJSONDate.valueText(v) else {
                 throw EncodingError.invalidValue(
                     v,
                     .init(
@@ -92,8 +92,8 @@ extension PropertyListValue: Codable {
     }
 }
 
-/// Dates in typed JSON: ISO 8601 in UTC, `2026-11-21T10:00:00.000Z`, with milliseconds, or
-/// microseconds when the date has a fraction of a millisecond (`2020-11-21T10:00:00.123456Z`), for
+/// Dates in typed JSON: ISO 8601 in UTC, `2026-11-21T10:00:00.000Z`, with milliseconds, or for a
+/// date value with a fraction of a millisecond microseconds (`2020-11-21T10:00:00.123456Z`), for
 /// years 0000 to 9999 of the proleptic Gregorian calendar, as ISO 8601 and Python's `datetime`
 /// count them, before 1582-10-15 too (`Date.distantPast` is 0000-12-30). Written by hand
 /// (days-from-civil arithmetic): Foundation's formatters keep milliseconds only and switch to the
@@ -111,14 +111,21 @@ package enum TypedJSONDate {
     /// Seconds from 1970-01-01 to 2001-01-01.
     private static let secondsFrom1970To2001: Int64 = 978_307_200
 
-    /// The text for `date` to the nearest microsecond (three digits when that is a whole
-    /// millisecond, else six), or nil outside years 0…9999 (or not finite).
-    package static func format(_ date: Date) -> String? {
-        guard let (seconds, microseconds) = split(date) else { return nil }
+    /// The text of a date value (`PropertyListValue.date`) to the nearest microsecond: three
+    /// digits when that is a whole millisecond, else six. Nil outside years 0…9999 (or not finite).
+    package static func valueText(_ date: Date) -> String? {
+        guard let (seconds, microseconds) = split(date, unitsPerSecond: 1_000_000) else { return nil }
         let fraction =
             microseconds % 1000 == 0
             ? "." + padded(microseconds / 1000, 3) : "." + padded(microseconds, 6)
         return text(seconds: seconds, fraction: fraction)
+    }
+
+    /// The text of a moment (a clock's time, when something happened) to the nearest millisecond,
+    /// `2026-11-21T10:00:00.123Z`, or nil outside years 0…9999 (or not finite).
+    package static func format(_ date: Date) -> String? {
+        guard let (seconds, milliseconds) = split(date, unitsPerSecond: 1000) else { return nil }
+        return text(seconds: seconds, fraction: "." + padded(milliseconds, 3))
     }
 
     /// The text for `date` rounded down to the whole second, `2026-11-21T10:00:00Z` (an XML
@@ -136,26 +143,26 @@ package enum TypedJSONDate {
         return text(seconds: seconds, fraction: "." + padded(Int64(milliseconds % 1000), 3))
     }
 
-    /// `date` as whole seconds since 2001 and the nearest microsecond after them (0…999 999),
-    /// rounded exactly (the rounding error of `fraction * 10^6` taken into account); nil outside
-    /// years 0…9999.
-    private static func split(_ date: Date) -> (seconds: Int64, microseconds: Int64)? {
+    /// `date` as whole seconds since 2001 and the nearest unit (a millisecond or a microsecond)
+    /// after them, rounded exactly (the rounding error of `fraction * units` taken into account);
+    /// nil outside years 0…9999.
+    private static func split(_ date: Date, unitsPerSecond units: Int64) -> (seconds: Int64, units: Int64)? {
         let since2001 = date.timeIntervalSinceReferenceDate
         let whole = since2001.rounded(.down)
         guard whole.isFinite, whole >= Double(firstSecond), whole < Double(endSecond) else { return nil }
         let fraction = since2001 - whole  // exact
-        let product = fraction * 1_000_000
-        let error = (-product).addingProduct(fraction, 1_000_000)  // fraction * 10^6 - product, exactly
-        var microseconds = product.rounded(.down)
-        if (product - microseconds - 0.5) + error >= 0 { microseconds += 1 }
+        let product = fraction * Double(units)
+        let error = (-product).addingProduct(fraction, Double(units))  // fraction * units - product, exactly
+        var rounded = product.rounded(.down)
+        if (product - rounded - 0.5) + error >= 0 { rounded += 1 }
         var seconds = Int64(whole)
-        var micro = Int64(microseconds)
-        if micro == 1_000_000 {
+        var count = Int64(rounded)
+        if count == units {
             seconds += 1
-            micro = 0
+            count = 0
         }
         guard seconds < endSecond else { return nil }
-        return (seconds, micro)
+        return (seconds, count)
     }
 
     /// `YYYY-MM-DDTHH:MM:SS` + `fraction` + `Z` for whole seconds since 2001.

@@ -449,22 +449,26 @@ struct TypedJSONTests {
         let date = try #require(TypedJSONDate.parse(text))
         let expected = Date(timeIntervalSinceReferenceDate: Double(microsecondsSince2001) / 1_000_000)
         #expect(date.timeIntervalSinceReferenceDate == expected.timeIntervalSinceReferenceDate, "\(text)")
-        #expect(TypedJSONDate.format(date) == written)
+        #expect(TypedJSONDate.valueText(date) == written)
         #expect(try typedJSON(.date(date)) == #"{"date":"\#(written)"}"#)
     }
 
     @Test("years 0000 to 9999, and a Double coarser than a microsecond read back as itself")
     func dateRange() throws {
-        #expect(TypedJSONDate.format(.distantPast) == "0000-12-30T00:00:00.000Z")
-        #expect(TypedJSONDate.format(Date(timeIntervalSinceReferenceDate: -63_145_526_400)) == "0000-01-01T00:00:00.000Z")
-        #expect(TypedJSONDate.format(Date(timeIntervalSinceReferenceDate: -63_145_526_400.5)) == nil)
-        #expect(TypedJSONDate.format(Date(timeIntervalSinceReferenceDate: 252_423_993_600)) == nil)  // 10000-01-01
+        #expect(TypedJSONDate.valueText(.distantPast) == "0000-12-30T00:00:00.000Z")
+        #expect(TypedJSONDate.valueText(Date(timeIntervalSinceReferenceDate: -63_145_526_400)) == "0000-01-01T00:00:00.000Z")
+        #expect(TypedJSONDate.valueText(Date(timeIntervalSinceReferenceDate: -63_145_526_400.5)) == nil)
+        #expect(TypedJSONDate.valueText(Date(timeIntervalSinceReferenceDate: 252_423_993_600)) == nil)  // 10000-01-01
         #expect(TypedJSONDate.parse("0000-01-01T00:00:00+00:01") == nil)  // 1 BC's last minute
         #expect(TypedJSONDate.parse("9999-12-31T23:59:59.9999995Z") == nil)  // rounds to 10000-01-01
         #expect(TypedJSONDate.parse("1700-02-29T00:00:00Z") == nil)  // not a leap year in the Gregorian calendar
         // In year 9999 a Double's step is 2^-15 s: one step after 9999-01-01 is 30.517578125 µs.
         let step = Date(timeIntervalSinceReferenceDate: 252_392_457_600.000_030_517_578_125)
-        #expect(TypedJSONDate.format(step) == "9999-01-01T00:00:00.000031Z")
+        #expect(TypedJSONDate.valueText(step) == "9999-01-01T00:00:00.000031Z")
+        // A moment (a clock's time, in the API and the tools' output) stays to the millisecond.
+        let moment = try #require(TypedJSONDate.parse("2020-11-21T10:00:00.123456Z"))
+        #expect(TypedJSONDate.format(moment) == "2020-11-21T10:00:00.123Z")
+        #expect(TypedJSONDate.format(moment.addingTimeInterval(0.000_6)) == "2020-11-21T10:00:00.124Z")
         #expect(TypedJSONDate.parse("9999-01-01T00:00:00.000031Z") == step)
     }
 

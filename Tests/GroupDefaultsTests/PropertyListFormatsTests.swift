@@ -611,7 +611,7 @@ struct PropertyListFormatsTests {
         #expect(try PropertyListValue.parseJSON(#"{"array": [{"integer": 1}, {"double": "nan"}]}"#).arrayValue?.count == 2)
         #expect(try PropertyListValue.parseJSON(#"{"string": "a", "b": 1}"#) == ["string": "a", "b": 1])  // two keys: plain
         #expect(try PropertyListValue.parseJSON(#"{"sound": "ring.caf"}"#) == ["sound": "ring.caf"])  // not a tag: plain
-        for value in everyCase where value.dateValue.map({ TypedJSONDate.format($0) != nil }) ?? true {
+        for value in everyCase where value.dateValue.map({ TypedJSONDate.valueText($0) != nil }) ?? true {
             let typed = String(decoding: try value.propertyListData(format: .json), as: UTF8.self)
             #expect(same(try PropertyListValue.parseJSON(typed), expectedAfterRoundTrip(value, .json)))
         }
