@@ -184,8 +184,8 @@ enum XMLPropertyList {
 
     private static func refusal(_ what: String) -> PropertyListFormatError {
         PropertyListFormatError(
-            "XML property list: \(what), a character XML 1.0 cannot hold (not even as a character reference: "
-                + "XML parsers refuse the file); a binary property list or typed JSON holds it",
+            "XML property list: \(what), which XML 1.0 cannot hold, raw or as a character reference; "
+                + "a binary property list or typed JSON holds it",
             formatsThatHoldIt: [.binary, .json]
         )
     }

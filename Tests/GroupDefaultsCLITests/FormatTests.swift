@@ -120,6 +120,7 @@ import Testing
             try sandbox.ok("write", "s", "leap", "-date", "1700-02-28 23:59:59")
             #expect(try sandbox.ok("read", "s", "reform") == "1582-10-14 00:00:00 +0000\n")
             #expect(try sandbox.ok("read", "s", "first") == "0001-01-01 00:00:00 +0000\n")
+            #expect(try sandbox.ok("read", "--json", "s", "fine") == "\"2020-11-21T10:00:00.123456Z\"\n")
             #expect(
                 try sandbox.typedContents("s")
                     == JSONValue.parse(
