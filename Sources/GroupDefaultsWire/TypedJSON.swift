@@ -92,8 +92,8 @@ extension PropertyListValue: Codable {
     }
 }
 
-/// Dates in typed JSON: ISO 8601 in UTC, `2026-11-21T10:00:00.000Z`, with milliseconds, or for a
-/// date value with a fraction of a millisecond microseconds (`2020-11-21T10:00:00.123456Z`), for
+/// Dates in typed JSON: ISO 8601 in UTC with milliseconds, `2026-11-21T10:00:00.000Z` (a date
+/// value with a fraction of a millisecond with microseconds, `2020-11-21T10:00:00.123456Z`), for
 /// years 0000 to 9999 of the proleptic Gregorian calendar, as ISO 8601 and Python's `datetime`
 /// count them, before 1582-10-15 too (`Date.distantPast` is 0000-12-30). Written by hand
 /// (days-from-civil arithmetic): Foundation's formatters keep milliseconds only and switch to the
