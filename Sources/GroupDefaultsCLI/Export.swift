@@ -12,7 +12,10 @@ extension GroupDefaultsCommand {
             abstract: "Write a suite to a file, or to stdout.",
             discussion: """
                 To a path, a binary property list; to -, an XML property list, as `defaults export` does. \
-                --format json writes the lossless typed JSON.
+                --format json writes the lossless typed JSON (dates to the microsecond). XML keeps dates \
+                to the second, and refuses a string or key holding a character XML 1.0 cannot hold \
+                (U+0000 to U+001F but tab, line feed and carriage return; U+FFFE, U+FFFF), naming it: \
+                nothing is written.
 
                 Example: groupdefaults export group.com.example.chat backup.plist
                 """
@@ -25,10 +28,16 @@ extension GroupDefaultsCommand {
 
         func run() throws {
             try perform {
-                let data = try PropertyListValue.propertyListData(
-                    entries: try contents(of: options.open(suite)),
-                    format: format ?? (path == "-" ? .xml : .binary)
-                )
+                let format = format ?? (path == "-" ? .xml : .binary)
+                let entries = try contents(of: options.open(suite))
+                let data: Data
+                do {
+                    data = try PropertyListValue.propertyListData(entries: entries, format: format)
+                } catch let error as PropertyListFormatError where !error.formatsThatHoldIt.isEmpty {
+                    // Nothing is written: name the option that writes the suite whole.
+                    let options = error.formatsThatHoldIt.map { "--format \($0.rawValue)" }.joined(separator: " or ")
+                    throw CommandFailure("\(error) (export with \(options))")
+                }
                 if path == "-" {
                     FileHandle.standardOutput.write(data)
                 } else {

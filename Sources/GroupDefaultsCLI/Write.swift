@@ -20,8 +20,9 @@ extension GroupDefaultsCommand {
                   write SUITE 'PLIST'            replace the whole suite, all or nothing
 
                 Booleans: true, false, yes, no, 1, 0. Dates: 2026-11-21 10:00:00 +0000,
-                or ISO 8601. Options go before SUITE; -- ends them (write -- SUITE KEY VALUE,
-                for a suite whose name starts with -).
+                2026-11-21, or ISO 8601 (2026-11-21T10:00:00.123456Z): to the microsecond,
+                years 0000 to 9999, Gregorian before 1582 too. Options go before SUITE; --
+                ends them (write -- SUITE KEY VALUE, for a suite whose name starts with -).
 
                 Example: groupdefaults write group.com.example.chat volume -float 0.8
                 """
@@ -157,7 +158,10 @@ enum TypeFlags {
         case "-date":
             let text = try argument()
             guard let date = DateText.parse(text) else {
-                throw CommandFailure("-date needs a date like '2026-11-21 10:00:00 +0000' or '2026-11-21T10:00:00Z', not '\(text)'")
+                throw CommandFailure(
+                    "-date needs a date of years 0000 to 9999 like '2026-11-21 10:00:00 +0000', '2026-11-21' or "
+                        + "'2026-11-21T10:00:00.123456Z', not '\(text)'"
+                )
             }
             return .date(date)
         case "-data":
@@ -244,19 +248,33 @@ enum TypeFlags {
     }
 }
 
-/// Dates as `defaults` prints and reads them.
+/// Dates as `defaults` prints and reads them, and ISO 8601, read by `TypedJSONDate`: to the
+/// microsecond, years 0000 to 9999 of the proleptic Gregorian calendar (as ISO 8601, the formats'
+/// writers and Python count them). Not Foundation's formatters: they keep milliseconds, and count
+/// dates before 1582-10-15 in the Julian calendar (1582-10-14 read as 1582-10-24).
 enum DateText {
+    /// `2026-11-21 10:00:00 +0000` (any offset, `±HHMM` or `±HH:MM`; none is UTC; a fraction may
+    /// follow the seconds), `2026-11-21` (midnight UTC), or ISO 8601 with a zone
+    /// (`2026-11-21T10:00:00.123456Z`, `2026-11-21T12:00:00+02:00`).
     static func parse(_ text: String) -> Date? {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        for format in ["yyyy-MM-dd HH:mm:ss Z", "yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd"] {
-            formatter.dateFormat = format
-            formatter.timeZone = TimeZone(identifier: "UTC")
-            if let date = formatter.date(from: text) { return date }
+        let parts = text.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
+        let iso: String
+        switch parts.count {
+        case 1 where text.utf8.count == 10: iso = text + "T00:00:00Z"
+        case 1: iso = text
+        case 2: iso = parts[0] + "T" + parts[1] + "Z"
+        case 3: iso = parts[0] + "T" + parts[1] + parts[2]
+        default: return nil
         }
-        let iso = ISO8601DateFormatter()
-        if let date = iso.date(from: text) { return date }
-        iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return iso.date(from: text)
+        return TypedJSONDate.parse(withColonInOffset(iso))
+    }
+
+    /// `…+0200` as `…+02:00`; anything else as it is.
+    private static func withColonInOffset(_ text: String) -> String {
+        let b = Array(text.utf8)
+        guard b.count >= 19 + 5, case let sign = b[b.count - 5], sign == UInt8(ascii: "+") || sign == UInt8(ascii: "-"),
+            b[(b.count - 4)...].allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+        else { return text }
+        return String(decoding: b[..<(b.count - 2)] + Array(":".utf8) + b[(b.count - 2)...], as: UTF8.self)
     }
 }

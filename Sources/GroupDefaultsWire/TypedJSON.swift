@@ -2,7 +2,7 @@ package import Foundation
 
 /// `PropertyListValue`'s `Codable` form: the design's lossless typed JSON, one single-key object
 /// per value. Doubles that JSON cannot carry (NaN, ±infinity) travel as the strings "nan",
-/// "inf" and "-inf"; dates as ISO 8601 with milliseconds, in UTC.
+/// "inf" and "-inf"; dates as ISO 8601 in UTC, to the microsecond (`TypedJSONDate`).
 extension PropertyListValue: Codable {
     private enum Tag: String, CodingKey, CaseIterable {
         case string, integer, double, bool, date, data, array, dictionary
@@ -75,12 +75,12 @@ extension PropertyListValue: Codable {
             }
         case .bool(let v): try container.encode(v, forKey: .bool)
         case .date(let v):
-            guard let text = TypedJSONDate.format(v) else {
+            guard let text = TypedJSONDate.valueText(v) else {
                 throw EncodingError.invalidValue(
                     v,
                     .init(
                         codingPath: container.codingPath + [Tag.date],
-                        debugDescription: "typed JSON carries dates from year 0 to 9999; this one is \(v.timeIntervalSince1970) s from 1970"
+                        debugDescription: "typed JSON carries dates from year 0000 to 9999; this one is \(v.timeIntervalSince1970) s from 1970"
                     )
                 )
             }
@@ -92,41 +92,97 @@ extension PropertyListValue: Codable {
     }
 }
 
-/// Dates in typed JSON: ISO 8601 in UTC with milliseconds, `2026-11-21T10:00:00.000Z`, for years
-/// 0 to 9999 (`Date.distantPast` is year 0 in the proleptic Gregorian calendar). Written by hand
-/// (civil-from-days arithmetic) so that a whole millisecond survives the trip exactly, which
-/// Foundation's formatters do not promise.
+/// Dates in typed JSON: ISO 8601 in UTC with milliseconds, `2026-11-21T10:00:00.000Z` (a date
+/// value with a fraction of a millisecond with microseconds, `2020-11-21T10:00:00.123456Z`), for
+/// years 0000 to 9999 of the proleptic Gregorian calendar, as ISO 8601 and Python's `datetime`
+/// count them, before 1582-10-15 too (`Date.distantPast` is 0000-12-30). Written by hand
+/// (days-from-civil arithmetic): Foundation's formatters keep milliseconds only and switch to the
+/// Julian calendar before 1582-10-15.
+///
+/// A `Date` is a `Double` of seconds since 2001: the text is the microsecond nearest to it, and
+/// reading text gives the `Double` nearest to the microseconds written. So text → date → text
+/// gives back the digits written (up to six) for years 1729 to 2272, where a `Double` resolves a
+/// microsecond; further out a `Double` is coarser (8 µs apart in year 1, 31 µs in 9999), and the
+/// text is the microsecond nearest to the one it holds, which reads back as that same `Double`.
 package enum TypedJSONDate {
-    private static let firstMillisecond: Int64 = -62_167_219_200_000  // 0000-01-01T00:00:00.000Z
-    private static let lastMillisecond: Int64 = 253_402_300_799_999  // 9999-12-31T23:59:59.999Z
+    /// 0000-01-01T00:00:00Z and 10000-01-01T00:00:00Z, in seconds since 2001-01-01.
+    private static let firstSecond: Int64 = -63_145_526_400
+    private static let endSecond: Int64 = 252_423_993_600
+    /// Seconds from 1970-01-01 to 2001-01-01.
+    private static let secondsFrom1970To2001: Int64 = 978_307_200
 
-    /// The text for `date` rounded to the millisecond, or nil outside years 0…9999 (or not finite).
+    /// The text of a date value (`PropertyListValue.date`) to the nearest microsecond: three
+    /// digits when that is a whole millisecond, else six. Nil outside years 0…9999 (or not finite).
+    package static func valueText(_ date: Date) -> String? {
+        guard let (seconds, microseconds) = split(date, unitsPerSecond: 1_000_000) else { return nil }
+        let fraction =
+            microseconds % 1000 == 0
+            ? "." + padded(microseconds / 1000, 3) : "." + padded(microseconds, 6)
+        return text(seconds: seconds, fraction: fraction)
+    }
+
+    /// The text of a moment (a clock's time, when something happened) to the nearest millisecond,
+    /// `2026-11-21T10:00:00.123Z`, or nil outside years 0…9999 (or not finite).
     package static func format(_ date: Date) -> String? {
-        let seconds = date.timeIntervalSince1970
-        guard seconds.isFinite else { return nil }
-        let ms = (seconds * 1000).rounded()
-        guard ms >= Double(firstMillisecond), ms <= Double(lastMillisecond) else { return nil }
-        let total = Int64(ms)
-        let days = total.floorDivided(by: 86_400_000)
-        let inDay = total - days * 86_400_000
-        let (year, month, day) = civil(fromDays: days)
-        let fields: [(Int64, Int)] = [
-            (year, 4), (month, 2), (day, 2), (inDay / 3_600_000, 2), (inDay / 60_000 % 60, 2),
-            (inDay / 1000 % 60, 2), (inDay % 1000, 3),
-        ]
-        let text = fields.map { value, width in
-            let digits = String(value)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
-        }
-        return "\(text[0])-\(text[1])-\(text[2])T\(text[3]):\(text[4]):\(text[5]).\(text[6])Z"
+        guard let (seconds, milliseconds) = split(date, unitsPerSecond: 1000) else { return nil }
+        return text(seconds: seconds, fraction: "." + padded(milliseconds, 3))
+    }
+
+    /// The text for `date` rounded down to the whole second, `2026-11-21T10:00:00Z` (an XML
+    /// property list's `<date>`), or nil outside years 0…9999 (or not finite).
+    package static func formatWholeSeconds(_ date: Date) -> String? {
+        let since2001 = date.timeIntervalSinceReferenceDate.rounded(.down)
+        guard since2001.isFinite, since2001 >= Double(firstSecond), since2001 < Double(endSecond) else { return nil }
+        return text(seconds: Int64(since2001), fraction: "")
     }
 
     /// The text for a moment given in milliseconds since 1970 (a server's clock, an HLC's time).
     package static func format(milliseconds: UInt64) -> String {
-        format(Date(timeIntervalSince1970: Double(milliseconds) / 1000)) ?? String(milliseconds)
+        let seconds = Int64(clamping: milliseconds / 1000) - secondsFrom1970To2001
+        guard seconds < endSecond else { return String(milliseconds) }
+        return text(seconds: seconds, fraction: "." + padded(Int64(milliseconds % 1000), 3))
     }
 
-    /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`.
+    /// `date` as whole seconds since 2001 and the nearest unit (a millisecond or a microsecond)
+    /// after them, rounded exactly (the rounding error of `fraction * units` taken into account);
+    /// nil outside years 0…9999.
+    private static func split(_ date: Date, unitsPerSecond units: Int64) -> (seconds: Int64, units: Int64)? {
+        let since2001 = date.timeIntervalSinceReferenceDate
+        let whole = since2001.rounded(.down)
+        guard whole.isFinite, whole >= Double(firstSecond), whole < Double(endSecond) else { return nil }
+        let fraction = since2001 - whole  // exact
+        let product = fraction * Double(units)
+        let error = (-product).addingProduct(fraction, Double(units))  // fraction * units - product, exactly
+        var rounded = product.rounded(.down)
+        if (product - rounded - 0.5) + error >= 0 { rounded += 1 }
+        var seconds = Int64(whole)
+        var count = Int64(rounded)
+        if count == units {
+            seconds += 1
+            count = 0
+        }
+        guard seconds < endSecond else { return nil }
+        return (seconds, count)
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS` + `fraction` + `Z` for whole seconds since 2001.
+    private static func text(seconds since2001: Int64, fraction: String) -> String {
+        let total = since2001 + secondsFrom1970To2001
+        let days = total.floorDivided(by: 86_400)
+        let inDay = total - days * 86_400
+        let (year, month, day) = civil(fromDays: days)
+        return "\(padded(year, 4))-\(padded(month, 2))-\(padded(day, 2))T\(padded(inDay / 3600, 2)):"
+            + "\(padded(inDay / 60 % 60, 2)):\(padded(inDay % 60, 2))\(fraction)Z"
+    }
+
+    private static func padded(_ value: Int64, _ width: Int) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+
+    /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, years 0000 to 9999 once in UTC. The
+    /// fraction is kept to the microsecond (a seventh digit rounds the sixth, later ones are
+    /// ignored); the date is the `Double` nearest to it.
     package static func parse(_ text: String) -> Date? {
         let b = Array(text.utf8)
         func number(_ range: Range<Int>) -> Int64? {
@@ -145,17 +201,22 @@ package enum TypedJSONDate {
             hour < 24, minute < 60, second < 60
         else { return nil }
         var i = 19
-        var fraction = 0.0
+        var microseconds: Int64 = 0
         if b[i] == 46 {  // '.'
-            var scale = 0.1
             i += 1
             let start = i
+            var digits = 0
             while i < b.count, b[i] >= 48, b[i] <= 57 {
-                fraction += Double(b[i] - 48) * scale
-                scale /= 10
+                if digits < 6 {
+                    microseconds = microseconds * 10 + Int64(b[i] - 48)
+                } else if digits == 6, b[i] >= 53 {
+                    microseconds += 1  // the seventh digit rounds (half up)
+                }
+                digits += 1
                 i += 1
             }
             guard i > start else { return nil }
+            for _ in digits..<max(digits, 6) { microseconds *= 10 }
         }
         guard i < b.count else { return nil }
         var offsetSeconds: Int64 = 0
@@ -170,9 +231,14 @@ package enum TypedJSONDate {
             return nil
         }
         guard i == b.count else { return nil }
-        let seconds = days(fromCivil: year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
-        let ms = (Double(seconds) * 1000 + (fraction * 1000).rounded()) / 1000
-        return Date(timeIntervalSince1970: ms)
+        let seconds =
+            days(fromCivil: year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
+            - secondsFrom1970To2001
+        // Within years 0…9999 (an offset can move a date out), a rounded-up 23:59:59.9999995 included.
+        guard seconds >= firstSecond, seconds * 1_000_000 + microseconds < endSecond * 1_000_000 else { return nil }
+        // The nearest Double to the microseconds (one rounding: the decimal text is read exactly).
+        guard let since2001 = Double("\(seconds * 1_000_000 + microseconds)e-6") else { return nil }
+        return Date(timeIntervalSinceReferenceDate: since2001)
     }
 
     private static func daysIn(month: Int64, year: Int64) -> Int64 {

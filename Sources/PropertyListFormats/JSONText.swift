@@ -383,7 +383,7 @@ enum PlainJSONText {
         case .bool(let bool):
             out += bool ? "true" : "false"
         case .date(let date):
-            quote(TypedJSONDate.format(date) ?? "\(date)", into: &out)
+            quote(TypedJSONDate.valueText(date) ?? "\(date)", into: &out)
         case .data(let data):
             quote(data.base64EncodedString(), into: &out)
         case .array(let elements):

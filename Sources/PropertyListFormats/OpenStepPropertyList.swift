@@ -111,9 +111,8 @@ enum OpenStepPropertyList {
 
     /// `2026-11-21 10:00:00 +0000`, rounded down to the second.
     private static func dateText(_ date: Date) -> String {
-        let seconds = date.timeIntervalSince1970.rounded(.down)
-        guard seconds.isFinite, let iso = TypedJSONDate.format(Date(timeIntervalSince1970: seconds)) else { return "\(date)" }
-        // iso is YYYY-MM-DDTHH:MM:SS.000Z
+        guard let iso = TypedJSONDate.formatWholeSeconds(date) else { return "\(date)" }
+        // iso is YYYY-MM-DDTHH:MM:SSZ
         return iso.prefix(10) + " " + iso.dropFirst(11).prefix(8) + " +0000"
     }
 

@@ -13,7 +13,9 @@ import GroupDefaultsWire
 /// and reads bad base64 in XML as empty data), so they behave the same on every platform.
 public enum PropertyListFormat: String, Sendable, CaseIterable {
     /// Apple's XML property list: `<?xml …?><!DOCTYPE plist …><plist version="1.0">…</plist>`.
-    /// Dates keep whole seconds (the format's `<date>` has no fraction); everything else survives.
+    /// Dates keep whole seconds (the format's `<date>` has no fraction); strings and keys holding
+    /// a character XML 1.0 cannot hold (U+0000–U+0008, U+000B, U+000C, U+000E–U+001F, U+FFFE,
+    /// U+FFFF) are refused; everything else survives.
     case xml
     /// Apple's binary property list, `bplist00…`. Lossless.
     case binary
@@ -21,7 +23,8 @@ public enum PropertyListFormat: String, Sendable, CaseIterable {
     /// `<01020304 05>` so that it reads back whole. Reading it back gives strings, arrays,
     /// dictionaries and data only: old-style text has no numbers, booleans or dates.
     case openStep
-    /// The design's lossless typed JSON (`{"integer":3}`, …), pretty-printed with sorted keys.
+    /// The design's typed JSON (`{"integer":3}`, …), pretty-printed with sorted keys. Lossless
+    /// but for dates, kept to the microsecond (`2020-11-21T10:00:00.123456Z`), years 0000 to 9999.
     case json
 }
 
@@ -37,9 +40,13 @@ public enum PropertyListTopLevel: Sendable {
 /// description names the format, what is wrong and, for text, the line and column.
 public struct PropertyListFormatError: Error, CustomStringConvertible, Sendable {
     public let description: String
+    /// When a value was refused because the format asked for cannot hold it: the formats that
+    /// can (empty for anything else).
+    public let formatsThatHoldIt: [PropertyListFormat]
 
-    init(_ description: String) {
+    init(_ description: String, formatsThatHoldIt: [PropertyListFormat] = []) {
         self.description = description
+        self.formatsThatHoldIt = formatsThatHoldIt
     }
 }
 
@@ -52,7 +59,9 @@ extension PropertyListValue {
     /// let xml = try PropertyListValue.dictionary(["sound": "ring.caf"]).propertyListData(format: .xml)
     /// ```
     /// - Throws: `PropertyListFormatError` when the format cannot carry the value: a date outside
-    ///   years 0–9999 in XML or typed JSON. Binary and old-style encoding never fail.
+    ///   years 0000–9999 in XML or typed JSON, a string or key holding a character XML 1.0 cannot
+    ///   hold in XML (the error names where, the character, and `formatsThatHoldIt`). Binary and
+    ///   old-style encoding never fail.
     public func propertyListData(format: PropertyListFormat) throws -> Data {
         switch format {
         case .xml:
@@ -196,7 +205,8 @@ extension PropertyListValue {
     }
 
     /// Plain JSON for people and scripts (`read --json`): strings, numbers, true/false, arrays,
-    /// objects; dates as ISO 8601 strings (`"2026-11-21T10:00:00.000Z"`), data as base64 strings.
+    /// objects; dates as ISO 8601 strings to the microsecond (`"2026-11-21T10:00:00.000Z"`,
+    /// `"2020-11-21T10:00:00.123456Z"`), data as base64 strings.
     /// Pretty-printed (two spaces) with sorted keys. Doubles JSON cannot hold print as the strings
     /// `"nan"`, `"inf"`, `"-inf"`. Types are not kept: use typed JSON for a lossless form.
     public func plainJSON() -> String {

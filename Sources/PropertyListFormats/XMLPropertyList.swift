@@ -6,9 +6,12 @@ import GroupDefaultsWire
 ///
 /// The writer follows Apple's layout (tabs, `<data>` as wrapped base64, keys sorted); a carriage
 /// return in a string is written `&#13;` so that XML readers, which turn a raw one into a line
-/// feed, keep it. Other control characters are written as they are, as Apple does; XML 1.0
-/// readers other than Apple's and this one refuse them. `<date>` holds whole seconds (UTC,
-/// `2026-11-21T10:00:00Z`): fractions are dropped (rounded down, as Apple does).
+/// feed, keep it. A string or key holding a character XML 1.0 cannot hold, raw or as a character
+/// reference (U+0000–U+0008, U+000B, U+000C, U+000E–U+001F, U+FFFE, U+FFFF), is refused, naming
+/// where it is and the character: written raw it makes a file that XML parsers (expat, Python's
+/// `plistlib`, libxml2) refuse as not well-formed, so the value would not survive the trip
+/// anywhere else. (The reader takes such characters, raw or as references, as others write them.) `<date>` holds whole seconds (UTC, `2026-11-21T10:00:00Z`,
+/// proleptic Gregorian, years 0000 to 9999): fractions are dropped (rounded down, as Apple does).
 ///
 /// The reader takes the plist subset of XML: an optional declaration, comments, a DOCTYPE, then
 /// `<plist>` (or a bare value) holding `dict`/`key`, `array`, `string`, `integer` (decimal or
@@ -23,6 +26,7 @@ enum XMLPropertyList {
         """
 
     static func encode(_ value: PropertyListValue) throws -> String {
+        try check(value, at: Location(topLevelKey: nil, path: ""))
         var out = header
         try write(value, indent: 0, into: &out)
         out += "</plist>\n"
@@ -31,6 +35,10 @@ enum XMLPropertyList {
 
     /// A suite's entries, sorted, as a top-level `<dict>`.
     static func encode(entries: [(key: String, value: PropertyListValue)]) throws -> String {
+        for (key, value) in entries {
+            try check(key: key, at: Location(topLevelKey: nil, path: ""))
+            try check(value, at: Location(topLevelKey: key, path: ""))
+        }
         var out = header
         try write(entries: entries, indent: 0, into: &out)
         out += "</plist>\n"
@@ -102,15 +110,89 @@ enum XMLPropertyList {
         return out
     }
 
-    /// `2026-11-21T10:00:00Z`, the date rounded down to the second.
+    /// `2026-11-21T10:00:00Z`, the date rounded down to the second (`check` refused any other).
     private static func dateText(_ date: Date) throws -> String {
-        let seconds = date.timeIntervalSince1970.rounded(.down)
-        guard seconds.isFinite, let text = TypedJSONDate.format(Date(timeIntervalSince1970: seconds)) else {
+        guard let text = TypedJSONDate.formatWholeSeconds(date) else {
             throw PropertyListFormatError(
-                "XML property list: <date> carries years 0 to 9999; this date is \(date.timeIntervalSince1970) s from 1970"
+                "XML property list: <date> carries years 0000 to 9999; this date is \(date.timeIntervalSince1970) s from 1970"
             )
         }
-        return text.replacingOccurrences(of: ".000Z", with: "Z")
+        return text
+    }
+
+    /// Whether XML 1.0 can hold `scalar` in a document, raw or as a character reference (its
+    /// `Char` production; surrogates are no `Unicode.Scalar`).
+    static func isXMLCharacter(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x09, 0x0A, 0x0D, 0x20...0xFFFD, 0x1_0000...: true
+        default: false
+        }
+    }
+
+    /// Where a value being written is: the suite's key it belongs to, and the path inside it.
+    private struct Location {
+        var topLevelKey: String?
+        var path: String
+
+        func appending(_ step: String) -> Location { Location(topLevelKey: topLevelKey, path: path + step) }
+
+        /// `the value of "bell"`, `the value of "prefs" at ["inner"][2]`, `the value at [2]`.
+        var valueDescription: String {
+            switch (topLevelKey, path.isEmpty) {
+            case (let key?, true): "the value of \"\(key)\""
+            case (let key?, false): "the value of \"\(key)\" at \(path)"
+            case (nil, true): "the value"
+            case (nil, false): "the value at \(path)"
+            }
+        }
+    }
+
+    /// Refuses what an XML property list cannot hold (see `XMLPropertyList`), naming where it is,
+    /// before anything is written.
+    private static func check(_ value: PropertyListValue, at location: Location) throws {
+        switch value {
+        case .string(let string):
+            if let bad = string.unicodeScalars.first(where: { !isXMLCharacter($0) }) {
+                throw refusal("\(location.valueDescription) holds \(codePoint(bad))")
+            }
+        case .date(let date):
+            if TypedJSONDate.formatWholeSeconds(date) == nil {
+                throw PropertyListFormatError(
+                    "XML property list: \(location.valueDescription) is a date outside years 0000 to 9999 "
+                        + "(\(date.timeIntervalSince1970) s from 1970), which <date> cannot hold; a binary property list holds it",
+                    formatsThatHoldIt: [.binary]
+                )
+            }
+        case .array(let elements):
+            for (index, element) in elements.enumerated() { try check(element, at: location.appending("[\(index)]")) }
+        case .dictionary(let dictionary):
+            for (key, element) in dictionary.sortedForPropertyList {
+                try check(key: key, at: location)
+                try check(element, at: location.appending("[\"\(key)\"]"))
+            }
+        case .integer, .double, .bool, .data:
+            break
+        }
+    }
+
+    /// Refuses a dictionary key (a suite's own when `location` has no key) XML cannot hold.
+    private static func check(key: String, at location: Location) throws {
+        guard let bad = key.unicodeScalars.first(where: { !isXMLCharacter($0) }) else { return }
+        let whose = location.topLevelKey == nil && location.path.isEmpty ? "" : " in \(location.valueDescription)"
+        throw refusal("the key \"\(key)\"\(whose) holds \(codePoint(bad))")
+    }
+
+    private static func refusal(_ what: String) -> PropertyListFormatError {
+        PropertyListFormatError(
+            "XML property list: \(what), which XML 1.0 cannot hold, raw or as a character reference; "
+                + "a binary property list or typed JSON holds it",
+            formatsThatHoldIt: [.binary, .json]
+        )
+    }
+
+    /// `U+0001`.
+    private static func codePoint(_ scalar: Unicode.Scalar) -> String {
+        "U+" + TextScanning.zeroPadded(String(scalar.value, radix: 16, uppercase: true), width: 4)
     }
 
     static func decode(_ bytes: [UInt8], keepingTopLevelEntries: Bool = false) throws -> PropertyListTopLevel {

@@ -107,6 +107,94 @@ import Testing
         }
     }
 
+    /// Issue 48, item 10: `write -date` kept milliseconds (`.123456` exported as `.123000`) and
+    /// read dates before 1582-10-15 in the Julian calendar (1582-10-14 exported as 1582-10-24,
+    /// 0001-01-01 shown as 0000-12-30). Each form `-date` takes, checked by what `read`, typed
+    /// JSON, XML and plistlib (reading the binary export) make of it.
+    @Test func datesKeepMicrosecondsInTheGregorianCalendar() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "fine", "-date", "2020-11-21T10:00:00.123456Z")
+            try sandbox.ok("write", "s", "reform", "-date", "1582-10-14T00:00:00Z")
+            try sandbox.ok("write", "s", "first", "-date", "0001-01-01")
+            try sandbox.ok("write", "s", "offset", "-date", "2020-11-21 12:00:00.5 +0200")
+            try sandbox.ok("write", "s", "leap", "-date", "1700-02-28 23:59:59")
+            #expect(try sandbox.ok("read", "s", "reform") == "1582-10-14 00:00:00 +0000\n")
+            #expect(try sandbox.ok("read", "s", "first") == "0001-01-01 00:00:00 +0000\n")
+            #expect(try sandbox.ok("read", "--json", "s", "fine") == "\"2020-11-21T10:00:00.123456Z\"\n")
+            #expect(
+                try sandbox.typedContents("s")
+                    == JSONValue.parse(
+                        """
+                        {"dictionary": {"fine": {"date": "2020-11-21T10:00:00.123456Z"}, "reform": {"date": "1582-10-14T00:00:00.000Z"},
+                        "first": {"date": "0001-01-01T00:00:00.000Z"}, "offset": {"date": "2020-11-21T10:00:00.500Z"},
+                        "leap": {"date": "1700-02-28T23:59:59.000Z"}}}
+                        """
+                    )
+            )
+            let xml = try sandbox.ok("export", "s", "-")
+            for date in ["2020-11-21T10:00:00Z", "1582-10-14T00:00:00Z", "0001-01-01T00:00:00Z", "1700-02-28T23:59:59Z"] {
+                #expect(xml.contains("<date>\(date)</date>"), "\(xml)")
+            }
+            let binary = sandbox.path("dates.plist")
+            try sandbox.ok("export", "s", binary)
+            let seen = try sandbox.python(
+                """
+                import plistlib, sys
+                with open(sys.argv[1], "rb") as f:
+                    for key, value in plistlib.load(f).items(): print(key, value.isoformat())
+                """,
+                [binary]
+            )
+            #expect(
+                seen == """
+                    fine 2020-11-21T10:00:00.123456
+                    first 0001-01-01T00:00:00
+                    leap 1700-02-28T23:59:59
+                    offset 2020-11-21T10:00:00.500000
+                    reform 1582-10-14T00:00:00
+
+                    """
+            )
+        }
+    }
+
+    /// A date's text holds years 0000 to 9999: any other is refused in one line, and no suite is made.
+    @Test(arguments: ["10000-01-01", "-0001-01-01", "0000-01-01T00:00:00+00:01", "1700-02-29", "2026-11-21T10:00:00.123456"])
+    func datesOutsideTheirTextAreRefused(date: String) throws {
+        try withSandbox { (sandbox) throws in
+            expectOneLineFailure(try sandbox.run("write", "s", "when", "-date", date), mentioning: [date, "0000 to 9999"], date)
+            #expect(sandbox.suiteDirectoryListing.isEmpty)
+        }
+    }
+
+    /// Issue 48, item 9: XML export wrote control characters raw, a file every XML parser but ours
+    /// refuses. It is refused, naming the key, the character and the formats that hold it; nothing
+    /// is written; binary and typed JSON keep the value.
+    @Test func xmlExportRefusesWhatXMLCannotHold() throws {
+        try withSandbox { (sandbox) throws in
+            try sandbox.ok("write", "s", "sound", "ring.caf")
+            try sandbox.ok("write", "s", "bell", "-string", "ding\u{1}")
+            let path = sandbox.path("s.xml")
+            expectOneLineFailure(
+                try sandbox.run("export", "s", path, "--format", "xml"),
+                mentioning: [#"the value of "bell" holds U+0001"#, "--format binary or --format json"]
+            )
+            #expect(!FileManager.default.fileExists(atPath: path))
+            let toStdout = try sandbox.run("export", "s", "-")
+            expectOneLineFailure(toStdout, mentioning: ["U+0001"])
+            #expect(toStdout.stdout.isEmpty)
+            for format in ["binary", "json"] {
+                let file = sandbox.path("s.\(format)")
+                try sandbox.ok("export", "s", file, "--format", format)
+                try sandbox.ok("import", "t-\(format)", file)
+                #expect(try sandbox.contents("t-\(format)") == sandbox.contents("s"), "\(format)")
+            }
+            try sandbox.ok("delete", "s", "bell")
+            try sandbox.ok("write", "s", "key\u{FFFE}", "x")
+            expectOneLineFailure(try sandbox.run("export", "s", "-"), mentioning: [#"the key "key"#, "U+FFFE"])
+        }
+    }
+
     /// Old-style text has no numbers, booleans or dates: strings, data, arrays and dictionaries
     /// survive; the rest come back as strings, as with `defaults`.
     @Test func roundTripThroughOpenStep() throws {

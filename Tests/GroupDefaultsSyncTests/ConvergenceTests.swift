@@ -250,7 +250,7 @@ struct Scenario {
         model.record(try device.write(key, value))
     }
 
-    /// A random value of any kind (dates in whole seconds, as the wire keeps milliseconds).
+    /// A random value of any kind (dates in whole seconds).
     private mutating func randomValue(depth: Int = 0) -> PropertyListValue {
         switch Int.random(in: 0..<(depth < 2 ? 9 : 7), using: &random) {
         case 0: return .string(["ring.caf", "bell.aiff", "", "é😀", "line\nbreak"].randomElement(using: &random)! + String(random.next() % 1000))

@@ -1,4 +1,5 @@
 import Foundation
+import GroupDefaultsWire
 import PropertyBased
 import Testing
 
@@ -403,10 +404,10 @@ struct TypedJSONTests {
         }
     }
 
-    @Test("every sample round-trips, dates to the nearest millisecond", arguments: samples)
+    @Test("every sample round-trips, dates to the nearest microsecond", arguments: samples)
     func roundTripSamples(_ value: PropertyListValue) throws {
         let decoded = try fromTypedJSON(try typedJSON(value))
-        #expect(millisecondDates(decoded) == millisecondDates(value))
+        #expect(microsecondDates(decoded) == microsecondDates(value))
         // A second trip changes nothing.
         #expect(try typedJSON(decoded) == typedJSON(value))
     }
@@ -427,6 +428,50 @@ struct TypedJSONTests {
         #expect((decoded.timeIntervalSince1970 * 1000).rounded() == Double(milliseconds))
     }
 
+    /// Issue 48, item 10: dates were read to the millisecond, and before 1582-10-15 in the Julian
+    /// calendar. The microseconds since 2001 expected are Python's `datetime` arithmetic.
+    @Test(
+        "a date keeps its microseconds, in the proleptic Gregorian calendar in every year",
+        arguments: [
+            ("2020-11-21T10:00:00.123456Z", Int64(627_645_600_123_456), "2020-11-21T10:00:00.123456Z"),
+            ("1582-10-14T00:00:00Z", -13_197_686_400_000_000, "1582-10-14T00:00:00.000Z"),
+            ("1582-10-04T23:59:59.5Z", -13_198_464_000_500_000, "1582-10-04T23:59:59.500Z"),
+            ("0001-01-01T00:00:00Z", -63_113_904_000_000_000, "0001-01-01T00:00:00.000Z"),
+            ("1700-03-01T00:00:00Z", -9_493_545_600_000_000, "1700-03-01T00:00:00.000Z"),
+            // A Double's step is 31 µs here: the one nearest .999 is .998993 to the microsecond (as plistlib reads it).
+            ("9999-12-31T23:59:59.999Z", 252_423_993_599_999_000, "9999-12-31T23:59:59.998993Z"),
+            ("2026-11-21T12:00:00.1234564+02:00", 816_948_000_123_456, "2026-11-21T10:00:00.123456Z"),
+            ("2026-11-21T10:00:00.12345650Z", 816_948_000_123_457, "2026-11-21T10:00:00.123457Z"),
+            ("2026-11-21T10:00:00.12Z", 816_948_000_120_000, "2026-11-21T10:00:00.120Z"),
+        ]
+    )
+    func microsecondsAndGregorian(_ text: String, _ microsecondsSince2001: Int64, _ written: String) throws {
+        let date = try #require(TypedJSONDate.parse(text))
+        let expected = Date(timeIntervalSinceReferenceDate: Double(microsecondsSince2001) / 1_000_000)
+        #expect(date.timeIntervalSinceReferenceDate == expected.timeIntervalSinceReferenceDate, "\(text)")
+        #expect(TypedJSONDate.valueText(date) == written)
+        #expect(try typedJSON(.date(date)) == #"{"date":"\#(written)"}"#)
+    }
+
+    @Test("years 0000 to 9999, and a Double coarser than a microsecond read back as itself")
+    func dateRange() throws {
+        #expect(TypedJSONDate.valueText(.distantPast) == "0000-12-30T00:00:00.000Z")
+        #expect(TypedJSONDate.valueText(Date(timeIntervalSinceReferenceDate: -63_145_526_400)) == "0000-01-01T00:00:00.000Z")
+        #expect(TypedJSONDate.valueText(Date(timeIntervalSinceReferenceDate: -63_145_526_400.5)) == nil)
+        #expect(TypedJSONDate.valueText(Date(timeIntervalSinceReferenceDate: 252_423_993_600)) == nil)  // 10000-01-01
+        #expect(TypedJSONDate.parse("0000-01-01T00:00:00+00:01") == nil)  // 1 BC's last minute
+        #expect(TypedJSONDate.parse("9999-12-31T23:59:59.9999995Z") == nil)  // rounds to 10000-01-01
+        #expect(TypedJSONDate.parse("1700-02-29T00:00:00Z") == nil)  // not a leap year in the Gregorian calendar
+        // In year 9999 a Double's step is 2^-15 s: one step after 9999-01-01 is 30.517578125 µs.
+        let step = Date(timeIntervalSinceReferenceDate: 252_392_457_600.000_030_517_578_125)
+        #expect(TypedJSONDate.valueText(step) == "9999-01-01T00:00:00.000031Z")
+        // A moment (a clock's time, in the API and the tools' output) stays to the millisecond.
+        let moment = try #require(TypedJSONDate.parse("2020-11-21T10:00:00.123456Z"))
+        #expect(TypedJSONDate.format(moment) == "2020-11-21T10:00:00.123Z")
+        #expect(TypedJSONDate.format(moment.addingTimeInterval(0.000_6)) == "2020-11-21T10:00:00.124Z")
+        #expect(TypedJSONDate.parse("9999-01-01T00:00:00.000031Z") == step)
+    }
+
     @Test(
         "a date typed JSON cannot carry is refused when encoded, not changed",
         arguments: [
@@ -438,7 +483,7 @@ struct TypedJSONTests {
         do {
             let json = try typedJSON(value)
             let decoded = try #require(try? fromTypedJSON(json), "\(json) does not decode")
-            #expect(millisecondDates(decoded) == millisecondDates(value), "\(json)")
+            #expect(microsecondDates(decoded) == microsecondDates(value), "\(json)")
         } catch is EncodingError {
             // Refused: fine.
         }
@@ -456,7 +501,7 @@ struct TypedJSONTests {
     @Test("random nested values round-trip through typed JSON")
     func propertyRoundTrip() async {
         await propertyCheck(count: 200, input: PropertyListGenerator.value(maxDepth: 4, jsonSafe: true)) { value throws in
-            #expect(try millisecondDates(fromTypedJSON(typedJSON(value))) == millisecondDates(value))
+            #expect(try microsecondDates(fromTypedJSON(typedJSON(value))) == microsecondDates(value))
         }
     }
 
@@ -477,14 +522,22 @@ struct TypedJSONTests {
     }
 }
 
-/// `value` with every date rounded to the nearest millisecond, the precision typed JSON carries.
-private func millisecondDates(_ value: PropertyListValue) -> PropertyListValue {
+/// The date nearest to `date`'s nearest microsecond, what typed JSON carries: whole seconds and
+/// the fraction apart (`seconds * 10^6` alone is inexact beyond 2^53 µs, 285 years from 2001), the
+/// microseconds read back as decimal text (which Swift reads correctly rounded).
+func nearestMicrosecond(_ date: Date) -> Date {
+    let seconds = date.timeIntervalSinceReferenceDate.rounded(.down)
+    let microseconds = Int64(seconds) * 1_000_000 + Int64(((date.timeIntervalSinceReferenceDate - seconds) * 1_000_000).rounded())
+    return Date(timeIntervalSinceReferenceDate: Double("\(microseconds)e-6")!)
+}
+
+/// `value` with every date rounded to the nearest microsecond, the precision typed JSON carries.
+private func microsecondDates(_ value: PropertyListValue) -> PropertyListValue {
     switch value {
     case .date(let date):
-        let milliseconds = (date.timeIntervalSinceReferenceDate * 1000).rounded()
-        return .date(Date(timeIntervalSinceReferenceDate: milliseconds / 1000))
-    case .array(let array): return .array(array.map(millisecondDates))
-    case .dictionary(let dictionary): return .dictionary(dictionary.mapValues(millisecondDates))
+        return .date(nearestMicrosecond(date))
+    case .array(let array): return .array(array.map(microsecondDates))
+    case .dictionary(let dictionary): return .dictionary(dictionary.mapValues(microsecondDates))
     default: return value
     }
 }

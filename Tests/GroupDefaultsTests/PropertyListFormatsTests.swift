@@ -43,15 +43,15 @@ private func nested(depth: Int) -> PropertyListValue {
 }
 
 /// What reading `value` back from `format` gives: XML keeps whole seconds (rounded down), typed
-/// JSON milliseconds; old-style text turns numbers, booleans and dates into their text.
+/// JSON microseconds; old-style text turns numbers, booleans and dates into their text.
 private func expectedAfterRoundTrip(_ value: PropertyListValue, _ format: PropertyListFormat) -> PropertyListValue {
     switch value {
     case .array(let elements): return .array(elements.map { expectedAfterRoundTrip($0, format) })
     case .dictionary(let d): return .dictionary(d.mapValues { expectedAfterRoundTrip($0, format) })
     case .date(let date):
         switch format {
-        case .xml: return .date(Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down)))
-        case .json: return .date(Date(timeIntervalSince1970: (date.timeIntervalSince1970 * 1000).rounded() / 1000))
+        case .xml: return .date(Date(timeIntervalSinceReferenceDate: date.timeIntervalSinceReferenceDate.rounded(.down)))
+        case .json: return .date(nearestMicrosecond(date))
         case .binary: return value
         case .openStep: return .string(value.openStepText)
         }
@@ -75,6 +75,20 @@ private func same(_ a: PropertyListValue, _ b: PropertyListValue) -> Bool {
         let ys = y.sortedForPropertyList
         return zip(xs, ys).allSatisfy { same(.string($0.key), .string($1.key)) && same($0.value, $1.value) }
     default: return a == b
+    }
+}
+
+/// The first character XML 1.0 cannot hold in a string or key of `value`, if any.
+private func nonXMLCharacter(_ value: PropertyListValue) -> Unicode.Scalar? {
+    func bad(_ string: String) -> Unicode.Scalar? {
+        string.unicodeScalars.first { !(0x20...0xFFFD).contains($0.value) && $0.value < 0x10000 && ![0x9, 0xA, 0xD].contains($0.value) }
+    }
+    switch value {
+    case .string(let string): return bad(string)
+    case .array(let elements): return elements.lazy.compactMap(nonXMLCharacter).first
+    case .dictionary(let dictionary):
+        return dictionary.sortedForPropertyList.lazy.compactMap { bad($0.key) ?? nonXMLCharacter($0.value) }.first
+    default: return nil
     }
 }
 
@@ -189,6 +203,11 @@ struct PropertyListFormatsTests {
     func roundTrips(format: PropertyListFormat) throws {
         for value in everyCase {
             let wrapped: PropertyListValue = format == .openStep ? .array([value]) : value
+            if format == .xml, let bad = nonXMLCharacter(value) {
+                let code = "U+" + TextScanning.zeroPadded(String(bad.value, radix: 16, uppercase: true), width: 4)
+                expectFormatError("\(value)", containing: code) { try roundTrip(value, .xml) }
+                continue
+            }
             let data = try wrapped.propertyListData(format: format)
             let back = try PropertyListValue.decode(propertyListData: data)
             let expected = expectedAfterRoundTrip(wrapped, format)
@@ -198,14 +217,26 @@ struct PropertyListFormatsTests {
 
     @Test("the whole sample as one dictionary round-trips through each format", arguments: PropertyListFormat.allCases)
     func wholeSampleRoundTrips(format: PropertyListFormat) throws {
-        let suite = PropertyListValue.dictionary(Dictionary(uniqueKeysWithValues: everyCase.enumerated().map { ("key \($0.offset)", $0.element) }))
-        #expect(same(try roundTrip(suite, format), expectedAfterRoundTrip(suite, format)))
+        var suite = Dictionary(uniqueKeysWithValues: everyCase.enumerated().map { ("key \($0.offset)", $0.element) })
+        if format == .xml {
+            // The string of control characters is refused, naming its key; the rest goes through.
+            let refused = try #require(suite.first { nonXMLCharacter($0.value) != nil })
+            expectFormatError(containing: "the value at [\"\(refused.key)\"] holds U+0000") { try roundTrip(.dictionary(suite), .xml) }
+            suite[refused.key] = nil
+        }
+        #expect(same(try roundTrip(.dictionary(suite), format), expectedAfterRoundTrip(.dictionary(suite), format)))
     }
 
     @Test("random nested values round-trip through binary, XML and typed JSON")
     func propertyRoundTrips() async {
         await propertyCheck(count: 150, input: PropertyListGenerator.value(maxDepth: 4, jsonSafe: true)) { value throws in
             for format in [PropertyListFormat.binary, .xml, .json] {
+                // XML refuses a string or key holding a character it cannot hold (the generator's
+                // strings hold control characters and U+FFFE/U+FFFF), and only such a value.
+                if format == .xml, nonXMLCharacter(value) != nil {
+                    expectFormatError("\(value)", containing: "XML 1.0 cannot hold") { try roundTrip(value, .xml) }
+                    continue
+                }
                 let back = try roundTrip(value, format)
                 #expect(same(back, expectedAfterRoundTrip(value, format)), "\(format)")
             }
@@ -270,6 +301,65 @@ struct PropertyListFormatsTests {
 
                 """
         )
+    }
+
+    /// Issue 48, item 9: these were written raw, and every XML parser but ours refused the file.
+    @Test(
+        "XML refuses a string or key holding a character XML 1.0 cannot hold, naming where and which",
+        arguments: [0x0, 0x1, 0x8, 0xB, 0xC, 0xE, 0x1B, 0x1F, 0xFFFE, 0xFFFF] as [UInt32]
+    )
+    func xmlRefusesWhatXMLCannotHold(code: UInt32) throws {
+        let character = String(Character(Unicode.Scalar(code)!))
+        let name = "U+" + TextScanning.zeroPadded(String(code, radix: 16, uppercase: true), width: 4)
+        let cases: [(entries: [(key: String, value: PropertyListValue)], fragment: String)] = [
+            ([("sound", .string("ring\(character).caf"))], "the value of \"sound\" holds \(name)"),
+            ([("ok", "fine"), ("k\(character)", 1)], "the key \"k\(character)\" holds \(name)"),
+            ([("prefs", ["inner": [1, .string(character)]])], "the value of \"prefs\" at [\"inner\"][1] holds \(name)"),
+            ([("prefs", ["a": .dictionary([character: true])])], "the key \"\(character)\" in the value of \"prefs\" at [\"a\"] holds \(name)"),
+        ]
+        for (entries, fragment) in cases {
+            do {
+                _ = try PropertyListValue.propertyListData(entries: entries, format: .xml)
+                Issue.record("\(entries) was written as XML")
+            } catch let error as PropertyListFormatError {
+                #expect(error.description.contains(fragment), "\(error)")
+                #expect(error.formatsThatHoldIt == [.binary, .json])
+            }
+            // The formats that hold it keep it.
+            for format in [PropertyListFormat.binary, .json] {
+                let data = try PropertyListValue.propertyListData(entries: entries, format: format)
+                guard case .entries(let back) = try PropertyListValue.decodeSuite(propertyListData: data) else {
+                    Issue.record("\(format): not a dictionary")
+                    continue
+                }
+                #expect(
+                    back.map(\.key.exact) == entries.sortedForPropertyList.map(\.key.exact)
+                        && back.map(\.value) == entries.sortedForPropertyList.map(\.value)
+                )
+            }
+        }
+        expectFormatError(containing: "the value holds \(name)") { try roundTrip(.string(character), .xml) }
+    }
+
+    @Test("XML keeps the characters it can hold, and plistlib (expat) reads them")
+    func xmlCharactersItHolds() throws {
+        let value: PropertyListValue = [
+            "controls": "tab\t lf\n cr\r del\u{7F} nel\u{85} \u{9F} \u{2028}", "edges": "\u{FFFD}\u{E000}\u{10000}\u{10FFFF}",
+            "k\u{7F}\u{FFFD}": "key",
+        ]
+        #expect(same(try roundTrip(value, .xml), value))
+        try withTemporaryDirectory { directory in
+            let file = directory.appendingPathComponent("ours.xml")
+            try value.propertyListData(format: .xml).write(to: file)
+            let json = try python(
+                pythonTypedJSON + """
+                    with open(sys.argv[1], "rb") as f:
+                        print(json.dumps(typed(plistlib.load(f))))
+                    """,
+                [file.path]
+            )
+            #expect(same(try JSONDecoder().decode(PropertyListValue.self, from: Data(json.utf8)), value))
+        }
     }
 
     @Test("typed JSON output is pretty-printed with sorted keys")
@@ -521,7 +611,7 @@ struct PropertyListFormatsTests {
         #expect(try PropertyListValue.parseJSON(#"{"array": [{"integer": 1}, {"double": "nan"}]}"#).arrayValue?.count == 2)
         #expect(try PropertyListValue.parseJSON(#"{"string": "a", "b": 1}"#) == ["string": "a", "b": 1])  // two keys: plain
         #expect(try PropertyListValue.parseJSON(#"{"sound": "ring.caf"}"#) == ["sound": "ring.caf"])  // not a tag: plain
-        for value in everyCase where value.dateValue.map({ TypedJSONDate.format($0) != nil }) ?? true {
+        for value in everyCase where value.dateValue.map({ TypedJSONDate.valueText($0) != nil }) ?? true {
             let typed = String(decoding: try value.propertyListData(format: .json), as: UTF8.self)
             #expect(same(try PropertyListValue.parseJSON(typed), expectedAfterRoundTrip(value, .json)))
         }
