@@ -622,6 +622,10 @@ enum MetaKey {
     /// `disableSync(rememberingShare:)`), so that no hint and no plain `configure` takes another
     /// account's values for this account's own; cleared when sync is turned on again.
     nonisolated(unsafe) static let syncLeftShare = UnsafeRawBufferPointer(staticString: "sync.left-share")
+    /// With `syncLeftShare`: the incarnation of the owner's account the copy last synced with
+    /// (`syncAccountIncarnation`'s text), so that the copy joins again only the same account's
+    /// suite, never a new account's of the same name; cleared when sync is turned on again.
+    nonisolated(unsafe) static let syncLeftAccountIncarnation = UnsafeRawBufferPointer(staticString: "sync.left-account-incarnation")
     /// What the sync engine last reported that needs attention (paused, failing), UTF-8.
     nonisolated(unsafe) static let syncNote = UnsafeRawBufferPointer(staticString: "sync.note")
     /// The HLC at which sync was turned on (`configure`), u64 little-endian: the moment of the

@@ -275,8 +275,9 @@ public struct SyncClient: Sendable {
         var request = try makeRequest(.GET, url: "v1/suites/\(encodedSuite)/events", query: ownerQuery, authorized: true)
         request.headers.add(name: "Accept", value: "text/event-stream")
         request.headers.add(name: "Last-Event-ID", value: String(lastEventID))
-        let response = try await execute(request, extraTime: .zero)
-        guard response.status == .ok else { throw await Self.failure(response) }
+        let response: HTTPClientResponse
+        do { response = try await execute(request, extraTime: .zero) } catch let error as SyncError { throw ofThisCopy(error) }
+        guard response.status == .ok else { throw ofThisCopy(await Self.failure(response)) }
         await onOpen()
         let activity = ActivityClock()
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -390,10 +391,19 @@ public struct SyncClient: Sendable {
                 throw SyncError(.protocolError, "the answer to \(method) /\(url) is not what the API describes: \(error)")
             }
         } catch let error as SyncError {
-            throw error
+            throw ofThisCopy(error)
         } catch {
             throw SyncError(.unavailable, "\(method) /\(url) failed: \(failure.cause(of: error).words)")
         }
+    }
+
+    /// `error` as this suite's copy meets it: a member's copy of a suite whose owner's account was
+    /// deleted never starts over in the new account of that name (its remedy is `keepCopy`).
+    private func ofThisCopy(_ error: SyncError) -> SyncError {
+        guard owner != nil, error.remedy == .startOver else { return error }
+        var copy = error
+        copy.remedy = .keepCopy
+        return copy
     }
 
     private func makeRequest(_ method: HTTPMethod, url path: String, query: [URLQueryItem], authorized: Bool) throws -> HTTPClientRequest {

@@ -75,6 +75,10 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
         /// account's: set the suite up again to start over in the new account (what this device
         /// holds is uploaded there, by the joining rule), or stop syncing it and keep it here.
         case startOver
+        /// The account that owns the shared suite this copy is a member's of was deleted on the
+        /// server, and its name is a new account's: the copy joins none of its suites, nor the
+        /// member's own; keep it on this device.
+        case keepCopy
 
         /// The remedy in words that name no program.
         public var description: String {
@@ -91,6 +95,8 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible, Syn
                 "set this device up again with the suite's own recovery key or a pairing code, or have the server's operator reset the suite's keys"
             case .startOver:
                 "set the suite up again to start over in the new account (what this device holds is uploaded there), or stop syncing it and keep it on this device"
+            case .keepCopy:
+                "the suite's owner's account was deleted: this copy joins none of the new account's suites, nor this account's; stop syncing it and keep it on this device"
             }
         }
     }

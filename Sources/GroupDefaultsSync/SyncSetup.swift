@@ -122,6 +122,11 @@ public struct SyncSetup: Sendable {
         let previous = try existing.flatMap { try SyncSettings.stored(in: $0) }
         // A copy of a suite this account left is never turned into this account's own.
         if shared == nil, let left = existing?.leftMembership() { throw Refusal(.copyOfLeftSuite(left), suite: suite) }
+        // A member's copy whose owner's account was deleted starts over nowhere: the owner's name is
+        // another person's account now, and this account's own would take the owner's values.
+        if let existing, let copy = previous?.shared, SyncHealth.stored(in: existing)?.condition == .accountDeleted {
+            throw Refusal(.copyOfDeletedAccountsSuite(copy), suite: suite)
+        }
         let prepared = try await prepareKeys(suite: suite, previous: previous)
         var shared = shared
         if shared != nil, shared?.account == nil {
@@ -264,8 +269,21 @@ public struct SyncSetup: Sendable {
             // Only this very suite's copy, from before this account was removed or left, joins again.
             let previous = try SyncSettings.stored(in: existing)
             let copyOf = previous?.shared ?? existing.leftMembership()
-            guard copyOf?.owner.isSameName(as: offered.owner) == true, copyOf?.suite.isSameName(as: offered.suite) == true else {
+            guard let copyOf, copyOf.owner.isSameName(as: offered.owner), copyOf.suite.isSameName(as: offered.suite) else {
                 throw Refusal(.localSuiteExists, suite: name)
+            }
+            // ... and only into the same account: the server refuses a new account of the owner's
+            // name when told the incarnation the copy last synced with.
+            let remembered = previous?.shared != nil ? try existing.syncState().accountIncarnation : try existing.leftAccountIncarnation()
+            if let remembered {
+                do {
+                    _ = try await setup.withClient(suite: "-") { client in
+                        client.accountIncarnation.know(remembered)
+                        return try await client.invitation(invitationID: id)
+                    }
+                } catch let error as SyncError where error.code == .accountDeleted {
+                    throw Refusal(.copyOfDeletedAccountsSuite(copyOf), suite: name)
+                }
             }
             previousKeyFile = previous?.keyFile
         } catch let error as SharedDefaultsError where error.code == .suiteNotFound {
@@ -649,6 +667,10 @@ extension SyncSetup {
             /// The suite is a copy of another account's suite, which this account left: configured
             /// as this account's own, it would upload that account's values into it.
             case copyOfLeftSuite(Membership)
+            /// The suite is a copy of a suite whose owner's account was deleted on the server (its
+            /// name now a new account's): joined or configured, it would upload the deleted
+            /// account's values into an account of another person.
+            case copyOfDeletedAccountsSuite(Membership)
         }
 
         /// What stands in the way.
@@ -686,6 +708,8 @@ extension SyncSetup {
                 "a suite named \(suite) exists here already: join under another local name; nothing was changed"
             case .copyOfLeftSuite(let left):
                 "\(suite) holds a copy of \(left.owner)'s suite \(left.suite), which this account left: configured as this account's own it would upload \(left.owner)'s values; join \(left.owner)'s suite again with an invitation; nothing was changed"
+            case .copyOfDeletedAccountsSuite(let copy):
+                "\(suite) holds a copy of \(copy.owner)'s suite \(copy.suite) from before the account \(copy.owner) was deleted: it joins none of the new account's suites, nor this account's; nothing was changed"
             }
         }
     }

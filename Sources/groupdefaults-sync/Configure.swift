@@ -407,6 +407,12 @@ extension SyncCommand {
                     UnconfiguredHint.rejoin(suite: suite, left: left)
                         + "; configured as your own it would upload \(left.owner)'s values, so nothing was changed"
                 )
+            case .copyOfDeletedAccountsSuite(let copy):
+                return CommandFailure(
+                    """
+                    \(suite) holds a copy of \(copy.owner)'s suite \(copy.suite) from before the account \(copy.owner) was deleted, and                     \(copy.owner) is now a new account: the copy joins none of its suites, nor yours (it would upload the deleted                     account's values); keep it on this device (`groupdefaults-sync unconfigure \(suite)`), or join with --as NAME                     under another name; nothing was changed
+                    """
+                )
             case .serverNotAsked(let error) where error.kind == .authenticationNeeded:
                 // The token this very command names: no advice to run configure again. Status 3 when
                 // the server refused it; a token file that cannot be read is a mistake like any other.
@@ -433,7 +439,9 @@ extension SyncCommand {
             try await perform {
                 let defaults = try options.open(suite)
                 guard try defaults.syncState().isSynced else { throw CommandFailure("\(suite) does not sync: there is nothing to unconfigure") }
-                try defaults.disableSync()
+                // A member's copy remembers whose it was: no later plain configure uploads the
+                // owner's values as this account's own.
+                try defaults.disableSync(rememberingShare: true)
                 output("\(suite) no longer syncs")
             }
         }

@@ -149,6 +149,9 @@ func remedyWords(_ remedy: SyncError.Remedy) -> String {
         "pair that device from this one (`groupdefaults-sync pair SUITE`), or have the operator reset the suite again (`groupdefaults-server suites reset --keys --account ACCOUNT --suite SUITE`) and sync this device first"
     case .setUpAgainOrReset:
         "configure it again with the suite's own recovery key or a pairing code, or have its operator reset it (`groupdefaults-server suites reset --keys --account ACCOUNT --suite SUITE`)"
+    case .keepCopy:
+        "the suite's owner's account was deleted: this copy joins none of the new account's suites, nor yours; keep it on this device only "
+            + "(`groupdefaults-sync unconfigure SUITE`)"
     case .startOver:
         "to start over in the new account, configure the suite again (`groupdefaults-sync configure SUITE --server URL --token-file PATH`: "
             + "what this device holds is uploaded there), or keep it on this device only (`groupdefaults-sync unconfigure SUITE`)"

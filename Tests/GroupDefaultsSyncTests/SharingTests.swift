@@ -222,7 +222,11 @@ struct SharingTests {
             let hint = try await family.bobTablet.sync("sync")
             #expect(hint.status == 1, "\(hint)")
             #expect(hint.stderr.contains("home holds a copy of alice's suite family, which this account left"), "\(hint.stderr)")
-            #expect(hint.stderr.contains("configure --invitation CODE") && !hint.stderr.contains("configure home --server"), "\(hint.stderr)")
+            #expect(
+                hint.stderr.contains("configure --directory \(family.bobTablet.directory.path) --invitation CODE")
+                    && !hint.stderr.contains("home --server"),
+                "\(hint.stderr)"
+            )
             let token = try family.bobTablet.tokenFile(family.bobToken, name: "bob.token")
             let own = try await family.bobTablet.sync("configure", ["--server", family.server.url.absoluteString, "--token-file", token])
             #expect(own.status == 1 && own.stderr.contains("would upload alice's values"), "\(own)")
@@ -231,6 +235,55 @@ struct SharingTests {
             #expect(try await family.join(try await family.invite("write"), on: family.bobTablet).status == 0)
             try await expectOK(family.bobTablet.sync("sync"))
             #expect(try await family.bobTablet.sync("status").stdout.contains("alice's suite family"))
+        }
+    }
+
+    @Test(
+        "a removed member's copy stays the owner's after unconfigure; a copy of a deleted owner's suite joins none of the new account of that name, nor the member's own",
+        arguments: StorageBackend.allCases
+    )
+    func copiesNeverChangeHands(backend: StorageBackend) async throws {
+        try await Family.with(backend) { family in
+            let token = try family.bobPhone.tokenFile(family.bobToken, name: "bob.token")
+            let asOwn = ["--server", family.server.url.absoluteString, "--token-file", token]
+            let bobs = try await ServerTool.createToken(storage: family.server.storage, account: "bob")
+            #expect(try await family.join(try await family.invite("write")).status == 0)
+            try await expectOK(family.bobPhone.sync("sync"))
+
+            // Removed, then unconfigured as the hint says: the copy is still alice's.
+            try await expectOK(family.alicePhone.sync("unshare", ["--account", "bob"]))
+            #expect(try await family.bobPhone.sync("sync").status == 3)
+            try await expectOK(family.bobPhone.sync("unconfigure"))
+            let own = try await family.bobPhone.sync("configure", asOwn)
+            #expect(own.status == 1 && own.stderr.contains("would upload alice's values"), "\(own)")
+            #expect(try await family.server.client("home", token: bobs).snapshot(after: nil, limit: 10).entries.isEmpty, "nothing uploaded")
+
+            // Joined again; then alice's account is deleted and a new account takes her name.
+            #expect(try await family.join(try await family.invite("write")).status == 0)
+            try await expectOK(family.bobPhone.sync("sync"))
+            #expect(try await ServerTool.run(["accounts", "delete", "alice", "--yes"] + family.server.storage).status == 0)
+            let newAlice = try await ServerTool.createToken(storage: family.server.storage, account: "alice")
+            let paused = try await family.bobPhone.sync("sync")
+            #expect(paused.status == 3, "\(paused)")
+            #expect(
+                paused.stderr.contains("`groupdefaults-sync unconfigure") && !paused.stderr.contains("configure the suite again"),
+                "\(paused.stderr)"
+            )
+            // A plain configure keeps it alice's copy: it uploads nothing anywhere.
+            _ = try await family.bobPhone.sync("configure", asOwn)
+            #expect(try await family.bobPhone.sync("sync").status != 0)
+            // The new alice shares a suite of the same name: the old copy does not join it.
+            let newPhone = ToolDevice("family")
+            defer { newPhone.remove() }
+            try await newPhone.configure(family.server, token: newAlice)
+            try newPhone.open().set("new.caf", forKey: "doorbell")
+            try await expectOK(newPhone.sync("sync"))
+            let rejoined = try await family.join(try await family.invite("write", by: newPhone))
+            #expect(rejoined.status == 1 && rejoined.stderr.contains("from before the account alice was deleted"), "\(rejoined)")
+            let newFamily = try await family.server.client("family", token: newAlice).snapshot(after: nil, limit: 10).entries
+            #expect(newFamily.map(\.key) == ["doorbell"] && newFamily.first?.value == .string("new.caf"), "\(newFamily)")
+            #expect(try await family.server.client("home", token: bobs).snapshot(after: nil, limit: 10).entries.isEmpty, "nothing uploaded")
+            #expect(try family.bobPhone.open().string(forKey: "doorbell") == "ding.caf", "the copy is kept on the device")
         }
     }
 

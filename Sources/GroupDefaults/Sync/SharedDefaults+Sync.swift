@@ -170,6 +170,7 @@ extension SharedDefaults {
             for (key, text) in [
                 (MetaKey.syncServer, server as String?), (MetaKey.syncTokenFile, tokenFile), (MetaKey.syncCAFile, caFile),
                 (MetaKey.syncKeyFile, keyFile), (MetaKey.syncShare, share), (MetaKey.syncLeftShare, nil),
+                (MetaKey.syncLeftAccountIncarnation, nil),
             ] {
                 try tx.setSyncText(text, for: key)
             }
@@ -205,12 +206,16 @@ extension SharedDefaults {
     }
 
     /// Stops syncing: forgets the server, the cursor, the in-flight batch and every pending mark.
-    /// With `rememberingShare` (a member leaving) the share the suite was a copy of is kept
-    /// (`leftShare()`).
+    /// With `rememberingShare` (a member leaving, removed, or no longer syncing its copy) the share
+    /// the suite was a copy of is kept (`leftShare()`), with the owner's account incarnation it last
+    /// synced with (`leftAccountIncarnation()`).
     package func disableSync(rememberingShare: Bool = false) throws {
         try write { tx in
             // A member's copy that leaves remembers whose it was (`leftShare()`).
-            if rememberingShare, let share = try tx.syncText(MetaKey.syncShare) { try tx.setSyncText(share, for: MetaKey.syncLeftShare) }
+            if rememberingShare, let share = try tx.syncText(MetaKey.syncShare) {
+                try tx.setSyncText(share, for: MetaKey.syncLeftShare)
+                try tx.setSyncText(try tx.syncText(MetaKey.syncAccountIncarnation), for: MetaKey.syncLeftAccountIncarnation)
+            }
             for key in [
                 MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncKeyFile, MetaKey.syncShare, MetaKey.syncCursor,
                 MetaKey.syncInFlight,
@@ -233,6 +238,12 @@ extension SharedDefaults {
     /// again.
     package func leftShare() throws -> String? {
         try read { tx in try tx.perform(key: nil) { try tx.syncText(MetaKey.syncLeftShare) } }
+    }
+
+    /// With `leftShare()`: the incarnation of the owner's account the copy last synced with; nil
+    /// when it never learnt one.
+    package func leftAccountIncarnation() throws -> String? {
+        try read { tx in try tx.perform(key: nil) { try tx.syncText(MetaKey.syncLeftAccountIncarnation) } }
     }
 
     /// The sync bookkeeping, from one snapshot: lookups in `meta`, whatever the suite's size (the

@@ -86,8 +86,11 @@ struct SharingRoutes: Sendable {
     /// where it stands, for a token holding its id, so that a device can check before accepting.
     /// For an end-to-end encrypted suite it says so (`encrypted`), and, once the owner's device
     /// handed them over, carries the suite's keys sealed for the accepting device (`keys`).
+    /// A device joining again with its copy of the suite names the owner's incarnation it
+    /// remembers: a new account of the owner's name is refused (410 `account_deleted`).
     func describe(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let invitation = try await invitation(context)
+        try await context.accountIncarnation?.check(owner: invitation.owner)
         var info = invitation.info(at: Date())
         info.encrypted = try await isEncrypted(owner: invitation.owner, suite: invitation.suite)
         return try JSONBody.response(info)
@@ -100,6 +103,7 @@ struct SharingRoutes: Sendable {
     func accept(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
         let token = context.token
         let invitation = try await invitation(context)
+        try await context.accountIncarnation?.check(owner: invitation.owner)
         guard token.covers(invitation.suite) else {
             throw APIError.forbidden("the token does not cover the suite '\(invitation.suite)': accept with a token whose suites include it")
         }
