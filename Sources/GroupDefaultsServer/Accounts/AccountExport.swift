@@ -4,7 +4,7 @@ package import GroupDefaultsWire
 /// One account's data as one JSON document (`groupdefaults-server accounts export`): its suites
 /// with every entry (tombstones too) and each key's history, its key bags, devices, tokens and
 /// pairings.
-/// The schema is README's "Exporting and deleting an account"; `format` and `version` head it.
+/// The schema is docs/account-export.md; `format` and `version` head it.
 ///
 /// Entries are the wire's (`SyncEntry`: typed JSON values, stamps, `deleted`); a sealed entry is
 /// exactly as stored and served, its payload opaque. Tokens are described, never their secret or
