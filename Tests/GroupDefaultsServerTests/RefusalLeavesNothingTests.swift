@@ -9,7 +9,7 @@ import Testing
     static let cases: [RefusedCommand] =
         [
             ["token", "create", "--account", "ana"], ["token", "create", "--account", "ana", "--expires", "nope"],
-            ["token", "list"], ["token", "revoke", "tok_x"], ["devices", "list", "--account", "ana"],
+            ["token", "list"], ["token", "revoke", "tok_x"], ["devices", "list", "--account", "ana"], ["devices", "revoke", "dev_x"],
             ["admin", "create", "--name", "ops"], ["admin", "list"], ["admin", "remove", "--name", "ops"],
             ["audit"], ["audit", "--since", "nonsense"], ["accounts", "list"], ["accounts", "delete", "nobody", "--yes"],
             ["accounts", "export", "nobody", "--to", "$ROOT/files/out.json"], ["suites", "reset", "--account", "a", "--suite", "s"],
@@ -28,5 +28,9 @@ import Testing
     @Test(arguments: cases)
     func refusedWithoutATrace(_ command: RefusedCommand) throws {
         try command.expectRefusedLeavingNothing()
+    }
+
+    @Test func everyCommandIsRefusedOnce() throws {
+        #expect(try RefusedCommand.commandsWithoutACase(Self.cases, tool: "groupdefaults-server").isEmpty)
     }
 }

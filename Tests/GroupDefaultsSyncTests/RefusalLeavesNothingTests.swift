@@ -25,4 +25,8 @@ import Testing
     func refusedWithoutATrace(_ command: RefusedCommand) throws {
         try command.expectRefusedLeavingNothing()
     }
+
+    @Test func everyCommandIsRefusedOnce() throws {
+        #expect(try RefusedCommand.commandsWithoutACase(Self.cases, tool: "groupdefaults-sync").isEmpty)
+    }
 }

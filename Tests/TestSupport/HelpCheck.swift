@@ -18,6 +18,11 @@ package import Testing
 ///
 /// The parser is the tool's own command type, run in this process (`parseAsRoot`: parsing and
 /// `validate()`, never `run()`), so that no command does anything while its options are tried.
+/// What it cannot see: a count a command checks only in `run()` (check it in `validate()`), and an
+/// option or argument count whose plausible values (`1`, a listed value, the default) the
+/// command's `validate()` refuses first (ArgumentParser validates before it looks for unknown
+/// options and extra values); the values are chosen to get past `validate()` where one option's
+/// value does.
 package struct HelpCheck: Sendable {
     /// The executable's name (`groupdefaults`).
     package let tool: String
@@ -78,9 +83,14 @@ package struct HelpCheck: Sendable {
 
     /// Every command of the tool, from its description.
     package func commands() throws -> [Command] {
+        try Self.commands(of: tool)
+    }
+
+    /// Every command of `tool`, from its description.
+    package static func commands(of tool: String) throws -> [Command] {
         let dump = try runProcess(BuiltExecutable.url(tool), ["--experimental-dump-help"])
         let tree = try JSONDecoder().decode(Tree.self, from: dump.stdoutData)
-        return Self.walk(tree.command, path: [])
+        return walk(tree.command, path: [])
     }
 
     /// Every long option of any command of the three tools, and ArgumentParser's own: what a help

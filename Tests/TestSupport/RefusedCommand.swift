@@ -73,6 +73,15 @@ package struct RefusedCommand: Sendable, CustomTestStringConvertible {
         }
     }
 
+    /// The commands of `tool` (from its own description: a new one is found) that no case of
+    /// `cases` runs, as `token create`.
+    package static func commandsWithoutACase(_ cases: [RefusedCommand], tool: String) throws -> [String] {
+        let commands = try HelpCheck.commands(of: tool).filter { !$0.isGroup && !$0.path.isEmpty }
+        return commands.map(\.path).filter { path in
+            !cases.contains { $0.tool == tool && Array($0.arguments.prefix(path.count)) == path }
+        }.map { $0.joined(separator: " ") }
+    }
+
     /// A path's kind and mode, size and bytes.
     struct Entry: Equatable, CustomStringConvertible {
         var mode: mode_t
