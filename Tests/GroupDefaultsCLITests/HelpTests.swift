@@ -60,3 +60,30 @@ import Testing
         }
     }
 }
+
+/// What `HelpCheck` reads in a help text, on texts it must find fault with.
+@Suite struct HelpCheckReadingTests {
+    @Test func usagesPositionals() {
+        typealias P = HelpCheck.Positional
+        #expect(
+            HelpCheck.positionals(inUsage: "[--directory <DIR>] <suite> <key> [<by> ...]")
+                == [
+                    P(name: "suite", isOptional: false, isRepeating: false), P(name: "key", isOptional: false, isRepeating: false),
+                    P(name: "by", isOptional: true, isRepeating: true),
+                ]
+        )
+        #expect(
+            HelpCheck.positionals(inUsage: "[--exclude <PATTERN> ...] [<suite>] --server <URL> <ids> ...")
+                == [P(name: "suite", isOptional: true, isRepeating: false), P(name: "ids", isOptional: false, isRepeating: true)]
+        )
+    }
+
+    @Test func mentionsAndCitations() {
+        #expect(HelpCheck.optionMentions(in: "kept --audit-days days; `--since N`, not x--y or --") == ["--audit-days", "--since"])
+        #expect(
+            HelpCheck.readmeCitations(in: #"(README: "Exporting an account") and the README's recipe"#)
+                == [.title("Exporting an account"), .untitled("README's recipe")]
+        )
+        #expect(HelpCheck.docsFiles(in: "its schema: docs/account-export.md (README).") == ["docs/account-export.md"])
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import GroupDefaultsWire
 import TestSupport
 import Testing
 
@@ -12,5 +13,15 @@ import Testing
     @Test("every command's help matches what the parser and the README hold", arguments: try check.commands())
     func helpMatchesBehaviour(_ command: HelpCheck.Command) throws {
         try Self.check.check(command, knownOptions: HelpCheck.knownOptions, headings: try HelpCheck.readmeHeadings())
+    }
+
+    /// `share --role` lists every role an invitation gives (`SuiteRole.invitable`), and each is taken.
+    @Test func shareListsEveryRole() throws {
+        let help = try runProcess(BuiltExecutable.url("groupdefaults-sync"), ["share", "--help"]).stdout
+        let roles = Set(SuiteRole.invitable.map(\.rawValue))
+        #expect(HelpCheck.listed(in: help, after: "What the invited account may do: ", upTo: ".") == roles, "\(help)")
+        for role in roles {
+            #expect(Self.check.parse(["share", "s", "--role", role]) == nil, "\(role)")
+        }
     }
 }

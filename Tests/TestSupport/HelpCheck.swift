@@ -258,15 +258,25 @@ package struct HelpCheck: Sendable {
     }
 
     /// A positional argument as a usage shows it.
-    struct Positional: Equatable {
-        var name: String
-        var isOptional: Bool
-        var isRepeating: Bool
+    package struct Positional: Equatable, Sendable {
+        /// Its value name.
+        package var name: String
+        /// Shown in brackets.
+        package var isOptional: Bool
+        /// Shown with `...`.
+        package var isRepeating: Bool
+
+        /// A positional `name`.
+        package init(name: String, isOptional: Bool, isRepeating: Bool) {
+            self.name = name
+            self.isOptional = isOptional
+            self.isRepeating = isRepeating
+        }
     }
 
     /// The positionals of a usage after the command's name: `<suite>`, `[<key>]`, `[<keys> ...]`
     /// (options, bracketed or not, left out).
-    static func positionals(inUsage usage: String) -> [Positional] {
+    package static func positionals(inUsage usage: String) -> [Positional] {
         let tokens = usage.split(separator: " ").map(String.init)
         var result: [Positional] = []
         var index = 0
@@ -296,7 +306,7 @@ package struct HelpCheck: Sendable {
     }
 
     /// The `--options` a text names (`--since`, `--audit-days`), in the order it names them.
-    static func optionMentions(in text: String) -> [String] {
+    package static func optionMentions(in text: String) -> [String] {
         var found: [String] = []
         var rest = text[...]
         while let range = rest.range(of: "--") {
@@ -311,14 +321,16 @@ package struct HelpCheck: Sendable {
     }
 
     /// A README citation in a help text.
-    enum Citation: Equatable {
+    package enum Citation: Equatable, Sendable {
+        /// A section by its title.
         case title(String)
+        /// The README without a section: the words that follow.
         case untitled(String)
     }
 
     /// Every citation of the README in a text: the quoted title that follows it (`README:
     /// "Title"`, `the README's "Title" recipe`), or none.
-    static func readmeCitations(in text: String) -> [Citation] {
+    package static func readmeCitations(in text: String) -> [Citation] {
         var found: [Citation] = []
         var rest = text[...]
         while let range = rest.range(of: "README") {
@@ -336,7 +348,7 @@ package struct HelpCheck: Sendable {
     }
 
     /// The `docs/…` files a text names.
-    static func docsFiles(in text: String) -> [String] {
+    package static func docsFiles(in text: String) -> [String] {
         text.split(whereSeparator: { $0 == " " || $0 == "(" || $0 == ")" || $0 == ";" || $0 == "," }).compactMap { word in
             guard word.hasPrefix("docs/") else { return nil }
             return String(word.drop { $0 == "(" }.prefix { !",;)".contains($0) }).trimmingCharacters(in: CharacterSet(charactersIn: "."))
@@ -344,11 +356,12 @@ package struct HelpCheck: Sendable {
     }
 
     /// The set a help text lists after `label`, up to `end`: `kind (set, removed, cleared)` read
-    /// with label `kind (` and end `)` is `["set", "removed", "cleared"]` (", " and " and " separate).
+    /// with label `kind (` and end `)` is `["set", "removed", "cleared"]` (", ", " and " and " or " separate).
     package static func listed(in help: String, after label: String, upTo end: String) -> Set<String>? {
         let words = help.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         guard let start = words.range(of: label), let stop = words[start.upperBound...].range(of: end) else { return nil }
-        let list = words[start.upperBound..<stop.lowerBound].replacingOccurrences(of: " and ", with: ", ")
+        let list = words[start.upperBound..<stop.lowerBound]
+            .replacingOccurrences(of: " and ", with: ", ").replacingOccurrences(of: " or ", with: ", ")
         return Set(list.components(separatedBy: ", ").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
     }
 
