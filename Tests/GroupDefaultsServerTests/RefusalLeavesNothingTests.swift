@@ -8,7 +8,8 @@ import Testing
     static let store = ["--data-dir", "$ROOT/server"]
     static let cases: [RefusedCommand] =
         [
-            ["token", "create", "--account", "ana"], ["token", "create", "--account", "ana", "--expires", "nope"],
+            ["token", "create", "--account", "ana"], ["token", "create", "--account", "bad/name", "--create"],
+            ["admin", "create", "--name", "bad/name", "--create"], ["token", "create", "--account", "ana", "--expires", "nope"],
             ["token", "list"], ["token", "revoke", "tok_x"], ["devices", "list", "--account", "ana"], ["devices", "revoke", "dev_x"],
             ["admin", "create", "--name", "ops"], ["admin", "list"], ["admin", "remove", "--name", "ops"],
             ["audit"], ["audit", "--since", "nonsense"], ["accounts", "list"], ["accounts", "delete", "nobody", "--yes"],
