@@ -12,6 +12,11 @@ import Testing
             ["configure", "fresh", "--server", "notaurl"] + token, ["configure", "fresh", "--token-file", "$ROOT/files/missing.token"] + server,
             ["configure", "fresh"] + server + token, ["configure", "fresh", "--encrypt"] + server + token,
             ["configure", "fresh", "--pairing-code", "ABCD-EFGH", "--device", "tab"] + server,
+            // A well-formed code (its check characters hold) whose claim reaches no server: no
+            // progress file, and neither the token file's folder nor the one above it.
+            ["configure", "fresh", "--pairing-code", "0410-6105-0R3G-G28A-1C60-T3GF-20BQ", "--device", "tab"] + server,
+            ["configure", "--invitation", "0410-6105-0R3G-G28A-1C60-T3GF-20BQ"] + server + token,
+            ["configure", "fresh", "--recovery-key", "0410-6105-0R3G-G28A-1C60-T3GF-20BQ"] + server + token,
             ["configure", "fresh", "--recovery-key", "nope"] + server + token, ["configure", "--invitation", "ABCD"] + server + token,
             ["configure", "fresh", "--journal-entries", "0"] + server + token, ["configure", "fresh", "--connect-timeout", "-1"] + server + token,
             ["sync", "fresh"], ["push", "fresh"], ["pull", "fresh"], ["run", "fresh"], ["status", "fresh"], ["conflicts", "fresh"],
