@@ -61,6 +61,25 @@ import Testing
     }
 }
 
+/// Every README section a message of the code cites by its title (an error's recipe, a help text
+/// built at run time) is a heading of the README.
+@Test func everyREADMESectionTheCodeCitesExists() throws {
+    let headings = try HelpCheck.readmeHeadings()
+    let sources = HelpCheck.repository.appendingPathComponent("Sources")
+    let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+    var cited = 0
+    for file in files {
+        let text = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8)
+        let code = text.split(separator: "\n").filter { !$0.trimmingCharacters(in: .whitespaces).hasPrefix("//") }
+            .joined(separator: " ").replacingOccurrences(of: "\\\"", with: "\"")
+        for case .title(let title) in HelpCheck.readmeCitations(in: code) {
+            cited += 1
+            #expect(headings.contains(title), "\(file) cites the README's \"\(title)\", which has no such heading")
+        }
+    }
+    #expect(cited > 0)
+}
+
 /// What `HelpCheck` reads in a help text, on texts it must find fault with.
 @Suite struct HelpCheckReadingTests {
     @Test func usagesPositionals() {
