@@ -99,7 +99,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GroupDefaultsCLITests",
-            dependencies: ["GroupDefaultsCLI", "CommandLineSupport", "ServerLaunching", "TestSupport"],
+            dependencies: ["GroupDefaults", "GroupDefaultsCLI", "CommandLineSupport", "ServerLaunching", "TestSupport"],
             swiftSettings: swiftSettings
         ),
 
@@ -145,7 +145,11 @@ let package = Package(
         // commands, a throwaway PostgreSQL, the storage backends, a seeded random generator.
         .target(
             name: "TestSupport",
-            dependencies: ["CommandLineSupport", "ServerLaunching"],
+            dependencies: [
+                "CommandLineSupport", "ServerLaunching",
+                // `HelpCheck` tries each tool's options with the tool's own parser.
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),

@@ -149,7 +149,10 @@ extension ParsableCommand {
             exit(withError: error)  // help, --version, or a failure already reported
         }
         // A command line that does not parse is bad use: status 1, as every other mistake.
-        if let unknown = UnknownOption.first(in: arguments, root: self) {
+        if let refusal = unsupportedCompletionShell(in: arguments) {
+            // ArgumentParser's answer is two lines, and the option is none of the command's.
+            tool.printError(refusal)
+        } else if let unknown = UnknownOption.first(in: arguments, root: self) {
             tool.printError(unknown.suggestion == nil ? unknown.message + "; " + helpHint : unknown.message)
         } else if let (option, value) = negativeValue(in: arguments), message(for: error).hasPrefix("Missing value for") {
             // ArgumentParser takes `-1` for an option of its own, and says the value is missing.
@@ -160,6 +163,33 @@ extension ParsableCommand {
         }
         exit(withError: ExitCode.failure)
     }
+}
+
+/// The sentence for `--generate-completion-script SHELL` (or `=SHELL`, or no shell and a `$SHELL`
+/// it has no script for) that names a shell ArgumentParser makes no completions for: the ones it
+/// makes, from `CompletionShell.allCases`. Nil when the command line asks for no completions.
+func unsupportedCompletionShell(in arguments: [String]) -> String? {
+    let option = "--generate-completion-script"
+    let shells = CompletionShell.allCases.map(\.rawValue)
+    let list = shells.dropLast().joined(separator: ", ") + " and " + (shells.last ?? "")
+    for (index, argument) in arguments.enumerated() {
+        if argument == "--" { return nil }
+        let shell: String?
+        if argument.hasPrefix(option + "=") {
+            shell = String(argument.dropFirst(option.count + 1))
+        } else if argument == option {
+            shell = arguments.dropFirst(index + 1).first.flatMap { $0.hasPrefix("-") ? nil : $0 }
+        } else {
+            continue
+        }
+        guard let shell else {
+            let current = ProcessInfo.processInfo.environment["SHELL"].map { " ($SHELL is \($0))" } ?? ""
+            return "\(option): name the shell\(current): completions are made for \(list)"
+        }
+        if shells.contains(shell) { return nil }
+        return "\(option) \(shell): completions are made for \(list) only"
+    }
+    return nil
 }
 
 /// The first `--option` (before a `--` that ends the options) followed by a negative number

@@ -59,7 +59,7 @@ struct UnknownOption: Equatable {
             (command.arguments ?? []).flatMap { argument in
                 (argument.names ?? []).filter { $0.kind == "long" }.map { "--" + $0.name }
             }
-        ).union(["--help", "--version"])
+        ).union(["--help", "--version", "--generate-completion-script", "--experimental-dump-help"])
         for argument in rest {
             if argument == "--" { break }
             guard argument.hasPrefix("--") else { continue }

@@ -10,14 +10,16 @@ extension GroupDefaultsCommand {
         static let configuration = CommandConfiguration(
             abstract: "Follow a suite's changes, from every process, as they happen.",
             discussion: """
-                Prints one line per change: sequence number, kind (set, removed, cleared, reset), key and \
-                the value that change wrote (also when replayed with --since); with --json, one JSON \
+                Prints one line per change: sequence number, kind (set, removed, cleared, reset, restored), \
+                key and the value that change wrote (also when replayed with --since); with --json, one JSON \
                 object per line. A value that takes over 4096 bytes encoded (a string of about 4090 \
                 bytes or more) is not kept with its change: for one, the key's value at the time of \
                 printing is shown, and said to be so ("value_not_kept" in JSON). A change sync applied \
                 from another device says so ("remote"), and so does one that replaced a local value \
                 kept in the conflict journal ("conflict"). A "reset" line says that changes were \
-                missed (the suite keeps its last 10,000): read the suite again. Once it follows the \
+                missed (the suite keeps its last 10,000): read the suite again; a "restored" line, that \
+                after an operating-system crash or power loss the suite was put back to its last \
+                durability point and the changes after it are gone: read it again too. Once it follows the \
                 suite it says so on stderr ("watching SUITE after change N"), so that a script can \
                 start it and then make changes. Ends on SIGINT or SIGTERM, or after --count changes.
 

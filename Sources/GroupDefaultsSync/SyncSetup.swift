@@ -564,10 +564,16 @@ public struct SyncSetup: Sendable {
         if FileManager.default.fileExists(atPath: tokenFile), resumed == nil || (try? TokenFile.read(tokenFile)) != resumed {
             throw Refusal(.tokenFileExists, suite: suite, path: tokenFile)
         }
-        // The token file's folder holds the pairing's progress from the claim on; made here, it
-        // goes again if the pairing fails with nothing in it.
+        // The token file's folder holds the pairing's progress from the claim on; made here (with
+        // any folder above it that was missing), each goes again if the pairing fails with
+        // nothing in it.
         let folder = URL(fileURLWithPath: tokenFile).deletingLastPathComponent()
-        let madeFolder = !FileManager.default.fileExists(atPath: folder.path)
+        var made: [URL] = []
+        var above = folder
+        while !FileManager.default.fileExists(atPath: above.path) {
+            made.append(above)
+            above = above.deletingLastPathComponent()
+        }
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let token: String
         let keys: SuiteKeys
@@ -580,8 +586,9 @@ public struct SyncSetup: Sendable {
             }
         } catch {
             // Only if empty: what an interrupted claim kept there stays for the next run.
-            if madeFolder, (try? FileManager.default.contentsOfDirectory(atPath: folder.path))?.isEmpty == true {
-                try? FileManager.default.removeItem(at: folder)
+            for made in made {
+                guard (try? FileManager.default.contentsOfDirectory(atPath: made.path))?.isEmpty == true else { break }
+                try? FileManager.default.removeItem(at: made)
             }
             throw error
         }

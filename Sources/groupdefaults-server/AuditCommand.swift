@@ -10,10 +10,8 @@ struct AuditCommand: AsyncParsableCommand {
         commandName: "audit",
         abstract: "Show the audit log: who did which administrative act, when and from where.",
         discussion: """
-            Recorded: token create and revoke, device revoke, admin create and remove, console \
-            sign-ins (failed ones too), suite reset, clock repair, account export and delete. \
-            Records are kept --audit-days days. They hold names and ids, never values, passwords \
-            or tokens. A token's invitations for read or write made (or revoked) beyond 20 in 10 \
+            Recorded, by the name each record gives its act: \(recordedActs). Records are kept \
+            --audit-days days. They hold names and ids, never values, passwords or tokens. A token's invitations for read or write made (or revoked) beyond 20 in 10 \
             minutes, alike in all but their ids (suite, role, address), are counted in one record \
             ("repeated: N like it from then until …"); every other act is recorded on its own. \
             It shows the latest --limit records; when there are earlier ones, a line on stderr \
@@ -22,6 +20,11 @@ struct AuditCommand: AsyncParsableCommand {
             Example: groupdefaults-server audit --account ana --since 7d --config /etc/groupdefaults-server.conf
             """
     )
+
+    /// Every act the log records, as a record names it (console sign-ins, failed ones too;
+    /// invitations and members of shared suites), from `AuditRecord.Act` itself: the help lists
+    /// what the code records.
+    static let recordedActs = AuditRecord.Act.allCases.map(\.rawValue).joined(separator: ", ")
 
     @OptionGroup var storage: StorageOptions
     @Option(help: "Only the acts on this account.") var account: String?

@@ -11,7 +11,7 @@ struct BackupCommand: AsyncParsableCommand {
         discussion: """
             The copy is one snapshot of the whole store, written under a temporary name beside PATH, \
             flushed to disk and then linked in, mode 0600; it never replaces a file. With PostgreSQL, \
-            back up with pg_dump instead (the README's recipe). Restore it with `restore --from PATH` \
+            back up with pg_dump instead (the README's "Backups and restore" recipe). Restore it with `restore --from PATH` \
             while no server runs.
 
             Example: groupdefaults-server backup --to /var/backups/groupdefaults-server-2026-11-27 --data-dir /var/lib/groupdefaults-server

@@ -28,6 +28,14 @@ struct Serve: AsyncParsableCommand {
         LoggingSystem.bootstrap { label in PrintableLogHandler.standardError(label: label, level: configuration.logLevel) }
         MetricsSystem.bootstrap(ServerMetrics.makeFactory())
         let scheme = configuration.tls == nil ? "http" : "https"
+        // What would refuse the start is said before the store is opened, as `check-config` says it:
+        // a serve refused for its TLS files or its address leaves no new data directory behind.
+        if let tls = configuration.tls {
+            do { try TLSFilesError.check(tls) } catch { throw CommandFailure("\(error)") }
+        }
+        if let refusal = await ListenFailure.probe(host: configuration.host, port: configuration.port) {
+            throw CommandFailure(refusal)
+        }
         let app = try await buildApplication(configuration: configuration) { host, port in
             output("listening on \(scheme)://\(host):\(port)")  // unbuffered: a script waits for this line
         }

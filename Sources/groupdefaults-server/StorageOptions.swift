@@ -110,6 +110,12 @@ struct StorageOptions: ParsableArguments {
         }
     }
 
+    /// Whether `openStorage(creating: true)` would make a new embedded store (there is none yet).
+    func wouldCreateStore() throws -> Bool {
+        guard case .embedded(let directory) = try Self.configuration(try settings()) else { return false }
+        return !LMDBSyncStorage.storeExists(in: directory)
+    }
+
     /// Runs `body` on the store the options name, and closes it afterwards, whatever happens.
     func withStorage<T>(creating: Bool = false, _ body: (any ServerStorage) async throws -> T) async throws -> T {
         let store = try await openStorage(creating: creating)

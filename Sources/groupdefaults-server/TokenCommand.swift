@@ -41,6 +41,11 @@ struct TokenCommand: AsyncParsableCommand {
                 guard !patterns.isEmpty else { throw CommandFailure("--suites needs at least one pattern") }
                 let now = Date()
                 let expiry = try expires.map { now.addingTimeInterval(try TokenDuration.seconds($0)) }
+                // A store this command would make holds no account: a name refused as a new one is
+                // refused before the store is made, so that the refusal leaves nothing behind.
+                if create, try storage.wouldCreateStore(), let problem = Username.problem(withNew: account, kind: .account) {
+                    throw CommandFailure(problem)
+                }
                 let made = try await storage.withStorage(creating: create) { store in
                     let existing = try await store.accountSummaries().map(\.account)
                     let named: (name: String, isNew: Bool)

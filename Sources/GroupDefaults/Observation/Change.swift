@@ -1,8 +1,9 @@
 extension SharedDefaults {
     /// One committed change of a suite, from any process, as an observer receives it.
     public struct Change: Sendable, Hashable, CustomStringConvertible {
-        /// What happened: a key set or removed, the suite cleared, or a gap in what the observer saw.
-        public enum Kind: String, Sendable, Hashable {
+        /// What happened: a key set or removed, the suite cleared, a gap in what the observer saw, or
+        /// the suite put back to its last durability point.
+        public enum Kind: String, Sendable, Hashable, CaseIterable {
             /// `key` was set; `value` is what it holds now.
             case set
             /// `key` was removed.

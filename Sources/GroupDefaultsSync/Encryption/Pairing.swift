@@ -192,7 +192,15 @@ public enum DevicePairing {
                     proof: code.proof(of: publicKey).base64EncodedString(),
                     deviceName: deviceName
                 )
-                let claimed = try await Self.claim(id: id, claim, client: client)
+                let claimed: PairingClaimed
+                do {
+                    claimed = try await Self.claim(id: id, claim, client: client)
+                } catch {
+                    // A claim without its answer kept nothing worth keeping (sent again with this key
+                    // it is refused as used): the file goes, so that a refused command leaves none.
+                    if let progressFile { PairingProgress.remove(at: progressFile) }
+                    throw error
+                }
                 guard claimed.suite.isSameName(as: client.suite) else {
                     throw SyncError(.local, "this pairing code is for the suite \(claimed.suite), not \(client.suite)")
                 }

@@ -9,8 +9,9 @@ import GroupDefaultsWire
 /// twice, so without this file an interrupted claim would use the code up for nothing.
 ///
 /// Kept beside the token file (`TOKENFILE.pairing`, mode 0600, as secret as the token), written
-/// before the claim is sent, and removed once the suite records its settings, or when the pairing
-/// turns out to be over (expired, cancelled, used by another claim).
+/// before the claim is sent, and removed once the suite records its settings, when the claim gets
+/// no answer (sent again with the same key, a claim is refused as used: the file would keep
+/// nothing), or when the pairing turns out to be over (expired, cancelled, used by another claim).
 struct PairingProgress: Codable, Sendable {
     /// The pairing it is for (derived from the code).
     var pairingID: String
