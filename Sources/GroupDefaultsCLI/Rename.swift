@@ -28,7 +28,7 @@ extension GroupDefaultsCommand {
                     throw CommandFailure.missingKey(suite, old)
                 } catch let error as SharedDefaultsError where error.code == .keyExists {
                     throw CommandFailure(
-                        "\(new) already holds a value in \(suite): nothing was renamed (rename --force \(suite) \(old) \(new) replaces it)"
+                        "\(new) already holds a value in \(suite): nothing was renamed (`groupdefaults rename --force \(shellWord(suite)) \(shellWord(old)) \(shellWord(new))` replaces it)"
                     )
                 }
             }

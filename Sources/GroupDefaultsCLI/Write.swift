@@ -56,7 +56,7 @@ extension GroupDefaultsCommand {
                     // a word is a key whose value was forgotten.
                     guard let start = arguments[1].trimmingCharacters(in: .whitespacesAndNewlines).first, "{(<".contains(start) else {
                         throw CommandFailure(
-                            "no value for the key \(arguments[1]): `write \(suite) KEY VALUE` writes a key, `write \(suite) '{ key = value; }'` replaces the whole suite"
+                            "no value for the key \(arguments[1]): `groupdefaults write \(shellWord(suite)) KEY VALUE` writes a key, `groupdefaults write \(shellWord(suite)) '{ key = value; }'` replaces the whole suite"
                         )
                     }
                     // A suite's keys are their bytes: "caf\u{E9}" and "cafe\u{301}" are two.

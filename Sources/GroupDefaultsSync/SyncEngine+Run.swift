@@ -328,7 +328,7 @@ extension SyncEngine {
             if setUpAgain, let settings = try? SyncSettings.stored(in: defaults), !settings.sameConnection(as: pausedSettings) {
                 if !elsewhere {
                     logger.notice(
-                        "the suite was set up again with another server, token file or keys: restart `run` to sync it; this one sends nothing",
+                        "the suite was set up again with another server, token file or keys: restart the run to sync it; this one sends nothing",
                         metadata: ["suite": "\(suite)"]
                     )
                 }

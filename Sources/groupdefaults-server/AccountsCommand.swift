@@ -92,7 +92,7 @@ struct AccountsCommand: AsyncParsableCommand {
                 if let to, FileManager.default.fileExists(atPath: to) { throw CommandFailure("cannot create \(to): it exists (give a new path)") }
                 try await storage.withStorage { store in
                     guard try await store.accountSummaries().contains(where: { $0.account.isSameName(as: account) }) else {
-                        throw CommandFailure("no account is named \(account) (see `groupdefaults-server accounts list`)")
+                        throw CommandFailure("no account is named \(NewNames.shown(account)) (see `groupdefaults-server accounts list`)")
                     }
                     let document = try await AccountExport.read(account: account, from: store).json() + Data("\n".utf8)
                     if let to { try NewPrivateFile.create(document, at: to) } else { writeAll(document, to: STDOUT_FILENO) }
@@ -128,7 +128,7 @@ struct AccountsCommand: AsyncParsableCommand {
         // command deletes what is left, or says that the account is deleted and finishes the erase.
         func run() async throws {
             try await reportingFailure {
-                let unknown = CommandFailure("no account is named \(account) (see `groupdefaults-server accounts list`)")
+                let unknown = CommandFailure("no account is named \(NewNames.shown(account)) (see `groupdefaults-server accounts list`)")
                 // An unknown account is said before anything is asked; one this command deleted
                 // (a run that was interrupted once its transaction committed) is done.
                 let (known, deletedAt) = try await storage.withStorage { store in

@@ -57,7 +57,12 @@ struct AuditCommand: AsyncParsableCommand {
             let now = Date()
             let start = try since.map { try Self.moment($0, now: now) }
             let end = try before.map { try Self.moment($0, now: now, option: "--before") }
-            let page = try await storage.withStorage { try await $0.auditPage(account: account, since: start, before: end, limit: limit) }
+            let (page, known) = try await storage.withStorage { store in
+                let page = try await store.auditPage(account: account, since: start, before: end, limit: limit)
+                // No records of an account: is there such an account? (A look-alike name is told by its code points.)
+                guard page.records.isEmpty, let account else { return (page, true) }
+                return (page, try await store.accountSummaries().contains { $0.account.isSameName(as: account) })
+            }
             let records = page.records
             // Where the earlier records are, on stderr: stdout stays the records alone.
             defer {
@@ -71,7 +76,14 @@ struct AuditCommand: AsyncParsableCommand {
                 encoder.dateEncodingStrategy = .iso8601
                 return output(String(decoding: try encoder.encode(records), as: UTF8.self))
             }
-            if records.isEmpty { return output("no records") }
+            if records.isEmpty {
+                if !known, let account {
+                    return groupdefaultsServer.outputHint(
+                        "no records: no account is named \(NewNames.shown(account)) (see `groupdefaults-server accounts list`)"
+                    )
+                }
+                return output("no records")
+            }
             let dates = ISO8601DateFormatter()
             for record in records { output(Self.line(record, dates: dates)) }
         }

@@ -116,7 +116,7 @@ struct RestoreCommand: AsyncParsableCommand {
             if prepare {
                 guard case .postgres = configuration else {
                     throw CommandFailure(
-                        "--prepare is a step of PostgreSQL's recipe: the embedded store's `restore --from PATH` keeps the present's authority by itself"
+                        "--prepare is a step of PostgreSQL's recipe: the embedded store's `groupdefaults-server restore --from PATH` keeps the present's authority by itself"
                     )
                 }
                 let kept = try await storage.withStorage { store in
@@ -158,7 +158,7 @@ struct RestoreCommand: AsyncParsableCommand {
                         }
                         return (
                             line
-                                ?? "no authority was kept apart (`restore --prepare` before pg_restore): accounts, tokens, members, invitations and the audit log are the dump's",
+                                ?? "no authority was kept apart (`groupdefaults-server restore --prepare` before pg_restore): accounts, tokens, members, invitations and the audit log are the dump's",
                             try await store.renewIncarnation()
                         )
                     }
@@ -169,14 +169,14 @@ struct RestoreCommand: AsyncParsableCommand {
                     )
                 }
                 output("new incarnation \(incarnation): devices upload what they hold at their next sync")
-                if let keptLine { output(keptLine) }
+                if let keptLine { groupdefaultsServer.outputHint(keptLine) }
                 return
             }
             guard case .embedded(let directory) = configuration, let from else {
                 throw CommandFailure(
                     postgresHint(
                         "restore it",
-                        "pg_restore --clean --if-exists --single-transaction --dbname \"$URL\" PATH, then `restore --announce`"
+                        "pg_restore --clean --if-exists --single-transaction --dbname \"$URL\" PATH, then `groupdefaults-server restore --announce`"
                     )
                 )
             }

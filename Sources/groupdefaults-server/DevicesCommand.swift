@@ -35,6 +35,9 @@ struct DevicesCommand: AsyncParsableCommand {
                 let store = try await storage.openStorage()
                 let devices = try await store.devices(account: account)
                 let active = try await store.activeTokenIDs(account: account, at: Date())
+                // No devices: is there such an account at all? (A look-alike name is told by its code points.)
+                var known = !devices.isEmpty
+                if !known { known = try await store.accountSummaries().contains { $0.account.isSameName(as: account) } }
                 try await store.shutdown()
                 let unverified = StoredDevice.unverified(among: devices, activeTokens: active)
                 let infos = devices.map { $0.info(current: false, unverified: unverified[$0.identity] != nil) { _ in true } }
@@ -43,7 +46,14 @@ struct DevicesCommand: AsyncParsableCommand {
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                     return output(String(decoding: try encoder.encode(infos), as: UTF8.self))
                 }
-                if infos.isEmpty { return output("account \(printable(account)): no devices seen") }
+                if infos.isEmpty {
+                    guard known else {
+                        return groupdefaultsServer.outputHint(
+                            "no devices seen: no account is named \(NewNames.shown(account)) (see `groupdefaults-server accounts list`)"
+                        )
+                    }
+                    return output("account \(printable(account)): no devices seen")
+                }
                 for (record, device) in zip(devices, infos) {
                     output(
                         [

@@ -97,7 +97,7 @@ struct StorageOptions: ParsableArguments {
                     }
                 throw CommandFailure(
                     "no server store in \(directory) (\(which)): `groupdefaults-server serve` "
-                        + "creates one there, as --create does on `token create` and `admin create`"
+                        + "creates one there, as --create does on token create and admin create"
                 )
             }
             return try LMDBSyncStorage(directory: directory)

@@ -66,13 +66,11 @@ struct TokenCommand: AsyncParsableCommand {
                 let stored =
                     made.1.name.isSameName(as: account)
                     ? "" : " (given as \(NewNames.shown(account)), kept in its usual form \(NewNames.shown(made.1.name)))"
-                writeAll(
-                    Data(
-                        "token \(made.0.stored.id) for account \(printable(made.1.name))\(stored) (revoke it with `token revoke \(made.0.stored.id)`)\n"
-                            .utf8
-                    ),
-                    to: STDERR_FILENO
+                // The hint names this store as the command did (`pasteable`): pasted as is, it revokes here.
+                let line = groupdefaultsServer.pasteable(
+                    "token \(made.0.stored.id) for account \(printable(made.1.name))\(stored) (revoke it with `groupdefaults-server token revoke \(made.0.stored.id)`)"
                 )
+                writeAll(Data((line + "\n").utf8), to: STDERR_FILENO)
             }
         }
     }

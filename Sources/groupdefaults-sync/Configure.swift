@@ -301,7 +301,7 @@ extension SyncCommand {
                 joined = try await interruptible {
                     try await joining.join(invitation: code, localName: localName, directory: directory) {
                         output(
-                            "waiting for a device of the suite's owner to hand over its keys (its `share` must be running; at most \(Int(SyncSetup.keyHandoverWait / 60)) minutes) …"
+                            "waiting for a device of the suite's owner to hand over its keys (its share command must be running; at most \(Int(SyncSetup.keyHandoverWait / 60)) minutes) …"
                         )
                     }
                 }
@@ -342,7 +342,7 @@ extension SyncCommand {
                 let suite = self.suite ?? ""
                 if FileManager.default.fileExists(atPath: progress) {
                     throw interrupted.failure(
-                        "\(suite) is not configured yet, and the pairing is kept in \(progress): run this same command again, with the same code, before the code expires (10 minutes after `pair` printed it) to finish it"
+                        "\(suite) is not configured yet, and the pairing is kept in \(progress): run this same command again, with the same code, before the code expires (10 minutes after pair printed it) to finish it"
                     )
                 }
                 if let defaults = try? options.open(suite), (try? SyncSettings.stored(in: defaults))?.keyFile != nil {

@@ -37,8 +37,9 @@ struct Export: AsyncParsableCommand {
         }
         var document = DeviceExport(exported: TypedJSONDate.format(Date()) ?? "", suites: [], devices: [])
         var devices: [String: DeviceInfo] = [:]
-        var seen = Set<String>()
-        for suite in suites where seen.insert(suite).inserted {  // a suite named twice is exported once
+        // A suite named twice is exported once; two names are two by their bytes (KELVIN SIGN `K` is not `K`).
+        var seen = Set<ExactName>()
+        for suite in suites where seen.insert(suite.exact).inserted {
             try await withConfiguredEngine(options, server, suite) { _, engine in
                 document.suites.append(try await DeviceExport.Suite.read(suite, from: engine.client))
                 for device in try await engine.devices() { devices[device.id] = device }

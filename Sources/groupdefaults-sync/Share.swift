@@ -131,7 +131,7 @@ extension SyncCommand {
             // The id, never the code: a code given here would be sent to the server.
             if let revoke, !(revoke.hasPrefix("inv_") && revoke.utf8.count == 16 && revoke.dropFirst(4).allSatisfy(\.isHexDigit)) {
                 throw ValidationError(
-                    "--revoke takes an invitation's id as `invitations \(suite)` lists it (inv_ and 12 hex digits), not its code"
+                    "--revoke takes an invitation's id as `groupdefaults-sync invitations \(shellWord(suite))` lists it (inv_ and 12 hex digits), not its code"
                 )
             }
         }

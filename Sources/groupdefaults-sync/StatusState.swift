@@ -218,6 +218,6 @@ struct StatusState {
     /// A rotation due, in words: who was removed, since when, and what makes it.
     static func rotationWords(_ due: KeyRotationDue, suite: String) -> String {
         "\(due.removed.joined(separator: ", ")) held the suite's keys when removed (since \(due.since)); "
-            + "the next `groupdefaults-sync sync \(suite)` (or `run`) on a device holding the owner key rotates them"
+            + "the next `groupdefaults-sync sync \(suite)` (or `groupdefaults-sync run \(suite)`) on a device holding the owner key rotates them"
     }
 }

@@ -94,7 +94,7 @@ struct WaitingShares {
                 continue
             }
             left.release()
-            lines.append(line + " (left by a `share` that stopped)")
+            lines.append(line + " (left by a share command that stopped)")
         }
         return lines
     }

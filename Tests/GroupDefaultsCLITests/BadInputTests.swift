@@ -71,7 +71,10 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         BadInput(["increment", "s", "sound"], mentioning: ["string"]),
         BadInput(["rename", "s", "nope", "x"], mentioning: ["nope"]),
         // A rename never overwrites a value unless asked to.
-        BadInput(["rename", "s", "sound", "badge"], mentioning: ["badge already holds a value in s", "rename --force s sound badge"]),
+        BadInput(
+            ["rename", "s", "sound", "badge"],
+            mentioning: ["badge already holds a value in s", "`groupdefaults rename --force s sound badge`"]
+        ),
         BadInput(["delete", "s", "nope"], mentioning: ["nope"]),
         BadInput(["backup", "s", "$FILES/backup.txt"], mentioning: [".lmdb"]),
         BadInput(["backup", "s", "$FILES/nodir/backup.lmdb"], mentioning: ["directory"]),
@@ -86,7 +89,7 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         BadInput(["write", "--", "fresh", "k", "v", "extra"], mentioning: ["extra"]),
         BadInput(["write", "fresh", "badge", "-int", "abc"], mentioning: ["abc"]),
         // A key whose value was forgotten is not a property list for the whole suite.
-        BadInput(["write", "fresh", "badge"], mentioning: ["no value for the key badge", "write fresh KEY VALUE"]),
+        BadInput(["write", "fresh", "badge"], mentioning: ["no value for the key badge", "`groupdefaults write fresh KEY VALUE`"]),
         // The suite and the key in the wrong order: no suite named after the key is made.
         BadInput(["write", "sound", "s", "ring"], mentioning: ["there is no suite sound, but there is a suite s", "the suite goes first"]),
         BadInput(["write", "fresh", "badge", "-flaot", "3"], mentioning: ["-flaot", "did you mean '-float'"]),

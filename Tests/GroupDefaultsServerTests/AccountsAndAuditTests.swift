@@ -85,7 +85,7 @@ struct AccountsAndAuditTests {
         let unknown = try await ServerTool.run(["accounts", "delete", "nobody", "--yes"] + storage)
         // The command it names repeats the storage flags given (all but a PostgreSQL URL).
         let listHint = "groupdefaults-server accounts list" + (storage.first == "--data-dir" ? " --data-dir \(storage[1])" : "")
-        #expect(unknown.status == 1 && unknown.stderr == "groupdefaults-server: no account is named nobody (see `\(listHint)`)\n", "\(unknown)")
+        #expect(unknown.status == 1 && unknown.stderr == "groupdefaults-server: no account is named 'nobody' (see `\(listHint)`)\n", "\(unknown)")
         #expect(try await ServerTool.run(["accounts", "list"] + storage).stdout.hasPrefix("bob\t"))
 
         // The audit log: each act, who, what, from where; never a token.

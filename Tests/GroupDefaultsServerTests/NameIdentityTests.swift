@@ -119,6 +119,61 @@ struct NameIdentityTests {
         }
     }
 
+    @Test(
+        "a suite's members list only the devices that used that suite, not one whose name looks alike or is an equal Swift string",
+        arguments: StorageBackend.allCases
+    )
+    func membersListOnlyThatSuitesDevices(backend: StorageBackend) async throws {
+        for (suite, lookAlike) in [("Kfam", "\u{212A}fam"), ("caf\u{E9}", "cafe\u{301}")] {
+            try await backend.withStorage { storage in
+                func token(_ account: String) async throws -> String {
+                    let made = Tokens.make(account: account, suitePatterns: ["*"], readOnly: false, device: nil, expires: nil)
+                    try await storage.createToken(made.stored)
+                    return made.token
+                }
+                let ana = try await token("ana")
+                let ben = try await token("ben")
+                // ana's phone used the suite, her tablet only its look-alike (both from one folder of hers).
+                let now = HLC.wallClockMilliseconds()
+                for (name, deviceID, used) in [("phone", UInt64(1), suite), ("tablet", UInt64(2), lookAlike)] {
+                    try await storage.recordDevice(
+                        StoredDevice(
+                            account: "ana",
+                            tokenID: "tok_\(name)",
+                            name: name,
+                            deviceID: deviceID,
+                            firstSeen: now,
+                            lastSeen: now,
+                            lastPush: nil,
+                            suites: [used]
+                        )
+                    )
+                }
+                let configuration = ServerConfiguration(port: 0, storage: .embedded(directory: "/nonexistent"))
+                let app = try buildApplication(configuration: configuration, storage: storage)
+                let encoded = suite.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed)!
+                let path = "/v1/suites/\(encoded)"
+                try await app.test(.router) { client in
+                    #expect(try await client.push(encoded, token: ana, API.push([API.set("sound", "mine.caf")])).status == .ok)
+                    let id = String(format: "%032x", 7)
+                    let invitation = ByteBuffer(bytes: try JSONEncoder().encode(InvitationRequest(invitationID: id, role: .admin)))
+                    let invited = try await client.execute(uri: "\(path)/invitations", method: .post, headers: API.auth(ana), body: invitation)
+                    #expect(invited.status == .ok)
+                    #expect(try await client.execute(uri: "/v1/invitations/\(id)/accept", method: .post, headers: API.auth(ben)).status == .ok)
+                    // The owner, and an admin of the suite: ana's phone only.
+                    for (who, uri) in [("ana", "\(path)/members"), ("ben", "\(path)/members?owner=ana")] {
+                        let list = try API.decode(MemberList.self, try await client.get(uri, token: who == "ana" ? ana : ben))
+                        let owner = try #require(list.members.first { $0.account.isSameName(as: "ana") })
+                        let devices = owner.devices ?? []
+                        let what = "\(who), \(suite.debugDescription), \(backend): \(devices)"
+                        #expect(devices.contains { $0.deviceID == 1 } && !devices.contains { $0.deviceID == 2 }, "\(what)")
+                        #expect(devices.allSatisfy { $0.suites.map(\.exact) == [suite.exact] }, "\(what)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test("an account's export keeps both spellings of a key, with their own values and histories", arguments: StorageBackend.allCases)
     func exportKeepsBothSpellings(backend: StorageBackend) async throws {
         try await backend.withStorage { storage in
@@ -189,6 +244,34 @@ struct NameIdentityTests {
         let notes = NewNames.lookAlikeNotes(["Kim", "\u{212A}im", "ana", "jos\u{E9}", "jose\u{301}", "bob"], kind: .account)
         #expect(notes.count == 2, "\(notes)")
         #expect(notes.allSatisfy { $0.contains("accounts delete") && !$0.contains("\n") })
+    }
+
+    @Test(
+        "accounts export and delete, devices list and audit given a look-alike of an account name say there is no such account, naming its code points"
+    )
+    func unknownLookAlikeAccountIsShownByItsCodePoints() throws {
+        let directory = ServerTool.temporaryDirectory("gds-unknown-names")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func server(_ arguments: [String]) throws -> ProcessResult {
+            try runProcess(ServerTool.executable, arguments + ["--data-dir", directory], stdin: Data())
+        }
+        for (existing, lookAlike, codePoints) in [
+            ("Kim", "\u{212A}im", "(U+212A U+0069 U+006D)"), ("jos\u{E9}", "jose\u{301}", "(U+006A U+006F U+0073 U+0065 U+0301)"),
+        ] {
+            #expect(try server(["token", "create", "--create", "--account", existing]).status == 0)
+            let unknown = "no account is named '\(lookAlike)' \(codePoints) (see `groupdefaults-server accounts list --data-dir \(directory)`)"
+            for command in [["accounts", "export", lookAlike], ["accounts", "delete", lookAlike, "--yes"]] {
+                let refused = try server(command)
+                #expect(refused.status == 1 && refused.stderr.contains(unknown), "\(command): \(refused)")
+            }
+            let devices = try server(["devices", "list", "--account", lookAlike])
+            #expect(devices.status == 0 && devices.stdout == "no devices seen: \(unknown)\n", "\(devices)")
+            let audit = try server(["audit", "--account", lookAlike])
+            #expect(audit.status == 0 && audit.stdout == "no records: \(unknown)\n", "\(audit)")
+            // The name itself is found, and said as before.
+            #expect(try server(["devices", "list", "--account", existing]).stdout.utf8.elementsEqual("account \(existing): no devices seen\n".utf8))
+            #expect(try server(["accounts", "export", existing]).status == 0)
+        }
     }
 
     @Test("token create and admin create refuse a look-alike of an existing name with one line and exit 1, and make nothing")

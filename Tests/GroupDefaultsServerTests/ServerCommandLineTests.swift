@@ -229,7 +229,7 @@ struct ServerCommandLineTests {
         #expect(token.count == 1 && token[0].hasPrefix("gdt_"))
         // Its id, which `token revoke` takes, on stderr.
         let id = try #require(made.stderr.split(separator: " ").dropFirst().first.map(String.init))
-        #expect(made.stderr == "token \(id) for account ana (revoke it with `token revoke \(id)`)\n")
+        #expect(made.stderr == "token \(id) for account ana (revoke it with `groupdefaults-server token revoke --config \(config) \(id)`)\n")
 
         // The environment: the same store, found by every command.
         let environment = ["GROUPDEFAULTS_SERVER_DATA_DIR": directory]
@@ -257,7 +257,7 @@ struct ServerCommandLineTests {
         // The command it names repeats the --data-dir given: pasted as is, it makes the store there.
         let expected =
             "groupdefaults-server: no server store in \(mistyped) (is --data-dir right?): `groupdefaults-server serve --data-dir \(mistyped)` "
-            + "creates one there, as --create does on `token create` and `admin create`\n"
+            + "creates one there, as --create does on token create and admin create\n"
         for command in [
             ["token", "list"], ["token", "create", "--account", "ana"], ["token", "revoke", "tok_000000000000"],
             ["devices", "list", "--account", "ana"], ["devices", "revoke", "dev_000000000000"], ["admin", "list"],

@@ -46,13 +46,18 @@ struct PrintedHintTests {
     }
 
     /// The string-literal lines of the sources that name `TOOL VERB`, outside doc comments, help
-    /// and discussion texts: (mentions outside backticks, commands in backticks).
-    static func scan() throws -> (bare: [Hint], backticked: [Hint]) {
+    /// and discussion texts: (mentions outside backticks, commands in backticks, and spans in
+    /// backticks that start with a verb of a tool but not with the tool's name, as `token revoke ID`
+    /// or `share` would: a command that cannot be pasted, or a verb named in prose, which is written
+    /// without backticks).
+    static func scan() throws -> (bare: [Hint], backticked: [Hint], unnamed: [Hint]) {
         var verbs: [String: Set<String>] = [:]
         for tool in tools { verbs[tool] = try Self.verbs(of: tool) }
         let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
         var bare: [Hint] = []
         var backticked: [Hint] = []
+        var unnamed: [Hint] = []
+        let allVerbs = verbs.values.reduce(Set<String>()) { $0.union($1) }
         let mention = #/(?:^|[^\w-])(groupdefaults(?:-sync|-server)?) ([a-z][a-z-]*)/#
         for file in files.sorted() where !notPrinted.contains(where: file.hasPrefix) {
             let lines = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8).components(separatedBy: "\n")
@@ -63,10 +68,13 @@ struct PrintedHintTests {
                 let context = lines[max(0, index - 2)...index].joined()
                 if inBlock || trimmed.hasPrefix("//") || !trimmed.contains("\"") { continue }
                 if ["ArgumentHelp(", "help:", "abstract:", "discussion:", "Example:"].contains(where: context.contains) { continue }
-                let matches = line.matches(of: mention).filter { verbs[String($0.output.1)]?.contains(String($0.output.2)) == true }
-                guard !matches.isEmpty else { continue }
                 let spans = line.split(separator: "`", omittingEmptySubsequences: false)
                 let inBackticks = spans.enumerated().filter { $0.offset % 2 == 1 && $0.offset < spans.count - 1 }.map { String($0.element) }
+                for span in inBackticks where allVerbs.contains(String(span.prefix { $0 != " " })) {
+                    unnamed.append(Hint(file: file, line: index + 1, text: span))
+                }
+                let matches = line.matches(of: mention).filter { verbs[String($0.output.1)]?.contains(String($0.output.2)) == true }
+                guard !matches.isEmpty else { continue }
                 for span in inBackticks where tools.contains(where: { span.hasPrefix($0 + " ") }) {
                     backticked.append(Hint(file: file, line: index + 1, text: span))
                 }
@@ -76,7 +84,7 @@ struct PrintedHintTests {
                 }
             }
         }
-        return (bare, backticked)
+        return (bare, backticked, unnamed)
     }
 
     /// `hint` as words a shell would pass, its interpolations and placeholders given plausible
@@ -98,10 +106,14 @@ struct PrintedHintTests {
 
     @Test("every command printed for this machine is in backticks, and each parses as its tool's command line")
     func everyHintParses() async throws {
-        let (bare, backticked) = try Self.scan()
+        let (bare, backticked, unnamed) = try Self.scan()
         #expect(
             bare.isEmpty,
             "commands printed outside backticks (put them in backticks, or say in `elsewhere` why they are for another machine): \(bare)"
+        )
+        #expect(
+            unnamed.isEmpty,
+            "commands printed without their tool's name (start them with it; a verb only named in prose is written without backticks): \(unnamed)"
         )
         #expect(backticked.count > 20, "the scan finds the hints: \(backticked)")
         let sandbox = FileManager.default.temporaryDirectory.appendingPathComponent("gds-hints-\(UUID().uuidString)").path
@@ -160,5 +172,40 @@ struct PrintedHintTests {
             #expect(try await device.sync("sync").status == 0)
             #expect(try await server.snapshot(device.suite).entries["sound"] != nil, "the folder's suite was configured and synced")
         }
+    }
+
+    @Test("token create's, write's and rename's hints name their tool and the location given: pasted as is, each does what it says")
+    func hintsNameTheirToolAndLocation() async throws {
+        let store = ServerTool.temporaryDirectory("gds-hint-revoke")
+        defer { try? FileManager.default.removeItem(atPath: store) }
+        let made = try runProcess(ServerTool.executable, ["token", "create", "--create", "--data-dir", store, "--account", "ana"])
+        #expect(made.status == 0, "\(made)")
+        let revoke = try #require(made.stderr.firstMatch(of: #/`([^`]+)`/#)?.output.1, "\(made.stderr)")
+        #expect(revoke.hasPrefix("groupdefaults-server token revoke --data-dir \(store) tok_"), "\(revoke)")
+        let path = ServerTool.executable.deletingLastPathComponent().path + ":/usr/bin:/bin"
+        let revoked = try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", String(revoke)], environment: ["PATH": path, "HOME": store])
+        #expect(revoked.status == 0, "\(revoke): \(revoked)")
+        let listed = try runProcess(ServerTool.executable, ["token", "list", "--data-dir", store])
+        #expect(listed.stdout.contains("revoked"), "the token of that store was revoked: \(listed)")
+
+        let folder = ServerTool.temporaryDirectory("gds-hint-suites")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let tool = BuiltExecutable.url("groupdefaults")
+        func defaults(_ arguments: [String]) throws -> ProcessResult {
+            try runProcess(tool, [arguments[0], "--directory", folder] + arguments.dropFirst(), environment: ["PATH": path, "HOME": folder])
+        }
+        #expect(try defaults(["write", "family", "doorbell", "ding"]).status == 0)
+        #expect(try defaults(["write", "family", "big", "bong"]).status == 0)
+        let forgotten = try defaults(["write", "family", "badge"])
+        #expect(forgotten.status == 1)
+        #expect(forgotten.stderr.contains("`groupdefaults write --directory \(folder) family KEY VALUE` writes a key"), "\(forgotten.stderr)")
+        #expect(forgotten.stderr.contains("`groupdefaults write --directory \(folder) family '{ key = value; }'` replaces"), "\(forgotten.stderr)")
+        let taken = try defaults(["rename", "family", "doorbell", "big"])
+        #expect(taken.status == 1)
+        let force = try #require(taken.stderr.firstMatch(of: #/`([^`]+)`/#)?.output.1, "\(taken.stderr)")
+        #expect(force == "groupdefaults rename --directory \(folder) --force family doorbell big")
+        let renamed = try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", String(force)], environment: ["PATH": path, "HOME": folder])
+        #expect(renamed.status == 0, "\(force): \(renamed)")
+        #expect(try defaults(["read", "family", "big"]).stdout == "ding\n")
     }
 }

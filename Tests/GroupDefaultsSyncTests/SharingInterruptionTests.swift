@@ -44,7 +44,7 @@ struct SharingInterruptionTests {
                     #expect(cleaned.status == 0, "\(cleaned.stderr)")
                     if signal == "SIGKILL" || step == "share.invitation-made" {
                         #expect(
-                            cleaned.stdout.contains("revoked: its code adds nobody (left by a `share` that stopped)"),
+                            cleaned.stdout.contains("revoked: its code adds nobody (left by a share command that stopped)"),
                             "\(step)@\(signal): \(cleaned.stdout)"
                         )
                     }
@@ -184,7 +184,7 @@ struct SharingInterruptionTests {
             #expect(killed.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
             #expect(killed.end(with: SIGKILL)?.reason == .uncaughtSignal)
             let cleaned = try await alice.sync("invitations")
-            #expect(cleaned.stdout.contains("revoked: its code adds nobody (left by a `share` that stopped)"), "\(cleaned.stdout)")
+            #expect(cleaned.stdout.contains("revoked: its code adds nobody (left by a share command that stopped)"), "\(cleaned.stdout)")
             #expect(try await owner.invitations().invitations.allSatisfy { $0.state != .pending })
         }
     }

@@ -136,7 +136,7 @@ struct ShownSafelyTests {
             #expect(refused.stdout.isEmpty)
             // An error that echoes a name is one line too.
             let unknown = try await ServerTool.run(["accounts", "export", Self.hostile("nobody")] + server.storage)
-            Self.expectOneLineFailure(unknown, "no account is named " + Self.shown("nobody"))
+            Self.expectOneLineFailure(unknown, "no account is named '" + Self.shown("nobody") + "'")
 
             // A pairing claim naming the device "evil\nphone": 400 malformed; the pairing stays
             // unclaimed and no token is made. The same claim with a plain name is taken.

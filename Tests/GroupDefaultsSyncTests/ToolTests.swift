@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import GroupDefaults
 import GroupDefaultsSync
+import GroupDefaultsWire
 import TestSupport
 import Testing
 
@@ -140,6 +141,31 @@ struct ToolTests {
             #expect(stat(file, &info) == 0 && info.st_mode & 0o777 == 0o600)
             let again = try await device.sync("export", ["--to", file])
             #expect(again.status == 1 && again.stderr == "groupdefaults-sync: cannot create \(file): it exists (give a new path)\n", "\(again)")
+        }
+    }
+
+    @Test("export of two suites whose names are equal Swift strings (KELVIN SIGN, decomposed é) from one folder: both, each with its own entries")
+    func exportKeepsLookAlikeSuitesApart() async throws {
+        try await SyncServer.with { server in
+            for (suite, lookAlike) in [("Kfam", "\u{212A}fam"), ("caf\u{E9}", "cafe\u{301}")] {
+                let device = ToolDevice(suite)
+                defer { device.remove() }
+                try await device.configure(server)
+                let token = device.directory.appendingPathComponent("token").path
+                let configured = try await device.syncTool(["configure", lookAlike, "--server", server.url.absoluteString, "--token-file", token])
+                #expect(configured.status == 0, "\(configured)")
+                #expect(try await device.defaultsTool(["write", suite, "sound", "mine.caf"]).status == 0)
+                #expect(try await device.defaultsTool(["write", lookAlike, "sound", "other.caf"]).status == 0)
+                #expect(try await device.sync("sync").status == 0)
+                #expect(try await device.syncTool(["sync", lookAlike]).status == 0)
+                let printed = try await device.sync("export", [lookAlike])
+                #expect(printed.status == 0, "\(printed.stderr)")
+                let document = try #require(try JSONSerialization.jsonObject(with: Data(printed.stdout.utf8)) as? [String: Any])
+                let suites = document["suites"] as? [[String: Any]] ?? []
+                #expect(suites.compactMap { ($0["name"] as? String)?.exact } == [suite.exact, lookAlike.exact], "\(suites)")
+                let values = suites.map { (($0["entries"] as? [[String: Any]])?.first?["value"] as? [String: Any])?["string"] as? String }
+                #expect(values == ["mine.caf", "other.caf"], "\(suites)")
+            }
         }
     }
 

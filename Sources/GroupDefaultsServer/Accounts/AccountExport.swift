@@ -197,8 +197,10 @@ package struct AccountExport: Sendable, Encodable {
         let memberships = try await storage.memberships(account: account)
             .sorted { ($0.owner + "\u{0}" + $0.suite).utf8.lexicographicallyPrecedes(($1.owner + "\u{0}" + $1.suite).utf8) }
             .map(Membership.init)
-        let devices = try await storage.devices(account: account)
-            .map { $0.info(current: false) { suiteFilter($0) } }
+        // Each device as `GET /v1/devices` lists it, its `unverified` mark included; none is `current`.
+        let seen = try await storage.devices(account: account)
+        let unverified = StoredDevice.unverified(among: seen, activeTokens: try await storage.activeTokenIDs(account: account, at: now))
+        let devices = seen.map { $0.info(current: false, unverified: unverified[$0.identity] != nil) { suiteFilter($0) } }
         let tokens =
             includeTokens
             ? try await storage.tokens(account: account).map { token in

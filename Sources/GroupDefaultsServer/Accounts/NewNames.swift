@@ -53,8 +53,8 @@ package enum NewNames {
             let listed = group.map(shown).joined(separator: " and ")
             let remedy =
                 kind == .account
-                ? "`accounts export` then `accounts delete` the one that should not exist, or keep both knowingly"
-                : "`admin remove` the one that should not exist"
+                ? "accounts export then accounts delete the one that should not exist, or keep both knowingly"
+                : "admin remove the one that should not exist"
             return
                 "\(kind.rawValue)s \(listed) look alike: each is its own \(kind.rawValue) (names are compared byte for byte), but people can take one for the other; \(remedy)"
         }

@@ -169,7 +169,7 @@ struct SharingRoutes: Sendable {
             if access.role.mayAdminister {
                 let name = SharingRule.deviceSuiteName(owner: access.owner, suite: access.suite, account: account)
                 devices = try await storage.devices(account: account)
-                    .filter { $0.suites.contains(name) }
+                    .filter { $0.suites.contains { $0.isSameName(as: name) } }
                     .map { device in
                         device.info(
                             current: device.tokenID == access.token.id && device.deviceID == context.deviceID,

@@ -4,7 +4,7 @@ import PostgresNIO
 
 // The PostgreSQL side of a restore that keeps the present's authority (`StoredTables`,
 // `KeptAuthority`). pg_restore brings back a whole dump, authority included, so the recipe keeps
-// the present's apart first: `restore --prepare` copies every authority table, and each suite's
+// the present's apart first: `groupdefaults-server restore --prepare` copies every authority table, and each suite's
 // key state, into a schema of its own in the same database (pg_restore's `--clean` drops only the
 // dump's objects, so the copy survives it); `restore --announce` finds it, deletes again the
 // accounts deleted since the dump, puts the copy back over the dump's authority in one
@@ -16,7 +16,7 @@ import PostgresNIO
 // start while one waits (`refuseWhileAuthorityKeptApart`): the authority it would serve is the
 // dump's, and the records it would write the announcement would replace.
 extension PostgresSyncStorage {
-    /// The schema that holds the present's authority between `restore --prepare` and `--announce`.
+    /// The schema that holds the present's authority between `groupdefaults-server restore --prepare` and `--announce`.
     package static let keptAuthoritySchema = "groupdefaults_kept_authority"
 
     /// When the copy that waits for `--announce` was made, if one waits.
@@ -38,16 +38,16 @@ extension PostgresSyncStorage {
         }
     }
 
-    /// Refuses, for `serve`, while a copy made by `restore --prepare` waits for `--announce`.
+    /// Refuses, for `serve`, while a copy made by `groupdefaults-server restore --prepare` waits for `--announce`.
     package func refuseWhileAuthorityKeptApart() async throws {
         guard let made = try await keptAuthorityMade() else { return }
         throw SyncStorageError(
             .unavailable,
-            "a restore is under way: `restore --prepare` kept the authority apart at \(made); finish it with `groupdefaults-server restore --announce --kept ID` (the id --prepare printed), or drop the copy with `groupdefaults-server restore --discard-kept`"
+            "a restore is under way: `groupdefaults-server restore --prepare` kept the authority apart at \(made); finish it with `groupdefaults-server restore --announce --kept ID` (the id --prepare printed), or drop the copy with `groupdefaults-server restore --discard-kept`"
         )
     }
 
-    /// `restore --discard-kept`: drops a waiting copy (the dump's authority stays). Returns whether
+    /// `groupdefaults-server restore --discard-kept`: drops a waiting copy (the dump's authority stays). Returns whether
     /// there was one.
     package func discardKeptAuthority() async throws -> Bool {
         guard try await keptAuthorityMade() != nil else { return false }
@@ -57,13 +57,13 @@ extension PostgresSyncStorage {
         return true
     }
 
-    /// `restore --prepare`: copies the authority tables and each suite's key state into
+    /// `groupdefaults-server restore --prepare`: copies the authority tables and each suite's key state into
     /// `keptAuthoritySchema`, with a new random id, in one transaction; refused while an earlier
     /// copy waits. Returns the id (for `--announce --kept`) and how many rows it kept.
     package func keepAuthority() async throws -> (id: String, rows: Int) {
         if let made = try await keptAuthorityMade() {
             throw BackupFailure(
-                "`restore --prepare` already kept the authority apart at \(made): finish that restore with `restore --announce --kept ID`, or drop its copy with `restore --discard-kept`; nothing was changed"
+                "`groupdefaults-server restore --prepare` already kept the authority apart at \(made): finish that restore with `groupdefaults-server restore --announce --kept ID`, or drop its copy with `groupdefaults-server restore --discard-kept`; nothing was changed"
             )
         }
         let id = IncarnationID.random()
@@ -113,7 +113,7 @@ extension PostgresSyncStorage {
         guard let made = try await keptAuthorityMade() else {
             if id != nil {
                 throw BackupFailure(
-                    "no authority was kept apart (`restore --prepare` before pg_restore): nothing to put back for --kept; nothing was changed"
+                    "no authority was kept apart (`groupdefaults-server restore --prepare` before pg_restore): nothing to put back for --kept; nothing was changed"
                 )
             }
             return nil
@@ -125,12 +125,12 @@ extension PostgresSyncStorage {
         }
         guard let id else {
             throw BackupFailure(
-                "`restore --prepare` kept the authority apart at \(made): give the id it printed, `restore --announce --kept ID`, or drop the copy with `restore --discard-kept` to keep the dump's; nothing was changed"
+                "`groupdefaults-server restore --prepare` kept the authority apart at \(made): give the id it printed, `groupdefaults-server restore --announce --kept ID`, or drop the copy with `groupdefaults-server restore --discard-kept` to keep the dump's; nothing was changed"
             )
         }
         guard let keptID, keptID.isSameName(as: id) else {
             throw BackupFailure(
-                "the authority kept apart is not the copy --prepare made under \(id) (a dump taken while a copy waited brings its own): drop it with `restore --discard-kept`, then `restore --prepare` again before pg_restore; nothing was changed"
+                "the authority kept apart is not the copy --prepare made under \(id) (a dump taken while a copy waited brings its own): drop it with `groupdefaults-server restore --discard-kept`, then `groupdefaults-server restore --prepare` again before pg_restore; nothing was changed"
             )
         }
         let keptAudit: [AuditRecord] = try await bounded("reading the kept authority") { storage in
@@ -165,7 +165,10 @@ extension PostgresSyncStorage {
                     var list = ""
                     for try await text in columns.decode(String?.self) { list = text ?? "" }
                     guard !list.isEmpty else {
-                        throw SyncStorageError(.unavailable, "the kept authority has no table \(table): run `restore --prepare` again")
+                        throw SyncStorageError(
+                            .unavailable,
+                            "the kept authority has no table \(table): run `groupdefaults-server restore --prepare` again"
+                        )
                     }
                     // Static names, and column names quoted by PostgreSQL: nothing from outside.
                     try await connection.query(PostgresQuery(unsafeSQL: "DELETE FROM \(table)"), logger: storage.logger)
