@@ -120,8 +120,31 @@ public struct SyncSetup: Sendable {
             existing = nil
         }
         let previous = try existing.flatMap { try SyncSettings.stored(in: $0) }
-        // A copy of a suite this account left is never turned into this account's own.
-        if shared == nil, let left = existing?.leftMembership() { throw Refusal(.copyOfLeftSuite(left), suite: suite) }
+        // A copy of another account's suite (a member's, or one this account left or was removed
+        // from) stays that suite's copy: configured as this account's own, or as a copy of any other
+        // suite (`--shared-from` naming this account, or another owner), it would upload the owner's
+        // values there.
+        if let copyOf = previous?.shared ?? existing?.leftMembership() {
+            guard let shared, shared.owner.isSameName(as: copyOf.owner), shared.suite.isSameName(as: copyOf.suite) else {
+                throw Refusal(.copyOfLeftSuite(copyOf), suite: suite)
+            }
+            // ... and of the same owner account: a new account of the owner's name is refused by the
+            // server when told the incarnation the copy last synced with (410 `account_deleted`).
+            let remembered = try previous?.shared != nil ? existing?.syncState().accountIncarnation : existing?.leftAccountIncarnation()
+            if let remembered {
+                do {
+                    _ = try await withClient(suite: suite) { client in
+                        client.accountIncarnation.know(remembered)
+                        return try await client.members()
+                    }
+                } catch let error as SyncError where error.code == .accountDeleted {
+                    throw Refusal(.copyOfDeletedAccountsSuite(copyOf), suite: suite)
+                } catch {
+                    // Not a member (any more), unreachable: the configuration goes on as before, and
+                    // its first sync says so.
+                }
+            }
+        }
         // A member's copy whose owner's account was deleted starts over nowhere: the owner's name is
         // another person's account now, and this account's own would take the owner's values.
         if let existing, let copy = previous?.shared, SyncHealth.stored(in: existing)?.condition == .accountDeleted {

@@ -409,9 +409,10 @@ extension SyncCommand {
                 )
             case .copyOfDeletedAccountsSuite(let copy):
                 return CommandFailure(
-                    """
-                    \(suite) holds a copy of \(copy.owner)'s suite \(copy.suite) from before the account \(copy.owner) was deleted, and                     \(copy.owner) is now a new account: the copy joins none of its suites, nor yours (it would upload the deleted                     account's values); keep it on this device (`groupdefaults-sync unconfigure \(suite)`), or join with --as NAME                     under another name; nothing was changed
-                    """
+                    "\(suite) holds a copy of \(copy.owner)'s suite \(copy.suite) from before the account \(copy.owner) was deleted, and "
+                        + "\(copy.owner) is now a new account: the copy joins none of its suites, nor yours (it would upload the deleted "
+                        + "account's values); keep it on this device (`groupdefaults-sync unconfigure \(suite)`), or join with --as NAME "
+                        + "under another name; nothing was changed"
                 )
             case .serverNotAsked(let error) where error.kind == .authenticationNeeded:
                 // The token this very command names: no advice to run configure again. Status 3 when

@@ -256,6 +256,11 @@ struct SharingTests {
             try await expectOK(family.bobPhone.sync("unconfigure"))
             let own = try await family.bobPhone.sync("configure", asOwn)
             #expect(own.status == 1 && own.stderr.contains("would upload alice's values"), "\(own)")
+            // Nor as a copy of bob's own suite, or of another one.
+            for other in ["bob", "bob/home"] {
+                let disguised = try await family.bobPhone.sync("configure", asOwn + ["--shared-from", other])
+                #expect(disguised.status == 1 && disguised.stderr.contains("would upload alice's values"), "\(other): \(disguised)")
+            }
             #expect(try await family.server.client("home", token: bobs).snapshot(after: nil, limit: 10).entries.isEmpty, "nothing uploaded")
 
             // Joined again; then alice's account is deleted and a new account takes her name.
@@ -280,6 +285,13 @@ struct SharingTests {
             try await expectOK(newPhone.sync("sync"))
             let rejoined = try await family.join(try await family.invite("write", by: newPhone))
             #expect(rejoined.status == 1 && rejoined.stderr.contains("from before the account alice was deleted"), "\(rejoined)")
+            // Bob joins the new alice's suite under another name; the old copy, unconfigured as its
+            // hint says, is refused as a copy of it (the server knows the incarnation it remembers).
+            #expect(try await family.join(try await family.invite("write", by: newPhone), as: "fresh").status == 0)
+            try await expectOK(family.bobPhone.sync("unconfigure"))
+            let sharedFrom = try await family.bobPhone.sync("configure", asOwn + ["--shared-from", "alice/family"])
+            #expect(sharedFrom.status == 1 && sharedFrom.stderr.contains("from before the account alice was deleted"), "\(sharedFrom)")
+            #expect(!sharedFrom.stderr.contains("  "), "one line, single spaces: \(sharedFrom.stderr)")
             let newFamily = try await family.server.client("family", token: newAlice).snapshot(after: nil, limit: 10).entries
             #expect(newFamily.map(\.key) == ["doorbell"] && newFamily.first?.value == .string("new.caf"), "\(newFamily)")
             #expect(try await family.server.client("home", token: bobs).snapshot(after: nil, limit: 10).entries.isEmpty, "nothing uploaded")
