@@ -207,6 +207,9 @@ struct RateLimitTests {
             let refused = try await client.get("/v1/suites", token: busy)
             #expect(refused.status == .tooManyRequests)
             #expect(try API.error(refused).error == .rateLimited)
+            // The rate as given, not cut to a whole number ("more than 0 requests per second").
+            let words = try API.error(refused).detail
+            #expect(words.contains("more than 0.001 requests per second"), "\(words)")
             let retryAfter = Int(refused.headers[.retryAfter] ?? "") ?? 0
             #expect(retryAfter >= 1)
             #expect(try await client.get("/v1/suites", token: other).status == .ok)

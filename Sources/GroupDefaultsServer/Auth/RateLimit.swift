@@ -78,10 +78,15 @@ struct RateLimitMiddleware<Context: RateLimitedContext>: RouterMiddleware {
             let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
             throw APIError(
                 .rateLimited,
-                "\(context.rateLimitSubject) made more than \(Int(limiter.limit.requestsPerSecond)) requests per second; retry after \(seconds) s",
+                "\(context.rateLimitSubject) made more than \(Self.rate(limiter.limit.requestsPerSecond)) requests per second; retry after \(seconds) s",
                 headers: [.retryAfter: String(seconds)]
             )
         }
         return try await next(request, context)
+    }
+
+    /// A rate as the refusal says it: `200`, `0.5` (a fraction is not cut to `0`).
+    static func rate(_ requestsPerSecond: Double) -> String {
+        requestsPerSecond == requestsPerSecond.rounded() ? String(Int(requestsPerSecond)) : String(requestsPerSecond)
     }
 }
