@@ -73,9 +73,10 @@ enum PasteableHint {
 }
 
 /// A tool's commands and the long options each takes, from ArgumentParser's description of it
-/// (the JSON `--experimental-dump-help` prints).
+/// (the JSON `--experimental-dump-help` prints, which `UnknownOption` reads too).
 struct CommandTree {
-    private var command: Command
+    /// The root command, as the description gives it.
+    let command: Command
 
     init?(_ root: any ParsableCommand.Type) {
         guard let tree = try? JSONDecoder().decode(Tree.self, from: Data(root._dumpHelp().utf8)) else { return nil }
@@ -90,25 +91,32 @@ struct CommandTree {
             command = sub
             length += 1
         }
-        let options = (command.arguments ?? []).flatMap { ($0.names ?? []).filter { $0.kind == "long" }.map { "--" + $0.name } }
-        return (length, Set(options))
+        return (length, command.longOptions)
     }
 
     private struct Tree: Decodable {
         var command: Command
     }
 
-    private struct Command: Decodable {
+    /// One command: its name, aliases, default subcommand, subcommands and arguments.
+    struct Command: Decodable {
         var commandName: String
+        var aliases: [String]?
+        var defaultSubcommand: String?
         var subcommands: [Command]?
         var arguments: [Argument]?
+
+        /// Its options' long names, `--server`, hidden ones included.
+        var longOptions: Set<String> {
+            Set((arguments ?? []).flatMap { ($0.names ?? []).filter { $0.kind == "long" }.map { "--" + $0.name } })
+        }
     }
 
-    private struct Argument: Decodable {
+    struct Argument: Decodable {
         var names: [Name]?
     }
 
-    private struct Name: Decodable {
+    struct Name: Decodable {
         var kind: String
         var name: String
     }

@@ -31,7 +31,7 @@ struct UnknownOption: Equatable {
     static func first(in arguments: [String], root: any ParsableCommand.Type) -> UnknownOption? {
         // `_dumpHelp()` is the JSON `--experimental-dump-help` prints (Tools/package makes the man
         // pages from it): every command, and every option's names, hidden ones included.
-        guard let tree = try? JSONDecoder().decode(Tree.self, from: Data(root._dumpHelp().utf8)) else { return nil }
+        guard let tree = CommandTree(root) else { return nil }
         var command = tree.command
         var rest = arguments[...]
         // The subcommands named first (`token create`), else the default one.
@@ -55,11 +55,7 @@ struct UnknownOption: Equatable {
         {
             command = sub
         }
-        let known = Set(
-            (command.arguments ?? []).flatMap { argument in
-                (argument.names ?? []).filter { $0.kind == "long" }.map { "--" + $0.name }
-            }
-        ).union(["--help", "--version", "--generate-completion-script", "--experimental-dump-help"])
+        let known = command.longOptions.union(["--help", "--version", "--generate-completion-script", "--experimental-dump-help"])
         for argument in rest {
             if argument == "--" { break }
             guard argument.hasPrefix("--") else { continue }
@@ -69,27 +65,5 @@ struct UnknownOption: Equatable {
             return UnknownOption(typed: option, suggestion: suggestion.map { "--" + $0 })
         }
         return nil
-    }
-
-    /// What this needs of ArgumentParser's description of a tool.
-    private struct Tree: Decodable {
-        var command: Command
-    }
-
-    private struct Command: Decodable {
-        var commandName: String
-        var aliases: [String]?
-        var defaultSubcommand: String?
-        var subcommands: [Command]?
-        var arguments: [Argument]?
-    }
-
-    private struct Argument: Decodable {
-        var names: [Name]?
-    }
-
-    private struct Name: Decodable {
-        var kind: String
-        var name: String
     }
 }
