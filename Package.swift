@@ -245,6 +245,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // A store as an older version left it (an account name today's rules refuse), for
+        // Tools/nemesis.
+        .executableTarget(
+            name: "GroupDefaultsLegacyStore",
+            dependencies: ["GroupDefaultsServer", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/GroupDefaultsLegacyStore",
+            swiftSettings: swiftSettings
+        ),
         // A small executable the tests spawn as separate processes.
         .executableTarget(
             name: "GroupDefaultsTestHelper",

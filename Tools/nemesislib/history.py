@@ -1,0 +1,839 @@
+"""One history: a world set up, a list of operations carried out on it, then every promise checked.
+
+An operation is a small dict (`{"kind": "write", "device": 2, "suite": 1, "key": "sound"}`), drawn
+from the seed without looking at the world, so that a history is a script that replays and can be
+shrunk by leaving operations out. One that does not apply to the world as it is then (a `leave`
+by a device that is no member) changes nothing and is logged as skipped.
+"""
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import time
+
+from . import promises
+from .model import Model
+from .proxy import Proxy
+from .world import ACCOUNTS, DEVICES, KEYS, LEGACY, SUITES, Device, Failure, Servers, Suite, Tools, now_ms, quote
+
+# Operation kinds and their weights.
+WEIGHTS = {
+    "write": 20, "delete": 6, "transaction": 3, "burst": 3,
+    "sync": 14, "run": 3, "stop-run": 2,
+    "share": 5, "join-other": 3, "unshare": 3, "leave": 2, "rotate-key": 1,
+    "revoke-token": 2, "new-token": 2, "revoke-device": 1,
+    "backup": 2, "restore": 2, "reset-suite": 1, "delete-account": 1,
+    "kill-server": 2, "clock": 2, "interrupt": 4, "cut-network": 2,
+}
+INTERRUPTIBLE = ["sync", "join", "share", "unshare", "leave", "pair", "rotate-key"]
+
+
+def generate(seed, count, kinds):
+    rng = random.Random(seed)
+    names = [k for k in WEIGHTS if k in kinds]
+    weights = [WEIGHTS[k] for k in names]
+    ops = []
+    for _ in range(count):
+        kind = rng.choices(names, weights)[0]
+        op = {
+            "kind": kind,
+            "device": rng.randrange(len(DEVICES)),
+            "suite": rng.randrange(len(SUITES)),
+            "key": rng.choice(KEYS),
+            "account": rng.randrange(len(ACCOUNTS)),
+        }
+        if kind == "share":
+            op["role"] = rng.choice(["read", "write", "write", "admin"])
+        if kind == "restore":
+            op["backup"] = rng.randrange(1 << 16)
+        if kind == "clock":
+            op["offset"] = rng.choice([0, 0, 45, 200, -200, -3600])
+        if kind == "interrupt":
+            op["command"] = rng.choice(INTERRUPTIBLE)
+            op["signal"] = rng.choice(["INT", "KILL"])
+            op["after_ms"] = rng.randrange(0, 400)
+            op["role"] = rng.choice(["read", "write"])
+        if kind == "cut-network":
+            op["mode"] = rng.choice(["drop", "stall"])
+            op["for"] = rng.randrange(1, 5)
+        if kind == "kill-server":
+            op["server"] = rng.randrange(2)
+        ops.append(op)
+    return ops
+
+
+class Skip(Exception):
+    """The operation does not apply to the world as it is now."""
+
+
+class History:
+    def __init__(self, root, bin_dir, backend, postgres_url, verbose):
+        self.root = root
+        self.lines = []
+        self.verbose = verbose
+        self.tools = Tools(bin_dir, self.log)
+        self.backend = backend
+        self.servers = Servers(self.tools, root, postgres_url)
+        self.proxy = Proxy(self.servers.ports)
+        self.model = Model()
+        self.devices = [Device(i, a, os.path.join(root, f"d{i}")) for i, a in enumerate(DEVICES)]
+        self.suites = [Suite(i, *spec) for i, spec in enumerate(SUITES)]
+        self.accounts_alive = set(range(len(ACCOUNTS)))
+        self.backups = []
+        self.audit_expected = []  # (act, account) the server must have recorded
+        self.cut_left = 0
+        self.op_index = -1
+        self.files = 0
+
+    def log_file(self, what):
+        self.files += 1
+        return os.path.join(self.root, f"{what}-{self.op_index}-{self.files}.log")
+
+    def log(self, line):
+        self.lines.append(line)
+        if self.verbose:
+            print(line, flush=True)
+
+    # The world.
+
+    def set_up(self):
+        for device in self.devices:
+            os.makedirs(device.folder, mode=0o700)
+        self.servers.start()
+        for device in self.devices:
+            self.new_token(device, first=True)
+        for suite in self.suites:
+            self.create_suite(suite)
+        # The world's sharing: each account's other device, and members of each role.
+        self.op_index = -1
+        self.current = {"signal": "INT", "after_ms": 0}
+        for device, suite in [(1, 0), (1, 1), (0, 2), (3, 3)]:
+            self.join_other(self.devices[device], self.suites[suite])
+        for suite, account, role in [(0, 1, "write"), (3, 0, "read"), (4, 0, "admin"), (1, 2, "write")]:
+            s = self.suites[suite]
+            if not self.share_and_join(s, self.owner_device(s), self.joiner(s, account), role):
+                raise Failure(f"the world's sharing failed: {ACCOUNTS[account]!r} in {s.name!r}")
+
+    def new_token(self, device, first=False):
+        account = ACCOUNTS[device.account]
+        if device.account in LEGACY:
+            result = self.tools.run(
+                "GroupDefaultsLegacyStore", "token", *self.servers.storage(), account, f"d{device.index}"
+            )
+        else:
+            result = self.servers.command(
+                "token", "create", "--account", account, "--device", f"d{device.index}", *(["--create"] if first else [])
+            )
+            if result.rc == 0:
+                self.audit_expected.append(("token-create", account))
+        if result.rc != 0:
+            raise Failure(f"a token for {account!r} was refused: {result!r}")
+        files = {device.token_file} | set(getattr(device, "token_files", {}).values())
+        for path in files:
+            temporary = path + ".new"
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.write(fd, result.out.encode())
+            os.close(fd)
+            os.replace(temporary, path)
+
+    def create_suite(self, suite):
+        """The owner's home device makes the suite: a first value, configure, a first sync."""
+        home = self.devices[suite.home]
+        name = suite.name
+        self.local_write(home, suite, name, "sound", f"init{suite.index}.{suite.generation}", op=-1, force=True)
+        args = ["configure", "--directory", home.folder, name, "--server", self.proxy.url, "--token-file", home.token_file]
+        if suite.encrypted:
+            args.append("--encrypt")
+        result = self.sync_tool(home, *args)
+        if result.rc != 0:
+            raise Failure(f"configuring {name!r} on its home device failed: {result!r}")
+        home.local[suite.index] = name
+        self.model.rejoined(home.index, suite.id)
+        for w in self.model.of(home.index, suite.id):
+            w.standing = "certain"
+        suite.members = {}
+        suite.holds_keys = {suite.owner}
+        suite.removed = {}
+        suite.removed_at = {}
+        self.sync(home, suite)
+
+    # Running the tools on a device.
+
+    def sync_tool(self, device, *args, timeout=120):
+        return self.tools.run("groupdefaults-sync", *args, offset_s=device.offset_s, timeout=timeout)
+
+    def local_write(self, device, suite, local, key, value, op, force=False):
+        start = device.clock_ms()
+        if value is None:
+            result = self.tools.run("groupdefaults", "delete", "--directory", device.folder, local, key, offset_s=device.offset_s)
+        else:
+            result = self.tools.run("groupdefaults", "write", "--directory", device.folder, local, key, value, offset_s=device.offset_s)
+        end = device.clock_ms()
+        if result.rc != 0:
+            if value is None:
+                return None  # nothing to delete: nothing written
+            raise Failure(f"a local write failed: {result!r}")
+        return self.model.write(op, device.index, suite.id, key, value, start, end, self.standing(device, suite, force))
+
+    def standing(self, device, suite, force=False):
+        if force:
+            return "certain"
+        if suite.index not in device.local:
+            return "outsider"  # a copy that no longer syncs
+        role = self.role(device.account, suite)
+        if role in ("owner", "write", "admin"):
+            return "certain"
+        return "outsider"
+
+    def role(self, account, suite):
+        if account not in self.accounts_alive:
+            return None
+        if account == suite.owner:
+            return "owner"
+        return suite.members.get(account)
+
+    def sync(self, device, suite):
+        local = device.local.get(suite.index)
+        if local is None:
+            raise Skip("not configured")
+        result = self.sync_tool(device, "sync", "--directory", device.folder, local)
+        running = suite.index in device.runs
+        self.model.pushed(device.index, suite.id, surely=result.rc == 0 and not running)
+        return result
+
+    def copy(self, device, suite):
+        """The device's copy of the suite, synced or not: (local name, syncing?)."""
+        if suite.index in device.local:
+            return device.local[suite.index], True
+        if suite.index in device.left:
+            return device.left[suite.index], False
+        return None, False
+
+    def owner_device(self, suite, configured=True):
+        for device in self.devices:
+            if device.account == suite.owner and not device.retired and (not configured or suite.index in device.local):
+                return device
+        return None
+
+    # Operations.
+
+    def run_op(self, index, op):
+        self.op_index = index
+        self.current = op
+        kind = op["kind"]
+        self.log(f"op {index}: {json.dumps(op, ensure_ascii=False)}")
+        try:
+            getattr(self, "op_" + kind.replace("-", "_"))(op)
+        except Skip as skip:
+            self.log(f"  skipped: {skip}")
+        if self.cut_left > 0:
+            self.cut_left -= 1
+            if self.cut_left == 0:
+                self.proxy.set_mode("up")
+                self.log("  the network is back")
+        promises.each_step(self)
+
+    def pick(self, op):
+        """The operation's device and the first of its copies from the operation's suite on."""
+        device = self.devices[op["device"]]
+        if device.retired:
+            raise Skip("retired device")
+        for step in range(len(self.suites)):
+            suite = self.suites[(op["suite"] + step) % len(self.suites)]
+            local, _ = self.copy(device, suite)
+            if local is not None:
+                return device, suite, local
+        raise Skip("no copy of any suite")
+
+    def op_write(self, op):
+        device, suite, local = self.pick(op)
+        self.local_write(device, suite, local, op["key"], f"w{self.op_index}", self.op_index)
+
+    def op_delete(self, op):
+        device, suite, local = self.pick(op)
+        self.local_write(device, suite, local, op["key"], None, self.op_index)
+
+    def op_transaction(self, op):
+        device, suite, local = self.pick(op)
+        values = {key: {"string": f"w{self.op_index}.{n}"} for n, key in enumerate(KEYS)}
+        start = device.clock_ms()
+        result = self.tools.run(
+            "groupdefaults", "import", "--directory", device.folder, local, "-",
+            offset_s=device.offset_s, stdin=json.dumps({"dictionary": values}),
+        )
+        end = device.clock_ms()
+        if result.rc != 0:
+            raise Failure(f"an import failed: {result!r}")
+        for key, value in values.items():
+            self.model.write(self.op_index, device.index, suite.id, key, value["string"], start, end, self.standing(device, suite))
+
+    def op_burst(self, op):
+        """Three processes write at once."""
+        device, suite, local = self.pick(op)
+        start = device.clock_ms()
+        processes = []
+        for n, key in enumerate(KEYS[:3]):
+            value = f"w{self.op_index}.{n}"
+            path = os.path.join(self.root, f"burst-{self.op_index}-{n}.log")
+            processes.append((key, value, self.tools.start(
+                "groupdefaults", "write", "--directory", device.folder, local, key, value,
+                offset_s=device.offset_s, log_path=path,
+            )))
+        for key, value, process in processes:
+            result = self.tools.finish(process)
+            if result.rc != 0:
+                raise Failure(f"a write beside others failed: {result!r}")
+        end = device.clock_ms()
+        for key, value, _ in processes:
+            self.model.write(self.op_index, device.index, suite.id, key, value, start, end, self.standing(device, suite))
+
+    def op_sync(self, op):
+        device, suite, _ = self.pick(op)
+        self.sync(device, suite)
+
+    def op_run(self, op):
+        device, suite, _ = self.pick(op)
+        if suite.index not in device.local or suite.index in device.runs:
+            raise Skip("not configured, or running")
+        self.start_run(device, suite)
+
+    def start_run(self, device, suite):
+        log = os.path.join(self.root, f"run-d{device.index}-s{suite.index}.log")
+        device.runs[suite.index] = self.tools.start(
+            "groupdefaults-sync", "run", "--directory", device.folder, device.local[suite.index],
+            offset_s=device.offset_s, log_path=log,
+        )
+        self.model.pushed(device.index, suite.id, surely=False)
+
+    def op_stop_run(self, op):
+        device = self.devices[op["device"]]
+        suite = self.suites[op["suite"]]
+        if suite.index not in device.runs:
+            raise Skip("no run")
+        self.stop_run(device, suite)
+
+    def stop_run(self, device, suite, sig=signal.SIGTERM):
+        process = device.runs.pop(suite.index)
+        if process.poll() is None:
+            process.send_signal(sig)
+            process.signalled = sig
+        result = self.tools.finish(process)
+        self.model.pushed(device.index, suite.id, surely=False)
+        if sig == signal.SIGTERM and result.rc not in (0, -signal.SIGTERM):
+            # `run` ends with 0 at SIGTERM; one that stopped by itself says why (a deleted account).
+            self.log(f"  run ended with {result.rc}: {result.out[-300:]}")
+        return result
+
+    # Sharing.
+
+    def joiner(self, suite, account):
+        """A device of `account` to join `suite`: one whose copy was kept, else one with none."""
+        candidates = [d for d in self.devices if d.account == account and not d.retired]
+        for device in candidates:
+            if suite.index in device.left:
+                return device
+        for device in candidates:
+            if suite.index not in device.local:
+                return device
+        return None
+
+    def op_share(self, op):
+        suite = self.suites[op["suite"]]
+        account = op["account"]
+        if account == suite.owner or account in suite.members or account not in self.accounts_alive:
+            raise Skip("the owner, a member already, or no such account")
+        if suite.owner not in self.accounts_alive:
+            raise Skip("the owner's account was deleted")
+        inviter = self.owner_device(suite)
+        joiner = self.joiner(suite, account)
+        if inviter is None or joiner is None:
+            raise Skip("no device to invite from or to join with")
+        self.share_and_join(suite, inviter, joiner, op["role"])
+
+    def share_and_join(self, suite, inviter, joiner, role, interrupt=None):
+        local = inviter.local[suite.index]
+        log = self.log_file("share")
+        share = self.tools.start(
+            "groupdefaults-sync", "share", "--directory", inviter.folder, local, "--role", role,
+            offset_s=inviter.offset_s, log_path=log,
+        )
+        code = self.await_line(share, log, r"code: ([0-9A-Z]{4}(?:-[0-9A-Z]{4}){6})")
+        if code is None:
+            result = self.tools.finish(share)
+            if result.rc != 0:
+                self.log(f"  share refused: {result.out[-300:]}")
+                return False
+            raise Failure(f"share printed no code: {result!r}")
+        self.audit_expected.append(("invitation-create", ACCOUNTS[suite.owner]))
+        name = suite.local_name(joiner)
+        args = [
+            "configure", "--directory", joiner.folder, "--invitation", code, "--server", self.proxy.url,
+            "--token-file", joiner.token_file, "--as", name,
+        ]
+        if interrupt in ("join", "share"):
+            joined = self.interrupted(joiner, args, interrupt, share)
+        else:
+            joined = self.sync_tool(joiner, *args).rc == 0
+        if share.poll() is None and not suite.encrypted:
+            share.wait(timeout=30)
+        result = self.tools.finish(share, timeout=60)
+        if interrupt is None and result.rc != 0 and joined:
+            self.log(f"  share ended with {result.rc}: {result.out[-300:]}")
+        truth = self.membership(suite)
+        if truth is None:
+            return False
+        if ACCOUNTS[joiner.account] in truth:
+            suite.members[joiner.account] = truth[ACCOUNTS[joiner.account]]
+            self.audit_expected.append(("member-add", ACCOUNTS[suite.owner]))
+            joiner.local[suite.index] = name
+            joiner.left.pop(suite.index, None)
+            if suite.encrypted:
+                suite.holds_keys.add(joiner.account)
+            self.model.rejoined(joiner.index, suite.id)
+            return True
+        return False
+
+    def interrupted(self, device, args, which, share):
+        """Runs the joiner's configure and interrupts it, or the inviter's share, as `op` says."""
+        op = self.current
+        sig = signal.SIGINT if op["signal"] == "INT" else signal.SIGKILL
+        log = self.log_file("join")
+        join = self.tools.start("groupdefaults-sync", *args, offset_s=device.offset_s, log_path=log)
+        time.sleep(op["after_ms"] / 1000)
+        victim = join if which == "join" else share
+        if victim.poll() is None:
+            victim.send_signal(sig)
+            victim.signalled = sig
+        if which == "share":
+            # The joiner waits for keys that will not come (up to 10 minutes): its person gives up
+            # after a while, with Ctrl-C, which leaves the suite again.
+            try:
+                join.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                join.send_signal(signal.SIGINT)
+                join.signalled = signal.SIGINT
+        result = self.tools.finish(join, timeout=700)
+        if which == "join" and sig == signal.SIGKILL:
+            # After a crash, the same command again finishes the join or leaves the suite again.
+            again = self.sync_tool(device, *args)
+            self.log(f"  the same command again: {again.rc}: {again.err.strip()[-200:]}")
+        if which == "share" and share.poll() is not None:
+            # After a crash of `share`, the next `invitations` on that device ends what it left.
+            inviter = self.owner_device(self.suites[op["suite"]])
+            if inviter is not None:
+                self.sync_tool(inviter, "invitations", "--directory", inviter.folder, inviter.local[op["suite"]])
+        elif share.poll() is None:
+            share.send_signal(signal.SIGINT)
+            share.signalled = signal.SIGINT
+        return result.rc == 0
+
+    def await_line(self, process, log, pattern, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with open(log) as f:
+                match = re.search(pattern, f.read())
+            if match:
+                return match.group(1)
+            if process.poll() is not None:
+                with open(log) as f:
+                    match = re.search(pattern, f.read())
+                return match.group(1) if match else None
+            time.sleep(0.02)
+        return None
+
+    def membership(self, suite):
+        """The suite's members as the owner's device lists them: {account: role}."""
+        owner = self.owner_device(suite)
+        if owner is None:
+            return None
+        result = self.sync_tool(owner, "members", "--directory", owner.folder, owner.local[suite.index], "--json")
+        if result.rc != 0:
+            self.log(f"  members failed: {result.err.strip()[-300:]}")
+            return None
+        listed = json.loads(result.out)
+        return {m["account"]: m["role"] for m in listed["members"] if m["role"] != "owner"}
+
+    def op_join_other(self, op):
+        """Another device of the owner or of a member joins: plain by token, encrypted by pairing."""
+        device = self.devices[op["device"]]
+        suite = self.suites[op["suite"]]
+        if device.retired or suite.index in device.local or suite.index in device.left:
+            raise Skip("retired, or has a copy")
+        role = self.role(device.account, suite)
+        if role is None:
+            raise Skip("not a member")
+        self.join_other(device, suite)
+
+    def join_other(self, device, suite, interrupt=False):
+        name = suite.local_name(device)
+        shared = [] if device.account == suite.owner else ["--shared-from", f"{ACCOUNTS[suite.owner]}/{suite.name}"]
+        if not suite.encrypted:
+            result = self.sync_tool(
+                device, "configure", "--directory", device.folder, name, "--server", self.proxy.url,
+                "--token-file", device.token_file, *shared,
+            )
+        else:
+            helper = next(
+                (d for d in self.devices if d.account == device.account and suite.index in d.local and not d.retired), None
+            )
+            if helper is None:
+                raise Skip("no device of the account holds the keys")
+            log = self.log_file("pair")
+            pair = self.tools.start(
+                "groupdefaults-sync", "pair", "--directory", helper.folder, helper.local[suite.index],
+                offset_s=helper.offset_s, log_path=log,
+            )
+            code = self.await_line(pair, log, r"pairing code: (\S+)")
+            if code is None:
+                self.log(f"  pair printed no code: {self.tools.finish(pair).out[-300:]}")
+                return
+            token_file = os.path.join(device.folder, f"pairing-{suite.index}.token")
+            if os.path.exists(token_file):
+                os.remove(token_file)
+            args = [
+                "configure", "--directory", device.folder, name, "--server", self.proxy.url, "--pairing-code", code,
+                "--token-file", token_file, "--device", f"d{device.index}", *shared,
+            ]
+            if interrupt:
+                op = self.current
+                configure = self.tools.start("groupdefaults-sync", *args, offset_s=device.offset_s, log_path=log + ".join")
+                time.sleep(op["after_ms"] / 1000)
+                victim = pair if op["signal"] == "INT" else configure
+                sig = signal.SIGINT if op["signal"] == "INT" else signal.SIGKILL
+                if victim.poll() is None:
+                    victim.send_signal(sig)
+                    victim.signalled = sig
+                result = self.tools.finish(configure, timeout=700)
+                if pair.poll() is None:
+                    pair.send_signal(signal.SIGINT)
+                    pair.signalled = signal.SIGINT
+            else:
+                result = self.sync_tool(device, *args)
+            self.tools.finish(pair, timeout=60)
+            if result.rc == 0:
+                device.token_files = getattr(device, "token_files", {})
+                device.token_files[suite.index] = token_file
+        if result.rc == 0:
+            device.local[suite.index] = name
+            self.model.rejoined(device.index, suite.id)
+        else:
+            self.log(f"  joining failed: {result.err.strip()[-300:]}")
+
+    def op_unshare(self, op):
+        suite = self.suites[op["suite"]]
+        account = op["account"]
+        if account not in suite.members:
+            raise Skip("not a member")
+        self.unshare(suite, account)
+
+    def unshare(self, suite, account, interrupt=None):
+        owner = self.owner_device(suite)
+        if owner is None:
+            raise Skip("no owner device")
+        args = ["unshare", "--directory", owner.folder, owner.local[suite.index], "--account", ACCOUNTS[account]]
+        if interrupt:
+            self.signal_midway(owner, args)
+        else:
+            result = self.sync_tool(owner, *args)
+            if result.rc != 0:
+                self.log(f"  unshare failed: {result.err.strip()[-300:]}")
+        self.learn_membership(suite)
+
+    def learn_membership(self, suite):
+        """After an operation whose outcome is not known (refused, interrupted): what the owner's
+        device lists, and what follows for the removed."""
+        truth = self.membership(suite)
+        if truth is None:
+            return
+        for account in list(suite.members):
+            if ACCOUNTS[account] not in truth:
+                self.removed(suite, account)
+        for account, role in list(suite.members.items()):
+            if truth.get(ACCOUNTS[account]) != role:
+                suite.members[account] = truth[ACCOUNTS[account]]
+
+    def removed(self, suite, account):
+        suite.members.pop(account, None)
+        suite.removed_at[account] = now_ms()
+        self.audit_expected.append(("member-remove", ACCOUNTS[suite.owner]))
+        for device in self.devices:
+            if device.account == account:
+                self.model.lost_authority(device.index, suite.id)
+        if suite.encrypted and account in suite.holds_keys:
+            suite.removed[account] = now_ms()
+            suite.holds_keys.discard(account)
+
+    def signal_midway(self, device, args):
+        op = self.current
+        log = self.log_file("midway")
+        process = self.tools.start("groupdefaults-sync", *args, offset_s=device.offset_s, log_path=log)
+        time.sleep(op["after_ms"] / 1000)
+        if process.poll() is None:
+            sig = signal.SIGINT if op["signal"] == "INT" else signal.SIGKILL
+            process.send_signal(sig)
+            process.signalled = sig
+        return self.tools.finish(process, timeout=700)
+
+    def op_leave(self, op, interrupt=False):
+        device = self.devices[op["device"]]
+        suite = self.suites[op["suite"]]
+        if device.retired or suite.index not in device.local or device.account not in suite.members:
+            raise Skip("not a member's configured copy")
+        args = ["leave", "--directory", device.folder, device.local[suite.index]]
+        if interrupt:
+            self.signal_midway(device, args)
+            # A `leave` stopped after the server's part is finished by the next `leave`.
+            truth = self.membership(suite)
+            if truth is not None and ACCOUNTS[device.account] not in truth:
+                self.sync_tool(device, *args)
+        else:
+            self.sync_tool(device, *args)
+        self.learn_membership(suite)
+        for other in self.devices:
+            if other.account == device.account and suite.index in other.local and device.account not in suite.members:
+                if other is device:
+                    other.left[suite.index] = other.local.pop(suite.index)
+                    if suite.index in other.runs:
+                        self.stop_run(other, suite)
+
+    def op_rotate_key(self, op, interrupt=False):
+        suite = self.suites[op["suite"]]
+        owner = self.owner_device(suite)
+        if not suite.encrypted or owner is None:
+            raise Skip("plain, or no owner device")
+        args = ["rotate-key", "--directory", owner.folder, owner.local[suite.index]]
+        if interrupt:
+            self.signal_midway(owner, args)
+        else:
+            self.sync_tool(owner, *args)
+
+    # Tokens, devices, accounts.
+
+    def op_revoke_token(self, op):
+        device = self.devices[op["device"]]
+        if device.retired:
+            raise Skip("retired")
+        listing = self.servers.command("token", "list")
+        revoked = 0
+        for line in listing.out.splitlines():
+            fields = line.split("\t")
+            if len(fields) >= 7 and fields[1] == ACCOUNTS[device.account] and fields[5] == "active" and fields[6] == f"device d{device.index}":
+                if self.servers.command("token", "revoke", fields[0]).rc == 0:
+                    revoked += 1
+                    self.audit_expected.append(("token-revoke", ACCOUNTS[device.account]))
+        if revoked == 0:
+            raise Skip("no active token")
+
+    def op_new_token(self, op):
+        device = self.devices[op["device"]]
+        if device.retired or device.account not in self.accounts_alive:
+            raise Skip("retired")
+        self.new_token(device)
+
+    def op_revoke_device(self, op):
+        device = self.devices[op["device"]]
+        if device.retired:
+            raise Skip("retired")
+        listing = self.servers.command("devices", "list", "--account", ACCOUNTS[device.account], "--json")
+        if listing.rc != 0:
+            raise Skip("no devices listed")
+        for entry in json.loads(listing.out):
+            if entry.get("name") == f"d{device.index}" and not entry.get("revoked"):
+                if self.servers.command("devices", "revoke", entry["id"]).rc == 0:
+                    self.audit_expected.append(("device-revoke", ACCOUNTS[device.account]))
+                return
+        raise Skip("the device is not listed")
+
+    def op_delete_account(self, op):
+        account = op["account"]
+        if account not in self.accounts_alive:
+            raise Skip("deleted")
+        name = ACCOUNTS[account]
+        result = self.servers.command("accounts", "delete", name, "--yes")
+        if result.rc != 0:
+            raise Failure(f"deleting account {name!r} failed: {result!r}")
+        self.audit_expected.append(("account-delete", name))
+        self.accounts_alive.discard(account)
+        for suite in self.suites:
+            if account in suite.members:
+                self.removed(suite, account)
+        for device in self.devices:
+            if device.account == account and not device.retired:
+                for index in list(device.runs):
+                    self.stop_run(device, self.suites[index])
+                for index in list(device.local):
+                    self.model.lost_authority(device.index, self.suites[index].id)
+                device.retired = True
+                promises.retired(self, device)
+        # The name again: a new account, whose devices start afresh; a name that looks like a
+        # living one's is refused.
+        if account in LEGACY:
+            return
+        probe = self.servers.command("token", "create", "--account", name, "--device", "probe")
+        if probe.rc != 0:
+            self.log(f"  the name is refused again: {probe.err.strip()[-200:]}")
+            return
+        self.servers.command("token", "revoke", re.search(r"token (tok_\w+)", probe.err).group(1))
+        self.accounts_alive.add(account)
+        for index, device in enumerate(self.devices):
+            if device.account == account:
+                fresh = Device(index, account, f"{device.folder}.{device.generation + 1}")
+                fresh.generation = device.generation + 1
+                os.makedirs(fresh.folder, mode=0o700)
+                self.devices[index] = fresh
+                self.new_token(fresh)
+        for suite in self.suites:
+            if suite.owner == account:
+                suite.generation += 1
+                self.create_suite(suite)
+
+    # The server.
+
+    def op_backup(self, op):
+        path = os.path.join(self.root, f"backup-{len(self.backups)}")
+        if self.servers.postgres_url:
+            result = subprocess.run(
+                ["pg_dump", "--format=custom", "--exclude-schema=groupdefaults_kept_authority", "--file", path, self.servers.postgres_url],
+                capture_output=True, text=True,
+            )
+            if result.returncode != 0:
+                raise Failure(f"pg_dump failed: {result.stderr}")
+        else:
+            result = self.servers.command("backup", "--to", path)
+            if result.rc != 0:
+                raise Failure(f"backup failed: {result!r}")
+            self.audit_expected.append(("backup", None))
+        self.backups.append(path)
+
+    def op_restore(self, op):
+        if not self.backups:
+            raise Skip("no backup yet")
+        path = self.backups[op["backup"] % len(self.backups)]
+        self.stop_every_run()
+        self.servers.stop()
+        if self.servers.postgres_url:
+            prepared = self.servers.command("restore", "--prepare")
+            kept = re.search(r"id ([0-9a-f]{32})", prepared.out + prepared.err)
+            if prepared.rc != 0 or kept is None:
+                raise Failure(f"restore --prepare failed: {prepared!r}")
+            done = subprocess.run(
+                ["pg_restore", "--clean", "--if-exists", "--single-transaction", "--dbname", self.servers.postgres_url, path],
+                capture_output=True, text=True,
+            )
+            if done.returncode != 0:
+                raise Failure(f"pg_restore failed: {done.stderr}")
+            result = self.servers.command("restore", "--announce", "--kept", kept.group(1))
+        else:
+            result = self.servers.command("restore", "--from", path)
+        if result.rc != 0:
+            raise Failure(f"restore failed: {result!r}")
+        self.audit_expected.append(("restore", None))
+        self.servers.start()
+        for suite in self.suites:
+            self.model.server_went_back(suite.id, self.authorized_devices(suite))
+
+    def authorized_devices(self, suite):
+        return {
+            d.index for d in self.devices
+            if not d.retired and suite.index in d.local and self.role(d.account, suite) in ("owner", "write", "admin")
+        }
+
+    def stop_every_run(self):
+        for device in self.devices:
+            for index in list(device.runs):
+                self.stop_run(device, self.suites[index])
+
+    def op_reset_suite(self, op):
+        suite = self.suites[op["suite"]]
+        if suite.owner not in self.accounts_alive:
+            raise Skip("the owner's account was deleted")
+        result = self.servers.command("suites", "reset", "--account", ACCOUNTS[suite.owner], "--suite", suite.name, "--yes")
+        if result.rc != 0:
+            self.log(f"  reset refused: {result.err.strip()[-300:]}")
+            return
+        self.audit_expected.append(("suite-reset", ACCOUNTS[suite.owner]))
+        self.model.server_went_back(suite.id, self.authorized_devices(suite))
+
+    def op_kill_server(self, op):
+        index = op["server"] % len(self.servers.ports)
+        self.servers.stop(index, sig=signal.SIGKILL)
+        self.servers.start(index)
+
+    def op_clock(self, op):
+        device = self.devices[op["device"]]
+        if device.retired or device.offset_s == op["offset"]:
+            raise Skip("retired, or no change")
+        self.set_clock(device, op["offset"])
+
+    def set_clock(self, device, offset):
+        running = list(device.runs)
+        for index in running:
+            self.stop_run(device, self.suites[index])
+        device.offset_s = offset
+        for index in running:
+            if index in device.local:
+                self.start_run(device, self.suites[index])
+
+    def op_cut_network(self, op):
+        if self.cut_left > 0:
+            raise Skip("already cut")
+        self.proxy.set_mode(op["mode"])
+        self.cut_left = op["for"]
+
+    def op_interrupt(self, op):
+        command = op["command"]
+        if command == "sync":
+            device, suite, _ = self.pick(op)
+            if suite.index not in device.local:
+                raise Skip("not configured")
+            self.signal_midway(device, ["sync", "--directory", device.folder, device.local[suite.index]])
+            self.model.pushed(device.index, suite.id, surely=False)
+        elif command in ("join", "share"):
+            suite = self.suites[op["suite"]]
+            account = op["account"]
+            if account == suite.owner or account in suite.members or account not in self.accounts_alive:
+                raise Skip("the owner, a member already, or no such account")
+            inviter = self.owner_device(suite)
+            joiner = self.joiner(suite, account)
+            if inviter is None or joiner is None:
+                raise Skip("no device to invite from or to join with")
+            self.share_and_join(suite, inviter, joiner, op["role"], interrupt=command)
+        elif command == "unshare":
+            suite = self.suites[op["suite"]]
+            if op["account"] not in suite.members:
+                raise Skip("not a member")
+            self.unshare(suite, op["account"], interrupt=True)
+        elif command == "leave":
+            self.op_leave(op, interrupt=True)
+        elif command == "pair":
+            device = self.devices[op["device"]]
+            suite = self.suites[op["suite"]]
+            if device.retired or not suite.encrypted or suite.index in device.local or suite.index in device.left:
+                raise Skip("retired, plain, or has a copy")
+            if self.role(device.account, suite) is None:
+                raise Skip("not a member")
+            self.join_other(device, suite, interrupt=True)
+        elif command == "rotate-key":
+            self.op_rotate_key(op, interrupt=True)
+
+    # The end.
+
+    def run(self, ops):
+        self.ops = ops
+        self.set_up()
+        for index, op in enumerate(ops):
+            self.run_op(index, op)
+        promises.settle(self)
+        return promises.check(self)
+
+    def close(self):
+        for device in self.devices:
+            for process in device.runs.values():
+                if process.poll() is None:
+                    process.kill()
+        for process in self.servers.processes:
+            if process is not None and process.poll() is None:
+                process.kill()
+        self.proxy.close()

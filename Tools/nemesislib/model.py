@@ -1,0 +1,97 @@
+"""What the user is promised about values, written from the README, not from the code.
+
+Last writer wins per key by HLC (README, "Sync between devices"): the value every device of a
+suite ends with is the acknowledged write with the largest stamp, deletions included. The nemesis
+cannot see a stamp as it is made, but it knows when each write's command ran on which clock: a
+write's HLC is at least its device's wall clock when the command started (`lo`), and at most the
+larger of that clock when it ended and every stamp made before (`hi`: an HLC moves past what it
+pulls, never further). So a write is certainly newer than another when its `lo` is above the
+other's `hi`; the model accuses only then, and stays sound whatever the clocks did.
+
+Each write has a standing, from what happened to its device afterwards:
+- `certain`: its device could push it and kept that right until it did (or until the end): the
+  suite must hold it or something newer.
+- `maybe`: it may or may not reach the suite (a push whose answer was lost, a device removed with
+  it pending while `run` was running, a value held before joining, a restore or reset that lost
+  what only the server held): it may win, it is never owed.
+- `outsider`: it was written where it must never reach the suite (a read member's write, a
+  removed member's, a revoked account's): seeing it in the suite is a broken promise.
+"""
+
+
+class Write:
+    def __init__(self, op, device, suite_id, key, value, lo, hi, standing, pushed):
+        self.op, self.device, self.suite_id, self.key, self.value = op, device, suite_id, key, value
+        self.lo, self.hi, self.standing, self.pushed = lo, hi, standing, pushed
+
+    def __repr__(self):
+        what = "delete" if self.value is None else repr(self.value)
+        return (
+            f"op {self.op}: device {self.device} {what} -> {self.key!r} "
+            f"(stamp in [{self.lo}, {self.hi}] ms, {self.standing}, pushed {self.pushed})"
+        )
+
+
+class Model:
+    def __init__(self):
+        self.writes = []
+        self.high = 0  # the largest `hi` so far: no HLC made until now is above it
+
+    def write(self, op, device, suite_id, key, value, start_ms, end_ms, standing):
+        hi = max(end_ms, self.high)
+        self.high = hi
+        w = Write(op, device, suite_id, key, value, start_ms, hi, standing, "no")
+        self.writes.append(w)
+        return w
+
+    def of(self, device, suite_id):
+        return [w for w in self.writes if w.device == device and w.suite_id == suite_id]
+
+    def pushed(self, device, suite_id, surely):
+        """A sync of the device's suite ended (0: everything written before it was accepted)."""
+        for w in self.of(device, suite_id):
+            if w.standing != "outsider" and w.pushed != "yes":
+                w.pushed = "yes" if surely else "maybe"
+
+    def lost_authority(self, device, suite_id):
+        """The device can no longer push to the suite: what it had not pushed stays on it."""
+        for w in self.of(device, suite_id):
+            if w.standing == "certain" and w.pushed != "yes":
+                w.standing = "outsider" if w.pushed == "no" else "maybe"
+
+    def rejoined(self, device, suite_id):
+        """The device's copy syncs again: what it holds may be uploaded (joining never overwrites)."""
+        for w in self.of(device, suite_id):
+            if w.standing == "outsider":
+                w.standing = "maybe"
+
+    def server_went_back(self, suite_id, authorized):
+        """A restore or a reset: what only the server held may be gone; devices that can push
+        upload what they hold again, so their writes stay owed."""
+        for w in self.writes:
+            if w.suite_id == suite_id and w.standing == "certain" and w.device not in authorized:
+                w.standing = "maybe"
+
+    def check_key(self, suite_id, key, final):
+        """The broken promises about one key whose converged value is `final` (None: absent)."""
+        candidates = [w for w in self.writes if w.suite_id == suite_id and w.key == key]
+        problems = []
+        if final is not None:
+            sources = [w for w in candidates if w.value == final]
+            if not sources:
+                return [f"{key!r} holds {final!r}, which no write of this suite made"]
+            if all(w.standing == "outsider" for w in sources):
+                return [f"{key!r} holds {final!r}, which must never reach the suite: {sources[0]!r}"]
+            winner_hi = max(w.hi for w in sources if w.standing != "outsider")
+        else:
+            deletions = [w for w in candidates if w.value is None and w.standing != "outsider"]
+            winner_hi = max((w.hi for w in deletions), default=None)
+        for w in candidates:
+            if w.standing != "certain" or w.value == final:
+                continue
+            if w.value is None and final is None:
+                continue
+            if winner_hi is None or w.lo > winner_hi:
+                now = "is absent" if final is None else f"holds {final!r}"
+                problems.append(f"{key!r} {now}, but this acknowledged write is newer and was lost: {w!r}")
+        return problems

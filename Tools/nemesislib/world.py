@@ -1,0 +1,262 @@
+"""The world a history runs in: the real servers, the real tools, devices as folders.
+
+One server on the embedded store (or two instances on one PostgreSQL database), reached by the
+devices through `Proxy`; three accounts, among them two whose names are equal Swift strings
+(`Kim`, and `\u212Aim` with KELVIN SIGN, stored as a version before the name rules did); five
+devices; five suites, two of them end-to-end encrypted, two with names that are equal Swift
+strings (`caf\u00e9` and `cafe\u0301`). Every command's exit status is checked: a signal the
+nemesis did not send, or a status no tool documents, is a crash.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from .proxy import Proxy
+
+FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+ACCOUNTS = ["ana", "Kim", "\u212aim"]  # the third: a look-alike stored before the name rules
+LEGACY = {2}
+DEVICES = [0, 0, 1, 1, 2]  # each device's account
+# (owner, name, encrypted, home device)
+SUITES = [
+    (0, "family", False, 0),
+    (0, "caf\u00e9", False, 0),
+    (0, "cafe\u0301", True, 1),
+    (1, "house", True, 2),
+    (2, "house", False, 4),
+]
+KEYS = ["sound", "volume", "caf\u00e9", "cafe\u0301", "theme"]
+DOCUMENTED_EXITS = {0, 1, 3, 130}
+
+
+class Failure(Exception):
+    """A broken promise: what was promised, and what happened."""
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+class Result:
+    def __init__(self, argv, rc, out, err):
+        self.argv, self.rc, self.out, self.err = argv, rc, out, err
+
+    def __repr__(self):
+        return f"{_show(self.argv)} -> {self.rc}\n{self.out[-800:]}{self.err[-1500:]}"
+
+
+def _show(argv):
+    return " ".join(a if re.fullmatch(r"[\w@%+=:,./-]+", a) else repr(a) for a in argv)
+
+
+class Tools:
+    """Runs the real executables and checks that none crashes."""
+
+    def __init__(self, bin_dir, log):
+        self.bin_dir = bin_dir
+        self.log = log
+        self.crashes = []
+
+    def path(self, name):
+        return os.path.join(self.bin_dir, name)
+
+    def env(self, offset_s=0):
+        env = dict(os.environ)
+        env.pop("GROUPDEFAULTS_DIR", None)
+        if offset_s:
+            env["LD_PRELOAD"] = FAKETIME
+            env["FAKETIME"] = f"{offset_s:+d}s"
+            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+        return env
+
+    def run(self, tool, *args, offset_s=0, timeout=120, stdin=None):
+        argv = [self.path(tool), *args]
+        try:
+            done = subprocess.run(
+                argv, input=stdin, capture_output=True, text=True, timeout=timeout, env=self.env(offset_s)
+            )
+            result = Result(argv, done.returncode, done.stdout, done.stderr)
+        except subprocess.TimeoutExpired as expired:
+            result = Result(argv, "timeout", _text(expired.stdout), _text(expired.stderr))
+            self.crashes.append(f"hung for {timeout} s: {result!r}")
+        self.check(result)
+        self.log(f"  $ {_show(argv[0:1] and [tool, *args])} -> {result.rc}")
+        return result
+
+    def start(self, tool, *args, offset_s=0, log_path):
+        log = open(log_path, "a")
+        process = subprocess.Popen(
+            [self.path(tool), *args], stdout=log, stderr=subprocess.STDOUT, env=self.env(offset_s), text=True
+        )
+        process.log_path = log_path
+        process.argv = [tool, *args]
+        process.signalled = None
+        return process
+
+    def check(self, result, sent=None):
+        rc = result.rc
+        if rc == "timeout":
+            return
+        crashed = "Fatal error" in result.err or "Segmentation fault" in result.err
+        if rc < 0 and -rc != sent:
+            crashed = True
+        if rc >= 0 and rc not in DOCUMENTED_EXITS:
+            crashed = True
+        if crashed:
+            self.crashes.append(f"crashed or undocumented exit: {result!r}")
+
+    def finish(self, process, sent=None, timeout=30):
+        """Waits for a background command; its output and exit status (checked)."""
+        try:
+            rc = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            rc = process.wait()
+            self.crashes.append(f"did not end within {timeout} s: {_show(process.argv)}")
+        with open(process.log_path) as f:
+            out = f.read()
+        result = Result(process.argv, rc, out, out)
+        self.check(result, sent=sent if sent is not None else process.signalled)
+        return result
+
+
+def _text(data):
+    if data is None:
+        return ""
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Servers:
+    """The server: one on the embedded store, or two instances on one PostgreSQL database."""
+
+    def __init__(self, tools, root, postgres_url=None):
+        self.tools = tools
+        self.root = root
+        self.postgres_url = postgres_url
+        self.data_dir = os.path.join(root, "server")
+        self.ports = [free_port()] if postgres_url is None else [free_port(), free_port()]
+        self.processes = [None] * len(self.ports)
+        self.logs = [os.path.join(root, f"server{i}.log") for i in range(len(self.ports))]
+
+    def storage(self):
+        return ["--postgres-url", self.postgres_url] if self.postgres_url else ["--data-dir", self.data_dir]
+
+    def start(self, index=None):
+        for i in range(len(self.ports)) if index is None else [index]:
+            if self.processes[i] is not None and self.processes[i].poll() is None:
+                continue
+            process = self.tools.start(
+                "groupdefaults-server", "serve", *self.storage(), "--port", str(self.ports[i]),
+                "--history", "1000", "--heartbeat", "1", "--max-wait", "5", "--rate-limit", "1000",
+                "--log-level", "warning", log_path=self.logs[i],
+            )
+            self.processes[i] = process
+            deadline = time.time() + 60
+            while True:
+                if process.poll() is not None:
+                    raise Failure(f"the server did not start: {open(self.logs[i]).read()[-2000:]}")
+                if f":{self.ports[i]}" in open(self.logs[i]).read():
+                    break
+                if time.time() > deadline:
+                    raise Failure("the server did not say it listens within 60 s")
+                time.sleep(0.05)
+
+    def stop(self, index=None, sig=signal.SIGTERM):
+        for i in range(len(self.ports)) if index is None else [index]:
+            process = self.processes[i]
+            if process is None or process.poll() is not None:
+                continue
+            process.send_signal(sig)
+            process.signalled = sig
+            result = self.tools.finish(process, sent=sig)
+            if sig == signal.SIGTERM and result.rc != 0:
+                self.tools.crashes.append(f"the server did not stop cleanly at SIGTERM: {result.rc}")
+
+    def command(self, *args, timeout=120):
+        return self.tools.run("groupdefaults-server", *args, *self.storage(), timeout=timeout)
+
+    def http(self, method, path, token, body=None, direct=True):
+        """One request straight to a server (not through the proxy): (status, JSON or text)."""
+        port = next((p for p, proc in zip(self.ports, self.processes) if proc and proc.poll() is None), None)
+        if port is None:
+            raise Failure("no server runs for a probe")
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+        request.add_header("Authorization", f"Bearer {token}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                status, text = answer.status, answer.read().decode()
+        except urllib.error.HTTPError as error:
+            status, text = error.code, error.read().decode()
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            payload = text
+        if status >= 500 and status != 503:
+            raise Failure(f"{method} {path}: {status} {text[:300]}")
+        return status, payload
+
+
+def quote(name):
+    return urllib.parse.quote(name, safe="")
+
+
+class Device:
+    def __init__(self, index, account, folder):
+        self.index = index
+        self.account = account
+        self.folder = folder
+        self.token_file = os.path.join(folder, "token")
+        self.offset_s = 0  # the clock's offset from true time (faketime)
+        self.local = {}  # suite id -> local suite name, while configured
+        self.left = {}  # suite id -> local name of a copy that stopped syncing
+        self.runs = {}  # suite id -> `run` process
+        self.retired = False
+        self.generation = 0
+
+    def clock_ms(self):
+        return now_ms() + self.offset_s * 1000
+
+
+class Suite:
+    """One logical suite: an owner's suite name, in one incarnation of the owner's account."""
+
+    def __init__(self, index, owner, name, encrypted, home):
+        self.index = index
+        self.owner = owner
+        self.name = name
+        self.encrypted = encrypted
+        self.home = home
+        self.generation = 0
+        self.members = {}  # account -> role, as the nemesis made them
+        self.holds_keys = set()  # accounts whose devices got the keys (encrypted)
+        self.removed = {}  # account -> when it was removed holding the keys (encrypted), ms
+        self.removed_at = {}  # account -> when it was last removed, ms
+
+    @property
+    def id(self):
+        return (self.index, self.generation)
+
+    def local_name(self, device):
+        return self.name if device.account == self.owner else f"m{self.index}"
+
+
+def copy_tree(src, dst):
+    shutil.copytree(src, dst, symlinks=True)
