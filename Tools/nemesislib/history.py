@@ -114,7 +114,7 @@ class History:
         for suite, account, role in [(0, 1, "write"), (3, 0, "read"), (4, 0, "admin"), (1, 2, "write")]:
             s = self.suites[suite]
             if not self.share_and_join(s, self.owner_device(s), self.joiner(s, account), role):
-                raise Failure(f"the world's sharing failed: {ACCOUNTS[account]!r} in {s.name!r}")
+                raise Failure(f"the world's sharing failed: {ascii(ACCOUNTS[account])} in {ascii(s.name)}")
 
     def new_token(self, device, first=False):
         account = ACCOUNTS[device.account]
@@ -317,8 +317,7 @@ class History:
     def stop_run(self, device, suite, sig=signal.SIGTERM):
         process = device.runs.pop(suite.index)
         if process.poll() is None:
-            process.send_signal(sig)
-            process.signalled = sig
+            self.tools.signal(process, sig)
         result = self.tools.finish(process)
         self.model.pushed(device.index, suite.id, surely=False)
         if sig == signal.SIGTERM and result.rc not in (0, -signal.SIGTERM):
@@ -404,16 +403,14 @@ class History:
         time.sleep(op["after_ms"] / 1000)
         victim = join if which == "join" else share
         if victim.poll() is None:
-            victim.send_signal(sig)
-            victim.signalled = sig
+            self.tools.signal(victim, sig)
         if which == "share":
             # The joiner waits for keys that will not come (up to 10 minutes): its person gives up
             # after a while, with Ctrl-C, which leaves the suite again.
             try:
                 join.wait(timeout=3)
             except subprocess.TimeoutExpired:
-                join.send_signal(signal.SIGINT)
-                join.signalled = signal.SIGINT
+                self.tools.signal(join, signal.SIGINT)
         result = self.tools.finish(join, timeout=700)
         if which == "join" and sig == signal.SIGKILL:
             # After a crash, the same command again finishes the join or leaves the suite again.
@@ -425,8 +422,7 @@ class History:
             if inviter is not None:
                 self.sync_tool(inviter, "invitations", "--directory", inviter.folder, inviter.local[op["suite"]])
         elif share.poll() is None:
-            share.send_signal(signal.SIGINT)
-            share.signalled = signal.SIGINT
+            self.tools.signal(share, signal.SIGINT)
         return result.rc == 0
 
     def await_line(self, process, log, pattern, timeout=60):
@@ -503,12 +499,10 @@ class History:
                 victim = pair if op["signal"] == "INT" else configure
                 sig = signal.SIGINT if op["signal"] == "INT" else signal.SIGKILL
                 if victim.poll() is None:
-                    victim.send_signal(sig)
-                    victim.signalled = sig
+                    self.tools.signal(victim, sig)
                 result = self.tools.finish(configure, timeout=700)
                 if pair.poll() is None:
-                    pair.send_signal(signal.SIGINT)
-                    pair.signalled = signal.SIGINT
+                    self.tools.signal(pair, signal.SIGINT)
             else:
                 result = self.sync_tool(device, *args)
             self.tools.finish(pair, timeout=60)
@@ -554,10 +548,11 @@ class History:
             if truth.get(ACCOUNTS[account]) != role:
                 suite.members[account] = truth[ACCOUNTS[account]]
 
-    def removed(self, suite, account):
+    def removed(self, suite, account, audited=True):
         suite.members.pop(account, None)
         suite.removed_at[account] = now_ms()
-        self.audit_expected.append(("member-remove", ACCOUNTS[suite.owner]))
+        if audited:  # an account's deletion is recorded once, as account-delete
+            self.audit_expected.append(("member-remove", ACCOUNTS[suite.owner]))
         for device in self.devices:
             if device.account == account:
                 self.model.lost_authority(device.index, suite.id)
@@ -572,8 +567,7 @@ class History:
         time.sleep(op["after_ms"] / 1000)
         if process.poll() is None:
             sig = signal.SIGINT if op["signal"] == "INT" else signal.SIGKILL
-            process.send_signal(sig)
-            process.signalled = sig
+            self.tools.signal(process, sig)
         return self.tools.finish(process, timeout=700)
 
     def op_leave(self, op, interrupt=False):
@@ -658,7 +652,7 @@ class History:
         self.accounts_alive.discard(account)
         for suite in self.suites:
             if account in suite.members:
-                self.removed(suite, account)
+                self.removed(suite, account, audited=False)
         for device in self.devices:
             if device.account == account and not device.retired:
                 for index in list(device.runs):
@@ -832,7 +826,7 @@ class History:
         for device in self.devices:
             for process in device.runs.values():
                 if process.poll() is None:
-                    process.kill()
+                    self.tools.signal(process, signal.SIGKILL)
         for process in self.servers.processes:
             if process is not None and process.poll() is None:
                 process.kill()

@@ -64,7 +64,7 @@ def settle(history):
                 suite = history.suites[index]
                 what = remedy(history, device, suite)
                 if what:
-                    changed.append(f"d{device.index} {suite.name!r}: {what}")
+                    changed.append(f"d{device.index} {ascii(suite.name)}: {what}")
         if not changed and round_ > 0:
             return
     history.stuck.append(f"the devices did not stop changing after 6 rounds of syncs: {'; '.join(changed)}")
@@ -84,7 +84,7 @@ def remedy(history, device, suite):
     elif state in ("not_shared", "account_deleted"):
         role = history.role(device.account, suite)
         if role is not None:
-            history.stuck.append(f"d{device.index}'s copy of {suite.name!r} says {state}, but the account is {role}")
+            history.stuck.append(f"d{device.index}'s copy of {ascii(suite.name)} says {state}, but the account is {role}")
         history.sync_tool(device, "unconfigure", "--directory", device.folder, local)
         device.left[suite.index] = device.local.pop(suite.index)
         history.model.lost_authority(device.index, suite.id)
@@ -92,11 +92,11 @@ def remedy(history, device, suite):
     elif state == "kept_local" and history.role(device.account, suite) == "read":
         pass
     elif state not in ("ok", "offline", "rotation_due", "not_synced"):
-        history.stuck.append(f"d{device.index}'s copy of {suite.name!r} is stuck: {status.out.strip()[-600:]}")
+        history.stuck.append(f"d{device.index}'s copy of {ascii(suite.name)} is stuck: {status.out.strip()[-600:]}")
     result = history.sync(device, suite)
     counts = re.search(r"applied (\d+), pushed (\d+)", result.out)
     if result.rc != 0 and not (state == "kept_local" or history.role(device.account, suite) == "read"):
-        history.stuck.append(f"sync of d{device.index}'s {suite.name!r} failed after the remedy: {result!r}")
+        history.stuck.append(f"sync of d{device.index}'s {ascii(suite.name)} failed after the remedy: {result!r}")
         return f"{state}; sync failed: {result.err.strip()[-200:]}"
     steady = state == "ok" or (state == "kept_local" and history.role(device.account, suite) == "read")
     if counts is None or counts.group(1) != "0" or counts.group(2) != "0" or not steady:
@@ -155,7 +155,7 @@ def converged(history, suite):
         copies[device.index] = contents(history, device, device.local[suite.index])
     owner = history.owner_device(suite)
     if owner is None or owner.index not in copies:
-        return [f"{suite.name!r}: no device of its owner syncs it at the end"]
+        return [f"{ascii(suite.name)}: no device of its owner syncs it at the end"]
     reference = copies[owner.index]
     for index, held in copies.items():
         device = history.devices[index]
@@ -166,17 +166,17 @@ def converged(history, suite):
             own = {w.value for w in history.model.of(index, suite.id) if w.key == key}
             if reader and held.get(key) in own:
                 continue  # a read member's own change, kept on its device as promised
-            problems.append(f"{suite.name!r}: d{index} holds {key!r} = {held.get(key)!r}, d{owner.index} {reference.get(key)!r}")
+            problems.append(f"{ascii(suite.name)}: d{index} holds {key!r} = {held.get(key)!r}, d{owner.index} {reference.get(key)!r}")
     if not suite.encrypted:
         status, entries = snapshot(history, suite, owner_token(history, suite))
         if status != 200:
-            problems.append(f"{suite.name!r}: the owner's token reads no snapshot ({status})")
+            problems.append(f"{ascii(suite.name)}: the owner's token reads no snapshot ({status})")
         else:
             served = {e["key"]: next(iter(e["value"].values())) for e in entries if not e.get("deleted") and "value" in e}
             if served != reference:
-                problems.append(f"{suite.name!r}: the server holds {served!r}, the devices {reference!r}")
+                problems.append(f"{ascii(suite.name)}: the server holds {served!r}, the devices {reference!r}")
     for key in sorted(set(KEYS) | set(reference)):
-        problems += [f"{suite.name!r}: {p}" for p in history.model.check_key(suite.id, key, reference.get(key))]
+        problems += [f"{ascii(suite.name)}: {p}" for p in history.model.check_key(suite.id, key, reference.get(key))]
     return problems
 
 
@@ -186,7 +186,7 @@ def authority(history, suite):
     for index, token in getattr(history, "retired_tokens", []):
         status, _ = history.servers.http("GET", path, token)
         if status != 401:
-            problems.append(f"a deleted account's token (d{index}) reads {suite.name!r}: {status}")
+            problems.append(f"a deleted account's token (d{index}) reads {ascii(suite.name)}: {status}")
     alive = suite.owner in history.accounts_alive
     for device in history.devices:
         if device.retired or device.account == suite.owner or device.account in suite.members:
@@ -195,7 +195,7 @@ def authority(history, suite):
             token = f.read().strip()
         status, body = history.servers.http("GET", path, token)
         if status == 200:
-            problems.append(f"{ACCOUNTS[device.account]!r}, no member, reads {ACCOUNTS[suite.owner]!r}'s {suite.name!r}")
+            problems.append(f"{ascii(ACCOUNTS[device.account])}, no member, reads {ascii(ACCOUNTS[suite.owner])}'s {ascii(suite.name)}")
         # Its copy holds nothing written after its account's removal.
         local = device.left.get(suite.index) or device.local.get(suite.index)
         removed_at = suite.removed_at.get(device.account)
@@ -204,7 +204,7 @@ def authority(history, suite):
             for key, value in held.items():
                 later = [w for w in history.model.writes if w.suite_id == suite.id and w.value == value and w.lo > removed_at and w.device != device.index]
                 if later:
-                    problems.append(f"d{device.index}, removed from {suite.name!r}, holds {later[0]!r} written after")
+                    problems.append(f"d{device.index}, removed from {ascii(suite.name)}, holds {later[0]!r} written after")
     if suite.encrypted and alive and history.owner_device(suite) is not None and suite.removed:
         status, entries = snapshot(history, suite, owner_token(history, suite))
         for account, removed_at in suite.removed.items():
@@ -220,7 +220,7 @@ def authority(history, suite):
                 epoch = entry.get("sealed", {}).get("epoch")
                 if int(entry["hlc"]) >> 16 > removed_at + 1000 and epoch in held:
                     problems.append(
-                        f"{suite.name!r}: an entry stamped after {ACCOUNTS[account]!r} was removed is sealed under epoch {epoch}, which its devices hold"
+                        f"{ascii(suite.name)}: an entry stamped after {ascii(ACCOUNTS[account])} was removed is sealed under epoch {epoch}, which its devices hold"
                     )
                     break
     if alive and suite.encrypted:
@@ -231,7 +231,7 @@ def authority(history, suite):
             if result.rc == 0:
                 for member in json.loads(result.out)["members"]:
                     if member["role"] != "owner" and member.get("admission") is None:
-                        problems.append(f"{suite.name!r}: member {member['account']!r} holds no keys at the end")
+                        problems.append(f"{ascii(suite.name)}: member {member['account']!r} holds no keys at the end")
     return problems
 
 

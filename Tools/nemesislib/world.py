@@ -20,7 +20,6 @@ import urllib.request
 
 from .proxy import Proxy
 
-FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
 ACCOUNTS = ["ana", "Kim", "\u212aim"]  # the third: a look-alike stored before the name rules
 LEGACY = {2}
 DEVICES = [0, 0, 1, 1, 2]  # each device's account
@@ -67,43 +66,59 @@ class Tools:
     def path(self, name):
         return os.path.join(self.bin_dir, name)
 
-    def env(self, offset_s=0):
+    def env(self):
         env = dict(os.environ)
         env.pop("GROUPDEFAULTS_DIR", None)
-        if offset_s:
-            env["LD_PRELOAD"] = FAKETIME
-            env["FAKETIME"] = f"{offset_s:+d}s"
-            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
         return env
 
+    def argv(self, tool, args, offset_s):
+        """The command line; on a device whose clock is off, under `faketime` (its wrapper: with
+        libfaketime preloaded by hand the tools saw no arguments)."""
+        clock = ["faketime", "-f", f"{offset_s:+d}s"] if offset_s else []
+        return [*clock, self.path(tool), *args]
+
     def run(self, tool, *args, offset_s=0, timeout=120, stdin=None):
-        argv = [self.path(tool), *args]
+        argv = self.argv(tool, args, offset_s)
         try:
             done = subprocess.run(
-                argv, input=stdin, capture_output=True, text=True, timeout=timeout, env=self.env(offset_s)
+                argv, input=stdin, capture_output=True, text=True, timeout=timeout, env=self.env()
             )
             result = Result(argv, done.returncode, done.stdout, done.stderr)
         except subprocess.TimeoutExpired as expired:
             result = Result(argv, "timeout", _text(expired.stdout), _text(expired.stderr))
             self.crashes.append(f"hung for {timeout} s: {result!r}")
         self.check(result)
-        self.log(f"  $ {_show(argv[0:1] and [tool, *args])} -> {result.rc}")
+        clock = f"[clock {offset_s:+d} s] " if offset_s else ""
+        self.log(f"  $ {clock}{_show([tool, *args])} -> {result.rc}")
         return result
 
     def start(self, tool, *args, offset_s=0, log_path):
         log = open(log_path, "a")
         process = subprocess.Popen(
-            [self.path(tool), *args], stdout=log, stderr=subprocess.STDOUT, env=self.env(offset_s), text=True
+            self.argv(tool, args, offset_s), stdout=log, stderr=subprocess.STDOUT, env=self.env(), text=True,
+            start_new_session=True,
         )
         process.log_path = log_path
         process.argv = [tool, *args]
         process.signalled = None
         return process
 
+    @staticmethod
+    def signal(process, sig):
+        """Signals a background command, and `faketime`'s child with it (its process group)."""
+        if process.poll() is None:
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                pass
+            process.signalled = sig
+
     def check(self, result, sent=None):
         rc = result.rc
         if rc == "timeout":
             return
+        if "\nUSAGE: " in "\n" + result.out + result.err and "--help" not in result.argv:
+            self.crashes.append(f"the command line did not parse (the tool printed its usage): {result!r}")
         crashed = "Fatal error" in result.err or "Segmentation fault" in result.err
         if rc < 0 and -rc != sent:
             crashed = True
@@ -117,9 +132,17 @@ class Tools:
         try:
             rc = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            process.kill()
+            self.signal(process, signal.SIGKILL)
             rc = process.wait()
             self.crashes.append(f"did not end within {timeout} s: {_show(process.argv)}")
+        # Under `faketime` the tool is the wrapper's child: wait for the whole group to end.
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                os.killpg(process.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.02)
         with open(process.log_path) as f:
             out = f.read()
         result = Result(process.argv, rc, out, out)
@@ -181,8 +204,7 @@ class Servers:
             process = self.processes[i]
             if process is None or process.poll() is not None:
                 continue
-            process.send_signal(sig)
-            process.signalled = sig
+            self.tools.signal(process, sig)
             result = self.tools.finish(process, sent=sig)
             if sig == signal.SIGTERM and result.rc != 0:
                 self.tools.crashes.append(f"the server did not stop cleanly at SIGTERM: {result.rc}")
