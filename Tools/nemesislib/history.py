@@ -25,7 +25,7 @@ WEIGHTS = {
     "share": 5, "join-other": 3, "unshare": 3, "leave": 2, "rotate-key": 1,
     "revoke-token": 2, "new-token": 2, "revoke-device": 1,
     "backup": 2, "restore": 2, "reset-suite": 1, "delete-account": 1,
-    "kill-server": 2, "clock": 2, "interrupt": 4, "cut-network": 2,
+    "kill-server": 2, "clock": 2, "interrupt": 6, "cut-network": 2,
 }
 INTERRUPTIBLE = ["sync", "join", "share", "unshare", "leave", "pair", "rotate-key"]
 
@@ -527,13 +527,28 @@ class History:
         if owner is None:
             raise Skip("no owner device")
         args = ["unshare", "--directory", owner.folder, owner.local[suite.index], "--account", ACCOUNTS[account]]
+        held = suite.encrypted and account in suite.holds_keys
+        before = self.epoch(suite) if held else None
         if interrupt:
             self.signal_midway(owner, args)
         else:
             result = self.sync_tool(owner, *args)
             if result.rc != 0:
                 self.log(f"  unshare failed: {result.err.strip()[-300:]}")
+            elif held and self.epoch(suite) <= before:
+                # README: `unshare` removes the member, then moves the suite to a new key epoch.
+                raise Failure(f"unshare removed {ascii(ACCOUNTS[account])} from {ascii(suite.name)} but left it at key epoch {before}")
         self.learn_membership(suite)
+
+    def epoch(self, suite):
+        """The suite's newest key epoch, as the server's key bags say."""
+        token = promises.owner_token(self, suite)
+        status, bags = self.servers.http(
+            "GET", f"/v1/suites/{quote(suite.name)}/key-bags?owner={quote(ACCOUNTS[suite.owner])}", token
+        )
+        if status != 200:
+            raise Failure(f"the owner's token reads no key bags of {ascii(suite.name)}: {status} {bags}")
+        return max((int(e) for e in bags.get("epochs", {})), default=1)
 
     def learn_membership(self, suite):
         """After an operation whose outcome is not known (refused, interrupted): what the owner's
