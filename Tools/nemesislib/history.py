@@ -463,7 +463,10 @@ class History:
         self.join_other(device, suite)
 
     def join_other(self, device, suite, interrupt=False):
-        name = suite.local_name(device)
+        """Joins the device to a suite its account may sync: plain by its token, encrypted by
+        pairing with a device of the account that holds the keys (also to pair a device again
+        after `rotate-key`, which hands the new key to no other device)."""
+        name = device.local.get(suite.index) or suite.local_name(device)
         shared = [] if device.account == suite.owner else ["--shared-from", f"{ACCOUNTS[suite.owner]}/{suite.name}"]
         if not suite.encrypted:
             result = self.sync_tool(
@@ -472,7 +475,11 @@ class History:
             )
         else:
             helper = next(
-                (d for d in self.devices if d.account == device.account and suite.index in d.local and not d.retired), None
+                (
+                    d for d in self.devices
+                    if d.account == device.account and suite.index in d.local and not d.retired and d is not device
+                ),
+                None,
             )
             if helper is None:
                 raise Skip("no device of the account holds the keys")
@@ -485,9 +492,7 @@ class History:
             if code is None:
                 self.log(f"  pair printed no code: {self.tools.finish(pair).out[-300:]}")
                 return
-            token_file = os.path.join(device.folder, f"pairing-{suite.index}.token")
-            if os.path.exists(token_file):
-                os.remove(token_file)
+            token_file = os.path.join(device.folder, f"pairing-{suite.index}-{self.files}.token")
             args = [
                 "configure", "--directory", device.folder, name, "--server", self.proxy.url, "--pairing-code", code,
                 "--token-file", token_file, "--device", f"d{device.index}", *shared,

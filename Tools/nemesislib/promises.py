@@ -91,7 +91,12 @@ def remedy(history, device, suite):
         return f"{state}: unconfigured"
     elif state == "kept_local" and history.role(device.account, suite) == "read":
         pass
-    elif state not in ("ok", "offline", "rotation_due", "not_synced"):
+    elif state == "failing" and "pair this device again" in status.out:
+        # After `rotate-key` on another device (README: each device that keeps the suite pairs
+        # again).
+        history.join_other(device, suite)
+        state = "paired again"
+    elif state not in ("ok", "offline", "rotation_due", "not_synced", "paired again"):
         history.stuck.append(f"d{device.index}'s copy of {ascii(suite.name)} is stuck: {status.out.strip()[-600:]}")
     result = history.sync(device, suite)
     counts = re.search(r"applied (\d+), pushed (\d+)", result.out)
