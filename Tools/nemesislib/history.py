@@ -383,6 +383,18 @@ class History:
         truth = self.membership(suite)
         if truth is None:
             return False
+        if ACCOUNTS[joiner.account] in truth and not joined:
+            if suite.encrypted:
+                # README: a join stopped before the keys came leaves again (the same command again
+                # after a crash; `share`'s Ctrl-C): no member is left without keys.
+                raise Failure(
+                    f"{ascii(ACCOUNTS[joiner.account])}'s join of {ascii(suite.name)} did not finish, and the account is still a member"
+                )
+            # A plain suite's member whose join stopped after the acceptance: its devices join
+            # with --shared-from, as another device of a member does.
+            joiner.local.pop(suite.index, None)
+            self.join_other(joiner, suite)
+            joined = suite.index in joiner.local
         if ACCOUNTS[joiner.account] in truth:
             suite.members[joiner.account] = truth[ACCOUNTS[joiner.account]]
             self.audit_expected.append(("member-add", ACCOUNTS[suite.owner]))
@@ -412,10 +424,12 @@ class History:
             except subprocess.TimeoutExpired:
                 self.tools.signal(join, signal.SIGINT)
         result = self.tools.finish(join, timeout=700)
+        joined = result.rc == 0
         if which == "join" and sig == signal.SIGKILL:
             # After a crash, the same command again finishes the join or leaves the suite again.
             again = self.sync_tool(device, *args)
             self.log(f"  the same command again: {again.rc}: {again.err.strip()[-200:]}")
+            joined = joined or again.rc == 0
         if which == "share" and share.poll() is not None:
             # After a crash of `share`, the next `invitations` on that device ends what it left.
             inviter = self.owner_device(self.suites[op["suite"]])
@@ -423,7 +437,7 @@ class History:
                 self.sync_tool(inviter, "invitations", "--directory", inviter.folder, inviter.local[op["suite"]])
         elif share.poll() is None:
             self.tools.signal(share, signal.SIGINT)
-        return result.rc == 0
+        return joined
 
     def await_line(self, process, log, pattern, timeout=60):
         deadline = time.time() + timeout

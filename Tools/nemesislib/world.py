@@ -183,6 +183,8 @@ class Servers:
         for i in range(len(self.ports)) if index is None else [index]:
             if self.processes[i] is not None and self.processes[i].poll() is None:
                 continue
+            # The log holds what earlier runs of this server said: read only what this one says.
+            seen = os.path.getsize(self.logs[i]) if os.path.exists(self.logs[i]) else 0
             process = self.tools.start(
                 "groupdefaults-server", "serve", *self.storage(), "--port", str(self.ports[i]),
                 "--history", "1000", "--heartbeat", "1", "--max-wait", "5", "--rate-limit", "1000",
@@ -193,7 +195,10 @@ class Servers:
             while True:
                 if process.poll() is not None:
                     raise Failure(f"the server did not start: {open(self.logs[i]).read()[-2000:]}")
-                if f":{self.ports[i]}" in open(self.logs[i]).read():
+                with open(self.logs[i]) as log:
+                    log.seek(seen)
+                    said = log.read()
+                if f":{self.ports[i]}" in said:
                     break
                 if time.time() > deadline:
                     raise Failure("the server did not say it listens within 60 s")
@@ -227,6 +232,10 @@ class Servers:
                 status, text = answer.status, answer.read().decode()
         except urllib.error.HTTPError as error:
             status, text = error.code, error.read().decode()
+        except urllib.error.URLError as error:
+            alive = [proc.poll() for proc in self.processes]
+            tail = open(self.logs[self.ports.index(port)]).read()[-1500:]
+            raise Failure(f"{method} {path}: {error.reason} (servers' exit statuses {alive}); the server's log ends: {tail}")
         try:
             payload = json.loads(text)
         except ValueError:
