@@ -137,15 +137,16 @@ extension SyncEngine {
     /// Takes the epochs after this device's newest that the suite's key bags hand it (a suite
     /// shared between accounts, rotated since: `SuiteKeys.adopting`, which checks the owner key's
     /// signature), writing them to the key file first; true if there were any. When there were
-    /// none, the epoch the entries needed is remembered, so that the step reports it rather than
-    /// trying again (the next step looks again).
+    /// none, no epoch after this device's newest is to be had from them now, whichever the entries
+    /// need (two `rotate-key`s on another device: epoch 3 when this one has 1), so that the step
+    /// reports it rather than trying again (the next step looks again).
     func adoptSharedEpochs() async throws(SyncError) -> Bool {
         let needed = needsSharedEpochs
         needsSharedEpochs = false
         guard let keyFile, let keys = sealer?.keys, keys.sharing != nil else { return false }
         if reloadKeys() { return true }
         guard let adopted = keys.adopting(try await client.keyBags()) else {
-            if needed { unadoptableEpoch = keys.currentEpoch + 1 }
+            if needed { unadoptableEpoch = .max }
             return false
         }
         try adopted.write(to: keyFile)

@@ -70,7 +70,8 @@ public actor SyncEngine {
     /// Whether a step found entries sealed under an epoch this device lacks, in a shared suite:
     /// the next one takes it from the key bags first (`adoptSharedEpochs`).
     var needsSharedEpochs = false
-    /// The epoch the key bags did not hand this device when it last looked: reported, not retried.
+    /// Above which the key bags handed this device no epoch when it last looked (`.max` when they
+    /// handed none): an entry sealed under such an epoch is reported, not retried.
     var unadoptableEpoch: UInt32?
     /// For a suite another account shares with this one: whose it is and this account's role (a
     /// `read` member's engine never pushes); nil for the account's own suite.

@@ -198,7 +198,8 @@ class History:
         local = device.local.get(suite.index)
         if local is None:
             raise Skip("not configured")
-        result = self.sync_tool(device, "sync", "--directory", device.folder, local)
+        # A network that swallows requests costs --answer-timeout a request: 8 s, not 30, on loopback.
+        result = self.sync_tool(device, "sync", "--directory", device.folder, local, "--answer-timeout", "8")
         running = suite.index in device.runs
         self.model.pushed(device.index, suite.id, surely=result.rc == 0 and not running)
         return result
@@ -224,10 +225,13 @@ class History:
         self.current = op
         kind = op["kind"]
         self.log(f"op {index}: {json.dumps(op, ensure_ascii=False)}")
+        started = time.time()
         try:
             getattr(self, "op_" + kind.replace("-", "_"))(op)
         except Skip as skip:
             self.log(f"  skipped: {skip}")
+        if time.time() - started > 5:
+            self.log(f"  took {time.time() - started:.0f} s")
         if self.cut_left > 0:
             self.cut_left -= 1
             if self.cut_left == 0:
