@@ -19,7 +19,7 @@ import glob
 import json
 import re
 
-from .world import ACCOUNTS, KEYS, Failure, quote
+from .world import ACCOUNTS, KEYS, Failure, now_ms, quote
 
 
 def each_step(history):
@@ -185,6 +185,18 @@ def converged(history, suite):
     return problems
 
 
+def pushed_probe(history, suite, token):
+    """A one-op push with `token` to the suite (the last check: one that is taken changes it)."""
+    body = {
+        "device_id": "1",
+        "batch_id": f"nemesis-probe-{len(history.lines)}",
+        "ops": [{"key": "probe", "value": {"string": "probe"}, "hlc": str(now_ms() << 16)}],
+    }
+    path = f"/v1/suites/{quote(suite.name)}/push?owner={quote(ACCOUNTS[suite.owner])}"
+    status, _ = history.servers.http("POST", path, token, body)
+    return status
+
+
 def authority(history, suite):
     problems = []
     path = f"/v1/suites/{quote(suite.name)}/snapshot?owner={quote(ACCOUNTS[suite.owner])}"
@@ -192,6 +204,9 @@ def authority(history, suite):
         status, _ = history.servers.http("GET", path, token)
         if status != 401:
             problems.append(f"a deleted account's token (d{index}) reads {ascii(suite.name)}: {status}")
+        status = pushed_probe(history, suite, token)
+        if status != 401:
+            problems.append(f"a deleted account's token (d{index}) pushes to {ascii(suite.name)}: {status}")
     alive = suite.owner in history.accounts_alive
     for device in history.devices:
         if device.retired or device.account == suite.owner or device.account in suite.members:
@@ -201,6 +216,8 @@ def authority(history, suite):
         status, body = history.servers.http("GET", path, token)
         if status == 200:
             problems.append(f"{ascii(ACCOUNTS[device.account])}, no member, reads {ascii(ACCOUNTS[suite.owner])}'s {ascii(suite.name)}")
+        if pushed_probe(history, suite, token) == 200:
+            problems.append(f"{ascii(ACCOUNTS[device.account])}, no member, pushes to {ascii(ACCOUNTS[suite.owner])}'s {ascii(suite.name)}")
         # Its copy holds nothing written after its account's removal.
         local = device.left.get(suite.index) or device.local.get(suite.index)
         removed_at = suite.removed_at.get(device.account)
