@@ -162,7 +162,12 @@ class History:
     # Running the tools on a device.
 
     def sync_tool(self, device, *args, timeout=120):
-        return self.tools.run("groupdefaults-sync", *args, offset_s=device.offset_s, timeout=timeout)
+        return self.tools.run("groupdefaults-sync", *args, *self.answer_timeout(args), offset_s=device.offset_s, timeout=timeout)
+
+    @staticmethod
+    def answer_timeout(args):
+        """A network that swallows requests costs --answer-timeout a request: 8 s, not 30, on loopback."""
+        return [] if args[0] == "unconfigure" else ["--answer-timeout", "8"]
 
     def local_write(self, device, suite, local, key, value, op, force=False):
         start = device.clock_ms()
@@ -198,8 +203,7 @@ class History:
         local = device.local.get(suite.index)
         if local is None:
             raise Skip("not configured")
-        # A network that swallows requests costs --answer-timeout a request: 8 s, not 30, on loopback.
-        result = self.sync_tool(device, "sync", "--directory", device.folder, local, "--answer-timeout", "8")
+        result = self.sync_tool(device, "sync", "--directory", device.folder, local)
         running = suite.index in device.runs
         self.model.pushed(device.index, suite.id, surely=result.rc == 0 and not running)
         return result
@@ -359,7 +363,7 @@ class History:
         local = inviter.local[suite.index]
         log = self.log_file("share")
         share = self.tools.start(
-            "groupdefaults-sync", "share", "--directory", inviter.folder, local, "--role", role,
+            "groupdefaults-sync", "share", "--directory", inviter.folder, local, "--role", role, "--answer-timeout", "8",
             offset_s=inviter.offset_s, log_path=log,
         )
         code = self.await_line(share, log, r"code: ([0-9A-Z]{4}(?:-[0-9A-Z]{4}){6})")
@@ -415,7 +419,7 @@ class History:
         op = self.current
         sig = signal.SIGINT if op["signal"] == "INT" else signal.SIGKILL
         log = self.log_file("join")
-        join = self.tools.start("groupdefaults-sync", *args, offset_s=device.offset_s, log_path=log)
+        join = self.tools.start("groupdefaults-sync", *args, *self.answer_timeout(args), offset_s=device.offset_s, log_path=log)
         time.sleep(op["after_ms"] / 1000)
         victim = join if which == "join" else share
         if victim.poll() is None:
@@ -503,7 +507,7 @@ class History:
                 raise Skip("no device of the account holds the keys")
             log = self.log_file("pair")
             pair = self.tools.start(
-                "groupdefaults-sync", "pair", "--directory", helper.folder, helper.local[suite.index],
+                "groupdefaults-sync", "pair", "--directory", helper.folder, helper.local[suite.index], "--answer-timeout", "8",
                 offset_s=helper.offset_s, log_path=log,
             )
             code = self.await_line(pair, log, r"pairing code: (\S+)")
@@ -517,7 +521,7 @@ class History:
             ]
             if interrupt:
                 op = self.current
-                configure = self.tools.start("groupdefaults-sync", *args, offset_s=device.offset_s, log_path=log + ".join")
+                configure = self.tools.start("groupdefaults-sync", *args, *self.answer_timeout(args), offset_s=device.offset_s, log_path=log + ".join")
                 time.sleep(op["after_ms"] / 1000)
                 victim = pair if op["signal"] == "INT" else configure
                 sig = signal.SIGINT if op["signal"] == "INT" else signal.SIGKILL
@@ -601,7 +605,7 @@ class History:
     def signal_midway(self, device, args):
         op = self.current
         log = self.log_file("midway")
-        process = self.tools.start("groupdefaults-sync", *args, offset_s=device.offset_s, log_path=log)
+        process = self.tools.start("groupdefaults-sync", *args, *self.answer_timeout(args), offset_s=device.offset_s, log_path=log)
         time.sleep(op["after_ms"] / 1000)
         if process.poll() is None:
             sig = signal.SIGINT if op["signal"] == "INT" else signal.SIGKILL
