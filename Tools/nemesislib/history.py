@@ -140,6 +140,10 @@ class History:
 
     def create_suite(self, suite):
         """The owner's home device makes the suite: a first value, configure, a first sync."""
+        if self.cut_left > 0:
+            self.cut_left = 0
+            self.proxy.set_mode("up")
+            self.log("  the network is back (for the suite made again)")
         home = self.devices[suite.home]
         name = suite.name
         self.local_write(home, suite, name, "sound", f"init{suite.index}.{suite.generation}", op=-1, force=True)
@@ -865,11 +869,5 @@ class History:
         return promises.check(self)
 
     def close(self):
-        for device in self.devices:
-            for process in device.runs.values():
-                if process.poll() is None:
-                    self.tools.signal(process, signal.SIGKILL)
-        for process in self.servers.processes:
-            if process is not None and process.poll() is None:
-                process.kill()
+        self.tools.stop_all()
         self.proxy.close()

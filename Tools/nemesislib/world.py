@@ -62,6 +62,7 @@ class Tools:
         self.bin_dir = bin_dir
         self.log = log
         self.crashes = []
+        self.started = []  # every background command, to stop what a failed history left running
 
     def path(self, name):
         return os.path.join(self.bin_dir, name)
@@ -101,7 +102,14 @@ class Tools:
         process.log_path = log_path
         process.argv = [tool, *args]
         process.signalled = None
+        self.started.append(process)
         return process
+
+    def stop_all(self):
+        for process in self.started:
+            if process.poll() is None:
+                self.signal(process, signal.SIGKILL)
+                process.wait()
 
     @staticmethod
     def signal(process, sig):
