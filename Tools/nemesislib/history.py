@@ -466,16 +466,26 @@ class History:
         return None
 
     def membership(self, suite):
-        """The suite's members as the owner's device lists them: {account: role}."""
+        """The suite's members as the owner's device lists them: {account: role}; when it cannot
+        (its token revoked, the network cut), as the server's operator sees them (`accounts
+        export` of each account: its memberships)."""
         owner = self.owner_device(suite)
         if owner is None:
             return None
         result = self.sync_tool(owner, "members", "--directory", owner.folder, owner.local[suite.index], "--json")
-        if result.rc != 0:
-            self.log(f"  members failed: {result.err.strip()[-300:]}")
-            return None
-        listed = json.loads(result.out)
-        return {m["account"]: m["role"] for m in listed["members"] if m["role"] != "owner"}
+        if result.rc == 0:
+            listed = json.loads(result.out)
+            return {m["account"]: m["role"] for m in listed["members"] if m["role"] != "owner"}
+        self.log(f"  members failed: {result.err.strip()[-300:]}")
+        members = {}
+        for account in sorted(self.accounts_alive):
+            exported = self.servers.command("accounts", "export", ACCOUNTS[account])
+            if exported.rc != 0:
+                raise Failure(f"accounts export failed: {exported!r}")
+            for m in json.loads(exported.out).get("memberships", []):
+                if m["owner"] == ACCOUNTS[suite.owner] and m["suite"] == suite.name:
+                    members[m["account"]] = m["role"]
+        return members
 
     def op_join_other(self, op):
         """Another device of the owner or of a member joins: plain by token, encrypted by pairing."""

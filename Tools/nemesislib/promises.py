@@ -246,7 +246,6 @@ def authority(history, suite):
                     )
                     break
     if alive and suite.encrypted:
-        listed = history.membership(suite)
         owner = history.owner_device(suite)
         if owner is not None:
             result = history.sync_tool(owner, "members", "--directory", owner.folder, owner.local[suite.index], "--json")

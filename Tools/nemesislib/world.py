@@ -10,7 +10,6 @@ nemesis did not send, or a status no tool documents, is a crash.
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -18,7 +17,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from .proxy import Proxy
 
 ACCOUNTS = ["ana", "Kim", "\u212aim"]  # the third: a look-alike stored before the name rules
 LEGACY = {2}
@@ -296,6 +294,3 @@ class Suite:
     def local_name(self, device):
         return self.name if device.account == self.owner else f"m{self.index}"
 
-
-def copy_tree(src, dst):
-    shutil.copytree(src, dst, symlinks=True)
