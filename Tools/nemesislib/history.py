@@ -27,7 +27,7 @@ WEIGHTS = {
     "backup": 2, "restore": 2, "reset-suite": 1, "delete-account": 1,
     "kill-server": 2, "clock": 2, "interrupt": 6, "cut-network": 2,
 }
-INTERRUPTIBLE = ["sync", "join", "share", "unshare", "leave", "pair", "rotate-key"]
+INTERRUPTIBLE = ["sync", "join", "share", "unshare", "leave", "pair", "rotate-key", "restore", "delete-account"]
 
 
 def generate(seed, count, kinds):
@@ -46,7 +46,7 @@ def generate(seed, count, kinds):
         }
         if kind == "share":
             op["role"] = rng.choice(["read", "write", "write", "admin"])
-        if kind == "restore":
+        if kind in ("restore", "interrupt"):
             op["backup"] = rng.randrange(1 << 16)
         if kind == "clock":
             op["offset"] = rng.choice([0, 0, 45, 200, -200, -3600])
@@ -696,12 +696,27 @@ class History:
                 return
         raise Skip("the device is not listed")
 
-    def op_delete_account(self, op):
+    def server_command(self, *args, interrupt=False):
+        """A server command; interrupted, it is stopped midway and then run again, as an operator
+        whose terminal closed would."""
+        if interrupt:
+            process = self.tools.start(
+                "groupdefaults-server", *args, *self.servers.storage(), log_path=self.log_file("server-command")
+            )
+            time.sleep(self.current["after_ms"] / 1000)
+            self.tools.signal(process, signal.SIGINT if self.current["signal"] == "INT" else signal.SIGKILL)
+            stopped = self.tools.finish(process, timeout=120)
+            self.log(f"  stopped midway: {stopped.rc}: {stopped.out.strip()[-200:]}")
+        return self.servers.command(*args)
+
+    def op_delete_account(self, op, interrupt=False):
         account = op["account"]
         if account not in self.accounts_alive:
             raise Skip("deleted")
         name = ACCOUNTS[account]
-        result = self.servers.command("accounts", "delete", name, "--yes")
+        result = self.server_command("accounts", "delete", name, "--yes", interrupt=interrupt)
+        if interrupt and result.rc != 0 and not self.account_exists(name):
+            result.rc = 0  # the stopped run had deleted it
         if result.rc != 0:
             raise Failure(f"deleting account {name!r} failed: {result!r}")
         self.audit_expected.append(("account-delete", name))
@@ -757,7 +772,13 @@ class History:
             self.audit_expected.append(("backup", None))
         self.backups.append(path)
 
-    def op_restore(self, op):
+    def account_exists(self, name):
+        listing = self.servers.command("accounts", "list", "--json")
+        if listing.rc != 0:
+            raise Failure(f"accounts list failed: {listing!r}")
+        return any(entry.get("name", entry.get("account")) == name for entry in json.loads(listing.out))
+
+    def op_restore(self, op, interrupt=False):
         if not self.backups:
             raise Skip("no backup yet")
         path = self.backups[op["backup"] % len(self.backups)]
@@ -774,9 +795,10 @@ class History:
             )
             if done.returncode != 0:
                 raise Failure(f"pg_restore failed: {done.stderr}")
+            # Not stopped midway: a second --announce finds the kept authority gone.
             result = self.servers.command("restore", "--announce", "--kept", kept.group(1))
         else:
-            result = self.servers.command("restore", "--from", path)
+            result = self.server_command("restore", "--from", path, interrupt=interrupt)
         if result.rc != 0:
             raise Failure(f"restore failed: {result!r}")
         self.audit_expected.append(("restore", None))
@@ -867,6 +889,10 @@ class History:
             self.join_other(device, suite, interrupt=True)
         elif command == "rotate-key":
             self.op_rotate_key(op, interrupt=True)
+        elif command == "restore":
+            self.op_restore(op, interrupt=True)
+        elif command == "delete-account":
+            self.op_delete_account(op, interrupt=True)
 
     # The end.
 
