@@ -389,6 +389,14 @@ class History:
             joined = self.sync_tool(joiner, *args).rc == 0
         if share.poll() is None and not suite.encrypted:
             share.wait(timeout=30)
+        if share.poll() is None and not joined:
+            # The joiner gave up (an error, the network cut): `share` would wait its 10 minutes for
+            # it; its person stops it, as the README says (Ctrl-C revokes the invitation, or
+            # removes an account that accepted without its keys).
+            try:
+                share.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self.tools.signal(share, signal.SIGINT)
         result = self.tools.finish(share, timeout=60)
         if interrupt is None and result.rc != 0 and joined:
             self.log(f"  share ended with {result.rc}: {result.out[-300:]}")
@@ -724,6 +732,10 @@ class History:
         for suite in self.suites:
             if account in suite.members:
                 self.removed(suite, account, audited=False)
+            if suite.owner == account:
+                # Its suites are gone with it, and no member reads them any more.
+                for member in list(suite.members):
+                    self.removed(suite, member, audited=False)
         for device in self.devices:
             if device.account == account and not device.retired:
                 for index in list(device.runs):

@@ -38,6 +38,12 @@ class Model:
         self.high = 0  # the largest `hi` so far: no HLC made until now is above it
 
     def write(self, op, device, suite_id, key, value, start_ms, end_ms, standing):
+        # The device's earlier writes of the key not known to be pushed are replaced on it: their
+        # fate is this write's (its stamp is later, unless the device's clock went back more than
+        # 5 minutes, when the suite stamps again from the wrong clock, as the README says).
+        for earlier in self.of(device, suite_id):
+            if earlier.key == key and earlier.standing == "certain" and earlier.pushed != "yes":
+                earlier.standing = "maybe"
         hi = max(end_ms, self.high)
         self.high = hi
         w = Write(op, device, suite_id, key, value, start_ms, hi, standing, "no")

@@ -181,8 +181,24 @@ def converged(history, suite):
             if served != reference:
                 problems.append(f"{ascii(suite.name)}: the server holds {served!r}, the devices {reference!r}")
     for key in sorted(set(KEYS) | set(reference)):
-        problems += [f"{ascii(suite.name)}: {p}" for p in history.model.check_key(suite.id, key, reference.get(key))]
+        found = history.model.check_key(suite.id, key, reference.get(key))
+        problems += [f"{ascii(suite.name)}: {p}" for p in found]
+        if found and not suite.encrypted:
+            problems.append(f"{ascii(suite.name)}: the server's versions of {key!r}: {versions(history, suite, key)}")
     return problems
+
+
+def versions(history, suite, key):
+    """What the server keeps of a key, newest first, for the report: value, stamp, device."""
+    path = f"/v1/suites/{quote(suite.name)}/keys/{quote(key)}/history?owner={quote(ACCOUNTS[suite.owner])}"
+    status, body = history.servers.http("GET", path, owner_token(history, suite))
+    if status != 200:
+        return f"({status})"
+    shown = []
+    for v in body.get("versions", body if isinstance(body, list) else []):
+        value = "deleted" if v.get("deleted") else next(iter(v.get("value", {"?": "?"}).values()))
+        shown.append(f"{value} @{int(v['hlc']) >> 16} from {v.get('origin')}")
+    return "; ".join(shown)
 
 
 def pushed_probe(history, suite, token):
