@@ -584,17 +584,20 @@ class History:
             result = self.sync_tool(owner, *args)
             if result.rc != 0:
                 self.log(f"  unshare failed: {result.err.strip()[-300:]}")
-            elif held and self.epoch(suite) <= before:
+            elif held and before is not None and self.epoch(suite) <= before:
                 # README: `unshare` removes the member, then moves the suite to a new key epoch.
                 raise Failure(f"unshare removed {ascii(ACCOUNTS[account])} from {ascii(suite.name)} but left it at key epoch {before}")
         self.learn_membership(suite)
 
     def epoch(self, suite):
-        """The suite's newest key epoch, as the server's key bags say."""
+        """The suite's newest key epoch, as the server's key bags say (None when the owner's
+        device's token is refused: its `unshare` is refused too)."""
         token = promises.owner_token(self, suite)
         status, bags = self.servers.http(
             "GET", f"/v1/suites/{quote(suite.name)}/key-bags?owner={quote(ACCOUNTS[suite.owner])}", token
         )
+        if status in (401, 403):
+            return None
         if status != 200:
             raise Failure(f"the owner's token reads no key bags of {ascii(suite.name)}: {status} {bags}")
         return max((int(e) for e in bags.get("epochs", {})), default=1)

@@ -68,12 +68,22 @@ class Tools:
     def env(self):
         env = dict(os.environ)
         env.pop("GROUPDEFAULTS_DIR", None)
+        # A wrong wall clock leaves the monotonic clock alone (libfaketime's faked one stopped the
+        # tools' sleeps: a join under `faketime -f +45s` never polled for its keys again).
+        env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
         return env
+
+    # The sync tool's verbs that wait for another device or run on (a handover, a pairing, `run`):
+    # libfaketime's faked timers stopped their waits (a join under `faketime -f +200s` never polled
+    # for its keys again), so they run on the true clock; the verbs that stamp or judge stamps (the
+    # core tool's writes, `sync`, `status`) run on the device's.
+    WAITING = {"share", "configure", "pair", "run"}
 
     def argv(self, tool, args, offset_s):
         """The command line; on a device whose clock is off, under `faketime` (its wrapper: with
         libfaketime preloaded by hand the tools saw no arguments)."""
-        clock = ["faketime", "-f", f"{offset_s:+d}s"] if offset_s else []
+        waits = tool == "groupdefaults-sync" and args and args[0] in self.WAITING
+        clock = ["faketime", "-f", f"{offset_s:+d}s"] if offset_s and not waits else []
         return [*clock, self.path(tool), *args]
 
     def run(self, tool, *args, offset_s=0, timeout=120, stdin=None):
