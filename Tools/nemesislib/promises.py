@@ -253,7 +253,9 @@ def authority(history, suite):
                 if device.account == account:
                     for keyfile in glob.glob(device.folder + "/*.keys"):
                         with open(keyfile) as f:
-                            held |= {int(e) for e in json.load(f).get("epochs", {})}
+                            keys = json.load(f)
+                        if keys.get("suite") == suite.name:  # the owner's name for the suite
+                            held |= {int(e) for e in keys.get("epochs", {})}
             for entry in entries or []:
                 epoch = entry.get("sealed", {}).get("epoch")
                 if int(entry["hlc"]) >> 16 > removed_at + 1000 and epoch in held:
