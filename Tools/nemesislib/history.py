@@ -16,7 +16,9 @@ import time
 from . import promises
 from .model import Model
 from .proxy import Proxy
-from .world import ACCOUNTS, DEVICES, KEYS, LEGACY, SUITES, Device, Failure, Servers, Suite, Tools, now_ms, quote
+from .world import (
+    ACCOUNTS, DEVICES, KEYS, LEGACY, SUITES, Device, Failure, Servers, Skip, Suite, Tools, clear_faketime_leftovers, now_ms, quote,
+)
 
 # Operation kinds and their weights.
 WEIGHTS = {
@@ -64,10 +66,6 @@ def generate(seed, count, kinds):
     return ops
 
 
-class Skip(Exception):
-    """The operation does not apply to the world as it is now."""
-
-
 class History:
     def __init__(self, root, bin_dir, backend, postgres_url, verbose):
         self.root = root
@@ -99,6 +97,7 @@ class History:
     # The world.
 
     def set_up(self):
+        clear_faketime_leftovers()
         for device in self.devices:
             os.makedirs(device.folder, mode=0o700)
         self.servers.start()
@@ -571,11 +570,17 @@ class History:
         else:
             self.log(f"  joining failed: {result.err.strip()[-300:]}")
 
-    def op_unshare(self, op):
+    def member_of(self, op):
+        """The operation's suite and the member its account number picks among the suite's
+        members (a removal that finds one more often than a random account would)."""
         suite = self.suites[op["suite"]]
-        account = op["account"]
-        if account not in suite.members:
-            raise Skip("not a member")
+        members = sorted(suite.members)
+        if not members:
+            raise Skip("no member")
+        return suite, members[op["account"] % len(members)]
+
+    def op_unshare(self, op):
+        suite, account = self.member_of(op)
         self.unshare(suite, account)
 
     def unshare(self, suite, account, interrupt=None):
@@ -646,8 +651,17 @@ class History:
 
     def op_leave(self, op, interrupt=False):
         device = self.devices[op["device"]]
-        suite = self.suites[op["suite"]]
-        if device.retired or suite.index not in device.local or device.account not in suite.members:
+        # The first suite from the operation's on whose members' copy the device is.
+        suite = next(
+            (
+                self.suites[(op["suite"] + step) % len(self.suites)]
+                for step in range(len(self.suites))
+                if (op["suite"] + step) % len(self.suites) in device.local
+                and device.account in self.suites[(op["suite"] + step) % len(self.suites)].members
+            ),
+            None,
+        )
+        if device.retired or suite is None:
             raise Skip("not a member's configured copy")
         args = ["leave", "--directory", device.folder, device.local[suite.index]]
         if interrupt:
@@ -895,10 +909,8 @@ class History:
                 raise Skip("no device to invite from or to join with")
             self.share_and_join(suite, inviter, joiner, op["role"], interrupt=command)
         elif command == "unshare":
-            suite = self.suites[op["suite"]]
-            if op["account"] not in suite.members:
-                raise Skip("not a member")
-            self.unshare(suite, op["account"], interrupt=True)
+            suite, account = self.member_of(op)
+            self.unshare(suite, account, interrupt=True)
         elif command == "leave":
             self.op_leave(op, interrupt=True)
         elif command == "pair":
