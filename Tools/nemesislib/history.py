@@ -72,7 +72,6 @@ class History:
         self.lines = []
         self.verbose = verbose
         self.tools = Tools(bin_dir, self.log)
-        self.backend = backend
         self.servers = Servers(self.tools, root, postgres_url)
         self.proxy = Proxy(self.servers.ports)
         self.model = Model()

@@ -271,7 +271,7 @@ class Servers:
     def command(self, *args, timeout=120):
         return self.tools.run("groupdefaults-server", *args, *self.storage(), timeout=timeout)
 
-    def http(self, method, path, token, body=None, direct=True):
+    def http(self, method, path, token, body=None):
         """One request straight to a server (not through the proxy): (status, JSON or text)."""
         port = next((p for p, proc in zip(self.ports, self.processes) if proc and proc.poll() is None), None)
         if port is None:
