@@ -27,9 +27,36 @@ WEIGHTS = {
     "share": 5, "join-other": 3, "unshare": 3, "leave": 2, "rotate-key": 1,
     "revoke-token": 2, "new-token": 2, "revoke-device": 1,
     "backup": 2, "restore": 3, "reset-suite": 1, "delete-account": 1,
-    "kill-server": 2, "clock": 2, "interrupt": 6, "cut-network": 2,
+    "kill-server": 2, "clock": 2, "interrupt": 8, "cut-network": 2,
 }
-INTERRUPTIBLE = ["sync", "join", "share", "unshare", "leave", "pair", "rotate-key", "restore", "delete-account"]
+# The commands an interruption stops, and their weights: the handovers of keys (a join, a share,
+# a pairing) are where a stopped command can leave a member without keys.
+INTERRUPTIBLE = {
+    "sync": 1, "join": 3, "share": 2, "unshare": 1, "leave": 1, "pair": 2, "rotate-key": 1, "restore": 1, "delete-account": 1,
+}
+# The named steps of each command (the tools' interruption points, GROUPDEFAULTS_INTERRUPT_AT):
+# half the interruptions land on one of them, the others after a random time. `pair.` steps are
+# the pairing device's, `configure-pairing.` ones the new device's.
+STEPS = {
+    "join": ["configure-invitation.accepted", "configure-invitation.keys-written"],
+    "share": ["share.invitation-made", "share.waiting"],
+    "unshare": ["unshare.removed"],
+    "leave": ["leave.left"],
+    "pair": [
+        "pair.created", "pair.claimed", "pair.handed-over", "configure-pairing.claimed", "configure-pairing.keys-received",
+        "configure-pairing.keys-written", "configure-pairing.token-written",
+    ],
+    "rotate-key": [
+        "rotate-key.pulled", "rotate-key.resealed", "rotate-key.bag-signed", "rotate-key.bag-stored",
+        "rotate-key.keys-written", "rotate-key.synced",
+    ],
+    "restore": ["restore.prepared", "restore.staged", "restore.renamed"],
+    "delete-account": [
+        "accounts-delete.confirmed", "accounts-delete.erase-staged", "accounts-delete.erase-marked",
+        "accounts-delete.erase-renamed", "accounts-delete.deleted",
+    ],
+}
+ENCRYPTED = [index for index, spec in enumerate(SUITES) if spec[2]]
 
 
 def generate(seed, count, kinds):
@@ -53,10 +80,14 @@ def generate(seed, count, kinds):
         if kind == "clock":
             op["offset"] = rng.choice([0, 0, 45, 200, -200, -3600])
         if kind == "interrupt":
-            op["command"] = rng.choice(INTERRUPTIBLE)
+            op["command"] = rng.choices(list(INTERRUPTIBLE), list(INTERRUPTIBLE.values()))[0]
             op["signal"] = rng.choice(["INT", "KILL"])
             op["after_ms"] = rng.randrange(0, 400)
             op["role"] = rng.choice(["read", "write"])
+            steps = STEPS.get(op["command"], [])
+            op["step"] = rng.choice(steps) if steps and rng.random() < 0.5 else None
+            if op["command"] in ("join", "share") and rng.random() < 0.5:
+                op["suite"] = rng.choice(ENCRYPTED)
         if kind == "cut-network":
             op["mode"] = rng.choice(["drop", "stall"])
             op["for"] = rng.randrange(1, 5)
@@ -355,11 +386,18 @@ class History:
                 return device
         return None
 
-    def op_share(self, op):
+    def outsider_of(self, op):
+        """The operation's suite and the account its account number picks among the living ones
+        that are neither its owner nor a member (an invitation that finds one more often than a
+        random account would)."""
         suite = self.suites[op["suite"]]
-        account = op["account"]
-        if account == suite.owner or account in suite.members or account not in self.accounts_alive:
-            raise Skip("the owner, a member already, or no such account")
+        outsiders = [a for a in sorted(self.accounts_alive) if a != suite.owner and a not in suite.members]
+        if not outsiders:
+            raise Skip("every living account is the owner or a member")
+        return suite, outsiders[op["account"] % len(outsiders)]
+
+    def op_share(self, op):
+        suite, account = self.outsider_of(op)
         if suite.owner not in self.accounts_alive:
             raise Skip("the owner's account was deleted")
         inviter = self.owner_device(suite)
@@ -373,7 +411,7 @@ class History:
         log = self.log_file("share")
         share = self.tools.start(
             "groupdefaults-sync", "share", "--directory", inviter.folder, local, "--role", role, "--answer-timeout", "8",
-            offset_s=inviter.offset_s, log_path=log,
+            offset_s=inviter.offset_s, log_path=log, interrupt_at=self.step("share.") if interrupt == "share" else None,
         )
         code = self.await_line(share, log, r"code: ([0-9A-Z]{4}(?:-[0-9A-Z]{4}){6})")
         if code is None:
@@ -436,11 +474,15 @@ class History:
         op = self.current
         sig = signal.SIGINT if op["signal"] == "INT" else signal.SIGKILL
         log = self.log_file("join")
-        join = self.tools.start("groupdefaults-sync", *args, *self.answer_timeout(args), offset_s=device.offset_s, log_path=log)
-        time.sleep(op["after_ms"] / 1000)
-        victim = join if which == "join" else share
-        if victim.poll() is None:
-            self.tools.signal(victim, sig)
+        join = self.tools.start(
+            "groupdefaults-sync", *args, *self.answer_timeout(args), offset_s=device.offset_s, log_path=log,
+            interrupt_at=self.step("configure-invitation.") if which == "join" else None,
+        )
+        if op.get("step") is None:
+            time.sleep(op["after_ms"] / 1000)
+            victim = join if which == "join" else share
+            if victim.poll() is None:
+                self.tools.signal(victim, sig)
         if which == "share":
             # The joiner waits for keys that will not come (up to 10 minutes): its person gives up
             # after a while, with Ctrl-C, which leaves the suite again.
@@ -535,7 +577,7 @@ class History:
             log = self.log_file("pair")
             pair = self.tools.start(
                 "groupdefaults-sync", "pair", "--directory", helper.folder, helper.local[suite.index], "--answer-timeout", "8",
-                offset_s=helper.offset_s, log_path=log,
+                offset_s=helper.offset_s, log_path=log, interrupt_at=self.step("pair.") if interrupt else None,
             )
             code = self.await_line(pair, log, r"pairing code: (\S+)")
             if code is None:
@@ -548,12 +590,25 @@ class History:
             ]
             if interrupt:
                 op = self.current
-                configure = self.tools.start("groupdefaults-sync", *args, *self.answer_timeout(args), offset_s=device.offset_s, log_path=log + ".join")
-                time.sleep(op["after_ms"] / 1000)
-                victim = pair if op["signal"] == "INT" else configure
-                sig = signal.SIGINT if op["signal"] == "INT" else signal.SIGKILL
-                if victim.poll() is None:
-                    self.tools.signal(victim, sig)
+                configure = self.tools.start(
+                    "groupdefaults-sync", *args, *self.answer_timeout(args), offset_s=device.offset_s, log_path=log + ".join",
+                    interrupt_at=self.step("configure-pairing."),
+                )
+                if op.get("step") is None:
+                    time.sleep(op["after_ms"] / 1000)
+                    victim = pair if op["signal"] == "INT" else configure
+                    sig = signal.SIGINT if op["signal"] == "INT" else signal.SIGKILL
+                    if victim.poll() is None:
+                        self.tools.signal(victim, sig)
+                elif self.step("pair."):
+                    # The pairing device stopped at its step: the new device waits for keys that
+                    # may not come (up to 10 minutes); its person gives up with Ctrl-C.
+                    while pair.poll() is None and configure.poll() is None:
+                        time.sleep(0.02)
+                    try:
+                        configure.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        self.tools.signal(configure, signal.SIGINT)
                 result = self.tools.finish(configure, timeout=700)
                 if pair.poll() is None:
                     self.tools.signal(pair, signal.SIGINT)
@@ -638,14 +693,27 @@ class History:
             suite.removed[account] = now_ms()
             suite.holds_keys.discard(account)
 
+    def step(self, prefix=""):
+        """Where the current interruption lands when it lands on a named step of the process whose
+        steps start with `prefix`: GROUPDEFAULTS_INTERRUPT_AT's value for it (None: after a time,
+        or on another process's step)."""
+        step = self.current.get("step")
+        if step is None or not step.startswith(prefix):
+            return None
+        return f"{step}@{'SIGINT' if self.current['signal'] == 'INT' else 'SIGKILL'}"
+
     def signal_midway(self, device, args):
         op = self.current
         log = self.log_file("midway")
-        process = self.tools.start("groupdefaults-sync", *args, *self.answer_timeout(args), offset_s=device.offset_s, log_path=log)
-        time.sleep(op["after_ms"] / 1000)
-        if process.poll() is None:
-            sig = signal.SIGINT if op["signal"] == "INT" else signal.SIGKILL
-            self.tools.signal(process, sig)
+        process = self.tools.start(
+            "groupdefaults-sync", *args, *self.answer_timeout(args), offset_s=device.offset_s, log_path=log,
+            interrupt_at=self.step(),
+        )
+        if op.get("step") is None:
+            time.sleep(op["after_ms"] / 1000)
+            if process.poll() is None:
+                sig = signal.SIGINT if op["signal"] == "INT" else signal.SIGKILL
+                self.tools.signal(process, sig)
         return self.tools.finish(process, timeout=700)
 
     def op_leave(self, op, interrupt=False):
@@ -732,10 +800,12 @@ class History:
         whose terminal closed would."""
         if interrupt:
             process = self.tools.start(
-                "groupdefaults-server", *args, *self.servers.storage(), log_path=self.log_file("server-command")
+                "groupdefaults-server", *args, *self.servers.storage(), log_path=self.log_file("server-command"),
+                interrupt_at=self.step(),
             )
-            time.sleep(self.current["after_ms"] / 1000)
-            self.tools.signal(process, signal.SIGINT if self.current["signal"] == "INT" else signal.SIGKILL)
+            if self.current.get("step") is None:
+                time.sleep(self.current["after_ms"] / 1000)
+                self.tools.signal(process, signal.SIGINT if self.current["signal"] == "INT" else signal.SIGKILL)
             stopped = self.tools.finish(process, timeout=120)
             self.log(f"  stopped midway: {stopped.rc}: {stopped.out.strip()[-200:]}")
         return self.servers.command(*args)
@@ -898,10 +968,7 @@ class History:
             self.signal_midway(device, ["sync", "--directory", device.folder, device.local[suite.index]])
             self.model.pushed(device.index, suite.id, surely=False)
         elif command in ("join", "share"):
-            suite = self.suites[op["suite"]]
-            account = op["account"]
-            if account == suite.owner or account in suite.members or account not in self.accounts_alive:
-                raise Skip("the owner, a member already, or no such account")
+            suite, account = self.outsider_of(op)
             inviter = self.owner_device(suite)
             joiner = self.joiner(suite, account)
             if inviter is None or joiner is None:

@@ -128,15 +128,22 @@ class Tools:
         self.log(f"  $ {clock}{_show([tool, *args])} -> {result.rc}")
         return result
 
-    def start(self, tool, *args, offset_s=0, log_path):
+    def start(self, tool, *args, offset_s=0, log_path, interrupt_at=None):
+        """A background command; `interrupt_at` ("step@SIGKILL") makes it signal itself at one of
+        its named steps (GROUPDEFAULTS_INTERRUPT_AT)."""
         log = open(log_path, "a")
+        env = self.env()
+        if interrupt_at:
+            env["GROUPDEFAULTS_INTERRUPT_AT"] = interrupt_at
         process = subprocess.Popen(
-            self.argv(tool, args, offset_s), stdout=log, stderr=subprocess.STDOUT, env=self.env(), text=True,
+            self.argv(tool, args, offset_s), stdout=log, stderr=subprocess.STDOUT, env=env, text=True,
             start_new_session=True,
         )
         process.log_path = log_path
         process.argv = [tool, *args]
         process.signalled = None
+        if interrupt_at:
+            process.signalled = signal.SIGINT if interrupt_at.endswith("@SIGINT") else signal.SIGKILL
         self.started.append(process)
         return process
 
