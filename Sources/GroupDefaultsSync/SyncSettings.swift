@@ -120,6 +120,14 @@ public enum TokenFile {
         guard !token.isEmpty, !token.contains(where: \.isWhitespace) else {
             throw SyncError(.authenticationNeeded, "the token file \(path) does not hold one token")
         }
+        // A token is printable ASCII. Anything else is a damaged file (a power cut can leave one
+        // full of zero bytes); sent as it is, no HTTP request could even carry it.
+        guard token.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw SyncError(
+                .authenticationNeeded,
+                "the token file \(path) is damaged (it holds bytes no token has, as a power cut can leave): put the token in it again"
+            )
+        }
         return token
     }
 }

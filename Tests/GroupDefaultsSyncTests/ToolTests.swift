@@ -37,6 +37,26 @@ struct ToolTests {
         }
     }
 
+    @Test("a token file a power cut left full of zero bytes is named as damaged, not as a server out of reach")
+    func damagedTokenFile() async throws {
+        try await SyncServer.with { server in
+            let device = ToolDevice("group.damaged.token")
+            defer { device.remove() }
+            let file = try device.tokenFile(server.token, name: "token", mode: 0o600)
+            let configured = try await device.sync("configure", ["--server", server.url.absoluteString, "--token-file", file])
+            #expect(configured.status == 0, "\(configured.stderr)")
+            // What the power-cut simulator left of a token file written without a flush.
+            try Data(repeating: 0, count: server.token.utf8.count + 1).write(to: URL(fileURLWithPath: file))
+            let damaged = try await device.sync("sync")
+            #expect(damaged.status != 0)
+            #expect(damaged.stderr.contains("is damaged") && damaged.stderr.contains("put the token in it again"), "\(damaged.stderr)")
+            #expect(!damaged.stderr.contains("cannot reach"), "\(damaged.stderr)")
+            try Data((server.token + "\n").utf8).write(to: URL(fileURLWithPath: file))
+            let again = try await device.sync("sync")
+            #expect(again.status == 0, "the token put back is used at once: \(again.stderr)")
+        }
+    }
+
     @Test("status --json and `groupdefaults info` show the sync state: server, token file, cursor, pending")
     func statusAndInfo() async throws {
         try await SyncServer.with { server in

@@ -15,6 +15,7 @@ import time
 
 from . import promises
 from .model import Model
+from .power import PowerSupply
 from .proxy import Proxy
 from .world import (
     ACCOUNTS, DEVICES, KEYS, LEGACY, SUITES, Device, Failure, Servers, Skip, Suite, Tools, clear_faketime_leftovers, now_ms, quote,
@@ -27,8 +28,11 @@ WEIGHTS = {
     "share": 5, "join-other": 3, "unshare": 3, "leave": 2, "rotate-key": 1,
     "revoke-token": 2, "new-token": 2, "revoke-device": 1,
     "backup": 2, "restore": 3, "reset-suite": 1, "delete-account": 1,
-    "kill-server": 2, "clock": 2, "interrupt": 8, "cut-network": 2,
+    "kill-server": 2, "clock": 2, "interrupt": 8, "cut-network": 2, "power-cut": 2,
 }
+# The device whose folder is on the power-cut file system (in a history with a power cut): ana's
+# second device, the home of an encrypted suite and a member's copy of two plain ones.
+POWER_CUT_DEVICE = 1
 # The commands an interruption stops, and their weights: the handovers of keys (a join, a share,
 # a pairing) are where a stopped command can leave a member without keys.
 INTERRUPTIBLE = {
@@ -93,6 +97,8 @@ def generate(seed, count, kinds):
             op["for"] = rng.randrange(1, 5)
         if kind == "kill-server":
             op["server"] = rng.randrange(2)
+        if kind == "power-cut":
+            op["cut"] = rng.randrange(1 << 16)
         ops.append(op)
     return ops
 
@@ -114,6 +120,7 @@ class History:
         self.cut_left = 0
         self.op_index = -1
         self.files = 0
+        self.power = None
 
     def log_file(self, what):
         self.files += 1
@@ -130,6 +137,11 @@ class History:
         clear_faketime_leftovers()
         for device in self.devices:
             os.makedirs(device.folder, mode=0o700)
+        if any(op["kind"] == "power-cut" for op in self.ops):
+            device = self.devices[POWER_CUT_DEVICE]
+            self.power = PowerSupply(os.path.join(self.root, "power"), device.folder, self.log)
+            self.power.start()
+            self.tools.power[device.folder] = self.power
         self.servers.start()
         for device in self.devices:
             self.new_token(device, first=True)
@@ -953,6 +965,23 @@ class History:
             if index in device.local and not offset:
                 self.start_run(device, self.suites[index])
 
+    def op_power_cut(self, op):
+        """The power of the device on the power-cut file system goes, and it boots again. The
+        model does not change: a write a command acknowledged is in the core's durability point
+        (made as the command exits); what a `run` pulled after its last point may be lost, and is
+        pulled again (README: a suite put back reads the server's state again)."""
+        device = self.devices[POWER_CUT_DEVICE]
+        if device.retired:
+            raise Skip("retired")
+        running = list(device.runs)
+        for index in running:
+            self.stop_run(device, self.suites[index], sig=signal.SIGKILL)
+        pages, kept = self.power.cut(random.Random(op["cut"]))
+        self.log(f"  the power of d{device.index} went: the cut kept {kept} of {pages} pages not flushed")
+        for index in running:
+            if index in device.local and not device.offset_s:
+                self.start_run(device, self.suites[index])
+
     def op_cut_network(self, op):
         if self.cut_left > 0:
             raise Skip("already cut")
@@ -1006,4 +1035,6 @@ class History:
 
     def close(self):
         self.tools.stop_all()
+        if self.power is not None:
+            self.power.close()
         self.proxy.close()

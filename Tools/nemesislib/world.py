@@ -65,6 +65,7 @@ class Tools:
         self.log = log
         self.crashes = []
         self.started = []  # every background command, to stop what a failed history left running
+        self.power = {}  # a device's folder -> its PowerSupply (power.py), for the folders on one
 
     def path(self, name):
         return os.path.join(self.bin_dir, name)
@@ -88,7 +89,15 @@ class Tools:
         libfaketime preloaded by hand the tools saw no arguments)."""
         waits = tool == "groupdefaults-sync" and args and args[0] in self.WAITING
         clock = ["faketime", "-f", f"{offset_s:+d}s"] if offset_s and not waits else []
-        return [*clock, self.path(tool), *args]
+        # A command on a device whose power was cut runs on the device's new boot.
+        booted = next(
+            (
+                supply.booted_again() for folder, supply in self.power.items()
+                if any(str(a) == folder or str(a).startswith(folder + os.sep) for a in args)
+            ),
+            [],
+        )
+        return [*booted, *clock, self.path(tool), *args]
 
     def run(self, tool, *args, offset_s=0, timeout=120, stdin=None):
         argv = self.argv(tool, args, offset_s)
@@ -96,7 +105,7 @@ class Tools:
         # ContinuousClock reads CLOCK_BOOTTIME, which libfaketime moves back too): a command that
         # sleeps to retry (the network cut) is stopped after 30 s and counts as interrupted, not
         # as hung; the true clock's runs are where a hang is a failure.
-        behind = offset_s < 0 and argv[0] == "faketime"
+        behind = offset_s < 0 and "faketime" in argv
         if behind:
             timeout = 30
         # In a session of its own: a command that hangs is killed with its group, `faketime`'s child
@@ -105,6 +114,7 @@ class Tools:
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=self.env(), start_new_session=True,
         )
+        self.started.append(process)  # stopped with the history if the nemesis is
         try:
             out, err = process.communicate(input=stdin, timeout=timeout)
             result = Result(argv, process.returncode, out, err)
