@@ -121,6 +121,7 @@ class History:
         self.op_index = -1
         self.files = 0
         self.power = None
+        self.revoked_tokens = []  # (device, token, by what): each must be refused to the end
 
     def log_file(self, what):
         self.files += 1
@@ -458,6 +459,11 @@ class History:
         truth = self.membership(suite)
         if truth is None:
             return False
+        if interrupt is None and joined and truth.get(ACCOUNTS[joiner.account]) != role:
+            # The server's listing is not its own oracle: an invitation adds the role it offered.
+            raise Failure(
+                f"{ascii(ACCOUNTS[joiner.account])} joined {ascii(suite.name)} by an invitation as {role}, and the owner's device lists {truth.get(ACCOUNTS[joiner.account])}"
+            )
         if ACCOUNTS[joiner.account] in truth and not joined:
             if suite.encrypted:
                 # README: a join stopped before the keys came leaves again (the same command again
@@ -656,6 +662,7 @@ class History:
         args = ["unshare", "--directory", owner.folder, owner.local[suite.index], "--account", ACCOUNTS[account]]
         held = suite.encrypted and account in suite.holds_keys
         before = self.epoch(suite) if held else None
+        result = None
         if interrupt:
             self.signal_midway(owner, args)
         else:
@@ -666,6 +673,8 @@ class History:
                 # README: `unshare` removes the member, then moves the suite to a new key epoch.
                 raise Failure(f"unshare removed {ascii(ACCOUNTS[account])} from {ascii(suite.name)} but left it at key epoch {before}")
         self.learn_membership(suite)
+        if result is not None and result.rc == 0 and account in suite.members:
+            raise Failure(f"unshare of {ascii(ACCOUNTS[account])} from {ascii(suite.name)} ended with 0, and the account is still listed")
 
     def epoch(self, suite):
         """The suite's newest key epoch, as the server's key bags say (None when the owner's
@@ -777,6 +786,7 @@ class History:
         if device.retired:
             raise Skip("retired")
         listing = self.servers.command("token", "list")
+        held = self.tokens_of(device)
         revoked = 0
         for line in listing.out.splitlines():
             fields = line.split("\t")
@@ -786,6 +796,18 @@ class History:
                     self.audit_expected.append(("token-revoke", ACCOUNTS[device.account]))
         if revoked == 0:
             raise Skip("no active token")
+        self.revoked_tokens += [(device.index, token, "token revoke") for token in held]
+
+    def tokens_of(self, device):
+        """The tokens in the device's token files (its own, and those pairing wrote)."""
+        tokens = []
+        for path in {device.token_file} | set(getattr(device, "token_files", {}).values()):
+            try:
+                with open(path) as f:
+                    tokens.append(f.read().strip())
+            except OSError:
+                pass
+        return [t for t in tokens if t]
 
     def op_new_token(self, op):
         device = self.devices[op["device"]]
@@ -802,8 +824,10 @@ class History:
             raise Skip("no devices listed")
         for entry in json.loads(listing.out):
             if entry.get("name") == f"d{device.index}" and not entry.get("revoked"):
-                if self.servers.command("devices", "revoke", entry["id"]).rc == 0:
-                    self.audit_expected.append(("device-revoke", ACCOUNTS[device.account]))
+                result = self.servers.command("devices", "revoke", entry["id"])
+                if result.rc != 0:
+                    raise Failure(f"devices revoke of a listed device failed: {result!r}")
+                self.audit_expected.append(("device-revoke", ACCOUNTS[device.account]))
                 return
         raise Skip("the device is not listed")
 

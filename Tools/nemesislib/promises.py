@@ -23,6 +23,7 @@ from .world import ACCOUNTS, KEYS, Failure, Skip, now_ms, quote
 
 
 def each_step(history):
+    history.servers.check_running()
     if history.tools.crashes:
         raise Failure(history.tools.crashes[0])
     errors = history.proxy.server_errors()
@@ -48,6 +49,7 @@ def settle(history):
             history.set_clock(device, 0)
     history.stop_every_run()
     history.stuck = []
+    history.broken = []
     for suite in history.suites:
         owner = history.owner_device(suite)
         if owner is not None:
@@ -84,7 +86,9 @@ def remedy(history, device, suite):
     elif state in ("not_shared", "account_deleted"):
         role = history.role(device.account, suite)
         if role is not None:
-            history.stuck.append(f"d{device.index}'s copy of {ascii(suite.name)} says {state}, but the account is {role}")
+            # Kept apart from `stuck`, which each round makes again: the copy is unconfigured below
+            # and no later round would see it.
+            history.broken.append(f"d{device.index}'s copy of {ascii(suite.name)} says {state}, but the account is {role}")
         history.sync_tool(device, "unconfigure", "--directory", device.folder, local)
         device.left[suite.index] = device.local.pop(suite.index)
         history.model.lost_authority(device.index, suite.id)
@@ -116,7 +120,7 @@ def remedy(history, device, suite):
 
 
 def check(history):
-    problems = list(history.stuck)
+    problems = list(history.stuck) + list(history.broken)
     problems += history.tools.crashes
     problems += [f"the server answered {s}: {head[:300]!r}" for s, head in history.proxy.server_errors()]
     for suite in history.suites:
@@ -222,6 +226,14 @@ def pushed_probe(history, suite, token):
 def authority(history, suite):
     problems = []
     path = f"/v1/suites/{quote(suite.name)}/snapshot?owner={quote(ACCOUNTS[suite.owner])}"
+    # A revoked token stays revoked: after new tokens, restores, and the name made again.
+    for index, token, how in history.revoked_tokens:
+        status, _ = history.servers.http("GET", path, token)
+        if status != 401:
+            problems.append(f"a token of d{index} revoked by {how} reads {ascii(suite.name)}: {status}")
+        status = pushed_probe(history, suite, token)
+        if status != 401:
+            problems.append(f"a token of d{index} revoked by {how} pushes to {ascii(suite.name)}: {status}")
     for index, token in getattr(history, "retired_tokens", []):
         status, _ = history.servers.http("GET", path, token)
         if status != 401:

@@ -251,6 +251,7 @@ class Servers:
         return ["--postgres-url", self.postgres_url] if self.postgres_url else ["--data-dir", self.data_dir]
 
     def start(self, index=None):
+        self.check_running()
         for i in range(len(self.ports)) if index is None else [index]:
             if self.processes[i] is not None and self.processes[i].poll() is None:
                 continue
@@ -275,11 +276,22 @@ class Servers:
                     raise Failure("the server did not say it listens within 60 s")
                 time.sleep(0.05)
 
+    def check_running(self):
+        """A server that ended without the nemesis stopping it crashed (its exit status and output
+        checked once, as a crash)."""
+        for process in self.processes:
+            if process is not None and process.poll() is not None and not getattr(process, "stopped", False):
+                process.stopped = True
+                result = self.tools.finish(process)
+                self.tools.crashes.append(f"the server ended by itself ({result.rc}): {result.out[-600:]}")
+
     def stop(self, index=None, sig=signal.SIGTERM):
+        self.check_running()
         for i in range(len(self.ports)) if index is None else [index]:
             process = self.processes[i]
             if process is None or process.poll() is not None:
                 continue
+            process.stopped = True
             self.tools.signal(process, sig)
             result = self.tools.finish(process, sent=sig)
             if sig == signal.SIGTERM and result.rc != 0:
