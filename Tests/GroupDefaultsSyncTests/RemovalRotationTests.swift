@@ -103,6 +103,57 @@ struct RemovalRotationTests {
         }
     }
 
+    @Test(
+        "an owner device that has not synced since the other one rotated shares: it takes the newest key first, so the new member opens what was written under it and is in the next rotation",
+        arguments: StorageBackend.allCases
+    )
+    func shareFromADeviceBehind(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let phone = ToolDevice("family")
+            let tablet = ToolDevice("family")
+            let bob = ToolDevice("family")
+            let carol = ToolDevice("family")
+            defer { for device in [phone, tablet, bob, carol] { device.remove() } }
+            try await Self.ownEncrypted(phone, server)
+            let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", "family", "--directory", phone.directory.path])
+            let line = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
+            try await expectOK(
+                tablet.sync(
+                    "configure",
+                    [
+                        "--server", server.url.absoluteString, "--pairing-code", String(line.dropFirst("pairing code: ".count)),
+                        "--token-file", tablet.directory.appendingPathComponent("paired.token").path,
+                    ]
+                )
+            )
+            #expect(pair.finish().status == 0)
+            try await Self.join(bob, "bob", phone, server)
+            let owner = server.client("family")
+            _ = try await owner.removeMember("bob")
+            try phone.open().set("epoch-two-Q4K8", forKey: "secret")
+            let rotated = try await phone.sync("sync")
+            #expect(rotated.stdout.contains("rotated family to key epoch 2"), "\(rotated.stdout) \(rotated.stderr)")
+
+            // The tablet still holds epoch 1 only, and invites carol.
+            try await Self.join(carol, "carol", tablet, server)
+            let carolListed = try await owner.members().members.first { $0.account == "carol" }
+            #expect(carolListed?.admission?.epoch == 2, "vouched for at the newest epoch: \(String(describing: carolListed))")
+            try await expectOK(carol.sync("sync"))
+            #expect(try carol.open().string(forKey: "secret") == "epoch-two-Q4K8")
+
+            // The next rotation (another removal) seals the new key to carol too.
+            let dave = ToolDevice("family")
+            defer { dave.remove() }
+            try await Self.join(dave, "dave", phone, server)
+            _ = try await owner.removeMember("dave")
+            try phone.open().set("epoch-three-Z2M5", forKey: "secret")
+            let again = try await phone.sync("sync")
+            #expect(again.stdout.contains("rotated family to key epoch 3"), "\(again.stdout) \(again.stderr)")
+            try await expectOK(carol.sync("sync"))
+            #expect(try carol.open().string(forKey: "secret") == "epoch-three-Z2M5")
+        }
+    }
+
     /// `configure --encrypt` on `device` with the server's token (alice's), one key written and synced.
     static func ownEncrypted(_ device: ToolDevice, _ server: SyncServer) async throws {
         let configured = try await device.sync(

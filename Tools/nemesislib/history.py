@@ -175,6 +175,7 @@ class History:
                 self.audit_expected.append(("token-create", account))
         if result.rc != 0:
             raise Failure(f"a token for {account!r} was refused: {result!r}")
+        device.tokens_given = getattr(device, "tokens_given", []) + [result.out.strip()]
         files = {device.token_file} | set(getattr(device, "token_files", {}).values())
         for path in files:
             temporary = path + ".new"
@@ -799,15 +800,18 @@ class History:
         self.revoked_tokens += [(device.index, token, "token revoke") for token in held]
 
     def tokens_of(self, device):
-        """The tokens in the device's token files (its own, and those pairing wrote)."""
-        tokens = []
-        for path in {device.token_file} | set(getattr(device, "token_files", {}).values()):
+        """Every token of the device: those the nemesis gave it (the files may have lost them to
+        a power cut), and those pairing wrote (the tool flushes them)."""
+        tokens = list(getattr(device, "tokens_given", []))
+        for path in set(getattr(device, "token_files", {}).values()):
             try:
                 with open(path) as f:
-                    tokens.append(f.read().strip())
+                    token = f.read().strip()
             except OSError:
-                pass
-        return [t for t in tokens if t]
+                continue
+            if token and token.isascii() and token.isprintable():
+                tokens.append(token)
+        return tokens
 
     def op_new_token(self, op):
         device = self.devices[op["device"]]
@@ -984,6 +988,10 @@ class History:
         running = list(device.runs)
         for index in running:
             self.stop_run(device, self.suites[index])
+        if offset < device.offset_s:
+            # README: a device stamps again what it wrote while its clock was more than 5 minutes
+            # ahead of the clock it has now: those writes may lose to older ones.
+            self.model.clock_went_back(device.index, now_ms() + offset * 1000)
         device.offset_s = offset
         for index in running:
             if index in device.local and not offset:

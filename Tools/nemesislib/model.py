@@ -50,6 +50,15 @@ class Model:
         self.writes.append(w)
         return w
 
+    def clock_went_back(self, device, clock_ms):
+        """The device's clock now reads `clock_ms`: what it stamped more than 5 minutes ahead of
+        that is stamped again (README, "What one bad device, value or clock can do": a pending
+        write with the corrected clock, a pushed one as older than any later write), so it may lose
+        to older writes."""
+        for w in self.writes:
+            if w.device == device and w.standing == "certain" and w.hi > clock_ms + 5 * 60 * 1000:
+                w.standing = "maybe"
+
     def of(self, device, suite_id):
         return [w for w in self.writes if w.device == device and w.suite_id == suite_id]
 

@@ -34,9 +34,7 @@ def each_step(history):
 def retired(history, device):
     """A device of a deleted account: its tokens must read nothing from now on."""
     history.retired_tokens = getattr(history, "retired_tokens", [])
-    for path in glob.glob(device.folder + "/*token"):
-        with open(path) as f:
-            history.retired_tokens.append((device.index, f.read().strip()))
+    history.retired_tokens += [(device.index, token) for token in history.tokens_of(device)]
 
 
 def settle(history):

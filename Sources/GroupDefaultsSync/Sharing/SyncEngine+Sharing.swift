@@ -22,6 +22,7 @@ extension SyncEngine {
     ///   device without the owner key, or what a request can throw.
     public func share(role: SuiteRole, expiresIn: Duration? = nil) async throws(SyncError) -> (code: InvitationCode, invitation: InvitationInfo) {
         if let keys = sealer?.keys, keys.sharing?.isOwner != true { throw SuiteKeys.notOwner(defaults.suiteName) }
+        if sealer != nil { _ = try await newestKeys() }
         let seconds = expiresIn.map { UInt64(clamping: $0.components.seconds) }
         if let seconds, !InvitationRequest.lifetimes.contains(seconds) {
             throw SyncError(.local, "an invitation works for 60 seconds to 30 days")
@@ -69,6 +70,8 @@ extension SyncEngine {
             )
         }
         if current.keys != nil { return current }
+        // The suite may have moved to a new key epoch while this waited (a removal elsewhere).
+        let newest = try await newestKeys() ?? keys
         guard let memberKey = KeyHandover.checkedMemberKey(claim, code: code) else {
             let removed = (try? await client.removeMember(account)) != nil
             throw SyncError(
@@ -80,8 +83,8 @@ extension SyncEngine {
             )
         }
         let handed = InvitationKeys(
-            keys: try KeyHandover.seal(keys, to: memberKey, code: code),
-            admission: try keys.admission(account: account, memberKey: memberKey)
+            keys: try KeyHandover.seal(newest, to: memberKey, code: code),
+            admission: try newest.admission(account: account, memberKey: memberKey)
         )
         do {
             return try await client.handOverKeys(invitation: invitation.id, handed)
@@ -93,6 +96,30 @@ extension SyncEngine {
                 "\(account) accepted the invitation \(invitation.id) but left the suite before its keys were handed over (its join stopped or gave up waiting): nothing was handed over; make a new invitation for it"
             )
         }
+    }
+
+    /// The keys of the suite's newest epoch, before this device vouches for a new member: taken
+    /// from the key bags if the suite was rotated on another device since this one last synced.
+    /// What it hands over and the admission it signs are then at that epoch; at an older one the
+    /// next rotation would leave the new member out (an admission older than the last rotation's
+    /// members is one a server could replay), and the member could open nothing written since.
+    ///
+    /// - Throws: `SyncError` `staleKeyEpoch` (pair this device again) when the newest epoch is not
+    ///   to be had here (`rotate-key` on another device hands it to no device).
+    func newestKeys() async throws(SyncError) -> SuiteKeys? {
+        _ = try await adoptSharedEpochs()
+        guard let keys = sealer?.keys else { return nil }
+        let newest = try await client.keyBags().newestEpoch
+        guard newest <= keys.currentEpoch else {
+            var error = SyncError(
+                .local,
+                code: .staleKeyEpoch,
+                "the key of \(client.suite) was rotated on another device (epoch \(newest); this device has up to \(keys.currentEpoch)): pair this device again with one that has the new key, then share"
+            )
+            error.remedy = .pairAgain
+            throw error
+        }
+        return keys
     }
 
     /// The suite's invitations, newest first: waiting, and those that ended in the last 30 days
