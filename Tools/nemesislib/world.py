@@ -171,7 +171,10 @@ class Tools:
                 os.killpg(process.pid, sig)
             except ProcessLookupError:
                 pass
-            process.signalled = sig
+            # A SIGKILL already sent is how it ends, whatever follows it (a process killed a
+            # moment ago is not reaped yet: a Ctrl-C sent after it changes nothing).
+            if process.signalled != signal.SIGKILL:
+                process.signalled = sig
 
     def check(self, result, sent=None):
         rc = result.rc
