@@ -73,4 +73,59 @@ struct AccountIncarnationTests {
             #expect(await run.terminate().status == 0)
         }
     }
+
+    @Test(
+        "a member's copy of the deleted account's suite is told so, also where its account is now a read member of the new account's suite of that name",
+        arguments: StorageBackend.allCases
+    )
+    func memberOfTheDeletedAccount(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let suite = "family"
+            let zedPhone = ToolDevice(suite)
+            let zedTablet = ToolDevice(suite)
+            let kimPhone = ToolDevice(suite)
+            let kimTablet = ToolDevice(suite)
+            defer { for device in [zedPhone, zedTablet, kimPhone, kimTablet] { device.remove() } }
+            let zed = try await ServerTool.createToken(storage: server.storage, account: "zed")
+            let kim = try await ServerTool.createToken(storage: server.storage, account: "kim")
+            try await zedPhone.configure(server, token: zed)
+            try await Self.invite(kimPhone, kim, from: zedPhone, role: "write", suite, server)
+            #expect(try await kimPhone.sync("sync").status == 0)
+
+            let deleted = try await ServerTool.run(["accounts", "delete", "zed", "--yes"] + server.storage)
+            #expect(deleted.status == 0, "\(deleted.stderr)")
+            try await zedTablet.configure(server, token: try await ServerTool.createToken(storage: server.storage, account: "zed"))
+            try await Self.invite(kimTablet, kim, from: zedTablet, role: "read", suite, server)
+
+            // Kim's phone holds the deleted zed's suite, with a change to push: it is told that
+            // account was deleted (its remedy, starting over), not that kim may only read.
+            #expect(try await kimPhone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
+            let synced = try await kimPhone.sync("sync")
+            #expect(synced.status != 0)
+            #expect(!synced.stderr.contains("insufficient_role"), "\(synced.stderr)")
+            let status = try await kimPhone.sync("status", ["--json"])
+            #expect(status.stdout.contains("\"state\" : \"account_deleted\""), "\(status.stdout) \(status.stderr)")
+        }
+    }
+
+    /// `share SUITE --role ROLE` on `owner`, and `configure --invitation` on `device` with `token`.
+    static func invite(
+        _ device: ToolDevice,
+        _ token: String,
+        from owner: ToolDevice,
+        role: String,
+        _ suite: String,
+        _ server: SyncServer
+    ) async throws {
+        let share = try RunningProcess(ToolDevice.syncExecutable, ["share", suite, "--role", role, "--directory", owner.directory.path])
+        let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
+        let joined = try await device.syncTool(
+            [
+                "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString, "--token-file",
+                try device.tokenFile(token, name: "member.token"),
+            ]
+        )
+        #expect(joined.status == 0, "\(joined.stderr)")
+        #expect(share.finish().status == 0)
+    }
 }
