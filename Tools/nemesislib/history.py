@@ -206,7 +206,7 @@ class History:
         suite.members = {}
         suite.holds_keys = {suite.owner}
         suite.removed = {}
-        suite.removed_at = {}
+        suite.removed_op = {}
         self.sync(home, suite)
 
     # Running the tools on a device.
@@ -705,7 +705,7 @@ class History:
 
     def removed(self, suite, account, audited=True):
         suite.members.pop(account, None)
-        suite.removed_at[account] = now_ms()
+        suite.removed_op[account] = self.op_index
         if audited:  # an account's deletion is recorded once, as account-delete
             self.audit_expected.append(("member-remove", ACCOUNTS[suite.owner]))
         for device in self.devices:

@@ -252,11 +252,13 @@ def authority(history, suite):
             problems.append(f"{ascii(ACCOUNTS[device.account])}, no member, pushes to {ascii(ACCOUNTS[suite.owner])}'s {ascii(suite.name)}")
         # Its copy holds nothing written after its account's removal.
         local = device.left.get(suite.index) or device.local.get(suite.index)
-        removed_at = suite.removed_at.get(device.account)
-        if local and removed_at is not None:
+        # "After" by the operations' order: the writers' clocks may be off (a write stamped ahead
+        # was still made before the removal).
+        removed_op = suite.removed_op.get(device.account)
+        if local and removed_op is not None:
             held = contents(history, device, local) or {}
             for key, value in held.items():
-                later = [w for w in history.model.writes if w.suite_id == suite.id and w.value == value and w.lo > removed_at and w.device != device.index]
+                later = [w for w in history.model.writes if w.suite_id == suite.id and w.value == value and w.op > removed_op and w.device != device.index]
                 if later:
                     problems.append(f"d{device.index}, removed from {ascii(suite.name)}, holds {later[0]!r} written after")
     if suite.encrypted and alive and history.owner_device(suite) is not None and suite.removed:

@@ -365,7 +365,7 @@ class Suite:
         self.members = {}  # account -> role, as the nemesis made them
         self.holds_keys = set()  # accounts whose devices got the keys (encrypted)
         self.removed = {}  # account -> when it was removed holding the keys (encrypted), ms
-        self.removed_at = {}  # account -> when it was last removed, ms
+        self.removed_op = {}  # account -> the operation it was last removed in (or learnt to be)
 
     @property
     def id(self):
