@@ -224,21 +224,17 @@ def pushed_probe(history, suite, token):
 def authority(history, suite):
     problems = []
     path = f"/v1/suites/{quote(suite.name)}/snapshot?owner={quote(ACCOUNTS[suite.owner])}"
-    # A revoked token stays revoked: after new tokens, restores, and the name made again.
-    for index, token, how in history.revoked_tokens:
+    # A revoked token, and a deleted account's, stays refused: after new tokens, restores, and the
+    # name made again.
+    refused = [(f"a token of d{index} revoked by {how}", token) for index, token, how in history.revoked_tokens]
+    refused += [(f"a deleted account's token (d{index})", token) for index, token in getattr(history, "retired_tokens", [])]
+    for whose, token in refused:
         status, _ = history.servers.http("GET", path, token)
         if status != 401:
-            problems.append(f"a token of d{index} revoked by {how} reads {ascii(suite.name)}: {status}")
+            problems.append(f"{whose} reads {ascii(suite.name)}: {status}")
         status = pushed_probe(history, suite, token)
         if status != 401:
-            problems.append(f"a token of d{index} revoked by {how} pushes to {ascii(suite.name)}: {status}")
-    for index, token in getattr(history, "retired_tokens", []):
-        status, _ = history.servers.http("GET", path, token)
-        if status != 401:
-            problems.append(f"a deleted account's token (d{index}) reads {ascii(suite.name)}: {status}")
-        status = pushed_probe(history, suite, token)
-        if status != 401:
-            problems.append(f"a deleted account's token (d{index}) pushes to {ascii(suite.name)}: {status}")
+            problems.append(f"{whose} pushes to {ascii(suite.name)}: {status}")
     alive = suite.owner in history.accounts_alive
     for device in history.devices:
         if device.retired or device.account == suite.owner or device.account in suite.members:
