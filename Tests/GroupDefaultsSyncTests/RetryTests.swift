@@ -100,7 +100,9 @@ struct RetryTests {
                 proxy.refuse("/push", status: 503, count: 100) { "86400" }
                 let started = ContinuousClock.now
                 let sync = try await device.sync("sync")
-                #expect(ContinuousClock.now - started < .seconds(10))
+                // Not waited for: far under the 60 s a client waits in all (the sync itself takes
+                // about a second, ten on a busy CI machine).
+                #expect(ContinuousClock.now - started < .seconds(30))
                 #expect(sync.status != 0)
                 let lines = sync.stderr.split(separator: "\n")
                 #expect(lines.count == 1 && lines[0].contains("unavailable") && lines[0].contains("asks to wait 86400.0 s"), "\(sync.stderr)")
