@@ -99,10 +99,17 @@ extension SyncEngine {
         }
     }
 
-    /// The key rotation due after a removal (`rotateIfDue`), at each (re)connection of the
-    /// listening loop; a failure is logged and tried again at the next.
+    /// A rotation this device began and did not finish (`finishRotation`), then the key rotation
+    /// due after a removal (`rotateIfDue`), at each (re)connection of the listening loop; a
+    /// failure is logged and tried again at the next.
     private func rotateIfDueLogged() async {
         do {
+            if let rotation = try await finishRotation() {
+                logger.notice(
+                    "finished rotating the suite's keys to epoch \(rotation.keys.currentEpoch), begun before",
+                    metadata: ["suite": "\(client.suite)"]
+                )
+            }
             if let (due, rotation) = try await rotateIfDue() {
                 logger.notice(
                     "rotated the suite's keys to epoch \(rotation.keys.currentEpoch): \(due.removed.joined(separator: ", ")) held them when removed",

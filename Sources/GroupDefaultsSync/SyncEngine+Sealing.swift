@@ -165,12 +165,16 @@ extension SyncEngine {
     }
 
     /// Reads the key file again; true if it now has a newer epoch than the keys in use (the suite
-    /// was rotated, or this device paired again, since the engine started).
+    /// was rotated, or this device paired again, since the engine started). A rotation finished
+    /// since (its bag forgotten) is taken in too.
     func reloadKeys() -> Bool {
-        guard let keyFile, let current = sealer?.keys, let keys = try? SuiteKeys.read(from: keyFile, suite: current.suite),
-            Set(keys.epochs.keys) != Set(current.epochs.keys)
-        else { return false }
+        guard let keyFile, let current = sealer?.keys, let keys = try? SuiteKeys.read(from: keyFile, suite: current.suite) else {
+            return false
+        }
+        let newer = Set(keys.epochs.keys) != Set(current.epochs.keys)
+        guard newer || keys.hasUnfinishedRotation != current.hasUnfinishedRotation else { return false }
         sealer = EntrySealer(keys: keys)
+        guard newer else { return false }
         logger.notice("read the suite's keys again: epoch \(keys.currentEpoch)", metadata: ["suite": "\(client.suite)"])
         return true
     }

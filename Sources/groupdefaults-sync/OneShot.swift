@@ -34,6 +34,13 @@ extension SyncCommand {
 
         func run() async throws {
             try await withEngine(options, server, suite) { engine in
+                // A rotation this device began and did not finish: finished first (it syncs too).
+                if let rotation = try await engine.finishRotation() {
+                    output(
+                        "finished rotating \(suite) to key epoch \(rotation.keys.currentEpoch), begun here before "
+                            + "(\(rotation.resealed) \(rotation.resealed == 1 ? "entry" : "entries") sealed again)"
+                    )
+                }
                 let report = try await engine.syncOnce()
                 // A member that held the keys was removed since the last rotation: rotated now.
                 if let (due, rotation) = try await engine.rotateIfDue() {

@@ -17,7 +17,12 @@ import Logging
 ///    under an older epoch that this device holds (the same write: it has just synced) is sealed
 ///    again under the new one, keeping its stamp (a
 ///    re-seal: `PushOp.origin`), so no write changes and none is lost; one it does not hold is left
-///    as it was and reported, never laundered into the new epoch.
+///    as it was and reported, never laundered into the new epoch;
+/// 4. the key file forgets the signed bag (`SuiteKeys.pendingBag`). Until then the rotation is
+///    unfinished (`SuiteKeys.hasUnfinishedRotation`), and the next `sync` or `run` of this device
+///    finishes it (`SyncEngine.finishRotation`): a rotation stopped between its bag and its last
+///    re-seal would otherwise leave entries under the retired epoch, which every other device with
+///    the new key refuses.
 ///
 /// Every other device that should keep the suite pairs again (`groupdefaults-sync pair` here,
 /// `configure --pairing-code` there) and gets every epoch's key; devices with the new key refuse
@@ -92,10 +97,10 @@ public enum KeyRotation {
         {
             var epochs = keys.epochs
             epochs[pending.epoch] = pending.key
-            let stored = keys.with(epochs: epochs).with(pendingBag: nil)
+            let stored = keys.with(epochs: epochs)  // the bag kept until the re-seal is done
             try stored.write(to: keyFile)
             _ = await engine.reloadKeys()
-            return try await reseal(engine, old: keys, new: stored, bag: pending.bag, keyFile: keyFile, excluding: removed)
+            return try await reseal(engine, old: keys, new: stored.with(pendingBag: nil), bag: pending.bag, keyFile: keyFile, excluding: removed)
         }
         // A bag signed here before and not known to be stored is sent again, unchanged: one bag per
         // epoch from this device, never two that a server could choose between (one sealed to a
@@ -131,13 +136,12 @@ public enum KeyRotation {
             throw error
         }
         InterruptionPoint.reached("rotate-key.bag-stored")
-        try new.write(to: keyFile)
-        InterruptionPoint.reached("rotate-key.keys-written")
         return try await reseal(engine, old: keys, new: new, bag: bag, keyFile: keyFile, excluding: removed)
     }
 
     /// The rotation's last steps, once the server holds the new epoch's bag and the key file its
-    /// key: pulls, seals again every entry under an older epoch, and rotates once more if the bag
+    /// key (and the bag, the mark of a rotation unfinished): pulls, seals again every entry under an
+    /// older epoch, writes `new` (without the bag) to the key file, and rotates once more if the bag
     /// was sealed to a removed account.
     private static func reseal(
         _ engine: SyncEngine,
@@ -210,6 +214,9 @@ public enum KeyRotation {
             }
             if !batch.isEmpty { resealed += try await push(batch, engine: engine, epoch: epoch, refused: &refused) }
         } while after != nil
+        try new.with(pendingBag: nil).write(to: keyFile)
+        _ = await engine.reloadKeys()
+        InterruptionPoint.reached("rotate-key.keys-written")
         var outcome = Outcome(keys: new, resealed: resealed, refused: refused, sharedWith: bag.shared.map { $0.members.keys.sorted() })
         // A bag signed before a removal, sent again, may seal to the removed account: once it is
         // stored, the suite moves on to an epoch sealed without it.

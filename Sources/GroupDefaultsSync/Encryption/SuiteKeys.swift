@@ -44,6 +44,10 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// put failed, or its answer was lost), with its epoch's key: the next rotation sends it again
     /// unchanged, so that no epoch ever has two bags signed here for a server to choose between.
     var pendingBag: PendingKeyBag?
+    /// Whether a rotation this device began is unfinished: its key file holds the new epoch's key
+    /// and still the bag it signed for it, which is forgotten once every entry is sealed again
+    /// (`KeyRotation`).
+    var hasUnfinishedRotation: Bool { pendingBag.map { $0.epoch == currentEpoch } ?? false }
     /// The epoch new entries are sealed under: the newest.
     public var currentEpoch: UInt32 { epochs.keys.max() ?? 1 }
 

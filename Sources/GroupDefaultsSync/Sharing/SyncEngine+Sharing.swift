@@ -198,6 +198,24 @@ extension SyncEngine {
         return bags.rotationDue
     }
 
+    /// Finishes the key rotation this device began and did not finish (`KeyRotation`, stopped
+    /// after its new key was written: the bag stored or maybe stored, not every entry sealed again
+    /// under the new epoch), as `rotate-key` run again would; nil when there is none. Until it is
+    /// finished, other devices with the new key refuse what is left under the retired epoch.
+    /// `sync` and `run` call it before anything else.
+    ///
+    /// - Throws: `SyncError`, as `KeyRotation.rotate` does (the mark stays: the next sync tries again).
+    public func finishRotation() async throws(SyncError) -> KeyRotation.Outcome? {
+        guard let keys = sealer?.keys, keys.hasUnfinishedRotation, let keyFile else { return nil }
+        logger.notice(
+            "finishing the rotation of the suite's keys to epoch \(keys.currentEpoch) that this device began",
+            metadata: ["suite": "\(client.suite)"]
+        )
+        // A removal due since is left out of the bag, if it is sent again (`rotateIfDue` follows).
+        let removed = try await rotationDue().map { Set($0.removed) } ?? []
+        return try await KeyRotation.rotate(self, keys: keys, keyFile: keyFile, excluding: removed)
+    }
+
     /// Makes the key rotation due (`rotationDue()`), if any: the new epoch is sealed for the owner's
     /// devices and the remaining members, never to an account removed since (`KeyRotation`); once
     /// the server stores its key bag, the mark is gone. Returns what was due and what the rotation
