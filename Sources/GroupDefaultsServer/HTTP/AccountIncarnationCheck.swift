@@ -15,6 +15,8 @@ package final class AccountIncarnationCheck: Sendable {
     let claimed: String?
     /// The owner's incarnation, once checked: the answer's header.
     let answered = Mutex<String?>(nil)
+    /// The owner's incarnation the request was checked against; nil before `check(owner:)`.
+    var checkedIncarnation: String? { answered.withLock { $0 } }
 
     init(incarnations: AccountIncarnations, claimed: String?) {
         self.incarnations = incarnations

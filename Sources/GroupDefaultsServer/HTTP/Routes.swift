@@ -140,6 +140,7 @@ struct SyncRoutes: Sendable {
         let body = try JSONBody.decode(PushRequest.self, from: json)
         var push = try PushValidation.prepare(body, json: json, limits: configuration.limits)
         if access.isShared { push.account = token.account }
+        push.authority = PushAuthority(tokenID: token.id, ownerIncarnation: context.accountIncarnation?.checkedIncarnation)
         // The device is the body's `device_id`; its last push is one the server answered.
         let response: PushResponse
         do {

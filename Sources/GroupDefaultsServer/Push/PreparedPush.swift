@@ -25,6 +25,9 @@ package struct PreparedPush: Sendable {
     package var clock = Clock(now: HLC.wallClockMilliseconds(), maximumSkew: HLC.maximumDrift)
     /// The member account pushing to a suite it shares (`SyncEntry.account`); nil for the owner.
     package var account: String?
+    /// Who the push was authorized as, checked again inside its write transaction; nil for a push
+    /// the server makes itself (`ClockRepair`).
+    package var authority: PushAuthority?
     /// The server's value limit (`SyncLimits.maxValueBytes`), against which a held entry that wins
     /// over an op is checked before the answer carries it (`StoredEntry.servedEntry(valueLimit:)`).
     package var valueLimit = SyncLimits().maxValueBytes

@@ -215,5 +215,48 @@ extension StorageConformanceTests {
                 return (storage, scan, {})
             }
         }
+
+        @Test(
+            "a push authorized before its account was deleted, or its token revoked, is refused in its write, and writes nothing into a new account of the name",
+            arguments: StorageBackend.allCases
+        )
+        func pushAuthorizedBeforeDeletion(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let old = try await fill(storage, account: "ana", marker: "OLD")
+                let oldIncarnation = try await storage.accountIncarnation("ana")
+                func authorized(_ token: StoredToken, _ incarnation: String?, value: String) throws -> PreparedPush {
+                    var push = try PreparedPush(PushRequest(deviceID: 3, batchID: UUID().uuidString, ops: [op("k", .string(value), hlc: 50)]))
+                    push.authority = PushAuthority(tokenID: token.id, ownerIncarnation: incarnation)
+                    return push
+                }
+                func write(_ push: PreparedPush, suite: String = "caf\u{e9}") async throws {
+                    _ = try await storage.push(account: "ana", suite: suite, push: push, quota: Self.roomy, serverTime: Self.now)
+                }
+                // Authorized, then the account is deleted and made again under its name.
+                let late = try authorized(old, oldIncarnation, value: "the deleted account's")
+                #expect(try await storage.deleteAccount("ana"))
+                let made = Tokens.make(account: "ana", suitePatterns: ["*"], readOnly: false, device: "new", expires: nil)
+                try await storage.createToken(made.stored)
+                let newIncarnation = try await storage.accountIncarnation("ana")
+                #expect(newIncarnation != oldIncarnation)
+                await expectStorageError(.unauthorized) { try await write(late) }
+                // The old incarnation under a token of the new account (a member's push checked
+                // against the deleted owner): refused too.
+                await expectStorageError(.accountDeleted) { try await write(try authorized(made.stored, oldIncarnation, value: "stale")) }
+                #expect(try await storage.suites(account: "ana").suites.isEmpty, "nothing written into the new account")
+
+                // A revoked token's push, authorized before the revocation.
+                let revoked = try authorized(made.stored, newIncarnation, value: "revoked")
+                try await storage.revokeToken(id: made.stored.id, at: Date())
+                await expectStorageError(.unauthorized) { try await write(revoked) }
+                #expect(try await storage.suites(account: "ana").suites.isEmpty)
+
+                // The same push by a token still held is written.
+                let current = Tokens.make(account: "ana", suitePatterns: ["*"], readOnly: false, device: "other", expires: nil)
+                try await storage.createToken(current.stored)
+                try await write(try authorized(current.stored, newIncarnation, value: "kept"))
+                #expect(try await storage.snapshot(account: "ana", suite: "caf\u{e9}", after: nil, limit: 10).page().entries.map(\.value) == [.string("kept")])
+            }
+        }
     }
 }

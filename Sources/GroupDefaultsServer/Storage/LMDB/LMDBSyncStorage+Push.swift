@@ -90,6 +90,18 @@ extension LMDBSyncStorage {
         return .success(responses)
     }
 
+    /// The push's authority, again in its write transaction (`PushAuthority`): its token still
+    /// held and not revoked, the owner's incarnation the one checked.
+    static func checkAuthority(_ txn: LMDBTransaction, _ authority: PushAuthority, owner: String) throws {
+        guard let json = try get(txn, DB.tokens, Array(authority.tokenID.utf8)),
+            let token = try? JSONDecoder().decode(StoredToken.self, from: Data(json)), token.revoked == nil
+        else { throw PushAuthority.tokenGone() }
+        guard let expected = authority.ownerIncarnation else { return }
+        guard let held = try get(txn, DB.accountIncarnations, LMDBKeys.accountPrefix(owner)), held.elementsEqual(expected.utf8) else {
+            throw PushAuthority.ownerGone(owner)
+        }
+    }
+
     /// Loads what the push step needs, runs it, and writes its output: the entries (in their
     /// buckets), their revisions in `revisions` (the replaced ones removed), the suite's counters,
     /// and the batch record (digest, time, response).
@@ -102,6 +114,7 @@ extension LMDBSyncStorage {
         serverTime: String
     ) throws -> PushResponse {
         let request = push.request
+        if let authority = push.authority { try checkAuthority(txn, authority, owner: account) }
         let suiteKey = LMDBKeys.suiteName(account: account, suite: suite)
         var record = try suiteRecord(txn, suiteKey) ?? SuiteRecord(id: try allocateSuiteID(txn))
 

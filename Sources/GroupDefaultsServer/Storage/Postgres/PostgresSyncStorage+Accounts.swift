@@ -50,7 +50,9 @@ extension PostgresSyncStorage: AccountStore {
                 var suites: [String] = []
                 for try await suite in rows.decode(String.self) { suites.append(suite) }
                 var found = !suites.isEmpty
-                for table in ["entries", "history", "batches", "key_bags", "devices", "suites", "tokens", "account_incarnations"] {
+                // Tokens and the incarnation first: the order in which a push locks them (FOR KEY SHARE)
+                // before its suite's row (`GroupWriteStatement`).
+                for table in ["tokens", "account_incarnations", "entries", "history", "batches", "key_bags", "devices", "suites"] {
                     var binds = PostgresBindings(capacity: 1)
                     binds.append(account)
                     // Static table names: nothing from outside.

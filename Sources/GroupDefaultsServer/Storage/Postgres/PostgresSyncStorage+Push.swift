@@ -139,6 +139,9 @@ private struct GroupWrite: Sendable {
         var held: [ExactName: StoredEntry] = [:]
         /// The recorded batches of the group's ids: digest (hex) and response (JSON).
         var batches: [BatchKey: (digest: String, response: String)] = [:]
+        /// The pushes refused for their authority (`unauthorized`), by index; none when the write
+        /// statement checks it (`GroupWriteStatement`).
+        var unauthorized: [Int: SyncStorageError] = [:]
     }
 
     /// What the group writes: the final entry of each key it changed, every version it made (each
@@ -163,6 +166,8 @@ private struct GroupWrite: Sendable {
     /// (the group is then to run locked), also when another instance recorded one of the group's
     /// batch ids meanwhile.
     func runOptimistically(_ connection: PostgresConnection) async throws -> GroupPlan? {
+        // Pushes checked against two incarnations of the owner: one of them is not the owner's.
+        guard Set(group.compactMap(\.push.authority?.ownerIncarnation)).count <= 1 else { return nil }
         let found = try await read(connection)
         let output = decide(found)
         guard output.writes else { return GroupPlan(results: output.results, advancedTo: nil) }
@@ -185,7 +190,8 @@ private struct GroupWrite: Sendable {
             "SELECT 1 FROM suites WHERE account = \(account) AND suite = \(suite) FOR UPDATE",
             logger: logger
         )
-        let found = try await read(connection)
+        var found = try await read(connection)
+        found.unauthorized = try await unauthorized(connection)
         let output = decide(found)
         if output.writes {
             guard try await write(output, expected: found.counters, connection) else {
@@ -193,6 +199,34 @@ private struct GroupWrite: Sendable {
             }
         }
         return GroupPlan(results: output.results, advancedTo: output.advanced ? output.counters.head : nil)
+    }
+
+    /// The pushes of the group whose authority (`PushAuthority`) no longer holds, by index, with
+    /// why: their tokens and the owner's incarnation are locked FOR KEY SHARE until the transaction
+    /// ends (as in `GroupWriteStatement`).
+    private func unauthorized(_ connection: PostgresConnection) async throws -> [Int: SyncStorageError] {
+        let tokenIDs = Array(Set(group.compactMap(\.push.authority?.tokenID)))
+        var held = Set<String>()
+        if !tokenIDs.isEmpty {
+            let rows = try await connection.query(
+                "SELECT id FROM tokens WHERE id = ANY(\(tokenIDs)) AND revoked IS NULL FOR KEY SHARE",
+                logger: logger
+            )
+            for try await id in rows.decode(String.self) { held.insert(id) }
+        }
+        var incarnation: String?
+        let rows = try await connection.query("SELECT id FROM account_incarnations WHERE account = \(account) FOR KEY SHARE", logger: logger)
+        for try await id in rows.decode(String.self) { incarnation = id }
+        var refused: [Int: SyncStorageError] = [:]
+        for (index, pushed) in group.enumerated() {
+            guard let authority = pushed.push.authority else { continue }
+            if !held.contains(authority.tokenID) {
+                refused[index] = PushAuthority.tokenGone()
+            } else if let expected = authority.ownerIncarnation, Array(expected.utf8) != incarnation.map({ Array($0.utf8) }) {
+                refused[index] = PushAuthority.ownerGone(account)
+            }
+        }
+        return refused
     }
 
     /// `SuiteReadStatement`: the suite's counters, the held entries of the group's keys, the recorded
@@ -242,7 +276,11 @@ private struct GroupWrite: Sendable {
         /// The batches this group applied, for a repeat of the same id within the group.
         var applied: [BatchKey: (digest: [UInt8], response: PushResponse)] = [:]
         var versions: [StoredEntry] = []
-        for pushed in group {
+        for (index, pushed) in group.enumerated() {
+            if let refusal = found.unauthorized[index] {
+                output.results.append(.failure(refusal))
+                continue
+            }
             let push = pushed.push
             let request = push.request
             let batchKey = BatchKey(device: request.deviceID, batchID: request.batchID)
@@ -324,7 +362,9 @@ private struct GroupWrite: Sendable {
                 batchDigests: output.batchDigests,
                 batchResponses: output.batchResponses,
                 notice: notice,
-                notify: output.advanced
+                notify: output.advanced,
+                tokenIDs: Array(Set(group.compactMap(\.push.authority?.tokenID))),
+                ownerIncarnation: group.lazy.compactMap(\.push.authority?.ownerIncarnation).first ?? ""
             ),
             planningEach: plansEachStatement,
             logger: logger

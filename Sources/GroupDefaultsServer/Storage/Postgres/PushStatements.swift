@@ -79,11 +79,20 @@ struct SuiteReadStatement: PostgresPreparedStatement, OneShotStatement {
 /// 11,598 rows and 6.8 of the statement's 7 ms after a few seconds of single-op pushes
 /// (`auto_explain`). Answers the guarded row count (0: the suite moved).
 struct GroupWriteStatement: PostgresPreparedStatement, OneShotStatement {
-    static let name = "groupdefaults_push_write_v3"
+    static let name = "groupdefaults_push_write_v4"
+    // `authorized`: the group's tokens, still held and not revoked, and the owner's incarnation, if
+    // one was checked ($37, else ''), locked FOR KEY SHARE (the lightest lock a DELETE conflicts
+    // with): an account's deletion waits for this write, or this write finds them gone and writes
+    // nothing (`PushAuthority`). A deletion removes the tokens first, so the two take their locks
+    // in the same order. A revocation (an UPDATE) does not wait; the token's row read here is the
+    // latest committed one, so a push after it is refused.
     static let sql = """
-        WITH guarded AS (
+        WITH authorized AS (
+            SELECT (SELECT count(*) FROM (SELECT 1 FROM tokens WHERE id = ANY($35::text[]) AND revoked IS NULL FOR KEY SHARE) t) = $36
+                AND ($37 = '' OR EXISTS (SELECT 1 FROM account_incarnations WHERE account = $1 AND id = $37 FOR KEY SHARE)) AS ok
+        ), guarded AS (
             INSERT INTO suites AS s (account, suite, head_rev, key_count, byte_count, epoch)
-            VALUES ($1, $2, $3, $4, $5, $6)
+            SELECT $1, $2, $3, $4, $5, $6 FROM authorized WHERE authorized.ok
             ON CONFLICT (account, suite) DO UPDATE SET head_rev = excluded.head_rev, key_count = excluded.key_count,
                 byte_count = excluded.byte_count, epoch = excluded.epoch
             WHERE s.head_rev = $7 AND s.epoch = $8
@@ -141,9 +150,13 @@ struct GroupWriteStatement: PostgresPreparedStatement, OneShotStatement {
     var batchResponses: [String]
     var notice: String
     var notify: Bool
+    /// The group's tokens (`PushAuthority.tokenID`), each once.
+    var tokenIDs: [String]
+    /// The owner's incarnation the group was checked against, or empty.
+    var ownerIncarnation: String
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 34)
+        var bindings = PostgresBindings(capacity: 37)
         bindings.append(account)
         bindings.append(suite)
         bindings.append(Int64(counters.head))
@@ -172,6 +185,9 @@ struct GroupWriteStatement: PostgresPreparedStatement, OneShotStatement {
         bindings.append(notify)
         bindings.append(entries.pushedBy)
         bindings.append(history.pushedBy)
+        bindings.append(tokenIDs)
+        bindings.append(Int64(tokenIDs.count))
+        bindings.append(ownerIncarnation)
         return bindings
     }
 
