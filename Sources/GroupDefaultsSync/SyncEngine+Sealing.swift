@@ -164,6 +164,9 @@ extension SyncEngine {
         if needsSharedEpochs { _ = try await adoptSharedEpochs() }
     }
 
+    /// Takes `keys` as the keys in use: those a rotation made here has just written to the key file.
+    func use(_ keys: SuiteKeys) { sealer = EntrySealer(keys: keys) }
+
     /// Reads the key file again; true if it now has a newer epoch than the keys in use (the suite
     /// was rotated, or this device paired again, since the engine started). A rotation finished
     /// since (its bag forgotten) is taken in too.

@@ -215,7 +215,7 @@ public enum KeyRotation {
             if !batch.isEmpty { resealed += try await push(batch, engine: engine, epoch: epoch, refused: &refused) }
         } while after != nil
         try new.with(pendingBag: nil).write(to: keyFile)
-        _ = await engine.reloadKeys()
+        await engine.use(new.with(pendingBag: nil))
         InterruptionPoint.reached("rotate-key.keys-written")
         var outcome = Outcome(keys: new, resealed: resealed, refused: refused, sharedWith: bag.shared.map { $0.members.keys.sorted() })
         // A bag signed before a removal, sent again, may seal to the removed account: once it is
