@@ -76,6 +76,10 @@ public actor SyncEngine {
     /// For a suite another account shares with this one: whose it is and this account's role (a
     /// `read` member's engine never pushes); nil for the account's own suite.
     public nonisolated let shared: Membership?
+    /// This account's role in the suite another account shares with it, as the server last said:
+    /// `shared`'s, until a push is refused for a read member's or a read member's server says
+    /// otherwise (`adoptRole`).
+    var role: SuiteRole?
     let options: Options
     let logger: Logger
     /// The status, as of the last step.
@@ -161,6 +165,7 @@ public actor SyncEngine {
         self.sealer = keys.map(EntrySealer.init(keys:))
         self.keyFile = keyFile
         self.shared = shared
+        self.role = shared?.role
         var client = client
         if client.deviceID == nil { client.deviceID = defaults.origin }
         // The owner account's incarnation the suite remembers, sent with every request and
@@ -635,10 +640,16 @@ public actor SyncEngine {
         // A device that never synced reads the snapshot before its first push (the joining rule);
         // before taking `.push`, which a pull may need (`readSnapshotAgain`).
         if try local({ try defaults.syncCursor() }) == nil { report = try await pullOnce() }
-        if shared?.role == .read {
+        if role == .read {
             // A read member changes nothing on the server: its local changes stay here, reported.
-            report.keptLocal = try local { try defaults.pendingCount() }
-            return report
+            // Unless the account writes again (invited back as a writer from another device).
+            let pending = try local { try defaults.pendingCount() }
+            let writes = pending > 0 ? try await client.members().you != .read : false
+            guard writes else {
+                report.keptLocal = pending
+                return report
+            }
+            try adoptRole(.write)
         }
         await enter(.push)
         defer { leave(.push) }
@@ -659,7 +670,7 @@ public actor SyncEngine {
         }
         batchCap = nil
         joinedSincePush = false
-        while let batch = try await nextBatch() {
+        while role != .read, let batch = try await nextBatch() {
             report.add(try await send(batch))
         }
         if report.pushed > 0 { try await anchorIfNeeded() }
@@ -784,6 +795,20 @@ public actor SyncEngine {
         return OutgoingBatch(stored: batch, pushed: pushed, keyIDs: keyIDs)
     }
 
+    /// Takes `role` as this account's role in the suite another account shares with it, in this
+    /// engine and in the suite's stored settings (what `status` shows), when the server says it
+    /// changed: an account that left and joined again with another role from another device.
+    func adoptRole(_ role: SuiteRole) throws(SyncError) {
+        guard var membership = shared, self.role != role else { return }
+        logger.notice(
+            "this account is now a \(role.rawValue) member of \(membership.owner)'s suite \(membership.suite)",
+            metadata: ["suite": "\(client.suite)"]
+        )
+        self.role = role
+        membership.role = role
+        try local { try defaults.replaceSyncShare(membership.storedText) }
+    }
+
     /// A batch about to be sent: its stored form (id and exact body), and, in the ops' order, the
     /// keys and stamps it pushes and the keys as the server sees them (names, or an encrypted
     /// suite's key ids), known when it was built (read back once when it was stored by an
@@ -811,6 +836,14 @@ public actor SyncEngine {
                 try local { try defaults.setInFlightBatch(nil) }
                 settleRefusal(error, of: pushed, keyIDs: batch.keyIDs)
                 return SyncReport()
+            case .insufficientRole? where shared != nil:
+                // This account is a read member now (it joined again as one, from another device):
+                // its changes stay here, reported, as any read member's; the marks stay.
+                try local { try defaults.setInFlightBatch(nil) }
+                try adoptRole(.read)  // which ends the push loop
+                var report = SyncReport()
+                report.keptLocal = try local { try defaults.pendingCount() }
+                return report
             case .staleKeyEpoch?:
                 // Sealed under a key the suite no longer takes: sealed again (marks kept) once this
                 // device has the new key; at once if the key file has it already (rotated here).

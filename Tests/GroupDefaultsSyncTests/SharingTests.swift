@@ -167,6 +167,42 @@ struct SharingTests {
     }
 
     @Test(
+        "a member's device follows its account's role: joined again as read from another device, its next sync keeps its change (exit 1, status says read); joined again as write, it sends it",
+        arguments: StorageBackend.allCases
+    )
+    func memberDeviceFollowsTheRole(backend: StorageBackend) async throws {
+        try await Family.with(backend) { family in
+            #expect(try await family.join(try await family.invite("write")).status == 0)
+            try await family.configureBobTablet()
+            try await expectOK(family.bobTablet.sync("sync"))
+            let laptop = ToolDevice("home")
+            defer { laptop.remove() }
+
+            // bob is removed and invited back as a read member, joining from another device; the
+            // tablet did not sync meanwhile and still believes it writes.
+            try await expectOK(family.alicePhone.sync("unshare", ["--account", "bob"]))
+            #expect(try await family.join(try await family.invite("read"), on: laptop).status == 0)
+            try family.bobTablet.open().set("tablet.caf", forKey: "doorbell")
+            let kept = try await family.bobTablet.sync("sync")
+            #expect(kept.status == 1, "\(kept)")
+            #expect(kept.stderr.contains("this account is a read member of alice's suite family"), "\(kept.stderr)")
+            let status = try await family.bobTablet.sync("status", ["--json"])
+            #expect(status.stdout.contains(#""role" : "read""#), "\(status.stdout)")
+            try await expectOK(family.alicePhone.sync("sync"))
+            #expect(try family.alicePhone.open().string(forKey: "doorbell") == "ding.caf", "nothing reached the server")
+
+            // Invited back as a writer: the tablet's kept change is sent at its next sync.
+            try await expectOK(family.alicePhone.sync("unshare", ["--account", "bob"]))
+            let writer = ToolDevice("home")
+            defer { writer.remove() }
+            #expect(try await family.join(try await family.invite("write"), on: writer).status == 0)
+            try await expectOK(family.bobTablet.sync("sync"))
+            try await expectOK(family.alicePhone.sync("sync"))
+            #expect(try family.alicePhone.open().string(forKey: "doorbell") == "tablet.caf")
+        }
+    }
+
+    @Test(
         "removing a member ends its access at once: an open event stream ends, the next sync is refused, its values stay; a member may leave",
         arguments: StorageBackend.allCases
     )

@@ -205,6 +205,15 @@ extension SharedDefaults {
         try tx.markLocalOnlyChanges(from: old, to: try tx.localOnlyPatterns())
     }
 
+    /// Replaces the text of the share a synced member's suite is a copy of (`SyncState.share`),
+    /// when the member's role changed; nothing for a suite that does not sync a share.
+    package func replaceSyncShare(_ text: String) throws {
+        try write { tx in
+            guard try tx.syncText(MetaKey.syncShare) != nil else { return }
+            try tx.setSyncText(text, for: MetaKey.syncShare)
+        }
+    }
+
     /// Stops syncing: forgets the server, the cursor, the in-flight batch and every pending mark.
     /// With `rememberingShare` (a member leaving, removed, or no longer syncing its copy) the share
     /// the suite was a copy of is kept (`leftShare()`), with the owner's account incarnation it last
