@@ -53,18 +53,54 @@ public struct SignedKeyBag: Codable, Sendable, Hashable {
 public struct SharedKeyBag: Codable, Sendable, Hashable {
     /// The key sealed for the owner's devices (ChaCha20-Poly1305, base64: nonce, ciphertext, tag).
     public var owner: String
-    /// The key sealed to each member account's key, by account (HPKE base mode, base64: the
-    /// encapsulated key, then the sealed key).
-    public var members: [String: String]
+    /// The key sealed to each member account's key, one copy per account (HPKE base mode, base64:
+    /// the encapsulated key, then the sealed key). A list, not a JSON object keyed by account: two
+    /// accounts whose names are canonically equivalent (`Kim` and KELVIN SIGN `\u{212A}im`) are two
+    /// accounts, and a JSON decoder merges such keys into one. Accounts are compared by their bytes.
+    public var members: [SealedCopy]
     /// The owner key's signature (Ed25519, base64) of the suite, the epoch and every sealed copy
     /// with whom it is for.
     public var signature: String
 
+    /// The epoch's key sealed to one member account's key.
+    public struct SealedCopy: Codable, Sendable, Hashable {
+        /// The member account, exactly as the server names it.
+        public var account: String
+        /// The encapsulated key, then the sealed key, base64.
+        public var sealed: String
+
+        /// The copy sealed for `account`.
+        public init(account: String, sealed: String) {
+            self.account = account
+            self.sealed = sealed
+        }
+    }
+
     /// A shared bag as described.
-    public init(owner: String, members: [String: String], signature: String) {
+    public init(owner: String, members: [SealedCopy], signature: String) {
         self.owner = owner
         self.members = members
         self.signature = signature
+    }
+
+    /// The accounts the key is sealed to.
+    public var accounts: [String] { members.map(\.account) }
+
+    enum CodingKeys: String, CodingKey {
+        case owner, members, signature
+    }
+
+    /// Decodes a bag; one stored by an earlier version keeps its members as an object keyed by
+    /// account, read as the same copies.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        owner = try container.decode(String.self, forKey: .owner)
+        signature = try container.decode(String.self, forKey: .signature)
+        if let copies = try? container.decode([SealedCopy].self, forKey: .members) {
+            members = copies
+        } else {
+            members = try container.decode([String: String].self, forKey: .members).map { SealedCopy(account: $0.key, sealed: $0.value) }
+        }
     }
 }
 

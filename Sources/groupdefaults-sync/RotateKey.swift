@@ -47,7 +47,7 @@ extension SyncCommand {
             try await withConfiguredEngine(options, server, suite) { defaults, engine in
                 let (_, keyFile, keys) = try encryption(of: defaults, or: "it has no key to rotate")
                 let recovery = try Configure.secret(nil, file: recoveryKeyFile, what: "recovery key").map { try RecoveryKey(parsing: $0) }
-                let outcome = try await KeyRotation.rotate(engine, keys: keys, keyFile: keyFile, recoveryKey: recovery, excluding: Set(without))
+                let outcome = try await KeyRotation.rotate(engine, keys: keys, keyFile: keyFile, recoveryKey: recovery, excluding: without)
                 output(
                     "\(suite): keys rotated to epoch \(outcome.keys.currentEpoch); \(outcome.resealed) \(outcome.resealed == 1 ? "entry" : "entries") sealed again"
                 )

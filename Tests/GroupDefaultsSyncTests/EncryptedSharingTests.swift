@@ -19,21 +19,33 @@ struct EncryptedSharingTests {
         let aliceTablet: ToolDevice
         let bob: ToolDevice
         let carol: ToolDevice
-        let tokens: [String: String]
+        /// The member accounts' names: bob's and carol's devices' (two accounts, compared as bytes).
+        let names: (bob: String, carol: String)
+        let tokens: [ExactName: String]
 
         var all: [ToolDevice] { [alicePhone, aliceTablet, bob, carol] }
 
         /// The four devices set up, each holding `doorbell`, synced.
-        static func with(_ backend: StorageBackend, _ body: (Family) async throws -> Void) async throws {
+        static func with(
+            _ backend: StorageBackend,
+            names: (bob: String, carol: String) = ("bob", "carol"),
+            _ body: (Family) async throws -> Void
+        ) async throws {
             try await SyncServer.with(backend) { server in
-                var tokens: [String: String] = [:]
-                for account in ["bob", "carol"] { tokens[account] = try await ServerTool.createToken(storage: server.storage, account: account) }
+                var tokens: [ExactName: String] = [:]
+                for account in [names.bob, names.carol] {
+                    tokens[account.exact] =
+                        account.isSameName(as: account.precomposedStringWithCanonicalMapping)
+                        ? try await ServerTool.createToken(storage: server.storage, account: account)
+                        : try await legacyToken(server, account: account)
+                }
                 let family = Family(
                     server: server,
                     alicePhone: ToolDevice("family"),
                     aliceTablet: ToolDevice("family"),
                     bob: ToolDevice("home"),
                     carol: ToolDevice("family"),
+                    names: names,
                     tokens: tokens
                 )
                 defer { for device in family.all { device.remove() } }
@@ -52,6 +64,14 @@ struct EncryptedSharingTests {
             }
         }
 
+        /// A token for `account`, a name the server no longer takes (not NFC: KELVIN SIGN `\u{212A}im`),
+        /// made as a store of an earlier version would hold it (`GroupDefaultsLegacyStore`).
+        static func legacyToken(_ server: SyncServer, account: String) async throws -> String {
+            let made = try await BuiltExecutable.run(BuiltExecutable.url("GroupDefaultsLegacyStore"), ["token"] + server.storage + [account])
+            #expect(made.status == 0, "\(made.stderr)")
+            return made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
         func pairTablet() async throws {
             let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", "family", "--directory", alicePhone.directory.path])
             let line = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
@@ -68,13 +88,13 @@ struct EncryptedSharingTests {
         /// `share family --role write` on alice's phone, kept running, and `configure --invitation`
         /// on `device` with its account's token.
         func join(_ device: ToolDevice, as name: String? = nil) async throws {
-            let account = device.directory == bob.directory ? "bob" : "carol"
+            let account = device.directory == bob.directory ? names.bob : names.carol
             let share = try RunningProcess(
                 ToolDevice.syncExecutable,
                 ["share", "family", "--role", "write", "--directory", alicePhone.directory.path]
             )
             let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
-            let file = try device.tokenFile(tokens[account]!, name: "\(account).token")
+            let file = try device.tokenFile(tokens[account.exact]!, name: "\(device.directory == bob.directory ? "bob" : "carol").token")
             let joined = try await device.syncTool(
                 ["configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString, "--token-file", file]
                     + (name.map { ["--as", $0] } ?? [])
@@ -136,6 +156,52 @@ struct EncryptedSharingTests {
             }
             let stored = try await ServerStore.dump(family.server)
             #expect(!stored.contains("after-removal-X4K2") && !stored.contains("wake-value-Q9Z7"))
+        }
+    }
+
+    @Test(
+        "a shared key bag keeps one copy for each of two accounts whose names are one Swift string (Kim, KELVIN SIGN \u{212A}im) through JSON, signed; one stored by an earlier version (an object by account) still reads"
+    )
+    func sharedBagKeepsLookAlikeAccounts() throws {
+        let keys = SuiteKeys(recoveryKey: RecoveryKey(), suite: "family")
+        let members: [ExactName: Curve25519.KeyAgreement.PublicKey] = [
+            "Kim": Curve25519.KeyAgreement.PrivateKey().publicKey, "\u{212A}im": Curve25519.KeyAgreement.PrivateKey().publicKey,
+        ]
+        let bag = try keys.sharedKeyBag(epoch: 1, members: members)
+        let decoded = try JSONDecoder().decode(SharedKeyBag.self, from: try JSONEncoder().encode(bag))
+        #expect(decoded.members.count == 2)
+        #expect(Set(decoded.accounts.map(\.exact)) == Set(members.keys))
+        let roster = keys.sharedRoster(KeyBags(epochs: [:], signatures: [:], shared: ["1": decoded]))
+        #expect(roster?.accounts == Set(members.keys), "the signature covers both copies")
+
+        let stored = #"{"owner":"c2VhbGVk","members":{"bob":"Ym9i"},"signature":"c2ln"}"#
+        let legacy = try JSONDecoder().decode(SharedKeyBag.self, from: Data(stored.utf8))
+        #expect(legacy.members == [SharedKeyBag.SealedCopy(account: "bob", sealed: "Ym9i")])
+    }
+
+    @Test(
+        "removing KELVIN SIGN \u{212A}im from an encrypted suite leaves Kim in: Kim's device takes the new epoch without pairing, \u{212A}im's opens nothing written after",
+        arguments: StorageBackend.allCases
+    )
+    func removalOfALookAlikeLeavesTheOtherIn(backend: StorageBackend) async throws {
+        try await Family.with(backend, names: (bob: "Kim", carol: "\u{212A}im")) { family in
+            let removed = try await family.alicePhone.sync("unshare", ["--account", "\u{212A}im"])
+            #expect(removed.status == 0, "\(removed.stderr)")
+            #expect(removed.stdout.contains("rotated family to key epoch 2"), "\(removed.stdout)")
+            try family.alicePhone.open().set("after-removal-K7W3", forKey: "secret")
+            try await expectOK(family.alicePhone.sync("sync"))
+
+            // Kim is still a member: its device takes epoch 2 from the key bag, no pairing.
+            try await expectOK(family.bob.sync("sync"))
+            #expect(try family.bob.open().string(forKey: "secret") == "after-removal-K7W3")
+            #expect(try family.keys(family.bob).currentEpoch == 2)
+            let bag = try #require(try await family.server.client("family").keyBags().shared["2"])
+            #expect(bag.accounts.map(\.exact) == [ExactName("Kim")], "sealed to Kim alone: \(bag.accounts)")
+
+            // \u{212A}im's device is refused and opens nothing of epoch 2.
+            let refused = try await family.carol.sync("sync")
+            #expect(refused.status == 3, "\(refused.stderr)")
+            #expect(try family.carol.open().string(forKey: "secret") == nil)
         }
     }
 

@@ -242,7 +242,7 @@ extension KeyRotationDue {
     /// whose shared part is sealed to none of the removed accounts.
     package func isEnded(by bag: SignedKeyBag, epoch bagEpoch: UInt32) -> Bool {
         guard bagEpoch > epoch else { return false }
-        let sealedTo = bag.shared?.members.keys.map { $0 } ?? []
+        let sealedTo = bag.shared?.accounts ?? []
         return !removed.contains { account in sealedTo.contains { $0.isSameName(as: account) } }
     }
 }

@@ -57,7 +57,7 @@ public enum KeyRotation {
         keys: SuiteKeys,
         keyFile: String,
         recoveryKey: RecoveryKey? = nil,
-        excluding removed: Set<String> = []
+        excluding removed: [String] = []
     ) async throws(SyncError) -> Outcome {
         var keys = keys
         if let recoveryKey {
@@ -149,7 +149,7 @@ public enum KeyRotation {
         new: SuiteKeys,
         bag: SignedKeyBag,
         keyFile: String,
-        excluding removed: Set<String>
+        excluding removed: [String]
     ) async throws(SyncError) -> Outcome {
         let epoch = new.currentEpoch
         // What other devices pushed under the old epoch until the bag was stored (after it, the
@@ -217,10 +217,12 @@ public enum KeyRotation {
         try new.with(pendingBag: nil).write(to: keyFile)
         await engine.use(new.with(pendingBag: nil))
         InterruptionPoint.reached("rotate-key.keys-written")
-        var outcome = Outcome(keys: new, resealed: resealed, refused: refused, sharedWith: bag.shared.map { $0.members.keys.sorted() })
+        let sharedWith = bag.shared.map { $0.accounts.sorted { $0.exact < $1.exact } }
+        var outcome = Outcome(keys: new, resealed: resealed, refused: refused, sharedWith: sharedWith)
         // A bag signed before a removal, sent again, may seal to the removed account: once it is
-        // stored, the suite moves on to an epoch sealed without it.
-        if let shared = bag.shared, !removed.isDisjoint(with: shared.members.keys) {
+        // stored, the suite moves on to an epoch sealed without it (accounts compared as bytes).
+        let removedNames = Set(removed.map(\.exact))
+        if let shared = bag.shared, shared.accounts.contains(where: { removedNames.contains($0.exact) }) {
             let again = try await rotate(engine, keys: new, keyFile: keyFile, excluding: removed)
             outcome = Outcome(keys: again.keys, resealed: again.resealed, refused: refused + again.refused, sharedWith: again.sharedWith)
         }
@@ -238,18 +240,20 @@ public enum KeyRotation {
         _ engine: SyncEngine,
         keys: SuiteKeys,
         bags: KeyBags,
-        excluding removed: Set<String>
-    ) async throws(SyncError) -> [String: Curve25519.KeyAgreement.PublicKey]? {
+        excluding removed: [String]
+    ) async throws(SyncError) -> [ExactName: Curve25519.KeyAgreement.PublicKey]? {
         guard keys.sharing?.isOwner == true else { return nil }
         let listed = try await engine.client.members().members.filter { $0.role != .owner }
         let roster = keys.sharedRoster(bags)
         guard !listed.isEmpty || roster != nil || !removed.isEmpty else { return nil }
         let line = roster?.epoch ?? max(bags.newestEpoch, 1)
-        var members: [String: Curve25519.KeyAgreement.PublicKey] = [:]
-        for member in listed where !removed.contains(member.account) {
+        // Accounts as bytes: removing `\u{212A}im` (KELVIN SIGN) leaves `Kim` in.
+        let removedNames = Set(removed.map(\.exact))
+        var members: [ExactName: Curve25519.KeyAgreement.PublicKey] = [:]
+        for member in listed where !removedNames.contains(member.account.exact) {
             guard let admission = member.admission, let key = keys.memberKey(of: member.account, admission) else { continue }
-            guard roster?.accounts.contains(member.account) == true || admission.epoch >= line else { continue }
-            members[member.account] = key
+            guard roster?.accounts.contains(member.account.exact) == true || admission.epoch >= line else { continue }
+            members[member.account.exact] = key
         }
         return members
     }

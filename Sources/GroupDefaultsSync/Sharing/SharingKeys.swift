@@ -104,8 +104,8 @@ extension SuiteKeys {
         var message = Data("GroupDefaults shared key bag v1\0".utf8) + field(Array(suite.utf8))
         message += withUnsafeBytes(of: epoch.bigEndian) { Data($0) }
         message += field(Array(bag.owner.utf8))
-        for account in bag.members.keys.sorted() {
-            message += field(Array(account.utf8)) + field(Array(bag.members[account]!.utf8))
+        for copy in bag.members.sorted(by: { $0.account.exact < $1.account.exact }) {
+            message += field(Array(copy.account.utf8)) + field(Array(copy.sealed.utf8))
         }
         return message
     }
@@ -114,19 +114,24 @@ extension SuiteKeys {
     /// `members`' keys (HPKE, base mode), signed by the owner key.
     ///
     /// - Throws: `SyncError` (`local`) on a device without the owner key or the epoch's key.
-    func sharedKeyBag(epoch: UInt32, members: [String: Curve25519.KeyAgreement.PublicKey]) throws(SyncError) -> SharedKeyBag {
+    func sharedKeyBag(epoch: UInt32, members: [ExactName: Curve25519.KeyAgreement.PublicKey]) throws(SyncError) -> SharedKeyBag {
         guard let owner = sharing?.owner, let ownerSeal = sharing?.ownerSeal else { throw Self.notOwner(suite) }
         guard let key = epochs[epoch] else { throw SyncError(.local, "these keys have no epoch \(epoch)") }
         let raw = key.withUnsafeBytes { Data($0) }
         do {
             var bag = SharedKeyBag(
                 owner: try ChaChaPoly.seal(raw, using: ownerSeal, authenticating: ownerSealData(epoch: epoch)).combined.base64EncodedString(),
-                members: [:],
+                members: [],
                 signature: ""
             )
-            for (account, memberKey) in members {
-                var sender = try HPKE.Sender(recipientKey: memberKey, ciphersuite: Self.bagSuite, info: memberInfo(epoch: epoch, account: account))
-                bag.members[account] = (sender.encapsulatedKey + (try sender.seal(raw))).base64EncodedString()
+            for (account, memberKey) in members.sorted(by: { $0.key < $1.key }) {
+                var sender = try HPKE.Sender(
+                    recipientKey: memberKey,
+                    ciphersuite: Self.bagSuite,
+                    info: memberInfo(epoch: epoch, account: account.text)
+                )
+                let sealed = (sender.encapsulatedKey + (try sender.seal(raw))).base64EncodedString()
+                bag.members.append(SharedKeyBag.SealedCopy(account: account.text, sealed: sealed))
             }
             bag.signature = try owner.signature(for: Self.sharedBagMessage(suite: suite, epoch: epoch, bag: bag)).base64EncodedString()
             return bag
@@ -146,7 +151,8 @@ extension SuiteKeys {
             opened = try? ChaChaPoly.open(box, using: ownerSeal, authenticating: ownerSealData(epoch: epoch))
         }
         if opened == nil, let member = sharing.member {
-            for (account, text) in bag.members {
+            for copy in bag.members {
+                let (account, text) = (copy.account, copy.sealed)
                 guard let bytes = Data(base64Encoded: text), bytes.count > 32,
                     var recipient = try? HPKE.Recipient(
                         privateKey: member,
@@ -179,13 +185,13 @@ extension SuiteKeys {
 
     /// The accounts the newest shared bag in `bags` whose signature checks out was sealed to, and
     /// its epoch; nil when there is none.
-    func sharedRoster(_ bags: KeyBags) -> (epoch: UInt32, accounts: Set<String>)? {
+    func sharedRoster(_ bags: KeyBags) -> (epoch: UInt32, accounts: Set<ExactName>)? {
         guard let verify = sharing?.ownerVerify else { return nil }
-        let checked = bags.shared.compactMap { epochText, bag -> (UInt32, Set<String>)? in
+        let checked = bags.shared.compactMap { epochText, bag -> (UInt32, Set<ExactName>)? in
             guard let epoch = UInt32(epochText), let signature = Data(base64Encoded: bag.signature),
                 verify.isValidSignature(signature, for: Self.sharedBagMessage(suite: suite, epoch: epoch, bag: bag))
             else { return nil }
-            return (epoch, Set(bag.members.keys))
+            return (epoch, Set(bag.accounts.map(\.exact)))
         }
         return checked.max { $0.0 < $1.0 }.map { (epoch: $0.0, accounts: $0.1) }
     }

@@ -212,7 +212,7 @@ extension SyncEngine {
             metadata: ["suite": "\(client.suite)"]
         )
         // A removal due since is left out of the bag, if it is sent again (`rotateIfDue` follows).
-        let removed = try await rotationDue().map { Set($0.removed) } ?? []
+        let removed = try await rotationDue()?.removed ?? []
         return try await KeyRotation.rotate(self, keys: keys, keyFile: keyFile, excluding: removed)
     }
 
@@ -226,7 +226,7 @@ extension SyncEngine {
         guard let due = try await rotationDue(), let keys = sealer?.keys, let keyFile else { return nil }
         // The accounts removed and not members again (one invited back holds the keys rightly).
         let listed = try await client.members().members.map(\.account)
-        let removed = Set(due.removed.filter { account in !listed.contains { $0.isSameName(as: account) } })
+        let removed = due.removed.filter { account in !listed.contains { $0.isSameName(as: account) } }
         logger.notice(
             "a key rotation is due: \(due.removed.joined(separator: ", ")) held the suite's keys when removed; rotating",
             metadata: ["suite": "\(client.suite)"]
