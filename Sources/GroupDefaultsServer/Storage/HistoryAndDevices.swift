@@ -26,12 +26,12 @@ extension PushStep.Applied {
     /// would be trimmed at once), in revision order.
     package func historyVersions(depth: Int) -> [StoredEntry] {
         guard depth > 0 else { return [] }
-        var perKey: [String: Int] = [:]
+        var perKey: [ExactName: Int] = [:]  // keys as bytes: `café` and `cafe\u{301}` are two keys
         var kept: [StoredEntry] = []
         for version in versions.reversed() {
-            let count = perKey[version.key, default: 0]
+            let count = perKey[version.key.exact, default: 0]
             guard count < depth else { continue }
-            perKey[version.key] = count + 1
+            perKey[version.key.exact] = count + 1
             kept.append(version)
         }
         return kept.reversed()

@@ -577,6 +577,13 @@ extension StorageConformanceTests {
                 #expect(try await storage.history(account: "alice", suite: "other", key: "sound").isEmpty)
                 #expect(try await storage.history(account: "alice", suite: "s", key: "never").isEmpty)
 
+                // Two keys that are one Swift string (é composed and decomposed) in one push: each
+                // keeps its own last versions.
+                let twoKeys = SuiteQuota(maxKeys: 100, maxBytes: 16 << 20, historyDepth: 1)
+                try await push(storage, suite: "t", quota: twoKeys, [op("caf\u{E9}", .integer(1), hlc: 10), op("cafe\u{301}", .integer(2), hlc: 11)])
+                #expect(try await storage.history(account: "alice", suite: "t", key: "caf\u{E9}").map(\.entry.rev) == [1])
+                #expect(try await storage.history(account: "alice", suite: "t", key: "cafe\u{301}").map(\.entry.rev) == [2])
+
                 // Depth 0 keeps nothing new.
                 try await push(storage, quota: SuiteQuota(maxKeys: 10, maxBytes: 16 << 20, historyDepth: 0), [op("off", .integer(1), hlc: 5000)])
                 #expect(try await storage.history(account: "alice", suite: "s", key: "off").isEmpty)
