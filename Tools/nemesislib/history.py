@@ -485,6 +485,7 @@ class History:
             if suite.encrypted:
                 suite.holds_keys.add(joiner.account)
             self.model.rejoined(joiner.index, suite.id)
+            self.may_write_again(suite, joiner.account)
             return True
         return False
 
@@ -702,6 +703,16 @@ class History:
         for account, role in list(suite.members.items()):
             if truth.get(ACCOUNTS[account]) != role:
                 suite.members[account] = truth[ACCOUNTS[account]]
+                self.may_write_again(suite, account)
+
+    def may_write_again(self, suite, account):
+        """README ("Roles are enforced by the server"): a device follows its account's role; a copy
+        that kept a read member's changes sends them once the account writes again."""
+        if suite.members.get(account) not in ("write", "admin"):
+            return
+        for device in self.devices:
+            if device.account == account and suite.index in device.local:
+                self.model.rejoined(device.index, suite.id)
 
     def removed(self, suite, account, audited=True):
         suite.members.pop(account, None)
