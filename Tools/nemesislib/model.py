@@ -82,10 +82,16 @@ class Model:
 
     def server_went_back(self, suite_id, authorized):
         """A restore or a reset: what only the server held may be gone; devices that can push
-        upload what they hold again, so their writes stay owed."""
+        upload what they hold again at their next sync, so their writes stay owed until then. A
+        device that loses its right to push before that sync takes them with it (README: what
+        only the server held and no syncing device still has is lost): `pushed` is "again" until
+        the device syncs."""
         for w in self.writes:
-            if w.suite_id == suite_id and w.standing == "certain" and w.device not in authorized:
-                w.standing = "maybe"
+            if w.suite_id == suite_id and w.standing == "certain":
+                if w.device not in authorized:
+                    w.standing = "maybe"
+                elif w.pushed == "yes":
+                    w.pushed = "again"
 
     def check_key(self, suite_id, key, final):
         """The broken promises about one key whose converged value is `final` (None: absent)."""
