@@ -644,12 +644,12 @@ public actor SyncEngine {
             // A read member changes nothing on the server: its local changes stay here, reported.
             // Unless the account writes again (invited back as a writer from another device).
             let pending = try local { try defaults.pendingCount() }
-            let writes = pending > 0 ? try await client.members().you != .read : false
-            guard writes else {
+            let now = pending > 0 ? try await client.members().you : .read
+            guard now != .read else {
                 report.keptLocal = pending
                 return report
             }
-            try adoptRole(.write)
+            try adoptRole(now)
         }
         await enter(.push)
         defer { leave(.push) }

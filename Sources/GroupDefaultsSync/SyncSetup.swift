@@ -176,6 +176,16 @@ public struct SyncSetup: Sendable {
             shared: shared
         )
         try settings.store(in: defaults)
+        if shared != nil, (try? defaults.syncState())?.accountIncarnation == nil {
+            // The owner's incarnation, recorded now rather than at the first sync: a copy that leaves
+            // (or is removed) before it syncs must still know whose suite it was, so that it never
+            // joins a new account of the owner's name with the deleted one's values.
+            let named = try? await withClient(suite: suite) { client in
+                _ = try await client.members()
+                return client.accountIncarnation.latest
+            }
+            if let named = named ?? nil { _ = try? defaults.setAccountIncarnationIfNew(named) }
+        }
         // A pairing is finished once the suite names its token and keys.
         if case .pairingCode = keys { PairingProgress.remove(at: Self.pairingProgressFile(tokenFile: tokenFile)) }
         // A configuration starts afresh: what a paused engine left in the suite (a refused token,

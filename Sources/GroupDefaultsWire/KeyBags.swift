@@ -54,9 +54,10 @@ public struct SharedKeyBag: Codable, Sendable, Hashable {
     /// The key sealed for the owner's devices (ChaCha20-Poly1305, base64: nonce, ciphertext, tag).
     public var owner: String
     /// The key sealed to each member account's key, one copy per account (HPKE base mode, base64:
-    /// the encapsulated key, then the sealed key). A list, not a JSON object keyed by account: two
-    /// accounts whose names are canonically equivalent (`Kim` and KELVIN SIGN `\u{212A}im`) are two
-    /// accounts, and a JSON decoder merges such keys into one. Accounts are compared by their bytes.
+    /// the encapsulated key, then the sealed key). Accounts are compared by their bytes: two whose
+    /// names are canonically equivalent (`Kim` and KELVIN SIGN `\u{212A}im`) are two accounts. On
+    /// the wire, a JSON object keyed by account (what every version reads), unless two accounts are
+    /// one Swift string, which a JSON decoder would merge: then a list of `{account, sealed}`.
     public var members: [SealedCopy]
     /// The owner key's signature (Ed25519, base64) of the suite, the epoch and every sealed copy
     /// with whom it is for.
@@ -90,8 +91,21 @@ public struct SharedKeyBag: Codable, Sendable, Hashable {
         case owner, members, signature
     }
 
-    /// Decodes a bag; one stored by an earlier version keeps its members as an object keyed by
-    /// account, read as the same copies.
+    /// Encodes the bag, its members as an object by account, or as a list when two accounts are
+    /// one Swift string (see `members`).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(owner, forKey: .owner)
+        try container.encode(signature, forKey: .signature)
+        let byAccount = Dictionary(members.map { ($0.account, $0.sealed) }, uniquingKeysWith: { first, _ in first })
+        if byAccount.count == members.count {
+            try container.encode(byAccount, forKey: .members)
+        } else {
+            try container.encode(members, forKey: .members)
+        }
+    }
+
+    /// Decodes a bag, its members as an object keyed by account or as a list of copies.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         owner = try container.decode(String.self, forKey: .owner)

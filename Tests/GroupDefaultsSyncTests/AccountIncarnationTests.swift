@@ -108,6 +108,55 @@ struct AccountIncarnationTests {
         }
     }
 
+    @Test(
+        "a member's copy that never synced, or left before it did, is still the deleted owner's: it uploads nothing into the new account, and joining the new account's suite of that name with it is refused",
+        arguments: StorageBackend.allCases
+    )
+    func copyThatNeverSynced(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let suite = "family"
+            let zedPhone = ToolDevice(suite)
+            let zedTablet = ToolDevice(suite)
+            let kimPhone = ToolDevice(suite)
+            let leeLaptop = ToolDevice(suite)
+            defer { for device in [zedPhone, zedTablet, kimPhone, leeLaptop] { device.remove() } }
+            let zed = try await ServerTool.createToken(storage: server.storage, account: "zed")
+            let kim = try await ServerTool.createToken(storage: server.storage, account: "kim")
+            let lee = try await ServerTool.createToken(storage: server.storage, account: "lee")
+            try await zedPhone.configure(server, token: zed)
+            try await Self.invite(kimPhone, kim, from: zedPhone, role: "write", suite, server)
+            try await Self.invite(leeLaptop, lee, from: zedPhone, role: "write", suite, server)
+            #expect(try await leeLaptop.sync("leave").status == 0)  // neither synced
+
+            let deleted = try await ServerTool.run(["accounts", "delete", "zed", "--yes"] + server.storage)
+            #expect(deleted.status == 0, "\(deleted.stderr)")
+            try await zedTablet.configure(server, token: try await ServerTool.createToken(storage: server.storage, account: "zed"))
+
+            // The copy that stayed uploads nothing: the new zed's suite is not shared with kim (the
+            // server tells a token an account's incarnation only where it may use the suite).
+            #expect(try await kimPhone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
+            #expect(try await kimPhone.sync("sync").status != 0)
+            let status = try await kimPhone.sync("status", ["--json"])
+            #expect(status.stdout.contains("\"state\" : \"not_shared\""), "\(status.stdout) \(status.stderr)")
+
+            // The copy that left: joining the new zed's suite with it is refused, nothing uploaded.
+            #expect(try await leeLaptop.defaultsTool(["write", suite, "volume", "old-zed-value"]).status == 0)
+            let share = try RunningProcess(ToolDevice.syncExecutable, ["share", suite, "--role", "write", "--directory", zedTablet.directory.path])
+            defer { share.stop() }
+            let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
+            let joined = try await leeLaptop.syncTool(
+                [
+                    "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString, "--token-file",
+                    try leeLaptop.tokenFile(lee, name: "member.token"),
+                ]
+            )
+            #expect(joined.status != 0 && joined.stderr.contains("from before the account zed was deleted"), "\(joined)")
+            #expect(try await zedTablet.sync("sync").status == 0)
+            #expect(try zedTablet.open().string(forKey: "volume") == nil, "nothing of the deleted account's suite reached the new one")
+            #expect(try zedTablet.open().string(forKey: "sound") == nil)
+        }
+    }
+
     /// `share SUITE --role ROLE` on `owner`, and `configure --invitation` on `device` with `token`.
     static func invite(
         _ device: ToolDevice,

@@ -174,6 +174,11 @@ struct EncryptedSharingTests {
         let roster = keys.sharedRoster(KeyBags(epochs: [:], signatures: [:], shared: ["1": decoded]))
         #expect(roster?.accounts == Set(members.keys), "the signature covers both copies")
 
+        // Accounts that are not one Swift string go as an object by account, which every version reads.
+        let plain = try keys.sharedKeyBag(epoch: 1, members: ["bob": Curve25519.KeyAgreement.PrivateKey().publicKey])
+        #expect(String(decoding: try JSONEncoder().encode(plain), as: UTF8.self).contains(#""members":{"bob":"#))
+        #expect(String(decoding: try JSONEncoder().encode(bag), as: UTF8.self).contains(#""members":[{"#))
+
         let stored = #"{"owner":"c2VhbGVk","members":{"bob":"Ym9i"},"signature":"c2ln"}"#
         let legacy = try JSONDecoder().decode(SharedKeyBag.self, from: Data(stored.utf8))
         #expect(legacy.members == [SharedKeyBag.SealedCopy(account: "bob", sealed: "Ym9i")])

@@ -214,8 +214,12 @@ public enum KeyRotation {
             }
             if !batch.isEmpty { resealed += try await push(batch, engine: engine, epoch: epoch, refused: &refused) }
         } while after != nil
-        try new.with(pendingBag: nil).write(to: keyFile)
-        await engine.use(new.with(pendingBag: nil))
+        // The key file as it is now (another process may have added an epoch meanwhile), without
+        // this rotation's bag: the rotation is finished.
+        let current = (try? SuiteKeys.read(from: keyFile, suite: new.suite)) ?? new
+        let finished = current.pendingBag?.epoch == epoch || current.pendingBag == nil ? current.with(pendingBag: nil) : current
+        try finished.write(to: keyFile)
+        await engine.use(finished)
         InterruptionPoint.reached("rotate-key.keys-written")
         let sharedWith = bag.shared.map { $0.accounts.sorted { $0.exact < $1.exact } }
         var outcome = Outcome(keys: new, resealed: resealed, refused: refused, sharedWith: sharedWith)

@@ -98,16 +98,35 @@ extension SuiteKeys {
 
     private func ownerSealData(epoch: UInt32) -> Data { Data("GroupDefaults owner seal v1\0\(suite)\0\(epoch)".utf8) }
 
-    /// What the owner key signs of `bag` for `epoch`: every sealed copy and whom it is for.
+    /// What the owner key signs of `bag` for `epoch`: every sealed copy and whom it is for, the
+    /// copies in the byte order of their accounts.
     static func sharedBagMessage(suite: String, epoch: UInt32, bag: SharedKeyBag) -> Data {
+        sharedBagMessage(suite: suite, epoch: epoch, bag: bag, copies: bag.members.sorted { $0.account.exact < $1.account.exact })
+    }
+
+    /// The message a bag signed by an earlier version covers: its copies in the order of Swift's
+    /// `String <` of their accounts, which differs from byte order for some names outside ASCII.
+    private static func legacyBagMessage(suite: String, epoch: UInt32, bag: SharedKeyBag) -> Data {
+        sharedBagMessage(suite: suite, epoch: epoch, bag: bag, copies: bag.members.sorted { $0.account < $1.account })
+    }
+
+    private static func sharedBagMessage(suite: String, epoch: UInt32, bag: SharedKeyBag, copies: [SharedKeyBag.SealedCopy]) -> Data {
         func field(_ bytes: some Collection<UInt8>) -> Data { withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { Data($0) } + Data(bytes) }
         var message = Data("GroupDefaults shared key bag v1\0".utf8) + field(Array(suite.utf8))
         message += withUnsafeBytes(of: epoch.bigEndian) { Data($0) }
         message += field(Array(bag.owner.utf8))
-        for copy in bag.members.sorted(by: { $0.account.exact < $1.account.exact }) {
+        for copy in copies {
             message += field(Array(copy.account.utf8)) + field(Array(copy.sealed.utf8))
         }
         return message
+    }
+
+    /// Whether `verify` signed `bag` for `epoch`, in this version's order or an earlier one's
+    /// (both cover the same copies and accounts).
+    static func isSigned(_ bag: SharedKeyBag, suite: String, epoch: UInt32, by verify: Curve25519.Signing.PublicKey) -> Bool {
+        guard let signature = Data(base64Encoded: bag.signature) else { return false }
+        return verify.isValidSignature(signature, for: sharedBagMessage(suite: suite, epoch: epoch, bag: bag))
+            || verify.isValidSignature(signature, for: legacyBagMessage(suite: suite, epoch: epoch, bag: bag))
     }
 
     /// The shared part of `epoch`'s key bag: its key sealed for the owner's devices and to each of
@@ -143,9 +162,7 @@ extension SuiteKeys {
     /// The key of `epoch` in `bag`, if the owner key signed the bag and it opens on this device
     /// (with the owner seal key, or with this member's key); nil otherwise.
     func open(_ bag: SharedKeyBag, epoch: UInt32) -> SymmetricKey? {
-        guard let sharing, let signature = Data(base64Encoded: bag.signature),
-            sharing.ownerVerify.isValidSignature(signature, for: Self.sharedBagMessage(suite: suite, epoch: epoch, bag: bag))
-        else { return nil }
+        guard let sharing, Self.isSigned(bag, suite: suite, epoch: epoch, by: sharing.ownerVerify) else { return nil }
         var opened: Data?
         if let ownerSeal = sharing.ownerSeal, let sealed = Data(base64Encoded: bag.owner), let box = try? ChaChaPoly.SealedBox(combined: sealed) {
             opened = try? ChaChaPoly.open(box, using: ownerSeal, authenticating: ownerSealData(epoch: epoch))
@@ -188,9 +205,7 @@ extension SuiteKeys {
     func sharedRoster(_ bags: KeyBags) -> (epoch: UInt32, accounts: Set<ExactName>)? {
         guard let verify = sharing?.ownerVerify else { return nil }
         let checked = bags.shared.compactMap { epochText, bag -> (UInt32, Set<ExactName>)? in
-            guard let epoch = UInt32(epochText), let signature = Data(base64Encoded: bag.signature),
-                verify.isValidSignature(signature, for: Self.sharedBagMessage(suite: suite, epoch: epoch, bag: bag))
-            else { return nil }
+            guard let epoch = UInt32(epochText), Self.isSigned(bag, suite: suite, epoch: epoch, by: verify) else { return nil }
             return (epoch, Set(bag.accounts.map(\.exact)))
         }
         return checked.max { $0.0 < $1.0 }.map { (epoch: $0.0, accounts: $0.1) }

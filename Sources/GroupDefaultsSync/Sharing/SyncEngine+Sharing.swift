@@ -206,13 +206,27 @@ extension SyncEngine {
     ///
     /// - Throws: `SyncError`, as `KeyRotation.rotate` does (the mark stays: the next sync tries again).
     public func finishRotation() async throws(SyncError) -> KeyRotation.Outcome? {
-        guard let keys = sealer?.keys, keys.hasUnfinishedRotation, let keyFile else { return nil }
+        _ = reloadKeys()  // finished by another process meanwhile
+        guard let keys = sealer?.keys, keys.hasUnfinishedRotation, let pending = keys.pendingBag, let keyFile else { return nil }
+        // Only this rotation's bag, stored or about to be: a server already past its epoch (another
+        // owner device rotated since) makes it moot, and no new rotation is begun here.
+        guard pending.epoch >= (try await client.keyBags().newestEpoch) else {
+            let moot = keys.with(pendingBag: nil)
+            try moot.write(to: keyFile)
+            use(moot)
+            return nil
+        }
         logger.notice(
             "finishing the rotation of the suite's keys to epoch \(keys.currentEpoch) that this device began",
             metadata: ["suite": "\(client.suite)"]
         )
-        // A removal due since is left out of the bag, if it is sent again (`rotateIfDue` follows).
-        let removed = try await rotationDue()?.removed ?? []
+        // A removal due since is left out of the bag, if it is sent again (`rotateIfDue` follows);
+        // an account invited back since is not.
+        var removed: [String] = []
+        if let due = try await rotationDue() {
+            let listed = try await client.members().members.map(\.account)
+            removed = due.removed.filter { account in !listed.contains { $0.isSameName(as: account) } }
+        }
         return try await KeyRotation.rotate(self, keys: keys, keyFile: keyFile, excluding: removed)
     }
 

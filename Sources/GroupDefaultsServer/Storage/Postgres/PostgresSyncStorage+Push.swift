@@ -182,6 +182,12 @@ private struct GroupWrite: Sendable {
     /// The same inside a transaction that first creates and locks the suite's row: the pushes of
     /// other instances wait for it, so the write's condition holds.
     func runLocked(_ connection: PostgresConnection) async throws -> GroupPlan {
+        // The tokens and the incarnation first, as an account's deletion takes them (before the
+        // suite's row); a group all refused makes no row for a suite of a deleted account.
+        let unauthorized = try await unauthorized(connection)
+        if unauthorized.count == group.count {
+            return GroupPlan(results: group.indices.map { .failure(unauthorized[$0]!) }, advancedTo: nil)
+        }
         try await connection.query(
             "INSERT INTO suites (account, suite) VALUES (\(account), \(suite)) ON CONFLICT DO NOTHING",
             logger: logger
@@ -191,7 +197,7 @@ private struct GroupWrite: Sendable {
             logger: logger
         )
         var found = try await read(connection)
-        found.unauthorized = try await unauthorized(connection)
+        found.unauthorized = unauthorized
         let output = decide(found)
         if output.writes {
             guard try await write(output, expected: found.counters, connection) else {
