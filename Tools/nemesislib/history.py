@@ -200,6 +200,7 @@ class History:
         if result.rc != 0:
             raise Failure(f"configuring {name!r} on its home device failed: {result!r}")
         home.local[suite.index] = name
+        home.of_deleted_owner.discard(suite.index)
         self.model.rejoined(home.index, suite.id)
         for w in self.model.of(home.index, suite.id):
             w.standing = "certain"
@@ -481,6 +482,7 @@ class History:
             suite.members[joiner.account] = truth[ACCOUNTS[joiner.account]]
             self.audit_expected.append(("member-add", ACCOUNTS[suite.owner]))
             joiner.local[suite.index] = name
+            joiner.of_deleted_owner.discard(suite.index)
             joiner.left.pop(suite.index, None)
             if suite.encrypted:
                 suite.holds_keys.add(joiner.account)
@@ -640,6 +642,7 @@ class History:
                 device.token_files[suite.index] = token_file
         if result.rc == 0:
             device.local[suite.index] = name
+            device.of_deleted_owner.discard(suite.index)
             self.model.rejoined(device.index, suite.id)
         else:
             self.log(f"  joining failed: {result.err.strip()[-300:]}")
@@ -877,9 +880,14 @@ class History:
             if account in suite.members:
                 self.removed(suite, account, audited=False)
             if suite.owner == account:
-                # Its suites are gone with it, and no member reads them any more.
+                # Its suites are gone with it, and no member reads them any more. A member's copy
+                # stays the deleted account's (README: told `account_deleted`, also where its account
+                # joins the new account's suite of that name from another device).
                 for member in list(suite.members):
                     self.removed(suite, member, audited=False)
+                for device in self.devices:
+                    if device.account != account and suite.index in device.local:
+                        device.of_deleted_owner.add(suite.index)
         for device in self.devices:
             if device.account == account and not device.retired:
                 for index in list(device.runs):

@@ -83,6 +83,8 @@ def remedy(history, device, suite):
         history.new_token(device)
     elif state in ("not_shared", "account_deleted"):
         role = history.role(device.account, suite)
+        if state == "account_deleted" and suite.index in device.of_deleted_owner:
+            role = None  # a copy of the deleted owner's suite: told so rightly
         if role is not None:
             # Kept apart from `stuck`, which each round makes again: the copy is unconfigured below
             # and no later round would see it.

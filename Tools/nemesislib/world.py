@@ -344,6 +344,7 @@ class Device:
         self.offset_s = 0  # the clock's offset from true time (faketime)
         self.local = {}  # suite id -> local suite name, while configured
         self.left = {}  # suite id -> local name of a copy that stopped syncing
+        self.of_deleted_owner = set()  # suite ids of copies made before their owner's account was deleted
         self.runs = {}  # suite id -> `run` process
         self.retired = False
         self.generation = 0
