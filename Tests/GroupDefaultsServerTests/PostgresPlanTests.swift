@@ -77,7 +77,8 @@ struct PostgresPlanTests {
                     notice: "",
                     notify: false,
                     tokenIDs: [],
-                    ownerIncarnation: ""
+                    ownerIncarnation: "",
+                    memberAccounts: []
                 )
                 for _ in 0..<7 { for try await _ in try await connection.execute(write, logger: logger) {} }
                 // `write`'s arguments as literals (EXECUTE takes no bound parameters).
@@ -85,7 +86,7 @@ struct PostgresPlanTests {
                     "ARRAY['k1'], ARRAY['{\"integer\":2}'], ARRAY[false], ARRAY['\(1 << 40)'], ARRAY['7'], ARRAY[99999]::bigint[], ARRAY[''], ARRAY[0]::bigint[]"
                 let arguments = [
                     "'big', 'big', 99999, \(Self.largeSuiteKeys), 0, 0, 12345, 0", columns, columns,
-                    "1, ARRAY['7'], ARRAY['b-plan'], ARRAY[''], ARRAY['{}'], 'unused', '', false, ARRAY[''], ARRAY[''], ARRAY[]::text[], 0, ''",
+                    "1, ARRAY['7'], ARRAY['b-plan'], ARRAY[''], ARRAY['{}'], 'unused', '', false, ARRAY[''], ARRAY[''], ARRAY[]::text[], 0, '', ARRAY[]::text[], 0",
                 ]
                 let writePlan = try await Self.lines(
                     connection,

@@ -138,6 +138,45 @@ extension StorageConformanceTests {
             }
         }
 
+        @Test(
+            "a member's push authorized before its removal, or before it became a read member, is refused in its write: nothing written",
+            arguments: StorageBackend.allCases
+        )
+        func memberPushRecheckedInItsWrite(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let now = Date()
+                let alice = Tokens.make(account: "alice", suitePatterns: ["*"], readOnly: false, device: "phone", expires: nil)
+                let bob = Tokens.make(account: "bob", suitePatterns: ["*"], readOnly: false, device: "phone", expires: nil)
+                try await storage.createToken(alice.stored)
+                try await storage.createToken(bob.stored)
+                try await push(storage, suite: "family", [op("doorbell", .string("ding"), hlc: 1)])
+                let writer = Self.invitation("w-recheck", at: now)
+                try await storage.createInvitation(writer, now: now)
+                _ = try await storage.acceptInvitation(lookup: writer.lookup, account: "bob", now: now)
+                let incarnation = try await storage.accountIncarnation("alice")
+                func bobs(_ value: String) throws -> PreparedPush {
+                    var push = try PreparedPush(PushRequest(deviceID: 9, batchID: UUID().uuidString, ops: [op("doorbell", .string(value), hlc: 50)]))
+                    push.account = "bob"
+                    push.authority = PushAuthority(tokenID: bob.stored.id, ownerIncarnation: incarnation)
+                    return push
+                }
+                func write(_ push: PreparedPush) async throws {
+                    _ = try await storage.push(account: "alice", suite: "family", push: push, quota: Self.roomy, serverTime: Self.now)
+                }
+                // Authorized while bob writes, then removed: refused.
+                let late = try bobs("after removal")
+                #expect(try await storage.removeMember(owner: "alice", suite: "family", account: "bob"))
+                await expectStorageError(.notAMember) { try await write(late) }
+                // Joined again as a read member: refused as such.
+                let reader = Self.invitation("r-recheck", role: .read, at: now)
+                try await storage.createInvitation(reader, now: now)
+                _ = try await storage.acceptInvitation(lookup: reader.lookup, account: "bob", now: now)
+                await expectStorageError(.insufficientRole) { try await write(try bobs("as a reader")) }
+                let held = try await storage.snapshot(account: "alice", suite: "family", after: nil, limit: 10).page()
+                #expect(held.entries.map(\.value) == [.string("ding")], "nothing of bob's written")
+            }
+        }
+
         @Test("two accounts accepting one invitation at once: exactly one becomes a member", arguments: StorageBackend.allCases)
         func oneInvitationOneMember(backend: StorageBackend) async throws {
             try await backend.withStorage { storage in

@@ -91,15 +91,22 @@ extension LMDBSyncStorage {
     }
 
     /// The push's authority, again in its write transaction (`PushAuthority`): its token still
-    /// held and not revoked, the owner's incarnation the one checked.
-    static func checkAuthority(_ txn: LMDBTransaction, _ authority: PushAuthority, owner: String) throws {
+    /// held and not revoked, the owner's incarnation the one checked, and a member's push (`member`)
+    /// still a writer's.
+    static func checkAuthority(_ txn: LMDBTransaction, _ authority: PushAuthority, owner: String, suite: String, member: String?) throws {
         guard let json = try get(txn, DB.tokens, Array(authority.tokenID.utf8)),
             let token = try? JSONDecoder().decode(StoredToken.self, from: Data(json)), token.revoked == nil
         else { throw PushAuthority.tokenGone() }
-        guard let expected = authority.ownerIncarnation else { return }
-        guard let held = try get(txn, DB.accountIncarnations, LMDBKeys.accountPrefix(owner)), held.elementsEqual(expected.utf8) else {
-            throw PushAuthority.ownerGone(owner)
+        if let expected = authority.ownerIncarnation {
+            guard let held = try get(txn, DB.accountIncarnations, LMDBKeys.accountPrefix(owner)), held.elementsEqual(expected.utf8) else {
+                throw PushAuthority.ownerGone(owner)
+            }
         }
+        guard let member else { return }
+        guard let record = try Self.member(txn, owner: owner, suite: suite, account: member), record.awaitingKeys != true else {
+            throw PushAuthority.memberGone(owner, suite)
+        }
+        guard record.role.mayWrite else { throw PushAuthority.memberReads(owner, suite) }
     }
 
     /// Loads what the push step needs, runs it, and writes its output: the entries (in their
@@ -114,7 +121,7 @@ extension LMDBSyncStorage {
         serverTime: String
     ) throws -> PushResponse {
         let request = push.request
-        if let authority = push.authority { try checkAuthority(txn, authority, owner: account) }
+        if let authority = push.authority { try checkAuthority(txn, authority, owner: account, suite: suite, member: push.account) }
         let suiteKey = LMDBKeys.suiteName(account: account, suite: suite)
         var record = try suiteRecord(txn, suiteKey) ?? SuiteRecord(id: try allocateSuiteID(txn))
 

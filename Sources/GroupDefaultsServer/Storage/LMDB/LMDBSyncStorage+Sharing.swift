@@ -242,7 +242,7 @@ extension LMDBSyncStorage: SharingStore {
         }
     }
 
-    private static func member(_ txn: LMDBTransaction, owner: String, suite: String, account: String) throws -> StoredMember? {
+    static func member(_ txn: LMDBTransaction, owner: String, suite: String, account: String) throws -> StoredMember? {
         guard let json = try get(txn, DB.sharing, SharingKeys.member(owner, suite, account)) else { return nil }
         return try JSONDecoder().decode(StoredMember.self, from: Data(json))
     }

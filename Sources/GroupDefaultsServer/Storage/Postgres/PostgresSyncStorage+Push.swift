@@ -207,6 +207,11 @@ private struct GroupWrite: Sendable {
         return GroupPlan(results: output.results, advancedTo: output.advanced ? output.counters.head : nil)
     }
 
+    /// The member accounts whose pushes the group holds, each once (by their bytes).
+    var memberAccounts: [String] {
+        Set(group.compactMap { $0.push.authority == nil ? nil : $0.push.account?.exact }).map(\.text)
+    }
+
     /// The pushes of the group whose authority (`PushAuthority`) no longer holds, by index, with
     /// why: their tokens and the owner's incarnation are locked FOR KEY SHARE until the transaction
     /// ends (as in `GroupWriteStatement`).
@@ -223,6 +228,21 @@ private struct GroupWrite: Sendable {
         var incarnation: String?
         let rows = try await connection.query("SELECT id FROM account_incarnations WHERE account = \(account) FOR KEY SHARE", logger: logger)
         for try await id in rows.decode(String.self) { incarnation = id }
+        var writers = Set<ExactName>()
+        var readers = Set<ExactName>()
+        let members = memberAccounts
+        if !members.isEmpty {
+            let rows = try await connection.query(
+                """
+                SELECT account, record->>'role' = 'read' OR coalesce((record->>'awaitingKeys')::boolean, false)
+                FROM members WHERE owner = \(account) AND suite = \(suite) AND account = ANY(\(members)) FOR KEY SHARE
+                """,
+                logger: logger
+            )
+            for try await (member, readsOnly) in rows.decode((String, Bool).self) {
+                if readsOnly { readers.insert(member.exact) } else { writers.insert(member.exact) }
+            }
+        }
         var refused: [Int: SyncStorageError] = [:]
         for (index, pushed) in group.enumerated() {
             guard let authority = pushed.push.authority else { continue }
@@ -230,6 +250,8 @@ private struct GroupWrite: Sendable {
                 refused[index] = PushAuthority.tokenGone()
             } else if let expected = authority.ownerIncarnation, Array(expected.utf8) != incarnation.map({ Array($0.utf8) }) {
                 refused[index] = PushAuthority.ownerGone(account)
+            } else if let member = pushed.push.account?.exact, !writers.contains(member) {
+                refused[index] = readers.contains(member) ? PushAuthority.memberReads(account, suite) : PushAuthority.memberGone(account, suite)
             }
         }
         return refused
@@ -370,7 +392,8 @@ private struct GroupWrite: Sendable {
                 notice: notice,
                 notify: output.advanced,
                 tokenIDs: Array(Set(group.compactMap(\.push.authority?.tokenID))),
-                ownerIncarnation: group.lazy.compactMap(\.push.authority?.ownerIncarnation).first ?? ""
+                ownerIncarnation: group.lazy.compactMap(\.push.authority?.ownerIncarnation).first ?? "",
+                memberAccounts: memberAccounts
             ),
             planningEach: plansEachStatement,
             logger: logger

@@ -79,9 +79,10 @@ struct SuiteReadStatement: PostgresPreparedStatement, OneShotStatement {
 /// 11,598 rows and 6.8 of the statement's 7 ms after a few seconds of single-op pushes
 /// (`auto_explain`). Answers the guarded row count (0: the suite moved).
 struct GroupWriteStatement: PostgresPreparedStatement, OneShotStatement {
-    static let name = "groupdefaults_push_write_v4"
+    static let name = "groupdefaults_push_write_v5"
     // `authorized`: the group's tokens, still held and not revoked, and the owner's incarnation, if
-    // one was checked ($37, else ''), locked FOR KEY SHARE (the lightest lock a DELETE conflicts
+    // one was checked ($37, else ''), and the member accounts pushing ($38, each still a writer),
+    // locked FOR KEY SHARE (the lightest lock a DELETE conflicts
     // with): an account's deletion waits for this write, or this write finds them gone and writes
     // nothing (`PushAuthority`). A deletion removes the tokens first, so the two take their locks
     // in the same order. A revocation (an UPDATE) does not wait; the token's row read here is the
@@ -89,7 +90,10 @@ struct GroupWriteStatement: PostgresPreparedStatement, OneShotStatement {
     static let sql = """
         WITH authorized AS (
             SELECT (SELECT count(*) FROM (SELECT 1 FROM tokens WHERE id = ANY($35::text[]) AND revoked IS NULL FOR KEY SHARE) t) = $36
-                AND ($37 = '' OR EXISTS (SELECT 1 FROM account_incarnations WHERE account = $1 AND id = $37 FOR KEY SHARE)) AS ok
+                AND ($37 = '' OR EXISTS (SELECT 1 FROM account_incarnations WHERE account = $1 AND id = $37 FOR KEY SHARE))
+                AND (SELECT count(*) FROM (SELECT 1 FROM members WHERE owner = $1 AND suite = $2 AND account = ANY($38::text[])
+                    AND record->>'role' IN ('write', 'admin') AND coalesce((record->>'awaitingKeys')::boolean, false) = false
+                    FOR KEY SHARE) m) = $39 AS ok
         ), guarded AS (
             INSERT INTO suites AS s (account, suite, head_rev, key_count, byte_count, epoch)
             SELECT $1, $2, $3, $4, $5, $6 FROM authorized WHERE authorized.ok
@@ -154,9 +158,11 @@ struct GroupWriteStatement: PostgresPreparedStatement, OneShotStatement {
     var tokenIDs: [String]
     /// The owner's incarnation the group was checked against, or empty.
     var ownerIncarnation: String
+    /// The member accounts whose pushes the group holds (`PreparedPush.account`), each once.
+    var memberAccounts: [String]
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 37)
+        var bindings = PostgresBindings(capacity: 39)
         bindings.append(account)
         bindings.append(suite)
         bindings.append(Int64(counters.head))
@@ -188,6 +194,8 @@ struct GroupWriteStatement: PostgresPreparedStatement, OneShotStatement {
         bindings.append(tokenIDs)
         bindings.append(Int64(tokenIDs.count))
         bindings.append(ownerIncarnation)
+        bindings.append(memberAccounts)
+        bindings.append(Int64(memberAccounts.count))
         return bindings
     }
 
