@@ -28,7 +28,10 @@ package struct PushAuthority: Sendable, Hashable {
 
     /// The refusal of a member's push whose membership ended while it was on its way.
     package static func memberGone(_ owner: String, _ suite: String) -> SyncStorageError {
-        SyncStorageError(.notAMember, "\(owner)'s suite '\(suite)' stopped being shared with this account while this push was on its way: nothing was written")
+        SyncStorageError(
+            .notAMember,
+            "\(owner)'s suite '\(suite)' stopped being shared with this account while this push was on its way: nothing was written"
+        )
     }
 
     /// The refusal of a member's push whose account became a read member while it was on its way.
