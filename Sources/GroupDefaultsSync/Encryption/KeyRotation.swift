@@ -217,7 +217,7 @@ public enum KeyRotation {
         // The key file as it is now (another process may have added an epoch meanwhile), without
         // this rotation's bag: the rotation is finished.
         let current = (try? SuiteKeys.read(from: keyFile, suite: new.suite)) ?? new
-        let finished = current.pendingBag?.epoch == epoch || current.pendingBag == nil ? current.with(pendingBag: nil) : current
+        let finished = current.pendingBag?.epoch == epoch ? current.with(pendingBag: nil) : current
         try finished.write(to: keyFile)
         await engine.use(finished)
         InterruptionPoint.reached("rotate-key.keys-written")

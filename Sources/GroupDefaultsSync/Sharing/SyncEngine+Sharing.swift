@@ -198,6 +198,13 @@ extension SyncEngine {
         return bags.rotationDue
     }
 
+    /// The accounts `due` names that the server does not list as members again (one invited back
+    /// holds the keys rightly), compared by their bytes.
+    private func stillRemoved(_ due: KeyRotationDue) async throws(SyncError) -> [String] {
+        let listed = try await client.members().members.map(\.account)
+        return due.removed.filter { account in !listed.contains { $0.isSameName(as: account) } }
+    }
+
     /// Finishes the key rotation this device began and did not finish (`KeyRotation`, stopped
     /// after its new key was written: the bag stored or maybe stored, not every entry sealed again
     /// under the new epoch), as `rotate-key` run again would; nil when there is none. Until it is
@@ -223,10 +230,7 @@ extension SyncEngine {
         // A removal due since is left out of the bag, if it is sent again (`rotateIfDue` follows);
         // an account invited back since is not.
         var removed: [String] = []
-        if let due = try await rotationDue() {
-            let listed = try await client.members().members.map(\.account)
-            removed = due.removed.filter { account in !listed.contains { $0.isSameName(as: account) } }
-        }
+        if let due = try await rotationDue() { removed = try await stillRemoved(due) }
         return try await KeyRotation.rotate(self, keys: keys, keyFile: keyFile, excluding: removed)
     }
 
@@ -238,9 +242,7 @@ extension SyncEngine {
     /// - Throws: `SyncError`, as `KeyRotation.rotate` does (the mark stays: the next sync tries again).
     public func rotateIfDue() async throws(SyncError) -> (due: KeyRotationDue, outcome: KeyRotation.Outcome)? {
         guard let due = try await rotationDue(), let keys = sealer?.keys, let keyFile else { return nil }
-        // The accounts removed and not members again (one invited back holds the keys rightly).
-        let listed = try await client.members().members.map(\.account)
-        let removed = due.removed.filter { account in !listed.contains { $0.isSameName(as: account) } }
+        let removed = try await stillRemoved(due)
         logger.notice(
             "a key rotation is due: \(due.removed.joined(separator: ", ")) held the suite's keys when removed; rotating",
             metadata: ["suite": "\(client.suite)"]
