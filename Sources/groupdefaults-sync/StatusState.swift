@@ -117,8 +117,10 @@ struct StatusState {
     /// an answer proves a token refused as unknown, expired or revoked (`unauthorized`), or a
     /// token file that could not be read, to work now, the membership to hold and the server to
     /// be reached; it does not prove a permission the question did not use (writing: a pause
-    /// recorded with `forbidden` stands). A deleted account stands until the suite is configured
-    /// again, whatever the server says meanwhile.
+    /// recorded with `forbidden` stands). A token refused now is `paused` before a membership
+    /// recorded as ended (the one exception to the table's order: the membership cannot be asked
+    /// with it). A deleted account stands until the suite is configured again, whatever the server
+    /// says meanwhile.
     static func of(_ snapshot: StatusSnapshot) -> StatusState {
         guard snapshot.isSynced else { return StatusState(kind: .notSynced) }
         let health = snapshot.health
@@ -151,8 +153,11 @@ struct StatusState {
         if recorded == .accountDeleted { return fromRecord(.accountDeleted) }
         if let refusal, refusal.code == .accountDeleted { return fromAnswer(.accountDeleted, .accountDeleted, refusal.detail) }
         if let refusal, refusal.code == .notAMember { return fromAnswer(.notShared, .notShared, refusal.detail) }
-        if recorded == .notShared, failure != nil { return fromRecord(.notShared) }
+        // A token refused now outranks a membership recorded as ended: until the token is
+        // replaced the server cannot say whether the account is a member again (invited back from
+        // another device), and a new token is the first remedy either way.
         if let refusal { return fromAnswer(.paused, .paused, refusal.detail) }
+        if recorded == .notShared, failure != nil { return fromRecord(.notShared) }
         if recorded == .paused, !(snapshot.answered && (health?.code == nil || health?.code == .unauthorized)) {
             return fromRecord(.paused)
         }

@@ -59,6 +59,35 @@ struct StatusStateTests {
         }
     }
 
+    @Test(
+        "a removed member's device whose token is then refused says paused, not not_shared: invited back from another device, its next token makes it ok"
+    )
+    func removedMemberWithRefusedToken() async throws {
+        try await SharingTests.Family.with(.lmdb) { family in
+            let phone = family.bobPhone
+            #expect(try await family.join(try await family.invite("write")).status == 0)
+            try await expectOK(phone.sync("sync"))
+            try await expectOK(family.alicePhone.sync("unshare", ["--account", "bob"]))
+            #expect(try await phone.sync("sync").status == 3)  // not_shared, recorded
+            try await StatusCheck.expect(phone, "not_shared")
+
+            // bob is invited back and joins on his tablet; the phone's token is now one the
+            // server refuses. Until it has a new one nobody can tell it that bob is a member again.
+            #expect(try await family.join(try await family.invite("write"), on: family.bobTablet).status == 0)
+            let othersTokens = Set(try await ServerTool.tokenIDs(storage: family.server.storage))
+            let phoneToken = try await ServerTool.createToken(storage: family.server.storage, account: "bob")
+            let phoneTokenID = try #require(Set(try await ServerTool.tokenIDs(storage: family.server.storage)).subtracting(othersTokens).first)
+            _ = try phone.tokenFile(phoneToken, name: "bob.token")
+            #expect(try await family.server.tokenCommand(["revoke", phoneTokenID]).status == 0)
+            let paused = try await StatusCheck.expect(phone, "paused")
+            #expect(paused.stderr.contains("give it a new token"), "\(paused.stderr)")
+
+            _ = try phone.tokenFile(family.bobToken, name: "bob.token")
+            try await StatusCheck.expect(phone, "ok")
+            try await expectOK(phone.sync("sync"))
+        }
+    }
+
     @Test("a read member with local changes: status says they are kept (exit 1), never ok")
     func readMemberKeepsChanges() async throws {
         try await SharingTests.Family.with(.lmdb) { family in

@@ -54,7 +54,8 @@ class Result:
 
 
 def _show(argv):
-    return " ".join(a if re.fullmatch(r"[\w@%+=:,./-]+", a) else repr(a) for a in argv)
+    # Not ASCII: escaped (ascii()), so that look-alike names (KELVIN SIGN, NFD) are told apart.
+    return " ".join(a if re.fullmatch(r"[\w@%+=:,./-]+", a, re.ASCII) else ascii(a) for a in argv)
 
 
 class Tools:
@@ -135,7 +136,8 @@ class Tools:
                 self.retrying = False
         self.check(result)
         clock = f"[clock {offset_s:+d} s] " if offset_s else ""
-        self.log(f"  $ {clock}{_show([tool, *args])} -> {result.rc}")
+        said = f": {result.err.strip().splitlines()[-1][-300:]}" if result.rc != 0 and result.err.strip() else ""
+        self.log(f"  $ {clock}{_show([tool, *args])} -> {result.rc}{said}")
         return result
 
     def start(self, tool, *args, offset_s=0, log_path, interrupt_at=None):
