@@ -36,6 +36,7 @@ class Model:
     def __init__(self):
         self.writes = []
         self.high = 0  # the largest `hi` so far: no HLC made until now is above it
+        self.before_restore = {}  # suite id -> how many writes were made before its last restore
 
     def write(self, op, device, suite_id, key, value, start_ms, end_ms, standing):
         # The device's earlier writes of the key not known to be pushed are replaced on it: their
@@ -86,12 +87,21 @@ class Model:
         device that loses its right to push before that sync takes them with it (README: what
         only the server held and no syncing device still has is lost): `pushed` is "again" until
         the device syncs."""
+        self.before_restore[suite_id] = len(self.writes)
         for w in self.writes:
             if w.suite_id == suite_id and w.standing == "certain":
                 if w.device not in authorized:
                     w.standing = "maybe"
                 elif w.pushed == "yes":
                     w.pushed = "again"
+
+    def held_across_restore(self, suite_id, key, value):
+        """Whether `value` (None: a deletion) was written to the key before the suite's last
+        restore or reset. A read member's device holds such a value as a local change it keeps
+        (README: after a restore each device marks what it holds pending; a read member cannot
+        upload it), so its copy may differ from the suite there."""
+        before = self.writes[: self.before_restore.get(suite_id, 0)]
+        return any(w.suite_id == suite_id and w.key == key and w.value == value for w in before)
 
     def check_key(self, suite_id, key, final):
         """The broken promises about one key whose converged value is `final` (None: absent)."""

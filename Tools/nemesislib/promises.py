@@ -181,6 +181,8 @@ def converged(history, suite):
             own = {w.value for w in history.model.of(index, suite.id) if w.key == key}
             if reader and held.get(key) in own:
                 continue  # a read member's own change, kept on its device as promised
+            if reader and history.model.held_across_restore(suite.id, key, held.get(key)):
+                continue  # held when the server went back: kept on the device, which cannot upload it
             problems.append(f"{ascii(suite.name)}: d{index} holds {key!r} = {held.get(key)!r}, d{owner.index} {reference.get(key)!r}")
     if not suite.encrypted:
         status, entries = snapshot(history, suite, owner_token(history, suite))
