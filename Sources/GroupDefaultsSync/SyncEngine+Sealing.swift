@@ -68,18 +68,18 @@ extension SyncEngine {
         var opened: [SyncEntry] = []
         var refused: [RefusedEntry] = []
         opened.reserveCapacity(entries.count)
-        let current = sealer.keys.currentEpoch
+        let oldest = sealer.keys.oldestAppliedEpoch
         for entry in entries {
             // Once rotated, an older epoch's key may be a revoked device's: what it seals is history
             // (shown by `history`), never applied. Every entry sealed under it before the rotation
             // comes again sealed under the new epoch, with its own stamp (`KeyRotation`).
-            if let epoch = entry.sealed?.epoch, epoch < current {
+            if let epoch = entry.sealed?.epoch, epoch < oldest {
                 refused.append(
                     RefusedEntry(
                         keyID: entry.key,
                         key: nil,
                         stamp: entry.stamp,
-                        reason: "sealed under key epoch \(epoch), retired since epoch \(current) began"
+                        reason: "sealed under key epoch \(epoch), retired since epoch \(oldest) began"
                     )
                 )
                 continue

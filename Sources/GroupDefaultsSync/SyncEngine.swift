@@ -411,11 +411,11 @@ public actor SyncEngine {
         try await anchorIfNeeded()
         let snapshot = try await readSnapshot()
         var entries = snapshot.entries
-        if restored, let current = sealer?.keys.currentEpoch {
+        if restored, let oldest = sealer?.keys.oldestAppliedEpoch {
             // A restored server holds what it held before this device's last rotation, sealed
             // under an epoch retired since: no news and no tampering (the device sealed all of it
             // again when it rotated), and the upload below seals it again on the server.
-            entries.removeAll { ($0.sealed?.epoch ?? current) < current }
+            entries.removeAll { ($0.sealed?.epoch ?? oldest) < oldest }
         }
         var report = SyncReport()
         report.add(try apply(entries, cursor: snapshot.head))

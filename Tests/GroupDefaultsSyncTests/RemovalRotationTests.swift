@@ -155,6 +155,81 @@ struct RemovalRotationTests {
         }
     }
 
+    @Test(
+        "a rotation stopped after its bag was signed, then a member joins: the next sync finishes it with the members as they are then, and the new member reads what is written next",
+        arguments: StorageBackend.allCases
+    )
+    func stoppedRotationThenAJoin(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let alice = ToolDevice("family")
+            let bob = ToolDevice("family")
+            let carol = ToolDevice("family")
+            defer { for device in [alice, bob, carol] { device.remove() } }
+            try await Self.ownEncrypted(alice, server)
+            // First with no member when the bag was signed (it had no members' part, which the
+            // server then requires), then with bob in it and carol joining after.
+            for (index, (joiner, account)) in [(bob, "bob"), (carol, "carol")].enumerated() {
+                let epoch = try await server.client("family").keyBags().newestEpoch
+                let stopped = try await InterruptionTests.run(alice, "rotate-key", [], InterruptionTests.environment(at: "rotate-key.bag-signed"))
+                InterruptionTests.expectStopped(stopped, by: SIGKILL, "rotate-key stopped at its signed bag")
+                try await Self.join(joiner, account, alice, server)
+
+                let synced = try await alice.sync("sync")
+                #expect(synced.status == 0, "\(synced.stderr)")
+                #expect(synced.stdout.contains("finished rotating"), "\(synced.stdout)")
+                let bags = try await server.client("family").keyBags()
+                #expect(bags.newestEpoch == max(epoch, 1) + 1)
+                let sealedTo = bags.shared[String(bags.newestEpoch)]?.accounts ?? []
+                #expect(sealedTo.contains { $0.isSameName(as: account) }, "the new epoch is sealed to \(account): \(sealedTo)")
+
+                let secret = "after-join-\(index)"
+                try alice.open().set(secret, forKey: "secret")
+                try await expectOK(alice.sync("sync"))
+                try await expectOK(joiner.sync("sync"))
+                #expect(try joiner.open().string(forKey: "secret") == secret)
+            }
+        }
+    }
+
+    @Test(
+        "a rotation stopped after its bag was signed, then another device of the owner writes under the old epoch: the next sync takes that write in and seals it again, refusing nothing",
+        arguments: StorageBackend.allCases
+    )
+    func stoppedRotationThenAWriteUnderTheOldEpoch(backend: StorageBackend) async throws {
+        try await SyncServer.with(backend) { server in
+            let phone = ToolDevice("family")
+            let tablet = ToolDevice("family")
+            defer { for device in [phone, tablet] { device.remove() } }
+            try await Self.ownEncrypted(phone, server)
+            let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", "family", "--directory", phone.directory.path])
+            let line = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
+            try await expectOK(
+                tablet.sync(
+                    "configure",
+                    [
+                        "--server", server.url.absoluteString, "--pairing-code", String(line.dropFirst("pairing code: ".count)),
+                        "--token-file", tablet.directory.appendingPathComponent("paired.token").path,
+                    ]
+                )
+            )
+            #expect(pair.finish().status == 0)
+
+            let stopped = try await InterruptionTests.run(phone, "rotate-key", [], InterruptionTests.environment(at: "rotate-key.bag-signed"))
+            InterruptionTests.expectStopped(stopped, by: SIGKILL, "rotate-key stopped at its signed bag")
+            // The server is still at epoch 1: the tablet's push is taken under it.
+            try tablet.open().set("chime.caf", forKey: "ringtone")
+            try await expectOK(tablet.sync("sync"))
+
+            let synced = try await phone.sync("sync")
+            #expect(synced.status == 0, "\(synced.stdout) \(synced.stderr)")
+            #expect(synced.stdout.contains("finished rotating"), "\(synced.stdout)")
+            #expect(!synced.stdout.contains("refused") && !synced.stderr.contains("refused"), "\(synced.stdout) \(synced.stderr)")
+            #expect(try phone.open().string(forKey: "ringtone") == "chime.caf")
+            let epochs = Set(try await server.snapshot("family").entries.values.compactMap { $0.sealed?.epoch })
+            #expect(epochs == [2], "every entry sealed again under the new epoch: \(epochs)")
+        }
+    }
+
     /// `configure --encrypt` on `device` with the server's token (alice's), one key written and synced.
     static func ownEncrypted(_ device: ToolDevice, _ server: SyncServer) async throws {
         let configured = try await device.sync(

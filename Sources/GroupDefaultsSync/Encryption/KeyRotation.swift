@@ -102,9 +102,8 @@ public enum KeyRotation {
             _ = await engine.reloadKeys()
             return try await reseal(engine, old: keys, new: stored.with(pendingBag: nil), bag: pending.bag, keyFile: keyFile, excluding: removed)
         }
-        // A bag signed here before and not known to be stored is sent again, unchanged: one bag per
-        // epoch from this device, never two that a server could choose between (one sealed to a
-        // member that a later one leaves out). Once the server is past its epoch, it is moot.
+        // A bag signed here before and not known to be stored is sent again with the same key: one
+        // key per epoch from this device. Once the server is past its epoch, it is moot.
         if let pending = keys.pendingBag, pending.epoch <= serverEpoch { keys = keys.with(pendingBag: nil) }
         let new: SuiteKeys
         var bag: SignedKeyBag
@@ -113,6 +112,12 @@ public enum KeyRotation {
             epochs[pending.epoch] = pending.key
             new = keys.with(epochs: epochs).with(pendingBag: nil)
             bag = pending.bag
+            // The members' part sealed again for the members as they are now: the server does not
+            // hold the old one (it is at the epoch before), and members may have come or gone since
+            // it was signed (a join, a restore). Sent unchanged, it left a member invited since
+            // without the new key, or was refused for lacking a part the suite now needs.
+            let members = try await sharedMembers(engine, keys: new, bags: serverBags, excluding: removed)
+            bag.shared = try members.map { members throws(SyncError) in try new.sharedKeyBag(epoch: new.currentEpoch, members: members) }
         } else {
             // The next epoch's key made by a run before this version kept its bag is used again.
             new = (keys.currentEpoch == serverEpoch + 1 ? keys : try keys.rotated(after: serverEpoch)).with(pendingBag: nil)

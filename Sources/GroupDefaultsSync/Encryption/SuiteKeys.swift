@@ -50,6 +50,11 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     var hasUnfinishedRotation: Bool { pendingBag.map { $0.epoch == currentEpoch } ?? false }
     /// The epoch new entries are sealed under: the newest.
     public var currentEpoch: UInt32 { epochs.keys.max() ?? 1 }
+    /// The oldest epoch whose entries this device applies; one sealed under an older epoch is
+    /// history (a retired key may be a revoked device's). The current epoch, or while a rotation
+    /// this device began is unfinished the one before it too: what other devices pushed under it
+    /// until the bag was stored is taken in and sealed again (`KeyRotation`), not refused.
+    var oldestAppliedEpoch: UInt32 { hasUnfinishedRotation ? max(currentEpoch - 1, 1) : currentEpoch }
 
     /// A key file's `format`.
     static let fileFormat = 1
