@@ -319,17 +319,26 @@ public struct SyncSetup: Sendable {
                 }
             }
             previousKeyFile = previous?.keyFile
+            if previousKeyFile == nil, offered.encrypted == true {
+                // A copy kept when this account left: its key file, where `configure` put it,
+                // holds the suite's keys of then, which the new ones replace (they open all of it).
+                let token = try TokenFile.read(setup.tokenFile)
+                let kept = try KeyFileName.defaultPath(suite: name, server: server, token: token, beside: setup.tokenFile)
+                if (try? SuiteKeys.read(from: kept, suite: offered.suite)) != nil { previousKeyFile = kept }
+            }
         } catch let error as SharedDefaultsError where error.code == .suiteNotFound {
             // Free: the suite is made once the server made the membership.
         }
         let member = offered.encrypted == true ? KeyHandover.claim(code: code) : nil
         // Which invitation this device is joining with, until the join is done or undone: a run
         // stopped after the acceptance is finished or undone by the next (`resumeInterruptedJoin`).
-        let joining = Self.joiningFile(tokenFile: setup.tokenFile)
-        if member != nil, !FileManager.default.createFile(atPath: joining, contents: Data(id.utf8), attributes: [.posixPermissions: 0o600]) {
-            throw SyncError(.local, "cannot write \(joining), where this device notes the invitation it is joining with: nothing was accepted")
+        if member != nil, !JoiningNote(invitationID: id).write(beside: setup.tokenFile) {
+            throw SyncError(
+                .local,
+                "cannot write \(JoiningNote.path(beside: setup.tokenFile)), where this device notes the invitation it is joining with: nothing was accepted"
+            )
         }
-        defer { try? FileManager.default.removeItem(atPath: joining) }
+        defer { JoiningNote.remove(beside: setup.tokenFile) }
         let membership = try await setup.withClient(suite: "-") { client in
             try await client.acceptInvitation(invitationID: id, claim: member?.claim)
         }
@@ -348,6 +357,8 @@ public struct SyncSetup: Sendable {
                 waiting?()
                 let keys = try await setup.receiveKeys(code: code, memberKey: member.memberKey, suite: offered.suite)
                 try keys.write(to: path)
+                // Not written, a run stopped from here on leaves again rather than finishing.
+                _ = JoiningNote(invitationID: id, keyFile: path).write(beside: setup.tokenFile)
                 keyFile = previousKeyFile == nil ? path : nil
                 setup.keyFile = path
                 InterruptionPoint.reached("configure-invitation.keys-written")
@@ -371,41 +382,42 @@ public struct SyncSetup: Sendable {
     }
 
     /// For an invitation to an encrypted suite that this command accepted in a run that stopped
-    /// (a crash, a kill) before the local suite was set up: if the keys came and were written to
-    /// the key file this join writes, the suite is set up now (the join completes); else the
-    /// account that accepted it leaves again (only this account's token can: the keys, if they
-    /// came, were sealed to a key the stopped run lost), and the join fails saying so. Nil for an
-    /// invitation used otherwise.
+    /// (a crash, a kill) before it was done: if that run wrote the keys (its `JoiningNote` names
+    /// the key file), the suite is set up now (the join completes); else the account that
+    /// accepted it leaves again (only this account's token can: the keys, if they came, were sealed
+    /// to a key the stopped run lost), and the join fails saying so. Nil for an invitation used
+    /// otherwise. The same whether the local suite is new or a copy kept from before.
     private func resumeInterruptedJoin(
         _ offered: InvitationInfo,
         code: InvitationCode,
         localName: String?,
         directory: URL?
     ) async throws -> Joined? {
-        // Only this device's own stopped run (it left the file naming this invitation): never
+        // Only this device's own stopped run (it left the note naming this invitation): never
         // another device's finished join of the same account.
-        let joining = Self.joiningFile(tokenFile: tokenFile)
-        guard offered.encrypted == true, let account = offered.acceptedBy,
-            (try? String(contentsOfFile: joining, encoding: .utf8)) == code.invitationID
+        guard offered.encrypted == true, let account = offered.acceptedBy, let note = JoiningNote.read(beside: tokenFile),
+            note.invitationID == code.invitationID
         else { return nil }
-        defer { try? FileManager.default.removeItem(atPath: joining) }
         let name = localName ?? offered.suite
-        if (try? SharedDefaults(existingSuiteName: name, directory: directory)) != nil { return nil }
         var setup = self
         setup.shared = Membership(owner: offered.owner, suite: offered.suite, role: offered.role, account: account)
         setup.keys = .unchanged
-        let path = KeyFileName.defaultPath(suite: name, server: server, token: try TokenFile.read(tokenFile), beside: tokenFile)
-        if offered.keys != nil, (try? SuiteKeys.read(from: path, suite: offered.suite)) != nil {
-            setup.keyFile = path
+        if offered.keys != nil, let keyFile = note.keyFile, (try? SuiteKeys.read(from: keyFile, suite: offered.suite)) != nil {
+            setup.keyFile = keyFile
             let result = try await setup.configureShared(suite: name, directory: directory)
+            JoiningNote.remove(beside: tokenFile)
             return Joined(membership: setup.shared!, localName: name, result: result)
         }
         // No keys here (none came, or they came sealed to a key the stopped run lost): leave.
         do {
             _ = try await setup.withClient(suite: name) { client in try await client.removeMember(account) }
+        } catch let error as SyncError where error.isTransient {
+            throw error  // the server cannot be asked now: the note stays for the same command again
         } catch {
-            return nil  // not this account's acceptance (or the server cannot be asked): used
+            JoiningNote.remove(beside: tokenFile)
+            return nil  // not this account's acceptance: used
         }
+        JoiningNote.remove(beside: tokenFile)
         throw SyncError(
             .local,
             code: .invitationUsed,
@@ -421,8 +433,6 @@ public struct SyncSetup: Sendable {
 
     /// Where a join with an invitation to an encrypted suite, whose token is `tokenFile`, notes
     /// the invitation until it is done or undone.
-    static func joiningFile(tokenFile: String) -> String { absolute(tokenFile) + ".joining" }
-
     /// How long a joining device waits for the owner's device to hand over the keys: 10 minutes.
     public static let keyHandoverWait: TimeInterval = 600
 

@@ -103,8 +103,14 @@ struct SharingInterruptionTests {
             }
 
             // Killed after accepting, no keys yet: the same command again leaves the suite again.
-            // Killed once the keys are written: the same command again finishes the join.
-            for (step, joins) in [("configure-invitation.accepted", false), ("configure-invitation.keys-written", true)] {
+            // Killed once the keys are written: the same command again finishes the join. Then the
+            // same into the copy dave kept when he left (the local suite exists before the join).
+            let joinSteps = [("configure-invitation.accepted", false), ("configure-invitation.keys-written", true)]
+            for (index, (step, joins)) in (joinSteps + joinSteps).enumerated() {
+                if index == joinSteps.count {
+                    let left = try await dave.sync("leave")
+                    #expect(left.status == 0, "\(left.stderr)")
+                }
                 let share = try RunningProcess(
                     ToolDevice.syncExecutable,
                     ["share", "family", "--role", "write", "--directory", alice.directory.path]
@@ -116,10 +122,13 @@ struct SharingInterruptionTests {
                 ]
                 let killed = try Self.run(arguments, stopAt: step)
                 #expect(killed.status != 0, "\(step)")
-                if joins { #expect(share.finish().status == 0) }
+                if joins {
+                    let shared = share.finish()
+                    #expect(shared.status == 0, "\(step), \(index): \(killed.stderr) \(shared.stderr)")
+                }
                 let again = try Self.run(arguments, stopAt: nil)
                 if joins {
-                    #expect(again.status == 0 && again.stdout.contains("alice's suite family, as a write member"), "\(again.stderr)")
+                    #expect(again.status == 0 && again.stdout.contains("alice's suite family, as a write member"), "\(index): \(again.stderr)")
                     try await expectOK(dave.sync("sync"))
                     #expect(try dave.open().string(forKey: "doorbell") == "ding.caf")
                 } else {
