@@ -441,12 +441,19 @@ public actor SyncEngine {
 
     /// Puts back the key bags of the epochs a restored server lacks (this device rotated the
     /// suite's key after the backup was taken), each signed by the epoch before, as `rotate-key`
-    /// stored it: else the server would refuse every push under the current epoch.
+    /// stored it: else the server would refuse every push under the current epoch. In a suite
+    /// shared with other accounts, each with the members' part, sealed to the members as they are
+    /// now (a restore keeps memberships as they are), never to one whose removal is still due.
     private func restoreKeyBags(_ keys: SuiteKeys) async throws(SyncError) {
-        let held = max(try await client.keyBags().newestEpoch, 1)
+        let bags = try await client.keyBags()
+        let held = max(bags.newestEpoch, 1)
         guard keys.currentEpoch > held else { return }
+        var removed: [String] = []
+        if keys.sharing?.isOwner == true, let due = try await rotationDue() { removed = try await stillRemoved(due) }
         for epoch in (held + 1)...keys.currentEpoch {
-            try await client.putKeyBag(epoch: epoch, bag: try keys.signedKeyBag(epoch: epoch))
+            var bag = try keys.signedKeyBag(epoch: epoch)
+            bag.shared = try await KeyRotation.membersPart(self, keys: keys, epoch: epoch, bags: bags, excluding: removed)
+            try await client.putKeyBag(epoch: epoch, bag: bag)
         }
     }
 

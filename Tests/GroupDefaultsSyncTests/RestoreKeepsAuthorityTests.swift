@@ -71,6 +71,32 @@ extension RestoreTests {
             #expect(refused.status == 3 && refused.stderr.contains("not shared with this account"), "\(refused)")
         }
     }
+
+    @Test(
+        "a rotation of an encrypted shared suite stopped after its bag was signed, then a restore: the owner's device stores the bag with the members' part, and the members read what is written next",
+        arguments: StorageBackend.allCases
+    )
+    func stoppedRotationThenARestore(backend: StorageBackend) async throws {
+        try await EncryptedSharingTests.Family.with(backend) { family in
+            let backup = try await ServerBackup.take(family.server)
+            let stopped = try await InterruptionTests.run(
+                family.alicePhone,
+                "rotate-key",
+                [],
+                InterruptionTests.environment(at: "rotate-key.bag-signed")
+            )
+            InterruptionTests.expectStopped(stopped, by: SIGKILL, "rotate-key stopped at its signed bag")
+            try await family.server.killAndRestart { try await ServerBackup.restore(family.server, from: backup) }
+
+            try family.alicePhone.open().set("after-restore", forKey: "note")
+            let synced = try await family.alicePhone.sync("sync")
+            #expect(synced.status == 0, "\(synced.stdout) \(synced.stderr)")
+            for member in [family.bob, family.carol] {
+                try await expectOK(member.sync("sync"))
+                #expect(try member.open().string(forKey: "note") == "after-restore")
+            }
+        }
+    }
 }
 
 extension RestoreTests {

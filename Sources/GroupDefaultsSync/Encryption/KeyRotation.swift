@@ -116,16 +116,13 @@ public enum KeyRotation {
             // hold the old one (it is at the epoch before), and members may have come or gone since
             // it was signed (a join, a restore). Sent unchanged, it left a member invited since
             // without the new key, or was refused for lacking a part the suite now needs.
-            let members = try await sharedMembers(engine, keys: new, bags: serverBags, excluding: removed)
-            bag.shared = try members.map { members throws(SyncError) in try new.sharedKeyBag(epoch: new.currentEpoch, members: members) }
+            bag.shared = try await membersPart(engine, keys: new, epoch: new.currentEpoch, bags: serverBags, excluding: removed)
         } else {
             // The next epoch's key made by a run before this version kept its bag is used again.
             new = (keys.currentEpoch == serverEpoch + 1 ? keys : try keys.rotated(after: serverEpoch)).with(pendingBag: nil)
             // Before the file: a device that cannot sign changes nothing.
             bag = try new.signedKeyBag(epoch: new.currentEpoch, recoveryKey: recoveryKey)
-            if let members = try await sharedMembers(engine, keys: new, bags: serverBags, excluding: removed) {
-                bag.shared = try new.sharedKeyBag(epoch: new.currentEpoch, members: members)
-            }
+            bag.shared = try await membersPart(engine, keys: new, epoch: new.currentEpoch, bags: serverBags, excluding: removed)
         }
         let epoch = new.currentEpoch
         let pending = PendingKeyBag(epoch: epoch, key: new.epochs[epoch]!, bag: bag)
@@ -245,6 +242,20 @@ public enum KeyRotation {
     /// later; without such a bag, at the suite's newest epoch or later (a rotation while it was a
     /// member would have carried its part). So a server that lists a member removed before, or
     /// hides the shared parts, leaves members out rather than bringing one back. Never `removed`.
+    /// The members' part of `epoch`'s key bag (`SharedKeyBag`): its key sealed for the owner's
+    /// devices and to the members as the server lists them now, never to `removed`; nil for a
+    /// suite never shared, or on a device without the owner key.
+    static func membersPart(
+        _ engine: SyncEngine,
+        keys: SuiteKeys,
+        epoch: UInt32,
+        bags: KeyBags,
+        excluding removed: [String]
+    ) async throws(SyncError) -> SharedKeyBag? {
+        guard let members = try await sharedMembers(engine, keys: keys, bags: bags, excluding: removed) else { return nil }
+        return try keys.sharedKeyBag(epoch: epoch, members: members)
+    }
+
     private static func sharedMembers(
         _ engine: SyncEngine,
         keys: SuiteKeys,

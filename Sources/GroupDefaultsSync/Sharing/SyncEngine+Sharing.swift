@@ -200,7 +200,7 @@ extension SyncEngine {
 
     /// The accounts `due` names that the server does not list as members again (one invited back
     /// holds the keys rightly), compared by their bytes.
-    private func stillRemoved(_ due: KeyRotationDue) async throws(SyncError) -> [String] {
+    func stillRemoved(_ due: KeyRotationDue) async throws(SyncError) -> [String] {
         let listed = try await client.members().members.map(\.account)
         return due.removed.filter { account in !listed.contains { $0.isSameName(as: account) } }
     }
