@@ -858,9 +858,14 @@ public actor SyncEngine {
                 if try await adoptSharedEpochs() || reloadKeys() {
                     throw SyncError(.unavailable, code: .staleKeyEpoch, "the suite's keys were rotated: sealing the changes again")
                 }
-                // Ahead of the server (a rotation whose key bag was never stored) or behind it.
                 let serverEpoch = max((try? await client.keyBags().newestEpoch) ?? 0, 1)
                 let mine = sealer?.keys.currentEpoch ?? 0
+                // This device holds the suite's epoch: the batch was sealed before it took the key
+                // (stored by an earlier attempt, say one paused for its token): sealed again.
+                if mine == serverEpoch {
+                    throw SyncError(.unavailable, code: .staleKeyEpoch, "the batch was sealed under an older key: sealing the changes again")
+                }
+                // Ahead of the server (a rotation whose key bag was never stored) or behind it.
                 let (situation, remedy): (String, SyncError.Remedy) =
                     if mine == serverEpoch + 1 {
                         ("this device's key is of epoch \(mine), whose key bag the server does not have", .rotateAgain)

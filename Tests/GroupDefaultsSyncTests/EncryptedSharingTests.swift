@@ -109,6 +109,45 @@ struct EncryptedSharingTests {
     }
 
     @Test(
+        "a member invited from the owner's other device takes the next epoch's key from the key bag when the first device rotates (a plain name, and KELVIN SIGN's `\u{212A}im` stored before the name rules)",
+        arguments: StorageBackend.allCases,
+        ["dave", "\u{212A}im"]
+    )
+    func memberInvitedFromTheOtherOwnerDevice(backend: StorageBackend, name: String) async throws {
+        try await Family.with(backend) { family in
+            let dave = ToolDevice("family")
+            defer { dave.remove() }
+            let token =
+                name == "dave"
+                ? try await ServerTool.createToken(storage: family.server.storage, account: name)
+                : try await Family.legacyToken(family.server, account: name)
+            let share = try RunningProcess(
+                ToolDevice.syncExecutable,
+                ["share", "family", "--role", "write", "--directory", family.aliceTablet.directory.path]
+            )
+            let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
+            let joined = try await dave.syncTool(
+                [
+                    "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", family.server.url.absoluteString,
+                    "--token-file", try dave.tokenFile(token, name: "dave.token"),
+                ]
+            )
+            #expect(joined.status == 0, "\(joined.stderr)")
+            #expect(share.finish().status == 0)
+            try await expectOK(dave.sync("sync"))
+
+            let rotated = try await family.alicePhone.sync("rotate-key")
+            #expect(rotated.status == 0 && rotated.stdout.contains("epoch 2"), "\(rotated)")
+            let sealedTo = try await family.server.client("family").keyBags().shared["2"]?.accounts ?? []
+            #expect(sealedTo.contains { $0.isSameName(as: name) }, "\(sealedTo)")
+            try family.alicePhone.open().set("after-rotation", forKey: "note")
+            try await expectOK(family.alicePhone.sync("sync"))
+            try await expectOK(dave.sync("sync"))
+            #expect(try dave.open().string(forKey: "note") == "after-rotation")
+        }
+    }
+
+    @Test(
         "keys reach each member through its invitation; removing a member rotates the suite: the removed account's devices and the server's store open nothing written after, and the other three devices go on without pairing",
         arguments: StorageBackend.allCases
     )

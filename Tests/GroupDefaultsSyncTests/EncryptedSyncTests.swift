@@ -217,6 +217,36 @@ struct EncryptedSyncTests {
         }
     }
 
+    @Test(
+        "a batch stored under an epoch the device has since left behind (it took the new key meanwhile) is sealed again, not a reason to pair again"
+    )
+    func batchStoredUnderAnOlderEpoch() async throws {
+        try await SyncServer.with(.lmdb) { server in
+            let suite = "group.e2e.stale-batch"
+            let device = try Device(suite, server: server)
+            defer { device.remove() }
+            let keys = SuiteKeys(recoveryKey: RecoveryKey(), suite: suite)
+            _ = try device.set("sound", .string("ring.caf"))
+            _ = try await SyncEngine(defaults: device.defaults, client: server.client(suite), logger: Device.logger, keys: keys).syncOnce()
+            // The suite moves to epoch 2 (a rotation elsewhere, whose key this device now holds)...
+            let rotated = try keys.rotated(after: 1)
+            try await server.client(suite).putKeyBag(epoch: 2, bag: try rotated.signedKeyBag(epoch: 2))
+            // ... after an engine with the old keys stored a batch it did not get to send.
+            let change = try device.set("pin", .string("stale-batch-Q4"))
+            let op = try EntrySealer(keys: keys).seal(key: "pin", value: change.value, hlc: change.hlc, origin: device.defaults.origin)
+            let body = try JSONEncoder().encode(PushRequest(deviceID: device.defaults.origin, batchID: "old-epoch-batch", ops: [op]))
+            try device.defaults.setInFlightBatch(InFlightBatch(id: "old-epoch-batch", body: Array(body)))
+
+            let report = try await SyncEngine(defaults: device.defaults, client: server.client(suite), logger: Device.logger, keys: rotated)
+                .syncOnce()
+            #expect(report.pushed == 1 && report.pendingCount == 0)
+            #expect(try device.defaults.syncState().inFlight == nil)
+            let epochs = Set(try await server.snapshot(suite).entries.values.compactMap { $0.sealed?.epoch })
+            #expect(epochs.contains(2))
+            #expect(try await server.snapshot(suite, keys: rotated).entries["pin"]?.value == .string("stale-batch-Q4"))
+        }
+    }
+
     @Test("a plain batch stored before the suite was encrypted is dropped, never sent: its changes go sealed")
     func plainBatchStoredBeforeEncryption() async throws {
         try await SyncServer.with(.lmdb) { server in
