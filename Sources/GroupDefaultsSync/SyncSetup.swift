@@ -323,7 +323,7 @@ public struct SyncSetup: Sendable {
                 // A copy kept when this account left: its key file, where `configure` put it,
                 // holds the suite's keys of then, which the new ones replace (they open all of it).
                 let token = try TokenFile.read(setup.tokenFile)
-                let kept = try KeyFileName.defaultPath(suite: name, server: server, token: token, beside: setup.tokenFile)
+                let kept = KeyFileName.defaultPath(suite: name, server: server, token: token, beside: setup.tokenFile)
                 if (try? SuiteKeys.read(from: kept, suite: offered.suite)) != nil { previousKeyFile = kept }
             }
         } catch let error as SharedDefaultsError where error.code == .suiteNotFound {
@@ -338,9 +338,30 @@ public struct SyncSetup: Sendable {
                 "cannot write \(JoiningNote.path(beside: setup.tokenFile)), where this device notes the invitation it is joining with: nothing was accepted"
             )
         }
-        defer { JoiningNote.remove(beside: setup.tokenFile) }
-        let membership = try await setup.withClient(suite: "-") { client in
-            try await client.acceptInvitation(invitationID: id, claim: member?.claim)
+        // Kept when this run could not undo an acceptance (the server could not be asked): the
+        // same command again does (`resumeInterruptedJoin`).
+        var keepNote = false
+        defer { if !keepNote { JoiningNote.remove(beside: setup.tokenFile) } }
+        // The acceptance in a task of its own, which a Ctrl-C does not cancel: its answer is
+        // awaited, so that what the server did is known here.
+        InterruptionPoint.reached("configure-invitation.accepting")
+        let accepting = setup
+        let claim = member?.claim
+        let membership: Membership
+        do {
+            membership = try await Task { () async throws -> Membership in
+                try await accepting.withClient(suite: "-") { client in
+                    let accepted = try await client.acceptInvitation(invitationID: id, claim: claim)
+                    // Stopped as the answer came, it is as if it were lost.
+                    InterruptionPoint.reached("configure-invitation.answered")
+                    try Task.checkCancellation()
+                    return accepted
+                }
+            }.value
+        } catch {
+            // The answer was lost (the network, a stop as it came): the server may have accepted.
+            if member != nil, await !setup.leaveIfAccepted(id, offered: offered, localName: name) { keepNote = true }
+            throw error
         }
         InterruptionPoint.reached("configure-invitation.accepted")
         setup.shared = membership
@@ -348,6 +369,7 @@ public struct SyncSetup: Sendable {
         setup.keyFile = nil
         var keyFile: String?
         do {
+            try Task.checkCancellation()  // stopped while the acceptance was on its way: undone below
             if let member {
                 // A copy joining again replaces its own keys (the new ones open everything the old did).
                 let path =
@@ -370,15 +392,44 @@ public struct SyncSetup: Sendable {
             // leave again, so that nothing changed on either side and the person can ask for a new
             // invitation. In a task of its own, which a cancelled wait does not cancel.
             let leaving = setup
-            await Task {
-                _ = try? await leaving.withClient(suite: name) { client in
-                    let account = if let account = membership.account { account } else { try await client.members().account }
-                    return try await client.removeMember(account)
+            let left = await Task { () async -> Bool in
+                do {
+                    _ = try await leaving.withClient(suite: name) { client in
+                        let account = if let account = membership.account { account } else { try await client.members().account }
+                        return try await client.removeMember(account)
+                    }
+                    return true
+                } catch let error as SyncError where error.isTransient {
+                    return false
+                } catch {
+                    return true  // removed already (or refused: not this account's to undo)
                 }
             }.value
+            if !left, member != nil { keepNote = true }
             if let keyFile { try? FileManager.default.removeItem(atPath: keyFile) }
             throw error
         }
+    }
+
+    /// After an acceptance whose answer was lost: if the server shows the invitation accepted,
+    /// the accepting account leaves again (only this account's token can remove it; another
+    /// account's acceptance is refused and left alone). False when the server could not be asked.
+    private func leaveIfAccepted(_ id: String, offered: InvitationInfo, localName name: String) async -> Bool {
+        var leaving = self
+        leaving.shared = Membership(owner: offered.owner, suite: offered.suite, role: offered.role)
+        let asking = leaving
+        return await Task { () async -> Bool in
+            do {
+                let info = try await asking.withClient(suite: "-") { client in try await client.invitation(invitationID: id) }
+                guard info.state == .accepted, let account = info.acceptedBy else { return true }
+                _ = try await asking.withClient(suite: name) { client in try await client.removeMember(account) }
+                return true
+            } catch let error as SyncError where error.isTransient {
+                return false
+            } catch {
+                return true
+            }
+        }.value
     }
 
     /// For an invitation to an encrypted suite that this command accepted in a run that stopped

@@ -102,6 +102,24 @@ struct SharingInterruptionTests {
                 share.stop()
             }
 
+            // Ctrl-C just as it sends its acceptance, and as the server's answer comes (as if the
+            // answer were lost): no member without keys is left behind.
+            for step in ["configure-invitation.accepting", "configure-invitation.answered"] {
+                let share = try RunningProcess(
+                    ToolDevice.syncExecutable,
+                    ["share", "family", "--role", "write", "--directory", alice.directory.path]
+                )
+                let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+                let arguments = [
+                    "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
+                    "--token-file", dave.directory.appendingPathComponent("dave.token").path, "--directory", dave.directory.path,
+                ]
+                let stopped = try Self.run(arguments, stopAt: "\(step)@SIGINT")
+                #expect(stopped.status == 130, "\(step): \(stopped.stderr)")
+                #expect(try await owner.members().members.map(\.account) == ["alice", "bob", "carol"], "\(step): \(stopped.stderr)")
+                share.stop()
+            }
+
             // Killed after accepting, no keys yet: the same command again leaves the suite again.
             // Killed once the keys are written: the same command again finishes the join. Then the
             // same into the copy dave kept when he left (the local suite exists before the join).

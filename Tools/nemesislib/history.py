@@ -42,7 +42,10 @@ INTERRUPTIBLE = {
 # half the interruptions land on one of them, the others after a random time. `pair.` steps are
 # the pairing device's, `configure-pairing.` ones the new device's.
 STEPS = {
-    "join": ["configure-invitation.accepted", "configure-invitation.keys-written"],
+    "join": [
+        "configure-invitation.accepting", "configure-invitation.answered", "configure-invitation.accepted",
+        "configure-invitation.keys-written",
+    ],
     "share": ["share.invitation-made", "share.waiting"],
     "unshare": ["unshare.removed"],
     "leave": ["leave.left"],
