@@ -360,7 +360,9 @@ public struct SyncSetup: Sendable {
             }.value
         } catch {
             // The answer was lost (the network, a stop as it came): the server may have accepted.
-            if member != nil, await !setup.leaveIfAccepted(id, offered: offered, localName: name) { keepNote = true }
+            // A refusal it gave is an answer: nothing was accepted then.
+            let lost = error is CancellationError || (error as? SyncError).map { $0.isTransient || $0 == .cancelled } ?? false
+            if member != nil, lost, await !setup.leaveIfAccepted(id, offered: offered, localName: name) { keepNote = true }
             throw error
         }
         InterruptionPoint.reached("configure-invitation.accepted")

@@ -235,13 +235,6 @@ public enum KeyRotation {
         return outcome
     }
 
-    /// The member keys a shared suite's next epoch is sealed to, by account; nil for a suite never
-    /// shared (no members, no shared bag), whose other devices pair again. A member is sealed to
-    /// when the server lists it, the owner key signed its admission, and the suite's last shared
-    /// bag (signed by the owner key) was sealed to it or it was admitted at that bag's epoch or
-    /// later; without such a bag, at the suite's newest epoch or later (a rotation while it was a
-    /// member would have carried its part). So a server that lists a member removed before, or
-    /// hides the shared parts, leaves members out rather than bringing one back. Never `removed`.
     /// The members' part of `epoch`'s key bag (`SharedKeyBag`): its key sealed for the owner's
     /// devices and to the members as the server lists them now, never to `removed`; nil for a
     /// suite never shared, or on a device without the owner key.
@@ -256,6 +249,13 @@ public enum KeyRotation {
         return try keys.sharedKeyBag(epoch: epoch, members: members)
     }
 
+    /// The member keys a shared suite's next epoch is sealed to, by account; nil for a suite never
+    /// shared (no members, no shared bag), whose other devices pair again. A member is sealed to
+    /// when the server lists it, the owner key signed its admission, and the suite's last shared
+    /// bag (signed by the owner key) was sealed to it or it was admitted at that bag's epoch or
+    /// later; without such a bag, at the suite's newest epoch or later (a rotation while it was a
+    /// member would have carried its part). So a server that lists a member removed before, or
+    /// hides the shared parts, leaves members out rather than bringing one back. Never `removed`.
     private static func sharedMembers(
         _ engine: SyncEngine,
         keys: SuiteKeys,
