@@ -10,6 +10,7 @@ nemesis did not send, or a status no tool documents, is a crash.
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -197,9 +198,10 @@ class Tools:
         try:
             rc = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            stacks = _stacks(process, process.log_path + ".stacks")
             self.signal(process, signal.SIGKILL)
             rc = process.wait()
-            self.crashes.append(f"did not end within {timeout} s: {_show(process.argv)}")
+            self.crashes.append(f"did not end within {timeout} s: {_show(process.argv)}{stacks}")
         # Under `faketime` the tool is the wrapper's child: wait for the whole group to end.
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -213,6 +215,21 @@ class Tools:
         result = Result(process.argv, rc, out, out)
         self.check(result, sent=sent if sent is not None else process.signalled)
         return result
+
+
+def _stacks(process, path):
+    """The threads' stacks of a command that does not end (its process group, by gdb, where gdb is
+    installed), written to `path`: what it waited on, for the one who reads the failure."""
+    if shutil.which("gdb") is None:
+        return ""
+    pids = subprocess.run(["pgrep", "-g", str(process.pid)], capture_output=True, text=True).stdout.split()
+    with open(path, "w") as out:
+        for pid in pids:
+            taken = subprocess.run(
+                ["gdb", "-batch", "-p", pid, "-ex", "thread apply all bt 40"], capture_output=True, text=True, timeout=120,
+            )
+            out.write(f"== process {pid}\n{taken.stdout}{taken.stderr}\n")
+    return f" (its stacks: {path})"
 
 
 def clear_faketime_leftovers():
