@@ -71,8 +71,9 @@ extension SyncEngine {
         let oldest = sealer.keys.oldestAppliedEpoch
         for entry in entries {
             // Once rotated, an older epoch's key may be a revoked device's: what it seals is history
-            // (shown by `history`), never applied. Every entry sealed under it before the rotation
-            // comes again sealed under the new epoch, with its own stamp (`KeyRotation`).
+            // (shown by `history`), not applied (but the epoch before, during a rotation this device
+            // has not finished: `oldestAppliedEpoch`). Every entry sealed under it before the
+            // rotation comes again sealed under the new epoch, with its own stamp (`KeyRotation`).
             if let epoch = entry.sealed?.epoch, epoch < oldest {
                 refused.append(
                     RefusedEntry(

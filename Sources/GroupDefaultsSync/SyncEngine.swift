@@ -413,8 +413,8 @@ public actor SyncEngine {
         var entries = snapshot.entries
         if restored, let oldest = sealer?.keys.oldestAppliedEpoch {
             // A restored server holds what it held before this device's last rotation, sealed
-            // under an epoch retired since: no news and no tampering (the device sealed all of it
-            // again when it rotated), and the upload below seals it again on the server.
+            // under an epoch retired since (all but the epoch before an unfinished one): what the
+            // device sealed again when it rotated, and the upload below seals it again.
             entries.removeAll { ($0.sealed?.epoch ?? oldest) < oldest }
         }
         var report = SyncReport()
@@ -440,10 +440,11 @@ public actor SyncEngine {
     }
 
     /// Puts back the key bags of the epochs a restored server lacks (this device rotated the
-    /// suite's key after the backup was taken), each signed by the epoch before, as `rotate-key`
-    /// stored it: else the server would refuse every push under the current epoch. In a suite
-    /// shared with other accounts, each with the members' part, sealed to the members as they are
-    /// now (a restore keeps memberships as they are), never to one whose removal is still due.
+    /// suite's key after the backup was taken, or began a rotation it has not finished), each
+    /// signed by the epoch before: else the server would refuse every push under the current
+    /// epoch. In a suite shared with other accounts, each with the members' part, sealed to the
+    /// members the restored server lists (the present's, unless the backup brought its own
+    /// authority), never to one whose removal is still due.
     private func restoreKeyBags(_ keys: SuiteKeys) async throws(SyncError) {
         let bags = try await client.keyBags()
         let held = max(bags.newestEpoch, 1)

@@ -242,7 +242,9 @@ public struct SyncSetup: Sendable {
     ///
     /// - Throws: `SyncError` (`invitationNotFound`, `invitationUsed`, `invitationExpired`,
     ///   `memberConflict`, `authenticationNeeded`, what a request can throw), `SyncSetup.Refusal`
-    ///   (`localSuiteExists`); nothing was changed on either side then.
+    ///   (`localSuiteExists`); nothing was changed on either side then, except after an
+    ///   acceptance whose answer was lost and could not be undone: the joining note
+    ///   (`JoiningNote`) is kept, and the same command again undoes or finishes it.
     public func join(
         invitation code: InvitationCode,
         localName: String? = nil,
@@ -332,7 +334,8 @@ public struct SyncSetup: Sendable {
         let member = offered.encrypted == true ? KeyHandover.claim(code: code) : nil
         // Which invitation this device is joining with, until the join is done or undone: a run
         // stopped after the acceptance is finished or undone by the next (`resumeInterruptedJoin`).
-        if member != nil, !JoiningNote(invitationID: id).write(beside: setup.tokenFile) {
+        let note = JoiningNote(invitationID: id, memberKey: member?.claim.memberKey, localName: name)
+        if member != nil, !note.write(beside: setup.tokenFile) {
             throw SyncError(
                 .local,
                 "cannot write \(JoiningNote.path(beside: setup.tokenFile)), where this device notes the invitation it is joining with: nothing was accepted"
@@ -345,6 +348,7 @@ public struct SyncSetup: Sendable {
         // The acceptance in a task of its own, which a Ctrl-C does not cancel: its answer is
         // awaited, so that what the server did is known here.
         InterruptionPoint.reached("configure-invitation.accepting")
+        try Task.checkCancellation()  // stopped before anything was sent
         let accepting = setup
         let claim = member?.claim
         let membership: Membership
@@ -359,10 +363,15 @@ public struct SyncSetup: Sendable {
                 }
             }.value
         } catch {
-            // The answer was lost (the network, a stop as it came): the server may have accepted.
-            // A refusal it gave is an answer: nothing was accepted then.
-            let lost = error is CancellationError || (error as? SyncError).map { $0.isTransient || $0 == .cancelled } ?? false
-            if member != nil, lost, await !setup.leaveIfAccepted(id, offered: offered, localName: name) { keepNote = true }
+            // The answer was lost (the network, a stop as it came, one not understood): the server
+            // may have accepted, now or a moment later. A refusal it gave is an answer: nothing
+            // was accepted. Lost, an acceptance with this run's member key is undone, and the note
+            // kept: the same command again undoes one the server makes after this look.
+            let refused = (error as? SyncError).map { !$0.isTransient && $0 != .cancelled && (400..<500).contains($0.status ?? 0) } ?? false
+            if member != nil, !refused {
+                keepNote = true
+                _ = await setup.leaveIfAccepted(note, offered: offered, localName: name)
+            }
             throw error
         }
         InterruptionPoint.reached("configure-invitation.accepted")
@@ -382,7 +391,9 @@ public struct SyncSetup: Sendable {
                 let keys = try await setup.receiveKeys(code: code, memberKey: member.memberKey, suite: offered.suite)
                 try keys.write(to: path)
                 // Not written, a run stopped from here on leaves again rather than finishing.
-                _ = JoiningNote(invitationID: id, keyFile: path).write(beside: setup.tokenFile)
+                var written = note
+                written.keyFile = path
+                _ = written.write(beside: setup.tokenFile)
                 keyFile = previousKeyFile == nil ? path : nil
                 setup.keyFile = path
                 InterruptionPoint.reached("configure-invitation.keys-written")
@@ -413,17 +424,18 @@ public struct SyncSetup: Sendable {
         }
     }
 
-    /// After an acceptance whose answer was lost: if the server shows the invitation accepted,
-    /// the accepting account leaves again (only this account's token can remove it; another
-    /// account's acceptance is refused and left alone). False when the server could not be asked.
-    private func leaveIfAccepted(_ id: String, offered: InvitationInfo, localName name: String) async -> Bool {
+    /// After an acceptance whose answer was lost: if the server shows the invitation accepted
+    /// with `note`'s member key (this run's claim, never another device's or another account's
+    /// acceptance), the accepting account leaves again (only its token can remove it). False when
+    /// the server could not be asked.
+    private func leaveIfAccepted(_ note: JoiningNote, offered: InvitationInfo, localName name: String) async -> Bool {
         var leaving = self
         leaving.shared = Membership(owner: offered.owner, suite: offered.suite, role: offered.role)
         let asking = leaving
         return await Task { () async -> Bool in
             do {
-                let info = try await asking.withClient(suite: "-") { client in try await client.invitation(invitationID: id) }
-                guard info.state == .accepted, let account = info.acceptedBy else { return true }
+                let info = try await asking.withClient(suite: "-") { client in try await client.invitation(invitationID: note.invitationID) }
+                guard info.state == .accepted, let account = info.acceptedBy, note.memberKey != nil, note.claimed(info.claim) else { return true }
                 _ = try await asking.withClient(suite: name) { client in try await client.removeMember(account) }
                 return true
             } catch let error as SyncError where error.isTransient {
@@ -449,9 +461,16 @@ public struct SyncSetup: Sendable {
         // Only this device's own stopped run (it left the note naming this invitation): never
         // another device's finished join of the same account.
         guard offered.encrypted == true, let account = offered.acceptedBy, let note = JoiningNote.read(beside: tokenFile),
-            note.invitationID == code.invitationID
+            note.isOf(invitation: code.invitationID)
         else { return nil }
-        let name = localName ?? offered.suite
+        // Accepted with another member key: another device's join (this run's acceptance never
+        // arrived), which is not this note's to finish or undo.
+        guard note.claimed(offered.claim) else {
+            JoiningNote.remove(beside: tokenFile)
+            return nil
+        }
+        // The local suite the stopped run set up, whatever this run names.
+        let name = note.localName ?? localName ?? offered.suite
         var setup = self
         setup.shared = Membership(owner: offered.owner, suite: offered.suite, role: offered.role, account: account)
         setup.keys = .unchanged
@@ -484,8 +503,6 @@ public struct SyncSetup: Sendable {
     static let invitationNotFoundWords =
         "no invitation this account can read has this code: check the code; if it is right, the invitation has ended (this account used it and left again: a join stopped or gave up before the keys came, or the inviting device stopped waiting and removed it): ask for a new invitation"
 
-    /// Where a join with an invitation to an encrypted suite, whose token is `tokenFile`, notes
-    /// the invitation until it is done or undone.
     /// How long a joining device waits for the owner's device to hand over the keys: 10 minutes.
     public static let keyHandoverWait: TimeInterval = 600
 

@@ -230,6 +230,34 @@ struct RemovalRotationTests {
         }
     }
 
+    @Test(
+        "a rotation stopped after its bag was signed to a member who is removed before it is finished: it is finished with a new key, which no bag sealed to that member holds",
+        arguments: StorageBackend.allCases
+    )
+    func stoppedRotationThenARemoval(backend: StorageBackend) async throws {
+        try await EncryptedSharingTests.Family.with(backend) { family in
+            let phone = family.alicePhone
+            let stopped = try await InterruptionTests.run(phone, "rotate-key", [], InterruptionTests.environment(at: "rotate-key.bag-signed"))
+            InterruptionTests.expectStopped(stopped, by: SIGKILL, "rotate-key stopped at its signed bag")
+            let signed = try #require(try family.keys(phone).pendingBag)
+            #expect(signed.bag.shared?.accounts.contains { $0.isSameName(as: "carol") } == true)
+            // carol is removed (through the API: a rotation due) before the rotation is finished.
+            _ = try await family.server.client("family").removeMember("carol")
+
+            let synced = try await phone.sync("sync")
+            #expect(synced.status == 0, "\(synced.stdout) \(synced.stderr)")
+            let bags = try await family.server.client("family").keyBags()
+            #expect(bags.newestEpoch == signed.epoch && bags.rotationDue == nil)
+            #expect(!(bags.shared[String(signed.epoch)]?.accounts ?? []).contains { $0.isSameName(as: "carol") })
+            let stored = try #require(try family.keys(phone).epochs[signed.epoch])
+            #expect(stored != signed.key, "the key the first bag sealed to carol is not the epoch's")
+            try phone.open().set("after-removal", forKey: "note")
+            try await expectOK(phone.sync("sync"))
+            try await expectOK(family.bob.sync("sync"))
+            #expect(try family.bob.open().string(forKey: "note") == "after-removal")
+        }
+    }
+
     /// `configure --encrypt` on `device` with the server's token (alice's), one key written and synced.
     static func ownEncrypted(_ device: ToolDevice, _ server: SyncServer) async throws {
         let configured = try await device.sync(

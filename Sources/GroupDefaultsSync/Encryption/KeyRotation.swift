@@ -17,7 +17,8 @@ import Logging
 ///    under an older epoch that this device holds (the same write: it has just synced) is sealed
 ///    again under the new one, keeping its stamp (a
 ///    re-seal: `PushOp.origin`), so no write changes and none is lost; one it does not hold is left
-///    as it was and reported, never laundered into the new epoch;
+///    as it was and reported, never laundered into the new epoch (while the rotation is
+///    unfinished, this device applies entries under the epoch before too: `SuiteKeys.oldestAppliedEpoch`);
 /// 4. the key file forgets the signed bag (`SuiteKeys.pendingBag`). Until then the rotation is
 ///    unfinished (`SuiteKeys.hasUnfinishedRotation`), and the next `sync` or `run` of this device
 ///    finishes it (`SyncEngine.finishRotation`): a rotation stopped between its bag and its last
@@ -110,13 +111,24 @@ public enum KeyRotation {
         if let pending = keys.pendingBag, pending.epoch == serverEpoch + 1 {
             var epochs = keys.epochs
             epochs[pending.epoch] = pending.key
-            new = keys.with(epochs: epochs).with(pendingBag: nil)
-            bag = pending.bag
-            // The members' part sealed again for the members as they are now: the server does not
-            // hold the old one (it is at the epoch before), and members may have come or gone since
-            // it was signed (a join, a restore). Sent unchanged, it left a member invited since
-            // without the new key, or was refused for lacking a part the suite now needs.
-            bag.shared = try await membersPart(engine, keys: new, epoch: new.currentEpoch, bags: serverBags, excluding: removed)
+            let again = keys.with(epochs: epochs).with(pendingBag: nil)
+            // The members' part made again for the members as they are now (a member invited
+            // since gets the key; a suite shared since needs the part). The first bag may have
+            // reached the server (its answer lost): its key is used again only while everyone it
+            // was sealed to is still a member, else a new key is made, which no bag sent holds.
+            let part = try await membersPart(engine, keys: again, epoch: pending.epoch, bags: serverBags, excluding: removed)
+            let sealedBefore = Set((pending.bag.shared?.accounts ?? []).map(\.exact))
+            if sealedBefore.isSubset(of: Set((part?.accounts ?? []).map(\.exact))) {
+                new = again
+                bag = pending.bag
+                bag.shared = part
+            } else {
+                var unsent = keys.epochs
+                unsent[pending.epoch] = nil
+                new = try keys.with(epochs: unsent).rotated(after: serverEpoch).with(pendingBag: nil)
+                bag = try new.signedKeyBag(epoch: new.currentEpoch, recoveryKey: recoveryKey)
+                bag.shared = try await membersPart(engine, keys: new, epoch: new.currentEpoch, bags: serverBags, excluding: removed)
+            }
         } else {
             // The next epoch's key made by a run before this version kept its bag is used again.
             new = (keys.currentEpoch == serverEpoch + 1 ? keys : try keys.rotated(after: serverEpoch)).with(pendingBag: nil)

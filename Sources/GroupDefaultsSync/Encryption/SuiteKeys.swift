@@ -511,6 +511,6 @@ struct PendingKeyBag: @unchecked Sendable {
     var epoch: UInt32
     /// The epoch's key it seals.
     var key: SymmetricKey
-    /// The bag, exactly as signed.
+    /// The bag as signed and last sent (its members' part is made again when it is sent again).
     var bag: SignedKeyBag
 }
