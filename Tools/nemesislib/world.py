@@ -176,7 +176,8 @@ class Tools:
                 pass
             # A SIGKILL already sent is how it ends, whatever follows it (a process killed a
             # moment ago is not reaped yet: a Ctrl-C sent after it changes nothing).
-            if process.signalled != signal.SIGKILL:
+            # (A foreground command, `run`'s, has no mark; it is stopped only with its history.)
+            if getattr(process, "signalled", None) != signal.SIGKILL:
                 process.signalled = sig
 
     def check(self, result, sent=None):
