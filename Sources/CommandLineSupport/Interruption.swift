@@ -24,31 +24,42 @@ package struct Interrupted: Error, Sendable, CustomStringConvertible {
 
 /// Runs `body`, a command's wait on the network, so that SIGINT and SIGTERM cancel it instead of
 /// ending the process: once it has stopped, `Interrupted` is thrown (whatever `body` threw when it
-/// was cancelled is dropped). A second signal while the command cleans up ends the process at once
+/// was cancelled is dropped), or with `keepingFinished`, `body`'s result when it finished anyway
+/// (the signal came too late to stop it: a join whose suite was set up stays joined). A second signal while the command cleans up ends the process at once
 /// (status 128 + its number). Without a signal, `body`'s result or error is returned as it is, and
 /// both signals are as they were before.
-package func interruptible<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+package func interruptible<T: Sendable>(
+    keepingFinished: Bool = false,
+    _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
     let handler = SignalWatch()
-    let outcome: Result<T, any Error> = await withTaskGroup(of: Result<T, any Error>?.self) { group in
+    // Each task's ending, tagged: the body's (true) or the signal's (false).
+    let outcome: Result<T, any Error>? = await withTaskGroup(of: (Bool, Result<T, any Error>)?.self) { group in
         group.addTask {
-            do { return .success(try await body()) } catch { return .failure(error) }
+            do { return (true, .success(try await body())) } catch { return (true, .failure(error)) }
         }
         group.addTask {
-            for await signal in handler.signals { return .failure(Interrupted(signal: signal)) }
+            for await signal in handler.signals { return (false, .failure(Interrupted(signal: signal))) }
             return nil
         }
-        var first: Result<T, any Error>?
+        var bodys: Result<T, any Error>?
+        var first = true
         while let next = await group.next() {
-            guard let next else { continue }
-            if first == nil {
-                first = next
+            guard let (isBody, result) = next else { continue }
+            if isBody { bodys = result }
+            if first {
+                first = false
                 group.cancelAll()
             }
         }
-        return first ?? .failure(CancellationError())
+        return bodys
     }
-    if let signal = handler.stop() { throw Interrupted(signal: signal) }
-    return try outcome.get()
+    if let signal = handler.stop() {
+        // Work that was finished when the signal came is not undone by it: its result stands.
+        if keepingFinished, case .success(let value)? = outcome { return value }
+        throw Interrupted(signal: signal)
+    }
+    return try (outcome ?? .failure(CancellationError())).get()
 }
 
 /// SIGINT and SIGTERM turned into a stream, while a command waits (`interruptible`).

@@ -399,6 +399,7 @@ public struct SyncSetup: Sendable {
                 InterruptionPoint.reached("configure-invitation.keys-written")
             }
             let result = try await setup.configureShared(suite: name, directory: directory)
+            InterruptionPoint.reached("configure-invitation.joined")
             return Joined(membership: membership, localName: name, result: result)
         } catch {
             // The local suite could not be set up, or the wait was interrupted (Ctrl-C, `kill`):

@@ -297,8 +297,9 @@ extension SyncCommand {
             let (joining, localName, directory) = (setup, self.localName, options.directoryURL)
             do {
                 // Ctrl-C or a `kill` while it waits for the keys: the join leaves the suite again
-                // (`SyncSetup.join`), then the command says so.
-                joined = try await interruptible {
+                // (`SyncSetup.join`), then the command says so. One that comes once the join is
+                // done (the local suite set up) changes nothing: the join stands, and is reported.
+                joined = try await interruptible(keepingFinished: true) {
                     try await joining.join(invitation: code, localName: localName, directory: directory) {
                         output(
                             "waiting for a device of the suite's owner to hand over its keys (its share command must be running; at most \(Int(SyncSetup.keyHandoverWait / 60)) minutes) …"

@@ -172,6 +172,28 @@ struct SharingInterruptionTests {
             #expect(again.status == 0 && again.stdout.contains("left alice's suite family"), "\(again.stdout) \(again.stderr)")
             try await expectOK(alice.sync("sync"))  // and the rotation its leaving made due
             #expect(try await owner.keyBags().rotationDue == nil)
+
+            // Ctrl-C once the join is done (its suite set up): the join stands, and is reported.
+            do {
+                let share = try RunningProcess(
+                    ToolDevice.syncExecutable,
+                    ["share", "family", "--role", "write", "--directory", alice.directory.path]
+                )
+                let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+                let late = ToolDevice("family")
+                defer { late.remove() }
+                let erinToken = try await ServerTool.createToken(storage: server.storage, account: "erin")
+                let arguments = [
+                    "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
+                    "--token-file", try late.tokenFile(erinToken, name: "erin.token"), "--directory", late.directory.path,
+                ]
+                let stopped = try Self.run(arguments, stopAt: "configure-invitation.joined@SIGINT")
+                #expect(stopped.status == 0 && stopped.stdout.contains("alice's suite family, as a write member"), "\(stopped.stderr)")
+                #expect(share.finish().status == 0)
+                #expect(try await owner.members().members.map(\.account).contains("erin"))
+                try await expectOK(late.sync("sync"))
+                #expect(try late.open().string(forKey: "doorbell") == "ding.caf")
+            }
         }
     }
 

@@ -44,7 +44,7 @@ INTERRUPTIBLE = {
 STEPS = {
     "join": [
         "configure-invitation.accepting", "configure-invitation.answered", "configure-invitation.accepted",
-        "configure-invitation.keys-written",
+        "configure-invitation.keys-written", "configure-invitation.joined",
     ],
     "share": ["share.invitation-made", "share.waiting"],
     "unshare": ["unshare.removed"],
