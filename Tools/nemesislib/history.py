@@ -518,10 +518,11 @@ class History:
         result = self.tools.finish(join, timeout=700)
         joined = result.rc == 0
         if which == "join" and sig == signal.SIGKILL:
-            # After a crash, the same command again finishes the join or leaves the suite again.
+            # After a crash, the same command again finishes the join or leaves the suite again; a
+            # join killed once its work was done (its copy set up) is done, whatever it says then.
             again = self.sync_tool(device, *args)
             self.log(f"  the same command again: {again.rc}: {again.err.strip()[-200:]}")
-            joined = joined or again.rc == 0
+            joined = joined or again.rc == 0 or self.syncs(device, args[args.index("--as") + 1])
         if which == "share" and share.poll() is not None:
             # After a crash of `share`, the next `invitations` on that device ends what it left.
             inviter = self.owner_device(self.suites[op["suite"]])
@@ -530,6 +531,14 @@ class History:
         elif share.poll() is None:
             self.tools.signal(share, signal.SIGINT)
         return joined
+
+    def syncs(self, device, name):
+        """Whether the local suite `name` on `device` is set up to sync (`status --json`)."""
+        result = self.sync_tool(device, "status", "--directory", device.folder, name, "--json")
+        try:
+            return json.loads(result.out).get("synced") is True
+        except ValueError:
+            return False
 
     def await_line(self, process, log, pattern, timeout=60):
         deadline = time.time() + timeout
