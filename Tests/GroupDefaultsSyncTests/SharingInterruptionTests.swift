@@ -105,15 +105,7 @@ struct SharingInterruptionTests {
             // Ctrl-C just as it sends its acceptance, and as the server's answer comes (as if the
             // answer were lost): no member without keys is left behind.
             for step in ["configure-invitation.accepting", "configure-invitation.answered"] {
-                let share = try RunningProcess(
-                    ToolDevice.syncExecutable,
-                    ["share", "family", "--role", "write", "--directory", alice.directory.path]
-                )
-                let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
-                let arguments = [
-                    "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
-                    "--token-file", dave.directory.appendingPathComponent("dave.token").path, "--directory", dave.directory.path,
-                ]
+                let (share, arguments) = try Self.invite(dave, by: alice, server)
                 let stopped = try Self.run(arguments, stopAt: "\(step)@SIGINT")
                 #expect(stopped.status == 130, "\(step): \(stopped.stderr)")
                 #expect(try await owner.members().members.map(\.account) == ["alice", "bob", "carol"], "\(step): \(stopped.stderr)")
@@ -129,15 +121,7 @@ struct SharingInterruptionTests {
                     let left = try await dave.sync("leave")
                     #expect(left.status == 0, "\(left.stderr)")
                 }
-                let share = try RunningProcess(
-                    ToolDevice.syncExecutable,
-                    ["share", "family", "--role", "write", "--directory", alice.directory.path]
-                )
-                let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
-                let arguments = [
-                    "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
-                    "--token-file", dave.directory.appendingPathComponent("dave.token").path, "--directory", dave.directory.path,
-                ]
+                let (share, arguments) = try Self.invite(dave, by: alice, server)
                 let killed = try Self.run(arguments, stopAt: step)
                 #expect(killed.status != 0, "\(step)")
                 if joins {
@@ -293,6 +277,18 @@ struct SharingInterruptionTests {
     /// `groupdefaults-sync ARGUMENTS…` stopped at `stopAt`, with SIGINT and SIGTERM unblocked (as
     /// in a terminal: a child inherits the mask of the thread that starts it, and a signal sent
     /// while blocked would wait until the command ignores it).
+    /// `share family --role write` on `owner`, kept running, and the `configure --invitation`
+    /// arguments that join with its code on `device` (its `dave.token`).
+    static func invite(_ device: ToolDevice, by owner: ToolDevice, _ server: SyncServer) throws -> (RunningProcess, [String]) {
+        let share = try RunningProcess(ToolDevice.syncExecutable, ["share", "family", "--role", "write", "--directory", owner.directory.path])
+        let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+        let arguments = [
+            "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
+            "--token-file", device.directory.appendingPathComponent("dave.token").path, "--directory", device.directory.path,
+        ]
+        return (share, arguments)
+    }
+
     static func run(_ arguments: [String], stopAt: String?, log: String? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
         let process = try RunningProcess(
             ToolDevice.syncExecutable,
