@@ -18,7 +18,7 @@ from .model import Model
 from .power import PowerSupply
 from .proxy import Proxy
 from .world import (
-    ACCOUNTS, DEVICES, KEYS, LEGACY, SUITES, Device, Failure, Servers, Skip, Suite, Tools, clear_faketime_leftovers, now_ms, quote,
+    ACCOUNTS, DEVICES, KEYS, LEGACY, SUITES, Device, Failure, Servers, Skip, Suite, Tools, clear_faketime_leftovers, now_ms, quote, tail,
 )
 
 # Operation kinds and their weights.
@@ -104,6 +104,57 @@ def generate(seed, count, kinds):
             op["cut"] = rng.randrange(1 << 16)
         ops.append(op)
     return ops
+
+
+def _whole(value, low, high=None):
+    return type(value) is int and value >= low and (high is None or value < high)
+
+
+# Each field an operation may have: whether a value is one the nemesis draws (generate) and runs.
+FIELDS = {
+    "kind": lambda v: v in WEIGHTS,
+    "device": lambda v: _whole(v, 0, len(DEVICES)),
+    "suite": lambda v: _whole(v, 0, len(SUITES)),
+    "key": lambda v: v in KEYS,
+    "account": lambda v: _whole(v, 0, len(ACCOUNTS)),
+    "role": lambda v: v in ("read", "write", "admin"),
+    "backup": lambda v: _whole(v, 0),
+    "offset": lambda v: type(v) is int,
+    "command": lambda v: v in INTERRUPTIBLE,
+    "signal": lambda v: v in ("INT", "KILL"),
+    "after_ms": lambda v: _whole(v, 0),
+    "step": lambda v: v is None or isinstance(v, str),
+    "mode": lambda v: v in ("drop", "stall"),
+    "for": lambda v: _whole(v, 1),
+    "server": lambda v: _whole(v, 0, 2),
+    "cut": lambda v: _whole(v, 0),
+}
+# The fields each kind needs besides kind, device, suite, key and account.
+NEEDS = {
+    "share": ["role"], "restore": ["backup"], "clock": ["offset"],
+    "interrupt": ["backup", "command", "signal", "after_ms", "role", "step"],
+    "cut-network": ["mode", "for"], "kill-server": ["server"], "power-cut": ["cut"],
+}
+
+
+def invalid(op):
+    """Why `op` (from a history file, perhaps edited by hand) is not an operation the nemesis draws,
+    or None: each field of the kind present, known, and of a value `generate` could have drawn."""
+    if not isinstance(op, dict):
+        return f"{json.dumps(op, ensure_ascii=False)} is not an object"
+    if op.get("kind") not in WEIGHTS:
+        return f"kind {op.get('kind')!r} is not one of {', '.join(WEIGHTS)}"
+    for field in ["kind", "device", "suite", "key", "account", *NEEDS.get(op["kind"], [])]:
+        if field not in op:
+            return f"a {op['kind']} operation needs \"{field}\""
+    for field, value in op.items():
+        if field not in FIELDS:
+            return f"unknown field \"{field}\""
+        if not FIELDS[field](value):
+            return f"\"{field}\": {json.dumps(value, ensure_ascii=False)} is not one the nemesis draws"
+    if op.get("step") is not None and op["step"] not in STEPS.get(op.get("command"), []):
+        return f"\"step\": {op['step']!r} is not a step of {op.get('command')!r}"
+    return None
 
 
 class History:
@@ -388,7 +439,7 @@ class History:
         self.model.pushed(device.index, suite.id, surely=False)
         if sig == signal.SIGTERM and result.rc not in (0, -signal.SIGTERM):
             # `run` ends with 0 at SIGTERM; one that stopped by itself says why (a deleted account).
-            self.log(f"  run ended with {result.rc}: {result.out[-300:]}")
+            self.log(f"  run ended with {result.rc}: {tail(result.out, 300)}")
         return result
 
     # Sharing.
@@ -435,7 +486,7 @@ class History:
         if code is None:
             result = self.tools.finish(share)
             if result.rc != 0:
-                self.log(f"  share refused: {result.out[-300:]}")
+                self.log(f"  share refused: {tail(result.out, 300)}")
                 return False
             raise Failure(f"share printed no code: {result!r}")
         self.audit_expected.append(("invitation-create", ACCOUNTS[suite.owner]))
@@ -460,7 +511,7 @@ class History:
                 self.tools.signal(share, signal.SIGINT)
         result = self.tools.finish(share, timeout=60)
         if interrupt is None and result.rc != 0 and joined:
-            self.log(f"  share ended with {result.rc}: {result.out[-300:]}")
+            self.log(f"  share ended with {result.rc}: {tail(result.out, 300)}")
         truth = self.membership(suite)
         if truth is None:
             return False
@@ -521,7 +572,7 @@ class History:
             # After a crash, the same command again finishes the join or leaves the suite again; a
             # join killed once its work was done (its copy set up) is done, whatever it says then.
             again = self.sync_tool(device, *args)
-            self.log(f"  the same command again: {again.rc}: {again.err.strip()[-200:]}")
+            self.log(f"  the same command again: {again.rc}: {tail(again.err, 200)}")
             joined = joined or again.rc == 0 or self.syncs(device, args[args.index("--as") + 1])
         if which == "share" and share.poll() is not None:
             # After a crash of `share`, the next `invitations` on that device ends what it left.
@@ -565,7 +616,7 @@ class History:
         if result.rc == 0:
             listed = json.loads(result.out)
             return {m["account"]: m["role"] for m in listed["members"] if m["role"] != "owner"}
-        self.log(f"  members failed: {result.err.strip()[-300:]}")
+        self.log(f"  members failed: {tail(result.err, 300)}")
         members = {}
         for account in sorted(self.accounts_alive):
             exported = self.servers.command("accounts", "export", ACCOUNTS[account])
@@ -615,7 +666,7 @@ class History:
             )
             code = self.await_line(pair, log, r"pairing code: (\S+)")
             if code is None:
-                self.log(f"  pair printed no code: {self.tools.finish(pair).out[-300:]}")
+                self.log(f"  pair printed no code: {tail(self.tools.finish(pair).out, 300)}")
                 return
             token_file = os.path.join(device.folder, f"pairing-{suite.index}-{self.files}.token")
             args = [
@@ -657,7 +708,7 @@ class History:
             device.of_deleted_owner.discard(suite.index)
             self.model.rejoined(device.index, suite.id)
         else:
-            self.log(f"  joining failed: {result.err.strip()[-300:]}")
+            self.log(f"  joining failed: {tail(result.err, 300)}")
 
     def member_of(self, op):
         """The operation's suite and the member its account number picks among the suite's
@@ -685,7 +736,7 @@ class History:
         else:
             result = self.sync_tool(owner, *args)
             if result.rc != 0:
-                self.log(f"  unshare failed: {result.err.strip()[-300:]}")
+                self.log(f"  unshare failed: {tail(result.err, 300)}")
             elif held and before is not None and self.epoch(suite) <= before:
                 # README: `unshare` removes the member, then moves the suite to a new key epoch.
                 raise Failure(f"unshare removed {ascii(ACCOUNTS[account])} from {ascii(suite.name)} but left it at key epoch {before}")
@@ -873,7 +924,7 @@ class History:
                 time.sleep(self.current["after_ms"] / 1000)
                 self.tools.signal(process, signal.SIGINT if self.current["signal"] == "INT" else signal.SIGKILL)
             stopped = self.tools.finish(process, timeout=120)
-            self.log(f"  stopped midway: {stopped.rc}: {stopped.out.strip()[-200:]}")
+            self.log(f"  stopped midway: {stopped.rc}: {tail(stopped.out, 200)}")
         return self.servers.command(*args)
 
     def op_delete_account(self, op, interrupt=False):
@@ -914,7 +965,7 @@ class History:
             return
         probe = self.servers.command("token", "create", "--account", name, "--device", "probe")
         if probe.rc != 0:
-            self.log(f"  the name is refused again: {probe.err.strip()[-200:]}")
+            self.log(f"  the name is refused again: {tail(probe.err, 200)}")
             return
         self.servers.command("token", "revoke", re.search(r"token (tok_\w+)", probe.err).group(1))
         self.accounts_alive.add(account)
@@ -999,7 +1050,7 @@ class History:
             raise Skip("the owner's account was deleted")
         result = self.servers.command("suites", "reset", "--account", ACCOUNTS[suite.owner], "--suite", suite.name, "--yes")
         if result.rc != 0:
-            self.log(f"  reset refused: {result.err.strip()[-300:]}")
+            self.log(f"  reset refused: {tail(result.err, 300)}")
             return
         self.audit_expected.append(("suite-reset", ACCOUNTS[suite.owner]))
         self.model.server_went_back(suite.id, self.authorized_devices(suite))

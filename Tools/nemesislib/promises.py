@@ -19,7 +19,7 @@ import glob
 import json
 import re
 
-from .world import ACCOUNTS, KEYS, Failure, Skip, now_ms, quote
+from .world import ACCOUNTS, KEYS, Failure, Skip, now_ms, quote, tail
 
 
 def each_step(history):
@@ -102,20 +102,20 @@ def remedy(history, device, suite):
             history.join_other(device, suite)
         except Skip:
             history.stuck.append(
-                f"d{device.index}'s copy of {ascii(suite.name)} must pair again, and no other device of its account holds the keys: {status.out.strip()[-300:]}"
+                f"d{device.index}'s copy of {ascii(suite.name)} must pair again, and no other device of its account holds the keys: {tail(status.out, 300)}"
             )
             return None
         state = "paired again"
     elif state not in ("ok", "offline", "rotation_due", "not_synced", "paired again"):
-        history.stuck.append(f"d{device.index}'s copy of {ascii(suite.name)} is stuck: {status.out.strip()[-600:]}")
+        history.stuck.append(f"d{device.index}'s copy of {ascii(suite.name)} is stuck: {tail(status.out, 600)}")
     result = history.sync(device, suite)
     counts = re.search(r"applied (\d+), pushed (\d+)", result.out)
     if result.rc != 0 and not (state == "kept_local" or history.role(device.account, suite) == "read"):
         history.stuck.append(f"sync of d{device.index}'s {ascii(suite.name)} failed after the remedy: {result!r}")
-        return f"{state}; sync failed: {result.err.strip()[-200:]}"
+        return f"{state}; sync failed: {tail(result.err, 200)}"
     steady = state == "ok" or (state == "kept_local" and history.role(device.account, suite) == "read")
     if counts is None or counts.group(1) != "0" or counts.group(2) != "0" or not steady:
-        return f"{state}; {result.out.strip()[-200:]}"
+        return f"{state}; {tail(result.out, 200)}"
     return None
 
 

@@ -51,7 +51,22 @@ class Result:
         self.argv, self.rc, self.out, self.err = argv, rc, out, err
 
     def __repr__(self):
-        return f"{_show(self.argv)} -> {self.rc}\n{self.out[-800:]}{self.err[-1500:]}"
+        return f"{_show(self.argv)} -> {self.rc}\n{tail(self.out, 800)}\n{tail(self.err, 1500)}"
+
+
+def tail(text, limit=300):
+    """The end of a command's output for a log line: at most `limit` characters, begun at a line or
+    a word (never in the middle of one), "…" where it was cut, "(nothing)" for no output."""
+    text = text.strip()
+    if not text:
+        return "(nothing)"
+    if len(text) <= limit:
+        return text
+    cut = text[-limit:]
+    line = cut.find("\n")
+    word = cut.find(" ")
+    start = line + 1 if 0 <= line < limit // 2 else word + 1 if 0 <= word < limit // 4 else 0
+    return "…" + cut[start:]
 
 
 def _show(argv):
@@ -137,7 +152,7 @@ class Tools:
                 self.retrying = False
         self.check(result)
         clock = f"[clock {offset_s:+d} s] " if offset_s else ""
-        said = f": {result.err.strip().splitlines()[-1][-300:]}" if result.rc != 0 and result.err.strip() else ""
+        said = f": {tail(result.err.strip().splitlines()[-1], 300)}" if result.rc != 0 and result.err.strip() else ""
         self.log(f"  $ {clock}{_show([tool, *args])} -> {result.rc}{said}")
         return result
 
@@ -289,7 +304,7 @@ class Servers:
             deadline = time.time() + 60
             while True:
                 if process.poll() is not None:
-                    raise Failure(f"the server did not start: {open(self.logs[i]).read()[-2000:]}")
+                    raise Failure(f"the server did not start: {tail(open(self.logs[i]).read(), 2000)}")
                 with open(self.logs[i]) as log:
                     log.seek(seen)
                     said = log.read()
@@ -306,7 +321,7 @@ class Servers:
             if process is not None and process.poll() is not None and not getattr(process, "stopped", False):
                 process.stopped = True
                 result = self.tools.finish(process)
-                self.tools.crashes.append(f"the server ended by itself ({result.rc}): {result.out[-600:]}")
+                self.tools.crashes.append(f"the server ended by itself ({result.rc}): {tail(result.out, 600)}")
 
     def stop(self, index=None, sig=signal.SIGTERM):
         self.check_running()
@@ -340,8 +355,8 @@ class Servers:
             status, text = error.code, error.read().decode()
         except urllib.error.URLError as error:
             alive = [proc.poll() for proc in self.processes]
-            tail = open(self.logs[self.ports.index(port)]).read()[-1500:]
-            raise Failure(f"{method} {path}: {error.reason} (servers' exit statuses {alive}); the server's log ends: {tail}")
+            log = tail(open(self.logs[self.ports.index(port)]).read(), 1500)
+            raise Failure(f"{method} {path}: {error.reason} (servers' exit statuses {alive}); the server's log ends: {log}")
         try:
             payload = json.loads(text)
         except ValueError:
