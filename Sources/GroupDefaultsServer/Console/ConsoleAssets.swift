@@ -7,7 +7,8 @@ enum ConsoleAssets {
                 --accent: #2456c7; --danger: #b42318; --ok: #1b7f3b; font-family: system-ui, -apple-system, "Segoe UI", sans-serif; }
         * { box-sizing: border-box; }
         body { margin: 0; color: var(--ink); background: var(--back); font-size: 15px; line-height: 1.45; }
-        a { color: var(--accent); text-decoration: none; } a:hover { text-decoration: underline; }
+        a { color: var(--accent); text-decoration: underline; text-underline-offset: .15em; } a:hover { text-decoration-thickness: 2px; }
+        .bar a { color: #fff; } .bar .brand { text-decoration: none; }
         .bar { display: flex; flex-wrap: wrap; gap: .75rem; align-items: center; padding: .6rem 1.25rem;
                background: var(--ink); color: #fff; }
         .bar .brand { color: #fff; font-weight: 600; margin-right: auto; }

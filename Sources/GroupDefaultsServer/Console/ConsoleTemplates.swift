@@ -267,11 +267,11 @@ package enum ConsoleTemplates {
         {{/hasInvitations}}
         </section>
         <section class="card">
-        <h2>Live changes <span id="tail-status" class="muted">connecting…</span></h2>
+        <h2>Live changes <span id="tail-status" class="muted" role="status">connecting…</span></h2>
         <div class="scroll">
         <table id="tail" data-source="{{tailHref}}">
         <thead><tr><th>Key</th><th>Value</th><th>Writer</th><th>Written</th><th>Revision</th></tr></thead>
-        <tbody id="tail-rows"></tbody>
+        <tbody id="tail-rows" aria-live="polite" aria-relevant="additions"></tbody>
         </table>
         </div>
         <p class="muted">Changes pushed while this page is open appear here (needs JavaScript; reload the page without it).</p>
