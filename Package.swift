@@ -29,6 +29,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        // `swift package generate-documentation`: Tools/docs builds the DocC catalogues with it.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
         // The sync server (GroupDefaultsServer, groupdefaults-server).
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),

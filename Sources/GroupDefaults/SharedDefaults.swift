@@ -38,6 +38,8 @@ public final class SharedDefaults: Sendable {
     ///   - suiteName: A file name without extension, e.g. `group.com.example.chat`.
     ///   - directory: Where the suite's files live; by default `$GROUPDEFAULTS_DIR`, else
     ///     `$XDG_DATA_HOME/groupdefaults`, else `~/.local/share/groupdefaults`.
+    ///   - configuration: How the suite is opened and written (`Configuration`): durability, file
+    ///     sharing, map and value sizes, change detection, the logger.
     /// - Throws: `SharedDefaultsError` with code `invalidSuiteName`, `notWritable`, `corruptFile`,
     ///   `unsupportedFormat` or `storageFailure`. A damaged file is reported, never rewritten.
     public init(suiteName: String, directory: URL? = nil, configuration: Configuration = .init()) throws {

@@ -10,7 +10,7 @@ extension SharedDefaults {
         /// Where the change came from (nil for the first element).
         public var source: Change.Source? { change?.source }
         /// Whether a value from another device replaced a local one, now kept in the conflict
-        /// journal (``SharedDefaults/conflicts()``).
+        /// journal (``SharedDefaults/conflicts(forKey:)``).
         public var isConflict: Bool { change?.isConflict ?? false }
     }
 

@@ -162,6 +162,7 @@ public enum DevicePairing {
     /// the keys. It is removed here when the pairing turns out to be over.
     ///
     /// - Parameters:
+    ///   - code: The pairing code the pairing device shows.
     ///   - client: A client of the suite's server; its token is not used for the claim.
     ///   - deviceName: The name the new token is bound to (as `token create --device`); nil for none.
     ///   - progressFile: Where the pairing's progress is kept; nil keeps nothing.

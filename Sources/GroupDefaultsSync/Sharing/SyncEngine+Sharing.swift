@@ -12,7 +12,9 @@ extension SyncEngine {
     /// `SyncSetup.join(invitation:localName:directory:)`), and the invitation as the server
     /// describes it. Only the owner and admin members invite, and only the owner makes admins.
     ///
-    /// - Parameter expiresIn: How long the code works: 60 seconds to 30 days; nil for 24 hours.
+    /// - Parameters:
+    ///   - role: What the invited account may do: `read`, `write` or `admin` (the owner only).
+    ///   - expiresIn: How long the code works: 60 seconds to 30 days; nil for 24 hours.
     /// An end-to-end encrypted suite is shared by the owner's devices only (they hold the owner
     /// key, `SharingKeys`), and the invited device gets its keys from this one: call
     /// `handOverKeys(code:invitation:)` next, which waits until the invitation is used.
