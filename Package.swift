@@ -110,7 +110,7 @@ let package = Package(
         .target(
             name: "GroupDefaultsServer",
             dependencies: [
-                "GroupDefaultsWire", "GroupDefaultsLMDB",
+                "GroupDefaultsWire", "GroupDefaultsLMDB", "SystemCalls",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -141,7 +141,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // The real server and a throwaway PostgreSQL, started for the tests and for the benchmark.
-        .target(name: "ServerLaunching", swiftSettings: swiftSettings),
+        .target(name: "ServerLaunching", dependencies: ["SystemCalls"], swiftSettings: swiftSettings),
         // What the test targets share: built executables run to completion or line by line, a
         // temporary directory per test, the real server executable started on loopback, token
         // commands, a throwaway PostgreSQL, the storage backends, a seeded random generator.
@@ -213,7 +213,7 @@ let package = Package(
         .executableTarget(
             name: "groupdefaults-bench",
             dependencies: [
-                "GroupDefaults", "GroupDefaultsSync", "CLMDBReference", "CommandLineSupport", "ServerLaunching",
+                "GroupDefaults", "GroupDefaultsSync", "CLMDBReference", "CommandLineSupport", "ServerLaunching", "SystemCalls",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -226,16 +226,10 @@ package func output(_ text: String) {
     writeAll(Data((text + "\n").utf8), to: STDOUT_FILENO)
 }
 
-/// Writes every byte, unbuffered (a process that ends with `_exit` flushes no buffer).
+/// Writes every byte, unbuffered (a process that ends with `_exit` flushes no buffer). A failure
+/// (standard output or error closed) has nowhere to be told, so it ends the writing silently.
 package func writeAll(_ data: Data, to fd: Int32) {
-    data.withUnsafeBytes { raw in
-        var offset = 0
-        while offset < raw.count {
-            let written = SystemCall.retryingEINTR { write(fd, raw.baseAddress! + offset, raw.count - offset) }
-            if written < 0 { return }
-            offset += written
-        }
-    }
+    _ = data.withUnsafeBytes { SystemCall.writeAll(fd, $0) }
 }
 
 /// A command type to ask ArgumentParser what it makes of an error (its `exitCode(for:)` is a

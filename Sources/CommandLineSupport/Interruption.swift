@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+import SystemCalls
 
 /// A wait a Ctrl-C (SIGINT) or a `kill` (SIGTERM) ended: thrown by `interruptible(_:)` once the
 /// interrupted work has stopped, so that the command can undo or record what it began and say in
@@ -102,12 +103,8 @@ private final class SignalWatch: @unchecked Sendable {
         let thread = Thread { [pipeRead, continuation] in
             var byte: UInt8 = 0
             while true {
-                let count = read(pipeRead, &byte, 1)
-                if count == 1 {
-                    continuation.yield(Int32(byte))
-                } else if !(count < 0 && errno == EINTR) {
-                    break
-                }
+                guard SystemCall.retryingEINTR({ read(pipeRead, &byte, 1) }) == 1 else { break }
+                continuation.yield(Int32(byte))
             }
             close(pipeRead)
         }

@@ -2,6 +2,7 @@ package import Foundation
 
 #if canImport(Glibc)
 import Glibc
+import SystemCalls
 #elseif canImport(Darwin)
 import Darwin
 #endif
@@ -17,24 +18,12 @@ package enum NewPrivateFile {
             let reason = errno == EEXIST ? "it exists (give a new path)" : String(cString: strerror(errno)).lowercased()
             throw CommandFailure("cannot create \(path): \(reason)")
         }
-        var failure: String?
-        data.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    failure = String(cString: strerror(errno)).lowercased()
-                    return
-                }
-                offset += written
-            }
-        }
-        if failure == nil, fsync(fd) != 0 { failure = String(cString: strerror(errno)).lowercased() }
+        var failure = data.withUnsafeBytes { SystemCall.writeAll(fd, $0) }
+        if failure == 0 { failure = SystemCall.flush(fd) }
         close(fd)
-        if let failure {
+        if failure != 0 {
             unlink(path)
-            throw CommandFailure("cannot write \(path): \(failure)")
+            throw CommandFailure("cannot write \(path): \(String(cString: strerror(failure)).lowercased())")
         }
     }
 }

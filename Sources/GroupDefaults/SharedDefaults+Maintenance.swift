@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 internal import GroupDefaultsLMDB
 import GroupDefaultsWire
+import SystemCalls
 
 // Looking after suites as files: finding and opening existing ones, inspecting and verifying them,
 // backing them up and restoring them, and whole-suite edits (rename, replace). The
@@ -348,14 +349,12 @@ extension SharedDefaults {
         } catch {
             throw store.translate(error, key: nil)
         }
-        guard fsync(fd) == 0 else { throw backupFileError(errno, path: path) }
-        complete = true
+        let flushed = SystemCall.flush(fd)
+        guard flushed == 0 else { throw backupFileError(flushed, path: path) }
         // The new directory entry, too, so that a crash does not lose a backup that was reported written.
-        let directory = open(location.directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directory >= 0 {
-            fsync(directory)
-            close(directory)
-        }
+        let entry = SystemCall.flushDirectory(location.directory)
+        guard entry == 0 else { throw backupFileError(entry, path: location.directory) }
+        complete = true
     }
 
     private func backupFileError(_ code: Int32, path: String) -> SharedDefaultsError {

@@ -32,14 +32,8 @@ enum PrivateFile {
         }
         var failure: Int32 = 0
         if fchmod(fd, 0o600) != 0 { failure = errno }
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while failure == 0, offset < buffer.count {
-                let written = SystemCall.retryingEINTR { Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
-                if written < 0 { failure = errno } else { offset += written }
-            }
-        }
-        if failure == 0, fsync(fd) != 0 { failure = errno }
+        if failure == 0 { failure = bytes.withUnsafeBytes { SystemCall.writeAll(fd, $0) } }
+        if failure == 0 { failure = SystemCall.flush(fd) }
         close(fd)
         if failure == 0, rename(temporary, path) != 0 { failure = errno }
         if failure != 0 {

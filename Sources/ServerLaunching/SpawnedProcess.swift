@@ -1,5 +1,6 @@
 package import Foundation
 import Glibc
+import SystemCalls
 
 /// A child process, started with `posix_spawn`: what the tests and the launchers use instead of
 /// Foundation's `Process`, with the part of its interface they need.
@@ -122,8 +123,7 @@ package final class SpawnedProcess: @unchecked Sendable {  // mutable state behi
     }
 
     private func reap(_ child: pid_t) {
-        var status: Int32 = 0
-        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        let status = SystemCall.wait(for: child) ?? 0
         let signal = status & 0x7f
         let result: (Int32, Process.TerminationReason) = signal == 0 ? ((status >> 8) & 0xff, .exit) : (signal, .uncaughtSignal)
         lock.withLock {

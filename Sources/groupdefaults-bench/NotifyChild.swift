@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import GroupDefaults
+import SystemCalls
 
 /// The child processes of the change-notification benchmark: `groupdefaults-bench notify-child
 /// MODE DIRECTORY …`, each on the suite `StoreSubject.suiteName` in `DIRECTORY`.
@@ -183,7 +184,7 @@ enum NotifyChild {
     /// Sleeps until CLOCK_MONOTONIC reaches `deadline` (ns): pacing, not synchronisation.
     private static func sleep(until deadline: Int64) {
         var time = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
-        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &time, nil) == EINTR {}
+        _ = SystemCall.retryingReturnedEINTR { clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &time, nil) }
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import SystemCalls
 
 /// Runs a child process with posix_spawn and waits for it: the sandbox re-exec, the cold-start
 /// children and the change-notification children.
@@ -93,8 +94,7 @@ enum Spawn {
         deinit {
             if !reaped {
                 kill(pid, SIGKILL)
-                var status: Int32 = 0
-                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                _ = SystemCall.wait(for: pid)
             }
             if outputFD >= 0 { close(outputFD) }
         }
@@ -123,10 +123,7 @@ enum Spawn {
                 close(outputFD)
                 outputFD = -1
             }
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 {
-                guard errno == EINTR else { throw BenchError("waitpid: \(String(cString: strerror(errno)))") }
-            }
+            guard let status = SystemCall.wait(for: pid) else { throw BenchError("waitpid: \(String(cString: strerror(errno)))") }
             reaped = true
             let end = Clock.nanoseconds()
             let signal = status & 0x7f
@@ -142,15 +139,10 @@ enum Spawn {
         private func fill() -> Bool {
             guard outputFD >= 0 else { return false }
             var chunk = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let count = read(outputFD, &chunk, chunk.count)
-                if count > 0 {
-                    buffered += chunk.prefix(count)
-                    return true
-                }
-                if count < 0 && errno == EINTR { continue }
-                return false
-            }
+            let count = SystemCall.retryingEINTR { read(outputFD, &chunk, chunk.count) }
+            guard count > 0 else { return false }
+            buffered += chunk.prefix(count)
+            return true
         }
     }
 }

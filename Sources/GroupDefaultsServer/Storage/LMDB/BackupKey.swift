@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Glibc
 import GroupDefaultsWire
+import SystemCalls
 
 /// The key that authenticates the embedded store's backups: 32 random bytes the server keeps in
 /// its data directory (`backup.key`, mode 0600), never in the store, so never in a backup.
@@ -76,11 +77,13 @@ package struct BackupKey: Sendable {
         fchmod(fd, 0o600)
         DataDirectoryLock.giveToOwner(of: directory, fd)
         let line = Array((text + "\n").utf8)
-        guard line.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == line.count, fsync(fd) == 0 else {
+        var failure = line.withUnsafeBytes { SystemCall.writeAll(fd, $0) }
+        if failure == 0 { failure = SystemCall.flush(fd) }
+        guard failure == 0 else {
             unlink(path)
-            throw BackupFailure("cannot write the backup key \(path): \(LMDBBackup.reason(errno)); no backup was written")
+            throw BackupFailure("cannot write the backup key \(path): \(LMDBBackup.reason(failure)); no backup was written")
         }
-        LMDBBackup.syncDirectory(directory)
+        try LMDBBackup.syncDirectory(directory)
     }
 
     /// The key of `directory`, made and kept there if it had none (then `isNew`).

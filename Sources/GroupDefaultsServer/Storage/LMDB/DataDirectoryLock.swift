@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import GroupDefaultsWire
 import Synchronization
+import SystemCalls
 
 /// Who may use a data directory's store: every process that opens it (a server, a token or suites
 /// command, `backup`) holds `sync.lmdb-in-use` locked shared for as long as it has the store open,
@@ -25,8 +26,7 @@ package final class DataDirectoryLock: Sendable {
             throw SyncStorageError(.unavailable, "cannot open \(path): \(String(cString: strerror(errno)).lowercased())")
         }
         giveToOwner(of: directory, descriptor)
-        var result: Int32
-        repeat { result = flock(descriptor, (exclusive ? LOCK_EX : LOCK_SH) | (waiting ? 0 : LOCK_NB)) } while result != 0 && errno == EINTR
+        let result = SystemCall.retryingEINTR { flock(descriptor, (exclusive ? LOCK_EX : LOCK_SH) | (waiting ? 0 : LOCK_NB)) }
         guard result == 0 else {
             let code = errno
             close(descriptor)

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import GroupDefaultsLMDB
 import GroupDefaultsWire
+import SystemCalls
 
 /// Backups of the embedded store (`groupdefaults-server backup` and `restore`).
 ///
@@ -74,10 +75,11 @@ package enum LMDBBackup {
         defer { partial.discard() }
         try writeAll(partial.descriptor, Data(header.utf8), path: path)
         _ = try forEachChunk(of: copy.descriptor) { try writeAll(partial.descriptor, $0, path: path) }
-        guard fsync(partial.descriptor) == 0 else { throw BackupFailure("cannot write the backup \(path): \(reason(errno)); no backup was written") }
+        let flushed = SystemCall.flush(partial.descriptor)
+        guard flushed == 0 else { throw BackupFailure("cannot write the backup \(path): \(reason(flushed)); no backup was written") }
         InterruptionPoint.reached("backup.written")
         try partial.link(as: path)
-        syncDirectory(directory)
+        try syncDirectory(directory)
         return Written(bytes: length + header.utf8.count, newKey: isNew ? key : nil)
     }
 
@@ -141,7 +143,8 @@ package enum LMDBBackup {
             defer { close(file) }
             DataDirectoryLock.giveToOwner(of: directory, file)
             _ = try forEachChunk(of: path, from: content.offset) { try writeAll(file, $0, path: stagedStore) }
-            guard fsync(file) == 0 else { throw BackupFailure("cannot write \(stagedStore): \(reason(errno)); nothing was changed") }
+            let flushed = SystemCall.flush(file)
+            guard flushed == 0 else { throw BackupFailure("cannot write \(stagedStore): \(reason(flushed)); nothing was changed") }
         }
         // The bytes checked are the bytes staged: the backup was read twice (checked, then
         // copied), and a file swapped in between must not pass for the one checked. The staged
@@ -193,7 +196,7 @@ package enum LMDBBackup {
         guard rename(stagedStore, LMDBSyncStorage.storePath(in: directory)) == 0 else {
             throw BackupFailure("cannot put the backup in place in \(directory): \(reason(errno)); nothing was changed")
         }
-        syncDirectory(directory)
+        try syncDirectory(directory)
         InterruptionPoint.reached("restore.renamed")
         switch present {
         case .open: return RestoreOutcome(incarnation: incarnation, keptAuthority: true, deletedAgain: deletedAgain, whyNotKept: nil)
@@ -395,15 +398,8 @@ package enum LMDBBackup {
     }
 
     static func writeAll(_ fd: Int32, _ data: Data, path: String) throws {
-        try data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
-            var done = 0
-            while done < bytes.count {
-                let written = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else { throw BackupFailure("cannot write \(path): \(reason(errno)); nothing was written") }
-                done += written
-            }
-        }
+        let failure = data.withUnsafeBytes { SystemCall.writeAll(fd, $0) }
+        guard failure == 0 else { throw BackupFailure("cannot write \(path): \(reason(failure)); nothing was written") }
     }
 
     /// Calls `body` with each chunk of the file at `path` from `offset`; returns how many bytes.
@@ -426,12 +422,16 @@ package enum LMDBBackup {
         return total
     }
 
-    /// Flushes a directory's entries, so that a crash does not lose a rename or link reported done.
-    static func syncDirectory(_ directory: String) {
-        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        fsync(fd)
-        close(fd)
+    /// Flushes a directory's entries, so that a crash does not lose a rename or link reported
+    /// done; a failure (the disk's) is thrown, saying that what was just done there is done but
+    /// may not survive a power cut.
+    static func syncDirectory(_ directory: String) throws {
+        let failure = SystemCall.flushDirectory(directory)
+        guard failure == 0 else {
+            throw BackupFailure(
+                "cannot flush the entries of \(directory): \(reason(failure)); what was just done there is done, but a power cut could undo it"
+            )
+        }
     }
 
     static func reason(_ code: Int32) -> String { String(cString: strerror(code)).lowercased() }

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import GroupDefaultsLMDB
 import GroupDefaultsWire
+import SystemCalls
 
 /// Erasing deleted accounts' bytes from the embedded store's file.
 ///
@@ -53,16 +54,27 @@ package enum LMDBErase {
             throw SyncStorageError(.unavailable, "cannot write \(path): \(LMDBBackup.reason(errno)); nothing was deleted")
         }
         DataDirectoryLock.giveToOwner(of: directory, fd)
-        fsync(fd)
+        let failure = SystemCall.flush(fd)
         close(fd)
-        LMDBBackup.syncDirectory(directory)
+        guard failure == 0 else {
+            unlink(path)
+            throw SyncStorageError(.unavailable, "cannot write \(path): \(LMDBBackup.reason(failure)); nothing was deleted")
+        }
+        do {
+            try LMDBBackup.syncDirectory(directory)
+        } catch {
+            unlink(path)
+            throw SyncStorageError(.unavailable, "\(error); nothing was deleted")
+        }
         return true
     }
 
     /// Removes the mark (after a rebuild, or when the delete that made it found nothing).
+    /// Not flushed, the mark may come back after a power cut, and the next start rebuilds the store
+    /// again, which changes nothing: so a failure to flush is not reported.
     static func clearMark(in directory: String) {
         unlink(markPath(in: directory))
-        LMDBBackup.syncDirectory(directory)
+        try? LMDBBackup.syncDirectory(directory)
     }
 
     /// Rebuilds the store of `directory` if an erase is pending and no other process has the store
@@ -159,7 +171,11 @@ package enum LMDBErase {
         guard rename(stagedStore, LMDBSyncStorage.storePath(in: directory)) == 0 else {
             throw EraseFailure("cannot put the rebuilt store in place in \(directory): \(LMDBBackup.reason(errno))")
         }
-        LMDBBackup.syncDirectory(directory)
+        do {
+            try LMDBBackup.syncDirectory(directory)
+        } catch {
+            throw EraseFailure("\(error)")
+        }
     }
 }
 

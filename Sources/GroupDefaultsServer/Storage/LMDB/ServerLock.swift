@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import GroupDefaultsWire
 import Synchronization
+import SystemCalls
 
 /// One server per data directory: a server holds `server.lock` in its data directory locked
 /// exclusively for as long as it runs, with its process id written in it, so that a second server
@@ -28,8 +29,7 @@ package final class ServerLock: Sendable {
             throw SyncStorageError(.unavailable, "cannot open \(path): \(String(cString: strerror(errno)).lowercased())")
         }
         DataDirectoryLock.giveToOwner(of: directory, descriptor)
-        var result: Int32
-        repeat { result = flock(descriptor, LOCK_EX | LOCK_NB) } while result != 0 && errno == EINTR
+        let result = SystemCall.retryingEINTR { flock(descriptor, LOCK_EX | LOCK_NB) }
         guard result == 0 else {
             let code = errno
             defer { close(descriptor) }
