@@ -131,7 +131,7 @@ let package = Package(
         .executableTarget(
             name: "groupdefaults-server",
             dependencies: [
-                "GroupDefaultsWire", "GroupDefaultsServer", "CommandLineSupport",
+                "GroupDefaultsWire", "GroupDefaultsServer", "CommandLineSupport", "SystemCalls",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -188,7 +188,7 @@ let package = Package(
         .executableTarget(
             name: "groupdefaults-sync",
             dependencies: [
-                "GroupDefaults", "GroupDefaultsSync", "CommandLineSupport",
+                "GroupDefaults", "GroupDefaultsSync", "CommandLineSupport", "SystemCalls",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),

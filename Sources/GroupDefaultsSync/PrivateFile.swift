@@ -18,10 +18,7 @@ enum PrivateFile {
             let kind = info.st_mode & S_IFMT == S_IFDIR ? "a folder" : "not a regular file"
             throw SyncError(.local, "the \(what) \(path) is \(kind): name the file itself")
         }
-        guard info.st_mode & 0o077 == 0 else {
-            let mode = String(info.st_mode & 0o777, radix: 8)
-            throw SyncError(.local, "the \(what) \(path) can be read by its group or others (mode \(mode)); run chmod 600 \(path)")
-        }
+        if let exposure = PrivateFileRule.exposure(of: path, mode: info.st_mode, what: "the \(what)") { throw SyncError(.local, exposure) }
     }
 
     static func write(_ bytes: Data, to path: String, what: String) throws(SyncError) {

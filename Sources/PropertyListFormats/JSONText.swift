@@ -62,8 +62,8 @@ enum TypedJSONText {
     private static func decodeValue(_ bytes: ArraySlice<UInt8>, at path: String) throws -> PropertyListValue {
         do {
             let value = try JSONDecoder().decode(PropertyListValue.self, from: Data(bytes))
-            guard BinaryCodec.fitsNestingLimit(value) else {
-                throw PropertyListFormatError("typed JSON: values nest deeper than \(BinaryCodec.maximumDepth) levels")
+            guard BinaryCodec.fitsDecodingDepth(value) else {
+                throw PropertyListFormatError("typed JSON: values nest deeper than \(BinaryCodec.maximumDecodingDepth) levels")
             }
             return value
         } catch let error as DecodingError {
@@ -140,8 +140,8 @@ struct JSONTextParser {
 
     private mutating func value(depth: Int) throws -> PropertyListValue {
         skipWhitespace()
-        guard depth < BinaryCodec.maximumDepth else {
-            throw failure("values nest deeper than \(BinaryCodec.maximumDepth) levels", at: i)
+        guard depth < BinaryCodec.maximumDecodingDepth else {
+            throw failure("values nest deeper than \(BinaryCodec.maximumDecodingDepth) levels", at: i)
         }
         guard i < bytes.count else { throw failure("expected a value, found the end of the text", at: i) }
         let isSuite = atSuiteObject

@@ -273,8 +273,8 @@ private struct OpenStepParser {
 
     private mutating func value(depth: Int) throws -> PropertyListValue {
         try skipTrivia()
-        guard depth < BinaryCodec.maximumDepth else {
-            throw failure("values nest deeper than \(BinaryCodec.maximumDepth) levels", at: i)
+        guard depth < BinaryCodec.maximumDecodingDepth else {
+            throw failure("values nest deeper than \(BinaryCodec.maximumDecodingDepth) levels", at: i)
         }
         guard i < bytes.count else { throw failure("expected a value, found the end of the text", at: i) }
         let byte = bytes[i]

@@ -377,8 +377,8 @@ private struct XMLReader {
     }
 
     private mutating func element(_ tag: Tag, depth: Int) throws -> PropertyListValue {
-        guard depth < BinaryCodec.maximumDepth else {
-            throw failure("values nest deeper than \(BinaryCodec.maximumDepth) levels", at: tag.offset)
+        guard depth < BinaryCodec.maximumDecodingDepth else {
+            throw failure("values nest deeper than \(BinaryCodec.maximumDecodingDepth) levels", at: tag.offset)
         }
         switch tag.name {
         case "dict": return try dictionary(tag, depth: depth)

@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandLineSupport
 import Foundation
 import GroupDefaultsServer
+import SystemCalls
 
 /// `groupdefaults-server backup --to PATH`: a copy of the embedded store, taken while servers run.
 struct BackupCommand: AsyncParsableCommand {
@@ -216,10 +217,8 @@ extension RestoreCommand {
         guard stat(file, &status) == 0 else {
             throw CommandFailure("cannot read the backup key file \(file): \(String(cString: strerror(errno)).lowercased()); nothing was changed")
         }
-        guard status.st_mode & 0o077 == 0 else {
-            throw CommandFailure(
-                "\(file) can be read by its group or others: a backup key is a secret; `chmod 600 \(file)`, then run this again; nothing was changed"
-            )
+        if let exposure = PrivateFileRule.exposure(of: file, mode: status.st_mode, what: "the backup key file") {
+            throw CommandFailure("\(exposure), then run this again: a backup key is a secret; nothing was changed")
         }
         guard let data = FileManager.default.contents(atPath: file) else {
             throw CommandFailure("cannot read the backup key file \(file): permission denied; nothing was changed")

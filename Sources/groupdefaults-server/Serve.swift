@@ -6,6 +6,7 @@ import GroupDefaultsWire
 import Hummingbird
 import Logging
 import Metrics
+import SystemCalls
 
 /// `groupdefaults-server serve`: run the API until SIGTERM or SIGINT.
 struct Serve: AsyncParsableCommand {
@@ -143,11 +144,7 @@ struct ServeOptions: ParsableArguments {
         guard stat(path, &info) == 0, let data = FileManager.default.contents(atPath: path) else {
             throw CommandFailure("--metrics-token-file: cannot read \(path)")
         }
-        guard info.st_mode & 0o077 == 0 else {
-            throw CommandFailure(
-                "--metrics-token-file: \(path) can be read by its group or others (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(path)"
-            )
-        }
+        if let exposure = PrivateFileRule.exposure(of: path, mode: info.st_mode) { throw CommandFailure("--metrics-token-file: \(exposure)") }
         let token =
             String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init)?
             .trimmingCharacters(in: .whitespaces) ?? ""

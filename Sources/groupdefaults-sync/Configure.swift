@@ -5,6 +5,7 @@ import Foundation
 import GroupDefaults
 import GroupDefaultsSync
 import GroupDefaultsWire
+import SystemCalls
 
 extension SyncCommand {
     struct Configure: AsyncParsableCommand {
@@ -190,12 +191,7 @@ extension SyncCommand {
             if file == "-" {
                 data = FileHandle.standardInput.readDataToEndOfFile()
             } else {
-                var info = stat()
-                if stat(file, &info) == 0, info.st_mode & 0o077 != 0 {
-                    throw CommandFailure(
-                        "the \(what) file \(file) can be read by its group or others (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(file)"
-                    )
-                }
+                if let exposure = PrivateFileRule.exposure(of: file, what: "the \(what) file") { throw CommandFailure(exposure) }
                 do { data = try Data(contentsOf: URL(fileURLWithPath: file)) } catch {
                     throw CommandFailure("cannot read the \(what) from \(file): \((error as NSError).localizedDescription)")
                 }

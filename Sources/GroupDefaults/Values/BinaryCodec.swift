@@ -19,18 +19,20 @@ package enum BinaryCodec {
         case dictionary
     }
 
-    /// Nesting deeper than this is refused when decoding: recursion that deep would exhaust the
-    /// stack. It is a guard against damaged bytes, not the limit of a value: a value deeper than
-    /// `PropertyListValue.maximumNestingDepth` is refused when it is set, but one that an older
-    /// version stored still reads back.
-    package static let maximumDepth = 512
+    /// The decoders' guard against the stack (512): nesting deeper than this is refused when bytes
+    /// are decoded (a stored value, a property-list file), because recursion that deep would
+    /// exhaust the stack. It guards against damaged or hostile bytes and is not the limit of a
+    /// value, which is `PropertyListValue.maximumNestingDepth` (100, refused where a value
+    /// enters): a value deeper than that which an older version stored still reads back.
+    package static let maximumDecodingDepth = 512
 
-    /// Whether `value` (found at `depth`) nests shallowly enough to decode again.
-    package static func fitsNestingLimit(_ value: PropertyListValue, depth: Int = 0) -> Bool {
-        guard depth < maximumDepth else { return false }
+    /// Whether `value` (found at `depth`) nests shallowly enough to be decoded again
+    /// (`maximumDecodingDepth`).
+    package static func fitsDecodingDepth(_ value: PropertyListValue, depth: Int = 0) -> Bool {
+        guard depth < maximumDecodingDepth else { return false }
         switch value {
-        case .array(let elements): return elements.allSatisfy { fitsNestingLimit($0, depth: depth + 1) }
-        case .dictionary(let elements): return elements.values.allSatisfy { fitsNestingLimit($0, depth: depth + 1) }
+        case .array(let elements): return elements.allSatisfy { fitsDecodingDepth($0, depth: depth + 1) }
+        case .dictionary(let elements): return elements.values.allSatisfy { fitsDecodingDepth($0, depth: depth + 1) }
         default: return true
         }
     }
@@ -179,7 +181,7 @@ struct ByteReader {
     }
 
     mutating func value(depth: Int) throws(CorruptBytes) -> PropertyListValue {
-        guard depth < BinaryCodec.maximumDepth else { throw CorruptBytes("values nest deeper than \(BinaryCodec.maximumDepth)") }
+        guard depth < BinaryCodec.maximumDecodingDepth else { throw CorruptBytes("values nest deeper than \(BinaryCodec.maximumDecodingDepth)") }
         let tagByte = try byte()
         guard let tag = BinaryCodec.Tag(rawValue: tagByte) else { throw CorruptBytes("unknown type tag \(tagByte)") }
         switch tag {
