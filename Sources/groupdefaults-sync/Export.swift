@@ -35,68 +35,49 @@ struct Export: AsyncParsableCommand {
             try await perform { throw CommandFailure("cannot create \(to): it exists (give a new path)") }
             return
         }
-        var document = DeviceExport(exported: TypedJSONDate.format(Date()) ?? "", suites: [], devices: [])
+        var document = DeviceExport(exported: DeviceExport.date(Date()), suites: [], devices: [])
         var devices: [String: DeviceInfo] = [:]
         // A suite named twice is exported once; two names are two by their bytes (KELVIN SIGN `K` is not `K`).
         var seen = Set<ExactName>()
         for suite in suites where seen.insert(suite.exact).inserted {
             try await withConfiguredEngine(options, server, suite) { _, engine in
-                document.suites.append(try await DeviceExport.Suite.read(suite, from: engine.client))
+                document.suites.append(try await DeviceExport.suite(suite, from: engine.client))
                 for device in try await engine.devices() { devices[device.id] = device }
             }
         }
         document.devices = devices.values.sorted { $0.id < $1.id }
         try await perform {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            let text = try encoder.encode(document) + Data("\n".utf8)
+            let text = try document.json() + Data("\n".utf8)
             if let to { try NewPrivateFile.create(text, at: to) } else { writeAll(text, to: STDOUT_FILENO) }
         }
     }
 }
 
-/// The document `groupdefaults-sync export` writes: the server export's header and suites, as the
-/// API serves them (key bags as `GET key-bags` answers), without the account's tokens.
-struct DeviceExport: Encodable {
-    var format = "groupdefaults-account-export"
-    var version = 2  // as the server export's (`AccountExport.version`): `history` a list
-    var exported: String
-    var suites: [Suite]
-    var devices: [DeviceInfo]
+/// The document `groupdefaults-sync export` writes: the account export's header and suites
+/// (`AccountExportDocument`), as the API serves them (key bags as `GET key-bags` answers), without
+/// the account's tokens, memberships and pairings.
+typealias DeviceExport = AccountExportDocument<KeyBags>
 
-    struct Suite: Encodable {
-        var name: String
-        var headRev: UInt64
-        var entries: [SyncEntry]
-        var history: [KeyHistory]
-        var keyBags: KeyBags?
-
-        enum CodingKeys: String, CodingKey {
-            case name, entries, history
-            case headRev = "head_rev"
-            case keyBags = "key_bags"
-        }
-
-        /// Reads the suite's snapshot, then the history of all its keys, page by page (a request
-        /// per page, not per key), then its key bags.
-        static func read(_ name: String, from client: SyncClient) async throws -> Suite {
-            var entries: [SyncEntry] = []
-            var after: String?
-            var head: UInt64 = 0
-            repeat {
-                let page = try await client.snapshot(after: after)
-                entries += page.entries
-                head = page.headRev
-                after = page.next
-            } while after != nil
-            var history: [KeyHistory] = []
-            repeat {
-                let page = try await client.history(after: after)
-                history += page.history
-                after = page.next
-            } while after != nil
-            let sealed = entries.contains { $0.sealed != nil }
-            return Suite(name: name, headRev: head, entries: entries, history: history, keyBags: sealed ? try await client.keyBags() : nil)
-        }
+extension AccountExportDocument where KeyBags == GroupDefaultsWire.KeyBags {
+    /// Reads the suite's snapshot, then the history of all its keys, page by page (a request per
+    /// page, not per key), then its key bags.
+    static func suite(_ name: String, from client: SyncClient) async throws -> Suite {
+        var entries: [SyncEntry] = []
+        var after: String?
+        var head: UInt64 = 0
+        repeat {
+            let page = try await client.snapshot(after: after)
+            entries += page.entries
+            head = page.headRev
+            after = page.next
+        } while after != nil
+        var history: [KeyHistory] = []
+        repeat {
+            let page = try await client.history(after: after)
+            history += page.history
+            after = page.next
+        } while after != nil
+        let sealed = entries.contains { $0.sealed != nil }
+        return Suite(name: name, headRev: head, entries: entries, history: history, keyBags: sealed ? try await client.keyBags() : nil)
     }
 }

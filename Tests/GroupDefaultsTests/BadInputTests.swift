@@ -203,7 +203,7 @@ extension BadNamesAndValuesTests {
             let defaults = try openSuite(dir)
             defaults.set("old", forKey: "deep")
             var value = PropertyListValue.integer(1)
-            for _ in 0..<(BinaryCodec.maximumDepth + 10) { value = .array([value]) }
+            for _ in 0..<(BinaryCodec.maximumDecodingDepth + 10) { value = .array([value]) }
             do {
                 try defaults.write { try $0.set(value, forKey: "deep") }
                 // Accepted: then it must read back.

@@ -318,7 +318,7 @@ struct CodecTests {
 
     @Test("nesting up to the limit decodes; one level more, or far more, is refused without exhausting the stack")
     func nestingLimit() throws {
-        let deepest = BinaryCodec.maximumDepth - 1
+        let deepest = BinaryCodec.maximumDecodingDepth - 1
         var value = try BinaryCodec.decode(nestedArrayBytes(depth: deepest))
         var levels = 0
         while case .array(let inner) = value {
@@ -327,7 +327,7 @@ struct CodecTests {
         }
         #expect(levels == deepest)
         #expect(value == .integer(0))
-        #expect(throws: CorruptBytes.self) { try BinaryCodec.decode(nestedArrayBytes(depth: BinaryCodec.maximumDepth)) }
+        #expect(throws: CorruptBytes.self) { try BinaryCodec.decode(nestedArrayBytes(depth: BinaryCodec.maximumDecodingDepth)) }
         #expect(throws: CorruptBytes.self) { try BinaryCodec.decode(nestedArrayBytes(depth: 200_000)) }
         var dictionaries: [UInt8] = []
         for _ in 0..<100_000 { dictionaries += [BinaryCodec.Tag.dictionary.rawValue, 1, 1, 0x6B] }
