@@ -748,19 +748,19 @@ public actor SyncEngine {
                 let op: PushOp
                 let opBytes: [UInt8]
                 do throws(SyncError) {
-                    // Checked on the value itself: a sealed op carries it opaque, and every device must
-                    // be able to read it.
-                    if let value = change.value, !value.fitsNestingLimit {
-                        throw SyncError(
-                            .rejected,
-                            code: .valueTooDeep,
-                            "the value nests arrays and dictionaries more than \(PropertyListValue.maximumNestingDepth) levels deep",
-                            key: change.key,
-                            limit: PropertyListValue.maximumNestingDepth
-                        )
-                    }
                     op = try self.op(for: change)
-                    if let refusal = Self.refusal(of: op, limits: limits, key: change.key) { throw refusal }
+                    // What a push may carry (`SyncLimits.breach`, the server's rule), checked here so
+                    // that a change it refuses costs no round trip: the op's key (a key id, sealed),
+                    // the nesting on the value itself (a sealed op carries it opaque), the sizes.
+                    let valueJSONBytes = op.value.flatMap { try? $0.typedJSON().count }
+                    if let breach = limits.breach(
+                        key: op.key,
+                        value: change.value,
+                        sealedBytes: op.sealed?.box.count,
+                        valueJSONBytes: valueJSONBytes
+                    ) {
+                        throw SyncError(breach, key: change.key)
+                    }
                     do { opBytes = try WireJSON.encode(op) } catch {
                         throw SyncError(
                             .rejected,
@@ -971,34 +971,6 @@ public actor SyncEngine {
         }
     }
 
-    /// What the server would refuse in `op`, checked here so that one large value does not cost a
-    /// round trip.
-    private static func refusal(of op: PushOp, limits: SyncLimits, key: String) -> SyncError? {
-        let keyBytes = op.key.utf8.count
-        if keyBytes > limits.maxKeyBytes {
-            return SyncError(.rejected, code: .keyTooLong, "the key takes \(keyBytes) bytes", key: key, limit: limits.maxKeyBytes)
-        }
-        if let sealed = op.sealed, sealed.box.count > limits.maxValueBytes {
-            return SyncError(
-                .rejected,
-                code: .valueTooLarge,
-                "the value takes \(sealed.box.count) bytes sealed",
-                key: key,
-                limit: limits.maxValueBytes
-            )
-        }
-        if let value = op.value, let bytes = try? value.typedJSON().count, bytes > limits.maxValueBytes {
-            return SyncError(
-                .rejected,
-                code: .valueTooLarge,
-                "the value takes \(bytes) bytes as typed JSON",
-                key: key,
-                limit: limits.maxValueBytes
-            )
-        }
-        return nil
-    }
-
     private func serverLimits() async throws(SyncError) -> SyncLimits {
         if let limits { return limits }
         let fetched = try await client.limits()
@@ -1065,5 +1037,12 @@ public actor SyncEngine {
 
     private func leave(_ step: Step) {
         if waiting[step, default: []].isEmpty { busy.remove(step) } else { waiting[step]!.removeFirst().resume() }
+    }
+}
+
+extension SyncError {
+    /// A change set aside because a push may not carry it (`SyncLimits.breach`).
+    init(_ breach: PushLimitBreach, key: String) {
+        self.init(.rejected, code: breach.code, breach.message, key: key, limit: breach.limit)
     }
 }

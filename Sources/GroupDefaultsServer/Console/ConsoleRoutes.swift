@@ -394,7 +394,7 @@ struct ConsoleRoutes: Sendable {
         guard let key = ConsoleQuery.value("key", in: request), !key.isEmpty else {
             throw ConsoleError(.badRequest, "Which key? The history page needs ?key=.")
         }
-        guard key.utf8.count <= configuration.limits.maxKeyBytes,
+        guard configuration.limits.breach(key: key, value: nil, sealedBytes: nil, valueJSONBytes: nil) == nil,
             !key.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
         else {
             throw ConsoleError(.badRequest, "That is not a key a suite can hold (too long, or with a control character).")

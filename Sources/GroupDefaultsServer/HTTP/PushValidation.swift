@@ -7,18 +7,10 @@ import Hummingbird
 enum PushValidation {
     static let maximumBatchIDBytes = 255
 
-    /// A key of a push or of a history request: 1 to `maxKeyBytes` bytes of UTF-8.
+    /// A key of a push or of a history request: 1 to `maxKeyBytes` bytes of UTF-8
+    /// (`SyncLimits.breach`, the rule devices follow too).
     static func checkKey(_ key: String, limits: SyncLimits) throws {
-        let keyBytes = key.utf8.count
-        if keyBytes == 0 { throw APIError.malformed("a key must not be empty") }
-        if keyBytes > limits.maxKeyBytes {
-            throw APIError(
-                .keyTooLong,
-                "a key takes at most \(limits.maxKeyBytes) bytes, this one \(keyBytes)",
-                key: String(key.prefix(64)),
-                limit: limits.maxKeyBytes
-            )
-        }
+        if let breach = limits.breach(key: key, value: nil, sealedBytes: nil, valueJSONBytes: nil) { throw APIError(breach, key: key) }
     }
 
     /// Checks `request` and prepares it for storage (each value encoded once, as typed JSON: the
@@ -46,15 +38,10 @@ enum PushValidation {
         if batchBytes == 0 || batchBytes > maximumBatchIDBytes {
             throw APIError.malformed("batch_id must take 1 to \(maximumBatchIDBytes) bytes")
         }
+        // What breaks a rule of the batch (`SyncLimits.breach`: the key, the nesting) refuses it all.
         for op in request.ops {
-            try checkKey(op.key, limits: limits)
-            if let value = op.value, !value.fitsNestingLimit {
-                throw APIError(
-                    .valueTooDeep,
-                    "the value of '\(op.key.prefix(64))' nests arrays and dictionaries more than \(PropertyListValue.maximumNestingDepth) levels deep",
-                    key: String(op.key.prefix(64)),
-                    limit: PropertyListValue.maximumNestingDepth
-                )
+            if let breach = limits.breach(key: op.key, value: op.value, sealedBytes: nil, valueJSONBytes: nil), breach.refusesBatch {
+                throw APIError(breach, key: op.key)
             }
         }
         var prepared = try PreparedPush(request)
@@ -78,11 +65,8 @@ enum PushValidation {
         // A new key holds no control character (`NameKind.key`); one stored before that rule is
         // still read, and refused here alone so that the device's other changes go through.
         if op.sealed == nil, let problem = NameKind.key.problem(with: op.key) { return OpRefusal(.malformed, problem) }
-        if let sealed = op.sealed, sealed.box.count > limits.maxValueBytes {
-            return OpRefusal(.valueTooLarge, "the sealed value takes \(sealed.box.count) bytes, more than \(limits.maxValueBytes)")
-        }
-        if let json, json.count > limits.maxValueBytes {
-            return OpRefusal(.valueTooLarge, "the value takes \(json.count) bytes as typed JSON, more than \(limits.maxValueBytes)")
+        if let breach = limits.breach(key: op.key, value: op.value, sealedBytes: op.sealed?.box.count, valueJSONBytes: json?.count) {
+            return OpRefusal(breach.code, breach.message)
         }
         if op.hlc.isAhead(of: milliseconds, by: limits.maxClockSkewMilliseconds) {
             let ahead = (op.hlc.milliseconds - milliseconds) / 1000
@@ -95,5 +79,12 @@ enum PushValidation {
             )
         }
         return nil
+    }
+}
+
+extension APIError {
+    /// The answer to a push that breaks `breach`, naming the key (its first 64 characters).
+    init(_ breach: PushLimitBreach, key: String) {
+        self.init(breach.code, "'\(key.prefix(64))': \(breach.message)", key: String(key.prefix(64)), limit: breach.limit)
     }
 }
