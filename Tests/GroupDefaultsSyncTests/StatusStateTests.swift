@@ -167,7 +167,7 @@ struct StatusStateTests {
         }
     }
 
-    @Test("every state of the table in docs/guide/sync.md is reached by a test that checks status whole (`StatusCheck`), or named as one no test reaches")
+    @Test("every state of the documented table is reached by a test that checks status whole (`StatusCheck`), or named as one no test reaches")
     func everyStateIsChecked() throws {
         let reachedHere = ["not_synced", "ok", "paused", "not_shared", "kept_local", "set_aside", "offline", "account_deleted"]
         let reachedElsewhere = ["rotation_due"]  // RemovalRotationTests
@@ -223,7 +223,7 @@ enum StatusCheck {
         let json = try #require(try JSONSerialization.jsonObject(with: Data(jsonRun.stdout.utf8)) as? [String: Any], sourceLocation: sourceLocation)
         let context = "\(state): \(text.stdout)\(text.stderr)"
         #expect(json["state"] as? String == state, "\(json)", sourceLocation: sourceLocation)
-        let documented = try #require(documented[state], "the table of states in docs/guide/sync.md has no row for \(state)", sourceLocation: sourceLocation)
+        let documented = try #require(documented[state], "docs/guide/sync.md's table has no row for \(state)", sourceLocation: sourceLocation)
         #expect(
             text.status == documented && jsonRun.status == documented,
             "exit status \(text.status) and \(jsonRun.status)",
