@@ -27,8 +27,8 @@ import Glibc
 /// the caller gives the change time it saw before LMDB opened the file, and the record is then
 /// renewed with the time after, which that open explains.
 ///
-/// What this cannot notice (documented in ARCHITECTURE.md and the README's "Guarantees and
-/// limits"): bytes changed in place (same inode, meta pages untouched) by something other than this
+/// What this cannot notice (documented in ARCHITECTURE.md and in docs/guide/guarantees-and-limits.md):
+/// bytes changed in place (same inode, meta pages untouched) by something other than this
 /// library within one kernel clock tick after a commit of the library (the coarse change time may
 /// then not be later than the commit's end), before a later commit of the library, or while
 /// another process opens the file (between its two `stat`s). A writer that damages the meta pages,

@@ -77,7 +77,7 @@ struct AccountsCommand: AsyncParsableCommand {
                 The document holds its suites (entries, tombstones, history, key bags; sealed \
                 entries as stored), devices and tokens (never a token's secret). With --to it is \
                 written to a new file, mode 0600; a path that exists is refused. Its schema is \
-                docs/account-export.md (README: "Accounts: listing, export, deletion, and the audit log").
+                docs/account-export.md (docs/guide/operating.md, "Accounts: listing, export, deletion, and the audit log").
 
                 Example: groupdefaults-server accounts export ana --to ana.json --data-dir /var/lib/groupdefaults-server
                 """

@@ -12,7 +12,7 @@ struct BackupCommand: AsyncParsableCommand {
         discussion: """
             The copy is one snapshot of the whole store, written under a temporary name beside PATH, \
             flushed to disk and then linked in, mode 0600; it never replaces a file. With PostgreSQL, \
-            back up with pg_dump instead (the README's "Backups and restore" recipe). Restore it with `restore --from PATH` \
+            back up with pg_dump instead (the recipe in docs/guide/operating.md, "Backups and restore"). Restore it with `restore --from PATH` \
             while no server runs.
 
             Example: groupdefaults-server backup --to /var/backups/groupdefaults-server-2026-11-27 --data-dir /var/lib/groupdefaults-server
@@ -232,5 +232,5 @@ extension RestoreCommand {
 
 /// What to do instead of `backup` or `restore --from` on PostgreSQL.
 private func postgresHint(_ verb: String, _ recipe: String) -> String {
-    "the store is PostgreSQL: \(verb) with PostgreSQL's tools (\(recipe); the README's \"Backups and restore\" recipe)"
+    "the store is PostgreSQL: \(verb) with PostgreSQL's tools (\(recipe); the recipe in docs/guide/operating.md, \"Backups and restore\")"
 }

@@ -5,8 +5,8 @@ import GroupDefaultsSync
 import GroupDefaultsWire
 
 /// `groupdefaults-sync export SUITE…`: what the server holds of these suites, as the device's token
-/// reaches it, in the shape of `groupdefaults-server accounts export` (README: "Exporting and
-/// deleting an account").
+/// reaches it, in the shape of `groupdefaults-server accounts export` (docs/guide/operating.md,
+/// "Accounts: listing, export, deletion, and the audit log").
 struct Export: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print what the server holds of these suites as one JSON document.",

@@ -47,7 +47,7 @@ struct StatusSnapshot {
 }
 
 /// The one state of a suite that `status` reports: which one applies (the first, in the order
-/// `of(_:)` checks), its words, and its exit status. The README's table of states lists each
+/// `of(_:)` checks), its words, and its exit status. The table of states in docs/guide/sync.md lists each
 /// `Kind`, by its raw value, with its exit status.
 struct StatusState {
     /// Which state: its raw value is `status --json`'s `state`.
@@ -112,7 +112,7 @@ struct StatusState {
     /// For `rotationDue`: what is due.
     var rotationDue: KeyRotationDue?
 
-    /// The state of `snapshot`: the first that applies, in the order of the README's table.
+    /// The state of `snapshot`: the first that applies, in the order of the table in docs/guide/sync.md.
     /// What the server answered now outranks what an engine recorded before about the same thing:
     /// an answer proves a token refused as unknown, expired or revoked (`unauthorized`), or a
     /// token file that could not be read, to work now, the membership to hold and the server to

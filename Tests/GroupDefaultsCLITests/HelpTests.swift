@@ -38,11 +38,11 @@ import Testing
         }
     }
 
-    /// The completion shells the README promises are the ones made; another is refused in one line
-    /// that names them, not as an unknown option.
+    /// The completion shells the guide's page on the tool (docs/guide/cli.md) promises are the ones
+    /// made; another is refused in one line that names them, not as an unknown option.
     @Test func completionShells() throws {
-        let readme = try String(contentsOf: HelpCheck.repository.appendingPathComponent("README.md"), encoding: .utf8)
-        let words = readme.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        let page = try String(contentsOf: HelpCheck.repository.appendingPathComponent("docs/guide/cli.md"), encoding: .utf8)
+        let words = page.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         let promised = try #require(
             HelpCheck.listed(in: words.replacingOccurrences(of: "|", with: ", "), after: "--generate-completion-script ", upTo: "`")
         )
@@ -62,7 +62,8 @@ import Testing
 }
 
 /// Every README section a message of the code cites by its title (an error's recipe, a help text
-/// built at run time) is a heading of the README.
+/// built at run time) is a heading of the README; every page of docs/ it names exists, and every
+/// section of one it cites (`docs/guide/operating.md, "Backups and restore"`) is a heading of it.
 @Test func everyREADMESectionTheCodeCitesExists() throws {
     let headings = try HelpCheck.readmeHeadings()
     let sources = HelpCheck.repository.appendingPathComponent("Sources")
@@ -75,6 +76,14 @@ import Testing
         for case .title(let title) in HelpCheck.readmeCitations(in: code) {
             cited += 1
             #expect(headings.contains(title), "\(file) cites the README's \"\(title)\", which has no such heading")
+        }
+        for citation in HelpCheck.docsCitations(in: code) {
+            let page = HelpCheck.repository.appendingPathComponent(citation.file)
+            #expect(FileManager.default.fileExists(atPath: page.path), "\(file) names \(citation.file), which does not exist")
+            guard let title = citation.title else { continue }
+            cited += 1
+            let pageHeadings = (try? HelpCheck.headings(of: citation.file)) ?? []
+            #expect(pageHeadings.contains(title), "\(file) cites \(citation.file), \"\(title)\", which has no such heading")
         }
     }
     #expect(cited > 0)
@@ -104,5 +113,12 @@ import Testing
                 == [.title("Exporting an account"), .untitled("README's recipe")]
         )
         #expect(HelpCheck.docsFiles(in: "its schema: docs/account-export.md (README).") == ["docs/account-export.md"])
+        #expect(
+            HelpCheck.docsCitations(in: #"docs/account-export.md (the recipe in docs/guide/operating.md, "Backups and restore"); x/docs/y.md"#)
+                == [
+                    .init(file: "docs/account-export.md", title: nil),
+                    .init(file: "docs/guide/operating.md", title: "Backups and restore"),
+                ]
+        )
     }
 }

@@ -1,7 +1,7 @@
 // A store as an older version left it, for `Tools/nemesis`: a token for an account name that the
 // name rules of today refuse (another spelling of an existing name, such as KELVIN SIGN `K` beside
-// `K`), written straight into the server's storage as a version before those rules did. The README
-// promises such names keep working, each its own account, compared by its bytes.
+// `K`), written straight into the server's storage as a version before those rules did.
+// docs/reference/names.md promises such names keep working, each its own account, compared by its bytes.
 //
 //   GroupDefaultsLegacyStore token (--data-dir DIR | --postgres-url URL) ACCOUNT [DEVICE]
 //

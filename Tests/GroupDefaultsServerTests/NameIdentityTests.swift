@@ -9,7 +9,7 @@ import Testing
 /// Names are identity, and identity is bytes: two accounts whose names look alike, or are even
 /// equal Swift strings (KELVIN SIGN `K` and `K`; `é` and `e` + U+0301), are strangers to each
 /// other on every route and in every store; a new name that looks like an existing one is refused.
-/// Written from the promise (README, "Names"), over the look-alike pairs of `LookAlikeNames`.
+/// Written from the promise (docs/reference/names.md), over the look-alike pairs of `LookAlikeNames`.
 @Suite("Names are their bytes")
 struct NameIdentityTests {
     /// The look-alike pairs each test runs over: one of each kind, then random ones.

@@ -7,8 +7,8 @@ import TestSupport
 import Testing
 
 /// A server restored from a backup older than the last writes (the real server, two devices, on
-/// both backends: `groupdefaults-server backup`/`restore`, or the README's pg_dump/pg_restore
-/// recipe): afterwards every acknowledged write of both devices is on the server and on both
+/// both backends: `groupdefaults-server backup`/`restore`, or the pg_dump/pg_restore recipe of
+/// docs/guide/operating.md): afterwards every acknowledged write of both devices is on the server and on both
 /// devices, plain and encrypted suites alike, and no device reports a rollback. One test at a time:
 /// each starts servers (of PostgreSQL, whose connections the whole run shares) and restarts them.
 @Suite("Restoring the server from a backup", .serialized, .timeLimit(.minutes(3)))
@@ -194,7 +194,7 @@ struct RestoreTests {
 }
 
 /// A backup of a test server's store by the documented means: `groupdefaults-server backup` while
-/// it serves, or the README's pg_dump recipe; and its restore, while it is stopped.
+/// it serves, or the pg_dump recipe of docs/guide/operating.md; and its restore, while it is stopped.
 enum ServerBackup {
     /// The path of a new backup of `server`'s store.
     static func take(_ server: SyncServer) async throws -> String {
@@ -204,7 +204,7 @@ enum ServerBackup {
             let result = try await ServerTool.run(["backup", "--to", path] + server.storage)
             guard result.status == 0 else { throw FixtureError("backup failed: \(result.stderr)") }
         case .postgres:
-            // README, "Backups and restore": pg_dump --format=custom --file PATH "$URL"
+            // docs/guide/operating.md, "Backups and restore": pg_dump --format=custom --file PATH "$URL"
             try await PostgresFixture.runProgram(
                 "pg_dump",
                 ["--format=custom", "--exclude-schema=groupdefaults_kept_authority", "--file", path, server.storage[1]]
@@ -221,7 +221,7 @@ enum ServerBackup {
             let result = try await ServerTool.run(["restore", "--from", path] + server.storage)
             guard result.status == 0 else { throw FixtureError("restore failed: \(result.stderr)") }
         case .postgres:
-            // README: groupdefaults-server restore --prepare --postgres-url "$URL", then
+            // docs/guide/operating.md: groupdefaults-server restore --prepare --postgres-url "$URL", then
             // pg_restore --clean --if-exists --single-transaction --dbname "$URL" PATH, then
             // groupdefaults-server restore --announce --postgres-url "$URL".
             var kept: [String] = []

@@ -6,7 +6,7 @@ import Testing
 
 /// `groupdefaults-sync status` reports one state, from one snapshot of the suite and the server's
 /// answer: its state line, every other line, its JSON and its exit status agree, and the exit
-/// status is the one the README's table of states gives that state. Real processes: the real
+/// status is the one the table of states in docs/guide/sync.md gives that state. Real processes: the real
 /// server on loopback, the real tools.
 @Suite("status: one state, one exit status", .timeLimit(.minutes(3)))
 struct StatusStateTests {
@@ -106,7 +106,7 @@ struct StatusStateTests {
         }
     }
 
-    @Test("status through the states one server reaches: each exits with the README's status for it, and no line contradicts it")
+    @Test("status through the states one server reaches: each exits with the documented status for it, and no line contradicts it")
     func statesInATable() async throws {
         try await SyncServer.with(.lmdb, ["--max-value-bytes", "64"]) { server in
             let devices = (0..<5).map { ToolDevice("group.status.\($0)") }
@@ -167,7 +167,7 @@ struct StatusStateTests {
         }
     }
 
-    @Test("every state of the README's table is reached by a test that checks status whole (`StatusCheck`), or named as one no test reaches")
+    @Test("every state of the documented table is reached by a test that checks status whole (`StatusCheck`), or named as one no test reaches")
     func everyStateIsChecked() throws {
         let reachedHere = ["not_synced", "ok", "paused", "not_shared", "kept_local", "set_aside", "offline", "account_deleted"]
         let reachedElsewhere = ["rotation_due"]  // RemovalRotationTests
@@ -179,13 +179,13 @@ struct StatusStateTests {
 }
 
 /// Runs `status` (text and `--json`) on a device and checks it whole: the JSON's `state`, one exit
-/// status for both, the README's exit status for that state, and no line that contradicts it.
+/// status for both, the documented exit status for that state (docs/guide/sync.md), and no line that contradicts it.
 enum StatusCheck {
-    /// The README's table of states: `state` → exit status.
+    /// The table of states in docs/guide/sync.md: `state` → exit status.
     static let documented: [String: Int32] = {
-        let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("README.md")
-        let text = (try? String(contentsOf: readme, encoding: .utf8)) ?? ""
+        let page = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("docs/guide/sync.md")
+        let text = (try? String(contentsOf: page, encoding: .utf8)) ?? ""
         var table: [String: Int32] = [:]
         var inTable = false
         for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
@@ -223,7 +223,7 @@ enum StatusCheck {
         let json = try #require(try JSONSerialization.jsonObject(with: Data(jsonRun.stdout.utf8)) as? [String: Any], sourceLocation: sourceLocation)
         let context = "\(state): \(text.stdout)\(text.stderr)"
         #expect(json["state"] as? String == state, "\(json)", sourceLocation: sourceLocation)
-        let documented = try #require(documented[state], "the README's table has no row for \(state)", sourceLocation: sourceLocation)
+        let documented = try #require(documented[state], "docs/guide/sync.md's table has no row for \(state)", sourceLocation: sourceLocation)
         #expect(
             text.status == documented && jsonRun.status == documented,
             "exit status \(text.status) and \(jsonRun.status)",

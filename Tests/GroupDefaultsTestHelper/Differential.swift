@@ -10,7 +10,7 @@ import TestSupport
 /// Foundation's files go there. Prints one line per difference found ("difference …"), then
 /// "done N" with the number of operations; exit 0 either way.
 ///
-/// Left out by construction, each a row of the README's "Where we differ on purpose" table (or a
+/// Left out by construction, each a row of the table of docs/guide/differences-from-userdefaults.md (or a
 /// crash or hang of Foundation's on Linux, said where):
 /// - the empty key, which SharedDefaults refuses (LMDB keys are not empty);
 /// - `Int.max`, `UInt64` above it, and Floats of 2^24 or more (the scalar test covers them);
@@ -224,8 +224,7 @@ struct Differential {
     /// A value as a user's code compares it: containers element by element,
     /// numbers by kind and value. A `Float` compares as the double of the decimal it prints as, and
     /// an `NSNumber` as the Swift value it holds (a boolean, an integer or a double): SharedDefaults
-    /// keeps one floating-point type and gives numbers back as `Bool`, `Int` or `Double` (README:
-    /// "Where we differ on purpose").
+    /// keeps one floating-point type and gives numbers back as `Bool`, `Int` or `Double` (docs/guide/differences-from-userdefaults.md).
     static func canonical(_ value: Any?) -> String {
         guard let value else { return "nil" }
         // Foundation's arrays hold some elements as optionals in an `Any`; a cast sees through them.

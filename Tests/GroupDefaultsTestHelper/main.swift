@@ -317,7 +317,7 @@ do {
         var differential = try Differential(directory: directory, seed: UInt64(rest[0]) ?? 1)
         differential.run(count: Int(rest[1]) ?? 1000)
 
-    case "differential-stated":  // differential-stated: the README's rows that need Foundation's persistent domain
+    case "differential-stated":  // differential-stated: the documented differences that need Foundation's persistent domain
         guard let foundation = UserDefaults(suiteName: Differential.suite) else { fail("no UserDefaults") }
         let shared = try SharedDefaults(suiteName: "stated", directory: directory)
         func row(_ name: String, _ set: (Any, String) -> Void, _ setURL: (URL, String) -> Void, _ string: (String) -> String?) {

@@ -9,7 +9,7 @@ import Testing
 /// (`register(defaults:)`), in memory, so that nothing is written under `HOME`; its getters read
 /// it through the same coercions as a stored one.
 ///
-/// Left out, each a row of the README's "Differences from UserDefaults" table: `Int.max` (Foundation
+/// Left out, each a row of the table of docs/guide/differences-from-userdefaults.md: `Int.max` (Foundation
 /// on Linux reads it as 0), and, one floating-point type, `double(forKey:)` of a `Float` (a Float is
 /// kept as the double of the decimal it prints as, `12.34`), and `integer` and `string` of a Float
 /// of 2^24 or more (where Float and Double print differently).
@@ -85,7 +85,7 @@ struct FoundationDifferentialTests {
         }
     }
 
-    @Test("each row of the README's differences table holds, on both sides, as it says")
+    @Test("each row of the differences table (docs/guide) holds, on both sides, as it says")
     func statedDifferences() throws {
         let foundation = try #require(UserDefaults(suiteName: "groupdefaults.differential.stated"))
         try withTemporaryDirectory { directory in
@@ -146,7 +146,7 @@ struct FoundationDifferentialTests {
         }
     }
 
-    @Test("the rows that need Foundation's persistent domain (set, not register) hold as the README says")
+    @Test("the rows that need Foundation's persistent domain (set, not register) hold as docs/guide says")
     func statedDifferencesOfStoredValues() throws {
         try withTemporaryDirectory { directory in
             let home = directory.appendingPathComponent("home").path

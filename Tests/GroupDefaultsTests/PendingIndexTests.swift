@@ -7,7 +7,7 @@ import Testing
 @testable import GroupDefaults
 
 // The pending changes of a synced suite, against a model written from what sync promises (the
-// README's "Sync" and the hooks' documentation), not from the code: a local change is pending
+// guide's docs/guide/sync.md and the hooks' documentation), not from the code: a local change is pending
 // until the server acknowledges that very stamp; a pulled entry that wins replaces it; local-only
 // keys are never pending, and a key that stops being local-only in a suite that joined the
 // server's is uploaded; turning sync off forgets every mark; values stored before sync was turned

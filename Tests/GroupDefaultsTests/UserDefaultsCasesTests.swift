@@ -85,7 +85,7 @@ struct UserDefaultsCasesTests {
             Case(name: "true, as a double", value: true, expected: .double(1)),
             Case(name: "42, as a double", value: 42, expected: .double(42)),
             // Foundation reads Double(12.34 as Float), 12.340000152587891: one floating-point type keeps
-            // a Float as the decimal it prints as (README, "Where we differ on purpose").
+            // a Float as the decimal it prints as (docs/guide/differences-from-userdefaults.md).
             Case(name: "a Float 12.34, as a double", value: 12.34 as Float, expected: .double(12.34)),
             Case(name: "\"12.34\", as a double", value: "12.34", expected: .double(12.34)),
             Case(name: "true, as a string", value: true, expected: .string("1")),

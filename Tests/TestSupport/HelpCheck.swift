@@ -14,7 +14,8 @@ package import Testing
 ///   one more value than the usage shows is refused;
 /// - every `--option` its text names is an option of the tools (this one or another);
 /// - every README section it cites ("README: \"Title\"", "the README's \"Title\"") is a heading
-///   of the README, and every `docs/…` file it names exists.
+///   of the README, every `docs/…` file it names exists, and every section of one it cites
+///   (`docs/guide/operating.md, "Backups and restore"`) is a heading of that file.
 ///
 /// The parser is the tool's own command type, run in this process (`parseAsRoot`: parsing and
 /// `validate()`, never `run()`), so that no command does anything while its options are tried.
@@ -73,9 +74,15 @@ package struct HelpCheck: Sendable {
 
     /// The heading texts of the README (without their `#`s).
     package static func readmeHeadings() throws -> Set<String> {
-        let readme = try String(contentsOf: repository.appendingPathComponent("README.md"), encoding: .utf8)
+        try headings(of: "README.md")
+    }
+
+    /// The heading texts (without their `#`s) of a Markdown file of the repository: `file` is its
+    /// path from the repository (`docs/guide/operating.md`).
+    package static func headings(of file: String) throws -> Set<String> {
+        let text = try String(contentsOf: repository.appendingPathComponent(file), encoding: .utf8)
         return Set(
-            readme.split(separator: "\n").filter { $0.hasPrefix("#") }.map {
+            text.split(separator: "\n").filter { $0.hasPrefix("#") }.map {
                 $0.drop { $0 == "#" }.trimmingCharacters(in: .whitespaces)
             }
         )
@@ -227,7 +234,8 @@ package struct HelpCheck: Sendable {
         for mention in Self.optionMentions(in: words) where !knownOptions.contains(mention) {
             Issue.record("\(name) --help names \(mention), which no command of the tools has", sourceLocation: sourceLocation)
         }
-        // Every README section it cites is a heading; every docs/ file it names exists.
+        // Every README section it cites is a heading; every docs/ file it names exists, and every
+        // section of one it cites is a heading of that file.
         for cited in Self.readmeCitations(in: words) {
             switch cited {
             case .title(let title):
@@ -244,6 +252,15 @@ package struct HelpCheck: Sendable {
             #expect(
                 FileManager.default.fileExists(atPath: Self.repository.appendingPathComponent(file).path),
                 "\(name) --help names \(file), which does not exist",
+                sourceLocation: sourceLocation
+            )
+        }
+        for citation in Self.docsCitations(in: words) {
+            guard let title = citation.title else { continue }
+            let pageHeadings = (try? Self.headings(of: citation.file)) ?? []
+            #expect(
+                pageHeadings.contains(title),
+                "\(name) --help cites \(citation.file), \"\(title)\", which has no such heading",
                 sourceLocation: sourceLocation
             )
         }
@@ -343,6 +360,41 @@ package struct HelpCheck: Sendable {
                 found.append(.untitled(String(rest[range.lowerBound...].prefix(60))))
             }
             rest = rest[range.upperBound...]
+        }
+        return found
+    }
+
+    /// A page of `docs/` a text names, and the section of it that it cites, if any.
+    package struct DocsCitation: Equatable, Sendable {
+        /// The page's path from the repository (`docs/guide/operating.md`).
+        package var file: String
+        /// The quoted title that follows the path (`docs/guide/operating.md, "Backups and
+        /// restore"`), or nil when none does.
+        package var title: String?
+
+        /// The page `file`, cited at the section `title` (nil: the page as a whole).
+        package init(file: String, title: String?) {
+            self.file = file
+            self.title = title
+        }
+    }
+
+    /// Every `docs/…` page a text names, each with the section cited after it as `, "Title"`.
+    package static func docsCitations(in text: String) -> [DocsCitation] {
+        var found: [DocsCitation] = []
+        var rest = text[...]
+        while let range = rest.range(of: "docs/") {
+            let before = rest[..<range.lowerBound].last
+            let path = rest[range.lowerBound...].prefix { !$0.isWhitespace && !",;()\"".contains($0) }
+            rest = rest[path.endIndex...]
+            // A path that starts here, not the end of another (`Sources/x/docs/…`).
+            guard before.map({ $0.isWhitespace || "(`\"".contains($0) }) ?? true else { continue }
+            let file = String(path).trimmingCharacters(in: CharacterSet(charactersIn: ".:`"))
+            var title: String?
+            if rest.hasPrefix(", \""), let end = rest.dropFirst(3).firstIndex(of: "\"") {
+                title = String(rest[rest.index(rest.startIndex, offsetBy: 3)..<end])
+            }
+            found.append(DocsCitation(file: file, title: title))
         }
         return found
     }

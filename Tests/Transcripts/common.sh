@@ -1,6 +1,6 @@
-# Sourced first by every transcript that Tools/transcripts makes of a README or DocC session: the
-# tools on PATH, the repository's Tools/ where a session names them, and the helpers the generated
-# lines call to run what a reader runs in the background or in another terminal.
+# Sourced first by every transcript that Tools/transcripts makes of a session of the README, docs/ or
+# the DocC articles: the tools on PATH, the repository's Tools/ where a session names them, and the
+# helpers the generated lines call to run what a reader runs in the background or in another terminal.
 export PATH="$GROUPDEFAULTS_BIN_DIR:$PATH"
 export HOME="$PWD"
 # Where Tools/postgres makes its clusters: a folder the postgres user can reach (prysk's is private).

@@ -738,7 +738,7 @@ class History:
             if result.rc != 0:
                 self.log(f"  unshare failed: {tail(result.err, 300)}")
             elif held and before is not None and self.epoch(suite) <= before:
-                # README: `unshare` removes the member, then moves the suite to a new key epoch.
+                # docs/guide/sharing.md: `unshare` removes the member, then moves the suite to a new key epoch.
                 raise Failure(f"unshare removed {ascii(ACCOUNTS[account])} from {ascii(suite.name)} but left it at key epoch {before}")
         self.learn_membership(suite)
         if result is not None and result.rc == 0 and account in suite.members:
@@ -772,7 +772,7 @@ class History:
                 self.may_write_again(suite, account)
 
     def may_write_again(self, suite, account):
-        """README ("Roles are enforced by the server"): a device follows its account's role; a copy
+        """docs/guide/sharing.md ("Roles are enforced by the server"): a device follows its account's role; a copy
         that kept a read member's changes sends them once the account writes again."""
         if suite.members.get(account) not in ("write", "admin"):
             return
@@ -1071,7 +1071,7 @@ class History:
         for index in running:
             self.stop_run(device, self.suites[index])
         if offset < device.offset_s:
-            # README: a device stamps again what it wrote while its clock was more than 5 minutes
+            # docs/guide/failures.md: a device stamps again what it wrote while its clock was more than 5 minutes
             # ahead of the clock it has now: those writes may lose to older ones.
             self.model.clock_went_back(device.index, now_ms() + offset * 1000)
         device.offset_s = offset

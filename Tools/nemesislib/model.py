@@ -1,6 +1,6 @@
-"""What the user is promised about values, written from the README, not from the code.
+"""What the user is promised about values, written from the README and docs/guide, not from the code.
 
-Last writer wins per key by HLC (README, "Sync between devices"): the value every device of a
+Last writer wins per key by HLC (docs/guide/sync.md): the value every device of a
 suite ends with is the acknowledged write with the largest stamp, deletions included. The nemesis
 cannot see a stamp as it is made, but it knows when each write's command ran on which clock: a
 write's HLC is at least its device's wall clock when the command started (`lo`), and at most the
@@ -53,7 +53,7 @@ class Model:
 
     def clock_went_back(self, device, clock_ms):
         """The device's clock now reads `clock_ms`: what it stamped more than 5 minutes ahead of
-        that is stamped again (README, "What one bad device, value or clock can do": a pending
+        that is stamped again (docs/guide/failures.md, "What one bad device, value or clock can do": a pending
         write with the corrected clock, a pushed one as older than any later write), so it may lose
         to older writes."""
         for w in self.writes:

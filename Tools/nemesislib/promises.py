@@ -96,7 +96,7 @@ def remedy(history, device, suite):
     elif state == "kept_local" and history.role(device.account, suite) == "read":
         pass
     elif state == "failing" and "pair this device again" in status.out:
-        # After `rotate-key` on another device (README: each device that keeps the suite pairs
+        # After `rotate-key` on another device (docs/guide/encryption.md: each device that keeps the suite pairs
         # again).
         try:
             history.join_other(device, suite)

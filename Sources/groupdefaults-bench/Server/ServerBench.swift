@@ -27,7 +27,7 @@ struct ServerBench {
               Starts groupdefaults-server (found next to this executable) on loopback, with embedded
               storage and with a throwaway PostgreSQL (Tools/postgres, from the package's directory).
               --json    print the results as JSON instead of a table
-              --markdown  print the table as Markdown (for the README), then its notes
+              --markdown  print the table as Markdown (for docs/reference/performance.md), then its notes
               --quick   short runs and few samples (a smoke test; figures are rough)
               --only    one backend only
               --streams only the open-streams load (Tools/bench-streams/load.py) with N streams each time,

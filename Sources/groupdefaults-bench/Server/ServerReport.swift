@@ -72,7 +72,7 @@ struct ServerReport: Encodable {
             }
     }
 
-    /// The table as Markdown, for the README.
+    /// The table as Markdown, for docs/reference/performance.md.
     func markdown() -> String {
         let all = cells()
         let alignments = all[0].indices.map { [2, 3, 4, 6].contains($0) ? "---:" : "---" }
