@@ -406,15 +406,16 @@ public struct SyncLimits: Codable, Sendable, Hashable {
     public var maxStreamsPerToken: Int
 
     /// Limits; each one left out takes the server's default: 511-byte keys, 1 MiB values, 10,000
-    /// keys and 16 MiB per suite, 500 ops per push, 2 MiB bodies, 5 minutes of clock skew
-    /// (`HLC.maximumDrift`) and 100 open streams per token.
+    /// keys and 16 MiB per suite, 500 ops per push, bodies of `bodyBytes(forValueBytes:)` (2 MiB
+    /// for 1 MiB values), 5 minutes of clock skew (`HLC.maximumDrift`) and 100 open streams per
+    /// token.
     public init(
         maxKeyBytes: Int = 511,
         maxValueBytes: Int = 1 << 20,
         maxKeysPerSuite: Int = 10_000,
         maxBytesPerSuite: Int = 16 << 20,
         maxOpsPerBatch: Int = 500,
-        maxBodyBytes: Int = 2 << 20,
+        maxBodyBytes: Int? = nil,
         maxClockSkewMilliseconds: UInt64 = HLC.maximumDrift,
         maxStreamsPerToken: Int = 100
     ) {
@@ -424,8 +425,15 @@ public struct SyncLimits: Codable, Sendable, Hashable {
         self.maxKeysPerSuite = maxKeysPerSuite
         self.maxBytesPerSuite = maxBytesPerSuite
         self.maxOpsPerBatch = maxOpsPerBatch
-        self.maxBodyBytes = maxBodyBytes
+        self.maxBodyBytes = maxBodyBytes ?? Self.bodyBytes(forValueBytes: maxValueBytes)
         self.maxClockSkewMilliseconds = maxClockSkewMilliseconds
+    }
+
+    /// The body a push may take when values may take `valueBytes`: 2 MiB, or more when a value of
+    /// that size needs more (the value and 64 KiB for its op's key, stamps and the batch around
+    /// it), so that a device can always send its largest value.
+    public static func bodyBytes(forValueBytes valueBytes: Int) -> Int {
+        max(2 << 20, valueBytes + (64 << 10))
     }
 
     /// What a live entry counts against `maxBytesPerSuite`: its key's UTF-8 bytes and its value's

@@ -113,7 +113,6 @@ struct ServeOptions: ParsableArguments {
                 maxKeysPerSuite: settings[defaulted: S.maxKeysPerSuite],
                 maxBytesPerSuite: settings[defaulted: S.maxBytesPerSuite],
                 maxOpsPerBatch: settings[defaulted: S.maxOpsPerBatch],
-                maxBodyBytes: max(2 << 20, maxValueBytes + (64 << 10)),
                 maxStreamsPerToken: settings[defaulted: S.maxStreamsPerToken]
             ),
             maxWait: .seconds(settings[defaulted: S.maxWait]),
@@ -121,7 +120,7 @@ struct ServeOptions: ParsableArguments {
             tombstoneLifetime: .seconds(Int64(settings[defaulted: S.tombstoneDays] * 86_400)),
             eventHeartbeat: .seconds(settings[defaulted: S.heartbeat]),
             tls: tls,
-            rateLimit: RateLimit(requestsPerSecond: rateLimit, burst: 2 * rateLimit),
+            rateLimit: RateLimit(requestsPerSecond: rateLimit),
             historyDepth: settings[defaulted: S.history],
             connections: ConnectionLimits(
                 maxConnections: settings[defaulted: S.maxConnections],

@@ -132,9 +132,11 @@ enum ServerSettings {
         defaultValue: base.rateLimit.requestsPerSecond,
         abstract: "Requests per second one token may make (twice that in a burst); 429 beyond.",
         problem: {
-            // A burst is twice the rate, and a request takes one: below 0.5 a token never gets one.
+            // A burst holds `burstSeconds` of the rate, and a request takes one: below 0.5 a token
+            // never gets one.
             guard $0 > 0 && $0.isFinite else { return "--rate-limit must be a positive number" }
-            return $0 >= 0.5 ? nil : "--rate-limit must be at least 0.5 (a token's burst, twice the rate, must hold one request), not \($0)"
+            let least = 1 / RateLimit.burstSeconds
+            return $0 >= least ? nil : "--rate-limit must be at least \(least) (a token's burst, twice the rate, must hold one request), not \($0)"
         }
     )
     static let maxValueBytes = ServerSetting<Int>(

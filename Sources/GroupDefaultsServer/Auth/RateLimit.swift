@@ -9,9 +9,14 @@ package struct RateLimit: Sendable, Hashable {
     package var requestsPerSecond: Double
     package var burst: Double
 
-    package init(requestsPerSecond: Double, burst: Double) {
+    /// How many seconds of requests a burst holds unless told: 2 (`burst` twice the rate).
+    package static let burstSeconds = 2.0
+
+    /// A bucket refilled at `requestsPerSecond`, holding `burst` (by default `burstSeconds` of
+    /// requests).
+    package init(requestsPerSecond: Double, burst: Double? = nil) {
         self.requestsPerSecond = requestsPerSecond
-        self.burst = burst
+        self.burst = burst ?? Self.burstSeconds * requestsPerSecond
     }
 }
 

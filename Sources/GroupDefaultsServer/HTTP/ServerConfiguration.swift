@@ -33,7 +33,7 @@ package struct ServerConfiguration: Sendable {
         purgeInterval: Duration = .seconds(3_600),
         eventHeartbeat: Duration = .seconds(15),
         tls: TLSFiles? = nil,
-        rateLimit: RateLimit = RateLimit(requestsPerSecond: 200, burst: 400),
+        rateLimit: RateLimit = RateLimit(requestsPerSecond: 200),
         historyDepth: Int = 10,
         connections: ConnectionLimits = ConnectionLimits(),
         console: ConsoleConfiguration = ConsoleConfiguration(),
