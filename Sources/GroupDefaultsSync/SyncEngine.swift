@@ -85,20 +85,12 @@ public actor SyncEngine {
     /// The status, as of the last step.
     public private(set) var status = SyncStatus()
 
-    /// Changes set aside, with the stamp set aside: refused by the server, or ones this device
-    /// cannot send. Skipped until the key changes again, or, for a refusal that depends on the
-    /// time rather than the change (`clock_skew`), until `retryAt`.
-    private var rejections: [ExactName: (stamp: Stamp, error: SyncError, retryAt: ContinuousClock.Instant?)] = [:]
+    /// What goes in the next batch, what is set aside, what a push's answer settles: the rules of
+    /// pushing, without I/O.
+    private var planner = PushPlanner()
     private var limits: SyncLimits?
-    /// Lowered when the server says a batch is too large or over quota without naming a key.
-    private var batchCap: Int?
     /// How many pushes got an answer: a pull during which none did can tell a rollback from a race.
     private var pushesAnswered = 0
-    /// How many pending changes `nextBatch` reads at a time.
-    private static let pendingPageSize = 256
-    /// The last key the last batch took: the next starts after it and wraps around, so that keys
-    /// changed again and again while pushed never keep the others waiting.
-    private var pushPosition: String?
     /// Whether this engine looked for pending changes its suite's index lacks (once).
     private var pendingIndexChecked = false
     /// Pushes run one at a time (one in-flight batch), and so do pulls (the cursor only advances).
@@ -251,7 +243,7 @@ public actor SyncEngine {
 
     private func finish(_ report: SyncReport) -> SyncReport {
         var report = report
-        report.rejected = rejections.values.map(\.error).sorted { ($0.key ?? "") < ($1.key ?? "") }
+        report.rejected = planner.rejected
         if let pending = try? defaults.pendingCount() { report.pendingCount = pending }
         let cursor = try? defaults.syncCursor()
         updateStatus {
@@ -676,7 +668,7 @@ public actor SyncEngine {
             }
             pendingIndexChecked = true
         }
-        batchCap = nil
+        planner.cap = nil
         joinedSincePush = false
         while role != .read, let batch = try await nextBatch() {
             report.add(try await send(batch))
@@ -717,90 +709,21 @@ public actor SyncEngine {
         if restamped > 0 {
             logger.warning("this device's clock had run ahead: \(restamped) change(s) were stamped again", metadata: ["suite": "\(client.suite)"])
         }
-        let cap = min(limits.maxOpsPerBatch, batchCap ?? .max)
-        // Each op is encoded once: the bytes that size it are the bytes sent.
-        var ops: [[UInt8]] = []
-        var pushed: [(key: String, stamp: Stamp)] = []
-        var keyIDs: [String] = []
-        var bodyBytes = 128
         // A change set aside that is no longer pending (another device's write replaced it) or
         // changed since is no longer this device's concern.
-        let stillPending = try local { try defaults.pendingStamps(forKeys: rejections.keys) }
-        rejections = rejections.filter { stillPending[$0.key] == $0.value.stamp }
-        // One change this device cannot send (a value nested too deeply, one too large, one that
-        // cannot be encoded) is set aside and reported; the others go on. The pending changes are
-        // read a page at a time, in key order, from after the key the last batch ended at, round
-        // to it again: a batch costs its changes and the ones set aside, however large the suite
-        // and however many changes wait, and every pending key has its turn.
-        let now = ContinuousClock.now
-        let start = pushPosition
-        var after = start
-        var wrapped = start == nil
-        pages: while true {
-            let page = try local { try defaults.pendingChanges(after: after, limit: Self.pendingPageSize) }
-            for change in page {
-                // Round: past the start again, every pending key was seen.
-                if wrapped, let start, start.utf8.lexicographicallyPrecedes(change.key.utf8) { break pages }
-                after = change.key
-                if let rejection = rejections[change.key.exact], rejection.stamp == change.stamp, rejection.retryAt.map({ now < $0 }) ?? true {
-                    continue
-                }
-                let op: PushOp
-                let opBytes: [UInt8]
-                do throws(SyncError) {
-                    op = try self.op(for: change)
-                    // What a push may carry (`SyncLimits.breach`, the server's rule), checked here so
-                    // that a change it refuses costs no round trip: the op's key (a key id, sealed),
-                    // the nesting on the value itself (a sealed op carries it opaque), the sizes.
-                    let valueJSONBytes = op.value.flatMap { try? $0.typedJSON().count }
-                    if let breach = limits.breach(
-                        key: op.key,
-                        value: change.value,
-                        sealedBytes: op.sealed?.box.count,
-                        valueJSONBytes: valueJSONBytes
-                    ) {
-                        throw SyncError(breach, key: change.key)
-                    }
-                    do { opBytes = try WireJSON.encode(op) } catch {
-                        throw SyncError(
-                            .rejected,
-                            code: .malformed,
-                            "the value cannot be written as typed JSON, which sync carries (dates from year 0 to 9999 only)",
-                            key: change.key
-                        )
-                    }
-                    if bodyBytes + opBytes.count + 1 > limits.maxBodyBytes, ops.isEmpty {
-                        throw SyncError(
-                            .rejected,
-                            code: .bodyTooLarge,
-                            "the change alone takes \(opBytes.count) bytes, more than a push may",
-                            key: change.key,
-                            limit: limits.maxBodyBytes
-                        )
-                    }
-                } catch  where error.kind == .rejected {
-                    reject(change.key, stamp: change.stamp, error)
-                    continue
-                }
-                // The batch is full: the rest go in the next one.
-                guard ops.count < cap, bodyBytes + opBytes.count + 1 <= limits.maxBodyBytes else { break pages }
-                ops.append(opBytes)
-                pushPosition = change.key
-                pushed.append((change.key, change.stamp))
-                keyIDs.append(op.key)
-                bodyBytes += opBytes.count + 1
-            }
-            if page.count < Self.pendingPageSize {
-                if wrapped { break }
-                wrapped = true
-                after = nil
-            }
-        }
-        guard !ops.isEmpty else { return nil }
+        planner.forgetChanged(stillPending: try local { try defaults.pendingStamps(forKeys: planner.setAside.keys) })
+        let (planned, setAside) = try planner.nextBatch(
+            limits: limits,
+            now: .now,
+            page: { after throws(SyncError) in try self.local { try self.defaults.pendingChanges(after: after, limit: PushPlanner.pageSize) } },
+            encode: { change throws(SyncError) in try self.op(for: change) }
+        )
+        journal(setAside)
+        guard let planned else { return nil }
         let batchID = UUID().uuidString.lowercased()
-        let batch = InFlightBatch(id: batchID, body: WireJSON.pushBody(deviceID: defaults.origin, batchID: batchID, encodedOps: ops))
+        let batch = InFlightBatch(id: batchID, body: WireJSON.pushBody(deviceID: defaults.origin, batchID: batchID, encodedOps: planned.ops))
         try local { try defaults.setInFlightBatch(batch) }
-        return OutgoingBatch(stored: batch, pushed: pushed, keyIDs: keyIDs)
+        return OutgoingBatch(stored: batch, pushed: planned.pushed, keyIDs: planned.keyIDs)
     }
 
     /// Takes `role` as this account's role in the suite another account shares with it, in this
@@ -835,86 +758,45 @@ public actor SyncEngine {
         do {
             response = try await client.push(body: batch.stored.body)
         } catch  where error.kind == .rejected {
-            switch error.code {
-            case .suiteEncrypted?, .suiteNotEncrypted?:
-                // Not this batch's fault but this device's settings: the marks stay, the batch goes.
-                try local { try defaults.setInFlightBatch(nil) }
+            let outcome = PushPlanner.outcome(of: error, isShared: shared != nil)
+            // Sent again under its id only when thrown as it is; else the batch goes (its marks stay).
+            if outcome != .rethrow { try local { try defaults.setInFlightBatch(nil) } }
+            switch outcome {
+            case .dropBatchAndThrow, .rethrow:
                 throw error
-            case let code? where code.refusesChange:
-                try local { try defaults.setInFlightBatch(nil) }
-                settleRefusal(error, of: pushed, keyIDs: batch.keyIDs)
+            case .settle:
+                logger.warning("the server refused a push", metadata: ["error": "\(error)"])
+                journal(planner.settle(refusal: error, pushed: pushed, keyIDs: batch.keyIDs, now: .now).map { [$0] } ?? [])
                 return SyncReport()
-            case .insufficientRole? where shared != nil:
-                // This account is a read member now (it joined again as one, from another device):
-                // its changes stay here, reported, as any read member's; the marks stay.
-                try local { try defaults.setInFlightBatch(nil) }
+            case .becomeReadMember:
+                // A read member now (it joined again as one, from another device): its changes
+                // stay here, reported, as any read member's.
                 try adoptRole(.read)  // which ends the push loop
                 var report = SyncReport()
                 report.keptLocal = try local { try defaults.pendingCount() }
                 return report
-            case .staleKeyEpoch?:
-                // Sealed under a key the suite no longer takes: sealed again (marks kept) once this
-                // device has the new key; at once if the key file has it already (rotated here).
-                try local { try defaults.setInFlightBatch(nil) }
+            case .sealAgain:
+                // Sealed again (marks kept) once this device has the new key; at once if the key
+                // file has it already (rotated here).
                 if try await adoptSharedEpochs() || reloadKeys() {
                     throw SyncError(.unavailable, code: .staleKeyEpoch, "the suite's keys were rotated: sealing the changes again")
                 }
                 let serverEpoch = max((try? await client.keyBags().newestEpoch) ?? 0, 1)
                 let mine = sealer?.keys.currentEpoch ?? 0
-                // This device holds the suite's epoch: the batch was sealed before it took the key
-                // (stored by an earlier attempt, say one paused for its token): sealed again.
-                if mine == serverEpoch {
-                    throw SyncError(.unavailable, code: .staleKeyEpoch, "the batch was sealed under an older key: sealing the changes again")
-                }
-                // Ahead of the server (a rotation whose key bag was never stored) or behind it.
-                let (situation, remedy): (String, SyncError.Remedy) =
-                    if mine == serverEpoch + 1 {
-                        ("this device's key is of epoch \(mine), whose key bag the server does not have", .rotateAgain)
-                    } else if mine > serverEpoch {
-                        (
-                            """
-                            this device's keys (epoch \(mine)) are newer than the suite's on the server (epoch \(serverEpoch)), which a \
-                            device with older keys anchored after a reset
-                            """,
-                            .pairFromThisDevice
-                        )
-                    } else {
-                        ("this device's keys are of an older epoch", .pairAgain)
-                    }
-                var failure = SyncError(.local, code: .staleKeyEpoch, "\(error.detail) (\(situation))", status: error.status)
-                failure.remedy = remedy
-                throw failure
-            case .clockSkew?:
-                // Not one key's fault: this device's clock is ahead of the server's. The changes stay
-                // pending and are tried again later (the server's clock catches up with their HLCs).
-                try local { try defaults.setInFlightBatch(nil) }
-                throw SyncError(
-                    .unavailable,
-                    code: .clockSkew,
-                    "\(error.detail) (this device's clock is ahead of the server's)",
-                    retryAfter: .seconds(30),
-                    status: error.status
-                )
-            default:
-                throw error
+                if let failure = PushPlanner.staleEpochFailure(error, mine: mine, serverEpoch: serverEpoch) { throw failure }
+                throw SyncError(.unavailable, code: .staleKeyEpoch, "the batch was sealed under an older key: sealing the changes again")
+            case .retryLater:
+                throw PushPlanner.clockAhead(error)
             }
         }
         pushesAnswered += 1
-        // An op the server refused on its own (its value too large, its HLC from a wrong clock)
-        // stays pending, set aside until the key changes again; the others were applied.
-        var settled: [(key: String, stamp: Stamp)] = []
-        for (result, change) in zip(response.results, pushed) {
-            guard result.status == .refused else {
-                settled.append(change)
-                continue
-            }
-            let code = result.error ?? .malformed
-            reject(change.key, stamp: change.stamp, SyncError(.rejected, code: code, result.detail ?? "refused by the server", key: change.key))
-        }
-        // A change written elsewhere won: take it now rather than at the next pull (the local
-        // change it replaces, still pending, goes to the conflict journal).
+        // An op the server refused on its own stays pending, set aside until the key changes
+        // again; the others were applied, or lost to a newer write, which is taken now rather than
+        // at the next pull (the local change it replaces, still pending, goes to the conflict
+        // journal).
+        let (settled, setAside, winners) = planner.settle(response, pushed: pushed, now: .now)
+        journal(setAside)
         var report = SyncReport()
-        let winners = response.results.filter { $0.status == .superseded }.compactMap(\.winner)
         if !winners.isEmpty {
             do {
                 report.add(try apply(winners, cursor: nil))
@@ -924,50 +806,24 @@ public actor SyncEngine {
             report.applied = 0  // counted when the pull brings them
         }
         try local { _ = try defaults.clearPending(settled) }
-        for (key, _) in settled { rejections[key.exact] = nil }
         options.progress?(SyncProgress(phase: .pushing, done: pushed.count, total: nil))
         report.pushed = settled.count
         return report
     }
 
-    /// A refused batch: the key named is set aside (kept locally, reported) and the others go on;
-    /// a batch refused as a whole is made smaller until the culprit is alone.
-    /// `pushed` are the batch's keys (names) and stamps, `keyIDs` the keys as the server saw them
-    /// (the same, or opaque ids in an encrypted suite), in the same order.
-    private func settleRefusal(_ error: SyncError, of pushed: [(key: String, stamp: Stamp)], keyIDs: [String]) {
-        logger.warning("the server refused a push", metadata: ["error": "\(error)"])
-        let named = error.key.flatMap { named in keyIDs.firstIndex { $0.isSameName(as: named) } }
-        switch error.code {
-        case .idempotencyMismatch?:
-            return  // the next batch gets a new id
-        case .batchTooLarge?, .bodyTooLarge?:
-            batchCap = max(1, pushed.count / 2)
-        case _ where pushed.count > 1 && named == nil:
-            batchCap = max(1, pushed.count / 2)
-        default:
-            let (key, stamp) = pushed[named ?? 0]
-            reject(key, stamp: stamp, error)
-        }
-    }
-
-    /// Sets `key`'s change (stamped `stamp`) aside until the key changes again: it stays pending
-    /// and local, is reported (`SyncStatus.rejected`), and is kept in the conflict journal with
-    /// why, once.
-    private func reject(_ key: String, stamp: Stamp, _ error: SyncError) {
-        var error = error
-        error.key = key
-        error.isSetAside = true
-        // A stamp too far ahead of the server's clock may be fine a little later (the server's
-        // clock was behind, or this device's a few minutes ahead): tried again then.
-        let retryAt = error.code == .clockSkew ? ContinuousClock.now + .seconds(30) : nil
-        let known = rejections[key.exact]?.stamp == stamp
-        rejections[key.exact] = (stamp, error, retryAt)
-        if known { return }
-        logger.warning("a change was not pushed", metadata: ["suite": "\(client.suite)", "key": "\(key)", "error": "\(error.detail)"])
-        do {
-            try defaults.journalUnpushed(RefusedRecord(key: key, stamp: stamp, reason: "not pushed: \(error.detail)"))
-        } catch {
-            logger.warning("could not keep the refused change in the conflict journal", metadata: ["error": "\(error)"])
+    /// Logs each change just set aside and keeps it in the conflict journal, with why (once per
+    /// stamp: `PushPlanner.setAside` says which are new).
+    private func journal(_ setAside: [PushPlanner.NewlySetAside]) {
+        for change in setAside {
+            logger.warning(
+                "a change was not pushed",
+                metadata: ["suite": "\(client.suite)", "key": "\(change.key)", "error": "\(change.error.detail)"]
+            )
+            do {
+                try defaults.journalUnpushed(RefusedRecord(key: change.key, stamp: change.stamp, reason: "not pushed: \(change.error.detail)"))
+            } catch {
+                logger.warning("could not keep the refused change in the conflict journal", metadata: ["error": "\(error)"])
+            }
         }
     }
 
