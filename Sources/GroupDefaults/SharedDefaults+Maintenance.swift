@@ -351,10 +351,11 @@ extension SharedDefaults {
         }
         let flushed = SystemCall.flush(fd)
         guard flushed == 0 else { throw backupFileError(flushed, path: path) }
-        // The new directory entry, too, so that a crash does not lose a backup that was reported written.
-        let entry = SystemCall.flushDirectory(location.directory)
-        guard entry == 0 else { throw backupFileError(entry, path: location.directory) }
         complete = true
+        // The new directory entry, too, so that a crash does not lose a backup that was reported
+        // written. The backup is whole and flushed already: a directory that cannot be opened (a
+        // folder one may write but not read) or flushed (some file systems) does not undo it.
+        _ = SystemCall.flushDirectory(location.directory)
     }
 
     private func backupFileError(_ code: Int32, path: String) -> SharedDefaultsError {

@@ -53,6 +53,10 @@ struct PushPlanner {
 
     /// The changes set aside, by key (compared as bytes).
     private(set) var setAside: [ExactName: SetAside] = [:]
+    /// The changes set aside and not journaled yet, which the engine takes
+    /// (`takeNewlySetAside()`) after each call, even one that threw: kept here, not only
+    /// returned, so that a change set aside before a page read or a seal failed is journaled too.
+    private var unjournaled: [NewlySetAside] = []
     /// The most changes the next batch holds after a batch refused as a whole (halved until the
     /// culprit is alone); nil: as many as the server's limit.
     var cap: Int?
@@ -180,7 +184,16 @@ struct PushPlanner {
         let retryAt = error.code == .clockSkew ? now + .seconds(30) : nil
         let known = setAside[key.exact]?.stamp == stamp
         setAside[key.exact] = SetAside(stamp: stamp, error: error, retryAt: retryAt)
-        return known ? nil : NewlySetAside(key: key, stamp: stamp, error: error)
+        guard !known else { return nil }
+        let new = NewlySetAside(key: key, stamp: stamp, error: error)
+        unjournaled.append(new)
+        return new
+    }
+
+    /// The changes set aside since the last call, to log and journal (each once).
+    mutating func takeNewlySetAside() -> [NewlySetAside] {
+        defer { unjournaled = [] }
+        return unjournaled
     }
 
     /// What a push refused as a whole (a `rejected` error) means for the batch; `isShared`: the
@@ -200,6 +213,7 @@ struct PushPlanner {
     /// (the keys as the server saw them), in order: the change the error names is set aside and
     /// the others go on; a batch refused as a whole without naming one is made smaller until the
     /// culprit is alone; a mismatched id changes nothing (the next batch gets a new one).
+    @discardableResult
     mutating func settle(
         refusal error: SyncError,
         pushed: [(key: String, stamp: Stamp)],

@@ -712,13 +712,14 @@ public actor SyncEngine {
         // A change set aside that is no longer pending (another device's write replaced it) or
         // changed since is no longer this device's concern.
         planner.forgetChanged(stillPending: try local { try defaults.pendingStamps(forKeys: planner.setAside.keys) })
-        let (planned, setAside) = try planner.nextBatch(
+        // What is set aside on the way is journaled even if a page read or a seal throws.
+        defer { journal(planner.takeNewlySetAside()) }
+        let (planned, _) = try planner.nextBatch(
             limits: limits,
             now: .now,
             page: { after throws(SyncError) in try self.local { try self.defaults.pendingChanges(after: after, limit: PushPlanner.pageSize) } },
             encode: { change throws(SyncError) in try self.op(for: change) }
         )
-        journal(setAside)
         guard let planned else { return nil }
         let batchID = UUID().uuidString.lowercased()
         let batch = InFlightBatch(id: batchID, body: WireJSON.pushBody(deviceID: defaults.origin, batchID: batchID, encodedOps: planned.ops))
@@ -766,7 +767,8 @@ public actor SyncEngine {
                 throw error
             case .settle:
                 logger.warning("the server refused a push", metadata: ["error": "\(error)"])
-                journal(planner.settle(refusal: error, pushed: pushed, keyIDs: batch.keyIDs, now: .now).map { [$0] } ?? [])
+                planner.settle(refusal: error, pushed: pushed, keyIDs: batch.keyIDs, now: .now)
+                journal(planner.takeNewlySetAside())
                 return SyncReport()
             case .becomeReadMember:
                 // A read member now (it joined again as one, from another device): its changes
@@ -794,8 +796,8 @@ public actor SyncEngine {
         // again; the others were applied, or lost to a newer write, which is taken now rather than
         // at the next pull (the local change it replaces, still pending, goes to the conflict
         // journal).
-        let (settled, setAside, winners) = planner.settle(response, pushed: pushed, now: .now)
-        journal(setAside)
+        let (settled, _, winners) = planner.settle(response, pushed: pushed, now: .now)
+        journal(planner.takeNewlySetAside())
         var report = SyncReport()
         if !winners.isEmpty {
             do {

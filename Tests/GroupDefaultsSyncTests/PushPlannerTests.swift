@@ -169,6 +169,28 @@ struct PushPlannerTests {
         #expect(try next(start + .seconds(31))?.pushed.map(\.key) == ["a"])
     }
 
+    @Test("a change set aside before a page read fails is still handed over to be journaled, once")
+    func setAsideSurvivesAThrow() throws {
+        var pending = Pending()
+        pending.write("a", .string(String(repeating: "x", count: 5000)))  // too large
+        for index in 0..<300 { pending.write("b\(index)", .integer(index)) }
+        var planner = PushPlanner()
+        let snapshot = pending
+        #expect(throws: SyncError.self) {
+            _ = try planner.nextBatch(
+                limits: SyncLimits(maxValueBytes: 4096),
+                now: .now,
+                page: { after throws(SyncError) in
+                    if after != nil { throw SyncError(.local, "the disk failed") }
+                    return snapshot.page(after: nil, limit: PushPlanner.pageSize)
+                },
+                encode: { Self.encode($0) }
+            )
+        }
+        #expect(planner.takeNewlySetAside().map(\.key) == ["a"])
+        #expect(planner.takeNewlySetAside().isEmpty)
+    }
+
     @Test("a refusal that names a key sets that change aside; one that names none halves the batch until the culprit is alone")
     func refusals() {
         var planner = PushPlanner()

@@ -85,6 +85,10 @@ enum PushValidation {
 extension APIError {
     /// The answer to a push that breaks `breach`, naming the key (its first 64 characters).
     init(_ breach: PushLimitBreach, key: String) {
-        self.init(breach.code, "'\(key.prefix(64))': \(breach.message)", key: String(key.prefix(64)), limit: breach.limit)
+        if key.isEmpty {
+            self.init(breach.code, breach.message, limit: breach.limit)
+        } else {
+            self.init(breach.code, "'\(key.prefix(64))': \(breach.message)", key: String(key.prefix(64)), limit: breach.limit)
+        }
     }
 }

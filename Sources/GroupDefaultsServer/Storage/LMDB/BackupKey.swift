@@ -83,7 +83,7 @@ package struct BackupKey: Sendable {
             unlink(path)
             throw BackupFailure("cannot write the backup key \(path): \(LMDBBackup.reason(failure)); no backup was written")
         }
-        try LMDBBackup.syncDirectory(directory)
+        LMDBBackup.syncDirectory(directory)
     }
 
     /// The key of `directory`, made and kept there if it had none (then `isNew`).

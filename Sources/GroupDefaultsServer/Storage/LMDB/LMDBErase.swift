@@ -56,25 +56,21 @@ package enum LMDBErase {
         DataDirectoryLock.giveToOwner(of: directory, fd)
         let failure = SystemCall.flush(fd)
         close(fd)
+        // Not flushed, the mark stays (another delete may count on it; an extra rebuild changes
+        // nothing), and nothing is deleted.
         guard failure == 0 else {
-            unlink(path)
             throw SyncStorageError(.unavailable, "cannot write \(path): \(LMDBBackup.reason(failure)); nothing was deleted")
         }
-        do {
-            try LMDBBackup.syncDirectory(directory)
-        } catch {
-            unlink(path)
-            throw SyncStorageError(.unavailable, "\(error); nothing was deleted")
-        }
+        LMDBBackup.syncDirectory(directory)
         return true
     }
 
     /// Removes the mark (after a rebuild, or when the delete that made it found nothing).
     /// Not flushed, the mark may come back after a power cut, and the next start rebuilds the store
-    /// again, which changes nothing: so a failure to flush is not reported.
+    /// again, which changes nothing: so a failure to flush is only warned about.
     static func clearMark(in directory: String) {
         unlink(markPath(in: directory))
-        try? LMDBBackup.syncDirectory(directory)
+        LMDBBackup.syncDirectory(directory)
     }
 
     /// Rebuilds the store of `directory` if an erase is pending and no other process has the store
@@ -171,11 +167,7 @@ package enum LMDBErase {
         guard rename(stagedStore, LMDBSyncStorage.storePath(in: directory)) == 0 else {
             throw EraseFailure("cannot put the rebuilt store in place in \(directory): \(LMDBBackup.reason(errno))")
         }
-        do {
-            try LMDBBackup.syncDirectory(directory)
-        } catch {
-            throw EraseFailure("\(error)")
-        }
+        LMDBBackup.syncDirectory(directory)
     }
 }
 
