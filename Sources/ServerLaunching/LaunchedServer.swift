@@ -52,7 +52,7 @@ package final class LaunchedServer: @unchecked Sendable {  // the process is onl
     /// Sends `number` to the server, if it still runs (never to a process id that may have been
     /// reused since it exited).
     package func signal(_ number: Int32) {
-        if process.isRunning { kill(process.processIdentifier, number) }
+        process.signalIfRunning(number)
     }
 
     /// Waits for the process to end: its exit status, or the signal's number and `bySignal`.
@@ -62,7 +62,7 @@ package final class LaunchedServer: @unchecked Sendable {  // the process is onl
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signalIfRunning(SIGKILL)
     }
 }
 

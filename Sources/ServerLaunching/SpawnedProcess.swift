@@ -11,8 +11,10 @@ import SystemCalls
 /// sync tests; swift-corelibs-foundation issue 5472, fixed after Swift 6.3). Here the child closes
 /// every descriptor from 3 up with glibc's `posix_spawn_file_actions_addclosefrom_np`, reads nothing,
 /// and a thread of its own waits for the child, so any number of processes may start at once.
-/// (swift-subprocess starts processes soundly too, but only inside an async scope; the tests read a
-/// running child's lines synchronously, with deadlines.)
+/// Async code awaits `exited()`, which holds no thread while it waits. (swift-subprocess starts
+/// processes soundly too, but a child lives only inside the closure its `run` is given; the tests
+/// and the launchers keep children, servers and devices, across scopes and signal them when they
+/// choose.)
 package final class SpawnedProcess: @unchecked Sendable {  // mutable state behind `lock`
     /// The executable to run.
     package var executableURL: URL?
@@ -34,6 +36,7 @@ package final class SpawnedProcess: @unchecked Sendable {  // mutable state behi
     private let lock = NSCondition()
     private var pid: pid_t = 0
     private var ended: (status: Int32, reason: Process.TerminationReason)?
+    private var waiters: [CheckedContinuation<Void, Never>] = []
 
     /// A process to start with `run()`.
     package init() {}
@@ -112,10 +115,30 @@ package final class SpawnedProcess: @unchecked Sendable {  // mutable state behi
 
     /// Sends SIGTERM to the child, if it has not been reaped yet (never to a reused process id).
     package func terminate() {
-        lock.withLock { if pid != 0 && ended == nil { _ = kill(pid, SIGTERM) } }
+        signalIfRunning(SIGTERM)
     }
 
-    /// Waits until the child has ended.
+    /// Sends `signal` to the child, if it has not been reaped yet: the reaper holds the lock to
+    /// record the end, so the process id cannot have been reused meanwhile.
+    package func signalIfRunning(_ signal: Int32) {
+        lock.withLock { if pid != 0 && ended == nil { _ = kill(pid, signal) } }
+    }
+
+    /// Waits until the child has ended, holding no thread meanwhile (the reaper resumes the caller,
+    /// after `terminationHandler` has run): what async code uses, so that no thread of Swift's
+    /// cooperative pool waits for a child.
+    package func exited() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let hasEnded = lock.withLock {
+                if ended != nil { return true }
+                waiters.append(continuation)
+                return false
+            }
+            if hasEnded { continuation.resume() }
+        }
+    }
+
+    /// Waits until the child has ended, blocking the calling thread (for code that is not async).
     package func waitUntilExit() {
         lock.lock()
         while ended == nil { lock.wait() }
@@ -126,11 +149,14 @@ package final class SpawnedProcess: @unchecked Sendable {  // mutable state behi
         let status = SystemCall.wait(for: child) ?? 0
         let signal = status & 0x7f
         let result: (Int32, Process.TerminationReason) = signal == 0 ? ((status >> 8) & 0xff, .exit) : (signal, .uncaughtSignal)
-        lock.withLock {
+        let resumed = lock.withLock {
             ended = result
             lock.broadcast()
+            defer { waiters = [] }
+            return waiters
         }
         terminationHandler?(self)
+        for waiter in resumed { waiter.resume() }
     }
 
     /// glibc's `posix_spawn_file_actions_addclosefrom_np`, which Swift's Glibc module does not

@@ -6,8 +6,8 @@ import Testing
 @Suite("AppGroupContainer")
 struct AppGroupContainerTests {
     @Test("the container, its directories and the group's suite")
-    func layout() throws {
-        try withSandbox { sandbox in
+    func layout() async throws {
+        try await withSandbox { sandbox in
             let container = try AppGroupContainer(groupIdentifier: Sandbox.group, root: sandbox.root)
             #expect(container.url.standardizedFileURL.path == sandbox.container.path)
             #expect(container.preferencesDirectory.path == sandbox.preferences.path)

@@ -7,16 +7,16 @@ import Testing
 @Suite("demo-host-app")
 struct HostAppTests {
     @Test("choose-sound copies the sound into Library/Sounds and stores its name in the group's suite")
-    func choosesSound() throws {
-        try withSandbox { sandbox in
+    func choosesSound() async throws {
+        try await withSandbox { sandbox in
             let tone = Fixture.wav(seconds: 1)
             let path = try sandbox.file("tone.wav", tone)
-            let result = try sandbox.host("choose-sound", "ring.wav", path)
+            let result = try await sandbox.host("choose-sound", "ring.wav", path)
             #expect(result.succeeded, "\(result)")
             #expect(result.stdout == "sound = ring.wav (WAV, 1.0 s)\n")
             #expect(result.stderr.isEmpty)
             #expect(FileManager.default.contents(atPath: sandbox.sounds.appendingPathComponent("ring.wav").path) == tone)
-            #expect(try sandbox.host("show").stdout == "sound = ring.wav\n")
+            #expect(try await sandbox.host("show").stdout == "sound = ring.wav\n")
 
             // The suite is the group's, in Library/Preferences, readable by any process.
             let defaults = try SharedDefaults(
@@ -34,8 +34,8 @@ struct HostAppTests {
     }
 
     @Test("every accepted kind: WAV, AIFF, AIFF-C, CAF, MP3 with a tag or a frame; a second choice replaces the first")
-    func acceptedKinds() throws {
-        try withSandbox { sandbox in
+    func acceptedKinds() async throws {
+        try await withSandbox { sandbox in
             let sounds: [(String, Data, String)] = [
                 ("a.wav", Fixture.wav(seconds: 1), "WAV, 1.0 s"),
                 ("b.aiff", Fixture.aiff(seconds: 1), "AIFF, 1.0 s"),
@@ -46,18 +46,18 @@ struct HostAppTests {
                 ("g.wav", Fixture.wav(seconds: 30), "WAV, 30.0 s"),
             ]
             for (name, data, description) in sounds {
-                let result = try sandbox.host("choose-sound", name, sandbox.file("source-" + name, data))
+                let result = try await sandbox.host("choose-sound", name, sandbox.file("source-" + name, data))
                 #expect(result.succeeded, "\(name): \(result)")
                 #expect(result.stdout == "sound = \(name) (\(description))\n")
-                #expect(try sandbox.host("show").stdout == "sound = \(name)\n")
+                #expect(try await sandbox.host("show").stdout == "sound = \(name)\n")
             }
         }
     }
 
     @Test("refuses a sound longer than 30 s, a wrong name, bytes of another kind; nothing changes")
-    func refusals() throws {
-        try withSandbox { sandbox in
-            try sandbox.choose("ring.wav", Fixture.wav(seconds: 1))
+    func refusals() async throws {
+        try await withSandbox { sandbox in
+            try await sandbox.choose("ring.wav", Fixture.wav(seconds: 1))
             let cases: [(name: String, data: Data?, fragments: [String])] = [
                 ("long.wav", Fixture.wav(seconds: 31), ["31.0 s", "at most 30 s"]),
                 ("long.aiff", Fixture.aiff(seconds: 31), ["31.0 s", "at most 30 s"]),
@@ -80,45 +80,45 @@ struct HostAppTests {
                     data == nil
                     ? sandbox.files.appendingPathComponent("absent.wav").path
                     : try sandbox.file("source-\(UUID().uuidString)", data!)
-                let result = try sandbox.host("choose-sound", name, path)
+                let result = try await sandbox.host("choose-sound", name, path)
                 expectFailure(result, mentioning: fragments)
-                #expect(try sandbox.host("show").stdout == "sound = ring.wav\n", "after \(name)")
+                #expect(try await sandbox.host("show").stdout == "sound = ring.wav\n", "after \(name)")
             }
             #expect(try FileManager.default.contentsOfDirectory(atPath: sandbox.sounds.path) == ["ring.wav"])
             // A directory is not a sound.
-            expectFailure(try sandbox.host("choose-sound", "dir.wav", sandbox.files.path), mentioning: ["not a regular file"])
+            expectFailure(try await sandbox.host("choose-sound", "dir.wav", sandbox.files.path), mentioning: ["not a regular file"])
         }
     }
 
     @Test("an invalid group identifier and a bad command line are one line on stderr")
-    func badInput() throws {
-        try withSandbox { sandbox in
+    func badInput() async throws {
+        try await withSandbox { sandbox in
             let path = try sandbox.file("tone.wav", Fixture.wav(seconds: 1))
-            expectFailure(try sandbox.host("choose-sound", "ring.wav", path, group: "a/b"), mentioning: ["must not contain '/'"])
-            expectFailure(try sandbox.host("show", group: ""), mentioning: ["must not be empty"])
-            expectFailure(try sandbox.host("choose-sound", "ring.wav"), mentioning: ["Missing expected argument"])
-            expectFailure(try sandbox.host("play"), mentioning: ["play"])
+            expectFailure(try await sandbox.host("choose-sound", "ring.wav", path, group: "a/b"), mentioning: ["must not contain '/'"])
+            expectFailure(try await sandbox.host("show", group: ""), mentioning: ["must not be empty"])
+            expectFailure(try await sandbox.host("choose-sound", "ring.wav"), mentioning: ["Missing expected argument"])
+            expectFailure(try await sandbox.host("play"), mentioning: ["play"])
             #expect(!FileManager.default.fileExists(atPath: sandbox.root.path))
         }
     }
 
     @Test("show creates nothing and prints the default when nothing was chosen; lists other settings")
-    func show() throws {
-        try withSandbox { sandbox in
-            let result = try sandbox.host("show")
+    func show() async throws {
+        try await withSandbox { sandbox in
+            let result = try await sandbox.host("show")
             #expect(result.succeeded && result.stdout == "sound = (default)\n", "\(result)")
             #expect(!FileManager.default.fileExists(atPath: sandbox.root.path))
 
-            try sandbox.choose("ring.wav", Fixture.wav(seconds: 1))
+            try await sandbox.choose("ring.wav", Fixture.wav(seconds: 1))
             let defaults = try SharedDefaults(appGroup: AppGroupContainer(groupIdentifier: Sandbox.group, root: sandbox.root))
             defaults.set(0.5, forKey: "volume")
-            #expect(try sandbox.host("show").stdout == "sound = ring.wav\nvolume = 0.5\n")
+            #expect(try await sandbox.host("show").stdout == "sound = ring.wav\nvolume = 0.5\n")
         }
     }
 
     @Test("watch prints each change another process makes, and ends on SIGTERM", .timeLimit(.minutes(1)))
-    func watch() throws {
-        try withSandbox { sandbox in
+    func watch() async throws {
+        try await withSandbox { sandbox in
             // Started with SIGTERM blocked: the watcher must unblock it itself.
             let watcher = try RunningProcess(
                 Binary.hostApp,
@@ -128,25 +128,25 @@ struct HostAppTests {
             defer { watcher.stop() }
 
             var lines: [String] = []
-            func waitFor(_ line: String) -> Bool {
+            func waitFor(_ line: String) async -> Bool {
                 let deadline = ContinuousClock.now + .seconds(30)
-                while let next = watcher.nextLine(timeout: deadline - ContinuousClock.now) {
+                while let next = await watcher.nextLine(timeout: deadline - ContinuousClock.now) {
                     lines.append(next)
                     if next == line { return true }
                 }
                 return false
             }
-            #expect(waitFor("watching \(Sandbox.group)"))
-            try sandbox.choose("ring.wav", Fixture.wav(seconds: 1))
-            #expect(waitFor("sound = ring.wav"))
-            try sandbox.choose("bell.aiff", Fixture.aiff(seconds: 1))
-            #expect(waitFor("sound = bell.aiff"))
+            #expect(await waitFor("watching \(Sandbox.group)"))
+            try await sandbox.choose("ring.wav", Fixture.wav(seconds: 1))
+            #expect(await waitFor("sound = ring.wav"))
+            try await sandbox.choose("bell.aiff", Fixture.aiff(seconds: 1))
+            #expect(await waitFor("sound = bell.aiff"))
             let defaults = try SharedDefaults(appGroup: AppGroupContainer(groupIdentifier: Sandbox.group, root: sandbox.root))
             defaults.removeObject(forKey: "sound")
-            #expect(waitFor("removed sound"))
+            #expect(await waitFor("removed sound"))
 
             watcher.signal(SIGTERM)
-            let result = watcher.finish()
+            let result = await watcher.finish()
             #expect(result.reason == .exit && result.status == 0)
             lines += result.stdout.split(separator: "\n").map(String.init)
             #expect(lines == ["watching \(Sandbox.group)", "sound = ring.wav", "sound = bell.aiff", "removed sound"])

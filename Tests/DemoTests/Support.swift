@@ -29,34 +29,34 @@ struct Sandbox {
 
     /// Runs `demo-host-app --group GROUP --root ROOT ARGUMENTS…`.
     @discardableResult
-    func host(_ arguments: String..., group: String = Sandbox.group) throws -> ProcessResult {
-        try run(Binary.hostApp, ["--group", group, "--root", root.path] + arguments)
+    func host(_ arguments: String..., group: String = Sandbox.group) async throws -> ProcessResult {
+        try await run(Binary.hostApp, ["--group", group, "--root", root.path] + arguments)
     }
 
     /// Runs `demo-notification-service --group GROUP --root ROOT ARGUMENTS…`, the payload on stdin
     /// unless a file is among the arguments.
-    func service(_ arguments: [String] = [], stdin: Data? = nil, group: String = Sandbox.group) throws -> ProcessResult {
-        try run(Binary.notificationService, ["--group", group, "--root", root.path] + arguments, stdin: stdin)
+    func service(_ arguments: [String] = [], stdin: Data? = nil, group: String = Sandbox.group) async throws -> ProcessResult {
+        try await run(Binary.notificationService, ["--group", group, "--root", root.path] + arguments, stdin: stdin)
     }
 
     /// Stores `NAME` as the chosen sound by running the host app, expecting success.
-    func choose(_ name: String, _ data: Data, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    func choose(_ name: String, _ data: Data, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let path = try file("source-" + name, data)
-        let result = try host("choose-sound", name, path)
+        let result = try await host("choose-sound", name, path)
         #expect(result.succeeded, "choose-sound \(name): \(result)", sourceLocation: sourceLocation)
     }
 
-    func run(_ executable: URL, _ arguments: [String], stdin: Data? = nil) throws -> ProcessResult {
-        try runProcess(executable, arguments, stdin: stdin)
+    func run(_ executable: URL, _ arguments: [String], stdin: Data? = nil) async throws -> ProcessResult {
+        try await runProcess(executable, arguments, stdin: stdin)
     }
 }
 
 /// Runs `body` with a fresh sandbox, removed afterwards.
-func withSandbox<T>(_ body: (Sandbox) throws -> T) throws -> T {
-    try withTemporaryDirectory(prefix: "DemoTests") { directory in
+func withSandbox<T>(_ body: (Sandbox) async throws -> T) async throws -> T {
+    try await withTemporaryDirectory(prefix: "DemoTests") { directory in
         let sandbox = Sandbox(directory: directory)
         try FileManager.default.createDirectory(at: sandbox.files, withIntermediateDirectories: true)
-        return try body(sandbox)
+        return try await body(sandbox)
     }
 }
 

@@ -120,8 +120,8 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         BadInput(["verify", "$FILES/missing.lmdb"], mentioning: ["no such file"]),
     ]
 
-    static func prepare(_ sandbox: Sandbox) throws {
-        try ReadTests.seed(sandbox)
+    static func prepare(_ sandbox: Sandbox) async throws {
+        try await ReadTests.seed(sandbox)
         let files: [String: Data] = [
             "malformed.plist": Data("{ a = ".utf8),
             "array.plist": Data("(a, b)".utf8),
@@ -134,27 +134,27 @@ struct BadInput: Sendable, CustomTestStringConvertible {
     }
 
     @Test(arguments: cases)
-    func refusedInOneLineAndNothingChanges(_ input: BadInput) throws {
-        try withSandbox { (sandbox) throws in
-            try Self.prepare(sandbox)
+    func refusedInOneLineAndNothingChanges(_ input: BadInput) async throws {
+        try await withSandbox { (sandbox) throws in
+            try await Self.prepare(sandbox)
             if input.arguments.contains("$FILES/huge.plist") {  // 4 MB, only where it is used
                 try Data(("{ a = \"" + String(repeating: "x", count: 4_300_000) + "\"; }").utf8).write(
                     to: URL(fileURLWithPath: sandbox.path("huge.plist"))
                 )
             }
-            let before = try sandbox.contents("s")
-            let last = try sandbox.lastChange("s")
+            let before = try await sandbox.contents("s")
+            let last = try await sandbox.lastChange("s")
             let listing = sandbox.suiteDirectoryListing
             let files = try FileManager.default.contentsOfDirectory(atPath: sandbox.files.path).sorted()
 
             let arguments = input.arguments.map { $0.replacingOccurrences(of: "$FILES", with: sandbox.files.path) }
-            let result = try sandbox.run(arguments, stdin: input.stdin.map { Data($0.utf8) })
+            let result = try await sandbox.run(arguments, stdin: input.stdin.map { Data($0.utf8) })
             let mentioning = input.mentioning.map { $0.replacingOccurrences(of: "$FILES", with: sandbox.files.path) }
             expectOneLineFailure(result, mentioning: mentioning, input.testDescription)
             #expect(result.stdout.isEmpty, "\(result)")
 
-            #expect(try sandbox.contents("s") == before)
-            #expect(try sandbox.lastChange("s") == last)
+            #expect(try await sandbox.contents("s") == before)
+            #expect(try await sandbox.lastChange("s") == last)
             #expect(sandbox.suiteDirectoryListing == listing, "a suite appeared")
             #expect(try FileManager.default.contentsOfDirectory(atPath: sandbox.files.path).sorted() == files, "a file appeared")
             #expect(!FileManager.default.fileExists(atPath: sandbox.root.appendingPathComponent("s.lmdb").path))
@@ -164,11 +164,11 @@ struct BadInput: Sendable, CustomTestStringConvertible {
 
     /// `verify` of a file that is not a suite leaves nothing beside it (the lock and notify files
     /// its open makes go again), and says it is damaged.
-    @Test func verifyLeavesNoFilesBehind() throws {
-        try withSandbox { (sandbox) throws in
+    @Test func verifyLeavesNoFilesBehind() async throws {
+        try await withSandbox { (sandbox) throws in
             let bad = sandbox.files.appendingPathComponent("bad.lmdb").path
             try Data("garbage, not a suite".utf8).write(to: URL(fileURLWithPath: bad))
-            let result = try sandbox.run(["verify", bad])
+            let result = try await sandbox.run(["verify", bad])
             #expect(result.status == 1 && result.stderr.contains("damaged"), "\(result)")
             #expect(try FileManager.default.contentsOfDirectory(atPath: sandbox.files.path) == ["bad.lmdb"])
         }
@@ -176,42 +176,42 @@ struct BadInput: Sendable, CustomTestStringConvertible {
 
     /// `restore` from a backup leaves nothing beside the backup (its open's lock and notify files
     /// go again).
-    @Test func restoreLeavesNothingBesideTheBackup() throws {
-        try withSandbox { (sandbox) throws in
-            try Self.prepare(sandbox)
+    @Test func restoreLeavesNothingBesideTheBackup() async throws {
+        try await withSandbox { (sandbox) throws in
+            try await Self.prepare(sandbox)
             let folder = sandbox.files.appendingPathComponent("backups")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             let copy = folder.appendingPathComponent("s.lmdb").path
-            #expect(try sandbox.run(["backup", "s", copy]).status == 0)
-            let restored = try sandbox.run(["restore", "fresh", copy])
+            #expect(try await sandbox.run(["backup", "s", copy]).status == 0)
+            let restored = try await sandbox.run(["restore", "fresh", copy])
             #expect(restored.status == 0, "\(restored)")
-            #expect(try sandbox.contents("fresh") == sandbox.contents("s"))
+            #expect(try await sandbox.contents("fresh") == sandbox.contents("s"))
             #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["s.lmdb"])
         }
     }
 
     /// `write -- SUITE KEY VALUE`: `--` ends the options, and is not a suite; after it a suite may
     /// start with '-', as with every verb. A suite named `help` is written, not helped.
-    @Test func doubleDashEndsTheOptions() throws {
-        try withSandbox { (sandbox) throws in
-            #expect(try sandbox.run(["write", "--", "s2", "k", "v"]).status == 0)
-            #expect(try sandbox.run(["read", "s2", "k"]).stdout == "v\n")
+    @Test func doubleDashEndsTheOptions() async throws {
+        try await withSandbox { (sandbox) throws in
+            #expect(try await sandbox.run(["write", "--", "s2", "k", "v"]).status == 0)
+            #expect(try await sandbox.run(["read", "s2", "k"]).stdout == "v\n")
             #expect(!sandbox.suiteDirectoryListing.contains { $0.hasPrefix("--") })
-            #expect(try sandbox.run(["write", "--", "-x", "k", "v"]).status == 0)
-            #expect(try sandbox.run(["read", "--", "-x", "k"]).stdout == "v\n")
-            #expect(try sandbox.run(["write", "help", "k", "v"]).status == 0)
-            #expect(try sandbox.run(["read", "help", "k"]).stdout == "v\n")
+            #expect(try await sandbox.run(["write", "--", "-x", "k", "v"]).status == 0)
+            #expect(try await sandbox.run(["read", "--", "-x", "k"]).stdout == "v\n")
+            #expect(try await sandbox.run(["write", "help", "k", "v"]).status == 0)
+            #expect(try await sandbox.run(["read", "help", "k"]).stdout == "v\n")
         }
     }
 
     /// A write refused for its input never touches an existing file of the suite's name, even one
     /// that is not a suite yet (an empty file).
-    @Test func refusedWriteKeepsAnExistingFile() throws {
-        try withSandbox { (sandbox) throws in
+    @Test func refusedWriteKeepsAnExistingFile() async throws {
+        try await withSandbox { (sandbox) throws in
             let file = sandbox.suites.appendingPathComponent("e.lmdb")
             try FileManager.default.createDirectory(at: sandbox.suites, withIntermediateDirectories: true)
             try Data().write(to: file)
-            let result = try sandbox.run(["write", "e", "", "v"])
+            let result = try await sandbox.run(["write", "e", "", "v"])
             #expect(result.status == 1 && result.stderr.contains("empty"), "\(result)")
             #expect(FileManager.default.fileExists(atPath: file.path))
         }
@@ -220,9 +220,9 @@ struct BadInput: Sendable, CustomTestStringConvertible {
     /// Asking for help is not an error: `groupdefaults`, `--help`, `-h` and `help` print the usage
     /// and the verbs, exit status 0.
     @Test(arguments: [[], ["--help"], ["-h"], ["help"]])
-    func helpWithoutAVerb(_ arguments: [String]) throws {
-        try withSandbox { sandbox in
-            let result = try sandbox.run(arguments)
+    func helpWithoutAVerb(_ arguments: [String]) async throws {
+        try await withSandbox { sandbox in
+            let result = try await sandbox.run(arguments)
             #expect(result.status == 0, "\(result)")
             #expect(result.stdout.contains("USAGE: groupdefaults") && result.stdout.contains("increment"), "\(result)")
             #expect(result.stderr.isEmpty, "\(result)")
@@ -237,17 +237,17 @@ struct BadInput: Sendable, CustomTestStringConvertible {
         BadInput(["increment", "s", "badge", "abc"], mentioning: ["abc"]),
         BadInput(["info"], mentioning: ["suite"]),
     ])
-    func argumentErrorsInOneLine(_ input: BadInput) throws {
-        try withSandbox { (sandbox) throws in
-            try Self.prepare(sandbox)
-            let before = try sandbox.contents("s")
-            let result = try sandbox.run(input.arguments)
+    func argumentErrorsInOneLine(_ input: BadInput) async throws {
+        try await withSandbox { (sandbox) throws in
+            try await Self.prepare(sandbox)
+            let before = try await sandbox.contents("s")
+            let result = try await sandbox.run(input.arguments)
             #expect(result.reason == .exit && result.status != 0, "\(result)")
             #expect(!result.stderr.contains("Fatal error") && !result.stderr.contains("Backtrace"), "\(result)")
             for fragment in input.mentioning {
                 #expect(result.stderr.contains(fragment), "\(result)")
             }
-            #expect(try sandbox.contents("s") == before)
+            #expect(try await sandbox.contents("s") == before)
             let mentioning = input.mentioning.map { $0.replacingOccurrences(of: "$FILES", with: sandbox.files.path) }
             expectOneLineFailure(result, mentioning: mentioning, input.testDescription)
         }
@@ -263,7 +263,7 @@ struct BrokenFile: Sendable, CustomTestStringConvertible {
 
 @Suite struct BrokenFileTests {
     /// Makes `files/broken.lmdb` of the given kind and returns its path.
-    static func make(_ kind: BrokenFile.Kind, in sandbox: Sandbox) throws -> String {
+    static func make(_ kind: BrokenFile.Kind, in sandbox: Sandbox) async throws -> String {
         let path = sandbox.path("broken.lmdb")
         let url = URL(fileURLWithPath: path)
         switch kind {
@@ -272,7 +272,7 @@ struct BrokenFile: Sendable, CustomTestStringConvertible {
         case .text:
             try Data("hello, I am not a suite\n".utf8).write(to: url)
         case .truncatedSuite, .damagedHeader, .damagedPages:
-            for i in 0..<20 { try sandbox.ok("write", "real", "key\(i)", "-string", String(repeating: "v", count: 100)) }
+            for i in 0..<20 { try await sandbox.ok("write", "real", "key\(i)", "-string", String(repeating: "v", count: 100)) }
             var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: sandbox.suitePath("real"))))
             switch kind {
             case .truncatedSuite:
@@ -288,9 +288,9 @@ struct BrokenFile: Sendable, CustomTestStringConvertible {
     }
 
     @Test(arguments: [BrokenFile.Kind.randomBytes, .text, .truncatedSuite, .damagedHeader, .damagedPages].map(BrokenFile.init))
-    func everyVerbRefusesItInOneLineAndLeavesItUnchanged(_ broken: BrokenFile) throws {
-        try withSandbox { (sandbox) throws in
-            let path = try Self.make(broken.kind, in: sandbox)
+    func everyVerbRefusesItInOneLineAndLeavesItUnchanged(_ broken: BrokenFile) async throws {
+        try await withSandbox { (sandbox) throws in
+            let path = try await Self.make(broken.kind, in: sandbox)
             let original = try Data(contentsOf: URL(fileURLWithPath: path))
             try Data("{ a = b; }".utf8).write(to: URL(fileURLWithPath: sandbox.path("good.plist")))
             let commands: [[String]] = [
@@ -301,13 +301,13 @@ struct BrokenFile: Sendable, CustomTestStringConvertible {
                 ["restore", path, path],
             ]
             for command in commands {
-                let result = try sandbox.run(command)
+                let result = try await sandbox.run(command)
                 expectOneLineFailure(result, mentioning: [], "\(broken.kind): \(command.first!)")
                 #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == original, "\(broken.kind): \(command.first!) changed the file")
             }
             #expect(!FileManager.default.fileExists(atPath: sandbox.path("copy.lmdb")))
 
-            let verify = try sandbox.run("verify", path)
+            let verify = try await sandbox.run("verify", path)
             expectOneLineFailure(verify, mentioning: [path], "\(broken.kind): verify")
             #expect(verify.stdout.hasPrefix("damaged structure: "), "\(verify)")
             #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == original)
@@ -315,15 +315,15 @@ struct BrokenFile: Sendable, CustomTestStringConvertible {
     }
 
     /// An empty file named `.lmdb` is not a suite: reading it must not turn it into one.
-    @Test func anEmptyFileIsNotASuite() throws {
-        try withSandbox { (sandbox) throws in
+    @Test func anEmptyFileIsNotASuite() async throws {
+        try await withSandbox { (sandbox) throws in
             let path = sandbox.path("empty.lmdb")
             _ = FileManager.default.createFile(atPath: path, contents: Data())
-            let verify = try sandbox.run("verify", path)
+            let verify = try await sandbox.run("verify", path)
             expectOneLineFailure(verify, mentioning: [], "verify")
             #expect(verify.stdout == "damaged structure: the file is empty: it is not a suite\n", "\(verify)")
             for command in [["read", path], ["info", path], ["export", path, "-"], ["read-type", path, "k"]] {
-                let result = try sandbox.run(command)
+                let result = try await sandbox.run(command)
                 expectOneLineFailure(result, mentioning: [], command.first!)
                 let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int
                 #expect(size == 0, "\(command.first!) wrote \(size ?? -1) bytes into an empty file")

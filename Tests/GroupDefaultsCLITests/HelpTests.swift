@@ -10,50 +10,50 @@ import Testing
 @Suite struct HelpTests {
     static let check = HelpCheck(tool: "groupdefaults", root: GroupDefaultsCommand.self)
 
-    @Test("every command's help matches what the parser and the README hold", arguments: try check.commands())
-    func helpMatchesBehaviour(_ command: HelpCheck.Command) throws {
-        try Self.check.check(command, knownOptions: HelpCheck.knownOptions, headings: try HelpCheck.readmeHeadings())
+    @Test("every command's help matches what the parser and the README hold", arguments: try await check.commands())
+    func helpMatchesBehaviour(_ command: HelpCheck.Command) async throws {
+        try await Self.check.check(command, knownOptions: await HelpCheck.knownOptions, headings: try HelpCheck.readmeHeadings())
     }
 
     /// `watch` names every kind of change it prints.
-    @Test func watchListsEveryKind() throws {
-        let help = try runProcess(Tool.executable, ["watch", "--help"]).stdout
+    @Test func watchListsEveryKind() async throws {
+        let help = try await runProcess(Tool.executable, ["watch", "--help"]).stdout
         let kinds = Set(SharedDefaults.Change.Kind.allCases.map(\.rawValue))
         #expect(HelpCheck.listed(in: help, after: "kind (", upTo: ")") == kinds, "\(help)")
     }
 
     /// `increment` takes one number, a negative one too, as its usage shows (`[<by>]`; it showed
     /// `[<by> ...]`, and a second number was refused).
-    @Test func incrementTakesOneNumber() throws {
-        let help = try runProcess(Tool.executable, ["increment", "--help"]).stdout
+    @Test func incrementTakesOneNumber() async throws {
+        let help = try await runProcess(Tool.executable, ["increment", "--help"]).stdout
         let usage = try #require(HelpCheck.usage(in: help))
         #expect(usage.hasSuffix(" <suite> <key> [<by>]"), "\(usage)")
-        try withSandbox { sandbox in
-            #expect(try sandbox.ok("increment", "s", "n", "-3") == "-3\n")
-            #expect(try sandbox.ok("increment", "s", "n") == "-2\n")
-            #expect(try sandbox.ok("increment", "s", "n", "5") == "3\n")
-            expectOneLineFailure(try sandbox.run("increment", "s", "n", "1", "2"), mentioning: ["one whole number", "'1 2'"])
-            expectOneLineFailure(try sandbox.run("increment", "s", "n", "-1", "-2"), mentioning: ["one whole number", "'-1 -2'"])
-            #expect(try sandbox.ok("read", "s", "n") == "3\n")
+        try await withSandbox { sandbox in
+            #expect(try await sandbox.ok("increment", "s", "n", "-3") == "-3\n")
+            #expect(try await sandbox.ok("increment", "s", "n") == "-2\n")
+            #expect(try await sandbox.ok("increment", "s", "n", "5") == "3\n")
+            expectOneLineFailure(try await sandbox.run("increment", "s", "n", "1", "2"), mentioning: ["one whole number", "'1 2'"])
+            expectOneLineFailure(try await sandbox.run("increment", "s", "n", "-1", "-2"), mentioning: ["one whole number", "'-1 -2'"])
+            #expect(try await sandbox.ok("read", "s", "n") == "3\n")
         }
     }
 
     /// The completion shells the guide's page on the tool (docs/guide/cli.md) promises are the ones
     /// made; another is refused in one line that names them, not as an unknown option.
-    @Test func completionShells() throws {
+    @Test func completionShells() async throws {
         let page = try String(contentsOf: HelpCheck.repository.appendingPathComponent("docs/guide/cli.md"), encoding: .utf8)
         let words = page.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         let promised = try #require(
             HelpCheck.listed(in: words.replacingOccurrences(of: "|", with: ", "), after: "--generate-completion-script ", upTo: "`")
         )
         for shell in promised {
-            let script = try runProcess(Tool.executable, ["--generate-completion-script", shell])
+            let script = try await runProcess(Tool.executable, ["--generate-completion-script", shell])
             #expect(script.succeeded && !script.stdout.isEmpty, "\(shell): \(script)")
         }
         for arguments in [
             ["--generate-completion-script", "tcsh"], ["--generate-completion-script=tcsh"], ["read", "--generate-completion-script", "tcsh"],
         ] {
-            let refused = try runProcess(Tool.executable, arguments)
+            let refused = try await runProcess(Tool.executable, arguments)
             expectOneLineFailure(refused, mentioning: ["tcsh", "completions are made for"], "\(arguments)")
             #expect(!refused.stderr.contains("unknown option"), "\(refused)")
             #expect(HelpCheck.listed(in: refused.stderr, after: "made for ", upTo: " only") == promised, "\(refused)")

@@ -23,80 +23,80 @@ import Testing
 
     /// Both spellings written are both read back, each with its value; they survive export in each
     /// of the four formats and import into a fresh suite; deleting or renaming one leaves the other.
-    @Test func bothSpellingsSurviveEveryVerbAndFormat() throws {
-        try withSandbox { sandbox in
+    @Test func bothSpellingsSurviveEveryVerbAndFormat() async throws {
+        try await withSandbox { sandbox in
             let pairs = Self.lookAlikePairs()
             var expected: [(key: String, value: String)] = []
             for (index, (first, second)) in pairs.enumerated() {
-                try sandbox.ok("write", "s", first, "-int", "\(2 * index)")
-                try sandbox.ok("write", "s", second, "-int", "\(2 * index + 1)")
+                try await sandbox.ok("write", "s", first, "-int", "\(2 * index)")
+                try await sandbox.ok("write", "s", second, "-int", "\(2 * index + 1)")
                 expected += [(first, "\(2 * index)"), (second, "\(2 * index + 1)")]
             }
-            #expect(try sandbox.ok("info", "s").contains("keys: \(expected.count)\n"))
+            #expect(try await sandbox.ok("info", "s").contains("keys: \(expected.count)\n"))
             for (key, value) in expected {
-                #expect(try sandbox.ok("read", "s", key) == value + "\n", "read \(key.unicodeScalars.map(\.value))")
+                #expect(try await sandbox.ok("read", "s", key) == value + "\n", "read \(key.unicodeScalars.map(\.value))")
             }
             // Python reads what export wrote, comparing keys as code points (as Apple's lists do).
             for format in ["xml", "binary", "openStep", "json"] {
                 let file = sandbox.path("s.\(format)")
-                try sandbox.ok("export", "s", file, "--format", format)
+                try await sandbox.ok("export", "s", file, "--format", format)
                 if format != "openStep" {
-                    let keys = try sandbox.python(Self.keysInFile, [file, format])
+                    let keys = try await sandbox.python(Self.keysInFile, [file, format])
                     #expect(keys == expected.map { Self.codePoints($0.key) }.sorted().joined(separator: "\n") + "\n", "\(format)")
                 }
-                try sandbox.ok("import", "copy-\(format)", file)
-                #expect(try sandbox.ok("info", "copy-\(format)").contains("keys: \(expected.count)\n"), "\(format)")
-                #expect(try sandbox.contents("copy-\(format)") == (try sandbox.contents("s")) || format == "openStep", "\(format)")
+                try await sandbox.ok("import", "copy-\(format)", file)
+                #expect(try await sandbox.ok("info", "copy-\(format)").contains("keys: \(expected.count)\n"), "\(format)")
+                #expect(try await sandbox.contents("copy-\(format)") == (try await sandbox.contents("s")) || format == "openStep", "\(format)")
                 for (key, value) in expected {
                     // Old-style text has no numbers: they come back as strings, with the same text.
-                    #expect(try sandbox.ok("read", "copy-\(format)", key) == value + "\n", "\(format): \(Self.codePoints(key))")
+                    #expect(try await sandbox.ok("read", "copy-\(format)", key) == value + "\n", "\(format): \(Self.codePoints(key))")
                 }
             }
             // Read of the whole suite and find print both spellings.
-            #expect(try sandbox.ok("read", "s").components(separatedBy: " = ").count == expected.count + 1)
-            #expect(try sandbox.ok("find", "k0").contains("Found 2 keys"))
+            #expect(try await sandbox.ok("read", "s").components(separatedBy: " = ").count == expected.count + 1)
+            #expect(try await sandbox.ok("find", "k0").contains("Found 2 keys"))
             // Delete one spelling, rename the other onto it: each touches its own key only.
             let (first, second) = pairs[0]
-            try sandbox.ok("delete", "s", first)
-            #expect(try sandbox.ok("read", "s", second) == "1\n")
-            #expect(!(try sandbox.run("read", "s", first)).succeeded)
-            try sandbox.ok("rename", "s", second, first)
-            #expect(try sandbox.ok("read", "s", first) == "1\n")
-            #expect(!(try sandbox.run("read", "s", second)).succeeded)
-            #expect(try sandbox.ok("info", "s").contains("keys: \(expected.count - 1)\n"))
+            try await sandbox.ok("delete", "s", first)
+            #expect(try await sandbox.ok("read", "s", second) == "1\n")
+            #expect(!(try await sandbox.run("read", "s", first)).succeeded)
+            try await sandbox.ok("rename", "s", second, first)
+            #expect(try await sandbox.ok("read", "s", first) == "1\n")
+            #expect(!(try await sandbox.run("read", "s", second)).succeeded)
+            #expect(try await sandbox.ok("info", "s").contains("keys: \(expected.count - 1)\n"))
         }
     }
 
     /// A property list holding both spellings (written by Python, whose dictionaries keep both)
     /// imports as two keys; a key of the same bytes twice is still refused, as is a dictionary inside
     /// a value holding both spellings (a `[String: …]` there would keep one, silently).
-    @Test func importKeepsBothAndRefusesWhatCannotBeKept() throws {
-        try withSandbox { sandbox in
+    @Test func importKeepsBothAndRefusesWhatCannotBeKept() async throws {
+        try await withSandbox { sandbox in
             let file = sandbox.path("both.plist")
-            try sandbox.python(
+            try await sandbox.python(
                 "import plistlib, sys; plistlib.dump({'\\u00e9': 1, 'e\\u0301': 2}, open(sys.argv[1], 'wb'), fmt=plistlib.FMT_BINARY)",
                 [file]
             )
-            try sandbox.ok("import", "s", file)
-            #expect(try sandbox.ok("read", "s", "\u{E9}") == "1\n")
-            #expect(try sandbox.ok("read", "s", "e\u{301}") == "2\n")
+            try await sandbox.ok("import", "s", file)
+            #expect(try await sandbox.ok("read", "s", "\u{E9}") == "1\n")
+            #expect(try await sandbox.ok("read", "s", "e\u{301}") == "2\n")
 
-            try sandbox.ok("write", "t", "{ \"\\U00e9\" = 1; \"e\\U0301\" = 2; }")
-            #expect(try sandbox.ok("read", "t", "e\u{301}") == "2\n")
+            try await sandbox.ok("write", "t", "{ \"\\U00e9\" = 1; \"e\\U0301\" = 2; }")
+            #expect(try await sandbox.ok("read", "t", "e\u{301}") == "2\n")
 
             let duplicate = sandbox.path("duplicate.plist")
             try Data("{ \"\\U00e9\" = 1; \"\\U00e9\" = 2; }".utf8).write(to: URL(fileURLWithPath: duplicate))
-            expectOneLineFailure(try sandbox.run("import", "u", duplicate), mentioning: ["duplicate key"], "same bytes twice")
+            expectOneLineFailure(try await sandbox.run("import", "u", duplicate), mentioning: ["duplicate key"], "same bytes twice")
 
             let nested = sandbox.path("nested.plist")
             try Data("{ outer = { \"\\U00e9\" = 1; \"e\\U0301\" = 2; }; }".utf8).write(to: URL(fileURLWithPath: nested))
             expectOneLineFailure(
-                try sandbox.run("import", "u", nested),
+                try await sandbox.run("import", "u", nested),
                 mentioning: ["U+0065 U+0301", "canonically equivalent"],
                 "both spellings inside a value"
             )
             expectOneLineFailure(
-                try sandbox.run("write", "u", "d", "-dict", "\u{E9}", "1", "e\u{301}", "2"),
+                try await sandbox.run("write", "u", "d", "-dict", "\u{E9}", "1", "e\u{301}", "2"),
                 mentioning: ["canonically equivalent"],
                 "-dict with both spellings"
             )

@@ -6,25 +6,25 @@ import Testing
 /// `domains`, `read`, `read-type`: what they print and how they exit.
 @Suite struct ReadTests {
     /// A suite holding one value of every type, written with the type flags.
-    static func seed(_ sandbox: Sandbox, suite: String = "s") throws {
-        try sandbox.ok("write", suite, "sound", "ring.caf")
-        try sandbox.ok("write", suite, "volume", "-float", "0.8")
-        try sandbox.ok("write", suite, "badge", "-int", "3")
-        try sandbox.ok("write", suite, "on", "-bool", "yes")
-        try sandbox.ok("write", suite, "off", "-bool", "no")
-        try sandbox.ok("write", suite, "when", "-date", "2026-11-21 10:00:00 +0000")
-        try sandbox.ok("write", suite, "blob", "-data", "0a1b2c")
-        try sandbox.ok("write", suite, "list", "-array", "a", "-int", "2", "b c")
-        try sandbox.ok("write", suite, "prefs", "-dict", "name", "Ann", "age", "-int", "30")
+    static func seed(_ sandbox: Sandbox, suite: String = "s") async throws {
+        try await sandbox.ok("write", suite, "sound", "ring.caf")
+        try await sandbox.ok("write", suite, "volume", "-float", "0.8")
+        try await sandbox.ok("write", suite, "badge", "-int", "3")
+        try await sandbox.ok("write", suite, "on", "-bool", "yes")
+        try await sandbox.ok("write", suite, "off", "-bool", "no")
+        try await sandbox.ok("write", suite, "when", "-date", "2026-11-21 10:00:00 +0000")
+        try await sandbox.ok("write", suite, "blob", "-data", "0a1b2c")
+        try await sandbox.ok("write", suite, "list", "-array", "a", "-int", "2", "b c")
+        try await sandbox.ok("write", suite, "prefs", "-dict", "name", "Ann", "age", "-int", "30")
     }
 
-    @Test func domainsPrintsTheSuitesCommaSeparatedOrOnePerLine() throws {
-        try withSandbox { (sandbox) throws in
-            let none = try sandbox.run("domains")
+    @Test func domainsPrintsTheSuitesCommaSeparatedOrOnePerLine() async throws {
+        try await withSandbox { (sandbox) throws in
+            let none = try await sandbox.run("domains")
             #expect(none.succeeded && none.stderr.isEmpty, "\(none)")
             #expect(none.stdout.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(none)")
 
-            for suite in ["group.b", "group.a", "c"] { try sandbox.ok("write", suite, "k", "v") }
+            for suite in ["group.b", "group.a", "c"] { try await sandbox.ok("write", suite, "k", "v") }
             // Files that are not suites are not listed.
             _ = FileManager.default.createFile(atPath: sandbox.suites.appendingPathComponent("notes.txt").path, contents: Data("x".utf8))
             try FileManager.default.createDirectory(
@@ -32,26 +32,26 @@ import Testing
                 withIntermediateDirectories: true
             )
 
-            #expect(try sandbox.ok("domains") == "c, group.a, group.b\n")
-            #expect(try sandbox.ok("domains", "--list") == "c\ngroup.a\ngroup.b\n")
+            #expect(try await sandbox.ok("domains") == "c, group.a, group.b\n")
+            #expect(try await sandbox.ok("domains", "--list") == "c\ngroup.a\ngroup.b\n")
         }
     }
 
-    @Test func directoryOptionOverridesTheEnvironment() throws {
-        try withSandbox { (sandbox) throws in
+    @Test func directoryOptionOverridesTheEnvironment() async throws {
+        try await withSandbox { (sandbox) throws in
             let other = sandbox.files.appendingPathComponent("other").path
-            try sandbox.ok("write", "--directory", other, "elsewhere", "k", "here")
-            try sandbox.ok("write", "home", "k", "there")
-            #expect(try sandbox.ok("domains", "--directory", other) == "elsewhere\n")
-            #expect(try sandbox.ok("domains") == "home\n")
-            #expect(try sandbox.ok("read", "--directory", other, "elsewhere", "k") == "here\n")
+            try await sandbox.ok("write", "--directory", other, "elsewhere", "k", "here")
+            try await sandbox.ok("write", "home", "k", "there")
+            #expect(try await sandbox.ok("domains", "--directory", other) == "elsewhere\n")
+            #expect(try await sandbox.ok("domains") == "home\n")
+            #expect(try await sandbox.ok("read", "--directory", other, "elsewhere", "k") == "here\n")
             #expect(FileManager.default.fileExists(atPath: other + "/elsewhere.lmdb"))
         }
     }
 
-    @Test func readPrintsTheWholeSuiteAsOldStyleText() throws {
-        try withSandbox { (sandbox) throws in
-            try Self.seed(sandbox)
+    @Test func readPrintsTheWholeSuiteAsOldStyleText() async throws {
+        try await withSandbox { (sandbox) throws in
+            try await Self.seed(sandbox)
             let expected = """
                 {
                     badge = 3;
@@ -73,14 +73,14 @@ import Testing
                 }
 
                 """
-            #expect(try sandbox.ok("read", "s") == expected)
+            #expect(try await sandbox.ok("read", "s") == expected)
         }
     }
 
-    @Test func readOfAKeyPrintsTheValueAsDefaultsDoes() throws {
-        try withSandbox { (sandbox) throws in
-            try Self.seed(sandbox)
-            try sandbox.ok("write", "s", "message", "-string", "He said \"hi\"; then: left")
+    @Test func readOfAKeyPrintsTheValueAsDefaultsDoes() async throws {
+        try await withSandbox { (sandbox) throws in
+            try await Self.seed(sandbox)
+            try await sandbox.ok("write", "s", "message", "-string", "He said \"hi\"; then: left")
             let expected: [(String, String)] = [
                 ("sound", "ring.caf"),
                 ("message", "He said \"hi\"; then: left"),
@@ -94,15 +94,15 @@ import Testing
                 ("prefs", "{\n    age = 30;\n    name = Ann;\n}"),
             ]
             for (key, text) in expected {
-                #expect(try sandbox.ok("read", "s", key) == text + "\n", "read s \(key)")
+                #expect(try await sandbox.ok("read", "s", key) == text + "\n", "read s \(key)")
             }
         }
     }
 
-    @Test func readJSONPrintsPlainJSON() throws {
-        try withSandbox { (sandbox) throws in
-            try Self.seed(sandbox)
-            let whole = try JSONValue.parse(try sandbox.ok("read", "s", "--json"))
+    @Test func readJSONPrintsPlainJSON() async throws {
+        try await withSandbox { (sandbox) throws in
+            try await Self.seed(sandbox)
+            let whole = try JSONValue.parse(try await sandbox.ok("read", "s", "--json"))
             let expected = JSONValue.object([
                 "badge": .integer(3),
                 "blob": .string("Chss"),  // base64 of 0a1b2c
@@ -115,26 +115,26 @@ import Testing
                 "when": .string("2026-11-21T10:00:00.000Z"),
             ])
             #expect(whole == expected)
-            #expect(try sandbox.ok("read", "s", "sound", "--json") == "\"ring.caf\"\n")
-            #expect(try sandbox.ok("read", "s", "badge", "--json") == "3\n")
-            #expect(try sandbox.ok("read", "s", "on", "--json") == "true\n")
-            #expect(try JSONValue.parse(try sandbox.ok("read", "s", "prefs", "--json")) == expected["prefs"])
+            #expect(try await sandbox.ok("read", "s", "sound", "--json") == "\"ring.caf\"\n")
+            #expect(try await sandbox.ok("read", "s", "badge", "--json") == "3\n")
+            #expect(try await sandbox.ok("read", "s", "on", "--json") == "true\n")
+            #expect(try JSONValue.parse(try await sandbox.ok("read", "s", "prefs", "--json")) == expected["prefs"])
         }
     }
 
-    @Test func readWithoutASuitePrintsEverySuite() throws {
-        try withSandbox { (sandbox) throws in
-            try sandbox.ok("write", "a", "k", "v")
-            try sandbox.ok("write", "b", "n", "-int", "1")
-            #expect(try sandbox.ok("read") == "{\n    a =     {\n        k = v;\n    };\n    b =     {\n        n = 1;\n    };\n}\n")
+    @Test func readWithoutASuitePrintsEverySuite() async throws {
+        try await withSandbox { (sandbox) throws in
+            try await sandbox.ok("write", "a", "k", "v")
+            try await sandbox.ok("write", "b", "n", "-int", "1")
+            #expect(try await sandbox.ok("read") == "{\n    a =     {\n        k = v;\n    };\n    b =     {\n        n = 1;\n    };\n}\n")
         }
     }
 
-    @Test func missingKeyIsReportedAsDefaultsReportsIt() throws {
-        try withSandbox { (sandbox) throws in
-            try Self.seed(sandbox)
+    @Test func missingKeyIsReportedAsDefaultsReportsIt() async throws {
+        try await withSandbox { (sandbox) throws in
+            try await Self.seed(sandbox)
             for verb in ["read", "read-type"] {
-                let result = try sandbox.run(verb, "s", "nope")
+                let result = try await sandbox.run(verb, "s", "nope")
                 #expect(result.reason == .exit && result.status == 1, "\(verb): \(result)")
                 #expect(result.stderr == "The domain/default pair of (s, nope) does not exist\n", "\(verb)")
                 #expect(result.stdout.isEmpty, "\(verb): \(result)")
@@ -142,11 +142,11 @@ import Testing
         }
     }
 
-    @Test func missingSuiteIsReportedAsDefaultsReportsIt() throws {
-        try withSandbox { (sandbox) throws in
-            try sandbox.ok("write", "other", "k", "v")
+    @Test func missingSuiteIsReportedAsDefaultsReportsIt() async throws {
+        try await withSandbox { (sandbox) throws in
+            try await sandbox.ok("write", "other", "k", "v")
             for arguments in [["read", "nosuch"], ["read", "nosuch", "k"], ["read-type", "nosuch", "k"], ["read", "nosuch", "--json"]] {
-                let result = try sandbox.run(arguments)
+                let result = try await sandbox.run(arguments)
                 #expect(result.reason == .exit && result.status == 1, "\(arguments): \(result)")
                 #expect(result.stderr == "Domain nosuch does not exist\n", "\(arguments)")
                 #expect(result.stdout.isEmpty, "\(arguments): \(result)")
@@ -154,36 +154,36 @@ import Testing
         }
     }
 
-    @Test func readingNeverCreatesASuiteOrItsDirectory() throws {
-        try withSandbox { (sandbox) throws in
+    @Test func readingNeverCreatesASuiteOrItsDirectory() async throws {
+        try await withSandbox { (sandbox) throws in
             let readOnly: [[String]] = [
                 ["read", "nosuch"], ["read", "nosuch", "k"], ["read", "nosuch", "--json"], ["read-type", "nosuch", "k"],
                 ["export", "nosuch", "-"], ["export", "nosuch", sandbox.path("out.plist")], ["info", "nosuch"],
                 ["verify", "nosuch"], ["watch", "nosuch"], ["find", "x"], ["domains"], ["read"],
                 ["backup", "nosuch", sandbox.path("b.lmdb")],
             ]
-            for arguments in readOnly { try sandbox.run(arguments) }
+            for arguments in readOnly { try await sandbox.run(arguments) }
             #expect(!FileManager.default.fileExists(atPath: sandbox.suites.path), "\(sandbox.suiteDirectoryListing)")
             #expect(!FileManager.default.fileExists(atPath: sandbox.path("out.plist")))
             #expect(!FileManager.default.fileExists(atPath: sandbox.path("b.lmdb")))
 
             // And beside an existing suite, nothing new appears either.
-            try sandbox.ok("write", "s", "k", "v")
+            try await sandbox.ok("write", "s", "k", "v")
             let before = sandbox.suiteDirectoryListing
-            for arguments in readOnly { try sandbox.run(arguments) }
+            for arguments in readOnly { try await sandbox.run(arguments) }
             #expect(sandbox.suiteDirectoryListing == before)
         }
     }
 
-    @Test func readTypeNamesEveryType() throws {
-        try withSandbox { (sandbox) throws in
-            try Self.seed(sandbox)
+    @Test func readTypeNamesEveryType() async throws {
+        try await withSandbox { (sandbox) throws in
+            try await Self.seed(sandbox)
             let expected = [
                 "sound": "string", "badge": "integer", "volume": "float", "on": "boolean", "off": "boolean",
                 "when": "date", "blob": "data", "list": "array", "prefs": "dictionary",
             ]
             for (key, type) in expected {
-                #expect(try sandbox.ok("read-type", "s", key) == "Type is \(type)\n", "read-type s \(key)")
+                #expect(try await sandbox.ok("read-type", "s", key) == "Type is \(type)\n", "read-type s \(key)")
             }
         }
     }

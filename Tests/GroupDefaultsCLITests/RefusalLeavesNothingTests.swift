@@ -19,12 +19,12 @@ import Testing
     ].map { RefusedCommand("groupdefaults", $0) }
 
     @Test(arguments: cases)
-    func refusedWithoutATrace(_ command: RefusedCommand) throws {
-        try command.expectRefusedLeavingNothing()
+    func refusedWithoutATrace(_ command: RefusedCommand) async throws {
+        try await command.expectRefusedLeavingNothing()
     }
 
-    @Test func everyCommandIsRefusedOnce() throws {
-        let missing = try RefusedCommand.commandsWithoutACase(Self.cases, tool: "groupdefaults")
+    @Test func everyCommandIsRefusedOnce() async throws {
+        let missing = try await RefusedCommand.commandsWithoutACase(Self.cases, tool: "groupdefaults")
         #expect(missing.isEmpty, "no refused case for: \(missing)")
     }
 }

@@ -65,20 +65,20 @@ struct WriteCase: Sendable, CustomTestStringConvertible {
     ]
 
     @Test(arguments: cases)
-    func typeFlags(_ write: WriteCase) throws {
-        try withSandbox { (sandbox) throws in
-            try sandbox.ok(["write", "s", "k"] + write.words)
-            #expect(try sandbox.ok("read-type", "s", "k") == "Type is \(write.type)\n")
-            #expect(try sandbox.ok("read", "s", "k") == write.text + "\n")
+    func typeFlags(_ write: WriteCase) async throws {
+        try await withSandbox { (sandbox) throws in
+            try await sandbox.ok(["write", "s", "k"] + write.words)
+            #expect(try await sandbox.ok("read-type", "s", "k") == "Type is \(write.type)\n")
+            #expect(try await sandbox.ok("read", "s", "k") == write.text + "\n")
         }
     }
 
-    @Test func typedJSONKeepsWhatTextCannot() throws {
-        try withSandbox { (sandbox) throws in
-            try sandbox.ok("write", "s", "when", "--json", #"{"date":"2026-11-21T10:00:00.250Z"}"#)
-            try sandbox.ok("write", "s", "blob", "-data", "00ff10")
-            try sandbox.ok("write", "s", "big", "-int", "-9007199254740993")
-            let contents = try sandbox.typedContents("s")
+    @Test func typedJSONKeepsWhatTextCannot() async throws {
+        try await withSandbox { (sandbox) throws in
+            try await sandbox.ok("write", "s", "when", "--json", #"{"date":"2026-11-21T10:00:00.250Z"}"#)
+            try await sandbox.ok("write", "s", "blob", "-data", "00ff10")
+            try await sandbox.ok("write", "s", "big", "-int", "-9007199254740993")
+            let contents = try await sandbox.typedContents("s")
             #expect(
                 contents
                     == .object([
@@ -92,40 +92,40 @@ struct WriteCase: Sendable, CustomTestStringConvertible {
         }
     }
 
-    @Test func arrayAddAndDictAdd() throws {
-        try withSandbox { (sandbox) throws in
-            try sandbox.ok("write", "s", "list", "-array", "a")
-            try sandbox.ok("write", "s", "list", "-array-add", "b", "-int", "2")
-            #expect(try JSONValue.parse(sandbox.ok("read", "s", "list", "--json")) == .array([.string("a"), .string("b"), .integer(2)]))
-            try sandbox.ok("write", "s", "fresh", "-array-add", "x")
-            #expect(try JSONValue.parse(sandbox.ok("read", "s", "fresh", "--json")) == .array([.string("x")]))
+    @Test func arrayAddAndDictAdd() async throws {
+        try await withSandbox { (sandbox) throws in
+            try await sandbox.ok("write", "s", "list", "-array", "a")
+            try await sandbox.ok("write", "s", "list", "-array-add", "b", "-int", "2")
+            #expect(try JSONValue.parse(await sandbox.ok("read", "s", "list", "--json")) == .array([.string("a"), .string("b"), .integer(2)]))
+            try await sandbox.ok("write", "s", "fresh", "-array-add", "x")
+            #expect(try JSONValue.parse(await sandbox.ok("read", "s", "fresh", "--json")) == .array([.string("x")]))
 
-            try sandbox.ok("write", "s", "prefs", "-dict", "k", "1", "keep", "-bool", "yes")
-            try sandbox.ok("write", "s", "prefs", "-dict-add", "k", "-int", "2", "new", "v")
+            try await sandbox.ok("write", "s", "prefs", "-dict", "k", "1", "keep", "-bool", "yes")
+            try await sandbox.ok("write", "s", "prefs", "-dict-add", "k", "-int", "2", "new", "v")
             #expect(
-                try JSONValue.parse(sandbox.ok("read", "s", "prefs", "--json"))
+                try JSONValue.parse(await sandbox.ok("read", "s", "prefs", "--json"))
                     == .object(["k": .integer(2), "keep": .bool(true), "new": .string("v")])
             )
-            try sandbox.ok("write", "s", "fresh2", "-dict-add", "a", "b")
-            #expect(try JSONValue.parse(sandbox.ok("read", "s", "fresh2", "--json")) == .object(["a": .string("b")]))
+            try await sandbox.ok("write", "s", "fresh2", "-dict-add", "a", "b")
+            #expect(try JSONValue.parse(await sandbox.ok("read", "s", "fresh2", "--json")) == .object(["a": .string("b")]))
 
             // On a value of another type: refused, nothing changed.
-            try sandbox.ok("write", "s", "text", "v")
-            let before = try sandbox.contents("s")
-            expectOneLineFailure(try sandbox.run("write", "s", "text", "-array-add", "x"), mentioning: ["text", "string"], "-array-add")
-            expectOneLineFailure(try sandbox.run("write", "s", "list", "-dict-add", "x", "y"), mentioning: ["list", "array"], "-dict-add")
-            #expect(try sandbox.contents("s") == before)
+            try await sandbox.ok("write", "s", "text", "v")
+            let before = try await sandbox.contents("s")
+            expectOneLineFailure(try await sandbox.run("write", "s", "text", "-array-add", "x"), mentioning: ["text", "string"], "-array-add")
+            expectOneLineFailure(try await sandbox.run("write", "s", "list", "-dict-add", "x", "y"), mentioning: ["list", "array"], "-dict-add")
+            #expect(try await sandbox.contents("s") == before)
         }
     }
 
-    @Test func writeAPropertyListReplacesTheSuite() throws {
-        try withSandbox { (sandbox) throws in
-            try sandbox.ok("write", "s", "a", "1")
-            try sandbox.ok("write", "s", "b", "-int", "1")
-            let last = try sandbox.lastChange("s")
-            try sandbox.ok("write", "s", "{ b = 2; c = (x, \"y z\"); d = { e = <0102>; }; }")
+    @Test func writeAPropertyListReplacesTheSuite() async throws {
+        try await withSandbox { (sandbox) throws in
+            try await sandbox.ok("write", "s", "a", "1")
+            try await sandbox.ok("write", "s", "b", "-int", "1")
+            let last = try await sandbox.lastChange("s")
+            try await sandbox.ok("write", "s", "{ b = 2; c = (x, \"y z\"); d = { e = <0102>; }; }")
             #expect(
-                try JSONValue.parse(sandbox.ok("read", "s", "--json"))
+                try JSONValue.parse(await sandbox.ok("read", "s", "--json"))
                     == .object([
                         "b": .string("2"),  // old-style text has no numbers, as with defaults
                         "c": .array([.string("x"), .string("y z")]),
@@ -133,20 +133,20 @@ struct WriteCase: Sendable, CustomTestStringConvertible {
                     ])
             )
             // a removed, b and c and d set: four changes.
-            #expect(try sandbox.lastChange("s") == last + 4)
+            #expect(try await sandbox.lastChange("s") == last + 4)
 
             // A new suite too.
-            try sandbox.ok("write", "fresh", "{ k = v; }")
-            #expect(try sandbox.ok("read", "fresh", "k") == "v\n")
+            try await sandbox.ok("write", "fresh", "{ k = v; }")
+            #expect(try await sandbox.ok("read", "fresh", "k") == "v\n")
         }
     }
 
-    @Test func writeCreatesTheSuiteAndWritesValuesThatReadBack() throws {
-        try withSandbox { (sandbox) throws in
-            try sandbox.ok("write", "group.com.example.chat", "sound", "ring.caf")
+    @Test func writeCreatesTheSuiteAndWritesValuesThatReadBack() async throws {
+        try await withSandbox { (sandbox) throws in
+            try await sandbox.ok("write", "group.com.example.chat", "sound", "ring.caf")
             #expect(FileManager.default.fileExists(atPath: sandbox.suitePath("group.com.example.chat")))
-            try sandbox.ok("write", "group.com.example.chat", "sound", "bell.aiff")
-            #expect(try sandbox.ok("read", "group.com.example.chat", "sound") == "bell.aiff\n")
+            try await sandbox.ok("write", "group.com.example.chat", "sound", "bell.aiff")
+            #expect(try await sandbox.ok("read", "group.com.example.chat", "sound") == "bell.aiff\n")
         }
     }
 }

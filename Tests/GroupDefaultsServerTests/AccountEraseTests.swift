@@ -131,7 +131,7 @@ struct AccountEraseTests {
             #expect(try await ServerTool.run(["accounts", "delete", "alice", "--yes", "--data-dir", directory]).status == 0)
             await server.stop()
             let before = try Data(contentsOf: URL(fileURLWithPath: directory + "/sync.lmdb"))
-            let failed = try Self.runWithoutWriteAccess(to: directory, ["accounts", "delete", "carol", "--yes", "--data-dir", directory])
+            let failed = try await Self.runWithoutWriteAccess(to: directory, ["accounts", "delete", "carol", "--yes", "--data-dir", directory])
             #expect(failed.status == 1, "\(failed)")
             #expect(
                 failed.stderr.hasPrefix(
@@ -163,7 +163,7 @@ struct AccountEraseTests {
     /// `nobody` runs a copy of the executable in a folder of its own that anyone may enter: the
     /// build's own folder may sit in a clone that only its owner can enter (a `mktemp -d` folder,
     /// a home directory of mode 0700), where `runuser` failed with "Permission denied".
-    static func runWithoutWriteAccess(to directory: String, _ arguments: [String]) throws -> ProcessResult {
+    static func runWithoutWriteAccess(to directory: String, _ arguments: [String]) async throws -> ProcessResult {
         let files = try FileManager.default.contentsOfDirectory(atPath: directory).map { directory + "/" + $0 } + [directory]
         defer {
             chmod(directory, 0o700)
@@ -171,14 +171,14 @@ struct AccountEraseTests {
         }
         guard geteuid() == 0 else {
             chmod(directory, 0o500)
-            return try runProcess(ServerTool.executable, arguments)
+            return try await runProcess(ServerTool.executable, arguments)
         }
         for file in files { chown(file, 65534, 65534) }
         chmod(directory, 0o500)
         let runuser = ["/usr/sbin/runuser", "/sbin/runuser"].first { FileManager.default.fileExists(atPath: $0) } ?? "/usr/sbin/runuser"
         let reachable = try Self.reachableCopyOfTheServer()
         defer { try? FileManager.default.removeItem(at: reachable.deletingLastPathComponent()) }
-        return try runProcess(URL(fileURLWithPath: runuser), ["-u", "nobody", "--", reachable.path] + arguments)
+        return try await runProcess(URL(fileURLWithPath: runuser), ["-u", "nobody", "--", reachable.path] + arguments)
     }
 
     /// A copy of the server's executable in a new folder under the system's temporary folder, both

@@ -137,7 +137,7 @@ struct AccountsAndAuditTests {
         defer { cleanup() }
         let password = "correct horse \(UUID().uuidString)"
         let wrong = "wrong horse \(UUID().uuidString)"
-        let made = try runProcess(
+        let made = try await runProcess(
             ServerTool.executable,
             ["admin", "create", "--create", "--name", "ops"] + storage,
             stdin: Data((password + "\n").utf8)

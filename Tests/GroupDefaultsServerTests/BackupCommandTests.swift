@@ -67,7 +67,7 @@ struct BackupCommandTests {
             let home = scratch + "/home"
             try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
             let tools = BuiltExecutable.url("groupdefaults-server").deletingLastPathComponent().path
-            let restored = try runProcess(
+            let restored = try await runProcess(
                 URL(fileURLWithPath: "/bin/sh"),
                 ["-c", hint],
                 environment: ["PATH": tools + ":/usr/bin:/bin", "HOME": home]

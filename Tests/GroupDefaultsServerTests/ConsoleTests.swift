@@ -400,7 +400,7 @@ struct ConsoleTests {
     }
 
     @Test("no template writes a value unescaped")
-    func templatesEscape() {
+    func templatesEscape() async {
         for (name, text) in ConsoleTemplates.sources {
             #expect(!text.contains("{{{") && !text.contains("{{&"), "template \(name)")
         }
@@ -586,22 +586,22 @@ struct ConsoleTests {
     func adminCommand() async throws {
         let directory = ServerTool.temporaryDirectory("gds-admin")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        func admin(_ arguments: [String], stdin: String = "") throws -> ProcessResult {
-            try runProcess(ServerTool.executable, ["admin"] + arguments + ["--data-dir", directory], stdin: Data(stdin.utf8))
+        func admin(_ arguments: [String], stdin: String = "") async throws -> ProcessResult {
+            try await runProcess(ServerTool.executable, ["admin"] + arguments + ["--data-dir", directory], stdin: Data(stdin.utf8))
         }
-        let created = try admin(["create", "--create", "--name", "ops"], stdin: Self.password + "\n")
+        let created = try await admin(["create", "--create", "--name", "ops"], stdin: Self.password + "\n")
         #expect(created.status == 0, "\(created.stderr)")
-        #expect(try admin(["list"]).stdout.hasPrefix("ops\tcreated "))
-        let again = try admin(["create", "--name", "ops"], stdin: "another password\n")
+        #expect(try await admin(["list"]).stdout.hasPrefix("ops\tcreated "))
+        let again = try await admin(["create", "--name", "ops"], stdin: "another password\n")
         #expect(again.status == 1 && again.stderr.contains("exists already"))
-        let short = try admin(["create", "--name", "new"], stdin: "short\n")
+        let short = try await admin(["create", "--name", "new"], stdin: "short\n")
         #expect(short.status == 1 && short.stderr.contains("at least 8"))
-        let empty = try admin(["create", "--name", "new"])
+        let empty = try await admin(["create", "--name", "new"])
         #expect(empty.status == 1 && empty.stderr.contains("no password"))
-        #expect(try admin(["remove", "ops"]).status == 0)
-        let gone = try admin(["remove", "ops"])
+        #expect(try await admin(["remove", "ops"]).status == 0)
+        let gone = try await admin(["remove", "ops"])
         #expect(gone.status == 1 && gone.stderr.contains("no operator named ops"))
-        #expect(try admin(["list"]).stdout.isEmpty)
+        #expect(try await admin(["list"]).stdout.isEmpty)
     }
 
     // MARK: Helpers

@@ -188,7 +188,7 @@ struct FloodTests {
         let directory = ServerTool.temporaryDirectory("gds-flood-sign-in")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let password = "correct horse \(UUID().uuidString)"
-        let made = try runProcess(
+        let made = try await runProcess(
             ServerTool.executable,
             ["admin", "create", "--create", "--data-dir", directory, "--name", "ops"],
             stdin: Data((password + "\n").utf8)

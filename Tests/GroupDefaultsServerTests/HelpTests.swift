@@ -10,14 +10,14 @@ import Testing
 @Suite struct ServerHelpTests {
     static let check = HelpCheck(tool: "groupdefaults-server", root: ServerCommand.self)
 
-    @Test("every command's help matches what the parser and the README hold", arguments: try check.commands())
-    func helpMatchesBehaviour(_ command: HelpCheck.Command) throws {
-        try Self.check.check(command, knownOptions: HelpCheck.knownOptions, headings: try HelpCheck.readmeHeadings())
+    @Test("every command's help matches what the parser and the README hold", arguments: try await check.commands())
+    func helpMatchesBehaviour(_ command: HelpCheck.Command) async throws {
+        try await Self.check.check(command, knownOptions: await HelpCheck.knownOptions, headings: try HelpCheck.readmeHeadings())
     }
 
     /// `audit`'s "Recorded" list is every act the log records.
-    @Test func auditListsEveryAct() throws {
-        let help = try runProcess(BuiltExecutable.url("groupdefaults-server"), ["audit", "--help"]).stdout
+    @Test func auditListsEveryAct() async throws {
+        let help = try await runProcess(BuiltExecutable.url("groupdefaults-server"), ["audit", "--help"]).stdout
         let acts = Set(AuditRecord.Act.allCases.map(\.rawValue))
         #expect(HelpCheck.listed(in: help, after: "Recorded, by the name each record gives its act: ", upTo: ". ") == acts, "\(help)")
     }

@@ -249,28 +249,30 @@ struct NameIdentityTests {
     @Test(
         "accounts export and delete, devices list and audit given a look-alike of an account name say there is no such account, naming its code points"
     )
-    func unknownLookAlikeAccountIsShownByItsCodePoints() throws {
+    func unknownLookAlikeAccountIsShownByItsCodePoints() async throws {
         let directory = ServerTool.temporaryDirectory("gds-unknown-names")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        func server(_ arguments: [String]) throws -> ProcessResult {
-            try runProcess(ServerTool.executable, arguments + ["--data-dir", directory], stdin: Data())
+        func server(_ arguments: [String]) async throws -> ProcessResult {
+            try await runProcess(ServerTool.executable, arguments + ["--data-dir", directory], stdin: Data())
         }
         for (existing, lookAlike, codePoints) in [
             ("Kim", "\u{212A}im", "(U+212A U+0069 U+006D)"), ("jos\u{E9}", "jose\u{301}", "(U+006A U+006F U+0073 U+0065 U+0301)"),
         ] {
-            #expect(try server(["token", "create", "--create", "--account", existing]).status == 0)
+            #expect(try await server(["token", "create", "--create", "--account", existing]).status == 0)
             let unknown = "no account is named '\(lookAlike)' \(codePoints) (see `groupdefaults-server accounts list --data-dir \(directory)`)"
             for command in [["accounts", "export", lookAlike], ["accounts", "delete", lookAlike, "--yes"]] {
-                let refused = try server(command)
+                let refused = try await server(command)
                 #expect(refused.status == 1 && refused.stderr.contains(unknown), "\(command): \(refused)")
             }
-            let devices = try server(["devices", "list", "--account", lookAlike])
+            let devices = try await server(["devices", "list", "--account", lookAlike])
             #expect(devices.status == 0 && devices.stdout == "no devices seen: \(unknown)\n", "\(devices)")
-            let audit = try server(["audit", "--account", lookAlike])
+            let audit = try await server(["audit", "--account", lookAlike])
             #expect(audit.status == 0 && audit.stdout == "no records: \(unknown)\n", "\(audit)")
             // The name itself is found, and said as before.
-            #expect(try server(["devices", "list", "--account", existing]).stdout.utf8.elementsEqual("account \(existing): no devices seen\n".utf8))
-            #expect(try server(["accounts", "export", existing]).status == 0)
+            #expect(
+                try await server(["devices", "list", "--account", existing]).stdout.utf8.elementsEqual("account \(existing): no devices seen\n".utf8)
+            )
+            #expect(try await server(["accounts", "export", existing]).status == 0)
         }
     }
 
@@ -278,13 +280,13 @@ struct NameIdentityTests {
     func commandsRefuseLookAlikes() async throws {
         let directory = ServerTool.temporaryDirectory("gds-names")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        func server(_ arguments: [String], stdin: Data? = nil) throws -> ProcessResult {
-            try runProcess(ServerTool.executable, arguments + ["--data-dir", directory], stdin: stdin ?? Data())
+        func server(_ arguments: [String], stdin: Data? = nil) async throws -> ProcessResult {
+            try await runProcess(ServerTool.executable, arguments + ["--data-dir", directory], stdin: stdin ?? Data())
         }
-        #expect(try server(["token", "create", "--create", "--account", "Kim"]).status == 0)
-        #expect(try server(["token", "create", "--account", "jos\u{E9}"]).status == 0)
+        #expect(try await server(["token", "create", "--create", "--account", "Kim"]).status == 0)
+        #expect(try await server(["token", "create", "--account", "jos\u{E9}"]).status == 0)
         for given in ["\u{212A}im", "kim", "jose\u{301}", "\u{FF2B}im"] {
-            let refused = try server(["token", "create", "--account", given])
+            let refused = try await server(["token", "create", "--account", given])
             #expect(refused.status == 1, "\(given.debugDescription): \(refused)")
             #expect(
                 refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains("the existing account 'Kim'")
@@ -293,14 +295,14 @@ struct NameIdentityTests {
             )
             #expect(refused.stdoutData.isEmpty)
         }
-        let bad = try server(["token", "create", "--account", "x\n2026-11-29T04:00:00Z\tforged"])
+        let bad = try await server(["token", "create", "--account", "x\n2026-11-29T04:00:00Z\tforged"])
         #expect(bad.status == 1 && bad.stderr.contains("control characters"), "\(bad)")
-        let tokens = try server(["token", "list"])
+        let tokens = try await server(["token", "list"])
         #expect(tokens.stdout.split(separator: "\n").count == 2, "\(tokens.stdout)")
 
-        #expect(try server(["admin", "create", "--name", "ops"], stdin: Data("correct horse\n".utf8)).status == 0)
-        let upper = try server(["admin", "create", "--name", "OPS"], stdin: Data("correct horse\n".utf8))
+        #expect(try await server(["admin", "create", "--name", "ops"], stdin: Data("correct horse\n".utf8)).status == 0)
+        let upper = try await server(["admin", "create", "--name", "OPS"], stdin: Data("correct horse\n".utf8))
         #expect(upper.status == 1 && upper.stderr.contains("looks like the existing operator 'ops'"), "\(upper)")
-        #expect(try server(["admin", "list"]).stdout.split(separator: "\n").count == 1)
+        #expect(try await server(["admin", "list"]).stdout.split(separator: "\n").count == 1)
     }
 }

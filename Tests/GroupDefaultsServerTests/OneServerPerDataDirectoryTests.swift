@@ -16,9 +16,7 @@ struct OneServerPerDataDirectoryTests {
         let first = try await ServerProcess(dataDirectory: directory)
         let pid = first.process.processIdentifier
 
-        let second = try await offThePool {
-            try runProcess(ServerTool.executable, ["serve", "--data-dir", directory, "--port", "0"], timeLimit: .seconds(30))
-        }
+        let second = try await runProcess(ServerTool.executable, ["serve", "--data-dir", directory, "--port", "0"], timeLimit: .seconds(30))
         #expect(second.status == 1, "\(second)")
         #expect(second.stdout.isEmpty, "it never listened: \(second.stdout)")
         #expect(

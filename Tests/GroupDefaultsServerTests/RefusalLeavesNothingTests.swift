@@ -27,12 +27,12 @@ import Testing
         ].map { RefusedCommand("groupdefaults-server", $0) }
 
     @Test(arguments: cases)
-    func refusedWithoutATrace(_ command: RefusedCommand) throws {
-        try command.expectRefusedLeavingNothing()
+    func refusedWithoutATrace(_ command: RefusedCommand) async throws {
+        try await command.expectRefusedLeavingNothing()
     }
 
-    @Test func everyCommandIsRefusedOnce() throws {
-        let missing = try RefusedCommand.commandsWithoutACase(Self.cases, tool: "groupdefaults-server")
+    @Test func everyCommandIsRefusedOnce() async throws {
+        let missing = try await RefusedCommand.commandsWithoutACase(Self.cases, tool: "groupdefaults-server")
         #expect(missing.isEmpty, "no refused case for: \(missing)")
     }
 }

@@ -33,15 +33,15 @@ struct RestoreKeepsSecurityStateTests {
             #expect(result.status == 0, "\(arguments): \(result.stderr)")
             return result.stdout
         }
-        func addOperator(_ name: String) throws {
+        func addOperator(_ name: String) async throws {
             let password = Data("password of \(name) \(UUID().uuidString)\n".utf8)
-            let made = try runProcess(ServerTool.executable, ["admin", "create", "--name", name] + storage, stdin: password)
+            let made = try await runProcess(ServerTool.executable, ["admin", "create", "--name", name] + storage, stdin: password)
             #expect(made.status == 0, "\(made.stderr)")
         }
         let alice = try await ServerTool.createToken(storage: storage)
         let carol = try await tool(["token", "create", "--account", "carol"]).trimmingCharacters(in: .whitespacesAndNewlines)
-        try addOperator("ops")
-        try addOperator("gone")
+        try await addOperator("ops")
+        try await addOperator("gone")
         let dave = try await tool(["token", "create", "--account", "dave"]).trimmingCharacters(in: .whitespacesAndNewlines)
         var server = try await ServerProcess(dataDirectory: dataDirectory)
         #expect(try await status(server.port, carol, push: "group.carol-CCCMARK") == 200)

@@ -21,16 +21,10 @@ struct ServerCommandLineTests {
         return (result.status, result.stdout, result.stderr)
     }
 
-    /// As `server`, with the time from the process's start to its end: run on a thread of its own,
-    /// so that a busy dispatch pool (every test at once) delays its start, never its measure.
+    /// As `server`, with the time from the process's start to its end (`ProcessResult.elapsed`).
     private func timedServer(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
         let base = ProcessInfo.processInfo.environment.filter { ["PATH", "HOME"].contains($0.key) }
-        let environment = base.merging(environment) { $1 }
-        return try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(with: Result { try runProcess(ServerTool.executable, arguments, environment: environment) })
-            }
-        }
+        return try await runProcess(ServerTool.executable, arguments, environment: base.merging(environment) { $1 })
     }
 
     // MARK: B. Start-up errors
@@ -284,7 +278,7 @@ struct ServerCommandLineTests {
     func adminName() async throws {
         let directory = ServerTool.temporaryDirectory("gds-admin")
         for name in ["ops", "ana"] {
-            let made = try runProcess(
+            let made = try await runProcess(
                 ServerTool.executable,
                 ["admin", "create", "--create", "--name", name, "--data-dir", directory],
                 stdin: Data("correct horse\n".utf8)

@@ -143,7 +143,7 @@ struct AccountIncarnationTests {
             #expect(try await leeLaptop.defaultsTool(["write", suite, "volume", "old-zed-value"]).status == 0)
             let share = try RunningProcess(ToolDevice.syncExecutable, ["share", suite, "--role", "write", "--directory", zedTablet.directory.path])
             defer { share.stop() }
-            let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
+            let line = try #require(await share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
             let joined = try await leeLaptop.syncTool(
                 [
                     "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString, "--token-file",
@@ -167,7 +167,7 @@ struct AccountIncarnationTests {
         _ server: SyncServer
     ) async throws {
         let share = try RunningProcess(ToolDevice.syncExecutable, ["share", suite, "--role", role, "--directory", owner.directory.path])
-        let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
+        let line = try #require(await share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
         let joined = try await device.syncTool(
             [
                 "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString, "--token-file",
@@ -175,6 +175,6 @@ struct AccountIncarnationTests {
             ]
         )
         #expect(joined.status == 0, "\(joined.stderr)")
-        #expect(share.finish().status == 0)
+        #expect(await share.finish().status == 0)
     }
 }

@@ -99,12 +99,12 @@ struct ConflictTests {
                     environment: environment
                 )
                 defer { watch.stop() }
-                let line = watch.firstLine(timeout: .seconds(30)) { $0.contains(" set sound ") }
+                let line = await watch.firstLine(timeout: .seconds(30)) { $0.contains(" set sound ") }
                 #expect(
                     line?.hasSuffix("(remote, from device \(tabletDefaults.origin); it replaced a local value kept in the conflict journal)") == true,
                     "\(line ?? "no line")"
                 )
-                #expect(watch.end(with: SIGTERM)?.status == 0)
+                #expect(await watch.end(with: SIGTERM)?.status == 0)
 
                 // Listed, newest first, with the replaced write's stamp and its winner's.
                 let listed = try await phone.sync("conflicts", ["--json"])

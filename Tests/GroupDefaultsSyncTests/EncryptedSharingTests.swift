@@ -74,7 +74,7 @@ struct EncryptedSharingTests {
 
         func pairTablet() async throws {
             let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", "family", "--directory", alicePhone.directory.path])
-            let line = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
+            let line = try #require(await pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
             let token = aliceTablet.directory.appendingPathComponent("paired.token").path
             try await expectOK(
                 aliceTablet.sync(
@@ -82,7 +82,7 @@ struct EncryptedSharingTests {
                     ["--server", server.url.absoluteString, "--pairing-code", String(line.dropFirst("pairing code: ".count)), "--token-file", token]
                 )
             )
-            #expect(pair.finish().status == 0)
+            #expect(await pair.finish().status == 0)
         }
 
         /// `share family --role write` on alice's phone, kept running, and `configure --invitation`
@@ -93,14 +93,14 @@ struct EncryptedSharingTests {
                 ToolDevice.syncExecutable,
                 ["share", "family", "--role", "write", "--directory", alicePhone.directory.path]
             )
-            let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
+            let line = try #require(await share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
             let file = try device.tokenFile(tokens[account.exact]!, name: "\(device.directory == bob.directory ? "bob" : "carol").token")
             let joined = try await device.syncTool(
                 ["configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString, "--token-file", file]
                     + (name.map { ["--as", $0] } ?? [])
             )
             #expect(joined.status == 0, "\(joined.stderr)")
-            let shared = share.finish()
+            let shared = await share.finish()
             #expect(shared.status == 0, "\(shared.stderr)")
             #expect(shared.stdout.contains("handed the keys of family to \(account)'s device"), "\(shared.stdout)")
         }
@@ -125,7 +125,7 @@ struct EncryptedSharingTests {
                 ToolDevice.syncExecutable,
                 ["share", "family", "--role", "write", "--directory", family.aliceTablet.directory.path]
             )
-            let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
+            let line = try #require(await share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
             let joined = try await dave.syncTool(
                 [
                     "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", family.server.url.absoluteString,
@@ -133,7 +133,7 @@ struct EncryptedSharingTests {
                 ]
             )
             #expect(joined.status == 0, "\(joined.stderr)")
-            #expect(share.finish().status == 0)
+            #expect(await share.finish().status == 0)
             try await expectOK(dave.sync("sync"))
 
             let rotated = try await family.alicePhone.sync("rotate-key")
@@ -201,7 +201,7 @@ struct EncryptedSharingTests {
     @Test(
         "a shared key bag keeps one copy for each of two accounts whose names are one Swift string (Kim, KELVIN SIGN \u{212A}im) through JSON, signed; one stored by an earlier version (an object by account) still reads"
     )
-    func sharedBagKeepsLookAlikeAccounts() throws {
+    func sharedBagKeepsLookAlikeAccounts() async throws {
         let keys = SuiteKeys(recoveryKey: RecoveryKey(), suite: "family")
         let members: [ExactName: Curve25519.KeyAgreement.PublicKey] = [
             "Kim": Curve25519.KeyAgreement.PrivateKey().publicKey, "\u{212A}im": Curve25519.KeyAgreement.PrivateKey().publicKey,
@@ -262,8 +262,8 @@ struct EncryptedSharingTests {
             let wrong = ToolDevice("family")
             defer { wrong.remove() }
             let first = try RunningProcess(ToolDevice.syncExecutable, ["pair", "home", "--directory", family.bob.directory.path])
-            let firstCode = try #require(first.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
-            let hint = try #require(first.firstLine(timeout: .seconds(30)) { $0.contains("--pairing-code") })
+            let firstCode = try #require(await first.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
+            let hint = try #require(await first.firstLine(timeout: .seconds(30)) { $0.contains("--pairing-code") })
             #expect(hint.hasSuffix("--shared-from alice/family --token-file NEW.token"), "\(hint)")
             let refused = try await wrong.sync(
                 "configure",
@@ -273,10 +273,10 @@ struct EncryptedSharingTests {
                 ]
             )
             #expect(refused.status == 1 && refused.stderr.contains("--shared-from OWNER/SUITE"), "\(refused.stdout) \(refused.stderr)")
-            _ = first.finish()
+            _ = await first.finish()
 
             let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", "home", "--directory", family.bob.directory.path])
-            let line = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
+            let line = try #require(await pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
             let configured = try await tablet.sync(
                 "configure",
                 [
@@ -286,7 +286,7 @@ struct EncryptedSharingTests {
             )
             #expect(configured.status == 0, "\(configured.stderr)")
             #expect(configured.stdout.contains("alice's suite family, as a write member; end-to-end encrypted"), "\(configured.stdout)")
-            #expect(pair.finish().status == 0)
+            #expect(await pair.finish().status == 0)
             try await expectOK(tablet.sync("sync"))
             #expect(try tablet.open().string(forKey: "doorbell") == "ding.caf")
 
@@ -361,7 +361,7 @@ struct EncryptedSharingTests {
             try phone.open().set("ding.caf", forKey: "doorbell")
             try await expectOK(phone.sync("sync"))
             let share = try RunningProcess(ToolDevice.syncExecutable, ["share", "family", "--role", "read", "--directory", phone.directory.path])
-            let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+            let line = try #require(await share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
             let code = try InvitationCode(parsing: String(line.dropFirst("code: ".count)))
             // Whoever learned the invitation id (the server) but not the code accepts with a key of its own.
             let mallory = try await ServerTool.createToken(storage: server.storage, account: "mallory")
@@ -369,7 +369,7 @@ struct EncryptedSharingTests {
             client.owner = "alice"
             let random = { Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString() }
             _ = try await client.acceptInvitation(invitationID: code.invitationID, claim: InvitationClaim(memberKey: random(), proof: random()))
-            let result = share.finish()
+            let result = await share.finish()
             #expect(result.status != 0)
             #expect(result.stderr.contains("does not come with the code's proof"), "\(result.stderr)")
             // Nothing was handed over; removed, mallory reads nothing of the invitation it used.

@@ -10,14 +10,14 @@ import Testing
 @Suite struct SyncHelpTests {
     static let check = HelpCheck(tool: "groupdefaults-sync", root: SyncCommand.self)
 
-    @Test("every command's help matches what the parser and the README hold", arguments: try check.commands())
-    func helpMatchesBehaviour(_ command: HelpCheck.Command) throws {
-        try Self.check.check(command, knownOptions: HelpCheck.knownOptions, headings: try HelpCheck.readmeHeadings())
+    @Test("every command's help matches what the parser and the README hold", arguments: try await check.commands())
+    func helpMatchesBehaviour(_ command: HelpCheck.Command) async throws {
+        try await Self.check.check(command, knownOptions: await HelpCheck.knownOptions, headings: try HelpCheck.readmeHeadings())
     }
 
     /// `share --role` lists every role an invitation gives (`SuiteRole.invitable`), and each is taken.
-    @Test func shareListsEveryRole() throws {
-        let help = try runProcess(BuiltExecutable.url("groupdefaults-sync"), ["share", "--help"]).stdout
+    @Test func shareListsEveryRole() async throws {
+        let help = try await runProcess(BuiltExecutable.url("groupdefaults-sync"), ["share", "--help"]).stdout
         let roles = Set(SuiteRole.invitable.map(\.rawValue))
         #expect(HelpCheck.listed(in: help, after: "What the invited account may do: ", upTo: ".") == roles, "\(help)")
         for role in roles {

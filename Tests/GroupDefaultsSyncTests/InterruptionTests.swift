@@ -38,7 +38,7 @@ struct InterruptionTests {
         -> ProcessResult
     {
         let line = [verb, device.suite, "--directory", device.directory.path] + arguments
-        return try await offThePool { try runProcess(ToolDevice.syncExecutable, line, environment: environment) }
+        return try await runProcess(ToolDevice.syncExecutable, line, environment: environment)
     }
 
     /// `step` as `GROUPDEFAULTS_INTERRUPT_AT` names it with `signal` (SIGKILL: the name alone).
@@ -70,48 +70,38 @@ struct InterruptionTests {
 
     // MARK: - Pairing
 
-    /// A process handed to a thread off the cooperative pool: its waits block that thread alone,
-    /// never the pool the other tasks (the new device's `configure`) need.
-    struct Handed: @unchecked Sendable {
-        let process: RunningProcess
-    }
-
     /// `pair` on `device` in the background, the code it printed, and the lines before it.
     static func startPairing(_ device: ToolDevice, _ environment: [String: String]) async throws -> (RunningProcess, String, [String]) {
-        let pair = Handed(
-            process: try RunningProcess(
-                ToolDevice.syncExecutable,
-                ["pair", device.suite, "--directory", device.directory.path],
-                environment: environment
-            )
+        let pair = try RunningProcess(
+            ToolDevice.syncExecutable,
+            ["pair", device.suite, "--directory", device.directory.path],
+            environment: environment
         )
-        let (code, before) = try await offThePool { () -> (String?, [String]) in
-            var before: [String] = []
-            while let line = pair.process.nextLine(timeout: .seconds(30)) {
-                if line.hasPrefix("pairing code: ") { return (String(line.dropFirst("pairing code: ".count)), before) }
-                before.append(line)
+        var before: [String] = []
+        var code: String?
+        while let line = await pair.nextLine(timeout: .seconds(30)) {
+            if line.hasPrefix("pairing code: ") {
+                code = String(line.dropFirst("pairing code: ".count))
+                break
             }
-            return (nil, before)
+            before.append(line)
         }
         guard let code else {
-            let result = try await Self.ended(pair.process)
+            let result = try await Self.ended(pair)
             Issue.record("pair printed no code: \(result)")
             throw FixtureError("pair printed no code")
         }
-        return (pair.process, code, before)
+        return (pair, code, before)
     }
 
-    /// `process`'s end, waited for at most 30 seconds off the pool (then it is killed and the issue
-    /// recorded).
+    /// `process`'s end, waited for at most 30 seconds (then it is killed and the issue recorded).
     static func ended(_ process: RunningProcess, sourceLocation: SourceLocation = #_sourceLocation) async throws -> ProcessResult {
-        let handed = Handed(process: process)
-        let (result, timedOut) = try await offThePool { () -> (ProcessResult, Bool) in
-            let ended = handed.process.waitForEnd(timeout: .seconds(30))
-            if !ended { handed.process.signal(SIGKILL) }
-            return (handed.process.finish(), !ended)
+        let ended = await process.waitForEnd(timeout: .seconds(30))
+        if !ended {
+            process.signal(SIGKILL)
+            Issue.record("still running after 30 seconds", sourceLocation: sourceLocation)
         }
-        if timedOut { Issue.record("still running after 30 seconds", sourceLocation: sourceLocation) }
-        return result
+        return await process.finish()
     }
 
     /// `configure --pairing-code CODE` on `device`, its token in `paired.token`.
@@ -376,13 +366,13 @@ struct InterruptionTests {
                 let suite = device.suite
                 let command = ["suites", "reset", "--account", "alice", "--suite", suite, "--yes"] + (keys ? ["--keys"] : []) + server.storage
                 let log = device.directory.appendingPathComponent("reset.log").path
-                let logged = try await offThePool { try runProcess(serverTool, command, environment: Self.environment(log: log)) }
+                let logged = try await runProcess(serverTool, command, environment: Self.environment(log: log))
                 #expect(logged.status == 0, "\(logged)")
                 #expect(Self.steps(in: log) == ["suites-reset.reset"])
                 #expect(try await device.sync("sync").status == 0)
                 #expect(try await resets(suite) == 1)
 
-                let stopped = try await offThePool { try runProcess(serverTool, command, environment: Self.environment(at: "suites-reset.reset")) }
+                let stopped = try await runProcess(serverTool, command, environment: Self.environment(at: "suites-reset.reset"))
                 #expect(stopped.reason == .uncaughtSignal, "\(stopped)")
                 #expect(try await resets(suite) == 2, "the reset and its audit record are one transaction")
                 #expect(try await server.snapshot(suite).entries.isEmpty)

@@ -12,9 +12,9 @@ import Testing
 @Suite("Pairing devices of an encrypted suite", .timeLimit(.minutes(3)))
 struct PairingTests {
     /// Starts `pair` on `device` and returns it with the code it printed.
-    func startPairing(_ device: ToolDevice) throws -> (RunningProcess, String) {
+    func startPairing(_ device: ToolDevice) async throws -> (RunningProcess, String) {
         let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", device.suite, "--directory", device.directory.path])
-        let line = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") }, "pair printed no code")
+        let line = try #require(await pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") }, "pair printed no code")
         return (pair, String(line.dropFirst("pairing code: ".count)))
     }
 
@@ -55,7 +55,7 @@ struct PairingTests {
                 ]
             )
             #expect(configured.status == 0, "\(configured.stderr)")
-            let (pair, code) = try startPairing(phone)
+            let (pair, code) = try await startPairing(phone)
 
             // Someone who learned the pairing id (the server, or whoever saw it) but not the code.
             let id = try PairingCode(parsing: code).pairingID
@@ -71,7 +71,7 @@ struct PairingTests {
             }
 
             // The phone checks the proof, refuses it and cancels: `pair` fails, the token is revoked.
-            let refused = pair.finish()
+            let refused = await pair.finish()
             #expect(refused.status != 0)
             #expect(refused.stderr.contains("does not know the code") && refused.stderr.contains("cancelled"), "\(refused.stderr)")
             do {
@@ -83,7 +83,7 @@ struct PairingTests {
             #expect(try await join(tablet, server, code: code).status != 0, "a cancelled pairing cannot be used")
 
             // A new code, used by the device that has it: its token works once the keys are here.
-            let (again, fresh) = try startPairing(phone)
+            let (again, fresh) = try await startPairing(phone)
             let codeFile = try tablet.tokenFile(fresh, name: "code")
             let joined = try await tablet.sync(
                 "configure",
@@ -93,7 +93,7 @@ struct PairingTests {
                 ]
             )
             #expect(joined.status == 0, "\(joined.stderr)")
-            #expect(again.finish().status == 0)
+            #expect(await again.finish().status == 0)
             #expect(try await tablet.sync("sync").status == 0)
         }
     }
@@ -117,12 +117,12 @@ struct PairingTests {
             #expect(try await phone.sync("sync").status == 0)
 
             // The tablet joins with a code; `pair` ends once the keys are handed over.
-            let (pair, code) = try startPairing(phone)
+            let (pair, code) = try await startPairing(phone)
             #expect((try? PairingCode(parsing: code)) != nil, "\(code)")
             let joined = try await join(tablet, server, code: code)
             #expect(joined.status == 0, "\(joined.stderr)")
-            #expect(pair.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("paired: ") })
-            #expect(pair.finish().status == 0)
+            #expect(await pair.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("paired: ") })
+            #expect(await pair.finish().status == 0)
             let tabletToken = tablet.directory.appendingPathComponent("paired.token").path
             var info = stat()
             #expect(stat(tabletToken, &info) == 0 && info.st_mode & 0o777 == 0o600)
@@ -163,7 +163,7 @@ struct PairingTests {
             #expect(mistyped.status == 1 && mistyped.stderr.contains("mistyped"), "\(mistyped.stderr)")
 
             // A third device, with a new code; a write on it reaches the phone.
-            let (second, secondCode) = try startPairing(phone)
+            let (second, secondCode) = try await startPairing(phone)
             #expect(secondCode != code)
             // A token file in the way is refused before the code is used; the code still works.
             let taken = try laptop.tokenFile("another suite's token", name: "paired.token")
@@ -173,7 +173,7 @@ struct PairingTests {
             try FileManager.default.removeItem(atPath: taken)
             let third = try await join(laptop, server, code: secondCode, name: "laptop")
             #expect(third.status == 0, "\(third.stderr)")
-            #expect(second.finish().status == 0)
+            #expect(await second.finish().status == 0)
             #expect(try await laptop.defaultsTool(["write", suite, "volume", "-float", "0.5"]).status == 0)
             #expect(try await laptop.sync("sync").status == 0)
             #expect(try await phone.sync("sync").status == 0)

@@ -37,8 +37,8 @@ struct PrintedHintTests {
     }
 
     /// Each tool's verbs, from its own description (`--experimental-dump-help`).
-    static func verbs(of tool: String) throws -> Set<String> {
-        let dump = try runProcess(BuiltExecutable.url(tool), ["--experimental-dump-help"])
+    static func verbs(of tool: String) async throws -> Set<String> {
+        let dump = try await runProcess(BuiltExecutable.url(tool), ["--experimental-dump-help"])
         let json = try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any]
         let command = json?["command"] as? [String: Any]
         let subcommands = command?["subcommands"] as? [[String: Any]] ?? []
@@ -50,9 +50,9 @@ struct PrintedHintTests {
     /// backticks that start with a verb of a tool but not with the tool's name, as `token revoke ID`
     /// or `share` would: a command that cannot be pasted, or a verb named in prose, which is written
     /// without backticks).
-    static func scan() throws -> (bare: [Hint], backticked: [Hint], unnamed: [Hint]) {
+    static func scan() async throws -> (bare: [Hint], backticked: [Hint], unnamed: [Hint]) {
         var verbs: [String: Set<String>] = [:]
-        for tool in tools { verbs[tool] = try Self.verbs(of: tool) }
+        for tool in tools { verbs[tool] = try await Self.verbs(of: tool) }
         let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
         var bare: [Hint] = []
         var backticked: [Hint] = []
@@ -106,7 +106,7 @@ struct PrintedHintTests {
 
     @Test("every command printed for this machine is in backticks, and each parses as its tool's command line")
     func everyHintParses() async throws {
-        let (bare, backticked, unnamed) = try Self.scan()
+        let (bare, backticked, unnamed) = try await Self.scan()
         #expect(
             bare.isEmpty,
             "commands printed outside backticks (put them in backticks, or say in `elsewhere` why they are for another machine): \(bare)"
@@ -127,7 +127,7 @@ struct PrintedHintTests {
             let tool = String(hint.text.prefix { $0 != " " })
             let arguments = Self.words(of: hint.text, sandbox: sandbox)
             // A command still running after a few seconds (a server) got past its parser.
-            let result = try runProcess(BuiltExecutable.url(tool), arguments, stdin: Data(), environment: environment, timeLimit: .seconds(5))
+            let result = try await runProcess(BuiltExecutable.url(tool), arguments, stdin: Data(), environment: environment, timeLimit: .seconds(5))
             let refused =
                 result.stderr.contains("; see `\(tool) help`") || result.stderr.contains(": unknown option ")
                 || result.stderr.contains(": unknown command ")
@@ -141,11 +141,11 @@ struct PrintedHintTests {
         let directory = ServerTool.temporaryDirectory("gds-hint-store")
         _ = try await ServerTool.createToken(storage: ["--data-dir", directory], account: "bob")
         let environment = ["HOME": home, "PATH": "/usr/bin:/bin"]
-        let failed = try runProcess(ServerTool.executable, ["accounts", "export", "nobody", "--data-dir", directory], environment: environment)
+        let failed = try await runProcess(ServerTool.executable, ["accounts", "export", "nobody", "--data-dir", directory], environment: environment)
         #expect(failed.status == 1)
         let hint = try #require(failed.stderr.firstMatch(of: #/`(groupdefaults-server [^`]+)`/#)?.output.1, "\(failed.stderr)")
         #expect(hint == "groupdefaults-server accounts list --data-dir \(directory)")
-        let pasted = try runProcess(
+        let pasted = try await runProcess(
             URL(fileURLWithPath: "/bin/sh"),
             ["-c", String(hint)],
             environment: environment.merging(["PATH": ServerTool.executable.deletingLastPathComponent().path + ":/usr/bin:/bin"]) { $1 }
@@ -167,7 +167,7 @@ struct PrintedHintTests {
             let filled = String(hint).replacingOccurrences(of: "URL", with: server.url.absoluteString).replacingOccurrences(of: "PATH", with: token)
             let path = ToolDevice.syncExecutable.deletingLastPathComponent().path + ":/usr/bin:/bin"
             let home = device.directory.appendingPathComponent("home").path
-            let pasted = try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", filled], environment: ["PATH": path, "HOME": home])
+            let pasted = try await runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", filled], environment: ["PATH": path, "HOME": home])
             #expect(pasted.status == 0, "\(filled): \(pasted)")
             #expect(try await device.sync("sync").status == 0)
             #expect(try await server.snapshot(device.suite).entries["sound"] != nil, "the folder's suite was configured and synced")
@@ -178,34 +178,34 @@ struct PrintedHintTests {
     func hintsNameTheirToolAndLocation() async throws {
         let store = ServerTool.temporaryDirectory("gds-hint-revoke")
         defer { try? FileManager.default.removeItem(atPath: store) }
-        let made = try runProcess(ServerTool.executable, ["token", "create", "--create", "--data-dir", store, "--account", "ana"])
+        let made = try await runProcess(ServerTool.executable, ["token", "create", "--create", "--data-dir", store, "--account", "ana"])
         #expect(made.status == 0, "\(made)")
         let revoke = try #require(made.stderr.firstMatch(of: #/`([^`]+)`/#)?.output.1, "\(made.stderr)")
         #expect(revoke.hasPrefix("groupdefaults-server token revoke --data-dir \(store) tok_"), "\(revoke)")
         let path = ServerTool.executable.deletingLastPathComponent().path + ":/usr/bin:/bin"
-        let revoked = try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", String(revoke)], environment: ["PATH": path, "HOME": store])
+        let revoked = try await runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", String(revoke)], environment: ["PATH": path, "HOME": store])
         #expect(revoked.status == 0, "\(revoke): \(revoked)")
-        let listed = try runProcess(ServerTool.executable, ["token", "list", "--data-dir", store])
+        let listed = try await runProcess(ServerTool.executable, ["token", "list", "--data-dir", store])
         #expect(listed.stdout.contains("revoked"), "the token of that store was revoked: \(listed)")
 
         let folder = ServerTool.temporaryDirectory("gds-hint-suites")
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let tool = BuiltExecutable.url("groupdefaults")
-        func defaults(_ arguments: [String]) throws -> ProcessResult {
-            try runProcess(tool, [arguments[0], "--directory", folder] + arguments.dropFirst(), environment: ["PATH": path, "HOME": folder])
+        func defaults(_ arguments: [String]) async throws -> ProcessResult {
+            try await runProcess(tool, [arguments[0], "--directory", folder] + arguments.dropFirst(), environment: ["PATH": path, "HOME": folder])
         }
-        #expect(try defaults(["write", "family", "doorbell", "ding"]).status == 0)
-        #expect(try defaults(["write", "family", "big", "bong"]).status == 0)
-        let forgotten = try defaults(["write", "family", "badge"])
+        #expect(try await defaults(["write", "family", "doorbell", "ding"]).status == 0)
+        #expect(try await defaults(["write", "family", "big", "bong"]).status == 0)
+        let forgotten = try await defaults(["write", "family", "badge"])
         #expect(forgotten.status == 1)
         #expect(forgotten.stderr.contains("`groupdefaults write --directory \(folder) family KEY VALUE` writes a key"), "\(forgotten.stderr)")
         #expect(forgotten.stderr.contains("`groupdefaults write --directory \(folder) family '{ key = value; }'` replaces"), "\(forgotten.stderr)")
-        let taken = try defaults(["rename", "family", "doorbell", "big"])
+        let taken = try await defaults(["rename", "family", "doorbell", "big"])
         #expect(taken.status == 1)
         let force = try #require(taken.stderr.firstMatch(of: #/`([^`]+)`/#)?.output.1, "\(taken.stderr)")
         #expect(force == "groupdefaults rename --directory \(folder) --force family doorbell big")
-        let renamed = try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", String(force)], environment: ["PATH": path, "HOME": folder])
+        let renamed = try await runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", String(force)], environment: ["PATH": path, "HOME": folder])
         #expect(renamed.status == 0, "\(force): \(renamed)")
-        #expect(try defaults(["read", "family", "big"]).stdout == "ding\n")
+        #expect(try await defaults(["read", "family", "big"]).stdout == "ding\n")
     }
 }

@@ -117,7 +117,7 @@ struct RemovalRotationTests {
             defer { for device in [phone, tablet, bob, carol] { device.remove() } }
             try await Self.ownEncrypted(phone, server)
             let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", "family", "--directory", phone.directory.path])
-            let line = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
+            let line = try #require(await pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
             try await expectOK(
                 tablet.sync(
                     "configure",
@@ -127,7 +127,7 @@ struct RemovalRotationTests {
                     ]
                 )
             )
-            #expect(pair.finish().status == 0)
+            #expect(await pair.finish().status == 0)
             try await Self.join(bob, "bob", phone, server)
             let owner = server.client("family")
             _ = try await owner.removeMember("bob")
@@ -202,7 +202,7 @@ struct RemovalRotationTests {
             defer { for device in [phone, tablet] { device.remove() } }
             try await Self.ownEncrypted(phone, server)
             let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", "family", "--directory", phone.directory.path])
-            let line = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
+            let line = try #require(await pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") })
             try await expectOK(
                 tablet.sync(
                     "configure",
@@ -212,7 +212,7 @@ struct RemovalRotationTests {
                     ]
                 )
             )
-            #expect(pair.finish().status == 0)
+            #expect(await pair.finish().status == 0)
 
             let stopped = try await InterruptionTests.run(phone, "rotate-key", [], InterruptionTests.environment(at: "rotate-key.bag-signed"))
             InterruptionTests.expectStopped(stopped, by: SIGKILL, "rotate-key stopped at its signed bag")
@@ -274,7 +274,7 @@ struct RemovalRotationTests {
     static func join(_ device: ToolDevice, _ account: String, _ owner: ToolDevice, _ server: SyncServer) async throws {
         let token = try await ServerTool.createToken(storage: server.storage, account: account)
         let share = try RunningProcess(ToolDevice.syncExecutable, ["share", "family", "--role", "write", "--directory", owner.directory.path])
-        let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
+        let line = try #require(await share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") }, "share printed no code")
         let joined = try await device.syncTool(
             [
                 "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString, "--token-file",
@@ -282,7 +282,7 @@ struct RemovalRotationTests {
             ]
         )
         #expect(joined.status == 0, "\(joined.stderr)")
-        let shared = share.finish()
+        let shared = await share.finish()
         #expect(shared.status == 0, "\(shared.stderr)")
     }
 }

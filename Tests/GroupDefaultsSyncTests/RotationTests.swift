@@ -218,7 +218,7 @@ struct RotationTests {
 
             // The tablet pairs, syncs, and is then lost: revoked on the server.
             let pair = try RunningProcess(ToolDevice.syncExecutable, ["pair", suite, "--directory", phone.directory.path])
-            let code = try #require(pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") }).dropFirst("pairing code: ".count)
+            let code = try #require(await pair.firstLine(timeout: .seconds(30)) { $0.hasPrefix("pairing code: ") }).dropFirst("pairing code: ".count)
             let tabletToken = tablet.directory.appendingPathComponent("token").path
             let joined = try await tablet.sync(
                 "configure",
@@ -228,7 +228,7 @@ struct RotationTests {
                 ]
             )
             #expect(joined.status == 0, "\(joined.stderr)")
-            #expect(pair.finish().status == 0)
+            #expect(await pair.finish().status == 0)
             #expect(try await tablet.sync("sync").status == 0)
             let tabletKeys = try SuiteKeys.read(from: try tablet.keyFile(), suite: suite)
             let tabletOrigin = try tablet.open().origin

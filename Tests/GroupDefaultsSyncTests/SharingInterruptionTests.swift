@@ -31,14 +31,14 @@ struct SharingInterruptionTests {
             // share: the steps it reaches, then each of them stopped by each signal. Whatever was
             // left waiting is revoked: at once on SIGINT once it waits, by the next `invitations`
             // after a crash.
-            let listed = try Self.run(alice, ["share", "family", "--role", "write"], log: log, stopAt: "share.waiting@SIGINT")
+            let listed = try await Self.run(alice, ["share", "family", "--role", "write"], log: log, stopAt: "share.waiting@SIGINT")
             #expect(listed.status == 130, "\(listed.stderr)")
             #expect(listed.stderr.contains("interrupted: invitation inv_") && listed.stderr.contains("revoked"), "\(listed.stderr)")
             let steps = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
             #expect(steps == ["share.invitation-made", "share.waiting"])
             for step in steps {
                 for signal in ["SIGKILL", "SIGINT"] {
-                    let stopped = try Self.run(alice, ["share", "family", "--role", "write"], stopAt: "\(step)@\(signal)")
+                    let stopped = try await Self.run(alice, ["share", "family", "--role", "write"], stopAt: "\(step)@\(signal)")
                     #expect(stopped.status != 0, "\(step)@\(signal)")
                     let cleaned = try await alice.sync("invitations")
                     #expect(cleaned.status == 0, "\(cleaned.stderr)")
@@ -55,20 +55,20 @@ struct SharingInterruptionTests {
             // configure --invitation stopped (Ctrl-C) while it waits for the keys: it leaves again.
             let daveToken = try await ServerTool.createToken(storage: server.storage, account: "dave")
             let share = try RunningProcess(ToolDevice.syncExecutable, ["share", "family", "--role", "write", "--directory", alice.directory.path])
-            let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+            let line = try #require(await share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
             share.signal(SIGSTOP)  // the owner's `share` resumes only after the joiner gave up
             let joinArguments = [
                 "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
                 "--token-file", try dave.tokenFile(daveToken, name: "dave.token"), "--directory", dave.directory.path,
             ]
-            let joined = try Self.run(joinArguments, stopAt: "configure-invitation.accepted@SIGINT")
+            let joined = try await Self.run(joinArguments, stopAt: "configure-invitation.accepted@SIGINT")
             #expect(joined.status == 130 && joined.stderr.contains("interrupted: this account left the suite again"), "\(joined.stderr)")
             // The same command again: the invitation ended, and it says so (not only "check the code").
-            let rerun = try Self.run(joinArguments, stopAt: nil)
+            let rerun = try await Self.run(joinArguments, stopAt: nil)
             #expect(rerun.status == 1 && rerun.stderr.contains("the invitation has ended"), "\(rerun.stderr)")
             // The owner's `share`, resumed: the owner's words, not the member's remedy.
             share.signal(SIGCONT)
-            let resumed = share.finish()
+            let resumed = await share.finish()
             #expect(resumed.status == 1, "\(resumed.stderr)")
             #expect(
                 resumed.stderr.contains("dave accepted the invitation") && resumed.stderr.contains("left the suite before its keys"),
@@ -84,18 +84,18 @@ struct SharingInterruptionTests {
                     ToolDevice.syncExecutable,
                     ["share", "family", "--role", "write", "--directory", alice.directory.path]
                 )
-                let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+                let line = try #require(await share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
                 share.signal(SIGSTOP)
                 let arguments = [
                     "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
                     "--token-file", dave.directory.appendingPathComponent("dave.token").path, "--directory", dave.directory.path,
                 ]
-                #expect(try Self.run(arguments, stopAt: "configure-invitation.accepted").status != 0)
+                #expect(try await Self.run(arguments, stopAt: "configure-invitation.accepted").status != 0)
                 let members = try await alice.sync("members")
                 #expect(members.stdout.contains("dave  write") && members.stdout.contains("holds no keys yet"), "\(members.stdout)")
                 #expect(members.stdout.split(separator: "\n").filter { $0.hasSuffix("holds no keys yet") }.count == 1, "only dave: \(members.stdout)")
                 #expect(members.stdout.contains("unshare family --account NAME"), "\(members.stdout)")
-                let again = try Self.run(arguments, stopAt: nil)
+                let again = try await Self.run(arguments, stopAt: nil)
                 #expect(again.status == 1 && again.stderr.contains("this account left the suite again"), "\(again.stderr)")
                 #expect(!(try await alice.sync("members")).stdout.contains("no keys"))
                 share.signal(SIGCONT)
@@ -105,8 +105,8 @@ struct SharingInterruptionTests {
             // Ctrl-C just as it sends its acceptance, and as the server's answer comes (as if the
             // answer were lost): no member without keys is left behind.
             for step in ["configure-invitation.accepting", "configure-invitation.answered"] {
-                let (share, arguments) = try Self.invite(dave, by: alice, server)
-                let stopped = try Self.run(arguments, stopAt: "\(step)@SIGINT")
+                let (share, arguments) = try await Self.invite(dave, by: alice, server)
+                let stopped = try await Self.run(arguments, stopAt: "\(step)@SIGINT")
                 #expect(stopped.status == 130, "\(step): \(stopped.stderr)")
                 #expect(try await owner.members().members.map(\.account) == ["alice", "bob", "carol"], "\(step): \(stopped.stderr)")
                 share.stop()
@@ -121,14 +121,14 @@ struct SharingInterruptionTests {
                     let left = try await dave.sync("leave")
                     #expect(left.status == 0, "\(left.stderr)")
                 }
-                let (share, arguments) = try Self.invite(dave, by: alice, server)
-                let killed = try Self.run(arguments, stopAt: step)
+                let (share, arguments) = try await Self.invite(dave, by: alice, server)
+                let killed = try await Self.run(arguments, stopAt: step)
                 #expect(killed.status != 0, "\(step)")
                 if joins {
-                    let shared = share.finish()
+                    let shared = await share.finish()
                     #expect(shared.status == 0, "\(step), \(index): \(killed.stderr) \(shared.stderr)")
                 }
-                let again = try Self.run(arguments, stopAt: nil)
+                let again = try await Self.run(arguments, stopAt: nil)
                 if joins {
                     #expect(again.status == 0 && again.stdout.contains("alice's suite family, as a write member"), "\(index): \(again.stderr)")
                     try await expectOK(dave.sync("sync"))
@@ -142,7 +142,7 @@ struct SharingInterruptionTests {
             }
 
             // unshare stopped after the removal, before its rotation: the owner's next sync rotates.
-            let unshared = try Self.run(alice, ["unshare", "family", "--account", "carol"], stopAt: "unshare.removed")
+            let unshared = try await Self.run(alice, ["unshare", "family", "--account", "carol"], stopAt: "unshare.removed")
             #expect(unshared.status != 0)
             #expect(try await owner.keyBags().rotationDue?.removed.contains("carol") == true)
             let synced = try await alice.sync("sync")
@@ -150,7 +150,7 @@ struct SharingInterruptionTests {
             #expect(try await owner.keyBags().rotationDue == nil)
 
             // leave stopped after the server's part: the next leave finishes the local part.
-            let left = try Self.run(bob, ["leave", "family"], stopAt: "leave.left")
+            let left = try await Self.run(bob, ["leave", "family"], stopAt: "leave.left")
             #expect(left.status != 0)
             let again = try await bob.sync("leave")
             #expect(again.status == 0 && again.stdout.contains("left alice's suite family"), "\(again.stdout) \(again.stderr)")
@@ -163,7 +163,7 @@ struct SharingInterruptionTests {
                     ToolDevice.syncExecutable,
                     ["share", "family", "--role", "write", "--directory", alice.directory.path]
                 )
-                let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+                let line = try #require(await share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
                 let late = ToolDevice("family")
                 defer { late.remove() }
                 let erinToken = try await ServerTool.createToken(storage: server.storage, account: "erin")
@@ -171,9 +171,9 @@ struct SharingInterruptionTests {
                     "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
                     "--token-file", try late.tokenFile(erinToken, name: "erin.token"), "--directory", late.directory.path,
                 ]
-                let stopped = try Self.run(arguments, stopAt: "configure-invitation.joined@SIGINT")
+                let stopped = try await Self.run(arguments, stopAt: "configure-invitation.joined@SIGINT")
                 #expect(stopped.status == 0 && stopped.stdout.contains("alice's suite family, as a write member"), "\(stopped.stderr)")
-                #expect(share.finish().status == 0)
+                #expect(await share.finish().status == 0)
                 #expect(try await owner.members().members.map(\.account).contains("erin"))
                 try await expectOK(late.sync("sync"))
                 #expect(try late.open().string(forKey: "doorbell") == "ding.caf")
@@ -194,7 +194,7 @@ struct SharingInterruptionTests {
             // share waits in one process; invitations in another ends nothing, and the join completes.
             let share = try RunningProcess(ToolDevice.syncExecutable, arguments)
             defer { share.stop() }
-            let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+            let line = try #require(await share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
             let listed = try await alice.sync("invitations")
             #expect(listed.status == 0 && listed.stdout.contains("pending") && !listed.stdout.contains("left by"), "\(listed.stdout)")
             #expect(try await owner.invitations().invitations.map(\.state) == [.pending])
@@ -206,7 +206,7 @@ struct SharingInterruptionTests {
                 ]
             )
             #expect(joined.status == 0, "\(joined.stderr)")
-            #expect(share.finish().status == 0)
+            #expect(await share.finish().status == 0)
             #expect(try await owner.members().members.map(\.account) == ["alice", "bob"])
             try await expectOK(bob.sync("sync"))
             #expect(try bob.open().string(forKey: "doorbell") == "ding.caf")
@@ -214,8 +214,8 @@ struct SharingInterruptionTests {
             // share killed while it waits: the next invitations revokes what it left.
             let killed = try RunningProcess(ToolDevice.syncExecutable, arguments)
             defer { killed.stop() }
-            #expect(killed.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
-            #expect(killed.end(with: SIGKILL)?.reason == .uncaughtSignal)
+            #expect(await killed.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+            #expect(await killed.end(with: SIGKILL)?.reason == .uncaughtSignal)
             let cleaned = try await alice.sync("invitations")
             #expect(cleaned.stdout.contains("revoked: its code adds nobody (left by a share command that stopped)"), "\(cleaned.stdout)")
             #expect(try await owner.invitations().invitations.allSatisfy { $0.state != .pending })
@@ -234,10 +234,10 @@ struct SharingInterruptionTests {
             let owner = server.client("family")
             // share killed while it waits (its invitation left over); dave accepts that code and is
             // stopped while waiting for keys nobody hands over: it leaves again.
-            let killed = try Self.run(alice, ["share", "family", "--role", "write"], stopAt: "share.waiting@SIGKILL")
+            let killed = try await Self.run(alice, ["share", "family", "--role", "write"], stopAt: "share.waiting@SIGKILL")
             let line = try #require(killed.stdout.split(separator: "\n").first { $0.hasPrefix("code: ") }, "\(killed)")
             let daveToken = try await ServerTool.createToken(storage: server.storage, account: "dave")
-            let joined = try Self.run(
+            let joined = try await Self.run(
                 [
                     "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
                     "--token-file", try dave.tokenFile(daveToken, name: "dave.token"), "--directory", dave.directory.path,
@@ -270,8 +270,8 @@ struct SharingInterruptionTests {
         _ arguments: [String],
         log: String? = nil,
         stopAt: String
-    ) throws -> (status: Int32, stdout: String, stderr: String) {
-        try run(arguments + ["--directory", device.directory.path], stopAt: stopAt, log: log)
+    ) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await run(arguments + ["--directory", device.directory.path], stopAt: stopAt, log: log)
     }
 
     /// `groupdefaults-sync ARGUMENTS…` stopped at `stopAt`, with SIGINT and SIGTERM unblocked (as
@@ -279,9 +279,9 @@ struct SharingInterruptionTests {
     /// while blocked would wait until the command ignores it).
     /// `share family --role write` on `owner`, kept running, and the `configure --invitation`
     /// arguments that join with its code on `device` (its `dave.token`).
-    static func invite(_ device: ToolDevice, by owner: ToolDevice, _ server: SyncServer) throws -> (RunningProcess, [String]) {
+    static func invite(_ device: ToolDevice, by owner: ToolDevice, _ server: SyncServer) async throws -> (RunningProcess, [String]) {
         let share = try RunningProcess(ToolDevice.syncExecutable, ["share", "family", "--role", "write", "--directory", owner.directory.path])
-        let line = try #require(share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
+        let line = try #require(await share.firstLine(timeout: .seconds(30)) { $0.hasPrefix("code: ") })
         let arguments = [
             "configure", "--invitation", String(line.dropFirst("code: ".count)), "--server", server.url.absoluteString,
             "--token-file", device.directory.appendingPathComponent("dave.token").path, "--directory", device.directory.path,
@@ -289,14 +289,14 @@ struct SharingInterruptionTests {
         return (share, arguments)
     }
 
-    static func run(_ arguments: [String], stopAt: String?, log: String? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
+    static func run(_ arguments: [String], stopAt: String?, log: String? = nil) async throws -> (status: Int32, stdout: String, stderr: String) {
         let process = try RunningProcess(
             ToolDevice.syncExecutable,
             arguments,
             environment: environment(stopAt: stopAt, log: log),
             terminationSignals: .unblocked
         )
-        let result = process.finish()
+        let result = await process.finish()
         return (result.status, String(decoding: result.stdoutData, as: UTF8.self), result.stderr)
     }
 }

@@ -295,13 +295,13 @@ struct DamagedFileTests {
     }
 
     @Test("random bytes in a valid file's pages: an error or readable keys, never a crash, never a rewrite")
-    func randomDamage() throws {
-        try withTemporaryDirectory { dir in
+    func randomDamage() async throws {
+        try await withTemporaryDirectory { dir in
             let base = dir.appendingPathComponent("base", isDirectory: true)
             let used: Int
             do {
                 let defaults = try openSuite(base, "suite")
-                try defaults.write { tx in
+                try await defaults.write { tx in
                     for i in 0..<400 {
                         let value: PropertyListValue =
                             switch i % 4 {
@@ -313,7 +313,7 @@ struct DamagedFileTests {
                         try tx.set(value, forKey: "key-\(i)")
                     }
                 }
-                try defaults.write { tx in for i in stride(from: 0, to: 400, by: 9) { try tx.removeValue(forKey: "key-\(i)") } }
+                try await defaults.write { tx in for i in stride(from: 0, to: 400, by: 9) { try tx.removeValue(forKey: "key-\(i)") } }
                 used = try defaults.store.environment.info().usedBytes
             }
             let original = try contents(base.appendingPathComponent("suite.lmdb"))
@@ -336,7 +336,7 @@ struct DamagedFileTests {
                 try damaged.write(to: file)
 
                 // In another process first: a crash must not take the test runner with it.
-                let outcome = try HelperProcess.run("read-all", directory: copy, suite: "suite")
+                let outcome = try await HelperProcess.run("read-all", directory: copy, suite: "suite")
                 #expect(outcome.reason == .exit, "seed \(seed): the helper crashed (signal \(outcome.status))")
                 #expect(outcome.status == 0 || outcome.status == 3, "seed \(seed): status \(outcome.status), \(outcome.stderr)")
                 guard outcome.reason == .exit, outcome.status == 0 || outcome.status == 3 else { continue }
@@ -346,13 +346,13 @@ struct DamagedFileTests {
                     let defaults = try openSuite(copy, "suite")
                     #expect(outcome.status == 0, "seed \(seed): opens here but not in the helper: \(outcome.stderr)")
                     opened += 1
-                    var codes: [SharedDefaultsError.Code] = []
-                    let keys = try defaults.read { tx in
+                    let (keys, codes) = try await defaults.read { tx in
+                        var codes: [SharedDefaultsError.Code] = []
                         let keys = try tx.keys
                         for key in keys {
                             do { _ = try tx.value(forKey: key) } catch let error as SharedDefaultsError { codes.append(error.code) }
                         }
-                        return keys
+                        return (keys, codes)
                     }
                     damagedValues += codes.count
                     #expect(codes.allSatisfy { $0 == .corruptValue }, "seed \(seed): \(codes)")
@@ -365,7 +365,7 @@ struct DamagedFileTests {
                 #expect(try contents(file) == damaged, "seed \(seed): the damaged file was rewritten")
 
                 // Writing to it (which follows the free-page tree and the log) is an error or works.
-                let write = try HelperProcess.run("write-keys", directory: copy, suite: "suite", ["after-damage", "3"])
+                let write = try await HelperProcess.run("write-keys", directory: copy, suite: "suite", ["after-damage", "3"])
                 #expect(write.reason == .exit, "seed \(seed): a writer crashed (signal \(write.status))")
                 #expect(write.status == 0 || write.status == 3, "seed \(seed): status \(write.status), \(write.stderr)")
             }

@@ -19,11 +19,11 @@ struct FailureModeTests {
     @Test(
         "a process filling a 3 MiB tmpfs stops with diskFull, not SIGBUS; the suite then opens, verifies, reads every key written, and removes keys though the disk has no room to double the map"
     )
-    func fullDisk() throws {
-        try withTemporaryDirectory { dir in
-            try withTmpfs(at: dir.appendingPathComponent("disk"), size: "3m") { disk in
+    func fullDisk() async throws {
+        try await withTemporaryDirectory { dir in
+            try await withTmpfs(at: dir.appendingPathComponent("disk"), size: "3m") { disk in
                 // 20,000 commits of ~100 bytes need more than 3 MiB.
-                let fill = try HelperProcess.run("fill", directory: disk, suite: "full", ["k", "20000", "100"])
+                let fill = try await HelperProcess.run("fill", directory: disk, suite: "full", ["k", "20000", "100"])
                 try #require(fill.reason == .exit, "the writer died of signal \(fill.status) (SIGBUS is \(SIGBUS)): \(fill.stderr)")
                 #expect(fill.status == 4, "the writer should stop with a store error: \(fill.stdout) \(fill.stderr)")
                 let lines = fill.stdout.split(separator: "\n").map(String.init)
@@ -40,9 +40,9 @@ struct FailureModeTests {
 
                 // The map is full and the disk has no room to double it: removals must still go through.
                 for i in 0..<200 {
-                    try defaults.write { try $0.removeValue(forKey: "k-\(i)") }
+                    try await defaults.write { try $0.removeValue(forKey: "k-\(i)") }
                 }
-                #expect(try defaults.read { try $0.keys.count } == written - 200)
+                #expect(try await defaults.read { try $0.keys.count } == written - 200)
                 #expect(defaults.string(forKey: "k-0") == nil)
                 #expect(defaults.string(forKey: "k-200") == filler("k-200", size: 100))
                 #expect(try defaults.verify().isHealthy)
@@ -53,7 +53,7 @@ struct FailureModeTests {
                     }
                 }
                 #expect(error?.code == .diskFull)
-                #expect(try defaults.read { try $0.keys.count } == written - 200)
+                #expect(try await defaults.read { try $0.keys.count } == written - 200)
             }
         }
     }
@@ -61,12 +61,12 @@ struct FailureModeTests {
     @Test(
         "creating a suite on a full tmpfs fails with diskFull, and so does every retry (which finds the files the first attempt left), never SIGBUS"
     )
-    func newSuiteOnFullDisk() throws {
-        try withTemporaryDirectory { dir in
-            try withTmpfs(at: dir.appendingPathComponent("disk"), size: "1m") { disk in
+    func newSuiteOnFullDisk() async throws {
+        try await withTemporaryDirectory { dir in
+            try await withTmpfs(at: dir.appendingPathComponent("disk"), size: "1m") { disk in
                 try fillUp(disk)
                 for attempt in 1...3 {
-                    let open = try HelperProcess.run("open", directory: disk, suite: "new")
+                    let open = try await HelperProcess.run("open", directory: disk, suite: "new")
                     #expect(open.reason == .exit, "attempt \(attempt): the process died of signal \(open.status): \(open.stderr)")
                     #expect(open.status == 4 && open.stdout == "error diskFull", "attempt \(attempt): \(open.stdout) \(open.stderr)")
                 }
@@ -75,8 +75,8 @@ struct FailureModeTests {
                 var small = SharedDefaults.Configuration()
                 small.initialMapSize = 64 << 10
                 let defaults = try SharedDefaults(suiteName: "new", directory: disk, configuration: small)
-                try defaults.write { try $0.set(.string("ring.caf"), forKey: "sound") }
-                #expect(try HelperProcess.run("get", directory: disk, suite: "new", ["sound"]).stdout == "ring.caf")
+                try await defaults.write { try $0.set(.string("ring.caf"), forKey: "sound") }
+                #expect(try await HelperProcess.run("get", directory: disk, suite: "new", ["sound"]).stdout == "ring.caf")
             }
         }
     }
@@ -86,8 +86,8 @@ struct FailureModeTests {
     @Test(
         "with fsyncEveryCommit, a flush failing after the commit does not fail the write: other processes read it, a watcher in another process is woken, and lastError and onError say it was committed; a failing synchronize() returns false"
     )
-    func flushFailureAfterCommit() throws {
-        try withTemporaryDirectory { dir in
+    func flushFailureAfterCommit() async throws {
+        try await withTemporaryDirectory { dir in
             let errors = ErrorLog()
             var configuration = SharedDefaults.Configuration()
             configuration.durability = .fsyncEveryCommit
@@ -97,21 +97,21 @@ struct FailureModeTests {
             let defaults = try SharedDefaults(suiteName: "flush", directory: dir, configuration: configuration)
             let environment = defaults.store.environment
             let watcher = try HelperProcess("watch", directory: dir, suite: "flush")
-            defer { _ = watcher.finish() }
-            try #require(watcher.waitForLine("ready"))
+            defer { watcher.stop() }
+            try #require(await watcher.waitForLine("ready"))
 
             // The throwing API.
             disk.failNext.store(EIO, ordering: .relaxed)
             let flushes = environment.flushCount.load(ordering: .relaxed)
-            try defaults.write { try $0.set(.string("ring.caf"), forKey: "sound") }
+            try await defaults.write { try $0.set(.string("ring.caf"), forKey: "sound") }
             #expect(environment.flushCount.load(ordering: .relaxed) == flushes + 1, "the flush was not even tried")
             #expect(disk.failNext.load(ordering: .relaxed) == 0)
             let first = try #require(defaults.lastError, "the failed flush was not reported")
             #expect(first.code == .storageFailure)
             #expect(first.reason.contains("committed"), "\(first.reason)")
             #expect(errors.all.count == 1)
-            #expect(try HelperProcess.run("get", directory: dir, suite: "flush", ["sound"]).stdout == "ring.caf")
-            #expect(watcher.waitForLine("change sound ring.caf", timeout: 10))
+            #expect(try await HelperProcess.run("get", directory: dir, suite: "flush", ["sound"]).stdout == "ring.caf")
+            #expect(await watcher.waitForLine("change sound ring.caf", timeout: 10))
 
             // The UserDefaults-style setter.
             disk.failNext.store(EIO, ordering: .relaxed)
@@ -119,8 +119,8 @@ struct FailureModeTests {
             #expect(errors.all.count == 2)
             #expect(errors.all.last?.code == .storageFailure && errors.all.last?.reason.contains("committed") == true)
             #expect(defaults.string(forKey: "sound") == "bell.aiff")
-            #expect(try HelperProcess.run("get", directory: dir, suite: "flush", ["sound"]).stdout == "bell.aiff")
-            #expect(watcher.waitForLine("change sound bell.aiff", timeout: 10))
+            #expect(try await HelperProcess.run("get", directory: dir, suite: "flush", ["sound"]).stdout == "bell.aiff")
+            #expect(await watcher.waitForLine("change sound bell.aiff", timeout: 10))
 
             // A flush that works reports nothing.
             defaults.set("chime.caf", forKey: "sound")
@@ -256,9 +256,9 @@ struct FailureModeTests {
     // MARK: fork()
 
     @Test("after fork() the child's inherited handle refuses with usedAfterFork, a handle it opens anew writes, and the parent goes on")
-    func forkedChild() throws {
-        try withTemporaryDirectory { dir in
-            let result = try HelperProcess.run("fork", directory: dir, suite: "forked")
+    func forkedChild() async throws {
+        try await withTemporaryDirectory { dir in
+            let result = try await HelperProcess.run("fork", directory: dir, suite: "forked")
             #expect(result.reason == .exit && result.status == 0, "\(result.stdout) \(result.stderr)")
             #expect(result.stdout == "child exit 0\nparent ok", "\(result.stderr)")
             let defaults = try SharedDefaults(suiteName: "forked", directory: dir)
@@ -273,20 +273,20 @@ struct FailureModeTests {
     @Test(
         "a watcher in another PID namespace, whose pid means nothing here, keeps its slot when another process registers and leaves, and is still woken at once"
     )
-    func watcherSlotSurvivesPIDNamespaces() throws {
-        try withTemporaryDirectory { dir in
+    func watcherSlotSurvivesPIDNamespaces() async throws {
+        try await withTemporaryDirectory { dir in
             let defaults = try SharedDefaults(suiteName: "ns", directory: dir)
             let sidecar = dir.appendingPathComponent("ns.lmdb-notify")
             // A real PID namespace where this machine allows one (root, util-linux's unshare).
-            let namespaced = run("unshare", ["--pid", "--fork", "--mount-proc", "true"]).status == 0
+            let namespaced = await run("unshare", ["--pid", "--fork", "--mount-proc", "true"]).status == 0
             let first = try HelperProcess(
                 "watch",
                 directory: dir,
                 suite: "ns",
                 launcher: namespaced ? [try executable("unshare"), "--pid", "--fork", "--mount-proc"] : []
             )
-            defer { _ = first.finish() }
-            try #require(first.waitForLine("ready"))
+            defer { first.stop() }
+            try #require(await first.waitForLine("ready"))
 
             let taken = try takenSlots(sidecar)
             try #require(taken.count == 1)
@@ -300,24 +300,24 @@ struct FailureModeTests {
             try writeWord(nowhere, at: Sidecar.slotsOffset + slot * 8, of: sidecar)
 
             let second = try HelperProcess("watch", directory: dir, suite: "ns")
-            try #require(second.waitForLine("ready"))
+            try #require(await second.waitForLine("ready"))
             let watchers = defaults.store.sidecar.watcherProcesses
             #expect(watchers.count == 2, "\(watchers)")
             #expect(watchers.contains(pid_t(bitPattern: nowhere)), "the first watcher's slot was taken over")
             #expect(watchers.contains(second.process.processIdentifier))
             #expect(try takenSlots(sidecar).first { $0.pid == UInt32(second.process.processIdentifier) }?.slot != slot)
 
-            let set = try HelperProcess.run("set", directory: dir, suite: "ns", ["sound", "ring.caf"])
+            let set = try await HelperProcess.run("set", directory: dir, suite: "ns", ["sound", "ring.caf"])
             #expect(set.status == 0, "\(set.stderr)")
-            #expect(first.waitForLine("change sound ring.caf", timeout: 10))
-            #expect(second.waitForLine("change sound ring.caf", timeout: 10))
+            #expect(await first.waitForLine("change sound ring.caf", timeout: 10))
+            #expect(await second.waitForLine("change sound ring.caf", timeout: 10))
 
             // The second leaves, giving its slot back; the first must still be signalled.
-            #expect(second.finish().stdout.hasSuffix("stopped"))
+            #expect(await second.finish().stdout.hasSuffix("stopped"))
             #expect(defaults.store.sidecar.watcherProcesses == [pid_t(bitPattern: nowhere)])
-            let again = try HelperProcess.run("set", directory: dir, suite: "ns", ["sound", "bell.aiff"])
+            let again = try await HelperProcess.run("set", directory: dir, suite: "ns", ["sound", "bell.aiff"])
             #expect(again.status == 0, "\(again.stderr)")
-            #expect(first.waitForLine("change sound bell.aiff", timeout: 10), "the first watcher was not woken")
+            #expect(await first.waitForLine("change sound bell.aiff", timeout: 10), "the first watcher was not woken")
         }
     }
 
@@ -349,7 +349,7 @@ struct FailureModeTests {
             let watching = try defaults.changeFeed()  // the hub starts now, without a slot
             #expect(defaults.store.sidecar.watcherProcesses.count == Sidecar.slotCount)
             var changes = defaults.changes(forKeys: ["sound"]).makeAsyncIterator()
-            let writer = try HelperProcess.run("set", directory: dir, suite: "slots", ["sound", "ring.caf"])
+            let writer = try await HelperProcess.run("set", directory: dir, suite: "slots", ["sound", "ring.caf"])
             #expect(writer.status == 0, "\(writer.stderr)")
             let change = await changes.next()
             #expect(change?.key == "sound" && change?.value == .string("ring.caf"))
@@ -403,22 +403,22 @@ struct FailureModeTests {
     // MARK: Map sizes across processes
 
     @Test("two processes starting with a 64 KiB map write and read at once while each grows the map past the other's mapping, losing nothing")
-    func mapGrowsAcrossProcesses() throws {
-        try withTemporaryDirectory { dir in
+    func mapGrowsAcrossProcesses() async throws {
+        try await withTemporaryDirectory { dir in
             let options = ["--initial-map-size", "65536", "--wait-for-go"]
             let a = try HelperProcess("churn", directory: dir, suite: "grow", ["a", "300", "8000", "b"] + options)
             let b = try HelperProcess("churn", directory: dir, suite: "grow", ["b", "300", "8000", "a"] + options)
             a.go()
             b.go()
             for (name, helper) in [("a", a), ("b", b)] {
-                let result = helper.finish()
+                let result = await helper.finish()
                 #expect(result.reason == .exit && result.status == 0, "\(name): \(result.stderr)")
                 #expect(result.stdout.hasPrefix("ok "), "\(name): \(result.stdout)")
             }
             var configuration = SharedDefaults.Configuration()
             configuration.initialMapSize = 64 << 10
             let defaults = try SharedDefaults(suiteName: "grow", directory: dir, configuration: configuration)
-            #expect(try defaults.read { try $0.keys.count } == 600)
+            #expect(try await defaults.read { try $0.keys.count } == 600)
             for prefix in ["a", "b"] {
                 let wrong = (0..<300).filter { defaults.string(forKey: "\(prefix)-\($0)") != filler("\(prefix)-\($0)", size: 8000) }
                 #expect(wrong.isEmpty, "\(prefix): \(wrong.prefix(10))")
@@ -430,21 +430,21 @@ struct FailureModeTests {
     }
 
     @Test("a process whose 8 MiB maximum is reached (storeFull) reads what a process with a larger maximum then writes beyond it")
-    func differentMapLimits() throws {
-        try withTemporaryDirectory { dir in
+    func differentMapLimits() async throws {
+        try await withTemporaryDirectory { dir in
             let small = try HelperProcess(
                 "fill",
                 directory: dir,
                 suite: "limits",
                 ["a", "1000", "65536", "--maximum-map-size", "\(8 << 20)", "--hold", "--check", "a,b"]
             )
-            let writtenLine = try #require(small.waitForLine { $0.hasPrefix("written ") })
+            let writtenLine = try #require(await small.waitForLine { $0.hasPrefix("written ") })
             let written = try #require(Int(writtenLine.dropFirst("written ".count)))
             #expect(written > 10 && written < 128, "\(written) values of 64 KiB in 8 MiB")
-            #expect(small.waitForLine("failed storeFull"))
-            #expect(small.waitForLine("holding"))
+            #expect(await small.waitForLine("failed storeFull"))
+            #expect(await small.waitForLine("holding"))
 
-            let large = try HelperProcess.run(
+            let large = try await HelperProcess.run(
                 "fill",
                 directory: dir,
                 suite: "limits",
@@ -453,7 +453,7 @@ struct FailureModeTests {
             #expect(large.status == 0 && large.stdout == "written 200", "\(large.stdout) \(large.stderr)")
 
             small.go()  // it reads every key, its map now smaller than the file
-            let result = small.finish()
+            let result = await small.finish()
             #expect(result.reason == .exit && result.status == 0, "\(result.stderr)")
             #expect(result.stdout == "read \(written + 200)", "\(result.stdout)")
 
@@ -470,13 +470,13 @@ struct FailureModeTests {
     @Test(
         "an observer process in which inotify fails (no inotify instances in its user namespace) falls back to polling and receives another process's change"
     )
-    func inotifyFailsAndPollingTakesOver() throws {
-        try withTemporaryDirectory { dir in
+    func inotifyFailsAndPollingTakesOver() async throws {
+        try await withTemporaryDirectory { dir in
             let defaults = try SharedDefaults(suiteName: "noinotify", directory: dir)
             // A user namespace of its own, whose inotify instance limit is 0: inotify_init1 fails with
             // EMFILE in it, and only in it (the limit is per user namespace).
             let script = "echo 0 > /proc/sys/user/max_inotify_instances && exec \"$0\" \"$@\""
-            let probe = run("unshare", ["--user", "--map-root-user", "/bin/sh", "-c", script, "/bin/true"])
+            let probe = await run("unshare", ["--user", "--map-root-user", "/bin/sh", "-c", script, "/bin/true"])
             try #require(probe.status == 0, "cannot make inotify fail in a user namespace here: \(probe.output)")
             let watcher = try HelperProcess(
                 "watch",
@@ -485,26 +485,26 @@ struct FailureModeTests {
                 ["--expect-no-inotify"],
                 launcher: [try executable("unshare"), "--user", "--map-root-user", "/bin/sh", "-c", script]
             )
-            defer { _ = watcher.finish() }
-            let failure = watcher.waitForLine { $0.hasPrefix("inotify") }
+            defer { watcher.stop() }
+            let failure = await watcher.waitForLine { $0.hasPrefix("inotify") }
             try #require(failure == "inotify fails: errno \(EMFILE)", "\(String(describing: failure))")
-            try #require(watcher.waitForLine("ready"))
+            try #require(await watcher.waitForLine("ready"))
             #expect(
                 !defaults.store.sidecar.watcherProcesses.contains(watcher.process.processIdentifier),
                 "a watcher without inotify gives its slot back"
             )
 
-            let writer = try HelperProcess.run("set", directory: dir, suite: "noinotify", ["sound", "ring.caf"])
+            let writer = try await HelperProcess.run("set", directory: dir, suite: "noinotify", ["sound", "ring.caf"])
             #expect(writer.status == 0, "\(writer.stderr)")
-            #expect(watcher.waitForLine("change sound ring.caf", timeout: 10))
+            #expect(await watcher.waitForLine("change sound ring.caf", timeout: 10))
         }
     }
 
     // MARK: Tombstones
 
     @Test("a set after a removal replaces the tombstone, in one process, in one transaction and across processes")
-    func setReplacesTombstone() throws {
-        try withTemporaryDirectory { dir in
+    func setReplacesTombstone() async throws {
+        try await withTemporaryDirectory { dir in
             let defaults = try SharedDefaults(suiteName: "tomb", directory: dir)
             func tombstone(_ key: String) throws -> Bool {
                 try defaults.store.read { txn in try withKeyBytes(key) { try txn.get(.tombstones, $0) != nil } }
@@ -518,13 +518,13 @@ struct FailureModeTests {
             #expect(try !tombstone("sound"))
             #expect(defaults.string(forKey: "sound") == "bell.aiff")
 
-            try defaults.write { tx in
+            try await defaults.write { tx in
                 try tx.set(.integer(1), forKey: "badge")
                 try tx.removeValue(forKey: "badge")
                 try tx.set(.integer(2), forKey: "badge")
             }
             #expect(try !tombstone("badge") && defaults.integer(forKey: "badge") == 2)
-            try defaults.write { try $0.removeAll() }
+            try await defaults.write { try $0.removeAll() }
             #expect(try tombstone("badge") && tombstone("sound"))
             defaults.set(3, forKey: "badge")
             #expect(try !tombstone("badge") && tombstone("sound"))
@@ -532,13 +532,13 @@ struct FailureModeTests {
             // Across processes: removed here, set there; removed there, set here.
             defaults.removeObject(forKey: "badge")
             #expect(try tombstone("badge"))
-            #expect(try HelperProcess.run("set", directory: dir, suite: "tomb", ["badge", "four"]).status == 0)
+            #expect(try await HelperProcess.run("set", directory: dir, suite: "tomb", ["badge", "four"]).status == 0)
             #expect(try !tombstone("badge") && defaults.string(forKey: "badge") == "four")
-            #expect(try HelperProcess.run("remove", directory: dir, suite: "tomb", ["badge"]).status == 0)
+            #expect(try await HelperProcess.run("remove", directory: dir, suite: "tomb", ["badge"]).status == 0)
             #expect(try tombstone("badge") && defaults.object(forKey: "badge") == nil)
             defaults.set("five", forKey: "badge")
             #expect(try !tombstone("badge"))
-            #expect(try HelperProcess.run("get", directory: dir, suite: "tomb", ["badge"]).stdout == "five")
+            #expect(try await HelperProcess.run("get", directory: dir, suite: "tomb", ["badge"]).stdout == "five")
         }
     }
 
@@ -567,32 +567,34 @@ private func executable(_ name: String) throws -> String {
     return try #require(path, "\(name) is not installed")
 }
 
-/// Runs a system program to completion; status -1 if it cannot be found or started.
-private func run(_ name: String, _ arguments: [String]) -> (status: Int32, output: String) {
-    let process = SpawnedProcess()
-    let output = Pipe()
+/// Runs a system program to completion; status -1 if it cannot be found or started. `output` is
+/// its stdout, then its stderr.
+private func run(_ name: String, _ arguments: [String]) async -> (status: Int32, output: String) {
     guard let path = try? executable(name) else { return (-1, "\(name) is not installed") }
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    process.standardOutput = output
-    process.standardError = output
-    do { try process.run() } catch { return (-1, "\(error)") }
-    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    return (process.terminationStatus, text)
+    do {
+        let result = try await runProcess(URL(fileURLWithPath: path), arguments)
+        return (result.status, result.stdout + result.stderr)
+    } catch {
+        return (-1, "\(error)")
+    }
 }
 
 /// Mounts a tmpfs of `size` at `mountPoint` for `body`, and unmounts it afterwards. Fails the test,
 /// saying so, where mounting is not permitted.
-private func withTmpfs(at mountPoint: URL, size: String, _ body: (URL) throws -> Void) throws {
+private func withTmpfs(at mountPoint: URL, size: String, _ body: (URL) async throws -> Void) async throws {
     try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
-    let mount = run("mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", mountPoint.path])
+    let mount = await run("mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", mountPoint.path])
     try #require(
         mount.status == 0,
         "mounting a tmpfs is not permitted here (this test needs root, or CAP_SYS_ADMIN, to fill a small file system): \(mount.output)"
     )
-    defer { _ = run("umount", ["-l", mountPoint.path]) }
-    try body(mountPoint)
+    do {
+        try await body(mountPoint)
+    } catch {
+        _ = await run("umount", ["-l", mountPoint.path])
+        throw error
+    }
+    _ = await run("umount", ["-l", mountPoint.path])
 }
 
 /// Writes a file into `directory` until its file system has no byte left.

@@ -62,8 +62,8 @@ struct FoundationDifferentialTests {
     @Test(
         "a seeded sequence of sets (every overload, containers, NS bridges), removals and registrations: every getter of every key, after every step, as Foundation's"
     )
-    func operationSequences() throws {
-        try withTemporaryDirectory { directory in
+    func operationSequences() async throws {
+        try await withTemporaryDirectory { directory in
             // Foundation reads HOME and XDG_CONFIG_HOME at start-up: its files go to a private
             // home only in a process started with it.
             let home = directory.appendingPathComponent("home").path
@@ -78,7 +78,7 @@ struct FoundationDifferentialTests {
                 [String(Self.seed), String(count)],
                 environment: environment
             )
-            let result = helper.finish()
+            let result = await helper.finish()
             #expect(result.status == 0 && result.stdout.hasSuffix("done \(count)"), "seed \(Self.seed): \(result.stderr)")
             let differences = result.stdout.split(separator: "\n").filter { $0.hasPrefix("difference") }
             #expect(differences.isEmpty, "seed \(Self.seed):\n\(differences.joined(separator: "\n"))")
@@ -147,13 +147,13 @@ struct FoundationDifferentialTests {
     }
 
     @Test("the rows that need Foundation's persistent domain (set, not register) hold as docs/guide says")
-    func statedDifferencesOfStoredValues() throws {
-        try withTemporaryDirectory { directory in
+    func statedDifferencesOfStoredValues() async throws {
+        try await withTemporaryDirectory { directory in
             let home = directory.appendingPathComponent("home").path
             var environment = Self.environment
             environment["HOME"] = home
             environment["XDG_CONFIG_HOME"] = home + "/.config"
-            let result = try HelperProcess("differential-stated", directory: directory, suite: "unused", environment: environment).finish()
+            let result = try await HelperProcess("differential-stated", directory: directory, suite: "unused", environment: environment).finish()
             #expect(result.status == 0, "\(result.stderr)")
             #expect(
                 result.stdout.split(separator: "\n") == [

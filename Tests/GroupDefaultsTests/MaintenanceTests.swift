@@ -276,14 +276,11 @@ struct MaintenanceTests {
     // MARK: Backup
 
     @Test("backups taken while another process writes open, verify and hold one consistent commit")
-    func backupWhileWriting() throws {
-        try withTemporaryDirectory { dir in
+    func backupWhileWriting() async throws {
+        try await withTemporaryDirectory { dir in
             let writer = try HelperProcess("stream", directory: dir, suite: "live")
-            defer {
-                writer.send(SIGKILL)
-                _ = writer.finish()
-            }
-            try #require(writer.waitForLine("streaming"), "the writer never got going")
+            defer { writer.stop() }
+            try #require(await writer.waitForLine("streaming"), "the writer never got going")
             let backups = dir.appendingPathComponent("backups", isDirectory: true)
             try FileManager.default.createDirectory(at: backups, withIntermediateDirectories: false)
 
@@ -299,7 +296,7 @@ struct MaintenanceTests {
 
                 let copy = try SharedDefaults(fileURL: file)
                 #expect(copy.suiteName == "live-\(round)")
-                let (a, b, c, padding) = try copy.read { tx in
+                let (a, b, c, padding) = try await copy.read { tx in
                     (
                         try tx.value(forKey: "a")?.intValue, try tx.value(forKey: "b")?.intValue,
                         try tx.value(forKey: "c")?.intValue, try tx.value(forKey: "padding")?.stringValue
@@ -313,7 +310,7 @@ struct MaintenanceTests {
                 previous = value
                 // The writer is still going.
                 #expect(writer.process.isRunning)
-                usleep(20_000)
+                try await Task.sleep(for: .milliseconds(20))
             }
             #expect(live.integer(forKey: "a") > previous)
         }

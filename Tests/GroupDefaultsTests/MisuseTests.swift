@@ -105,7 +105,7 @@ struct MisuseTests {
                 handled.continuation.yield()
             }
             defer { NotificationCenter.default.removeObserver(observer) }
-            let writer = try HelperProcess.run("set", directory: dir, suite: "handler", ["sound", "ring.caf"])
+            let writer = try await HelperProcess.run("set", directory: dir, suite: "handler", ["sound", "ring.caf"])
             #expect(writer.status == 0, "\(writer.stderr)")
             var iterator = handled.stream.makeAsyncIterator()
             await iterator.next()

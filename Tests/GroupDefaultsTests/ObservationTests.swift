@@ -77,14 +77,14 @@ struct ObservationTests {
     }
 
     @Test("since: replays the retained backlog, then continues live, with no gap and no duplicate at the seam")
-    func sinceReplaysThenContinues() throws {
-        try withTemporaryDirectory { dir in
+    func sinceReplaysThenContinues() async throws {
+        try await withTemporaryDirectory { dir in
             let defaults = try SharedDefaults(suiteName: "since", directory: dir)
             for i in 0..<100 { defaults.set(i, forKey: "k\(i)") }
             let middle = try defaults.lastSequence - 50
             let feed = try defaults.changeFeed(since: middle)
             // Live writes from another process, after the feed exists.
-            let writer = try HelperProcess.run("write-keys", directory: dir, suite: "since", ["live", "50"])
+            let writer = try await HelperProcess.run("write-keys", directory: dir, suite: "since", ["live", "50"])
             #expect(writer.status == 0, "\(writer.stderr)")
             var sequences: [UInt64] = []
             var keys: [String] = []
@@ -172,20 +172,20 @@ struct ObservationTests {
     }
 
     @Test("2 writer processes × 5,000 writes: an observer in a third process receives all 10,000, once each, in each writer's order")
-    func twoWritersOneObserver() throws {
-        try withTemporaryDirectory { dir in
+    func twoWritersOneObserver() async throws {
+        try await withTemporaryDirectory { dir in
             _ = try SharedDefaults(suiteName: "busy", directory: dir)
             let observer = try HelperProcess("observe", directory: dir, suite: "busy", ["10000"])
-            #expect(observer.waitForLine("ready"))
+            #expect(await observer.waitForLine("ready"))
             let writers = try ["a", "b"].map {
                 try HelperProcess("write-keys", directory: dir, suite: "busy", [$0, "5000", "--wait-for-go"])
             }
             for writer in writers { writer.go() }
             for writer in writers {
-                let result = writer.finish()
+                let result = await writer.finish()
                 #expect(result.status == 0, "\(result.stderr)")
             }
-            let result = observer.finish()
+            let result = await observer.finish()
             #expect(result.status == 0, "\(result.stderr)")
             let lines = result.stdout.split(separator: "\n").filter { $0 != "ready" }
             #expect(lines.count == 10_000)
@@ -211,14 +211,14 @@ struct ObservationTests {
     }
 
     @Test("a writer killed mid-transaction produces no change for the aborted transaction")
-    func killedWriterLeavesNoPartialChange() throws {
-        try withTemporaryDirectory { dir in
+    func killedWriterLeavesNoPartialChange() async throws {
+        try await withTemporaryDirectory { dir in
             let defaults = try SharedDefaults(suiteName: "crash", directory: dir)
             let feed = try defaults.changeFeed()
             let writer = try HelperProcess("stream", directory: dir, suite: "crash")
-            #expect(writer.waitForLine("streaming"))
+            #expect(await writer.waitForLine("streaming"))
             writer.send(SIGKILL)
-            _ = writer.finish()
+            _ = await writer.finish()
             let end = try defaults.lastSequence
             var changes: [SharedDefaults.Change] = []
             while changes.last?.sequence != end, let change = try feed.next(timeout: .seconds(10)) {
@@ -246,7 +246,7 @@ struct ObservationTests {
             }
             defer { NotificationCenter.default.removeObserver(observer) }
             let token = defaults.postChangeNotifications()
-            let writer = try HelperProcess.run("set", directory: dir, suite: "notify", ["sound", "ring.caf"])
+            let writer = try await HelperProcess.run("set", directory: dir, suite: "notify", ["sound", "ring.caf"])
             #expect(writer.status == 0, "\(writer.stderr)")
             var iterator = received.stream.makeAsyncIterator()
             #expect(await iterator.next() == "sound")
@@ -260,7 +260,7 @@ struct ObservationTests {
             let defaults = try SharedDefaults(suiteName: "callback", directory: dir)
             let (stream, continuation) = AsyncStream<SharedDefaults.Change>.makeStream()
             let token = defaults.observe(keys: ["sound"]) { continuation.yield($0) }
-            let writer = try HelperProcess.run("set", directory: dir, suite: "callback", ["sound", "ring.caf"])
+            let writer = try await HelperProcess.run("set", directory: dir, suite: "callback", ["sound", "ring.caf"])
             #expect(writer.status == 0)
             var iterator = stream.makeAsyncIterator()
             let change = await iterator.next()
@@ -284,13 +284,13 @@ struct ObservationTests {
     }
 
     @Test("polling instead of inotify delivers changes from another process")
-    func pollingFallback() throws {
-        try withTemporaryDirectory { dir in
+    func pollingFallback() async throws {
+        try await withTemporaryDirectory { dir in
             var configuration = SharedDefaults.Configuration()
             configuration.changeDetection = .polling(interval: .milliseconds(5))
             let defaults = try SharedDefaults(suiteName: "polled", directory: dir, configuration: configuration)
             let feed = try defaults.changeFeed()
-            let writer = try HelperProcess.run("set", directory: dir, suite: "polled", ["sound", "ring.caf"])
+            let writer = try await HelperProcess.run("set", directory: dir, suite: "polled", ["sound", "ring.caf"])
             #expect(writer.status == 0)
             let change = try feed.next(timeout: .seconds(10))
             #expect(change?.key == "sound")
@@ -319,15 +319,15 @@ struct ObservationTests {
     }
 
     @Test("an observer process that dies blocks no writer")
-    func deadObserverIsHarmless() throws {
-        try withTemporaryDirectory { dir in
+    func deadObserverIsHarmless() async throws {
+        try await withTemporaryDirectory { dir in
             let defaults = try SharedDefaults(suiteName: "dead", directory: dir)
             let observer = try HelperProcess("observe", directory: dir, suite: "dead", ["1000000"])
-            #expect(observer.waitForLine("ready"))
+            #expect(await observer.waitForLine("ready"))
             let pid = observer.process.processIdentifier
             #expect(defaults.store.sidecar.watcherProcesses.contains(pid))
             observer.send(SIGKILL)
-            _ = observer.finish()
+            _ = await observer.finish()
             for i in 0..<1000 { defaults.set(i, forKey: "k") }
             #expect(defaults.lastError == nil)
             #expect(defaults.integer(forKey: "k") == 999)

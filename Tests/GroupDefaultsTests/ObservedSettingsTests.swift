@@ -36,7 +36,7 @@ struct ObservedSettingsTests {
             other[.tone] = "chime.wav"
             #expect(try #require(await updates.next()).source == .thisProcess)
 
-            let helper = try HelperProcess.run("set", directory: dir, suite: "app", ["sound", "horn.mp3"])
+            let helper = try await HelperProcess.run("set", directory: dir, suite: "app", ["sound", "horn.mp3"])
             #expect(helper.status == 0, "\(helper.stderr)")
             let foreign = try #require(await updates.next())
             #expect(foreign.value == "horn.mp3" && foreign.source == .anotherProcess)
@@ -52,7 +52,7 @@ struct ObservedSettingsTests {
             var updates = defaults.changes(forKeys: ["n", "sound"]).makeAsyncIterator()
             defaults.set(-1, forKey: "n")
             #expect(await updates.next()?.source == .thisProcess)
-            #expect(try HelperProcess.run("set", directory: dir, suite: "app", ["sound", "horn.mp3"]).status == 0)
+            #expect(try await HelperProcess.run("set", directory: dir, suite: "app", ["sound", "horn.mp3"]).status == 0)
             #expect(await updates.next()?.source == .anotherProcess)
             defaults.set(-2, forKey: "n")
             #expect(await updates.next()?.source == .thisProcess)
@@ -86,7 +86,7 @@ struct ObservedSettingsTests {
             volumes.track { _ = settings[.level] }
 
             for (index, sound) in ["ring.caf", "bell.aiff", "horn.mp3"].enumerated() {
-                let helper = try HelperProcess.run("set", directory: dir, suite: "app", ["sound", sound])
+                let helper = try await HelperProcess.run("set", directory: dir, suite: "app", ["sound", sound])
                 #expect(helper.status == 0, "\(helper.stderr)")
                 await sounds.waitFor(count: index + 1)
                 #expect(settings[.tone] == sound)
@@ -126,10 +126,10 @@ struct ObservedSettingsTests {
     }
 
     @Test("migrations started by 4 processes at once run exactly once each, in order, and record the version")
-    func migrationsRunOnce() throws {
-        try withTemporaryDirectory { dir in
+    func migrationsRunOnce() async throws {
+        try await withTemporaryDirectory { dir in
             let defaults = try SharedDefaults(suiteName: "app", directory: dir)
-            try defaults.write { tx in
+            try await defaults.write { tx in
                 try tx.set(.string("ring.caf"), forKey: "sound")
                 try tx.set(.double(0.8), forKey: "volume")
             }
@@ -137,7 +137,7 @@ struct ObservedSettingsTests {
             for worker in workers { worker.go() }
             var applied: [String] = []
             for worker in workers {
-                let result = worker.finish()
+                let result = await worker.finish()
                 #expect(result.status == 0, "\(result.stderr)")
                 applied.append(result.stdout)
             }
@@ -149,7 +149,7 @@ struct ObservedSettingsTests {
             #expect(defaults.string(forKey: "notification.sound") == "ring.caf" && defaults.object(forKey: "sound") == nil)
             #expect(defaults.object(forKey: "volume") as? Int == 80)
             // Later starts find nothing to do.
-            #expect(try HelperProcess.run("migrate", directory: dir, suite: "app").stdout == "applied")
+            #expect(try await HelperProcess.run("migrate", directory: dir, suite: "app").stdout == "applied")
         }
     }
 

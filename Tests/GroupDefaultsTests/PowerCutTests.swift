@@ -13,27 +13,27 @@ struct PowerCutTests {
 
     /// Starts a helper that writes `prefix.1`, `prefix.2`… forever, waits until it acknowledged
     /// `count` writes, and kills it (`kill -9`: no exit, no close).
-    static func writeAndKill(_ directory: URL, prefix: String, count: Int, _ options: [String]) throws {
+    static func writeAndKill(_ directory: URL, prefix: String, count: Int, _ options: [String]) async throws {
         let writer = try HelperProcess("write-loop", directory: directory, suite: suite, [prefix] + options)
-        #expect(writer.waitForLine(timeout: 30) { $0.hasPrefix("\(prefix).\(count) ") } != nil)
+        #expect(await writer.waitForLine(timeout: 30) { $0.hasPrefix("\(prefix).\(count) ") } != nil)
         writer.send(SIGKILL)
-        _ = writer.finish()
+        _ = await writer.finish()
     }
 
     /// Runs the helper's `read-all` after `reboot`: what it printed, stdout and stderr together.
-    static func openAfter(_ reboot: Reboot, _ directory: URL) throws -> String {
-        let result = try HelperProcess("read-all", directory: directory, suite: suite, launcher: reboot.launcher).finish()
+    static func openAfter(_ reboot: Reboot, _ directory: URL) async throws -> String {
+        let result = try await HelperProcess("read-all", directory: directory, suite: suite, launcher: reboot.launcher).finish()
         #expect(result.status == 0, "\(result.stderr)")
         return result.stdout + result.stderr
     }
 
     @Test("after a reboot a suite opens at its last durability point and says so once; kill -9 puts nothing back")
-    func reboot() throws {
-        try withTemporaryDirectory { dir in
+    func reboot() async throws {
+        try await withTemporaryDirectory { dir in
             // A write whose process ended: at a durability point. Then writes of a process killed
             // before its next point (an interval of an hour).
-            #expect(try HelperProcess.run("set", directory: dir, suite: Self.suite, ["sound", "chime"]).status == 0)
-            try Self.writeAndKill(dir, prefix: "late", count: 3, ["--durability-interval-ms", "3600000"])
+            #expect(try await HelperProcess.run("set", directory: dir, suite: Self.suite, ["sound", "chime"]).status == 0)
+            try await Self.writeAndKill(dir, prefix: "late", count: 3, ["--durability-interval-ms", "3600000"])
 
             // `kill -9` is not a power cut: the page cache holds every write, and nothing is put back.
             try {
@@ -43,7 +43,7 @@ struct PowerCutTests {
             }()
 
             // The power went: after the reboot the suite is as it was at its last point, and says so.
-            let first = try Self.openAfter(Reboot(in: dir), dir)
+            let first = try await Self.openAfter(Reboot(in: dir), dir)
             #expect(first.contains("put back to its last durability point"), "\(first)")
             try {
                 let defaults = try SharedDefaults(suiteName: Self.suite, directory: dir)
@@ -60,7 +60,7 @@ struct PowerCutTests {
             }()
 
             // Once: the next boot finds the suite at its point (the write above made one at close).
-            let second = try Self.openAfter(Reboot(in: dir), dir)
+            let second = try await Self.openAfter(Reboot(in: dir), dir)
             #expect(!second.contains("put back"), "\(second)")
             let defaults = try SharedDefaults(suiteName: Self.suite, directory: dir)
             #expect(defaults.string(forKey: "sound") == "bell")
@@ -68,25 +68,25 @@ struct PowerCutTests {
     }
 
     @Test("a commit of a .fsyncEveryCommit handle is a durability point before it returns")
-    func fsyncEveryCommitIsAPoint() throws {
-        try withTemporaryDirectory { dir in
-            try Self.writeAndKill(dir, prefix: "synced", count: 3, ["--fsync", "--durability-interval-ms", "3600000"])
+    func fsyncEveryCommitIsAPoint() async throws {
+        try await withTemporaryDirectory { dir in
+            try await Self.writeAndKill(dir, prefix: "synced", count: 3, ["--fsync", "--durability-interval-ms", "3600000"])
             // (A write the kill interrupted, after its commit and before its point, may be put back.)
-            _ = try Self.openAfter(Reboot(in: dir), dir)
+            _ = try await Self.openAfter(Reboot(in: dir), dir)
             let defaults = try SharedDefaults(suiteName: Self.suite, directory: dir)
             for i in 1...3 { #expect(defaults.integer(forKey: "synced.\(i)") == i) }
         }
     }
 
     @Test("a durable copy left by a removed suite is never put back over a new suite of that name")
-    func staleCopy() throws {
-        try withTemporaryDirectory { dir in
-            #expect(try HelperProcess.run("set", directory: dir, suite: Self.suite, ["sound", "chime"]).status == 0)
+    func staleCopy() async throws {
+        try await withTemporaryDirectory { dir in
+            #expect(try await HelperProcess.run("set", directory: dir, suite: Self.suite, ["sound", "chime"]).status == 0)
             for suffix in [".lmdb", ".lmdb-lock", ".lmdb-notify"] {  // removed by hand, its copy left behind
                 try FileManager.default.removeItem(at: dir.appendingPathComponent(Self.suite + suffix))
             }
-            #expect(try HelperProcess.run("set", directory: dir, suite: Self.suite, ["volume", "7"]).status == 0)
-            let opened = try Self.openAfter(Reboot(in: dir), dir)
+            #expect(try await HelperProcess.run("set", directory: dir, suite: Self.suite, ["volume", "7"]).status == 0)
+            let opened = try await Self.openAfter(Reboot(in: dir), dir)
             #expect(!opened.contains("put back"), "\(opened)")
             let defaults = try SharedDefaults(suiteName: Self.suite, directory: dir)
             #expect(defaults.string(forKey: "volume") == "7")

@@ -122,22 +122,10 @@ private func decodeText(_ text: String) throws -> PropertyListValue {
 // MARK: Python's plistlib, a reader and writer no one here wrote
 
 /// Runs `python3 -c script arguments…` and returns its standard output.
-private func python(_ script: String, _ arguments: [String]) throws -> String {
-    let process = SpawnedProcess()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", "-c", script] + arguments
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    let out = output.fileHandleForReading.readDataToEndOfFile()
-    let err = errors.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw PythonFailed(message: String(decoding: err, as: UTF8.self))
-    }
-    return String(decoding: out, as: UTF8.self)
+private func python(_ script: String, _ arguments: [String]) async throws -> String {
+    let result = try await runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", script] + arguments)
+    guard result.status == 0 else { throw PythonFailed(message: result.stderr) }
+    return result.stdout
 }
 
 private struct PythonFailed: Error, CustomStringConvertible {
@@ -342,16 +330,16 @@ struct PropertyListFormatsTests {
     }
 
     @Test("XML keeps the characters it can hold, and plistlib (expat) reads them")
-    func xmlCharactersItHolds() throws {
+    func xmlCharactersItHolds() async throws {
         let value: PropertyListValue = [
             "controls": "tab\t lf\n cr\r del\u{7F} nel\u{85} \u{9F} \u{2028}", "edges": "\u{FFFD}\u{E000}\u{10000}\u{10FFFF}",
             "k\u{7F}\u{FFFD}": "key",
         ]
         #expect(same(try roundTrip(value, .xml), value))
-        try withTemporaryDirectory { directory in
+        try await withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("ours.xml")
             try value.propertyListData(format: .xml).write(to: file)
-            let json = try python(
+            let json = try await python(
                 pythonTypedJSON + """
                     with open(sys.argv[1], "rb") as f:
                         print(json.dumps(typed(plistlib.load(f))))
@@ -811,7 +799,7 @@ struct PropertyListFormatsTests {
     }
 
     @Test("deep nesting in text formats is refused, never a crash")
-    func textBombs() {
+    func textBombs() async {
         let depth = 100_000
         expectFormatError(containing: "deeper than 512") { try decodeText(String(repeating: "(", count: depth)) }
         expectFormatError(containing: "deeper than 512") { try PropertyListValue.parseJSON(String(repeating: "[", count: depth)) }
@@ -869,12 +857,12 @@ struct PropertyListFormatsTests {
     // MARK: Python's plistlib
 
     @Test("plistlib reads our XML and binary and finds the same values")
-    func plistlibReadsOurs() throws {
-        try withTemporaryDirectory { directory in
+    func plistlibReadsOurs() async throws {
+        try await withTemporaryDirectory { directory in
             for format in [PropertyListFormat.xml, .binary] {
                 let file = directory.appendingPathComponent("ours.\(format.rawValue).plist")
                 try plistlibSample.propertyListData(format: format).write(to: file)
-                let json = try python(
+                let json = try await python(
                     pythonTypedJSON + """
                         with open(sys.argv[1], "rb") as f:
                             value = plistlib.load(f)
@@ -889,13 +877,13 @@ struct PropertyListFormatsTests {
     }
 
     @Test("we read what plistlib writes, XML and binary")
-    func oursReadPlistlib() throws {
-        try withTemporaryDirectory { directory in
+    func oursReadPlistlib() async throws {
+        try await withTemporaryDirectory { directory in
             let input = directory.appendingPathComponent("input.json")
             try plistlibSample.propertyListData(format: .json).write(to: input)
             let xml = directory.appendingPathComponent("theirs.xml")
             let binary = directory.appendingPathComponent("theirs.bplist")
-            _ = try python(
+            _ = try await python(
                 pythonTypedJSON + """
                     with open(sys.argv[1]) as f:
                         value = native(json.load(f))

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import ServerLaunching
+import Synchronization
 import Testing
 
 /// The tests' and launchers' way to start a child (`SpawnedProcess`), where Foundation's `Process`
@@ -29,8 +30,9 @@ struct SpawnedProcessTests {
                     process.standardOutput = output
                     process.standardInput = nil
                     do { try process.run() } catch { return nil }
+                    await process.exited()
+                    // Ended, the child wrote all it will (a few lines: within the pipe's buffer).
                     let data = output.fileHandleForReading.readDataToEndOfFile()
-                    process.waitUntilExit()
                     #expect(process.terminationReason == .exit && process.terminationStatus == Int32(index % 3))
                     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
                 }
@@ -47,26 +49,28 @@ struct SpawnedProcessTests {
 
     /// A signal's end is told apart from an exit, and the termination handler runs once. (SIGKILL:
     /// the child inherits the calling thread's mask, and the test runner's threads block SIGTERM.)
-    @Test("a child ended by a signal says so; the termination handler runs")
-    func endedBySignal() throws {
+    @Test("a child ended by a signal says so; the termination handler runs before `exited()` returns")
+    func endedBySignal() async throws {
         let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sleep")
         process.arguments = ["60"]
-        let handled = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in handled.signal() }
+        let handled = Mutex(0)
+        process.terminationHandler = { _ in handled.withLock { $0 += 1 } }
         try process.run()
         #expect(process.isRunning)
-        kill(process.processIdentifier, SIGKILL)
-        #expect(handled.wait(timeout: .now() + 30) == .success)
-        process.waitUntilExit()
+        process.signalIfRunning(SIGKILL)
+        await process.exited()
+        #expect(handled.withLock { $0 } == 1)
         #expect(!process.isRunning)
         #expect(process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL)
+        await process.exited()  // once ended, at once
+        process.waitUntilExit()  // the blocking wait, for code that is not async
     }
 
     /// `FileHandle.nullDevice` (a handle without a descriptor here) and nil are /dev/null: the child
     /// reads nothing, and what it writes goes nowhere.
     @Test("the null device as stdin, stdout or stderr is /dev/null")
-    func nullDevice() throws {
+    func nullDevice() async throws {
         for stdin in [FileHandle.nullDevice, nil] as [FileHandle?] {
             let output = Pipe()
             let process = SpawnedProcess()
@@ -76,8 +80,8 @@ struct SpawnedProcessTests {
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice
             try process.run()
+            await process.exited()
             let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
             #expect(text == "/dev/null\n" && process.terminationStatus == 0, "\(text)")
         }
     }

@@ -77,13 +77,13 @@ struct SyncHooksTests {
     }
 
     @Test("writes by other processes of a synced suite are marked pending in their own transactions")
-    func otherProcessesMark() throws {
-        try withTemporaryDirectory { dir in
+    func otherProcessesMark() async throws {
+        try await withTemporaryDirectory { dir in
             let defaults = try openSuite(dir, "shared")
             try defaults.enableSync(server: serverURL)
-            let set = try HelperProcess.run("set", directory: dir, suite: "shared", ["sound", "ring.caf"])
+            let set = try await HelperProcess.run("set", directory: dir, suite: "shared", ["sound", "ring.caf"])
             #expect(set.status == 0, "\(set.stderr)")
-            let increments = try HelperProcess.run("increment", directory: dir, suite: "shared", ["unread", "5"])
+            let increments = try await HelperProcess.run("increment", directory: dir, suite: "shared", ["unread", "5"])
             #expect(increments.status == 0, "\(increments.stderr)")
             let pending = try defaults.pendingChanges()
             #expect(pending.map(\.key) == ["sound", "unread"])
@@ -187,7 +187,7 @@ struct SyncHooksTests {
             #expect(remote.isRemote && remote.key == "sound" && remote.origin == 0xD0D0 && remote.value == .string("bell.aiff"))
             #expect(remote.hlc > local.hlc, "the log's clock only grows")
             // Another process reads the applied value at once.
-            let get = try HelperProcess.run("get", directory: dir, suite: "group.com.example.test", ["sound"])
+            let get = try await HelperProcess.run("get", directory: dir, suite: "group.com.example.test", ["sound"])
             #expect(get.stdout == "bell.aiff")
         }
     }

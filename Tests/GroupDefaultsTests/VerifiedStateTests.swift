@@ -50,8 +50,8 @@ private func writeKeys(_ defaults: SharedDefaults, count: Int, marker: String? =
 
 /// Opens the damaged suite in a helper process first (a crash must not take the test runner with
 /// it), then here: both must refuse it with `corruptFile`, leaving the file as it is.
-private func expectRefused(_ directory: URL, damaged: Data, sourceLocation: SourceLocation = #_sourceLocation) throws {
-    let outcome = try HelperProcess.run("read-all", directory: directory, suite: "suite")
+private func expectRefused(_ directory: URL, damaged: Data, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    let outcome = try await HelperProcess.run("read-all", directory: directory, suite: "suite")
     #expect(outcome.reason == .exit, "the helper crashed (signal \(outcome.status))", sourceLocation: sourceLocation)
     #expect(outcome.status == 3, "status \(outcome.status): \(outcome.stdout) \(outcome.stderr)", sourceLocation: sourceLocation)
     guard outcome.reason == .exit, outcome.status == 3 else { return }
@@ -89,8 +89,8 @@ private let fineGrainedChangeTimes: Bool = {
 @Suite("Cold open: the verified-state record", .timeLimit(.minutes(2)))
 struct VerifiedStateTests {
     @Test("a state the library verified, or reached by its own commits, is not walked again when opened")
-    func reusedAcrossOpens() throws {
-        try withTemporaryDirectory { dir in
+    func reusedAcrossOpens() async throws {
+        try await withTemporaryDirectory { dir in
             do {
                 let defaults = try openSuite(dir, "suite")
                 #expect(defaults.store.environment.openCheck == .unchecked)  // a new file: nothing to walk
@@ -106,7 +106,7 @@ struct VerifiedStateTests {
                 #expect(defaults.lastError == nil)
             }
             // In another process too (the record lives in the sidecar, shared by every process).
-            let other = try HelperProcess.run("read-all", directory: dir, suite: "suite")
+            let other = try await HelperProcess.run("read-all", directory: dir, suite: "suite")
             #expect(other.status == 0 && other.stdout == "ok 301 0", "\(other.stdout) \(other.stderr)")
             let defaults = try openSuite(dir, "suite")
             #expect(defaults.store.environment.openCheck == .trusted)
@@ -145,8 +145,8 @@ struct VerifiedStateTests {
     }
 
     @Test("a file replaced by another store's file is walked; a damaged one written in place is refused")
-    func replacedFile() throws {
-        try withTemporaryDirectory { dir in
+    func replacedFile() async throws {
+        try await withTemporaryDirectory { dir in
             let marker = "MARKER-31c7-replaced"
             let other = dir.appendingPathComponent("other", isDirectory: true)
             do {
@@ -173,7 +173,7 @@ struct VerifiedStateTests {
             try overwrite(suiteFile(dir), at: 0, with: otherBytes)
             let damaged = try damagePage(holding: marker, in: suiteFile(dir))
             #expect(try inode(suiteFile(dir)) == before)
-            try expectRefused(dir, damaged: damaged)
+            try await expectRefused(dir, damaged: damaged)
         }
     }
 
@@ -181,8 +181,8 @@ struct VerifiedStateTests {
         "a page damaged in place after the file was verified is an error, not a crash",
         .enabled(if: fineGrainedChangeTimes, "needs fine-grained change times (Linux ≥ 6.13): see VerifiedState")
     )
-    func damageAfterVerification() throws {
-        try withTemporaryDirectory { dir in
+    func damageAfterVerification() async throws {
+        try await withTemporaryDirectory { dir in
             let marker = "MARKER-9e2b-after"
             do { try writeKeys(openSuite(dir, "suite"), count: 400, marker: marker) }
             // Verified, and vouched for by the record.
@@ -193,7 +193,7 @@ struct VerifiedStateTests {
             // roots, stay as they were. The file's change time tells the next open.
             let damaged = try damagePage(holding: marker, in: suiteFile(dir))
             #expect(try inode(suiteFile(dir)) == before)
-            try expectRefused(dir, damaged: damaged)
+            try await expectRefused(dir, damaged: damaged)
         }
     }
 

@@ -1,4 +1,3 @@
-import Dispatch
 package import Foundation
 import Glibc
 import ServerLaunching
@@ -17,23 +16,15 @@ package enum BuiltExecutable {
         directory.appendingPathComponent(name)
     }
 
-    /// Runs `executable ARGUMENTS…` to completion, off the cooperative pool: its exit status and
-    /// output. `environment` replaces this process's when given.
+    /// Runs `executable ARGUMENTS…` to completion: its exit status and output. `environment`
+    /// replaces this process's when given.
     package static func run(
         _ executable: URL,
         _ arguments: [String],
         environment: [String: String]? = nil
     ) async throws -> (status: Int32, stdout: String, stderr: String) {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                do {
-                    let result = try runProcess(executable, arguments, environment: environment)
-                    continuation.resume(returning: (status: result.status, stdout: result.stdout, stderr: result.stderr))
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
-        }
+        let result = try await runProcess(executable, arguments, environment: environment)
+        return (status: result.status, stdout: result.stdout, stderr: result.stderr)
     }
 }
 
@@ -73,15 +64,15 @@ package struct ProcessResult: Sendable, CustomStringConvertible {
 
 /// Runs `executable ARGUMENTS…` to completion and collects what it did. stdin is `stdin`, or empty;
 /// `environment` replaces this process's when given. Output goes to files, not pipes, so that no
-/// pipe can fill up while we wait. A process still running after `timeLimit` is killed (SIGKILL),
-/// and its result says so.
+/// pipe can fill up while we wait, and the wait holds no thread (`SpawnedProcess.exited()`). A
+/// process still running after `timeLimit` is killed (SIGKILL), and its result says so.
 package func runProcess(
     _ executable: URL,
     _ arguments: [String],
     stdin: Data? = nil,
     environment: [String: String]? = nil,
     timeLimit: Duration = .seconds(300)
-) throws -> ProcessResult {
+) async throws -> ProcessResult {
     let scratch = FileManager.default.temporaryDirectory
     let id = UUID().uuidString
     let outFile = scratch.appendingPathComponent("process-stdout-\(id)")
@@ -110,16 +101,14 @@ package func runProcess(
     } else {
         process.standardInput = FileHandle.nullDevice
     }
-    let ended = DispatchSemaphore(value: 0)
-    process.terminationHandler = { _ in ended.signal() }
     let started = ContinuousClock.now
     try process.run()
-    let seconds = Double(timeLimit.components.seconds) + Double(timeLimit.components.attoseconds) / 1e18
-    if ended.wait(timeout: .now() + seconds) == .timedOut {
-        kill(process.processIdentifier, SIGKILL)  // not yet reaped: the pid is still this child's
-        ended.wait()
+    let killer = Task {
+        try await Task.sleep(for: timeLimit)
+        process.signalIfRunning(SIGKILL)
     }
-    process.waitUntilExit()
+    await process.exited()
+    killer.cancel()
     let elapsed = ContinuousClock.now - started
     return ProcessResult(
         status: process.terminationStatus,

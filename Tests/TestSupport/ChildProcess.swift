@@ -1,4 +1,3 @@
-import Dispatch
 package import Foundation
 import Glibc
 package import ServerLaunching
@@ -33,18 +32,13 @@ package final class ChildProcess: @unchecked Sendable {  // the process is only 
     /// Sends `number` to the process, if it still runs (never to a process id that may have been
     /// reused since it exited).
     package func signal(_ number: Int32) {
-        if process.isRunning { kill(pid, number) }
+        process.signalIfRunning(number)
     }
 
-    /// Waits for the process to end (off the cooperative pool): its status and whether a signal ended it.
+    /// Waits for the process to end (holding no thread): its status and whether a signal ended it.
     package func waitForExit() async -> (status: Int32, bySignal: Bool) {
-        let process = self.process
-        return await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                process.waitUntilExit()
-                continuation.resume(returning: (process.terminationStatus, process.terminationReason == .uncaughtSignal))
-            }
-        }
+        await process.exited()
+        return (process.terminationStatus, process.terminationReason == .uncaughtSignal)
     }
 
     /// SIGTERM and the exit status (SIGKILL if it has not stopped within `grace`).
@@ -62,7 +56,7 @@ package final class ChildProcess: @unchecked Sendable {  // the process is only 
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signalIfRunning(SIGKILL)
         try? FileManager.default.removeItem(at: errorFile)
     }
 }

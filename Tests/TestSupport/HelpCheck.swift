@@ -89,28 +89,32 @@ package struct HelpCheck: Sendable {
     }
 
     /// Every command of the tool, from its description.
-    package func commands() throws -> [Command] {
-        try Self.commands(of: tool)
+    package func commands() async throws -> [Command] {
+        try await Self.commands(of: tool)
     }
 
     /// Every command of `tool`, from its description.
-    package static func commands(of tool: String) throws -> [Command] {
-        let dump = try runProcess(BuiltExecutable.url(tool), ["--experimental-dump-help"])
+    package static func commands(of tool: String) async throws -> [Command] {
+        let dump = try await runProcess(BuiltExecutable.url(tool), ["--experimental-dump-help"])
         let tree = try JSONDecoder().decode(Tree.self, from: dump.stdoutData)
         return walk(tree.command, path: [])
     }
 
     /// Every long option of any command of the three tools, and ArgumentParser's own: what a help
     /// text may name.
-    package static let knownOptions: Set<String> = {
-        let tools = ["groupdefaults", "groupdefaults-server", "groupdefaults-sync"]
-        let names = tools.flatMap { tool in
-            let dump = try? runProcess(BuiltExecutable.url(tool), ["--experimental-dump-help"])
+    package static var knownOptions: Set<String> {
+        get async { await knownOptionsOnce.value }
+    }
+
+    private static let knownOptionsOnce = Task {
+        var names: [String] = []
+        for tool in ["groupdefaults", "groupdefaults-server", "groupdefaults-sync"] {
+            let dump = try? await runProcess(BuiltExecutable.url(tool), ["--experimental-dump-help"])
             let tree = dump.flatMap { try? JSONDecoder().decode(Tree.self, from: $0.stdoutData) }
-            return tree.map { walk($0.command, path: []).flatMap { $0.options.flatMap(\.names) } } ?? []
+            names += tree.map { walk($0.command, path: []).flatMap { $0.options.flatMap(\.names) } } ?? []
         }
         return Set(names.filter { $0.hasPrefix("--") }).union(["--help", "--version", "--generate-completion-script"])
-    }()
+    }
 
     private static func walk(_ command: Tree.Command, path: [String]) -> [Command] {
         let options = (command.arguments ?? []).filter { $0.kind != "positional" && $0.shouldDisplay }
@@ -142,10 +146,14 @@ package struct HelpCheck: Sendable {
 
     /// Runs every check on `command`, recording each failure as a test issue; `knownOptions` are the
     /// options any text may name (those of every tool), `headings` the README's.
-    package func check(_ command: Command, knownOptions: Set<String>, headings: Set<String>, sourceLocation: SourceLocation = #_sourceLocation) throws
-    {
+    package func check(
+        _ command: Command,
+        knownOptions: Set<String>,
+        headings: Set<String>,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
         let name = ([tool] + command.path).joined(separator: " ")
-        let result = try runProcess(BuiltExecutable.url(tool), command.path + ["--help"])
+        let result = try await runProcess(BuiltExecutable.url(tool), command.path + ["--help"])
         #expect(result.succeeded, "\(name) --help: \(result)", sourceLocation: sourceLocation)
         let help = result.stdout
         let words = help.split(whereSeparator: \.isWhitespace).joined(separator: " ")

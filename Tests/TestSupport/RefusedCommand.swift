@@ -27,8 +27,8 @@ package struct RefusedCommand: Sendable, CustomTestStringConvertible {
     /// Runs the command in a fresh tree and expects it refused (a non-zero exit, not a signal, one
     /// line on stderr naming what is wrong, no stack trace) and the tree exactly as it was: no
     /// file, folder or lock file made, none changed (contents, size, mode).
-    package func expectRefusedLeavingNothing(sourceLocation: SourceLocation = #_sourceLocation) throws {
-        try withTemporaryDirectory(prefix: "refused") { root in
+    package func expectRefusedLeavingNothing(sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await withTemporaryDirectory(prefix: "refused") { root in
             let files = root.appendingPathComponent("files")
             try FileManager.default.createDirectory(at: root.appendingPathComponent("home"), withIntermediateDirectories: true)
             try FileManager.default.createDirectory(at: files, withIntermediateDirectories: true)
@@ -50,7 +50,7 @@ package struct RefusedCommand: Sendable, CustomTestStringConvertible {
             ]
             let before = try Self.snapshot(root)
             let line = arguments.map { $0.replacingOccurrences(of: "$ROOT", with: root.path) }
-            let result = try runProcess(BuiltExecutable.url(tool), line, environment: environment, timeLimit: .seconds(60))
+            let result = try await runProcess(BuiltExecutable.url(tool), line, environment: environment, timeLimit: .seconds(60))
             let name = testDescription
             #expect(result.reason == .exit && result.status != 0, "\(name): \(result)", sourceLocation: sourceLocation)
             let lines = result.stderr.split(separator: "\n", omittingEmptySubsequences: false)
@@ -75,8 +75,8 @@ package struct RefusedCommand: Sendable, CustomTestStringConvertible {
 
     /// The commands of `tool` (from its own description: a new one is found) that no case of
     /// `cases` runs, as `token create`.
-    package static func commandsWithoutACase(_ cases: [RefusedCommand], tool: String) throws -> [String] {
-        let commands = try HelpCheck.commands(of: tool).filter { !$0.isGroup && !$0.path.isEmpty }
+    package static func commandsWithoutACase(_ cases: [RefusedCommand], tool: String) async throws -> [String] {
+        let commands = try await HelpCheck.commands(of: tool).filter { !$0.isGroup && !$0.path.isEmpty }
         return commands.map(\.path).filter { path in
             !cases.contains { $0.tool == tool && Array($0.arguments.prefix(path.count)) == path }
         }.map { $0.joined(separator: " ") }

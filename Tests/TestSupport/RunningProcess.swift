@@ -5,8 +5,9 @@ package import ServerLaunching
 package import Testing
 
 /// A process that runs while the test writes to its stdin and reads its stdout line by line; its
-/// stderr goes to a file, read once it has ended.
-package final class RunningProcess {
+/// stderr goes to a file, read once it has ended. Waiting for a line or for the end holds no thread
+/// of Swift's cooperative pool: the reads that wait run on a dispatch queue.
+package final class RunningProcess: @unchecked Sendable {  // used by one test task at a time
     /// What the child's SIGINT and SIGTERM are when it starts.
     package enum TerminationSignals {
         /// Unblocked, as in a process started from a shell (the test runner's threads block them).
@@ -77,7 +78,14 @@ package final class RunningProcess {
     }
 
     /// The next line of stdout; nil if stdout ends, or no whole line arrives within `timeout`.
-    package func nextLine(timeout: Duration = .seconds(60)) -> String? {
+    package func nextLine(timeout: Duration = .seconds(60)) async -> String? {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: self.readLine(timeout: timeout)) }
+        }
+    }
+
+    /// `nextLine`, blocking the calling thread (a dispatch queue's, never the cooperative pool's).
+    private func readLine(timeout: Duration) -> String? {
         let deadline = ContinuousClock.now + timeout
         let fd = output.fileHandleForReading.fileDescriptor
         var chunk = [UInt8](repeating: 0, count: 4096)
@@ -109,31 +117,30 @@ package final class RunningProcess {
 
     /// Reads lines until one satisfies `predicate` and returns it; nil if stdout ends or the time
     /// runs out first. Lines after it are kept for the next read and for `finish`.
-    package func firstLine(timeout: Duration = .seconds(60), where predicate: (String) -> Bool) -> String? {
+    package func firstLine(timeout: Duration = .seconds(60), where predicate: (String) -> Bool) async -> String? {
         let deadline = ContinuousClock.now + timeout
-        while let line = nextLine(timeout: deadline - ContinuousClock.now) {
+        while let line = await nextLine(timeout: deadline - ContinuousClock.now) {
             if predicate(line) { return line }
         }
         return nil
     }
 
     /// Reads lines until one satisfies `predicate`; false if stdout ends or the time runs out first.
-    package func waitForLine(timeout: Duration = .seconds(60), where predicate: (String) -> Bool) -> Bool {
-        firstLine(timeout: timeout, where: predicate) != nil
+    package func waitForLine(timeout: Duration = .seconds(60), where predicate: (String) -> Bool) async -> Bool {
+        await firstLine(timeout: timeout, where: predicate) != nil
     }
 
     /// Sends `signal` to the process, if it still runs.
     package func signal(_ signal: Int32) {
-        guard process.isRunning else { return }
-        _ = Glibc.kill(process.processIdentifier, signal)
+        process.signalIfRunning(signal)
     }
 
     /// Reads stdout (kept for `finish`) until it ends, which it does when the process exits;
     /// false if it has not ended within `timeout`.
-    package func waitForEnd(timeout: Duration = .seconds(20)) -> Bool {
+    package func waitForEnd(timeout: Duration = .seconds(20)) async -> Bool {
         var lines: [String] = []
         let deadline = ContinuousClock.now + timeout
-        while let line = nextLine(timeout: deadline - ContinuousClock.now) { lines.append(line) }
+        while let line = await nextLine(timeout: deadline - ContinuousClock.now) { lines.append(line) }
         let ended = atEnd
         // Put the lines back, for `finish`.
         buffer = Array(lines.map { $0 + "\n" }.joined().utf8) + buffer
@@ -142,38 +149,39 @@ package final class RunningProcess {
 
     /// Sends `signal` and collects the result once the process has ended; nil (after recording
     /// an issue) if it is still running `timeout` later. `stop` then kills it.
-    package func end(with signal: Int32, timeout: Duration = .seconds(20), sourceLocation: SourceLocation = #_sourceLocation) -> ProcessResult? {
+    package func end(with signal: Int32, timeout: Duration = .seconds(20), sourceLocation: SourceLocation = #_sourceLocation) async -> ProcessResult?
+    {
         self.signal(signal)
-        guard waitForEnd(timeout: timeout) else {
+        guard await waitForEnd(timeout: timeout) else {
             Issue.record("still running \(timeout) after signal \(signal)", sourceLocation: sourceLocation)
             return nil
         }
-        return finish()
+        return await finish()
     }
 
     /// Closes stdin, waits for the process to end, and collects the rest of stdout and stderr. A
     /// process still running `timeLimit` later is killed (SIGKILL) and an issue recorded, so that a
     /// command that waits forever fails its test instead of hanging the run.
-    package func finish(timeLimit: Duration = .seconds(300), sourceLocation: SourceLocation = #_sourceLocation) -> ProcessResult {
+    package func finish(timeLimit: Duration = .seconds(300), sourceLocation: SourceLocation = #_sourceLocation) async -> ProcessResult {
         closeInput()
-        if !waitForEnd(timeout: timeLimit) {
+        if !(await waitForEnd(timeout: timeLimit)) {
             Issue.record("still running \(timeLimit) after its input closed; killed", sourceLocation: sourceLocation)
             signal(SIGKILL)
+            // Killed, the child's stdout ends (unless a grandchild still holds it).
+            _ = await waitForEnd(timeout: .seconds(20))
         }
-        var rest = buffer
+        let rest = buffer
         buffer = []
-        if !atEnd { rest += output.fileHandleForReading.readDataToEndOfFile() }
         atEnd = true
-        process.waitUntilExit()
+        await process.exited()
         let stderr = (try? Data(contentsOf: stderrFile)).map { String(decoding: $0, as: UTF8.self) } ?? ""
         return ProcessResult(status: process.terminationStatus, reason: process.terminationReason, stdoutData: Data(rest), stderr: stderr)
     }
 
-    /// For `defer`: kills the process if a failed test left it running, and reaps it.
+    /// For `defer`: kills the process if a failed test left it running (its reaper thread reaps
+    /// it), and closes its stdin.
     package func stop() {
-        if process.isRunning {
-            signal(SIGKILL)
-        }
-        _ = finish()
+        signal(SIGKILL)
+        closeInput()
     }
 }

@@ -8,7 +8,7 @@ import Testing
 package enum ServerTool {
     package static let executable = BuiltExecutable.url("groupdefaults-server")
 
-    /// Runs `groupdefaults-server ARGUMENTS…` to completion (off the cooperative pool).
+    /// Runs `groupdefaults-server ARGUMENTS…` to completion.
     package static func run(
         _ arguments: [String],
         environment: [String: String] = [:]
@@ -48,7 +48,7 @@ package enum ServerTool {
 }
 
 /// A running `groupdefaults-server serve` on a data directory or a PostgreSQL database (the launcher
-/// the benchmark uses too), awaited off the cooperative pool.
+/// the benchmark uses too); its start is awaited off the cooperative pool, its end holding no thread.
 package final class ServerProcess: Sendable {
     private let server: LaunchedServer
 
@@ -81,12 +81,10 @@ package final class ServerProcess: Sendable {
         server.signal(number)
     }
 
-    /// Waits for the process to end (off the cooperative pool): its exit status, and whether a signal ended it.
+    /// Waits for the process to end (holding no thread): its exit status, and whether a signal ended it.
     package func waitForExit() async -> (status: Int32, bySignal: Bool) {
-        let server = self.server
-        return await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: server.waitForExit()) }
-        }
+        await server.process.exited()
+        return server.waitForExit()
     }
 
     /// SIGTERM, then SIGKILL if it has not exited within `grace`; returns once it is gone.

@@ -35,37 +35,37 @@ struct Sandbox {
 
     /// Runs `groupdefaults ARGUMENTS…` to completion.
     @discardableResult
-    func run(_ arguments: String..., stdin: Data? = nil) throws -> ProcessResult {
-        try run(arguments, stdin: stdin)
+    func run(_ arguments: String..., stdin: Data? = nil) async throws -> ProcessResult {
+        try await run(arguments, stdin: stdin)
     }
 
     @discardableResult
-    func run(_ arguments: [String], stdin: Data? = nil, environment: [String: String]? = nil) throws -> ProcessResult {
-        try runProcess(Tool.executable, arguments, stdin: stdin, environment: environment ?? self.environment)
+    func run(_ arguments: [String], stdin: Data? = nil, environment: [String: String]? = nil) async throws -> ProcessResult {
+        try await runProcess(Tool.executable, arguments, stdin: stdin, environment: environment ?? self.environment)
     }
 
     /// Runs the tool and expects it to succeed with nothing on stderr; returns its stdout.
     @discardableResult
-    func ok(_ arguments: String..., stdin: Data? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
-        try ok(arguments, stdin: stdin, sourceLocation: sourceLocation)
+    func ok(_ arguments: String..., stdin: Data? = nil, sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+        try await ok(arguments, stdin: stdin, sourceLocation: sourceLocation)
     }
 
     @discardableResult
-    func ok(_ arguments: [String], stdin: Data? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
-        let result = try run(arguments, stdin: stdin)
+    func ok(_ arguments: [String], stdin: Data? = nil, sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+        let result = try await run(arguments, stdin: stdin)
         #expect(result.succeeded, "groupdefaults \(arguments.joined(separator: " ")): \(result)", sourceLocation: sourceLocation)
         #expect(result.stderr.isEmpty, "groupdefaults \(arguments.joined(separator: " ")): \(result)", sourceLocation: sourceLocation)
         return result.stdout
     }
 
     /// The suite's whole content as the tool's lossless typed JSON (compare before and after).
-    func contents(_ suite: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
-        try ok("export", suite, "-", "--format", "json", sourceLocation: sourceLocation)
+    func contents(_ suite: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+        try await ok("export", suite, "-", "--format", "json", sourceLocation: sourceLocation)
     }
 
     /// The suite's whole content, parsed.
-    func typedContents(_ suite: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> JSONValue {
-        try JSONValue.parse(contents(suite, sourceLocation: sourceLocation))
+    func typedContents(_ suite: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> JSONValue {
+        try JSONValue.parse(await contents(suite, sourceLocation: sourceLocation))
     }
 
     /// Starts `groupdefaults ARGUMENTS…` with its stdout readable line by line.
@@ -94,8 +94,8 @@ struct Sandbox {
     /// Runs `python3 -c SCRIPT ARGUMENTS…` (with this process's environment, so that the
     /// interpreter is found as in a shell).
     @discardableResult
-    func python(_ script: String, _ arguments: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
-        let result = try runProcess(
+    func python(_ script: String, _ arguments: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+        let result = try await runProcess(
             URL(fileURLWithPath: "/usr/bin/env"),
             ["python3", "-c", script] + arguments,
             stdin: nil,
@@ -106,8 +106,8 @@ struct Sandbox {
     }
 
     /// The suite's last change sequence number, from `info`.
-    func lastChange(_ suite: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> UInt64 {
-        let info = try ok("info", suite, sourceLocation: sourceLocation)
+    func lastChange(_ suite: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> UInt64 {
+        let info = try await ok("info", suite, sourceLocation: sourceLocation)
         let line = info.split(separator: "\n").first { $0.hasPrefix("last change: ") }
         let number = line.flatMap { UInt64($0.dropFirst("last change: ".count)) }
         return try #require(number, "no last change in \(info.debugDescription)", sourceLocation: sourceLocation)
@@ -124,11 +124,11 @@ struct Sandbox {
 }
 
 /// Runs `body` with a fresh sandbox, removed afterwards.
-func withSandbox<T>(_ body: (Sandbox) throws -> T) throws -> T {
-    try withTemporaryDirectory(prefix: "groupdefaultsTests") { root in
+func withSandbox<T>(_ body: (Sandbox) async throws -> T) async throws -> T {
+    try await withTemporaryDirectory(prefix: "groupdefaultsTests") { root in
         let sandbox = Sandbox(root: root)
         try FileManager.default.createDirectory(at: sandbox.files, withIntermediateDirectories: true)
-        return try body(sandbox)
+        return try await body(sandbox)
     }
 }
 

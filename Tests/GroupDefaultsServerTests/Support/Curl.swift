@@ -80,18 +80,13 @@ final class Curl: @unchecked Sendable {  // one reader at a time: a task, or the
 
     var comments: Int { parser.comments }
 
-    /// Waits (off the cooperative pool) for curl to exit; its status.
+    /// Waits (holding no thread) for curl to exit; its status.
     func waitForExit() async -> Int32 {
-        let process = self.process
-        return await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                process.waitUntilExit()
-                continuation.resume(returning: process.terminationStatus)
-            }
-        }
+        await process.exited()
+        return process.terminationStatus
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signalIfRunning(SIGKILL)
     }
 }

@@ -51,17 +51,17 @@ struct HelperProcess {
         running.send("go\n")
     }
 
-    /// Blocks until the helper prints a line equal to `expected`; false if it ends first or has not
+    /// Waits until the helper prints a line equal to `expected`; false if it ends first or has not
     /// printed it within `timeout` seconds. Lines before it are consumed; lines after it are kept for
     /// the next call and for `finish`.
-    func waitForLine(_ expected: String, timeout: Int32 = 60) -> Bool {
-        waitForLine(timeout: timeout) { $0 == expected } != nil
+    func waitForLine(_ expected: String, timeout: Int32 = 60) async -> Bool {
+        await waitForLine(timeout: timeout) { $0 == expected } != nil
     }
 
-    /// Blocks until the helper prints a line for which `matches` is true, and returns it; nil if it
+    /// Waits until the helper prints a line for which `matches` is true, and returns it; nil if it
     /// ends first or prints none within `timeout` seconds. Consumes lines as `waitForLine(_:)`.
-    func waitForLine(timeout: Int32 = 60, where matches: (String) -> Bool) -> String? {
-        running.firstLine(timeout: .seconds(timeout), where: matches)
+    func waitForLine(timeout: Int32 = 60, where matches: (String) -> Bool) async -> String? {
+        await running.firstLine(timeout: .seconds(timeout), where: matches)
     }
 
     func send(_ signal: Int32) {
@@ -69,9 +69,15 @@ struct HelperProcess {
         precondition(rc == 0, "kill(\(process.processIdentifier), \(signal)) failed: errno \(errno)")
     }
 
+    /// For `defer`: kills the helper if it still runs (a failed test may leave it running), and
+    /// closes its stdin.
+    func stop() {
+        running.stop()
+    }
+
     /// Waits for the helper to end and collects what it printed.
-    func finish() -> Result {
-        let result = running.finish()
+    func finish() async -> Result {
+        let result = await running.finish()
         return Result(
             status: result.status,
             reason: result.reason,
@@ -81,7 +87,7 @@ struct HelperProcess {
     }
 
     /// Runs a helper to completion.
-    static func run(_ command: String, directory: URL, suite: String, _ arguments: [String] = []) throws -> Result {
-        try HelperProcess(command, directory: directory, suite: suite, arguments).finish()
+    static func run(_ command: String, directory: URL, suite: String, _ arguments: [String] = []) async throws -> Result {
+        try await HelperProcess(command, directory: directory, suite: suite, arguments).finish()
     }
 }
