@@ -87,7 +87,7 @@ struct ServeOptions: ParsableArguments {
     /// The settings of the flags, `--config`'s file, the environment and the defaults.
     func settings() throws -> ResolvedSettings {
         try SettingsSources.resolve(
-            flags: GivenFlags.of(self),
+            flags: ServerSettings.given(in: self),
             configPath: storage.config,
             environment: ProcessInfo.processInfo.environment
         )

@@ -12,15 +12,23 @@ enum SettingScope: Sendable {
     case storage
 }
 
+/// Where a setting's flag is read on a parsed command line: an option of `serve`'s own, or one of
+/// the storage options that every command using storage takes (`serve` too). A key path, checked
+/// by the compiler: the option's property need not be named after the setting.
+enum SettingFlag<Value: SettingValue>: Sendable {
+    case serve(any KeyPath<ServeOptions, Value?> & Sendable)
+    case storage(any KeyPath<StorageOptions, Value?> & Sendable)
+}
+
 /// One server setting, declared once: its name (the long option `--NAME`, the variable
 /// `GROUPDEFAULTS_SERVER_NAME` of the environment and the settings file), its type, its default,
-/// its help, which commands take it, and what a value must be beyond its type.
+/// its help, its option (and so which commands take it), and what a value must be beyond its type.
 struct ServerSetting<Value: SettingValue>: Sendable {
     let name: String
     /// Nil: unset unless given (the TLS files, the metrics token file, the storage choice).
     let defaultValue: Value?
     let abstract: String
-    var scope = SettingScope.serve
+    let flag: SettingFlag<Value>
     /// The name of the value in help (`--metrics-token-file <PATH>`); the option's name if nil.
     var valueName: String?
     /// What is wrong with a value of the right type, as a sentence naming the option; nil if fine.
@@ -37,6 +45,10 @@ struct ServerSetting<Value: SettingValue>: Sendable {
 protocol AnyServerSetting: Sendable {
     var name: String { get }
     var scope: SettingScope { get }
+    /// Its flag's value as text, if given on `serve`'s command line.
+    func givenText(in options: ServeOptions) -> String?
+    /// Its flag's value as text, if it is a storage setting given on a storage command's line.
+    func givenText(in options: StorageOptions) -> String?
     /// The default as an option takes it; nil for a setting that is unset unless given.
     var defaultText: String? { get }
     /// What is wrong with `text` as this setting's value (its type, then its range); nil if fine.
@@ -47,6 +59,25 @@ protocol AnyServerSetting: Sendable {
 
 extension ServerSetting: AnyServerSetting {
     var defaultText: String? { defaultValue?.settingText }
+
+    var scope: SettingScope {
+        switch flag {
+        case .serve: .serve
+        case .storage: .storage
+        }
+    }
+
+    func givenText(in options: ServeOptions) -> String? {
+        switch flag {
+        case .serve(let path): options[keyPath: path]?.settingText
+        case .storage(let path): options.storage[keyPath: path]?.settingText
+        }
+    }
+
+    func givenText(in options: StorageOptions) -> String? {
+        guard case .storage(let path) = flag else { return nil }
+        return options[keyPath: path]?.settingText
+    }
 
     func problem(with text: String) -> String? {
         guard let value = Value(settingText: text) else {
@@ -72,65 +103,77 @@ enum ServerSettings {
     static let prefix = "GROUPDEFAULTS_SERVER_"
     private static let base = ServerConfiguration(storage: .embedded(directory: ""))
 
-    static let host = ServerSetting<String>(name: "host", defaultValue: base.host, abstract: "The address to listen on.")
+    static let host = ServerSetting<String>(name: "host", defaultValue: base.host, abstract: "The address to listen on.", flag: .serve(\.host))
     static let port = ServerSetting<Int>(
         name: "port",
         defaultValue: base.port,
         abstract: "The port to listen on; 0 picks a free one.",
+        flag: .serve(\.port),
         problem: { (0...65535).contains($0) ? nil : "--port must be 0 to 65535 (0 picks a free one), not \($0)" }
     )
     static let dataDir = ServerSetting<String>(
         name: "data-dir",
         defaultValue: nil,
         abstract: "The embedded store's directory (default: $XDG_DATA_HOME/groupdefaults-server or ~/.local/share/groupdefaults-server).",
-        scope: .storage
+        flag: .storage(\.dataDir)
     )
     static let postgresURL = ServerSetting<String>(
         name: "postgres-url",
         defaultValue: nil,
         abstract: "Keep the data in PostgreSQL instead, postgres://user[:password]@host:port/db; several servers may share it.",
-        scope: .storage  // its problems are `StorageOptions.configuration`'s: a URL that cannot work fails, not misuses
+        flag: .storage(\.postgresURL)  // its problems are `StorageOptions.configuration`'s: a URL that cannot work fails, not misuses
     )
     static let postgresConnectTimeout = ServerSetting<Int>(
         name: "postgres-connect-timeout",
         defaultValue: seconds(PostgresStorageConfiguration(host: "", username: "", database: "").connectTimeout),
         abstract: "Seconds PostgreSQL may take to accept a connection (at start: the server and the commands fail after that).",
-        scope: .storage,
+        flag: .storage(\.postgresConnectTimeout),
         problem: { $0 >= 1 ? nil : "--postgres-connect-timeout must be at least 1" }
     )
     static let logLevel = ServerSetting<LogLevel>(
         name: "log-level",
         defaultValue: LogLevel(base.logLevel),
-        abstract: "How much the server logs."
+        abstract: "How much the server logs.",
+        flag: .serve(\.logLevel)
     )
     static let maxWait = ServerSetting<Int>(
         name: "max-wait",
         defaultValue: seconds(base.maxWait),
         abstract: "The longest long-poll, in seconds.",
+        flag: .serve(\.maxWait),
         problem: { (0...86_400).contains($0) ? nil : "--max-wait must be 0 to 86400 seconds (a day), not \($0)" }
     )
     static let tombstoneDays = ServerSetting<Int>(
         name: "tombstone-days",
         defaultValue: seconds(base.tombstoneLifetime) / 86_400,
         abstract: "How many days deletions are kept for devices to catch up; older cursors get 410.",
+        flag: .serve(\.tombstoneDays),
         problem: { (1...36_500).contains($0) ? nil : "--tombstone-days must be 1 to 36500 (a hundred years), not \($0)" }
     )
     static let auditDays = ServerSetting<Int>(
         name: "audit-days",
         defaultValue: seconds(base.auditLifetime) / 86_400,
         abstract: "How many days the audit log keeps a record of each administrative act.",
+        flag: .serve(\.auditDays),
         problem: { (1...36_500).contains($0) ? nil : "--audit-days must be 1 to 36500 (a hundred years), not \($0)" }
     )
     static let tlsCert = ServerSetting<String>(
         name: "tls-cert",
         defaultValue: nil,
-        abstract: "Serve HTTPS with this PEM certificate (chain); needs --tls-key."
+        abstract: "Serve HTTPS with this PEM certificate (chain); needs --tls-key.",
+        flag: .serve(\.tlsCert)
     )
-    static let tlsKey = ServerSetting<String>(name: "tls-key", defaultValue: nil, abstract: "The PEM private key of --tls-cert.")
+    static let tlsKey = ServerSetting<String>(
+        name: "tls-key",
+        defaultValue: nil,
+        abstract: "The PEM private key of --tls-cert.",
+        flag: .serve(\.tlsKey)
+    )
     static let rateLimit = ServerSetting<Double>(
         name: "rate-limit",
         defaultValue: base.rateLimit.requestsPerSecond,
         abstract: "Requests per second one token may make (twice that in a burst); 429 beyond.",
+        flag: .serve(\.rateLimit),
         problem: {
             // A burst holds `burstSeconds` of the rate, and a request takes one: below 0.5 a token
             // never gets one.
@@ -143,48 +186,56 @@ enum ServerSettings {
         name: "max-value-bytes",
         defaultValue: base.limits.maxValueBytes,
         abstract: "The largest value, in bytes of its typed JSON.",
+        flag: .serve(\.maxValueBytes),
         problem: atLeastOne
     )
     static let maxKeysPerSuite = ServerSetting<Int>(
         name: "max-keys-per-suite",
         defaultValue: base.limits.maxKeysPerSuite,
         abstract: "The most keys a suite may hold.",
+        flag: .serve(\.maxKeysPerSuite),
         problem: atLeastOne
     )
     static let maxBytesPerSuite = ServerSetting<Int>(
         name: "max-bytes-per-suite",
         defaultValue: base.limits.maxBytesPerSuite,
         abstract: "The most bytes (keys and values) a suite may hold.",
+        flag: .serve(\.maxBytesPerSuite),
         problem: atLeastOne
     )
     static let maxOpsPerBatch = ServerSetting<Int>(
         name: "max-ops-per-batch",
         defaultValue: base.limits.maxOpsPerBatch,
         abstract: "The most ops in one push.",
+        flag: .serve(\.maxOpsPerBatch),
         problem: atLeastOne
     )
     static let heartbeat = ServerSetting<Int>(
         name: "heartbeat",
         defaultValue: seconds(base.eventHeartbeat),
         abstract: "The longest an event stream stays silent, in seconds (a heartbeat comment then; 1…15).",
+        flag: .serve(\.heartbeat),
         problem: { (1...15).contains($0) ? nil : "--heartbeat must be 1 to 15 seconds" }
     )
     static let history = ServerSetting<Int>(
         name: "history",
         defaultValue: base.historyDepth,
         abstract: "How many versions of each key the history keeps (GET …/keys/{key}/history); 0 keeps none.",
+        flag: .serve(\.history),
         problem: { $0 >= 0 ? nil : "--history must not be negative" }
     )
     static let maxStreamsPerToken = ServerSetting<Int>(
         name: "max-streams-per-token",
         defaultValue: base.limits.maxStreamsPerToken,
         abstract: "How many event streams and waiting long-polls one token may hold open at once; 429 beyond.",
+        flag: .serve(\.maxStreamsPerToken),
         problem: atLeastOneOfTheConnectionLimits
     )
     static let maxConnections = ServerSetting<Int>(
         name: "max-connections",
         defaultValue: base.connections.maxConnections,
         abstract: "The most connections open at once (lowered to what the open-file limit allows); more wait to be accepted.",
+        flag: .serve(\.maxConnections),
         problem: atLeastOneOfTheConnectionLimits
     )
     static let requestHeadTimeout = ServerSetting<Int>(
@@ -192,23 +243,27 @@ enum ServerSettings {
         defaultValue: seconds(base.connections.requestHeadTimeout),
         abstract:
             "Seconds a request's head may take to arrive in full, and its body that again plus a second per 32 KiB arrived (at least 32 KiB/s once the grace is spent); the connection is closed after that.",
+        flag: .serve(\.requestHeadTimeout),
         problem: atLeastOneOfTheConnectionLimits
     )
     static let idleTimeout = ServerSetting<Int>(
         name: "idle-timeout",
         defaultValue: seconds(base.connections.idleTimeout),
         abstract: "Seconds a kept-alive connection may stay quiet between requests before it is closed.",
+        flag: .serve(\.idleTimeout),
         problem: atLeastOneOfTheConnectionLimits
     )
     static let console = ServerSetting<Bool>(
         name: "console",
         defaultValue: base.console.enabled,
-        abstract: "Serve the operator console at /console (operators: `admin create`); in a file or the environment: on or off."
+        abstract: "Serve the operator console at /console (operators: `admin create`); in a file or the environment: on or off.",
+        flag: .serve(\.console)
     )
     static let consoleSessionHours = ServerSetting<Int>(
         name: "console-session-hours",
         defaultValue: seconds(base.console.sessionLifetime) / 3600,
         abstract: "How many hours a console sign-in lasts.",
+        flag: .serve(\.consoleSessionHours),
         problem: { (1...720).contains($0) ? nil : "--console-session-hours must be 1 to 720" }
     )
     static let metricsTokenFile = ServerSetting<String>(
@@ -216,6 +271,7 @@ enum ServerSettings {
         defaultValue: nil,
         abstract:
             "A file (mode 0600) whose first line is the bearer token GET /metrics then asks for; without it /metrics answers anyone who reaches the server.",
+        flag: .serve(\.metricsTokenFile),
         valueName: "PATH"
     )
 
@@ -232,6 +288,18 @@ enum ServerSettings {
 
     /// Settings given together or not at all.
     static let pairs = [(tlsCert.name, tlsKey.name)]
+
+    /// The settings given as flags on `serve`'s command line, by name, as text: ArgumentParser has
+    /// checked their types; what they come to with the environment, the file and the defaults is
+    /// `SettingsSources.resolve`'s to say.
+    static func given(in options: ServeOptions) -> [String: String] {
+        all.reduce(into: [:]) { given, setting in given[setting.name] = setting.givenText(in: options) }
+    }
+
+    /// The storage settings given as flags on a storage command's line, by name, as text.
+    static func given(in options: StorageOptions) -> [String: String] {
+        all.reduce(into: [:]) { given, setting in given[setting.name] = setting.givenText(in: options) }
+    }
 
     /// The setting of a name, if there is one.
     static func named(_ name: String) -> (any AnyServerSetting)? {

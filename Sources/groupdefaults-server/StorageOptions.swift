@@ -35,7 +35,7 @@ struct StorageOptions: ParsableArguments {
     /// command checks them all, as `serve` does, and uses the storage ones.
     func settings(scope: SettingScope = .serve) throws -> ResolvedSettings {
         try SettingsSources.resolve(
-            flags: GivenFlags.of(self),
+            flags: ServerSettings.given(in: self),
             configPath: config,
             environment: ProcessInfo.processInfo.environment,
             scope: scope
