@@ -36,6 +36,8 @@ package final class SpawnedProcess: @unchecked Sendable {  // mutable state behi
     private let lock = NSCondition()
     private var pid: pid_t = 0
     private var ended: (status: Int32, reason: Process.TerminationReason)?
+    /// Set once `terminationHandler` has run: what `exited()` waits for.
+    private var handled = false
     private var waiters: [CheckedContinuation<Void, Never>] = []
 
     /// A process to start with `run()`.
@@ -124,17 +126,18 @@ package final class SpawnedProcess: @unchecked Sendable {  // mutable state behi
         lock.withLock { if pid != 0 && ended == nil { _ = kill(pid, signal) } }
     }
 
-    /// Waits until the child has ended, holding no thread meanwhile (the reaper resumes the caller,
-    /// after `terminationHandler` has run): what async code uses, so that no thread of Swift's
-    /// cooperative pool waits for a child.
+    /// Waits until the child has ended and `terminationHandler` has run, holding no thread
+    /// meanwhile (the reaper resumes the caller): what async code uses, so that no thread of
+    /// Swift's cooperative pool waits for a child. Returns at once for a child never started.
     package func exited() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let hasEnded = lock.withLock {
-                if ended != nil { return true }
+            let resumeNow = lock.withLock {
+                // Never started (or its start failed): there is nothing to wait for.
+                if pid == 0 || handled { return true }
                 waiters.append(continuation)
                 return false
             }
-            if hasEnded { continuation.resume() }
+            if resumeNow { continuation.resume() }
         }
     }
 
@@ -149,13 +152,16 @@ package final class SpawnedProcess: @unchecked Sendable {  // mutable state behi
         let status = SystemCall.wait(for: child) ?? 0
         let signal = status & 0x7f
         let result: (Int32, Process.TerminationReason) = signal == 0 ? ((status >> 8) & 0xff, .exit) : (signal, .uncaughtSignal)
-        let resumed = lock.withLock {
+        lock.withLock {
             ended = result
             lock.broadcast()
+        }
+        terminationHandler?(self)
+        let resumed = lock.withLock {
+            handled = true
             defer { waiters = [] }
             return waiters
         }
-        terminationHandler?(self)
         for waiter in resumed { waiter.resume() }
     }
 

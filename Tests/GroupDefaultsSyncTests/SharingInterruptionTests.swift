@@ -99,7 +99,7 @@ struct SharingInterruptionTests {
                 #expect(again.status == 1 && again.stderr.contains("this account left the suite again"), "\(again.stderr)")
                 #expect(!(try await alice.sync("members")).stdout.contains("no keys"))
                 share.signal(SIGCONT)
-                share.stop()
+                _ = await share.end(with: SIGKILL)
             }
 
             // Ctrl-C just as it sends its acceptance, and as the server's answer comes (as if the
@@ -109,7 +109,7 @@ struct SharingInterruptionTests {
                 let stopped = try await Self.run(arguments, stopAt: "\(step)@SIGINT")
                 #expect(stopped.status == 130, "\(step): \(stopped.stderr)")
                 #expect(try await owner.members().members.map(\.account) == ["alice", "bob", "carol"], "\(step): \(stopped.stderr)")
-                share.stop()
+                _ = await share.end(with: SIGKILL)
             }
 
             // Killed after accepting, no keys yet: the same command again leaves the suite again.
@@ -137,7 +137,7 @@ struct SharingInterruptionTests {
                     #expect(again.status == 1 && again.stderr.contains("this account left the suite again"), "\(again.stderr)")
                     #expect(!again.stderr.contains("the server refused"), "the device's own words: \(again.stderr)")
                     #expect(try await owner.members().members.map(\.account) == ["alice", "bob", "carol"])
-                    share.stop()
+                    _ = await share.end(with: SIGKILL)
                 }
             }
 

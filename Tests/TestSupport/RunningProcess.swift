@@ -6,7 +6,7 @@ package import Testing
 
 /// A process that runs while the test writes to its stdin and reads its stdout line by line; its
 /// stderr goes to a file, read once it has ended. Waiting for a line or for the end holds no thread
-/// of Swift's cooperative pool: the reads that wait run on a dispatch queue.
+/// of Swift's cooperative pool: the reads that wait run on a serial queue of the process's own.
 package final class RunningProcess: @unchecked Sendable {  // used by one test task at a time
     /// What the child's SIGINT and SIGTERM are when it starts.
     package enum TerminationSignals {
@@ -27,6 +27,9 @@ package final class RunningProcess: @unchecked Sendable {  // used by one test t
     private var buffer: [UInt8] = []
     private var atEnd = false
     private var inputClosed = false
+    /// Where the reads that wait run, one at a time: a serial queue of its own, which gets a thread
+    /// of its own when it needs one.
+    private let reader = DispatchQueue(label: "RunningProcess.reader")
 
     /// Starts `executable ARGUMENTS…`. `environment` replaces this process's when given; stderr goes
     /// to `stderrFile`, or to a temporary file removed with this object. A child inherits the signal
@@ -80,11 +83,12 @@ package final class RunningProcess: @unchecked Sendable {  // used by one test t
     /// The next line of stdout; nil if stdout ends, or no whole line arrives within `timeout`.
     package func nextLine(timeout: Duration = .seconds(60)) async -> String? {
         await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: self.readLine(timeout: timeout)) }
+            reader.async { continuation.resume(returning: self.readLine(timeout: timeout)) }
         }
     }
 
-    /// `nextLine`, blocking the calling thread (a dispatch queue's, never the cooperative pool's).
+    /// `nextLine`, blocking the calling thread: `reader`'s, never one of the cooperative pool's or
+    /// of the shared dispatch queues (which, on Linux, draw on as few threads as there are cores).
     private func readLine(timeout: Duration) -> String? {
         let deadline = ContinuousClock.now + timeout
         let fd = output.fileHandleForReading.fileDescriptor

@@ -101,9 +101,11 @@ package final class ServerProcess: Sendable {
     }
 }
 
-/// Runs `work`, which blocks its thread, on a dispatch queue rather than the cooperative pool.
+/// Runs `work`, which blocks its thread, on a thread of its own: neither on the cooperative pool
+/// nor on the shared dispatch queues, which on Linux draw on as few threads as there are cores
+/// (and add one at most every second or so while those are blocked).
 package func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
     }
 }

@@ -47,12 +47,12 @@ final class Curl: @unchecked Sendable {  // one reader at a time: a task, or the
         return await read(timeout: timeout) { $0.parser.comments > seen } != nil
     }
 
-    /// Reads curl's output until `done` holds, on a dispatch thread (blocking in poll, off the
+    /// Reads curl's output until `done` holds, on a thread of its own (blocking in poll, off the
     /// cooperative pool, so that the moment of arrival is taken as it happens): that moment, or
     /// nil if the stream ended or `timeout` passed first.
     private func read(timeout: Duration, until done: @escaping @Sendable (Curl) -> Bool) async -> ContinuousClock.Instant? {
         await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
+            Thread.detachNewThread {
                 continuation.resume(returning: self.readBlocking(timeout: timeout, until: done))
             }
         }
