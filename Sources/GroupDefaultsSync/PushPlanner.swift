@@ -54,8 +54,8 @@ struct PushPlanner {
     /// The changes set aside, by key (compared as bytes).
     private(set) var setAside: [ExactName: SetAside] = [:]
     /// The changes set aside and not journaled yet, which the engine takes
-    /// (`takeNewlySetAside()`) after each call, even one that threw: kept here, not only
-    /// returned, so that a change set aside before a page read or a seal failed is journaled too.
+    /// (`takeNewlySetAside()`) after each call, even one that threw: the one way they reach the
+    /// journal, so that a change set aside before a page read or a seal failed is journaled too.
     private var unjournaled: [NewlySetAside] = []
     /// The most changes the next batch holds after a batch refused as a whole (halved until the
     /// culprit is alone); nil: as many as the server's limit.
@@ -84,17 +84,16 @@ struct PushPlanner {
     /// `SyncLimits.breach`); a change that cannot be sent is set aside and the others go on.
     /// `page(after)` reads the pending changes after a key (nil: from the first), at most
     /// `pageSize`; `encode` makes a change's op (sealed, in an encrypted suite), and throws a
-    /// `rejected` error for one it cannot make. Returns nil when nothing is to be sent, and the
-    /// changes set aside on the way.
+    /// `rejected` error for one it cannot make. Returns nil when nothing is to be sent; the changes
+    /// set aside on the way wait in `takeNewlySetAside()`.
     mutating func nextBatch(
         limits: SyncLimits,
         now: ContinuousClock.Instant,
         page: (String?) throws(SyncError) -> [PendingChange],
         encode: (PendingChange) throws(SyncError) -> PushOp
-    ) throws(SyncError) -> (batch: Batch?, setAside: [NewlySetAside]) {
+    ) throws(SyncError) -> Batch? {
         let cap = min(limits.maxOpsPerBatch, self.cap ?? .max)
         var batch = Batch(ops: [], pushed: [], keyIDs: [])
-        var newly: [NewlySetAside] = []
         var bodyBytes = Self.envelopeBytes
         let start = position
         var after = start
@@ -114,7 +113,7 @@ struct PushPlanner {
                     op = try encode(change)
                     opBytes = try Self.encoded(op, of: change, limits: limits, alone: batch.ops.isEmpty, bodyBytes: bodyBytes)
                 } catch  where error.kind == .rejected {
-                    if let new = setAside(change.key, stamp: change.stamp, error, now: now) { newly.append(new) }
+                    setAside(change.key, stamp: change.stamp, error, now: now)
                     continue
                 }
                 // The batch is full: the rest go in the next one.
@@ -131,7 +130,7 @@ struct PushPlanner {
                 after = nil
             }
         }
-        return (batch.ops.isEmpty ? nil : batch, newly)
+        return batch.ops.isEmpty ? nil : batch
     }
 
     /// `op`'s bytes as the push carries them, or the `rejected` error of a change a push may not
@@ -172,10 +171,9 @@ struct PushPlanner {
     }
 
     /// Sets `key`'s change (stamped `stamp`) aside until the key changes again (a clock's refusal:
-    /// until 30 seconds from `now`). Returns it when it is new, to log and journal; nil when this
-    /// change was set aside already.
-    @discardableResult
-    mutating func setAside(_ key: String, stamp: Stamp, _ error: SyncError, now: ContinuousClock.Instant) -> NewlySetAside? {
+    /// until 30 seconds from `now`). A change not set aside already waits in `takeNewlySetAside()`,
+    /// to log and journal once.
+    mutating func setAside(_ key: String, stamp: Stamp, _ error: SyncError, now: ContinuousClock.Instant) {
         var error = error
         error.key = key
         error.isSetAside = true
@@ -184,10 +182,8 @@ struct PushPlanner {
         let retryAt = error.code == .clockSkew ? now + .seconds(30) : nil
         let known = setAside[key.exact]?.stamp == stamp
         setAside[key.exact] = SetAside(stamp: stamp, error: error, retryAt: retryAt)
-        guard !known else { return nil }
-        let new = NewlySetAside(key: key, stamp: stamp, error: error)
-        unjournaled.append(new)
-        return new
+        guard !known else { return }
+        unjournaled.append(NewlySetAside(key: key, stamp: stamp, error: error))
     }
 
     /// The changes set aside since the last call, to log and journal (each once).
@@ -213,51 +209,47 @@ struct PushPlanner {
     /// (the keys as the server saw them), in order: the change the error names is set aside and
     /// the others go on; a batch refused as a whole without naming one is made smaller until the
     /// culprit is alone; a mismatched id changes nothing (the next batch gets a new one).
-    @discardableResult
     mutating func settle(
         refusal error: SyncError,
         pushed: [(key: String, stamp: Stamp)],
         keyIDs: [String],
         now: ContinuousClock.Instant
-    ) -> NewlySetAside? {
+    ) {
         let named = error.key.flatMap { named in keyIDs.firstIndex { $0.isSameName(as: named) } }
         switch error.code {
         case .idempotencyMismatch?:
-            return nil
+            return
         case .batchTooLarge?, .bodyTooLarge?:
             cap = max(1, pushed.count / 2)
-            return nil
         case _ where pushed.count > 1 && named == nil:
             cap = max(1, pushed.count / 2)
-            return nil
         default:
             let (key, stamp) = pushed[named ?? 0]
-            return setAside(key, stamp: stamp, error, now: now)
+            setAside(key, stamp: stamp, error, now: now)
         }
     }
 
     /// The answer to a push of `pushed` (names and stamps, in the ops' order): the changes it
     /// settled (applied, or superseded by a newer write, whose `winners` the engine applies), and
-    /// those the server refused on their own (a value too large, an HLC from a wrong clock), set
-    /// aside until their key changes again.
+    /// those the server refused on their own (a value too large, an HLC from a wrong clock) are set
+    /// aside until their key changes again (`takeNewlySetAside()`).
     mutating func settle(
         _ response: PushResponse,
         pushed: [(key: String, stamp: Stamp)],
         now: ContinuousClock.Instant
-    ) -> (settled: [(key: String, stamp: Stamp)], setAside: [NewlySetAside], winners: [SyncEntry]) {
+    ) -> (settled: [(key: String, stamp: Stamp)], winners: [SyncEntry]) {
         var settled: [(key: String, stamp: Stamp)] = []
-        var newly: [NewlySetAside] = []
         for (result, change) in zip(response.results, pushed) {
             guard result.status == .refused else {
                 settled.append(change)
                 continue
             }
             let error = SyncError(.rejected, code: result.error ?? .malformed, result.detail ?? "refused by the server", key: change.key)
-            if let new = setAside(change.key, stamp: change.stamp, error, now: now) { newly.append(new) }
+            setAside(change.key, stamp: change.stamp, error, now: now)
         }
         for (key, _) in settled { setAside[key.exact] = nil }
         let winners = response.results.filter { $0.status == .superseded }.compactMap(\.winner)
-        return (settled, newly, winners)
+        return (settled, winners)
     }
 
     /// A clock's refusal of a whole push (`outcome` `.retryLater`) as the engine reports it: not

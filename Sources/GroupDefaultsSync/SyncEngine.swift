@@ -714,7 +714,7 @@ public actor SyncEngine {
         planner.forgetChanged(stillPending: try local { try defaults.pendingStamps(forKeys: planner.setAside.keys) })
         // What is set aside on the way is journaled even if a page read or a seal throws.
         defer { journal(planner.takeNewlySetAside()) }
-        let (planned, _) = try planner.nextBatch(
+        let planned = try planner.nextBatch(
             limits: limits,
             now: .now,
             page: { after throws(SyncError) in try self.local { try self.defaults.pendingChanges(after: after, limit: PushPlanner.pageSize) } },
@@ -796,7 +796,7 @@ public actor SyncEngine {
         // again; the others were applied, or lost to a newer write, which is taken now rather than
         // at the next pull (the local change it replaces, still pending, goes to the conflict
         // journal).
-        let (settled, _, winners) = planner.settle(response, pushed: pushed, now: .now)
+        let (settled, winners) = planner.settle(response, pushed: pushed, now: .now)
         journal(planner.takeNewlySetAside())
         var report = SyncReport()
         if !winners.isEmpty {

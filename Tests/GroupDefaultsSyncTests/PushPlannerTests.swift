@@ -80,13 +80,13 @@ struct PushPlannerTests {
             }
             planner.forgetChanged(stillPending: pending.changes.mapValues(\.stamp))
             let snapshot = pending
-            let (batch, setAside) = try planner.nextBatch(
+            let batch = try planner.nextBatch(
                 limits: limits,
                 now: .now,
                 page: { after in snapshot.page(after: after, limit: PushPlanner.pageSize) },
                 encode: { Self.encode($0) }
             )
-            for change in setAside {
+            for change in planner.takeNewlySetAside() {
                 let original = try #require(pending.changes[change.key.exact])
                 #expect(
                     Self.breach(original, limits) == change.error.code,
@@ -123,7 +123,7 @@ struct PushPlannerTests {
         var sent: Set<String> = []
         for round in 0..<4 {  // 10 keys, 3 a batch: all within 4 batches
             let snapshot = pending
-            let (batch, _) = try planner.nextBatch(
+            let batch = try planner.nextBatch(
                 limits: limits,
                 now: .now,
                 page: { snapshot.page(after: $0, limit: PushPlanner.pageSize) },
@@ -149,12 +149,11 @@ struct PushPlannerTests {
             results: [PushResult(key: "a", status: .refused, winner: nil, error: .valueTooLarge, detail: "too large")],
             serverTime: ""
         )
-        let (settled, newly, _) = planner.settle(refused, pushed: [("a", change.stamp)], now: start)
-        #expect(settled.isEmpty && newly.map(\.key) == ["a"] && planner.rejected.first?.code == .valueTooLarge)
+        let (settled, _) = planner.settle(refused, pushed: [("a", change.stamp)], now: start)
+        #expect(settled.isEmpty && planner.takeNewlySetAside().map(\.key) == ["a"] && planner.rejected.first?.code == .valueTooLarge)
         func next(_ now: ContinuousClock.Instant) throws -> PushPlanner.Batch? {
             let snapshot = pending
             return try planner.nextBatch(limits: SyncLimits(), now: now, page: { snapshot.page(after: $0, limit: 256) }, encode: { Self.encode($0) })
-                .batch
         }
         #expect(try next(start + .seconds(3600)) == nil, "sent again before its key changed")
         pending.write("a", .integer(2))
@@ -163,8 +162,10 @@ struct PushPlannerTests {
 
         // A clock's refusal: tried again after 30 seconds, unchanged.
         let stamp = try #require(pending.changes["a"]).stamp
-        #expect(planner.setAside("a", stamp: stamp, SyncError(.rejected, code: .clockSkew, "ahead"), now: start) != nil)
-        #expect(planner.setAside("a", stamp: stamp, SyncError(.rejected, code: .clockSkew, "ahead"), now: start) == nil, "journaled twice")
+        planner.setAside("a", stamp: stamp, SyncError(.rejected, code: .clockSkew, "ahead"), now: start)
+        #expect(planner.takeNewlySetAside().map(\.key) == ["a"])
+        planner.setAside("a", stamp: stamp, SyncError(.rejected, code: .clockSkew, "ahead"), now: start)
+        #expect(planner.takeNewlySetAside().isEmpty, "journaled twice")
         #expect(try next(start + .seconds(29)) == nil)
         #expect(try next(start + .seconds(31))?.pushed.map(\.key) == ["a"])
     }
@@ -197,19 +198,19 @@ struct PushPlannerTests {
         let stamp = { (n: UInt64) in Stamp(hlc: HLC(milliseconds: n, counter: 0), origin: 1) }
         let pushed = (0..<8).map { ("k\($0)", stamp(UInt64($0 + 1))) }
         let ids = pushed.map { "id-\($0.0)" }
-        #expect(planner.settle(refusal: SyncError(.rejected, code: .quotaExceeded, "full"), pushed: pushed, keyIDs: ids, now: .now) == nil)
-        #expect(planner.cap == 4)
-        #expect(
-            planner.settle(refusal: SyncError(.rejected, code: .batchTooLarge, "big"), pushed: Array(pushed.prefix(4)), keyIDs: ids, now: .now) == nil
-        )
-        #expect(planner.cap == 2)
+        planner.settle(refusal: SyncError(.rejected, code: .quotaExceeded, "full"), pushed: pushed, keyIDs: ids, now: .now)
+        #expect(planner.cap == 4 && planner.takeNewlySetAside().isEmpty)
+        planner.settle(refusal: SyncError(.rejected, code: .batchTooLarge, "big"), pushed: Array(pushed.prefix(4)), keyIDs: ids, now: .now)
+        #expect(planner.cap == 2 && planner.takeNewlySetAside().isEmpty)
         // Named by its id as the server saw it (an encrypted suite's key id): set aside by name.
-        let named = planner.settle(refusal: SyncError(.rejected, code: .quotaExceeded, "full", key: "id-k5"), pushed: pushed, keyIDs: ids, now: .now)
-        #expect(named?.key == "k5" && named?.stamp == stamp(6) && planner.setAside["k5"] != nil)
+        planner.settle(refusal: SyncError(.rejected, code: .quotaExceeded, "full", key: "id-k5"), pushed: pushed, keyIDs: ids, now: .now)
+        let named = planner.takeNewlySetAside()
+        #expect(named.map(\.key) == ["k5"] && named.first?.stamp == stamp(6) && planner.setAside["k5"] != nil)
         // Alone: the one change is the culprit.
-        let alone = planner.settle(refusal: SyncError(.rejected, code: .quotaExceeded, "full"), pushed: [pushed[2]], keyIDs: [ids[2]], now: .now)
-        #expect(alone?.key == "k2")
-        #expect(planner.settle(refusal: SyncError(.rejected, code: .idempotencyMismatch, "id"), pushed: pushed, keyIDs: ids, now: .now) == nil)
+        planner.settle(refusal: SyncError(.rejected, code: .quotaExceeded, "full"), pushed: [pushed[2]], keyIDs: [ids[2]], now: .now)
+        #expect(planner.takeNewlySetAside().map(\.key) == ["k2"])
+        planner.settle(refusal: SyncError(.rejected, code: .idempotencyMismatch, "id"), pushed: pushed, keyIDs: ids, now: .now)
+        #expect(planner.takeNewlySetAside().isEmpty)
     }
 
     @Test("what a refused push means for the batch, by code")
