@@ -63,6 +63,8 @@ struct PushPlanner {
     /// The key the last batch ended at: the next one starts after it, and goes round to it again,
     /// so that every pending key has its turn however many wait.
     private(set) var position: String?
+    /// How many push answers were settled: a pull during which none was can tell a rollback from a race.
+    private(set) var answered = 0
 
     /// How many pending changes a page holds.
     static let pageSize = 256
@@ -238,6 +240,7 @@ struct PushPlanner {
         pushed: [(key: String, stamp: Stamp)],
         now: ContinuousClock.Instant
     ) -> (settled: [(key: String, stamp: Stamp)], winners: [SyncEntry]) {
+        answered += 1
         var settled: [(key: String, stamp: Stamp)] = []
         for (result, change) in zip(response.results, pushed) {
             guard result.status == .refused else {

@@ -227,7 +227,7 @@ public struct SyncSetup: Sendable {
     }
 
     /// Joins a suite another account shares, with the invitation `code` its owner or an admin
-    /// made (`SyncEngine.share`): the server makes this token's account a member, and a new local
+    /// made (`SuiteSharing.share`): the server makes this token's account a member, and a new local
     /// suite named `localName` (by default the owner's name for it) in `directory` syncs with it.
     ///
     /// Checked before anything changes: the code's check characters, this token, that the

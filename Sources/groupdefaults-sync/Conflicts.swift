@@ -77,7 +77,7 @@ extension SyncCommand {
         func run() async throws {
             if let rev {
                 return try await withConfiguredEngine(options, server, suite) { _, engine in
-                    let version = try await engine.restore(key, revision: rev)
+                    let version = try await engine.history.restore(key, revision: rev)
                     output(
                         "\(printable(suite)): \(printable(key)) " + (version.entry.value.map { "= \(typedJSONText($0))" } ?? "removed")
                             + " (restored from server revision \(rev))"
@@ -116,7 +116,7 @@ extension SyncCommand {
 
         func run() async throws {
             try await withConfiguredEngine(options, server, suite) { defaults, engine in
-                let history = try await engine.history(forKey: key)
+                let history = try await engine.history.versions(of: key)
                 if json { return output(try jsonText(history)) }
                 let lines = history.versions.map { version in
                     let entry = version.entry

@@ -42,7 +42,7 @@ struct Export: AsyncParsableCommand {
         for suite in suites where seen.insert(suite.exact).inserted {
             try await withConfiguredEngine(options, server, suite) { _, engine in
                 document.suites.append(try await DeviceExport.suite(suite, from: engine.client))
-                for device in try await engine.devices() { devices[device.id] = device }
+                for device in try await engine.client.devices().devices { devices[device.id] = device }
             }
         }
         document.devices = devices.values.sorted { $0.id < $1.id }

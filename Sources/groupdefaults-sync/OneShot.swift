@@ -35,7 +35,7 @@ extension SyncCommand {
         func run() async throws {
             try await withEngine(options, server, suite) { engine in
                 // A rotation this device began and did not finish: finished first (it syncs too).
-                if let rotation = try await engine.finishRotation() {
+                if let rotation = try await engine.sharing.finishRotation() {
                     output(
                         "finished rotating \(suite) to key epoch \(rotation.keys.currentEpoch), begun here before "
                             + "(\(rotation.resealed) \(rotation.resealed == 1 ? "entry" : "entries") sealed again)"
@@ -43,7 +43,7 @@ extension SyncCommand {
                 }
                 let report = try await engine.syncOnce()
                 // A member that held the keys was removed since the last rotation: rotated now.
-                if let (due, rotation) = try await engine.rotateIfDue() {
+                if let (due, rotation) = try await engine.sharing.rotateIfDue() {
                     output(
                         "rotated \(suite) to key epoch \(rotation.keys.currentEpoch) (\(rotation.resealed) \(rotation.resealed == 1 ? "entry" : "entries") sealed again): "
                             + "\(due.removed.map(printable).joined(separator: ", ")) held its keys when removed, and cannot open what is written from now on"

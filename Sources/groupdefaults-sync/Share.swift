@@ -67,7 +67,7 @@ extension SyncCommand {
                 let waiting = WaitingShares(defaults)
                 // Invitations a `share` that stopped (a crash, the network gone) left waiting.
                 for line in await waiting.endLeftOver(engine) { output(line) }
-                let (code, invitation) = try await engine.share(role: role, expiresIn: expiry)
+                let (code, invitation) = try await engine.sharing.share(role: role, expiresIn: expiry)
                 // Recorded (and locked for as long as this process runs) before the code is shown:
                 // a crash from here on leaves it for the next `share` or `invitations` to end.
                 let held = await engine.isEncrypted ? waiting.hold(invitation.id) : nil
@@ -88,7 +88,7 @@ extension SyncCommand {
                 do {
                     handed = try await interruptible {
                         InterruptionPoint.reached("share.waiting")
-                        return try await engine.handOverKeys(code: code, invitation: invitation)
+                        return try await engine.sharing.handOverKeys(code: code, invitation: invitation)
                     }
                 } catch let interrupted as Interrupted {
                     // Ctrl-C or a `kill`: nobody gets the suite through this code any more.
@@ -140,12 +140,12 @@ extension SyncCommand {
             try await withConfiguredEngine(options, server, suite) { defaults, engine in
                 for line in await WaitingShares(defaults).endLeftOver(engine) { output(line) }
                 if let revoke {
-                    let revoked = try await engine.revokeInvitation(id: revoke)
+                    let revoked = try await engine.sharing.revokeInvitation(id: revoke)
                     if json { return output(try prettyJSON(revoked)) }
                     output("invitation \(revoked.id) revoked: its code adds nobody")
                     return
                 }
-                let list = try await engine.invitations()
+                let list = try await engine.sharing.invitations()
                 if json { return output(try prettyJSON(InvitationList(invitations: list))) }
                 if list.isEmpty { return output("\(suite): no invitations") }
                 for invitation in list {
@@ -177,12 +177,12 @@ extension SyncCommand {
 
         func run() async throws {
             try await withConfiguredEngine(options, server, suite) { _, engine in
-                let list = try await engine.members()
+                let list = try await engine.sharing.members()
                 if json { return output(try prettyJSON(list)) }
                 output("\(printable(list.owner))'s suite \(printable(list.suite)) (you: \(printable(list.account)), \(list.you.rawValue))")
                 // In an encrypted suite a member without an admission was never handed the keys:
                 // its join is under way, or stopped before the keys (a crash, the network gone).
-                let encrypted = await engine.isEndToEndEncrypted
+                let encrypted = await engine.isEncrypted
                 let holdsNoKeys = { (member: MemberList.Member) in encrypted && member.role != .owner && member.admission == nil }
                 for member in list.members {
                     let waiting = holdsNoKeys(member) ? "  holds no keys yet" : ""
@@ -228,7 +228,7 @@ extension SyncCommand {
         func run() async throws {
             try await withConfiguredEngine(options, server, suite) { _, engine in
                 let rotation: KeyRotation.Outcome?
-                do { rotation = try await engine.unshare(account: account) } catch let error as SyncError where error.code == .notFound {
+                do { rotation = try await engine.sharing.unshare(account: account) } catch let error as SyncError where error.code == .notFound {
                     throw CommandFailure("\(printable(account)) is not a member of \(suite); nothing was changed")
                 }
                 output("\(printable(account)) no longer shares \(suite)")
@@ -268,7 +268,7 @@ extension SyncCommand {
             }
             try await withConfiguredEngine(options, server, suite) { _, engine in
                 let shared = engine.shared
-                try await engine.leaveSuite()
+                try await engine.sharing.leaveSuite()
                 output(
                     "left \(shared.map { "\(printable($0.owner))'s suite \(printable($0.suite))" } ?? printable(suite)); \(suite) keeps its values and no longer syncs"
                 )

@@ -259,7 +259,7 @@ struct DeviceLine {
 }
 
 /// What `status` asks the server, for at most 3 seconds: whether the suite's next sync would be
-/// let in (`SyncEngine.checkAccess`: the token, the membership, the account), with the key
+/// let in (`SuiteSharing.checkAccess`: the token, the membership, the account), with the key
 /// rotation due on a device holding the owner key, and this device as the server lists it.
 enum ServerQuestion {
     static func ask(_ defaults: SharedDefaults, _ server: ServerOptions) async -> StatusSnapshot.ServerAnswer {
@@ -274,8 +274,8 @@ enum ServerQuestion {
             group.addTask {
                 do {
                     let engine = try SyncEngine(configured: defaults, http: http, options: server.applied(to: SyncEngine.Options()))
-                    let due = try await engine.checkAccess()
-                    let me = try await engine.devices().first(where: \.current)
+                    let due = try await engine.sharing.checkAccess()
+                    let me = try await engine.client.devices().devices.first(where: \.current)
                     return .answered(device: me, rotationDue: due)
                 } catch let error as SyncError {
                     return .failed(error)

@@ -7,7 +7,7 @@ import GroupDefaultsWire
 /// server. Every line `status` prints, its JSON and its exit status come from this snapshot,
 /// through its one `state`.
 struct StatusSnapshot {
-    /// What the server answered `status`'s questions (`SyncEngine.checkAccess`, then `devices`).
+    /// What the server answered `status`'s questions (`SuiteSharing.checkAccess`, then `devices`).
     enum ServerAnswer {
         /// The suite is not synced: nothing was asked.
         case notAsked

@@ -121,14 +121,14 @@ struct WaitingShares {
     /// when the server could not be asked (kept for the next run).
     static func end(_ id: String, _ engine: SyncEngine) async -> String? {
         do {
-            _ = try await engine.revokeInvitation(id: id)
+            _ = try await engine.sharing.revokeInvitation(id: id)
             return "invitation \(id) revoked: its code adds nobody"
         } catch let error where error.code == .invitationUsed {
-            guard let found = try? await engine.invitations().first(where: { $0.id == id }) else { return nil }
+            guard let found = try? await engine.sharing.invitations().first(where: { $0.id == id }) else { return nil }
             guard let account = found.acceptedBy, found.keys == nil else { return "invitation \(id) was used" }
             // The account may have left since and joined again with a later invitation that
             // handed it the keys (the owner key admitted it): a member as any, never removed here.
-            guard let members = try? await engine.members().members else { return nil }
+            guard let members = try? await engine.sharing.members().members else { return nil }
             guard let member = members.first(where: { $0.account.isSameName(as: account) }) else {
                 return "invitation \(id) was accepted by \(printable(account)), who left again before its device got the keys"
             }

@@ -64,7 +64,7 @@ struct HistoryAndDevicesTests {
                 try await expectSuccess(tablet.sync("sync"))
                 try await expectSuccess(phone.sync("sync"))
                 #expect(phoneDefaults.string(forKey: "sound") == "sound-6.caf")
-                let after = try await tablet.engine(server).history(forKey: "sound")
+                let after = try await tablet.engine(server).history.versions(of: "sound")
                 #expect(after.versions.first?.entry.origin == tabletDefaults.origin)
                 #expect(after.versions.first?.entry.value == .string("sound-6.caf"))
                 #expect(after.versions.count == depth)
@@ -74,7 +74,7 @@ struct HistoryAndDevicesTests {
                 for key in awkward { phoneDefaults.set("v-\(key)", forKey: key) }
                 try await expectSuccess(phone.sync("sync"))
                 for key in awkward {
-                    let history = try await tablet.engine(server).history(forKey: key)
+                    let history = try await tablet.engine(server).history.versions(of: key)
                     #expect(history.key == key && history.versions.map(\.entry.value) == [.string("v-\(key)")], "\(key)")
                 }
             }
@@ -102,8 +102,8 @@ struct HistoryAndDevicesTests {
                 defaults.removeObject(forKey: "gone")
                 try await expectSuccess(phone.sync("sync"))
                 let engine = try phone.engine(server)
-                #expect(try await engine.history(forKey: "gone").versions.count == 3)
-                #expect(try await engine.history(forKey: "kept").versions.count == 2)
+                #expect(try await engine.history.versions(of: "gone").versions.count == 3)
+                #expect(try await engine.history.versions(of: "kept").versions.count == 2)
 
                 // The purge runs by itself: wait until it has passed these writes.
                 #expect(
@@ -117,10 +117,10 @@ struct HistoryAndDevicesTests {
                 #expect(refused.stderr.contains("never written, or purged"), "\(refused.stderr)")
                 #expect(
                     await eventually(within: .seconds(60)) {
-                        (try? await engine.history(forKey: "kept").versions.count) == 1
+                        (try? await engine.history.versions(of: "kept").versions.count) == 1
                     }
                 )
-                let kept = try await engine.history(forKey: "kept")
+                let kept = try await engine.history.versions(of: "kept")
                 #expect(kept.versions.map(\.entry.value) == [.string("b")], "the current version stays, however old")
             }
         }

@@ -65,7 +65,7 @@ struct RestoreTests {
             #expect(differences(try a.entries(), expected) == [], "on device a")
             #expect(differences(try b.entries(), expected) == [], "on device b")
             #expect(try a.defaults.syncEntry(forKey: "draft")?.isDeleted == true, "the deletion stays a deletion")
-            let status = await b.engine.status
+            let status = b.engine.status
             #expect(status.omitted.isEmpty && status.lastError == nil)
         }
     }

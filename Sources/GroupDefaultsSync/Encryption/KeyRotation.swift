@@ -21,7 +21,7 @@ import Logging
 ///    unfinished, this device applies entries under the epoch before too: `SuiteKeys.oldestAppliedEpoch`);
 /// 4. the key file forgets the signed bag (`SuiteKeys.pendingBag`). Until then the rotation is
 ///    unfinished (`SuiteKeys.hasUnfinishedRotation`), and the next `sync` or `run` of this device
-///    finishes it (`SyncEngine.finishRotation`): a rotation stopped between its bag and its last
+///    finishes it (`SuiteSharing.finishRotation`): a rotation stopped between its bag and its last
 ///    re-seal would otherwise leave entries under the retired epoch, which every other device with
 ///    the new key refuses.
 ///
@@ -233,7 +233,7 @@ public enum KeyRotation {
         let current = (try? SuiteKeys.read(from: keyFile, suite: new.suite)) ?? new
         let finished = current.pendingBag?.epoch == epoch ? current.with(pendingBag: nil) : current
         try finished.write(to: keyFile)
-        await engine.use(finished)
+        await engine.reloadKeys(taking: finished)
         InterruptionPoint.reached("rotate-key.keys-written")
         let sharedWith = bag.shared.map { $0.accounts.sorted { $0.exact < $1.exact } }
         var outcome = Outcome(keys: new, resealed: resealed, refused: refused, sharedWith: sharedWith)
@@ -245,6 +245,27 @@ public enum KeyRotation {
             outcome = Outcome(keys: again.keys, resealed: again.resealed, refused: refused + again.refused, sharedWith: again.sharedWith)
         }
         return outcome
+    }
+
+    /// Puts back the key bags of the epochs a restored server lacks (this device rotated the
+    /// suite's key after the backup was taken, or began a rotation it has not finished), each
+    /// signed by the epoch before: else the server would refuse every push under the current
+    /// epoch. In a suite shared with other accounts, each with the members' part, sealed to the
+    /// members the restored server lists (the present's, unless the backup brought its own
+    /// authority), never to one whose removal is still due.
+    static func restoreBags(_ engine: SyncEngine, keys: SuiteKeys) async throws(SyncError) {
+        let bags = try await engine.client.keyBags()
+        let held = max(bags.newestEpoch, 1)
+        guard keys.currentEpoch > held else { return }
+        var removed: [String] = []
+        if keys.sharing?.isOwner == true, let due = try await engine.sharing.rotationDue() {
+            removed = try await engine.sharing.stillRemoved(due)
+        }
+        for epoch in (held + 1)...keys.currentEpoch {
+            var bag = try keys.signedKeyBag(epoch: epoch)
+            bag.shared = try await membersPart(engine, keys: keys, epoch: epoch, bags: bags, excluding: removed)
+            try await engine.client.putKeyBag(epoch: epoch, bag: bag)
+        }
     }
 
     /// The members' part of `epoch`'s key bag (`SharedKeyBag`): its key sealed for the owner's

@@ -103,8 +103,8 @@ enum EncryptionCost {
         let upload = Double(Clock.nanoseconds() - uploadStart) / 1e6
         guard uploaded.pushed == SyncBench.keys else { throw BenchError("the upload of \(SyncBench.keys) keys: \(uploaded)") }
 
-        let (code, invitation) = try await owner.engine.share(role: .write)
-        async let handed = owner.engine.handOverKeys(code: code, invitation: invitation)
+        let (code, invitation) = try await owner.engine.sharing.share(role: .write)
+        async let handed = owner.engine.sharing.handOverKeys(code: code, invitation: invitation)
         let directory = URL(fileURLWithPath: "\(devices.root)/devices/shared-member")
         let joined = try await SyncSetup(server: devices.server, tokenFile: devices.memberTokenFile)
             .join(invitation: code, localName: suite, directory: directory)
@@ -114,7 +114,7 @@ enum EncryptionCost {
         guard synced.applied == SyncBench.keys else { throw BenchError("the member got \(synced.applied) of \(SyncBench.keys) keys") }
 
         let start = Clock.nanoseconds()
-        let rotation = try await owner.engine.unshare(account: member)
+        let rotation = try await owner.engine.sharing.unshare(account: member)
         let rotated = Double(Clock.nanoseconds() - start) / 1e6
         guard rotation?.resealed == SyncBench.keys else { throw BenchError("the rotation sealed \(rotation?.resealed ?? 0) entries again") }
         return ServerReport.Row(

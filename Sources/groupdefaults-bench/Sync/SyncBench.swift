@@ -358,7 +358,7 @@ struct Devices {
     /// A device of the other account, joined to `suite` as a `write` member with an invitation
     /// from `owner` (a device of the suite's owner).
     func makeMember(_ name: String, suite: String, invitedBy owner: SyncEngine) async throws -> (defaults: SharedDefaults, engine: SyncEngine) {
-        let (code, _) = try await owner.share(role: .write)
+        let (code, _) = try await owner.sharing.share(role: .write)
         let directory = URL(fileURLWithPath: "\(root)/devices/\(name)")
         _ = try await SyncSetup(server: server, tokenFile: memberTokenFile).join(invitation: code, localName: suite, directory: directory)
         let defaults = try SharedDefaults(existingSuiteName: suite, directory: directory)

@@ -3,9 +3,17 @@ import GroupDefaults
 public import GroupDefaultsWire
 import Logging
 
-extension SyncEngine {
-    /// Whether the suite is end-to-end encrypted on this device (it has a key file).
-    public var isEncrypted: Bool { sealer != nil }
+/// A suite shared with other accounts, seen from one of its devices: invitations, members, and
+/// the rotations of an end-to-end encrypted suite's keys that removals make due. Every operation
+/// goes through the engine that mirrors the suite (`SyncEngine.sharing`), whose keys it uses.
+public struct SuiteSharing: Sendable {
+    /// The engine of the shared suite.
+    public let engine: SyncEngine
+
+    private var defaults: SharedDefaults { engine.defaults }
+    private var client: SyncClient { engine.client }
+    private var shared: Membership? { engine.shared }
+    private var logger: Logger { engine.logger }
 
     /// Invites another account to the suite: registers a one-time invitation giving `role` and
     /// returns its code, to hand to the person invited (who joins with
@@ -23,8 +31,9 @@ extension SyncEngine {
     ///   `rateLimited` with 20 invitations waiting, `local` for an end-to-end encrypted suite on a
     ///   device without the owner key, or what a request can throw.
     public func share(role: SuiteRole, expiresIn: Duration? = nil) async throws(SyncError) -> (code: InvitationCode, invitation: InvitationInfo) {
-        if let keys = sealer?.keys, keys.sharing?.isOwner != true { throw SuiteKeys.notOwner(defaults.suiteName) }
-        if sealer != nil { _ = try await newestKeys() }
+        let keys = await engine.keyring.keys
+        if let keys, keys.sharing?.isOwner != true { throw SuiteKeys.notOwner(defaults.suiteName) }
+        if keys != nil { _ = try await newestKeys() }
         let seconds = expiresIn.map { UInt64(clamping: $0.components.seconds) }
         if let seconds, !InvitationRequest.lifetimes.contains(seconds) {
             throw SyncError(.local, "an invitation works for 60 seconds to 30 days")
@@ -34,7 +43,7 @@ extension SyncEngine {
             invitationID: code.invitationID,
             role: role,
             expiresIn: seconds,
-            offerMAC: code.offerMAC(suite: client.suite, role: role, encrypted: sealer != nil)
+            offerMAC: code.offerMAC(suite: client.suite, role: role, encrypted: keys != nil)
         )
         return (code, invitation)
     }
@@ -49,7 +58,7 @@ extension SyncEngine {
     ///   member key's proof does not check out (the member is removed again: the server may be
     ///   tampering), or what a request can throw.
     public func handOverKeys(code: InvitationCode, invitation: InvitationInfo) async throws(SyncError) -> InvitationInfo {
-        guard let keys = sealer?.keys else { return invitation }
+        guard let keys = await engine.keyring.keys else { return invitation }
         var current = invitation
         while current.state == .pending {
             do { try await Task.sleep(for: DevicePairing.pollInterval) } catch { throw SyncError(.local, "cancelled") }
@@ -109,8 +118,8 @@ extension SyncEngine {
     /// - Throws: `SyncError` `staleKeyEpoch` (pair this device again) when the newest epoch is not
     ///   to be had here (`rotate-key` on another device hands it to no device).
     func newestKeys() async throws(SyncError) -> SuiteKeys? {
-        _ = try await adoptSharedEpochs()
-        guard let keys = sealer?.keys else { return nil }
+        _ = try await engine.adoptSharedEpochs()
+        guard let keys = await engine.keyring.keys else { return nil }
         let newest = try await client.keyBags().newestEpoch
         guard newest <= keys.currentEpoch else {
             var error = SyncError(
@@ -143,10 +152,6 @@ extension SyncEngine {
         try await client.members()
     }
 
-    /// Whether the suite is end-to-end encrypted on this device (it holds the suite's keys): then a
-    /// member the server lists without an admission holds none of them yet (`members` says so).
-    public var isEndToEndEncrypted: Bool { sealer != nil }
-
     /// Removes `account` from the suite: its devices' requests are refused from now on and their
     /// open event streams end. They keep the values they hold, which stop changing.
     ///
@@ -162,7 +167,7 @@ extension SyncEngine {
     ///   (the member is removed already: `rotate-key` finishes it).
     @discardableResult
     public func unshare(account: String) async throws(SyncError) -> KeyRotation.Outcome? {
-        if let keys = sealer?.keys, keys.sharing?.isOwner != true {
+        if let keys = await engine.keyring.keys, keys.sharing?.isOwner != true {
             if let shared {
                 throw SyncError(
                     .local,
@@ -175,8 +180,9 @@ extension SyncEngine {
         // From here the server marks a rotation due (`KeyRotationDue`): stopped before it is
         // made, the next sync (or `rotate-key`) on a device holding the owner key makes it.
         InterruptionPoint.reached("unshare.removed")
-        guard let keys = sealer?.keys, let keyFile else { return nil }
-        return try await KeyRotation.rotate(self, keys: keys, keyFile: keyFile, excluding: [account])
+        let keyring = await engine.keyring
+        guard let keys = keyring.keys, let keyFile = keyring.file else { return nil }
+        return try await KeyRotation.rotate(engine, keys: keys, keyFile: keyFile, excluding: [account])
     }
 
     /// The key rotation the server marks due in this account's end-to-end encrypted suite since a
@@ -184,7 +190,7 @@ extension SyncEngine {
     /// `unshare` whose rotation did not finish), or nil when none is or this device could not make
     /// it (a plain suite, a member's device, a device without the owner key).
     public func rotationDue() async throws(SyncError) -> KeyRotationDue? {
-        guard shared == nil, let keys = sealer?.keys, keys.sharing?.isOwner == true else { return nil }
+        guard shared == nil, let keys = await engine.keyring.keys, keys.sharing?.isOwner == true else { return nil }
         return try await client.keyBags().rotationDue
     }
 
@@ -196,7 +202,7 @@ extension SyncEngine {
     /// status` asks.
     package func checkAccess() async throws(SyncError) -> KeyRotationDue? {
         let bags = try await client.keyBags()
-        guard shared == nil, sealer?.keys.sharing?.isOwner == true else { return nil }
+        guard shared == nil, await engine.keyring.keys?.sharing?.isOwner == true else { return nil }
         return bags.rotationDue
     }
 
@@ -215,14 +221,15 @@ extension SyncEngine {
     ///
     /// - Throws: `SyncError`, as `KeyRotation.rotate` does (the mark stays: the next sync tries again).
     public func finishRotation() async throws(SyncError) -> KeyRotation.Outcome? {
-        _ = reloadKeys()  // finished by another process meanwhile
-        guard let keys = sealer?.keys, keys.hasUnfinishedRotation, let pending = keys.pendingBag, let keyFile else { return nil }
+        _ = await engine.reloadKeys()  // finished by another process meanwhile
+        let keyring = await engine.keyring
+        guard let keys = keyring.keys, keys.hasUnfinishedRotation, let pending = keys.pendingBag, let keyFile = keyring.file else { return nil }
         // Only this rotation's bag, stored or about to be: a server already past its epoch (another
         // owner device rotated since) makes it moot, and no new rotation is begun here.
         guard pending.epoch >= (try await client.keyBags().newestEpoch) else {
             let moot = keys.with(pendingBag: nil)
             try moot.write(to: keyFile)
-            use(moot)
+            await engine.reloadKeys(taking: moot)
             return nil
         }
         logger.notice(
@@ -233,7 +240,7 @@ extension SyncEngine {
         // an account invited back since is not.
         var removed: [String] = []
         if let due = try await rotationDue() { removed = try await stillRemoved(due) }
-        return try await KeyRotation.rotate(self, keys: keys, keyFile: keyFile, excluding: removed)
+        return try await KeyRotation.rotate(engine, keys: keys, keyFile: keyFile, excluding: removed)
     }
 
     /// Makes the key rotation due (`rotationDue()`), if any: the new epoch is sealed for the owner's
@@ -243,13 +250,14 @@ extension SyncEngine {
     ///
     /// - Throws: `SyncError`, as `KeyRotation.rotate` does (the mark stays: the next sync tries again).
     public func rotateIfDue() async throws(SyncError) -> (due: KeyRotationDue, outcome: KeyRotation.Outcome)? {
-        guard let due = try await rotationDue(), let keys = sealer?.keys, let keyFile else { return nil }
+        let keyring = await engine.keyring
+        guard let due = try await rotationDue(), let keys = keyring.keys, let keyFile = keyring.file else { return nil }
         let removed = try await stillRemoved(due)
         logger.notice(
             "a key rotation is due: \(due.removed.joined(separator: ", ")) held the suite's keys when removed; rotating",
             metadata: ["suite": "\(client.suite)"]
         )
-        let outcome = try await KeyRotation.rotate(self, keys: keys, keyFile: keyFile, excluding: removed)
+        let outcome = try await KeyRotation.rotate(engine, keys: keys, keyFile: keyFile, excluding: removed)
         return (due, outcome)
     }
 
@@ -270,8 +278,13 @@ extension SyncEngine {
         } catch SyncErrorCode.notAMember {
             // Removed already (or the suite is no longer shared): only the local part is left.
         }
-        do { try defaults.disableSync(rememberingShare: true) } catch {
+        do { try engine.defaults.disableSync(rememberingShare: true) } catch {
             throw SyncError(.local, "left \(shared.owner)'s suite \(shared.suite), but the local suite could not stop syncing: \(error)")
         }
     }
+}
+
+extension SyncEngine {
+    /// Sharing the suite with other accounts: invitations, members, key rotations.
+    public nonisolated var sharing: SuiteSharing { SuiteSharing(engine: self) }
 }

@@ -2,8 +2,15 @@ import GroupDefaults
 public import GroupDefaultsWire
 import Logging
 
-// The server's key history and device list, seen from a device.
-extension SyncEngine {
+/// The versions of each key the server keeps (its last `--history` writes), seen from a device
+/// (`SyncEngine.history`): an encrypted suite's are opened here with the engine's keys.
+public struct SuiteHistory: Sendable {
+    /// The engine of the suite.
+    public let engine: SyncEngine
+
+    private var client: SyncClient { engine.client }
+    private var logger: Logger { engine.logger }
+
     /// The versions of `key` the server keeps (its last `--history` writes, the current one
     /// included), newest first.
     ///
@@ -13,15 +20,15 @@ extension SyncEngine {
     ///
     /// In an encrypted suite the server keeps sealed versions under the key's id: each is opened
     /// here (older key epochs too); one that does not open is left out and logged.
-    public func history(forKey key: String) async throws(SyncError) -> KeyHistory {
+    public func versions(of key: String) async throws(SyncError) -> KeyHistory {
         let history: KeyHistory
         do throws(SyncError) {
-            history = try await client.history(key: sealer?.keys.keyID(for: key) ?? key)
+            history = try await client.history(key: await engine.keyring.keys?.keyID(for: key) ?? key)
         } catch {
             guard error.code == .notFound else { throw error }
             throw SyncError(.rejected, code: .notFound, error.detail, key: key, status: error.status)
         }
-        guard let sealer else { return history }
+        guard let sealer = await engine.keyring.sealer else { return history }
         var versions: [KeyVersion] = []
         for version in history.versions {
             do throws(EntrySealer.Refusal) {
@@ -42,15 +49,15 @@ extension SyncEngine {
     /// removes the key), which then syncs and wins as the newest write.
     ///
     /// ```swift
-    /// let history = try await engine.history(forKey: "sound")
-    /// try await engine.restore("sound", revision: history.versions[1].entry.rev!)
+    /// let history = try await engine.history.versions(of: "sound")
+    /// try await engine.history.restore("sound", revision: history.versions[1].entry.rev!)
     /// ```
     /// - Returns: The version restored.
     /// - Throws: `SyncError` `.rejected` with code `not_found` if the server keeps no such version of
     ///   `key`, or does not serve its value (`SyncEntry.unavailable`), and nothing changes; `SharedDefaultsError` if the write fails.
     @discardableResult
     public func restore(_ key: String, revision: UInt64) async throws -> KeyVersion {
-        let history = try await history(forKey: key)
+        let history = try await versions(of: key)
         guard let version = history.versions.first(where: { $0.entry.rev == revision }) else {
             let kept = history.versions.compactMap(\.entry.rev).map(String.init).joined(separator: ", ")
             throw SyncError(
@@ -68,16 +75,14 @@ extension SyncEngine {
                 key: key
             )
         }
-        try await defaults.write { tx in
+        try await engine.defaults.write { tx in
             if let value = version.entry.value { try tx.set(value, forKey: key) } else { try tx.removeValue(forKey: key) }
         }
         return version
     }
+}
 
-    /// The account's devices as the server saw them; this one is marked `current`.
-    ///
-    /// - Throws: `SyncError`, as every request.
-    public func devices() async throws(SyncError) -> [DeviceInfo] {
-        try await client.devices().devices
-    }
+extension SyncEngine {
+    /// The versions of each key the server keeps, and putting one back.
+    public nonisolated var history: SuiteHistory { SuiteHistory(engine: self) }
 }

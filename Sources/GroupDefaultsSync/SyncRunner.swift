@@ -3,14 +3,39 @@ import GroupDefaults
 import GroupDefaultsWire
 import Logging
 
-extension SyncEngine {
-    /// Keeps the suite and the server in agreement until the task is cancelled: local changes (from
-    /// any process, through the change feed) are pushed after `debounce`, coalesced per key; remote
-    /// changes arrive through the event stream (or long-polls) and are applied as they come. With
-    /// nothing changing, the one open stream is the only request. Transient failures are retried
-    /// with backoff; a refused token pauses both directions, sending nothing, until the token
-    /// changes.
-    public func run() async {
+/// What `SyncEngine.run()` does: keeps the suite and the server in agreement until the task is
+/// cancelled, through the engine's steps. Local changes (from any process, through the change feed)
+/// are pushed after `debounce`, coalesced per key; remote changes arrive through the event stream
+/// (or long-polls) and are applied as they come. With nothing changing, the one open stream is the
+/// only request. Transient failures are retried with backoff; a refused token pauses both
+/// directions, sending nothing, until the token changes.
+///
+/// The two loops share what this actor holds: a key rotation the stream announced, which pushes
+/// wait for, and a pause, which both wait out together.
+actor SyncRunner {
+    let engine: SyncEngine
+    /// The key rotation the owner's event stream announced and `run` has not tried yet: its pushes
+    /// wait for it, so that nothing more goes out under the old key.
+    private var announcedRotation: KeyRotationDue?
+    /// The last announced rotation `run` tried: announced again (it failed, or this device cannot
+    /// make it), it is not tried again until the next connection.
+    private var triedRotation: KeyRotationDue?
+    /// Pushes waiting for `announcedRotation` to be tried.
+    private var rotationWaiters: [CheckedContinuation<Void, Never>] = []
+    /// While paused for authentication (`waitForNewToken`): the other loop, waiting for the same
+    /// outcome; nil when not paused.
+    private var pausedLoops: [CheckedContinuation<Void, Never>]?
+
+    init(_ engine: SyncEngine) { self.engine = engine }
+
+    private nonisolated var defaults: SharedDefaults { engine.defaults }
+    private nonisolated var client: SyncClient { engine.client }
+    private nonisolated var options: SyncEngine.Options { engine.options }
+    private nonisolated var logger: Logger { engine.logger }
+    private nonisolated var board: StatusBoard { engine.board }
+
+    /// Runs both loops until the task is cancelled.
+    func run() async {
         // Watch from now, so that nothing committed during the first sync is missed.
         let localChanges = defaults.changes()
         await withTaskGroup(of: Void.self) { group in
@@ -18,7 +43,7 @@ extension SyncEngine {
             group.addTask { await self.listenLoop() }
             await group.waitForAll()
         }
-        updateStatusListening(false)
+        board.update { $0.isListening = false }
     }
 
     // MARK: Local → server
@@ -40,7 +65,7 @@ extension SyncEngine {
             // A rotation the stream announced is made before anything more is pushed.
             await rotationTried()
             do {
-                _ = try await push()
+                _ = try await engine.push()
                 return
             } catch  where error.kind == .authenticationNeeded {
                 await waitForNewToken()
@@ -61,10 +86,10 @@ extension SyncEngine {
         var transport = options.transport
         while !Task.isCancelled {
             do {
-                _ = try await pull()
+                _ = try await engine.pull()
                 // A join (after the operator reset the suite) marks what this device holds
                 // pending: uploaded now, not at the next local change.
-                if joinedSincePush { _ = try await push() }
+                if await engine.joinedSincePush { _ = try await engine.push() }
                 await rotateIfDueLogged()
                 switch transport {
                 case .eventStream:
@@ -76,8 +101,8 @@ extension SyncEngine {
                 }
             } catch  where error.kind == .authenticationNeeded {
                 // Also when the event stream says so: the status (and `status`) shows the pause.
-                updateStatusListening(false)
-                failed(error)
+                board.update { $0.isListening = false }
+                board.failed(error)
                 await waitForNewToken()
             } catch  where error.kind == .protocolError && transport == .eventStream && [404, 405, 406].contains(error.status) {
                 logger.warning("the server has no event stream: falling back to long-polls", metadata: ["error": "\(error)"])
@@ -87,12 +112,12 @@ extension SyncEngine {
             } catch  where error.code == .suiteReset || error.isCursorExpired {
                 // Said by the event stream: the next pull reads the suite again (and says so); a
                 // backoff all the same, should the server say it again at once.
-                updateStatusListening(false)
+                board.update { $0.isListening = false }
                 do { try await Task.sleep(for: backoff.next(retryAfter: nil)) } catch { break }
             } catch {
-                updateStatusListening(false)
+                board.update { $0.isListening = false }
                 if Task.isCancelled { break }
-                failed(error)
+                board.failed(error)
                 logger.warning("listening failed, will retry", metadata: ["error": "\(error)"])
                 do { try await Task.sleep(for: backoff.next(retryAfter: error.retryAfter)) } catch { break }
             }
@@ -104,13 +129,13 @@ extension SyncEngine {
     /// failure is logged and tried again at the next.
     private func rotateIfDueLogged() async {
         do {
-            if let rotation = try await finishRotation() {
+            if let rotation = try await engine.sharing.finishRotation() {
                 logger.notice(
                     "finished rotating the suite's keys to epoch \(rotation.keys.currentEpoch), begun before",
                     metadata: ["suite": "\(client.suite)"]
                 )
             }
-            if let (due, rotation) = try await rotateIfDue() {
+            if let (due, rotation) = try await engine.sharing.rotateIfDue() {
                 logger.notice(
                     "rotated the suite's keys to epoch \(rotation.keys.currentEpoch): \(due.removed.joined(separator: ", ")) held them when removed",
                     metadata: ["suite": "\(client.suite)"]
@@ -129,7 +154,12 @@ extension SyncEngine {
     private static let rotationAnnounced = SyncError(.local, "the server announced a key rotation due")
 
     /// Whether this engine could make a rotation the stream announces: the owner key's holder.
-    private var mayRotate: Bool { shared == nil && sealer?.keys.sharing?.isOwner == true }
+    private var mayRotate: Bool {
+        get async {
+            guard engine.shared == nil else { return false }
+            return await engine.keyring.keys?.sharing?.isOwner == true
+        }
+    }
 
     /// Waits until the rotation the stream announced (if any) was tried, or the task is cancelled.
     private func rotationTried() async {
@@ -150,7 +180,7 @@ extension SyncEngine {
     private func listenToEvents() async throws(SyncError) {
         guard let cursor = try? defaults.syncCursor() else { return }
         do {
-            try await client.events(after: cursor, onOpen: { await self.updateStatusListening(true) }) { events in
+            try await client.events(after: cursor, onOpen: { self.board.update { $0.isListening = true } }) { events in
                 try await self.applyEvents(events)
             }
         } catch let error as SyncError where error == Self.rotationAnnounced {
@@ -162,15 +192,15 @@ extension SyncEngine {
         } catch {
             throw SyncError(.unavailable, "the event stream failed: \(error)")
         }
-        updateStatusListening(false)
+        board.update { $0.isListening = false }
     }
 
     private func longPoll() async throws(SyncError) {
-        updateStatusListening(true)
+        board.update { $0.isListening = true }
         guard let cursor = try? defaults.syncCursor() else { return }
         let page = try await client.changes(since: cursor, limit: options.pageSize, wait: options.longPollWait)
         if !page.entries.isEmpty {
-            try await applyPulled(page.entries, cursor: page.lastRev)
+            try await engine.applyPulled(page.entries, cursor: page.lastRev)
         }
     }
 
@@ -195,8 +225,8 @@ extension SyncEngine {
             case .rotationDue(let due)?:
                 // A removal made it due: rotated now, before anything more is pushed, unless this
                 // device cannot or tried this one already (then the next connection tries again).
-                guard mayRotate, due != triedRotation else { continue }
-                if !entries.isEmpty { try await applyPulled(entries, cursor: cursor) }
+                guard await mayRotate, due != triedRotation else { continue }
+                if !entries.isEmpty { try await engine.applyPulled(entries, cursor: cursor) }
                 logger.notice(
                     "the server says a key rotation is due: \(due.removed.joined(separator: ", ")) held the suite's keys when removed",
                     metadata: ["suite": "\(client.suite)"]
@@ -207,7 +237,7 @@ extension SyncEngine {
                 continue
             }
         }
-        if !entries.isEmpty { try await applyPulled(entries, cursor: cursor) }
+        if !entries.isEmpty { try await engine.applyPulled(entries, cursor: cursor) }
     }
 
     // MARK: Authentication
@@ -232,12 +262,12 @@ extension SyncEngine {
     /// (`configure`, or a one-shot sync that succeeded), or the task is cancelled. A refusal that
     /// says the account was deleted goes on as that pause (`waitForStartOver`).
     private func waitUntilResumable() async {
-        let suite = defaults.suiteName
-        if status.lastError?.code == .accountDeleted {
+        if engine.status.lastError?.code == .accountDeleted {
             await waitForStartOver()
             return
         }
-        if status.lastError?.code == .notAMember, let shared {
+        let suite = defaults.suiteName
+        if engine.status.lastError?.code == .notAMember, let shared = engine.shared {
             logger.error(
                 "\(shared.owner)'s suite \(shared.suite) is no longer shared with this account: sync is paused until it joins again with a new invitation",
                 metadata: ["suite": "\(suite)"]
@@ -252,46 +282,61 @@ extension SyncEngine {
         while !Task.isCancelled {
             do { try await Task.sleep(for: options.tokenCheckInterval) } catch { return }
             guard stillSyncs(noted: &unconfigured) else { continue }
-            if !status.isPausedForAuthentication {
-                logger.notice("a request with the token file's token succeeded: sync resumes", metadata: ["suite": "\(suite)"])
-                return
-            }
-            // Another process cleared the pause this engine recorded: `configure` (a new token file,
-            // joining again with a new invitation), or a one-shot sync with a working token.
-            if let health = SyncHealth.stored(in: defaults), ![.paused, .notShared].contains(health.condition) {
-                logger.notice(
-                    "the suite's sync state was reset by another process (configure or sync): sync resumes",
-                    metadata: ["suite": "\(suite)"]
-                )
-                resumeAfterAuthentication()
-                return
-            }
+            if resumedElsewhere() { return }
             let current = try? client.token()
             let changed = current != nil && current != seen
             seen = current ?? seen
             guard changed || ContinuousClock.now >= nextProbe else { continue }
             nextProbe = ContinuousClock.now + backoff.next(retryAfter: nil)
-            // Tried with a request: a token that does not work keeps the pause, in silence.
-            do {
-                _ = try await client.changes(since: (try? defaults.syncCursor()) ?? 0, limit: 1)
-            } catch  where error.kind == .authenticationNeeded {
-                failed(error)
-                if error.code == .accountDeleted {
-                    await waitForStartOver()
-                    return
-                }
-                continue
-            } catch {
-                // Not a refusal of the token (offline, an expired cursor): the loops deal with it.
+            switch await tokenWorks() {
+            case .refused: continue
+            case .accountDeleted:
+                await waitForStartOver()
+                return
+            case .works:
+                logger.notice(
+                    changed ? "the token file holds a new token: sync resumes" : "the token file's token works: sync resumes",
+                    metadata: ["suite": "\(suite)"]
+                )
+                board.resumedAfterAuthentication()
+                return
             }
-            logger.notice(
-                changed ? "the token file holds a new token: sync resumes" : "the token file's token works: sync resumes",
-                metadata: ["suite": "\(suite)"]
-            )
-            resumeAfterAuthentication()
-            return
         }
     }
+
+    /// Whether the pause ended without this loop: a request of the other loop or of this engine
+    /// succeeded with the token file's token, or another process cleared the pause this engine
+    /// recorded (`configure`: a new token file, joining again with a new invitation; or a one-shot
+    /// sync with a working token).
+    private func resumedElsewhere() -> Bool {
+        let suite = defaults.suiteName
+        if !engine.status.isPausedForAuthentication {
+            logger.notice("a request with the token file's token succeeded: sync resumes", metadata: ["suite": "\(suite)"])
+            return true
+        }
+        guard let health = SyncHealth.stored(in: defaults), ![.paused, .notShared].contains(health.condition) else { return false }
+        logger.notice(
+            "the suite's sync state was reset by another process (configure or sync): sync resumes",
+            metadata: ["suite": "\(suite)"]
+        )
+        board.resumedAfterAuthentication()
+        return true
+    }
+
+    /// What a request with the token file's token says of it. A token that does not work keeps the
+    /// pause, in silence; a failure that is no refusal of the token (offline, an expired cursor) is
+    /// left to the loops.
+    private func tokenWorks() async -> TokenProbe {
+        do {
+            _ = try await client.changes(since: (try? defaults.syncCursor()) ?? 0, limit: 1)
+        } catch  where error.kind == .authenticationNeeded {
+            board.failed(error)
+            return error.code == .accountDeleted ? .accountDeleted : .refused
+        } catch {}
+        return .works
+    }
+
+    private enum TokenProbe { case works, refused, accountDeleted }
 
     /// How often a paused engine tries its token file's token with a request even if the file did
     /// not change (it may have changed before the refusal was seen): after 3 to 6 s, then about twice
@@ -342,10 +387,10 @@ extension SyncEngine {
                 elsewhere = true
                 continue
             }
-            if setUpAgain, status.isPausedForAuthentication {
+            if setUpAgain, engine.status.isPausedForAuthentication {
                 logger.notice("the suite was set up again (configure): sync starts over", metadata: ["suite": "\(suite)"])
-                reloadAccountIncarnation()
-                resumeAfterAuthentication()
+                client.accountIncarnation.reload(from: defaults)
+                board.resumedAfterAuthentication()
                 return
             }
         }
