@@ -1,5 +1,6 @@
 import Foundation
 import GroupDefaults
+import GroupDefaultsWire
 import Logging
 import Synchronization
 
@@ -12,11 +13,12 @@ final class StatusBoard: Sendable {
     private struct State {
         var status = SyncStatus()
         var observers: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
-        /// The record this board last wrote to the suite; nil before its first.
-        var recorded: SyncHealth?
     }
 
     private let state = Mutex(State())
+    /// The record this board last wrote to the suite (nil before its first), held while the next
+    /// is written: a write to the suite may wait for another process's, and `current` must not.
+    private let recorded = Mutex<SyncHealth?>(nil)
     private let defaults: SharedDefaults
     private let logger: Logger
 
@@ -32,11 +34,10 @@ final class StatusBoard: Sendable {
     func updates() -> AsyncStream<SyncStatus> {
         let (stream, continuation) = AsyncStream.makeStream(of: SyncStatus.self, bufferingPolicy: .bufferingNewest(1))
         let id = UUID()
-        let current = state.withLock { state in
+        state.withLock { state in
             state.observers[id] = continuation
-            return state.status
+            continuation.yield(state.status)  // before any later change
         }
-        continuation.yield(current)
         continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.observers.removeValue(forKey: id) } }
         return stream
     }
@@ -45,14 +46,15 @@ final class StatusBoard: Sendable {
     /// Watchers are told under the lock, so that each sees the changes in order (a yield never
     /// calls back into the board: only a stream's end does, `updates()`).
     func update(_ change: (inout SyncStatus) -> Void) {
-        state.withLock { state in
+        let changed = state.withLock { state in
             var next = state.status
             change(&next)
-            guard next != state.status else { return }
+            guard next != state.status else { return false }
             state.status = next
             for watcher in state.observers.values { watcher.yield(next) }
-            record(next, in: &state)
+            return true
         }
+        if changed { record() }
     }
 
     /// The status after a one-shot step: the suite's pending count and cursor, and the report's
@@ -104,12 +106,27 @@ final class StatusBoard: Sendable {
     }
 
     /// Writes the sync note when the condition or its words change, at each failure (the last
-    /// failed contact), and once by each engine, not at every success.
-    private func record(_ status: SyncStatus, in state: inout State) {
-        let (condition, detail, code) = SyncHealth.assess(status)
-        let previous = state.recorded ?? SyncHealth.stored(in: defaults)
-        let failedAgain = condition != .ok && status.lastFailure != nil && status.lastFailure != previous?.lastFailure
-        guard state.recorded == nil || previous?.condition != condition || previous?.detail != detail || failedAgain else { return }
+    /// failed contact), and once by each engine, not at every success. The status recorded is the
+    /// latest, read under the record's lock: of two updates at once, the note ends with the later.
+    private func record() {
+        recorded.withLock { recorded in
+            let status = current
+            let (condition, detail, code) = SyncHealth.assess(status)
+            let previous = recorded ?? SyncHealth.stored(in: defaults)
+            let failedAgain = condition != .ok && status.lastFailure != nil && status.lastFailure != previous?.lastFailure
+            guard recorded == nil || previous?.condition != condition || previous?.detail != detail || failedAgain else { return }
+            recorded = write(status, condition: condition, detail: detail, code: code, after: previous)
+        }
+    }
+
+    /// Writes the sync note for `status`; the note written.
+    private func write(
+        _ status: SyncStatus,
+        condition: SyncHealth.Condition,
+        detail: String?,
+        code: SyncErrorCode?,
+        after previous: SyncHealth?
+    ) -> SyncHealth {
         let health = SyncHealth(
             condition: condition,
             detail: detail,
@@ -119,9 +136,9 @@ final class StatusBoard: Sendable {
             lastSuccess: status.lastSuccess ?? previous?.lastSuccess,
             lastFailure: status.lastFailure ?? previous?.lastFailure
         )
-        state.recorded = health
         do { try health.store(in: defaults) } catch {
             logger.warning("could not record the sync status in the suite", metadata: ["error": "\(error)"])
         }
+        return health
     }
 }

@@ -73,12 +73,6 @@ extension SyncEngine {
         return report
     }
 
-    /// After the operator reset the suite (`suite_reset`): the server's copy started again, empty,
-    /// and other devices may have uploaded theirs since. The server's snapshot is merged by last
-    /// writer wins (not by the joining rule: everything here was synced before; a value replaced
-    /// here was acknowledged, so it is not a conflict), then every value and deletion this device
-    /// holds is marked pending with its own stamp, so that each key ends with its latest write, a
-
     /// Why the server lost what it held (`joinAgain`).
     enum Loss {
         /// The operator reset the suite (`suite_reset`): the server's copy started again, empty,
@@ -166,9 +160,6 @@ extension SyncEngine {
         return report
     }
 
-    /// Every page of the snapshot; the head is the first page's (later pages may include newer
-    /// writes, which the next pull delivers again, harmlessly).
-
     /// Opens `entries` (in an encrypted suite), applies those that check out with `cursor`, and
     /// reports the others (those whose value is unavailable too: `withoutUnavailable`). Refused
     /// entries do not hold the cursor back: they are not applied, and the server's next write of
@@ -225,10 +216,6 @@ extension SyncEngine {
         if !report.refused.isEmpty { board.update { $0.refused = SyncStatus.lastRefused($0.refused + report.refused) } }
         return report
     }
-
-    /// The account of each device of another account among `entries`' writers, as the server names
-    /// it (`SyncEntry.account`; in a suite another account shares with this one, an entry naming
-    /// none is the owner's): what the change feed reports as `Change.Source.anotherAccount`.
 
     /// Applies entries that arrived by the event stream or a long-poll, with their cursor.
     func applyPulled(_ entries: [SyncEntry], cursor: UInt64?) async throws(SyncError) {

@@ -28,21 +28,9 @@ extension SyncEngine {
         // pending only what the first did not send (and reports only what it sent itself).
         let lock = try await defaults.takePushLock(suite: client.suite, logger: logger)
         defer { lock.release() }
-        if limits == nil {
-            // At this engine's first push: changes a process of an older version marked without
-            // indexing them would wait forever.
-            let indexed = try local { try defaults.indexUnindexedPending() }
-            if indexed > 0 {
-                logger.warning(
-                    "\(indexed) pending change(s) marked by an older version of GroupDefaults were indexed",
-                    metadata: ["suite": "\(client.suite)"]
-                )
-            }
-            limits = try await client.limits()
-        }
         planner.cap = nil
         joinedSincePush = false
-        while role != .read, let limits, let batch = try await nextBatch(limits: limits) {
+        while role != .read, let batch = try await nextBatch() {
             report.add(try await send(batch))
         }
         if report.pushed > 0 { keyring.anchored = try await KeyAnchoring.anchorOnce(keyring, client: client) }
@@ -52,7 +40,7 @@ extension SyncEngine {
     /// The batch to send: the stored in-flight one (a retry sends the same body under the same id),
     /// else pending changes in key order from after the last batch's last key, round again,
     /// stored before they are sent; nil when nothing is pending.
-    private func nextBatch(limits: SyncLimits) async throws(SyncError) -> OutgoingBatch? {
+    private func nextBatch() async throws(SyncError) -> OutgoingBatch? {
         if let inFlight = try local({ try defaults.inFlightBatch() }) {
             // Stored by an earlier attempt (this process's or one that ended): read back once.
             let request: PushRequest
@@ -65,7 +53,7 @@ extension SyncEngine {
             // reverse) is never sent: the server refuses it, and a plain one would show the values.
             guard (request.ops.first?.sealed != nil) != (keyring.keys == nil) else {
                 try local { try defaults.setInFlightBatch(nil) }
-                return try await nextBatch(limits: limits)
+                return try await nextBatch()
             }
             do {
                 return OutgoingBatch(stored: inFlight, pushed: try keyring.pushedKeys(of: request), keyIDs: request.ops.map(\.key))
@@ -74,6 +62,11 @@ extension SyncEngine {
                 throw error
             }
         }
+        if limits == nil {  // before this engine's first batch of pending changes
+            try defaults.indexOlderPending(suite: client.suite, logger: logger)
+            limits = try await client.limits()
+        }
+        guard let limits else { return nil }
         // A device whose clock was wrong when it wrote stamps again what it wrote then, before
         // pushing it (the server would refuse those stamps).
         let restamped = try local { try defaults.recoverClockIfAhead() }
@@ -211,6 +204,14 @@ extension SharedDefaults {
                 logger.warning("could not keep the refused change in the conflict journal", metadata: ["error": "\(error)"])
             }
         }
+    }
+
+    /// Indexes the pending changes a process of an older version of GroupDefaults marked without
+    /// indexing them (else they would wait for ever), and says so.
+    func indexOlderPending(suite: String, logger: Logger) throws(SyncError) {
+        let indexed = try local { try indexUnindexedPending() }
+        guard indexed > 0 else { return }
+        logger.warning("\(indexed) pending change(s) marked by an older version of GroupDefaults were indexed", metadata: ["suite": "\(suite)"])
     }
 
     /// The suite's push lock (`SyncPushLock`), waited for while another process or engine holds it.

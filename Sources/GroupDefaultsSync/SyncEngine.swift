@@ -226,13 +226,16 @@ public actor SyncEngine {
         keyring.needsSharedEpochs = false
         guard keyring.file != nil, keyring.keys?.sharing != nil else { return false }
         if keyring.reload() { return true }
+        let before = keyring.keys?.currentEpoch
         let bags = try await client.keyBags()
+        // Another step took a newer epoch meanwhile: what these bags hand is in use already.
+        if keyring.keys?.currentEpoch != before { return true }
         return try keyring.adopt(bags, needed: needed)
     }
 
     /// Takes `keys` as the keys in use (those a rotation made here has just written to the key
-    /// file), or with none reads the key file again (`Keyring.reload`); true if the keys in use
-    /// changed to a newer epoch.
+    /// file; then true), or with none reads the key file again (`Keyring.reload`: true if it has a
+    /// newer epoch than the keys in use).
     @discardableResult
     func reloadKeys(taking keys: SuiteKeys? = nil) -> Bool {
         guard let keys else { return keyring.reload() }

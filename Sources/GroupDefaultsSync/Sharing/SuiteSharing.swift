@@ -250,8 +250,9 @@ public struct SuiteSharing: Sendable {
     ///
     /// - Throws: `SyncError`, as `KeyRotation.rotate` does (the mark stays: the next sync tries again).
     public func rotateIfDue() async throws(SyncError) -> (due: KeyRotationDue, outcome: KeyRotation.Outcome)? {
-        let keyring = await engine.keyring
-        guard let due = try await rotationDue(), let keys = keyring.keys, let keyFile = keyring.file else { return nil }
+        guard let due = try await rotationDue() else { return nil }
+        let keyring = await engine.keyring  // after the request: the keys may have changed meanwhile
+        guard let keys = keyring.keys, let keyFile = keyring.file else { return nil }
         let removed = try await stillRemoved(due)
         logger.notice(
             "a key rotation is due: \(due.removed.joined(separator: ", ")) held the suite's keys when removed; rotating",
