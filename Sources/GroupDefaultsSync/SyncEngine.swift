@@ -15,7 +15,7 @@ public import Logging
 /// ```swift
 /// let engine = try SyncEngine(configured: defaults, http: http)   // the suite's own settings
 /// let report = try await engine.syncOnce()
-/// try await engine.run()                                        // until the task is cancelled
+/// await engine.run()                                            // until the task is cancelled
 /// ```
 public actor SyncEngine {
     /// How the engine paces itself.
