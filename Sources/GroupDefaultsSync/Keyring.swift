@@ -150,7 +150,7 @@ struct Keyring: Sendable {
             do throws(EntrySealer.Refusal) {
                 opened.append(try sealer.open(entry))
             } catch .unknownEpoch(let epoch) {
-                throw lacking(epoch)
+                throw lacking(epoch, have: sealer.keys)
             } catch {
                 refused.append(RefusedEntry(keyID: entry.key, key: nil, stamp: entry.stamp, reason: "\(error)"))
             }
@@ -168,8 +168,7 @@ struct Keyring: Sendable {
     /// tampering: the suite's key was rotated since this device got its keys, and nothing is
     /// applied until it has the new key. In a shared suite the key bags hand it over: taken before
     /// the step is tried again (`needsSharedEpochs`), unless they handed none when last looked.
-    private mutating func lacking(_ epoch: UInt32) -> SyncError {
-        guard let keys else { return SyncError(.local, "an entry is sealed and this device has no keys") }
+    private mutating func lacking(_ epoch: UInt32, have keys: SuiteKeys) -> SyncError {
         if keys.sharing != nil, epoch > (unadoptableEpoch ?? 0) {
             needsSharedEpochs = true
             return SyncError(

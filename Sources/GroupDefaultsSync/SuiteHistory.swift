@@ -21,14 +21,15 @@ public struct SuiteHistory: Sendable {
     /// In an encrypted suite the server keeps sealed versions under the key's id: each is opened
     /// here (older key epochs too); one that does not open is left out and logged.
     public func versions(of key: String) async throws(SyncError) -> KeyHistory {
+        let sealer = await engine.keyring.sealer
         let history: KeyHistory
         do throws(SyncError) {
-            history = try await client.history(key: await engine.keyring.keys?.keyID(for: key) ?? key)
+            history = try await client.history(key: sealer?.keys.keyID(for: key) ?? key)
         } catch {
             guard error.code == .notFound else { throw error }
             throw SyncError(.rejected, code: .notFound, error.detail, key: key, status: error.status)
         }
-        guard let sealer = await engine.keyring.sealer else { return history }
+        guard let sealer else { return history }
         var versions: [KeyVersion] = []
         for version in history.versions {
             do throws(EntrySealer.Refusal) {

@@ -62,11 +62,14 @@ extension SyncEngine {
                 throw error
             }
         }
-        if limits == nil {  // before this engine's first batch of pending changes
+        let limits: SyncLimits
+        if let known = self.limits {
+            limits = known
+        } else {  // before this engine's first batch of pending changes
             try defaults.indexOlderPending(suite: client.suite, logger: logger)
             limits = try await client.limits()
+            self.limits = limits
         }
-        guard let limits else { return nil }
         // A device whose clock was wrong when it wrote stamps again what it wrote then, before
         // pushing it (the server would refuse those stamps).
         let restamped = try local { try defaults.recoverClockIfAhead() }
