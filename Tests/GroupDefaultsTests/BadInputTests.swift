@@ -294,6 +294,36 @@ struct DamagedFileTests {
         }
     }
 
+    @Test(
+        "a file cut short while it was created (LMDB's first meta page only, nothing committed) opens as new; one with a commit is refused",
+        arguments: [UInt64(0), 1]
+    )
+    func creationCutShort(transaction: UInt64) throws {
+        try withTemporaryDirectory { dir in
+            let file = dir.appendingPathComponent("suite.lmdb")
+            do {
+                let defaults = try openSuite(dir, "suite")
+                try defaults.write { try $0.set(.string("ring.caf"), forKey: "sound") }
+            }
+            // What a power cut leaves of a creation: the first of the two meta pages LMDB writes at
+            // once, which says two pages are in use (last page 1) and names transaction 0.
+            var page = try contents(file).prefix(4096)
+            withUnsafeBytes(of: UInt64(1).littleEndian) { page.replaceSubrange(136..<144, with: $0) }
+            withUnsafeBytes(of: transaction.littleEndian) { page.replaceSubrange(144..<152, with: $0) }
+            try page.write(to: file)
+            if transaction == 0 {
+                let defaults = try openSuite(dir, "suite")
+                #expect(try defaults.read { try $0.keys.count } == 0)
+                try defaults.write { try $0.set(.string("bell.caf"), forKey: "sound") }
+                #expect(try openSuite(dir, "suite").string(forKey: "sound") == "bell.caf")
+            } else {
+                let error = sharedDefaultsError { _ = try openSuite(dir, "suite") }
+                #expect(error?.code == .corruptFile)
+                #expect(try contents(file) == page)
+            }
+        }
+    }
+
     @Test("random bytes in a valid file's pages: an error or readable keys, never a crash, never a rewrite")
     func randomDamage() async throws {
         try await withTemporaryDirectory { dir in
