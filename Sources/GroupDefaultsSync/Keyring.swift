@@ -42,13 +42,16 @@ struct Keyring: Sendable {
     /// Takes `keys` as the keys in use: those a rotation or the key bags have just written to the key file.
     mutating func use(_ keys: SuiteKeys) { sealer = EntrySealer(keys: keys) }
 
-    /// Reads the key file again; true if it now has a newer epoch than the keys in use (the suite
-    /// was rotated, or this device paired again, since the engine started). A rotation finished
-    /// since (its bag forgotten) is taken in too.
+    /// Reads the key file again; true if its epochs' keys differ from those in use (the suite was
+    /// rotated, or this device paired again, or another process took the key another device's
+    /// rotation made for an epoch: `settleRotation`). A rotation finished since (its bag forgotten),
+    /// or whose bag is now known stored, is taken in too.
     mutating func reload() -> Bool {
         guard let file, let current = keys, let read = try? SuiteKeys.read(from: file, suite: current.suite) else { return false }
-        let newer = Set(read.epochs.keys) != Set(current.epochs.keys)
-        guard newer || read.hasUnfinishedRotation != current.hasUnfinishedRotation else { return false }
+        let newer = read.epochs != current.epochs
+        guard newer || read.hasUnfinishedRotation != current.hasUnfinishedRotation || read.sealingEpoch != current.sealingEpoch else {
+            return false
+        }
         use(read)
         guard newer else { return false }
         logger.notice("read the suite's keys again: epoch \(read.currentEpoch)", metadata: ["suite": "\(suite)"])
@@ -69,6 +72,23 @@ struct Keyring: Sendable {
         use(adopted)
         unadoptableEpoch = nil
         logger.notice("took the suite's new key from its key bags: epoch \(adopted.currentEpoch)", metadata: ["suite": "\(suite)"])
+        return true
+    }
+
+    /// Takes what the server's `bags` tell of the rotation this device began
+    /// (`SuiteKeys.settlingRotation(with:)`), writing the key file first; true if the keys changed.
+    /// When another owner device stored its bag for that epoch first, this device's key for it is
+    /// dropped: the epoch's key is then the bags' to hand over (`adopt`), or pairing's.
+    mutating func settleRotation(with bags: KeyBags) throws(SyncError) -> Bool {
+        guard let file, let keys, let settled = keys.settlingRotation(with: bags) else { return false }
+        try settled.write(to: file)
+        use(settled)
+        if settled.currentEpoch < keys.currentEpoch {
+            logger.warning(
+                "another device rotated the suite's keys to epoch \(keys.currentEpoch) first: the key this device made for it is dropped",
+                metadata: ["suite": "\(suite)"]
+            )
+        }
         return true
     }
 
@@ -151,6 +171,10 @@ struct Keyring: Sendable {
                 opened.append(try sealer.open(entry))
             } catch .unknownEpoch(let epoch) {
                 throw lacking(epoch, have: sealer.keys)
+            } catch .doesNotOpen where sealer.keys.isUnsettled(entry.sealed?.epoch) {
+                // Sealed by whichever device stored the epoch's bag: until this device knows its own
+                // is the one stored (`settleRotation`), its key for the epoch may not be the suite's.
+                throw lacking(entry.sealed!.epoch, have: sealer.keys)
             } catch {
                 refused.append(RefusedEntry(keyID: entry.key, key: nil, stamp: entry.stamp, reason: "\(error)"))
             }

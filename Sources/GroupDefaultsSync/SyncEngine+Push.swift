@@ -176,7 +176,12 @@ extension SyncEngine {
             if try await adoptSharedEpochs() || reloadKeys() {
                 throw SyncError(.unavailable, code: .staleKeyEpoch, "the suite's keys were rotated: sealing the changes again")
             }
-            let serverEpoch = max((try? await client.keyBags().newestEpoch) ?? 0, 1)
+            let bags = try? await client.keyBags()
+            // A rotation begun here: its bag stored (seal under its epoch now), or another's.
+            if let bags, try keyring.settleRotation(with: bags) {
+                throw SyncError(.unavailable, code: .staleKeyEpoch, "the suite's keys were rotated: sealing the changes again")
+            }
+            let serverEpoch = max(bags?.newestEpoch ?? 0, 1)
             let mine = keyring.keys?.currentEpoch ?? 0
             if let failure = PushPlanner.staleEpochFailure(error, mine: mine, serverEpoch: serverEpoch) { throw failure }
             throw SyncError(.unavailable, code: .staleKeyEpoch, "the batch was sealed under an older key: sealing the changes again")

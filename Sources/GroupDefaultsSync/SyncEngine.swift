@@ -215,9 +215,10 @@ public actor SyncEngine {
 
     // MARK: Keys
 
-    /// Takes the epochs after this device's newest that the suite's key bags hand it (a suite
-    /// shared between accounts, rotated since: `Keyring.adopt`), writing them to the key file
-    /// first; true if there were any. When there were none, no epoch after this device's newest is
+    /// Takes what the suite's key bags tell (a suite shared between accounts): how a rotation this
+    /// device began ended (`Keyring.settleRotation`), then the epochs after this device's newest
+    /// that they hand it (rotated since: `Keyring.adopt`), writing them to the key file first; true
+    /// if the keys changed. When there were none, no epoch after this device's newest is
     /// to be had from them now, whichever the entries need (two `rotate-key`s on another device:
     /// epoch 3 when this one has 1), so that the step reports it rather than trying again (the
     /// next step looks again).
@@ -230,7 +231,9 @@ public actor SyncEngine {
         let bags = try await client.keyBags()
         // Another step took a newer epoch meanwhile: what these bags hand is in use already.
         if keyring.keys?.currentEpoch != before { return true }
-        return try keyring.adopt(bags, needed: needed)
+        // A rotation begun here that another device's won: its key goes before the bags' is taken.
+        let settled = try keyring.settleRotation(with: bags)
+        return try keyring.adopt(bags, needed: needed) || settled
     }
 
     /// Takes `keys` as the keys in use (those a rotation made here has just written to the key

@@ -258,6 +258,45 @@ struct RemovalRotationTests {
         }
     }
 
+    @Test(
+        "a rotation stopped after its bag was signed while another owner device rotates first: the stopped one's key for that epoch is dropped, the bags' taken, and every device reads the others' writes",
+        arguments: StorageBackend.allCases
+    )
+    func stoppedRotationBeatenByAnotherOwnerDevice(backend: StorageBackend) async throws {
+        try await EncryptedSharingTests.Family.with(backend) { family in
+            let (phone, tablet) = (family.alicePhone, family.aliceTablet)
+            let stopped = try await InterruptionTests.run(phone, "rotate-key", [], InterruptionTests.environment(at: "rotate-key.bag-signed"))
+            InterruptionTests.expectStopped(stopped, by: SIGKILL, "rotate-key stopped at its signed bag")
+            let signed = try #require(try family.keys(phone).pendingBag)
+            // Written while the phone's key for the new epoch is its guess only.
+            try phone.open().set("written-before-its-bag-was-stored", forKey: "early")
+
+            let rotated = try await tablet.sync("rotate-key")
+            #expect(rotated.status == 0, "\(rotated.stdout) \(rotated.stderr)")
+            let bags = try await family.server.client("family").keyBags()
+            #expect(bags.newestEpoch == signed.epoch, "the tablet's bag took the epoch the phone's was signed for")
+            try tablet.open().set("from-the-tablet", forKey: "note")
+            try await expectOK(tablet.sync("sync"))
+
+            try phone.open().set("from-the-phone", forKey: "ringtone")
+            let synced = try await phone.sync("sync")
+            #expect(synced.status == 0, "\(synced.stdout) \(synced.stderr)")
+            #expect(!synced.stdout.contains("refused") && !synced.stderr.contains("refused"), "\(synced.stdout) \(synced.stderr)")
+            let keys = try family.keys(phone)
+            #expect(keys.pendingBag == nil)
+            #expect(
+                keys.epochs[signed.epoch] == (try family.keys(tablet)).epochs[signed.epoch],
+                "the phone holds the epoch's key the tablet's bag holds"
+            )
+            #expect(try phone.open().string(forKey: "note") == "from-the-tablet")
+            for device in [tablet, family.carol] {
+                try await expectOK(device.sync("sync"))
+                #expect(try device.open().string(forKey: "ringtone") == "from-the-phone")
+                #expect(try device.open().string(forKey: "early") == "written-before-its-bag-was-stored")
+            }
+        }
+    }
+
     /// `configure --encrypt` on `device` with the server's token (alice's), one key written and synced.
     static func ownEncrypted(_ device: ToolDevice, _ server: SyncServer) async throws {
         let configured = try await device.sync(

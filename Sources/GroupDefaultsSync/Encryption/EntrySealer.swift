@@ -60,11 +60,11 @@ package struct EntrySealer: Sendable {
 
     // MARK: Sealing
 
-    /// The op that carries a local change to the server: sealed under the current epoch, with a
-    /// random nonce (tests give one, for fixed vectors).
+    /// The op that carries a local change to the server: sealed under the keys' sealing epoch
+    /// (`SuiteKeys.sealingEpoch`), with a random nonce (tests give one, for fixed vectors).
     package func seal(key: String, value: PropertyListValue?, hlc: HLC, origin: UInt64, nonce: ChaChaPoly.Nonce? = nil) throws -> PushOp {
         let nonce = try nonce ?? RandomBytes.take(12).map(ChaChaPoly.Nonce.init(data:)) ?? ChaChaPoly.Nonce()
-        let epoch = keys.currentEpoch
+        let epoch = keys.sealingEpoch
         let keyID = keys.keyID(for: key)
         let deleted = value == nil
         let ad = associatedData(keyID: keyID, hlc: hlc, origin: origin, deleted: deleted, epoch: epoch)

@@ -8,7 +8,10 @@ import Logging
 /// revoked, what is written from then on is sealed under a key it never had.
 ///
 /// In order, so that a failure at any step loses nothing and running it again finishes the work:
-/// 1. the new keys (every old epoch kept, for history) are written to the key file;
+/// 1. the new keys (every old epoch kept, for history) are written to the key file, with the
+///    signed bag; until the server is known to hold the bag, entries are still sealed under the
+///    epoch before (`SuiteKeys.sealingEpoch`), and if another owner device stores its own bag for
+///    the epoch first, this device's key for it is dropped (`SuiteKeys.settlingRotation`);
 /// 2. the new epoch's key, sealed to the recovery key and signed by the current epoch's key, is
 ///    stored on the server (a key bag), so the recovery key still opens everything; storing it
 ///    moves the suite to the new epoch, and the server refuses pushes under an older one from then
@@ -98,14 +101,24 @@ public enum KeyRotation {
         {
             var epochs = keys.epochs
             epochs[pending.epoch] = pending.key
-            let stored = keys.with(epochs: epochs)  // the bag kept until the re-seal is done
+            var known = pending
+            known.stored = true
+            let stored = keys.with(epochs: epochs).with(pendingBag: known)  // the bag kept until the re-seal is done
             try stored.write(to: keyFile)
             _ = await engine.reloadKeys()
             return try await reseal(engine, old: keys, new: stored.with(pendingBag: nil), bag: pending.bag, keyFile: keyFile, excluding: removed)
         }
         // A bag signed here before and not known to be stored is sent again with the same key: one
-        // key per epoch from this device. Once the server is past its epoch, it is moot.
-        if let pending = keys.pendingBag, pending.epoch <= serverEpoch { keys = keys.with(pendingBag: nil) }
+        // key per epoch from this device. Once the server is past its epoch, it is moot; and when
+        // the server holds another device's bag for it, the key made here for it was never the
+        // suite's: dropped, and the suite's taken from the bags where they hand it.
+        if let settled = keys.settlingRotation(with: serverBags), settled.pendingBag == nil {
+            keys = settled.adopting(serverBags) ?? settled
+            try keys.write(to: keyFile)
+            await engine.reloadKeys(taking: keys)
+        } else if let pending = keys.pendingBag, pending.epoch <= serverEpoch {
+            keys = keys.with(pendingBag: nil)
+        }
         let new: SuiteKeys
         var bag: SignedKeyBag
         if let pending = keys.pendingBag, pending.epoch == serverEpoch + 1 {
@@ -149,6 +162,10 @@ public enum KeyRotation {
             try? keys.with(pendingBag: pending).write(to: keyFile)
             throw error
         }
+        // Known stored: the new epoch is the suite's, and entries are sealed under it from now on.
+        var stored = pending
+        stored.stored = true
+        try new.with(pendingBag: stored).write(to: keyFile)
         InterruptionPoint.reached("rotate-key.bag-stored")
         return try await reseal(engine, old: keys, new: new, bag: bag, keyFile: keyFile, excluding: removed)
     }

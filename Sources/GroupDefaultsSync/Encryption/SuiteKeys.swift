@@ -40,16 +40,25 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     /// The keys by which the suite is shared with other accounts (`SharingKeys`); nil in a key file
     /// made before encrypted suites could be shared.
     let sharing: SharingKeys?
-    /// A key bag this device signed whose storing on the server is not known to have happened (its
-    /// put failed, or its answer was lost), with its epoch's key: the next rotation sends it again
-    /// unchanged, so that no epoch ever has two bags signed here for a server to choose between.
+    /// The key bag of a rotation this device began and did not finish, with its epoch's key. Until
+    /// the server is known to hold it (`PendingKeyBag.stored`: its put failed, or its answer was
+    /// lost) the next rotation sends it again unchanged, so that no epoch ever has two bags signed
+    /// here for a server to choose between; once it is, only the re-seal is left.
     var pendingBag: PendingKeyBag?
     /// Whether a rotation this device began is unfinished: its key file holds the new epoch's key
     /// and still the bag it signed for it, which is forgotten once every entry is sealed again
     /// (`KeyRotation`).
     var hasUnfinishedRotation: Bool { pendingBag.map { $0.epoch == currentEpoch } ?? false }
-    /// The epoch new entries are sealed under: the newest.
+    /// The newest epoch whose key this device has.
     public var currentEpoch: UInt32 { epochs.keys.max() ?? 1 }
+    /// The epoch new entries are sealed under: the newest, except while the newest is the key of a
+    /// rotation this device began whose bag the server is not known to hold. Then the one before:
+    /// another owner device may store its own bag for that epoch first, and what was sealed under
+    /// this device's key for it would open nowhere else (`settlingRotation(with:)`).
+    var sealingEpoch: UInt32 {
+        guard let pending = pendingBag, pending.epoch == currentEpoch, !pending.stored else { return currentEpoch }
+        return epochs.keys.filter { $0 < pending.epoch }.max() ?? currentEpoch
+    }
     /// The oldest epoch whose entries this device applies; one sealed under an older epoch is
     /// history (a retired key may be a revoked device's). The current epoch, or while a rotation
     /// this device began is unfinished the one before it too: what other devices pushed under it
@@ -119,6 +128,32 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         var keys = self
         keys.pendingBag = pendingBag
         return keys
+    }
+
+    /// Whether `epoch` is that of a rotation this device began whose bag the server is not known to
+    /// hold: its key here may not be the suite's.
+    func isUnsettled(_ epoch: UInt32?) -> Bool {
+        guard let pending = pendingBag, let epoch else { return false }
+        return pending.epoch == epoch && !pending.stored
+    }
+
+    /// These keys once the server's `bags` tell how the rotation this device began ended, or nil
+    /// when they tell nothing new. The server holds the bag this device signed for its epoch: the
+    /// bag is marked stored (the key is the suite's; only the re-seal is left). It holds another
+    /// bag for that epoch (another owner device rotated first): the key made here was never the
+    /// suite's, and is dropped with the bag, so that the epoch's key is taken from the bags
+    /// (`adopting`) or by pairing again, never kept beside the suite's.
+    func settlingRotation(with bags: KeyBags) -> SuiteKeys? {
+        guard let pending = pendingBag, bags.newestEpoch >= pending.epoch else { return nil }
+        if let bundle = pending.bag.bundle, bags.epochs[String(pending.epoch)] == bundle {
+            guard !pending.stored else { return nil }
+            var stored = pending
+            stored.stored = true
+            return with(pendingBag: stored)
+        }
+        var kept = epochs
+        if let key = kept[pending.epoch], key == pending.key { kept[pending.epoch] = nil }
+        return with(epochs: kept).with(pendingBag: nil)
     }
 
     /// The owner key derived from the recovery key (any 32 bytes are an Ed25519 seed).
@@ -360,11 +395,13 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
-    /// `PendingKeyBag` in the key file: `{"epoch": N, "key": base64, "bag": {…}}`.
+    /// `PendingKeyBag` in the key file: `{"epoch": N, "key": base64, "bag": {…}}`, and
+    /// `"stored": true` once the server is known to hold the bag.
     fileprivate struct StoredPendingBag: Codable {
         var epoch: UInt32
         var key: String
         var bag: SignedKeyBag
+        var stored: Bool?
     }
 
     /// The keys in the key file at `path`, which must belong to `suite`.
@@ -425,7 +462,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             guard stored.epoch > 1, let key = Data(base64Encoded: stored.key), key.count == 32 else {
                 throw SyncError(.local, "\(source) is damaged: its pending key bag has no valid key")
             }
-            pendingBag = PendingKeyBag(epoch: stored.epoch, key: SymmetricKey(data: key), bag: stored.bag)
+            pendingBag = PendingKeyBag(epoch: stored.epoch, key: SymmetricKey(data: key), bag: stored.bag, stored: stored.stored == true)
         }
     }
 
@@ -443,7 +480,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
             ownerKey: sharing?.owner?.rawRepresentation.base64EncodedString(),
             ownerSealKey: sharing?.ownerSeal.map(base64),
             memberKey: sharing?.member?.rawRepresentation.base64EncodedString(),
-            pendingBag: pendingBag.map { StoredPendingBag(epoch: $0.epoch, key: base64($0.key), bag: $0.bag) }
+            pendingBag: pendingBag.map { StoredPendingBag(epoch: $0.epoch, key: base64($0.key), bag: $0.bag, stored: $0.stored ? true : nil) }
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
@@ -505,7 +542,7 @@ extension SharingKeys {
     }
 }
 
-/// A key bag signed on this device and not yet known to be stored (`SuiteKeys.pendingBag`).
+/// The key bag of a rotation this device began and did not finish (`SuiteKeys.pendingBag`).
 struct PendingKeyBag: @unchecked Sendable {
     /// Its epoch.
     var epoch: UInt32
@@ -513,4 +550,7 @@ struct PendingKeyBag: @unchecked Sendable {
     var key: SymmetricKey
     /// The bag as signed and last sent (its members' part is made again when it is sent again).
     var bag: SignedKeyBag
+    /// Whether the server is known to hold it: the key is the suite's, and entries are sealed
+    /// under it (`SuiteKeys.sealingEpoch`).
+    var stored = false
 }

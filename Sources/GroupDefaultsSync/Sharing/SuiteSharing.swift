@@ -225,9 +225,14 @@ public struct SuiteSharing: Sendable {
         let keyring = await engine.keyring
         guard let keys = keyring.keys, keys.hasUnfinishedRotation, let pending = keys.pendingBag, let keyFile = keyring.file else { return nil }
         // Only this rotation's bag, stored or about to be: a server already past its epoch (another
-        // owner device rotated since) makes it moot, and no new rotation is begun here.
-        guard pending.epoch >= (try await client.keyBags().newestEpoch) else {
-            let moot = keys.with(pendingBag: nil)
+        // owner device rotated since) makes it moot, and so does another device's bag for the same
+        // epoch, stored first (the key made here for it is dropped, and the suite's taken from
+        // the bags): no new rotation is begun here.
+        let bags = try await client.keyBags()
+        let lost = keys.settlingRotation(with: bags).flatMap { $0.pendingBag == nil ? $0 : nil }
+        guard lost == nil, pending.epoch >= bags.newestEpoch else {
+            let settled = lost ?? keys.with(pendingBag: nil)
+            let moot = settled.adopting(bags) ?? settled
             try moot.write(to: keyFile)
             await engine.reloadKeys(taking: moot)
             return nil
