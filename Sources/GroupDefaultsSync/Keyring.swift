@@ -76,16 +76,18 @@ struct Keyring: Sendable {
     }
 
     /// Takes what the server's `bags` tell of the rotation this device began
-    /// (`SuiteKeys.settlingRotation(with:)`), writing the key file first; true if the keys changed.
-    /// When another owner device stored its bag for that epoch first, this device's key for it is
-    /// dropped: the epoch's key is then the bags' to hand over (`adopt`), or pairing's.
+    /// (`SuiteKeys.settlingRotation(with:)`), applied to the key file as it is now (another process
+    /// of this device may have written it since) and written first; true if the keys in use changed.
     mutating func settleRotation(with bags: KeyBags) throws(SyncError) -> Bool {
-        guard let file, let keys, let settled = keys.settlingRotation(with: bags) else { return false }
+        guard let file, let inUse = keys else { return false }
+        let current = (try? SuiteKeys.read(from: file, suite: inUse.suite)) ?? inUse
+        guard let settled = current.settlingRotation(with: bags) else { return reload() }
         try settled.write(to: file)
         use(settled)
-        if settled.currentEpoch < keys.currentEpoch {
+        if let lost = current.pendingBag, settled.pendingBag == nil {
+            let taken = settled.epochs[lost.epoch] != nil ? "taken from the key bags" : "to be had by pairing this device again"
             logger.warning(
-                "another device rotated the suite's keys to epoch \(keys.currentEpoch) first: the key this device made for it is dropped",
+                "another device rotated the suite's keys to epoch \(lost.epoch) first: the key this device made for it is dropped, the suite's \(taken)",
                 metadata: ["suite": "\(suite)"]
             )
         }

@@ -58,7 +58,9 @@ struct RotationSettlingTests {
         #expect(op.sealed?.epoch == 2)
     }
 
-    @Test("the server holds another device's bag for the epoch: this device's key for it is dropped with its bag")
+    @Test(
+        "the server holds a bag for the epoch that this device cannot tie to its key, and its own was never known stored: its key for it is dropped with its bag"
+    )
     func lostRotationIsDropped() throws {
         let (mine, theirs, _, other) = try Self.begun()
         #expect(theirs.epochs[2] != mine.epochs[2])
@@ -69,6 +71,14 @@ struct RotationSettlingTests {
         var later = Self.bags(other)
         later.epochs["3"] = "a later bag"
         #expect(try #require(mine.settlingRotation(with: later)).epochs[2] == nil)
+    }
+
+    @Test("a key known stored is kept whatever bag the server shows for its epoch later (one put again after a restore, or a forgery)")
+    func storedKeyIsKept() throws {
+        let (mine, _, bag, other) = try Self.begun()
+        let stored = try #require(mine.settlingRotation(with: Self.bags(bag)))
+        #expect(stored.settlingRotation(with: Self.bags(other)) == nil)
+        #expect(stored.settlingRotation(with: KeyBags(epochs: ["2": "not a bag", "3": "nor this"])) == nil)
     }
 
     @Test("the key file keeps whether the bag is known stored")

@@ -94,31 +94,29 @@ public enum KeyRotation {
         // once the suite is anchored (which this device does if nobody has).
         let serverBags = try await KeyAnchoring.ensure(keys, client: engine.client, recoveryKey: recoveryKey)
         let serverEpoch = max(serverBags.newestEpoch, 1)
+        // What the server's bags tell of a rotation begun here before (`SuiteKeys.settlingRotation`):
+        // its bag stored, or another owner device's bag stored for its epoch first (the key made
+        // here dropped, the suite's taken from the bags where they hand it).
+        if let settled = keys.settlingRotation(with: serverBags) {
+            keys = settled
+            if settled.pendingBag == nil {
+                try keys.write(to: keyFile)
+                await engine.reloadKeys(taking: keys)
+            }
+        }
         // A bag this device signed and sent, stored by a run that ended before it knew: that run's
         // rotation is finished (its key kept, the entries sealed again) rather than another begun.
-        if let pending = keys.pendingBag, pending.epoch == serverEpoch, let bundle = pending.bag.bundle,
-            serverBags.epochs[String(serverEpoch)] == bundle
-        {
+        if let pending = keys.pendingBag, pending.stored, pending.epoch == serverEpoch {
             var epochs = keys.epochs
             epochs[pending.epoch] = pending.key
-            var known = pending
-            known.stored = true
-            let stored = keys.with(epochs: epochs).with(pendingBag: known)  // the bag kept until the re-seal is done
+            let stored = keys.with(epochs: epochs)  // the bag kept until the re-seal is done
             try stored.write(to: keyFile)
             _ = await engine.reloadKeys()
             return try await reseal(engine, old: keys, new: stored.with(pendingBag: nil), bag: pending.bag, keyFile: keyFile, excluding: removed)
         }
         // A bag signed here before and not known to be stored is sent again with the same key: one
-        // key per epoch from this device. Once the server is past its epoch, it is moot; and when
-        // the server holds another device's bag for it, the key made here for it was never the
-        // suite's: dropped, and the suite's taken from the bags where they hand it.
-        if let settled = keys.settlingRotation(with: serverBags), settled.pendingBag == nil {
-            keys = settled.adopting(serverBags) ?? settled
-            try keys.write(to: keyFile)
-            await engine.reloadKeys(taking: keys)
-        } else if let pending = keys.pendingBag, pending.epoch <= serverEpoch {
-            keys = keys.with(pendingBag: nil)
-        }
+        // key per epoch from this device. Once the server is past its epoch, it is moot.
+        if let pending = keys.pendingBag, pending.epoch <= serverEpoch { keys = keys.with(pendingBag: nil) }
         let new: SuiteKeys
         var bag: SignedKeyBag
         if let pending = keys.pendingBag, pending.epoch == serverEpoch + 1 {

@@ -138,21 +138,33 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// These keys once the server's `bags` tell how the rotation this device began ended, or nil
-    /// when they tell nothing new. The server holds the bag this device signed for its epoch: the
-    /// bag is marked stored (the key is the suite's; only the re-seal is left). It holds another
-    /// bag for that epoch (another owner device rotated first): the key made here was never the
-    /// suite's, and is dropped with the bag, so that the epoch's key is taken from the bags
-    /// (`adopting`) or by pairing again, never kept beside the suite's.
+    /// when they tell nothing new:
+    /// - the server's bag for its epoch is the one this device sent (the same bytes), or hands the
+    ///   owner's devices this device's key (a bag put again after a restore or a reset is sealed
+    ///   anew): marked stored, the key is the suite's;
+    /// - the bags hand the owner's devices another key for the epoch, signed by the owner key
+    ///   (another owner device rotated first): the key made here was never the suite's, and is
+    ///   replaced by the bags' (with any later epoch they hand);
+    /// - the server holds a bag for the epoch that this device cannot tie to its key (a suite
+    ///   never shared: its bags hand nothing to devices): a key known stored is kept, whatever the
+    ///   bags look like now; one never known stored is dropped with the bag (nothing was sealed
+    ///   under it: `sealingEpoch`), and the epoch's key comes by pairing again.
     func settlingRotation(with bags: KeyBags) -> SuiteKeys? {
         guard let pending = pendingBag, bags.newestEpoch >= pending.epoch else { return nil }
-        if let bundle = pending.bag.bundle, bags.epochs[String(pending.epoch)] == bundle {
+        let before = with(epochs: epochs.filter { $0.key < pending.epoch }).with(pendingBag: nil)
+        let handed = before.adopting(bags)
+        let handedKey = handed?.epochs[pending.epoch]
+        let sameBytes = pending.bag.bundle != nil && bags.epochs[String(pending.epoch)] == pending.bag.bundle
+        if sameBytes || handedKey == pending.key {
             guard !pending.stored else { return nil }
             var stored = pending
             stored.stored = true
             return with(pendingBag: stored)
         }
+        if let handed, handedKey != nil { return handed }
+        guard !pending.stored else { return nil }
         var kept = epochs
-        if let key = kept[pending.epoch], key == pending.key { kept[pending.epoch] = nil }
+        if kept[pending.epoch] == pending.key { kept[pending.epoch] = nil }
         return with(epochs: kept).with(pendingBag: nil)
     }
 
