@@ -277,7 +277,10 @@ public enum KeyRotation {
             removed = try await engine.sharing.stillRemoved(due)
         }
         for epoch in (held + 1)...keys.currentEpoch {
-            var bag = try keys.signedKeyBag(epoch: epoch)
+            // A rotation's bag is sent as it was signed (one bag per epoch from this device, which
+            // the settling of the rotation then knows by its bytes: `SuiteKeys.settlingRotation`).
+            var bag: SignedKeyBag
+            if let pending = keys.pendingBag, pending.epoch == epoch { bag = pending.bag } else { bag = try keys.signedKeyBag(epoch: epoch) }
             bag.shared = try await membersPart(engine, keys: keys, epoch: epoch, bags: bags, excluding: removed)
             try await engine.client.putKeyBag(epoch: epoch, bag: bag)
         }

@@ -280,7 +280,9 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         var bags = ["1": SignedKeyBag(bundle: nil, verifyKey: first.publicKey.rawRepresentation.base64EncodedString(), signature: nil)]
         let last = serverBags.newestEpoch > 0 ? serverBags.newestEpoch : currentEpoch
         for epoch in UInt32(2)..<max(last + 1, 2) {
-            bags[String(epoch)] = try signedKeyBag(epoch: epoch, bundle: serverBags.epochs[String(epoch)], recoveryKey: recoveryKey)
+            // A rotation's bag not known stored keeps the bytes it was signed with (`settlingRotation`).
+            let unsent = pendingBag.flatMap { $0.epoch == epoch ? $0.bag.bundle : nil }
+            bags[String(epoch)] = try signedKeyBag(epoch: epoch, bundle: serverBags.epochs[String(epoch)] ?? unsent, recoveryKey: recoveryKey)
         }
         return KeyAnchor(recoveryVerifyKey: recoveryVerifyKey?.rawRepresentation.base64EncodedString(), bags: bags)
     }
