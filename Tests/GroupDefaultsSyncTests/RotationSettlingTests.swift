@@ -56,6 +56,11 @@ struct RotationSettlingTests {
         #expect(settled.settlingRotation(with: Self.bags(bag)) == nil, "settled once")
         let op = try EntrySealer(keys: settled).seal(key: "sound", value: nil, hlc: Self.hlc, origin: 7)
         #expect(op.sealed?.epoch == 2)
+        // A run whose put was refused took the key out of the epochs and kept the bag: the server
+        // holding that very bag makes the key the suite's again.
+        let refused = mine.with(epochs: mine.epochs.filter { $0.key < 2 })
+        let known = try #require(refused.settlingRotation(with: Self.bags(bag)))
+        #expect(known.epochs[2] == mine.epochs[2] && known.sealingEpoch == 2)
     }
 
     @Test(

@@ -156,10 +156,12 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         let handedKey = handed?.epochs[pending.epoch]
         let sameBytes = pending.bag.bundle != nil && bags.epochs[String(pending.epoch)] == pending.bag.bundle
         if sameBytes || handedKey == pending.key {
-            guard !pending.stored else { return nil }
+            guard !pending.stored || epochs[pending.epoch] != pending.key else { return nil }
             var stored = pending
             stored.stored = true
-            return with(pendingBag: stored)
+            var known = epochs
+            known[pending.epoch] = pending.key  // a run whose put was refused had taken it out
+            return with(epochs: known).with(pendingBag: stored)
         }
         if let handed, handedKey != nil { return handed }
         guard !pending.stored else { return nil }
