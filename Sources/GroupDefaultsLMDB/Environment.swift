@@ -393,14 +393,16 @@ package final class Environment: @unchecked Sendable {  // LMDB's env is thread-
         if !existed { fchmod(data, mode) }  // exactly the configured mode, whatever the umask
         var st = stat()
         try SystemCall.checked { fstat(data, &st) }
-        if st.st_size > 0, FileHeader.isUnfinishedCreation(fd: data, fileSize: Int(st.st_size)) {
+        var metas: (FileHeader.Meta, FileHeader.Meta?)?
+        do {
+            metas = st.st_size > 0 ? try FileHeader.checkNotTruncated(fd: data, fileSize: Int(st.st_size)) : nil
+        } catch let truncated as FileHeader.Truncated where truncated.neverCommitted {
             // Nothing ever committed, and LMDB's first pages did not all reach the file (a power cut
             // during its creation): started over as new, not refused as truncated.
             try SystemCall.checked { ftruncate(data, 0) }
             try SystemCall.checked { fstat(data, &st) }
         }
         let existingSize = Int(st.st_size)
-        let metas = existingSize > 0 ? try FileHeader.checkNotTruncated(fd: data, fileSize: existingSize) : nil
         let initialSize = max(existingSize, min(options.initialMapSize, options.maximumMapSize))
         try reserveReaderTable(lockPath, existed: lockExisted, allocatedBytes: Int(lockStat.st_blocks) * 512, options: options)
         let reserved = try reserveInitialSpace(

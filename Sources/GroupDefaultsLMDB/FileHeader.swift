@@ -16,6 +16,13 @@ package enum FileHeader {
     package struct Truncated: Error, CustomStringConvertible {
         package let actualSize: Int
         package let requiredSize: Int
+        /// Whether its newest meta page is the one LMDB writes when it creates a file (transaction
+        /// 0): a creation that never finished, which a power cut during it leaves (LMDB writes its
+        /// two meta pages at once, and only the first reached the disk). Nothing in it can be lost,
+        /// so `Environment` starts it over rather than refuse it. A file without a meta page LMDB
+        /// would recognise (a file of zeros may be a suite whose pages a crash never wrote) is
+        /// reported, not wiped.
+        package let neverCommitted: Bool
         package var description: String {
             "the file is truncated: it has \(actualSize) bytes but its header says \(requiredSize) are in use"
         }
@@ -67,25 +74,9 @@ package enum FileHeader {
         if let second, second.txnID > first.txnID { newest = second }
         guard let required = newest.usedSize else { return nil }  // garbage: LMDB rejects it
         if fileSize < required {
-            throw Truncated(actualSize: fileSize, requiredSize: required)
+            throw Truncated(actualSize: fileSize, requiredSize: required, neverCommitted: newest.txnID == 0)
         }
         return (first, second)
-    }
-
-    /// Whether the file at `fd` is a creation that never finished: its newest meta page is the one
-    /// LMDB writes when it creates a file (transaction 0: nothing ever committed in it), and the
-    /// file is shorter than that page says. A power cut during the creation leaves such a file
-    /// (LMDB writes its two meta pages at once, and only the first reached the disk). Nothing in it
-    /// can be lost, so `Environment` starts it over rather than refuse it as truncated. A whole file
-    /// that nothing committed to yet is left alone (another process may have it open), and so is a
-    /// file without a meta page LMDB would recognise: a file of zeros may be a suite whose pages a
-    /// crash never wrote, which is reported, not wiped.
-    static func isUnfinishedCreation(fd: Int32, fileSize: Int) -> Bool {
-        guard let first = readMeta(fd: fd, offset: 0) else { return false }
-        var newest = first
-        if let second = readMeta(fd: fd, offset: first.pageSize), second.txnID > first.txnID { newest = second }
-        guard newest.txnID == 0, let required = newest.usedSize else { return false }
-        return fileSize < required
     }
 
     /// The meta page at `offset`, or nil if it does not carry LMDB's magic and a sane page size.

@@ -111,7 +111,7 @@ package enum StructureCheck {
         guard used <= limit else { return .unchecked }
         var st = stat()
         guard fstat(fd, &st) == 0, Int(st.st_size) >= used else {
-            throw FileHeader.Truncated(actualSize: Int(st.st_size), requiredSize: used)
+            throw FileHeader.Truncated(actualSize: Int(st.st_size), requiredSize: used, neverCommitted: meta.txnID == 0)
         }
         let everything = scope == .everything
         let changeTime = VerifiedState.changeTime(st)

@@ -154,7 +154,7 @@ public struct SuiteKeys: @unchecked Sendable, CustomStringConvertible {
         let before = with(epochs: epochs.filter { $0.key < pending.epoch }).with(pendingBag: nil)
         let handed = before.adopting(bags)
         let handedKey = handed?.epochs[pending.epoch]
-        let sameBytes = pending.bag.bundle != nil && bags.epochs[String(pending.epoch)] == pending.bag.bundle
+        let sameBytes = pending.bag.bundle.map { mine in bags.epochs[String(pending.epoch)]?.utf8.elementsEqual(mine.utf8) == true } ?? false
         if sameBytes || handedKey == pending.key {
             guard !pending.stored || epochs[pending.epoch] != pending.key else { return nil }
             var stored = pending
