@@ -69,14 +69,14 @@ let package = Package(
         .target(
             name: "GroupDefaults",
             dependencies: [
-                "GroupDefaultsWire", "GroupDefaultsLMDB", "SystemCalls",
+                "GroupDefaultsWire", "GroupDefaultsLMDB", "SystemCalls", "PropertyListFormats",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Atomics", package: "swift-atomics"),
             ],
             swiftSettings: coreSwiftSettings
         ),
         // Property-list file formats (XML, binary, old-style text, JSON text), used by the tools.
-        .target(name: "PropertyListFormats", dependencies: ["GroupDefaults", "GroupDefaultsWire"], swiftSettings: swiftSettings),
+        .target(name: "PropertyListFormats", dependencies: ["GroupDefaultsWire"], swiftSettings: swiftSettings),
         // What the executables share: one-line failures and exit statuses, unbuffered output, logs
         // with names and values escaped, the signals a tool that follows changes ends at, and a
         // JSON value. `package` API.

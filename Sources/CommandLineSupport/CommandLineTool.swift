@@ -108,8 +108,8 @@ extension ParsableCommand {
     /// `--version` and completion scripts print as usual). An option the command does not have is
     /// named, with the nearest one it has (`unknown option '--sever'; did you mean '--server'?`),
     /// whatever else is wrong. A `CommandFailure` thrown by `validate()` is reported as it is.
-    package static func main(reportingAs tool: CommandLineTool, helpHint: String) {
-        let arguments = Array(CommandLine.arguments.dropFirst())
+    package static func main(reportingAs tool: CommandLineTool, helpHint: String, arguments given: [String]? = nil) {
+        let arguments = given ?? Array(CommandLine.arguments.dropFirst())
         do {
             var command = try parseAsRoot(arguments)
             try tool.perform { try command.run() }

@@ -1,3 +1,4 @@
+import Foundation
 internal import GroupDefaultsLMDB
 import Logging
 
@@ -85,6 +86,20 @@ extension SharedDefaults {
         /// Called with every failure of a non-throwing call (`set`, `removeObject`, the getters),
         /// after it is logged and stored in `lastError`.
         public var onError: (@Sendable (SharedDefaultsError) -> Void)?
+        /// The command line the argument domain is read from (`-key value` pairs, read before the
+        /// suite; see `SharedDefaults.argumentDomain`): this process's, by default. Per handle. Give
+        /// `[]` in a program whose own options look like pairs (a tool's `-v file`).
+        public var arguments: [String] = CommandLine.arguments
+        /// The directory of the managed settings files an administrator writes (see
+        /// `objectIsForced(forKey:)`): `$GROUPDEFAULTS_MANAGED_DIR`, else
+        /// `/etc/groupdefaults/managed`; nil reads none. Per handle.
+        public var managedDirectory: String? = Self.defaultManagedDirectory
+
+        /// `$GROUPDEFAULTS_MANAGED_DIR` if set and not empty, else `/etc/groupdefaults/managed`.
+        public static var defaultManagedDirectory: String {
+            if let given = getenv("GROUPDEFAULTS_MANAGED_DIR").map({ String(cString: $0) }), !given.isEmpty { return given }
+            return ManagedSettings.systemDirectory
+        }
         /// Milliseconds added to this machine's clock when the suite stamps a change (per file, the
         /// first handle's): lets tests run devices whose clocks disagree.
         package var clockOffsetMilliseconds: Int64 = 0

@@ -29,6 +29,10 @@ public final class SharedDefaults: Sendable {
     public let configuration: Configuration
 
     let store: SuiteStore
+    /// The domains this handle reads through besides its suite.
+    let searchList: SearchList
+    /// This handle's observers' changes of the other domains.
+    let domainChanges: DomainChanges
     private let recentError = Mutex<SharedDefaultsError?>(nil)
     static let defaultLogger = Logger(label: "GroupDefaults")
 
@@ -46,7 +50,20 @@ public final class SharedDefaults: Sendable {
         let location = try SuiteLocation(suiteName: suiteName, directory: directory)
         self.suiteName = suiteName
         self.configuration = configuration
-        self.store = try SuiteStore.acquire(location, configuration: configuration)
+        let store = try SuiteStore.acquire(location, configuration: configuration)
+        self.store = store
+        do {
+            let searchList = try SearchList(
+                suiteName: suiteName,
+                directory: URL(fileURLWithPath: location.directory, isDirectory: true),
+                configuration: configuration
+            )
+            self.searchList = searchList
+            domainChanges = DomainChanges(store: store, searchList: searchList)
+        } catch {
+            store.release()
+            throw error
+        }
     }
 
     deinit {
@@ -111,15 +128,12 @@ public final class SharedDefaults: Sendable {
         }
     }
 
-    /// The value stored under `key`, else the registered default, else nil. A value that fails to
-    /// decode reads as nil and is reported (`lastError`).
+    /// The value `key` reads as through the search list: a managed value, else the argument
+    /// domain's, else the value stored in the suite, else an added suite's, else the global
+    /// domain's, else the registered default, else nil (`resolvedValue(forKey:)` says which). A
+    /// value that fails to decode is skipped and reported (`lastError`).
     public func value(forKey key: String) -> PropertyListValue? {
-        do {
-            if let value = try storedValue(forKey: key) { return value }
-        } catch {
-            report(error)
-        }
-        return store.registeredValue(forKey: key)
+        resolvedValue(forKey: key)?.value
     }
 
     func storedValue(forKey key: String) throws -> PropertyListValue? {
@@ -199,10 +213,12 @@ public final class SharedDefaults: Sendable {
     /// Does not throw: a failure is logged and kept in `lastError`.
     public func removeObject(forKey key: String) {
         attempt { try write(renewing: true) { try $0.removeValue(forKey: key) } }
+        reportShadowedWrite(ofKey: key)
     }
 
     private func setValue(_ value: PropertyListValue, forKey key: String) {
         attempt { try write(renewing: true) { try $0.set(value, forKey: key) } }
+        reportShadowedWrite(ofKey: key)
     }
 
     // MARK: UserDefaults vocabulary: reading
@@ -266,10 +282,17 @@ public final class SharedDefaults: Sendable {
             }
             converted[key.exact] = v
         }
-        store.registered.withLock { $0.merge(converted) { _, new in new } }
+        let (old, new) = store.registered.withLock { registered in
+            let old = registered
+            registered.merge(converted) { _, new in new }
+            return (old, registered)
+        }
+        domainChanges.domainChanged(.registration, old: old, new: new, registration: true)
     }
 
-    /// The registered defaults overlaid by every stored value.
+    /// Every key and the value it reads as through the search list: the registered defaults,
+    /// overlaid by the global domain, the added suites (the first added first), the suite's stored
+    /// values, the argument domain and the managed settings.
     ///
     /// A `[String: Any]` compares keys as Swift strings (canonical equivalence), so it holds one of
     /// two keys the suite keeps apart because their bytes differ (`"caf\u{E9}"` and `"cafe\u{301}"`):
@@ -277,6 +300,11 @@ public final class SharedDefaults: Sendable {
     public func dictionaryRepresentation() -> [String: Any] {
         var result: [String: Any] = [:]
         for (key, value) in store.registered.withLock({ $0 }) { result[key.text] = value.anyValue }
+        for lower in searchList.lowerSuites.reversed() {
+            attempt {
+                for (key, value) in try lower.defaults?.storedValues() ?? [] { result[key] = value.anyValue }
+            }
+        }
         attempt {
             try read { tx in
                 try tx.forEachRecord { key, record in
@@ -287,6 +315,8 @@ public final class SharedDefaults: Sendable {
                 }
             }
         }
+        for (key, value) in searchList.volatileDomain(forName: Self.argumentDomain) ?? [:] { result[key.text] = value.anyValue }
+        for (key, value) in searchList.managed?.current ?? [:] { result[key.text] = value.value.anyValue }
         return result
     }
 

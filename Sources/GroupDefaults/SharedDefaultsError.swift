@@ -63,6 +63,10 @@ public struct SharedDefaultsError: Error, Sendable, CustomStringConvertible {
         public static let clockSkew = Code("clockSkew")
         /// The conflict journal holds no replaced value of the key (or no entry of that id) to restore.
         public static let conflictNotFound = Code("conflictNotFound")
+        /// The key is forced by an administrator's managed settings file: a write to it was stored,
+        /// but reads give the managed value (`objectIsForced(forKey:)`). Reported by the setters in
+        /// `lastError`; not an error of the write itself.
+        public static let managedKey = Code("managedKey")
         /// Any other failure of the file system or of LMDB.
         public static let storageFailure = Code("storageFailure")
     }

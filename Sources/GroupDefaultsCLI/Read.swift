@@ -33,6 +33,7 @@ extension GroupDefaultsCommand {
                     return
                 }
                 let defaults = try options.open(suite)
+                Self.noteManaged(defaults, key: key)
                 if let key {
                     guard let value = try defaults.read({ try $0.value(forKey: key) }) else {
                         throw CommandFailure.missingKey(suite, key)
@@ -46,6 +47,15 @@ extension GroupDefaultsCommand {
                     output(json ? PropertyListValue.plainJSON(entries: entries) : PropertyListValue.openStepText(entries: entries))
                 }
             }
+        }
+    }
+}
+
+extension GroupDefaultsCommand.Read {
+    /// One line on stderr for each managed key read (`key`, or every one): what programs read.
+    static func noteManaged(_ defaults: SharedDefaults, key: String?) {
+        for setting in defaults.managedSettings.settings where key.map({ setting.key.isSameName(as: $0) }) ?? true {
+            groupdefaults.printError("note: \(printable(setting.key)) is managed by \(setting.file): programs read \(ValueText.oneLine(setting.value))")
         }
     }
 }

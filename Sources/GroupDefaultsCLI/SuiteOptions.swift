@@ -11,24 +11,32 @@ struct SuiteOptions: ParsableArguments {
 
     var directoryURL: URL? { directory.map { URL(fileURLWithPath: $0, isDirectory: true) } }
 
+    /// How the tool opens suites: without an argument domain (its own options are not settings).
+    static var configuration: SharedDefaults.Configuration {
+        var configuration = SharedDefaults.Configuration()
+        configuration.arguments = []
+        return configuration
+    }
+
     /// Opens an existing suite for reading or editing: a name, or the path of a `.lmdb` file.
     func open(_ suite: String) throws -> SharedDefaults {
         if let file = Self.fileURL(suite) {
-            return try SharedDefaults(fileURL: file)
+            return try SharedDefaults(fileURL: file, configuration: Self.configuration)
         }
-        return try SharedDefaults(existingSuiteName: suite, directory: directoryURL)
+        return try SharedDefaults(existingSuiteName: suite, directory: directoryURL, configuration: Self.configuration)
     }
 
     /// Opens a suite for writing, creating it if needed.
     func openOrCreate(_ suite: String) throws -> SharedDefaults {
         if let file = Self.fileURL(suite) {
-            if FileManager.default.fileExists(atPath: file.path) { return try SharedDefaults(fileURL: file) }
+            if FileManager.default.fileExists(atPath: file.path) { return try SharedDefaults(fileURL: file, configuration: Self.configuration) }
             return try SharedDefaults(
                 suiteName: file.deletingPathExtension().lastPathComponent,
-                directory: file.deletingLastPathComponent()
+                directory: file.deletingLastPathComponent(),
+                configuration: Self.configuration
             )
         }
-        return try SharedDefaults(suiteName: suite, directory: directoryURL)
+        return try SharedDefaults(suiteName: suite, directory: directoryURL, configuration: Self.configuration)
     }
 
     /// Runs `body` on `suite` opened for writing, creating it if needed, once `values` (what the
@@ -44,7 +52,14 @@ struct SuiteOptions: ParsableArguments {
         let name = Self.fileURL(suite)?.deletingPathExtension().lastPathComponent ?? suite
         for (key, value) in entries { try SharedDefaults.checkStorable(value, forKey: key, suiteName: name) }
         try checkNotSwapped(suite, keys: entries.map(\.key))
-        try body(openOrCreate(suite))
+        let defaults = try openOrCreate(suite)
+        try body(defaults)
+        for (key, _) in entries {
+            guard let setting = defaults.managedSettings.settings.first(where: { $0.key.isSameName(as: key) }) else { continue }
+            groupdefaults.printError(
+                "warning: \(printable(key)) is managed by \(setting.file): the value was stored, but programs read \(ValueText.oneLine(setting.value))"
+            )
+        }
     }
 
     /// Refuses to create a suite for a write whose key is the name of an existing suite (`write

@@ -75,6 +75,7 @@ extension GroupDefaultsCommand {
                     "\(change.sequence) reset (changes before it are no longer kept, or the suite was recreated: read the suite again; "
                         + "watching goes on from here)"
                 }
+            if change.domain != .suite { return line + " (\(printable("\(change.domain)")))" }
             guard change.isRemote else { return line }
             let account = if case .anotherAccount(let account, _) = change.source { " of account \(printable(account))" } else { "" }
             return line + " (remote, from device \(change.origin)\(account)"
@@ -92,8 +93,13 @@ extension GroupDefaultsCommand {
             if change.isRemote { object["remote"] = .bool(true) }
             if case .anotherAccount(let account, _) = change.source { object["account"] = .string(account) }
             if change.isConflict { object["conflict"] = .bool(true) }
-            return PropertyListValue.dictionary(object).plainJSON()
-                .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+            if change.domain != .suite { object["domain"] = .string("\(change.domain)") }
+            return oneLineJSON(.dictionary(object))
+        }
+
+        /// `value` as plain JSON on one line.
+        static func oneLineJSON(_ value: PropertyListValue) -> String {
+            value.plainJSON().split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
         }
     }
 }

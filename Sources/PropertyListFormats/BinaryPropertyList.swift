@@ -1,5 +1,4 @@
 import Foundation
-import GroupDefaults
 import GroupDefaultsWire
 
 /// Apple's binary property-list format, `bplist00`, written and read here.
@@ -13,7 +12,7 @@ import GroupDefaultsWire
 /// more follows the marker as an integer object.
 ///
 /// The reader checks every offset, count and reference against the data, refuses cycles, nesting
-/// deeper than `BinaryCodec.maximumDecodingDepth`, and shared sub-objects that would expand to an
+/// deeper than `PropertyListValue.maximumDecodingDepth`, and shared sub-objects that would expand to an
 /// unreasonable number of values.
 enum BinaryPropertyList {
     static let magic: [UInt8] = Array("bplist00".utf8)
@@ -267,12 +266,12 @@ private struct BinaryPlistReader {
             throw PropertyListFormatError("binary property list: reference to object \(object) of \(objectCount)")
         }
         let offset = offset(of: object)
-        guard depth < BinaryCodec.maximumDecodingDepth else {
-            throw failure("values nest deeper than \(BinaryCodec.maximumDecodingDepth) levels", object: object, offset: offset)
+        guard depth < PropertyListValue.maximumDecodingDepth else {
+            throw failure("values nest deeper than \(PropertyListValue.maximumDecodingDepth) levels", object: object, offset: offset)
         }
         if let known = done[object] {
-            guard depth + known.height < BinaryCodec.maximumDecodingDepth else {
-                throw failure("values nest deeper than \(BinaryCodec.maximumDecodingDepth) levels", object: object, offset: offset)
+            guard depth + known.height < PropertyListValue.maximumDecodingDepth else {
+                throw failure("values nest deeper than \(PropertyListValue.maximumDecodingDepth) levels", object: object, offset: offset)
             }
             return known
         }

@@ -1,5 +1,4 @@
 import Foundation
-import GroupDefaults
 import GroupDefaultsWire
 
 /// Typed JSON (the Codable form in TypedJSON.swift) read from text, with syntax errors located.
@@ -62,8 +61,8 @@ enum TypedJSONText {
     private static func decodeValue(_ bytes: ArraySlice<UInt8>, at path: String) throws -> PropertyListValue {
         do {
             let value = try JSONDecoder().decode(PropertyListValue.self, from: Data(bytes))
-            guard BinaryCodec.fitsDecodingDepth(value) else {
-                throw PropertyListFormatError("typed JSON: values nest deeper than \(BinaryCodec.maximumDecodingDepth) levels")
+            guard PropertyListValue.fitsDecodingDepth(value) else {
+                throw PropertyListFormatError("typed JSON: values nest deeper than \(PropertyListValue.maximumDecodingDepth) levels")
             }
             return value
         } catch let error as DecodingError {
@@ -140,8 +139,8 @@ struct JSONTextParser {
 
     private mutating func value(depth: Int) throws -> PropertyListValue {
         skipWhitespace()
-        guard depth < BinaryCodec.maximumDecodingDepth else {
-            throw failure("values nest deeper than \(BinaryCodec.maximumDecodingDepth) levels", at: i)
+        guard depth < PropertyListValue.maximumDecodingDepth else {
+            throw failure("values nest deeper than \(PropertyListValue.maximumDecodingDepth) levels", at: i)
         }
         guard i < bytes.count else { throw failure("expected a value, found the end of the text", at: i) }
         let isSuite = atSuiteObject

@@ -1,5 +1,4 @@
 import Foundation
-import GroupDefaults
 import GroupDefaultsWire
 
 /// Old-style (OpenStep) property-list text: written as macOS `defaults read` prints a domain, and
@@ -273,8 +272,8 @@ private struct OpenStepParser {
 
     private mutating func value(depth: Int) throws -> PropertyListValue {
         try skipTrivia()
-        guard depth < BinaryCodec.maximumDecodingDepth else {
-            throw failure("values nest deeper than \(BinaryCodec.maximumDecodingDepth) levels", at: i)
+        guard depth < PropertyListValue.maximumDecodingDepth else {
+            throw failure("values nest deeper than \(PropertyListValue.maximumDecodingDepth) levels", at: i)
         }
         guard i < bytes.count else { throw failure("expected a value, found the end of the text", at: i) }
         let byte = bytes[i]

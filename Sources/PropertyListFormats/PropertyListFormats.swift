@@ -1,6 +1,5 @@
 public import Foundation
-public import GroupDefaults
-import GroupDefaultsWire
+public import GroupDefaultsWire
 
 /// The on-disk forms a whole suite or a value can take.
 ///
@@ -111,6 +110,24 @@ extension PropertyListValue {
     /// - Throws: `PropertyListFormatError` naming what is wrong (and where, for text).
     public static func decodeSuite(propertyListData data: Data) throws -> PropertyListTopLevel {
         try decode(propertyListData: data, keepingTopLevelEntries: true)
+    }
+
+    /// Decodes property-list text the way Foundation's `PropertyListSerialization` reads text: XML
+    /// (after optional white space, `<?xml`, `<!DOCTYPE`, `<plist` or `<!--`), else old-style; never
+    /// typed JSON or binary. For the argument domain (`-key '{ a = 1; }'`).
+    package static func decodeText(_ text: String) throws -> PropertyListValue {
+        let bytes = Array(text.utf8)
+        var start = 0
+        while start < bytes.count, TextScanning.isWhitespace(bytes[start]) { start += 1 }
+        let opening = bytes[start...]
+        let decoded =
+            ["<?xml", "<!DOCTYPE", "<plist", "<!--"].contains(where: { opening.starts(with: $0.utf8) })
+            ? try XMLPropertyList.decode(bytes, keepingTopLevelEntries: false)
+            : try OpenStepPropertyList.parse(bytes, keepingTopLevelEntries: false)
+        switch decoded {
+        case .value(let value): return value
+        case .entries(let entries): return .dictionary(Dictionary(entries, uniquingKeysWith: { first, _ in first }))  // not reached
+        }
     }
 
     private static func decode(propertyListData data: Data, keepingTopLevelEntries suite: Bool) throws -> PropertyListTopLevel {

@@ -1,5 +1,4 @@
 import Foundation
-import GroupDefaults
 import GroupDefaultsWire
 
 /// Apple's XML property-list format, written and read here.
@@ -377,8 +376,8 @@ private struct XMLReader {
     }
 
     private mutating func element(_ tag: Tag, depth: Int) throws -> PropertyListValue {
-        guard depth < BinaryCodec.maximumDecodingDepth else {
-            throw failure("values nest deeper than \(BinaryCodec.maximumDecodingDepth) levels", at: tag.offset)
+        guard depth < PropertyListValue.maximumDecodingDepth else {
+            throw failure("values nest deeper than \(PropertyListValue.maximumDecodingDepth) levels", at: tag.offset)
         }
         switch tag.name {
         case "dict": return try dictionary(tag, depth: depth)

@@ -786,7 +786,7 @@ struct PropertyListFormatsTests {
         expectFormatError(containing: "deeper than 512") { try PropertyListValue.decode(propertyListData: Data(file(objects: chain))) }
         // 511 levels are fine (the limit counts the innermost value too).
         let fine = (0..<512).map { $0 == 511 ? [0x09] : [0xA1] + reference($0 + 1) }
-        #expect(BinaryCodec.fitsDecodingDepth(try PropertyListValue.decode(propertyListData: Data(file(objects: fine)))))
+        #expect(PropertyListValue.fitsDecodingDepth(try PropertyListValue.decode(propertyListData: Data(file(objects: fine)))))
         // 64 arrays each holding the next one twice: 2^64 values from a few hundred bytes.
         let doubling = (0..<65).map { $0 == 64 ? [0x09] : [0xA2] + reference($0 + 1) + reference($0 + 1) }
         expectFormatError(containing: "expand") { try PropertyListValue.decode(propertyListData: Data(file(objects: doubling))) }

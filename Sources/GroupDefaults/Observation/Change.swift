@@ -56,6 +56,13 @@ extension SharedDefaults {
         /// device through sync. (A process remembers its last 4,096 commits to a suite: one of its
         /// own changes replayed from further back, with `since`, is reported as another process's.)
         public let source: Source
+        /// The domain of the search list the change was made in: `.suite` for the suite's own
+        /// changes (its log), another for a change of a managed settings file, the argument
+        /// domain, an added suite, the global domain or the registered defaults that changes what
+        /// the key reads (see `SharedDefaults.Domain`). Those are not in the suite's log: their
+        /// `sequence` is the log's end when they were seen, `origin` and `hlc` are 0, and `since`
+        /// does not replay them.
+        public internal(set) var domain: SharedDefaults.Domain = .suite
 
         /// The largest value, in bytes encoded (about its size as UTF-8 text, for a string), that the
         /// log keeps with its change: 4 KiB, so that the log's values take at most
@@ -88,13 +95,15 @@ extension SharedDefaults {
 
         public var description: String {
             let shown = value.map { "\($0)" } ?? "nil"
+            let line: String
             switch kind {
-            case .set: return "\(sequence) set \(key) = \(shown)"
-            case .removed: return "\(sequence) removed \(key)"
-            case .cleared: return "\(sequence) cleared"
-            case .reset: return "\(sequence) reset"
-            case .restored: return "\(sequence) restored"
+            case .set: line = "\(sequence) set \(key) = \(shown)"
+            case .removed: line = "\(sequence) removed \(key)"
+            case .cleared: line = "\(sequence) cleared"
+            case .reset: line = "\(sequence) reset"
+            case .restored: line = "\(sequence) restored"
             }
+            return domain == .suite ? line : line + " (\(domain))"
         }
     }
 }

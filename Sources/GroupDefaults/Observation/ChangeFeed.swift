@@ -11,7 +11,10 @@ extension SharedDefaults {
     /// while let change = try feed.next() { print(change) }     // blocks between changes
     /// ```
     /// It belongs to one thread at a time. While it exists, this process watches the suite (the
-    /// async `changes`, `updates` and `observe` are built on it).
+    /// async `changes`, `updates` and `observe` are built on it), and the handle's other domains:
+    /// a change of a managed settings file, the argument domain, an added suite, the global domain
+    /// or the registered defaults that changes what a key reads comes between the suite's own, with
+    /// its `Change.domain`.
     public final class ChangeFeed {
         let store: SuiteStore
         /// The handle this feed came from: it keeps the suite open while the feed lives.
@@ -19,13 +22,15 @@ extension SharedDefaults {
         /// The keys followed, by their bytes (nil: all).
         private let keys: Set<ExactName>?
         private let subscribed: Bool
+        /// The handle's other domains this feed listens to (see `DomainChanges`).
+        private let domainListener: (changes: DomainChanges, id: UInt64)?
         /// The last sequence number delivered (or skipped by the key filter).
         public private(set) var cursor: UInt64
         private var pending: [SharedDefaults.Change] = []
         private var pendingIndex = 0
 
         /// A feed after `since` (or after the current end of the log).
-        init(store: SuiteStore, owner: SharedDefaults?, keys: Set<String>?, since: UInt64?, subscribe: Bool) throws {
+        init(store: SuiteStore, owner: SharedDefaults?, keys: Set<String>?, since: UInt64?, subscribe: Bool, withDomains: Bool = true) throws {
             self.store = store
             self.owner = owner
             self.keys = keys.map { Set($0.map(\.exact)) }
@@ -36,9 +41,15 @@ extension SharedDefaults {
             }
             if subscribe { try store.changeHub.subscribe() }
             subscribed = subscribe
+            if subscribe, withDomains, let owner {
+                domainListener = (owner.domainChanges, owner.domainChanges.subscribe(keys: self.keys))
+            } else {
+                domainListener = nil
+            }
         }
 
         deinit {
+            if let domainListener { domainListener.changes.unsubscribe(domainListener.id) }
             if subscribed { store.changeHub.unsubscribe() }
         }
 
@@ -55,7 +66,8 @@ extension SharedDefaults {
         /// The next change already committed, without waiting.
         public func nextAvailable() throws -> SharedDefaults.Change? {
             if pendingIndex == pending.count {
-                pending = try available(limit: 256, withValues: true)
+                pending = domainListener.map { $0.changes.take($0.id) } ?? []
+                pending += try available(limit: 256, withValues: true)
                 pendingIndex = 0
                 if pending.isEmpty { return nil }
             }

@@ -75,10 +75,22 @@ final class InotifySignal: ChangeSignal {
     private let thread: SignalThread
 
     /// nil when inotify cannot watch the file (a file system without it, or no descriptors left).
-    init?(sidecarPath: String, onSignal: @escaping @Sendable () -> Void, cleanup: @escaping @Sendable () -> Void) {
+    convenience init?(sidecarPath: String, onSignal: @escaping @Sendable () -> Void, cleanup: @escaping @Sendable () -> Void) {
+        self.init(watching: [(sidecarPath, UInt32(IN_ACCESS | IN_MODIFY))], onSignal: onSignal, cleanup: cleanup)
+    }
+
+    /// Signals when a file in one of `directories` is created, written, moved, removed or changes
+    /// mode (the managed settings files); nil when inotify cannot watch them all, or none is given.
+    convenience init?(directories: [String], onSignal: @escaping @Sendable () -> Void, cleanup: @escaping @Sendable () -> Void) {
+        let events = IN_CREATE | IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ATTRIB
+        guard !directories.isEmpty else { return nil }
+        self.init(watching: directories.map { ($0, UInt32(events)) }, onSignal: onSignal, cleanup: cleanup)
+    }
+
+    private init?(watching paths: [(String, UInt32)], onSignal: @escaping @Sendable () -> Void, cleanup: @escaping @Sendable () -> Void) {
         let inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard inotify >= 0 else { return nil }
-        guard inotify_add_watch(inotify, sidecarPath, UInt32(IN_ACCESS | IN_MODIFY)) >= 0 else {
+        for (path, mask) in paths where inotify_add_watch(inotify, path, mask) < 0 {
             close(inotify)
             return nil
         }

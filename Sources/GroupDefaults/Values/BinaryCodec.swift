@@ -19,23 +19,8 @@ package enum BinaryCodec {
         case dictionary
     }
 
-    /// The decoders' guard against the stack (512): nesting deeper than this is refused when bytes
-    /// are decoded (a stored value, a property-list file), because recursion that deep would
-    /// exhaust the stack. It guards against damaged or hostile bytes and is not the limit of a
-    /// value, which is `PropertyListValue.maximumNestingDepth` (100, refused where a value
-    /// enters): a value deeper than that which an older version stored still reads back.
-    package static let maximumDecodingDepth = 512
-
-    /// Whether `value` (found at `depth`) nests shallowly enough to be decoded again
-    /// (`maximumDecodingDepth`).
-    package static func fitsDecodingDepth(_ value: PropertyListValue, depth: Int = 0) -> Bool {
-        guard depth < maximumDecodingDepth else { return false }
-        switch value {
-        case .array(let elements): return elements.allSatisfy { fitsDecodingDepth($0, depth: depth + 1) }
-        case .dictionary(let elements): return elements.values.allSatisfy { fitsDecodingDepth($0, depth: depth + 1) }
-        default: return true
-        }
-    }
+    /// The decoders' guard against the stack (`PropertyListValue.maximumDecodingDepth`).
+    package static let maximumDecodingDepth = PropertyListValue.maximumDecodingDepth
 
     static func encode(_ value: PropertyListValue, into bytes: inout [UInt8]) {
         switch value {

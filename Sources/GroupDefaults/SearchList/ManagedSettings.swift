@@ -1,0 +1,262 @@
+import Foundation
+import GroupDefaultsWire
+import Logging
+internal import PropertyListFormats
+import Synchronization
+
+/// The values an administrator forces for one suite: read by every process, above the suite (and
+/// above the argument domain) in the search list, written by no program.
+///
+/// Two files, either may be missing, both in any of the four property-list formats (XML, binary,
+/// old-style text, typed JSON; detected from the content), each a dictionary of keys and values:
+/// - `<directory>/<suite>.plist`, for every user;
+/// - `<directory>/users/<user name>/<suite>.plist`, for one user, winning key by key.
+///
+/// `directory` is `/etc/groupdefaults/managed` unless `$GROUPDEFAULTS_MANAGED_DIR` (or
+/// `Configuration.managedDirectory`) names another. A file is used whole or not at all: one that
+/// does not parse, is not a dictionary, is writable by anyone but its owner (mode `g+w` or `o+w`),
+/// belongs to another user than root or the directory's owner, or holds a key or value the suite
+/// could not store, is ignored, with one line in the log naming the file and why (once per version
+/// of the file).
+///
+/// Locks are an administrator's policy that cooperating programs follow, as dconf's are: the user
+/// owns the suite's file and the processes that read it, so they are not a security boundary.
+///
+/// One per directory and suite in a process (`for(directory:suiteName:)`). Reads look at the files
+/// again at most every 100 ms (two `stat`s); while something observes the suite, a watch on the
+/// directories tells at once (`ManagedWatch`).
+final class ManagedSettings: Sendable {
+    /// A managed value and the file that gives it.
+    struct Entry: Sendable, Equatable {
+        let value: PropertyListValue
+        let file: String
+    }
+
+    /// The default directory of managed files.
+    static let systemDirectory = "/etc/groupdefaults/managed"
+    /// How long a read trusts what it last found in the files.
+    static let freshness: UInt64 = 100_000_000
+
+    let directory: String
+    let suiteName: String
+    /// The two files, most general first.
+    let files: [String]
+    private let state: Mutex<State>
+    private static let logger = Logger(label: "GroupDefaults")
+
+    /// The keys whose managed value changed, with the entries before and after.
+    typealias Changed = [ExactName: (old: Entry?, new: Entry?)]
+
+    private struct State {
+        /// Told of every change found, by whoever looks at the files (a read or the watch).
+        var listeners: [UInt64: @Sendable (Changed) -> Void] = [:]
+        var nextListener: UInt64 = 0
+        /// The watch on the directories, while anyone listens.
+        var watch: (any ChangeSignal)?
+        /// What each file gave, by its identity when read (nil: missing or ignored).
+        var loaded: [String: (identity: FileIdentity?, entries: [ExactName: Entry])] = [:]
+        var merged: [ExactName: Entry] = [:]
+        /// Why a file present was ignored, by path.
+        var problems: [String: String] = [:]
+        var checkedAt: UInt64 = 0
+        var checkedOnce = false
+    }
+
+    private static let all = Mutex<[String: ManagedSettings]>([:])
+
+    /// The process's managed settings of `suiteName` under `directory`.
+    static func `for`(directory: String, suiteName: String) -> ManagedSettings {
+        all.withLock { all in
+            let id = directory + "\u{0}" + suiteName
+            if let known = all[id] { return known }
+            let made = ManagedSettings(directory: directory, suiteName: suiteName)
+            all[id] = made
+            return made
+        }
+    }
+
+    private init(directory: String, suiteName: String) {
+        self.directory = directory
+        self.suiteName = suiteName
+        let user = Self.userName.map { "\(directory)/users/\($0)/\(suiteName).plist" }
+        files = ["\(directory)/\(suiteName).plist"] + (user.map { [$0] } ?? [])
+        state = Mutex(State())
+    }
+
+    /// This process's user name (for the per-user file); nil if the system does not know it.
+    static let userName: String? = {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(geteuid(), &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else { return nil }
+        return String(cString: name)
+    }()
+
+    /// The managed values now (looking at the files again if the last look is over 100 ms old).
+    var current: [ExactName: Entry] {
+        let now = Self.monotonicNanoseconds()
+        let cached = state.withLock { state -> [ExactName: Entry]? in
+            state.checkedOnce && now &- state.checkedAt < Self.freshness ? state.merged : nil
+        }
+        if let cached { return cached }
+        return refresh().merged
+    }
+
+    /// The managed entry of `key`, if any.
+    func entry(forKey key: ExactName) -> Entry? {
+        let values = current
+        return values.isEmpty ? nil : values[key]
+    }
+
+    /// Looks at the files now; tells the listeners what changed and returns the merged values.
+    @discardableResult
+    func refresh() -> (merged: [ExactName: Entry], changed: Changed) {
+        let identities = files.map(FileIdentity.init(path:))
+        let (merged, changed, listeners) = state.withLock { state -> ([ExactName: Entry], Changed, [@Sendable (Changed) -> Void]) in
+            let (merged, changed) = reload(&state, identities)
+            return (merged, changed, changed.isEmpty ? [] : Array(state.listeners.values))
+        }
+        for listener in listeners { listener(changed) }
+        return (merged, changed)
+    }
+
+    /// Calls `listener` with every change of the managed values from now on (found by a read, or
+    /// at once by a watch on the directories), until `stopListening` with the returned id.
+    func listen(_ listener: @escaping @Sendable (Changed) -> Void) -> UInt64 {
+        _ = current  // the files as they are now are the start, not a change
+        let id = state.withLock { state in
+            state.nextListener += 1
+            state.listeners[state.nextListener] = listener
+            return state.nextListener
+        }
+        startWatchIfNeeded()
+        return id
+    }
+
+    func stopListening(_ id: UInt64) {
+        let ending = state.withLock { state -> (any ChangeSignal)? in
+            state.listeners[id] = nil
+            guard state.listeners.isEmpty else { return nil }
+            defer { state.watch = nil }
+            return state.watch
+        }
+        ending?.stop()
+    }
+
+    /// Watches the directories of the files (inotify), or, where that is not possible (a directory
+    /// missing), looks at the files every second.
+    private func startWatchIfNeeded() {
+        let needed = state.withLock { $0.watch == nil && !$0.listeners.isEmpty }
+        guard needed else { return }
+        let directories = Set(files.map { ($0 as NSString).deletingLastPathComponent } + [directory + "/users"])
+        let refresh: @Sendable () -> Void = { [weak self] in self?.refresh() }
+        var watch: (any ChangeSignal)? = InotifySignal(
+            directories: directories.sorted().filter { FileIdentity(path: $0) != nil },
+            onSignal: refresh,
+            cleanup: {}
+        )
+        if watch == nil || files.contains(where: { FileIdentity(path: ($0 as NSString).deletingLastPathComponent) == nil }) {
+            watch?.stop()
+            watch = try? PollingSignal(interval: .seconds(1), probe: { refresh(); return 0 }, onSignal: {}, cleanup: {})
+        }
+        let extra = state.withLock { state -> (any ChangeSignal)? in
+            guard state.watch == nil, !state.listeners.isEmpty else { return watch }
+            state.watch = watch
+            return nil
+        }
+        extra?.stop()
+    }
+
+    private func reload(_ state: inout State, _ identities: [FileIdentity?]) -> ([ExactName: Entry], Changed) {
+        var anyChanged = !state.checkedOnce
+            for (file, identity) in zip(files, identities) where state.loaded[file]?.identity != identity || state.loaded[file] == nil {
+                let (entries, problem) = load(file, identity)
+            state.loaded[file] = (identity, entries)
+            state.problems[file] = problem
+            anyChanged = true
+        }
+        state.checkedAt = Self.monotonicNanoseconds()
+        state.checkedOnce = true
+        guard anyChanged else { return (state.merged, [:]) }
+        var merged: [ExactName: Entry] = [:]
+        for file in files { merged.merge(state.loaded[file]?.entries ?? [:]) { _, later in later } }
+        var changed: Changed = [:]
+        for key in Set(merged.keys).union(state.merged.keys) where merged[key] != state.merged[key] {
+            changed[key] = (state.merged[key], merged[key])
+        }
+        state.merged = merged
+        return (merged, changed)
+    }
+
+    /// The files ignored at the last look, and why.
+    var ignoredFiles: [(file: String, reason: String)] {
+        _ = current
+        return state.withLock { state in state.problems.sorted { $0.key < $1.key }.map { ($0.key, $0.value) } }
+    }
+
+    /// The entries of one file, or none (with one line in the log) if it cannot be used whole.
+    private func load(_ file: String, _ identity: FileIdentity?) -> (entries: [ExactName: Entry], problem: String?) {
+        guard let identity else { return ([:], nil) }
+        func ignored(_ reason: String) -> ([ExactName: Entry], String?) {
+            Self.logger.error("GroupDefaults: managed settings file \(file) ignored: \(reason)")
+            return ([:], reason)
+        }
+        guard identity.isRegularFile else { return ignored("not a regular file") }
+        if identity.mode & 0o022 != 0 {
+            return ignored("writable by others than its owner (mode \(String(identity.mode & 0o777, radix: 8)); chmod go-w)")
+        }
+        let directoryOwner = FileIdentity(path: directory)?.owner
+        if identity.owner != 0 && identity.owner != directoryOwner {
+            return ignored("owned by user \(identity.owner), neither root nor the owner of \(directory)")
+        }
+        if identity.size > 16 << 20 { return ignored("larger than 16 MiB") }
+        guard let data = FileManager.default.contents(atPath: file) else { return ignored("cannot be read") }
+        let decoded: PropertyListTopLevel
+        do {
+            decoded = try PropertyListValue.decodeSuite(propertyListData: data)
+        } catch {
+            return ignored("\(error)")
+        }
+        guard case .entries(let entries) = decoded else { return ignored("not a dictionary of keys and values") }
+        var result: [ExactName: Entry] = [:]
+        for (key, value) in entries {
+            do {
+                try SharedDefaults.checkStorable(value, forKey: key, suiteName: suiteName)
+            } catch let error as SharedDefaultsError {
+                return ignored("key \(key.debugDescription): \(error.reason)")
+            } catch {
+                return ignored("key \(key.debugDescription): \(error)")
+            }
+            result[key.exact] = Entry(value: value, file: file)
+        }
+        return (result, nil)
+    }
+
+    static func monotonicNanoseconds() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &time)
+        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    }
+}
+
+/// What tells one version of a file from another: a file replaced, rewritten or re-moded has
+/// another.
+struct FileIdentity: Sendable, Equatable {
+    let device: UInt64, inode: UInt64, size: Int64, modified: Int64, changed: Int64
+    let mode: UInt32, owner: UInt32
+    let isRegularFile: Bool
+
+    /// nil if nothing is at `path`.
+    init?(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = Int64(info.st_size)
+        modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+        changed = Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
+        mode = UInt32(info.st_mode)
+        owner = UInt32(info.st_uid)
+        isRegularFile = info.st_mode & S_IFMT == S_IFREG
+    }
+}
