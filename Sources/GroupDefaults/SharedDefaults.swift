@@ -290,9 +290,9 @@ public final class SharedDefaults: Sendable {
         domainChanges.domainChanged(.registration, old: old, new: new, registration: true)
     }
 
-    /// Every key and the value it reads as through the search list: the registered defaults,
-    /// overlaid by the global domain, the added suites (the first added first), the suite's stored
-    /// values, the argument domain and the managed settings.
+    /// The registered defaults overlaid by every stored value, as Foundation's `UserDefaults` gives
+    /// it on Linux: the argument domain, the added suites, the global domain and the managed
+    /// settings are not in it (`resolvedValue(forKey:)` reads a key through all of them).
     ///
     /// A `[String: Any]` compares keys as Swift strings (canonical equivalence), so it holds one of
     /// two keys the suite keeps apart because their bytes differ (`"caf\u{E9}"` and `"cafe\u{301}"`):
@@ -300,11 +300,6 @@ public final class SharedDefaults: Sendable {
     public func dictionaryRepresentation() -> [String: Any] {
         var result: [String: Any] = [:]
         for (key, value) in store.registered.withLock({ $0 }) { result[key.text] = value.anyValue }
-        for lower in searchList.lowerSuites.reversed() {
-            attempt {
-                for (key, value) in try lower.defaults?.storedValues() ?? [] { result[key] = value.anyValue }
-            }
-        }
         attempt {
             try read { tx in
                 try tx.forEachRecord { key, record in
@@ -315,8 +310,6 @@ public final class SharedDefaults: Sendable {
                 }
             }
         }
-        for (key, value) in searchList.volatileDomain(forName: Self.argumentDomain) ?? [:] { result[key.text] = value.anyValue }
-        for (key, value) in searchList.managed?.current ?? [:] { result[key.text] = value.value.anyValue }
         return result
     }
 

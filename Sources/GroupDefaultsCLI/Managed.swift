@@ -28,6 +28,10 @@ extension GroupDefaultsCommand {
 
         func run() throws {
             try perform {
+                if let suite {
+                    try SuiteOptions.checkNotAnOption(suite)
+                    if suite.isEmpty || suite.contains("/") { throw CommandFailure("\(printable(suite)) is not a suite name") }
+                }
                 let directory = SharedDefaults.Configuration.defaultManagedDirectory
                 for name in suite.map({ [$0] }) ?? SharedDefaults.managedSuiteNames(directory: directory) {
                     let report = SharedDefaults.managedSettings(forSuite: name, directory: directory)

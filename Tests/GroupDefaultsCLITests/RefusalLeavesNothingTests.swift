@@ -15,7 +15,7 @@ import Testing
         ["info", "fresh"], ["verify", "fresh"], ["watch", "fresh"], ["watch", "fresh", "--count", "0"],
         ["backup", "fresh", "$ROOT/files/b.lmdb"], ["restore", "fresh", "$ROOT/files/missing.lmdb"],
         ["increment", "fresh", "k", "abc"], ["increment", "fresh", "k", "1", "2"], ["increment", "fresh", ""],
-        ["find"], ["domains", "extra"], ["--generate-completion-script", "tcsh"],
+        ["find"], ["domains", "extra"], ["managed", "a/b"], ["managed", "x", "y"], ["--generate-completion-script", "tcsh"],
     ].map { RefusedCommand("groupdefaults", $0) }
 
     @Test(arguments: cases)

@@ -24,11 +24,28 @@ struct Differential {
     /// Unicode, dots, blanks, a long one: keys both accept.
     static let keys = ["k", "sound", "a.b.c", "ключ", "🙂 emoji", " ", String(repeating: "x", count: 200)]
 
+    /// Whether `compare()` compares `dictionaryRepresentation()` (Foundation on Linux leaves the
+    /// argument domain, added suites and global domain out of it: a stated difference).
+    var comparesRepresentation = true
+    /// Whether values are those Foundation reads back from its file as they were written: dates
+    /// in whole seconds and no -0.0 (Foundation reads a date back in whole seconds and -0.0 as 0.0,
+    /// a stated difference), for sequences in which Foundation writes its file (setting a
+    /// persistent domain does).
+    var fileSafeValues = false
+    var numbers: [Double] {
+        // -1e-300 as a Float is -0.0 too.
+        fileSafeValues ? scalarNumbers.filter { !($0 == 0 && $0.sign == .minus) && !(Float($0) == 0 && Float($0).sign == .minus) } : scalarNumbers
+    }
+
     init(directory: URL, seed: UInt64) throws {
         guard let foundation = UserDefaults(suiteName: Self.suite) else { fail("no UserDefaults for \(Self.suite)") }
         foundation.removePersistentDomain(forName: Self.suite)
+        try self.init(foundation: foundation, ours: SharedDefaults(suiteName: "differential-ops", directory: directory), seed: seed)
+    }
+
+    init(foundation: UserDefaults, ours: SharedDefaults, seed: UInt64) {
         self.foundation = foundation
-        ours = try SharedDefaults(suiteName: "differential-ops", directory: directory)
+        self.ours = ours
         random = SeededGenerator(seed: seed)
     }
 
@@ -111,7 +128,9 @@ struct Differential {
             case .setBool(let value, let k): (new, key) = (value, k)
             default: return false
             }
-            guard let held = defaults.object(forKey: key) else { return false }
+            // What the suite itself holds (or registers), not what the search list reads: an
+            // argument or an added suite may stand in front of it.
+            guard let held = defaults.dictionaryRepresentation()[key] else { return false }
             let equal = (held as AnyObject as? NSObject)?.isEqual(new as AnyObject) ?? false
             return equal && Differential.canonical(held) != Differential.canonical(new)
         }
@@ -138,8 +157,8 @@ struct Differential {
         switch below(20) {
         case 0..<8: return .set(value(depth: 0), key())
         case 8: return .setInteger(Int(Int32(truncatingIfNeeded: random.next())), key())
-        case 9: return .setDouble(scalarNumbers[below(scalarNumbers.count)], key())
-        case 10: return .setFloat(Float(scalarNumbers[below(scalarNumbers.count)]).exactAsDouble, key())
+        case 9: return .setDouble(numbers[below(numbers.count)], key())
+        case 10: return .setFloat(Float(numbers[below(numbers.count)]).exactAsDouble, key())
         case 11: return .setBool(below(2) == 0, key())
         case 12: return .setURL(below(4) == 0 ? nil : URL(fileURLWithPath: "/tmp/" + Self.keys[below(3)]), key())
         case 13..<16: return .remove(key())
@@ -160,7 +179,7 @@ struct Differential {
         case 0, 1: return scalarStrings[below(scalarStrings.count)]
         case 2: return NSString(string: scalarStrings[below(scalarStrings.count)])
         case 3: return Int(Int32(truncatingIfNeeded: random.next())) >> below(31)
-        case 4: return scalarNumbers[below(scalarNumbers.count)]
+        case 4: return numbers[below(numbers.count)]
         case 5: return below(2) == 0
         case 6:
             // NSNumber of each integer width and of booleans; unsigned ones stay within Int.
@@ -170,10 +189,12 @@ struct Differential {
             case 2: return NSNumber(value: UInt32(truncatingIfNeeded: random.next()))
             case 3: return NSNumber(value: Int64(truncatingIfNeeded: random.next()) >> 2)
             case 4: return NSNumber(value: below(2) == 0)
-            default: return NSNumber(value: scalarNumbers[below(scalarNumbers.count)])
+            default: return NSNumber(value: numbers[below(numbers.count)])
             }
-        case 7: return Float(scalarNumbers[below(scalarNumbers.count)]).exactAsDouble
-        case 8: return Date(timeIntervalSinceReferenceDate: Double(Int32(truncatingIfNeeded: random.next())) + Double(below(1000)) / 1000)
+        case 7: return Float(numbers[below(numbers.count)]).exactAsDouble
+        case 8:
+            let fraction = fileSafeValues ? 0 : Double(below(1000)) / 1000
+            return Date(timeIntervalSinceReferenceDate: Double(Int32(truncatingIfNeeded: random.next())) + fraction)
         case 9: return Data((0..<below(12)).map { _ in UInt8(truncatingIfNeeded: random.next()) })
         case 10: return NSData(data: Data((0..<below(6)).map { _ in UInt8(truncatingIfNeeded: random.next()) }))
         case 11: return NSDate(timeIntervalSinceReferenceDate: Double(below(1 << 30)))
@@ -215,6 +236,7 @@ struct Differential {
                 check("url", key, Self.canonical(ours.url(forKey: key)), Self.canonical(foundation.url(forKey: key)))
             }
         }
+        guard comparesRepresentation else { return found }
         let theirs = foundation.dictionaryRepresentation().filter { Self.keys.contains($0.key) }
         let ourRepresentation = ours.dictionaryRepresentation().filter { Self.keys.contains($0.key) }
         check("dictionaryRepresentation", "", Self.canonical(ourRepresentation), Self.canonical(theirs))

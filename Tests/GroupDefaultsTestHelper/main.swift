@@ -317,6 +317,10 @@ do {
         var differential = try Differential(directory: directory, seed: UInt64(rest[0]) ?? 1)
         differential.run(count: Int(rest[1]) ?? 1000)
 
+    case "differential-search":  // differential-search SEED COUNT [-key value…]: the search list beside Foundation's (see `SearchDifferential`)
+        var differential = try SearchDifferential(directory: directory, seed: UInt64(rest[0]) ?? 1)
+        differential.run(count: Int(rest[1]) ?? 1000)
+
     case "differential-stated":  // differential-stated: the documented differences that need Foundation's persistent domain
         guard let foundation = UserDefaults(suiteName: Differential.suite) else { fail("no UserDefaults") }
         let shared = try SharedDefaults(suiteName: "stated", directory: directory)

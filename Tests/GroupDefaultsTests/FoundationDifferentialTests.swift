@@ -85,6 +85,37 @@ struct FoundationDifferentialTests {
         }
     }
 
+    /// The `-key value` pairs the search-list helper is started with: a string, property-list text
+    /// of three kinds, text that does not parse (a string), and a number (a string to both).
+    static let searchArguments = [
+        "-sound", "arg.caf", "-k", "{ a = 1; b = (x, y); }", "-a.b.c", "<plist version=\"1.0\"><integer>3</integer></plist>",
+        "-ключ", "{x", "-🙂 emoji", "42", "- ", "(1, <0a0b>)",
+    ]
+
+    @Test(
+        "the search list: arguments, added suites, the global domain, volatile and persistent domains, every getter after every step as Foundation's"
+    )
+    func searchListSequences() async throws {
+        try await withTemporaryDirectory { directory in
+            let home = directory.appendingPathComponent("home").path
+            var environment = Self.environment
+            environment["HOME"] = home
+            environment["XDG_CONFIG_HOME"] = home + "/.config"
+            let count = Self.environment["GROUPDEFAULTS_DIFF_COUNT"].flatMap(Int.init) ?? 1500
+            let helper = try HelperProcess(
+                "differential-search",
+                directory: directory,
+                suite: "unused",
+                [String(Self.seed), String(count)] + Self.searchArguments,
+                environment: environment
+            )
+            let result = await helper.finish()
+            #expect(result.status == 0 && result.stdout.hasSuffix("done \(count)"), "seed \(Self.seed): \(result.stderr)")
+            let differences = result.stdout.split(separator: "\n").filter { $0.hasPrefix("difference") }
+            #expect(differences.isEmpty, "seed \(Self.seed):\n\(differences.joined(separator: "\n"))")
+        }
+    }
+
     @Test("each row of the differences table (docs/guide) holds, on both sides, as it says")
     func statedDifferences() throws {
         let foundation = try #require(UserDefaults(suiteName: "groupdefaults.differential.stated"))

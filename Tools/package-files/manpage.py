@@ -111,10 +111,42 @@ def main():
         out.append(".SH COMMANDS")
         for sub in subs:
             command_section(sub, [name, sub["commandName"]], out)
+    extra = sys.argv[2] if len(sys.argv) > 2 else ""
+    if extra:
+        sections_from(extra, out)
     out.append(".SH SEE ALSO")
     others = [t for t in ("groupdefaults", "groupdefaults-sync", "groupdefaults-server") if t != name]
     out.append(", ".join("\\fB%s\\fR(1)" % t for t in others))
     print("\n".join(out))
+
+
+def sections_from(path, out):
+    """Appends the sections of a text file: a line `## TITLE` starts a section, blank lines
+    separate paragraphs, and a line starting with two spaces is shown as it is."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    verbatim = False
+    for line in lines:
+        if line.startswith("## "):
+            out.append(".SH " + esc(line[3:].upper()))
+            verbatim = False
+        elif not line.strip():
+            if verbatim:
+                out.append(".fi")
+                verbatim = False
+            out.append(".PP")
+        elif line.startswith("  "):
+            if not verbatim:
+                out.append(".nf")
+                verbatim = True
+            out.append(esc(line))
+        else:
+            if verbatim:
+                out.append(".fi")
+                verbatim = False
+            out.append(esc(line))
+    if verbatim:
+        out.append(".fi")
 
 
 if __name__ == "__main__":

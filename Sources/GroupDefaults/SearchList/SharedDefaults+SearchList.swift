@@ -108,13 +108,15 @@ extension SharedDefaults {
         domainValues(volatileValues(forName: domainName))
     }
 
-    /// Replaces the volatile domain `domainName` (kept in memory, for this handle). Of them only
-    /// the argument domain (read before the suite) and the registration domain (the registered
-    /// defaults, read last) are in the search list. A value that is not a property-list value is
-    /// reported (`unsupportedValue`) and nothing is changed.
+    /// Merges `domain` into the volatile domain `domainName` (kept in memory, for this handle),
+    /// its values replacing those of the same keys, as Foundation does: `removeVolatileDomain`
+    /// first to replace the whole domain. Of them only the argument domain (read before the suite)
+    /// and the registration domain (the registered defaults, read last) are in the search list. A
+    /// value that is not a property-list value is reported (`unsupportedValue`) and nothing is
+    /// changed.
     public func setVolatileDomain(_ domain: [String: Any], forName domainName: String) {
         guard let converted = convertedDomain(domain) else { return }
-        replaceVolatile(converted, forName: domainName)
+        replaceVolatile(volatileValues(forName: domainName).merging(converted) { _, new in new }, forName: domainName)
     }
 
     /// Removes the volatile domain `domainName`.
