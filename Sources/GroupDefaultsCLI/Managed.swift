@@ -16,8 +16,8 @@ extension GroupDefaultsCommand {
                 $GROUPDEFAULTS_MANAGED_DIR). Programs read the managed value whatever the suite holds, and \
                 `objectIsForced(forKey:)` is true for it; a write is stored but shadowed (`write` warns). \
                 A file that does not parse, is writable by others than its owner, or holds a key or value \
-                a suite cannot store is ignored whole: listed here with the reason. Prints one line per \
-                forced key: SUITE KEY VALUE (FILE).
+                a suite cannot store is ignored whole (and the log says so). Prints one line per forced \
+                key, SUITE KEY VALUE (FILE), and one per ignored file, SUITE ignored: FILE: REASON.
 
                 Example: groupdefaults managed group.com.example.chat
                 """
@@ -46,7 +46,11 @@ extension GroupDefaultsCommand {
                         }
                     }
                     for ignored in report.ignoredFiles {
-                        groupdefaults.printError("warning: \(ignored.file) is ignored: \(ignored.reason)")
+                        if json {
+                            output(Watch.oneLineJSON(.dictionary(["suite": .string(name), "file": .string(ignored.file), "ignored": .string(ignored.reason)])))
+                        } else {
+                            output("\(printable(name)) ignored: \(printable(ignored.file)): \(printable(ignored.reason))")
+                        }
                     }
                 }
             }

@@ -9,7 +9,7 @@ import TestSupport
 /// every step.
 ///
 /// Mapped or left out, each a row of the table of docs/guide/differences-from-userdefaults.md: a
-/// suite is not added twice (Foundation on Linux lists it twice, and removes one); Foundation is
+/// suite is not added again while added (Foundation on Linux lists it twice); Foundation is
 /// made to synchronize after each change of an added suite (its `standard` reads the old values
 /// until then); Foundation on
 /// Linux reads the global domain from the domain `kCFPreferencesAnyApplication` (a suite named
@@ -23,8 +23,9 @@ struct SearchDifferential {
     var base: Differential
     let foundationSuites: [UserDefaults]
     let ourSuites: [SharedDefaults]
-    /// The suites added and not removed since: one is not added again (Foundation on Linux would
-    /// list it twice, and its `removeSuite(named:)` then misses one of them: a stated difference).
+    /// The suites added and not removed since: one is not added again (Foundation on Linux then
+    /// lists it twice, and reads after a `removeSuite(named:)` do not always follow its list: a
+    /// stated difference).
     var added: Set<Int> = []
 
     init(directory: URL, seed: UInt64) throws {
@@ -171,5 +172,63 @@ struct SearchDifferential {
             say("difference: \(stepsWithDifferences - Differential.printedSteps) more steps with new differences")
         }
         say("done \(count)")
+    }
+}
+
+extension SearchDifferential {
+    /// Prints, for each row of the search list in the differences table, what Foundation and
+    /// SharedDefaults answer (the test compares the lines).
+    static func statedDifferences(directory: URL) {
+        var configuration = SharedDefaults.Configuration()
+        configuration.managedDirectory = nil
+        configuration.arguments = []
+        func shared(_ name: String) -> SharedDefaults {
+            do { return try SharedDefaults(suiteName: name, directory: directory, configuration: configuration) } catch { fail("\(error)") }
+        }
+        let standard = UserDefaults.standard
+        let app = shared("app")
+        func show(_ value: Any?) -> String { value.map { "\($0)" } ?? "nil" }
+
+        // The global domain's name.
+        UserDefaults(suiteName: UserDefaults.globalDomain)!.set("g", forKey: "global")
+        shared(SharedDefaults.globalDomain).set("g", forKey: "global")
+        say("global domain by name: foundation \(show(standard.string(forKey: "global"))), shared \(show(app.string(forKey: "global")))")
+
+        // addSuite(named:) of a suite's own instance.
+        UserDefaults(suiteName: "stated.added")!.set("a", forKey: "added")
+        shared("stated.added").set("a", forKey: "added")
+        let suiteInstance = UserDefaults(suiteName: "stated.app")!
+        suiteInstance.addSuite(named: "stated.added")
+        app.addSuite(named: "stated.added")
+        say("addSuite of a suite: foundation \(show(suiteInstance.string(forKey: "added"))), shared \(show(app.string(forKey: "added")))")
+
+        // Added again while added: moved to the top, and one removal removes it.
+        UserDefaults(suiteName: "stated.other")!.set("o", forKey: "added")
+        shared("stated.other").set("o", forKey: "added")
+        app.addSuite(named: "stated.other")
+        app.addSuite(named: "stated.added")
+        let first = show(app.string(forKey: "added"))
+        app.addSuite(named: "stated.other")
+        let moved = show(app.string(forKey: "added"))
+        app.removeSuite(named: "stated.other")
+        say("added again: shared \(first), then \(moved), removed once \(show(app.string(forKey: "added")))")
+        app.removeSuite(named: "stated.added")
+
+        // A change of an added suite through another instance.
+        standard.addSuite(named: "stated.added")
+        app.addSuite(named: "stated.added")
+        _ = standard.string(forKey: "added")
+        UserDefaults(suiteName: "stated.added")!.set("b", forKey: "added")
+        shared("stated.added").set("b", forKey: "added")
+        let before = show(standard.string(forKey: "added"))
+        standard.synchronize()
+        say("added suite changed elsewhere: foundation \(before), after synchronize \(show(standard.string(forKey: "added"))), shared \(show(app.string(forKey: "added")))")
+
+        // The registration domain as a volatile domain.
+        standard.setVolatileDomain(["registered": 1], forName: UserDefaults.registrationDomain)
+        app.setVolatileDomain(["registered": 1], forName: SharedDefaults.registrationDomain)
+        say(
+            "registration domain set: foundation \(standard.integer(forKey: "registered")) \(standard.volatileDomainNames.sorted()), shared \(app.integer(forKey: "registered")) \(app.volatileDomainNames.sorted())"
+        )
     }
 }

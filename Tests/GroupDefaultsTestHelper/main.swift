@@ -321,6 +321,9 @@ do {
         var differential = try SearchDifferential(directory: directory, seed: UInt64(rest[0]) ?? 1)
         differential.run(count: Int(rest[1]) ?? 1000)
 
+    case "differential-stated-search":  // differential-stated-search: the documented differences of the search list
+        SearchDifferential.statedDifferences(directory: directory)
+
     case "differential-stated":  // differential-stated: the documented differences that need Foundation's persistent domain
         guard let foundation = UserDefaults(suiteName: Differential.suite) else { fail("no UserDefaults") }
         let shared = try SharedDefaults(suiteName: "stated", directory: directory)

@@ -196,6 +196,28 @@ struct FoundationDifferentialTests {
         }
     }
 
+    @Test("the rows of the search list in the differences table (docs/guide) hold, on both sides, as they say")
+    func statedDifferencesOfTheSearchList() async throws {
+        try await withTemporaryDirectory { directory in
+            let home = directory.appendingPathComponent("home").path
+            var environment = Self.environment
+            environment["HOME"] = home
+            environment["XDG_CONFIG_HOME"] = home + "/.config"
+            let result = try await HelperProcess("differential-stated-search", directory: directory, suite: "unused", environment: environment).finish()
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(
+                result.stdout.split(separator: "\n") == [
+                    "global domain by name: foundation nil, shared g",
+                    "addSuite of a suite: foundation nil, shared a",
+                    "added again: shared a, then o, removed once a",
+                    "added suite changed elsewhere: foundation a, after synchronize b, shared b",
+                    #"registration domain set: foundation 0 ["NSArgumentDomain", "NSRegistrationDomain"], shared 1 ["NSArgumentDomain", "NSRegistrationDomain"]"#,
+                ],
+                "\(result.stdout)"
+            )
+        }
+    }
+
     /// What the scalar getters answer for key `k`.
     struct Answers {
         var integer: Int, double: Double, float: Float, bool: Bool, string: String?

@@ -198,7 +198,7 @@ final class ManagedSettings: Sendable {
     private func load(_ file: String, _ identity: FileIdentity?) -> (entries: [ExactName: Entry], problem: String?) {
         guard let identity else { return ([:], nil) }
         func ignored(_ reason: String) -> ([ExactName: Entry], String?) {
-            Self.logger.error("GroupDefaults: managed settings file \(file) ignored: \(reason)")
+            Self.logger.error("managed settings file \(file) ignored: \(reason)")
             return ([:], reason)
         }
         guard identity.isRegularFile else { return ignored("not a regular file") }

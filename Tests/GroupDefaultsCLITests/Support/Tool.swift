@@ -22,12 +22,16 @@ struct Sandbox {
     /// The data file of a suite in `suites/`.
     func suitePath(_ suite: String) -> String { suites.appendingPathComponent(suite + ".lmdb").path }
 
-    /// The child's environment: ours, with `$GROUPDEFAULTS_DIR` set to `suites/`, no
-    /// `$XDG_DATA_HOME`, and `$HOME` inside the sandbox (so that a tool that ignored the variable
-    /// could not touch the real home).
+    /// Where the sandbox's managed settings files go (`$GROUPDEFAULTS_MANAGED_DIR`).
+    var managed: URL { root.appendingPathComponent("managed", isDirectory: true) }
+
+    /// The child's environment: ours, with `$GROUPDEFAULTS_DIR` set to `suites/`,
+    /// `$GROUPDEFAULTS_MANAGED_DIR` to `managed/`, no `$XDG_DATA_HOME`, and `$HOME` inside the
+    /// sandbox (so that a tool that ignored the variable could not touch the real home).
     var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
         environment["GROUPDEFAULTS_DIR"] = suites.path
+        environment["GROUPDEFAULTS_MANAGED_DIR"] = managed.path
         environment["XDG_DATA_HOME"] = nil
         environment["HOME"] = root.appendingPathComponent("home").path
         return environment
