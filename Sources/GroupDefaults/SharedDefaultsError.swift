@@ -67,6 +67,10 @@ public struct SharedDefaultsError: Error, Sendable, CustomStringConvertible {
         /// but reads give the managed value (`objectIsForced(forKey:)`). Reported by the setters in
         /// `lastError`; not an error of the write itself.
         public static let managedKey = Code("managedKey")
+        /// On a member's device, the suite's owner pinned the key: a write to it was stored, but
+        /// sync does not push it and puts the owner's value back (`pinnedKeys`). Reported by the
+        /// setters in `lastError`.
+        public static let pinnedKey = Code("pinnedKey")
         /// Any other failure of the file system or of LMDB.
         public static let storageFailure = Code("storageFailure")
     }

@@ -636,6 +636,9 @@ enum MetaKey {
     /// The keys declared `sync: .local` (`SharedDefaults.SyncScope`), UTF-8, one per line: local-only
     /// like `syncExclude`'s patterns, which `configure --exclude` replaces without touching these.
     nonisolated(unsafe) static let syncDeclaredLocal = UnsafeRawBufferPointer(staticString: "sync.local-keys")
+    /// On a member's device, the keys the suite's owner pinned (`SharedDefaults.pinnedKeys`): a JSON
+    /// array of the key names, written by the sync engine.
+    nonisolated(unsafe) static let syncPinned = UnsafeRawBufferPointer(staticString: "sync.pinned")
     /// How many pulled entries were not applied because their key is local-only, u64 little-endian.
     nonisolated(unsafe) static let syncIgnored = UnsafeRawBufferPointer(staticString: "sync.ignored")
     /// The last time the suite was put back to its durability point after a reboot: when (u64

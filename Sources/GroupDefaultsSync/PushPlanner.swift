@@ -234,7 +234,8 @@ struct PushPlanner {
     /// The answer to a push of `pushed` (names and stamps, in the ops' order): the changes it
     /// settled (applied, or superseded by a newer write, whose `winners` the engine applies), and
     /// those the server refused on their own (a value too large, an HLC from a wrong clock) are set
-    /// aside until their key changes again (`takeNewlySetAside()`).
+    /// aside until their key changes again (`takeNewlySetAside()`); those refused for a pinned key
+    /// are settled (the engine takes the owner's value back: `SyncEngine.settlePinned`).
     mutating func settle(
         _ response: PushResponse,
         pushed: [(key: String, stamp: Stamp)],
@@ -243,7 +244,8 @@ struct PushPlanner {
         answered += 1
         var settled: [(key: String, stamp: Stamp)] = []
         for (result, change) in zip(response.results, pushed) {
-            guard result.status == .refused else {
+            // A pinned key's op is settled: the engine puts the owner's value back (`settlePinned`).
+            guard result.status == .refused, result.error != .pinnedKey else {
                 settled.append(change)
                 continue
             }

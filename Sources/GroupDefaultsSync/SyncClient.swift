@@ -234,6 +234,16 @@ public struct SyncClient: Sendable {
         try await send(.GET, path: "members", query: [], as: MemberList.self)
     }
 
+    /// `GET pins`: the keys pinned for the suite's members (key ids in an encrypted suite).
+    public func pinnedKeys() async throws(SyncError) -> PinnedKeys {
+        try await send(.GET, path: "pins", query: [], as: PinnedKeys.self)
+    }
+
+    /// `POST pins`: pins and unpins keys (the owner or an admin); the pinned keys after it.
+    public func changePins(_ change: PinChange) async throws(SyncError) -> PinnedKeys {
+        try await send(.POST, path: "pins", query: [], body: try Self.encode(change), as: PinnedKeys.self)
+    }
+
     /// `DELETE members/{account}`: removes `account` from this suite (or, for the token's own
     /// account, leaves it).
     public func removeMember(_ account: String) async throws(SyncError) -> MemberRemoved {

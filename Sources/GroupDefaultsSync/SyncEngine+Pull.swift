@@ -10,6 +10,7 @@ extension SyncEngine {
         await turns.enter(.pull)
         defer { turns.leave(.pull) }
         if keyring.needsSharedEpochs { _ = try await adoptSharedEpochs() }
+        try await refreshPins()
         let state = try local { try defaults.syncState() }
         guard let cursor = state.cursor else {
             let report = try await join()

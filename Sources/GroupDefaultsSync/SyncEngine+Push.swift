@@ -134,7 +134,8 @@ extension SyncEngine {
         // journal).
         let (settled, winners) = planner.settle(response, pushed: pushed, now: .now)
         defaults.journal(planner.takeNewlySetAside(), suite: client.suite, logger: logger)
-        var report = SyncReport()
+        let pinned = zip(response.results, pushed).filter { $0.0.status == .refused && $0.0.error == .pinnedKey }
+        var report = try settlePinned(pinned.map { (name: $0.1.key, winner: $0.0.winner) })
         if !winners.isEmpty {
             do {
                 report.add(try apply(winners, cursor: nil))

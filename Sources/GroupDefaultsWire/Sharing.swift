@@ -276,15 +276,69 @@ public struct MemberList: Codable, Sendable, Hashable {
     public var you: SuiteRole
     /// The owner first, then the members by account.
     public var members: [Member]
+    /// The keys pinned for the members (`PinnedKeys.keys`); nil from a server that has no pins.
+    public var pinned: [String]?
 
     /// A list as described.
-    public init(owner: String, suite: String, account: String, you: SuiteRole, members: [Member]) {
+    public init(owner: String, suite: String, account: String, you: SuiteRole, members: [Member], pinned: [String]? = nil) {
         self.owner = owner
         self.suite = suite
         self.account = account
         self.you = you
         self.members = members
+        self.pinned = pinned
     }
+}
+
+/// `POST /v1/suites/{suite}/pins`: keys the owner or an admin pins for the members, or unpins.
+///
+/// A pinned key is the owner's to set: the server refuses every member's write of it (per op,
+/// `pinned_key`), and members' devices report it as forced. A key that holds no value yet may be
+/// pinned (its future values are the owner's). In an end-to-end encrypted suite the keys are key
+/// ids (the server never learns a key's name).
+public struct PinChange: Codable, Sendable, Hashable {
+    /// Keys to pin.
+    public var pin: [String]
+    /// Keys to unpin (a key both pinned and unpinned here ends unpinned).
+    public var unpin: [String]
+    /// In an end-to-end encrypted suite, each pinned key id's name, sealed with the suite's key
+    /// (as a deletion of the key stamped 0 by origin 0): members' devices open it to learn which
+    /// key is pinned; the server cannot.
+    public var names: [String: SealedPayload]?
+
+    /// A change as described.
+    public init(pin: [String] = [], unpin: [String] = [], names: [String: SealedPayload]? = nil) {
+        self.pin = pin
+        self.unpin = unpin
+        self.names = names
+    }
+
+    /// The most keys one change may name.
+    public static let maximumKeys = 1000
+}
+
+/// `GET /v1/suites/{suite}/pins` and `POST`'s answer: the suite's pinned keys, in byte order.
+public struct PinnedKeys: Codable, Sendable, Hashable {
+    /// The account that owns the suite.
+    public var owner: String
+    /// The suite, as its owner names it.
+    public var suite: String
+    /// The pinned keys (key ids in an end-to-end encrypted suite).
+    public var keys: [String]
+    /// In an end-to-end encrypted suite, the sealed name of each key id the pinning device gave one
+    /// (`PinChange.names`).
+    public var names: [String: SealedPayload]?
+
+    /// A list as described.
+    public init(owner: String, suite: String, keys: [String], names: [String: SealedPayload]? = nil) {
+        self.owner = owner
+        self.suite = suite
+        self.keys = keys
+        self.names = names
+    }
+
+    /// The most keys a suite may pin.
+    public static let maximumKeys = 1000
 }
 
 /// `DELETE /v1/suites/{suite}/members/{account}`'s answer: who was removed from which suite.

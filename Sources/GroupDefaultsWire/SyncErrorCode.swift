@@ -99,6 +99,9 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
     /// The account already shares the suite (its owner, or a member), or the change would leave
     /// a suite without its owner (409).
     public static let memberConflict = SyncErrorCode(rawValue: "member_conflict")
+    /// One op of a member's push wrote a key the suite's owner (or an admin) pinned: the owner's
+    /// value stands (per op, in a push's results; `PinnedKeys`).
+    public static let pinnedKey = SyncErrorCode(rawValue: "pinned_key")
     /// The token made more requests than the server allows; retry after `Retry-After` (429).
     public static let rateLimited = SyncErrorCode(rawValue: "rate_limited")
     /// The token already holds as many open event streams and waiting long-polls as the server
@@ -113,7 +116,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         .batchTooLarge, .invalidSuite, .keyTooLong, .valueTooLarge, .valueTooDeep, .quotaExceeded, .clockSkew,
         .idempotencyMismatch, .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .keyBagUnsigned, .keyAnchorMissing,
         .keyAnchorMismatch, .pairingNotFound, .pairingUsed,
-        .pairingExpired, .invitationNotFound, .invitationUsed, .invitationExpired, .notAMember, .insufficientRole, .memberConflict, .rateLimited,
+        .pairingExpired, .invitationNotFound, .invitationUsed, .invitationExpired, .notAMember, .insufficientRole, .memberConflict, .pinnedKey, .rateLimited,
         .tooManyStreams, .unavailable,
     ]
 
@@ -125,7 +128,7 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         switch self {
         case .malformed: 400
         case .unauthorized: 401
-        case .forbidden, .keyBagUnsigned, .insufficientRole, .notAMember: 403
+        case .forbidden, .keyBagUnsigned, .insufficientRole, .notAMember, .pinnedKey: 403
         case .notFound: 404
         case .methodNotAllowed: 405
         case .pairingNotFound, .invitationNotFound: 404

@@ -191,6 +191,10 @@ extension SyncCommand {
                         output("  device \(device.name.map(printable) ?? "(unnamed)") \(device.deviceID)  last seen \(device.lastSeen)")
                     }
                 }
+                if let pinned = list.pinned, !pinned.isEmpty {
+                    let names = try await engine.sharing.pinnedKeys()
+                    output("pinned for the members: " + names.map(printable).joined(separator: ", "))
+                }
                 if list.members.contains(where: holdsNoKeys) {
                     output(
                         """
@@ -200,6 +204,66 @@ extension SyncCommand {
                         """
                     )
                 }
+            }
+        }
+    }
+
+    struct Pin: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Pin keys for the suite's members: only the owner's devices change them.",
+            discussion: """
+                For the suite's owner and admin members. The server refuses every member's write of a \
+                pinned key (that change alone, code pinned_key); the member's device puts the owner's \
+                value back, keeps its own change in the conflict journal (`conflicts`), and its \
+                programs see the key as forced (objectIsForced). A key that holds no value yet may be \
+                pinned: its values to come are the owner's. In an end-to-end encrypted suite the \
+                server is given each key's id, never its name. Prints the pinned keys.
+
+                Example: groupdefaults-sync pin family quietHours serverURL
+                """
+        )
+
+        @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
+        @Argument(help: "The suite name.") var suite: String
+        @Argument(help: "The keys to pin.") var keys: [String]
+
+        func validate() throws {
+            if keys.isEmpty { throw ValidationError("name at least one key to pin") }
+        }
+
+        func run() async throws {
+            try await withConfiguredEngine(options, server, suite) { _, engine in
+                let pinned = try await engine.sharing.changePins(pin: keys, unpin: [])
+                output("pinned for the members: " + pinned.map(printable).joined(separator: ", "))
+            }
+        }
+    }
+
+    struct Unpin: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Unpin keys: the suite's members may change them again.",
+            discussion: """
+                For the suite's owner and admin members; others are refused (insufficient_role). \
+                Prints the keys still pinned.
+
+                Example: groupdefaults-sync unpin family quietHours
+                """
+        )
+
+        @OptionGroup var options: SuiteOptions
+        @OptionGroup var server: ServerOptions
+        @Argument(help: "The suite name.") var suite: String
+        @Argument(help: "The keys to unpin.") var keys: [String]
+
+        func validate() throws {
+            if keys.isEmpty { throw ValidationError("name at least one key to unpin") }
+        }
+
+        func run() async throws {
+            try await withConfiguredEngine(options, server, suite) { _, engine in
+                let pinned = try await engine.sharing.changePins(pin: [], unpin: keys)
+                output(pinned.isEmpty ? "no key is pinned" : "pinned for the members: " + pinned.map(printable).joined(separator: ", "))
             }
         }
     }

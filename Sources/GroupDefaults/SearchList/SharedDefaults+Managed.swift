@@ -15,8 +15,12 @@ extension SharedDefaults {
     /// `$GROUPDEFAULTS_MANAGED_DIR`). A file that does not parse, is writable by others than its
     /// owner, or holds a key or value the suite could not store is ignored whole, with one line in
     /// the log.
+    ///
+    /// On a member's device of a suite shared between accounts, a key the suite's owner pinned
+    /// (`pinnedKeys`) is forced too: the owner's value stands, and a write of it is stored here but
+    /// not pushed; sync puts the owner's value back and keeps the write in the conflict journal.
     public func objectIsForced(forKey key: String) -> Bool {
-        searchList.managedEntry(forKey: key.exact) != nil
+        searchList.managedEntry(forKey: key.exact) != nil || isPinned(key)
     }
 
     /// `objectIsForced(forKey:)` for a typed key.
@@ -48,9 +52,20 @@ extension SharedDefaults {
         return names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
     }
 
-    /// After a write of `key` through a setter: says so if the key is managed.
+    /// After a write of `key` through a setter: says so if the key is managed, or pinned.
     func reportShadowedWrite(ofKey key: String) {
-        guard let managed = searchList.managedEntry(forKey: key.exact) else { return }
+        guard let managed = searchList.managedEntry(forKey: key.exact) else {
+            if isPinned(key) {
+                report(
+                    store.error(
+                        .pinnedKey,
+                        key: key,
+                        "the suite's owner pinned the key: the value was stored here, but sync does not push it, puts the owner's value back and keeps this one in the conflict journal"
+                    )
+                )
+            }
+            return
+        }
         report(
             store.error(
                 .managedKey,

@@ -228,7 +228,7 @@ extension SharedDefaults {
             for key in [
                 MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncKeyFile, MetaKey.syncShare, MetaKey.syncCursor,
                 MetaKey.syncInFlight,
-                MetaKey.syncNote, MetaKey.syncConfiguredAt, MetaKey.syncExclude, MetaKey.syncIgnored, MetaKey.syncIncarnation,
+                MetaKey.syncNote, MetaKey.syncConfiguredAt, MetaKey.syncExclude, MetaKey.syncIgnored, MetaKey.syncIncarnation, MetaKey.syncPinned,
                 MetaKey.syncAccountIncarnation,
             ] {
                 try tx.setSyncText(nil, for: key)
@@ -514,8 +514,15 @@ extension SharedDefaults {
                 if try tx.keepRefusedOnce(record) { result.refused.append(record) }
             }
             if let latest = accepted.map(\.hlc).max() { try tx.receive(latest) }
+            let pinned = try tx.pinnedKeys()
             for entry in accepted {
-                switch try tx.applyRemote(key: entry.key, value: entry.value, stamp: entry.stamp, joining: policy.joiningRule) {
+                switch try tx.applyRemote(
+                    key: entry.key,
+                    value: entry.value,
+                    stamp: entry.stamp,
+                    joining: policy.joiningRule,
+                    serverWins: pinned.contains(entry.key.exact)
+                ) {
                 case .applied(let replaced, let byOlder):
                     result.applied.append(entry.key)
                     if replaced {

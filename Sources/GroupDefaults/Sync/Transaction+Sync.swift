@@ -32,7 +32,10 @@ extension SharedDefaults.Transaction {
     /// pending (a change that had not reached the server, whose winner came from elsewhere) or
     /// when only the joining rule made it lose; unless it said the same as the winner. The
     /// whole batch's latest HLC must have been received first (`receive`).
-    func applyRemote(key: String, value: PropertyListValue?, stamp remote: Stamp, joining rule: JoiningRule?) throws -> RemoteOutcome {
+    ///
+    /// With `serverWins` (a key the suite's owner pinned, on a member's device) the entry replaces
+    /// what the store holds whatever the stamps, as the joining rule's does.
+    func applyRemote(key: String, value: PropertyListValue?, stamp remote: Stamp, joining rule: JoiningRule?, serverWins: Bool = false) throws -> RemoteOutcome {
         try checkUsable()
         try store.validate(key: key)
         precondition(clock != nil, "applyRemote before receive")
@@ -41,7 +44,9 @@ extension SharedDefaults.Transaction {
             try withKeyBytes(key) { k in
                 let held = try heldRecord(k)
                 var joinOverrides = false
-                if let held, let rule, rule.serverWins(over: held.stamp, remote: remote) {
+                if let held, serverWins, held.stamp != remote {
+                    joinOverrides = true
+                } else if let held, let rule, rule.serverWins(over: held.stamp, remote: remote) {
                     joinOverrides = true
                 } else if let held, held.stamp >= remote {
                     return held.stamp > remote && !held.pending ? .stale : .superseded

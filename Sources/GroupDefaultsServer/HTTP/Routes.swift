@@ -47,6 +47,8 @@ package func buildRouter(storage: any ServerStorage, configuration: ServerConfig
     token.put("suites/{suite}/invitations/{invitation}/keys") { request, context in try await sharing.handOverKeys(request, context) }
     token.get("suites/{suite}/members") { request, context in try await sharing.members(request, context) }
     token.delete("suites/{suite}/members/{account}") { request, context in try await sharing.remove(request, context) }
+    token.get("suites/{suite}/pins") { request, context in try await sharing.pins(request, context) }
+    token.post("suites/{suite}/pins") { request, context in try await sharing.changePins(request, context) }
     token.get("invitations/{invitation}") { request, context in try await sharing.describe(request, context) }
     token.post("invitations/{invitation}/accept") { request, context in try await sharing.accept(request, context) }
     token.post("pairings") { request, context in try await pairings.create(request, context) }

@@ -182,8 +182,9 @@ struct SharingRoutes: Sendable {
                 MemberList.Member(account: account, role: role, added: added.flatMap(TypedJSONDate.format), devices: devices, admission: admission)
             )
         }
+        let pinned = try await storage.pinnedKeys(owner: access.owner, suite: access.suite).map(\.key)
         return try JSONBody.response(
-            MemberList(owner: access.owner, suite: access.suite, account: access.token.account, you: access.role, members: list)
+            MemberList(owner: access.owner, suite: access.suite, account: access.token.account, you: access.role, members: list, pinned: pinned)
         )
     }
 
@@ -218,6 +219,37 @@ struct SharingRoutes: Sendable {
         // A member whose device held an encrypted suite's keys: the owner's devices rotate next.
         let due = member?.admission == nil ? nil : try await storage.rotationDue(owner: access.owner, suite: access.suite)
         return try JSONBody.response(MemberRemoved(owner: access.owner, suite: access.suite, account: target, rotationDue: due))
+    }
+
+    /// `GET /v1/suites/{suite}/pins`: the suite's pinned keys (`PinRule`), for any member.
+    func pins(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let access = try await SuiteAccess.check(request, context, need: .read, sharing: storage)
+        let pins = try await storage.pinnedKeys(owner: access.owner, suite: access.suite)
+        return try JSONBody.response(StoredPin.list(pins, owner: access.owner, suite: access.suite))
+    }
+
+    /// `POST /v1/suites/{suite}/pins`: the owner or an admin pins and unpins keys (`PinChange`); a
+    /// member without the role is refused (403 `insufficient_role`). Each key changed is audited.
+    func changePins(_ request: Request, _ context: TokenRequestContext) async throws -> Response {
+        let access = try await SuiteAccess.check(request, context, need: .share, sharing: storage)
+        let body = try await JSONBody.decode(PinChange.self, from: request, limit: 256 * 1024)
+        guard access.role.mayAdminister else {
+            throw APIError(
+                .insufficientRole,
+                "only the owner and admins of \(access.owner)'s suite '\(access.suite)' pin or unpin its keys; this account is a \(access.role.rawValue) member"
+            )
+        }
+        try PinRule.check(body)
+        let before = Set(try await storage.pinnedKeys(owner: access.owner, suite: access.suite).map(\.key.exact))
+        let pins = try await storage.changePins(owner: access.owner, suite: access.suite, body)
+        let after = Set(pins.map(\.key.exact))
+        for key in after.subtracting(before).sorted() {
+            try await audit(.keyPin, context, account: access.owner, target: "key \(key.text) of suite \(access.suite)")
+        }
+        for key in before.subtracting(after).sorted() {
+            try await audit(.keyUnpin, context, account: access.owner, target: "key \(key.text) of suite \(access.suite)")
+        }
+        return try JSONBody.response(StoredPin.list(pins, owner: access.owner, suite: access.suite))
     }
 
     /// Whether the suite is end-to-end encrypted: it has key bags (an anchor), or a sealed entry.

@@ -24,6 +24,9 @@ package struct AuditRecord: Sendable, Hashable, Codable {
         case invitationRevoke = "invitation-revoke"
         case memberAdd = "member-add"
         case memberRemove = "member-remove"
+        /// A key of a shared suite pinned for its members, or unpinned (`PinRule`).
+        case keyPin = "key-pin"
+        case keyUnpin = "key-unpin"
     }
 
     package var time: Date

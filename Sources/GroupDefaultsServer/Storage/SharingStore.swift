@@ -46,6 +46,12 @@ package protocol SharingStore: Sendable {
     /// The key rotation due in `owner`'s `suite` since a member holding its keys was removed; nil
     /// when none is. `KeyBagStore.putKeyBag` ends it (`KeyRotationDue.isEnded(by:epoch:)`).
     func rotationDue(owner: String, suite: String) async throws -> KeyRotationDue?
+    /// The keys pinned in `owner`'s `suite` (`PinChange`), in byte order.
+    func pinnedKeys(owner: String, suite: String) async throws -> [StoredPin]
+    /// Pins `change.pin` (with their sealed names) and then unpins `change.unpin` in `owner`'s
+    /// `suite`, in one transaction; the pinned keys after it, in byte order. `quotaExceeded`
+    /// (nothing changed) past `PinnedKeys.maximumKeys`.
+    func changePins(owner: String, suite: String, _ change: PinChange) async throws -> [StoredPin]
 }
 
 extension SharingStore {

@@ -152,6 +152,25 @@ public struct SuiteSharing: Sendable {
         try await client.members()
     }
 
+    /// The keys pinned for the suite's members (`PinChange`), by name, in byte order (in an
+    /// end-to-end encrypted suite, their sealed names opened; a key id without one this device
+    /// opens shows as `id:` and the id).
+    public func pinnedKeys() async throws(SyncError) -> [String] {
+        await engine.pinNames(try await client.pinnedKeys()).named
+    }
+
+    /// Pins `pin` and unpins `unpin` for the suite's members (the owner or an admin; others are
+    /// refused with `insufficientRole`): members' writes of a pinned key are refused by the server
+    /// and their devices put the owner's value back. A key that holds no value yet may be pinned.
+    /// In an end-to-end encrypted suite the server is given each key's id and its name sealed with
+    /// the suite's key. Returns the pinned keys after the change (as `pinnedKeys()`).
+    public func changePins(pin: [String], unpin: [String]) async throws(SyncError) -> [String] {
+        let change = try await engine.sealedPinChange(pin: pin, unpin: unpin)
+        let after = try await client.changePins(change)
+        try await engine.refreshPins()
+        return await engine.pinNames(after).named
+    }
+
     /// Removes `account` from the suite: its devices' requests are refused from now on and their
     /// open event streams end. They keep the values they hold, which stop changing.
     ///

@@ -122,6 +122,10 @@ extension LMDBSyncStorage {
     ) throws -> PushResponse {
         let request = push.request
         if let authority = push.authority { try checkAuthority(txn, authority, owner: account, suite: suite, member: push.account) }
+        var push = push
+        if push.account != nil {
+            PinRule.refuse(&push, pinned: Set(try pins(txn, owner: account, suite: suite).map(\.key.exact)), owner: account, suite: suite)
+        }
         let suiteKey = LMDBKeys.suiteName(account: account, suite: suite)
         var record = try suiteRecord(txn, suiteKey) ?? SuiteRecord(id: try allocateSuiteID(txn))
 

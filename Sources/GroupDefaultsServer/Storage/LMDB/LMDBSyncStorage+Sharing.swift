@@ -7,7 +7,9 @@ package import GroupDefaultsWire
 // - `a/` + account + NUL + owner + NUL + suite → nothing: the suites shared with an account;
 // - `i/` + lookup → `StoredInvitation` JSON;
 // - `s/` + owner + NUL + suite + NUL + lookup → nothing: a suite's invitations;
-// - `r/` + owner + NUL + suite + NUL → `KeyRotationDue` JSON: a rotation due after a removal.
+// - `r/` + owner + NUL + suite + NUL → `KeyRotationDue` JSON: a rotation due after a removal;
+// - `p/` + owner + NUL + suite + NUL + key → the key's sealed name (`SealedPayload` JSON), or
+//   nothing: a suite's pinned keys, in byte order.
 extension LMDBSyncStorage: SharingStore {
     enum SharingKeys {
         static func suite(_ owner: String, _ suite: String) -> [UInt8] { Array(owner.utf8) + [0] + Array(suite.utf8) + [0] }
@@ -20,6 +22,7 @@ extension LMDBSyncStorage: SharingStore {
         static func invitation(_ lookup: String) -> [UInt8] { Array("i/".utf8) + Array(lookup.utf8) }
         static func invitations(_ owner: String, _ suite: String) -> [UInt8] { Array("s/".utf8) + Self.suite(owner, suite) }
         static func rotationDue(_ owner: String, _ suite: String) -> [UInt8] { Array("r/".utf8) + Self.suite(owner, suite) }
+        static func pins(_ owner: String, _ suite: String) -> [UInt8] { Array("p/".utf8) + Self.suite(owner, suite) }
     }
 
     /// One key, read in place on the calling thread: asked at every request of a member and at
@@ -201,9 +204,9 @@ extension LMDBSyncStorage: SharingStore {
             let due = KeyRotationDue.after(removing: member, epoch: epoch, existing: existing, now: now)
             if due != existing { try putRotationDue(txn, owner: owner, suite: suite, due) }
         }
-        // Its own suites' members, invitations and rotations due: every `m/`, `s/` and `r/` record
+        // Its own suites' members, invitations, rotations due and pins: every `m/`, `s/`, `r/` and `p/` record
         // under its name.
-        for kind in ["m/", "s/", "r/"] {
+        for kind in ["m/", "s/", "r/", "p/"] {
             let ownPrefix = Array(kind.utf8) + Array(account.utf8) + [0]
             try forEach(txn, prefix: ownPrefix) { key, value in
                 deletions.append(Array(key))
@@ -293,5 +296,36 @@ extension LMDBSyncStorage: SharingStore {
             try environment.writeTransaction(sync: true) { txn in result = try body(txn) }
             return result!
         }
+    }
+
+    // MARK: Pinned keys
+
+    package func pinnedKeys(owner: String, suite: String) async throws -> [StoredPin] {
+        try await read { txn in try Self.pins(txn, owner: owner, suite: suite) }
+    }
+
+    package func changePins(owner: String, suite: String, _ change: PinChange) async throws -> [StoredPin] {
+        try await write { txn in
+            let prefix = SharingKeys.pins(owner, suite)
+            for key in change.pin {
+                let name = try change.names?[key].map { Array(try JSONEncoder().encode($0)) } ?? []
+                try Self.put(txn, DB.sharing, prefix + Array(key.utf8), name)
+            }
+            for key in change.unpin { try Self.delete(txn, DB.sharing, prefix + Array(key.utf8)) }
+            let pins = try Self.pins(txn, owner: owner, suite: suite)
+            try PinRule.checkCount(pins.count)
+            return pins
+        }
+    }
+
+    /// The pins of `owner`'s `suite` in `txn`, in byte order.
+    static func pins(_ txn: LMDBTransaction, owner: String, suite: String) throws -> [StoredPin] {
+        let prefix = SharingKeys.pins(owner, suite)
+        var pins: [StoredPin] = []
+        try forEach(txn, prefix: prefix) { key, value in
+            let name = value.isEmpty ? nil : try? JSONDecoder().decode(SealedPayload.self, from: Data(value))
+            pins.append(StoredPin(key: String(decoding: key[prefix.count...], as: UTF8.self), name: name))
+        }
+        return pins
     }
 }

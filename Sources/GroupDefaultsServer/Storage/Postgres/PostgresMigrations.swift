@@ -273,6 +273,23 @@ package enum PostgresMigrations {
                 "CREATE TABLE account_incarnations (account text COLLATE \"C\" PRIMARY KEY, id text NOT NULL)"
             ]
         ),
+        // The keys a suite's owner or an admin pinned for the members (`PinRule`): one row per key
+        // (a key id in an end-to-end encrypted suite, with its name sealed), compared as bytes.
+        Migration(
+            version: 14,
+            name: "pinned keys",
+            statements: [
+                """
+                CREATE TABLE pinned_keys (
+                    owner text COLLATE "C" NOT NULL,
+                    suite text COLLATE "C" NOT NULL,
+                    key text COLLATE "C" NOT NULL,
+                    name json,
+                    PRIMARY KEY (owner, suite, key)
+                )
+                """
+            ]
+        ),
     ]
 
     /// The versions of every migration, in order (what a migrated database's `schema_migrations` lists).

@@ -142,6 +142,8 @@ private struct GroupWrite: Sendable {
         /// The pushes refused for their authority (`unauthorized`), by index; none when the write
         /// statement checks it (`GroupWriteStatement`).
         var unauthorized: [Int: SyncStorageError] = [:]
+        /// The group's keys the suite pins (`PinRule`), read when a member pushes.
+        var pinned: Set<ExactName> = []
     }
 
     /// What the group writes: the final entry of each key it changed, every version it made (each
@@ -274,6 +276,10 @@ private struct GroupWrite: Sendable {
             logger: logger
         )
         var found = Found()
+        if group.contains(where: { $0.push.account != nil }) {
+            let pinned = try await PostgresSyncStorage.pinnedKeys(connection, owner: account, suite: suite, among: keys.map(\.text), logger: logger)
+            found.pinned = Set(pinned.map(\.exact))
+        }
         for try await row in rows {
             switch row.0 {
             case 0:
@@ -324,9 +330,11 @@ private struct GroupWrite: Sendable {
             }
             var pushHeld: [ExactName: StoredEntry] = [:]
             for op in request.ops { if let entry = held[op.key.exact] { pushHeld[op.key.exact] = entry } }
+            var checked = push
+            PinRule.refuse(&checked, pinned: found.pinned, owner: account, suite: suite)
             do {
                 switch try PushStep.run(
-                    push,
+                    checked,
                     suite: suite,
                     held: pushHeld,
                     counters: output.counters,

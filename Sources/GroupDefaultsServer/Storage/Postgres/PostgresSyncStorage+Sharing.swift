@@ -270,6 +270,7 @@ extension PostgresSyncStorage: SharingStore {
         // A deleted member's devices still hold the keys it was handed: a rotation is due there.
         for member in removedFrom { try await markRotationDue(removing: member, on: connection, logger: logger) }
         try await connection.query("DELETE FROM rotations_due WHERE owner = \(account)", logger: logger)
+        try await connection.query("DELETE FROM pinned_keys WHERE owner = \(account)", logger: logger)
         let invitations = try await connection.query("DELETE FROM invitations WHERE owner = \(account) RETURNING 1", logger: logger)
         var found = !touched.isEmpty
         for try await _ in invitations { found = true }
@@ -340,6 +341,67 @@ extension PostgresSyncStorage: SharingStore {
         for try await text in try await client.query(query, logger: logger).decode(String.self) {
             found.append(try JSONDecoder().decode(T.self, from: Data(text.utf8)))
         }
+        return found
+    }
+
+    // MARK: Pinned keys
+
+    package func pinnedKeys(owner: String, suite: String) async throws -> [StoredPin] {
+        try await bounded("reading pinned keys") { storage in
+            let rows = try await storage.client.query(
+                "SELECT key, name::text FROM pinned_keys WHERE owner = \(owner) AND suite = \(suite) ORDER BY key",
+                logger: storage.logger
+            )
+            return try await Self.pins(rows)
+        }
+    }
+
+    package func changePins(owner: String, suite: String, _ change: PinChange) async throws -> [StoredPin] {
+        try await bounded("changing pinned keys") { storage in
+            try await storage.client.withTransaction(logger: storage.logger) { connection in
+                for key in change.pin {
+                    let name = try change.names?[key].map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+                    try await connection.query(
+                        """
+                        INSERT INTO pinned_keys (owner, suite, key, name) VALUES (\(owner), \(suite), \(key), \(name)::json)
+                        ON CONFLICT (owner, suite, key) DO UPDATE SET name = EXCLUDED.name
+                        """,
+                        logger: storage.logger
+                    )
+                }
+                if !change.unpin.isEmpty {
+                    try await connection.query(
+                        "DELETE FROM pinned_keys WHERE owner = \(owner) AND suite = \(suite) AND key = ANY(\(change.unpin))",
+                        logger: storage.logger
+                    )
+                }
+                let rows = try await connection.query(
+                    "SELECT key, name::text FROM pinned_keys WHERE owner = \(owner) AND suite = \(suite) ORDER BY key",
+                    logger: storage.logger
+                )
+                let pins = try await Self.pins(rows)
+                try PinRule.checkCount(pins.count)
+                return pins
+            }
+        }
+    }
+
+    private static func pins(_ rows: PostgresRowSequence) async throws -> [StoredPin] {
+        var pins: [StoredPin] = []
+        for try await (key, name) in rows.decode((String, String?).self) {
+            pins.append(StoredPin(key: key, name: name.flatMap { try? JSONDecoder().decode(SealedPayload.self, from: Data($0.utf8)) }))
+        }
+        return pins
+    }
+
+    /// The keys of `owner`'s `suite` among `keys` that are pinned, on `connection`.
+    static func pinnedKeys(_ connection: PostgresConnection, owner: String, suite: String, among keys: [String], logger: Logger) async throws -> [String] {
+        let rows = try await connection.query(
+            "SELECT key FROM pinned_keys WHERE owner = \(owner) AND suite = \(suite) AND key = ANY(\(keys))",
+            logger: logger
+        )
+        var found: [String] = []
+        for try await key in rows.decode(String.self) { found.append(key) }
         return found
     }
 }

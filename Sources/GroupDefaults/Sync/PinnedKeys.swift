@@ -1,0 +1,72 @@
+import Foundation
+internal import GroupDefaultsLMDB
+import GroupDefaultsWire
+
+// Pinned keys, on a member's device of a suite shared between accounts: the keys the suite's owner
+// (or an admin) pinned, whose values only the owner's devices change. The sync engine keeps the
+// list (`replacePinnedKeys`); the server refuses the member's writes of them, and the server's
+// entry of a pinned key wins over this device's whatever the stamps (`applyRemote`). Programs see
+// them as forced (`objectIsForced(forKey:)`), as managed settings.
+
+extension SharedDefaults {
+    /// The keys the suite's owner pinned for its members, when this device is a member's (empty on
+    /// the owner's devices, which change them as any key), in byte order.
+    public var pinnedKeys: [String] {
+        do {
+            return try read { tx in try tx.pinnedKeys().sorted().map(\.text) }
+        } catch {
+            report(error)
+            return []
+        }
+    }
+
+    /// Whether the suite's owner pinned `key` for its members (on a member's device).
+    func isPinned(_ key: String) -> Bool {
+        (try? read { tx in try tx.pinnedKeys().contains(key.exact) }) ?? false
+    }
+
+    /// Makes `keys` the suite's pinned keys (the sync engine, on a member's device), telling the
+    /// suite's observers, in every process, of each key whose pin changed and that holds a value
+    /// (a change of the key, with its value as it is).
+    package func replacePinnedKeys(_ keys: [String]) throws {
+        try write { tx in
+            let old = try tx.pinnedKeys()
+            let new = Set(keys.map(\.exact))
+            guard old != new else { return }
+            let text = String(decoding: try JSONEncoder().encode(new.sorted().map(\.text)), as: UTF8.self)
+            try tx.perform(key: nil) { try tx.setSyncText(new.isEmpty ? nil : text, for: MetaKey.syncPinned) }
+            for key in old.symmetricDifference(new).sorted() { try tx.announce(key.text) }
+        }
+    }
+
+    /// Adds `keys` to the pinned keys (a push's op refused as pinned, before the engine lists them).
+    package func addPinnedKeys(_ keys: [String]) throws {
+        let known = try read { tx in try tx.pinnedKeys() }
+        let added = Set(keys.map(\.exact)).subtracting(known)
+        guard !added.isEmpty else { return }
+        try replacePinnedKeys(known.union(added).map(\.text))
+    }
+}
+
+extension SharedDefaults.Transaction {
+    /// The pinned keys, by their bytes.
+    func pinnedKeys() throws -> Set<ExactName> {
+        guard let text = try perform(key: nil, { try syncText(MetaKey.syncPinned) }) else { return [] }
+        let names = (try? JSONDecoder().decode([String].self, from: Data(text.utf8))) ?? []
+        return Set(names.map(\.exact))
+    }
+
+    /// Logs a change of `key` with its value as it is (for observers: what the key means changed,
+    /// not its value); nothing for a key without a value.
+    func announce(_ key: String) throws {
+        try checkUsable()
+        _ = try beginChange()
+        try perform(key: key) {
+            try withKeyBytes(key) { k in
+                guard let raw = try txn.get(.values, k) else { return }
+                let record = try StoredRecord.decode(raw)
+                try appendLog(.set, key: key, storedRecord: raw, remoteOrigin: record.stamp.origin)
+            }
+        }
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+import GroupDefaults
+import GroupDefaultsSync
+import GroupDefaultsWire
+import TestSupport
+import Testing
+
+/// Pinned keys in shared suites, with the real tools and server on both backends, plain and
+/// end-to-end encrypted: the owner pins; a member's writes of a pinned key are refused by the
+/// server, its device puts the owner's value back and journals its own; members' devices see the
+/// key as forced; a member without the role cannot unpin; unpinned, the key is everyone's again.
+@Suite("Pinned keys", .timeLimit(.minutes(4)))
+struct PinnedKeysTests {
+    /// The promises, on a suite whose owner's devices are `owner` and `ownerTablet` and a write
+    /// member's device `member` (all synced), on the server whose storage options are `storage`.
+    static func checkPins(owner: ToolDevice, ownerTablet: ToolDevice, member: ToolDevice, storage: [String]) async throws {
+        owner.openSet("22:00-07:00", "quietHours")
+        try await expectOK(owner.sync("sync"))
+        let pinned = try await owner.sync("pin", ["quietHours", "serverURL"])
+        #expect(pinned.status == 0 && pinned.stdout == "pinned for the members: quietHours, serverURL\n", "\(pinned)")
+        try await expectOK(member.sync("sync"))
+        let memberDefaults = try member.open()
+        #expect(memberDefaults.objectIsForced(forKey: "quietHours") && memberDefaults.objectIsForced(forKey: "serverURL"))
+        #expect(!memberDefaults.objectIsForced(forKey: "doorbell"))
+        #expect(memberDefaults.pinnedKeys == ["quietHours", "serverURL"])
+        #expect(try !owner.open().objectIsForced(forKey: "quietHours"), "the owner's devices change pinned keys")
+
+        // The member writes both pinned keys (one the owner never set) and one that is not pinned.
+        memberDefaults.set("never", forKey: "quietHours")
+        #expect(memberDefaults.lastError?.code == .pinnedKey)
+        memberDefaults.set("https://evil.example", forKey: "serverURL")
+        memberDefaults.set("bell.caf", forKey: "doorbell")
+        try await expectOK(member.sync("sync"))
+        #expect(memberDefaults.string(forKey: "quietHours") == "22:00-07:00")
+        #expect(memberDefaults.object(forKey: "serverURL") == nil)
+        #expect(memberDefaults.string(forKey: "doorbell") == "bell.caf")
+        let journaled = try memberDefaults.conflicts().map(\.key)
+        #expect(journaled.contains("quietHours") && journaled.contains("serverURL"), "\(journaled)")
+        for device in [owner, ownerTablet] {
+            try await expectOK(device.sync("sync"))
+            let defaults = try device.open()
+            #expect(defaults.string(forKey: "quietHours") == "22:00-07:00" && defaults.object(forKey: "serverURL") == nil)
+            #expect(defaults.string(forKey: "doorbell") == "bell.caf")
+        }
+        // Nothing is left pending: the next sync pushes nothing and changes nothing.
+        try await expectOK(member.sync("sync"))
+        #expect(memberDefaults.string(forKey: "quietHours") == "22:00-07:00")
+
+        // A write member may not unpin: 403 with its code, one line.
+        let refused = try await member.sync("unpin", ["quietHours"])
+        #expect(refused.status == 1 && refused.stderr.split(separator: "\n").count == 1, "\(refused)")
+        #expect(refused.stderr.contains("only the owner and admins") && refused.stderr.contains("pin or unpin"), "\(refused)")
+
+        // The owner's later value reaches the member; unpinned, the member's write wins again.
+        owner.openSet("23:00-06:00", "quietHours")
+        try await expectOK(owner.sync("sync"))
+        try await expectOK(member.sync("sync"))
+        #expect(memberDefaults.string(forKey: "quietHours") == "23:00-06:00")
+        let unpinned = try await owner.sync("unpin", ["quietHours"])
+        #expect(unpinned.status == 0 && unpinned.stdout == "pinned for the members: serverURL\n", "\(unpinned)")
+        try await expectOK(member.sync("sync"))
+        #expect(!memberDefaults.objectIsForced(forKey: "quietHours") && memberDefaults.objectIsForced(forKey: "serverURL"))
+        memberDefaults.set("21:00-08:00", forKey: "quietHours")
+        try await expectOK(member.sync("sync"))
+        try await expectOK(owner.sync("sync"))
+        #expect(try owner.open().string(forKey: "quietHours") == "21:00-08:00")
+
+        let members = try await owner.sync("members")
+        #expect(members.stdout.contains("pinned for the members: serverURL"), "\(members.stdout)")
+        let audit = try await ServerTool.run(["audit", "--account", "alice"] + storage)
+        #expect(audit.stdout.contains("key-pin") && audit.stdout.contains("key-unpin"), "\(audit.stdout)")
+    }
+
+    @Test("a plain shared suite: pinned keys are the owner's, on both backends", arguments: StorageBackend.allCases)
+    func plain(backend: StorageBackend) async throws {
+        try await SharingTests.Family.with(backend) { family in
+            let joined = try await family.join(try await family.invite("write"))
+            #expect(joined.status == 0, "\(joined.stderr)")
+            try await expectOK(family.bobPhone.sync("sync"))
+            try await Self.checkPins(
+                owner: family.alicePhone,
+                ownerTablet: family.aliceTablet,
+                member: family.bobPhone,
+                storage: family.server.storage
+            )
+        }
+    }
+
+    @Test("an end-to-end encrypted shared suite: the server enforces pins by key id, on both backends", arguments: StorageBackend.allCases)
+    func encrypted(backend: StorageBackend) async throws {
+        try await EncryptedSharingTests.Family.with(backend) { family in
+            try await Self.checkPins(owner: family.alicePhone, ownerTablet: family.aliceTablet, member: family.bob, storage: family.server.storage)
+            // The server holds key ids, never the names.
+            let listed = try await family.server.client("family").pinnedKeys()
+            #expect(listed.keys.count == 1 && listed.keys[0] != "serverURL", "\(listed)")
+        }
+    }
+}
+
+extension ToolDevice {
+    /// Sets `key` to `value` in the device's suite.
+    func openSet(_ value: String, _ key: String) {
+        (try? open())?.set(value, forKey: key)
+    }
+}
