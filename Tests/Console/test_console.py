@@ -328,8 +328,9 @@ def test_revoke_device(server, page, tmp_path):
 
 
 def test_remove_member(server, page, tmp_path):
-    """An owner shares a suite with another account (the real tools); the operator sees the member
-    and its role on the suite's page and removes it; the member's next sync is refused."""
+    """An owner shares a suite with another account (the real tools) and pins keys; the operator
+    sees the member, its role and the pinned keys on the suite's page and removes the member; the
+    member's next sync is refused."""
     owner, member, suite = "fay", "hal", "family"
     phone = Device(server, tmp_path, "fay-phone", suite, server.token(owner, device="phone"))
     phone.write("doorbell", "ding.caf")
@@ -344,8 +345,12 @@ def test_remove_member(server, page, tmp_path):
     run([phone.sync_tool, "configure", "--invitation", code, "--server", server.url, "--token-file", laptop_token,
          "--as", "home", "--directory", laptop_dir])
     run([phone.sync_tool, "sync", "home", "--directory", laptop_dir])
+    # Keys pinned for the members are listed, as text (a name is escaped, never markup).
+    run([phone.sync_tool, "pin", suite, "--directory", phone.directory, "doorbell", "<b>loud</b>"])
 
     page.goto(server.url + suite_path(owner, suite))
+    expect(page.locator("#pinned code.pin")).to_have_text(["<b>loud</b>", "doorbell"])
+    assert page.locator("#pinned b").count() == 0
     row = page.locator(f"table#members tr[data-member={css_string(member)}]")
     expect(row.locator("td.role")).to_have_text("write")
     expect(page.locator("table#invitations td.state")).to_have_text("accepted")

@@ -16,10 +16,15 @@ struct PinnedKeysTests {
     static func checkPins(owner: ToolDevice, ownerTablet: ToolDevice, member: ToolDevice, storage: [String]) async throws {
         owner.openSet("22:00-07:00", "quietHours")
         try await expectOK(owner.sync("sync"))
+        try await expectOK(member.sync("sync"))
+        let memberDefaults = try member.open()
+        let feed = try memberDefaults.changeFeed(forKeys: ["quietHours"])
         let pinned = try await owner.sync("pin", ["quietHours", "serverURL"])
         #expect(pinned.status == 0 && pinned.stdout == "pinned for the members: quietHours, serverURL\n", "\(pinned)")
         try await expectOK(member.sync("sync"))
-        let memberDefaults = try member.open()
+        // Observers are told: the key's meaning changed (forced now), its value did not.
+        let told = try feed.next(timeout: .seconds(10))
+        #expect(told?.key == "quietHours" && told?.value == .string("22:00-07:00"), "\(String(describing: told))")
         #expect(memberDefaults.objectIsForced(forKey: "quietHours") && memberDefaults.objectIsForced(forKey: "serverURL"))
         #expect(!memberDefaults.objectIsForced(forKey: "doorbell"))
         #expect(memberDefaults.pinnedKeys == ["quietHours", "serverURL"])

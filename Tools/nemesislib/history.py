@@ -25,7 +25,7 @@ from .world import (
 WEIGHTS = {
     "write": 20, "delete": 6, "transaction": 3, "burst": 3,
     "sync": 14, "run": 3, "stop-run": 2,
-    "share": 5, "join-other": 3, "unshare": 3, "leave": 2, "rotate-key": 1,
+    "share": 5, "join-other": 3, "unshare": 3, "leave": 2, "rotate-key": 1, "pin": 2,
     "revoke-token": 2, "new-token": 2, "revoke-device": 1,
     "backup": 2, "restore": 3, "reset-suite": 1, "delete-account": 1,
     "kill-server": 2, "clock": 2, "interrupt": 8, "cut-network": 2, "power-cut": 2,
@@ -285,15 +285,19 @@ class History:
             if value is None:
                 return None  # nothing to delete: nothing written
             raise Failure(f"a local write failed: {result!r}")
-        return self.model.write(op, device.index, suite.id, key, value, start, end, self.standing(device, suite, force))
+        return self.model.write(op, device.index, suite.id, key, value, start, end, self.standing(device, suite, force, key))
 
-    def standing(self, device, suite, force=False):
+    def standing(self, device, suite, force=False, key=None):
         if force:
             return "certain"
         if suite.index not in device.local:
             return "outsider"  # a copy that no longer syncs
         role = self.role(device.account, suite)
         if role in ("owner", "write", "admin"):
+            if role != "owner" and key in suite.pinned:
+                return "outsider"  # docs/guide/sharing.md: a member's write of a pinned key never reaches the suite
+            if role != "owner" and key in suite.unsure_pins:
+                return "maybe"
             return "certain"
         return "outsider"
 
@@ -380,7 +384,7 @@ class History:
         if result.rc != 0:
             raise Failure(f"an import failed: {result!r}")
         for key, value in values.items():
-            self.model.write(self.op_index, device.index, suite.id, key, value["string"], start, end, self.standing(device, suite))
+            self.model.write(self.op_index, device.index, suite.id, key, value["string"], start, end, self.standing(device, suite, key=key))
 
     def op_burst(self, op):
         """Three processes write at once."""
@@ -400,7 +404,7 @@ class History:
                 raise Failure(f"a write beside others failed: {result!r}")
         end = device.clock_ms()
         for key, value, _ in processes:
-            self.model.write(self.op_index, device.index, suite.id, key, value, start, end, self.standing(device, suite))
+            self.model.write(self.op_index, device.index, suite.id, key, value, start, end, self.standing(device, suite, key=key))
 
     def op_sync(self, op):
         device, suite, _ = self.pick(op)
@@ -744,6 +748,42 @@ class History:
         if result is not None and result.rc == 0 and account in suite.members:
             raise Failure(f"unshare of {ascii(ACCOUNTS[account])} from {ascii(suite.name)} ended with 0, and the account is still listed")
 
+    def op_pin(self, op):
+        """The owner's device pins the operation's key for the suite's members, or unpins it if
+        pinned (docs/guide/sharing.md, "Pinned keys")."""
+        suite = self.suites[op["suite"]]
+        owner = self.owner_device(suite)
+        if owner is None:
+            raise Skip("no owner device")
+        key = op["key"]
+        verb = "unpin" if key in suite.pinned else "pin"
+        result = self.sync_tool(owner, verb, "--directory", owner.folder, owner.local[suite.index], key)
+        if result.rc != 0:
+            # Refused, or its answer lost: whether the key is pinned is not known until a pin of it
+            # succeeds again, and members' writes of it may or may not reach the suite.
+            self.log(f"  {verb} failed: {tail(result.err, 300)}")
+            suite.unsure_pins.add(key)
+            self.model.pin_changed(suite.id, key, self.member_devices(suite))
+            return
+        pinned = {name.strip() for name in result.out.split(":", 1)[-1].split(",")} if "pinned for" in result.out else set()
+        if key in pinned and verb == "unpin" or key not in pinned and verb == "pin":
+            raise Failure(f"{verb} {key!r} of {ascii(suite.name)} ended with 0, and the pinned keys are {sorted(pinned)}")
+        suite.unsure_pins.discard(key)
+        if verb == "pin":
+            suite.pinned.add(key)
+            self.audit_expected.append(("key-pin", ACCOUNTS[suite.owner]))
+        else:
+            suite.pinned.discard(key)
+            self.audit_expected.append(("key-unpin", ACCOUNTS[suite.owner]))
+        self.model.pin_changed(suite.id, key, self.member_devices(suite))
+
+    def member_devices(self, suite):
+        """The devices of the suite's write and admin members that sync a copy of it."""
+        return [
+            device.index for device in self.devices
+            if self.role(device.account, suite) in ("write", "admin") and suite.index in device.local
+        ]
+
     def epoch(self, suite):
         """The suite's newest key epoch, as the server's key bags say (None when the owner's
         device's token is refused: its `unshare` is refused too)."""
@@ -979,6 +1019,8 @@ class History:
         for suite in self.suites:
             if suite.owner == account:
                 suite.generation += 1
+                suite.pinned.clear()  # docs/guide/sharing.md: deleting the owner's account removes its pins
+                suite.unsure_pins.clear()
                 self.create_suite(suite)
 
     # The server.

@@ -15,7 +15,8 @@ Each write has a standing, from what happened to its device afterwards:
   it pending while `run` was running, a value held before joining, a restore or reset that lost
   what only the server held): it may win, it is never owed.
 - `outsider`: it was written where it must never reach the suite (a read member's write, a
-  removed member's, a revoked account's): seeing it in the suite is a broken promise.
+  removed member's, a revoked account's, a member's write of a key pinned for the members):
+  seeing it in the suite is a broken promise.
 """
 
 
@@ -68,6 +69,15 @@ class Model:
         for w in self.of(device, suite_id):
             if w.standing != "outsider" and w.pushed != "yes":
                 w.pushed = "yes" if surely else "maybe"
+
+    def pin_changed(self, suite_id, key, members):
+        """The key was pinned or unpinned (or may have been) for the members' devices `members`:
+        their writes of it not known to be pushed may or may not reach the suite now (a pin refuses
+        their push; an unpin lets a write kept while pinned through)."""
+        for w in self.writes:
+            if w.suite_id == suite_id and w.key == key and w.device in members and w.pushed != "yes":
+                if w.standing in ("certain", "outsider"):
+                    w.standing = "maybe"
 
     def lost_authority(self, device, suite_id):
         """The device can no longer push to the suite: what it had not pushed stays on it."""

@@ -402,6 +402,8 @@ class Suite:
         self.holds_keys = set()  # accounts whose devices got the keys (encrypted)
         self.removed = {}  # account -> when it was removed holding the keys (encrypted), ms
         self.removed_op = {}  # account -> the operation it was last removed in (or learnt to be)
+        self.pinned = set()  # keys pinned for the members, as the nemesis made them
+        self.unsure_pins = set()  # keys whose pin a refused or interrupted pin/unpin left unknown
 
     @property
     def id(self):

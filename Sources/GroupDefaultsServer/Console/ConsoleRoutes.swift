@@ -334,6 +334,7 @@ struct ConsoleRoutes: Sendable {
         } while after != nil
         let members = try await storage.members(owner: account, suite: suite)
         let invitations = try await storage.invitations(owner: account, suite: suite)
+        let pinned = try await storage.pinnedKeys(owner: account, suite: suite).map(\.key)
         // A suite nothing was ever written to, and nobody shares, is no suite of the account's (a
         // typed URL, another account's name).
         if head == 0, total == 0, members.isEmpty, invitations.isEmpty,
@@ -376,6 +377,8 @@ struct ConsoleRoutes: Sendable {
                     expires: TimeText(invitation.expires)
                 )
             },
+            pinned: pinned,
+            hasPins: !pinned.isEmpty,
             isShared: !members.isEmpty,
             hasInvitations: !invitations.isEmpty,
             message: Self.removalMessage(ConsoleQuery.value("done", in: request)),

@@ -250,6 +250,8 @@ package enum ConsoleTemplates {
         </table>
         </div>
         {{/isShared}}
+        {{#hasPins}}<p id="pinned">Pinned for the members (only the owner's devices change them):
+        {{#pinned}}<code class="pin">{{.}}</code> {{/pinned}}</p>{{/hasPins}}
         {{#hasInvitations}}
         <h3>Invitations</h3>
         <div class="scroll">

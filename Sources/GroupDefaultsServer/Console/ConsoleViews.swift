@@ -313,6 +313,9 @@ struct SuitePage {
     var accountHref: String
     var members: [Member]
     var invitations: [Invitation]
+    /// The keys pinned for the members (key ids in an end-to-end encrypted suite).
+    var pinned: [String]
+    var hasPins: Bool
     var isShared: Bool
     var hasInvitations: Bool
     /// What the last act on the page did (a removal), if the page follows one.
