@@ -92,15 +92,18 @@ extension SharedDefaults {
         }
         set {
             declareScope(of: key)
+            var pinned = false
             do {
-                if let encoded = try TypedValue.encode(newValue) {
-                    try write { try $0.set(encoded, forKey: key.name) }
-                } else {
-                    try write { try $0.removeValue(forKey: key.name) }
+                let encoded = try TypedValue.encode(newValue)
+                try write { tx in
+                    if let encoded { try tx.set(encoded, forKey: key.name) } else { try tx.removeValue(forKey: key.name) }
+                    pinned = try tx.isPinned(key.name)
                 }
             } catch {
                 report(error)
+                return
             }
+            reportShadowedWrite(ofKey: key.name, pinned: pinned)
         }
     }
 

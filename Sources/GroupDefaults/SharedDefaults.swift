@@ -212,13 +212,25 @@ public final class SharedDefaults: Sendable {
     /// Removes the value stored under `key`, so that it reads as its registered default, if any.
     /// Does not throw: a failure is logged and kept in `lastError`.
     public func removeObject(forKey key: String) {
-        attempt { try write(renewing: true) { try $0.removeValue(forKey: key) } }
-        reportShadowedWrite(ofKey: key)
+        var pinned = false
+        attempt {
+            try write(renewing: true) { tx in
+                try tx.removeValue(forKey: key)
+                pinned = try tx.isPinned(key)
+            }
+        }
+        reportShadowedWrite(ofKey: key, pinned: pinned)
     }
 
     private func setValue(_ value: PropertyListValue, forKey key: String) {
-        attempt { try write(renewing: true) { try $0.set(value, forKey: key) } }
-        reportShadowedWrite(ofKey: key)
+        var pinned = false
+        attempt {
+            try write(renewing: true) { tx in
+                try tx.set(value, forKey: key)
+                pinned = try tx.isPinned(key)
+            }
+        }
+        reportShadowedWrite(ofKey: key, pinned: pinned)
     }
 
     // MARK: UserDefaults vocabulary: reading

@@ -1,9 +1,9 @@
 import ArgumentParser
 import CommandLineSupport
 import Foundation
-import PropertyListFormats
 import GroupDefaults
 import GroupDefaultsWire
+import PropertyListFormats
 
 extension GroupDefaultsCommand {
     struct Managed: ParsableCommand {
@@ -47,7 +47,11 @@ extension GroupDefaultsCommand {
                     }
                     for ignored in report.ignoredFiles {
                         if json {
-                            output(Watch.oneLineJSON(.dictionary(["suite": .string(name), "file": .string(ignored.file), "ignored": .string(ignored.reason)])))
+                            output(
+                                Watch.oneLineJSON(
+                                    .dictionary(["suite": .string(name), "file": .string(ignored.file), "ignored": .string(ignored.reason)])
+                                )
+                            )
                         } else {
                             output("\(printable(name)) ignored: \(printable(ignored.file)): \(printable(ignored.reason))")
                         }

@@ -55,7 +55,9 @@ extension GroupDefaultsCommand.Read {
     /// One line on stderr for each managed key read (`key`, or every one): what programs read.
     static func noteManaged(_ defaults: SharedDefaults, key: String?) {
         for setting in defaults.managedSettings.settings where key.map({ setting.key.isSameName(as: $0) }) ?? true {
-            groupdefaults.printError("note: \(printable(setting.key)) is managed by \(setting.file): programs read \(ValueText.oneLine(setting.value))")
+            groupdefaults.printError(
+                "note: \(printable(setting.key)) is managed by \(setting.file): programs read \(ValueText.oneLine(setting.value))"
+            )
         }
     }
 }

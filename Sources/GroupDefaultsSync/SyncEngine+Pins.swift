@@ -15,7 +15,7 @@ extension SyncEngine {
         let pinned: PinnedKeys
         do {
             pinned = try await client.pinnedKeys()
-        } catch where error.code == .notFound || error.code == .methodNotAllowed {
+        } catch  where error.code == .notFound || error.code == .methodNotAllowed {
             return
         }
         let names = pinNames(pinned).keys

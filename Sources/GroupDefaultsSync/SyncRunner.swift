@@ -37,7 +37,7 @@ actor SyncRunner {
     /// Runs both loops until the task is cancelled.
     func run() async {
         // Watch from now, so that nothing committed during the first sync is missed.
-        let localChanges = defaults.changes()
+        let localChanges = defaults.suiteChanges()
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.pushLoop(localChanges) }
             group.addTask { await self.listenLoop() }

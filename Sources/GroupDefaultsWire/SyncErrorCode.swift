@@ -116,7 +116,8 @@ public struct SyncErrorCode: RawRepresentable, Hashable, Sendable, CustomStringC
         .batchTooLarge, .invalidSuite, .keyTooLong, .valueTooLarge, .valueTooDeep, .quotaExceeded, .clockSkew,
         .idempotencyMismatch, .suiteEncrypted, .suiteNotEncrypted, .staleKeyEpoch, .keyBagUnsigned, .keyAnchorMissing,
         .keyAnchorMismatch, .pairingNotFound, .pairingUsed,
-        .pairingExpired, .invitationNotFound, .invitationUsed, .invitationExpired, .notAMember, .insufficientRole, .memberConflict, .pinnedKey, .rateLimited,
+        .pairingExpired, .invitationNotFound, .invitationUsed, .invitationExpired, .notAMember, .insufficientRole, .memberConflict, .pinnedKey,
+        .rateLimited,
         .tooManyStreams, .unavailable,
     ]
 

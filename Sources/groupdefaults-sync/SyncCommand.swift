@@ -24,7 +24,8 @@ struct SyncCommand: AsyncParsableCommand {
         version: packageVersion,
         subcommands: [
             Configure.self, Pair.self, RotateKey.self, Sync.self, Push.self, Pull.self, Run.self, Status.self, Conflicts.self, Restore.self,
-            History.self, Reset.self, Unconfigure.self, Export.self, Share.self, Invitations.self, Members.self, Pin.self, Unpin.self, Unshare.self, Leave.self,
+            History.self, Reset.self, Unconfigure.self, Export.self, Share.self, Invitations.self, Members.self, Pin.self, Unpin.self, Unshare.self,
+            Leave.self,
         ]
     )
 

@@ -29,7 +29,11 @@ import Testing
             defer { watch.stop() }
             #expect(await watch.nextLine() == "watching s after change \(last)")
             let file = sandbox.managed.appendingPathComponent("s.plist").path
-            try Self.writeManaged(sandbox, "s", #"<?xml version="1.0"?><plist version="1.0"><dict><key>theme</key><string>dark</string></dict></plist>"#)
+            try Self.writeManaged(
+                sandbox,
+                "s",
+                #"<?xml version="1.0"?><plist version="1.0"><dict><key>theme</key><string>dark</string></dict></plist>"#
+            )
             #expect(await watch.nextLine() == "\(last) set theme dark (managed (\(file)))")
             try FileManager.default.removeItem(atPath: file)
             #expect(await watch.nextLine() == "\(last) removed theme (managed (\(file)))")

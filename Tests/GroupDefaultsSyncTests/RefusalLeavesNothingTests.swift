@@ -21,7 +21,8 @@ import Testing
             ["configure", "fresh", "--journal-entries", "0"] + server + token, ["configure", "fresh", "--connect-timeout", "-1"] + server + token,
             ["sync", "fresh"], ["push", "fresh"], ["pull", "fresh"], ["run", "fresh"], ["status", "fresh"], ["conflicts", "fresh"],
             ["history", "fresh", "k"], ["reset", "fresh"], ["unconfigure", "fresh"], ["export", "fresh"],
-            ["share", "fresh", "--role", "read"], ["invitations", "fresh"], ["members", "fresh"], ["pin", "fresh", "k"], ["pin", "fresh"], ["unpin", "fresh", "k"], ["unshare", "fresh", "--account", "bob"],
+            ["share", "fresh", "--role", "read"], ["invitations", "fresh"], ["members", "fresh"], ["pin", "fresh", "k"], ["pin", "fresh"],
+            ["unpin", "fresh", "k"], ["unshare", "fresh", "--account", "bob"],
             ["leave", "fresh"], ["rotate-key", "fresh"], ["pair", "fresh"], ["restore", "fresh", "k"],
             ["--generate-completion-script", "tcsh"],
         ].map { RefusedCommand("groupdefaults-sync", $0) }

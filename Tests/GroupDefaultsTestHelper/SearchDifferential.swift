@@ -222,7 +222,9 @@ extension SearchDifferential {
         shared("stated.added").set("b", forKey: "added")
         let before = show(standard.string(forKey: "added"))
         standard.synchronize()
-        say("added suite changed elsewhere: foundation \(before), after synchronize \(show(standard.string(forKey: "added"))), shared \(show(app.string(forKey: "added")))")
+        say(
+            "added suite changed elsewhere: foundation \(before), after synchronize \(show(standard.string(forKey: "added"))), shared \(show(app.string(forKey: "added")))"
+        )
 
         // The registration domain as a volatile domain.
         standard.setVolatileDomain(["registered": 1], forName: UserDefaults.registrationDomain)

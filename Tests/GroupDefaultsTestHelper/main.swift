@@ -4,7 +4,8 @@
 // reported an error that the command expects and prints as "error CODE" on stdout (see `stop`).
 //
 // Options any command accepts after its arguments: --initial-map-size N, --maximum-map-size N,
-// --maximum-readers N, --fsync (durability .fsyncEveryCommit), --durability-interval-ms N.
+// --maximum-readers N, --fsync (durability .fsyncEveryCommit), --durability-interval-ms N,
+// --log-retention N.
 import Foundation
 import Glibc
 import GroupDefaults
@@ -45,6 +46,7 @@ func option(_ name: String) -> Int? {
 var configuration: SharedDefaults.Configuration {
     var configuration = SharedDefaults.Configuration()
     if let size = option("--initial-map-size") { configuration.initialMapSize = size }
+    if let retention = option("--log-retention") { configuration.logRetention = retention }
     if let size = option("--maximum-map-size") { configuration.maximumMapSize = size }
     if let readers = option("--maximum-readers") { configuration.maximumReaders = readers }
     if rest.contains("--fsync") { configuration.durability = .fsyncEveryCommit }
@@ -130,7 +132,7 @@ do {
         }
 
     case "stream":  // stream: commits forever; each commit sets a, b, c to the same new counter value
-        let defaults = try SharedDefaults(suiteName: suite, directory: directory)
+        let defaults = try SharedDefaults(suiteName: suite, directory: directory, configuration: configuration)
         var n = try defaults.read { try $0.value(forKey: "a")?.intValue ?? 0 }
         let start = n
         while true {

@@ -203,7 +203,8 @@ struct FoundationDifferentialTests {
             var environment = Self.environment
             environment["HOME"] = home
             environment["XDG_CONFIG_HOME"] = home + "/.config"
-            let result = try await HelperProcess("differential-stated-search", directory: directory, suite: "unused", environment: environment).finish()
+            let result = try await HelperProcess("differential-stated-search", directory: directory, suite: "unused", environment: environment)
+                .finish()
             #expect(result.status == 0, "\(result.stderr)")
             #expect(
                 result.stdout.split(separator: "\n") == [

@@ -213,9 +213,13 @@ struct ObservationTests {
     @Test("a writer killed mid-transaction produces no change for the aborted transaction")
     func killedWriterLeavesNoPartialChange() async throws {
         try await withTemporaryDirectory { dir in
-            let defaults = try SharedDefaults(suiteName: "crash", directory: dir)
+            // The log keeps every change however long the kill takes to arrive (a busy machine lets
+            // the writer commit thousands of transactions first): the feed never falls behind.
+            var configuration = SharedDefaults.Configuration()
+            configuration.logRetention = 50_000_000
+            let defaults = try SharedDefaults(suiteName: "crash", directory: dir, configuration: configuration)
             let feed = try defaults.changeFeed()
-            let writer = try HelperProcess("stream", directory: dir, suite: "crash")
+            let writer = try HelperProcess("stream", directory: dir, suite: "crash", ["--log-retention", "50000000"])
             #expect(await writer.waitForLine("streaming"))
             writer.send(SIGKILL)
             _ = await writer.finish()

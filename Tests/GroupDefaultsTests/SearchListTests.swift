@@ -59,7 +59,10 @@ struct SearchListTests {
                 other.set("other", forKey: key)
                 global.set("global", forKey: key)
             }
-            app.register(defaults: ["k1": "registered", "k2": "registered", "k3": "registered", "k4": "registered", "k5": "registered", "k6": "registered", "k7": "registered"])
+            app.register(defaults: [
+                "k1": "registered", "k2": "registered", "k3": "registered", "k4": "registered", "k5": "registered", "k6": "registered",
+                "k7": "registered",
+            ])
             app.addSuite(named: "other")
             app.addSuite(named: "group")
             app.removeObject(forKey: "k4")
@@ -94,8 +97,8 @@ struct SearchListTests {
     }
 
     @Test("an added suite or global domain that does not exist reads as empty and is not created")
-    func missingLowerSuites() throws {
-        try withTemporaryDirectory { directory in
+    func missingLowerSuites() async throws {
+        try await withTemporaryDirectory { directory in
             let app = try SharedDefaults(suiteName: "app", directory: directory, configuration: Self.configuration())
             app.addSuite(named: "later")
             #expect(app.string(forKey: "k") == nil)
@@ -104,7 +107,7 @@ struct SearchListTests {
             #expect(app.lastError?.code == .invalidSuiteName)
             let later = try SharedDefaults(suiteName: "later", directory: directory)
             later.set("from later", forKey: "k")
-            #expect(app.string(forKey: "k") == "from later" || (try? polledUntil { app.string(forKey: "k") == "from later" }) == true)
+            #expect(await eventually { app.string(forKey: "k") == "from later" })
         }
     }
 
@@ -141,8 +144,8 @@ struct SearchListTests {
     }
 
     @Test("a managed file that does not parse, is writable by others or holds what a suite cannot store is ignored whole")
-    func badManagedFiles() throws {
-        try withTemporaryDirectory { directory in
+    func badManagedFiles() async throws {
+        try await withTemporaryDirectory { directory in
             let managed = directory.appendingPathComponent("managed")
             let app = try SharedDefaults(suiteName: "app", directory: directory, configuration: Self.configuration(managed: managed))
             app.set("stored", forKey: "k")
@@ -151,21 +154,21 @@ struct SearchListTests {
                 ("{ k = managed; \"\" = x; }", 0o644, "key \"\""), ("( a, b )", 0o644, "not a dictionary"),
             ] {
                 try Self.writeManaged(text, suite: "app", in: managed, mode: mode)
-                let report = try polledValue { app.managedSettings.ignoredFiles.first { $0.reason.contains(reason) } }
-                #expect(report != nil, "\(app.managedSettings.ignoredFiles)")
+                let found = await eventually { app.managedSettings.ignoredFiles.contains { $0.reason.contains(reason) } }
+                #expect(found, "\(app.managedSettings.ignoredFiles)")
                 #expect(app.string(forKey: "k") == "stored" && !app.objectIsForced(forKey: "k"))
             }
             try Self.writeManaged("{ k = managed; }", suite: "app", in: managed)
-            #expect(try polledUntil { app.string(forKey: "k") == "managed" })
+            #expect(await eventually { app.string(forKey: "k") == "managed" })
             #expect(app.objectIsForced(forKey: "k") && app.managedSettings.ignoredFiles.isEmpty)
             // A write is stored, shadowed, and says so.
             app.set("new", forKey: "k")
             #expect(app.lastError?.code == .managedKey && app.string(forKey: "k") == "managed")
-            #expect(try app.read { try $0.value(forKey: "k") } == .string("new"))
+            #expect(try await app.read { try $0.value(forKey: "k") } == .string("new"))
             // The user's own file wins key by key.
             if let user = ManagedSettings.userName {
                 try Self.writeManaged("{ k = mine; }", suite: "app", in: managed.appendingPathComponent("users/\(user)"))
-                #expect(try polledUntil { app.string(forKey: "k") == "mine" })
+                #expect(await eventually { app.string(forKey: "k") == "mine" })
             }
         }
     }
@@ -174,6 +177,7 @@ struct SearchListTests {
     func observation() throws {
         try withTemporaryDirectory { directory in
             let managed = directory.appendingPathComponent("managed")
+            try FileManager.default.createDirectory(at: managed, withIntermediateDirectories: true)  // watched at once (inotify)
             let app = try SharedDefaults(suiteName: "app", directory: directory, configuration: Self.configuration(managed: managed))
             let global = try SharedDefaults(suiteName: SharedDefaults.globalDomain, directory: directory)
             let feed = try app.changeFeed()
@@ -199,19 +203,4 @@ struct SearchListTests {
             #expect(try feed.nextAvailable() == nil)
         }
     }
-}
-
-/// Polls until `value` gives something (for effects the code under test does not announce).
-func polledValue<T>(within timeout: Duration = .seconds(10), _ value: () throws -> T?) throws -> T? {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if let found = try value() { return found }
-        Thread.sleep(forTimeInterval: 0.02)
-    }
-    return nil
-}
-
-/// Polls until `condition` holds; whether it did.
-func polledUntil(within timeout: Duration = .seconds(10), _ condition: () throws -> Bool) throws -> Bool {
-    try polledValue(within: timeout) { try condition() ? true : nil } ?? false
 }

@@ -51,6 +51,14 @@ extension SharedDefaults {
         return Changes(defaults: self, keys: keys, start: start)
     }
 
+    /// The suite's own changes only (its log), without the other domains' (for the sync engine,
+    /// which pushes what the suite holds and has no use for the search list).
+    package func suiteChanges() -> Changes {
+        var changes = changes()
+        changes.withDomains = false
+        return changes
+    }
+
     /// A feed of the suite's changes for synchronous code (see `ChangeFeed`).
     public func changeFeed(forKeys keys: Set<String>? = nil, since: UInt64? = nil) throws -> ChangeFeed {
         try ChangeFeed(store: store, owner: self, keys: keys, since: since, subscribe: true)
@@ -100,9 +108,19 @@ extension SharedDefaults {
         let defaults: SharedDefaults
         let keys: Set<String>?
         let start: UInt64?
+        /// Whether the other domains' changes come too (see `ChangeFeed`).
+        var withDomains = true
+
+        init(defaults: SharedDefaults, keys: Set<String>?, start: UInt64?) {
+            self.defaults = defaults
+            self.keys = keys
+            self.start = start
+        }
 
         public func makeAsyncIterator() -> Iterator {
-            Iterator(defaults: defaults, keys: keys, start: start)
+            var iterator = Iterator(defaults: defaults, keys: keys, start: start)
+            iterator.withDomains = withDomains
+            return iterator
         }
 
         /// Reads the suite's change log from its position, waiting for the next commit when it
@@ -111,6 +129,7 @@ extension SharedDefaults {
             let defaults: SharedDefaults
             let keys: Set<String>?
             let start: UInt64?
+            var withDomains = true
             var feed: ChangeFeed?
             var finished = false
 
@@ -124,7 +143,14 @@ extension SharedDefaults {
                 guard !finished else { return nil }
                 do {
                     if feed == nil {
-                        feed = try ChangeFeed(store: defaults.store, owner: defaults, keys: keys, since: start, subscribe: true)
+                        feed = try ChangeFeed(
+                            store: defaults.store,
+                            owner: defaults,
+                            keys: keys,
+                            since: start,
+                            subscribe: true,
+                            withDomains: withDomains
+                        )
                     }
                     let hub = defaults.store.changeHub
                     while !Task.isCancelled {

@@ -107,7 +107,13 @@ final class DomainChanges: Sendable {
         }
         guard let defaults,
             let feed = try? SharedDefaults.ChangeFeed(
-                store: defaults.store, owner: defaults, keys: nil, since: start ?? 0, subscribe: true, withDomains: false)
+                store: defaults.store,
+                owner: defaults,
+                keys: nil,
+                since: start ?? 0,
+                subscribe: true,
+                withDomains: false
+            )
         else { return }
         let domain: SharedDefaults.Domain = lower === searchList.global ? .global : .addedSuite(lower.name)
         let hub = defaults.store.changeHub
@@ -125,7 +131,12 @@ final class DomainChanges: Sendable {
 
     /// A volatile domain in the search list (the argument domain, or the registered defaults) was
     /// replaced: publishes each key whose value differs.
-    func domainChanged(_ domain: SharedDefaults.Domain, old: [ExactName: PropertyListValue], new: [ExactName: PropertyListValue], registration: Bool = false) {
+    func domainChanged(
+        _ domain: SharedDefaults.Domain,
+        old: [ExactName: PropertyListValue],
+        new: [ExactName: PropertyListValue],
+        registration: Bool = false
+    ) {
         guard hasListeners else { return }
         for key in Set(old.keys).union(new.keys) where old[key] != new[key] {
             publish(domain, key: key, value: new[key], source: .thisProcess)

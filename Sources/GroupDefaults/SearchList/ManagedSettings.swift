@@ -157,7 +157,11 @@ final class ManagedSettings: Sendable {
         )
         if watch == nil || files.contains(where: { FileIdentity(path: ($0 as NSString).deletingLastPathComponent) == nil }) {
             watch?.stop()
-            watch = try? PollingSignal(interval: .seconds(1), probe: { refresh(); return 0 }, onSignal: {}, cleanup: {})
+            let probe: @Sendable () -> UInt64? = {
+                refresh()
+                return 0
+            }
+            watch = try? PollingSignal(interval: .seconds(1), probe: probe, onSignal: {}, cleanup: {})
         }
         let extra = state.withLock { state -> (any ChangeSignal)? in
             guard state.watch == nil, !state.listeners.isEmpty else { return watch }
@@ -169,8 +173,8 @@ final class ManagedSettings: Sendable {
 
     private func reload(_ state: inout State, _ identities: [FileIdentity?]) -> ([ExactName: Entry], Changed) {
         var anyChanged = !state.checkedOnce
-            for (file, identity) in zip(files, identities) where state.loaded[file]?.identity != identity || state.loaded[file] == nil {
-                let (entries, problem) = load(file, identity)
+        for (file, identity) in zip(files, identities) where state.loaded[file]?.identity != identity || state.loaded[file] == nil {
+            let (entries, problem) = load(file, identity)
             state.loaded[file] = (identity, entries)
             state.problems[file] = problem
             anyChanged = true

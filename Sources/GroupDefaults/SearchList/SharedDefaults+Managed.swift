@@ -35,7 +35,8 @@ extension SharedDefaults {
 
     /// The managed settings of the suite `suiteName` under `directory` (by default
     /// `Configuration.defaultManagedDirectory`), without opening the suite.
-    public static func managedSettings(forSuite suiteName: String, directory: String = Configuration.defaultManagedDirectory) -> ManagedSettingsReport {
+    public static func managedSettings(forSuite suiteName: String, directory: String = Configuration.defaultManagedDirectory) -> ManagedSettingsReport
+    {
         ManagedSettingsReport(ManagedSettings.for(directory: directory, suiteName: suiteName), suiteName: suiteName)
     }
 
@@ -52,10 +53,10 @@ extension SharedDefaults {
         return names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
     }
 
-    /// After a write of `key` through a setter: says so if the key is managed, or pinned.
-    func reportShadowedWrite(ofKey key: String) {
+    /// After a write of `key` through a setter: says so if the key is managed, or `pinned`.
+    func reportShadowedWrite(ofKey key: String, pinned: Bool) {
         guard let managed = searchList.managedEntry(forKey: key.exact) else {
-            if isPinned(key) {
+            if pinned {
                 report(
                     store.error(
                         .pinnedKey,

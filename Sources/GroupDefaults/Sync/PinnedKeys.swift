@@ -49,6 +49,12 @@ extension SharedDefaults {
 }
 
 extension SharedDefaults.Transaction {
+    /// Whether `key` is pinned: one lookup in `meta` (a miss on any suite that is no member's copy).
+    func isPinned(_ key: String) throws -> Bool {
+        guard try perform(key: nil, { try txn.get(.meta, MetaKey.syncPinned) }) != nil else { return false }
+        return try pinnedKeys().contains(key.exact)
+    }
+
     /// The pinned keys, by their bytes.
     func pinnedKeys() throws -> Set<ExactName> {
         guard let text = try perform(key: nil, { try syncText(MetaKey.syncPinned) }) else { return [] }

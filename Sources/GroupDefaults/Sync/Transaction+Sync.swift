@@ -35,7 +35,13 @@ extension SharedDefaults.Transaction {
     ///
     /// With `serverWins` (a key the suite's owner pinned, on a member's device) the entry replaces
     /// what the store holds whatever the stamps, as the joining rule's does.
-    func applyRemote(key: String, value: PropertyListValue?, stamp remote: Stamp, joining rule: JoiningRule?, serverWins: Bool = false) throws -> RemoteOutcome {
+    func applyRemote(
+        key: String,
+        value: PropertyListValue?,
+        stamp remote: Stamp,
+        joining rule: JoiningRule?,
+        serverWins: Bool = false
+    ) throws -> RemoteOutcome {
         try checkUsable()
         try store.validate(key: key)
         precondition(clock != nil, "applyRemote before receive")

@@ -25,7 +25,9 @@ package enum PinRule {
         }
         let pinned = Set(change.pin.map(\.exact))
         for (key, sealed) in change.names ?? [:] {
-            guard pinned.contains(key.exact) else { throw SyncStorageError(.malformed, "names: \(key.debugDescription) is not a key this change pins") }
+            guard pinned.contains(key.exact) else {
+                throw SyncStorageError(.malformed, "names: \(key.debugDescription) is not a key this change pins")
+            }
             guard sealed.box.count <= maximumSealedNameBytes else {
                 throw SyncStorageError(.malformed, "names: the sealed name of \(key.debugDescription) takes over \(maximumSealedNameBytes) bytes")
             }

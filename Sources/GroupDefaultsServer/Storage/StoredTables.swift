@@ -63,7 +63,12 @@ package enum StoredTables {
             kind: .authority,
             holds: "members of shared suites and their roles (LMDB: invitations, rotations due and pinned keys too)"
         ),
-        Table(lmdb: nil, postgres: "pinned_keys", kind: .authority, holds: "the keys a suite's owner pinned for its members (LMDB keeps them in sharing)"),
+        Table(
+            lmdb: nil,
+            postgres: "pinned_keys",
+            kind: .authority,
+            holds: "the keys a suite's owner pinned for its members (LMDB keeps them in sharing)"
+        ),
         Table(lmdb: nil, postgres: "rotations_due", kind: .authority, holds: "key rotations due after a member's removal"),
         Table(lmdb: "account-incarnations", postgres: "account_incarnations", kind: .authority, holds: "each account's incarnation"),
         Table(lmdb: nil, postgres: "invitations", kind: .authority, holds: "invitations (LMDB keeps them in sharing)"),

@@ -395,7 +395,13 @@ extension PostgresSyncStorage: SharingStore {
     }
 
     /// The keys of `owner`'s `suite` among `keys` that are pinned, on `connection`.
-    static func pinnedKeys(_ connection: PostgresConnection, owner: String, suite: String, among keys: [String], logger: Logger) async throws -> [String] {
+    static func pinnedKeys(
+        _ connection: PostgresConnection,
+        owner: String,
+        suite: String,
+        among keys: [String],
+        logger: Logger
+    ) async throws -> [String] {
         let rows = try await connection.query(
             "SELECT key FROM pinned_keys WHERE owner = \(owner) AND suite = \(suite) AND key = ANY(\(keys))",
             logger: logger
