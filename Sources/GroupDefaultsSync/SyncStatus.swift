@@ -56,6 +56,8 @@ public struct SyncReport: Sendable, Equatable {
     /// Of `replaced`, those the server's value replaced on joining although the local one was
     /// written later (it was held before sync was turned on: the joining rule).
     public var replacedOnJoining = 0
+    /// Of `replaced`, those the owner's value of a pinned key replaced (this device is a member's).
+    public var replacedByPin = 0
     /// The devices (origin ids) whose newer writes replaced the others.
     public var replacedBy: Set<UInt64> = []
     /// Pulled entries not applied because their key is local-only here.
@@ -82,7 +84,7 @@ public struct SyncReport: Sendable, Equatable {
     public func replacementSummary(suite: String) -> String? {
         guard replaced > 0 else { return nil }
         var parts: [String] = []
-        let newer = replaced - replacedOnJoining
+        let newer = replaced - replacedOnJoining - replacedByPin
         if newer > 0 {
             let devices = replacedBy.sorted().map(String.init).joined(separator: ", ")
             let what = newer == 1 ? "1 local value replaced by a newer one" : "\(newer) local values replaced by newer ones"
@@ -91,6 +93,10 @@ public struct SyncReport: Sendable, Equatable {
         if replacedOnJoining > 0 {
             let what = replacedOnJoining == 1 ? "1 local value" : "\(replacedOnJoining) local values"
             parts.append("\(what) replaced by the server's on joining (held before sync was turned on, the server's wins)")
+        }
+        if replacedByPin > 0 {
+            let what = replacedByPin == 1 ? "1 local change of a pinned key" : "\(replacedByPin) local changes of pinned keys"
+            parts.append("\(what) replaced by the owner's value (only the owner's devices change a pinned key)")
         }
         return parts.joined(separator: "; ") + "; see `groupdefaults-sync conflicts \(suite)`"
     }
@@ -104,6 +110,7 @@ public struct SyncReport: Sendable, Equatable {
         pruned += other.pruned
         replaced += other.replaced
         replacedOnJoining += other.replacedOnJoining
+        replacedByPin += other.replacedByPin
         replacedBy.formUnion(other.replacedBy)
         ignored += other.ignored
         // An entry refused by a pull comes again in a push's answer (the winner of a key it pushed): once.
@@ -118,6 +125,7 @@ public struct SyncReport: Sendable, Equatable {
         pruned += result.pruned.count
         replaced += result.replaced.count
         replacedOnJoining += result.replacedOnJoining.count
+        replacedByPin += result.replacedByPin.count
         replacedBy.formUnion(result.replacedBy)
         ignored += result.ignored.count
     }

@@ -127,7 +127,7 @@ struct RestoreCommand: AsyncParsableCommand {
                     return try await postgres.keepAuthority()
                 }
                 output(
-                    "kept \(kept.rows) rows of accounts, tokens, members, invitations, key bags, devices, operators and the audit log apart (schema \(PostgresSyncStorage.keptAuthoritySchema)), id \(kept.id)"
+                    "kept \(kept.rows) rows of accounts, tokens, members, invitations, pinned keys, key bags, devices, operators and the audit log apart (schema \(PostgresSyncStorage.keptAuthoritySchema)), id \(kept.id)"
                 )
                 groupdefaultsServer.outputHint(
                     "now pg_restore the dump, then `groupdefaults-server restore --announce --kept \(kept.id)`; servers do not start until then"
@@ -155,7 +155,7 @@ struct RestoreCommand: AsyncParsableCommand {
                         let line = try await postgres.putBackKeptAuthority(id: self.kept).map { deletedAgain in
                             let accounts = deletedAgain == 1 ? "1 deleted account" : "\(deletedAgain) deleted accounts"
                             return
-                                "accounts, tokens, members, invitations, key bags, devices, operators and the audit log kept as they were before pg_restore; \(accounts) deleted again"
+                                "accounts, tokens, members, invitations, pinned keys, key bags, devices, operators and the audit log kept as they were before pg_restore; \(accounts) deleted again"
                         }
                         return (
                             line
@@ -195,11 +195,11 @@ struct RestoreCommand: AsyncParsableCommand {
             let incarnation = restored.incarnation
             let kept: String
             if let why = restored.whyNotKept {
-                kept = "accounts, tokens, members, invitations, key bags, devices, operators and the audit log are the backup's: \(why)"
+                kept = "accounts, tokens, members, invitations, pinned keys, key bags, devices, operators and the audit log are the backup's: \(why)"
             } else {
                 let accounts = restored.deletedAgain == 1 ? "1 deleted account" : "\(restored.deletedAgain) deleted accounts"
                 kept =
-                    "accounts, tokens, members, invitations, key bags, devices, operators and the audit log kept as they were; \(accounts) deleted again"
+                    "accounts, tokens, members, invitations, pinned keys, key bags, devices, operators and the audit log kept as they were; \(accounts) deleted again"
             }
             try await storage.withStorage { store in
                 try await store.appendAudit(.commandLine(.restore, target: "file \(from); incarnation \(incarnation); \(kept)"))

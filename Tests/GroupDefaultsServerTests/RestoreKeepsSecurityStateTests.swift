@@ -67,7 +67,7 @@ struct RestoreKeepsSecurityStateTests {
         let restored = try await tool(["restore", "--from", backup])
         #expect(
             restored.contains(
-                "accounts, tokens, members, invitations, key bags, devices, operators and the audit log kept as they were; 2 deleted accounts deleted again"
+                "accounts, tokens, members, invitations, pinned keys, key bags, devices, operators and the audit log kept as they were; 2 deleted accounts deleted again"
             ),
             "\(restored)"
         )
@@ -109,7 +109,7 @@ struct RestoreKeepsSecurityStateTests {
         #expect(onNew.status == 0, "\(onNew.stderr)")
         #expect(
             onNew.stdout.contains(
-                "accounts, tokens, members, invitations, key bags, devices, operators and the audit log are the backup's: there was no store"
+                "accounts, tokens, members, invitations, pinned keys, key bags, devices, operators and the audit log are the backup's: there was no store"
             ),
             "\(onNew.stdout)"
         )

@@ -88,6 +88,14 @@ struct PinnedKeysTests {
                 member: family.bobPhone,
                 storage: family.server.storage
             )
+            // Sealed names go with key ids only; look-alike keys are audited apart.
+            let client = family.server.client("family")
+            await #expect(throws: SyncError.self) {
+                _ = try await client.changePins(PinChange(pin: ["Kelvin"], names: ["Kelvin": SealedPayload(epoch: 1, box: [1, 2, 3])]))
+            }
+            _ = try await client.changePins(PinChange(pin: ["Kelvin", "\u{212A}elvin"]))
+            let audit = try await ServerTool.run(["audit", "--account", "alice"] + family.server.storage)
+            #expect(audit.stdout.contains(#"key "Kelvin" of suite family"#) && audit.stdout.contains(#"key "\u{212A}elvin" of suite family"#), "\(audit.stdout)")
         }
     }
 

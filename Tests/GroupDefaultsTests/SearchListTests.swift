@@ -158,7 +158,19 @@ struct SearchListTests {
                 #expect(found, "\(app.managedSettings.ignoredFiles)")
                 #expect(app.string(forKey: "k") == "stored" && !app.objectIsForced(forKey: "k"))
             }
+            // A symbolic link is not followed, and a folder others may write is not trusted.
+            let target = directory.appendingPathComponent("elsewhere.plist")
+            try Data("{ k = linked; }".utf8).write(to: target)
+            try FileManager.default.removeItem(at: managed.appendingPathComponent("app.plist"))
+            try FileManager.default.createSymbolicLink(atPath: managed.appendingPathComponent("app.plist").path, withDestinationPath: target.path)
+            #expect(await eventually { app.managedSettings.ignoredFiles.contains { $0.reason.contains("symbolic link") } })
+            #expect(app.string(forKey: "k") == "stored")
+            try FileManager.default.removeItem(at: managed.appendingPathComponent("app.plist"))
+            try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: managed.path)
             try Self.writeManaged("{ k = managed; }", suite: "app", in: managed)
+            #expect(await eventually { app.managedSettings.ignoredFiles.contains { $0.reason.contains("anyone could put a file there") } })
+            #expect(app.string(forKey: "k") == "stored")
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: managed.path)
             #expect(await eventually { app.string(forKey: "k") == "managed" })
             #expect(app.objectIsForced(forKey: "k") && app.managedSettings.ignoredFiles.isEmpty)
             // A write is stored, shadowed, and says so.

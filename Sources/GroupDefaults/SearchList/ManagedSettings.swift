@@ -54,7 +54,7 @@ final class ManagedSettings: Sendable {
         /// The watch on the directories, while anyone listens.
         var watch: (any ChangeSignal)?
         /// What each file gave, by its identity when read (nil: missing or ignored).
-        var loaded: [String: (identity: FileIdentity?, entries: [ExactName: Entry])] = [:]
+        var loaded: [String: (identity: FileVersion, entries: [ExactName: Entry])] = [:]
         var merged: [ExactName: Entry] = [:]
         /// Why a file present was ignored, by path.
         var problems: [String: String] = [:]
@@ -111,7 +111,7 @@ final class ManagedSettings: Sendable {
     /// Looks at the files now; tells the listeners what changed and returns the merged values.
     @discardableResult
     func refresh() -> (merged: [ExactName: Entry], changed: Changed) {
-        let identities = files.map(FileIdentity.init(path:))
+        let identities = files.map(FileVersion.init(file:))
         let (merged, changed, listeners) = state.withLock { state -> ([ExactName: Entry], Changed, [@Sendable (Changed) -> Void]) in
             let (merged, changed) = reload(&state, identities)
             return (merged, changed, changed.isEmpty ? [] : Array(state.listeners.values))
@@ -171,7 +171,7 @@ final class ManagedSettings: Sendable {
         extra?.stop()
     }
 
-    private func reload(_ state: inout State, _ identities: [FileIdentity?]) -> ([ExactName: Entry], Changed) {
+    private func reload(_ state: inout State, _ identities: [FileVersion]) -> ([ExactName: Entry], Changed) {
         var anyChanged = !state.checkedOnce
         for (file, identity) in zip(files, identities) where state.loaded[file]?.identity != identity || state.loaded[file] == nil {
             let (entries, problem) = load(file, identity)
@@ -198,23 +198,44 @@ final class ManagedSettings: Sendable {
         return state.withLock { state in state.problems.sorted { $0.key < $1.key }.map { ($0.key, $0.value) } }
     }
 
+    /// The largest managed file read (managed settings are a handful of keys).
+    static let maximumFileBytes = 1 << 20
+    /// The most keys one managed file may hold.
+    static let maximumKeys = 1000
+
     /// The entries of one file, or none (with one line in the log) if it cannot be used whole.
-    private func load(_ file: String, _ identity: FileIdentity?) -> (entries: [ExactName: Entry], problem: String?) {
-        guard let identity else { return ([:], nil) }
+    ///
+    /// The file is opened without following a symbolic link, and its owner, mode and size are
+    /// those of the descriptor read (`fstat`), so that a file swapped between the look and the read
+    /// is not read under another's checks; each directory from the managed directory down to the
+    /// file must be writable by its owner only, so that nobody else can put a file there.
+    private func load(_ file: String, _ identity: FileVersion) -> (entries: [ExactName: Entry], problem: String?) {
+        guard identity.file != nil else { return ([:], nil) }
         func ignored(_ reason: String) -> ([ExactName: Entry], String?) {
             Self.logger.error("managed settings file \(file) ignored: \(reason)")
             return ([:], reason)
         }
-        guard identity.isRegularFile else { return ignored("not a regular file") }
-        if identity.mode & 0o022 != 0 {
-            return ignored("writable by others than its owner (mode \(String(identity.mode & 0o777, radix: 8)); chmod go-w)")
+        let root = FileIdentity(path: directory)
+        let owners: Set<UInt32> = [0, root?.owner ?? 0]
+        if let problem = directoryProblem(of: file, owners: owners) { return ignored(problem) }
+        let fd = open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else {
+            return ignored(errno == ELOOP ? "a symbolic link (managed files are read only as regular files)" : "cannot be opened: \(String(cString: strerror(errno)))")
         }
-        let directoryOwner = FileIdentity(path: directory)?.owner
-        if identity.owner != 0 && identity.owner != directoryOwner {
-            return ignored("owned by user \(identity.owner), neither root nor the owner of \(directory)")
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return ignored("cannot be read: \(String(cString: strerror(errno)))") }
+        guard info.st_mode & S_IFMT == S_IFREG else { return ignored("not a regular file") }
+        let mode = UInt32(info.st_mode)
+        if mode & 0o022 != 0 {
+            return ignored("writable by others than its owner (mode \(String(mode & 0o777, radix: 8)); chmod go-w)")
         }
-        if identity.size > 16 << 20 { return ignored("larger than 16 MiB") }
-        guard let data = FileManager.default.contents(atPath: file) else { return ignored("cannot be read") }
+        if !owners.contains(UInt32(info.st_uid)) {
+            return ignored("owned by user \(info.st_uid), neither root nor the owner of \(directory)")
+        }
+        guard let data = readAll(fd, limit: Self.maximumFileBytes) else {
+            return ignored("larger than \(Self.maximumFileBytes / 1024) KiB, or cannot be read")
+        }
         let decoded: PropertyListTopLevel
         do {
             decoded = try PropertyListValue.decodeSuite(propertyListData: data)
@@ -222,6 +243,7 @@ final class ManagedSettings: Sendable {
             return ignored("\(error)")
         }
         guard case .entries(let entries) = decoded else { return ignored("not a dictionary of keys and values") }
+        guard entries.count <= Self.maximumKeys else { return ignored("holds \(entries.count) keys; a managed file holds at most \(Self.maximumKeys)") }
         var result: [ExactName: Entry] = [:]
         for (key, value) in entries {
             do {
@@ -236,10 +258,60 @@ final class ManagedSettings: Sendable {
         return (result, nil)
     }
 
+    /// Why a directory between the managed directory and `file` (both included) lets someone else
+    /// than `owners` put a file there, or nil: each must be a directory owned by one of `owners`,
+    /// writable by its owner only (or sticky, as /tmp is, where nobody replaces another's file).
+    private func directoryProblem(of file: String, owners: Set<UInt32>) -> String? {
+        var folder = (file as NSString).deletingLastPathComponent
+        while true {
+            var info = stat()
+            guard lstat(folder, &info) == 0 || stat(folder, &info) == 0 else { return "\(folder) cannot be read" }
+            if folder != directory, info.st_mode & S_IFMT == S_IFLNK { return "\(folder) is a symbolic link" }
+            if folder == directory, info.st_mode & S_IFMT == S_IFLNK, stat(folder, &info) != 0 { return "\(folder) cannot be read" }
+            let mode = UInt32(info.st_mode)
+            if mode & 0o022 != 0 && mode & UInt32(S_ISVTX) == 0 {
+                return "the folder \(folder) is writable by others than its owner (mode \(String(mode & 0o777, radix: 8))): anyone could put a file there"
+            }
+            if !owners.contains(UInt32(info.st_uid)) && folder != directory {
+                return "the folder \(folder) is owned by user \(info.st_uid), neither root nor the owner of \(directory)"
+            }
+            if folder == directory || folder.count <= directory.count { return nil }
+            folder = (folder as NSString).deletingLastPathComponent
+        }
+    }
+
+    /// At most `limit` bytes of `fd`; nil if it holds more, or a read fails.
+    private func readAll(_ fd: Int32, limit: Int) -> Data? {
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            if count == 0 { return data }
+            data.append(contentsOf: buffer[..<count])
+            if data.count > limit { return nil }
+        }
+    }
+
     static func monotonicNanoseconds() -> UInt64 {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC_COARSE, &time)
         return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    }
+}
+
+/// A managed file's version: its own identity and its folder's (a folder's mode or owner fixed
+/// makes the file read again).
+struct FileVersion: Sendable, Equatable {
+    let file: FileIdentity?
+    let folder: FileIdentity?
+
+    init(file: String) {
+        self.file = FileIdentity(path: file)
+        folder = FileIdentity(path: (file as NSString).deletingLastPathComponent)
     }
 }
 

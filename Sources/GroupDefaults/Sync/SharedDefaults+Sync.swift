@@ -125,6 +125,9 @@ package struct RemoteApplyResult: Sendable, Equatable {
     /// Of `replaced`, the keys whose local value was the newer write, replaced by the server's
     /// older one because the suite was joining (held before sync was turned on).
     package var replacedOnJoining: [String] = []
+    /// Of `replaced`, the keys the suite's owner pinned (on a member's device): the owner's value
+    /// replaced this device's, whatever the stamps.
+    package var replacedByPin: [String] = []
     /// Keys not applied because they are local-only.
     package var ignored: [String] = []
     /// Of `superseded`, the keys whose stored write is strictly newer and not pending: accepted from
@@ -523,11 +526,17 @@ extension SharedDefaults {
                     joining: policy.joiningRule,
                     serverWins: pinned.contains(entry.key.exact)
                 ) {
-                case .applied(let replaced, let byOlder):
+                case .applied(let replaced, let byOlder, let byPin):
                     result.applied.append(entry.key)
                     if replaced {
                         result.replaced.append(entry.key)
-                        if byOlder { result.replacedOnJoining.append(entry.key) } else { result.replacedBy.insert(entry.origin) }
+                        if byPin {
+                            result.replacedByPin.append(entry.key)
+                        } else if byOlder {
+                            result.replacedOnJoining.append(entry.key)
+                        } else {
+                            result.replacedBy.insert(entry.origin)
+                        }
                     }
                 case .superseded: result.superseded.append(entry.key)
                 case .stale:

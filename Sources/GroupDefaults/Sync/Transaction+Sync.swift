@@ -13,7 +13,7 @@ extension SharedDefaults.Transaction {
         /// Stored; with `replaced`, the local value it replaced was kept in the conflict journal;
         /// with `byOlder`, that local value was the newer write, and the joining rule
         /// (``JoiningRule``) made the server's win.
-        case applied(replaced: Bool, byOlder: Bool)
+        case applied(replaced: Bool, byOlder: Bool, byPin: Bool = false)
         /// Not stored: what the store holds is newer (or the same write).
         case superseded
         /// Not stored: the store holds a strictly newer write that is not pending, so it was
@@ -50,8 +50,10 @@ extension SharedDefaults.Transaction {
             try withKeyBytes(key) { k in
                 let held = try heldRecord(k)
                 var joinOverrides = false
+                var pinOverrides = false
                 if let held, serverWins, held.stamp != remote {
                     joinOverrides = true
+                    pinOverrides = true
                 } else if let held, let rule, rule.serverWins(over: held.stamp, remote: remote) {
                     joinOverrides = true
                 } else if let held, held.stamp >= remote {
@@ -62,7 +64,8 @@ extension SharedDefaults.Transaction {
                     try keep(key: key, encodedValue: held.encodedValue, stamp: held.stamp, winner: remote)
                     replaced = true
                 }
-                let byOlder = replaced && joinOverrides && (held.map { $0.stamp > remote } ?? false)
+                let byOlder = replaced && joinOverrides && !pinOverrides && (held.map { $0.stamp > remote } ?? false)
+                let byPin = replaced && pinOverrides
                 // The winner is stored unmarked: a pending local change it replaces leaves the index.
                 if held?.pending == true { try PendingIndex.set(false, key: k, in: txn) }
                 if let value {
@@ -73,17 +76,17 @@ extension SharedDefaults.Transaction {
                         try txn.delete(.tombstones, k)
                         try appendLog(.set, key: key, storedRecord: record, remoteOrigin: remote.origin, isConflict: replaced)
                     }
-                    return .applied(replaced: replaced, byOlder: byOlder)
+                    return .applied(replaced: replaced, byOlder: byOlder, byPin: byPin)
                 } else {
                     let hadValue = try txn.delete(.values, k)
                     try StoredRecord.encodeTombstone(remote).withUnsafeBytes { try txn.put(.tombstones, k, $0) }
                     tombstonesMayExist = true
                     // Only a tombstone changed (a key removed here too, or never stored here):
                     // observers have nothing to see.
-                    if !hadValue { return .applied(replaced: replaced, byOlder: byOlder) }
+                    if !hadValue { return .applied(replaced: replaced, byOlder: byOlder, byPin: byPin) }
                 }
                 try appendLog(.removed, key: key, remoteOrigin: remote.origin, isConflict: replaced)
-                return .applied(replaced: replaced, byOlder: byOlder)
+                return .applied(replaced: replaced, byOlder: byOlder, byPin: byPin)
             }
         }
     }

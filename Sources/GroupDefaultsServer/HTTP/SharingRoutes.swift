@@ -239,15 +239,15 @@ struct SharingRoutes: Sendable {
                 "only the owner and admins of \(access.owner)'s suite '\(access.suite)' pin or unpin its keys; this account is a \(access.role.rawValue) member"
             )
         }
-        try PinRule.check(body)
+        try PinRule.check(body, encrypted: try await isEncrypted(owner: access.owner, suite: access.suite))
         let before = Set(try await storage.pinnedKeys(owner: access.owner, suite: access.suite).map(\.key.exact))
         let pins = try await storage.changePins(owner: access.owner, suite: access.suite, body)
         let after = Set(pins.map(\.key.exact))
         for key in after.subtracting(before).sorted() {
-            try await audit(.keyPin, context, account: access.owner, target: "key \(key.text) of suite \(access.suite)")
+            try await audit(.keyPin, context, account: access.owner, target: "key \(PinRule.shown(key.text)) of suite \(access.suite)")
         }
         for key in before.subtracting(after).sorted() {
-            try await audit(.keyUnpin, context, account: access.owner, target: "key \(key.text) of suite \(access.suite)")
+            try await audit(.keyUnpin, context, account: access.owner, target: "key \(PinRule.shown(key.text)) of suite \(access.suite)")
         }
         return try JSONBody.response(StoredPin.list(pins, owner: access.owner, suite: access.suite))
     }

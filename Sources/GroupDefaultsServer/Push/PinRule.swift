@@ -14,9 +14,21 @@ package enum PinRule {
     /// overhead and padding).
     package static let maximumSealedNameBytes = 1024
 
-    /// Checks a change: at most `PinChange.maximumKeys` keys, each a key name the server takes,
-    /// and sealed names only for keys it pins, each of bounded size.
-    package static func check(_ change: PinChange) throws(SyncStorageError) {
+    /// Checks a change: at most `PinChange.maximumKeys` keys, each a key name the server takes
+    /// (in an end-to-end `encrypted` suite, a key id: 32 lowercase hex digits), and sealed names
+    /// only for key ids it pins, each of bounded size.
+    package static func check(_ change: PinChange, encrypted: Bool) throws(SyncStorageError) {
+        if encrypted, let key = (change.pin + change.unpin).first(where: { !isKeyID($0) }) {
+            throw SyncStorageError(
+                .malformed,
+                "key \(key.debugDescription): the suite is end-to-end encrypted, so its keys are pinned by their ids (32 lowercase hex digits)"
+            )
+        }
+        // Sealed names go with key ids only (ASCII: no two canonically equivalent), also before a
+        // new encrypted suite's first push tells the server that it is one.
+        if let key = change.names?.keys.first(where: { !isKeyID($0) }) {
+            throw SyncStorageError(.malformed, "names: \(key.debugDescription) is no key id; sealed names are for an end-to-end encrypted suite's pins")
+        }
         guard change.pin.count + change.unpin.count <= PinChange.maximumKeys else {
             throw SyncStorageError(.malformed, "a change names at most \(PinChange.maximumKeys) keys")
         }
@@ -44,6 +56,25 @@ package enum PinRule {
                 "\(owner) pinned this key of suite '\(suite)': only the owner's devices change it, and its value stands"
             )
         }
+    }
+
+    /// Whether `key` is a key id as an encrypted suite's devices make them (`SuiteKeys.keyID(for:)`).
+    static func isKeyID(_ key: String) -> Bool {
+        key.utf8.count == 32 && key.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
+    /// How the audit log names a key: quoted, every character outside printable ASCII as its code
+    /// point (`"\u{212A}elvin"`), so that look-alike keys read apart.
+    package static func shown(_ key: String) -> String {
+        var text = "\""
+        for scalar in key.unicodeScalars {
+            if scalar.isASCII, scalar.value >= 0x20, scalar.value != 0x7F, scalar != "\"", scalar != "\\" {
+                text.unicodeScalars.append(scalar)
+            } else {
+                text += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            }
+        }
+        return text + "\""
     }
 
     /// Refuses a suite past `PinnedKeys.maximumKeys` pins.

@@ -2,7 +2,7 @@ import Foundation
 import GroupDefaultsWire
 
 /// What a restore keeps from the store it replaces: its authority (`StoredTables`: accounts,
-/// tokens, operators, members, invitations, key bags, pairings, devices, the audit log), never the
+/// tokens, operators, members, invitations, pinned keys, key bags, pairings, devices, the audit log), never the
 /// backup's. A backup is older than the store it replaces; its authority is that of its time, and
 /// putting it back would make revoked tokens work again, bring back removed members, revoked
 /// invitations, deleted accounts and removed operators, stop the tokens made since, and erase the
