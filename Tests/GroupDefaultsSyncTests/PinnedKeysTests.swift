@@ -95,7 +95,10 @@ struct PinnedKeysTests {
             }
             _ = try await client.changePins(PinChange(pin: ["Kelvin", "\u{212A}elvin"]))
             let audit = try await ServerTool.run(["audit", "--account", "alice"] + family.server.storage)
-            #expect(audit.stdout.contains(#"key "Kelvin" of suite family"#) && audit.stdout.contains(#"key "\u{212A}elvin" of suite family"#), "\(audit.stdout)")
+            #expect(
+                audit.stdout.contains(#"key "Kelvin" of suite family"#) && audit.stdout.contains(#"key "\u{212A}elvin" of suite family"#),
+                "\(audit.stdout)"
+            )
         }
     }
 

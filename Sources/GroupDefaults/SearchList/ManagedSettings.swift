@@ -220,7 +220,10 @@ final class ManagedSettings: Sendable {
         if let problem = directoryProblem(of: file, owners: owners) { return ignored(problem) }
         let fd = open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
-            return ignored(errno == ELOOP ? "a symbolic link (managed files are read only as regular files)" : "cannot be opened: \(String(cString: strerror(errno)))")
+            return ignored(
+                errno == ELOOP
+                    ? "a symbolic link (managed files are read only as regular files)" : "cannot be opened: \(String(cString: strerror(errno)))"
+            )
         }
         defer { close(fd) }
         var info = stat()
@@ -243,7 +246,9 @@ final class ManagedSettings: Sendable {
             return ignored("\(error)")
         }
         guard case .entries(let entries) = decoded else { return ignored("not a dictionary of keys and values") }
-        guard entries.count <= Self.maximumKeys else { return ignored("holds \(entries.count) keys; a managed file holds at most \(Self.maximumKeys)") }
+        guard entries.count <= Self.maximumKeys else {
+            return ignored("holds \(entries.count) keys; a managed file holds at most \(Self.maximumKeys)")
+        }
         var result: [ExactName: Entry] = [:]
         for (key, value) in entries {
             do {
@@ -270,7 +275,8 @@ final class ManagedSettings: Sendable {
             if folder == directory, info.st_mode & S_IFMT == S_IFLNK, stat(folder, &info) != 0 { return "\(folder) cannot be read" }
             let mode = UInt32(info.st_mode)
             if mode & 0o022 != 0 && mode & UInt32(S_ISVTX) == 0 {
-                return "the folder \(folder) is writable by others than its owner (mode \(String(mode & 0o777, radix: 8))): anyone could put a file there"
+                return
+                    "the folder \(folder) is writable by others than its owner (mode \(String(mode & 0o777, radix: 8))): anyone could put a file there"
             }
             if !owners.contains(UInt32(info.st_uid)) && folder != directory {
                 return "the folder \(folder) is owned by user \(info.st_uid), neither root nor the owner of \(directory)"

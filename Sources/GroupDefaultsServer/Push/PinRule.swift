@@ -27,7 +27,10 @@ package enum PinRule {
         // Sealed names go with key ids only (ASCII: no two canonically equivalent), also before a
         // new encrypted suite's first push tells the server that it is one.
         if let key = change.names?.keys.first(where: { !isKeyID($0) }) {
-            throw SyncStorageError(.malformed, "names: \(key.debugDescription) is no key id; sealed names are for an end-to-end encrypted suite's pins")
+            throw SyncStorageError(
+                .malformed,
+                "names: \(key.debugDescription) is no key id; sealed names are for an end-to-end encrypted suite's pins"
+            )
         }
         guard change.pin.count + change.unpin.count <= PinChange.maximumKeys else {
             throw SyncStorageError(.malformed, "a change names at most \(PinChange.maximumKeys) keys")
