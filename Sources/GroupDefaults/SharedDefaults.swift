@@ -64,6 +64,7 @@ public final class SharedDefaults: Sendable {
             store.release()
             throw error
         }
+        domainChanges.resolve { [weak self] key in self?.value(forKey: key) }
     }
 
     deinit {

@@ -33,6 +33,9 @@ extension GroupDefaultsCommand {
                     if suite.isEmpty || suite.contains("/") { throw CommandFailure("\(printable(suite)) is not a suite name") }
                 }
                 let directory = SharedDefaults.Configuration.defaultManagedDirectory
+                if !FileManager.default.fileExists(atPath: directory) {
+                    groupdefaults.printError("note: \(directory) does not exist: no setting is managed")
+                }
                 for name in suite.map({ [$0] }) ?? SharedDefaults.managedSuiteNames(directory: directory) {
                     let report = SharedDefaults.managedSettings(forSuite: name, directory: directory)
                     for setting in report.settings {

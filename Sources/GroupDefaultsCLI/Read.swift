@@ -52,8 +52,12 @@ extension GroupDefaultsCommand {
 }
 
 extension GroupDefaultsCommand.Read {
-    /// One line on stderr for each managed key read (`key`, or every one): what programs read.
+    /// One line on stderr for each managed or pinned key read (`key`, or every one): what programs
+    /// read, or who changes it.
     static func noteManaged(_ defaults: SharedDefaults, key: String?) {
+        for pinned in defaults.pinnedKeys where key.map({ pinned.isSameName(as: $0) }) ?? true {
+            groupdefaults.printError("note: \(printable(pinned)) is pinned by the suite's owner: only the owner's devices change it")
+        }
         for setting in defaults.managedSettings.settings where key.map({ setting.key.isSameName(as: $0) }) ?? true {
             groupdefaults.printError(
                 "note: \(printable(setting.key)) is managed by \(setting.file): programs read \(ValueText.oneLine(setting.value))"

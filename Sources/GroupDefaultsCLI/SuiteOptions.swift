@@ -54,6 +54,12 @@ struct SuiteOptions: ParsableArguments {
         try checkNotSwapped(suite, keys: entries.map(\.key))
         let defaults = try openOrCreate(suite)
         try body(defaults)
+        let pinned = Set(defaults.pinnedKeys.map(\.exact))
+        for (key, _) in entries where pinned.contains(key.exact) {
+            groupdefaults.printError(
+                "warning: \(printable(key)) is pinned by the suite's owner: the value was stored here, but sync does not push it and puts the owner's value back"
+            )
+        }
         for (key, _) in entries {
             guard let setting = defaults.managedSettings.settings.first(where: { $0.key.isSameName(as: key) }) else { continue }
             groupdefaults.printError(

@@ -21,7 +21,12 @@ extension GroupDefaultsCommand {
                 after an operating-system crash or power loss the suite was put back to its last \
                 durability point and the changes after it are gone: read it again too. Once it follows the \
                 suite it says so on stderr ("watching SUITE after change N"), so that a script can \
-                start it and then make changes. Ends on SIGINT or SIGTERM, or after --count changes.
+                start it and then make changes. A change of another domain that changes what a key reads \
+                (a managed settings file, the global domain) ends with where it was made, "(managed by FILE)" \
+                or "(global domain)" ("domain" in JSON), and shows what the key reads now; it is numbered \
+                with the suite's last change, and --since does not replay it. A key pinned or unpinned \
+                for a suite's members (on a member's device) shows as a change of its value as it is. \
+                Ends on SIGINT or SIGTERM, or after --count changes.
 
                 Examples:
                   groupdefaults watch group.com.example.chat sound --json

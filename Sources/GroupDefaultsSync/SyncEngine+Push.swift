@@ -146,7 +146,7 @@ extension SyncEngine {
         }
         try local { _ = try defaults.clearPending(settled) }
         options.progress?(SyncProgress(phase: .pushing, done: pushed.count, total: nil))
-        report.pushed = settled.count
+        report.pushed = settled.count - pinned.count  // a pinned key's change was settled, not pushed
         return report
     }
 

@@ -35,7 +35,9 @@ struct PinnedKeysTests {
         #expect(memberDefaults.lastError?.code == .pinnedKey)
         memberDefaults.set("https://evil.example", forKey: "serverURL")
         memberDefaults.set("bell.caf", forKey: "doorbell")
-        try await expectOK(member.sync("sync"))
+        let synced = try await member.sync("sync")
+        #expect(synced.status == 0 && synced.stdout.contains("pushed 1,"), "only doorbell is pushed: \(synced)")
+        #expect(synced.stdout.contains("2 local changes of pinned keys replaced by the owner's value"), "\(synced)")
         #expect(memberDefaults.string(forKey: "quietHours") == "22:00-07:00")
         #expect(memberDefaults.object(forKey: "serverURL") == nil)
         #expect(memberDefaults.string(forKey: "doorbell") == "bell.caf")
@@ -50,6 +52,13 @@ struct PinnedKeysTests {
         // Nothing is left pending: the next sync pushes nothing and changes nothing.
         try await expectOK(member.sync("sync"))
         #expect(memberDefaults.string(forKey: "quietHours") == "22:00-07:00")
+
+        // The tool says so where a person looks.
+        let written = try await member.defaultsTool(["write", member.suite, "quietHours", "23:00-06:00"])
+        #expect(written.status == 0 && written.stderr.contains("quietHours is pinned by the suite's owner"), "\(written)")
+        try await expectOK(member.sync("sync"))
+        let read = try await member.defaultsTool(["read", member.suite, "quietHours"])
+        #expect(read.stdout == "22:00-07:00\n" && read.stderr.contains("is pinned by the suite's owner"), "\(read)")
 
         // A write member may not unpin: 403 with its code, one line.
         let refused = try await member.sync("unpin", ["quietHours"])

@@ -59,9 +59,11 @@ extension SharedDefaults {
         /// The domain of the search list the change was made in: `.suite` for the suite's own
         /// changes (its log), another for a change of a managed settings file, the argument
         /// domain, an added suite, the global domain or the registered defaults that changes what
-        /// the key reads (see `SharedDefaults.Domain`). Those are not in the suite's log: their
-        /// `sequence` is the log's end when they were seen, `origin` and `hlc` are 0, and `since`
-        /// does not replay them.
+        /// the key reads (see `SharedDefaults.Domain`). For those, `kind` and `value` say what the
+        /// key reads now (`set` with another domain's value when a managed file lets go of a key
+        /// the suite holds; `removed` when no domain holds it). They are not in the suite's log:
+        /// their `sequence` is the log's end when they were seen, `origin` and `hlc` are 0, and
+        /// `since` does not replay them.
         public internal(set) var domain: SharedDefaults.Domain = .suite
 
         /// The largest value, in bytes encoded (about its size as UTF-8 text, for a string), that the

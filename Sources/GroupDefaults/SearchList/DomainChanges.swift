@@ -16,6 +16,8 @@ final class DomainChanges: Sendable {
     private let store: SuiteStore
     private let searchList: SearchList
     private let state = Mutex(State())
+    /// What a key reads now through the handle's search list (set once the handle is made).
+    private let resolver = Mutex<(@Sendable (String) -> PropertyListValue?)?>(nil)
 
     private struct State {
         /// Each listener's keys (nil: all) and the changes not yet taken.
@@ -29,6 +31,11 @@ final class DomainChanges: Sendable {
     init(store: SuiteStore, searchList: SearchList) {
         self.store = store
         self.searchList = searchList
+    }
+
+    /// Sets how a key is read through the handle's search list (`SharedDefaults.value(forKey:)`).
+    func resolve(with body: @escaping @Sendable (String) -> PropertyListValue?) {
+        resolver.withLock { $0 = body }
     }
 
     // MARK: Listeners
@@ -155,12 +162,16 @@ final class DomainChanges: Sendable {
         source: SharedDefaults.Change.Source = .anotherProcess
     ) {
         if let key, isHidden(key, below: domain) { return }
+        // What the key reads now: after a removal in one domain, perhaps another domain's value
+        // (a managed file gone, the suite's own value read again).
+        var reads = value
+        if let key, let resolve = resolver.withLock({ $0 }) { reads = resolve(key.text) }
         let sequence = (try? store.readLog { try ChangeLog.tail($0).sequence }) ?? 0
         let change = SharedDefaults.Change(
             sequence: sequence,
-            kind: kind ?? (value == nil ? .removed : .set),
+            kind: kind ?? (reads == nil ? .removed : .set),
             key: key?.text ?? "",
-            value: value,
+            value: reads,
             isValueNotKept: false,
             origin: 0,
             hlc: HLC(rawValue: 0),

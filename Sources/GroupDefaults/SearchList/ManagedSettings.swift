@@ -42,6 +42,9 @@ final class ManagedSettings: Sendable {
     /// The two files, most general first.
     let files: [String]
     private let state: Mutex<State>
+    /// When a look at the files last found nothing managed (0: something is, or no look yet): a
+    /// read within `freshness` of it answers without the lock.
+    private let emptySince = Atomic<UInt64>(0)
     private static let logger = Logger(label: "GroupDefaults")
 
     /// The keys whose managed value changed, with the entries before and after.
@@ -104,6 +107,8 @@ final class ManagedSettings: Sendable {
 
     /// The managed entry of `key`, if any.
     func entry(forKey key: ExactName) -> Entry? {
+        let empty = emptySince.load(ordering: .relaxed)
+        if empty != 0, Self.monotonicNanoseconds() &- empty < Self.freshness { return nil }
         let values = current
         return values.isEmpty ? nil : values[key]
     }
@@ -114,6 +119,7 @@ final class ManagedSettings: Sendable {
         let identities = files.map(FileVersion.init(file:))
         let (merged, changed, listeners) = state.withLock { state -> ([ExactName: Entry], Changed, [@Sendable (Changed) -> Void]) in
             let (merged, changed) = reload(&state, identities)
+            emptySince.store(merged.isEmpty ? max(state.checkedAt, 1) : 0, ordering: .relaxed)
             return (merged, changed, changed.isEmpty ? [] : Array(state.listeners.values))
         }
         for listener in listeners { listener(changed) }

@@ -18,11 +18,15 @@ final class SearchList: Sendable {
     /// The global domain (nil for the global domain's own handles).
     let global: LowerSuite?
     private let state: Mutex<State>
+    /// Whether the argument domain holds anything (most processes' is empty): reads skip the lock.
+    private let hasArguments: Atomic<Bool>
 
     struct State {
         /// The volatile domains but the registration domain (the store's registered defaults), the
         /// argument domain among them.
         var volatile: [ExactName: [ExactName: PropertyListValue]]
+        /// The argument domain (also in `volatile`), apart for the reads.
+        var arguments: [ExactName: PropertyListValue]
         /// The added suites, the last added first.
         var added: [LowerSuite] = []
     }
@@ -36,7 +40,8 @@ final class SearchList: Sendable {
             suiteName.isSameName(as: SharedDefaults.globalDomain)
             ? nil : try LowerSuite(name: SharedDefaults.globalDomain, directory: directory, configuration: configuration)
         let arguments = configuration.arguments.isEmpty ? [:] : ArgumentDomain.parse(configuration.arguments)
-        state = Mutex(State(volatile: [SharedDefaults.argumentDomain.exact: arguments]))
+        state = Mutex(State(volatile: [SharedDefaults.argumentDomain.exact: arguments], arguments: arguments))
+        hasArguments = Atomic(!arguments.isEmpty)
     }
 
     // MARK: Domains above the suite
@@ -48,7 +53,8 @@ final class SearchList: Sendable {
 
     /// The argument domain's value of `key`.
     func argumentValue(forKey key: ExactName) -> PropertyListValue? {
-        state.withLock { $0.volatile[SharedDefaults.argumentDomain.exact]?[key] }
+        guard hasArguments.load(ordering: .relaxed) else { return nil }
+        return state.withLock { $0.arguments[key] }
     }
 
     // MARK: Domains below the suite
@@ -100,6 +106,10 @@ final class SearchList: Sendable {
         state.withLock { state in
             let old = state.volatile[name.exact] ?? [:]
             state.volatile[name.exact] = domain
+            if name.isSameName(as: SharedDefaults.argumentDomain) {
+                state.arguments = domain ?? [:]
+                hasArguments.store(!state.arguments.isEmpty, ordering: .relaxed)
+            }
             return old
         }
     }

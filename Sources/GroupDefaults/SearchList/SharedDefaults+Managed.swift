@@ -47,7 +47,9 @@ extension SharedDefaults {
         let folders = [directory] + (ManagedSettings.userName.map { ["\(directory)/users/\($0)"] } ?? [])
         for folder in folders {
             for file in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] where file.hasSuffix(".plist") {
-                names.insert(String(file.dropLast(".plist".count)))
+                let name = String(file.dropLast(".plist".count))
+                // A file whose name is no suite's applies to none.
+                if (try? SuiteLocation(suiteName: name, directory: URL(fileURLWithPath: folder))) != nil { names.insert(name) }
             }
         }
         return names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }

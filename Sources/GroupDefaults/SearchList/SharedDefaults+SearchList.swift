@@ -34,7 +34,7 @@ extension SharedDefaults {
 
         public var description: String {
             switch self {
-            case .managed(let file): "managed (\(file))"
+            case .managed(let file): "managed by \(file)"
             case .arguments: "arguments"
             case .suite: "suite"
             case .addedSuite(let name): "added suite \(name)"

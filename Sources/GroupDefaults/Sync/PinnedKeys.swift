@@ -27,24 +27,26 @@ extension SharedDefaults {
 
     /// Makes `keys` the suite's pinned keys (the sync engine, on a member's device), telling the
     /// suite's observers, in every process, of each key whose pin changed and that holds a value
-    /// (a change of the key, with its value as it is).
-    package func replacePinnedKeys(_ keys: [String]) throws {
+    /// (a change of the key, with its value as it is), unless `announcing` is false.
+    package func replacePinnedKeys(_ keys: [String], announcing: Bool = true) throws {
         try write { tx in
             let old = try tx.pinnedKeys()
             let new = Set(keys.map(\.exact))
             guard old != new else { return }
             let text = String(decoding: try JSONEncoder().encode(new.sorted().map(\.text)), as: UTF8.self)
             try tx.perform(key: nil) { try tx.setSyncText(new.isEmpty ? nil : text, for: MetaKey.syncPinned) }
+            guard announcing else { return }
             for key in old.symmetricDifference(new).sorted() { try tx.announce(key.text) }
         }
     }
 
-    /// Adds `keys` to the pinned keys (a push's op refused as pinned, before the engine lists them).
+    /// Adds `keys` to the pinned keys (a push's op refused as pinned, before the engine lists
+    /// them), without a change of their own: the owner's value that comes next is the change.
     package func addPinnedKeys(_ keys: [String]) throws {
         let known = try read { tx in try tx.pinnedKeys() }
         let added = Set(keys.map(\.exact)).subtracting(known)
         guard !added.isEmpty else { return }
-        try replacePinnedKeys(known.union(added).map(\.text))
+        try replacePinnedKeys(known.union(added).map(\.text), announcing: false)
     }
 }
 

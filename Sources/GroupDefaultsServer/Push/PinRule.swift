@@ -35,7 +35,12 @@ package enum PinRule {
         guard change.pin.count + change.unpin.count <= PinChange.maximumKeys else {
             throw SyncStorageError(.malformed, "a change names at most \(PinChange.maximumKeys) keys")
         }
-        for key in change.pin + change.unpin {
+        // A new pin is a new name: the rules for new keys (no control character), not the lenient
+        // ones for keys stored before them; an unpin takes any key a pin may hold.
+        for key in change.pin {
+            if let problem = NameKind.key.problem(with: key) { throw SyncStorageError(.malformed, "key \(key.debugDescription): \(problem)") }
+        }
+        for key in change.unpin {
             if let problem = NameKind.key.problem(withStored: key) { throw SyncStorageError(.malformed, "key \(key.debugDescription): \(problem)") }
         }
         let pinned = Set(change.pin.map(\.exact))

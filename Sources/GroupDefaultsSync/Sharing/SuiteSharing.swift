@@ -165,6 +165,11 @@ public struct SuiteSharing: Sendable {
     /// In an end-to-end encrypted suite the server is given each key's id and its name sealed with
     /// the suite's key. Returns the pinned keys after the change (as `pinnedKeys()`).
     public func changePins(pin: [String], unpin: [String]) async throws(SyncError) -> [String] {
+        for key in pin {
+            if let problem = NameKind.key.problem(with: key) {
+                throw SyncError(.rejected, code: .malformed, "key \(key.debugDescription) cannot be pinned: \(problem); nothing was pinned")
+            }
+        }
         let change = try await engine.sealedPinChange(pin: pin, unpin: unpin)
         let after = try await client.changePins(change)
         try await engine.refreshPins()
