@@ -26,7 +26,7 @@ extension SharedDefaults {
         var tombstonesMayExist: Bool?
         /// Whether the suite is synced, so that each local change is marked pending (read from `meta`
         /// at the first change: another process may have configured sync since the last commit).
-        private var isSynced = false
+        private(set) var isSynced = false
         /// A synced suite's local-only key patterns (read with `isSynced`): their keys are never
         /// marked pending, and pulled entries for them are not applied.
         private var localOnly: [GlobPattern] = []

@@ -18,8 +18,10 @@ final class SearchList: Sendable {
     /// The global domain (nil for the global domain's own handles).
     let global: LowerSuite?
     private let state: Mutex<State>
-    /// Whether the argument domain holds anything (most processes' is empty): reads skip the lock.
-    private let hasArguments: Atomic<Bool>
+    /// The lengths in bytes of the argument domain's keys, as bits (a key of 64 bytes or more sets
+    /// bit 63): a read of a key whose length is not among them skips the lock, as every read does
+    /// while the domain is empty.
+    private let argumentLengths: Atomic<UInt64>
 
     struct State {
         /// The volatile domains but the registration domain (the store's registered defaults), the
@@ -41,7 +43,7 @@ final class SearchList: Sendable {
             ? nil : try LowerSuite(name: SharedDefaults.globalDomain, directory: directory, configuration: configuration)
         let arguments = configuration.arguments.isEmpty ? [:] : ArgumentDomain.parse(configuration.arguments)
         state = Mutex(State(volatile: [SharedDefaults.argumentDomain.exact: arguments], arguments: arguments))
-        hasArguments = Atomic(!arguments.isEmpty)
+        argumentLengths = Atomic(Self.lengthBits(arguments.keys))
     }
 
     // MARK: Domains above the suite
@@ -53,8 +55,16 @@ final class SearchList: Sendable {
 
     /// The argument domain's value of `key`.
     func argumentValue(forKey key: ExactName) -> PropertyListValue? {
-        guard hasArguments.load(ordering: .relaxed) else { return nil }
+        guard argumentLengths.load(ordering: .relaxed) & Self.lengthBit(key.text) != 0 else { return nil }
         return state.withLock { $0.arguments[key] }
+    }
+
+    private static func lengthBit(_ key: String) -> UInt64 {
+        1 << UInt64(min(key.utf8.count, 63))
+    }
+
+    private static func lengthBits(_ keys: some Sequence<ExactName>) -> UInt64 {
+        keys.reduce(0) { $0 | lengthBit($1.text) }
     }
 
     // MARK: Domains below the suite
@@ -108,7 +118,7 @@ final class SearchList: Sendable {
             state.volatile[name.exact] = domain
             if name.isSameName(as: SharedDefaults.argumentDomain) {
                 state.arguments = domain ?? [:]
-                hasArguments.store(!state.arguments.isEmpty, ordering: .relaxed)
+                argumentLengths.store(Self.lengthBits(state.arguments.keys), ordering: .relaxed)
             }
             return old
         }

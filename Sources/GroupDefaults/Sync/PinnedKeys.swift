@@ -51,9 +51,10 @@ extension SharedDefaults {
 }
 
 extension SharedDefaults.Transaction {
-    /// Whether `key` is pinned: one lookup in `meta` (a miss on any suite that is no member's copy).
+    /// Whether `key` is pinned, after this transaction's change: nothing to look up in a suite
+    /// that does not sync (the change read whether it does), one lookup in `meta` in one that does.
     func isPinned(_ key: String) throws -> Bool {
-        guard try perform(key: nil, { try txn.get(.meta, MetaKey.syncPinned) }) != nil else { return false }
+        guard isSynced, try perform(key: nil, { try txn.get(.meta, MetaKey.syncPinned) }) != nil else { return false }
         return try pinnedKeys().contains(key.exact)
     }
 
