@@ -3,6 +3,7 @@ import GroupDefaultsWire
 import Logging
 internal import PropertyListFormats
 import Synchronization
+import SystemCalls
 
 /// The values an administrator forces for one suite: read by every process, above the suite (and
 /// above the argument domain) in the search list, written by no program.
@@ -297,11 +298,8 @@ final class ManagedSettings: Sendable {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                return nil
-            }
+            let count = buffer.withUnsafeMutableBytes { bytes in SystemCall.retryingEINTR { read(fd, bytes.baseAddress, bytes.count) } }
+            if count < 0 { return nil }
             if count == 0 { return data }
             data.append(contentsOf: buffer[..<count])
             if data.count > limit { return nil }
