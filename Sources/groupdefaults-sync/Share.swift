@@ -192,8 +192,7 @@ extension SyncCommand {
                     }
                 }
                 if let pinned = list.pinned, !pinned.isEmpty {
-                    let names = try await engine.sharing.pinnedKeys()
-                    output("pinned for the members: " + names.map(printable).joined(separator: ", "))
+                    output(Pin.listing(try await engine.sharing.pinnedKeys()))
                 }
                 if list.members.contains(where: holdsNoKeys) {
                     output(
@@ -235,8 +234,13 @@ extension SyncCommand {
         func run() async throws {
             try await withConfiguredEngine(options, server, suite) { _, engine in
                 let pinned = try await engine.sharing.changePins(pin: keys, unpin: [])
-                output("pinned for the members: " + pinned.map(printable).joined(separator: ", "))
+                output(Self.listing(pinned))
             }
+        }
+
+        /// How `pin`, `unpin` and `members` show the pinned keys: one line.
+        static func listing(_ pinned: [String]) -> String {
+            pinned.isEmpty ? "no key is pinned" : "pinned for the members: " + pinned.map(printable).joined(separator: ", ")
         }
     }
 
@@ -263,7 +267,7 @@ extension SyncCommand {
         func run() async throws {
             try await withConfiguredEngine(options, server, suite) { _, engine in
                 let pinned = try await engine.sharing.changePins(pin: [], unpin: keys)
-                output(pinned.isEmpty ? "no key is pinned" : "pinned for the members: " + pinned.map(printable).joined(separator: ", "))
+                output(Pin.listing(pinned))
             }
         }
     }

@@ -66,10 +66,7 @@ struct FoundationDifferentialTests {
         try await withTemporaryDirectory { directory in
             // Foundation reads HOME and XDG_CONFIG_HOME at start-up: its files go to a private
             // home only in a process started with it.
-            let home = directory.appendingPathComponent("home").path
-            var environment = Self.environment
-            environment["HOME"] = home
-            environment["XDG_CONFIG_HOME"] = home + "/.config"
+            let environment = Self.helperEnvironment(directory)
             let count = Self.environment["GROUPDEFAULTS_DIFF_COUNT"].flatMap(Int.init) ?? 2000
             let helper = try HelperProcess(
                 "differential",
@@ -97,10 +94,7 @@ struct FoundationDifferentialTests {
     )
     func searchListSequences() async throws {
         try await withTemporaryDirectory { directory in
-            let home = directory.appendingPathComponent("home").path
-            var environment = Self.environment
-            environment["HOME"] = home
-            environment["XDG_CONFIG_HOME"] = home + "/.config"
+            let environment = Self.helperEnvironment(directory)
             let count = Self.environment["GROUPDEFAULTS_DIFF_COUNT"].flatMap(Int.init) ?? 1500
             let helper = try HelperProcess(
                 "differential-search",
@@ -180,10 +174,7 @@ struct FoundationDifferentialTests {
     @Test("the rows that need Foundation's persistent domain (set, not register) hold as docs/guide says")
     func statedDifferencesOfStoredValues() async throws {
         try await withTemporaryDirectory { directory in
-            let home = directory.appendingPathComponent("home").path
-            var environment = Self.environment
-            environment["HOME"] = home
-            environment["XDG_CONFIG_HOME"] = home + "/.config"
+            let environment = Self.helperEnvironment(directory)
             let result = try await HelperProcess("differential-stated", directory: directory, suite: "unused", environment: environment).finish()
             #expect(result.status == 0, "\(result.stderr)")
             #expect(
@@ -199,10 +190,7 @@ struct FoundationDifferentialTests {
     @Test("the rows of the search list in the differences table (docs/guide) hold, on both sides, as they say")
     func statedDifferencesOfTheSearchList() async throws {
         try await withTemporaryDirectory { directory in
-            let home = directory.appendingPathComponent("home").path
-            var environment = Self.environment
-            environment["HOME"] = home
-            environment["XDG_CONFIG_HOME"] = home + "/.config"
+            let environment = Self.helperEnvironment(directory)
             let result = try await HelperProcess("differential-stated-search", directory: directory, suite: "unused", environment: environment)
                 .finish()
             #expect(result.status == 0, "\(result.stderr)")
@@ -217,6 +205,16 @@ struct FoundationDifferentialTests {
                 "\(result.stdout)"
             )
         }
+    }
+
+    /// The environment of a helper that runs Foundation: `HOME` and `XDG_CONFIG_HOME` inside
+    /// `directory` (Foundation reads them once, at start-up: its files go there).
+    static func helperEnvironment(_ directory: URL) -> [String: String] {
+        let home = directory.appendingPathComponent("home").path
+        var environment = Self.environment
+        environment["HOME"] = home
+        environment["XDG_CONFIG_HOME"] = home + "/.config"
+        return environment
     }
 
     /// What the scalar getters answer for key `k`.

@@ -200,7 +200,8 @@ final class DomainChanges: Sendable {
         if searchList.argumentValue(forKey: key) != nil { return true }
         if (try? storedValue(key)) != nil { return true }
         for lower in searchList.lowerSuites {
-            if domain == .addedSuite(lower.name) && lower !== searchList.global { return false }
+            // Where the change was made, by the suite's bytes (`Domain`'s `==` is Swift's).
+            if case .addedSuite(let name) = domain, lower !== searchList.global, lower.name.isSameName(as: name) { return false }
             if domain == .global && lower === searchList.global { return false }
             if (try? lower.storedValue(forKey: key.text)) != nil { return true }
         }

@@ -66,12 +66,14 @@ final class ManagedSettings: Sendable {
         var checkedOnce = false
     }
 
-    private static let all = Mutex<[String: ManagedSettings]>([:])
+    /// By directory and suite name, each as its bytes: two suites whose names Swift's `==` takes
+    /// for one (`café` and `cafe\u{301}`) have two files and two settings.
+    private static let all = Mutex<[ExactName: ManagedSettings]>([:])
 
     /// The process's managed settings of `suiteName` under `directory`.
     static func `for`(directory: String, suiteName: String) -> ManagedSettings {
         all.withLock { all in
-            let id = directory + "\u{0}" + suiteName
+            let id = (directory + "\u{0}" + suiteName).exact
             if let known = all[id] { return known }
             let made = ManagedSettings(directory: directory, suiteName: suiteName)
             all[id] = made
@@ -330,7 +332,6 @@ struct FileVersion: Sendable, Equatable {
 struct FileIdentity: Sendable, Equatable {
     let device: UInt64, inode: UInt64, size: Int64, modified: Int64, changed: Int64
     let mode: UInt32, owner: UInt32
-    let isRegularFile: Bool
 
     /// nil if nothing is at `path`.
     init?(path: String) {
@@ -343,6 +344,5 @@ struct FileIdentity: Sendable, Equatable {
         changed = Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
         mode = UInt32(info.st_mode)
         owner = UInt32(info.st_uid)
-        isRegularFile = info.st_mode & S_IFMT == S_IFREG
     }
 }

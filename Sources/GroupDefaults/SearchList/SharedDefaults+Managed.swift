@@ -43,16 +43,16 @@ extension SharedDefaults {
     /// The suites that have a managed settings file under `directory` (for every user, or for this
     /// user), sorted.
     public static func managedSuiteNames(directory: String = Configuration.defaultManagedDirectory) -> [String] {
-        var names: Set<String> = []
+        var names: Set<ExactName> = []
         let folders = [directory] + (ManagedSettings.userName.map { ["\(directory)/users/\($0)"] } ?? [])
         for folder in folders {
             for file in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] where file.hasSuffix(".plist") {
                 let name = String(file.dropLast(".plist".count))
                 // A file whose name is no suite's applies to none.
-                if (try? SuiteLocation(suiteName: name, directory: URL(fileURLWithPath: folder))) != nil { names.insert(name) }
+                if (try? SuiteLocation(suiteName: name, directory: URL(fileURLWithPath: folder))) != nil { names.insert(name.exact) }
             }
         }
-        return names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        return names.sorted().map(\.text)
     }
 
     /// After a write of `key` through a setter: says so if the key is managed, or `pinned`.
