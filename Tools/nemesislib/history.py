@@ -827,10 +827,18 @@ class History:
             self.audit_expected.append(("member-remove", ACCOUNTS[suite.owner]))
         for device in self.devices:
             if device.account == account:
-                self.model.lost_authority(device.index, suite.id)
+                self.lost_authority(device, suite)
         if suite.encrypted and account in suite.holds_keys:
             suite.removed[account] = now_ms()
             suite.holds_keys.discard(account)
+
+    def lost_authority(self, device, suite):
+        """The device can no longer push to the suite. A `run` of it still running may already
+        have pushed what was written since it started (the model learns of a run's pushes only when
+        it stops), so those writes may or may not be in the suite."""
+        if suite.index in device.runs:
+            self.model.pushed(device.index, suite.id, surely=False)
+        self.model.lost_authority(device.index, suite.id)
 
     def step(self, prefix=""):
         """Where the current interruption lands when it lands on a named step of the process whose
@@ -996,7 +1004,7 @@ class History:
                 for index in list(device.runs):
                     self.stop_run(device, self.suites[index])
                 for index in list(device.local):
-                    self.model.lost_authority(device.index, self.suites[index].id)
+                    self.lost_authority(device, self.suites[index])
                 device.retired = True
                 promises.retired(self, device)
         # The name again: a new account, whose devices start afresh; a name that looks like a
