@@ -522,14 +522,14 @@ class History:
         if interrupt is None and joined and truth.get(ACCOUNTS[joiner.account]) != role:
             # The server's listing is not its own oracle: an invitation adds the role it offered.
             raise Failure(
-                f"{ascii(ACCOUNTS[joiner.account])} joined {ascii(suite.name)} by an invitation as {role}, and the owner's device lists {truth.get(ACCOUNTS[joiner.account])}"
+                f"{ascii(ACCOUNTS[joiner.account])} joined {suite.label} by an invitation as {role}, and the owner's device lists {truth.get(ACCOUNTS[joiner.account])}"
             )
         if ACCOUNTS[joiner.account] in truth and not joined:
             if suite.encrypted:
                 # README: a join stopped before the keys came leaves again (the same command again
                 # after a crash; `share`'s Ctrl-C): no member is left without keys.
                 raise Failure(
-                    f"{ascii(ACCOUNTS[joiner.account])}'s join of {ascii(suite.name)} did not finish, and the account is still a member"
+                    f"{ascii(ACCOUNTS[joiner.account])}'s join of {suite.label} did not finish, and the account is still a member"
                 )
             # A plain suite's member whose join stopped after the acceptance: its devices join
             # with --shared-from, as another device of a member does.
@@ -743,10 +743,10 @@ class History:
                 self.log(f"  unshare failed: {tail(result.err, 300)}")
             elif held and before is not None and self.epoch(suite) <= before:
                 # docs/guide/sharing.md: `unshare` removes the member, then moves the suite to a new key epoch.
-                raise Failure(f"unshare removed {ascii(ACCOUNTS[account])} from {ascii(suite.name)} but left it at key epoch {before}")
+                raise Failure(f"unshare removed {ascii(ACCOUNTS[account])} from {suite.label} but left it at key epoch {before}")
         self.learn_membership(suite)
         if result is not None and result.rc == 0 and account in suite.members:
-            raise Failure(f"unshare of {ascii(ACCOUNTS[account])} from {ascii(suite.name)} ended with 0, and the account is still listed")
+            raise Failure(f"unshare of {ascii(ACCOUNTS[account])} from {suite.label} ended with 0, and the account is still listed")
 
     def op_pin(self, op):
         """The owner's device pins the operation's key for the suite's members, or unpins it if
@@ -767,7 +767,7 @@ class History:
             return
         pinned = {name.strip() for name in result.out.split(":", 1)[-1].split(",")} if "pinned for" in result.out else set()
         if key in pinned and verb == "unpin" or key not in pinned and verb == "pin":
-            raise Failure(f"{verb} {key!r} of {ascii(suite.name)} ended with 0, and the pinned keys are {sorted(pinned)}")
+            raise Failure(f"{verb} {key!r} of {suite.label} ended with 0, and the pinned keys are {sorted(pinned)}")
         suite.unsure_pins.discard(key)
         if verb == "pin":
             suite.pinned.add(key)
@@ -794,7 +794,7 @@ class History:
         if status in (401, 403):
             return None
         if status != 200:
-            raise Failure(f"the owner's token reads no key bags of {ascii(suite.name)}: {status} {bags}")
+            raise Failure(f"the owner's token reads no key bags of {suite.label}: {status} {bags}")
         return max((int(e) for e in bags.get("epochs", {})), default=1)
 
     def learn_membership(self, suite):

@@ -26,9 +26,9 @@ class Write:
         self.lo, self.hi, self.standing, self.pushed = lo, hi, standing, pushed
 
     def __repr__(self):
-        what = "delete" if self.value is None else repr(self.value)
+        what = "delete" if self.value is None else ascii(self.value)
         return (
-            f"op {self.op}: device {self.device} {what} -> {self.key!r} "
+            f"op {self.op}: d{self.device} {what} -> {ascii(self.key)} "
             f"(stamp in [{self.lo}, {self.hi}] ms, {self.standing}, pushed {self.pushed})"
         )
 
@@ -120,9 +120,9 @@ class Model:
         if final is not None:
             sources = [w for w in candidates if w.value == final]
             if not sources:
-                return [f"{key!r} holds {final!r}, which no write of this suite made"]
+                return [f"{ascii(key)} holds {ascii(final)}, which no write of this suite made"]
             if all(w.standing == "outsider" for w in sources):
-                return [f"{key!r} holds {final!r}, which must never reach the suite: {sources[0]!r}"]
+                return [f"{ascii(key)} holds {ascii(final)}, which must never reach the suite: {sources[0]!r}"]
             winner_hi = max(w.hi for w in sources if w.standing != "outsider")
         else:
             deletions = [w for w in candidates if w.value is None and w.standing != "outsider"]
@@ -133,6 +133,6 @@ class Model:
             if w.value is None and final is None:
                 continue
             if winner_hi is None or w.lo > winner_hi:
-                now = "is absent" if final is None else f"holds {final!r}"
-                problems.append(f"{key!r} {now}, but this acknowledged write is newer and was lost: {w!r}")
+                now = "is absent" if final is None else f"holds {ascii(final)}"
+                problems.append(f"{ascii(key)} {now}, but this acknowledged write is newer and was lost: {w!r}")
         return problems

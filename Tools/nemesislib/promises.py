@@ -64,7 +64,7 @@ def settle(history):
                 suite = history.suites[index]
                 what = remedy(history, device, suite)
                 if what:
-                    changed.append(f"d{device.index} {ascii(suite.name)}: {what}")
+                    changed.append(f"d{device.index} {suite.label}: {what}")
         if not changed and round_ > 0:
             return
     history.stuck.append(f"the devices did not stop changing after 6 rounds of syncs: {'; '.join(changed)}")
@@ -88,7 +88,7 @@ def remedy(history, device, suite):
         if role is not None:
             # Kept apart from `stuck`, which each round makes again: the copy is unconfigured below
             # and no later round would see it.
-            history.broken.append(f"d{device.index}'s copy of {ascii(suite.name)} says {state}, but the account is {role}")
+            history.broken.append(f"d{device.index}'s copy of {suite.label} says {state}, but the account is {role}")
         history.sync_tool(device, "unconfigure", "--directory", device.folder, local)
         device.left[suite.index] = device.local.pop(suite.index)
         history.model.lost_authority(device.index, suite.id)
@@ -102,16 +102,16 @@ def remedy(history, device, suite):
             history.join_other(device, suite)
         except Skip:
             history.stuck.append(
-                f"d{device.index}'s copy of {ascii(suite.name)} must pair again, and no other device of its account holds the keys: {tail(status.out, 300)}"
+                f"d{device.index}'s copy of {suite.label} must pair again, and no other device of its account holds the keys: {tail(status.out, 300)}"
             )
             return None
         state = "paired again"
     elif state not in ("ok", "offline", "rotation_due", "not_synced", "paired again"):
-        history.stuck.append(f"d{device.index}'s copy of {ascii(suite.name)} is stuck: {tail(status.out, 600)}")
+        history.stuck.append(f"d{device.index}'s copy of {suite.label} is stuck: {tail(status.out, 600)}")
     result = history.sync(device, suite)
     counts = re.search(r"applied (\d+), pushed (\d+)", result.out)
     if result.rc != 0 and not (state == "kept_local" or history.role(device.account, suite) == "read"):
-        history.stuck.append(f"sync of d{device.index}'s {ascii(suite.name)} failed after the remedy: {result!r}")
+        history.stuck.append(f"sync of d{device.index}'s {suite.label} failed after the remedy: {result!r}")
         return f"{state}; sync failed: {tail(result.err, 200)}"
     steady = state == "ok" or (state == "kept_local" and history.role(device.account, suite) == "read")
     if counts is None or counts.group(1) != "0" or counts.group(2) != "0" or not steady:
@@ -170,7 +170,7 @@ def converged(history, suite):
         copies[device.index] = contents(history, device, device.local[suite.index])
     owner = history.owner_device(suite)
     if owner is None or owner.index not in copies:
-        return [f"{ascii(suite.name)}: no device of its owner syncs it at the end"]
+        return [f"{suite.label}: no device of its owner syncs it at the end"]
     reference = copies[owner.index]
     for index, held in copies.items():
         device = history.devices[index]
@@ -183,20 +183,20 @@ def converged(history, suite):
                 continue  # a read member's own change, kept on its device as promised
             if reader and history.model.held_across_restore(suite.id, key, held.get(key)):
                 continue  # held when the server went back: kept on the device, which cannot upload it
-            problems.append(f"{ascii(suite.name)}: d{index} holds {key!r} = {held.get(key)!r}, d{owner.index} {reference.get(key)!r}")
+            problems.append(f"{suite.label}: d{index} holds {ascii(key)} = {ascii(held.get(key))}, d{owner.index} {ascii(reference.get(key))}")
     if not suite.encrypted:
         status, entries = snapshot(history, suite, owner_token(history, suite))
         if status != 200:
-            problems.append(f"{ascii(suite.name)}: the owner's token reads no snapshot ({status})")
+            problems.append(f"{suite.label}: the owner's token reads no snapshot ({status})")
         else:
             served = {e["key"]: next(iter(e["value"].values())) for e in entries if not e.get("deleted") and "value" in e}
             if served != reference:
-                problems.append(f"{ascii(suite.name)}: the server holds {served!r}, the devices {reference!r}")
+                problems.append(f"{suite.label}: the server holds {served!r}, the devices {reference!r}")
     for key in sorted(set(KEYS) | set(reference)):
         found = history.model.check_key(suite.id, key, reference.get(key))
-        problems += [f"{ascii(suite.name)}: {p}" for p in found]
-        if found and not suite.encrypted:
-            problems.append(f"{ascii(suite.name)}: the server's versions of {key!r}: {versions(history, suite, key)}")
+        problems += [f"{suite.label}: {p}" for p in found]
+        if found and not suite.encrypted:  # a clue to the last problem, not a promise of its own
+            problems[-1] += f"\n  the server's versions of {ascii(key)}: {versions(history, suite, key)}"
     return problems
 
 
@@ -235,10 +235,10 @@ def authority(history, suite):
     for whose, token in refused:
         status, _ = history.servers.http("GET", path, token)
         if status != 401:
-            problems.append(f"{whose} reads {ascii(suite.name)}: {status}")
+            problems.append(f"{whose} reads {suite.label}: {status}")
         status = pushed_probe(history, suite, token)
         if status != 401:
-            problems.append(f"{whose} pushes to {ascii(suite.name)}: {status}")
+            problems.append(f"{whose} pushes to {suite.label}: {status}")
     alive = suite.owner in history.accounts_alive
     for device in history.devices:
         if device.retired or device.account == suite.owner or device.account in suite.members:
@@ -247,9 +247,9 @@ def authority(history, suite):
             token = f.read().strip()
         status, body = history.servers.http("GET", path, token)
         if status == 200:
-            problems.append(f"{ascii(ACCOUNTS[device.account])}, no member, reads {ascii(ACCOUNTS[suite.owner])}'s {ascii(suite.name)}")
+            problems.append(f"{ascii(ACCOUNTS[device.account])}, no member, reads {ascii(ACCOUNTS[suite.owner])}'s {suite.label}")
         if pushed_probe(history, suite, token) == 200:
-            problems.append(f"{ascii(ACCOUNTS[device.account])}, no member, pushes to {ascii(ACCOUNTS[suite.owner])}'s {ascii(suite.name)}")
+            problems.append(f"{ascii(ACCOUNTS[device.account])}, no member, pushes to {ascii(ACCOUNTS[suite.owner])}'s {suite.label}")
         # Its copy holds nothing written after its account's removal.
         local = device.left.get(suite.index) or device.local.get(suite.index)
         # "After" by the operations' order: the writers' clocks may be off (a write stamped ahead
@@ -260,7 +260,7 @@ def authority(history, suite):
             for key, value in held.items():
                 later = [w for w in history.model.writes if w.suite_id == suite.id and w.value == value and w.op > removed_op and w.device != device.index]
                 if later:
-                    problems.append(f"d{device.index}, removed from {ascii(suite.name)}, holds {later[0]!r} written after")
+                    problems.append(f"d{device.index}, removed from {suite.label}, holds {later[0]!r} written after")
     if suite.encrypted and alive and history.owner_device(suite) is not None and suite.removed:
         status, entries = snapshot(history, suite, owner_token(history, suite))
         for account, removed_at in suite.removed.items():
@@ -278,7 +278,7 @@ def authority(history, suite):
                 epoch = entry.get("sealed", {}).get("epoch")
                 if int(entry["hlc"]) >> 16 > removed_at + 1000 and epoch in held:
                     problems.append(
-                        f"{ascii(suite.name)}: an entry stamped after {ascii(ACCOUNTS[account])} was removed is sealed under epoch {epoch}, which its devices hold"
+                        f"{suite.label}: an entry stamped after {ascii(ACCOUNTS[account])} was removed is sealed under epoch {epoch}, which its devices hold"
                     )
                     break
     if alive and suite.encrypted:
@@ -288,7 +288,7 @@ def authority(history, suite):
             if result.rc == 0:
                 for member in json.loads(result.out)["members"]:
                     if member["role"] != "owner" and member.get("admission") is None:
-                        problems.append(f"{ascii(suite.name)}: member {member['account']!r} holds no keys at the end")
+                        problems.append(f"{suite.label}: member {member['account']!r} holds no keys at the end")
     return problems
 
 

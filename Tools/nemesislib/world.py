@@ -409,6 +409,11 @@ class Suite:
     def id(self):
         return (self.index, self.generation)
 
+    @property
+    def label(self):
+        """The suite in a message, owner first, escaped: look-alike names print apart."""
+        return ascii(f"{ACCOUNTS[self.owner]}/{self.name}")
+
     def local_name(self, device):
         return self.name if device.account == self.owner else f"m{self.index}"
 
