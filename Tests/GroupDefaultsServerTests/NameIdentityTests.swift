@@ -88,10 +88,12 @@ struct NameIdentityTests {
                     #expect(own.entries.isEmpty, "\(what)")
                     // The operator's lookups by account name: the owner's devices and audit records are not the stranger's.
                     let now = HLC.wallClockMilliseconds()
+                    let phoneToken = Tokens.make(account: owner, suitePatterns: ["*"], readOnly: false, device: "phone", expires: nil).stored
+                    try await storage.createToken(phoneToken)
                     try await storage.recordDevice(
                         StoredDevice(
                             account: owner,
-                            tokenID: "tok_o",
+                            tokenID: phoneToken.id,
                             name: "phone",
                             deviceID: 5,
                             firstSeen: now,
@@ -102,7 +104,7 @@ struct NameIdentityTests {
                     )
                     try await storage.appendAudit(.commandLine(.tokenCreate, account: owner, target: "token tok_o"))
                     #expect(try await storage.devices(account: stranger).isEmpty, "\(what)")
-                    #expect(try await storage.devices(account: owner).contains { $0.tokenID == "tok_o" }, "\(what)")
+                    #expect(try await storage.devices(account: owner).contains { $0.tokenID == phoneToken.id }, "\(what)")
                     #expect(try await storage.auditRecords(account: stranger, since: nil, limit: 100).isEmpty, "\(what)")
                     #expect(try await storage.auditRecords(account: owner, since: nil, limit: 100).contains { $0.target == "token tok_o" }, "\(what)")
                     // Two accounts in the list; deleting the stranger leaves the owner, its suite and its member.
@@ -136,10 +138,12 @@ struct NameIdentityTests {
                 // ana's phone used the suite, her tablet only its look-alike (both from one folder of hers).
                 let now = HLC.wallClockMilliseconds()
                 for (name, deviceID, used) in [("phone", UInt64(1), suite), ("tablet", UInt64(2), lookAlike)] {
+                    let deviceToken = Tokens.make(account: "ana", suitePatterns: ["*"], readOnly: false, device: name, expires: nil).stored
+                    try await storage.createToken(deviceToken)
                     try await storage.recordDevice(
                         StoredDevice(
                             account: "ana",
-                            tokenID: "tok_\(name)",
+                            tokenID: deviceToken.id,
                             name: name,
                             deviceID: deviceID,
                             firstSeen: now,

@@ -14,9 +14,13 @@ extension StorageConformanceTests {
         )
         func devices(backend: StorageBackend) async throws {
             try await backend.withStorage { storage in
+                let t1 = Tokens.make(account: "alice", suitePatterns: ["*"], readOnly: false, device: "phone", expires: nil).stored
+                let t2 = Tokens.make(account: "bob", suitePatterns: ["*"], readOnly: false, device: "tablet", expires: nil).stored
+                try await storage.createToken(t1)
+                try await storage.createToken(t2)
                 func sighting(
                     account: String = "alice",
-                    token: String = "t1",
+                    token: String = t1.id,
                     name: String? = "phone",
                     device: UInt64 = 1,
                     at time: UInt64,
@@ -38,7 +42,7 @@ extension StorageConformanceTests {
                 try await storage.recordDevice(sighting(at: 1000, push: true, suite: "a"))  // arrives late: merged, not replacing
                 try await storage.recordDevice(sighting(at: 3000))
                 try await storage.recordDevice(sighting(name: nil, device: UInt64.max, at: 4000))  // another device, same token
-                try await storage.recordDevice(sighting(account: "bob", token: "t2", name: "tablet", at: 5000, push: true))
+                try await storage.recordDevice(sighting(account: "bob", token: t2.id, name: "tablet", at: 5000, push: true))
 
                 let alice = try await storage.devices(account: "alice")
                 #expect(alice.map(\.deviceID) == [UInt64.max, 1], "most recently seen first")
@@ -47,7 +51,7 @@ extension StorageConformanceTests {
                     phone
                         == StoredDevice(
                             account: "alice",
-                            tokenID: "t1",
+                            tokenID: t1.id,
                             name: "phone",
                             deviceID: 1,
                             firstSeen: 1000,
@@ -56,12 +60,42 @@ extension StorageConformanceTests {
                             suites: ["a", "b"]
                         )
                 )
-                #expect(phone.id == StoredDevice.id(account: "alice", tokenID: "t1", deviceID: 1))
+                #expect(phone.id == StoredDevice.id(account: "alice", tokenID: t1.id, deviceID: 1))
                 #expect(alice.first?.name == nil)
                 #expect(alice.first?.id != phone.id)
                 #expect(try await storage.devices(account: "bob").map(\.name) == ["tablet"])
                 #expect(try await storage.devices(account: "carol").isEmpty)
                 #expect(try await storage.devices(account: nil).count == 3)
+            }
+        }
+
+        @Test(
+            "a sighting flushed after its account was deleted, or under another account's name, is not recorded: no device is listed whose token is gone (long-run postgres seed 4106)",
+            arguments: StorageBackend.allCases
+        )
+        func sightingOfADeletedAccount(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let old = Tokens.make(account: "Kim", suitePatterns: ["*"], readOnly: false, device: "d3", expires: nil).stored
+                try await storage.createToken(old)
+                func sighting(_ account: String, _ token: StoredToken) -> StoredDevice {
+                    StoredDevice(account: account, tokenID: token.id, name: token.device, deviceID: 3, firstSeen: 1000, lastSeen: 1000, lastPush: nil, suites: ["a"])
+                }
+                #expect(try await storage.deleteAccount("Kim", audit: nil))
+                // The name made again: a new token; the old token's sighting arrives late.
+                let new = Tokens.make(account: "Kim", suitePatterns: ["*"], readOnly: false, device: "d3", expires: nil).stored
+                try await storage.createToken(new)
+                try await storage.recordDevice(sighting("Kim", old))
+                // A look-alike name (KELVIN SIGN) is another account: the token is not its.
+                try await storage.recordDevice(sighting("\u{212A}im", new))
+                #expect(try await storage.devices(account: nil).isEmpty)
+                try await storage.recordDevice(sighting("Kim", new))
+                let listed = try await storage.devices(account: nil)
+                #expect(listed.map(\.tokenID) == [new.id])
+                // Every listed device can be revoked.
+                guard case .revoked = try await storage.revokeDevice(id: try #require(listed.first).id, account: "Kim", at: Date()) else {
+                    Issue.record("the listed device could not be revoked")
+                    return
+                }
             }
         }
     }

@@ -12,6 +12,11 @@ extension LMDBSyncStorage: DeviceStore {
             // record (Tools/powercut-sim --server found it). `DeviceTracker` writes at most once a
             // second, so the flush costs little.
             try environment.writeTransaction(sync: true) { txn in
+                // A sighting flushed after its account was deleted (or made again) is not written:
+                // its device would be listed with a token that is gone, and could not be revoked.
+                guard let json = try Self.get(txn, DB.tokens, Array(sighting.tokenID.utf8)),
+                    try JSONDecoder().decode(StoredToken.self, from: Data(json)).account.isSameName(as: sighting.account)
+                else { return }
                 let key = LMDBKeys.device(sighting.identity)
                 var device = sighting
                 if let stored = try Self.get(txn, DB.devices, key) {

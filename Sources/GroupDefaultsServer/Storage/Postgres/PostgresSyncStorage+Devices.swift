@@ -9,12 +9,16 @@ extension PostgresSyncStorage: DeviceStore {
         let lastPush = sighting.lastPush.map(Self.date)
         try await bounded("recording a device") { storage in
             // The merge rule of `StoredDevice.merged(with:)`, in SQL (GREATEST and LEAST skip NULLs).
+            // A sighting flushed after its account was deleted (or made again) is not written: its
+            // device would be listed with a token that is gone, and could not be revoked. The token's
+            // row is locked as a push locks it: a deletion under way (tokens first) is waited for.
             try await storage.client.query(
                 """
                 INSERT INTO devices (id, account, token_id, name, device_id, first_seen, last_seen, last_push, suites)
-                VALUES (\(sighting.id), \(sighting.account), \(sighting.tokenID), \(sighting.name),
+                SELECT \(sighting.id), \(sighting.account), \(sighting.tokenID), \(sighting.name),
                         \(String(sighting.deviceID))::numeric, \(Self.date(sighting.firstSeen)), \(Self.date(sighting.lastSeen)),
-                        \(lastPush), \(sighting.suites)::text[])
+                        \(lastPush), \(sighting.suites)::text[]
+                WHERE EXISTS (SELECT 1 FROM tokens WHERE id = \(sighting.tokenID) AND account = \(sighting.account) FOR KEY SHARE)
                 ON CONFLICT (account, token_id, device_id) DO UPDATE SET
                     name = COALESCE(excluded.name, devices.name),
                     first_seen = LEAST(devices.first_seen, excluded.first_seen),
