@@ -78,7 +78,16 @@ extension StorageConformanceTests {
                 let old = Tokens.make(account: "Kim", suitePatterns: ["*"], readOnly: false, device: "d3", expires: nil).stored
                 try await storage.createToken(old)
                 func sighting(_ account: String, _ token: StoredToken) -> StoredDevice {
-                    StoredDevice(account: account, tokenID: token.id, name: token.device, deviceID: 3, firstSeen: 1000, lastSeen: 1000, lastPush: nil, suites: ["a"])
+                    StoredDevice(
+                        account: account,
+                        tokenID: token.id,
+                        name: token.device,
+                        deviceID: 3,
+                        firstSeen: 1000,
+                        lastSeen: 1000,
+                        lastPush: nil,
+                        suites: ["a"]
+                    )
                 }
                 #expect(try await storage.deleteAccount("Kim", audit: nil))
                 // The name made again: a new token; the old token's sighting arrives late.
