@@ -228,7 +228,7 @@ class History:
             if result.rc == 0:
                 self.audit_expected.append(("token-create", account))
         if result.rc != 0:
-            raise Failure(f"a token for {account!r} was refused: {result!r}")
+            raise Failure(f"a token for {ascii(account)} was refused: {result!r}")
         device.tokens_given = getattr(device, "tokens_given", []) + [result.out.strip()]
         files = {device.token_file} | set(getattr(device, "token_files", {}).values())
         for path in files:
@@ -252,7 +252,7 @@ class History:
             args.append("--encrypt")
         result = self.sync_tool(home, *args)
         if result.rc != 0:
-            raise Failure(f"configuring {name!r} on its home device failed: {result!r}")
+            raise Failure(f"configuring {ascii(name)} on its home device failed: {result!r}")
         home.local[suite.index] = name
         home.of_deleted_owner.discard(suite.index)
         self.model.rejoined(home.index, suite.id)
@@ -767,7 +767,7 @@ class History:
             return
         pinned = {name.strip() for name in result.out.split(":", 1)[-1].split(",")} if "pinned for" in result.out else set()
         if key in pinned and verb == "unpin" or key not in pinned and verb == "pin":
-            raise Failure(f"{verb} {key!r} of {suite.label} ended with 0, and the pinned keys are {sorted(pinned)}")
+            raise Failure(f"{verb} {ascii(key)} of {suite.label} ended with 0, and the pinned keys are {sorted(pinned)}")
         suite.unsure_pins.discard(key)
         if verb == "pin":
             suite.pinned.add(key)

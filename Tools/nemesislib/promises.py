@@ -191,7 +191,7 @@ def converged(history, suite):
         else:
             served = {e["key"]: next(iter(e["value"].values())) for e in entries if not e.get("deleted") and "value" in e}
             if served != reference:
-                problems.append(f"{suite.label}: the server holds {served!r}, the devices {reference!r}")
+                problems.append(f"{suite.label}: the server holds {ascii(served)}, the devices {ascii(reference)}")
     for key in sorted(set(KEYS) | set(reference)):
         found = history.model.check_key(suite.id, key, reference.get(key))
         problems += [f"{suite.label}: {p}" for p in found]
@@ -260,7 +260,7 @@ def authority(history, suite):
             for key, value in held.items():
                 later = [w for w in history.model.writes if w.suite_id == suite.id and w.value == value and w.op > removed_op and w.device != device.index]
                 if later:
-                    problems.append(f"d{device.index}, removed from {suite.label}, holds {later[0]!r} written after")
+                    problems.append(f"d{device.index}, removed from {suite.label}, holds {ascii(later[0])} written after")
     if suite.encrypted and alive and history.owner_device(suite) is not None and suite.removed:
         status, entries = snapshot(history, suite, owner_token(history, suite))
         for account, removed_at in suite.removed.items():
@@ -288,7 +288,7 @@ def authority(history, suite):
             if result.rc == 0:
                 for member in json.loads(result.out)["members"]:
                     if member["role"] != "owner" and member.get("admission") is None:
-                        problems.append(f"{suite.label}: member {member['account']!r} holds no keys at the end")
+                        problems.append(f"{suite.label}: member {ascii(member['account'])} holds no keys at the end")
     return problems
 
 
@@ -300,7 +300,7 @@ def verified(history):
         for local in list(device.local.values()) + list(device.left.values()):
             result = history.tools.run("groupdefaults", "verify", "--directory", device.folder, local)
             if result.rc != 0:
-                problems.append(f"d{device.index}'s {local!r} does not verify: {result!r}")
+                problems.append(f"d{device.index}'s {ascii(local)} does not verify: {result!r}")
     return problems
 
 
@@ -316,5 +316,5 @@ def audited(history):
     for (act, account), count in needed.items():
         have = sum(1 for r in records if r["act"] == act and (account is None or r.get("account") == account))
         if have < count:
-            problems.append(f"the audit log holds {have} {act} record(s) of {account!r}, the history made {count}")
+            problems.append(f"the audit log holds {have} {act} record(s) of {ascii(account)}, the history made {count}")
     return problems
