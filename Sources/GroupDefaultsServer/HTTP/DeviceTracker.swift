@@ -100,7 +100,7 @@ final class DeviceTracker: Sendable {
         }
         for sighting in pending {
             do {
-                guard try await storage.token(id: sighting.tokenID) != nil else { continue }
+                // `recordDevice` writes nothing for a token that is gone (its own transaction checks).
                 try await storage.recordDevice(sighting)
             } catch {
                 // Superseded by the device's next sighting.
