@@ -108,6 +108,40 @@ struct RefusalTests {
         }
     }
 
+    @Test("a device whose clock went back an hour after it synced settles nothing the server beat until its clock is right, then converges")
+    func deviceClockWentBack() async throws {
+        try await SyncServer.with(.lmdb) { server in
+            let suite = "group.clock.back"
+            try await withToolPair(suite) { phone, tablet in
+                try await phone.configure(server)
+                try await tablet.configure(server)
+                #expect(try await phone.defaultsTool(["write", suite, "sound", "chime.caf"]).status == 0)
+                #expect(try await phone.sync("sync").status == 0)
+
+                // An hour behind: the write is stamped from that clock (docs/guide/failures.md), so
+                // the server's older value beats it, and this device cannot take the winner yet.
+                let hourBehind = ["/usr/bin/faketime", "-f", "-3600s"]
+                #expect(try await phone.defaultsTool(["write", suite, "sound", "bell.caf"], launcher: hourBehind).status == 0)
+                let behind = try await phone.sync("sync", launcher: hourBehind)
+                #expect(behind.status == 1)
+                #expect(behind.stderr.contains("behind the server's"), "\(behind.stderr)")
+                let status = try await phone.sync("status")
+                #expect(status.stdout.contains("pending: 1"), "the beaten write stays pending: \(status.stdout)")
+
+                // The clock is right again: the write meets its winner again, which is taken, and
+                // the replaced value is kept in the conflict journal.
+                let synced = try await phone.sync("sync")
+                #expect(synced.status == 0, "\(synced.stdout) \(synced.stderr)")
+                #expect(try await tablet.sync("sync").status == 0)
+                let held = try phone.open().string(forKey: "sound")
+                #expect(held == "chime.caf")
+                #expect(try tablet.open().string(forKey: "sound") == held)
+                #expect(try await server.snapshot(suite).entries["sound"]?.value == .string("chime.caf"))
+                #expect(try await phone.sync("conflicts").stdout.contains("bell.caf"))
+            }
+        }
+    }
+
     @Test(
         "a device whose clock ran 100 years ahead recovers when it is right again: what it wrote meanwhile is pushed, later writes win",
         arguments: StorageBackend.allCases
