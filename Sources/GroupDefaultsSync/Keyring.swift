@@ -158,14 +158,13 @@ struct Keyring: Sendable {
         var opened: [SyncEntry] = []
         var refused: [RefusedEntry] = []
         opened.reserveCapacity(entries.count)
-        let oldest = sealer.keys.oldestAppliedEpoch
         for entry in entries {
             // Once rotated, an older epoch's key may be a revoked device's: what it seals is history
             // (shown by `history`), not applied (but the epoch before, during a rotation this device
             // has not finished: `oldestAppliedEpoch`). Every entry sealed under it before the
             // rotation comes again sealed under the new epoch, with its own stamp (`KeyRotation`).
-            if let epoch = entry.sealed?.epoch, epoch < oldest {
-                let reason = "sealed under key epoch \(epoch), retired since epoch \(oldest) began"
+            if isRetired(entry), let epoch = entry.sealed?.epoch {
+                let reason = "sealed under key epoch \(epoch), retired since epoch \(sealer.keys.oldestAppliedEpoch) began"
                 refused.append(RefusedEntry(keyID: entry.key, key: nil, stamp: entry.stamp, reason: reason))
                 continue
             }
@@ -188,6 +187,13 @@ struct Keyring: Sendable {
             )
         }
         return (opened, refused)
+    }
+
+    /// Whether `entry` is sealed under a key epoch retired since (older than
+    /// `SuiteKeys.oldestAppliedEpoch`): history, which `opened` refuses.
+    func isRetired(_ entry: SyncEntry) -> Bool {
+        guard let epoch = entry.sealed?.epoch, let keys = sealer?.keys else { return false }
+        return epoch < keys.oldestAppliedEpoch
     }
 
     /// What a step fails with when an entry is sealed under `epoch`, which this device lacks. Not

@@ -65,7 +65,11 @@ extension SyncEngine {
         let rule = try local { try JoiningRule(joining: defaults) }
         keyring.anchored = try await KeyAnchoring.anchorOnce(keyring, client: client)
         let snapshot = try await client.wholeSnapshot(pageSize: options.pageSize, progress: options.progress)
-        let serverKeys = Set(snapshot.entries.map(\.key.exact))  // key ids, in an encrypted suite
+        // Key ids, in an encrypted suite. An entry under a retired key epoch is history, never
+        // applied (`Keyring.opened`): the suite has no current value for its key, so what this
+        // device holds of it is uploaded; else it would stay here, not pending, as if the server
+        // had it, and later writes of the key from elsewhere would be refused as rollbacks.
+        let serverKeys = Set(snapshot.entries.filter { !keyring.isRetired($0) }.map(\.key.exact))
         try local { try rule.markKeysTheServerLacks(in: defaults) { serverKeys.contains((keyring.keys?.keyID(for: $0) ?? $0).exact) } }
         var report = SyncReport()
         report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .joining(rule)))

@@ -143,7 +143,8 @@ extension SyncEngine {
                 // Not taken (this device's clock is behind theirs, or it lacks their key): the
                 // changes they beat stay pending, or this device would keep values the server
                 // replaced, which no pull brings again (the cursor is past them). Pushed again
-                // once the error is dealt with, they meet their winners again.
+                // once the error is dealt with, they meet their winners again. The throw ends the
+                // step: the batches loop would otherwise send them again at once, and again.
                 let beaten = Set(zip(response.results, pushed).filter { $0.0.status == .superseded }.map { $0.1.key.exact })
                 try local { _ = try defaults.clearPending(settled.filter { !beaten.contains($0.key.exact) }) }
                 throw error

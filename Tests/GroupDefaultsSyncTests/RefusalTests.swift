@@ -122,11 +122,14 @@ struct RefusalTests {
                 // the server's older value beats it, and this device cannot take the winner yet.
                 let hourBehind = ["/usr/bin/faketime", "-f", "-3600s"]
                 #expect(try await phone.defaultsTool(["write", suite, "sound", "bell.caf"], launcher: hourBehind).status == 0)
+                #expect(try await phone.defaultsTool(["write", suite, "volume", "-int", "3"], launcher: hourBehind).status == 0)
                 let behind = try await phone.sync("sync", launcher: hourBehind)
                 #expect(behind.status == 1)
                 #expect(behind.stderr.contains("behind the server's"), "\(behind.stderr)")
                 let status = try await phone.sync("status")
-                #expect(status.stdout.contains("pending: 1"), "the beaten write stays pending: \(status.stdout)")
+                #expect(status.stdout.contains("pending: 1 (sound"), "the beaten write stays pending, the other was settled: \(status.stdout)")
+                #expect(!status.stdout.contains("in flight:"), "\(status.stdout)")
+                #expect(try await server.snapshot(suite).entries["volume"]?.value == .integer(3), "the write no other beat was taken")
 
                 // The clock is right again: the write meets its winner again, which is taken, and
                 // the replaced value is kept in the conflict journal.

@@ -197,6 +197,57 @@ struct RotationTests {
         }
     }
 
+    @Test("a device that joins holding its own value of a key the server holds only under a retired epoch uploads it, and every device converges")
+    func joinOverRetiredEntry() async throws {
+        try await SyncServer.with(.lmdb) { server in
+            let suite = "group.e2e.retired.join"
+            let phone = ToolDevice(suite)
+            let laptop = ToolDevice(suite)
+            defer { for device in [phone, laptop] { try? FileManager.default.removeItem(at: device.directory) } }
+            let configured = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token), "--encrypt"])
+            #expect(configured.status == 0, "\(configured.stderr)")
+            let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") })
+                .dropFirst("recovery key: ".count)
+            #expect(try await phone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
+            #expect(try await phone.sync("sync").status == 0)
+            let epochOne = try SuiteKeys.read(from: try phone.keyFile(), suite: suite)
+            #expect(try await phone.sync("rotate-key").status == 0)
+
+            // The server's 'sound' left under epoch 1, as a rotation made by a device that did not
+            // hold the server's version leaves it: history, which no device applies.
+            let soundID = epochOne.keyID(for: "sound")
+            let current = try #require(try await server.snapshot(suite).entries[soundID])
+            let left = try EntrySealer(keys: epochOne).seal(key: "sound", value: .string("old.caf"), hlc: current.hlc, origin: current.origin)
+            try await server.killAndRestart {
+                try await ServerStore.rewrite(
+                    server,
+                    suite: suite,
+                    changed: [SyncEntry(keyID: soundID, sealed: left.sealed!, deleted: false, hlc: left.hlc, origin: current.origin, rev: current.rev)]
+                )
+            }
+
+            // The laptop holds its own 'sound' and joins with the recovery key: the suite has no
+            // current value for it, so its value is uploaded, sealed under the current epoch.
+            #expect(try await laptop.defaultsTool(["write", suite, "sound", "mine.caf"]).status == 0)
+            let joined = try await laptop.sync(
+                "configure",
+                [
+                    "--server", server.url.absoluteString, "--token-file", try laptop.tokenFile(server.token),
+                    "--recovery-key-file", try laptop.tokenFile(String(recovery), name: "recovery"),
+                ]
+            )
+            #expect(joined.status == 0, "\(joined.stderr)")
+            _ = try await laptop.sync("sync")  // says that it refused the retired entry
+            #expect(try await laptop.sync("status").stdout.contains("pending: 0"))
+            let keys = try SuiteKeys.read(from: try phone.keyFile(), suite: suite)
+            let stored = try #require(try await server.snapshot(suite, keys: keys).entries["sound"])
+            #expect(stored.value == .string("mine.caf"))
+            #expect(try await server.snapshot(suite).entries[soundID]?.sealed?.epoch == keys.currentEpoch)
+            #expect(try await phone.sync("sync").status == 0)
+            #expect(try phone.open().string(forKey: "sound") == "mine.caf")
+        }
+    }
+
     @Test(
         "after revoke and rotate-key, the revoked device's keys open nothing written since; a paired device and the recovery key read it all",
         arguments: StorageBackend.allCases

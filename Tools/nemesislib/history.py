@@ -1081,7 +1081,14 @@ class History:
         self.audit_expected.append(("restore", None))
         self.servers.start()
         for suite in self.suites:
-            self.model.server_went_back(suite.id, self.authorized_devices(suite))
+            self.server_went_back(suite)
+
+    def server_went_back(self, suite):
+        """The suite lost what only the server held (a restore, a reset): the model is told who
+        may upload what again."""
+        self.model.server_went_back(
+            suite.id, self.authorized_devices(suite), suite.pinned | suite.unsure_pins, set(self.member_devices(suite))
+        )
 
     def authorized_devices(self, suite):
         return {
@@ -1103,7 +1110,7 @@ class History:
             self.log(f"  reset refused: {tail(result.err, 300)}")
             return
         self.audit_expected.append(("suite-reset", ACCOUNTS[suite.owner]))
-        self.model.server_went_back(suite.id, self.authorized_devices(suite))
+        self.server_went_back(suite)
 
     def op_kill_server(self, op):
         index = op["server"] % len(self.servers.ports)

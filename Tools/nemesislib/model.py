@@ -91,16 +91,18 @@ class Model:
             if w.standing == "outsider":
                 w.standing = "maybe"
 
-    def server_went_back(self, suite_id, authorized):
+    def server_went_back(self, suite_id, authorized, pinned=(), members=()):
         """A restore or a reset: what only the server held may be gone; devices that can push
         upload what they hold again at their next sync, so their writes stay owed until then. A
         device that loses its right to push before that sync takes them with it (README: what
         only the server held and no syncing device still has is lost): `pushed` is "again" until
-        the device syncs."""
+        the device syncs. A member's write of a key `pinned` now comes back only if one of the
+        owner's devices carries it (docs/guide/sharing.md, "Pinned keys": a member's device cannot
+        upload it): it may or may not."""
         self.before_restore[suite_id] = len(self.writes)
         for w in self.writes:
             if w.suite_id == suite_id and w.standing == "certain":
-                if w.device not in authorized:
+                if w.device not in authorized or (w.device in members and w.key in pinned):
                     w.standing = "maybe"
                 elif w.pushed == "yes":
                     w.pushed = "again"

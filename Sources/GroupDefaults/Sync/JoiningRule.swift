@@ -9,8 +9,9 @@
 ///   recorded takes the moment its join begins.
 /// - What any process wrote after that moment is pending and competes by last writer wins,
 ///   deletions included.
-/// - Stored keys the server lacks are marked pending, and uploaded. Registered defaults are not
-///   stored values, so they are never pushed.
+/// - Stored keys the server lacks are marked pending, and uploaded (the sync engine counts a key
+///   an encrypted suite holds only under a retired key epoch as lacking). Registered defaults are
+///   not stored values, so they are never pushed.
 /// - A local value or deletion the server's entry replaced is kept in the conflict journal when it
 ///   was pending or when only this rule made it lose (`RemoteApplyResult.replacedOnJoining`).
 ///
