@@ -204,7 +204,10 @@ struct RotationTests {
             let phone = ToolDevice(suite)
             let laptop = ToolDevice(suite)
             defer { for device in [phone, laptop] { try? FileManager.default.removeItem(at: device.directory) } }
-            let configured = try await phone.sync("configure", ["--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token), "--encrypt"])
+            let configured = try await phone.sync(
+                "configure",
+                ["--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token), "--encrypt"]
+            )
             #expect(configured.status == 0, "\(configured.stderr)")
             let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") })
                 .dropFirst("recovery key: ".count)
@@ -222,7 +225,9 @@ struct RotationTests {
                 try await ServerStore.rewrite(
                     server,
                     suite: suite,
-                    changed: [SyncEntry(keyID: soundID, sealed: left.sealed!, deleted: false, hlc: left.hlc, origin: current.origin, rev: current.rev)]
+                    changed: [
+                        SyncEntry(keyID: soundID, sealed: left.sealed!, deleted: false, hlc: left.hlc, origin: current.origin, rev: current.rev)
+                    ]
                 )
             }
 
