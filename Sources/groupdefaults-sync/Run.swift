@@ -1,7 +1,6 @@
 import ArgumentParser
 import AsyncHTTPClient
 import CommandLineSupport
-import Dispatch
 import Foundation
 import GroupDefaults
 import GroupDefaultsSync
@@ -45,56 +44,43 @@ extension SyncCommand {
             let level = Logger.Level(rawValue: logLevel) ?? .info
             LoggingSystem.bootstrap { label in PrintableLogHandler.standardError(label: label, level: level) }
             try await perform {
-                var engines: [SyncEngine] = []
-                var clients: [HTTPClient] = []
-                var engineOptions = server.applied(to: SyncEngine.Options())
-                engineOptions.transport = SyncEngine.Options.Transport(rawValue: transport) ?? .eventStream
+                // SIGTERM and SIGINT cancel the engines (`interruptible`: its handler is in place
+                // before anything starts, so a signal that comes at once is not lost); once they
+                // and their HTTP clients have stopped, the run ends with status 0.
                 do {
-                    for suite in suites {
-                        let defaults = try options.open(suite)
-                        guard let settings = try SyncSettings.stored(in: defaults) else {
-                            throw CommandFailure(UnconfiguredHint.sentence(suite: suite, defaults: defaults))
-                        }
-                        let http = try server.makeHTTPClient(caFile: settings.caFile)
-                        clients.append(http)
-                        engines.append(try SyncEngine(configured: defaults, http: http, options: engineOptions))
-                    }
-                } catch {
-                    // Exit status 1, which the user unit does not restart: every suite starts, or none.
-                    for client in clients { try? await client.shutdown() }
-                    throw error
-                }
-                let logger = Logger(label: "groupdefaults-sync")
-                logger.info("running", metadata: ["suites": "\(suites.joined(separator: ","))"])
-                let frozenEngines = engines
-                let work = Task {
-                    await withTaskGroup(of: Void.self) { group in
-                        for engine in frozenEngines { group.addTask { await engine.run() } }
-                    }
-                }
-                let signals = StopSignals { work.cancel() }
-                await work.value
-                signals.cancel()
-                for client in clients { try? await client.shutdown() }
-                logger.info("stopped")
+                    try await interruptible { try await runEngines() }
+                } catch is Interrupted {}
             }
         }
-    }
-}
 
-/// Calls `stop` once on SIGTERM or SIGINT.
-final class StopSignals {
-    private let sources: [any DispatchSourceSignal]
-
-    init(_ stop: @escaping @Sendable () -> Void) {
-        sources = [SIGTERM, SIGINT].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler(handler: stop)
-            source.resume()
-            return source
+        /// Opens every suite, then runs their engines until the task is cancelled.
+        private func runEngines() async throws {
+            var engines: [SyncEngine] = []
+            var clients: [HTTPClient] = []
+            var engineOptions = server.applied(to: SyncEngine.Options())
+            engineOptions.transport = SyncEngine.Options.Transport(rawValue: transport) ?? .eventStream
+            do {
+                for suite in suites {
+                    let defaults = try options.open(suite)
+                    guard let settings = try SyncSettings.stored(in: defaults) else {
+                        throw CommandFailure(UnconfiguredHint.sentence(suite: suite, defaults: defaults))
+                    }
+                    let http = try server.makeHTTPClient(caFile: settings.caFile)
+                    clients.append(http)
+                    engines.append(try SyncEngine(configured: defaults, http: http, options: engineOptions))
+                }
+            } catch {
+                // Exit status 1, which the user unit does not restart: every suite starts, or none.
+                for client in clients { try? await client.shutdown() }
+                throw error
+            }
+            let logger = Logger(label: "groupdefaults-sync")
+            logger.info("running", metadata: ["suites": "\(suites.joined(separator: ","))"])
+            await withTaskGroup(of: Void.self) { group in
+                for engine in engines { group.addTask { await engine.run() } }
+            }
+            for client in clients { try? await client.shutdown() }
+            logger.info("stopped")
         }
     }
-
-    func cancel() { for source in sources { source.cancel() } }
 }
