@@ -639,6 +639,10 @@ enum MetaKey {
     /// On a member's device, the keys the suite's owner pinned (`SharedDefaults.pinnedKeys`): a JSON
     /// array of the key names, written by the sync engine.
     nonisolated(unsafe) static let syncPinned = UnsafeRawBufferPointer(staticString: "sync.pinned")
+    /// The keys whose next entry from the server the joining rule still decides (`JoiningRule`):
+    /// at the join, the server held them only under a retired key epoch, which no device applies.
+    /// A JSON array of the key names.
+    nonisolated(unsafe) static let syncJoiningKeys = UnsafeRawBufferPointer(staticString: "sync.joining-keys")
     /// How many pulled entries were not applied because their key is local-only, u64 little-endian.
     nonisolated(unsafe) static let syncIgnored = UnsafeRawBufferPointer(staticString: "sync.ignored")
     /// The last time the suite was put back to its durability point after a reboot: when (u64

@@ -65,12 +65,20 @@ extension SyncEngine {
         let rule = try local { try JoiningRule(joining: defaults) }
         keyring.anchored = try await KeyAnchoring.anchorOnce(keyring, client: client)
         let snapshot = try await client.wholeSnapshot(pageSize: options.pageSize, progress: options.progress)
-        // Key ids, in an encrypted suite. An entry under a retired key epoch is history, never
-        // applied (`Keyring.opened`): the suite has no current value for its key, so what this
-        // device holds of it is uploaded; else it would stay here, not pending, as if the server
-        // had it, and later writes of the key from elsewhere would be refused as rollbacks.
-        let serverKeys = Set(snapshot.entries.filter { !keyring.isRetired($0) }.map(\.key.exact))
-        try local { try rule.markKeysTheServerLacks(in: defaults) { serverKeys.contains((keyring.keys?.keyID(for: $0) ?? $0).exact) } }
+        let serverKeys = Set(snapshot.entries.map(\.key.exact))  // key ids, in an encrypted suite
+        // An entry under a retired key epoch is history, which `Keyring.opened` refuses: a rotation
+        // not finished yet, or one whose device did not hold that version. Its key is the server's
+        // all the same, not uploaded: the joining rule judges the key's next entry (its seal under
+        // the new epoch, or a later write) as if it had come now.
+        let retired = Set(snapshot.entries.filter { keyring.isRetired($0) }.map(\.key.exact))
+        let keys = keyring.keys
+        try local {
+            try rule.markKeysTheServerLacks(in: defaults) { serverKeys.contains((keys?.keyID(for: $0) ?? $0).exact) }
+            if !retired.isEmpty {
+                let held = try defaults.read { try $0.keys }
+                try defaults.keepJoiningRule(forKeys: held.filter { retired.contains((keys?.keyID(for: $0) ?? $0).exact) })
+            }
+        }
         var report = SyncReport()
         report.add(try apply(snapshot.entries, cursor: snapshot.head, policy: .joining(rule)))
         joinedSincePush = true

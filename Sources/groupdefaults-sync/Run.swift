@@ -18,7 +18,8 @@ extension SyncCommand {
                 pending is lost; `status` says so) until its token file holds a new token, or \
                 `configure` names a new one: `run` goes on, and so do the other suites.
 
-                Exit status: 0 after SIGTERM or SIGINT; 1 at once, before syncing anything, when a \
+                Exit status: 0 after SIGTERM or SIGINT (a second one while it stops ends it at once, \
+                with 128 + the signal's number); 1 at once, before syncing anything, when a \
                 suite does not exist or is not configured, or its settings or key file cannot be \
                 read: a restart cannot fix that (the user unit groupdefaults-sync@.service does not \
                 restart it: RestartPreventExitStatus=1).

@@ -197,8 +197,10 @@ struct RotationTests {
         }
     }
 
-    @Test("a device that joins holding its own value of a key the server holds only under a retired epoch uploads it, and every device converges")
-    func joinOverRetiredEntry() async throws {
+    @Test(
+        "a device that joins while a rotation is unfinished uploads nothing over the entries still under the retired epoch: the rotation's seal wins over its own copy, kept in its journal"
+    )
+    func joinDuringUnfinishedRotation() async throws {
         try await SyncServer.with(.lmdb) { server in
             let suite = "group.e2e.retired.join"
             let phone = ToolDevice(suite)
@@ -211,29 +213,17 @@ struct RotationTests {
             #expect(configured.status == 0, "\(configured.stderr)")
             let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") })
                 .dropFirst("recovery key: ".count)
-            #expect(try await phone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
+            #expect(try await phone.defaultsTool(["write", suite, "color", "blue"]).status == 0)
             #expect(try await phone.sync("sync").status == 0)
-            let epochOne = try SuiteKeys.read(from: try phone.keyFile(), suite: suite)
-            #expect(try await phone.sync("rotate-key").status == 0)
+            // The laptop's own copy, written later, before it syncs.
+            #expect(try await laptop.defaultsTool(["write", suite, "color", "red"]).status == 0)
 
-            // The server's 'sound' left under epoch 1, as a rotation made by a device that did not
-            // hold the server's version leaves it: history, which no device applies.
-            let soundID = epochOne.keyID(for: "sound")
-            let current = try #require(try await server.snapshot(suite).entries[soundID])
-            let left = try EntrySealer(keys: epochOne).seal(key: "sound", value: .string("old.caf"), hlc: current.hlc, origin: current.origin)
-            try await server.killAndRestart {
-                try await ServerStore.rewrite(
-                    server,
-                    suite: suite,
-                    changed: [
-                        SyncEntry(keyID: soundID, sealed: left.sealed!, deleted: false, hlc: left.hlc, origin: current.origin, rev: current.rev)
-                    ]
-                )
-            }
+            // The phone's rotation stops once the new epoch's bag is stored: the server's entries
+            // are still under epoch 1, which a device holding only the new key does not apply.
+            let stopped = try await InterruptionTests.run(phone, "rotate-key", [], InterruptionTests.environment(at: "rotate-key.bag-stored"))
+            InterruptionTests.expectStopped(stopped, by: SIGKILL, "rotate-key stopped once its bag was stored")
 
-            // The laptop holds its own 'sound' and joins with the recovery key: the suite has no
-            // current value for it, so its value is uploaded, sealed under the current epoch.
-            #expect(try await laptop.defaultsTool(["write", suite, "sound", "mine.caf"]).status == 0)
+            // The laptop joins meanwhile: the server's 'color' is the server's all the same.
             let joined = try await laptop.sync(
                 "configure",
                 [
@@ -242,14 +232,19 @@ struct RotationTests {
                 ]
             )
             #expect(joined.status == 0, "\(joined.stderr)")
-            _ = try await laptop.sync("sync")  // says that it refused the retired entry
-            #expect(try await laptop.sync("status").stdout.contains("pending: 0"))
+            _ = try await laptop.sync("sync")  // says that it refused the entry under the retired epoch
+            #expect(try await laptop.sync("status").stdout.contains("pending: 0"), "nothing to upload over the server's value")
             let keys = try SuiteKeys.read(from: try phone.keyFile(), suite: suite)
-            let stored = try #require(try await server.snapshot(suite, keys: keys).entries["sound"])
-            #expect(stored.value == .string("mine.caf"))
-            #expect(try await server.snapshot(suite).entries[soundID]?.sealed?.epoch == keys.currentEpoch)
-            #expect(try await phone.sync("sync").status == 0)
-            #expect(try phone.open().string(forKey: "sound") == "mine.caf")
+            #expect(try await server.snapshot(suite, keys: keys).entries["color"]?.value == .string("blue"))
+
+            // The phone finishes its rotation; the laptop takes its seal by the joining rule.
+            let finished = try await phone.sync("sync")
+            #expect(finished.status == 0 && finished.stdout.contains("finished rotating"), "\(finished)")
+            let synced = try await laptop.sync("sync")
+            #expect(synced.status == 0, "\(synced)")
+            #expect(try laptop.open().string(forKey: "color") == "blue")
+            #expect(try phone.open().string(forKey: "color") == "blue")
+            #expect(try await laptop.sync("conflicts").stdout.contains("red"), "the laptop's own copy is kept in its journal")
         }
     }
 

@@ -1,3 +1,6 @@
+import Foundation
+import GroupDefaultsWire
+
 /// The joining rule: how a device that never synced a suite joins the server's copy of it.
 ///
 /// - A device that never synced the suite (it has no cursor) reads the server's whole snapshot
@@ -12,6 +15,11 @@
 /// - Stored keys the server lacks are marked pending, and uploaded (the sync engine counts a key
 ///   an encrypted suite holds only under a retired key epoch as lacking). Registered defaults are
 ///   not stored values, so they are never pushed.
+/// - In an end-to-end encrypted suite, a key the server holds only under a retired key epoch
+///   (history, which no device applies: a rotation not finished yet, or one made by a device that
+///   did not hold that version) is held by the server all the same: not uploaded. The rule waits
+///   for that key's next entry, the rotation's seal or a later write, and judges it as if it had
+///   come with the snapshot (`keepJoiningRule(forKeys:)`).
 /// - A local value or deletion the server's entry replaced is kept in the conflict journal when it
 ///   was pending or when only this rule made it lose (`RemoteApplyResult.replacedOnJoining`).
 ///
@@ -54,5 +62,41 @@ package struct JoiningRule: Sendable, Equatable {
     static func recordMoment(in tx: SharedDefaults.Transaction) throws {
         guard try !tx.hasSyncRecord(MetaKey.syncServer) || !tx.hasSyncRecord(MetaKey.syncConfiguredAt) else { return }
         try tx.setSyncNumber(tx.lastCommittedHLC().rawValue, for: MetaKey.syncConfiguredAt)
+    }
+}
+
+extension SharedDefaults {
+    /// Keeps the joining rule for `keys` past the join: the server held them only under a retired
+    /// key epoch, so their next entry from the server is judged by the rule (it wins over what this
+    /// store held from before sync was turned on), then by last writer wins.
+    package func keepJoiningRule(forKeys keys: [String]) throws {
+        guard !keys.isEmpty else { return }
+        try write { tx in try tx.setJoiningKeys(try tx.joiningKeys().union(keys.map(\.exact))) }
+    }
+}
+
+extension SharedDefaults.Transaction {
+    /// The keys whose next server entry the joining rule still decides (`keepJoiningRule`), by
+    /// their bytes.
+    func joiningKeys() throws -> Set<ExactName> {
+        guard let text = try perform(key: nil, { try syncText(MetaKey.syncJoiningKeys) }) else { return [] }
+        let names = (try? JSONDecoder().decode([String].self, from: Data(text.utf8))) ?? []
+        return Set(names.map(\.exact))
+    }
+
+    /// Replaces the keys the joining rule still decides.
+    func setJoiningKeys(_ keys: Set<ExactName>) throws {
+        let text = keys.isEmpty ? nil : String(decoding: try JSONEncoder().encode(keys.sorted().map(\.text)), as: UTF8.self)
+        try perform(key: nil) { try setSyncText(text, for: MetaKey.syncJoiningKeys) }
+    }
+
+    /// The joining rule for the keys it still decides after the join, with those keys; nil when
+    /// there are none (or the moment sync was turned on is not recorded).
+    func carriedJoiningRule() throws -> (keys: Set<ExactName>, rule: JoiningRule)? {
+        let keys = try joiningKeys()
+        guard !keys.isEmpty,
+            let moment = try perform(key: nil, { try syncNumber(MetaKey.syncConfiguredAt, "the moment sync was turned on") })
+        else { return nil }
+        return (keys, JoiningRule(configuredAt: HLC(rawValue: moment)))
     }
 }

@@ -232,7 +232,7 @@ extension SharedDefaults {
                 MetaKey.syncServer, MetaKey.syncTokenFile, MetaKey.syncCAFile, MetaKey.syncKeyFile, MetaKey.syncShare, MetaKey.syncCursor,
                 MetaKey.syncInFlight,
                 MetaKey.syncNote, MetaKey.syncConfiguredAt, MetaKey.syncExclude, MetaKey.syncIgnored, MetaKey.syncIncarnation, MetaKey.syncPinned,
-                MetaKey.syncAccountIncarnation,
+                MetaKey.syncAccountIncarnation, MetaKey.syncJoiningKeys,
             ] {
                 try tx.setSyncText(nil, for: key)
             }
@@ -518,12 +518,14 @@ extension SharedDefaults {
             }
             if let latest = accepted.map(\.hlc).max() { try tx.receive(latest) }
             let pinned = try tx.pinnedKeys()
+            let carried = try tx.carriedJoiningRule()
             for entry in accepted {
+                let joining = policy.joiningRule ?? carried.flatMap { $0.keys.contains(entry.key.exact) ? $0.rule : nil }
                 switch try tx.applyRemote(
                     key: entry.key,
                     value: entry.value,
                     stamp: entry.stamp,
-                    joining: policy.joiningRule,
+                    joining: joining,
                     serverWins: pinned.contains(entry.key.exact)
                 ) {
                 case .applied(let replaced, let byOlder, let byPin):
@@ -545,6 +547,11 @@ extension SharedDefaults {
                     if keepingStale { try tx.keepRefused(key: entry.key, stamp: entry.stamp, reason: RefusedRecord.rolledBack) }
                 case .ignored: result.ignored.append(entry.key)
                 }
+            }
+            if let carried {
+                // Decided: the key's next entry came, and the joining rule judged it.
+                let decided = carried.keys.subtracting(accepted.map(\.key.exact))
+                if decided != carried.keys { try tx.setJoiningKeys(decided) }
             }
             try tx.trimJournal()
             if !result.ignored.isEmpty {
