@@ -65,18 +65,22 @@ extension SyncEngine {
         let rule = try local { try JoiningRule(joining: defaults) }
         keyring.anchored = try await KeyAnchoring.anchorOnce(keyring, client: client)
         let snapshot = try await client.wholeSnapshot(pageSize: options.pageSize, progress: options.progress)
-        let serverKeys = Set(snapshot.entries.map(\.key.exact))  // key ids, in an encrypted suite
-        // An entry under a retired key epoch is history, which `Keyring.opened` refuses: a rotation
-        // not finished yet, or one whose device did not hold that version. Its key is the server's
-        // all the same, not uploaded: the joining rule judges the key's next entry (its seal under
-        // the new epoch, or a later write) as if it had come now.
-        let retired = Set(snapshot.entries.filter { keyring.isRetired($0) }.map(\.key.exact))
+        // Key ids, in an encrypted suite. An entry under a retired key epoch, which `Keyring.opened`
+        // refuses: under the epoch before the current one, a rotation may not be finished yet, so
+        // its key is the server's all the same, not uploaded, and the joining rule judges the key's
+        // next entry (its seal under the new epoch, or a later write) as if it had come now; under
+        // an older one it is history a rotation left (its device did not hold that version), and
+        // its key counts as one the server lacks.
         let keys = keyring.keys
+        let retired = snapshot.entries.filter { keyring.isRetired($0) }
+        let unsealed = retired.filter { $0.sealed?.epoch == keys.map { $0.currentEpoch - 1 } }
+        let history = Set(retired.map(\.key.exact)).subtracting(unsealed.map(\.key.exact))
+        let serverKeys = Set(snapshot.entries.map(\.key.exact)).subtracting(history)
+        let awaited = Set(unsealed.map(\.key.exact))
         try local {
             try rule.markKeysTheServerLacks(in: defaults) { serverKeys.contains((keys?.keyID(for: $0) ?? $0).exact) }
-            if !retired.isEmpty {
-                let held = try defaults.read { try $0.keys }
-                try defaults.keepJoiningRule(forKeys: held.filter { retired.contains((keys?.keyID(for: $0) ?? $0).exact) })
+            if let newest = unsealed.map(\.hlc).max() {
+                try defaults.keepJoiningRule(newest: newest) { awaited.contains((keys?.keyID(for: $0) ?? $0).exact) }
             }
         }
         var report = SyncReport()

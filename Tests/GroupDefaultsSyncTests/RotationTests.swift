@@ -197,10 +197,23 @@ struct RotationTests {
         }
     }
 
+    /// What the joining device holds of the key the unfinished rotation has not sealed again.
+    enum OwnCopy: String, CustomStringConvertible, CaseIterable {
+        /// A value of its own, written before it was configured, after the server's.
+        case value
+        /// A deletion of its own, made before it was configured, after the server's write.
+        case deletion
+        /// Nothing before; a value written after the join, on a clock a minute behind.
+        case laterWrite
+
+        var description: String { rawValue }
+    }
+
     @Test(
-        "a device that joins while a rotation is unfinished uploads nothing over the entries still under the retired epoch: the rotation's seal wins over its own copy, kept in its journal"
+        "a device that joins while a rotation is unfinished uploads nothing over the entries still under the retired epoch: the rotation's seal wins over its own copy (kept in its journal), a later write of its own over the seal",
+        arguments: OwnCopy.allCases
     )
-    func joinDuringUnfinishedRotation() async throws {
+    func joinDuringUnfinishedRotation(copy: OwnCopy) async throws {
         try await SyncServer.with(.lmdb) { server in
             let suite = "group.e2e.retired.join"
             let phone = ToolDevice(suite)
@@ -215,8 +228,16 @@ struct RotationTests {
                 .dropFirst("recovery key: ".count)
             #expect(try await phone.defaultsTool(["write", suite, "color", "blue"]).status == 0)
             #expect(try await phone.sync("sync").status == 0)
-            // The laptop's own copy, written later, before it syncs.
-            #expect(try await laptop.defaultsTool(["write", suite, "color", "red"]).status == 0)
+            // The laptop's own copy, made later, before it syncs.
+            switch copy {
+            case .value:
+                #expect(try await laptop.defaultsTool(["write", suite, "color", "red"]).status == 0)
+            case .deletion:
+                #expect(try await laptop.defaultsTool(["write", suite, "color", "red"]).status == 0)
+                #expect(try await laptop.defaultsTool(["delete", suite, "color"]).status == 0)
+            case .laterWrite:
+                #expect(try await laptop.defaultsTool(["write", suite, "other", "x"]).status == 0)
+            }
 
             // The phone's rotation stops once the new epoch's bag is stored: the server's entries
             // are still under epoch 1, which a device holding only the new key does not apply.
@@ -236,15 +257,28 @@ struct RotationTests {
             #expect(try await laptop.sync("status").stdout.contains("pending: 0"), "nothing to upload over the server's value")
             let keys = try SuiteKeys.read(from: try phone.keyFile(), suite: suite)
             #expect(try await server.snapshot(suite, keys: keys).entries["color"]?.value == .string("blue"))
+            if copy == .laterWrite {
+                // Stamped after the server's entry although its clock is a minute behind: the join
+                // moved the store's clock past it.
+                let minuteBehind = ["/usr/bin/faketime", "-f", "-60s"]
+                #expect(try await laptop.defaultsTool(["write", suite, "color", "green"], launcher: minuteBehind).status == 0)
+                #expect(try await laptop.sync("sync", launcher: minuteBehind).status == 0)
+            }
 
-            // The phone finishes its rotation; the laptop takes its seal by the joining rule.
+            // The phone finishes its rotation; the laptop judges its seal by the joining rule.
             let finished = try await phone.sync("sync")
             #expect(finished.status == 0 && finished.stdout.contains("finished rotating"), "\(finished)")
             let synced = try await laptop.sync("sync")
             #expect(synced.status == 0, "\(synced)")
-            #expect(try laptop.open().string(forKey: "color") == "blue")
-            #expect(try phone.open().string(forKey: "color") == "blue")
-            #expect(try await laptop.sync("conflicts").stdout.contains("red"), "the laptop's own copy is kept in its journal")
+            let expected = copy == .laterWrite ? "green" : "blue"
+            #expect(try laptop.open().string(forKey: "color") == expected)
+            #expect(try phone.open().string(forKey: "color") == expected)
+            let journal = try await laptop.sync("conflicts").stdout
+            switch copy {
+            case .value: #expect(journal.contains("red"), "the laptop's own copy is kept in its journal: \(journal)")
+            case .deletion: #expect(journal.contains("deleted"), "the laptop's deletion is kept in its journal: \(journal)")
+            case .laterWrite: #expect(!journal.contains("green"), "\(journal)")
+            }
         }
     }
 

@@ -15,11 +15,13 @@ import GroupDefaultsWire
 /// - Stored keys the server lacks are marked pending, and uploaded (the sync engine counts a key
 ///   an encrypted suite holds only under a retired key epoch as lacking). Registered defaults are
 ///   not stored values, so they are never pushed.
-/// - In an end-to-end encrypted suite, a key the server holds only under a retired key epoch
-///   (history, which no device applies: a rotation not finished yet, or one made by a device that
-///   did not hold that version) is held by the server all the same: not uploaded. The rule waits
-///   for that key's next entry, the rotation's seal or a later write, and judges it as if it had
-///   come with the snapshot (`keepJoiningRule(forKeys:)`).
+/// - In an end-to-end encrypted suite, a key the server holds only under the key epoch before the
+///   current one (which a device holding only the new key does not apply: a rotation may not be
+///   finished yet) is held by the server all the same: not uploaded. The rule waits for that key's
+///   next entry, the rotation's seal or a later write, and judges it as if it had come with the
+///   snapshot (`keepJoiningRule(newest:heldUnderRetiredEpoch:)`). One under an older epoch, which
+///   no unfinished rotation seals again (a rotation left it: its device did not hold that version),
+///   is history: its key counts as one the server lacks.
 /// - A local value or deletion the server's entry replaced is kept in the conflict journal when it
 ///   was pending or when only this rule made it lose (`RemoteApplyResult.replacedOnJoining`).
 ///
@@ -66,12 +68,21 @@ package struct JoiningRule: Sendable, Equatable {
 }
 
 extension SharedDefaults {
-    /// Keeps the joining rule for `keys` past the join: the server held them only under a retired
-    /// key epoch, so their next entry from the server is judged by the rule (it wins over what this
-    /// store held from before sync was turned on), then by last writer wins.
-    package func keepJoiningRule(forKeys keys: [String]) throws {
-        guard !keys.isEmpty else { return }
-        try write { tx in try tx.setJoiningKeys(try tx.joiningKeys().union(keys.map(\.exact))) }
+    /// Keeps the joining rule past the join for the stored keys (values and deletions) that
+    /// `heldUnderRetiredEpoch` names: the server held them only under the key epoch before the
+    /// current one, so their next entry from the server is judged by the rule (it wins over what
+    /// this store held from before sync was turned on), then by last writer wins. The store's clock
+    /// is moved past `newest`, those entries' newest stamp (unless it is too far ahead of this
+    /// machine's clock), so that a change made here from now on is stamped after them, as after
+    /// any entry the join took.
+    package func keepJoiningRule(newest: HLC, heldUnderRetiredEpoch: (String) -> Bool) throws {
+        try write { tx in
+            let keys = try tx.perform(key: nil) { try tx.storedKeys() }.map { String(decoding: $0, as: UTF8.self) }
+            let held = keys.filter(heldUnderRetiredEpoch).map(\.exact)
+            guard !held.isEmpty else { return }
+            try tx.setJoiningKeys(try tx.joiningKeys().union(held))
+            if !newest.isAhead(of: store.wallClockMilliseconds()) { try tx.receive(newest) }
+        }
     }
 }
 
