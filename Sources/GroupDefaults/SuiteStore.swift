@@ -640,8 +640,8 @@ enum MetaKey {
     /// array of the key names, written by the sync engine.
     nonisolated(unsafe) static let syncPinned = UnsafeRawBufferPointer(staticString: "sync.pinned")
     /// The keys whose next entry from the server the joining rule still decides (`JoiningRule`):
-    /// at the join, the server held them only under a retired key epoch, which no device applies.
-    /// A JSON array of the key names.
+    /// at the join, the server held them only under the key epoch before the current one, which a
+    /// rotation not finished yet seals again. A JSON array of the key names.
     nonisolated(unsafe) static let syncJoiningKeys = UnsafeRawBufferPointer(staticString: "sync.joining-keys")
     /// How many pulled entries were not applied because their key is local-only, u64 little-endian.
     nonisolated(unsafe) static let syncIgnored = UnsafeRawBufferPointer(staticString: "sync.ignored")

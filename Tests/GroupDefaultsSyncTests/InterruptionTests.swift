@@ -266,13 +266,7 @@ struct InterruptionTests {
                 phone.remove()
                 recovered.remove()
             }
-            let configured = try await phone.sync(
-                "configure",
-                ["--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token), "--encrypt"]
-            )
-            #expect(configured.status == 0, "\(configured.stderr)")
-            let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") })
-                .dropFirst("recovery key: ".count)
+            let recovery = try await phone.configureEncrypted(server)
             #expect(try await phone.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
             #expect(try await phone.sync("sync").status == 0)
 

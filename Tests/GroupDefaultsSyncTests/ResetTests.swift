@@ -82,14 +82,7 @@ struct ResetTests {
                 owner.remove()
                 laptop.remove()
             }
-            let configured = try await owner.sync(
-                "configure",
-                ["--server", server.url.absoluteString, "--token-file", try owner.tokenFile(server.token), "--encrypt"]
-            )
-            #expect(configured.status == 0, "\(configured.stderr)")
-            let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") }).dropFirst(
-                "recovery key: ".count
-            )
+            let recovery = try await owner.configureEncrypted(server)
             #expect(try await owner.defaultsTool(["write", sealed, "sound", "ring.caf"]).status == 0)
             #expect(try await owner.sync("sync").status == 0)
             #expect(try await owner.sync("rotate-key").status == 0)

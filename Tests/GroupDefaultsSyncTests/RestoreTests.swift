@@ -103,13 +103,7 @@ struct RestoreTests {
                 owner.remove()
                 laptop.remove()
             }
-            let configured = try await owner.sync(
-                "configure",
-                ["--server", server.url.absoluteString, "--token-file", try owner.tokenFile(server.token), "--encrypt"]
-            )
-            #expect(configured.status == 0, "\(configured.stderr)")
-            let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") })
-                .dropFirst("recovery key: ".count)
+            let recovery = try await owner.configureEncrypted(server)
             #expect(try await owner.defaultsTool(["write", suite, "sound", "ring.caf"]).status == 0)
             #expect(try await owner.sync("sync").status == 0)
             let backup = try await ServerBackup.take(server)

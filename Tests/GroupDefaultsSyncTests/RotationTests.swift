@@ -219,13 +219,7 @@ struct RotationTests {
             let phone = ToolDevice(suite)
             let laptop = ToolDevice(suite)
             defer { for device in [phone, laptop] { try? FileManager.default.removeItem(at: device.directory) } }
-            let configured = try await phone.sync(
-                "configure",
-                ["--server", server.url.absoluteString, "--token-file", try phone.tokenFile(server.token), "--encrypt"]
-            )
-            #expect(configured.status == 0, "\(configured.stderr)")
-            let recovery = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") })
-                .dropFirst("recovery key: ".count)
+            let recovery = try await phone.configureEncrypted(server)
             #expect(try await phone.defaultsTool(["write", suite, "color", "blue"]).status == 0)
             #expect(try await phone.sync("sync").status == 0)
             // The laptop's own copy, made later, before it syncs.
@@ -249,7 +243,7 @@ struct RotationTests {
                 "configure",
                 [
                     "--server", server.url.absoluteString, "--token-file", try laptop.tokenFile(server.token),
-                    "--recovery-key-file", try laptop.tokenFile(String(recovery), name: "recovery"),
+                    "--recovery-key-file", try laptop.tokenFile(recovery, name: "recovery"),
                 ]
             )
             #expect(joined.status == 0, "\(joined.stderr)")

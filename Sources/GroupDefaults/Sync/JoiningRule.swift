@@ -1,4 +1,3 @@
-import Foundation
 import GroupDefaultsWire
 
 /// The joining rule: how a device that never synced a suite joins the server's copy of it.
@@ -12,9 +11,8 @@ import GroupDefaultsWire
 ///   recorded takes the moment its join begins.
 /// - What any process wrote after that moment is pending and competes by last writer wins,
 ///   deletions included.
-/// - Stored keys the server lacks are marked pending, and uploaded (the sync engine counts a key
-///   an encrypted suite holds only under a retired key epoch as lacking). Registered defaults are
-///   not stored values, so they are never pushed.
+/// - Stored keys the server lacks are marked pending, and uploaded. Registered defaults are not
+///   stored values, so they are never pushed.
 /// - In an end-to-end encrypted suite, a key the server holds only under the key epoch before the
 ///   current one (which a device holding only the new key does not apply: a rotation may not be
 ///   finished yet) is held by the server all the same: not uploaded. The rule waits for that key's
@@ -90,15 +88,12 @@ extension SharedDefaults.Transaction {
     /// The keys whose next server entry the joining rule still decides (`keepJoiningRule`), by
     /// their bytes.
     func joiningKeys() throws -> Set<ExactName> {
-        guard let text = try perform(key: nil, { try syncText(MetaKey.syncJoiningKeys) }) else { return [] }
-        let names = (try? JSONDecoder().decode([String].self, from: Data(text.utf8))) ?? []
-        return Set(names.map(\.exact))
+        try perform(key: nil) { try syncKeyNames(MetaKey.syncJoiningKeys) }
     }
 
     /// Replaces the keys the joining rule still decides.
     func setJoiningKeys(_ keys: Set<ExactName>) throws {
-        let text = keys.isEmpty ? nil : String(decoding: try JSONEncoder().encode(keys.sorted().map(\.text)), as: UTF8.self)
-        try perform(key: nil) { try setSyncText(text, for: MetaKey.syncJoiningKeys) }
+        try perform(key: nil) { try setSyncKeyNames(keys, for: MetaKey.syncJoiningKeys) }
     }
 
     /// The joining rule for the keys it still decides after the join, with those keys; nil when

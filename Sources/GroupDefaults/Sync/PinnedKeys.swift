@@ -1,4 +1,3 @@
-import Foundation
 internal import GroupDefaultsLMDB
 import GroupDefaultsWire
 
@@ -33,8 +32,7 @@ extension SharedDefaults {
             let old = try tx.pinnedKeys()
             let new = Set(keys.map(\.exact))
             guard old != new else { return }
-            let text = String(decoding: try JSONEncoder().encode(new.sorted().map(\.text)), as: UTF8.self)
-            try tx.perform(key: nil) { try tx.setSyncText(new.isEmpty ? nil : text, for: MetaKey.syncPinned) }
+            try tx.perform(key: nil) { try tx.setSyncKeyNames(new, for: MetaKey.syncPinned) }
             guard announcing else { return }
             for key in old.symmetricDifference(new).sorted() { try tx.announce(key.text) }
         }
@@ -60,9 +58,7 @@ extension SharedDefaults.Transaction {
 
     /// The pinned keys, by their bytes.
     func pinnedKeys() throws -> Set<ExactName> {
-        guard let text = try perform(key: nil, { try syncText(MetaKey.syncPinned) }) else { return [] }
-        let names = (try? JSONDecoder().decode([String].self, from: Data(text.utf8))) ?? []
-        return Set(names.map(\.exact))
+        try perform(key: nil) { try syncKeyNames(MetaKey.syncPinned) }
     }
 
     /// Logs a change of `key` with its value as it is (for observers: what the key means changed,

@@ -1,3 +1,4 @@
+import Foundation
 internal import GroupDefaultsLMDB
 import GroupDefaultsWire
 
@@ -427,6 +428,20 @@ extension SharedDefaults.Transaction {
             return
         }
         try withKeyBytes(text) { try txn.put(.meta, key, $0) }
+    }
+
+    /// The key names the sync record `key` in `meta` holds (a JSON array), by their bytes; none when
+    /// it holds none.
+    func syncKeyNames(_ key: UnsafeRawBufferPointer) throws -> Set<ExactName> {
+        guard let text = try syncText(key) else { return [] }
+        let names = (try? JSONDecoder().decode([String].self, from: Data(text.utf8))) ?? []
+        return Set(names.map(\.exact))
+    }
+
+    /// Stores `names` as the sync record `key` in `meta`, in byte order; none removes it.
+    func setSyncKeyNames(_ names: Set<ExactName>, for key: UnsafeRawBufferPointer) throws {
+        let text = names.isEmpty ? nil : String(decoding: try JSONEncoder().encode(names.sorted().map(\.text)), as: UTF8.self)
+        try setSyncText(text, for: key)
     }
 
     /// The number the sync record `key` in `meta` holds (8 bytes, little-endian), if it holds one;

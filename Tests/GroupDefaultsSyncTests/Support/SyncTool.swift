@@ -69,6 +69,18 @@ struct ToolDevice {
         #expect(result.status == 0, "configure: \(result.stderr)", sourceLocation: sourceLocation)
     }
 
+    /// `configure --encrypt` with the server's token (expects success); returns the recovery key it
+    /// printed.
+    func configureEncrypted(_ server: SyncServer, sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+        let configured = try await sync(
+            "configure",
+            ["--server", server.url.absoluteString, "--token-file", try tokenFile(server.token), "--encrypt"]
+        )
+        #expect(configured.status == 0, "configure --encrypt: \(configured.stderr)", sourceLocation: sourceLocation)
+        let line = try #require(configured.stdout.split(separator: "\n").first { $0.hasPrefix("recovery key: ") }, sourceLocation: sourceLocation)
+        return String(line.dropFirst("recovery key: ".count))
+    }
+
     /// `groupdefaults ARGUMENTS…` with `$GROUPDEFAULTS_DIR` set to the device's directory; under
     /// `launcher` if given.
     func defaultsTool(_ arguments: [String], launcher: [String] = []) async throws -> (status: Int32, stdout: String, stderr: String) {
