@@ -94,8 +94,18 @@ package final class SpawnedProcess: @unchecked Sendable {  // mutable state behi
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        // The child starts as a program started from a shell would: no signal blocked, none ignored.
+        // The spawning thread may block signals (a Dispatch worker blocks most), and a child
+        // inherits the mask: pg_autoctl's supervisor then waits for ever on children that cannot
+        // get its SIGINT.
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         posix_spawnattr_setpgroup(&attributes, 0)
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var every = sigset_t()
+        sigfillset(&every)
+        posix_spawnattr_setsigdefault(&attributes, &every)
 
         let argv = [executableURL.path] + arguments
         let environment = self.environment.map { $0.map { "\($0.key)=\($0.value)" } }

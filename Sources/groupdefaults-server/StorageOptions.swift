@@ -105,7 +105,7 @@ struct StorageOptions: ParsableArguments {
             do {
                 return try await PostgresSyncStorage.start(database, logger: logger)
             } catch let error as SyncStorageError {
-                throw CommandFailure("cannot use PostgreSQL at \(database.host):\(database.port): \(error.detail)")
+                throw CommandFailure("cannot use PostgreSQL at \(database.place): \(error.detail)")
             }
         }
     }

@@ -53,11 +53,12 @@ package final class ServerProcess: Sendable {
     private let server: LaunchedServer
 
     /// Serves the embedded store in `dataDirectory`, or, with nil, what `extraArguments` say
-    /// (`--postgres-url`), on `port` (0: a free one, announced on the first line).
-    package init(dataDirectory: String?, port: Int = 0, extraArguments: [String] = []) async throws {
+    /// (`--postgres-url`), on `port` (0: a free one, announced on the first line); its log goes to
+    /// the test's stderr with `keepsStderr`.
+    package init(dataDirectory: String?, port: Int = 0, extraArguments: [String] = [], keepsStderr: Bool = false) async throws {
         let arguments = (dataDirectory.map { ["--data-dir", $0] } ?? []) + extraArguments
         server = try await offThePool {
-            try LaunchedServer(executable: ServerTool.executable, port: port, arguments: arguments)
+            try LaunchedServer(executable: ServerTool.executable, port: port, arguments: arguments, keepsStderr: keepsStderr)
         }
     }
 

@@ -43,8 +43,8 @@ package func buildApplication(
             onListening: onListening
         )
     case .postgres(let database):
-        try await PostgresReachability.check(database)  // one sentence at once, before any job starts
-        let storage = PostgresSyncStorage(configuration: database, logger: logger)
+        let primary = try await PostgresReachability.check(database)  // one sentence at once, before any job starts
+        let storage = PostgresSyncStorage(configuration: database, primary: primary, logger: logger)
         var app = try makeApplication(
             configuration: configuration,
             storage: storage,
@@ -57,7 +57,7 @@ package func buildApplication(
                 try await storage.migrate()
                 try await storage.refuseWhileAuthorityKeptApart()
             } catch let error as SyncStorageError {
-                throw StorageStartError("cannot use PostgreSQL at \(database.host):\(database.port): \(error.detail)")
+                throw StorageStartError("cannot use PostgreSQL at \(database.place): \(error.detail)")
             }
         }
         return app

@@ -19,9 +19,12 @@ struct ChangeNotice: Codable, Sendable {
 /// One dedicated connection per storage instance that LISTENs on the channel and wakes the
 /// instance's waiters. When the connection is lost it reconnects by itself (at once, then with
 /// backoff) and, once listening again, wakes every waiter: notifications sent meanwhile are lost,
-/// and the table is the truth.
+/// and the table is the truth. It connects to the host the router names (`PrimaryRouter`: only
+/// the primary delivers what its commits notify), and connects again when the router settles on
+/// another host, even if the old one still answers (a standby since a switchover).
 final class ChangeListener: Service {
-    private let configuration: PostgresConnection.Configuration
+    private let router: PrimaryRouter
+    private let applicationName: String
     private let signals: ChangeSignals
     private let logger: Logger
     /// How many times LISTEN has succeeded.
@@ -40,8 +43,9 @@ final class ChangeListener: Service {
     /// Whether the connection is listening now (the console's health).
     var isListening: Bool { tokenGeneration != nil }
 
-    init(configuration: PostgresConnection.Configuration, signals: ChangeSignals, logger: Logger) {
-        self.configuration = configuration
+    init(router: PrimaryRouter, applicationName: String, signals: ChangeSignals, logger: Logger) {
+        self.router = router
+        self.applicationName = applicationName
         self.signals = signals
         self.logger = logger
     }
@@ -57,30 +61,47 @@ final class ChangeListener: Service {
         var connectionID = 0
         while !Task.isCancelled {
             connectionID += 1
+            let settled = router.settledCount
+            let listened = listenCount
             do {
                 let connection = try await PostgresConnection.connect(
-                    configuration: configuration,
+                    configuration: router.configuration.connectionConfiguration(applicationName: applicationName, host: router.primary),
                     id: connectionID,
                     logger: logger
                 )
                 do {
-                    try await connection.listen(on: ChangeNotice.channel) { notifications in
-                        failures = 0
-                        didStartListening()
-                        for try await notification in notifications {
-                            deliver(notification.payload)
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask {
+                            try await connection.listen(on: ChangeNotice.channel) { notifications in
+                                self.didStartListening()
+                                for try await notification in notifications {
+                                    self.deliver(notification.payload)
+                                }
+                            }
                         }
+                        group.addTask {
+                            // The router's look is its own task; checked four times a second.
+                            while self.router.settledCount == settled { try await Task.sleep(for: .milliseconds(250)) }
+                            throw PrimaryMoved()
+                        }
+                        defer { group.cancelAll() }
+                        try await group.next()
                     }
+                } catch is PrimaryMoved {
+                    logger.notice("the change listener follows the primary to \(router.primary)")
                 } catch {
                     if !Task.isCancelled {
                         logger.warning("the change listener lost its connection", metadata: ["error": "\(String(reflecting: error))"])
+                        router.suspect()
                     }
                 }
                 stoppedListening()
+                if listenCount > listened { failures = 0 }  // it listened: the next try at once
                 try? await connection.close()
             } catch {
                 if !Task.isCancelled {
                     logger.warning("the change listener cannot connect", metadata: ["error": "\(String(reflecting: error))"])
+                    router.suspect()
                 }
             }
             guard !Task.isCancelled else { break }
@@ -92,6 +113,8 @@ final class ChangeListener: Service {
             failures += 1
         }
     }
+
+    private struct PrimaryMoved: Error {}
 
     /// How many times LISTEN has succeeded: 1, then one more after each reconnection.
     var listenCount: Int { listens.load(ordering: .acquiring) }

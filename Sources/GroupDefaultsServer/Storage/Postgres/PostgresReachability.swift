@@ -4,47 +4,74 @@ import NIOCore
 import NIOPosix
 import PostgresNIO
 
-/// Whether PostgreSQL can be used at all, asked once before anything else starts: one connection,
-/// opened and closed within the configuration's connect timeout. A database that refuses the
-/// connection is known at once, one that does not answer after the timeout, and either is one
-/// sentence (`StorageStartError`) instead of the pool's retries and their logs.
+/// Whether PostgreSQL can be used at all, asked once before anything else starts, and which of its
+/// hosts takes writes: one connection per host, in the configured order, opened, asked
+/// `SHOW transaction_read_only` (as libpq's `target_session_attrs=read-write` asks) and closed
+/// within the configuration's connect timeout. A database that refuses the connection is known at
+/// once, one that does not answer after the timeout, a standby by its answer; each is one sentence
+/// (`StorageStartError`, a line per host when there are several) instead of the pool's retries and
+/// their logs. `PrimaryRouter` asks the same while serving, after a failover.
 package enum PostgresReachability {
-    /// Opens one connection (handshake and sign-in included) within `configuration.connectTimeout`,
-    /// and closes it.
+    /// The index of the first host that takes writes.
     ///
-    /// - Throws: `StorageStartError` saying, in words, why PostgreSQL at the configured host and port
-    ///   cannot be used: `cannot reach PostgreSQL at 127.0.0.1:1: connection refused`.
-    package static func check(_ configuration: PostgresStorageConfiguration) async throws(StorageStartError) {
-        let place = "\(configuration.host):\(configuration.port)"
-        let timeout = configuration.connectTimeout
+    /// - Throws: `StorageStartError` saying, in words, why PostgreSQL cannot be used: for one host
+    ///   `cannot reach PostgreSQL at 127.0.0.1:1: connection refused` or `PostgreSQL at
+    ///   127.0.0.1:5433 is read-only: …`; for several, a line per host tried.
+    @discardableResult
+    package static func check(_ configuration: PostgresStorageConfiguration) async throws(StorageStartError) -> Int {
+        var reasons: [String] = []
+        for (index, host) in configuration.hosts.enumerated() {
+            guard let reason = await takesWrites(configuration, host: host, timeout: configuration.connectTimeout) else { return index }
+            reasons.append(reason)
+        }
+        if reasons.count == 1 { throw StorageStartError(reasons[0]) }
+        throw StorageStartError(
+            "no host of PostgreSQL takes writes (tried in order; a failover may be under way):\n"
+                + reasons.map { "  \($0)" }.joined(separator: "\n")
+        )
+    }
+
+    /// Nil when `host` takes writes; else why not, in a sentence that names it.
+    static func takesWrites(_ configuration: PostgresStorageConfiguration, host: PostgresStorageConfiguration.Host, timeout: Duration) async -> String? {
         do {
-            try await withThrowingTaskGroup(of: Bool.self) { group in
+            let readOnly = try await withThrowingTaskGroup(of: String?.self) { group in
                 group.addTask {
                     let connection = try await PostgresConnection.connect(
-                        configuration: configuration.connectionConfiguration(applicationName: "groupdefaults-check"),
+                        configuration: configuration.connectionConfiguration(applicationName: "groupdefaults-check", host: host, connectTimeout: timeout),
                         id: 0,
                         logger: silentLogger
                     )
-                    try? await connection.close()
-                    return true
+                    do {
+                        var value = "on"
+                        let rows = try await connection.query("SHOW transaction_read_only", logger: silentLogger)
+                        for try await answer in rows.decode(String.self) { value = answer }
+                        try? await connection.close()
+                        return value
+                    } catch {
+                        try? await connection.close()
+                        throw error
+                    }
                 }
                 group.addTask {
                     try await Task.sleep(for: timeout)
-                    return false
+                    return nil
                 }
                 defer { group.cancelAll() }
-                guard try await group.next() == true else { throw ConnectTimeout() }
+                guard let first = try await group.next(), let answer = first else { throw ConnectTimeout() }
+                return answer
             }
+            if readOnly == "off" { return nil }
+            return "PostgreSQL at \(host) is read-only (a standby, or a primary set to refuse writes): the server needs the primary; give it, or every host in the URL (postgres://user@primary:port,standby:port/database)"
         } catch is ConnectTimeout {
-            throw StorageStartError("cannot reach PostgreSQL at \(place): no answer within \(seconds(timeout)) (the connect timeout)")
+            return "cannot reach PostgreSQL at \(host): no answer within \(seconds(timeout)) (the connect timeout)"
         } catch {
-            throw StorageStartError(reason(for: error, configuration: configuration))
+            return reason(for: error, configuration: configuration, host: host)
         }
     }
 
     /// The sentence for a failed connection.
-    static func reason(for error: any Error, configuration: PostgresStorageConfiguration) -> String {
-        let place = "\(configuration.host):\(configuration.port)"
+    static func reason(for error: any Error, configuration: PostgresStorageConfiguration, host: PostgresStorageConfiguration.Host) -> String {
+        let place = "\(host)"
         if let error = error as? PSQLError {
             switch error.code {
             case .server:
@@ -66,16 +93,16 @@ package enum PostgresReachability {
             case .serverClosedConnection, .uncleanShutdown:
                 return "cannot reach PostgreSQL at \(place): the connection was closed before it was ready"
             default:
-                if let underlying = error.underlying { return reason(for: underlying, configuration: configuration) }
+                if let underlying = error.underlying { return reason(for: underlying, configuration: configuration, host: host) }
                 return "cannot reach PostgreSQL at \(place): \(error.code)"
             }
         }
         if let error = error as? NIOConnectionError {
             if error.dnsAError != nil || error.dnsAAAAError != nil, error.connectionErrors.isEmpty {
-                return "cannot reach PostgreSQL at \(place): the host name \(configuration.host) cannot be resolved"
+                return "cannot reach PostgreSQL at \(place): the host name \(host.name) cannot be resolved"
             }
-            if let first = error.connectionErrors.first { return reason(for: first.error, configuration: configuration) }
-            return "cannot reach PostgreSQL at \(place): the host name \(configuration.host) has no address"
+            if let first = error.connectionErrors.first { return reason(for: first.error, configuration: configuration, host: host) }
+            return "cannot reach PostgreSQL at \(place): the host name \(host.name) has no address"
         }
         if let error = error as? IOError {
             return "cannot reach PostgreSQL at \(place): \(SystemErrorText.sentence(error.errnoCode))"

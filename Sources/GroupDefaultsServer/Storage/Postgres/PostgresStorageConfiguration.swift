@@ -4,8 +4,24 @@ import PostgresNIO
 
 /// Where the PostgreSQL backend connects and how long it waits before answering `unavailable`.
 package struct PostgresStorageConfiguration: Sendable {
-    package var host: String
-    package var port: Int
+    /// One host of the database: a server that may be the primary.
+    package struct Host: Sendable, Equatable, CustomStringConvertible {
+        package var name: String
+        package var port: Int
+
+        package init(_ name: String, port: Int = 5432) {
+            self.name = name
+            self.port = port
+        }
+
+        /// `host:port` (`[::1]:5432` for an IPv6 address).
+        package var description: String { name.contains(":") ? "[\(name)]:\(port)" : "\(name):\(port)" }
+    }
+
+    /// The hosts, in the order they are tried: one, or a primary and its standbys (the libpq
+    /// multi-host form). The server uses the one that takes writes (`PrimaryRouter`) and moves to
+    /// another when a failover makes it the primary.
+    package var hosts: [Host]
     package var username: String
     package var password: String?
     package var database: String
@@ -23,36 +39,103 @@ package struct PostgresStorageConfiguration: Sendable {
     package var maximumConnections: Int = 20
 
     package init(host: String, port: Int = 5432, username: String, password: String? = nil, database: String) {
-        self.host = host
-        self.port = port
+        self.init(hosts: [Host(host, port: port)], username: username, password: password, database: database)
+    }
+
+    package init(hosts: [Host], username: String, password: String? = nil, database: String) {
+        precondition(!hosts.isEmpty, "a PostgreSQL configuration names at least one host")
+        self.hosts = hosts
         self.username = username
         self.password = password
         self.database = database
     }
 
-    /// Parses `postgres://user[:password]@host[:port]/database`. TLS to the database is not
-    /// supported yet: `?sslmode=` other than `disable` is refused.
+    /// The first host (the only one, in a configuration of one).
+    package var host: String { hosts[0].name }
+    /// The first host's port.
+    package var port: Int { hosts[0].port }
+    /// The hosts as a person names them: `127.0.0.1:5432,127.0.0.1:5433`.
+    package var place: String { hosts.map(\.description).joined(separator: ",") }
+
+    /// Parses `postgres://user[:password]@host[:port][,host[:port]…]/database[?parameters]`, the
+    /// libpq URL with one host or several (a primary and its standbys, as a failover manager such
+    /// as pg_auto_failover prints it). Of the parameters, `target_session_attrs` may be
+    /// `read-write` or `primary` (the server always connects to the host that takes writes, so
+    /// they change nothing), `sslmode` may be `disable`, `allow` or `prefer` (the server connects
+    /// without TLS, which these allow); the others are ignored. TLS to the database is not
+    /// supported yet.
     ///
     /// - Throws: `StorageConfigurationError`, saying what is wrong with the URL.
     package init(url text: String) throws(StorageConfigurationError) {
-        guard let components = URLComponents(string: text),
-            components.scheme == "postgres" || components.scheme == "postgresql",
-            let host = components.host, !host.isEmpty,
-            let user = components.user, !user.isEmpty
-        else {
-            throw StorageConfigurationError("not a PostgreSQL URL (postgres://user@host:port/database): \(Self.redacted(text))")
+        let shown = Self.redacted(text)
+        let notOne = StorageConfigurationError("not a PostgreSQL URL (postgres://user@host:port/database): \(shown)")
+        guard let scheme = text.range(of: "://"), ["postgres", "postgresql"].contains(text[..<scheme.lowerBound]) else { throw notOne }
+        var rest = Substring(text[scheme.upperBound...])
+        var query = ""
+        if let mark = rest.firstIndex(of: "?") {
+            query = String(rest[rest.index(after: mark)...])
+            rest = rest[..<mark]
         }
-        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        self.init(
-            host: host,
-            port: components.port ?? 5432,
-            username: user,
-            password: components.password,
-            database: path.isEmpty ? user : path
-        )
-        if let mode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value, mode != "disable" {
-            throw StorageConfigurationError("sslmode=\(mode): TLS to PostgreSQL is not supported yet (\(Self.redacted(text)))")
+        var path = ""
+        var authority = rest
+        if let slash = rest.firstIndex(of: "/") {
+            path = String(rest[rest.index(after: slash)...])
+            authority = rest[..<slash]
         }
+        var userInfo: Substring = ""
+        if let at = authority.lastIndex(of: "@") {
+            userInfo = authority[..<at]
+            authority = authority[authority.index(after: at)...]
+        }
+        let user = userInfo.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let name = user.first.flatMap({ String($0).removingPercentEncoding }), !name.isEmpty else {
+            throw StorageConfigurationError("the PostgreSQL URL names no user (postgres://user@host:port/database): \(shown)")
+        }
+        let password = user.count > 1 ? String(user[1]).removingPercentEncoding : nil
+        var hosts: [Host] = []
+        for part in authority.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let host = Self.host(part) else {
+                throw StorageConfigurationError("the PostgreSQL URL's host \(part.isEmpty ? "(empty)" : String(part)) is not host[:port] with a port from 1 to 65535: \(shown)")
+            }
+            hosts.append(host)
+        }
+        guard !hosts.isEmpty, let database = path.removingPercentEncoding else { throw notOne }
+        self.init(hosts: hosts, username: name, password: password, database: database.isEmpty ? name : database)
+        for parameter in query.split(separator: "&") {
+            let pair = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let key = String(pair[0])
+            let value = pair.count > 1 ? (String(pair[1]).removingPercentEncoding ?? "") : ""
+            switch key {
+            case "sslmode" where !["disable", "allow", "prefer"].contains(value):
+                throw StorageConfigurationError("sslmode=\(value): TLS to PostgreSQL is not supported yet (\(shown))")
+            case "target_session_attrs" where !["read-write", "primary"].contains(value):
+                throw StorageConfigurationError(
+                    "target_session_attrs=\(value): the server writes, so it connects to the primary (read-write or primary, the default here): \(shown)"
+                )
+            default: continue
+            }
+        }
+    }
+
+    /// `host`, `host:port`, `[v6]` or `[v6]:port`; nil for anything else.
+    private static func host(_ text: Substring) -> Host? {
+        var name = text
+        var port = 5432
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            name = text[text.index(after: text.startIndex)..<close]
+            let after = text[text.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":"), let number = Int(after.dropFirst()) else { return nil }
+                port = number
+            }
+        } else if let colon = text.lastIndex(of: ":") {
+            guard let number = Int(text[text.index(after: colon)...]) else { return nil }
+            name = text[..<colon]
+            port = number
+        }
+        guard !name.isEmpty, (1...65535).contains(port), let decoded = String(name).removingPercentEncoding else { return nil }
+        return Host(decoded, port: port)
     }
 
     /// A database URL as it may be shown: its password, if any, replaced by `redacted`, also in
@@ -68,10 +151,11 @@ package struct PostgresStorageConfiguration: Sendable {
         return String(url[..<url.index(after: colon)]) + "redacted" + String(url[at.lowerBound...])
     }
 
-    var clientConfiguration: PostgresClient.Configuration {
+    /// The pool's configuration for one of the hosts.
+    func clientConfiguration(for host: Host) -> PostgresClient.Configuration {
         var configuration = PostgresClient.Configuration(
-            host: host,
-            port: port,
+            host: host.name,
+            port: host.port,
             username: username,
             password: password,
             database: database,
@@ -84,16 +168,17 @@ package struct PostgresStorageConfiguration: Sendable {
         return configuration
     }
 
-    func connectionConfiguration(applicationName: String) -> PostgresConnection.Configuration {
+    /// One connection's configuration, to one of the hosts.
+    func connectionConfiguration(applicationName: String, host: Host, connectTimeout: Duration? = nil) -> PostgresConnection.Configuration {
         var configuration = PostgresConnection.Configuration(
-            host: host,
-            port: port,
+            host: host.name,
+            port: host.port,
             username: username,
             password: password,
             database: database,
             tls: .disable
         )
-        configuration.options.connectTimeout = .init(connectTimeout)
+        configuration.options.connectTimeout = .init(connectTimeout ?? self.connectTimeout)
         configuration.options.additionalStartupParameters = [("application_name", applicationName)]
         return configuration
     }
@@ -102,6 +187,6 @@ package struct PostgresStorageConfiguration: Sendable {
 extension PostgresStorageConfiguration: CustomStringConvertible {
     /// The database's URL without its password: a log line may print a configuration.
     package var description: String {
-        "postgres://\(username)\(password == nil ? "" : ":redacted")@\(host):\(port)/\(database)"
+        "postgres://\(username)\(password == nil ? "" : ":redacted")@\(place)/\(database)"
     }
 }

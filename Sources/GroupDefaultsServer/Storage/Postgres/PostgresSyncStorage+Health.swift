@@ -5,7 +5,7 @@ import PostgresNIO
 // The console's account of the backend's health.
 extension PostgresSyncStorage: StorageHealthCheck {
     package func health() async -> StorageHealth {
-        let database = "\(configuration.host):\(configuration.port)"
+        let database = "\(router.primary)"
         var checks: [StorageHealth.Check] = []
         do {
             try await bounded("reaching the database") { storage in

@@ -7,7 +7,8 @@ import Synchronization
 
 /// `ServerStorage` on PostgreSQL, for several stateless server instances sharing one database.
 ///
-/// Queries run on postgres-nio's `PostgresClient` (a pool); one more, dedicated connection LISTENs
+/// Queries run on postgres-nio's `PostgresClient` (a pool) of the host that takes writes, which
+/// `PrimaryRouter` finds again after a failover; one more, dedicated connection LISTENs there
 /// for the `pg_notify` every push sends, so a push on any instance wakes `waitForChange` on every
 /// instance. Both are swift-service-lifecycle services (`services`): the server runs them in its
 /// service group and migrates the schema (`migrate()`) before it accepts requests; programs without
@@ -15,7 +16,8 @@ import Synchronization
 /// configuration's operation timeout and fails with `SyncStorageError(.unavailable, …)` when the
 /// database cannot be reached.
 package final class PostgresSyncStorage: ServerStorage, SyncStore {
-    let client: PostgresClient
+    /// The pools of every host, and which one takes writes.
+    let router: PrimaryRouter
     let logger: Logger
     let configuration: PostgresStorageConfiguration
     let signals: ChangeSignals
@@ -30,27 +32,32 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
     /// The task running `services`, for storage made by `start`.
     private let ownTask = Mutex<Task<Void, Never>?>(nil)
 
-    /// A storage whose `services` must run (in the caller's service group) before it can answer.
-    package init(configuration: PostgresStorageConfiguration, logger: Logger) {
-        let client = PostgresClient(configuration: configuration.clientConfiguration, backgroundLogger: logger)
+    /// A storage whose `services` must run (in the caller's service group) before it can answer;
+    /// `primary` is the index of the host found to take writes (`PostgresReachability.check`).
+    package init(configuration: PostgresStorageConfiguration, primary: Int = 0, logger: Logger) {
+        let router = PrimaryRouter(configuration: configuration, primary: primary, logger: logger)
         let signals = ChangeSignals()
         let applicationName = "groupdefaults-listener-\(UUID().uuidString.prefix(8).lowercased())"
         let listener = ChangeListener(
-            configuration: configuration.connectionConfiguration(applicationName: applicationName),
+            router: router,
+            applicationName: applicationName,
             signals: signals,
             logger: logger
         )
         self.configuration = configuration
         self.logger = logger
-        self.client = client
+        self.router = router
         self.signals = signals
         self.listener = listener
         listenerApplicationName = applicationName
     }
 
-    /// What must run while the storage is used: the connection pool and the listening connection.
-    /// Both end at graceful shutdown or cancellation.
-    package var services: [any Service] { [client, listener] }
+    /// The pool of the host that takes writes.
+    var client: PostgresClient { router.client }
+
+    /// What must run while the storage is used: the connection pools and the listening connection.
+    /// They end at graceful shutdown or cancellation.
+    package var services: [any Service] { router.pools + [listener] }
 
     /// Creates or migrates the schema (the services must be running).
     ///
@@ -72,8 +79,8 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
     ///   (`PostgresReachability`), `SyncStorageError(.unavailable, …)` when it does not answer the
     ///   migration within the operation timeout.
     package static func start(_ configuration: PostgresStorageConfiguration, logger: Logger) async throws -> PostgresSyncStorage {
-        try await PostgresReachability.check(configuration)
-        let storage = PostgresSyncStorage(configuration: configuration, logger: logger)
+        let primary = try await PostgresReachability.check(configuration)
+        let storage = PostgresSyncStorage(configuration: configuration, primary: primary, logger: logger)
         let services = storage.services
         storage.ownTask.withLock { task in
             task = Task {
@@ -100,6 +107,14 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
 
     // MARK: Bounded calls
 
+    /// What a storage call answers while no host takes writes (503 with `Retry-After`).
+    private func failingOver(_ what: String) -> SyncStorageError {
+        SyncStorageError(.unavailable, "\(what): PostgreSQL is failing over (no host of \(configuration.place) takes writes yet)")
+    }
+
+    /// How long a storage call runs before the router is asked to look at its host.
+    static let slowCall: Duration = .seconds(1)
+
     /// Runs `body` within `timeout` (the operation timeout unless given); anything but our own errors and cancellation becomes
     /// `unavailable` (the database is unreachable, restarting or overloaded).
     @discardableResult
@@ -109,11 +124,25 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
         _ body: @escaping @Sendable (PostgresSyncStorage) async throws -> T
     ) async throws -> T {
         let timeout = timeout ?? configuration.operationTimeout
+        if router.isSwitching {
+            throw failingOver(what)
+        }
         do {
             return try await withThrowingTaskGroup(of: T?.self) { group in
                 group.addTask { try await body(self) }
                 group.addTask {
-                    try await Task.sleep(for: timeout)
+                    // The timeout; and a call still running after a second makes the router look
+                    // whether its host still takes writes. Once it knows that none does, the call
+                    // ends (a request on a lost host's pool would wait for the whole timeout).
+                    let deadline = ContinuousClock.now + timeout
+                    try await Task.sleep(for: min(timeout, Self.slowCall))
+                    if ContinuousClock.now < deadline { self.router.suspect() }
+                    while ContinuousClock.now < deadline {
+                        if self.router.isSwitching {
+                            throw self.failingOver(what)
+                        }
+                        try await Task.sleep(for: min(deadline - ContinuousClock.now, .milliseconds(100)))
+                    }
                     return nil
                 }
                 defer { group.cancelAll() }
@@ -123,14 +152,17 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
                 return result
             }
         } catch let error as SyncStorageError {
+            if error.code == .unavailable { router.suspect() }  // the timeout: is the host still there?
             throw error
         } catch let error as PostgresTransactionError {
             // A refusal inside a transaction (rolled back): ours to pass on as it is.
             if let refusal = error.closureError as? SyncStorageError { throw refusal }
             if Task.isCancelled { throw CancellationError() }
+            router.suspect()
             throw SyncStorageError(.unavailable, "\(what): \(String(reflecting: error))")
         } catch {
             if Task.isCancelled { throw CancellationError() }
+            router.suspect()
             throw SyncStorageError(.unavailable, "\(what): \(String(reflecting: error))")
         }
     }
