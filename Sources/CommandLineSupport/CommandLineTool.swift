@@ -11,11 +11,15 @@ package struct CommandFailure: Error, Sendable, CustomStringConvertible {
     package var status: Int32
     /// False for lines printed without the tool's name (as macOS `defaults` prints its own).
     package var showsToolName = true
+    /// Lines that detail the message, one for each thing it names (each host tried), printed after
+    /// it indented, each made printable on its own.
+    package var details: [String] = []
 
-    /// A failure reported as `TOOL: MESSAGE`, exiting with `status`.
-    package init(_ message: String, status: Int32 = 1) {
+    /// A failure reported as `TOOL: MESSAGE` (and its `details`, a line each), exiting with `status`.
+    package init(_ message: String, status: Int32 = 1, details: [String] = []) {
         self.message = message
         self.status = status
+        self.details = details
     }
 
     /// The message.
@@ -98,6 +102,7 @@ package struct CommandLineTool: Sendable {
         } else {
             writeAll(Data((printable(pasteable(failure.message)) + "\n").utf8), to: STDERR_FILENO)
         }
+        for detail in failure.details { writeAll(Data(("  " + printable(detail) + "\n").utf8), to: STDERR_FILENO) }
         return ExitCode(failure.status)
     }
 }

@@ -69,7 +69,7 @@ let groupdefaultsServer = CommandLineTool(name: "groupdefaults-server", root: Se
     switch error {
     case let failure as SyncStorageError: CommandFailure(failure.detail)
     case let failure as TLSFilesError: CommandFailure("\(failure)")
-    case let failure as StorageStartError: CommandFailure("\(failure)")
+    case let failure as StorageStartError: CommandFailure("\(failure)", details: failure.details)
     case let failure as ConsoleRecordError: CommandFailure(failure.description)
     case let failure as BackupFailure: CommandFailure(failure.description)
     default: nil

@@ -233,6 +233,33 @@ struct SettingsTests {
         }
     }
 
+    @Test("a PostgreSQL URL names one host or several (a primary and its standbys, libpq's form); what the server cannot honour is refused")
+    func postgresHosts() throws {
+        let several = try PostgresStorageConfiguration(
+            url: "postgres://gd:pw%40x@10.0.0.1:5433,[::1],db.example:6000/settings?target_session_attrs=read-write&sslmode=prefer"
+        )
+        #expect(several.hosts.map(\.description) == ["10.0.0.1:5433", "[::1]:5432", "db.example:6000"])
+        #expect(several.username == "gd" && several.password == "pw@x" && several.database == "settings")
+        #expect(several.place == "10.0.0.1:5433,[::1]:5432,db.example:6000")
+        let one = try PostgresStorageConfiguration(url: "postgresql://gd@h")
+        #expect(one.hosts == [.init("h")] && one.database == "gd")
+        for (url, said) in [
+            ("postgres://gd@h1:5432,/db", "host (empty)"),
+            ("postgres://gd@h1:5432,h2:0/db", "host h2:0"),
+            ("postgres://h1,h2/db", "names no user"),
+            ("postgres://gd@h1,h2/db?target_session_attrs=any", "target_session_attrs=any"),
+            ("postgres://gd@h1,h2/db?sslmode=verify-full", "sslmode=verify-full"),
+            ("mysql://gd@h1/db", "not a PostgreSQL URL"),
+        ] {
+            #expect(throws: StorageConfigurationError.self, "\(url)") { try PostgresStorageConfiguration(url: url) }
+            do {
+                _ = try PostgresStorageConfiguration(url: url)
+            } catch {
+                #expect("\(error)".contains(said), "\(url): \(error)")
+            }
+        }
+    }
+
     @Test("a database password and the metrics token are never shown: not in a refused URL, not where a configuration is printed (debug logs)")
     func secretsNotShown() async throws {
         for url in ["postgres://u:secret@h:notaport/db", "postgres://u:secret@h:5432/db?sslmode=require"] {

@@ -18,6 +18,11 @@ package struct StorageConfigurationError: Error, CustomStringConvertible {
 /// refused the migration): the server does not start.
 package struct StorageStartError: Error, CustomStringConvertible {
     package var description: String
+    /// A line for each thing tried (each host of a PostgreSQL URL that names several).
+    package var details: [String]
 
-    package init(_ description: String) { self.description = description }
+    package init(_ description: String, details: [String] = []) {
+        self.description = description
+        self.details = details
+    }
 }

@@ -25,40 +25,33 @@ package enum PostgresReachability {
             reasons.append(reason)
         }
         if reasons.count == 1 { throw StorageStartError(reasons[0]) }
-        throw StorageStartError(
-            "no host of PostgreSQL takes writes (tried in order; a failover may be under way):\n"
-                + reasons.map { "  \($0)" }.joined(separator: "\n")
-        )
+        throw StorageStartError("no host of PostgreSQL takes writes (tried in order; a failover may be under way):", details: reasons)
     }
 
     /// Nil when `host` takes writes; else why not, in a sentence that names it.
     static func takesWrites(_ configuration: PostgresStorageConfiguration, host: PostgresStorageConfiguration.Host, timeout: Duration) async -> String? {
         do {
-            let readOnly = try await withThrowingTaskGroup(of: String?.self) { group in
-                group.addTask {
-                    let connection = try await PostgresConnection.connect(
-                        configuration: configuration.connectionConfiguration(applicationName: "groupdefaults-check", host: host, connectTimeout: timeout),
-                        id: 0,
-                        logger: silentLogger
-                    )
-                    do {
-                        var value = "on"
-                        let rows = try await connection.query("SHOW transaction_read_only", logger: silentLogger)
-                        for try await answer in rows.decode(String.self) { value = answer }
-                        try? await connection.close()
-                        return value
-                    } catch {
-                        try? await connection.close()
-                        throw error
-                    }
+            // Not a task group: a connection to a host that stopped answering may not end at once
+            // when cancelled, and the router's look must not wait for it.
+            let readOnly = try await firstOf({
+                let connection = try await PostgresConnection.connect(
+                    configuration: configuration.connectionConfiguration(applicationName: "groupdefaults-check", host: host, connectTimeout: timeout),
+                    id: 0,
+                    logger: silentLogger
+                )
+                do {
+                    var value = "on"
+                    let rows = try await connection.query("SHOW transaction_read_only", logger: silentLogger)
+                    for try await answer in rows.decode(String.self) { value = answer }
+                    try? await connection.close()
+                    return value
+                } catch {
+                    try? await connection.close()
+                    throw error
                 }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let answer = first else { throw ConnectTimeout() }
-                return answer
+            }) { () async throws -> Never in
+                try await Task.sleep(for: timeout)
+                throw ConnectTimeout()
             }
             if readOnly == "off" { return nil }
             return "PostgreSQL at \(host) is read-only (a standby, or a primary set to refuse writes): the server needs the primary; give it, or every host in the URL (postgres://user@primary:port,standby:port/database)"

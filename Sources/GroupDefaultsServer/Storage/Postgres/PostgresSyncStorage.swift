@@ -128,28 +128,18 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
             throw failingOver(what)
         }
         do {
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask { try await body(self) }
-                group.addTask {
-                    // The timeout; and a call still running after a second makes the router look
-                    // whether its host still takes writes. Once it knows that none does, the call
-                    // ends (a request on a lost host's pool would wait for the whole timeout).
-                    let deadline = ContinuousClock.now + timeout
-                    try await Task.sleep(for: min(timeout, Self.slowCall))
-                    if ContinuousClock.now < deadline { self.router.suspect() }
-                    while ContinuousClock.now < deadline {
-                        if self.router.isSwitching {
-                            throw self.failingOver(what)
-                        }
-                        try await Task.sleep(for: min(deadline - ContinuousClock.now, .milliseconds(100)))
-                    }
-                    return nil
+            // The timeout; and a call still running after a second makes the router look whether
+            // its host still takes writes. Once it knows that none does, the call ends (a request
+            // on a lost host's pool would wait for the whole timeout).
+            return try await firstOf({ try await body(self) }) { () async throws -> Never in
+                let deadline = ContinuousClock.now + timeout
+                try await Task.sleep(for: min(timeout, Self.slowCall))
+                if ContinuousClock.now < deadline { self.router.suspect() }
+                while ContinuousClock.now < deadline {
+                    if self.router.isSwitching { throw self.failingOver(what) }
+                    try await Task.sleep(for: min(deadline - ContinuousClock.now, .milliseconds(100)))
                 }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let result = first else {
-                    throw SyncStorageError(.unavailable, "\(what): PostgreSQL did not answer within \(timeout)")
-                }
-                return result
+                throw SyncStorageError(.unavailable, "\(what): PostgreSQL did not answer within \(timeout)")
             }
         } catch let error as SyncStorageError {
             if error.code == .unavailable { router.suspect() }  // the timeout: is the host still there?
