@@ -250,6 +250,8 @@ struct SettingsTests {
             ("postgres://gd@h1,h2/db?target_session_attrs=any", "target_session_attrs=any"),
             ("postgres://gd@h1,h2/db?sslmode=verify-full", "sslmode=verify-full"),
             ("mysql://gd@h1/db", "not a PostgreSQL URL"),
+            ("postgres://gd@::1/db", "host ::1 is not host[:port]"),
+            ("postgres://gd:%zz@h1/db", "password is not percent-encoded"),
         ] {
             #expect(throws: StorageConfigurationError.self, "\(url)") { try PostgresStorageConfiguration(url: url) }
             do {

@@ -91,7 +91,13 @@ package struct PostgresStorageConfiguration: Sendable {
         guard let name = user.first.flatMap({ String($0).removingPercentEncoding }), !name.isEmpty else {
             throw StorageConfigurationError("the PostgreSQL URL names no user (postgres://user@host:port/database): \(shown)")
         }
-        let password = user.count > 1 ? String(user[1]).removingPercentEncoding : nil
+        var password: String?
+        if user.count > 1 {
+            guard let decoded = String(user[1]).removingPercentEncoding else {
+                throw StorageConfigurationError("the PostgreSQL URL's password is not percent-encoded as a URL's must be: \(shown)")
+            }
+            password = decoded
+        }
         var hosts: [Host] = []
         for part in authority.split(separator: ",", omittingEmptySubsequences: false) {
             guard let host = Self.host(part) else {
@@ -129,6 +135,8 @@ package struct PostgresStorageConfiguration: Sendable {
                 guard after.hasPrefix(":"), let number = Int(after.dropFirst()) else { return nil }
                 port = number
             }
+        } else if text.filter({ $0 == ":" }).count > 1 {
+            return nil  // an IPv6 address without its brackets: its port cannot be told apart
         } else if let colon = text.lastIndex(of: ":") {
             guard let number = Int(text[text.index(after: colon)...]) else { return nil }
             name = text[..<colon]

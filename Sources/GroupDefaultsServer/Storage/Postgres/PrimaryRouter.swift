@@ -52,7 +52,7 @@ final class PrimaryRouter: Sendable {
     /// Whether no host is known to take writes: storage calls fail at once until one does.
     var isSwitching: Bool { state.withLock { $0.switching } }
 
-    /// How many times the router settled on a host after looking (the listener compares it).
+    /// How many times the router settled on another host after looking (the listener compares it).
     var settledCount: Int { settled.load(ordering: .acquiring) }
 
     /// A storage call failed: looks whether the host still takes writes, in a task of its own (one
@@ -83,12 +83,15 @@ final class PrimaryRouter: Sendable {
             rounds += 1
             for (index, host) in configuration.hosts.enumerated() {
                 guard await PostgresReachability.takesWrites(configuration, host: host, timeout: Self.lookTimeout) == nil else { continue }
-                state.withLock { state in
-                    state.current = index
-                    state.switching = false
-                    state.looking = false
+                let moved = state.withLock { state in
+                    defer {
+                        state.current = index
+                        state.switching = false
+                        state.looking = false
+                    }
+                    return state.current != index
                 }
-                settled.add(1, ordering: .releasing)
+                if moved { settled.add(1, ordering: .releasing) }  // the listener follows; no need when it is where it was
                 logger.notice("PostgreSQL's primary is \(host)", metadata: ["rounds": "\(rounds)"])
                 return
             }
