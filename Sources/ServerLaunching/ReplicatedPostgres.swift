@@ -41,6 +41,18 @@ package final class ReplicatedPostgres: @unchecked Sendable {  // `stopped` is o
         try run(["kill-primary", url])
     }
 
+    /// The primary's machine stops answering without closing anything (`SIGSTOP` of its keeper,
+    /// postmaster and backends: a partition, a hung machine); returns its `host:port`.
+    @discardableResult
+    package func freezePrimary() throws -> String {
+        try run(["freeze-primary", url])
+    }
+
+    /// A node frozen by `freezePrimary` answers again: an old primary back.
+    package func thaw(_ node: String) throws {
+        _ = try run(["thaw", url, node])
+    }
+
     /// The monitor's table of the nodes (`pg_autoctl show state`), for a failure's report.
     package func state() -> String {
         (try? run(["state", url])) ?? "(the monitor did not answer)"

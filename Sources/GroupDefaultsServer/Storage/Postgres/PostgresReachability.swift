@@ -5,27 +5,51 @@ import NIOPosix
 import PostgresNIO
 
 /// Whether PostgreSQL can be used at all, asked once before anything else starts, and which of its
-/// hosts takes writes: one connection per host, in the configured order, opened, asked
+/// hosts takes writes: one connection per host, all at once, opened, asked
 /// `SHOW transaction_read_only` (as libpq's `target_session_attrs=read-write` asks) and closed
 /// within the configuration's connect timeout. A database that refuses the connection is known at
 /// once, one that does not answer after the timeout, a standby by its answer; each is one sentence
 /// (`StorageStartError`, a line per host when there are several) instead of the pool's retries and
 /// their logs. `PrimaryRouter` asks the same while serving, after a failover.
 package enum PostgresReachability {
-    /// The index of the first host that takes writes.
+    /// The index of the one host that takes writes.
     ///
     /// - Throws: `StorageStartError` saying, in words, why PostgreSQL cannot be used: for one host
     ///   `cannot reach PostgreSQL at 127.0.0.1:1: connection refused` or `PostgreSQL at
-    ///   127.0.0.1:5433 is read-only: …`; for several, a line per host tried.
+    ///   127.0.0.1:5433 is read-only: …`; for several, a line per host, in the configured order;
+    ///   and when several hosts take writes (a split brain), which.
     @discardableResult
     package static func check(_ configuration: PostgresStorageConfiguration) async throws(StorageStartError) -> Int {
-        var reasons: [String] = []
-        for (index, host) in configuration.hosts.enumerated() {
-            guard let reason = await takesWrites(configuration, host: host, timeout: configuration.connectTimeout) else { return index }
-            reasons.append(reason)
+        let answers = await self.answers(configuration, timeout: configuration.connectTimeout)
+        let writers = answers.indices.filter { answers[$0] == nil }
+        if writers.count == 1 { return writers[0] }
+        if writers.count > 1 {
+            throw StorageStartError(
+                "several hosts of PostgreSQL take writes, so none is used (two primaries: stop the one that is not, or let the failover manager demote it):",
+                details: writers.map { "PostgreSQL at \(configuration.hosts[$0]) takes writes" }
+            )
         }
+        let reasons = answers.compactMap { $0 }
         if reasons.count == 1 { throw StorageStartError(reasons[0]) }
-        throw StorageStartError("no host of PostgreSQL takes writes (tried in order; a failover may be under way):", details: reasons)
+        throw StorageStartError("no host of PostgreSQL takes writes (a failover may be under way):", details: reasons)
+    }
+
+    /// The indexes of the hosts that take writes, each asked within `timeout`, all at once.
+    static func writers(_ configuration: PostgresStorageConfiguration, timeout: Duration) async -> [Int] {
+        let answers = await answers(configuration, timeout: timeout)
+        return answers.indices.filter { answers[$0] == nil }
+    }
+
+    /// For each host, in the configured order: nil when it takes writes, else why not.
+    private static func answers(_ configuration: PostgresStorageConfiguration, timeout: Duration) async -> [String?] {
+        await withTaskGroup(of: (Int, String?).self) { group in
+            for (index, host) in configuration.hosts.enumerated() {
+                group.addTask { (index, await takesWrites(configuration, host: host, timeout: timeout)) }
+            }
+            var answers = [String?](repeating: nil, count: configuration.hosts.count)
+            for await (index, answer) in group { answers[index] = answer }
+            return answers
+        }
     }
 
     /// Nil when `host` takes writes; else why not, in a sentence that names it.

@@ -10,7 +10,7 @@ import Synchronization
 /// Queries run on postgres-nio's `PostgresClient` (a pool) of the host that takes writes, which
 /// `PrimaryRouter` finds again after a failover; one more, dedicated connection LISTENs there
 /// for the `pg_notify` every push sends, so a push on any instance wakes `waitForChange` on every
-/// instance. Both are swift-service-lifecycle services (`services`): the server runs them in its
+/// instance. These, and the router's looks, are swift-service-lifecycle services (`services`): the server runs them in its
 /// service group and migrates the schema (`migrate()`) before it accepts requests; programs without
 /// a service group (the token commands, tests) use `start`. Every call is bounded by the
 /// configuration's operation timeout and fails with `SyncStorageError(.unavailable, …)` when the
@@ -55,9 +55,9 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
     /// The pool of the host that takes writes.
     var client: PostgresClient { router.client }
 
-    /// What must run while the storage is used: the connection pools and the listening connection.
-    /// They end at graceful shutdown or cancellation.
-    package var services: [any Service] { router.pools + [listener] }
+    /// What must run while the storage is used: the connection pools, the router's looks and the
+    /// listening connection. They end at graceful shutdown or cancellation.
+    package var services: [any Service] { router.pools + [router, listener] }
 
     /// Creates or migrates the schema (the services must be running).
     ///

@@ -9,38 +9,50 @@ import Synchronization
 /// There is one pool per host (postgres-nio's `PostgresClient`, which connects to one host; a pool
 /// opens no connection until it is asked for one), all run as services; queries go to the pool of
 /// the host found to take writes. A storage call that fails for any reason but our own refusals
-/// makes the router look again (`suspect`), at most one look at a time: the current host first,
-/// and if it no longer takes writes (gone, restarting, or a standby since a failover), every host
-/// until one does. Meanwhile the router is `switching`, and storage calls fail at once with
-/// `unavailable` (503 with `Retry-After`) instead of waiting for a host that is gone. The
-/// listening connection (`ChangeListener`) connects to the host the router names, and wakes every
-/// waiter once it listens again.
-final class PrimaryRouter: Sendable {
+/// makes the router look again (`suspect`): every host is asked at once whether it takes writes,
+/// and the router settles on a host only when exactly one does. Two that take writes (an old
+/// primary back beside the one promoted since, before its failover manager demotes it) are a
+/// split brain: the router picks neither, and keeps looking. Until it settles the router is
+/// `switching`, and storage calls fail at once with `unavailable` (503 with `Retry-After`) instead
+/// of waiting for a host that is gone; a push answered so may still commit, and the device sends
+/// it again under the same batch id, which the server answers from its record. The listening
+/// connection (`ChangeListener`) connects to the host the router names, and connects again when
+/// the router settles on another.
+///
+/// The looks run in the router's own service (`run`), so that they end with the server.
+final class PrimaryRouter: Service {
     private struct State {
         var current: Int
         var switching = false
-        var looking = false
     }
 
     let configuration: PostgresStorageConfiguration
     let pools: [PostgresClient]
     private let state: Mutex<State>
     private let logger: Logger
-    /// Moved on each time the router settles on a host: the listener reconnects when it moved.
+    /// Moved on each time the router settles on another host: the listener reconnects when it moved.
     private let settled = Atomic<Int>(0)
+    /// Suspicions not looked into yet: at most one waits, since a look answers every suspicion
+    /// made before it began.
+    private let suspicions: AsyncStream<Void>
+    private let suspicion: AsyncStream<Void>.Continuation
 
-    /// How long one look at a host may take (its connection and `SHOW transaction_read_only`).
+    /// How long one look at a host may take (its connection and `SHOW transaction_read_only`). Not
+    /// the connect timeout (10 s by default): a healthy host answers in milliseconds, and a lost
+    /// one that drops packets would hold every request that long. A primary too slow for it is
+    /// taken for lost for a round, during which requests get 503s, and found again at the next.
     static let lookTimeout: Duration = .seconds(2)
-    /// How long the router waits between two rounds of looks while no host takes writes.
+    /// How long the router waits between two rounds of looks while it has not settled.
     static let lookInterval: Duration = .milliseconds(250)
 
     /// Pools for every host of `configuration`; `primary` is the index of the host found to take
-    /// writes at start (`PostgresReachability.primary`).
+    /// writes at start (`PostgresReachability.check`).
     init(configuration: PostgresStorageConfiguration, primary: Int = 0, logger: Logger) {
         self.configuration = configuration
         pools = configuration.hosts.map { PostgresClient(configuration: configuration.clientConfiguration(for: $0), backgroundLogger: logger) }
         state = Mutex(State(current: primary))
         self.logger = logger
+        (suspicions, suspicion) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// The pool of the host that takes writes (as last found).
@@ -55,48 +67,57 @@ final class PrimaryRouter: Sendable {
     /// How many times the router settled on another host after looking (the listener compares it).
     var settledCount: Int { settled.load(ordering: .acquiring) }
 
-    /// A storage call failed: looks whether the host still takes writes, in a task of its own (one
-    /// at a time).
+    /// A storage call failed: the router looks whether its host still takes writes.
     func suspect() {
-        let start = state.withLock { state -> Bool in
-            if state.looking { return false }
-            state.looking = true
-            return true
-        }
-        guard start else { return }
-        Task { await self.look() }
+        suspicion.yield()
     }
 
-    private func look() async {
-        let current = state.withLock { $0.current }
-        if await PostgresReachability.takesWrites(configuration, host: configuration.hosts[current], timeout: Self.lookTimeout) == nil {
-            state.withLock { $0.looking = false }
-            return
+    /// Looks into each suspicion in turn, until graceful shutdown or cancellation.
+    func run() async {
+        await cancelWhenGracefulShutdown {
+            for await _ in self.suspicions { await self.look() }
         }
-        state.withLock { $0.switching = true }
-        logger.warning(
-            "PostgreSQL at \(configuration.hosts[current]) no longer takes writes: looking for the primary",
-            metadata: ["hosts": "\(configuration.place)"]
-        )
+    }
+
+    /// Rounds of looks at every host, until exactly one takes writes (or the task is cancelled).
+    private func look() async {
         var rounds = 0
         while !Task.isCancelled {
             rounds += 1
-            for (index, host) in configuration.hosts.enumerated() {
-                guard await PostgresReachability.takesWrites(configuration, host: host, timeout: Self.lookTimeout) == nil else { continue }
-                let moved = state.withLock { state in
-                    defer {
-                        state.current = index
-                        state.switching = false
-                        state.looking = false
-                    }
-                    return state.current != index
-                }
-                if moved { settled.add(1, ordering: .releasing) }  // the listener follows; no need when it is where it was
-                logger.notice("PostgreSQL's primary is \(host)", metadata: ["rounds": "\(rounds)"])
+            let writers = await PostgresReachability.writers(configuration, timeout: Self.lookTimeout)
+            if writers.count == 1 {
+                settle(on: writers[0], rounds: rounds)
                 return
+            }
+            let wasSwitching = state.withLock { state in
+                defer { state.switching = true }
+                return state.switching
+            }
+            if !wasSwitching {
+                let current = configuration.hosts[state.withLock { $0.current }]
+                logger.warning(
+                    writers.isEmpty
+                        ? "PostgreSQL at \(current) no longer takes writes: looking for the primary"
+                        : "several PostgreSQL hosts take writes (\(writers.map { "\(configuration.hosts[$0])" }.joined(separator: ", "))): waiting until one does",
+                    metadata: ["hosts": "\(configuration.place)"]
+                )
             }
             try? await Task.sleep(for: Self.lookInterval)
         }
-        state.withLock { $0.looking = false }
+    }
+
+    /// The host at `index` is the only one that takes writes: storage calls go to it from now on.
+    private func settle(on index: Int, rounds: Int) {
+        let (moved, wasSwitching) = state.withLock { state in
+            defer {
+                state.current = index
+                state.switching = false
+            }
+            return (state.current != index, state.switching)
+        }
+        if moved { settled.add(1, ordering: .releasing) }  // the listener follows; no need when it is where it was
+        if moved || wasSwitching {
+            logger.notice("PostgreSQL's primary is \(configuration.hosts[index])", metadata: ["rounds": "\(rounds)"])
+        }
     }
 }
