@@ -293,16 +293,17 @@ public struct SyncClient: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 var parser = ServerSentEventParser()
-                do {
-                    for try await chunk in response.body {
-                        activity.touch()
-                        let events = parser.feed(Array(chunk.readableBytesView))
-                        if !events.isEmpty { try await onEvents(events) }
+                var chunks = response.body.makeAsyncIterator()
+                while true {
+                    let chunk: ByteBuffer?
+                    do { chunk = try await chunks.next() } catch {
+                        throw SyncError(.unavailable, "the event stream broke: \(failure.cause(of: error).words)")
                     }
-                } catch let error as SyncError {
-                    throw error
-                } catch {
-                    throw SyncError(.unavailable, "the event stream broke: \(failure.cause(of: error).words)")
+                    guard let chunk else { return }
+                    activity.touch()
+                    let events = parser.feed(Array(chunk.readableBytesView))
+                    // What `onEvents` throws is the caller's own, passed on as it is.
+                    if !events.isEmpty { try await onEvents(events) }
                 }
             }
             group.addTask {
