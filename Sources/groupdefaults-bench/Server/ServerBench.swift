@@ -199,6 +199,9 @@ struct ServerBench {
         let referenceBefore = try pgbench()
         let storage = ["--postgres-url", database.url]
         let token = try ServerProcess.createToken(executable: serverExecutable, storage: storage)
+        // The floor runs on the schema the token's store made, with no server running.
+        let floor = { try database.pgbenchPushFloor(clients: SingleInstance.cpuConnections, seconds: plan.pgbenchSeconds, files: benchFiles) }
+        let floorBefore = try floor()
         let first = try ServerProcess(executable: serverExecutable, storage: storage)
         let api = SyncAPI(http: http, baseURL: first.baseURL, token: token)
         let measured = try await singleInstance(
@@ -209,7 +212,7 @@ struct ServerBench {
 
         // A second instance on the same database: waiters on it, pushes to the first.
         let second = try ServerProcess(executable: serverExecutable, storage: storage)
-        try await waitForListeners(database, 2)
+        try await FanOut.waitForListeners(database, 2)
         let other = SyncAPI(http: http, baseURL: second.baseURL, token: token)
         let meter = UsageMeter(serverPIDs: [first.pid, second.pid], postmaster: database.postmaster, disk: disk)
         let crossPoll = try await WakeUpLatency(waiter: other, pusher: api, suite: "bench.wake-cross-poll", samples: plan.wakeSamples)
@@ -218,15 +221,39 @@ struct ServerBench {
             .metered(meter) { try await $0.eventStream() }
         try second.stop()
         try first.stop()
+        let floorReference = ServerReport.Reference(label: "pgbench push floor", before: floorBefore, after: try floor())
+
+        let fanOut = FanOut(
+            serverExecutable: serverExecutable,
+            storage: storage,
+            token: token,
+            database: database,
+            connections: SingleInstance.cpuConnections,
+            seconds: plan.wrkSeconds,
+            wakeSamples: plan.wakeSamples,
+            scratch: sandbox.root,
+            disk: disk
+        )
+        var spread: [FanOut.Result] = []
+        for instances in Self.fanOutInstances { spread.append(try await fanOut.run(instances: instances, http: http)) }
+
         let reference = ServerReport.Reference(label: "pgbench INSERT", before: referenceBefore, after: try pgbench())
         try database.stop()
         let etcd = EtcdReference(before: etcdBefore, after: try await self.etcd(http))
         return measured.rows("PostgreSQL", etcd: etcd, batchReference: reference)
+            + measured.floorRows(floorReference)
             + [
                 etcd.wakeRow("PostgreSQL", "long-poll wake-up, across 2 instances", crossPoll, targetMs: 5),
                 etcd.wakeRow("PostgreSQL", "event-stream wake-up, across 2 instances", crossEvents, targetMs: 5),
             ]
+            + FanOut.rows(spread)
     }
+
+    /// The instance counts of the fan-out rows.
+    static let fanOutInstances = [1, 2, 4]
+
+    /// `Tools/bench-files`: the pgbench scripts of the push floor.
+    var benchFiles: String { FileManager.default.currentDirectoryPath + "/Tools/bench-files" }
 
     /// Memory per stream on the fresh server, then single-op pushes (wrk), batches of 100 (our
     /// client), then wake-ups on one instance.
@@ -290,15 +317,6 @@ struct ServerBench {
         )
         guard rate > 0 else { throw BenchError("durable LMDB reference: \(String(cBuffer: error))") }
         return (rate, usage.stop().disk.map { $0.writesPerSecond / rate })
-    }
-
-    /// Until `count` servers' listening connections have said LISTEN (bounded: 30 s).
-    private func waitForListeners(_ database: ThrowawayPostgres, _ count: Int) async throws {
-        for _ in 0..<300 {
-            if try database.listenerCount() >= count { return }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        throw BenchError("the servers' listening connections did not show up in pg_stat_activity")
     }
 }
 

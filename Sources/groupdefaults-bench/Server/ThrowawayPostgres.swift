@@ -15,9 +15,25 @@ extension ThrowawayPostgres {
         INSERT INTO bench_reference (k, v) VALUES (:k, '\(String(repeating: "v", count: 60))');
 
         """.write(toFile: script, atomically: true, encoding: .utf8)
+        return try pgbench(["-f", script], clients: clients, seconds: seconds)
+    }
+
+    /// The floor of a single-op push: `Tools/bench-files/push-floor.sql` (the very statements a
+    /// one-op push runs, with prepared statements, as the server's pool does) by pgbench, `clients`
+    /// connections on 2 threads for `seconds`, on rows `push-floor-setup.sql` makes afresh (the
+    /// schema must exist: a server has started on this database). Its pushes per second.
+    func pgbenchPushFloor(clients: Int, seconds: Int, files directory: String) throws -> Double {
+        let setup = try runTool(Self.executable("psql"), ["-X", "-q", "-v", "ON_ERROR_STOP=1", url, "-f", directory + "/push-floor-setup.sql"])
+        guard setup.status == 0 else { throw BenchError("push-floor-setup.sql failed: \(setup.stderr)") }
+        return try pgbench(["-M", "prepared", "-f", directory + "/push-floor.sql"], clients: clients, seconds: seconds)
+    }
+
+    /// pgbench with `arguments` (its script), `clients` connections on 2 threads for `seconds`: its
+    /// transactions per second.
+    private func pgbench(_ arguments: [String], clients: Int, seconds: Int) throws -> Double {
         let result = try Spawn.run(
             Self.executable("pgbench"),
-            ["-n", "-f", script, "-c", String(clients), "-j", "2", "-T", String(seconds), url],
+            ["-n"] + arguments + ["-c", String(clients), "-j", "2", "-T", String(seconds), url],
             captureOutput: true
         )
         guard result.status == 0 else { throw BenchError("pgbench failed (exit \(result.status)): \(result.output)") }
