@@ -141,7 +141,12 @@ struct ServerBench {
             "references, each measured just before and just after a backend's figures: etcd 3.4 (Debian's etcd-server, one member on "
                 + "loopback, its data on the same disk, default durability); durable LMDB = raw C, one put per commit, fsync per commit "
                 + "(no NOSYNC/NOMETASYNC), same disk; pgbench = one INSERT per transaction, -c \(Self.pgbenchClients) -j 2, "
-                + "same PostgreSQL (Tools/postgres: fsync=off)",
+                + "same PostgreSQL (Tools/postgres: fsync=off); the push floor = Tools/bench-files/push-floor.sql, the statements "
+                + "of a one-op push, pgbench -M prepared -c \(SingleInstance.cpuConnections) -j 2, same PostgreSQL",
+            "fan-out: 1, 2 or 4 instances on one PostgreSQL, each listening; wrk's single-op pushes through the first "
+                + "(\(SingleInstance.cpuConnections) connections, one suite), and meanwhile event-stream wake-ups on the last",
+            "synchronous commit: Tools/postgres-ha (a primary, its synchronous standby, pg_auto_failover's monitor; fsync on), "
+                + "one instance, wrk at \(SingleInstance.cpuConnections) connections, synchronous_commit = on, then = local",
         ])
         // A connection per concurrent client, and a few for the wake-ups' waiter and pusher and /metrics.
         let http = SyncAPI.makeHTTPClient(connections: Self.clientCounts.max()! + 8)
@@ -239,6 +244,13 @@ struct ServerBench {
 
         let reference = ServerReport.Reference(label: "pgbench INSERT", before: referenceBefore, after: try pgbench())
         try database.stop()
+        let synchronousCommit = try SynchronousCommitCost(
+            serverExecutable: serverExecutable,
+            tool: FileManager.default.currentDirectoryPath + "/Tools/postgres-ha",
+            connections: SingleInstance.cpuConnections,
+            seconds: plan.wrkSeconds,
+            scratch: sandbox.root
+        ).run()
         let etcd = EtcdReference(before: etcdBefore, after: try await self.etcd(http))
         return measured.rows("PostgreSQL", etcd: etcd, batchReference: reference)
             + measured.floorRows(floorReference)
@@ -246,7 +258,7 @@ struct ServerBench {
                 etcd.wakeRow("PostgreSQL", "long-poll wake-up, across 2 instances", crossPoll, targetMs: 5),
                 etcd.wakeRow("PostgreSQL", "event-stream wake-up, across 2 instances", crossEvents, targetMs: 5),
             ]
-            + FanOut.rows(spread)
+            + FanOut.rows(spread) + [synchronousCommit]
     }
 
     /// The instance counts of the fan-out rows.
