@@ -36,8 +36,8 @@ struct SynchronousCommitCost {
             reference: "the same cluster, synchronous_commit = local: \(ServerFormat.count(local.requestsPerSecond))/s, "
                 + "p50 \(ServerFormat.milliseconds(local.p50Microseconds / 1000))",
             ratio: ratio,
-            usage: synchronous.usage,
-            detail: "Tools/postgres-ha: both nodes with fsync on (Tools/postgres, the other rows' database, has fsync off), on this one disk"
+            detail: "Tools/postgres-ha: both nodes with fsync on (Tools/postgres, the other rows' database, has fsync off), on this one disk; "
+                + String(format: "cores: the server %.2f, wrk %.2f, the two nodes and the monitor %.2f", synchronous.usage.server, synchronous.usage.bench, synchronous.usage.other)
         )
     }
 
