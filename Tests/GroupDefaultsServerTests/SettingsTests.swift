@@ -252,6 +252,7 @@ struct SettingsTests {
             ("mysql://gd@h1/db", "not a PostgreSQL URL"),
             ("postgres://gd@::1/db", "host ::1 is not host[:port]"),
             ("postgres://gd:%zz@h1/db", "password is not percent-encoded"),
+            ("postgres://gd@h1:5432,h2,h1/db", "names the host h1:5432 twice"),
         ] {
             #expect(throws: StorageConfigurationError.self, "\(url)") { try PostgresStorageConfiguration(url: url) }
             do {

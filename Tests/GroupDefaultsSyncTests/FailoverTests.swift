@@ -72,7 +72,13 @@ struct FailoverTests {
     }
 
     /// The test's body, once its servers and HTTP client are made.
-    private func devicesPush(through instances: [ServerProcess], http: HTTPClient, token: String, cluster: ReplicatedPostgres, loss: Loss) async throws {
+    private func devicesPush(
+        through instances: [ServerProcess],
+        http: HTTPClient,
+        token: String,
+        cluster: ReplicatedPostgres,
+        loss: Loss
+    ) async throws {
         let clients = instances.map { instance in SyncClient(server: instance.url, suite: "failover", http: http) { token } }
         let record = Record()
         let clock = ContinuousClock()
@@ -182,7 +188,11 @@ struct FailoverTests {
             }
         }
         for await _ in opened.stream { break }
-        let request = PushRequest(deviceID: 9, batchID: UUID().uuidString, ops: [PushOp(key: "after", value: .string("failover"), hlc: HLC(rawValue: 1 << 41))])
+        let request = PushRequest(
+            deviceID: 9,
+            batchID: UUID().uuidString,
+            ops: [PushOp(key: "after", value: .string("failover"), hlc: HLC(rawValue: 1 << 41))]
+        )
         _ = try await clients[0].push(body: Array(try JSONEncoder().encode(request)))
         let deadline = Task {
             try await Task.sleep(for: .seconds(20))

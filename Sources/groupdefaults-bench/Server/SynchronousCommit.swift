@@ -37,7 +37,12 @@ struct SynchronousCommitCost {
                 + "p50 \(ServerFormat.milliseconds(local.p50Microseconds / 1000))",
             ratio: ratio,
             detail: "Tools/postgres-ha: both nodes with fsync on (Tools/postgres, the other rows' database, has fsync off), on this one disk; "
-                + String(format: "cores: the server %.2f, wrk %.2f, the two nodes and the monitor %.2f", synchronous.usage.server, synchronous.usage.bench, synchronous.usage.other)
+                + String(
+                    format: "cores: the server %.2f, wrk %.2f, the two nodes and the monitor %.2f",
+                    synchronous.usage.server,
+                    synchronous.usage.bench,
+                    synchronous.usage.other
+                )
         )
     }
 

@@ -80,6 +80,21 @@ final class ChangeListener: Service {
                             }
                         }
                         group.addTask {
+                            // A listening connection to a host that froze, or behind a partition, never
+                            // fails by itself (no keepalive): a query a second, answered within the
+                            // router's look timeout, or the connection counts as lost.
+                            while true {
+                                try await Task.sleep(for: Self.heartbeat)
+                                try await firstOf({
+                                    _ = try await connection.query("SELECT 1", logger: self.logger).collect()
+                                    return ()
+                                }) { () async throws -> Never in
+                                    try await Task.sleep(for: PrimaryRouter.lookTimeout)
+                                    throw ListenerSilent()
+                                }
+                            }
+                        }
+                        group.addTask {
                             // The router's look is its own task; checked four times a second.
                             while self.router.settledCount == settled { try await Task.sleep(for: .milliseconds(250)) }
                             throw PrimaryMoved()
@@ -115,6 +130,14 @@ final class ChangeListener: Service {
     }
 
     private struct PrimaryMoved: Error {}
+
+    /// The listening connection did not answer its heartbeat in time.
+    private struct ListenerSilent: Error, CustomStringConvertible {
+        var description: String { "the listening connection did not answer within \(PrimaryRouter.lookTimeout)" }
+    }
+
+    /// How often the listening connection is asked whether it is still there.
+    static let heartbeat: Duration = .seconds(1)
 
     /// How many times LISTEN has succeeded: 1, then one more after each reconnection.
     var listenCount: Int { listens.load(ordering: .acquiring) }

@@ -34,17 +34,49 @@ package enum PostgresReachability {
         throw StorageStartError("no host of PostgreSQL takes writes (a failover may be under way):", details: reasons)
     }
 
-    /// The indexes of the hosts that take writes, each asked within `timeout`, all at once.
-    static func writers(_ configuration: PostgresStorageConfiguration, timeout: Duration) async -> [Int] {
-        let answers = await answers(configuration, timeout: timeout)
-        return answers.indices.filter { answers[$0] == nil }
+    /// What a look at every host found, each asked within `timeout`, all at once.
+    struct Look {
+        /// The indexes of the hosts that take writes.
+        var writers: [Int]
+        /// The indexes of the hosts that answered but would not take the connection for a reason
+        /// of their own (too many connections, a sign-in refused): alive, so not known to be lost.
+        var busy: [Int]
+    }
+
+    /// Asks every host at once, each within `timeout`.
+    static func look(_ configuration: PostgresStorageConfiguration, timeout: Duration) async -> Look {
+        var look = Look(writers: [], busy: [])
+        await withTaskGroup(of: (Int, Bool, Bool).self) { group in
+            for (index, host) in configuration.hosts.enumerated() {
+                group.addTask {
+                    do throws(HostRefusal) {
+                        try await takesWrites(configuration, host: host, timeout: timeout)
+                        return (index, true, false)
+                    } catch {
+                        return (index, false, error.hostAnswered)
+                    }
+                }
+            }
+            for await (index, writes, busy) in group {
+                if writes { look.writers.append(index) } else if busy { look.busy.append(index) }
+            }
+        }
+        look.writers.sort()
+        return look
     }
 
     /// For each host, in the configured order: nil when it takes writes, else why not.
     private static func answers(_ configuration: PostgresStorageConfiguration, timeout: Duration) async -> [String?] {
         await withTaskGroup(of: (Int, String?).self) { group in
             for (index, host) in configuration.hosts.enumerated() {
-                group.addTask { (index, await takesWrites(configuration, host: host, timeout: timeout)) }
+                group.addTask {
+                    do throws(HostRefusal) {
+                        try await takesWrites(configuration, host: host, timeout: timeout)
+                        return (index, nil)
+                    } catch {
+                        return (index, error.reason)
+                    }
+                }
             }
             var answers = [String?](repeating: nil, count: configuration.hosts.count)
             for await (index, answer) in group { answers[index] = answer }
@@ -52,12 +84,24 @@ package enum PostgresReachability {
         }
     }
 
-    /// Nil when `host` takes writes; else why not, in a sentence that names it.
-    static func takesWrites(_ configuration: PostgresStorageConfiguration, host: PostgresStorageConfiguration.Host, timeout: Duration) async -> String? {
+    /// Why a host does not take writes: a sentence that names it, and whether the host itself
+    /// answered so (a PostgreSQL error other than its shutting down or starting up).
+    struct HostRefusal: Error {
+        var reason: String
+        var hostAnswered = false
+    }
+
+    /// Returns when `host` takes writes; else throws why not.
+    static func takesWrites(
+        _ configuration: PostgresStorageConfiguration,
+        host: PostgresStorageConfiguration.Host,
+        timeout: Duration
+    ) async throws(HostRefusal) {
+        let readOnly: String
         do {
             // Not a task group: a connection to a host that stopped answering may not end at once
             // when cancelled, and the router's look must not wait for it.
-            let readOnly = try await firstOf({
+            readOnly = try await firstOf({
                 let connection = try await PostgresConnection.connect(
                     configuration: configuration.connectionConfiguration(applicationName: "groupdefaults-check", host: host, connectTimeout: timeout),
                     id: 0,
@@ -77,13 +121,24 @@ package enum PostgresReachability {
                 try await Task.sleep(for: timeout)
                 throw ConnectTimeout()
             }
-            if readOnly == "off" { return nil }
-            return "PostgreSQL at \(host) is read-only (a standby, or a primary set to refuse writes): the server needs the primary; give it, or every host in the URL (postgres://user@primary:port,standby:port/database)"
         } catch is ConnectTimeout {
-            return "cannot reach PostgreSQL at \(host): no answer within \(seconds(timeout)) (the connect timeout)"
+            throw HostRefusal(reason: "cannot reach PostgreSQL at \(host): no answer within \(seconds(timeout)) (the connect timeout)")
         } catch {
-            return reason(for: error, configuration: configuration, host: host)
+            throw HostRefusal(reason: reason(for: error, configuration: configuration, host: host), hostAnswered: hostAnswered(error))
         }
+        guard readOnly == "off" else {
+            throw HostRefusal(
+                reason: "PostgreSQL at \(host) is read-only (a standby, or a primary set to refuse writes): the server needs the primary; "
+                    + "give it, or every host in the URL (postgres://user@primary:port,standby:port/database)"
+            )
+        }
+    }
+
+    /// Whether `error` is PostgreSQL's own answer, other than that it is shutting down, starting
+    /// up or recovering (SQLSTATE class 57P: the host is going or not yet there).
+    private static func hostAnswered(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError, error.code == .server else { return false }
+        return !(error.serverInfo?[.sqlState] ?? "").hasPrefix("57P")
     }
 
     /// The sentence for a failed connection.

@@ -101,7 +101,14 @@ package struct PostgresStorageConfiguration: Sendable {
         var hosts: [Host] = []
         for part in authority.split(separator: ",", omittingEmptySubsequences: false) {
             guard let host = Self.host(part) else {
-                throw StorageConfigurationError("the PostgreSQL URL's host \(part.isEmpty ? "(empty)" : String(part)) is not host[:port] with a port from 1 to 65535: \(shown)")
+                throw StorageConfigurationError(
+                    "the PostgreSQL URL's host \(part.isEmpty ? "(empty)" : String(part)) is not host[:port] with a port from 1 to 65535: \(shown)"
+                )
+            }
+            // The same host twice would answer twice that it takes writes: a split brain that is not.
+            // Compared as bytes: `h` and `H` may be the same machine, but are not the same text.
+            if hosts.contains(where: { Array($0.name.utf8) == Array(host.name.utf8) && $0.port == host.port }) {
+                throw StorageConfigurationError("the PostgreSQL URL names the host \(host) twice: \(shown)")
             }
             hosts.append(host)
         }
