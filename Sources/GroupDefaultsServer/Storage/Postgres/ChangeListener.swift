@@ -81,12 +81,15 @@ final class ChangeListener: Service {
                         }
                         group.addTask {
                             // A listening connection to a host that froze, or behind a partition, never
-                            // fails by itself (no keepalive): a query a second, answered within the
-                            // router's look timeout, or the connection counts as lost.
+                            // fails by itself (no keepalive): a statement a second, answered within the
+                            // router's look timeout, or the connection counts as lost. The statement is
+                            // the LISTEN already made (a no-op), so that the connection still shows as
+                            // listening in pg_stat_activity, whose `query` is the last statement.
+                            let again = PostgresQuery(unsafeSQL: "LISTEN \"\(ChangeNotice.channel)\";")
                             while true {
                                 try await Task.sleep(for: Self.heartbeat)
                                 try await firstOf({
-                                    _ = try await connection.query("SELECT 1", logger: self.logger).collect()
+                                    _ = try await connection.query(again, logger: self.logger).collect()
                                     return ()
                                 }) { () async throws -> Never in
                                     try await Task.sleep(for: PrimaryRouter.lookTimeout)
