@@ -191,8 +191,7 @@ struct PostgresInstancesTests {
             _ = try await PostgresSyncStorage.start(configuration, logger: PostgresFixture.logger)
             Issue.record("started on a stopped database")
         } catch let error as StorageStartError {
-            let place = "\(configuration.host):\(configuration.port)"
-            #expect(error.description == "cannot reach PostgreSQL at \(place): connection refused")
+            #expect(error.description == "cannot reach PostgreSQL at \(configuration.place): connection refused")
         }
         #expect(clock.now - start < .seconds(20))
     }

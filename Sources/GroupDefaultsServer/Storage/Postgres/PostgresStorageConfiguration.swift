@@ -50,10 +50,6 @@ package struct PostgresStorageConfiguration: Sendable {
         self.database = database
     }
 
-    /// The first host (the only one, in a configuration of one).
-    package var host: String { hosts[0].name }
-    /// The first host's port.
-    package var port: Int { hosts[0].port }
     /// The hosts as a person names them: `127.0.0.1:5432,127.0.0.1:5433`.
     package var place: String { hosts.map(\.description).joined(separator: ",") }
 
