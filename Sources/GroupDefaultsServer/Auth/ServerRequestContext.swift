@@ -16,6 +16,9 @@ package struct ServerRequestContext: RequestContext {
     /// The check of the account incarnation the request names: set by
     /// `AccountIncarnationMiddleware` on the token group's routes, nil elsewhere.
     package var accountIncarnation: AccountIncarnationCheck?
+    /// Where an event stream is left for its connection to hold (`ConnectionDispatch`), nil when
+    /// the request's task runs it.
+    package var streamParking: StreamParking?
 
     package init(source: Source) {
         self.coreContext = .init(source: source)
@@ -23,6 +26,7 @@ package struct ServerRequestContext: RequestContext {
         self.deviceID = nil
         self.clientAddress = source.channel.remoteAddress?.ipAddress
         self.accountIncarnation = nil
+        self.streamParking = nil
     }
 }
 
@@ -38,6 +42,8 @@ package struct TokenRequestContext: ChildRequestContext {
     package let clientAddress: String?
     /// The check of the account incarnation the request names (`SuiteAccess.check` runs it).
     package let accountIncarnation: AccountIncarnationCheck?
+    /// Where an event stream is left for its connection to hold, if the connection does.
+    package let streamParking: StreamParking?
 
     /// The context of a request `TokenAuthentication` let through; 401 if it did not run (a route
     /// registered outside the token group's authentication).
@@ -48,5 +54,6 @@ package struct TokenRequestContext: ChildRequestContext {
         self.deviceID = context.deviceID
         self.clientAddress = context.clientAddress
         self.accountIncarnation = context.accountIncarnation
+        self.streamParking = context.streamParking
     }
 }

@@ -108,18 +108,32 @@ private func makeApplication(
         idleTimeout: TimeAmount(limits.idleTimeout)
     )
     let maxConnections = OpenFileLimit.connectionsAllowed(wanted: limits.maxConnections, logger: logger)
-    var server = HTTPServerBuilder.http1(configuration: http1)
+    let responder = router.buildResponder()
+    // An event stream that opens its connection is held by the connection, with no task.
+    let respond: ParkedEventStream.Respond = { request, parking, channel in
+        var context = ServerRequestContext(source: .init(channel: channel, logger: logger))
+        context.streamParking = parking
+        do {
+            return try await responder.respond(to: request, context: context)
+        } catch {
+            return Response(status: .internalServerError)  // as Hummingbird answers what no middleware did
+        }
+    }
+    let serverName = "groupdefaults-server"
+    var server = HTTPServerBuilder { hummingbird in
+        StreamHoldingHTTP1Channel(http1: HTTP1Channel(responder: hummingbird, configuration: http1), respond: respond, serverName: serverName)
+    }
     if let tls = configuration.tls {
-        server = try .tls(.http1(configuration: http1), tlsConfiguration: TLSFilesError.serverConfiguration(tls))
+        server = try .tls(server, tlsConfiguration: TLSFilesError.serverConfiguration(tls))
     }
     // The purge starts once the server listens: before, PostgreSQL's schema may not exist yet.
     let (listening, listeningNow) = AsyncStream<Void>.makeStream()
     return Application(
-        responder: ChildTaskResponder(inner: router.buildResponder()),  // each request's memory goes when it is answered
+        responder: ChildTaskResponder(inner: responder),  // each request's memory goes when it is answered
         server: server,
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
-            serverName: "groupdefaults-server",
+            serverName: serverName,
             availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: logger)
         ),
         services: storageServices + [

@@ -6,7 +6,8 @@ import NIOCore
 /// (`EventStream`) and the console's live tail. It writes `retry:`, then turn after turn: the
 /// turn's events, and when it has nothing more, a wait for the next push, at most `heartbeat` long,
 /// after which a quiet suite gets a heartbeat comment. A turn that `ends` (a refusal) ends the
-/// stream after its text; so do graceful shutdown and cancellation.
+/// stream after its text; so do graceful shutdown and cancellation. A connection that holds its
+/// stream itself runs the same turns without a task between them (`ParkedEventStream`).
 ///
 /// It runs as long as the stream, in the connection's task, whose memory for async frames only
 /// grows (see `ChildTaskResponder`), so each step is a call of its own whose frame goes when the
@@ -28,7 +29,7 @@ struct ChangeStreamLoop: Sendable {
     /// the task is cancelled.
     func run(from start: UInt64, writer: inout any ResponseBodyWriter) async throws {
         var cursor = start
-        try await write("retry: \(retryMilliseconds)\n\n", to: &writer)
+        try await write(opening, to: &writer)
         while !Task.isCancelled {
             let turn = try await self.turn(since: cursor)
             if !turn.text.isEmpty { try await write(turn.text, to: &writer) }
@@ -37,10 +38,16 @@ struct ChangeStreamLoop: Sendable {
             if turn.hasMore { continue }
             let waited = try await wait(after: turn.head)
             if waited == .ended { break }
-            if waited == .quiet { try await write(ServerSentEvent.comment("heartbeat"), to: &writer) }
+            if waited == .quiet { try await write(Self.heartbeatComment, to: &writer) }
         }
         try await writer.finish(nil)
     }
+
+    /// What a stream writes first: how long its client waits before it reconnects.
+    var opening: String { "retry: \(retryMilliseconds)\n\n" }
+
+    /// What a quiet stream writes after `heartbeat` without a write.
+    static let heartbeatComment = ServerSentEvent.comment("heartbeat")
 
     @inline(never)
     private func turn(since: UInt64) async throws -> StreamTurn {

@@ -27,8 +27,10 @@ struct EventStream: Sendable {
     /// Called at each turn of the stream (each change, each heartbeat): the device is still there.
     var onTurn: @Sendable () async -> Void = {}
 
-    /// The stream for `access`'s token on its suite; it holds `slot` until it ends.
-    func response(access: SuiteAccess, request: Request, slot: StreamSlots.Slot) async throws -> Response {
+    /// The stream for `access`'s token on its suite; it holds `slot` until it ends. With `parking`
+    /// (the connection holds streams itself), the stream is left there and the response is its
+    /// head alone; otherwise the response's body runs the stream.
+    func response(access: SuiteAccess, request: Request, slot: StreamSlots.Slot, parking: StreamParking?) async throws -> Response {
         let (token, owner, suite) = (access.token, access.owner, access.suite)
         let start: UInt64
         if let lastID = request.headers[.init("Last-Event-ID")!] ?? request.uri.queryParameters["since"].map(String.init) {
@@ -91,15 +93,13 @@ struct EventStream: Sendable {
             return StreamTurn(text: text, ends: false, head: page.lastRev, hasMore: page.hasMore)
         }
         let activity = self.activity
+        if let parking {
+            parking.hold(ParkableStream(loop: loop, start: start, open: OpenStream(slot: slot, activity: activity)))
+            return Response(status: .ok, headers: headers, body: ResponseBody { _ in })  // no length: the stream follows
+        }
         let body = ResponseBody { writer in
-            defer { withExtendedLifetime(slot) {} }
-            let openStreams = ServerMetrics.openEventStreams
-            openStreams.increment()
-            activity.streams(+1)
-            defer {
-                openStreams.decrement()
-                activity.streams(-1)
-            }
+            let open = OpenStream(slot: slot, activity: activity)
+            defer { withExtendedLifetime(open) {} }
             try await loop.run(from: start, writer: &writer)
         }
         return Response(status: .ok, headers: headers, body: body)

@@ -197,7 +197,7 @@ struct SyncRoutes: Sendable {
         // An open stream keeps its device seen: at each change and heartbeat.
         return try await EventStream(storage: storage, authenticator: authenticator, configuration: configuration, activity: activity) {
             await tracker.seen(token: access.token, deviceID: deviceID, suite: access.deviceSuite, push: false)
-        }.response(access: access, request: request, slot: slot)
+        }.response(access: access, request: request, slot: slot, parking: context.streamParking)
     }
 
     func snapshot(_ request: Request, _ context: TokenRequestContext) async throws -> Response {

@@ -39,6 +39,18 @@ package protocol SyncStore: Sendable {
     /// Returns when the suite's head passes `revision`, `timeout` ends, or the task is cancelled.
     func waitForChange(account: String, suite: String, after revision: UInt64, timeout: Duration) async
 
+    /// Calls `wake` once, on any thread, when the suite's head may have passed `revision` (a push
+    /// here or on another instance, or a listener that reconnected and may have missed one), or
+    /// with `.ended` when waits are ended (at once if they are). A parked event stream waits this
+    /// way, with no task (`ParkedEventStream`); it runs a turn at each wake, so a wake that finds
+    /// nothing new costs a read. After `cancel`, a wake already on its way may still arrive.
+    func watchForChange(
+        account: String,
+        suite: String,
+        after revision: UInt64,
+        wake: @escaping @Sendable (ChangeWatch.Wake) -> Void
+    ) -> ChangeWatch
+
     /// Wakes every `waitForChange` now, and makes later ones return at once (graceful shutdown:
     /// event streams and long-polls end instead of waiting out their time).
     func endWaits()
@@ -59,6 +71,20 @@ package protocol SyncStore: Sendable {
     /// follows (or may: the page after a key with more than `limit` versions can be empty), nil on
     /// the last page. Empty for a suite nobody wrote, or a server that keeps no history.
     func history(account: String, suite: String, after: String?, limit: Int) async throws -> StoredHistoryPage
+}
+
+/// A watch of `SyncStore.watchForChange`, until it wakes or is cancelled.
+package struct ChangeWatch: Sendable {
+    /// Why a watch woke.
+    package enum Wake: Sendable {
+        /// The suite's head may have moved.
+        case changed
+        /// Waits were ended (graceful shutdown).
+        case ended
+    }
+
+    /// Ends the watch: its `wake` is not called for later changes.
+    package let cancel: @Sendable () -> Void
 }
 
 extension SyncStore {

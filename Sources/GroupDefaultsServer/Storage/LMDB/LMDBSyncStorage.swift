@@ -312,12 +312,26 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
 
     package func waitForChange(account: String, suite: String, after revision: UInt64, timeout: Duration) async {
         let key = ChangeWaiters.SuiteKey(account: account, suite: suite)
+        await waiters.wait(key, after: revision, timeout: timeout) { id in self.wakeIfPassed(key, id: id, revision) }
+    }
+
+    package func watchForChange(
+        account: String,
+        suite: String,
+        after revision: UInt64,
+        wake: @escaping @Sendable (ChangeWatch.Wake) -> Void
+    ) -> ChangeWatch {
+        let key = ChangeWaiters.SuiteKey(account: account, suite: suite)
+        return waiters.watch(key, after: revision, registered: { id in self.wakeIfPassed(key, id: id, revision) }, wake: wake)
+    }
+
+    /// Wakes the waiter `id` if the suite's head is already past `revision`: a waiter that has just
+    /// registered reads the head once, so that a push committed just before it is not missed.
+    private func wakeIfPassed(_ key: ChangeWaiters.SuiteKey, id: UInt64, _ revision: UInt64) {
         let waiters = self.waiters
-        await waiters.wait(key, after: revision, timeout: timeout) { id in
-            Task {
-                if let head = try? await self.headRevision(account: account, suite: suite), head > revision {
-                    waiters.resume(key, id: id)
-                }
+        Task {
+            if let head = try? await self.headRevision(account: key.account, suite: key.suite), head > revision {
+                waiters.resume(key, id: id)
             }
         }
     }
@@ -326,7 +340,7 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
         waiters.endAll()
     }
 
-    /// How many long-polls wait on this instance.
+    /// How many long-polls and parked event streams wait on this instance.
     var waitingCount: Int { waiters.count }
 
     package func shutdown() async throws {

@@ -24,15 +24,20 @@ enum ChangeWake: Sendable {
     case recheck
 }
 
-/// The waiters of `waitForChange` on one storage instance, woken per suite. A waiter registers
-/// before it reads the head, so a wake between the read and the wait is not lost.
+/// The waiters of `waitForChange` on one storage instance, and the watches of parked event
+/// streams (`watchForChange`), woken per suite. A waiter registers before it reads the head, so a
+/// wake between the read and the wait is not lost.
 final class ChangeSignals: Sendable {
     private struct Waiter {
         var suite: SuiteID
         var wake: ChangeWake?
         /// The deadline of `wait(_:until:)` passed.
         var expired = false
-        var continuation: CheckedContinuation<ChangeWake?, Never>?
+        /// Called once, outside the lock, at the next wake (nil: the deadline or cancellation): a
+        /// suspended `wait`'s continuation, or a watch's callback.
+        var onWake: (@Sendable (ChangeWake?) -> Void)?
+        /// A watch: it leaves the table when it is woken.
+        var isWatch = false
     }
 
     private struct State {
@@ -43,16 +48,26 @@ final class ChangeSignals: Sendable {
     private let state = Mutex(State())
 
     func register(_ suite: SuiteID) -> Int {
+        add(Waiter(suite: suite))
+    }
+
+    /// A watch of `suite`: `wake` is called once, at its next wake (`fire`, `signal`,
+    /// `signalAll`), unless `unregister` took it out before.
+    func watch(_ suite: SuiteID, wake: @escaping @Sendable (ChangeWake?) -> Void) -> Int {
+        add(Waiter(suite: suite, onWake: wake, isWatch: true))
+    }
+
+    private func add(_ waiter: Waiter) -> Int {
         state.withLock { state in
             state.nextID += 1
-            state.waiters[state.nextID] = Waiter(suite: suite)
+            state.waiters[state.nextID] = waiter
             return state.nextID
         }
     }
 
+    /// Takes the registration out; a suspended `wait` has returned by then, a watch is not woken.
     func unregister(_ id: Int) {
-        let continuation = state.withLock { $0.waiters.removeValue(forKey: id)?.continuation }
-        continuation?.resume(returning: nil)
+        state.withLock { _ = $0.waiters.removeValue(forKey: id) }
     }
 
     /// Suspends until the registration is woken (at once if it already was); nil when cancelled.
@@ -67,46 +82,56 @@ final class ChangeSignals: Sendable {
                         return .some(wake)
                     }
                     if Task.isCancelled { return .some(nil) }
-                    waiter.continuation = continuation
+                    waiter.onWake = { continuation.resume(returning: $0) }
                     state.waiters[id] = waiter
                     return .none
                 }
                 if let resumeNow { continuation.resume(returning: resumeNow) }
             }
         } onCancel: {
-            let continuation = state.withLock { state -> CheckedContinuation<ChangeWake?, Never>? in
-                let continuation = state.waiters[id]?.continuation
-                state.waiters[id]?.continuation = nil
-                return continuation
-            }
-            continuation?.resume(returning: nil)
+            takeOnWake(id)?(nil)
         }
     }
 
     /// `wait`, ending with nil at `deadline` at the latest: a timer ends it then, unless it was
     /// woken before.
     func wait(_ id: Int, until deadline: ContinuousClock.Instant) async -> ChangeWake? {
-        // A dispatch timer rather than a task: a parked stream keeps a small block, not a task and
-        // its memory. Ids are never reused, so a timer that fires after the wait ended does nothing.
+        // A dispatch timer rather than a task: a waiting long-poll keeps a small block, not a task
+        // and its memory. Ids are never reused, so a timer that fires after the wait ended does nothing.
         let remaining = max(.zero, deadline - ContinuousClock.now).components
         let nanoseconds = Int(clamping: remaining.seconds * 1_000_000_000 + remaining.attoseconds / 1_000_000_000)
         DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in self?.expire(id) }
         return await wait(id)
     }
 
-    /// Ends the wait of `id` with nil (now, or at once when it starts waiting).
-    private func expire(_ id: Int) {
-        let continuation = state.withLock { state -> CheckedContinuation<ChangeWake?, Never>? in
-            guard state.waiters[id] != nil else { return nil }
-            state.waiters[id]!.expired = true
-            defer { state.waiters[id]!.continuation = nil }
-            return state.waiters[id]!.continuation
-        }
-        continuation?.resume(returning: nil)
+    /// Wakes the watch or waiter `id` now, as a change (a watch that found the head already past).
+    func fire(_ id: Int) {
+        guard let (onWake, wake) = state.withLock({ Self.wake(id, in: &$0, with: .recheck) }) else { return }
+        onWake(wake)
     }
 
-    /// How many waiters are suspended now, waiting for a wake.
-    var suspendedCount: Int { state.withLock { $0.waiters.values.count { $0.continuation != nil } } }
+    /// Ends the wait of `id` with nil (now, or at once when it starts waiting).
+    private func expire(_ id: Int) {
+        let onWake = state.withLock { state -> (@Sendable (ChangeWake?) -> Void)? in
+            guard state.waiters[id] != nil else { return nil }
+            state.waiters[id]!.expired = true
+            defer { state.waiters[id]!.onWake = nil }
+            return state.waiters[id]!.onWake
+        }
+        onWake?(nil)
+    }
+
+    /// The waiter's `onWake`, taken out (a cancelled wait's).
+    private func takeOnWake(_ id: Int) -> (@Sendable (ChangeWake?) -> Void)? {
+        state.withLock { state in
+            let onWake = state.waiters[id]?.onWake
+            state.waiters[id]?.onWake = nil
+            return onWake
+        }
+    }
+
+    /// How many waiters are suspended now, waiting for a wake, and watches wait.
+    var suspendedCount: Int { state.withLock { $0.waiters.values.count { $0.onWake != nil } } }
 
     /// Wakes every waiter of `suite`.
     func signal(_ suite: SuiteID, head: UInt64) {
@@ -119,22 +144,26 @@ final class ChangeSignals: Sendable {
     }
 
     private func wake(where matches: (SuiteID) -> Bool, with wake: ChangeWake) {
-        let continuations = state.withLock { state in
-            var continuations: [(CheckedContinuation<ChangeWake?, Never>, ChangeWake)] = []
-            for (id, var waiter) in state.waiters where matches(waiter.suite) {
-                let combined = Self.combine(waiter.wake, wake)
-                if let continuation = waiter.continuation {
-                    waiter.continuation = nil
-                    waiter.wake = nil
-                    continuations.append((continuation, combined))
-                } else {
-                    waiter.wake = combined
-                }
-                state.waiters[id] = waiter
-            }
-            return continuations
+        let woken = state.withLock { state in
+            state.waiters.compactMap { id, waiter in matches(waiter.suite) ? id : nil }.compactMap { Self.wake($0, in: &state, with: wake) }
         }
-        for (continuation, wake) in continuations { continuation.resume(returning: wake) }
+        for (onWake, wake) in woken { onWake(wake) }
+    }
+
+    /// Wakes the waiter `id` in `state`: returns its `onWake` and what to call it with, to be
+    /// called outside the lock; or keeps the wake for its next `wait`.
+    private static func wake(_ id: Int, in state: inout State, with wake: ChangeWake) -> (@Sendable (ChangeWake?) -> Void, ChangeWake)? {
+        guard var waiter = state.waiters[id] else { return nil }
+        let combined = combine(waiter.wake, wake)
+        guard let onWake = waiter.onWake else {
+            waiter.wake = combined
+            state.waiters[id] = waiter
+            return nil
+        }
+        waiter.onWake = nil
+        waiter.wake = nil
+        state.waiters[id] = waiter.isWatch ? nil : waiter
+        return (onWake, combined)
     }
 
     private static func combine(_ pending: ChangeWake?, _ new: ChangeWake) -> ChangeWake {

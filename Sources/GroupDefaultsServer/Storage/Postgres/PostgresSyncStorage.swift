@@ -290,6 +290,28 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
         }
     }
 
+    package func watchForChange(
+        account: String,
+        suite: String,
+        after revision: UInt64,
+        wake: @escaping @Sendable (ChangeWatch.Wake) -> Void
+    ) -> ChangeWatch {
+        let signals = self.signals
+        let id = signals.watch(SuiteID(account: account, suite: suite)) { _ in
+            wake(self.waitsEnded.load(ordering: .acquiring) ? .ended : .changed)
+        }
+        // After registering: `endWaits` wakes it, or it is seen here; a push that committed before
+        // the watch was in the table is seen in the head.
+        if waitsEnded.load(ordering: .acquiring) {
+            signals.fire(id)
+        } else {
+            Task {
+                if let head = try? await self.headRevision(account: account, suite: suite), head > revision { signals.fire(id) }
+            }
+        }
+        return ChangeWatch { signals.unregister(id) }
+    }
+
     package func endWaits() {
         waitsEnded.store(true, ordering: .releasing)
         signals.signalAll()

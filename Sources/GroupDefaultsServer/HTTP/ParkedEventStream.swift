@@ -1,0 +1,287 @@
+import Glibc
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import NIOHTTPTypes
+
+/// An event stream that its connection holds itself (`ConnectionDispatch`): the request goes
+/// through the server's routes in a task of its own (every check of the route, the token's slot,
+/// the middlewares), and the route leaves the stream here (`StreamParking`). From then on the
+/// stream runs its loop's turns (`ChangeStreamLoop`: the same turn, rules and heartbeat as a stream
+/// that a request's task runs) with no task between them: a parked stream is this handler, a watch
+/// on the suite's head (`SyncStore.watchForChange`) and a timer on the connection's event loop for
+/// the heartbeat; each turn runs in a short task that ends with it.
+///
+/// Why: a task keeps the memory of its deepest chain of calls for as long as it lives, and a
+/// connection's task (Hummingbird's) lives as long as the connection. Held here, an open stream
+/// costs the connection's channel and pipeline and a few small records.
+///
+/// The stream ends as a task-run one does: a turn's refusal (revoked token, removed member, expired
+/// cursor) ends it after its event; graceful shutdown ends it cleanly (Hummingbird's quiesce event,
+/// which is not passed on); a failed turn or write closes the connection. The connection closes
+/// when the stream ends: nothing else is read from it after the stream's request.
+final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    /// Answers a request with the server's routes, the context carrying `parking`; never throws
+    /// (an error is its response).
+    typealias Respond = @Sendable (_ request: Request, _ parking: StreamParking, _ channel: any Channel) async -> Response
+
+    private enum State { case answering, turning, parked, closed }
+
+    private let head: HTTPRequest
+    private let respond: Respond
+    private let serverName: String
+    private var context: ChannelHandlerContext?
+    private var state = State.answering
+    private var stream: ParkableStream?
+    private var cursor: UInt64 = 0
+    private var watch: ChangeWatch?
+    private var heartbeatTimer: Scheduled<Void>?
+    /// Which park a wake belongs to: the wake of an earlier one, cancelled but already on its way, is ignored.
+    private var parkNumber = 0
+    private var lastWrite = NIODeadline.now()
+    /// Graceful shutdown came while the request was answered or a turn ran: the stream ends after it.
+    private var ending = false
+
+    init(head: HTTPRequest, respond: @escaping Respond, serverName: String) {
+        self.head = head
+        self.respond = respond
+        self.serverName = serverName
+    }
+
+    /// Whether `head` asks for a sync event stream (`GET /v1/suites/{suite}/events`), which a
+    /// connection can hold itself. Only a hint: the routes decide what the request is.
+    static func takes(_ head: HTTPRequest) -> Bool {
+        guard head.method == .get, let path = head.path else { return false }
+        let target = path.utf8.split(separator: UInt8(ascii: "?"), maxSplits: 1, omittingEmptySubsequences: false)[0]
+        let parts = target.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+        return parts.count == 5 && parts[0].isEmpty && parts[1].elementsEqual("v1".utf8) && parts[2].elementsEqual("suites".utf8)
+            && !parts[3].isEmpty && parts[4].elementsEqual("events".utf8)
+    }
+
+    // MARK: The request
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let (head, respond, channel, serverName) = (self.head, self.respond, context.channel, self.serverName)
+        Task {
+            let parking = StreamParking()
+            let response = await respond(Request(head: head, body: RequestBody(buffer: ByteBuffer())), parking, channel)
+            let answer = await Answer(response, stream: parking.take(), serverName: serverName)
+            channel.eventLoop.execute { bound.value.answered(answer) }
+        }
+    }
+
+    /// The route's answer, read in full: a stream left in its parking, or a whole response (an
+    /// error's: its body is small).
+    private struct Answer: Sendable {
+        var head: HTTPResponse
+        var body: ByteBuffer
+        var stream: ParkableStream?
+
+        init(_ response: Response, stream: ParkableStream?, serverName: String) async {
+            var headers = response.headers
+            headers[.date] = HTTPDate.now()
+            headers[.server] = serverName
+            let collector = BodyCollector()
+            do {
+                // A stream's body is empty; writing it runs what the middlewares do when a body ends.
+                try await response.body.write(collector.writer)
+            } catch {
+                self.init(head: HTTPResponse(status: .internalServerError, headerFields: [.contentLength: "0"]), body: ByteBuffer(), stream: nil)
+                return
+            }
+            if stream == nil { headers[.contentLength] = String(collector.buffer.readableBytes) }
+            self.init(head: HTTPResponse(status: response.status, headerFields: headers), body: collector.buffer, stream: stream)
+        }
+
+        private init(head: HTTPResponse, body: ByteBuffer, stream: ParkableStream?) {
+            self.head = head
+            self.body = body
+            self.stream = stream
+        }
+    }
+
+    private func answered(_ answer: Answer) {
+        guard state == .answering, let context else { return }  // closed meanwhile: the stream goes with `answer`
+        context.write(wrapOutboundOut(.head(answer.head)), promise: nil)
+        guard let stream = answer.stream, answer.head.status == .ok, !ending else {
+            if answer.body.readableBytes > 0 { context.write(wrapOutboundOut(.body(answer.body)), promise: nil) }
+            return end()
+        }
+        self.stream = stream
+        cursor = stream.start
+        state = .turning
+        write(stream.loop.opening) { $0.turn() }
+    }
+
+    // MARK: Turns and parks
+
+    private func turn() {
+        guard state == .turning, let stream, let context else { return }
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        let (turn, since) = (stream.loop.turn, cursor)
+        Task {
+            let result: Result<StreamTurn, any Error>
+            do { result = .success(try await turn(since)) } catch { result = .failure(error) }
+            eventLoop.execute { bound.value.turned(result) }
+        }
+    }
+
+    private func turned(_ result: Result<StreamTurn, any Error>) {
+        guard state == .turning, let stream else { return }
+        guard case .success(let turn) = result else { return close() }  // as a task-run stream's failed turn
+        var text = turn.text
+        if text.isEmpty, NIODeadline.now() >= lastWrite + TimeAmount(stream.loop.heartbeat) {
+            text = ChangeStreamLoop.heartbeatComment
+        }
+        if text.isEmpty { return after(turn) }
+        write(text) { $0.after(turn) }
+    }
+
+    private func after(_ turn: StreamTurn) {
+        guard state == .turning else { return }
+        if turn.ends || ending { return end() }
+        if !turn.text.isEmpty { cursor = turn.head }  // the last event's revision
+        if turn.hasMore { return self.turn() }
+        park(after: turn.head)
+    }
+
+    /// Waits, with no task, for a change past `head` or the heartbeat's time, whichever comes first.
+    private func park(after head: UInt64) {
+        guard let stream, let context else { return }
+        state = .parked
+        parkNumber += 1
+        let number = parkNumber
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        watch = stream.loop.storage.watchForChange(account: stream.loop.account, suite: stream.loop.suite, after: head) { wake in
+            eventLoop.execute { bound.value.woke(wake, park: number) }
+        }
+        heartbeatTimer = eventLoop.assumeIsolated().scheduleTask(deadline: lastWrite + TimeAmount(stream.loop.heartbeat)) { [self] in
+            woke(.changed, park: number)  // the turn finds nothing new and writes the heartbeat
+        }
+    }
+
+    private func woke(_ wake: ChangeWatch.Wake, park number: Int) {
+        guard state == .parked, number == parkNumber else { return }
+        unpark()
+        if wake == .ended { return end() }
+        state = .turning
+        turn()
+    }
+
+    private func unpark() {
+        watch?.cancel()
+        watch = nil
+        heartbeatTimer?.cancel()
+        heartbeatTimer = nil
+    }
+
+    // MARK: Writing and ending
+
+    private func write(_ text: String, then next: @escaping (ParkedEventStream) -> Void) {
+        guard let context else { return }
+        lastWrite = .now()
+        // The next step waits for the write: a slow reader holds its stream back, not the server's memory.
+        context.writeAndFlush(wrapOutboundOut(.body(ByteBuffer(string: text)))).assumeIsolated().whenComplete { [self] result in
+            if case .failure = result { return close() }
+            next(self)
+        }
+    }
+
+    /// Ends the response, then closes the connection.
+    private func end() {
+        guard state != .closed, let context else { return }
+        release()
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+    }
+
+    private func close() {
+        guard state != .closed else { return }
+        release()
+        context?.close(promise: nil)
+    }
+
+    /// The stream's watch, timer, slot and gauges go.
+    private func release() {
+        state = .closed
+        unpark()
+        stream = nil
+    }
+
+    // MARK: Events
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // The request's end, and anything a client sends after it: not read (the connection closes
+        // when the stream ends).
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        release()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        release()
+        self.context = nil
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        close()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
+        // Graceful shutdown: the stream ends cleanly, now or after what is under way.
+        switch state {
+        case .parked:
+            unpark()
+            end()
+        case .answering, .turning:
+            ending = true
+        case .closed:
+            break
+        }
+    }
+}
+
+/// Collects a response's body into one buffer.
+private final class BodyCollector: @unchecked Sendable {
+    // Written by one task, read after it: `Answer.init` awaits the writes and then reads.
+    var buffer = ByteBuffer()
+
+    var writer: Writer { Writer(collector: self) }
+
+    struct Writer: ResponseBodyWriter {
+        let collector: BodyCollector
+
+        mutating func write(_ buffer: ByteBuffer) async throws {
+            var buffer = buffer
+            collector.buffer.writeBuffer(&buffer)
+        }
+
+        consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+    }
+}
+
+/// The `Date` header's form (RFC 9110's IMF-fixdate), for responses Hummingbird does not write.
+enum HTTPDate {
+    private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    /// Now, as `Tue, 01 Dec 2026 10:23:18 GMT`.
+    static func now() -> String {
+        var seconds = time(nil)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+    }
+}
