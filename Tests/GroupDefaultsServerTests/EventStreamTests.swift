@@ -3,6 +3,7 @@ import Glibc
 import GroupDefaultsWire
 import Hummingbird
 import HummingbirdTesting
+import ServerLaunching
 import TestSupport
 import Testing
 
@@ -65,6 +66,57 @@ struct EventStreamTests {
         #expect(await last.waitForExit() == 0)
         let exit = await server.waitForExit()
         #expect(!exit.bySignal && exit.status == 0)
+    }
+
+    @Test(
+        "a stream that opens its connection (held by the connection) and one after another request on a kept-alive connection (run in its task) deliver alike; a client that goes gives back its slot and the open-streams gauge"
+    )
+    func heldAndKeptAlive() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try await ServerProcess(dataDirectory: directory, extraArguments: ["--heartbeat", "1", "--max-streams-per-token", "1"])
+        let token = try await createToken(directory)
+        let base = "http://127.0.0.1:\(server.port)"
+        let events = "\(base)/v1/suites/group.s/events"
+        let auth = ["-H", "Authorization: Bearer \(token)"]
+
+        let held = try Curl(auth + ["-H", "Last-Event-ID: 0", events])
+        try await push(server.port, token, [API.set("sound", "ring.caf")])
+        #expect(await held.events(1).map(\.id) == ["1"])
+        #expect(await held.nextComment(), "heartbeats")
+        #expect(try await status(events, auth) == 429, "the token's one slot is taken")
+
+        // The client goes: its slot and its place in the gauge come back.
+        held.process.signalIfRunning(SIGKILL)
+        #expect(await held.waitForExit() != 0)
+        #expect(try await openStreams(base, becomes: 0))
+
+        // `health`, then the stream on the same connection (curl keeps it alive between its URLs).
+        let kept = try Curl(auth + ["-H", "Last-Event-ID: 1", "\(base)/v1/health", events])
+        try await push(server.port, token, [API.set("volume", "0.8")])
+        #expect(await kept.events(1).map(\.id) == ["2"])
+        #expect(await kept.nextComment(), "heartbeats")
+        #expect(try await status(events, auth) == 429)
+        server.signal(SIGTERM)
+        #expect(await kept.waitForExit() == 0, "graceful shutdown ends the stream cleanly")
+        let exit = await server.waitForExit()
+        #expect(!exit.bySignal && exit.status == 0)
+    }
+
+    /// The status of a GET of `url` (a stream's is read no further).
+    private func status(_ url: String, _ arguments: [String]) async throws -> Int {
+        let run = try await Curl.run(arguments + ["--max-time", "2", "-o", "/dev/null", "-w", "%{http_code}", url])
+        return Int(run.stdout) ?? 0
+    }
+
+    /// Whether the server's open-streams gauge reaches `count` within 5 s.
+    private func openStreams(_ base: String, becomes count: Int) async throws -> Bool {
+        for _ in 0..<100 {
+            let metrics = try await Curl.run(["\(base)/metrics"]).stdout
+            if metrics.split(separator: "\n").contains("groupdefaults_event_streams_open \(Double(count))") { return true }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return false
     }
 
     @Test("bad requests get their JSON error before any stream starts: no token, a bad Last-Event-ID")
