@@ -84,7 +84,9 @@ struct EventStreamTests {
         try await push(server.port, token, [API.set("sound", "ring.caf")])
         #expect(await held.events(1).map(\.id) == ["1"])
         #expect(await held.nextComment(), "heartbeats")
-        #expect(try await status(events, auth) == 429, "the token's one slot is taken")
+        let refused = try await Curl.run(auth + ["--max-time", "2", "-o", "/dev/null", "-D", "-", events]).stdout.lowercased()
+        #expect(refused.hasPrefix("http/1.1 429"), "the token's one slot is taken")
+        #expect(refused.contains("connection: close"), "the connection that holds streams closes after its answer, and says so")
 
         // The client goes: its slot and its place in the gauge come back.
         held.process.signalIfRunning(SIGKILL)
@@ -99,6 +101,34 @@ struct EventStreamTests {
         #expect(try await status(events, auth) == 429)
         server.signal(SIGTERM)
         #expect(await kept.waitForExit() == 0, "graceful shutdown ends the stream cleanly")
+        let exit = await server.waitForExit()
+        #expect(!exit.bySignal && exit.status == 0)
+    }
+
+    @Test("SIGTERM while streams held by their connections are catching up: each ends cleanly before the server exits 0")
+    func shutdownWaitsForHeldStreams() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try await ServerProcess(dataDirectory: directory)
+        let token = try await createToken(directory)
+        let value = String(repeating: "v", count: 1000)
+        for batch in 0..<10 {
+            try await push(server.port, token, (0..<100).map { API.set("k\(batch)-\($0)", value) })
+        }
+        let base = "http://127.0.0.1:\(server.port)"
+        let url = "\(base)/v1/suites/group.s/events?since=0"
+        // Each reads slowly, so that the catch-up (1 MB each) is under way at SIGTERM; curl exits
+        // 0 only if the chunked answer ended with its last chunk (18 if it was cut).
+        try await withThrowingTaskGroup(of: Int32.self) { group in
+            for _ in 0..<10 {
+                group.addTask {
+                    try await Curl.run(["--limit-rate", "400k", "-o", "/dev/null", "-H", "Authorization: Bearer \(token)", url]).status
+                }
+            }
+            #expect(try await openStreams(base, becomes: 10))
+            server.signal(SIGTERM)
+            for try await status in group { #expect(status == 0) }
+        }
         let exit = await server.waitForExit()
         #expect(!exit.bySignal && exit.status == 0)
     }

@@ -60,7 +60,13 @@ struct StreamHoldingHTTP1Channel: ServerChildChannel {
     }
 
     func handle(value: Value, logger: Logger) async {
-        guard let asyncChannel = try? await value.hummingbird.get() else { return }
+        guard let asyncChannel = try? await value.hummingbird.get() else {
+            // Held by the connection, or closed: this task waits for the close with nothing else
+            // in it (a few hundred bytes), so that graceful shutdown, which waits for these tasks,
+            // waits for the stream's clean end too.
+            try? await value.channel.closeFuture.get()
+            return
+        }
         await http1.handle(value: asyncChannel, logger: logger)
     }
 }
@@ -124,8 +130,10 @@ final class ConnectionDispatch: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        // Graceful shutdown before any request: nothing to finish.
-        if event is ChannelShouldQuiesceEvent, !isDecided { return settle(nil, closing: context) }
+        // Graceful shutdown, or a client that half-closed, before any request: nothing to finish.
+        if !isDecided, event is ChannelShouldQuiesceEvent || (event as? ChannelEvent) == .inputClosed {
+            return settle(nil, closing: context)
+        }
         context.fireUserInboundEventTriggered(event)
     }
 

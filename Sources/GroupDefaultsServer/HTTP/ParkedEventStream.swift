@@ -2,6 +2,7 @@ import Glibc
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
 
 /// An event stream that its connection holds itself (`ConnectionDispatch`): the request goes
@@ -12,6 +13,9 @@ import NIOHTTPTypes
 /// on the suite's head (`SyncStore.watchForChange`) and a timer on the connection's event loop for
 /// the heartbeat; each turn runs in a short task that ends with it.
 ///
+/// Hummingbird's request metrics count such a stream's request until its answer starts;
+/// `groupdefaults_event_streams_open` counts it until it ends.
+///
 /// Why: a task keeps the memory of its deepest chain of calls for as long as it lives, and a
 /// connection's task (Hummingbird's) lives as long as the connection. Held here, an open stream
 /// costs the connection's channel and pipeline and a few small records.
@@ -19,7 +23,8 @@ import NIOHTTPTypes
 /// The stream ends as a task-run one does: a turn's refusal (revoked token, removed member, expired
 /// cursor) ends it after its event; graceful shutdown ends it cleanly (Hummingbird's quiesce event,
 /// which is not passed on); a failed turn or write closes the connection. The connection closes
-/// when the stream ends: nothing else is read from it after the stream's request.
+/// when the stream ends (every answer here says `Connection: close`): what a client sends after
+/// its request is read and dropped, up to `droppedLimit`, and then the connection closes.
 final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
@@ -31,7 +36,8 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
 
     private enum State { case answering, turning, parked, closed }
 
-    private let head: HTTPRequest
+    /// The request's head, until its answer starts.
+    private var head: HTTPRequest?
     private let respond: Respond
     private let serverName: String
     private var context: ChannelHandlerContext?
@@ -45,6 +51,11 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
     private var lastWrite = NIODeadline.now()
     /// Graceful shutdown came while the request was answered or a turn ran: the stream ends after it.
     private var ending = false
+    /// Bytes of body, and requests, the client sent: nothing here reads them.
+    private var dropped = 0
+    /// The most a client may send that is dropped before the connection closes: a stream's request
+    /// has no body, and its client sends nothing more.
+    static let droppedLimit = 64 * 1024
 
     init(head: HTTPRequest, respond: @escaping Respond, serverName: String) {
         self.head = head
@@ -66,8 +77,10 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        guard let head else { return }
+        self.head = nil
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let (head, respond, channel, serverName) = (self.head, self.respond, context.channel, self.serverName)
+        let (respond, channel, serverName) = (self.respond, context.channel, self.serverName)
         Task {
             let parking = StreamParking()
             let response = await respond(Request(head: head, body: RequestBody(buffer: ByteBuffer())), parking, channel)
@@ -87,12 +100,13 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
             var headers = response.headers
             headers[.date] = HTTPDate.now()
             headers[.server] = serverName
+            headers[.connection] = "close"  // the connection ends with its answer
             let collector = BodyCollector()
             do {
                 // A stream's body is empty; writing it runs what the middlewares do when a body ends.
                 try await response.body.write(collector.writer)
             } catch {
-                self.init(head: HTTPResponse(status: .internalServerError, headerFields: [.contentLength: "0"]), body: ByteBuffer(), stream: nil)
+                self.init(head: HTTPResponse(status: .internalServerError, headerFields: [.contentLength: "0", .connection: "close"]), body: ByteBuffer(), stream: nil)
                 return
             }
             if stream == nil { headers[.contentLength] = String(collector.buffer.readableBytes) }
@@ -218,8 +232,13 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: Events
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        // The request's end, and anything a client sends after it: not read (the connection closes
-        // when the stream ends).
+        // The request's end, and anything a client sends after it: dropped, within a bound.
+        switch unwrapInboundIn(data) {
+        case .head: dropped += 1024
+        case .body(let bytes): dropped += bytes.readableBytes
+        case .end: break
+        }
+        if dropped > Self.droppedLimit { close() }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -233,6 +252,9 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Bytes after the request that do not parse are dropped as the rest (the decoder reads no
+        // more of them); any other error ends the connection.
+        if error is HTTPParserError { return }
         close()
     }
 
