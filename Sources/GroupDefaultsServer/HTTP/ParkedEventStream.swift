@@ -106,7 +106,8 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
                 // A stream's body is empty; writing it runs what the middlewares do when a body ends.
                 try await response.body.write(collector.writer)
             } catch {
-                self.init(head: HTTPResponse(status: .internalServerError, headerFields: [.contentLength: "0", .connection: "close"]), body: ByteBuffer(), stream: nil)
+                let head = HTTPResponse(status: .internalServerError, headerFields: [.contentLength: "0", .connection: "close"])
+                self.init(head: head, body: ByteBuffer(), stream: nil)
                 return
             }
             if stream == nil { headers[.contentLength] = String(collector.buffer.readableBytes) }
