@@ -20,6 +20,12 @@ public struct SyncClient: Sendable {
     /// Called before each request: the bearer token, read afresh so that a new token takes effect.
     public let token: @Sendable () throws -> String
     let http: HTTPClient
+    /// The HTTP client event streams (`events`) are opened on; nil: `http`. A client of their own
+    /// (from `makeHTTPClient(caFile:connectTimeout:)`, with the same arguments as `http`) opens each
+    /// stream on a new connection, which the server holds with no task: about half the server's
+    /// memory per listening device of a stream that follows other requests on a kept-alive
+    /// connection. The caller owns and shuts it down, as `http`.
+    public var streamHTTP: HTTPClient?
     /// How long a request may take to get its answer's head (long-polls add their wait).
     public var timeout: Duration = .seconds(30)
     /// The connect timeout the HTTP client was made with (`makeHTTPClient(caFile:connectTimeout:)`),
@@ -286,7 +292,9 @@ public struct SyncClient: Sendable {
         request.headers.add(name: "Accept", value: "text/event-stream")
         request.headers.add(name: "Last-Event-ID", value: String(lastEventID))
         let response: HTTPClientResponse
-        do { response = try await execute(request, extraTime: .zero) } catch let error as SyncError { throw ofThisCopy(error) }
+        do {
+            response = try await execute(request, extraTime: .zero, on: streamHTTP ?? http)
+        } catch let error as SyncError { throw ofThisCopy(error) }
         guard response.status == .ok else { throw ofThisCopy(await Self.failure(response)) }
         await onOpen()
         let activity = ActivityClock()
@@ -391,7 +399,7 @@ public struct SyncClient: Sendable {
                 request.headers.add(name: "Content-Type", value: "application/json")
                 request.body = .bytes(ByteBuffer(bytes: body))
             }
-            let response = try await execute(request, extraTime: extraTime)
+            let response = try await execute(request, extraTime: extraTime, on: http)
             guard response.status == .ok else { throw await Self.failure(response) }
             let bytes = try await response.body.collect(upTo: 64 << 20)
             do {
@@ -438,7 +446,7 @@ public struct SyncClient: Sendable {
         return request
     }
 
-    private func execute(_ request: HTTPClientRequest, extraTime: Duration) async throws -> HTTPClientResponse {
+    private func execute(_ request: HTTPClientRequest, extraTime: Duration, on http: HTTPClient) async throws -> HTTPClientResponse {
         // A stopped command (its wait cancelled by a Ctrl-C) sends nothing more.
         guard !Task.isCancelled else { throw SyncError(.unavailable, "the request was not sent: the command is stopping") }
         let response: HTTPClientResponse

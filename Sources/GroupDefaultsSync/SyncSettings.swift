@@ -137,9 +137,16 @@ extension SyncEngine {
     /// the server, token file and certificate authority come from the suite; the token is read
     /// before each request from the file the suite names then, so a new token, in the same file or
     /// configured in another one, takes effect without a restart.
-    /// `http` must verify certificates with the suite's authority (`SyncClient.makeHTTPClient(caFile:)`).
+    /// `http` must verify certificates with the suite's authority (`SyncClient.makeHTTPClient(caFile:)`);
+    /// so must `streamHTTP`, a client of its own for the event stream of `run()`
+    /// (`SyncClient.streamHTTP`; nil: `http`).
     /// An encrypted suite's keys are read from its key file here, once.
-    public init(configured defaults: SharedDefaults, http: HTTPClient, options: Options = Options()) throws(SyncError) {
+    public init(
+        configured defaults: SharedDefaults,
+        http: HTTPClient,
+        streamHTTP: HTTPClient? = nil,
+        options: Options = Options()
+    ) throws(SyncError) {
         guard let settings = try SyncSettings.stored(in: defaults) else {
             throw SyncError(.local, "the suite \(defaults.suiteName) is not configured for sync")
         }
@@ -147,6 +154,7 @@ extension SyncEngine {
         var client = SyncClient(server: settings.server, suite: settings.shared?.suite ?? defaults.suiteName, http: http) {
             try TokenFile.read((try? defaults.syncState().tokenFile) ?? configuredFile)
         }
+        client.streamHTTP = streamHTTP
         client.owner = settings.shared?.owner
         client.timeout = options.answerTimeout
         client.connectTimeout = options.connectTimeout

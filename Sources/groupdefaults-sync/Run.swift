@@ -68,7 +68,10 @@ extension SyncCommand {
                     }
                     let http = try server.makeHTTPClient(caFile: settings.caFile)
                     clients.append(http)
-                    engines.append(try SyncEngine(configured: defaults, http: http, options: engineOptions))
+                    // The event stream on a connection of its own: the server holds it with no task.
+                    let streamHTTP = try server.makeHTTPClient(caFile: settings.caFile)
+                    clients.append(streamHTTP)
+                    engines.append(try SyncEngine(configured: defaults, http: http, streamHTTP: streamHTTP, options: engineOptions))
                 }
             } catch {
                 // Exit status 1, which the user unit does not restart: every suite starts, or none.

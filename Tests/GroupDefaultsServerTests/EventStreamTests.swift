@@ -84,6 +84,7 @@ struct EventStreamTests {
         try await push(server.port, token, [API.set("sound", "ring.caf")])
         #expect(await held.events(1).map(\.id) == ["1"])
         #expect(await held.nextComment(), "heartbeats")
+        #expect(try await openStreams(base, held: true, becomes: 1), "held by its connection")
         let refused = try await Curl.run(auth + ["--max-time", "2", "-o", "/dev/null", "-D", "-", events]).stdout.lowercased()
         #expect(refused.hasPrefix("http/1.1 429"), "the token's one slot is taken")
         #expect(refused.contains("connection: close"), "the connection that holds streams closes after its answer, and says so")
@@ -92,12 +93,15 @@ struct EventStreamTests {
         held.process.signalIfRunning(SIGKILL)
         #expect(await held.waitForExit() != 0)
         #expect(try await openStreams(base, becomes: 0))
+        #expect(try await openStreams(base, held: true, becomes: 0))
 
         // `health`, then the stream on the same connection (curl keeps it alive between its URLs).
         let kept = try Curl(auth + ["-H", "Last-Event-ID: 1", "\(base)/v1/health", events])
         try await push(server.port, token, [API.set("volume", "0.8")])
         #expect(await kept.events(1).map(\.id) == ["2"])
         #expect(await kept.nextComment(), "heartbeats")
+        #expect(try await openStreams(base, becomes: 1))
+        #expect(try await openStreams(base, held: true, becomes: 0), "run in its request's task")
         #expect(try await status(events, auth) == 429)
         server.signal(SIGTERM)
         #expect(await kept.waitForExit() == 0, "graceful shutdown ends the stream cleanly")
@@ -139,11 +143,13 @@ struct EventStreamTests {
         return Int(run.stdout) ?? 0
     }
 
-    /// Whether the server's open-streams gauge reaches `count` within 5 s.
-    private func openStreams(_ base: String, becomes count: Int) async throws -> Bool {
+    /// Whether the server's gauge of open streams (`held`: of those its connection holds) reaches
+    /// `count` within 5 s.
+    private func openStreams(_ base: String, held: Bool = false, becomes count: Int) async throws -> Bool {
+        let gauge = held ? "groupdefaults_event_streams_held" : "groupdefaults_event_streams_open"
         for _ in 0..<100 {
             let metrics = try await Curl.run(["\(base)/metrics"]).stdout
-            if metrics.split(separator: "\n").contains("groupdefaults_event_streams_open \(Double(count))") { return true }
+            if metrics.split(separator: "\n").contains("\(gauge) \(Double(count))") { return true }
             try await Task.sleep(for: .milliseconds(50))
         }
         return false

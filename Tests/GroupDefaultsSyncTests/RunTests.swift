@@ -55,6 +55,8 @@ struct RunTests {
                 )
                 // Both event streams open.
                 #expect(try await eventually { Metrics.value(try await server.metricsText(), "groupdefaults_event_streams_open") == 2 })
+                // Each on a connection of its own, which the server holds with no task.
+                #expect(try await eventually { Metrics.value(try await server.metricsText(), "groupdefaults_event_streams_held") == 2 })
 
                 let before = try await server.requestCounts()
                 try await Task.sleep(for: .seconds(10))  // the quiet period is what is measured

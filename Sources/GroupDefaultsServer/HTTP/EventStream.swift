@@ -94,11 +94,11 @@ struct EventStream: Sendable {
         }
         let activity = self.activity
         if let parking {
-            parking.hold(ParkableStream(loop: loop, start: start, open: OpenStream(slot: slot, activity: activity)))
+            parking.hold(ParkableStream(loop: loop, start: start, open: OpenStream(slot: slot, activity: activity, held: true)))
             return Response(status: .ok, headers: headers, body: ResponseBody { _ in })  // no length: the stream follows
         }
         let body = ResponseBody { writer in
-            let open = OpenStream(slot: slot, activity: activity)
+            let open = OpenStream(slot: slot, activity: activity, held: false)
             defer { withExtendedLifetime(open) {} }
             try await loop.run(from: start, writer: &writer)
         }

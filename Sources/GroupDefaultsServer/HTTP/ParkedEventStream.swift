@@ -14,7 +14,7 @@ import NIOHTTPTypes
 /// the heartbeat; each turn runs in a short task that ends with it.
 ///
 /// Hummingbird's request metrics count such a stream's request until its answer starts;
-/// `groupdefaults_event_streams_open` counts it until it ends.
+/// `groupdefaults_event_streams_open` and `groupdefaults_event_streams_held` count it until it ends.
 ///
 /// Why: a task keeps the memory of its deepest chain of calls for as long as it lives, and a
 /// connection's task (Hummingbird's) lives as long as the connection. Held here, an open stream

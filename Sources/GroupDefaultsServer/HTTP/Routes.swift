@@ -9,6 +9,7 @@ import ServiceLifecycle
 /// says what it needs first (`APIGroups`: a token, or none).
 package func buildRouter(storage: any ServerStorage, configuration: ServerConfiguration) -> Router<ServerRequestContext> {
     _ = ServerMetrics.openEventStreams  // shown from the start, at 0
+    _ = ServerMetrics.heldEventStreams
     let router = Router(context: ServerRequestContext.self)
     router.add(middleware: MetricsMiddleware())  // outermost: it sees every answer, errors included
     router.add(middleware: LogRequestsMiddleware(.debug))

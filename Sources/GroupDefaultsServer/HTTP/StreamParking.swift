@@ -30,20 +30,25 @@ struct ParkableStream: Sendable {
 }
 
 /// What an open event stream holds: its token's slot (`StreamSlots`), and its place in the open
-/// streams' gauge and the console's count; all given back when this is released.
+/// streams' gauge (and the held streams' one, for a stream its connection holds) and the console's
+/// count; all given back when this is released.
 final class OpenStream: Sendable {
     private let slot: StreamSlots.Slot
     private let activity: ConsoleActivity
+    private let isHeld: Bool
 
-    init(slot: StreamSlots.Slot, activity: ConsoleActivity) {
+    init(slot: StreamSlots.Slot, activity: ConsoleActivity, held: Bool) {
         self.slot = slot
         self.activity = activity
+        self.isHeld = held
         ServerMetrics.openEventStreams.increment()
+        if held { ServerMetrics.heldEventStreams.increment() }
         activity.streams(+1)
     }
 
     deinit {
         ServerMetrics.openEventStreams.decrement()
+        if isHeld { ServerMetrics.heldEventStreams.decrement() }
         activity.streams(-1)
     }
 }
