@@ -28,6 +28,8 @@ struct StorageOptions: ParsableArguments {
     func validate() throws {
         GivenLocation.record("--config", config)
         GivenLocation.record("--data-dir", dataDir)
+        // A URL with a password is not repeated: the hints go to stderr, which logs may keep.
+        GivenLocation.record("--postgres-url", postgresURL.flatMap { PostgresStorageConfiguration.redacted($0) == $0 ? $0 : nil })
         do { _ = try Self.configuration(try settings(scope: .storage)) } catch is CommandFailure {}
     }
 

@@ -49,6 +49,14 @@ struct EventStreamTests {
         #expect(await resumed.events(2).map(\.id) == ["2", "3"])
         #expect(await live.events(1).map(\.id) == ["3"])
 
+        // One past the head (a client of a server since restored from an older backup) resumes at
+        // the head: the next push reaches it.
+        let ahead = try Curl(["-H", "Authorization: Bearer \(token)", "-H", "Last-Event-ID: 99", url])
+        #expect(await ahead.nextComment(), "the stream is open")
+        try await push(server.port, token, [API.set("theme", "dark")])
+        #expect(await ahead.events(1).map(\.id) == ["4"])
+        #expect(await live.events(1).map(\.id) == ["4"])
+
         // Revoked from another process: the open streams end, saying why.
         let list = try await ServerTool.run(["token", "list", "--data-dir", directory])
         let id = String(list.stdout.split(separator: "\t").first ?? "")
@@ -56,12 +64,13 @@ struct EventStreamTests {
         #expect(await live.events(1, timeout: .seconds(5)).map(\.event) == ["unauthorized"])
         #expect(await live.waitForExit() == 0, "the server ends the response cleanly")
         _ = await resumed.waitForExit()
+        _ = await ahead.waitForExit()
 
         // A new stream with a fresh token, then SIGTERM: it ends cleanly and the server exits 0.
         let fresh = try await createToken(directory)
-        let last = try Curl(["-H", "Authorization: Bearer \(fresh)", "-H", "Last-Event-ID: 3", url])
+        let last = try Curl(["-H", "Authorization: Bearer \(fresh)", "-H", "Last-Event-ID: 4", url])
         try await push(server.port, fresh, [API.set("x", "y")])
-        #expect(await last.events(1).map(\.id) == ["4"])
+        #expect(await last.events(1).map(\.id) == ["5"])
         server.signal(SIGTERM)
         #expect(await last.waitForExit() == 0)
         let exit = await server.waitForExit()

@@ -136,6 +136,8 @@ struct LiveServerTests {
         let second = try await ServerProcess(dataDirectory: nil, extraArguments: ["--postgres-url", url])
         let made = try await ServerTool.run(["token", "create", "--postgres-url", url, "--account", "alice"])
         #expect(made.status == 0, "\(made.stderr)")
+        // The hint names the database (this URL holds no password), so that pasted as is it revokes there.
+        #expect(made.stderr.contains("`groupdefaults-server token revoke --postgres-url \(url) tok_"), "\(made.stderr)")
         let token = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 
         let pushed = Moment()

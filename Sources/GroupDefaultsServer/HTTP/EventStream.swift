@@ -8,7 +8,8 @@ import Synchronization
 
 /// `GET /v1/suites/{suite}/events`: the suite's changes as Server-Sent Events, `id:` = revision.
 ///
-/// The stream starts after `Last-Event-ID` (or `?since=`, else the head: only what comes next),
+/// The stream starts after `Last-Event-ID` (or `?since=`; one past the suite's head, after the head;
+/// without either, the head: only what comes next),
 /// sends every change as one event per entry (data: the entry's JSON), waits for the next push
 /// with `waitForChange`, and writes a heartbeat comment after `eventHeartbeat` of quiet (15 s by
 /// default). It re-checks the
@@ -32,14 +33,17 @@ struct EventStream: Sendable {
     /// head alone; otherwise the response's body runs the stream.
     func response(access: SuiteAccess, request: Request, slot: StreamSlots.Slot, parking: StreamParking?) async throws -> Response {
         let (token, owner, suite) = (access.token, access.owner, access.suite)
+        let head = try await storage.headRevision(account: owner, suite: suite)
         let start: UInt64
         if let lastID = request.headers[.init("Last-Event-ID")!] ?? request.uri.queryParameters["since"].map(String.init) {
             guard !lastID.isEmpty, lastID.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = UInt64(lastID) else {
                 throw APIError.malformed("Last-Event-ID (or since) must be a revision, a non-negative decimal integer")
             }
-            start = value
+            // One past the head (a server restored from an older backup) resumes at the head, where
+            // `changes` answers `last_rev`: the revisions written from now on are all new to the client.
+            start = min(value, head)
         } else {
-            start = try await storage.headRevision(account: owner, suite: suite)
+            start = head
         }
         // An expired cursor is an error before the stream starts, as for `changes`.
         _ = try await storage.changes(account: owner, suite: suite, since: start, limit: 1)
