@@ -84,9 +84,14 @@ actor SyncRunner {
         defer { endRotationWait() }
         var backoff = Backoff(initial: options.initialBackoff, maximum: options.maximumBackoff)
         var transport = options.transport
+        var failing = false  // logged "listening failed": the next pull that succeeds says so
         while !Task.isCancelled {
             do {
                 _ = try await engine.pull()
+                if failing {
+                    logger.notice("reached the server again: sync goes on", metadata: ["suite": "\(client.suite)"])
+                    failing = false
+                }
                 // A join (after the operator reset the suite) marks what this device holds
                 // pending: uploaded now, not at the next local change.
                 if await engine.joinedSincePush { _ = try await engine.push() }
@@ -119,6 +124,7 @@ actor SyncRunner {
                 if Task.isCancelled { break }
                 board.failed(error)
                 logger.warning("listening failed, will retry", metadata: ["error": "\(error)"])
+                failing = true
                 do { try await Task.sleep(for: backoff.next(retryAfter: error.retryAfter)) } catch { break }
             }
         }

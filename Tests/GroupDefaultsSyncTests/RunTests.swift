@@ -73,6 +73,26 @@ struct RunTests {
         }
     }
 
+    @Test("the server killed and started again while run runs: run says it failed, then that it reached the server again; a change crosses")
+    func reconnectsAfterOutage() async throws {
+        try await SyncServer.with { server in
+            try await withRunningPair(server, "group.outage", logLevel: "info") { phone, tablet, phoneRun, _ in
+                let phoneDefaults = try phone.open()
+                let tabletDefaults = try tablet.open()
+                #expect(try await eventually { Metrics.value(try await server.metricsText(), "groupdefaults_event_streams_open") == 2 })
+                try await server.killAndRestart {
+                    #expect(await eventually { phoneRun.stderr.contains("listening failed, will retry") }, "\(phoneRun.stderr)")
+                }
+                #expect(
+                    await eventually(within: .seconds(30)) { phoneRun.stderr.contains("reached the server again: sync goes on") },
+                    "\(phoneRun.stderr)"
+                )
+                phoneDefaults.set("chime.caf", forKey: "sound")
+                #expect(await eventually { tabletDefaults.string(forKey: "sound") == "chime.caf" })
+            }
+        }
+    }
+
     /// Configures `device` with a token made for it alone, and returns that token's id (to revoke it).
     static func configureWithTokenOfItsOwn(_ device: ToolDevice, _ server: SyncServer) async throws -> String {
         let othersTokens = try await ServerTool.tokenIDs(storage: server.storage)
