@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import GroupDefaultsServer
+import NIOCore
 import ServerLaunching
 import TestSupport
 import Testing
@@ -232,13 +233,69 @@ extension SlowAndGreedyClientsTests {
     }
 }
 
+extension SlowAndGreedyClientsTests {
+    @Test(
+        "streams whose clients read nothing do not hold SIGTERM up: held by their connection or run after another request, they are closed after the shutdown grace and the server exits 0"
+    )
+    func unreadStreamsDoNotHoldShutdown() async throws {
+        let directory = ServerTool.temporaryDirectory("gds-unread")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let token = try await ServerTool.createToken(directory)
+        let server = try await ServerProcess(dataDirectory: directory)
+        defer { server.signal(SIGKILL) }
+        let port = server.port
+        // More than the sockets' buffers take (the server's send buffer grows to a few MiB): the
+        // stream's writes stop, waiting for a reader that never reads.
+        let value = String(repeating: "x", count: 900_000)
+        let readers = try await offThePool { () throws -> [RawConnection] in
+            for index in 0..<8 {
+                let body = try API.push([API.set("k\(index)", value)])
+                let pusher = try RawConnection(port: port)
+                try pusher.send(RawConnection.post("/v1/suites/group.big/push", token: token, body: String(buffer: body)))
+                #expect(try pusher.readHead().status == 200)
+            }
+            let events = RawConnection.get("/v1/suites/group.big/events?since=0", token: token)
+            let held = try RawConnection(port: port, receiveBuffer: 4096)
+            try held.send(events)
+            let afterAnother = try RawConnection(port: port, receiveBuffer: 4096)
+            try afterAnother.send(RawConnection.get("/v1/health", token: nil) + events)
+            return [held, afterAnother]
+        }
+        #expect(
+            try await eventually {
+                try await Curl.run(["http://127.0.0.1:\(port)/metrics"]).stdout.split(separator: "\n").contains("groupdefaults_event_streams_open 2.0")
+            }
+        )
+        server.signal(SIGTERM)
+        // Its exit, or nil if it is still running 30 s later (the grace is 10 s): then it is killed.
+        let exit = await withTaskGroup(of: (status: Int32, bySignal: Bool)?.self) { group in
+            group.addTask { await server.waitForExit() }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(30))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            if first == nil { server.signal(SIGKILL) }
+            group.cancelAll()
+            return first
+        }
+        #expect(exit.map { !$0.bySignal && $0.status == 0 } == true, "SIGTERM ended the server in time: \(String(describing: exit))")
+        withExtendedLifetime(readers) {}
+    }
+}
+
 /// A blocking TCP connection to the server on loopback, for requests written by hand.
 private final class RawConnection: @unchecked Sendable {  // used by one thread at a time
     private var descriptor: Int32
     private var buffered: [UInt8] = []
 
-    init(port: Int) throws {
+    /// `receiveBuffer`: the socket's receive buffer, in bytes (set before it connects), for a client
+    /// that reads nothing and should stop the server's writes soon.
+    init(port: Int, receiveBuffer: Int32? = nil) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

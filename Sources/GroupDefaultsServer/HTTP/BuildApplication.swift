@@ -103,7 +103,7 @@ private func makeApplication(
     let http1 = HTTP1Channel.Configuration(
         additionalChannelHandlers: [
             SmallReceiveBuffers(), RequestHeadDeadline(timeout: limits.requestHeadTimeout),
-            RequestBodyDeadline(grace: limits.requestHeadTimeout),
+            RequestBodyDeadline(grace: limits.requestHeadTimeout), ShutdownGrace(),
         ],
         idleTimeout: TimeAmount(limits.idleTimeout)
     )

@@ -57,6 +57,7 @@ struct EventStream: Sendable {
         let valueLimit = configuration.limits.maxValueBytes
         let onTurn = self.onTurn
         let announced = access.role == .owner ? AnnouncedRotation() : nil
+        let paging = TurnPaging(most: pageSize)
         let loop = ChangeStreamLoop(
             storage: storage,
             account: owner,
@@ -80,19 +81,27 @@ struct EventStream: Sendable {
             }
             let page: StoredChanges
             do {
-                page = try await storage.changes(account: owner, suite: suite, since: since, limit: pageSize)
+                page = try await storage.changes(account: owner, suite: suite, since: since, limit: paging.limit)
             } catch let error as SyncStorageError where error.code == .cursorExpired || error.code == .suiteReset {
                 return StreamTurn(text: try SyncStreamEvent.refusal(error.code, detail: error.detail).serverSentEvent().encoded, ends: true)
             }
-            var events = WireJSON(capacity: page.entries.count * 190)
-            for entry in page.entries {
+            // A turn writes at most about `turnBytes` (and at least one entry): the next turn goes on
+            // after the last one written. A client that reads nothing holds one turn's text.
+            var events = WireJSON(capacity: min(page.entries.count * 190, EventStream.turnBytes))
+            var written = 0
+            for entry in page.entries where written == 0 || events.bytes.count < EventStream.turnBytes {
                 SyncStreamEvent.writeEntry(revision: entry.rev, into: &events) { entry.write(into: &$0, valueLimit: valueLimit) }
+                written += 1
             }
             var text = String(decoding: events.bytes, as: UTF8.self)
             if page.entries.isEmpty, let announced, let due = try? await storage.rotationDue(owner: owner, suite: suite),
                 announced.isNew(due)
             {
                 text = try SyncStreamEvent.rotationDue(due).serverSentEvent().encoded
+            }
+            paging.turned(fetched: page.entries.count, written: written, hasMore: page.hasMore)
+            if written < page.entries.count {
+                return StreamTurn(text: text, ends: false, head: page.entries[written - 1].rev, hasMore: true)
             }
             return StreamTurn(text: text, ends: false, head: page.lastRev, hasMore: page.hasMore)
         }
@@ -107,6 +116,41 @@ struct EventStream: Sendable {
             try await loop.run(from: start, writer: &writer)
         }
         return Response(status: .ok, headers: headers, body: body)
+    }
+}
+
+extension EventStream {
+    /// About the most one turn of a stream writes at once: a page of changes can hold a thousand
+    /// entries of up to the largest value each, and a stream whose client reads nothing keeps its
+    /// turn's text until the connection closes.
+    static let turnBytes = 256 * 1024
+}
+
+/// How many entries a stream's next turn reads: a few at first, twice as many after each full page
+/// it wrote whole, up to the server's page size; after a page cut at `EventStream.turnBytes`, as
+/// many as that turn wrote. So a turn reads about what it writes, also for large values (a page of
+/// the largest values would take hundreds of MiB, for each stream catching up at once).
+private final class TurnPaging: Sendable {
+    private let current: Mutex<Int>
+    private let most: Int
+
+    init(most: Int) {
+        self.most = max(1, most)
+        current = Mutex(min(4, self.most))
+    }
+
+    /// The next turn's limit.
+    var limit: Int { current.withLock { $0 } }
+
+    /// A turn read `fetched` entries (`hasMore`: the storage had more) and wrote the first `written`.
+    func turned(fetched: Int, written: Int, hasMore: Bool) {
+        current.withLock { limit in
+            if written < fetched {
+                limit = max(1, written)
+            } else if hasMore {
+                limit = min(limit * 2, most)
+            }
+        }
     }
 }
 

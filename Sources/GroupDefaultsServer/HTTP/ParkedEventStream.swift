@@ -24,7 +24,8 @@ import NIOHTTPTypes
 /// cursor) ends it after its event; graceful shutdown ends it cleanly (Hummingbird's quiesce event,
 /// which is not passed on); a failed turn or write closes the connection. The connection closes
 /// when the stream ends (every answer here says `Connection: close`): what a client sends after
-/// its request is read and dropped, up to `droppedLimit`, and then the connection closes.
+/// its request is read and dropped, parsed or not; past `droppedLimit` the stream ends (cleanly,
+/// as at shutdown).
 final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
@@ -49,7 +50,8 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
     /// Which park a wake belongs to: the wake of an earlier one, cancelled but already on its way, is ignored.
     private var parkNumber = 0
     private var lastWrite = NIODeadline.now()
-    /// Graceful shutdown came while the request was answered or a turn ran: the stream ends after it.
+    /// The stream ends after the answer or the turn under way (graceful shutdown, or a client that
+    /// sent more than `droppedLimit`).
     private var ending = false
     /// Bytes of body, and requests, the client sent: nothing here reads them.
     private var dropped = 0
@@ -239,7 +241,7 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
         case .body(let bytes): dropped += bytes.readableBytes
         case .end: break
         }
-        if dropped > Self.droppedLimit { close() }
+        if dropped > Self.droppedLimit { endSoon() }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -253,15 +255,28 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Bytes after the request that do not parse are dropped as the rest (the decoder reads no
-        // more of them); any other error ends the connection.
-        if error is HTTPParserError { return }
-        close()
+        // Bytes after the request that do not parse are dropped as the rest: the decoder's error,
+        // then each later read as data it received in its error state. Any other error ends the
+        // connection.
+        switch error {
+        case is HTTPParserError:
+            return
+        case ByteToMessageDecoderError.dataReceivedInErrorState(_, let bytes):
+            dropped += bytes.readableBytes
+            if dropped > Self.droppedLimit { endSoon() }
+        default:
+            close()
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
-        // Graceful shutdown: the stream ends cleanly, now or after what is under way.
+        // Graceful shutdown (`ShutdownGrace`, before this handler, closes what has not ended in time).
+        endSoon()
+    }
+
+    /// Ends the stream cleanly, now or after what is under way (the answer, or a turn and its write).
+    private func endSoon() {
         switch state {
         case .parked:
             unpark()
