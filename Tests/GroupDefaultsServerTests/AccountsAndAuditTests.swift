@@ -83,8 +83,8 @@ struct AccountsAndAuditTests {
         let deletedAgain = try await ServerTool.run(["accounts", "delete", "alice", "--yes"] + storage)
         #expect(deletedAgain.status == 0 && deletedAgain.stdout.hasPrefix("account alice is already deleted (at "), "\(deletedAgain)")
         let unknown = try await ServerTool.run(["accounts", "delete", "nobody", "--yes"] + storage)
-        // The command it names repeats the storage flags given (all but a PostgreSQL URL).
-        let listHint = "groupdefaults-server accounts list" + (storage.first == "--data-dir" ? " --data-dir \(storage[1])" : "")
+        // The command it names repeats the storage flags given (a PostgreSQL URL too: this one holds no password).
+        let listHint = "groupdefaults-server accounts list \(storage[0]) \(storage[1])"
         #expect(unknown.status == 1 && unknown.stderr == "groupdefaults-server: no account is named 'nobody' (see `\(listHint)`)\n", "\(unknown)")
         #expect(try await ServerTool.run(["accounts", "list"] + storage).stdout.hasPrefix("bob\t"))
 

@@ -263,7 +263,8 @@ extension SlowAndGreedyClientsTests {
         }
         #expect(
             try await eventually {
-                try await Curl.run(["http://127.0.0.1:\(port)/metrics"]).stdout.split(separator: "\n").contains("groupdefaults_event_streams_open 2.0")
+                let metrics = try await Curl.run(["http://127.0.0.1:\(port)/metrics"]).stdout
+                return metrics.split(separator: "\n").contains("groupdefaults_event_streams_open 2.0")
             }
         )
         server.signal(SIGTERM)

@@ -147,7 +147,11 @@ extension RestoreTests {
                 let again = try await tool(["restore", "--prepare"])
                 #expect(again.status == 1 && again.stderr.contains("already kept the authority apart"), "\(again.stderr)")
                 let serve = try await tool(["serve", "--port", "0"])
-                #expect(serve.status != 0 && serve.stderr.contains("restore --announce --kept ID"), "\(serve.stderr)")
+                // The command it names repeats the database's URL (it holds no password).
+                #expect(
+                    serve.status != 0 && serve.stderr.contains("restore --postgres-url \(server.storage[1]) --announce --kept ID"),
+                    "\(serve.stderr)"
+                )
                 let withoutID = try await tool(["restore", "--announce"])
                 #expect(withoutID.status == 1 && withoutID.stderr.contains("--kept ID"), "\(withoutID.stderr)")
                 let wrongID = try await tool(["restore", "--announce", "--kept", "0123"])
