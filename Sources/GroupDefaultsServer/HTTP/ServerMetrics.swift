@@ -5,9 +5,9 @@ package import Prometheus
 
 /// The server's metrics, in Prometheus' text format at `GET /metrics`: requests by route and status
 /// with their latency histogram (Hummingbird's `MetricsMiddleware`), push ops by outcome, and the
-/// open event streams (and of them, those held by their connection). They are reported through swift-metrics; the program bootstraps its
-/// process-wide system once with `makeFactory()`, whose metrics `/metrics` emits (every server of
-/// the process reports into the one registry).
+/// open event streams (and of them, those held by their connection). They are reported through
+/// swift-metrics; the program bootstraps its process-wide system once with `makeFactory()`, whose
+/// metrics `/metrics` emits (every server of the process reports into the one registry).
 package enum ServerMetrics {
     /// The registry `/metrics` emits.
     static let registry = PrometheusCollectorRegistry()
