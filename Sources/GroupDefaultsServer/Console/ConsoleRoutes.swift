@@ -646,7 +646,7 @@ struct ConsoleRoutes: Sendable {
             suite: suite,
             heartbeat: configuration.eventHeartbeat,
             retryMilliseconds: 3000
-        ) { since in
+        ) { since, _ in  // a task-run stream: never a quiet turn
             guard try await sessions.session(cookie: signed.cookie) != nil else {
                 return StreamTurn(text: ServerSentEvent(event: "end", data: "signed out").encoded, ends: true)
             }

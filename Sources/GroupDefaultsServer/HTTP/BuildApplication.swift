@@ -97,7 +97,8 @@ private func makeApplication(
     logger: Logger,
     onListening: @escaping @Sendable (_ host: String, _ port: Int) -> Void
 ) throws -> Application<ChildTaskResponder<RouterResponder<ServerRequestContext>>> {
-    let router = buildRouter(storage: storage, configuration: configuration)
+    let devices = DeviceTracker(storage: storage, logger: logger)
+    let router = buildRouter(storage: storage, configuration: configuration, devices: devices)
     let host = configuration.host
     let limits = configuration.connections
     let http1 = HTTP1Channel.Configuration(
@@ -137,7 +138,7 @@ private func makeApplication(
             availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: logger)
         ),
         services: storageServices + [
-            StorageService(storage: storage),
+            StorageService(storage: storage, devices: devices),
             TombstonePurge(storage: storage, configuration: configuration, logger: logger, listening: listening),
         ],
         onServerRunning: { channel in
@@ -174,12 +175,16 @@ struct HeldUntilStopped: Service {
     }
 }
 
-/// Closes storage once the server has stopped (services shut down after the server).
+/// Closes storage once the server has stopped (services shut down after the server), after
+/// writing the device sightings not written yet (the last turns of the event streams that
+/// shutdown ended among them).
 struct StorageService: Service {
     let storage: any ServerStorage
+    let devices: DeviceTracker
 
     func run() async throws {
         try? await gracefulShutdown()
+        await devices.close()
         try await storage.shutdown()
     }
 }

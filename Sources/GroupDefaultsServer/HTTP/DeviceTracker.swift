@@ -13,10 +13,10 @@ import Synchronization
 /// client chooses its device id: this bounds what one token can make the server keep).
 ///
 /// Recording is bookkeeping: a failure to write is logged and never fails the request. Sightings
-/// merged but not yet written when the server stops are lost (at most `interval` of last-seen times),
-/// as are those of a token that is gone by the time they would be written (its account was
+/// merged but not yet written when the server stops are written before storage closes (`close`);
+/// those of a token that is gone by the time they would be written are not (its account was
 /// deleted: a stream's last turn must not bring its device back).
-final class DeviceTracker: Sendable {
+package final class DeviceTracker: Sendable {
     private struct State {
         /// The suites recorded per device.
         var recorded: [StoredDevice.Identity: Set<ExactName>] = [:]
@@ -25,6 +25,8 @@ final class DeviceTracker: Sendable {
         /// Sightings not written yet.
         var pending: [StoredDevice.Identity: StoredDevice] = [:]
         var flushScheduled = false
+        /// After `close`, sightings are not recorded: storage is closing.
+        var closed = false
     }
 
     static let maximumDevicesPerToken = 1_000
@@ -57,6 +59,7 @@ final class DeviceTracker: Sendable {
         let identity = sighting.identity
         enum Next { case write, scheduleFlush, nothing }
         let next = state.withLock { state -> Next in
+            if state.closed { return .nothing }
             if let suites = state.recorded[identity], suites.contains(suite.exact) {
                 state.pending[identity] = state.pending[identity].map { $0.merged(with: sighting) } ?? sighting
                 if state.flushScheduled { return .nothing }
@@ -87,6 +90,13 @@ final class DeviceTracker: Sendable {
         case .nothing:
             break
         }
+    }
+
+    /// Writes the sightings not written yet, and records none after: the server has stopped, and
+    /// storage closes next.
+    func close() async {
+        state.withLock { $0.closed = true }
+        await flush()
     }
 
     /// Writes the sightings merged since the last write.

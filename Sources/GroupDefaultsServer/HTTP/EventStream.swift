@@ -64,7 +64,7 @@ struct EventStream: Sendable {
             suite: suite,
             heartbeat: configuration.eventHeartbeat,
             retryMilliseconds: 2000
-        ) { since in
+        ) { since, quiet in
             await onTurn()
             guard await authenticator.isStillValid(token) else {
                 return StreamTurn(
@@ -78,6 +78,12 @@ struct EventStream: Sendable {
                         .serverSentEvent().encoded,
                     ends: true
                 )
+            }
+            if quiet {  // a parked stream's heartbeat: no change was signalled, none is read
+                guard let announced, let due = try? await storage.rotationDue(owner: owner, suite: suite), announced.isNew(due) else {
+                    return StreamTurn(text: "", ends: false, head: since)
+                }
+                return StreamTurn(text: try SyncStreamEvent.rotationDue(due).serverSentEvent().encoded, ends: false, head: since)
             }
             let page: StoredChanges
             do {

@@ -11,7 +11,9 @@ import NIOHTTPTypes
 /// stream runs its loop's turns (`ChangeStreamLoop`: the same turn, rules and heartbeat as a stream
 /// that a request's task runs) with no task between them: a parked stream is this handler, a watch
 /// on the suite's head (`SyncStore.watchForChange`) and a timer on the connection's event loop for
-/// the heartbeat; each turn runs in a short task that ends with it.
+/// the heartbeat; each turn runs in a short task that ends with it. The heartbeat's turn is a quiet
+/// one: the watch stays in place, so it reads no changes (on PostgreSQL, a stream's idle turns
+/// cost a query each, not three); a wake during it is acted on after it.
 ///
 /// Hummingbird's request metrics count such a stream's request until its answer starts;
 /// `groupdefaults_event_streams_open` and `groupdefaults_event_streams_held` count it until it ends.
@@ -49,6 +51,10 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
     private var heartbeatTimer: Scheduled<Void>?
     /// Which park a wake belongs to: the wake of an earlier one, cancelled but already on its way, is ignored.
     private var parkNumber = 0
+    /// The turn under way is the heartbeat's, the park's watch still in place.
+    private var quietTurn = false
+    /// What the park's watch reported during a quiet turn (it is out of the table then), acted on after it.
+    private var wakeDuringQuietTurn: ChangeWatch.Wake?
     private var lastWrite = NIODeadline.now()
     /// The stream ends after the answer or the turn under way (graceful shutdown, or a client that
     /// sent more than `droppedLimit`).
@@ -138,14 +144,15 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
 
     // MARK: Turns and parks
 
-    private func turn() {
+    private func turn(quiet: Bool = false) {
         guard state == .turning, let stream, let context else { return }
+        quietTurn = quiet
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
         let (turn, since) = (stream.loop.turn, cursor)
         Task {
             let result: Result<StreamTurn, any Error>
-            do { result = .success(try await turn(since)) } catch { result = .failure(error) }
+            do { result = .success(try await turn(since, quiet)) } catch { result = .failure(error) }
             eventLoop.execute { bound.value.turned(result) }
         }
     }
@@ -165,6 +172,16 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
         guard state == .turning else { return }
         if turn.ends || ending { return end() }
         if !turn.text.isEmpty { cursor = turn.head }  // the last event's revision
+        if quietTurn {
+            quietTurn = false
+            guard let wake = wakeDuringQuietTurn else {  // parked again, on the same watch
+                state = .parked
+                return scheduleHeartbeat(park: parkNumber)
+            }
+            wakeDuringQuietTurn = nil
+            watch = nil
+            return wake == .ended ? end() : self.turn()
+        }
         if turn.hasMore { return self.turn() }
         park(after: turn.head)
     }
@@ -180,13 +197,27 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
         watch = stream.loop.storage.watchForChange(account: stream.loop.account, suite: stream.loop.suite, after: head) { wake in
             eventLoop.execute { bound.value.woke(wake, park: number) }
         }
-        heartbeatTimer = eventLoop.assumeIsolated().scheduleTask(deadline: lastWrite + TimeAmount(stream.loop.heartbeat)) { [self] in
-            woke(.changed, park: number)  // the turn finds nothing new and writes the heartbeat
+        scheduleHeartbeat(park: number)
+    }
+
+    /// The quiet turn at the heartbeat's time, the watch left in place.
+    private func scheduleHeartbeat(park number: Int) {
+        guard let stream, let context else { return }
+        heartbeatTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: lastWrite + TimeAmount(stream.loop.heartbeat)) { [self] in
+            guard state == .parked, number == parkNumber else { return }
+            heartbeatTimer = nil
+            state = .turning
+            turn(quiet: true)
         }
     }
 
     private func woke(_ wake: ChangeWatch.Wake, park number: Int) {
-        guard state == .parked, number == parkNumber else { return }
+        guard number == parkNumber else { return }
+        if state == .turning, quietTurn {
+            wakeDuringQuietTurn = wake
+            return
+        }
+        guard state == .parked else { return }
         unpark()
         if wake == .ended { return end() }
         state = .turning

@@ -6,8 +6,13 @@ import NIOCore
 import ServiceLifecycle
 
 /// The `/v1` API: handlers decode, check, call storage, encode. Each route is in the group that
-/// says what it needs first (`APIGroups`: a token, or none).
-package func buildRouter(storage: any ServerStorage, configuration: ServerConfiguration) -> Router<ServerRequestContext> {
+/// says what it needs first (`APIGroups`: a token, or none). `devices` records the devices that
+/// use it (the application writes what it still holds before it closes storage).
+package func buildRouter(
+    storage: any ServerStorage,
+    configuration: ServerConfiguration,
+    devices: DeviceTracker? = nil
+) -> Router<ServerRequestContext> {
     _ = ServerMetrics.openEventStreams  // shown from the start, at 0
     _ = ServerMetrics.heldEventStreams
     let router = Router(context: ServerRequestContext.self)
@@ -22,7 +27,13 @@ package func buildRouter(storage: any ServerStorage, configuration: ServerConfig
         incarnations: AccountIncarnations(storage: storage)
     )
     let activity = ConsoleActivity()  // what the console's charts show, fed by pushes and event streams
-    let routes = SyncRoutes(storage: storage, configuration: configuration, authenticator: groups.authenticator, activity: activity)
+    let routes = SyncRoutes(
+        storage: storage,
+        configuration: configuration,
+        authenticator: groups.authenticator,
+        activity: activity,
+        tracker: devices ?? DeviceTracker(storage: storage)
+    )
     let pairings = PairingRoutes(storage: storage)
 
     let open = groups.open(router)
@@ -88,12 +99,12 @@ struct SyncRoutes: Sendable {
     let authenticator: Authenticator
     let activity: ConsoleActivity
 
-    init(storage: any Storage, configuration: ServerConfiguration, authenticator: Authenticator, activity: ConsoleActivity) {
+    init(storage: any Storage, configuration: ServerConfiguration, authenticator: Authenticator, activity: ConsoleActivity, tracker: DeviceTracker) {
         self.storage = storage
         self.activity = activity
         self.authenticator = authenticator
         self.configuration = configuration
-        self.tracker = DeviceTracker(storage: storage)
+        self.tracker = tracker
         self.streams = StreamSlots(limit: configuration.limits.maxStreamsPerToken)
     }
 

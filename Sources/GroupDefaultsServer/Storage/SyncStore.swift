@@ -43,7 +43,9 @@ package protocol SyncStore: Sendable {
     /// here or on another instance, or a listener that reconnected and may have missed one), or
     /// with `.ended` when waits are ended (at once if they are). A parked event stream waits this
     /// way, with no task (`ParkedEventStream`); it runs a turn at each wake, so a wake that finds
-    /// nothing new costs a read. After `cancel`, a wake already on its way may still arrive.
+    /// nothing new costs a read. The watch reads the head once after it is in place, so that a push
+    /// committed just before is not missed; a read that fails wakes it too (the turn then finds out).
+    /// After `cancel`, a wake already on its way may still arrive.
     func watchForChange(
         account: String,
         suite: String,

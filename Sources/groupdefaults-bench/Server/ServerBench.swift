@@ -31,7 +31,8 @@ struct ServerBench {
               --quick   short runs and few samples (a smoke test; figures are rough)
               --only    one backend only
               --streams only the open-streams load (Tools/bench-streams/load.py) with N streams each time,
-                        e.g. --streams 1000,10000,100000 (the whole run does 10,000; --quick 1,000)
+                        e.g. --streams 1000,10000,100000 (the whole run does 10,000, embedded; --quick 1,000);
+                        on both backends unless --only says one
             """
 
         init(parsing arguments: [String]) throws {
@@ -118,7 +119,14 @@ struct ServerBench {
         }
         if let counts = options.streamCounts {
             var report = ServerReport(method: Self.streamLoadMethod)
-            for count in counts { report.rows += try StreamLoad(serverExecutable: serverExecutable, sandbox: sandbox, streams: count).run() }
+            for backend in ["embedded", "postgres"] where options.backends.contains(backend) {
+                for count in counts {
+                    // A database of its own for each count, as the embedded store has a directory of its own.
+                    let database = backend == "postgres" ? try ThrowawayPostgres(tool: postgresTool) : nil
+                    defer { try? database?.stop() }
+                    report.rows += try StreamLoad(serverExecutable: serverExecutable, sandbox: sandbox, streams: count, database: database).run()
+                }
+            }
             return report
         }
         try ProcessStats.raiseOpenFileLimit(atLeast: 2 * plan.streams + 500)
@@ -167,7 +175,7 @@ struct ServerBench {
 
     /// How the open-streams rows are made.
     static let streamLoadMethod = [
-        "open streams: groupdefaults-server (embedded storage) on loopback and Tools/bench-streams/load.py (asyncio, raw sockets) "
+        "open streams: groupdefaults-server (embedded storage; with --streams and --only postgres, a throwaway PostgreSQL) on loopback and Tools/bench-streams/load.py (asyncio, raw sockets) "
             + "holding N event streams, one suite each, over \(StreamLoad.accounts) accounts and one loopback source address per "
             + "20,000 streams; RSS from /proc before and with the streams open; then 200 single-op pushes a second for 10 s, each to "
             + "a random stream's suite, timed from just before the push is sent to the line of its event read"

@@ -1,8 +1,9 @@
 import Foundation
 import Glibc
+import ServerLaunching
 
-/// `groupdefaults-bench server --streams N[,N…]`: N open event streams on one embedded server,
-/// one suite each, spread over `accounts` accounts and several loopback source addresses, and a
+/// `groupdefaults-bench server --streams N[,N…]`: N open event streams on one server (embedded
+/// storage, or a throwaway PostgreSQL with `--only postgres`), one suite each, spread over `accounts` accounts and several loopback source addresses, and a
 /// steady rate of single-op pushes, each to a random stream's suite. The client is
 /// `Tools/bench-streams/load.py` (Python's asyncio, raw sockets: one process holds many
 /// thousands of connections in little memory); this side starts the server, makes the tokens,
@@ -15,6 +16,8 @@ struct StreamLoad {
     let serverExecutable: String
     let sandbox: Sandbox
     let streams: Int
+    /// The server's PostgreSQL, or nil for embedded storage in the sandbox.
+    var database: ThrowawayPostgres?
     var pushesPerSecond = 200
     var seconds = 10
 
@@ -45,7 +48,8 @@ struct StreamLoad {
         }
         // Each stream is a socket on both sides (the client and the server inherit this limit).
         try ProcessStats.raiseOpenFileLimit(atLeast: streams + 1_000)
-        let storage = ["--data-dir", try sandbox.makeDirectory("streams-\(streams)")]
+        let storage = try database.map { ["--postgres-url", $0.url] } ?? ["--data-dir", try sandbox.makeDirectory("streams-\(streams)")]
+        let backend = database == nil ? "embedded" : "PostgreSQL"
         var tokens: [String] = []
         for account in 0..<Self.accounts {
             tokens.append(try ServerProcess.createToken(executable: serverExecutable, storage: storage, account: "load-\(account)"))
@@ -87,7 +91,7 @@ struct StreamLoad {
         let label = "\(ServerFormat.count(Double(streams))) open event streams (\(measured.accounts) accounts)"
         return [
             ServerReport.Row(
-                backend: "embedded",
+                backend: backend,
                 measurement: "\(label): server RSS per stream",
                 value: measured.kibPerStream,
                 unit: "KiB",
@@ -100,7 +104,7 @@ struct StreamLoad {
                     + String(format: "%.3f", measured.idleServerCores) + " cores"
             ),
             ServerReport.Row(
-                backend: "embedded",
+                backend: backend,
                 measurement: "\(label): push → its stream's event, \(pushesPerSecond) pushes/s to random streams",
                 samples: measured.woken,
                 p50Ms: measured.wakeP50Ms,

@@ -385,17 +385,26 @@ extension StorageConformanceTests {
                 }
                 #expect(past < .seconds(60))
 
-                // A push to another suite or account does not end the wait; the timeout does.
+                // A push to another suite or account does not end the wait; the timeout does. Nor
+                // does a push to a name that is the same text in other bytes (KELVIN SIGN, é in NFD).
                 let timedOut = Task {
                     await clock.measure {
                         await storage.waitForChange(account: "alice", suite: "s", after: 1, timeout: .milliseconds(300))
                     }
                 }
+                let lookAlikes = Task {
+                    await clock.measure {
+                        await storage.waitForChange(account: "K", suite: "caf\u{E9}", after: 0, timeout: .milliseconds(300))
+                    }
+                }
                 try await push(storage, suite: "other", [op("a", .integer(1), hlc: 10)])
                 try await push(storage, account: "bob", [op("a", .integer(1), hlc: 10)])
-                let waited = await timedOut.value
-                #expect(waited >= .milliseconds(300))
-                #expect(waited < .seconds(60))
+                try await push(storage, account: "\u{212A}", suite: "caf\u{E9}", [op("a", .integer(1), hlc: 10)])
+                try await push(storage, account: "K", suite: "cafe\u{301}", [op("a", .integer(1), hlc: 10)])
+                for waited in [await timedOut.value, await lookAlikes.value] {
+                    #expect(waited >= .milliseconds(300))
+                    #expect(waited < .seconds(60))
+                }
                 #expect(try await storage.headRevision(account: "alice", suite: "s") == 1)
 
                 // Cancellation.

@@ -325,14 +325,14 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
         return waiters.watch(key, after: revision, registered: { id in self.wakeIfPassed(key, id: id, revision) }, wake: wake)
     }
 
-    /// Wakes the waiter `id` if the suite's head is already past `revision`: a waiter that has just
-    /// registered reads the head once, so that a push committed just before it is not missed.
+    /// Wakes the waiter `id` if the suite's head is already past `revision`, or cannot be read: a
+    /// waiter that has just registered reads the head once, so that a push committed just before it
+    /// is not missed.
     private func wakeIfPassed(_ key: ChangeWaiters.SuiteKey, id: UInt64, _ revision: UInt64) {
         let waiters = self.waiters
         Task {
-            if let head = try? await self.headRevision(account: key.account, suite: key.suite), head > revision {
-                waiters.resume(key, id: id)
-            }
+            let head = try? await self.headRevision(account: key.account, suite: key.suite)
+            if head.map({ $0 > revision }) ?? true { waiters.resume(key, id: id) }
         }
     }
 

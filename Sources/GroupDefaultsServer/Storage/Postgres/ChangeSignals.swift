@@ -43,6 +43,16 @@ final class ChangeSignals: Sendable {
     private struct State {
         var nextID = 0
         var waiters: [Int: Waiter] = [:]
+        /// The ids in `waiters` per suite, so that a suite's change finds its waiters without
+        /// looking at every other suite's (10,000 parked streams, each on a suite of its own).
+        var bySuite: [SuiteID: Set<Int>] = [:]
+
+        mutating func remove(_ id: Int) {
+            guard let waiter = waiters.removeValue(forKey: id) else { return }
+            if bySuite[waiter.suite]?.remove(id) != nil, bySuite[waiter.suite]?.isEmpty == true {
+                bySuite[waiter.suite] = nil
+            }
+        }
     }
 
     private let state = Mutex(State())
@@ -61,13 +71,14 @@ final class ChangeSignals: Sendable {
         state.withLock { state in
             state.nextID += 1
             state.waiters[state.nextID] = waiter
+            state.bySuite[waiter.suite, default: []].insert(state.nextID)
             return state.nextID
         }
     }
 
     /// Takes the registration out; a suspended `wait` has returned by then, a watch is not woken.
     func unregister(_ id: Int) {
-        state.withLock { _ = $0.waiters.removeValue(forKey: id) }
+        state.withLock { $0.remove(id) }
     }
 
     /// Suspends until the registration is woken (at once if it already was); nil when cancelled.
@@ -135,34 +146,34 @@ final class ChangeSignals: Sendable {
 
     /// Wakes every waiter of `suite`.
     func signal(_ suite: SuiteID, head: UInt64) {
-        wake(where: { $0 == suite }, with: .head(head))
+        wake({ $0.bySuite[suite].map(Array.init) ?? [] }, with: .head(head))
     }
 
     /// Wakes every waiter, of every suite.
     func signalAll() {
-        wake(where: { _ in true }, with: .recheck)
+        wake({ Array($0.waiters.keys) }, with: .recheck)
     }
 
-    private func wake(where matches: (SuiteID) -> Bool, with wake: ChangeWake) {
-        let woken = state.withLock { state in
-            state.waiters.compactMap { id, waiter in matches(waiter.suite) ? id : nil }.compactMap { Self.wake($0, in: &state, with: wake) }
-        }
+    private func wake(_ ids: (State) -> [Int], with wake: ChangeWake) {
+        let woken = state.withLock { state in ids(state).compactMap { Self.wake($0, in: &state, with: wake) } }
         for (onWake, wake) in woken { onWake(wake) }
     }
 
     /// Wakes the waiter `id` in `state`: returns its `onWake` and what to call it with, to be
     /// called outside the lock; or keeps the wake for its next `wait`.
     private static func wake(_ id: Int, in state: inout State, with wake: ChangeWake) -> (@Sendable (ChangeWake?) -> Void, ChangeWake)? {
-        guard var waiter = state.waiters[id] else { return nil }
+        guard let waiter = state.waiters[id] else { return nil }
         let combined = combine(waiter.wake, wake)
         guard let onWake = waiter.onWake else {
-            waiter.wake = combined
-            state.waiters[id] = waiter
+            state.waiters[id]!.wake = combined
             return nil
         }
-        waiter.onWake = nil
-        waiter.wake = nil
-        state.waiters[id] = waiter.isWatch ? nil : waiter
+        if waiter.isWatch {
+            state.remove(id)
+        } else {
+            state.waiters[id]!.onWake = nil
+            state.waiters[id]!.wake = nil
+        }
         return (onWake, combined)
     }
 

@@ -301,12 +301,14 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
             wake(self.waitsEnded.load(ordering: .acquiring) ? .ended : .changed)
         }
         // After registering: `endWaits` wakes it, or it is seen here; a push that committed before
-        // the watch was in the table is seen in the head.
+        // the watch was in the table is seen in the head, and a head that cannot be read wakes it
+        // too (its notification may have come before the watch, and the turn finds out).
         if waitsEnded.load(ordering: .acquiring) {
             signals.fire(id)
         } else {
             Task {
-                if let head = try? await self.headRevision(account: account, suite: suite), head > revision { signals.fire(id) }
+                let head = try? await self.headRevision(account: account, suite: suite)
+                if head.map({ $0 > revision }) ?? true { signals.fire(id) }
             }
         }
         return ChangeWatch { signals.unregister(id) }
