@@ -7,10 +7,13 @@ ephemeral ports), then pushes one op at a time, RATE per second for SECONDS, eac
 stream's suite, and times push sent -> that stream has the event. Prints one JSON object:
 
   streams, accounts, sources, open_seconds, rss_before_kib, rss_open_kib, kib_per_stream,
-  pushes, woken, missed, wake_p50_ms, wake_p99_ms, server_cpu_seconds, server_cores,
-  idle_wakeups (events and heartbeats the streams got while nothing was pushed, per stream)
+  idle_seconds, idle_events (events and heartbeats the streams got while nothing was pushed),
+  idle_server_cores, idle_postgres_cores, pushes, woken, missed, wake_p50_ms, wake_p99_ms,
+  server_cpu_seconds, server_cores, postgres_cores
 
-The server's RSS and CPU are read from /proc/PID (--server-pid). Written with asyncio alone (no
+The server's RSS and CPU are read from /proc/PID (--server-pid); with --postgres-pid, the CPU of
+that postmaster and its backends too (null without). The idle window is one heartbeat period by
+default, so that every stream writes its heartbeat once in it. Written with asyncio alone (no
 package to install); used by `groupdefaults-bench server --streams N`.
 """
 
@@ -38,6 +41,28 @@ def cpu_seconds(pid):
         fields = stat.read().rsplit(")", 1)[1].split()
     # After "pid (comm)": state is field 3; utime and stime are fields 14 and 15.
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid):
+    """The CPU of `pid` and of its children (a postmaster's backends); None without a pid."""
+    if pid is None:
+        return None
+    total = cpu_seconds(pid)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a backend that ended meanwhile
+    return total
+
+
+def cores(before, after, seconds):
+    return None if before is None or after is None else (after - before) / seconds
 
 
 def percentile(sorted_values, p):
@@ -168,11 +193,12 @@ async def main():
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--server-pid", type=int, required=True)
+    parser.add_argument("--postgres-pid", type=int, help="the server's PostgreSQL postmaster, to read its CPU")
     parser.add_argument("--tokens", required=True, help="a file of tokens, one per line (one account each)")
     parser.add_argument("--streams", type=int, required=True)
     parser.add_argument("--rate", type=float, default=200, help="pushes per second")
     parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--idle-seconds", type=float, default=5)
+    parser.add_argument("--idle-seconds", type=float, default=15, help="the server's heartbeat period: each stream's heartbeat once")
     parser.add_argument("--sources", type=int, default=0, help="loopback source addresses (0: one per 20,000 streams)")
     arguments = parser.parse_args()
 
@@ -205,8 +231,10 @@ async def main():
     # Idle: what the open streams receive while nothing is pushed (heartbeats only, every 15 s).
     comments_before = sum(stream.comments for stream in streams)
     cpu_idle_before = cpu_seconds(arguments.server_pid)
+    postgres_idle_before = tree_cpu_seconds(arguments.postgres_pid)
     await asyncio.sleep(arguments.idle_seconds)
     idle_cpu = cpu_seconds(arguments.server_pid) - cpu_idle_before
+    idle_postgres_cores = cores(postgres_idle_before, tree_cpu_seconds(arguments.postgres_pid), arguments.idle_seconds)
     idle_events = sum(stream.comments + stream.arrivals for stream in streams) - comments_before
 
     # A steady rate of single-op pushes, each to a random stream's suite.
@@ -217,6 +245,7 @@ async def main():
     total = int(arguments.rate * arguments.seconds)
     rng = random.Random(7)
     cpu_before = cpu_seconds(arguments.server_pid)
+    postgres_before = tree_cpu_seconds(arguments.postgres_pid)
     push_started = time.monotonic()
     for number in range(total):
         delay = push_started + number / arguments.rate - time.monotonic()
@@ -231,6 +260,7 @@ async def main():
         await asyncio.sleep(0.05)
     elapsed = time.monotonic() - push_started
     server_cpu = cpu_seconds(arguments.server_pid) - cpu_before
+    postgres_cores = cores(postgres_before, tree_cpu_seconds(arguments.postgres_pid), elapsed)
     closed_early = len(closed)
     for stream in streams:
         if stream.writer:
@@ -251,6 +281,7 @@ async def main():
                 "idle_seconds": arguments.idle_seconds,
                 "idle_events": idle_events,
                 "idle_server_cores": idle_cpu / arguments.idle_seconds,
+                "idle_postgres_cores": idle_postgres_cores,
                 "pushes": total,
                 "push_errors": errors[:5],
                 "woken": len(latencies),
@@ -259,6 +290,7 @@ async def main():
                 "wake_p99_ms": percentile(latencies, 99) / 1e6 if latencies else None,
                 "server_cpu_seconds": server_cpu,
                 "server_cores": server_cpu / elapsed,
+                "postgres_cores": postgres_cores,
                 "closed_early": closed_early,
             }
         )

@@ -177,8 +177,9 @@ struct ServerBench {
     static let streamLoadMethod = [
         "open streams: groupdefaults-server (embedded storage; with --streams and --only postgres, a throwaway PostgreSQL) on loopback and Tools/bench-streams/load.py (asyncio, raw sockets) "
             + "holding N event streams, one suite each, over \(StreamLoad.accounts) accounts and one loopback source address per "
-            + "20,000 streams; RSS from /proc before and with the streams open; then 200 single-op pushes a second for 10 s, each to "
-            + "a random stream's suite, timed from just before the push is sent to the line of its event read"
+            + "20,000 streams; RSS from /proc before and with the streams open; idle for 15 s (one heartbeat each); then 200 "
+            + "single-op pushes a second for 10 s, each to a random stream's suite, timed from just before the push is sent to the "
+            + "line of its event read; CPU of the server (and of PostgreSQL's processes) from /proc"
     ]
 
     // MARK: Backends

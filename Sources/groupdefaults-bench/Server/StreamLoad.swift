@@ -33,6 +33,7 @@ struct StreamLoad {
         var idleSeconds: Double
         var idleEvents: Int
         var idleServerCores: Double
+        var idlePostgresCores: Double?
         var pushes: Int
         var pushErrors: [String]
         var woken: Int
@@ -40,6 +41,7 @@ struct StreamLoad {
         var wakeP50Ms: Double?
         var wakeP99Ms: Double?
         var serverCores: Double
+        var postgresCores: Double?
     }
 
     func run() throws -> [ServerReport.Row] {
@@ -68,12 +70,13 @@ struct StreamLoad {
         )
         let result: Spawn.Result
         do {
+            let postmaster = database?.postmaster.map { ["--postgres-pid", String($0)] } ?? []
             result = try Spawn.run(
                 "/usr/bin/python3",
                 [
                     Self.script, "--port", String(server.port), "--server-pid", String(server.pid), "--tokens", tokenFile,
                     "--streams", String(streams), "--rate", String(pushesPerSecond), "--seconds", String(seconds),
-                ],
+                ] + postmaster,
                 captureOutput: true
             )
             try server.stop()
@@ -102,6 +105,7 @@ struct StreamLoad {
                 detail: "opened in \(String(format: "%.1f", measured.openSeconds)) s from \(measured.sources) loopback address(es); "
                     + "idle for \(Int(measured.idleSeconds)) s: \(measured.idleEvents) events or heartbeats in all, server "
                     + String(format: "%.3f", measured.idleServerCores) + " cores"
+                    + (measured.idlePostgresCores.map { ", PostgreSQL " + String(format: "%.3f", $0) + " cores" } ?? "")
             ),
             ServerReport.Row(
                 backend: backend,
@@ -113,7 +117,8 @@ struct StreamLoad {
                 target: "p99 ≤ 50 ms",
                 met: (measured.wakeP99Ms ?? .infinity) <= 50 && measured.missed == 0,
                 detail: "\(measured.pushes) pushes, \(measured.missed) not seen within 5 s; server "
-                    + String(format: "%.2f", measured.serverCores) + " cores while pushed"
+                    + String(format: "%.2f", measured.serverCores) + " cores"
+                    + (measured.postgresCores.map { ", PostgreSQL " + String(format: "%.2f", $0) + " cores" } ?? "") + " while pushed"
             ),
         ]
     }
