@@ -31,8 +31,8 @@ struct ServerBench {
               --quick   short runs and few samples (a smoke test; figures are rough)
               --only    one backend only
               --streams only the open-streams load (Tools/bench-streams/load.py) with N streams each time,
-                        e.g. --streams 1000,10000,100000 (the whole run does 10,000, embedded; --quick 1,000);
-                        on both backends unless --only says one
+                        e.g. --streams 1000,10000,100000 (the whole run does 10,000; --quick 1,000), on both
+                        backends unless --only names one
             """
 
         init(parsing arguments: [String]) throws {
@@ -119,14 +119,7 @@ struct ServerBench {
         }
         if let counts = options.streamCounts {
             var report = ServerReport(method: Self.streamLoadMethod)
-            for backend in ["embedded", "postgres"] where options.backends.contains(backend) {
-                for count in counts {
-                    // A database of its own for each count, as the embedded store has a directory of its own.
-                    let database = backend == "postgres" ? try ThrowawayPostgres(tool: postgresTool) : nil
-                    defer { try? database?.stop() }
-                    report.rows += try StreamLoad(serverExecutable: serverExecutable, sandbox: sandbox, streams: count, database: database).run()
-                }
-            }
+            report.rows += try streamLoads(counts: counts)
             return report
         }
         try ProcessStats.raiseOpenFileLimit(atLeast: 2 * plan.streams + 500)
@@ -161,10 +154,8 @@ struct ServerBench {
         do {
             if options.backends.contains("embedded") { report.rows += try await embedded(http) }
             if options.backends.contains("postgres") { report.rows += try await postgres(http) }
-            if options.backends.contains("embedded") {
-                report.method += Self.streamLoadMethod
-                report.rows += try StreamLoad(serverExecutable: serverExecutable, sandbox: sandbox, streams: options.quick ? 1_000 : 10_000).run()
-            }
+            report.method += Self.streamLoadMethod
+            report.rows += try streamLoads(counts: [options.quick ? 1_000 : 10_000])
             try await http.shutdown()
         } catch {
             try? await http.shutdown()
@@ -173,9 +164,23 @@ struct ServerBench {
         return report
     }
 
+    /// The open-streams rows: each count on each backend measured, the server alone (a throwaway
+    /// PostgreSQL of its own for each count, as the embedded store has a directory of its own).
+    private func streamLoads(counts: [Int]) throws -> [ServerReport.Row] {
+        var rows: [ServerReport.Row] = []
+        for backend in ["embedded", "postgres"] where options.backends.contains(backend) {
+            for count in counts {
+                let database = backend == "postgres" ? try ThrowawayPostgres(tool: postgresTool) : nil
+                defer { try? database?.stop() }
+                rows += try StreamLoad(serverExecutable: serverExecutable, sandbox: sandbox, streams: count, database: database).run()
+            }
+        }
+        return rows
+    }
+
     /// How the open-streams rows are made.
     static let streamLoadMethod = [
-        "open streams: groupdefaults-server (embedded storage; with --streams and --only postgres, a throwaway PostgreSQL) on loopback and Tools/bench-streams/load.py (asyncio, raw sockets) "
+        "open streams: groupdefaults-server alone on loopback (embedded storage, then a throwaway PostgreSQL) and Tools/bench-streams/load.py (asyncio, raw sockets) "
             + "holding N event streams, one suite each, over \(StreamLoad.accounts) accounts and one loopback source address per "
             + "20,000 streams; RSS from /proc before and with the streams open; idle for 15 s (one heartbeat each); then 200 "
             + "single-op pushes a second for 10 s, each to a random stream's suite, timed from just before the push is sent to the "
