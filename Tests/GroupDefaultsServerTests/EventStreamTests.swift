@@ -118,6 +118,26 @@ struct EventStreamTests {
         #expect(!exit.bySignal && exit.status == 0)
     }
 
+    @Test(
+        "a suite reset by a command beside the running embedded server reaches a held stream within a heartbeat (no notification crosses processes there)"
+    )
+    func resetBesideTheServerReachesHeldStream() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try await ServerProcess(dataDirectory: directory, extraArguments: ["--heartbeat", "1"])
+        let token = try await createToken(directory)
+        let url = "http://127.0.0.1:\(server.port)/v1/suites/group.s/events"
+        try await push(server.port, token, [API.set("sound", "ring.caf")])
+        let held = try Curl(["-H", "Authorization: Bearer \(token)", "-H", "Last-Event-ID: 1", url])
+        #expect(await held.nextComment(), "the stream is open and parked")
+        #expect(try await openStreams("http://127.0.0.1:\(server.port)", held: true, becomes: 1))
+        let reset = try await ServerTool.run(["suites", "reset", "--account", "alice", "--suite", "group.s", "--yes", "--data-dir", directory])
+        #expect(reset.status == 0, "\(reset.stderr)")
+        #expect(await held.events(1, timeout: .seconds(10)).map(\.event) == ["suite_reset"])
+        server.signal(SIGTERM)
+        _ = await server.waitForExit()
+    }
+
     @Test("SIGTERM while streams held by their connections are catching up: each ends cleanly before the server exits 0")
     func shutdownWaitsForHeldStreams() async throws {
         let directory = temporaryDirectory()

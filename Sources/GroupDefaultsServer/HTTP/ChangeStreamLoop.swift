@@ -23,10 +23,11 @@ struct ChangeStreamLoop: Sendable {
     /// How long a client waits before it reconnects, in milliseconds.
     let retryMilliseconds: Int
     /// One turn's work: what to write of the changes after `since`. Runs in a child task. A
-    /// `quiet` turn is a parked stream's heartbeat (`ParkedEventStream`): nothing woke the stream
-    /// since it parked after `since`, and its watch stays in place, so the turn need not read the
-    /// changes; it checks what no change signals (the token, the member's access, a key rotation
-    /// due) and writes what it found, or nothing (then the heartbeat is written).
+    /// `quiet` turn is a parked stream's heartbeat on a store whose watches hear every writer
+    /// (`ParkedEventStream`): nothing woke the stream since it parked after `since`, and its watch
+    /// stays in place, so the turn need not read the changes; it checks what no change signals (the
+    /// token, the member's access, a key rotation due) and writes what it found, or nothing (then
+    /// the heartbeat is written).
     let turn: @Sendable (_ since: UInt64, _ quiet: Bool) async throws -> StreamTurn
 
     /// Writes the stream from after revision `start` until a turn ends it, the wait is ended, or

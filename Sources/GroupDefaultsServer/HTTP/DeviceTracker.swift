@@ -27,6 +27,9 @@ package final class DeviceTracker: Sendable {
         var flushScheduled = false
         /// After `close`, sightings are not recorded: storage is closing.
         var closed = false
+        /// Writes under way (a first sighting's, or a flush), and who waits for them all to end.
+        var writing = 0
+        var drained: [CheckedContinuation<Void, Never>] = []
     }
 
     static let maximumDevicesPerToken = 1_000
@@ -71,6 +74,7 @@ package final class DeviceTracker: Sendable {
                 state.devicesPerToken[token.id, default: 0] += 1
             }
             state.recorded[identity, default: []].insert(suite.exact)
+            state.writing += 1
             return .write
         }
         switch next {
@@ -81,6 +85,7 @@ package final class DeviceTracker: Sendable {
                 state.withLock { _ = $0.recorded[identity]?.remove(suite.exact) }  // written by the next request instead
                 logger.warning("recording device \(sighting.id) failed: \(error)")
             }
+            wrote()
         case .scheduleFlush:
             let interval = self.interval
             Task {
@@ -92,11 +97,20 @@ package final class DeviceTracker: Sendable {
         }
     }
 
-    /// Writes the sightings not written yet, and records none after: the server has stopped, and
-    /// storage closes next.
+    /// Writes the sightings not written yet, records none after, and returns once every write
+    /// under way has ended: the server has stopped, and storage closes next. A storage that fails
+    /// meanwhile ends the writes at its first failure (one line says how many were not written),
+    /// so that an unreachable database holds shutdown up for one storage timeout, not one each.
     func close() async {
         state.withLock { $0.closed = true }
         await flush()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let drained = state.withLock { state in
+                if state.writing > 0 { state.drained.append(continuation) }
+                return state.writing == 0
+            }
+            if drained { continuation.resume() }
+        }
     }
 
     /// Writes the sightings merged since the last write.
@@ -106,16 +120,33 @@ package final class DeviceTracker: Sendable {
                 state.pending = [:]
                 state.flushScheduled = false
             }
+            state.writing += 1
             return Array(state.pending.values)
         }
-        for sighting in pending {
+        defer { wrote() }
+        for (index, sighting) in pending.enumerated() {
             do {
                 // `recordDevice` writes nothing for a token that is gone (its own transaction checks).
                 try await storage.recordDevice(sighting)
             } catch {
+                guard !state.withLock({ $0.closed }) else {
+                    logger.warning("\(pending.count - index) device sightings not written as the server stops: \(error)")
+                    return
+                }
                 // Superseded by the device's next sighting.
                 logger.warning("recording device \(sighting.id) failed: \(error)")
             }
         }
+    }
+
+    /// A write (`seen`'s, or a flush) has ended; at the last, whoever waits in `close` goes on.
+    private func wrote() {
+        let drained = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.writing -= 1
+            guard state.writing == 0 else { return [] }
+            defer { state.drained = [] }
+            return state.drained
+        }
+        for continuation in drained { continuation.resume() }
     }
 }

@@ -11,9 +11,11 @@ import NIOHTTPTypes
 /// stream runs its loop's turns (`ChangeStreamLoop`: the same turn, rules and heartbeat as a stream
 /// that a request's task runs) with no task between them: a parked stream is this handler, a watch
 /// on the suite's head (`SyncStore.watchForChange`) and a timer on the connection's event loop for
-/// the heartbeat; each turn runs in a short task that ends with it. The heartbeat's turn is a quiet
-/// one: the watch stays in place, so it reads no changes (on PostgreSQL, a stream's idle turns
-/// cost a query each, not three); a wake during it is acted on after it.
+/// the heartbeat; each turn runs in a short task that ends with it. On a store whose watches hear
+/// every writer (PostgreSQL), the heartbeat's turn is a quiet one: the watch stays in place, so it
+/// reads no changes (a stream's idle turns cost a query each, not three); a wake during it is
+/// acted on after it. On the embedded store the heartbeat's turn reads the changes, which finds
+/// what a command run beside the server wrote.
 ///
 /// Hummingbird's request metrics count such a stream's request until its answer starts;
 /// `groupdefaults_event_streams_open` and `groupdefaults_event_streams_held` count it until it ends.
@@ -204,7 +206,8 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
     private func scheduleHeartbeat(park number: Int) {
         guard let stream, let context else { return }
         heartbeatTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: lastWrite + TimeAmount(stream.loop.heartbeat)) { [self] in
-            guard state == .parked, number == parkNumber else { return }
+            guard state == .parked, number == parkNumber, let stream = self.stream else { return }
+            guard stream.loop.storage.watchesHearEveryWriter else { return woke(.changed, park: number) }  // a full turn
             heartbeatTimer = nil
             state = .turning
             turn(quiet: true)

@@ -53,6 +53,13 @@ package protocol SyncStore: Sendable {
         wake: @escaping @Sendable (ChangeWatch.Wake) -> Void
     ) -> ChangeWatch
 
+    /// Whether every change a stream's turn would find wakes the watches (`watchForChange`) of this
+    /// instance, whichever process made it. Then a parked stream's heartbeat need not read the
+    /// changes (its quiet turn, `ParkedEventStream`). PostgreSQL: yes, every writer notifies every
+    /// instance. The embedded store: no, its waiters hear only this process's writes, and a command
+    /// run beside the server (`suites reset`, `suites repair-clock`) is found by the next full turn.
+    var watchesHearEveryWriter: Bool { get }
+
     /// Wakes every `waitForChange` now, and makes later ones return at once (graceful shutdown:
     /// event streams and long-polls end instead of waiting out their time).
     func endWaits()

@@ -336,6 +336,9 @@ package final class LMDBSyncStorage: ServerStorage, SyncStore {
         }
     }
 
+    /// No: another process (a command beside the server) writes without waking this one's waiters.
+    package var watchesHearEveryWriter: Bool { false }
+
     package func endWaits() {
         waiters.endAll()
     }

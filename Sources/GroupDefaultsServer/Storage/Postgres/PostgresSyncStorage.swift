@@ -314,6 +314,10 @@ package final class PostgresSyncStorage: ServerStorage, SyncStore {
         return ChangeWatch { signals.unregister(id) }
     }
 
+    /// Yes: pushes, resets, removals and deletions notify every instance (`pg_notify`), and a
+    /// listener that reconnects wakes every watch.
+    package var watchesHearEveryWriter: Bool { true }
+
     package func endWaits() {
         waitsEnded.store(true, ordering: .releasing)
         signals.signalAll()
