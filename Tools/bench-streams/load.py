@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Many open event streams on one groupdefaults-server, and a steady rate of pushes over them.
 
-Opens STREAMS event streams (GET /v1/suites/SUITE/events), one suite each, spread over the tokens
+Opens STREAMS event streams (GET /v1/suites/SUITE/events), one suite and device id each (the server
+records each device, and its sighting at each heartbeat, as a syncing device's), spread over the tokens
 of TOKENS (one account each) and over several loopback source addresses (each has its own ~28,000
 ephemeral ports), then pushes one op at a time, RATE per second for SECONDS, each to a random
 stream's suite, and times push sent -> that stream has the event. Prints one JSON object:
@@ -98,7 +99,7 @@ async def hold(stream, host, port, source, latencies, closed):
     writer.write(
         (
             f"GET /v1/suites/{stream.suite}/events HTTP/1.1\r\nHost: {host}:{port}\r\n"
-            f"Authorization: Bearer {stream.token}\r\nAccept: text/event-stream\r\n\r\n"
+            f"Authorization: Bearer {stream.token}\r\nDevice-ID: {stream.index + 1}\r\nAccept: text/event-stream\r\n\r\n"
         ).encode()
     )
     try:

@@ -7,8 +7,9 @@ import Synchronization
 /// `device_id`, else the `Device-ID` header) this instance has not yet recorded for its suite is
 /// written to storage before it is answered; later sightings of the device (each request, and
 /// each turn of an open event stream, at least every heartbeat) are merged in memory and written
-/// together at most once per `interval`, so that a device's requests cost storage one small write
-/// a second at most and a device list is at most `interval` behind. Requests that name no device
+/// together at most once per `interval`, every device's in one write, so that the devices'
+/// requests and open streams cost storage one write a second at most and a device list is at most
+/// `interval` behind. Requests that name no device
 /// are not recorded, nor new devices of a token that already has `maximumDevicesPerToken` (a
 /// client chooses its device id: this bounds what one token can make the server keep).
 ///
@@ -98,9 +99,8 @@ package final class DeviceTracker: Sendable {
     }
 
     /// Writes the sightings not written yet, records none after, and returns once every write
-    /// under way has ended: the server has stopped, and storage closes next. A storage that fails
-    /// meanwhile ends the writes at its first failure (one line says how many were not written),
-    /// so that an unreachable database holds shutdown up for one storage timeout, not one each.
+    /// under way has ended: the server has stopped, and storage closes next. An unreachable
+    /// database holds shutdown up for one storage timeout (a flush is one write).
     func close() async {
         state.withLock { $0.closed = true }
         await flush()
@@ -124,18 +124,14 @@ package final class DeviceTracker: Sendable {
             return Array(state.pending.values)
         }
         defer { wrote() }
-        for (index, sighting) in pending.enumerated() {
-            do {
-                // `recordDevice` writes nothing for a token that is gone (its own transaction checks).
-                try await storage.recordDevice(sighting)
-            } catch {
-                guard !state.withLock({ $0.closed }) else {
-                    logger.warning("\(pending.count - index) device sightings not written as the server stops: \(error)")
-                    return
-                }
-                // Superseded by the device's next sighting.
-                logger.warning("recording device \(sighting.id) failed: \(error)")
-            }
+        guard !pending.isEmpty else { return }
+        do {
+            // All in one write (one commit, one statement). `recordDevices` writes nothing for a
+            // token that is gone (its own transaction checks).
+            try await storage.recordDevices(pending)
+        } catch {
+            // Superseded by each device's next sighting.
+            logger.warning("recording \(pending.count) device sightings failed: \(error)")
         }
     }
 

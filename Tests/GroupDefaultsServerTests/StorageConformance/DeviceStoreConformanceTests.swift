@@ -70,6 +70,64 @@ extension StorageConformanceTests {
         }
 
         @Test(
+            "sightings written together are each merged as if written alone; one of a token that is gone, or under a look-alike account, is left out",
+            arguments: StorageBackend.allCases
+        )
+        func batch(backend: StorageBackend) async throws {
+            try await backend.withStorage { storage in
+                let alice = Tokens.make(account: "alice", suitePatterns: ["*"], readOnly: false, device: "phone", expires: nil).stored
+                let kim = Tokens.make(account: "Kim", suitePatterns: ["*"], readOnly: false, device: nil, expires: nil).stored
+                let gone = Tokens.make(account: "carol", suitePatterns: ["*"], readOnly: false, device: nil, expires: nil).stored
+                for token in [alice, kim, gone] { try await storage.createToken(token) }
+                #expect(try await storage.deleteAccount("carol", audit: nil))
+                func sighting(
+                    _ token: StoredToken,
+                    account: String? = nil,
+                    device: UInt64,
+                    at time: UInt64,
+                    push: Bool = false,
+                    suite: String
+                ) -> StoredDevice {
+                    StoredDevice(
+                        account: account ?? token.account,
+                        tokenID: token.id,
+                        name: token.device,
+                        deviceID: device,
+                        firstSeen: time,
+                        lastSeen: time,
+                        lastPush: push ? time : nil,
+                        suites: [suite]
+                    )
+                }
+                try await storage.recordDevice(sighting(alice, device: 1, at: 1000, suite: "a"))
+                try await storage.recordDevices([
+                    sighting(alice, device: 1, at: 3000, push: true, suite: "b"),
+                    sighting(alice, device: UInt64.max, at: 2000, suite: "caf\u{E9}"),
+                    sighting(kim, device: 7, at: 2500, suite: "a"),
+                    sighting(kim, account: "\u{212A}im", device: 8, at: 2500, suite: "a"),  // KELVIN SIGN: not Kim's token
+                    sighting(gone, device: 9, at: 2500, suite: "a"),
+                ])
+                let devices = try await storage.devices(account: nil)
+                #expect(devices.map(\.deviceID) == [1, 7, UInt64.max], "most recently seen first")
+                #expect(
+                    devices.first
+                        == StoredDevice(
+                            account: "alice",
+                            tokenID: alice.id,
+                            name: "phone",
+                            deviceID: 1,
+                            firstSeen: 1000,
+                            lastSeen: 3000,
+                            lastPush: 3000,
+                            suites: ["a", "b"]
+                        )
+                )
+                #expect(devices.last?.suites == ["caf\u{E9}"] && devices.last?.suites.first?.utf8.count == 5, "names keep their bytes")
+                #expect(devices[1].account == "Kim" && devices[1].account.utf8.first == UInt8(ascii: "K"))
+            }
+        }
+
+        @Test(
             "a sighting flushed after its account was deleted, or under another account's name, is not recorded: no device is listed whose token is gone (long-run postgres seed 4106)",
             arguments: StorageBackend.allCases
         )

@@ -4,25 +4,28 @@ import GroupDefaultsWire
 
 // Devices: one record per (token, device id), sightings merged into it.
 extension LMDBSyncStorage: DeviceStore {
-    package func recordDevice(_ sighting: StoredDevice) async throws {
+    package func recordDevices(_ sightings: [StoredDevice]) async throws {
+        guard !sightings.isEmpty else { return }
         let environment = self.environment
         try await onWriteQueue {
             // Flushed like every commit of the store: a commit left in the page cache can reach the
             // disk meta page first, and a power cut then damages the whole store, not only this
             // record (Tools/powercut-sim --server found it). `DeviceTracker` writes at most once a
-            // second, so the flush costs little.
+            // second, every sighting merged since in this one commit, so the flush costs little.
             try environment.writeTransaction(sync: true) { txn in
-                // A sighting flushed after its account was deleted (or made again) is not written:
-                // its device would be listed with a token that is gone, and could not be revoked.
-                guard let json = try Self.get(txn, DB.tokens, Array(sighting.tokenID.utf8)),
-                    try JSONDecoder().decode(StoredToken.self, from: Data(json)).account.isSameName(as: sighting.account)
-                else { return }
-                let key = LMDBKeys.device(sighting.identity)
-                var device = sighting
-                if let stored = try Self.get(txn, DB.devices, key) {
-                    device = try JSONDecoder().decode(StoredDevice.self, from: Data(stored)).merged(with: sighting)
+                for sighting in sightings {
+                    // A sighting flushed after its account was deleted (or made again) is not written:
+                    // its device would be listed with a token that is gone, and could not be revoked.
+                    guard let json = try Self.get(txn, DB.tokens, Array(sighting.tokenID.utf8)),
+                        try JSONDecoder().decode(StoredToken.self, from: Data(json)).account.isSameName(as: sighting.account)
+                    else { continue }
+                    let key = LMDBKeys.device(sighting.identity)
+                    var device = sighting
+                    if let stored = try Self.get(txn, DB.devices, key) {
+                        device = try JSONDecoder().decode(StoredDevice.self, from: Data(stored)).merged(with: sighting)
+                    }
+                    try Self.put(txn, DB.devices, key, Array(try JSONEncoder().encode(device)))
                 }
-                try Self.put(txn, DB.devices, key, Array(try JSONEncoder().encode(device)))
             }
         }
     }

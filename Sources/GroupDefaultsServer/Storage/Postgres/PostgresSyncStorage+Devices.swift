@@ -5,9 +5,11 @@ import PostgresNIO
 
 // Devices: one record per (token, device id), sightings merged into it.
 extension PostgresSyncStorage: DeviceStore {
-    package func recordDevice(_ sighting: StoredDevice) async throws {
-        let lastPush = sighting.lastPush.map(Self.date)
-        try await bounded("recording a device") { storage in
+    package func recordDevices(_ sightings: [StoredDevice]) async throws {
+        guard !sightings.isEmpty else { return }
+        // Every sighting in one statement, as rows of one JSON array (names keep their bytes).
+        let rows = String(decoding: try JSONEncoder().encode(sightings.map(SightingRow.init)), as: UTF8.self)
+        try await bounded("recording devices") { storage in
             // The merge rule of `StoredDevice.merged(with:)`, in SQL (GREATEST and LEAST skip NULLs).
             // A sighting flushed after its account was deleted (or made again) is not written: its
             // device would be listed with a token that is gone, and could not be revoked. The token's
@@ -15,10 +17,12 @@ extension PostgresSyncStorage: DeviceStore {
             try await storage.client.query(
                 """
                 INSERT INTO devices (id, account, token_id, name, device_id, first_seen, last_seen, last_push, suites)
-                SELECT \(sighting.id), \(sighting.account), \(sighting.tokenID), \(sighting.name),
-                        \(String(sighting.deviceID))::numeric, \(Self.date(sighting.firstSeen)), \(Self.date(sighting.lastSeen)),
-                        \(lastPush), \(sighting.suites)::text[]
-                WHERE EXISTS (SELECT 1 FROM tokens WHERE id = \(sighting.tokenID) AND account = \(sighting.account) FOR KEY SHARE)
+                SELECT s.id, s.account, s.token_id, s.name, s.device_id::numeric, to_timestamp(s.first_seen / 1000.0),
+                        to_timestamp(s.last_seen / 1000.0), to_timestamp(s.last_push / 1000.0),
+                        ARRAY(SELECT json_array_elements_text(s.suites))
+                FROM json_to_recordset(\(rows)::json) AS s(id text, account text, token_id text, name text, device_id text,
+                        first_seen bigint, last_seen bigint, last_push bigint, suites json)
+                WHERE EXISTS (SELECT 1 FROM tokens WHERE id = s.token_id AND account = s.account FOR KEY SHARE)
                 ON CONFLICT (account, token_id, device_id) DO UPDATE SET
                     name = COALESCE(excluded.name, devices.name),
                     first_seen = LEAST(devices.first_seen, excluded.first_seen),
@@ -66,7 +70,39 @@ extension PostgresSyncStorage: DeviceStore {
         }
     }
 
-    private static func date(_ milliseconds: UInt64) -> Date {
-        Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+}
+
+/// A sighting as a row of `recordDevices`'s JSON (`json_to_recordset`): times in milliseconds, the
+/// device id as text (a `UInt64` can pass `bigint`'s range).
+private struct SightingRow: Encodable {
+    let id: String
+    let account: String
+    let tokenID: String
+    let name: String?
+    let deviceID: String
+    let firstSeen: UInt64
+    let lastSeen: UInt64
+    let lastPush: UInt64?
+    let suites: [String]
+
+    init(_ sighting: StoredDevice) {
+        id = sighting.id
+        account = sighting.account
+        tokenID = sighting.tokenID
+        name = sighting.name
+        deviceID = String(sighting.deviceID)
+        firstSeen = sighting.firstSeen
+        lastSeen = sighting.lastSeen
+        lastPush = sighting.lastPush
+        suites = sighting.suites
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, account, name, suites
+        case tokenID = "token_id"
+        case deviceID = "device_id"
+        case firstSeen = "first_seen"
+        case lastSeen = "last_seen"
+        case lastPush = "last_push"
     }
 }
