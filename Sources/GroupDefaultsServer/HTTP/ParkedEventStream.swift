@@ -202,7 +202,8 @@ final class ParkedEventStream: ChannelDuplexHandler, RemovableChannelHandler {
         scheduleHeartbeat(park: number)
     }
 
-    /// The quiet turn at the heartbeat's time, the watch left in place.
+    /// The heartbeat's turn at its time: a quiet one, the watch left in place, where watches hear
+    /// every writer (`SyncStore.watchesHearEveryWriter`); else a full one, as a change's.
     private func scheduleHeartbeat(park number: Int) {
         guard let stream, let context else { return }
         heartbeatTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: lastWrite + TimeAmount(stream.loop.heartbeat)) { [self] in
