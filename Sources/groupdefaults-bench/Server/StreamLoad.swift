@@ -3,11 +3,11 @@ import Glibc
 import ServerLaunching
 
 /// `groupdefaults-bench server --streams N[,N…]`: N open event streams on one server (embedded
-/// storage, or a throwaway PostgreSQL with `--only postgres`), one suite each, spread over `accounts` accounts and several loopback source addresses, and a
-/// steady rate of single-op pushes, each to a random stream's suite. The client is
-/// `Tools/bench-streams/load.py` (Python's asyncio, raw sockets: one process holds many
-/// thousands of connections in little memory); this side starts the server, makes the tokens,
-/// runs the client and turns what it prints into rows.
+/// storage, or a throwaway PostgreSQL: `database`), one suite and device id each, spread over
+/// `accounts` accounts and several loopback source addresses, and a steady rate of single-op
+/// pushes, each to a random stream's suite. The client is `Tools/bench-streams/load.py` (Python's
+/// asyncio, raw sockets: one process holds many thousands of connections in little memory); this
+/// side starts the server, makes the tokens, runs the client and turns what it prints into rows.
 struct StreamLoad {
     /// Accounts the streams are spread over, each with one token.
     static let accounts = 50

@@ -8,6 +8,29 @@ extension StorageConformanceTests {
     /// `DeviceStore` (devices), over every backend.
     @Suite("DeviceStore")
     struct DeviceStoreConformance: StorageConformance {
+        /// A sighting of `device` with `token` at `time`, under the token's account and device name
+        /// (`account` names another; `named: false` leaves the name out).
+        func sighting(
+            _ token: StoredToken,
+            account: String? = nil,
+            named: Bool = true,
+            device: UInt64,
+            at time: UInt64,
+            push: Bool = false,
+            suite: String = "a"
+        ) -> StoredDevice {
+            StoredDevice(
+                account: account ?? token.account,
+                tokenID: token.id,
+                name: named ? token.device : nil,
+                deviceID: device,
+                firstSeen: time,
+                lastSeen: time,
+                lastPush: push ? time : nil,
+                suites: [suite]
+            )
+        }
+
         @Test(
             "devices: sightings merge (first seen, last seen, last push, suites, name); listed per account, most recent first",
             arguments: StorageBackend.allCases
@@ -18,31 +41,11 @@ extension StorageConformanceTests {
                 let t2 = Tokens.make(account: "bob", suitePatterns: ["*"], readOnly: false, device: "tablet", expires: nil).stored
                 try await storage.createToken(t1)
                 try await storage.createToken(t2)
-                func sighting(
-                    account: String = "alice",
-                    token: String = t1.id,
-                    name: String? = "phone",
-                    device: UInt64 = 1,
-                    at time: UInt64,
-                    push: Bool = false,
-                    suite: String = "a"
-                ) -> StoredDevice {
-                    StoredDevice(
-                        account: account,
-                        tokenID: token,
-                        name: name,
-                        deviceID: device,
-                        firstSeen: time,
-                        lastSeen: time,
-                        lastPush: push ? time : nil,
-                        suites: [suite]
-                    )
-                }
-                try await storage.recordDevice(sighting(at: 2000, suite: "b"))
-                try await storage.recordDevice(sighting(at: 1000, push: true, suite: "a"))  // arrives late: merged, not replacing
-                try await storage.recordDevice(sighting(at: 3000))
-                try await storage.recordDevice(sighting(name: nil, device: UInt64.max, at: 4000))  // another device, same token
-                try await storage.recordDevice(sighting(account: "bob", token: t2.id, name: "tablet", at: 5000, push: true))
+                try await storage.recordDevice(sighting(t1, device: 1, at: 2000, suite: "b"))
+                try await storage.recordDevice(sighting(t1, device: 1, at: 1000, push: true, suite: "a"))  // arrives late: merged, not replacing
+                try await storage.recordDevice(sighting(t1, device: 1, at: 3000))
+                try await storage.recordDevice(sighting(t1, named: false, device: UInt64.max, at: 4000))  // another device, same token
+                try await storage.recordDevice(sighting(t2, device: 1, at: 5000, push: true))
 
                 let alice = try await storage.devices(account: "alice")
                 #expect(alice.map(\.deviceID) == [UInt64.max, 1], "most recently seen first")
@@ -80,25 +83,6 @@ extension StorageConformanceTests {
                 let gone = Tokens.make(account: "carol", suitePatterns: ["*"], readOnly: false, device: nil, expires: nil).stored
                 for token in [alice, kim, gone] { try await storage.createToken(token) }
                 #expect(try await storage.deleteAccount("carol", audit: nil))
-                func sighting(
-                    _ token: StoredToken,
-                    account: String? = nil,
-                    device: UInt64,
-                    at time: UInt64,
-                    push: Bool = false,
-                    suite: String
-                ) -> StoredDevice {
-                    StoredDevice(
-                        account: account ?? token.account,
-                        tokenID: token.id,
-                        name: token.device,
-                        deviceID: device,
-                        firstSeen: time,
-                        lastSeen: time,
-                        lastPush: push ? time : nil,
-                        suites: [suite]
-                    )
-                }
                 try await storage.recordDevice(sighting(alice, device: 1, at: 1000, suite: "a"))
                 try await storage.recordDevices([
                     sighting(alice, device: 1, at: 3000, push: true, suite: "b"),
@@ -135,27 +119,15 @@ extension StorageConformanceTests {
             try await backend.withStorage { storage in
                 let old = Tokens.make(account: "Kim", suitePatterns: ["*"], readOnly: false, device: "d3", expires: nil).stored
                 try await storage.createToken(old)
-                func sighting(_ account: String, _ token: StoredToken) -> StoredDevice {
-                    StoredDevice(
-                        account: account,
-                        tokenID: token.id,
-                        name: token.device,
-                        deviceID: 3,
-                        firstSeen: 1000,
-                        lastSeen: 1000,
-                        lastPush: nil,
-                        suites: ["a"]
-                    )
-                }
                 #expect(try await storage.deleteAccount("Kim", audit: nil))
                 // The name made again: a new token; the old token's sighting arrives late.
                 let new = Tokens.make(account: "Kim", suitePatterns: ["*"], readOnly: false, device: "d3", expires: nil).stored
                 try await storage.createToken(new)
-                try await storage.recordDevice(sighting("Kim", old))
+                try await storage.recordDevice(sighting(old, device: 3, at: 1000))
                 // A look-alike name (KELVIN SIGN) is another account: the token is not its.
-                try await storage.recordDevice(sighting("\u{212A}im", new))
+                try await storage.recordDevice(sighting(new, account: "\u{212A}im", device: 3, at: 1000))
                 #expect(try await storage.devices(account: nil).isEmpty)
-                try await storage.recordDevice(sighting("Kim", new))
+                try await storage.recordDevice(sighting(new, device: 3, at: 1000))
                 let listed = try await storage.devices(account: nil)
                 #expect(listed.map(\.tokenID) == [new.id])
                 // Every listed device can be revoked.

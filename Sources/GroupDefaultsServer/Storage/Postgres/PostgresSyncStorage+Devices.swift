@@ -69,7 +69,6 @@ extension PostgresSyncStorage: DeviceStore {
             return devices
         }
     }
-
 }
 
 /// A sighting as a row of `recordDevices`'s JSON (`json_to_recordset`): times in milliseconds, the
