@@ -13,16 +13,16 @@ extension LMDBSyncStorage: DeviceStore {
             // record (Tools/powercut-sim --server found it). `DeviceTracker` writes at most once a
             // second, every sighting merged since in this one commit, so the flush costs little.
             try environment.writeTransaction(sync: true) { txn in
-                var accounts: [String: String?] = [:]  // each token's account (nil: gone), read once per write
+                var accounts: [ExactName: String?] = [:]  // each token's account (nil: gone), read once per write
                 for sighting in sightings {
                     // A sighting flushed after its account was deleted (or made again) is not written:
                     // its device would be listed with a token that is gone, and could not be revoked.
                     let account =
-                        try accounts[sighting.tokenID]
+                        try accounts[sighting.tokenID.exact]
                         ?? Self.get(txn, DB.tokens, Array(sighting.tokenID.utf8)).map {
                             try JSONDecoder().decode(StoredToken.self, from: Data($0)).account
                         }
-                    accounts[sighting.tokenID] = account
+                    accounts[sighting.tokenID.exact] = account
                     guard let account, account.isSameName(as: sighting.account) else { continue }
                     let key = LMDBKeys.device(sighting.identity)
                     var device = sighting
